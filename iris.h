@@ -1,0 +1,1770 @@
+/* iris.h — multi-GPU symmetric heap: host API (C99 or C++, CUDA or HIP)
+ *
+ * What it is
+ *   One rank per GPU. Every rank allocates one heap of the same size; at init each
+ *   heap is mapped into every other rank (CUDA/HIP IPC between processes, peer access
+ *   inside one process), so a pointer into the heap can be translated to any rank's
+ *   copy and read, written or atomically updated from inside a kernel
+ *   (iris_device.h). Heap bases never move after init, so CUDA/HIP graphs that
+ *   capture them stay valid.
+ *
+ * Quick start (one process per GPU, ranks started by any launcher)
+ *     #define IRIS_IMPLEMENTATION          // in exactly one translation unit
+ *     #include "iris.h"
+ *     iris_t *ctx;
+ *     if (iris_init(NULL, &ctx) != IRIS_SUCCESS) { puts(iris_error_detail()); return 1; }
+ *     float *x;
+ *     iris_malloc(ctx, n * sizeof(float), (void **)&x); // same order on every rank
+ *     my_kernel<<<g, b>>>(iris_device_context(ctx), x); // see iris_device.h
+ *     iris_barrier(ctx);
+ *     iris_finalize(ctx);
+ *   Rank and world size come from IRIS_RANK / IRIS_WORLD_SIZE (or Open MPI's
+ *   OMPI_COMM_WORLD_RANK / _SIZE); all ranks meet at the rendezvous named by
+ *   IRIS_RENDEZVOUS. iris_launch_local() below starts N ranks on this host.
+ *
+ *   Compile:  nvcc  -arch=sm_90 -O2 app.cu -o app
+ *             hipcc --offload-arch=gfx90a -O2 app.hip -o app
+ *             cc -std=c99 -O2 app.c -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcudart
+ *
+ * Three ways to bring ranks up
+ *   1. iris_init(cfg, &ctx)  one process per GPU; the library's own rendezvous
+ *      (a Unix socket in a private directory, same-user peers only) exchanges handles.
+ *   2. iris_init(cfg, &ctx) with cfg.bootstrap set: your allgather and barrier
+ *      callbacks (MPI, torch.distributed, ...) carry the exchange instead.
+ *   3. iris_init_local(cfg, n, devices, ctxs)  one process drives n GPUs, one
+ *      context per GPU, peer access instead of IPC.
+ *
+ * The symmetric-heap contract
+ *   iris_malloc is local bookkeeping: no communication. It returns the same offset on
+ *   every rank as long as every rank makes the same sequence of iris_malloc/iris_free
+ *   calls with the same sizes. Break that and translated pointers point at the wrong
+ *   data. iris_heap_verify() checks it collectively; with IRIS_DEBUG defined in the
+ *   implementation unit, every iris_barrier() checks it too. Alignment is at least
+ *   IRIS_HEAP_ALIGN (256) bytes. Exhaustion returns IRIS_ERROR_OUT_OF_MEMORY and
+ *   leaves the heap as it was.
+ *
+ * Options (define before including; "global" ones must match in every unit)
+ *   IRIS_IMPLEMENTATION  emit the function definitions in this unit.
+ *   IRIS_STATIC          make every definition static (implies IRIS_IMPLEMENTATION).
+ *   IRIS_USE_CUDA / IRIS_USE_HIP  force a vendor (default: HIP under hipcc, else CUDA).
+ *   IRIS_MAX_RANKS       (global) ranks a device context can address; default 16.
+ *   IRIS_DEBUG           allocation-divergence checks in every barrier; in device
+ *                        code, heap bounds checks and trapping waits (iris_device.h).
+ *   A C99 unit that defines IRIS_IMPLEMENTATION needs POSIX declarations: include
+ *   iris.h first, or compile with -D_GNU_SOURCE (gnu99 and all C++ modes have them).
+ *
+ * Errors
+ *   Every call returns iris_status_t. iris_status_string() names the status;
+ *   iris_error_detail() holds this thread's last failure in words: which call failed,
+ *   on which rank, with the vendor's or the OS's error text. The library never calls
+ *   exit, abort or printf, and never throws.
+ *
+ * Threads
+ *   An iris_t is used by one host thread at a time. In mode 3, iris_barrier() on a
+ *   context blocks until one thread per context has called it.
+ */
+#ifndef IRIS_H
+#define IRIS_H
+
+#if defined(IRIS_STATIC) && !defined(IRIS_IMPLEMENTATION)
+#define IRIS_IMPLEMENTATION
+#endif
+#if defined(IRIS_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* only effective when iris.h is the unit's first include */
+#endif
+
+#define IRIS_VERSION_MAJOR 0
+#define IRIS_VERSION_MINOR 1
+#define IRIS_VERSION_PATCH 0
+#define IRIS_VERSION (IRIS_VERSION_MAJOR * 10000 + IRIS_VERSION_MINOR * 100 + IRIS_VERSION_PATCH)
+
+/* ===================================================================== platform == */
+#if defined(IRIS_USE_HIP) && defined(IRIS_USE_CUDA)
+#error "iris: define at most one of IRIS_USE_HIP and IRIS_USE_CUDA"
+#endif
+#if !defined(IRIS_USE_HIP) && !defined(IRIS_USE_CUDA)
+#if defined(__HIP__) || defined(__HIPCC__)
+#define IRIS_USE_HIP 1
+#else
+#define IRIS_USE_CUDA 1
+#endif
+#endif
+
+/* the vendors' headers are not -pedantic clean in C; keep their warnings theirs */
+#if defined(__GNUC__) && !defined(__cplusplus)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#endif
+#if defined(IRIS_USE_HIP)
+#if !defined(__HIP_PLATFORM_AMD__) && !defined(__HIP_PLATFORM_HCC__) && !defined(__HIP_PLATFORM_NVIDIA__)
+#define __HIP_PLATFORM_AMD__ /* a plain C compiler needs HIP's platform named */
+#endif
+#include <hip/hip_runtime_api.h>
+#else
+#include <cuda_runtime_api.h>
+#endif
+#if defined(__GNUC__) && !defined(__cplusplus)
+#pragma GCC diagnostic pop
+#endif
+
+#include <stddef.h>
+
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#define IRIS_HOST_DEVICE __host__ __device__
+#else
+#define IRIS_HOST_DEVICE
+#endif
+
+#ifndef IRIS_MAX_RANKS
+#define IRIS_MAX_RANKS 16
+#endif
+#define IRIS_HEAP_ALIGN 256
+#define IRIS_DEFAULT_HEAP_SIZE ((size_t)1 << 30)
+#define IRIS_DEFAULT_TIMEOUT_MS 60000
+#define IRIS_DEFAULT_BARRIER_TIMEOUT_MS 600000
+
+#if defined(IRIS_STATIC)
+#define IRIS_API static
+#else
+#define IRIS_API extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ====================================================================== types == */
+typedef enum iris_status {
+  IRIS_SUCCESS = 0,
+  IRIS_ERROR_INVALID_ARGUMENT, /* a NULL, zero or out-of-range argument */
+  IRIS_ERROR_INVALID_RANK,     /* a rank outside [0, world_size) */
+  IRIS_ERROR_OUT_OF_MEMORY,    /* the symmetric heap (or host memory) is exhausted */
+  IRIS_ERROR_NOT_IN_HEAP,      /* a pointer outside the symmetric heap */
+  IRIS_ERROR_MISMATCH,         /* ranks disagree: world size, heap size, version, allocations */
+  IRIS_ERROR_TIMEOUT,          /* a rank did not arrive in time */
+  IRIS_ERROR_GPU,              /* the CUDA/HIP runtime failed */
+  IRIS_ERROR_SYSTEM,           /* an OS call failed (socket, fork, ...) */
+  IRIS_ERROR_PERMISSION,       /* a peer of another user, or an unsafe rendezvous directory */
+  IRIS_ERROR_DIFFERENT_HOST,   /* ranks on different hosts: IPC does not cross hosts */
+  IRIS_ERROR_UNSUPPORTED,      /* the request is valid but this build or platform cannot do it */
+  IRIS_ERROR_BOOTSTRAP,        /* a user bootstrap callback returned an error */
+  IRIS_ERROR_RANK_FAILED,      /* a rank started by iris_launch_local failed */
+  IRIS_STATUS_COUNT
+} iris_status_t;
+
+/* Memory order and scope for device atomics (compile-time parameters there). */
+typedef enum iris_order { IRIS_ORDER_RELAXED = 0, IRIS_ORDER_ACQUIRE, IRIS_ORDER_RELEASE, IRIS_ORDER_ACQ_REL } iris_order_t;
+typedef enum iris_scope { IRIS_SCOPE_BLOCK = 0, IRIS_SCOPE_DEVICE, IRIS_SCOPE_SYSTEM } iris_scope_t;
+
+/* What memory backs the heap. On AMD, memory that a peer's running kernel polls must
+ * be fine-grained (the default there) or uncached; coarse-grained is faster for bulk
+ * data that is only handed over between kernels. NVIDIA has one kind. */
+typedef enum iris_heap_memory {
+  IRIS_HEAP_MEMORY_DEFAULT = 0, /* fine-grained on AMD, device memory on NVIDIA */
+  IRIS_HEAP_MEMORY_FINE,
+  IRIS_HEAP_MEMORY_UNCACHED,
+  IRIS_HEAP_MEMORY_COARSE
+} iris_heap_memory_t;
+
+/* Bootstrap hooks (bring-up mode 2). Each returns 0 on success.
+ *   allgather: every rank passes `bytes` bytes; recv receives world_size * bytes,
+ *              rank r's block at offset r * bytes. Collective.
+ *   barrier:   returns once every rank has entered it. Collective. */
+typedef struct iris_bootstrap {
+  void *user;
+  int (*allgather)(void *user, const void *send, void *recv, size_t bytes);
+  int (*barrier)(void *user);
+} iris_bootstrap_t;
+
+/* Configuration. Start from IRIS_CONFIG_INIT; a zero or negative field means
+ * "from the environment, else the default". */
+typedef struct iris_config {
+  size_t struct_size;        /* sizeof(iris_config_t); set by IRIS_CONFIG_INIT */
+  int rank;                  /* -1: IRIS_RANK, else OMPI_COMM_WORLD_RANK */
+  int world_size;            /* -1: IRIS_WORLD_SIZE, else OMPI_COMM_WORLD_SIZE */
+  int device;                /* -1: IRIS_DEVICE, else rank % visible devices */
+  size_t heap_size;          /* 0: IRIS_HEAP_SIZE (bytes; K/M/G suffix), else 1 GiB */
+  const char *rendezvous;    /* NULL: IRIS_RENDEZVOUS, else "default" */
+  const char *rendezvous_dir;/* NULL: IRIS_RENDEZVOUS_DIR, else /tmp/iris-<uid> */
+  int timeout_ms;            /* bring-up waits; 0: IRIS_TIMEOUT_MS, else 60 s */
+  int barrier_timeout_ms;    /* iris_barrier waits; 0: IRIS_BARRIER_TIMEOUT_MS, else 600 s */
+  iris_heap_memory_t heap_memory;
+  const iris_bootstrap_t *bootstrap; /* non-NULL: mode 2 */
+} iris_config_t;
+#define IRIS_CONFIG_INIT {sizeof(iris_config_t), -1, -1, -1, 0, NULL, NULL, 0, 0, IRIS_HEAP_MEMORY_DEFAULT, NULL}
+
+typedef struct iris iris_t; /* opaque host context, one per rank */
+
+/* Device context: passed by value to kernels. bases[r] is rank r's heap base in this
+ * process's address space; bases[rank] is the local heap. Plain data, same layout
+ * in C and C++ (IRIS_MAX_RANKS must agree across units). */
+typedef struct iris_device_ctx {
+  int rank;
+  int world_size;
+  unsigned long long heap_size;
+  char *bases[IRIS_MAX_RANKS];
+} iris_device_ctx_t;
+
+/* ============================================================ bring-up, teardown == */
+
+/* Modes 1 and 2. Collective over all ranks: each rank calls it once. Blocks until every
+ * rank has mapped every heap (or the timeout passes, naming the ranks that never came).
+ * Refuses peers of another user, another host, another world size, heap size or
+ * library version. cfg may be NULL (all defaults). On failure *out is NULL and
+ * nothing is left allocated. */
+IRIS_API iris_status_t iris_init(const iris_config_t *cfg, iris_t **out);
+
+/* Mode 3: one process, num_gpus GPUs (devices[i] becomes rank i; devices NULL means
+ * 0..num_gpus-1). Enables peer access between every pair; fails with
+ * IRIS_ERROR_UNSUPPORTED if a pair cannot reach each other. cfg's rank, world_size,
+ * device, rendezvous and bootstrap are ignored. out_ctxs receives num_gpus contexts. */
+IRIS_API iris_status_t iris_init_local(const iris_config_t *cfg, int num_gpus, const int *devices, iris_t **out_ctxs);
+
+/* Collective. Waits for this rank's GPU work, meets every rank (so no peer still reads
+ * this heap), unmaps peers and frees the heap. Frees ctx even when the final barrier
+ * fails (the status then reports it). A new iris_init may follow in the same process.
+ * Mode 3 contexts may be finalized from one thread, one after another. */
+IRIS_API iris_status_t iris_finalize(iris_t *ctx);
+
+/* ================================================================== queries == */
+IRIS_API int iris_rank(const iris_t *ctx);
+IRIS_API int iris_world_size(const iris_t *ctx);
+IRIS_API int iris_device(const iris_t *ctx);      /* the CUDA/HIP device ordinal of this rank */
+IRIS_API size_t iris_heap_size(const iris_t *ctx);
+IRIS_API size_t iris_heap_used(const iris_t *ctx); /* bytes in live allocations, padding included */
+/* Rank r's heap base in this process's address space (NULL for a bad rank). */
+IRIS_API void *iris_heap_base(const iris_t *ctx, int rank);
+/* Plain-data context for kernels (see iris_device.h). Cheap; call once and keep it. */
+IRIS_API iris_device_ctx_t iris_device_context(const iris_t *ctx);
+
+/* ================================================================== the heap == */
+
+/* Local: allocate `bytes` (>= 1) on the symmetric heap, IRIS_HEAP_ALIGN-aligned. The
+ * content is unspecified (the heap is zeroed once at init; freed memory is reused as
+ * it is). Same offsets on every rank under the contract above. */
+IRIS_API iris_status_t iris_malloc(iris_t *ctx, size_t bytes, void **ptr);
+/* As iris_malloc with a larger power-of-two alignment. */
+IRIS_API iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t alignment, void **ptr);
+/* As iris_malloc, then zero the block on this rank's GPU (synchronously). Peers see the
+ * zeros once a barrier separates them from this call. */
+IRIS_API iris_status_t iris_calloc(iris_t *ctx, size_t bytes, void **ptr);
+/* Local: return a block from iris_malloc*. IRIS_ERROR_NOT_IN_HEAP for a pointer outside
+ * the heap, IRIS_ERROR_INVALID_ARGUMENT for one that is not a live block's start. */
+IRIS_API iris_status_t iris_free(iris_t *ctx, void *ptr);
+/* Offset of ptr from this rank's heap base; IRIS_ERROR_NOT_IN_HEAP if outside. */
+IRIS_API iris_status_t iris_heap_offset(const iris_t *ctx, const void *ptr, size_t *offset);
+/* ptr (in this rank's heap) as seen at rank to_rank's copy, in this process's
+ * address space; what device code gets from iris_translate. */
+IRIS_API iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, int to_rank, void **out);
+/* Collective: check that every rank made the same allocation sequence. Returns
+ * IRIS_ERROR_MISMATCH naming the ranks that diverge from rank 0. */
+IRIS_API iris_status_t iris_heap_verify(iris_t *ctx);
+
+/* ============================================================= host collectives == */
+
+/* Collective. Waits for this rank's GPU work (device synchronize), then returns once
+ * every rank has entered. Afterwards every rank's GPU writes made before its barrier
+ * are visible to every rank. Times out (barrier_timeout_ms) naming missing ranks. */
+IRIS_API iris_status_t iris_barrier(iris_t *ctx);
+/* Collective, host memory only: recv gets world_size * bytes, rank r's at r * bytes.
+ * For exchanging small host data (seeds, sizes); every rank passes the same bytes. */
+IRIS_API iris_status_t iris_allgather_host(iris_t *ctx, const void *send, void *recv, size_t bytes);
+
+/* ================================================================== errors == */
+IRIS_API const char *iris_status_string(iris_status_t status);
+/* This thread's last failure in words ("" if none). Valid until this thread's next
+ * iris call. */
+IRIS_API const char *iris_error_detail(void);
+
+/* ================================================ the library's own rendezvous == */
+/* Bring-up mode 1 uses this; it is public so launchers and tests can use it alone.
+ * Rank 0 listens on <dir>/<name>.sock (dir created 0700 and checked to be private);
+ * other ranks connect, retrying until the timeout. Peers of another user, another
+ * library version, world size or heap size are refused with a message naming them. */
+typedef struct iris_rendezvous iris_rendezvous_t;
+typedef struct iris_rendezvous_params {
+  const char *name;        /* required; at most 64 characters of [A-Za-z0-9._-] */
+  const char *dir;         /* NULL: IRIS_RENDEZVOUS_DIR, else /tmp/iris-<uid> */
+  int rank, world_size;
+  int timeout_ms;          /* every wait inside; > 0 */
+  unsigned long long heap_size; /* compared across ranks */
+} iris_rendezvous_params_t;
+IRIS_API iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, iris_rendezvous_t **out);
+IRIS_API iris_status_t iris_rendezvous_allgather(iris_rendezvous_t *r, const void *send, void *recv, size_t bytes);
+IRIS_API iris_status_t iris_rendezvous_barrier(iris_rendezvous_t *r);
+IRIS_API void iris_rendezvous_close(iris_rendezvous_t *r);
+
+/* ================================================================= launcher == */
+/* Start num_ranks copies of this process on this host, fork-style. Call it before any
+ * GPU call (CUDA and HIP do not survive fork). In each child it returns IRIS_SUCCESS
+ * with *my_rank set and IRIS_RANK, IRIS_WORLD_SIZE and a fresh IRIS_RENDEZVOUS in the
+ * environment, so iris_init(NULL, ...) brings the ranks up. In the parent it returns
+ * with *my_rank = -1; the parent then calls iris_launch_wait. */
+#define IRIS_LAUNCH_MAX 64
+typedef struct iris_launch {
+  int num_ranks;
+  int pids[IRIS_LAUNCH_MAX];
+  int exit_codes[IRIS_LAUNCH_MAX]; /* filled by iris_launch_wait; 128+signal if killed */
+} iris_launch_t;
+IRIS_API iris_status_t iris_launch_local(int num_ranks, iris_launch_t *launch, int *my_rank);
+/* Parent only: wait for every rank (timeout_ms <= 0: forever). Ranks still running at
+ * the timeout are killed. IRIS_ERROR_RANK_FAILED names every rank that exited non-zero
+ * or was killed; IRIS_ERROR_TIMEOUT names the ranks that had to be killed. */
+IRIS_API iris_status_t iris_launch_wait(iris_launch_t *launch, int timeout_ms);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+/* ============================================================== tile views == */
+/* A 2-D row-major view: element (r, c) at ptr + (r * stride + c) * elem_size. Tiles of
+ * bm x bn are numbered row-major over the tile grid; edge tiles are partial. Usable
+ * on host and device, from C and C++. */
+typedef struct iris_view2d {
+  void *ptr;
+  long long rows, cols;
+  long long stride; /* elements between consecutive rows, >= cols */
+  int elem_size;    /* bytes per element */
+} iris_view2d_t;
+
+static inline IRIS_HOST_DEVICE iris_view2d_t iris_view2d(void *ptr, long long rows, long long cols, long long stride, int elem_size) {
+  iris_view2d_t v;
+  v.ptr = ptr;
+  v.rows = rows;
+  v.cols = cols;
+  v.stride = stride;
+  v.elem_size = elem_size;
+  return v;
+}
+static inline IRIS_HOST_DEVICE long long iris_cdiv(long long a, long long b) { return (a + b - 1) / b; }
+static inline IRIS_HOST_DEVICE long long iris_view_tiles_m(iris_view2d_t v, int bm) { return iris_cdiv(v.rows, bm); }
+static inline IRIS_HOST_DEVICE long long iris_view_tiles_n(iris_view2d_t v, int bn) { return iris_cdiv(v.cols, bn); }
+static inline IRIS_HOST_DEVICE long long iris_view_num_tiles(iris_view2d_t v, int bm, int bn) {
+  return iris_view_tiles_m(v, bm) * iris_view_tiles_n(v, bn);
+}
+/* Tile id -> (tile row, tile column), row-major over the tile grid. */
+static inline IRIS_HOST_DEVICE void iris_view_tile_coords(iris_view2d_t v, int bn, long long tile, long long *tm, long long *tn) {
+  long long nt = iris_view_tiles_n(v, bn);
+  *tm = tile / nt;
+  *tn = tile % nt;
+}
+/* Rows and columns actually present in tile (tm, tn): bm/bn except at the edges. */
+static inline IRIS_HOST_DEVICE int iris_view_tile_rows(iris_view2d_t v, int bm, long long tm) {
+  long long left = v.rows - tm * bm;
+  return (int)(left < bm ? (left > 0 ? left : 0) : bm);
+}
+static inline IRIS_HOST_DEVICE int iris_view_tile_cols(iris_view2d_t v, int bn, long long tn) {
+  long long left = v.cols - tn * bn;
+  return (int)(left < bn ? (left > 0 ? left : 0) : bn);
+}
+static inline IRIS_HOST_DEVICE void *iris_view_elem(iris_view2d_t v, long long r, long long c) {
+  return (char *)v.ptr + (r * v.stride + c) * (long long)v.elem_size;
+}
+/* Sub-view of tile (tm, tn): its origin and its (possibly partial) extent. */
+static inline IRIS_HOST_DEVICE iris_view2d_t iris_view_tile(iris_view2d_t v, int bm, int bn, long long tm, long long tn) {
+  return iris_view2d(iris_view_elem(v, tm * bm, tn * bn), iris_view_tile_rows(v, bm, tm), iris_view_tile_cols(v, bn, tn), v.stride,
+                     v.elem_size);
+}
+
+/* ========================================================================= */
+/*                              IMPLEMENTATION                               */
+/* ========================================================================= */
+#if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_IMPLEMENTATION_DONE)
+#define IRIS_IMPLEMENTATION_DONE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(IRIS_STATIC)
+#define IRIS_DEF static
+#else
+#define IRIS_DEF
+#endif
+#define IRIS_INTERNAL static
+
+#if defined(__cplusplus)
+#define IRIS_DETAIL_TLS thread_local
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define IRIS_DETAIL_TLS _Thread_local
+#else
+#define IRIS_DETAIL_TLS __thread
+#endif
+
+#ifndef SO_PEERCRED
+#define SO_PEERCRED 17 /* Linux */
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------- vendor runtime calls --
+ * The only runtime calls the library makes, in one place. */
+#if defined(IRIS_USE_HIP)
+typedef hipError_t iris_gpu_error_t;
+typedef hipIpcMemHandle_t iris_gpu_ipc_handle_t;
+#define IRIS_GPU_SUCCESS hipSuccess
+#define IRIS_GPU_NAME "HIP"
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_device_count(int *n) { return hipGetDeviceCount(n); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_get_device(int *d) { return hipGetDevice(d); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_set_device(int d) { return hipSetDevice(d); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_malloc(void **p, size_t n, iris_heap_memory_t kind) {
+  if (kind == IRIS_HEAP_MEMORY_COARSE) return hipMalloc(p, n);
+#if defined(hipDeviceMallocUncached)
+  if (kind == IRIS_HEAP_MEMORY_UNCACHED) return hipExtMallocWithFlags(p, n, hipDeviceMallocUncached);
+#else
+  if (kind == IRIS_HEAP_MEMORY_UNCACHED) return hipErrorNotSupported;
+#endif
+  return hipExtMallocWithFlags(p, n, hipDeviceMallocFinegrained);
+}
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_free(void *p) { return hipFree(p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_memset(void *p, int v, size_t n) { return hipMemset(p, v, n); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_synchronize(void) { return hipDeviceSynchronize(); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_ipc_get(iris_gpu_ipc_handle_t *h, void *p) { return hipIpcGetMemHandle(h, p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_ipc_open(void **p, iris_gpu_ipc_handle_t h) { return hipIpcOpenMemHandle(p, h, hipIpcMemLazyEnablePeerAccess); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_ipc_close(void *p) { return hipIpcCloseMemHandle(p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_can_access_peer(int *ok, int d, int peer) { return hipDeviceCanAccessPeer(ok, d, peer); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_enable_peer(int peer) {
+  hipError_t e = hipDeviceEnablePeerAccess(peer, 0);
+  if (e == hipErrorPeerAccessAlreadyEnabled) { (void)hipGetLastError(); return hipSuccess; }
+  return e;
+}
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_pci_bus_id(char *s, int n, int d) { return hipDeviceGetPCIBusId(s, n, d); }
+IRIS_INTERNAL const char *iris_gpu_error_text(iris_gpu_error_t e) { return hipGetErrorString(e); }
+#else
+typedef cudaError_t iris_gpu_error_t;
+typedef cudaIpcMemHandle_t iris_gpu_ipc_handle_t;
+#define IRIS_GPU_SUCCESS cudaSuccess
+#define IRIS_GPU_NAME "CUDA"
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_device_count(int *n) { return cudaGetDeviceCount(n); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_get_device(int *d) { return cudaGetDevice(d); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_set_device(int d) { return cudaSetDevice(d); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_malloc(void **p, size_t n, iris_heap_memory_t kind) {
+  (void)kind; /* NVIDIA device memory is coherent over NVLink at system scope */
+  return cudaMalloc(p, n);
+}
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_free(void *p) { return cudaFree(p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_memset(void *p, int v, size_t n) { return cudaMemset(p, v, n); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_synchronize(void) { return cudaDeviceSynchronize(); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_ipc_get(iris_gpu_ipc_handle_t *h, void *p) { return cudaIpcGetMemHandle(h, p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_ipc_open(void **p, iris_gpu_ipc_handle_t h) { return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_ipc_close(void *p) { return cudaIpcCloseMemHandle(p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_can_access_peer(int *ok, int d, int peer) { return cudaDeviceCanAccessPeer(ok, d, peer); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_enable_peer(int peer) {
+  cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) { (void)cudaGetLastError(); return cudaSuccess; }
+  return e;
+}
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_pci_bus_id(char *s, int n, int d) { return cudaDeviceGetPCIBusId(s, n, d); }
+IRIS_INTERNAL const char *iris_gpu_error_text(iris_gpu_error_t e) { return cudaGetErrorString(e); }
+#endif
+
+/* ----------------------------------------------------------------------- errors -- */
+static IRIS_DETAIL_TLS char iris_detail_errbuf[1024];
+
+IRIS_INTERNAL iris_status_t iris_detail_fail(iris_status_t st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(iris_detail_errbuf, sizeof iris_detail_errbuf, fmt, ap);
+  va_end(ap);
+  return st;
+}
+IRIS_INTERNAL iris_status_t iris_detail_gpu_fail(int rank, const char *call, iris_gpu_error_t e) {
+  return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s failed: %s (" IRIS_GPU_NAME " error %d)", rank, call, iris_gpu_error_text(e), (int)e);
+}
+/* strncpy that always terminates and never warns */
+IRIS_INTERNAL void iris_detail_copy(char *dst, size_t cap, const char *src) {
+  size_t n = strlen(src);
+  if (n >= cap) n = cap - 1;
+  memcpy(dst, src, n);
+  dst[n] = 0;
+}
+IRIS_INTERNAL iris_status_t iris_detail_sys_fail(int rank, const char *call, int err) {
+  return iris_detail_fail(IRIS_ERROR_SYSTEM, "rank %d: %s failed: %s", rank, call, strerror(err));
+}
+#define IRIS_DETAIL_GPU_CALL(rank, call)                                   \
+  do {                                                                     \
+    iris_gpu_error_t iris_e_ = (call);                                     \
+    if (iris_e_ != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(rank, #call, iris_e_); \
+  } while (0)
+
+IRIS_DEF const char *iris_status_string(iris_status_t s) {
+  switch (s) {
+  case IRIS_SUCCESS: return "IRIS_SUCCESS: no error";
+  case IRIS_ERROR_INVALID_ARGUMENT: return "IRIS_ERROR_INVALID_ARGUMENT: an argument is NULL, zero or out of range";
+  case IRIS_ERROR_INVALID_RANK: return "IRIS_ERROR_INVALID_RANK: a rank outside [0, world_size)";
+  case IRIS_ERROR_OUT_OF_MEMORY: return "IRIS_ERROR_OUT_OF_MEMORY: the symmetric heap (or host memory) is exhausted";
+  case IRIS_ERROR_NOT_IN_HEAP: return "IRIS_ERROR_NOT_IN_HEAP: the pointer is outside the symmetric heap";
+  case IRIS_ERROR_MISMATCH: return "IRIS_ERROR_MISMATCH: ranks disagree (world size, heap size, version or allocations)";
+  case IRIS_ERROR_TIMEOUT: return "IRIS_ERROR_TIMEOUT: a rank did not arrive in time";
+  case IRIS_ERROR_GPU: return "IRIS_ERROR_GPU: the CUDA/HIP runtime reported an error";
+  case IRIS_ERROR_SYSTEM: return "IRIS_ERROR_SYSTEM: an operating-system call failed";
+  case IRIS_ERROR_PERMISSION: return "IRIS_ERROR_PERMISSION: a peer of another user, or an unsafe rendezvous directory";
+  case IRIS_ERROR_DIFFERENT_HOST: return "IRIS_ERROR_DIFFERENT_HOST: ranks run on different hosts; GPU IPC does not cross hosts";
+  case IRIS_ERROR_UNSUPPORTED: return "IRIS_ERROR_UNSUPPORTED: not supported by this build or platform";
+  case IRIS_ERROR_BOOTSTRAP: return "IRIS_ERROR_BOOTSTRAP: a bootstrap callback returned an error";
+  case IRIS_ERROR_RANK_FAILED: return "IRIS_ERROR_RANK_FAILED: a launched rank exited with an error";
+  default: return "IRIS_ERROR_?: unknown status";
+  }
+}
+IRIS_DEF const char *iris_error_detail(void) { return iris_detail_errbuf; }
+
+/* ------------------------------------------------------------------ small helpers -- */
+IRIS_INTERNAL long long iris_detail_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+IRIS_INTERNAL void iris_detail_sleep_ms(int ms) {
+  struct timespec ts;
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+  nanosleep(&ts, NULL);
+}
+IRIS_INTERNAL int iris_detail_env_int(const char *name, int *out) {
+  const char *s = getenv(name);
+  char *end;
+  long v;
+  if (!s || !*s) return 0;
+  errno = 0;
+  v = strtol(s, &end, 10);
+  if (errno || *end || v < -2147483647L || v > 2147483647L) return 0;
+  *out = (int)v;
+  return 1;
+}
+/* "512M", "2G", "1048576" -> bytes; 0 when unset or malformed */
+IRIS_INTERNAL size_t iris_detail_parse_size(const char *s) {
+  char *end;
+  unsigned long long v;
+  if (!s || !*s) return 0;
+  errno = 0;
+  v = strtoull(s, &end, 10);
+  if (errno) return 0;
+  if (*end == 'K' || *end == 'k') v <<= 10, end++;
+  else if (*end == 'M' || *end == 'm') v <<= 20, end++;
+  else if (*end == 'G' || *end == 'g') v <<= 30, end++;
+  if (*end == 'i' || *end == 'B' || *end == 'b') end++;
+  if (*end == 'B') end++;
+  return *end ? 0 : (size_t)v;
+}
+/* "0,2,3" from a flag array; returns buf */
+IRIS_INTERNAL const char *iris_detail_rank_list(const unsigned char *flag, int n, char *buf, size_t cap) {
+  size_t len = 0;
+  int i, first = 1;
+  buf[0] = 0;
+  for (i = 0; i < n && len + 16 < cap; i++) {
+    if (!flag[i]) continue;
+    len += (size_t)snprintf(buf + len, cap - len, first ? "%d" : ",%d", i);
+    first = 0;
+  }
+  return buf;
+}
+IRIS_INTERNAL uint64_t iris_detail_fnv(uint64_t h, uint64_t v) {
+  int i;
+  for (i = 0; i < 8; i++) { h ^= (v >> (8 * i)) & 0xff; h *= 1099511628211ULL; }
+  return h;
+}
+
+/* --------------------------------------------------------------------- rendezvous --
+ * A star over Unix stream sockets: rank 0 listens, every other rank connects. Frames
+ * are a fixed header plus payload. An allgather is: each rank sends GATHER to rank 0,
+ * rank 0 answers every rank with TABLE; a barrier is an allgather of nothing. Rank 0
+ * tells every connected rank why it gives up (ERROR), so every rank's error names the
+ * missing or offending ranks. */
+#define IRIS_DETAIL_MAGIC 0x53495249u /* "IRIS" */
+enum { IRIS_DETAIL_HELLO = 1, IRIS_DETAIL_WELCOME, IRIS_DETAIL_GATHER, IRIS_DETAIL_TABLE, IRIS_DETAIL_ERROR };
+
+typedef struct iris_detail_frame {
+  uint32_t magic, type;
+  int32_t rank, status;
+  uint64_t seq, len;
+} iris_detail_frame_t;
+
+typedef struct iris_detail_hello {
+  uint32_t version, world;
+  uint64_t heap_size;
+} iris_detail_hello_t;
+
+struct iris_rendezvous {
+  int rank, world, timeout_ms;
+  int *fds;      /* rank 0: fds[r] for r >= 1; others: fds[0] is the link to rank 0 */
+  uint64_t seq;  /* collective operations so far */
+  char name[72];
+  char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+struct iris_detail_ucred { int pid; unsigned uid, gid; };
+
+IRIS_INTERNAL int iris_detail_peer_uid(int fd, unsigned *uid) {
+#if defined(__linux__)
+  struct iris_detail_ucred c;
+  socklen_t len = sizeof c;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0) return -1;
+  *uid = c.uid;
+  return 0;
+#else
+  (void)fd;
+  *uid = (unsigned)getuid(); /* the private directory is the only guard here */
+  return 0;
+#endif
+}
+
+/* Send or receive exactly n bytes before deadline (ms, monotonic). 0 on success,
+ * ETIMEDOUT, EPIPE (peer closed) or errno. */
+IRIS_INTERNAL int iris_detail_io(int fd, void *buf, size_t n, long long deadline, int sending) {
+  char *p = (char *)buf;
+  while (n > 0) {
+    struct pollfd pf;
+    long long left = deadline - iris_detail_now_ms();
+    ssize_t k;
+    int pr;
+    if (left <= 0) return ETIMEDOUT;
+    pf.fd = fd;
+    pf.events = (short)(sending ? POLLOUT : POLLIN);
+    pf.revents = 0;
+    pr = poll(&pf, 1, (int)(left > 1000000 ? 1000000 : left));
+    if (pr < 0) { if (errno == EINTR) continue; return errno; }
+    if (pr == 0) continue;
+    k = sending ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
+    if (k < 0) { if (errno == EINTR || errno == EAGAIN) continue; return errno == ECONNRESET ? EPIPE : errno; }
+    if (k == 0) return EPIPE;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+IRIS_INTERNAL int iris_detail_send_frame(int fd, uint32_t type, int rank, int status, uint64_t seq, const void *data, size_t len, long long deadline) {
+  iris_detail_frame_t f;
+  int e;
+  f.magic = IRIS_DETAIL_MAGIC;
+  f.type = type;
+  f.rank = rank;
+  f.status = status;
+  f.seq = seq;
+  f.len = len;
+  e = iris_detail_io(fd, &f, sizeof f, deadline, 1);
+  if (!e && len) e = iris_detail_io(fd, (void *)data, len, deadline, 1);
+  return e;
+}
+/* Reads a frame header; for ERROR frames reads the message into the thread's detail. */
+IRIS_INTERNAL int iris_detail_recv_header(int fd, iris_detail_frame_t *f, long long deadline) {
+  int e = iris_detail_io(fd, f, sizeof *f, deadline, 0);
+  if (e) return e;
+  if (f->magic != IRIS_DETAIL_MAGIC) return EPROTO;
+  if (f->type == IRIS_DETAIL_ERROR) {
+    char msg[sizeof iris_detail_errbuf];
+    size_t n = f->len < sizeof msg - 1 ? (size_t)f->len : sizeof msg - 1;
+    memset(msg, 0, sizeof msg);
+    if (iris_detail_io(fd, msg, n, deadline, 0) == 0) iris_detail_fail((iris_status_t)f->status, "%s", msg);
+  }
+  return 0;
+}
+
+/* Rank 0 gives up: tell every connected rank why, then return the same status. */
+IRIS_INTERNAL iris_status_t iris_detail_rdv_abort(iris_rendezvous_t *r, iris_status_t st) {
+  int i;
+  long long deadline = iris_detail_now_ms() + 500;
+  const char *msg = iris_detail_errbuf;
+  for (i = 1; i < r->world; i++)
+    if (r->fds[i] >= 0) iris_detail_send_frame(r->fds[i], IRIS_DETAIL_ERROR, 0, (int)st, r->seq, msg, strlen(msg) + 1, deadline);
+  return st;
+}
+
+IRIS_INTERNAL iris_status_t iris_detail_private_dir(const char *dir, int rank, int create) {
+  struct stat st;
+  if (create && mkdir(dir, 0700) != 0 && errno != EEXIST) return iris_detail_sys_fail(rank, "mkdir(rendezvous directory)", errno);
+  if (lstat(dir, &st) != 0) return errno == ENOENT ? IRIS_ERROR_TIMEOUT : iris_detail_sys_fail(rank, "lstat(rendezvous directory)", errno);
+  if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0)
+    return iris_detail_fail(IRIS_ERROR_PERMISSION,
+                            "rank %d: rendezvous directory %s is not private to this user (owner uid %u, mode %03o, %s); "
+                            "it must be a directory of uid %u with mode 0700",
+                            rank, dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777), S_ISDIR(st.st_mode) ? "a directory" : "not a directory",
+                            (unsigned)getuid());
+  return IRIS_SUCCESS;
+}
+
+IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int lfd, uint64_t heap_size) {
+  long long deadline = iris_detail_now_ms() + r->timeout_ms;
+  int have = 1;
+  unsigned char *present = (unsigned char *)calloc((size_t)r->world, 1);
+  char list[512];
+  if (!present) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank 0: out of host memory");
+  present[0] = 1;
+  while (have < r->world) {
+    struct pollfd pf;
+    long long left = deadline - iris_detail_now_ms();
+    iris_detail_frame_t f;
+    iris_detail_hello_t h;
+    unsigned uid = 0;
+    int cfd, e;
+    iris_status_t bad = IRIS_SUCCESS;
+    if (left <= 0) {
+      int i;
+      for (i = 0; i < r->world; i++) present[i] = (unsigned char)!present[i];
+      iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': timed out after %d ms; ranks %s never arrived (%d of %d present; all ranks must run on this host)",
+                       r->name, r->timeout_ms, iris_detail_rank_list(present, r->world, list, sizeof list), have, r->world);
+      free(present);
+      return iris_detail_rdv_abort(r, IRIS_ERROR_TIMEOUT);
+    }
+    pf.fd = lfd;
+    pf.events = POLLIN;
+    pf.revents = 0;
+    if (poll(&pf, 1, (int)(left > 1000000 ? 1000000 : left)) <= 0) continue;
+    cfd = accept(lfd, NULL, NULL);
+    if (cfd < 0) continue;
+    if (iris_detail_peer_uid(cfd, &uid) != 0 || uid != (unsigned)getuid()) { close(cfd); continue; } /* not ours: ignore it */
+    e = iris_detail_recv_header(cfd, &f, iris_detail_now_ms() + (left < 5000 ? left : 5000));
+    if (e || f.type != IRIS_DETAIL_HELLO || f.len != sizeof h || iris_detail_io(cfd, &h, sizeof h, deadline, 0)) { close(cfd); continue; }
+    if (h.version != IRIS_VERSION)
+      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d runs iris version %u but rank 0 runs %u", r->name, f.rank, h.version, IRIS_VERSION);
+    else if ((int)h.world != r->world)
+      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d was started with world size %u but rank 0 with %d", r->name, f.rank, h.world, r->world);
+    else if (h.heap_size != heap_size)
+      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d asks for a heap of %llu bytes but rank 0 for %llu", r->name, f.rank,
+                             (unsigned long long)h.heap_size, (unsigned long long)heap_size);
+    else if (f.rank <= 0 || f.rank >= r->world)
+      bad = iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rendezvous '%s': a process claims rank %d, outside [1, %d)", r->name, f.rank, r->world);
+    else if (present[f.rank])
+      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': two processes claim rank %d", r->name, f.rank);
+    if (bad != IRIS_SUCCESS) {
+      const char *msg = iris_detail_errbuf;
+      iris_detail_send_frame(cfd, IRIS_DETAIL_ERROR, 0, (int)bad, 0, msg, strlen(msg) + 1, iris_detail_now_ms() + 500);
+      close(cfd);
+      free(present);
+      return iris_detail_rdv_abort(r, bad);
+    }
+    r->fds[f.rank] = cfd;
+    present[f.rank] = 1;
+    have++;
+  }
+  free(present);
+  {
+    int i;
+    for (i = 1; i < r->world; i++)
+      if (iris_detail_send_frame(r->fds[i], IRIS_DETAIL_WELCOME, 0, 0, 0, NULL, 0, deadline + 1000))
+        return iris_detail_rdv_abort(r, iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d vanished during bring-up", r->name, i));
+  }
+  return IRIS_SUCCESS;
+}
+
+IRIS_INTERNAL iris_status_t iris_detail_rdv_connect(iris_rendezvous_t *r, const char *dir, uint64_t heap_size) {
+  long long deadline = iris_detail_now_ms() + r->timeout_ms;
+  struct sockaddr_un addr;
+  iris_detail_hello_t h;
+  iris_detail_frame_t f;
+  int fd = -1, e;
+  unsigned uid = 0;
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, r->path, strlen(r->path) + 1);
+  for (;;) {
+    iris_status_t ds = iris_detail_private_dir(dir, r->rank, 0);
+    if (ds != IRIS_SUCCESS && ds != IRIS_ERROR_TIMEOUT) return ds;
+    if (ds == IRIS_SUCCESS) {
+      fd = socket(AF_UNIX, SOCK_STREAM, 0);
+      if (fd < 0) return iris_detail_sys_fail(r->rank, "socket", errno);
+      if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0) break;
+      close(fd);
+      fd = -1;
+    }
+    if (iris_detail_now_ms() >= deadline)
+      return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for rank 0 to listen at %s (is rank 0 running on this host?)",
+                              r->name, r->rank, r->timeout_ms, r->path);
+    iris_detail_sleep_ms(5);
+  }
+  if (iris_detail_peer_uid(fd, &uid) != 0 || uid != (unsigned)getuid()) {
+    close(fd);
+    return iris_detail_fail(IRIS_ERROR_PERMISSION, "rendezvous '%s': the process listening at %s belongs to uid %u, not to this user (uid %u)", r->name,
+                            r->path, uid, (unsigned)getuid());
+  }
+  r->fds[0] = fd;
+  h.version = IRIS_VERSION;
+  h.world = (uint32_t)r->world;
+  h.heap_size = heap_size;
+  if ((e = iris_detail_send_frame(fd, IRIS_DETAIL_HELLO, r->rank, 0, 0, &h, sizeof h, deadline)) != 0)
+    return iris_detail_sys_fail(r->rank, "sending hello to rank 0", e);
+  /* rank 0 answers once all ranks are present, or tells us why not; allow it a
+   * moment past our own deadline so its (more precise) message arrives first */
+  e = iris_detail_recv_header(fd, &f, deadline + 2000);
+  if (e == ETIMEDOUT)
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for the other ranks", r->name, r->rank, r->timeout_ms);
+  if (e) return iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d lost rank 0 during bring-up (%s)", r->name, r->rank, strerror(e));
+  if (f.type == IRIS_DETAIL_ERROR) return (iris_status_t)f.status;
+  if (f.type != IRIS_DETAIL_WELCOME) return iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': protocol error at bring-up", r->name);
+  return IRIS_SUCCESS;
+}
+
+IRIS_DEF void iris_rendezvous_close(iris_rendezvous_t *r) {
+  int i;
+  if (!r) return;
+  for (i = 0; i < r->world; i++)
+    if (r->fds[i] >= 0) close(r->fds[i]);
+  free(r->fds);
+  free(r);
+}
+
+IRIS_DEF iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, iris_rendezvous_t **out) {
+  iris_rendezvous_t *r;
+  char dir[160];
+  const char *c;
+  iris_status_t st;
+  int i;
+  if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: out is NULL");
+  *out = NULL;
+  if (!p || !p->name || !*p->name || strlen(p->name) > 64)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: the name must be 1 to 64 characters");
+  for (c = p->name; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-'))
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: name '%s' may hold only letters, digits, '.', '_' and '-'", p->name);
+  if (p->world_size < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: world size %d < 1", p->world_size);
+  if (p->rank < 0 || p->rank >= p->world_size)
+    return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "iris_rendezvous_open: rank %d outside [0, %d)", p->rank, p->world_size);
+  if (p->timeout_ms <= 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: timeout_ms must be > 0");
+  if (p->dir) snprintf(dir, sizeof dir, "%s", p->dir);
+  else if (getenv("IRIS_RENDEZVOUS_DIR") && *getenv("IRIS_RENDEZVOUS_DIR")) snprintf(dir, sizeof dir, "%s", getenv("IRIS_RENDEZVOUS_DIR"));
+  else snprintf(dir, sizeof dir, "/tmp/iris-%u", (unsigned)getuid());
+  r = (iris_rendezvous_t *)calloc(1, sizeof *r);
+  if (!r || !(r->fds = (int *)malloc(sizeof(int) * (size_t)p->world_size))) {
+    free(r);
+    return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "iris_rendezvous_open: out of host memory");
+  }
+  for (i = 0; i < p->world_size; i++) r->fds[i] = -1;
+  r->rank = p->rank;
+  r->world = p->world_size;
+  r->timeout_ms = p->timeout_ms;
+  snprintf(r->name, sizeof r->name, "%s", p->name);
+  if (strlen(dir) + strlen(p->name) + 7 > sizeof r->path) {
+    iris_rendezvous_close(r);
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: socket path %s/%s.sock is too long", dir, p->name);
+  }
+  iris_detail_copy(r->path, sizeof r->path, dir);
+  strcat(r->path, "/");
+  strcat(r->path, p->name);
+  strcat(r->path, ".sock");
+  if (r->world == 1) { *out = r; return IRIS_SUCCESS; }
+  if (r->rank == 0) {
+    struct sockaddr_un addr;
+    int lfd;
+    if ((st = iris_detail_private_dir(dir, 0, 1)) != IRIS_SUCCESS) { iris_rendezvous_close(r); return st; }
+    unlink(r->path); /* a stale socket of an earlier run */
+    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (lfd < 0) { iris_rendezvous_close(r); return iris_detail_sys_fail(0, "socket", errno); }
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    memcpy(addr.sun_path, r->path, strlen(r->path) + 1);
+    if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, r->world) != 0) {
+      int e = errno;
+      close(lfd);
+      iris_rendezvous_close(r);
+      return iris_detail_sys_fail(0, "bind/listen on the rendezvous socket", e);
+    }
+    st = iris_detail_rdv_accept_all(r, lfd, p->heap_size);
+    close(lfd);
+    unlink(r->path);
+  } else {
+    st = iris_detail_rdv_connect(r, dir, p->heap_size);
+  }
+  if (st != IRIS_SUCCESS) { iris_rendezvous_close(r); return st; }
+  *out = r;
+  return IRIS_SUCCESS;
+}
+
+IRIS_INTERNAL iris_status_t iris_detail_rdv_allgather(iris_rendezvous_t *r, const void *send, void *recv, size_t bytes, int timeout_ms) {
+  long long deadline = iris_detail_now_ms() + (timeout_ms > 0 ? timeout_ms : 1LL << 40);
+  uint64_t seq = ++r->seq;
+  int e;
+  iris_detail_frame_t f;
+  if (bytes) memcpy((char *)recv + (size_t)r->rank * bytes, send, bytes);
+  if (r->world == 1) return IRIS_SUCCESS;
+  if (r->rank != 0) {
+    if ((e = iris_detail_send_frame(r->fds[0], IRIS_DETAIL_GATHER, r->rank, 0, seq, send, bytes, deadline)) != 0)
+      return e == ETIMEDOUT ? iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out sending to rank 0", r->name, r->rank)
+                            : iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d lost rank 0 (%s); did it exit or fail?", r->name, r->rank, strerror(e));
+    e = iris_detail_recv_header(r->fds[0], &f, deadline + 2000);
+    if (e == ETIMEDOUT)
+      return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for rank 0 (collective #%llu)", r->name, r->rank,
+                              timeout_ms, (unsigned long long)seq);
+    if (e) return iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d lost rank 0 (%s); did it exit or fail?", r->name, r->rank, strerror(e));
+    if (f.type == IRIS_DETAIL_ERROR) return (iris_status_t)f.status;
+    if (f.type != IRIS_DETAIL_TABLE || f.seq != seq || f.len != bytes * (size_t)r->world)
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d and rank 0 are out of step (collective #%llu vs #%llu, %llu vs %llu bytes)", r->name,
+                              r->rank, (unsigned long long)seq, (unsigned long long)f.seq, (unsigned long long)(bytes * (size_t)r->world),
+                              (unsigned long long)f.len);
+    if (bytes && (e = iris_detail_io(r->fds[0], recv, bytes * (size_t)r->world, deadline + 2000, 0)) != 0)
+      return iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d lost rank 0 mid-message (%s)", r->name, r->rank, strerror(e));
+    return IRIS_SUCCESS;
+  }
+  {
+    /* rank 0: collect from every rank as each becomes readable, so a timeout names
+     * exactly the ranks that never sent */
+    unsigned char *pending = (unsigned char *)calloc((size_t)r->world, 1);
+    struct pollfd *pf = (struct pollfd *)calloc((size_t)r->world, sizeof *pf);
+    int left = r->world - 1, i;
+    char list[512];
+    iris_status_t st = IRIS_SUCCESS;
+    if (!pending || !pf) { free(pending); free(pf); return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank 0: out of host memory"); }
+    for (i = 1; i < r->world; i++) pending[i] = 1;
+    while (left > 0 && st == IRIS_SUCCESS) {
+      int n = 0, pr;
+      long long remain = deadline - iris_detail_now_ms();
+      if (remain <= 0) {
+        st = iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': collective #%llu timed out after %d ms; ranks %s never arrived", r->name,
+                              (unsigned long long)seq, timeout_ms, iris_detail_rank_list(pending, r->world, list, sizeof list));
+        break;
+      }
+      for (i = 1; i < r->world; i++)
+        if (pending[i]) { pf[n].fd = r->fds[i]; pf[n].events = POLLIN; pf[n].revents = 0; n++; }
+      pr = poll(pf, (nfds_t)n, (int)(remain > 1000000 ? 1000000 : remain));
+      if (pr <= 0) continue;
+      for (i = 1; i < r->world && st == IRIS_SUCCESS; i++) {
+        int j, ready = 0;
+        if (!pending[i]) continue;
+        for (j = 0; j < n; j++)
+          if (pf[j].fd == r->fds[i] && pf[j].revents) ready = 1;
+        if (!ready) continue;
+        e = iris_detail_recv_header(r->fds[i], &f, deadline);
+        if (e) {
+          st = iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d left (%s); did it exit or fail?", r->name, i, e == EPIPE ? "connection closed" : strerror(e));
+        } else if (f.type != IRIS_DETAIL_GATHER || f.seq != seq || f.len != bytes) {
+          st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d is out of step with rank 0 (collective #%llu of %llu bytes vs #%llu of %llu bytes)",
+                                r->name, i, (unsigned long long)f.seq, (unsigned long long)f.len, (unsigned long long)seq, (unsigned long long)bytes);
+        } else if (bytes && (e = iris_detail_io(r->fds[i], (char *)recv + (size_t)i * bytes, bytes, deadline, 0)) != 0) {
+          st = iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d left mid-message (%s)", r->name, i, strerror(e));
+        } else {
+          pending[i] = 0;
+          left--;
+        }
+      }
+    }
+    free(pending);
+    free(pf);
+    if (st != IRIS_SUCCESS) return iris_detail_rdv_abort(r, st);
+    for (i = 1; i < r->world; i++)
+      if ((e = iris_detail_send_frame(r->fds[i], IRIS_DETAIL_TABLE, 0, 0, seq, recv, bytes * (size_t)r->world, deadline + 1000)) != 0)
+        return iris_detail_rdv_abort(r, iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d left (%s)", r->name, i, strerror(e)));
+    return IRIS_SUCCESS;
+  }
+}
+IRIS_DEF iris_status_t iris_rendezvous_allgather(iris_rendezvous_t *r, const void *send, void *recv, size_t bytes) {
+  if (!r || (bytes && (!send || !recv))) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_allgather: NULL argument");
+  return iris_detail_rdv_allgather(r, send, recv, bytes, r->timeout_ms);
+}
+IRIS_DEF iris_status_t iris_rendezvous_barrier(iris_rendezvous_t *r) {
+  if (!r) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_barrier: NULL rendezvous");
+  return iris_detail_rdv_allgather(r, NULL, NULL, 0, r->timeout_ms);
+}
+
+/* ------------------------------------------------- in-process group (mode 3) --
+ * One thread per context meets at a condition variable; the buffer carries the
+ * allgather. Generations make it reusable without resets. */
+typedef struct iris_detail_group {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int world, refs, arrived;
+  unsigned long generation;
+  unsigned char *present;
+  char *buf;
+  size_t bytes;
+} iris_detail_group_t;
+
+IRIS_INTERNAL iris_status_t iris_detail_group_wait(iris_detail_group_t *g, int rank, int timeout_ms) {
+  unsigned long gen;
+  struct timespec ts;
+  char list[512];
+  int i;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += timeout_ms / 1000;
+  ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+  gen = g->generation;
+  g->present[rank] = 1;
+  if (++g->arrived == g->world) {
+    g->arrived = 0;
+    memset(g->present, 0, (size_t)g->world);
+    g->generation++;
+    pthread_cond_broadcast(&g->cv);
+    return IRIS_SUCCESS;
+  }
+  while (g->generation == gen) {
+    if (pthread_cond_timedwait(&g->cv, &g->mu, &ts) == ETIMEDOUT && g->generation == gen) {
+      {
+        unsigned char miss[IRIS_MAX_RANKS];
+        for (i = 0; i < g->world; i++) miss[i] = (unsigned char)!g->present[i];
+        iris_detail_rank_list(miss, g->world, list, sizeof list);
+      }
+      g->present[rank] = 0;
+      g->arrived--;
+      return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rank %d: in-process barrier timed out after %d ms; ranks %s never arrived (one host thread per context must call it)",
+                              rank, timeout_ms, list);
+    }
+  }
+  return IRIS_SUCCESS;
+}
+IRIS_INTERNAL iris_status_t iris_detail_group_allgather(iris_detail_group_t *g, int rank, const void *send, void *recv, size_t bytes, int timeout_ms) {
+  iris_status_t st;
+  pthread_mutex_lock(&g->mu);
+  if (bytes) {
+    if (g->arrived == 0) {
+      char *nb = (char *)realloc(g->buf, bytes * (size_t)g->world);
+      if (!nb) { pthread_mutex_unlock(&g->mu); return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", rank); }
+      g->buf = nb;
+      g->bytes = bytes;
+    } else if (g->bytes != bytes) {
+      pthread_mutex_unlock(&g->mu);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: allgather of %zu bytes while another rank passes %zu", rank, bytes, g->bytes);
+    }
+    memcpy(g->buf + (size_t)rank * bytes, send, bytes);
+  }
+  st = iris_detail_group_wait(g, rank, timeout_ms);
+  if (st == IRIS_SUCCESS && bytes) {
+    memcpy(recv, g->buf, bytes * (size_t)g->world);
+    st = iris_detail_group_wait(g, rank, timeout_ms); /* nobody refills buf before all have read it */
+  }
+  pthread_mutex_unlock(&g->mu);
+  return st;
+}
+IRIS_INTERNAL void iris_detail_group_release(iris_detail_group_t *g) {
+  int last;
+  pthread_mutex_lock(&g->mu);
+  last = --g->refs == 0;
+  pthread_mutex_unlock(&g->mu);
+  if (!last) return;
+  pthread_mutex_destroy(&g->mu);
+  pthread_cond_destroy(&g->cv);
+  free(g->present);
+  free(g->buf);
+  free(g);
+}
+
+/* ---------------------------------------------------------------- the context -- */
+enum { IRIS_DETAIL_MODE_RENDEZVOUS = 1, IRIS_DETAIL_MODE_HOOKS, IRIS_DETAIL_MODE_LOCAL };
+
+typedef struct iris_detail_block {
+  size_t off, size;
+  int used;
+} iris_detail_block_t;
+
+struct iris {
+  int rank, world, device, mode;
+  size_t heap_size;
+  iris_heap_memory_t heap_memory;
+  char *bases[IRIS_MAX_RANKS];
+  unsigned char ipc_opened[IRIS_MAX_RANKS];
+  int timeout_ms, barrier_timeout_ms;
+  /* communication */
+  iris_rendezvous_t *rdv;
+  iris_bootstrap_t hooks;
+  iris_detail_group_t *group;
+  /* allocator: blocks sorted by offset, covering the heap */
+  iris_detail_block_t *blocks;
+  int nblocks, capblocks;
+  size_t used;
+  uint64_t alloc_hash, alloc_count;
+};
+
+/* Runs fn with ctx's device current, then restores the caller's device. */
+IRIS_INTERNAL iris_status_t iris_detail_comm_allgather(iris_t *ctx, const void *send, void *recv, size_t bytes, int timeout_ms) {
+  switch (ctx->mode) {
+  case IRIS_DETAIL_MODE_RENDEZVOUS: return iris_detail_rdv_allgather(ctx->rdv, send, recv, bytes, timeout_ms);
+  case IRIS_DETAIL_MODE_HOOKS:
+    if (ctx->hooks.allgather(ctx->hooks.user, send, recv, bytes) != 0)
+      return iris_detail_fail(IRIS_ERROR_BOOTSTRAP, "rank %d: the bootstrap allgather callback returned an error", ctx->rank);
+    return IRIS_SUCCESS;
+  default: return iris_detail_group_allgather(ctx->group, ctx->rank, send, recv, bytes, timeout_ms);
+  }
+}
+IRIS_INTERNAL iris_status_t iris_detail_comm_barrier(iris_t *ctx, int timeout_ms) {
+  if (ctx->mode == IRIS_DETAIL_MODE_HOOKS) {
+    if (ctx->hooks.barrier(ctx->hooks.user) != 0)
+      return iris_detail_fail(IRIS_ERROR_BOOTSTRAP, "rank %d: the bootstrap barrier callback returned an error", ctx->rank);
+    return IRIS_SUCCESS;
+  }
+  return iris_detail_comm_allgather(ctx, NULL, NULL, 0, timeout_ms);
+}
+
+/* ------------------------------------------------------------------- allocator -- */
+IRIS_INTERNAL int iris_detail_blocks_insert(iris_t *ctx, int at, size_t off, size_t size, int used) {
+  if (ctx->nblocks == ctx->capblocks) {
+    int cap = ctx->capblocks ? 2 * ctx->capblocks : 64;
+    iris_detail_block_t *nb = (iris_detail_block_t *)realloc(ctx->blocks, sizeof *nb * (size_t)cap);
+    if (!nb) return -1;
+    ctx->blocks = nb;
+    ctx->capblocks = cap;
+  }
+  memmove(ctx->blocks + at + 1, ctx->blocks + at, sizeof *ctx->blocks * (size_t)(ctx->nblocks - at));
+  ctx->blocks[at].off = off;
+  ctx->blocks[at].size = size;
+  ctx->blocks[at].used = used;
+  ctx->nblocks++;
+  return 0;
+}
+IRIS_INTERNAL void iris_detail_blocks_erase(iris_t *ctx, int at) {
+  memmove(ctx->blocks + at, ctx->blocks + at + 1, sizeof *ctx->blocks * (size_t)(ctx->nblocks - at - 1));
+  ctx->nblocks--;
+}
+IRIS_INTERNAL iris_status_t iris_detail_heap_reset(iris_t *ctx) {
+  ctx->nblocks = 0;
+  ctx->used = 0;
+  ctx->alloc_hash = 14695981039346656037ULL;
+  ctx->alloc_count = 0;
+  if (iris_detail_blocks_insert(ctx, 0, 0, ctx->heap_size, 0)) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  return IRIS_SUCCESS;
+}
+
+IRIS_DEF iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t alignment, void **ptr) {
+  size_t size, largest = 0;
+  int i;
+  if (!ctx || !ptr) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_malloc: NULL context or result pointer");
+  *ptr = NULL;
+  if (alignment < IRIS_HEAP_ALIGN) alignment = IRIS_HEAP_ALIGN;
+  if (alignment & (alignment - 1)) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_malloc: alignment %zu is not a power of two", alignment);
+  if (bytes == 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_malloc of 0 bytes", ctx->rank);
+  if (bytes > ctx->heap_size) goto oom;
+  size = (bytes + IRIS_HEAP_ALIGN - 1) & ~(size_t)(IRIS_HEAP_ALIGN - 1);
+  for (i = 0; i < ctx->nblocks; i++) {
+    iris_detail_block_t b = ctx->blocks[i];
+    size_t start, pad;
+    if (b.used) continue;
+    if (b.size > largest) largest = b.size;
+    start = (b.off + alignment - 1) & ~(alignment - 1);
+    pad = start - b.off;
+    if (pad > b.size || b.size - pad < size) continue;
+    /* need up to two more block entries: reserve them first so failure changes nothing */
+    if (ctx->nblocks + 2 > ctx->capblocks) {
+      int cap = ctx->capblocks * 2 + 2;
+      iris_detail_block_t *nb = (iris_detail_block_t *)realloc(ctx->blocks, sizeof *nb * (size_t)cap);
+      if (!nb) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", ctx->rank);
+      ctx->blocks = nb;
+      ctx->capblocks = cap;
+    }
+    if (b.size - pad > size) iris_detail_blocks_insert(ctx, i + 1, start + size, b.size - pad - size, 0);
+    if (pad) {
+      ctx->blocks[i].size = pad;
+      iris_detail_blocks_insert(ctx, i + 1, start, size, 1);
+    } else {
+      ctx->blocks[i].size = size;
+      ctx->blocks[i].used = 1;
+    }
+    ctx->used += size;
+    ctx->alloc_count++;
+    ctx->alloc_hash = iris_detail_fnv(iris_detail_fnv(iris_detail_fnv(ctx->alloc_hash, 1), bytes), start);
+    *ptr = ctx->bases[ctx->rank] + start;
+    return IRIS_SUCCESS;
+  }
+oom:
+  return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: symmetric heap exhausted: %zu bytes requested, %zu of %zu in use, largest free block %zu",
+                          ctx->rank, bytes, ctx->used, ctx->heap_size, largest);
+}
+IRIS_DEF iris_status_t iris_malloc(iris_t *ctx, size_t bytes, void **ptr) { return iris_malloc_aligned(ctx, bytes, IRIS_HEAP_ALIGN, ptr); }
+
+IRIS_DEF iris_status_t iris_calloc(iris_t *ctx, size_t bytes, void **ptr) {
+  iris_status_t st = iris_malloc(ctx, bytes, ptr);
+  int old = -1;
+  iris_gpu_error_t e = IRIS_GPU_SUCCESS;
+  if (st != IRIS_SUCCESS) return st;
+  iris_gpu_get_device(&old);
+  if ((e = iris_gpu_set_device(ctx->device)) == IRIS_GPU_SUCCESS && (e = iris_gpu_memset(*ptr, 0, bytes)) == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
+  if (old >= 0) iris_gpu_set_device(old);
+  if (e != IRIS_GPU_SUCCESS) {
+    iris_free(ctx, *ptr);
+    *ptr = NULL;
+    return iris_detail_gpu_fail(ctx->rank, "iris_calloc: memset", e);
+  }
+  return IRIS_SUCCESS;
+}
+
+IRIS_DEF iris_status_t iris_heap_offset(const iris_t *ctx, const void *ptr, size_t *offset) {
+  const char *p = (const char *)ptr;
+  if (!ctx || !offset) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_heap_offset: NULL argument");
+  if (p < ctx->bases[ctx->rank] || p >= ctx->bases[ctx->rank] + ctx->heap_size)
+    return iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: pointer %p is outside the symmetric heap [%p, %p)", ctx->rank, ptr, (void *)ctx->bases[ctx->rank],
+                            (void *)(ctx->bases[ctx->rank] + ctx->heap_size));
+  *offset = (size_t)(p - ctx->bases[ctx->rank]);
+  return IRIS_SUCCESS;
+}
+
+IRIS_DEF iris_status_t iris_free(iris_t *ctx, void *ptr) {
+  size_t off;
+  int i;
+  iris_status_t st;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_free: NULL context");
+  if (!ptr) return IRIS_SUCCESS;
+  if ((st = iris_heap_offset(ctx, ptr, &off)) != IRIS_SUCCESS) return st;
+  for (i = 0; i < ctx->nblocks; i++)
+    if (ctx->blocks[i].off == off && ctx->blocks[i].used) break;
+  if (i == ctx->nblocks) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_free(%p): not the start of a live heap block", ctx->rank, ptr);
+  ctx->blocks[i].used = 0;
+  ctx->used -= ctx->blocks[i].size;
+  ctx->alloc_count++;
+  ctx->alloc_hash = iris_detail_fnv(iris_detail_fnv(ctx->alloc_hash, 2), off);
+  if (i + 1 < ctx->nblocks && !ctx->blocks[i + 1].used) {
+    ctx->blocks[i].size += ctx->blocks[i + 1].size;
+    iris_detail_blocks_erase(ctx, i + 1);
+  }
+  if (i > 0 && !ctx->blocks[i - 1].used) {
+    ctx->blocks[i - 1].size += ctx->blocks[i].size;
+    iris_detail_blocks_erase(ctx, i);
+  }
+  return IRIS_SUCCESS;
+}
+
+IRIS_DEF iris_status_t iris_heap_verify(iris_t *ctx) {
+  uint64_t mine[2], *all;
+  unsigned char bad[IRIS_MAX_RANKS];
+  char list[512];
+  int r, nbad = 0;
+  iris_status_t st;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_heap_verify: NULL context");
+  all = (uint64_t *)malloc(sizeof mine * (size_t)ctx->world);
+  if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  mine[0] = ctx->alloc_count;
+  mine[1] = ctx->alloc_hash;
+  st = iris_detail_comm_allgather(ctx, mine, all, sizeof mine, ctx->barrier_timeout_ms);
+  if (st == IRIS_SUCCESS) {
+    for (r = 0; r < ctx->world; r++) {
+      bad[r] = (unsigned char)(all[2 * r] != all[0] || all[2 * r + 1] != all[1]);
+      nbad += bad[r];
+    }
+    if (nbad)
+      st = iris_detail_fail(IRIS_ERROR_MISMATCH,
+                            "rank %d: symmetric-heap allocations diverge: ranks %s made a different iris_malloc/iris_free sequence than rank 0 "
+                            "(%llu operations on rank 0); offsets no longer agree",
+                            ctx->rank, iris_detail_rank_list(bad, ctx->world, list, sizeof list), (unsigned long long)all[0]);
+  }
+  free(all);
+  return st;
+}
+
+/* --------------------------------------------------------------- exchange record --
+ * What each rank tells every other at bring-up. */
+typedef struct iris_detail_record {
+  uint32_t magic, version;
+  int32_t rank, world;
+  uint64_t heap_size;
+  int32_t heap_memory, device;
+  int64_t pid;
+  uint32_t uid;
+  int32_t status; /* non-zero: this rank failed to set up; err says why */
+  uint64_t base;
+  char host[64];
+  char boot_id[48];
+  char pci[32];
+  unsigned char ipc[64];
+  char err[256];
+} iris_detail_record_t;
+
+IRIS_INTERNAL void iris_detail_host_identity(iris_detail_record_t *rec) {
+  FILE *f;
+  gethostname(rec->host, sizeof rec->host - 1);
+  f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(rec->boot_id, (int)sizeof rec->boot_id, f)) rec->boot_id[0] = 0;
+    fclose(f);
+  }
+  rec->boot_id[strcspn(rec->boot_id, "\n")] = 0;
+}
+
+/* Checks every record against rank 0's. Exposed (as iris_detail_) for the host tests. */
+IRIS_INTERNAL iris_status_t iris_detail_check_records(const iris_detail_record_t *rec, int world) {
+  int r;
+  for (r = 0; r < world; r++)
+    if (rec[r].status != 0) return iris_detail_fail((iris_status_t)rec[r].status, "rank %d failed during bring-up: %s", r, rec[r].err);
+  for (r = 0; r < world; r++) {
+    const iris_detail_record_t *a = &rec[0], *b = &rec[r];
+    if (b->magic != IRIS_DETAIL_MAGIC || b->rank != r)
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: slot %d of the exchange holds rank %d (the allgather must order blocks by rank)", r, b->rank);
+    if (b->version != a->version)
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d runs iris version %u but rank 0 runs %u", r, b->version, a->version);
+    if (b->world != world || a->world != world)
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d was started with world size %d but rank 0 with %d", r, b->world, a->world);
+    if (b->heap_size != a->heap_size)
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d asks for a heap of %llu bytes but rank 0 for %llu", r, (unsigned long long)b->heap_size,
+                              (unsigned long long)a->heap_size);
+    if (b->heap_memory != a->heap_memory)
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d uses heap memory kind %d but rank 0 kind %d", r, b->heap_memory, a->heap_memory);
+    if (b->uid != a->uid)
+      return iris_detail_fail(IRIS_ERROR_PERMISSION, "bring-up: rank %d runs as uid %u but rank 0 as uid %u; all ranks must be one user", r, b->uid, a->uid);
+    if (strcmp(b->host, a->host) != 0 || strcmp(b->boot_id, a->boot_id) != 0)
+      return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST, "bring-up: rank %d runs on host '%s' but rank 0 on '%s'; GPU IPC does not cross hosts", r, b->host,
+                              a->host);
+  }
+  return IRIS_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- bring-up -- */
+IRIS_INTERNAL void iris_detail_release_gpu(iris_t *ctx) {
+  int r, old = -1;
+  iris_gpu_get_device(&old);
+  iris_gpu_set_device(ctx->device);
+  for (r = 0; r < ctx->world; r++)
+    if (ctx->ipc_opened[r]) { iris_gpu_ipc_close(ctx->bases[r]); ctx->ipc_opened[r] = 0; }
+  if (ctx->bases[ctx->rank]) iris_gpu_free(ctx->bases[ctx->rank]);
+  ctx->bases[ctx->rank] = NULL;
+  if (old >= 0) iris_gpu_set_device(old);
+}
+IRIS_INTERNAL void iris_detail_destroy(iris_t *ctx) {
+  if (!ctx) return;
+  iris_detail_release_gpu(ctx);
+  if (ctx->rdv) iris_rendezvous_close(ctx->rdv);
+  if (ctx->group) iris_detail_group_release(ctx->group);
+  free(ctx->blocks);
+  free(ctx);
+}
+
+IRIS_INTERNAL iris_status_t iris_detail_resolve_config(const iris_config_t *cfg, iris_config_t *c) {
+  iris_config_t def = IRIS_CONFIG_INIT;
+  *c = def;
+  if (cfg) {
+    if (cfg->struct_size != sizeof(iris_config_t))
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_config_t.struct_size is %zu, this iris expects %zu: start from IRIS_CONFIG_INIT",
+                              cfg->struct_size, sizeof(iris_config_t));
+    *c = *cfg;
+  }
+  if (c->heap_size == 0) c->heap_size = iris_detail_parse_size(getenv("IRIS_HEAP_SIZE"));
+  if (c->heap_size == 0) c->heap_size = IRIS_DEFAULT_HEAP_SIZE;
+  c->heap_size = (c->heap_size + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1); /* whole 2 MiB pages */
+  if (c->timeout_ms <= 0 && !iris_detail_env_int("IRIS_TIMEOUT_MS", &c->timeout_ms)) c->timeout_ms = IRIS_DEFAULT_TIMEOUT_MS;
+  if (c->timeout_ms <= 0) c->timeout_ms = IRIS_DEFAULT_TIMEOUT_MS;
+  if (c->barrier_timeout_ms <= 0 && !iris_detail_env_int("IRIS_BARRIER_TIMEOUT_MS", &c->barrier_timeout_ms))
+    c->barrier_timeout_ms = IRIS_DEFAULT_BARRIER_TIMEOUT_MS;
+  if (c->barrier_timeout_ms <= 0) c->barrier_timeout_ms = IRIS_DEFAULT_BARRIER_TIMEOUT_MS;
+  if (c->heap_memory < IRIS_HEAP_MEMORY_DEFAULT || c->heap_memory > IRIS_HEAP_MEMORY_COARSE)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_config_t.heap_memory %d is not an iris_heap_memory_t", (int)c->heap_memory);
+  if (c->heap_memory == IRIS_HEAP_MEMORY_DEFAULT) c->heap_memory = IRIS_HEAP_MEMORY_FINE;
+  return IRIS_SUCCESS;
+}
+
+/* Allocate and zero this rank's heap on ctx->device; fill the exchange record. */
+IRIS_INTERNAL iris_status_t iris_detail_setup_gpu(iris_t *ctx, iris_detail_record_t *rec) {
+  void *heap = NULL;
+  iris_gpu_ipc_handle_t h;
+  IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_set_device(ctx->device));
+  IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_malloc(&heap, ctx->heap_size, ctx->heap_memory));
+  ctx->bases[ctx->rank] = (char *)heap;
+  IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_memset(heap, 0, ctx->heap_size));
+  IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_synchronize());
+  if (ctx->mode != IRIS_DETAIL_MODE_LOCAL) {
+    IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_ipc_get(&h, heap));
+    memcpy(rec->ipc, &h, sizeof h < sizeof rec->ipc ? sizeof h : sizeof rec->ipc);
+  }
+  rec->base = (uint64_t)(uintptr_t)heap;
+  iris_gpu_pci_bus_id(rec->pci, (int)sizeof rec->pci, ctx->device);
+  return IRIS_SUCCESS;
+}
+
+/* Map every peer's heap: same process -> peer access; other process -> IPC. */
+IRIS_INTERNAL iris_status_t iris_detail_map_peers(iris_t *ctx, const iris_detail_record_t *rec) {
+  int r;
+  for (r = 0; r < ctx->world; r++) {
+    if (r == ctx->rank) continue;
+    if (rec[r].pid == (int64_t)getpid()) {
+      if (rec[r].device != ctx->device) {
+        int ok = 0;
+        IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_can_access_peer(&ok, ctx->device, rec[r].device));
+        if (!ok)
+          return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: GPU %d cannot access GPU %d (rank %d) directly; iris needs peer-to-peer access", ctx->rank,
+                                  ctx->device, rec[r].device, r);
+        IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_enable_peer(rec[r].device));
+      }
+      ctx->bases[r] = (char *)(uintptr_t)rec[r].base;
+    } else {
+      iris_gpu_ipc_handle_t h;
+      void *p = NULL;
+      iris_gpu_error_t e;
+      memcpy(&h, rec[r].ipc, sizeof h < sizeof rec[r].ipc ? sizeof h : sizeof rec[r].ipc);
+      e = iris_gpu_ipc_open(&p, h);
+      if (e != IRIS_GPU_SUCCESS)
+        return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: mapping rank %d's heap (GPU %s) failed: %s (" IRIS_GPU_NAME " error %d); the GPUs must be on one host and able to reach each other peer-to-peer",
+                                ctx->rank, r, rec[r].pci, iris_gpu_error_text(e), (int)e);
+      ctx->bases[r] = (char *)p;
+      ctx->ipc_opened[r] = 1;
+    }
+  }
+  return IRIS_SUCCESS;
+}
+
+IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
+  iris_config_t c;
+  iris_t *ctx;
+  iris_detail_record_t *recs = NULL, *me;
+  iris_status_t st, local;
+  int ndev = 0, old = -1;
+  iris_gpu_error_t e;
+  if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: out is NULL");
+  *out = NULL;
+  if ((st = iris_detail_resolve_config(cfg, &c)) != IRIS_SUCCESS) return st;
+  if (c.rank < 0 && !iris_detail_env_int("IRIS_RANK", &c.rank) && !iris_detail_env_int("OMPI_COMM_WORLD_RANK", &c.rank)) c.rank = -1;
+  if (c.world_size <= 0 && !iris_detail_env_int("IRIS_WORLD_SIZE", &c.world_size) && !iris_detail_env_int("OMPI_COMM_WORLD_SIZE", &c.world_size))
+    c.world_size = 0;
+  if (c.world_size <= 0 && c.rank < 0) c.world_size = 1, c.rank = 0; /* nothing set: a single rank */
+  if (c.world_size <= 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: rank %d given but no world size (set IRIS_WORLD_SIZE)", c.rank);
+  if (c.world_size > IRIS_MAX_RANKS)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "iris_init: world size %d exceeds IRIS_MAX_RANKS (%d); rebuild every unit with a larger -DIRIS_MAX_RANKS",
+                            c.world_size, IRIS_MAX_RANKS);
+  if (c.rank < 0 || c.rank >= c.world_size)
+    return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "iris_init: rank %d outside [0, %d) (set IRIS_RANK)", c.rank, c.world_size);
+  if (c.bootstrap && (!c.bootstrap->allgather || !c.bootstrap->barrier))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: the bootstrap needs both an allgather and a barrier callback");
+
+  ctx = (iris_t *)calloc(1, sizeof *ctx);
+  recs = (iris_detail_record_t *)calloc((size_t)c.world_size + 1, sizeof *recs);
+  if (!ctx || !recs) { free(ctx); free(recs); return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "iris_init: out of host memory"); }
+  ctx->rank = c.rank;
+  ctx->world = c.world_size;
+  ctx->heap_size = c.heap_size;
+  ctx->heap_memory = c.heap_memory;
+  ctx->timeout_ms = c.timeout_ms;
+  ctx->barrier_timeout_ms = c.barrier_timeout_ms;
+  ctx->device = -1;
+
+  /* 1. meet the other ranks (this also refuses mismatched world or heap sizes) */
+  if (c.bootstrap) {
+    ctx->mode = IRIS_DETAIL_MODE_HOOKS;
+    ctx->hooks = *c.bootstrap;
+  } else {
+    iris_rendezvous_params_t p;
+    char name[72];
+    const char *env = getenv("IRIS_RENDEZVOUS");
+    ctx->mode = IRIS_DETAIL_MODE_RENDEZVOUS;
+    snprintf(name, sizeof name, "%s", c.rendezvous ? c.rendezvous : (env && *env ? env : "default"));
+    p.name = name;
+    p.dir = c.rendezvous_dir;
+    p.rank = c.rank;
+    p.world_size = c.world_size;
+    p.timeout_ms = c.timeout_ms;
+    p.heap_size = c.heap_size;
+    if ((st = iris_rendezvous_open(&p, &ctx->rdv)) != IRIS_SUCCESS) goto fail;
+  }
+
+  /* 2. set up our GPU; a failure here is reported to every rank through the record */
+  iris_gpu_get_device(&old);
+  me = &recs[c.world_size];
+  me->magic = IRIS_DETAIL_MAGIC;
+  me->version = IRIS_VERSION;
+  me->rank = c.rank;
+  me->world = c.world_size;
+  me->heap_size = c.heap_size;
+  me->heap_memory = (int32_t)c.heap_memory;
+  me->pid = (int64_t)getpid();
+  me->uid = (uint32_t)getuid();
+  iris_detail_host_identity(me);
+  e = iris_gpu_device_count(&ndev);
+  if (e != IRIS_GPU_SUCCESS || ndev <= 0) {
+    local = e != IRIS_GPU_SUCCESS ? iris_detail_gpu_fail(c.rank, "counting GPUs (" IRIS_GPU_NAME " GetDeviceCount)", e)
+                                  : iris_detail_fail(IRIS_ERROR_GPU, "rank %d: no GPU is visible to this process", c.rank);
+  } else {
+    if (c.device < 0 && !iris_detail_env_int("IRIS_DEVICE", &c.device)) c.device = c.rank % ndev;
+    ctx->device = c.device;
+    me->device = c.device;
+    if (c.device < 0 || c.device >= ndev)
+      local = iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: device %d does not exist (%d visible)", c.rank, c.device, ndev);
+    else
+      local = iris_detail_setup_gpu(ctx, me);
+  }
+  if (local != IRIS_SUCCESS) {
+    me->status = (int32_t)local;
+    iris_detail_copy(me->err, sizeof me->err, iris_detail_errbuf);
+  }
+
+  /* 3. exchange records, check them, map the peers, and meet once more so nobody
+   *    returns before every rank can reach every heap */
+  if ((st = iris_detail_comm_allgather(ctx, me, recs, sizeof *me, c.timeout_ms)) != IRIS_SUCCESS) goto fail;
+  if (local != IRIS_SUCCESS) { st = iris_detail_fail(local, "%s", me->err); goto fail; }
+  if ((st = iris_detail_check_records(recs, c.world_size)) != IRIS_SUCCESS) goto fail;
+  {
+    /* a mapping failure on one rank must fail all ranks: exchange the outcome */
+    int32_t ok = (int32_t)iris_detail_map_peers(ctx, recs), *all = (int32_t *)recs; /* recs is no longer needed */
+    char why[256];
+    int r;
+    iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+    if ((st = iris_detail_comm_allgather(ctx, &ok, all, sizeof ok, c.timeout_ms)) != IRIS_SUCCESS) goto fail;
+    if (ok != IRIS_SUCCESS) { st = iris_detail_fail((iris_status_t)ok, "%s", why); goto fail; }
+    for (r = 0; r < c.world_size; r++)
+      if (all[r] != IRIS_SUCCESS) { st = iris_detail_fail((iris_status_t)all[r], "rank %d could not map its peers' heaps (see that rank's error)", r); goto fail; }
+  }
+  if ((st = iris_detail_heap_reset(ctx)) != IRIS_SUCCESS) goto fail;
+  free(recs);
+  if (old >= 0) iris_gpu_set_device(old);
+  *out = ctx;
+  return IRIS_SUCCESS;
+fail:
+  free(recs);
+  iris_detail_destroy(ctx);
+  if (old >= 0) iris_gpu_set_device(old);
+  return st;
+}
+
+IRIS_DEF iris_status_t iris_init_local(const iris_config_t *cfg, int num_gpus, const int *devices, iris_t **out_ctxs) {
+  iris_config_t c;
+  iris_detail_group_t *g;
+  iris_detail_record_t rec;
+  iris_status_t st;
+  int i, j, ndev = 0, old = -1;
+  iris_gpu_error_t e;
+  if (!out_ctxs) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init_local: out_ctxs is NULL");
+  if (num_gpus < 1 || num_gpus > IRIS_MAX_RANKS)
+    return iris_detail_fail(num_gpus < 1 ? IRIS_ERROR_INVALID_ARGUMENT : IRIS_ERROR_UNSUPPORTED, "iris_init_local: %d GPUs requested; 1 to IRIS_MAX_RANKS (%d) supported",
+                            num_gpus, IRIS_MAX_RANKS);
+  for (i = 0; i < num_gpus; i++) out_ctxs[i] = NULL;
+  if ((st = iris_detail_resolve_config(cfg, &c)) != IRIS_SUCCESS) return st;
+  if ((e = iris_gpu_device_count(&ndev)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(0, "counting GPUs (" IRIS_GPU_NAME " GetDeviceCount)", e);
+  for (i = 0; i < num_gpus; i++) {
+    int d = devices ? devices[i] : i;
+    if (d < 0 || d >= ndev) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init_local: device %d for rank %d does not exist (%d visible)", d, i, ndev);
+  }
+  g = (iris_detail_group_t *)calloc(1, sizeof *g);
+  if (!g || !(g->present = (unsigned char *)calloc((size_t)num_gpus, 1))) { free(g); return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory"); }
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_cond_init(&g->cv, NULL);
+  g->world = num_gpus;
+  g->refs = num_gpus;
+  iris_gpu_get_device(&old);
+  st = IRIS_SUCCESS;
+  for (i = 0; i < num_gpus; i++) {
+    iris_t *ctx = (iris_t *)calloc(1, sizeof *ctx);
+    if (!ctx) { st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory"); break; }
+    ctx->rank = i;
+    ctx->world = num_gpus;
+    ctx->device = devices ? devices[i] : i;
+    ctx->mode = IRIS_DETAIL_MODE_LOCAL;
+    ctx->heap_size = c.heap_size;
+    ctx->heap_memory = c.heap_memory;
+    ctx->timeout_ms = c.timeout_ms;
+    ctx->barrier_timeout_ms = c.barrier_timeout_ms;
+    ctx->group = g;
+    out_ctxs[i] = ctx;
+    memset(&rec, 0, sizeof rec);
+    if ((st = iris_detail_setup_gpu(ctx, &rec)) != IRIS_SUCCESS) break;
+    if ((st = iris_detail_heap_reset(ctx)) != IRIS_SUCCESS) break;
+  }
+  for (i = 0; st == IRIS_SUCCESS && i < num_gpus; i++) {
+    iris_t *a = out_ctxs[i];
+    for (j = 0; j < num_gpus; j++) {
+      iris_t *b = out_ctxs[j];
+      a->bases[j] = b->bases[j];
+      if (j == i || a->device == b->device) continue;
+      {
+        int ok = 0;
+        if ((e = iris_gpu_can_access_peer(&ok, a->device, b->device)) != IRIS_GPU_SUCCESS) { st = iris_detail_gpu_fail(i, "DeviceCanAccessPeer", e); break; }
+        if (!ok) {
+          st = iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "iris_init_local: GPU %d cannot access GPU %d directly; iris needs peer-to-peer access", a->device, b->device);
+          break;
+        }
+        if ((e = iris_gpu_set_device(a->device)) != IRIS_GPU_SUCCESS || (e = iris_gpu_enable_peer(b->device)) != IRIS_GPU_SUCCESS) {
+          st = iris_detail_gpu_fail(i, "DeviceEnablePeerAccess", e);
+          break;
+        }
+      }
+    }
+  }
+  if (st != IRIS_SUCCESS) {
+    char why[sizeof iris_detail_errbuf];
+    iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+    for (i = 0; i < num_gpus; i++) {
+      if (out_ctxs[i]) {
+        for (j = 0; j < num_gpus; j++)
+          if (j != i) out_ctxs[i]->bases[j] = NULL; /* only free our own */
+        iris_detail_destroy(out_ctxs[i]);
+      } else {
+        iris_detail_group_release(g);
+      }
+      out_ctxs[i] = NULL;
+    }
+    iris_detail_fail(st, "%s", why);
+  }
+  if (old >= 0) iris_gpu_set_device(old);
+  return st;
+}
+
+IRIS_DEF iris_status_t iris_barrier(iris_t *ctx) {
+  iris_status_t st;
+  iris_gpu_error_t e;
+  int old = -1;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier: NULL context");
+  iris_gpu_get_device(&old);
+  e = iris_gpu_set_device(ctx->device);
+  if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
+  if (old >= 0) iris_gpu_set_device(old);
+  if (e != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->rank, "iris_barrier: device synchronize", e);
+  st = iris_detail_comm_barrier(ctx, ctx->barrier_timeout_ms);
+#if defined(IRIS_DEBUG)
+  if (st == IRIS_SUCCESS) st = iris_heap_verify(ctx);
+#endif
+  return st;
+}
+
+IRIS_DEF iris_status_t iris_allgather_host(iris_t *ctx, const void *send, void *recv, size_t bytes) {
+  if (!ctx || (bytes && (!send || !recv))) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_allgather_host: NULL argument");
+  if (ctx->mode == IRIS_DETAIL_MODE_RENDEZVOUS || ctx->mode == IRIS_DETAIL_MODE_LOCAL || bytes)
+    return iris_detail_comm_allgather(ctx, send, recv, bytes, ctx->barrier_timeout_ms);
+  return IRIS_SUCCESS;
+}
+
+IRIS_DEF iris_status_t iris_finalize(iris_t *ctx) {
+  iris_status_t st = IRIS_SUCCESS;
+  int old = -1;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_finalize: NULL context");
+  if (ctx->mode == IRIS_DETAIL_MODE_LOCAL) {
+    /* one thread may finalize all contexts in turn, so no cross-thread barrier here:
+     * the caller makes sure no peer kernel still uses this heap */
+    iris_gpu_get_device(&old);
+    iris_gpu_set_device(ctx->device);
+    iris_gpu_synchronize();
+    if (old >= 0) iris_gpu_set_device(old);
+  } else {
+    st = iris_barrier(ctx);
+  }
+  if (ctx->mode == IRIS_DETAIL_MODE_LOCAL) {
+    int r;
+    for (r = 0; r < ctx->world; r++)
+      if (r != ctx->rank) ctx->bases[r] = NULL;
+  }
+  {
+    char why[sizeof iris_detail_errbuf];
+    iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+    iris_detail_destroy(ctx);
+    if (st != IRIS_SUCCESS) iris_detail_fail(st, "%s", why);
+  }
+  return st;
+}
+
+/* ------------------------------------------------------------------- queries -- */
+IRIS_DEF int iris_rank(const iris_t *ctx) { return ctx ? ctx->rank : -1; }
+IRIS_DEF int iris_world_size(const iris_t *ctx) { return ctx ? ctx->world : 0; }
+IRIS_DEF int iris_device(const iris_t *ctx) { return ctx ? ctx->device : -1; }
+IRIS_DEF size_t iris_heap_size(const iris_t *ctx) { return ctx ? ctx->heap_size : 0; }
+IRIS_DEF size_t iris_heap_used(const iris_t *ctx) { return ctx ? ctx->used : 0; }
+IRIS_DEF void *iris_heap_base(const iris_t *ctx, int rank) { return (ctx && rank >= 0 && rank < ctx->world) ? ctx->bases[rank] : NULL; }
+IRIS_DEF iris_device_ctx_t iris_device_context(const iris_t *ctx) {
+  iris_device_ctx_t d;
+  int r;
+  memset(&d, 0, sizeof d);
+  if (!ctx) return d;
+  d.rank = ctx->rank;
+  d.world_size = ctx->world;
+  d.heap_size = ctx->heap_size;
+  for (r = 0; r < ctx->world; r++) d.bases[r] = ctx->bases[r];
+  return d;
+}
+IRIS_DEF iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, int to_rank, void **out) {
+  size_t off;
+  iris_status_t st;
+  if (!ctx || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_translate_host: NULL argument");
+  if (to_rank < 0 || to_rank >= ctx->world) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: iris_translate_host to rank %d outside [0, %d)", ctx->rank, to_rank, ctx->world);
+  if ((st = iris_heap_offset(ctx, ptr, &off)) != IRIS_SUCCESS) return st;
+  *out = ctx->bases[to_rank] + off;
+  return IRIS_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ launcher -- */
+IRIS_DEF iris_status_t iris_launch_local(int num_ranks, iris_launch_t *L, int *my_rank) {
+  static int launches = 0;
+  char name[72], buf[32];
+  struct timespec ts;
+  int i;
+  if (!L || !my_rank) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: NULL argument");
+  if (num_ranks < 1 || num_ranks > IRIS_LAUNCH_MAX)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: %d ranks requested; 1 to %d supported", num_ranks, IRIS_LAUNCH_MAX);
+  memset(L, 0, sizeof *L);
+  L->num_ranks = num_ranks;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(name, sizeof name, "launch-%ld-%d-%ld", (long)getpid(), launches++, (long)(ts.tv_nsec % 1000000));
+  fflush(NULL); /* buffered output would otherwise be written once per child */
+  for (i = 0; i < num_ranks; i++) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      int e = errno, j;
+      for (j = 0; j < i; j++) kill(L->pids[j], SIGKILL);
+      for (j = 0; j < i; j++) waitpid(L->pids[j], NULL, 0);
+      return iris_detail_sys_fail(-1, "iris_launch_local: fork", e);
+    }
+    if (pid == 0) {
+      snprintf(buf, sizeof buf, "%d", i);
+      setenv("IRIS_RANK", buf, 1);
+      snprintf(buf, sizeof buf, "%d", num_ranks);
+      setenv("IRIS_WORLD_SIZE", buf, 1);
+      setenv("IRIS_RENDEZVOUS", name, 1);
+      *my_rank = i;
+      return IRIS_SUCCESS;
+    }
+    L->pids[i] = (int)pid;
+  }
+  *my_rank = -1;
+  return IRIS_SUCCESS;
+}
+
+IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
+  long long deadline = iris_detail_now_ms() + (timeout_ms > 0 ? timeout_ms : 1LL << 40);
+  unsigned char running[IRIS_LAUNCH_MAX], failed[IRIS_LAUNCH_MAX], killed[IRIS_LAUNCH_MAX];
+  int left, i, nfail = 0, nkill = 0;
+  char l1[512], l2[512];
+  if (!L || L->num_ranks < 1 || L->num_ranks > IRIS_LAUNCH_MAX) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait: not a launch");
+  left = L->num_ranks;
+  for (i = 0; i < L->num_ranks; i++) running[i] = 1, failed[i] = 0, killed[i] = 0;
+  while (left > 0) {
+    int progressed = 0;
+    for (i = 0; i < L->num_ranks; i++) {
+      int status = 0;
+      pid_t w;
+      if (!running[i]) continue;
+      w = waitpid(L->pids[i], &status, WNOHANG);
+      if (w == 0) continue;
+      running[i] = 0;
+      left--;
+      progressed = 1;
+      if (w < 0) L->exit_codes[i] = 255;
+      else if (WIFEXITED(status)) L->exit_codes[i] = WEXITSTATUS(status);
+      else if (WIFSIGNALED(status)) L->exit_codes[i] = 128 + WTERMSIG(status);
+      else L->exit_codes[i] = 255;
+      if (L->exit_codes[i] != 0) failed[i] = 1, nfail++;
+    }
+    if (left == 0) break;
+    if (iris_detail_now_ms() >= deadline) {
+      for (i = 0; i < L->num_ranks; i++)
+        if (running[i]) {
+          kill(L->pids[i], SIGKILL);
+          waitpid(L->pids[i], NULL, 0);
+          running[i] = 0;
+          killed[i] = 1;
+          L->exit_codes[i] = 128 + SIGKILL;
+          nkill++;
+        }
+      break;
+    }
+    if (!progressed) iris_detail_sleep_ms(2);
+  }
+  if (nkill)
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT, "iris_launch_wait: ranks %s still ran after %d ms and were killed%s%s", iris_detail_rank_list(killed, L->num_ranks, l1, sizeof l1),
+                            timeout_ms, nfail ? "; ranks failed before that: " : "", nfail ? iris_detail_rank_list(failed, L->num_ranks, l2, sizeof l2) : "");
+  if (nfail) {
+    size_t len = 0;
+    l1[0] = 0;
+    for (i = 0; i < L->num_ranks && len + 40 < sizeof l1; i++)
+      if (failed[i]) len += (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d %s %d", len ? ";" : "", i, L->exit_codes[i] > 128 ? "killed by signal" : "exited with",
+                                             L->exit_codes[i] > 128 ? L->exit_codes[i] - 128 : L->exit_codes[i]);
+    return iris_detail_fail(IRIS_ERROR_RANK_FAILED, "iris_launch_wait:%s", l1);
+  }
+  return IRIS_SUCCESS;
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* IRIS_IMPLEMENTATION */
+
+#endif /* IRIS_H */
