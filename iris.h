@@ -834,6 +834,8 @@ IRIS_DEF iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, i
   if (p->rank < 0 || p->rank >= p->world_size)
     return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "iris_rendezvous_open: rank %d outside [0, %d)", p->rank, p->world_size);
   if (p->timeout_ms <= 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: timeout_ms must be > 0");
+  if ((p->dir && strlen(p->dir) >= sizeof dir) || (!p->dir && getenv("IRIS_RENDEZVOUS_DIR") && strlen(getenv("IRIS_RENDEZVOUS_DIR")) >= sizeof dir))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: the rendezvous directory path is too long");
   if (p->dir) snprintf(dir, sizeof dir, "%s", p->dir);
   else if (getenv("IRIS_RENDEZVOUS_DIR") && *getenv("IRIS_RENDEZVOUS_DIR")) snprintf(dir, sizeof dir, "%s", getenv("IRIS_RENDEZVOUS_DIR"));
   else snprintf(dir, sizeof dir, "/tmp/iris-%u", (unsigned)getuid());
@@ -1668,6 +1670,26 @@ IRIS_DEF iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, i
   if ((st = iris_heap_offset(ctx, ptr, &off)) != IRIS_SUCCESS) return st;
   *out = ctx->bases[to_rank] + off;
   return IRIS_SUCCESS;
+}
+
+/* ------------------------------------------------------------ for host tests --
+ * A context with bookkeeping only: no GPU, no peers. fake_base is never dereferenced
+ * by the allocator. Used by tests/host_test.c to test the allocator on machines
+ * without GPUs; not part of the public API. */
+static inline iris_t *iris_detail_host_only_ctx(size_t heap_size, void *fake_base) {
+  iris_t *ctx = (iris_t *)calloc(1, sizeof *ctx);
+  if (!ctx) return NULL;
+  ctx->world = 1;
+  ctx->heap_size = heap_size;
+  ctx->bases[0] = (char *)fake_base;
+  ctx->device = -1;
+  if (iris_detail_heap_reset(ctx) != IRIS_SUCCESS) { free(ctx); return NULL; }
+  return ctx;
+}
+static inline void iris_detail_host_only_free(iris_t *ctx) {
+  if (!ctx) return;
+  free(ctx->blocks);
+  free(ctx);
 }
 
 /* ------------------------------------------------------------------ launcher -- */

@@ -1,0 +1,70 @@
+# iris: header-only; this Makefile only builds tests, examples and benchmarks.
+#   make test    every check that this machine can run; ends with "N passed, N failed"
+#   make run     the message-passing example on all local GPUs
+#   make bench   remote-memory benchmarks against cudaMemcpyPeer (GPU machine)
+#   make examples
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+HIPCC     ?= hipcc
+CC        ?= cc
+CXX       ?= c++
+MPI_INC   ?= /usr/lib/x86_64-linux-gnu/openmpi/include
+MPI_LIB   ?= /usr/lib/x86_64-linux-gnu/openmpi/lib
+B         := build
+
+HDRS       := iris.h iris_device.h iris_collectives.h iris_gemm.h
+NVCCFLAGS  ?= -O2 -std=c++17 -arch=sm_90 -I.
+HIPFLAGS   ?= -O2 -x hip --offload-arch=gfx90a --offload-arch=gfx940 -I.
+CWARN      := -Wall -Wextra -Werror -pedantic
+CUDA_CFLAGS:= -I$(CUDA_HOME)/include
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
+
+.PHONY: test run bench examples clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+
+test:
+	@bash tests/run.sh
+
+# ---------------------------------------------------------------- compile checks
+$(B):
+	@mkdir -p $(B)
+check-c99: | $(B)
+	$(CC) -std=c99 $(CWARN) $(CUDA_CFLAGS) -I. -c tests/compile/c99_decl.c -o $(B)/c99_decl.o
+check-c99-impl: | $(B)
+	$(CC) -std=c99 $(CWARN) $(CUDA_CFLAGS) -I. -c tests/compile/c99_impl.c -o $(B)/c99_impl.o
+check-c99-hip: | $(B)
+	$(CC) -std=c99 $(CWARN) -DIRIS_USE_HIP -I. -c tests/compile/c99_impl.c -o $(B)/c99_hip.o
+check-cxx: | $(B)
+	$(CXX) -std=c++11 $(CWARN) $(CUDA_CFLAGS) -I. -x c++ -c tests/compile/c99_impl.c -o $(B)/cxx_impl.o
+check-nvcc: | $(B)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall -c tests/compile/all_headers.cu -o $(B)/all_headers_nvcc.o
+check-hipcc: | $(B)
+	$(HIPCC) $(HIPFLAGS) -Wall -c tests/compile/all_headers.cu -o $(B)/all_headers_hip.o
+check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940: | $(B)
+	bash tests/codegen/check.sh $(subst check-codegen-,,$@)
+
+# ---------------------------------------------------------------- test programs
+$(B)/host_test: tests/host_test.c iris.h | $(B)
+	$(CC) -std=c99 -D_GNU_SOURCE -O1 -g $(CWARN) $(CUDA_CFLAGS) -I. $< -o $@ $(CUDA_LIBS)
+$(B)/gpu_test: tests/gpu_test.cu $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@
+$(B)/gpu_test_debug: tests/gpu_test.cu $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) -DIRIS_DEBUG -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL $< -o $@
+$(B)/bench_rma: bench/bench_rma.cu $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@
+
+# ---------------------------------------------------------------- examples
+EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu
+$(B)/%: examples/%.cu $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@
+$(B)/mpi_bootstrap: examples/mpi_bootstrap.cu $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) -I$(MPI_INC) $< -o $@ -L$(MPI_LIB) -lmpi
+examples: $(EXAMPLES)
+
+run: $(B)/message_passing
+	$(B)/message_passing
+
+bench: $(B)/bench_rma
+	$(B)/bench_rma
+
+clean:
+	rm -rf $(B)
