@@ -256,8 +256,8 @@ IRIS_API iris_status_t iris_heap_offset(const iris_t *ctx, const void *ptr, size
 /* ptr (in this rank's heap) as seen at rank to_rank's copy, in this process's
  * address space; what device code gets from iris_translate. */
 IRIS_API iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, int to_rank, void **out);
-/* Collective: check that every rank made the same allocation sequence. Returns
- * IRIS_ERROR_MISMATCH naming the ranks that diverge from rank 0. */
+/* Collective: check that every rank holds the same live allocations (offset and size).
+ * Returns IRIS_ERROR_MISMATCH naming the ranks that diverge from rank 0. */
 IRIS_API iris_status_t iris_heap_verify(iris_t *ctx);
 
 /* ============================================================= host collectives == */
@@ -1057,6 +1057,7 @@ enum { IRIS_DETAIL_MODE_RENDEZVOUS = 1, IRIS_DETAIL_MODE_HOOKS, IRIS_DETAIL_MODE
 
 typedef struct iris_detail_block {
   size_t off, size;
+  size_t req; /* bytes asked for (live blocks) */
   int used;
 } iris_detail_block_t;
 
@@ -1075,7 +1076,6 @@ struct iris {
   iris_detail_block_t *blocks;
   int nblocks, capblocks;
   size_t used;
-  uint64_t alloc_hash, alloc_count;
 };
 
 /* Runs fn with ctx's device current, then restores the caller's device. */
@@ -1121,8 +1121,6 @@ IRIS_INTERNAL void iris_detail_blocks_erase(iris_t *ctx, int at) {
 IRIS_INTERNAL iris_status_t iris_detail_heap_reset(iris_t *ctx) {
   ctx->nblocks = 0;
   ctx->used = 0;
-  ctx->alloc_hash = 14695981039346656037ULL;
-  ctx->alloc_count = 0;
   if (iris_detail_blocks_insert(ctx, 0, 0, ctx->heap_size, 0)) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
   return IRIS_SUCCESS;
 }
@@ -1157,13 +1155,13 @@ IRIS_DEF iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t ali
     if (pad) {
       ctx->blocks[i].size = pad;
       iris_detail_blocks_insert(ctx, i + 1, start, size, 1);
+      i++;
     } else {
       ctx->blocks[i].size = size;
       ctx->blocks[i].used = 1;
     }
+    ctx->blocks[i].req = bytes;
     ctx->used += size;
-    ctx->alloc_count++;
-    ctx->alloc_hash = iris_detail_fnv(iris_detail_fnv(iris_detail_fnv(ctx->alloc_hash, 1), bytes), start);
     *ptr = ctx->bases[ctx->rank] + start;
     return IRIS_SUCCESS;
   }
@@ -1211,8 +1209,6 @@ IRIS_DEF iris_status_t iris_free(iris_t *ctx, void *ptr) {
   if (i == ctx->nblocks) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_free(%p): not the start of a live heap block", ctx->rank, ptr);
   ctx->blocks[i].used = 0;
   ctx->used -= ctx->blocks[i].size;
-  ctx->alloc_count++;
-  ctx->alloc_hash = iris_detail_fnv(iris_detail_fnv(ctx->alloc_hash, 2), off);
   if (i + 1 < ctx->nblocks && !ctx->blocks[i + 1].used) {
     ctx->blocks[i].size += ctx->blocks[i + 1].size;
     iris_detail_blocks_erase(ctx, i + 1);
@@ -1224,6 +1220,20 @@ IRIS_DEF iris_status_t iris_free(iris_t *ctx, void *ptr) {
   return IRIS_SUCCESS;
 }
 
+/* The live blocks (offset, bytes asked for), hashed: equal on every rank exactly when
+ * the same allocations are live at the same offsets. */
+IRIS_INTERNAL void iris_detail_layout(const iris_t *ctx, uint64_t out[2]) {
+  uint64_t h = 14695981039346656037ULL, n = 0;
+  int i;
+  for (i = 0; i < ctx->nblocks; i++) {
+    if (!ctx->blocks[i].used) continue;
+    h = iris_detail_fnv(iris_detail_fnv(h, ctx->blocks[i].off), ctx->blocks[i].req);
+    n++;
+  }
+  out[0] = n;
+  out[1] = h;
+}
+
 IRIS_DEF iris_status_t iris_heap_verify(iris_t *ctx) {
   uint64_t mine[2], *all;
   unsigned char bad[IRIS_MAX_RANKS];
@@ -1233,8 +1243,7 @@ IRIS_DEF iris_status_t iris_heap_verify(iris_t *ctx) {
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_heap_verify: NULL context");
   all = (uint64_t *)malloc(sizeof mine * (size_t)ctx->world);
   if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-  mine[0] = ctx->alloc_count;
-  mine[1] = ctx->alloc_hash;
+  iris_detail_layout(ctx, mine);
   st = iris_detail_comm_allgather(ctx, mine, all, sizeof mine, ctx->barrier_timeout_ms);
   if (st == IRIS_SUCCESS) {
     for (r = 0; r < ctx->world; r++) {
@@ -1243,8 +1252,8 @@ IRIS_DEF iris_status_t iris_heap_verify(iris_t *ctx) {
     }
     if (nbad)
       st = iris_detail_fail(IRIS_ERROR_MISMATCH,
-                            "rank %d: symmetric-heap allocations diverge: ranks %s made a different iris_malloc/iris_free sequence than rank 0 "
-                            "(%llu operations on rank 0); offsets no longer agree",
+                            "rank %d: symmetric-heap allocations diverge: ranks %s hold different live blocks than rank 0 (%llu blocks there); "
+                            "every rank must make the same iris_malloc/iris_free calls with the same sizes, in the same order",
                             ctx->rank, iris_detail_rank_list(bad, ctx->world, list, sizeof list), (unsigned long long)all[0]);
   }
   free(all);

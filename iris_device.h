@@ -415,6 +415,13 @@ IRIS_DEVICE_INLINE unsigned long long iris_detail_time_ns(void) {
 #endif /* vendor */
 
 /* ================================================================ public atomics == */
+/* Value parameters take their type from the pointer (not deduced), so
+ * iris_atomic_add(ctx, (unsigned long long *)p, (uint64_t)1, r) works as expected. */
+template <typename T>
+struct iris_detail_id {
+  typedef T type;
+};
+#define IRIS_DETAIL_V(T) typename iris_detail_id<T>::type
 /* Canonical storage type of T: unsigned for 4-byte integers, unsigned long long for
  * 8-byte ones (two's-complement add/and/or/xor/xchg/cas do not care about sign). */
 template <typename T>
@@ -435,17 +442,17 @@ struct iris_detail_word<T, true> {
 
 /* One thread each. Atomically op= value at `ptr` (an address already translated, or
  * local), with order O at scope S; returns the old value. */
-IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_add(T *ptr, T value) {
+IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_add(T *ptr, IRIS_DETAIL_V(T) value) {
   typedef typename iris_detail_word<T>::type W;
   return (T)iris_detail_add<O, S>((W *)ptr, (W)value);
 }
-IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_sub(T *ptr, T value) {
+IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_sub(T *ptr, IRIS_DETAIL_V(T) value) {
   static_assert(std::is_integral<T>::value, "iris_atomic_sub: integers only (add a negative float instead)");
   typedef typename iris_detail_bits<T>::type W;
   return (T)iris_detail_add<O, S>((W *)ptr, (W)0 - (W)value);
 }
 #define IRIS_DETAIL_BITWISE(NAME)                                       \
-  IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_##NAME(T *ptr, T value) { \
+  IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_##NAME(T *ptr, IRIS_DETAIL_V(T) value) { \
     typedef typename iris_detail_bits<T>::type W;                       \
     return (T)iris_detail_##NAME<O, S>((W *)ptr, (W)value);             \
   }
@@ -454,7 +461,7 @@ IRIS_DETAIL_BITWISE(or)
 IRIS_DETAIL_BITWISE(xor)
 #undef IRIS_DETAIL_BITWISE
 #define IRIS_DETAIL_MINMAX(NAME)                                                                                        \
-  IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_##NAME(T *ptr, T value) {                                     \
+  IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_##NAME(T *ptr, IRIS_DETAIL_V(T) value) {                                     \
     typedef typename std::conditional<std::is_signed<T>::value, typename iris_detail_bits<T>::signed_type,               \
                                       typename iris_detail_bits<T>::type>::type W;                                       \
     return (T)iris_detail_##NAME<O, S>((W *)ptr, (W)value);                                                              \
@@ -462,7 +469,7 @@ IRIS_DETAIL_BITWISE(xor)
 IRIS_DETAIL_MINMAX(min)
 IRIS_DETAIL_MINMAX(max)
 #undef IRIS_DETAIL_MINMAX
-IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_xchg(T *ptr, T value) {
+IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_xchg(T *ptr, IRIS_DETAIL_V(T) value) {
   typedef typename std::conditional<sizeof(T) == 4, unsigned, unsigned long long>::type W;
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "iris_atomic_xchg: 4- or 8-byte types");
   W v, r;
@@ -473,7 +480,7 @@ IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_xchg(T *ptr, T value) {
 }
 /* Compare-and-swap: if *ptr == expected, *ptr = desired. Returns the old value (equal
  * to expected exactly when the swap happened). */
-IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_cas(T *ptr, T expected, T desired) {
+IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_cas(T *ptr, IRIS_DETAIL_V(T) expected, IRIS_DETAIL_V(T) desired) {
   typedef typename iris_detail_bits<T>::type W;
   return (T)iris_detail_cas<O, S>((W *)ptr, (W)expected, (W)desired);
 }
@@ -485,7 +492,7 @@ IRIS_DEVICE_INLINE T iris_atomic_load(const T *ptr) {
   return (T)iris_detail_load<O, S>((const W *)ptr);
 }
 template <iris_order_t O = IRIS_ORDER_RELEASE, iris_scope_t S = IRIS_SCOPE_SYSTEM, typename T>
-IRIS_DEVICE_INLINE void iris_atomic_store(T *ptr, T value) {
+IRIS_DEVICE_INLINE void iris_atomic_store(T *ptr, IRIS_DETAIL_V(T) value) {
   static_assert(O == IRIS_ORDER_RELAXED || O == IRIS_ORDER_RELEASE, "iris_atomic_store: order RELAXED or RELEASE");
   typedef typename iris_detail_word<T>::type W;
   iris_detail_store<O, S>((W *)ptr, (W)value);
@@ -494,7 +501,7 @@ IRIS_DEVICE_INLINE void iris_atomic_store(T *ptr, T value) {
 /* Remote forms: ptr is in this rank's heap; the operation applies to rank to_rank's
  * copy. Same orders, scopes and results as above. */
 #define IRIS_DETAIL_REMOTE_RMW(NAME)                                                                                 \
-  IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_##NAME(const iris_device_ctx_t &ctx, T *ptr, T value, int to_rank) { \
+  IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_##NAME(const iris_device_ctx_t &ctx, T *ptr, IRIS_DETAIL_V(T) value, int to_rank) { \
     IRIS_DETAIL_CHECK(ctx, ptr, sizeof(T), to_rank, "iris_atomic_" #NAME);                                          \
     return iris_atomic_##NAME<O, S>(iris_translate(ctx, ptr, to_rank), value);                                       \
   }
@@ -507,7 +514,7 @@ IRIS_DETAIL_REMOTE_RMW(min)
 IRIS_DETAIL_REMOTE_RMW(max)
 IRIS_DETAIL_REMOTE_RMW(xchg)
 #undef IRIS_DETAIL_REMOTE_RMW
-IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_cas(const iris_device_ctx_t &ctx, T *ptr, T expected, T desired, int to_rank) {
+IRIS_DETAIL_ORDER_SCOPE IRIS_DEVICE_INLINE T iris_atomic_cas(const iris_device_ctx_t &ctx, T *ptr, IRIS_DETAIL_V(T) expected, IRIS_DETAIL_V(T) desired, int to_rank) {
   IRIS_DETAIL_CHECK(ctx, ptr, sizeof(T), to_rank, "iris_atomic_cas");
   return iris_atomic_cas<O, S>(iris_translate(ctx, ptr, to_rank), expected, desired);
 }
@@ -517,7 +524,7 @@ IRIS_DEVICE_INLINE T iris_atomic_load(const iris_device_ctx_t &ctx, const T *ptr
   return iris_atomic_load<O, S>(iris_translate(ctx, ptr, from_rank));
 }
 template <iris_order_t O = IRIS_ORDER_RELEASE, iris_scope_t S = IRIS_SCOPE_SYSTEM, typename T>
-IRIS_DEVICE_INLINE void iris_atomic_store(const iris_device_ctx_t &ctx, T *ptr, T value, int to_rank) {
+IRIS_DEVICE_INLINE void iris_atomic_store(const iris_device_ctx_t &ctx, T *ptr, IRIS_DETAIL_V(T) value, int to_rank) {
   IRIS_DETAIL_CHECK(ctx, ptr, sizeof(T), to_rank, "iris_atomic_store");
   iris_atomic_store<O, S>(iris_translate(ctx, ptr, to_rank), value);
 }
@@ -534,7 +541,7 @@ IRIS_DEVICE_INLINE void iris_fence() {
 
 /* Wrap-safe "got has reached target" for counters that only count up. */
 template <typename T>
-IRIS_HOST_DEVICE inline bool iris_epoch_reached(T got, T target) {
+IRIS_HOST_DEVICE inline bool iris_epoch_reached(T got, IRIS_DETAIL_V(T) target) {
   typedef typename iris_detail_bits<T>::type U;
   typedef typename iris_detail_bits<T>::signed_type I;
   return (I)((U)got - (U)target) >= 0;
@@ -556,27 +563,27 @@ IRIS_DEVICE_INLINE bool iris_detail_compare(T got, iris_cmp_t cmp, T value) {
  * earlier writes (and, after a __syncthreads(), its block's) are visible to any thread
  * that acquires the flag and sees the value. */
 template <iris_scope_t S = IRIS_SCOPE_SYSTEM, typename T>
-IRIS_DEVICE_INLINE void iris_signal(const iris_device_ctx_t &ctx, T *flag, T value, int to_rank) {
+IRIS_DEVICE_INLINE void iris_signal(const iris_device_ctx_t &ctx, T *flag, IRIS_DETAIL_V(T) value, int to_rank) {
   iris_atomic_store<IRIS_ORDER_RELEASE, S>(ctx, flag, value, to_rank);
 }
 /* One thread. Release-add inc to to_rank's flag (epochs, counters of arrivals);
  * returns the old value. */
 template <iris_scope_t S = IRIS_SCOPE_SYSTEM, typename T>
-IRIS_DEVICE_INLINE T iris_signal_add(const iris_device_ctx_t &ctx, T *flag, T inc, int to_rank) {
+IRIS_DEVICE_INLINE T iris_signal_add(const iris_device_ctx_t &ctx, T *flag, IRIS_DETAIL_V(T) inc, int to_rank) {
   return iris_atomic_add<IRIS_ORDER_RELEASE, S>(ctx, flag, inc, to_rank);
 }
 /* Relaxed variants: execution synchronisation only. They publish no data. */
 template <iris_scope_t S = IRIS_SCOPE_SYSTEM, typename T>
-IRIS_DEVICE_INLINE void iris_signal_relaxed(const iris_device_ctx_t &ctx, T *flag, T value, int to_rank) {
+IRIS_DEVICE_INLINE void iris_signal_relaxed(const iris_device_ctx_t &ctx, T *flag, IRIS_DETAIL_V(T) value, int to_rank) {
   iris_atomic_store<IRIS_ORDER_RELAXED, S>(ctx, flag, value, to_rank);
 }
 template <iris_scope_t S = IRIS_SCOPE_SYSTEM, typename T>
-IRIS_DEVICE_INLINE T iris_signal_add_relaxed(const iris_device_ctx_t &ctx, T *flag, T inc, int to_rank) {
+IRIS_DEVICE_INLINE T iris_signal_add_relaxed(const iris_device_ctx_t &ctx, T *flag, IRIS_DETAIL_V(T) inc, int to_rank) {
   return iris_atomic_add<IRIS_ORDER_RELAXED, S>(ctx, flag, inc, to_rank);
 }
 
 template <iris_order_t O, iris_scope_t S, typename T>
-IRIS_DEVICE_INLINE bool iris_detail_wait(const iris_device_ctx_t &ctx, const T *flag, iris_cmp_t cmp, T value, const char *what) {
+IRIS_DEVICE_INLINE bool iris_detail_wait(const iris_device_ctx_t &ctx, const T *flag, iris_cmp_t cmp, IRIS_DETAIL_V(T) value, const char *what) {
   unsigned long long start = 0;
   unsigned spins = 0;
   T got;
@@ -610,12 +617,12 @@ IRIS_DEVICE_INLINE bool iris_detail_wait(const iris_device_ctx_t &ctx, const T *
  * are visible. Returns false if IRIS_WAIT_TIMEOUT_NS passes first (IRIS_DEBUG: reports
  * `what`, the rank, block and thread, and traps). */
 template <iris_scope_t S = IRIS_SCOPE_SYSTEM, typename T>
-IRIS_DEVICE_INLINE bool iris_wait_until(const iris_device_ctx_t &ctx, const T *flag, iris_cmp_t cmp, T value, const char *what = "iris_wait_until") {
+IRIS_DEVICE_INLINE bool iris_wait_until(const iris_device_ctx_t &ctx, const T *flag, iris_cmp_t cmp, IRIS_DETAIL_V(T) value, const char *what = "iris_wait_until") {
   return iris_detail_wait<IRIS_ORDER_ACQUIRE, S>(ctx, flag, cmp, value, what);
 }
 /* As iris_wait_until, without the acquire: execution synchronisation only. */
 template <iris_scope_t S = IRIS_SCOPE_SYSTEM, typename T>
-IRIS_DEVICE_INLINE bool iris_wait_until_relaxed(const iris_device_ctx_t &ctx, const T *flag, iris_cmp_t cmp, T value,
+IRIS_DEVICE_INLINE bool iris_wait_until_relaxed(const iris_device_ctx_t &ctx, const T *flag, iris_cmp_t cmp, IRIS_DETAIL_V(T) value,
                                                 const char *what = "iris_wait_until_relaxed") {
   return iris_detail_wait<IRIS_ORDER_RELAXED, S>(ctx, flag, cmp, value, what);
 }
@@ -624,7 +631,7 @@ IRIS_DEVICE_INLINE bool iris_wait_until_relaxed(const iris_device_ctx_t &ctx, co
  * earlier writes are done (__syncthreads), then thread 0 release-stores value into
  * to_rank's flag at system scope. */
 template <typename T>
-IRIS_DEVICE_INLINE void iris_signal_block(const iris_device_ctx_t &ctx, T *flag, T value, int to_rank) {
+IRIS_DEVICE_INLINE void iris_signal_block(const iris_device_ctx_t &ctx, T *flag, IRIS_DETAIL_V(T) value, int to_rank) {
   __syncthreads();
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) iris_signal(ctx, flag, value, to_rank);
 }
@@ -632,7 +639,7 @@ IRIS_DEVICE_INLINE void iris_signal_block(const iris_device_ctx_t &ctx, T *flag,
  * block meets at __syncthreads, after which every thread may read the published
  * data. Returns false in every thread if the wait timed out. */
 template <typename T>
-IRIS_DEVICE_INLINE bool iris_wait_block(const iris_device_ctx_t &ctx, const T *flag, iris_cmp_t cmp, T value, const char *what = "iris_wait_block") {
+IRIS_DEVICE_INLINE bool iris_wait_block(const iris_device_ctx_t &ctx, const T *flag, iris_cmp_t cmp, IRIS_DETAIL_V(T) value, const char *what = "iris_wait_block") {
   int ok = 1;
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) ok = iris_wait_until(ctx, flag, cmp, value, what) ? 1 : 0;
   return __syncthreads_and(ok) != 0;

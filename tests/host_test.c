@@ -1,0 +1,1486 @@
+#define IRIS_IMPLEMENTATION
+#include "iris.h"
+/* Host unit tests for iris.h: no GPU needed.
+ *
+ *   make build/host_test && ./build/host_test
+ *
+ * Every check prints exactly one line, "PASS: <name>" or "FAIL: <name>: <reason>", on
+ * stdout; the exit status is 0 iff nothing failed. Multi-rank scenarios fork one
+ * process per rank; a child never prints: it reports through its exit code and a
+ * shared (mmap) result slot, and the parent prints the check. */
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/mman.h>
+
+/* ------------------------------------------------------------ reporting -- */
+static int g_pass, g_fail;
+
+/* One check line; the reason (printf-style) is only formatted on failure. */
+static int check(int ok, const char *name, const char *fmt, ...) {
+  if (ok) {
+    printf("PASS: %s\n", name);
+    g_pass++;
+  } else {
+    char why[1600];
+    char *c;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    for (c = why; *c; c++)
+      if (*c == '\n' || *c == '\r') *c = ' ';
+    printf("FAIL: %s: %s\n", name, why);
+    g_fail++;
+  }
+  fflush(stdout);
+  return ok;
+}
+
+static void on_alarm(int sig) {
+  static const char msg[] = "FAIL: watchdog: host_test ran for more than 55 s\n";
+  ssize_t w;
+  (void)sig;
+  w = write(1, msg, sizeof msg - 1);
+  (void)w;
+  _exit(1);
+}
+
+/* ------------------------------------------------------------- helpers -- */
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+static void sleep_ms(int ms) {
+  struct timespec ts;
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+static uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+typedef struct { uint64_t s; } rng_t;
+static uint64_t rng_next(rng_t *r) { return mix64(r->s++); }
+
+static const char *sname(iris_status_t s) {
+  static const char *names[] = {"IRIS_SUCCESS",       "IRIS_ERROR_INVALID_ARGUMENT", "IRIS_ERROR_INVALID_RANK", "IRIS_ERROR_OUT_OF_MEMORY",
+                                "IRIS_ERROR_NOT_IN_HEAP", "IRIS_ERROR_MISMATCH",     "IRIS_ERROR_TIMEOUT",      "IRIS_ERROR_GPU",
+                                "IRIS_ERROR_SYSTEM",  "IRIS_ERROR_PERMISSION",       "IRIS_ERROR_DIFFERENT_HOST", "IRIS_ERROR_UNSUPPORTED",
+                                "IRIS_ERROR_BOOTSTRAP", "IRIS_ERROR_RANK_FAILED"};
+  if ((int)s >= 0 && (size_t)s < sizeof names / sizeof names[0]) return names[s];
+  return "(not a status)";
+}
+
+/* Does s name rank r, as in "rank 2", "ranks 2", "ranks 0,2,3"? */
+static int names_rank(const char *s, int r) {
+  const char *p = s;
+  while ((p = strstr(p, "rank")) != NULL) {
+    p += 4;
+    if (*p == 's') p++;
+    while (*p == ' ') p++;
+    while (*p >= '0' && *p <= '9') {
+      char *end;
+      long v = strtol(p, &end, 10);
+      if (v == r) return 1;
+      p = end;
+      if (*p != ',') break;
+      p++;
+    }
+  }
+  return 0;
+}
+static int has(const char *s, const char *needle) { return s && strstr(s, needle) != NULL; }
+
+/* ------------------------------------------------- forked multi-rank runs -- */
+#define MAXR 16
+typedef struct child_res {
+  int open_st, op_st, out_null;
+  long long open_ms, op_ms;
+  char detail[1024];    /* iris_error_detail() after a failed open */
+  char op_detail[1024]; /* ... after a failed collective */
+  char why[512];        /* set when the child's own checks failed */
+  char text[160];       /* free-form data for the parent (launcher tests) */
+} child_res_t;
+static child_res_t *g_res; /* MAP_SHARED: written by children, read by the parent */
+static uint64_t g_seed;    /* chosen before any fork; children inherit it */
+static char g_dir[64];     /* private (0700) directory for every rendezvous */
+static int g_name_counter;
+
+static void unique_name(char *buf, size_t cap, const char *tag) {
+  snprintf(buf, cap, "ht-%ld-%d-%s", (long)getpid(), g_name_counter++, tag);
+}
+
+static int child_fail(int rank, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g_res[rank].why, sizeof g_res[rank].why, fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+typedef int (*child_fn)(int rank, void *arg);
+
+/* Fork one child per entry of ranks[], run fn(rank, arg) there, exit with its value.
+ * Waits at most limit_ms (then kills what still runs and sets *hung). codes[i]:
+ * exit code, 128+signal, or -1 when killed here. Returns the elapsed ms. */
+static long long run_children(int n, const int *ranks, child_fn fn, void *arg, int limit_ms, int *codes, int *hung) {
+  pid_t pids[MAXR];
+  int running[MAXR], i, left = 0;
+  long long t0;
+  memset(g_res, 0, sizeof *g_res * MAXR);
+  *hung = 0;
+  fflush(stdout);
+  fflush(stderr);
+  t0 = now_ms();
+  for (i = 0; i < n; i++) {
+    pid_t pid = fork();
+    running[i] = 0;
+    codes[i] = -2;
+    if (pid < 0) continue;
+    if (pid == 0) {
+      int rc = fn(ranks[i], arg);
+      _exit(rc & 0xff);
+    }
+    pids[i] = pid;
+    running[i] = 1;
+    left++;
+  }
+  while (left > 0) {
+    int progressed = 0;
+    for (i = 0; i < n; i++) {
+      int status = 0;
+      pid_t w;
+      if (!running[i]) continue;
+      w = waitpid(pids[i], &status, WNOHANG);
+      if (w == 0) continue;
+      running[i] = 0;
+      left--;
+      progressed = 1;
+      codes[i] = w < 0 ? -3 : WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -3;
+    }
+    if (left > 0 && now_ms() - t0 > limit_ms) {
+      for (i = 0; i < n; i++)
+        if (running[i]) {
+          kill(pids[i], SIGKILL);
+          waitpid(pids[i], NULL, 0);
+          running[i] = 0;
+          codes[i] = -1;
+        }
+      *hung = 1;
+      break;
+    }
+    if (!progressed) sleep_ms(2);
+  }
+  return now_ms() - t0;
+}
+
+/* PASS iff every child exited 0 in time. */
+static void expect_children_ok(const char *name, int n, const int *ranks, const int *codes, int hung, long long ms) {
+  int i;
+  if (hung) {
+    check(0, name, "ranks still running after %lld ms were killed (hang)", ms);
+    return;
+  }
+  for (i = 0; i < n; i++)
+    if (codes[i] != 0) {
+      check(0, name, "rank %d exited with %d: %s", ranks[i], codes[i], g_res[ranks[i]].why[0] ? g_res[ranks[i]].why : "(no reason recorded)");
+      return;
+    }
+  check(1, name, "");
+}
+
+static void set_params(iris_rendezvous_params_t *p, const char *name, const char *dir, int rank, int world, int timeout_ms, unsigned long long heap) {
+  memset(p, 0, sizeof *p);
+  p->name = name;
+  p->dir = dir;
+  p->rank = rank;
+  p->world_size = world;
+  p->timeout_ms = timeout_ms;
+  p->heap_size = heap;
+}
+
+static unsigned char pay(uint64_t seed, int rank, int iter, int j) {
+  return (unsigned char)(mix64(seed ^ ((uint64_t)(unsigned)rank << 48) ^ ((uint64_t)(unsigned)iter << 20) ^ (uint64_t)(unsigned)j) >> 13);
+}
+
+/* One allgather of `bytes` bytes of pay(seed, rank, iter, .) and its verification,
+ * including that nothing past world*bytes was written. */
+static int gather_and_verify(iris_rendezvous_t *r, int rank, int world, int iter, size_t bytes) {
+  unsigned char send[64], table[MAXR * 64 + 64];
+  size_t j, k;
+  int q;
+  iris_status_t st;
+  for (j = 0; j < bytes; j++) send[j] = pay(g_seed, rank, iter, (int)j);
+  memset(table, 0xA5, sizeof table);
+  st = iris_rendezvous_allgather(r, send, table, bytes);
+  if (st != IRIS_SUCCESS) return child_fail(rank, "allgather #%d of %zu bytes: %s: %s", iter, bytes, sname(st), iris_error_detail());
+  for (q = 0; q < world; q++)
+    for (j = 0; j < bytes; j++)
+      if (table[(size_t)q * bytes + j] != pay(g_seed, q, iter, (int)j))
+        return child_fail(rank, "allgather #%d: byte %zu of rank %d's block is %u, expected %u", iter, j, q, table[(size_t)q * bytes + j],
+                          pay(g_seed, q, iter, (int)j));
+  for (k = (size_t)world * bytes; k < sizeof table; k++)
+    if (table[k] != 0xA5) return child_fail(rank, "allgather #%d wrote past world*bytes (byte %zu)", iter, k);
+  return 0;
+}
+
+/* ------------------------------------------------- scenario: success -- */
+typedef struct succ_arg {
+  const char *name, *dir;
+  int world, late_rank, late_ms, iters, timeout_ms;
+} succ_arg_t;
+
+static int child_success(int rank, void *argp) {
+  const succ_arg_t *a = (const succ_arg_t *)argp;
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = NULL;
+  iris_status_t st;
+  int i;
+  if (rank == a->late_rank) sleep_ms(a->late_ms);
+  set_params(&p, a->name, a->dir, rank, a->world, a->timeout_ms, 1ULL << 30);
+  st = iris_rendezvous_open(&p, &r);
+  if (st != IRIS_SUCCESS) return child_fail(rank, "open: %s: %s", sname(st), iris_error_detail());
+  if (!r) return child_fail(rank, "open succeeded but *out is NULL");
+  if (gather_and_verify(r, rank, a->world, 0, 40)) return 1;
+  for (i = 1; i <= a->iters; i++) {
+    size_t bytes = 1 + (size_t)((i * 13 + 5) % 64);
+    if ((st = iris_rendezvous_barrier(r)) != IRIS_SUCCESS) return child_fail(rank, "barrier #%d: %s: %s", i, sname(st), iris_error_detail());
+    if (gather_and_verify(r, rank, a->world, i, bytes)) return 1;
+  }
+  iris_rendezvous_close(r);
+  return 0;
+}
+
+static void run_success(const char *check_name, int world, int late_rank, int late_ms, int iters, const char *dir, char *name_out, size_t name_cap) {
+  char name[80];
+  int ranks[MAXR], codes[MAXR], hung, i;
+  long long ms;
+  succ_arg_t a;
+  unique_name(name, sizeof name, "ok");
+  a.name = name;
+  a.dir = dir;
+  a.world = world;
+  a.late_rank = late_rank;
+  a.late_ms = late_ms;
+  a.iters = iters;
+  a.timeout_ms = 5000;
+  for (i = 0; i < MAXR; i++) ranks[i] = i;
+  ms = run_children(world, ranks, child_success, &a, 15000, codes, &hung);
+  expect_children_ok(check_name, world, ranks, codes, hung, ms);
+  if (name_out) snprintf(name_out, name_cap, "%s", name);
+}
+
+/* ------------------------------- scenario: failures at or after bring-up -- */
+typedef struct gen_arg {
+  const char *name, *dir;
+  int world[MAXR];              /* world size each rank claims */
+  unsigned long long heap[MAXR];/* heap size each rank claims */
+  int timeout_ms;
+  int leaver;                   /* this rank closes and exits right after open */
+  int barrier_after;            /* the others call a barrier after a good open */
+} gen_arg_t;
+
+/* Exit code: the iris status of the last step (100: a failed open left *out set). */
+static int child_generic(int rank, void *argp) {
+  const gen_arg_t *a = (const gen_arg_t *)argp;
+  child_res_t *res = &g_res[rank];
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = (iris_rendezvous_t *)&p; /* a non-NULL sentinel: open must clear it on failure */
+  iris_status_t st;
+  long long t0;
+  set_params(&p, a->name, a->dir, rank, a->world[rank], a->timeout_ms, a->heap[rank]);
+  t0 = now_ms();
+  st = iris_rendezvous_open(&p, &r);
+  res->open_ms = now_ms() - t0;
+  res->open_st = (int)st;
+  res->out_null = r == NULL;
+  snprintf(res->detail, sizeof res->detail, "%s", iris_error_detail());
+  if (st != IRIS_SUCCESS) return r ? 100 : (int)st;
+  if (rank == a->leaver) {
+    iris_rendezvous_close(r);
+    return 0;
+  }
+  if (a->barrier_after) {
+    t0 = now_ms();
+    st = iris_rendezvous_barrier(r);
+    res->op_ms = now_ms() - t0;
+    res->op_st = (int)st;
+    snprintf(res->op_detail, sizeof res->op_detail, "%s", iris_error_detail());
+  }
+  iris_rendezvous_close(r);
+  return (int)st;
+}
+
+static void gen_init(gen_arg_t *a, const char *name, int world, int timeout_ms) {
+  int i;
+  memset(a, 0, sizeof *a);
+  a->name = name;
+  a->dir = g_dir;
+  a->timeout_ms = timeout_ms;
+  a->leaver = -1;
+  for (i = 0; i < MAXR; i++) {
+    a->world[i] = world;
+    a->heap[i] = 1ULL << 30;
+  }
+}
+
+static void test_rendezvous_missing_rank(void) {
+  const int timeout = 1500;
+  char name[80];
+  gen_arg_t a;
+  int ranks[2] = {0, 1}, codes[2], hung;
+  long long ms;
+  unique_name(name, sizeof name, "missing");
+  gen_init(&a, name, 3, timeout);
+  ms = run_children(2, ranks, child_generic, &a, 10000, codes, &hung);
+  check(!hung && codes[0] == IRIS_ERROR_TIMEOUT && codes[1] == IRIS_ERROR_TIMEOUT, "rendezvous missing rank timeout status",
+        "hung %d, rank 0 exit %d (%s), rank 1 exit %d (%s); detail 0: %s; detail 1: %s", hung, codes[0], sname((iris_status_t)codes[0]), codes[1],
+        sname((iris_status_t)codes[1]), g_res[0].detail, g_res[1].detail);
+  check(!hung && g_res[0].out_null && g_res[1].out_null, "rendezvous missing rank out is null", "a failed open left *out non-NULL (%d, %d)", g_res[0].out_null,
+        g_res[1].out_null);
+  check(names_rank(g_res[0].detail, 2) && !names_rank(g_res[0].detail, 1) && has(g_res[0].detail, "never arrived"), "rendezvous missing rank detail rank 0",
+        "detail should name rank 2 (only) as never arrived: '%s'", g_res[0].detail);
+  check(names_rank(g_res[1].detail, 2) || has(g_res[1].detail, "timed out"), "rendezvous missing rank detail rank 1",
+        "detail should name rank 2 or say it timed out: '%s'", g_res[1].detail);
+  check(!hung && g_res[0].open_ms >= timeout - 50 && g_res[0].open_ms <= timeout + 3000 && g_res[1].open_ms <= timeout + 3000 && ms <= timeout + 3500,
+        "rendezvous missing rank timing", "timeout %d ms: rank 0 gave up after %lld ms, rank 1 after %lld ms, whole run %lld ms", timeout, g_res[0].open_ms,
+        g_res[1].open_ms, ms);
+}
+
+static void test_rendezvous_rank1_alone(void) {
+  char name[80];
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = NULL;
+  iris_status_t st;
+  long long t0, ms;
+  unique_name(name, sizeof name, "alone");
+  set_params(&p, name, g_dir, 1, 2, 300, 1ULL << 30);
+  t0 = now_ms();
+  st = iris_rendezvous_open(&p, &r);
+  ms = now_ms() - t0;
+  check(st == IRIS_ERROR_TIMEOUT && r == NULL && ms >= 250 && ms < 3000 && has(iris_error_detail(), "rank 0"), "rendezvous rank 1 alone times out",
+        "status %s after %lld ms (timeout 300), out %p, detail '%s'", sname(st), ms, (void *)r, iris_error_detail());
+}
+
+static void test_rendezvous_mismatch(const char *check_name, int w0, int w1, unsigned long long h0, unsigned long long h1, const char *word) {
+  char name[80];
+  gen_arg_t a;
+  int ranks[2] = {0, 1}, codes[2], hung;
+  long long ms;
+  unique_name(name, sizeof name, "mm");
+  gen_init(&a, name, 2, 5000);
+  a.world[0] = w0;
+  a.world[1] = w1;
+  a.heap[0] = h0;
+  a.heap[1] = h1;
+  ms = run_children(2, ranks, child_generic, &a, 10000, codes, &hung);
+  check(!hung && codes[0] == IRIS_ERROR_MISMATCH && codes[1] == IRIS_ERROR_MISMATCH && has(g_res[0].detail, word) && has(g_res[1].detail, word) && ms < 4000,
+        check_name, "hung %d after %lld ms; rank 0: %s '%s'; rank 1: %s '%s' (want IRIS_ERROR_MISMATCH mentioning '%s' on both, promptly)", hung, ms,
+        sname((iris_status_t)codes[0]), g_res[0].detail, sname((iris_status_t)codes[1]), g_res[1].detail, word);
+}
+
+static void test_rendezvous_rank_leaves(void) {
+  char name[80];
+  gen_arg_t a;
+  int ranks[3] = {0, 1, 2}, codes[3], hung;
+  long long ms;
+  unique_name(name, sizeof name, "leave");
+  gen_init(&a, name, 3, 5000);
+  a.leaver = 2;
+  a.barrier_after = 1;
+  ms = run_children(3, ranks, child_generic, &a, 12000, codes, &hung);
+  if (hung || g_res[0].open_st != IRIS_SUCCESS || g_res[1].open_st != IRIS_SUCCESS || g_res[2].open_st != IRIS_SUCCESS) {
+    check(0, "rendezvous rank leaves rank 0", "bring-up failed first: hung %d (%lld ms); open: %s, %s, %s; '%s'", hung, ms, sname((iris_status_t)g_res[0].open_st),
+          sname((iris_status_t)g_res[1].open_st), sname((iris_status_t)g_res[2].open_st), g_res[0].detail);
+    check(0, "rendezvous rank leaves rank 1", "bring-up failed first");
+    return;
+  }
+  check(codes[0] != IRIS_SUCCESS && g_res[0].op_st != IRIS_SUCCESS && g_res[0].op_ms < 1500 && names_rank(g_res[0].op_detail, 2), "rendezvous rank leaves rank 0",
+        "rank 0's barrier (timeout 5000 ms) returned %s after %lld ms, detail '%s' (want a failure within 1.5 s naming rank 2)",
+        sname((iris_status_t)g_res[0].op_st), g_res[0].op_ms, g_res[0].op_detail);
+  check(codes[1] != IRIS_SUCCESS && g_res[1].op_st != IRIS_SUCCESS && g_res[1].op_ms < 3500 && names_rank(g_res[1].op_detail, 2), "rendezvous rank leaves rank 1",
+        "rank 1's barrier returned %s after %lld ms, detail '%s' (want a failure naming rank 2, forwarded by rank 0)", sname((iris_status_t)g_res[1].op_st),
+        g_res[1].op_ms, g_res[1].op_detail);
+}
+
+/* ------------------------------------------- in-process rendezvous checks -- */
+static void expect_open(const char *check_name, const iris_rendezvous_params_t *p, int null_out, iris_status_t want) {
+  iris_rendezvous_t *r = (iris_rendezvous_t *)&g_seed; /* sentinel */
+  iris_status_t st;
+  long long t0 = now_ms(), ms;
+  st = iris_rendezvous_open(p, null_out ? NULL : &r);
+  ms = now_ms() - t0;
+  if (st == IRIS_SUCCESS && !null_out && r && r != (iris_rendezvous_t *)&g_seed) iris_rendezvous_close(r);
+  check(st == want && (null_out || r == NULL) && iris_error_detail()[0] != 0 && ms < 1000, check_name, "status %s (want %s), out %s, after %lld ms, detail '%s'",
+        sname(st), sname(want), null_out ? "n/a" : r == NULL ? "NULL" : "not NULL", ms, iris_error_detail());
+}
+
+static void test_rendezvous_bad_args(void) {
+  iris_rendezvous_params_t p;
+  char name[80], longname[80], longdir[240], deepdir[120];
+  iris_rendezvous_t *r = NULL;
+  iris_status_t st;
+  unsigned char buf[16];
+  unique_name(name, sizeof name, "bad");
+
+  expect_open("rendezvous bad args null params", NULL, 0, IRIS_ERROR_INVALID_ARGUMENT);
+  set_params(&p, name, g_dir, 0, 2, 1500, 0);
+  expect_open("rendezvous bad args null out", &p, 1, IRIS_ERROR_INVALID_ARGUMENT);
+  set_params(&p, NULL, g_dir, 0, 2, 1500, 0);
+  expect_open("rendezvous bad args null name", &p, 0, IRIS_ERROR_INVALID_ARGUMENT);
+  set_params(&p, "", g_dir, 0, 2, 1500, 0);
+  expect_open("rendezvous bad args empty name", &p, 0, IRIS_ERROR_INVALID_ARGUMENT);
+  set_params(&p, "a/b", g_dir, 0, 2, 1500, 0);
+  expect_open("rendezvous bad args name with slash", &p, 0, IRIS_ERROR_INVALID_ARGUMENT);
+  set_params(&p, "../escape", g_dir, 0, 2, 1500, 0);
+  expect_open("rendezvous bad args name with dotdot slash", &p, 0, IRIS_ERROR_INVALID_ARGUMENT);
+  set_params(&p, "a b", g_dir, 0, 2, 1500, 0);
+  expect_open("rendezvous bad args name with space", &p, 0, IRIS_ERROR_INVALID_ARGUMENT);
+  memset(longname, 'x', 65);
+  longname[65] = 0;
+  set_params(&p, longname, g_dir, 0, 2, 1500, 0);
+  expect_open("rendezvous bad args name of 65 chars", &p, 0, IRIS_ERROR_INVALID_ARGUMENT);
+  set_params(&p, name, g_dir, 2, 2, 1500, 0);
+  expect_open("rendezvous bad args rank equals world", &p, 0, IRIS_ERROR_INVALID_RANK);
+  set_params(&p, name, g_dir, 5, 2, 1500, 0);
+  expect_open("rendezvous bad args rank above world", &p, 0, IRIS_ERROR_INVALID_RANK);
+  set_params(&p, name, g_dir, -1, 2, 1500, 0);
+  expect_open("rendezvous bad args negative rank", &p, 0, IRIS_ERROR_INVALID_RANK);
+  set_params(&p, name, g_dir, 0, 0, 1500, 0);
+  expect_open("rendezvous bad args world 0", &p, 0, IRIS_ERROR_INVALID_ARGUMENT);
+  set_params(&p, name, g_dir, 0, 2, 0, 0);
+  expect_open("rendezvous bad args timeout 0", &p, 0, IRIS_ERROR_INVALID_ARGUMENT);
+  set_params(&p, name, g_dir, 0, 2, -5, 0);
+  expect_open("rendezvous bad args negative timeout", &p, 0, IRIS_ERROR_INVALID_ARGUMENT);
+  memset(longdir, 'd', sizeof longdir - 1);
+  longdir[0] = '/';
+  longdir[sizeof longdir - 1] = 0;
+  set_params(&p, name, longdir, 0, 2, 1500, 0);
+  expect_open("rendezvous bad args dir too long", &p, 0, IRIS_ERROR_INVALID_ARGUMENT);
+  /* fits the 160-byte dir buffer but not a Unix socket path (108 bytes) */
+  memset(deepdir, 'e', sizeof deepdir - 1);
+  memcpy(deepdir, "/tmp/", 5);
+  deepdir[sizeof deepdir - 1] = 0;
+  set_params(&p, name, deepdir, 0, 2, 1500, 0);
+  expect_open("rendezvous bad args socket path too long", &p, 0, IRIS_ERROR_INVALID_ARGUMENT);
+
+  /* boundary: 64 characters is legal (world 1 needs no peer) */
+  memset(longname, 'y', 64);
+  longname[64] = 0;
+  set_params(&p, longname, g_dir, 0, 1, 1500, 0);
+  st = iris_rendezvous_open(&p, &r);
+  check(st == IRIS_SUCCESS && r != NULL, "rendezvous name of 64 chars accepted", "status %s, detail '%s'", sname(st), iris_error_detail());
+  if (st == IRIS_SUCCESS) iris_rendezvous_close(r);
+
+  st = iris_rendezvous_allgather(NULL, buf, buf, 4);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT, "rendezvous bad args allgather null", "status %s", sname(st));
+  st = iris_rendezvous_barrier(NULL);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT, "rendezvous bad args barrier null", "status %s", sname(st));
+  iris_rendezvous_close(NULL); /* must not crash */
+  check(1, "rendezvous close null", "");
+}
+
+static void test_rendezvous_world1(void) {
+  char name[80];
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = NULL;
+  unsigned char send[40], recv[40 + 8];
+  iris_status_t st, st2 = IRIS_SUCCESS, st3 = IRIS_SUCCESS;
+  int j, ok = 1;
+  unique_name(name, sizeof name, "w1");
+  set_params(&p, name, g_dir, 0, 1, 1500, 0);
+  st = iris_rendezvous_open(&p, &r);
+  if (st == IRIS_SUCCESS) {
+    for (j = 0; j < 40; j++) send[j] = pay(g_seed, 0, 99, j);
+    memset(recv, 0xA5, sizeof recv);
+    st2 = iris_rendezvous_allgather(r, send, recv, 40);
+    st3 = iris_rendezvous_barrier(r);
+    for (j = 0; j < 40; j++) ok &= recv[j] == send[j];
+    for (j = 40; j < 48; j++) ok &= recv[j] == 0xA5;
+    st = iris_rendezvous_allgather(r, NULL, recv, 4);
+    ok &= st == IRIS_ERROR_INVALID_ARGUMENT;
+    iris_rendezvous_close(r);
+    st = IRIS_SUCCESS;
+  }
+  check(st == IRIS_SUCCESS && st2 == IRIS_SUCCESS && st3 == IRIS_SUCCESS && ok, "rendezvous world 1", "open %s, allgather %s, barrier %s, table ok %d; '%s'", sname(st),
+        sname(st2), sname(st3), ok, iris_error_detail());
+}
+
+static void test_rendezvous_unsafe_dir(void) {
+  char open_dir[128], link_dir[128], name[80];
+  iris_rendezvous_params_t p;
+  snprintf(open_dir, sizeof open_dir, "%s/open", g_dir);
+  snprintf(link_dir, sizeof link_dir, "%s/link", g_dir);
+  if (mkdir(open_dir, 0755) != 0 || chmod(open_dir, 0755) != 0) {
+    check(0, "rendezvous unsafe dir rank 0", "cannot create %s: %s", open_dir, strerror(errno));
+    return;
+  }
+  unique_name(name, sizeof name, "unsafe");
+  set_params(&p, name, open_dir, 0, 2, 1500, 0);
+  expect_open("rendezvous unsafe dir rank 0", &p, 0, IRIS_ERROR_PERMISSION);
+  check(has(iris_error_detail(), "private") && has(iris_error_detail(), "0700"), "rendezvous unsafe dir detail", "detail should say private/0700: '%s'",
+        iris_error_detail());
+  set_params(&p, name, open_dir, 1, 2, 1500, 0);
+  expect_open("rendezvous unsafe dir rank 1", &p, 0, IRIS_ERROR_PERMISSION);
+  /* a symlink to a private directory is not itself a private directory */
+  if (symlink(g_dir, link_dir) != 0) {
+    check(0, "rendezvous symlink dir refused", "symlink: %s", strerror(errno));
+  } else {
+    set_params(&p, name, link_dir, 0, 2, 1500, 0);
+    expect_open("rendezvous symlink dir refused", &p, 0, IRIS_ERROR_PERMISSION);
+    unlink(link_dir);
+  }
+  rmdir(open_dir);
+}
+
+static void test_rendezvous_creates_dir(void) {
+  char sub[128];
+  struct stat st;
+  snprintf(sub, sizeof sub, "%s/sub", g_dir);
+  run_success("rendezvous creates missing dir", 2, 0, 100, 1, sub, NULL, 0);
+  check(lstat(sub, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700, "rendezvous created dir is 0700", "lstat %s: mode %03o",
+        sub, (unsigned)(st.st_mode & 0777));
+  rmdir(sub);
+}
+
+/* ------------------------------------------------------------ launcher -- */
+static int child_launch_env(int my_rank, int world, int wfd) {
+  const char *er = getenv("IRIS_RANK"), *ew = getenv("IRIS_WORLD_SIZE"), *en = getenv("IRIS_RENDEZVOUS");
+  char line[200], want[16];
+  ssize_t w;
+  int code = 0;
+  snprintf(want, sizeof want, "%d", my_rank);
+  if (!er || strcmp(er, want) != 0) code = 10;
+  snprintf(want, sizeof want, "%d", world);
+  if (!ew || strcmp(ew, want) != 0) code = code ? code : 11;
+  if (!en || !*en) code = code ? code : 12;
+  snprintf(line, sizeof line, "%d %s\n", my_rank, en && *en ? en : "-");
+  w = write(wfd, line, strlen(line));
+  if (w != (ssize_t)strlen(line)) code = code ? code : 13;
+  snprintf(g_res[my_rank].why, sizeof g_res[my_rank].why, "IRIS_RANK=%s IRIS_WORLD_SIZE=%s IRIS_RENDEZVOUS=%s", er ? er : "(unset)", ew ? ew : "(unset)",
+           en ? en : "(unset)");
+  return code;
+}
+
+/* Launch 3 ranks; each checks its environment and sends "rank name" through a
+ * pipe. Returns the rendezvous name seen (for the freshness check). */
+static void test_launcher_env(char *name_out, size_t cap) {
+  iris_launch_t L;
+  int fds[2], my = -2, i, seen[3] = {0, 0, 0}, lines = 0, bad = 0;
+  iris_status_t st, wst;
+  char buf[1024], first[160] = "", why[700] = "";
+  const char *parent_before = getenv("IRIS_RENDEZVOUS");
+  char parent_saved[160];
+  size_t got = 0;
+  ssize_t k;
+  snprintf(parent_saved, sizeof parent_saved, "%s", parent_before ? parent_before : "");
+  name_out[0] = 0;
+  if (pipe(fds) != 0) {
+    check(0, "launcher 3 ranks environment", "pipe: %s", strerror(errno));
+    return;
+  }
+  memset(g_res, 0, sizeof *g_res * MAXR);
+  fflush(stdout);
+  st = iris_launch_local(3, &L, &my);
+  if (st == IRIS_SUCCESS && my >= 0) {
+    int code;
+    close(fds[0]);
+    code = child_launch_env(my, 3, fds[1]);
+    close(fds[1]);
+    _exit(code);
+  }
+  close(fds[1]);
+  if (st != IRIS_SUCCESS) {
+    close(fds[0]);
+    check(0, "launcher 3 ranks environment", "iris_launch_local: %s: %s", sname(st), iris_error_detail());
+    return;
+  }
+  wst = iris_launch_wait(&L, 10000);
+  while (got < sizeof buf - 1 && (k = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0) got += (size_t)k;
+  buf[got] = 0;
+  close(fds[0]);
+  {
+    char *save = NULL, *ln;
+    for (ln = strtok_r(buf, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+      int rk = -1;
+      char nm[160];
+      lines++;
+      if (sscanf(ln, "%d %159s", &rk, nm) != 2 || rk < 0 || rk > 2) {
+        bad = 1;
+        snprintf(why, sizeof why, "malformed line '%s'", ln);
+        continue;
+      }
+      seen[rk]++;
+      if (!first[0]) snprintf(first, sizeof first, "%s", nm);
+      else if (strcmp(first, nm) != 0) {
+        bad = 1;
+        snprintf(why, sizeof why, "ranks saw different names: '%s' vs '%s'", first, nm);
+      }
+    }
+  }
+  for (i = 0; i < 3; i++)
+    if (L.exit_codes[i] != 0 && !why[0]) snprintf(why, sizeof why, "rank %d exited %d: %s", i, L.exit_codes[i], g_res[i].why);
+  check(wst == IRIS_SUCCESS && L.num_ranks == 3 && L.exit_codes[0] == 0 && L.exit_codes[1] == 0 && L.exit_codes[2] == 0, "launcher 3 ranks exit 0",
+        "iris_launch_wait: %s (%s), num_ranks %d, exit codes %d %d %d; %s", sname(wst), iris_error_detail(), L.num_ranks, L.exit_codes[0], L.exit_codes[1],
+        L.exit_codes[2], why);
+  check(L.pids[0] > 0 && L.pids[1] > 0 && L.pids[2] > 0 && L.pids[0] != L.pids[1] && L.pids[1] != L.pids[2] && L.pids[0] != L.pids[2] &&
+            L.pids[0] != (int)getpid(),
+        "launcher 3 ranks distinct pids", "pids %d %d %d", L.pids[0], L.pids[1], L.pids[2]);
+  check(!bad && lines == 3 && seen[0] == 1 && seen[1] == 1 && seen[2] == 1 && first[0] && strcmp(first, "-") != 0, "launcher 3 ranks environment",
+        "%d lines, ranks seen %d/%d/%d, name '%s'; %s", lines, seen[0], seen[1], seen[2], first, why);
+  {
+    const char *after = getenv("IRIS_RENDEZVOUS");
+    check((parent_before == NULL) == (after == NULL) && strcmp(parent_saved, after ? after : "") == 0, "launcher leaves parent environment",
+          "parent IRIS_RENDEZVOUS was '%s', now '%s'", parent_saved, after ? after : "(unset)");
+  }
+  snprintf(name_out, cap, "%s", first);
+}
+
+/* Launched ranks meet at the rendezvous the launcher named. */
+static void test_launcher_rendezvous(const char *earlier_name) {
+  iris_launch_t L;
+  int my = -2, i, ok;
+  iris_status_t st, wst;
+  char why[700] = "";
+  memset(g_res, 0, sizeof *g_res * MAXR);
+  st = iris_launch_local(3, &L, &my);
+  if (st == IRIS_SUCCESS && my >= 0) {
+    iris_rendezvous_params_t p;
+    iris_rendezvous_t *r = NULL;
+    const char *en = getenv("IRIS_RENDEZVOUS"), *er = getenv("IRIS_RANK"), *ew = getenv("IRIS_WORLD_SIZE");
+    int rank, world;
+    if (!en || !er || !ew) _exit(child_fail(my, "environment incomplete"));
+    snprintf(g_res[my].text, sizeof g_res[my].text, "%s", en);
+    rank = atoi(er);
+    world = atoi(ew);
+    set_params(&p, en, g_dir, rank, world, 5000, 1ULL << 30);
+    st = iris_rendezvous_open(&p, &r);
+    if (st != IRIS_SUCCESS) _exit(child_fail(my, "open '%s': %s: %s", en, sname(st), iris_error_detail()));
+    if (gather_and_verify(r, rank, world, 7, 40)) _exit(1);
+    if ((st = iris_rendezvous_barrier(r)) != IRIS_SUCCESS) _exit(child_fail(my, "barrier: %s: %s", sname(st), iris_error_detail()));
+    iris_rendezvous_close(r);
+    _exit(0);
+  }
+  if (st != IRIS_SUCCESS) {
+    check(0, "launcher ranks meet at rendezvous", "iris_launch_local: %s: %s", sname(st), iris_error_detail());
+    return;
+  }
+  wst = iris_launch_wait(&L, 10000);
+  for (i = 0; i < 3; i++)
+    if (L.exit_codes[i] != 0 && !why[0]) snprintf(why, sizeof why, "rank %d exited %d: %s", i, L.exit_codes[i], g_res[i].why);
+  check(wst == IRIS_SUCCESS && !why[0], "launcher ranks meet at rendezvous", "iris_launch_wait: %s (%s); %s", sname(wst), iris_error_detail(), why);
+  ok = g_res[0].text[0] && strcmp(g_res[0].text, earlier_name) != 0;
+  check(ok, "launcher fresh rendezvous name", "this launch's name '%s', the earlier launch's '%s'", g_res[0].text, earlier_name);
+}
+
+static void test_launcher_failed_rank(void) {
+  iris_launch_t L;
+  int my = -2;
+  iris_status_t st, wst;
+  const char *d;
+  st = iris_launch_local(3, &L, &my);
+  if (st == IRIS_SUCCESS && my >= 0) _exit(my == 1 ? 3 : 0);
+  if (st != IRIS_SUCCESS) {
+    check(0, "launcher failed rank status", "iris_launch_local: %s", sname(st));
+    return;
+  }
+  wst = iris_launch_wait(&L, 10000);
+  d = iris_error_detail();
+  check(wst == IRIS_ERROR_RANK_FAILED, "launcher failed rank status", "iris_launch_wait: %s (want IRIS_ERROR_RANK_FAILED): '%s'", sname(wst), d);
+  check(L.exit_codes[0] == 0 && L.exit_codes[1] == 3 && L.exit_codes[2] == 0, "launcher failed rank exit codes", "exit codes %d %d %d (want 0 3 0)", L.exit_codes[0],
+        L.exit_codes[1], L.exit_codes[2]);
+  check(names_rank(d, 1) && !names_rank(d, 0) && !names_rank(d, 2) && has(d, "3"), "launcher failed rank detail", "detail should name rank 1 (only) and code 3: '%s'", d);
+}
+
+static void test_launcher_signal(void) {
+  iris_launch_t L;
+  int my = -2;
+  iris_status_t st, wst;
+  st = iris_launch_local(2, &L, &my);
+  if (st == IRIS_SUCCESS && my >= 0) {
+    if (my == 0) {
+      signal(SIGTERM, SIG_DFL);
+      kill(getpid(), SIGTERM);
+      sleep_ms(5000);
+    }
+    _exit(0);
+  }
+  if (st != IRIS_SUCCESS) {
+    check(0, "launcher killed rank", "iris_launch_local: %s", sname(st));
+    return;
+  }
+  wst = iris_launch_wait(&L, 10000);
+  check(wst == IRIS_ERROR_RANK_FAILED && L.exit_codes[0] == 128 + SIGTERM && L.exit_codes[1] == 0 && names_rank(iris_error_detail(), 0) &&
+            has(iris_error_detail(), "signal"),
+        "launcher killed rank", "status %s, exit codes %d %d (want %d 0), detail '%s'", sname(wst), L.exit_codes[0], L.exit_codes[1], 128 + SIGTERM,
+        iris_error_detail());
+}
+
+static void test_launcher_timeout(void) {
+  iris_launch_t L;
+  int my = -2, gone;
+  iris_status_t st, wst;
+  long long t0, ms;
+  const char *d;
+  st = iris_launch_local(2, &L, &my);
+  if (st == IRIS_SUCCESS && my >= 0) {
+    if (my == 1)
+      for (;;) pause();
+    _exit(0);
+  }
+  if (st != IRIS_SUCCESS) {
+    check(0, "launcher timeout status", "iris_launch_local: %s", sname(st));
+    return;
+  }
+  t0 = now_ms();
+  wst = iris_launch_wait(&L, 500);
+  ms = now_ms() - t0;
+  d = iris_error_detail();
+  check(wst == IRIS_ERROR_TIMEOUT && ms >= 450 && ms < 3000, "launcher timeout status", "status %s after %lld ms (wait timeout 500 ms): '%s'", sname(wst), ms, d);
+  check(names_rank(d, 1) && !names_rank(d, 0) && has(d, "killed"), "launcher timeout detail", "detail should name rank 1 (only) as killed: '%s'", d);
+  errno = 0;
+  gone = kill((pid_t)L.pids[1], 0) != 0 && errno == ESRCH;
+  if (!gone) { /* do not leave it behind whatever the library did */
+    kill((pid_t)L.pids[1], SIGKILL);
+    waitpid((pid_t)L.pids[1], NULL, 0);
+  }
+  check(gone && L.exit_codes[1] == 128 + SIGKILL && L.exit_codes[0] == 0, "launcher timeout kills rank", "rank 1 %s, exit codes %d %d (want 0 %d)",
+        gone ? "is gone" : "still exists", L.exit_codes[0], L.exit_codes[1], 128 + SIGKILL);
+}
+
+static void test_launcher_bad_args(void) {
+  iris_launch_t L;
+  int my = -2;
+  iris_status_t s1, s2, s3, s4, s5;
+  pid_t w;
+  s1 = iris_launch_local(0, &L, &my);
+  s2 = iris_launch_local(IRIS_LAUNCH_MAX + 1, &L, &my);
+  s3 = iris_launch_local(2, NULL, &my);
+  s4 = iris_launch_local(2, &L, NULL);
+  s5 = iris_launch_wait(NULL, 100);
+  errno = 0;
+  w = waitpid(-1, NULL, WNOHANG); /* no child may have been started */
+  check(s1 == IRIS_ERROR_INVALID_ARGUMENT && s2 == IRIS_ERROR_INVALID_ARGUMENT && s3 == IRIS_ERROR_INVALID_ARGUMENT && s4 == IRIS_ERROR_INVALID_ARGUMENT &&
+            s5 == IRIS_ERROR_INVALID_ARGUMENT && w == -1 && errno == ECHILD,
+        "launcher bad args", "0 ranks %s, %d ranks %s, NULL launch %s, NULL rank %s, wait(NULL) %s, waitpid %d", sname(s1), IRIS_LAUNCH_MAX + 1, sname(s2),
+        sname(s3), sname(s4), sname(s5), (int)w);
+}
+
+/* ------------------------------------------------------------ allocator -- */
+#define FAKE_BASE ((void *)(uintptr_t)0x100000000ULL)
+#define ROUND256(n) (((size_t)(n) + 255) & ~(size_t)255)
+
+typedef struct live {
+  void *p;
+  size_t bytes;
+} live_t;
+
+static int cmp_live(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)((const live_t *)a)->p, y = (uintptr_t)((const live_t *)b)->p;
+  return x < y ? -1 : x > y;
+}
+
+/* Checks the invariants of the live set; returns 0 or writes why. */
+static int heap_invariants(const iris_t *ctx, void *base, size_t heap, live_t *lv, int n, char *why, size_t cap) {
+  live_t sorted[512];
+  size_t used = 0, off;
+  int i;
+  uintptr_t b = (uintptr_t)base;
+  memcpy(sorted, lv, sizeof *lv * (size_t)n);
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_live);
+  for (i = 0; i < n; i++) {
+    uintptr_t p = (uintptr_t)sorted[i].p;
+    size_t sz = ROUND256(sorted[i].bytes);
+    if (p < b || p + sz > b + heap) return snprintf(why, cap, "block %#lx+%zu outside [base, base+%zu)", (unsigned long)(p - b), sz, heap), 1;
+    if ((p - b) % IRIS_HEAP_ALIGN || p % IRIS_HEAP_ALIGN) return snprintf(why, cap, "block at offset %lu not 256-aligned", (unsigned long)(p - b)), 1;
+    if (i > 0 && (uintptr_t)sorted[i - 1].p + ROUND256(sorted[i - 1].bytes) > p)
+      return snprintf(why, cap, "blocks at offsets %lu (+%zu) and %lu overlap", (unsigned long)((uintptr_t)sorted[i - 1].p - b),
+                      ROUND256(sorted[i - 1].bytes), (unsigned long)(p - b)),
+             1;
+    if (iris_heap_offset(ctx, sorted[i].p, &off) != IRIS_SUCCESS || off != p - b)
+      return snprintf(why, cap, "iris_heap_offset of offset %lu gives %zu", (unsigned long)(p - b), off), 1;
+    used += sz;
+  }
+  if (iris_heap_used(ctx) != used) return snprintf(why, cap, "iris_heap_used %zu, live blocks (rounded to 256) %zu", iris_heap_used(ctx), used), 1;
+  return 0;
+}
+
+/* A seeded sequence of mallocs and frees; records each op's resulting offset
+ * (SIZE_MAX for a failure) and checks the invariants after every op. Returns the
+ * number of invariant violations (first reason in why). */
+#define NOPS 2000
+static int random_ops(iris_t *ctx, void *base, size_t heap, uint64_t seed, size_t *offs, int *nooms, char *why, size_t cap) {
+  live_t lv[512];
+  int n = 0, op, bad = 0;
+  rng_t rg;
+  char w[300];
+  rg.s = seed;
+  *nooms = 0;
+  for (op = 0; op < NOPS; op++) {
+    uint64_t x = rng_next(&rg);
+    if (n > 0 && (x % 3 == 0 || n == 400)) {
+      int k = (int)((x >> 8) % (uint64_t)n);
+      iris_status_t st = iris_free(ctx, lv[k].p);
+      offs[op] = (size_t)((uintptr_t)lv[k].p - (uintptr_t)base) | ((size_t)1 << 62);
+      if (st != IRIS_SUCCESS && !bad++) snprintf(why, cap, "op %d: iris_free: %s: %s", op, sname(st), iris_error_detail());
+      lv[k] = lv[--n];
+    } else {
+      size_t bytes = 1 + (size_t)((x >> 8) % ((uint64_t)1 << ((x >> 40) % 21))); /* 1 B .. 1 MiB, log-spread */
+      void *p = (void *)&rg;
+      size_t used0 = iris_heap_used(ctx);
+      iris_status_t st = iris_malloc(ctx, bytes, &p);
+      if (st == IRIS_SUCCESS) {
+        offs[op] = (size_t)((uintptr_t)p - (uintptr_t)base);
+        lv[n].p = p;
+        lv[n].bytes = bytes;
+        n++;
+      } else {
+        offs[op] = SIZE_MAX;
+        ++*nooms;
+        if ((st != IRIS_ERROR_OUT_OF_MEMORY || p != NULL || iris_heap_used(ctx) != used0) && !bad++)
+          snprintf(why, cap, "op %d: iris_malloc(%zu) failed with %s, ptr %p, used %zu -> %zu", op, bytes, sname(st), p, used0, iris_heap_used(ctx));
+      }
+    }
+    if (heap_invariants(ctx, base, heap, lv, n, w, sizeof w) && !bad++) snprintf(why, cap, "after op %d: %s", op, w);
+  }
+  while (n > 0) {
+    iris_status_t st = iris_free(ctx, lv[--n].p);
+    if (st != IRIS_SUCCESS && !bad++) snprintf(why, cap, "final free: %s", sname(st));
+  }
+  if (iris_heap_used(ctx) != 0 && !bad++) snprintf(why, cap, "%zu bytes still used after freeing everything", iris_heap_used(ctx));
+  return bad;
+}
+
+static void test_alloc_random(void) {
+  const size_t heap = (size_t)8 << 20;
+  void *base_b = (void *)(uintptr_t)0x7f0000000000ULL;
+  static size_t offs_a[NOPS], offs_b[NOPS], offs_c[NOPS];
+  iris_t *a = iris_detail_host_only_ctx(heap, FAKE_BASE), *b = iris_detail_host_only_ctx(heap, base_b), *c = iris_detail_host_only_ctx(heap, FAKE_BASE);
+  char why_a[400] = "", why_b[400] = "", why_c[400] = "";
+  int bad_a, bad_b, bad_c, ooms_a, ooms_b, ooms_c, i, first_diff = -1, ndiff = 0;
+  void *p = NULL;
+  if (!a || !b || !c) {
+    check(0, "allocator random invariants", "iris_detail_host_only_ctx returned NULL");
+    iris_detail_host_only_free(a);
+    iris_detail_host_only_free(b);
+    iris_detail_host_only_free(c);
+    return;
+  }
+  bad_a = random_ops(a, FAKE_BASE, heap, 12345, offs_a, &ooms_a, why_a, sizeof why_a);
+  bad_b = random_ops(b, base_b, heap, 12345, offs_b, &ooms_b, why_b, sizeof why_b);
+  bad_c = random_ops(c, FAKE_BASE, heap, 54321, offs_c, &ooms_c, why_c, sizeof why_c);
+  check(!bad_a && !bad_b && !bad_c, "allocator random invariants", "%d/%d/%d violations: %s %s %s", bad_a, bad_b, bad_c, why_a, why_b, why_c);
+  for (i = 0; i < NOPS; i++)
+    if (offs_a[i] != offs_b[i]) {
+      if (first_diff < 0) first_diff = i;
+      ndiff++;
+    }
+  check(ndiff == 0 && ooms_a == ooms_b, "allocator deterministic offsets", "%d of %d ops differ (first at op %d: %zu vs %zu), ooms %d vs %d", ndiff, NOPS,
+        first_diff, first_diff >= 0 ? offs_a[first_diff] : 0, first_diff >= 0 ? offs_b[first_diff] : 0, ooms_a, ooms_b);
+  for (ndiff = 0, i = 0; i < NOPS; i++) ndiff += offs_a[i] != offs_c[i];
+  check(ndiff > 0, "allocator different sequence detected", "a different seed gave the very same %d offsets", NOPS);
+  /* after everything was freed the whole heap is one block again, on both */
+  check(iris_malloc(a, heap, &p) == IRIS_SUCCESS && p == FAKE_BASE && iris_free(a, p) == IRIS_SUCCESS, "allocator random coalesces",
+        "full-heap malloc after the sequence: ptr %p, '%s'", p, iris_error_detail());
+  iris_detail_host_only_free(a);
+  iris_detail_host_only_free(b);
+  iris_detail_host_only_free(c);
+}
+
+static void test_alloc_alignment(void) {
+  const size_t heap = (size_t)16 << 20;
+  iris_t *ctx = iris_detail_host_only_ctx(heap, FAKE_BASE);
+  void *p1 = NULL, *pa = NULL, *pb = NULL, *pc = NULL, *bad = NULL;
+  iris_status_t s1, sa, sb, sc, st;
+  uintptr_t b = (uintptr_t)FAKE_BASE;
+  size_t npot[] = {384, 1000, 4097, (size_t)3 << 20};
+  unsigned i;
+  char why[300];
+  live_t lv[4];
+  if (!ctx) {
+    check(0, "allocator alignment 256", "iris_detail_host_only_ctx returned NULL");
+    return;
+  }
+  s1 = iris_malloc(ctx, 1, &p1);
+  sa = iris_malloc_aligned(ctx, 100, 4096, &pa);
+  sb = iris_malloc_aligned(ctx, 100, (size_t)1 << 20, &pb);
+  sc = iris_malloc(ctx, 300, &pc);
+  check(s1 == IRIS_SUCCESS && sc == IRIS_SUCCESS && ((uintptr_t)p1 - b) % 256 == 0 && (uintptr_t)p1 % 256 == 0 && ((uintptr_t)pc - b) % 256 == 0 &&
+            (uintptr_t)pc % 256 == 0,
+        "allocator alignment 256", "malloc: %s %s, offsets %lu %lu", sname(s1), sname(sc), (unsigned long)((uintptr_t)p1 - b), (unsigned long)((uintptr_t)pc - b));
+  check(sa == IRIS_SUCCESS && ((uintptr_t)pa - b) % 4096 == 0 && (uintptr_t)pa % 4096 == 0, "allocator alignment 4096", "%s, offset %lu", sname(sa),
+        (unsigned long)((uintptr_t)pa - b));
+  check(sb == IRIS_SUCCESS && ((uintptr_t)pb - b) % ((size_t)1 << 20) == 0 && (uintptr_t)pb % ((size_t)1 << 20) == 0 && pb != FAKE_BASE, "allocator alignment 1 MiB",
+        "%s, offset %lu", sname(sb), (unsigned long)((uintptr_t)pb - b));
+  lv[0].p = p1, lv[0].bytes = 1;
+  lv[1].p = pa, lv[1].bytes = 100;
+  lv[2].p = pb, lv[2].bytes = 100;
+  lv[3].p = pc, lv[3].bytes = 300;
+  check(s1 == IRIS_SUCCESS && sa == IRIS_SUCCESS && sb == IRIS_SUCCESS && sc == IRIS_SUCCESS && !heap_invariants(ctx, FAKE_BASE, heap, lv, 4, why, sizeof why),
+        "allocator aligned blocks accounting", "%s", why);
+  for (i = 0; i < sizeof npot / sizeof npot[0]; i++) {
+    char nm[64];
+    size_t used0 = iris_heap_used(ctx);
+    bad = (void *)ctx;
+    st = iris_malloc_aligned(ctx, 64, npot[i], &bad);
+    snprintf(nm, sizeof nm, "allocator alignment %zu refused", npot[i]);
+    check(st == IRIS_ERROR_INVALID_ARGUMENT && bad == NULL && iris_heap_used(ctx) == used0, nm, "status %s, ptr %p, used %zu -> %zu", sname(st), bad, used0,
+          iris_heap_used(ctx));
+  }
+  bad = (void *)ctx;
+  st = iris_malloc(ctx, 0, &bad);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && bad == NULL, "allocator zero bytes refused", "status %s, ptr %p", sname(st), bad);
+  bad = (void *)ctx;
+  st = iris_malloc_aligned(ctx, 0, 4096, &bad);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && bad == NULL, "allocator aligned zero bytes refused", "status %s, ptr %p", sname(st), bad);
+  /* free everything; the alignment padding must merge back into one block */
+  st = iris_free(ctx, pb);
+  if (st == IRIS_SUCCESS) st = iris_free(ctx, p1);
+  if (st == IRIS_SUCCESS) st = iris_free(ctx, pc);
+  if (st == IRIS_SUCCESS) st = iris_free(ctx, pa);
+  bad = NULL;
+  s1 = iris_malloc(ctx, heap, &bad);
+  check(st == IRIS_SUCCESS && iris_heap_used(ctx) == heap && s1 == IRIS_SUCCESS && bad == FAKE_BASE && iris_free(ctx, bad) == IRIS_SUCCESS && iris_heap_used(ctx) == 0,
+        "allocator aligned padding coalesces", "frees %s, full-heap malloc %s at %p, used %zu", sname(st), sname(s1), bad, iris_heap_used(ctx));
+  iris_detail_host_only_free(ctx);
+}
+
+static void test_alloc_exhaustion(void) {
+  const size_t heap = (size_t)1 << 20, req = 3000, blk = ROUND256(req);
+  const int expect_n = (int)(heap / blk);
+  static void *ptrs[1200];
+  iris_t *ctx = iris_detail_host_only_ctx(heap, FAKE_BASE);
+  int n = 0, i, ok;
+  iris_status_t st = IRIS_SUCCESS;
+  size_t used_before, used_after;
+  void *p;
+  char detail[1024];
+  rng_t rg;
+  if (!ctx) {
+    check(0, "allocator exhaustion count", "iris_detail_host_only_ctx returned NULL");
+    return;
+  }
+  while (n < 1200) {
+    p = NULL;
+    used_before = iris_heap_used(ctx);
+    st = iris_malloc(ctx, req, &p);
+    if (st != IRIS_SUCCESS) break;
+    ptrs[n++] = p;
+  }
+  snprintf(detail, sizeof detail, "%s", iris_error_detail());
+  used_after = iris_heap_used(ctx);
+  check(st == IRIS_ERROR_OUT_OF_MEMORY && n == expect_n && used_after == (size_t)n * blk, "allocator exhaustion count",
+        "%d blocks of %zu bytes before %s (want %d = %zu / %zu), used %zu", n, req, sname(st), expect_n, heap, blk, used_after);
+  check(st == IRIS_ERROR_OUT_OF_MEMORY && p == NULL && used_after == used_before && has(detail, "exhausted"), "allocator exhaustion leaves heap unchanged",
+        "ptr %p (want NULL), used %zu -> %zu, detail '%s'", p, used_before, used_after, detail);
+  /* the tail (heap - n*blk bytes) is still usable, then nothing is */
+  {
+    size_t tail = heap - (size_t)n * blk;
+    void *t = NULL, *u = (void *)ctx;
+    iris_status_t s1 = tail ? iris_malloc(ctx, tail, &t) : IRIS_SUCCESS, s2 = iris_malloc(ctx, 1, &u);
+    check(s1 == IRIS_SUCCESS && s2 == IRIS_ERROR_OUT_OF_MEMORY && u == NULL && iris_heap_used(ctx) == heap, "allocator exhaustion tail",
+          "tail of %zu: %s; then 1 byte: %s, ptr %p, used %zu", tail, sname(s1), sname(s2), u, iris_heap_used(ctx));
+    if (t) ptrs[n++] = t;
+  }
+  /* free one block in the middle: an allocation of that size fits again, there */
+  {
+    int k = expect_n / 2;
+    void *q = NULL, *old = ptrs[k];
+    iris_status_t s1 = iris_free(ctx, old), s2 = iris_malloc(ctx, req, &q);
+    check(s1 == IRIS_SUCCESS && s2 == IRIS_SUCCESS && q == old, "allocator usable after exhaustion", "free %s, malloc %s at %p (the freed block was %p)", sname(s1),
+          sname(s2), q, old);
+    if (q) ptrs[k] = q;
+  }
+  /* fragmentation: every other block free; a 2-block request must not fit */
+  {
+    void *q = (void *)ctx;
+    iris_status_t s2;
+    size_t used0;
+    ok = 1;
+    for (i = 0; i < expect_n; i += 2) ok &= iris_free(ctx, ptrs[i]) == IRIS_SUCCESS;
+    used0 = iris_heap_used(ctx);
+    s2 = iris_malloc(ctx, 2 * blk, &q);
+    check(ok && s2 == IRIS_ERROR_OUT_OF_MEMORY && q == NULL && used0 == heap - (size_t)((expect_n + 1) / 2) * blk, "allocator no false coalescing",
+          "frees ok %d, %zu-byte malloc into a heap of free %zu-byte holes gave %s at %p, used %zu", ok, 2 * blk, blk, sname(s2), q, used0);
+    for (i = 0; i < expect_n; i += 2) ptrs[i] = NULL;
+  }
+  /* free the rest in random order: the heap is one block again */
+  {
+    void *q = NULL;
+    iris_status_t s2;
+    rg.s = 777;
+    for (i = n - 1; i > 0; i--) {
+      int j = (int)(rng_next(&rg) % (uint64_t)(i + 1));
+      void *tmp = ptrs[i];
+      ptrs[i] = ptrs[j];
+      ptrs[j] = tmp;
+    }
+    ok = 1;
+    for (i = 0; i < n; i++)
+      if (ptrs[i]) ok &= iris_free(ctx, ptrs[i]) == IRIS_SUCCESS;
+    s2 = iris_malloc(ctx, heap, &q);
+    check(ok && s2 == IRIS_SUCCESS && q == FAKE_BASE && iris_heap_used(ctx) == heap, "allocator full heap after freeing all",
+          "frees ok %d, full-heap malloc %s at %p, used %zu: '%s'", ok, sname(s2), q, iris_heap_used(ctx), iris_error_detail());
+    if (q) iris_free(ctx, q);
+  }
+  {
+    void *q = (void *)ctx;
+    st = iris_malloc(ctx, heap + 1, &q);
+    check(st == IRIS_ERROR_OUT_OF_MEMORY && q == NULL && iris_heap_used(ctx) == 0 && has(iris_error_detail(), "exhausted"), "allocator larger than heap",
+          "%s, ptr %p, used %zu, '%s'", sname(st), q, iris_heap_used(ctx), iris_error_detail());
+  }
+  iris_detail_host_only_free(ctx);
+}
+
+static void test_alloc_errors(void) {
+  const size_t heap = (size_t)4 << 20;
+  iris_t *ctx = iris_detail_host_only_ctx(heap, FAKE_BASE);
+  char *base = (char *)FAKE_BASE;
+  void *p = NULL, *q = NULL, *out;
+  size_t off = 12345, used0;
+  iris_status_t s1, s2, s3, s4, s5;
+  iris_device_ctx_t dc;
+  if (!ctx) {
+    check(0, "allocator free outside heap", "iris_detail_host_only_ctx returned NULL");
+    return;
+  }
+  s1 = iris_malloc(ctx, 1024, &p);
+  s2 = iris_malloc(ctx, 1024, &q);
+  if (s1 != IRIS_SUCCESS || s2 != IRIS_SUCCESS) {
+    check(0, "allocator free outside heap", "setup mallocs failed: %s %s", sname(s1), sname(s2));
+    iris_detail_host_only_free(ctx);
+    return;
+  }
+  used0 = iris_heap_used(ctx);
+  s1 = iris_free(ctx, base - 256);
+  s2 = iris_free(ctx, base + heap);
+  s3 = iris_free(ctx, base + heap + 4096);
+  check(s1 == IRIS_ERROR_NOT_IN_HEAP && s2 == IRIS_ERROR_NOT_IN_HEAP && s3 == IRIS_ERROR_NOT_IN_HEAP && iris_heap_used(ctx) == used0, "allocator free outside heap",
+        "base-256: %s, base+heap: %s, base+heap+4096: %s", sname(s1), sname(s2), sname(s3));
+  s1 = iris_free(ctx, (char *)p + 256);
+  s2 = iris_free(ctx, (char *)p + 1);
+  s3 = iris_free(ctx, base + heap / 2); /* start of nothing: inside the free tail */
+  check(s1 == IRIS_ERROR_INVALID_ARGUMENT && s2 == IRIS_ERROR_INVALID_ARGUMENT && s3 == IRIS_ERROR_INVALID_ARGUMENT && iris_heap_used(ctx) == used0,
+        "allocator free not a block start", "p+256: %s, p+1: %s, mid-heap: %s, used %zu -> %zu", sname(s1), sname(s2), sname(s3), used0, iris_heap_used(ctx));
+  s1 = iris_free(ctx, p);
+  used0 = iris_heap_used(ctx);
+  s2 = iris_free(ctx, p);
+  check(s1 == IRIS_SUCCESS && s2 == IRIS_ERROR_INVALID_ARGUMENT && iris_heap_used(ctx) == used0 && used0 == ROUND256(1024), "allocator double free",
+        "first free %s, second %s, used %zu", sname(s1), sname(s2), iris_heap_used(ctx));
+  s1 = iris_free(ctx, NULL);
+  check(s1 == IRIS_SUCCESS, "allocator free null", "iris_free(ctx, NULL) gave %s", sname(s1));
+  s1 = iris_free(NULL, q);
+  s2 = iris_malloc(NULL, 16, &out);
+  s3 = iris_malloc(ctx, 16, NULL);
+  s4 = iris_heap_offset(ctx, q, NULL);
+  s5 = iris_heap_offset(NULL, q, &off);
+  check(s1 == IRIS_ERROR_INVALID_ARGUMENT && s2 == IRIS_ERROR_INVALID_ARGUMENT && s3 == IRIS_ERROR_INVALID_ARGUMENT && s4 == IRIS_ERROR_INVALID_ARGUMENT &&
+            s5 == IRIS_ERROR_INVALID_ARGUMENT,
+        "allocator null arguments", "free(NULL ctx) %s, malloc(NULL ctx) %s, malloc(NULL ptr) %s, offset(NULL out) %s, offset(NULL ctx) %s", sname(s1), sname(s2),
+        sname(s3), sname(s4), sname(s5));
+  off = 12345;
+  s1 = iris_heap_offset(ctx, base - 1, &off);
+  s2 = iris_heap_offset(ctx, base + heap, &off);
+  check(s1 == IRIS_ERROR_NOT_IN_HEAP && s2 == IRIS_ERROR_NOT_IN_HEAP && off == 12345, "allocator offset outside heap", "base-1: %s, base+heap: %s", sname(s1),
+        sname(s2));
+  s1 = iris_heap_offset(ctx, q, &off);
+  s2 = iris_heap_offset(ctx, base + heap - 1, &off);
+  check(s1 == IRIS_SUCCESS && s2 == IRIS_SUCCESS && off == heap - 1, "allocator offset inside heap", "%s %s, last byte's offset %zu", sname(s1), sname(s2), off);
+  out = NULL;
+  s1 = iris_translate_host(ctx, q, 1, &out);
+  s2 = iris_translate_host(ctx, q, -1, &out);
+  check(s1 == IRIS_ERROR_INVALID_RANK && s2 == IRIS_ERROR_INVALID_RANK && out == NULL, "allocator translate bad rank", "rank 1: %s, rank -1: %s", sname(s1), sname(s2));
+  s1 = iris_translate_host(ctx, q, 0, &out);
+  s2 = iris_translate_host(ctx, base - 8, 0, &out);
+  check(s1 == IRIS_SUCCESS && out == q && s2 == IRIS_ERROR_NOT_IN_HEAP, "allocator translate own rank", "%s (ptr %p vs %p), outside: %s", sname(s1), out, q,
+        sname(s2));
+  dc = iris_device_context(ctx);
+  check(iris_rank(ctx) == 0 && iris_world_size(ctx) == 1 && iris_heap_size(ctx) == heap && iris_heap_base(ctx, 0) == FAKE_BASE && iris_heap_base(ctx, 1) == NULL &&
+            iris_heap_base(ctx, -1) == NULL && dc.rank == 0 && dc.world_size == 1 && dc.heap_size == heap && dc.bases[0] == base && dc.bases[1] == NULL,
+        "allocator context queries", "rank %d world %d heap %zu base0 %p base1 %p; device ctx rank %d world %d heap %llu base0 %p", iris_rank(ctx),
+        iris_world_size(ctx), iris_heap_size(ctx), iris_heap_base(ctx, 0), iris_heap_base(ctx, 1), dc.rank, dc.world_size, dc.heap_size, (void *)dc.bases[0]);
+  dc = iris_device_context(NULL);
+  check(iris_rank(NULL) == -1 && iris_world_size(NULL) == 0 && iris_heap_size(NULL) == 0 && iris_heap_used(NULL) == 0 && iris_heap_base(NULL, 0) == NULL &&
+            dc.world_size == 0 && dc.bases[0] == NULL,
+        "queries on null context", "rank %d world %d heap %zu", iris_rank(NULL), iris_world_size(NULL), iris_heap_size(NULL));
+  iris_free(ctx, q);
+  iris_detail_host_only_free(ctx);
+}
+
+/* ------------------------------------------------------ exchange records -- */
+static void make_recs(iris_detail_record_t *rec, int world) {
+  int r;
+  memset(rec, 0, sizeof *rec * (size_t)world);
+  for (r = 0; r < world; r++) {
+    rec[r].magic = IRIS_DETAIL_MAGIC;
+    rec[r].version = IRIS_VERSION;
+    rec[r].rank = r;
+    rec[r].world = world;
+    rec[r].heap_size = 1ULL << 30;
+    rec[r].heap_memory = IRIS_HEAP_MEMORY_FINE;
+    rec[r].device = r;
+    rec[r].pid = 4000 + r;
+    rec[r].uid = 1000;
+    rec[r].base = 0x7f0000000000ULL + ((uint64_t)r << 32);
+    snprintf(rec[r].host, sizeof rec[r].host, "%s", "node-a");
+    snprintf(rec[r].boot_id, sizeof rec[r].boot_id, "%s", "0b5c2a7e-1111-2222-3333-444455556666");
+    snprintf(rec[r].pci, sizeof rec[r].pci, "0000:%02x:00.0", 0x10 + r);
+  }
+}
+
+static void expect_recs(const char *check_name, const iris_detail_record_t *rec, int world, iris_status_t want, int rank_named, const char *word) {
+  iris_status_t st = iris_detail_check_records(rec, world);
+  const char *d = iris_error_detail();
+  int ok = st == want;
+  if (want != IRIS_SUCCESS) {
+    ok &= d[0] != 0;
+    if (rank_named >= 0) ok &= names_rank(d, rank_named);
+    if (word) ok &= has(d, word);
+  }
+  check(ok, check_name, "status %s (want %s), detail '%s' (want rank %d%s%s%s)", sname(st), sname(want), d, rank_named, word ? " and '" : "", word ? word : "",
+        word ? "'" : "");
+}
+
+static void test_records(void) {
+  iris_detail_record_t rec[4];
+  make_recs(rec, 4);
+  expect_recs("records all equal", rec, 4, IRIS_SUCCESS, -1, NULL);
+  make_recs(rec, 1);
+  expect_recs("records world 1", rec, 1, IRIS_SUCCESS, -1, NULL);
+  make_recs(rec, 4);
+  snprintf(rec[2].host, sizeof rec[2].host, "%s", "node-b");
+  expect_recs("records other host", rec, 4, IRIS_ERROR_DIFFERENT_HOST, 2, "hosts");
+  make_recs(rec, 4);
+  rec[2].boot_id[0] = 'f';
+  expect_recs("records other boot id", rec, 4, IRIS_ERROR_DIFFERENT_HOST, 2, "hosts");
+  make_recs(rec, 4);
+  rec[2].uid = 1001;
+  expect_recs("records other uid", rec, 4, IRIS_ERROR_PERMISSION, 2, "uid");
+  make_recs(rec, 4);
+  rec[2].world = 8;
+  expect_recs("records other world size", rec, 4, IRIS_ERROR_MISMATCH, 2, "world size");
+  make_recs(rec, 4);
+  rec[0].world = 3;
+  expect_recs("records rank 0 other world size", rec, 4, IRIS_ERROR_MISMATCH, -1, "world size");
+  make_recs(rec, 4);
+  rec[2].heap_size = 1ULL << 31;
+  expect_recs("records other heap size", rec, 4, IRIS_ERROR_MISMATCH, 2, "heap");
+  make_recs(rec, 4);
+  rec[2].heap_memory = IRIS_HEAP_MEMORY_COARSE;
+  expect_recs("records other heap memory", rec, 4, IRIS_ERROR_MISMATCH, 2, "heap memory");
+  make_recs(rec, 4);
+  rec[2].version = IRIS_VERSION + 1;
+  expect_recs("records other version", rec, 4, IRIS_ERROR_MISMATCH, 2, "version");
+  make_recs(rec, 4);
+  rec[2].status = IRIS_ERROR_GPU;
+  snprintf(rec[2].err, sizeof rec[2].err, "%s", "rank 2: cudaMalloc failed: out of memory (zq-7781)");
+  expect_recs("records failed rank status", rec, 4, IRIS_ERROR_GPU, 2, "out of memory (zq-7781)");
+  make_recs(rec, 4);
+  rec[1].rank = 2;
+  rec[2].rank = 1;
+  expect_recs("records slots out of order", rec, 4, IRIS_ERROR_MISMATCH, 2, "slot 1");
+  make_recs(rec, 4);
+  rec[3].magic = 0;
+  expect_recs("records bad magic", rec, 4, IRIS_ERROR_MISMATCH, 3, "slot 3");
+}
+
+/* -------------------------------------------------------------- config -- */
+static void expect_init(const char *check_name, const iris_config_t *cfg, int null_out, iris_status_t want, const char *word) {
+  iris_t *ctx = (iris_t *)&g_seed; /* sentinel */
+  iris_status_t st = iris_init(cfg, null_out ? NULL : &ctx);
+  const char *d = iris_error_detail();
+  int ok = st == want && (null_out || ctx == NULL) && d[0] != 0 && (!word || has(d, word));
+  if (st == IRIS_SUCCESS && !null_out && ctx && ctx != (iris_t *)&g_seed) iris_finalize(ctx);
+  check(ok, check_name, "status %s (want %s), out %s, detail '%s'%s%s", sname(st), sname(want), null_out ? "n/a" : ctx == NULL ? "NULL" : "not NULL", d,
+        word ? " (want it to mention " : "", word ? word : "");
+}
+
+static void cfg_base(iris_config_t *c, int rank, int world) {
+  iris_config_t def = IRIS_CONFIG_INIT;
+  *c = def;
+  c->rank = rank;
+  c->world_size = world;
+  c->heap_size = (size_t)2 << 20;
+  c->timeout_ms = 1500;
+  c->barrier_timeout_ms = 1500;
+  c->rendezvous_dir = g_dir;
+}
+
+static int bad_cb_allgather(void *u, const void *s, void *r, size_t n) {
+  (void)u, (void)s, (void)r, (void)n;
+  return 1;
+}
+
+static void test_config(void) {
+  iris_config_t c;
+  iris_bootstrap_t hooks;
+  char name[80];
+  int ndev = -1;
+  cudaError_t e;
+  unique_name(name, sizeof name, "init");
+
+  cfg_base(&c, 0, 1);
+  c.struct_size = sizeof c - 8;
+  expect_init("config wrong struct size", &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "struct_size");
+  cfg_base(&c, 0, 1);
+  c.struct_size = 0;
+  expect_init("config zero struct size", &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "struct_size");
+  cfg_base(&c, 5, 2);
+  expect_init("config rank above world", &c, 0, IRIS_ERROR_INVALID_RANK, NULL);
+  cfg_base(&c, 2, 2);
+  expect_init("config rank equals world", &c, 0, IRIS_ERROR_INVALID_RANK, NULL);
+  cfg_base(&c, 0, 1000);
+  expect_init("config world above max ranks", &c, 0, IRIS_ERROR_UNSUPPORTED, "IRIS_MAX_RANKS");
+  cfg_base(&c, 0, IRIS_MAX_RANKS + 1);
+  expect_init("config world max ranks plus 1", &c, 0, IRIS_ERROR_UNSUPPORTED, NULL);
+  expect_init("config null null", NULL, 1, IRIS_ERROR_INVALID_ARGUMENT, NULL);
+  cfg_base(&c, 0, 1);
+  expect_init("config null out", &c, 1, IRIS_ERROR_INVALID_ARGUMENT, NULL);
+  cfg_base(&c, 0, 1);
+  c.heap_memory = (iris_heap_memory_t)99;
+  expect_init("config bad heap memory", &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "heap_memory");
+  cfg_base(&c, 0, 1);
+  hooks.user = NULL;
+  hooks.allgather = bad_cb_allgather;
+  hooks.barrier = NULL;
+  c.bootstrap = &hooks;
+  expect_init("config bootstrap without barrier", &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "barrier");
+
+  /* real bring-up of one rank: no GPU here means a clean IRIS_ERROR_GPU */
+  e = cudaGetDeviceCount(&ndev);
+  if (e != cudaSuccess || ndev <= 0) {
+    int i;
+    for (i = 0; i < 2; i++) {
+      iris_t *ctx = (iris_t *)&g_seed;
+      iris_status_t st;
+      const char *d;
+      char nm[64];
+      cfg_base(&c, 0, 1);
+      c.rendezvous = name;
+      st = iris_init(&c, &ctx);
+      d = iris_error_detail();
+      snprintf(nm, sizeof nm, "config no gpu init fails%s", i ? " again" : "");
+      check(st == IRIS_ERROR_GPU && ctx == NULL && d[0] && (e != cudaSuccess ? has(d, "GetDeviceCount") : has(d, "no GPU")), nm,
+            "cudaGetDeviceCount gave %d (%d devices); iris_init: %s, out %s, detail '%s'", (int)e, ndev, sname(st), ctx == NULL ? "NULL" : "not NULL", d);
+      if (st == IRIS_SUCCESS && ctx && ctx != (iris_t *)&g_seed) iris_finalize(ctx);
+    }
+  } else {
+    int i;
+    for (i = 0; i < 2; i++) {
+      iris_t *ctx = NULL;
+      iris_status_t st, fs = IRIS_ERROR_INVALID_ARGUMENT;
+      char nm[64];
+      cfg_base(&c, 0, 1);
+      c.rendezvous = name;
+      st = iris_init(&c, &ctx);
+      snprintf(nm, sizeof nm, "config gpu init and finalize%s", i ? " again" : "");
+      if (st == IRIS_SUCCESS) {
+        int ok = iris_rank(ctx) == 0 && iris_world_size(ctx) == 1 && iris_heap_size(ctx) >= c.heap_size;
+        fs = iris_finalize(ctx);
+        check(ok && fs == IRIS_SUCCESS, nm, "queries ok %d, finalize %s: '%s'", ok, sname(fs), iris_error_detail());
+      } else {
+        check(0, nm, "iris_init: %s: '%s'", sname(st), iris_error_detail());
+      }
+    }
+  }
+}
+
+/* ---------------------------------------------------------- status strings -- */
+#define STATUS_ENTRY(x) {x, #x}
+static const struct {
+  iris_status_t s;
+  const char *name;
+} k_status[] = {STATUS_ENTRY(IRIS_SUCCESS),          STATUS_ENTRY(IRIS_ERROR_INVALID_ARGUMENT), STATUS_ENTRY(IRIS_ERROR_INVALID_RANK),
+                STATUS_ENTRY(IRIS_ERROR_OUT_OF_MEMORY), STATUS_ENTRY(IRIS_ERROR_NOT_IN_HEAP),   STATUS_ENTRY(IRIS_ERROR_MISMATCH),
+                STATUS_ENTRY(IRIS_ERROR_TIMEOUT),       STATUS_ENTRY(IRIS_ERROR_GPU),           STATUS_ENTRY(IRIS_ERROR_SYSTEM),
+                STATUS_ENTRY(IRIS_ERROR_PERMISSION),    STATUS_ENTRY(IRIS_ERROR_DIFFERENT_HOST), STATUS_ENTRY(IRIS_ERROR_UNSUPPORTED),
+                STATUS_ENTRY(IRIS_ERROR_BOOTSTRAP),     STATUS_ENTRY(IRIS_ERROR_RANK_FAILED)};
+
+static void test_status_strings(void) {
+  const int n = (int)(sizeof k_status / sizeof k_status[0]);
+  int i, j, distinct = 1, di = -1, dj = -1;
+  check(n == IRIS_STATUS_COUNT, "status table covers every status", "the test knows %d statuses, IRIS_STATUS_COUNT is %d", n, (int)IRIS_STATUS_COUNT);
+  for (i = 0; i < n; i++) {
+    const char *s = iris_status_string(k_status[i].s);
+    size_t len = strlen(k_status[i].name);
+    char nm[80];
+    int k;
+    snprintf(nm, sizeof nm, "status string %s", k_status[i].name + 5); /* drop "IRIS_" */
+    for (k = 0; nm[k]; k++)
+      if (nm[k] >= 'A' && nm[k] <= 'Z') nm[k] = (char)(nm[k] - 'A' + 'a');
+    check((int)k_status[i].s == i && s && s[0] && strncmp(s, k_status[i].name, len) == 0 && (s[len] == 0 || s[len] == ':'), nm, "value %d gives '%s'",
+          (int)k_status[i].s, s ? s : "(NULL)");
+  }
+  for (i = 0; i < IRIS_STATUS_COUNT; i++)
+    for (j = i + 1; j < IRIS_STATUS_COUNT; j++)
+      if (strcmp(iris_status_string((iris_status_t)i), iris_status_string((iris_status_t)j)) == 0 && distinct) distinct = 0, di = i, dj = j;
+  check(distinct, "status strings distinct", "statuses %d and %d share '%s'", di, dj, distinct ? "" : iris_status_string((iris_status_t)di));
+  {
+    const char *a = iris_status_string((iris_status_t)IRIS_STATUS_COUNT), *b = iris_status_string((iris_status_t)-1),
+               *c = iris_status_string((iris_status_t)1000);
+    int ok = a && b && c && a[0] && b[0] && c[0];
+    for (i = 0; ok && i < IRIS_STATUS_COUNT; i++) ok = strcmp(a, iris_status_string((iris_status_t)i)) != 0;
+    check(ok, "status string out of range", "COUNT: '%s', -1: '%s', 1000: '%s'", a ? a : "(NULL)", b ? b : "(NULL)", c ? c : "(NULL)");
+  }
+}
+
+/* ---------------------------------------------------------------- tile views -- */
+/* Checks a view against tile arithmetic computed here; returns 0 or writes why. */
+static int check_tiles(long long rows, long long cols, long long stride, int elem, int bm, int bn, char *why, size_t cap) {
+  static unsigned char mark[256 * 256];
+  static char buf[256 * 256 * 8];
+  iris_view2d_t v = iris_view2d(buf, rows, cols, stride, elem);
+  long long tm_count = 0, tn_count = 0, r0, c0, id, r, c;
+  long long last_rows, last_cols;
+  if (rows * stride * elem > (long long)sizeof buf || rows * cols > (long long)sizeof mark) return snprintf(why, cap, "test buffer too small"), 1;
+  for (r0 = 0; r0 < rows; r0 += bm) tm_count++;
+  for (c0 = 0; c0 < cols; c0 += bn) tn_count++;
+  last_rows = rows - (tm_count - 1) * bm;
+  last_cols = cols - (tn_count - 1) * bn;
+  if (iris_view_tiles_m(v, bm) != tm_count || iris_view_tiles_n(v, bn) != tn_count || iris_view_num_tiles(v, bm, bn) != tm_count * tn_count)
+    return snprintf(why, cap, "tiles_m %lld tiles_n %lld num %lld, counted %lld x %lld", iris_view_tiles_m(v, bm), iris_view_tiles_n(v, bn),
+                    iris_view_num_tiles(v, bm, bn), tm_count, tn_count),
+           1;
+  for (r = 0; r < tm_count; r++)
+    if (iris_view_tile_rows(v, bm, r) != (r == tm_count - 1 ? last_rows : bm))
+      return snprintf(why, cap, "tile row %lld has %d rows, want %lld", r, iris_view_tile_rows(v, bm, r), r == tm_count - 1 ? last_rows : (long long)bm), 1;
+  for (c = 0; c < tn_count; c++)
+    if (iris_view_tile_cols(v, bn, c) != (c == tn_count - 1 ? last_cols : bn))
+      return snprintf(why, cap, "tile col %lld has %d cols, want %lld", c, iris_view_tile_cols(v, bn, c), c == tn_count - 1 ? last_cols : (long long)bn), 1;
+  if (iris_view_tile_rows(v, bm, tm_count) != 0 || iris_view_tile_cols(v, bn, tn_count) != 0)
+    return snprintf(why, cap, "a tile past the edge is not empty (%d rows, %d cols)", iris_view_tile_rows(v, bm, tm_count), iris_view_tile_cols(v, bn, tn_count)), 1;
+  for (r = 0; r < rows; r++)
+    for (c = 0; c < cols; c++)
+      if ((char *)iris_view_elem(v, r, c) != buf + (r * stride + c) * elem)
+        return snprintf(why, cap, "iris_view_elem(%lld, %lld) is at byte %ld, want %lld", r, c, (long)((char *)iris_view_elem(v, r, c) - buf),
+                        (r * stride + c) * elem),
+               1;
+  memset(mark, 0, sizeof mark);
+  id = 0;
+  for (r0 = 0; r0 < tm_count; r0++)
+    for (c0 = 0; c0 < tn_count; c0++, id++) {
+      long long tm = -1, tn = -1, i, j;
+      iris_view2d_t t;
+      iris_view_tile_coords(v, bn, id, &tm, &tn);
+      if (tm != r0 || tn != c0) return snprintf(why, cap, "tile %lld -> (%lld, %lld), want (%lld, %lld)", id, tm, tn, r0, c0), 1;
+      t = iris_view_tile(v, bm, bn, tm, tn);
+      if (t.stride != stride || t.elem_size != elem || t.rows != iris_view_tile_rows(v, bm, tm) || t.cols != iris_view_tile_cols(v, bn, tn))
+        return snprintf(why, cap, "tile %lld: sub-view %lld x %lld stride %lld elem %d", id, t.rows, t.cols, t.stride, t.elem_size), 1;
+      for (i = 0; i < t.rows; i++)
+        for (j = 0; j < t.cols; j++) {
+          long long at = (long long)((char *)iris_view_elem(t, i, j) - buf), e, er, ec;
+          if (at < 0 || at % elem) return snprintf(why, cap, "tile %lld elem (%lld, %lld) at byte %lld", id, i, j, at), 1;
+          e = at / elem;
+          er = e / stride;
+          ec = e % stride;
+          if (er >= rows || ec >= cols) return snprintf(why, cap, "tile %lld elem (%lld, %lld) maps outside the view to (%lld, %lld)", id, i, j, er, ec), 1;
+          mark[er * cols + ec]++;
+        }
+    }
+  for (r = 0; r < rows; r++)
+    for (c = 0; c < cols; c++)
+      if (mark[r * cols + c] != 1) return snprintf(why, cap, "element (%lld, %lld) covered %d times", r, c, mark[r * cols + c]), 1;
+  return 0;
+}
+
+static void test_tiles(void) {
+  char why[300] = "";
+  iris_view2d_t v = iris_view2d((void *)0, 100, 60, 64, 4);
+  long long tm = -1, tn = -1, n = 0, r0;
+  int ok;
+  /* the 100x60 case: the brief's numbers, counted here */
+  for (r0 = 0; r0 < 100; r0 += 32) n++;
+  check(iris_view_tiles_m(v, 32) == n, "tiles 100x60 tiles_m", "tiles_m %lld, counted %lld", iris_view_tiles_m(v, 32), n);
+  for (n = 0, r0 = 0; r0 < 60; r0 += 16) n++;
+  check(iris_view_tiles_n(v, 16) == n, "tiles 100x60 tiles_n", "tiles_n %lld, counted %lld", iris_view_tiles_n(v, 16), n);
+  check(iris_view_num_tiles(v, 32, 16) == iris_view_tiles_m(v, 32) * iris_view_tiles_n(v, 16) && iris_view_num_tiles(v, 32, 16) == 16, "tiles 100x60 num_tiles",
+        "num_tiles %lld", iris_view_num_tiles(v, 32, 16));
+  check(iris_view_tile_rows(v, 32, 3) == 100 - 3 * 32 && iris_view_tile_cols(v, 16, 3) == 60 - 3 * 16 && iris_view_tile_rows(v, 32, 0) == 32 &&
+            iris_view_tile_cols(v, 16, 2) == 16,
+        "tiles 100x60 edge extents", "last tile row %d rows, last tile col %d cols", iris_view_tile_rows(v, 32, 3), iris_view_tile_cols(v, 16, 3));
+  iris_view_tile_coords(v, 16, 13, &tm, &tn);
+  check(tm == 3 && tn == 1, "tiles 100x60 tile coords", "tile 13 -> (%lld, %lld)", tm, tn);
+  ok = !check_tiles(100, 60, 64, 4, 32, 16, why, sizeof why);
+  check(ok, "tiles 100x60 cover every element once", "%s", why);
+  ok = !check_tiles(64, 64, 64, 8, 32, 16, why, sizeof why);
+  check(ok, "tiles exact fit", "%s", why);
+  ok = !check_tiles(5, 3, 7, 2, 32, 16, why, sizeof why);
+  check(ok, "tiles view smaller than a tile", "%s", why);
+  ok = !check_tiles(97, 131, 140, 1, 8, 24, why, sizeof why);
+  check(ok, "tiles odd sizes", "%s", why);
+}
+
+/* ------------------------------------------------------------------- main -- */
+int main(void) {
+  long long t0 = now_ms();
+  struct timespec ts;
+  char name1[160] = "", sockpath[256];
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  signal(SIGALRM, on_alarm);
+  alarm(55);
+  signal(SIGPIPE, SIG_IGN);
+
+  clock_gettime(CLOCK_REALTIME, &ts);
+  g_seed = mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 17));
+  fprintf(stderr, "# host_test: seed %llu\n", (unsigned long long)g_seed);
+  g_res = (child_res_t *)mmap(NULL, sizeof *g_res * MAXR, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (g_res == MAP_FAILED) {
+    check(0, "setup shared memory", "mmap: %s", strerror(errno));
+    return 1;
+  }
+  snprintf(g_dir, sizeof g_dir, "/tmp/iris-host-test-XXXXXX");
+  if (!mkdtemp(g_dir) || chmod(g_dir, 0700) != 0) {
+    check(0, "setup private dir", "mkdtemp: %s", strerror(errno));
+    return 1;
+  }
+
+  test_status_strings();
+
+  /* rendezvous among forked ranks */
+  run_success("rendezvous 2 ranks allgather", 2, -1, 0, 0, g_dir, NULL, 0);
+  run_success("rendezvous 4 ranks allgather", 4, -1, 0, 0, g_dir, name1, sizeof name1);
+  snprintf(sockpath, sizeof sockpath, "%s/%s.sock", g_dir, name1);
+  check(access(sockpath, F_OK) != 0 && errno == ENOENT, "rendezvous leaves no socket file", "%s still exists", sockpath);
+  run_success("rendezvous 2 ranks 200 collectives", 2, -1, 0, 200, g_dir, NULL, 0);
+  run_success("rendezvous 4 ranks 200 collectives", 4, -1, 0, 200, g_dir, NULL, 0);
+  run_success("rendezvous late rank 0", 2, 0, 300, 3, g_dir, NULL, 0);
+  run_success("rendezvous late rank 3", 4, 3, 300, 3, g_dir, NULL, 0);
+  test_rendezvous_creates_dir();
+  test_rendezvous_world1();
+  test_rendezvous_missing_rank();
+  test_rendezvous_rank1_alone();
+  test_rendezvous_mismatch("rendezvous world size mismatch", 2, 3, 1ULL << 30, 1ULL << 30, "world size");
+  test_rendezvous_mismatch("rendezvous world size mismatch reversed", 3, 2, 1ULL << 30, 1ULL << 30, "world size");
+  test_rendezvous_mismatch("rendezvous heap size mismatch", 2, 2, 1ULL << 30, 1ULL << 31, "heap");
+  test_rendezvous_bad_args();
+  test_rendezvous_unsafe_dir();
+  test_rendezvous_rank_leaves();
+
+  /* launcher */
+  test_launcher_bad_args();
+  test_launcher_env(name1, sizeof name1);
+  test_launcher_rendezvous(name1);
+  test_launcher_failed_rank();
+  test_launcher_signal();
+  test_launcher_timeout();
+
+  /* allocator, records, tiles */
+  test_alloc_alignment();
+  test_alloc_random();
+  test_alloc_exhaustion();
+  test_alloc_errors();
+  test_records();
+  test_tiles();
+
+  /* last: this may initialise the CUDA runtime, after which no more forks */
+  test_config();
+
+  if (rmdir(g_dir) != 0) fprintf(stderr, "# host_test: could not remove %s: %s\n", g_dir, strerror(errno));
+  fprintf(stderr, "# host_test: %d passed, %d failed, %lld ms\n", g_pass, g_fail, now_ms() - t0);
+  return g_fail ? 1 : 0;
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# make test: runs every check this machine can run and counts them.
+# Each check prints one line: PASS / FAIL / SKIP (a SKIP is never counted as passed).
+# The last line is "N passed, N failed, N skipped". Exit status 1 if anything failed.
+set -u
+cd "$(dirname "$0")/.."
+mkdir -p build
+log=build/test.log
+: >"$log"
+pass=0 fail=0 skip=0
+
+say() { # KIND name [why]
+  case $1 in
+    PASS) pass=$((pass + 1)); echo "PASS: $2" ;;
+    FAIL) fail=$((fail + 1)); echo "FAIL: $2${3:+: $3}" ;;
+    SKIP) skip=$((skip + 1)); echo "SKIP: $2: $3" ;;
+  esac
+}
+# check NAME COMMAND...: PASS if the command succeeds; on failure show its output's tail
+check() {
+  local name=$1; shift
+  local out; out=$(mktemp)
+  if "$@" >"$out" 2>&1; then say PASS "$name"; else say FAIL "$name" "exit $?"; tail -n 25 "$out" | sed 's/^/    /'; fi
+  cat "$out" >>"$log"; rm -f "$out"
+}
+# run_counted NAME COMMAND...: a test program that prints its own PASS/FAIL/SKIP lines
+run_counted() {
+  local name=$1; shift
+  local out; out=$(mktemp)
+  "$@" >"$out" 2>"$out.err"; local rc=$?
+  local p f s
+  p=$(grep -c '^PASS: ' "$out"); f=$(grep -c '^FAIL: ' "$out"); s=$(grep -c '^SKIP: ' "$out")
+  grep -E '^(PASS|FAIL|SKIP): ' "$out"
+  pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then say FAIL "$name" "exit $rc with no failing check reported"; fi
+  if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$rc" -eq 0 ]; then say FAIL "$name" "printed no result"; fi
+  if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then tail -n 30 "$out.err" | sed 's/^/    stderr: /'; fi
+  cat "$out" "$out.err" >>"$log"; rm -f "$out" "$out.err"
+}
+# expect_trap NAME PATTERN COMMAND...: the command must fail (exit 3: trapped) and print PATTERN
+expect_trap() {
+  local name=$1 pattern=$2; shift 2
+  local out; out=$(mktemp)
+  timeout 120 "$@" >"$out" 2>&1; local rc=$?
+  if [ "$rc" -eq 3 ] && grep -q -E "$pattern" "$out"; then say PASS "$name"
+  else say FAIL "$name" "exit $rc, output: $(tr '\n' ' ' <"$out" | cut -c1-300)"; fi
+  cat "$out" >>"$log"; rm -f "$out"
+}
+
+have_hip=0; command -v "${HIPCC:-hipcc}" >/dev/null 2>&1 && [ -f /usr/include/hip/hip_runtime.h -o -d /opt/rocm/include/hip ] && have_hip=1
+ngpu=0; command -v nvidia-smi >/dev/null 2>&1 && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+
+echo "# compile checks"
+check "iris.h compiles as C99 (-Wall -Wextra -Werror -pedantic)" make -s check-c99
+check "iris.h with implementation compiles as C99" make -s check-c99-impl
+check "iris.h with implementation compiles as C++11" make -s check-cxx
+check "every header compiles under nvcc (sm_90), every device template instantiated" make -s check-nvcc
+if [ $have_hip = 1 ]; then
+  check "iris.h with implementation compiles as C99 against HIP" make -s check-c99-hip
+  check "every header compiles under hipcc (gfx90a, gfx940), every device template instantiated" make -s check-hipcc
+else
+  say SKIP "iris.h as C99 against HIP" "hipcc not installed"
+  say SKIP "headers under hipcc (gfx90a, gfx940)" "hipcc not installed"
+fi
+check "GPU test program builds (nvcc)" make -s build/gpu_test build/gpu_test_debug
+check "benchmark builds (nvcc)" make -s build/bench_rma
+check "examples build (nvcc)" make -s examples
+
+echo "# codegen checks"
+check "PTX: signal/wait helpers use release/acquire at system scope" bash tests/codegen/check.sh ptx
+if [ $have_hip = 1 ]; then
+  check "AMDGCN gfx90a: signal/wait helpers write back / invalidate at system scope" bash tests/codegen/check.sh gfx90a
+  check "AMDGCN gfx940: signal/wait helpers write back / invalidate at system scope" bash tests/codegen/check.sh gfx940
+else
+  say SKIP "AMDGCN codegen checks" "hipcc not installed"
+fi
+
+echo "# host unit tests"
+if make -s build/host_test >>"$log" 2>&1; then run_counted "host tests" ./build/host_test; else say FAIL "host tests build"; fi
+
+echo "# GPU tests"
+if [ "$ngpu" -lt 2 ]; then
+  why="no GPU"; [ "$ngpu" = 1 ] && why="one GPU; these tests need 2 with peer access"
+  for t in "RMA, atomics, message passing, heap, barrier: 2 processes" "same, 4 processes" "bring-up through bootstrap callbacks (threads)" \
+           "bring-up mode 3 (one process, several GPUs)" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "examples run" "MPI bootstrap example"; do
+    say SKIP "$t" "$why"
+  done
+else
+  export NCCL_NVLS_ENABLE=0
+  run_counted "gpu_test procs 2" ./build/gpu_test procs 2
+  if [ "$ngpu" -ge 4 ]; then run_counted "gpu_test procs 4" ./build/gpu_test procs 4; else say SKIP "GPU tests, 4 processes" "only $ngpu GPUs"; fi
+  run_counted "gpu_test hooks" ./build/gpu_test hooks "$ngpu"
+  run_counted "gpu_test local" ./build/gpu_test local "$ngpu"
+  expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
+  expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank
+  expect_trap "IRIS_DEBUG: a wait past its bound reports which wait and rank, and traps" "wait 'test-never-set' timed out on rank 0" ./build/gpu_test_debug wait-timeout
+  check "IRIS_DEBUG: iris_barrier reports diverging heaps on every rank" ./build/gpu_test_debug diverge
+  check "example message_passing runs on all GPUs" ./build/message_passing
+  check "example atomic_counter runs on all GPUs" ./build/atomic_counter
+  check "example local_multi_gpu runs" ./build/local_multi_gpu
+  if command -v mpirun >/dev/null 2>&1 && make -s build/mpi_bootstrap >>"$log" 2>&1; then
+    check "example mpi_bootstrap under mpirun -np 2" mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE ./build/mpi_bootstrap
+  else
+    say SKIP "MPI bootstrap example" "mpirun or mpi.h not available"
+  fi
+fi
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]
