@@ -36,9 +36,9 @@ check-c99-hip: | $(B)
 check-cxx: | $(B)
 	$(CXX) -std=c++11 $(CWARN) $(CUDA_CFLAGS) -I. -x c++ -c tests/compile/c99_impl.c -o $(B)/cxx_impl.o
 check-nvcc: | $(B)
-	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall -c tests/compile/all_headers.cu -o $(B)/all_headers_nvcc.o
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -c tests/compile/all_headers.cu -o $(B)/all_headers_nvcc.o
 check-hipcc: | $(B)
-	$(HIPCC) $(HIPFLAGS) -Wall -c tests/compile/all_headers.cu -o $(B)/all_headers_hip.o
+	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -c tests/compile/all_headers.cu -o $(B)/all_headers_hip.o
 check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940: | $(B)
 	bash tests/codegen/check.sh $(subst check-codegen-,,$@)
 

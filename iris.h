@@ -210,8 +210,11 @@ typedef struct iris_device_ctx {
 /* Modes 1 and 2. Collective over all ranks: each rank calls it once. Blocks until every
  * rank has mapped every heap (or the timeout passes, naming the ranks that never came).
  * Refuses peers of another user, another host, another world size, heap size or
- * library version. cfg may be NULL (all defaults). On failure *out is NULL and
- * nothing is left allocated. */
+ * library version. cfg may be NULL (all defaults). On success this rank's GPU
+ * (iris_device) is the calling thread's current device, so kernels launched next run
+ * there. On failure *out is NULL, nothing is left allocated and the current device is
+ * as before. In mode 2 the callbacks (and cfg.bootstrap->user) must stay valid until
+ * iris_finalize: iris_barrier, iris_heap_verify and iris_finalize call them. */
 IRIS_API iris_status_t iris_init(const iris_config_t *cfg, iris_t **out);
 
 /* Mode 3: one process, num_gpus GPUs (devices[i] becomes rank i; devices NULL means
@@ -223,7 +226,8 @@ IRIS_API iris_status_t iris_init_local(const iris_config_t *cfg, int num_gpus, c
 /* Collective. Waits for this rank's GPU work, meets every rank (so no peer still reads
  * this heap), unmaps peers and frees the heap. Frees ctx even when the final barrier
  * fails (the status then reports it). A new iris_init may follow in the same process.
- * Mode 3 contexts may be finalized from one thread, one after another. */
+ * Mode 3: not a barrier; it waits for every GPU of the group (so no kernel still uses
+ * this heap), so one thread may finalize all contexts in turn. */
 IRIS_API iris_status_t iris_finalize(iris_t *ctx);
 
 /* ================================================================== queries == */
@@ -239,7 +243,8 @@ IRIS_API iris_device_ctx_t iris_device_context(const iris_t *ctx);
 
 /* ================================================================== the heap == */
 
-/* Local: allocate `bytes` (>= 1) on the symmetric heap, IRIS_HEAP_ALIGN-aligned. The
+/* Local: allocate `bytes` (>= 1) on the symmetric heap, IRIS_HEAP_ALIGN-aligned (offsets
+ * are aligned from the heap base, which the vendor allocator aligns to 2 MiB). The
  * content is unspecified (the heap is zeroed once at init; freed memory is reused as
  * it is). Same offsets on every rank under the contract above. */
 IRIS_API iris_status_t iris_malloc(iris_t *ctx, size_t bytes, void **ptr);
@@ -279,8 +284,10 @@ IRIS_API const char *iris_error_detail(void);
 /* ================================================ the library's own rendezvous == */
 /* Bring-up mode 1 uses this; it is public so launchers and tests can use it alone.
  * Rank 0 listens on <dir>/<name>.sock (dir created 0700 and checked to be private);
- * other ranks connect, retrying until the timeout. Peers of another user, another
- * library version, world size or heap size are refused with a message naming them. */
+ * other ranks connect, retrying until the timeout. Peers of another library version,
+ * world size or heap size are refused with a message naming them; a process of another
+ * user cannot enter the private directory (IRIS_ERROR_PERMISSION on its side), and a
+ * connection from one is dropped and mentioned in rank 0's timeout message. */
 typedef struct iris_rendezvous iris_rendezvous_t;
 typedef struct iris_rendezvous_params {
   const char *name;        /* required; at most 64 characters of [A-Za-z0-9._-] */
@@ -299,7 +306,13 @@ IRIS_API void iris_rendezvous_close(iris_rendezvous_t *r);
  * GPU call (CUDA and HIP do not survive fork). In each child it returns IRIS_SUCCESS
  * with *my_rank set and IRIS_RANK, IRIS_WORLD_SIZE and a fresh IRIS_RENDEZVOUS in the
  * environment, so iris_init(NULL, ...) brings the ranks up. In the parent it returns
- * with *my_rank = -1; the parent then calls iris_launch_wait. */
+ * with *my_rank = -1; the parent then calls iris_launch_wait.
+ *   num_ranks 0: one rank per visible GPU, counted without touching the GPU runtime
+ *   (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES if set, else
+ *   the driver's device list); fails if none can be counted.
+ *   Already launched: if IRIS_RANK (or OMPI_COMM_WORLD_RANK) is set, another launcher
+ *   started this process: it forks nothing, sets *my_rank from the environment and
+ *   launch->num_ranks to 0. So one program runs both standalone and under mpirun. */
 #define IRIS_LAUNCH_MAX 64
 typedef struct iris_launch {
   int num_ranks;
@@ -371,6 +384,7 @@ static inline IRIS_HOST_DEVICE iris_view2d_t iris_view_tile(iris_view2d_t v, int
 /* ========================================================================= */
 #if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_IMPLEMENTATION_DONE)
 #define IRIS_IMPLEMENTATION_DONE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -699,7 +713,7 @@ IRIS_INTERNAL iris_status_t iris_detail_private_dir(const char *dir, int rank, i
 
 IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int lfd, uint64_t heap_size) {
   long long deadline = iris_detail_now_ms() + r->timeout_ms;
-  int have = 1;
+  int have = 1, refused = 0;
   unsigned char *present = (unsigned char *)calloc((size_t)r->world, 1);
   char list[512];
   if (!present) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank 0: out of host memory");
@@ -715,8 +729,9 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     if (left <= 0) {
       int i;
       for (i = 0; i < r->world; i++) present[i] = (unsigned char)!present[i];
-      iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': timed out after %d ms; ranks %s never arrived (%d of %d present; all ranks must run on this host)",
-                       r->name, r->timeout_ms, iris_detail_rank_list(present, r->world, list, sizeof list), have, r->world);
+      iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': timed out after %d ms; ranks %s never arrived (%d of %d present; all ranks must run on this host)%s",
+                       r->name, r->timeout_ms, iris_detail_rank_list(present, r->world, list, sizeof list), have, r->world,
+                       refused ? "; a connection from another user was refused" : "");
       free(present);
       return iris_detail_rdv_abort(r, IRIS_ERROR_TIMEOUT);
     }
@@ -726,7 +741,11 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     if (poll(&pf, 1, (int)(left > 1000000 ? 1000000 : left)) <= 0) continue;
     cfd = accept(lfd, NULL, NULL);
     if (cfd < 0) continue;
-    if (iris_detail_peer_uid(cfd, &uid) != 0 || uid != (unsigned)getuid()) { close(cfd); continue; } /* not ours: ignore it */
+    if (iris_detail_peer_uid(cfd, &uid) != 0 || uid != (unsigned)getuid()) { /* not ours: refuse it, remember it */
+      close(cfd);
+      refused++;
+      continue;
+    }
     e = iris_detail_recv_header(cfd, &f, iris_detail_now_ms() + (left < 5000 ? left : 5000));
     if (e || f.type != IRIS_DETAIL_HELLO || f.len != sizeof h || iris_detail_io(cfd, &h, sizeof h, deadline, 0)) { close(cfd); continue; }
     if (h.version != IRIS_VERSION)
@@ -977,6 +996,7 @@ typedef struct iris_detail_group {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int world, refs, arrived;
+  int devices[IRIS_MAX_RANKS];
   unsigned long generation;
   unsigned char *present;
   char *buf;
@@ -1130,16 +1150,17 @@ IRIS_DEF iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t ali
   int i;
   if (!ctx || !ptr) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_malloc: NULL context or result pointer");
   *ptr = NULL;
-  if (alignment < IRIS_HEAP_ALIGN) alignment = IRIS_HEAP_ALIGN;
   if (alignment & (alignment - 1)) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_malloc: alignment %zu is not a power of two", alignment);
+  if (alignment < IRIS_HEAP_ALIGN) alignment = IRIS_HEAP_ALIGN;
   if (bytes == 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_malloc of 0 bytes", ctx->rank);
+  for (i = 0; i < ctx->nblocks; i++)
+    if (!ctx->blocks[i].used && ctx->blocks[i].size > largest) largest = ctx->blocks[i].size;
   if (bytes > ctx->heap_size) goto oom;
   size = (bytes + IRIS_HEAP_ALIGN - 1) & ~(size_t)(IRIS_HEAP_ALIGN - 1);
   for (i = 0; i < ctx->nblocks; i++) {
     iris_detail_block_t b = ctx->blocks[i];
     size_t start, pad;
     if (b.used) continue;
-    if (b.size > largest) largest = b.size;
     start = (b.off + alignment - 1) & ~(alignment - 1);
     pad = start - b.off;
     if (pad > b.size || b.size - pad < size) continue;
@@ -1309,9 +1330,14 @@ IRIS_INTERNAL iris_status_t iris_detail_check_records(const iris_detail_record_t
       return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d uses heap memory kind %d but rank 0 kind %d", r, b->heap_memory, a->heap_memory);
     if (b->uid != a->uid)
       return iris_detail_fail(IRIS_ERROR_PERMISSION, "bring-up: rank %d runs as uid %u but rank 0 as uid %u; all ranks must be one user", r, b->uid, a->uid);
-    if (strcmp(b->host, a->host) != 0 || strcmp(b->boot_id, a->boot_id) != 0)
+    if (strcmp(b->host, a->host) != 0)
       return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST, "bring-up: rank %d runs on host '%s' but rank 0 on '%s'; GPU IPC does not cross hosts", r, b->host,
                               a->host);
+    if (strcmp(b->boot_id, a->boot_id) != 0)
+      return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST,
+                              "bring-up: rank %d runs on host '%s' (boot id %s) but rank 0 on '%s' (boot id %s): different machines with one name; GPU IPC does "
+                              "not cross hosts",
+                              r, b->host, b->boot_id, a->host, a->boot_id);
   }
   return IRIS_SUCCESS;
 }
@@ -1509,7 +1535,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   }
   if ((st = iris_detail_heap_reset(ctx)) != IRIS_SUCCESS) goto fail;
   free(recs);
-  if (old >= 0) iris_gpu_set_device(old);
+  iris_gpu_set_device(ctx->device); /* this rank's GPU stays current for the caller */
   *out = ctx;
   return IRIS_SUCCESS;
 fail:
@@ -1543,6 +1569,7 @@ IRIS_DEF iris_status_t iris_init_local(const iris_config_t *cfg, int num_gpus, c
   pthread_cond_init(&g->cv, NULL);
   g->world = num_gpus;
   g->refs = num_gpus;
+  for (i = 0; i < num_gpus; i++) g->devices[i] = devices ? devices[i] : i;
   iris_gpu_get_device(&old);
   st = IRIS_SUCCESS;
   for (i = 0; i < num_gpus; i++) {
@@ -1630,11 +1657,12 @@ IRIS_DEF iris_status_t iris_finalize(iris_t *ctx) {
   int old = -1;
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_finalize: NULL context");
   if (ctx->mode == IRIS_DETAIL_MODE_LOCAL) {
-    /* one thread may finalize all contexts in turn, so no cross-thread barrier here:
-     * the caller makes sure no peer kernel still uses this heap */
+    /* one thread may finalize all contexts in turn, so no cross-thread barrier here;
+     * instead wait for every GPU of the group, so no peer kernel still uses this heap */
+    int r;
     iris_gpu_get_device(&old);
-    iris_gpu_set_device(ctx->device);
-    iris_gpu_synchronize();
+    for (r = 0; r < ctx->group->world; r++)
+      if (iris_gpu_set_device(ctx->group->devices[r]) == IRIS_GPU_SUCCESS) iris_gpu_synchronize();
     if (old >= 0) iris_gpu_set_device(old);
   } else {
     st = iris_barrier(ctx);
@@ -1702,15 +1730,61 @@ static inline void iris_detail_host_only_free(iris_t *ctx) {
 }
 
 /* ------------------------------------------------------------------ launcher -- */
+/* Visible GPUs, counted without the GPU runtime (safe before fork); -1 if unknown. */
+IRIS_INTERNAL int iris_detail_count_gpus(void) {
+  const char *vars[3] = {"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"};
+  const char *list = NULL;
+  int i, n = 0;
+#if defined(IRIS_USE_HIP)
+  list = getenv(vars[1]) ? getenv(vars[1]) : getenv(vars[2]);
+#else
+  list = getenv(vars[0]);
+#endif
+  if (list) {
+    const char *c;
+    if (!*list) return 0;
+    for (n = 1, c = list; *c; c++) n += *c == ',';
+    return n;
+  }
+#if defined(IRIS_USE_HIP)
+  for (i = 0; i < 256; i++) { /* KFD topology: nodes whose gpu_id is non-zero are GPUs */
+    char path[96];
+    unsigned long id = 0;
+    FILE *f;
+    snprintf(path, sizeof path, "/sys/class/kfd/kfd/topology/nodes/%d/gpu_id", i);
+    if (!(f = fopen(path, "r"))) break;
+    if (fscanf(f, "%lu", &id) == 1 && id != 0) n++;
+    fclose(f);
+  }
+  return i == 0 ? -1 : n;
+#else
+  {
+    DIR *d = opendir("/proc/driver/nvidia/gpus"); /* one entry per GPU */
+    struct dirent *e;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
+    closedir(d);
+    (void)i;
+    return n > 0 ? n : -1;
+  }
+#endif
+}
+
 IRIS_DEF iris_status_t iris_launch_local(int num_ranks, iris_launch_t *L, int *my_rank) {
   static int launches = 0;
   char name[72], buf[32];
   struct timespec ts;
   int i;
   if (!L || !my_rank) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: NULL argument");
+  memset(L, 0, sizeof *L);
+  if (iris_detail_env_int("IRIS_RANK", my_rank) || iris_detail_env_int("OMPI_COMM_WORLD_RANK", my_rank)) return IRIS_SUCCESS;
+  if (num_ranks == 0) {
+    num_ranks = iris_detail_count_gpus();
+    if (num_ranks < 1)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: could not count this host's GPUs (found %d); pass the number of ranks", num_ranks);
+  }
   if (num_ranks < 1 || num_ranks > IRIS_LAUNCH_MAX)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: %d ranks requested; 1 to %d supported", num_ranks, IRIS_LAUNCH_MAX);
-  memset(L, 0, sizeof *L);
   L->num_ranks = num_ranks;
   clock_gettime(CLOCK_REALTIME, &ts);
   snprintf(name, sizeof name, "launch-%ld-%d-%ld", (long)getpid(), launches++, (long)(ts.tv_nsec % 1000000));
@@ -1740,12 +1814,12 @@ IRIS_DEF iris_status_t iris_launch_local(int num_ranks, iris_launch_t *L, int *m
 
 IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
   long long deadline = iris_detail_now_ms() + (timeout_ms > 0 ? timeout_ms : 1LL << 40);
-  unsigned char running[IRIS_LAUNCH_MAX], failed[IRIS_LAUNCH_MAX], killed[IRIS_LAUNCH_MAX];
+  unsigned char running[IRIS_LAUNCH_MAX], failed[IRIS_LAUNCH_MAX], killed[IRIS_LAUNCH_MAX], signaled[IRIS_LAUNCH_MAX];
   int left, i, nfail = 0, nkill = 0;
   char l1[512], l2[512];
   if (!L || L->num_ranks < 1 || L->num_ranks > IRIS_LAUNCH_MAX) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait: not a launch");
   left = L->num_ranks;
-  for (i = 0; i < L->num_ranks; i++) running[i] = 1, failed[i] = 0, killed[i] = 0;
+  for (i = 0; i < L->num_ranks; i++) running[i] = 1, failed[i] = 0, killed[i] = 0, signaled[i] = 0;
   while (left > 0) {
     int progressed = 0;
     for (i = 0; i < L->num_ranks; i++) {
@@ -1759,7 +1833,7 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
       progressed = 1;
       if (w < 0) L->exit_codes[i] = 255;
       else if (WIFEXITED(status)) L->exit_codes[i] = WEXITSTATUS(status);
-      else if (WIFSIGNALED(status)) L->exit_codes[i] = 128 + WTERMSIG(status);
+      else if (WIFSIGNALED(status)) L->exit_codes[i] = 128 + WTERMSIG(status), signaled[i] = 1;
       else L->exit_codes[i] = 255;
       if (L->exit_codes[i] != 0) failed[i] = 1, nfail++;
     }
@@ -1785,8 +1859,8 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
     size_t len = 0;
     l1[0] = 0;
     for (i = 0; i < L->num_ranks && len + 40 < sizeof l1; i++)
-      if (failed[i]) len += (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d %s %d", len ? ";" : "", i, L->exit_codes[i] > 128 ? "killed by signal" : "exited with",
-                                             L->exit_codes[i] > 128 ? L->exit_codes[i] - 128 : L->exit_codes[i]);
+      if (failed[i]) len += (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d %s %d", len ? ";" : "", i, signaled[i] ? "killed by signal" : "exited with",
+                                             signaled[i] ? L->exit_codes[i] - 128 : L->exit_codes[i]);
     return iris_detail_fail(IRIS_ERROR_RANK_FAILED, "iris_launch_wait:%s", l1);
   }
   return IRIS_SUCCESS;

@@ -610,6 +610,8 @@ IRIS_DEVICE_INLINE bool iris_detail_wait(const iris_device_ctx_t &ctx, const T *
   iris_detail_trap();
 #endif
   (void)got;
+  (void)ctx;
+  (void)what;
   return false;
 }
 /* One thread. Spin until this rank's flag (a local heap address) satisfies

@@ -17,7 +17,6 @@
 #include "iris_device.h"
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,16 +24,12 @@
 typedef hipError_t gpuError_t;
 #define gpuSuccess hipSuccess
 #define gpuGetErrorString hipGetErrorString
-#define gpuGetDeviceCount hipGetDeviceCount
-#define gpuSetDevice hipSetDevice
 #define gpuGetLastError hipGetLastError
 #define gpuMemcpy(dst, src, n) hipMemcpy(dst, src, n, hipMemcpyDeviceToHost)
 #else
 typedef cudaError_t gpuError_t;
 #define gpuSuccess cudaSuccess
 #define gpuGetErrorString cudaGetErrorString
-#define gpuGetDeviceCount cudaGetDeviceCount
-#define gpuSetDevice cudaSetDevice
 #define gpuGetLastError cudaGetLastError
 #define gpuMemcpy(dst, src, n) cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost)
 #endif
@@ -104,34 +99,18 @@ __global__ void ring(iris_device_ctx_t ctx, channel l, result *res, unsigned fir
   else receive_messages(ctx, l, res, first, last, left, threadIdx.x, blockDim.x);
 }
 
-/* Visible GPUs, counted in a throwaway child: CUDA/HIP must not start before fork. */
-static int count_gpus(void) {
-  int n = 0, status = 0;
-  pid_t pid = fork();
-  if (pid == 0) _exit(gpuGetDeviceCount(&n) == gpuSuccess && n < 256 ? n : 0);
-  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-}
-/* No launcher started us: start the ranks here. Returns -1 in a rank, else the parent's exit code. */
-static int launch_ranks_if_needed(int argc, char **argv) {
-  if (getenv("IRIS_RANK") || getenv("OMPI_COMM_WORLD_RANK")) return -1;
-  const char *s = argc > 1 ? argv[1] : getenv("IRIS_NUM_RANKS");
-  int n = s ? atoi(s) : count_gpus(), me;
-  if (!s && n < 2) n = 2; /* two ranks may share a GPU (time-sliced): slow, but correct */
-  iris_launch_t L;
-  TRY_IRIS(iris_launch_local(n, &L, &me));
-  if (me >= 0) return -1;                  /* a child: IRIS_RANK etc. are set for iris_init */
-  TRY_IRIS(iris_launch_wait(&L, 600000)); /* names every rank that failed */
-  return 0;
-}
 static double now_s(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 
 int main(int argc, char **argv) {
-  int code = launch_ranks_if_needed(argc, argv);
-  if (code >= 0) return code;
+  /* One rank per visible GPU (or argv[1] ranks), unless a launcher such as mpirun
+   * already started us: then iris_launch_local forks nothing and returns our rank. */
+  iris_launch_t launch;
+  int me;
+  TRY_IRIS(iris_launch_local(argc > 1 ? atoi(argv[1]) : 0, &launch, &me));
+  if (me < 0) { TRY_IRIS(iris_launch_wait(&launch, 600000)); return 0; } /* names every failed rank */
   iris_t *ctx;
   TRY_IRIS(iris_init(NULL, &ctx));
   int rank = iris_rank(ctx), world = iris_world_size(ctx);
-  TRY_GPU(gpuSetDevice(iris_device(ctx))); /* iris_init leaves the caller's device current */
   channel l;
   result *res, r[2]; /* run 0 warms up, run 1 is timed */
   TRY_IRIS(iris_calloc(ctx, SLOTS * MSG_BYTES, (void **)&l.inbox)); /* same sizes, same order, every rank */
@@ -144,7 +123,9 @@ int main(int argc, char **argv) {
     /* The first barrier also shows the peers our zeroed flags before anyone signals. */
     TRY_IRIS(iris_barrier(ctx));
     double t0 = now_s();
-    /* Epochs go on from the last run; a reset could race with a peer's signal. */
+    /* Run 1 goes on counting from run 0 (messages 1001..2000): flags are never reset.
+     * A reset to 0 is a second writer that can land after the peer's next signal and
+     * erase it (a hang); a counter that only its one writer moves up needs no care. */
     ring<<<2, THREADS>>>(iris_device_context(ctx), l, res + run, run * NUM_MSGS + 1, (run + 1) * NUM_MSGS);
     TRY_GPU(gpuGetLastError());
     TRY_IRIS(iris_barrier(ctx)); /* waits for this GPU (reports a fault), then every rank */

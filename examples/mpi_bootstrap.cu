@@ -16,6 +16,8 @@
 #include "iris.h"
 #include "iris_device.h"
 #include <limits.h>
+#define OMPI_SKIP_MPICXX 1 /* the C API only, without MPI's old C++ bindings */
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <stdio.h>
 
@@ -71,7 +73,7 @@ int main(int argc, char **argv) {
   iris_config_t cfg = IRIS_CONFIG_INIT;
   cfg.rank = rank;
   cfg.world_size = world;
-  cfg.bootstrap = &boot;            /* must stay valid until iris_finalize */
+  cfg.bootstrap = &boot;            /* copied; boot.user (&comm) is used until iris_finalize */
   cfg.heap_size = (size_t)64 << 20; /* the default is 1 GiB */
   iris_t *ctx;
   TRY_IRIS(iris_init(&cfg, &ctx)); /* device: rank % visible GPUs, unless cfg.device / IRIS_DEVICE says otherwise */

@@ -8,6 +8,7 @@
  * stdout; the exit status is 0 iff nothing failed. Multi-rank scenarios fork one
  * process per rank; a child never prints: it reports through its exit code and a
  * shared (mmap) result slot, and the parent prints the check. */
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -695,6 +696,12 @@ static void test_launcher_failed_rank(void) {
   check(L.exit_codes[0] == 0 && L.exit_codes[1] == 3 && L.exit_codes[2] == 0, "launcher failed rank exit codes", "exit codes %d %d %d (want 0 3 0)", L.exit_codes[0],
         L.exit_codes[1], L.exit_codes[2]);
   check(names_rank(d, 1) && !names_rank(d, 0) && !names_rank(d, 2) && has(d, "3"), "launcher failed rank detail", "detail should name rank 1 (only) and code 3: '%s'", d);
+  /* a large exit code is an exit code, not a signal */
+  st = iris_launch_local(2, &L, &my);
+  if (st == IRIS_SUCCESS && my >= 0) _exit(my == 0 ? 200 : 0);
+  wst = iris_launch_wait(&L, 10000);
+  d = iris_error_detail();
+  check(wst == IRIS_ERROR_RANK_FAILED && has(d, "exited with 200") && !has(d, "signal"), "launcher exit code 200 is not a signal", "%s: '%s'", sname(wst), d);
 }
 
 static void test_launcher_signal(void) {
@@ -898,7 +905,7 @@ static void test_alloc_alignment(void) {
   void *p1 = NULL, *pa = NULL, *pb = NULL, *pc = NULL, *bad = NULL;
   iris_status_t s1, sa, sb, sc, st;
   uintptr_t b = (uintptr_t)FAKE_BASE;
-  size_t npot[] = {384, 1000, 4097, (size_t)3 << 20};
+  size_t npot[] = {3, 100, 384, 1000, 4097, (size_t)3 << 20};
   unsigned i;
   char why[300];
   live_t lv[4];
@@ -1031,8 +1038,10 @@ static void test_alloc_exhaustion(void) {
   {
     void *q = (void *)ctx;
     st = iris_malloc(ctx, heap + 1, &q);
-    check(st == IRIS_ERROR_OUT_OF_MEMORY && q == NULL && iris_heap_used(ctx) == 0 && has(iris_error_detail(), "exhausted"), "allocator larger than heap",
-          "%s, ptr %p, used %zu, '%s'", sname(st), q, iris_heap_used(ctx), iris_error_detail());
+    char largest[64];
+    snprintf(largest, sizeof largest, "largest free block %zu", heap);
+    check(st == IRIS_ERROR_OUT_OF_MEMORY && q == NULL && iris_heap_used(ctx) == 0 && has(iris_error_detail(), "exhausted") && has(iris_error_detail(), largest),
+          "allocator larger than heap", "%s, ptr %p, used %zu, '%s' (want '%s')", sname(st), q, iris_heap_used(ctx), iris_error_detail(), largest);
   }
   iris_detail_host_only_free(ctx);
 }
@@ -1157,7 +1166,7 @@ static void test_records(void) {
   expect_recs("records other host", rec, 4, IRIS_ERROR_DIFFERENT_HOST, 2, "hosts");
   make_recs(rec, 4);
   rec[2].boot_id[0] = 'f';
-  expect_recs("records other boot id", rec, 4, IRIS_ERROR_DIFFERENT_HOST, 2, "hosts");
+  expect_recs("records other boot id", rec, 4, IRIS_ERROR_DIFFERENT_HOST, 2, "boot id");
   make_recs(rec, 4);
   rec[2].uid = 1001;
   expect_recs("records other uid", rec, 4, IRIS_ERROR_PERMISSION, 2, "uid");
@@ -1416,6 +1425,24 @@ static void test_tiles(void) {
 }
 
 /* ------------------------------------------------------------------- main -- */
+/* Remove dir and what a failing run may have left in it (sockets, subdirectories). */
+static void remove_tree(const char *dir, int depth) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char path[512];
+  if (d) {
+    while ((e = readdir(d)) != NULL) {
+      struct stat st;
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && depth < 2) remove_tree(path, depth + 1);
+      else unlink(path);
+    }
+    closedir(d);
+  }
+  if (rmdir(dir) != 0) fprintf(stderr, "# host_test: could not remove %s: %s\n", dir, strerror(errno));
+}
+
 int main(void) {
   long long t0 = now_ms();
   struct timespec ts;
@@ -1480,7 +1507,7 @@ int main(void) {
   /* last: this may initialise the CUDA runtime, after which no more forks */
   test_config();
 
-  if (rmdir(g_dir) != 0) fprintf(stderr, "# host_test: could not remove %s: %s\n", g_dir, strerror(errno));
+  remove_tree(g_dir, 0);
   fprintf(stderr, "# host_test: %d passed, %d failed, %lld ms\n", g_pass, g_fail, now_ms() - t0);
   return g_fail ? 1 : 0;
 }
