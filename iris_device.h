@@ -589,14 +589,20 @@ IRIS_DEVICE_INLINE bool iris_detail_wait(const iris_device_ctx_t &ctx, const T *
   T got;
   IRIS_DETAIL_CHECK(ctx, flag, sizeof(T), ctx.rank, what);
   for (;;) {
-    /* poll relaxed (cheap), then confirm with one acquire load: acquire semantics
-     * without paying for them on every poll */
+#if defined(IRIS_USE_HIP)
+    /* AMD: an acquire invalidates caches, so poll relaxed and confirm with one acquire */
     got = iris_atomic_load<IRIS_ORDER_RELAXED, S>(flag);
     if (iris_detail_compare(got, cmp, value)) {
       if (O == IRIS_ORDER_RELAXED) return true;
       got = iris_atomic_load<IRIS_ORDER_ACQUIRE, S>(flag);
       if (iris_detail_compare(got, cmp, value)) return true;
     }
+#else
+    /* NVIDIA: an acquire load of local memory is cheap, and polling with it saves the
+     * confirming load (measured: 2.65 against 3.0 us per round trip on H200) */
+    got = iris_atomic_load<O == IRIS_ORDER_RELAXED ? IRIS_ORDER_RELAXED : IRIS_ORDER_ACQUIRE, S>(flag);
+    if (iris_detail_compare(got, cmp, value)) return true;
+#endif
     if ((++spins & 255) == 0) {
       unsigned long long now = iris_detail_time_ns();
       if (start == 0) start = now;

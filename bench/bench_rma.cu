@@ -45,30 +45,46 @@ __global__ void k_fill(unsigned *p, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = (unsigned)(i * 2654435761u) ^ 0x5bd1e995u;
 }
 
-// ping-pong: rank 0 and rank 1 each run one thread; flags count up (epochs)
-template <int VARIANT>
+// ping-pong: rank 0 and rank 1 each run one thread; flags count up (epochs).
+// Variants: 0 the library's iris_signal + iris_wait_until; 1 its relaxed pair; the rest
+// are hand-written protocols measured for comparison.
+__device__ __forceinline__ void st_volatile(unsigned *p, unsigned v) { *(volatile unsigned *)p = v; }
+__device__ __forceinline__ unsigned ld_volatile(const unsigned *p) { return *(const volatile unsigned *)p; }
+__device__ __forceinline__ void fence_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+template <int V>
+__device__ __forceinline__ void pp_signal(const iris_device_ctx_t &ctx, unsigned *flag, unsigned e, int peer) {
+  if (V == 0) iris_signal(ctx, flag, e, peer);
+  else if (V == 1) iris_signal_relaxed(ctx, flag, e, peer);
+  else if (V == 2) iris_atomic_store<IRIS_ORDER_RELEASE>(iris_translate(ctx, flag, peer), e);
+  else if (V == 3) { fence_sys(); iris_atomic_store<IRIS_ORDER_RELAXED>(iris_translate(ctx, flag, peer), e); }
+  else st_volatile(iris_translate(ctx, flag, peer), e);
+}
+template <int V>
+__device__ __forceinline__ void pp_wait(const iris_device_ctx_t &ctx, unsigned *flag, unsigned e) {
+  if (V == 0) iris_wait_until(ctx, flag, IRIS_CMP_EPOCH, e);
+  else if (V == 1) iris_wait_until_relaxed(ctx, flag, IRIS_CMP_EPOCH, e);
+  else if (V == 2) { while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE>(flag), e)) {} }
+  else if (V == 3) { while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_RELAXED>(flag), e)) {} fence_sys(); }
+  else { while (!iris_epoch_reached(ld_volatile(flag), e)) {} }
+}
+template <int V>
 __global__ void k_pingpong(iris_device_ctx_t ctx, unsigned *flag, int iters, unsigned base, unsigned long long *ns) {
   const int peer = ctx.rank ^ 1;
   unsigned long long t0 = 0;
   for (int i = 1; i <= iters; i++) {
     unsigned e = base + (unsigned)i;
     if (i == 11) t0 = iris_detail_time_ns(); // the first 10 are warm-up
-    if (ctx.rank == 0) {
-      if (VARIANT == 0) { iris_signal(ctx, flag, e, peer); iris_wait_until(ctx, flag, IRIS_CMP_EPOCH, e); }
-      else if (VARIANT == 1) { iris_signal_relaxed(ctx, flag, e, peer); iris_wait_until_relaxed(ctx, flag, IRIS_CMP_EPOCH, e); }
-      else { iris_signal(ctx, flag, e, peer); while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE>(flag), e)) {} }
-    } else {
-      if (VARIANT == 0) { iris_wait_until(ctx, flag, IRIS_CMP_EPOCH, e); iris_signal(ctx, flag, e, peer); }
-      else if (VARIANT == 1) { iris_wait_until_relaxed(ctx, flag, IRIS_CMP_EPOCH, e); iris_signal_relaxed(ctx, flag, e, peer); }
-      else { while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE>(flag), e)) {} iris_signal(ctx, flag, e, peer); }
-    }
+    if (ctx.rank == 0) { pp_signal<V>(ctx, flag, e, peer); pp_wait<V>(ctx, flag, e); }
+    else { pp_wait<V>(ctx, flag, e); pp_signal<V>(ctx, flag, e, peer); }
   }
   if (ctx.rank == 0) *ns = iris_detail_time_ns() - t0;
 }
 
-// atomics: each thread adds to its own word (spread) or all to one word (contended)
-__global__ void k_atomics(iris_device_ctx_t ctx, unsigned *words, int peer, int per_thread, int contended) {
-  unsigned *p = words + (contended ? 0 : (blockIdx.x * blockDim.x + threadIdx.x));
+// atomics: each thread adds to its own word; `stride` words apart (1: a warp's words
+// share one 128-byte line and travel together; 32: one line per thread), or all to one
+// word (stride 0: contended)
+__global__ void k_atomics(iris_device_ctx_t ctx, unsigned *words, int peer, int per_thread, int stride) {
+  unsigned *p = words + (size_t)stride * (blockIdx.x * blockDim.x + threadIdx.x);
   for (int i = 0; i < per_thread; i++) iris_atomic_add<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(ctx, p, 1u, peer);
 }
 
@@ -82,7 +98,7 @@ struct Timer {
       cudaEventRecord(a);
       f();
       cudaEventRecord(b);
-      cudaEventSynchronize(b);
+      CK(cudaEventSynchronize(b));
       float ms;
       cudaEventElapsedTime(&ms, a, b);
       if (i >= warm) t.push_back(ms);
@@ -150,14 +166,15 @@ int main(int argc, char **argv) {
       ms = T.median_ms([&] { k_local_copy<<<2 * sms, 512>>>(local, heap_buf, bytes); });
       row("local HBM copy (reference)", "iris_copy_bytes 2xSMs x 512", bytes, gb / (ms * 1e-3), "GB/s copied");
     }
-    // atomics on the peer
-    for (int contended : {0, 1}) {
-      const int blocks = sms, threads = 256, per = contended ? 64 : 256;
+    // atomics on the peer, and on local memory for reference
+    const char *pattern[3] = {"one word per thread, coalesced lines", "one 128-B line per thread", "all threads, one word"};
+    for (int k = 0; k < 3; k++) {
+      const int stride = k == 0 ? 1 : k == 1 ? 32 : 0, blocks = sms, threads = 256, per = stride ? 256 : 64;
       double ops = (double)blocks * threads * per;
-      double ms = T.median_ms([&] { k_atomics<<<blocks, threads>>>(dc, words, 1, per, contended); }, 7, 2);
-      row("remote atomic_add u32 relaxed sys", contended ? "all threads, one word" : "every thread its own word", ops, ops / (ms * 1e-3) / 1e6, "Mops/s");
-      ms = T.median_ms([&] { k_atomics<<<blocks, threads>>>(dc, words, 0, per, contended); }, 7, 2);
-      row("local atomic_add u32 relaxed sys", contended ? "all threads, one word" : "every thread its own word", ops, ops / (ms * 1e-3) / 1e6, "Mops/s");
+      double ms = T.median_ms([&] { k_atomics<<<blocks, threads>>>(dc, words, 1, per, stride); }, 7, 2);
+      row("remote atomic_add u32 relaxed sys", pattern[k], ops, ops / (ms * 1e-3) / 1e6, "Mops/s");
+      ms = T.median_ms([&] { k_atomics<<<blocks, threads>>>(dc, words, 0, per, stride); }, 7, 2);
+      row("local atomic_add u32 relaxed sys", pattern[k], ops, ops / (ms * 1e-3) / 1e6, "Mops/s");
     }
   }
   IK(iris_barrier(ctx));
@@ -166,14 +183,19 @@ int main(int argc, char **argv) {
   CK(cudaMalloc(&ns, sizeof *ns));
   const int iters = 20000;
   unsigned base = 0;
-  const char *names[3] = {"iris_signal + iris_wait_until", "relaxed signal + relaxed wait", "release store + acquire poll"};
-  for (int variant = 0; variant < 3; variant++)
+  const char *names[5] = {"iris_signal + iris_wait_until", "iris_signal_relaxed + _relaxed wait", "st.release + ld.acquire poll",
+                          "fence+st.relaxed / poll+fence", "volatile store + volatile poll"};
+  for (int variant = 0; variant < 5; variant++)
     for (int rep = 0; rep < 3; rep++) {
       IK(iris_barrier(ctx));
       if (rank <= 1) {
-        if (variant == 0) k_pingpong<0><<<1, 1>>>(dc, flag, iters, base, ns);
-        else if (variant == 1) k_pingpong<1><<<1, 1>>>(dc, flag, iters, base, ns);
-        else k_pingpong<2><<<1, 1>>>(dc, flag, iters, base, ns);
+        switch (variant) {
+        case 0: k_pingpong<0><<<1, 1>>>(dc, flag, iters, base, ns); break;
+        case 1: k_pingpong<1><<<1, 1>>>(dc, flag, iters, base, ns); break;
+        case 2: k_pingpong<2><<<1, 1>>>(dc, flag, iters, base, ns); break;
+        case 3: k_pingpong<3><<<1, 1>>>(dc, flag, iters, base, ns); break;
+        default: k_pingpong<4><<<1, 1>>>(dc, flag, iters, base, ns); break;
+        }
         CK(cudaDeviceSynchronize());
       }
       base += iters;

@@ -765,7 +765,7 @@ static void test_launcher_bad_args(void) {
   int my = -2;
   iris_status_t s1, s2, s3, s4, s5;
   pid_t w;
-  s1 = iris_launch_local(0, &L, &my);
+  s1 = iris_launch_local(-1, &L, &my);
   s2 = iris_launch_local(IRIS_LAUNCH_MAX + 1, &L, &my);
   s3 = iris_launch_local(2, NULL, &my);
   s4 = iris_launch_local(2, &L, NULL);
@@ -774,8 +774,42 @@ static void test_launcher_bad_args(void) {
   w = waitpid(-1, NULL, WNOHANG); /* no child may have been started */
   check(s1 == IRIS_ERROR_INVALID_ARGUMENT && s2 == IRIS_ERROR_INVALID_ARGUMENT && s3 == IRIS_ERROR_INVALID_ARGUMENT && s4 == IRIS_ERROR_INVALID_ARGUMENT &&
             s5 == IRIS_ERROR_INVALID_ARGUMENT && w == -1 && errno == ECHILD,
-        "launcher bad args", "0 ranks %s, %d ranks %s, NULL launch %s, NULL rank %s, wait(NULL) %s, waitpid %d", sname(s1), IRIS_LAUNCH_MAX + 1, sname(s2),
+        "launcher bad args", "-1 ranks %s, %d ranks %s, NULL launch %s, NULL rank %s, wait(NULL) %s, waitpid %d", sname(s1), IRIS_LAUNCH_MAX + 1, sname(s2),
         sname(s3), sname(s4), sname(s5), (int)w);
+}
+
+/* num_ranks 0 counts the visible GPUs; a process a launcher already started forks nothing */
+static void test_launcher_auto(void) {
+  iris_launch_t L;
+  int my = -2;
+  iris_status_t st;
+  const char *old = getenv("CUDA_VISIBLE_DEVICES");
+  char saved[256];
+  pid_t w;
+  snprintf(saved, sizeof saved, "%s", old ? old : "");
+  setenv("CUDA_VISIBLE_DEVICES", "0,1,2", 1);
+  st = iris_launch_local(0, &L, &my);
+  if (st == IRIS_SUCCESS && my >= 0) {
+    const char *ws = getenv("IRIS_WORLD_SIZE");
+    _exit(ws && !strcmp(ws, "3") ? 0 : 1);
+  }
+  if (st == IRIS_SUCCESS) st = iris_launch_wait(&L, 10000);
+  check(st == IRIS_SUCCESS && L.num_ranks == 3, "launcher 0 ranks = one per visible GPU", "%s, %d ranks: '%s'", sname(st), L.num_ranks, iris_error_detail());
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  st = iris_launch_local(0, &L, &my);
+  errno = 0;
+  w = waitpid(-1, NULL, WNOHANG);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && w == -1 && errno == ECHILD, "launcher 0 ranks with no GPU visible is refused", "%s, waitpid %d", sname(st), (int)w);
+  if (old) setenv("CUDA_VISIBLE_DEVICES", saved, 1);
+  else unsetenv("CUDA_VISIBLE_DEVICES");
+  setenv("IRIS_RANK", "5", 1);
+  my = -2;
+  st = iris_launch_local(4, &L, &my);
+  unsetenv("IRIS_RANK");
+  errno = 0;
+  w = waitpid(-1, NULL, WNOHANG);
+  check(st == IRIS_SUCCESS && my == 5 && L.num_ranks == 0 && w == -1 && errno == ECHILD, "launcher steps aside when IRIS_RANK is set",
+        "%s, my_rank %d, num_ranks %d, waitpid %d", sname(st), my, L.num_ranks, (int)w);
 }
 
 /* ------------------------------------------------------------ allocator -- */
@@ -1490,6 +1524,7 @@ int main(void) {
 
   /* launcher */
   test_launcher_bad_args();
+  test_launcher_auto();
   test_launcher_env(name1, sizeof name1);
   test_launcher_rendezvous(name1);
   test_launcher_failed_rank();

@@ -43,21 +43,25 @@ case $backend in
   ptx)
     expect cg_signal "release store at system scope" 'st\.release\.sys\.global\.u32'
     expect cg_signal_add "release add at system scope" 'atom\.release\.sys\.global\.add\.u32'
-    expect cg_wait "relaxed poll, then acquire load at system scope" 'ld\.relaxed\.sys\.global\.u32' 'ld\.acquire\.sys\.global\.u32'
+    expect cg_wait "acquire load at system scope" 'ld\.acquire\.sys\.global\.u32'
     expect cg_signal_relaxed "relaxed store at system scope" 'st\.relaxed\.sys\.global\.u32'
     refuse cg_signal_relaxed "relaxed signal must not release" 'release'
+    expect cg_wait_relaxed "relaxed poll at system scope" 'ld\.relaxed\.sys\.global\.u32'
+    refuse cg_wait_relaxed "relaxed wait must not acquire" 'acquire'
     ;;
   gfx90a)
     expect cg_signal "write back L2, wait, then store" 'buffer_wbl2' 's_waitcnt vmcnt\(0\)' 'global_store_dword'
     expect cg_signal_add "write back L2, wait, then atomic add" 'buffer_wbl2' 's_waitcnt vmcnt\(0\)' 'global_atomic_add'
     expect cg_wait "coherent load, then invalidate L2 and L1" 'global_load_dword .* glc' 's_waitcnt vmcnt\(0\)' 'buffer_invl2' 'buffer_wbinvl1_vol'
     refuse cg_signal_relaxed "relaxed signal must not write back" 'buffer_wbl2'
+    refuse cg_wait_relaxed "relaxed wait must not invalidate" 'buffer_inv'
     ;;
   gfx940)
     expect cg_signal "system write-back, wait, then system-coherent store" 'buffer_wbl2 sc0 sc1' 's_waitcnt vmcnt\(0\)' 'global_store_dword .* sc0 sc1'
     expect cg_signal_add "system write-back, wait, then system atomic add" 'buffer_wbl2 sc0 sc1' 's_waitcnt vmcnt\(0\)' 'global_atomic_add .* sc1'
     expect cg_wait "system-coherent load, then system invalidate" 'global_load_dword .* sc0 sc1' 's_waitcnt vmcnt\(0\)' 'buffer_inv sc0 sc1'
     refuse cg_signal_relaxed "relaxed signal must not write back" 'buffer_wbl2'
+    refuse cg_wait_relaxed "relaxed wait must not invalidate" 'buffer_inv'
     ;;
 esac
 exit $fail
