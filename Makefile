@@ -1,7 +1,7 @@
 # iris: header-only; this Makefile only builds tests, examples and benchmarks.
 #   make test    every check that this machine can run; ends with "N passed, N failed"
 #   make run     the message-passing example on all local GPUs
-#   make bench   remote-memory benchmarks against cudaMemcpyPeer (GPU machine)
+#   make bench   remote-memory benchmarks beside the copy engine (GPU machine)
 #   make examples
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc

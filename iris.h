@@ -184,7 +184,7 @@ typedef struct iris_config {
   int world_size;            /* -1: IRIS_WORLD_SIZE, else OMPI_COMM_WORLD_SIZE */
   int device;                /* -1: IRIS_DEVICE, else rank % visible devices */
   size_t heap_size;          /* 0: IRIS_HEAP_SIZE (bytes; K/M/G suffix), else 1 GiB */
-  const char *rendezvous;    /* NULL: IRIS_RENDEZVOUS, else "default" */
+  const char *rendezvous;    /* NULL: IRIS_RENDEZVOUS, else the MPI job's id, else "default" */
   const char *rendezvous_dir;/* NULL: IRIS_RENDEZVOUS_DIR, else /tmp/iris-<uid> */
   int timeout_ms;            /* bring-up waits; 0: IRIS_TIMEOUT_MS, else 60 s */
   int barrier_timeout_ms;    /* iris_barrier waits; 0: IRIS_BARRIER_TIMEOUT_MS, else 600 s */
@@ -209,8 +209,8 @@ typedef struct iris_device_ctx {
 
 /* Modes 1 and 2. Collective over all ranks: each rank calls it once. Blocks until every
  * rank has mapped every heap (or the timeout passes, naming the ranks that never came).
- * Refuses peers of another user, another host, another world size, heap size or
- * library version. cfg may be NULL (all defaults). On success this rank's GPU
+ * Refuses peers of another user, another host, another world size, heap size, heap
+ * memory kind or library version. cfg may be NULL (all defaults). On success this rank's GPU
  * (iris_device) is the calling thread's current device, so kernels launched next run
  * there. On failure *out is NULL, nothing is left allocated and the current device is
  * as before. In mode 2 the callbacks (and cfg.bootstrap->user) must stay valid until
@@ -277,8 +277,8 @@ IRIS_API iris_status_t iris_allgather_host(iris_t *ctx, const void *send, void *
 
 /* ================================================================== errors == */
 IRIS_API const char *iris_status_string(iris_status_t status);
-/* This thread's last failure in words ("" if none). Valid until this thread's next
- * iris call. */
+/* This thread's last failure in words ("" if none yet). Successful calls leave it as it
+ * is: read it right after the call that failed. */
 IRIS_API const char *iris_error_detail(void);
 
 /* ================================================ the library's own rendezvous == */
@@ -1434,6 +1434,20 @@ IRIS_INTERNAL iris_status_t iris_detail_map_peers(iris_t *ctx, const iris_detail
   return IRIS_SUCCESS;
 }
 
+/* The rendezvous name: the given one; else the launcher's job (PMIx namespace or Open
+ * MPI job id), so two mpirun jobs on one host do not meet; else "default". Characters
+ * outside [A-Za-z0-9._-] become '_'. */
+IRIS_INTERNAL void iris_detail_default_rendezvous(const char *given, char *name, size_t cap) {
+  const char *job = getenv("PMIX_NAMESPACE");
+  char *c;
+  if (!job || !*job) job = getenv("OMPI_MCA_ess_base_jobid");
+  if (given && *given) snprintf(name, cap, "%s", given);
+  else if (job && *job) snprintf(name, cap, "job-%.56s", job);
+  else snprintf(name, cap, "default");
+  for (c = name; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-')) *c = '_';
+}
+
 IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   iris_config_t c;
   iris_t *ctx;
@@ -1477,7 +1491,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     char name[72];
     const char *env = getenv("IRIS_RENDEZVOUS");
     ctx->mode = IRIS_DETAIL_MODE_RENDEZVOUS;
-    snprintf(name, sizeof name, "%s", c.rendezvous ? c.rendezvous : (env && *env ? env : "default"));
+    iris_detail_default_rendezvous(c.rendezvous ? c.rendezvous : env, name, sizeof name);
     p.name = name;
     p.dir = c.rendezvous_dir;
     p.rank = c.rank;

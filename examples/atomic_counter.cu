@@ -7,8 +7,8 @@
  *
  * Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. examples/atomic_counter.cu -o build/atomic_counter
  *        hipcc -O2 -x hip --offload-arch=gfx90a -I. examples/atomic_counter.cu -o build/atomic_counter
- * Run:   build/atomic_counter [ranks]  starts one rank per visible GPU (at least 2), or [ranks]
- *        (or IRIS_NUM_RANKS); under mpirun or a launcher that sets IRIS_RANK, one rank each.
+ * Run:   build/atomic_counter [ranks]  starts one rank per visible GPU, or [ranks] ranks;
+ *        under mpirun or a launcher that sets IRIS_RANK, each process is one rank.
  * Exits non-zero if any total is off or a rank failed. */
 #define IRIS_IMPLEMENTATION
 #include "iris.h"

@@ -9,8 +9,8 @@
  *
  * Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. examples/message_passing.cu -o build/message_passing
  *        hipcc -O2 -x hip --offload-arch=gfx90a -I. examples/message_passing.cu -o build/message_passing
- * Run:   build/message_passing [ranks]  starts one rank per visible GPU (at least 2), or [ranks]
- *        (or IRIS_NUM_RANKS); under mpirun or a launcher that sets IRIS_RANK, one rank each.
+ * Run:   build/message_passing [ranks]  starts one rank per visible GPU, or [ranks] ranks;
+ *        under mpirun or a launcher that sets IRIS_RANK, each process is one rank.
  * Exits non-zero on a wrong word, a timed-out wait or a failed rank. */
 #define IRIS_IMPLEMENTATION
 #include "iris.h"

@@ -77,7 +77,6 @@ int main(int argc, char **argv) {
   cfg.heap_size = (size_t)64 << 20; /* the default is 1 GiB */
   iris_t *ctx;
   TRY_IRIS(iris_init(&cfg, &ctx)); /* device: rank % visible GPUs, unless cfg.device / IRIS_DEVICE says otherwise */
-  TRY_GPU(gpuSetDevice(iris_device(ctx))); /* iris_init leaves the caller's device current */
 
   int *inbox;
   TRY_IRIS(iris_calloc(ctx, INBOX * sizeof(int), (void **)&inbox));

@@ -81,16 +81,16 @@ if make -s build/host_test >>"$log" 2>&1; then run_counted "host tests" ./build/
 echo "# GPU tests"
 if [ "$ngpu" -lt 2 ]; then
   why="no GPU"; [ "$ngpu" = 1 ] && why="one GPU; these tests need 2 with peer access"
-  for t in "RMA, atomics, message passing, heap, barrier: 2 processes" "same, 4 processes" "bring-up through bootstrap callbacks (threads)" \
-           "bring-up mode 3 (one process, several GPUs)" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "examples run" "MPI bootstrap example"; do
+  for t in "RMA, atomics, message passing, heap, barrier: 2 ranks, one process each" "same: 4 ranks" "same, ranks as threads through bootstrap callbacks: 2 and 4" \
+           "same, bring-up mode 3 (one process, several GPUs): 2 and 4" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "examples run" "MPI bootstrap example"; do
     say SKIP "$t" "$why"
   done
 else
   export NCCL_NVLS_ENABLE=0
-  run_counted "gpu_test procs 2" ./build/gpu_test procs 2
-  if [ "$ngpu" -ge 4 ]; then run_counted "gpu_test procs 4" ./build/gpu_test procs 4; else say SKIP "GPU tests, 4 processes" "only $ngpu GPUs"; fi
-  run_counted "gpu_test hooks" ./build/gpu_test hooks "$ngpu"
-  run_counted "gpu_test local" ./build/gpu_test local "$ngpu"
+  for w in 2 4; do
+    if [ "$ngpu" -lt "$w" ]; then say SKIP "GPU tests with $w ranks (3 bring-up modes)" "only $ngpu GPUs"; continue; fi
+    for mode in procs hooks local; do run_counted "gpu_test $mode $w" ./build/gpu_test $mode $w; done
+  done
   expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
   expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank
   expect_trap "IRIS_DEBUG: a wait past its bound reports which wait and rank, and traps" "wait 'test-never-set' timed out on rank 0" ./build/gpu_test_debug wait-timeout
