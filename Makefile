@@ -45,10 +45,14 @@ check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940: | $(B)
 # ---------------------------------------------------------------- test programs
 $(B)/host_test: tests/host_test.c iris.h | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE -O1 -g $(CWARN) $(CUDA_CFLAGS) -I. $< -o $@ $(CUDA_LIBS)
-$(B)/gpu_test: tests/gpu_test.cu $(HDRS) | $(B)
+$(B)/gpu_test: tests/gpu_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(B)/gpu_test_debug: tests/gpu_test.cu $(HDRS) | $(B)
+$(B)/gpu_test_debug: tests/gpu_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -DIRIS_DEBUG -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL $< -o $@
+$(B)/coll_test: tests/coll_test.cu tests/test_util.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@
+$(B)/bench_coll: bench/bench_coll.cu $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl
 $(B)/bench_rma: bench/bench_rma.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 
@@ -63,8 +67,9 @@ examples: $(EXAMPLES)
 run: $(B)/message_passing
 	$(B)/message_passing
 
-bench: $(B)/bench_rma
-	$(B)/bench_rma
+bench: $(B)/bench_rma $(B)/bench_coll
+	NCCL_NVLS_ENABLE=0 $(B)/bench_rma
+	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_coll.csv BENCH_PNG=$(B)/bench_coll.png $(B)/bench_coll
 
 clean:
 	rm -rf $(B)

@@ -195,6 +195,13 @@ typedef struct iris_config {
 
 typedef struct iris iris_t; /* opaque host context, one per rank */
 
+/* The vendor's stream type, for the collectives' host entry points. */
+#if defined(IRIS_USE_HIP)
+typedef hipStream_t iris_stream_t;
+#else
+typedef cudaStream_t iris_stream_t;
+#endif
+
 /* Device context: passed by value to kernels. bases[r] is rank r's heap base in this
  * process's address space; bases[rank] is the local heap. Plain data, same layout
  * in C and C++ (IRIS_MAX_RANKS must agree across units). */
@@ -300,6 +307,10 @@ IRIS_API iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, i
 IRIS_API iris_status_t iris_rendezvous_allgather(iris_rendezvous_t *r, const void *send, void *recv, size_t bytes);
 IRIS_API iris_status_t iris_rendezvous_barrier(iris_rendezvous_t *r);
 IRIS_API void iris_rendezvous_close(iris_rendezvous_t *r);
+
+/* Not for users: a per-context slot that iris_collectives.h keeps its state in. */
+IRIS_API void iris_detail_set_ext(iris_t *ctx, void *ext, void (*free_fn)(void *));
+IRIS_API void *iris_detail_get_ext(const iris_t *ctx);
 
 /* ================================================================= launcher == */
 /* Start num_ranks copies of this process on this host, fork-style. Call it before any
@@ -1092,6 +1103,9 @@ struct iris {
   iris_rendezvous_t *rdv;
   iris_bootstrap_t hooks;
   iris_detail_group_t *group;
+  /* per-context state of iris_collectives.h (NULL until used); freed by ext_free */
+  void *ext;
+  void (*ext_free)(void *);
   /* allocator: blocks sorted by offset, covering the heap */
   iris_detail_block_t *blocks;
   int nblocks, capblocks;
@@ -1355,6 +1369,7 @@ IRIS_INTERNAL void iris_detail_release_gpu(iris_t *ctx) {
 }
 IRIS_INTERNAL void iris_detail_destroy(iris_t *ctx) {
   if (!ctx) return;
+  if (ctx->ext && ctx->ext_free) ctx->ext_free(ctx->ext);
   iris_detail_release_gpu(ctx);
   if (ctx->rdv) iris_rendezvous_close(ctx->rdv);
   if (ctx->group) iris_detail_group_release(ctx->group);
@@ -1722,6 +1737,13 @@ IRIS_DEF iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, i
   *out = ctx->bases[to_rank] + off;
   return IRIS_SUCCESS;
 }
+
+/* Per-context slot for the other iris headers (not for users). */
+IRIS_DEF void iris_detail_set_ext(iris_t *ctx, void *ext, void (*free_fn)(void *)) {
+  ctx->ext = ext;
+  ctx->ext_free = free_fn;
+}
+IRIS_DEF void *iris_detail_get_ext(const iris_t *ctx) { return ctx ? ctx->ext : NULL; }
 
 /* ------------------------------------------------------------ for host tests --
  * A context with bookkeeping only: no GPU, no peers. fake_base is never dereferenced

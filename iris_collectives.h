@@ -1,18 +1,804 @@
-/* iris_collectives.h — collectives over the symmetric heap (placeholder)
+/* iris_collectives.h — collectives over the symmetric heap (C host API, C++ kernels)
  *
- * What it will be
- *   Graph-capturable all-reduce (one-shot and two-shot), all-gather, reduce-scatter,
- *   all-to-all, broadcast and a device-side barrier, as host entry points callable
- *   from C and as tile-level building blocks for user kernels.
+ * What it is
+ *   All-reduce, all-gather, reduce-scatter, all-to-all, broadcast and a barrier, with
+ *   NCCL's semantics so they can be swapped in, enqueued on a stream, capturable in
+ *   CUDA/HIP graphs. Two kinds of algorithm:
+ *     latency   (IRIS_ALGO_LATENCY): one kernel, no barrier. Each rank pushes its data
+ *               into every peer's receive area in "LL" form: every 8 bytes carry 4 data
+ *               bytes and a 4-byte epoch, stored by one instruction, so a reader that
+ *               sees the epoch sees the data. For all-reduce this is the one-shot.
+ *     bandwidth (IRIS_ALGO_BANDWIDTH): many CTAs, 16-byte accesses, per-CTA barriers
+ *               with release/acquire epochs. For all-reduce this is the two-shot
+ *               (reduce-scatter by pulling from every peer, then all-gather by pulling
+ *               the reduced chunks).
+ *   IRIS_ALGO_AUTO picks by message size (thresholds below, measured on 4xH200).
  *
- * What it is today
- *   Nothing beyond iris_device.h: this header only fixes its place in the layout and
- *   compiles under nvcc and hipcc. Its contents are the next milestone (see README).
+ * Quick start
+ *     #define IRIS_IMPLEMENTATION
+ *     #include "iris_collectives.h"          // also includes iris.h and iris_device.h
+ *     iris_all_reduce(ctx, x, x, n, IRIS_BFLOAT16, IRIS_SUM, stream);  // in place
+ *   Build with nvcc -arch=sm_90 or hipcc; a C unit may include this header for the
+ *   declarations and call the functions defined in a GPU-compiled unit.
+ *
+ * Rules
+ *   - Collective: every rank calls the same collective with the same count, type, op
+ *     (and root), in the same order, on its own stream. Counts may be anything >= 1,
+ *     not only multiples of the world size or the vector width.
+ *   - Buffers on the symmetric heap take the fast path. Other device buffers work
+ *     through a staging area on the heap: the data are copied in and out on the stream
+ *     (one extra local copy each way, about 1 ms per 2 GB at HBM speed), in chunks of
+ *     at most IRIS_COLL_STAGING_BYTES.
+ *   - In place (send == recv) works everywhere.
+ *   - The result is bitwise identical on every rank: reductions run in rank order
+ *     0..W-1 in float (half types), double-free integer arithmetic, or the type itself.
+ *   - Graphs: no allocation, no host synchronisation and no reset happens inside a
+ *     call once the collective state exists. It is created by iris_collectives_setup
+ *     (collective, outside capture) or by the first collective call; capture a graph
+ *     only after one of them. Epochs live in device memory and count up, so a graph
+ *     replayed any number of times stays correct, mixed with eager calls.
+ *   - A rank that stops participating: every wait is bounded (IRIS_WAIT_TIMEOUT_NS);
+ *     with IRIS_DEBUG the waiting kernel reports which wait on which rank and traps,
+ *     and the next synchronising call returns IRIS_ERROR_GPU.
  */
 #ifndef IRIS_COLLECTIVES_H
 #define IRIS_COLLECTIVES_H
 #include "iris.h"
+
+/* Element types and reductions (values match nothing else; use the names). */
+typedef enum iris_dtype { IRIS_FLOAT32 = 0, IRIS_FLOAT16, IRIS_BFLOAT16, IRIS_INT32, IRIS_INT64, IRIS_DTYPE_COUNT } iris_dtype_t;
+typedef enum iris_redop { IRIS_SUM = 0, IRIS_MIN, IRIS_MAX, IRIS_REDOP_COUNT } iris_redop_t;
+typedef enum iris_algo { IRIS_ALGO_AUTO = 0, IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH } iris_algo_t;
+
+/* Per-call options (NULL = defaults). Start from IRIS_COLL_OPTS_INIT. */
+typedef struct iris_coll_opts {
+  size_t struct_size;
+  iris_algo_t algo; /* IRIS_ALGO_AUTO: by size, see iris_coll_choose */
+  int ctas;         /* bandwidth algorithms: CTAs per rank; 0 = automatic */
+} iris_coll_opts_t;
+#define IRIS_COLL_OPTS_INIT {sizeof(iris_coll_opts_t), IRIS_ALGO_AUTO, 0}
+
+/* Sizes of the collective state on the heap (per rank, allocated once). */
+#define IRIS_COLL_MAX_CTAS 256                       /* CTAs of one bandwidth kernel */
+#define IRIS_COLL_LL_BYTES ((size_t)256 << 10)       /* latency path: payload per peer */
+#define IRIS_COLL_SCRATCH_BYTES ((size_t)64 << 20)   /* two-shot: reduced chunks, x2 */
+#define IRIS_COLL_STAGING_BYTES ((size_t)64 << 20)   /* non-heap buffers: in and out, each */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Collective, outside graph capture: create the collective state (heap allocations, in
+ * the same order on every rank). Optional: the first collective call does it. */
+IRIS_API iris_status_t iris_collectives_setup(iris_t *ctx);
+
+/* recv[i] = op over ranks r of send_r[i], i < count. */
+IRIS_API iris_status_t iris_all_reduce(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op, iris_stream_t stream);
+/* recv[r*count + i] = send_r[i]: recv holds world_size * count elements. */
+IRIS_API iris_status_t iris_all_gather(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream);
+/* recv[i] = op over ranks r of send_r[rank*count + i]: send holds world_size * count. */
+IRIS_API iris_status_t iris_reduce_scatter(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op,
+                                           iris_stream_t stream);
+/* recv[r*count + i] = send_r[rank*count + i]: both hold world_size * count. */
+IRIS_API iris_status_t iris_all_to_all(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream);
+/* recv[i] = send_root[i] (send is read on the root only). */
+IRIS_API iris_status_t iris_broadcast(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, int root, iris_stream_t stream);
+/* Enqueue a barrier across all ranks on the stream (GPU side; capturable). */
+IRIS_API iris_status_t iris_barrier_device(iris_t *ctx, iris_stream_t stream);
+
+/* The same with per-call options. */
+IRIS_API iris_status_t iris_all_reduce_ex(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op, iris_stream_t stream,
+                                          const iris_coll_opts_t *opts);
+IRIS_API iris_status_t iris_all_gather_ex(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream,
+                                          const iris_coll_opts_t *opts);
+IRIS_API iris_status_t iris_reduce_scatter_ex(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op,
+                                              iris_stream_t stream, const iris_coll_opts_t *opts);
+IRIS_API iris_status_t iris_all_to_all_ex(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream,
+                                          const iris_coll_opts_t *opts);
+IRIS_API iris_status_t iris_broadcast_ex(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, int root, iris_stream_t stream,
+                                         const iris_coll_opts_t *opts);
+/* Bytes per element of a type (0 for an invalid one). */
+IRIS_API size_t iris_dtype_size(iris_dtype_t type);
+/* Synchronous: IRIS_ERROR_MISMATCH if a bandwidth-algorithm kernel found, since the last
+ * check, that a peer called a different collective (kind, count, type, op or root) at
+ * the same point; such a call moves no data. Clears the record. (The latency kernels
+ * cannot tell; a mismatch there times out, see IRIS_WAIT_TIMEOUT_NS.) */
+IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
+#ifdef __cplusplus
+}
+#endif
+
 #if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
 #include "iris_device.h"
+
+/* ========================================================================= */
+/*                     device building blocks (C++ templates)                */
+/* ========================================================================= */
+#if defined(IRIS_USE_HIP)
+#include <hip/hip_fp16.h>
+#else
+#include <cuda_fp16.h>
+#endif
+
+/* Element storage types; half types are kept as raw bits and computed in float. */
+typedef struct iris_f16 { unsigned short bits; } iris_f16_t;
+typedef struct iris_bf16 { unsigned short bits; } iris_bf16_t;
+
+template <typename T> struct iris_coll_acc { typedef T type; };
+template <> struct iris_coll_acc<iris_f16_t> { typedef float type; };
+template <> struct iris_coll_acc<iris_bf16_t> { typedef float type; };
+template <typename T> IRIS_DEVICE_INLINE typename iris_coll_acc<T>::type iris_coll_up(T v) { return v; }
+template <> IRIS_DEVICE_INLINE float iris_coll_up<iris_f16_t>(iris_f16_t v) { return __half2float(__ushort_as_half(v.bits)); }
+template <> IRIS_DEVICE_INLINE float iris_coll_up<iris_bf16_t>(iris_bf16_t v) { return __uint_as_float((unsigned)v.bits << 16); }
+template <typename T> IRIS_DEVICE_INLINE T iris_coll_down(typename iris_coll_acc<T>::type v) { return v; }
+template <> IRIS_DEVICE_INLINE iris_f16_t iris_coll_down<iris_f16_t>(float v) { iris_f16_t r; r.bits = __half_as_ushort(__float2half_rn(v)); return r; }
+template <> IRIS_DEVICE_INLINE iris_bf16_t iris_coll_down<iris_bf16_t>(float v) {
+  unsigned u = __float_as_uint(v);
+  iris_bf16_t r;
+  if ((u & 0x7fffffffu) > 0x7f800000u) r.bits = (unsigned short)((u >> 16) | 0x40); /* NaN stays NaN */
+  else r.bits = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);          /* round to nearest even */
+  return r;
+}
+template <int OP, typename A> IRIS_DEVICE_INLINE A iris_coll_combine(A a, A b) {
+  return OP == IRIS_SUM ? a + b : OP == IRIS_MIN ? (b < a ? b : a) : (b > a ? b : a);
+}
+
+/* Kinds of collective. */
+enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC, IRIS_COLL_KINDS };
+
+/* Everything a collective kernel needs; plain data, passed by value. The state lives
+ * on the heap at the same offsets on every rank. */
+typedef struct iris_coll_dev {
+  iris_device_ctx_t ctx;
+  unsigned *counters;        /* [IRIS_COLL_MAX_CTAS] this rank's epoch per CTA index */
+  unsigned *flags;           /* [IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS] epochs peers signalled */
+  unsigned long long *sigs;  /* [IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS] peers' call signatures */
+  unsigned *error;           /* non-zero: a peer called a different collective */
+  uint4 *ll;                 /* [2 parity][world src][ll_lines] LL lines */
+  size_t ll_lines;           /* lines per (parity, src) */
+} iris_coll_dev_t;
+
+/* Whole block: the CTA's epoch counter, read at kernel start by every thread. */
+IRIS_DEVICE_INLINE unsigned iris_coll_epoch_load(const iris_coll_dev_t &d) {
+  unsigned e = *(volatile unsigned *)(d.counters + blockIdx.x);
+  __syncthreads(); /* every thread has read it before thread 0 can store the next */
+  return e;
+}
+/* Whole block, at kernel end: store the epoch reached (one thread). */
+IRIS_DEVICE_INLINE void iris_coll_epoch_store(const iris_coll_dev_t &d, unsigned epoch) {
+  if (threadIdx.x == 0) d.counters[blockIdx.x] = epoch;
+}
+
+/* Whole block; blockDim.x >= world_size. CTA b of every rank meets CTA b of every
+ * other rank. Every write this CTA made before it is visible to the other ranks' CTA b
+ * after it (block barrier, then a release per peer at system scope; acquire per peer,
+ * then a block barrier). epoch is this CTA's counter, advanced by one. sig identifies
+ * the call; a peer with a different one sets d.error (IRIS_DEBUG: reports and traps).
+ * Returns false on a timed-out wait or a mismatch. Graph-safe: the epochs are device
+ * counters that only count up. */
+IRIS_DEVICE_INLINE bool iris_coll_barrier(const iris_coll_dev_t &d, unsigned &epoch, unsigned long long sig) {
+  const int W = d.ctx.world_size, t = threadIdx.x, me = d.ctx.rank;
+  int ok = 1;
+  epoch += 1;
+  __syncthreads();
+  if (t < W) {
+    unsigned *row = d.flags + (size_t)blockIdx.x * IRIS_MAX_RANKS;
+    if (sig) iris_store(d.ctx, d.sigs + (size_t)blockIdx.x * IRIS_MAX_RANKS + me, sig, t); /* ordered by the release below */
+    iris_signal(d.ctx, row + me, epoch, t);
+    ok = iris_wait_until(d.ctx, row + t, IRIS_CMP_EPOCH, epoch, "iris collective barrier");
+    if (ok && sig) {
+      unsigned long long theirs = d.sigs[(size_t)blockIdx.x * IRIS_MAX_RANKS + t];
+      if (theirs != sig) {
+        ok = 0;
+        atomicExch(d.error, 1u + (unsigned)t);
+#if defined(IRIS_DEBUG)
+        printf("iris: collective mismatch on rank %d (block %d): rank %d called a different collective, count, type or op (signature %llx, ours %llx)\n", me,
+               (int)blockIdx.x, t, theirs, sig);
+        iris_detail_trap();
+#endif
+      }
+    }
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+/* ---- LL lines: 16 bytes = 8 data bytes + the epoch twice, stored and loaded so that
+ * each 8-byte half (4 data bytes + epoch) is one single-copy-atomic access. */
+IRIS_DEVICE_INLINE void iris_coll_ll_store(uint4 *p, uint2 data, unsigned epoch) {
+#if defined(IRIS_USE_HIP)
+  unsigned long long lo = (unsigned long long)data.x | ((unsigned long long)epoch << 32), hi = (unsigned long long)data.y | ((unsigned long long)epoch << 32);
+  __hip_atomic_store((unsigned long long *)p, lo, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+  __hip_atomic_store((unsigned long long *)p + 1, hi, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(data.x), "r"(epoch), "r"(data.y), "r"(epoch) : "memory");
+#endif
+}
+/* Polls one LL line until both halves carry epoch. */
+IRIS_DEVICE_INLINE bool iris_coll_ll_load(const iris_device_ctx_t &ctx, const uint4 *p, unsigned epoch, uint2 *data) {
+  unsigned long long start = 0;
+  unsigned spins = 0;
+  for (;;) {
+#if defined(IRIS_USE_HIP)
+    unsigned long long lo = __hip_atomic_load((const unsigned long long *)p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+    unsigned long long hi = __hip_atomic_load((const unsigned long long *)p + 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+    uint4 v = make_uint4((unsigned)lo, (unsigned)(lo >> 32), (unsigned)hi, (unsigned)(hi >> 32));
+#else
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+#endif
+    if (v.y == epoch && v.w == epoch) {
+      data->x = v.x;
+      data->y = v.z;
+      return true;
+    }
+    if ((++spins & 255) == 0) {
+      unsigned long long now = iris_detail_time_ns();
+      if (!start) start = now;
+      else if (now - start > (unsigned long long)IRIS_WAIT_TIMEOUT_NS) break;
+    }
+  }
+#if defined(IRIS_DEBUG)
+  printf("iris: LL wait timed out on rank %d (block %d, thread %d): line %p never carried epoch %u\n", ctx.rank, (int)blockIdx.x, (int)threadIdx.x,
+         (const void *)p, epoch);
+  iris_detail_trap();
+#endif
+  (void)ctx;
+  return false;
+}
+
+/* 8 bytes of a T array at line i (elements past n read as 0, none read out of bounds). */
+template <typename T>
+IRIS_DEVICE_INLINE uint2 iris_coll_read8(const T *base, size_t i, size_t n) {
+  const size_t per = 8 / sizeof(T);
+  union { uint2 u; T e[8 / sizeof(T)]; } v;
+  if ((i + 1) * per <= n && (((uintptr_t)base) & 7) == 0) return *(const uint2 *)(base + i * per);
+  v.u = make_uint2(0, 0);
+  for (size_t k = 0; k < per && i * per + k < n; k++) v.e[k] = base[i * per + k];
+  return v.u;
+}
+template <typename T>
+IRIS_DEVICE_INLINE void iris_coll_write8(T *base, size_t i, size_t n, uint2 data) {
+  const size_t per = 8 / sizeof(T);
+  union { uint2 u; T e[8 / sizeof(T)]; } v;
+  v.u = data;
+  if ((i + 1) * per <= n && (((uintptr_t)base) & 7) == 0) { *(uint2 *)(base + i * per) = data; return; }
+  for (size_t k = 0; k < per && i * per + k < n; k++) base[i * per + k] = v.e[k];
+}
+template <typename T, int OP>
+IRIS_DEVICE_INLINE uint2 iris_coll_reduce8(uint2 a, uint2 b) {
+  const int per = 8 / sizeof(T);
+  union { uint2 u; T e[8 / sizeof(T)]; } x, y;
+  x.u = a;
+  y.u = b;
+#pragma unroll
+  for (int k = 0; k < per; k++) x.e[k] = iris_coll_down<T>(iris_coll_combine<OP>(iris_coll_up(x.e[k]), iris_coll_up(y.e[k])));
+  return x.u;
+}
+
+/* ---- the latency kernel: every kind, one launch, no barrier.
+ * Lines are spread over the grid the same way on every rank. Each thread first pushes
+ * its lines to every peer, then collects its lines from every peer in rank order. */
+template <typename T, int KIND, int OP>
+__global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root) {
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
+  const unsigned epoch = iris_coll_epoch_load(d) + 1;
+  uint4 *mine = d.ll + ((size_t)(epoch & 1) * W) * d.ll_lines; /* [src][line] for this parity */
+  const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A; /* send has one chunk per peer */
+  /* push */
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
+    if (KIND == IRIS_COLL_BC && me != root) break;
+    uint2 v = iris_coll_read8(send, i, count);
+    for (int k = 1; k < W; k++) {
+      const int p = (me + k) % W;
+      if (chunked) v = iris_coll_read8(send + (size_t)p * count, i, count);
+      iris_coll_ll_store(iris_translate(d.ctx, mine + (size_t)me * d.ll_lines + i, p), v, epoch);
+    }
+  }
+  /* collect */
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
+    if (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS) {
+      uint2 acc = make_uint2(0, 0);
+      for (int r = 0; r < W; r++) { /* rank order: the same result on every rank */
+        uint2 v;
+        if (r == me) v = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
+        else if (!iris_coll_ll_load(d.ctx, mine + (size_t)r * d.ll_lines + i, epoch, &v)) return;
+        acc = r == 0 ? v : iris_coll_reduce8<T, OP>(acc, v);
+      }
+      iris_coll_write8(recv, i, count, acc);
+    } else if (KIND == IRIS_COLL_BC) {
+      uint2 v;
+      if (me == root) v = iris_coll_read8(send, i, count);
+      else if (!iris_coll_ll_load(d.ctx, mine + (size_t)root * d.ll_lines + i, epoch, &v)) return;
+      iris_coll_write8(recv, i, count, v);
+    } else { /* AG, A2A */
+      for (int r = 0; r < W; r++) {
+        uint2 v;
+        if (r == me) v = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
+        else if (!iris_coll_ll_load(d.ctx, mine + (size_t)r * d.ll_lines + i, epoch, &v)) return;
+        iris_coll_write8(recv + (size_t)r * count, i, count, v);
+      }
+    }
+  }
+  iris_coll_epoch_store(d, epoch);
+}
+
+/* ---- the bandwidth kernels: pull with 16-byte loads between per-CTA barriers. */
+template <typename T, int OP, int W_STATIC>
+IRIS_DEVICE_INLINE uint4 iris_coll_reduce16(const iris_device_ctx_t &ctx, const T *const *src, size_t v, int W) {
+  union U { uint4 u; T e[16 / sizeof(T)]; };
+  typedef typename iris_coll_acc<T>::type A;
+  const int per = 16 / sizeof(T);
+  U in[W_STATIC > 0 ? W_STATIC : 1];
+  A acc[16 / sizeof(T)];
+  (void)ctx;
+  if (W_STATIC > 0) {
+#pragma unroll
+    for (int r = 0; r < (W_STATIC > 0 ? W_STATIC : 1); r++) in[r].u = ((const uint4 *)src[r])[v]; /* all loads in flight first */
+#pragma unroll
+    for (int k = 0; k < per; k++) acc[k] = iris_coll_up(in[0].e[k]);
+#pragma unroll
+    for (int r = 1; r < (W_STATIC > 0 ? W_STATIC : 1); r++)
+#pragma unroll
+      for (int k = 0; k < per; k++) acc[k] = iris_coll_combine<OP>(acc[k], iris_coll_up(in[r].e[k]));
+  } else {
+    U x;
+    x.u = ((const uint4 *)src[0])[v];
+    for (int k = 0; k < per; k++) acc[k] = iris_coll_up(x.e[k]);
+    for (int r = 1; r < W; r++) {
+      x.u = ((const uint4 *)src[r])[v];
+      for (int k = 0; k < per; k++) acc[k] = iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+    }
+  }
+  U out;
+#pragma unroll
+  for (int k = 0; k < per; k++) out.e[k] = iris_coll_down<T>(acc[k]);
+  return out.u;
+}
+template <typename T, int OP>
+IRIS_DEVICE_INLINE T iris_coll_reduce1(const T *const *src, size_t i, int W) {
+  typename iris_coll_acc<T>::type acc = iris_coll_up(src[0][i]);
+  for (int r = 1; r < W; r++) acc = iris_coll_combine<OP>(acc, iris_coll_up(src[r][i]));
+  return iris_coll_down<T>(acc);
+}
+
+/* Reduce elements [lo, hi) of the W sources into dst, 16 bytes at a time where all
+ * pointers are 16-byte aligned. Cooperative over the whole grid. */
+template <typename T, int OP, int W_STATIC>
+IRIS_DEVICE_INLINE void iris_coll_reduce_range(const iris_device_ctx_t &ctx, const T *const *src, T *dst, size_t lo, size_t hi, int W, bool vec) {
+  const size_t per = 16 / sizeof(T), tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
+  size_t done = lo;
+  const size_t v0 = (lo + per - 1) / per, v1 = hi / per;
+  if (vec && v1 > v0) {
+    for (size_t v = v0 + tid; v < v1; v += nt) ((uint4 *)dst)[v] = iris_coll_reduce16<T, OP, W_STATIC>(ctx, src, v, W);
+    for (size_t i = lo + tid; i < v0 * per; i += nt) dst[i] = iris_coll_reduce1<T, OP>(src, i, W);
+    done = v1 * per;
+  }
+  for (size_t i = done + tid; i < hi; i += nt) dst[i] = iris_coll_reduce1<T, OP>(src, i, W);
+}
+
+/* Two-shot all-reduce and reduce-scatter (pull). AR: rank r reduces chunk r of every
+ * rank's send into its recv, then (after a barrier) pulls every other reduced chunk
+ * from its owner's recv. RS: rank r reduces block r of every send into recv. */
+template <typename T, int KIND, int OP, int W_STATIC>
+__global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig, int vec) {
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  unsigned epoch = iris_coll_epoch_load(d);
+  const size_t per = 16 / sizeof(T);
+  /* chunk bounds: AR splits count into W chunks of whole vectors; RS has count per rank */
+  const size_t chunk = KIND == IRIS_COLL_AR ? ((count + W - 1) / W + per - 1) / per * per : count;
+  const T *src[IRIS_MAX_RANKS];
+  /* on a mismatch every barrier still runs (so the epochs stay in step), no data moves */
+  const bool go = iris_coll_barrier(d, epoch, sig); /* every rank's send is ready */
+  for (int r = 0; r < W; r++) src[r] = iris_translate(d.ctx, send, r) + (KIND == IRIS_COLL_RS ? (size_t)me * count : 0);
+  if (go) {
+    size_t lo = KIND == IRIS_COLL_AR ? (size_t)me * chunk : 0, hi = KIND == IRIS_COLL_AR ? lo + chunk : count;
+    if (hi > count && KIND == IRIS_COLL_AR) hi = count;
+    if (lo > hi) lo = hi;
+    iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, recv, lo, hi, W, vec != 0);
+  }
+  if (KIND == IRIS_COLL_AR) {
+    if (!iris_coll_barrier(d, epoch, 0) || !go) { iris_coll_epoch_store(d, epoch); return; } /* every reduced chunk is in its owner's recv */
+    for (int k = 1; k < W; k++) {
+      const int p = (me + k) % W;
+      size_t lo = (size_t)p * chunk, hi = lo + chunk;
+      if (hi > count) hi = count;
+      if (lo >= hi) continue;
+      iris_copy_bytes(recv + lo, iris_translate(d.ctx, (const T *)recv, p) + lo, (hi - lo) * sizeof(T), blockIdx.x * blockDim.x + threadIdx.x,
+                      gridDim.x * blockDim.x);
+    }
+  } else {
+    iris_coll_barrier(d, epoch, 0); /* no peer still reads our send */
+  }
+  iris_coll_epoch_store(d, epoch);
+}
+
+/* All-gather, all-to-all, broadcast (pull): copy each source's block, then a barrier
+ * so that no peer still reads our send when we return. */
+template <int KIND>
+__global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, int root, unsigned long long sig) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, tid = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
+  unsigned epoch = iris_coll_epoch_load(d);
+  if (!iris_coll_barrier(d, epoch, sig)) { /* mismatch or timeout: keep the epochs in step, move nothing */
+    iris_coll_barrier(d, epoch, 0);
+    iris_coll_epoch_store(d, epoch);
+    return;
+  }
+  if (KIND == IRIS_COLL_BC) {
+    if (me != root) iris_get_bulk(d.ctx, recv, send, bytes, root, tid, nt);
+    else if (send != recv) iris_copy_bytes(recv, send, bytes, tid, nt);
+  } else {
+    for (int k = 0; k < W; k++) {
+      const int r = (me + k) % W;
+      const char *src = send + (KIND == IRIS_COLL_A2A ? (size_t)me * bytes : 0);
+      if (r == me) {
+        if (KIND == IRIS_COLL_A2A ? send != recv : send != recv + (size_t)me * bytes) iris_copy_bytes(recv + (size_t)me * bytes, src, bytes, tid, nt);
+      } else {
+        iris_get_bulk(d.ctx, recv + (size_t)r * bytes, src, bytes, r, tid, nt);
+      }
+    }
+  }
+  iris_coll_barrier(d, epoch, 0);
+  iris_coll_epoch_store(d, epoch);
+}
+
+__global__ void iris_coll_barrier_kernel(iris_coll_dev_t d) {
+  unsigned epoch = iris_coll_epoch_load(d);
+  iris_coll_barrier(d, epoch, 0);
+  iris_coll_epoch_store(d, epoch);
+}
+
+/* ========================================================================= */
+/*                               host side                                   */
+/* ========================================================================= */
+#if defined(IRIS_IMPLEMENTATION)
+#if defined(IRIS_USE_HIP) /* the runtime calls used below */
+#define iris_coll_memcpy_async(d, s, n, st) hipMemcpyAsync(d, s, n, hipMemcpyDeviceToDevice, st)
+#define iris_coll_memcpy2d_async(d, dp, s, sp, w, h, st) hipMemcpy2DAsync(d, dp, s, sp, w, h, hipMemcpyDeviceToDevice, st)
+#define iris_coll_get_last_error hipGetLastError
+#define iris_coll_error_text hipGetErrorString
+#define iris_coll_success hipSuccess
+typedef hipError_t iris_coll_err_t;
+static inline int iris_coll_capturing(iris_stream_t s) { hipStreamCaptureStatus c = hipStreamCaptureStatusNone; hipStreamIsCapturing(s, &c); return c != hipStreamCaptureStatusNone; }
+static inline int iris_coll_sm_count(int dev) { int n = 0; hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, dev); return n > 0 ? n : 1; }
+static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d) { return hipMemcpy(h, d, sizeof *h, hipMemcpyDeviceToHost); }
+#else
+#define iris_coll_memcpy_async(d, s, n, st) cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, st)
+#define iris_coll_memcpy2d_async(d, dp, s, sp, w, h, st) cudaMemcpy2DAsync(d, dp, s, sp, w, h, cudaMemcpyDeviceToDevice, st)
+#define iris_coll_get_last_error cudaGetLastError
+#define iris_coll_error_text cudaGetErrorString
+#define iris_coll_success cudaSuccess
+typedef cudaError_t iris_coll_err_t;
+static inline int iris_coll_capturing(iris_stream_t s) { cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone; cudaStreamIsCapturing(s, &c); return c != cudaStreamCaptureStatusNone; }
+static inline int iris_coll_sm_count(int dev) { int n = 0; cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev); return n > 0 ? n : 1; }
+static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d) { return cudaMemcpy(h, d, sizeof *h, cudaMemcpyDeviceToHost); }
+#endif
+
+/* Automatic choice (bytes each rank sends to one peer; measured on 4xH200, see
+ * BENCHMARKS.md): the latency kernel up to these sizes, the bandwidth one above. */
+#ifndef IRIS_COLL_LL_MAX_AR
+#define IRIS_COLL_LL_MAX_AR ((size_t)64 << 10)
+#endif
+#ifndef IRIS_COLL_LL_MAX_OTHER
+#define IRIS_COLL_LL_MAX_OTHER ((size_t)32 << 10)
+#endif
+
+typedef struct iris_coll_state {
+  iris_coll_dev_t dev;
+  char *stage_in, *stage_out; /* NULL when IRIS_COLL_STAGING=0 */
+  size_t stage_bytes;
+  int sms;
+} iris_coll_state_t;
+
+static void iris_coll_state_free(void *p) { free(p); } /* its heap blocks go with the heap */
+
+IRIS_DEF size_t iris_dtype_size(iris_dtype_t t) {
+  switch (t) {
+  case IRIS_FLOAT32: case IRIS_INT32: return 4;
+  case IRIS_FLOAT16: case IRIS_BFLOAT16: return 2;
+  case IRIS_INT64: return 8;
+  default: return 0;
+  }
+}
+
+IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
+  iris_coll_state_t *s;
+  iris_status_t st;
+  size_t ctl, ll_bytes;
+  char *base;
+  const char *env = getenv("IRIS_COLL_STAGING");
+  int W;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_collectives_setup: NULL context");
+  if (iris_detail_get_ext(ctx)) return IRIS_SUCCESS;
+  W = iris_world_size(ctx);
+  s = (iris_coll_state_t *)calloc(1, sizeof *s);
+  if (!s) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  s->dev.ctx = iris_device_context(ctx);
+  s->dev.ll_lines = IRIS_COLL_LL_BYTES / 8;
+  s->stage_bytes = env && *env ? iris_detail_parse_size(env) : IRIS_COLL_STAGING_BYTES;
+  if (env && !strcmp(env, "0")) s->stage_bytes = 0;
+  s->sms = iris_coll_sm_count(iris_device(ctx));
+  /* control words: counters | flags | signatures | error; zeroed, then a barrier so no
+   * peer signals into them before they are zero */
+  ctl = IRIS_COLL_MAX_CTAS * sizeof(unsigned) + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS * (sizeof(unsigned) + sizeof(unsigned long long)) + 256;
+  ll_bytes = 2 * (size_t)W * s->dev.ll_lines * sizeof(uint4);
+  if ((st = iris_calloc(ctx, ctl, (void **)&base)) != IRIS_SUCCESS) goto fail;
+  s->dev.sigs = (unsigned long long *)base;
+  s->dev.counters = (unsigned *)(base + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS * sizeof(unsigned long long));
+  s->dev.flags = s->dev.counters + IRIS_COLL_MAX_CTAS;
+  s->dev.error = s->dev.flags + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS;
+  if ((st = iris_calloc(ctx, ll_bytes, (void **)&s->dev.ll)) != IRIS_SUCCESS) goto fail;
+  if (s->stage_bytes) {
+    if ((st = iris_malloc(ctx, s->stage_bytes, (void **)&s->stage_in)) != IRIS_SUCCESS) goto fail;
+    if ((st = iris_malloc(ctx, s->stage_bytes, (void **)&s->stage_out)) != IRIS_SUCCESS) goto fail;
+  }
+  if ((st = iris_barrier(ctx)) != IRIS_SUCCESS) goto fail;
+  iris_detail_set_ext(ctx, s, iris_coll_state_free);
+  return IRIS_SUCCESS;
+fail:
+  free(s); /* heap blocks already taken stay taken: the ranks must stay symmetric */
+  return st;
+}
+
+/* Reads the mismatch word (synchronous). */
+IRIS_DEF iris_status_t iris_collectives_check(iris_t *ctx) {
+  iris_coll_state_t *s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
+  unsigned e = 0;
+  if (!s) return IRIS_SUCCESS;
+  if (iris_coll_read_word(&e, s->dev.error) != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "iris_collectives_check: reading the error word failed");
+  if (e) {
+    unsigned zero = 0;
+#if defined(IRIS_USE_HIP)
+    hipMemcpy(s->dev.error, &zero, sizeof zero, hipMemcpyHostToDevice);
+#else
+    cudaMemcpy(s->dev.error, &zero, sizeof zero, cudaMemcpyHostToDevice);
+#endif
+    return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: rank %u called a different collective (kind, count, type, op or root) at the same point; no data moved", iris_rank(ctx), e - 1);
+  }
+  return IRIS_SUCCESS;
+}
+
+static int iris_coll_in_heap(iris_t *ctx, const void *p, size_t bytes) {
+  size_t off;
+  return iris_heap_offset(ctx, p, &off) == IRIS_SUCCESS && bytes <= iris_heap_size(ctx) - off;
+}
+
+/* ---- typed launches */
+template <typename T, int KIND, int OP>
+static void iris_coll_launch_ll(const iris_coll_state_t *s, const void *send, void *recv, size_t count, int root, iris_stream_t stream) {
+  size_t lines = (count * sizeof(T) + 7) / 8;
+  int threads = 512, blocks = (int)((lines + threads - 1) / threads);
+  if (blocks > IRIS_COLL_MAX_CTAS) blocks = IRIS_COLL_MAX_CTAS;
+  if (blocks < 1) blocks = 1;
+  iris_coll_ll_kernel<T, KIND, OP><<<blocks, threads, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, root);
+}
+template <typename T, int KIND, int OP>
+static void iris_coll_launch_reduce(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, int vec, int blocks,
+                                    iris_stream_t stream) {
+  switch (s->dev.ctx.world_size) {
+  case 2: iris_coll_reduce_kernel<T, KIND, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec); break;
+  case 4: iris_coll_reduce_kernel<T, KIND, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec); break;
+  case 8: iris_coll_reduce_kernel<T, KIND, OP, 8><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec); break;
+  default: iris_coll_reduce_kernel<T, KIND, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec); break;
+  }
+}
+template <typename T, int KIND, int OP>
+static void iris_coll_dispatch_op(const iris_coll_state_t *s, int ll, const void *send, void *recv, size_t count, int root, unsigned long long sig, int vec,
+                                  int blocks, iris_stream_t stream) {
+  if (ll) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, root, stream);
+  else iris_coll_launch_reduce<T, KIND, OP>(s, send, recv, count, sig, vec, blocks, stream);
+}
+template <typename T, int KIND>
+static void iris_coll_dispatch(const iris_coll_state_t *s, int ll, iris_redop_t op, const void *send, void *recv, size_t count, int root,
+                               unsigned long long sig, int vec, int blocks, iris_stream_t stream) {
+  if (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS) {
+    if (op == IRIS_SUM) iris_coll_dispatch_op<T, KIND, IRIS_SUM>(s, ll, send, recv, count, root, sig, vec, blocks, stream);
+    else if (op == IRIS_MIN) iris_coll_dispatch_op<T, KIND, IRIS_MIN>(s, ll, send, recv, count, root, sig, vec, blocks, stream);
+    else iris_coll_dispatch_op<T, KIND, IRIS_MAX>(s, ll, send, recv, count, root, sig, vec, blocks, stream);
+  } else if (ll) {
+    iris_coll_launch_ll<T, KIND, IRIS_SUM>(s, send, recv, count, root, stream);
+  } else {
+    const size_t bytes = count * sizeof(T);
+    if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+    else if (KIND == IRIS_COLL_A2A) iris_coll_copy_kernel<IRIS_COLL_A2A><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+    else iris_coll_copy_kernel<IRIS_COLL_BC><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+  }
+}
+template <int KIND>
+static void iris_coll_dispatch_type(const iris_coll_state_t *s, int ll, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count, int root,
+                                    unsigned long long sig, int vec, int blocks, iris_stream_t stream) {
+  switch (t) {
+  case IRIS_FLOAT32: iris_coll_dispatch<float, KIND>(s, ll, op, send, recv, count, root, sig, vec, blocks, stream); break;
+  case IRIS_FLOAT16: iris_coll_dispatch<iris_f16_t, KIND>(s, ll, op, send, recv, count, root, sig, vec, blocks, stream); break;
+  case IRIS_BFLOAT16: iris_coll_dispatch<iris_bf16_t, KIND>(s, ll, op, send, recv, count, root, sig, vec, blocks, stream); break;
+  case IRIS_INT32: iris_coll_dispatch<int, KIND>(s, ll, op, send, recv, count, root, sig, vec, blocks, stream); break;
+  default: iris_coll_dispatch<long long, KIND>(s, ll, op, send, recv, count, root, sig, vec, blocks, stream); break;
+  }
+}
+
+/* One launch on buffers that suit the chosen algorithm. */
+static void iris_coll_launch(const iris_coll_state_t *s, int kind, int ll, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
+                             int root, int ctas, iris_stream_t stream) {
+  const int W = s->dev.ctx.world_size;
+  const size_t es = iris_dtype_size(t), bytes = count * es;
+  unsigned long long sig = 1469598103934665603ULL;
+  int vec, blocks;
+  sig = (sig ^ (unsigned long long)kind) * 1099511628211ULL;
+  sig = (sig ^ (unsigned long long)count) * 1099511628211ULL;
+  sig = (sig ^ (unsigned long long)(t * 16 + op)) * 1099511628211ULL;
+  sig = (sig ^ (unsigned long long)(root + 1)) * 1099511628211ULL;
+  if (!sig) sig = 1;
+  /* 16-byte path: every pointer and every per-rank block start is 16-byte aligned */
+  vec = ((((uintptr_t)send | (uintptr_t)recv) & 15) == 0) && (kind == IRIS_COLL_AR || (bytes & 15) == 0);
+  if (ctas > 0) blocks = ctas;
+  else {
+    size_t moved = kind == IRIS_COLL_AR ? bytes / (size_t)W : bytes; /* per rank, per peer */
+    blocks = (int)(moved * (size_t)(W > 1 ? W - 1 : 1) / (512 * 16 * 4) + 1);
+    if (blocks > s->sms) blocks = s->sms;
+  }
+  if (blocks > IRIS_COLL_MAX_CTAS) blocks = IRIS_COLL_MAX_CTAS;
+  switch (kind) {
+  case IRIS_COLL_AR: iris_coll_dispatch_type<IRIS_COLL_AR>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
+  case IRIS_COLL_AG: iris_coll_dispatch_type<IRIS_COLL_AG>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
+  case IRIS_COLL_RS: iris_coll_dispatch_type<IRIS_COLL_RS>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
+  case IRIS_COLL_A2A: iris_coll_dispatch_type<IRIS_COLL_A2A>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
+  default: iris_coll_dispatch_type<IRIS_COLL_BC>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
+  }
+}
+
+static const char *const iris_coll_names[IRIS_COLL_KINDS] = {"iris_all_reduce", "iris_all_gather", "iris_reduce_scatter", "iris_all_to_all", "iris_broadcast"};
+
+static iris_status_t iris_coll_run(iris_t *ctx, int kind, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op, int root,
+                                   iris_stream_t stream, const iris_coll_opts_t *opts) {
+  const char *name = iris_coll_names[kind];
+  iris_coll_state_t *s;
+  iris_status_t st;
+  iris_coll_err_t e;
+  size_t es = iris_dtype_size(t), in_elems, out_elems;
+  int W, me, ll, ctas = 0, chunked_in, chunked_out;
+  iris_algo_t algo = IRIS_ALGO_AUTO;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL context", name);
+  W = iris_world_size(ctx);
+  me = iris_rank(ctx);
+  if (!es) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown data type %d", me, name, (int)t);
+  if ((kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && (op < IRIS_SUM || op >= IRIS_REDOP_COUNT))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown reduction %d", me, name, (int)op);
+  if (kind == IRIS_COLL_BC && (root < 0 || root >= W)) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: %s: root %d outside [0, %d)", me, name, root, W);
+  if (opts) {
+    if (opts->struct_size != sizeof(iris_coll_opts_t))
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: iris_coll_opts_t.struct_size is wrong: start from IRIS_COLL_OPTS_INIT", name);
+    algo = opts->algo;
+    ctas = opts->ctas;
+    if (ctas < 0 || ctas > IRIS_COLL_MAX_CTAS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: ctas %d outside [0, %d]", name, ctas, IRIS_COLL_MAX_CTAS);
+  }
+  if (count == 0) return IRIS_SUCCESS;
+  if (!send || !recv) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL buffer", me, name);
+  if (count > ((size_t)1 << 40) / es) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: count %zu is too large", me, name, count);
+  if (!(s = (iris_coll_state_t *)iris_detail_get_ext(ctx))) {
+    if (iris_coll_capturing(stream))
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: the first collective call (or iris_collectives_setup) must come before graph capture", me, name);
+    if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;
+    s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
+  }
+  chunked_in = kind == IRIS_COLL_RS || kind == IRIS_COLL_A2A;
+  chunked_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
+  in_elems = chunked_in ? (size_t)W * count : count;
+  out_elems = chunked_out ? (size_t)W * count : count;
+  ll = algo == IRIS_ALGO_LATENCY || (algo == IRIS_ALGO_AUTO && count * es <= (kind == IRIS_COLL_AR ? IRIS_COLL_LL_MAX_AR : IRIS_COLL_LL_MAX_OTHER));
+  if (ll && count * es > IRIS_COLL_LL_BYTES) {
+    if (algo == IRIS_ALGO_LATENCY)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_LATENCY takes at most %zu bytes per rank, not %zu", me, name, IRIS_COLL_LL_BYTES,
+                              count * es);
+    ll = 0;
+  }
+  if (ll || W == 1) {
+    /* peers never touch the user's buffers: any device memory works */
+    if (W == 1) {
+      if (send != recv) e = iris_coll_memcpy_async(recv, send, out_elems * es, stream);
+      else e = iris_coll_success;
+    } else {
+      iris_coll_launch(s, kind, 1, t, op, send, recv, count, root, ctas, stream);
+      e = iris_coll_get_last_error();
+    }
+    if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_coll_error_text(e));
+    return IRIS_SUCCESS;
+  }
+  {
+    /* bandwidth path: peers read our buffers, so they must be on the heap; otherwise
+     * (and for an in-place all-to-all, whose input peers read while we overwrite it)
+     * go through the staging area, one chunk of `step` elements per launch */
+    const int heap_in = iris_coll_in_heap(ctx, send, in_elems * es) && !(kind == IRIS_COLL_A2A && send == recv);
+    const int heap_out = iris_coll_in_heap(ctx, recv, out_elems * es);
+    size_t step = count, c0;
+    if (heap_in && heap_out) {
+      iris_coll_launch(s, kind, 0, t, op, send, recv, count, root, ctas, stream);
+      e = iris_coll_get_last_error();
+      if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_coll_error_text(e));
+      return IRIS_SUCCESS;
+    }
+    if (!s->stage_bytes)
+      return iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: %s: buffers off the symmetric heap need the staging area (IRIS_COLL_STAGING is 0)", me, name);
+    step = s->stage_bytes / (es * (size_t)(chunked_in || chunked_out ? W : 1));
+    step -= step % 16; /* keep chunks 16-byte aligned */
+    if (step == 0) step = 1;
+    for (c0 = 0; c0 < count; c0 += step) {
+      const size_t n = count - c0 < step ? count - c0 : step;
+      const char *in = heap_in ? (const char *)send + c0 * es : s->stage_in;
+      char *out = heap_out ? (char *)recv + c0 * es : s->stage_out;
+      e = iris_coll_success;
+      if (heap_in && chunked_in) in = NULL; /* a chunked input on the heap is still strided: stage it */
+      if (heap_out && chunked_out) out = NULL;
+      if (!in) in = s->stage_in;
+      if (!out) out = s->stage_out;
+      if (in == s->stage_in) {
+        if (chunked_in) e = iris_coll_memcpy2d_async(s->stage_in, n * es, (const char *)send + c0 * es, count * es, n * es, (size_t)W, stream);
+        else e = iris_coll_memcpy_async(s->stage_in, (const char *)send + c0 * es, n * es, stream);
+      }
+      if (e == iris_coll_success) {
+        iris_coll_launch(s, kind, 0, t, op, in, out, n, root, ctas, stream);
+        e = iris_coll_get_last_error();
+      }
+      if (e == iris_coll_success && out == s->stage_out) {
+        if (chunked_out) e = iris_coll_memcpy2d_async((char *)recv + c0 * es, count * es, s->stage_out, n * es, n * es, (size_t)W, stream);
+        else e = iris_coll_memcpy_async((char *)recv + c0 * es, s->stage_out, n * es, stream);
+      }
+      if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: staging failed: %s", me, name, iris_coll_error_text(e));
+    }
+    return IRIS_SUCCESS;
+  }
+}
+
+IRIS_DEF iris_status_t iris_all_reduce_ex(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op, iris_stream_t stream,
+                                          const iris_coll_opts_t *opts) {
+  return iris_coll_run(ctx, IRIS_COLL_AR, send, recv, count, type, op, 0, stream, opts);
+}
+IRIS_DEF iris_status_t iris_all_gather_ex(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream,
+                                          const iris_coll_opts_t *opts) {
+  return iris_coll_run(ctx, IRIS_COLL_AG, send, recv, count, type, IRIS_SUM, 0, stream, opts);
+}
+IRIS_DEF iris_status_t iris_reduce_scatter_ex(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op,
+                                              iris_stream_t stream, const iris_coll_opts_t *opts) {
+  return iris_coll_run(ctx, IRIS_COLL_RS, send, recv, count, type, op, 0, stream, opts);
+}
+IRIS_DEF iris_status_t iris_all_to_all_ex(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream,
+                                          const iris_coll_opts_t *opts) {
+  return iris_coll_run(ctx, IRIS_COLL_A2A, send, recv, count, type, IRIS_SUM, 0, stream, opts);
+}
+IRIS_DEF iris_status_t iris_broadcast_ex(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, int root, iris_stream_t stream,
+                                         const iris_coll_opts_t *opts) {
+  return iris_coll_run(ctx, IRIS_COLL_BC, send, recv, count, type, IRIS_SUM, root, stream, opts);
+}
+IRIS_DEF iris_status_t iris_all_reduce(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op, iris_stream_t stream) {
+  return iris_all_reduce_ex(ctx, send, recv, count, type, op, stream, NULL);
+}
+IRIS_DEF iris_status_t iris_all_gather(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream) {
+  return iris_all_gather_ex(ctx, send, recv, count, type, stream, NULL);
+}
+IRIS_DEF iris_status_t iris_reduce_scatter(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op, iris_stream_t stream) {
+  return iris_reduce_scatter_ex(ctx, send, recv, count, type, op, stream, NULL);
+}
+IRIS_DEF iris_status_t iris_all_to_all(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream) {
+  return iris_all_to_all_ex(ctx, send, recv, count, type, stream, NULL);
+}
+IRIS_DEF iris_status_t iris_broadcast(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, int root, iris_stream_t stream) {
+  return iris_broadcast_ex(ctx, send, recv, count, type, root, stream, NULL);
+}
+IRIS_DEF iris_status_t iris_barrier_device(iris_t *ctx, iris_stream_t stream) {
+  iris_coll_state_t *s;
+  iris_status_t st;
+  iris_coll_err_t e;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier_device: NULL context");
+  if (!(s = (iris_coll_state_t *)iris_detail_get_ext(ctx))) {
+    if (iris_coll_capturing(stream))
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier_device: call iris_collectives_setup before graph capture");
+    if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;
+    s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
+  }
+  iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev);
+  e = iris_coll_get_last_error();
+  if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "iris_barrier_device: launch failed: %s", iris_coll_error_text(e));
+  return IRIS_SUCCESS;
+}
+#endif /* IRIS_IMPLEMENTATION */
+
 #endif
 #endif /* IRIS_COLLECTIVES_H */

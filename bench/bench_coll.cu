@@ -1,0 +1,482 @@
+// bench_coll: iris collectives beside NCCL, in the same processes and the same run (NVIDIA).
+//   all_reduce (bf16 sum at every size, fp32 sum at a few), all_gather, reduce_scatter,
+//   all_to_all, broadcast (root 0); bf16 elements; sizes 1 KiB .. max_bytes by powers of 2.
+//   Variants at each size: nccl (cudaMalloc buffers), nccl_symm (ncclMemAlloc buffers in
+//   windows registered NCCL_WIN_COLL_SYMMETRIC), iris_auto, iris_latency (sizes up to
+//   256 KiB), iris_bandwidth. The iris buffers live on the symmetric heap.
+// Size ("bytes"): all_reduce, broadcast: the message; all_gather: the input per rank (the
+//   output is ranks x that); reduce_scatter, all_to_all: the input per rank, split in W
+//   equal parts. algbw = (all_gather: the output, else: the size) / time; busbw = algbw x
+//   NCCL's factor: all_reduce 2(W-1)/W; all_gather, reduce_scatter, all_to_all (W-1)/W;
+//   broadcast 1. Both from the graph time.
+// Timing, per variant, each phase after an iris_barrier: eager = batches of K back-to-back
+//   calls between CUDA events, after 5 warm-up calls; graph = K calls captured into one CUDA
+//   graph on a non-default stream, 2 warm-up replays, then R timed replays. K = R = 20 up
+//   to 4 MiB, 5 above. Time per op = batch / K; median over batches on each rank; reported:
+//   the max over ranks of those medians. "x graph" / "x eager" on iris_auto rows: the
+//   best NCCL variant's time over iris_auto's.
+// Correctness: inputs are a hash of (seed, rank, index), never zero, with a new seed per
+//   variant; the output is poisoned with NaN first. After timing every output element is
+//   checked on the GPU against a double-precision reference recomputed from the hash:
+//   exact for all_gather, all_to_all, broadcast; for sums within one rounding of the
+//   result plus one rounding of each partial sum (bf16 or fp32). A wrong row: exit 1.
+// Usage: bench_coll [ranks] [max_bytes] [--quick]
+//   ranks: 0 (default) = one per visible GPU (starts its own ranks; also runs under mpirun)
+//   max_bytes: K/M/G suffix, default 1G. --quick or BENCH_QUICK=1: 1K, 64K, 1M, 16M, 256M.
+//   BENCH_CSV=path: every row as CSV. BENCH_PNG=path: time and busbw against size per
+//   collective (python3 + matplotlib). NVLink multicast is off (NCCL_NVLS_ENABLE=0).
+// Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. bench/bench_coll.cu -o build/bench_coll -lnccl
+#define IRIS_IMPLEMENTATION
+#include "../iris_collectives.h"
+
+#include <cuda_bf16.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <vector>
+
+#define CK(x)                                                                                                     \
+  do {                                                                                                            \
+    cudaError_t e_ = (x);                                                                                         \
+    if (e_ != cudaSuccess) { fprintf(stderr, "bench: %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } \
+  } while (0)
+#define IK(x)                                                                                                     \
+  do {                                                                                                            \
+    if ((x) != IRIS_SUCCESS) { fprintf(stderr, "bench: %s:%d %s: %s\n", __FILE__, __LINE__, #x, iris_error_detail()); exit(1); } \
+  } while (0)
+#define NK(x)                                                                                                     \
+  do {                                                                                                            \
+    ncclResult_t e_ = (x);                                                                                        \
+    if (e_ != ncclSuccess) { fprintf(stderr, "bench: %s:%d %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(e_)); exit(1); } \
+  } while (0)
+
+enum { C_AR, C_AG, C_RS, C_A2A, C_BC, C_N };
+static const char *coll_name[C_N] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"};
+enum { V_NCCL, V_NCCL_SYMM, V_AUTO, V_LATENCY, V_BANDWIDTH, V_N };
+static const char *var_name[V_N] = {"nccl", "nccl_symm", "iris_auto", "iris_latency", "iris_bandwidth"};
+static const size_t KiB = 1024, MiB = KiB << 10, GiB = MiB << 10;
+static const size_t LATENCY_MAX = 256 * KiB; // iris_latency runs up to this size
+
+static int rank, W;
+static iris_t *ctx;
+static ncclComm_t comm;
+static cudaStream_t stream;
+static cudaEvent_t ev[40];
+static unsigned long long *d_bad;
+struct Bufs { void *in, *out; };
+static Bufs buf[3]; // 0: cudaMalloc (nccl), 1: ncclMemAlloc + windows (nccl_symm), 2: iris heap
+
+// ------------------------------------------------------------------ data and checks
+// Value i of rank r's input under a seed: +-[1/16, 1), never zero.
+__host__ __device__ inline float gen(unsigned long long seed, int r, size_t i) {
+  unsigned long long x = seed * 0x9E3779B97F4A7C15ull + ((unsigned long long)r << 40) + i;
+  x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27; x *= 0x94D049BB133111EBull; x ^= x >> 31;
+  float m = 0.0625f + 0.9375f * (float)(x >> 40) * (1.0f / 16777216.0f);
+  return (x & 1) ? -m : m;
+}
+template <typename T> __device__ inline T to_t(float v);
+template <> __device__ inline float to_t<float>(float v) { return v; }
+template <> __device__ inline __nv_bfloat16 to_t<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ inline float to_f(float v) { return v; }
+__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ inline double val(unsigned long long seed, int r, size_t i) { return to_f(to_t<T>(gen(seed, r, i))); }
+
+template <typename T>
+__global__ void k_fill(T *p, size_t n, unsigned long long seed, int r) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = to_t<T>(gen(seed, r, i));
+}
+// Counts the output elements that differ from the reference (NaN never passes).
+template <typename T>
+__global__ void k_check(const T *out, size_t n, int coll, unsigned long long seed, int w, int me, size_t count, double rtol, double atol,
+                        unsigned long long *bad) {
+  unsigned long long nbad = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    double ref = 0;
+    bool exact = true;
+    if (coll == C_AR) { for (int r = 0; r < w; r++) ref += val<T>(seed, r, i); exact = false; }
+    else if (coll == C_RS) { for (int r = 0; r < w; r++) ref += val<T>(seed, r, me * count + i); exact = false; }
+    else if (coll == C_AG) ref = val<T>(seed, (int)(i / count), i % count);
+    else if (coll == C_A2A) ref = val<T>(seed, (int)(i / count), me * count + i % count);
+    else ref = val<T>(seed, 0, i);
+    double got = to_f(out[i]);
+    bool ok = exact ? got == ref : fabs(got - ref) <= rtol * fabs(ref) + atol;
+    nbad += !ok;
+  }
+  if (nbad) atomicAdd(bad, nbad);
+}
+
+// ------------------------------------------------------------------ one collective call
+struct Op {
+  int coll, fp32;
+  size_t count, in_elems, out_elems, elt; // count: the count argument of the call
+  double bytes, algbytes, busf;
+};
+static bool make_op(int coll, int fp32, size_t size, Op *op) {
+  const size_t e = fp32 ? 4 : 2, w = W;
+  op->coll = coll, op->fp32 = fp32, op->elt = e;
+  if (coll == C_AR || coll == C_BC) op->count = size / e, op->in_elems = op->out_elems = op->count;
+  else if (coll == C_AG) op->count = size / e, op->in_elems = op->count, op->out_elems = w * op->count;
+  else if (coll == C_RS) op->count = size / (w * e), op->in_elems = w * op->count, op->out_elems = op->count;
+  else op->count = size / (w * e), op->in_elems = op->out_elems = w * op->count;
+  op->bytes = (double)(op->in_elems * e);
+  op->algbytes = (double)((coll == C_AG ? op->out_elems : op->in_elems) * e);
+  op->busf = coll == C_AR ? 2.0 * (W - 1) / W : coll == C_BC ? 1.0 : (double)(W - 1) / W;
+  return op->count > 0;
+}
+// Enqueues one call of variant v on s. NCCL failures exit; iris returns its status.
+static iris_status_t enqueue(const Op &op, int v, cudaStream_t s) {
+  const Bufs &b = buf[v == V_NCCL ? 0 : v == V_NCCL_SYMM ? 1 : 2];
+  if (v == V_NCCL || v == V_NCCL_SYMM) {
+    ncclDataType_t t = op.fp32 ? ncclFloat32 : ncclBfloat16;
+    switch (op.coll) {
+    case C_AR: NK(ncclAllReduce(b.in, b.out, op.count, t, ncclSum, comm, s)); break;
+    case C_AG: NK(ncclAllGather(b.in, b.out, op.count, t, comm, s)); break;
+    case C_RS: NK(ncclReduceScatter(b.in, b.out, op.count, t, ncclSum, comm, s)); break;
+    case C_A2A:
+      NK(ncclGroupStart());
+      for (int p = 0; p < W; p++) {
+        NK(ncclSend((const char *)b.in + p * op.count * op.elt, op.count, t, p, comm, s));
+        NK(ncclRecv((char *)b.out + p * op.count * op.elt, op.count, t, p, comm, s));
+      }
+      NK(ncclGroupEnd());
+      break;
+    default: NK(ncclBroadcast(b.in, b.out, op.count, t, 0, comm, s)); break;
+    }
+    return IRIS_SUCCESS;
+  }
+  iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
+  o.algo = v == V_AUTO ? IRIS_ALGO_AUTO : v == V_LATENCY ? IRIS_ALGO_LATENCY : IRIS_ALGO_BANDWIDTH;
+  iris_dtype_t t = op.fp32 ? IRIS_FLOAT32 : IRIS_BFLOAT16;
+  switch (op.coll) {
+  case C_AR: return iris_all_reduce_ex(ctx, b.in, b.out, op.count, t, IRIS_SUM, s, &o);
+  case C_AG: return iris_all_gather_ex(ctx, b.in, b.out, op.count, t, s, &o);
+  case C_RS: return iris_reduce_scatter_ex(ctx, b.in, b.out, op.count, t, IRIS_SUM, s, &o);
+  case C_A2A: return iris_all_to_all_ex(ctx, b.in, b.out, op.count, t, s, &o);
+  default: return iris_broadcast_ex(ctx, b.in, b.out, op.count, t, 0, s, &o);
+  }
+}
+static void must(iris_status_t st) {
+  if (st != IRIS_SUCCESS) { fprintf(stderr, "bench: rank %d: iris collective: %s: %s\n", rank, iris_status_string(st), iris_error_detail()); exit(1); }
+}
+// 1 on every rank if v is non-zero on every rank.
+static int all_ranks(int v) {
+  std::vector<int> all(W);
+  IK(iris_allgather_host(ctx, &v, all.data(), sizeof v));
+  for (int r = 0; r < W; r++) if (!all[r]) return 0;
+  return 1;
+}
+
+// ------------------------------------------------------------------ measurement
+// R batches between events on the stream, one sync at the end; median ms per op.
+template <typename F>
+static double time_ms(int R, int per, F batch) {
+  for (int j = 0; j < R; j++) {
+    CK(cudaEventRecord(ev[2 * j], stream));
+    batch();
+    CK(cudaEventRecord(ev[2 * j + 1], stream));
+  }
+  CK(cudaStreamSynchronize(stream));
+  std::vector<double> t(R);
+  for (int j = 0; j < R; j++) {
+    float ms;
+    CK(cudaEventElapsedTime(&ms, ev[2 * j], ev[2 * j + 1]));
+    t[j] = ms / per;
+  }
+  std::sort(t.begin(), t.end());
+  return t[R / 2];
+}
+
+struct Res { double graph_us, eager_us; unsigned long long bad; iris_status_t skipped; };
+static unsigned long long seed_ctr = 1000;
+
+static Res measure(const Op &op, int v) {
+  Res res = {0, 0, 0, IRIS_SUCCESS};
+  const int K = op.bytes <= 4 * MiB ? 20 : 5, R = K;
+  const unsigned long long seed = ++seed_ctr; // same sequence on every rank
+  const Bufs &b = buf[v == V_NCCL ? 0 : v == V_NCCL_SYMM ? 1 : 2];
+  if (op.fp32) k_fill<float><<<1024, 256, 0, stream>>>((float *)b.in, op.in_elems, seed, rank);
+  else k_fill<__nv_bfloat16><<<1024, 256, 0, stream>>>((__nv_bfloat16 *)b.in, op.in_elems, seed, rank);
+  CK(cudaGetLastError());
+  CK(cudaMemsetAsync(b.out, 0xff, op.out_elems * op.elt, stream)); // NaN in bf16 and fp32
+  CK(cudaStreamSynchronize(stream));
+  IK(iris_barrier(ctx));
+
+  // first call: a forced iris algorithm may refuse a size (then alike on every rank)
+  iris_status_t st = enqueue(op, v, stream);
+  std::vector<int> sts(W);
+  int st_i = (int)st;
+  IK(iris_allgather_host(ctx, &st_i, sts.data(), sizeof st_i));
+  for (int r = 0; r < W; r++) {
+    if (sts[r] == IRIS_SUCCESS) continue;
+    bool skip = (v == V_LATENCY || v == V_BANDWIDTH) && (sts[r] == IRIS_ERROR_UNSUPPORTED || sts[r] == IRIS_ERROR_INVALID_ARGUMENT);
+    for (int q = 0; q < W; q++) skip = skip && sts[q] == sts[r];
+    if (!skip) {
+      fprintf(stderr, "bench: rank %d: %s %s %.0f bytes failed on rank %d: %s%s%s\n", rank, coll_name[op.coll], var_name[v], op.bytes, r,
+              iris_status_string((iris_status_t)sts[r]), r == rank ? ": " : "", r == rank ? iris_error_detail() : "");
+      exit(1);
+    }
+    CK(cudaStreamSynchronize(stream));
+    res.skipped = (iris_status_t)sts[r];
+    return res;
+  }
+  for (int i = 0; i < 4; i++) must(enqueue(op, v, stream));
+  CK(cudaStreamSynchronize(stream));
+  IK(iris_barrier(ctx));
+  double eager_ms = time_ms(R, K, [&] { for (int k = 0; k < K; k++) must(enqueue(op, v, stream)); });
+
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int k = 0; k < K; k++) must(enqueue(op, v, stream));
+  CK(cudaStreamEndCapture(stream, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphUpload(ge, stream));
+  CK(cudaStreamSynchronize(stream));
+  IK(iris_barrier(ctx));
+  for (int i = 0; i < 2; i++) CK(cudaGraphLaunch(ge, stream));
+  double graph_ms = time_ms(R, K, [&] { CK(cudaGraphLaunch(ge, stream)); });
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+
+  // tolerance for sums: one rounding of the result, one per partial sum (|partial| <= k)
+  const double ulp = op.fp32 ? 1.0 / (1 << 23) : 1.0 / (1 << 7);
+  const double rtol = ulp, atol = ulp / 2 * W * W;
+  unsigned long long bad;
+  CK(cudaMemsetAsync(d_bad, 0, sizeof bad, stream));
+  if (op.fp32) k_check<float><<<1024, 256, 0, stream>>>((const float *)b.out, op.out_elems, op.coll, seed, W, rank, op.count, rtol, atol, d_bad);
+  else k_check<__nv_bfloat16><<<1024, 256, 0, stream>>>((const __nv_bfloat16 *)b.out, op.out_elems, op.coll, seed, W, rank, op.count, rtol, atol, d_bad);
+  CK(cudaGetLastError());
+  CK(cudaMemcpyAsync(&bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost, stream));
+  CK(cudaStreamSynchronize(stream));
+  if (bad) fprintf(stderr, "bench: rank %d: %s %s %.0f bytes: %llu of %zu output elements wrong\n", rank, coll_name[op.coll], var_name[v], op.bytes, bad, op.out_elems);
+
+  struct { double g, e; unsigned long long bad; } mine = {graph_ms, eager_ms, bad};
+  std::vector<decltype(mine)> all(W);
+  IK(iris_allgather_host(ctx, &mine, all.data(), sizeof mine));
+  for (int r = 0; r < W; r++) {
+    res.graph_us = std::max(res.graph_us, all[r].g * 1e3);
+    res.eager_us = std::max(res.eager_us, all[r].e * 1e3);
+    res.bad += all[r].bad;
+  }
+  return res;
+}
+
+// ------------------------------------------------------------------ report
+static FILE *csv;
+static void row(const Op &op, int v, const Res &r, double xg, double xe) {
+  const char *dt = op.fp32 ? "fp32" : "bf16";
+  if (r.skipped != IRIS_SUCCESS) {
+    printf("%-15s %-5s %12.0f %-15s skipped: %s\n", coll_name[op.coll], dt, op.bytes, var_name[v], iris_status_string(r.skipped));
+    return;
+  }
+  double alg = op.algbytes / (r.graph_us * 1e-6) / 1e9, bus = alg * op.busf;
+  char sg[16] = "", se[16] = "";
+  if (xg > 0) snprintf(sg, sizeof sg, "%.2f", xg), snprintf(se, sizeof se, "%.2f", xe);
+  printf("%-15s %-5s %12.0f %-15s %10.2f %10.2f %10.1f %10.1f %7s %7s %s\n", coll_name[op.coll], dt, op.bytes, var_name[v], r.graph_us, r.eager_us,
+         alg, bus, sg, se, r.bad ? "BAD" : "ok");
+  if (csv) {
+    fprintf(csv, "%s,%s,%d,%.0f,%s,%.3f,%.3f,%.3f,%.3f,%s,%s,%s\n", coll_name[op.coll], dt, W, op.bytes, var_name[v], r.graph_us, r.eager_us, alg, bus,
+            sg, se, r.bad ? "bad" : "ok");
+    fflush(csv);
+  }
+}
+
+static const char *plot_py = R"PY(
+import sys, csv
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except Exception as e:
+    print("bench_coll: note: no plot, matplotlib unavailable (%s)" % e)
+    sys.exit(0)
+rows = list(csv.DictReader(open(sys.argv[1])))
+keys = []
+for r in rows:
+    k = r["collective"] + " " + r["dtype"]
+    if k not in keys:
+        keys.append(k)
+if not keys:
+    sys.exit(0)
+fig, ax = plt.subplots(len(keys), 2, figsize=(13, 3.4 * len(keys)), squeeze=False)
+for i, k in enumerate(keys):
+    series = {}
+    for r in rows:
+        if r["collective"] + " " + r["dtype"] == k:
+            series.setdefault(r["variant"], []).append((float(r["bytes"]), float(r["graph_us"]), float(r["busbw_GBps"])))
+    for v, pts in series.items():
+        pts.sort()
+        style = "--" if v.startswith("nccl") else "-"
+        ax[i][0].loglog([p[0] for p in pts], [p[1] for p in pts], style, marker="o", ms=3, label=v)
+        ax[i][1].semilogx([p[0] for p in pts], [p[2] for p in pts], style, marker="o", ms=3, label=v)
+    ax[i][0].set_title(k + ": time per op in a graph (us)")
+    ax[i][1].set_title(k + ": busbw (GB/s)")
+    for a in ax[i]:
+        a.grid(True, which="both", alpha=0.3)
+        a.set_xlabel("bytes")
+    ax[i][0].legend(fontsize=7)
+fig.suptitle("iris vs NCCL, %s ranks" % rows[0]["ranks"])
+fig.tight_layout()
+fig.savefig(sys.argv[2], dpi=110)
+print("bench_coll: plot written to " + sys.argv[2])
+)PY";
+
+static void plot(const char *csv_path, const char *png) {
+  char py[] = "/tmp/bench_coll_plot_XXXXXX";
+  int fd = mkstemp(py);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) { printf("bench_coll: note: no plot (cannot write a temporary file)\n"); return; }
+  fputs(plot_py, f);
+  fclose(f);
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "python3 '%s' '%s' '%s'", py, csv_path, png);
+  int st = system(cmd);
+  if (st != 0) printf("bench_coll: note: no plot (python3 exited with status %d)\n", st);
+  unlink(py);
+}
+
+static size_t parse_size(const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  size_t m = *end == 'K' || *end == 'k' ? KiB : *end == 'M' || *end == 'm' ? MiB : *end == 'G' || *end == 'g' ? GiB : 1;
+  return (size_t)(v * m);
+}
+static int env_int(const char *name, int dflt) {
+  const char *s = getenv(name);
+  return s && *s ? atoi(s) : dflt;
+}
+
+int main(int argc, char **argv) {
+  int nranks = 0, pos = 0;
+  size_t max_bytes = GiB;
+  bool quick = env_int("BENCH_QUICK", 0) != 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (pos == 0 && argv[i][0] != '-') nranks = atoi(argv[i]), pos++;
+    else if (pos == 1 && argv[i][0] != '-') max_bytes = parse_size(argv[i]), pos++;
+    else { fprintf(stderr, "usage: bench_coll [ranks] [max_bytes] [--quick]\n"); return 2; }
+  }
+  const size_t heap_cap = 40 * GiB, margin = 512 * MiB; // margin: the collective state
+  if (max_bytes < KiB || 3 * max_bytes + 256 * MiB > heap_cap) { fprintf(stderr, "bench_coll: max_bytes from 1K to 13G\n"); return 2; }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  iris_launch_t L;
+  IK(iris_launch_local(nranks, &L, &rank));
+  if (rank < 0) {
+    iris_status_t st = iris_launch_wait(&L, env_int("BENCH_TIMEOUT_S", 3600) * 1000);
+    if (st != IRIS_SUCCESS) printf("bench_coll: %s\n", iris_error_detail());
+    return st == IRIS_SUCCESS ? 0 : 1;
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 1); // never NVLink multicast
+
+  // heap: inputs up to max_bytes, outputs up to W x max_bytes (all_gather), the state
+  size_t wenv = (size_t)std::max(1, env_int("IRIS_WORLD_SIZE", env_int("OMPI_COMM_WORLD_SIZE", 1)));
+  size_t heap = std::max(max_bytes + wenv * max_bytes + margin, 3 * max_bytes + 256 * MiB);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = std::min(heap, heap_cap);
+  IK(iris_init(&cfg, &ctx));
+  rank = iris_rank(ctx), W = iris_world_size(ctx);
+  IK(iris_collectives_setup(ctx));
+  const size_t in_max = max_bytes;
+  size_t out_max = std::min((size_t)W * max_bytes, cfg.heap_size - margin - in_max);
+  out_max = std::max(out_max, max_bytes) & ~(size_t)4095; // all_gather sizes above out_max/W: skipped
+  IK(iris_malloc(ctx, in_max, &buf[2].in));
+  IK(iris_malloc(ctx, out_max, &buf[2].out));
+  CK(cudaMalloc(&buf[0].in, in_max));
+  CK(cudaMalloc(&buf[0].out, out_max));
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int i = 0; i < 40; i++) CK(cudaEventCreate(&ev[i]));
+  CK(cudaMalloc(&d_bad, sizeof *d_bad));
+
+  // NCCL: rank 0's unique id through iris's host allgather
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  if (rank == 0) NK(ncclGetUniqueId(&id));
+  std::vector<ncclUniqueId> ids(W);
+  IK(iris_allgather_host(ctx, &id, ids.data(), sizeof id));
+  NK(ncclCommInitRank(&comm, W, ids[0], rank));
+  int symm = 0;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  ncclWindow_t win[2] = {NULL, NULL};
+  symm = ncclMemAlloc(&buf[1].in, in_max) == ncclSuccess;
+  symm = ncclMemAlloc(&buf[1].out, out_max) == ncclSuccess && symm;
+  if ((symm = all_ranks(symm))) {
+    symm = ncclCommWindowRegister(comm, buf[1].in, in_max, &win[0], NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess;
+    symm = ncclCommWindowRegister(comm, buf[1].out, out_max, &win[1], NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess && symm;
+    symm = all_ranks(symm);
+  }
+  if (!symm && rank == 0) printf("# note: NCCL symmetric windows unavailable; nccl_symm skipped\n");
+#endif
+
+  std::vector<size_t> sizes, fp32_sizes;
+  for (size_t s : {KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB}) if (s <= max_bytes) fp32_sizes.push_back(s);
+  if (quick) sizes = fp32_sizes;
+  else for (size_t s = KiB; s <= max_bytes; s *= 2) sizes.push_back(s);
+
+  char tmp_csv[] = "/tmp/bench_coll_XXXXXX";
+  const char *csv_path = getenv("BENCH_CSV"), *png = getenv("BENCH_PNG");
+  if (rank == 0) {
+    if (csv_path && *csv_path) csv = fopen(csv_path, "w");
+    else if (png && *png) { int fd = mkstemp(tmp_csv); csv = fd >= 0 ? fdopen(fd, "w") : NULL; csv_path = tmp_csv; }
+    if (csv) fprintf(csv, "collective,dtype,ranks,bytes,variant,graph_us,eager_us,algbw_GBps,busbw_GBps,speedup_graph,speedup_eager,correct\n");
+    else if (csv_path && *csv_path) printf("# note: cannot write %s\n", csv_path);
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, iris_device(ctx)));
+    int nv = 0;
+    NK(ncclGetVersion(&nv));
+    printf("# bench_coll: %d ranks, %s; NCCL %d (NVLS off)%s; iris heap %.1f GiB; sizes 1 KiB..%.0f KiB%s\n", W, prop.name, nv,
+           symm ? ", symmetric windows" : "", cfg.heap_size / (double)GiB, max_bytes / (double)KiB, quick ? " (quick)" : "");
+    printf("# us per op: graph = in a CUDA graph, eager = back-to-back calls; max over ranks of per-rank medians; "
+           "GB/s from the graph time; x = best NCCL / iris_auto\n");
+    printf("%-15s %-5s %12s %-15s %10s %10s %10s %10s %7s %7s %s\n", "collective", "dtype", "bytes", "variant", "graph_us", "eager_us", "algbw", "busbw",
+           "x graph", "x eager", "check");
+  }
+
+  int bad_rows = 0;
+  for (int c = 0; c < C_N; c++)
+    for (int fp32 = 0; fp32 <= (c == C_AR); fp32++)
+      for (size_t size : fp32 ? fp32_sizes : sizes) {
+        Op op;
+        if (!make_op(c, fp32, size, &op)) continue;
+        if (op.out_elems * op.elt > out_max) {
+          if (rank == 0) printf("%-15s %-5s %12zu (output %zu bytes does not fit the heap; skipped)\n", coll_name[c], fp32 ? "fp32" : "bf16", size, op.out_elems * op.elt);
+          continue;
+        }
+        double best_g = 1e30, best_e = 1e30;
+        for (int v = 0; v < V_N; v++) {
+          if ((v == V_NCCL_SYMM && !symm) || (v == V_LATENCY && op.bytes > LATENCY_MAX)) continue;
+          Res r = measure(op, v);
+          if (r.skipped == IRIS_SUCCESS && v <= V_NCCL_SYMM) best_g = std::min(best_g, r.graph_us), best_e = std::min(best_e, r.eager_us);
+          bad_rows += r.bad != 0;
+          if (rank == 0) row(op, v, r, v == V_AUTO ? best_g / r.graph_us : 0, v == V_AUTO ? best_e / r.eager_us : 0);
+        }
+      }
+
+  CK(cudaStreamSynchronize(stream));
+  IK(iris_barrier(ctx));
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  for (int i = 0; i < 2; i++) if (win[i]) NK(ncclCommWindowDeregister(comm, win[i]));
+  if (buf[1].in) NK(ncclMemFree(buf[1].in));
+  if (buf[1].out) NK(ncclMemFree(buf[1].out));
+#endif
+  NK(ncclCommDestroy(comm));
+  CK(cudaFree(buf[0].in));
+  CK(cudaFree(buf[0].out));
+  CK(cudaFree(d_bad));
+  for (int i = 0; i < 40; i++) CK(cudaEventDestroy(ev[i]));
+  CK(cudaStreamDestroy(stream));
+  IK(iris_free(ctx, buf[2].in));
+  IK(iris_free(ctx, buf[2].out));
+  if (rank == 0) {
+    if (csv) fclose(csv);
+    if (png && *png && csv) plot(csv_path, png);
+    if (csv_path == tmp_csv) unlink(tmp_csv);
+    if (bad_rows) printf("bench_coll: %d rows with wrong results (BAD)\n", bad_rows);
+  }
+  IK(iris_finalize(ctx));
+  return bad_rows ? 1 : 0;
+}

@@ -1,0 +1,434 @@
+// Collectives tests: every collective x type x op x algorithm, odd counts, buffers on
+// and off the heap, in place, rank skew, thousands of back-to-back mixed calls, graph
+// replays with new data each replay (checked on the device), and bad input.
+// Inputs are chosen so that every sum is exact in float32 before the one final
+// rounding, so each result is compared bit for bit with a float64 host reference.
+//   coll_test N        N processes (iris_launch_local), one per GPU
+#define IRIS_IMPLEMENTATION
+#include "../iris_collectives.h"
+#include "test_util.h"
+
+#include <algorithm>
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <vector>
+
+static const char *kind_names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"};
+static const char *type_names[] = {"fp32", "fp16", "bf16", "int32", "int64"};
+static const char *op_names[] = {"sum", "min", "max"};
+
+// ---- test values: element j of rank r's send buffer for call `call`
+__host__ __device__ inline double value_of(int type, uint64_t h) {
+  const int64_t m = (int64_t)(h % 255) - 127; // 8 significant bits: exact in bf16 and fp16
+  const int e = (int)((h >> 20) % 7) - 3;      // 2^-3 .. 2^3
+  switch (type) {
+  case IRIS_FLOAT32: return (double)((int64_t)(h % 2000001) - 1000000) * 0.125;
+  case IRIS_FLOAT16: case IRIS_BFLOAT16: return ldexp((double)m, e);
+  default: return 0;
+  }
+}
+__host__ __device__ inline uint64_t input_hash(uint64_t seed, int r, size_t j, int call) { return key(seed, (uint64_t)r, j, (uint64_t)call, 77); }
+
+// raw element bits (8 bytes) for type at hash h
+__host__ __device__ inline unsigned long long encode(int type, uint64_t h) {
+  double v = value_of(type, h);
+  switch (type) {
+  case IRIS_FLOAT32: { float f = (float)v; unsigned u; memcpy(&u, &f, 4); return u; }
+  case IRIS_BFLOAT16: { float f = (float)v; unsigned u; memcpy(&u, &f, 4); return u >> 16; } // exact: 8 significant bits
+  case IRIS_FLOAT16: return __half_as_ushort(__float2half_rn((float)v));
+  case IRIS_INT32: return (unsigned)h;
+  default: return h;
+  }
+}
+__global__ void k_fill(void *buf, int type, size_t n, uint64_t seed, int r, int call) {
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) {
+    unsigned long long b = encode(type, input_hash(seed, r, j, call));
+    switch (type) {
+    case IRIS_FLOAT32: case IRIS_INT32: ((unsigned *)buf)[j] = (unsigned)b; break;
+    case IRIS_FLOAT16: case IRIS_BFLOAT16: ((unsigned short *)buf)[j] = (unsigned short)b; break;
+    default: ((unsigned long long *)buf)[j] = b; break;
+    }
+  }
+}
+static void fill(void *buf, int type, size_t n, uint64_t seed, int r, int call) { k_fill<<<256, 256>>>(buf, type, n, seed, r, call); }
+
+// host: the expected bits of op over the given raw elements, reduced exactly then
+// rounded once (the kernels accumulate exactly in float32 for these inputs)
+static double to_double(int type, unsigned long long b) {
+  switch (type) {
+  case IRIS_FLOAT32: { unsigned u = (unsigned)b; float f; memcpy(&f, &u, 4); return f; }
+  case IRIS_BFLOAT16: { unsigned u = (unsigned)b << 16; float f; memcpy(&f, &u, 4); return f; }
+  case IRIS_FLOAT16: return __half2float(__ushort_as_half((unsigned short)b));
+  default: return 0;
+  }
+}
+static unsigned long long from_double(int type, double v) {
+  switch (type) {
+  case IRIS_FLOAT32: { float f = (float)v; unsigned u; memcpy(&u, &f, 4); return u; }
+  case IRIS_BFLOAT16: { float f = (float)v; unsigned u; memcpy(&u, &f, 4); return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; }
+  default: return __half_as_ushort(__float2half_rn((float)v));
+  }
+}
+static unsigned long long reduce_bits(int type, int op, const unsigned long long *b, int n) {
+  if (type == IRIS_INT32 || type == IRIS_INT64) {
+    long long acc = type == IRIS_INT32 ? (long long)(int)(unsigned)b[0] : (long long)b[0];
+    for (int k = 1; k < n; k++) {
+      long long v = type == IRIS_INT32 ? (long long)(int)(unsigned)b[k] : (long long)b[k];
+      acc = op == IRIS_SUM ? (long long)((unsigned long long)acc + (unsigned long long)v) : op == IRIS_MIN ? std::min(acc, v) : std::max(acc, v);
+    }
+    return type == IRIS_INT32 ? (unsigned long long)(unsigned)(int)acc : (unsigned long long)acc;
+  }
+  double acc = to_double(type, b[0]);
+  for (int k = 1; k < n; k++) {
+    double v = to_double(type, b[k]);
+    acc = op == IRIS_SUM ? acc + v : op == IRIS_MIN ? std::min(acc, v) : std::max(acc, v);
+  }
+  return from_double(type, acc);
+}
+static unsigned long long get_bits(const std::vector<unsigned char> &h, int type, size_t i) {
+  size_t es = iris_dtype_size((iris_dtype_t)type);
+  unsigned long long b = 0;
+  memcpy(&b, h.data() + i * es, es);
+  return b;
+}
+
+// host expectation for element i of this rank's recv
+static unsigned long long expected(int kind, int type, int op, uint64_t seed, int call, int me, int W, size_t count, size_t i, int root) {
+  unsigned long long b[IRIS_MAX_RANKS];
+  switch (kind) {
+  case IRIS_COLL_AR: for (int r = 0; r < W; r++) b[r] = encode(type, input_hash(seed, r, i, call)); return reduce_bits(type, op, b, W);
+  case IRIS_COLL_RS: for (int r = 0; r < W; r++) b[r] = encode(type, input_hash(seed, r, (size_t)me * count + i, call)); return reduce_bits(type, op, b, W);
+  case IRIS_COLL_AG: return encode(type, input_hash(seed, (int)(i / count), i % count, call));
+  case IRIS_COLL_A2A: return encode(type, input_hash(seed, (int)(i / count), (size_t)me * count + i % count, call));
+  default: return encode(type, input_hash(seed, root, i, call));
+  }
+}
+static size_t mask_bits(unsigned long long b, int type) {
+  size_t es = iris_dtype_size((iris_dtype_t)type);
+  return es == 8 ? b : b & ((1ULL << (8 * es)) - 1);
+}
+
+static iris_status_t call_coll(iris_t *ctx, int kind, const void *send, void *recv, size_t count, int type, int op, int root, iris_algo_t algo, cudaStream_t st) {
+  iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
+  o.algo = algo;
+  switch (kind) {
+  case IRIS_COLL_AR: return iris_all_reduce_ex(ctx, send, recv, count, (iris_dtype_t)type, (iris_redop_t)op, st, &o);
+  case IRIS_COLL_AG: return iris_all_gather_ex(ctx, send, recv, count, (iris_dtype_t)type, st, &o);
+  case IRIS_COLL_RS: return iris_reduce_scatter_ex(ctx, send, recv, count, (iris_dtype_t)type, (iris_redop_t)op, st, &o);
+  case IRIS_COLL_A2A: return iris_all_to_all_ex(ctx, send, recv, count, (iris_dtype_t)type, st, &o);
+  default: return iris_broadcast_ex(ctx, send, recv, count, (iris_dtype_t)type, root, st, &o);
+  }
+}
+
+struct Bufs {
+  char *hs, *hr;   // on the heap
+  char *ds, *dr;   // plain device memory
+  size_t bytes;
+};
+
+// One call and its check. placement: 0 heap, 1 off heap, 2 in place (heap), 3 in place off heap
+static bool one(Suite &s, Bufs &B, int kind, int type, int op, size_t count, iris_algo_t algo, int placement, int call, int root) {
+  const int W = s.world, me = s.rank;
+  const size_t es = iris_dtype_size((iris_dtype_t)type);
+  const bool chunk_in = kind == IRIS_COLL_RS || kind == IRIS_COLL_A2A, chunk_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
+  const size_t in_n = chunk_in ? W * count : count, out_n = chunk_out ? W * count : count;
+  char *sbase = placement & 1 ? B.ds : B.hs, *rbase = placement & 1 ? B.dr : B.hs;
+  char *send = sbase, *recv = placement >= 2 ? rbase : (placement & 1 ? B.dr : B.hr);
+  if (placement >= 2) { // NCCL's in-place layouts
+    if (kind == IRIS_COLL_AG) send = recv + (size_t)me * count * es;
+    if (kind == IRIS_COLL_RS) recv = send + (size_t)me * count * es;
+  }
+  cudaMemset(recv, 0xff, out_n * es); // poison (NaN / -1)
+  fill(send, type, in_n, s.seed, me, call);
+  if (kind == IRIS_COLL_BC && me != root && placement < 2) cudaMemset(send, 0xee, in_n * es); // non-roots' send must not matter
+  cudaDeviceSynchronize();
+  if (s.rank == call % W && call % 7 == 0) usleep(20000); // skew
+  iris_status_t st = call_coll(s.ctx, kind, send, recv, count, type, op, root, algo, 0);
+  if (st != IRIS_SUCCESS) { fprintf(stderr, "rank %d: %s: %s\n", me, kind_names[kind], iris_error_detail()); return false; }
+  if (cudaDeviceSynchronize() != cudaSuccess) { fprintf(stderr, "rank %d: %s: kernel failed\n", me, kind_names[kind]); return false; }
+  std::vector<unsigned char> h(out_n * es);
+  cudaMemcpy(h.data(), recv, out_n * es, cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < out_n; i++) {
+    unsigned long long want = mask_bits(expected(kind, type, op, s.seed, call, me, W, count, i, root), type), got = get_bits(h, type, i);
+    if (got != want) {
+      fprintf(stderr, "rank %d: %s %s %s count %zu algo %d placement %d: element %zu is %llx, want %llx\n", me, kind_names[kind], type_names[type],
+              op_names[op], count, (int)algo, placement, i, got, want);
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool test_matrix(Suite &s, Bufs &B) {
+  const size_t counts[] = {1, 7, 33, 1001, 8195, 65539, 300007};
+  int call = 1;
+  for (int kind = 0; kind < IRIS_COLL_KINDS; kind++)
+    for (int type = 0; type < IRIS_DTYPE_COUNT; type++) {
+      int nops = (kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) ? 3 : 1;
+      for (int op = 0; op < nops; op++) {
+        bool ok = true;
+        for (size_t count : counts)
+          for (iris_algo_t algo : {IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_AUTO}) {
+            size_t es = iris_dtype_size((iris_dtype_t)type);
+            if (algo == IRIS_ALGO_LATENCY && count * es > IRIS_COLL_LL_BYTES) continue;
+            for (int placement = 0; placement < 4; placement++) {
+              if (placement && count > 70000 && algo != IRIS_ALGO_AUTO) continue; // keep the run short
+              int root = kind == IRIS_COLL_BC ? call % s.world : 0;
+              ok &= one(s, B, kind, type, op, count, algo, placement, call++, root);
+              if (!ok) break;
+            }
+            if (!ok) break;
+          }
+        char name[160];
+        snprintf(name, sizeof name, "%s %s%s%s: counts 1..300007, latency/bandwidth/auto, heap/off-heap/in-place, exact", kind_names[kind], type_names[type],
+                 nops > 1 ? " " : "", nops > 1 ? op_names[op] : "");
+        if (!report(s, name, ok)) return true;
+      }
+    }
+  return true;
+}
+
+// large messages, both paths
+static bool test_large(Suite &s, Bufs &B) {
+  bool ok = true;
+  size_t n = B.bytes / 4 / s.world; // fp32 elements that fit every kind
+  ok &= one(s, B, IRIS_COLL_AR, IRIS_BFLOAT16, IRIS_SUM, B.bytes / 2, IRIS_ALGO_AUTO, 0, 9001, 0);
+  ok &= one(s, B, IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, B.bytes / 4, IRIS_ALGO_AUTO, 1, 9002, 0); // staged in chunks
+  ok &= one(s, B, IRIS_COLL_AG, IRIS_FLOAT32, 0, n, IRIS_ALGO_AUTO, 0, 9003, 0);
+  ok &= one(s, B, IRIS_COLL_RS, IRIS_FLOAT32, IRIS_SUM, n, IRIS_ALGO_AUTO, 2, 9004, 0);
+  ok &= one(s, B, IRIS_COLL_A2A, IRIS_FLOAT32, 0, n, IRIS_ALGO_AUTO, 0, 9005, 0);
+  ok &= one(s, B, IRIS_COLL_BC, IRIS_FLOAT32, 0, B.bytes / 4, IRIS_ALGO_AUTO, 0, 9006, 1 % s.world);
+  char name[96];
+  snprintf(name, sizeof name, "large messages (%zu MB): every collective, exact", B.bytes >> 20);
+  return report(s, name, ok);
+}
+
+// thousands of back-to-back calls of every kind and both algorithms; results checked after
+__global__ void k_fill_slot(int *p, size_t n, uint64_t seed, int r, int call) {
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) p[j] = (int)input_hash(seed, r, j, call);
+}
+static bool test_back_to_back(Suite &s) {
+  const int calls = 3000, W = s.world;
+  const size_t n = 1000; // int32 elements per rank
+  int *in, *out;
+  IK(iris_malloc(s.ctx, sizeof(int) * W * n * calls, (void **)&out));
+  IK(iris_malloc(s.ctx, sizeof(int) * W * n * calls, (void **)&in));
+  for (int c = 0; c < calls; c++) k_fill_slot<<<8, 256>>>(in + (size_t)c * W * n, W * n, s.seed, s.rank, c);
+  cudaDeviceSynchronize();
+  if (!barrier(s)) return false;
+  for (int c = 0; c < calls; c++) {
+    int kind = c % IRIS_COLL_KINDS;
+    iris_algo_t algo = (c / IRIS_COLL_KINDS) % 2 ? IRIS_ALGO_BANDWIDTH : IRIS_ALGO_LATENCY;
+    IK(call_coll(s.ctx, kind, in + (size_t)c * W * n, out + (size_t)c * W * n, n, IRIS_INT32, IRIS_SUM, c % W, algo, 0));
+  }
+  CK(cudaDeviceSynchronize());
+  std::vector<int> h((size_t)W * n * calls);
+  CK(cudaMemcpy(h.data(), out, h.size() * sizeof(int), cudaMemcpyDeviceToHost));
+  bool ok = true;
+  for (int c = 0; c < calls && ok; c++) {
+    int kind = c % IRIS_COLL_KINDS;
+    size_t outn = (kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A) ? W * n : n;
+    for (size_t i = 0; i < outn && ok; i++) {
+      unsigned long long want;
+      unsigned long long b[IRIS_MAX_RANKS];
+      switch (kind) {
+      case IRIS_COLL_AR: for (int r = 0; r < W; r++) b[r] = (unsigned)input_hash(s.seed, r, i, c); want = reduce_bits(IRIS_INT32, IRIS_SUM, b, W); break;
+      case IRIS_COLL_RS: for (int r = 0; r < W; r++) b[r] = (unsigned)input_hash(s.seed, r, s.rank * n + i, c); want = reduce_bits(IRIS_INT32, IRIS_SUM, b, W); break;
+      case IRIS_COLL_AG: want = (unsigned)input_hash(s.seed, (int)(i / n), i % n, c); break;
+      case IRIS_COLL_A2A: want = (unsigned)input_hash(s.seed, (int)(i / n), s.rank * n + i % n, c); break;
+      default: want = (unsigned)input_hash(s.seed, c % W, i, c); break;
+      }
+      if ((unsigned)h[(size_t)c * W * n + i] != (unsigned)want) {
+        fprintf(stderr, "rank %d: back-to-back call %d (%s): element %zu wrong\n", s.rank, c, kind_names[kind], i);
+        ok = false;
+      }
+    }
+  }
+  report(s, "3000 back-to-back calls, all kinds, latency and bandwidth interleaved (epochs, LL parity)", ok);
+  IK(iris_free(s.ctx, in));
+  IK(iris_free(s.ctx, out));
+  return true;
+}
+
+// graphs: one graph = fill (from a device replay counter) + every collective + device
+// checks; replayed many times with new data, eager calls mixed in
+__device__ unsigned d_replay;
+__global__ void k_graph_fill(int *ar, int *ag, int *rs, int *a2a, int *bc, float *f, size_t n, int W, uint64_t seed, int r) {
+  const unsigned c = d_replay;
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < (size_t)W * n; j += (size_t)gridDim.x * blockDim.x) {
+    if (j < n) {
+      ar[j] = (int)input_hash(seed, r, j, c);
+      ag[j] = (int)input_hash(seed, r, j, c + 1);
+      bc[j] = (int)input_hash(seed, r, j, c + 4);
+      f[j] = (float)value_of(IRIS_FLOAT32, input_hash(seed, r, j, c + 5));
+    }
+    rs[j] = (int)input_hash(seed, r, j, c + 2);
+    a2a[j] = (int)input_hash(seed, r, j, c + 3);
+  }
+}
+__global__ void k_graph_check(const int *ar, const int *ag, const int *rs, const int *a2a, const int *bc, const float *f, size_t n, int W, uint64_t seed, int me,
+                              int root, unsigned long long *errs) {
+  const unsigned c = d_replay;
+  unsigned long long bad = 0;
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < (size_t)W * n; j += (size_t)gridDim.x * blockDim.x) {
+    const size_t r = j / n, i = j % n;
+    if (j < n) {
+      unsigned sum = 0, rsum = 0;
+      float fs = 0.f;
+      for (int q = 0; q < W; q++) {
+        sum += (unsigned)input_hash(seed, q, j, c);
+        rsum += (unsigned)input_hash(seed, q, (size_t)me * n + j, c + 2);
+        fs += (float)value_of(IRIS_FLOAT32, input_hash(seed, q, j, c + 5)); // rank order, like the kernels
+      }
+      bad += (unsigned)ar[j] != sum;
+      bad += (unsigned)rs[j] != rsum;
+      bad += bc[j] != (int)input_hash(seed, root, j, c + 4);
+      bad += f[j] != fs;
+    }
+    bad += ag[j] != (int)input_hash(seed, (int)r, i, c + 1);
+    bad += a2a[j] != (int)input_hash(seed, (int)r, (size_t)me * n + i, c + 3);
+  }
+  if (bad) atomicAdd(errs, bad);
+}
+__global__ void k_graph_next() { d_replay += 11; }
+
+static bool test_graph(Suite &s) {
+  const int W = s.world;
+  const size_t n = 3001;
+  int *in[5], *out[5];
+  float *fin, *fout;
+  unsigned long long *errs;
+  for (int k = 0; k < 5; k++) {
+    IK(iris_malloc(s.ctx, sizeof(int) * W * n, (void **)&in[k]));
+    IK(iris_malloc(s.ctx, sizeof(int) * W * n, (void **)&out[k]));
+  }
+  IK(iris_malloc(s.ctx, sizeof(float) * n, (void **)&fin));
+  CK(cudaMalloc(&fout, sizeof(float) * n)); // off the heap: the staged path inside a graph
+  CK(cudaMalloc(&errs, sizeof *errs));
+  CK(cudaMemset(errs, 0, sizeof *errs));
+  unsigned zero = 0;
+  CK(cudaMemcpyToSymbol(d_replay, &zero, sizeof zero));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const int root = W - 1;
+  auto enqueue = [&](iris_algo_t small) -> bool {
+    k_graph_fill<<<16, 256, 0, st>>>(in[0], in[1], in[2], in[3], in[4], fin, n, W, s.seed, s.rank);
+    iris_coll_opts_t o = IRIS_COLL_OPTS_INIT, big = IRIS_COLL_OPTS_INIT;
+    o.algo = small;
+    big.algo = IRIS_ALGO_BANDWIDTH;
+    IK(iris_all_reduce_ex(s.ctx, in[0], out[0], n, IRIS_INT32, IRIS_SUM, st, &o));
+    IK(iris_all_gather_ex(s.ctx, in[1], out[1], n, IRIS_INT32, st, &big));
+    IK(iris_reduce_scatter_ex(s.ctx, in[2], out[2], n, IRIS_INT32, IRIS_SUM, st, &o));
+    IK(iris_all_to_all_ex(s.ctx, in[3], out[3], n, IRIS_INT32, st, &big));
+    IK(iris_broadcast_ex(s.ctx, in[4], out[4], n, IRIS_INT32, root, st, &o));
+    IK(iris_all_reduce_ex(s.ctx, fin, fout, n, IRIS_FLOAT32, IRIS_SUM, st, &big));
+    k_graph_check<<<16, 256, 0, st>>>(out[0], out[1], out[2], out[3], out[4], fout, n, W, s.seed, s.rank, root, errs);
+    k_graph_next<<<1, 1, 0, st>>>();
+    return true;
+  };
+  // eager first (this also creates the collective state outside capture)
+  if (!enqueue(IRIS_ALGO_LATENCY)) return false;
+  CK(cudaStreamSynchronize(st));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  bool ok = enqueue(IRIS_ALGO_LATENCY);
+  CK(cudaStreamEndCapture(st, &g));
+  if (!ok) return false;
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  const int replays = 10000;
+  for (int i = 0; i < replays; i++) {
+    CK(cudaGraphLaunch(ge, st));
+    if (i % 2500 == 1249 && !enqueue(IRIS_ALGO_BANDWIDTH)) return false; // eager calls mixed in
+  }
+  CK(cudaStreamSynchronize(st));
+  unsigned long long e = 0;
+  CK(cudaMemcpy(&e, errs, sizeof e, cudaMemcpyDeviceToHost));
+  if (e) fprintf(stderr, "rank %d: graph replays: %llu wrong elements\n", s.rank, e);
+  char name[128];
+  snprintf(name, sizeof name, "graph of 6 collectives replayed %d times with new data, eager calls mixed in, checked on device", replays);
+  report(s, name, e == 0);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+  cudaFree(fout);
+  cudaFree(errs);
+  IK(iris_free(s.ctx, fin));
+  for (int k = 4; k >= 0; k--) {
+    IK(iris_free(s.ctx, out[k]));
+    IK(iris_free(s.ctx, in[k]));
+  }
+  return true;
+}
+
+static bool test_bad_input(Suite &s, Bufs &B) {
+  bool ok = true;
+  iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
+  ok &= iris_all_reduce(s.ctx, B.hs, B.hr, 10, (iris_dtype_t)99, IRIS_SUM, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_all_reduce(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, (iris_redop_t)7, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_broadcast(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, s.world, 0) == IRIS_ERROR_INVALID_RANK;
+  ok &= iris_all_gather(s.ctx, NULL, B.hr, 10, IRIS_FLOAT32, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  o.algo = IRIS_ALGO_LATENCY;
+  ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, IRIS_COLL_LL_BYTES, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  o.struct_size = 3;
+  ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_all_reduce(s.ctx, B.hs, B.hr, 0, IRIS_FLOAT32, IRIS_SUM, 0) == IRIS_SUCCESS; // count 0: nothing to do
+  report(s, "bad input: unknown type or op, bad root, NULL buffer, oversized latency call, bad options", ok);
+  // ranks disagree on the count: the kernels notice, move nothing, and stay in step
+  iris_coll_opts_t bw = IRIS_COLL_OPTS_INIT;
+  bw.algo = IRIS_ALGO_BANDWIDTH;
+  cudaMemset(B.hr, 0x5a, 4096);
+  IK(iris_all_reduce_ex(s.ctx, B.hs, B.hr, s.rank == 0 ? 1000 : 1001, IRIS_FLOAT32, IRIS_SUM, 0, &bw));
+  CK(cudaDeviceSynchronize());
+  iris_status_t st = iris_collectives_check(s.ctx);
+  bool caught = st == IRIS_ERROR_MISMATCH;
+  unsigned char h[4096];
+  CK(cudaMemcpy(h, B.hr, sizeof h, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < sizeof h; i++) caught &= h[i] == 0x5a;
+  caught &= iris_collectives_check(s.ctx) == IRIS_SUCCESS; // the record is cleared
+  caught &= one(s, B, IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, 5000, IRIS_ALGO_BANDWIDTH, 0, 7777, 0); // still in step
+  report(s, "count mismatch across ranks: detected on every rank, nothing written, next call exact", caught);
+  return true;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int n = argc > 1 ? atoi(argv[1]) : 2, rank;
+  iris_launch_t L;
+  if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [coll w=%d] launch: %s\n", n, iris_error_detail()); return 1; }
+  if (rank < 0) {
+    iris_status_t st = iris_launch_wait(&L, 900000);
+    printf("%s: [coll w=%d] every rank exits cleanly%s%s\n", st == IRIS_SUCCESS ? "PASS" : "FAIL", n, st == IRIS_SUCCESS ? "" : ": ", st == IRIS_SUCCESS ? "" : iris_error_detail());
+    return st == IRIS_SUCCESS ? 0 : 1;
+  }
+  Suite s = {};
+  s.rank = rank;
+  s.world = n;
+  s.tag = "coll w=" + std::to_string(n);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)3 << 30;
+  if (iris_init(&cfg, &s.ctx) != IRIS_SUCCESS) {
+    if (rank == 0) printf("FAIL: [%s] bring-up: %s\n", s.tag.c_str(), iris_error_detail());
+    return 1;
+  }
+  uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)), all[IRIS_MAX_RANKS];
+  iris_allgather_host(s.ctx, &mine, all, sizeof mine);
+  s.seed = all[0];
+  if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
+  Bufs B;
+  B.bytes = (size_t)256 << 20;
+  if (iris_collectives_setup(s.ctx) != IRIS_SUCCESS || iris_malloc(s.ctx, B.bytes, (void **)&B.hs) != IRIS_SUCCESS ||
+      iris_malloc(s.ctx, B.bytes, (void **)&B.hr) != IRIS_SUCCESS || cudaMalloc(&B.ds, B.bytes) != cudaSuccess || cudaMalloc(&B.dr, B.bytes) != cudaSuccess) {
+    fprintf(stderr, "rank %d: setup: %s\n", rank, iris_error_detail());
+    report(s, "setup", false);
+    return 1;
+  }
+  bool ran = test_bad_input(s, B) && test_matrix(s, B) && test_large(s, B) && test_back_to_back(s) && test_graph(s);
+  if (!ran) report(s, "suite ran to the end (see stderr)", false);
+  cudaFree(B.ds);
+  cudaFree(B.dr);
+  int rc = s.failed ? 1 : 0;
+  if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
+  return rc;
+}
