@@ -23,8 +23,10 @@
  *
  * Rules
  *   - Collective: every rank calls the same collective with the same count, type, op
- *     (and root), in the same order, on its own stream. Counts may be anything >= 1,
- *     not only multiples of the world size or the vector width.
+ *     (and root), in the same order, on its own stream, with heap buffers at the same
+ *     offsets (as symmetric allocation gives). Counts may be anything >= 1, not only
+ *     multiples of the world size or the vector width. In-place layouts as NCCL's:
+ *     all-gather send = recv + rank*count, reduce-scatter recv = send + rank*count.
  *   - Buffers on the symmetric heap take the fast path. Other device buffers work
  *     through a staging area on the heap: the data are copied in and out on the stream
  *     (one extra local copy each way, about 1 ms per 2 GB at HBM speed), in chunks of
@@ -263,17 +265,6 @@ IRIS_DEVICE_INLINE void iris_coll_write8(T *base, size_t i, size_t n, uint2 data
   if ((i + 1) * per <= n && (((uintptr_t)base) & 7) == 0) { *(uint2 *)(base + i * per) = data; return; }
   for (size_t k = 0; k < per && i * per + k < n; k++) base[i * per + k] = v.e[k];
 }
-template <typename T, int OP>
-IRIS_DEVICE_INLINE uint2 iris_coll_reduce8(uint2 a, uint2 b) {
-  const int per = 8 / sizeof(T);
-  union { uint2 u; T e[8 / sizeof(T)]; } x, y;
-  x.u = a;
-  y.u = b;
-#pragma unroll
-  for (int k = 0; k < per; k++) x.e[k] = iris_coll_down<T>(iris_coll_combine<OP>(iris_coll_up(x.e[k]), iris_coll_up(y.e[k])));
-  return x.u;
-}
-
 /* ---- the latency kernel: every kind, one launch, no barrier.
  * Lines are spread over the grid the same way on every rank. Each thread first pushes
  * its lines to every peer, then collects its lines from every peer in rank order. */
@@ -297,14 +288,18 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
   /* collect */
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
     if (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS) {
-      uint2 acc = make_uint2(0, 0);
-      for (int r = 0; r < W; r++) { /* rank order: the same result on every rank */
-        uint2 v;
-        if (r == me) v = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
-        else if (!iris_coll_ll_load(d.ctx, mine + (size_t)r * d.ll_lines + i, epoch, &v)) return;
-        acc = r == 0 ? v : iris_coll_reduce8<T, OP>(acc, v);
+      typedef typename iris_coll_acc<T>::type A;
+      union { uint2 u; T e[8 / sizeof(T)]; } x;
+      A acc[8 / sizeof(T)];
+      for (int r = 0; r < W; r++) { /* rank order, accumulated wide: the same result on every rank */
+        if (r == me) x.u = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
+        else if (!iris_coll_ll_load(d.ctx, mine + (size_t)r * d.ll_lines + i, epoch, &x.u)) return;
+#pragma unroll
+        for (int k = 0; k < (int)(8 / sizeof(T)); k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
       }
-      iris_coll_write8(recv, i, count, acc);
+#pragma unroll
+      for (int k = 0; k < (int)(8 / sizeof(T)); k++) x.e[k] = iris_coll_down<T>(acc[k]);
+      iris_coll_write8(recv, i, count, x.u);
     } else if (KIND == IRIS_COLL_BC) {
       uint2 v;
       if (me == root) v = iris_coll_read8(send, i, count);
@@ -427,9 +422,12 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
     if (me != root) iris_get_bulk(d.ctx, recv, send, bytes, root, tid, nt);
     else if (send != recv) iris_copy_bytes(recv, send, bytes, tid, nt);
   } else {
+    /* an in-place all-gather's input is recv's own block, at a different offset on
+     * every rank: pull rank r's block from rank r's recv */
+    const bool ag_in_place = KIND == IRIS_COLL_AG && send == recv + (size_t)me * bytes;
     for (int k = 0; k < W; k++) {
       const int r = (me + k) % W;
-      const char *src = send + (KIND == IRIS_COLL_A2A ? (size_t)me * bytes : 0);
+      const char *src = ag_in_place ? recv + (size_t)r * bytes : send + (KIND == IRIS_COLL_A2A ? (size_t)me * bytes : 0);
       if (r == me) {
         if (KIND == IRIS_COLL_A2A ? send != recv : send != recv + (size_t)me * bytes) iris_copy_bytes(recv + (size_t)me * bytes, src, bytes, tid, nt);
       } else {
@@ -626,6 +624,13 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind, int ll, iris_
   sig = (sig ^ (unsigned long long)count) * 1099511628211ULL;
   sig = (sig ^ (unsigned long long)(t * 16 + op)) * 1099511628211ULL;
   sig = (sig ^ (unsigned long long)(root + 1)) * 1099511628211ULL;
+  { /* the buffers must sit at the same heap offsets on every rank */
+    const char *base = s->dev.ctx.bases[s->dev.ctx.rank];
+    const int ag_in_place = kind == IRIS_COLL_AG && (const char *)send == (const char *)recv + (size_t)s->dev.ctx.rank * bytes;
+    const int rs_in_place = kind == IRIS_COLL_RS && (const char *)recv == (const char *)send + (size_t)s->dev.ctx.rank * bytes;
+    sig = (sig ^ (unsigned long long)(ag_in_place ? 1 : (const char *)send - base)) * 1099511628211ULL;
+    sig = (sig ^ (unsigned long long)(rs_in_place ? 1 : (const char *)recv - base)) * 1099511628211ULL;
+  }
   if (!sig) sig = 1;
   /* 16-byte path: every pointer and every per-rank block start is 16-byte aligned */
   vec = ((((uintptr_t)send | (uintptr_t)recv) & 15) == 0) && (kind == IRIS_COLL_AR || (bytes & 15) == 0);

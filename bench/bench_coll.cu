@@ -24,7 +24,8 @@
 //   ranks: 0 (default) = one per visible GPU (starts its own ranks; also runs under mpirun)
 //   max_bytes: K/M/G suffix, default 1G. --quick or BENCH_QUICK=1: 1K, 64K, 1M, 16M, 256M.
 //   BENCH_CSV=path: every row as CSV. BENCH_PNG=path: time and busbw against size per
-//   collective (python3 + matplotlib). NVLink multicast is off (NCCL_NVLS_ENABLE=0).
+//   collective (python3 + matplotlib). BENCH_TIMEOUT_S: end the ranks after this long
+//   (default 3600). NVLink multicast is off (NCCL_NVLS_ENABLE=0).
 // Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. bench/bench_coll.cu -o build/bench_coll -lnccl
 #define IRIS_IMPLEMENTATION
 #include "../iris_collectives.h"
@@ -36,7 +37,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <vector>
 
@@ -351,6 +355,35 @@ static int env_int(const char *name, int dflt) {
   return s && *s ? atoi(s) : dflt;
 }
 
+// Parent of launched ranks: waits for them; once one fails, gives the others 20 s to
+// notice, then ends them (a rank stuck in a collective with a dead peer never returns).
+static int wait_ranks(const iris_launch_t *L, int timeout_s) {
+  std::vector<int> alive(L->num_ranks, 1);
+  int left = L->num_ranks, failed = 0;
+  const time_t t0 = time(NULL);
+  time_t t_fail = 0;
+  while (left > 0) {
+    for (int i = 0; i < L->num_ranks; i++) {
+      int status = 0;
+      pid_t w = alive[i] ? waitpid(L->pids[i], &status, WNOHANG) : 0;
+      if (w == 0) continue;
+      alive[i] = 0, left--;
+      if (w < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (!failed++) t_fail = time(NULL);
+        fprintf(stderr, "bench_coll: rank %d failed (%s %d)\n", i, w > 0 && WIFSIGNALED(status) ? "signal" : "exit status",
+                w > 0 && WIFSIGNALED(status) ? WTERMSIG(status) : w > 0 ? WEXITSTATUS(status) : -1);
+      }
+    }
+    if (left > 0 && ((failed && time(NULL) - t_fail > 20) || time(NULL) - t0 > timeout_s)) {
+      for (int i = 0; i < L->num_ranks; i++)
+        if (alive[i]) kill(L->pids[i], SIGKILL), waitpid(L->pids[i], NULL, 0), fprintf(stderr, "bench_coll: rank %d ended (still running)\n", i);
+      return 1;
+    }
+    usleep(20000);
+  }
+  return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   int nranks = 0, pos = 0;
   size_t max_bytes = GiB;
@@ -366,11 +399,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   iris_launch_t L;
   IK(iris_launch_local(nranks, &L, &rank));
-  if (rank < 0) {
-    iris_status_t st = iris_launch_wait(&L, env_int("BENCH_TIMEOUT_S", 3600) * 1000);
-    if (st != IRIS_SUCCESS) printf("bench_coll: %s\n", iris_error_detail());
-    return st == IRIS_SUCCESS ? 0 : 1;
-  }
+  if (rank < 0) return wait_ranks(&L, env_int("BENCH_TIMEOUT_S", 3600));
   setenv("NCCL_NVLS_ENABLE", "0", 1); // never NVLink multicast
 
   // heap: inputs up to max_bytes, outputs up to W x max_bytes (all_gather), the state
