@@ -2,6 +2,7 @@
 #   make test    every check that this machine can run; ends with "N passed, N failed"
 #   make run     the message-passing example on all local GPUs
 #   make bench   remote-memory benchmarks beside the copy engine (GPU machine)
+#   make asm     registers, spills, access widths of the collective kernels (docs/)
 #   make examples
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
@@ -19,7 +20,7 @@ CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
 
-.PHONY: test run bench examples clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+.PHONY: test run bench examples asm clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
 
 test:
 	@bash tests/run.sh
@@ -70,6 +71,10 @@ run: $(B)/message_passing
 bench: $(B)/bench_rma $(B)/bench_coll
 	NCCL_NVLS_ENABLE=0 $(B)/bench_rma
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_coll.csv BENCH_PNG=$(B)/bench_coll.png $(B)/bench_coll
+
+# registers, spills and access widths of the collective kernels -> docs/asm_report.md
+asm:
+	NVCC=$(NVCC) HIPCC=$(HIPCC) python3 tools/asm_report.py
 
 clean:
 	rm -rf $(B)
