@@ -23,6 +23,9 @@
 // Usage: bench_coll [ranks] [max_bytes] [--quick]
 //   ranks: 0 (default) = one per visible GPU (starts its own ranks; also runs under mpirun)
 //   max_bytes: K/M/G suffix, default 1G. --quick or BENCH_QUICK=1: 1K, 64K, 1M, 16M, 256M.
+//   BENCH_ONLY=all_reduce,all_gather,...: only these collectives; BENCH_STEP=4: sizes
+//   grow by 4x instead of 2x. On 4xH200 the whole sweep takes over 10 minutes: split it
+//   over calls, e.g. BENCH_ONLY=all_reduce,all_gather then the other three.
 //   BENCH_CSV=path: every row as CSV. BENCH_PNG=path: time and busbw against size per
 //   collective (python3 + matplotlib). BENCH_TIMEOUT_S: end the ranks after this long
 //   (default 3600). NVLink multicast is off (NCCL_NVLS_ENABLE=0).
@@ -64,7 +67,7 @@ static const char *coll_name[C_N] = {"all_reduce", "all_gather", "reduce_scatter
 enum { V_NCCL, V_NCCL_SYMM, V_AUTO, V_LATENCY, V_BANDWIDTH, V_N };
 static const char *var_name[V_N] = {"nccl", "nccl_symm", "iris_auto", "iris_latency", "iris_bandwidth"};
 static const size_t KiB = 1024, MiB = KiB << 10, GiB = MiB << 10;
-static const size_t LATENCY_MAX = 256 * KiB; // iris_latency runs up to this size
+static const size_t LATENCY_MAX = IRIS_COLL_LL_BYTES; // iris_latency runs up to this size
 
 static int rank, W;
 static iris_t *ctx;
@@ -443,8 +446,16 @@ int main(int argc, char **argv) {
 
   std::vector<size_t> sizes, fp32_sizes;
   for (size_t s : {KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB}) if (s <= max_bytes) fp32_sizes.push_back(s);
+  const size_t step = (size_t)std::max(2, env_int("BENCH_STEP", 2)); // BENCH_STEP=4: every other size
   if (quick) sizes = fp32_sizes;
-  else for (size_t s = KiB; s <= max_bytes; s *= 2) sizes.push_back(s);
+  else for (size_t s = KiB; s <= max_bytes; s *= step) sizes.push_back(s);
+  // BENCH_ONLY=all_reduce,broadcast: run only these collectives (a full sweep of all of
+  // them takes longer than one 10-minute device call on 4 GPUs)
+  bool only[C_N];
+  {
+    const char *o = getenv("BENCH_ONLY");
+    for (int c = 0; c < C_N; c++) only[c] = !o || !*o || strstr(o, coll_name[c]) != NULL;
+  }
 
   char tmp_csv[] = "/tmp/bench_coll_XXXXXX";
   const char *csv_path = getenv("BENCH_CSV"), *png = getenv("BENCH_PNG");
@@ -467,7 +478,7 @@ int main(int argc, char **argv) {
 
   int bad_rows = 0;
   for (int c = 0; c < C_N; c++)
-    for (int fp32 = 0; fp32 <= (c == C_AR); fp32++)
+    for (int fp32 = 0; fp32 <= (c == C_AR) && only[c]; fp32++)
       for (size_t size : fp32 ? fp32_sizes : sizes) {
         Op op;
         if (!make_op(c, fp32, size, &op)) continue;
