@@ -287,6 +287,38 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
   const unsigned epoch = iris_coll_epoch_load(d) + 1;
   uint4 *mine = d.ll + ((size_t)(epoch & 1) * W) * d.ll_lines; /* [src][line] for this parity */
   const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A; /* send has one chunk per peer */
+  /* Two parities suffice because no rank gets two calls ahead of another: in every other
+   * kind each rank waits for data from every rank. A broadcast root waits for nobody, so
+   * here every receiver announces that it has started this call (and so finished reading
+   * the previous ones; execution order only, hence relaxed) and the root waits for that
+   * before it overwrites a slot. */
+  if (KIND == IRIS_COLL_BC) {
+    unsigned long long *row = d.flags + (size_t)blockIdx.x * IRIS_MAX_RANKS;
+    if (me != root) {
+      if (threadIdx.x == 0) iris_signal_relaxed(d.ctx, row + me, (unsigned long long)epoch, root);
+    } else {
+      int ok = 1;
+      const int t = threadIdx.x;
+      if (t < W && t != root) {
+        unsigned long long start = 0;
+        unsigned spins = 0;
+        while (!iris_epoch_reached((unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(row + t), epoch)) {
+          if ((++spins & 255) == 0) {
+            unsigned long long now = iris_detail_time_ns();
+            if (!start) start = now;
+            else if (now - start > (unsigned long long)IRIS_WAIT_TIMEOUT_NS) { ok = 0; break; }
+          }
+        }
+#if defined(IRIS_DEBUG)
+        if (!ok) {
+          printf("iris: broadcast root %d (block %d) timed out waiting for rank %d to reach epoch %u\n", me, (int)blockIdx.x, t, epoch);
+          iris_detail_trap();
+        }
+#endif
+      }
+      if (!__syncthreads_and(ok)) return;
+    }
+  }
   /* push */
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
     if (KIND == IRIS_COLL_BC && me != root) break;

@@ -246,6 +246,27 @@ static bool test_back_to_back(Suite &s) {
     }
   }
   report(s, "3000 back-to-back calls, all kinds, latency and bandwidth interleaved (epochs, LL parity)", ok);
+  // broadcasts alone, from one root: the root waits for nobody's data, so nothing but
+  // the receivers' arrival keeps it from overwriting a slot still being read
+  {
+    const int bcalls = 2000, root = W - 1;
+    bool bok = true;
+    iris_coll_opts_t lat = IRIS_COLL_OPTS_INIT;
+    lat.algo = IRIS_ALGO_LATENCY;
+    if (!barrier(s)) return false;
+    if (s.rank != root) usleep(50000); // the root starts well ahead
+    for (int c = 0; c < bcalls; c++)
+      IK(iris_broadcast_ex(s.ctx, in + (size_t)c * W * n, out + (size_t)c * W * n, n, IRIS_INT32, root, 0, &lat));
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h.data(), out, sizeof(int) * (size_t)W * n * bcalls, cudaMemcpyDeviceToHost));
+    for (int c = 0; c < bcalls && bok; c++)
+      for (size_t i = 0; i < n && bok; i++)
+        if ((unsigned)h[(size_t)c * W * n + i] != (unsigned)input_hash(s.seed, root, i, c)) {
+          fprintf(stderr, "rank %d: broadcast %d of %d: element %zu wrong\n", s.rank, c, bcalls, i);
+          bok = false;
+        }
+    report(s, "2000 back-to-back latency-path broadcasts from one root that starts ahead", bok);
+  }
   IK(iris_free(s.ctx, in));
   IK(iris_free(s.ctx, out));
   return true;
