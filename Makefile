@@ -50,7 +50,9 @@ $(B)/gpu_test: tests/gpu_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/gpu_test_debug: tests/gpu_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -DIRIS_DEBUG -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL $< -o $@
-$(B)/coll_test: tests/coll_test.cu tests/test_util.h $(HDRS) | $(B)
+$(B)/coll_test: tests/coll_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@
+$(B)/tile_test: tests/tile_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/bench_coll: bench/bench_coll.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl
@@ -58,7 +60,7 @@ $(B)/bench_rma: bench/bench_rma.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 
 # ---------------------------------------------------------------- examples
-EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu
+EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu $(B)/fused_allreduce_rmsnorm
 $(B)/%: examples/%.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/mpi_bootstrap: examples/mpi_bootstrap.cu $(HDRS) | $(B)

@@ -100,6 +100,18 @@ IRIS_API iris_status_t iris_broadcast_ex(iris_t *ctx, const void *send, void *re
                                          const iris_coll_opts_t *opts);
 /* Bytes per element of a type (0 for an invalid one). */
 IRIS_API size_t iris_dtype_size(iris_dtype_t type);
+/* Flags for the tile-level building blocks (iris_tile_* below): one epoch per tile and
+ * rank on the heap. Plain data; pass it by value to kernels. */
+typedef struct iris_tile_flags {
+  unsigned long long *flags; /* [num_tiles][IRIS_MAX_RANKS]: epochs the peers signalled */
+  unsigned *counters;        /* [num_tiles]: this rank's epoch per tile */
+  int num_tiles;
+} iris_tile_flags_t;
+/* Collective, outside graph capture (heap allocations in the same order on every rank,
+ * then a barrier): flags for num_tiles tiles. Free with iris_tile_flags_destroy. */
+IRIS_API iris_status_t iris_tile_flags_create(iris_t *ctx, int num_tiles, iris_tile_flags_t *out);
+IRIS_API iris_status_t iris_tile_flags_destroy(iris_t *ctx, iris_tile_flags_t *flags);
+
 /* Synchronous: IRIS_ERROR_MISMATCH if a bandwidth-algorithm kernel found, since the last
  * check, that a peer called a different collective (kind, count, type, op or root) at
  * the same point; such a call moves no data. Clears the record. (The latency kernels
@@ -176,17 +188,16 @@ IRIS_DEVICE_INLINE void iris_coll_epoch_store(const iris_coll_dev_t &d, unsigned
  * the call; a peer with a different one sets d.error (IRIS_DEBUG: reports and traps).
  * Returns false on a timed-out wait or a mismatch. Graph-safe: the epochs are device
  * counters that only count up. */
-IRIS_DEVICE_INLINE bool iris_coll_barrier(const iris_coll_dev_t &d, unsigned &epoch, unsigned long long sig) {
-  const int W = d.ctx.world_size, t = threadIdx.x, me = d.ctx.rank;
-  const unsigned sig32 = sig ? ((unsigned)sig ^ (unsigned)(sig >> 32)) | 1u : 0u;
+IRIS_DEVICE_INLINE bool iris_detail_rank_sync(const iris_device_ctx_t &ctx, unsigned long long *row, unsigned &epoch, unsigned sig32, unsigned *error) {
+  const int W = ctx.world_size, t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z), me = ctx.rank;
   int ok = 1;
   epoch += 1;
   __syncthreads();
   if (t < W) {
-    unsigned long long *row = d.flags + (size_t)blockIdx.x * IRIS_MAX_RANKS, got = 0, start = 0;
+    unsigned long long got = 0, start = 0;
     unsigned spins = 0;
     /* one release store carries both the epoch and the call's signature */
-    iris_signal(d.ctx, row + me, ((unsigned long long)sig32 << 32) | epoch, t);
+    iris_signal(ctx, row + me, ((unsigned long long)sig32 << 32) | epoch, t);
     for (;;) {
       got = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(row + t);
       if (iris_epoch_reached((unsigned)got, epoch)) break;
@@ -198,14 +209,14 @@ IRIS_DEVICE_INLINE bool iris_coll_barrier(const iris_coll_dev_t &d, unsigned &ep
     }
 #if defined(IRIS_DEBUG)
     if (!ok) {
-      printf("iris: collective barrier timed out on rank %d (block %d): rank %d never reached epoch %u\n", me, (int)blockIdx.x, t, epoch);
+      printf("iris: rank sync timed out on rank %d (block %d): rank %d never reached epoch %u\n", me, (int)blockIdx.x, t, epoch);
       iris_detail_trap();
     }
 #endif
     /* the peer may already be one barrier further; compare only at the same one */
     if (ok && sig32 && (unsigned)got == epoch && (unsigned)(got >> 32) != sig32) {
       ok = 0;
-      atomicExch(d.error, 1u + (unsigned)t);
+      if (error) atomicExch(error, 1u + (unsigned)t);
 #if defined(IRIS_DEBUG)
       printf("iris: collective mismatch on rank %d (block %d): rank %d called a different collective, count, type, op or buffers\n", me, (int)blockIdx.x, t);
       iris_detail_trap();
@@ -213,6 +224,10 @@ IRIS_DEVICE_INLINE bool iris_coll_barrier(const iris_coll_dev_t &d, unsigned &ep
     }
   }
   return __syncthreads_and(ok) != 0;
+}
+IRIS_DEVICE_INLINE bool iris_coll_barrier(const iris_coll_dev_t &d, unsigned &epoch, unsigned long long sig) {
+  const unsigned sig32 = sig ? ((unsigned)sig ^ (unsigned)(sig >> 32)) | 1u : 0u;
+  return iris_detail_rank_sync(d.ctx, d.flags + (size_t)blockIdx.x * IRIS_MAX_RANKS, epoch, sig32, d.error);
 }
 
 /* ---- LL lines: 16 bytes = 8 data bytes + the epoch twice, stored and loaded so that
@@ -487,6 +502,181 @@ __global__ void iris_coll_barrier_kernel(iris_coll_dev_t d) {
   unsigned epoch = iris_coll_epoch_load(d);
   iris_coll_barrier(d, epoch, 0);
   iris_coll_epoch_store(d, epoch);
+}
+
+
+/* ========================================================================= */
+/*          tile-level building blocks, for collectives inside user kernels  */
+/* ========================================================================= */
+/* Participation contract (all four operations):
+ *   - Whole block: every thread of the calling block calls with the same arguments.
+ *   - Every rank calls the operation for the same tile ids, each tile on one block, in
+ *     the same order per tile; other tiles may go to other blocks in any order.
+ *   - Views: `src`/`dst` as documented per operation; heap views must sit at the same
+ *     offsets on every rank (symmetric allocation gives that).
+ *   - The blocks that wait on each other must be resident together: use a persistent
+ *     grid no larger than what fits on the GPU at once (iris_device.h, rule 3).
+ * Ordering: on return, the block's result is complete and every thread may read it; the
+ * operation's reads of peers' heap data are finished on every rank (so the caller may
+ * overwrite its `src` tile right away). Each call advances the tile's epoch in
+ * `flags`, kept in device memory, so kernels that use them replay in graphs.
+ * Returns false in every thread if a wait timed out (IRIS_WAIT_TIMEOUT_NS). */
+
+/* The tile's epoch: read by every thread at the start, stored by one at the end. */
+IRIS_DEVICE_INLINE unsigned iris_detail_tile_begin(const iris_tile_flags_t &f, int tile) {
+  unsigned e = *(volatile unsigned *)(f.counters + tile);
+  __syncthreads();
+  return e;
+}
+IRIS_DEVICE_INLINE void iris_detail_tile_end(const iris_tile_flags_t &f, int tile, unsigned epoch) {
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) f.counters[tile] = epoch;
+}
+IRIS_DEVICE_INLINE int iris_detail_block_tid(void) { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+IRIS_DEVICE_INLINE int iris_detail_block_threads(void) { return blockDim.x * blockDim.y * blockDim.z; }
+
+/* Whole block: a rank-wide rendezvous of the blocks handling `tile`: every write any of
+ * them made before is visible to all of them after. Advances the tile's epoch. */
+IRIS_DEVICE_INLINE bool iris_tile_sync(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile) {
+  unsigned epoch = iris_detail_tile_begin(f, tile);
+  bool ok = iris_detail_rank_sync(ctx, f.flags + (size_t)tile * IRIS_MAX_RANKS, epoch, 0, NULL);
+  iris_detail_tile_end(f, tile, epoch);
+  return ok;
+}
+
+/* Copy a rows x cols block of elem-byte elements (row strides in elements), 16 bytes at
+ * a time where every row start allows it. Cooperative over the block. */
+IRIS_DEVICE_INLINE void iris_detail_tile_copy(char *dst, long long dstride, const char *src, long long sstride, int rows, int cols, int elem) {
+  const int tid = iris_detail_block_tid(), nt = iris_detail_block_threads();
+  const long long row_bytes = (long long)cols * elem;
+  if (rows <= 0 || cols <= 0) return;
+  if (((((uintptr_t)dst | (uintptr_t)src) & 15) == 0) && (row_bytes & 15) == 0 && ((dstride * elem) & 15) == 0 && ((sstride * elem) & 15) == 0) {
+    const long long vpr = row_bytes / 16, n = vpr * rows;
+    for (long long k = tid; k < n; k += nt) {
+      const long long r = k / vpr, v = k % vpr;
+      ((uint4 *)(dst + r * dstride * elem))[v] = ((const uint4 *)(src + r * sstride * elem))[v];
+    }
+  } else {
+    const long long n = (long long)rows * cols;
+    for (long long k = tid; k < n; k += nt) {
+      const long long r = k / cols, c = k % cols;
+      const char *s = src + (r * sstride + c) * elem;
+      char *d = dst + (r * dstride + c) * elem;
+      switch (elem) {
+      case 2: *(unsigned short *)d = *(const unsigned short *)s; break;
+      case 4: *(unsigned *)d = *(const unsigned *)s; break;
+      case 8: *(unsigned long long *)d = *(const unsigned long long *)s; break;
+      default: for (int b = 0; b < elem; b++) d[b] = s[b];
+      }
+    }
+  }
+}
+
+/* All-reduce of one tile. src: (M, N) view on the heap holding this rank's partial
+ * values; dst: (M, N) view of any device memory (not src). dst's tile (tm, tn) =
+ * op over ranks (rank order, wide accumulation) of every rank's src tile. */
+template <typename T, int OP = IRIS_SUM>
+IRIS_DEVICE_INLINE bool iris_tile_all_reduce(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst, int bm, int bn) {
+  long long tm, tn;
+  iris_view_tile_coords(src, bn, tile, &tm, &tn);
+  const int rows = iris_view_tile_rows(src, bm, tm), cols = iris_view_tile_cols(src, bn, tn), W = ctx.world_size;
+  const int tid = iris_detail_block_tid(), nt = iris_detail_block_threads();
+  unsigned epoch = iris_detail_tile_begin(f, tile);
+  unsigned long long *row = f.flags + (size_t)tile * IRIS_MAX_RANKS;
+  bool ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL); /* every rank's src tile is ready */
+  if (ok) {
+    const T *s0 = (const T *)iris_view_elem(src, tm * bm, tn * bn);
+    T *d0 = (T *)iris_view_elem(dst, tm * bm, tn * bn);
+    for (long long k = tid; k < (long long)rows * cols; k += nt) {
+      const long long r = k / cols, c = k % cols;
+      typename iris_coll_acc<T>::type acc = iris_coll_up(*iris_translate(ctx, s0 + r * src.stride + c, 0));
+      for (int q = 1; q < W; q++) acc = iris_coll_combine<OP>(acc, iris_coll_up(*iris_translate(ctx, s0 + r * src.stride + c, q)));
+      d0[r * dst.stride + c] = iris_coll_down<T>(acc);
+    }
+  }
+  ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL) && ok; /* nobody still reads our src */
+  iris_detail_tile_end(f, tile, epoch);
+  return ok;
+}
+
+/* All-gather of one tile. src: (M_local, N_local) view of any device memory, this rank's
+ * shard; dst: the gathered view on the heap, (W*M_local, N_local) for dim 0 or
+ * (M_local, W*N_local) for dim 1. Tile (tm, tn) of the shard goes to every rank's dst at
+ * rank*M_local rows (dim 0) or rank*N_local columns (dim 1) further. */
+template <typename T>
+IRIS_DEVICE_INLINE bool iris_tile_all_gather(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst, int dim, int bm,
+                                             int bn) {
+  long long tm, tn;
+  iris_view_tile_coords(src, bn, tile, &tm, &tn);
+  const int rows = iris_view_tile_rows(src, bm, tm), cols = iris_view_tile_cols(src, bn, tn), W = ctx.world_size;
+  unsigned epoch = iris_detail_tile_begin(f, tile);
+  unsigned long long *row = f.flags + (size_t)tile * IRIS_MAX_RANKS;
+  bool ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL); /* every rank is done with the previous contents */
+  if (ok) {
+    const long long r0 = tm * bm + (dim == 0 ? (long long)ctx.rank * src.rows : 0), c0 = tn * bn + (dim == 1 ? (long long)ctx.rank * src.cols : 0);
+    for (int k = 0; k < W; k++) {
+      const int p = (ctx.rank + k) % W;
+      iris_detail_tile_copy((char *)iris_translate(ctx, (T *)iris_view_elem(dst, r0, c0), p), dst.stride, (const char *)iris_view_elem(src, tm * bm, tn * bn),
+                            src.stride, rows, cols, (int)sizeof(T));
+    }
+  }
+  ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL) && ok; /* every rank's tile has arrived */
+  iris_detail_tile_end(f, tile, epoch);
+  return ok;
+}
+
+/* Reduce-scatter of one tile: tile `tile` belongs to rank tile % world_size, which gets
+ * op over ranks of every rank's src tile in its dst; the other ranks' dst is untouched.
+ * src: (M, N) on the heap; dst: (M, N) of any device memory. */
+template <typename T, int OP = IRIS_SUM>
+IRIS_DEVICE_INLINE bool iris_tile_reduce_scatter(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst, int bm,
+                                                 int bn) {
+  long long tm, tn;
+  iris_view_tile_coords(src, bn, tile, &tm, &tn);
+  const int rows = iris_view_tile_rows(src, bm, tm), cols = iris_view_tile_cols(src, bn, tn), W = ctx.world_size;
+  const int tid = iris_detail_block_tid(), nt = iris_detail_block_threads();
+  unsigned epoch = iris_detail_tile_begin(f, tile);
+  unsigned long long *row = f.flags + (size_t)tile * IRIS_MAX_RANKS;
+  bool ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL);
+  if (ok && tile % W == ctx.rank) {
+    const T *s0 = (const T *)iris_view_elem(src, tm * bm, tn * bn);
+    T *d0 = (T *)iris_view_elem(dst, tm * bm, tn * bn);
+    for (long long k = tid; k < (long long)rows * cols; k += nt) {
+      const long long r = k / cols, c = k % cols;
+      typename iris_coll_acc<T>::type acc = iris_coll_up(*iris_translate(ctx, s0 + r * src.stride + c, 0));
+      for (int q = 1; q < W; q++) acc = iris_coll_combine<OP>(acc, iris_coll_up(*iris_translate(ctx, s0 + r * src.stride + c, q)));
+      d0[r * dst.stride + c] = iris_coll_down<T>(acc);
+    }
+  }
+  ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL) && ok;
+  iris_detail_tile_end(f, tile, epoch);
+  return ok;
+}
+
+/* All-to-all of one tile, each rank owning n_per_rank columns (the Iris shape). src and
+ * dst: (M, W*n_per_rank); src on the heap, dst any device memory. Tiles number the
+ * (M, n_per_rank) grid: for every rank r, dst[rows, r*n_per_rank + cols] =
+ * src_r[rows, rank*n_per_rank + cols]. */
+template <typename T>
+IRIS_DEVICE_INLINE bool iris_tile_all_to_all(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst,
+                                             long long n_per_rank, int bm, int bn) {
+  const iris_view2d_t block = iris_view2d(src.ptr, src.rows, n_per_rank, src.stride, src.elem_size); /* the tile grid */
+  long long tm, tn;
+  iris_view_tile_coords(block, bn, tile, &tm, &tn);
+  const int rows = iris_view_tile_rows(block, bm, tm), cols = iris_view_tile_cols(block, bn, tn), W = ctx.world_size;
+  unsigned epoch = iris_detail_tile_begin(f, tile);
+  unsigned long long *row = f.flags + (size_t)tile * IRIS_MAX_RANKS;
+  bool ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL);
+  if (ok) {
+    for (int k = 0; k < W; k++) {
+      const int r = (ctx.rank + k) % W;
+      const T *s = iris_translate(ctx, (const T *)iris_view_elem(src, tm * bm, (long long)ctx.rank * n_per_rank + tn * bn), r);
+      iris_detail_tile_copy((char *)iris_view_elem(dst, tm * bm, (long long)r * n_per_rank + tn * bn), dst.stride, (const char *)s, src.stride, rows, cols,
+                            (int)sizeof(T));
+    }
+  }
+  ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL) && ok;
+  iris_detail_tile_end(f, tile, epoch);
+  return ok;
 }
 
 /* ========================================================================= */
@@ -832,6 +1022,29 @@ IRIS_DEF iris_status_t iris_all_to_all(iris_t *ctx, const void *send, void *recv
 IRIS_DEF iris_status_t iris_broadcast(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, int root, iris_stream_t stream) {
   return iris_broadcast_ex(ctx, send, recv, count, type, root, stream, NULL);
 }
+IRIS_DEF iris_status_t iris_tile_flags_create(iris_t *ctx, int num_tiles, iris_tile_flags_t *out) {
+  iris_status_t st;
+  char *base;
+  size_t bytes;
+  if (!ctx || !out || num_tiles < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_tile_flags_create: NULL argument or num_tiles < 1");
+  memset(out, 0, sizeof *out);
+  bytes = (size_t)num_tiles * (IRIS_MAX_RANKS * sizeof(unsigned long long) + sizeof(unsigned));
+  if ((st = iris_calloc(ctx, bytes, (void **)&base)) != IRIS_SUCCESS) return st;
+  if ((st = iris_barrier(ctx)) != IRIS_SUCCESS) return st; /* zero everywhere before anyone signals */
+  out->flags = (unsigned long long *)base;
+  out->counters = (unsigned *)(base + (size_t)num_tiles * IRIS_MAX_RANKS * sizeof(unsigned long long));
+  out->num_tiles = num_tiles;
+  return IRIS_SUCCESS;
+}
+IRIS_DEF iris_status_t iris_tile_flags_destroy(iris_t *ctx, iris_tile_flags_t *f) {
+  iris_status_t st;
+  if (!ctx || !f) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_tile_flags_destroy: NULL argument");
+  if (!f->flags) return IRIS_SUCCESS;
+  st = iris_free(ctx, f->flags);
+  memset(f, 0, sizeof *f);
+  return st;
+}
+
 IRIS_DEF iris_status_t iris_barrier_device(iris_t *ctx, iris_stream_t stream) {
   iris_coll_state_t *s;
   iris_status_t st;

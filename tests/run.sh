@@ -63,7 +63,7 @@ else
   say SKIP "headers under hipcc (gfx90a, gfx940)" "hipcc not installed"
 fi
 check "GPU test program builds (nvcc)" make -s build/gpu_test build/gpu_test_debug
-check "collectives test program builds (nvcc)" make -s build/coll_test
+check "collectives test programs build (nvcc)" make -s build/coll_test build/tile_test
 check "benchmark builds (nvcc)" make -s build/bench_rma
 check "examples build (nvcc)" make -s examples
 
@@ -83,7 +83,7 @@ echo "# GPU tests"
 if [ "$ngpu" -lt 2 ]; then
   why="no GPU"; [ "$ngpu" = 1 ] && why="one GPU; these tests need 2 with peer access"
   for t in "RMA, atomics, message passing, heap, barrier: 2 ranks, one process each" "same: 4 ranks" "same, ranks as threads through bootstrap callbacks: 2 and 4" \
-           "same, bring-up mode 3 (one process, several GPUs): 2 and 4" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "collectives: 2 and 4 ranks" "examples run" "MPI bootstrap example"; do
+           "same, bring-up mode 3 (one process, several GPUs): 2 and 4" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "collectives and tile building blocks: 2 and 4 ranks" "examples run" "MPI bootstrap example"; do
     say SKIP "$t" "$why"
   done
 else
@@ -93,7 +93,8 @@ else
     for mode in procs hooks local; do run_counted "gpu_test $mode $w" ./build/gpu_test $mode $w; done
   done
   for w in 2 4; do
-    if [ "$ngpu" -ge "$w" ]; then run_counted "coll_test $w" ./build/coll_test $w; else say SKIP "collectives with $w ranks" "only $ngpu GPUs"; fi
+    if [ "$ngpu" -ge "$w" ]; then run_counted "coll_test $w" ./build/coll_test $w; run_counted "tile_test $w" ./build/tile_test $w
+    else say SKIP "collectives and tile building blocks with $w ranks" "only $ngpu GPUs"; fi
   done
   expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
   expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank
@@ -102,6 +103,7 @@ else
   check "example message_passing runs on all GPUs" ./build/message_passing
   check "example atomic_counter runs on all GPUs" ./build/atomic_counter
   check "example local_multi_gpu runs" ./build/local_multi_gpu
+  check "example fused_allreduce_rmsnorm matches a float64 reference" ./build/fused_allreduce_rmsnorm
   if command -v mpirun >/dev/null 2>&1 && make -s build/mpi_bootstrap >>"$log" 2>&1; then
     check "example mpi_bootstrap under mpirun -np 2" mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE ./build/mpi_bootstrap
   else

@@ -1,0 +1,140 @@
+// Tile-level building blocks (iris_tile_* in iris_collectives.h) called from inside a
+// kernel: all-reduce, all-gather (both dims), reduce-scatter, all-to-all and sync, on
+// shapes with partial edge tiles, a persistent grid smaller than the tile count, fresh
+// data for every one of many iterations (the tile epochs are reused), bit-exact against
+// a float64 host reference.
+//   tile_test N        N processes (iris_launch_local), one per GPU
+#define IRIS_IMPLEMENTATION
+#include "../iris_collectives.h"
+#include "test_util.h"
+#include "coll_values.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+enum { T_AR, T_AG0, T_AG1, T_RS, T_A2A };
+static const char *op_names[] = {"all_reduce", "all_gather dim 0", "all_gather dim 1", "reduce_scatter", "all_to_all"};
+
+template <typename T>
+__global__ void k_tiles(iris_device_ctx_t ctx, iris_tile_flags_t f, int op, iris_view2d_t src, iris_view2d_t dst, long long npr, int bm, int bn, int ntiles,
+                        unsigned *fails) {
+  bool ok = true;
+  for (int t = blockIdx.x; t < ntiles; t += gridDim.x) { // persistent: fewer blocks than tiles
+    switch (op) {
+    case T_AR: ok &= iris_tile_all_reduce<T>(ctx, f, t, src, dst, bm, bn); break;
+    case T_AG0: ok &= iris_tile_all_gather<T>(ctx, f, t, src, dst, 0, bm, bn); break;
+    case T_AG1: ok &= iris_tile_all_gather<T>(ctx, f, t, src, dst, 1, bm, bn); break;
+    case T_RS: ok &= iris_tile_reduce_scatter<T>(ctx, f, t, src, dst, bm, bn); break;
+    default: ok &= iris_tile_all_to_all<T>(ctx, f, t, src, dst, npr, bm, bn); break;
+    }
+  }
+  if (!ok && threadIdx.x == 0) atomicAdd(fails, 1u);
+}
+
+// one operation, `iters` times with new data, checked every time
+template <typename T>
+static bool run_op(Suite &s, int type, int op, iris_tile_flags_t f, char *heap_a, char *heap_b, char *plain, int iters) {
+  const int W = s.world, me = s.rank, bm = 32, bn = 64, es = (int)sizeof(T);
+  const long long M = 257, N = 190, npr = 70; // odd: partial edge tiles
+  // views per operation: src rows x cols, dst rows x cols
+  long long sr = M, sc = op == T_A2A ? W * npr : N, dr = op == T_AG0 ? W * M : M, dc = op == T_AG1 ? W * N : (op == T_A2A ? W * npr : N);
+  const bool src_heap = op != T_AG0 && op != T_AG1, dst_heap = op == T_AG0 || op == T_AG1;
+  char *sp = src_heap ? heap_a : plain, *dp = dst_heap ? heap_b : plain + ((size_t)64 << 20);
+  iris_view2d_t src = iris_view2d(sp, sr, sc, sc + 3, es), dst = iris_view2d(dp, dr, dc, dc + 5, es); // padded strides
+  iris_view2d_t grid = op == T_A2A ? iris_view2d(sp, M, npr, sc + 3, es) : src;
+  const int ntiles = (int)iris_view_num_tiles(grid, bm, bn);
+  unsigned *fails;
+  CK(cudaMalloc(&fails, sizeof *fails));
+  bool ok = ntiles <= f.num_tiles;
+  std::vector<unsigned char> h((size_t)dr * (dc + 5) * es);
+  for (int it = 0; it < iters && ok; it++) {
+    const int call = 1000 * op + it;
+    fill(sp, type, (size_t)sr * (sc + 3), s.seed, me, call); // element j of the padded buffer
+    CK(cudaMemset(dp, 0xff, (size_t)dr * (dc + 5) * es));
+    CK(cudaMemset(fails, 0, sizeof *fails));
+    CK(cudaDeviceSynchronize());
+    if (me == it % W && it % 5 == 0) usleep(10000); // skew
+    if (!barrier(s)) return false; // the poisoned dst of every rank before anyone pushes
+    k_tiles<T><<<7, 256>>>(iris_device_context(s.ctx), f, op, src, dst, npr, bm, bn, ntiles, fails);
+    CK(cudaGetLastError());
+    if (!barrier(s)) return false;
+    unsigned nf = 0;
+    CK(cudaMemcpy(&nf, fails, sizeof nf, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h.data(), dp, h.size(), cudaMemcpyDeviceToHost));
+    if (nf) { fprintf(stderr, "rank %d: %s: %u blocks reported a timed-out wait\n", me, op_names[op], nf); ok = false; }
+    for (long long r = 0; r < dr && ok; r++)
+      for (long long c = 0; c < dc && ok; c++) {
+        unsigned long long got = get_bits(h, type, (size_t)(r * (dc + 5) + c)), want, b[IRIS_MAX_RANKS];
+        bool written = true;
+        switch (op) {
+        case T_AR:
+          for (int q = 0; q < W; q++) b[q] = encode(type, input_hash(s.seed, q, (size_t)(r * (sc + 3) + c), call));
+          want = reduce_bits(type, IRIS_SUM, b, W);
+          break;
+        case T_RS: {
+          long long tm = r / bm, tn = c / bn;
+          written = (tm * iris_view_tiles_n(src, bn) + tn) % W == me;
+          for (int q = 0; q < W; q++) b[q] = encode(type, input_hash(s.seed, q, (size_t)(r * (sc + 3) + c), call));
+          want = reduce_bits(type, IRIS_SUM, b, W);
+          break;
+        }
+        case T_AG0: want = encode(type, input_hash(s.seed, (int)(r / M), (size_t)((r % M) * (sc + 3) + c), call)); break;
+        case T_AG1: want = encode(type, input_hash(s.seed, (int)(c / N), (size_t)(r * (sc + 3) + c % N), call)); break;
+        default: want = encode(type, input_hash(s.seed, (int)(c / npr), (size_t)(r * (sc + 3) + me * npr + c % npr), call)); break;
+        }
+        size_t mask = es == 8 ? ~0ULL : ((1ULL << (8 * es)) - 1);
+        if (!written) want = mask; // untouched: still poison
+        if ((got & mask) != (want & mask)) {
+          fprintf(stderr, "rank %d: tile %s iteration %d: (%lld, %lld) is %llx, want %llx\n", me, op_names[op], it, r, c, got & mask, want & mask);
+          ok = false;
+        }
+      }
+  }
+  cudaFree(fails);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int n = argc > 1 ? atoi(argv[1]) : 2, rank;
+  iris_launch_t L;
+  if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [tile w=%d] launch: %s\n", n, iris_error_detail()); return 1; }
+  if (rank < 0) {
+    iris_status_t st = iris_launch_wait(&L, 600000);
+    printf("%s: [tile w=%d] every rank exits cleanly%s%s\n", st == IRIS_SUCCESS ? "PASS" : "FAIL", n, st == IRIS_SUCCESS ? "" : ": ",
+           st == IRIS_SUCCESS ? "" : iris_error_detail());
+    return st == IRIS_SUCCESS ? 0 : 1;
+  }
+  Suite s = {};
+  s.rank = rank;
+  s.world = n;
+  s.tag = "tile w=" + std::to_string(n);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)512 << 20;
+  char *a, *b, *plain;
+  iris_tile_flags_t f;
+  if (iris_init(&cfg, &s.ctx) != IRIS_SUCCESS || iris_malloc(s.ctx, (size_t)64 << 20, (void **)&a) != IRIS_SUCCESS ||
+      iris_malloc(s.ctx, (size_t)64 << 20, (void **)&b) != IRIS_SUCCESS || iris_tile_flags_create(s.ctx, 1024, &f) != IRIS_SUCCESS ||
+      cudaMalloc(&plain, (size_t)128 << 20) != cudaSuccess) {
+    fprintf(stderr, "rank %d: setup: %s\n", rank, iris_error_detail());
+    if (rank == 0) printf("FAIL: [%s] setup: %s\n", s.tag.c_str(), iris_error_detail());
+    return 1;
+  }
+  uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)), all[IRIS_MAX_RANKS];
+  iris_allgather_host(s.ctx, &mine, all, sizeof mine);
+  s.seed = all[0];
+  if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
+  for (int op = T_AR; op <= T_A2A; op++) {
+    char name[128];
+    bool ok = run_op<float>(s, IRIS_FLOAT32, op, f, a, b, plain, 20);
+    snprintf(name, sizeof name, "iris_tile_%s fp32: 257x190 (edge tiles), 7 blocks for all tiles, 20 iterations, exact", op_names[op]);
+    report(s, name, ok);
+    ok = run_op<iris_bf16_t>(s, IRIS_BFLOAT16, op, f, a, b, plain, 10);
+    snprintf(name, sizeof name, "iris_tile_%s bf16: same, exact", op_names[op]);
+    report(s, name, ok);
+  }
+  cudaFree(plain);
+  int rc = s.failed ? 1 : 0;
+  if (iris_tile_flags_destroy(s.ctx, &f) != IRIS_SUCCESS || iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
+  return rc;
+}
