@@ -69,3 +69,15 @@ __global__ void instantiate_all(iris_device_ctx_t ctx, int *i32, unsigned *u32, 
   f[7] = (float)iris_view_tile_rows(v, 32, tm) + (float)iris_view_num_tiles(v, 32, 16);
   u32[4] = IRIS_WARP_SIZE;
 }
+
+// the tile building blocks, every operation and a few types and ops
+__global__ void instantiate_tiles(iris_device_ctx_t ctx, iris_tile_flags_t f, iris_view2d_t a, iris_view2d_t b) {
+  iris_tile_sync(ctx, f, 0);
+  iris_tile_all_reduce<float>(ctx, f, 1, a, b, 32, 64);
+  iris_tile_all_reduce<iris_bf16_t, IRIS_MAX>(ctx, f, 1, a, b, 32, 64);
+  iris_tile_all_reduce<long long, IRIS_MIN>(ctx, f, 1, a, b, 32, 64);
+  iris_tile_all_gather<float>(ctx, f, 2, a, b, 0, 32, 64);
+  iris_tile_all_gather<iris_f16_t>(ctx, f, 2, a, b, 1, 32, 64);
+  iris_tile_reduce_scatter<int>(ctx, f, 3, a, b, 32, 64);
+  iris_tile_all_to_all<iris_f16_t>(ctx, f, 4, a, b, 100, 32, 64);
+}
