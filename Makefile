@@ -56,6 +56,8 @@ $(B)/tile_test: tests/tile_test.cu tests/test_util.h tests/coll_values.h $(HDRS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/bench_coll: bench/bench_coll.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl
+$(B)/bench_tile_a2a: bench/bench_tile_a2a.cu $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/bench_rma: bench/bench_rma.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 
@@ -70,9 +72,10 @@ examples: $(EXAMPLES)
 run: $(B)/message_passing
 	$(B)/message_passing
 
-bench: $(B)/bench_rma $(B)/bench_coll
+bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a
 	NCCL_NVLS_ENABLE=0 $(B)/bench_rma
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_coll.csv BENCH_PNG=$(B)/bench_coll.png $(B)/bench_coll
+	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_tile_a2a.csv BENCH_PNG=$(B)/bench_tile_a2a.png $(B)/bench_tile_a2a
 
 # registers, spills and access widths of the collective kernels -> docs/asm_report.md
 asm:

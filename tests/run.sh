@@ -64,7 +64,7 @@ else
 fi
 check "GPU test program builds (nvcc)" make -s build/gpu_test build/gpu_test_debug
 check "collectives test programs build (nvcc)" make -s build/coll_test build/tile_test
-check "benchmark builds (nvcc)" make -s build/bench_rma
+check "benchmarks build (nvcc; NCCL for bench_coll)" make -s build/bench_rma build/bench_coll build/bench_tile_a2a
 check "examples build (nvcc)" make -s examples
 
 echo "# codegen checks"
