@@ -54,11 +54,11 @@ $(B)/coll_test: tests/coll_test.cu tests/test_util.h tests/coll_values.h $(HDRS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/tile_test: tests/tile_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(B)/bench_coll: bench/bench_coll.cu $(HDRS) | $(B)
+$(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl
-$(B)/bench_tile_a2a: bench/bench_tile_a2a.cu $(HDRS) | $(B)
+$(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(B)/bench_rma: bench/bench_rma.cu $(HDRS) | $(B)
+$(B)/bench_rma: bench/bench_rma.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 
 # ---------------------------------------------------------------- examples

@@ -201,11 +201,7 @@ IRIS_DEVICE_INLINE bool iris_detail_rank_sync(const iris_device_ctx_t &ctx, unsi
     for (;;) {
       got = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(row + t);
       if (iris_epoch_reached((unsigned)got, epoch)) break;
-      if ((++spins & 255) == 0) {
-        unsigned long long now = iris_detail_time_ns();
-        if (!start) start = now;
-        else if (now - start > (unsigned long long)IRIS_WAIT_TIMEOUT_NS) { ok = 0; break; }
-      }
+      if (iris_detail_spin_expired(spins, start)) { ok = 0; break; }
     }
 #if defined(IRIS_DEBUG)
     if (!ok) {
@@ -259,11 +255,7 @@ IRIS_DEVICE_INLINE bool iris_coll_ll_load(const iris_device_ctx_t &ctx, const ui
       data->y = v.z;
       return true;
     }
-    if ((++spins & 255) == 0) {
-      unsigned long long now = iris_detail_time_ns();
-      if (!start) start = now;
-      else if (now - start > (unsigned long long)IRIS_WAIT_TIMEOUT_NS) break;
-    }
+    if (iris_detail_spin_expired(spins, start)) break;
   }
 #if defined(IRIS_DEBUG)
   printf("iris: LL wait timed out on rank %d (block %d, thread %d): line %p never carried epoch %u\n", ctx.rank, (int)blockIdx.x, (int)threadIdx.x,
@@ -317,13 +309,8 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
       if (t < W && t != root) {
         unsigned long long start = 0;
         unsigned spins = 0;
-        while (!iris_epoch_reached((unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(row + t), epoch)) {
-          if ((++spins & 255) == 0) {
-            unsigned long long now = iris_detail_time_ns();
-            if (!start) start = now;
-            else if (now - start > (unsigned long long)IRIS_WAIT_TIMEOUT_NS) { ok = 0; break; }
-          }
-        }
+        while (!iris_epoch_reached((unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(row + t), epoch))
+          if (iris_detail_spin_expired(spins, start)) { ok = 0; break; }
 #if defined(IRIS_DEBUG)
         if (!ok) {
           printf("iris: broadcast root %d (block %d) timed out waiting for rank %d to reach epoch %u\n", me, (int)blockIdx.x, t, epoch);

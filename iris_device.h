@@ -190,6 +190,20 @@ IRIS_DEVICE_INLINE void iris_store_v16(const iris_device_ctx_t &ctx, void *ptr, 
 
 /* ================================================================= bulk copies == */
 
+/* n words from s to d by thread i of `stride`, four loads in flight before the stores;
+ * returns n. */
+template <typename W>
+IRIS_DEVICE_INLINE size_t iris_detail_copy_words(W *d, const W *s, size_t n, size_t i, size_t stride) {
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    W a = s[i], b = s[i + stride], c = s[i + 2 * stride], e = s[i + 3 * stride];
+    d[i] = a;
+    d[i + stride] = b;
+    d[i + 2 * stride] = c;
+    d[i + 3 * stride] = e;
+  }
+  for (; i < n; i += stride) d[i] = s[i];
+  return n;
+}
 /* Cooperative: threads tid = 0..nthreads-1 each call it with the same arguments and
  * together copy `bytes` from src to dst (raw addresses, local or already translated).
  * 16-byte accesses, four in flight per thread, when both addresses are 16-byte
@@ -200,33 +214,8 @@ IRIS_DEVICE_INLINE void iris_copy_bytes(void *dst, const void *src, size_t bytes
   const char *s = (const char *)src;
   const size_t stride = (size_t)nthreads;
   size_t i = (size_t)tid, done = 0;
-  if ((((uintptr_t)d | (uintptr_t)s) & 15) == 0) {
-    uint4 *dv = (uint4 *)d;
-    const uint4 *sv = (const uint4 *)s;
-    const size_t nv = bytes >> 4;
-    for (; i + 3 * stride < nv; i += 4 * stride) {
-      uint4 a = sv[i], b = sv[i + stride], c = sv[i + 2 * stride], e = sv[i + 3 * stride];
-      dv[i] = a;
-      dv[i + stride] = b;
-      dv[i + 2 * stride] = c;
-      dv[i + 3 * stride] = e;
-    }
-    for (; i < nv; i += stride) dv[i] = sv[i];
-    done = nv << 4;
-  } else if ((((uintptr_t)d | (uintptr_t)s) & 3) == 0) {
-    unsigned *dw = (unsigned *)d;
-    const unsigned *sw = (const unsigned *)s;
-    const size_t nw = bytes >> 2;
-    for (; i + 3 * stride < nw; i += 4 * stride) {
-      unsigned a = sw[i], b = sw[i + stride], c = sw[i + 2 * stride], e = sw[i + 3 * stride];
-      dw[i] = a;
-      dw[i + stride] = b;
-      dw[i + 2 * stride] = c;
-      dw[i + 3 * stride] = e;
-    }
-    for (; i < nw; i += stride) dw[i] = sw[i];
-    done = nw << 2;
-  }
+  if ((((uintptr_t)d | (uintptr_t)s) & 15) == 0) done = iris_detail_copy_words((uint4 *)d, (const uint4 *)s, bytes >> 4, i, stride) << 4;
+  else if ((((uintptr_t)d | (uintptr_t)s) & 3) == 0) done = iris_detail_copy_words((unsigned *)d, (const unsigned *)s, bytes >> 2, i, stride) << 2;
   for (i = done + (size_t)tid; i < bytes; i += stride) d[i] = s[i];
 }
 /* Cooperative (see iris_copy_bytes): from_rank's heap range [ptr, ptr+bytes) into
@@ -413,6 +402,18 @@ IRIS_DEVICE_INLINE unsigned long long iris_detail_time_ns(void) {
   return t;
 }
 #endif /* vendor */
+
+/* Bounded spinning: call once per poll. Reads the clock every 256 polls and returns true
+ * once IRIS_WAIT_TIMEOUT_NS has passed since the first reading. */
+IRIS_DEVICE_INLINE bool iris_detail_spin_expired(unsigned &spins, unsigned long long &start) {
+  if ((++spins & 255) != 0) return false;
+  const unsigned long long now = iris_detail_time_ns();
+  if (!start) {
+    start = now;
+    return false;
+  }
+  return now - start > (unsigned long long)IRIS_WAIT_TIMEOUT_NS;
+}
 
 /* ================================================================ public atomics == */
 /* Value parameters take their type from the pointer (not deduced), so
@@ -603,11 +604,7 @@ IRIS_DEVICE_INLINE bool iris_detail_wait(const iris_device_ctx_t &ctx, const T *
     got = iris_atomic_load<O == IRIS_ORDER_RELAXED ? IRIS_ORDER_RELAXED : IRIS_ORDER_ACQUIRE, S>(flag);
     if (iris_detail_compare(got, cmp, value)) return true;
 #endif
-    if ((++spins & 255) == 0) {
-      unsigned long long now = iris_detail_time_ns();
-      if (start == 0) start = now;
-      else if (now - start > (unsigned long long)IRIS_WAIT_TIMEOUT_NS) break;
-    }
+    if (iris_detail_spin_expired(spins, start)) break;
   }
 #if defined(IRIS_DEBUG)
   printf("iris: wait '%s' timed out on rank %d (block %d, thread %d) after %.1f s: flag %p holds %llu, waiting for cmp %d against %llu\n", what, ctx.rank,

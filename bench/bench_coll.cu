@@ -32,6 +32,7 @@
 // Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. bench/bench_coll.cu -o build/bench_coll -lnccl
 #define IRIS_IMPLEMENTATION
 #include "../iris_collectives.h"
+#include "bench_util.h"
 
 #include <cuda_bf16.h>
 #include <nccl.h>
@@ -47,15 +48,6 @@
 #include <unistd.h>
 #include <vector>
 
-#define CK(x)                                                                                                     \
-  do {                                                                                                            \
-    cudaError_t e_ = (x);                                                                                         \
-    if (e_ != cudaSuccess) { fprintf(stderr, "bench: %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } \
-  } while (0)
-#define IK(x)                                                                                                     \
-  do {                                                                                                            \
-    if ((x) != IRIS_SUCCESS) { fprintf(stderr, "bench: %s:%d %s: %s\n", __FILE__, __LINE__, #x, iris_error_detail()); exit(1); } \
-  } while (0)
 #define NK(x)                                                                                                     \
   do {                                                                                                            \
     ncclResult_t e_ = (x);                                                                                        \

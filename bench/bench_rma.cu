@@ -9,6 +9,7 @@
 #define IRIS_IMPLEMENTATION
 #include "../iris.h"
 #include "../iris_device.h"
+#include "bench_util.h"
 
 #include <algorithm>
 #include <stdio.h>
@@ -16,15 +17,6 @@
 #include <string.h>
 #include <vector>
 
-#define CK(x)                                                                                                     \
-  do {                                                                                                            \
-    cudaError_t e_ = (x);                                                                                         \
-    if (e_ != cudaSuccess) { fprintf(stderr, "bench: %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } \
-  } while (0)
-#define IK(x)                                                                                                     \
-  do {                                                                                                            \
-    if ((x) != IRIS_SUCCESS) { fprintf(stderr, "bench: %s:%d %s: %s\n", __FILE__, __LINE__, #x, iris_error_detail()); exit(1); } \
-  } while (0)
 
 static FILE *csv;
 static void row(const char *what, const char *variant, double x, double value, const char *unit) {

@@ -7,6 +7,7 @@
 //   bench_tile_a2a [ranks]
 #define IRIS_IMPLEMENTATION
 #include "../iris_collectives.h"
+#include "bench_util.h"
 
 #include <algorithm>
 #include <stdio.h>
@@ -14,15 +15,6 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                                                                      \
-  do {                                                                                                                             \
-    cudaError_t e_ = (x);                                                                                                          \
-    if (e_ != cudaSuccess) { fprintf(stderr, "bench_tile_a2a: %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } \
-  } while (0)
-#define IK(x)                                                                                                                      \
-  do {                                                                                                                             \
-    if ((x) != IRIS_SUCCESS) { fprintf(stderr, "bench_tile_a2a: %s:%d %s: %s\n", __FILE__, __LINE__, #x, iris_error_detail()); exit(1); } \
-  } while (0)
 
 enum { BM = 32 };
 
