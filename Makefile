@@ -1,5 +1,6 @@
 # iris: header-only; this Makefile only builds tests, examples and benchmarks.
 #   make test    every check that this machine can run; ends with "N passed, N failed"
+#   make test-gpu  only the GPU part of make test (binaries built beforehand)
 #   make run     the message-passing example on all local GPUs
 #   make bench   remote-memory benchmarks beside the copy engine (GPU machine)
 #   make asm     registers, spills, access widths of the collective kernels (docs/)
@@ -20,10 +21,14 @@ CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
 
-.PHONY: test run bench examples asm clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+.PHONY: test test-gpu run bench examples asm clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
 
 test:
 	@bash tests/run.sh
+
+# the GPU section of make test only, with binaries built beforehand (e.g. here, then carried)
+test-gpu:
+	@IRIS_TEST_ONLY=gpu bash tests/run.sh
 
 # ---------------------------------------------------------------- compile checks
 $(B):

@@ -50,6 +50,9 @@ expect_trap() {
 have_hip=0; command -v "${HIPCC:-hipcc}" >/dev/null 2>&1 && [ -f /usr/include/hip/hip_runtime.h -o -d /opt/rocm/include/hip ] && have_hip=1
 ngpu=0; command -v nvidia-smi >/dev/null 2>&1 && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 
+# IRIS_TEST_ONLY=gpu (make test-gpu): only the GPU section, with the binaries already built
+only=${IRIS_TEST_ONLY:-all}
+if [ "$only" != gpu ]; then
 echo "# compile checks"
 check "iris.h compiles as C99 (-Wall -Wextra -Werror -pedantic)" make -s check-c99
 check "iris.h with implementation compiles as C99" make -s check-c99-impl
@@ -78,6 +81,8 @@ fi
 
 echo "# host unit tests"
 if make -s build/host_test >>"$log" 2>&1; then run_counted "host tests" ./build/host_test; else say FAIL "host tests build"; fi
+
+fi # only != gpu
 
 echo "# GPU tests"
 if [ "$ngpu" -lt 2 ]; then
