@@ -63,11 +63,19 @@ $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl
 $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
+$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h $(HDRS) iris_gemm_core.h | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt
+$(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) iris_gemm_core.h | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
+$(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) iris_gemm_core.h | $(B)
+	$(NVCC) $(NVCCFLAGS) -DIRIS_GEMM_TRACE $< -o $@ -lnccl -lcublas -lcublasLt
 $(B)/bench_rma: bench/bench_rma.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 
 # ---------------------------------------------------------------- examples
-EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu $(B)/fused_allreduce_rmsnorm
+EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu $(B)/fused_allreduce_rmsnorm $(B)/gemm_all_scatter
+$(B)/gemm_all_scatter: examples/gemm_all_scatter.cu $(HDRS) iris_gemm_core.h | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt
 $(B)/%: examples/%.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/mpi_bootstrap: examples/mpi_bootstrap.cu $(HDRS) | $(B)
@@ -77,10 +85,12 @@ examples: $(EXAMPLES)
 run: $(B)/message_passing
 	$(B)/message_passing
 
-bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a
+bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a $(B)/bench_ag_gemm
 	NCCL_NVLS_ENABLE=0 $(B)/bench_rma
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_coll.csv BENCH_PNG=$(B)/bench_coll.png $(B)/bench_coll
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_tile_a2a.csv BENCH_PNG=$(B)/bench_tile_a2a.png $(B)/bench_tile_a2a
+	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm
+	-python3 tools/plot_ag_gemm.py $(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm.png
 
 # registers, spills and access widths of the collective kernels -> docs/asm_report.md
 asm:

@@ -1,15 +1,1118 @@
-/* iris_gemm.h — fused all-gather + GEMM (placeholder)
+/* iris_gemm.h — all-gather + GEMM, fused (C host API, C++ kernels and building blocks)
  *
- * What it will be
- *   A persistent kernel whose fetcher workgroups pull peers' A tiles into a staging
- *   buffer and raise per-tile ready flags while GEMM workgroups consume them, plus a
- *   pipelined copy-engine + vendor-BLAS path, chosen per shape.
+ * What it is
+ *   C = all_gather(A) * B (+ bias), where each rank holds a shard of A:
+ *     IRIS_GEMM_A_ROWS  rank r holds rows [r*M/W, (r+1)*M/W) of A: an (M/W) x K shard
+ *                       (sequence parallelism);
+ *     IRIS_GEMM_A_COLS  rank r holds columns [r*K/W, (r+1)*K/W): an M x (K/W) shard
+ *                       (the Iris layout).
+ *   B is K x N on every rank (row-major; or N x K, "transposed", the PyTorch Linear
+ *   weight layout), C is M x N on every rank. bf16 or fp16 inputs, fp32 accumulation,
+ *   bf16/fp16/fp32 output, optional bias (N values of the output type).
  *
- * What it is today
- *   Nothing beyond iris_collectives.h: this header only fixes its place in the layout
- *   and compiles under nvcc and hipcc. Its contents are a later milestone (see README).
+ *   Three ways to run it, chosen per shape (iris_ag_gemm_path tells which one ran):
+ *     IRIS_GEMM_PATH_PIPELINED   the copy engines pull peers' A chunks into a local
+ *                                staging buffer while cuBLASLt multiplies the chunks
+ *                                that have arrived (events order them). For
+ *                                IRIS_GEMM_A_ROWS the local shard is multiplied first,
+ *                                so the first copy is hidden too.
+ *     IRIS_GEMM_PATH_FUSED       one persistent kernel in the Iris "HBM buffer" design:
+ *                                fetcher CTAs pull (m-tile, k-group) blocks of A into
+ *                                the staging buffer and raise a ready flag per block;
+ *                                GEMM CTAs (tensor cores, mma.sync) wait on those flags
+ *                                k-group by k-group, so no all-gather barrier stands in
+ *                                the way.
+ *     IRIS_GEMM_PATH_UNFUSED     gather everything (copy engines), then one cuBLASLt
+ *                                GEMM: best for small M, where chunks are too small to
+ *                                keep the GPU busy.
+ *     IRIS_GEMM_PATH_KERNEL_UNFUSED  the fused kernel's two roles one after the other
+ *                                (all fetchers, then all GEMM CTAs): the baseline
+ *                                that shows what the fusion buys.
+ *
+ * Quick start
+ *     #define IRIS_IMPLEMENTATION
+ *     #include "iris_gemm.h"        // also iris.h, iris_device.h, iris_collectives.h
+ *     iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
+ *     d.layout = IRIS_GEMM_A_ROWS; d.M = 8192; d.N = 3584; d.K = 8192;
+ *     iris_ag_gemm_t *g;
+ *     iris_ag_gemm_create(ctx, &d, &g);                 // collective, outside capture
+ *     iris_malloc(ctx, d.M / W * d.K * 2, &a_shard);    // A shards live on the heap
+ *     iris_ag_gemm_run(g, a_shard, b, NULL, c, stream); // capturable; every rank
+ *     iris_ag_gemm_destroy(g);
+ *   Link -lcublasLt (nvcc). Build with -arch=sm_90 (the fused kernel's core is sm_80+).
+ *
+ * Rules
+ *   - Collective: every rank creates the plan with the same description and calls run
+ *     the same number of times in the same order. A shards are on the symmetric heap at
+ *     the same offset on every rank (as iris_malloc gives), or set desc.stage_a = 1 and
+ *     the plan copies the shard into a heap buffer of its own first.
+ *   - Shapes: layout ROWS needs M % W == 0; COLS needs K % W == 0 and (K/W) % 8 == 0.
+ *     K % 8 == 0 and N % 8 == 0 (16-byte rows); M and N need not be tile multiples
+ *     (edge tiles are masked). B, C and bias 16-byte aligned (256 for the cuBLASLt
+ *     paths). Anything else: IRIS_ERROR_INVALID_ARGUMENT naming the rule.
+ *   - Ordering: when run's work completes on the stream, C is final on this rank and
+ *     no peer reads this rank's A shard any more (a device barrier closes the copies),
+ *     so the caller may overwrite A. Run waits (on the GPU) until every peer has reached
+ *     the same call, so A written earlier on each peer's stream is what is read.
+ *   - Graphs: run allocates nothing and never synchronises the host; flags are
+ *     monotonic epochs kept on the device, so a captured run replays any number of
+ *     times. Create the plan (and call iris_collectives_setup) before capturing.
+ *   - Mismatched descriptions across ranks: create returns IRIS_ERROR_MISMATCH on every
+ *     rank. With IRIS_DEBUG, run also checks that the A shard sits at the same heap
+ *     offset everywhere (a host exchange: not during capture).
+ *   - AMD: the plan and the building blocks compile under hipcc; the GEMM paths need
+ *     hipBLASLt and an MFMA core, which this version does not have yet, so create
+ *     returns IRIS_ERROR_UNSUPPORTED there.
+ *
+ * Tracing
+ *   Compile with -DIRIS_GEMM_TRACE and set desc.trace = 1: every fetcher and GEMM CTA of
+ *   the fused kernel records start and end times (globaltimer) of each fetch, wait and
+ *   tile; iris_ag_gemm_trace_write exports a Chrome/Perfetto trace (JSON) of the last
+ *   run, and tools/trace_gantt.py draws it as a Gantt chart (PNG). Without the macro the
+ *   recording code is not compiled at all.
  */
 #ifndef IRIS_GEMM_H
 #define IRIS_GEMM_H
 #include "iris_collectives.h"
+
+typedef enum iris_gemm_layout { IRIS_GEMM_A_ROWS = 0, IRIS_GEMM_A_COLS } iris_gemm_layout_t;
+typedef enum iris_gemm_path {
+  IRIS_GEMM_PATH_AUTO = 0,
+  IRIS_GEMM_PATH_PIPELINED,
+  IRIS_GEMM_PATH_FUSED,
+  IRIS_GEMM_PATH_UNFUSED,
+  IRIS_GEMM_PATH_KERNEL_UNFUSED,
+  IRIS_GEMM_PATH_COUNT
+} iris_gemm_path_t;
+
+/* What to compute and how. Start from IRIS_AG_GEMM_DESC_INIT. */
+typedef struct iris_ag_gemm_desc {
+  size_t struct_size;
+  iris_gemm_layout_t layout;
+  long long M, N, K;    /* the gathered problem: A is M x K */
+  iris_dtype_t a_type;  /* IRIS_BFLOAT16 or IRIS_FLOAT16; B has the same type */
+  iris_dtype_t c_type;  /* IRIS_BFLOAT16, IRIS_FLOAT16 or IRIS_FLOAT32; bias too */
+  int b_transposed;     /* 0: B is K x N row-major; 1: B is N x K row-major */
+  int has_bias;         /* 1: run takes N bias values, added to every row of C */
+  iris_gemm_path_t path;/* IRIS_GEMM_PATH_AUTO: see iris_ag_gemm_choose_path */
+  int chunks;           /* pipelined: chunks per peer (ROWS) or in all (COLS); 0 = auto */
+  int fetch_ctas;       /* fused kernel: fetcher CTAs; 0 = auto */
+  int k_group;          /* fused kernel: columns of A per ready flag; 0 = auto */
+  int stage_a;          /* 1: A shards are not on the heap; copy them into the plan's */
+  int trace;            /* 1: record a trace (needs -DIRIS_GEMM_TRACE) */
+} iris_ag_gemm_desc_t;
+#define IRIS_AG_GEMM_DESC_INIT \
+  {sizeof(iris_ag_gemm_desc_t), IRIS_GEMM_A_ROWS, 0, 0, 0, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_AUTO, 0, 0, 0, 0, 0}
+
+typedef struct iris_ag_gemm iris_ag_gemm_t;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Collective, outside graph capture: check the description (the same on every rank,
+ * else IRIS_ERROR_MISMATCH), choose the path, allocate the staging buffer (local, M x K)
+ * and the flags (heap), and prepare the GEMMs. */
+IRIS_API iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_t *desc, iris_ag_gemm_t **out);
+/* Every rank, same order: C = all_gather(A) * B (+ bias) on stream. bias: NULL unless
+ * desc.has_bias. Enqueues only (capturable); see Rules for ordering. */
+IRIS_API iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream);
+/* The path the plan runs. */
+IRIS_API iris_gemm_path_t iris_ag_gemm_path(const iris_ag_gemm_t *g);
+IRIS_API const char *iris_gemm_path_name(iris_gemm_path_t path);
+/* The path AUTO picks for a description on this build (no GPU work). */
+IRIS_API iris_gemm_path_t iris_ag_gemm_choose_path(const iris_ag_gemm_desc_t *desc, int world_size);
+/* Synchronous: write the last run's trace as Chrome trace JSON (needs desc.trace and
+ * -DIRIS_GEMM_TRACE; IRIS_ERROR_UNSUPPORTED otherwise). */
+IRIS_API iris_status_t iris_ag_gemm_trace_write(iris_ag_gemm_t *g, const char *json_path);
+/* Collective: free the plan (synchronises the device first). */
+IRIS_API iris_status_t iris_ag_gemm_destroy(iris_ag_gemm_t *g);
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+/* ========================================================================= */
+/*              device building blocks: per-tile ready flags                 */
+/* ========================================================================= */
+/* A grid of ready flags over (m-tile, k-group) blocks of a matrix, one unsigned epoch
+ * each, on the symmetric heap. A producer publishes a block for epoch e once it is
+ * complete; a consumer waits until the block's flag has reached e (wrap-safe). Flags
+ * are never reset: each use of the protocol passes the next epoch. */
+typedef struct iris_gemm_ready {
+  unsigned *flags; /* [tiles_m * groups_k], heap */
+  int tiles_m, groups_k;
+} iris_gemm_ready_t;
+
+/* Whole block, producer on the same GPU as the consumer. Every thread's earlier stores
+ * finish (__syncthreads), then thread 0 release-stores epoch at device scope. */
+IRIS_DEVICE_INLINE void iris_gemm_publish_tile(iris_gemm_ready_t r, int m, int k, unsigned epoch) {
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0)
+    iris_atomic_store<IRIS_ORDER_RELEASE, IRIS_SCOPE_DEVICE>(r.flags + (size_t)m * r.groups_k + k, epoch);
+}
+/* Whole block, consumer on another GPU: the same, but the flag is to_rank's and the
+ * release is at system scope (the block's stores, local or remote, are visible to a
+ * thread of to_rank that acquires the flag). */
+IRIS_DEVICE_INLINE void iris_gemm_publish_tile_to(const iris_device_ctx_t &ctx, iris_gemm_ready_t r, int m, int k, unsigned epoch, int to_rank) {
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) iris_signal(ctx, r.flags + (size_t)m * r.groups_k + k, epoch, to_rank);
+}
+/* Whole block. Thread 0 waits until this rank's flag (m, k) has reached epoch, acquiring
+ * at scope S (IRIS_SCOPE_DEVICE when the producer is on this GPU, IRIS_SCOPE_SYSTEM when
+ * it published with iris_gemm_publish_tile_to), then the block meets: every thread may
+ * read the block's data. False in every thread if the wait timed out. */
+template <iris_scope_t S = IRIS_SCOPE_DEVICE>
+IRIS_DEVICE_INLINE bool iris_gemm_wait_tile(const iris_device_ctx_t &ctx, iris_gemm_ready_t r, int m, int k, unsigned epoch) {
+  int ok = 1;
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0)
+    ok = iris_wait_until<S>(ctx, r.flags + (size_t)m * r.groups_k + k, IRIS_CMP_EPOCH, epoch, "iris_gemm_wait_tile") ? 1 : 0;
+  return __syncthreads_and(ok) != 0;
+}
+
+#if !defined(IRIS_USE_HIP) && !defined(IRIS_GEMM_NO_CORE)
+#include "iris_gemm_core.h"
+#define IRIS_GEMM_HAVE_CORE 1
+#endif
+
+/* ========================================================================= */
+/*                 the fused kernel (fetcher and GEMM roles)                 */
+/* ========================================================================= */
+/* Trace events: 4 words each: start ns, end ns, kind | index << 8, slot. */
+enum { IRIS_GEMM_EV_FETCH = 1, IRIS_GEMM_EV_WAIT = 2, IRIS_GEMM_EV_TILE = 3 };
+
+typedef struct iris_ag_gemm_dev {
+  iris_device_ctx_t ctx;
+  const char *a_shard;     /* heap address, the same offset on every rank */
+  char *staged;            /* local M x K */
+  iris_gemm_ready_t ready; /* [tiles_m][groups_k] on the heap; local use */
+  unsigned *arrive;        /* heap [IRIS_MAX_RANKS]: the epoch rank q's A is ready at */
+  unsigned *done;          /* heap [IRIS_MAX_RANKS]: rank q's fetcher CTAs done reading ours */
+  unsigned *counters;      /* heap [slots]: this rank's epoch per CTA slot */
+  unsigned long long *trace; /* [slots][1 + trace_cap * 4]: count, then events */
+  int trace_cap;
+  int M, N, K, layout, bm, kg, tiles_m, tiles_n, groups_k, fetchers, gemm_ctas, rot;
+} iris_ag_gemm_dev_t;
+
+#if defined(IRIS_GEMM_TRACE)
+IRIS_DEVICE_INLINE void iris_gemm_trace(const iris_ag_gemm_dev_t &d, int slot, unsigned long long t0, int kind, int index) {
+  if (!d.trace || threadIdx.x != 0) return;
+  unsigned long long *row = d.trace + (size_t)slot * (1 + 4 * (size_t)d.trace_cap);
+  const unsigned long long n = row[0];
+  if (n < (unsigned long long)d.trace_cap) {
+    unsigned long long *e = row + 1 + 4 * n;
+    e[0] = t0;
+    e[1] = iris_detail_time_ns();
+    e[2] = (unsigned long long)kind | ((unsigned long long)index << 8);
+    e[3] = (unsigned long long)slot;
+    row[0] = n + 1;
+  }
+}
+#define IRIS_GEMM_T0() unsigned long long iris_t0_ = d.trace ? iris_detail_time_ns() : 0
+#define IRIS_GEMM_TRACE_EV(slot, kind, index) iris_gemm_trace(d, slot, iris_t0_, kind, index)
+#else
+#define IRIS_GEMM_T0() ((void)0)
+#define IRIS_GEMM_TRACE_EV(slot, kind, index) ((void)0)
+#endif
+
+/* Which rank holds element (row, col) of A, and its address there (before translation). */
+IRIS_DEVICE_INLINE int iris_ag_gemm_owner(const iris_ag_gemm_dev_t &d, int row, int col) {
+  return d.layout == IRIS_GEMM_A_ROWS ? row / (d.M / d.ctx.world_size) : col / (d.K / d.ctx.world_size);
+}
+IRIS_DEVICE_INLINE size_t iris_ag_gemm_shard_offset(const iris_ag_gemm_dev_t &d, int row, int col, int owner) {
+  if (d.layout == IRIS_GEMM_A_ROWS) return ((size_t)(row - owner * (d.M / d.ctx.world_size)) * d.K + col) * 2;
+  const int kl = d.K / d.ctx.world_size;
+  return ((size_t)row * kl + (col - owner * kl)) * 2;
+}
+
+/* Whole block (fetcher): copy block (mt, kg) of the gathered A into the staging buffer,
+ * then publish it. Before the first read from a peer it waits for that peer's "A is
+ * ready" epoch (seen: bitmask of peers already waited for, the same in every thread). */
+template <typename T>
+IRIS_DEVICE_INLINE void iris_ag_gemm_fetch(const iris_ag_gemm_dev_t &d, int mt, int kg, unsigned epoch, unsigned &seen) {
+  const int r0 = mt * d.bm, r1 = min(d.M, r0 + d.bm), c0 = kg * d.kg, c1 = min(d.K, c0 + d.kg);
+  const int q0 = iris_ag_gemm_owner(d, r0, c0), q1 = iris_ag_gemm_owner(d, r1 - 1, c1 - 1);
+  for (int q = q0; q <= q1; ++q) {
+    if (q == d.ctx.rank || (seen >> q & 1u)) continue;
+    if (threadIdx.x == 0) iris_wait_until(d.ctx, d.arrive + q, IRIS_CMP_EPOCH, epoch, "iris_ag_gemm: peer's A ready");
+    seen |= 1u << q;
+  }
+  __syncthreads();
+  const int vpr = (c1 - c0) / 8, n = (r1 - r0) * vpr; /* 16-byte vectors */
+  const char *bases[IRIS_MAX_RANKS > 16 ? 16 : IRIS_MAX_RANKS];
+  for (int q = q0; q <= q1; ++q) bases[q - q0] = (const char *)iris_translate(d.ctx, d.a_shard, q);
+  for (int i0 = threadIdx.x; i0 < n; i0 += 4 * blockDim.x) {
+    uint4 v[4];
+    int rows[4], cols[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int i = i0 + u * blockDim.x;
+      rows[u] = -1;
+      if (i < n) {
+        rows[u] = r0 + i / vpr;
+        cols[u] = c0 + (i % vpr) * 8;
+        const int q = iris_ag_gemm_owner(d, rows[u], cols[u]);
+        v[u] = *(const uint4 *)(bases[q - q0] + iris_ag_gemm_shard_offset(d, rows[u], cols[u], q));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (rows[u] >= 0) *(uint4 *)(d.staged + ((size_t)rows[u] * d.K + cols[u]) * 2) = v[u];
+  }
+  iris_gemm_publish_tile(d.ready, mt, kg, epoch);
+}
+
+/* Whole block: wait for a local ready flag (device scope), no heap check: the fused
+ * kernel's own flags. */
+IRIS_DEVICE_INLINE void iris_ag_gemm_wait_local(const unsigned *flag, unsigned epoch) {
+  if (threadIdx.x == 0) {
+    unsigned spins = 0;
+    unsigned long long start = 0;
+    while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_DEVICE>(flag), epoch))
+      if (iris_detail_spin_expired(spins, start)) {
+#if defined(IRIS_DEBUG)
+        printf("iris: iris_ag_gemm: block %d timed out waiting for a ready flag (epoch %u)\n", (int)blockIdx.x, epoch);
+        iris_detail_trap();
+#endif
+        break;
+      }
+  }
+  __syncthreads();
+}
+
+/* The GEMM core's hook, called by the whole block before it loads A columns
+ * [k0, k0 + BK) of m-tile mt: wait for every k-group that starts in that slab (a group
+ * starting earlier was waited for at the slab holding its start). */
+template <int BK>
+struct iris_ag_gemm_waiter {
+  const unsigned *row; /* ready flags of m-tile mt */
+  int kg, K;
+  unsigned epoch;
+#if defined(IRIS_GEMM_TRACE)
+  const iris_ag_gemm_dev_t *d;
+  int mt, slot;
+#endif
+  __device__ void operator()(int k0) const {
+    const int end = min(K, k0 + BK);
+    for (int g = k0 == 0 ? 0 : (k0 + kg - 1) / kg; g * kg < end; ++g) {
+#if defined(IRIS_GEMM_TRACE)
+      const unsigned long long t0 = d->trace ? iris_detail_time_ns() : 0;
+      iris_ag_gemm_wait_local(row + g, epoch);
+      if (d->trace && iris_detail_time_ns() - t0 > 1000) iris_gemm_trace(*d, slot, t0, IRIS_GEMM_EV_WAIT, mt);
+#else
+      iris_ag_gemm_wait_local(row + g, epoch);
+#endif
+    }
+  }
+};
+
+#if defined(IRIS_GEMM_HAVE_CORE)
+/* One launch covers the CTA slots [slot0, slot0 + gridDim.x). Slots below d.fetchers
+ * fetch, the others compute. Fused: one launch of every slot (fetchers first, so they
+ * are resident before any GEMM CTA waits on them). Kernel-unfused: a launch of the
+ * fetcher slots, then one of the GEMM slots.
+ * Cross-rank protocol, per call (epoch = the slot's counter + 1, the same number on every
+ * rank and slot because every call runs every slot once):
+ *   start:  fetcher slot 0 release-stores epoch into arrive[me] of every peer: this
+ *           rank's A (written by earlier work on its stream) is ready;
+ *   fetch:  before reading peer q, wait arrive[q] >= epoch (acquire, system);
+ *   end:    each fetcher CTA adds 1 to done[me] on every peer (release) after its
+ *           reads; fetcher slot 0 then waits until done[q] = epoch * fetchers for every
+ *           peer q, so the kernel ends only when nobody reads this rank's A. */
+template <class Cfg, typename T, bool B_KN, typename OutT>
+__global__ void __launch_bounds__(Cfg::threads) iris_ag_gemm_kernel(iris_ag_gemm_dev_t d, const T *B, const OutT *bias, OutT *C, int slot0) {
+  extern __shared__ __align__(128) char iris_gemm_smem[];
+  const int slot = slot0 + (int)blockIdx.x, W = d.ctx.world_size, me = d.ctx.rank;
+  const unsigned epoch = d.counters[slot] + 1;
+  if (slot < d.fetchers) {
+    if (slot == 0 && threadIdx.x < (unsigned)W && (int)threadIdx.x != me) iris_signal(d.ctx, d.arrive + me, epoch, (int)threadIdx.x);
+    unsigned seen = 0;
+    const int items = d.tiles_m * d.groups_k;
+    for (int it = slot; it < items; it += d.fetchers) {
+      IRIS_GEMM_T0();
+      const int mt = (it / d.groups_k + d.rot) % d.tiles_m, kg = it % d.groups_k;
+      iris_ag_gemm_fetch<T>(d, mt, kg, epoch, seen);
+      IRIS_GEMM_TRACE_EV(slot, IRIS_GEMM_EV_FETCH, mt * d.groups_k + kg);
+    }
+    __syncthreads(); /* every read of peers' A has returned */
+    if (threadIdx.x < (unsigned)W && (int)threadIdx.x != me) iris_signal_add(d.ctx, d.done + me, 1u, (int)threadIdx.x);
+    if (slot == 0 && threadIdx.x < (unsigned)W && (int)threadIdx.x != me)
+      iris_wait_until_relaxed(d.ctx, d.done + threadIdx.x, IRIS_CMP_EPOCH, epoch * (unsigned)d.fetchers, "iris_ag_gemm: peers done reading A");
+  } else {
+    const int g = slot - d.fetchers, tiles = d.tiles_m * d.tiles_n;
+    const int ldb = B_KN ? d.N : d.K;
+    for (int t = g; t < tiles; t += d.gemm_ctas) {
+      IRIS_GEMM_T0();
+      const int mt = (t / d.tiles_n + d.rot) % d.tiles_m, nt = t % d.tiles_n;
+      iris_ag_gemm_waiter<Cfg::BK> w;
+      w.row = d.ready.flags + (size_t)mt * d.groups_k;
+      w.kg = d.kg;
+      w.K = d.K;
+      w.epoch = epoch;
+#if defined(IRIS_GEMM_TRACE)
+      w.d = &d;
+      w.mt = mt;
+      w.slot = slot;
+#endif
+      iris_gemm_tile<Cfg, T, B_KN, OutT>((const T *)d.staged, d.K, B, ldb, C, d.N, bias, d.M, d.N, d.K, mt * Cfg::BM, nt * Cfg::BN, iris_gemm_smem, w);
+      IRIS_GEMM_TRACE_EV(slot, IRIS_GEMM_EV_TILE, t);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) d.counters[slot] = epoch;
+}
+#endif /* IRIS_GEMM_HAVE_CORE */
+
+/* ========================================================================= */
+/*                               host side                                   */
+/* ========================================================================= */
+#if defined(IRIS_IMPLEMENTATION)
+#if !defined(IRIS_USE_HIP) && !defined(IRIS_GEMM_NO_BLAS) && defined(__has_include)
+#if __has_include(<cublasLt.h>)
+#include <cublasLt.h>
+#define IRIS_GEMM_HAVE_BLAS 1
+#endif
+#endif
+
+#if defined(IRIS_USE_HIP)
+typedef hipEvent_t iris_gemm_event_t;
+#else
+typedef cudaEvent_t iris_gemm_event_t;
+#endif
+
+#define IRIS_GEMM_MAX_CHUNKS 16
+#define IRIS_GEMM_MAX_SLOTS 1024
+#define IRIS_GEMM_BLAS_SHAPES 6
+
+#if defined(IRIS_GEMM_HAVE_BLAS)
+/* One prepared cuBLASLt GEMM for a given number of rows of A and C. */
+typedef struct iris_gemm_blas_shape {
+  long long rows;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo;
+} iris_gemm_blas_shape_t;
+#endif
+
+struct iris_ag_gemm {
+  iris_t *ctx;
+  iris_ag_gemm_desc_t d;
+  iris_gemm_path_t path;
+  int W, me, sms;
+  size_t es, cs;                  /* element sizes of A/B and of C */
+  char *staged;                   /* local M x K */
+  char *a_heap;                   /* stage_a: the plan's heap copy of the shard */
+  unsigned *flag_block;           /* heap: ready | arrive | done | counters */
+  iris_stream_t copy[IRIS_MAX_RANKS];
+  iris_gemm_event_t fork, join, tail[IRIS_MAX_RANKS], ev[IRIS_MAX_RANKS][IRIS_GEMM_MAX_CHUNKS];
+  int nchunks;
+  long long chunk_row[IRIS_GEMM_MAX_CHUNKS + 1];
+#if defined(IRIS_GEMM_HAVE_CORE)
+  iris_ag_gemm_dev_t dev;
+  int unfused_fetchers, unfused_gemm;
+#endif
+  unsigned long long *trace;
+  size_t trace_words;
+#if defined(IRIS_GEMM_HAVE_BLAS)
+  cublasLtHandle_t lt;
+  cublasLtMatmulDesc_t op;
+  void *lt_ws;
+  size_t lt_ws_bytes;
+  int nshapes;
+  iris_gemm_blas_shape_t shapes[IRIS_GEMM_BLAS_SHAPES];
+#endif
+};
+
+#if defined(IRIS_GEMM_HAVE_CORE)
+/* The fused kernel's tile configuration (see iris_gemm_core.h). */
+typedef iris_gemm_cfg_large iris_ag_gemm_cfg;
+#endif
+
+static const char *const iris_gemm_path_names[IRIS_GEMM_PATH_COUNT] = {"auto", "pipelined", "fused", "unfused", "kernel-unfused"};
+IRIS_DEF const char *iris_gemm_path_name(iris_gemm_path_t p) { return (unsigned)p < IRIS_GEMM_PATH_COUNT ? iris_gemm_path_names[p] : "invalid"; }
+IRIS_DEF iris_gemm_path_t iris_ag_gemm_path(const iris_ag_gemm_t *g) { return g ? g->path : IRIS_GEMM_PATH_AUTO; }
+
+/* AUTO (measured on 4xH200, BENCHMARKS.md): with cuBLASLt, the pipelined path once
+ * every rank's chunk keeps the GPU busy (at least 1024 rows per rank), the unfused one
+ * below; without it, the fused kernel. */
+IRIS_DEF iris_gemm_path_t iris_ag_gemm_choose_path(const iris_ag_gemm_desc_t *d, int W) {
+  if (d->path != IRIS_GEMM_PATH_AUTO) return d->path;
+#if defined(IRIS_GEMM_HAVE_BLAS)
+  return d->M / (W > 0 ? W : 1) >= 1024 ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED;
+#else
+  (void)W;
+  return IRIS_GEMM_PATH_FUSED;
+#endif
+}
+
+static iris_status_t iris_gemm_gpu_fail(iris_t *ctx, const char *what, int e) {
+#if defined(IRIS_USE_HIP)
+  return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_ag_gemm: %s failed: %s", iris_rank(ctx), what, hipGetErrorString((hipError_t)e));
+#else
+  return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_ag_gemm: %s failed: %s", iris_rank(ctx), what, cudaGetErrorString((cudaError_t)e));
+#endif
+}
+#if defined(IRIS_USE_HIP)
+#define IRIS_GEMM_OK hipSuccess
+#else
+#define IRIS_GEMM_OK cudaSuccess
+#endif
+#define IRIS_GEMM_TRY(call, what)                                    \
+  do {                                                               \
+    int e_ = (int)(call);                                            \
+    if (e_ != (int)IRIS_GEMM_OK) return iris_gemm_gpu_fail(g->ctx, what, e_); \
+  } while (0)
+
+/* The rules of the header comment, checked on one rank's description. */
+static iris_status_t iris_gemm_check_desc(const iris_ag_gemm_desc_t *d, int W, int me) {
+  const char *bad = NULL;
+  if (d->struct_size != sizeof(iris_ag_gemm_desc_t)) bad = "struct_size is wrong: start from IRIS_AG_GEMM_DESC_INIT";
+  else if (d->layout != IRIS_GEMM_A_ROWS && d->layout != IRIS_GEMM_A_COLS) bad = "layout must be IRIS_GEMM_A_ROWS or IRIS_GEMM_A_COLS";
+  else if (d->M < 1 || d->N < 1 || d->K < 1) bad = "M, N and K must be positive";
+  else if (d->M > 0x7fffffffLL || d->N > 0x7fffffffLL || d->K > 0x7fffffffLL) bad = "M, N and K must be below 2^31";
+  else if (d->a_type != IRIS_BFLOAT16 && d->a_type != IRIS_FLOAT16) bad = "a_type must be IRIS_BFLOAT16 or IRIS_FLOAT16";
+  else if (d->c_type != IRIS_BFLOAT16 && d->c_type != IRIS_FLOAT16 && d->c_type != IRIS_FLOAT32) bad = "c_type must be IRIS_BFLOAT16, IRIS_FLOAT16 or IRIS_FLOAT32";
+  else if (d->K % 8 || d->N % 8) bad = "K and N must be multiples of 8 (16-byte rows)";
+  else if (d->layout == IRIS_GEMM_A_ROWS && d->M % W) bad = "layout IRIS_GEMM_A_ROWS needs M divisible by the world size";
+  else if (d->layout == IRIS_GEMM_A_COLS && (d->K % W || (d->K / W) % 8)) bad = "layout IRIS_GEMM_A_COLS needs K/world_size to be a whole multiple of 8";
+  else if ((unsigned)d->path >= IRIS_GEMM_PATH_COUNT) bad = "unknown path";
+  else if (d->chunks < 0 || d->chunks > IRIS_GEMM_MAX_CHUNKS) bad = "chunks must be in [0, 16]";
+  else if (d->fetch_ctas < 0 || d->k_group < 0 || d->k_group % 64) bad = "fetch_ctas must be >= 0 and k_group a multiple of 64";
+  if (bad) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_create: %s", me, bad);
+  return IRIS_SUCCESS;
+}
+
+/* ---- cuBLASLt: C rows = A rows * B (+ bias), row-major, as the column-major
+ * C^T = B^T A^T. Lt's "A" is our B, Lt's "B" is our A, bias runs along Lt's rows = N. */
+#if defined(IRIS_GEMM_HAVE_BLAS)
+static cudaDataType_t iris_gemm_cuda_type(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? CUDA_R_16BF : t == IRIS_FLOAT16 ? CUDA_R_16F : CUDA_R_32F; }
+
+static iris_status_t iris_gemm_blas_init(iris_ag_gemm_t *g) {
+  const cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
+  const cudaDataType_t st = CUDA_R_32F;
+  const cublasOperation_t ta = g->d.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  if (cublasLtCreate(&g->lt) != CUBLAS_STATUS_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: cublasLtCreate failed", g->me);
+  if (cublasLtMatmulDescCreate(&g->op, ct, st) != CUBLAS_STATUS_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: cublasLtMatmulDescCreate failed", g->me);
+  cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+  if (g->d.has_bias) {
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
+  }
+  g->lt_ws_bytes = (size_t)32 << 20;
+  IRIS_GEMM_TRY(cudaMalloc(&g->lt_ws, g->lt_ws_bytes), "cudaMalloc of the cuBLASLt workspace");
+  return IRIS_SUCCESS;
+}
+
+/* Prepare (once) the GEMM of `rows` rows of A with leading dimension lda. */
+static iris_status_t iris_gemm_blas_shape(iris_ag_gemm_t *g, long long rows, long long lda, iris_gemm_blas_shape_t **out) {
+  const iris_ag_gemm_desc_t *d = &g->d;
+  const cudaDataType_t ab = iris_gemm_cuda_type(d->a_type), ct = iris_gemm_cuda_type(d->c_type);
+  cublasLtMatmulPreference_t pref;
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0, i;
+  uint32_t align = 256;
+  iris_gemm_blas_shape_t *s;
+  for (i = 0; i < g->nshapes; ++i)
+    if (g->shapes[i].rows == rows) { *out = &g->shapes[i]; return IRIS_SUCCESS; }
+  if (g->nshapes == IRIS_GEMM_BLAS_SHAPES) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm: too many chunk shapes", g->me);
+  s = &g->shapes[g->nshapes];
+  s->rows = rows;
+  if (d->b_transposed) cublasLtMatrixLayoutCreate(&s->a, ab, (uint64_t)d->K, (uint64_t)d->N, d->K);
+  else cublasLtMatrixLayoutCreate(&s->a, ab, (uint64_t)d->N, (uint64_t)d->K, d->N);
+  cublasLtMatrixLayoutCreate(&s->b, ab, (uint64_t)d->K, (uint64_t)rows, lda);
+  cublasLtMatrixLayoutCreate(&s->c, ct, (uint64_t)d->N, (uint64_t)rows, d->N);
+  /* chunk starts are row offsets: the alignment the algorithm may assume is what
+   * every chunk start keeps (bases are 256-byte aligned, run checks it) */
+  while (align > 16 && ((g->d.N * (long long)g->cs) % align || (lda * (long long)g->es) % align)) align >>= 1;
+  cublasLtMatmulPreferenceCreate(&pref);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g->lt_ws_bytes, sizeof g->lt_ws_bytes);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align);
+  if (cublasLtMatmulAlgoGetHeuristic(g->lt, g->op, s->a, s->b, s->c, s->c, pref, 1, &res, &found) != CUBLAS_STATUS_SUCCESS || found < 1) {
+    cublasLtMatmulPreferenceDestroy(pref);
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm: cuBLASLt has no algorithm for %lld x %lld x %lld", g->me, rows, d->N, d->K);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  s->algo = res.algo;
+  g->nshapes++;
+  *out = s;
+  return IRIS_SUCCESS;
+}
+
+/* Enqueue C[row0 : row0 + rows] = A(rows, lda) * B (+ bias). */
+static iris_status_t iris_gemm_blas_run(iris_ag_gemm_t *g, const char *a, long long lda, long long rows, long long row0, const void *b, const void *bias, void *c,
+                                        iris_stream_t stream) {
+  iris_gemm_blas_shape_t *s;
+  iris_status_t st;
+  const float one = 1.0f, zero = 0.0f;
+  char *cr = (char *)c + (size_t)row0 * g->d.N * g->cs;
+  if ((st = iris_gemm_blas_shape(g, rows, lda, &s)) != IRIS_SUCCESS) return st;
+  if (g->d.has_bias) cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+  if (cublasLtMatmul(g->lt, g->op, &one, b, s->a, a, s->b, &zero, cr, s->c, cr, s->c, &s->algo, g->lt_ws, g->lt_ws_bytes, stream) != CUBLAS_STATUS_SUCCESS)
+    return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_ag_gemm: cublasLtMatmul failed (%lld rows)", g->me, rows);
+  return IRIS_SUCCESS;
+}
+#endif /* IRIS_GEMM_HAVE_BLAS */
+
+/* ---- copies of peers' A pieces into the staging buffer (copy engines) */
+static int iris_gemm_memcpy(void *dst, const void *src, size_t bytes, iris_stream_t s) {
+#if defined(IRIS_USE_HIP)
+  return (int)hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, s);
+#else
+  return (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
+#endif
+}
+static int iris_gemm_memcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, iris_stream_t s) {
+#if defined(IRIS_USE_HIP)
+  return (int)hipMemcpy2DAsync(dst, dpitch, src, spitch, width, height, hipMemcpyDeviceToDevice, s);
+#else
+  return (int)cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, s);
+#endif
+}
+static int iris_gemm_record(iris_gemm_event_t e, iris_stream_t s) {
+#if defined(IRIS_USE_HIP)
+  return (int)hipEventRecord(e, s);
+#else
+  return (int)cudaEventRecord(e, s);
+#endif
+}
+static int iris_gemm_wait_event(iris_stream_t s, iris_gemm_event_t e) {
+#if defined(IRIS_USE_HIP)
+  return (int)hipStreamWaitEvent(s, e, 0);
+#else
+  return (int)cudaStreamWaitEvent(s, e, 0);
+#endif
+}
+
+/* Rows [r0, r1) of the gathered A from its owner(s) into the staging buffer, on copy
+ * stream(s); `local` says whether this rank's own piece is copied too. ROWS: one
+ * contiguous piece per owner; COLS: a 2D piece (the rows' slice of K/W columns) from
+ * every rank, each on the owner's stream so they run side by side. */
+static iris_status_t iris_gemm_copy_rows(iris_ag_gemm_t *g, const char *a, long long r0, long long r1, int local) {
+  const iris_ag_gemm_desc_t *d = &g->d;
+  const size_t row_bytes = (size_t)d->K * g->es;
+  int q;
+  void *src;
+  if (d->layout == IRIS_GEMM_A_ROWS) {
+    const long long ml = d->M / g->W;
+    while (r0 < r1) {
+      const long long q_ = r0 / ml, end = (q_ + 1) * ml < r1 ? (q_ + 1) * ml : r1;
+      q = (int)q_;
+      if (q != g->me || local) {
+        iris_translate_host(g->ctx, a, q, &src);
+        IRIS_GEMM_TRY(iris_gemm_memcpy(g->staged + (size_t)r0 * row_bytes, (const char *)src + (size_t)(r0 - q_ * ml) * row_bytes, (size_t)(end - r0) * row_bytes,
+                                       g->copy[0]),
+                      "copying a peer's rows of A");
+      }
+      r0 = end;
+    }
+    return IRIS_SUCCESS;
+  }
+  {
+    const size_t kl_bytes = (size_t)(d->K / g->W) * g->es;
+    for (q = 0; q < g->W; ++q) {
+      if (q == g->me && !local) continue;
+      iris_translate_host(g->ctx, a, q, &src);
+      IRIS_GEMM_TRY(iris_gemm_memcpy2d(g->staged + (size_t)r0 * row_bytes + q * kl_bytes, row_bytes, (const char *)src + (size_t)r0 * kl_bytes, kl_bytes, kl_bytes,
+                                       (size_t)(r1 - r0), g->copy[q]),
+                    "copying a peer's columns of A");
+    }
+    return IRIS_SUCCESS;
+  }
+}
+
+/* Every copy stream waits for the main stream (fork); the main stream waits for every
+ * copy stream (join). */
+static iris_status_t iris_gemm_fork(iris_ag_gemm_t *g, iris_stream_t s) {
+  int q;
+  IRIS_GEMM_TRY(iris_gemm_record(g->fork, s), "recording the fork event");
+  for (q = 0; q < g->W; ++q) IRIS_GEMM_TRY(iris_gemm_wait_event(g->copy[q], g->fork), "joining a copy stream");
+  return IRIS_SUCCESS;
+}
+/* Copies done on every stream -> a device barrier on copy stream 0 (after it, no peer
+ * reads our A) -> the main stream waits for it. */
+static iris_status_t iris_gemm_close(iris_ag_gemm_t *g, iris_stream_t s) {
+  int q;
+  iris_status_t st;
+  for (q = 1; q < g->W; ++q) {
+    IRIS_GEMM_TRY(iris_gemm_record(g->tail[q], g->copy[q]), "recording a copy-stream end");
+    IRIS_GEMM_TRY(iris_gemm_wait_event(g->copy[0], g->tail[q]), "joining the copy streams");
+  }
+  if ((st = iris_barrier_device(g->ctx, g->copy[0])) != IRIS_SUCCESS) return st;
+  IRIS_GEMM_TRY(iris_gemm_record(g->join, g->copy[0]), "recording the join event");
+  IRIS_GEMM_TRY(iris_gemm_wait_event(s, g->join), "waiting for the copies");
+  return IRIS_SUCCESS;
+}
+
+/* Chunk boundaries (rows). ROWS: the chunks of each peer's shard; COLS: chunks of all
+ * M rows, the first one half as tall so the exposed first copy is short. */
+static void iris_gemm_plan_chunks(iris_ag_gemm_t *g) {
+  const iris_ag_gemm_desc_t *d = &g->d;
+  int n = d->chunks, i;
+  if (d->layout == IRIS_GEMM_A_ROWS) {
+    const long long ml = d->M / g->W;
+    if (!n) n = 1;
+    if (n > ml) n = (int)ml;
+    for (i = 0; i <= n; ++i) g->chunk_row[i] = ml * i / n;
+  } else {
+    long long first, rest;
+    if (!n) n = d->M >= 4096 ? 4 : d->M >= 1024 ? 2 : 1;
+    if (n > d->M) n = (int)d->M;
+    first = n > 1 ? (d->M / (2 * n - 1) + 127) / 128 * 128 : d->M;
+    if (first >= d->M || first < 1) first = d->M / n;
+    rest = d->M - first;
+    g->chunk_row[0] = 0;
+    g->chunk_row[1] = n > 1 ? first : d->M;
+    for (i = 2; i <= n; ++i) g->chunk_row[i] = first + rest * (i - 1) / (n - 1);
+  }
+  g->nchunks = n;
+}
+
+#if defined(IRIS_GEMM_HAVE_BLAS)
+/* PIPELINED. ROWS: copies of peers' shards in ring order (me+1, me+2, ...) on one copy
+ * stream, one event per chunk; the main stream multiplies the local shard straight from
+ * the heap, then each chunk as its event fires. COLS: chunk c's pieces from every rank
+ * (local one included) on the owners' streams; chunk c's GEMM waits for all of them. */
+static iris_status_t iris_gemm_run_pipelined(iris_ag_gemm_t *g, const char *a, const void *b, const void *bias, void *c, iris_stream_t s) {
+  const iris_ag_gemm_desc_t *d = &g->d;
+  iris_status_t st;
+  int i, j, q;
+  if ((st = iris_gemm_fork(g, s)) != IRIS_SUCCESS) return st;
+  if (d->layout == IRIS_GEMM_A_ROWS) {
+    const long long ml = d->M / g->W;
+    for (i = 1; i < g->W; ++i) {
+      q = (g->me + i) % g->W;
+      for (j = 0; j < g->nchunks; ++j) {
+        if ((st = iris_gemm_copy_rows(g, a, q * ml + g->chunk_row[j], q * ml + g->chunk_row[j + 1], 0)) != IRIS_SUCCESS) return st;
+        IRIS_GEMM_TRY(iris_gemm_record(g->ev[q][j], g->copy[0]), "recording a chunk event");
+      }
+    }
+    if ((st = iris_gemm_blas_run(g, a, d->K, ml, g->me * ml, b, bias, c, s)) != IRIS_SUCCESS) return st;
+    for (i = 1; i < g->W; ++i) {
+      q = (g->me + i) % g->W;
+      for (j = 0; j < g->nchunks; ++j) {
+        const long long r0 = q * ml + g->chunk_row[j];
+        IRIS_GEMM_TRY(iris_gemm_wait_event(s, g->ev[q][j]), "waiting for a chunk");
+        if ((st = iris_gemm_blas_run(g, g->staged + (size_t)r0 * d->K * g->es, d->K, g->chunk_row[j + 1] - g->chunk_row[j], r0, b, bias, c, s)) != IRIS_SUCCESS)
+          return st;
+      }
+    }
+  } else {
+    for (j = 0; j < g->nchunks; ++j) {
+      if ((st = iris_gemm_copy_rows(g, a, g->chunk_row[j], g->chunk_row[j + 1], 1)) != IRIS_SUCCESS) return st;
+      for (q = 0; q < g->W; ++q) IRIS_GEMM_TRY(iris_gemm_record(g->ev[q][j], g->copy[q]), "recording a chunk event");
+    }
+    for (j = 0; j < g->nchunks; ++j) {
+      const long long r0 = g->chunk_row[j];
+      for (q = 0; q < g->W; ++q) IRIS_GEMM_TRY(iris_gemm_wait_event(s, g->ev[q][j]), "waiting for a chunk");
+      if ((st = iris_gemm_blas_run(g, g->staged + (size_t)r0 * d->K * g->es, d->K, g->chunk_row[j + 1] - r0, r0, b, bias, c, s)) != IRIS_SUCCESS) return st;
+    }
+  }
+  return iris_gemm_close(g, s);
+}
+
+/* UNFUSED: gather all of A (copy engines, every owner's stream), then one GEMM. */
+static iris_status_t iris_gemm_run_unfused(iris_ag_gemm_t *g, const char *a, const void *b, const void *bias, void *c, iris_stream_t s) {
+  const iris_ag_gemm_desc_t *d = &g->d;
+  iris_status_t st;
+  if ((st = iris_gemm_fork(g, s)) != IRIS_SUCCESS) return st;
+  if (d->layout == IRIS_GEMM_A_ROWS) {
+    const long long ml = d->M / g->W;
+    int q;
+    for (q = 0; q < g->W; ++q) {
+      void *src;
+      iris_translate_host(g->ctx, a, q, &src);
+      IRIS_GEMM_TRY(iris_gemm_memcpy(g->staged + (size_t)q * ml * d->K * g->es, src, (size_t)ml * d->K * g->es, g->copy[q]), "copying a shard of A");
+    }
+  } else if ((st = iris_gemm_copy_rows(g, a, 0, d->M, 1)) != IRIS_SUCCESS)
+    return st;
+  if ((st = iris_gemm_close(g, s)) != IRIS_SUCCESS) return st; /* the GEMM needs every copy */
+  return iris_gemm_blas_run(g, g->staged, d->K, d->M, 0, b, bias, c, s);
+}
+#endif /* IRIS_GEMM_HAVE_BLAS */
+
+#if defined(IRIS_GEMM_HAVE_CORE)
+template <typename T, bool B_KN, typename OutT>
+static int iris_gemm_launch_typed(iris_ag_gemm_t *g, const void *b, const void *bias, void *c, int slot0, int ctas, iris_stream_t s, int setup) {
+  void (*k)(iris_ag_gemm_dev_t, const T *, const OutT *, OutT *, int) = iris_ag_gemm_kernel<iris_ag_gemm_cfg, T, B_KN, OutT>;
+  if (setup) return (int)cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)iris_ag_gemm_cfg::smem_bytes);
+  k<<<ctas, iris_ag_gemm_cfg::threads, iris_ag_gemm_cfg::smem_bytes, s>>>(g->dev, (const T *)b, (const OutT *)bias, (OutT *)c, slot0);
+  return (int)cudaGetLastError();
+}
+template <typename T, bool B_KN>
+static int iris_gemm_launch_out(iris_ag_gemm_t *g, const void *b, const void *bias, void *c, int slot0, int ctas, iris_stream_t s, int setup) {
+  switch (g->d.c_type) {
+  case IRIS_BFLOAT16: return iris_gemm_launch_typed<T, B_KN, __nv_bfloat16>(g, b, bias, c, slot0, ctas, s, setup);
+  case IRIS_FLOAT16: return iris_gemm_launch_typed<T, B_KN, __half>(g, b, bias, c, slot0, ctas, s, setup);
+  default: return iris_gemm_launch_typed<T, B_KN, float>(g, b, bias, c, slot0, ctas, s, setup);
+  }
+}
+/* setup = 1: only raise the kernel's shared-memory limit (at create). */
+static int iris_gemm_launch(iris_ag_gemm_t *g, const void *b, const void *bias, void *c, int slot0, int ctas, iris_stream_t s, int setup) {
+  const int kn = !g->d.b_transposed;
+  if (g->d.a_type == IRIS_BFLOAT16)
+    return kn ? iris_gemm_launch_out<__nv_bfloat16, true>(g, b, bias, c, slot0, ctas, s, setup) : iris_gemm_launch_out<__nv_bfloat16, false>(g, b, bias, c, slot0, ctas, s, setup);
+  return kn ? iris_gemm_launch_out<__half, true>(g, b, bias, c, slot0, ctas, s, setup) : iris_gemm_launch_out<__half, false>(g, b, bias, c, slot0, ctas, s, setup);
+}
+
+/* The fused kernel's plan: tile counts, k-group, fetcher count (auto: one fetcher per
+ * 8 SMs, at least 8, so the copies keep ~32 KB in flight per SM they take). */
+static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
+  const iris_ag_gemm_desc_t *d = &g->d;
+  iris_ag_gemm_dev_t *v = &g->dev;
+  int kg = d->k_group;
+  memset(v, 0, sizeof *v);
+  v->ctx = iris_device_context(g->ctx);
+  v->M = (int)d->M; v->N = (int)d->N; v->K = (int)d->K;
+  v->layout = d->layout;
+  v->bm = iris_ag_gemm_cfg::BM;
+  v->tiles_m = (int)iris_cdiv(d->M, iris_ag_gemm_cfg::BM);
+  v->tiles_n = (int)iris_cdiv(d->N, iris_ag_gemm_cfg::BN);
+  if (!kg) kg = d->K >= 8192 ? 512 : d->K >= 2048 ? 256 : 128;
+  if (d->layout == IRIS_GEMM_A_COLS) /* a k-group never straddles two owners */
+    while (kg > 64 && (d->K / g->W) % kg) kg /= 2;
+  if (d->layout == IRIS_GEMM_A_COLS && (d->K / g->W) % kg) kg = (int)(d->K / g->W);
+  v->kg = kg;
+  v->groups_k = (int)iris_cdiv(d->K, kg);
+  v->ready.tiles_m = v->tiles_m;
+  v->ready.groups_k = v->groups_k;
+  v->ready.flags = flags;
+  v->arrive = flags + (size_t)v->tiles_m * v->groups_k;
+  v->done = v->arrive + IRIS_MAX_RANKS;
+  v->counters = v->done + IRIS_MAX_RANKS;
+  v->rot = d->layout == IRIS_GEMM_A_ROWS ? (int)((d->M / g->W) * g->me / iris_ag_gemm_cfg::BM) : 0;
+  v->fetchers = d->fetch_ctas ? d->fetch_ctas : (g->sms / 8 > 8 ? g->sms / 8 : 8);
+  if (v->fetchers >= g->sms) v->fetchers = g->sms / 2;
+  v->gemm_ctas = g->sms - v->fetchers;
+  g->unfused_fetchers = g->sms;
+  g->unfused_gemm = g->sms;
+  if (g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED) { v->fetchers = g->unfused_fetchers; v->gemm_ctas = g->unfused_gemm; }
+  v->staged = g->staged;
+  if ((size_t)v->fetchers + v->gemm_ctas > IRIS_GEMM_MAX_SLOTS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm: too many CTAs");
+  return IRIS_SUCCESS;
+}
+
+#endif /* IRIS_GEMM_HAVE_CORE */
+
+static size_t iris_gemm_flag_words(const iris_ag_gemm_desc_t *d) {
+  /* ready flags for the smallest tile and k-group the kernel may pick, then arrive,
+   * done and counters */
+  return (size_t)iris_cdiv(d->M, 64) * (size_t)iris_cdiv(d->K, 64) + 2 * IRIS_MAX_RANKS + IRIS_GEMM_MAX_SLOTS;
+}
+
+/* The local part of create, after the heap blocks: staging, streams, events, GEMM
+ * preparation. Returns the first failure. */
+static iris_status_t iris_gemm_create_local(iris_ag_gemm_t *g) {
+  const iris_ag_gemm_desc_t *desc = &g->d;
+  iris_t *ctx = g->ctx;
+  const int me = g->me;
+  int q, j;
+#if defined(IRIS_USE_HIP)
+  (void)desc; (void)ctx; (void)q; (void)j;
+  (void)iris_gemm_copy_rows; (void)iris_gemm_fork; (void)iris_gemm_close; (void)iris_gemm_plan_chunks;
+  return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: this version has no AMD GEMM (hipBLASLt or an MFMA core): see iris_gemm.h", me);
+#else
+#if !defined(IRIS_GEMM_HAVE_BLAS)
+  if (g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: path '%s' needs cuBLASLt (cublasLt.h was not found, or IRIS_GEMM_NO_BLAS)", me,
+                            iris_gemm_path_name(g->path));
+#endif
+#if !defined(IRIS_GEMM_HAVE_CORE)
+  if (g->path == IRIS_GEMM_PATH_FUSED || g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: the fused kernel needs the sm_80+ core", me);
+#endif
+  if (desc->trace && (g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED))
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: tracing records the fused kernel; path '%s' has none", me, iris_gemm_path_name(g->path));
+  cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, iris_device(ctx));
+  if (cudaMalloc((void **)&g->staged, (size_t)desc->M * desc->K * g->es) != cudaSuccess) {
+    cudaGetLastError();
+    return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: iris_ag_gemm_create: no room for the %lld x %lld staging buffer (%.1f MB)", me, desc->M, desc->K,
+                            (double)desc->M * desc->K * g->es / 1e6);
+  }
+  for (q = 0; q < g->W; ++q) {
+    if (cudaStreamCreateWithFlags(&g->copy[q], cudaStreamNonBlocking) != cudaSuccess || cudaEventCreateWithFlags(&g->tail[q], cudaEventDisableTiming) != cudaSuccess)
+      return iris_gemm_gpu_fail(ctx, "creating a copy stream", (int)cudaGetLastError());
+    for (j = 0; j < IRIS_GEMM_MAX_CHUNKS; ++j)
+      if (cudaEventCreateWithFlags(&g->ev[q][j], cudaEventDisableTiming) != cudaSuccess) return iris_gemm_gpu_fail(ctx, "creating an event", (int)cudaGetLastError());
+  }
+  if (cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming) != cudaSuccess || cudaEventCreateWithFlags(&g->join, cudaEventDisableTiming) != cudaSuccess)
+    return iris_gemm_gpu_fail(ctx, "creating an event", (int)cudaGetLastError());
+  iris_gemm_plan_chunks(g);
+#if defined(IRIS_GEMM_HAVE_BLAS)
+  if (g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED) {
+    iris_status_t st;
+    iris_gemm_blas_shape_t *unused;
+    if ((st = iris_gemm_blas_init(g)) != IRIS_SUCCESS) return st;
+    /* prepare every chunk shape now: run only looks them up */
+    if (g->path == IRIS_GEMM_PATH_UNFUSED) return iris_gemm_blas_shape(g, desc->M, desc->K, &unused);
+    if (desc->layout == IRIS_GEMM_A_ROWS && (st = iris_gemm_blas_shape(g, desc->M / g->W, desc->K, &unused)) != IRIS_SUCCESS) return st;
+    for (j = 0; j < g->nchunks; ++j)
+      if ((st = iris_gemm_blas_shape(g, g->chunk_row[j + 1] - g->chunk_row[j], desc->K, &unused)) != IRIS_SUCCESS) return st;
+  }
+#endif
+#if defined(IRIS_GEMM_HAVE_CORE)
+  if (g->path == IRIS_GEMM_PATH_FUSED || g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED) {
+    iris_status_t st;
+    int e;
+    if ((st = iris_gemm_plan_kernel(g, g->flag_block)) != IRIS_SUCCESS) return st;
+    if ((e = iris_gemm_launch(g, NULL, NULL, NULL, 0, 0, 0, 1)) != (int)cudaSuccess) return iris_gemm_gpu_fail(ctx, "setting the kernel's shared memory", e);
+    if (desc->trace) {
+#if defined(IRIS_GEMM_TRACE)
+      const int slots = g->dev.fetchers + g->dev.gemm_ctas;
+      g->dev.trace_cap = 4096;
+      g->trace_words = (size_t)slots * (1 + 4 * (size_t)g->dev.trace_cap);
+      if (cudaMalloc((void **)&g->trace, g->trace_words * 8) != cudaSuccess) return iris_gemm_gpu_fail(ctx, "cudaMalloc of the trace", (int)cudaGetLastError());
+      if (cudaMemset(g->trace, 0, g->trace_words * 8) != cudaSuccess) return iris_gemm_gpu_fail(ctx, "clearing the trace", (int)cudaGetLastError());
+      g->dev.trace = g->trace;
+#else
+      return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: desc.trace needs -DIRIS_GEMM_TRACE", me);
+#endif
+    }
+  }
+#endif
+  return IRIS_SUCCESS;
+#endif
+}
+
+#if defined(IRIS_USE_HIP)
+#define iris_gemm_get_device hipGetDevice
+#define iris_gemm_set_device hipSetDevice
+#else
+#define iris_gemm_get_device cudaGetDevice
+#define iris_gemm_set_device cudaSetDevice
+#endif
+
+IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_t *desc, iris_ag_gemm_t **out) {
+  iris_ag_gemm_t *g;
+  iris_ag_gemm_desc_t *all = NULL;
+  iris_status_t st;
+  int W, me, q, ok, *oks, old = -1;
+  if (!ctx || !desc || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_create: NULL argument");
+  *out = NULL;
+  W = iris_world_size(ctx);
+  me = iris_rank(ctx);
+  /* every rank must describe the same problem: exchange first, so a rank with a bad
+   * description does not leave the others waiting */
+  all = (iris_ag_gemm_desc_t *)calloc((size_t)W, sizeof *all);
+  if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if ((st = iris_allgather_host(ctx, desc, all, sizeof *desc)) != IRIS_SUCCESS) { free(all); return st; }
+  for (q = 0; q < W; ++q)
+    if (memcmp(&all[q], desc, sizeof *desc)) {
+      free(all);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_ag_gemm_create: rank %d describes a different problem (shape, types, layout, path or options)", me, q);
+    }
+  free(all);
+  if ((st = iris_gemm_check_desc(desc, W, me)) != IRIS_SUCCESS) return st; /* the same verdict on every rank */
+  if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;       /* the device barrier, before any capture */
+  g = (iris_ag_gemm_t *)calloc(1, sizeof *g);
+  if (!g) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  g->ctx = ctx;
+  g->d = *desc;
+  g->W = W;
+  g->me = me;
+  g->es = iris_dtype_size(desc->a_type);
+  g->cs = iris_dtype_size(desc->c_type);
+  g->path = iris_ag_gemm_choose_path(desc, W);
+  iris_gemm_get_device(&old);
+  iris_gemm_set_device(iris_device(ctx));
+  /* heap blocks: the same sequence on every rank */
+  st = iris_calloc(ctx, iris_gemm_flag_words(desc) * sizeof(unsigned), (void **)&g->flag_block);
+  if (st == IRIS_SUCCESS && desc->stage_a)
+    st = iris_malloc(ctx, (size_t)(desc->layout == IRIS_GEMM_A_ROWS ? desc->M / W * desc->K : desc->M * (desc->K / W)) * g->es, (void **)&g->a_heap);
+  if (st == IRIS_SUCCESS) st = iris_gemm_create_local(g);
+  /* agree: a plan exists on every rank or on none (heap blocks then go on every rank) */
+  ok = st == IRIS_SUCCESS;
+  oks = (int *)calloc((size_t)W, sizeof *oks);
+  if (!oks) st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  else if (iris_allgather_host(ctx, &ok, oks, sizeof ok) != IRIS_SUCCESS) st = st == IRIS_SUCCESS ? IRIS_ERROR_TIMEOUT : st;
+  else
+    for (q = 0; q < W && st == IRIS_SUCCESS; ++q)
+      if (!oks[q]) st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_ag_gemm_create: rank %d could not create its plan (see its error)", me, q);
+  free(oks);
+  if (st != IRIS_SUCCESS) {
+    iris_ag_gemm_destroy(g);
+    if (old >= 0) iris_gemm_set_device(old);
+    return st;
+  }
+  *out = g;
+  if (old >= 0) iris_gemm_set_device(old);
+  return IRIS_SUCCESS;
+}
+
+IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream) {
+  const iris_ag_gemm_desc_t *d;
+  const char *a = (const char *)a_shard;
+  size_t off, shard_bytes;
+  int align;
+  if (!g) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_run: NULL plan");
+  d = &g->d;
+  if (!a_shard || !b || !c) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_run: NULL buffer", g->me);
+  if (!d->has_bias != !bias) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_run: bias %s, but the plan says has_bias = %d", g->me, bias ? "given" : "NULL", d->has_bias);
+  align = g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED ? 256 : 16;
+  if (((uintptr_t)b | (uintptr_t)c | (uintptr_t)bias | (uintptr_t)a_shard) % (uintptr_t)align)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_run: A, B, C and bias must be %d-byte aligned on path '%s'", g->me, align, iris_gemm_path_name(g->path));
+  shard_bytes = (size_t)(d->layout == IRIS_GEMM_A_ROWS ? d->M / g->W * d->K : d->M * (d->K / g->W)) * g->es;
+  if (d->stage_a) {
+#if !defined(IRIS_USE_HIP)
+    if (cudaMemcpyAsync(g->a_heap, a_shard, shard_bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
+      return iris_gemm_gpu_fail(g->ctx, "staging A into the heap", (int)cudaGetLastError());
+#endif
+    a = g->a_heap;
+  } else if (iris_heap_offset(g->ctx, a_shard, &off) != IRIS_SUCCESS || shard_bytes > iris_heap_size(g->ctx) - off) {
+    return iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: iris_ag_gemm_run: the A shard (%zu bytes) must lie on the symmetric heap (iris_malloc), or create the plan with stage_a = 1",
+                            g->me, shard_bytes);
+  }
+#if defined(IRIS_DEBUG)
+  {
+    /* the shard must sit at the same heap offset everywhere (a host exchange) */
+    size_t mine = 0, *offs;
+    int q;
+    iris_status_t st;
+    if (!iris_coll_capturing(stream)) {
+      iris_heap_offset(g->ctx, a, &mine);
+      offs = (size_t *)calloc((size_t)g->W, sizeof *offs);
+      if (!offs) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+      if ((st = iris_allgather_host(g->ctx, &mine, offs, sizeof mine)) != IRIS_SUCCESS) { free(offs); return st; }
+      for (q = 0; q < g->W; ++q)
+        if (offs[q] != mine) {
+          free(offs);
+          return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_ag_gemm_run: rank %d's A shard is at heap offset %zu, this rank's at %zu", g->me, q, offs[q], mine);
+        }
+      free(offs);
+    }
+  }
+#endif
+#if defined(IRIS_USE_HIP)
+  (void)a;
+  (void)stream;
+  return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "iris_ag_gemm_run: no AMD GEMM in this version");
+#else
+  {
+    iris_status_t st;
+    /* every rank has reached this call: its A is written (and the last call's readers are
+     * gone, closed by that call's barrier) */
+    if (g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED) {
+      if ((st = iris_barrier_device(g->ctx, stream)) != IRIS_SUCCESS) return st;
+    }
+    switch (g->path) {
+#if defined(IRIS_GEMM_HAVE_BLAS)
+    case IRIS_GEMM_PATH_PIPELINED: return iris_gemm_run_pipelined(g, a, b, bias, c, stream);
+    case IRIS_GEMM_PATH_UNFUSED: return iris_gemm_run_unfused(g, a, b, bias, c, stream);
+#endif
+#if defined(IRIS_GEMM_HAVE_CORE)
+    case IRIS_GEMM_PATH_FUSED:
+    case IRIS_GEMM_PATH_KERNEL_UNFUSED: {
+      int e;
+      g->dev.a_shard = a;
+#if defined(IRIS_GEMM_TRACE)
+      if (g->trace) {
+        /* the event counts restart each run: zero only the count words */
+        const int slots = g->dev.fetchers + g->dev.gemm_ctas;
+        if (cudaMemset2DAsync(g->trace, (1 + 4 * (size_t)g->dev.trace_cap) * 8, 0, 8, (size_t)slots, stream) != cudaSuccess)
+          return iris_gemm_gpu_fail(g->ctx, "clearing the trace", (int)cudaGetLastError());
+      }
+#endif
+      if (g->path == IRIS_GEMM_PATH_FUSED) e = iris_gemm_launch(g, b, bias, c, 0, g->dev.fetchers + g->dev.gemm_ctas, stream, 0);
+      else {
+        e = iris_gemm_launch(g, b, bias, c, 0, g->dev.fetchers, stream, 0);
+        if (e == (int)cudaSuccess) e = iris_gemm_launch(g, b, bias, c, g->dev.fetchers, g->dev.gemm_ctas, stream, 0);
+      }
+      if (e != (int)cudaSuccess) return iris_gemm_gpu_fail(g->ctx, "launching the fused kernel", e);
+      return IRIS_SUCCESS;
+    }
+#endif
+    default: return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_run: path '%s' is not in this build", g->me, iris_gemm_path_name(g->path));
+    }
+  }
+#endif
+}
+
+IRIS_DEF iris_status_t iris_ag_gemm_trace_write(iris_ag_gemm_t *g, const char *path) {
+#if defined(IRIS_GEMM_TRACE) && defined(IRIS_GEMM_HAVE_CORE)
+  unsigned long long *h, t_min = ~0ull;
+  FILE *f;
+  int slot, slots, first = 1;
+  size_t row_words, n, i;
+  static const char *const names[4] = {"?", "fetch", "wait", "tile"};
+  if (!g || !path) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_trace_write: NULL argument");
+  if (!g->trace) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_trace_write: the plan was created without desc.trace", g->me);
+  slots = g->dev.fetchers + g->dev.gemm_ctas;
+  row_words = 1 + 4 * (size_t)g->dev.trace_cap;
+  h = (unsigned long long *)malloc(g->trace_words * 8);
+  if (!h) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if (cudaMemcpy(h, g->trace, g->trace_words * 8, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    free(h);
+    return iris_gemm_gpu_fail(g->ctx, "reading the trace", (int)cudaGetLastError());
+  }
+  for (slot = 0; slot < slots; ++slot)
+    for (n = h[slot * row_words], i = 0; i < n; ++i) t_min = h[slot * row_words + 1 + 4 * i] < t_min ? h[slot * row_words + 1 + 4 * i] : t_min;
+  if (!(f = fopen(path, "w"))) {
+    free(h);
+    return iris_detail_fail(IRIS_ERROR_SYSTEM, "rank %d: iris_ag_gemm_trace_write: cannot open %s", g->me, path);
+  }
+  fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"rank\":%d,\"fetchers\":%d,\"gemm_ctas\":%d,\"path\":\"%s\"},\"traceEvents\":[\n", g->me, g->dev.fetchers,
+          g->dev.gemm_ctas, iris_gemm_path_name(g->path));
+  for (slot = 0; slot < slots; ++slot) {
+    n = h[slot * row_words];
+    for (i = 0; i < n; ++i) {
+      const unsigned long long *e = h + slot * row_words + 1 + 4 * i;
+      const int kind = (int)(e[2] & 255);
+      fprintf(f, "%s{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"index\":%llu}}", first ? "" : ",\n",
+              names[kind < 4 ? kind : 0], slot < g->dev.fetchers ? "fetcher" : "gemm", g->me, slot, (double)(e[0] - t_min) / 1e3, (double)(e[1] - e[0]) / 1e3,
+              e[2] >> 8);
+      first = 0;
+    }
+  }
+  fprintf(f, "\n]}\n");
+  fclose(f);
+  free(h);
+  return IRIS_SUCCESS;
+#else
+  (void)path;
+  return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_trace_write: build with -DIRIS_GEMM_TRACE and create the plan with desc.trace = 1", g ? g->me : -1);
+#endif
+}
+
+IRIS_DEF iris_status_t iris_ag_gemm_destroy(iris_ag_gemm_t *g) {
+  int q, j;
+  if (!g) return IRIS_SUCCESS;
+#if !defined(IRIS_USE_HIP)
+  {
+    int old = -1;
+    cudaGetDevice(&old);
+    cudaSetDevice(iris_device(g->ctx));
+    cudaDeviceSynchronize();
+    if (old >= 0) cudaSetDevice(old);
+  }
+  for (q = 0; q < IRIS_MAX_RANKS; ++q) {
+    if (g->copy[q]) cudaStreamDestroy(g->copy[q]);
+    if (g->tail[q]) cudaEventDestroy(g->tail[q]);
+    for (j = 0; j < IRIS_GEMM_MAX_CHUNKS; ++j)
+      if (g->ev[q][j]) cudaEventDestroy(g->ev[q][j]);
+  }
+  if (g->fork) cudaEventDestroy(g->fork);
+  if (g->join) cudaEventDestroy(g->join);
+  if (g->staged) cudaFree(g->staged);
+  if (g->trace) cudaFree(g->trace);
+#if defined(IRIS_GEMM_HAVE_BLAS)
+  for (j = 0; j < g->nshapes; ++j) {
+    cublasLtMatrixLayoutDestroy(g->shapes[j].a);
+    cublasLtMatrixLayoutDestroy(g->shapes[j].b);
+    cublasLtMatrixLayoutDestroy(g->shapes[j].c);
+  }
+  if (g->op) cublasLtMatmulDescDestroy(g->op);
+  if (g->lt) cublasLtDestroy(g->lt);
+  if (g->lt_ws) cudaFree(g->lt_ws);
+#endif
+#endif
+  (void)q;
+  (void)j;
+  /* heap blocks: freed in reverse order on every rank (a local operation) */
+  if (g->a_heap) iris_free(g->ctx, g->a_heap);
+  if (g->flag_block) iris_free(g->ctx, g->flag_block);
+  free(g);
+  return IRIS_SUCCESS;
+}
+#endif /* IRIS_IMPLEMENTATION */
+#endif /* device compiler */
 #endif /* IRIS_GEMM_H */

@@ -67,7 +67,8 @@ else
 fi
 check "GPU test program builds (nvcc)" make -s build/gpu_test build/gpu_test_debug
 check "collectives test programs build (nvcc)" make -s build/coll_test build/tile_test
-check "benchmarks build (nvcc; NCCL for bench_coll)" make -s build/bench_rma build/bench_coll build/bench_tile_a2a
+check "all-gather + GEMM test and core test build (nvcc, cuBLASLt)" make -s build/gemm_test build/gemm_core_test
+check "benchmarks build (nvcc; NCCL for bench_coll, NCCL and cuBLAS for bench_ag_gemm)" make -s build/bench_rma build/bench_coll build/bench_tile_a2a build/bench_ag_gemm build/bench_gemm_core
 check "examples build (nvcc)" make -s examples
 
 echo "# codegen checks"
@@ -88,7 +89,7 @@ echo "# GPU tests"
 if [ "$ngpu" -lt 2 ]; then
   why="no GPU"; [ "$ngpu" = 1 ] && why="one GPU; these tests need 2 with peer access"
   for t in "RMA, atomics, message passing, heap, barrier: 2 ranks, one process each" "same: 4 ranks" "same, ranks as threads through bootstrap callbacks: 2 and 4" \
-           "same, bring-up mode 3 (one process, several GPUs): 2 and 4" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "collectives and tile building blocks: 2 and 4 ranks" "examples run" "MPI bootstrap example"; do
+           "same, bring-up mode 3 (one process, several GPUs): 2 and 4" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "collectives and tile building blocks: 2 and 4 ranks" "tensor-core GEMM core against float64" "all-gather + GEMM, every path: 2 and 4 ranks" "examples run" "MPI bootstrap example"; do
     say SKIP "$t" "$why"
   done
 else
@@ -101,6 +102,11 @@ else
     if [ "$ngpu" -ge "$w" ]; then run_counted "coll_test $w" ./build/coll_test $w; run_counted "tile_test $w" ./build/tile_test $w
     else say SKIP "collectives and tile building blocks with $w ranks" "only $ngpu GPUs"; fi
   done
+  run_counted "gemm_core_test" ./build/gemm_core_test
+  for w in 2 4; do
+    if [ "$ngpu" -ge "$w" ]; then run_counted "gemm_test $w" ./build/gemm_test $w
+    else say SKIP "all-gather + GEMM with $w ranks" "only $ngpu GPUs"; fi
+  done
   expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
   expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank
   expect_trap "IRIS_DEBUG: a wait past its bound reports which wait and rank, and traps" "wait 'test-never-set' timed out on rank 0" ./build/gpu_test_debug wait-timeout
@@ -109,6 +115,7 @@ else
   check "example atomic_counter runs on all GPUs" ./build/atomic_counter
   check "example local_multi_gpu runs" ./build/local_multi_gpu
   check "example fused_allreduce_rmsnorm matches a float64 reference" ./build/fused_allreduce_rmsnorm
+  check "example gemm_all_scatter: every rank's C whole and matching a float64 reference" ./build/gemm_all_scatter
   if command -v mpirun >/dev/null 2>&1 && make -s build/mpi_bootstrap >>"$log" 2>&1; then
     check "example mpi_bootstrap under mpirun -np 2" mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE ./build/mpi_bootstrap
   else

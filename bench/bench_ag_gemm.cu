@@ -1,0 +1,205 @@
+// bench_ag_gemm: all-gather + GEMM (iris_gemm.h) against NCCL all-gather + cuBLAS and
+// cuBLAS alone, in the same processes, one per GPU, bf16 in and out, A sharded by rows.
+//   bench_ag_gemm [ranks]       0 or none: every GPU
+// For M in {1024, 2048, 4096, 8192, 16384} and (N, K) in {(3584, 8192), (1792, 4096),
+// (6656, 16384)}: time per op of
+//   gemm_alone   cuBLAS on the gathered A, no communication (the lower bound)
+//   nccl+cublas  ncclAllGather, then the same cuBLAS GEMM (the unfused baseline)
+//   iris paths   pipelined, unfused, fused kernel, kernel-unfused (iris_gemm_path_t)
+// CUDA events around each op, warm-up, BENCH_REPS repetitions (default 20), median per
+// rank, max over ranks. Prints TFLOPS per GPU, speedup over nccl+cublas, and the fraction
+// of the communication hidden, (unfused - t) / (unfused - gemm_alone).
+// Env: BENCH_CSV=path (rows as CSV), BENCH_M=8192,16384 (only these M), BENCH_SHAPES=0,1
+// (indices of the (N, K) list), BENCH_PATHS=pipelined,fused (only these iris paths),
+// BENCH_LAYOUT=cols (A sharded by columns; the NCCL baseline then gathers rows, which
+// is the same traffic), BENCH_TRACE=file.json (build with -DIRIS_GEMM_TRACE: one traced
+// fused run of the first shape, written per rank as file.json.<rank>).
+#define IRIS_IMPLEMENTATION
+#include "../iris_gemm.h"
+#include "bench_util.h"
+
+#include <algorithm>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <nccl.h>
+#include <string.h>
+#include <string>
+#include <vector>
+
+#define NK(x)                                                                                                           \
+  do {                                                                                                                  \
+    ncclResult_t r_ = (x);                                                                                              \
+    if (r_ != ncclSuccess) { fprintf(stderr, "bench: %s:%d %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_)); exit(1); } \
+  } while (0)
+#define BK(x)                                                                                          \
+  do {                                                                                                 \
+    cublasStatus_t r_ = (x);                                                                           \
+    if (r_ != CUBLAS_STATUS_SUCCESS) { fprintf(stderr, "bench: %s:%d %s: %d\n", __FILE__, __LINE__, #x, (int)r_); exit(1); } \
+  } while (0)
+
+static iris_t *ctx;
+static int W, rank_;
+static cudaStream_t stream;
+static ncclComm_t comm;
+static cublasHandle_t blas;
+
+__global__ void k_fill(__nv_bfloat16 *p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    p[i] = __float2bfloat16((float)((int)(h % 2001) - 1000) / 1000.0f); // random, never zeros
+  }
+}
+
+// median over reps of one op's time (ms), max over ranks
+template <typename F>
+static double time_op(F op, int reps) {
+  std::vector<cudaEvent_t> ev(2 * reps);
+  for (auto &e : ev) CK(cudaEventCreate(&e));
+  for (int i = 0; i < 3; i++) op(); // warm-up
+  CK(cudaStreamSynchronize(stream));
+  IK(iris_barrier(ctx));
+  for (int i = 0; i < reps; i++) {
+    CK(cudaEventRecord(ev[2 * i], stream));
+    op();
+    CK(cudaEventRecord(ev[2 * i + 1], stream));
+  }
+  CK(cudaStreamSynchronize(stream));
+  std::vector<float> t(reps);
+  for (int i = 0; i < reps; i++) CK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
+  for (auto &e : ev) cudaEventDestroy(e);
+  std::sort(t.begin(), t.end());
+  double med = t[reps / 2], all[IRIS_MAX_RANKS], mx = 0;
+  IK(iris_allgather_host(ctx, &med, all, sizeof med));
+  for (int r = 0; r < W; r++) mx = std::max(mx, all[r]);
+  return mx;
+}
+
+// row-major C (M x N) = A (M x K) * B (K x N), as column-major C^T = B^T A^T
+static void gemm(const __nv_bfloat16 *a, const __nv_bfloat16 *b, __nv_bfloat16 *c, long long M, long long N, long long K) {
+  const float one = 1.f, zero = 0.f;
+  BK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, b, CUDA_R_16BF, (int)N, a, CUDA_R_16BF, (int)K, &zero, c, CUDA_R_16BF, (int)N,
+                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+static std::vector<std::string> split(const char *s) {
+  std::vector<std::string> v;
+  if (!s || !*s) return v;
+  std::string cur;
+  for (const char *p = s;; p++) {
+    if (*p == ',' || !*p) { if (!cur.empty()) v.push_back(cur); cur.clear(); if (!*p) break; }
+    else cur += *p;
+  }
+  return v;
+}
+static bool wanted(const std::vector<std::string> &v, const std::string &x) { return v.empty() || std::find(v.begin(), v.end(), x) != v.end(); }
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int n = argc > 1 ? atoi(argv[1]) : 0;
+  iris_launch_t L;
+  IK(iris_launch_local(n, &L, &rank_));
+  if (rank_ < 0) return iris_launch_wait(&L, 3600 * 1000) == IRIS_SUCCESS ? 0 : 1;
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)3 << 30;
+  IK(iris_init(&cfg, &ctx));
+  W = iris_world_size(ctx);
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ncclUniqueId id, ids[IRIS_MAX_RANKS];
+  if (rank_ == 0) NK(ncclGetUniqueId(&id));
+  IK(iris_allgather_host(ctx, &id, ids, sizeof id));
+  NK(ncclCommInitRank(&comm, W, ids[0], rank_));
+  BK(cublasCreate(&blas));
+  BK(cublasSetStream(blas, stream));
+  const int reps = getenv("BENCH_REPS") ? atoi(getenv("BENCH_REPS")) : 20;
+  const bool cols = getenv("BENCH_LAYOUT") && !strcmp(getenv("BENCH_LAYOUT"), "cols");
+  const std::vector<std::string> only_m = split(getenv("BENCH_M")), only_shape = split(getenv("BENCH_SHAPES")), only_path = split(getenv("BENCH_PATHS"));
+  const char *csv_path = getenv("BENCH_CSV"), *trace = getenv("BENCH_TRACE");
+  FILE *csv = rank_ == 0 && csv_path && *csv_path ? fopen(csv_path, "w") : NULL;
+  if (csv) fprintf(csv, "ranks,layout,M,N,K,variant,ms,tflops_per_gpu,speedup_vs_nccl_cublas,hidden\n");
+  const long long Ms[] = {1024, 2048, 4096, 8192, 16384};
+  const long long NKs[][2] = {{3584, 8192}, {1792, 4096}, {6656, 16384}};
+  const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED, IRIS_GEMM_PATH_KERNEL_UNFUSED};
+  // buffers for the largest shape
+  const size_t maxA = (size_t)16384 * 16384, maxC = (size_t)16384 * 6656, maxB = (size_t)16384 * 6656;
+  __nv_bfloat16 *a_shard, *a_full, *b, *c;
+  IK(iris_malloc(ctx, maxA / W * 2, (void **)&a_shard));
+  CK(cudaMalloc(&a_full, maxA * 2));
+  CK(cudaMalloc(&b, maxB * 2));
+  CK(cudaMalloc(&c, maxC * 2));
+  k_fill<<<1024, 256, 0, stream>>>(a_shard, maxA / W, 17u + (unsigned)rank_);
+  k_fill<<<1024, 256, 0, stream>>>(a_full, maxA, 99u);
+  k_fill<<<1024, 256, 0, stream>>>(b, maxB, 5u);
+  CK(cudaStreamSynchronize(stream));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, iris_device(ctx)));
+  if (rank_ == 0)
+    printf("# bench_ag_gemm: %d ranks, %s, bf16, A sharded by %s; ms per op, max over ranks of per-rank medians of %d; TFLOPS per GPU = 2MNK / t (every rank computes all of C)\n", W, prop.name,
+           cols ? "columns" : "rows", reps);
+  if (rank_ == 0) printf("%6s %6s %6s %-15s %9s %8s %8s %7s\n", "M", "N", "K", "variant", "ms", "TFLOPS", "x_unfus", "hidden");
+  bool traced = false;
+  for (int si = 0; si < 3; si++) {
+    if (!wanted(only_shape, std::to_string(si))) continue;
+    for (long long M : Ms) {
+      if (!wanted(only_m, std::to_string(M))) continue;
+      const long long N = NKs[si][0], K = NKs[si][1];
+      const double gpu_flops = 2.0 * M * N * K; // every rank computes all of C
+      auto row = [&](const char *name, double ms, double unf, double alone) {
+        const double tf = gpu_flops / (ms * 1e-3) / 1e12;
+        const double x = unf > 0 ? unf / ms : 0, hidden = unf > alone && unf > 0 ? (unf - ms) / (unf - alone) : 0;
+        if (rank_ == 0) {
+          printf("%6lld %6lld %6lld %-15s %9.3f %8.1f %8.2f %7.2f\n", M, N, K, name, ms, tf, x, hidden);
+          if (csv) fprintf(csv, "%d,%s,%lld,%lld,%lld,%s,%.4f,%.1f,%.3f,%.3f\n", W, cols ? "cols" : "rows", M, N, K, name, ms, tf, x, hidden);
+        }
+      };
+      const double alone = time_op([&] { gemm(a_full, b, c, M, N, K); }, reps);
+      const double unf = time_op(
+          [&] {
+            NK(ncclAllGather(a_shard, a_full, (size_t)(M / W * K), ncclBfloat16, comm, stream));
+            gemm(a_full, b, c, M, N, K);
+          },
+          reps);
+      row("gemm_alone", alone, unf, alone);
+      row("nccl+cublas", unf, unf, alone);
+      for (iris_gemm_path_t p : paths) {
+        if (!wanted(only_path, iris_gemm_path_name(p))) continue;
+        iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
+        d.layout = cols ? IRIS_GEMM_A_COLS : IRIS_GEMM_A_ROWS;
+        d.M = M; d.N = N; d.K = K; d.path = p;
+        iris_ag_gemm_t *g;
+        if (iris_ag_gemm_create(ctx, &d, &g) != IRIS_SUCCESS) {
+          if (rank_ == 0) printf("%6lld %6lld %6lld %-15s skipped: %s\n", M, N, K, iris_gemm_path_name(p), iris_error_detail());
+          continue;
+        }
+        const double t = time_op([&] { IK(iris_ag_gemm_run(g, a_shard, b, NULL, c, stream)); }, reps);
+        row(iris_gemm_path_name(p), t, unf, alone);
+        IK(iris_ag_gemm_destroy(g));
+      }
+#if defined(IRIS_GEMM_TRACE)
+      if (trace && !traced) {
+        traced = true;
+        iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
+        d.layout = cols ? IRIS_GEMM_A_COLS : IRIS_GEMM_A_ROWS;
+        d.M = M; d.N = N; d.K = K; d.path = IRIS_GEMM_PATH_FUSED; d.trace = 1;
+        iris_ag_gemm_t *g;
+        IK(iris_ag_gemm_create(ctx, &d, &g));
+        for (int i = 0; i < 3; i++) IK(iris_ag_gemm_run(g, a_shard, b, NULL, c, stream));
+        CK(cudaStreamSynchronize(stream));
+        std::string path = std::string(trace) + "." + std::to_string(rank_);
+        IK(iris_ag_gemm_trace_write(g, path.c_str()));
+        if (rank_ == 0) printf("# trace of the fused kernel (M=%lld N=%lld K=%lld) written to %s.<rank>\n", M, N, K, trace);
+        IK(iris_ag_gemm_destroy(g));
+      }
+#else
+      (void)traced;
+      (void)trace;
+#endif
+    }
+  }
+  if (csv) fclose(csv);
+  cudaFree(a_full); cudaFree(b); cudaFree(c);
+  ncclCommDestroy(comm);
+  cublasDestroy(blas);
+  IK(iris_finalize(ctx));
+  return 0;
+}

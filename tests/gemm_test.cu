@@ -1,0 +1,270 @@
+// All-gather + GEMM (iris_gemm.h): both layouts, bf16/fp16 inputs, bf16/fp16/fp32 outputs,
+// B in both layouts, bias, every path, shapes that are not tile multiples, against a
+// float64 host reference on fresh random data. C is poisoned (NaN bits) before each run
+// and every element must be written. Also: many back-to-back calls that regenerate A
+// between calls (exercises the arrive/ready/done epochs), graph replays with fresh data,
+// and bad input.
+//   gemm_test N        N processes (iris_launch_local), one per GPU
+#define IRIS_IMPLEMENTATION
+#include "../iris_gemm.h"
+#include "test_util.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <vector>
+
+// values in [-1, 1] with 1/1000 steps, rounded to the input type
+__host__ __device__ inline float val(uint64_t seed, int what, long long r, long long c, int call) {
+  return (float)((long long)(key(seed, (uint64_t)what, (uint64_t)r, (uint64_t)c, (uint64_t)call) % 2001) - 1000) / 1000.0f;
+}
+template <typename T> __host__ __device__ inline T to_t(float v);
+template <> __host__ __device__ inline __nv_bfloat16 to_t<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <> __host__ __device__ inline __half to_t<__half>(float v) { return __float2half(v); }
+template <> __host__ __device__ inline float to_t<float>(float v) { return v; }
+template <typename T> __host__ __device__ inline double to_d(T v);
+template <> __host__ __device__ inline double to_d<__nv_bfloat16>(__nv_bfloat16 v) { return (double)__bfloat162float(v); }
+template <> __host__ __device__ inline double to_d<__half>(__half v) { return (double)__half2float(v); }
+template <> __host__ __device__ inline double to_d<float>(float v) { return (double)v; }
+
+// element (r, c) of the gathered A, B (K x N logical), bias
+template <typename T> __host__ __device__ inline T a_at(uint64_t seed, long long r, long long c, int call) { return to_t<T>(val(seed, 1, r, c, call)); }
+template <typename T> __host__ __device__ inline T b_at(uint64_t seed, long long k, long long n) { return to_t<T>(val(seed, 2, k, n, 0)); }
+template <typename T> __host__ __device__ inline T bias_at(uint64_t seed, long long n) { return to_t<T>(val(seed, 3, 0, n, 0)); }
+
+// this rank's shard of A for call `call`
+template <typename T>
+__global__ void k_gen_a(T *shard, int layout, long long M, long long K, int W, int me, uint64_t seed, int call) {
+  const long long rows = layout == IRIS_GEMM_A_ROWS ? M / W : M, cols = layout == IRIS_GEMM_A_ROWS ? K : K / W;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < rows * cols; i += (long long)gridDim.x * blockDim.x) {
+    const long long r = i / cols, c = i % cols;
+    const long long gr = layout == IRIS_GEMM_A_ROWS ? r + me * rows : r, gc = layout == IRIS_GEMM_A_ROWS ? c : c + me * cols;
+    shard[i] = a_at<T>(seed, gr, gc, call);
+  }
+}
+template <typename T>
+__global__ void k_gen_b(T *b, long long K, long long N, int transposed, uint64_t seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < K * N; i += (long long)gridDim.x * blockDim.x) {
+    const long long k = transposed ? i % K : i / N, n = transposed ? i / K : i % N;
+    b[i] = b_at<T>(seed, k, n);
+  }
+}
+template <typename C>
+__global__ void k_gen_bias(C *bias, long long N, uint64_t seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < N; i += (long long)gridDim.x * blockDim.x) bias[i] = bias_at<C>(seed, i);
+}
+
+struct Case {
+  iris_gemm_layout_t layout;
+  iris_dtype_t a, c;
+  int bt, bias;
+  iris_gemm_path_t path;
+  long long M, N, K;
+  int iters;     // calls, each with fresh A, each checked
+  int rows_chk;  // 0: check every row; else this many sampled rows (every element still checked for being written)
+};
+
+static const char *tname(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? "bf16" : t == IRIS_FLOAT16 ? "fp16" : "fp32"; }
+
+// check C (host copy) for call `call`; returns the worst error ratio (>1 fails)
+template <typename T, typename C>
+static bool check_c(Suite &s, const Case &k, const std::vector<C> &h, int call, std::string &why) {
+  const long long M = k.M, N = k.N, K = k.K;
+  // every element written
+  for (long long i = 0; i < M * N; i++)
+    if (isnan(to_d<C>(h[i]))) {
+      why = "element (" + std::to_string(i / N) + ", " + std::to_string(i % N) + ") not written (still NaN poison)";
+      return false;
+    }
+  std::vector<double> brow((size_t)K * N);
+  for (long long kk = 0; kk < K; kk++)
+    for (long long n = 0; n < N; n++) brow[(size_t)kk * N + n] = to_d<T>(b_at<T>(s.seed, kk, n));
+  const double rel = k.c == IRIS_FLOAT32 ? 1e-5 : k.c == IRIS_FLOAT16 ? 1.0 / 1024 : 1.0 / 128;
+  std::vector<double> acc((size_t)N), arow((size_t)K);
+  const long long step = k.rows_chk ? (M + k.rows_chk - 1) / k.rows_chk : 1;
+  for (long long r0 = 0; r0 < M; r0 += step) {
+    const long long r = k.rows_chk ? (r0 + (long long)(mix(s.seed + call + r0) % (uint64_t)step)) % M : r0;
+    for (long long kk = 0; kk < K; kk++) arow[kk] = to_d<T>(a_at<T>(s.seed, r, kk, call));
+    for (long long n = 0; n < N; n++) acc[n] = k.bias ? to_d<C>(bias_at<C>(s.seed, n)) : 0.0;
+    for (long long kk = 0; kk < K; kk++) {
+      const double a = arow[kk];
+      const double *b = &brow[(size_t)kk * N];
+      for (long long n = 0; n < N; n++) acc[n] += a * b[n];
+    }
+    for (long long n = 0; n < N; n++) {
+      const double got = to_d<C>(h[(size_t)r * N + n]), want = acc[n];
+      const double tol = rel * fabs(want) + 1e-5 * sqrt((double)K) + 1e-6;
+      if (!(fabs(got - want) <= tol)) {
+        char buf[200];
+        snprintf(buf, sizeof buf, "C(%lld, %lld) = %.6f, float64 reference %.6f (tolerance %.2g), call %d", r, n, got, want, tol, call);
+        why = buf;
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+template <typename T, typename C>
+static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
+  const int W = s.world, me = s.rank;
+  iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
+  d.layout = k.layout; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = k.a; d.c_type = k.c; d.b_transposed = k.bt; d.has_bias = k.bias; d.path = k.path;
+  iris_ag_gemm_t *g = NULL;
+  IK(iris_ag_gemm_create(s.ctx, &d, &g));
+  const size_t shard = (size_t)(k.layout == IRIS_GEMM_A_ROWS ? k.M / W * k.K : k.M * (k.K / W));
+  T *a = NULL, *b = NULL;
+  C *c = NULL, *bias = NULL;
+  bool ok = true;
+  IK(iris_malloc(s.ctx, shard * sizeof(T), (void **)&a));
+  CK(cudaMalloc(&b, (size_t)k.K * k.N * sizeof(T)));
+  CK(cudaMalloc(&c, (size_t)k.M * k.N * sizeof(C)));
+  if (k.bias) CK(cudaMalloc(&bias, (size_t)k.N * sizeof(C)));
+  k_gen_b<T><<<256, 256, 0, s.stream>>>(b, k.K, k.N, k.bt, s.seed);
+  if (k.bias) k_gen_bias<C><<<16, 256, 0, s.stream>>>(bias, k.N, s.seed);
+  std::vector<C> h((size_t)k.M * k.N);
+  cudaGraphExec_t exec = NULL;
+  for (int it = 0; it < k.iters && ok; it++) {
+    const int call = 7 * it + 3;
+    k_gen_a<T><<<512, 256, 0, s.stream>>>(a, k.layout, k.M, k.K, W, me, s.seed, call);
+    CK(cudaMemsetAsync(c, 0xff, (size_t)k.M * k.N * sizeof(C), s.stream)); // NaN in every output type
+    if (me == it % W && it % 3 == 1) { CK(cudaStreamSynchronize(s.stream)); usleep(20000); } // skew the ranks
+    if (graph) {
+      if (!exec) { // captured once, replayed with the new data each iteration
+        cudaGraph_t gr;
+        CK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+        iris_status_t st = iris_ag_gemm_run(g, a, b, bias, c, s.stream);
+        CK(cudaStreamEndCapture(s.stream, &gr));
+        IK(st);
+        CK(cudaGraphInstantiate(&exec, gr, 0));
+        CK(cudaGraphDestroy(gr));
+      }
+      CK(cudaGraphLaunch(exec, s.stream));
+    } else {
+      IK(iris_ag_gemm_run(g, a, b, bias, c, s.stream));
+    }
+    CK(cudaStreamSynchronize(s.stream));
+    const bool last = it == k.iters - 1;
+    if (k.iters <= 20 || last || it % 97 == 0) { // long loops: check a sample and the last
+      CK(cudaMemcpy(h.data(), c, h.size() * sizeof(C), cudaMemcpyDeviceToHost));
+      ok = check_c<T, C>(s, k, h, call, why);
+    }
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+  cudaFree(b); cudaFree(c); cudaFree(bias);
+  IK(iris_free(s.ctx, a));
+  IK(iris_ag_gemm_destroy(g));
+  return ok;
+}
+
+static bool dispatch(Suite &s, const Case &k, bool graph, std::string &why) {
+  if (k.a == IRIS_BFLOAT16) {
+    if (k.c == IRIS_BFLOAT16) return run_case<__nv_bfloat16, __nv_bfloat16>(s, k, graph, why);
+    if (k.c == IRIS_FLOAT16) return run_case<__nv_bfloat16, __half>(s, k, graph, why);
+    return run_case<__nv_bfloat16, float>(s, k, graph, why);
+  }
+  if (k.c == IRIS_BFLOAT16) return run_case<__half, __nv_bfloat16>(s, k, graph, why);
+  if (k.c == IRIS_FLOAT16) return run_case<__half, __half>(s, k, graph, why);
+  return run_case<__half, float>(s, k, graph, why);
+}
+
+static void one(Suite &s, const Case &k, bool graph, const char *extra = "") {
+  std::string why;
+  bool ok = dispatch(s, k, graph, why);
+  if (!ok) fprintf(stderr, "rank %d: %s\n", s.rank, why.empty() ? iris_error_detail() : why.c_str());
+  char name[300];
+  snprintf(name, sizeof name, "%s %s %s->%s B %s%s, %lldx%lldx%lld, %d call%s%s%s", iris_gemm_path_name(k.path), k.layout == IRIS_GEMM_A_ROWS ? "rows" : "cols", tname(k.a),
+           tname(k.c), k.bt ? "NxK" : "KxN", k.bias ? " +bias" : "", k.M, k.N, k.K, k.iters, k.iters > 1 ? "s (fresh A each)" : "", graph ? ", graph replays" : "", extra);
+  report(s, name, ok);
+}
+
+// bad input: every rank gets the stated status, nothing is left half-created
+static void bad_input(Suite &s) {
+  const int W = s.world;
+  iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
+  iris_ag_gemm_t *g = NULL;
+  size_t used = iris_heap_used(s.ctx);
+  d.M = 256 * W + 1; d.N = 256; d.K = 256; // rows not divisible by W
+  bool ok = iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_ERROR_INVALID_ARGUMENT && !g;
+  report(s, "create refuses M not divisible by the world size (layout rows) with IRIS_ERROR_INVALID_ARGUMENT", ok);
+  d.M = 256 * W; d.K = 260;
+  ok = iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_ERROR_INVALID_ARGUMENT && !g;
+  report(s, "create refuses K not a multiple of 8", ok);
+  d.K = 256; d.N = s.rank == W - 1 ? 264 : 256; // the last rank disagrees
+  ok = iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_ERROR_MISMATCH && !g;
+  report(s, "create with a different N on one rank: IRIS_ERROR_MISMATCH on every rank", ok);
+  d.N = 256;
+  ok = iris_heap_used(s.ctx) == used;
+  report(s, "refused creates leave the heap as it was", ok);
+  // run-time checks
+  __nv_bfloat16 *a = NULL, *b = NULL, *c = NULL, *off = NULL;
+  ok = iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_SUCCESS;
+  ok = ok && iris_malloc(s.ctx, (size_t)d.M / W * d.K * 2, (void **)&a) == IRIS_SUCCESS;
+  ok = ok && cudaMalloc(&b, (size_t)d.K * d.N * 2) == cudaSuccess && cudaMalloc(&c, (size_t)d.M * d.N * 2 + 256) == cudaSuccess &&
+       cudaMalloc(&off, (size_t)d.M / W * d.K * 2) == cudaSuccess;
+  if (ok) {
+    ok = iris_ag_gemm_run(g, off, b, NULL, c, s.stream) == IRIS_ERROR_NOT_IN_HEAP;
+    ok = ok && iris_ag_gemm_run(g, a, b, c, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;       // bias the plan does not take
+    ok = ok && iris_ag_gemm_run(g, a, b, NULL, c + 1, s.stream) == IRIS_ERROR_INVALID_ARGUMENT; // misaligned C
+    ok = ok && iris_ag_gemm_run(g, a, NULL, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
+  }
+  report(s, "run refuses an A shard off the heap (NOT_IN_HEAP), an unexpected bias, a misaligned C, a NULL B", ok);
+  cudaFree(b); cudaFree(c); cudaFree(off);
+  if (a) iris_free(s.ctx, a);
+  iris_ag_gemm_destroy(g);
+  // stage_a: an off-heap A works through the plan's own heap copy
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int n = argc > 1 ? atoi(argv[1]) : 2, rank;
+  const bool quick = argc > 2 && !strcmp(argv[2], "quick");
+  iris_launch_t L;
+  if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [gemm w=%d] launch: %s\n", n, iris_error_detail()); return 1; }
+  if (rank < 0) {
+    iris_status_t st = iris_launch_wait(&L, 900000);
+    printf("%s: [gemm w=%d] every rank exits cleanly%s%s\n", st == IRIS_SUCCESS ? "PASS" : "FAIL", n, st == IRIS_SUCCESS ? "" : ": ", st == IRIS_SUCCESS ? "" : iris_error_detail());
+    return st == IRIS_SUCCESS ? 0 : 1;
+  }
+  Suite s = {};
+  s.rank = rank;
+  s.world = n;
+  s.tag = "gemm w=" + std::to_string(n);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)1 << 30;
+  if (iris_init(&cfg, &s.ctx) != IRIS_SUCCESS || cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess) {
+    if (rank == 0) printf("FAIL: [%s] setup: %s\n", s.tag.c_str(), iris_error_detail());
+    return 1;
+  }
+  uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)), all[IRIS_MAX_RANKS];
+  iris_allgather_host(s.ctx, &mine, all, sizeof mine);
+  s.seed = all[0];
+  if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
+  const int W = n;
+  const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED, IRIS_GEMM_PATH_KERNEL_UNFUSED};
+  for (iris_gemm_path_t p : paths) {
+    // odd shapes: M, N not tile multiples, K not a multiple of 64
+    one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, p, 200LL * W, 776, 520, 3, 0}, false);
+    one(s, Case{IRIS_GEMM_A_COLS, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, p, 600, 392, 136LL * W, 3, 0}, false);
+    if (quick) continue;
+    one(s, Case{IRIS_GEMM_A_ROWS, IRIS_FLOAT16, IRIS_FLOAT16, 1, 1, p, 64LL * W + 0, 8, 8, 2, 0}, false);
+    one(s, Case{IRIS_GEMM_A_COLS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, p, 1000, 1032, 512LL * W, 2, 0}, false);
+    one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_FLOAT32, 0, 0, p, 1024LL * W, 1536, 2048, 2, 48}, false);
+    // graphs: captured once, replayed with fresh A
+    one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, p, 256LL * W, 512, 1024, 30, 0}, true);
+    one(s, Case{IRIS_GEMM_A_COLS, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 0, p, 384, 256, 256LL * W, 30, 0}, true);
+  }
+  if (!quick) {
+    // many back-to-back calls: every epoch and flag reused; A regenerated between calls
+    one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_FUSED, 128LL * W, 64, 128, 2000, 0}, false);
+    one(s, Case{IRIS_GEMM_A_COLS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_FUSED, 192, 64, 64LL * W, 2000, 0}, true);
+    one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_PIPELINED, 128LL * W, 64, 128, 2000, 0}, true);
+  }
+  bad_input(s);
+  int rc = s.failed ? 1 : 0;
+  cudaStreamDestroy(s.stream);
+  if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
+  return rc;
+}
