@@ -11,7 +11,9 @@
  *     bandwidth (IRIS_ALGO_BANDWIDTH): many CTAs, 16-byte accesses, per-CTA barriers
  *               with release/acquire epochs. For all-reduce this is the two-shot
  *               (reduce-scatter by pulling from every peer, then all-gather by pulling
- *               the reduced chunks).
+ *               the reduced chunks). For broadcast at 3+ ranks it is a pipelined relay:
+ *               each non-root pulls one (W-1)-th of the message from the root in
+ *               chunks, and the others pull each chunk from it as soon as it lands.
  *   IRIS_ALGO_AUTO picks by message size (thresholds below, measured on 4xH200).
  *
  * Quick start
@@ -165,6 +167,7 @@ typedef struct iris_coll_dev {
   iris_device_ctx_t ctx;
   unsigned *counters;        /* [IRIS_COLL_MAX_CTAS] this rank's epoch per CTA index */
   unsigned long long *flags; /* [IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS] peers' (signature << 32 | epoch) */
+  unsigned long long *progress; /* [IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS] relay broadcast: owners' (epoch << 32 | chunks done) */
   unsigned *error;           /* non-zero: a peer called a different collective */
   uint4 *ll;                 /* [2 parity][world src][ll_lines] LL lines */
   size_t ll_lines;           /* lines per (parity, src) */
@@ -453,8 +456,9 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
   iris_coll_epoch_store(d, epoch);
 }
 
-/* All-gather, all-to-all, broadcast (pull): copy each source's block, then a barrier
- * so that no peer still reads our send when we return. */
+/* All-gather, all-to-all, broadcast at 2 ranks (pull): copy each source's block, then a
+ * barrier so that no peer still reads our send when we return. (A broadcast at 3 or
+ * more ranks uses the relay, iris_coll_relay_kernel below.) */
 template <int KIND>
 __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, int root, unsigned long long sig) {
   const int W = d.ctx.world_size, me = d.ctx.rank, tid = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
@@ -482,6 +486,179 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
     }
   }
   iris_coll_barrier(d, epoch, 0);
+  iris_coll_epoch_store(d, epoch);
+}
+
+/* ---- the relay broadcast: the bandwidth path at 3 or more ranks.
+ *
+ * What it does. Pulling the whole message from the root (iris_coll_copy_kernel) puts
+ * (W-1) x bytes on the root's links. Here the message is cut into W-1 parts, one per
+ * non-root rank, its owner: part p = [p*part, (p+1)*part) clipped to the message (part
+ * is a multiple of 16 bytes, so the last parts may be short or empty), owned by rank
+ * (root + 1 + p) % W. Every part is cut into the same number of chunks; chunk j of every
+ * part belongs to CTA j % G of every rank (G CTAs), as that CTA's step j / G. At step s
+ * CTA b of an owner pulls its own chunk s from the root's send into its recv and
+ * publishes that; then, one step behind (so that the wait has usually been met
+ * already), it pulls chunk s-1 of every other part from that part's owner's recv. The
+ * root only copies send to recv if not in place. So the root's links carry the message
+ * once, every non-root receives it once, and each owner serves its part to W-2 peers;
+ * with the pipeline the three overlap.
+ *
+ * Who waits for whom.
+ *   - Start barrier (CTA b of every rank, with the call's signature): every rank has
+ *     started this call, so its previous kernel has ended and no peer still reads a
+ *     recv (or send) of ours from an earlier call; and all ranks agree on the call.
+ *   - Consumer CTA b of rank c waits, in its own heap, on progress[b][o], which owner
+ *     o's CTA b raises to (epoch << 32 | chunks done) after each of its chunks. Only CTA
+ *     b produces and consumes the chunks of CTA b, so only CTA b's epoch is needed.
+ *   - End barrier: CTA b of every rank has finished reading the root's send and the
+ *     owners' recv for the chunks of CTA b. A kernel ends when all its CTAs do, so no
+ *     rank returns (and reuses or frees its buffers) while a peer still reads them.
+ *   No CTA waits on a chunk that needs its own later work: own chunk s never waits, and
+ *   chunk s-1 of a peer needs only that peer's own chunks up to s-1 (the barriers
+ *   already require every CTA b to be resident on every rank at once).
+ *
+ * Why the ordering is correct. The owner's block stores the chunk (plain stores), meets
+ * at __syncthreads, then one thread per consumer rank release-stores the progress value
+ * at system scope into that rank's heap (the release covers the block's stores, as in
+ * iris_signal_block). The consumer's thread for that owner acquire-loads it at system
+ * scope, the block meets at __syncthreads, and only then does any thread read the
+ * chunk. Progress values carry the CTA's epoch after the start barrier, the same on
+ * every rank and larger than in any earlier call, in their high word, so a value left
+ * from an earlier call never passes for this one; they are compared wrap-safely
+ * (iris_epoch_reached on 64 bits) and never reset, so graphs replay. A rank that will
+ * not relay (signature mismatch, a timed-out wait) stores the progress value with
+ * IRIS_COLL_RELAY_ABANDON as its count into every peer: every wait on it ends at once,
+ * the waiting rank stops copying and abandons in turn, and every CTA still meets the
+ * end barrier, so the epochs stay in step. */
+
+/* Tuning (global: every rank must use the same values). The pipeline fills and drains
+ * over about one step, which costs about 1/IRIS_COLL_RELAY_STEPS of the time; each step
+ * costs a flag handshake (a release and an acquire across GPUs, a few us, hidden by the
+ * other CTAs while the links stay busy). So chunks are sized for about
+ * IRIS_COLL_RELAY_STEPS steps per CTA: 1 GB at 4 ranks over 132 CTAs gives 165 KB
+ * chunks. The minimum, 16 KB (two 16-byte loads per thread of a 512-thread CTA), keeps
+ * the handshake from dominating mid-size messages, which then use fewer steps or fewer
+ * CTAs; the maximum bounds the pipeline's granularity when few CTAs are forced. */
+#ifndef IRIS_COLL_RELAY_STEPS
+#define IRIS_COLL_RELAY_STEPS 16
+#endif
+#ifndef IRIS_COLL_RELAY_MIN_CHUNK
+#define IRIS_COLL_RELAY_MIN_CHUNK ((size_t)16 << 10)
+#endif
+#ifndef IRIS_COLL_RELAY_MAX_CHUNK
+#define IRIS_COLL_RELAY_MAX_CHUNK ((size_t)1 << 20)
+#endif
+#define IRIS_COLL_RELAY_ABANDON 0xffffffffu /* a count no real progress reaches */
+static_assert(IRIS_COLL_RELAY_MIN_CHUNK >= 4096 && IRIS_COLL_RELAY_MIN_CHUNK % 16 == 0 && IRIS_COLL_RELAY_MAX_CHUNK % 16 == 0 &&
+                  IRIS_COLL_RELAY_MAX_CHUNK >= IRIS_COLL_RELAY_MIN_CHUNK,
+              "relay chunks: multiples of 16 bytes, at least 4 KB (so that chunk counts stay far below IRIS_COLL_RELAY_ABANDON)");
+
+/* Where the message splits: parts, and chunks of a part. The same on every rank. */
+typedef struct iris_coll_relay {
+  size_t part;   /* bytes per part, a multiple of 16 */
+  size_t chunk;  /* bytes per chunk, a multiple of 16 */
+  size_t chunks; /* chunks per part (every part has as many; trailing ones may be empty) */
+} iris_coll_relay_t;
+
+/* The plan for a message of `bytes` over W >= 3 ranks and `ctas` CTAs (host and device:
+ * the host sizes the grid by it, the kernel gets the chunk size from the host). */
+IRIS_HOST_DEVICE inline iris_coll_relay_t iris_coll_relay_plan(size_t bytes, int W, int ctas, size_t chunk) {
+  iris_coll_relay_t r;
+  r.part = ((bytes + (size_t)W - 2) / (size_t)(W - 1) + 15) / 16 * 16;
+  if (!chunk) { /* about IRIS_COLL_RELAY_STEPS chunks per CTA, within the limits */
+    const size_t n = (size_t)(ctas > 0 ? ctas : 1) * IRIS_COLL_RELAY_STEPS;
+    chunk = ((r.part + n - 1) / n + 15) / 16 * 16;
+    if (chunk < IRIS_COLL_RELAY_MIN_CHUNK) chunk = IRIS_COLL_RELAY_MIN_CHUNK;
+    if (chunk > IRIS_COLL_RELAY_MAX_CHUNK) chunk = IRIS_COLL_RELAY_MAX_CHUNK;
+  }
+  r.chunk = chunk;
+  r.chunks = (r.part + chunk - 1) / chunk;
+  if (!r.chunks) r.chunks = 1;
+  return r;
+}
+
+/* Bytes [*lo, *hi) of chunk j of part p, clipped to the message (empty past its end). */
+IRIS_DEVICE_INLINE void iris_coll_relay_range(const iris_coll_relay_t &r, size_t bytes, int p, size_t j, size_t *lo, size_t *hi) {
+  size_t end = (size_t)(p + 1) * r.part;
+  if (end > bytes) end = bytes;
+  *lo = (size_t)p * r.part + j * r.chunk;
+  *hi = *lo + r.chunk < end ? *lo + r.chunk : end;
+  if (*lo > *hi) *lo = *hi;
+}
+
+/* A progress value: this call (the CTA's epoch) and how many chunks are done. */
+IRIS_DEVICE_INLINE unsigned long long iris_coll_relay_value(unsigned call, unsigned done) { return ((unsigned long long)call << 32) | done; }
+
+/* This rank's copy of the progress flag that `owner`'s CTA blockIdx.x raises. */
+IRIS_DEVICE_INLINE unsigned long long *iris_coll_relay_flag(const iris_coll_dev_t &d, int owner) {
+  return d.progress + (size_t)blockIdx.x * IRIS_MAX_RANKS + owner;
+}
+
+/* Whole block: once every thread's earlier stores are done (__syncthreads), thread t
+ * release-stores value into rank t's copy of this CTA's flag, for every rank t other
+ * than this one and `skip` (-1: none). */
+IRIS_DEVICE_INLINE void iris_coll_relay_publish(const iris_coll_dev_t &d, int skip, unsigned long long value) {
+  const int t = threadIdx.x;
+  __syncthreads();
+  if (t < d.ctx.world_size && t != d.ctx.rank && t != skip) iris_signal(d.ctx, iris_coll_relay_flag(d, d.ctx.rank), value, t);
+}
+
+/* Whole block: wait until every owner other than this rank has published `done` chunks
+ * of this call (thread t waits for owner t, acquire at system scope; then the block
+ * meets). False in every thread on a timeout or if an owner abandoned the call. */
+IRIS_DEVICE_INLINE bool iris_coll_relay_wait(const iris_coll_dev_t &d, int root, unsigned call, unsigned done) {
+  const int t = threadIdx.x;
+  int ok = 1;
+  if (t < d.ctx.world_size && t != d.ctx.rank && t != root) {
+    const unsigned long long *flag = iris_coll_relay_flag(d, t);
+    ok = iris_wait_until(d.ctx, flag, IRIS_CMP_EPOCH, iris_coll_relay_value(call, done), "broadcast relay: an owner's chunk") &&
+         (unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(flag) != IRIS_COLL_RELAY_ABANDON;
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+/* Whole block, on a non-root rank: this CTA's steps of the pipeline (see above).
+ * False if it stopped early (a timeout or an abandoned call). */
+IRIS_DEVICE_INLINE bool iris_coll_relay_steps(const iris_coll_dev_t &d, const iris_coll_relay_t &r, const char *send, char *recv, size_t bytes, int root,
+                                              unsigned call) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, b = blockIdx.x, G = gridDim.x;
+  const int mine = (me - root - 1 + W) % W; /* the part this rank owns */
+  const size_t steps = (size_t)b < r.chunks ? (r.chunks - 1 - (size_t)b) / (size_t)G + 1 : 0;
+  size_t lo, hi;
+  for (size_t s = 0; s <= steps; s++) {
+    if (s < steps) { /* own chunk s, from the root's send */
+      iris_coll_relay_range(r, bytes, mine, s * G + b, &lo, &hi);
+      if (lo < hi) iris_get_bulk(d.ctx, recv + lo, send + lo, hi - lo, root, threadIdx.x, blockDim.x);
+      iris_coll_relay_publish(d, root, iris_coll_relay_value(call, (unsigned)(s + 1)));
+    }
+    if (s > 0) { /* chunk s-1 of every other part, from its owner's recv */
+      if (!iris_coll_relay_wait(d, root, call, (unsigned)s)) return false;
+      for (int k = 0; k < W - 2; k++) { /* CTAs start at different owners: every link busy */
+        const int p = (mine + 1 + (k + b) % (W - 2)) % (W - 1), owner = (root + 1 + p) % W;
+        iris_coll_relay_range(r, bytes, p, (s - 1) * G + b, &lo, &hi);
+        if (lo < hi) iris_get_bulk(d.ctx, recv + lo, recv + lo, hi - lo, owner, threadIdx.x, blockDim.x);
+      }
+    }
+  }
+  return true;
+}
+
+/* The relay broadcast kernel (W >= 3; 512 threads, any number of CTAs up to
+ * IRIS_COLL_MAX_CTAS; chunk from iris_coll_relay_plan on the host). */
+__global__ void iris_coll_relay_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, size_t chunk, int root, unsigned long long sig) {
+  const int me = d.ctx.rank;
+  const iris_coll_relay_t r = iris_coll_relay_plan(bytes, d.ctx.world_size, gridDim.x, chunk);
+  unsigned epoch = iris_coll_epoch_load(d);
+  bool ok = iris_coll_barrier(d, epoch, sig); /* on a mismatch or timeout: move nothing */
+  const unsigned call = epoch;                /* this CTA's epoch for this call, as on every rank */
+  if (ok && me == root) {
+    if (send != recv) iris_copy_bytes(recv, send, bytes, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+  } else if (ok) {
+    ok = iris_coll_relay_steps(d, r, send, recv, bytes, root, call);
+  }
+  if (!ok) iris_coll_relay_publish(d, -1, iris_coll_relay_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
+  iris_coll_barrier(d, epoch, 0); /* nobody still reads our send or recv */
   iris_coll_epoch_store(d, epoch);
 }
 
@@ -702,6 +879,15 @@ static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d
 #ifndef IRIS_COLL_LL_MAX_OTHER
 #define IRIS_COLL_LL_MAX_OTHER IRIS_COLL_LL_BYTES
 #endif
+/* Broadcast: the latency kernel up to 256 KB, above that the bandwidth path (a single
+ * pull at 2 ranks, the relay at 3 or more). Measured on 4xH200 with the direct pull,
+ * before the relay (docs/bench/broadcast_4xh200.txt): latency 7.7 against bandwidth
+ * 8.6 us at 256 KB, but 12.1 against 10.5 us at 512 KB. The latency kernel makes the
+ * root store W-1 copies of twice the message (LL form), the relay puts the message on
+ * the root's links once. To be measured again with the relay. */
+#ifndef IRIS_COLL_LL_MAX_BC
+#define IRIS_COLL_LL_MAX_BC ((size_t)256 << 10)
+#endif
 
 typedef struct iris_coll_state {
   iris_coll_dev_t dev;
@@ -738,13 +924,14 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   s->stage_bytes = env && *env ? iris_detail_parse_size(env) : IRIS_COLL_STAGING_BYTES;
   if (env && !strcmp(env, "0")) s->stage_bytes = 0;
   s->sms = iris_coll_sm_count(iris_device(ctx));
-  /* control words: counters | flags | signatures | error; zeroed, then a barrier so no
+  /* control words: flags | progress | counters | error; zeroed, then a barrier so no
    * peer signals into them before they are zero */
-  ctl = IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS * sizeof(unsigned long long) + IRIS_COLL_MAX_CTAS * sizeof(unsigned) + 256;
+  ctl = 2 * IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS * sizeof(unsigned long long) + IRIS_COLL_MAX_CTAS * sizeof(unsigned) + 256;
   ll_bytes = 2 * (size_t)W * s->dev.ll_lines * sizeof(uint4);
   if ((st = iris_calloc(ctx, ctl, (void **)&base)) != IRIS_SUCCESS) goto fail;
   s->dev.flags = (unsigned long long *)base;
-  s->dev.counters = (unsigned *)(base + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS * sizeof(unsigned long long));
+  s->dev.progress = s->dev.flags + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS;
+  s->dev.counters = (unsigned *)(s->dev.progress + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS);
   s->dev.error = s->dev.counters + IRIS_COLL_MAX_CTAS;
   if ((st = iris_calloc(ctx, ll_bytes, (void **)&s->dev.ll)) != IRIS_SUCCESS) goto fail;
   if (s->stage_bytes) {
@@ -801,6 +988,15 @@ static void iris_coll_launch_reduce(const iris_coll_state_t *s, const void *send
   default: iris_coll_reduce_kernel<T, KIND, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec); break;
   }
 }
+/* The relay broadcast (W >= 3): the chunk size for this grid, and no more CTAs than
+ * chunks per part (a CTA without a chunk would only add barrier traffic). Every rank
+ * computes the same from the same call. */
+static void iris_coll_launch_relay(const iris_coll_state_t *s, const void *send, void *recv, size_t bytes, int root, unsigned long long sig, int blocks,
+                                   iris_stream_t stream) {
+  const iris_coll_relay_t r = iris_coll_relay_plan(bytes, s->dev.ctx.world_size, blocks, 0);
+  if ((size_t)blocks > r.chunks) blocks = (int)r.chunks;
+  iris_coll_relay_kernel<<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, r.chunk, root, sig);
+}
 template <typename T, int KIND, int OP>
 static void iris_coll_dispatch_op(const iris_coll_state_t *s, int ll, const void *send, void *recv, size_t count, int root, unsigned long long sig, int vec,
                                   int blocks, iris_stream_t stream) {
@@ -820,6 +1016,7 @@ static void iris_coll_dispatch(const iris_coll_state_t *s, int ll, iris_redop_t 
     const size_t bytes = count * sizeof(T);
     if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
     else if (KIND == IRIS_COLL_A2A) iris_coll_copy_kernel<IRIS_COLL_A2A><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+    else if (s->dev.ctx.world_size >= 3) iris_coll_launch_relay(s, send, recv, bytes, root, sig, blocks, stream);
     else iris_coll_copy_kernel<IRIS_COLL_BC><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
   }
 }
@@ -910,7 +1107,9 @@ static iris_status_t iris_coll_run(iris_t *ctx, int kind, const void *send, void
   chunked_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
   in_elems = chunked_in ? (size_t)W * count : count;
   out_elems = chunked_out ? (size_t)W * count : count;
-  ll = algo == IRIS_ALGO_LATENCY || (algo == IRIS_ALGO_AUTO && count * es <= (kind == IRIS_COLL_AR ? IRIS_COLL_LL_MAX_AR : IRIS_COLL_LL_MAX_OTHER));
+  ll = algo == IRIS_ALGO_LATENCY ||
+       (algo == IRIS_ALGO_AUTO &&
+        count * es <= (kind == IRIS_COLL_AR ? IRIS_COLL_LL_MAX_AR : kind == IRIS_COLL_BC ? IRIS_COLL_LL_MAX_BC : IRIS_COLL_LL_MAX_OTHER));
   if (ll && count * es > IRIS_COLL_LL_BYTES) {
     if (algo == IRIS_ALGO_LATENCY)
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_LATENCY takes at most %zu bytes per rank, not %zu", me, name, IRIS_COLL_LL_BYTES,

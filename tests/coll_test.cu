@@ -1,5 +1,6 @@
 // Collectives tests: every collective x type x op x algorithm, odd counts, buffers on
-// and off the heap, in place, rank skew, thousands of back-to-back mixed calls, graph
+// and off the heap, in place, rank skew, thousands of back-to-back mixed calls, the
+// relay broadcast (every root, tails, many chunks, back-to-back on reused buffers), graph
 // replays with new data each replay (checked on the device), and bad input.
 // Inputs are chosen so that every sum is exact in float32 before the one final
 // rounding, so each result is compared bit for bit with a float64 host reference.
@@ -36,9 +37,11 @@ static size_t mask_bits(unsigned long long b, int type) {
   return es == 8 ? b : b & ((1ULL << (8 * es)) - 1);
 }
 
-static iris_status_t call_coll(iris_t *ctx, int kind, const void *send, void *recv, size_t count, int type, int op, int root, iris_algo_t algo, cudaStream_t st) {
+static iris_status_t call_coll(iris_t *ctx, int kind, const void *send, void *recv, size_t count, int type, int op, int root, iris_algo_t algo, cudaStream_t st,
+                               int ctas = 0) {
   iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
   o.algo = algo;
+  o.ctas = ctas;
   switch (kind) {
   case IRIS_COLL_AR: return iris_all_reduce_ex(ctx, send, recv, count, (iris_dtype_t)type, (iris_redop_t)op, st, &o);
   case IRIS_COLL_AG: return iris_all_gather_ex(ctx, send, recv, count, (iris_dtype_t)type, st, &o);
@@ -55,7 +58,7 @@ struct Bufs {
 };
 
 // One call and its check. placement: 0 heap, 1 off heap, 2 in place (heap), 3 in place off heap
-static bool one(Suite &s, Bufs &B, int kind, int type, int op, size_t count, iris_algo_t algo, int placement, int call, int root) {
+static bool one(Suite &s, Bufs &B, int kind, int type, int op, size_t count, iris_algo_t algo, int placement, int call, int root, int ctas = 0) {
   const int W = s.world, me = s.rank;
   const size_t es = iris_dtype_size((iris_dtype_t)type);
   const bool chunk_in = kind == IRIS_COLL_RS || kind == IRIS_COLL_A2A, chunk_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
@@ -71,7 +74,7 @@ static bool one(Suite &s, Bufs &B, int kind, int type, int op, size_t count, iri
   if (kind == IRIS_COLL_BC && me != root && placement < 2) cudaMemset(send, 0xee, in_n * es); // non-roots' send must not matter
   cudaDeviceSynchronize();
   if (s.rank == call % W && call % 7 == 0) usleep(20000); // skew
-  iris_status_t st = call_coll(s.ctx, kind, send, recv, count, type, op, root, algo, 0);
+  iris_status_t st = call_coll(s.ctx, kind, send, recv, count, type, op, root, algo, 0, ctas);
   if (st != IRIS_SUCCESS) { fprintf(stderr, "rank %d: %s: %s\n", me, kind_names[kind], iris_error_detail()); return false; }
   if (cudaDeviceSynchronize() != cudaSuccess) { fprintf(stderr, "rank %d: %s: kernel failed\n", me, kind_names[kind]); return false; }
   std::vector<unsigned char> h(out_n * es);
@@ -79,8 +82,8 @@ static bool one(Suite &s, Bufs &B, int kind, int type, int op, size_t count, iri
   for (size_t i = 0; i < out_n; i++) {
     unsigned long long want = mask_bits(expected(kind, type, op, s.seed, call, me, W, count, i, root), type), got = get_bits(h, type, i);
     if (got != want) {
-      fprintf(stderr, "rank %d: %s %s %s count %zu algo %d placement %d: element %zu is %llx, want %llx\n", me, kind_names[kind], type_names[type],
-              op_names[op], count, (int)algo, placement, i, got, want);
+      fprintf(stderr, "rank %d: %s %s %s count %zu algo %d placement %d root %d ctas %d: element %zu is %llx, want %llx\n", me, kind_names[kind],
+              type_names[type], op_names[op], count, (int)algo, placement, root, ctas, i, got, want);
       return false;
     }
   }
@@ -129,6 +132,100 @@ static bool test_large(Suite &s, Bufs &B) {
   char name[96];
   snprintf(name, sizeof name, "large messages (%zu MB): every collective, exact", B.bytes >> 20);
   return report(s, name, ok);
+}
+
+// the bandwidth-path broadcast (the pipelined relay at 3+ ranks, one pull at 2): every
+// root; counts of 1, odd, and not multiples of world-1 or of 16 bytes (short and empty
+// parts and chunks); tens of MB (many chunks per CTA); few forced CTAs (many pipeline
+// steps per CTA at moderate sizes); heap, off heap (staged, more than one staging
+// launch for the largest), in place
+static bool test_relay(Suite &s, Bufs &B) {
+  struct Case { int type; size_t count; } cases[] = {
+      {IRIS_FLOAT16, 1},       {IRIS_INT32, 7},         {IRIS_BFLOAT16, 4099},           {IRIS_INT64, 65537},
+      {IRIS_FLOAT16, 100003},  {IRIS_FLOAT32, 1000003}, {IRIS_BFLOAT16, (12 << 20) + 1},
+  };
+  const int ctas[] = {0, 1, 3, 7};
+  bool ok = true;
+  int call = 20001;
+  for (int root = 0; root < s.world && ok; root++)
+    for (const Case &c : cases)
+      for (int placement = 0; placement < 4 && ok; placement++, call++)
+        ok &= one(s, B, IRIS_COLL_BC, c.type, 0, c.count, IRIS_ALGO_BANDWIDTH, placement, call, root, ctas[call % 4]);
+  char name[200];
+  snprintf(name, sizeof name, "broadcast bandwidth path (relay at 3+ ranks): every root, counts 1..%d, tails, 1/3/7/auto CTAs, heap/off-heap/in-place, exact",
+           (12 << 20) + 1);
+  report(s, name, ok);
+  ok = true;
+  for (int placement = 1; placement < 4 && ok; placement += 2) // 80 MB off the heap: two staging launches
+    ok &= one(s, B, IRIS_COLL_BC, IRIS_BFLOAT16, 0, ((size_t)40 << 20) + 3, IRIS_ALGO_AUTO, placement, 20901 + placement, s.world - 1);
+  return report(s, "broadcast of 80 MB off the heap (staged in two launches), in place and not, exact", ok);
+}
+
+// hundreds of back-to-back bandwidth-path broadcasts on one stream, nothing waited for
+// in between: rotating roots, sizes and CTA counts, some in place, fresh data every call,
+// through a ring of 3 buffer slots so that every buffer is reused while the ranks run
+// apart (the start and end barriers must keep a rank from overwriting what a peer still
+// reads). Each recv is poisoned before its call and checked on the device right after.
+__global__ void k_bc_fill(int *p, size_t n, uint64_t seed, int r, int call) {
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) p[j] = (int)input_hash(seed, r, j, call);
+}
+__global__ void k_bc_check(const int *p, size_t n, uint64_t seed, int root, int call, unsigned long long *bad, int *first) {
+  unsigned long long wrong = 0;
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) wrong += p[j] != (int)input_hash(seed, root, j, call);
+  if (wrong) {
+    atomicAdd(bad, wrong);
+    atomicMin(first, call);
+  }
+}
+static bool test_relay_back_to_back(Suite &s) {
+  const int calls = 400, slots = 3, W = s.world;
+  const size_t sizes[] = {1, 4097, 65539, 262147, ((size_t)1 << 20) + 3}, max_n = ((size_t)1 << 20) + 3; // int32 elements
+  const int ctas[] = {0, 2, 5};
+  int *in[slots], *out[slots], *first;
+  unsigned long long *bad;
+  for (int k = 0; k < slots; k++) {
+    IK(iris_malloc(s.ctx, sizeof(int) * max_n, (void **)&in[k]));
+    IK(iris_malloc(s.ctx, sizeof(int) * max_n, (void **)&out[k]));
+  }
+  CK(cudaMalloc(&bad, sizeof *bad));
+  CK(cudaMalloc(&first, sizeof *first));
+  CK(cudaMemset(bad, 0, sizeof *bad));
+  CK(cudaMemset(first, 0x7f, sizeof *first));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CK(cudaDeviceSynchronize());
+  if (!barrier(s)) return false;
+  for (int c = 0; c < calls; c++) {
+    const int slot = c % slots, root = (c + c / (2 * W)) % W, in_place = c % 5 == 4;
+    const size_t n = sizes[(c / 3) % 5];
+    int *send = in_place ? out[slot] : in[slot], *recv = out[slot];
+    CK(cudaMemsetAsync(recv, 0xA5, sizeof(int) * n, st)); // poison
+    // fresh data; non-roots fill their (ignored) send with their own values
+    if (!in_place || s.rank == root) k_bc_fill<<<64, 256, 0, st>>>(send, n, s.seed, s.rank, 30000 + c);
+    IK(call_coll(s.ctx, IRIS_COLL_BC, send, recv, n, IRIS_INT32, IRIS_SUM, root, IRIS_ALGO_BANDWIDTH, st, ctas[c % 3]));
+    k_bc_check<<<64, 256, 0, st>>>(recv, n, s.seed, root, 30000 + c, bad, first);
+    if (s.rank == c % W && c % 37 == 0) { // one rank falls behind now and then
+      CK(cudaStreamSynchronize(st));
+      usleep(2000);
+    }
+  }
+  CK(cudaStreamSynchronize(st));
+  unsigned long long h_bad = 0;
+  int h_first = 0;
+  CK(cudaMemcpy(&h_bad, bad, sizeof h_bad, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(&h_first, first, sizeof h_first, cudaMemcpyDeviceToHost));
+  if (h_bad) fprintf(stderr, "rank %d: back-to-back broadcasts: %llu wrong elements, first in call %d\n", s.rank, h_bad, h_first - 30000);
+  char name[160];
+  snprintf(name, sizeof name, "%d back-to-back bandwidth-path broadcasts, rotating roots, sizes and CTAs, 3 reused slots, fresh data, checked on device", calls);
+  report(s, name, h_bad == 0);
+  cudaStreamDestroy(st);
+  cudaFree(bad);
+  cudaFree(first);
+  for (int k = slots - 1; k >= 0; k--) {
+    IK(iris_free(s.ctx, out[k]));
+    IK(iris_free(s.ctx, in[k]));
+  }
+  return true;
 }
 
 // thousands of back-to-back calls of every kind and both algorithms; results checked after
@@ -215,8 +312,8 @@ __global__ void k_graph_fill(int *ar, int *ag, int *rs, int *a2a, int *bc, float
     a2a[j] = (int)input_hash(seed, r, j, c + 3);
   }
 }
-__global__ void k_graph_check(const int *ar, const int *ag, const int *rs, const int *a2a, const int *bc, const float *f, size_t n, int W, uint64_t seed, int me,
-                              int root, unsigned long long *errs) {
+__global__ void k_graph_check(const int *ar, const int *ag, const int *rs, const int *a2a, const int *bc, const int *bc2, const float *f, size_t n, int W,
+                              uint64_t seed, int me, int root, int root2, unsigned long long *errs) {
   const unsigned c = d_replay;
   unsigned long long bad = 0;
   for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < (size_t)W * n; j += (size_t)gridDim.x * blockDim.x) {
@@ -232,6 +329,7 @@ __global__ void k_graph_check(const int *ar, const int *ag, const int *rs, const
       bad += (unsigned)ar[j] != sum;
       bad += (unsigned)rs[j] != rsum;
       bad += bc[j] != (int)input_hash(seed, root, j, c + 4);
+      bad += bc2[j] != (int)input_hash(seed, root2, j, c + 4);
       bad += f[j] != fs;
     }
     bad += ag[j] != (int)input_hash(seed, (int)r, i, c + 1);
@@ -244,13 +342,14 @@ __global__ void k_graph_next() { d_replay += 11; }
 static bool test_graph(Suite &s) {
   const int W = s.world;
   const size_t n = 3001;
-  int *in[5], *out[5];
+  int *in[5], *out[6];
   float *fin, *fout;
   unsigned long long *errs;
   for (int k = 0; k < 5; k++) {
     IK(iris_malloc(s.ctx, sizeof(int) * W * n, (void **)&in[k]));
     IK(iris_malloc(s.ctx, sizeof(int) * W * n, (void **)&out[k]));
   }
+  IK(iris_malloc(s.ctx, sizeof(int) * n, (void **)&out[5])); // the bandwidth-path broadcast (relay at 3+ ranks)
   IK(iris_malloc(s.ctx, sizeof(float) * n, (void **)&fin));
   CK(cudaMalloc(&fout, sizeof(float) * n)); // off the heap: the staged path inside a graph
   CK(cudaMalloc(&errs, sizeof *errs));
@@ -259,7 +358,7 @@ static bool test_graph(Suite &s) {
   CK(cudaMemcpyToSymbol(d_replay, &zero, sizeof zero));
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  const int root = W - 1;
+  const int root = W - 1, root2 = W / 2;
   auto enqueue = [&](iris_algo_t small) -> bool {
     k_graph_fill<<<16, 256, 0, st>>>(in[0], in[1], in[2], in[3], in[4], fin, n, W, s.seed, s.rank);
     iris_coll_opts_t o = IRIS_COLL_OPTS_INIT, big = IRIS_COLL_OPTS_INIT;
@@ -270,8 +369,9 @@ static bool test_graph(Suite &s) {
     IK(iris_reduce_scatter_ex(s.ctx, in[2], out[2], n, IRIS_INT32, IRIS_SUM, st, &o));
     IK(iris_all_to_all_ex(s.ctx, in[3], out[3], n, IRIS_INT32, st, &big));
     IK(iris_broadcast_ex(s.ctx, in[4], out[4], n, IRIS_INT32, root, st, &o));
+    IK(iris_broadcast_ex(s.ctx, in[4], out[5], n, IRIS_INT32, root2, st, &big));
     IK(iris_all_reduce_ex(s.ctx, fin, fout, n, IRIS_FLOAT32, IRIS_SUM, st, &big));
-    k_graph_check<<<16, 256, 0, st>>>(out[0], out[1], out[2], out[3], out[4], fout, n, W, s.seed, s.rank, root, errs);
+    k_graph_check<<<16, 256, 0, st>>>(out[0], out[1], out[2], out[3], out[4], out[5], fout, n, W, s.seed, s.rank, root, root2, errs);
     k_graph_next<<<1, 1, 0, st>>>();
     return true;
   };
@@ -295,7 +395,7 @@ static bool test_graph(Suite &s) {
   CK(cudaMemcpy(&e, errs, sizeof e, cudaMemcpyDeviceToHost));
   if (e) fprintf(stderr, "rank %d: graph replays: %llu wrong elements\n", s.rank, e);
   char name[128];
-  snprintf(name, sizeof name, "graph of 6 collectives replayed %d times with new data, eager calls mixed in, checked on device", replays);
+  snprintf(name, sizeof name, "graph of 7 collectives replayed %d times with new data, eager calls mixed in, checked on device", replays);
   report(s, name, e == 0);
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
@@ -303,6 +403,7 @@ static bool test_graph(Suite &s) {
   cudaFree(fout);
   cudaFree(errs);
   IK(iris_free(s.ctx, fin));
+  IK(iris_free(s.ctx, out[5]));
   for (int k = 4; k >= 0; k--) {
     IK(iris_free(s.ctx, out[k]));
     IK(iris_free(s.ctx, in[k]));
@@ -337,6 +438,27 @@ static bool test_bad_input(Suite &s, Bufs &B) {
   caught &= iris_collectives_check(s.ctx) == IRIS_SUCCESS; // the record is cleared
   caught &= one(s, B, IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, 5000, IRIS_ALGO_BANDWIDTH, 0, 7777, 0); // still in step
   report(s, "count mismatch across ranks: detected on every rank, nothing written, next call exact", caught);
+  // the same for the bandwidth-path broadcast (the relay at 3+ ranks), once with a count
+  // and once with a root that rank 0 alone disagrees on: nobody waits for a rank that
+  // does not relay, and the next broadcasts are exact
+  for (int what = 0; what < 2; what++) {
+    const int root = s.world - 1, my_root = what == 1 && s.rank == 0 ? 0 : root;
+    const size_t my_count = what == 0 && s.rank == 0 ? 3000 : 3001;
+    cudaMemset(B.hr, 0x5a, 4096 * 4);
+    fill(B.hs, IRIS_INT32, 3001, s.seed, s.rank, 7780 + what);
+    CK(cudaDeviceSynchronize());
+    IK(iris_broadcast_ex(s.ctx, B.hs, B.hr, my_count, IRIS_INT32, my_root, 0, &bw));
+    CK(cudaDeviceSynchronize());
+    caught = iris_collectives_check(s.ctx) == IRIS_ERROR_MISMATCH;
+    unsigned char hb[4096 * 4];
+    CK(cudaMemcpy(hb, B.hr, sizeof hb, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < sizeof hb; i++) caught &= hb[i] == 0x5a;
+    caught &= iris_collectives_check(s.ctx) == IRIS_SUCCESS;
+    for (int r = 0; r < s.world; r++) caught &= one(s, B, IRIS_COLL_BC, IRIS_INT32, 0, 50001, IRIS_ALGO_BANDWIDTH, 0, 7790 + 10 * what + r, r);
+    report(s, what == 0 ? "broadcast count mismatch (bandwidth path): detected on every rank, nothing written, next calls exact"
+                        : "broadcast root mismatch (bandwidth path): detected on every rank, nothing written, next calls exact",
+           caught);
+  }
   return true;
 }
 
@@ -372,7 +494,7 @@ int main(int argc, char **argv) {
     report(s, "setup", false);
     return 1;
   }
-  bool ran = test_bad_input(s, B) && test_matrix(s, B) && test_large(s, B) && test_back_to_back(s) && test_graph(s);
+  bool ran = test_bad_input(s, B) && test_matrix(s, B) && test_large(s, B) && test_relay(s, B) && test_relay_back_to_back(s) && test_back_to_back(s) && test_graph(s);
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   cudaFree(B.ds);
   cudaFree(B.dr);
