@@ -16,6 +16,8 @@ B         := build
 
 HDRS       := iris.h iris_device.h iris_collectives.h iris_gemm.h
 NVCCFLAGS  ?= -O2 -std=c++17 -arch=sm_90 -I.
+# programs with the GEMM core (iris_gemm_core.h): sm_90a, so its wgmma core is compiled
+GEMM_NVCCFLAGS = $(patsubst -arch=sm_90,-arch=sm_90a,$(NVCCFLAGS))
 HIPFLAGS   ?= -O2 -x hip --offload-arch=gfx90a --offload-arch=gfx940 -I.
 CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
@@ -64,18 +66,22 @@ $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
 $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/gemm_test: tests/gemm_test.cu tests/test_util.h $(HDRS) iris_gemm_core.h | $(B)
-	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt
+	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
 $(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) iris_gemm_core.h | $(B)
-	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
+	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
 $(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) iris_gemm_core.h | $(B)
-	$(NVCC) $(NVCCFLAGS) -DIRIS_GEMM_TRACE $< -o $@ -lnccl -lcublas -lcublasLt
+	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_GEMM_TRACE $< -o $@ -lnccl -lcublas -lcublasLt
 $(B)/bench_rma: bench/bench_rma.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
+$(B)/gemm_core_test: tests/gemm_core_test.cu iris_gemm_core.h | $(B)
+	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@
+$(B)/bench_gemm_core: bench/bench_gemm_core.cu bench/bench_util.h iris_gemm_core.h | $(B)
+	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublas -lcublasLt
 
 # ---------------------------------------------------------------- examples
 EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu $(B)/fused_allreduce_rmsnorm $(B)/gemm_all_scatter
 $(B)/gemm_all_scatter: examples/gemm_all_scatter.cu $(HDRS) iris_gemm_core.h | $(B)
-	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt
+	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
 $(B)/%: examples/%.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/mpi_bootstrap: examples/mpi_bootstrap.cu $(HDRS) | $(B)

@@ -422,8 +422,9 @@ struct iris_ag_gemm {
 };
 
 #if defined(IRIS_GEMM_HAVE_CORE)
-/* The fused kernel's tile configuration (see iris_gemm_core.h). */
-typedef iris_gemm_cfg_large iris_ag_gemm_cfg;
+/* The fused kernel's tile configuration (see iris_gemm_core.h): the wgmma core where the
+ * unit is compiled for sm_90a, else the mma.sync core of the same tile. */
+typedef iris_gemm_cfg_wgmma_large iris_ag_gemm_cfg;
 #endif
 
 static const char *const iris_gemm_path_names[IRIS_GEMM_PATH_COUNT] = {"auto", "pipelined", "fused", "unfused", "kernel-unfused"};

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <vector>
 
-typedef iris_gemm_cfg_large Cfg;
+typedef iris_gemm_cfg_wgmma_large Cfg; // wgmma when built for sm_90a, else mma.sync
 typedef __nv_bfloat16 T;
 
 __global__ void __launch_bounds__(Cfg::threads)
