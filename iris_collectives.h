@@ -888,6 +888,13 @@ static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d
 #ifndef IRIS_COLL_LL_MAX_BC
 #define IRIS_COLL_LL_MAX_BC ((size_t)256 << 10)
 #endif
+/* Broadcast on the bandwidth path: the direct pull below this size, the relay from it
+ * (W >= 3). Measured on 4xH200 (BENCHMARKS.md): the relay's pipeline costs more than the
+ * root's egress saves at 512 KB (16.6 against 10.5 us) and 1 MB (17.9 against 14.5 us);
+ * it wins from 2 MB (21.7 against 23.0 us) and by 1.9x at 1 GB. */
+#ifndef IRIS_COLL_RELAY_MIN_BYTES
+#define IRIS_COLL_RELAY_MIN_BYTES ((size_t)2 << 20)
+#endif
 
 typedef struct iris_coll_state {
   iris_coll_dev_t dev;
@@ -1016,7 +1023,7 @@ static void iris_coll_dispatch(const iris_coll_state_t *s, int ll, iris_redop_t 
     const size_t bytes = count * sizeof(T);
     if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
     else if (KIND == IRIS_COLL_A2A) iris_coll_copy_kernel<IRIS_COLL_A2A><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
-    else if (s->dev.ctx.world_size >= 3) iris_coll_launch_relay(s, send, recv, bytes, root, sig, blocks, stream);
+    else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_RELAY_MIN_BYTES) iris_coll_launch_relay(s, send, recv, bytes, root, sig, blocks, stream);
     else iris_coll_copy_kernel<IRIS_COLL_BC><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
   }
 }

@@ -177,6 +177,10 @@ IRIS_DEVICE_INLINE bool iris_gemm_wait_tile(const iris_device_ctx_t &ctx, iris_g
 /* ========================================================================= */
 /*                 the fused kernel (fetcher and GEMM roles)                 */
 /* ========================================================================= */
+/* 16-byte loads each fetcher thread keeps in flight (see iris_ag_gemm_fetch). */
+#ifndef IRIS_GEMM_FETCH_UNROLL
+#define IRIS_GEMM_FETCH_UNROLL 16
+#endif
 /* Trace events: 4 words each: start ns, end ns, kind | index << 8, slot. */
 enum { IRIS_GEMM_EV_FETCH = 1, IRIS_GEMM_EV_WAIT = 2, IRIS_GEMM_EV_TILE = 3 };
 
@@ -238,25 +242,38 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_fetch(const iris_ag_gemm_dev_t &d, int mt, 
   }
   __syncthreads();
   const int vpr = (c1 - c0) / 8, n = (r1 - r0) * vpr; /* 16-byte vectors */
-  const char *bases[IRIS_MAX_RANKS > 16 ? 16 : IRIS_MAX_RANKS];
-  for (int q = q0; q <= q1; ++q) bases[q - q0] = (const char *)iris_translate(d.ctx, d.a_shard, q);
-  for (int i0 = threadIdx.x; i0 < n; i0 += 4 * blockDim.x) {
-    uint4 v[4];
-    int rows[4], cols[4];
+  if (q0 == q1) {
+    /* one owner (the usual case): IRIS_GEMM_FETCH_UNROLL loads in flight per thread
+     * before their stores, so a few fetcher CTAs keep enough bytes in flight to cover
+     * the NVLink latency */
+    const char *src = (const char *)iris_translate(d.ctx, d.a_shard, q0) + iris_ag_gemm_shard_offset(d, r0, c0, q0);
+    char *dst = d.staged + ((size_t)r0 * d.K + c0) * 2;
+    const size_t sstride = (size_t)(d.layout == IRIS_GEMM_A_ROWS ? d.K : d.K / d.ctx.world_size) * 2, dstride = (size_t)d.K * 2;
+    /* (row, vector) of index i without a division per vector when vpr is a power of two
+     * (every full k-group); the index math must stay cheap: a few fetcher CTAs move all
+     * of A, and with a division per 16 bytes they were instruction-bound */
+    const int sh = (vpr & (vpr - 1)) == 0 ? __ffs(vpr) - 1 : -1;
+    for (int i0 = threadIdx.x; i0 < n; i0 += IRIS_GEMM_FETCH_UNROLL * blockDim.x) {
+      uint4 v[IRIS_GEMM_FETCH_UNROLL];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int i = i0 + u * blockDim.x;
-      rows[u] = -1;
-      if (i < n) {
-        rows[u] = r0 + i / vpr;
-        cols[u] = c0 + (i % vpr) * 8;
-        const int q = iris_ag_gemm_owner(d, rows[u], cols[u]);
-        v[u] = *(const uint4 *)(bases[q - q0] + iris_ag_gemm_shard_offset(d, rows[u], cols[u], q));
+      for (int u = 0; u < IRIS_GEMM_FETCH_UNROLL; ++u) {
+        const int i = i0 + u * blockDim.x, row = sh >= 0 ? i >> sh : i / vpr, vec = i - row * vpr;
+        if (i < n) v[u] = *(const uint4 *)(src + row * sstride + vec * 16);
+      }
+#pragma unroll
+      for (int u = 0; u < IRIS_GEMM_FETCH_UNROLL; ++u) {
+        const int i = i0 + u * blockDim.x, row = sh >= 0 ? i >> sh : i / vpr, vec = i - row * vpr;
+        if (i < n) *(uint4 *)(dst + row * dstride + vec * 16) = v[u];
       }
     }
-#pragma unroll
-    for (int u = 0; u < 4; ++u)
-      if (rows[u] >= 0) *(uint4 *)(d.staged + ((size_t)rows[u] * d.K + cols[u]) * 2) = v[u];
+  } else {
+    /* a block that straddles two owners' rows */
+    const char *bases[IRIS_MAX_RANKS > 16 ? 16 : IRIS_MAX_RANKS];
+    for (int q = q0; q <= q1; ++q) bases[q - q0] = (const char *)iris_translate(d.ctx, d.a_shard, q);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const int row = r0 + i / vpr, col = c0 + (i % vpr) * 8, q = iris_ag_gemm_owner(d, row, col);
+      *(uint4 *)(d.staged + ((size_t)row * d.K + col) * 2) = *(const uint4 *)(bases[q - q0] + iris_ag_gemm_shard_offset(d, row, col, q));
+    }
   }
   iris_gemm_publish_tile(d.ready, mt, kg, epoch);
 }
@@ -757,7 +774,7 @@ static int iris_gemm_launch(iris_ag_gemm_t *g, const void *b, const void *bias, 
 }
 
 /* The fused kernel's plan: tile counts, k-group, fetcher count (auto: one fetcher per
- * 8 SMs, at least 8, so the copies keep ~32 KB in flight per SM they take). */
+ * 10 SMs, at least 8; each keeps 64 KB of loads in flight). */
 static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
   const iris_ag_gemm_desc_t *d = &g->d;
   iris_ag_gemm_dev_t *v = &g->dev;
@@ -782,7 +799,7 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
   v->done = v->arrive + IRIS_MAX_RANKS;
   v->counters = v->done + IRIS_MAX_RANKS;
   v->rot = d->layout == IRIS_GEMM_A_ROWS ? (int)((d->M / g->W) * g->me / iris_ag_gemm_cfg::BM) : 0;
-  v->fetchers = d->fetch_ctas ? d->fetch_ctas : (g->sms / 8 > 8 ? g->sms / 8 : 8);
+  v->fetchers = d->fetch_ctas ? d->fetch_ctas : (g->sms / 10 > 8 ? g->sms / 10 : 8);
   if (v->fetchers >= g->sms) v->fetchers = g->sms / 2;
   v->gemm_ctas = g->sms - v->fetchers;
   g->unfused_fetchers = g->sms;
@@ -885,7 +902,6 @@ static iris_status_t iris_gemm_create_local(iris_ag_gemm_t *g) {
 
 IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_t *desc, iris_ag_gemm_t **out) {
   iris_ag_gemm_t *g;
-  iris_ag_gemm_desc_t *all = NULL;
   iris_status_t st;
   int W, me, q, ok, *oks, old = -1;
   if (!ctx || !desc || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_create: NULL argument");
@@ -893,16 +909,22 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
   W = iris_world_size(ctx);
   me = iris_rank(ctx);
   /* every rank must describe the same problem: exchange first, so a rank with a bad
-   * description does not leave the others waiting */
-  all = (iris_ag_gemm_desc_t *)calloc((size_t)W, sizeof *all);
-  if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-  if ((st = iris_allgather_host(ctx, desc, all, sizeof *desc)) != IRIS_SUCCESS) { free(all); return st; }
-  for (q = 0; q < W; ++q)
-    if (memcmp(&all[q], desc, sizeof *desc)) {
-      free(all);
-      return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_ag_gemm_create: rank %d describes a different problem (shape, types, layout, path or options)", me, q);
-    }
-  free(all);
+   * description does not leave the others waiting (fields, not bytes: the struct has
+   * padding) */
+  {
+    const int nf = 15;
+    long long mine[15] = {(long long)desc->struct_size, desc->layout, desc->M, desc->N, desc->K, desc->a_type, desc->c_type, desc->b_transposed, desc->has_bias,
+                          desc->path, desc->chunks, desc->fetch_ctas, desc->k_group, desc->stage_a, desc->trace};
+    long long *all = (long long *)calloc((size_t)W * nf, sizeof *all);
+    if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if ((st = iris_allgather_host(ctx, mine, all, sizeof mine)) != IRIS_SUCCESS) { free(all); return st; }
+    for (q = 0; q < W; ++q)
+      if (memcmp(all + (size_t)q * nf, mine, sizeof mine)) {
+        free(all);
+        return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_ag_gemm_create: rank %d describes a different problem (shape, types, layout, path or options)", me, q);
+      }
+    free(all);
+  }
   if ((st = iris_gemm_check_desc(desc, W, me)) != IRIS_SUCCESS) return st; /* the same verdict on every rank */
   if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;       /* the device barrier, before any capture */
   g = (iris_ag_gemm_t *)calloc(1, sizeof *g);

@@ -4,6 +4,7 @@
 // For M in {1024, 2048, 4096, 8192, 16384} and (N, K) in {(3584, 8192), (1792, 4096),
 // (6656, 16384)}: time per op of
 //   gemm_alone   cuBLAS on the gathered A, no communication (the lower bound)
+//   gemm_w_chunks  the same as W GEMMs of M/W rows (the pipelined path's GEMMs, no copies)
 //   nccl+cublas  ncclAllGather, then the same cuBLAS GEMM (the unfused baseline)
 //   iris paths   pipelined, unfused, fused kernel, kernel-unfused (iris_gemm_path_t)
 // CUDA events around each op, warm-up, BENCH_REPS repetitions (default 20), median per
@@ -13,7 +14,8 @@
 // (indices of the (N, K) list), BENCH_PATHS=pipelined,fused (only these iris paths),
 // BENCH_LAYOUT=cols (A sharded by columns; the NCCL baseline then gathers rows, which
 // is the same traffic), BENCH_TRACE=file.json (build with -DIRIS_GEMM_TRACE: one traced
-// fused run of the first shape, written per rank as file.json.<rank>).
+// fused run of the first shape, written per rank as file.json.<rank>), BENCH_FETCH=8,16,32
+// (the fused kernel with each of these fetcher CTA counts).
 #define IRIS_IMPLEMENTATION
 #include "../iris_gemm.h"
 #include "bench_util.h"
@@ -114,6 +116,7 @@ int main(int argc, char **argv) {
   const int reps = getenv("BENCH_REPS") ? atoi(getenv("BENCH_REPS")) : 20;
   const bool cols = getenv("BENCH_LAYOUT") && !strcmp(getenv("BENCH_LAYOUT"), "cols");
   const std::vector<std::string> only_m = split(getenv("BENCH_M")), only_shape = split(getenv("BENCH_SHAPES")), only_path = split(getenv("BENCH_PATHS"));
+  const std::vector<std::string> fetch = split(getenv("BENCH_FETCH")); // fused kernel: fetcher CTA counts to try
   const char *csv_path = getenv("BENCH_CSV"), *trace = getenv("BENCH_TRACE");
   FILE *csv = rank_ == 0 && csv_path && *csv_path ? fopen(csv_path, "w") : NULL;
   if (csv) fprintf(csv, "ranks,layout,M,N,K,variant,ms,tflops_per_gpu,speedup_vs_nccl_cublas,hidden\n");
@@ -137,7 +140,9 @@ int main(int argc, char **argv) {
     printf("# bench_ag_gemm: %d ranks, %s, bf16, A sharded by %s; ms per op, max over ranks of per-rank medians of %d; TFLOPS per GPU = 2MNK / t (every rank computes all of C)\n", W, prop.name,
            cols ? "columns" : "rows", reps);
   if (rank_ == 0) printf("%6s %6s %6s %-15s %9s %8s %8s %7s\n", "M", "N", "K", "variant", "ms", "TFLOPS", "x_unfus", "hidden");
+#if defined(IRIS_GEMM_TRACE)
   bool traced = false;
+#endif
   for (int si = 0; si < 3; si++) {
     if (!wanted(only_shape, std::to_string(si))) continue;
     for (long long M : Ms) {
@@ -159,21 +164,34 @@ int main(int argc, char **argv) {
             gemm(a_full, b, c, M, N, K);
           },
           reps);
+      // the pipelined path's GEMMs alone: W GEMMs of M/W rows (what chunking costs)
+      const double chunks = time_op(
+          [&] {
+            for (int q = 0; q < W; q++) gemm(a_full + (size_t)q * (M / W) * K, b, c + (size_t)q * (M / W) * N, M / W, N, K);
+          },
+          reps);
       row("gemm_alone", alone, unf, alone);
+      row("gemm_w_chunks", chunks, unf, alone);
       row("nccl+cublas", unf, unf, alone);
       for (iris_gemm_path_t p : paths) {
         if (!wanted(only_path, iris_gemm_path_name(p))) continue;
-        iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
-        d.layout = cols ? IRIS_GEMM_A_COLS : IRIS_GEMM_A_ROWS;
-        d.M = M; d.N = N; d.K = K; d.path = p;
-        iris_ag_gemm_t *g;
-        if (iris_ag_gemm_create(ctx, &d, &g) != IRIS_SUCCESS) {
-          if (rank_ == 0) printf("%6lld %6lld %6lld %-15s skipped: %s\n", M, N, K, iris_gemm_path_name(p), iris_error_detail());
-          continue;
+        const bool kernel = p == IRIS_GEMM_PATH_FUSED || p == IRIS_GEMM_PATH_KERNEL_UNFUSED;
+        for (size_t fi = 0; fi < (kernel && !fetch.empty() ? fetch.size() : 1); fi++) {
+          iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
+          d.layout = cols ? IRIS_GEMM_A_COLS : IRIS_GEMM_A_ROWS;
+          d.M = M; d.N = N; d.K = K; d.path = p;
+          std::string name = iris_gemm_path_name(p);
+          if (kernel && !fetch.empty() && p == IRIS_GEMM_PATH_FUSED) { d.fetch_ctas = atoi(fetch[fi].c_str()); name += "/F" + fetch[fi]; }
+          iris_ag_gemm_t *g;
+          if (iris_ag_gemm_create(ctx, &d, &g) != IRIS_SUCCESS) {
+            if (rank_ == 0) printf("%6lld %6lld %6lld %-15s skipped: %s\n", M, N, K, name.c_str(), iris_error_detail());
+            continue;
+          }
+          const double t = time_op([&] { IK(iris_ag_gemm_run(g, a_shard, b, NULL, c, stream)); }, reps);
+          row(name.c_str(), t, unf, alone);
+          IK(iris_ag_gemm_destroy(g));
+          if (p != IRIS_GEMM_PATH_FUSED) break;
         }
-        const double t = time_op([&] { IK(iris_ag_gemm_run(g, a_shard, b, NULL, c, stream)); }, reps);
-        row(iris_gemm_path_name(p), t, unf, alone);
-        IK(iris_ag_gemm_destroy(g));
       }
 #if defined(IRIS_GEMM_TRACE)
       if (trace && !traced) {
@@ -191,7 +209,6 @@ int main(int argc, char **argv) {
         IK(iris_ag_gemm_destroy(g));
       }
 #else
-      (void)traced;
       (void)trace;
 #endif
     }
