@@ -64,6 +64,7 @@ struct Case {
   long long M, N, K;
   int iters;     // calls, each with fresh A, each checked
   int rows_chk;  // 0: check every row; else this many sampled rows (every element still checked for being written)
+  int chunks = 0;
 };
 
 static const char *tname(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? "bf16" : t == IRIS_FLOAT16 ? "fp16" : "fp32"; }
@@ -111,7 +112,7 @@ template <typename T, typename C>
 static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
   const int W = s.world, me = s.rank;
   iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
-  d.layout = k.layout; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = k.a; d.c_type = k.c; d.b_transposed = k.bt; d.has_bias = k.bias; d.path = k.path;
+  d.layout = k.layout; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = k.a; d.c_type = k.c; d.b_transposed = k.bt; d.has_bias = k.bias; d.path = k.path; d.chunks = k.chunks;
   iris_ag_gemm_t *g = NULL;
   IK(iris_ag_gemm_create(s.ctx, &d, &g));
   const size_t shard = (size_t)(k.layout == IRIS_GEMM_A_ROWS ? k.M / W * k.K : k.M * (k.K / W));
@@ -257,6 +258,8 @@ int main(int argc, char **argv) {
     one(s, Case{IRIS_GEMM_A_COLS, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 0, p, 384, 256, 256LL * W, 30, 0}, true);
   }
   if (!quick) {
+    // pipelined, rows, 3 GEMMs per peer shard instead of the merged schedule
+    one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_PIPELINED, 300LL * W, 264, 520, 3, 0, 3}, false, ", chunks = 3");
     // many back-to-back calls: every epoch and flag reused; A regenerated between calls
     one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_FUSED, 128LL * W, 64, 128, 2000, 0}, false);
     one(s, Case{IRIS_GEMM_A_COLS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_FUSED, 192, 64, 64LL * W, 2000, 0}, true);
