@@ -19,12 +19,13 @@
  *     IRIS_GEMM_PATH_FUSED       one persistent kernel in the Iris "HBM buffer" design:
  *                                fetcher CTAs pull (m-tile, k-group) blocks of A into
  *                                the staging buffer and raise a ready flag per block;
- *                                GEMM CTAs (tensor cores, mma.sync) wait on those flags
+ *                                GEMM CTAs (tensor cores: wgmma on sm_90a, else
+ *                                mma.sync; iris_gemm_core.h) wait on those flags
  *                                k-group by k-group, so no all-gather barrier stands in
- *                                the way.
+ *                                the way. Slower than the pipelined path on H200 (its
+ *                                core reaches ~80% of cuBLAS): the path without cuBLAS.
  *     IRIS_GEMM_PATH_UNFUSED     gather everything (copy engines), then one cuBLASLt
- *                                GEMM: best for small M, where chunks are too small to
- *                                keep the GPU busy.
+ *                                GEMM: a baseline.
  *     IRIS_GEMM_PATH_KERNEL_UNFUSED  the fused kernel's two roles one after the other
  *                                (all fetchers, then all GEMM CTAs): the baseline
  *                                that shows what the fusion buys.
@@ -448,15 +449,16 @@ static const char *const iris_gemm_path_names[IRIS_GEMM_PATH_COUNT] = {"auto", "
 IRIS_DEF const char *iris_gemm_path_name(iris_gemm_path_t p) { return (unsigned)p < IRIS_GEMM_PATH_COUNT ? iris_gemm_path_names[p] : "invalid"; }
 IRIS_DEF iris_gemm_path_t iris_ag_gemm_path(const iris_ag_gemm_t *g) { return g ? g->path : IRIS_GEMM_PATH_AUTO; }
 
-/* AUTO (measured on 4xH200, BENCHMARKS.md): with cuBLASLt, the pipelined path once
- * every rank's chunk keeps the GPU busy (at least 1024 rows per rank), the unfused one
- * below; without it, the fused kernel. */
+/* AUTO (measured on 4xH200 and 2xH200, BENCHMARKS.md): with cuBLASLt, the pipelined
+ * path; it beat the unfused one (gather, then one GEMM) at every benchmarked shape, from
+ * M = 1024 (0.124 against 0.172 ms at N = 3584, K = 8192) up, and the fused kernel too.
+ * Without cuBLASLt, the fused kernel. */
 IRIS_DEF iris_gemm_path_t iris_ag_gemm_choose_path(const iris_ag_gemm_desc_t *d, int W) {
+  (void)W;
   if (d->path != IRIS_GEMM_PATH_AUTO) return d->path;
 #if defined(IRIS_GEMM_HAVE_BLAS)
-  return d->M / (W > 0 ? W : 1) >= 1024 ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED;
+  return IRIS_GEMM_PATH_PIPELINED;
 #else
-  (void)W;
   return IRIS_GEMM_PATH_FUSED;
 #endif
 }
@@ -773,8 +775,8 @@ static int iris_gemm_launch(iris_ag_gemm_t *g, const void *b, const void *bias, 
   return kn ? iris_gemm_launch_out<__half, true>(g, b, bias, c, slot0, ctas, s, setup) : iris_gemm_launch_out<__half, false>(g, b, bias, c, slot0, ctas, s, setup);
 }
 
-/* The fused kernel's plan: tile counts, k-group, fetcher count (auto: one fetcher per
- * 10 SMs, at least 8; each keeps 64 KB of loads in flight). */
+/* The fused kernel's plan: tile counts, k-group, fetcher count (each fetcher keeps
+ * 64 KB of loads in flight). */
 static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
   const iris_ag_gemm_desc_t *d = &g->d;
   iris_ag_gemm_dev_t *v = &g->dev;
@@ -799,7 +801,11 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
   v->done = v->arrive + IRIS_MAX_RANKS;
   v->counters = v->done + IRIS_MAX_RANKS;
   v->rot = d->layout == IRIS_GEMM_A_ROWS ? (int)((d->M / g->W) * g->me / iris_ag_gemm_cfg::BM) : 0;
-  v->fetchers = d->fetch_ctas ? d->fetch_ctas : (g->sms / 10 > 8 ? g->sms / 10 : 8);
+  /* fetchers: the fewer N columns per A byte, the faster A must arrive. Measured on
+   * 4xH200 (BENCHMARKS.md): 12-16 best at N = 3584, 24 at N = 1792, 12 at N = 6656 */
+  v->fetchers = d->fetch_ctas ? d->fetch_ctas : (int)((long long)g->sms * 360 / d->N);
+  if (!d->fetch_ctas && v->fetchers < 12) v->fetchers = 12;
+  if (!d->fetch_ctas && v->fetchers > g->sms / 4) v->fetchers = g->sms / 4;
   if (v->fetchers >= g->sms) v->fetchers = g->sms / 2;
   v->gemm_ctas = g->sms - v->fetchers;
   g->unfused_fetchers = g->sms;
