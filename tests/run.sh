@@ -47,6 +47,8 @@ expect_trap() {
   cat "$out" >>"$log"; rm -f "$out"
 }
 
+# builds of several programs run side by side (nvcc is single-threaded)
+export MAKEFLAGS="${MAKEFLAGS:--j$(nproc 2>/dev/null || echo 2)}"
 have_hip=0; command -v "${HIPCC:-hipcc}" >/dev/null 2>&1 && [ -f /usr/include/hip/hip_runtime.h -o -d /opt/rocm/include/hip ] && have_hip=1
 ngpu=0; command -v nvidia-smi >/dev/null 2>&1 && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 
