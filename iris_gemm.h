@@ -574,21 +574,8 @@ static iris_status_t iris_gemm_blas_run(iris_ag_gemm_t *g, const char *a, long l
 }
 #endif /* IRIS_GEMM_HAVE_BLAS */
 
-/* ---- copies of peers' A pieces into the staging buffer (copy engines) */
-static int iris_gemm_memcpy(void *dst, const void *src, size_t bytes, iris_stream_t s) {
-#if defined(IRIS_USE_HIP)
-  return (int)hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, s);
-#else
-  return (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
-#endif
-}
-static int iris_gemm_memcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, iris_stream_t s) {
-#if defined(IRIS_USE_HIP)
-  return (int)hipMemcpy2DAsync(dst, dpitch, src, spitch, width, height, hipMemcpyDeviceToDevice, s);
-#else
-  return (int)cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, s);
-#endif
-}
+/* ---- copies of peers' A pieces into the staging buffer (copy engines; the runtime
+ * wrappers are iris_collectives.h's) */
 static int iris_gemm_record(iris_gemm_event_t e, iris_stream_t s) {
 #if defined(IRIS_USE_HIP)
   return (int)hipEventRecord(e, s);
@@ -620,7 +607,7 @@ static iris_status_t iris_gemm_copy_rows(iris_ag_gemm_t *g, const char *a, long 
       q = (int)q_;
       if (q != g->me || local) {
         iris_translate_host(g->ctx, a, q, &src);
-        IRIS_GEMM_TRY(iris_gemm_memcpy(g->staged + (size_t)r0 * row_bytes, (const char *)src + (size_t)(r0 - q_ * ml) * row_bytes, (size_t)(end - r0) * row_bytes,
+        IRIS_GEMM_TRY(iris_coll_memcpy_async(g->staged + (size_t)r0 * row_bytes, (const char *)src + (size_t)(r0 - q_ * ml) * row_bytes, (size_t)(end - r0) * row_bytes,
                                        g->copy[0]),
                       "copying a peer's rows of A");
       }
@@ -633,7 +620,7 @@ static iris_status_t iris_gemm_copy_rows(iris_ag_gemm_t *g, const char *a, long 
     for (q = 0; q < g->W; ++q) {
       if (q == g->me && !local) continue;
       iris_translate_host(g->ctx, a, q, &src);
-      IRIS_GEMM_TRY(iris_gemm_memcpy2d(g->staged + (size_t)r0 * row_bytes + q * kl_bytes, row_bytes, (const char *)src + (size_t)r0 * kl_bytes, kl_bytes, kl_bytes,
+      IRIS_GEMM_TRY(iris_coll_memcpy2d_async(g->staged + (size_t)r0 * row_bytes + q * kl_bytes, row_bytes, (const char *)src + (size_t)r0 * kl_bytes, kl_bytes, kl_bytes,
                                        (size_t)(r1 - r0), g->copy[q]),
                     "copying a peer's columns of A");
     }
@@ -742,7 +729,7 @@ static iris_status_t iris_gemm_run_unfused(iris_ag_gemm_t *g, const char *a, con
     for (q = 0; q < g->W; ++q) {
       void *src;
       iris_translate_host(g->ctx, a, q, &src);
-      IRIS_GEMM_TRY(iris_gemm_memcpy(g->staged + (size_t)q * ml * d->K * g->es, src, (size_t)ml * d->K * g->es, g->copy[q]), "copying a shard of A");
+      IRIS_GEMM_TRY(iris_coll_memcpy_async(g->staged + (size_t)q * ml * d->K * g->es, src, (size_t)ml * d->K * g->es, g->copy[q]), "copying a shard of A");
     }
   } else if ((st = iris_gemm_copy_rows(g, a, 0, d->M, 1)) != IRIS_SUCCESS)
     return st;
