@@ -1,6 +1,9 @@
-// The collective kernels that tools/asm_report.py inspects: one instantiation each of
-// the latency (LL) kernel, the reduce kernel (two-shot all-reduce, reduce-scatter), the
-// copy kernel (all-gather, all-to-all, broadcast) and the barrier. Compiled, never run.
+// The collective kernels that tools/asm_report.py inspects: instantiations of the
+// latency (LL) kernel, the reduce kernel (two-shot all-reduce, reduce-scatter) and the
+// copy kernel (all-gather, all-to-all; broadcast at 2 ranks), and the kernels that are no
+// templates and come with the header: the relay broadcast (iris_coll_relay_kernel, 3 or
+// more ranks) and the barrier. Compiled, never run. The GEMM kernels (CUDA only) are in
+// tools/asm_gemm_kernels.cu.
 #include "../iris_collectives.h"
 
 template __global__ void iris_coll_ll_kernel<iris_bf16_t, IRIS_COLL_AR, IRIS_SUM>(iris_coll_dev_t, const iris_bf16_t *, iris_bf16_t *, size_t, int);

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""make asm: compile the collective kernels for sm_90, gfx90a and gfx940 and write
-docs/asm_report.md: registers, spills and the width of every global load and store per
-kernel and backend. Compile-only; needs nvcc, and hipcc for the AMD columns."""
-import os, re, shutil, subprocess, sys, tempfile
+"""make asm: compile the collective kernels for sm_90, gfx90a and gfx940, and the GEMM
+kernels (CUDA only) for sm_90a, and write docs/asm_report.md: registers, spills, shared
+memory and the width of every global load and store per kernel and backend. Compile-only;
+needs nvcc, and hipcc for the AMD columns."""
+import os, re, shutil, subprocess, sys, tempfile, textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "tools", "asm_kernels.cu")
+GEMM_SRC = os.path.join(ROOT, "tools", "asm_gemm_kernels.cu")
 NVCC = os.environ.get("NVCC", "/usr/local/cuda/bin/nvcc")
 HIPCC = os.environ.get("HIPCC", "hipcc")
 
@@ -18,12 +20,37 @@ def demangle(names):
 
 def short(name):
     name = re.sub(r"\(.*", "", name).replace("void ", "")
-    return name.replace("iris_bf16", "bf16").replace("(IRIS_COLL_KIND)", "")
+    name = name.replace("iris_bf16", "bf16").replace("__nv_bfloat16", "bf16").replace("(IRIS_COLL_KIND)", "")
+    for cfg, alias in GEMM_CFG_NAMES.items():  # GEMM configurations by their typedef names
+        name = name.replace(cfg, alias)
+    return re.sub(r"\s+>", ">", name)
 
-def nvidia(tmp):
-    ptx = os.path.join(tmp, "k.ptx")
-    subprocess.run([NVCC, "-arch=sm_90", "-O2", "-std=c++17", "-I", ROOT, "-ptx", SRC, "-o", ptx], check=True)
-    res = subprocess.run([NVCC, "-arch=sm_90", "-O2", "-std=c++17", "-I", ROOT, "-cubin", "-Xptxas", "-v", SRC, "-o", os.path.join(tmp, "k.cubin")],
+def first_targ(name):
+    """The first template argument of a demangled name ("f<A<1, 2>, int>(...)" -> "A<1, 2>")."""
+    i, depth = name.find("<"), 0
+    for j in range(i + 1, len(name)):
+        c = name[j]
+        if c == "<": depth += 1
+        elif c == ">" and depth: depth -= 1
+        elif c in ",>" and not depth: return name[i + 1:j].strip()
+    return ""
+
+def header_typedefs(path, pattern):
+    """typedef <type> <name>; lines of a header, as {type (spaced as c++filt prints it): name}."""
+    return {re.sub(r"\s*,\s*", ", ", t.strip()): n for t, n in re.findall(r"^typedef\s+(" + pattern + r")\s+(\w+)\s*;", open(path).read(), re.M)}
+
+# the named tile configurations of iris_gemm_core.h, and the one the fused kernel uses
+GEMM_CFG_NAMES = header_typedefs(os.path.join(ROOT, "iris_gemm_core.h"), r"iris_gemm(?:_wgmma)?_cfg<[^;]*>")
+AG_GEMM_CFG = (re.search(r"^typedef\s+(\w+)\s+iris_ag_gemm_cfg\s*;", open(os.path.join(ROOT, "iris_gemm.h")).read(), re.M) or [None, None])[1]
+
+def widths_str(ws):
+    return ", ".join(f"{w}B x{c}" for w, c in sorted(ws.items(), reverse=True)) or "-"
+
+def nvidia(tmp, src=SRC, arch="sm_90", defines=()):
+    ptx = os.path.join(tmp, f"{os.path.basename(src)}.{arch}.ptx")
+    flags = [f"-arch={arch}", "-O2", "-std=c++17", "-I", ROOT] + [f"-D{d}" for d in defines]
+    subprocess.run([NVCC] + flags + ["-ptx", src, "-o", ptx], check=True)
+    res = subprocess.run([NVCC] + flags + ["-cubin", "-Xptxas", "-v", src, "-o", os.path.join(tmp, f"{os.path.basename(src)}.{arch}.cubin")],
                          capture_output=True, text=True, check=True)
     regs, cur = {}, None
     for line in res.stderr.splitlines():
@@ -35,9 +62,15 @@ def nvidia(tmp):
         if m and cur: regs.setdefault(cur, {})["regs"] = m.group(1)
         m = re.search(r"(\d+) bytes stack frame", line)
         if m and cur: regs.setdefault(cur, {})["stack"] = m.group(1) + " B"
+        m = re.search(r"(\d+) bytes smem", line)  # static shared memory (absent: none)
+        if m and cur: regs.setdefault(cur, {})["smem"] = int(m.group(1))
     text, kern = open(ptx).read(), {}
-    for m in re.finditer(r"\.entry (\w+)\((.*?)\n\}\n", text, re.S):
-        body = m.group(2)
+    # a kernel's body runs to the next entry or function (not to the first "}" line: inline
+    # assembly such as the wgmma core's has braces at the start of a line)
+    bounds = list(re.finditer(r"^(?:\.visible\s+|\.weak\s+)?\.(entry|func)\s+(?:\([^)]*\)\s*)?(\w+)", text, re.M)) + [None]
+    for m, nxt in zip(bounds, bounds[1:]):
+        if m.group(1) != "entry": continue
+        body = text[m.end():nxt.start() if nxt else len(text)]
         # global or generic (no state space) accesses; local, shared, param and const are not memory traffic of interest
         acc = lambda op: [(v, t) for sp, v, t in re.findall(r"\b" + op + r"((?:\.\w+)*?)\.(v[24])?\.?([usbf]\d+)\s", body)
                           if not re.search(r"\.(local|shared|param|const)\b", sp)]
@@ -48,9 +81,38 @@ def nvidia(tmp):
                 n = int(vec[1]) if vec else 1
                 w = n * int(t[1:]) // 8
                 ws[w] = ws.get(w, 0) + 1
-            return ", ".join(f"{w}B x{c}" for w, c in sorted(ws.items(), reverse=True)) or "-"
-        kern[m.group(1)] = {"loads": widths(loads), "stores": widths(stores), **regs.get(m.group(1), {})}
+            return widths_str(ws)
+        # asynchronous copies global -> shared (the GEMM core's operand loads), by copy size
+        cp = {}
+        for w in re.findall(r"\bcp\.async\.c[ag]\.shared(?:::cta)?\.global\S*\s+\[[^\]]*\],\s*\[[^\]]*\],\s*(\d+)", body):
+            cp[int(w)] = cp.get(int(w), 0) + 1
+        threads = re.search(r"\.(?:maxntid|reqntid)\s+(\d+),\s*(\d+),\s*(\d+)", body)  # __launch_bounds__
+        kern[m.group(2)] = {"loads": widths(loads), "stores": widths(stores), "cp_async": widths_str(cp),
+                            "threads": int(threads.group(1)) * int(threads.group(2)) * int(threads.group(3)) if threads else None,
+                            **regs.get(m.group(2), {})}
+    return kern, text
+
+def gemm(tmp):
+    """The GEMM kernels of tools/asm_gemm_kernels.cu for sm_90a (as GEMM_NVCCFLAGS), with the
+    dynamic shared memory of their configuration (iris_asm_dynamic_smem<Cfg> in the PTX)."""
+    kern, text = nvidia(tmp, GEMM_SRC, "sm_90a", [f"IRIS_ASM_AG_GEMM_CFG={AG_GEMM_CFG}"] if AG_GEMM_CFG else [])
+    kern = {n: e for n, e in kern.items() if "gemm" in n}  # the collective kernels come along with iris_gemm.h
+    dyn = re.findall(r"\.global\s+\.align\s+\d+\s+\.u32\s+(_Z\w*iris_asm_dynamic_smem\w*)\s*=\s*(\d+);", text)
+    dm = demangle([n for n, _ in dyn] + list(kern))
+    dyn = {re.sub(r"^iris_asm_dynamic_smem<(.*)>$", r"\1", dm[n]).strip(): int(v) for n, v in dyn}
+    for n, e in kern.items():
+        e["dyn_smem"] = dyn.get(first_targ(dm[n]))
     return kern
+
+def ctas_per_sm(regs, threads, smem):
+    """Resident CTAs per SM on H100/H200 by registers and by shared memory: 64 K registers
+    in 4 quarters of 16 K, allocated per warp in units of 256 (8 per thread); 228 KB of
+    shared memory, 1 KB of it reserved per CTA."""
+    if not (regs and threads) or smem is None: return "?"
+    per_warp = -(-int(regs) // 8) * 8 * 32
+    by_regs = (16384 // per_warp) * 4 // -(-threads // 32)
+    by_smem = 228 * 1024 // (smem + 1024)
+    return f"{min(by_regs, by_smem)} ({by_regs} by regs, {by_smem} by smem)"
 
 def amd(tmp, arch):
     s = os.path.join(tmp, f"k_{arch}.s")
@@ -73,30 +135,123 @@ def amd(tmp, arch):
             kern[m.group(1)].update(vgpr=g("vgpr_count"), sgpr=g("sgpr_count"), spill=f"{g('vgpr_spill_count')} VGPR / {g('sgpr_spill_count')} SGPR")
     return kern
 
+def para(text):
+    """A paragraph of the report, wrapped like the hand-written ones."""
+    return textwrap.fill(text, 112, break_long_words=False, break_on_hyphens=False)
+
+def spills(sp):
+    return bool(re.search(r"[1-9]", sp.split("/")[0]) or re.search(r"/ [1-9]", sp))
+
+def count(widths, w):
+    """How many accesses of w bytes a width string ("16B x10, 4B x2") lists."""
+    m = re.search(r"\b" + str(w) + r"B x(\d+)", widths)
+    return int(m.group(1)) if m else 0
+
+def gemm_section(gk, gnames, dm):
+    out = ["## The GEMM kernels (sm_90a, CUDA only)", "",
+           "tools/asm_gemm_kernels.cu compiles, for sm_90a as the Makefile's `GEMM_NVCCFLAGS` do (so the wgmma core is the",
+           "one compiled), the fused all-gather + GEMM kernel of iris_gemm.h as `iris_ag_gemm_create` instantiates it for",
+           f"bf16 A, B (K x N) and C, with its tile configuration `iris_ag_gemm_cfg` (= `{AG_GEMM_CFG or '?'}`), and, to",
+           "set it beside, one CTA of the GEMM core alone (`iris_gemm_tile` of iris_gemm_core.h, no wait, bf16 bias) in the",
+           "wgmma and the mma.sync configuration of the large tile. There are no AMD rows: under hipcc iris_gemm_core.h is",
+           "empty and iris_gemm.h compiles no GEMM kernel (only the plan API, which returns IRIS_ERROR_UNSUPPORTED, and the",
+           "ready-flag building blocks, which are device functions).", "",
+           "Columns as above, and:",
+           "- **threads**: per CTA (`__launch_bounds__`); the register ceiling is 65536 / threads, at most 255: 255 here.",
+           "- **smem**: shared memory per CTA, static (ptxas) + dynamic (the configuration's `smem_bytes`, which the",
+           "  launch passes).",
+           "- **CTAs/SM**: how many CTAs fit on one H100/H200 SM by registers (64 K, allocated per warp in units of 8",
+           "  per thread) and by shared memory (228 KB, 1 KB of it reserved per CTA); the smaller one counts.",
+           "- **loads**: `ld` only. The GEMM core reads A and B with **cp.async** (global -> shared, 16 bytes each,",
+           "  counted apart); its `ld` are the bias. So in the fused kernel the 16-byte `ld` are the fetcher's.",
+           "- **stores**: the epilogue's 16-byte stores of C (masked 2-byte stores on the right edge) and, in the fused",
+           "  kernel, the fetcher's 16-byte stores into the staging buffer.", "",
+           "| kernel | threads | regs | stack | spills | smem (static + dynamic) | CTAs/SM | loads (ld) | cp.async | stores |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for n in gnames:
+        e = gk[n]
+        st, dy = e.get("smem", 0), e.get("dyn_smem")
+        smem = f"{st + dy} B ({st} + {dy})" if dy is not None else f"{st} B + ?"
+        ctas = ctas_per_sm(e.get("regs"), e.get("threads"), st + dy if dy is not None else None)
+        out.append(f"| `{short(dm[n])}` | {e.get('threads') or '?'} | {e.get('regs', '?')} | {e.get('stack', '?')} | {e.get('spill', '?')} | {smem} "
+                   f"| {ctas} | {e['loads']} | {e['cp_async']} | {e['stores']} |")
+    out.append("")
+    fused = [n for n in gnames if "iris_ag_gemm_kernel" in n]
+    if not fused:
+        return out
+    f = gk[fused[0]]
+    # the core alone in the fused kernel's configuration: its 16-byte ld (none expected) are not the fetcher's
+    same = [n for n in gnames if n not in fused and first_targ(dm[n]) == first_targ(dm[fused[0]])]
+    core = gk[same[0]] if same else {}
+    mma = [gk[n] for n in gnames if n not in fused and "iris_gemm_cfg<" in first_targ(dm[n])]
+    fetch16 = count(f["loads"], 16) - count(core.get("loads", ""), 16)
+    regs = lambda e: e.get("regs", "?")
+    nospill = not any(spills(gk[n].get("spill", "")) for n in gnames)
+    by_smem = ctas_per_sm(f.get("regs"), f.get("threads"), f.get("smem", 0) + (f.get("dyn_smem") or 0)).split(" by smem")[0].split(", ")[-1]
+    kb = ((f.get("dyn_smem") or 0) + f.get("smem", 0)) / 1024
+    lb_hint = re.search(r"__launch_bounds__\(\s*Cfg::threads\s*\)\s*iris_ag_gemm_kernel", open(os.path.join(ROOT, "iris_gemm.h")).read())
+    fewer = regs(f).isdigit() and regs(core).isdigit() and int(regs(f)) < int(regs(core))
+    out += ["### Reading the GEMM rows", "",
+            para(f"**Registers.** The fused kernel uses {regs(f)} per thread, the wgmma core alone {regs(core)}"
+                 + (f", the mma.sync core {regs(mma[0])}" if mma else "") + f", all under the ceiling of 255 ({f.get('threads')} threads), "
+                 + ("and none spills. " if nospill else "but see the spills in the findings. ")
+                 + f"Registers do not limit these kernels: {kb:.0f} KB of shared memory per CTA (the large tile's 4 stages of "
+                 "(128 + 256) x 64 bf16 of A and B) already allow " + (f"{by_smem} CTA" if by_smem == "1" else f"{by_smem} CTAs")
+                 + " per SM, and 256 threads at up to 255 registers fit in the register file beside it; only a spill would "
+                 "cost, as local-memory traffic inside the main loop. The mma.sync core sits near the ceiling because each "
+                 "of its 8 warps keeps a 64 x 64 fp32 accumulator tile in registers (128 per thread) plus double-buffered "
+                 "ldmatrix fragments of A and B (64 more); the wgmma core keeps as many accumulators per thread (64 x 256 "
+                 "per warpgroup of 128 threads) but reads A and B straight from shared memory, without fragments."
+                 + (f" The fused kernel's {regs(f)} is below the core alone although it contains the core: that is ptxas's "
+                    "choice, not a ceiling it hit" + (" (the fused kernel declares `__launch_bounds__(Cfg::threads)` without "
+                    "the minimum of 1 CTA per SM that iris_gemm_core.h documents for kernels around the core, and ptxas "
+                    "weighs that hint when it picks the register count)" if lb_hint else "") + ". Without spills it adds no "
+                    "memory traffic; whether the GEMM role loses issue slots for it only a GPU can tell (bench_gemm_core "
+                    "against the fused path)." if fewer else "")), "",
+            para(f"**Stack.** The fused kernel's {f.get('stack', '?')} stack frame is no spill: it is the per-owner pointer "
+                 "array (`bases`, up to 16 pointers) of the fetcher's path for a block of A whose rows straddle two "
+                 "owners, read once per 16-byte vector there (an L1 hit); the usual one-owner path does not touch it.")
+            if f.get("stack", "0 B") != "0 B" else para("**Stack.** No stack frame."), "",
+            para(f"**The fetcher's remote loads are {'16 bytes wide' if fetch16 > 0 else 'NOT 16 bytes wide'}.** The fused "
+                 f"kernel has {count(f['loads'], 16)} 16-byte `ld`, the core alone {count(core.get('loads', ''), 16)}, so "
+                 f"{fetch16} are the fetcher's: `IRIS_GEMM_FETCH_UNROLL` loads in flight per thread on the one-owner path "
+                 "(unrolled) plus one on the straddling path, each a uint4 read of a peer's A through `iris_translate`; "
+                 "its stores into the staging buffer are as many 16-byte stores, beside the epilogue's. The kernel's other "
+                 "`ld` are flags and counters (4 bytes) and the bias (2 bytes). The GEMM role reads A (staged) and B "
+                 f"only with 16-byte cp.async ({f['cp_async']})."), ""]
+    return out
+
 def main():
     tmp = tempfile.mkdtemp()
-    backends = {"sm_90": nvidia(tmp)}
+    backends = {"sm_90": nvidia(tmp)[0]}
     if shutil.which(HIPCC):
         for arch in ("gfx90a", "gfx940"):
             backends[arch] = amd(tmp, arch)
+    gk = gemm(tmp)
     names = sorted(set(n for k in backends.values() for n in k))
-    dm = demangle(names)
-    out = ["# Assembly report: the collective kernels per backend", "",
-           "Generated by `make asm` (tools/asm_report.py) from tools/asm_kernels.cu; compile-only.", "",
+    gnames = sorted(gk, key=lambda n: ("iris_ag_gemm_kernel" not in n, "wgmma" not in n, n))  # fused, then wgmma, then mma.sync
+    dm = demangle(names + gnames)
+    out = ["# Assembly report: the collective and GEMM kernels per backend", "",
+           "Generated by `make asm` (tools/asm_report.py); compile-only. The collective kernels (tools/asm_kernels.cu)",
+           "are compiled for sm_90, gfx90a and gfx940; the GEMM kernels (tools/asm_gemm_kernels.cu) for sm_90a only,",
+           "see [the GEMM kernels](#the-gemm-kernels-sm_90a-cuda-only).", "",
            "What the columns mean:",
            "- **regs** (NVIDIA: registers per thread from ptxas; AMD: VGPRs / SGPRs per lane / wave). More registers",
-           "  mean fewer resident warps, but these kernels run one CTA of 512 threads per SM at most, so occupancy is",
-           "  not their limit; what matters is that nothing spills.",
+           "  mean fewer resident warps, but the collective kernels run one CTA of 512 threads per SM at most, so",
+           "  occupancy is not their limit (the GEMM kernels: see their section); what matters is that nothing spills.",
            "- **stack** (NVIDIA): the per-thread stack frame; non-zero means an array lives in local memory",
-           "  (here: the per-rank pointer array of the reduce kernel, read once per 16-byte vector, hits in L1).",
+           "  (here: a per-rank pointer array of the reduce kernel or the GEMM fetcher, read once per 16-byte vector,",
+           "  hits in L1).",
            "- **spills**: bytes (NVIDIA) or registers (AMD) moved to scratch memory. Any spill on a hot loop is a bug.",
            "- **loads / stores**: every global memory instruction in the kernel, by access width (16B = one 128-bit",
            "  access: `ld.global.v4.u32`, generic `ld.v4.u32` or `ld.volatile.global.v4` in PTX, `global_load_dwordx4`",
-           "  on AMD; remote pointers come out of address translation as generic ones on NVIDIA). The data",
-           "  paths should be 16 bytes wide; narrower accesses belong to flags, tails and misaligned fallbacks.",
+           "  on AMD; remote pointers come out of address translation as generic ones on NVIDIA, unless the compiler",
+           "  can tell they are global). The data paths should be 16 bytes wide; narrower accesses belong to flags,",
+           "  tails and misaligned fallbacks.",
            "  NVIDIA counts come from PTX, AMD counts from the final ISA, so unrolling shows up differently.",
            "- Template arguments: element type, kind (0 all-reduce, 1 all-gather, 2 reduce-scatter, 3 all-to-all,",
-           "  4 broadcast), op (0 sum) and, for the reduce kernel, the world size it is specialised for.", ""]
+           "  4 broadcast), op (0 sum) and, for the reduce kernel, the world size it is specialised for. The relay",
+           "  broadcast (`iris_coll_relay_kernel`) and the barrier are not templates: they move bytes and flags.", ""]
     findings = []
     for n in names:
         for b, k in backends.items():
@@ -105,11 +260,22 @@ def main():
             sp = e.get("spill", "")
             if e.get("stack", "0 B") != "0 B":
                 findings.append(f"- `{short(dm[n])}` on {b} has a {e['stack']} stack frame (an array in local memory).")
-            if re.search(r"[1-9]", sp.split("/")[0]) or re.search(r"/ [1-9]", sp):
+            if spills(sp):
                 findings.append(f"- `{short(dm[n])}` on {b} spills: {sp}.")
             for what in ("loads", "stores"):
                 if e[what] != "-" and not e[what].startswith("16B"):
                     findings.append(f"- `{short(dm[n])}` on {b}: no 16-byte {what[:-1]}s ({e[what]}).")
+    fused = [n for n in gnames if "iris_ag_gemm_kernel" in n]
+    for n in gnames:
+        e = gk[n]
+        if e.get("stack", "0 B") != "0 B":
+            findings.append(f"- `{short(dm[n])}` on sm_90a has a {e['stack']} stack frame (an array in local memory).")
+        if spills(e.get("spill", "")):
+            findings.append(f"- `{short(dm[n])}` on sm_90a spills: {e['spill']}.")
+        if e["cp_async"] == "-" or not re.fullmatch(r"16B x\d+", e["cp_async"]):
+            findings.append(f"- `{short(dm[n])}` on sm_90a: operand copies not all 16-byte cp.async ({e['cp_async']}).")
+        if n in fused and not count(e["loads"], 16):
+            findings.append(f"- `{short(dm[n])}` on sm_90a: no 16-byte loads, so the fetcher's remote loads are narrower ({e['loads']}).")
     out += ["## Findings (computed from the tables)", ""] + (findings or ["- No spills; every kernel has 16-byte data accesses."]) + [""]
     for n in names:
         out.append(f"## `{short(dm[n])}`")
@@ -130,10 +296,35 @@ def main():
             "  because every acquire there invalidates caches (see the codegen checks in tests/codegen).",
             "- Register counts are per thread on NVIDIA and per lane on AMD (wave64); SGPRs hold the per-wave scalars",
             "  (pointers, bases) that NVIDIA keeps in ordinary registers or the constant bank.", ""]
+    relay = [n for n in names if "iris_coll_relay_kernel" in n]
+    if relay:
+        r = relay[0]
+        row = lambda b: backends.get(b, {}).get(r, {})
+        regs = ", ".join(f"{row(b)['regs'] + ' registers' if 'regs' in row(b) else row(b).get('vgpr', '?') + ' VGPRs'} on {b}" for b in backends if row(b))
+        clean = not any(spills(row(b).get("spill", "")) for b in backends if row(b)) and row("sm_90").get("stack", "0 B") == "0 B"
+        copy_spills = any(spills(k[n].get("spill", "")) for b in backends if b != "sm_90" for k in [backends[b]] for n in k if "copy_kernel" in n)
+        amd_clean = not any(spills(row(b).get("spill", "")) for b in backends if b != "sm_90" and row(b))
+        n16 = count(row("sm_90").get("loads", ""), 16)
+        out += ["## Reading the relay broadcast row", "",
+                para("`iris_coll_relay_kernel` is the broadcast's bandwidth path at 3 or more ranks (`iris_coll_launch_relay`, "
+                     f"512 threads per CTA). It uses {regs}; "
+                     + ("no backend spills and it has no stack frame: unlike the reduce kernel it keeps no per-rank pointer "
+                        "array, since each chunk comes from one rank (the root or the chunk's owner)." if clean else
+                        "see the findings for its spills or stack frame.")
+                     + (" Unlike the copy kernel it spills no SGPRs on AMD." if copy_spills and amd_clean and len(backends) > 1 else "")
+                     + " All its bytes move through `iris_copy_bytes` (`iris_get_bulk`) at three sites: its own chunk from "
+                     "the root's send, the other owners' chunks from their recv, and the root's own send -> recv. Each site "
+                     "issues four 16-byte loads in flight per thread plus one for the remainder"
+                     + (f", hence {n16} 16-byte loads (3 x 5) on every backend" if all(count(row(b).get("loads", ""), 16) == 15 for b in backends)
+                        else f" ({n16} 16-byte loads on sm_90)")
+                     + " and as many 16-byte stores; the 4-byte and 1-byte accesses are the same copy's fallbacks for "
+                     "buffers aligned to 4 bytes or less, the 8-byte ones the 64-bit flags: the barriers' (epoch and the "
+                     "call's signature) and the relay's progress flags (epoch << 32 | chunks done)."), ""]
+    out += gemm_section(gk, gnames, dm)
     os.makedirs(os.path.join(ROOT, "docs"), exist_ok=True)
     path = os.path.join(ROOT, "docs", "asm_report.md")
     open(path, "w").write("\n".join(out))
-    print(f"wrote {path}: {len(names)} kernels, backends {', '.join(backends)}")
+    print(f"wrote {path}: {len(names)} collective kernels, backends {', '.join(backends)}; {len(gnames)} GEMM kernels, sm_90a")
 
 if __name__ == "__main__":
     sys.exit(main())
