@@ -14,6 +14,10 @@
  *               the reduced chunks). For broadcast at 3+ ranks it is a pipelined relay:
  *               each non-root pulls one (W-1)-th of the message from the root in
  *               chunks, and the others pull each chunk from it as soon as it lands.
+ *     two-shot LL (IRIS_ALGO_TWO_SHOT_LL, all-reduce only): the two-shot in LL form,
+ *               pushed: rank j receives chunk j from every rank, reduces it as the lines
+ *               arrive and pushes the result to every rank. One kernel, no barrier;
+ *               half the bytes per rank of the one-shot, one more hop. For mid sizes.
  *   IRIS_ALGO_AUTO picks by message size (thresholds below, measured on 4xH200).
  *
  * Quick start
@@ -52,7 +56,7 @@
 /* Element types and reductions (values match nothing else; use the names). */
 typedef enum iris_dtype { IRIS_FLOAT32 = 0, IRIS_FLOAT16, IRIS_BFLOAT16, IRIS_INT32, IRIS_INT64, IRIS_DTYPE_COUNT } iris_dtype_t;
 typedef enum iris_redop { IRIS_SUM = 0, IRIS_MIN, IRIS_MAX, IRIS_REDOP_COUNT } iris_redop_t;
-typedef enum iris_algo { IRIS_ALGO_AUTO = 0, IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH } iris_algo_t;
+typedef enum iris_algo { IRIS_ALGO_AUTO = 0, IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_TWO_SHOT_LL } iris_algo_t;
 
 /* Per-call options (NULL = defaults). Start from IRIS_COLL_OPTS_INIT. */
 typedef struct iris_coll_opts {
@@ -65,8 +69,122 @@ typedef struct iris_coll_opts {
 /* Sizes of the collective state on the heap (per rank, allocated once). */
 #define IRIS_COLL_MAX_CTAS 256                       /* CTAs of one bandwidth kernel */
 #define IRIS_COLL_LL_BYTES ((size_t)512 << 10)       /* latency path: payload per peer */
+#ifndef IRIS_COLL_LL2_BYTES
+#define IRIS_COLL_LL2_BYTES ((size_t)512 << 10)      /* two-shot LL: payload per chunk (the message / W) */
+#endif
 #define IRIS_COLL_SCRATCH_BYTES ((size_t)64 << 20)   /* two-shot: reduced chunks, x2 */
 #define IRIS_COLL_STAGING_BYTES ((size_t)64 << 20)   /* non-heap buffers: in and out, each */
+/* The smallest staging area (IRIS_COLL_STAGING is rounded up to it): 16 elements of 8
+ * bytes for each of IRIS_MAX_RANKS ranks, so every staged launch moves whole 16-element
+ * steps and a chunked (world_size x step) input always fits. */
+#define IRIS_COLL_STAGING_MIN ((size_t)16 * 8 * IRIS_MAX_RANKS)
+
+/* Relay broadcast tuning (global: every rank must use the same values; see
+ * iris_coll_relay_kernel). The pipeline fills and drains over about one step, which
+ * costs about 1/IRIS_COLL_RELAY_STEPS of the time; each step costs a flag handshake (a
+ * release and an acquire across GPUs, a few us, hidden by the other CTAs while the links
+ * stay busy). So chunks are sized for about IRIS_COLL_RELAY_STEPS steps per CTA: 1 GB at
+ * 4 ranks over 132 CTAs gives 165 KB chunks. The minimum, 16 KB (two 16-byte loads per
+ * thread of a 512-thread CTA), keeps the handshake from dominating mid-size messages,
+ * which then use fewer steps or fewer CTAs; the maximum bounds the pipeline's
+ * granularity when few CTAs are forced. */
+#ifndef IRIS_COLL_RELAY_STEPS
+#define IRIS_COLL_RELAY_STEPS 16
+#endif
+#ifndef IRIS_COLL_RELAY_MIN_CHUNK
+#define IRIS_COLL_RELAY_MIN_CHUNK ((size_t)16 << 10)
+#endif
+#ifndef IRIS_COLL_RELAY_MAX_CHUNK
+#define IRIS_COLL_RELAY_MAX_CHUNK ((size_t)1 << 20)
+#endif
+#define IRIS_COLL_RELAY_ABANDON 0xffffffffu /* a count no real progress reaches */
+
+/* ---- Planning arithmetic: who moves which bytes, as pure functions of the call and
+ * the world size W. Host and device, C and C++ (every rank computes the same from the
+ * same call; tests/host_test.c checks them for W from 2 to 16). Internal. */
+
+/* Two-shot all-reduce: rank r reduces elements [*lo, *hi) of every rank's send, then
+ * every rank pulls each such chunk from its owner. Chunks are ceil(count / W) rounded up
+ * to whole vectors of `per` elements (16 bytes), so every chunk starts 16-byte aligned;
+ * the last ranks' chunks may be short or empty (*lo == *hi). */
+static inline IRIS_HOST_DEVICE void iris_coll_ar_range(size_t count, int W, size_t per, int r, size_t *lo, size_t *hi) {
+  const size_t chunk = ((count + (size_t)W - 1) / (size_t)W + per - 1) / per * per;
+  *lo = (size_t)r * chunk;
+  *hi = *lo + chunk < count ? *lo + chunk : count;
+  if (*lo > *hi) *lo = *hi;
+}
+/* The peer rank `me` pulls its k-th (1 <= k < W) reduced chunk from, in CTA b: every
+ * peer once, CTAs starting at different peers so that every link is busy at once. */
+static inline IRIS_HOST_DEVICE int iris_coll_ar_peer(int me, int k, int b, int W) { return (me + 1 + (k - 1 + b) % (W - 1)) % W; }
+
+/* Bandwidth kernels: CTAs per rank. Forced (ctas > 0) or about one per 32 KB that a
+ * rank moves to its peers, at most one per SM; never above IRIS_COLL_MAX_CTAS. */
+static inline IRIS_HOST_DEVICE int iris_coll_auto_ctas(int all_reduce, size_t bytes, int W, int sms, int ctas) {
+  int blocks = ctas;
+  if (blocks <= 0) {
+    const size_t moved = all_reduce ? bytes / (size_t)W : bytes; /* per rank, per peer */
+    const size_t want = moved * (size_t)(W > 1 ? W - 1 : 1) / (512 * 16 * 4) + 1;
+    blocks = want > (size_t)(sms > 0 ? sms : 1) ? (sms > 0 ? sms : 1) : (int)want;
+  }
+  return blocks > IRIS_COLL_MAX_CTAS ? IRIS_COLL_MAX_CTAS : blocks;
+}
+
+/* Staging area bytes for a requested size (0: staging off). */
+static inline IRIS_HOST_DEVICE size_t iris_coll_staging_bytes(size_t requested) {
+  return requested && requested < IRIS_COLL_STAGING_MIN ? IRIS_COLL_STAGING_MIN : requested;
+}
+/* Elements per staged launch: a chunked buffer (W blocks per rank) of step elements of
+ * es bytes, or a plain one, fits the staging area; a multiple of 16 elements. */
+static inline IRIS_HOST_DEVICE size_t iris_coll_staging_step(size_t stage_bytes, size_t es, int W, int chunked) {
+  size_t step = stage_bytes / (es * (size_t)(chunked ? W : 1));
+  step -= step % 16; /* keep chunks 16-byte aligned */
+  return step ? step : 1; /* only below IRIS_COLL_STAGING_MIN */
+}
+
+/* Relay broadcast (W >= 3): the message is cut into W-1 parts, part p = [p*part,
+ * (p+1)*part) clipped to the message, owned by non-root rank (root + 1 + p) % W; every
+ * part is cut into `chunks` chunks of `chunk` bytes (trailing ones may be short or
+ * empty); chunk j of every part belongs to CTA j % G as its step j / G. */
+typedef struct iris_coll_relay {
+  size_t part;   /* bytes per part, a multiple of 16 */
+  size_t chunk;  /* bytes per chunk, a multiple of 16 */
+  size_t chunks; /* chunks per part (every part has as many; trailing ones may be empty) */
+} iris_coll_relay_t;
+
+/* The plan for a message of `bytes` over W >= 3 ranks and `ctas` CTAs (chunk 0: chosen
+ * here; the host sizes the grid by it and passes the chunk size to the kernel, which
+ * recomputes the same plan from it). */
+static inline IRIS_HOST_DEVICE iris_coll_relay_t iris_coll_relay_plan(size_t bytes, int W, int ctas, size_t chunk) {
+  iris_coll_relay_t r;
+  r.part = ((bytes + (size_t)W - 2) / (size_t)(W - 1) + 15) / 16 * 16;
+  if (!chunk) { /* about IRIS_COLL_RELAY_STEPS chunks per CTA, within the limits */
+    const size_t n = (size_t)(ctas > 0 ? ctas : 1) * IRIS_COLL_RELAY_STEPS;
+    chunk = ((r.part + n - 1) / n + 15) / 16 * 16;
+    if (chunk < IRIS_COLL_RELAY_MIN_CHUNK) chunk = IRIS_COLL_RELAY_MIN_CHUNK;
+    if (chunk > IRIS_COLL_RELAY_MAX_CHUNK) chunk = IRIS_COLL_RELAY_MAX_CHUNK;
+  }
+  r.chunk = chunk;
+  r.chunks = (r.part + chunk - 1) / chunk;
+  if (!r.chunks) r.chunks = 1;
+  return r;
+}
+/* Bytes [*lo, *hi) of chunk j of part p, clipped to the message (empty past its end). */
+static inline IRIS_HOST_DEVICE void iris_coll_relay_range(const iris_coll_relay_t *r, size_t bytes, int p, size_t j, size_t *lo, size_t *hi) {
+  size_t end = (size_t)(p + 1) * r->part;
+  if (end > bytes) end = bytes;
+  *lo = (size_t)p * r->part + j * r->chunk;
+  *hi = *lo + r->chunk < end ? *lo + r->chunk : end;
+  if (*lo > *hi) *lo = *hi;
+}
+/* The part non-root `rank` owns, and the owner of part p. */
+static inline IRIS_HOST_DEVICE int iris_coll_relay_part(int rank, int root, int W) { return (rank - root - 1 + W) % W; }
+static inline IRIS_HOST_DEVICE int iris_coll_relay_owner(int p, int root, int W) { return (root + 1 + p) % W; }
+/* The k-th (0 <= k < W-2) other part that CTA b of part `mine`'s owner pulls from its
+ * owner: every other part once, CTAs starting at different owners. */
+static inline IRIS_HOST_DEVICE int iris_coll_relay_peer_part(int mine, int k, int b, int W) { return (mine + 1 + (k + b) % (W - 2)) % (W - 1); }
+/* CTAs of the relay kernel: no more than chunks per part (a CTA without a chunk would
+ * only add barrier traffic). */
+static inline IRIS_HOST_DEVICE int iris_coll_relay_ctas(const iris_coll_relay_t *r, int blocks) { return (size_t)blocks > r->chunks ? (int)r->chunks : blocks; }
 
 #ifdef __cplusplus
 extern "C" {
@@ -171,6 +289,8 @@ typedef struct iris_coll_dev {
   unsigned *error;           /* non-zero: a peer called a different collective */
   uint4 *ll;                 /* [2 parity][world src][ll_lines] LL lines */
   size_t ll_lines;           /* lines per (parity, src) */
+  uint4 *ll2;                /* two-shot LL: [2 parity][2 phase][world src][ll2_lines] */
+  size_t ll2_lines;          /* lines per (parity, phase, src) */
 } iris_coll_dev_t;
 
 /* Whole block: the CTA's epoch counter, read at kernel start by every thread. */
@@ -366,6 +486,60 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
   iris_coll_epoch_store(d, epoch);
 }
 
+/* ---- the two-shot LL all-reduce: one kernel, no barrier, every flag in the data.
+ * Chunk j (ce elements, whole LL lines) belongs to rank j. Each thread owns one line
+ * index l of every chunk:
+ *   1. push   its line l of chunk p into rank p's phase-0 slot [me], for every peer p;
+ *   2. reduce line l of its own chunk: its own value and the W-1 lines that arrive in
+ *             its phase-0 slots, in rank order; write it to recv and push it into every
+ *             peer's phase-1 slot [me];
+ *   3. collect line l of every other chunk from its phase-1 slots into recv.
+ * Line l of every slot is always handled by thread index l (one line per thread, the
+ * grid covers the chunk), so the epochs a line carries only grow whatever the calls
+ * before were. Two parities suffice: no rank finishes a call before every rank has
+ * pushed its part of it. In place works: a thread reads line l of every chunk of send
+ * (step 1) before it writes line l of any chunk of recv. */
+#define IRIS_COLL_LL2_THREADS 256
+static_assert(IRIS_COLL_LL2_BYTES % 8 == 0 && IRIS_COLL_LL2_BYTES / 8 <= (size_t)IRIS_COLL_MAX_CTAS * IRIS_COLL_LL2_THREADS, "a two-shot LL chunk must fit the grid");
+template <typename T, int OP>
+__global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count) {
+  typedef typename iris_coll_acc<T>::type A;
+  enum { per = 8 / sizeof(T) };
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  const size_t ce = ((count + W - 1) / W + per - 1) / per * per, lines = ce / per;
+  const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  const unsigned epoch = iris_coll_epoch_load(d) + 1;
+  uint4 *const ph0 = d.ll2 + (size_t)(epoch & 1) * 2 * W * d.ll2_lines, *const ph1 = ph0 + (size_t)W * d.ll2_lines;
+#define IRIS_COLL_LL2_N(j) ((size_t)(j) * ce >= count ? (size_t)0 : count - (size_t)(j) * ce < ce ? count - (size_t)(j) * ce : ce)
+  if (l < lines) {
+    union { uint2 u; T e[per]; } x;
+    A acc[per];
+    int k, r;
+    for (k = 1; k < W; k++) { /* 1. push */
+      const int p = (me + k) % W;
+      x.u = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
+      iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)me * d.ll2_lines + l, p), x.u, epoch);
+    }
+    for (r = 0; r < W; r++) { /* 2. reduce, rank order: the same result on every rank */
+      if (r == me) x.u = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
+      else if (!iris_coll_ll_load(d.ctx, ph0 + (size_t)r * d.ll2_lines + l, epoch, &x.u)) return;
+#pragma unroll
+      for (k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+    }
+#pragma unroll
+    for (k = 0; k < per; k++) x.e[k] = iris_coll_down<T>(acc[k]);
+    iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
+    for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, (me + k) % W), x.u, epoch);
+    for (k = 1; k < W; k++) { /* 3. collect */
+      r = (me + k) % W;
+      if (!iris_coll_ll_load(d.ctx, ph1 + (size_t)r * d.ll2_lines + l, epoch, &x.u)) return;
+      iris_coll_write8(recv + (size_t)r * ce, l, IRIS_COLL_LL2_N(r), x.u);
+    }
+  }
+#undef IRIS_COLL_LL2_N
+  iris_coll_epoch_store(d, epoch);
+}
+
 /* ---- the bandwidth kernels: pull with 16-byte loads between per-CTA barriers. */
 template <typename T, int OP, int W_STATIC>
 IRIS_DEVICE_INLINE uint4 iris_coll_reduce16(const iris_device_ctx_t &ctx, const T *const *src, size_t v, int W) {
@@ -428,24 +602,21 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
   const int W = d.ctx.world_size, me = d.ctx.rank;
   unsigned epoch = iris_coll_epoch_load(d);
   const size_t per = 16 / sizeof(T);
-  /* chunk bounds: AR splits count into W chunks of whole vectors; RS has count per rank */
-  const size_t chunk = KIND == IRIS_COLL_AR ? ((count + W - 1) / W + per - 1) / per * per : count;
   const T *src[IRIS_MAX_RANKS];
   /* on a mismatch every barrier still runs (so the epochs stay in step), no data moves */
   const bool go = iris_coll_barrier(d, epoch, sig); /* every rank's send is ready */
   for (int r = 0; r < W; r++) src[r] = iris_translate(d.ctx, send, r) + (KIND == IRIS_COLL_RS ? (size_t)me * count : 0);
-  if (go) {
-    size_t lo = KIND == IRIS_COLL_AR ? (size_t)me * chunk : 0, hi = KIND == IRIS_COLL_AR ? lo + chunk : count;
-    if (hi > count && KIND == IRIS_COLL_AR) hi = count;
-    if (lo > hi) lo = hi;
+  if (go) { /* AR: this rank's chunk of whole vectors (iris_coll_ar_range); RS: all of its block */
+    size_t lo = 0, hi = count;
+    if (KIND == IRIS_COLL_AR) iris_coll_ar_range(count, W, per, me, &lo, &hi);
     iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, recv, lo, hi, W, vec != 0);
   }
   if (KIND == IRIS_COLL_AR) {
     if (!iris_coll_barrier(d, epoch, 0) || !go) { iris_coll_epoch_store(d, epoch); return; } /* every reduced chunk is in its owner's recv */
     for (int k = 1; k < W; k++) { /* CTAs start at different peers: every link busy at once */
-      const int p = (me + 1 + (k - 1 + (int)blockIdx.x) % (W - 1)) % W;
-      size_t lo = (size_t)p * chunk, hi = lo + chunk;
-      if (hi > count) hi = count;
+      const int p = iris_coll_ar_peer(me, k, (int)blockIdx.x, W);
+      size_t lo, hi;
+      iris_coll_ar_range(count, W, per, p, &lo, &hi);
       if (lo >= hi) continue;
       iris_copy_bytes(recv + lo, iris_translate(d.ctx, (const T *)recv, p) + lo, (hi - lo) * sizeof(T), blockIdx.x * blockDim.x + threadIdx.x,
                       gridDim.x * blockDim.x);
@@ -532,60 +703,14 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
  * the waiting rank stops copying and abandons in turn, and every CTA still meets the
  * end barrier, so the epochs stay in step. */
 
-/* Tuning (global: every rank must use the same values). The pipeline fills and drains
- * over about one step, which costs about 1/IRIS_COLL_RELAY_STEPS of the time; each step
- * costs a flag handshake (a release and an acquire across GPUs, a few us, hidden by the
- * other CTAs while the links stay busy). So chunks are sized for about
- * IRIS_COLL_RELAY_STEPS steps per CTA: 1 GB at 4 ranks over 132 CTAs gives 165 KB
- * chunks. The minimum, 16 KB (two 16-byte loads per thread of a 512-thread CTA), keeps
- * the handshake from dominating mid-size messages, which then use fewer steps or fewer
- * CTAs; the maximum bounds the pipeline's granularity when few CTAs are forced. */
-#ifndef IRIS_COLL_RELAY_STEPS
-#define IRIS_COLL_RELAY_STEPS 16
-#endif
-#ifndef IRIS_COLL_RELAY_MIN_CHUNK
-#define IRIS_COLL_RELAY_MIN_CHUNK ((size_t)16 << 10)
-#endif
-#ifndef IRIS_COLL_RELAY_MAX_CHUNK
-#define IRIS_COLL_RELAY_MAX_CHUNK ((size_t)1 << 20)
-#endif
-#define IRIS_COLL_RELAY_ABANDON 0xffffffffu /* a count no real progress reaches */
+/* Tuning: IRIS_COLL_RELAY_STEPS, _MIN_CHUNK, _MAX_CHUNK at the top of this header; the
+ * plan (parts, chunks, owners): iris_coll_relay_plan and its neighbours there. */
 static_assert(IRIS_COLL_RELAY_MIN_CHUNK >= 4096 && IRIS_COLL_RELAY_MIN_CHUNK % 16 == 0 && IRIS_COLL_RELAY_MAX_CHUNK % 16 == 0 &&
                   IRIS_COLL_RELAY_MAX_CHUNK >= IRIS_COLL_RELAY_MIN_CHUNK,
               "relay chunks: multiples of 16 bytes, at least 4 KB (so that chunk counts stay far below IRIS_COLL_RELAY_ABANDON)");
-
-/* Where the message splits: parts, and chunks of a part. The same on every rank. */
-typedef struct iris_coll_relay {
-  size_t part;   /* bytes per part, a multiple of 16 */
-  size_t chunk;  /* bytes per chunk, a multiple of 16 */
-  size_t chunks; /* chunks per part (every part has as many; trailing ones may be empty) */
-} iris_coll_relay_t;
-
-/* The plan for a message of `bytes` over W >= 3 ranks and `ctas` CTAs (host and device:
- * the host sizes the grid by it, the kernel gets the chunk size from the host). */
-IRIS_HOST_DEVICE inline iris_coll_relay_t iris_coll_relay_plan(size_t bytes, int W, int ctas, size_t chunk) {
-  iris_coll_relay_t r;
-  r.part = ((bytes + (size_t)W - 2) / (size_t)(W - 1) + 15) / 16 * 16;
-  if (!chunk) { /* about IRIS_COLL_RELAY_STEPS chunks per CTA, within the limits */
-    const size_t n = (size_t)(ctas > 0 ? ctas : 1) * IRIS_COLL_RELAY_STEPS;
-    chunk = ((r.part + n - 1) / n + 15) / 16 * 16;
-    if (chunk < IRIS_COLL_RELAY_MIN_CHUNK) chunk = IRIS_COLL_RELAY_MIN_CHUNK;
-    if (chunk > IRIS_COLL_RELAY_MAX_CHUNK) chunk = IRIS_COLL_RELAY_MAX_CHUNK;
-  }
-  r.chunk = chunk;
-  r.chunks = (r.part + chunk - 1) / chunk;
-  if (!r.chunks) r.chunks = 1;
-  return r;
-}
-
-/* Bytes [*lo, *hi) of chunk j of part p, clipped to the message (empty past its end). */
-IRIS_DEVICE_INLINE void iris_coll_relay_range(const iris_coll_relay_t &r, size_t bytes, int p, size_t j, size_t *lo, size_t *hi) {
-  size_t end = (size_t)(p + 1) * r.part;
-  if (end > bytes) end = bytes;
-  *lo = (size_t)p * r.part + j * r.chunk;
-  *hi = *lo + r.chunk < end ? *lo + r.chunk : end;
-  if (*lo > *hi) *lo = *hi;
-}
+/* Every collective kernel gives each rank one thread of a block (iris_barrier_device's
+ * block has 64 threads, the others 512): a larger IRIS_MAX_RANKS needs those widened. */
+static_assert(IRIS_MAX_RANKS <= 64, "iris_collectives.h supports at most 64 ranks (IRIS_MAX_RANKS)");
 
 /* A progress value: this call (the CTA's epoch) and how many chunks are done. */
 IRIS_DEVICE_INLINE unsigned long long iris_coll_relay_value(unsigned call, unsigned done) { return ((unsigned long long)call << 32) | done; }
@@ -623,20 +748,20 @@ IRIS_DEVICE_INLINE bool iris_coll_relay_wait(const iris_coll_dev_t &d, int root,
 IRIS_DEVICE_INLINE bool iris_coll_relay_steps(const iris_coll_dev_t &d, const iris_coll_relay_t &r, const char *send, char *recv, size_t bytes, int root,
                                               unsigned call) {
   const int W = d.ctx.world_size, me = d.ctx.rank, b = blockIdx.x, G = gridDim.x;
-  const int mine = (me - root - 1 + W) % W; /* the part this rank owns */
+  const int mine = iris_coll_relay_part(me, root, W); /* the part this rank owns */
   const size_t steps = (size_t)b < r.chunks ? (r.chunks - 1 - (size_t)b) / (size_t)G + 1 : 0;
   size_t lo, hi;
   for (size_t s = 0; s <= steps; s++) {
     if (s < steps) { /* own chunk s, from the root's send */
-      iris_coll_relay_range(r, bytes, mine, s * G + b, &lo, &hi);
+      iris_coll_relay_range(&r, bytes, mine, s * G + b, &lo, &hi);
       if (lo < hi) iris_get_bulk(d.ctx, recv + lo, send + lo, hi - lo, root, threadIdx.x, blockDim.x);
       iris_coll_relay_publish(d, root, iris_coll_relay_value(call, (unsigned)(s + 1)));
     }
     if (s > 0) { /* chunk s-1 of every other part, from its owner's recv */
       if (!iris_coll_relay_wait(d, root, call, (unsigned)s)) return false;
       for (int k = 0; k < W - 2; k++) { /* CTAs start at different owners: every link busy */
-        const int p = (mine + 1 + (k + b) % (W - 2)) % (W - 1), owner = (root + 1 + p) % W;
-        iris_coll_relay_range(r, bytes, p, (s - 1) * G + b, &lo, &hi);
+        const int p = iris_coll_relay_peer_part(mine, k, b, W), owner = iris_coll_relay_owner(p, root, W);
+        iris_coll_relay_range(&r, bytes, p, (s - 1) * G + b, &lo, &hi);
         if (lo < hi) iris_get_bulk(d.ctx, recv + lo, recv + lo, hi - lo, owner, threadIdx.x, blockDim.x);
       }
     }
@@ -876,6 +1001,12 @@ static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d
 #ifndef IRIS_COLL_LL_MAX_AR
 #define IRIS_COLL_LL_MAX_AR IRIS_COLL_LL_BYTES
 #endif
+/* All-reduce above the one-shot's limit: the two-shot LL up to this message size (and
+ * while a chunk, the message / W, fits IRIS_COLL_LL2_BYTES), the bandwidth two-shot
+ * above. */
+#ifndef IRIS_COLL_LL2_MAX_AR
+#define IRIS_COLL_LL2_MAX_AR ((size_t)2 << 20)
+#endif
 #ifndef IRIS_COLL_LL_MAX_OTHER
 #define IRIS_COLL_LL_MAX_OTHER IRIS_COLL_LL_BYTES
 #endif
@@ -917,7 +1048,7 @@ IRIS_DEF size_t iris_dtype_size(iris_dtype_t t) {
 IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   iris_coll_state_t *s;
   iris_status_t st;
-  size_t ctl, ll_bytes;
+  size_t ctl, ll_bytes, ll2_bytes;
   char *base;
   const char *env = getenv("IRIS_COLL_STAGING");
   int W;
@@ -928,19 +1059,23 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   if (!s) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
   s->dev.ctx = iris_device_context(ctx);
   s->dev.ll_lines = IRIS_COLL_LL_BYTES / 8;
+  s->dev.ll2_lines = IRIS_COLL_LL2_BYTES / 8;
   s->stage_bytes = env && *env ? iris_detail_parse_size(env) : IRIS_COLL_STAGING_BYTES;
   if (env && !strcmp(env, "0")) s->stage_bytes = 0;
+  s->stage_bytes = iris_coll_staging_bytes(s->stage_bytes); /* at least IRIS_COLL_STAGING_MIN: a chunked step must fit */
   s->sms = iris_coll_sm_count(iris_device(ctx));
   /* control words: flags | progress | counters | error; zeroed, then a barrier so no
    * peer signals into them before they are zero */
   ctl = 2 * IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS * sizeof(unsigned long long) + IRIS_COLL_MAX_CTAS * sizeof(unsigned) + 256;
   ll_bytes = 2 * (size_t)W * s->dev.ll_lines * sizeof(uint4);
+  ll2_bytes = 4 * (size_t)W * s->dev.ll2_lines * sizeof(uint4);
   if ((st = iris_calloc(ctx, ctl, (void **)&base)) != IRIS_SUCCESS) goto fail;
   s->dev.flags = (unsigned long long *)base;
   s->dev.progress = s->dev.flags + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS;
   s->dev.counters = (unsigned *)(s->dev.progress + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS);
   s->dev.error = s->dev.counters + IRIS_COLL_MAX_CTAS;
   if ((st = iris_calloc(ctx, ll_bytes, (void **)&s->dev.ll)) != IRIS_SUCCESS) goto fail;
+  if ((st = iris_calloc(ctx, ll2_bytes, (void **)&s->dev.ll2)) != IRIS_SUCCESS) goto fail;
   if (s->stage_bytes) {
     if ((st = iris_malloc(ctx, s->stage_bytes, (void **)&s->stage_in)) != IRIS_SUCCESS) goto fail;
     if ((st = iris_malloc(ctx, s->stage_bytes, (void **)&s->stage_out)) != IRIS_SUCCESS) goto fail;
@@ -985,6 +1120,13 @@ static void iris_coll_launch_ll(const iris_coll_state_t *s, const void *send, vo
   if (blocks < 1) blocks = 1;
   iris_coll_ll_kernel<T, KIND, OP><<<blocks, threads, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, root);
 }
+template <typename T, int OP>
+static void iris_coll_launch_ll2(const iris_coll_state_t *s, const void *send, void *recv, size_t count, iris_stream_t stream) {
+  const int W = s->dev.ctx.world_size;
+  const size_t per = 8 / sizeof(T), lines = ((count + W - 1) / W + per - 1) / per;
+  const int blocks = (int)((lines + IRIS_COLL_LL2_THREADS - 1) / IRIS_COLL_LL2_THREADS);
+  iris_coll_ll2_kernel<T, OP><<<blocks, IRIS_COLL_LL2_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count);
+}
 template <typename T, int KIND, int OP>
 static void iris_coll_launch_reduce(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, int vec, int blocks,
                                     iris_stream_t stream) {
@@ -1001,13 +1143,14 @@ static void iris_coll_launch_reduce(const iris_coll_state_t *s, const void *send
 static void iris_coll_launch_relay(const iris_coll_state_t *s, const void *send, void *recv, size_t bytes, int root, unsigned long long sig, int blocks,
                                    iris_stream_t stream) {
   const iris_coll_relay_t r = iris_coll_relay_plan(bytes, s->dev.ctx.world_size, blocks, 0);
-  if ((size_t)blocks > r.chunks) blocks = (int)r.chunks;
+  blocks = iris_coll_relay_ctas(&r, blocks);
   iris_coll_relay_kernel<<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, r.chunk, root, sig);
 }
 template <typename T, int KIND, int OP>
 static void iris_coll_dispatch_op(const iris_coll_state_t *s, int ll, const void *send, void *recv, size_t count, int root, unsigned long long sig, int vec,
                                   int blocks, iris_stream_t stream) {
-  if (ll) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, root, stream);
+  if (ll == 2) iris_coll_launch_ll2<T, OP>(s, send, recv, count, stream);
+  else if (ll) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, root, stream);
   else iris_coll_launch_reduce<T, KIND, OP>(s, send, recv, count, sig, vec, blocks, stream);
 }
 template <typename T, int KIND>
@@ -1060,13 +1203,7 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind, int ll, iris_
   if (!sig) sig = 1;
   /* 16-byte path: every pointer and every per-rank block start is 16-byte aligned */
   vec = ((((uintptr_t)send | (uintptr_t)recv) & 15) == 0) && (kind == IRIS_COLL_AR || (bytes & 15) == 0);
-  if (ctas > 0) blocks = ctas;
-  else {
-    size_t moved = kind == IRIS_COLL_AR ? bytes / (size_t)W : bytes; /* per rank, per peer */
-    blocks = (int)(moved * (size_t)(W > 1 ? W - 1 : 1) / (512 * 16 * 4) + 1);
-    if (blocks > s->sms) blocks = s->sms;
-  }
-  if (blocks > IRIS_COLL_MAX_CTAS) blocks = IRIS_COLL_MAX_CTAS;
+  blocks = iris_coll_auto_ctas(kind == IRIS_COLL_AR, bytes, W, s->sms, ctas);
   switch (kind) {
   case IRIS_COLL_AR: iris_coll_dispatch_type<IRIS_COLL_AR>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
   case IRIS_COLL_AG: iris_coll_dispatch_type<IRIS_COLL_AG>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
@@ -1097,6 +1234,7 @@ static iris_status_t iris_coll_run(iris_t *ctx, int kind, const void *send, void
   if (opts) {
     if (opts->struct_size != sizeof(iris_coll_opts_t))
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: iris_coll_opts_t.struct_size is wrong: start from IRIS_COLL_OPTS_INIT", name);
+    if ((unsigned)opts->algo > (unsigned)IRIS_ALGO_TWO_SHOT_LL) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown algorithm %d", name, (int)opts->algo);
     algo = opts->algo;
     ctas = opts->ctas;
     if (ctas < 0 || ctas > IRIS_COLL_MAX_CTAS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: ctas %d outside [0, %d]", name, ctas, IRIS_COLL_MAX_CTAS);
@@ -1123,13 +1261,22 @@ static iris_status_t iris_coll_run(iris_t *ctx, int kind, const void *send, void
                               count * es);
     ll = 0;
   }
+  if (kind == IRIS_COLL_AR && W > 1) { /* the two-shot LL: does the chunk fit its slots? */
+    const size_t per = 8 / es, chunk_bytes = ((count + (size_t)W - 1) / (size_t)W + per - 1) / per * 8;
+    if (algo == IRIS_ALGO_TWO_SHOT_LL && chunk_bytes > IRIS_COLL_LL2_BYTES)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL takes at most %zu bytes per rank's chunk (the message / %d), not %zu", me,
+                              name, IRIS_COLL_LL2_BYTES, W, chunk_bytes);
+    if (algo == IRIS_ALGO_TWO_SHOT_LL || (algo == IRIS_ALGO_AUTO && !ll && count * es <= IRIS_COLL_LL2_MAX_AR && chunk_bytes <= IRIS_COLL_LL2_BYTES)) ll = 2;
+  } else if (algo == IRIS_ALGO_TWO_SHOT_LL && kind != IRIS_COLL_AR) {
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL is an all-reduce algorithm", me, name);
+  }
   if (ll || W == 1) {
     /* peers never touch the user's buffers: any device memory works */
     if (W == 1) {
       if (send != recv) e = iris_coll_memcpy_async(recv, send, out_elems * es, stream);
       else e = iris_coll_success;
     } else {
-      iris_coll_launch(s, kind, 1, t, op, send, recv, count, root, ctas, stream);
+      iris_coll_launch(s, kind, ll, t, op, send, recv, count, root, ctas, stream);
       e = iris_coll_get_last_error();
     }
     if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_coll_error_text(e));
@@ -1150,9 +1297,7 @@ static iris_status_t iris_coll_run(iris_t *ctx, int kind, const void *send, void
     }
     if (!s->stage_bytes)
       return iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: %s: buffers off the symmetric heap need the staging area (IRIS_COLL_STAGING is 0)", me, name);
-    step = s->stage_bytes / (es * (size_t)(chunked_in || chunked_out ? W : 1));
-    step -= step % 16; /* keep chunks 16-byte aligned */
-    if (step == 0) step = 1;
+    step = iris_coll_staging_step(s->stage_bytes, es, W, chunked_in || chunked_out);
     for (c0 = 0; c0 < count; c0 += step) {
       const size_t n = count - c0 < step ? count - c0 : step;
       const char *in = heap_in ? (const char *)send + c0 * es : s->stage_in;

@@ -16,6 +16,9 @@
  *                                that have arrived (events order them). For
  *                                IRIS_GEMM_A_ROWS the local shard is multiplied first,
  *                                so the first copy is hidden too.
+ *                                The chunk GEMMs alternate between two streams
+ *                                (desc.gemm_streams) so one's last wave overlaps
+ *                                the next one's first.
  *     IRIS_GEMM_PATH_FUSED       one persistent kernel in the Iris "HBM buffer" design:
  *                                fetcher CTAs pull (m-tile, k-group) blocks of A into
  *                                the staging buffer and raise a ready flag per block;
@@ -101,9 +104,10 @@ typedef struct iris_ag_gemm_desc {
   int k_group;          /* fused kernel: columns of A per ready flag; 0 = auto */
   int stage_a;          /* 1: A shards are not on the heap; copy them into the plan's */
   int trace;            /* 1: record a trace (needs -DIRIS_GEMM_TRACE) */
+  int gemm_streams;     /* pipelined: streams the chunk GEMMs alternate on, 1 or 2; 0 = auto (2) */
 } iris_ag_gemm_desc_t;
 #define IRIS_AG_GEMM_DESC_INIT \
-  {sizeof(iris_ag_gemm_desc_t), IRIS_GEMM_A_ROWS, 0, 0, 0, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_AUTO, 0, 0, 0, 0, 0}
+  {sizeof(iris_ag_gemm_desc_t), IRIS_GEMM_A_ROWS, 0, 0, 0, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_AUTO, 0, 0, 0, 0, 0, 0}
 
 typedef struct iris_ag_gemm iris_ag_gemm_t;
 
@@ -421,6 +425,9 @@ struct iris_ag_gemm {
   unsigned *flag_block;           /* heap: ready | arrive | done | counters */
   iris_stream_t copy[IRIS_MAX_RANKS];
   iris_gemm_event_t fork, join, tail[IRIS_MAX_RANKS], ev[IRIS_MAX_RANKS][IRIS_GEMM_MAX_CHUNKS];
+  iris_stream_t aux;              /* pipelined: the second GEMM stream */
+  iris_gemm_event_t aux_join;
+  int gemm_streams;
   int nchunks;
   long long chunk_row[IRIS_GEMM_MAX_CHUNKS + 1];
 #if defined(IRIS_GEMM_HAVE_CORE)
@@ -432,7 +439,7 @@ struct iris_ag_gemm {
 #if defined(IRIS_GEMM_HAVE_BLAS)
   cublasLtHandle_t lt;
   cublasLtMatmulDesc_t op;
-  void *lt_ws;
+  void *lt_ws[2];                 /* one workspace per GEMM stream */
   size_t lt_ws_bytes;
   int nshapes;
   iris_gemm_blas_shape_t shapes[IRIS_GEMM_BLAS_SHAPES];
@@ -496,6 +503,7 @@ static iris_status_t iris_gemm_check_desc(const iris_ag_gemm_desc_t *d, int W, i
   else if ((unsigned)d->path >= IRIS_GEMM_PATH_COUNT) bad = "unknown path";
   else if (d->chunks < 0 || d->chunks > IRIS_GEMM_MAX_CHUNKS) bad = "chunks must be in [0, 16]";
   else if (d->fetch_ctas < 0 || d->k_group < 0 || d->k_group % 64) bad = "fetch_ctas must be >= 0 and k_group a multiple of 64";
+  else if (d->gemm_streams < 0 || d->gemm_streams > 2) bad = "gemm_streams must be 0 (auto), 1 or 2";
   if (bad) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_create: %s", me, bad);
   return IRIS_SUCCESS;
 }
@@ -518,7 +526,8 @@ static iris_status_t iris_gemm_blas_init(iris_ag_gemm_t *g) {
     cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
   }
   g->lt_ws_bytes = (size_t)32 << 20;
-  IRIS_GEMM_TRY(cudaMalloc(&g->lt_ws, g->lt_ws_bytes), "cudaMalloc of the cuBLASLt workspace");
+  IRIS_GEMM_TRY(cudaMalloc(&g->lt_ws[0], g->lt_ws_bytes), "cudaMalloc of the cuBLASLt workspace");
+  if (g->gemm_streams > 1) IRIS_GEMM_TRY(cudaMalloc(&g->lt_ws[1], g->lt_ws_bytes), "cudaMalloc of the second cuBLASLt workspace");
   return IRIS_SUCCESS;
 }
 
@@ -559,16 +568,18 @@ static iris_status_t iris_gemm_blas_shape(iris_ag_gemm_t *g, long long rows, lon
   return IRIS_SUCCESS;
 }
 
-/* Enqueue C[row0 : row0 + rows] = A(rows, lda) * B (+ bias). */
+/* Enqueue C[row0 : row0 + rows] = A(rows, lda) * B (+ bias) on GEMM stream `which`
+ * (0: the caller's stream, 1: the plan's second one; each has its own workspace). */
 static iris_status_t iris_gemm_blas_run(iris_ag_gemm_t *g, const char *a, long long lda, long long rows, long long row0, const void *b, const void *bias, void *c,
-                                        iris_stream_t stream) {
+                                        iris_stream_t main_stream, int which) {
+  iris_stream_t stream = which ? g->aux : main_stream;
   iris_gemm_blas_shape_t *s;
   iris_status_t st;
   const float one = 1.0f, zero = 0.0f;
   char *cr = (char *)c + (size_t)row0 * g->d.N * g->cs;
   if ((st = iris_gemm_blas_shape(g, rows, lda, &s)) != IRIS_SUCCESS) return st;
   if (g->d.has_bias) cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-  if (cublasLtMatmul(g->lt, g->op, &one, b, s->a, a, s->b, &zero, cr, s->c, cr, s->c, &s->algo, g->lt_ws, g->lt_ws_bytes, stream) != CUBLAS_STATUS_SUCCESS)
+  if (cublasLtMatmul(g->lt, g->op, &one, b, s->a, a, s->b, &zero, cr, s->c, cr, s->c, &s->algo, g->lt_ws[which], g->lt_ws_bytes, stream) != CUBLAS_STATUS_SUCCESS)
     return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_ag_gemm: cublasLtMatmul failed (%lld rows)", g->me, rows);
   return IRIS_SUCCESS;
 }
@@ -677,14 +688,20 @@ static void iris_gemm_plan_chunks(iris_ag_gemm_t *g) {
 
 #if defined(IRIS_GEMM_HAVE_BLAS)
 /* PIPELINED. ROWS: copies of peers' shards in ring order (me+1, me+2, ...) on one copy
- * stream, one event per chunk; the main stream multiplies the local shard straight from
- * the heap, then each chunk as its event fires. COLS: chunk c's pieces from every rank
- * (local one included) on the owners' streams; chunk c's GEMM waits for all of them. */
+ * stream, one event per chunk; the local shard is multiplied straight from the heap,
+ * then each chunk as its event fires. COLS: chunk c's pieces from every rank (local one
+ * included) on the owners' streams; chunk c's GEMM waits for all of them.
+ * The GEMMs alternate between the caller's stream and a second one (gemm_streams = 2),
+ * so the last wave of one GEMM overlaps the first of the next: each GEMM covers only
+ * M/W (or M/chunks) rows, and run one after another they lose their tails to wave
+ * quantization (BENCHMARKS.md, "W chunks"). Their C rows are disjoint. */
 static iris_status_t iris_gemm_run_pipelined(iris_ag_gemm_t *g, const char *a, const void *b, const void *bias, void *c, iris_stream_t s) {
   const iris_ag_gemm_desc_t *d = &g->d;
   iris_status_t st;
-  int i, j, q;
+  int i, j, q, k = 0;
   if ((st = iris_gemm_fork(g, s)) != IRIS_SUCCESS) return st;
+  if (g->gemm_streams > 1) IRIS_GEMM_TRY(iris_gemm_wait_event(g->aux, g->fork), "forking the second GEMM stream");
+#define IRIS_GEMM_NEXT_STREAM() (g->gemm_streams > 1 ? (k++ & 1) : 0)
   if (d->layout == IRIS_GEMM_A_ROWS) {
     const long long ml = d->M / g->W;
     for (i = 1; i < g->W; ++i) {
@@ -694,13 +711,14 @@ static iris_status_t iris_gemm_run_pipelined(iris_ag_gemm_t *g, const char *a, c
         IRIS_GEMM_TRY(iris_gemm_record(g->ev[q][j], g->copy[0]), "recording a chunk event");
       }
     }
-    if ((st = iris_gemm_blas_run(g, a, d->K, ml, g->me * ml, b, bias, c, s)) != IRIS_SUCCESS) return st;
+    if ((st = iris_gemm_blas_run(g, a, d->K, ml, g->me * ml, b, bias, c, s, IRIS_GEMM_NEXT_STREAM())) != IRIS_SUCCESS) return st;
     for (i = 1; i < g->W; ++i) {
       q = (g->me + i) % g->W;
       for (j = 0; j < g->nchunks; ++j) {
         const long long r0 = q * ml + g->chunk_row[j];
-        IRIS_GEMM_TRY(iris_gemm_wait_event(s, g->ev[q][j]), "waiting for a chunk");
-        if ((st = iris_gemm_blas_run(g, g->staged + (size_t)r0 * d->K * g->es, d->K, g->chunk_row[j + 1] - g->chunk_row[j], r0, b, bias, c, s)) != IRIS_SUCCESS)
+        const int w = IRIS_GEMM_NEXT_STREAM();
+        IRIS_GEMM_TRY(iris_gemm_wait_event(w ? g->aux : s, g->ev[q][j]), "waiting for a chunk");
+        if ((st = iris_gemm_blas_run(g, g->staged + (size_t)r0 * d->K * g->es, d->K, g->chunk_row[j + 1] - g->chunk_row[j], r0, b, bias, c, s, w)) != IRIS_SUCCESS)
           return st;
       }
     }
@@ -711,9 +729,15 @@ static iris_status_t iris_gemm_run_pipelined(iris_ag_gemm_t *g, const char *a, c
     }
     for (j = 0; j < g->nchunks; ++j) {
       const long long r0 = g->chunk_row[j];
-      for (q = 0; q < g->W; ++q) IRIS_GEMM_TRY(iris_gemm_wait_event(s, g->ev[q][j]), "waiting for a chunk");
-      if ((st = iris_gemm_blas_run(g, g->staged + (size_t)r0 * d->K * g->es, d->K, g->chunk_row[j + 1] - r0, r0, b, bias, c, s)) != IRIS_SUCCESS) return st;
+      const int w = IRIS_GEMM_NEXT_STREAM();
+      for (q = 0; q < g->W; ++q) IRIS_GEMM_TRY(iris_gemm_wait_event(w ? g->aux : s, g->ev[q][j]), "waiting for a chunk");
+      if ((st = iris_gemm_blas_run(g, g->staged + (size_t)r0 * d->K * g->es, d->K, g->chunk_row[j + 1] - r0, r0, b, bias, c, s, w)) != IRIS_SUCCESS) return st;
     }
+  }
+#undef IRIS_GEMM_NEXT_STREAM
+  if (g->gemm_streams > 1) {
+    IRIS_GEMM_TRY(iris_gemm_record(g->aux_join, g->aux), "recording the second GEMM stream's end");
+    IRIS_GEMM_TRY(iris_gemm_wait_event(s, g->aux_join), "joining the second GEMM stream");
   }
   return iris_gemm_close(g, s);
 }
@@ -734,7 +758,7 @@ static iris_status_t iris_gemm_run_unfused(iris_ag_gemm_t *g, const char *a, con
   } else if ((st = iris_gemm_copy_rows(g, a, 0, d->M, 1)) != IRIS_SUCCESS)
     return st;
   if ((st = iris_gemm_close(g, s)) != IRIS_SUCCESS) return st; /* the GEMM needs every copy */
-  return iris_gemm_blas_run(g, g->staged, d->K, d->M, 0, b, bias, c, s);
+  return iris_gemm_blas_run(g, g->staged, d->K, d->M, 0, b, bias, c, s, 0);
 }
 #endif /* IRIS_GEMM_HAVE_BLAS */
 
@@ -849,6 +873,10 @@ static iris_status_t iris_gemm_create_local(iris_ag_gemm_t *g) {
   if (cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming) != cudaSuccess || cudaEventCreateWithFlags(&g->join, cudaEventDisableTiming) != cudaSuccess)
     return iris_gemm_gpu_fail(ctx, "creating an event", (int)cudaGetLastError());
   iris_gemm_plan_chunks(g);
+  g->gemm_streams = g->path != IRIS_GEMM_PATH_PIPELINED ? 1 : desc->gemm_streams ? desc->gemm_streams : 2;
+  if (g->gemm_streams > 1 &&
+      (cudaStreamCreateWithFlags(&g->aux, cudaStreamNonBlocking) != cudaSuccess || cudaEventCreateWithFlags(&g->aux_join, cudaEventDisableTiming) != cudaSuccess))
+    return iris_gemm_gpu_fail(ctx, "creating the second GEMM stream", (int)cudaGetLastError());
 #if defined(IRIS_GEMM_HAVE_BLAS)
   if (g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED) {
     iris_status_t st;
@@ -905,9 +933,9 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
    * description does not leave the others waiting (fields, not bytes: the struct has
    * padding) */
   {
-    const int nf = 15;
-    long long mine[15] = {(long long)desc->struct_size, desc->layout, desc->M, desc->N, desc->K, desc->a_type, desc->c_type, desc->b_transposed, desc->has_bias,
-                          desc->path, desc->chunks, desc->fetch_ctas, desc->k_group, desc->stage_a, desc->trace};
+    const int nf = 16;
+    long long mine[16] = {(long long)desc->struct_size, desc->layout, desc->M, desc->N, desc->K, desc->a_type, desc->c_type, desc->b_transposed, desc->has_bias,
+                          desc->path, desc->chunks, desc->fetch_ctas, desc->k_group, desc->stage_a, desc->trace, desc->gemm_streams};
     long long *all = (long long *)calloc((size_t)W * nf, sizeof *all);
     if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
     if ((st = iris_allgather_host(ctx, mine, all, sizeof mine)) != IRIS_SUCCESS) { free(all); return st; }
@@ -1108,6 +1136,8 @@ IRIS_DEF iris_status_t iris_ag_gemm_destroy(iris_ag_gemm_t *g) {
   }
   if (g->fork) cudaEventDestroy(g->fork);
   if (g->join) cudaEventDestroy(g->join);
+  if (g->aux) cudaStreamDestroy(g->aux);
+  if (g->aux_join) cudaEventDestroy(g->aux_join);
   if (g->staged) cudaFree(g->staged);
   if (g->trace) cudaFree(g->trace);
 #if defined(IRIS_GEMM_HAVE_BLAS)
@@ -1118,7 +1148,8 @@ IRIS_DEF iris_status_t iris_ag_gemm_destroy(iris_ag_gemm_t *g) {
   }
   if (g->op) cublasLtMatmulDescDestroy(g->op);
   if (g->lt) cublasLtDestroy(g->lt);
-  if (g->lt_ws) cudaFree(g->lt_ws);
+  if (g->lt_ws[0]) cudaFree(g->lt_ws[0]);
+  if (g->lt_ws[1]) cudaFree(g->lt_ws[1]);
 #endif
 #endif
   (void)q;

@@ -15,7 +15,9 @@
 // BENCH_LAYOUT=cols (A sharded by columns; the NCCL baseline then gathers rows, which
 // is the same traffic), BENCH_TRACE=file.json (build with -DIRIS_GEMM_TRACE: one traced
 // fused run of the first shape, written per rank as file.json.<rank>), BENCH_FETCH=8,16,32
-// (the fused kernel with each of these fetcher CTA counts).
+// (the fused kernel with each of these fetcher CTA counts), BENCH_PIPE=0x0,1x0,2x2
+// (pipelined variants SxC: S GEMM streams, C chunks per peer, 0 = default; the first is
+// the "pipelined" row, the others "pipe/sScC"; default 0x0,1x0).
 #define IRIS_IMPLEMENTATION
 #include "../iris_gemm.h"
 #include "bench_util.h"
@@ -117,6 +119,10 @@ int main(int argc, char **argv) {
   const bool cols = getenv("BENCH_LAYOUT") && !strcmp(getenv("BENCH_LAYOUT"), "cols");
   const std::vector<std::string> only_m = split(getenv("BENCH_M")), only_shape = split(getenv("BENCH_SHAPES")), only_path = split(getenv("BENCH_PATHS"));
   const std::vector<std::string> fetch = split(getenv("BENCH_FETCH")); // fused kernel: fetcher CTA counts to try
+  // pipelined variants "SxC": S GEMM streams, C chunks per peer (0 = the plan's default);
+  // the first is reported as "pipelined", the others as "pipe/sScC"
+  std::vector<std::string> pipe = split(getenv("BENCH_PIPE"));
+  if (pipe.empty()) pipe = {"0x0", "1x0"};
   const char *csv_path = getenv("BENCH_CSV"), *trace = getenv("BENCH_TRACE");
   FILE *csv = rank_ == 0 && csv_path && *csv_path ? fopen(csv_path, "w") : NULL;
   if (csv) fprintf(csv, "ranks,layout,M,N,K,variant,ms,tflops_per_gpu,speedup_vs_nccl_cublas,hidden\n");
@@ -175,13 +181,19 @@ int main(int argc, char **argv) {
       row("nccl+cublas", unf, unf, alone);
       for (iris_gemm_path_t p : paths) {
         if (!wanted(only_path, iris_gemm_path_name(p))) continue;
-        const bool kernel = p == IRIS_GEMM_PATH_FUSED || p == IRIS_GEMM_PATH_KERNEL_UNFUSED;
-        for (size_t fi = 0; fi < (kernel && !fetch.empty() ? fetch.size() : 1); fi++) {
+        const bool kernel = p == IRIS_GEMM_PATH_FUSED || p == IRIS_GEMM_PATH_KERNEL_UNFUSED, piped = p == IRIS_GEMM_PATH_PIPELINED;
+        const size_t variants = kernel && !fetch.empty() ? fetch.size() : piped ? pipe.size() : 1;
+        for (size_t fi = 0; fi < variants; fi++) {
           iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
           d.layout = cols ? IRIS_GEMM_A_COLS : IRIS_GEMM_A_ROWS;
           d.M = M; d.N = N; d.K = K; d.path = p;
           std::string name = iris_gemm_path_name(p);
           if (kernel && !fetch.empty() && p == IRIS_GEMM_PATH_FUSED) { d.fetch_ctas = atoi(fetch[fi].c_str()); name += "/F" + fetch[fi]; }
+          if (piped) {
+            d.gemm_streams = atoi(pipe[fi].c_str());
+            d.chunks = strchr(pipe[fi].c_str(), 'x') ? atoi(strchr(pipe[fi].c_str(), 'x') + 1) : 0;
+            if (fi) name = "pipe/s" + std::to_string(d.gemm_streams) + "c" + std::to_string(d.chunks);
+          }
           iris_ag_gemm_t *g;
           if (iris_ag_gemm_create(ctx, &d, &g) != IRIS_SUCCESS) {
             if (rank_ == 0) printf("%6lld %6lld %6lld %-15s skipped: %s\n", M, N, K, name.c_str(), iris_error_detail());
@@ -190,7 +202,7 @@ int main(int argc, char **argv) {
           const double t = time_op([&] { IK(iris_ag_gemm_run(g, a_shard, b, NULL, c, stream)); }, reps);
           row(name.c_str(), t, unf, alone);
           IK(iris_ag_gemm_destroy(g));
-          if (p != IRIS_GEMM_PATH_FUSED) break;
+          if (p != IRIS_GEMM_PATH_FUSED && !piped) break;
         }
       }
 #if defined(IRIS_GEMM_TRACE)

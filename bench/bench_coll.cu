@@ -3,7 +3,7 @@
 //   all_to_all, broadcast (root 0); bf16 elements; sizes 1 KiB .. max_bytes by powers of 2.
 //   Variants at each size: nccl (cudaMalloc buffers), nccl_symm (ncclMemAlloc buffers in
 //   windows registered NCCL_WIN_COLL_SYMMETRIC), iris_auto, iris_latency (sizes up to
-//   256 KiB), iris_bandwidth. The iris buffers live on the symmetric heap.
+//   256 KiB), iris_bandwidth, iris_2shot_ll (all_reduce up to W x IRIS_COLL_LL2_BYTES). The iris buffers live on the symmetric heap.
 // Size ("bytes"): all_reduce, broadcast: the message; all_gather: the input per rank (the
 //   output is ranks x that); reduce_scatter, all_to_all: the input per rank, split in W
 //   equal parts. algbw = (all_gather: the output, else: the size) / time; busbw = algbw x
@@ -56,8 +56,8 @@
 
 enum { C_AR, C_AG, C_RS, C_A2A, C_BC, C_N };
 static const char *coll_name[C_N] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"};
-enum { V_NCCL, V_NCCL_SYMM, V_AUTO, V_LATENCY, V_BANDWIDTH, V_N };
-static const char *var_name[V_N] = {"nccl", "nccl_symm", "iris_auto", "iris_latency", "iris_bandwidth"};
+enum { V_NCCL, V_NCCL_SYMM, V_AUTO, V_LATENCY, V_BANDWIDTH, V_LL2, V_N };
+static const char *var_name[V_N] = {"nccl", "nccl_symm", "iris_auto", "iris_latency", "iris_bandwidth", "iris_2shot_ll"};
 static const size_t KiB = 1024, MiB = KiB << 10, GiB = MiB << 10;
 static const size_t LATENCY_MAX = IRIS_COLL_LL_BYTES; // iris_latency runs up to this size
 
@@ -149,7 +149,7 @@ static iris_status_t enqueue(const Op &op, int v, cudaStream_t s) {
     return IRIS_SUCCESS;
   }
   iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
-  o.algo = v == V_AUTO ? IRIS_ALGO_AUTO : v == V_LATENCY ? IRIS_ALGO_LATENCY : IRIS_ALGO_BANDWIDTH;
+  o.algo = v == V_AUTO ? IRIS_ALGO_AUTO : v == V_LATENCY ? IRIS_ALGO_LATENCY : v == V_LL2 ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_BANDWIDTH;
   iris_dtype_t t = op.fp32 ? IRIS_FLOAT32 : IRIS_BFLOAT16;
   switch (op.coll) {
   case C_AR: return iris_all_reduce_ex(ctx, b.in, b.out, op.count, t, IRIS_SUM, s, &o);
@@ -212,7 +212,7 @@ static Res measure(const Op &op, int v) {
   IK(iris_allgather_host(ctx, &st_i, sts.data(), sizeof st_i));
   for (int r = 0; r < W; r++) {
     if (sts[r] == IRIS_SUCCESS) continue;
-    bool skip = (v == V_LATENCY || v == V_BANDWIDTH) && (sts[r] == IRIS_ERROR_UNSUPPORTED || sts[r] == IRIS_ERROR_INVALID_ARGUMENT);
+    bool skip = (v == V_LATENCY || v == V_BANDWIDTH || v == V_LL2) && (sts[r] == IRIS_ERROR_UNSUPPORTED || sts[r] == IRIS_ERROR_INVALID_ARGUMENT);
     for (int q = 0; q < W; q++) skip = skip && sts[q] == sts[r];
     if (!skip) {
       fprintf(stderr, "bench: rank %d: %s %s %.0f bytes failed on rank %d: %s%s%s\n", rank, coll_name[op.coll], var_name[v], op.bytes, r,
@@ -481,6 +481,7 @@ int main(int argc, char **argv) {
         double best_g = 1e30, best_e = 1e30;
         for (int v = 0; v < V_N; v++) {
           if ((v == V_NCCL_SYMM && !symm) || (v == V_LATENCY && op.bytes > LATENCY_MAX)) continue;
+          if (v == V_LL2 && (c != C_AR || op.bytes > (double)IRIS_COLL_LL2_BYTES * W)) continue;
           Res r = measure(op, v);
           if (r.skipped == IRIS_SUCCESS && v <= V_NCCL_SYMM) best_g = std::min(best_g, r.graph_us), best_e = std::min(best_e, r.eager_us);
           bad_rows += r.bad != 0;

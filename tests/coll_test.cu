@@ -99,9 +99,10 @@ static bool test_matrix(Suite &s, Bufs &B) {
       for (int op = 0; op < nops; op++) {
         bool ok = true;
         for (size_t count : counts)
-          for (iris_algo_t algo : {IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_AUTO}) {
+          for (iris_algo_t algo : {IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_TWO_SHOT_LL, IRIS_ALGO_AUTO}) {
             size_t es = iris_dtype_size((iris_dtype_t)type);
             if (algo == IRIS_ALGO_LATENCY && count * es > IRIS_COLL_LL_BYTES) continue;
+            if (algo == IRIS_ALGO_TWO_SHOT_LL && (kind != IRIS_COLL_AR || (count + s.world - 1) / s.world * es + 8 > IRIS_COLL_LL2_BYTES)) continue;
             for (int placement = 0; placement < 4; placement++) {
               if (placement && count > 70000 && algo != IRIS_ALGO_AUTO) continue; // keep the run short
               int root = kind == IRIS_COLL_BC ? call % s.world : 0;
@@ -111,8 +112,8 @@ static bool test_matrix(Suite &s, Bufs &B) {
             if (!ok) break;
           }
         char name[160];
-        snprintf(name, sizeof name, "%s %s%s%s: counts 1..300007, latency/bandwidth/auto, heap/off-heap/in-place, exact", kind_names[kind], type_names[type],
-                 nops > 1 ? " " : "", nops > 1 ? op_names[op] : "");
+        snprintf(name, sizeof name, "%s %s%s%s: counts 1..300007, latency/bandwidth/%sauto, heap/off-heap/in-place, exact", kind_names[kind], type_names[type],
+                 nops > 1 ? " " : "", nops > 1 ? op_names[op] : "", kind == IRIS_COLL_AR ? "two-shot LL/" : "");
         if (!report(s, name, ok)) return true;
       }
     }
@@ -243,7 +244,8 @@ static bool test_back_to_back(Suite &s) {
   if (!barrier(s)) return false;
   for (int c = 0; c < calls; c++) {
     int kind = c % IRIS_COLL_KINDS;
-    iris_algo_t algo = (c / IRIS_COLL_KINDS) % 2 ? IRIS_ALGO_BANDWIDTH : IRIS_ALGO_LATENCY;
+    const int m = (c / IRIS_COLL_KINDS) % 3; // latency, bandwidth, and (all-reduce) the two-shot LL, interleaved
+    iris_algo_t algo = m == 1 ? IRIS_ALGO_BANDWIDTH : m == 2 && kind == IRIS_COLL_AR ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_LATENCY;
     IK(call_coll(s.ctx, kind, in + (size_t)c * W * n, out + (size_t)c * W * n, n, IRIS_INT32, IRIS_SUM, c % W, algo, 0));
   }
   CK(cudaDeviceSynchronize());
@@ -269,7 +271,7 @@ static bool test_back_to_back(Suite &s) {
       }
     }
   }
-  report(s, "3000 back-to-back calls, all kinds, latency and bandwidth interleaved (epochs, LL parity)", ok);
+  report(s, "3000 back-to-back calls, all kinds, latency, bandwidth and two-shot LL interleaved (epochs, LL parity)", ok);
   // broadcasts alone, from one root: the root waits for nobody's data, so nothing but
   // the receivers' arrival keeps it from overwriting a slot still being read
   {
@@ -370,7 +372,9 @@ static bool test_graph(Suite &s) {
     IK(iris_all_to_all_ex(s.ctx, in[3], out[3], n, IRIS_INT32, st, &big));
     IK(iris_broadcast_ex(s.ctx, in[4], out[4], n, IRIS_INT32, root, st, &o));
     IK(iris_broadcast_ex(s.ctx, in[4], out[5], n, IRIS_INT32, root2, st, &big));
-    IK(iris_all_reduce_ex(s.ctx, fin, fout, n, IRIS_FLOAT32, IRIS_SUM, st, &big));
+    iris_coll_opts_t f = IRIS_COLL_OPTS_INIT; // captured: the two-shot LL; eager: the bandwidth two-shot
+    f.algo = small == IRIS_ALGO_LATENCY ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_BANDWIDTH;
+    IK(iris_all_reduce_ex(s.ctx, fin, fout, n, IRIS_FLOAT32, IRIS_SUM, st, &f));
     k_graph_check<<<16, 256, 0, st>>>(out[0], out[1], out[2], out[3], out[4], out[5], fout, n, W, s.seed, s.rank, root, root2, errs);
     k_graph_next<<<1, 1, 0, st>>>();
     return true;
@@ -420,10 +424,15 @@ static bool test_bad_input(Suite &s, Bufs &B) {
   ok &= iris_all_gather(s.ctx, NULL, B.hr, 10, IRIS_FLOAT32, 0) == IRIS_ERROR_INVALID_ARGUMENT;
   o.algo = IRIS_ALGO_LATENCY;
   ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, IRIS_COLL_LL_BYTES, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  o.algo = IRIS_ALGO_TWO_SHOT_LL;
+  ok &= iris_all_gather_ex(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;                      // all-reduce only
+  ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, (IRIS_COLL_LL2_BYTES / 4 + 1) * s.world, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT; // chunk too big
+  o.algo = (iris_algo_t)9;
+  ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   o.struct_size = 3;
   ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   ok &= iris_all_reduce(s.ctx, B.hs, B.hr, 0, IRIS_FLOAT32, IRIS_SUM, 0) == IRIS_SUCCESS; // count 0: nothing to do
-  report(s, "bad input: unknown type or op, bad root, NULL buffer, oversized latency call, bad options", ok);
+  report(s, "bad input: unknown type or op, bad root, NULL buffer, oversized latency or two-shot LL call, two-shot LL on all-gather, unknown algorithm, bad options", ok);
   // ranks disagree on the count: the kernels notice, move nothing, and stay in step
   iris_coll_opts_t bw = IRIS_COLL_OPTS_INIT;
   bw.algo = IRIS_ALGO_BANDWIDTH;

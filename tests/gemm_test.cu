@@ -65,6 +65,7 @@ struct Case {
   int iters;     // calls, each with fresh A, each checked
   int rows_chk;  // 0: check every row; else this many sampled rows (every element still checked for being written)
   int chunks = 0;
+  int streams = 0; // pipelined: gemm_streams (0 = the plan's default, 2)
 };
 
 static const char *tname(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? "bf16" : t == IRIS_FLOAT16 ? "fp16" : "fp32"; }
@@ -112,7 +113,7 @@ template <typename T, typename C>
 static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
   const int W = s.world, me = s.rank;
   iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
-  d.layout = k.layout; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = k.a; d.c_type = k.c; d.b_transposed = k.bt; d.has_bias = k.bias; d.path = k.path; d.chunks = k.chunks;
+  d.layout = k.layout; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = k.a; d.c_type = k.c; d.b_transposed = k.bt; d.has_bias = k.bias; d.path = k.path; d.chunks = k.chunks; d.gemm_streams = k.streams;
   iris_ag_gemm_t *g = NULL;
   IK(iris_ag_gemm_create(s.ctx, &d, &g));
   const size_t shard = (size_t)(k.layout == IRIS_GEMM_A_ROWS ? k.M / W * k.K : k.M * (k.K / W));
@@ -196,7 +197,10 @@ static void bad_input(Suite &s) {
   d.K = 256; d.N = s.rank == W - 1 ? 264 : 256; // the last rank disagrees
   ok = iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_ERROR_MISMATCH && !g;
   report(s, "create with a different N on one rank: IRIS_ERROR_MISMATCH on every rank", ok);
-  d.N = 256;
+  d.N = 256; d.gemm_streams = 3;
+  ok = iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_ERROR_INVALID_ARGUMENT && !g;
+  report(s, "create refuses gemm_streams = 3", ok);
+  d.gemm_streams = 0;
   ok = iris_heap_used(s.ctx) == used;
   report(s, "refused creates leave the heap as it was", ok);
   // run-time checks
@@ -260,6 +264,9 @@ int main(int argc, char **argv) {
   if (!quick) {
     // pipelined, rows, 3 GEMMs per peer shard instead of the merged schedule
     one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_PIPELINED, 300LL * W, 264, 520, 3, 0, 3}, false, ", chunks = 3");
+    // pipelined on one GEMM stream, and COLS with 5 chunks over two GEMM streams in a graph
+    one(s, Case{IRIS_GEMM_A_ROWS, IRIS_FLOAT16, IRIS_FLOAT32, 1, 1, IRIS_GEMM_PATH_PIPELINED, 320LL * W, 264, 520, 3, 0, 2, 1}, false, ", gemm_streams = 1, chunks = 2");
+    one(s, Case{IRIS_GEMM_A_COLS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_PIPELINED, 1000, 264, 128LL * W, 20, 0, 5, 2}, true, ", gemm_streams = 2, chunks = 5");
     // many back-to-back calls: every epoch and flag reused; A regenerated between calls
     one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_FUSED, 128LL * W, 64, 128, 2000, 0}, false);
     one(s, Case{IRIS_GEMM_A_COLS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_FUSED, 192, 64, 64LL * W, 2000, 0}, true);
