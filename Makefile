@@ -51,7 +51,7 @@ check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940: | $(B)
 	bash tests/codegen/check.sh $(subst check-codegen-,,$@)
 
 # ---------------------------------------------------------------- test programs
-$(B)/host_test: tests/host_test.c iris.h | $(B)
+$(B)/host_test: tests/host_test.c iris.h iris_collectives.h | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE -O1 -g $(CWARN) $(CUDA_CFLAGS) -I. $< -o $@ $(CUDA_LIBS)
 $(B)/gpu_test: tests/gpu_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@

@@ -923,9 +923,13 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_allgather(iris_rendezvous_t *r, cons
   if (bytes) memcpy((char *)recv + (size_t)r->rank * bytes, send, bytes);
   if (r->world == 1) return IRIS_SUCCESS;
   if (r->rank != 0) {
-    if ((e = iris_detail_send_frame(r->fds[0], IRIS_DETAIL_GATHER, r->rank, 0, seq, send, bytes, deadline)) != 0)
+    if ((e = iris_detail_send_frame(r->fds[0], IRIS_DETAIL_GATHER, r->rank, 0, seq, send, bytes, deadline)) != 0) {
+      /* rank 0 may have given up already (another rank left) and said why before it
+       * closed: that reason is still in our socket, and is the one to report */
+      if (e != ETIMEDOUT && iris_detail_recv_header(r->fds[0], &f, iris_detail_now_ms() + 500) == 0 && f.type == IRIS_DETAIL_ERROR) return (iris_status_t)f.status;
       return e == ETIMEDOUT ? iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out sending to rank 0", r->name, r->rank)
                             : iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d lost rank 0 (%s); did it exit or fail?", r->name, r->rank, strerror(e));
+    }
     e = iris_detail_recv_header(r->fds[0], &f, deadline + 2000);
     if (e == ETIMEDOUT)
       return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for rank 0 (collective #%llu)", r->name, r->rank,

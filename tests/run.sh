@@ -51,6 +51,11 @@ expect_trap() {
 export MAKEFLAGS="${MAKEFLAGS:--j$(nproc 2>/dev/null || echo 2)}"
 have_hip=0; command -v "${HIPCC:-hipcc}" >/dev/null 2>&1 && [ -f /usr/include/hip/hip_runtime.h -o -d /opt/rocm/include/hip ] && have_hip=1
 ngpu=0; command -v nvidia-smi >/dev/null 2>&1 && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# world sizes of the multi-GPU tests: 2 and 4, plus every GPU of this machine when it has
+# more (8 on an 8-GPU host; at most 16, IRIS_MAX_RANKS); IRIS_TEST_WORLDS="2 3 4 8" sets
+# them (docs/world_size.md)
+worlds=${IRIS_TEST_WORLDS:-"2 4"}
+if [ -z "${IRIS_TEST_WORLDS:-}" ] && [ "$ngpu" -gt 4 ]; then worlds="$worlds $((ngpu < 16 ? ngpu : 16))"; fi
 
 # IRIS_TEST_ONLY=gpu (make test-gpu): only the GPU section, with the binaries already built
 only=${IRIS_TEST_ONLY:-all}
@@ -90,22 +95,22 @@ fi # only != gpu
 echo "# GPU tests"
 if [ "$ngpu" -lt 2 ]; then
   why="no GPU"; [ "$ngpu" = 1 ] && why="one GPU; these tests need 2 with peer access"
-  for t in "RMA, atomics, message passing, heap, barrier: 2 ranks, one process each" "same: 4 ranks" "same, ranks as threads through bootstrap callbacks: 2 and 4" \
-           "same, bring-up mode 3 (one process, several GPUs): 2 and 4" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "collectives and tile building blocks: 2 and 4 ranks" "tensor-core GEMM core against float64" "all-gather + GEMM, every path: 2 and 4 ranks" "examples run" "MPI bootstrap example"; do
+  for t in "RMA, atomics, message passing, heap, barrier: $worlds ranks, one process each" "same, ranks as threads through bootstrap callbacks: $worlds" \
+           "same, bring-up mode 3 (one process, several GPUs): $worlds" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "collectives and tile building blocks: $worlds ranks" "tensor-core GEMM core against float64" "all-gather + GEMM, every path: $worlds ranks" "examples run" "MPI bootstrap example"; do
     say SKIP "$t" "$why"
   done
 else
   export NCCL_NVLS_ENABLE=0
-  for w in 2 4; do
+  for w in $worlds; do
     if [ "$ngpu" -lt "$w" ]; then say SKIP "GPU tests with $w ranks (3 bring-up modes)" "only $ngpu GPUs"; continue; fi
     for mode in procs hooks local; do run_counted "gpu_test $mode $w" ./build/gpu_test $mode $w; done
   done
-  for w in 2 4; do
+  for w in $worlds; do
     if [ "$ngpu" -ge "$w" ]; then run_counted "coll_test $w" ./build/coll_test $w; run_counted "tile_test $w" ./build/tile_test $w
     else say SKIP "collectives and tile building blocks with $w ranks" "only $ngpu GPUs"; fi
   done
   run_counted "gemm_core_test" ./build/gemm_core_test
-  for w in 2 4; do
+  for w in $worlds; do
     if [ "$ngpu" -ge "$w" ]; then run_counted "gemm_test $w" ./build/gemm_test $w
     else say SKIP "all-gather + GEMM with $w ranks" "only $ngpu GPUs"; fi
   done
