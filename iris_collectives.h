@@ -360,24 +360,31 @@ IRIS_DEVICE_INLINE void iris_coll_ll_store(uint4 *p, uint2 data, unsigned epoch)
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(data.x), "r"(epoch), "r"(data.y), "r"(epoch) : "memory");
 #endif
 }
+/* One read of an LL line (each 8-byte half single-copy atomic). */
+IRIS_DEVICE_INLINE uint4 iris_coll_ll_peek(const uint4 *p) {
+#if defined(IRIS_USE_HIP)
+  unsigned long long lo = __hip_atomic_load((const unsigned long long *)p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+  unsigned long long hi = __hip_atomic_load((const unsigned long long *)p + 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+  return make_uint4((unsigned)lo, (unsigned)(lo >> 32), (unsigned)hi, (unsigned)(hi >> 32));
+#else
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+  return v;
+#endif
+}
+/* Whether a line read by iris_coll_ll_peek carries epoch in both halves (then *data). */
+IRIS_DEVICE_INLINE bool iris_coll_ll_ready(uint4 v, unsigned epoch, uint2 *data) {
+  if (v.y != epoch || v.w != epoch) return false;
+  data->x = v.x;
+  data->y = v.z;
+  return true;
+}
 /* Polls one LL line until both halves carry epoch. */
 IRIS_DEVICE_INLINE bool iris_coll_ll_load(const iris_device_ctx_t &ctx, const uint4 *p, unsigned epoch, uint2 *data) {
   unsigned long long start = 0;
   unsigned spins = 0;
   for (;;) {
-#if defined(IRIS_USE_HIP)
-    unsigned long long lo = __hip_atomic_load((const unsigned long long *)p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
-    unsigned long long hi = __hip_atomic_load((const unsigned long long *)p + 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
-    uint4 v = make_uint4((unsigned)lo, (unsigned)(lo >> 32), (unsigned)hi, (unsigned)(hi >> 32));
-#else
-    uint4 v;
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
-#endif
-    if (v.y == epoch && v.w == epoch) {
-      data->x = v.x;
-      data->y = v.z;
-      return true;
-    }
+    if (iris_coll_ll_ready(iris_coll_ll_peek(p), epoch, data)) return true;
     if (iris_detail_spin_expired(spins, start)) break;
   }
 #if defined(IRIS_DEBUG)
@@ -500,6 +507,7 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
  * pushed its part of it. In place works: a thread reads line l of every chunk of send
  * (step 1) before it writes line l of any chunk of recv. */
 #define IRIS_COLL_LL2_THREADS 256
+#define IRIS_COLL_LL2_BATCH 8 /* ranks whose lines one thread reads at once */
 static_assert(IRIS_COLL_LL2_BYTES % 8 == 0 && IRIS_COLL_LL2_BYTES / 8 <= (size_t)IRIS_COLL_MAX_CTAS * IRIS_COLL_LL2_THREADS, "a two-shot LL chunk must fit the grid");
 template <typename T, int OP>
 __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count) {
@@ -514,24 +522,49 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS) iris_coll_ll2_kernel(ir
   if (l < lines) {
     union { uint2 u; T e[per]; } x;
     A acc[per];
+    uint4 pre[IRIS_COLL_LL2_BATCH];
     int k, r;
     for (k = 1; k < W; k++) { /* 1. push */
       const int p = (me + k) % W;
       x.u = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
       iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)me * d.ll2_lines + l, p), x.u, epoch);
     }
-    for (r = 0; r < W; r++) { /* 2. reduce, rank order: the same result on every rank */
+    /* 2. reduce, rank order (the same result on every rank); the first ranks' lines are
+     * read all at once, so their latencies overlap, and polled only if not there yet */
+#pragma unroll
+    for (r = 0; r < IRIS_COLL_LL2_BATCH; r++)
+      if (r < W && r != me) pre[r] = iris_coll_ll_peek(ph0 + (size_t)r * d.ll2_lines + l);
+#pragma unroll
+    for (r = 0; r < IRIS_COLL_LL2_BATCH; r++) {
+      if (r >= W) break;
+      if (r == me) x.u = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
+      else if (!iris_coll_ll_ready(pre[r], epoch, &x.u) && !iris_coll_ll_load(d.ctx, ph0 + (size_t)r * d.ll2_lines + l, epoch, &x.u)) return;
+#pragma unroll
+      for (k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+    }
+    for (r = IRIS_COLL_LL2_BATCH; r < W; r++) {
       if (r == me) x.u = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
       else if (!iris_coll_ll_load(d.ctx, ph0 + (size_t)r * d.ll2_lines + l, epoch, &x.u)) return;
 #pragma unroll
-      for (k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+      for (k = 0; k < per; k++) acc[k] = iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
     }
 #pragma unroll
     for (k = 0; k < per; k++) x.e[k] = iris_coll_down<T>(acc[k]);
     iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
     for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, (me + k) % W), x.u, epoch);
-    for (k = 1; k < W; k++) { /* 3. collect */
-      r = (me + k) % W;
+    /* 3. collect (batched reads as in 2) */
+#pragma unroll
+    for (r = 0; r < IRIS_COLL_LL2_BATCH; r++)
+      if (r < W && r != me) pre[r] = iris_coll_ll_peek(ph1 + (size_t)r * d.ll2_lines + l);
+#pragma unroll
+    for (r = 0; r < IRIS_COLL_LL2_BATCH; r++) {
+      if (r >= W) break;
+      if (r == me) continue;
+      if (!iris_coll_ll_ready(pre[r], epoch, &x.u) && !iris_coll_ll_load(d.ctx, ph1 + (size_t)r * d.ll2_lines + l, epoch, &x.u)) return;
+      iris_coll_write8(recv + (size_t)r * ce, l, IRIS_COLL_LL2_N(r), x.u);
+    }
+    for (r = IRIS_COLL_LL2_BATCH; r < W; r++) {
+      if (r == me) continue;
       if (!iris_coll_ll_load(d.ctx, ph1 + (size_t)r * d.ll2_lines + l, epoch, &x.u)) return;
       iris_coll_write8(recv + (size_t)r * ce, l, IRIS_COLL_LL2_N(r), x.u);
     }
@@ -995,17 +1028,21 @@ static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d
 #endif
 
 /* Automatic choice (bytes each rank sends to one peer; measured on 4xH200, see
- * BENCHMARKS.md): the latency kernel up to these sizes, the bandwidth one above. The
- * latency kernel won at every size it takes (up to 256 KB measured: 8.2 against
- * 14.9 us for an all-reduce). */
+ * BENCHMARKS.md): the latency kernel up to these sizes, the bandwidth one above.
+ * All-reduce at 3+ ranks: the one-shot up to 256 KB (8.2 us, the two-shot LL 9.0), the
+ * two-shot LL up to 1 MB (10.4 us at 512 KB against 12.8 for the one-shot and 16.1 for
+ * the bandwidth two-shot; 14.9 at 1 MB against 17.1), the bandwidth two-shot above
+ * (20.0 against 23.7 at 2 MB). At 2 ranks the one-shot stores no more bytes than the
+ * two-shot LL and saves a hop: it runs to its 512 KB limit, the two-shot LL beyond
+ * while its chunk fits. */
 #ifndef IRIS_COLL_LL_MAX_AR
-#define IRIS_COLL_LL_MAX_AR IRIS_COLL_LL_BYTES
+#define IRIS_COLL_LL_MAX_AR ((size_t)256 << 10)
 #endif
-/* All-reduce above the one-shot's limit: the two-shot LL up to this message size (and
- * while a chunk, the message / W, fits IRIS_COLL_LL2_BYTES), the bandwidth two-shot
- * above. */
+#ifndef IRIS_COLL_LL_MAX_AR_W2
+#define IRIS_COLL_LL_MAX_AR_W2 IRIS_COLL_LL_BYTES
+#endif
 #ifndef IRIS_COLL_LL2_MAX_AR
-#define IRIS_COLL_LL2_MAX_AR ((size_t)2 << 20)
+#define IRIS_COLL_LL2_MAX_AR ((size_t)1 << 20)
 #endif
 #ifndef IRIS_COLL_LL_MAX_OTHER
 #define IRIS_COLL_LL_MAX_OTHER IRIS_COLL_LL_BYTES
@@ -1254,7 +1291,7 @@ static iris_status_t iris_coll_run(iris_t *ctx, int kind, const void *send, void
   out_elems = chunked_out ? (size_t)W * count : count;
   ll = algo == IRIS_ALGO_LATENCY ||
        (algo == IRIS_ALGO_AUTO &&
-        count * es <= (kind == IRIS_COLL_AR ? IRIS_COLL_LL_MAX_AR : kind == IRIS_COLL_BC ? IRIS_COLL_LL_MAX_BC : IRIS_COLL_LL_MAX_OTHER));
+        count * es <= (kind == IRIS_COLL_AR ? (W == 2 ? IRIS_COLL_LL_MAX_AR_W2 : IRIS_COLL_LL_MAX_AR) : kind == IRIS_COLL_BC ? IRIS_COLL_LL_MAX_BC : IRIS_COLL_LL_MAX_OTHER));
   if (ll && count * es > IRIS_COLL_LL_BYTES) {
     if (algo == IRIS_ALGO_LATENCY)
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_LATENCY takes at most %zu bytes per rank, not %zu", me, name, IRIS_COLL_LL_BYTES,

@@ -669,7 +669,12 @@ static void iris_gemm_plan_chunks(iris_ag_gemm_t *g) {
   int n = d->chunks, i;
   if (d->layout == IRIS_GEMM_A_ROWS) {
     const long long ml = d->M / g->W;
-    if (!n) n = 1;
+    /* automatic: two chunks per shard where they stay large (4096 rows) or where the
+     * copies weigh most against the GEMMs (small N); measured on 4xH200 with two GEMM
+     * streams (BENCHMARKS.md): 0.371 against 0.395 ms at M = 16384, N = 1792, K = 4096;
+     * 5.57 against 5.86 ms at M = 16384, N = 6656, K = 16384; but 0.763 against 0.724
+     * at M = 8192, N = 3584, K = 8192 */
+    if (!n) n = ml >= 4096 || (ml >= 2048 && d->N <= 2048) ? 2 : 1;
     if (n > ml) n = (int)ml;
     for (i = 0; i <= n; ++i) g->chunk_row[i] = ml * i / n;
   } else {
@@ -788,6 +793,7 @@ static int iris_gemm_launch(iris_ag_gemm_t *g, const void *b, const void *bias, 
 
 /* The fused kernel's plan: tile counts, k-group, fetcher count (each fetcher keeps
  * 64 KB of loads in flight). */
+static size_t iris_gemm_flag_words(const iris_ag_gemm_desc_t *d, int W);
 static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
   const iris_ag_gemm_desc_t *d = &g->d;
   iris_ag_gemm_dev_t *v = &g->dev;
@@ -824,15 +830,19 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
   if (g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED) { v->fetchers = g->unfused_fetchers; v->gemm_ctas = g->unfused_gemm; }
   v->staged = g->staged;
   if ((size_t)v->fetchers + v->gemm_ctas > IRIS_GEMM_MAX_SLOTS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm: too many CTAs");
+  if ((size_t)v->tiles_m * v->groups_k + 2 * IRIS_MAX_RANKS + IRIS_GEMM_MAX_SLOTS > iris_gemm_flag_words(d, g->W))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm: the flag block is too small for %d x %d ready flags", g->me, v->tiles_m, v->groups_k);
   return IRIS_SUCCESS;
 }
 
 #endif /* IRIS_GEMM_HAVE_CORE */
 
-static size_t iris_gemm_flag_words(const iris_ag_gemm_desc_t *d) {
-  /* ready flags for the smallest tile and k-group the kernel may pick, then arrive,
+static size_t iris_gemm_flag_words(const iris_ag_gemm_desc_t *d, int W) {
+  /* ready flags for the smallest tile and k-group the kernel may pick (64 rows; 64
+   * columns, or K/W columns when a COLS shard is narrower: then W groups), then arrive,
    * done and counters */
-  return (size_t)iris_cdiv(d->M, 64) * (size_t)iris_cdiv(d->K, 64) + 2 * IRIS_MAX_RANKS + IRIS_GEMM_MAX_SLOTS;
+  const size_t groups = (size_t)iris_cdiv(d->K, 64) > (size_t)W ? (size_t)iris_cdiv(d->K, 64) : (size_t)W;
+  return (size_t)iris_cdiv(d->M, 64) * groups + 2 * IRIS_MAX_RANKS + IRIS_GEMM_MAX_SLOTS;
 }
 
 /* The local part of create, after the heap blocks: staging, streams, events, GEMM
@@ -960,7 +970,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
   iris_gemm_get_device(&old);
   iris_gemm_set_device(iris_device(ctx));
   /* heap blocks: the same sequence on every rank */
-  st = iris_calloc(ctx, iris_gemm_flag_words(desc) * sizeof(unsigned), (void **)&g->flag_block);
+  st = iris_calloc(ctx, iris_gemm_flag_words(desc, W) * sizeof(unsigned), (void **)&g->flag_block);
   if (st == IRIS_SUCCESS && desc->stage_a)
     st = iris_malloc(ctx, (size_t)(desc->layout == IRIS_GEMM_A_ROWS ? desc->M / W * desc->K : desc->M * (desc->K / W)) * g->es, (void **)&g->a_heap);
   if (st == IRIS_SUCCESS) st = iris_gemm_create_local(g);
