@@ -3,7 +3,7 @@
 #   make test-gpu  only the GPU part of make test (binaries built beforehand)
 #   make run     the message-passing example on all local GPUs
 #   make bench   remote-memory benchmarks beside the copy engine (GPU machine)
-#   make asm     registers, spills, access widths of the collective kernels (docs/)
+#   make asm     registers, spills, access widths of the collective and GEMM kernels (docs/)
 #   make examples
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
@@ -98,7 +98,7 @@ bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a $(B)/bench_ag_gemm
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm
 	-python3 tools/plot_ag_gemm.py $(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm.png
 
-# registers, spills and access widths of the collective kernels -> docs/asm_report.md
+# registers, spills and access widths of the collective and GEMM kernels -> docs/asm_report.md
 asm:
 	NVCC=$(NVCC) HIPCC=$(HIPCC) python3 tools/asm_report.py
 

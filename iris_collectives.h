@@ -122,8 +122,12 @@ static inline IRIS_HOST_DEVICE int iris_coll_ar_peer(int me, int k, int b, int W
 static inline IRIS_HOST_DEVICE int iris_coll_auto_ctas(int all_reduce, size_t bytes, int W, int sms, int ctas) {
   int blocks = ctas;
   if (blocks <= 0) {
+    /* all-reduce: one CTA per SM at every size. Measured on 4xH200 (BENCHMARKS.md): 132
+     * CTAs against the size-scaled count (13 to 97) took 13.2 against 16.2 us at
+     * 512 KB, 14.5 against 17.1 at 1 MB, 18.0 against 20.0 at 2 MB, the same at 4 MB
+     * and up; 256 CTAs were slower. Other kinds: 32 KB per peer and CTA. */
     const size_t moved = all_reduce ? bytes / (size_t)W : bytes; /* per rank, per peer */
-    const size_t want = moved * (size_t)(W > 1 ? W - 1 : 1) / (512 * 16 * 4) + 1;
+    const size_t want = all_reduce ? (size_t)IRIS_COLL_MAX_CTAS : moved * (size_t)(W > 1 ? W - 1 : 1) / (512 * 16 * 4) + 1;
     blocks = want > (size_t)(sms > 0 ? sms : 1) ? (sms > 0 ? sms : 1) : (int)want;
   }
   return blocks > IRIS_COLL_MAX_CTAS ? IRIS_COLL_MAX_CTAS : blocks;
@@ -507,7 +511,6 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
  * pushed its part of it. In place works: a thread reads line l of every chunk of send
  * (step 1) before it writes line l of any chunk of recv. */
 #define IRIS_COLL_LL2_THREADS 256
-#define IRIS_COLL_LL2_BATCH 8 /* ranks whose lines one thread reads at once */
 static_assert(IRIS_COLL_LL2_BYTES % 8 == 0 && IRIS_COLL_LL2_BYTES / 8 <= (size_t)IRIS_COLL_MAX_CTAS * IRIS_COLL_LL2_THREADS, "a two-shot LL chunk must fit the grid");
 template <typename T, int OP>
 __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count) {
@@ -522,49 +525,24 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS) iris_coll_ll2_kernel(ir
   if (l < lines) {
     union { uint2 u; T e[per]; } x;
     A acc[per];
-    uint4 pre[IRIS_COLL_LL2_BATCH];
     int k, r;
     for (k = 1; k < W; k++) { /* 1. push */
       const int p = (me + k) % W;
       x.u = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
       iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)me * d.ll2_lines + l, p), x.u, epoch);
     }
-    /* 2. reduce, rank order (the same result on every rank); the first ranks' lines are
-     * read all at once, so their latencies overlap, and polled only if not there yet */
-#pragma unroll
-    for (r = 0; r < IRIS_COLL_LL2_BATCH; r++)
-      if (r < W && r != me) pre[r] = iris_coll_ll_peek(ph0 + (size_t)r * d.ll2_lines + l);
-#pragma unroll
-    for (r = 0; r < IRIS_COLL_LL2_BATCH; r++) {
-      if (r >= W) break;
-      if (r == me) x.u = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
-      else if (!iris_coll_ll_ready(pre[r], epoch, &x.u) && !iris_coll_ll_load(d.ctx, ph0 + (size_t)r * d.ll2_lines + l, epoch, &x.u)) return;
-#pragma unroll
-      for (k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
-    }
-    for (r = IRIS_COLL_LL2_BATCH; r < W; r++) {
+    for (r = 0; r < W; r++) { /* 2. reduce, rank order: the same result on every rank */
       if (r == me) x.u = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
       else if (!iris_coll_ll_load(d.ctx, ph0 + (size_t)r * d.ll2_lines + l, epoch, &x.u)) return;
 #pragma unroll
-      for (k = 0; k < per; k++) acc[k] = iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+      for (k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
     }
 #pragma unroll
     for (k = 0; k < per; k++) x.e[k] = iris_coll_down<T>(acc[k]);
     iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
     for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, (me + k) % W), x.u, epoch);
-    /* 3. collect (batched reads as in 2) */
-#pragma unroll
-    for (r = 0; r < IRIS_COLL_LL2_BATCH; r++)
-      if (r < W && r != me) pre[r] = iris_coll_ll_peek(ph1 + (size_t)r * d.ll2_lines + l);
-#pragma unroll
-    for (r = 0; r < IRIS_COLL_LL2_BATCH; r++) {
-      if (r >= W) break;
-      if (r == me) continue;
-      if (!iris_coll_ll_ready(pre[r], epoch, &x.u) && !iris_coll_ll_load(d.ctx, ph1 + (size_t)r * d.ll2_lines + l, epoch, &x.u)) return;
-      iris_coll_write8(recv + (size_t)r * ce, l, IRIS_COLL_LL2_N(r), x.u);
-    }
-    for (r = IRIS_COLL_LL2_BATCH; r < W; r++) {
-      if (r == me) continue;
+    for (k = 1; k < W; k++) { /* 3. collect */
+      r = (me + k) % W;
       if (!iris_coll_ll_load(d.ctx, ph1 + (size_t)r * d.ll2_lines + l, epoch, &x.u)) return;
       iris_coll_write8(recv + (size_t)r * ce, l, IRIS_COLL_LL2_N(r), x.u);
     }

@@ -104,7 +104,7 @@ typedef struct iris_ag_gemm_desc {
   int k_group;          /* fused kernel: columns of A per ready flag; 0 = auto */
   int stage_a;          /* 1: A shards are not on the heap; copy them into the plan's */
   int trace;            /* 1: record a trace (needs -DIRIS_GEMM_TRACE) */
-  int gemm_streams;     /* pipelined: streams the chunk GEMMs alternate on, 1 or 2; 0 = auto (2) */
+  int gemm_streams;     /* pipelined: streams the chunk GEMMs alternate on, 1 or 2; 0 = auto */
 } iris_ag_gemm_desc_t;
 #define IRIS_AG_GEMM_DESC_INIT \
   {sizeof(iris_ag_gemm_desc_t), IRIS_GEMM_A_ROWS, 0, 0, 0, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_AUTO, 0, 0, 0, 0, 0, 0}
@@ -662,6 +662,13 @@ static iris_status_t iris_gemm_close(iris_ag_gemm_t *g, iris_stream_t s) {
   return IRIS_SUCCESS;
 }
 
+/* A GEMM of `rows` rows that fills the GPU for a long time on its own (2^38 multiply-adds,
+ * ~0.7 ms on an H200): no chunking, one GEMM stream. Measured on 4xH200: at M = 16384,
+ * N = 6656, K = 16384 one stream and one chunk per shard took 5.38 and 5.44 ms against
+ * 5.69 and 5.57 with two of each (two runs); at N = 3584, K = 8192 two of each won
+ * (1.447 against 1.555 ms). */
+static int iris_gemm_big_chunk(long long rows, const iris_ag_gemm_desc_t *d) { return (double)rows * (double)d->N * (double)d->K >= 274877906944.0; }
+
 /* Chunk boundaries (rows). ROWS: the chunks of each peer's shard; COLS: chunks of all
  * M rows, the first one half as tall so the exposed first copy is short. */
 static void iris_gemm_plan_chunks(iris_ag_gemm_t *g) {
@@ -674,7 +681,7 @@ static void iris_gemm_plan_chunks(iris_ag_gemm_t *g) {
      * streams (BENCHMARKS.md): 0.371 against 0.395 ms at M = 16384, N = 1792, K = 4096;
      * 5.57 against 5.86 ms at M = 16384, N = 6656, K = 16384; but 0.763 against 0.724
      * at M = 8192, N = 3584, K = 8192 */
-    if (!n) n = ml >= 4096 || (ml >= 2048 && d->N <= 2048) ? 2 : 1;
+    if (!n) n = !iris_gemm_big_chunk(ml, d) && (ml >= 4096 || (ml >= 2048 && d->N <= 2048)) ? 2 : 1;
     if (n > ml) n = (int)ml;
     for (i = 0; i <= n; ++i) g->chunk_row[i] = ml * i / n;
   } else {
@@ -883,7 +890,7 @@ static iris_status_t iris_gemm_create_local(iris_ag_gemm_t *g) {
   if (cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming) != cudaSuccess || cudaEventCreateWithFlags(&g->join, cudaEventDisableTiming) != cudaSuccess)
     return iris_gemm_gpu_fail(ctx, "creating an event", (int)cudaGetLastError());
   iris_gemm_plan_chunks(g);
-  g->gemm_streams = g->path != IRIS_GEMM_PATH_PIPELINED ? 1 : desc->gemm_streams ? desc->gemm_streams : 2;
+  g->gemm_streams = g->path != IRIS_GEMM_PATH_PIPELINED ? 1 : desc->gemm_streams ? desc->gemm_streams : iris_gemm_big_chunk(g->chunk_row[1] - g->chunk_row[0], desc) ? 1 : 2;
   if (g->gemm_streams > 1 &&
       (cudaStreamCreateWithFlags(&g->aux, cudaStreamNonBlocking) != cudaSuccess || cudaEventCreateWithFlags(&g->aux_join, cudaEventDisableTiming) != cudaSuccess))
     return iris_gemm_gpu_fail(ctx, "creating the second GEMM stream", (int)cudaGetLastError());

@@ -26,6 +26,7 @@
 //   BENCH_ONLY=all_reduce,all_gather,...: only these collectives; BENCH_STEP=4: sizes
 //   grow by 4x instead of 2x. On 4xH200 the whole sweep takes over 10 minutes: split it
 //   over calls, e.g. BENCH_ONLY=all_reduce,all_gather then the other three.
+//   BENCH_CTAS=n: the iris_bandwidth rows with n CTAs per rank instead of the automatic count.
 //   BENCH_CSV=path: every row as CSV. BENCH_PNG=path: time and busbw against size per
 //   collective (python3 + matplotlib). BENCH_TIMEOUT_S: end the ranks after this long
 //   (default 3600). NVLink multicast is off (NCCL_NVLS_ENABLE=0).
@@ -150,6 +151,7 @@ static iris_status_t enqueue(const Op &op, int v, cudaStream_t s) {
   }
   iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
   o.algo = v == V_AUTO ? IRIS_ALGO_AUTO : v == V_LATENCY ? IRIS_ALGO_LATENCY : v == V_LL2 ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_BANDWIDTH;
+  if (v == V_BANDWIDTH && getenv("BENCH_CTAS")) o.ctas = atoi(getenv("BENCH_CTAS")); // iris_bandwidth with this many CTAs
   iris_dtype_t t = op.fp32 ? IRIS_FLOAT32 : IRIS_BFLOAT16;
   switch (op.coll) {
   case C_AR: return iris_all_reduce_ex(ctx, b.in, b.out, op.count, t, IRIS_SUM, s, &o);

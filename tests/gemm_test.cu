@@ -65,7 +65,7 @@ struct Case {
   int iters;     // calls, each with fresh A, each checked
   int rows_chk;  // 0: check every row; else this many sampled rows (every element still checked for being written)
   int chunks = 0;
-  int streams = 0; // pipelined: gemm_streams (0 = the plan's default, 2)
+  int streams = 0; // pipelined: gemm_streams (0 = the plan's automatic choice)
 };
 
 static const char *tname(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? "bf16" : t == IRIS_FLOAT16 ? "fp16" : "fp32"; }
