@@ -69,6 +69,9 @@ typedef struct iris_coll_opts {
 /* Sizes of the collective state on the heap (per rank, allocated once). */
 #define IRIS_COLL_MAX_CTAS 256                       /* CTAs of one bandwidth kernel */
 #define IRIS_COLL_LL_BYTES ((size_t)512 << 10)       /* latency path: payload per peer */
+#ifndef IRIS_COLL_PUSH
+#define IRIS_COLL_PUSH 0 /* 1: all-gather and all-to-all bandwidth kernels store into peers instead of loading */
+#endif
 #ifndef IRIS_COLL_LL2_BYTES
 #define IRIS_COLL_LL2_BYTES ((size_t)512 << 10)      /* two-shot LL: payload per chunk (the message / W) */
 #endif
@@ -659,12 +662,22 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
     const bool ag_in_place = KIND == IRIS_COLL_AG && send == recv + (size_t)me * bytes;
     for (int k = 0; k < W; k++) {
       const int r = (me + k + (int)blockIdx.x) % W; /* CTAs start at different peers */
+#if IRIS_COLL_PUSH
+      /* push: this rank's block for r into r's recv (the closing barrier publishes it) */
+      const char *mine = KIND == IRIS_COLL_A2A ? send + (size_t)r * bytes : send;
+      if (r == me) {
+        if (KIND == IRIS_COLL_A2A ? send != recv : !ag_in_place) iris_copy_bytes(recv + (size_t)me * bytes, mine, bytes, tid, nt);
+      } else {
+        iris_put_bulk(d.ctx, recv + (size_t)me * bytes, mine, bytes, r, tid, nt);
+      }
+#else
       const char *src = ag_in_place ? recv + (size_t)r * bytes : send + (KIND == IRIS_COLL_A2A ? (size_t)me * bytes : 0);
       if (r == me) {
         if (KIND == IRIS_COLL_A2A ? send != recv : send != recv + (size_t)me * bytes) iris_copy_bytes(recv + (size_t)me * bytes, src, bytes, tid, nt);
       } else {
         iris_get_bulk(d.ctx, recv + (size_t)r * bytes, src, bytes, r, tid, nt);
       }
+#endif
     }
   }
   iris_coll_barrier(d, epoch, 0);
@@ -1007,12 +1020,12 @@ static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d
 
 /* Automatic choice (bytes each rank sends to one peer; measured on 4xH200, see
  * BENCHMARKS.md): the latency kernel up to these sizes, the bandwidth one above.
- * All-reduce at 3+ ranks: the one-shot up to 256 KB (8.2 us, the two-shot LL 9.0), the
- * two-shot LL up to 1 MB (10.4 us at 512 KB against 12.8 for the one-shot and 16.1 for
- * the bandwidth two-shot; 14.9 at 1 MB against 17.1), the bandwidth two-shot above
- * (20.0 against 23.7 at 2 MB). At 2 ranks the one-shot stores no more bytes than the
- * two-shot LL and saves a hop: it runs to its 512 KB limit, the two-shot LL beyond
- * while its chunk fits. */
+ * All-reduce at 3+ ranks: the one-shot up to 256 KB (8.2 us, the two-shot LL 8.9), the
+ * two-shot LL to 512 KB (10.4 us against 12.6 for the one-shot and 13.3 for the
+ * bandwidth two-shot), the bandwidth two-shot above (one CTA per SM: 14.4 against 15.1
+ * for the two-shot LL at 1 MB, 18.1 against 23.7 at 2 MB). At 2 ranks the one-shot
+ * stores no more bytes than the two-shot LL and saves a hop: it runs to its 512 KB
+ * limit, the bandwidth two-shot above (10.5 against 10.6 us at 1 MB). */
 #ifndef IRIS_COLL_LL_MAX_AR
 #define IRIS_COLL_LL_MAX_AR ((size_t)256 << 10)
 #endif
@@ -1020,7 +1033,7 @@ static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d
 #define IRIS_COLL_LL_MAX_AR_W2 IRIS_COLL_LL_BYTES
 #endif
 #ifndef IRIS_COLL_LL2_MAX_AR
-#define IRIS_COLL_LL2_MAX_AR ((size_t)1 << 20)
+#define IRIS_COLL_LL2_MAX_AR ((size_t)512 << 10)
 #endif
 #ifndef IRIS_COLL_LL_MAX_OTHER
 #define IRIS_COLL_LL_MAX_OTHER IRIS_COLL_LL_BYTES
