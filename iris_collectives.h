@@ -9,9 +9,12 @@
  *               bytes and a 4-byte epoch, stored by one instruction, so a reader that
  *               sees the epoch sees the data. For all-reduce this is the one-shot.
  *     bandwidth (IRIS_ALGO_BANDWIDTH): many CTAs, 16-byte accesses, per-CTA barriers
- *               with release/acquire epochs. For all-reduce this is the two-shot
- *               (reduce-scatter by pulling from every peer, then all-gather by pulling
- *               the reduced chunks). For broadcast at 3+ ranks it is a pipelined relay:
+ *               with release/acquire epochs. All-gather and all-to-all store each
+ *               rank's blocks into the peers (IRIS_COLL_PUSH; stores were measured
+ *               faster than loads: 348 against 320 GB/s busbw at 256 MB). For
+ *               all-reduce this is the two-shot (each rank pulls its chunk from every
+ *               peer, reduces it and stores the result into every rank's recv). For
+ *               broadcast at 3+ ranks it is a pipelined relay:
  *               each non-root pulls one (W-1)-th of the message from the root in
  *               chunks, and the others pull each chunk from it as soon as it lands.
  *     two-shot LL (IRIS_ALGO_TWO_SHOT_LL, all-reduce only): the two-shot in LL form,
@@ -70,7 +73,8 @@ typedef struct iris_coll_opts {
 #define IRIS_COLL_MAX_CTAS 256                       /* CTAs of one bandwidth kernel */
 #define IRIS_COLL_LL_BYTES ((size_t)512 << 10)       /* latency path: payload per peer */
 #ifndef IRIS_COLL_PUSH
-#define IRIS_COLL_PUSH 0 /* 1: all-gather and all-to-all bandwidth kernels store into peers instead of loading */
+#define IRIS_COLL_PUSH 1 /* 1: the all-gather and all-to-all bandwidth kernels and the all-reduce's second
+                            phase store into peers; 0: they load from peers (measured slower) */
 #endif
 #ifndef IRIS_COLL_LL2_BYTES
 #define IRIS_COLL_LL2_BYTES ((size_t)512 << 10)      /* two-shot LL: payload per chunk (the message / W) */
@@ -593,19 +597,30 @@ IRIS_DEVICE_INLINE T iris_coll_reduce1(const T *const *src, size_t i, int W) {
   return iris_coll_down<T>(acc);
 }
 
-/* Reduce elements [lo, hi) of the W sources into dst, 16 bytes at a time where all
+/* Reduce elements [lo, hi) of the W sources into each of the nd destinations (the
+ * first one local, the others may be peers' buffers), 16 bytes at a time where all
  * pointers are 16-byte aligned. Cooperative over the whole grid. */
 template <typename T, int OP, int W_STATIC>
-IRIS_DEVICE_INLINE void iris_coll_reduce_range(const iris_device_ctx_t &ctx, const T *const *src, T *dst, size_t lo, size_t hi, int W, bool vec) {
+IRIS_DEVICE_INLINE void iris_coll_reduce_range(const iris_device_ctx_t &ctx, const T *const *src, T *const *dst, int nd, size_t lo, size_t hi, int W, bool vec) {
   const size_t per = 16 / sizeof(T), tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
   size_t done = lo;
   const size_t v0 = (lo + per - 1) / per, v1 = hi / per;
+  int j;
   if (vec && v1 > v0) {
-    for (size_t v = v0 + tid; v < v1; v += nt) ((uint4 *)dst)[v] = iris_coll_reduce16<T, OP, W_STATIC>(ctx, src, v, W);
-    for (size_t i = lo + tid; i < v0 * per; i += nt) dst[i] = iris_coll_reduce1<T, OP>(src, i, W);
+    for (size_t v = v0 + tid; v < v1; v += nt) {
+      const uint4 x = iris_coll_reduce16<T, OP, W_STATIC>(ctx, src, v, W);
+      for (j = 0; j < nd; j++) ((uint4 *)dst[j])[v] = x;
+    }
+    for (size_t i = lo + tid; i < v0 * per; i += nt) {
+      const T x = iris_coll_reduce1<T, OP>(src, i, W);
+      for (j = 0; j < nd; j++) dst[j][i] = x;
+    }
     done = v1 * per;
   }
-  for (size_t i = done + tid; i < hi; i += nt) dst[i] = iris_coll_reduce1<T, OP>(src, i, W);
+  for (size_t i = done + tid; i < hi; i += nt) {
+    const T x = iris_coll_reduce1<T, OP>(src, i, W);
+    for (j = 0; j < nd; j++) dst[j][i] = x;
+  }
 }
 
 /* Two-shot all-reduce and reduce-scatter (pull). AR: rank r reduces chunk r of every
@@ -622,9 +637,25 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
   for (int r = 0; r < W; r++) src[r] = iris_translate(d.ctx, send, r) + (KIND == IRIS_COLL_RS ? (size_t)me * count : 0);
   if (go) { /* AR: this rank's chunk of whole vectors (iris_coll_ar_range); RS: all of its block */
     size_t lo = 0, hi = count;
-    if (KIND == IRIS_COLL_AR) iris_coll_ar_range(count, W, per, me, &lo, &hi);
-    iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, recv, lo, hi, W, vec != 0);
+    T *dst[IRIS_MAX_RANKS];
+    int nd = 1;
+    dst[0] = recv;
+    if (KIND == IRIS_COLL_AR) {
+      iris_coll_ar_range(count, W, per, me, &lo, &hi);
+#if IRIS_COLL_PUSH
+      /* push: the reduced chunk goes to every rank's recv as it is computed */
+      for (int k = 1; k < W; k++) dst[nd++] = iris_translate(d.ctx, recv, iris_coll_ar_peer(me, k, (int)blockIdx.x, W));
+#endif
+    }
+    iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, nd, lo, hi, W, vec != 0);
   }
+#if IRIS_COLL_PUSH
+  if (KIND == IRIS_COLL_AR) { /* every chunk is in every recv; no peer still reads our send */
+    iris_coll_barrier(d, epoch, 0);
+    iris_coll_epoch_store(d, epoch);
+    return;
+  }
+#endif
   if (KIND == IRIS_COLL_AR) {
     if (!iris_coll_barrier(d, epoch, 0) || !go) { iris_coll_epoch_store(d, epoch); return; } /* every reduced chunk is in its owner's recv */
     for (int k = 1; k < W; k++) { /* CTAs start at different peers: every link busy at once */
@@ -635,6 +666,7 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
       iris_copy_bytes(recv + lo, iris_translate(d.ctx, (const T *)recv, p) + lo, (hi - lo) * sizeof(T), blockIdx.x * blockDim.x + threadIdx.x,
                       gridDim.x * blockDim.x);
     }
+    iris_coll_barrier(d, epoch, 0); /* no peer still reads our recv: the caller may write it */
   } else {
     iris_coll_barrier(d, epoch, 0); /* no peer still reads our send */
   }
