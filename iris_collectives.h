@@ -76,6 +76,13 @@ typedef struct iris_coll_opts {
 #define IRIS_COLL_PUSH 1 /* 1: the all-gather and all-to-all bandwidth kernels and the all-reduce's second
                             phase store into peers; 0: they load from peers (measured slower) */
 #endif
+/* All-reduce on the bandwidth path: below this size the reduced chunk is stored into the
+ * peers as it is computed (2 barriers); from it on, the peers pull it after a second
+ * barrier (3 barriers). Measured on 4xH200 (BENCHMARKS.md): pushing took 13.3 against
+ * 14.4 us at 1 MB, but 30.5 against 28.0 us at 4 MB and 1259 against 1230 us at 256 MB. */
+#ifndef IRIS_COLL_AR_PUSH_MAX
+#define IRIS_COLL_AR_PUSH_MAX ((size_t)4 << 20)
+#endif
 #ifndef IRIS_COLL_LL2_BYTES
 #define IRIS_COLL_LL2_BYTES ((size_t)512 << 10)      /* two-shot LL: payload per chunk (the message / W) */
 #endif
@@ -627,7 +634,7 @@ IRIS_DEVICE_INLINE void iris_coll_reduce_range(const iris_device_ctx_t &ctx, con
  * rank's send into its recv, then (after a barrier) pulls every other reduced chunk
  * from its owner's recv. RS: rank r reduces block r of every send into recv. */
 template <typename T, int KIND, int OP, int W_STATIC>
-__global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig, int vec) {
+__global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig, int vec, int push) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   unsigned epoch = iris_coll_epoch_load(d);
   const size_t per = 16 / sizeof(T);
@@ -642,20 +649,17 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
     dst[0] = recv;
     if (KIND == IRIS_COLL_AR) {
       iris_coll_ar_range(count, W, per, me, &lo, &hi);
-#if IRIS_COLL_PUSH
       /* push: the reduced chunk goes to every rank's recv as it is computed */
-      for (int k = 1; k < W; k++) dst[nd++] = iris_translate(d.ctx, recv, iris_coll_ar_peer(me, k, (int)blockIdx.x, W));
-#endif
+      if (push)
+        for (int k = 1; k < W; k++) dst[nd++] = iris_translate(d.ctx, recv, iris_coll_ar_peer(me, k, (int)blockIdx.x, W));
     }
     iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, nd, lo, hi, W, vec != 0);
   }
-#if IRIS_COLL_PUSH
-  if (KIND == IRIS_COLL_AR) { /* every chunk is in every recv; no peer still reads our send */
+  if (KIND == IRIS_COLL_AR && push) { /* every chunk is in every recv; no peer still reads our send */
     iris_coll_barrier(d, epoch, 0);
     iris_coll_epoch_store(d, epoch);
     return;
   }
-#endif
   if (KIND == IRIS_COLL_AR) {
     if (!iris_coll_barrier(d, epoch, 0) || !go) { iris_coll_epoch_store(d, epoch); return; } /* every reduced chunk is in its owner's recv */
     for (int k = 1; k < W; k++) { /* CTAs start at different peers: every link busy at once */
@@ -1190,11 +1194,13 @@ static void iris_coll_launch_ll2(const iris_coll_state_t *s, const void *send, v
 template <typename T, int KIND, int OP>
 static void iris_coll_launch_reduce(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, int vec, int blocks,
                                     iris_stream_t stream) {
+  /* all-reduce: the second phase pushes below IRIS_COLL_AR_PUSH_MAX bytes, pulls above */
+  const int push = IRIS_COLL_PUSH && KIND == IRIS_COLL_AR && count * sizeof(T) < IRIS_COLL_AR_PUSH_MAX;
   switch (s->dev.ctx.world_size) {
-  case 2: iris_coll_reduce_kernel<T, KIND, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec); break;
-  case 4: iris_coll_reduce_kernel<T, KIND, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec); break;
-  case 8: iris_coll_reduce_kernel<T, KIND, OP, 8><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec); break;
-  default: iris_coll_reduce_kernel<T, KIND, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec); break;
+  case 2: iris_coll_reduce_kernel<T, KIND, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec, push); break;
+  case 4: iris_coll_reduce_kernel<T, KIND, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec, push); break;
+  case 8: iris_coll_reduce_kernel<T, KIND, OP, 8><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec, push); break;
+  default: iris_coll_reduce_kernel<T, KIND, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec, push); break;
   }
 }
 /* The relay broadcast (W >= 3): the chunk size for this grid, and no more CTAs than

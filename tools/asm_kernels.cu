@@ -10,9 +10,9 @@ template __global__ void iris_coll_ll_kernel<iris_bf16_t, IRIS_COLL_AR, IRIS_SUM
 template __global__ void iris_coll_ll_kernel<float, IRIS_COLL_AR, IRIS_SUM>(iris_coll_dev_t, const float *, float *, size_t, int);
 template __global__ void iris_coll_ll_kernel<iris_bf16_t, IRIS_COLL_AG, IRIS_SUM>(iris_coll_dev_t, const iris_bf16_t *, iris_bf16_t *, size_t, int);
 template __global__ void iris_coll_reduce_kernel<iris_bf16_t, IRIS_COLL_AR, IRIS_SUM, 4>(iris_coll_dev_t, const iris_bf16_t *, iris_bf16_t *, size_t,
-                                                                                          unsigned long long, int);
-template __global__ void iris_coll_reduce_kernel<float, IRIS_COLL_AR, IRIS_SUM, 4>(iris_coll_dev_t, const float *, float *, size_t, unsigned long long, int);
+                                                                                          unsigned long long, int, int);
+template __global__ void iris_coll_reduce_kernel<float, IRIS_COLL_AR, IRIS_SUM, 4>(iris_coll_dev_t, const float *, float *, size_t, unsigned long long, int, int);
 template __global__ void iris_coll_reduce_kernel<iris_bf16_t, IRIS_COLL_RS, IRIS_SUM, 8>(iris_coll_dev_t, const iris_bf16_t *, iris_bf16_t *, size_t,
-                                                                                          unsigned long long, int);
+                                                                                          unsigned long long, int, int);
 template __global__ void iris_coll_copy_kernel<IRIS_COLL_AG>(iris_coll_dev_t, const char *, char *, size_t, int, unsigned long long);
 template __global__ void iris_coll_copy_kernel<IRIS_COLL_A2A>(iris_coll_dev_t, const char *, char *, size_t, int, unsigned long long);
