@@ -121,8 +121,9 @@ typedef struct iris_coll_opts {
  * every rank pulls each such chunk from its owner. Chunks are ceil(count / W) rounded up
  * to whole vectors of `per` elements (16 bytes), so every chunk starts 16-byte aligned;
  * the last ranks' chunks may be short or empty (*lo == *hi). */
+static inline IRIS_HOST_DEVICE size_t iris_coll_ar_chunk(size_t count, int W, size_t per) { return ((count + (size_t)W - 1) / (size_t)W + per - 1) / per * per; }
 static inline IRIS_HOST_DEVICE void iris_coll_ar_range(size_t count, int W, size_t per, int r, size_t *lo, size_t *hi) {
-  const size_t chunk = ((count + (size_t)W - 1) / (size_t)W + per - 1) / per * per;
+  const size_t chunk = iris_coll_ar_chunk(count, W, per);
   *lo = (size_t)r * chunk;
   *hi = *lo + chunk < count ? *lo + chunk : count;
   if (*lo > *hi) *lo = *hi;
@@ -531,11 +532,11 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS) iris_coll_ll2_kernel(ir
   typedef typename iris_coll_acc<T>::type A;
   enum { per = 8 / sizeof(T) };
   const int W = d.ctx.world_size, me = d.ctx.rank;
-  const size_t ce = ((count + W - 1) / W + per - 1) / per * per, lines = ce / per;
+  const size_t ce = iris_coll_ar_chunk(count, W, per), lines = ce / per; /* the chunks of iris_coll_ar_range, in LL lines */
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   const unsigned epoch = iris_coll_epoch_load(d) + 1;
   uint4 *const ph0 = d.ll2 + (size_t)(epoch & 1) * 2 * W * d.ll2_lines, *const ph1 = ph0 + (size_t)W * d.ll2_lines;
-#define IRIS_COLL_LL2_N(j) ((size_t)(j) * ce >= count ? (size_t)0 : count - (size_t)(j) * ce < ce ? count - (size_t)(j) * ce : ce)
+#define IRIS_COLL_LL2_N(j) ((size_t)(j) * ce >= count ? (size_t)0 : count - (size_t)(j) * ce < ce ? count - (size_t)(j) * ce : ce) /* elements of chunk j */
   if (l < lines) {
     union { uint2 u; T e[per]; } x;
     A acc[per];
@@ -1187,7 +1188,7 @@ static void iris_coll_launch_ll(const iris_coll_state_t *s, const void *send, vo
 template <typename T, int OP>
 static void iris_coll_launch_ll2(const iris_coll_state_t *s, const void *send, void *recv, size_t count, iris_stream_t stream) {
   const int W = s->dev.ctx.world_size;
-  const size_t per = 8 / sizeof(T), lines = ((count + W - 1) / W + per - 1) / per;
+  const size_t per = 8 / sizeof(T), lines = iris_coll_ar_chunk(count, W, per) / per;
   const int blocks = (int)((lines + IRIS_COLL_LL2_THREADS - 1) / IRIS_COLL_LL2_THREADS);
   iris_coll_ll2_kernel<T, OP><<<blocks, IRIS_COLL_LL2_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count);
 }
@@ -1328,7 +1329,7 @@ static iris_status_t iris_coll_run(iris_t *ctx, int kind, const void *send, void
     ll = 0;
   }
   if (kind == IRIS_COLL_AR && W > 1) { /* the two-shot LL: does the chunk fit its slots? */
-    const size_t per = 8 / es, chunk_bytes = ((count + (size_t)W - 1) / (size_t)W + per - 1) / per * 8;
+    const size_t chunk_bytes = iris_coll_ar_chunk(count, W, 8 / es) * es;
     if (algo == IRIS_ALGO_TWO_SHOT_LL && chunk_bytes > IRIS_COLL_LL2_BYTES)
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL takes at most %zu bytes per rank's chunk (the message / %d), not %zu", me,
                               name, IRIS_COLL_LL2_BYTES, W, chunk_bytes);
