@@ -12,11 +12,14 @@
  *               with release/acquire epochs. All-gather and all-to-all store each
  *               rank's blocks into the peers (IRIS_COLL_PUSH; stores were measured
  *               faster than loads: 348 against 320 GB/s busbw at 256 MB). For
- *               all-reduce this is the two-shot (each rank pulls its chunk from every
- *               peer, reduces it and stores the result into every rank's recv). For
- *               broadcast at 3+ ranks it is a pipelined relay:
- *               each non-root pulls one (W-1)-th of the message from the root in
- *               chunks, and the others pull each chunk from it as soon as it lands.
+ *               all-reduce this is the two-shot: up to IRIS_COLL_AR_STORE_MIN each
+ *               rank loads its chunk from every peer, reduces it and stores the result
+ *               into every rank's recv; from there on the store two-shot, where both
+ *               phases store (each rank stores its piece of chunk j into a scratch
+ *               slot of rank j, in rounds). For broadcast at 3+ ranks it is a
+ *               pipelined relay: the root stores one (W-1)-th of the message into
+ *               each non-root in chunks, and each non-root stores every chunk it got
+ *               into the other non-roots as soon as it lands.
  *     two-shot LL (IRIS_ALGO_TWO_SHOT_LL, all-reduce only): the two-shot in LL form,
  *               pushed: rank j receives chunk j from every rank, reduces it as the lines
  *               arrive and pushes the result to every rank. One kernel, no barrier;
@@ -86,7 +89,23 @@ typedef struct iris_coll_opts {
 #ifndef IRIS_COLL_LL2_BYTES
 #define IRIS_COLL_LL2_BYTES ((size_t)512 << 10)      /* two-shot LL: payload per chunk (the message / W) */
 #endif
-#define IRIS_COLL_SCRATCH_BYTES ((size_t)64 << 20)   /* two-shot: reduced chunks, x2 */
+/* The store two-shot all-reduce (iris_coll_ar_store_kernel): its scratch area on the
+ * heap (a round moves at most W/2 x this), the size from which it replaces the
+ * load/store two-shot, and its CTAs. Measured on 4xH200 (BENCHMARKS.md, session 4),
+ * bf16, us: with 64 CTAs 84.3 / 306 / 1192 / 4752 at 16 MB / 64 MB / 256 MB / 1 GB,
+ * against 89.0 / 317 / 1228 / 4868 for the load/store two-shot with 64 CTAs and
+ * 91.6 / 324 / 1262 / 4996 with 132; 32, 48, 96 and 132 CTAs were slower (48: 5314 us
+ * at 1 GB); 64 MB of scratch instead of 32 changed nothing from 64 MB up. At 4 MB the
+ * load/store two-shot was faster (29.1 against 30.9). */
+#ifndef IRIS_COLL_AR_SCRATCH_BYTES
+#define IRIS_COLL_AR_SCRATCH_BYTES ((size_t)32 << 20)
+#endif
+#ifndef IRIS_COLL_AR_STORE_MIN
+#define IRIS_COLL_AR_STORE_MIN ((size_t)8 << 20)
+#endif
+#ifndef IRIS_COLL_AR_STORE_CTAS
+#define IRIS_COLL_AR_STORE_CTAS 64
+#endif
 #define IRIS_COLL_STAGING_BYTES ((size_t)64 << 20)   /* non-heap buffers: in and out, each */
 /* The smallest staging area (IRIS_COLL_STAGING is rounded up to it): 16 elements of 8
  * bytes for each of IRIS_MAX_RANKS ranks, so every staged launch moves whole 16-element
@@ -131,6 +150,19 @@ static inline IRIS_HOST_DEVICE void iris_coll_ar_range(size_t count, int W, size
 /* The peer rank `me` pulls its k-th (1 <= k < W) reduced chunk from, in CTA b: every
  * peer once, CTAs starting at different peers so that every link is busy at once. */
 static inline IRIS_HOST_DEVICE int iris_coll_ar_peer(int me, int k, int b, int W) { return (me + 1 + (k - 1 + b) % (W - 1)) % W; }
+/* Store two-shot all-reduce: elements of one (CTA, source) slot of the scratch area
+ * (whole 16-byte vectors; at least one), and the rounds that cover a chunk with `ctas`
+ * CTAs. The same on every rank for the same call. */
+static inline IRIS_HOST_DEVICE size_t iris_coll_ar_slice(size_t es, int W, int ctas) {
+  const size_t per = 16 / es;
+  size_t slice = IRIS_COLL_AR_SCRATCH_BYTES / (2 * (size_t)(ctas > 0 ? ctas : 1) * (size_t)(W > 0 ? W : 1) * es);
+  slice -= slice % per;
+  return slice ? slice : per;
+}
+static inline IRIS_HOST_DEVICE size_t iris_coll_ar_rounds(size_t count, int W, size_t per, int ctas, size_t slice) {
+  const size_t per_round = (size_t)(ctas > 0 ? ctas : 1) * slice;
+  return (iris_coll_ar_chunk(count, W, per) + per_round - 1) / per_round;
+}
 
 /* Bandwidth kernels: CTAs per rank. Forced (ctas > 0) or about one per 32 KB that a
  * rank moves to its peers, at most one per SM; never above IRIS_COLL_MAX_CTAS. */
@@ -142,7 +174,8 @@ static inline IRIS_HOST_DEVICE int iris_coll_auto_ctas(int all_reduce, size_t by
      * 512 KB, 14.5 against 17.1 at 1 MB, 18.0 against 20.0 at 2 MB, the same at 4 MB
      * and up; 256 CTAs were slower. Other kinds: 32 KB per peer and CTA. */
     const size_t moved = all_reduce ? bytes / (size_t)W : bytes; /* per rank, per peer */
-    const size_t want = all_reduce ? (size_t)IRIS_COLL_MAX_CTAS : moved * (size_t)(W > 1 ? W - 1 : 1) / (512 * 16 * 4) + 1;
+    size_t want = all_reduce ? (size_t)IRIS_COLL_MAX_CTAS : moved * (size_t)(W > 1 ? W - 1 : 1) / (512 * 16 * 4) + 1;
+    if (all_reduce && IRIS_COLL_PUSH && bytes >= IRIS_COLL_AR_STORE_MIN) want = IRIS_COLL_AR_STORE_CTAS; /* the store two-shot */
     blocks = want > (size_t)(sms > 0 ? sms : 1) ? (sms > 0 ? sms : 1) : (int)want;
   }
   return blocks > IRIS_COLL_MAX_CTAS ? IRIS_COLL_MAX_CTAS : blocks;
@@ -310,6 +343,7 @@ typedef struct iris_coll_dev {
   size_t ll_lines;           /* lines per (parity, src) */
   uint4 *ll2;                /* two-shot LL: [2 parity][2 phase][world src][ll2_lines] */
   size_t ll2_lines;          /* lines per (parity, phase, src) */
+  char *scratch;             /* store two-shot: [2 halves][CTA][world src][slice], IRIS_COLL_AR_SCRATCH_BYTES */
 } iris_coll_dev_t;
 
 /* Whole block: the CTA's epoch counter, read at kernel start by every thread. */
@@ -607,10 +641,11 @@ IRIS_DEVICE_INLINE T iris_coll_reduce1(const T *const *src, size_t i, int W) {
 
 /* Reduce elements [lo, hi) of the W sources into each of the nd destinations (the
  * first one local, the others may be peers' buffers), 16 bytes at a time where all
- * pointers are 16-byte aligned. Cooperative over the whole grid. */
+ * pointers are 16-byte aligned. Cooperative: thread tid of nt (the grid or a block). */
 template <typename T, int OP, int W_STATIC>
-IRIS_DEVICE_INLINE void iris_coll_reduce_range(const iris_device_ctx_t &ctx, const T *const *src, T *const *dst, int nd, size_t lo, size_t hi, int W, bool vec) {
-  const size_t per = 16 / sizeof(T), tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
+IRIS_DEVICE_INLINE void iris_coll_reduce_range(const iris_device_ctx_t &ctx, const T *const *src, T *const *dst, int nd, size_t lo, size_t hi, int W, bool vec,
+                                               size_t tid, size_t nt) {
+  const size_t per = 16 / sizeof(T);
   size_t done = lo;
   const size_t v0 = (lo + per - 1) / per, v1 = hi / per;
   int j;
@@ -654,7 +689,8 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
       if (push)
         for (int k = 1; k < W; k++) dst[nd++] = iris_translate(d.ctx, recv, iris_coll_ar_peer(me, k, (int)blockIdx.x, W));
     }
-    iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, nd, lo, hi, W, vec != 0);
+    iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, nd, lo, hi, W, vec != 0, blockIdx.x * (size_t)blockDim.x + threadIdx.x,
+                                            (size_t)gridDim.x * blockDim.x);
   }
   if (KIND == IRIS_COLL_AR && push) { /* every chunk is in every recv; no peer still reads our send */
     iris_coll_barrier(d, epoch, 0);
@@ -678,8 +714,10 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
   iris_coll_epoch_store(d, epoch);
 }
 
-/* All-gather, all-to-all, broadcast at 2 ranks (pull): copy each source's block, then a
- * barrier so that no peer still reads our send when we return. (A broadcast at 3 or
+/* All-gather, all-to-all, and broadcast at 2 ranks or below IRIS_COLL_RELAY_MIN_BYTES:
+ * each rank stores its blocks into the peers (IRIS_COLL_PUSH; or loads the peers'
+ * blocks), between a start barrier (every peer's recv is free) and an end barrier
+ * (every block has landed; no peer still reads our send). (A larger broadcast at 3 or
  * more ranks uses the relay, iris_coll_relay_kernel below.) */
 template <int KIND>
 __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, int root, unsigned long long sig) {
@@ -691,8 +729,17 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
     return;
   }
   if (KIND == IRIS_COLL_BC) {
+#if IRIS_COLL_PUSH
+    if (me == root) /* push: the root stores into every peer's recv (the closing barrier publishes it) */
+      for (int k = 0; k < W; k++) {
+        const int r = (me + k + (int)blockIdx.x) % W; /* CTAs start at different peers */
+        if (r != me) iris_put_bulk(d.ctx, recv, send, bytes, r, tid, nt);
+        else if (send != recv) iris_copy_bytes(recv, send, bytes, tid, nt);
+      }
+#else
     if (me != root) iris_get_bulk(d.ctx, recv, send, bytes, root, tid, nt);
     else if (send != recv) iris_copy_bytes(recv, send, bytes, tid, nt);
+#endif
   } else {
     /* an in-place all-gather's input is recv's own block, at a different offset on
      * every rank: pull rank r's block from rank r's recv */
@@ -721,110 +768,131 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
   iris_coll_epoch_store(d, epoch);
 }
 
+/* ---- progress flags: one producer CTA tells the same CTA index of other ranks how far
+ * it got in this call. progress[b][p] in rank c's heap is written only by CTA b of rank
+ * p. A value is (call << 32 | steps done), where call is the CTA's epoch after the
+ * call's start barrier: the same on every rank and larger than in any earlier call, so
+ * a value left from an earlier call never passes for this one. Values are compared
+ * wrap-safely (iris_epoch_reached on 64 bits) and never reset, so graphs replay. A rank
+ * that stops early (signature mismatch, a timed-out wait) publishes steps =
+ * IRIS_COLL_RELAY_ABANDON to every peer: every wait on it ends at once, the waiter
+ * abandons in turn, and every CTA still meets the end barrier, so epochs stay in step. */
+static_assert(IRIS_COLL_AR_SCRATCH_BYTES >= (size_t)2 * IRIS_COLL_MAX_CTAS * 64 * 16, "the store two-shot needs a 16-byte slot per (half, CTA, rank)");
+/* Every collective kernel gives each rank one thread of a block (iris_barrier_device's
+ * block has 64 threads, the others 256 or 512): a larger IRIS_MAX_RANKS needs those widened. */
+static_assert(IRIS_MAX_RANKS <= 64, "iris_collectives.h supports at most 64 ranks (IRIS_MAX_RANKS)");
+
+IRIS_DEVICE_INLINE unsigned long long iris_coll_progress_value(unsigned call, unsigned done) { return ((unsigned long long)call << 32) | done; }
+
+/* This rank's copy of the progress flag that `from`'s CTA blockIdx.x raises. */
+IRIS_DEVICE_INLINE unsigned long long *iris_coll_progress_flag(const iris_coll_dev_t &d, int from) {
+  return d.progress + (size_t)blockIdx.x * IRIS_MAX_RANKS + from;
+}
+
+/* Whole block: once every thread's earlier stores (local or remote) are done
+ * (__syncthreads), release-store value at system scope into rank `to`'s copy of this
+ * CTA's flag (to = -1: into every peer's, thread t serving rank t). */
+IRIS_DEVICE_INLINE void iris_coll_progress_publish(const iris_coll_dev_t &d, int to, unsigned long long value) {
+  const int t = threadIdx.x;
+  __syncthreads();
+  if (to < 0 ? t < d.ctx.world_size && t != d.ctx.rank : t == 0) iris_signal(d.ctx, iris_coll_progress_flag(d, d.ctx.rank), value, to < 0 ? t : to);
+}
+
+/* Whole block: wait until rank `from` (-1: every peer) has published `done` steps of
+ * this call (acquire at system scope; then the block meets, so every thread may read
+ * what the publisher stored before). False in every thread on a timeout or if a
+ * publisher abandoned the call. */
+IRIS_DEVICE_INLINE bool iris_coll_progress_wait(const iris_coll_dev_t &d, int from, unsigned call, unsigned done) {
+  const int t = threadIdx.x;
+  int ok = 1;
+  if (from < 0 ? t < d.ctx.world_size && t != d.ctx.rank : t == from) {
+    const unsigned long long *flag = iris_coll_progress_flag(d, t);
+    ok = iris_wait_until(d.ctx, flag, IRIS_CMP_EPOCH, iris_coll_progress_value(call, done), "collective progress flag of a peer") &&
+         (unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(flag) != IRIS_COLL_RELAY_ABANDON;
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
 /* ---- the relay broadcast: the bandwidth path at 3 or more ranks.
  *
- * What it does. Pulling the whole message from the root (iris_coll_copy_kernel) puts
+ * What it does. Storing the whole message into every peer from the root would put
  * (W-1) x bytes on the root's links. Here the message is cut into W-1 parts, one per
  * non-root rank, its owner: part p = [p*part, (p+1)*part) clipped to the message (part
  * is a multiple of 16 bytes, so the last parts may be short or empty), owned by rank
  * (root + 1 + p) % W. Every part is cut into the same number of chunks; chunk j of every
  * part belongs to CTA j % G of every rank (G CTAs), as that CTA's step j / G. At step s
- * CTA b of an owner pulls its own chunk s from the root's send into its recv and
- * publishes that; then, one step behind (so that the wait has usually been met
- * already), it pulls chunk s-1 of every other part from that part's owner's recv. The
- * root only copies send to recv if not in place. So the root's links carry the message
- * once, every non-root receives it once, and each owner serves its part to W-2 peers;
- * with the pipeline the three overlap.
+ * the root's CTA b stores chunk s of each part into the part's owner's recv and
+ * publishes that to the owner; the owner's CTA b waits for it and stores the chunk from
+ * its recv into the recv of every other non-root. The root copies send to its own recv
+ * as it goes (if not in place). So the root's links carry the message once, every
+ * non-root receives it once, each owner sends its part to W-2 peers, and the three
+ * overlap. Everything moves by stores (measured faster than loads on NVLink: a store is
+ * posted, a load keeps a round trip in flight).
  *
  * Who waits for whom.
  *   - Start barrier (CTA b of every rank, with the call's signature): every rank has
- *     started this call, so its previous kernel has ended and no peer still reads a
- *     recv (or send) of ours from an earlier call; and all ranks agree on the call.
- *   - Consumer CTA b of rank c waits, in its own heap, on progress[b][o], which owner
- *     o's CTA b raises to (epoch << 32 | chunks done) after each of its chunks. Only CTA
- *     b produces and consumes the chunks of CTA b, so only CTA b's epoch is needed.
- *   - End barrier: CTA b of every rank has finished reading the root's send and the
- *     owners' recv for the chunks of CTA b. A kernel ends when all its CTAs do, so no
- *     rank returns (and reuses or frees its buffers) while a peer still reads them.
- *   No CTA waits on a chunk that needs its own later work: own chunk s never waits, and
- *   chunk s-1 of a peer needs only that peer's own chunks up to s-1 (the barriers
- *   already require every CTA b to be resident on every rank at once).
+ *     started this call, so its previous kernel has ended and nothing of it still uses
+ *     its recv; and all ranks agree on the call.
+ *   - Owner CTA b waits, in its own heap, on progress[b][root] (the progress flags
+ *     above): the root's CTA b has stored chunk s of its part. Only CTA b produces and
+ *     consumes the chunks of CTA b. The root waits for nobody.
+ *   - End barrier: CTA b of every rank has finished its stores, so every recv is
+ *     complete when the kernel (all of its CTAs) ends.
  *
- * Why the ordering is correct. The owner's block stores the chunk (plain stores), meets
- * at __syncthreads, then one thread per consumer rank release-stores the progress value
- * at system scope into that rank's heap (the release covers the block's stores, as in
- * iris_signal_block). The consumer's thread for that owner acquire-loads it at system
- * scope, the block meets at __syncthreads, and only then does any thread read the
- * chunk. Progress values carry the CTA's epoch after the start barrier, the same on
- * every rank and larger than in any earlier call, in their high word, so a value left
- * from an earlier call never passes for this one; they are compared wrap-safely
- * (iris_epoch_reached on 64 bits) and never reset, so graphs replay. A rank that will
- * not relay (signature mismatch, a timed-out wait) stores the progress value with
- * IRIS_COLL_RELAY_ABANDON as its count into every peer: every wait on it ends at once,
- * the waiting rank stops copying and abandons in turn, and every CTA still meets the
- * end barrier, so the epochs stay in step. */
+ * Why the ordering is correct. The root's block stores the chunk into the owner's recv
+ * (plain remote stores), meets at __syncthreads, then one thread release-stores the
+ * progress value at system scope into the owner's heap; the owner acquire-loads it at
+ * system scope, its block meets, and only then does any thread read the chunk from its
+ * recv. The stores into the other non-roots are made visible by the end barrier (a block
+ * barrier and a system-scope release per peer). */
 
 /* Tuning: IRIS_COLL_RELAY_STEPS, _MIN_CHUNK, _MAX_CHUNK at the top of this header; the
  * plan (parts, chunks, owners): iris_coll_relay_plan and its neighbours there. */
 static_assert(IRIS_COLL_RELAY_MIN_CHUNK >= 4096 && IRIS_COLL_RELAY_MIN_CHUNK % 16 == 0 && IRIS_COLL_RELAY_MAX_CHUNK % 16 == 0 &&
                   IRIS_COLL_RELAY_MAX_CHUNK >= IRIS_COLL_RELAY_MIN_CHUNK,
               "relay chunks: multiples of 16 bytes, at least 4 KB (so that chunk counts stay far below IRIS_COLL_RELAY_ABANDON)");
-/* Every collective kernel gives each rank one thread of a block (iris_barrier_device's
- * block has 64 threads, the others 512): a larger IRIS_MAX_RANKS needs those widened. */
-static_assert(IRIS_MAX_RANKS <= 64, "iris_collectives.h supports at most 64 ranks (IRIS_MAX_RANKS)");
 
-/* A progress value: this call (the CTA's epoch) and how many chunks are done. */
-IRIS_DEVICE_INLINE unsigned long long iris_coll_relay_value(unsigned call, unsigned done) { return ((unsigned long long)call << 32) | done; }
-
-/* This rank's copy of the progress flag that `owner`'s CTA blockIdx.x raises. */
-IRIS_DEVICE_INLINE unsigned long long *iris_coll_relay_flag(const iris_coll_dev_t &d, int owner) {
-  return d.progress + (size_t)blockIdx.x * IRIS_MAX_RANKS + owner;
+/* Steps of CTA b (chunks b, b + G, ... of every part). */
+IRIS_DEVICE_INLINE size_t iris_coll_relay_steps_of(const iris_coll_relay_t &r) {
+  const size_t b = blockIdx.x, G = gridDim.x;
+  return b < r.chunks ? (r.chunks - 1 - b) / G + 1 : 0;
 }
 
-/* Whole block: once every thread's earlier stores are done (__syncthreads), thread t
- * release-stores value into rank t's copy of this CTA's flag, for every rank t other
- * than this one and `skip` (-1: none). */
-IRIS_DEVICE_INLINE void iris_coll_relay_publish(const iris_coll_dev_t &d, int skip, unsigned long long value) {
-  const int t = threadIdx.x;
-  __syncthreads();
-  if (t < d.ctx.world_size && t != d.ctx.rank && t != skip) iris_signal(d.ctx, iris_coll_relay_flag(d, d.ctx.rank), value, t);
-}
-
-/* Whole block: wait until every owner other than this rank has published `done` chunks
- * of this call (thread t waits for owner t, acquire at system scope; then the block
- * meets). False in every thread on a timeout or if an owner abandoned the call. */
-IRIS_DEVICE_INLINE bool iris_coll_relay_wait(const iris_coll_dev_t &d, int root, unsigned call, unsigned done) {
-  const int t = threadIdx.x;
-  int ok = 1;
-  if (t < d.ctx.world_size && t != d.ctx.rank && t != root) {
-    const unsigned long long *flag = iris_coll_relay_flag(d, t);
-    ok = iris_wait_until(d.ctx, flag, IRIS_CMP_EPOCH, iris_coll_relay_value(call, done), "broadcast relay: an owner's chunk") &&
-         (unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(flag) != IRIS_COLL_RELAY_ABANDON;
+/* Whole block, on the root: every step, chunk s of each part into its owner's recv
+ * (CTAs start at different owners, so every link is busy), each published to its owner
+ * as soon as it is stored; the root's own copy on the way. */
+IRIS_DEVICE_INLINE void iris_coll_relay_root(const iris_coll_dev_t &d, const iris_coll_relay_t &r, const char *send, char *recv, size_t bytes, unsigned call) {
+  const int W = d.ctx.world_size, root = d.ctx.rank, b = blockIdx.x, G = gridDim.x;
+  const size_t steps = iris_coll_relay_steps_of(r);
+  size_t lo, hi;
+  for (size_t s = 0; s < steps; s++) {
+    for (int k = 0; k < W - 1; k++) {
+      const int p = (k + b) % (W - 1), owner = iris_coll_relay_owner(p, root, W);
+      iris_coll_relay_range(&r, bytes, p, s * G + b, &lo, &hi);
+      if (lo < hi) {
+        iris_put_bulk(d.ctx, recv + lo, send + lo, hi - lo, owner, threadIdx.x, blockDim.x);
+        if (send != recv) iris_copy_bytes(recv + lo, send + lo, hi - lo, threadIdx.x, blockDim.x);
+      }
+      iris_coll_progress_publish(d, owner, iris_coll_progress_value(call, (unsigned)(s + 1)));
+    }
   }
-  return __syncthreads_and(ok) != 0;
 }
 
-/* Whole block, on a non-root rank: this CTA's steps of the pipeline (see above).
- * False if it stopped early (a timeout or an abandoned call). */
-IRIS_DEVICE_INLINE bool iris_coll_relay_steps(const iris_coll_dev_t &d, const iris_coll_relay_t &r, const char *send, char *recv, size_t bytes, int root,
-                                              unsigned call) {
+/* Whole block, on a non-root rank: every step, wait for chunk s of its own part from
+ * the root, then store it into every other non-root's recv. False if it stopped early
+ * (a timeout or an abandoned call). */
+IRIS_DEVICE_INLINE bool iris_coll_relay_owner_steps(const iris_coll_dev_t &d, const iris_coll_relay_t &r, char *recv, size_t bytes, int root, unsigned call) {
   const int W = d.ctx.world_size, me = d.ctx.rank, b = blockIdx.x, G = gridDim.x;
   const int mine = iris_coll_relay_part(me, root, W); /* the part this rank owns */
-  const size_t steps = (size_t)b < r.chunks ? (r.chunks - 1 - (size_t)b) / (size_t)G + 1 : 0;
+  const size_t steps = iris_coll_relay_steps_of(r);
   size_t lo, hi;
-  for (size_t s = 0; s <= steps; s++) {
-    if (s < steps) { /* own chunk s, from the root's send */
-      iris_coll_relay_range(&r, bytes, mine, s * G + b, &lo, &hi);
-      if (lo < hi) iris_get_bulk(d.ctx, recv + lo, send + lo, hi - lo, root, threadIdx.x, blockDim.x);
-      iris_coll_relay_publish(d, root, iris_coll_relay_value(call, (unsigned)(s + 1)));
-    }
-    if (s > 0) { /* chunk s-1 of every other part, from its owner's recv */
-      if (!iris_coll_relay_wait(d, root, call, (unsigned)s)) return false;
-      for (int k = 0; k < W - 2; k++) { /* CTAs start at different owners: every link busy */
-        const int p = iris_coll_relay_peer_part(mine, k, b, W), owner = iris_coll_relay_owner(p, root, W);
-        iris_coll_relay_range(&r, bytes, p, (s - 1) * G + b, &lo, &hi);
-        if (lo < hi) iris_get_bulk(d.ctx, recv + lo, recv + lo, hi - lo, owner, threadIdx.x, blockDim.x);
-      }
+  for (size_t s = 0; s < steps; s++) {
+    if (!iris_coll_progress_wait(d, root, call, (unsigned)(s + 1))) return false;
+    iris_coll_relay_range(&r, bytes, mine, s * G + b, &lo, &hi);
+    if (lo >= hi) continue;
+    for (int k = 0; k < W - 2; k++) { /* CTAs start at different peers: every link busy */
+      const int to = iris_coll_relay_owner(iris_coll_relay_peer_part(mine, k, b, W), root, W);
+      iris_put_bulk(d.ctx, recv + lo, recv + lo, hi - lo, to, threadIdx.x, blockDim.x);
     }
   }
   return true;
@@ -838,13 +906,77 @@ __global__ void iris_coll_relay_kernel(iris_coll_dev_t d, const char *send, char
   unsigned epoch = iris_coll_epoch_load(d);
   bool ok = iris_coll_barrier(d, epoch, sig); /* on a mismatch or timeout: move nothing */
   const unsigned call = epoch;                /* this CTA's epoch for this call, as on every rank */
-  if (ok && me == root) {
-    if (send != recv) iris_copy_bytes(recv, send, bytes, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
-  } else if (ok) {
-    ok = iris_coll_relay_steps(d, r, send, recv, bytes, root, call);
+  if (ok && me == root) iris_coll_relay_root(d, r, send, recv, bytes, call);
+  else if (ok) ok = iris_coll_relay_owner_steps(d, r, recv, bytes, root, call);
+  if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
+  iris_coll_barrier(d, epoch, 0); /* every store of every rank is done */
+  iris_coll_epoch_store(d, epoch);
+}
+
+/* ---- the store two-shot all-reduce: the bandwidth path for large messages.
+ *
+ * What it does. The pull two-shot (iris_coll_reduce_kernel) loads each rank's chunk
+ * from W-1 peers at once; loads over NVLink keep a round trip in flight per 16 bytes
+ * and measured slower than stores. Here both phases store. Chunk j of the message
+ * (iris_coll_ar_range) is reduced by rank j. The chunks are walked in rounds; in round
+ * rd, CTA b takes the piece [rd*G + b, rd*G + b + 1) x slice of every chunk (slice:
+ * iris_coll_ar_slice elements; G CTAs) and
+ *   A. stores its rank's piece of chunk j into slot `me` of CTA b's scratch half rd % 2
+ *      on rank j, for every peer j, and publishes round rd to every peer (progress
+ *      flags, above);
+ *   B. waits until every peer has published round rd, reduces its own chunk's piece
+ *      from its send and the W-1 slots in rank order (bitwise the same on every rank),
+ *      and stores the result into every rank's recv.
+ * Every rank's links carry 2 (W-1)/W of the message, all of it by stores, as the pull
+ * two-shot; the scratch area (IRIS_COLL_AR_SCRATCH_BYTES) bounds a round.
+ *
+ * Who waits for whom, and why it is safe.
+ *   - Start barrier (with the call's signature): every rank has started this call, so
+ *     its earlier kernels no longer use its recv.
+ *   - B(rd) of rank j reads slots that peer i stored in A(rd) before publishing rd;
+ *     the publish is a block barrier, then a system-scope release; the wait an acquire,
+ *     then a block barrier.
+ *   - A(rd + 2) of rank i overwrites half rd % 2 on rank j, which rank j read in B(rd).
+ *     Rank i got there after waiting for rank j's round rd + 1, which rank j published
+ *     after B(rd). So two halves suffice and nobody acknowledges anything.
+ *   - In place (send == recv): B(rd) of rank j overwrites piece (rd, b) of chunk j in
+ *     rank k's recv = send; rank k read it in its A(rd), before publishing rd.
+ *   - End barrier: every store into every recv is done when the kernel ends; the next
+ *     call's A(0) may write scratch because every B of this call is over.
+ *   A rank that stops early publishes IRIS_COLL_RELAY_ABANDON (see progress flags), so
+ *   the same fixed two barriers run on every rank and the epochs stay in step. */
+template <typename T, int OP, int W_STATIC>
+__global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, size_t slice, unsigned long long sig, int vec) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
+  const size_t per = 16 / sizeof(T), rounds = iris_coll_ar_rounds(count, W, per, G, slice);
+  unsigned epoch = iris_coll_epoch_load(d);
+  bool ok = iris_coll_barrier(d, epoch, sig); /* on a mismatch or timeout: move nothing */
+  const unsigned call = epoch;
+  size_t lo, hi, mlo, mhi;
+  const T *src[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
+  T *dst[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
+  iris_coll_ar_range(count, W, per, me, &mlo, &mhi);
+  for (size_t rd = 0; ok && rd < rounds; rd++) {
+    const size_t off = (rd * (size_t)G + (size_t)b) * slice;
+    T *half = (T *)d.scratch + ((rd & 1) * (size_t)G + (size_t)b) * (size_t)W * slice; /* this CTA's W slots */
+    for (int k = 1; k < W; k++) { /* A: our piece of chunk j into rank j's slot `me` */
+      const int j = iris_coll_ar_peer(me, k, b, W);
+      iris_coll_ar_range(count, W, per, j, &lo, &hi);
+      lo += off;
+      if (lo < hi) iris_put_bulk(d.ctx, half + (size_t)me * slice, send + lo, ((hi - lo < slice ? hi - lo : slice)) * sizeof(T), j, threadIdx.x, blockDim.x);
+    }
+    iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, (unsigned)(rd + 1)));
+    if (!(ok = iris_coll_progress_wait(d, -1, call, (unsigned)(rd + 1)))) break;
+    lo = mlo + off; /* B: reduce our chunk's piece, store it into every recv */
+    if (lo >= mhi) continue;
+    const size_t n = mhi - lo < slice ? mhi - lo : slice;
+    for (int r = 0; r < W; r++) src[r] = r == me ? send + lo : half + (size_t)r * slice;
+    dst[0] = recv + lo;
+    for (int k = 1; k < W; k++) dst[k] = iris_translate(d.ctx, recv, iris_coll_ar_peer(me, k, b, W)) + lo;
+    iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, W, 0, n, W, vec != 0, threadIdx.x, blockDim.x);
   }
-  if (!ok) iris_coll_relay_publish(d, -1, iris_coll_relay_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
-  iris_coll_barrier(d, epoch, 0); /* nobody still reads our send or recv */
+  if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
+  iris_coll_barrier(d, epoch, 0); /* every recv is complete */
   iris_coll_epoch_store(d, epoch);
 }
 
@@ -1066,6 +1198,15 @@ static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d
 #ifndef IRIS_COLL_LL_MAX_AR
 #define IRIS_COLL_LL_MAX_AR ((size_t)256 << 10)
 #endif
+/* Threads per CTA of the latency kernel (one 16-byte line each per pass; at least 64,
+ * a thread per rank). Fewer threads spread a message over more SMs, each of which
+ * stores only so fast into the links. Measured on 4xH200 (session 4), bf16 all-reduce,
+ * graph us at 4 / 8 / 16 KB: 128 threads 3.35 / 3.53 / 3.80, 256: 3.45 / 3.57 / 3.81,
+ * 512: 3.63 / 3.79 / 3.89; the same or better for all-gather up to 256 KB. */
+#ifndef IRIS_COLL_LL_THREADS
+#define IRIS_COLL_LL_THREADS 128
+#endif
+static_assert(IRIS_COLL_LL_THREADS >= 64 && IRIS_COLL_LL_THREADS <= 1024 && IRIS_COLL_LL_THREADS % 64 == 0, "IRIS_COLL_LL_THREADS: 64..1024, whole warps of 64");
 #ifndef IRIS_COLL_LL_MAX_AR_W2
 #define IRIS_COLL_LL_MAX_AR_W2 IRIS_COLL_LL_BYTES
 #endif
@@ -1074,6 +1215,12 @@ static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d
 #endif
 #ifndef IRIS_COLL_LL_MAX_OTHER
 #define IRIS_COLL_LL_MAX_OTHER IRIS_COLL_LL_BYTES
+#endif
+/* All-gather: the latency kernel up to 128 KB per rank. Measured on 4xH200 (session 4):
+ * the stores of the bandwidth kernel took 7.73 against 8.22 us at 256 KB and 10.40
+ * against 12.52 at 512 KB (NCCL symmetric: 8.77, 11.43); at 128 KB 7.26 against 6.03. */
+#ifndef IRIS_COLL_LL_MAX_AG
+#define IRIS_COLL_LL_MAX_AG ((size_t)128 << 10)
 #endif
 /* Broadcast: the latency kernel up to 256 KB, above that the bandwidth path (a single
  * pull at 2 ranks, the relay at 3 or more). Measured on 4xH200 with the direct pull,
@@ -1135,6 +1282,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   ll_bytes = 2 * (size_t)W * s->dev.ll_lines * sizeof(uint4);
   ll2_bytes = 4 * (size_t)W * s->dev.ll2_lines * sizeof(uint4);
   if ((st = iris_calloc(ctx, ctl, (void **)&base)) != IRIS_SUCCESS) goto fail;
+  if ((st = iris_malloc(ctx, IRIS_COLL_AR_SCRATCH_BYTES, (void **)&s->dev.scratch)) != IRIS_SUCCESS) goto fail;
   s->dev.flags = (unsigned long long *)base;
   s->dev.progress = s->dev.flags + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS;
   s->dev.counters = (unsigned *)(s->dev.progress + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS);
@@ -1180,7 +1328,7 @@ static int iris_coll_in_heap(iris_t *ctx, const void *p, size_t bytes) {
 template <typename T, int KIND, int OP>
 static void iris_coll_launch_ll(const iris_coll_state_t *s, const void *send, void *recv, size_t count, int root, iris_stream_t stream) {
   size_t lines = (count * sizeof(T) + 7) / 8;
-  int threads = 512, blocks = (int)((lines + threads - 1) / threads);
+  int threads = IRIS_COLL_LL_THREADS, blocks = (int)((lines + threads - 1) / threads);
   if (blocks > IRIS_COLL_MAX_CTAS) blocks = IRIS_COLL_MAX_CTAS;
   if (blocks < 1) blocks = 1;
   iris_coll_ll_kernel<T, KIND, OP><<<blocks, threads, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, root);
@@ -1192,11 +1340,29 @@ static void iris_coll_launch_ll2(const iris_coll_state_t *s, const void *send, v
   const int blocks = (int)((lines + IRIS_COLL_LL2_THREADS - 1) / IRIS_COLL_LL2_THREADS);
   iris_coll_ll2_kernel<T, OP><<<blocks, IRIS_COLL_LL2_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count);
 }
+/* The store two-shot all-reduce: the slot size for this grid (every rank computes the
+ * same from the same call). */
+template <typename T, int OP>
+static void iris_coll_launch_ar_store(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, int vec, int blocks,
+                                      iris_stream_t stream) {
+  const size_t slice = iris_coll_ar_slice(sizeof(T), s->dev.ctx.world_size, blocks);
+  switch (s->dev.ctx.world_size) {
+  case 2: iris_coll_ar_store_kernel<T, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, slice, sig, vec); break;
+  case 4: iris_coll_ar_store_kernel<T, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, slice, sig, vec); break;
+  case 8: iris_coll_ar_store_kernel<T, OP, 8><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, slice, sig, vec); break;
+  default: iris_coll_ar_store_kernel<T, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, slice, sig, vec); break;
+  }
+}
 template <typename T, int KIND, int OP>
 static void iris_coll_launch_reduce(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, int vec, int blocks,
                                     iris_stream_t stream) {
-  /* all-reduce: the second phase pushes below IRIS_COLL_AR_PUSH_MAX bytes, pulls above */
+  /* all-reduce: the second phase pushes below IRIS_COLL_AR_PUSH_MAX bytes, pulls above;
+   * from IRIS_COLL_AR_STORE_MIN both phases store (the store two-shot) */
   const int push = IRIS_COLL_PUSH && KIND == IRIS_COLL_AR && count * sizeof(T) < IRIS_COLL_AR_PUSH_MAX;
+  if (KIND == IRIS_COLL_AR && IRIS_COLL_PUSH && count * sizeof(T) >= IRIS_COLL_AR_STORE_MIN) {
+    iris_coll_launch_ar_store<T, OP>(s, send, recv, count, sig, vec, blocks, stream);
+    return;
+  }
   switch (s->dev.ctx.world_size) {
   case 2: iris_coll_reduce_kernel<T, KIND, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec, push); break;
   case 4: iris_coll_reduce_kernel<T, KIND, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec, push); break;
@@ -1321,7 +1487,10 @@ static iris_status_t iris_coll_run(iris_t *ctx, int kind, const void *send, void
   out_elems = chunked_out ? (size_t)W * count : count;
   ll = algo == IRIS_ALGO_LATENCY ||
        (algo == IRIS_ALGO_AUTO &&
-        count * es <= (kind == IRIS_COLL_AR ? (W == 2 ? IRIS_COLL_LL_MAX_AR_W2 : IRIS_COLL_LL_MAX_AR) : kind == IRIS_COLL_BC ? IRIS_COLL_LL_MAX_BC : IRIS_COLL_LL_MAX_OTHER));
+        count * es <= (kind == IRIS_COLL_AR ? (W == 2 ? IRIS_COLL_LL_MAX_AR_W2 : IRIS_COLL_LL_MAX_AR)
+                       : kind == IRIS_COLL_BC ? IRIS_COLL_LL_MAX_BC
+                       : kind == IRIS_COLL_AG ? IRIS_COLL_LL_MAX_AG
+                                              : IRIS_COLL_LL_MAX_OTHER));
   if (ll && count * es > IRIS_COLL_LL_BYTES) {
     if (algo == IRIS_ALGO_LATENCY)
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_LATENCY takes at most %zu bytes per rank, not %zu", me, name, IRIS_COLL_LL_BYTES,

@@ -24,7 +24,7 @@
 //   ranks: 0 (default) = one per visible GPU (starts its own ranks; also runs under mpirun)
 //   max_bytes: K/M/G suffix, default 1G. --quick or BENCH_QUICK=1: 1K, 64K, 1M, 16M, 256M.
 //   BENCH_ONLY=all_reduce,all_gather,...: only these collectives; BENCH_STEP=4: sizes
-//   grow by 4x instead of 2x. On 4xH200 the whole sweep takes over 10 minutes: split it
+//   grow by 4x instead of 2x; BENCH_MIN_KB=n: start the sweep at n KiB. On 4xH200 the whole sweep takes over 10 minutes: split it
 //   over calls, e.g. BENCH_ONLY=all_reduce,all_gather then the other three.
 //   BENCH_CTAS=n: the iris_bandwidth rows with n CTAs per rank instead of the automatic count.
 //   BENCH_CSV=path: every row as CSV. BENCH_PNG=path: time and busbw against size per
@@ -442,7 +442,7 @@ int main(int argc, char **argv) {
   for (size_t s : {KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB}) if (s <= max_bytes) fp32_sizes.push_back(s);
   const size_t step = (size_t)std::max(2, env_int("BENCH_STEP", 2)); // BENCH_STEP=4: every other size
   if (quick) sizes = fp32_sizes;
-  else for (size_t s = KiB; s <= max_bytes; s *= step) sizes.push_back(s);
+  else for (size_t s = KiB; s <= max_bytes; s *= step) if (s >= (size_t)env_int("BENCH_MIN_KB", 1) * KiB) sizes.push_back(s);
   // BENCH_ONLY=all_reduce,broadcast: run only these collectives (a full sweep of all of
   // them takes longer than one 10-minute device call on 4 GPUs)
   bool only[C_N];

@@ -1,6 +1,7 @@
 // Collectives tests: every collective x type x op x algorithm, odd counts, buffers on
 // and off the heap, in place, rank skew, thousands of back-to-back mixed calls, the
-// relay broadcast (every root, tails, many chunks, back-to-back on reused buffers), graph
+// relay broadcast (every root, tails, many chunks, back-to-back on reused buffers), the
+// store two-shot all-reduce (every type and op, multi-round, back-to-back, graph), graph
 // replays with new data each replay (checked on the device), and bad input.
 // Inputs are chosen so that every sum is exact in float32 before the one final
 // rounding, so each result is compared bit for bit with a float64 host reference.
@@ -163,6 +164,126 @@ static bool test_relay(Suite &s, Bufs &B) {
 }
 
 // hundreds of back-to-back bandwidth-path broadcasts on one stream, nothing waited for
+// the store two-shot all-reduce (IRIS_COLL_AR_STORE_MIN bytes and up): every type and op,
+// odd counts, heap/off-heap/in-place, 1/3/7/auto CTAs, and messages of several rounds (the
+// scratch halves are reused within a call)
+static bool test_ar_store(Suite &s, Bufs &B) {
+  bool ok = true;
+  const int ctas[] = {0, 1, 3, 7};
+  int call = 40000;
+  for (int type = 0; type < IRIS_DTYPE_COUNT && ok; type++)
+    for (int op = 0; op < 3 && ok; op++) {
+      const size_t es = iris_dtype_size((iris_dtype_t)type), count = IRIS_COLL_AR_STORE_MIN / es + 1 + 2 * (size_t)type + (size_t)op;
+      ok &= one(s, B, IRIS_COLL_AR, type, op, count, IRIS_ALGO_AUTO, (type + op) % 4, call++, 0, ctas[(type * 3 + op) % 4]);
+    }
+  // several rounds: fp32 min in place on 7 CTAs (5 rounds at 4 ranks), int64 max off the
+  // heap in place (staged) on 3 CTAs, bf16 sum on the automatic grid
+  ok = ok && one(s, B, IRIS_COLL_AR, IRIS_FLOAT32, IRIS_MIN, ((size_t)20 << 20) + 3, IRIS_ALGO_AUTO, 2, call++, 0, 7);
+  ok = ok && one(s, B, IRIS_COLL_AR, IRIS_INT64, IRIS_MAX, ((size_t)9 << 20) + 1, IRIS_ALGO_AUTO, 3, call++, 0, 3);
+  ok = ok && one(s, B, IRIS_COLL_AR, IRIS_BFLOAT16, IRIS_SUM, ((size_t)60 << 20) + 5, IRIS_ALGO_AUTO, 0, call++, 0, 0);
+  char name[160];
+  snprintf(name, sizeof name, "all-reduce store two-shot (from %zu MB): every type and op, odd counts, heap/off-heap/in-place, 1/3/7/auto CTAs, multi-round, exact",
+           (size_t)IRIS_COLL_AR_STORE_MIN >> 20);
+  return report(s, name, ok);
+}
+
+// store two-shot all-reduces back to back on 3 reused slots with rank skew, some in
+// place, then the same captured in a graph and replayed with new data; checked on device
+__device__ unsigned d_store_call;
+__global__ void k_ar_fill(int *p, size_t n, uint64_t seed, int r, int call) {
+  const unsigned c = call >= 0 ? (unsigned)call : d_store_call;
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) p[j] = (int)input_hash(seed, r, j, c);
+}
+__global__ void k_ar_check(const int *p, size_t n, uint64_t seed, int W, int call, unsigned long long *bad) {
+  const unsigned c = call >= 0 ? (unsigned)call : d_store_call;
+  unsigned long long wrong = 0;
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) {
+    unsigned sum = 0;
+    for (int q = 0; q < W; q++) sum += (unsigned)input_hash(seed, q, j, c);
+    wrong += (unsigned)p[j] != sum;
+  }
+  if (wrong) atomicAdd(bad, wrong);
+}
+__global__ void k_store_next() { d_store_call += 7; }
+static bool test_ar_store_back_to_back(Suite &s) {
+  const int calls = 120, slots = 3, W = s.world, replays = 300;
+  const size_t min_n = IRIS_COLL_AR_STORE_MIN / sizeof(int);
+  const size_t sizes[] = {min_n + 3, 2 * min_n + 5, 6 * min_n + 1}, max_n = 6 * min_n + 1;
+  const int ctas[] = {0, 2, 5};
+  int *in[slots], *out[slots];
+  unsigned long long *bad;
+  for (int k = 0; k < slots; k++) {
+    IK(iris_malloc(s.ctx, sizeof(int) * max_n, (void **)&in[k]));
+    IK(iris_malloc(s.ctx, sizeof(int) * max_n, (void **)&out[k]));
+  }
+  CK(cudaMalloc(&bad, sizeof *bad));
+  CK(cudaMemset(bad, 0, sizeof *bad));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CK(cudaDeviceSynchronize());
+  if (!barrier(s)) return false;
+  for (int c = 0; c < calls; c++) {
+    const int slot = c % slots, in_place = c % 5 == 4;
+    const size_t n = sizes[(c / 3) % 3];
+    int *send = in_place ? out[slot] : in[slot], *recv = out[slot];
+    if (!in_place) CK(cudaMemsetAsync(recv, 0xA5, sizeof(int) * n, st)); // poison
+    k_ar_fill<<<132, 512, 0, st>>>(send, n, s.seed, s.rank, 50000 + c);
+    iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
+    o.ctas = ctas[c % 3];
+    IK(iris_all_reduce_ex(s.ctx, send, recv, n, IRIS_INT32, IRIS_SUM, st, &o));
+    k_ar_check<<<132, 512, 0, st>>>(recv, n, s.seed, W, 50000 + c, bad);
+    if (s.rank == c % W && c % 11 == 0) { // one rank falls behind now and then
+      CK(cudaStreamSynchronize(st));
+      usleep(3000);
+    }
+  }
+  CK(cudaStreamSynchronize(st));
+  unsigned long long h_bad = 0;
+  CK(cudaMemcpy(&h_bad, bad, sizeof h_bad, cudaMemcpyDeviceToHost));
+  if (h_bad) fprintf(stderr, "rank %d: back-to-back store two-shot all-reduces: %llu wrong elements\n", s.rank, h_bad);
+  char name[200];
+  snprintf(name, sizeof name, "%d back-to-back store two-shot all-reduces (4-24 MB), 3 reused slots, some in place, rank skew, checked on device", calls);
+  report(s, name, h_bad == 0);
+  // in a graph: fill (from a device counter), all-reduce in place and not, check, next
+  unsigned start = 1000000;
+  CK(cudaMemcpyToSymbol(d_store_call, &start, sizeof start));
+  CK(cudaMemset(bad, 0, sizeof *bad));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  k_ar_fill<<<132, 512, 0, st>>>(in[0], sizes[1], s.seed, s.rank, -1);
+  IK(iris_all_reduce(s.ctx, in[0], out[0], sizes[1], IRIS_INT32, IRIS_SUM, st));
+  k_ar_check<<<132, 512, 0, st>>>(out[0], sizes[1], s.seed, W, -1, bad);
+  k_ar_fill<<<132, 512, 0, st>>>(out[1], sizes[0], s.seed, s.rank, -1);
+  IK(iris_all_reduce(s.ctx, out[1], out[1], sizes[0], IRIS_INT32, IRIS_SUM, st));
+  k_ar_check<<<132, 512, 0, st>>>(out[1], sizes[0], s.seed, W, -1, bad);
+  k_store_next<<<1, 1, 0, st>>>();
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  for (int i = 0; i < replays; i++) {
+    CK(cudaGraphLaunch(ge, st));
+    if (i % 100 == 50) { // an eager store two-shot in between, on other buffers
+      k_ar_fill<<<132, 512, 0, st>>>(in[2], sizes[2], s.seed, s.rank, 60000 + i);
+      IK(iris_all_reduce(s.ctx, in[2], out[2], sizes[2], IRIS_INT32, IRIS_SUM, st));
+      k_ar_check<<<132, 512, 0, st>>>(out[2], sizes[2], s.seed, W, 60000 + i, bad);
+    }
+  }
+  CK(cudaStreamSynchronize(st));
+  CK(cudaMemcpy(&h_bad, bad, sizeof h_bad, cudaMemcpyDeviceToHost));
+  if (h_bad) fprintf(stderr, "rank %d: store two-shot in a graph: %llu wrong elements\n", s.rank, h_bad);
+  snprintf(name, sizeof name, "graph of 2 store two-shot all-reduces (one in place) replayed %d times with new data, eager calls mixed in, checked on device", replays);
+  report(s, name, h_bad == 0);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+  cudaFree(bad);
+  for (int k = slots - 1; k >= 0; k--) {
+    IK(iris_free(s.ctx, out[k]));
+    IK(iris_free(s.ctx, in[k]));
+  }
+  return true;
+}
+
 // in between: rotating roots, sizes and CTA counts, some in place, fresh data every call,
 // through a ring of 3 buffer slots so that every buffer is reused while the ranks run
 // apart (the start and end barriers must keep a rank from overwriting what a peer still
@@ -447,6 +568,18 @@ static bool test_bad_input(Suite &s, Bufs &B) {
   caught &= iris_collectives_check(s.ctx) == IRIS_SUCCESS; // the record is cleared
   caught &= one(s, B, IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, 5000, IRIS_ALGO_BANDWIDTH, 0, 7777, 0); // still in step
   report(s, "count mismatch across ranks: detected on every rank, nothing written, next call exact", caught);
+  { // the same on the store two-shot (its round count differs with the count)
+    const size_t big = IRIS_COLL_AR_STORE_MIN / 4;
+    cudaMemset(B.hr, 0x5a, 4096);
+    IK(iris_all_reduce(s.ctx, B.hs, B.hr, s.rank == 0 ? big + 1 : big + 3, IRIS_FLOAT32, IRIS_SUM, 0));
+    CK(cudaDeviceSynchronize());
+    caught = iris_collectives_check(s.ctx) == IRIS_ERROR_MISMATCH;
+    CK(cudaMemcpy(h, B.hr, sizeof h, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < sizeof h; i++) caught &= h[i] == 0x5a;
+    caught &= iris_collectives_check(s.ctx) == IRIS_SUCCESS;
+    caught &= one(s, B, IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, big + 5, IRIS_ALGO_AUTO, 0, 7778, 0);
+    report(s, "count mismatch on the store two-shot all-reduce: detected on every rank, nothing written, next call exact", caught);
+  }
   // the same for the bandwidth-path broadcast (the relay at 3+ ranks), once with a count
   // and once with a root that rank 0 alone disagrees on: nobody waits for a rank that
   // does not relay, and the next broadcasts are exact
@@ -503,7 +636,7 @@ int main(int argc, char **argv) {
     report(s, "setup", false);
     return 1;
   }
-  bool ran = test_bad_input(s, B) && test_matrix(s, B) && test_large(s, B) && test_relay(s, B) && test_relay_back_to_back(s) && test_back_to_back(s) && test_graph(s);
+  bool ran = test_bad_input(s, B) && test_matrix(s, B) && test_large(s, B) && test_ar_store(s, B) && test_ar_store_back_to_back(s) && test_relay(s, B) && test_relay_back_to_back(s) && test_back_to_back(s) && test_graph(s);
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   cudaFree(B.ds);
   cudaFree(B.dr);

@@ -1581,11 +1581,12 @@ static void test_world_all_reduce_plan(void) {
   }
 }
 
-/* Relay broadcast (iris_coll_launch_relay, iris_coll_relay_steps), W >= 3: the kernel's
- * plan from the host's chunk equals the host's, and every CTA has a chunk; the W-1
- * parts have distinct non-root owners; the parts' chunks tile the message; and replaying every CTA's steps on every
- * non-root rank, each chunk of every part arrives exactly once (own chunks from the
- * root, the others from their owners, one step behind). */
+/* Relay broadcast (iris_coll_launch_relay, iris_coll_relay_root, _owner_steps), W >= 3:
+ * the kernel's plan from the host's chunk equals the host's, and every CTA has a chunk;
+ * the W-1 parts have distinct non-root owners; the parts' chunks tile the message; and
+ * replaying the stores of every CTA of the root and of every owner, each chunk of every
+ * part lands exactly once in every non-root (its own part from the root, the others
+ * from their owners). */
 static int relay_case(int W, size_t bytes, int ctas, int root, unsigned char *seen, size_t seen_cap, char *why, size_t cap) {
   const iris_coll_relay_t r = iris_coll_relay_plan(bytes, W, ctas, 0);
   const int G = iris_coll_relay_ctas(&r, ctas);
@@ -1614,25 +1615,31 @@ static int relay_case(int W, size_t bytes, int ctas, int root, unsigned char *se
     }
   }
   if (prev != bytes) return snprintf(why, cap, "bytes %zu: the parts end at %zu", bytes, prev), 1;
-  for (me = 0; me < W; me++) { /* iris_coll_relay_steps on rank me, every CTA */
-    const int mine = iris_coll_relay_part(me, root, W);
+  for (me = 0; me < W; me++) { /* replay every CTA of the root and of every owner: what lands in rank me */
     if (me == root) continue;
     memset(seen, 0, (size_t)(W - 1) * r.chunks);
     for (b = 0; b < G; b++) {
       const size_t steps = (size_t)b < r.chunks ? (r.chunks - 1 - (size_t)b) / (size_t)G + 1 : 0;
       size_t s;
-      for (s = 0; s <= steps; s++) {
-        if (s < steps) {
-          if (s * G + b >= r.chunks) return snprintf(why, cap, "rank %d CTA %d step %zu: own chunk %zu of %zu", me, b, s, s * G + b, r.chunks), 1;
-          seen[(size_t)mine * r.chunks + s * G + b]++;
-        }
-        if (s > 0) {
-          unsigned parts = 1u << mine;
+      unsigned parts = 0;
+      for (q = 0; q < W - 1; q++) { /* iris_coll_relay_root: chunk s of part (q + b) % (W-1) to its owner */
+        p = (q + b) % (W - 1);
+        if (parts >> p & 1u) return snprintf(why, cap, "root CTA %d visits part %d twice", b, p), 1;
+        parts |= 1u << p;
+      }
+      for (s = 0; s < steps; s++) {
+        if (s * G + b >= r.chunks) return snprintf(why, cap, "CTA %d step %zu: chunk %zu of %zu", b, s, s * G + b, r.chunks), 1;
+        for (q = 0; q < W - 1; q++)
+          if (iris_coll_relay_owner((q + b) % (W - 1), root, W) == me) seen[(size_t)((q + b) % (W - 1)) * r.chunks + s * G + b]++;
+        for (int o = 0; o < W; o++) { /* iris_coll_relay_owner_steps on owner o: its chunk s to the other non-roots */
+          const int mine = iris_coll_relay_part(o, root, W);
+          if (o == root || o == me) continue;
+          parts = 1u << mine;
           for (q = 0; q < W - 2; q++) {
             p = iris_coll_relay_peer_part(mine, q, b, W);
-            if (p < 0 || p >= W - 1 || (parts >> p & 1u)) return snprintf(why, cap, "rank %d CTA %d: pull %d is part %d", me, b, q, p), 1;
+            if (p < 0 || p >= W - 1 || (parts >> p & 1u)) return snprintf(why, cap, "owner %d CTA %d: store %d goes to part %d", o, b, q, p), 1;
             parts |= 1u << p;
-            seen[(size_t)p * r.chunks + (s - 1) * G + b]++;
+            if (iris_coll_relay_owner(p, root, W) == me) seen[(size_t)mine * r.chunks + s * G + b]++;
           }
         }
       }
@@ -1642,6 +1649,37 @@ static int relay_case(int W, size_t bytes, int ctas, int root, unsigned char *se
         return snprintf(why, cap, "bytes %zu, %d CTAs, root %d: rank %d gets chunk %zu of part %zu %u times", bytes, G, root, me, j % r.chunks, j / r.chunks, seen[j]), 1;
   }
   return 0;
+}
+/* Store two-shot all-reduce (iris_coll_ar_store_kernel): a slot is whole 16-byte
+ * vectors, the two halves of every CTA's W slots fit the scratch area, the rounds cover
+ * each chunk exactly (no round left empty for every CTA, none missing), and round
+ * numbers stay below IRIS_COLL_RELAY_ABANDON. */
+static void test_world_ar_store_plan(void) {
+  const size_t GB = (size_t)1 << 30;
+  const size_t bytes[] = {16, 4 << 20, (4 << 20) + 2, 80000006, GB, 16 * GB + 8};
+  const int ctas[] = {1, 3, 7, 78, 132, 256};
+  static const size_t ess[] = {2, 4, 8};
+  char name[160], why[256];
+  int i;
+  for (i = 0; i < NWORLDS; i++) {
+    const int W = k_worlds[i];
+    int ok = 1, ei, ci, bi;
+    why[0] = 0;
+    for (ei = 0; ei < 3 && ok; ei++)
+      for (ci = 0; ci < 6 && ok; ci++) {
+        const size_t es = ess[ei], per = 16 / es, slice = iris_coll_ar_slice(es, W, ctas[ci]);
+        if (slice < per || slice % per || 2 * (size_t)ctas[ci] * (size_t)W * slice * es > IRIS_COLL_AR_SCRATCH_BYTES)
+          ok = 0, snprintf(why, sizeof why, "es %zu, %d CTAs: slot of %zu elements", es, ctas[ci], slice);
+        for (bi = 0; bi < 6 && ok; bi++) {
+          const size_t count = bytes[bi] / es, chunk = iris_coll_ar_chunk(count, W, per), rounds = iris_coll_ar_rounds(count, W, per, ctas[ci], slice);
+          const size_t round = (size_t)ctas[ci] * slice;
+          if (rounds * round < chunk || (rounds && (rounds - 1) * round >= chunk) || rounds >= IRIS_COLL_RELAY_ABANDON)
+            ok = 0, snprintf(why, sizeof why, "es %zu, %d CTAs, count %zu: %zu rounds of %zu for a chunk of %zu", es, ctas[ci], count, rounds, round, chunk);
+        }
+      }
+    snprintf(name, sizeof name, "world %d: store two-shot all-reduce: slots fit the scratch area, rounds cover every chunk once", W);
+    check(ok, name, "%s", why);
+  }
 }
 static void test_world_relay_plan(void) {
   const size_t MB = (size_t)1 << 20;
@@ -1690,7 +1728,9 @@ static void test_world_ctas_staging(void) {
         int last = 0;
         for (si = 0; si < (int)(sizeof sizes / sizeof sizes[0]) && ok; si++) {
           const int n = iris_coll_auto_ctas(ar, sizes[si], W, smss[mi], 0), cap = smss[mi] < IRIS_COLL_MAX_CTAS ? smss[mi] : IRIS_COLL_MAX_CTAS;
-          if (n < 1 || n > cap || n < last || (sizes[si] == (size_t)1 << 40 && n != cap))
+          const int store = ar && IRIS_COLL_PUSH && sizes[si] >= IRIS_COLL_AR_STORE_MIN; /* the store two-shot: a fixed count */
+          const int want_store = IRIS_COLL_AR_STORE_CTAS < cap ? IRIS_COLL_AR_STORE_CTAS : cap;
+          if (n < 1 || n > cap || (!store && n < last) || (store && n != want_store) || (!ar && sizes[si] == (size_t)1 << 40 && n != cap))
             ok = 0, snprintf(why, sizeof why, "%s %zu bytes, %d SMs: %d CTAs (after %d)", ar ? "all-reduce" : "other", sizes[si], smss[mi], n, last);
           last = n;
         }
@@ -1698,7 +1738,7 @@ static void test_world_ctas_staging(void) {
           if (iris_coll_auto_ctas(ar, (size_t)1 << 20, W, smss[mi], forced[fi]) != forced[fi])
             ok = 0, snprintf(why, sizeof why, "forced %d CTAs gave %d", forced[fi], iris_coll_auto_ctas(ar, (size_t)1 << 20, W, smss[mi], forced[fi]));
       }
-    snprintf(name, sizeof name, "world %d: bandwidth kernels: 1..min(SMs, %d) CTAs, growing with size, forced counts kept", W, IRIS_COLL_MAX_CTAS);
+    snprintf(name, sizeof name, "world %d: bandwidth kernels: 1..min(SMs, %d) CTAs, growing with size (the store all-reduce: fixed), forced counts kept", W, IRIS_COLL_MAX_CTAS);
     check(ok, name, "%s", why);
     ok = iris_coll_staging_bytes(0) == 0;
     for (si = 0; si < (int)(sizeof requests / sizeof requests[0]) && ok; si++) {
@@ -1802,6 +1842,7 @@ int main(void) {
   test_world_records();
   test_world_all_reduce_plan();
   test_world_relay_plan();
+  test_world_ar_store_plan();
   test_world_ctas_staging();
 
   /* last: this may initialise the CUDA runtime, after which no more forks */
