@@ -23,7 +23,8 @@
  *                                fetcher CTAs pull (m-tile, k-group) blocks of A into
  *                                the staging buffer and raise a ready flag per block;
  *                                GEMM CTAs (tensor cores: wgmma on sm_90a, else
- *                                mma.sync; iris_gemm_core.h) wait on those flags
+ *                                mma.sync; on AMD MFMA, unverified: see Rules;
+ *                                iris_gemm_core.h) wait on those flags
  *                                k-group by k-group, so no all-gather barrier stands in
  *                                the way. Slower than the pipelined path on H200 (its
  *                                core reaches ~80% of cuBLAS): the path without cuBLAS.
@@ -902,8 +903,9 @@ static iris_status_t iris_gemm_create_local_hip(iris_ag_gemm_t *g) {
 #if !defined(IRIS_GEMM_TRACE)
   if (desc->trace) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: desc.trace needs -DIRIS_GEMM_TRACE", me);
 #endif
-  if (hipDeviceGetAttribute(&g->sms, hipDeviceAttributeMultiprocessorCount, iris_device(ctx)) != hipSuccess || g->sms < 2)
+  if (hipDeviceGetAttribute(&g->sms, hipDeviceAttributeMultiprocessorCount, iris_device(ctx)) != hipSuccess)
     return iris_gemm_gpu_fail(ctx, "hipDeviceGetAttribute (compute units)", (int)hipGetLastError());
+  if (g->sms < 2) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: the fused kernel needs 2 compute units or more (%d)", me, g->sms);
   if (hipMalloc((void **)&g->staged, (size_t)desc->M * desc->K * g->es) != hipSuccess) {
     (void)hipGetLastError();
     g->staged = NULL;

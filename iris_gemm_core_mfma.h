@@ -25,12 +25,20 @@
  *     src0: 4 elements, X[x = l % 16][k = 4g + v], v = 0..3 (element v in bits 16v..16v+15)
  *     src1: 4 elements, Y[k = 4g + v][y = l % 16]
  *     D:    4 floats,   D[x = 4g + r][y = l % 16], r = 0..3
- *   Sources checked: the AMD matrix instruction calculator's layout as written down in
- *   tile-ai/tilelang tilelang/intrinsics/mfma_layout.py (shared_16x16_to_local_64x4_layout_A,
- *   _B, thread_id_shared_access_64x4_to_16x16_layout_C_m_n), the 32x32x8 lane formula of
- *   the same family in an MFMA layout script (lane = i + M * (k / K_L)), and the
- *   carlushuang/gcnasm matrix_core notes (standard layout: a lane's D elements lie along a
- *   column; swapping A and B puts them along a row). Not checked on hardware.
+ *   Sources checked (public code, found by search; none of it run here):
+ *     - tile-ai/tilelang tilelang/intrinsics/mfma_layout.py: the 16x16x16 operand maps
+ *       (shared_16x16_to_local_64x4_layout_A: lane = i + 16 * (k / 4), element k % 4; _B:
+ *       lane = n + 16 * (k / 4)) and the D map (thread_id_shared_access_64x4_to_16x16_
+ *       layout_C_m_n: row = 4 * (lane / 16) + element, column = lane % 16);
+ *     - two HIP kernels calling __builtin_amdgcn_mfma_f32_16x16x4f32(a, b, c, 0, 0, 0)
+ *       (same family, K = 4): A lane = M + 16 * K, B lane = N + 16 * K, D element
+ *       c = M % 4 at lane N + 16 * (M / 4), one of them noting "same as bf16/fp16 mfma";
+ *     - an MFMA layout script for 32x32x8f16 / 16x16x16f16 (lane = i + M * (k / K_L),
+ *       element k % K_L, K_L = 4);
+ *     - carlushuang/gcnasm matrix_core (32x32x8f16 demo): in the standard operand order a
+ *       lane's D elements lie along a column of C; swapping the A and B operands puts them
+ *       along a row, which allows vector stores (what this core does).
+ *   Not checked on hardware.
  *   How this core uses it:
  *     - operands swapped: src0 = B^T fragment (x = n), src1 = A^T fragment (y = m), so
  *       D[x][y] = C[m = y][n = x]^T and lane l holds C[row l % 16][cols 4g .. 4g + 3]:
