@@ -5,6 +5,8 @@
 #   make bench   remote-memory benchmarks beside the copy engine (GPU machine)
 #   make asm     registers, spills, access widths of the collective and GEMM kernels (docs/)
 #   make examples
+#   make test-mfma  build and run the AMD MFMA GEMM core test (needs an MI200/MI300; never
+#                run so far: the MFMA core is UNVERIFIED, see iris_gemm_core_mfma.h)
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 HIPCC     ?= hipcc
@@ -23,7 +25,7 @@ CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
 
-.PHONY: test test-gpu run bench examples asm clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+.PHONY: test test-gpu test-mfma run bench examples asm clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
 
 test:
 	@bash tests/run.sh
@@ -45,8 +47,11 @@ check-cxx: | $(B)
 	$(CXX) -std=c++11 $(CWARN) $(CUDA_CFLAGS) -I. -x c++ -c tests/compile/c99_impl.c -o $(B)/cxx_impl.o
 check-nvcc: | $(B)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -c tests/compile/all_headers.cu -o $(B)/all_headers_nvcc.o
+# twice: as shipped (no AMD GEMM core), and with the UNVERIFIED MFMA core compiled in, which
+# instantiates the fused kernel for every A/B type, C type and B layout (-Werror: no warnings)
 check-hipcc: | $(B)
 	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -c tests/compile/all_headers.cu -o $(B)/all_headers_hip.o
+	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -Werror -DIRIS_GEMM_MFMA_UNVERIFIED -c tests/compile/all_headers.cu -o $(B)/all_headers_hip_mfma.o
 check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940: | $(B)
 	bash tests/codegen/check.sh $(subst check-codegen-,,$@)
 
@@ -75,6 +80,12 @@ $(B)/bench_rma: bench/bench_rma.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/gemm_core_test: tests/gemm_core_test.cu iris_gemm_core.h | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@
+# the same test under hipcc: the AMD MFMA core (UNVERIFIED) against float64; make test only
+# builds it, and runs it only where an MI200/MI300 is present
+$(B)/gemm_core_test_hip: tests/gemm_core_test.cu iris_gemm_core.h iris_gemm_core_mfma.h | $(B)
+	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -Werror $< -o $@
+test-mfma: $(B)/gemm_core_test_hip
+	$(B)/gemm_core_test_hip
 $(B)/bench_gemm_core: bench/bench_gemm_core.cu bench/bench_util.h iris_gemm_core.h | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublas -lcublasLt
 

@@ -23,7 +23,8 @@
  *                                fetcher CTAs pull (m-tile, k-group) blocks of A into
  *                                the staging buffer and raise a ready flag per block;
  *                                GEMM CTAs (tensor cores: wgmma on sm_90a, else
- *                                mma.sync; iris_gemm_core.h) wait on those flags
+ *                                mma.sync; on AMD MFMA, unverified: see Rules;
+ *                                iris_gemm_core.h) wait on those flags
  *                                k-group by k-group, so no all-gather barrier stands in
  *                                the way. Slower than the pipelined path on H200 (its
  *                                core reaches ~80% of cuBLAS): the path without cuBLAS.
@@ -64,9 +65,14 @@
  *   - Mismatched descriptions across ranks: create returns IRIS_ERROR_MISMATCH on every
  *     rank. With IRIS_DEBUG, run also checks that the A shard sits at the same heap
  *     offset everywhere (a host exchange: not during capture).
- *   - AMD: the plan and the building blocks compile under hipcc; the GEMM paths need
- *     hipBLASLt and an MFMA core, which this version does not have yet, so create
- *     returns IRIS_ERROR_UNSUPPORTED there.
+ *   - AMD (hipcc): UNVERIFIED, off by default. The fused and kernel-unfused paths have an
+ *     MFMA core (iris_gemm_core_mfma.h, gfx90a and gfx940) that compiles but has NEVER
+ *     BEEN RUN on AMD hardware. Without IRIS_GEMM_MFMA_UNVERIFIED defined (before the
+ *     include, in every unit that includes iris_gemm.h) create and run return
+ *     IRIS_ERROR_UNSUPPORTED saying so; with it, the MFMA core is compiled and used. The
+ *     pipelined and unfused paths need a vendor BLAS (cuBLASLt; there is no hipBLASLt
+ *     path): on AMD, create refuses them with IRIS_ERROR_UNSUPPORTED, and AUTO picks the
+ *     fused kernel. Nothing here has been measured or tested on AMD.
  *
  * Tracing
  *   Compile with -DIRIS_GEMM_TRACE and set desc.trace = 1: every fetcher and GEMM CTA of
@@ -174,9 +180,13 @@ IRIS_DEVICE_INLINE bool iris_gemm_wait_tile(const iris_device_ctx_t &ctx, iris_g
   return __syncthreads_and(ok) != 0;
 }
 
-#if !defined(IRIS_USE_HIP) && !defined(IRIS_GEMM_NO_CORE)
+/* The tile GEMM core: CUDA always; AMD (MFMA, never run on hardware) only with
+ * IRIS_GEMM_MFMA_UNVERIFIED. */
+#if !defined(IRIS_GEMM_NO_CORE) && (!defined(IRIS_USE_HIP) || defined(IRIS_GEMM_MFMA_UNVERIFIED))
 #include "iris_gemm_core.h"
+#if defined(IRIS_GEMM_CORE_AVAILABLE)
 #define IRIS_GEMM_HAVE_CORE 1
+#endif
 #endif
 
 /* ========================================================================= */
@@ -446,10 +456,19 @@ struct iris_ag_gemm {
 #endif
 };
 
-#if defined(IRIS_GEMM_HAVE_CORE)
+#if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
 /* The fused kernel's tile configuration (see iris_gemm_core.h): the wgmma core where the
  * unit is compiled for sm_90a, else the mma.sync core of the same tile. */
 typedef iris_gemm_cfg_wgmma_large iris_ag_gemm_cfg;
+/* the element types the kernels are instantiated with */
+typedef __nv_bfloat16 iris_gemm_elem_bf16_t;
+typedef __half iris_gemm_elem_f16_t;
+#elif defined(IRIS_GEMM_HAVE_CORE)
+/* AMD: the MFMA core (iris_gemm_core_mfma.h; UNVERIFIED, never run on hardware), 128 x 128
+ * tiles, 256 threads, 32 KB of LDS. */
+typedef iris_gemm_cfg_mfma_large iris_ag_gemm_cfg;
+typedef hip_bfloat16 iris_gemm_elem_bf16_t;
+typedef __half iris_gemm_elem_f16_t;
 #endif
 
 static const char *const iris_gemm_path_names[IRIS_GEMM_PATH_COUNT] = {"auto", "pipelined", "fused", "unfused", "kernel-unfused"};
@@ -459,7 +478,7 @@ IRIS_DEF iris_gemm_path_t iris_ag_gemm_path(const iris_ag_gemm_t *g) { return g 
 /* AUTO (measured on 4xH200 and 2xH200, BENCHMARKS.md): with cuBLASLt, the pipelined
  * path; it beat the unfused one (gather, then one GEMM) at every benchmarked shape, from
  * M = 1024 (0.124 against 0.172 ms at N = 3584, K = 8192) up, and the fused kernel too.
- * Without cuBLASLt, the fused kernel. */
+ * Without cuBLASLt (AMD included: no hipBLASLt path), the fused kernel. */
 IRIS_DEF iris_gemm_path_t iris_ag_gemm_choose_path(const iris_ag_gemm_desc_t *d, int W) {
   (void)W;
   if (d->path != IRIS_GEMM_PATH_AUTO) return d->path;
@@ -778,15 +797,21 @@ static iris_status_t iris_gemm_run_unfused(iris_ag_gemm_t *g, const char *a, con
 template <typename T, bool B_KN, typename OutT>
 static int iris_gemm_launch_typed(iris_ag_gemm_t *g, const void *b, const void *bias, void *c, int slot0, int ctas, iris_stream_t s, int setup) {
   void (*k)(iris_ag_gemm_dev_t, const T *, const OutT *, OutT *, int) = iris_ag_gemm_kernel<iris_ag_gemm_cfg, T, B_KN, OutT>;
+#if defined(IRIS_USE_HIP)
+  if (setup) return (int)hipSuccess; /* LDS (<= 64 KB, static_assert in the cfg) needs no opt-in */
+  k<<<ctas, iris_ag_gemm_cfg::threads, iris_ag_gemm_cfg::smem_bytes, s>>>(g->dev, (const T *)b, (const OutT *)bias, (OutT *)c, slot0);
+  return (int)hipGetLastError();
+#else
   if (setup) return (int)cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)iris_ag_gemm_cfg::smem_bytes);
   k<<<ctas, iris_ag_gemm_cfg::threads, iris_ag_gemm_cfg::smem_bytes, s>>>(g->dev, (const T *)b, (const OutT *)bias, (OutT *)c, slot0);
   return (int)cudaGetLastError();
+#endif
 }
 template <typename T, bool B_KN>
 static int iris_gemm_launch_out(iris_ag_gemm_t *g, const void *b, const void *bias, void *c, int slot0, int ctas, iris_stream_t s, int setup) {
   switch (g->d.c_type) {
-  case IRIS_BFLOAT16: return iris_gemm_launch_typed<T, B_KN, __nv_bfloat16>(g, b, bias, c, slot0, ctas, s, setup);
-  case IRIS_FLOAT16: return iris_gemm_launch_typed<T, B_KN, __half>(g, b, bias, c, slot0, ctas, s, setup);
+  case IRIS_BFLOAT16: return iris_gemm_launch_typed<T, B_KN, iris_gemm_elem_bf16_t>(g, b, bias, c, slot0, ctas, s, setup);
+  case IRIS_FLOAT16: return iris_gemm_launch_typed<T, B_KN, iris_gemm_elem_f16_t>(g, b, bias, c, slot0, ctas, s, setup);
   default: return iris_gemm_launch_typed<T, B_KN, float>(g, b, bias, c, slot0, ctas, s, setup);
   }
 }
@@ -794,8 +819,10 @@ static int iris_gemm_launch_out(iris_ag_gemm_t *g, const void *b, const void *bi
 static int iris_gemm_launch(iris_ag_gemm_t *g, const void *b, const void *bias, void *c, int slot0, int ctas, iris_stream_t s, int setup) {
   const int kn = !g->d.b_transposed;
   if (g->d.a_type == IRIS_BFLOAT16)
-    return kn ? iris_gemm_launch_out<__nv_bfloat16, true>(g, b, bias, c, slot0, ctas, s, setup) : iris_gemm_launch_out<__nv_bfloat16, false>(g, b, bias, c, slot0, ctas, s, setup);
-  return kn ? iris_gemm_launch_out<__half, true>(g, b, bias, c, slot0, ctas, s, setup) : iris_gemm_launch_out<__half, false>(g, b, bias, c, slot0, ctas, s, setup);
+    return kn ? iris_gemm_launch_out<iris_gemm_elem_bf16_t, true>(g, b, bias, c, slot0, ctas, s, setup)
+              : iris_gemm_launch_out<iris_gemm_elem_bf16_t, false>(g, b, bias, c, slot0, ctas, s, setup);
+  return kn ? iris_gemm_launch_out<iris_gemm_elem_f16_t, true>(g, b, bias, c, slot0, ctas, s, setup)
+            : iris_gemm_launch_out<iris_gemm_elem_f16_t, false>(g, b, bias, c, slot0, ctas, s, setup);
 }
 
 /* The fused kernel's plan: tile counts, k-group, fetcher count (each fetcher keeps
@@ -852,6 +879,58 @@ static size_t iris_gemm_flag_words(const iris_ag_gemm_desc_t *d, int W) {
   return (size_t)iris_cdiv(d->M, 64) * groups + 2 * IRIS_MAX_RANKS + IRIS_GEMM_MAX_SLOTS;
 }
 
+#if defined(IRIS_USE_HIP)
+#define IRIS_GEMM_MFMA_OFF_MSG                                                                                     \
+  "the AMD GEMM core (MFMA, iris_gemm_core_mfma.h) has never been run on AMD hardware, so it is off by default; " \
+  "define IRIS_GEMM_MFMA_UNVERIFIED before including iris_gemm.h to compile and use it anyway (untested)"
+#endif
+
+#if defined(IRIS_USE_HIP) && defined(IRIS_GEMM_HAVE_CORE)
+/* AMD (IRIS_GEMM_MFMA_UNVERIFIED): the local part of create for the fused and the
+ * kernel-unfused paths, the only ones there (no vendor BLAS): staging buffer, kernel plan,
+ * trace. No copy streams: those paths use none. Returns the first failure. */
+static iris_status_t iris_gemm_create_local_hip(iris_ag_gemm_t *g) {
+  const iris_ag_gemm_desc_t *desc = &g->d;
+  iris_t *ctx = g->ctx;
+  const int me = g->me;
+  iris_status_t st;
+  (void)iris_gemm_copy_rows; (void)iris_gemm_fork; (void)iris_gemm_close; (void)iris_gemm_plan_chunks;
+  if (g->path != IRIS_GEMM_PATH_FUSED && g->path != IRIS_GEMM_PATH_KERNEL_UNFUSED)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                            "rank %d: iris_ag_gemm_create: path '%s' needs a vendor BLAS (cuBLASLt; this version has no hipBLASLt path): on AMD use "
+                            "IRIS_GEMM_PATH_FUSED, IRIS_GEMM_PATH_KERNEL_UNFUSED or IRIS_GEMM_PATH_AUTO",
+                            me, iris_gemm_path_name(g->path));
+#if !defined(IRIS_GEMM_TRACE)
+  if (desc->trace) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: desc.trace needs -DIRIS_GEMM_TRACE", me);
+#endif
+  if (hipDeviceGetAttribute(&g->sms, hipDeviceAttributeMultiprocessorCount, iris_device(ctx)) != hipSuccess)
+    return iris_gemm_gpu_fail(ctx, "hipDeviceGetAttribute (compute units)", (int)hipGetLastError());
+  if (g->sms < 2) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: the fused kernel needs 2 compute units or more (%d)", me, g->sms);
+  if (hipMalloc((void **)&g->staged, (size_t)desc->M * desc->K * g->es) != hipSuccess) {
+    (void)hipGetLastError();
+    g->staged = NULL;
+    return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: iris_ag_gemm_create: no room for the %lld x %lld staging buffer (%.1f MB)", me, desc->M, desc->K,
+                            (double)desc->M * desc->K * g->es / 1e6);
+  }
+  g->gemm_streams = 1;
+  if ((st = iris_gemm_plan_kernel(g, g->flag_block)) != IRIS_SUCCESS) return st;
+#if defined(IRIS_GEMM_TRACE)
+  if (desc->trace) {
+    const int slots = g->dev.fetchers + g->dev.gemm_ctas;
+    g->dev.trace_cap = 4096;
+    g->trace_words = (size_t)slots * (1 + 4 * (size_t)g->dev.trace_cap);
+    if (hipMalloc((void **)&g->trace, g->trace_words * 8) != hipSuccess) {
+      g->trace = NULL;
+      return iris_gemm_gpu_fail(ctx, "hipMalloc of the trace", (int)hipGetLastError());
+    }
+    if (hipMemset(g->trace, 0, g->trace_words * 8) != hipSuccess) return iris_gemm_gpu_fail(ctx, "clearing the trace", (int)hipGetLastError());
+    g->dev.trace = g->trace;
+  }
+#endif
+  return IRIS_SUCCESS;
+}
+#endif
+
 /* The local part of create, after the heap blocks: staging, streams, events, GEMM
  * preparation. Returns the first failure. */
 static iris_status_t iris_gemm_create_local(iris_ag_gemm_t *g) {
@@ -861,8 +940,13 @@ static iris_status_t iris_gemm_create_local(iris_ag_gemm_t *g) {
   int q, j;
 #if defined(IRIS_USE_HIP)
   (void)desc; (void)ctx; (void)q; (void)j;
+#if defined(IRIS_GEMM_HAVE_CORE)
+  (void)me;
+  return iris_gemm_create_local_hip(g);
+#else
   (void)iris_gemm_copy_rows; (void)iris_gemm_fork; (void)iris_gemm_close; (void)iris_gemm_plan_chunks;
-  return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: this version has no AMD GEMM (hipBLASLt or an MFMA core): see iris_gemm.h", me);
+  return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: " IRIS_GEMM_MFMA_OFF_MSG " (see iris_gemm.h, Rules)", me);
+#endif
 #else
 #if !defined(IRIS_GEMM_HAVE_BLAS)
   if (g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED)
@@ -1017,6 +1101,9 @@ IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, 
 #if !defined(IRIS_USE_HIP)
     if (cudaMemcpyAsync(g->a_heap, a_shard, shard_bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
       return iris_gemm_gpu_fail(g->ctx, "staging A into the heap", (int)cudaGetLastError());
+#elif defined(IRIS_GEMM_HAVE_CORE)
+    if (hipMemcpyAsync(g->a_heap, a_shard, shard_bytes, hipMemcpyDeviceToDevice, stream) != hipSuccess)
+      return iris_gemm_gpu_fail(g->ctx, "staging A into the heap", (int)hipGetLastError());
 #endif
     a = g->a_heap;
   } else if (iris_heap_offset(g->ctx, a_shard, &off) != IRIS_SUCCESS || shard_bytes > iris_heap_size(g->ctx) - off) {
@@ -1043,10 +1130,10 @@ IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, 
     }
   }
 #endif
-#if defined(IRIS_USE_HIP)
+#if defined(IRIS_USE_HIP) && !defined(IRIS_GEMM_HAVE_CORE)
   (void)a;
   (void)stream;
-  return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "iris_ag_gemm_run: no AMD GEMM in this version");
+  return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_run: " IRIS_GEMM_MFMA_OFF_MSG, g->me);
 #else
   {
     iris_status_t st;
@@ -1069,16 +1156,21 @@ IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, 
       if (g->trace) {
         /* the event counts restart each run: zero only the count words */
         const int slots = g->dev.fetchers + g->dev.gemm_ctas;
+#if defined(IRIS_USE_HIP)
+        if (hipMemset2DAsync(g->trace, (1 + 4 * (size_t)g->dev.trace_cap) * 8, 0, 8, (size_t)slots, stream) != hipSuccess)
+          return iris_gemm_gpu_fail(g->ctx, "clearing the trace", (int)hipGetLastError());
+#else
         if (cudaMemset2DAsync(g->trace, (1 + 4 * (size_t)g->dev.trace_cap) * 8, 0, 8, (size_t)slots, stream) != cudaSuccess)
           return iris_gemm_gpu_fail(g->ctx, "clearing the trace", (int)cudaGetLastError());
+#endif
       }
 #endif
       if (g->path == IRIS_GEMM_PATH_FUSED) e = iris_gemm_launch(g, b, bias, c, 0, g->dev.fetchers + g->dev.gemm_ctas, stream, 0);
       else {
         e = iris_gemm_launch(g, b, bias, c, 0, g->dev.fetchers, stream, 0);
-        if (e == (int)cudaSuccess) e = iris_gemm_launch(g, b, bias, c, g->dev.fetchers, g->dev.gemm_ctas, stream, 0);
+        if (e == (int)IRIS_GEMM_OK) e = iris_gemm_launch(g, b, bias, c, g->dev.fetchers, g->dev.gemm_ctas, stream, 0);
       }
-      if (e != (int)cudaSuccess) return iris_gemm_gpu_fail(g->ctx, "launching the fused kernel", e);
+      if (e != (int)IRIS_GEMM_OK) return iris_gemm_gpu_fail(g->ctx, "launching the fused kernel", e);
       return IRIS_SUCCESS;
     }
 #endif
@@ -1101,10 +1193,17 @@ IRIS_DEF iris_status_t iris_ag_gemm_trace_write(iris_ag_gemm_t *g, const char *p
   row_words = 1 + 4 * (size_t)g->dev.trace_cap;
   h = (unsigned long long *)malloc(g->trace_words * 8);
   if (!h) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+#if defined(IRIS_USE_HIP)
+  if (hipMemcpy(h, g->trace, g->trace_words * 8, hipMemcpyDeviceToHost) != hipSuccess) {
+    free(h);
+    return iris_gemm_gpu_fail(g->ctx, "reading the trace", (int)hipGetLastError());
+  }
+#else
   if (cudaMemcpy(h, g->trace, g->trace_words * 8, cudaMemcpyDeviceToHost) != cudaSuccess) {
     free(h);
     return iris_gemm_gpu_fail(g->ctx, "reading the trace", (int)cudaGetLastError());
   }
+#endif
   for (slot = 0; slot < slots; ++slot)
     for (n = h[slot * row_words], i = 0; i < n; ++i) t_min = h[slot * row_words + 1 + 4 * i] < t_min ? h[slot * row_words + 1 + 4 * i] : t_min;
   if (!(f = fopen(path, "w"))) {
@@ -1168,6 +1267,17 @@ IRIS_DEF iris_status_t iris_ag_gemm_destroy(iris_ag_gemm_t *g) {
   if (g->lt_ws[0]) cudaFree(g->lt_ws[0]);
   if (g->lt_ws[1]) cudaFree(g->lt_ws[1]);
 #endif
+#else
+  /* AMD: only the fused kernel's buffers exist (iris_gemm_create_local_hip) */
+  if (g->staged || g->trace) {
+    int old = -1;
+    hipGetDevice(&old);
+    hipSetDevice(iris_device(g->ctx));
+    hipDeviceSynchronize();
+    if (g->staged) hipFree(g->staged);
+    if (g->trace) hipFree(g->trace);
+    if (old >= 0) hipSetDevice(old);
+  }
 #endif
   (void)q;
   (void)j;

@@ -12,7 +12,10 @@
  *                               other target it runs the mma.sync core of the same tile
  *                               (iris_gemm_wgmma_cfg::fallback), correct but slower;
  *                               iris_gemm_wgmma_compiled() tells which one a kernel got.
- *   CUDA only: hipcc and plain C/C++ compilers see an empty header (AMD MFMA: future work).
+ *   AMD (hipcc): iris_gemm_mfma_cfg<...> (v_mfma_f32_16x16x16 f16/bf16, wave64; gfx90a,
+ *   gfx940) in iris_gemm_core_mfma.h, included from here only when IRIS_GEMM_MFMA_UNVERIFIED
+ *   is defined: it compiles but has NEVER BEEN RUN on AMD hardware. Without the macro,
+ *   hipcc sees an empty header, as do plain C/C++ compilers.
  *
  * Interface
  *     template <class Cfg, typename T, bool B_KN, typename OutT, class WaitK, typename BiasT>
@@ -754,4 +757,9 @@ typedef iris_gemm_wgmma_cfg<128, 256, 4> iris_gemm_cfg_wgmma_large;
 typedef iris_gemm_wgmma_cfg<64, 128, 4> iris_gemm_cfg_wgmma_small;
 
 #endif /* CUDA */
+
+/* AMD: the MFMA core, UNVERIFIED (never run on hardware): only on request. */
+#if (defined(__HIPCC__) || defined(__HIP__)) && defined(IRIS_GEMM_MFMA_UNVERIFIED)
+#include "iris_gemm_core_mfma.h"
+#endif
 #endif /* IRIS_GEMM_CORE_H */

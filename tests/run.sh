@@ -51,6 +51,8 @@ expect_trap() {
 export MAKEFLAGS="${MAKEFLAGS:--j$(nproc 2>/dev/null || echo 2)}"
 have_hip=0; command -v "${HIPCC:-hipcc}" >/dev/null 2>&1 && [ -f /usr/include/hip/hip_runtime.h -o -d /opt/rocm/include/hip ] && have_hip=1
 ngpu=0; command -v nvidia-smi >/dev/null 2>&1 && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# an AMD MI200/MI300 here? (only the MFMA GEMM core test runs on it)
+amd_gpu=0; [ -e /dev/kfd ] && command -v rocminfo >/dev/null 2>&1 && rocminfo 2>/dev/null | grep -qE 'gfx90a|gfx94[0-9]' && amd_gpu=1
 # world sizes of the multi-GPU tests: 2 and 4, plus every GPU of this machine when it has
 # more (8 on an 8-GPU host; at most 16, IRIS_MAX_RANKS); IRIS_TEST_WORLDS="2 3 4 8" sets
 # them (docs/world_size.md)
@@ -67,10 +69,12 @@ check "iris.h with implementation compiles as C++11" make -s check-cxx
 check "every header compiles under nvcc (sm_90), every device template instantiated" make -s check-nvcc
 if [ $have_hip = 1 ]; then
   check "iris.h with implementation compiles as C99 against HIP" make -s check-c99-hip
-  check "every header compiles under hipcc (gfx90a, gfx940), every device template instantiated" make -s check-hipcc
+  check "every header compiles under hipcc (gfx90a, gfx940), every device template instantiated (also with the MFMA GEMM core)" make -s check-hipcc
+  check "GEMM core test builds under hipcc (AMD MFMA core, unverified)" make -s build/gemm_core_test_hip
 else
   say SKIP "iris.h as C99 against HIP" "hipcc not installed"
   say SKIP "headers under hipcc (gfx90a, gfx940)" "hipcc not installed"
+  say SKIP "GEMM core test under hipcc" "hipcc not installed"
 fi
 check "GPU test program builds (nvcc)" make -s build/gpu_test build/gpu_test_debug
 check "collectives test programs build (nvcc)" make -s build/coll_test build/tile_test
@@ -91,6 +95,13 @@ echo "# host unit tests"
 if make -s build/host_test >>"$log" 2>&1; then run_counted "host tests" ./build/host_test; else say FAIL "host tests build"; fi
 
 fi # only != gpu
+
+echo "# AMD GPU tests"
+if [ $have_hip = 1 ] && [ $amd_gpu = 1 ]; then
+  if make -s build/gemm_core_test_hip >>"$log" 2>&1; then run_counted "gemm_core_test_hip" ./build/gemm_core_test_hip; else say FAIL "gemm_core_test_hip build"; fi
+else
+  say SKIP "MFMA GEMM core against float64 (gemm_core_test_hip)" "no AMD MI200/MI300 GPU (or no hipcc)"
+fi
 
 echo "# GPU tests"
 if [ "$ngpu" -lt 2 ]; then

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""make asm: compile the collective kernels for sm_90, gfx90a and gfx940, and the GEMM
-kernels (CUDA only) for sm_90a, and write docs/asm_report.md: registers, spills, shared
-memory and the width of every global load and store per kernel and backend. Compile-only;
-needs nvcc, and hipcc for the AMD columns."""
+"""make asm: compile the collective kernels for sm_90, gfx90a and gfx940, the GEMM kernels
+for sm_90a, and the AMD MFMA GEMM kernels (UNVERIFIED core) for gfx90a and gfx940, and write
+docs/asm_report.md: registers, spills, shared memory and the width of every global load and
+store per kernel and backend. Compile-only; needs nvcc, and hipcc for the AMD parts."""
 import os, re, shutil, subprocess, sys, tempfile, textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "tools", "asm_kernels.cu")
 GEMM_SRC = os.path.join(ROOT, "tools", "asm_gemm_kernels.cu")
+MFMA_SRC = os.path.join(ROOT, "tools", "asm_gemm_kernels_mfma.cu")
 NVCC = os.environ.get("NVCC", "/usr/local/cuda/bin/nvcc")
 HIPCC = os.environ.get("HIPCC", "hipcc")
 
@@ -41,6 +42,7 @@ def header_typedefs(path, pattern):
 
 # the named tile configurations of iris_gemm_core.h, and the one the fused kernel uses
 GEMM_CFG_NAMES = header_typedefs(os.path.join(ROOT, "iris_gemm_core.h"), r"iris_gemm(?:_wgmma)?_cfg<[^;]*>")
+GEMM_CFG_NAMES.update(header_typedefs(os.path.join(ROOT, "iris_gemm_core_mfma.h"), r"iris_gemm_mfma_cfg<[^;]*>"))
 AG_GEMM_CFG = (re.search(r"^typedef\s+(\w+)\s+iris_ag_gemm_cfg\s*;", open(os.path.join(ROOT, "iris_gemm.h")).read(), re.M) or [None, None])[1]
 
 def widths_str(ws):
@@ -135,6 +137,66 @@ def amd(tmp, arch):
             kern[m.group(1)].update(vgpr=g("vgpr_count"), sgpr=g("sgpr_count"), spill=f"{g('vgpr_spill_count')} VGPR / {g('sgpr_spill_count')} SGPR")
     return kern
 
+def amd_gemm(tmp, arch):
+    """The MFMA GEMM kernels of tools/asm_gemm_kernels_mfma.cu for one AMD target: VGPRs, AGPRs,
+    SGPRs, scratch (spills), occupancy (waves per SIMD), MFMA and LDS instruction counts, and
+    global access widths, from the ISA and the compiler's per-function comments."""
+    s = os.path.join(tmp, f"mfma_{arch}.s")
+    subprocess.run([HIPCC, "-x", "hip", f"--offload-arch={arch}", "-O2", "-I", ROOT, "--cuda-device-only", "-S", MFMA_SRC, "-o", s], check=True,
+                   stderr=subprocess.DEVNULL)
+    text, kern = open(s).read(), {}
+    for m in re.finditer(r"^(_Z\w*gemm\w+):\s*;.*?\n(.*?)(?=^_Z\w+:|\Z)", text, re.S | re.M):
+        body = m.group(2)
+        code = body.split("s_endpgm")[0]
+        def widths(kind):
+            ws = {}
+            for op in re.findall(r"\b(?:global|flat|buffer)_" + kind + r"_(dwordx4|dwordx3|dwordx2|dword|short|ushort|byte|ubyte)\b", code):
+                w = {"dwordx4": 16, "dwordx3": 12, "dwordx2": 8, "dword": 4, "short": 2, "ushort": 2, "byte": 1, "ubyte": 1}[op]
+                ws[w] = ws.get(w, 0) + 1
+            return widths_str(ws)
+        g = lambda k: (re.search(r"^; " + k + r":\s*(\d+)", body, re.M) or [None, "?"])[1]
+        lds = {}
+        for op in re.findall(r"\b(ds_(?:read|write)\w*)", code):
+            lds[op] = lds.get(op, 0) + 1
+        kern[m.group(1)] = {"vgpr": g("NumVgprs"), "agpr": g("NumAgprs"), "sgpr": g("NumSgprs"), "scratch": g("ScratchSize"),
+                            "occ": g("Occupancy"), "mfma": len(re.findall(r"\bv_mfma_\w+", code)),
+                            "lds": ", ".join(f"{k} x{v}" for k, v in sorted(lds.items())) or "-", "loads": widths("load"), "stores": widths("store")}
+    return kern
+
+def mfma_smem(name):
+    """Dynamic LDS of a kernel from its iris_gemm_mfma_cfg<BM, BN, BK, WM, WN, STAGES> (smem_bytes)."""
+    m = re.search(r"iris_gemm_mfma_cfg<(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)>", name)
+    if not m: return None
+    bm, bn, bk, wm, wn, st = map(int, m.groups())
+    return st * (bm + bn) * bk * 2, wm * wn * 64
+
+def mfma_section(mk):
+    names = sorted(set(n for k in mk.values() for n in k), key=lambda n: ("iris_ag_gemm_kernel" not in n, n))
+    dm = demangle(names)
+    out = ["## The AMD GEMM kernels (gfx90a, gfx940; MFMA core, UNVERIFIED)", "",
+           para("tools/asm_gemm_kernels_mfma.cu compiles, with `IRIS_GEMM_MFMA_UNVERIFIED`, the fused all-gather + GEMM "
+                "kernel as `iris_ag_gemm_create` instantiates it on AMD (bf16 A, B (K x N) and C, `iris_ag_gemm_cfg` = "
+                "`iris_gemm_cfg_mfma_large`) and one CTA of the MFMA core alone (`iris_gemm_tile` of iris_gemm_core_mfma.h, "
+                "no wait, bf16 bias) for both named configurations and both B layouts (`true`: K x N, transposed into LDS; "
+                "`false`: N x K). **These kernels have never been run**: the numbers below are the compiler's, nothing "
+                "about speed or correctness on hardware is known."), "",
+           "Columns: **VGPR / AGPR / SGPR** per lane (AGPRs: accumulation registers, 0 where the compiler keeps the",
+           "accumulators in VGPRs); **scratch**: bytes per lane of spills or stack (0: none); **occupancy**: waves per",
+           "SIMD the compiler reports (by registers); **LDS**: dynamic, the configuration's `smem_bytes`; **MFMA**: MFMA",
+           "instructions in the code (the main loop's are not unrolled across slabs); **LDS ops** and global",
+           "**loads / stores** by instruction and width.", "",
+           "| kernel | target | threads | VGPR / AGPR / SGPR | scratch | occupancy | LDS | MFMA | LDS ops | loads | stores |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for n in names:
+        for arch, k in mk.items():
+            e = k.get(n)
+            if not e: continue
+            sm = mfma_smem(dm[n])
+            out.append(f"| `{short(dm[n])}` | {arch} | {sm[1] if sm else '?'} | {e['vgpr']} / {e['agpr']} / {e['sgpr']} | {e['scratch']} B | "
+                       f"{e['occ']} | {str(sm[0] // 1024) + ' KB' if sm else '?'} | {e['mfma']} | {e['lds']} | {e['loads']} | {e['stores']} |")
+    out.append("")
+    return out
+
 def para(text):
     """A paragraph of the report, wrapped like the hand-written ones."""
     return textwrap.fill(text, 112, break_long_words=False, break_on_hyphens=False)
@@ -153,9 +215,9 @@ def gemm_section(gk, gnames, dm):
            "one compiled), the fused all-gather + GEMM kernel of iris_gemm.h as `iris_ag_gemm_create` instantiates it for",
            f"bf16 A, B (K x N) and C, with its tile configuration `iris_ag_gemm_cfg` (= `{AG_GEMM_CFG or '?'}`), and, to",
            "set it beside, one CTA of the GEMM core alone (`iris_gemm_tile` of iris_gemm_core.h, no wait, bf16 bias) in the",
-           "wgmma and the mma.sync configuration of the large tile. There are no AMD rows: under hipcc iris_gemm_core.h is",
-           "empty and iris_gemm.h compiles no GEMM kernel (only the plan API, which returns IRIS_ERROR_UNSUPPORTED, and the",
-           "ready-flag building blocks, which are device functions).", "",
+           "wgmma and the mma.sync configuration of the large tile. The AMD (MFMA) kernels have their own section below:",
+           "by default hipcc builds of iris_gemm.h compile no GEMM kernel (the plan API returns IRIS_ERROR_UNSUPPORTED);",
+           "only with IRIS_GEMM_MFMA_UNVERIFIED do they.", "",
            "Columns as above, and:",
            "- **threads**: per CTA (`__launch_bounds__`); the register ceiling is 65536 / threads, at most 255: 255 here.",
            "- **smem**: shared memory per CTA, static (ptxas) + dynamic (the configuration's `smem_bytes`, which the",
@@ -228,13 +290,15 @@ def main():
         for arch in ("gfx90a", "gfx940"):
             backends[arch] = amd(tmp, arch)
     gk = gemm(tmp)
+    mk = {arch: amd_gemm(tmp, arch) for arch in ("gfx90a", "gfx940")} if shutil.which(HIPCC) else {}
     names = sorted(set(n for k in backends.values() for n in k))
     gnames = sorted(gk, key=lambda n: ("iris_ag_gemm_kernel" not in n, "wgmma" not in n, n))  # fused, then wgmma, then mma.sync
     dm = demangle(names + gnames)
     out = ["# Assembly report: the collective and GEMM kernels per backend", "",
            "Generated by `make asm` (tools/asm_report.py); compile-only. The collective kernels (tools/asm_kernels.cu)",
            "are compiled for sm_90, gfx90a and gfx940; the GEMM kernels (tools/asm_gemm_kernels.cu) for sm_90a only,",
-           "see [the GEMM kernels](#the-gemm-kernels-sm_90a-cuda-only).", "",
+           "see [the GEMM kernels](#the-gemm-kernels-sm_90a-cuda-only); the AMD MFMA GEMM kernels (UNVERIFIED core,",
+           "never run) for gfx90a and gfx940, see [the AMD GEMM kernels](#the-amd-gemm-kernels-gfx90a-gfx940-mfma-core-unverified).", "",
            "What the columns mean:",
            "- **regs** (NVIDIA: registers per thread from ptxas; AMD: VGPRs / SGPRs per lane / wave). More registers",
            "  mean fewer resident warps, but the collective kernels run one CTA of 512 threads per SM at most, so",
@@ -277,6 +341,10 @@ def main():
             findings.append(f"- `{short(dm[n])}` on sm_90a: operand copies not all 16-byte cp.async ({e['cp_async']}).")
         if n in fused and not count(e["loads"], 16):
             findings.append(f"- `{short(dm[n])}` on sm_90a: no 16-byte loads, so the fetcher's remote loads are narrower ({e['loads']}).")
+    for arch, k in mk.items():
+        for n, e in k.items():
+            if e["scratch"] not in ("0", "?"):
+                findings.append(f"- `{short(demangle([n])[n])}` on {arch} (MFMA, unverified) uses {e['scratch']} B of scratch per lane.")
     out += ["## Findings (computed from the tables)", ""] + (findings or ["- No spills; every kernel has 16-byte data accesses."]) + [""]
     for n in names:
         out.append(f"## `{short(dm[n])}`")
@@ -323,6 +391,8 @@ def main():
                      "buffers aligned to 4 bytes or less, the 8-byte ones the 64-bit flags: the barriers' (epoch and the "
                      "call's signature) and the relay's progress flags (epoch << 32 | chunks done)."), ""]
     out += gemm_section(gk, gnames, dm)
+    if mk:
+        out += mfma_section(mk)
     os.makedirs(os.path.join(ROOT, "docs"), exist_ok=True)
     path = os.path.join(ROOT, "docs", "asm_report.md")
     open(path, "w").write("\n".join(out))
