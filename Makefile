@@ -62,8 +62,10 @@ $(B)/gpu_test: tests/gpu_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/gpu_test_debug: tests/gpu_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -DIRIS_DEBUG -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL $< -o $@
+# coll_test lowers the chain broadcast's threshold (512 MB) to 16 MB, so that its test
+# sizes run the chain as well as the relay
 $(B)/coll_test: tests/coll_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
-	$(NVCC) $(NVCCFLAGS) $< -o $@
+	$(NVCC) $(NVCCFLAGS) -DIRIS_COLL_CHAIN_MIN_BYTES=16777216 $< -o $@
 $(B)/tile_test: tests/tile_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)

@@ -19,7 +19,8 @@
  *               slot of rank j, in rounds). For broadcast at 3+ ranks it is a
  *               pipelined relay: the root stores one (W-1)-th of the message into
  *               each non-root in chunks, and each non-root stores every chunk it got
- *               into the other non-roots as soon as it lands.
+ *               into the other non-roots as soon as it lands; for large messages a
+ *               pipelined chain (root -> root+1 -> ... -> root-1, chunk by chunk).
  *     two-shot LL (IRIS_ALGO_TWO_SHOT_LL, all-reduce only): the two-shot in LL form,
  *               pushed: rank j receives chunk j from every rank, reduces it as the lines
  *               arrive and pushes the result to every rank. One kernel, no barrier;
@@ -131,6 +132,11 @@ typedef struct iris_coll_opts {
 #define IRIS_COLL_RELAY_MAX_CHUNK ((size_t)1 << 20)
 #endif
 #define IRIS_COLL_RELAY_ABANDON 0xffffffffu /* a count no real progress reaches */
+/* Chain broadcast (iris_coll_chain_kernel): chunks per CTA (its pipeline fills over W-1
+ * chunks, so more and smaller chunks than the relay's). */
+#ifndef IRIS_COLL_CHAIN_STEPS
+#define IRIS_COLL_CHAIN_STEPS 64
+#endif
 
 /* ---- Planning arithmetic: who moves which bytes, as pure functions of the call and
  * the world size W. Host and device, C and C++ (every rank computes the same from the
@@ -237,6 +243,17 @@ static inline IRIS_HOST_DEVICE int iris_coll_relay_peer_part(int mine, int k, in
 /* CTAs of the relay kernel: no more than chunks per part (a CTA without a chunk would
  * only add barrier traffic). */
 static inline IRIS_HOST_DEVICE int iris_coll_relay_ctas(const iris_coll_relay_t *r, int blocks) { return (size_t)blocks > r->chunks ? (int)r->chunks : blocks; }
+/* Chain broadcast (W >= 3, large messages): bytes per chunk for `ctas` CTAs, about
+ * IRIS_COLL_CHAIN_STEPS chunks per CTA within the relay's chunk limits (a multiple of 16
+ * bytes); the kernel takes it from the host. */
+static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunk(size_t bytes, int ctas) {
+  const size_t n = (size_t)(ctas > 0 ? ctas : 1) * IRIS_COLL_CHAIN_STEPS;
+  size_t chunk = ((bytes + n - 1) / n + 15) / 16 * 16;
+  if (chunk < IRIS_COLL_RELAY_MIN_CHUNK) chunk = IRIS_COLL_RELAY_MIN_CHUNK;
+  if (chunk > IRIS_COLL_RELAY_MAX_CHUNK) chunk = IRIS_COLL_RELAY_MAX_CHUNK;
+  return chunk;
+}
+static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunks(size_t bytes, size_t chunk) { return chunk ? (bytes + chunk - 1) / chunk : 0; }
 
 #ifdef __cplusplus
 extern "C" {
@@ -980,6 +997,45 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
   iris_coll_epoch_store(d, epoch);
 }
 
+/* ---- the chain broadcast: the bandwidth path at 3 or more ranks for large messages.
+ *
+ * What it does. The ranks form a chain from the root: root, root + 1, ..., root - 1
+ * (mod W). The message is cut into chunks (iris_coll_chain_chunk); chunk j belongs to
+ * CTA j % G of every rank as its step j / G. At each step a CTA waits until its
+ * predecessor's CTA has stored the chunk into its recv (the root waits for nobody),
+ * then stores it into its successor's recv and publishes that; the last rank sends
+ * nothing and waits only at the end barrier. Every GPU but the last sends the message
+ * once to one peer, and every GPU but the root receives it once from one peer, as in
+ * NCCL's ring, where the relay has every rank send to several peers at once. Its
+ * pipeline fills over W-1 chunks instead of one, which smaller chunks keep short
+ * (IRIS_COLL_CHAIN_STEPS).
+ *
+ * Who waits for whom, and why it is safe: the same barriers and progress flags as the
+ * relay. Start barrier (with the signature): every rank has started, so its recv is
+ * free. CTA b of rank r publishes step s to rank r + 1 only after its block stored chunk
+ * s into that rank's recv (block barrier, system-scope release); CTA b of rank r + 1
+ * acquires it before reading that chunk from its own recv to pass it on. End barrier:
+ * every store has landed. A rank that stops early abandons (progress flags above). */
+
+__global__ void iris_coll_chain_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, size_t chunk, int root, unsigned long long sig) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
+  const int pos = (me - root + W) % W, pred = (me - 1 + W) % W, succ = (me + 1) % W;
+  const size_t chunks = iris_coll_chain_chunks(bytes, chunk), steps = (size_t)b < chunks ? (chunks - 1 - (size_t)b) / (size_t)G + 1 : 0;
+  unsigned epoch = iris_coll_epoch_load(d);
+  bool ok = iris_coll_barrier(d, epoch, sig); /* on a mismatch or timeout: move nothing */
+  const unsigned call = epoch;
+  for (size_t s = 0; ok && pos < W - 1 && s < steps; s++) {
+    const size_t lo = (s * (size_t)G + (size_t)b) * chunk, hi = lo + chunk < bytes ? lo + chunk : bytes;
+    if (pos > 0 && !(ok = iris_coll_progress_wait(d, pred, call, (unsigned)(s + 1)))) break;
+    iris_put_bulk(d.ctx, recv + lo, (pos == 0 ? send : recv) + lo, hi - lo, succ, threadIdx.x, blockDim.x);
+    if (pos == 0 && send != recv) iris_copy_bytes(recv + lo, send + lo, hi - lo, threadIdx.x, blockDim.x);
+    iris_coll_progress_publish(d, succ, iris_coll_progress_value(call, (unsigned)(s + 1)));
+  }
+  if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
+  iris_coll_barrier(d, epoch, 0); /* every store of every rank is done */
+  iris_coll_epoch_store(d, epoch);
+}
+
 __global__ void iris_coll_barrier_kernel(iris_coll_dev_t d) {
   unsigned epoch = iris_coll_epoch_load(d);
   iris_coll_barrier(d, epoch, 0);
@@ -1238,6 +1294,14 @@ static_assert(IRIS_COLL_LL_THREADS >= 64 && IRIS_COLL_LL_THREADS <= 1024 && IRIS
 #ifndef IRIS_COLL_RELAY_MIN_BYTES
 #define IRIS_COLL_RELAY_MIN_BYTES ((size_t)2 << 20)
 #endif
+/* Broadcast at 3+ ranks: the chain from this size on. Measured on 4xH200 (session 4),
+ * graph us, chain (64 steps) against relay against NCCL: 1 GB 3001 / 3204 / 2965,
+ * 512 MB 1548 / ~1600 / 1501, 256 MB 806 / 802 / 761, 64 MB 251 / 226 / 205, 16 MB
+ * 75.5 / 67 / 64.5. Below 512 MB the chain's chunks are too small for their
+ * handshake (16 steps per CTA: 229 us at 64 MB, but 3197 at 1 GB). */
+#ifndef IRIS_COLL_CHAIN_MIN_BYTES
+#define IRIS_COLL_CHAIN_MIN_BYTES ((size_t)512 << 20)
+#endif
 
 typedef struct iris_coll_state {
   iris_coll_dev_t dev;
@@ -1379,6 +1443,13 @@ static void iris_coll_launch_relay(const iris_coll_state_t *s, const void *send,
   blocks = iris_coll_relay_ctas(&r, blocks);
   iris_coll_relay_kernel<<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, r.chunk, root, sig);
 }
+/* The chain broadcast (W >= 3): no more CTAs than chunks. */
+static void iris_coll_launch_chain(const iris_coll_state_t *s, const void *send, void *recv, size_t bytes, int root, unsigned long long sig, int blocks,
+                                   iris_stream_t stream) {
+  const size_t chunk = iris_coll_chain_chunk(bytes, blocks), chunks = iris_coll_chain_chunks(bytes, chunk);
+  if ((size_t)blocks > chunks) blocks = (int)chunks;
+  iris_coll_chain_kernel<<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, chunk, root, sig);
+}
 template <typename T, int KIND, int OP>
 static void iris_coll_dispatch_op(const iris_coll_state_t *s, int ll, const void *send, void *recv, size_t count, int root, unsigned long long sig, int vec,
                                   int blocks, iris_stream_t stream) {
@@ -1399,6 +1470,7 @@ static void iris_coll_dispatch(const iris_coll_state_t *s, int ll, iris_redop_t 
     const size_t bytes = count * sizeof(T);
     if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
     else if (KIND == IRIS_COLL_A2A) iris_coll_copy_kernel<IRIS_COLL_A2A><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+    else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_CHAIN_MIN_BYTES) iris_coll_launch_chain(s, send, recv, bytes, root, sig, blocks, stream);
     else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_RELAY_MIN_BYTES) iris_coll_launch_relay(s, send, recv, bytes, root, sig, blocks, stream);
     else iris_coll_copy_kernel<IRIS_COLL_BC><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
   }

@@ -1,11 +1,15 @@
 // Collectives tests: every collective x type x op x algorithm, odd counts, buffers on
 // and off the heap, in place, rank skew, thousands of back-to-back mixed calls, the
-// relay broadcast (every root, tails, many chunks, back-to-back on reused buffers), the
+// relay and chain broadcasts (every root, tails, many chunks, back-to-back on reused
+// buffers; built with the chain from 16 MB, not 512, so that it runs here), the
 // store two-shot all-reduce (every type and op, multi-round, back-to-back, graph), graph
 // replays with new data each replay (checked on the device), and bad input.
 // Inputs are chosen so that every sum is exact in float32 before the one final
 // rounding, so each result is compared bit for bit with a float64 host reference.
 //   coll_test N        N processes (iris_launch_local), one per GPU
+#ifndef IRIS_COLL_CHAIN_MIN_BYTES
+#define IRIS_COLL_CHAIN_MIN_BYTES ((size_t)16 << 20) /* the Makefile sets it too */
+#endif
 #define IRIS_IMPLEMENTATION
 #include "../iris_collectives.h"
 #include "test_util.h"
@@ -144,8 +148,8 @@ static bool test_large(Suite &s, Bufs &B) {
 static bool test_relay(Suite &s, Bufs &B) {
   struct Case { int type; size_t count; } cases[] = {
       {IRIS_FLOAT16, 1},       {IRIS_INT32, 7},         {IRIS_BFLOAT16, 4099},           {IRIS_INT64, 65537},
-      {IRIS_FLOAT16, 100003},  {IRIS_FLOAT32, 1000003}, {IRIS_BFLOAT16, (12 << 20) + 1},
-  };
+      {IRIS_FLOAT16, 100003},  {IRIS_FLOAT32, 1000003}, {IRIS_FLOAT16, (5 << 20) + 3},  {IRIS_BFLOAT16, (12 << 20) + 1},
+  }; // at 3+ ranks: direct stores to 2 MB, the relay to IRIS_COLL_CHAIN_MIN_BYTES (16 MB in this build, see Makefile), the chain above
   const int ctas[] = {0, 1, 3, 7};
   bool ok = true;
   int call = 20001;
@@ -154,7 +158,7 @@ static bool test_relay(Suite &s, Bufs &B) {
       for (int placement = 0; placement < 4 && ok; placement++, call++)
         ok &= one(s, B, IRIS_COLL_BC, c.type, 0, c.count, IRIS_ALGO_BANDWIDTH, placement, call, root, ctas[call % 4]);
   char name[200];
-  snprintf(name, sizeof name, "broadcast bandwidth path (relay at 3+ ranks): every root, counts 1..%d, tails, 1/3/7/auto CTAs, heap/off-heap/in-place, exact",
+  snprintf(name, sizeof name, "broadcast bandwidth path (relay and chain at 3+ ranks): every root, counts 1..%d, tails, 1/3/7/auto CTAs, heap/off-heap/in-place, exact",
            (12 << 20) + 1);
   report(s, name, ok);
   ok = true;
@@ -301,7 +305,9 @@ __global__ void k_bc_check(const int *p, size_t n, uint64_t seed, int root, int 
 }
 static bool test_relay_back_to_back(Suite &s) {
   const int calls = 400, slots = 3, W = s.world;
-  const size_t sizes[] = {1, 4097, 65539, 262147, ((size_t)1 << 20) + 3}, max_n = ((size_t)1 << 20) + 3; // int32 elements
+  // int32 elements: the latency path, the direct stores, the relay and (3+ ranks) the chain
+  const size_t chain_n = IRIS_COLL_CHAIN_MIN_BYTES / sizeof(int) + 5;
+  const size_t sizes[] = {1, 4097, 65539, 262147, ((size_t)1 << 20) + 3, chain_n}, max_n = chain_n;
   const int ctas[] = {0, 2, 5};
   int *in[slots], *out[slots], *first;
   unsigned long long *bad;
@@ -319,7 +325,7 @@ static bool test_relay_back_to_back(Suite &s) {
   if (!barrier(s)) return false;
   for (int c = 0; c < calls; c++) {
     const int slot = c % slots, root = (c + c / (2 * W)) % W, in_place = c % 5 == 4;
-    const size_t n = sizes[(c / 3) % 5];
+    const size_t n = sizes[(c / 3) % 6];
     int *send = in_place ? out[slot] : in[slot], *recv = out[slot];
     CK(cudaMemsetAsync(recv, 0xA5, sizeof(int) * n, st)); // poison
     // fresh data; non-roots fill their (ignored) send with their own values
@@ -583,11 +589,12 @@ static bool test_bad_input(Suite &s, Bufs &B) {
   // the same for the bandwidth-path broadcast (the relay at 3+ ranks), once with a count
   // and once with a root that rank 0 alone disagrees on: nobody waits for a rank that
   // does not relay, and the next broadcasts are exact
-  for (int what = 0; what < 2; what++) {
+  for (int what = 0; what < 3; what++) { // 2: a count mismatch at the chain's sizes
+    const size_t big = what == 2 ? IRIS_COLL_CHAIN_MIN_BYTES / 4 : 0;
     const int root = s.world - 1, my_root = what == 1 && s.rank == 0 ? 0 : root;
-    const size_t my_count = what == 0 && s.rank == 0 ? 3000 : 3001;
+    const size_t my_count = big + (what != 1 && s.rank == 0 ? 3000 : 3001);
     cudaMemset(B.hr, 0x5a, 4096 * 4);
-    fill(B.hs, IRIS_INT32, 3001, s.seed, s.rank, 7780 + what);
+    fill(B.hs, IRIS_INT32, big + 3001, s.seed, s.rank, 7780 + what);
     CK(cudaDeviceSynchronize());
     IK(iris_broadcast_ex(s.ctx, B.hs, B.hr, my_count, IRIS_INT32, my_root, 0, &bw));
     CK(cudaDeviceSynchronize());
@@ -597,8 +604,9 @@ static bool test_bad_input(Suite &s, Bufs &B) {
     for (size_t i = 0; i < sizeof hb; i++) caught &= hb[i] == 0x5a;
     caught &= iris_collectives_check(s.ctx) == IRIS_SUCCESS;
     for (int r = 0; r < s.world; r++) caught &= one(s, B, IRIS_COLL_BC, IRIS_INT32, 0, 50001, IRIS_ALGO_BANDWIDTH, 0, 7790 + 10 * what + r, r);
-    report(s, what == 0 ? "broadcast count mismatch (bandwidth path): detected on every rank, nothing written, next calls exact"
-                        : "broadcast root mismatch (bandwidth path): detected on every rank, nothing written, next calls exact",
+    report(s, what == 0   ? "broadcast count mismatch (bandwidth path): detected on every rank, nothing written, next calls exact"
+              : what == 1 ? "broadcast root mismatch (bandwidth path): detected on every rank, nothing written, next calls exact"
+                          : "broadcast count mismatch at the chain's sizes: detected on every rank, nothing written, next calls exact",
            caught);
   }
   return true;

@@ -1681,6 +1681,32 @@ static void test_world_ar_store_plan(void) {
     check(ok, name, "%s", why);
   }
 }
+/* Chain broadcast (iris_coll_launch_chain, iris_coll_chain_kernel): chunks are 16-byte
+ * multiples within the relay's limits, tile the message once, the grid has no CTA
+ * without a chunk, and replaying every CTA's steps visits each chunk exactly once. */
+static void test_chain_plan(void) {
+  const size_t MB = (size_t)1 << 20;
+  const size_t sizes[] = {1, 17, 16 * MB, 16 * MB + 20, 80 * MB + 6, 1024 * MB + 7, (size_t)13 << 30};
+  const int ctas[] = {1, 3, 7, 78, 132, 256};
+  char why[256] = "";
+  int ok = 1, si, ci;
+  for (si = 0; si < 7 && ok; si++)
+    for (ci = 0; ci < 6 && ok; ci++) {
+      const size_t bytes = sizes[si], chunk = iris_coll_chain_chunk(bytes, ctas[ci]), chunks = iris_coll_chain_chunks(bytes, chunk);
+      const int G = (size_t)ctas[ci] > chunks ? (int)chunks : ctas[ci];
+      size_t visited = 0, b;
+      if (chunk % 16 || chunk < IRIS_COLL_RELAY_MIN_CHUNK || chunk > IRIS_COLL_RELAY_MAX_CHUNK || chunks * chunk < bytes || (chunks - 1) * chunk >= bytes ||
+          chunks >= IRIS_COLL_RELAY_ABANDON || G < 1)
+        ok = 0, snprintf(why, sizeof why, "bytes %zu, %d CTAs: chunk %zu, %zu chunks, %d CTAs", bytes, ctas[ci], chunk, chunks, G);
+      for (b = 0; b < (size_t)G && ok; b++) { /* steps of CTA b: chunks b, b + G, ... */
+        const size_t steps = b < chunks ? (chunks - 1 - b) / (size_t)G + 1 : 0;
+        if (!steps || (steps - 1) * (size_t)G + b >= chunks) ok = 0, snprintf(why, sizeof why, "bytes %zu: CTA %zu has %zu steps", bytes, b, steps);
+        visited += steps;
+      }
+      if (ok && visited != chunks) ok = 0, snprintf(why, sizeof why, "bytes %zu, %d CTAs: %zu chunks visited of %zu", bytes, G, visited, chunks);
+    }
+  check(ok, "chain broadcast: chunks tile the message once, every CTA has one, each is visited once", "%s", why);
+}
 static void test_world_relay_plan(void) {
   const size_t MB = (size_t)1 << 20;
   const size_t sizes[] = {1, 16, 17, 1000, 65536 + 3, 2 * MB, 2 * MB + 1, 2 * MB + 16 * 15 + 3, 4000012, 24 * MB + 2, 80 * MB + 6, 1024 * MB, 1024 * MB + 7};
@@ -1843,6 +1869,7 @@ int main(void) {
   test_world_all_reduce_plan();
   test_world_relay_plan();
   test_world_ar_store_plan();
+  test_chain_plan();
   test_world_ctas_staging();
 
   /* last: this may initialise the CUDA runtime, after which no more forks */
