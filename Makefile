@@ -25,7 +25,7 @@ CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
 
-.PHONY: test test-gpu test-mfma run bench examples asm clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+.PHONY: test test-gpu test-mfma run bench examples asm clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
 
 test:
 	@bash tests/run.sh
@@ -49,8 +49,11 @@ check-nvcc: | $(B)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -c tests/compile/all_headers.cu -o $(B)/all_headers_nvcc.o
 # twice: as shipped (no AMD GEMM core), and with the UNVERIFIED MFMA core compiled in, which
 # instantiates the fused kernel for every A/B type, C type and B layout (-Werror: no warnings)
-check-hipcc: | $(B)
+# as shipped, and with the (unverified) MFMA GEMM core: two compiles, side by side under -j
+check-hipcc: check-hipcc-plain check-hipcc-mfma
+check-hipcc-plain: | $(B)
 	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -c tests/compile/all_headers.cu -o $(B)/all_headers_hip.o
+check-hipcc-mfma: | $(B)
 	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -Werror -DIRIS_GEMM_MFMA_UNVERIFIED -c tests/compile/all_headers.cu -o $(B)/all_headers_hip_mfma.o
 check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940: | $(B)
 	bash tests/codegen/check.sh $(subst check-codegen-,,$@)
