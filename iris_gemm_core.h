@@ -728,18 +728,6 @@ template <int BM_, int BN_, int STAGES_> struct iris_gemm_wgmma_cfg {
   }
 };
 
-/* One CTA: C[m0:m0+BM, n0:n0+BN] = A[m0:, 0:K] * B (+ bias). See the header comment.
-   BiasT (deduced): __nv_bfloat16, __half or float; a literal nullptr takes the overload below. */
-template <class Cfg, typename T, bool B_KN, typename OutT, class WaitK, typename BiasT>
-__device__ __forceinline__ void iris_gemm_tile(const T *A, int lda, const T *B, int ldb, OutT *C, int ldc, const BiasT *bias, int M, int N, int K, int m0,
-                                               int n0, char *smem, WaitK wait_k) {
-  Cfg::template run<T, B_KN, OutT, WaitK, BiasT>(A, lda, B, ldb, C, ldc, bias, M, N, K, m0, n0, smem, wait_k);
-}
-template <class Cfg, typename T, bool B_KN, typename OutT, class WaitK>
-__device__ __forceinline__ void iris_gemm_tile(const T *A, int lda, const T *B, int ldb, OutT *C, int ldc, decltype(nullptr), int M, int N, int K, int m0,
-                                               int n0, char *smem, WaitK wait_k) {
-  Cfg::template run<T, B_KN, OutT, WaitK, T>(A, lda, B, ldb, C, ldc, (const T *)nullptr, M, N, K, m0, n0, smem, wait_k);
-}
 /* 1 where this device pass has the wgmma core (sm_90a), 0 where iris_gemm_wgmma_cfg falls back */
 __device__ __forceinline__ int iris_gemm_wgmma_compiled() { return IRIS_GC_WGMMA; }
 
@@ -761,5 +749,21 @@ typedef iris_gemm_wgmma_cfg<64, 128, 4> iris_gemm_cfg_wgmma_small;
 /* AMD: the MFMA core, UNVERIFIED (never run on hardware): only on request. */
 #if (defined(__HIPCC__) || defined(__HIP__)) && defined(IRIS_GEMM_MFMA_UNVERIFIED)
 #include "iris_gemm_core_mfma.h"
+#endif
+
+#if defined(IRIS_GEMM_CORE_AVAILABLE)
+/* One CTA: C[m0:m0+BM, n0:n0+BN] = A[m0:, 0:K] * B (+ bias), by the core that Cfg names
+   (mma.sync, wgmma or, on AMD, MFMA). See the header comment. BiasT (deduced):
+   __nv_bfloat16 / hip_bfloat16, __half or float; a literal nullptr takes the overload below. */
+template <class Cfg, typename T, bool B_KN, typename OutT, class WaitK, typename BiasT>
+__device__ __forceinline__ void iris_gemm_tile(const T *A, int lda, const T *B, int ldb, OutT *C, int ldc, const BiasT *bias, int M, int N, int K, int m0,
+                                               int n0, char *smem, WaitK wait_k) {
+  Cfg::template run<T, B_KN, OutT, WaitK, BiasT>(A, lda, B, ldb, C, ldc, bias, M, N, K, m0, n0, smem, wait_k);
+}
+template <class Cfg, typename T, bool B_KN, typename OutT, class WaitK>
+__device__ __forceinline__ void iris_gemm_tile(const T *A, int lda, const T *B, int ldb, OutT *C, int ldc, decltype(nullptr), int M, int N, int K, int m0,
+                                               int n0, char *smem, WaitK wait_k) {
+  Cfg::template run<T, B_KN, OutT, WaitK, T>(A, lda, B, ldb, C, ldc, (const T *)nullptr, M, N, K, m0, n0, smem, wait_k);
+}
 #endif
 #endif /* IRIS_GEMM_CORE_H */

@@ -369,18 +369,6 @@ template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_> struct iris_
   }
 };
 
-/* One CTA: C[m0:m0+BM, n0:n0+BN] = A[m0:, 0:K] * B (+ bias). See iris_gemm_core.h.
-   BiasT (deduced): hip_bfloat16, __half or float; a literal nullptr takes the overload below. */
-template <class Cfg, typename T, bool B_KN, typename OutT, class WaitK, typename BiasT>
-__device__ __forceinline__ void iris_gemm_tile(const T *A, int lda, const T *B, int ldb, OutT *C, int ldc, const BiasT *bias, int M, int N, int K, int m0,
-                                               int n0, char *smem, WaitK wait_k) {
-  Cfg::template run<T, B_KN, OutT, WaitK, BiasT>(A, lda, B, ldb, C, ldc, bias, M, N, K, m0, n0, smem, wait_k);
-}
-template <class Cfg, typename T, bool B_KN, typename OutT, class WaitK>
-__device__ __forceinline__ void iris_gemm_tile(const T *A, int lda, const T *B, int ldb, OutT *C, int ldc, decltype(nullptr), int M, int N, int K, int m0,
-                                               int n0, char *smem, WaitK wait_k) {
-  Cfg::template run<T, B_KN, OutT, WaitK, T>(A, lda, B, ldb, C, ldc, (const T *)nullptr, M, N, K, m0, n0, smem, wait_k);
-}
 /* 0: there is no wgmma core on AMD (kept so code written for iris_gemm_core.h compiles) */
 __device__ __forceinline__ int iris_gemm_wgmma_compiled() { return 0; }
 

@@ -116,20 +116,26 @@ def ctas_per_sm(regs, threads, smem):
     by_smem = 228 * 1024 // (smem + 1024)
     return f"{min(by_regs, by_smem)} ({by_regs} by regs, {by_smem} by smem)"
 
-def amd(tmp, arch):
-    s = os.path.join(tmp, f"k_{arch}.s")
-    subprocess.run([HIPCC, "-x", "hip", f"--offload-arch={arch}", "-O2", "-I", ROOT, "--cuda-device-only", "-S", SRC, "-o", s], check=True,
+def amd_asm(tmp, src, tag, arch):
+    """Device assembly of src for one AMD target (hipcc), as text."""
+    s = os.path.join(tmp, f"{tag}_{arch}.s")
+    subprocess.run([HIPCC, "-x", "hip", f"--offload-arch={arch}", "-O2", "-I", ROOT, "--cuda-device-only", "-S", src, "-o", s], check=True,
                    stderr=subprocess.DEVNULL)
-    text, kern = open(s).read(), {}
+    return open(s).read()
+
+def amd_widths(code, kind):
+    """Global/flat/buffer loads or stores (kind) in AMD assembly, by access width."""
+    ws = {}
+    for op in re.findall(r"\b(?:global|flat|buffer)_" + kind + r"_(dwordx4|dwordx3|dwordx2|dword|short|ushort|byte|ubyte)\b", code):
+        w = {"dwordx4": 16, "dwordx3": 12, "dwordx2": 8, "dword": 4, "short": 2, "ushort": 2, "byte": 1, "ubyte": 1}[op]
+        ws[w] = ws.get(w, 0) + 1
+    return widths_str(ws)
+
+def amd(tmp, arch):
+    text, kern = amd_asm(tmp, SRC, "k", arch), {}
     for m in re.finditer(r"^(_Z\w+):\s*;.*?\n(.*?)s_endpgm", text, re.S | re.M):
         body = m.group(2)
-        def widths(kind):
-            ws = {}
-            for op in re.findall(r"\b(?:global|flat|buffer)_" + kind + r"_(dwordx4|dwordx3|dwordx2|dword|short|ushort|byte|ubyte)\b", body):
-                w = {"dwordx4": 16, "dwordx3": 12, "dwordx2": 8, "dword": 4, "short": 2, "ushort": 2, "byte": 1, "ubyte": 1}[op]
-                ws[w] = ws.get(w, 0) + 1
-            return ", ".join(f"{w}B x{c}" for w, c in sorted(ws.items(), reverse=True)) or "-"
-        kern[m.group(1)] = {"loads": widths("load"), "stores": widths("store")}
+        kern[m.group(1)] = {"loads": amd_widths(body, "load"), "stores": amd_widths(body, "store")}
     for m in re.finditer(r"\.name:\s+(_Z\w+)\s*\n(.*?)(?=\n  - \.|\Z)", text, re.S):
         meta = m.group(2)
         g = lambda k: (re.search(r"\." + k + r":\s+(\d+)", meta) or [None, "?"])[1]
@@ -141,26 +147,17 @@ def amd_gemm(tmp, arch):
     """The MFMA GEMM kernels of tools/asm_gemm_kernels_mfma.cu for one AMD target: VGPRs, AGPRs,
     SGPRs, scratch (spills), occupancy (waves per SIMD), MFMA and LDS instruction counts, and
     global access widths, from the ISA and the compiler's per-function comments."""
-    s = os.path.join(tmp, f"mfma_{arch}.s")
-    subprocess.run([HIPCC, "-x", "hip", f"--offload-arch={arch}", "-O2", "-I", ROOT, "--cuda-device-only", "-S", MFMA_SRC, "-o", s], check=True,
-                   stderr=subprocess.DEVNULL)
-    text, kern = open(s).read(), {}
+    text, kern = amd_asm(tmp, MFMA_SRC, "mfma", arch), {}
     for m in re.finditer(r"^(_Z\w*gemm\w+):\s*;.*?\n(.*?)(?=^_Z\w+:|\Z)", text, re.S | re.M):
         body = m.group(2)
         code = body.split("s_endpgm")[0]
-        def widths(kind):
-            ws = {}
-            for op in re.findall(r"\b(?:global|flat|buffer)_" + kind + r"_(dwordx4|dwordx3|dwordx2|dword|short|ushort|byte|ubyte)\b", code):
-                w = {"dwordx4": 16, "dwordx3": 12, "dwordx2": 8, "dword": 4, "short": 2, "ushort": 2, "byte": 1, "ubyte": 1}[op]
-                ws[w] = ws.get(w, 0) + 1
-            return widths_str(ws)
         g = lambda k: (re.search(r"^; " + k + r":\s*(\d+)", body, re.M) or [None, "?"])[1]
         lds = {}
         for op in re.findall(r"\b(ds_(?:read|write)\w*)", code):
             lds[op] = lds.get(op, 0) + 1
         kern[m.group(1)] = {"vgpr": g("NumVgprs"), "agpr": g("NumAgprs"), "sgpr": g("NumSgprs"), "scratch": g("ScratchSize"),
                             "occ": g("Occupancy"), "mfma": len(re.findall(r"\bv_mfma_\w+", code)),
-                            "lds": ", ".join(f"{k} x{v}" for k, v in sorted(lds.items())) or "-", "loads": widths("load"), "stores": widths("store")}
+                            "lds": ", ".join(f"{k} x{v}" for k, v in sorted(lds.items())) or "-", "loads": amd_widths(code, "load"), "stores": amd_widths(code, "store")}
     return kern
 
 def mfma_smem(name):
