@@ -91,7 +91,7 @@ $(B)/gemm_core_test_hip: tests/gemm_core_test.cu iris_gemm_core.h iris_gemm_core
 	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -Werror $< -o $@
 test-mfma: $(B)/gemm_core_test_hip
 	$(B)/gemm_core_test_hip
-$(B)/bench_gemm_core: bench/bench_gemm_core.cu bench/bench_util.h iris_gemm_core.h | $(B)
+$(B)/bench_gemm_core: bench/bench_gemm_core.cu bench/bench_util.h iris_gemm_core.h iris_gemm_core_tma.h | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublas -lcublasLt
 
 # ---------------------------------------------------------------- examples

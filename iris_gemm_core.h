@@ -99,6 +99,7 @@
 /* A wait_k that does not wait (plain GEMM). */
 struct iris_gemm_no_wait {
   __device__ __forceinline__ void operator()(int) const {}
+  __device__ __forceinline__ void operator()(int, int) const {} /* the TMA core's wait_a(m0, k0) */
 };
 
 /* ---- PTX primitives (the only inline assembly of this file) ---- */
@@ -743,6 +744,9 @@ typedef iris_gemm_cfg<64, 128, 64, 2, 2, 4> iris_gemm_cfg_small;
 typedef iris_gemm_wgmma_cfg<128, 256, 4> iris_gemm_cfg_wgmma_large;
 /* small M or N, sm_90a: 128 threads (1 warpgroup x m64n128), 97 KB, 112-168 regs, 2 CTAs/SM */
 typedef iris_gemm_wgmma_cfg<64, 128, 4> iris_gemm_cfg_wgmma_small;
+
+/* the persistent, warp-specialized core fed by TMA (sm_90a) */
+#include "iris_gemm_core_tma.h"
 
 #endif /* CUDA */
 

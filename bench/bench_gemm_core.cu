@@ -36,6 +36,26 @@ __global__ void __launch_bounds__(Cfg::threads, 1)
   const int gsize = min(tiles_m - first_m, group), tm = first_m + (t % per_group) % gsize, tn = (t % per_group) / gsize;
   iris_gemm_tile<Cfg, bf16, KN, bf16>(A, lda, B, ldb, C, ldc, nullptr, M, N, K, tm * Cfg::BM, tn * Cfg::BN, smem, iris_gemm_no_wait());
 }
+// the TMA core: persistent grid (one CTA per SM), the same grouped raster, tile i of a CTA
+// is raster index blockIdx.x + i * gridDim.x
+struct GroupedSched {
+  int tiles_m, tiles_n, bm, bn;
+  __device__ bool operator()(int i, int &m0, int &n0) const {
+    const int t = (int)blockIdx.x + i * (int)gridDim.x;
+    if (t >= tiles_m * tiles_n) return false;
+    const int group = 8, per_group = group * tiles_n, first_m = t / per_group * group;
+    const int gsize = min(tiles_m - first_m, group);
+    m0 = (first_m + (t % per_group) % gsize) * bm;
+    n0 = (t % per_group) / gsize * bn;
+    return true;
+  }
+};
+template <class Cfg, bool KN>
+__global__ void __launch_bounds__(Cfg::threads, 1)
+    k_gemm_tma(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, bf16 *C, int ldc, int M, int N, int K, GroupedSched s) {
+  extern __shared__ __align__(16) char smem[];
+  iris_gemm_tma_tiles<Cfg, bf16, KN, bf16>(&ta, &tb, C, ldc, (const bf16 *)nullptr, M, N, K, s, iris_gemm_no_wait(), smem);
+}
 __global__ void k_fill(bf16 *p, size_t n, uint64_t seed) { // uniform in [-1, 1)
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ULL ^ seed;
@@ -131,6 +151,33 @@ static void bench_cfg(const char *cname, const char *filter, int M, int N, int K
   fflush(stdout);
 }
 
+template <class Cfg, bool KN>
+static void bench_tma(const char *cname, const char *filter, int M, int N, int K, const Bufs &b, double cublas_ms, int sms) {
+  if (filter && !strstr(cname, filter)) return;
+  const int tm = (M + Cfg::BM - 1) / Cfg::BM, tn = (N + Cfg::BN - 1) / Cfg::BN;
+  CUtensorMap ta, tb;
+  CK(iris_gemm_tma_map(&ta, b.A, 0, M, K, K, Cfg::BM));
+  CK(iris_gemm_tma_map_b<Cfg>(&tb, b.B, 0, KN, K, N, KN ? N : K));
+  auto kern = k_gemm_tma<Cfg, KN>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::smem_bytes));
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, kern));
+  CK(cudaMemset(b.C, 0xff, (size_t)M * N * sizeof(bf16)));
+  const int grid = std::min(sms, tm * tn);
+  const GroupedSched sc = {tm, tn, Cfg::BM, Cfg::BN};
+  auto launch = [&]() { kern<<<grid, Cfg::threads, Cfg::smem_bytes>>>(ta, tb, b.C, N, M, N, K, sc); };
+  launch();
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  const double diff = compare(M, N, K, b);
+  const double ms = median_ms(launch), flop = 2.0 * M * N * K;
+  const double tf = flop / ms * 1e-9, tc = flop / cublas_ms * 1e-9;
+  printf("M=%5d N=%5d K=%5d B=%s  %-24s %7.1f TFLOPS  cuBLAS %7.1f TFLOPS  ratio %5.3f  (%.3f ms; %d regs, %zu B local, %d B smem; diff vs cuBLAS %.2g%s)\n", M,
+         N, K, KN ? "KxN" : "NxK", cname, tf, tc, tf / tc, ms, fa.numRegs, (size_t)fa.localSizeBytes, Cfg::smem_bytes, diff,
+         diff < 2e-2 ? "" : " MISMATCH");
+  fflush(stdout);
+}
+
 int main(int argc, char **argv) {
   const char *filter = argc > 1 ? argv[1] : nullptr;
   cudaDeviceProp prop;
@@ -167,6 +214,9 @@ int main(int argc, char **argv) {
         bench_cfg<iris_gemm_cfg<128, 256, 32, 2, 4, 5>, true>("mma 128x256x32 s5", filter, M, N, K, b, cms);
         bench_cfg<iris_gemm_wgmma_cfg<128, 256, 3>, true>("wgmma 128x256 s3", filter, M, N, K, b, cms);
         bench_cfg<iris_gemm_wgmma_cfg<128, 128, 6>, true>("wgmma 128x128 s6", filter, M, N, K, b, cms);
+        bench_tma<iris_gemm_cfg_tma_large, true>("tma_large", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_tma_cfg<256, 3>, true>("tma 128x256 s3", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_tma_cfg<128, 6>, true>("tma 128x128 s6", filter, M, N, K, b, cms, prop.multiProcessorCount);
       } else {
         bench_cfg<iris_gemm_cfg_large, false>("large(mma)", filter, M, N, K, b, cms);
         bench_cfg<iris_gemm_cfg_medium, false>("medium(mma)", filter, M, N, K, b, cms);
@@ -176,6 +226,9 @@ int main(int argc, char **argv) {
         bench_cfg<iris_gemm_cfg<128, 256, 32, 2, 4, 5>, false>("mma 128x256x32 s5", filter, M, N, K, b, cms);
         bench_cfg<iris_gemm_wgmma_cfg<128, 256, 3>, false>("wgmma 128x256 s3", filter, M, N, K, b, cms);
         bench_cfg<iris_gemm_wgmma_cfg<128, 128, 6>, false>("wgmma 128x128 s6", filter, M, N, K, b, cms);
+        bench_tma<iris_gemm_cfg_tma_large, false>("tma_large", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_tma_cfg<256, 3>, false>("tma 128x256 s3", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_tma_cfg<128, 6>, false>("tma 128x128 s6", filter, M, N, K, b, cms, prop.multiProcessorCount);
       }
     }
     CK(cudaFree(b.A));

@@ -1,0 +1,264 @@
+/* iris_gemm_core_tma.h — persistent, warp-specialized wgmma GEMM core fed by TMA (Hopper, sm_90a)
+ *
+ * What it is
+ *   The fast NVIDIA core of iris_gemm_core.h (included from there; do not include alone).
+ *   One persistent CTA of 384 threads computes a sequence of BM x BN tiles (BM = 128) of
+ *   C = A * B (+ bias), fp32 accumulation:
+ *     warpgroup 0  producer: one thread issues TMA loads (cp.async.bulk.tensor) of A and B
+ *                  k-slabs (64 wide) into a STAGES-deep shared-memory ring, each stage
+ *                  guarded by a "full" and an "empty" mbarrier; it gives up registers
+ *                  (setmaxnreg 40) and runs ahead into the next tile while the consumers
+ *                  store the previous one;
+ *     warpgroups 1, 2  consumers: each multiplies a 64 x BN half of the tile with
+ *                  wgmma.m64nBNk16 straight from the 128-byte-swizzled stages (the layout
+ *                  TMA writes), frees a stage as soon as the wgmma that read it retired,
+ *                  then stores its half of C from registers (bias, rounding, 16-byte
+ *                  stores; masked edges) while the producer refills the ring.
+ *   No thread computes an address per element and nothing waits on a block barrier
+ *   inside the k loop: this is what lifts the cp.async wgmma core (69-85% of cuBLAS) to
+ *   cuBLAS's class.
+ *
+ * Quick start (one GPU; see bench/bench_gemm_core.cu and tests/gemm_core_test.cu)
+ *     typedef iris_gemm_tma_cfg<256, 4> Cfg;
+ *     struct Sched { int tiles_m, ntiles;            // tile i of this CTA, or false
+ *       __device__ bool operator()(int i, int &m0, int &n0) const {
+ *         const int t = blockIdx.x + i * gridDim.x; if (t >= ntiles) return false;
+ *         m0 = t % tiles_m * Cfg::BM; n0 = t / tiles_m * Cfg::BN; return true; } };
+ *     __global__ void __launch_bounds__(Cfg::threads, 1)
+ *     k(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+ *       __nv_bfloat16 *C, int M, int N, int K, Sched s) {
+ *       extern __shared__ __align__(16) char smem[];
+ *       iris_gemm_tma_tiles<Cfg, __nv_bfloat16, true, __nv_bfloat16>(&ta, &tb, C, N, nullptr,
+ *           M, N, K, s, iris_gemm_no_wait(), smem);
+ *     }
+ *     // host
+ *     CUtensorMap ta, tb;
+ *     iris_gemm_tma_map(&ta, A, 0, M, K, lda, Cfg::BM);             // A: M x K
+ *     iris_gemm_tma_map_b<Cfg>(&tb, B, 0, true, K, N, ldb);          // B: K x N
+ *     cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::smem_bytes);
+ *     k<<<sms, Cfg::threads, Cfg::smem_bytes>>>(ta, tb, C, M, N, K, s);
+ *
+ * Interface
+ *   template <class Cfg, typename T, bool B_KN, typename OutT, class Sched, class WaitA, typename BiasT>
+ *   __device__ void iris_gemm_tma_tiles(const CUtensorMap *ta, const CUtensorMap *tb, OutT *C, int ldc,
+ *                                       const BiasT *bias, int M, int N, int K, Sched sched,
+ *                                       WaitA wait_a, char *smem);
+ *     ta, tb  addresses of `const __grid_constant__ CUtensorMap` kernel parameters, made by
+ *             iris_gemm_tma_map (A: M x K, box BM x 64) and iris_gemm_tma_map_b<Cfg> (B);
+ *             T, B_KN, M, N, K must be what they describe.
+ *     sched   sched(i, m0, n0): the i-th tile of this CTA (i = 0, 1, ...), false when there
+ *             is none; a pure function of i (the producer and the consumers each call it).
+ *             Tiles with m0 >= M or n0 >= N are skipped.
+ *     wait_a  wait_a(m0, k0): called by the producer thread only, before the TMA load of
+ *             A[m0:m0+BM, k0:k0+64), in k order per tile. It may spin; to consume data that
+ *             other CTAs or GPUs wrote, it acquires their flag (the core then issues
+ *             fence.proxy.async so the TMA, an async-proxy read, sees the data). B is read
+ *             without a wait. iris_gemm_no_wait: no call.
+ *     smem    Cfg::smem_bytes of dynamic shared memory (16-byte aligned; the core aligns it).
+ *   Every thread of the CTA (blockDim.x == 384) calls it with the same arguments. It begins
+ *   and ends with __syncthreads(); on return every copy and MMA is complete.
+ *
+ * Rules (the host side checks them)
+ *   - A, B, C, bias 16-byte aligned; lda, ldb, ldc multiples of 8 elements; K % 8 == 0
+ *     (K == 0: C = bias or 0). M, N arbitrary: TMA fills rows, columns and k beyond the
+ *     matrix with zeros; stores are masked.
+ *   - Compiled only in an sm_90a device pass (IRIS_GC_WGMMA); elsewhere the function does
+ *     nothing and iris_gemm_tma_compiled() returns 0: check it (iris_gemm.h does) and use
+ *     iris_gemm_tile instead.
+ */
+#ifndef IRIS_GEMM_CORE_TMA_H
+#define IRIS_GEMM_CORE_TMA_H
+#include <cuda.h> /* CUtensorMap and its enums only; the driver function is looked up at run time */
+
+/* ---- configuration ---- */
+template <int BN_, int STAGES_> struct iris_gemm_tma_cfg {
+  static constexpr int BM = 128, BN = BN_, BK = 64, STAGES = STAGES_;
+  static constexpr int threads = 384; /* producer warpgroup + 2 consumer warpgroups */
+  static constexpr int a_bytes = BM * 128, b_bytes = BN * 128, stage_bytes = a_bytes + b_bytes;
+  static constexpr int smem_bytes = STAGES * stage_bytes + 2 * STAGES * 8 + 1024; /* ring, barriers, alignment slack */
+  static_assert(BN == 128 || BN == 256, "iris_gemm_tma_cfg: BN must be 128 or 256");
+  static_assert(STAGES >= 2 && smem_bytes <= 227 * 1024, "iris_gemm_tma_cfg: STAGES >= 2, at most 227 KB of shared memory");
+};
+/* 128 x 256 tiles, 4 stages (193 KB): the large-GEMM configuration */
+typedef iris_gemm_tma_cfg<256, 4> iris_gemm_cfg_tma_large;
+
+/* 1 where this device pass has the TMA core (sm_90a), 0 where iris_gemm_tma_tiles is empty */
+__device__ __forceinline__ int iris_gemm_tma_compiled() { return IRIS_GC_WGMMA; }
+
+/* wait_a types that never wait (no call, no proxy fence) */
+template <class W> struct iris_gc_waits { enum { value = 1 }; };
+template <> struct iris_gc_waits<iris_gemm_no_wait> { enum { value = 0 }; };
+
+/* ---- host: tensor maps ---- */
+typedef CUresult (*iris_gc_encode_fn_t)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
+                                        const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                        CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* Host. A map over a row-major rows x cols matrix of 2-byte elements (f16: 1 fp16, 0 bf16)
+   with leading dimension ld, in boxes of box_rows x 64 columns laid out with the 128-byte
+   swizzle; elements outside the matrix read as zero. cudaSuccess, or
+   cudaErrorInvalidValue for a shape TMA cannot describe (alignment, ld, sizes), or the
+   error of the driver lookup. */
+static inline cudaError_t iris_gemm_tma_map(CUtensorMap *map, const void *base, int f16, long long rows, long long cols, long long ld, int box_rows) {
+  static iris_gc_encode_fn_t encode = nullptr; /* the same value from every thread that races here */
+  if (!encode) {
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess) return e;
+    if (q != cudaDriverEntryPointSuccess || !fn) return cudaErrorNotSupported;
+    encode = (iris_gc_encode_fn_t)fn;
+  }
+  if (!map || !base || ((uintptr_t)base & 15) || rows < 1 || cols < 1 || ld < cols || (ld * 2) % 16 || box_rows < 1 || box_rows > 256 ||
+      rows > (1ll << 32) || cols > (1ll << 32) || ld * 2 >= (1ll << 40))
+    return cudaErrorInvalidValue;
+  const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * 2};
+  const cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, estr[2] = {1, 1};
+  const CUresult r = encode(map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box, estr,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+/* Host. The map of B for Cfg: b_kn (K x N row-major, ldb >= N): boxes of 64 k-rows x 64
+   columns; else (N x K, ldb >= K): boxes of BN rows x 64 k. */
+template <class Cfg> static inline cudaError_t iris_gemm_tma_map_b(CUtensorMap *map, const void *B, int f16, bool b_kn, long long K, long long N, long long ldb) {
+  return b_kn ? iris_gemm_tma_map(map, B, f16, K, N, ldb, 64) : iris_gemm_tma_map(map, B, f16, N, K, ldb, Cfg::BN);
+}
+
+/* ---- device ---- */
+#if IRIS_GC_WGMMA
+__device__ __forceinline__ void iris_gc_mbar_init(uint32_t bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void iris_gc_mbar_expect_tx(uint32_t bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void iris_gc_mbar_arrive(uint32_t bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory"); }
+/* until the phase of parity `parity` of the barrier has completed */
+__device__ __forceinline__ void iris_gc_mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+/* 2-D TMA load of the box at (c0 = column, c1 = row) into shared dst, completing on bar */
+__device__ __forceinline__ void iris_gc_tma_load(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+               "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void iris_gc_fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+__device__ __forceinline__ void iris_gc_fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+template <int R> __device__ __forceinline__ void iris_gc_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
+template <int R> __device__ __forceinline__ void iris_gc_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
+
+/* The producer thread: every k-slab of every tile of this CTA, in order, into the ring. */
+template <class Cfg, bool B_KN, class Sched, class WaitA>
+__device__ __forceinline__ void iris_gc_tma_produce(const CUtensorMap *ta, const CUtensorMap *tb, int M, int N, int K, Sched &sched, WaitA &wait_a,
+                                                    uint32_t ring, uint32_t full, uint32_t empty) {
+  constexpr int S = Cfg::STAGES;
+  const int KT = (K + 63) / 64;
+  int s = 0;
+  uint32_t phase = 0;
+  int m0, n0;
+  for (int i = 0; sched(i, m0, n0); ++i) {
+    if (m0 >= M || n0 >= N) continue;
+    for (int kt = 0; kt < KT; ++kt) {
+      iris_gc_mbar_wait(empty + 8 * s, phase ^ 1); /* the consumers freed this stage (a fresh barrier passes) */
+      if (iris_gc_waits<WaitA>::value) {
+        wait_a(m0, kt * 64);
+        iris_gc_fence_proxy_async_global();
+      }
+      const uint32_t sa = ring + s * Cfg::stage_bytes, sb = sa + Cfg::a_bytes, bar = full + 8 * s;
+      iris_gc_mbar_expect_tx(bar, Cfg::stage_bytes);
+      iris_gc_tma_load(sa, ta, kt * 64, m0, bar);
+      if (B_KN) {
+#pragma unroll
+        for (int j = 0; j < Cfg::BN / 64; ++j) iris_gc_tma_load(sb + j * 8192, tb, n0 + 64 * j, kt * 64, bar);
+      } else {
+        iris_gc_tma_load(sb, tb, kt * 64, n0, bar);
+      }
+      if (++s == S) { s = 0; phase ^= 1; }
+    }
+  }
+}
+
+/* A consumer warpgroup (cw = 0 or 1: rows 64*cw of each tile). */
+template <class Cfg, typename T, bool B_KN, typename OutT, class Sched, typename BiasT>
+__device__ __forceinline__ void iris_gc_tma_consume(OutT *__restrict__ C, int ldc, const BiasT *__restrict__ bias, int M, int N, int K, Sched &sched,
+                                                    uint32_t ring, uint32_t full, uint32_t empty, int cw) {
+  constexpr int S = Cfg::STAGES, BN = Cfg::BN;
+  constexpr bool F16 = iris_gc_elem<T>::f16 != 0;
+  const int KT = (K + 63) / 64, lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;
+  float acc[1][BN / 8][4];
+  float(&d)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc);
+  int s = 0;
+  uint32_t phase = 0;
+  int m0, n0;
+  for (int i = 0; sched(i, m0, n0); ++i) {
+    if (m0 >= M || n0 >= N) continue;
+#pragma unroll
+    for (int j = 0; j < BN / 2; ++j) d[j] = 0.f;
+    int prev = -1;
+    for (int kt = 0; kt < KT; ++kt) {
+      iris_gc_mbar_wait(full + 8 * s, phase);
+      const uint32_t sa = ring + s * Cfg::stage_bytes + cw * 64 * 128, sb = ring + s * Cfg::stage_bytes + Cfg::a_bytes;
+#pragma unroll
+      for (int j = 0; j < BN / 2; ++j) iris_gc_fence_reg(d[j]);
+      iris_gc_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        iris_gc_wgmma_op<BN, F16, B_KN ? 1 : 0>::run(d, iris_gc_desc(sa + 32 * kk, 16, 1024),
+                                                     B_KN ? iris_gc_desc(sb + 2048 * kk, 8192, 1024) : iris_gc_desc(sb + 32 * kk, 16, 1024));
+      iris_gc_wgmma_commit();
+      iris_gc_wgmma_wait<1>(); /* the slab before this one is no longer read */
+#pragma unroll
+      for (int j = 0; j < BN / 2; ++j) iris_gc_fence_reg(d[j]);
+      if (prev >= 0 && lane == 0) iris_gc_mbar_arrive(empty + 8 * prev);
+      prev = s;
+      if (++s == S) { s = 0; phase ^= 1; }
+    }
+    iris_gc_wgmma_wait<0>();
+#pragma unroll
+    for (int j = 0; j < BN / 2; ++j) iris_gc_fence_reg(d[j]);
+    if (prev >= 0 && lane == 0) iris_gc_mbar_arrive(empty + 8 * prev);
+    iris_gc_epilogue<1, BN / 8>(acc, C, ldc, bias, M, N, m0 + 64 * cw + 16 * wq, n0, lane);
+  }
+}
+#endif /* IRIS_GC_WGMMA */
+
+template <class Cfg, typename T, bool B_KN, typename OutT, class Sched, class WaitA, typename BiasT>
+__device__ __forceinline__ void iris_gemm_tma_tiles(const CUtensorMap *ta, const CUtensorMap *tb, OutT *C, int ldc, const BiasT *bias, int M, int N, int K,
+                                                    Sched sched, WaitA wait_a, char *smem) {
+#if IRIS_GC_WGMMA
+  const uint32_t ring = (iris_gc_smem_u32(smem) + 1023u) & ~1023u, full = ring + Cfg::STAGES * Cfg::stage_bytes, empty = full + 8 * Cfg::STAGES;
+  __syncthreads(); /* the previous user of smem is done */
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::STAGES; ++s) {
+      iris_gc_mbar_init(full + 8 * s, 1);  /* the producer's arrive + the TMA bytes */
+      iris_gc_mbar_init(empty + 8 * s, 8); /* lane 0 of each of the 8 consumer warps */
+    }
+    iris_gc_fence_barrier_init();
+    iris_gc_fence_proxy_async(); /* the TMA unit (async proxy) signals these barriers */
+  }
+  __syncthreads();
+  const int wg = threadIdx.x >> 7;
+  if (wg == 0) {
+    iris_gc_setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) iris_gc_tma_produce<Cfg, B_KN>(ta, tb, M, N, K, sched, wait_a, ring, full, empty);
+    __syncwarp();
+    iris_gc_setmaxnreg_inc<168>(); /* back to the kernel's count for the caller's code */
+  } else {
+    iris_gc_setmaxnreg_inc<232>();
+    iris_gc_tma_consume<Cfg, T, B_KN, OutT>(C, ldc, bias, M, N, K, sched, ring, full, empty, wg - 1);
+    iris_gc_setmaxnreg_dec<168>();
+  }
+  __syncthreads(); /* every TMA has landed (the consumers waited for all) and every wgmma retired */
+#else
+  (void)ta; (void)tb; (void)C; (void)ldc; (void)bias; (void)M; (void)N; (void)K; (void)sched; (void)wait_a; (void)smem;
+#endif
+}
+#endif /* IRIS_GEMM_CORE_TMA_H */
