@@ -75,15 +75,15 @@ $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl
 $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h $(HDRS) iris_gemm_core.h | $(B)
+$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h $(HDRS) iris_gemm_core.h iris_gemm_core_tma.h | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
-$(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) iris_gemm_core.h | $(B)
+$(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) iris_gemm_core.h iris_gemm_core_tma.h | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
-$(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) iris_gemm_core.h | $(B)
+$(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) iris_gemm_core.h iris_gemm_core_tma.h | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_GEMM_TRACE $< -o $@ -lnccl -lcublas -lcublasLt
 $(B)/bench_rma: bench/bench_rma.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(B)/gemm_core_test: tests/gemm_core_test.cu iris_gemm_core.h | $(B)
+$(B)/gemm_core_test: tests/gemm_core_test.cu iris_gemm_core.h iris_gemm_core_tma.h | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@
 # the same test under hipcc: the AMD MFMA core (UNVERIFIED) against float64; make test only
 # builds it, and runs it only where an MI200/MI300 is present
@@ -96,7 +96,7 @@ $(B)/bench_gemm_core: bench/bench_gemm_core.cu bench/bench_util.h iris_gemm_core
 
 # ---------------------------------------------------------------- examples
 EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu $(B)/fused_allreduce_rmsnorm $(B)/gemm_all_scatter
-$(B)/gemm_all_scatter: examples/gemm_all_scatter.cu $(HDRS) iris_gemm_core.h | $(B)
+$(B)/gemm_all_scatter: examples/gemm_all_scatter.cu $(HDRS) iris_gemm_core.h iris_gemm_core_tma.h | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
 $(B)/%: examples/%.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@

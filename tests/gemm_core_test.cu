@@ -144,6 +144,50 @@ __global__ void __launch_bounds__(Cfg::threads, 1)
 
 __global__ void k_wgmma_compiled(int *out) { *out = iris_gemm_wgmma_compiled(); }
 
+#if !defined(GCT_HIP)
+// ---------------------------------------------------------------- the TMA core (persistent)
+// tile i of a CTA: t = blockIdx.x + i * gridDim.x, m fastest
+struct TmaSched {
+  int tiles_m, ntiles, bm, bn;
+  __device__ bool operator()(int i, int &m0, int &n0) const {
+    const int t = (int)blockIdx.x + i * (int)gridDim.x;
+    if (t >= ntiles) return false;
+    m0 = t % tiles_m * bm;
+    n0 = t / tiles_m * bn;
+    return true;
+  }
+};
+template <class Cfg, typename T, bool KN, typename OutT, typename BiasT>
+__global__ void __launch_bounds__(Cfg::threads, 1) k_tma(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, OutT *C, int ldc,
+                                                         const BiasT *bias, int M, int N, int K, TmaSched sc, int reps) {
+  extern __shared__ __align__(16) char smem[];
+  for (int r = 0; r < reps; ++r) // reps > 1: back-to-back calls on the same shared memory (barriers re-initialised)
+    iris_gemm_tma_tiles<Cfg, T, KN, OutT>(&ta, &tb, C, ldc, bias, M, N, K, sc, iris_gemm_no_wait(), smem);
+}
+// wait_a that fills A's slab [k0, k0+64) of rows [m0, m0+BM) when the producer thread calls it
+// (A starts as NaN: a TMA issued before its wait, or one that misses the generic-proxy writes,
+// reads NaN) and logs (m0, k0) per tile; needs N <= BN (one tile per BM rows).
+template <typename T> struct TmaGate {
+  const T *src;
+  T *dst;
+  int ld, M, K, bm, cap;
+  int *log, *count;
+  __device__ void operator()(int m0, int k0) const {
+    for (int r = m0; r < m0 + bm && r < M; ++r)
+      for (int c = k0; c < k0 + 64 && c < K; ++c) dst[(size_t)r * ld + c] = src[(size_t)r * ld + c];
+    const int tile = m0 / bm, n = count[tile]++;
+    if (n < cap) log[tile * cap + n] = k0;
+  }
+};
+template <class Cfg, typename T, bool KN, typename OutT>
+__global__ void __launch_bounds__(Cfg::threads, 1) k_tma_gate(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, OutT *C, int ldc,
+                                                              const T *bias, int M, int N, int K, TmaSched sc, TmaGate<T> gate) {
+  extern __shared__ __align__(16) char smem[];
+  iris_gemm_tma_tiles<Cfg, T, KN, OutT>(&ta, &tb, C, ldc, bias, M, N, K, sc, gate, smem);
+}
+__global__ void k_tma_compiled(int *out) { *out = iris_gemm_tma_compiled(); }
+#endif
+
 // ---------------------------------------------------------------- host side
 struct Case {
   int M, N, K;
@@ -344,6 +388,144 @@ template <class Cfg, typename T, bool KN, typename OutT> static void run_gate(co
   CK(cudaFree(derrs));
 }
 
+#if !defined(GCT_HIP)
+template <typename T> static int is_f16() { return std::is_same<T, __half>::value ? 1 : 0; }
+template <class Cfg, typename T, bool KN, typename OutT, typename BiasT = T> static void run_tma(const char *cname, const Case &cs, uint64_t seed, int reps = 1) {
+  Host<T, OutT, BiasT> h;
+  h.init(cs.M, cs.N, cs.K, KN, cs.bias, seed);
+  const int tm = (cs.M + Cfg::BM - 1) / Cfg::BM, tn = (cs.N + Cfg::BN - 1) / Cfg::BN, nt = tm * tn, ctas = cta_count<Cfg>(nt, cs.grid);
+  T *dA = to_dev(h.A), *dB = to_dev(h.B), *dummy = nullptr;
+  BiasT *dbias = to_dev(h.bias);
+  CK(cudaMalloc(&dummy, 4096));
+  OutT *dC;
+  const size_t cn = (size_t)(cs.M + 2 * h.G) * h.ldc;
+  CK(cudaMalloc(&dC, cn * sizeof(OutT)));
+  CK(cudaMemset(dC, 0xff, cn * sizeof(OutT)));
+  CUtensorMap ta, tb; // K == 0: maps of a dummy buffer, never read
+  if (cs.K) {
+    CK(iris_gemm_tma_map(&ta, dA, is_f16<T>(), cs.M, cs.K, h.lda, Cfg::BM));
+    CK(iris_gemm_tma_map_b<Cfg>(&tb, dB, is_f16<T>(), KN, cs.K, cs.N, h.ldb));
+  } else {
+    CK(iris_gemm_tma_map(&ta, dummy, is_f16<T>(), 8, 8, 8, Cfg::BM));
+    CK(iris_gemm_tma_map(&tb, dummy, is_f16<T>(), 8, 8, 8, 64));
+  }
+  auto kern = k_tma<Cfg, T, KN, OutT, BiasT>;
+  allow_smem(kern, Cfg::smem_bytes);
+  const TmaSched sc = {tm, nt, Cfg::BM, Cfg::BN};
+  kern<<<ctas, Cfg::threads, Cfg::smem_bytes>>>(ta, tb, dC + (size_t)h.G * h.ldc, h.ldc, dbias, cs.M, cs.N, cs.K, sc, reps);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  h.C.resize(cn);
+  CK(cudaMemcpy(h.C.data(), dC, cn * sizeof(OutT), cudaMemcpyDeviceToHost));
+  char name[256];
+  snprintf(name, sizeof name, "%s %s->%s B=%s%s%s M=%d N=%d K=%d lda=%d ldb=%d grid=%d%s%s", cname, ty<T>::name(), ty<OutT>::name(), KN ? "KxN" : "NxK",
+           cs.bias ? " bias:" : "", cs.bias ? ty<BiasT>::name() : "", cs.M, cs.N, cs.K, h.lda, h.ldb, ctas, ctas < nt ? " (persistent)" : "",
+           reps > 1 ? " x3 calls" : "");
+  const std::string err = h.check(cs.sampled);
+  report(name, err.empty(), err);
+  CK(cudaFree(dA));
+  CK(cudaFree(dB));
+  CK(cudaFree(dC));
+  CK(cudaFree(dummy));
+  if (dbias) CK(cudaFree(dbias));
+}
+template <class Cfg, typename T, bool KN, typename OutT> static void run_tma_gate(const char *cname, int M, int N, int K, int grid, uint64_t seed) {
+  Host<T, OutT> h;
+  h.init(M, N, K, KN, true, seed);
+  const int nt = (M + Cfg::BM - 1) / Cfg::BM, ctas = cta_count<Cfg>(nt, grid), nk = (K + 63) / 64, cap = nk + 4;
+  if (N > Cfg::BN) {
+    fprintf(stderr, "run_tma_gate: N must be <= BN\n");
+    exit(1);
+  }
+  std::vector<T> poison(h.A.size(), ty<T>::from(NAN));
+  T *dAsrc = to_dev(h.A), *dA = to_dev(poison), *dB = to_dev(h.B), *dbias = to_dev(h.bias);
+  int *dlog, *dcount;
+  CK(cudaMalloc(&dlog, (size_t)nt * cap * sizeof(int)));
+  CK(cudaMalloc(&dcount, nt * sizeof(int)));
+  CK(cudaMemset(dlog, 0xff, (size_t)nt * cap * sizeof(int)));
+  CK(cudaMemset(dcount, 0, nt * sizeof(int)));
+  OutT *dC;
+  const size_t cn = (size_t)(M + 2 * h.G) * h.ldc;
+  CK(cudaMalloc(&dC, cn * sizeof(OutT)));
+  CK(cudaMemset(dC, 0xff, cn * sizeof(OutT)));
+  CUtensorMap ta, tb;
+  CK(iris_gemm_tma_map(&ta, dA, is_f16<T>(), M, K, h.lda, Cfg::BM));
+  CK(iris_gemm_tma_map_b<Cfg>(&tb, dB, is_f16<T>(), KN, K, N, h.ldb));
+  auto kern = k_tma_gate<Cfg, T, KN, OutT>;
+  allow_smem(kern, Cfg::smem_bytes);
+  const TmaSched sc = {nt, nt, Cfg::BM, Cfg::BN};
+  const TmaGate<T> gate = {dAsrc, dA, h.lda, M, K, Cfg::BM, cap, dlog, dcount};
+  kern<<<ctas, Cfg::threads, Cfg::smem_bytes>>>(ta, tb, dC + (size_t)h.G * h.ldc, h.ldc, dbias, M, N, K, sc, gate);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  h.C.resize(cn);
+  CK(cudaMemcpy(h.C.data(), dC, cn * sizeof(OutT), cudaMemcpyDeviceToHost));
+  std::vector<int> log((size_t)nt * cap), count(nt);
+  CK(cudaMemcpy(log.data(), dlog, log.size() * sizeof(int), cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(count.data(), dcount, count.size() * sizeof(int), cudaMemcpyDeviceToHost));
+  std::string err = h.check(false);
+  char buf[256];
+  for (int t = 0; t < nt; ++t) {
+    bool seq = count[t] == nk;
+    for (int i = 0; i < nk && seq; ++i) seq = log[(size_t)t * cap + i] == i * 64;
+    if (!seq) {
+      snprintf(buf, sizeof buf, " tile %d: %d wait_a calls, want %d with k0 = 0, 64, ... in order;", t, count[t], nk);
+      err += buf;
+      break;
+    }
+  }
+  char name[256];
+  snprintf(name, sizeof name, "%s wait_a %s->%s B=%s bias M=%d N=%d K=%d grid=%d: every slab waited for, in order, before its TMA", cname, ty<T>::name(),
+           ty<OutT>::name(), KN ? "KxN" : "NxK", M, N, K, ctas);
+  report(name, err.empty(), err);
+  CK(cudaFree(dAsrc));
+  CK(cudaFree(dA));
+  CK(cudaFree(dB));
+  CK(cudaFree(dC));
+  CK(cudaFree(dbias));
+  CK(cudaFree(dlog));
+  CK(cudaFree(dcount));
+}
+template <class Cfg, bool KN> static void tma_layout_cases(const char *cname, bool quick, uint64_t &seed) {
+  const Case odd = {1000, 777, 520, true, 0, true}, tiny = {1, 8, 8, false, 0, false}, pers = {300, 530, 264, true, 3, false},
+             one = {Cfg::BM, Cfg::BN, 64, false, 0, false}, big = {4096, 3584, 1024, true, 132, true}, kzero = {37, 50, 0, true, 0, false},
+             wrap = {700, 1100, 1000, false, 5, false}; // 6 x 5 tiles on 5 CTAs, 16 slabs each: every ring phase reused many times
+  run_tma<Cfg, bf16_t, KN, bf16_t>(cname, odd, ++seed);
+  run_tma<Cfg, bf16_t, KN, bf16_t>(cname, tiny, ++seed);
+  run_tma<Cfg, bf16_t, KN, bf16_t>(cname, pers, ++seed);
+  run_tma<Cfg, bf16_t, KN, bf16_t>(cname, wrap, ++seed, 3);
+  run_tma<Cfg, __half, KN, __half>(cname, odd, ++seed);
+  run_tma<Cfg, __half, KN, __half>(cname, one, ++seed);
+  run_tma<Cfg, bf16_t, KN, float, float>(cname, pers, ++seed);
+  run_tma<Cfg, bf16_t, KN, float>(cname, tiny, ++seed);
+  run_tma<Cfg, bf16_t, KN, bf16_t>(cname, kzero, ++seed);
+  run_tma<Cfg, __half, KN, float, float>(cname, odd, ++seed);
+  if (!quick) run_tma<Cfg, bf16_t, KN, bf16_t>(cname, big, ++seed);
+  run_tma_gate<Cfg, bf16_t, KN, bf16_t>(cname, 777, Cfg::BN - 3, 1000, 0, ++seed);
+  run_tma_gate<Cfg, __half, KN, float>(cname, 1000, Cfg::BN / 2 + 1, 200, 3, ++seed);
+}
+// iris_gemm_tma_map refuses what TMA cannot describe, without touching the map
+static void tma_map_refusals() {
+  void *d;
+  CK(cudaMalloc(&d, 1 << 20));
+  CUtensorMap m;
+  memset(&m, 0x5a, sizeof m);
+  const char *c = (const char *)d;
+  const cudaError_t e[6] = {iris_gemm_tma_map(&m, c + 8, 0, 64, 64, 64, 128), iris_gemm_tma_map(&m, c, 0, 64, 64, 60, 128),
+                            iris_gemm_tma_map(&m, c, 0, 64, 64, 68, 128),     iris_gemm_tma_map(&m, c, 0, 0, 64, 64, 128),
+                            iris_gemm_tma_map(&m, c, 0, 64, 64, 64, 300),    iris_gemm_tma_map(&m, nullptr, 0, 64, 64, 64, 128)};
+  bool untouched = true;
+  for (size_t i = 0; i < sizeof m; ++i) untouched = untouched && ((const unsigned char *)&m)[i] == 0x5a;
+  bool all = untouched;
+  for (int i = 0; i < 6; ++i) all = all && e[i] == cudaErrorInvalidValue;
+  const cudaError_t ok = iris_gemm_tma_map(&m, c, 0, 64, 64, 64, 128);
+  report("iris_gemm_tma_map: misaligned base, ld < cols, ld*2 not a multiple of 16, no rows, box over 256 rows, null base: "
+         "cudaErrorInvalidValue, map untouched; a valid map: cudaSuccess",
+         all && ok == cudaSuccess, all ? "the valid map failed" : "a bad shape was accepted or the map was written");
+  CK(cudaFree(d));
+}
+#endif
+
 template <class Cfg, bool KN> static void layout_cases(const char *cname, bool quick, uint64_t &seed) {
   const Case odd = {1000, 777, 520, true, 0, true}, tiny = {1, 8, 8, false, 0, false}, pers = {300, 530, 264, true, 3, false},
              one = {Cfg::BM, Cfg::BN, 64, false, 0, false}, big = {4096, 3584, 1024, true, 0, true}, kzero = {37, 50, 0, true, 0, false};
@@ -407,6 +589,20 @@ int main(int argc, char **argv) {
   cfg_cases<iris_gemm_cfg_small>("small(mma 64x128x64)", quick, seed);
   cfg_cases<iris_gemm_cfg_wgmma_large>("wgmma_large(128x256x64)", quick, seed);
   cfg_cases<iris_gemm_cfg_wgmma_small>("wgmma_small(64x128x64)", quick, seed);
+  CK(cudaMalloc(&dflag, sizeof(int)));
+  k_tma_compiled<<<1, 1>>>(dflag);
+  CK(cudaMemcpy(&wg, dflag, sizeof(int), cudaMemcpyDeviceToHost));
+  CK(cudaFree(dflag));
+  if (!wg) {
+    printf("FAIL: the TMA core was not compiled (no sm_90a device pass): build with -arch=sm_90a\n");
+    g_fail++;
+  } else {
+    tma_map_refusals();
+    tma_layout_cases<iris_gemm_cfg_tma_large, true>("tma_large(128x256)", quick, seed);
+    tma_layout_cases<iris_gemm_cfg_tma_large, false>("tma_large(128x256)", quick, seed);
+    tma_layout_cases<iris_gemm_tma_cfg<128, 3>, true>("tma 128x128 s3", quick, seed);
+    tma_layout_cases<iris_gemm_tma_cfg<128, 3>, false>("tma 128x128 s3", quick, seed);
+  }
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }
