@@ -22,12 +22,13 @@
  *     IRIS_GEMM_PATH_FUSED       one persistent kernel in the Iris "HBM buffer" design:
  *                                fetcher CTAs pull (m-tile, k-group) blocks of A into
  *                                the staging buffer and raise a ready flag per block;
- *                                GEMM CTAs (tensor cores: wgmma on sm_90a, else
- *                                mma.sync; on AMD MFMA, unverified: see Rules;
- *                                iris_gemm_core.h) wait on those flags
- *                                k-group by k-group, so no all-gather barrier stands in
- *                                the way. Slower than the pipelined path on H200 (its
- *                                core reaches ~80% of cuBLAS): the path without cuBLAS.
+ *                                GEMM CTAs wait on those flags k-group by k-group, so
+ *                                no all-gather barrier stands in the way. Their engine
+ *                                (iris_ag_gemm_engine): on sm_90a the persistent,
+ *                                warp-specialized TMA + wgmma core
+ *                                (iris_gemm_core_tma.h; its producer thread waits on
+ *                                the flags and runs ahead of the math), else mma.sync;
+ *                                on AMD MFMA, unverified: see Rules.
  *     IRIS_GEMM_PATH_UNFUSED     gather everything (copy engines), then one cuBLASLt
  *                                GEMM: a baseline.
  *     IRIS_GEMM_PATH_KERNEL_UNFUSED  the fused kernel's two roles one after the other
@@ -130,6 +131,11 @@ IRIS_API iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, 
 /* The path the plan runs. */
 IRIS_API iris_gemm_path_t iris_ag_gemm_path(const iris_ag_gemm_t *g);
 IRIS_API const char *iris_gemm_path_name(iris_gemm_path_t path);
+/* The GEMM engine the plan's path runs: "cublaslt" (pipelined, unfused), or for the fused
+ * and kernel-unfused paths "tma-wgmma" (iris_gemm_core_tma.h, sm_90a), "mma.sync" (no sm_90a
+ * device pass) or "mfma" (AMD). Set IRIS_GEMM_TMA=0 in the environment before create to run
+ * the cp.async core ("cp.async-wgmma") instead, for comparison. */
+IRIS_API const char *iris_ag_gemm_engine(const iris_ag_gemm_t *g);
 /* The path AUTO picks for a description on this build (no GPU work). */
 IRIS_API iris_gemm_path_t iris_ag_gemm_choose_path(const iris_ag_gemm_desc_t *desc, int world_size);
 /* Synchronous: write the last run's trace as Chrome trace JSON (needs desc.trace and
@@ -213,18 +219,22 @@ typedef struct iris_ag_gemm_dev {
 } iris_ag_gemm_dev_t;
 
 #if defined(IRIS_GEMM_TRACE)
-IRIS_DEVICE_INLINE void iris_gemm_trace(const iris_ag_gemm_dev_t &d, int slot, unsigned long long t0, int kind, int index) {
-  if (!d.trace || threadIdx.x != 0) return;
+/* One event [t0, t1) of the slot's row; one thread per slot writes (the caller picks it). */
+IRIS_DEVICE_INLINE void iris_gemm_trace_at(const iris_ag_gemm_dev_t &d, int slot, unsigned long long t0, unsigned long long t1, int kind, int index) {
+  if (!d.trace) return;
   unsigned long long *row = d.trace + (size_t)slot * (1 + 4 * (size_t)d.trace_cap);
   const unsigned long long n = row[0];
   if (n < (unsigned long long)d.trace_cap) {
     unsigned long long *e = row + 1 + 4 * n;
     e[0] = t0;
-    e[1] = iris_detail_time_ns();
+    e[1] = t1;
     e[2] = (unsigned long long)kind | ((unsigned long long)index << 8);
     e[3] = (unsigned long long)slot;
     row[0] = n + 1;
   }
+}
+IRIS_DEVICE_INLINE void iris_gemm_trace(const iris_ag_gemm_dev_t &d, int slot, unsigned long long t0, int kind, int index) {
+  if (threadIdx.x == 0) iris_gemm_trace_at(d, slot, t0, iris_detail_time_ns(), kind, index);
 }
 #define IRIS_GEMM_T0() unsigned long long iris_t0_ = d.trace ? iris_detail_time_ns() : 0
 #define IRIS_GEMM_TRACE_EV(slot, kind, index) iris_gemm_trace(d, slot, iris_t0_, kind, index)
@@ -295,19 +305,21 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_fetch(const iris_ag_gemm_dev_t &d, int mt, 
 
 /* Whole block: wait for a local ready flag (device scope), no heap check: the fused
  * kernel's own flags. */
-IRIS_DEVICE_INLINE void iris_ag_gemm_wait_local(const unsigned *flag, unsigned epoch) {
-  if (threadIdx.x == 0) {
-    unsigned spins = 0;
-    unsigned long long start = 0;
-    while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_DEVICE>(flag), epoch))
-      if (iris_detail_spin_expired(spins, start)) {
+/* One thread: spin until a local ready flag reaches epoch (acquire, device scope). */
+IRIS_DEVICE_INLINE void iris_ag_gemm_spin_local(const unsigned *flag, unsigned epoch) {
+  unsigned spins = 0;
+  unsigned long long start = 0;
+  while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_DEVICE>(flag), epoch))
+    if (iris_detail_spin_expired(spins, start)) {
 #if defined(IRIS_DEBUG)
-        printf("iris: iris_ag_gemm: block %d timed out waiting for a ready flag (epoch %u)\n", (int)blockIdx.x, epoch);
-        iris_detail_trap();
+      printf("iris: iris_ag_gemm: block %d timed out waiting for a ready flag (epoch %u)\n", (int)blockIdx.x, epoch);
+      iris_detail_trap();
 #endif
-        break;
-      }
-  }
+      break;
+    }
+}
+IRIS_DEVICE_INLINE void iris_ag_gemm_wait_local(const unsigned *flag, unsigned epoch) {
+  if (threadIdx.x == 0) iris_ag_gemm_spin_local(flag, epoch);
   __syncthreads();
 }
 
@@ -337,6 +349,28 @@ struct iris_ag_gemm_waiter {
   }
 };
 
+/* Whole block, fetcher slot `slot` of a call at epoch: announce this rank's A (slot 0),
+ * copy the slot's (m-tile, k-group) blocks into the staging buffer, publish each, then
+ * tell every peer this CTA is done reading its A (slot 0 also waits until every peer's
+ * fetchers are done reading ours). The protocol is described at the kernel below. */
+template <typename T>
+IRIS_DEVICE_INLINE void iris_ag_gemm_fetch_role(const iris_ag_gemm_dev_t &d, int slot, unsigned epoch) {
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  if (slot == 0 && threadIdx.x < (unsigned)W && (int)threadIdx.x != me) iris_signal(d.ctx, d.arrive + me, epoch, (int)threadIdx.x);
+  unsigned seen = 0;
+  const int items = d.tiles_m * d.groups_k;
+  for (int it = slot; it < items; it += d.fetchers) {
+    IRIS_GEMM_T0();
+    const int mt = (it / d.groups_k + d.rot) % d.tiles_m, kg = it % d.groups_k;
+    iris_ag_gemm_fetch<T>(d, mt, kg, epoch, seen);
+    IRIS_GEMM_TRACE_EV(slot, IRIS_GEMM_EV_FETCH, mt * d.groups_k + kg);
+  }
+  __syncthreads(); /* every read of peers' A has returned */
+  if (threadIdx.x < (unsigned)W && (int)threadIdx.x != me) iris_signal_add(d.ctx, d.done + me, 1u, (int)threadIdx.x);
+  if (slot == 0 && threadIdx.x < (unsigned)W && (int)threadIdx.x != me)
+    iris_wait_until_relaxed(d.ctx, d.done + threadIdx.x, IRIS_CMP_EPOCH, epoch * (unsigned)d.fetchers, "iris_ag_gemm: peers done reading A");
+}
+
 #if defined(IRIS_GEMM_HAVE_CORE)
 /* One launch covers the CTA slots [slot0, slot0 + gridDim.x). Slots below d.fetchers
  * fetch, the others compute. Fused: one launch of every slot (fetchers first, so they
@@ -353,22 +387,10 @@ struct iris_ag_gemm_waiter {
 template <class Cfg, typename T, bool B_KN, typename OutT>
 __global__ void __launch_bounds__(Cfg::threads) iris_ag_gemm_kernel(iris_ag_gemm_dev_t d, const T *B, const OutT *bias, OutT *C, int slot0) {
   extern __shared__ __align__(128) char iris_gemm_smem[];
-  const int slot = slot0 + (int)blockIdx.x, W = d.ctx.world_size, me = d.ctx.rank;
+  const int slot = slot0 + (int)blockIdx.x;
   const unsigned epoch = d.counters[slot] + 1;
   if (slot < d.fetchers) {
-    if (slot == 0 && threadIdx.x < (unsigned)W && (int)threadIdx.x != me) iris_signal(d.ctx, d.arrive + me, epoch, (int)threadIdx.x);
-    unsigned seen = 0;
-    const int items = d.tiles_m * d.groups_k;
-    for (int it = slot; it < items; it += d.fetchers) {
-      IRIS_GEMM_T0();
-      const int mt = (it / d.groups_k + d.rot) % d.tiles_m, kg = it % d.groups_k;
-      iris_ag_gemm_fetch<T>(d, mt, kg, epoch, seen);
-      IRIS_GEMM_TRACE_EV(slot, IRIS_GEMM_EV_FETCH, mt * d.groups_k + kg);
-    }
-    __syncthreads(); /* every read of peers' A has returned */
-    if (threadIdx.x < (unsigned)W && (int)threadIdx.x != me) iris_signal_add(d.ctx, d.done + me, 1u, (int)threadIdx.x);
-    if (slot == 0 && threadIdx.x < (unsigned)W && (int)threadIdx.x != me)
-      iris_wait_until_relaxed(d.ctx, d.done + threadIdx.x, IRIS_CMP_EPOCH, epoch * (unsigned)d.fetchers, "iris_ag_gemm: peers done reading A");
+    iris_ag_gemm_fetch_role<T>(d, slot, epoch);
   } else {
     const int g = slot - d.fetchers, tiles = d.tiles_m * d.tiles_n;
     const int ldb = B_KN ? d.N : d.K;
@@ -392,6 +414,109 @@ __global__ void __launch_bounds__(Cfg::threads) iris_ag_gemm_kernel(iris_ag_gemm
   __syncthreads();
   if (threadIdx.x == 0) d.counters[slot] = epoch;
 }
+#if !defined(IRIS_USE_HIP)
+/* m-tiles per group of the TMA kernel's grouped raster (1: row by row) */
+#ifndef IRIS_GEMM_RASTER
+#define IRIS_GEMM_RASTER 8
+#endif
+/* The TMA core's tile sequence for GEMM slot `first`: tiles first, first + stride, ... of
+ * a grouped raster over m-tiles rotated so each rank starts with its own shard's rows
+ * (the order the fetchers fill them in). With IRIS_GEMM_TRACE, the first consumer thread records each tile as the
+ * span between its two calls (from the tile's first wait on a stage to its stores). */
+struct iris_ag_gemm_sched {
+  int first, stride, tiles, tiles_m, tiles_n, rot, bm, bn;
+#if defined(IRIS_GEMM_TRACE)
+  const iris_ag_gemm_dev_t *d;
+  int slot;
+  unsigned long long t0;
+#endif
+  __device__ bool operator()(int i, int &m0, int &n0) {
+    const int t = first + i * stride;
+#if defined(IRIS_GEMM_TRACE)
+    if (threadIdx.x == 128 && d->trace) {
+      const unsigned long long now = iris_detail_time_ns();
+      if (i > 0) iris_gemm_trace_at(*d, slot, t0, now, IRIS_GEMM_EV_TILE, t - stride);
+      t0 = now;
+    }
+#endif
+    if (t >= tiles) return false;
+    /* grouped raster: IRIS_GEMM_RASTER m-tiles (in the rotated order) sweep the n-tiles
+     * together, m fastest, so the CTAs running at once share B tiles in L2 */
+    const int per = IRIS_GEMM_RASTER * tiles_n, g0 = t / per * IRIS_GEMM_RASTER, gsize = min(tiles_m - g0, IRIS_GEMM_RASTER), l = t - t / per * per;
+    m0 = (g0 + l % gsize + rot) % tiles_m * bm;
+    n0 = l / gsize * bn;
+    return true;
+  }
+};
+/* The TMA core's wait_a (the producer thread): before A[m0:m0+BM, k0:k0+64) is loaded,
+ * wait for every k-group of that m-tile that starts in the slab (acquire, device scope:
+ * the fetchers are on this GPU; the core adds the proxy fence before its TMA). */
+struct iris_ag_gemm_tma_waiter {
+  const unsigned *flags;
+  int groups_k, kg, K, bm;
+  unsigned epoch;
+#if defined(IRIS_GEMM_TRACE)
+  const iris_ag_gemm_dev_t *d;
+  int slot;
+#endif
+  __device__ void operator()(int m0, int k0) const {
+    const unsigned *row = flags + (size_t)(m0 / bm) * groups_k;
+    const int end = min(K, k0 + 64);
+#if defined(IRIS_GEMM_TRACE)
+    const unsigned long long t0 = d->trace ? iris_detail_time_ns() : 0;
+#endif
+    for (int g = k0 == 0 ? 0 : (k0 + kg - 1) / kg; g * kg < end; ++g) iris_ag_gemm_spin_local(row + g, epoch);
+#if defined(IRIS_GEMM_TRACE)
+    if (d->trace) {
+      const unsigned long long t1 = iris_detail_time_ns();
+      if (t1 - t0 > 1000) iris_gemm_trace_at(*d, slot, t0, t1, IRIS_GEMM_EV_WAIT, m0 / bm);
+    }
+#endif
+  }
+};
+/* The fused kernel with the TMA core (sm_90a; iris_gemm_tma_compiled() says whether this
+ * device pass has it: the host checks at create and otherwise launches
+ * iris_ag_gemm_kernel). The same slots, fetcher role and protocol as iris_ag_gemm_kernel;
+ * a GEMM slot runs every tile of its sequence in one call of the persistent core:
+ * ta maps the staging buffer (M x K), tb maps B. */
+template <class Cfg, typename T, bool B_KN, typename OutT>
+__global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_ag_gemm_dev_t d, const __grid_constant__ CUtensorMap ta,
+                                                                          const __grid_constant__ CUtensorMap tb, const OutT *bias, OutT *C, int slot0) {
+  extern __shared__ __align__(128) char iris_gemm_smem[];
+  const int slot = slot0 + (int)blockIdx.x;
+  const unsigned epoch = d.counters[slot] + 1;
+  if (slot < d.fetchers) {
+    iris_ag_gemm_fetch_role<T>(d, slot, epoch);
+  } else {
+    iris_ag_gemm_sched sc;
+    sc.first = slot - d.fetchers;
+    sc.stride = d.gemm_ctas;
+    sc.tiles = d.tiles_m * d.tiles_n;
+    sc.tiles_m = d.tiles_m;
+    sc.tiles_n = d.tiles_n;
+    sc.rot = d.rot;
+    sc.bm = Cfg::BM;
+    sc.bn = Cfg::BN;
+    iris_ag_gemm_tma_waiter w;
+    w.flags = d.ready.flags;
+    w.groups_k = d.groups_k;
+    w.kg = d.kg;
+    w.K = d.K;
+    w.bm = Cfg::BM;
+    w.epoch = epoch;
+#if defined(IRIS_GEMM_TRACE)
+    sc.d = &d;
+    sc.slot = slot;
+    sc.t0 = 0;
+    w.d = &d;
+    w.slot = slot;
+#endif
+    iris_gemm_tma_tiles<Cfg, T, B_KN, OutT>(&ta, &tb, C, d.N, bias, d.M, d.N, d.K, sc, w, iris_gemm_smem);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) d.counters[slot] = epoch;
+}
+#endif /* !IRIS_USE_HIP */
 #endif /* IRIS_GEMM_HAVE_CORE */
 
 /* ========================================================================= */
@@ -443,6 +568,8 @@ struct iris_ag_gemm {
 #if defined(IRIS_GEMM_HAVE_CORE)
   iris_ag_gemm_dev_t dev;
   int unfused_fetchers, unfused_gemm;
+  int wgmma;                      /* the kernels' device pass has wgmma and TMA (sm_90a) */
+  int tma;                        /* the fused kernel runs the TMA core (iris_gemm_core_tma.h) */
 #endif
   unsigned long long *trace;
   size_t trace_words;
@@ -460,6 +587,9 @@ struct iris_ag_gemm {
 /* The fused kernel's tile configuration (see iris_gemm_core.h): the wgmma core where the
  * unit is compiled for sm_90a, else the mma.sync core of the same tile. */
 typedef iris_gemm_cfg_wgmma_large iris_ag_gemm_cfg;
+/* ... and where the device pass has sm_90a, the persistent TMA core of the same tile */
+typedef iris_gemm_cfg_tma_large iris_ag_gemm_tma_cfg;
+static_assert(iris_ag_gemm_tma_cfg::BM == iris_ag_gemm_cfg::BM && iris_ag_gemm_tma_cfg::BN == iris_ag_gemm_cfg::BN, "iris_gemm: one tile plan for both cores");
 /* the element types the kernels are instantiated with */
 typedef __nv_bfloat16 iris_gemm_elem_bf16_t;
 typedef __half iris_gemm_elem_f16_t;
@@ -474,6 +604,17 @@ typedef __half iris_gemm_elem_f16_t;
 static const char *const iris_gemm_path_names[IRIS_GEMM_PATH_COUNT] = {"auto", "pipelined", "fused", "unfused", "kernel-unfused"};
 IRIS_DEF const char *iris_gemm_path_name(iris_gemm_path_t p) { return (unsigned)p < IRIS_GEMM_PATH_COUNT ? iris_gemm_path_names[p] : "invalid"; }
 IRIS_DEF iris_gemm_path_t iris_ag_gemm_path(const iris_ag_gemm_t *g) { return g ? g->path : IRIS_GEMM_PATH_AUTO; }
+IRIS_DEF const char *iris_ag_gemm_engine(const iris_ag_gemm_t *g) {
+  if (!g) return "none";
+  if (g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED) return "cublaslt";
+#if defined(IRIS_USE_HIP) && defined(IRIS_GEMM_HAVE_CORE)
+  return "mfma";
+#elif defined(IRIS_GEMM_HAVE_CORE)
+  return g->tma ? "tma-wgmma" : g->wgmma ? "cp.async-wgmma" : "mma.sync";
+#else
+  return "none";
+#endif
+}
 
 /* AUTO (measured on 4xH200 and 2xH200, BENCHMARKS.md): with cuBLASLt, the pipelined
  * path; it beat the unfused one (gather, then one GEMM) at every benchmarked shape, from
@@ -794,9 +935,29 @@ static iris_status_t iris_gemm_run_unfused(iris_ag_gemm_t *g, const char *a, con
 #endif /* IRIS_GEMM_HAVE_BLAS */
 
 #if defined(IRIS_GEMM_HAVE_CORE)
+#if !defined(IRIS_USE_HIP)
+/* The TMA core's launch: tensor maps of the staging buffer and of B (made per call, on
+ * the host: B may change between calls; no GPU work, so capture is fine). */
+template <typename T, bool B_KN, typename OutT>
+static int iris_gemm_launch_tma(iris_ag_gemm_t *g, const void *b, const void *bias, void *c, int slot0, int ctas, iris_stream_t s, int setup) {
+  typedef iris_ag_gemm_tma_cfg Cfg;
+  void (*k)(iris_ag_gemm_dev_t, const CUtensorMap, const CUtensorMap, const OutT *, OutT *, int) = iris_ag_gemm_tma_kernel<Cfg, T, B_KN, OutT>;
+  CUtensorMap ta, tb;
+  const int f16 = g->d.a_type == IRIS_FLOAT16;
+  cudaError_t e;
+  if (setup) return (int)cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Cfg::smem_bytes);
+  if ((e = iris_gemm_tma_map(&ta, g->staged, f16, g->d.M, g->d.K, g->d.K, Cfg::BM)) != cudaSuccess) return (int)e;
+  if ((e = iris_gemm_tma_map_b<Cfg>(&tb, b, f16, B_KN, g->d.K, g->d.N, B_KN ? g->d.N : g->d.K)) != cudaSuccess) return (int)e;
+  k<<<ctas, Cfg::threads, Cfg::smem_bytes, s>>>(g->dev, ta, tb, (const OutT *)bias, (OutT *)c, slot0);
+  return (int)cudaGetLastError();
+}
+#endif
 template <typename T, bool B_KN, typename OutT>
 static int iris_gemm_launch_typed(iris_ag_gemm_t *g, const void *b, const void *bias, void *c, int slot0, int ctas, iris_stream_t s, int setup) {
   void (*k)(iris_ag_gemm_dev_t, const T *, const OutT *, OutT *, int) = iris_ag_gemm_kernel<iris_ag_gemm_cfg, T, B_KN, OutT>;
+#if !defined(IRIS_USE_HIP)
+  if (g->tma) return iris_gemm_launch_tma<T, B_KN, OutT>(g, b, bias, c, slot0, ctas, s, setup);
+#endif
 #if defined(IRIS_USE_HIP)
   if (setup) return (int)hipSuccess; /* LDS (<= 64 KB, static_assert in the cfg) needs no opt-in */
   k<<<ctas, iris_ag_gemm_cfg::threads, iris_ag_gemm_cfg::smem_bytes, s>>>(g->dev, (const T *)b, (const OutT *)bias, (OutT *)c, slot0);
@@ -931,6 +1092,26 @@ static iris_status_t iris_gemm_create_local_hip(iris_ag_gemm_t *g) {
 }
 #endif
 
+#if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
+static __global__ void iris_ag_gemm_tma_probe(int *out) { *out = iris_gemm_tma_compiled(); }
+/* 1 when the kernels were compiled with an sm_90a device pass that runs on this GPU
+ * (wgmma and TMA), from a one-thread kernel of the same unit (synchronous, at create). */
+static int iris_gemm_probe_wgmma(void) {
+  int *d = NULL, h = 0;
+  if (cudaMalloc((void **)&d, sizeof(int)) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  iris_ag_gemm_tma_probe<<<1, 1>>>(d);
+  if (cudaGetLastError() != cudaSuccess || cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess) {
+    cudaGetLastError();
+    h = 0;
+  }
+  cudaFree(d);
+  return h;
+}
+#endif
+
 /* The local part of create, after the heap blocks: staging, streams, events, GEMM
  * preparation. Returns the first failure. */
 static iris_status_t iris_gemm_create_local(iris_ag_gemm_t *g) {
@@ -995,6 +1176,8 @@ static iris_status_t iris_gemm_create_local(iris_ag_gemm_t *g) {
     iris_status_t st;
     int e;
     if ((st = iris_gemm_plan_kernel(g, g->flag_block)) != IRIS_SUCCESS) return st;
+    g->wgmma = iris_gemm_probe_wgmma();
+    g->tma = g->wgmma && !(getenv("IRIS_GEMM_TMA") && getenv("IRIS_GEMM_TMA")[0] == '0');
     if ((e = iris_gemm_launch(g, NULL, NULL, NULL, 0, 0, 0, 1)) != (int)cudaSuccess) return iris_gemm_gpu_fail(ctx, "setting the kernel's shared memory", e);
     if (desc->trace) {
 #if defined(IRIS_GEMM_TRACE)

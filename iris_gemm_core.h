@@ -4,7 +4,10 @@
  *   The compute core of the fused all-gather + GEMM (iris_gemm.h): one CTA computes one
  *   BM x BN tile of C = A * B (+ bias) with fp32 accumulation, from a multistage cp.async
  *   pipeline into XOR-swizzled shared memory. Callable repeatedly by a persistent CTA.
- *   Two cores share one interface and are picked by the configuration type:
+ *   A third, faster core has its own interface (a whole persistent CTA runs a sequence of
+ *   tiles): iris_gemm_core_tma.h, TMA loads + warp specialization + wgmma (sm_90a), on par
+ *   with cuBLAS; included at the end of this file.
+ *   Two cores share the per-tile interface below and are picked by the configuration type:
  *     iris_gemm_cfg<...>        mma.sync.m16n8k16 + ldmatrix (any sm_80+ target, sm_90 here)
  *     iris_gemm_wgmma_cfg<...>  wgmma.mma_async from 128B-swizzled shared memory; needs a
  *                               device pass for sm_90a (-arch=sm_90a or

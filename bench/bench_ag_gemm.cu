@@ -199,6 +199,11 @@ int main(int argc, char **argv) {
             if (rank_ == 0) printf("%6lld %6lld %6lld %-15s skipped: %s\n", M, N, K, name.c_str(), iris_error_detail());
             continue;
           }
+          static bool engine_shown = false;
+          if (kernel && !engine_shown && rank_ == 0) {
+            printf("# the fused kernel's GEMM engine: %s (IRIS_GEMM_TMA=0 selects the cp.async core)\n", iris_ag_gemm_engine(g));
+            engine_shown = true;
+          }
           const double t = time_op([&] { IK(iris_ag_gemm_run(g, a_shard, b, NULL, c, stream)); }, reps);
           row(name.c_str(), t, unf, alone);
           IK(iris_ag_gemm_destroy(g));

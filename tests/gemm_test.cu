@@ -261,6 +261,24 @@ int main(int argc, char **argv) {
     one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, p, 256LL * W, 512, 1024, 30, 0}, true);
     one(s, Case{IRIS_GEMM_A_COLS, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 0, p, 384, 256, 256LL * W, 30, 0}, true);
   }
+  {
+    // the fused kernel's engine: the TMA core on Hopper (this test is built for sm_90a);
+    // IRIS_GEMM_TMA=0 selects the cp.async core, which must stay correct too
+    iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
+    d.M = 128LL * W; d.N = 64; d.K = 128; d.path = IRIS_GEMM_PATH_FUSED;
+    iris_ag_gemm_t *g = NULL;
+    IK(iris_ag_gemm_create(s.ctx, &d, &g));
+    const std::string e1 = iris_ag_gemm_engine(g);
+    IK(iris_ag_gemm_destroy(g));
+    setenv("IRIS_GEMM_TMA", "0", 1);
+    IK(iris_ag_gemm_create(s.ctx, &d, &g));
+    const std::string e0 = iris_ag_gemm_engine(g);
+    IK(iris_ag_gemm_destroy(g));
+    report(s, ("fused engine: " + e1 + " by default, " + e0 + " with IRIS_GEMM_TMA=0").c_str(), e1 == "tma-wgmma" && e0 == "cp.async-wgmma");
+    one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_FUSED, 200LL * W, 776, 520, 3, 0}, false, ", cp.async core");
+    one(s, Case{IRIS_GEMM_A_COLS, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, IRIS_GEMM_PATH_FUSED, 600, 392, 136LL * W, 3, 0}, true, ", cp.async core");
+    unsetenv("IRIS_GEMM_TMA");
+  }
   if (!quick) {
     // pipelined, rows, 3 GEMMs per peer shard instead of the merged schedule
     one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_PIPELINED, 300LL * W, 264, 520, 3, 0, 3}, false, ", chunks = 3");
