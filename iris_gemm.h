@@ -45,7 +45,8 @@
  *     iris_malloc(ctx, d.M / W * d.K * 2, &a_shard);    // A shards live on the heap
  *     iris_ag_gemm_run(g, a_shard, b, NULL, c, stream); // capturable; every rank
  *     iris_ag_gemm_destroy(g);
- *   Link -lcublasLt (nvcc). Build with -arch=sm_90 (the fused kernel's core is sm_80+).
+ *   Link -lcublasLt (nvcc). Build with -arch=sm_90a: the fused kernel then runs the TMA
+ *   core (with -arch=sm_90 it falls back to the slower mma.sync core, still correct).
  *
  * Rules
  *   - Collective: every rank creates the plan with the same description and calls run
@@ -107,7 +108,8 @@ typedef struct iris_ag_gemm_desc {
   int has_bias;         /* 1: run takes N bias values, added to every row of C */
   iris_gemm_path_t path;/* IRIS_GEMM_PATH_AUTO: see iris_ag_gemm_choose_path */
   int chunks;           /* pipelined: chunks per peer (ROWS) or in all (COLS); 0 = auto */
-  int fetch_ctas;       /* fused kernel: fetcher CTAs; 0 = auto */
+  int fetch_ctas;       /* fused kernel: fetcher CTAs; 0 = auto; -1 = none, the GEMM CTAs'
+                         * side warps fetch (the TMA core; without it: auto) */
   int k_group;          /* fused kernel: columns of A per ready flag; 0 = auto */
   int stage_a;          /* 1: A shards are not on the heap; copy them into the plan's */
   int trace;            /* 1: record a trace (needs -DIRIS_GEMM_TRACE) */
@@ -213,23 +215,27 @@ typedef struct iris_ag_gemm_dev {
   unsigned *arrive;        /* heap [IRIS_MAX_RANKS]: the epoch rank q's A is ready at */
   unsigned *done;          /* heap [IRIS_MAX_RANKS]: rank q's fetcher CTAs done reading ours */
   unsigned *counters;      /* heap [slots]: this rank's epoch per CTA slot */
-  unsigned long long *trace; /* [slots][1 + trace_cap * 4]: count, then events */
+  unsigned long long *trace; /* [3 * slots][1 + trace_cap * 4]: count, then events; row slot:
+                              * the slot's fetches or tiles, slots + slot: the TMA producer's
+                              * waits, 2 * slots + slot: the side fetches (one writer each) */
   int trace_cap;
   int M, N, K, layout, bm, kg, tiles_m, tiles_n, groups_k, fetchers, gemm_ctas, rot;
+  int raster;              /* TMA core: m-tiles per group of the tile order (1: row by row) */
+  int side_fetch;          /* fused TMA kernel: A is fetched by the GEMM CTAs' side warps */
 } iris_ag_gemm_dev_t;
 
 #if defined(IRIS_GEMM_TRACE)
-/* One event [t0, t1) of the slot's row; one thread per slot writes (the caller picks it). */
-IRIS_DEVICE_INLINE void iris_gemm_trace_at(const iris_ag_gemm_dev_t &d, int slot, unsigned long long t0, unsigned long long t1, int kind, int index) {
+/* One event [t0, t1) in trace row r (see iris_ag_gemm_dev_t::trace); one thread per row writes. */
+IRIS_DEVICE_INLINE void iris_gemm_trace_at(const iris_ag_gemm_dev_t &d, int r, unsigned long long t0, unsigned long long t1, int kind, int index) {
   if (!d.trace) return;
-  unsigned long long *row = d.trace + (size_t)slot * (1 + 4 * (size_t)d.trace_cap);
+  unsigned long long *row = d.trace + (size_t)r * (1 + 4 * (size_t)d.trace_cap);
   const unsigned long long n = row[0];
   if (n < (unsigned long long)d.trace_cap) {
     unsigned long long *e = row + 1 + 4 * n;
     e[0] = t0;
     e[1] = t1;
     e[2] = (unsigned long long)kind | ((unsigned long long)index << 8);
-    e[3] = (unsigned long long)slot;
+    e[3] = (unsigned long long)r;
     row[0] = n + 1;
   }
 }
@@ -253,24 +259,40 @@ IRIS_DEVICE_INLINE size_t iris_ag_gemm_shard_offset(const iris_ag_gemm_dev_t &d,
   return ((size_t)row * kl + (col - owner * kl)) * 2;
 }
 
-/* Whole block (fetcher): copy block (mt, kg) of the gathered A into the staging buffer,
- * then publish it. Before the first read from a peer it waits for that peer's "A is
- * ready" epoch (seen: bitmask of peers already waited for, the same in every thread). */
-template <typename T>
-IRIS_DEVICE_INLINE void iris_ag_gemm_fetch(const iris_ag_gemm_dev_t &d, int mt, int kg, unsigned epoch, unsigned &seen) {
+/* Thread groups that fetch: the whole block, or the 96 side threads of a TMA-core CTA
+ * (warps 1-3 of its producer warpgroup; named barrier 1). */
+struct iris_ag_gemm_block_group {
+  __device__ int tid() const { return (int)threadIdx.x; }
+  __device__ int size() const { return (int)blockDim.x; }
+  __device__ void sync() const { __syncthreads(); }
+};
+struct iris_ag_gemm_side_group {
+  int t;
+  __device__ int tid() const { return t; }
+  __device__ int size() const { return 96; }
+  __device__ void sync() const { asm volatile("bar.sync 1, 96;\n" ::: "memory"); }
+};
+
+/* Whole group (fetcher): copy block (mt, kg) of the gathered A into the staging buffer,
+ * then publish it (every thread's stores, a group barrier, one release at device
+ * scope). Before the first read from a peer it waits for that peer's "A is ready" epoch
+ * (seen: bitmask of peers already waited for, the same in every thread). UNROLL 16-byte
+ * loads in flight per thread. */
+template <typename T, int UNROLL, class G>
+IRIS_DEVICE_INLINE void iris_ag_gemm_fetch_by(const G &grp, const iris_ag_gemm_dev_t &d, int mt, int kg, unsigned epoch, unsigned &seen) {
   const int r0 = mt * d.bm, r1 = min(d.M, r0 + d.bm), c0 = kg * d.kg, c1 = min(d.K, c0 + d.kg);
   const int q0 = iris_ag_gemm_owner(d, r0, c0), q1 = iris_ag_gemm_owner(d, r1 - 1, c1 - 1);
+  const int tid = grp.tid(), nt = grp.size();
   for (int q = q0; q <= q1; ++q) {
     if (q == d.ctx.rank || (seen >> q & 1u)) continue;
-    if (threadIdx.x == 0) iris_wait_until(d.ctx, d.arrive + q, IRIS_CMP_EPOCH, epoch, "iris_ag_gemm: peer's A ready");
+    if (tid == 0) iris_wait_until(d.ctx, d.arrive + q, IRIS_CMP_EPOCH, epoch, "iris_ag_gemm: peer's A ready");
     seen |= 1u << q;
   }
-  __syncthreads();
+  grp.sync();
   const int vpr = (c1 - c0) / 8, n = (r1 - r0) * vpr; /* 16-byte vectors */
   if (q0 == q1) {
-    /* one owner (the usual case): IRIS_GEMM_FETCH_UNROLL loads in flight per thread
-     * before their stores, so a few fetcher CTAs keep enough bytes in flight to cover
-     * the NVLink latency */
+    /* one owner (the usual case): UNROLL loads in flight per thread before their
+     * stores, so a few fetchers keep enough bytes in flight to cover the NVLink latency */
     const char *src = (const char *)iris_translate(d.ctx, d.a_shard, q0) + iris_ag_gemm_shard_offset(d, r0, c0, q0);
     char *dst = d.staged + ((size_t)r0 * d.K + c0) * 2;
     const size_t sstride = (size_t)(d.layout == IRIS_GEMM_A_ROWS ? d.K : d.K / d.ctx.world_size) * 2, dstride = (size_t)d.K * 2;
@@ -278,29 +300,34 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_fetch(const iris_ag_gemm_dev_t &d, int mt, 
      * (every full k-group); the index math must stay cheap: a few fetcher CTAs move all
      * of A, and with a division per 16 bytes they were instruction-bound */
     const int sh = (vpr & (vpr - 1)) == 0 ? __ffs(vpr) - 1 : -1;
-    for (int i0 = threadIdx.x; i0 < n; i0 += IRIS_GEMM_FETCH_UNROLL * blockDim.x) {
-      uint4 v[IRIS_GEMM_FETCH_UNROLL];
+    for (int i0 = tid; i0 < n; i0 += UNROLL * nt) {
+      uint4 v[UNROLL];
 #pragma unroll
-      for (int u = 0; u < IRIS_GEMM_FETCH_UNROLL; ++u) {
-        const int i = i0 + u * blockDim.x, row = sh >= 0 ? i >> sh : i / vpr, vec = i - row * vpr;
+      for (int u = 0; u < UNROLL; ++u) {
+        const int i = i0 + u * nt, row = sh >= 0 ? i >> sh : i / vpr, vec = i - row * vpr;
         if (i < n) v[u] = *(const uint4 *)(src + row * sstride + vec * 16);
       }
 #pragma unroll
-      for (int u = 0; u < IRIS_GEMM_FETCH_UNROLL; ++u) {
-        const int i = i0 + u * blockDim.x, row = sh >= 0 ? i >> sh : i / vpr, vec = i - row * vpr;
+      for (int u = 0; u < UNROLL; ++u) {
+        const int i = i0 + u * nt, row = sh >= 0 ? i >> sh : i / vpr, vec = i - row * vpr;
         if (i < n) *(uint4 *)(dst + row * dstride + vec * 16) = v[u];
       }
     }
   } else {
     /* a block that straddles two owners' rows */
-    const char *bases[IRIS_MAX_RANKS > 16 ? 16 : IRIS_MAX_RANKS];
-    for (int q = q0; q <= q1; ++q) bases[q - q0] = (const char *)iris_translate(d.ctx, d.a_shard, q);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    for (int i = tid; i < n; i += nt) {
       const int row = r0 + i / vpr, col = c0 + (i % vpr) * 8, q = iris_ag_gemm_owner(d, row, col);
-      *(uint4 *)(d.staged + ((size_t)row * d.K + col) * 2) = *(const uint4 *)(bases[q - q0] + iris_ag_gemm_shard_offset(d, row, col, q));
+      *(uint4 *)(d.staged + ((size_t)row * d.K + col) * 2) =
+          *(const uint4 *)((const char *)iris_translate(d.ctx, d.a_shard, q) + iris_ag_gemm_shard_offset(d, row, col, q));
     }
   }
-  iris_gemm_publish_tile(d.ready, mt, kg, epoch);
+  grp.sync();
+  if (tid == 0) iris_atomic_store<IRIS_ORDER_RELEASE, IRIS_SCOPE_DEVICE>(d.ready.flags + (size_t)mt * d.ready.groups_k + kg, epoch);
+}
+/* Whole block (fetcher CTA): iris_ag_gemm_fetch_by with the block. */
+template <typename T>
+IRIS_DEVICE_INLINE void iris_ag_gemm_fetch(const iris_ag_gemm_dev_t &d, int mt, int kg, unsigned epoch, unsigned &seen) {
+  iris_ag_gemm_fetch_by<T, IRIS_GEMM_FETCH_UNROLL>(iris_ag_gemm_block_group(), d, mt, kg, epoch, seen);
 }
 
 /* Whole block: wait for a local ready flag (device scope), no heap check: the fused
@@ -415,16 +442,12 @@ __global__ void __launch_bounds__(Cfg::threads) iris_ag_gemm_kernel(iris_ag_gemm
   if (threadIdx.x == 0) d.counters[slot] = epoch;
 }
 #if !defined(IRIS_USE_HIP)
-/* m-tiles per group of the TMA kernel's grouped raster (1: row by row) */
-#ifndef IRIS_GEMM_RASTER
-#define IRIS_GEMM_RASTER 8
-#endif
 /* The TMA core's tile sequence for GEMM slot `first`: tiles first, first + stride, ... of
  * a grouped raster over m-tiles rotated so each rank starts with its own shard's rows
  * (the order the fetchers fill them in). With IRIS_GEMM_TRACE, the first consumer thread records each tile as the
  * span between its two calls (from the tile's first wait on a stage to its stores). */
 struct iris_ag_gemm_sched {
-  int first, stride, tiles, tiles_m, tiles_n, rot, bm, bn;
+  int first, stride, tiles, tiles_m, tiles_n, rot, bm, bn, raster;
 #if defined(IRIS_GEMM_TRACE)
   const iris_ag_gemm_dev_t *d;
   int slot;
@@ -440,9 +463,9 @@ struct iris_ag_gemm_sched {
     }
 #endif
     if (t >= tiles) return false;
-    /* grouped raster: IRIS_GEMM_RASTER m-tiles (in the rotated order) sweep the n-tiles
-     * together, m fastest, so the CTAs running at once share B tiles in L2 */
-    const int per = IRIS_GEMM_RASTER * tiles_n, g0 = t / per * IRIS_GEMM_RASTER, gsize = min(tiles_m - g0, IRIS_GEMM_RASTER), l = t - t / per * per;
+    /* grouped raster: `raster` m-tiles (in the rotated order) sweep the n-tiles together,
+     * m fastest, so the CTAs running at once share B tiles in L2 */
+    const int per = raster * tiles_n, g0 = t / per * raster, gsize = min(tiles_m - g0, raster), l = t - t / per * per;
     m0 = (g0 + l % gsize + rot) % tiles_m * bm;
     n0 = l / gsize * bn;
     return true;
@@ -469,9 +492,39 @@ struct iris_ag_gemm_tma_waiter {
 #if defined(IRIS_GEMM_TRACE)
     if (d->trace) {
       const unsigned long long t1 = iris_detail_time_ns();
-      if (t1 - t0 > 1000) iris_gemm_trace_at(*d, slot, t0, t1, IRIS_GEMM_EV_WAIT, m0 / bm);
+      if (t1 - t0 > 1000) iris_gemm_trace_at(*d, d->fetchers + d->gemm_ctas + slot, t0, t1, IRIS_GEMM_EV_WAIT, m0 / bm);
     }
 #endif
+  }
+};
+/* The side work of a fused TMA-kernel CTA (d.side_fetch): its 96 idle producer threads
+ * fetch A blocks it = unit, unit + units, ... (unit = the GEMM slot, units = the GEMM
+ * CTAs) in the fetcher order (rotated m-tiles, k-groups), so every SM moves A while it
+ * multiplies and no SM is set aside for fetching. Unit 0 announces this rank's A; each
+ * unit tells every peer when it is done reading (slot 0 waits for all at the end). */
+template <typename T>
+struct iris_ag_gemm_side_fetch {
+  const iris_ag_gemm_dev_t *d;
+  int unit, units, row;
+  unsigned epoch;
+  __device__ void operator()(int t) const {
+    const iris_ag_gemm_side_group grp = {t};
+    const int W = d->ctx.world_size, me = d->ctx.rank;
+    if (unit == 0 && t < W && t != me) iris_signal(d->ctx, d->arrive + me, epoch, t);
+    unsigned seen = 0;
+    const int items = d->tiles_m * d->groups_k;
+    for (int it = unit; it < items; it += units) {
+      const int mt = (it / d->groups_k + d->rot) % d->tiles_m, kg = it % d->groups_k;
+#if defined(IRIS_GEMM_TRACE)
+      const unsigned long long t0 = d->trace ? iris_detail_time_ns() : 0;
+#endif
+      iris_ag_gemm_fetch_by<T, 4>(grp, *d, mt, kg, epoch, seen);
+#if defined(IRIS_GEMM_TRACE)
+      if (t == 0) iris_gemm_trace_at(*d, row, t0, iris_detail_time_ns(), IRIS_GEMM_EV_FETCH, mt * d->groups_k + kg);
+#endif
+    }
+    grp.sync(); /* every read of peers' A has returned */
+    if (t < W && t != me) iris_signal_add(d->ctx, d->done + me, 1u, t);
   }
 };
 /* The fused kernel with the TMA core (sm_90a; iris_gemm_tma_compiled() says whether this
@@ -497,6 +550,7 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
     sc.rot = d.rot;
     sc.bm = Cfg::BM;
     sc.bn = Cfg::BN;
+    sc.raster = d.raster;
     iris_ag_gemm_tma_waiter w;
     w.flags = d.ready.flags;
     w.groups_k = d.groups_k;
@@ -511,9 +565,22 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
     w.d = &d;
     w.slot = slot;
 #endif
-    iris_gemm_tma_tiles<Cfg, T, B_KN, OutT>(&ta, &tb, C, d.N, bias, d.M, d.N, d.K, sc, w, iris_gemm_smem);
+    if (d.side_fetch) {
+      iris_ag_gemm_side_fetch<T> side;
+      side.d = &d;
+      side.unit = slot - d.fetchers;
+      side.units = d.gemm_ctas;
+      side.row = 2 * (d.fetchers + d.gemm_ctas) + slot;
+      side.epoch = epoch;
+      iris_gemm_tma_tiles<Cfg, T, B_KN, OutT>(&ta, &tb, C, d.N, bias, d.M, d.N, d.K, sc, w, iris_gemm_smem, side);
+    } else {
+      iris_gemm_tma_tiles<Cfg, T, B_KN, OutT>(&ta, &tb, C, d.N, bias, d.M, d.N, d.K, sc, w, iris_gemm_smem);
+    }
   }
   __syncthreads();
+  /* side fetch: the kernel ends only when no peer reads this rank's A any more */
+  if (d.side_fetch && slot == d.fetchers && threadIdx.x < (unsigned)d.ctx.world_size && (int)threadIdx.x != d.ctx.rank)
+    iris_wait_until_relaxed(d.ctx, d.done + threadIdx.x, IRIS_CMP_EPOCH, epoch * (unsigned)d.gemm_ctas, "iris_ag_gemm: peers done reading A");
   if (threadIdx.x == 0) d.counters[slot] = epoch;
 }
 #endif /* !IRIS_USE_HIP */
@@ -662,7 +729,7 @@ static iris_status_t iris_gemm_check_desc(const iris_ag_gemm_desc_t *d, int W, i
   else if (d->layout == IRIS_GEMM_A_COLS && (d->K % W || (d->K / W) % 8)) bad = "layout IRIS_GEMM_A_COLS needs K/world_size to be a whole multiple of 8";
   else if ((unsigned)d->path >= IRIS_GEMM_PATH_COUNT) bad = "unknown path";
   else if (d->chunks < 0 || d->chunks > IRIS_GEMM_MAX_CHUNKS) bad = "chunks must be in [0, 16]";
-  else if (d->fetch_ctas < 0 || d->k_group < 0 || d->k_group % 64) bad = "fetch_ctas must be >= 0 and k_group a multiple of 64";
+  else if (d->fetch_ctas < -1 || d->k_group < 0 || d->k_group % 64) bad = "fetch_ctas must be >= -1 and k_group a multiple of 64";
   else if (d->gemm_streams < 0 || d->gemm_streams > 2) bad = "gemm_streams must be 0 (auto), 1 or 2";
   if (bad) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_create: %s", me, bad);
   return IRIS_SUCCESS;
@@ -1015,14 +1082,30 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
   v->rot = d->layout == IRIS_GEMM_A_ROWS ? (int)((d->M / g->W) * g->me / iris_ag_gemm_cfg::BM) : 0;
   /* fetchers: the fewer N columns per A byte, the faster A must arrive. Measured on
    * 4xH200 (BENCHMARKS.md): 12-16 best at N = 3584, 24 at N = 1792, 12 at N = 6656 */
-  v->fetchers = d->fetch_ctas ? d->fetch_ctas : (int)((long long)g->sms * 360 / d->N);
-  if (!d->fetch_ctas && v->fetchers < 12) v->fetchers = 12;
-  if (!d->fetch_ctas && v->fetchers > g->sms / 4) v->fetchers = g->sms / 4;
+  v->fetchers = d->fetch_ctas > 0 ? d->fetch_ctas : (int)((long long)g->sms * 360 / d->N);
+  if (d->fetch_ctas <= 0 && v->fetchers < 12) v->fetchers = 12;
+  if (d->fetch_ctas <= 0 && v->fetchers > g->sms / 4) v->fetchers = g->sms / 4;
   if (v->fetchers >= g->sms) v->fetchers = g->sms / 2;
   v->gemm_ctas = g->sms - v->fetchers;
   g->unfused_fetchers = g->sms;
   g->unfused_gemm = g->sms;
   if (g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED) { v->fetchers = g->unfused_fetchers; v->gemm_ctas = g->unfused_gemm; }
+  /* fused with the TMA core and wide N (few fetchers wanted: A is needed slowly): no
+   * fetcher CTAs, every SM multiplies and its producer warpgroup's 3 idle warps fetch.
+   * Measured on 2xH200 (BENCHMARKS.md, session 5): side fetch 12-18% faster at N = 3584
+   * and 6656, 9-12% slower at N = 1792, where 24+ fetcher CTAs move A faster.
+   * desc.fetch_ctas > 0 always keeps fetcher CTAs, -1 asks for side fetch. */
+  v->side_fetch = g->path == IRIS_GEMM_PATH_FUSED && g->tma && (d->fetch_ctas == -1 || (!d->fetch_ctas && (long long)g->sms * 360 / d->N < 20));
+  if (v->side_fetch) { v->fetchers = 0; v->gemm_ctas = g->sms; }
+  /* tile order of the TMA core. Fused: row by row, the order the fetchers fill A in
+   * (groups of 8 m-tiles measured 4-19% slower at N = 1792 and 6656 on 2xH200: a group
+   * waits for 8 m-tiles). Kernel-unfused (A is all there): groups of 8, which share B
+   * tiles in L2 (up to 5% faster). IRIS_GEMM_RASTER overrides both. */
+#if defined(IRIS_GEMM_RASTER)
+  v->raster = IRIS_GEMM_RASTER;
+#else
+  v->raster = g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED ? 8 : 1;
+#endif
   v->staged = g->staged;
   if ((size_t)v->fetchers + v->gemm_ctas > IRIS_GEMM_MAX_SLOTS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm: too many CTAs");
   if ((size_t)v->tiles_m * v->groups_k + 2 * IRIS_MAX_RANKS + IRIS_GEMM_MAX_SLOTS > iris_gemm_flag_words(d, g->W))
@@ -1079,7 +1162,7 @@ static iris_status_t iris_gemm_create_local_hip(iris_ag_gemm_t *g) {
   if (desc->trace) {
     const int slots = g->dev.fetchers + g->dev.gemm_ctas;
     g->dev.trace_cap = 4096;
-    g->trace_words = (size_t)slots * (1 + 4 * (size_t)g->dev.trace_cap);
+    g->trace_words = 3 * (size_t)slots * (1 + 4 * (size_t)g->dev.trace_cap);
     if (hipMalloc((void **)&g->trace, g->trace_words * 8) != hipSuccess) {
       g->trace = NULL;
       return iris_gemm_gpu_fail(ctx, "hipMalloc of the trace", (int)hipGetLastError());
@@ -1175,15 +1258,15 @@ static iris_status_t iris_gemm_create_local(iris_ag_gemm_t *g) {
   if (g->path == IRIS_GEMM_PATH_FUSED || g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED) {
     iris_status_t st;
     int e;
-    if ((st = iris_gemm_plan_kernel(g, g->flag_block)) != IRIS_SUCCESS) return st;
     g->wgmma = iris_gemm_probe_wgmma();
     g->tma = g->wgmma && !(getenv("IRIS_GEMM_TMA") && getenv("IRIS_GEMM_TMA")[0] == '0');
+    if ((st = iris_gemm_plan_kernel(g, g->flag_block)) != IRIS_SUCCESS) return st;
     if ((e = iris_gemm_launch(g, NULL, NULL, NULL, 0, 0, 0, 1)) != (int)cudaSuccess) return iris_gemm_gpu_fail(ctx, "setting the kernel's shared memory", e);
     if (desc->trace) {
 #if defined(IRIS_GEMM_TRACE)
       const int slots = g->dev.fetchers + g->dev.gemm_ctas;
       g->dev.trace_cap = 4096;
-      g->trace_words = (size_t)slots * (1 + 4 * (size_t)g->dev.trace_cap);
+      g->trace_words = 3 * (size_t)slots * (1 + 4 * (size_t)g->dev.trace_cap);
       if (cudaMalloc((void **)&g->trace, g->trace_words * 8) != cudaSuccess) return iris_gemm_gpu_fail(ctx, "cudaMalloc of the trace", (int)cudaGetLastError());
       if (cudaMemset(g->trace, 0, g->trace_words * 8) != cudaSuccess) return iris_gemm_gpu_fail(ctx, "clearing the trace", (int)cudaGetLastError());
       g->dev.trace = g->trace;
@@ -1340,10 +1423,10 @@ IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, 
         /* the event counts restart each run: zero only the count words */
         const int slots = g->dev.fetchers + g->dev.gemm_ctas;
 #if defined(IRIS_USE_HIP)
-        if (hipMemset2DAsync(g->trace, (1 + 4 * (size_t)g->dev.trace_cap) * 8, 0, 8, (size_t)slots, stream) != hipSuccess)
+        if (hipMemset2DAsync(g->trace, (1 + 4 * (size_t)g->dev.trace_cap) * 8, 0, 8, 3 * (size_t)slots, stream) != hipSuccess)
           return iris_gemm_gpu_fail(g->ctx, "clearing the trace", (int)hipGetLastError());
 #else
-        if (cudaMemset2DAsync(g->trace, (1 + 4 * (size_t)g->dev.trace_cap) * 8, 0, 8, (size_t)slots, stream) != cudaSuccess)
+        if (cudaMemset2DAsync(g->trace, (1 + 4 * (size_t)g->dev.trace_cap) * 8, 0, 8, 3 * (size_t)slots, stream) != cudaSuccess)
           return iris_gemm_gpu_fail(g->ctx, "clearing the trace", (int)cudaGetLastError());
 #endif
       }
@@ -1372,7 +1455,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_trace_write(iris_ag_gemm_t *g, const char *p
   static const char *const names[4] = {"?", "fetch", "wait", "tile"};
   if (!g || !path) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_trace_write: NULL argument");
   if (!g->trace) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_trace_write: the plan was created without desc.trace", g->me);
-  slots = g->dev.fetchers + g->dev.gemm_ctas;
+  slots = 3 * (g->dev.fetchers + g->dev.gemm_ctas); /* rows */
   row_words = 1 + 4 * (size_t)g->dev.trace_cap;
   h = (unsigned long long *)malloc(g->trace_words * 8);
   if (!h) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -1401,7 +1484,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_trace_write(iris_ag_gemm_t *g, const char *p
       const unsigned long long *e = h + slot * row_words + 1 + 4 * i;
       const int kind = (int)(e[2] & 255);
       fprintf(f, "%s{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"index\":%llu}}", first ? "" : ",\n",
-              names[kind < 4 ? kind : 0], slot < g->dev.fetchers ? "fetcher" : "gemm", g->me, slot, (double)(e[0] - t_min) / 1e3, (double)(e[1] - e[0]) / 1e3,
+              names[kind < 4 ? kind : 0], kind == IRIS_GEMM_EV_FETCH ? "fetcher" : "gemm", g->me, slot, (double)(e[0] - t_min) / 1e3, (double)(e[1] - e[0]) / 1e3,
               e[2] >> 8);
       first = 0;
     }

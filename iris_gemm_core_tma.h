@@ -230,9 +230,20 @@ __device__ __forceinline__ void iris_gc_tma_consume(OutT *__restrict__ C, int ld
 }
 #endif /* IRIS_GC_WGMMA */
 
-template <class Cfg, typename T, bool B_KN, typename OutT, class Sched, class WaitA, typename BiasT>
+/* Side work that does nothing (the default). */
+struct iris_gemm_no_side {
+  __device__ __forceinline__ void operator()(int) const {}
+};
+
+/* The same, with side work for the three idle warps of the producer warpgroup: threads
+   32..127 each call side(threadIdx.x - 32) once, concurrently with the producer and the
+   consumers, and the function returns when it and every tile are done. Side work runs
+   with at most 40 registers per thread (setmaxnreg), may use named barrier 1 for its 96
+   threads (bar.sync 1, 96) and must not touch smem. The fused all-gather + GEMM uses it
+   to fetch A on every SM while the same SMs multiply. */
+template <class Cfg, typename T, bool B_KN, typename OutT, class Sched, class WaitA, typename BiasT, class Side>
 __device__ __forceinline__ void iris_gemm_tma_tiles(const CUtensorMap *ta, const CUtensorMap *tb, OutT *C, int ldc, const BiasT *bias, int M, int N, int K,
-                                                    Sched sched, WaitA wait_a, char *smem) {
+                                                    Sched sched, WaitA wait_a, char *smem, Side side) {
 #if IRIS_GC_WGMMA
   const uint32_t ring = (iris_gc_smem_u32(smem) + 1023u) & ~1023u, full = ring + Cfg::STAGES * Cfg::stage_bytes, empty = full + 8 * Cfg::STAGES;
   __syncthreads(); /* the previous user of smem is done */
@@ -249,6 +260,7 @@ __device__ __forceinline__ void iris_gemm_tma_tiles(const CUtensorMap *ta, const
   if (wg == 0) {
     iris_gc_setmaxnreg_dec<40>();
     if (threadIdx.x == 0) iris_gc_tma_produce<Cfg, B_KN>(ta, tb, M, N, K, sched, wait_a, ring, full, empty);
+    else if (threadIdx.x >= 32) side((int)threadIdx.x - 32);
     __syncwarp();
     iris_gc_setmaxnreg_inc<168>(); /* back to the kernel's count for the caller's code */
   } else {
@@ -258,7 +270,12 @@ __device__ __forceinline__ void iris_gemm_tma_tiles(const CUtensorMap *ta, const
   }
   __syncthreads(); /* every TMA has landed (the consumers waited for all) and every wgmma retired */
 #else
-  (void)ta; (void)tb; (void)C; (void)ldc; (void)bias; (void)M; (void)N; (void)K; (void)sched; (void)wait_a; (void)smem;
+  (void)ta; (void)tb; (void)C; (void)ldc; (void)bias; (void)M; (void)N; (void)K; (void)sched; (void)wait_a; (void)smem; (void)side;
 #endif
+}
+template <class Cfg, typename T, bool B_KN, typename OutT, class Sched, class WaitA, typename BiasT>
+__device__ __forceinline__ void iris_gemm_tma_tiles(const CUtensorMap *ta, const CUtensorMap *tb, OutT *C, int ldc, const BiasT *bias, int M, int N, int K,
+                                                    Sched sched, WaitA wait_a, char *smem) {
+  iris_gemm_tma_tiles<Cfg, T, B_KN, OutT, Sched, WaitA, BiasT, iris_gemm_no_side>(ta, tb, C, ldc, bias, M, N, K, sched, wait_a, smem, iris_gemm_no_side());
 }
 #endif /* IRIS_GEMM_CORE_TMA_H */

@@ -66,6 +66,7 @@ struct Case {
   int rows_chk;  // 0: check every row; else this many sampled rows (every element still checked for being written)
   int chunks = 0;
   int streams = 0; // pipelined: gemm_streams (0 = the plan's automatic choice)
+  int fetch = 0;   // fused: desc.fetch_ctas
 };
 
 static const char *tname(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? "bf16" : t == IRIS_FLOAT16 ? "fp16" : "fp32"; }
@@ -113,7 +114,7 @@ template <typename T, typename C>
 static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
   const int W = s.world, me = s.rank;
   iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
-  d.layout = k.layout; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = k.a; d.c_type = k.c; d.b_transposed = k.bt; d.has_bias = k.bias; d.path = k.path; d.chunks = k.chunks; d.gemm_streams = k.streams;
+  d.layout = k.layout; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = k.a; d.c_type = k.c; d.b_transposed = k.bt; d.has_bias = k.bias; d.path = k.path; d.chunks = k.chunks; d.gemm_streams = k.streams; d.fetch_ctas = k.fetch;
   iris_ag_gemm_t *g = NULL;
   IK(iris_ag_gemm_create(s.ctx, &d, &g));
   const size_t shard = (size_t)(k.layout == IRIS_GEMM_A_ROWS ? k.M / W * k.K : k.M * (k.K / W));
@@ -278,6 +279,19 @@ int main(int argc, char **argv) {
     one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_FUSED, 200LL * W, 776, 520, 3, 0}, false, ", cp.async core");
     one(s, Case{IRIS_GEMM_A_COLS, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, IRIS_GEMM_PATH_FUSED, 600, 392, 136LL * W, 3, 0}, true, ", cp.async core");
     unsetenv("IRIS_GEMM_TMA");
+    // the fused kernel without fetcher CTAs: the GEMM CTAs' side warps fetch A (automatic
+    // from N ~ 2400 on 132 SMs; fetch_ctas = -1 forces it at the small sizes here)
+    Case k1{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_FUSED, 200LL * W, 776, 520, 3, 0};
+    Case k2{IRIS_GEMM_A_COLS, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, IRIS_GEMM_PATH_FUSED, 600, 392, 136LL * W, 3, 0};
+    Case k3{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_FUSED, 256LL * W, 512, 1024, 30, 0};
+    Case k4{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_FUSED, 128LL * W, 64, 128, quick ? 200 : 2000, 0};
+    Case k5{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 0, IRIS_GEMM_PATH_FUSED, 1024LL * W, 3584, 1024, 3, 64}; // automatic side fetch
+    k1.fetch = k2.fetch = k3.fetch = k4.fetch = -1;
+    one(s, k1, false, ", side fetch");
+    one(s, k2, true, ", side fetch");
+    one(s, k3, true, ", side fetch");
+    one(s, k4, false, ", side fetch");
+    one(s, k5, false, ", automatic choice");
   }
   if (!quick) {
     // pipelined, rows, 3 GEMMs per peer shard instead of the merged schedule
