@@ -1100,7 +1100,9 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
   /* tile order of the TMA core. Fused: row by row, the order the fetchers fill A in
    * (groups of 8 m-tiles measured 4-19% slower at N = 1792 and 6656 on 2xH200: a group
    * waits for 8 m-tiles). Kernel-unfused (A is all there): groups of 8, which share B
-   * tiles in L2 (up to 5% faster). IRIS_GEMM_RASTER overrides both. */
+   * tiles in L2 (up to 5% faster). IRIS_GEMM_RASTER overrides both. To do: with side
+   * fetch, groups of 8 measured 1-6% faster on 4xH200 (BENCHMARKS.md, session 5), but
+   * gemm_test has not run that combination yet, so the fused path stays row by row. */
 #if defined(IRIS_GEMM_RASTER)
   v->raster = IRIS_GEMM_RASTER;
 #else
