@@ -4,7 +4,8 @@
     python3 tools/trace_gantt.py trace.json.0 [trace.json.1 ...] out.png
 
 One row per CTA (fetchers at the bottom), one bar per event: fetch (blue), wait (red),
-tile (green). Several files (one per rank) become one panel each. The same JSON opens in
+tile (green). With the TMA core a GEMM CTA's row also holds its producer's flag waits
+(upper half) and, with side fetch, its idle warps' fetches (lower third). Several files (one per rank) become one panel each. The same JSON opens in
 chrome://tracing or ui.perfetto.dev.
 """
 import json
@@ -30,9 +31,15 @@ def main():
         bars = {}
         for e in doc["traceEvents"]:
             bars.setdefault(e["name"], []).append((e["tid"], e["ts"], e["dur"]))
+        slots = max(1, info.get("fetchers", 0) + info.get("gemm_ctas", 0))
+        # rows (tid) come in three layers per CTA slot: the slot's fetches or tiles, the TMA
+        # producer's flag waits, the side fetches of its idle warps; draw them on the CTA's
+        # line: full height, upper half, lower third
+        layer_h = [(0.9, 0.0), (0.45, 0.22), (0.3, -0.3)]
         for name, evs in bars.items():
             for tid, ts, dur in evs:
-                ax.barh(tid, max(dur, 0.05), left=ts, height=0.9, color=COLORS.get(name, "gray"), linewidth=0)
+                h, dy = layer_h[min(tid // slots, 2)]
+                ax.barh(tid % slots + dy, max(dur, 0.05), left=ts, height=h, color=COLORS.get(name, "gray"), linewidth=0)
         for name, col in COLORS.items():
             ax.barh(-10, 0, color=col, label=name)
         ax.set_ylim(-1, info.get("fetchers", 0) + info.get("gemm_ctas", 0) + 1)
