@@ -564,6 +564,20 @@ template <bool F16, int TB> struct iris_gc_wgmma_op<256, F16, TB> {
   static __device__ __forceinline__ void run(float (&d)[128], uint64_t a, uint64_t b) { iris_gc_wgmma_n256<F16, TB>(d, a, b); }
 };
 
+/* One 64-k slab of a 64 x BN accumulator (wgmma core, TMA core): 4 x wgmma k16 from the
+   stage's A rows at sa and B at sb (layouts below), committed as one group. Does not wait. */
+template <int BN, bool F16, bool B_KN>
+__device__ __forceinline__ void iris_gc_wgmma_slab(float (&d)[BN / 2], uint32_t sa, uint32_t sb) {
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) iris_gc_fence_reg(d[i]);
+  iris_gc_wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    iris_gc_wgmma_op<BN, F16, B_KN ? 1 : 0>::run(d, iris_gc_desc(sa + 32 * kk, 16, 1024),
+                                                 B_KN ? iris_gc_desc(sb + 2048 * kk, 8192, 1024) : iris_gc_desc(sb + 32 * kk, 16, 1024));
+  iris_gc_wgmma_commit();
+}
+
 /* Shared layout of a stage (1024-aligned): A tile BM x 64 then B tile, 128-byte rows.
      A, B N x K (K-major): row r (m or n) at r*128, k-chunk c (8 k) at ((c ^ (r & 7)) * 16)
        = Swizzle<3,4,3> of the canonical K-major layout; descriptor SBO = 1024 (8 rows),
@@ -665,14 +679,7 @@ __device__ __forceinline__ void iris_gc_wgmma_tile(const T *__restrict__ A, int 
     }
     const uint32_t sa = sbase + rs * STAGE + wg * 64 * 128, sb = sbase + rs * STAGE + A_BYTES;
     rs = rs + 1 == S ? 0 : rs + 1;
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) iris_gc_fence_reg(d[i]);
-    iris_gc_wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      iris_gc_wgmma_op<BN, F16, B_KN ? 1 : 0>::run(d, iris_gc_desc(sa + 32 * kk, 16, 1024),
-                                                   B_KN ? iris_gc_desc(sb + 2048 * kk, 8192, 1024) : iris_gc_desc(sb + 32 * kk, 16, 1024));
-    iris_gc_wgmma_commit();
+    iris_gc_wgmma_slab<BN, F16, B_KN>(d, sa, sb);
     iris_gc_wgmma_wait<1>(); /* slab kt-1 done: its stage may be refilled after the next barrier */
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) iris_gc_fence_reg(d[i]);

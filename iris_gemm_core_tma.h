@@ -206,14 +206,7 @@ __device__ __forceinline__ void iris_gc_tma_consume(OutT *__restrict__ C, int ld
     for (int kt = 0; kt < KT; ++kt) {
       iris_gc_mbar_wait(full + 8 * s, phase);
       const uint32_t sa = ring + s * Cfg::stage_bytes + cw * 64 * 128, sb = ring + s * Cfg::stage_bytes + Cfg::a_bytes;
-#pragma unroll
-      for (int j = 0; j < BN / 2; ++j) iris_gc_fence_reg(d[j]);
-      iris_gc_wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        iris_gc_wgmma_op<BN, F16, B_KN ? 1 : 0>::run(d, iris_gc_desc(sa + 32 * kk, 16, 1024),
-                                                     B_KN ? iris_gc_desc(sb + 2048 * kk, 8192, 1024) : iris_gc_desc(sb + 32 * kk, 16, 1024));
-      iris_gc_wgmma_commit();
+      iris_gc_wgmma_slab<BN, F16, B_KN>(d, sa, sb);
       iris_gc_wgmma_wait<1>(); /* the slab before this one is no longer read */
 #pragma unroll
       for (int j = 0; j < BN / 2; ++j) iris_gc_fence_reg(d[j]);
