@@ -330,9 +330,8 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_fetch(const iris_ag_gemm_dev_t &d, int mt, 
   iris_ag_gemm_fetch_by<T, IRIS_GEMM_FETCH_UNROLL>(iris_ag_gemm_block_group(), d, mt, kg, epoch, seen);
 }
 
-/* Whole block: wait for a local ready flag (device scope), no heap check: the fused
- * kernel's own flags. */
-/* One thread: spin until a local ready flag reaches epoch (acquire, device scope). */
+/* One thread: spin until a local ready flag reaches epoch (acquire, device scope), no
+ * heap check: the fused kernel's own flags. */
 IRIS_DEVICE_INLINE void iris_ag_gemm_spin_local(const unsigned *flag, unsigned epoch) {
   unsigned spins = 0;
   unsigned long long start = 0;
@@ -345,6 +344,7 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_spin_local(const unsigned *flag, unsigned e
       break;
     }
 }
+/* Whole block: the same, then the block meets. */
 IRIS_DEVICE_INLINE void iris_ag_gemm_wait_local(const unsigned *flag, unsigned epoch) {
   if (threadIdx.x == 0) iris_ag_gemm_spin_local(flag, epoch);
   __syncthreads();

@@ -1,6 +1,6 @@
 // iris_gemm_core.h against cuBLAS on the same local GEMM: C = A * B, bf16 in, fp32 accumulate,
 // bf16 out, A row-major M x K, B row-major K x N ("KxN") or N x K ("NxK", nn.Linear weight).
-// One CTA per output tile (grid over tiles, grouped raster: 8 M-tiles sweep the N tiles),
+// Per-tile cores: one CTA per output tile; the TMA core: one persistent CTA per SM; both in a grouped raster (8 M-tiles sweep the N tiles),
 // every named configuration and a few other tile shapes (to pick from). CUDA events, warm-up, BENCH_REPS (20) timed runs, median.
 // Before timing, rows 0, M/2 and M-1 of the iris result are compared with cuBLAS.
 //   bench_gemm_core [config-substring]
@@ -28,16 +28,9 @@ typedef __nv_bfloat16 bf16;
     }                                                                                                                              \
   } while (0)
 
-template <class Cfg, bool KN>
-__global__ void __launch_bounds__(Cfg::threads, 1)
-    k_gemm(const bf16 *A, int lda, const bf16 *B, int ldb, bf16 *C, int ldc, int M, int N, int K, int tiles_m, int tiles_n) {
-  extern __shared__ __align__(16) char smem[];
-  const int group = 8, t = blockIdx.x, per_group = group * tiles_n, first_m = t / per_group * group;
-  const int gsize = min(tiles_m - first_m, group), tm = first_m + (t % per_group) % gsize, tn = (t % per_group) / gsize;
-  iris_gemm_tile<Cfg, bf16, KN, bf16>(A, lda, B, ldb, C, ldc, nullptr, M, N, K, tm * Cfg::BM, tn * Cfg::BN, smem, iris_gemm_no_wait());
-}
-// the TMA core: persistent grid (one CTA per SM), the same grouped raster, tile i of a CTA
-// is raster index blockIdx.x + i * gridDim.x
+// Grouped raster: 8 M-tiles sweep the N tiles together. Tile i of a CTA is raster index
+// blockIdx.x + i * gridDim.x (one tile per CTA for the per-tile cores, a persistent
+// sequence for the TMA core).
 struct GroupedSched {
   int tiles_m, tiles_n, bm, bn;
   __device__ bool operator()(int i, int &m0, int &n0) const {
@@ -50,6 +43,13 @@ struct GroupedSched {
     return true;
   }
 };
+template <class Cfg, bool KN>
+__global__ void __launch_bounds__(Cfg::threads, 1)
+    k_gemm(const bf16 *A, int lda, const bf16 *B, int ldb, bf16 *C, int ldc, int M, int N, int K, GroupedSched s) {
+  extern __shared__ __align__(16) char smem[];
+  int m0, n0;
+  if (s(0, m0, n0)) iris_gemm_tile<Cfg, bf16, KN, bf16>(A, lda, B, ldb, C, ldc, nullptr, M, N, K, m0, n0, smem, iris_gemm_no_wait());
+}
 template <class Cfg, bool KN>
 __global__ void __launch_bounds__(Cfg::threads, 1)
     k_gemm_tma(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, bf16 *C, int ldc, int M, int N, int K, GroupedSched s) {
@@ -129,16 +129,13 @@ static double compare(int M, int N, int K, const Bufs &b) {
   return worst / fmax(1.0, sqrt((double)K) / 3.0);
 }
 
-template <class Cfg, bool KN>
-static void bench_cfg(const char *cname, const char *filter, int M, int N, int K, const Bufs &b, double cublas_ms) {
-  if (filter && !strstr(cname, filter)) return;
-  const int tm = (M + Cfg::BM - 1) / Cfg::BM, tn = (N + Cfg::BN - 1) / Cfg::BN;
-  auto kern = k_gemm<Cfg, KN>;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::smem_bytes));
+// Runs launch once, compares with cuBLAS, times it, prints one line.
+template <class Cfg, typename Kern, typename Launch>
+static void time_and_report(const char *cname, bool KN, int M, int N, int K, const Bufs &b, double cublas_ms, Kern kern, Launch launch) {
   cudaFuncAttributes fa;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::smem_bytes));
   CK(cudaFuncGetAttributes(&fa, kern));
   CK(cudaMemset(b.C, 0xff, (size_t)M * N * sizeof(bf16)));
-  auto launch = [&]() { kern<<<tm * tn, Cfg::threads, Cfg::smem_bytes>>>(b.A, K, b.B, KN ? N : K, b.C, N, M, N, K, tm, tn); };
   launch();
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
@@ -151,31 +148,28 @@ static void bench_cfg(const char *cname, const char *filter, int M, int N, int K
   fflush(stdout);
 }
 
+// a per-tile core: one CTA per tile
+template <class Cfg, bool KN>
+static void bench_cfg(const char *cname, const char *filter, int M, int N, int K, const Bufs &b, double cublas_ms) {
+  if (filter && !strstr(cname, filter)) return;
+  const GroupedSched sc = {(M + Cfg::BM - 1) / Cfg::BM, (N + Cfg::BN - 1) / Cfg::BN, Cfg::BM, Cfg::BN};
+  auto kern = k_gemm<Cfg, KN>;
+  time_and_report<Cfg>(cname, KN, M, N, K, b, cublas_ms, kern,
+                       [&]() { kern<<<sc.tiles_m * sc.tiles_n, Cfg::threads, Cfg::smem_bytes>>>(b.A, K, b.B, KN ? N : K, b.C, N, M, N, K, sc); });
+}
+
+// the TMA core: one persistent CTA per SM
 template <class Cfg, bool KN>
 static void bench_tma(const char *cname, const char *filter, int M, int N, int K, const Bufs &b, double cublas_ms, int sms) {
   if (filter && !strstr(cname, filter)) return;
-  const int tm = (M + Cfg::BM - 1) / Cfg::BM, tn = (N + Cfg::BN - 1) / Cfg::BN;
+  const GroupedSched sc = {(M + Cfg::BM - 1) / Cfg::BM, (N + Cfg::BN - 1) / Cfg::BN, Cfg::BM, Cfg::BN};
   CUtensorMap ta, tb;
   CK(iris_gemm_tma_map(&ta, b.A, 0, M, K, K, Cfg::BM));
   CK(iris_gemm_tma_map_b<Cfg>(&tb, b.B, 0, KN, K, N, KN ? N : K));
   auto kern = k_gemm_tma<Cfg, KN>;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::smem_bytes));
-  cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, kern));
-  CK(cudaMemset(b.C, 0xff, (size_t)M * N * sizeof(bf16)));
-  const int grid = std::min(sms, tm * tn);
-  const GroupedSched sc = {tm, tn, Cfg::BM, Cfg::BN};
-  auto launch = [&]() { kern<<<grid, Cfg::threads, Cfg::smem_bytes>>>(ta, tb, b.C, N, M, N, K, sc); };
-  launch();
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  const double diff = compare(M, N, K, b);
-  const double ms = median_ms(launch), flop = 2.0 * M * N * K;
-  const double tf = flop / ms * 1e-9, tc = flop / cublas_ms * 1e-9;
-  printf("M=%5d N=%5d K=%5d B=%s  %-24s %7.1f TFLOPS  cuBLAS %7.1f TFLOPS  ratio %5.3f  (%.3f ms; %d regs, %zu B local, %d B smem; diff vs cuBLAS %.2g%s)\n", M,
-         N, K, KN ? "KxN" : "NxK", cname, tf, tc, tf / tc, ms, fa.numRegs, (size_t)fa.localSizeBytes, Cfg::smem_bytes, diff,
-         diff < 2e-2 ? "" : " MISMATCH");
-  fflush(stdout);
+  const int grid = std::min(sms, sc.tiles_m * sc.tiles_n);
+  time_and_report<Cfg>(cname, KN, M, N, K, b, cublas_ms, kern,
+                       [&]() { kern<<<grid, Cfg::threads, Cfg::smem_bytes>>>(ta, tb, b.C, N, M, N, K, sc); });
 }
 
 int main(int argc, char **argv) {
