@@ -149,6 +149,8 @@ typedef enum iris_status {
   IRIS_ERROR_UNSUPPORTED,      /* the request is valid but this build or platform cannot do it */
   IRIS_ERROR_BOOTSTRAP,        /* a user bootstrap callback returned an error */
   IRIS_ERROR_RANK_FAILED,      /* a rank started by iris_launch_local failed */
+  IRIS_ERROR_PEER_FAILED,      /* a peer's process died while this rank waited for it */
+  IRIS_ERROR_ABORTED,          /* iris_abort was called on this context */
   IRIS_STATUS_COUNT
 } iris_status_t;
 
@@ -210,7 +212,23 @@ typedef struct iris_device_ctx {
   int world_size;
   unsigned long long heap_size;
   char *bases[IRIS_MAX_RANKS];
+  /* The context's fault words, in pinned host memory mapped into the GPU (NULL: none).
+   * fault[0]: the first fatal fault (a wait that ran past IRIS_WAIT_TIMEOUT_NS, or
+   * iris_abort); once set, every bounded wait of every kernel of this context gives up
+   * at its next check. fault[1]: the last collective mismatch (not fatal). Encoding:
+   * IRIS_FAULT_* below; iris_get_async_error decodes them on the host. */
+  unsigned long long *fault;
 } iris_device_ctx_t;
+
+/* Fault word layout: kind << 56 | peer << 48 | site << 32 | call. kind: IRIS_FAULT_*;
+ * peer: the rank waited for (0xff: unknown); site: what waited (high byte: the
+ * collective kind + 1, 0 for none; low byte: IRIS_SITE_*); call: the collective call
+ * number of the context (or 0). */
+enum { IRIS_FAULT_NONE = 0, IRIS_FAULT_TIMEOUT = 1, IRIS_FAULT_ABORT = 2, IRIS_FAULT_MISMATCH = 3 };
+enum { IRIS_SITE_USER = 0, IRIS_SITE_HEADER, IRIS_SITE_BARRIER, IRIS_SITE_LL, IRIS_SITE_PROGRESS, IRIS_SITE_GEMM, IRIS_SITE_COUNT };
+#define IRIS_FAULT_MAKE(kind, peer, site, call)                                                                    \
+  (((unsigned long long)(kind) << 56) | ((unsigned long long)((peer) & 0xff) << 48) | ((unsigned long long)((site) & 0xffff) << 32) | \
+   (unsigned long long)(unsigned)(call))
 
 /* ============================================================ bring-up, teardown == */
 
@@ -232,7 +250,9 @@ IRIS_API iris_status_t iris_init_local(const iris_config_t *cfg, int num_gpus, c
 
 /* Collective. Waits for this rank's GPU work, meets every rank (so no peer still reads
  * this heap), unmaps peers and frees the heap. Frees ctx even when the final barrier
- * fails (the status then reports it). A new iris_init may follow in the same process.
+ * fails (the status then reports it). On a context with a fatal fault (a peer that died
+ * or hangs, iris_abort) it does not meet the others: it waits for this GPU (whose
+ * kernels have stopped waiting), unmaps and frees, and returns IRIS_SUCCESS. A new iris_init may follow in the same process.
  * Mode 3: not a barrier; it waits for every GPU of the group (so no kernel still uses
  * this heap), so one thread may finalize all contexts in turn. */
 IRIS_API iris_status_t iris_finalize(iris_t *ctx);
@@ -288,6 +308,23 @@ IRIS_API const char *iris_status_string(iris_status_t status);
  * is: read it right after the call that failed. */
 IRIS_API const char *iris_error_detail(void);
 
+/* ==================================================== faults, abort (any thread) == */
+/* Non-blocking, thread-safe (a watchdog thread may poll it while another thread uses
+ * ctx): the context's fatal fault, if any. IRIS_ERROR_TIMEOUT (a bounded wait on the GPU
+ * ran out: names the wait, the rank waited for and the collective call),
+ * IRIS_ERROR_PEER_FAILED (the same, and that rank's process is gone),
+ * IRIS_ERROR_ABORTED (iris_abort), else a pending collective mismatch
+ * (IRIS_ERROR_MISMATCH, reported once and then cleared), else IRIS_SUCCESS. A fatal
+ * fault stays: every later call on ctx returns it at once (no launch, no wait) and
+ * every wait of a kernel already queued gives up at its next check; the only way on is
+ * iris_finalize (which then skips the final barrier) and a new iris_init. */
+IRIS_API iris_status_t iris_get_async_error(iris_t *ctx);
+/* Any thread, any time: put ctx into the aborted state (a fatal fault, see above):
+ * kernels of ctx that wait stop waiting, later calls return IRIS_ERROR_ABORTED at once,
+ * and iris_finalize releases everything without meeting the other ranks. For a peer
+ * that died or hangs, or to tear the world down from a watchdog. Not collective. */
+IRIS_API iris_status_t iris_abort(iris_t *ctx);
+
 /* ================================================ the library's own rendezvous == */
 /* Bring-up mode 1 uses this; it is public so launchers and tests can use it alone.
  * Rank 0 listens on <dir>/<name>.sock (dir created 0700 and checked to be private);
@@ -311,6 +348,11 @@ IRIS_API void iris_rendezvous_close(iris_rendezvous_t *r);
 /* Not for users: a per-context slot that iris_collectives.h keeps its state in. */
 IRIS_API void iris_detail_set_ext(iris_t *ctx, void *ext, void (*free_fn)(void *));
 IRIS_API void *iris_detail_get_ext(const iris_t *ctx);
+/* Not for users: the context's fatal fault (IRIS_SUCCESS if none), and the call order of
+ * the communication calls across streams (see the implementation). */
+IRIS_API iris_status_t iris_detail_check_fault(const iris_t *ctx);
+IRIS_API iris_status_t iris_detail_order_begin(iris_t *ctx, iris_stream_t stream);
+IRIS_API iris_status_t iris_detail_order_end(iris_t *ctx, iris_stream_t stream);
 
 /* ================================================================= launcher == */
 /* Start num_ranks copies of this process on this host, fork-style. Call it before any
@@ -470,6 +512,22 @@ IRIS_INTERNAL iris_gpu_error_t iris_gpu_enable_peer(int peer) {
 }
 IRIS_INTERNAL iris_gpu_error_t iris_gpu_pci_bus_id(char *s, int n, int d) { return hipDeviceGetPCIBusId(s, n, d); }
 IRIS_INTERNAL const char *iris_gpu_error_text(iris_gpu_error_t e) { return hipGetErrorString(e); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_host_alloc_mapped(void **p, size_t n) { return hipHostMalloc(p, n, hipHostMallocMapped | hipHostMallocPortable); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_host_free(void *p) { return hipHostFree(p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_host_device_ptr(void **d, void *h) { return hipHostGetDevicePointer(d, h, 0); }
+typedef hipEvent_t iris_gpu_event_t;
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_event_create(iris_gpu_event_t *e) { return hipEventCreateWithFlags(e, hipEventDisableTiming); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_event_destroy(iris_gpu_event_t e) { return hipEventDestroy(e); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_event_record(iris_gpu_event_t e, iris_stream_t s) { return hipEventRecord(e, s); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_stream_wait(iris_stream_t s, iris_gpu_event_t e) { return hipStreamWaitEvent(s, e, 0); }
+/* 0: not capturing; else the capture's id (non-zero) */
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_capture_id(iris_stream_t s, unsigned long long *id) {
+  hipStreamCaptureStatus c = hipStreamCaptureStatusNone;
+  unsigned long long i = 0;
+  hipError_t e = hipStreamGetCaptureInfo(s, &c, &i);
+  *id = (e == hipSuccess && c == hipStreamCaptureStatusActive) ? (i ? i : 1) : 0;
+  return e;
+}
 #else
 typedef cudaError_t iris_gpu_error_t;
 typedef cudaIpcMemHandle_t iris_gpu_ipc_handle_t;
@@ -496,6 +554,22 @@ IRIS_INTERNAL iris_gpu_error_t iris_gpu_enable_peer(int peer) {
 }
 IRIS_INTERNAL iris_gpu_error_t iris_gpu_pci_bus_id(char *s, int n, int d) { return cudaDeviceGetPCIBusId(s, n, d); }
 IRIS_INTERNAL const char *iris_gpu_error_text(iris_gpu_error_t e) { return cudaGetErrorString(e); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_host_alloc_mapped(void **p, size_t n) { return cudaHostAlloc(p, n, cudaHostAllocMapped | cudaHostAllocPortable); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_host_free(void *p) { return cudaFreeHost(p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_host_device_ptr(void **d, void *h) { return cudaHostGetDevicePointer(d, h, 0); }
+typedef cudaEvent_t iris_gpu_event_t;
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_event_create(iris_gpu_event_t *e) { return cudaEventCreateWithFlags(e, cudaEventDisableTiming); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_event_destroy(iris_gpu_event_t e) { return cudaEventDestroy(e); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_event_record(iris_gpu_event_t e, iris_stream_t s) { return cudaEventRecord(e, s); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_stream_wait(iris_stream_t s, iris_gpu_event_t e) { return cudaStreamWaitEvent(s, e, 0); }
+/* 0: not capturing; else the capture's id (non-zero) */
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_capture_id(iris_stream_t s, unsigned long long *id) {
+  enum cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+  unsigned long long i = 0;
+  cudaError_t e = cudaStreamGetCaptureInfo(s, &c, &i, NULL, NULL, NULL, NULL);
+  *id = (e == cudaSuccess && c == cudaStreamCaptureStatusActive) ? (i ? i : 1) : 0;
+  return e;
+}
 #endif
 
 /* ----------------------------------------------------------------------- errors -- */
@@ -543,6 +617,8 @@ IRIS_DEF const char *iris_status_string(iris_status_t s) {
   case IRIS_ERROR_UNSUPPORTED: return "IRIS_ERROR_UNSUPPORTED: not supported by this build or platform";
   case IRIS_ERROR_BOOTSTRAP: return "IRIS_ERROR_BOOTSTRAP: a bootstrap callback returned an error";
   case IRIS_ERROR_RANK_FAILED: return "IRIS_ERROR_RANK_FAILED: a launched rank exited with an error";
+  case IRIS_ERROR_PEER_FAILED: return "IRIS_ERROR_PEER_FAILED: a peer's process died while this rank waited for it";
+  case IRIS_ERROR_ABORTED: return "IRIS_ERROR_ABORTED: the context was aborted (iris_abort or an earlier fatal fault)";
   default: return "IRIS_ERROR_?: unknown status";
   }
 }
@@ -1114,6 +1190,15 @@ struct iris {
   iris_detail_block_t *blocks;
   int nblocks, capblocks;
   size_t used;
+  /* faults: 2 words of pinned host memory mapped into the GPU (iris_device_ctx_t.fault) */
+  unsigned long long *fault_host, *fault_dev;
+  int64_t pids[IRIS_MAX_RANKS]; /* the ranks' process ids (0: unknown or another pid namespace) */
+  /* call order across streams (iris_detail_order_*): the last eager call's event and
+   * stream, and the last captured call's event, stream and capture id */
+  iris_gpu_event_t order_eager, order_cap;
+  int order_have_eager, order_events;
+  iris_stream_t order_eager_stream, order_cap_stream;
+  unsigned long long order_cap_id;
 };
 
 /* Runs fn with ctx's device current, then restores the caller's device. */
@@ -1134,6 +1219,94 @@ IRIS_INTERNAL iris_status_t iris_detail_comm_barrier(iris_t *ctx, int timeout_ms
     return IRIS_SUCCESS;
   }
   return iris_detail_comm_allgather(ctx, NULL, NULL, 0, timeout_ms);
+}
+
+/* ------------------------------------------------------------------- faults -- */
+static const char *const iris_detail_site_names[IRIS_SITE_COUNT] = {"a wait in a user kernel (iris_wait_until)", "the call header", "a barrier",
+                                                                    "an LL data line", "a progress flag", "a GEMM tile flag"};
+static const char *const iris_detail_coll_names[] = {"", "iris_all_reduce", "iris_all_gather", "iris_reduce_scatter", "iris_all_to_all", "iris_broadcast",
+                                                     "iris_barrier_device", "an all-gather + GEMM plan"};
+IRIS_INTERNAL unsigned long long iris_detail_fault_read(const iris_t *ctx, int which) {
+  return ctx->fault_host ? __atomic_load_n(ctx->fault_host + which, __ATOMIC_ACQUIRE) : 0;
+}
+/* Names a fault word in the thread's detail; returns its status. */
+IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned long long f) {
+  const unsigned kind = (unsigned)(f >> 56), peer = (unsigned)(f >> 48) & 0xff, site = (unsigned)(f >> 32) & 0xffff, call = (unsigned)f;
+  const unsigned coll = site >> 8, what = site & 0xff;
+  const char *cname = coll < sizeof iris_detail_coll_names / sizeof iris_detail_coll_names[0] ? iris_detail_coll_names[coll] : "?";
+  const char *wname = what < IRIS_SITE_COUNT ? iris_detail_site_names[what] : "?";
+  char who[48];
+  if (kind == IRIS_FAULT_ABORT) return iris_detail_fail(IRIS_ERROR_ABORTED, "rank %d: the context was aborted (iris_abort)", ctx->rank);
+  if (peer < (unsigned)ctx->world) snprintf(who, sizeof who, "rank %u", peer);
+  else snprintf(who, sizeof who, "a peer");
+  if (kind == IRIS_FAULT_MISMATCH)
+    return iris_detail_fail(IRIS_ERROR_MISMATCH,
+                            "rank %d: collective call #%u: %s called a different collective (kind, count, type, op, root or buffers) at the same point; "
+                            "no rank moved data for that call",
+                            ctx->rank, call, who);
+  if (peer < (unsigned)ctx->world && ctx->pids[peer] > 0 && kill((pid_t)ctx->pids[peer], 0) != 0 && errno == ESRCH)
+    return iris_detail_fail(IRIS_ERROR_PEER_FAILED, "rank %d: rank %u (pid %lld) has died; %s%s%s waited for it in vain (call #%u); the context is unusable: iris_finalize it",
+                            ctx->rank, peer, (long long)ctx->pids[peer], wname, *cname ? " of " : "", cname, call);
+  return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                          "rank %d: %s%s%s (call #%u) waited for %s longer than the wait bound (IRIS_WAIT_TIMEOUT_NS); the context is unusable: iris_finalize it",
+                          ctx->rank, wname, *cname ? " of " : "", cname, call, who);
+}
+/* The fatal fault of ctx, if any (for every entry point that launches or waits). */
+IRIS_DEF iris_status_t iris_detail_check_fault(const iris_t *ctx) {
+  const unsigned long long f = ctx ? iris_detail_fault_read(ctx, 0) : 0;
+  return f ? iris_detail_fault_status(ctx, f) : IRIS_SUCCESS;
+}
+IRIS_DEF iris_status_t iris_get_async_error(iris_t *ctx) {
+  unsigned long long f;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_get_async_error: NULL context");
+  if ((f = iris_detail_fault_read(ctx, 0)) != 0) return iris_detail_fault_status(ctx, f);
+  if (ctx->fault_host && (f = __atomic_exchange_n(ctx->fault_host + 1, 0ULL, __ATOMIC_ACQ_REL)) != 0) return iris_detail_fault_status(ctx, f);
+  return IRIS_SUCCESS;
+}
+IRIS_DEF iris_status_t iris_abort(iris_t *ctx) {
+  unsigned long long zero = 0;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_abort: NULL context");
+  if (ctx->fault_host)
+    __atomic_compare_exchange_n(ctx->fault_host, &zero, IRIS_FAULT_MAKE(IRIS_FAULT_ABORT, 0xff, 0, 0), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  return IRIS_SUCCESS;
+}
+
+/* ------------------------------------------------------ call order across streams --
+ * Every call of a context that launches communication kernels (collectives, the device
+ * barrier, GEMM + communication plans) brackets its launches with these, so that the
+ * context's calls run one after another in the order the host issued them, whatever
+ * streams they are issued on: a call on another stream than the previous one first waits
+ * for the previous one (an event). Eager calls and calls captured into one graph (also
+ * across the streams of that capture) are ordered; the first call of a capture cannot
+ * depend on eager work (CUDA forbids crossing the capture boundary), so a graph must not
+ * run concurrently with other calls of the same context (launch it on a stream that is
+ * ordered with them). */
+IRIS_DEF iris_status_t iris_detail_order_begin(iris_t *ctx, iris_stream_t stream) {
+  unsigned long long cap = 0;
+  iris_gpu_error_t e;
+  if ((e = iris_gpu_capture_id(stream, &cap)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->rank, "querying the stream's capture state", e);
+  if (!cap) {
+    if (ctx->order_have_eager && ctx->order_eager_stream != stream && (e = iris_gpu_stream_wait(stream, ctx->order_eager)) != IRIS_GPU_SUCCESS)
+      return iris_detail_gpu_fail(ctx->rank, "ordering after the previous call (stream wait)", e);
+  } else if (ctx->order_cap_id == cap && ctx->order_cap_stream != stream && (e = iris_gpu_stream_wait(stream, ctx->order_cap)) != IRIS_GPU_SUCCESS) {
+    return iris_detail_gpu_fail(ctx->rank, "ordering after the previous captured call (stream wait)", e);
+  }
+  return IRIS_SUCCESS;
+}
+IRIS_DEF iris_status_t iris_detail_order_end(iris_t *ctx, iris_stream_t stream) {
+  unsigned long long cap = 0;
+  iris_gpu_error_t e;
+  if ((e = iris_gpu_capture_id(stream, &cap)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->rank, "querying the stream's capture state", e);
+  if (!cap) {
+    if ((e = iris_gpu_event_record(ctx->order_eager, stream)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->rank, "recording the call's event", e);
+    ctx->order_have_eager = 1;
+    ctx->order_eager_stream = stream;
+  } else {
+    if ((e = iris_gpu_event_record(ctx->order_cap, stream)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->rank, "recording the captured call's event", e);
+    ctx->order_cap_id = cap;
+    ctx->order_cap_stream = stream;
+  }
+  return IRIS_SUCCESS;
 }
 
 /* ------------------------------------------------------------------- allocator -- */
@@ -1307,6 +1480,7 @@ typedef struct iris_detail_record {
   uint64_t heap_size;
   int32_t heap_memory, device;
   int64_t pid;
+  uint64_t pidns; /* inode of /proc/self/ns/pid: pids compare only within one namespace */
   uint32_t uid;
   int32_t status; /* non-zero: this rank failed to set up; err says why */
   uint64_t base;
@@ -1326,6 +1500,10 @@ IRIS_INTERNAL void iris_detail_host_identity(iris_detail_record_t *rec) {
     fclose(f);
   }
   rec->boot_id[strcspn(rec->boot_id, "\n")] = 0;
+  {
+    struct stat ns;
+    rec->pidns = stat("/proc/self/ns/pid", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
+  }
 }
 
 /* Checks every record against rank 0's. Exposed (as iris_detail_) for the host tests. */
@@ -1369,6 +1547,13 @@ IRIS_INTERNAL void iris_detail_release_gpu(iris_t *ctx) {
     if (ctx->ipc_opened[r]) { iris_gpu_ipc_close(ctx->bases[r]); ctx->ipc_opened[r] = 0; }
   if (ctx->bases[ctx->rank]) iris_gpu_free(ctx->bases[ctx->rank]);
   ctx->bases[ctx->rank] = NULL;
+  if (ctx->fault_host) iris_gpu_host_free(ctx->fault_host);
+  ctx->fault_host = ctx->fault_dev = NULL;
+  if (ctx->order_events) {
+    iris_gpu_event_destroy(ctx->order_eager);
+    iris_gpu_event_destroy(ctx->order_cap);
+    ctx->order_events = 0;
+  }
   if (old >= 0) iris_gpu_set_device(old);
 }
 IRIS_INTERNAL void iris_detail_destroy(iris_t *ctx) {
@@ -1413,6 +1598,20 @@ IRIS_INTERNAL iris_status_t iris_detail_setup_gpu(iris_t *ctx, iris_detail_recor
   ctx->bases[ctx->rank] = (char *)heap;
   IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_memset(heap, 0, ctx->heap_size));
   IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_synchronize());
+  {
+    void *h = NULL, *d = NULL;
+    IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_host_alloc_mapped(&h, 2 * sizeof(unsigned long long)));
+    ctx->fault_host = (unsigned long long *)h;
+    ctx->fault_host[0] = ctx->fault_host[1] = 0;
+    IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_host_device_ptr(&d, h));
+    ctx->fault_dev = (unsigned long long *)d;
+  }
+  IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_event_create(&ctx->order_eager));
+  if (iris_gpu_event_create(&ctx->order_cap) != IRIS_GPU_SUCCESS) {
+    iris_gpu_event_destroy(ctx->order_eager);
+    return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: creating an event failed", ctx->rank);
+  }
+  ctx->order_events = 1;
   if (ctx->mode != IRIS_DETAIL_MODE_LOCAL) {
     IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_ipc_get(&h, heap));
     memcpy(rec->ipc, &h, sizeof h < sizeof rec->ipc ? sizeof h : sizeof rec->ipc);
@@ -1556,6 +1755,10 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   if (local != IRIS_SUCCESS) { st = iris_detail_fail(local, "%s", me->err); goto fail; }
   if ((st = iris_detail_check_records(recs, c.world_size)) != IRIS_SUCCESS) goto fail;
   {
+    int r;
+    for (r = 0; r < c.world_size; r++) ctx->pids[r] = recs[r].pidns && recs[r].pidns == me->pidns ? recs[r].pid : 0;
+  }
+  {
     /* a mapping failure on one rank must fail all ranks: exchange the outcome */
     int32_t ok = (int32_t)iris_detail_map_peers(ctx, recs), *all = (int32_t *)recs; /* recs is no longer needed */
     char why[256];
@@ -1666,15 +1869,18 @@ IRIS_DEF iris_status_t iris_barrier(iris_t *ctx) {
   iris_gpu_error_t e;
   int old = -1;
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier: NULL context");
+  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   iris_gpu_get_device(&old);
   e = iris_gpu_set_device(ctx->device);
   if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
   if (old >= 0) iris_gpu_set_device(old);
   if (e != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->rank, "iris_barrier: device synchronize", e);
+  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st; /* a kernel of ours gave up waiting */
   st = iris_detail_comm_barrier(ctx, ctx->barrier_timeout_ms);
 #if defined(IRIS_DEBUG)
   if (st == IRIS_SUCCESS) st = iris_heap_verify(ctx);
 #endif
+  if (st == IRIS_SUCCESS && ctx->fault_host && iris_detail_fault_read(ctx, 1)) st = iris_get_async_error(ctx); /* a pending mismatch */
   return st;
 }
 
@@ -1697,6 +1903,14 @@ IRIS_DEF iris_status_t iris_finalize(iris_t *ctx) {
     for (r = 0; r < ctx->group->world; r++)
       if (iris_gpu_set_device(ctx->group->devices[r]) == IRIS_GPU_SUCCESS) iris_gpu_synchronize();
     if (old >= 0) iris_gpu_set_device(old);
+  } else if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) {
+    /* a peer died or hangs (or iris_abort): do not meet the others; our kernels have
+     * given up their waits, so the device synchronises, and then everything is freed */
+    int old2 = -1;
+    iris_gpu_get_device(&old2);
+    if (iris_gpu_set_device(ctx->device) == IRIS_GPU_SUCCESS) iris_gpu_synchronize();
+    if (old2 >= 0) iris_gpu_set_device(old2);
+    st = IRIS_SUCCESS; /* the fault was reported by the calls before; this teardown worked */
   } else {
     st = iris_barrier(ctx);
   }
@@ -1730,6 +1944,7 @@ IRIS_DEF iris_device_ctx_t iris_device_context(const iris_t *ctx) {
   d.world_size = ctx->world;
   d.heap_size = ctx->heap_size;
   for (r = 0; r < ctx->world; r++) d.bases[r] = ctx->bases[r];
+  d.fault = ctx->fault_dev;
   return d;
 }
 IRIS_DEF iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, int to_rank, void **out) {

@@ -349,13 +349,31 @@ template <int OP, typename A> IRIS_DEVICE_INLINE A iris_coll_combine(A a, A b) {
 enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC, IRIS_COLL_KINDS };
 
 /* Everything a collective kernel needs; plain data, passed by value. The state lives
- * on the heap at the same offsets on every rank. */
+ * on the heap at the same offsets on every rank.
+ *
+ * Calls and epochs. Every kernel launch of a collective is one "call" of the context,
+ * numbered by `calls[0]` in device memory: every CTA reads it at its start, and the last
+ * CTA of the launch to finish advances it (iris_coll_call_end), so the next launch reads
+ * the next number. The host orders a context's launches one after another whatever the
+ * stream (iris_detail_order_begin/end in iris.h), so every rank numbers its calls alike,
+ * and every value derived from the number (barrier epochs, LL line epochs, progress
+ * values) is fresh for every call: a call that failed (a mismatch, a timeout) leaves
+ * nothing that a later call could mistake for its own. Nothing is reset; graphs replay.
+ *
+ * Headers. Each call starts with CTA 0 announcing (call number, signature) into every
+ * peer's hdr[call & 1][me], and every CTA waiting until every peer announced the same
+ * call (iris_coll_call_begin). A different signature is a mismatch: every CTA of every
+ * rank sees it (each compares every peer's header), none moves data, and the call is
+ * recorded as IRIS_FAULT_MISMATCH. Two parities suffice: no rank can be two calls
+ * ahead of another, because every call waits for every peer's header of that call. The
+ * header exchange also serves as the start barrier of every kernel (a peer that
+ * announced call c has finished its call c - 1, so its buffers are free). */
 typedef struct iris_coll_dev {
   iris_device_ctx_t ctx;
-  unsigned *counters;        /* [IRIS_COLL_MAX_CTAS] this rank's epoch per CTA index */
-  unsigned long long *flags; /* [IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS] peers' (signature << 32 | epoch) */
-  unsigned long long *progress; /* [IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS] relay broadcast: owners' (epoch << 32 | chunks done) */
-  unsigned *error;           /* non-zero: a peer called a different collective */
+  unsigned *calls;           /* [0]: this context's next call number; [1]: CTAs of the running call that finished */
+  unsigned long long *hdr;   /* [2 parity][IRIS_MAX_RANKS] peers' call headers (signature << 32 | call) */
+  unsigned long long *flags; /* [IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS] barrier epoch that peer p's CTA b reached */
+  unsigned long long *progress; /* [IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS] relay broadcast: owners' (call << 32 | chunks done) */
   uint4 *ll;                 /* [2 parity][world src][ll_lines] LL lines */
   size_t ll_lines;           /* lines per (parity, src) */
   uint4 *ll2;                /* two-shot LL: [2 parity][2 phase][world src][ll2_lines] */
@@ -363,25 +381,40 @@ typedef struct iris_coll_dev {
   char *scratch;             /* store two-shot: [2 halves][CTA][world src][slice], IRIS_COLL_AR_SCRATCH_BYTES */
 } iris_coll_dev_t;
 
-/* Whole block: the CTA's epoch counter, read at kernel start by every thread. */
-IRIS_DEVICE_INLINE unsigned iris_coll_epoch_load(const iris_coll_dev_t &d) {
-  unsigned e = *(volatile unsigned *)(d.counters + blockIdx.x);
-  __syncthreads(); /* every thread has read it before thread 0 can store the next */
-  return e;
-}
-/* Whole block, at kernel end: store the epoch reached (one thread). */
-IRIS_DEVICE_INLINE void iris_coll_epoch_store(const iris_coll_dev_t &d, unsigned epoch) {
-  if (threadIdx.x == 0) d.counters[blockIdx.x] = epoch;
+/* Barriers per call at most (a kernel's barrier j of call c has epoch c * this + j + 1). */
+#define IRIS_COLL_SYNCS_PER_CALL 8u
+/* The fault-word site of wait `what` (IRIS_SITE_*) in a collective of kind KIND. */
+#define IRIS_COLL_SITE(kind, what) ((unsigned)(((kind) + 1) << 8) | (unsigned)(what))
+#define IRIS_COLL_KIND_DEVICE_BARRIER 5 /* iris_barrier_device, for fault reports */
+
+/* Every thread, at kernel start: this launch's call number. */
+IRIS_DEVICE_INLINE unsigned iris_coll_call_load(const iris_coll_dev_t &d) { return *(volatile unsigned *)d.calls; }
+/* The epoch before barrier 0 of call c (each barrier adds one). */
+IRIS_DEVICE_INLINE unsigned iris_coll_sync_base(unsigned c) { return c * IRIS_COLL_SYNCS_PER_CALL; }
+/* The signature as carried in headers: 32 bits, never 0. */
+IRIS_DEVICE_INLINE unsigned iris_coll_sig32(unsigned long long sig) { return ((unsigned)sig ^ (unsigned)(sig >> 32)) | 1u; }
+
+/* Whole block, at the end of every collective kernel, on every path: the last CTA of the
+ * launch to get here advances the call number for the next launch. */
+IRIS_DEVICE_INLINE void iris_coll_call_end(const iris_coll_dev_t &d, unsigned c) {
+  __syncthreads(); /* every thread of this CTA read the call number long ago */
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(d.calls + 1, 1u) == gridDim.x - 1) {
+      atomicExch(d.calls + 1, 0u);
+      atomicExch(d.calls, c + 1);
+    }
+  }
 }
 
-/* Whole block; blockDim.x >= world_size. CTA b of every rank meets CTA b of every
- * other rank. Every write this CTA made before it is visible to the other ranks' CTA b
- * after it (block barrier, then a release per peer at system scope; acquire per peer,
- * then a block barrier). epoch is this CTA's counter, advanced by one. sig identifies
- * the call; a peer with a different one sets d.error (IRIS_DEBUG: reports and traps).
- * Returns false on a timed-out wait or a mismatch. Graph-safe: the epochs are device
- * counters that only count up. */
-IRIS_DEVICE_INLINE bool iris_detail_rank_sync(const iris_device_ctx_t &ctx, unsigned long long *row, unsigned &epoch, unsigned sig32, unsigned *error) {
+/* Whole block; blockDim.x >= world_size. The row's slot p holds the epoch that rank p's
+ * block reached; each call advances `epoch` by one and meets every rank's block there:
+ * every write this block made before is visible to the other ranks' blocks after it
+ * (block barrier, then a release per peer at system scope; acquire per peer, then a
+ * block barrier). Returns false in every thread if a wait ran out (the fault is
+ * recorded: `site`, the peer, `call`) or the context has a fatal fault. Graph-safe:
+ * the epochs are device counters that only count up. */
+IRIS_DEVICE_INLINE bool iris_detail_rank_sync(const iris_device_ctx_t &ctx, unsigned long long *row, unsigned &epoch, unsigned site, unsigned call) {
   const int W = ctx.world_size, t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z), me = ctx.rank;
   int ok = 1;
   epoch += 1;
@@ -389,12 +422,11 @@ IRIS_DEVICE_INLINE bool iris_detail_rank_sync(const iris_device_ctx_t &ctx, unsi
   if (t < W) {
     unsigned long long got = 0, start = 0;
     unsigned spins = 0;
-    /* one release store carries both the epoch and the call's signature */
-    iris_signal(ctx, row + me, ((unsigned long long)sig32 << 32) | epoch, t);
+    iris_signal(ctx, row + me, (unsigned long long)epoch, t);
     for (;;) {
       got = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(row + t);
       if (iris_epoch_reached((unsigned)got, epoch)) break;
-      if (iris_detail_spin_expired(spins, start)) { ok = 0; break; }
+      if (iris_detail_wait_expired(ctx, spins, start, t, site, call)) { ok = 0; break; }
     }
 #if defined(IRIS_DEBUG)
     if (!ok) {
@@ -402,21 +434,50 @@ IRIS_DEVICE_INLINE bool iris_detail_rank_sync(const iris_device_ctx_t &ctx, unsi
       iris_detail_trap();
     }
 #endif
-    /* the peer may already be one barrier further; compare only at the same one */
-    if (ok && sig32 && (unsigned)got == epoch && (unsigned)(got >> 32) != sig32) {
-      ok = 0;
-      if (error) atomicExch(error, 1u + (unsigned)t);
+  }
+  return __syncthreads_and(ok) != 0;
+}
+/* Whole block: barrier number (epoch - base) of call c for this CTA index. */
+IRIS_DEVICE_INLINE bool iris_coll_barrier(const iris_coll_dev_t &d, unsigned &epoch, unsigned c, int kind) {
+  return iris_detail_rank_sync(d.ctx, d.flags + (size_t)blockIdx.x * IRIS_MAX_RANKS, epoch, IRIS_COLL_SITE(kind, IRIS_SITE_BARRIER), c);
+}
+
+/* Whole block, before the kernel reads anything a peer wrote in this call: CTA 0
+ * announces call c with signature sig32 to every peer (release at system scope), and
+ * every CTA waits (acquire) until every peer has announced call c. True if they all
+ * announced the same signature. False in every thread on a mismatch (recorded as
+ * IRIS_FAULT_MISMATCH; every rank sees it, so no rank moves data for the call), a wait
+ * that ran out, or a fatal fault of the context. */
+IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned c, unsigned sig32, int kind) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, t = threadIdx.x;
+  unsigned long long *hdr = d.hdr + (size_t)(c & 1) * IRIS_MAX_RANKS;
+  int ok = 1;
+  if (blockIdx.x == 0 && t < W && t != me) iris_signal(d.ctx, hdr + me, ((unsigned long long)sig32 << 32) | c, t);
+  if (t < W && t != me) {
+    unsigned long long v = 0, start = 0;
+    unsigned spins = 0;
+    for (;;) {
+      v = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(hdr + t);
+      if ((v >> 32) != 0 && (unsigned)v == c) break;
+      if (iris_detail_wait_expired(d.ctx, spins, start, t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c)) { ok = 0; break; }
+    }
 #if defined(IRIS_DEBUG)
-      printf("iris: collective mismatch on rank %d (block %d): rank %d called a different collective, count, type, op or buffers\n", me, (int)blockIdx.x, t);
+    if (!ok) {
+      printf("iris: collective call %u on rank %d (block %d): rank %d never announced it\n", c, me, (int)blockIdx.x, t);
+      iris_detail_trap();
+    }
+#endif
+    if (ok && (unsigned)(v >> 32) != sig32) {
+      ok = 0;
+      if (blockIdx.x == 0) iris_detail_record_fault(d.ctx, IRIS_FAULT_MISMATCH, t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c);
+#if defined(IRIS_DEBUG)
+      printf("iris: collective mismatch on rank %d (block %d, call %u): rank %d called a different collective, count, type, op, root or buffers\n", me,
+             (int)blockIdx.x, c, t);
       iris_detail_trap();
 #endif
     }
   }
   return __syncthreads_and(ok) != 0;
-}
-IRIS_DEVICE_INLINE bool iris_coll_barrier(const iris_coll_dev_t &d, unsigned &epoch, unsigned long long sig) {
-  const unsigned sig32 = sig ? ((unsigned)sig ^ (unsigned)(sig >> 32)) | 1u : 0u;
-  return iris_detail_rank_sync(d.ctx, d.flags + (size_t)blockIdx.x * IRIS_MAX_RANKS, epoch, sig32, d.error);
 }
 
 /* ---- LL lines: 16 bytes = 8 data bytes + the epoch twice, stored and loaded so that
@@ -449,13 +510,15 @@ IRIS_DEVICE_INLINE bool iris_coll_ll_ready(uint4 v, unsigned epoch, uint2 *data)
   data->y = v.z;
   return true;
 }
-/* Polls one LL line until both halves carry epoch. */
-IRIS_DEVICE_INLINE bool iris_coll_ll_load(const iris_device_ctx_t &ctx, const uint4 *p, unsigned epoch, uint2 *data) {
+/* Polls one LL line (written by rank `peer`) until both halves carry epoch. False when
+ * the wait runs out (recorded as a fault at `site` of call `call`) or the context has a
+ * fatal fault. */
+IRIS_DEVICE_INLINE bool iris_coll_ll_load(const iris_device_ctx_t &ctx, const uint4 *p, unsigned epoch, uint2 *data, int peer, unsigned site, unsigned call) {
   unsigned long long start = 0;
   unsigned spins = 0;
   for (;;) {
     if (iris_coll_ll_ready(iris_coll_ll_peek(p), epoch, data)) return true;
-    if (iris_detail_spin_expired(spins, start)) break;
+    if (iris_detail_wait_expired(ctx, spins, start, peer, site, call)) break;
   }
 #if defined(IRIS_DEBUG)
   printf("iris: LL wait timed out on rank %d (block %d, thread %d): line %p never carried epoch %u\n", ctx.rank, (int)blockIdx.x, (int)threadIdx.x,
@@ -486,41 +549,21 @@ IRIS_DEVICE_INLINE void iris_coll_write8(T *base, size_t i, size_t n, uint2 data
 }
 /* ---- the latency kernel: every kind, one launch, no barrier.
  * Lines are spread over the grid the same way on every rank. Each thread first pushes
- * its lines to every peer, then collects its lines from every peer in rank order. */
+ * its lines to every peer, then (once every peer has announced this same call) collects
+ * its lines from every peer in rank order. The lines carry the call number + 1, and
+ * the receive slots alternate by call parity. Two parities suffice: a rank's call c
+ * pushes into slot parity c & 1 of a peer, which that peer last read in its call c - 2;
+ * our call c - 1 waited for that peer's header of call c - 1, so its call c - 2 was over.
+ * (A broadcast root waits for nobody's data, but it too waits for every header.) */
 template <typename T, int KIND, int OP>
-__global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root) {
+__global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root, unsigned long long sig) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
-  const unsigned epoch = iris_coll_epoch_load(d) + 1;
-  uint4 *mine = d.ll + ((size_t)(epoch & 1) * W) * d.ll_lines; /* [src][line] for this parity */
+  const unsigned c = iris_coll_call_load(d), epoch = c + 1;
+  const unsigned site = IRIS_COLL_SITE(KIND, IRIS_SITE_LL);
+  uint4 *mine = d.ll + ((size_t)(c & 1) * W) * d.ll_lines; /* [src][line] for this parity */
   const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A; /* send has one chunk per peer */
-  /* Two parities suffice because no rank gets two calls ahead of another: in every other
-   * kind each rank waits for data from every rank. A broadcast root waits for nobody, so
-   * here every receiver announces that it has started this call (and so finished reading
-   * the previous ones; execution order only, hence relaxed) and the root waits for that
-   * before it overwrites a slot. */
-  if (KIND == IRIS_COLL_BC) {
-    unsigned long long *row = d.flags + (size_t)blockIdx.x * IRIS_MAX_RANKS;
-    if (me != root) {
-      if (threadIdx.x == 0) iris_signal_relaxed(d.ctx, row + me, (unsigned long long)epoch, root);
-    } else {
-      int ok = 1;
-      const int t = threadIdx.x;
-      if (t < W && t != root) {
-        unsigned long long start = 0;
-        unsigned spins = 0;
-        while (!iris_epoch_reached((unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(row + t), epoch))
-          if (iris_detail_spin_expired(spins, start)) { ok = 0; break; }
-#if defined(IRIS_DEBUG)
-        if (!ok) {
-          printf("iris: broadcast root %d (block %d) timed out waiting for rank %d to reach epoch %u\n", me, (int)blockIdx.x, t, epoch);
-          iris_detail_trap();
-        }
-#endif
-      }
-      if (!__syncthreads_and(ok)) return;
-    }
-  }
+  bool ok = true;
   /* push */
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
     if (KIND == IRIS_COLL_BC && me != root) break;
@@ -531,36 +574,42 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
       iris_coll_ll_store(iris_translate(d.ctx, mine + (size_t)me * d.ll_lines + i, p), v, epoch);
     }
   }
+  /* every peer runs this same call (else nobody writes recv) */
+  if (!iris_coll_call_begin(d, c, iris_coll_sig32(sig), KIND)) {
+    iris_coll_call_end(d, c);
+    return;
+  }
   /* collect */
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; ok && i < lines; i += stride) {
     if (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS) {
       typedef typename iris_coll_acc<T>::type A;
       union { uint2 u; T e[8 / sizeof(T)]; } x;
       A acc[8 / sizeof(T)];
-      for (int r = 0; r < W; r++) { /* rank order, accumulated wide: the same result on every rank */
+      for (int r = 0; ok && r < W; r++) { /* rank order, accumulated wide: the same result on every rank */
         if (r == me) x.u = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
-        else if (!iris_coll_ll_load(d.ctx, mine + (size_t)r * d.ll_lines + i, epoch, &x.u)) return;
+        else ok = iris_coll_ll_load(d.ctx, mine + (size_t)r * d.ll_lines + i, epoch, &x.u, r, site, c);
 #pragma unroll
         for (int k = 0; k < (int)(8 / sizeof(T)); k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
       }
+      if (!ok) break;
 #pragma unroll
       for (int k = 0; k < (int)(8 / sizeof(T)); k++) x.e[k] = iris_coll_down<T>(acc[k]);
       iris_coll_write8(recv, i, count, x.u);
     } else if (KIND == IRIS_COLL_BC) {
       uint2 v;
       if (me == root) v = iris_coll_read8(send, i, count);
-      else if (!iris_coll_ll_load(d.ctx, mine + (size_t)root * d.ll_lines + i, epoch, &v)) return;
+      else if (!(ok = iris_coll_ll_load(d.ctx, mine + (size_t)root * d.ll_lines + i, epoch, &v, root, site, c))) break;
       iris_coll_write8(recv, i, count, v);
     } else { /* AG, A2A */
-      for (int r = 0; r < W; r++) {
+      for (int r = 0; ok && r < W; r++) {
         uint2 v;
         if (r == me) v = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
-        else if (!iris_coll_ll_load(d.ctx, mine + (size_t)r * d.ll_lines + i, epoch, &v)) return;
+        else if (!(ok = iris_coll_ll_load(d.ctx, mine + (size_t)r * d.ll_lines + i, epoch, &v, r, site, c))) break;
         iris_coll_write8(recv + (size_t)r * count, i, count, v);
       }
     }
   }
-  iris_coll_epoch_store(d, epoch);
+  iris_coll_call_end(d, c);
 }
 
 /* ---- the two-shot LL all-reduce: one kernel, no barrier, every flag in the data.
@@ -579,42 +628,46 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
 #define IRIS_COLL_LL2_THREADS 256
 static_assert(IRIS_COLL_LL2_BYTES % 8 == 0 && IRIS_COLL_LL2_BYTES / 8 <= (size_t)IRIS_COLL_MAX_CTAS * IRIS_COLL_LL2_THREADS, "a two-shot LL chunk must fit the grid");
 template <typename T, int OP>
-__global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count) {
+__global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig) {
   typedef typename iris_coll_acc<T>::type A;
   enum { per = 8 / sizeof(T) };
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t ce = iris_coll_ar_chunk(count, W, per), lines = ce / per; /* the chunks of iris_coll_ar_range, in LL lines */
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  const unsigned epoch = iris_coll_epoch_load(d) + 1;
-  uint4 *const ph0 = d.ll2 + (size_t)(epoch & 1) * 2 * W * d.ll2_lines, *const ph1 = ph0 + (size_t)W * d.ll2_lines;
+  const unsigned c = iris_coll_call_load(d), epoch = c + 1, site = IRIS_COLL_SITE(IRIS_COLL_AR, IRIS_SITE_LL);
+  uint4 *const ph0 = d.ll2 + (size_t)(c & 1) * 2 * W * d.ll2_lines, *const ph1 = ph0 + (size_t)W * d.ll2_lines;
 #define IRIS_COLL_LL2_N(j) ((size_t)(j) * ce >= count ? (size_t)0 : count - (size_t)(j) * ce < ce ? count - (size_t)(j) * ce : ce) /* elements of chunk j */
-  if (l < lines) {
-    union { uint2 u; T e[per]; } x;
-    A acc[per];
-    int k, r;
+  union { uint2 u; T e[per]; } x;
+  int k, r;
+  if (l < lines)
     for (k = 1; k < W; k++) { /* 1. push */
       const int p = (me + k) % W;
       x.u = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
       iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)me * d.ll2_lines + l, p), x.u, epoch);
     }
-    for (r = 0; r < W; r++) { /* 2. reduce, rank order: the same result on every rank */
+  if (iris_coll_call_begin(d, c, iris_coll_sig32(sig), IRIS_COLL_AR) && l < lines) { /* every peer runs this same call */
+    A acc[per];
+    bool ok = true;
+    for (r = 0; ok && r < W; r++) { /* 2. reduce, rank order: the same result on every rank */
       if (r == me) x.u = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
-      else if (!iris_coll_ll_load(d.ctx, ph0 + (size_t)r * d.ll2_lines + l, epoch, &x.u)) return;
+      else if (!(ok = iris_coll_ll_load(d.ctx, ph0 + (size_t)r * d.ll2_lines + l, epoch, &x.u, r, site, c))) break;
 #pragma unroll
       for (k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
     }
+    if (ok) {
 #pragma unroll
-    for (k = 0; k < per; k++) x.e[k] = iris_coll_down<T>(acc[k]);
-    iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
-    for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, (me + k) % W), x.u, epoch);
-    for (k = 1; k < W; k++) { /* 3. collect */
+      for (k = 0; k < per; k++) x.e[k] = iris_coll_down<T>(acc[k]);
+      iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
+      for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, (me + k) % W), x.u, epoch);
+    }
+    for (k = 1; ok && k < W; k++) { /* 3. collect */
       r = (me + k) % W;
-      if (!iris_coll_ll_load(d.ctx, ph1 + (size_t)r * d.ll2_lines + l, epoch, &x.u)) return;
+      if (!(ok = iris_coll_ll_load(d.ctx, ph1 + (size_t)r * d.ll2_lines + l, epoch, &x.u, r, site, c))) break;
       iris_coll_write8(recv + (size_t)r * ce, l, IRIS_COLL_LL2_N(r), x.u);
     }
   }
 #undef IRIS_COLL_LL2_N
-  iris_coll_epoch_store(d, epoch);
+  iris_coll_call_end(d, c);
 }
 
 /* ---- the bandwidth kernels: pull with 16-byte loads between per-CTA barriers. */
@@ -689,13 +742,18 @@ IRIS_DEVICE_INLINE void iris_coll_reduce_range(const iris_device_ctx_t &ctx, con
 template <typename T, int KIND, int OP, int W_STATIC>
 __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig, int vec, int push) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
-  unsigned epoch = iris_coll_epoch_load(d);
+  const unsigned c = iris_coll_call_load(d);
+  unsigned epoch = iris_coll_sync_base(c);
   const size_t per = 16 / sizeof(T);
   const T *src[IRIS_MAX_RANKS];
-  /* on a mismatch every barrier still runs (so the epochs stay in step), no data moves */
-  const bool go = iris_coll_barrier(d, epoch, sig); /* every rank's send is ready */
+  /* every rank runs this call and its send is ready (the header is the start barrier);
+   * on a mismatch or a failed wait nothing moves */
+  if (!iris_coll_call_begin(d, c, iris_coll_sig32(sig), KIND)) {
+    iris_coll_call_end(d, c);
+    return;
+  }
   for (int r = 0; r < W; r++) src[r] = iris_translate(d.ctx, send, r) + (KIND == IRIS_COLL_RS ? (size_t)me * count : 0);
-  if (go) { /* AR: this rank's chunk of whole vectors (iris_coll_ar_range); RS: all of its block */
+  { /* AR: this rank's chunk of whole vectors (iris_coll_ar_range); RS: all of its block */
     size_t lo = 0, hi = count;
     T *dst[IRIS_MAX_RANKS];
     int nd = 1;
@@ -710,12 +768,12 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
                                             (size_t)gridDim.x * blockDim.x);
   }
   if (KIND == IRIS_COLL_AR && push) { /* every chunk is in every recv; no peer still reads our send */
-    iris_coll_barrier(d, epoch, 0);
-    iris_coll_epoch_store(d, epoch);
+    iris_coll_barrier(d, epoch, c, KIND);
+    iris_coll_call_end(d, c);
     return;
   }
   if (KIND == IRIS_COLL_AR) {
-    if (!iris_coll_barrier(d, epoch, 0) || !go) { iris_coll_epoch_store(d, epoch); return; } /* every reduced chunk is in its owner's recv */
+    if (!iris_coll_barrier(d, epoch, c, KIND)) { iris_coll_call_end(d, c); return; } /* every reduced chunk is in its owner's recv */
     for (int k = 1; k < W; k++) { /* CTAs start at different peers: every link busy at once */
       const int p = iris_coll_ar_peer(me, k, (int)blockIdx.x, W);
       size_t lo, hi;
@@ -724,11 +782,11 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
       iris_copy_bytes(recv + lo, iris_translate(d.ctx, (const T *)recv, p) + lo, (hi - lo) * sizeof(T), blockIdx.x * blockDim.x + threadIdx.x,
                       gridDim.x * blockDim.x);
     }
-    iris_coll_barrier(d, epoch, 0); /* no peer still reads our recv: the caller may write it */
+    iris_coll_barrier(d, epoch, c, KIND); /* no peer still reads our recv: the caller may write it */
   } else {
-    iris_coll_barrier(d, epoch, 0); /* no peer still reads our send */
+    iris_coll_barrier(d, epoch, c, KIND); /* no peer still reads our send */
   }
-  iris_coll_epoch_store(d, epoch);
+  iris_coll_call_end(d, c);
 }
 
 /* All-gather, all-to-all, and broadcast at 2 ranks or below IRIS_COLL_RELAY_MIN_BYTES:
@@ -739,10 +797,10 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
 template <int KIND>
 __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, int root, unsigned long long sig) {
   const int W = d.ctx.world_size, me = d.ctx.rank, tid = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
-  unsigned epoch = iris_coll_epoch_load(d);
-  if (!iris_coll_barrier(d, epoch, sig)) { /* mismatch or timeout: keep the epochs in step, move nothing */
-    iris_coll_barrier(d, epoch, 0);
-    iris_coll_epoch_store(d, epoch);
+  const unsigned c = iris_coll_call_load(d);
+  unsigned epoch = iris_coll_sync_base(c);
+  if (!iris_coll_call_begin(d, c, iris_coll_sig32(sig), KIND)) { /* mismatch or timeout: move nothing */
+    iris_coll_call_end(d, c);
     return;
   }
   if (KIND == IRIS_COLL_BC) {
@@ -781,8 +839,8 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
 #endif
     }
   }
-  iris_coll_barrier(d, epoch, 0);
-  iris_coll_epoch_store(d, epoch);
+  iris_coll_barrier(d, epoch, c, KIND);
+  iris_coll_call_end(d, c);
 }
 
 /* ---- progress flags: one producer CTA tells the same CTA index of other ranks how far
@@ -819,13 +877,25 @@ IRIS_DEVICE_INLINE void iris_coll_progress_publish(const iris_coll_dev_t &d, int
  * this call (acquire at system scope; then the block meets, so every thread may read
  * what the publisher stored before). False in every thread on a timeout or if a
  * publisher abandoned the call. */
-IRIS_DEVICE_INLINE bool iris_coll_progress_wait(const iris_coll_dev_t &d, int from, unsigned call, unsigned done) {
+IRIS_DEVICE_INLINE bool iris_coll_progress_wait(const iris_coll_dev_t &d, int from, unsigned call, unsigned done, int kind) {
   const int t = threadIdx.x;
   int ok = 1;
   if (from < 0 ? t < d.ctx.world_size && t != d.ctx.rank : t == from) {
     const unsigned long long *flag = iris_coll_progress_flag(d, t);
-    ok = iris_wait_until(d.ctx, flag, IRIS_CMP_EPOCH, iris_coll_progress_value(call, done), "collective progress flag of a peer") &&
-         (unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(flag) != IRIS_COLL_RELAY_ABANDON;
+    const unsigned long long want = iris_coll_progress_value(call, done);
+    unsigned long long start = 0;
+    unsigned spins = 0;
+    for (;;) {
+      if (iris_epoch_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(flag), want)) break;
+      if (iris_detail_wait_expired(d.ctx, spins, start, t, IRIS_COLL_SITE(kind, IRIS_SITE_PROGRESS), call)) { ok = 0; break; }
+    }
+#if defined(IRIS_DEBUG)
+    if (!ok) {
+      printf("iris: progress wait timed out on rank %d (block %d): rank %d never reached step %u of call %u\n", d.ctx.rank, (int)blockIdx.x, t, done, call);
+      iris_detail_trap();
+    }
+#endif
+    ok = ok && (unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(flag) != IRIS_COLL_RELAY_ABANDON;
   }
   return __syncthreads_and(ok) != 0;
 }
@@ -904,7 +974,7 @@ IRIS_DEVICE_INLINE bool iris_coll_relay_owner_steps(const iris_coll_dev_t &d, co
   const size_t steps = iris_coll_relay_steps_of(r);
   size_t lo, hi;
   for (size_t s = 0; s < steps; s++) {
-    if (!iris_coll_progress_wait(d, root, call, (unsigned)(s + 1))) return false;
+    if (!iris_coll_progress_wait(d, root, call, (unsigned)(s + 1), IRIS_COLL_BC)) return false;
     iris_coll_relay_range(&r, bytes, mine, s * G + b, &lo, &hi);
     if (lo >= hi) continue;
     for (int k = 0; k < W - 2; k++) { /* CTAs start at different peers: every link busy */
@@ -920,14 +990,18 @@ IRIS_DEVICE_INLINE bool iris_coll_relay_owner_steps(const iris_coll_dev_t &d, co
 __global__ void iris_coll_relay_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, size_t chunk, int root, unsigned long long sig) {
   const int me = d.ctx.rank;
   const iris_coll_relay_t r = iris_coll_relay_plan(bytes, d.ctx.world_size, gridDim.x, chunk);
-  unsigned epoch = iris_coll_epoch_load(d);
-  bool ok = iris_coll_barrier(d, epoch, sig); /* on a mismatch or timeout: move nothing */
-  const unsigned call = epoch;                /* this CTA's epoch for this call, as on every rank */
-  if (ok && me == root) iris_coll_relay_root(d, r, send, recv, bytes, call);
-  else if (ok) ok = iris_coll_relay_owner_steps(d, r, recv, bytes, root, call);
+  const unsigned call = iris_coll_call_load(d);
+  unsigned epoch = iris_coll_sync_base(call);
+  bool ok = true;
+  if (!iris_coll_call_begin(d, call, iris_coll_sig32(sig), IRIS_COLL_BC)) { /* on a mismatch or timeout: move nothing */
+    iris_coll_call_end(d, call);
+    return;
+  }
+  if (me == root) iris_coll_relay_root(d, r, send, recv, bytes, call);
+  else ok = iris_coll_relay_owner_steps(d, r, recv, bytes, root, call);
   if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
-  iris_coll_barrier(d, epoch, 0); /* every store of every rank is done */
-  iris_coll_epoch_store(d, epoch);
+  iris_coll_barrier(d, epoch, call, IRIS_COLL_BC); /* every store of every rank is done */
+  iris_coll_call_end(d, call);
 }
 
 /* ---- the store two-shot all-reduce: the bandwidth path for large messages.
@@ -966,9 +1040,13 @@ template <typename T, int OP, int W_STATIC>
 __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, size_t slice, unsigned long long sig, int vec) {
   const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
   const size_t per = 16 / sizeof(T), rounds = iris_coll_ar_rounds(count, W, per, G, slice);
-  unsigned epoch = iris_coll_epoch_load(d);
-  bool ok = iris_coll_barrier(d, epoch, sig); /* on a mismatch or timeout: move nothing */
-  const unsigned call = epoch;
+  const unsigned call = iris_coll_call_load(d);
+  unsigned epoch = iris_coll_sync_base(call);
+  bool ok = true;
+  if (!iris_coll_call_begin(d, call, iris_coll_sig32(sig), IRIS_COLL_AR)) { /* on a mismatch or timeout: move nothing */
+    iris_coll_call_end(d, call);
+    return;
+  }
   size_t lo, hi, mlo, mhi;
   const T *src[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
   T *dst[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
@@ -983,7 +1061,7 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
       if (lo < hi) iris_put_bulk(d.ctx, half + (size_t)me * slice, send + lo, ((hi - lo < slice ? hi - lo : slice)) * sizeof(T), j, threadIdx.x, blockDim.x);
     }
     iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, (unsigned)(rd + 1)));
-    if (!(ok = iris_coll_progress_wait(d, -1, call, (unsigned)(rd + 1)))) break;
+    if (!(ok = iris_coll_progress_wait(d, -1, call, (unsigned)(rd + 1), IRIS_COLL_AR))) break;
     lo = mlo + off; /* B: reduce our chunk's piece, store it into every recv */
     if (lo >= mhi) continue;
     const size_t n = mhi - lo < slice ? mhi - lo : slice;
@@ -993,8 +1071,8 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
     iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, W, 0, n, W, vec != 0, threadIdx.x, blockDim.x);
   }
   if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
-  iris_coll_barrier(d, epoch, 0); /* every recv is complete */
-  iris_coll_epoch_store(d, epoch);
+  iris_coll_barrier(d, epoch, call, IRIS_COLL_AR); /* every recv is complete */
+  iris_coll_call_end(d, call);
 }
 
 /* ---- the chain broadcast: the bandwidth path at 3 or more ranks for large messages.
@@ -1021,25 +1099,31 @@ __global__ void iris_coll_chain_kernel(iris_coll_dev_t d, const char *send, char
   const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
   const int pos = (me - root + W) % W, pred = (me - 1 + W) % W, succ = (me + 1) % W;
   const size_t chunks = iris_coll_chain_chunks(bytes, chunk), steps = (size_t)b < chunks ? (chunks - 1 - (size_t)b) / (size_t)G + 1 : 0;
-  unsigned epoch = iris_coll_epoch_load(d);
-  bool ok = iris_coll_barrier(d, epoch, sig); /* on a mismatch or timeout: move nothing */
-  const unsigned call = epoch;
+  const unsigned call = iris_coll_call_load(d);
+  unsigned epoch = iris_coll_sync_base(call);
+  bool ok = true;
+  if (!iris_coll_call_begin(d, call, iris_coll_sig32(sig), IRIS_COLL_BC)) { /* on a mismatch or timeout: move nothing */
+    iris_coll_call_end(d, call);
+    return;
+  }
   for (size_t s = 0; ok && pos < W - 1 && s < steps; s++) {
     const size_t lo = (s * (size_t)G + (size_t)b) * chunk, hi = lo + chunk < bytes ? lo + chunk : bytes;
-    if (pos > 0 && !(ok = iris_coll_progress_wait(d, pred, call, (unsigned)(s + 1)))) break;
+    if (pos > 0 && !(ok = iris_coll_progress_wait(d, pred, call, (unsigned)(s + 1), IRIS_COLL_BC))) break;
     iris_put_bulk(d.ctx, recv + lo, (pos == 0 ? send : recv) + lo, hi - lo, succ, threadIdx.x, blockDim.x);
     if (pos == 0 && send != recv) iris_copy_bytes(recv + lo, send + lo, hi - lo, threadIdx.x, blockDim.x);
     iris_coll_progress_publish(d, succ, iris_coll_progress_value(call, (unsigned)(s + 1)));
   }
   if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
-  iris_coll_barrier(d, epoch, 0); /* every store of every rank is done */
-  iris_coll_epoch_store(d, epoch);
+  iris_coll_barrier(d, epoch, call, IRIS_COLL_BC); /* every store of every rank is done */
+  iris_coll_call_end(d, call);
 }
 
-__global__ void iris_coll_barrier_kernel(iris_coll_dev_t d) {
-  unsigned epoch = iris_coll_epoch_load(d);
-  iris_coll_barrier(d, epoch, 0);
-  iris_coll_epoch_store(d, epoch);
+/* iris_barrier_device: the header exchange alone is a barrier (a release by each rank
+ * after its earlier work, an acquire of every peer's). One CTA. */
+__global__ void iris_coll_barrier_kernel(iris_coll_dev_t d, unsigned long long sig) {
+  const unsigned c = iris_coll_call_load(d);
+  iris_coll_call_begin(d, c, iris_coll_sig32(sig), IRIS_COLL_KIND_DEVICE_BARRIER);
+  iris_coll_call_end(d, c);
 }
 
 
@@ -1076,7 +1160,7 @@ IRIS_DEVICE_INLINE int iris_detail_block_threads(void) { return blockDim.x * blo
  * them made before is visible to all of them after. Advances the tile's epoch. */
 IRIS_DEVICE_INLINE bool iris_tile_sync(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile) {
   unsigned epoch = iris_detail_tile_begin(f, tile);
-  bool ok = iris_detail_rank_sync(ctx, f.flags + (size_t)tile * IRIS_MAX_RANKS, epoch, 0, NULL);
+  bool ok = iris_detail_rank_sync(ctx, f.flags + (size_t)tile * IRIS_MAX_RANKS, epoch, IRIS_SITE_BARRIER, 0);
   iris_detail_tile_end(f, tile, epoch);
   return ok;
 }
@@ -1120,7 +1204,7 @@ IRIS_DEVICE_INLINE bool iris_tile_all_reduce(const iris_device_ctx_t &ctx, const
   const int tid = iris_detail_block_tid(), nt = iris_detail_block_threads();
   unsigned epoch = iris_detail_tile_begin(f, tile);
   unsigned long long *row = f.flags + (size_t)tile * IRIS_MAX_RANKS;
-  bool ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL); /* every rank's src tile is ready */
+  bool ok = iris_detail_rank_sync(ctx, row, epoch, IRIS_SITE_BARRIER, 0); /* every rank's src tile is ready */
   if (ok) {
     const T *s0 = (const T *)iris_view_elem(src, tm * bm, tn * bn);
     T *d0 = (T *)iris_view_elem(dst, tm * bm, tn * bn);
@@ -1131,7 +1215,7 @@ IRIS_DEVICE_INLINE bool iris_tile_all_reduce(const iris_device_ctx_t &ctx, const
       d0[r * dst.stride + c] = iris_coll_down<T>(acc);
     }
   }
-  ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL) && ok; /* nobody still reads our src */
+  ok = iris_detail_rank_sync(ctx, row, epoch, IRIS_SITE_BARRIER, 0) && ok; /* nobody still reads our src */
   iris_detail_tile_end(f, tile, epoch);
   return ok;
 }
@@ -1148,7 +1232,7 @@ IRIS_DEVICE_INLINE bool iris_tile_all_gather(const iris_device_ctx_t &ctx, const
   const int rows = iris_view_tile_rows(src, bm, tm), cols = iris_view_tile_cols(src, bn, tn), W = ctx.world_size;
   unsigned epoch = iris_detail_tile_begin(f, tile);
   unsigned long long *row = f.flags + (size_t)tile * IRIS_MAX_RANKS;
-  bool ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL); /* every rank is done with the previous contents */
+  bool ok = iris_detail_rank_sync(ctx, row, epoch, IRIS_SITE_BARRIER, 0); /* every rank is done with the previous contents */
   if (ok) {
     const long long r0 = tm * bm + (dim == 0 ? (long long)ctx.rank * src.rows : 0), c0 = tn * bn + (dim == 1 ? (long long)ctx.rank * src.cols : 0);
     for (int k = 0; k < W; k++) {
@@ -1157,7 +1241,7 @@ IRIS_DEVICE_INLINE bool iris_tile_all_gather(const iris_device_ctx_t &ctx, const
                             src.stride, rows, cols, (int)sizeof(T));
     }
   }
-  ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL) && ok; /* every rank's tile has arrived */
+  ok = iris_detail_rank_sync(ctx, row, epoch, IRIS_SITE_BARRIER, 0) && ok; /* every rank's tile has arrived */
   iris_detail_tile_end(f, tile, epoch);
   return ok;
 }
@@ -1174,7 +1258,7 @@ IRIS_DEVICE_INLINE bool iris_tile_reduce_scatter(const iris_device_ctx_t &ctx, c
   const int tid = iris_detail_block_tid(), nt = iris_detail_block_threads();
   unsigned epoch = iris_detail_tile_begin(f, tile);
   unsigned long long *row = f.flags + (size_t)tile * IRIS_MAX_RANKS;
-  bool ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL);
+  bool ok = iris_detail_rank_sync(ctx, row, epoch, IRIS_SITE_BARRIER, 0);
   if (ok && tile % W == ctx.rank) {
     const T *s0 = (const T *)iris_view_elem(src, tm * bm, tn * bn);
     T *d0 = (T *)iris_view_elem(dst, tm * bm, tn * bn);
@@ -1185,7 +1269,7 @@ IRIS_DEVICE_INLINE bool iris_tile_reduce_scatter(const iris_device_ctx_t &ctx, c
       d0[r * dst.stride + c] = iris_coll_down<T>(acc);
     }
   }
-  ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL) && ok;
+  ok = iris_detail_rank_sync(ctx, row, epoch, IRIS_SITE_BARRIER, 0) && ok;
   iris_detail_tile_end(f, tile, epoch);
   return ok;
 }
@@ -1203,7 +1287,7 @@ IRIS_DEVICE_INLINE bool iris_tile_all_to_all(const iris_device_ctx_t &ctx, const
   const int rows = iris_view_tile_rows(block, bm, tm), cols = iris_view_tile_cols(block, bn, tn), W = ctx.world_size;
   unsigned epoch = iris_detail_tile_begin(f, tile);
   unsigned long long *row = f.flags + (size_t)tile * IRIS_MAX_RANKS;
-  bool ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL);
+  bool ok = iris_detail_rank_sync(ctx, row, epoch, IRIS_SITE_BARRIER, 0);
   if (ok) {
     for (int k = 0; k < W; k++) {
       const int r = (ctx.rank + k) % W;
@@ -1212,7 +1296,7 @@ IRIS_DEVICE_INLINE bool iris_tile_all_to_all(const iris_device_ctx_t &ctx, const
                             (int)sizeof(T));
     }
   }
-  ok = iris_detail_rank_sync(ctx, row, epoch, 0, NULL) && ok;
+  ok = iris_detail_rank_sync(ctx, row, epoch, IRIS_SITE_BARRIER, 0) && ok;
   iris_detail_tile_end(f, tile, epoch);
   return ok;
 }
@@ -1321,14 +1405,28 @@ IRIS_DEF size_t iris_dtype_size(iris_dtype_t t) {
   }
 }
 
+/* Frees the heap blocks of a state that could not be completed (every rank frees the
+ * same ones: the ranks' allocators stay alike). */
+static void iris_coll_state_unwind(iris_t *ctx, iris_coll_state_t *s, char *ctl) {
+  iris_free(ctx, s->stage_out);
+  iris_free(ctx, s->stage_in);
+  iris_free(ctx, s->dev.ll2);
+  iris_free(ctx, s->dev.ll);
+  iris_free(ctx, s->dev.scratch);
+  iris_free(ctx, ctl);
+  free(s);
+}
+
 IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   iris_coll_state_t *s;
   iris_status_t st;
   size_t ctl, ll_bytes, ll2_bytes;
-  char *base;
+  char *base = NULL;
   const char *env = getenv("IRIS_COLL_STAGING");
-  int W;
+  int W, r, failed_rank = -1;
+  int32_t mine, all[IRIS_MAX_RANKS];
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_collectives_setup: NULL context");
+  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   if (iris_detail_get_ext(ctx)) return IRIS_SUCCESS;
   W = iris_world_size(ctx);
   s = (iris_coll_state_t *)calloc(1, sizeof *s);
@@ -1340,47 +1438,72 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   if (env && !strcmp(env, "0")) s->stage_bytes = 0;
   s->stage_bytes = iris_coll_staging_bytes(s->stage_bytes); /* at least IRIS_COLL_STAGING_MIN: a chunked step must fit */
   s->sms = iris_coll_sm_count(iris_device(ctx));
-  /* control words: flags | progress | counters | error; zeroed, then a barrier so no
+  /* control words: flags | progress | headers | calls; zeroed, then the ranks meet, so no
    * peer signals into them before they are zero */
-  ctl = 2 * IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS * sizeof(unsigned long long) + IRIS_COLL_MAX_CTAS * sizeof(unsigned) + 256;
+  ctl = 2 * IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS * sizeof(unsigned long long) + 2 * IRIS_MAX_RANKS * sizeof(unsigned long long) + 256;
   ll_bytes = 2 * (size_t)W * s->dev.ll_lines * sizeof(uint4);
   ll2_bytes = 4 * (size_t)W * s->dev.ll2_lines * sizeof(uint4);
-  if ((st = iris_calloc(ctx, ctl, (void **)&base)) != IRIS_SUCCESS) goto fail;
-  if ((st = iris_malloc(ctx, IRIS_COLL_AR_SCRATCH_BYTES, (void **)&s->dev.scratch)) != IRIS_SUCCESS) goto fail;
+  /* 1. the blocks: every rank's allocator is in the same state, so this succeeds or fails
+   *    alike everywhere; on failure every rank frees what it took */
+  if ((st = iris_malloc(ctx, ctl, (void **)&base)) != IRIS_SUCCESS || (st = iris_malloc(ctx, IRIS_COLL_AR_SCRATCH_BYTES, (void **)&s->dev.scratch)) != IRIS_SUCCESS ||
+      (st = iris_malloc(ctx, ll_bytes, (void **)&s->dev.ll)) != IRIS_SUCCESS || (st = iris_malloc(ctx, ll2_bytes, (void **)&s->dev.ll2)) != IRIS_SUCCESS ||
+      (s->stage_bytes && ((st = iris_malloc(ctx, s->stage_bytes, (void **)&s->stage_in)) != IRIS_SUCCESS ||
+                          (st = iris_malloc(ctx, s->stage_bytes, (void **)&s->stage_out)) != IRIS_SUCCESS))) {
+    char why[sizeof iris_detail_errbuf];
+    iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+    iris_coll_state_unwind(ctx, s, base);
+    return iris_detail_fail(st, "iris_collectives_setup: %s", why);
+  }
   s->dev.flags = (unsigned long long *)base;
   s->dev.progress = s->dev.flags + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS;
-  s->dev.counters = (unsigned *)(s->dev.progress + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS);
-  s->dev.error = s->dev.counters + IRIS_COLL_MAX_CTAS;
-  if ((st = iris_calloc(ctx, ll_bytes, (void **)&s->dev.ll)) != IRIS_SUCCESS) goto fail;
-  if ((st = iris_calloc(ctx, ll2_bytes, (void **)&s->dev.ll2)) != IRIS_SUCCESS) goto fail;
-  if (s->stage_bytes) {
-    if ((st = iris_malloc(ctx, s->stage_bytes, (void **)&s->stage_in)) != IRIS_SUCCESS) goto fail;
-    if ((st = iris_malloc(ctx, s->stage_bytes, (void **)&s->stage_out)) != IRIS_SUCCESS) goto fail;
+  s->dev.hdr = s->dev.progress + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS;
+  s->dev.calls = (unsigned *)(s->dev.hdr + 2 * IRIS_MAX_RANKS);
+  /* 2. zero the control words and LL lines (a local GPU failure is possible here) */
+  {
+    int old = -1;
+    iris_coll_err_t e;
+    iris_gpu_get_device(&old);
+    e = (iris_coll_err_t)iris_gpu_set_device(iris_device(ctx));
+    if (e == iris_coll_success) e = (iris_coll_err_t)iris_gpu_memset(base, 0, ctl);
+    if (e == iris_coll_success) e = (iris_coll_err_t)iris_gpu_memset(s->dev.ll, 0, ll_bytes);
+    if (e == iris_coll_success) e = (iris_coll_err_t)iris_gpu_memset(s->dev.ll2, 0, ll2_bytes);
+    if (e == iris_coll_success) e = (iris_coll_err_t)iris_gpu_synchronize();
+    if (old >= 0) iris_gpu_set_device(old);
+    mine = e == iris_coll_success ? IRIS_SUCCESS : (int32_t)iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_collectives_setup: zeroing the state failed: %s",
+                                                                             iris_rank(ctx), iris_coll_error_text(e));
   }
-  if ((st = iris_barrier(ctx)) != IRIS_SUCCESS) goto fail;
+  /* 3. the ranks agree on the outcome (and meet: every rank's state is zero before any
+   *    peer signals into it); if any failed, all unwind alike */
+  if ((st = iris_allgather_host(ctx, &mine, all, sizeof mine)) != IRIS_SUCCESS) {
+    char why[sizeof iris_detail_errbuf];
+    iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+    iris_coll_state_unwind(ctx, s, base);
+    return iris_detail_fail(st, "iris_collectives_setup: the ranks could not agree on the setup (%s); the heap of this rank may now differ from the others': "
+                                "finalize the context", why);
+  }
+  for (r = 0; r < W; r++)
+    if (all[r] != IRIS_SUCCESS && failed_rank < 0) failed_rank = r;
+  if (failed_rank >= 0) {
+    iris_coll_state_unwind(ctx, s, base);
+    return iris_detail_fail((iris_status_t)all[failed_rank], "iris_collectives_setup: rank %d could not set up its collective state; every rank released its part",
+                            failed_rank);
+  }
   iris_detail_set_ext(ctx, s, iris_coll_state_free);
   return IRIS_SUCCESS;
-fail:
-  free(s); /* heap blocks already taken stay taken: the ranks must stay symmetric */
-  return st;
 }
 
-/* Reads the mismatch word (synchronous). */
+/* Synchronous: waits for this rank's GPU, then reports the context's faults (see
+ * iris_get_async_error in iris.h): a fatal one, else a pending mismatch (then cleared). */
 IRIS_DEF iris_status_t iris_collectives_check(iris_t *ctx) {
-  iris_coll_state_t *s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
-  unsigned e = 0;
-  if (!s) return IRIS_SUCCESS;
-  if (iris_coll_read_word(&e, s->dev.error) != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "iris_collectives_check: reading the error word failed");
-  if (e) {
-    unsigned zero = 0;
-#if defined(IRIS_USE_HIP)
-    hipMemcpy(s->dev.error, &zero, sizeof zero, hipMemcpyHostToDevice);
-#else
-    cudaMemcpy(s->dev.error, &zero, sizeof zero, cudaMemcpyHostToDevice);
-#endif
-    return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: rank %u called a different collective (kind, count, type, op or root) at the same point; no data moved", iris_rank(ctx), e - 1);
-  }
-  return IRIS_SUCCESS;
+  int old = -1;
+  iris_coll_err_t e;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_collectives_check: NULL context");
+  iris_gpu_get_device(&old);
+  e = (iris_coll_err_t)iris_gpu_set_device(iris_device(ctx));
+  if (e == iris_coll_success) e = (iris_coll_err_t)iris_gpu_synchronize();
+  if (old >= 0) iris_gpu_set_device(old);
+  if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_collectives_check: device synchronize failed: %s", iris_rank(ctx), iris_coll_error_text(e));
+  return iris_get_async_error(ctx);
 }
 
 static int iris_coll_in_heap(iris_t *ctx, const void *p, size_t bytes) {
@@ -1389,20 +1512,22 @@ static int iris_coll_in_heap(iris_t *ctx, const void *p, size_t bytes) {
 }
 
 /* ---- typed launches */
-template <typename T, int KIND, int OP>
-static void iris_coll_launch_ll(const iris_coll_state_t *s, const void *send, void *recv, size_t count, int root, iris_stream_t stream) {
-  size_t lines = (count * sizeof(T) + 7) / 8;
-  int threads = IRIS_COLL_LL_THREADS, blocks = (int)((lines + threads - 1) / threads);
+static int iris_coll_ll_blocks(size_t count, size_t es) {
+  const size_t lines = (count * es + 7) / 8;
+  int blocks = (int)((lines + IRIS_COLL_LL_THREADS - 1) / IRIS_COLL_LL_THREADS);
   if (blocks > IRIS_COLL_MAX_CTAS) blocks = IRIS_COLL_MAX_CTAS;
-  if (blocks < 1) blocks = 1;
-  iris_coll_ll_kernel<T, KIND, OP><<<blocks, threads, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, root);
+  return blocks < 1 ? 1 : blocks;
+}
+template <typename T, int KIND, int OP>
+static void iris_coll_launch_ll(const iris_coll_state_t *s, const void *send, void *recv, size_t count, int root, unsigned long long sig, iris_stream_t stream) {
+  iris_coll_ll_kernel<T, KIND, OP><<<iris_coll_ll_blocks(count, sizeof(T)), IRIS_COLL_LL_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, root, sig);
 }
 template <typename T, int OP>
-static void iris_coll_launch_ll2(const iris_coll_state_t *s, const void *send, void *recv, size_t count, iris_stream_t stream) {
+static void iris_coll_launch_ll2(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, iris_stream_t stream) {
   const int W = s->dev.ctx.world_size;
   const size_t per = 8 / sizeof(T), lines = iris_coll_ar_chunk(count, W, per) / per;
   const int blocks = (int)((lines + IRIS_COLL_LL2_THREADS - 1) / IRIS_COLL_LL2_THREADS);
-  iris_coll_ll2_kernel<T, OP><<<blocks, IRIS_COLL_LL2_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count);
+  iris_coll_ll2_kernel<T, OP><<<blocks, IRIS_COLL_LL2_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig);
 }
 /* The store two-shot all-reduce: the slot size for this grid (every rank computes the
  * same from the same call). */
@@ -1453,8 +1578,8 @@ static void iris_coll_launch_chain(const iris_coll_state_t *s, const void *send,
 template <typename T, int KIND, int OP>
 static void iris_coll_dispatch_op(const iris_coll_state_t *s, int ll, const void *send, void *recv, size_t count, int root, unsigned long long sig, int vec,
                                   int blocks, iris_stream_t stream) {
-  if (ll == 2) iris_coll_launch_ll2<T, OP>(s, send, recv, count, stream);
-  else if (ll) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, root, stream);
+  if (ll == 2) iris_coll_launch_ll2<T, OP>(s, send, recv, count, sig, stream);
+  else if (ll) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, root, sig, stream);
   else iris_coll_launch_reduce<T, KIND, OP>(s, send, recv, count, sig, vec, blocks, stream);
 }
 template <typename T, int KIND>
@@ -1465,7 +1590,7 @@ static void iris_coll_dispatch(const iris_coll_state_t *s, int ll, iris_redop_t 
     else if (op == IRIS_MIN) iris_coll_dispatch_op<T, KIND, IRIS_MIN>(s, ll, send, recv, count, root, sig, vec, blocks, stream);
     else iris_coll_dispatch_op<T, KIND, IRIS_MAX>(s, ll, send, recv, count, root, sig, vec, blocks, stream);
   } else if (ll) {
-    iris_coll_launch_ll<T, KIND, IRIS_SUM>(s, send, recv, count, root, stream);
+    iris_coll_launch_ll<T, KIND, IRIS_SUM>(s, send, recv, count, root, sig, stream);
   } else {
     const size_t bytes = count * sizeof(T);
     if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
@@ -1505,10 +1630,11 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind, int ll, iris_
     sig = (sig ^ (unsigned long long)(ag_in_place ? 1 : (const char *)send - base)) * 1099511628211ULL;
     sig = (sig ^ (unsigned long long)(rs_in_place ? 1 : (const char *)recv - base)) * 1099511628211ULL;
   }
-  if (!sig) sig = 1;
   /* 16-byte path: every pointer and every per-rank block start is 16-byte aligned */
   vec = ((((uintptr_t)send | (uintptr_t)recv) & 15) == 0) && (kind == IRIS_COLL_AR || (bytes & 15) == 0);
   blocks = iris_coll_auto_ctas(kind == IRIS_COLL_AR, bytes, W, s->sms, ctas);
+  /* the algorithm and grid too: ranks that would launch different kernels must not agree */
+  sig = (sig ^ (unsigned long long)(ll * 1024 + blocks)) * 1099511628211ULL;
   switch (kind) {
   case IRIS_COLL_AR: iris_coll_dispatch_type<IRIS_COLL_AR>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
   case IRIS_COLL_AG: iris_coll_dispatch_type<IRIS_COLL_AG>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
@@ -1520,8 +1646,8 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind, int ll, iris_
 
 static const char *const iris_coll_names[IRIS_COLL_KINDS] = {"iris_all_reduce", "iris_all_gather", "iris_reduce_scatter", "iris_all_to_all", "iris_broadcast"};
 
-static iris_status_t iris_coll_run(iris_t *ctx, int kind, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op, int root,
-                                   iris_stream_t stream, const iris_coll_opts_t *opts) {
+static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op, int root,
+                                       iris_stream_t stream, const iris_coll_opts_t *opts) {
   const char *name = iris_coll_names[kind];
   iris_coll_state_t *s;
   iris_status_t st;
@@ -1633,6 +1759,20 @@ static iris_status_t iris_coll_run(iris_t *ctx, int kind, const void *send, void
   }
 }
 
+/* Every collective: refuse a context with a fatal fault at once (no launch, no wait),
+ * then enqueue after the context's previous call, whatever its stream. */
+static iris_status_t iris_coll_run(iris_t *ctx, int kind, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op, int root,
+                                   iris_stream_t stream, const iris_coll_opts_t *opts) {
+  iris_status_t st, st2;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL context", iris_coll_names[kind]);
+  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
+  if (iris_world_size(ctx) == 1 || count == 0) return iris_coll_enqueue(ctx, kind, send, recv, count, t, op, root, stream, opts);
+  if ((st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
+  st = iris_coll_enqueue(ctx, kind, send, recv, count, t, op, root, stream, opts);
+  st2 = iris_detail_order_end(ctx, stream);
+  return st != IRIS_SUCCESS ? st : st2;
+}
+
 IRIS_DEF iris_status_t iris_all_reduce_ex(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op, iris_stream_t stream,
                                           const iris_coll_opts_t *opts) {
   return iris_coll_run(ctx, IRIS_COLL_AR, send, recv, count, type, op, 0, stream, opts);
@@ -1696,16 +1836,19 @@ IRIS_DEF iris_status_t iris_barrier_device(iris_t *ctx, iris_stream_t stream) {
   iris_status_t st;
   iris_coll_err_t e;
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier_device: NULL context");
+  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   if (!(s = (iris_coll_state_t *)iris_detail_get_ext(ctx))) {
     if (iris_coll_capturing(stream))
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier_device: call iris_collectives_setup before graph capture");
     if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;
     s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
   }
-  iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev);
+  if (iris_world_size(ctx) == 1) return IRIS_SUCCESS;
+  if ((st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
+  iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, 0x6261727269657221ULL); /* a signature no collective has */
   e = iris_coll_get_last_error();
   if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "iris_barrier_device: launch failed: %s", iris_coll_error_text(e));
-  return IRIS_SUCCESS;
+  return iris_detail_order_end(ctx, stream);
 }
 #endif /* IRIS_IMPLEMENTATION */
 

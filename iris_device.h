@@ -30,7 +30,9 @@
  *      IRIS_CMP_EPOCH); never reset a flag a peer may still be reading.
  *   5. Every heap pointer must come from iris_malloc in the same order on every rank.
  *   Every spin wait is bounded by IRIS_WAIT_TIMEOUT_NS (default 10 s) and returns false
- *   when it runs out. With IRIS_DEBUG, a timed-out wait prints which wait, on which
+ *   when it runs out; it then records a fatal fault in the context (iris_device_ctx_t's
+ *   fault words: the host sees it through iris_get_async_error and every later call),
+ *   and every other wait of the context gives up at its next check (within 256 polls). With IRIS_DEBUG, a timed-out wait prints which wait, on which
  *   rank, block and thread, and traps; remote operations check that their pointer lies
  *   in the heap and their rank in [0, world_size).
  *
@@ -415,6 +417,39 @@ IRIS_DEVICE_INLINE bool iris_detail_spin_expired(unsigned &spins, unsigned long 
   return now - start > (unsigned long long)IRIS_WAIT_TIMEOUT_NS;
 }
 
+/* Records a fault in the context's fault word (the first one wins; system scope, so the
+ * host and every kernel of the context see it). kind: IRIS_FAULT_*; word 0 is fatal,
+ * IRIS_FAULT_MISMATCH goes to word 1. */
+IRIS_DEVICE_INLINE void iris_detail_record_fault(const iris_device_ctx_t &ctx, unsigned kind, int peer, unsigned site, unsigned call) {
+  if (!ctx.fault) return;
+  const unsigned long long v = IRIS_FAULT_MAKE(kind, peer, site, call);
+  unsigned long long *w = ctx.fault + (kind == IRIS_FAULT_MISMATCH ? 1 : 0);
+  iris_detail_cas<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(w, 0ULL, v);
+}
+/* Whether the context has a fatal fault (a wait of any kernel of it ran out, or
+ * iris_abort): then every wait gives up. Reads pinned host memory: call it rarely. */
+IRIS_DEVICE_INLINE bool iris_detail_faulted(const iris_device_ctx_t &ctx) {
+  return ctx.fault && iris_detail_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>((const unsigned long long *)ctx.fault) != 0;
+}
+/* Bounded spinning for a wait of `ctx`: call once per poll. Every 256 polls it reads the
+ * clock and the context's fault word: true once IRIS_WAIT_TIMEOUT_NS has passed since
+ * the first reading (then it records a timeout fault naming `peer`, `site` and `call`),
+ * or as soon as the context has a fatal fault (another wait ran out, iris_abort), so one
+ * expired wait never makes every later wait of the context spin out its own bound. */
+IRIS_DEVICE_INLINE bool iris_detail_wait_expired(const iris_device_ctx_t &ctx, unsigned &spins, unsigned long long &start, int peer, unsigned site,
+                                                 unsigned call) {
+  if ((++spins & 255) != 0) return false;
+  if (iris_detail_faulted(ctx)) return true;
+  const unsigned long long now = iris_detail_time_ns();
+  if (!start) {
+    start = now;
+    return false;
+  }
+  if (now - start <= (unsigned long long)IRIS_WAIT_TIMEOUT_NS) return false;
+  iris_detail_record_fault(ctx, IRIS_FAULT_TIMEOUT, peer, site, call);
+  return true;
+}
+
 /* ================================================================ public atomics == */
 /* Value parameters take their type from the pointer (not deduced), so
  * iris_atomic_add(ctx, (unsigned long long *)p, (uint64_t)1, r) works as expected. */
@@ -604,7 +639,7 @@ IRIS_DEVICE_INLINE bool iris_detail_wait(const iris_device_ctx_t &ctx, const T *
     got = iris_atomic_load<O == IRIS_ORDER_RELAXED ? IRIS_ORDER_RELAXED : IRIS_ORDER_ACQUIRE, S>(flag);
     if (iris_detail_compare(got, cmp, value)) return true;
 #endif
-    if (iris_detail_spin_expired(spins, start)) break;
+    if (iris_detail_wait_expired(ctx, spins, start, 0xff, IRIS_SITE_USER, 0)) break;
   }
 #if defined(IRIS_DEBUG)
   printf("iris: wait '%s' timed out on rank %d (block %d, thread %d) after %.1f s: flag %p holds %llu, waiting for cmp %d against %llu\n", what, ctx.rank,

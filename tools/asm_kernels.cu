@@ -7,10 +7,10 @@
 // tools/asm_gemm_kernels.cu.
 #include "../iris_collectives.h"
 
-template __global__ void iris_coll_ll_kernel<iris_bf16_t, IRIS_COLL_AR, IRIS_SUM>(iris_coll_dev_t, const iris_bf16_t *, iris_bf16_t *, size_t, int);
-template __global__ void iris_coll_ll_kernel<float, IRIS_COLL_AR, IRIS_SUM>(iris_coll_dev_t, const float *, float *, size_t, int);
-template __global__ void iris_coll_ll_kernel<iris_bf16_t, IRIS_COLL_AG, IRIS_SUM>(iris_coll_dev_t, const iris_bf16_t *, iris_bf16_t *, size_t, int);
-template __global__ void iris_coll_ll2_kernel<iris_bf16_t, IRIS_SUM>(iris_coll_dev_t, const iris_bf16_t *, iris_bf16_t *, size_t);
+template __global__ void iris_coll_ll_kernel<iris_bf16_t, IRIS_COLL_AR, IRIS_SUM>(iris_coll_dev_t, const iris_bf16_t *, iris_bf16_t *, size_t, int, unsigned long long);
+template __global__ void iris_coll_ll_kernel<float, IRIS_COLL_AR, IRIS_SUM>(iris_coll_dev_t, const float *, float *, size_t, int, unsigned long long);
+template __global__ void iris_coll_ll_kernel<iris_bf16_t, IRIS_COLL_AG, IRIS_SUM>(iris_coll_dev_t, const iris_bf16_t *, iris_bf16_t *, size_t, int, unsigned long long);
+template __global__ void iris_coll_ll2_kernel<iris_bf16_t, IRIS_SUM>(iris_coll_dev_t, const iris_bf16_t *, iris_bf16_t *, size_t, unsigned long long);
 template __global__ void iris_coll_reduce_kernel<iris_bf16_t, IRIS_COLL_AR, IRIS_SUM, 4>(iris_coll_dev_t, const iris_bf16_t *, iris_bf16_t *, size_t,
                                                                                           unsigned long long, int, int);
 template __global__ void iris_coll_reduce_kernel<float, IRIS_COLL_AR, IRIS_SUM, 4>(iris_coll_dev_t, const float *, float *, size_t, unsigned long long, int, int);
