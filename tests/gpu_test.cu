@@ -792,7 +792,9 @@ static void *thread_main(void *p) {
     iris_config_t cfg = IRIS_CONFIG_INIT;
     cfg.rank = a->rank;
     cfg.world_size = a->n;
-    cfg.device = a->rank;
+    int ndev = 1;
+    cudaGetDeviceCount(&ndev);
+    cfg.device = a->rank % (ndev > 0 ? ndev : 1); // ranks may share a GPU
     cfg.heap_size = (size_t)1 << 30;
     cfg.bootstrap = &boot;
     if (iris_init(&cfg, &s.ctx) != IRIS_SUCCESS) {
@@ -816,12 +818,17 @@ static int mode_threads(const char *mode, int n) {
   std::vector<iris_t *> ctxs(n, (iris_t *)NULL);
   if (!strcmp(mode, "local")) {
     iris_config_t cfg = IRIS_CONFIG_INIT;
+    int ndev = 1;
+    cudaGetDeviceCount(&ndev);
+    if (ndev < 1) ndev = 1;
+    std::vector<int> devs(n);
+    for (int i = 0; i < n; i++) devs[i] = i % ndev; // ranks may share a GPU
     cfg.heap_size = (size_t)1 << 30;
-    if (iris_init_local(&cfg, n, NULL, ctxs.data()) != IRIS_SUCCESS) {
+    if (iris_init_local(&cfg, n, devs.data(), ctxs.data()) != IRIS_SUCCESS) {
       printf("FAIL: [local w=%d] iris_init_local: %s\n", n, iris_error_detail());
       return 1;
     }
-    printf("PASS: [local w=%d] iris_init_local over %d GPUs\n", n, n);
+    printf("PASS: [local w=%d] iris_init_local over %d ranks on %d GPUs\n", n, n, n < ndev ? n : ndev);
   } else {
     group.n = n;
     pthread_barrier_init(&group.bar, NULL, n);
