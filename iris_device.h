@@ -417,14 +417,16 @@ IRIS_DEVICE_INLINE bool iris_detail_spin_expired(unsigned &spins, unsigned long 
   return now - start > (unsigned long long)IRIS_WAIT_TIMEOUT_NS;
 }
 
-/* Records a fault in the context's fault word (the first one wins; system scope, so the
- * host and every kernel of the context see it). kind: IRIS_FAULT_*; word 0 is fatal,
- * IRIS_FAULT_MISMATCH goes to word 1. */
+/* Records a fault in the context's fault word (system scope, so the host and every
+ * kernel of the context see it; an earlier fault is kept, so the word names the first
+ * one, give or take a race between two recorders). kind: IRIS_FAULT_*; word 0 is fatal,
+ * IRIS_FAULT_MISMATCH goes to word 1. The words are pinned host memory, where GPU
+ * atomics need not be atomic across PCIe: a load and a store, no read-modify-write. */
 IRIS_DEVICE_INLINE void iris_detail_record_fault(const iris_device_ctx_t &ctx, unsigned kind, int peer, unsigned site, unsigned call) {
   if (!ctx.fault) return;
-  const unsigned long long v = IRIS_FAULT_MAKE(kind, peer, site, call);
   unsigned long long *w = ctx.fault + (kind == IRIS_FAULT_MISMATCH ? 1 : 0);
-  iris_detail_cas<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(w, 0ULL, v);
+  if (iris_detail_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>((const unsigned long long *)w) == 0)
+    iris_detail_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(w, IRIS_FAULT_MAKE(kind, peer, site, call));
 }
 /* Whether the context has a fatal fault (a wait of any kernel of it ran out, or
  * iris_abort): then every wait gives up. Reads pinned host memory: call it rarely. */
