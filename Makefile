@@ -6,7 +6,7 @@
 #   make asm     registers, spills, access widths of the collective and GEMM kernels (docs/)
 #   make examples
 #   make test-mfma  build and run the AMD MFMA GEMM core test (needs an MI200/MI300; never
-#                run so far: the MFMA core is UNVERIFIED, see iris_gemm_core_mfma.h)
+#                run so far: the MFMA core is UNVERIFIED, see internal/gemm_core_mfma.h)
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 HIPCC     ?= hipcc
@@ -17,8 +17,11 @@ MPI_LIB   ?= /usr/lib/x86_64-linux-gnu/openmpi/lib
 B         := build
 
 HDRS       := iris.h iris_device.h iris_collectives.h iris_gemm.h
+# the GEMM cores (internals): the common core and its NVIDIA (TMA) and AMD (MFMA) specialisations
+CORE       := internal/gemm_core.h internal/gemm_core_tma.h
+CORE_MFMA  := internal/gemm_core.h internal/gemm_core_mfma.h
 NVCCFLAGS  ?= -O2 -std=c++17 -arch=sm_90 -I.
-# programs with the GEMM core (iris_gemm_core.h): sm_90a, so its wgmma core is compiled
+# programs with the GEMM core (internal/gemm_core.h): sm_90a, so its wgmma core is compiled
 GEMM_NVCCFLAGS = $(patsubst -arch=sm_90,-arch=sm_90a,$(NVCCFLAGS))
 HIPFLAGS   ?= -O2 -x hip --offload-arch=gfx90a --offload-arch=gfx940 -I.
 CWARN      := -Wall -Wextra -Werror -pedantic
@@ -75,28 +78,28 @@ $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl
 $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h $(HDRS) iris_gemm_core.h iris_gemm_core_tma.h | $(B)
+$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
-$(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) iris_gemm_core.h iris_gemm_core_tma.h | $(B)
+$(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
-$(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) iris_gemm_core.h iris_gemm_core_tma.h | $(B)
+$(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_GEMM_TRACE $< -o $@ -lnccl -lcublas -lcublasLt
 $(B)/bench_rma: bench/bench_rma.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(B)/gemm_core_test: tests/gemm_core_test.cu iris_gemm_core.h iris_gemm_core_tma.h | $(B)
+$(B)/gemm_core_test: tests/gemm_core_test.cu $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@
 # the same test under hipcc: the AMD MFMA core (UNVERIFIED) against float64; make test only
 # builds it, and runs it only where an MI200/MI300 is present
-$(B)/gemm_core_test_hip: tests/gemm_core_test.cu iris_gemm_core.h iris_gemm_core_mfma.h | $(B)
+$(B)/gemm_core_test_hip: tests/gemm_core_test.cu $(CORE_MFMA) | $(B)
 	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -Werror $< -o $@
 test-mfma: $(B)/gemm_core_test_hip
 	$(B)/gemm_core_test_hip
-$(B)/bench_gemm_core: bench/bench_gemm_core.cu bench/bench_util.h iris_gemm_core.h iris_gemm_core_tma.h | $(B)
+$(B)/bench_gemm_core: bench/bench_gemm_core.cu bench/bench_util.h $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublas -lcublasLt
 
 # ---------------------------------------------------------------- examples
 EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu $(B)/fused_allreduce_rmsnorm $(B)/gemm_all_scatter
-$(B)/gemm_all_scatter: examples/gemm_all_scatter.cu $(HDRS) iris_gemm_core.h iris_gemm_core_tma.h | $(B)
+$(B)/gemm_all_scatter: examples/gemm_all_scatter.cu $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
 $(B)/%: examples/%.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
