@@ -108,7 +108,7 @@ $(B)/bench_gemm_core: bench/bench_gemm_core.cu bench/bench_util.h $(CORE) | $(B)
 # which the driver JITs for newer GPUs. The shared CUDA runtime: the application's.
 LIB_GENCODE ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
 $(B)/libiris.so: lib/iris.cu $(HDRS) $(CORE) | $(B)
-	$(NVCC) -O2 -std=c++17 $(LIB_GENCODE) -shared -Xcompiler -fPIC -cudart shared -Xlinker -soname,libiris.so $< -o $@ -lcublasLt
+	$(NVCC) -O2 -std=c++17 $(LIB_GENCODE) --threads 2 -shared -Xcompiler -fPIC -cudart shared -Xlinker -soname,libiris.so $< -o $@ -lcublasLt
 $(B)/libiris_hip.so: lib/iris.cu $(HDRS) $(CORE_MFMA) | $(B)
 	$(HIPCC) -O2 -x hip -fPIC -shared --offload-arch=gfx90a --offload-arch=gfx940 $< -o $@
 lib: $(B)/libiris.so
