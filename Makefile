@@ -1,12 +1,15 @@
 # iris: header-only; this Makefile only builds tests, examples and benchmarks.
 #   make test    every check that this machine can run; ends with "N passed, N failed"
 #   make test-gpu  only the GPU part of make test (binaries built beforehand)
+#   make test-packaging  only the packaging part of make test (libiris.so, vendoring, CMake)
 #   make run     the message-passing example on all local GPUs
 #   make bench   remote-memory benchmarks beside the copy engine (GPU machine)
 #   make asm     registers, spills, access widths of the collective and GEMM kernels (docs/)
 #   make examples
+#   make lib     build/libiris.so: every IRIS_API function in one library (lib/iris.cu)
+#   make lib-hip build/libiris_hip.so, the same with hipcc (compile check; AMD)
 #   make test-mfma  build and run the AMD MFMA GEMM core test (needs an MI200/MI300; never
-#                run so far: the MFMA core is UNVERIFIED, see iris_gemm_core_mfma.h)
+#                run so far: the MFMA core is UNVERIFIED, see internal/gemm_core_mfma.h)
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 HIPCC     ?= hipcc
@@ -17,15 +20,18 @@ MPI_LIB   ?= /usr/lib/x86_64-linux-gnu/openmpi/lib
 B         := build
 
 HDRS       := iris.h iris_device.h iris_collectives.h iris_gemm.h
+# the GEMM cores (internals): the common core and its NVIDIA (TMA) and AMD (MFMA) specialisations
+CORE       := internal/gemm_core.h internal/gemm_core_tma.h
+CORE_MFMA  := internal/gemm_core.h internal/gemm_core_mfma.h
 NVCCFLAGS  ?= -O2 -std=c++17 -arch=sm_90 -I.
-# programs with the GEMM core (iris_gemm_core.h): sm_90a, so its wgmma core is compiled
+# programs with the GEMM core (internal/gemm_core.h): sm_90a, so its wgmma core is compiled
 GEMM_NVCCFLAGS = $(patsubst -arch=sm_90,-arch=sm_90a,$(NVCCFLAGS))
 HIPFLAGS   ?= -O2 -x hip --offload-arch=gfx90a --offload-arch=gfx940 -I.
 CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
 
-.PHONY: test test-gpu test-mfma run bench examples asm clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+.PHONY: test test-gpu test-packaging test-mfma run bench examples asm lib lib-hip clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
 
 test:
 	@bash tests/run.sh
@@ -33,6 +39,9 @@ test:
 # the GPU section of make test only, with binaries built beforehand (e.g. here, then carried)
 test-gpu:
 	@IRIS_TEST_ONLY=gpu bash tests/run.sh
+# the packaging section only: make lib, its exports, the README's vendoring, CMake, pkg-config
+test-packaging:
+	@IRIS_TEST_ONLY=packaging bash tests/run.sh
 
 # ---------------------------------------------------------------- compile checks
 $(B):
@@ -78,28 +87,39 @@ $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl
 $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h $(HDRS) iris_gemm_core.h iris_gemm_core_tma.h | $(B)
+$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
-$(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) iris_gemm_core.h iris_gemm_core_tma.h | $(B)
+$(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
-$(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) iris_gemm_core.h iris_gemm_core_tma.h | $(B)
+$(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_GEMM_TRACE $< -o $@ -lnccl -lcublas -lcublasLt
 $(B)/bench_rma: bench/bench_rma.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(B)/gemm_core_test: tests/gemm_core_test.cu iris_gemm_core.h iris_gemm_core_tma.h | $(B)
+$(B)/gemm_core_test: tests/gemm_core_test.cu $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@
 # the same test under hipcc: the AMD MFMA core (UNVERIFIED) against float64; make test only
 # builds it, and runs it only where an MI200/MI300 is present
-$(B)/gemm_core_test_hip: tests/gemm_core_test.cu iris_gemm_core.h iris_gemm_core_mfma.h | $(B)
+$(B)/gemm_core_test_hip: tests/gemm_core_test.cu $(CORE_MFMA) | $(B)
 	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -Werror $< -o $@
 test-mfma: $(B)/gemm_core_test_hip
 	$(B)/gemm_core_test_hip
-$(B)/bench_gemm_core: bench/bench_gemm_core.cu bench/bench_util.h iris_gemm_core.h iris_gemm_core_tma.h | $(B)
+$(B)/bench_gemm_core: bench/bench_gemm_core.cu bench/bench_util.h $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublas -lcublasLt
+
+# ---------------------------------------------------------------- shared library
+# one translation unit, -O2; sm_90a code (the wgmma/TMA GEMM cores) and compute_90 PTX,
+# which the driver JITs for newer GPUs. The shared CUDA runtime: the application's.
+LIB_GENCODE ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
+$(B)/libiris.so: lib/iris.cu $(HDRS) $(CORE) | $(B)
+	$(NVCC) -O2 -std=c++17 $(LIB_GENCODE) --threads 2 -shared -Xcompiler -fPIC -cudart shared -Xlinker -soname,libiris.so $< -o $@ -lcublasLt
+$(B)/libiris_hip.so: lib/iris.cu $(HDRS) $(CORE_MFMA) | $(B)
+	$(HIPCC) -O2 -x hip -fPIC -shared --offload-arch=gfx90a --offload-arch=gfx940 $< -o $@
+lib: $(B)/libiris.so
+lib-hip: $(B)/libiris_hip.so
 
 # ---------------------------------------------------------------- examples
 EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu $(B)/fused_allreduce_rmsnorm $(B)/gemm_all_scatter
-$(B)/gemm_all_scatter: examples/gemm_all_scatter.cu $(HDRS) iris_gemm_core.h iris_gemm_core_tma.h | $(B)
+$(B)/gemm_all_scatter: examples/gemm_all_scatter.cu $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
 $(B)/%: examples/%.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@

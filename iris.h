@@ -74,7 +74,7 @@
 #endif
 
 #define IRIS_VERSION_MAJOR 0
-#define IRIS_VERSION_MINOR 1
+#define IRIS_VERSION_MINOR 2
 #define IRIS_VERSION_PATCH 0
 #define IRIS_VERSION (IRIS_VERSION_MAJOR * 10000 + IRIS_VERSION_MINOR * 100 + IRIS_VERSION_PATCH)
 
@@ -324,6 +324,20 @@ IRIS_API iris_status_t iris_get_async_error(iris_t *ctx);
  * and iris_finalize releases everything without meeting the other ranks. For a peer
  * that died or hangs, or to tear the world down from a watchdog. Not collective. */
 IRIS_API iris_status_t iris_abort(iris_t *ctx);
+
+/* ================================================================= version == */
+/* The IRIS_VERSION (major * 10000 + minor * 100 + patch) that the implementation was
+ * compiled with. Any thread, any time, no iris_init needed. A binding that loads a
+ * prebuilt library (build/libiris.so) compares it with the IRIS_VERSION of the headers
+ * it was built against and refuses a mismatch. */
+IRIS_API int iris_get_version(void);
+/* sizeof(type_name) in the library, for each public struct that crosses the C ABI
+ * ("iris_config_t", "iris_launch_t", "iris_ag_gemm_desc_t", ...; the list is in
+ * lib/iris.cu), 0 for any other name. Defined by the shared library only (lib/iris.cu,
+ * make lib), not by IRIS_IMPLEMENTATION: a binding compares it with its own layout. */
+#if !defined(IRIS_STATIC) /* (no library in a unit that makes everything static) */
+IRIS_API size_t iris_abi_struct_size(const char *type_name);
+#endif
 
 /* ================================================ the library's own rendezvous == */
 /* Bring-up mode 1 uses this; it is public so launchers and tests can use it alone.
@@ -623,6 +637,7 @@ IRIS_DEF const char *iris_status_string(iris_status_t s) {
   }
 }
 IRIS_DEF const char *iris_error_detail(void) { return iris_detail_errbuf; }
+IRIS_DEF int iris_get_version(void) { return IRIS_VERSION; }
 
 /* ------------------------------------------------------------------ small helpers -- */
 IRIS_INTERNAL long long iris_detail_now_ms(void) {

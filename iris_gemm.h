@@ -26,7 +26,7 @@
  *                                no all-gather barrier stands in the way. Their engine
  *                                (iris_ag_gemm_engine): on sm_90a the persistent,
  *                                warp-specialized TMA + wgmma core
- *                                (iris_gemm_core_tma.h; its producer thread waits on
+ *                                (internal/gemm_core_tma.h; its producer thread waits on
  *                                the flags and runs ahead of the math), else mma.sync;
  *                                on AMD MFMA, unverified: see Rules.
  *     IRIS_GEMM_PATH_UNFUSED     gather everything (copy engines), then one cuBLASLt
@@ -68,7 +68,7 @@
  *     rank. With IRIS_DEBUG, run also checks that the A shard sits at the same heap
  *     offset everywhere (a host exchange: not during capture).
  *   - AMD (hipcc): UNVERIFIED, off by default. The fused and kernel-unfused paths have an
- *     MFMA core (iris_gemm_core_mfma.h, gfx90a and gfx940) that compiles but has NEVER
+ *     MFMA core (internal/gemm_core_mfma.h, gfx90a and gfx940) that compiles but has NEVER
  *     BEEN RUN on AMD hardware. Without IRIS_GEMM_MFMA_UNVERIFIED defined (before the
  *     include, in every unit that includes iris_gemm.h) create and run return
  *     IRIS_ERROR_UNSUPPORTED saying so; with it, the MFMA core is compiled and used. The
@@ -134,7 +134,7 @@ IRIS_API iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, 
 IRIS_API iris_gemm_path_t iris_ag_gemm_path(const iris_ag_gemm_t *g);
 IRIS_API const char *iris_gemm_path_name(iris_gemm_path_t path);
 /* The GEMM engine the plan's path runs: "cublaslt" (pipelined, unfused), or for the fused
- * and kernel-unfused paths "tma-wgmma" (iris_gemm_core_tma.h, sm_90a), "mma.sync" (no sm_90a
+ * and kernel-unfused paths "tma-wgmma" (internal/gemm_core_tma.h, sm_90a), "mma.sync" (no sm_90a
  * device pass) or "mfma" (AMD). Set IRIS_GEMM_TMA=0 in the environment before create to run
  * the cp.async core ("cp.async-wgmma") instead, for comparison. */
 IRIS_API const char *iris_ag_gemm_engine(const iris_ag_gemm_t *g);
@@ -191,7 +191,8 @@ IRIS_DEVICE_INLINE bool iris_gemm_wait_tile(const iris_device_ctx_t &ctx, iris_g
 /* The tile GEMM core: CUDA always; AMD (MFMA, never run on hardware) only with
  * IRIS_GEMM_MFMA_UNVERIFIED. */
 #if !defined(IRIS_GEMM_NO_CORE) && (!defined(IRIS_USE_HIP) || defined(IRIS_GEMM_MFMA_UNVERIFIED))
-#include "iris_gemm_core.h"
+#include "internal/gemm_core_tma.h"  /* includes internal/gemm_core.h; empty outside nvcc */
+#include "internal/gemm_core_mfma.h" /* empty unless hipcc and IRIS_GEMM_MFMA_UNVERIFIED */
 #if defined(IRIS_GEMM_CORE_AVAILABLE)
 #define IRIS_GEMM_HAVE_CORE 1
 #endif
@@ -636,7 +637,7 @@ struct iris_ag_gemm {
   iris_ag_gemm_dev_t dev;
   int unfused_fetchers, unfused_gemm;
   int wgmma;                      /* the kernels' device pass has wgmma and TMA (sm_90a) */
-  int tma;                        /* the fused kernel runs the TMA core (iris_gemm_core_tma.h) */
+  int tma;                        /* the fused kernel runs the TMA core (internal/gemm_core_tma.h) */
 #endif
   unsigned long long *trace;
   size_t trace_words;
@@ -651,7 +652,7 @@ struct iris_ag_gemm {
 };
 
 #if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
-/* The fused kernel's tile configuration (see iris_gemm_core.h): the wgmma core where the
+/* The fused kernel's tile configuration (see internal/gemm_core.h): the wgmma core where the
  * unit is compiled for sm_90a, else the mma.sync core of the same tile. */
 typedef iris_gemm_cfg_wgmma_large iris_ag_gemm_cfg;
 /* ... and where the device pass has sm_90a, the persistent TMA core of the same tile */
@@ -661,7 +662,7 @@ static_assert(iris_ag_gemm_tma_cfg::BM == iris_ag_gemm_cfg::BM && iris_ag_gemm_t
 typedef __nv_bfloat16 iris_gemm_elem_bf16_t;
 typedef __half iris_gemm_elem_f16_t;
 #elif defined(IRIS_GEMM_HAVE_CORE)
-/* AMD: the MFMA core (iris_gemm_core_mfma.h; UNVERIFIED, never run on hardware), 128 x 128
+/* AMD: the MFMA core (internal/gemm_core_mfma.h; UNVERIFIED, never run on hardware), 128 x 128
  * tiles, 256 threads, 32 KB of LDS. */
 typedef iris_gemm_cfg_mfma_large iris_ag_gemm_cfg;
 typedef hip_bfloat16 iris_gemm_elem_bf16_t;
@@ -1127,7 +1128,7 @@ static size_t iris_gemm_flag_words(const iris_ag_gemm_desc_t *d, int W) {
 
 #if defined(IRIS_USE_HIP)
 #define IRIS_GEMM_MFMA_OFF_MSG                                                                                     \
-  "the AMD GEMM core (MFMA, iris_gemm_core_mfma.h) has never been run on AMD hardware, so it is off by default; " \
+  "the AMD GEMM core (MFMA, internal/gemm_core_mfma.h) has never been run on AMD hardware, so it is off by default; " \
   "define IRIS_GEMM_MFMA_UNVERIFIED before including iris_gemm.h to compile and use it anyway (untested)"
 #endif
 

@@ -1,10 +1,10 @@
-// iris_gemm_core.h against cuBLAS on the same local GEMM: C = A * B, bf16 in, fp32 accumulate,
+// internal/gemm_core.h against cuBLAS on the same local GEMM: C = A * B, bf16 in, fp32 accumulate,
 // bf16 out, A row-major M x K, B row-major K x N ("KxN") or N x K ("NxK", nn.Linear weight).
 // Per-tile cores: one CTA per output tile; the TMA core: one persistent CTA per SM; both in a grouped raster (8 M-tiles sweep the N tiles),
 // every named configuration and a few other tile shapes (to pick from). CUDA events, warm-up, BENCH_REPS (20) timed runs, median.
 // Before timing, rows 0, M/2 and M-1 of the iris result are compared with cuBLAS.
 //   bench_gemm_core [config-substring]
-#include "../iris_gemm_core.h"
+#include "../internal/gemm_core_tma.h"
 #include "bench_util.h"
 
 #include <cublas_v2.h>

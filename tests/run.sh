@@ -62,9 +62,10 @@ if [ -z "${IRIS_TEST_WORLDS:-}" ] && [ "$ngpu" -gt 4 ]; then worlds="$worlds $((
 # "w ranks": how they sit on this machine's GPUs
 placement() { if [ "$ngpu" -ge "$1" ]; then echo "$1 ranks, one GPU each"; else echo "$1 ranks on $ngpu GPU(s), shared GPU"; fi; }
 
-# IRIS_TEST_ONLY=gpu (make test-gpu): only the GPU section, with the binaries already built
+# IRIS_TEST_ONLY=gpu (make test-gpu): only the GPU section, with the binaries already built;
+# IRIS_TEST_ONLY=packaging: only the packaging section (shared library, vendoring, CMake)
 only=${IRIS_TEST_ONLY:-all}
-if [ "$only" != gpu ]; then
+if [ "$only" = all ]; then
 echo "# compile checks"
 check "iris.h compiles as C99 (-Wall -Wextra -Werror -pedantic)" make -s check-c99
 check "iris.h with implementation compiles as C99" make -s check-c99-impl
@@ -97,8 +98,32 @@ fi
 echo "# host unit tests"
 if make -s build/host_test >>"$log" 2>&1; then run_counted "host tests" ./build/host_test; else say FAIL "host tests build"; fi
 
-fi # only != gpu
+fi # only = all
 
+if [ "$only" = all ] || [ "$only" = packaging ]; then
+echo "# packaging checks"
+check "shared library builds (make lib: build/libiris.so, one unit, sm_90a + compute_90 PTX)" make -s lib
+check "exports of libiris.so match the public API (every IRIS_API function of the four headers)" bash tests/packaging/check_exports.sh
+check "README quick start compiles from the vendored copy list (nvcc)" bash tests/packaging/check_vendoring.sh nvcc
+if [ $have_hip = 1 ]; then
+  check "README quick start compiles from the vendored copy list (hipcc gfx90a)" bash tests/packaging/check_vendoring.sh hip
+else
+  say SKIP "README quick start from the vendored copy list (hipcc)" "hipcc not installed"
+fi
+if command -v cmake >/dev/null 2>&1; then
+  check "CMake consumer: add_subdirectory (iris::shared), builds and matches the library's version and struct sizes" bash tests/packaging/consumers.sh add_subdirectory
+  check "CMake consumer: find_package against cmake --install (iris::shared)" bash tests/packaging/consumers.sh find_package
+else
+  say SKIP "CMake consumers (add_subdirectory, find_package)" "cmake not installed"
+fi
+if command -v cmake >/dev/null 2>&1 && command -v pkg-config >/dev/null 2>&1; then
+  check "pkg-config consumer: nvcc \$(pkg-config --cflags --libs iris) against the installed prefix" bash tests/packaging/consumers.sh pkg-config
+else
+  say SKIP "pkg-config consumer" "cmake or pkg-config not installed"
+fi
+fi # only = all or packaging
+
+if [ "$only" = all ] || [ "$only" = gpu ]; then
 echo "# AMD GPU tests"
 if [ $have_hip = 1 ] && [ $amd_gpu = 1 ]; then
   if make -s build/gemm_core_test_hip >>"$log" 2>&1; then run_counted "gemm_core_test_hip" ./build/gemm_core_test_hip; else say FAIL "gemm_core_test_hip build"; fi
@@ -147,6 +172,8 @@ else
     say SKIP "MPI bootstrap example" "mpirun or mpi.h not available"
   fi
 fi
+
+fi # only = all or gpu
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -1,12 +1,12 @@
-/* iris_gemm_core.h — CTA-level tensor-core tile GEMM for NVIDIA Hopper (sm_90)
+/* internal/gemm_core.h — CTA-level tensor-core tile GEMM for NVIDIA Hopper (sm_90)
  *
  * What it is
  *   The compute core of the fused all-gather + GEMM (iris_gemm.h): one CTA computes one
  *   BM x BN tile of C = A * B (+ bias) with fp32 accumulation, from a multistage cp.async
  *   pipeline into XOR-swizzled shared memory. Callable repeatedly by a persistent CTA.
  *   A third, faster core has its own interface (a whole persistent CTA runs a sequence of
- *   tiles): iris_gemm_core_tma.h, TMA loads + warp specialization + wgmma (sm_90a), on par
- *   with cuBLAS; included at the end of this file.
+ *   tiles): internal/gemm_core_tma.h, TMA loads + warp specialization + wgmma (sm_90a), on
+ *   par with cuBLAS; it includes this file (this file includes no specialisation).
  *   Two cores share the per-tile interface below and are picked by the configuration type:
  *     iris_gemm_cfg<...>        mma.sync.m16n8k16 + ldmatrix (any sm_80+ target, sm_90 here)
  *     iris_gemm_wgmma_cfg<...>  wgmma.mma_async from 128B-swizzled shared memory; needs a
@@ -16,9 +16,11 @@
  *                               (iris_gemm_wgmma_cfg::fallback), correct but slower;
  *                               iris_gemm_wgmma_compiled() tells which one a kernel got.
  *   AMD (hipcc): iris_gemm_mfma_cfg<...> (v_mfma_f32_16x16x16 f16/bf16, wave64; gfx90a,
- *   gfx940) in iris_gemm_core_mfma.h, included from here only when IRIS_GEMM_MFMA_UNVERIFIED
- *   is defined: it compiles but has NEVER BEEN RUN on AMD hardware. Without the macro,
- *   hipcc sees an empty header, as do plain C/C++ compilers.
+ *   gfx940) in internal/gemm_core_mfma.h, which includes this file and is compiled only
+ *   when IRIS_GEMM_MFMA_UNVERIFIED is defined: it compiles but has NEVER BEEN RUN on AMD
+ *   hardware. Under hipcc this file alone holds only iris_gemm_no_wait and the
+ *   iris_gemm_tile dispatch; plain C/C++ compilers see an empty header.
+ *   Include graph (one way): iris_gemm.h -> gemm_core_tma.h, gemm_core_mfma.h -> gemm_core.h.
  *
  * Interface
  *     template <class Cfg, typename T, bool B_KN, typename OutT, class WaitK, typename BiasT>
@@ -90,7 +92,35 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
-#define IRIS_GEMM_CORE_AVAILABLE 1 /* the CUDA body is compiled (nvcc) */
+#define IRIS_GEMM_CORE_CUDA 1      /* the CUDA body is compiled (nvcc) */
+#define IRIS_GEMM_CORE_AVAILABLE 1 /* a tile core is compiled (here: CUDA; gemm_core_mfma.h: AMD) */
+#elif defined(__HIPCC__) || defined(__HIP__)
+#include <hip/hip_runtime.h>
+#endif
+
+#if defined(IRIS_GEMM_CORE_CUDA) || defined(__HIPCC__) || defined(__HIP__)
+/* A wait_k that does not wait (plain GEMM). */
+struct iris_gemm_no_wait {
+  __device__ __forceinline__ void operator()(int) const {}
+  __device__ __forceinline__ void operator()(int, int) const {} /* the TMA core's wait_a(m0, k0) */
+};
+
+/* One CTA: C[m0:m0+BM, n0:n0+BN] = A[m0:, 0:K] * B (+ bias), by the core that Cfg names
+   (mma.sync, wgmma or, on AMD, MFMA). See the header comment. BiasT (deduced):
+   __nv_bfloat16 / hip_bfloat16, __half or float; a literal nullptr takes the overload below. */
+template <class Cfg, typename T, bool B_KN, typename OutT, class WaitK, typename BiasT>
+__device__ __forceinline__ void iris_gemm_tile(const T *A, int lda, const T *B, int ldb, OutT *C, int ldc, const BiasT *bias, int M, int N, int K, int m0,
+                                               int n0, char *smem, WaitK wait_k) {
+  Cfg::template run<T, B_KN, OutT, WaitK, BiasT>(A, lda, B, ldb, C, ldc, bias, M, N, K, m0, n0, smem, wait_k);
+}
+template <class Cfg, typename T, bool B_KN, typename OutT, class WaitK>
+__device__ __forceinline__ void iris_gemm_tile(const T *A, int lda, const T *B, int ldb, OutT *C, int ldc, decltype(nullptr), int M, int N, int K, int m0,
+                                               int n0, char *smem, WaitK wait_k) {
+  Cfg::template run<T, B_KN, OutT, WaitK, T>(A, lda, B, ldb, C, ldc, (const T *)nullptr, M, N, K, m0, n0, smem, wait_k);
+}
+#endif
+
+#if defined(IRIS_GEMM_CORE_CUDA)
 
 /* wgmma (sm_90a) in this device pass? (no device pass = host code: irrelevant) */
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -98,12 +128,6 @@
 #else
 #define IRIS_GC_WGMMA 0
 #endif
-
-/* A wait_k that does not wait (plain GEMM). */
-struct iris_gemm_no_wait {
-  __device__ __forceinline__ void operator()(int) const {}
-  __device__ __forceinline__ void operator()(int, int) const {} /* the TMA core's wait_a(m0, k0) */
-};
 
 /* ---- PTX primitives (the only inline assembly of this file) ---- */
 __device__ __forceinline__ uint32_t iris_gc_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -755,29 +779,5 @@ typedef iris_gemm_wgmma_cfg<128, 256, 4> iris_gemm_cfg_wgmma_large;
 /* small M or N, sm_90a: 128 threads (1 warpgroup x m64n128), 97 KB, 112-168 regs, 2 CTAs/SM */
 typedef iris_gemm_wgmma_cfg<64, 128, 4> iris_gemm_cfg_wgmma_small;
 
-/* the persistent, warp-specialized core fed by TMA (sm_90a) */
-#include "iris_gemm_core_tma.h"
-
-#endif /* CUDA */
-
-/* AMD: the MFMA core, UNVERIFIED (never run on hardware): only on request. */
-#if (defined(__HIPCC__) || defined(__HIP__)) && defined(IRIS_GEMM_MFMA_UNVERIFIED)
-#include "iris_gemm_core_mfma.h"
-#endif
-
-#if defined(IRIS_GEMM_CORE_AVAILABLE)
-/* One CTA: C[m0:m0+BM, n0:n0+BN] = A[m0:, 0:K] * B (+ bias), by the core that Cfg names
-   (mma.sync, wgmma or, on AMD, MFMA). See the header comment. BiasT (deduced):
-   __nv_bfloat16 / hip_bfloat16, __half or float; a literal nullptr takes the overload below. */
-template <class Cfg, typename T, bool B_KN, typename OutT, class WaitK, typename BiasT>
-__device__ __forceinline__ void iris_gemm_tile(const T *A, int lda, const T *B, int ldb, OutT *C, int ldc, const BiasT *bias, int M, int N, int K, int m0,
-                                               int n0, char *smem, WaitK wait_k) {
-  Cfg::template run<T, B_KN, OutT, WaitK, BiasT>(A, lda, B, ldb, C, ldc, bias, M, N, K, m0, n0, smem, wait_k);
-}
-template <class Cfg, typename T, bool B_KN, typename OutT, class WaitK>
-__device__ __forceinline__ void iris_gemm_tile(const T *A, int lda, const T *B, int ldb, OutT *C, int ldc, decltype(nullptr), int M, int N, int K, int m0,
-                                               int n0, char *smem, WaitK wait_k) {
-  Cfg::template run<T, B_KN, OutT, WaitK, T>(A, lda, B, ldb, C, ldc, (const T *)nullptr, M, N, K, m0, n0, smem, wait_k);
-}
-#endif
+#endif /* IRIS_GEMM_CORE_CUDA */
 #endif /* IRIS_GEMM_CORE_H */

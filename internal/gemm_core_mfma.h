@@ -1,14 +1,15 @@
-/* iris_gemm_core_mfma.h — the AMD CDNA (MFMA) core of iris_gemm_core.h. UNVERIFIED.
+/* internal/gemm_core_mfma.h — the AMD CDNA (MFMA) core beside internal/gemm_core.h. UNVERIFIED.
  *
  * Status
  *   NEVER RUN ON AMD HARDWARE. It compiles for gfx90a (MI200) and gfx940 (MI300) with
  *   hipcc (ROCm 5.2 clang) without warnings; nobody has executed it. It is compiled only
- *   when IRIS_GEMM_MFMA_UNVERIFIED is defined (iris_gemm_core.h includes it under hipcc
- *   then). Before relying on it, build and run `make build/gemm_core_test_hip` on an MI200
- *   or MI300 (it checks every configuration, type and layout against float64).
+ *   under hipcc when IRIS_GEMM_MFMA_UNVERIFIED is defined (else this file is empty; it
+ *   includes internal/gemm_core.h; iris_gemm.h includes it). Before relying on it, build
+ *   and run `make build/gemm_core_test_hip` on an MI200 or MI300 (it checks every
+ *   configuration, type and layout against float64).
  *
  * What it is
- *   The interface and rules of iris_gemm_core.h ("Interface", "Rules"), for AMD:
+ *   The interface and rules of internal/gemm_core.h ("Interface", "Rules"), for AMD:
  *     iris_gemm_tile<Cfg, T, B_KN, OutT>(A, lda, B, ldb, C, ldc, bias, M, N, K, m0, n0, smem, wait_k)
  *   with Cfg = iris_gemm_mfma_cfg<BM, BN, BK, WM, WN, STAGES>, T = hip_bfloat16 or __half,
  *   OutT = hip_bfloat16, __half or float, bias nullptr or hip_bfloat16 / __half / float.
@@ -66,21 +67,18 @@
  */
 #ifndef IRIS_GEMM_CORE_MFMA_H
 #define IRIS_GEMM_CORE_MFMA_H
+#if (defined(__HIPCC__) || defined(__HIP__)) && defined(IRIS_GEMM_MFMA_UNVERIFIED)
 #include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>
 #include <hip/hip_bfloat16.h>
 #include <stdint.h>
+#include "gemm_core.h"
 #define IRIS_GEMM_CORE_AVAILABLE 1 /* the MFMA body is compiled (hipcc, IRIS_GEMM_MFMA_UNVERIFIED) */
 #define IRIS_GEMM_CORE_MFMA 1
 
 #if defined(__AMDGCN_WAVEFRONT_SIZE) && __AMDGCN_WAVEFRONT_SIZE != 64
-#error "iris_gemm_core_mfma.h: the MFMA core needs wave64 (CDNA: gfx90a, gfx940)"
+#error "internal/gemm_core_mfma.h: the MFMA core needs wave64 (CDNA: gfx90a, gfx940)"
 #endif
-
-/* A wait_k that does not wait (plain GEMM). */
-struct iris_gemm_no_wait {
-  __device__ __forceinline__ void operator()(int) const {}
-};
 
 /* ---- vector types and the MFMA (the only target builtins of this file) ---- */
 typedef short iris_gm_s4 __attribute__((ext_vector_type(4)));      /* 4 x 16-bit: one MFMA operand */
@@ -369,7 +367,7 @@ template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_> struct iris_
   }
 };
 
-/* 0: there is no wgmma core on AMD (kept so code written for iris_gemm_core.h compiles) */
+/* 0: there is no wgmma core on AMD (kept so code written for internal/gemm_core.h compiles) */
 __device__ __forceinline__ int iris_gemm_wgmma_compiled() { return 0; }
 
 /* Named configurations (UNVERIFIED: never run). */
@@ -378,4 +376,5 @@ typedef iris_gemm_mfma_cfg<128, 128, 32, 2, 2, 2> iris_gemm_cfg_mfma_large;
 /* small M: 256 threads (2 x 2 waves of 32 x 64), BK 64, 48 KB LDS */
 typedef iris_gemm_mfma_cfg<64, 128, 64, 2, 2, 2> iris_gemm_cfg_mfma_small;
 
+#endif /* HIP and IRIS_GEMM_MFMA_UNVERIFIED */
 #endif /* IRIS_GEMM_CORE_MFMA_H */

@@ -1,7 +1,8 @@
-/* iris_gemm_core_tma.h — persistent, warp-specialized wgmma GEMM core fed by TMA (Hopper, sm_90a)
+/* internal/gemm_core_tma.h — persistent, warp-specialized wgmma GEMM core fed by TMA (Hopper, sm_90a)
  *
  * What it is
- *   The fast NVIDIA core of iris_gemm_core.h (included from there; do not include alone).
+ *   The fast NVIDIA core beside internal/gemm_core.h (which it includes). Include this file
+ *   for the TMA core (iris_gemm.h does); under other compilers than nvcc it is empty.
  *   One persistent CTA of 384 threads computes a sequence of BM x BN tiles (BM = 128) of
  *   C = A * B (+ bias), fp32 accumulation:
  *     warpgroup 0  producer: one thread issues TMA loads (cp.async.bulk.tensor) of A and B
@@ -68,6 +69,8 @@
  */
 #ifndef IRIS_GEMM_CORE_TMA_H
 #define IRIS_GEMM_CORE_TMA_H
+#include "gemm_core.h"
+#if defined(IRIS_GEMM_CORE_CUDA)
 #include <cuda.h> /* CUtensorMap and its enums only; the driver function is looked up at run time */
 
 /* ---- configuration ---- */
@@ -271,4 +274,5 @@ __device__ __forceinline__ void iris_gemm_tma_tiles(const CUtensorMap *ta, const
                                                     Sched sched, WaitA wait_a, char *smem) {
   iris_gemm_tma_tiles<Cfg, T, B_KN, OutT, Sched, WaitA, BiasT, iris_gemm_no_side>(ta, tb, C, ldc, bias, M, N, K, sched, wait_a, smem, iris_gemm_no_side());
 }
+#endif /* IRIS_GEMM_CORE_CUDA */
 #endif /* IRIS_GEMM_CORE_TMA_H */
