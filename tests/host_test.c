@@ -74,7 +74,7 @@ static const char *sname(iris_status_t s) {
   static const char *names[] = {"IRIS_SUCCESS",       "IRIS_ERROR_INVALID_ARGUMENT", "IRIS_ERROR_INVALID_RANK", "IRIS_ERROR_OUT_OF_MEMORY",
                                 "IRIS_ERROR_NOT_IN_HEAP", "IRIS_ERROR_MISMATCH",     "IRIS_ERROR_TIMEOUT",      "IRIS_ERROR_GPU",
                                 "IRIS_ERROR_SYSTEM",  "IRIS_ERROR_PERMISSION",       "IRIS_ERROR_DIFFERENT_HOST", "IRIS_ERROR_UNSUPPORTED",
-                                "IRIS_ERROR_BOOTSTRAP", "IRIS_ERROR_RANK_FAILED"};
+                                "IRIS_ERROR_BOOTSTRAP", "IRIS_ERROR_RANK_FAILED",      "IRIS_ERROR_IN_USE"};
   if ((int)s >= 0 && (size_t)s < sizeof names / sizeof names[0]) return names[s];
   return "(not a status)";
 }
@@ -1178,7 +1178,7 @@ static void make_recs(iris_detail_record_t *rec, int world) {
   }
 }
 
-static void expect_recs(const char *check_name, const iris_detail_record_t *rec, int world, iris_status_t want, int rank_named, const char *word) {
+static void expect_recs(const char *check_name, iris_detail_record_t *rec, int world, iris_status_t want, int rank_named, const char *word) {
   iris_status_t st = iris_detail_check_records(rec, world);
   const char *d = iris_error_detail();
   int ok = st == want;
@@ -1344,7 +1344,7 @@ static const struct {
                 STATUS_ENTRY(IRIS_ERROR_OUT_OF_MEMORY), STATUS_ENTRY(IRIS_ERROR_NOT_IN_HEAP),   STATUS_ENTRY(IRIS_ERROR_MISMATCH),
                 STATUS_ENTRY(IRIS_ERROR_TIMEOUT),       STATUS_ENTRY(IRIS_ERROR_GPU),           STATUS_ENTRY(IRIS_ERROR_SYSTEM),
                 STATUS_ENTRY(IRIS_ERROR_PERMISSION),    STATUS_ENTRY(IRIS_ERROR_DIFFERENT_HOST), STATUS_ENTRY(IRIS_ERROR_UNSUPPORTED),
-                STATUS_ENTRY(IRIS_ERROR_BOOTSTRAP),     STATUS_ENTRY(IRIS_ERROR_RANK_FAILED)};
+                STATUS_ENTRY(IRIS_ERROR_BOOTSTRAP),     STATUS_ENTRY(IRIS_ERROR_RANK_FAILED),   STATUS_ENTRY(IRIS_ERROR_IN_USE)};
 
 static void test_status_strings(void) {
   const int n = (int)(sizeof k_status / sizeof k_status[0]);
