@@ -73,6 +73,9 @@
 #endif
 #if defined(IRIS_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* only effective when iris.h is the unit's first include */
+#if !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 700 /* realpath, S_ISVTX */
+#endif
 #endif
 
 #define IRIS_VERSION_MAJOR 0
