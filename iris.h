@@ -600,6 +600,14 @@ IRIS_INTERNAL iris_status_t iris_detail_fail(iris_status_t st, const char *fmt, 
 IRIS_INTERNAL iris_status_t iris_detail_gpu_fail(int rank, const char *call, iris_gpu_error_t e) {
   return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s failed: %s (" IRIS_GPU_NAME " error %d)", rank, call, iris_gpu_error_text(e), (int)e);
 }
+/* st, with the current detail prefixed by `call: ` (the detail is copied first: it is
+ * also the destination). */
+IRIS_INTERNAL iris_status_t iris_detail_prefix(iris_status_t st, const char *call) {
+  char keep[sizeof iris_detail_errbuf];
+  memcpy(keep, iris_detail_errbuf, sizeof keep);
+  keep[sizeof keep - 1] = 0;
+  return iris_detail_fail(st, "%s: %s", call, keep);
+}
 /* strncpy that always terminates and never warns */
 IRIS_INTERNAL void iris_detail_copy(char *dst, size_t cap, const char *src) {
   size_t n = strlen(src);
@@ -1086,7 +1094,8 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_connect(iris_rendezvous_t *r, const 
   iris_detail_frame_t f;
   int fd = -1, e;
   unsigned uid = 0;
-  char in_use[sizeof iris_detail_errbuf];
+  char in_use[sizeof iris_detail_errbuf]; /* why the last try failed, when it is worth retrying */
+  iris_status_t in_use_st = IRIS_SUCCESS;
   memset(&addr, 0, sizeof addr);
   addr.sun_family = AF_UNIX;
   memcpy(addr.sun_path, r->path, strlen(r->path) + 1);
@@ -1103,7 +1112,7 @@ retry:
       fd = -1;
     }
     if (iris_detail_now_ms() >= deadline) {
-      if (in_use[0]) return iris_detail_fail(IRIS_ERROR_IN_USE, "rank %d: %s (for the whole %d ms timeout)", r->rank, in_use, r->timeout_ms);
+      if (in_use[0]) return iris_detail_fail(in_use_st, "rank %d: %s (retried for the whole %d ms timeout)", r->rank, in_use, r->timeout_ms);
       return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for rank 0 to listen at %s (is rank 0 running on this host?)",
                               r->name, r->rank, r->timeout_ms, r->path);
     }
@@ -1131,12 +1140,21 @@ retry:
     close(fd);
     return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for the other ranks", r->name, r->rank, r->timeout_ms);
   }
+  if (e == EPIPE && iris_detail_now_ms() < deadline) {
+    /* closed unanswered: we reached the socket of a rank 0 (of another job) that had
+     * just finished its bring-up; ours may still come */
+    snprintf(in_use, sizeof in_use, "rendezvous '%s': rank 0's connection closed during bring-up; did it exit or fail?", r->name);
+    in_use_st = IRIS_ERROR_SYSTEM;
+    close(fd);
+    goto retry;
+  }
   if (e) {
     close(fd);
     return iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d lost rank 0 during bring-up (%s)", r->name, r->rank, strerror(e));
   }
   if (f.type == IRIS_DETAIL_ERROR && f.status == (int32_t)IRIS_ERROR_IN_USE && iris_detail_now_ms() < deadline) {
     iris_detail_copy(in_use, sizeof in_use, iris_detail_errbuf); /* another job's rank 0: wait for ours */
+    in_use_st = IRIS_ERROR_IN_USE;
     close(fd);
     goto retry;
   }
@@ -2058,7 +2076,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
    * both, the environment only lends its job id (and its errors do not count). */
   st = iris_launch_env(NULL, NULL, &env);
   if (st != IRIS_SUCCESS) {
-    if (c.rank < 0 || c.world_size <= 0) return iris_detail_fail(st, "iris_init: %s", iris_error_detail());
+    if (c.rank < 0 || c.world_size <= 0) return iris_detail_prefix(st, "iris_init");
     memset(&env, 0, sizeof env);
   }
   if (c.rank < 0 && c.world_size <= 0) {
@@ -2144,7 +2162,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     ctx->device = c.device;
     me->device = c.device;
     if (got < 0)
-      local = iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s", c.rank, iris_error_detail());
+      local = iris_detail_prefix(IRIS_ERROR_INVALID_ARGUMENT, "iris_init");
     else if (c.device < 0 || c.device >= ndev)
       local = iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: device %d does not exist (%d visible)", c.rank, c.device, ndev);
     else
@@ -2432,7 +2450,7 @@ IRIS_DEF iris_status_t iris_launch_local(int num_ranks, iris_launch_t *L, int *m
   int i;
   if (!L || !my_rank) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: NULL argument");
   memset(L, 0, sizeof *L);
-  if ((st = iris_launch_env(NULL, NULL, &env)) != IRIS_SUCCESS) return iris_detail_fail(st, "iris_launch_local: %s", iris_error_detail());
+  if ((st = iris_launch_env(NULL, NULL, &env)) != IRIS_SUCCESS) return iris_detail_prefix(st, "iris_launch_local");
   if (env.launcher != IRIS_LAUNCHER_NONE) { /* started by a launcher already: this process is a rank */
     *my_rank = env.rank;
     return IRIS_SUCCESS;
@@ -2503,7 +2521,7 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
   char l1[512], l2[512];
   struct sigaction sa, old_int, old_term;
   if (!L || L->num_ranks < 1 || L->num_ranks > IRIS_LAUNCH_MAX) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait: not a launch");
-  if (iris_detail_env_int("IRIS_LAUNCH_GRACE_MS", &grace) < 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait: %s", iris_error_detail());
+  if (iris_detail_env_int("IRIS_LAUNCH_GRACE_MS", &grace) < 0) return iris_detail_prefix(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait");
   left = L->num_ranks;
   for (i = 0; i < L->num_ranks; i++) running[i] = 1, failed[i] = 0, killed[i] = 0, signaled[i] = 0;
   memset(&sa, 0, sizeof sa);
