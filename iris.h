@@ -55,6 +55,18 @@
  *   A C99 unit that defines IRIS_IMPLEMENTATION needs POSIX declarations: include
  *   iris.h first, or compile with -D_GNU_SOURCE (gnu99 and all C++ modes have them).
  *
+ * Environment (read by iris_init and iris_launch_local; docs/launchers.md has the rules)
+ *   IRIS_RANK, IRIS_WORLD_SIZE [, IRIS_LOCAL_RANK, IRIS_LOCAL_WORLD_SIZE]  this rank and
+ *                        the world; else torchrun's, Open MPI's, MPICH/Intel MPI's or
+ *                        srun's variables (iris_launch_env); else a world of 1
+ *   IRIS_RENDEZVOUS      rendezvous name; else "job-<the launcher's job id>"
+ *   IRIS_RENDEZVOUS_DIR  its directory; else $XDG_RUNTIME_DIR/iris, else /tmp/iris-<uid>
+ *   IRIS_JOB_TOKEN       job identity of iris_launch_local's ranks (it sets it)
+ *   IRIS_DEVICE          this rank's GPU; else local rank % visible GPUs (GPUs may be shared)
+ *   IRIS_HEAP_SIZE       heap bytes per rank: digits, optional K/M/G/T, optional iB/B
+ *   IRIS_TIMEOUT_MS, IRIS_BARRIER_TIMEOUT_MS, IRIS_LAUNCH_GRACE_MS  bounds in ms
+ *   Malformed values are errors naming the variable and its value, never a default.
+ *
  * Errors
  *   Every call returns iris_status_t. iris_status_string() names the status;
  *   iris_error_detail() holds this thread's last failure in words: which call failed,
@@ -1521,8 +1533,10 @@ IRIS_INTERNAL iris_status_t iris_detail_live(const iris_t *ctx, const char *call
 }
 #define IRIS_DETAIL_LIVE(ctx, call)                                    \
   do {                                                                 \
-    iris_status_t iris_l_ = iris_detail_live(ctx, call);               \
-    if (iris_l_ != IRIS_SUCCESS) return iris_l_;                       \
+    if (!IRIS_DETAIL_IS_LIVE(ctx)) {                                   \
+      iris_detail_live(ctx, call); /* the detail */                    \
+      return IRIS_ERROR_INVALID_ARGUMENT;                              \
+    }                                                                  \
   } while (0)
 #define IRIS_DETAIL_IS_LIVE(ctx) ((ctx) && (ctx)->magic == IRIS_DETAIL_CTX_LIVE)
 
@@ -1635,11 +1649,16 @@ IRIS_DEF iris_status_t iris_calloc(iris_t *ctx, size_t bytes, void **ptr) {
 
 IRIS_DEF iris_status_t iris_heap_offset(const iris_t *ctx, const void *ptr, size_t *offset) {
   const char *p = (const char *)ptr;
-  if (!offset) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_heap_offset: NULL argument");
+  if (!offset) {
+    iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_heap_offset: NULL argument");
+    return IRIS_ERROR_INVALID_ARGUMENT;
+  }
   IRIS_DETAIL_LIVE(ctx, "iris_heap_offset");
-  if (p < ctx->bases[ctx->rank] || p >= ctx->bases[ctx->rank] + ctx->heap_size)
-    return iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: pointer %p is outside the symmetric heap [%p, %p)", ctx->rank, ptr, (void *)ctx->bases[ctx->rank],
-                            (void *)(ctx->bases[ctx->rank] + ctx->heap_size));
+  if (p < ctx->bases[ctx->rank] || p >= ctx->bases[ctx->rank] + ctx->heap_size) {
+    iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: pointer %p is outside the symmetric heap [%p, %p)", ctx->rank, ptr, (void *)ctx->bases[ctx->rank],
+                     (void *)(ctx->bases[ctx->rank] + ctx->heap_size));
+    return IRIS_ERROR_NOT_IN_HEAP; /* a constant: callers' "set on success" reasoning sees it */
+  }
   *offset = (size_t)(p - ctx->bases[ctx->rank]);
   return IRIS_SUCCESS;
 }
