@@ -899,6 +899,11 @@ IRIS_INTERNAL int iris_detail_send_frame(int fd, uint32_t type, int rank, int st
   if (!e && len) e = iris_detail_io(fd, (void *)data, len, deadline, 1);
   return e;
 }
+/* A failure status a peer reported: itself when it is an iris error, else (0, negative,
+ * unknown) IRIS_ERROR_SYSTEM: a peer's word never turns a failure into success. */
+IRIS_INTERNAL iris_status_t iris_detail_peer_status(int32_t s) {
+  return s > (int32_t)IRIS_SUCCESS && s < (int32_t)IRIS_STATUS_COUNT ? (iris_status_t)s : IRIS_ERROR_SYSTEM;
+}
 /* Reads a frame header; for ERROR frames reads the message into the thread's detail. */
 IRIS_INTERNAL int iris_detail_recv_header(int fd, iris_detail_frame_t *f, long long deadline) {
   int e = iris_detail_io(fd, f, sizeof *f, deadline, 0);
@@ -1778,7 +1783,7 @@ IRIS_INTERNAL iris_status_t iris_detail_check_records(iris_detail_record_t *rec,
   int r;
   for (r = 0; r < world; r++) iris_detail_terminate_record(&rec[r]);
   for (r = 0; r < world; r++)
-    if (rec[r].status != 0) return iris_detail_fail((iris_status_t)rec[r].status, "rank %d failed during bring-up: %s", r, rec[r].err);
+    if (rec[r].status != 0) return iris_detail_fail(iris_detail_peer_status(rec[r].status), "rank %d failed during bring-up: %s", r, rec[r].err);
   for (r = 0; r < world; r++) {
     const iris_detail_record_t *a = &rec[0], *b = &rec[r];
     if (b->magic != IRIS_DETAIL_MAGIC || b->rank != r)
@@ -2206,7 +2211,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     if ((st = iris_detail_comm_allgather(ctx, &ok, all, sizeof ok, c.timeout_ms)) != IRIS_SUCCESS) goto fail;
     if (ok != IRIS_SUCCESS) { st = iris_detail_fail((iris_status_t)ok, "%s", why); goto fail; }
     for (r = 0; r < c.world_size; r++)
-      if (all[r] != IRIS_SUCCESS) { st = iris_detail_fail((iris_status_t)all[r], "rank %d could not map its peers' heaps (see that rank's error)", r); goto fail; }
+      if (all[r] != IRIS_SUCCESS) { st = iris_detail_fail(iris_detail_peer_status(all[r]), "rank %d could not map its peers' heaps (see that rank's error)", r); goto fail; }
   }
   if ((st = iris_detail_heap_reset(ctx)) != IRIS_SUCCESS) goto fail;
   free(recs);

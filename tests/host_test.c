@@ -1235,6 +1235,10 @@ static void test_records(void) {
   snprintf(rec[2].err, sizeof rec[2].err, "%s", "rank 2: cudaMalloc failed: out of memory (zq-7781)");
   expect_recs("records failed rank status", rec, 4, IRIS_ERROR_GPU, 2, "out of memory (zq-7781)");
   make_recs(rec, 4);
+  rec[2].status = 99;
+  snprintf(rec[2].err, sizeof rec[2].err, "%s", "a status from nowhere");
+  expect_recs("records unknown failure status is a system error", rec, 4, IRIS_ERROR_SYSTEM, 2, "from nowhere");
+  make_recs(rec, 4);
   rec[1].rank = 2;
   rec[2].rank = 1;
   expect_recs("records slots out of order", rec, 4, IRIS_ERROR_MISMATCH, 2, "slot 1");
