@@ -2115,8 +2115,8 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   } else if (c.rank < 0 || c.world_size <= 0) {
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: cfg gives %s but not %s; set both iris_config_t.rank and .world_size, or neither",
                             c.rank < 0 ? "world_size" : "rank", c.rank < 0 ? "rank" : "world_size");
-  } else {
-    local_rank = c.rank;
+  } else { /* cfg's rank; the launcher's local rank when it describes the same rank */
+    local_rank = env.launcher != IRIS_LAUNCHER_NONE && env.rank == c.rank && env.world_size == c.world_size ? env.local_rank : c.rank;
   }
   if (c.world_size > IRIS_MAX_RANKS)
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "iris_init: world size %d exceeds IRIS_MAX_RANKS (%d); rebuild every unit with a larger -DIRIS_MAX_RANKS",

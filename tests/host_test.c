@@ -1996,6 +1996,55 @@ static void test_launch_env_init(void) {
   env_clear(over);
 }
 
+/* Two forked ranks with a launcher's variables meet through iris_init(NULL, ...) at the
+ * rendezvous named after the job: they get past the rendezvous (IRIS_SUCCESS with a GPU,
+ * else the GPU error of a machine without one), never a timeout or a world of 1. */
+typedef struct bringup_arg {
+  const char *env[2][8]; /* per rank */
+} bringup_arg_t;
+
+static int child_bringup(int rank, void *argp) {
+  const bringup_arg_t *a = (const bringup_arg_t *)argp;
+  iris_t *ctx = NULL;
+  iris_status_t st;
+  setenv("IRIS_RENDEZVOUS_DIR", g_dir, 1);
+  setenv("IRIS_TIMEOUT_MS", "4000", 1);
+  setenv("IRIS_HEAP_SIZE", "2MiB", 1);
+  env_set(a->env[rank]);
+  st = iris_init(NULL, &ctx);
+  g_res[rank].open_st = (int)st;
+  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
+  if (st == IRIS_SUCCESS) {
+    snprintf(g_res[rank].text, sizeof g_res[rank].text, "%d/%d", iris_rank(ctx), iris_world_size(ctx));
+    st = iris_finalize(ctx);
+  }
+  return (int)st;
+}
+
+static void test_launch_env_bringup(void) {
+  static const bringup_arg_t cases[] = {
+      {{{"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=2", "TORCHELASTIC_RUN_ID=ht", "MASTER_PORT=1", NULL},
+        {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2", "TORCHELASTIC_RUN_ID=ht", "MASTER_PORT=1", NULL}}},
+      {{{"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_LOCALID=0", "SLURM_STEP_ID=0", "SLURM_JOB_ID=4242", NULL},
+        {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_LOCALID=1", "SLURM_STEP_ID=0", "SLURM_JOB_ID=4242", NULL}}},
+      {{{"PMI_RANK=0", "PMI_SIZE=2", "PMI_JOBID=ht:1", NULL}, {"PMI_RANK=1", "PMI_SIZE=2", "PMI_JOBID=ht:1", NULL}}},
+      {{{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "PMIX_NAMESPACE=ht@1", NULL},
+        {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "PMIX_NAMESPACE=ht@1", NULL}}}};
+  static const char *names[] = {"torchrun", "srun", "mpiexec (Hydra)", "mpirun (Open MPI)"};
+  int i, ranks[2] = {0, 1}, codes[2], hung;
+  for (i = 0; i < 4; i++) {
+    char nm[96];
+    int ok;
+    run_children(2, ranks, child_bringup, (void *)&cases[i], 15000, codes, &hung);
+    ok = !hung && codes[0] == codes[1] && (codes[0] == IRIS_SUCCESS || codes[0] == IRIS_ERROR_GPU);
+    if (ok && codes[0] == IRIS_SUCCESS) ok = !strcmp(g_res[0].text, "0/2") && !strcmp(g_res[1].text, "1/2");
+    if (ok && codes[0] == IRIS_ERROR_GPU) ok = names_rank(g_res[1].detail, 1) && !names_rank(g_res[1].detail, 0); /* not a world of 1 */
+    snprintf(nm, sizeof nm, "bring-up under %s's variables meets at the job's rendezvous", names[i]);
+    check(ok, nm, "hung %d; rank 0: %s '%s' (%s); rank 1: %s '%s' (%s)", hung, sname((iris_status_t)codes[0]), g_res[0].detail, g_res[0].text,
+          sname((iris_status_t)codes[1]), g_res[1].detail, g_res[1].text);
+  }
+}
+
 /* --------------------------------------------------------- size parser -- */
 static void test_size_parser(void) {
   static const struct { const char *text; unsigned long long want; } good[] = {
@@ -2652,6 +2701,7 @@ int main(void) {
   /* launchers' environments, jobs, directories, protocol */
   test_launch_env_table();
   test_launch_env_init();
+  test_launch_env_bringup();
   test_size_parser();
   test_process_token();
   test_rendezvous_dirs();
