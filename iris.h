@@ -1019,6 +1019,17 @@ IRIS_INTERNAL void iris_detail_dir_unlock(int fd) {
   if (fd >= 0) close(fd); /* closing releases the lock */
 }
 
+/* Rank 0 turns one connection away: an ERROR frame with st and the message; this
+ * thread's detail stays as it was (rank 0 goes on waiting). */
+IRIS_INTERNAL void iris_detail_refuse(int fd, iris_status_t st, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  iris_detail_send_frame(fd, IRIS_DETAIL_ERROR, 0, (int)st, 0, msg, strlen(msg) + 1, iris_detail_now_ms() + 500);
+}
+
 IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int lfd, uint64_t heap_size) {
   long long deadline = iris_detail_now_ms() + r->timeout_ms;
   int have = 1, refused = 0, foreign = 0;
@@ -1056,18 +1067,16 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
       continue;
     }
     e = iris_detail_recv_header(cfd, &f, iris_detail_now_ms() + (left < 5000 ? left : 5000));
+    if (!e && f.type == IRIS_DETAIL_HELLO && f.len != sizeof h) /* another build of iris (its hello has another size): tell it */
+      iris_detail_refuse(cfd, IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d sent a hello of %llu bytes but rank 0 expects %u: the ranks run different builds of iris",
+                         r->name, (int)f.rank, (unsigned long long)f.len, (unsigned)sizeof h);
     if (e || f.type != IRIS_DETAIL_HELLO || f.len != sizeof h || iris_detail_io(cfd, &h, sizeof h, deadline, 0)) { close(cfd); continue; }
     h.job[sizeof h.job - 1] = 0;
     if (strcmp(h.job, r->job) != 0) { /* another job that chose this name: refuse it, keep waiting for ours */
-      char keep[sizeof iris_detail_errbuf];
-      const char *msg = iris_detail_errbuf;
-      iris_detail_copy(keep, sizeof keep, iris_detail_errbuf);
-      iris_detail_fail(IRIS_ERROR_IN_USE,
-                       "rendezvous '%s': the rank 0 listening there belongs to another job (job '%.60s'; this process's job is '%.60s'); give each job its "
-                       "own IRIS_RENDEZVOUS",
-                       r->name, r->job, h.job);
-      iris_detail_send_frame(cfd, IRIS_DETAIL_ERROR, 0, (int)IRIS_ERROR_IN_USE, 0, msg, strlen(msg) + 1, iris_detail_now_ms() + 500);
-      iris_detail_copy(iris_detail_errbuf, sizeof iris_detail_errbuf, keep);
+      iris_detail_refuse(cfd, IRIS_ERROR_IN_USE,
+                         "rendezvous '%s': the rank 0 listening there belongs to another job (job '%.60s'; this process's job is '%.60s'); give each job "
+                         "its own IRIS_RENDEZVOUS",
+                         r->name, r->job, h.job);
       close(cfd);
       foreign++;
       continue;

@@ -2479,6 +2479,40 @@ static void test_error_frames(void) {
     }
 }
 
+/* A hello of another size (another build of iris) is answered with a reason. */
+static void test_hello_other_build(void) {
+  char name[80], path[256];
+  gen_arg_t a;
+  pid_t pid;
+  struct sockaddr_un addr;
+  iris_detail_frame_t f;
+  char junk[24], msg[1100];
+  int fd = -1, ok = 0, status = 0;
+  long long dl;
+  unique_name(name, sizeof name, "build");
+  snprintf(path, sizeof path, "%s/%s.sock", g_dir, name);
+  gen_init(&a, name, 2, 800);
+  fflush(stdout);
+  pid = fork();
+  if (pid == 0) _exit(child_rank0_wait(0, &a));
+  msg[0] = 0;
+  if (wait_for_path(path, 3000)) {
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%.100s", path);
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    dl = now_ms() + 2000;
+    memset(junk, 0, sizeof junk);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
+        iris_detail_send_frame(fd, IRIS_DETAIL_HELLO, 1, 0, 0, junk, sizeof junk, dl) == 0 && iris_detail_recv_header(fd, &f, dl) == 0)
+      ok = f.type == IRIS_DETAIL_ERROR && f.status == IRIS_ERROR_MISMATCH;
+    snprintf(msg, sizeof msg, "%s", iris_error_detail());
+  }
+  if (fd >= 0) close(fd);
+  waitpid(pid, &status, 0);
+  check(ok && has(msg, "different builds"), "a hello of another size gets a reason", "answer ok %d, message '%s'", ok, msg);
+}
+
 /* ----------------------------------------------- launcher life and death -- */
 /* A launcher process (child of this test) starts 2 ranks that record their pids and
  * wait forever; the test then kills the launcher with sig and checks that no rank
@@ -2707,6 +2741,7 @@ int main(void) {
   test_rendezvous_dirs();
   test_error_frames();
   test_stale_and_live_sockets();
+  test_hello_other_build();
   test_jobs_interleavings();
 
   /* allocator, records, tiles */
