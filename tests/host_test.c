@@ -2262,6 +2262,24 @@ static int wait_for_path(const char *path, int ms) {
   return 0;
 }
 
+/* Forks a rank 0 (world 2, job "J1") of a fresh name (tag), waiting timeout_ms for its
+ * rank 1; returns its pid once its socket exists, or -1 if it never bound. */
+static pid_t start_rank0(gen_arg_t *a, char *name, size_t name_cap, char *path, size_t path_cap, const char *tag, int timeout_ms) {
+  pid_t pid;
+  unique_name(name, name_cap, tag);
+  snprintf(path, path_cap, "%s/%s.sock", g_dir, name);
+  gen_init(a, name, 2, timeout_ms);
+  fflush(stdout);
+  pid = fork();
+  if (pid == 0) _exit(child_rank0_wait(0, a));
+  if (pid > 0 && !wait_for_path(path, 3000)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+  }
+  return pid;
+}
+
 static void test_stale_and_live_sockets(void) {
   char name[80], path[256];
   gen_arg_t a;
@@ -2272,16 +2290,8 @@ static void test_stale_and_live_sockets(void) {
   iris_status_t st;
   long long t0;
   /* 1. stale: rank 0 killed while it waits */
-  unique_name(name, sizeof name, "stale");
-  snprintf(path, sizeof path, "%s/%s.sock", g_dir, name);
-  gen_init(&a, name, 2, 5000);
-  fflush(stdout);
-  pid = fork();
-  if (pid == 0) _exit(child_rank0_wait(0, &a));
-  if (!wait_for_path(path, 3000)) {
+  if ((pid = start_rank0(&a, name, sizeof name, path, sizeof path, "stale", 5000)) < 0) {
     check(0, "stale socket of a killed job is replaced", "rank 0 never bound %s", path);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
     return;
   }
   kill(pid, SIGKILL);
@@ -2296,15 +2306,8 @@ static void test_stale_and_live_sockets(void) {
     expect_children_ok("stale socket of a killed job is replaced: the next job starts", 2, ranks, codes, hung, ms);
   }
   /* 2. live: another job's rank 0 finds the name in use and leaves the socket alone */
-  unique_name(name, sizeof name, "live");
-  snprintf(path, sizeof path, "%s/%s.sock", g_dir, name);
-  gen_init(&a, name, 2, 3000);
-  pid = fork();
-  if (pid == 0) _exit(child_rank0_wait(0, &a));
-  if (!wait_for_path(path, 3000) || lstat(path, &before) != 0) {
+  if ((pid = start_rank0(&a, name, sizeof name, path, sizeof path, "live", 3000)) < 0 || lstat(path, &before) != 0) {
     check(0, "a live socket is never removed", "rank 0 never bound %s", path);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
     return;
   }
   set_params(&p, name, g_dir, 0, 2, 1000, 1ULL << 30);
@@ -2325,12 +2328,7 @@ static void test_stale_and_live_sockets(void) {
           "rank 1 exit %d, rank 0 status %d: '%s'", codes[0], status, g_res[1].detail);
   }
   /* 4. only its own socket: a newer socket at the path survives rank 0's exit */
-  unique_name(name, sizeof name, "own");
-  snprintf(path, sizeof path, "%s/%s.sock", g_dir, name);
-  gen_init(&a, name, 2, 600);
-  pid = fork();
-  if (pid == 0) _exit(child_rank0_wait(0, &a));
-  if (wait_for_path(path, 3000)) {
+  if ((pid = start_rank0(&a, name, sizeof name, path, sizeof path, "own", 600)) > 0) {
     struct sockaddr_un addr;
     int fd = socket(AF_UNIX, SOCK_STREAM, 0), status = 0;
     unlink(path);
@@ -2339,19 +2337,15 @@ static void test_stale_and_live_sockets(void) {
     snprintf(addr.sun_path, sizeof addr.sun_path, "%.100s", path);
     if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 4) != 0 || lstat(path, &before) != 0) {
       check(0, "rank 0 unlinks only its own socket", "could not bind the newer socket: %s", strerror(errno));
-    } else {
-      waitpid(pid, &status, 0); /* it times out (rank 1 never comes) and cleans up */
-      pid = -1;
-      check(lstat(path, &after) == 0 && after.st_ino == before.st_ino, "rank 0 unlinks only its own socket", "the newer socket at %s was removed", path);
+      kill(pid, SIGKILL);
     }
+    waitpid(pid, &status, 0); /* it times out (rank 1 never comes) and cleans up */
+    if (fd >= 0 && lstat(path, &before) == 0)
+      check(lstat(path, &after) == 0 && after.st_ino == before.st_ino, "rank 0 unlinks only its own socket", "the newer socket at %s was removed", path);
     if (fd >= 0) close(fd);
     unlink(path);
   } else {
     check(0, "rank 0 unlinks only its own socket", "rank 0 never bound %s", path);
-  }
-  if (pid > 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
   }
 }
 
@@ -2489,14 +2483,8 @@ static void test_hello_other_build(void) {
   char junk[24], msg[1100];
   int fd = -1, ok = 0, status = 0;
   long long dl;
-  unique_name(name, sizeof name, "build");
-  snprintf(path, sizeof path, "%s/%s.sock", g_dir, name);
-  gen_init(&a, name, 2, 800);
-  fflush(stdout);
-  pid = fork();
-  if (pid == 0) _exit(child_rank0_wait(0, &a));
   msg[0] = 0;
-  if (wait_for_path(path, 3000)) {
+  if ((pid = start_rank0(&a, name, sizeof name, path, sizeof path, "build", 800)) > 0) {
     memset(&addr, 0, sizeof addr);
     addr.sun_family = AF_UNIX;
     snprintf(addr.sun_path, sizeof addr.sun_path, "%.100s", path);
@@ -2509,7 +2497,7 @@ static void test_hello_other_build(void) {
     snprintf(msg, sizeof msg, "%s", iris_error_detail());
   }
   if (fd >= 0) close(fd);
-  waitpid(pid, &status, 0);
+  if (pid > 0) waitpid(pid, &status, 0);
   check(ok && has(msg, "different builds"), "a hello of another size gets a reason", "answer ok %d, message '%s'", ok, msg);
 }
 
