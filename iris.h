@@ -238,10 +238,10 @@ typedef struct iris_device_ctx {
  * Refuses peers of another user, another job, another host (multi-node worlds are not
  * supported yet: IRIS_ERROR_DIFFERENT_HOST), another world size, heap size, heap
  * memory kind or library version. cfg may be NULL (all defaults). Rank, world size and
- * local rank come from cfg, else from iris_launch_env (its errors are iris_init's). On success this rank's GPU
- * (iris_device) is the calling thread's current device, so kernels launched next run
- * there. On failure *out is NULL, nothing is left allocated and the current device is
- * as before. In mode 2 the callbacks (and cfg.bootstrap->user) must stay valid until
+ * local rank come from cfg, else from iris_launch_env (its errors are iris_init's).
+ * On success this rank's GPU (iris_device) is the calling thread's current device, so
+ * kernels launched next run there. On failure *out is NULL, nothing is left allocated
+ * and the current device is as before. In mode 2 the callbacks (and cfg.bootstrap->user) must stay valid until
  * iris_finalize: iris_barrier, iris_heap_verify and iris_finalize call them. */
 IRIS_API iris_status_t iris_init(const iris_config_t *cfg, iris_t **out);
 
@@ -379,8 +379,8 @@ IRIS_API void *iris_detail_get_ext(const iris_t *ctx);
  * the reverse) -> IRIS_ERROR_INVALID_ARGUMENT; rank >= world, local rank >= local size
  * -> IRIS_ERROR_INVALID_RANK; a world above IRIS_MAX_RANKS -> IRIS_ERROR_UNSUPPORTED;
  * two launchers disagreeing -> IRIS_ERROR_MISMATCH. Empty variables count as unset.
- * lookup(user, name) returns a variable's value or NULL; lookup NULL reads getenv. Pure
- * otherwise: no side effects, so it is testable with a table. Local. */
+ * lookup(user, name) returns a variable's value or NULL; lookup NULL reads getenv. No
+ * side effect but the error detail, so it is testable with a table. Local, any thread. */
 typedef enum iris_launcher {
   IRIS_LAUNCHER_NONE = 0,
   IRIS_LAUNCHER_IRIS,
