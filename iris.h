@@ -2101,6 +2101,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   iris_launch_env_t env;
   int ndev = 0, old = -1, local_rank = 0;
   char name[72];
+  const char *source = "iris_config_t"; /* where rank and world came from */
   iris_gpu_error_t e;
   if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: out is NULL");
   *out = NULL;
@@ -2116,6 +2117,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     c.rank = env.world_size > 0 ? env.rank : 0;
     c.world_size = env.world_size > 0 ? env.world_size : 1;
     local_rank = env.local_rank;
+    source = env.launcher_name;
     if (env.local_size > 0 && env.local_size < env.world_size)
       return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST,
                               "iris_init: %s spreads the world over hosts (local size %d of world size %d); multi-node worlds are not supported yet: start "
@@ -2139,7 +2141,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
                             "iris_init: rank %d of %d (from %s) has no rendezvous name: the launcher gives no job id; set IRIS_RENDEZVOUS (or "
                             "iris_config_t.rendezvous) to a name shared by this job's ranks and unique on this host",
-                            c.rank, c.world_size, env.launcher_name ? env.launcher_name : "iris_config_t");
+                            c.rank, c.world_size, source);
   if (!name[0]) iris_detail_copy(name, sizeof name, "single");
 
   ctx = (iris_t *)calloc(1, sizeof *ctx);
