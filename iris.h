@@ -18,9 +18,11 @@
  *     my_kernel<<<g, b>>>(iris_device_context(ctx), x); // see iris_device.h
  *     iris_barrier(ctx);
  *     iris_finalize(ctx);
- *   Rank and world size come from IRIS_RANK / IRIS_WORLD_SIZE (or Open MPI's
- *   OMPI_COMM_WORLD_RANK / _SIZE); all ranks meet at the rendezvous named by
- *   IRIS_RENDEZVOUS. iris_launch_local() below starts N ranks on this host.
+ *   Rank and world size come from the launcher's environment (IRIS_RANK /
+ *   IRIS_WORLD_SIZE first, then torchrun, Open MPI, MPICH/Intel MPI, Slurm's srun: see
+ *   iris_launch_env below and docs/launchers.md); all ranks meet at the rendezvous named
+ *   by IRIS_RENDEZVOUS, else by the launcher's job id. iris_launch_local() below starts
+ *   N ranks on this host.
  *
  *   Compile:  nvcc  -arch=sm_90 -O2 app.cu -o app
  *             hipcc --offload-arch=gfx90a -O2 app.hip -o app
@@ -53,6 +55,18 @@
  *   A C99 unit that defines IRIS_IMPLEMENTATION needs POSIX declarations: include
  *   iris.h first, or compile with -D_GNU_SOURCE (gnu99 and all C++ modes have them).
  *
+ * Environment (read by iris_init and iris_launch_local; docs/launchers.md has the rules)
+ *   IRIS_RANK, IRIS_WORLD_SIZE [, IRIS_LOCAL_RANK, IRIS_LOCAL_WORLD_SIZE]  this rank and
+ *                        the world; else torchrun's, Open MPI's, MPICH/Intel MPI's or
+ *                        srun's variables (iris_launch_env); else a world of 1
+ *   IRIS_RENDEZVOUS      rendezvous name; else "job-<the launcher's job id>"
+ *   IRIS_RENDEZVOUS_DIR  its directory; else $XDG_RUNTIME_DIR/iris, else /tmp/iris-<uid>
+ *   IRIS_JOB_TOKEN       job identity of iris_launch_local's ranks (it sets it)
+ *   IRIS_DEVICE          this rank's GPU; else local rank % visible GPUs (GPUs may be shared)
+ *   IRIS_HEAP_SIZE       heap bytes per rank: digits, optional K/M/G/T, optional iB/B
+ *   IRIS_TIMEOUT_MS, IRIS_BARRIER_TIMEOUT_MS, IRIS_LAUNCH_GRACE_MS  bounds in ms
+ *   Malformed values are errors naming the variable and its value, never a default.
+ *
  * Errors
  *   Every call returns iris_status_t. iris_status_string() names the status;
  *   iris_error_detail() holds this thread's last failure in words: which call failed,
@@ -71,6 +85,9 @@
 #endif
 #if defined(IRIS_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* only effective when iris.h is the unit's first include */
+#if !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 700 /* realpath, S_ISVTX */
+#endif
 #endif
 
 #define IRIS_VERSION_MAJOR 0
@@ -151,6 +168,7 @@ typedef enum iris_status {
   IRIS_ERROR_RANK_FAILED,      /* a rank started by iris_launch_local failed */
   IRIS_ERROR_PEER_FAILED,      /* a peer's process died while this rank waited for it */
   IRIS_ERROR_ABORTED,          /* iris_abort was called on this context */
+  IRIS_ERROR_IN_USE,           /* the rendezvous name is held by another live job */
   IRIS_STATUS_COUNT
 } iris_status_t;
 
@@ -182,12 +200,13 @@ typedef struct iris_bootstrap {
  * "from the environment, else the default". */
 typedef struct iris_config {
   size_t struct_size;        /* sizeof(iris_config_t); set by IRIS_CONFIG_INIT */
-  int rank;                  /* -1: IRIS_RANK, else OMPI_COMM_WORLD_RANK */
-  int world_size;            /* -1: IRIS_WORLD_SIZE, else OMPI_COMM_WORLD_SIZE */
-  int device;                /* -1: IRIS_DEVICE, else rank % visible devices */
-  size_t heap_size;          /* 0: IRIS_HEAP_SIZE (bytes; K/M/G suffix), else 1 GiB */
-  const char *rendezvous;    /* NULL: IRIS_RENDEZVOUS, else the MPI job's id, else "default" */
-  const char *rendezvous_dir;/* NULL: IRIS_RENDEZVOUS_DIR, else /tmp/iris-<uid> */
+  int rank;                  /* -1: the launcher's environment (iris_launch_env) */
+  int world_size;            /* -1: the launcher's environment (iris_launch_env) */
+  int device;                /* -1: IRIS_DEVICE, else local rank % visible devices */
+  size_t heap_size;          /* 0: IRIS_HEAP_SIZE ("512M", "2GiB": see below), else 1 GiB; rounded up to 2 MiB */
+  const char *rendezvous;    /* NULL: IRIS_RENDEZVOUS, else "job-<launcher's job id>"; a world > 1
+                                without either is IRIS_ERROR_INVALID_ARGUMENT */
+  const char *rendezvous_dir;/* NULL: IRIS_RENDEZVOUS_DIR, else $XDG_RUNTIME_DIR/iris, else /tmp/iris-<uid> */
   int timeout_ms;            /* bring-up waits; 0: IRIS_TIMEOUT_MS, else 60 s */
   int barrier_timeout_ms;    /* iris_barrier waits; 0: IRIS_BARRIER_TIMEOUT_MS, else 600 s */
   iris_heap_memory_t heap_memory;
@@ -234,11 +253,13 @@ enum { IRIS_SITE_USER = 0, IRIS_SITE_HEADER, IRIS_SITE_BARRIER, IRIS_SITE_LL, IR
 
 /* Modes 1 and 2. Collective over all ranks: each rank calls it once. Blocks until every
  * rank has mapped every heap (or the timeout passes, naming the ranks that never came).
- * Refuses peers of another user, another host, another world size, heap size, heap
- * memory kind or library version. cfg may be NULL (all defaults). On success this rank's GPU
- * (iris_device) is the calling thread's current device, so kernels launched next run
- * there. On failure *out is NULL, nothing is left allocated and the current device is
- * as before. In mode 2 the callbacks (and cfg.bootstrap->user) must stay valid until
+ * Refuses peers of another user, another job, another host (multi-node worlds are not
+ * supported yet: IRIS_ERROR_DIFFERENT_HOST), another world size, heap size, heap
+ * memory kind or library version. cfg may be NULL (all defaults). Rank, world size and
+ * local rank come from cfg, else from iris_launch_env (its errors are iris_init's).
+ * On success this rank's GPU (iris_device) is the calling thread's current device, so
+ * kernels launched next run there. On failure *out is NULL, nothing is left allocated
+ * and the current device is as before. In mode 2 the callbacks (and cfg.bootstrap->user) must stay valid until
  * iris_finalize: iris_barrier, iris_heap_verify and iris_finalize call them. */
 IRIS_API iris_status_t iris_init(const iris_config_t *cfg, iris_t **out);
 
@@ -249,12 +270,17 @@ IRIS_API iris_status_t iris_init(const iris_config_t *cfg, iris_t **out);
 IRIS_API iris_status_t iris_init_local(const iris_config_t *cfg, int num_gpus, const int *devices, iris_t **out_ctxs);
 
 /* Collective. Waits for this rank's GPU work, meets every rank (so no peer still reads
- * this heap), unmaps peers and frees the heap. Frees ctx even when the final barrier
- * fails (the status then reports it). On a context with a fatal fault (a peer that died
- * or hangs, iris_abort) it does not meet the others: it waits for this GPU (whose
- * kernels have stopped waiting), unmaps and frees, and returns IRIS_SUCCESS. A new iris_init may follow in the same process.
- * Mode 3: not a barrier; it waits for every GPU of the group (so no kernel still uses
- * this heap), so one thread may finalize all contexts in turn. */
+ * this heap), unmaps peers and frees the heap. Releases everything even when the final
+ * barrier fails (the status then reports it). A new iris_init may follow in the same
+ * process. Mode 3: not a barrier; it waits for every GPU of the group (so no kernel
+ * still uses this heap), so one thread may finalize all contexts in turn.
+ * The context itself stays behind as a tombstone (sizeof its struct, about 0.4 KB, never
+ * freed) so that a later call with it, a second iris_finalize included, returns
+ * IRIS_ERROR_INVALID_ARGUMENT ("finalized") instead of touching freed memory; queries
+ * on it return -1 / 0 / NULL.
+ * On a context with a fatal fault (a peer that died or hangs, iris_abort) it does not
+ * meet the others: it waits for this GPU (whose kernels have stopped waiting), unmaps
+ * and frees, and returns IRIS_SUCCESS. */
 IRIS_API iris_status_t iris_finalize(iris_t *ctx);
 
 /* ================================================================== queries == */
@@ -278,7 +304,11 @@ IRIS_API iris_status_t iris_malloc(iris_t *ctx, size_t bytes, void **ptr);
 /* As iris_malloc with a larger power-of-two alignment. */
 IRIS_API iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t alignment, void **ptr);
 /* As iris_malloc, then zero the block on this rank's GPU (synchronously). Peers see the
- * zeros once a barrier separates them from this call. */
+ * zeros once a barrier separates them from this call. If the zeroing fails (a GPU
+ * error), the block stays allocated and *ptr points at it (content unspecified): the
+ * call cannot know whether other ranks failed too, and freeing here alone would move
+ * every later offset on this rank only. Handle the error on every rank alike, e.g.
+ * iris_free the block everywhere, or give the context up. */
 IRIS_API iris_status_t iris_calloc(iris_t *ctx, size_t bytes, void **ptr);
 /* Local: return a block from iris_malloc*. IRIS_ERROR_NOT_IN_HEAP for a pointer outside
  * the heap, IRIS_ERROR_INVALID_ARGUMENT for one that is not a live block's start. */
@@ -341,18 +371,30 @@ IRIS_API size_t iris_abi_struct_size(const char *type_name);
 
 /* ================================================ the library's own rendezvous == */
 /* Bring-up mode 1 uses this; it is public so launchers and tests can use it alone.
- * Rank 0 listens on <dir>/<name>.sock (dir created 0700 and checked to be private);
- * other ranks connect, retrying until the timeout. Peers of another library version,
- * world size or heap size are refused with a message naming them; a process of another
- * user cannot enter the private directory (IRIS_ERROR_PERMISSION on its side), and a
- * connection from one is dropped and mentioned in rank 0's timeout message. */
+ * Rank 0 listens on <dir>/<name>.sock; other ranks connect, retrying until the timeout.
+ * The directory (created 0700 by rank 0 if missing) must be a real directory of this
+ * user with mode 0700, and every directory above it must belong to root or this user
+ * and be writable by nobody else unless sticky (like /tmp); else
+ * IRIS_ERROR_PERMISSION, naming IRIS_RENDEZVOUS_DIR as the way out.
+ * Jobs: a socket that a live process listens on is never removed: rank 0 finding one
+ * returns IRIS_ERROR_IN_USE (naming the name and IRIS_RENDEZVOUS); a stale socket (no
+ * listener) is replaced; after bring-up rank 0 unlinks the path only if it is still its
+ * own socket. Every hello carries the job token: rank 0 refuses ranks of another job
+ * (they keep retrying until their timeout, then report IRIS_ERROR_IN_USE).
+ * Peers of another library version, world size or heap size are refused with a message
+ * naming them; a process of another user cannot enter the private directory, and a
+ * connection from one is dropped and mentioned in rank 0's timeout message. A peer's
+ * malformed frame, or an ERROR frame whose status is not an error, is a protocol error
+ * (IRIS_ERROR_SYSTEM), never success. */
 typedef struct iris_rendezvous iris_rendezvous_t;
 typedef struct iris_rendezvous_params {
   const char *name;        /* required; at most 64 characters of [A-Za-z0-9._-] */
-  const char *dir;         /* NULL: IRIS_RENDEZVOUS_DIR, else /tmp/iris-<uid> */
+  const char *dir;         /* NULL: IRIS_RENDEZVOUS_DIR, else $XDG_RUNTIME_DIR/iris, else /tmp/iris-<uid> */
   int rank, world_size;
   int timeout_ms;          /* every wait inside; > 0 */
   unsigned long long heap_size; /* compared across ranks */
+  const char *job;         /* job token (the launcher's job id); NULL = "". Equal on every
+                              rank of one job; ranks with another token are refused */
 } iris_rendezvous_params_t;
 IRIS_API iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, iris_rendezvous_t **out);
 IRIS_API iris_status_t iris_rendezvous_allgather(iris_rendezvous_t *r, const void *send, void *recv, size_t bytes);
@@ -369,17 +411,69 @@ IRIS_API iris_status_t iris_detail_order_begin(iris_t *ctx, iris_stream_t stream
 IRIS_API iris_status_t iris_detail_order_end(iris_t *ctx, iris_stream_t stream);
 
 /* ================================================================= launcher == */
+/* Which launcher started this process, read from its environment variables. In
+ * precedence order (the first complete set wins; docs/launchers.md has the table):
+ *   IRIS_LAUNCHER_IRIS      IRIS_RANK, IRIS_WORLD_SIZE [, IRIS_LOCAL_RANK,
+ *                           IRIS_LOCAL_WORLD_SIZE: default rank, world]; job IRIS_JOB_TOKEN
+ *   IRIS_LAUNCHER_TORCHRUN  RANK, WORLD_SIZE [, LOCAL_RANK, LOCAL_WORLD_SIZE]; job
+ *                           TORCHELASTIC_RUN_ID (+ TORCHELASTIC_RESTART_COUNT, MASTER_PORT)
+ *   IRIS_LAUNCHER_OPENMPI   OMPI_COMM_WORLD_RANK, _SIZE [, _LOCAL_RANK, _LOCAL_SIZE];
+ *                           job PMIX_NAMESPACE, else OMPI_MCA_ess_base_jobid
+ *   IRIS_LAUNCHER_MPICH     PMI_RANK, PMI_SIZE [, MPI_LOCALRANKID, MPI_LOCALNRANKS]
+ *                           (MPICH/Hydra, Intel MPI, srun --mpi=pmi2); job PMI_JOBID,
+ *                           else I_MPI_HYDRA_UUID
+ *   IRIS_LAUNCHER_SLURM     SLURM_PROCID, SLURM_NTASKS [, SLURM_LOCALID], only inside an
+ *                           srun step (SLURM_STEP_ID set and not the batch/extern step);
+ *                           job SLURM_JOB_ID.SLURM_STEP_ID
+ *   IRIS_LAUNCHER_NONE      none of these: rank 0 of a world of 1
+ * IRIS_* overrides everything (iris_launch_local's ranks may run inside another
+ * launcher). Slurm's set is ignored when torchrun's or an MPI's is present: those
+ * launchers run inside Slurm steps and their ranks inherit the step's variables. The
+ * torchrun, Open MPI and MPICH sets that are present must agree on the world size. A
+ * launcher without a job id of its own falls back to Slurm's job.step when present.
+ * Errors (detail names the variables and values; nothing is guessed): a malformed,
+ * signed or overflowing number, a world of 0, a set with a rank but no world size (or
+ * the reverse) -> IRIS_ERROR_INVALID_ARGUMENT; rank >= world, local rank >= local size
+ * -> IRIS_ERROR_INVALID_RANK; a world above IRIS_MAX_RANKS -> IRIS_ERROR_UNSUPPORTED;
+ * two launchers disagreeing -> IRIS_ERROR_MISMATCH. Empty variables count as unset.
+ * lookup(user, name) returns a variable's value or NULL; lookup NULL reads getenv. No
+ * side effect but the error detail, so it is testable with a table. Local, any thread. */
+typedef enum iris_launcher {
+  IRIS_LAUNCHER_NONE = 0,
+  IRIS_LAUNCHER_IRIS,
+  IRIS_LAUNCHER_TORCHRUN,
+  IRIS_LAUNCHER_OPENMPI,
+  IRIS_LAUNCHER_MPICH,
+  IRIS_LAUNCHER_SLURM
+} iris_launcher_t;
+typedef struct iris_launch_env {
+  iris_launcher_t launcher;
+  const char *launcher_name; /* "iris", "torchrun", "Open MPI", "MPICH/Intel MPI", "Slurm", "none" */
+  int rank, world_size;
+  int local_rank;            /* the launcher's, else rank */
+  int local_size;            /* the launcher's; 0 if it does not say */
+  char job[128];             /* the job id ("" if none); longer ids are hashed to fit */
+} iris_launch_env_t;
+typedef const char *(*iris_getenv_fn)(void *user, const char *name);
+IRIS_API iris_status_t iris_launch_env(iris_getenv_fn lookup, void *user, iris_launch_env_t *out);
+
 /* Start num_ranks copies of this process on this host, fork-style. Call it before any
- * GPU call (CUDA and HIP do not survive fork). In each child it returns IRIS_SUCCESS
- * with *my_rank set and IRIS_RANK, IRIS_WORLD_SIZE and a fresh IRIS_RENDEZVOUS in the
- * environment, so iris_init(NULL, ...) brings the ranks up. In the parent it returns
- * with *my_rank = -1; the parent then calls iris_launch_wait.
+ * GPU call (CUDA and HIP do not survive fork), from the thread that will call
+ * iris_launch_wait (the ranks' parent-death signal follows the forking thread). In each
+ * child it returns IRIS_SUCCESS with *my_rank set and IRIS_RANK, IRIS_WORLD_SIZE, a
+ * fresh IRIS_RENDEZVOUS and a random IRIS_JOB_TOKEN in the environment, so
+ * iris_init(NULL, ...) brings the ranks up. In the parent it returns with
+ * *my_rank = -1; the parent then calls iris_launch_wait. Each child is the leader of
+ * its own process group and gets SIGTERM when the launcher dies (Linux: parent-death
+ * signal, and a check of the parent right after setting it).
  *   num_ranks 0: one rank per visible GPU, counted without touching the GPU runtime
  *   (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES if set, else
- *   the driver's device list); fails if none can be counted.
- *   Already launched: if IRIS_RANK (or OMPI_COMM_WORLD_RANK) is set, another launcher
- *   started this process: it forks nothing, sets *my_rank from the environment and
- *   launch->num_ranks to 0. So one program runs both standalone and under mpirun. */
+ *   the driver's device list); fails if none can be counted. More than IRIS_MAX_RANKS
+ *   (or IRIS_LAUNCH_MAX) ranks: IRIS_ERROR_UNSUPPORTED, nothing started.
+ *   Already launched: if iris_launch_env finds a launcher, this process is a rank
+ *   already: it forks nothing, sets *my_rank from the environment and
+ *   launch->num_ranks to 0 (its errors are returned, nothing forked). So one program
+ *   runs standalone and under torchrun, srun or mpirun. */
 #define IRIS_LAUNCH_MAX 64
 typedef struct iris_launch {
   int num_ranks;
@@ -388,8 +482,12 @@ typedef struct iris_launch {
 } iris_launch_t;
 IRIS_API iris_status_t iris_launch_local(int num_ranks, iris_launch_t *launch, int *my_rank);
 /* Parent only: wait for every rank (timeout_ms <= 0: forever). Ranks still running at
- * the timeout are killed. IRIS_ERROR_RANK_FAILED names every rank that exited non-zero
- * or was killed; IRIS_ERROR_TIMEOUT names the ranks that had to be killed. */
+ * the timeout get SIGTERM (to their process group), then SIGKILL after a grace period
+ * (IRIS_LAUNCH_GRACE_MS, default 2000 ms). While it waits, SIGINT and SIGTERM sent to
+ * this process are forwarded to every running rank (the caller's handlers are restored
+ * before it returns); ranks still running a grace period after that are killed.
+ * IRIS_ERROR_RANK_FAILED names every rank that exited non-zero or was killed (and the
+ * forwarded signal); IRIS_ERROR_TIMEOUT names the ranks that had to be killed. */
 IRIS_API iris_status_t iris_launch_wait(iris_launch_t *launch, int timeout_ms);
 
 #ifdef __cplusplus
@@ -454,6 +552,7 @@ static inline IRIS_HOST_DEVICE iris_view2d_t iris_view_tile(iris_view2d_t v, int
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -469,6 +568,9 @@ static inline IRIS_HOST_DEVICE iris_view2d_t iris_view_tile(iris_view2d_t v, int
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #if defined(IRIS_STATIC)
 #define IRIS_DEF static
@@ -599,6 +701,14 @@ IRIS_INTERNAL iris_status_t iris_detail_fail(iris_status_t st, const char *fmt, 
 IRIS_INTERNAL iris_status_t iris_detail_gpu_fail(int rank, const char *call, iris_gpu_error_t e) {
   return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s failed: %s (" IRIS_GPU_NAME " error %d)", rank, call, iris_gpu_error_text(e), (int)e);
 }
+/* st, with the current detail prefixed by `call: ` (the detail is copied first: it is
+ * also the destination). */
+IRIS_INTERNAL iris_status_t iris_detail_prefix(iris_status_t st, const char *call) {
+  char keep[sizeof iris_detail_errbuf];
+  memcpy(keep, iris_detail_errbuf, sizeof keep);
+  keep[sizeof keep - 1] = 0;
+  return iris_detail_fail(st, "%s: %s", call, keep);
+}
 /* strncpy that always terminates and never warns */
 IRIS_INTERNAL void iris_detail_copy(char *dst, size_t cap, const char *src) {
   size_t n = strlen(src);
@@ -633,6 +743,7 @@ IRIS_DEF const char *iris_status_string(iris_status_t s) {
   case IRIS_ERROR_RANK_FAILED: return "IRIS_ERROR_RANK_FAILED: a launched rank exited with an error";
   case IRIS_ERROR_PEER_FAILED: return "IRIS_ERROR_PEER_FAILED: a peer's process died while this rank waited for it";
   case IRIS_ERROR_ABORTED: return "IRIS_ERROR_ABORTED: the context was aborted (iris_abort or an earlier fatal fault)";
+  case IRIS_ERROR_IN_USE: return "IRIS_ERROR_IN_USE: the rendezvous name is held by another live job";
   default: return "IRIS_ERROR_?: unknown status";
   }
 }
@@ -651,31 +762,126 @@ IRIS_INTERNAL void iris_detail_sleep_ms(int ms) {
   ts.tv_nsec = (long)(ms % 1000) * 1000000L;
   nanosleep(&ts, NULL);
 }
-IRIS_INTERNAL int iris_detail_env_int(const char *name, int *out) {
-  const char *s = getenv(name);
-  char *end;
-  long v;
+IRIS_INTERNAL uint64_t iris_detail_fnv(uint64_t h, uint64_t v) {
+  int i;
+  for (i = 0; i < 8; i++) { h ^= (v >> (8 * i)) & 0xff; h *= 1099511628211ULL; }
+  return h;
+}
+/* Strict non-negative decimal int: digits only (no sign, no space), at most INT_MAX.
+ * 0: unset or empty; 1: *out set; -1: malformed (detail names var=value). */
+IRIS_INTERNAL int iris_detail_parse_uint(const char *var, const char *s, int *out) {
+  long long v = 0;
+  const char *c;
   if (!s || !*s) return 0;
-  errno = 0;
-  v = strtol(s, &end, 10);
-  if (errno || *end || v < -2147483647L || v > 2147483647L) return 0;
+  for (c = s; *c; c++) {
+    if (*c < '0' || *c > '9') {
+      iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%.40s is not a non-negative decimal integer", var, s);
+      return -1;
+    }
+    v = v * 10 + (*c - '0');
+    if (v > INT_MAX) {
+      iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%.40s is out of range (at most %d)", var, s, INT_MAX);
+      return -1;
+    }
+  }
   *out = (int)v;
   return 1;
 }
-/* "512M", "2G", "1048576" -> bytes; 0 when unset or malformed */
-IRIS_INTERNAL size_t iris_detail_parse_size(const char *s) {
-  char *end;
-  unsigned long long v;
-  if (!s || !*s) return 0;
-  errno = 0;
-  v = strtoull(s, &end, 10);
-  if (errno) return 0;
-  if (*end == 'K' || *end == 'k') v <<= 10, end++;
-  else if (*end == 'M' || *end == 'm') v <<= 20, end++;
-  else if (*end == 'G' || *end == 'g') v <<= 30, end++;
-  if (*end == 'i' || *end == 'B' || *end == 'b') end++;
-  if (*end == 'B') end++;
-  return *end ? 0 : (size_t)v;
+IRIS_INTERNAL int iris_detail_env_int(const char *name, int *out) { return iris_detail_parse_uint(name, getenv(name), out); }
+
+/* The one size parser for the environment and the config: digits, then an optional
+ * K/M/G/T (any case, binary: 2^10 ...), then an optional "iB" or "B" after a suffix,
+ * or "B" alone ("512", "512B", "64K", "2GiB", "1TB"). No sign, no space, no fraction;
+ * overflow of size_t is an error. IRIS_SUCCESS with *out set (0 allowed: callers
+ * decide), IRIS_ERROR_INVALID_ARGUMENT naming var and the text otherwise. */
+IRIS_INTERNAL iris_status_t iris_detail_parse_size_var(const char *var, const char *s, size_t *out) {
+  size_t v = 0;
+  int shift = 0;
+  const char *c = s;
+  if (!s || !*s) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s is empty; give a size such as 512M or 2GiB", var);
+  if (*c < '0' || *c > '9') goto bad;
+  for (; *c >= '0' && *c <= '9'; c++) {
+    if (v > (SIZE_MAX - (size_t)(*c - '0')) / 10) goto big;
+    v = v * 10 + (size_t)(*c - '0');
+  }
+  switch (*c) {
+  case 'K': case 'k': shift = 10; break;
+  case 'M': case 'm': shift = 20; break;
+  case 'G': case 'g': shift = 30; break;
+  case 'T': case 't': shift = 40; break;
+  default: break;
+  }
+  if (shift) {
+    c++;
+    if (c[0] == 'i' && c[1] == 'B') c += 2;
+    else if (c[0] == 'B') c++;
+  } else if (c[0] == 'B') {
+    c++;
+  }
+  if (*c) goto bad;
+  if (shift && v > (SIZE_MAX >> shift)) goto big;
+  *out = v << shift;
+  return IRIS_SUCCESS;
+bad:
+  return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%.40s is not a size: digits, then optionally K, M, G or T, then optionally iB or B (e.g. 512M, 2GiB)", var, s);
+big:
+  return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%.40s overflows a size (at most %llu bytes)", var, s, (unsigned long long)SIZE_MAX);
+}
+/* Compatibility form (iris_collectives.h): bytes, or 0 when unset or malformed. */
+static inline size_t iris_detail_parse_size(const char *s) {
+  char keep[sizeof iris_detail_errbuf];
+  size_t v = 0;
+  iris_detail_copy(keep, sizeof keep, iris_detail_errbuf);
+  if (!s || iris_detail_parse_size_var("size", s, &v) != IRIS_SUCCESS) v = 0;
+  iris_detail_copy(iris_detail_errbuf, sizeof iris_detail_errbuf, keep);
+  return v;
+}
+
+/* n random bytes: the kernel's (/dev/urandom), else a hash of clocks, pid and
+ * addresses (good enough to tell processes apart; not a secret). */
+IRIS_INTERNAL void iris_detail_random(void *buf, size_t n) {
+  unsigned char *b = (unsigned char *)buf;
+  size_t got = 0;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    while (got < n) {
+      ssize_t k = read(fd, b + got, n - got);
+      if (k <= 0) { if (k < 0 && errno == EINTR) continue; break; }
+      got += (size_t)k;
+    }
+    close(fd);
+  }
+  if (got < n) {
+    static unsigned long counter;
+    struct timespec a, m;
+    uint64_t h = 14695981039346656037ULL;
+    clock_gettime(CLOCK_REALTIME, &a);
+    clock_gettime(CLOCK_MONOTONIC, &m);
+    h = iris_detail_fnv(h, (uint64_t)a.tv_sec * 1000000000ULL + (uint64_t)a.tv_nsec);
+    h = iris_detail_fnv(h, (uint64_t)m.tv_sec * 1000000000ULL + (uint64_t)m.tv_nsec);
+    h = iris_detail_fnv(h, (uint64_t)getpid());
+    h = iris_detail_fnv(h, (uint64_t)(uintptr_t)&a);
+    for (; got < n; got++) {
+      h = iris_detail_fnv(h, ++counter);
+      b[got] = (unsigned char)(h >> 29);
+    }
+  }
+}
+/* This process's identity: 16 random bytes made once per process (again in a forked
+ * child, which has another pid), so "same process" survives PID namespaces where two
+ * processes share a pid. */
+#define IRIS_DETAIL_TOKEN_BYTES 16
+IRIS_INTERNAL void iris_detail_process_token(unsigned char out[IRIS_DETAIL_TOKEN_BYTES]) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static unsigned char token[IRIS_DETAIL_TOKEN_BYTES];
+  static pid_t owner = 0;
+  pthread_mutex_lock(&mu);
+  if (owner != getpid()) {
+    iris_detail_random(token, sizeof token);
+    owner = getpid();
+  }
+  memcpy(out, token, sizeof token);
+  pthread_mutex_unlock(&mu);
 }
 /* "0,2,3" from a flag array; returns buf */
 IRIS_INTERNAL const char *iris_detail_rank_list(const unsigned char *flag, int n, char *buf, size_t cap) {
@@ -688,11 +894,6 @@ IRIS_INTERNAL const char *iris_detail_rank_list(const unsigned char *flag, int n
     first = 0;
   }
   return buf;
-}
-IRIS_INTERNAL uint64_t iris_detail_fnv(uint64_t h, uint64_t v) {
-  int i;
-  for (i = 0; i < 8; i++) { h ^= (v >> (8 * i)) & 0xff; h *= 1099511628211ULL; }
-  return h;
 }
 
 /* --------------------------------------------------------------------- rendezvous --
@@ -710,9 +911,11 @@ typedef struct iris_detail_frame {
   uint64_t seq, len;
 } iris_detail_frame_t;
 
+#define IRIS_DETAIL_JOB_BYTES 128
 typedef struct iris_detail_hello {
   uint32_t version, world;
   uint64_t heap_size;
+  char job[IRIS_DETAIL_JOB_BYTES]; /* the job token, terminated */
 } iris_detail_hello_t;
 
 struct iris_rendezvous {
@@ -720,8 +923,20 @@ struct iris_rendezvous {
   int *fds;      /* rank 0: fds[r] for r >= 1; others: fds[0] is the link to rank 0 */
   uint64_t seq;  /* collective operations so far */
   char name[72];
+  char job[IRIS_DETAIL_JOB_BYTES];
   char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
+
+/* A job id as a token of at most IRIS_DETAIL_JOB_BYTES - 1 characters: as it is when it
+ * fits, else its first 90 characters and two 64-bit hashes of the whole. */
+IRIS_INTERNAL void iris_detail_job_token(const char *job, char *out, size_t cap) {
+  uint64_t h1 = 14695981039346656037ULL, h2 = 1469598103934665603ULL;
+  const char *c;
+  if (!job) job = "";
+  if (strlen(job) < cap) { iris_detail_copy(out, cap, job); return; }
+  for (c = job; *c; c++) h1 = iris_detail_fnv(h1, (unsigned char)*c), h2 = iris_detail_fnv(h2 ^ 0x9e37, (unsigned char)*c);
+  snprintf(out, cap, "%.90s~%016llx%016llx", job, (unsigned long long)h1, (unsigned long long)h2);
+}
 
 struct iris_detail_ucred { int pid; unsigned uid, gid; };
 
@@ -776,16 +991,29 @@ IRIS_INTERNAL int iris_detail_send_frame(int fd, uint32_t type, int rank, int st
   if (!e && len) e = iris_detail_io(fd, (void *)data, len, deadline, 1);
   return e;
 }
+/* A failure status a peer reported: itself when it is an iris error, else (0, negative,
+ * unknown) IRIS_ERROR_SYSTEM: a peer's word never turns a failure into success. */
+IRIS_INTERNAL iris_status_t iris_detail_peer_status(int32_t s) {
+  return s > (int32_t)IRIS_SUCCESS && s < (int32_t)IRIS_STATUS_COUNT ? (iris_status_t)s : IRIS_ERROR_SYSTEM;
+}
 /* Reads a frame header; for ERROR frames reads the message into the thread's detail. */
 IRIS_INTERNAL int iris_detail_recv_header(int fd, iris_detail_frame_t *f, long long deadline) {
   int e = iris_detail_io(fd, f, sizeof *f, deadline, 0);
   if (e) return e;
   if (f->magic != IRIS_DETAIL_MAGIC) return EPROTO;
   if (f->type == IRIS_DETAIL_ERROR) {
-    char msg[sizeof iris_detail_errbuf];
+    /* a peer's word is not trusted: an ERROR frame must carry an error status */
+    char msg[sizeof iris_detail_errbuf - 160];
     size_t n = f->len < sizeof msg - 1 ? (size_t)f->len : sizeof msg - 1;
     memset(msg, 0, sizeof msg);
-    if (iris_detail_io(fd, msg, n, deadline, 0) == 0) iris_detail_fail((iris_status_t)f->status, "%s", msg);
+    if (iris_detail_io(fd, msg, n, deadline, 0) != 0) msg[0] = 0;
+    if (f->status <= (int32_t)IRIS_SUCCESS || f->status >= (int32_t)IRIS_STATUS_COUNT) {
+      iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous protocol error: rank %d sent an ERROR frame with status %d, which is not an iris error (message: '%.300s')",
+                       (int)f->rank, (int)f->status, msg);
+      f->status = (int32_t)IRIS_ERROR_SYSTEM;
+    } else {
+      iris_detail_fail((iris_status_t)f->status, "%s", msg);
+    }
   }
   return 0;
 }
@@ -800,22 +1028,103 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_abort(iris_rendezvous_t *r, iris_sta
   return st;
 }
 
+/* Every directory above dir (its parent resolved by realpath, up to /) must belong to
+ * root or this user, and must not be writable by others (or by a group other than
+ * ours) unless sticky, as /tmp is: else someone else could swap dir for their own. */
+IRIS_INTERNAL iris_status_t iris_detail_dir_ancestors(const char *dir, int rank) {
+  char parent[PATH_MAX], *real, *slash;
+  size_t n = strlen(dir);
+  struct stat st;
+  while (n > 1 && dir[n - 1] == '/') n--;
+  while (n > 0 && dir[n - 1] != '/') n--;
+  if (n == 0) iris_detail_copy(parent, sizeof parent, ".");
+  else if (n >= sizeof parent) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: rendezvous directory path %s is too long", rank, dir);
+  else { memcpy(parent, dir, n); parent[n] = 0; }
+  real = realpath(parent, NULL);
+  if (!real)
+    return errno == ENOENT ? iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: the parent of rendezvous directory %s does not exist; set IRIS_RENDEZVOUS_DIR to a directory of your own", rank, dir)
+                           : iris_detail_sys_fail(rank, "realpath(parent of the rendezvous directory)", errno);
+  for (;;) {
+    int bad = 0;
+    if (stat(real, &st) != 0) { int e = errno; free(real); return iris_detail_sys_fail(rank, "stat(a parent of the rendezvous directory)", e); }
+    if (st.st_uid != 0 && st.st_uid != getuid()) bad = 1;
+    else if (!(st.st_mode & S_ISVTX) && ((st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && st.st_gid != getgid()))) bad = 2;
+    if (bad) {
+      iris_detail_fail(IRIS_ERROR_PERMISSION,
+                       "rank %d: rendezvous directory %s is not safe: %s (owner uid %u, mode %03o) %s; set IRIS_RENDEZVOUS_DIR to a private directory "
+                       "whose parents only root or you can write (e.g. $HOME/.iris)",
+                       rank, dir, real, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+                       bad == 1 ? "belongs to another user" : "is writable by other users and not sticky");
+      free(real);
+      return IRIS_ERROR_PERMISSION;
+    }
+    slash = strrchr(real, '/');
+    if (!slash || slash == real) {
+      if (real[0] == '/' && real[1] != 0) { real[1] = 0; continue; } /* then / itself */
+      break;
+    }
+    *slash = 0;
+  }
+  free(real);
+  return IRIS_SUCCESS;
+}
+
+/* dir must be a real directory (not a link) of this user with mode 0700, below safe
+ * parents. IRIS_ERROR_TIMEOUT (no detail) when it does not exist yet and !create. */
 IRIS_INTERNAL iris_status_t iris_detail_private_dir(const char *dir, int rank, int create) {
   struct stat st;
+  iris_status_t s;
+  if ((s = iris_detail_dir_ancestors(dir, rank)) != IRIS_SUCCESS) return s;
   if (create && mkdir(dir, 0700) != 0 && errno != EEXIST) return iris_detail_sys_fail(rank, "mkdir(rendezvous directory)", errno);
   if (lstat(dir, &st) != 0) return errno == ENOENT ? IRIS_ERROR_TIMEOUT : iris_detail_sys_fail(rank, "lstat(rendezvous directory)", errno);
-  if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0)
+  if (S_ISDIR(st.st_mode) && st.st_uid != getuid())
+    return iris_detail_fail(IRIS_ERROR_PERMISSION,
+                            "rank %d: rendezvous directory %s belongs to uid %u, not to this user (uid %u): another user created it first; set "
+                            "IRIS_RENDEZVOUS_DIR to a private directory of your own (e.g. $HOME/.iris)",
+                            rank, dir, (unsigned)st.st_uid, (unsigned)getuid());
+  if (!S_ISDIR(st.st_mode) || (st.st_mode & 077) != 0)
     return iris_detail_fail(IRIS_ERROR_PERMISSION,
                             "rank %d: rendezvous directory %s is not private to this user (owner uid %u, mode %03o, %s); "
-                            "it must be a directory of uid %u with mode 0700",
+                            "it must be a directory of uid %u with mode 0700 (or set IRIS_RENDEZVOUS_DIR to one)",
                             rank, dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777), S_ISDIR(st.st_mode) ? "a directory" : "not a directory",
                             (unsigned)getuid());
   return IRIS_SUCCESS;
 }
 
+/* Holds <dir>/.lock (fcntl write lock) while rank 0 probes, replaces and binds a
+ * socket, or unlinks its own: two jobs never interleave those steps. -1 if no lock. */
+IRIS_INTERNAL int iris_detail_dir_lock(const char *dir) {
+  char path[PATH_MAX];
+  struct flock fl;
+  int fd;
+  snprintf(path, sizeof path, "%s/.lock", dir);
+  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return -1;
+  memset(&fl, 0, sizeof fl);
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  while (fcntl(fd, F_SETLKW, &fl) != 0)
+    if (errno != EINTR) { close(fd); return -1; }
+  return fd;
+}
+IRIS_INTERNAL void iris_detail_dir_unlock(int fd) {
+  if (fd >= 0) close(fd); /* closing releases the lock */
+}
+
+/* Rank 0 turns one connection away: an ERROR frame with st and the message; this
+ * thread's detail stays as it was (rank 0 goes on waiting). */
+IRIS_INTERNAL void iris_detail_refuse(int fd, iris_status_t st, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  iris_detail_send_frame(fd, IRIS_DETAIL_ERROR, 0, (int)st, 0, msg, strlen(msg) + 1, iris_detail_now_ms() + 500);
+}
+
 IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int lfd, uint64_t heap_size) {
   long long deadline = iris_detail_now_ms() + r->timeout_ms;
-  int have = 1, refused = 0;
+  int have = 1, refused = 0, foreign = 0;
   unsigned char *present = (unsigned char *)calloc((size_t)r->world, 1);
   char list[512];
   if (!present) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank 0: out of host memory");
@@ -831,9 +1140,10 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     if (left <= 0) {
       int i;
       for (i = 0; i < r->world; i++) present[i] = (unsigned char)!present[i];
-      iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': timed out after %d ms; ranks %s never arrived (%d of %d present; all ranks must run on this host)%s",
+      iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': timed out after %d ms; ranks %s never arrived (%d of %d present; all ranks must run on this host)%s%s",
                        r->name, r->timeout_ms, iris_detail_rank_list(present, r->world, list, sizeof list), have, r->world,
-                       refused ? "; a connection from another user was refused" : "");
+                       refused ? "; a connection from another user was refused" : "",
+                       foreign ? "; ranks of another job with this rendezvous name were refused (give each job its own IRIS_RENDEZVOUS)" : "");
       free(present);
       return iris_detail_rdv_abort(r, IRIS_ERROR_TIMEOUT);
     }
@@ -849,7 +1159,20 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
       continue;
     }
     e = iris_detail_recv_header(cfd, &f, iris_detail_now_ms() + (left < 5000 ? left : 5000));
+    if (!e && f.type == IRIS_DETAIL_HELLO && f.len != sizeof h) /* another build of iris (its hello has another size): tell it */
+      iris_detail_refuse(cfd, IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d sent a hello of %llu bytes but rank 0 expects %u: the ranks run different builds of iris",
+                         r->name, (int)f.rank, (unsigned long long)f.len, (unsigned)sizeof h);
     if (e || f.type != IRIS_DETAIL_HELLO || f.len != sizeof h || iris_detail_io(cfd, &h, sizeof h, deadline, 0)) { close(cfd); continue; }
+    h.job[sizeof h.job - 1] = 0;
+    if (strcmp(h.job, r->job) != 0) { /* another job that chose this name: refuse it, keep waiting for ours */
+      iris_detail_refuse(cfd, IRIS_ERROR_IN_USE,
+                         "rendezvous '%s': the rank 0 listening there belongs to another job (job '%.60s'; this process's job is '%.60s'); give each job "
+                         "its own IRIS_RENDEZVOUS",
+                         r->name, r->job, h.job);
+      close(cfd);
+      foreign++;
+      continue;
+    }
     if (h.version != IRIS_VERSION)
       bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d runs iris version %u but rank 0 runs %u", r->name, f.rank, h.version, IRIS_VERSION);
     else if ((int)h.world != r->world)
@@ -889,9 +1212,13 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_connect(iris_rendezvous_t *r, const 
   iris_detail_frame_t f;
   int fd = -1, e;
   unsigned uid = 0;
+  char in_use[sizeof iris_detail_errbuf]; /* why the last try failed, when it is worth retrying */
+  iris_status_t in_use_st = IRIS_SUCCESS;
   memset(&addr, 0, sizeof addr);
   addr.sun_family = AF_UNIX;
   memcpy(addr.sun_path, r->path, strlen(r->path) + 1);
+  in_use[0] = 0;
+retry:
   for (;;) {
     iris_status_t ds = iris_detail_private_dir(dir, r->rank, 0);
     if (ds != IRIS_SUCCESS && ds != IRIS_ERROR_TIMEOUT) return ds;
@@ -902,28 +1229,54 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_connect(iris_rendezvous_t *r, const 
       close(fd);
       fd = -1;
     }
-    if (iris_detail_now_ms() >= deadline)
+    if (iris_detail_now_ms() >= deadline) {
+      if (in_use[0]) return iris_detail_fail(in_use_st, "rank %d: %s (retried for the whole %d ms timeout)", r->rank, in_use, r->timeout_ms);
       return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for rank 0 to listen at %s (is rank 0 running on this host?)",
                               r->name, r->rank, r->timeout_ms, r->path);
-    iris_detail_sleep_ms(5);
+    }
+    iris_detail_sleep_ms(in_use[0] ? 20 : 5);
   }
   if (iris_detail_peer_uid(fd, &uid) != 0 || uid != (unsigned)getuid()) {
     close(fd);
     return iris_detail_fail(IRIS_ERROR_PERMISSION, "rendezvous '%s': the process listening at %s belongs to uid %u, not to this user (uid %u)", r->name,
                             r->path, uid, (unsigned)getuid());
   }
-  r->fds[0] = fd;
+  memset(&h, 0, sizeof h);
   h.version = IRIS_VERSION;
   h.world = (uint32_t)r->world;
   h.heap_size = heap_size;
-  if ((e = iris_detail_send_frame(fd, IRIS_DETAIL_HELLO, r->rank, 0, 0, &h, sizeof h, deadline)) != 0)
+  iris_detail_copy(h.job, sizeof h.job, r->job);
+  if ((e = iris_detail_send_frame(fd, IRIS_DETAIL_HELLO, r->rank, 0, 0, &h, sizeof h, deadline)) != 0) {
+    close(fd);
+    if (e == EPIPE && iris_detail_now_ms() < deadline) goto retry; /* a probe's close, or a rank 0 that just left */
     return iris_detail_sys_fail(r->rank, "sending hello to rank 0", e);
+  }
   /* rank 0 answers once all ranks are present, or tells us why not; allow it a
    * moment past our own deadline so its (more precise) message arrives first */
   e = iris_detail_recv_header(fd, &f, deadline + 2000);
-  if (e == ETIMEDOUT)
+  if (e == ETIMEDOUT) {
+    close(fd);
     return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for the other ranks", r->name, r->rank, r->timeout_ms);
-  if (e) return iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d lost rank 0 during bring-up (%s)", r->name, r->rank, strerror(e));
+  }
+  if (e == EPIPE && iris_detail_now_ms() < deadline) {
+    /* closed unanswered: we reached the socket of a rank 0 (of another job) that had
+     * just finished its bring-up; ours may still come */
+    snprintf(in_use, sizeof in_use, "rendezvous '%s': rank 0's connection closed during bring-up; did it exit or fail?", r->name);
+    in_use_st = IRIS_ERROR_SYSTEM;
+    close(fd);
+    goto retry;
+  }
+  if (e) {
+    close(fd);
+    return iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d lost rank 0 during bring-up (%s)", r->name, r->rank, strerror(e));
+  }
+  if (f.type == IRIS_DETAIL_ERROR && f.status == (int32_t)IRIS_ERROR_IN_USE && iris_detail_now_ms() < deadline) {
+    iris_detail_copy(in_use, sizeof in_use, iris_detail_errbuf); /* another job's rank 0: wait for ours */
+    in_use_st = IRIS_ERROR_IN_USE;
+    close(fd);
+    goto retry;
+  }
+  r->fds[0] = fd;
   if (f.type == IRIS_DETAIL_ERROR) return (iris_status_t)f.status;
   if (f.type != IRIS_DETAIL_WELCOME) return iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': protocol error at bring-up", r->name);
   return IRIS_SUCCESS;
@@ -936,6 +1289,69 @@ IRIS_DEF void iris_rendezvous_close(iris_rendezvous_t *r) {
     if (r->fds[i] >= 0) close(r->fds[i]);
   free(r->fds);
   free(r);
+}
+
+/* Rank 0: under the directory lock, make sure no live process listens at r->path
+ * (connect succeeds or its backlog is full: IRIS_ERROR_IN_USE), remove a stale socket
+ * (connection refused), bind and listen, and remember the socket file's identity so
+ * that only it is unlinked later. */
+IRIS_INTERNAL iris_status_t iris_detail_rdv_bind(iris_rendezvous_t *r, const char *dir, int *lfd_out, struct stat *mine) {
+  struct sockaddr_un addr;
+  iris_status_t st = IRIS_SUCCESS;
+  int lock = iris_detail_dir_lock(dir), probe, lfd = -1, e;
+  *lfd_out = -1;
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, r->path, strlen(r->path) + 1);
+  probe = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (probe < 0) { iris_detail_dir_unlock(lock); return iris_detail_sys_fail(0, "socket", errno); }
+  fcntl(probe, F_SETFL, O_NONBLOCK);
+  e = connect(probe, (struct sockaddr *)&addr, sizeof addr) == 0 ? 0 : errno;
+  close(probe);
+  if (e == 0 || e == EAGAIN || e == EINPROGRESS) {
+    st = iris_detail_fail(IRIS_ERROR_IN_USE,
+                          "rendezvous '%s': a live process already listens at %s (another job, or an earlier run that is still up); set IRIS_RENDEZVOUS "
+                          "to a name of this job's own",
+                          r->name, r->path);
+  } else if (e == ECONNREFUSED) {
+    unlink(r->path); /* stale: its listener is gone */
+  } else if (e != ENOENT) {
+    st = iris_detail_sys_fail(0, "probing the rendezvous socket", e);
+  }
+  if (st == IRIS_SUCCESS) {
+    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (lfd < 0) st = iris_detail_sys_fail(0, "socket", errno);
+    else if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, r->world + 8) != 0 || lstat(r->path, mine) != 0) {
+      e = errno;
+      st = e == EADDRINUSE ? iris_detail_fail(IRIS_ERROR_IN_USE, "rendezvous '%s': %s is in use; set IRIS_RENDEZVOUS to a name of this job's own", r->name, r->path)
+                           : iris_detail_sys_fail(0, "bind/listen on the rendezvous socket", e);
+      close(lfd);
+      lfd = -1;
+    }
+  }
+  iris_detail_dir_unlock(lock);
+  *lfd_out = lfd;
+  return st;
+}
+/* Unlink r->path only while it is still the socket file we bound (same device and
+ * inode): a newer job's socket at the same name stays. */
+IRIS_INTERNAL void iris_detail_rdv_unlink_own(const iris_rendezvous_t *r, const char *dir, const struct stat *mine) {
+  struct stat now;
+  int lock = iris_detail_dir_lock(dir);
+  if (lstat(r->path, &now) == 0 && now.st_dev == mine->st_dev && now.st_ino == mine->st_ino) unlink(r->path);
+  iris_detail_dir_unlock(lock);
+}
+
+/* The rendezvous directory: given, else IRIS_RENDEZVOUS_DIR, else $XDG_RUNTIME_DIR/iris
+ * (a per-user directory that no one else can pre-create), else /tmp/iris-<uid>. */
+IRIS_INTERNAL int iris_detail_rdv_dir(const char *given, char *dir, size_t cap) {
+  const char *env = getenv("IRIS_RENDEZVOUS_DIR"), *xdg = getenv("XDG_RUNTIME_DIR");
+  int n;
+  if (given) n = snprintf(dir, cap, "%s", given);
+  else if (env && *env) n = snprintf(dir, cap, "%s", env);
+  else if (xdg && xdg[0] == '/') n = snprintf(dir, cap, "%s/iris", xdg);
+  else n = snprintf(dir, cap, "/tmp/iris-%u", (unsigned)getuid());
+  return n >= 0 && (size_t)n < cap;
 }
 
 IRIS_DEF iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, iris_rendezvous_t **out) {
@@ -955,11 +1371,8 @@ IRIS_DEF iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, i
   if (p->rank < 0 || p->rank >= p->world_size)
     return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "iris_rendezvous_open: rank %d outside [0, %d)", p->rank, p->world_size);
   if (p->timeout_ms <= 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: timeout_ms must be > 0");
-  if ((p->dir && strlen(p->dir) >= sizeof dir) || (!p->dir && getenv("IRIS_RENDEZVOUS_DIR") && strlen(getenv("IRIS_RENDEZVOUS_DIR")) >= sizeof dir))
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: the rendezvous directory path is too long");
-  if (p->dir) snprintf(dir, sizeof dir, "%s", p->dir);
-  else if (getenv("IRIS_RENDEZVOUS_DIR") && *getenv("IRIS_RENDEZVOUS_DIR")) snprintf(dir, sizeof dir, "%s", getenv("IRIS_RENDEZVOUS_DIR"));
-  else snprintf(dir, sizeof dir, "/tmp/iris-%u", (unsigned)getuid());
+  if (!iris_detail_rdv_dir(p->dir, dir, sizeof dir))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: the rendezvous directory path is too long (IRIS_RENDEZVOUS_DIR)");
   r = (iris_rendezvous_t *)calloc(1, sizeof *r);
   if (!r || !(r->fds = (int *)malloc(sizeof(int) * (size_t)p->world_size))) {
     free(r);
@@ -970,6 +1383,7 @@ IRIS_DEF iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, i
   r->world = p->world_size;
   r->timeout_ms = p->timeout_ms;
   snprintf(r->name, sizeof r->name, "%s", p->name);
+  iris_detail_job_token(p->job, r->job, sizeof r->job);
   if (strlen(dir) + strlen(p->name) + 7 > sizeof r->path) {
     iris_rendezvous_close(r);
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: socket path %s/%s.sock is too long", dir, p->name);
@@ -980,24 +1394,15 @@ IRIS_DEF iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, i
   strcat(r->path, ".sock");
   if (r->world == 1) { *out = r; return IRIS_SUCCESS; }
   if (r->rank == 0) {
-    struct sockaddr_un addr;
+    struct stat mine;
     int lfd;
-    if ((st = iris_detail_private_dir(dir, 0, 1)) != IRIS_SUCCESS) { iris_rendezvous_close(r); return st; }
-    unlink(r->path); /* a stale socket of an earlier run */
-    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (lfd < 0) { iris_rendezvous_close(r); return iris_detail_sys_fail(0, "socket", errno); }
-    memset(&addr, 0, sizeof addr);
-    addr.sun_family = AF_UNIX;
-    memcpy(addr.sun_path, r->path, strlen(r->path) + 1);
-    if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, r->world) != 0) {
-      int e = errno;
-      close(lfd);
+    if ((st = iris_detail_private_dir(dir, 0, 1)) != IRIS_SUCCESS || (st = iris_detail_rdv_bind(r, dir, &lfd, &mine)) != IRIS_SUCCESS) {
       iris_rendezvous_close(r);
-      return iris_detail_sys_fail(0, "bind/listen on the rendezvous socket", e);
+      return st;
     }
     st = iris_detail_rdv_accept_all(r, lfd, p->heap_size);
     close(lfd);
-    unlink(r->path);
+    iris_detail_rdv_unlink_own(r, dir, &mine);
   } else {
     st = iris_detail_rdv_connect(r, dir, p->heap_size);
   }
@@ -1114,7 +1519,7 @@ IRIS_INTERNAL iris_status_t iris_detail_group_wait(iris_detail_group_t *g, int r
   struct timespec ts;
   char list[512];
   int i;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(CLOCK_MONOTONIC, &ts); /* the condition variable runs on CLOCK_MONOTONIC */
   ts.tv_sec += timeout_ms / 1000;
   ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
   if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
@@ -1165,6 +1570,21 @@ IRIS_INTERNAL iris_status_t iris_detail_group_allgather(iris_detail_group_t *g, 
   pthread_mutex_unlock(&g->mu);
   return st;
 }
+/* A group of `world` contexts whose barrier times out on CLOCK_MONOTONIC (wall-clock
+ * steps do not shorten or stretch it). NULL when out of memory. */
+IRIS_INTERNAL iris_detail_group_t *iris_detail_group_create(int world) {
+  iris_detail_group_t *g = (iris_detail_group_t *)calloc(1, sizeof *g);
+  pthread_condattr_t attr;
+  if (!g || !(g->present = (unsigned char *)calloc((size_t)world, 1))) { free(g); return NULL; }
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&g->cv, &attr);
+  pthread_condattr_destroy(&attr);
+  g->world = world;
+  g->refs = world;
+  return g;
+}
 IRIS_INTERNAL void iris_detail_group_release(iris_detail_group_t *g) {
   int last;
   pthread_mutex_lock(&g->mu);
@@ -1187,7 +1607,10 @@ typedef struct iris_detail_block {
   int used;
 } iris_detail_block_t;
 
+#define IRIS_DETAIL_CTX_LIVE 0x4c495249u /* "IRIL" */
+#define IRIS_DETAIL_CTX_DEAD 0x44495249u /* "IRID": finalized, a tombstone */
 struct iris {
+  uint32_t magic;
   int rank, world, device, mode;
   size_t heap_size;
   iris_heap_memory_t heap_memory;
@@ -1216,7 +1639,22 @@ struct iris {
   unsigned long long order_cap_id;
 };
 
-/* Runs fn with ctx's device current, then restores the caller's device. */
+/* IRIS_SUCCESS for a live context; else IRIS_ERROR_INVALID_ARGUMENT naming the call. */
+IRIS_INTERNAL iris_status_t iris_detail_live(const iris_t *ctx, const char *call) {
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL context", call);
+  if (ctx->magic == IRIS_DETAIL_CTX_DEAD) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: the context was finalized (rank %d)", call, ctx->rank);
+  if (ctx->magic != IRIS_DETAIL_CTX_LIVE) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: not an iris context", call);
+  return IRIS_SUCCESS;
+}
+#define IRIS_DETAIL_LIVE(ctx, call)                                    \
+  do {                                                                 \
+    if (!IRIS_DETAIL_IS_LIVE(ctx)) {                                   \
+      iris_detail_live(ctx, call); /* the detail */                    \
+      return IRIS_ERROR_INVALID_ARGUMENT;                              \
+    }                                                                  \
+  } while (0)
+#define IRIS_DETAIL_IS_LIVE(ctx) ((ctx) && (ctx)->magic == IRIS_DETAIL_CTX_LIVE)
+
 IRIS_INTERNAL iris_status_t iris_detail_comm_allgather(iris_t *ctx, const void *send, void *recv, size_t bytes, int timeout_ms) {
   switch (ctx->mode) {
   case IRIS_DETAIL_MODE_RENDEZVOUS: return iris_detail_rdv_allgather(ctx->rdv, send, recv, bytes, timeout_ms);
@@ -1268,19 +1706,21 @@ IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned
 }
 /* The fatal fault of ctx, if any (for every entry point that launches or waits). */
 IRIS_DEF iris_status_t iris_detail_check_fault(const iris_t *ctx) {
-  const unsigned long long f = ctx ? iris_detail_fault_read(ctx, 0) : 0;
+  unsigned long long f;
+  if (ctx && !IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "a call on this context");
+  f = ctx ? iris_detail_fault_read(ctx, 0) : 0;
   return f ? iris_detail_fault_status(ctx, f) : IRIS_SUCCESS;
 }
 IRIS_DEF iris_status_t iris_get_async_error(iris_t *ctx) {
   unsigned long long f;
-  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_get_async_error: NULL context");
+  IRIS_DETAIL_LIVE(ctx, "iris_get_async_error");
   if ((f = iris_detail_fault_read(ctx, 0)) != 0) return iris_detail_fault_status(ctx, f);
   if (ctx->fault_host && (f = __atomic_exchange_n(ctx->fault_host + 1, 0ULL, __ATOMIC_ACQ_REL)) != 0) return iris_detail_fault_status(ctx, f);
   return IRIS_SUCCESS;
 }
 IRIS_DEF iris_status_t iris_abort(iris_t *ctx) {
   unsigned long long zero = 0;
-  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_abort: NULL context");
+  IRIS_DETAIL_LIVE(ctx, "iris_abort");
   if (ctx->fault_host)
     __atomic_compare_exchange_n(ctx->fault_host, &zero, IRIS_FAULT_MAKE(IRIS_FAULT_ABORT, 0xff, 0, 0), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   return IRIS_SUCCESS;
@@ -1354,8 +1794,9 @@ IRIS_INTERNAL iris_status_t iris_detail_heap_reset(iris_t *ctx) {
 IRIS_DEF iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t alignment, void **ptr) {
   size_t size, largest = 0;
   int i;
-  if (!ctx || !ptr) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_malloc: NULL context or result pointer");
+  if (!ptr) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_malloc: NULL result pointer");
   *ptr = NULL;
+  IRIS_DETAIL_LIVE(ctx, "iris_malloc");
   if (alignment & (alignment - 1)) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_malloc: alignment %zu is not a power of two", alignment);
   if (alignment < IRIS_HEAP_ALIGN) alignment = IRIS_HEAP_ALIGN;
   if (bytes == 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_malloc of 0 bytes", ctx->rank);
@@ -1406,20 +1847,23 @@ IRIS_DEF iris_status_t iris_calloc(iris_t *ctx, size_t bytes, void **ptr) {
   iris_gpu_get_device(&old);
   if ((e = iris_gpu_set_device(ctx->device)) == IRIS_GPU_SUCCESS && (e = iris_gpu_memset(*ptr, 0, bytes)) == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
   if (old >= 0) iris_gpu_set_device(old);
-  if (e != IRIS_GPU_SUCCESS) {
-    iris_free(ctx, *ptr);
-    *ptr = NULL;
-    return iris_detail_gpu_fail(ctx->rank, "iris_calloc: memset", e);
-  }
+  if (e != IRIS_GPU_SUCCESS) /* the block stays allocated (and *ptr set): offsets stay equal on every rank */
+    return iris_detail_gpu_fail(ctx->rank, "iris_calloc: memset (the block stays allocated; free it on every rank)", e);
   return IRIS_SUCCESS;
 }
 
 IRIS_DEF iris_status_t iris_heap_offset(const iris_t *ctx, const void *ptr, size_t *offset) {
   const char *p = (const char *)ptr;
-  if (!ctx || !offset) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_heap_offset: NULL argument");
-  if (p < ctx->bases[ctx->rank] || p >= ctx->bases[ctx->rank] + ctx->heap_size)
-    return iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: pointer %p is outside the symmetric heap [%p, %p)", ctx->rank, ptr, (void *)ctx->bases[ctx->rank],
-                            (void *)(ctx->bases[ctx->rank] + ctx->heap_size));
+  if (!offset) {
+    iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_heap_offset: NULL argument");
+    return IRIS_ERROR_INVALID_ARGUMENT;
+  }
+  IRIS_DETAIL_LIVE(ctx, "iris_heap_offset");
+  if (p < ctx->bases[ctx->rank] || p >= ctx->bases[ctx->rank] + ctx->heap_size) {
+    iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: pointer %p is outside the symmetric heap [%p, %p)", ctx->rank, ptr, (void *)ctx->bases[ctx->rank],
+                     (void *)(ctx->bases[ctx->rank] + ctx->heap_size));
+    return IRIS_ERROR_NOT_IN_HEAP; /* a constant: callers' "set on success" reasoning sees it */
+  }
   *offset = (size_t)(p - ctx->bases[ctx->rank]);
   return IRIS_SUCCESS;
 }
@@ -1428,7 +1872,7 @@ IRIS_DEF iris_status_t iris_free(iris_t *ctx, void *ptr) {
   size_t off;
   int i;
   iris_status_t st;
-  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_free: NULL context");
+  IRIS_DETAIL_LIVE(ctx, "iris_free");
   if (!ptr) return IRIS_SUCCESS;
   if ((st = iris_heap_offset(ctx, ptr, &off)) != IRIS_SUCCESS) return st;
   for (i = 0; i < ctx->nblocks; i++)
@@ -1467,7 +1911,7 @@ IRIS_DEF iris_status_t iris_heap_verify(iris_t *ctx) {
   char list[512];
   int r, nbad = 0;
   iris_status_t st;
-  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_heap_verify: NULL context");
+  IRIS_DETAIL_LIVE(ctx, "iris_heap_verify");
   all = (uint64_t *)malloc(sizeof mine * (size_t)ctx->world);
   if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
   iris_detail_layout(ctx, mine);
@@ -1498,6 +1942,7 @@ typedef struct iris_detail_record {
   uint64_t pidns; /* inode of /proc/self/ns/pid: pids compare only within one namespace */
   uint32_t uid;
   int32_t status; /* non-zero: this rank failed to set up; err says why */
+  unsigned char proc_token[IRIS_DETAIL_TOKEN_BYTES]; /* iris_detail_process_token() */
   uint64_t base;
   char host[64];
   char boot_id[48];
@@ -1521,11 +1966,29 @@ IRIS_INTERNAL void iris_detail_host_identity(iris_detail_record_t *rec) {
   }
 }
 
-/* Checks every record against rank 0's. Exposed (as iris_detail_) for the host tests. */
-IRIS_INTERNAL iris_status_t iris_detail_check_records(const iris_detail_record_t *rec, int world) {
+/* Is the peer of record b this very process? Only when its process token is ours (a pid
+ * alone repeats across PID namespaces: two containers' ranks are often both pid 1). */
+IRIS_INTERNAL int iris_detail_same_process(const iris_detail_record_t *b) {
+  unsigned char mine[IRIS_DETAIL_TOKEN_BYTES];
+  iris_detail_process_token(mine);
+  return b->pid == (int64_t)getpid() && memcmp(b->proc_token, mine, sizeof mine) == 0;
+}
+/* A peer's fixed-size string field, terminated whatever the peer sent. */
+#define IRIS_DETAIL_TERMINATE(field) ((field)[sizeof(field) - 1] = 0)
+IRIS_INTERNAL void iris_detail_terminate_record(iris_detail_record_t *rec) {
+  IRIS_DETAIL_TERMINATE(rec->host);
+  IRIS_DETAIL_TERMINATE(rec->boot_id);
+  IRIS_DETAIL_TERMINATE(rec->pci);
+  IRIS_DETAIL_TERMINATE(rec->err);
+}
+
+/* Checks every record against rank 0's (terminating their strings first). Exposed (as
+ * iris_detail_) for the host tests. */
+IRIS_INTERNAL iris_status_t iris_detail_check_records(iris_detail_record_t *rec, int world) {
   int r;
+  for (r = 0; r < world; r++) iris_detail_terminate_record(&rec[r]);
   for (r = 0; r < world; r++)
-    if (rec[r].status != 0) return iris_detail_fail((iris_status_t)rec[r].status, "rank %d failed during bring-up: %s", r, rec[r].err);
+    if (rec[r].status != 0) return iris_detail_fail(iris_detail_peer_status(rec[r].status), "rank %d failed during bring-up: %s", r, rec[r].err);
   for (r = 0; r < world; r++) {
     const iris_detail_record_t *a = &rec[0], *b = &rec[r];
     if (b->magic != IRIS_DETAIL_MAGIC || b->rank != r)
@@ -1542,12 +2005,14 @@ IRIS_INTERNAL iris_status_t iris_detail_check_records(const iris_detail_record_t
     if (b->uid != a->uid)
       return iris_detail_fail(IRIS_ERROR_PERMISSION, "bring-up: rank %d runs as uid %u but rank 0 as uid %u; all ranks must be one user", r, b->uid, a->uid);
     if (strcmp(b->host, a->host) != 0)
-      return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST, "bring-up: rank %d runs on host '%s' but rank 0 on '%s'; GPU IPC does not cross hosts", r, b->host,
-                              a->host);
+      return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST,
+                              "bring-up: rank %d runs on host '%s' but rank 0 on '%s'; GPU IPC does not cross hosts and multi-node worlds are not supported "
+                              "yet: start every rank on one host",
+                              r, b->host, a->host);
     if (strcmp(b->boot_id, a->boot_id) != 0)
       return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST,
                               "bring-up: rank %d runs on host '%s' (boot id %s) but rank 0 on '%s' (boot id %s): different machines with one name; GPU IPC does "
-                              "not cross hosts",
+                              "not cross hosts and multi-node worlds are not supported yet",
                               r, b->host, b->boot_id, a->host, a->boot_id);
   }
   return IRIS_SUCCESS;
@@ -1571,13 +2036,24 @@ IRIS_INTERNAL void iris_detail_release_gpu(iris_t *ctx) {
   }
   if (old >= 0) iris_gpu_set_device(old);
 }
-IRIS_INTERNAL void iris_detail_destroy(iris_t *ctx) {
-  if (!ctx) return;
+/* Frees everything ctx holds; the struct itself stays (iris_finalize keeps it as a
+ * tombstone, iris_detail_destroy frees it). */
+IRIS_INTERNAL void iris_detail_release(iris_t *ctx) {
   if (ctx->ext && ctx->ext_free) ctx->ext_free(ctx->ext);
-  iris_detail_release_gpu(ctx);
+  ctx->ext = NULL;
+  if (ctx->mode != 0) iris_detail_release_gpu(ctx); /* mode 0: a host-only test context */
   if (ctx->rdv) iris_rendezvous_close(ctx->rdv);
   if (ctx->group) iris_detail_group_release(ctx->group);
   free(ctx->blocks);
+  ctx->rdv = NULL;
+  ctx->group = NULL;
+  ctx->blocks = NULL;
+  ctx->nblocks = ctx->capblocks = 0;
+  memset(ctx->bases, 0, sizeof ctx->bases);
+}
+IRIS_INTERNAL void iris_detail_destroy(iris_t *ctx) {
+  if (!ctx) return;
+  iris_detail_release(ctx);
   free(ctx);
 }
 
@@ -1590,14 +2066,30 @@ IRIS_INTERNAL iris_status_t iris_detail_resolve_config(const iris_config_t *cfg,
                               cfg->struct_size, sizeof(iris_config_t));
     *c = *cfg;
   }
-  if (c->heap_size == 0) c->heap_size = iris_detail_parse_size(getenv("IRIS_HEAP_SIZE"));
-  if (c->heap_size == 0) c->heap_size = IRIS_DEFAULT_HEAP_SIZE;
+  if (c->heap_size == 0) {
+    const char *env = getenv("IRIS_HEAP_SIZE");
+    iris_status_t st;
+    if (env && *env) {
+      if ((st = iris_detail_parse_size_var("IRIS_HEAP_SIZE", env, &c->heap_size)) != IRIS_SUCCESS) return st;
+      if (c->heap_size == 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_HEAP_SIZE=%s: the heap needs at least 1 byte", env);
+    } else {
+      c->heap_size = IRIS_DEFAULT_HEAP_SIZE;
+    }
+  }
+  if (c->heap_size > SIZE_MAX - (((size_t)2 << 20) - 1))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "heap size %zu bytes (iris_config_t.heap_size or IRIS_HEAP_SIZE) overflows when rounded up to 2 MiB",
+                            c->heap_size);
   c->heap_size = (c->heap_size + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1); /* whole 2 MiB pages */
-  if (c->timeout_ms <= 0 && !iris_detail_env_int("IRIS_TIMEOUT_MS", &c->timeout_ms)) c->timeout_ms = IRIS_DEFAULT_TIMEOUT_MS;
-  if (c->timeout_ms <= 0) c->timeout_ms = IRIS_DEFAULT_TIMEOUT_MS;
-  if (c->barrier_timeout_ms <= 0 && !iris_detail_env_int("IRIS_BARRIER_TIMEOUT_MS", &c->barrier_timeout_ms))
-    c->barrier_timeout_ms = IRIS_DEFAULT_BARRIER_TIMEOUT_MS;
-  if (c->barrier_timeout_ms <= 0) c->barrier_timeout_ms = IRIS_DEFAULT_BARRIER_TIMEOUT_MS;
+  if (c->timeout_ms <= 0) {
+    int got = iris_detail_env_int("IRIS_TIMEOUT_MS", &c->timeout_ms);
+    if (got < 0) return IRIS_ERROR_INVALID_ARGUMENT;
+    if (got == 0 || c->timeout_ms <= 0) c->timeout_ms = IRIS_DEFAULT_TIMEOUT_MS;
+  }
+  if (c->barrier_timeout_ms <= 0) {
+    int got = iris_detail_env_int("IRIS_BARRIER_TIMEOUT_MS", &c->barrier_timeout_ms);
+    if (got < 0) return IRIS_ERROR_INVALID_ARGUMENT;
+    if (got == 0 || c->barrier_timeout_ms <= 0) c->barrier_timeout_ms = IRIS_DEFAULT_BARRIER_TIMEOUT_MS;
+  }
   if (c->heap_memory < IRIS_HEAP_MEMORY_DEFAULT || c->heap_memory > IRIS_HEAP_MEMORY_COARSE)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_config_t.heap_memory %d is not an iris_heap_memory_t", (int)c->heap_memory);
   if (c->heap_memory == IRIS_HEAP_MEMORY_DEFAULT) c->heap_memory = IRIS_HEAP_MEMORY_FINE;
@@ -1641,7 +2133,7 @@ IRIS_INTERNAL iris_status_t iris_detail_map_peers(iris_t *ctx, const iris_detail
   int r;
   for (r = 0; r < ctx->world; r++) {
     if (r == ctx->rank) continue;
-    if (rec[r].pid == (int64_t)getpid()) {
+    if (iris_detail_same_process(&rec[r])) {
       if (rec[r].device != ctx->device) {
         int ok = 0;
         IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_can_access_peer(&ok, ctx->device, rec[r].device));
@@ -1667,16 +2159,153 @@ IRIS_INTERNAL iris_status_t iris_detail_map_peers(iris_t *ctx, const iris_detail
   return IRIS_SUCCESS;
 }
 
-/* The rendezvous name: the given one; else the launcher's job (PMIx namespace or Open
- * MPI job id), so two mpirun jobs on one host do not meet; else "default". Characters
- * outside [A-Za-z0-9._-] become '_'. */
-IRIS_INTERNAL void iris_detail_default_rendezvous(const char *given, char *name, size_t cap) {
-  const char *job = getenv("PMIX_NAMESPACE");
+/* ------------------------------------------------------ launchers' environments -- */
+typedef struct iris_detail_launcher_vars {
+  iris_launcher_t id;
+  const char *name, *rank, *world, *local_rank, *local_size;
+} iris_detail_launcher_vars_t;
+/* precedence order; Slurm last (see iris_launch_env) */
+static const iris_detail_launcher_vars_t iris_detail_launchers[] = {
+    {IRIS_LAUNCHER_IRIS, "iris", "IRIS_RANK", "IRIS_WORLD_SIZE", "IRIS_LOCAL_RANK", "IRIS_LOCAL_WORLD_SIZE"},
+    {IRIS_LAUNCHER_TORCHRUN, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {IRIS_LAUNCHER_OPENMPI, "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {IRIS_LAUNCHER_MPICH, "MPICH/Intel MPI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+    {IRIS_LAUNCHER_SLURM, "Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL}};
+#define IRIS_DETAIL_NLAUNCHERS ((int)(sizeof iris_detail_launchers / sizeof iris_detail_launchers[0]))
+
+IRIS_INTERNAL const char *iris_detail_getenv(void *user, const char *name) {
+  (void)user;
+  return getenv(name);
+}
+/* A variable through lookup; NULL when unset or empty. */
+IRIS_INTERNAL const char *iris_detail_var(iris_getenv_fn get, void *user, const char *name) {
+  const char *v = name ? get(user, name) : NULL;
+  return v && *v ? v : NULL;
+}
+
+/* One launcher's set: *present 0 when absent, 1 when complete and consistent (e
+ * filled); an error status (detail set) when malformed or inconsistent. */
+IRIS_INTERNAL iris_status_t iris_detail_launcher_set(const iris_detail_launcher_vars_t *L, iris_getenv_fn get, void *user, iris_launch_env_t *e, int *present) {
+  const char *rs = iris_detail_var(get, user, L->rank), *ws = iris_detail_var(get, user, L->world);
+  int lr = -1, ls = 0, got;
+  *present = 0;
+  if (L->id == IRIS_LAUNCHER_SLURM) {
+    /* only an srun step describes ranks; a batch script's (or salloc shell's) variables
+     * describe the allocation. Steps 0xfffffff0 and up are Slurm's batch/extern/
+     * interactive steps. */
+    const char *step = iris_detail_var(get, user, "SLURM_STEP_ID");
+    int sid = 0;
+    if (!step) step = iris_detail_var(get, user, "SLURM_STEPID");
+    if (!step || strlen(step) > 9 || iris_detail_parse_uint("SLURM_STEP_ID", step, &sid) != 1) return IRIS_SUCCESS;
+  }
+  if (!rs && !ws) return IRIS_SUCCESS;
+  if (!rs || !ws) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%.40s is set but %s is not: %s's variables are incomplete (set both, or neither)", rs ? L->rank : L->world, rs ? rs : ws, rs ? L->world : L->rank, L->name);
+  memset(e, 0, sizeof *e);
+  e->launcher = L->id;
+  e->launcher_name = L->name;
+  if (iris_detail_parse_uint(L->rank, rs, &e->rank) < 0 || iris_detail_parse_uint(L->world, ws, &e->world_size) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
+  if ((got = iris_detail_parse_uint(L->local_rank, iris_detail_var(get, user, L->local_rank), &lr)) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
+  if (got == 0) lr = -1;
+  if (L->local_size && iris_detail_parse_uint(L->local_size, iris_detail_var(get, user, L->local_size), &ls) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
+  if (e->world_size < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%s: a world needs at least 1 rank (%s)", L->world, ws, L->name);
+  if (e->world_size > IRIS_MAX_RANKS) {
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "%s=%s exceeds IRIS_MAX_RANKS (%d); rebuild every unit with a larger -DIRIS_MAX_RANKS", L->world, ws, IRIS_MAX_RANKS);
+  }
+  if (e->rank >= e->world_size) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "%s=%s is not below %s=%s (%s)", L->rank, rs, L->world, ws, L->name);
+  if (ls > e->world_size) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%d exceeds %s=%d (%s)", L->local_size, ls, L->world, e->world_size, L->name);
+  if (lr >= 0 && ls > 0 && lr >= ls) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "%s=%d is not below %s=%d (%s)", L->local_rank, lr, L->local_size, ls, L->name);
+  e->local_rank = lr >= 0 ? lr : e->rank;
+  e->local_size = ls;
+  if (L->id == IRIS_LAUNCHER_IRIS && ls == 0 && lr < 0) e->local_size = e->world_size; /* iris_launch_local: one host */
+  *present = 1;
+  return IRIS_SUCCESS;
+}
+
+/* The job id of launcher id, into e->job ("" when it has none). */
+IRIS_INTERNAL void iris_detail_launcher_job(iris_launcher_t id, iris_getenv_fn get, void *user, iris_launch_env_t *e) {
+  char buf[512];
+  const char *a = NULL, *b = NULL, *port = iris_detail_var(get, user, "MASTER_PORT");
+  buf[0] = 0;
+  switch (id) {
+  case IRIS_LAUNCHER_IRIS: a = iris_detail_var(get, user, "IRIS_JOB_TOKEN"); break;
+  case IRIS_LAUNCHER_TORCHRUN:
+    /* the run id ("none" unless --rdzv-id or --standalone), the restart attempt, and
+     * the store's port, which two live jobs on one master host cannot share */
+    a = iris_detail_var(get, user, "TORCHELASTIC_RUN_ID");
+    b = iris_detail_var(get, user, "TORCHELASTIC_RESTART_COUNT");
+    if (a || port)
+      snprintf(buf, sizeof buf, "torch.%s%s%s%s%s", a ? a : iris_detail_var(get, user, "MASTER_ADDR") ? iris_detail_var(get, user, "MASTER_ADDR") : "",
+               b ? ".r" : "", b ? b : "", port ? ".p" : "", port ? port : "");
+    a = NULL;
+    break;
+  case IRIS_LAUNCHER_OPENMPI:
+    a = iris_detail_var(get, user, "PMIX_NAMESPACE");
+    if (!a) a = iris_detail_var(get, user, "OMPI_MCA_ess_base_jobid");
+    break;
+  case IRIS_LAUNCHER_MPICH:
+    a = iris_detail_var(get, user, "PMI_JOBID");
+    if (!a) a = iris_detail_var(get, user, "I_MPI_HYDRA_UUID");
+    break;
+  default: break;
+  }
+  if (a) snprintf(buf, sizeof buf, "%s", a);
+  if (!buf[0] && id != IRIS_LAUNCHER_IRIS && id != IRIS_LAUNCHER_NONE) {
+    /* Slurm's job and step, for its own ranks and for launchers started inside a step */
+    a = iris_detail_var(get, user, "SLURM_JOB_ID");
+    b = iris_detail_var(get, user, "SLURM_STEP_ID");
+    if (!b) b = iris_detail_var(get, user, "SLURM_STEPID");
+    if (a && b) snprintf(buf, sizeof buf, "slurm.%s.%s", a, b);
+  }
+  iris_detail_job_token(buf, e->job, sizeof e->job);
+}
+
+IRIS_DEF iris_status_t iris_launch_env(iris_getenv_fn lookup, void *user, iris_launch_env_t *out) {
+  iris_launch_env_t e, first;
+  const iris_detail_launcher_vars_t *chosen = NULL;
+  int i, got;
+  if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_env: out is NULL");
+  if (!lookup) lookup = iris_detail_getenv;
+  memset(out, 0, sizeof *out);
+  memset(&first, 0, sizeof first);
+  for (i = 0; i < IRIS_DETAIL_NLAUNCHERS; i++) {
+    const iris_detail_launcher_vars_t *L = &iris_detail_launchers[i];
+    if (L->id == IRIS_LAUNCHER_SLURM && chosen) break; /* torchrun or an MPI inside a Slurm step */
+    iris_status_t st = iris_detail_launcher_set(L, lookup, user, &e, &got);
+    if (st != IRIS_SUCCESS) return st;
+    if (!got) continue;
+    if (!chosen) {
+      chosen = L;
+      first = e;
+      if (L->id == IRIS_LAUNCHER_IRIS) break; /* explicit: overrides every launcher */
+    } else if (e.world_size != first.world_size) {
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "%s says %s=%d but %s says %s=%d: two launchers disagree on the world size; unset the stale variables",
+                              chosen->name, chosen->world, first.world_size, L->name, L->world, e.world_size);
+    }
+  }
+  if (!chosen) {
+    out->launcher = IRIS_LAUNCHER_NONE;
+    out->launcher_name = "none";
+    out->world_size = 1;
+    out->local_size = 1;
+    return IRIS_SUCCESS;
+  }
+  *out = first;
+  iris_detail_launcher_job(first.launcher, lookup, user, out);
+  return IRIS_SUCCESS;
+}
+
+/* The rendezvous name: the given one; else "job-<job id>" (so two jobs on one host do
+ * not meet); "" when neither exists. Characters outside [A-Za-z0-9._-] become '_'; a
+ * job id too long for a name is cut and followed by its hash. */
+IRIS_INTERNAL void iris_detail_default_rendezvous(const char *given, const char *job, char *name, size_t cap) {
   char *c;
-  if (!job || !*job) job = getenv("OMPI_MCA_ess_base_jobid");
   if (given && *given) snprintf(name, cap, "%s", given);
-  else if (job && *job) snprintf(name, cap, "job-%.56s", job);
-  else snprintf(name, cap, "default");
+  else if (job && *job && strlen(job) <= 60) snprintf(name, cap, "job-%.60s", job);
+  else if (job && *job) {
+    uint64_t h = 14695981039346656037ULL;
+    for (c = (char *)job; *c; c++) h = iris_detail_fnv(h, (unsigned char)*c);
+    snprintf(name, cap, "job-%.43s-%016llx", job, (unsigned long long)h);
+  } else name[0] = 0;
   for (c = name; *c; c++)
     if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-')) *c = '_';
 }
@@ -1686,16 +2315,37 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   iris_t *ctx;
   iris_detail_record_t *recs = NULL, *me;
   iris_status_t st, local;
-  int ndev = 0, old = -1;
+  iris_launch_env_t env;
+  int ndev = 0, old = -1, local_rank = 0;
+  char name[72];
+  const char *source = "iris_config_t"; /* where rank and world came from */
   iris_gpu_error_t e;
   if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: out is NULL");
   *out = NULL;
   if ((st = iris_detail_resolve_config(cfg, &c)) != IRIS_SUCCESS) return st;
-  if (c.rank < 0 && !iris_detail_env_int("IRIS_RANK", &c.rank) && !iris_detail_env_int("OMPI_COMM_WORLD_RANK", &c.rank)) c.rank = -1;
-  if (c.world_size <= 0 && !iris_detail_env_int("IRIS_WORLD_SIZE", &c.world_size) && !iris_detail_env_int("OMPI_COMM_WORLD_SIZE", &c.world_size))
-    c.world_size = 0;
-  if (c.world_size <= 0 && c.rank < 0) c.world_size = 1, c.rank = 0; /* nothing set: a single rank */
-  if (c.world_size <= 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: rank %d given but no world size (set IRIS_WORLD_SIZE)", c.rank);
+  /* rank, world and local rank: cfg's, else the launcher's environment. When cfg gives
+   * both, the environment only lends its job id (and its errors do not count). */
+  st = iris_launch_env(NULL, NULL, &env);
+  if (st != IRIS_SUCCESS) {
+    if (c.rank < 0 || c.world_size <= 0) return iris_detail_prefix(st, "iris_init");
+    memset(&env, 0, sizeof env);
+  }
+  if (c.rank < 0 && c.world_size <= 0) {
+    c.rank = env.world_size > 0 ? env.rank : 0;
+    c.world_size = env.world_size > 0 ? env.world_size : 1;
+    local_rank = env.local_rank;
+    source = env.launcher_name;
+    if (env.local_size > 0 && env.local_size < env.world_size)
+      return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST,
+                              "iris_init: %s spreads the world over hosts (local size %d of world size %d); multi-node worlds are not supported yet: start "
+                              "every rank on one host",
+                              env.launcher_name, env.local_size, env.world_size);
+  } else if (c.rank < 0 || c.world_size <= 0) {
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: cfg gives %s but not %s; set both iris_config_t.rank and .world_size, or neither",
+                            c.rank < 0 ? "world_size" : "rank", c.rank < 0 ? "rank" : "world_size");
+  } else { /* cfg's rank; the launcher's local rank when it describes the same rank */
+    local_rank = env.launcher != IRIS_LAUNCHER_NONE && env.rank == c.rank && env.world_size == c.world_size ? env.local_rank : c.rank;
+  }
   if (c.world_size > IRIS_MAX_RANKS)
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "iris_init: world size %d exceeds IRIS_MAX_RANKS (%d); rebuild every unit with a larger -DIRIS_MAX_RANKS",
                             c.world_size, IRIS_MAX_RANKS);
@@ -1703,10 +2353,18 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "iris_init: rank %d outside [0, %d) (set IRIS_RANK)", c.rank, c.world_size);
   if (c.bootstrap && (!c.bootstrap->allgather || !c.bootstrap->barrier))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: the bootstrap needs both an allgather and a barrier callback");
+  iris_detail_default_rendezvous(c.rendezvous ? c.rendezvous : getenv("IRIS_RENDEZVOUS"), env.job, name, sizeof name);
+  if (!c.bootstrap && !name[0] && c.world_size > 1)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
+                            "iris_init: rank %d of %d (from %s) has no rendezvous name: the launcher gives no job id; set IRIS_RENDEZVOUS (or "
+                            "iris_config_t.rendezvous) to a name shared by this job's ranks and unique on this host",
+                            c.rank, c.world_size, source);
+  if (!name[0]) iris_detail_copy(name, sizeof name, "single");
 
   ctx = (iris_t *)calloc(1, sizeof *ctx);
   recs = (iris_detail_record_t *)calloc((size_t)c.world_size + 1, sizeof *recs);
   if (!ctx || !recs) { free(ctx); free(recs); return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "iris_init: out of host memory"); }
+  ctx->magic = IRIS_DETAIL_CTX_LIVE;
   ctx->rank = c.rank;
   ctx->world = c.world_size;
   ctx->heap_size = c.heap_size;
@@ -1721,10 +2379,9 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     ctx->hooks = *c.bootstrap;
   } else {
     iris_rendezvous_params_t p;
-    char name[72];
-    const char *env = getenv("IRIS_RENDEZVOUS");
     ctx->mode = IRIS_DETAIL_MODE_RENDEZVOUS;
-    iris_detail_default_rendezvous(c.rendezvous ? c.rendezvous : env, name, sizeof name);
+    memset(&p, 0, sizeof p);
+    p.job = env.job;
     p.name = name;
     p.dir = c.rendezvous_dir;
     p.rank = c.rank;
@@ -1745,16 +2402,20 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   me->heap_memory = (int32_t)c.heap_memory;
   me->pid = (int64_t)getpid();
   me->uid = (uint32_t)getuid();
+  iris_detail_process_token(me->proc_token);
   iris_detail_host_identity(me);
   e = iris_gpu_device_count(&ndev);
   if (e != IRIS_GPU_SUCCESS || ndev <= 0) {
     local = e != IRIS_GPU_SUCCESS ? iris_detail_gpu_fail(c.rank, "counting GPUs (" IRIS_GPU_NAME " GetDeviceCount)", e)
                                   : iris_detail_fail(IRIS_ERROR_GPU, "rank %d: no GPU is visible to this process", c.rank);
   } else {
-    if (c.device < 0 && !iris_detail_env_int("IRIS_DEVICE", &c.device)) c.device = c.rank % ndev;
+    int got = c.device < 0 ? iris_detail_env_int("IRIS_DEVICE", &c.device) : 1;
+    if (got == 0) c.device = local_rank % ndev; /* ranks beyond the GPU count share GPUs */
     ctx->device = c.device;
     me->device = c.device;
-    if (c.device < 0 || c.device >= ndev)
+    if (got < 0)
+      local = iris_detail_prefix(IRIS_ERROR_INVALID_ARGUMENT, "iris_init");
+    else if (c.device < 0 || c.device >= ndev)
       local = iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: device %d does not exist (%d visible)", c.rank, c.device, ndev);
     else
       local = iris_detail_setup_gpu(ctx, me);
@@ -1782,7 +2443,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     if ((st = iris_detail_comm_allgather(ctx, &ok, all, sizeof ok, c.timeout_ms)) != IRIS_SUCCESS) goto fail;
     if (ok != IRIS_SUCCESS) { st = iris_detail_fail((iris_status_t)ok, "%s", why); goto fail; }
     for (r = 0; r < c.world_size; r++)
-      if (all[r] != IRIS_SUCCESS) { st = iris_detail_fail((iris_status_t)all[r], "rank %d could not map its peers' heaps (see that rank's error)", r); goto fail; }
+      if (all[r] != IRIS_SUCCESS) { st = iris_detail_fail(iris_detail_peer_status(all[r]), "rank %d could not map its peers' heaps (see that rank's error)", r); goto fail; }
   }
   if ((st = iris_detail_heap_reset(ctx)) != IRIS_SUCCESS) goto fail;
   free(recs);
@@ -1814,12 +2475,7 @@ IRIS_DEF iris_status_t iris_init_local(const iris_config_t *cfg, int num_gpus, c
     int d = devices ? devices[i] : i;
     if (d < 0 || d >= ndev) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init_local: device %d for rank %d does not exist (%d visible)", d, i, ndev);
   }
-  g = (iris_detail_group_t *)calloc(1, sizeof *g);
-  if (!g || !(g->present = (unsigned char *)calloc((size_t)num_gpus, 1))) { free(g); return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory"); }
-  pthread_mutex_init(&g->mu, NULL);
-  pthread_cond_init(&g->cv, NULL);
-  g->world = num_gpus;
-  g->refs = num_gpus;
+  if (!(g = iris_detail_group_create(num_gpus))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
   for (i = 0; i < num_gpus; i++) g->devices[i] = devices ? devices[i] : i;
   iris_gpu_get_device(&old);
   st = IRIS_SUCCESS;
@@ -1830,6 +2486,7 @@ IRIS_DEF iris_status_t iris_init_local(const iris_config_t *cfg, int num_gpus, c
     ctx->world = num_gpus;
     ctx->device = devices ? devices[i] : i;
     ctx->mode = IRIS_DETAIL_MODE_LOCAL;
+    ctx->magic = IRIS_DETAIL_CTX_LIVE;
     ctx->heap_size = c.heap_size;
     ctx->heap_memory = c.heap_memory;
     ctx->timeout_ms = c.timeout_ms;
@@ -1883,7 +2540,7 @@ IRIS_DEF iris_status_t iris_barrier(iris_t *ctx) {
   iris_status_t st;
   iris_gpu_error_t e;
   int old = -1;
-  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier: NULL context");
+  IRIS_DETAIL_LIVE(ctx, "iris_barrier");
   if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   iris_gpu_get_device(&old);
   e = iris_gpu_set_device(ctx->device);
@@ -1900,7 +2557,8 @@ IRIS_DEF iris_status_t iris_barrier(iris_t *ctx) {
 }
 
 IRIS_DEF iris_status_t iris_allgather_host(iris_t *ctx, const void *send, void *recv, size_t bytes) {
-  if (!ctx || (bytes && (!send || !recv))) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_allgather_host: NULL argument");
+  IRIS_DETAIL_LIVE(ctx, "iris_allgather_host");
+  if (bytes && (!send || !recv)) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_allgather_host: NULL argument");
   if (ctx->mode == IRIS_DETAIL_MODE_RENDEZVOUS || ctx->mode == IRIS_DETAIL_MODE_LOCAL || bytes)
     return iris_detail_comm_allgather(ctx, send, recv, bytes, ctx->barrier_timeout_ms);
   return IRIS_SUCCESS;
@@ -1909,8 +2567,10 @@ IRIS_DEF iris_status_t iris_allgather_host(iris_t *ctx, const void *send, void *
 IRIS_DEF iris_status_t iris_finalize(iris_t *ctx) {
   iris_status_t st = IRIS_SUCCESS;
   int old = -1;
-  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_finalize: NULL context");
-  if (ctx->mode == IRIS_DETAIL_MODE_LOCAL) {
+  IRIS_DETAIL_LIVE(ctx, "iris_finalize");
+  if (ctx->mode == 0) {
+    /* a host-only test context: no GPU, no peers */
+  } else if (ctx->mode == IRIS_DETAIL_MODE_LOCAL) {
     /* one thread may finalize all contexts in turn, so no cross-thread barrier here;
      * instead wait for every GPU of the group, so no peer kernel still uses this heap */
     int r;
@@ -1937,24 +2597,25 @@ IRIS_DEF iris_status_t iris_finalize(iris_t *ctx) {
   {
     char why[sizeof iris_detail_errbuf];
     iris_detail_copy(why, sizeof why, iris_detail_errbuf);
-    iris_detail_destroy(ctx);
+    iris_detail_release(ctx);
+    ctx->magic = IRIS_DETAIL_CTX_DEAD; /* the tombstone: later calls see "finalized" */
     if (st != IRIS_SUCCESS) iris_detail_fail(st, "%s", why);
   }
   return st;
 }
 
 /* ------------------------------------------------------------------- queries -- */
-IRIS_DEF int iris_rank(const iris_t *ctx) { return ctx ? ctx->rank : -1; }
-IRIS_DEF int iris_world_size(const iris_t *ctx) { return ctx ? ctx->world : 0; }
-IRIS_DEF int iris_device(const iris_t *ctx) { return ctx ? ctx->device : -1; }
-IRIS_DEF size_t iris_heap_size(const iris_t *ctx) { return ctx ? ctx->heap_size : 0; }
-IRIS_DEF size_t iris_heap_used(const iris_t *ctx) { return ctx ? ctx->used : 0; }
-IRIS_DEF void *iris_heap_base(const iris_t *ctx, int rank) { return (ctx && rank >= 0 && rank < ctx->world) ? ctx->bases[rank] : NULL; }
+IRIS_DEF int iris_rank(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->rank : -1; }
+IRIS_DEF int iris_world_size(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->world : 0; }
+IRIS_DEF int iris_device(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->device : -1; }
+IRIS_DEF size_t iris_heap_size(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->heap_size : 0; }
+IRIS_DEF size_t iris_heap_used(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->used : 0; }
+IRIS_DEF void *iris_heap_base(const iris_t *ctx, int rank) { return (IRIS_DETAIL_IS_LIVE(ctx) && rank >= 0 && rank < ctx->world) ? ctx->bases[rank] : NULL; }
 IRIS_DEF iris_device_ctx_t iris_device_context(const iris_t *ctx) {
   iris_device_ctx_t d;
   int r;
   memset(&d, 0, sizeof d);
-  if (!ctx) return d;
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return d;
   d.rank = ctx->rank;
   d.world_size = ctx->world;
   d.heap_size = ctx->heap_size;
@@ -1965,7 +2626,8 @@ IRIS_DEF iris_device_ctx_t iris_device_context(const iris_t *ctx) {
 IRIS_DEF iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, int to_rank, void **out) {
   size_t off;
   iris_status_t st;
-  if (!ctx || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_translate_host: NULL argument");
+  if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_translate_host: NULL argument");
+  IRIS_DETAIL_LIVE(ctx, "iris_translate_host");
   if (to_rank < 0 || to_rank >= ctx->world) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: iris_translate_host to rank %d outside [0, %d)", ctx->rank, to_rank, ctx->world);
   if ((st = iris_heap_offset(ctx, ptr, &off)) != IRIS_SUCCESS) return st;
   *out = ctx->bases[to_rank] + off;
@@ -1974,10 +2636,11 @@ IRIS_DEF iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, i
 
 /* Per-context slot for the other iris headers (not for users). */
 IRIS_DEF void iris_detail_set_ext(iris_t *ctx, void *ext, void (*free_fn)(void *)) {
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return;
   ctx->ext = ext;
   ctx->ext_free = free_fn;
 }
-IRIS_DEF void *iris_detail_get_ext(const iris_t *ctx) { return ctx ? ctx->ext : NULL; }
+IRIS_DEF void *iris_detail_get_ext(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->ext : NULL; }
 
 /* ------------------------------------------------------------ for host tests --
  * A context with bookkeeping only: no GPU, no peers. fake_base is never dereferenced
@@ -1986,6 +2649,7 @@ IRIS_DEF void *iris_detail_get_ext(const iris_t *ctx) { return ctx ? ctx->ext : 
 static inline iris_t *iris_detail_host_only_ctx(size_t heap_size, void *fake_base) {
   iris_t *ctx = (iris_t *)calloc(1, sizeof *ctx);
   if (!ctx) return NULL;
+  ctx->magic = IRIS_DETAIL_CTX_LIVE;
   ctx->world = 1;
   ctx->heap_size = heap_size;
   ctx->bases[0] = (char *)fake_base;
@@ -2040,24 +2704,38 @@ IRIS_INTERNAL int iris_detail_count_gpus(void) {
 #endif
 }
 
+/* The most ranks iris_launch_local starts: both its pid table and a device context
+ * must hold them. */
+#define IRIS_DETAIL_LAUNCH_LIMIT (IRIS_MAX_RANKS < IRIS_LAUNCH_MAX ? IRIS_MAX_RANKS : IRIS_LAUNCH_MAX)
+
 IRIS_DEF iris_status_t iris_launch_local(int num_ranks, iris_launch_t *L, int *my_rank) {
   static int launches = 0;
-  char name[72], buf[32];
-  struct timespec ts;
+  unsigned char nonce[16];
+  char name[72], token[40], buf[32];
+  iris_launch_env_t env;
+  iris_status_t st;
+  pid_t parent = getpid();
   int i;
   if (!L || !my_rank) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: NULL argument");
   memset(L, 0, sizeof *L);
-  if (iris_detail_env_int("IRIS_RANK", my_rank) || iris_detail_env_int("OMPI_COMM_WORLD_RANK", my_rank)) return IRIS_SUCCESS;
+  if ((st = iris_launch_env(NULL, NULL, &env)) != IRIS_SUCCESS) return iris_detail_prefix(st, "iris_launch_local");
+  if (env.launcher != IRIS_LAUNCHER_NONE) { /* started by a launcher already: this process is a rank */
+    *my_rank = env.rank;
+    return IRIS_SUCCESS;
+  }
   if (num_ranks == 0) {
     num_ranks = iris_detail_count_gpus();
     if (num_ranks < 1)
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: could not count this host's GPUs (found %d); pass the number of ranks", num_ranks);
   }
-  if (num_ranks < 1 || num_ranks > IRIS_LAUNCH_MAX)
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: %d ranks requested; 1 to %d supported", num_ranks, IRIS_LAUNCH_MAX);
+  if (num_ranks < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: %d ranks requested", num_ranks);
+  if (num_ranks > IRIS_DETAIL_LAUNCH_LIMIT)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "iris_launch_local: %d ranks requested; at most %d (IRIS_MAX_RANKS %d, IRIS_LAUNCH_MAX %d)", num_ranks,
+                            IRIS_DETAIL_LAUNCH_LIMIT, IRIS_MAX_RANKS, IRIS_LAUNCH_MAX);
   L->num_ranks = num_ranks;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  snprintf(name, sizeof name, "launch-%ld-%d-%ld", (long)getpid(), launches++, (long)(ts.tv_nsec % 1000000));
+  iris_detail_random(nonce, sizeof nonce); /* this launch's job token */
+  for (i = 0; i < 16; i++) snprintf(token + 2 * i, 3, "%02x", nonce[i]);
+  snprintf(name, sizeof name, "launch-%ld-%d-%.8s", (long)parent, launches++, token);
   fflush(NULL); /* buffered output would otherwise be written once per child */
   for (i = 0; i < num_ranks; i++) {
     pid_t pid = fork();
@@ -2065,31 +2743,61 @@ IRIS_DEF iris_status_t iris_launch_local(int num_ranks, iris_launch_t *L, int *m
       int e = errno, j;
       for (j = 0; j < i; j++) kill(L->pids[j], SIGKILL);
       for (j = 0; j < i; j++) waitpid(L->pids[j], NULL, 0);
+      memset(L, 0, sizeof *L);
       return iris_detail_sys_fail(-1, "iris_launch_local: fork", e);
     }
     if (pid == 0) {
+      setpgid(0, 0); /* a process group of its own: the launcher signals the rank and what it starts */
+#if defined(__linux__)
+      prctl(PR_SET_PDEATHSIG, SIGTERM); /* die with the launcher ... */
+#endif
+      if (getppid() != parent) raise(SIGTERM); /* ... even if it died before the line above */
       snprintf(buf, sizeof buf, "%d", i);
       setenv("IRIS_RANK", buf, 1);
       snprintf(buf, sizeof buf, "%d", num_ranks);
       setenv("IRIS_WORLD_SIZE", buf, 1);
       setenv("IRIS_RENDEZVOUS", name, 1);
+      setenv("IRIS_JOB_TOKEN", token, 1);
+      unsetenv("IRIS_LOCAL_RANK");
+      unsetenv("IRIS_LOCAL_WORLD_SIZE");
+      memset(L, 0, sizeof *L);
       *my_rank = i;
       return IRIS_SUCCESS;
     }
+    setpgid(pid, pid); /* also here: whichever runs first */
     L->pids[i] = (int)pid;
   }
   *my_rank = -1;
   return IRIS_SUCCESS;
 }
 
+/* SIGINT/SIGTERM that arrive while iris_launch_wait runs (forwarded to the ranks). */
+static volatile sig_atomic_t iris_detail_launch_signal = 0;
+IRIS_INTERNAL void iris_detail_launch_on_signal(int sig) { iris_detail_launch_signal = sig; }
+
+/* Signal every running rank's process group (the rank itself if it has none). */
+IRIS_INTERNAL void iris_detail_signal_ranks(const iris_launch_t *L, const unsigned char *running, int sig) {
+  int i;
+  for (i = 0; i < L->num_ranks; i++)
+    if (running[i] && kill(-(pid_t)L->pids[i], sig) != 0) kill((pid_t)L->pids[i], sig);
+}
+
 IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
-  long long deadline = iris_detail_now_ms() + (timeout_ms > 0 ? timeout_ms : 1LL << 40);
+  long long deadline = iris_detail_now_ms() + (timeout_ms > 0 ? timeout_ms : 1LL << 40), kill_at = -1;
   unsigned char running[IRIS_LAUNCH_MAX], failed[IRIS_LAUNCH_MAX], killed[IRIS_LAUNCH_MAX], signaled[IRIS_LAUNCH_MAX];
-  int left, i, nfail = 0, nkill = 0;
+  int left, i, nfail = 0, nkill = 0, grace = 2000, forwarded = 0, timed_out = 0;
   char l1[512], l2[512];
+  struct sigaction sa, old_int, old_term;
   if (!L || L->num_ranks < 1 || L->num_ranks > IRIS_LAUNCH_MAX) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait: not a launch");
+  if (iris_detail_env_int("IRIS_LAUNCH_GRACE_MS", &grace) < 0) return iris_detail_prefix(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait");
   left = L->num_ranks;
   for (i = 0; i < L->num_ranks; i++) running[i] = 1, failed[i] = 0, killed[i] = 0, signaled[i] = 0;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = iris_detail_launch_on_signal;
+  sigemptyset(&sa.sa_mask);
+  iris_detail_launch_signal = 0;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
   while (left > 0) {
     int progressed = 0;
     for (i = 0; i < L->num_ranks; i++) {
@@ -2108,23 +2816,52 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
       if (L->exit_codes[i] != 0) failed[i] = 1, nfail++;
     }
     if (left == 0) break;
-    if (iris_detail_now_ms() >= deadline) {
+    if (iris_detail_launch_signal) { /* the launcher was asked to stop: so are the ranks */
+      int sig = iris_detail_launch_signal;
+      iris_detail_launch_signal = 0;
+      iris_detail_signal_ranks(L, running, sig);
+      if (!forwarded) forwarded = sig;
+      if (kill_at < 0) kill_at = iris_detail_now_ms() + grace;
+    }
+    if (kill_at < 0 && iris_detail_now_ms() >= deadline) { /* timeout: SIGTERM first, SIGKILL after the grace period */
+      timed_out = 1;
+      for (i = 0; i < L->num_ranks; i++) killed[i] = running[i];
+      iris_detail_signal_ranks(L, running, SIGTERM);
+      kill_at = iris_detail_now_ms() + grace;
+    }
+    if (kill_at >= 0 && iris_detail_now_ms() >= kill_at) {
+      iris_detail_signal_ranks(L, running, SIGKILL);
       for (i = 0; i < L->num_ranks; i++)
         if (running[i]) {
-          kill(L->pids[i], SIGKILL);
-          waitpid(L->pids[i], NULL, 0);
+          int status = 0;
+          waitpid(L->pids[i], &status, 0);
           running[i] = 0;
           killed[i] = 1;
-          L->exit_codes[i] = 128 + SIGKILL;
-          nkill++;
+          L->exit_codes[i] = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 128 + SIGKILL;
+          signaled[i] = 1;
+          failed[i] = 1, nfail++;
         }
       break;
     }
     if (!progressed) iris_detail_sleep_ms(2);
   }
-  if (nkill)
-    return iris_detail_fail(IRIS_ERROR_TIMEOUT, "iris_launch_wait: ranks %s still ran after %d ms and were killed%s%s", iris_detail_rank_list(killed, L->num_ranks, l1, sizeof l1),
-                            timeout_ms, nfail ? "; ranks failed before that: " : "", nfail ? iris_detail_rank_list(failed, L->num_ranks, l2, sizeof l2) : "");
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  for (i = 0; i < L->num_ranks; i++) {
+    nkill += killed[i];
+    if (killed[i] && failed[i]) failed[i] = 0, nfail--; /* reported as killed, not as failed */
+  }
+  if (forwarded) {
+    size_t len = 0;
+    l1[0] = 0;
+    for (i = 0; i < L->num_ranks && len + 40 < sizeof l1; i++)
+      len += (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d %s %d", len ? ";" : "", i, signaled[i] || killed[i] ? "killed by signal" : "exited with",
+                              signaled[i] || killed[i] ? L->exit_codes[i] - 128 : L->exit_codes[i]);
+    return iris_detail_fail(IRIS_ERROR_RANK_FAILED, "iris_launch_wait: received signal %d and forwarded it to the ranks:%s", forwarded, l1);
+  }
+  if (nkill && timed_out)
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT, "iris_launch_wait: ranks %s still ran after %d ms and were killed (SIGTERM, SIGKILL %d ms later)%s%s",
+                            iris_detail_rank_list(killed, L->num_ranks, l1, sizeof l1), timeout_ms, grace, nfail ? "; ranks failed before that: " : "", nfail ? iris_detail_rank_list(failed, L->num_ranks, l2, sizeof l2) : "");
   if (nfail) {
     size_t len = 0;
     l1[0] = 0;

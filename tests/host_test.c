@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 /* ------------------------------------------------------------ reporting -- */
@@ -74,7 +75,7 @@ static const char *sname(iris_status_t s) {
   static const char *names[] = {"IRIS_SUCCESS",       "IRIS_ERROR_INVALID_ARGUMENT", "IRIS_ERROR_INVALID_RANK", "IRIS_ERROR_OUT_OF_MEMORY",
                                 "IRIS_ERROR_NOT_IN_HEAP", "IRIS_ERROR_MISMATCH",     "IRIS_ERROR_TIMEOUT",      "IRIS_ERROR_GPU",
                                 "IRIS_ERROR_SYSTEM",  "IRIS_ERROR_PERMISSION",       "IRIS_ERROR_DIFFERENT_HOST", "IRIS_ERROR_UNSUPPORTED",
-                                "IRIS_ERROR_BOOTSTRAP", "IRIS_ERROR_RANK_FAILED"};
+                                "IRIS_ERROR_BOOTSTRAP", "IRIS_ERROR_RANK_FAILED",      "IRIS_ERROR_PEER_FAILED", "IRIS_ERROR_ABORTED", "IRIS_ERROR_IN_USE"};
   if ((int)s >= 0 && (size_t)s < sizeof names / sizeof names[0]) return names[s];
   return "(not a status)";
 }
@@ -730,16 +731,20 @@ static void test_launcher_signal(void) {
         iris_error_detail());
 }
 
-static void test_launcher_timeout(void) {
+/* deaf: rank 1 ignores SIGTERM, so only the SIGKILL after the grace period ends it */
+static void test_launcher_timeout(int deaf) {
   iris_launch_t L;
-  int my = -2, gone;
+  int my = -2, gone, want = deaf ? SIGKILL : SIGTERM;
   iris_status_t st, wst;
   long long t0, ms;
   const char *d;
+  if (deaf) setenv("IRIS_LAUNCH_GRACE_MS", "300", 1);
   st = iris_launch_local(2, &L, &my);
   if (st == IRIS_SUCCESS && my >= 0) {
-    if (my == 1)
+    if (my == 1) {
+      if (deaf) signal(SIGTERM, SIG_IGN);
       for (;;) pause();
+    }
     _exit(0);
   }
   if (st != IRIS_SUCCESS) {
@@ -750,16 +755,19 @@ static void test_launcher_timeout(void) {
   wst = iris_launch_wait(&L, 500);
   ms = now_ms() - t0;
   d = iris_error_detail();
-  check(wst == IRIS_ERROR_TIMEOUT && ms >= 450 && ms < 3000, "launcher timeout status", "status %s after %lld ms (wait timeout 500 ms): '%s'", sname(wst), ms, d);
-  check(names_rank(d, 1) && !names_rank(d, 0) && has(d, "killed"), "launcher timeout detail", "detail should name rank 1 (only) as killed: '%s'", d);
+  unsetenv("IRIS_LAUNCH_GRACE_MS");
+  check(wst == IRIS_ERROR_TIMEOUT && ms >= 450 && ms < (deaf ? 800 + 1000 : 3000), deaf ? "launcher timeout status (rank ignores SIGTERM)" : "launcher timeout status",
+        "status %s after %lld ms (wait timeout 500 ms): '%s'", sname(wst), ms, d);
+  check(names_rank(d, 1) && !names_rank(d, 0) && has(d, "killed"), deaf ? "launcher timeout detail (rank ignores SIGTERM)" : "launcher timeout detail",
+        "detail should name rank 1 (only) as killed: '%s'", d);
   errno = 0;
   gone = kill((pid_t)L.pids[1], 0) != 0 && errno == ESRCH;
   if (!gone) { /* do not leave it behind whatever the library did */
     kill((pid_t)L.pids[1], SIGKILL);
     waitpid((pid_t)L.pids[1], NULL, 0);
   }
-  check(gone && L.exit_codes[1] == 128 + SIGKILL && L.exit_codes[0] == 0, "launcher timeout kills rank", "rank 1 %s, exit codes %d %d (want 0 %d)",
-        gone ? "is gone" : "still exists", L.exit_codes[0], L.exit_codes[1], 128 + SIGKILL);
+  check(gone && L.exit_codes[1] == 128 + want && L.exit_codes[0] == 0, deaf ? "launcher timeout: SIGKILL after the grace period" : "launcher timeout: SIGTERM first",
+        "rank 1 %s, exit codes %d %d (want 0 %d)", gone ? "is gone" : "still exists", L.exit_codes[0], L.exit_codes[1], 128 + want);
 }
 
 static void test_launcher_bad_args(void) {
@@ -774,7 +782,7 @@ static void test_launcher_bad_args(void) {
   s5 = iris_launch_wait(NULL, 100);
   errno = 0;
   w = waitpid(-1, NULL, WNOHANG); /* no child may have been started */
-  check(s1 == IRIS_ERROR_INVALID_ARGUMENT && s2 == IRIS_ERROR_INVALID_ARGUMENT && s3 == IRIS_ERROR_INVALID_ARGUMENT && s4 == IRIS_ERROR_INVALID_ARGUMENT &&
+  check(s1 == IRIS_ERROR_INVALID_ARGUMENT && s2 == IRIS_ERROR_UNSUPPORTED && s3 == IRIS_ERROR_INVALID_ARGUMENT && s4 == IRIS_ERROR_INVALID_ARGUMENT &&
             s5 == IRIS_ERROR_INVALID_ARGUMENT && w == -1 && errno == ECHILD,
         "launcher bad args", "-1 ranks %s, %d ranks %s, NULL launch %s, NULL rank %s, wait(NULL) %s, waitpid %d", sname(s1), IRIS_LAUNCH_MAX + 1, sname(s2),
         sname(s3), sname(s4), sname(s5), (int)w);
@@ -805,9 +813,11 @@ static void test_launcher_auto(void) {
   if (old) setenv("CUDA_VISIBLE_DEVICES", saved, 1);
   else unsetenv("CUDA_VISIBLE_DEVICES");
   setenv("IRIS_RANK", "5", 1);
+  setenv("IRIS_WORLD_SIZE", "8", 1);
   my = -2;
   st = iris_launch_local(4, &L, &my);
   unsetenv("IRIS_RANK");
+  unsetenv("IRIS_WORLD_SIZE");
   errno = 0;
   w = waitpid(-1, NULL, WNOHANG);
   check(st == IRIS_SUCCESS && my == 5 && L.num_ranks == 0 && w == -1 && errno == ECHILD, "launcher steps aside when IRIS_RANK is set",
@@ -1178,7 +1188,7 @@ static void make_recs(iris_detail_record_t *rec, int world) {
   }
 }
 
-static void expect_recs(const char *check_name, const iris_detail_record_t *rec, int world, iris_status_t want, int rank_named, const char *word) {
+static void expect_recs(const char *check_name, iris_detail_record_t *rec, int world, iris_status_t want, int rank_named, const char *word) {
   iris_status_t st = iris_detail_check_records(rec, world);
   const char *d = iris_error_detail();
   int ok = st == want;
@@ -1225,6 +1235,10 @@ static void test_records(void) {
   rec[2].status = IRIS_ERROR_GPU;
   snprintf(rec[2].err, sizeof rec[2].err, "%s", "rank 2: cudaMalloc failed: out of memory (zq-7781)");
   expect_recs("records failed rank status", rec, 4, IRIS_ERROR_GPU, 2, "out of memory (zq-7781)");
+  make_recs(rec, 4);
+  rec[2].status = 99;
+  snprintf(rec[2].err, sizeof rec[2].err, "%s", "a status from nowhere");
+  expect_recs("records unknown failure status is a system error", rec, 4, IRIS_ERROR_SYSTEM, 2, "from nowhere");
   make_recs(rec, 4);
   rec[1].rank = 2;
   rec[2].rank = 1;
@@ -1344,7 +1358,7 @@ static const struct {
                 STATUS_ENTRY(IRIS_ERROR_OUT_OF_MEMORY), STATUS_ENTRY(IRIS_ERROR_NOT_IN_HEAP),   STATUS_ENTRY(IRIS_ERROR_MISMATCH),
                 STATUS_ENTRY(IRIS_ERROR_TIMEOUT),       STATUS_ENTRY(IRIS_ERROR_GPU),           STATUS_ENTRY(IRIS_ERROR_SYSTEM),
                 STATUS_ENTRY(IRIS_ERROR_PERMISSION),    STATUS_ENTRY(IRIS_ERROR_DIFFERENT_HOST), STATUS_ENTRY(IRIS_ERROR_UNSUPPORTED),
-                STATUS_ENTRY(IRIS_ERROR_BOOTSTRAP),     STATUS_ENTRY(IRIS_ERROR_RANK_FAILED)};
+                STATUS_ENTRY(IRIS_ERROR_BOOTSTRAP),     STATUS_ENTRY(IRIS_ERROR_RANK_FAILED),   STATUS_ENTRY(IRIS_ERROR_PEER_FAILED), STATUS_ENTRY(IRIS_ERROR_ABORTED), STATUS_ENTRY(IRIS_ERROR_IN_USE)};
 
 static void test_status_strings(void) {
   const int n = (int)(sizeof k_status / sizeof k_status[0]);
@@ -1783,6 +1797,906 @@ static void test_world_ctas_staging(void) {
   }
 }
 
+static void remove_tree(const char *dir, int depth);
+
+/* ------------------------------------------------ launchers' environments -- */
+/* An environment as "NAME=VALUE" strings, NULL-terminated; looked up by iris_launch_env. */
+static const char *table_getenv(void *user, const char *name) {
+  const char *const *kv = (const char *const *)user;
+  size_t n = strlen(name);
+  for (; *kv; kv++)
+    if (strncmp(*kv, name, n) == 0 && (*kv)[n] == '=') return *kv + n + 1;
+  return NULL;
+}
+
+typedef struct env_case {
+  const char *what;
+  const char *env[16];
+  iris_status_t want;
+  iris_launcher_t launcher;
+  int rank, world, local_rank, local_size;
+  const char *job;   /* exact job id on success */
+  const char *words; /* on failure: '|'-separated words the detail must hold */
+} env_case_t;
+
+#define OK_CASE(what, launcher, r, w, lr, ls, job, ...) {what, {__VA_ARGS__, NULL}, IRIS_SUCCESS, launcher, r, w, lr, ls, job, NULL}
+#define BAD_CASE(what, st, words, ...) {what, {__VA_ARGS__, NULL}, st, IRIS_LAUNCHER_NONE, 0, 0, 0, 0, NULL, words}
+
+static const env_case_t k_env_cases[] = {
+    {"nothing set: one rank", {NULL}, IRIS_SUCCESS, IRIS_LAUNCHER_NONE, 0, 1, 0, 1, "", NULL},
+    OK_CASE("empty values count as unset", IRIS_LAUNCHER_NONE, 0, 1, 0, 1, "", "RANK=", "WORLD_SIZE="),
+    OK_CASE("iris_launch_local's ranks", IRIS_LAUNCHER_IRIS, 1, 3, 1, 3, "c0ffee", "IRIS_RANK=1", "IRIS_WORLD_SIZE=3", "IRIS_JOB_TOKEN=c0ffee"),
+    OK_CASE("IRIS_* override torchrun", IRIS_LAUNCHER_IRIS, 0, 2, 0, 2, "", "IRIS_RANK=0", "IRIS_WORLD_SIZE=2", "RANK=5", "WORLD_SIZE=8"),
+    OK_CASE("IRIS_* with local rank", IRIS_LAUNCHER_IRIS, 3, 4, 1, 2, "", "IRIS_RANK=3", "IRIS_WORLD_SIZE=4", "IRIS_LOCAL_RANK=1", "IRIS_LOCAL_WORLD_SIZE=2"),
+    OK_CASE("torchrun", IRIS_LAUNCHER_TORCHRUN, 1, 2, 1, 2, "torch.xyz.r0.p29500", "RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2",
+            "TORCHELASTIC_RUN_ID=xyz", "TORCHELASTIC_RESTART_COUNT=0", "MASTER_PORT=29500", "MASTER_ADDR=localhost"),
+    OK_CASE("torchrun without run id: master address and port", IRIS_LAUNCHER_TORCHRUN, 0, 2, 0, 0, "torch.node7.p1234", "RANK=0", "WORLD_SIZE=2",
+            "MASTER_ADDR=node7", "MASTER_PORT=1234"),
+    OK_CASE("torchrun inside an srun step: Slurm's set is ignored", IRIS_LAUNCHER_TORCHRUN, 3, 4, 3, 4, "torch.none.r2", "RANK=3", "WORLD_SIZE=4",
+            "LOCAL_RANK=3", "LOCAL_WORLD_SIZE=4", "TORCHELASTIC_RUN_ID=none", "TORCHELASTIC_RESTART_COUNT=2", "SLURM_PROCID=0", "SLURM_NTASKS=1",
+            "SLURM_STEP_ID=0", "SLURM_JOB_ID=77"),
+    OK_CASE("torchrun without a job id inside Slurm: Slurm's job.step", IRIS_LAUNCHER_TORCHRUN, 0, 2, 0, 0, "slurm.77.3", "RANK=0", "WORLD_SIZE=2",
+            "SLURM_JOB_ID=77", "SLURM_STEP_ID=3"),
+    OK_CASE("torchrun without any job id", IRIS_LAUNCHER_TORCHRUN, 1, 2, 1, 0, "", "RANK=1", "WORLD_SIZE=2"),
+    OK_CASE("srun step", IRIS_LAUNCHER_SLURM, 2, 4, 2, 0, "slurm.123.0", "SLURM_PROCID=2", "SLURM_NTASKS=4", "SLURM_LOCALID=2", "SLURM_STEP_ID=0",
+            "SLURM_JOB_ID=123"),
+    OK_CASE("srun step (SLURM_STEPID spelling)", IRIS_LAUNCHER_SLURM, 1, 2, 0, 0, "slurm.9.5", "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_LOCALID=0",
+            "SLURM_STEPID=5", "SLURM_JOBID=9", "SLURM_JOB_ID=9"),
+    OK_CASE("sbatch script outside srun: not a step", IRIS_LAUNCHER_NONE, 0, 1, 0, 1, "", "SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_JOB_ID=123"),
+    OK_CASE("Slurm's batch step id is not a step", IRIS_LAUNCHER_NONE, 0, 1, 0, 1, "", "SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_JOB_ID=123",
+            "SLURM_STEP_ID=4294967291"),
+    OK_CASE("MPICH/Hydra with PMI_JOBID", IRIS_LAUNCHER_MPICH, 3, 4, 3, 4, "j9", "PMI_RANK=3", "PMI_SIZE=4", "MPI_LOCALRANKID=3", "MPI_LOCALNRANKS=4",
+            "PMI_JOBID=j9"),
+    OK_CASE("Intel MPI", IRIS_LAUNCHER_MPICH, 0, 2, 0, 2, "uu-1", "PMI_RANK=0", "PMI_SIZE=2", "MPI_LOCALRANKID=0", "MPI_LOCALNRANKS=2",
+            "I_MPI_HYDRA_UUID=uu-1"),
+    OK_CASE("MPICH/Hydra without a job id", IRIS_LAUNCHER_MPICH, 1, 2, 1, 0, "", "PMI_RANK=1", "PMI_SIZE=2"),
+    OK_CASE("Open MPI", IRIS_LAUNCHER_OPENMPI, 1, 2, 1, 2, "prterun-h-1@1", "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2",
+            "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=2", "PMIX_NAMESPACE=prterun-h-1@1"),
+    OK_CASE("Open MPI (ess job id)", IRIS_LAUNCHER_OPENMPI, 0, 3, 0, 0, "4242", "OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=3",
+            "OMPI_MCA_ess_base_jobid=4242"),
+    OK_CASE("mpirun inside a Slurm allocation: Slurm's set is ignored", IRIS_LAUNCHER_OPENMPI, 1, 4, 1, 0, "ns1", "OMPI_COMM_WORLD_RANK=1",
+            "OMPI_COMM_WORLD_SIZE=4", "PMIX_NAMESPACE=ns1", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_STEP_ID=2", "SLURM_JOB_ID=5"),
+    OK_CASE("Open MPI and PMI agreeing: Open MPI first", IRIS_LAUNCHER_OPENMPI, 1, 2, 1, 0, "", "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2",
+            "PMI_RANK=1", "PMI_SIZE=2"),
+    OK_CASE("world of IRIS_MAX_RANKS", IRIS_LAUNCHER_TORCHRUN, 15, 16, 15, 0, "", "RANK=15", "WORLD_SIZE=16"),
+    BAD_CASE("RANK=abc", IRIS_ERROR_INVALID_ARGUMENT, "RANK=abc", "RANK=abc", "WORLD_SIZE=2"),
+    BAD_CASE("WORLD_SIZE=0", IRIS_ERROR_INVALID_ARGUMENT, "WORLD_SIZE=0", "RANK=0", "WORLD_SIZE=0"),
+    BAD_CASE("WORLD_SIZE=99999999999", IRIS_ERROR_INVALID_ARGUMENT, "WORLD_SIZE=99999999999|out of range", "RANK=0", "WORLD_SIZE=99999999999"),
+    BAD_CASE("RANK=-1", IRIS_ERROR_INVALID_ARGUMENT, "RANK=-1", "RANK=-1", "WORLD_SIZE=2"),
+    BAD_CASE("RANK=+1", IRIS_ERROR_INVALID_ARGUMENT, "RANK=+1", "RANK=+1", "WORLD_SIZE=2"),
+    BAD_CASE("RANK with a space", IRIS_ERROR_INVALID_ARGUMENT, "RANK= 1", "RANK= 1", "WORLD_SIZE=2"),
+    BAD_CASE("WORLD_SIZE=2.0", IRIS_ERROR_INVALID_ARGUMENT, "WORLD_SIZE=2.0", "RANK=1", "WORLD_SIZE=2.0"),
+    BAD_CASE("world above IRIS_MAX_RANKS", IRIS_ERROR_UNSUPPORTED, "WORLD_SIZE=17|IRIS_MAX_RANKS", "RANK=0", "WORLD_SIZE=17"),
+    BAD_CASE("rank equals world", IRIS_ERROR_INVALID_RANK, "RANK=2|WORLD_SIZE=2", "RANK=2", "WORLD_SIZE=2"),
+    BAD_CASE("rank without world", IRIS_ERROR_INVALID_ARGUMENT, "RANK=1|WORLD_SIZE", "RANK=1"),
+    BAD_CASE("world without rank", IRIS_ERROR_INVALID_ARGUMENT, "WORLD_SIZE=2|RANK", "WORLD_SIZE=2"),
+    BAD_CASE("IRIS_RANK without IRIS_WORLD_SIZE", IRIS_ERROR_INVALID_ARGUMENT, "IRIS_RANK=5|IRIS_WORLD_SIZE", "IRIS_RANK=5"),
+    BAD_CASE("local rank equals local size", IRIS_ERROR_INVALID_RANK, "LOCAL_RANK=2|LOCAL_WORLD_SIZE=2", "RANK=2", "WORLD_SIZE=4", "LOCAL_RANK=2",
+             "LOCAL_WORLD_SIZE=2"),
+    BAD_CASE("local size above world", IRIS_ERROR_INVALID_ARGUMENT, "LOCAL_WORLD_SIZE=4|WORLD_SIZE=2", "RANK=0", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=4"),
+    BAD_CASE("LOCAL_RANK=x", IRIS_ERROR_INVALID_ARGUMENT, "LOCAL_RANK=x", "RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=x"),
+    BAD_CASE("torchrun and Open MPI disagree", IRIS_ERROR_MISMATCH, "WORLD_SIZE=2|OMPI_COMM_WORLD_SIZE=4", "RANK=0", "WORLD_SIZE=2",
+             "OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=4"),
+    BAD_CASE("Open MPI and PMI disagree", IRIS_ERROR_MISMATCH, "OMPI_COMM_WORLD_SIZE=2|PMI_SIZE=3", "OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2",
+             "PMI_RANK=0", "PMI_SIZE=3"),
+    BAD_CASE("a malformed lower set is still an error", IRIS_ERROR_INVALID_ARGUMENT, "PMI_RANK=abc", "RANK=0", "WORLD_SIZE=2", "PMI_RANK=abc", "PMI_SIZE=2"),
+    BAD_CASE("SLURM_PROCID=abc in a step", IRIS_ERROR_INVALID_ARGUMENT, "SLURM_PROCID=abc", "SLURM_PROCID=abc", "SLURM_NTASKS=2", "SLURM_STEP_ID=0"),
+    BAD_CASE("SLURM_NTASKS=0 in a step", IRIS_ERROR_INVALID_ARGUMENT, "SLURM_NTASKS=0", "SLURM_PROCID=0", "SLURM_NTASKS=0", "SLURM_STEP_ID=0"),
+    BAD_CASE("PMI_SIZE=0", IRIS_ERROR_INVALID_ARGUMENT, "PMI_SIZE=0", "PMI_RANK=0", "PMI_SIZE=0"),
+    BAD_CASE("PMI rank beyond size", IRIS_ERROR_INVALID_RANK, "PMI_RANK=4|PMI_SIZE=4", "PMI_RANK=4", "PMI_SIZE=4"),
+    BAD_CASE("OMPI_COMM_WORLD_RANK=x", IRIS_ERROR_INVALID_ARGUMENT, "OMPI_COMM_WORLD_RANK=x", "OMPI_COMM_WORLD_RANK=x", "OMPI_COMM_WORLD_SIZE=2"),
+    BAD_CASE("MPI_LOCALRANKID=-1", IRIS_ERROR_INVALID_ARGUMENT, "MPI_LOCALRANKID=-1", "PMI_RANK=0", "PMI_SIZE=2", "MPI_LOCALRANKID=-1"),
+};
+
+/* Does the '|'-separated list of words all occur in s? */
+static int has_all(const char *s, const char *words) {
+  char buf[256], *save = NULL, *w;
+  snprintf(buf, sizeof buf, "%s", words);
+  for (w = strtok_r(buf, "|", &save); w; w = strtok_r(NULL, "|", &save))
+    if (!has(s, w)) return 0;
+  return 1;
+}
+
+static void test_launch_env_table(void) {
+  size_t i;
+  for (i = 0; i < sizeof k_env_cases / sizeof k_env_cases[0]; i++) {
+    const env_case_t *c = &k_env_cases[i];
+    iris_launch_env_t e;
+    iris_status_t st;
+    char nm[160];
+    memset(&e, 0x5a, sizeof e);
+    st = iris_launch_env(table_getenv, (void *)c->env, &e);
+    snprintf(nm, sizeof nm, "launch env: %s", c->what);
+    if (c->want == IRIS_SUCCESS)
+      check(st == IRIS_SUCCESS && e.launcher == c->launcher && e.rank == c->rank && e.world_size == c->world && e.local_rank == c->local_rank &&
+                e.local_size == c->local_size && !strcmp(e.job, c->job) && e.launcher_name && e.launcher_name[0],
+            nm, "status %s '%s'; launcher %d (want %d), rank %d/%d (want %d/%d), local %d/%d (want %d/%d), job '%s' (want '%s')", sname(st),
+            st ? iris_error_detail() : "", (int)e.launcher, (int)c->launcher, e.rank, e.world_size, c->rank, c->world, e.local_rank, e.local_size,
+            c->local_rank, c->local_size, st ? "" : e.job, c->job);
+    else
+      check(st == c->want && has_all(iris_error_detail(), c->words), nm, "status %s (want %s), detail '%s' (want it to name %s)", sname(st), sname(c->want),
+            iris_error_detail(), c->words);
+  }
+  {
+    /* a job id too long for the token is cut and hashed; two that differ only at the end stay different */
+    static char a[300], b[300];
+    const char *ea[] = {"PMI_RANK=0", "PMI_SIZE=2", a, NULL}, *eb[] = {"PMI_RANK=0", "PMI_SIZE=2", b, NULL};
+    iris_launch_env_t x, y;
+    memset(a, 'j', sizeof a - 1);
+    memcpy(a, "PMI_JOBID=", 10);
+    a[sizeof a - 1] = 0;
+    memcpy(b, a, sizeof b);
+    b[sizeof b - 2] = 'k';
+    check(iris_launch_env(table_getenv, (void *)ea, &x) == IRIS_SUCCESS && iris_launch_env(table_getenv, (void *)eb, &y) == IRIS_SUCCESS &&
+              strlen(x.job) < sizeof x.job && strcmp(x.job, y.job) != 0,
+          "launch env: long job ids are hashed, not cut alike", "'%s' vs '%s'", x.job, y.job);
+  }
+  check(iris_launch_env(NULL, NULL, NULL) == IRIS_ERROR_INVALID_ARGUMENT, "launch env: NULL out", "%s", iris_error_detail());
+}
+
+/* Sets NAME=VALUE pairs in the real environment; env_clear unsets them again. */
+static void env_set(const char *const *kv) {
+  for (; *kv; kv++) {
+    char name[64];
+    const char *eq = strchr(*kv, '=');
+    snprintf(name, sizeof name, "%.*s", (int)(eq - *kv), *kv);
+    setenv(name, eq + 1, 1);
+  }
+}
+static void env_clear(const char *const *kv) {
+  for (; *kv; kv++) {
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(strchr(*kv, '=') - *kv), *kv);
+    unsetenv(name);
+  }
+}
+
+/* iris_init and iris_launch_local read the same environment, before any GPU call. */
+static void test_launch_env_init(void) {
+  static const char *no_job[] = {"RANK=1", "WORLD_SIZE=2", NULL}, *bad[] = {"RANK=abc", "WORLD_SIZE=2", NULL},
+                    *hosts[] = {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1", "IRIS_RENDEZVOUS=x", NULL},
+                    *over[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=99999999999", NULL};
+  iris_t *ctx = (iris_t *)&g_seed;
+  iris_launch_t L;
+  iris_status_t st;
+  int my = -2;
+  pid_t w;
+  env_set(no_job);
+  st = iris_init(NULL, &ctx);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && ctx == NULL && has(iris_error_detail(), "IRIS_RENDEZVOUS") && has(iris_error_detail(), "torchrun"),
+        "init: a launcher's world of 2 without job id asks for IRIS_RENDEZVOUS", "%s: '%s'", sname(st), iris_error_detail());
+  st = iris_launch_local(4, &L, &my);
+  errno = 0;
+  w = waitpid(-1, NULL, WNOHANG);
+  check(st == IRIS_SUCCESS && my == 1 && L.num_ranks == 0 && w == -1 && errno == ECHILD, "launcher steps aside under torchrun", "%s, my_rank %d, %d ranks",
+        sname(st), my, L.num_ranks);
+  env_clear(no_job);
+  env_set(bad);
+  ctx = (iris_t *)&g_seed;
+  st = iris_init(NULL, &ctx);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && ctx == NULL && has(iris_error_detail(), "RANK=abc"), "init: RANK=abc is an error", "%s: '%s'", sname(st),
+        iris_error_detail());
+  my = -2;
+  st = iris_launch_local(2, &L, &my);
+  errno = 0;
+  w = waitpid(-1, NULL, WNOHANG);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && w == -1 && errno == ECHILD && has(iris_error_detail(), "RANK=abc"), "launcher: RANK=abc forks nothing",
+        "%s: '%s'", sname(st), iris_error_detail());
+  env_clear(bad);
+  env_set(hosts);
+  ctx = (iris_t *)&g_seed;
+  st = iris_init(NULL, &ctx);
+  check(st == IRIS_ERROR_DIFFERENT_HOST && ctx == NULL && has(iris_error_detail(), "multi-node"), "init: a world over two hosts is refused up front",
+        "%s: '%s'", sname(st), iris_error_detail());
+  env_clear(hosts);
+  env_set(over);
+  ctx = (iris_t *)&g_seed;
+  st = iris_init(NULL, &ctx);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "OMPI_COMM_WORLD_SIZE=99999999999"), "init: an overflowing world size is an error",
+        "%s: '%s'", sname(st), iris_error_detail());
+  env_clear(over);
+}
+
+/* Two forked ranks with a launcher's variables meet through iris_init(NULL, ...) at the
+ * rendezvous named after the job: they get past the rendezvous (IRIS_SUCCESS with a GPU,
+ * else the GPU error of a machine without one), never a timeout or a world of 1. */
+typedef struct bringup_arg {
+  const char *env[2][8]; /* per rank */
+} bringup_arg_t;
+
+static int child_bringup(int rank, void *argp) {
+  const bringup_arg_t *a = (const bringup_arg_t *)argp;
+  iris_t *ctx = NULL;
+  iris_status_t st;
+  setenv("IRIS_RENDEZVOUS_DIR", g_dir, 1);
+  setenv("IRIS_TIMEOUT_MS", "4000", 1);
+  setenv("IRIS_HEAP_SIZE", "2MiB", 1);
+  env_set(a->env[rank]);
+  st = iris_init(NULL, &ctx);
+  g_res[rank].open_st = (int)st;
+  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
+  if (st == IRIS_SUCCESS) {
+    snprintf(g_res[rank].text, sizeof g_res[rank].text, "%d/%d", iris_rank(ctx), iris_world_size(ctx));
+    st = iris_finalize(ctx);
+  }
+  return (int)st;
+}
+
+static void test_launch_env_bringup(void) {
+  static const bringup_arg_t cases[] = {
+      {{{"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=2", "TORCHELASTIC_RUN_ID=ht", "MASTER_PORT=1", NULL},
+        {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2", "TORCHELASTIC_RUN_ID=ht", "MASTER_PORT=1", NULL}}},
+      {{{"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_LOCALID=0", "SLURM_STEP_ID=0", "SLURM_JOB_ID=4242", NULL},
+        {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_LOCALID=1", "SLURM_STEP_ID=0", "SLURM_JOB_ID=4242", NULL}}},
+      {{{"PMI_RANK=0", "PMI_SIZE=2", "PMI_JOBID=ht:1", NULL}, {"PMI_RANK=1", "PMI_SIZE=2", "PMI_JOBID=ht:1", NULL}}},
+      {{{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "PMIX_NAMESPACE=ht@1", NULL},
+        {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "PMIX_NAMESPACE=ht@1", NULL}}}};
+  static const char *names[] = {"torchrun", "srun", "mpiexec (Hydra)", "mpirun (Open MPI)"};
+  int i, ranks[2] = {0, 1}, codes[2], hung;
+  for (i = 0; i < 4; i++) {
+    char nm[96];
+    int ok;
+    run_children(2, ranks, child_bringup, (void *)&cases[i], 15000, codes, &hung);
+    ok = !hung && codes[0] == codes[1] && (codes[0] == IRIS_SUCCESS || codes[0] == IRIS_ERROR_GPU);
+    if (ok && codes[0] == IRIS_SUCCESS) ok = !strcmp(g_res[0].text, "0/2") && !strcmp(g_res[1].text, "1/2");
+    if (ok && codes[0] == IRIS_ERROR_GPU) ok = names_rank(g_res[1].detail, 1) && !names_rank(g_res[1].detail, 0); /* not a world of 1 */
+    snprintf(nm, sizeof nm, "bring-up under %s's variables meets at the job's rendezvous", names[i]);
+    check(ok, nm, "hung %d; rank 0: %s '%s' (%s); rank 1: %s '%s' (%s)", hung, sname((iris_status_t)codes[0]), g_res[0].detail, g_res[0].text,
+          sname((iris_status_t)codes[1]), g_res[1].detail, g_res[1].text);
+  }
+}
+
+/* --------------------------------------------------------- size parser -- */
+static void test_size_parser(void) {
+  static const struct { const char *text; unsigned long long want; } good[] = {
+      {"0", 0}, {"1", 1}, {"512", 512}, {"512B", 512}, {"64K", 65536}, {"64k", 65536}, {"64KB", 65536}, {"64KiB", 65536}, {"2M", 2ULL << 20},
+      {"2MiB", 2ULL << 20}, {"1G", 1ULL << 30}, {"1gib", 0}, {"3GB", 3ULL << 30}, {"1T", 1ULL << 40}, {"16777215T", 16777215ULL << 40},
+      {"18446744073709551615", 18446744073709551615ULL}, {"007", 7}};
+  static const char *bad[] = {"", "-1", "+1", " 1", "1 ", "4iB", "1bB", "1b", "1Ki", "1KiBB", "1KK", "1.5G", "G", "0x10", "1e3", "16777216T",
+                              "17179869184G", "18446744073709551616", "99999999999999999999999", "1 G"};
+  size_t i;
+  for (i = 0; i < sizeof good / sizeof good[0]; i++) {
+    size_t v = 12345;
+    iris_status_t st = iris_detail_parse_size_var("IRIS_HEAP_SIZE", good[i].text, &v);
+    char nm[96];
+    snprintf(nm, sizeof nm, "size parser accepts '%s'", good[i].text);
+    if (!strcmp(good[i].text, "1gib")) { /* "iB" is case-sensitive: lower-case "ib" is refused */
+      snprintf(nm, sizeof nm, "size parser refuses '%s'", good[i].text);
+      check(st == IRIS_ERROR_INVALID_ARGUMENT, nm, "%s, %zu", sname(st), v);
+      continue;
+    }
+    check(st == IRIS_SUCCESS && v == (size_t)good[i].want, nm, "%s, %zu (want %llu): '%s'", sname(st), v, good[i].want, iris_error_detail());
+  }
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    size_t v = 12345;
+    iris_status_t st = iris_detail_parse_size_var("IRIS_HEAP_SIZE", bad[i], &v);
+    char nm[96], want[64];
+    snprintf(nm, sizeof nm, "size parser refuses '%s'", bad[i]);
+    snprintf(want, sizeof want, "IRIS_HEAP_SIZE=%s", bad[i]);
+    check(st == IRIS_ERROR_INVALID_ARGUMENT && v == 12345 && (bad[i][0] ? has(iris_error_detail(), want) : has(iris_error_detail(), "IRIS_HEAP_SIZE")), nm,
+          "%s, value %zu, detail '%s'", sname(st), v, iris_error_detail());
+  }
+  check(iris_detail_parse_size("64M") == (64u << 20) && iris_detail_parse_size("4iB") == 0 && iris_detail_parse_size(NULL) == 0,
+        "size parser compatibility form", "64M %zu, 4iB %zu", iris_detail_parse_size("64M"), iris_detail_parse_size("4iB"));
+  {
+    /* the config: SIZE_MAX, values that overflow the 2 MiB rounding, bad IRIS_HEAP_SIZE */
+    static const char *envs[] = {"-1", "17179869184G", "4iB", "0", "16777216T"};
+    iris_config_t c;
+    cfg_base(&c, 0, 1);
+    c.heap_size = SIZE_MAX;
+    expect_init("config heap_size SIZE_MAX", &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "overflows");
+    c.heap_size = SIZE_MAX - (1u << 20);
+    expect_init("config heap_size overflowing the 2 MiB rounding", &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "overflows");
+    for (i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+      char nm[96], want[64];
+      cfg_base(&c, 0, 1);
+      c.heap_size = 0;
+      setenv("IRIS_HEAP_SIZE", envs[i], 1);
+      snprintf(nm, sizeof nm, "config IRIS_HEAP_SIZE=%s refused", envs[i]);
+      snprintf(want, sizeof want, "IRIS_HEAP_SIZE=%s", envs[i]);
+      expect_init(nm, &c, 0, IRIS_ERROR_INVALID_ARGUMENT, want);
+    }
+    unsetenv("IRIS_HEAP_SIZE");
+    setenv("IRIS_TIMEOUT_MS", "10s", 1);
+    cfg_base(&c, 0, 1);
+    c.timeout_ms = 0;
+    expect_init("config IRIS_TIMEOUT_MS=10s refused", &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "IRIS_TIMEOUT_MS=10s");
+    unsetenv("IRIS_TIMEOUT_MS");
+  }
+}
+
+/* ------------------------------------------------------- process token -- */
+static int child_token(int rank, void *arg) {
+  unsigned char t[IRIS_DETAIL_TOKEN_BYTES];
+  (void)arg;
+  iris_detail_process_token(t);
+  memcpy(g_res[rank].text, t, sizeof t);
+  return 0;
+}
+static void test_process_token(void) {
+  unsigned char a[IRIS_DETAIL_TOKEN_BYTES], b[IRIS_DETAIL_TOKEN_BYTES], zero[IRIS_DETAIL_TOKEN_BYTES];
+  iris_detail_record_t rec;
+  int codes[1], hung, ranks[1] = {0};
+  iris_detail_process_token(a);
+  iris_detail_process_token(b);
+  memset(zero, 0, sizeof zero);
+  check(!memcmp(a, b, sizeof a) && memcmp(a, zero, sizeof a) != 0, "process token stable within a process", "two calls differ, or the token is zero");
+  memset(g_res, 0, sizeof *g_res);
+  run_children(1, ranks, child_token, NULL, 5000, codes, &hung);
+  check(!hung && codes[0] == 0 && memcmp(g_res[0].text, a, sizeof a) != 0, "process token differs in a forked child", "hung %d, code %d, equal %d", hung,
+        codes[0], !memcmp(g_res[0].text, a, sizeof a));
+  /* "same process" needs the token: a peer with our pid (another PID namespace) but
+   * another token is another process; our token with another pid is not us either */
+  memset(&rec, 0, sizeof rec);
+  rec.pid = (int64_t)getpid();
+  memcpy(rec.proc_token, a, sizeof a);
+  check(iris_detail_same_process(&rec), "same process: pid and token match", "");
+  rec.proc_token[3] ^= 1;
+  check(!iris_detail_same_process(&rec), "same process: equal pid, other token is another process", "a pid alone was taken for this process");
+  rec.proc_token[3] ^= 1;
+  rec.pid = 1;
+  check(!iris_detail_same_process(&rec) || getpid() == 1, "same process: our token with another pid is not us", "");
+}
+
+/* Two processes in PID namespaces of their own, both pid 1 (as in two containers of
+ * one pod): each is "another process" to the other. Needs CAP_SYS_ADMIN (SKIP else). */
+static int pidns_member(int slot) {
+  pid_t pid;
+  int status = 0;
+  if (unshare(CLONE_NEWPID) != 0) return 10 + (errno == EPERM || errno == EINVAL);
+  pid = fork(); /* the child is pid 1 of the new namespace */
+  if (pid < 0) return 20;
+  if (pid == 0) {
+    iris_detail_record_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.pid = (int64_t)getpid();
+    iris_detail_process_token(rec.proc_token);
+    if (slot == 0) { /* the first one's identity, for the second */
+      memcpy(g_res[0].text, &rec.pid, 8);
+      memcpy(g_res[0].text + 8, rec.proc_token, sizeof rec.proc_token);
+    }
+    if (slot == 1) {
+      iris_detail_record_t peer;
+      memset(&peer, 0, sizeof peer);
+      memcpy(&peer.pid, g_res[0].text, 8);
+      memcpy(peer.proc_token, g_res[0].text + 8, sizeof peer.proc_token);
+      g_res[1].op_st = (int)peer.pid;
+      g_res[1].open_st = iris_detail_same_process(&peer);
+    }
+    g_res[slot].out_null = (int)getpid();
+    _exit(0);
+  }
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 30;
+}
+static void test_pid_namespaces(void) {
+  int slot, codes[2] = {-1, -1};
+  memset(g_res, 0, sizeof *g_res * 2);
+  g_res[1].open_st = -1;
+  for (slot = 0; slot < 2; slot++) {
+    pid_t pid;
+    int status = 0;
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) _exit(pidns_member(slot));
+    waitpid(pid, &status, 0);
+    codes[slot] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (codes[slot] == 11) {
+      printf("SKIP: pid namespaces: two pid-1 ranks are two processes: this process may not create PID namespaces (unshare: no permission); the token logic "
+             "is checked above\n");
+      return;
+    }
+  }
+  check(codes[0] == 0 && codes[1] == 0 && g_res[0].out_null == 1 && g_res[1].out_null == 1 && g_res[1].op_st == 1 && g_res[1].open_st == 0,
+        "pid namespaces: two pid-1 ranks are two processes", "codes %d %d, pids %d %d, the peer's pid %d, same process %d", codes[0], codes[1],
+        g_res[0].out_null, g_res[1].out_null, g_res[1].op_st, g_res[1].open_st);
+}
+
+/* ------------------------------------------------ jobs sharing a name -- */
+/* Slot s in 0..3: job 'A' + s / 2, rank s % 2. Each process that forms a world checks,
+ * by an allgather of its job letter, that every member is of its own job. */
+typedef struct jobs_arg {
+  const char *name;
+  int delay_ms[4];
+  int timeout_ms;
+} jobs_arg_t;
+
+static int child_job(int slot, void *argp) {
+  const jobs_arg_t *a = (const jobs_arg_t *)argp;
+  child_res_t *res = &g_res[slot];
+  char job[2] = {(char)('A' + slot / 2), 0}, table[2];
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = NULL;
+  iris_status_t st;
+  sleep_ms(a->delay_ms[slot]);
+  set_params(&p, a->name, g_dir, slot % 2, 2, a->timeout_ms, 1ULL << 30);
+  p.job = job;
+  st = iris_rendezvous_open(&p, &r);
+  res->open_st = (int)st;
+  snprintf(res->detail, sizeof res->detail, "%s", iris_error_detail());
+  if (st != IRIS_SUCCESS) return 0;
+  st = iris_rendezvous_allgather(r, job, table, 1);
+  res->op_st = (int)st;
+  if (st == IRIS_SUCCESS && (table[0] != job[0] || table[1] != job[0])) snprintf(res->why, sizeof res->why, "world of %c%c", table[0], table[1]);
+  iris_rendezvous_close(r);
+  return 0;
+}
+
+/* Each job formed its own world (both ranks succeeded, nobody of the other job in it),
+ * or failed with a clear word: IRIS_ERROR_IN_USE naming IRIS_RENDEZVOUS on at least one
+ * rank, the other failing too (in use or timed out), nobody in a mixed world. */
+static int jobs_outcome_ok(char *why, size_t cap) {
+  int j, k;
+  for (k = 0; k < 4; k++)
+    if (g_res[k].why[0]) return snprintf(why, cap, "slot %d formed a mixed %s", k, g_res[k].why), 0;
+  for (j = 0; j < 2; j++) {
+    const child_res_t *r0 = &g_res[2 * j], *r1 = &g_res[2 * j + 1];
+    int ok0 = r0->open_st == IRIS_SUCCESS && r0->op_st == IRIS_SUCCESS, ok1 = r1->open_st == IRIS_SUCCESS && r1->op_st == IRIS_SUCCESS;
+    int in_use = (r0->open_st == IRIS_ERROR_IN_USE && has(r0->detail, "IRIS_RENDEZVOUS")) || (r1->open_st == IRIS_ERROR_IN_USE && has(r1->detail, "IRIS_RENDEZVOUS"));
+    if (ok0 && ok1) continue;
+    if (!ok0 && !ok1 && in_use) continue;
+    return snprintf(why, cap, "job %c: rank 0 %s/%s '%s'; rank 1 %s/%s '%s'", 'A' + j, sname((iris_status_t)r0->open_st), sname((iris_status_t)r0->op_st),
+                    r0->detail, sname((iris_status_t)r1->open_st), sname((iris_status_t)r1->op_st), r1->detail),
+           0;
+  }
+  return 1;
+}
+
+static void test_jobs_interleavings(void) {
+  /* every order of the four starts with job A's first process first (the rest is the
+   * same up to swapping the jobs' names), 60 ms apart; then all at once */
+  int perm[4] = {0, 1, 2, 3}, ranks[4] = {0, 1, 2, 3}, codes[4], hung, n = 0, bad = 0, formed = 0, i;
+  char why[1400] = "", name[80];
+  jobs_arg_t a;
+  long long t0 = now_ms();
+  for (;;) {
+    if (perm[0] == 0 || perm[0] == 1) {
+      unique_name(name, sizeof name, "jobs");
+      a.name = name;
+      a.timeout_ms = 700;
+      for (i = 0; i < 4; i++) a.delay_ms[perm[i]] = 60 * i;
+      run_children(4, ranks, child_job, &a, 8000, codes, &hung);
+      n++;
+      if (hung || !jobs_outcome_ok(why, sizeof why)) {
+        if (!bad) snprintf(why + strlen(why), sizeof why - strlen(why), " (order %d%d%d%d%s)", perm[0], perm[1], perm[2], perm[3], hung ? ", hung" : "");
+        bad++;
+        break;
+      }
+      formed += g_res[0].open_st == IRIS_SUCCESS && g_res[2].open_st == IRIS_SUCCESS;
+    }
+    /* next permutation */
+    {
+      int k = 2, l = 3, t;
+      while (k >= 0 && perm[k] > perm[k + 1]) k--;
+      if (k < 0) break;
+      while (perm[l] < perm[k]) l--;
+      t = perm[k], perm[k] = perm[l], perm[l] = t;
+      for (l = k + 1, t = 3; l < t; l++, t--) {
+        int u = perm[l];
+        perm[l] = perm[t], perm[t] = u;
+      }
+    }
+  }
+  for (i = 0; !bad && i < 3; i++) {
+    unique_name(name, sizeof name, "jobs-now");
+    a.name = name;
+    a.timeout_ms = 700;
+    memset(a.delay_ms, 0, sizeof a.delay_ms);
+    run_children(4, ranks, child_job, &a, 8000, codes, &hung);
+    n++;
+    if (hung || !jobs_outcome_ok(why, sizeof why)) bad++;
+  }
+  check(!bad, "two jobs with one rendezvous name: each forms its own world or hears 'in use'", "%s", why);
+  fprintf(stderr, "# host_test: %d two-job interleavings, %d with both worlds formed, %lld ms\n", n, formed, now_ms() - t0);
+}
+
+/* A job killed at bring-up leaves a stale socket: the next job of that name starts. A
+ * live rank 0's socket is never removed by another job, and a rank 0 unlinks only its
+ * own socket. */
+static int child_rank0_wait(int rank, void *argp) {
+  const gen_arg_t *a = (const gen_arg_t *)argp;
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = NULL;
+  iris_status_t st;
+  set_params(&p, a->name, a->dir, rank, 2, a->timeout_ms, 1ULL << 30);
+  p.job = "J1";
+  st = iris_rendezvous_open(&p, &r);
+  g_res[rank].open_st = (int)st;
+  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
+  if (r) iris_rendezvous_close(r);
+  return (int)st;
+}
+
+static int wait_for_path(const char *path, int ms) {
+  long long t0 = now_ms();
+  struct stat st;
+  while (now_ms() - t0 < ms) {
+    if (lstat(path, &st) == 0) return 1;
+    sleep_ms(2);
+  }
+  return 0;
+}
+
+/* Forks a rank 0 (world 2, job "J1") of a fresh name (tag), waiting timeout_ms for its
+ * rank 1; returns its pid once its socket exists, or -1 if it never bound. */
+static pid_t start_rank0(gen_arg_t *a, char *name, size_t name_cap, char *path, size_t path_cap, const char *tag, int timeout_ms) {
+  pid_t pid;
+  unique_name(name, name_cap, tag);
+  snprintf(path, path_cap, "%s/%s.sock", g_dir, name);
+  gen_init(a, name, 2, timeout_ms);
+  fflush(stdout);
+  pid = fork();
+  if (pid == 0) _exit(child_rank0_wait(0, a));
+  if (pid > 0 && !wait_for_path(path, 3000)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+  }
+  return pid;
+}
+
+static void test_stale_and_live_sockets(void) {
+  char name[80], path[256];
+  gen_arg_t a;
+  pid_t pid;
+  struct stat before, after;
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = (iris_rendezvous_t *)&g_seed;
+  iris_status_t st;
+  long long t0;
+  /* 1. stale: rank 0 killed while it waits */
+  if ((pid = start_rank0(&a, name, sizeof name, path, sizeof path, "stale", 5000)) < 0) {
+    check(0, "stale socket of a killed job is replaced", "rank 0 never bound %s", path);
+    return;
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  check(lstat(path, &before) == 0 && S_ISSOCK(before.st_mode), "killed job leaves a stale socket (precondition)", "no socket at %s", path);
+  {
+    succ_arg_t s;
+    int ranks[2] = {0, 1}, codes[2], hung;
+    long long ms;
+    s.name = name, s.dir = g_dir, s.world = 2, s.late_rank = -1, s.late_ms = 0, s.iters = 2, s.timeout_ms = 3000;
+    ms = run_children(2, ranks, child_success, &s, 10000, codes, &hung);
+    expect_children_ok("stale socket of a killed job is replaced: the next job starts", 2, ranks, codes, hung, ms);
+  }
+  /* 2. live: another job's rank 0 finds the name in use and leaves the socket alone */
+  if ((pid = start_rank0(&a, name, sizeof name, path, sizeof path, "live", 3000)) < 0 || lstat(path, &before) != 0) {
+    check(0, "a live socket is never removed", "rank 0 never bound %s", path);
+    return;
+  }
+  set_params(&p, name, g_dir, 0, 2, 1000, 1ULL << 30);
+  p.job = "J2";
+  t0 = now_ms();
+  st = iris_rendezvous_open(&p, &r);
+  check(st == IRIS_ERROR_IN_USE && r == NULL && now_ms() - t0 < 500 && has(iris_error_detail(), name) && has(iris_error_detail(), "IRIS_RENDEZVOUS"),
+        "a second rank 0 of the name hears 'in use' at once", "%s after %lld ms: '%s'", sname(st), now_ms() - t0, iris_error_detail());
+  check(lstat(path, &after) == 0 && after.st_ino == before.st_ino && after.st_dev == before.st_dev, "a live socket is never removed",
+        "the socket at %s is gone or replaced", path);
+  /* 3. the live job completes: its rank 1 (same token) joins after the refusal above */
+  {
+    int codes[1], hung, ranks[1] = {1};
+    int status = 0;
+    run_children(1, ranks, child_rank0_wait, &a, 8000, codes, &hung);
+    waitpid(pid, &status, 0);
+    check(!hung && codes[0] == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the job holding the name completes after refusing another",
+          "rank 1 exit %d, rank 0 status %d: '%s'", codes[0], status, g_res[1].detail);
+  }
+  /* 4. only its own socket: a newer socket at the path survives rank 0's exit */
+  if ((pid = start_rank0(&a, name, sizeof name, path, sizeof path, "own", 600)) > 0) {
+    struct sockaddr_un addr;
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0), status = 0;
+    unlink(path);
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%.100s", path);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 4) != 0 || lstat(path, &before) != 0) {
+      check(0, "rank 0 unlinks only its own socket", "could not bind the newer socket: %s", strerror(errno));
+      kill(pid, SIGKILL);
+    }
+    waitpid(pid, &status, 0); /* it times out (rank 1 never comes) and cleans up */
+    if (fd >= 0 && lstat(path, &before) == 0)
+      check(lstat(path, &after) == 0 && after.st_ino == before.st_ino, "rank 0 unlinks only its own socket", "the newer socket at %s was removed", path);
+    if (fd >= 0) close(fd);
+    unlink(path);
+  } else {
+    check(0, "rank 0 unlinks only its own socket", "rank 0 never bound %s", path);
+  }
+}
+
+/* ------------------------------------------------ rendezvous directories -- */
+static void test_rendezvous_dirs(void) {
+  char dir[160], sub[200], name[80];
+  iris_rendezvous_params_t p;
+  unique_name(name, sizeof name, "dirs");
+  /* owned by someone else: root can make one; anyone else can use / (root's) */
+  if (getuid() == 0) {
+    snprintf(dir, sizeof dir, "%s/foreign", g_dir);
+    if (mkdir(dir, 0700) != 0 || chown(dir, 12345, 12345) != 0) {
+      check(0, "rendezvous dir of another user", "cannot prepare %s: %s", dir, strerror(errno));
+      return;
+    }
+  } else {
+    snprintf(dir, sizeof dir, "/");
+  }
+  set_params(&p, name, dir, 0, 2, 1000, 0);
+  expect_open("rendezvous dir of another user refused (rank 0)", &p, 0, IRIS_ERROR_PERMISSION);
+  check(has(iris_error_detail(), "IRIS_RENDEZVOUS_DIR") && has(iris_error_detail(), "belongs to uid"), "rendezvous dir of another user names IRIS_RENDEZVOUS_DIR",
+        "'%s'", iris_error_detail());
+  set_params(&p, name, dir, 1, 2, 1000, 0);
+  expect_open("rendezvous dir of another user refused (rank 1)", &p, 0, IRIS_ERROR_PERMISSION);
+  if (getuid() == 0) rmdir(dir);
+  /* a parent that others may write (not sticky) */
+  snprintf(dir, sizeof dir, "%s/open2", g_dir);
+  snprintf(sub, sizeof sub, "%s/priv", dir);
+  if (mkdir(dir, 0777) != 0 || chmod(dir, 0777) != 0) {
+    check(0, "rendezvous dir under a world-writable parent refused", "mkdir %s: %s", dir, strerror(errno));
+    return;
+  }
+  set_params(&p, name, sub, 0, 2, 1000, 0);
+  expect_open("rendezvous dir under a world-writable parent refused", &p, 0, IRIS_ERROR_PERMISSION);
+  check(has(iris_error_detail(), dir) && has(iris_error_detail(), "writable by other users"), "rendezvous dir parent check names the parent", "'%s'",
+        iris_error_detail());
+  /* ... but a sticky one (like /tmp) is fine */
+  chmod(dir, 01777);
+  run_success("rendezvous dir under a sticky world-writable parent", 2, -1, 0, 1, sub, NULL, 0);
+  remove_tree(dir, 0);
+  /* the default: $XDG_RUNTIME_DIR/iris when set */
+  snprintf(dir, sizeof dir, "%s/xdg", g_dir);
+  snprintf(sub, sizeof sub, "%s/iris", dir);
+  if (mkdir(dir, 0700) == 0) {
+    struct stat st;
+    const char *old = getenv("IRIS_RENDEZVOUS_DIR");
+    char saved[256];
+    snprintf(saved, sizeof saved, "%s", old ? old : "");
+    unsetenv("IRIS_RENDEZVOUS_DIR");
+    setenv("XDG_RUNTIME_DIR", dir, 1);
+    run_success("rendezvous default dir is $XDG_RUNTIME_DIR/iris", 2, -1, 0, 1, NULL, NULL, 0);
+    check(lstat(sub, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700, "rendezvous created $XDG_RUNTIME_DIR/iris 0700", "lstat %s", sub);
+    unsetenv("XDG_RUNTIME_DIR");
+    if (old) setenv("IRIS_RENDEZVOUS_DIR", saved, 1);
+    remove_tree(dir, 0);
+  }
+}
+
+/* ---------------------------------------------- a peer's ERROR frames -- */
+/* A fake rank 0 at <g_dir>/<name>.sock: answers the hello (phase 0), or welcomes and
+ * answers the first collective (phase 1), with an ERROR frame of the given status. */
+typedef struct fake_arg {
+  const char *name;
+  int phase, status;
+} fake_arg_t;
+
+static int fake_rank0(int rank, void *argp) {
+  const fake_arg_t *a = (const fake_arg_t *)argp;
+  struct sockaddr_un addr;
+  iris_detail_frame_t f;
+  iris_detail_hello_t h;
+  char buf[256];
+  long long dl = now_ms() + 4000;
+  int lfd = socket(AF_UNIX, SOCK_STREAM, 0), fd;
+  (void)rank;
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof addr.sun_path, "%.50s/%.45s.sock", g_dir, a->name);
+  if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, 4) != 0) return 2;
+  fd = accept(lfd, NULL, NULL);
+  if (fd < 0 || iris_detail_recv_header(fd, &f, dl) || iris_detail_io(fd, &h, sizeof h, dl, 0)) return 3;
+  if (a->phase == 1) {
+    if (iris_detail_send_frame(fd, IRIS_DETAIL_WELCOME, 0, 0, 0, NULL, 0, dl)) return 4;
+    if (iris_detail_recv_header(fd, &f, dl) || (f.len && f.len < sizeof buf && iris_detail_io(fd, buf, (size_t)f.len, dl, 0))) return 5;
+  }
+  snprintf(buf, sizeof buf, "all is well (fake, status %d)", a->status);
+  iris_detail_send_frame(fd, IRIS_DETAIL_ERROR, 0, a->status, f.seq, buf, strlen(buf) + 1, dl);
+  sleep_ms(300);
+  close(fd);
+  close(lfd);
+  unlink(addr.sun_path);
+  return 0;
+}
+
+static void test_error_frames(void) {
+  static const int statuses[] = {0, -5, IRIS_STATUS_COUNT, 99, IRIS_ERROR_MISMATCH};
+  int phase, i;
+  for (phase = 0; phase < 2; phase++)
+    for (i = 0; i < (int)(sizeof statuses / sizeof statuses[0]); i++) {
+      char name[80], nm[120];
+      fake_arg_t a;
+      pid_t pid;
+      iris_rendezvous_params_t p;
+      iris_rendezvous_t *r = NULL;
+      iris_status_t st, want = statuses[i] == IRIS_ERROR_MISMATCH ? IRIS_ERROR_MISMATCH : IRIS_ERROR_SYSTEM;
+      unsigned char one = 1, table[2];
+      int status = 0;
+      unique_name(name, sizeof name, "fake");
+      a.name = name, a.phase = phase, a.status = statuses[i];
+      fflush(stdout);
+      pid = fork();
+      if (pid == 0) _exit(fake_rank0(0, &a));
+      set_params(&p, name, g_dir, 1, 2, 3000, 1ULL << 30);
+      st = iris_rendezvous_open(&p, &r);
+      if (phase == 1 && st == IRIS_SUCCESS) {
+        st = iris_rendezvous_allgather(r, &one, table, 1);
+        iris_rendezvous_close(r);
+        r = NULL;
+      }
+      waitpid(pid, &status, 0);
+      snprintf(nm, sizeof nm, "peer ERROR frame with status %d at %s is %s", statuses[i], phase ? "an allgather" : "bring-up",
+               want == IRIS_ERROR_SYSTEM ? "a protocol error" : "that error");
+      check(st == want && r == NULL && (want != IRIS_ERROR_SYSTEM || has(iris_error_detail(), "protocol error")), nm, "%s: '%s' (fake rank 0 exit %d)",
+            sname(st), iris_error_detail(), WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+}
+
+/* A hello of another size (another build of iris) is answered with a reason. */
+static void test_hello_other_build(void) {
+  char name[80], path[256];
+  gen_arg_t a;
+  pid_t pid;
+  struct sockaddr_un addr;
+  iris_detail_frame_t f;
+  char junk[24], msg[1100];
+  int fd = -1, ok = 0, status = 0;
+  long long dl;
+  msg[0] = 0;
+  if ((pid = start_rank0(&a, name, sizeof name, path, sizeof path, "build", 800)) > 0) {
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%.100s", path);
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    dl = now_ms() + 2000;
+    memset(junk, 0, sizeof junk);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
+        iris_detail_send_frame(fd, IRIS_DETAIL_HELLO, 1, 0, 0, junk, sizeof junk, dl) == 0 && iris_detail_recv_header(fd, &f, dl) == 0)
+      ok = f.type == IRIS_DETAIL_ERROR && f.status == IRIS_ERROR_MISMATCH;
+    snprintf(msg, sizeof msg, "%s", iris_error_detail());
+  }
+  if (fd >= 0) close(fd);
+  if (pid > 0) waitpid(pid, &status, 0);
+  check(ok && has(msg, "different builds"), "a hello of another size gets a reason", "answer ok %d, message '%s'", ok, msg);
+}
+
+/* ----------------------------------------------- launcher life and death -- */
+/* A launcher process (child of this test) starts 2 ranks that record their pids and
+ * wait forever; the test then kills the launcher with sig and checks that no rank
+ * survives 2 s later. */
+static int launcher_child(int slot, void *arg) {
+  iris_launch_t L;
+  int my = -2;
+  iris_status_t st;
+  struct sigaction now;
+  (void)slot, (void)arg;
+  st = iris_launch_local(2, &L, &my);
+  if (st != IRIS_SUCCESS) return child_fail(15, "launch: %s", iris_error_detail());
+  if (my >= 0) {
+    g_res[my].open_st = (int)getpid();
+    for (;;) pause();
+  }
+  st = iris_launch_wait(&L, 20000);
+  g_res[15].op_st = (int)st;
+  snprintf(g_res[15].op_detail, sizeof g_res[15].op_detail, "%s", iris_error_detail());
+  sigaction(SIGTERM, NULL, &now);
+  g_res[15].out_null = now.sa_handler == SIG_DFL; /* the caller's handler is back */
+  return 0;
+}
+
+static void test_launcher_killed(int sig) {
+  int ranks[1] = {0}, i, gone = 0;
+  char nm[96];
+  pid_t lpid;
+  long long t0;
+  snprintf(nm, sizeof nm, "launcher killed by %s: no rank survives 2 s", sig == SIGKILL ? "SIGKILL" : "SIGTERM");
+  (void)ranks;
+  memset(g_res, 0, sizeof *g_res * MAXR);
+#if defined(__linux__)
+  prctl(PR_SET_CHILD_SUBREAPER, 1); /* orphaned ranks become our children, so we can reap them */
+#endif
+  fflush(stdout);
+  lpid = fork();
+  if (lpid == 0) _exit(launcher_child(0, NULL));
+  t0 = now_ms();
+  while ((g_res[0].open_st == 0 || g_res[1].open_st == 0) && now_ms() - t0 < 3000) sleep_ms(2);
+  if (g_res[0].open_st == 0 || g_res[1].open_st == 0) {
+    check(0, nm, "the ranks never started: %s", g_res[15].why);
+    kill(lpid, SIGKILL);
+    waitpid(lpid, NULL, 0);
+    return;
+  }
+  kill(lpid, sig);
+  waitpid(lpid, NULL, 0);
+  t0 = now_ms();
+  while (now_ms() - t0 < 2000 && gone < 2) {
+    gone = 0;
+    for (i = 0; i < 2; i++) {
+      pid_t p = (pid_t)g_res[i].open_st;
+      waitpid(p, NULL, WNOHANG); /* reap it if it was handed to us */
+      errno = 0;
+      gone += kill(p, 0) != 0 && errno == ESRCH;
+    }
+    if (gone < 2) sleep_ms(5);
+  }
+  for (i = 0; i < 2; i++)
+    if (kill((pid_t)g_res[i].open_st, 0) == 0) { /* do not leave it behind */
+      kill((pid_t)g_res[i].open_st, SIGKILL);
+      waitpid((pid_t)g_res[i].open_st, NULL, 0);
+    }
+#if defined(__linux__)
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+#endif
+  check(gone == 2, nm, "%d of 2 ranks gone after %lld ms", gone, now_ms() - t0);
+  if (sig == SIGTERM)
+    check(g_res[15].op_st == IRIS_ERROR_RANK_FAILED && has(g_res[15].op_detail, "forwarded") && g_res[15].out_null, "launcher forwards SIGTERM and restores its handler",
+          "wait: %s '%s', handler restored %d", sname((iris_status_t)g_res[15].op_st), g_res[15].op_detail, g_res[15].out_null);
+}
+
+/* ------------------------------------------------------------ life cycle -- */
+static void test_life_cycle(void) {
+  iris_t *ctx = iris_detail_host_only_ctx((size_t)1 << 20, FAKE_BASE);
+  iris_status_t s1, s2, s3, s4, s5;
+  void *p = NULL, *q = NULL;
+  size_t used;
+  if (!ctx) {
+    check(0, "finalize twice", "no host-only context");
+    return;
+  }
+  /* iris_calloc's zeroing fails here (no GPU, device -1): the block stays allocated */
+  s1 = iris_calloc(ctx, 1000, &p);
+  used = iris_heap_used(ctx);
+  s2 = iris_malloc(ctx, 256, &q);
+  check(s1 == IRIS_ERROR_GPU && p == FAKE_BASE && used == 1024 && s2 == IRIS_SUCCESS && q == (char *)FAKE_BASE + 1024,
+        "calloc failure keeps the block (offsets stay symmetric)", "calloc %s (p %p), used %zu, next malloc %s at %p", sname(s1), p, used, sname(s2), q);
+  s1 = iris_finalize(ctx);
+  s2 = iris_finalize(ctx);
+  check(s1 == IRIS_SUCCESS && s2 == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "finalized"), "finalize twice: the second is refused, harmlessly",
+        "first %s, second %s: '%s'", sname(s1), sname(s2), iris_error_detail());
+  p = (void *)&g_seed;
+  s1 = iris_malloc(ctx, 256, &p);
+  s2 = iris_barrier(ctx);
+  s3 = iris_free(ctx, q);
+  s4 = iris_heap_verify(ctx);
+  s5 = iris_allgather_host(ctx, NULL, NULL, 0);
+  check(s1 == IRIS_ERROR_INVALID_ARGUMENT && p == NULL && s2 == IRIS_ERROR_INVALID_ARGUMENT && s3 == IRIS_ERROR_INVALID_ARGUMENT &&
+            s4 == IRIS_ERROR_INVALID_ARGUMENT && s5 == IRIS_ERROR_INVALID_ARGUMENT && iris_rank(ctx) == -1 && iris_world_size(ctx) == 0 &&
+            iris_heap_base(ctx, 0) == NULL && iris_device_context(ctx).world_size == 0 && iris_detail_get_ext(ctx) == NULL,
+        "a finalized context is refused by every call", "malloc %s, barrier %s, free %s, verify %s, allgather %s, rank %d", sname(s1), sname(s2), sname(s3),
+        sname(s4), sname(s5), iris_rank(ctx));
+  free(ctx); /* the tombstone */
+  {
+    iris_launch_t L;
+    int my = -2;
+    pid_t w;
+    iris_status_t st = iris_launch_local(IRIS_MAX_RANKS + 1, &L, &my);
+    errno = 0;
+    w = waitpid(-1, NULL, WNOHANG);
+    check(st == IRIS_ERROR_UNSUPPORTED && w == -1 && errno == ECHILD && has(iris_error_detail(), "IRIS_MAX_RANKS"), "launcher refuses more than IRIS_MAX_RANKS ranks",
+          "%d ranks: %s '%s'", IRIS_MAX_RANKS + 1, sname(st), iris_error_detail());
+  }
+  {
+    /* the in-process group barrier times out on the monotonic clock, naming the absent */
+    iris_detail_group_t *g = iris_detail_group_create(2);
+    long long t0 = now_ms(), ms;
+    iris_status_t st = g ? iris_detail_group_allgather(g, 0, NULL, NULL, 0, 200) : IRIS_ERROR_OUT_OF_MEMORY;
+    ms = now_ms() - t0;
+    check(st == IRIS_ERROR_TIMEOUT && ms >= 190 && ms < 1500 && names_rank(iris_error_detail(), 1), "in-process barrier times out (monotonic clock)",
+          "%s after %lld ms: '%s'", sname(st), ms, iris_error_detail());
+    if (g) {
+      iris_detail_group_release(g);
+      iris_detail_group_release(g);
+    }
+  }
+  {
+    /* peers' strings are compared with a terminator forced in */
+    iris_detail_record_t rec[2];
+    make_recs(rec, 2);
+    memset(rec[0].host, 'h', sizeof rec[0].host);
+    memset(rec[1].host, 'h', sizeof rec[1].host);
+    memset(rec[1].boot_id, 'b', sizeof rec[1].boot_id);
+    memset(rec[0].boot_id, 'b', sizeof rec[0].boot_id);
+    expect_recs("records: unterminated peer strings are cut, not overread", rec, 2, IRIS_SUCCESS, -1, NULL);
+    check(rec[1].host[sizeof rec[1].host - 1] == 0 && rec[1].boot_id[sizeof rec[1].boot_id - 1] == 0, "records: terminators forced", "");
+  }
+}
+
 /* ------------------------------------------------------------------- main -- */
 /* Remove dir and what a failing run may have left in it (sockets, subdirectories). */
 static void remove_tree(const char *dir, int depth) {
@@ -1856,7 +2770,23 @@ int main(void) {
   test_launcher_rendezvous(name1);
   test_launcher_failed_rank();
   test_launcher_signal();
-  test_launcher_timeout();
+  test_launcher_timeout(0);
+  test_launcher_timeout(1);
+  test_launcher_killed(SIGTERM);
+  test_launcher_killed(SIGKILL);
+
+  /* launchers' environments, jobs, directories, protocol */
+  test_launch_env_table();
+  test_launch_env_init();
+  test_launch_env_bringup();
+  test_size_parser();
+  test_process_token();
+  test_pid_namespaces();
+  test_rendezvous_dirs();
+  test_error_frames();
+  test_stale_and_live_sockets();
+  test_hello_other_build();
+  test_jobs_interleavings();
 
   /* allocator, records, tiles */
   test_alloc_alignment();
@@ -1872,7 +2802,8 @@ int main(void) {
   test_chain_plan();
   test_world_ctas_staging();
 
-  /* last: this may initialise the CUDA runtime, after which no more forks */
+  /* last: these may initialise the CUDA runtime, after which no more forks */
+  test_life_cycle();
   test_config();
 
   remove_tree(g_dir, 0);
