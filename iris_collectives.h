@@ -1434,8 +1434,12 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   s->dev.ctx = iris_device_context(ctx);
   s->dev.ll_lines = IRIS_COLL_LL_BYTES / 8;
   s->dev.ll2_lines = IRIS_COLL_LL2_BYTES / 8;
-  s->stage_bytes = env && *env ? iris_detail_parse_size(env) : IRIS_COLL_STAGING_BYTES;
+  s->stage_bytes = IRIS_COLL_STAGING_BYTES;
   if (env && !strcmp(env, "0")) s->stage_bytes = 0;
+  else if (env && *env && (st = iris_detail_parse_size_var("IRIS_COLL_STAGING", env, &s->stage_bytes)) != IRIS_SUCCESS) {
+    free(s);
+    return st;
+  }
   s->stage_bytes = iris_coll_staging_bytes(s->stage_bytes); /* at least IRIS_COLL_STAGING_MIN: a chunked step must fit */
   s->sms = iris_coll_sm_count(iris_device(ctx));
   /* control words: flags | progress | headers | calls; zeroed, then the ranks meet, so no

@@ -2716,6 +2716,51 @@ static void remove_tree(const char *dir, int depth) {
   if (rmdir(dir) != 0) fprintf(stderr, "# host_test: could not remove %s: %s\n", dir, strerror(errno));
 }
 
+/* ----------------------------------------------------------------- faults -- */
+/* The host side of the fault words (iris_get_async_error, iris_abort, the fatal check
+ * every call makes): decoded names, PEER_FAILED only for a rank whose process is gone,
+ * a mismatch reported once, an abort that sticks. The GPU side is tests/fault_test.cu. */
+static void test_faults(void) {
+  static char heap[1 << 16];
+  unsigned long long words[2] = {0, 0};
+  iris_t *ctx = iris_detail_host_only_ctx(sizeof heap, heap);
+  iris_status_t st;
+  pid_t child;
+  if (!ctx) { check(0, "faults: host-only context", "out of memory"); return; }
+  ctx->world = 3;
+  ctx->fault_host = words;
+  ctx->pids[1] = (int64_t)getpid(); /* alive */
+  child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, NULL, 0);
+  ctx->pids[2] = (int64_t)child; /* gone */
+  check(iris_get_async_error(ctx) == IRIS_SUCCESS && iris_detail_check_fault(ctx) == IRIS_SUCCESS, "faults: none recorded, none reported", "%s", iris_error_detail());
+  words[1] = IRIS_FAULT_MAKE(IRIS_FAULT_MISMATCH, 1, (1 << 8) | IRIS_SITE_HEADER, 42);
+  st = iris_get_async_error(ctx);
+  check(st == IRIS_ERROR_MISMATCH && strstr(iris_error_detail(), "rank 1") && strstr(iris_error_detail(), "#42") && words[1] == 0 &&
+            iris_get_async_error(ctx) == IRIS_SUCCESS && iris_detail_check_fault(ctx) == IRIS_SUCCESS,
+        "faults: a mismatch is reported once, naming the rank and the call, and is not fatal", "%s: %s", sname(st), iris_error_detail());
+  words[0] = IRIS_FAULT_MAKE(IRIS_FAULT_TIMEOUT, 1, (2 << 8) | IRIS_SITE_BARRIER, 7);
+  st = iris_get_async_error(ctx);
+  check(st == IRIS_ERROR_TIMEOUT && strstr(iris_error_detail(), "rank 1") && strstr(iris_error_detail(), "iris_all_gather") &&
+            strstr(iris_error_detail(), "barrier") && strstr(iris_error_detail(), "#7") && iris_detail_check_fault(ctx) == IRIS_ERROR_TIMEOUT &&
+            iris_get_async_error(ctx) == IRIS_ERROR_TIMEOUT,
+        "faults: a timed-out wait for a live rank is IRIS_ERROR_TIMEOUT naming the rank, the collective, the wait and the call, and it stays", "%s: %s", sname(st),
+        iris_error_detail());
+  words[0] = IRIS_FAULT_MAKE(IRIS_FAULT_TIMEOUT, 2, (1 << 8) | IRIS_SITE_LL, 9);
+  st = iris_get_async_error(ctx);
+  check(st == IRIS_ERROR_PEER_FAILED && strstr(iris_error_detail(), "rank 2") && strstr(iris_error_detail(), "died"),
+        "faults: a timed-out wait for a rank whose process is gone is IRIS_ERROR_PEER_FAILED naming it", "%s: %s", sname(st), iris_error_detail());
+  words[0] = 0;
+  check(iris_abort(ctx) == IRIS_SUCCESS && iris_get_async_error(ctx) == IRIS_ERROR_ABORTED && iris_detail_check_fault(ctx) == IRIS_ERROR_ABORTED &&
+            iris_abort(ctx) == IRIS_SUCCESS && iris_get_async_error(ctx) == IRIS_ERROR_ABORTED,
+        "faults: iris_abort makes every later check IRIS_ERROR_ABORTED (twice is harmless)", "%s", iris_error_detail());
+  check(iris_abort(NULL) == IRIS_ERROR_INVALID_ARGUMENT && iris_get_async_error(NULL) == IRIS_ERROR_INVALID_ARGUMENT, "faults: NULL context refused", "%s",
+        iris_error_detail());
+  ctx->fault_host = NULL;
+  iris_detail_host_only_free(ctx);
+}
+
 int main(void) {
   long long t0 = now_ms();
   struct timespec ts;
@@ -2801,6 +2846,7 @@ int main(void) {
   test_world_ar_store_plan();
   test_chain_plan();
   test_world_ctas_staging();
+  test_faults();
 
   /* last: these may initialise the CUDA runtime, after which no more forks */
   test_life_cycle();

@@ -166,6 +166,7 @@ else
   run_example fused_allreduce_rmsnorm "matches a float64 reference"
   run_example gemm_all_scatter "every rank's C whole and matching a float64 reference"
   check "example local_multi_gpu runs" ./build/local_multi_gpu
+  run_counted "launchers' environments: torchrun, srun, mpiexec variables ($(placement 2))" bash tests/launchers_gpu.sh
   if command -v mpirun >/dev/null 2>&1 && make -s build/mpi_bootstrap >>"$log" 2>&1; then
     check "example mpi_bootstrap under mpirun -np 2 ($(placement 2))" mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE ./build/mpi_bootstrap
   else
