@@ -118,13 +118,17 @@ class _StoreBootstrap:
             return 1
 
 
-class _HeapBlock:
-    """Owner of one iris_malloc block; a torch tensor made from its
-    __cuda_array_interface__ keeps it alive, and it frees the block when the last view dies."""
+class _Block:
+    """__cuda_array_interface__ of nbytes of device memory at ptr; a torch tensor made
+    from it (torch.as_tensor) keeps it alive. A peer's heap bytes: nothing to free."""
 
     def __init__(self, ctx, ptr, nbytes):
         self.ctx, self.ptr = ctx, ptr
         self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 2, "strides": None}
+
+
+class _HeapBlock(_Block):
+    """One iris_malloc block: freed when the last tensor viewing it dies."""
 
     def __del__(self):
         ctx = self.ctx
@@ -299,6 +303,11 @@ class Context:
             raise IrisError(st, "%s (asked for %d bytes of shape %s %s; heap %d bytes, %d in use)" % (detail, nbytes, shape, _types.dtype_name(dtype), self.heap_size, self.heap_used), "Context.empty (rank %d)" % self.rank)
         block = _HeapBlock(self, ptr.value, nbytes)
         self._live += 1
+        return self._view(block, shape, dtype)
+
+    def _view(self, block, shape, dtype):
+        """A tensor of shape and dtype over a _Block's bytes."""
+        torch = _torch_mod()
         raw = torch.as_tensor(block, device="cuda:%d" % self.device)
         n = 1
         for s in shape:
@@ -314,6 +323,19 @@ class Context:
         off = ctypes.c_size_t()
         self._call("iris_heap_offset", self._lib.lib.iris_heap_offset(self._handle(), ctypes.c_void_p(t.data_ptr()), ctypes.byref(off)))
         return off.value
+
+    def peer_view(self, t, rank):
+        """Rank `rank`'s copy of heap tensor t, as a tensor of this process (zero-copy,
+        through the peer mapping; reads and writes go over NVLink/PCIe). Valid until close().
+        Order accesses with barrier()/barrier_host(): nothing orders them with the peer's work."""
+        if not 0 <= rank < self.world_size:
+            raise ValueError("peer_view: rank %d is not in [0, %d)" % (rank, self.world_size))
+        if not t.is_contiguous():
+            raise ValueError("peer_view: the tensor is not contiguous")
+        out = ctypes.c_void_p()
+        self._call("iris_translate_host", self._lib.lib.iris_translate_host(self._handle(), ctypes.c_void_p(t.data_ptr()), rank, ctypes.byref(out)))
+        nbytes = max(t.numel() * t.element_size(), 1)
+        return self._view(_Block(self, out.value, nbytes), tuple(t.shape), t.dtype)
 
     def is_heap(self, t):
         base = self._lib.lib.iris_heap_base(self._handle(), self.rank) or 0

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Tests of the Python package (iris_gpu). Prints PASS / FAIL / SKIP lines as tests/run.sh
+# does and ends with "N passed, N failed, N skipped"; exit status 1 if anything failed.
+#   python/run_tests.sh          CI part: no torch, no GPU (needs build/libiris.so from
+#                                `make lib`, else its library tests say SKIP)
+#   python/run_tests.sh gpu      the torch tests at 2, 3 and 4 ranks (ranks share the GPUs
+#                                when there are fewer; IRIS_PY_WORLDS="2 4" sets the sizes)
+set -u
+cd "$(dirname "$0")/.."
+py=${PYTHON:-python3}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+rc=0
+if [ "${1:-pure}" = gpu ]; then
+  for w in ${IRIS_PY_WORLDS:-2 3 4}; do
+    PYTHONPATH=python timeout "${IRIS_PY_TIMEOUT:-900}" "$py" python/tests/test_torch_gpu.py --world "$w" >>"$out" 2>"$out.err" || rc=$?
+    if [ "$rc" -ne 0 ]; then echo "FAIL: python torch W=$w: exit $rc" >>"$out"; tail -n 40 "$out.err" | sed 's/^/    stderr: /' >&2; rc=0; fi
+  done
+  rm -f "$out.err"
+else
+  PYTHONPATH=python "$py" python/tests/test_pure.py >"$out" 2>&1 || rc=$?
+  [ "$rc" -ne 0 ] && ! grep -q '^FAIL: ' "$out" && echo "FAIL: python pure tests: exit $rc" >>"$out"
+fi
+grep -vE '^(PASS|FAIL|SKIP): ' "$out" | sed 's/^/    /'
+grep -E '^(PASS|FAIL|SKIP): ' "$out"
+p=$(grep -c '^PASS: ' "$out"); f=$(grep -c '^FAIL: ' "$out"); s=$(grep -c '^SKIP: ' "$out")
+echo "$p passed, $f failed, $s skipped"
+[ "$f" -eq 0 ]
