@@ -118,17 +118,57 @@ class _StoreBootstrap:
             return 1
 
 
-class _Block:
-    """__cuda_array_interface__ of nbytes of device memory at ptr; a torch tensor made
-    from it (torch.as_tensor) keeps it alive. A peer's heap bytes: nothing to free."""
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
 
-    def __init__(self, ctx, ptr, nbytes):
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DL_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DL_DELETER)]
+_dl_keep = {}  # address of a DLManagedTensor -> what must live as long as the tensor
+
+
+@_DL_DELETER
+def _dl_delete(p):
+    _dl_keep.pop(ctypes.addressof(p.contents), None)
+
+
+def _device_bytes(torch, ptr, nbytes, device, owner):
+    """A uint8 tensor of nbytes at ptr, labelled cuda:device whatever memory it is (a peer
+    GPU's, mapped here), through DLPack; owner stays alive as long as the tensor."""
+    return torch.utils.dlpack.from_dlpack(_dl_capsule(ptr, nbytes, device, owner))
+
+
+def _dl_capsule(ptr, nbytes, device, owner):
+    """A "dltensor" capsule of a 1-D uint8 CUDA tensor; its deleter releases owner."""
+    shape = (ctypes.c_int64 * 1)(nbytes)
+    m = _DLManagedTensor()
+    m.dl_tensor = _DLTensor(ptr, _DLDevice(2, device), 1, _DLDataType(1, 8, 1), shape, None, 0)  # kDLCUDA, kDLUInt
+    m.deleter = _dl_delete
+    _dl_keep[ctypes.addressof(m)] = (m, shape, owner)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(ctypes.addressof(m), b"dltensor", None)
+
+
+class _HeapBlock:
+    """One iris_malloc block, kept alive by the tensors viewing it (_device_bytes); freed
+    when the last one dies."""
+
+    def __init__(self, ctx, ptr):
         self.ctx, self.ptr = ctx, ptr
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 2, "strides": None}
-
-
-class _HeapBlock(_Block):
-    """One iris_malloc block: freed when the last tensor viewing it dies."""
 
     def __del__(self):
         ctx = self.ctx
@@ -301,14 +341,9 @@ class Context:
         if st != 0:
             detail = self._lib.detail()
             raise IrisError(st, "%s (asked for %d bytes of shape %s %s; heap %d bytes, %d in use)" % (detail, nbytes, shape, _types.dtype_name(dtype), self.heap_size, self.heap_used), "Context.empty (rank %d)" % self.rank)
-        block = _HeapBlock(self, ptr.value, nbytes)
+        block = _HeapBlock(self, ptr.value)
         self._live += 1
-        return self._view(block, shape, dtype)
-
-    def _view(self, block, shape, dtype):
-        """A tensor of shape and dtype over a _Block's bytes."""
-        torch = _torch_mod()
-        raw = torch.as_tensor(block, device="cuda:%d" % self.device)
+        raw = _device_bytes(torch, ptr.value, nbytes, self.device, block)
         n = 1
         for s in shape:
             n *= s
@@ -335,7 +370,8 @@ class Context:
         out = ctypes.c_void_p()
         self._call("iris_translate_host", self._lib.lib.iris_translate_host(self._handle(), ctypes.c_void_p(t.data_ptr()), rank, ctypes.byref(out)))
         nbytes = max(t.numel() * t.element_size(), 1)
-        return self._view(_Block(self, out.value, nbytes), tuple(t.shape), t.dtype)
+        raw = _device_bytes(_torch_mod(), out.value, nbytes, self.device, self)
+        return raw[: t.numel() * t.element_size()].view(t.dtype).view(t.shape)
 
     def is_heap(self, t):
         base = self._lib.lib.iris_heap_base(self._handle(), self.rank) or 0

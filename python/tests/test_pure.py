@@ -321,6 +321,21 @@ class TestTorchModuleLogic(unittest.TestCase):
         self.assertEqual(b._barrier(None), 1)
         self.assertIsInstance(b.error, AttributeError)
 
+    def test_dlpack_capsule(self):
+        from iris_gpu import torch as it
+
+        owner = object()
+        cap = it._dl_capsule(0x7F0000001000, 4096, 3, owner)
+        get = ctypes.pythonapi.PyCapsule_GetPointer
+        get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        m = it._DLManagedTensor.from_address(get(cap, b"dltensor"))
+        t = m.dl_tensor
+        self.assertEqual((t.data, t.device.device_type, t.device.device_id, t.ndim, t.shape[0]), (0x7F0000001000, 2, 3, 1, 4096))
+        self.assertEqual((t.dtype.code, t.dtype.bits, t.dtype.lanes, bool(t.strides), t.byte_offset), (1, 8, 1, False, 0))
+        self.assertIs(it._dl_keep[ctypes.addressof(m)][2], owner)
+        m.deleter(ctypes.pointer(m))  # what the consumer calls when its tensor dies
+        self.assertNotIn(ctypes.addressof(m), it._dl_keep)
+
     def test_out_shapes(self):
         from iris_gpu import torch as it
 
