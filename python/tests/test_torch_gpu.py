@@ -426,6 +426,25 @@ class Runner:
             ctx.check_shapes = False
         torch.cuda.synchronize()
 
+    def check_triton(self):
+        """The example's producer/consumer ring kernel (iris_gpu.triton), 20 launches."""
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            return "triton is not installed"
+        sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
+        from triton_ring import Ring
+
+        ring = Ring(self.ctx, 70001)
+        prev = (self.rank - 1) % self.world
+        for i in range(20):
+            src = torch.arange(ring.n, dtype=torch.float32, device=self.dev) + 1000 * self.rank + i
+            out = ring(src)
+            want = (torch.arange(ring.n, dtype=torch.float64) + 1000 * prev + i) * 2 + 1
+            e = same(out, want, "float32")
+            if e:
+                raise AssertionError("launch %d: %s" % (i, e))
+
     def check_ag_gemm(self):
         it, ctx, W, r = self.it, self.ctx, self.world, self.rank
         M, N, K = 64 * W, 256, 512
@@ -481,6 +500,7 @@ def worker(rank, world, port):
         R.result("torch.compile(fullgraph=True)", R.check_compile)
         R.result("bad input raises, never crashes", R.check_bad_input)
         R.result("all-gather + GEMM (rows, B transposed, fp32 out)", R.check_ag_gemm)
+        R.result("triton producer/consumer ring (examples/python/triton_ring.py, iris_gpu.triton)", R.check_triton)
         group = dist.new_group(list(range(world)), backend="gloo")
         R.result("CustomAllreduce contract", lambda: R.check_custom_allreduce(group))
         R.result("heap_verify: every rank holds the same allocations after the tests", ctx.heap_verify)
