@@ -428,9 +428,9 @@ class Runner:
 
     def check_triton(self):
         """The example's producer/consumer ring kernel (iris_gpu.triton), 20 launches."""
-        try:
-            import triton  # noqa: F401
-        except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("triton") is None:
             return "triton is not installed"
         sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
         from triton_ring import Ring
