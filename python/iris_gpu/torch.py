@@ -19,6 +19,7 @@ heap). See docs/python.md.
 """
 import contextlib
 import ctypes
+import datetime
 import itertools
 import os
 import threading
@@ -77,8 +78,9 @@ class _StoreBootstrap:
     up to the store's timeout); once it has read all of them every rank has finished
     <seq - 1>, so it deletes its own key of <seq - 1>. barrier: a 1-byte allgather."""
 
-    def __init__(self, store, rank, world):
+    def __init__(self, store, rank, world, timeout_s=60.0):
         self.store, self.rank, self.world = store, rank, world
+        self.timeout = datetime.timedelta(seconds=timeout_s)  # each exchange's wait
         self.seq = 0
         self.error = None  # the last exception a callback caught (for the error message)
         self._ag = _lib.ALLGATHER_FN(self._allgather)
@@ -88,7 +90,9 @@ class _StoreBootstrap:
     def exchange(self, data):
         self.seq += 1
         self.store.set("%d/%d" % (self.seq, self.rank), data)
-        out = [self.store.get("%d/%d" % (self.seq, r)) for r in range(self.world)]
+        keys = ["%d/%d" % (self.seq, r) for r in range(self.world)]
+        self.store.wait(keys, self.timeout)  # raises naming the timeout; the callback reports it
+        out = [self.store.get(k) for k in keys]
         if self.seq > 1:
             try:
                 self.store.delete_key("%d/%d" % (self.seq - 1, self.rank))
@@ -228,7 +232,7 @@ class Context:
         key = "iris_gpu/" + "-".join(str(r) for r in ranks)
         n = _prefix_counts.get(key, 0)
         _prefix_counts[key] = n + 1
-        self._boot = _StoreBootstrap(dist.PrefixStore("%s/%d/" % (key, n), store), rank, world)
+        self._boot = _StoreBootstrap(dist.PrefixStore("%s/%d/" % (key, n), store), rank, world, (timeout_ms or 60000) / 1000.0)
         cfg = _lib.ConfigT.init()
         cfg.rank, cfg.world_size, cfg.device = rank, world, self.device
         cfg.heap_size, cfg.timeout_ms = int(heap_size), int(timeout_ms)
@@ -248,6 +252,7 @@ class Context:
             self.id = next(_ids)
             _CONTEXTS[self.id] = self
             self._call("iris_collectives_setup", self._lib.lib.iris_collectives_setup(h))
+        self._boot.timeout = datetime.timedelta(seconds=float(os.environ.get("IRIS_BARRIER_TIMEOUT_MS", 600000)) / 1000.0)  # host barriers from now on
         if check_shapes is None:
             check_shapes = os.environ.get("IRIS_GPU_CHECK_SHAPES", "0") not in ("", "0")
         self.check_shapes = bool(check_shapes)

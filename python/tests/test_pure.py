@@ -306,6 +306,11 @@ class TestTorchModuleLogic(unittest.TestCase):
             def get(self, k):
                 return self.d[k]
 
+            def wait(self, keys, timeout):
+                missing = [k for k in keys if k not in self.d]
+                if missing:
+                    raise RuntimeError("timeout waiting for %s" % missing)
+
             def delete_key(self, k):
                 del self.d[k]
 
@@ -317,8 +322,11 @@ class TestTorchModuleLogic(unittest.TestCase):
         self.assertEqual(recv.raw, b"abcd")
         self.assertEqual(b._barrier(None), 0)
         self.assertEqual(sorted(st.d), ["2/0"])  # key of step 1 deleted once step 2 was read
-        b.store = None  # a failing store: the callback returns non-zero, keeps the error
+        b.world = 2  # rank 1 never comes: the callback returns non-zero and keeps the error
         self.assertEqual(b._barrier(None), 1)
+        self.assertIn("3/1", str(b.error))
+        b.store = None
+        self.assertEqual(b._allgather(None, ctypes.addressof(send), ctypes.addressof(recv), 4), 1)
         self.assertIsInstance(b.error, AttributeError)
 
     def test_dlpack_capsule(self):
