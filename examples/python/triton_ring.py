@@ -78,22 +78,5 @@ def main():
     dist.destroy_process_group()
 
 
-def spawned(rank, world, port):
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    main()
-
-
 if __name__ == "__main__":
-    if "RANK" in os.environ:
-        main()
-    else:
-        import socket
-
-        import torch.multiprocessing as mp
-
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        sock.close()
-        n = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-        mp.spawn(spawned, args=(n, port), nprocs=n)
+    it.launch(main, int(sys.argv[1]) if len(sys.argv) > 1 else 2)

@@ -746,6 +746,28 @@ def ag_gemm(a, b, plan, bias=None):
     return _ops().ag_gemm(a, b, bias, plan.id)
 
 
+# ------------------------------------------------------------------ launching ranks
+def _spawned(rank, fn, world, port):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    fn()
+
+
+def launch(fn, nprocs):
+    """Run fn() on every rank: in this process when a launcher (torchrun) set RANK, else in
+    nprocs processes started here (torch.multiprocessing.spawn) with torchrun's environment
+    (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT on a free local port)."""
+    if "RANK" in os.environ:
+        return fn()
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    mp.spawn(_spawned, args=(fn, nprocs, port), nprocs=nprocs)
+
+
 # ------------------------------------------------------------------ serving engines
 class CustomAllreduce:
     """A drop-in for vLLM's CustomAllreduce (and SGLang's): an engine builds it per

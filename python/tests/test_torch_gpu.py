@@ -1,6 +1,7 @@
 """GPU tests of iris_gpu.torch, run as N processes (ranks may share one GPU).
 
     python3 python/tests/test_torch_gpu.py --world 2     # or 3, 4; prints PASS/FAIL/SKIP lines
+    torchrun --nproc-per-node 2 python/tests/test_torch_gpu.py   # the same under torchrun
 
 Every rank uses device local_rank % device_count. The torch.distributed reference runs
 over gloo when ranks share a GPU and over NCCL when each has its own. Each rank builds every
@@ -11,7 +12,6 @@ Skips cleanly (a SKIP line, exit 0) without torch or without a GPU.
 """
 import argparse
 import os
-import socket
 import sys
 import time
 import traceback
@@ -22,21 +22,12 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 try:
     import torch
     import torch.distributed as dist
-    import torch.multiprocessing as mp
 except ImportError:
     torch = None
 
 DTYPES = ["float32", "float16", "bfloat16", "int32", "int64", "uint8", "float8_e4m3fn", "float8_e5m2"]
 FLOAT = ("float32", "float16", "bfloat16")
 FP8 = ("float8_e4m3fn", "float8_e5m2")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 # ---------------------------------------------------------------- data and reference
@@ -466,8 +457,8 @@ class Runner:
             raise AssertionError("%s (path %s)" % (e, plan.path if plan._g else "?"))
 
 
-def worker(rank, world, port):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+def worker():
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     ngpu = torch.cuda.device_count()
     shared = ngpu < world
     dev = rank % ngpu
@@ -535,6 +526,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, default=2)
     a = ap.parse_args()
+    if "RANK" in os.environ:  # under torchrun: its world size
+        a.world = int(os.environ["WORLD_SIZE"])
     if torch is None:
         print("SKIP: torch W=%d: torch is not installed" % a.world)
         return 0
@@ -548,9 +541,11 @@ def main():
     except ImportError as e:
         print("SKIP: torch W=%d: %s" % (a.world, e))
         return 0
+    import iris_gpu.torch as it
+
     t0 = time.time()
     try:
-        mp.spawn(worker, args=(a.world, free_port()), nprocs=a.world, join=True)
+        it.launch(worker, a.world)
     except Exception as e:  # noqa: BLE001
         print("FAIL: torch W=%d: a rank died: %s" % (a.world, str(e).splitlines()[-1] if str(e) else e))
         return 1
