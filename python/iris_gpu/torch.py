@@ -19,13 +19,12 @@ heap). See docs/python.md.
 """
 import contextlib
 import ctypes
-import datetime
 import itertools
 import os
 import threading
 import warnings
 
-from . import _lib, _types
+from . import _host, _lib, _types
 from ._lib import IrisError
 
 _torch = None
@@ -69,57 +68,6 @@ def _ctx_id(ctx):
     if ctx.closed:
         raise RuntimeError("iris context %d is closed" % ctx.id)
     return ctx.id
-
-
-# ------------------------------------------------------------------ bring-up over a Store
-class _StoreBootstrap:
-    """iris_bootstrap_t over a torch.distributed Store (iris's bring-up mode 2).
-    allgather: every rank sets <seq>/<rank>, then gets every rank's key (Store.get blocks
-    up to the store's timeout); once it has read all of them every rank has finished
-    <seq - 1>, so it deletes its own key of <seq - 1>. barrier: a 1-byte allgather."""
-
-    def __init__(self, store, rank, world, timeout_s=60.0):
-        self.store, self.rank, self.world = store, rank, world
-        self.timeout = datetime.timedelta(seconds=timeout_s)  # each exchange's wait
-        self.seq = 0
-        self.error = None  # the last exception a callback caught (for the error message)
-        self._ag = _lib.ALLGATHER_FN(self._allgather)
-        self._bar = _lib.BARRIER_FN(self._barrier)
-        self.struct = _lib.BootstrapT(None, ctypes.cast(self._ag, ctypes.c_void_p), ctypes.cast(self._bar, ctypes.c_void_p))
-
-    def exchange(self, data):
-        self.seq += 1
-        self.store.set("%d/%d" % (self.seq, self.rank), data)
-        keys = ["%d/%d" % (self.seq, r) for r in range(self.world)]
-        self.store.wait(keys, self.timeout)  # raises naming the timeout; the callback reports it
-        out = [self.store.get(k) for k in keys]
-        if self.seq > 1:
-            try:
-                self.store.delete_key("%d/%d" % (self.seq - 1, self.rank))
-            except Exception:  # stores without delete_key keep the (small) keys
-                pass
-        return out
-
-    def _allgather(self, user, send, recv, nbytes):
-        try:
-            parts = self.exchange(ctypes.string_at(send, nbytes) if nbytes else b"")
-            for r, p in enumerate(parts):
-                if len(p) != nbytes:
-                    raise RuntimeError("rank %d sent %d bytes, rank %d expected %d" % (r, len(p), self.rank, nbytes))
-                if nbytes:
-                    ctypes.memmove(recv + r * nbytes, p, nbytes)
-            return 0
-        except BaseException as e:  # never let an exception cross into C
-            self.error = e
-            return 1
-
-    def _barrier(self, user):
-        try:
-            self.exchange(b"b")
-            return 0
-        except BaseException as e:
-            self.error = e
-            return 1
 
 
 class _DLDevice(ctypes.Structure):
@@ -232,27 +180,13 @@ class Context:
         key = "iris_gpu/" + "-".join(str(r) for r in ranks)
         n = _prefix_counts.get(key, 0)
         _prefix_counts[key] = n + 1
-        self._boot = _StoreBootstrap(dist.PrefixStore("%s/%d/" % (key, n), store), rank, world, (timeout_ms or 60000) / 1000.0)
-        cfg = _lib.ConfigT.init()
-        cfg.rank, cfg.world_size, cfg.device = rank, world, self.device
-        cfg.heap_size, cfg.timeout_ms = int(heap_size), int(timeout_ms)
-        cfg.bootstrap = ctypes.pointer(self._boot.struct)
-        self._cfg = cfg
-        h = ctypes.c_void_p()
+        self._boot = _host.StoreBootstrap(dist.PrefixStore("%s/%d/" % (key, n), store), rank, world, (timeout_ms or 60000) / 1000.0)
         with torch.cuda.device(self.device):
-            st = self._lib.lib.iris_init(ctypes.byref(cfg), ctypes.byref(h))
-            if st != 0:
-                detail = self._lib.detail()
-                if self._boot.error is not None:
-                    detail += " (store: %r)" % (self._boot.error,)
-                raise IrisError(st, detail, "iris_init (rank %d of %d, cuda:%d)" % (rank, world, self.device))
-            self._h = h
-            self.closed = False
-            self._live = 0
-            self.id = next(_ids)
-            _CONTEXTS[self.id] = self
-            self._call("iris_collectives_setup", self._lib.lib.iris_collectives_setup(h))
-        self._boot.timeout = datetime.timedelta(seconds=float(os.environ.get("IRIS_BARRIER_TIMEOUT_MS", 600000)) / 1000.0)  # host barriers from now on
+            self._h = _host.bring_up(self._lib, rank, world, self.device, heap_size, timeout_ms, self._boot)
+        self.closed = False
+        self._live = 0
+        self.id = next(_ids)
+        _CONTEXTS[self.id] = self
         if check_shapes is None:
             check_shapes = os.environ.get("IRIS_GPU_CHECK_SHAPES", "0") not in ("", "0")
         self.check_shapes = bool(check_shapes)

@@ -294,7 +294,7 @@ class TestTorchModuleLogic(unittest.TestCase):
     """Pieces of iris_gpu.torch that run without torch."""
 
     def test_store_bootstrap_over_a_dict(self):
-        from iris_gpu import torch as it
+        from iris_gpu import _host
 
         class DictStore:
             def __init__(self):
@@ -315,7 +315,7 @@ class TestTorchModuleLogic(unittest.TestCase):
                 del self.d[k]
 
         st = DictStore()
-        b = it._StoreBootstrap(st, 0, 1)
+        b = _host.StoreBootstrap(st, 0, 1)
         send = ctypes.create_string_buffer(b"abcd", 4)
         recv = ctypes.create_string_buffer(4)
         self.assertEqual(b._allgather(None, ctypes.addressof(send), ctypes.addressof(recv), 4), 0)
