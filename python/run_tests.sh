@@ -3,8 +3,9 @@
 # does and ends with "N passed, N failed, N skipped"; exit status 1 if anything failed.
 #   python/run_tests.sh          CI part: no torch, no GPU (needs build/libiris.so from
 #                                `make lib`, else its library tests say SKIP)
-#   python/run_tests.sh gpu      the torch tests at 2, 3 and 4 ranks (ranks share the GPUs
-#                                when there are fewer; IRIS_PY_WORLDS="2 4" sets the sizes)
+#   python/run_tests.sh gpu      the torch tests at 2, 3 and 4 ranks and the JAX tests at 2 and
+#                                4 (ranks share the GPUs when there are fewer; IRIS_PY_WORLDS
+#                                and IRIS_PY_JAX_WORLDS set the sizes; JAX needs make lib-jax)
 set -u
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
@@ -15,6 +16,10 @@ if [ "${1:-pure}" = gpu ]; then
   for w in ${IRIS_PY_WORLDS:-2 3 4}; do
     PYTHONPATH=python timeout "${IRIS_PY_TIMEOUT:-900}" "$py" python/tests/test_torch_gpu.py --world "$w" >>"$out" 2>"$out.err" || rc=$?
     if [ "$rc" -ne 0 ]; then echo "FAIL: python torch W=$w: exit $rc" >>"$out"; tail -n 40 "$out.err" | sed 's/^/    stderr: /' >&2; rc=0; fi
+  done
+  for w in ${IRIS_PY_JAX_WORLDS:-2 4}; do
+    PYTHONPATH=python timeout "${IRIS_PY_TIMEOUT:-900}" "$py" python/tests/test_jax_gpu.py --world "$w" >>"$out" 2>"$out.err" || rc=$?
+    if [ "$rc" -ne 0 ]; then echo "FAIL: python jax W=$w: exit $rc" >>"$out"; tail -n 40 "$out.err" | sed 's/^/    stderr: /' >&2; rc=0; fi
   done
   rm -f "$out.err"
 else

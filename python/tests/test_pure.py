@@ -290,6 +290,28 @@ class TestTypes(unittest.TestCase):
                 _types.ag_gemm_shapes(*args)
 
 
+class TestJaxTestHelpers(unittest.TestCase):
+    def test_command_buffer_detection(self):
+        sys.path.insert(0, HERE)
+        from test_jax_gpu import custom_call_in_command_buffer as f
+
+        hlo = """HloModule jit_f
+
+%command_buffer (p0: f32[8]) -> f32[8] {
+  %p0 = f32[8]{0} parameter(0)
+  ROOT %cc = f32[8]{0} custom-call(%p0), custom_call_target="iris_all_reduce", api_version=API_VERSION_TYPED_FFI
+}
+
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  ROOT %call = f32[8]{0} call(%x), to_apply=%command_buffer
+}
+"""
+        self.assertTrue(f(hlo, "iris_all_reduce"))
+        self.assertFalse(f(hlo.replace("%command_buffer", "%fused"), "iris_all_reduce"))
+        self.assertFalse(f(hlo, "iris_all_gather"))
+
+
 class TestTorchModuleLogic(unittest.TestCase):
     """Pieces of iris_gpu.torch that run without torch."""
 
