@@ -504,7 +504,7 @@ def _fake_check(kind, x, out, ctx_id, extra, inplace=False):
 
 
 def _register_ops(torch):
-    """Define iris::<kind>, iris::<kind>_ (in place) and iris::<kind>_out for each
+    """Define iris::<kind>, iris::<kind>_inplace and iris::<kind>_out for each
     collective, iris::barrier and iris::ag_gemm, with fake implementations."""
     lib_ops = {}
     for kind, extra in _KINDS.items():
@@ -536,7 +536,7 @@ def _register_ops(torch):
         f, ff, i, i_f, o, of = make(kind)
         op = torch.library.custom_op("iris::" + kind, f, mutates_args=(), schema="(Tensor x, int ctx%s) -> Tensor" % extra)
         op.register_fake(ff)
-        op_i = torch.library.custom_op("iris::%s_" % kind, i, mutates_args=("x",), schema="(Tensor(a!) x, int ctx%s) -> ()" % extra)
+        op_i = torch.library.custom_op("iris::%s_inplace" % kind, i, mutates_args=("x",), schema="(Tensor(a!) x, int ctx%s) -> ()" % extra)
         op_i.register_fake(i_f)
         op_o = torch.library.custom_op("iris::%s_out" % kind, o, mutates_args=("out",), schema="(Tensor x, Tensor(a!) out, int ctx%s) -> ()" % extra)
         op_o.register_fake(of)
@@ -584,7 +584,7 @@ def all_reduce(x, ctx, op="sum", out=None):
 
 def all_reduce_(x, ctx, op="sum"):
     """In place: x = op over ranks of x. Returns x."""
-    _ops().all_reduce_(x, _ctx_id(ctx), op)
+    _ops().all_reduce_inplace(x, _ctx_id(ctx), op)
     return x
 
 
@@ -613,7 +613,7 @@ def all_gather(x, ctx, dim=0, out=None):
 def all_gather_(buf, ctx):
     """In place: buf holds world_size blocks; this rank's block (rank * n/W) is sent and
     every block is filled."""
-    _ops().all_gather_(buf, _ctx_id(ctx))
+    _ops().all_gather_inplace(buf, _ctx_id(ctx))
     return buf
 
 
@@ -635,7 +635,7 @@ def reduce_scatter(x, ctx, op="sum", dim=0, out=None):
 
 def reduce_scatter_(buf, ctx, op="sum"):
     """In place: buf holds world_size blocks; the reduced block of this rank lands at rank * n/W."""
-    _ops().reduce_scatter_(buf, _ctx_id(ctx), op)
+    _ops().reduce_scatter_inplace(buf, _ctx_id(ctx), op)
     return buf
 
 
@@ -649,7 +649,7 @@ def all_to_all(x, ctx, out=None):
 
 
 def all_to_all_(x, ctx):
-    _ops().all_to_all_(x, _ctx_id(ctx))
+    _ops().all_to_all_inplace(x, _ctx_id(ctx))
     return x
 
 
@@ -662,7 +662,7 @@ def broadcast(x, ctx, root=0, out=None):
 
 
 def broadcast_(x, ctx, root=0):
-    _ops().broadcast_(x, _ctx_id(ctx), root)
+    _ops().broadcast_inplace(x, _ctx_id(ctx), root)
     return x
 
 
