@@ -141,7 +141,9 @@ class AgGemmDescT(ctypes.Structure):
         return cls(ctypes.sizeof(cls), 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
-# C name -> ctypes mirror; every one is checked against iris_abi_struct_size at load
+# C name -> ctypes mirror; every one is checked against iris_abi_struct_size at load.
+# The library must know the first four; a struct of OPTIONAL_STRUCTS it does not know
+# (size 0) only disables what uses it (Library.unchecked).
 STRUCTS = {
     "iris_bootstrap_t": BootstrapT,
     "iris_config_t": ConfigT,
@@ -149,6 +151,7 @@ STRUCTS = {
     "iris_coll_opts_t": CollOptsT,
     "iris_ag_gemm_desc_t": AgGemmDescT,
 }
+OPTIONAL_STRUCTS = ("iris_ag_gemm_desc_t",)
 
 # ---------------------------------------------------------------- function table
 _p = ctypes.c_void_p
@@ -207,7 +210,7 @@ def check_library(lib, expected_version=EXPECTED_VERSION, structs=None, path="li
     """Refuse (IrisLibraryError) a library whose version's major.minor differs from
     expected_version or whose struct sizes differ from the ctypes mirrors. lib needs only
     iris_get_version() and iris_abi_struct_size(bytes) (tests pass a fake). Returns the
-    library's version as (major, minor, patch)."""
+    library's version as (major, minor, patch) and the optional structs it does not know."""
     structs = STRUCTS if structs is None else structs
     v = int(lib.iris_get_version())
     got = (v // 10000, v // 100 % 100, v % 100)
@@ -216,10 +219,12 @@ def check_library(lib, expected_version=EXPECTED_VERSION, structs=None, path="li
             "%s is iris %d.%d.%d but this iris_gpu package needs %d.%d.x: rebuild the library (make lib) "
             "or use the package of the same source tree" % ((path,) + got + tuple(expected_version))
         )
-    bad = []
+    bad, unchecked = [], set()
     for name, cls in sorted(structs.items()):
         size = int(lib.iris_abi_struct_size(name.encode()))
-        if size != ctypes.sizeof(cls):
+        if size == 0 and name in OPTIONAL_STRUCTS:
+            unchecked.add(name)
+        elif size != ctypes.sizeof(cls):
             what = "unknown to the library" if size == 0 else "%d bytes in the library" % size
             bad.append("%s is %d bytes here, %s" % (name, ctypes.sizeof(cls), what))
     if bad:
@@ -227,7 +232,7 @@ def check_library(lib, expected_version=EXPECTED_VERSION, structs=None, path="li
             "%s does not match this iris_gpu package (built with another IRIS_MAX_RANKS or other headers?): %s"
             % (path, "; ".join(bad))
         )
-    return got
+    return got, unchecked
 
 
 def candidate_paths():
@@ -271,13 +276,19 @@ _loaded = None
 
 class Library:
     """The loaded, checked library. .lib: the ctypes CDLL; .path; .version (tuple);
-    .absent: optional functions this build lacks."""
+    .absent: optional functions this build lacks; .unchecked: optional structs whose size
+    the library does not report (what uses them refuses to run)."""
 
     def __init__(self, lib, path):
         self.lib = lib
         self.path = path
         self.absent = bind(lib)
-        self.version = check_library(lib, path=path)
+        self.version, self.unchecked = check_library(lib, path=path)
+
+    def require_struct(self, name):
+        """IrisLibraryError if the library could not confirm the layout of struct name."""
+        if name in self.unchecked:
+            raise IrisLibraryError("%s does not report the size of %s, so its layout cannot be checked: rebuild it with make lib" % (self.path, name))
 
     def has(self, name):
         return name not in self.absent

@@ -381,6 +381,7 @@ class AgGemm:
 
     def __init__(self, ctx, M, N, K, dtype, out_dtype, layout, b_transposed, bias, path, stage_a):
         torch = _torch_mod()
+        ctx._lib.require_struct("iris_ag_gemm_desc_t")
         self.ctx = ctx
         self.dtype = torch.bfloat16 if dtype is None else dtype
         self.out_dtype = self.dtype if out_dtype is None else out_dtype

@@ -127,7 +127,13 @@ class TestAbiChecks(unittest.TestCase):
 
     def test_fake_good_library_passes(self):
         v = _lib.EXPECTED_VERSION
-        self.assertEqual(_lib.check_library(FakeLib(v[0] * 10000 + v[1] * 100 + 7, self.good_sizes())), (v[0], v[1], 7))
+        self.assertEqual(_lib.check_library(FakeLib(v[0] * 10000 + v[1] * 100 + 7, self.good_sizes())), ((v[0], v[1], 7), set()))
+
+    def test_optional_struct_unknown(self):
+        sizes = self.good_sizes()
+        del sizes["iris_ag_gemm_desc_t"]
+        v = _lib.EXPECTED_VERSION
+        self.assertEqual(_lib.check_library(FakeLib(v[0] * 10000 + v[1] * 100, sizes))[1], {"iris_ag_gemm_desc_t"})
 
     def test_other_version_refused(self):
         v = _lib.EXPECTED_VERSION
