@@ -62,14 +62,26 @@ class FakeDevice:
 
 
 class FakeTensor:
-    def __init__(self, dtype="torch.float32", device=("cuda", 0), contiguous=True, shape=(4,)):
-        self.dtype, self.device, self._c, self.shape = dtype, FakeDevice(*device), contiguous, shape
+    def __init__(self, dtype="torch.float32", device=("cuda", 0), contiguous=True, shape=(4,), ptr=0x10000):
+        self.dtype, self.device, self._c, self.shape, self.ptr = dtype, FakeDevice(*device), contiguous, shape, ptr
 
     def is_contiguous(self):
         return self._c
 
     def stride(self):
         return (2,)
+
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def element_size(self):
+        return _types.ITEMSIZE[_types.dtype_name(self.dtype)]
+
+    def data_ptr(self):
+        return self.ptr
 
 
 class TestPackage(unittest.TestCase):
@@ -320,6 +332,70 @@ ENTRY %main (x: f32[8]) -> f32[8] {
 
 class TestTorchModuleLogic(unittest.TestCase):
     """Pieces of iris_gpu.torch that run without torch."""
+
+    def launches(self, *calls):
+        """Run iris_gpu.torch._launch against a stand-in context of rank 2 of 4 on cuda:0
+        that records what it would pass to the C collectives."""
+        from iris_gpu import torch as it
+
+        class Ctx:
+            world_size, rank, device = 4, 2, 0
+
+            def __init__(self):
+                self.calls = []
+
+            def _run(self, *args):
+                self.calls.append(args)
+
+        c = Ctx()
+        it._CONTEXTS[-7] = c
+        try:
+            for kind, x, out, extra, inplace in calls:
+                it._launch(kind, x, out, -7, extra, inplace)
+        finally:
+            del it._CONTEXTS[-7]
+        return c.calls
+
+    def test_launch_layouts(self):
+        x = FakeTensor(shape=(40,), ptr=0x1000)
+        out = FakeTensor(shape=(40,), ptr=0x9000)
+        small = FakeTensor(shape=(10,), ptr=0x5000)
+        calls = self.launches(
+            ("all_reduce", x, out, "max", False),
+            ("all_reduce", x, None, "sum", True),
+            ("all_gather", small, out, None, False),
+            ("all_gather", x, None, None, True),  # rank 2's block of 10 floats is sent
+            ("reduce_scatter", x, small, "avg", False),
+            ("reduce_scatter", x, None, "sum", True),  # the result lands in block 2
+            ("all_to_all", x, out, None, False),
+            ("broadcast", x, None, 3, True),
+        )
+        self.assertEqual(calls, [
+            ("all_reduce", 0x1000, 0x9000, 40, 0, 2),
+            ("all_reduce", 0x1000, 0x1000, 40, 0, 0),
+            ("all_gather", 0x5000, 0x9000, 10, 0, None),
+            ("all_gather", 0x1000 + 80, 0x1000, 10, 0, None),
+            ("reduce_scatter", 0x1000, 0x5000, 10, 0, 3),
+            ("reduce_scatter", 0x1000, 0x1000 + 80, 10, 0, 0),
+            ("all_to_all", 0x1000, 0x9000, 10, 0, None),
+            ("broadcast", 0x1000, 0x1000, 40, 0, 3),
+        ])
+
+    def test_launch_refusals(self):
+        x = FakeTensor(shape=(40,))
+        bad = [
+            (("all_reduce", x, FakeTensor(shape=(41,)), "sum", False), ValueError, "must be equal"),
+            (("all_reduce", x, FakeTensor("torch.float16", shape=(40,)), "sum", False), TypeError, "output has dtype float16"),
+            (("all_reduce", FakeTensor("torch.int32", shape=(40,)), None, "avg", True), TypeError, "avg"),
+            (("all_reduce", FakeTensor(device=("cuda", 1)), None, "sum", True), ValueError, "cuda:1"),
+            (("all_gather", FakeTensor(shape=(42,)), None, None, True), ValueError, "multiple of world_size 4"),
+            (("all_to_all", FakeTensor(shape=(42,)), None, None, True), ValueError, "multiple of world_size"),
+            (("broadcast", x, None, 4, True), ValueError, "root 4"),
+            (("reduce_scatter", x, FakeTensor(shape=(11,)), "sum", False), ValueError, "world_size \\(4\\) x output"),
+        ]
+        for call, exc, text in bad:
+            with self.assertRaisesRegex(exc, text):
+                self.launches(call)
 
     def test_store_bootstrap_over_a_dict(self):
         from iris_gpu import _host
