@@ -71,6 +71,14 @@ def same(got, ref64, dtype_name, approx=False):
     return "max error at flat index %d: got %r, expected %r" % (bad, g.flatten()[bad].item(), want.flatten()[bad].item())
 
 
+def verify(got, ref64, dtype_name, approx=False):
+    """Wait for the GPU, then raise unless got equals the reference (see same)."""
+    torch.cuda.synchronize()
+    e = same(got, ref64, dtype_name, approx)
+    if e:
+        raise AssertionError(e)
+
+
 def poisoned(shape, dtype, dev, ctx=None):
     """An output buffer (on the heap when ctx is given) filled with the byte 0x7b."""
     t = ctx.empty(shape, dtype) if ctx is not None else torch.empty(shape, dtype=dtype, device=dev)
@@ -183,10 +191,7 @@ class Runner:
                 y = poisoned((W * n, 3), x.dtype, self.dev, ctx)
                 y[self.rank * n:(self.rank + 1) * n].copy_(x)
                 it.all_gather_(y, ctx)
-        torch.cuda.synchronize()
-        e = same(y, ref, dt)
-        if e:
-            raise AssertionError(e)
+        verify(y, ref, dt)
         if mode == "functional" and dt not in FP8:
             def run(d):
                 parts = [torch.empty_like(x, device=d) for _ in range(W)]
@@ -214,10 +219,7 @@ class Runner:
                 b.copy_(x)
                 it.reduce_scatter_(b, ctx, op)
                 y = b[r * n:(r + 1) * n]
-        torch.cuda.synchronize()
-        e = same(y, ref, dt, approx=(op == "avg"))
-        if e:
-            raise AssertionError(e)
+        verify(y, ref, dt, approx=(op == "avg"))
         if mode == "functional" and dt not in FP8 and op != "avg":
             rop = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}[op]
 
@@ -241,10 +243,7 @@ class Runner:
             y = poisoned(x.shape, x.dtype, self.dev, ctx)
             y.copy_(x)
             it.all_to_all_(y, ctx)
-        torch.cuda.synchronize()
-        e = same(y, ref, dt)
-        if e:
-            raise AssertionError(e)
+        verify(y, ref, dt)
         if mode == "functional" and dt not in FP8:
             def run(d):
                 t = torch.empty(x.shape, dtype=x.dtype, device=d)
@@ -266,10 +265,7 @@ class Runner:
             y = poisoned(x.shape, x.dtype, self.dev, ctx)
             y.copy_(x)
             it.broadcast_(y, ctx, root)
-        torch.cuda.synchronize()
-        e = same(y, xs[root].to(torch.float64), dt)
-        if e:
-            raise AssertionError(e)
+        verify(y, xs[root].to(torch.float64), dt)
         if mode == "functional" and dt not in FP8:
             def run(d):
                 t = x.to(d).clone()
