@@ -59,17 +59,24 @@ def iris_algo(algo):
     return ALGOS[key]
 
 
-def check_tensor(t, what, device_index, dtype=None):
-    """Raise if t is not a contiguous tensor of a supported type on CUDA device device_index
-    (and of dtype, when given). Returns the iris_dtype_t value."""
+def check_contiguous(t, what):
+    """Raise ValueError naming t if it is not contiguous; returns t."""
+    if not t.is_contiguous():
+        raise ValueError("%s is not contiguous (shape %s, strides %s): call .contiguous() first" % (what, tuple(t.shape), tuple(t.stride())))
+    return t
+
+
+def check_tensor(t, what, device_index, dtype=None, contiguous=True):
+    """Raise if t is not a tensor of a supported type on CUDA device device_index (and of
+    dtype, when given; and contiguous, unless contiguous=False). Returns the iris_dtype_t."""
     dev = t.device
     if getattr(dev, "type", None) != "cuda" or dev.index != device_index:
         raise ValueError("%s is on %s but this iris context runs on cuda:%d" % (what, dev, device_index))
     if dtype is not None and dtype_name(t.dtype) != dtype_name(dtype):
         raise TypeError("%s has dtype %s but %s is expected" % (what, dtype_name(t.dtype), dtype_name(dtype)))
     code = iris_dtype(t.dtype, what)
-    if not t.is_contiguous():
-        raise ValueError("%s is not contiguous (shape %s, strides %s): call .contiguous() first" % (what, tuple(t.shape), tuple(t.stride())))
+    if contiguous:
+        check_contiguous(t, what)
     return code
 
 

@@ -103,11 +103,12 @@ def _device_bytes(torch, ptr, nbytes, device, owner):
     return torch.utils.dlpack.from_dlpack(_dl_capsule(ptr, nbytes, device, owner))
 
 
-def _dl_capsule(ptr, nbytes, device, owner):
-    """A "dltensor" capsule of a 1-D uint8 CUDA tensor; its deleter releases owner."""
+def _dl_capsule(ptr, nbytes, device, owner, device_type=2):
+    """A "dltensor" capsule of a 1-D uint8 tensor on device_type (2: kDLCUDA; the tests use
+    1, kDLCPU); its deleter releases owner."""
     shape = (ctypes.c_int64 * 1)(nbytes)
     m = _DLManagedTensor()
-    m.dl_tensor = _DLTensor(ptr, _DLDevice(2, device), 1, _DLDataType(1, 8, 1), shape, None, 0)  # kDLCUDA, kDLUInt
+    m.dl_tensor = _DLTensor(ptr, _DLDevice(device_type, device), 1, _DLDataType(1, 8, 1), shape, None, 0)  # kDLUInt
     m.deleter = _dl_delete
     _dl_keep[ctypes.addressof(m)] = (m, shape, owner)
     new = ctypes.pythonapi.PyCapsule_New
@@ -190,7 +191,6 @@ class Context:
         if check_shapes is None:
             check_shapes = os.environ.get("IRIS_GPU_CHECK_SHAPES", "0") not in ("", "0")
         self.check_shapes = bool(check_shapes)
-        self._token = self.empty((1,), torch.int32)  # what barrier() mutates, so compile keeps it
         self._opts = {}
 
     # -------------------------------------------------------------- basics
@@ -215,7 +215,6 @@ class Context:
         memory (a warning says how many were alive). Idempotent."""
         if self.closed:
             return
-        self._token = None
         if self._live:
             warnings.warn("iris Context.close(): %d heap tensor(s) still alive; they must not be used any more" % self._live)
         _CONTEXTS.pop(self.id, None)
@@ -465,10 +464,26 @@ def _extra(kind, dtype, world, extra):
 def _launch(kind, x, out, ctx_id, extra, inplace=False):
     """Check the tensors and enqueue the collective. inplace: x is the only buffer, in
     NCCL's in-place layout (all_gather: this rank's block at rank * count of x;
-    reduce_scatter: the result lands there)."""
+    reduce_scatter: the result lands there). The public functions refuse non-contiguous
+    tensors; here a compiled graph may still hand over another layout of the same values
+    (inductor does for ordered-effect ops), so such a tensor goes through a contiguous copy."""
     ctx = _ctx(ctx_id)
     W = ctx.world_size
-    dt = _types.check_tensor(x, "%s: input" % kind, ctx.device)
+    dt = _types.check_tensor(x, "%s: input" % kind, ctx.device, contiguous=False)
+    if inplace and not x.is_contiguous():
+        tmp = x.contiguous()
+        _launch(kind, tmp, None, ctx_id, extra, True)
+        x.copy_(tmp)
+        return
+    if not inplace:
+        _types.check_tensor(out, "%s: output" % kind, ctx.device, x.dtype, contiguous=False)
+        if not out.is_contiguous():
+            tmp = out.contiguous()
+            _launch(kind, x, tmp, ctx_id, extra)
+            out.copy_(tmp)
+            return
+    if not x.is_contiguous():
+        x = x.contiguous()
     e = _extra(kind, x.dtype, W, extra)
     es = x.element_size()
     if inplace:
@@ -483,7 +498,6 @@ def _launch(kind, x, out, ctx_id, extra, inplace=False):
             count = _types.coll_count(kind, n, n, W)
             send = recv = x.data_ptr()
     else:
-        _types.check_tensor(out, "%s: output" % kind, ctx.device, x.dtype)
         count = _types.coll_count(kind, x.numel(), out.numel(), W)
         send, recv = x.data_ptr(), out.data_ptr()
     ctx._run(kind, send, recv, count, dt, e)
@@ -543,13 +557,13 @@ def _register_ops(torch):
         op_o.register_fake(of)
         lib_ops[kind] = (op, op_i, op_o)
 
-    def barrier(token, ctx):
+    def barrier(ctx):
         _ctx(ctx)._barrier_device()
 
-    def barrier_fake(token, ctx):
+    def barrier_fake(ctx):
         _ctx(ctx)
 
-    b = torch.library.custom_op("iris::barrier", barrier, mutates_args=("token",), schema="(Tensor(a!) token, int ctx) -> ()")
+    b = torch.library.custom_op("iris::barrier", barrier, mutates_args=(), schema="(int ctx) -> ()")
     b.register_fake(barrier_fake)
 
     def ag_gemm(a, b, bias, plan):
@@ -568,6 +582,20 @@ def _register_ops(torch):
 
     op = torch.library.custom_op("iris::ag_gemm", ag_gemm, mutates_args=(), schema="(Tensor a, Tensor b, Tensor? bias, int plan) -> Tensor")
     op.register_fake(ag_gemm_fake)
+    _keep_program_order(torch)
+
+
+def _keep_program_order(torch):
+    """Mark every iris op as an ordered side effect, so torch.compile keeps them in program
+    order (a barrier stays between the collectives around it; every rank runs the same
+    sequence). Without the (private) effects API a warning says the order is not pinned."""
+    try:
+        from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
+    except ImportError as e:
+        warnings.warn("iris_gpu: torch %s has no effectful-op registry (%s): torch.compile may reorder iris ops that do not depend on each other" % (torch.__version__, e))
+        return
+    for name in torch.ops.iris:
+        _register_effectful_op(getattr(torch.ops.iris, name).default, _EffectType.ORDERED)
 
 
 # ------------------------------------------------------------------ public functions
@@ -575,8 +603,16 @@ def _ops():
     return _torch_mod().ops.iris
 
 
+def _contiguous(kind, x, out=None):
+    """The public functions refuse non-contiguous tensors (ValueError naming them)."""
+    _types.check_contiguous(x, kind + ": input")
+    if out is not None:
+        _types.check_contiguous(out, kind + ": output")
+
+
 def all_reduce(x, ctx, op="sum", out=None):
     """Out of place: a new tensor (or out) = op over ranks of x. op: sum, min, max, avg."""
+    _contiguous("all_reduce", x, out)
     if out is None:
         return _ops().all_reduce(x, _ctx_id(ctx), op)
     _ops().all_reduce_out(x, out, _ctx_id(ctx), op)
@@ -585,6 +621,7 @@ def all_reduce(x, ctx, op="sum", out=None):
 
 def all_reduce_(x, ctx, op="sum"):
     """In place: x = op over ranks of x. Returns x."""
+    _contiguous("all_reduce", x)
     _ops().all_reduce_inplace(x, _ctx_id(ctx), op)
     return x
 
@@ -597,7 +634,9 @@ def _along(x, dim):
 
 def all_gather(x, ctx, dim=0, out=None):
     """Every rank's x, concatenated along dim (out: a tensor of that shape, dim 0 only, or
-    any tensor of world_size * x.numel() elements: rank r's x at r * x.numel())."""
+    any tensor of world_size * x.numel() elements: rank r's x at r * x.numel()). Along a
+    dim other than 0 the input is moved to the front first and the result back (copies)."""
+    _contiguous("all_gather", x, out)
     cid = _ctx_id(ctx)
     if out is not None:
         if dim != 0:
@@ -608,18 +647,20 @@ def all_gather(x, ctx, dim=0, out=None):
         return _ops().all_gather(x, cid)
     d = dim % x.dim()
     g = _ops().all_gather(_along(x, d), cid)  # (W * x.shape[d], ...rest)
-    return g.movedim(0, d)  # a view of shape gather_shape(x.shape, W, dim)
+    return g.movedim(0, d).contiguous()  # gather_shape(x.shape, W, dim), contiguous like torch.cat
 
 
 def all_gather_(buf, ctx):
     """In place: buf holds world_size blocks; this rank's block (rank * n/W) is sent and
     every block is filled."""
+    _contiguous("all_gather", buf)
     _ops().all_gather_inplace(buf, _ctx_id(ctx))
     return buf
 
 
 def reduce_scatter(x, ctx, op="sum", dim=0, out=None):
     """This rank's slice (rank-th of world_size along dim) of op over ranks of x."""
+    _contiguous("reduce_scatter", x, out)
     cid = _ctx_id(ctx)
     if out is not None:
         if dim != 0:
@@ -631,11 +672,12 @@ def reduce_scatter(x, ctx, op="sum", dim=0, out=None):
     d = dim % x.dim()
     _types.scatter_shape(tuple(x.shape), _ctx(cid).world_size, d)
     r = _ops().reduce_scatter(_along(x, d), cid, op)
-    return r if d == 0 else r.movedim(0, d)
+    return r if d == 0 else r.movedim(0, d).contiguous()
 
 
 def reduce_scatter_(buf, ctx, op="sum"):
     """In place: buf holds world_size blocks; the reduced block of this rank lands at rank * n/W."""
+    _contiguous("reduce_scatter", buf)
     _ops().reduce_scatter_inplace(buf, _ctx_id(ctx), op)
     return buf
 
@@ -643,6 +685,7 @@ def reduce_scatter_(buf, ctx, op="sum"):
 def all_to_all(x, ctx, out=None):
     """Block r (of world_size equal blocks of x, flattened) goes to rank r; the result's
     block r came from rank r."""
+    _contiguous("all_to_all", x, out)
     if out is None:
         return _ops().all_to_all(x, _ctx_id(ctx))
     _ops().all_to_all_out(x, out, _ctx_id(ctx))
@@ -650,12 +693,14 @@ def all_to_all(x, ctx, out=None):
 
 
 def all_to_all_(x, ctx):
+    _contiguous("all_to_all", x)
     _ops().all_to_all_inplace(x, _ctx_id(ctx))
     return x
 
 
 def broadcast(x, ctx, root=0, out=None):
     """root's x on every rank (x is read on the root only)."""
+    _contiguous("broadcast", x, out)
     if out is None:
         return _ops().broadcast(x, _ctx_id(ctx), root)
     _ops().broadcast_out(x, out, _ctx_id(ctx), root)
@@ -663,6 +708,7 @@ def broadcast(x, ctx, root=0, out=None):
 
 
 def broadcast_(x, ctx, root=0):
+    _contiguous("broadcast", x)
     _ops().broadcast_inplace(x, _ctx_id(ctx), root)
     return x
 
@@ -670,8 +716,7 @@ def broadcast_(x, ctx, root=0):
 def barrier(ctx):
     """A GPU-side barrier on the current stream (capturable): work enqueued after it on any
     rank sees the writes every rank enqueued before it."""
-    cid = _ctx_id(ctx)
-    _ops().barrier(ctx._token, cid)
+    _ops().barrier(_ctx_id(ctx))
 
 
 def ag_gemm(a, b, plan, bias=None):

@@ -83,6 +83,12 @@ class FakeTensor:
     def data_ptr(self):
         return self.ptr
 
+    def contiguous(self):
+        return self if self._c else FakeTensor(self.dtype, (self.device.type, self.device.index), True, self.shape, self.ptr + 0x100000)
+
+    def copy_(self, other):
+        self.copied_from = other.ptr
+
 
 class TestPackage(unittest.TestCase):
     def test_imports_without_torch(self):
@@ -380,6 +386,14 @@ class TestTorchModuleLogic(unittest.TestCase):
             ("all_to_all", 0x1000, 0x9000, 10, 0, None),
             ("broadcast", 0x1000, 0x1000, 40, 0, 3),
         ])
+
+    def test_launch_relayouts(self):
+        """A layout the compiler chose (not contiguous) goes through a contiguous copy."""
+        x = FakeTensor(shape=(40,), contiguous=False, ptr=0x1000)
+        out = FakeTensor(shape=(40,), contiguous=False, ptr=0x9000)
+        calls = self.launches(("all_reduce", x, None, "sum", True), ("all_reduce", x, out, "sum", False))
+        self.assertEqual(calls, [("all_reduce", 0x101000, 0x101000, 40, 0, 0), ("all_reduce", 0x101000, 0x109000, 40, 0, 0)])
+        self.assertEqual((x.copied_from, out.copied_from), (0x101000, 0x109000))
 
     def test_launch_refusals(self):
         x = FakeTensor(shape=(40,))
