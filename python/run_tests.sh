@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Tests of the Python package (iris_gpu). Prints PASS / FAIL / SKIP lines as tests/run.sh
 # does and ends with "N passed, N failed, N skipped"; exit status 1 if anything failed.
-#   python/run_tests.sh          CI part: no torch, no GPU (needs build/libiris.so from
-#                                `make lib`, else its library tests say SKIP)
+#   python/run_tests.sh          CI part: no GPU (needs build/libiris.so from `make lib`,
+#                                else its library tests say SKIP; the torch-without-GPU tests
+#                                SKIP without torch; IRIS_PY_PATH adds a site dir with torch)
 #   python/run_tests.sh gpu      the torch tests at 2, 3 and 4 ranks and the JAX tests at 2 and
 #                                4 (ranks share the GPUs when there are fewer; IRIS_PY_WORLDS
 #                                and IRIS_PY_JAX_WORLDS set the sizes; JAX needs make lib-jax)
@@ -23,8 +24,11 @@ if [ "${1:-pure}" = gpu ]; then
   done
   rm -f "$out.err"
 else
-  PYTHONPATH=python "$py" python/tests/test_pure.py >"$out" 2>&1 || rc=$?
-  [ "$rc" -ne 0 ] && ! grep -q '^FAIL: ' "$out" && echo "FAIL: python pure tests: exit $rc" >>"$out"
+  for t in test_pure test_torch_nogpu; do  # the second SKIPs without torch
+    rc=0
+    PYTHONPATH=python${IRIS_PY_PATH:+:$IRIS_PY_PATH} "$py" python/tests/$t.py >>"$out" 2>&1 || rc=$?
+    [ "$rc" -ne 0 ] && ! grep -q '^FAIL: ' "$out" && echo "FAIL: python $t: exit $rc" >>"$out"
+  done
 fi
 grep -vE '^(PASS|FAIL|SKIP): ' "$out" | sed 's/^/    /'
 grep -E '^(PASS|FAIL|SKIP): ' "$out"

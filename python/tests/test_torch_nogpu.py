@@ -166,6 +166,71 @@ class TestOps(unittest.TestCase):
 
 
 @unittest.skipIf(torch is None, "SKIP: torch is not installed")
+class TestBringUpPieces(unittest.TestCase):
+    def test_store_bootstrap_three_ranks_on_a_torch_store(self):
+        """StoreBootstrap over a real torch Store (PrefixStore of a HashStore), 3 ranks as threads."""
+        import threading
+
+        import torch.distributed as dist
+        from iris_gpu import _host
+
+        base = dist.HashStore()
+        world, out, errs = 3, {}, []
+
+        def rank(r):
+            try:
+                b = _host.StoreBootstrap(dist.PrefixStore("iris_gpu/0-1-2/0/", base), r, world, 20.0)
+                send = ctypes.create_string_buffer(bytes([r]) * 8, 8)
+                recv = ctypes.create_string_buffer(8 * world)
+                for _ in range(5):
+                    assert b._allgather(None, ctypes.addressof(send), ctypes.addressof(recv), 8) == 0, b.error
+                    assert b._barrier(None) == 0, b.error
+                out[r] = recv.raw
+            except Exception as e:  # noqa: BLE001
+                errs.append(e)
+
+        ts = [threading.Thread(target=rank, args=(r,)) for r in range(world)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        self.assertFalse(errs, errs)
+        for r in range(world):
+            self.assertEqual(out[r], b"".join(bytes([q]) * 8 for q in range(world)))
+        self.assertLess(base.num_keys(), 2 * world + 1)  # old steps' keys were deleted
+
+    def test_store_timeout_is_reported(self):
+        import datetime
+
+        import torch.distributed as dist
+        from iris_gpu import _host
+
+        b = _host.StoreBootstrap(dist.HashStore(), 0, 2, 0.2)  # rank 1 never comes
+        self.assertEqual(b._barrier(None), 1)
+        self.assertIsNotNone(b.error)
+        self.assertIsInstance(b.timeout, datetime.timedelta)
+
+    def test_custom_allreduce_world1_and_context_without_gpu(self):
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            ca = it.CustomAllreduce(dist.group.WORLD, "cuda:0")
+            self.assertTrue(ca.disabled)
+            self.assertEqual((ca.world_size, ca.rank, ca.max_size, ca.device), (1, 0, 8 << 20, torch.device("cuda", 0)))
+            self.assertFalse(ca.should_custom_ar(torch.zeros(64)))
+            self.assertIsNone(ca.custom_all_reduce(torch.zeros(64)))
+            with ca.capture():
+                pass
+            ca.close()
+            if not torch.cuda.is_available():
+                with self.assertRaisesRegex(RuntimeError, "no CUDA device"):
+                    it.Context()
+        finally:
+            dist.destroy_process_group()
+
+
+@unittest.skipIf(torch is None, "SKIP: torch is not installed")
 class TestDLPack(unittest.TestCase):
     def test_cpu_capsule_round_trip(self):
         buf = (ctypes.c_uint8 * 64)(*range(64))
@@ -186,6 +251,9 @@ class TestDLPack(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    if torch is None:
+        print("SKIP: python torch (no GPU): torch is not installed")
+        sys.exit(0)
     import _report
 
     _report.main(sys.modules[__name__], "python torch (no GPU):")
