@@ -24,7 +24,7 @@ if [ "${1:-pure}" = gpu ]; then
   done
   rm -f "$out.err"
 else
-  for t in test_pure test_torch_nogpu test_triton_codegen; do  # the last two SKIP without torch/triton
+  for t in test_pure test_torch_nogpu test_triton_codegen test_jax_nogpu; do  # all but the first SKIP without torch/triton/jax
     rc=0
     PYTHONPATH=python${IRIS_PY_PATH:+:$IRIS_PY_PATH} "$py" python/tests/$t.py >>"$out" 2>&1 || rc=$?
     [ "$rc" -ne 0 ] && ! grep -q '^FAIL: ' "$out" && echo "FAIL: python $t: exit $rc" >>"$out"

@@ -133,7 +133,7 @@ def all_reduce(x, ctx, op="sum"):
     _dtype(x)
     code = _types.iris_redop(op, np.dtype(x.dtype).name, "iris_gpu.jax.all_reduce")
     call = jax.ffi.ffi_call("iris_all_reduce", jax.ShapeDtypeStruct(x.shape, x.dtype))
-    return call(x, ctx=np.int64(ctx.handle), op=np.int32(code))
+    return call(x, iris_ctx=np.int64(ctx.handle), op=np.int32(code))
 
 
 def all_gather(x, ctx):
@@ -141,4 +141,4 @@ def all_gather(x, ctx):
     _dtype(x)
     shape = _types.gather_shape(x.shape, ctx.world_size, 0) if x.ndim else (ctx.world_size,)
     call = jax.ffi.ffi_call("iris_all_gather", jax.ShapeDtypeStruct(shape, x.dtype))
-    return call(x, ctx=np.int64(ctx.handle))
+    return call(x, iris_ctx=np.int64(ctx.handle))

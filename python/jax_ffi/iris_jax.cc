@@ -1,13 +1,14 @@
 // iris_jax.cc: XLA FFI handlers for iris's all-reduce and all-gather (libiris_jax.so).
 //
-//   make lib-jax   (or:) c++ -std=c++17 -O2 -shared -fPIC -I. -I$(python3 -c 'import jax.ffi;
+//   make lib-jax   (or:) c++ -std=c++17 -O2 -shared -fPIC -I. -isystem $(python3 -c 'import jax.ffi;
 //                  print(jax.ffi.include_dir())') -I$CUDA_HOME/include python/jax_ffi/iris_jax.cc
 //                  -Lbuild -liris -Wl,-rpath,'$ORIGIN' -o build/libiris_jax.so
 //
 // One process per GPU; iris_gpu.jax brings the ranks up (iris_init over jax.distributed's
-// key-value store) and passes the iris_t handle as the attribute "ctx". XLA allocates the
-// operands, not iris: the library stages them through its heap (copies on the stream), so
-// any buffer works. Both handlers only enqueue work on XLA's stream and allocate nothing,
+// key-value store) and passes the iris_t handle as the int64 attribute "iris_ctx" (not
+// "ctx": jax's lowering rule has a parameter of that name). XLA allocates the operands,
+// not iris: the library stages them through its heap (copies on the stream), so any
+// buffer works. Both handlers only enqueue work on XLA's stream and allocate nothing,
 // so they are declared command-buffer compatible (XLA may capture them in a CUDA graph);
 // the collective state was created at bring-up (iris_collectives_setup).
 #include <cstdint>
@@ -78,7 +79,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllReduce, AllReduceImpl,
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
-                                  .Attr<int64_t>("ctx")
+                                  .Attr<int64_t>("iris_ctx")
                                   .Attr<int32_t>("op"),
                               {ffi::Traits::kCmdBufferCompatible});
 
@@ -87,5 +88,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllGather, AllGatherImpl,
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
-                                  .Attr<int64_t>("ctx"),
+                                  .Attr<int64_t>("iris_ctx"),
                               {ffi::Traits::kCmdBufferCompatible});
