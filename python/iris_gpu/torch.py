@@ -588,7 +588,11 @@ def _register_ops(torch):
 def _keep_program_order(torch):
     """Mark every iris op as an ordered side effect, so torch.compile keeps them in program
     order (a barrier stays between the collectives around it; every rank runs the same
-    sequence). Without the (private) effects API a warning says the order is not pinned."""
+    sequence). Without the (private) effects API a warning says the order is not pinned;
+    IRIS_GPU_COMPILE_ORDERED=0 leaves the ops unordered (for a torch that cannot compile
+    ordered mutable ops)."""
+    if os.environ.get("IRIS_GPU_COMPILE_ORDERED", "1") == "0":
+        return
     try:
         from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
     except ImportError as e:
