@@ -485,6 +485,27 @@ class Runner:
             raise AssertionError("%s (path %s)" % (e, plan.path if plan._g else "?"))
 
 
+def collective_cases(R, sizes=(37, 70001)):
+    """Every collective x dtype x op x in-place/out-of-place mode, one result line each."""
+    W = R.world
+    for dt in DTYPES:
+        for n in sizes:
+            for op in ("sum", "min", "max", "avg"):
+                if op == "avg" and dt not in FLOAT + FP8:
+                    continue
+                for mode in ("functional", "out", "inplace", "inplace_heap"):
+                    R.result("all_reduce %s %s %s n=%d" % (dt, op, mode, n), lambda: R.check_all_reduce(dt, op, mode, n))
+            for mode in ("functional", "out", "inplace", "dim1"):
+                R.result("all_gather %s %s n=%d" % (dt, mode, n), lambda: R.check_all_gather(dt, mode, n))
+            for op in ("sum", "max") + (("avg",) if dt in FLOAT else ()):
+                for mode in ("functional", "out", "inplace", "dim1"):
+                    R.result("reduce_scatter %s %s %s n=%d" % (dt, op, mode, n), lambda: R.check_reduce_scatter(dt, op, mode, n))
+            for mode in ("functional", "out", "inplace"):
+                R.result("all_to_all %s %s n=%d" % (dt, mode, n), lambda: R.check_all_to_all(dt, mode, n))
+                R.result("broadcast %s %s n=%d" % (dt, mode, n * W), lambda: R.check_broadcast(dt, mode, n * W))
+    R.result("torch.distributed reference ran for every dtype and op compared", R.report_no_ref)
+
+
 def worker():
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     ngpu = torch.cuda.device_count()
@@ -498,23 +519,7 @@ def worker():
     try:
         ctx = it.Context()
         R = Runner(rank, world, ctx, it, shared)
-        W = world
-        for dt in DTYPES:
-            for n in (37, 70001):
-                for op in ("sum", "min", "max", "avg"):
-                    if op == "avg" and dt not in FLOAT + FP8:
-                        continue
-                    for mode in ("functional", "out", "inplace", "inplace_heap"):
-                        R.result("all_reduce %s %s %s n=%d" % (dt, op, mode, n), lambda: R.check_all_reduce(dt, op, mode, n))
-                for mode in ("functional", "out", "inplace", "dim1"):
-                    R.result("all_gather %s %s n=%d" % (dt, mode, n), lambda: R.check_all_gather(dt, mode, n))
-                for op in ("sum", "max") + (("avg",) if dt in FLOAT else ()):
-                    for mode in ("functional", "out", "inplace", "dim1"):
-                        R.result("reduce_scatter %s %s %s n=%d" % (dt, op, mode, n), lambda: R.check_reduce_scatter(dt, op, mode, n))
-                for mode in ("functional", "out", "inplace"):
-                    R.result("all_to_all %s %s n=%d" % (dt, mode, n), lambda: R.check_all_to_all(dt, mode, n))
-                    R.result("broadcast %s %s n=%d" % (dt, mode, n * W), lambda: R.check_broadcast(dt, mode, n * W))
-        R.result("torch.distributed reference ran for every dtype and op compared", R.report_no_ref)
+        collective_cases(R)
         R.result("barrier orders heap writes and peer reads (50 rounds)", R.check_barrier)
         R.result("torch.cuda.graph: 1000 replays with fresh data", R.check_graph)
         R.result("torch.compile(fullgraph=True)", R.check_compile)

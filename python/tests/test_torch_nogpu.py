@@ -231,6 +231,44 @@ class TestBringUpPieces(unittest.TestCase):
 
 
 @unittest.skipIf(torch is None, "SKIP: torch is not installed")
+class TestGpuTestLogic(unittest.TestCase):
+    """test_torch_gpu.py's collective cases at world 1 on the CPU (stand-in context, gloo):
+    its inputs, references, modes and torch.distributed comparisons, without a GPU."""
+
+    def test_collective_cases_world1(self):
+        import contextlib
+        import importlib.util
+        import io
+
+        import torch.distributed as dist
+
+        if importlib.util.find_spec("numpy") is None:
+            self.skipTest("SKIP: numpy is not installed (all_gather_object needs it)")
+        sys.path.insert(0, HERE)
+        import test_torch_gpu as tg
+
+        class Ctx(StandIn):
+            def empty(self, shape, dtype=None):
+                return torch.empty(shape, dtype=dtype or torch.float32)
+
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        out = io.StringIO()
+        try:
+            with mock.patch.object(_types, "check_tensor", cpu_check), mock.patch.object(torch.cuda, "synchronize", lambda *a: None):
+                R = tg.Runner.__new__(tg.Runner)
+                R.rank, R.world, R.ctx, R.it, R.shared, R.no_ref, R.seed = 0, 1, Ctx(1, -103), it, True, set(), 0
+                R.dev = torch.device("cpu")
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                    tg.collective_cases(R, sizes=(37,))
+                R.ctx.close()
+        finally:
+            dist.destroy_process_group()
+        lines = out.getvalue().splitlines()
+        self.assertGreater(len(lines), 250)
+        self.assertEqual([l for l in lines if not l.startswith("PASS: ")], [])
+
+
+@unittest.skipIf(torch is None, "SKIP: torch is not installed")
 class TestDLPack(unittest.TestCase):
     def test_cpu_capsule_round_trip(self):
         buf = (ctypes.c_uint8 * 64)(*range(64))
