@@ -521,7 +521,6 @@ def _fake_check(kind, x, out, ctx_id, extra, inplace=False):
 def _register_ops(torch):
     """Define iris::<kind>, iris::<kind>_inplace and iris::<kind>_out for each
     collective, iris::barrier and iris::ag_gemm, with fake implementations."""
-    lib_ops = {}
     for kind, extra in _KINDS.items():
         def make(kind):
             def functional(x, ctx, *extra):
@@ -555,7 +554,6 @@ def _register_ops(torch):
         op_i.register_fake(i_f)
         op_o = torch.library.custom_op("iris::%s_out" % kind, o, mutates_args=("out",), schema="(Tensor x, Tensor(a!) out, int ctx%s) -> ()" % extra)
         op_o.register_fake(of)
-        lib_ops[kind] = (op, op_i, op_o)
 
     def barrier(ctx):
         _ctx(ctx)._barrier_device()
@@ -582,10 +580,10 @@ def _register_ops(torch):
 
     op = torch.library.custom_op("iris::ag_gemm", ag_gemm, mutates_args=(), schema="(Tensor a, Tensor b, Tensor? bias, int plan) -> Tensor")
     op.register_fake(ag_gemm_fake)
-    _keep_program_order(torch)
+    _keep_program_order(torch, [k + suffix for k in _KINDS for suffix in ("", "_inplace", "_out")] + ["barrier", "ag_gemm"])
 
 
-def _keep_program_order(torch):
+def _keep_program_order(torch, names):
     """Mark every iris op as an ordered side effect, so torch.compile keeps them in program
     order (a barrier stays between the collectives around it; every rank runs the same
     sequence). Without the (private) effects API a warning says the order is not pinned;
@@ -598,7 +596,7 @@ def _keep_program_order(torch):
     except ImportError as e:
         warnings.warn("iris_gpu: torch %s has no effectful-op registry (%s): torch.compile may reorder iris ops that do not depend on each other" % (torch.__version__, e))
         return
-    for name in torch.ops.iris:
+    for name in names:
         _register_effectful_op(getattr(torch.ops.iris, name).default, _EffectType.ORDERED)
 
 
