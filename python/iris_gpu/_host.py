@@ -1,0 +1,84 @@
+"""Bring-up over a key-value store (iris's mode 2), shared by the torch and JAX modules.
+Pure Python over ctypes: no torch, no jax."""
+import ctypes
+import datetime
+import os
+
+from . import _lib
+from ._lib import IrisError
+
+
+class StoreBootstrap:
+    """iris_bootstrap_t over a key-value store: a torch.distributed Store, or anything with
+    set(key, bytes), wait(keys, timedelta), get(key) -> bytes and delete_key(key).
+    allgather: every rank sets <seq>/<rank>, then gets every rank's key (waiting at most
+    `timeout`); once it has read all of them every rank has finished
+    <seq - 1>, so it deletes its own key of <seq - 1>. barrier: a 1-byte allgather."""
+
+    def __init__(self, store, rank, world, timeout_s=60.0):
+        self.store, self.rank, self.world = store, rank, world
+        self.timeout = datetime.timedelta(seconds=timeout_s)  # each exchange's wait
+        self.seq = 0
+        self.error = None  # the last exception a callback caught (for the error message)
+        self._ag = _lib.ALLGATHER_FN(self._allgather)
+        self._bar = _lib.BARRIER_FN(self._barrier)
+        self.struct = _lib.BootstrapT(None, ctypes.cast(self._ag, ctypes.c_void_p), ctypes.cast(self._bar, ctypes.c_void_p))
+
+    def exchange(self, data):
+        self.seq += 1
+        self.store.set("%d/%d" % (self.seq, self.rank), data)
+        keys = ["%d/%d" % (self.seq, r) for r in range(self.world)]
+        self.store.wait(keys, self.timeout)  # raises naming the timeout; the callback reports it
+        out = [self.store.get(k) for k in keys]
+        if self.seq > 1:
+            try:
+                self.store.delete_key("%d/%d" % (self.seq - 1, self.rank))
+            except Exception:  # stores without delete_key keep the (small) keys
+                pass
+        return out
+
+    def _allgather(self, user, send, recv, nbytes):
+        try:
+            parts = self.exchange(ctypes.string_at(send, nbytes) if nbytes else b"")
+            for r, p in enumerate(parts):
+                if len(p) != nbytes:
+                    raise RuntimeError("rank %d sent %d bytes, rank %d expected %d" % (r, len(p), self.rank, nbytes))
+                if nbytes:
+                    ctypes.memmove(recv + r * nbytes, p, nbytes)
+            return 0
+        except BaseException as e:  # never let an exception cross into C
+            self.error = e
+            return 1
+
+    def _barrier(self, user):
+        try:
+            self.exchange(b"b")
+            return 0
+        except BaseException as e:
+            self.error = e
+            return 1
+
+
+def bring_up(lib, rank, world, device, heap_size, timeout_ms, boot):
+    """iris_init in mode 2 over boot (a StoreBootstrap), then iris_collectives_setup, so
+    graphs can be captured right away. Returns the iris_t handle (c_void_p). After it the
+    store waits use IRIS_BARRIER_TIMEOUT_MS (default 600 s): host barriers and finalize."""
+    cfg = _lib.ConfigT.init()
+    cfg.rank, cfg.world_size, cfg.device = rank, world, device
+    cfg.heap_size, cfg.timeout_ms = int(heap_size), int(timeout_ms)
+    cfg.bootstrap = ctypes.pointer(boot.struct)
+    boot.cfg = cfg  # iris keeps cfg.bootstrap until finalize
+    h = ctypes.c_void_p()
+    st = lib.lib.iris_init(ctypes.byref(cfg), ctypes.byref(h))
+    if st != 0:
+        detail = lib.detail()
+        if boot.error is not None:
+            detail += " (store: %r)" % (boot.error,)
+        raise IrisError(st, detail, "iris_init (rank %d of %d, device %d)" % (rank, world, device))
+    st = lib.lib.iris_collectives_setup(h)
+    if st != 0:
+        detail = lib.detail()
+        lib.lib.iris_finalize(h)
+        raise IrisError(st, detail, "iris_collectives_setup (rank %d)" % rank)
+    boot.timeout = datetime.timedelta(seconds=float(os.environ.get("IRIS_BARRIER_TIMEOUT_MS", 600000)) / 1000.0)
+    return h

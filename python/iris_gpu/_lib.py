@@ -1,0 +1,330 @@
+"""ctypes bindings of libiris.so: loading, ABI checks, errors.
+
+Nothing here needs torch or a GPU. The library is found, in this order, at
+  1. $IRIS_LIB (a path to the .so),
+  2. build/libiris.so of the repository this package sits in (python/../build),
+  3. the dynamic loader's search path (libiris.so).
+At load the library's version (iris_get_version) and the size of every C struct this
+module mirrors (iris_abi_struct_size) must match; otherwise IrisLibraryError says which.
+"""
+import ctypes
+import ctypes.util
+import os
+import threading
+
+# The library version this package was written against: major.minor must match.
+EXPECTED_VERSION = (0, 2)
+MAX_RANKS = 16  # IRIS_MAX_RANKS of the library build (checked through iris_device_ctx_t)
+
+STATUS_NAMES = (
+    "IRIS_SUCCESS",
+    "IRIS_ERROR_INVALID_ARGUMENT",
+    "IRIS_ERROR_INVALID_RANK",
+    "IRIS_ERROR_OUT_OF_MEMORY",
+    "IRIS_ERROR_NOT_IN_HEAP",
+    "IRIS_ERROR_MISMATCH",
+    "IRIS_ERROR_TIMEOUT",
+    "IRIS_ERROR_GPU",
+    "IRIS_ERROR_SYSTEM",
+    "IRIS_ERROR_PERMISSION",
+    "IRIS_ERROR_DIFFERENT_HOST",
+    "IRIS_ERROR_UNSUPPORTED",
+    "IRIS_ERROR_BOOTSTRAP",
+    "IRIS_ERROR_RANK_FAILED",
+)
+SUCCESS = 0
+ERROR_INVALID_ARGUMENT = 1
+ERROR_OUT_OF_MEMORY = 3
+ERROR_UNSUPPORTED = 11
+
+
+def status_name(status):
+    """IRIS_ERROR_... for a status value ("IRIS_STATUS_<n>" for one this package does not know)."""
+    if 0 <= status < len(STATUS_NAMES):
+        return STATUS_NAMES[status]
+    return "IRIS_STATUS_%d" % status
+
+
+class IrisError(RuntimeError):
+    """A call into libiris failed. status: the iris_status_t value; status_name: its name;
+    detail: iris_error_detail() read right after the failing call; call: what was called."""
+
+    def __init__(self, status, detail="", call=""):
+        self.status = int(status)
+        self.status_name = status_name(self.status)
+        self.detail = detail or ""
+        self.call = call or ""
+        super().__init__(self._text())
+
+    def _text(self):
+        head = "%s failed: " % self.call if self.call else ""
+        text = "%s%s (%d)" % (head, self.status_name, self.status)
+        return text + (": " + self.detail if self.detail else "")
+
+
+class IrisLibraryError(ImportError):
+    """libiris.so is missing, or was built from headers this package does not match."""
+
+
+# ---------------------------------------------------------------- mirrored structs
+class BootstrapT(ctypes.Structure):
+    _fields_ = [("user", ctypes.c_void_p), ("allgather", ctypes.c_void_p), ("barrier", ctypes.c_void_p)]
+
+
+# callback types of iris_bootstrap_t
+ALLGATHER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+BARRIER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
+class ConfigT(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("rank", ctypes.c_int),
+        ("world_size", ctypes.c_int),
+        ("device", ctypes.c_int),
+        ("heap_size", ctypes.c_size_t),
+        ("rendezvous", ctypes.c_char_p),
+        ("rendezvous_dir", ctypes.c_char_p),
+        ("timeout_ms", ctypes.c_int),
+        ("barrier_timeout_ms", ctypes.c_int),
+        ("heap_memory", ctypes.c_int),
+        ("bootstrap", ctypes.POINTER(BootstrapT)),
+    ]
+
+    @classmethod
+    def init(cls):
+        """IRIS_CONFIG_INIT."""
+        return cls(ctypes.sizeof(cls), -1, -1, -1, 0, None, None, 0, 0, 0, None)
+
+
+class DeviceCtxT(ctypes.Structure):
+    _fields_ = [
+        ("rank", ctypes.c_int),
+        ("world_size", ctypes.c_int),
+        ("heap_size", ctypes.c_ulonglong),
+        ("bases", ctypes.c_void_p * MAX_RANKS),
+    ]
+
+
+class CollOptsT(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("algo", ctypes.c_int), ("ctas", ctypes.c_int)]
+
+    @classmethod
+    def init(cls, algo=0, ctas=0):
+        """IRIS_COLL_OPTS_INIT, with algo and ctas set."""
+        return cls(ctypes.sizeof(cls), algo, ctas)
+
+
+class AgGemmDescT(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("layout", ctypes.c_int),
+        ("M", ctypes.c_longlong),
+        ("N", ctypes.c_longlong),
+        ("K", ctypes.c_longlong),
+        ("a_type", ctypes.c_int),
+        ("c_type", ctypes.c_int),
+        ("b_transposed", ctypes.c_int),
+        ("has_bias", ctypes.c_int),
+        ("path", ctypes.c_int),
+        ("chunks", ctypes.c_int),
+        ("fetch_ctas", ctypes.c_int),
+        ("k_group", ctypes.c_int),
+        ("stage_a", ctypes.c_int),
+        ("trace", ctypes.c_int),
+        ("gemm_streams", ctypes.c_int),
+    ]
+
+    @classmethod
+    def init(cls):
+        """IRIS_AG_GEMM_DESC_INIT (a_type and c_type IRIS_BFLOAT16 = 2)."""
+        return cls(ctypes.sizeof(cls), 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+# C name -> ctypes mirror; every one is checked against iris_abi_struct_size at load.
+# The library must know the first four; a struct of OPTIONAL_STRUCTS it does not know
+# (size 0) only disables what uses it (Library.unchecked).
+STRUCTS = {
+    "iris_bootstrap_t": BootstrapT,
+    "iris_config_t": ConfigT,
+    "iris_device_ctx_t": DeviceCtxT,
+    "iris_coll_opts_t": CollOptsT,
+    "iris_ag_gemm_desc_t": AgGemmDescT,
+}
+OPTIONAL_STRUCTS = ("iris_ag_gemm_desc_t",)
+
+# ---------------------------------------------------------------- function table
+_p = ctypes.c_void_p
+_i = ctypes.c_int
+_z = ctypes.c_size_t
+_s = ctypes.c_char_p
+_pp = ctypes.POINTER(ctypes.c_void_p)
+_pz = ctypes.POINTER(ctypes.c_size_t)
+# name: (restype, argtypes). Statuses come back as int.
+FUNCTIONS = {
+    "iris_get_version": (_i, []),
+    "iris_abi_struct_size": (_z, [_s]),
+    "iris_init": (_i, [ctypes.POINTER(ConfigT), _pp]),
+    "iris_finalize": (_i, [_p]),
+    "iris_rank": (_i, [_p]),
+    "iris_world_size": (_i, [_p]),
+    "iris_device": (_i, [_p]),
+    "iris_heap_size": (_z, [_p]),
+    "iris_heap_used": (_z, [_p]),
+    "iris_heap_base": (_p, [_p, _i]),
+    "iris_device_context": (DeviceCtxT, [_p]),
+    "iris_malloc": (_i, [_p, _z, _pp]),
+    "iris_malloc_aligned": (_i, [_p, _z, _z, _pp]),
+    "iris_calloc": (_i, [_p, _z, _pp]),
+    "iris_free": (_i, [_p, _p]),
+    "iris_heap_offset": (_i, [_p, _p, _pz]),
+    "iris_translate_host": (_i, [_p, _p, _i, _pp]),
+    "iris_heap_verify": (_i, [_p]),
+    "iris_barrier": (_i, [_p]),
+    "iris_allgather_host": (_i, [_p, _p, _p, _z]),
+    "iris_status_string": (_s, [_i]),
+    "iris_error_detail": (_s, []),
+    "iris_collectives_setup": (_i, [_p]),
+    "iris_collectives_check": (_i, [_p]),
+    "iris_dtype_size": (_z, [_i]),
+    "iris_all_reduce_ex": (_i, [_p, _p, _p, _z, _i, _i, _p, ctypes.POINTER(CollOptsT)]),
+    "iris_all_gather_ex": (_i, [_p, _p, _p, _z, _i, _p, ctypes.POINTER(CollOptsT)]),
+    "iris_reduce_scatter_ex": (_i, [_p, _p, _p, _z, _i, _i, _p, ctypes.POINTER(CollOptsT)]),
+    "iris_all_to_all_ex": (_i, [_p, _p, _p, _z, _i, _p, ctypes.POINTER(CollOptsT)]),
+    "iris_broadcast_ex": (_i, [_p, _p, _p, _z, _i, _i, _p, ctypes.POINTER(CollOptsT)]),
+    "iris_barrier_device": (_i, [_p, _p]),
+    "iris_ag_gemm_create": (_i, [_p, ctypes.POINTER(AgGemmDescT), _pp]),
+    "iris_ag_gemm_run": (_i, [_p, _p, _p, _p, _p, _p]),
+    "iris_ag_gemm_path": (_i, [_p]),
+    "iris_gemm_path_name": (_s, [_i]),
+    "iris_ag_gemm_engine": (_s, [_p]),
+    "iris_ag_gemm_destroy": (_i, [_p]),
+}
+# functions other issues add; bound when the library has them, None otherwise
+OPTIONAL_FUNCTIONS = {
+    "iris_device_context_from_peers": (_i, [_i, _i, _z, _pp, ctypes.POINTER(DeviceCtxT)]),
+}
+
+
+def check_library(lib, expected_version=EXPECTED_VERSION, structs=None, path="libiris.so"):
+    """Refuse (IrisLibraryError) a library whose version's major.minor differs from
+    expected_version or whose struct sizes differ from the ctypes mirrors. lib needs only
+    iris_get_version() and iris_abi_struct_size(bytes) (tests pass a fake). Returns the
+    library's version as (major, minor, patch) and the optional structs it does not know."""
+    structs = STRUCTS if structs is None else structs
+    v = int(lib.iris_get_version())
+    got = (v // 10000, v // 100 % 100, v % 100)
+    if got[:2] != tuple(expected_version):
+        raise IrisLibraryError(
+            "%s is iris %d.%d.%d but this iris_gpu package needs %d.%d.x: rebuild the library (make lib) "
+            "or use the package of the same source tree" % ((path,) + got + tuple(expected_version))
+        )
+    bad, unchecked = [], set()
+    for name, cls in sorted(structs.items()):
+        size = int(lib.iris_abi_struct_size(name.encode()))
+        if size == 0 and name in OPTIONAL_STRUCTS:
+            unchecked.add(name)
+        elif size != ctypes.sizeof(cls):
+            what = "unknown to the library" if size == 0 else "%d bytes in the library" % size
+            bad.append("%s is %d bytes here, %s" % (name, ctypes.sizeof(cls), what))
+    if bad:
+        raise IrisLibraryError(
+            "%s does not match this iris_gpu package (built with another IRIS_MAX_RANKS or other headers?): %s"
+            % (path, "; ".join(bad))
+        )
+    return got, unchecked
+
+
+def candidate_paths():
+    """Where load() looks, in order (paths that may not exist)."""
+    out = []
+    env = os.environ.get("IRIS_LIB")
+    if env:
+        out.append(env)
+    here = os.path.dirname(os.path.abspath(__file__))
+    for up in ("..", os.path.join("..", "..")):
+        out.append(os.path.normpath(os.path.join(here, up, "build", "libiris.so")))
+    return out
+
+
+def bind(lib):
+    """Declare restype/argtypes of every function; returns the names of missing optional ones.
+    A missing required function raises IrisLibraryError."""
+    missing = []
+    for name, (res, args) in FUNCTIONS.items():
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            missing.append(name)
+            continue
+        f.restype, f.argtypes = res, args
+    if missing:
+        raise IrisLibraryError("libiris.so lacks %s: rebuild it with make lib" % ", ".join(missing))
+    absent = []
+    for name, (res, args) in OPTIONAL_FUNCTIONS.items():
+        try:
+            f = getattr(lib, name)
+            f.restype, f.argtypes = res, args
+        except AttributeError:
+            absent.append(name)
+    return absent
+
+
+_lock = threading.Lock()
+_loaded = None
+
+
+class Library:
+    """The loaded, checked library. .lib: the ctypes CDLL; .path; .version (tuple);
+    .absent: optional functions this build lacks; .unchecked: optional structs whose size
+    the library does not report (what uses them refuses to run)."""
+
+    def __init__(self, lib, path):
+        self.lib = lib
+        self.path = path
+        self.absent = bind(lib)
+        self.version, self.unchecked = check_library(lib, path=path)
+
+    def require_struct(self, name):
+        """IrisLibraryError if the library could not confirm the layout of struct name."""
+        if name in self.unchecked:
+            raise IrisLibraryError("%s does not report the size of %s, so its layout cannot be checked: rebuild it with make lib" % (self.path, name))
+
+    def has(self, name):
+        return name not in self.absent
+
+    def detail(self):
+        d = self.lib.iris_error_detail()
+        return d.decode(errors="replace") if d else ""
+
+    def check(self, status, call):
+        """Raise IrisError for a non-zero status, with iris_error_detail()."""
+        if status != SUCCESS:
+            raise IrisError(status, self.detail(), call)
+
+
+def load(path=None):
+    """The process-wide Library (loaded once). Raises IrisLibraryError when no library is
+    found, or the one found does not match."""
+    global _loaded
+    with _lock:
+        if _loaded is not None and path is None:
+            return _loaded
+        tried = []
+        paths = [path] if path else candidate_paths()
+        for p in paths:
+            if p and os.path.exists(p):
+                lib = ctypes.CDLL(p)
+                _loaded = Library(lib, p)
+                return _loaded
+            tried.append(p)
+        if not path:
+            name = ctypes.util.find_library("iris") or "libiris.so"
+            try:
+                lib = ctypes.CDLL(name)
+            except OSError:
+                tried.append(name + " (loader path)")
+            else:
+                _loaded = Library(lib, name)
+                return _loaded
+        raise IrisLibraryError("libiris.so not found (build it with `make lib`, or set IRIS_LIB); tried: " + ", ".join(tried))

@@ -1,0 +1,833 @@
+"""iris from PyTorch: bring-up over torch.distributed, heap tensors, collectives as
+torch.library custom ops (namespace "iris"), and CustomAllreduce for serving engines.
+
+torch is imported on first use, so `import iris_gpu.torch` works without it.
+
+    import torch, torch.distributed as dist
+    import iris_gpu.torch as it
+    dist.init_process_group("gloo")                 # or nccl; or only torchrun's env
+    ctx = it.Context()                              # collective; rank/world/device from dist
+    x = ctx.empty((4096,), torch.bfloat16)          # zero-copy view of the symmetric heap
+    it.all_reduce_(x, ctx)                          # in place, on torch.cuda.current_stream()
+    y = it.all_gather(torch.randn(8, 16, device="cuda"), ctx, dim=1)
+    ctx.close()                                     # collective
+
+Every collective is collective: all ranks call it with the same shapes, dtype, op and
+root, in the same order. Tensors must be contiguous CUDA tensors on the context's device;
+they may live on the heap (fast path) or anywhere (the library stages them through the
+heap). See docs/python.md.
+"""
+import contextlib
+import ctypes
+import itertools
+import os
+import threading
+import warnings
+
+from . import _host, _lib, _types
+from ._lib import IrisError
+
+_torch = None
+_register_lock = threading.Lock()
+_CONTEXTS = {}  # id -> Context; ops reach their context through this id (an int in the schema)
+_ids = itertools.count(1)
+_prefix_counts = {}  # (store prefix of a group) -> contexts made over it in this process
+
+
+def _torch_mod():
+    global _torch
+    if _torch is None:
+        with _register_lock:
+            if _torch is None:
+                import torch
+
+                _register_ops(torch)
+                _torch = torch
+    return _torch
+
+
+def _device_index(torch, device):
+    if isinstance(device, int):
+        return device
+    d = torch.device(device)
+    if d.type != "cuda":
+        raise ValueError("iris runs on CUDA devices, not %s" % d)
+    return d.index if d.index is not None else torch.cuda.current_device()
+
+
+def _ctx(ctx_id):
+    c = _CONTEXTS.get(int(ctx_id))
+    if c is None:
+        raise RuntimeError("iris context %d is closed or was never created (create iris_gpu.torch.Context first)" % ctx_id)
+    return c
+
+
+def _ctx_id(ctx):
+    if not isinstance(ctx, Context):
+        raise TypeError("expected an iris_gpu.torch.Context, got %s" % type(ctx).__name__)
+    if ctx.closed:
+        raise RuntimeError("iris context %d is closed" % ctx.id)
+    return ctx.id
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DL_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DL_DELETER)]
+_dl_keep = {}  # address of a DLManagedTensor -> what must live as long as the tensor
+
+
+@_DL_DELETER
+def _dl_delete(p):
+    _dl_keep.pop(ctypes.addressof(p.contents), None)
+
+
+def _device_bytes(torch, ptr, nbytes, device, owner):
+    """A uint8 tensor of nbytes at ptr, labelled cuda:device whatever memory it is (a peer
+    GPU's, mapped here), through DLPack; owner stays alive as long as the tensor."""
+    return torch.utils.dlpack.from_dlpack(_dl_capsule(ptr, nbytes, device, owner))
+
+
+def _dl_capsule(ptr, nbytes, device, owner, device_type=2):
+    """A "dltensor" capsule of a 1-D uint8 tensor on device_type (2: kDLCUDA; the tests use
+    1, kDLCPU); its deleter releases owner."""
+    shape = (ctypes.c_int64 * 1)(nbytes)
+    m = _DLManagedTensor()
+    m.dl_tensor = _DLTensor(ptr, _DLDevice(device_type, device), 1, _DLDataType(1, 8, 1), shape, None, 0)  # kDLUInt
+    m.deleter = _dl_delete
+    _dl_keep[ctypes.addressof(m)] = (m, shape, owner)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(ctypes.addressof(m), b"dltensor", None)
+
+
+class _HeapBlock:
+    """One iris_malloc block, kept alive by the tensors viewing it (_device_bytes); freed
+    when the last one dies."""
+
+    def __init__(self, ctx, ptr):
+        self.ctx, self.ptr = ctx, ptr
+
+    def __del__(self):
+        ctx = self.ctx
+        if ctx is not None and not ctx.closed:
+            ctx._live -= 1
+            try:
+                ctx._lib.lib.iris_free(ctx._h, ctypes.c_void_p(self.ptr))
+            except Exception:  # interpreter shutdown
+                pass
+
+
+class Context:
+    """One rank's iris context, brought up over torch.distributed (collective).
+
+    group: a torch.distributed process group (None: the default group). If torch.distributed
+      is not initialized, torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+      LOCAL_RANK) is used through torch.distributed.rendezvous("env://").
+    device: CUDA device (int, "cuda:k", torch.device); None: LOCAL_RANK % device_count().
+    heap_size: bytes of this rank's symmetric heap (0: IRIS_HEAP_SIZE, else 1 GiB).
+    store: a torch.distributed Store for the exchange (None: the default group's).
+    timeout_ms: bring-up waits (0: IRIS_TIMEOUT_MS, else 60 s).
+    check_shapes: before each eager collective, exchange (kind, count, dtype, op, root) over
+      the store and raise if ranks differ (slow: for debugging; never during graph capture).
+      None: the environment variable IRIS_GPU_CHECK_SHAPES=1.
+
+    The rendezvous keys live under iris_gpu/<group ranks>/<n>/ in the store, n counting the
+    contexts made over the same group in this process, so every rank must create its
+    contexts in the same order."""
+
+    def __init__(self, group=None, device=None, heap_size=0, store=None, timeout_ms=0, check_shapes=None):
+        torch = _torch_mod()
+        import torch.distributed as dist
+
+        self.closed = True
+        self._lib = _lib.load()
+        if dist.is_available() and dist.is_initialized():
+            rank, world = dist.get_rank(group), dist.get_world_size(group)
+            if rank < 0:
+                raise ValueError("iris Context: this process is not a member of the group")
+            ranks = dist.get_process_group_ranks(group) if group is not None else list(range(world))
+            if store is None:
+                store = dist.distributed_c10d._get_default_store()
+        elif group is not None:
+            raise RuntimeError("iris Context: a group was given but torch.distributed is not initialized")
+        elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            store_env, rank, world = next(dist.rendezvous("env://"))
+            store = store if store is not None else store_env
+            ranks = list(range(world))
+        else:
+            raise RuntimeError("iris Context: torch.distributed is not initialized and RANK/WORLD_SIZE are not set (run under torchrun or call init_process_group first)")
+        if device is None:
+            if torch.cuda.device_count() < 1:
+                raise RuntimeError("iris Context: no CUDA device is visible")
+            device = int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count()
+        self.device = _device_index(torch, device)
+        self.rank, self.world_size = rank, world
+        key = "iris_gpu/" + "-".join(str(r) for r in ranks)
+        n = _prefix_counts.get(key, 0)
+        _prefix_counts[key] = n + 1
+        self._boot = _host.StoreBootstrap(dist.PrefixStore("%s/%d/" % (key, n), store), rank, world, (timeout_ms or 60000) / 1000.0)
+        with torch.cuda.device(self.device):
+            self._h = _host.bring_up(self._lib, rank, world, self.device, heap_size, timeout_ms, self._boot)
+        self.closed = False
+        self._live = 0
+        self.id = next(_ids)
+        _CONTEXTS[self.id] = self
+        if check_shapes is None:
+            check_shapes = os.environ.get("IRIS_GPU_CHECK_SHAPES", "0") not in ("", "0")
+        self.check_shapes = bool(check_shapes)
+        self._opts = {}
+
+    # -------------------------------------------------------------- basics
+    def _call(self, call, status):
+        if status != 0:
+            raise IrisError(status, self._lib.detail(), "%s (rank %d)" % (call, self.rank))
+
+    def _handle(self):
+        if self.closed:
+            raise RuntimeError("iris context is closed")
+        return self._h
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Collective: finalize (waits for this rank's GPU work, meets every rank, frees the
+        heap). Drop every heap tensor first: one still alive afterwards points at freed
+        memory (a warning says how many were alive). Idempotent."""
+        if self.closed:
+            return
+        if self._live:
+            warnings.warn("iris Context.close(): %d heap tensor(s) still alive; they must not be used any more" % self._live)
+        _CONTEXTS.pop(self.id, None)
+        self.closed = True
+        torch = _torch_mod()
+        with torch.cuda.device(self.device):
+            st = self._lib.lib.iris_finalize(self._h)
+        self._h = None
+        self._call("iris_finalize", st)
+
+    @property
+    def heap_size(self):
+        return self._lib.lib.iris_heap_size(self._handle())
+
+    @property
+    def heap_used(self):
+        return self._lib.lib.iris_heap_used(self._handle())
+
+    def heap_bases(self):
+        """Every rank's heap base in this process, as ints (rank r at index r)."""
+        h = self._handle()
+        return [self._lib.lib.iris_heap_base(h, r) or 0 for r in range(self.world_size)]
+
+    def heap_bases_tensor(self):
+        """The heap bases as an int64 tensor on this device (what Triton kernels take)."""
+        torch = _torch_mod()
+        return torch.tensor(self.heap_bases(), dtype=torch.int64, device="cuda:%d" % self.device)
+
+    def device_context(self):
+        """iris_device_ctx_t (ctypes) for kernels of your own (C, CuPy, ...)."""
+        return self._lib.lib.iris_device_context(self._handle())
+
+    def barrier_host(self):
+        """Collective: iris_barrier (device synchronize, then every rank meets)."""
+        self._call("iris_barrier", self._lib.lib.iris_barrier(self._handle()))
+
+    def heap_verify(self):
+        """Collective: IrisError (IRIS_ERROR_MISMATCH) if ranks hold different allocations."""
+        self._call("iris_heap_verify", self._lib.lib.iris_heap_verify(self._handle()))
+
+    def check(self):
+        """iris_collectives_check: IrisError if a bandwidth kernel saw ranks call different
+        collectives since the last check (synchronous)."""
+        self._call("iris_collectives_check", self._lib.lib.iris_collectives_check(self._handle()))
+
+    def set_algo(self, algo="auto", ctas=0):
+        """Algorithm of the following collectives (auto, latency, bandwidth, two_shot_ll)."""
+        self._opts = {} if algo == "auto" and not ctas else {"algo": _types.iris_algo(algo), "ctas": int(ctas)}
+
+    # -------------------------------------------------------------- heap tensors
+    def empty(self, shape, dtype=None):
+        """A tensor on the symmetric heap: same offset on every rank when every rank makes
+        the same sequence of allocations (and drops them in the same order). Content
+        unspecified. Freed back to the heap when the last view of it dies."""
+        torch = _torch_mod()
+        dtype = torch.float32 if dtype is None else dtype
+        shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        nbytes = _types.heap_bytes(shape, dtype)
+        h = self._handle()
+        ptr = ctypes.c_void_p()
+        st = self._lib.lib.iris_malloc(h, nbytes, ctypes.byref(ptr))
+        if st != 0:
+            detail = self._lib.detail()
+            raise IrisError(st, "%s (asked for %d bytes of shape %s %s; heap %d bytes, %d in use)" % (detail, nbytes, shape, _types.dtype_name(dtype), self.heap_size, self.heap_used), "Context.empty (rank %d)" % self.rank)
+        block = _HeapBlock(self, ptr.value)
+        self._live += 1
+        raw = _device_bytes(torch, ptr.value, nbytes, self.device, block)
+        n = 1
+        for s in shape:
+            n *= s
+        return raw[: n * _types.ITEMSIZE[_types.dtype_name(dtype)]].view(dtype).view(shape)
+
+    def zeros(self, shape, dtype=None):
+        """empty() then zero_() on the current stream."""
+        return self.empty(shape, dtype).zero_()
+
+    def heap_offset(self, t):
+        """Offset of a heap tensor's data from this rank's heap base (IrisError if not on the heap)."""
+        off = ctypes.c_size_t()
+        self._call("iris_heap_offset", self._lib.lib.iris_heap_offset(self._handle(), ctypes.c_void_p(t.data_ptr()), ctypes.byref(off)))
+        return off.value
+
+    def peer_view(self, t, rank):
+        """Rank `rank`'s copy of heap tensor t, as a tensor of this process (zero-copy,
+        through the peer mapping; reads and writes go over NVLink/PCIe). Valid until close().
+        Order accesses with barrier()/barrier_host(): nothing orders them with the peer's work."""
+        if not 0 <= rank < self.world_size:
+            raise ValueError("peer_view: rank %d is not in [0, %d)" % (rank, self.world_size))
+        if not t.is_contiguous():
+            raise ValueError("peer_view: the tensor is not contiguous")
+        out = ctypes.c_void_p()
+        self._call("iris_translate_host", self._lib.lib.iris_translate_host(self._handle(), ctypes.c_void_p(t.data_ptr()), rank, ctypes.byref(out)))
+        nbytes = max(t.numel() * t.element_size(), 1)
+        raw = _device_bytes(_torch_mod(), out.value, nbytes, self.device, self)
+        return raw[: t.numel() * t.element_size()].view(t.dtype).view(t.shape)
+
+    def is_heap(self, t):
+        base = self._lib.lib.iris_heap_base(self._handle(), self.rank) or 0
+        return base <= t.data_ptr() < base + self.heap_size
+
+    # -------------------------------------------------------------- collectives (raw)
+    def _same_everywhere(self, what):
+        """check_shapes: exchange a description of the call and refuse one that differs."""
+        if not self.check_shapes or _torch_mod().cuda.is_current_stream_capturing():
+            return
+        got = self._boot.exchange(repr(what).encode())
+        mine = got[self.rank]
+        bad = [r for r, g in enumerate(got) if g != mine]
+        if bad:
+            raise ValueError("iris collective mismatch: rank %d calls %s but rank(s) %s call %s" % (self.rank, mine.decode(), bad, got[bad[0]].decode()))
+
+    def _run(self, kind, send_ptr, recv_ptr, count, dtype, extra=None):
+        """Enqueue one collective on torch.cuda.current_stream(); extra: op or root."""
+        torch = _torch_mod()
+        self._same_everywhere((kind, count, dtype, extra))
+        if count == 0:
+            return
+        L = self._lib.lib
+        opts = _lib.CollOptsT.init(**self._opts) if self._opts else None
+        optp = ctypes.byref(opts) if opts is not None else None
+        h = self._handle()
+        stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
+        s, r = ctypes.c_void_p(send_ptr), ctypes.c_void_p(recv_ptr)
+        dev = torch.cuda.current_device()
+        guard = torch.cuda.device(self.device) if dev != self.device else contextlib.nullcontext()
+        with guard:
+            if kind == "all_reduce":
+                st = L.iris_all_reduce_ex(h, s, r, count, dtype, extra, stream, optp)
+            elif kind == "all_gather":
+                st = L.iris_all_gather_ex(h, s, r, count, dtype, stream, optp)
+            elif kind == "reduce_scatter":
+                st = L.iris_reduce_scatter_ex(h, s, r, count, dtype, extra, stream, optp)
+            elif kind == "all_to_all":
+                st = L.iris_all_to_all_ex(h, s, r, count, dtype, stream, optp)
+            elif kind == "broadcast":
+                st = L.iris_broadcast_ex(h, s, r, count, dtype, extra, stream, optp)
+            else:
+                raise ValueError("unknown collective %r" % kind)
+        self._call("iris_" + kind, st)
+
+    def _barrier_device(self):
+        torch = _torch_mod()
+        stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
+        self._call("iris_barrier_device", self._lib.lib.iris_barrier_device(self._handle(), stream))
+
+    def ag_gemm_plan(self, M, N, K, dtype=None, out_dtype=None, layout="rows", b_transposed=False, bias=False, path="auto", stage_a=True):
+        """Collective, outside graph capture: a plan for C = all_gather(A) @ B (+ bias);
+        see AgGemm."""
+        return AgGemm(self, M, N, K, dtype, out_dtype, layout, b_transposed, bias, path, stage_a)
+
+
+# ------------------------------------------------------------------ all-gather + GEMM
+_PLANS = {}
+
+
+class AgGemm:
+    """C (M x N) = all_gather(A shards) @ B (+ bias), one plan per shape (iris_gemm.h).
+    layout "rows": each rank holds (M/W) x K rows of A; "cols": M x (K/W) columns.
+    B is K x N (or N x K with b_transposed, torch.nn.Linear's weight), same on every rank.
+    dtype bf16 or fp16 (A and B), out_dtype bf16/fp16/fp32. stage_a: A shards may live
+    anywhere (the plan copies them into its heap buffer); False: they must be on the heap at
+    the same offset on every rank. Run it with iris_gpu.torch.ag_gemm(a, b, plan, bias)."""
+
+    def __init__(self, ctx, M, N, K, dtype, out_dtype, layout, b_transposed, bias, path, stage_a):
+        torch = _torch_mod()
+        ctx._lib.require_struct("iris_ag_gemm_desc_t")
+        self.ctx = ctx
+        self.dtype = torch.bfloat16 if dtype is None else dtype
+        self.out_dtype = self.dtype if out_dtype is None else out_dtype
+        if _types.dtype_name(self.dtype) not in ("bfloat16", "float16"):
+            raise TypeError("ag_gemm: dtype must be bfloat16 or float16, got %s" % _types.dtype_name(self.dtype))
+        if _types.dtype_name(self.out_dtype) not in ("bfloat16", "float16", "float32"):
+            raise TypeError("ag_gemm: out_dtype must be bfloat16, float16 or float32, got %s" % _types.dtype_name(self.out_dtype))
+        self.a_shape, self.b_shape, self.c_shape = _types.ag_gemm_shapes(layout, M, N, K, ctx.world_size, b_transposed)
+        if path not in _types.GEMM_PATHS:
+            raise ValueError("ag_gemm: path %r is not one of %s" % (path, ", ".join(_types.GEMM_PATHS)))
+        d = _lib.AgGemmDescT.init()
+        d.layout, d.M, d.N, d.K = _types.GEMM_LAYOUTS[layout], M, N, K
+        d.a_type, d.c_type = _types.iris_dtype(self.dtype), _types.iris_dtype(self.out_dtype)
+        d.b_transposed, d.has_bias, d.path, d.stage_a = int(bool(b_transposed)), int(bool(bias)), _types.GEMM_PATHS[path], int(bool(stage_a))
+        self.has_bias = bool(bias)
+        g = ctypes.c_void_p()
+        with torch.cuda.device(ctx.device):
+            ctx._call("iris_ag_gemm_create", ctx._lib.lib.iris_ag_gemm_create(ctx._handle(), ctypes.byref(d), ctypes.byref(g)))
+        self._g = g
+        self.id = next(_ids)
+        _PLANS[self.id] = self
+
+    @property
+    def path(self):
+        L = self.ctx._lib.lib
+        return L.iris_gemm_path_name(L.iris_ag_gemm_path(self._g)).decode()
+
+    def run(self, a, b, bias, c):
+        ctx = self.ctx
+        torch = _torch_mod()
+        for t, name, shape, dt in ((a, "a_shard", self.a_shape, self.dtype), (b, "b", self.b_shape, self.dtype), (c, "out", self.c_shape, self.out_dtype)):
+            _types.check_tensor(t, "ag_gemm: " + name, ctx.device, dt)
+            if tuple(t.shape) != shape:
+                raise ValueError("ag_gemm: %s has shape %s, the plan needs %s" % (name, tuple(t.shape), shape))
+        if self.has_bias != (bias is not None):
+            raise ValueError("ag_gemm: the plan was made with bias=%s but bias is %s" % (self.has_bias, "given" if bias is not None else "None"))
+        if bias is not None:
+            _types.check_tensor(bias, "ag_gemm: bias", ctx.device, self.out_dtype)
+            if tuple(bias.shape) != (self.c_shape[1],):
+                raise ValueError("ag_gemm: bias has shape %s, the plan needs (%d,)" % (tuple(bias.shape), self.c_shape[1]))
+        stream = ctypes.c_void_p(torch.cuda.current_stream(ctx.device).cuda_stream)
+        p = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else None)
+        ctx._call("iris_ag_gemm_run", ctx._lib.lib.iris_ag_gemm_run(self._g, p(a), p(b), p(bias), p(c), stream))
+
+    def close(self):
+        """Collective: free the plan."""
+        if self._g is not None and not self.ctx.closed:
+            _PLANS.pop(self.id, None)
+            g, self._g = self._g, None
+            self.ctx._call("iris_ag_gemm_destroy", self.ctx._lib.lib.iris_ag_gemm_destroy(g))
+
+
+# ------------------------------------------------------------------ custom ops
+# extra argument of each collective: its schema text and how the impl checks it
+_KINDS = {
+    "all_reduce": ", str op",
+    "all_gather": "",
+    "reduce_scatter": ", str op",
+    "all_to_all": "",
+    "broadcast": ", int root",
+}
+
+
+def _out_shape(kind, shape, world):
+    """Output shape of the out-of-place op (all_gather and reduce_scatter along dim 0)."""
+    if kind == "all_gather":
+        return _types.gather_shape(shape, world, 0) if len(shape) else (world,)
+    if kind == "reduce_scatter":
+        return _types.scatter_shape(shape, world, 0)
+    return tuple(shape)
+
+
+def _extra(kind, dtype, world, extra):
+    if kind in ("all_reduce", "reduce_scatter"):
+        return _types.iris_redop(extra, dtype, kind)
+    if kind == "broadcast":
+        return _types.check_root(extra, world)
+    return None
+
+
+def _launch(kind, x, out, ctx_id, extra, inplace=False):
+    """Check the tensors and enqueue the collective. inplace: x is the only buffer, in
+    NCCL's in-place layout (all_gather: this rank's block at rank * count of x;
+    reduce_scatter: the result lands there). The public functions refuse non-contiguous
+    tensors; here a compiled graph may still hand over another layout of the same values
+    (inductor does for ordered-effect ops), so such a tensor goes through a contiguous copy."""
+    ctx = _ctx(ctx_id)
+    W = ctx.world_size
+    dt = _types.check_tensor(x, "%s: input" % kind, ctx.device, contiguous=False)
+    if inplace and not x.is_contiguous():
+        tmp = x.contiguous()
+        _launch(kind, tmp, None, ctx_id, extra, True)
+        x.copy_(tmp)
+        return
+    if not inplace:
+        _types.check_tensor(out, "%s: output" % kind, ctx.device, x.dtype, contiguous=False)
+        if not out.is_contiguous():
+            tmp = out.contiguous()
+            _launch(kind, x, tmp, ctx_id, extra)
+            out.copy_(tmp)
+            return
+    if not x.is_contiguous():
+        x = x.contiguous()
+    e = _extra(kind, x.dtype, W, extra)
+    es = x.element_size()
+    if inplace:
+        n = x.numel()
+        if kind in ("all_gather", "reduce_scatter"):
+            if n % W:
+                raise ValueError("%s_: %d elements is not a multiple of world_size %d" % (kind, n, W))
+            count = n // W
+            block = x.data_ptr() + ctx.rank * count * es
+            send, recv = (block, x.data_ptr()) if kind == "all_gather" else (x.data_ptr(), block)
+        else:
+            count = _types.coll_count(kind, n, n, W)
+            send = recv = x.data_ptr()
+    else:
+        count = _types.coll_count(kind, x.numel(), out.numel(), W)
+        send, recv = x.data_ptr(), out.data_ptr()
+    ctx._run(kind, send, recv, count, dt, e)
+
+
+def _fake_check(kind, x, out, ctx_id, extra, inplace=False):
+    """The checks that need no data (for fake tensors under torch.compile)."""
+    ctx = _ctx(ctx_id)
+    _types.iris_dtype(x.dtype, "%s: input" % kind)
+    _extra(kind, x.dtype, ctx.world_size, extra)
+    if inplace:
+        if kind in ("all_gather", "reduce_scatter") and x.numel() % ctx.world_size:
+            raise ValueError("%s_: %d elements is not a multiple of world_size %d" % (kind, x.numel(), ctx.world_size))
+        return
+    if out is not None:
+        if out.dtype != x.dtype:
+            raise TypeError("%s: output has dtype %s but input has %s" % (kind, out.dtype, x.dtype))
+        _types.coll_count(kind, x.numel(), out.numel(), ctx.world_size)
+
+
+def _register_ops(torch):
+    """Define iris::<kind>, iris::<kind>_inplace and iris::<kind>_out for each
+    collective, iris::barrier and iris::ag_gemm, with fake implementations."""
+    for kind, extra in _KINDS.items():
+        def make(kind):
+            def functional(x, ctx, *extra):
+                ctx_o = _ctx(ctx)
+                out = torch.empty(_out_shape(kind, tuple(x.shape), ctx_o.world_size), dtype=x.dtype, device=x.device)
+                _launch(kind, x, out, ctx, extra[0] if extra else None)
+                return out
+
+            def functional_fake(x, ctx, *extra):
+                _fake_check(kind, x, None, ctx, extra[0] if extra else None)
+                return x.new_empty(_out_shape(kind, tuple(x.shape), _ctx(ctx).world_size))
+
+            def inplace(x, ctx, *extra):
+                _launch(kind, x, None, ctx, extra[0] if extra else None, inplace=True)
+
+            def inplace_fake(x, ctx, *extra):
+                _fake_check(kind, x, None, ctx, extra[0] if extra else None, inplace=True)
+
+            def out_(x, out, ctx, *extra):
+                _launch(kind, x, out, ctx, extra[0] if extra else None)
+
+            def out_fake(x, out, ctx, *extra):
+                _fake_check(kind, x, out, ctx, extra[0] if extra else None)
+
+            return functional, functional_fake, inplace, inplace_fake, out_, out_fake
+
+        f, ff, i, i_f, o, of = make(kind)
+        op = torch.library.custom_op("iris::" + kind, f, mutates_args=(), schema="(Tensor x, int ctx%s) -> Tensor" % extra)
+        op.register_fake(ff)
+        op_i = torch.library.custom_op("iris::%s_inplace" % kind, i, mutates_args=("x",), schema="(Tensor(a!) x, int ctx%s) -> ()" % extra)
+        op_i.register_fake(i_f)
+        op_o = torch.library.custom_op("iris::%s_out" % kind, o, mutates_args=("out",), schema="(Tensor x, Tensor(a!) out, int ctx%s) -> ()" % extra)
+        op_o.register_fake(of)
+
+    def barrier(ctx):
+        _ctx(ctx)._barrier_device()
+
+    def barrier_fake(ctx):
+        _ctx(ctx)
+
+    b = torch.library.custom_op("iris::barrier", barrier, mutates_args=(), schema="(int ctx) -> ()")
+    b.register_fake(barrier_fake)
+
+    def ag_gemm(a, b, bias, plan):
+        g = _PLANS.get(plan)
+        if g is None:
+            raise RuntimeError("iris ag_gemm plan %d is closed or was never created" % plan)
+        c = torch.empty(g.c_shape, dtype=g.out_dtype, device=a.device)
+        g.run(a, b, bias, c)
+        return c
+
+    def ag_gemm_fake(a, b, bias, plan):
+        g = _PLANS.get(plan)
+        if g is None:
+            raise RuntimeError("iris ag_gemm plan %d is closed or was never created" % plan)
+        return a.new_empty(g.c_shape, dtype=g.out_dtype)
+
+    op = torch.library.custom_op("iris::ag_gemm", ag_gemm, mutates_args=(), schema="(Tensor a, Tensor b, Tensor? bias, int plan) -> Tensor")
+    op.register_fake(ag_gemm_fake)
+    _keep_program_order(torch, [k + suffix for k in _KINDS for suffix in ("", "_inplace", "_out")] + ["barrier", "ag_gemm"])
+
+
+def _keep_program_order(torch, names):
+    """Mark every iris op as an ordered side effect, so torch.compile keeps them in program
+    order (a barrier stays between the collectives around it; every rank runs the same
+    sequence). Without the (private) effects API a warning says the order is not pinned;
+    IRIS_GPU_COMPILE_ORDERED=0 leaves the ops unordered (for a torch that cannot compile
+    ordered mutable ops)."""
+    if os.environ.get("IRIS_GPU_COMPILE_ORDERED", "1") == "0":
+        return
+    try:
+        from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
+    except ImportError as e:
+        warnings.warn("iris_gpu: torch %s has no effectful-op registry (%s): torch.compile may reorder iris ops that do not depend on each other" % (torch.__version__, e))
+        return
+    for name in names:
+        _register_effectful_op(getattr(torch.ops.iris, name).default, _EffectType.ORDERED)
+
+
+# ------------------------------------------------------------------ public functions
+def _ops():
+    return _torch_mod().ops.iris
+
+
+def _contiguous(kind, x, out=None):
+    """The public functions refuse non-contiguous tensors (ValueError naming them)."""
+    _types.check_contiguous(x, kind + ": input")
+    if out is not None:
+        _types.check_contiguous(out, kind + ": output")
+
+
+def all_reduce(x, ctx, op="sum", out=None):
+    """Out of place: a new tensor (or out) = op over ranks of x. op: sum, min, max, avg."""
+    _contiguous("all_reduce", x, out)
+    if out is None:
+        return _ops().all_reduce(x, _ctx_id(ctx), op)
+    _ops().all_reduce_out(x, out, _ctx_id(ctx), op)
+    return out
+
+
+def all_reduce_(x, ctx, op="sum"):
+    """In place: x = op over ranks of x. Returns x."""
+    _contiguous("all_reduce", x)
+    _ops().all_reduce_inplace(x, _ctx_id(ctx), op)
+    return x
+
+
+def _along(x, dim):
+    """x with dim moved to the front, contiguous (a copy unless dim is 0 already)."""
+    d = dim % x.dim()
+    return x if d == 0 else x.movedim(d, 0).contiguous()
+
+
+def all_gather(x, ctx, dim=0, out=None):
+    """Every rank's x, concatenated along dim (out: a tensor of that shape, dim 0 only, or
+    any tensor of world_size * x.numel() elements: rank r's x at r * x.numel()). Along a
+    dim other than 0 the input is moved to the front first and the result back (copies)."""
+    _contiguous("all_gather", x, out)
+    cid = _ctx_id(ctx)
+    if out is not None:
+        if dim != 0:
+            raise ValueError("all_gather: out= needs dim=0 (gather along another dim into a new tensor)")
+        _ops().all_gather_out(x, out, cid)
+        return out
+    if x.dim() == 0 or dim % x.dim() == 0:
+        return _ops().all_gather(x, cid)
+    d = dim % x.dim()
+    g = _ops().all_gather(_along(x, d), cid)  # (W * x.shape[d], ...rest)
+    return g.movedim(0, d).contiguous()  # gather_shape(x.shape, W, dim), contiguous like torch.cat
+
+
+def all_gather_(buf, ctx):
+    """In place: buf holds world_size blocks; this rank's block (rank * n/W) is sent and
+    every block is filled."""
+    _contiguous("all_gather", buf)
+    _ops().all_gather_inplace(buf, _ctx_id(ctx))
+    return buf
+
+
+def reduce_scatter(x, ctx, op="sum", dim=0, out=None):
+    """This rank's slice (rank-th of world_size along dim) of op over ranks of x."""
+    _contiguous("reduce_scatter", x, out)
+    cid = _ctx_id(ctx)
+    if out is not None:
+        if dim != 0:
+            raise ValueError("reduce_scatter: out= needs dim=0")
+        _ops().reduce_scatter_out(x, out, cid, op)
+        return out
+    if x.dim() == 0:
+        raise ValueError("reduce_scatter: a 0-d tensor cannot be scattered")
+    d = dim % x.dim()
+    _types.scatter_shape(tuple(x.shape), _ctx(cid).world_size, d)
+    r = _ops().reduce_scatter(_along(x, d), cid, op)
+    return r if d == 0 else r.movedim(0, d).contiguous()
+
+
+def reduce_scatter_(buf, ctx, op="sum"):
+    """In place: buf holds world_size blocks; the reduced block of this rank lands at rank * n/W."""
+    _contiguous("reduce_scatter", buf)
+    _ops().reduce_scatter_inplace(buf, _ctx_id(ctx), op)
+    return buf
+
+
+def all_to_all(x, ctx, out=None):
+    """Block r (of world_size equal blocks of x, flattened) goes to rank r; the result's
+    block r came from rank r."""
+    _contiguous("all_to_all", x, out)
+    if out is None:
+        return _ops().all_to_all(x, _ctx_id(ctx))
+    _ops().all_to_all_out(x, out, _ctx_id(ctx))
+    return out
+
+
+def all_to_all_(x, ctx):
+    _contiguous("all_to_all", x)
+    _ops().all_to_all_inplace(x, _ctx_id(ctx))
+    return x
+
+
+def broadcast(x, ctx, root=0, out=None):
+    """root's x on every rank (x is read on the root only)."""
+    _contiguous("broadcast", x, out)
+    if out is None:
+        return _ops().broadcast(x, _ctx_id(ctx), root)
+    _ops().broadcast_out(x, out, _ctx_id(ctx), root)
+    return out
+
+
+def broadcast_(x, ctx, root=0):
+    _contiguous("broadcast", x)
+    _ops().broadcast_inplace(x, _ctx_id(ctx), root)
+    return x
+
+
+def barrier(ctx):
+    """A GPU-side barrier on the current stream (capturable): work enqueued after it on any
+    rank sees the writes every rank enqueued before it."""
+    _ops().barrier(_ctx_id(ctx))
+
+
+def ag_gemm(a, b, plan, bias=None):
+    """C = all_gather(A shards) @ B (+ bias) with a plan from Context.ag_gemm_plan."""
+    if not isinstance(plan, AgGemm) or plan._g is None:
+        raise RuntimeError("ag_gemm: expected an open AgGemm plan")
+    return _ops().ag_gemm(a, b, bias, plan.id)
+
+
+# ------------------------------------------------------------------ launching ranks
+def _spawned(rank, fn, world, port):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    fn()
+
+
+def launch(fn, nprocs):
+    """Run fn() on every rank: in this process when a launcher (torchrun) set RANK, else in
+    nprocs processes started here (torch.multiprocessing.spawn) with torchrun's environment
+    (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT on a free local port)."""
+    if "RANK" in os.environ:
+        return fn()
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    mp.spawn(_spawned, args=(fn, nprocs, port), nprocs=nprocs)
+
+
+# ------------------------------------------------------------------ serving engines
+class CustomAllreduce:
+    """A drop-in for vLLM's CustomAllreduce (and SGLang's): an engine builds it per
+    tensor-parallel group and asks it per tensor.
+
+        ca = CustomAllreduce(group, device, max_size=8 << 20)   # collective over group
+        if ca.should_custom_ar(x): y = ca.custom_all_reduce(x)  # new tensor, x unchanged
+        with ca.capture(): ... capture CUDA graphs ...
+        ca.close()
+
+    group: a process group (gloo as vLLM gives, or any); device: int, "cuda:k" or
+    torch.device. World size 1 gives disabled = True. The input is copied into the heap
+    by the library (its staging area), so graph replays work with any input address and
+    nothing needs registering; capture() only marks warm-up calls (inside capture() but not
+    capturing), which return torch.empty_like(inp) without communicating, as vLLM does."""
+
+    _SUPPORTED = ("float32", "float16", "bfloat16")
+
+    def __init__(self, group, device, max_size=8 * 1024 * 1024, heap_size=0):
+        torch = _torch_mod()
+        import torch.distributed as dist
+
+        self.group = group
+        self.max_size = int(max_size)
+        self.rank = dist.get_rank(group)
+        self.world_size = dist.get_world_size(group)
+        self.device = torch.device("cuda", _device_index(torch, device))
+        self.fully_connected = True  # every rank maps every heap (iris_init fails otherwise)
+        self.disabled = True
+        self._capturing = False
+        self.ctx = None
+        if self.world_size == 1:
+            return
+        self.ctx = Context(group=group, device=self.device.index, heap_size=heap_size)
+        self.disabled = False
+
+    def should_custom_ar(self, inp):
+        """True when custom_all_reduce takes inp: not disabled, a contiguous float32/
+        float16/bfloat16 CUDA tensor on this device, bytes a multiple of 16 and below
+        max_size."""
+        if self.disabled or self.ctx is None or self.ctx.closed:
+            return False
+        if _types.dtype_name(inp.dtype) not in self._SUPPORTED or not inp.is_cuda or inp.device != self.device:
+            return False
+        nbytes = inp.numel() * inp.element_size()
+        return inp.is_contiguous() and nbytes % 16 == 0 and 0 < nbytes < self.max_size
+
+    def custom_all_reduce(self, inp):
+        """Sum over ranks of inp as a new tensor, or None when should_custom_ar says no.
+        Inside capture() but not capturing (warm-up): torch.empty_like(inp), no communication."""
+        if not self.should_custom_ar(inp):
+            return None
+        torch = _torch_mod()
+        if self._capturing and not torch.cuda.is_current_stream_capturing():
+            return torch.empty_like(inp)
+        return _ops().all_reduce(inp, self.ctx.id, "sum")
+
+    @contextlib.contextmanager
+    def capture(self):
+        """Graph capture session: nothing to register (the heap never moves)."""
+        try:
+            self._capturing = True
+            yield
+        finally:
+            self._capturing = False
+
+    def register_graph_buffers(self):
+        """vLLM's hook after capture: nothing to do here."""
+
+    def close(self):
+        """Collective over the group: finalize the context. Idempotent."""
+        self.disabled = True
+        if self.ctx is not None:
+            ctx, self.ctx = self.ctx, None
+            ctx.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,76 @@
+"""Device helpers for Triton kernels over the iris symmetric heap: the Python twin of
+iris_device.h (needs triton; the rest of iris_gpu does not).
+
+A heap tensor has the same offset on every rank, and every rank's heap is mapped into this
+process, so a pointer into this rank's heap becomes the same element on rank `to` by
+moving it from this rank's heap base to rank `to`'s. Kernels take the bases as an int64
+tensor (Context.heap_bases_tensor(): rank r's base at index r) plus this rank's number.
+
+    import iris_gpu.triton as ig
+    @triton.jit
+    def k(x, flags, bases, me, peer, epoch, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        ig.store(x + offs, tl.load(x + offs), me, peer, bases)   # into peer's copy of x
+        ig.signal(flags, epoch, me, peer, bases)                 # release, system scope
+        ig.wait(flags, epoch)                                    # acquire, system scope
+
+Ordering (as in iris_device.h): signal() makes the whole program's earlier writes visible
+to whoever acquires the flag: a CTA barrier (tl.debug_barrier), then one release store
+at system scope. wait() spins with acquire loads at system scope until the flag reaches
+the value (wrap-safe: flag - value >= 0 as int32, so epochs count up and are never reset)
+or max_spins loads have been made; it returns the last value read (the caller can tell a
+timeout: flag - value < 0). Flags are int32 heap elements. Remote loads and stores are
+plain (weak) accesses: order them with signal/wait or a barrier.
+"""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def translate(ptr, from_rank, to_rank, heap_bases):
+    """ptr (into from_rank's heap, as mapped here) moved to to_rank's copy."""
+    from_base = tl.load(heap_bases + from_rank)
+    to_base = tl.load(heap_bases + to_rank)
+    offset = tl.cast(ptr, tl.int64) - from_base
+    to_bytes = tl.cast(to_base, tl.pointer_type(tl.int8))
+    return tl.cast(to_bytes + offset, ptr.dtype)
+
+
+@triton.jit
+def load(ptr, me, peer, heap_bases, mask=None, other=None):
+    """Load ptr's elements from rank peer's copy."""
+    return tl.load(translate(ptr, me, peer, heap_bases), mask=mask, other=other)
+
+
+@triton.jit
+def store(ptr, value, me, peer, heap_bases, mask=None):
+    """Store value into rank peer's copy of ptr."""
+    tl.store(translate(ptr, me, peer, heap_bases), value, mask=mask)
+
+
+@triton.jit
+def atomic_add(ptr, value, me, peer, heap_bases, mask=None, sem: tl.constexpr = "relaxed", scope: tl.constexpr = "sys"):
+    """Atomically add value to rank peer's copy of ptr; returns the old values.
+    sem: relaxed, acquire, release, acq_rel; scope: sys (default), gpu, cta."""
+    return tl.atomic_add(translate(ptr, me, peer, heap_bases), value, mask=mask, sem=sem, scope=scope)
+
+
+@triton.jit
+def signal(flag, value, me, peer, heap_bases):
+    """Set rank peer's copy of the int32 heap flag to value, releasing (system scope) every
+    write this program made before."""
+    tl.debug_barrier()
+    tl.atomic_xchg(translate(flag, me, peer, heap_bases), value, sem="release", scope="sys")
+
+
+@triton.jit
+def wait(flag, value, max_spins: tl.constexpr = 1 << 30):
+    """Spin on this rank's int32 flag until it reaches value (acquire, system scope; wrap-
+    safe) or max_spins reads were made; returns the last value read."""
+    got = tl.atomic_add(flag, 0, sem="acquire", scope="sys")
+    spins = 1
+    while ((got - value) < 0) & (spins < max_spins):
+        got = tl.atomic_add(flag, 0, sem="acquire", scope="sys")
+        spins += 1
+    tl.debug_barrier()
+    return got

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Tests of the Python package (iris_gpu). Prints PASS / FAIL / SKIP lines as tests/run.sh
+# does and ends with "N passed, N failed, N skipped"; exit status 1 if anything failed.
+#   python/run_tests.sh          CI part: no GPU (needs build/libiris.so from `make lib`,
+#                                else its library tests say SKIP; the torch-without-GPU tests
+#                                SKIP without torch; IRIS_PY_PATH adds a site dir with torch)
+#   python/run_tests.sh gpu      the torch tests at 2, 3 and 4 ranks and the JAX tests at 2 and
+#                                4 (ranks share the GPUs when there are fewer; IRIS_PY_WORLDS
+#                                and IRIS_PY_JAX_WORLDS set the sizes; JAX needs make lib-jax)
+set -u
+cd "$(dirname "$0")/.."
+py=${PYTHON:-python3}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+rc=0
+if [ "${1:-pure}" = gpu ]; then
+  for w in ${IRIS_PY_WORLDS:-2 3 4}; do
+    PYTHONPATH=python timeout "${IRIS_PY_TIMEOUT:-900}" "$py" python/tests/test_torch_gpu.py --world "$w" >>"$out" 2>"$out.err" || rc=$?
+    if [ "$rc" -ne 0 ]; then echo "FAIL: python torch W=$w: exit $rc" >>"$out"; tail -n 40 "$out.err" | sed 's/^/    stderr: /' >&2; rc=0; fi
+  done
+  for w in ${IRIS_PY_JAX_WORLDS:-2 4}; do
+    PYTHONPATH=python timeout "${IRIS_PY_TIMEOUT:-900}" "$py" python/tests/test_jax_gpu.py --world "$w" >>"$out" 2>"$out.err" || rc=$?
+    if [ "$rc" -ne 0 ]; then echo "FAIL: python jax W=$w: exit $rc" >>"$out"; tail -n 40 "$out.err" | sed 's/^/    stderr: /' >&2; rc=0; fi
+  done
+  rm -f "$out.err"
+else
+  for t in test_pure test_torch_nogpu test_triton_codegen test_jax_nogpu; do  # all but the first SKIP without torch/triton/jax
+    rc=0
+    PYTHONPATH=python${IRIS_PY_PATH:+:$IRIS_PY_PATH} "$py" python/tests/$t.py >>"$out" 2>&1 || rc=$?
+    [ "$rc" -ne 0 ] && ! grep -q '^FAIL: ' "$out" && echo "FAIL: python $t: exit $rc" >>"$out"
+  done
+fi
+grep -vE '^(PASS|FAIL|SKIP): ' "$out" | sed 's/^/    /'
+grep -E '^(PASS|FAIL|SKIP): ' "$out"
+p=$(grep -c '^PASS: ' "$out"); f=$(grep -c '^FAIL: ' "$out"); s=$(grep -c '^SKIP: ' "$out")
+echo "$p passed, $f failed, $s skipped"
+[ "$f" -eq 0 ]

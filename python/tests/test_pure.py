@@ -1,0 +1,485 @@
+"""CI tests of iris_gpu: no torch, no GPU. Run: python3 python/tests/test_pure.py
+(or pytest). Tests that need build/libiris.so skip, saying SKIP, when it is absent."""
+import ctypes
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import iris_gpu  # noqa: E402
+from iris_gpu import _lib, _types  # noqa: E402
+
+LIB_PATH = os.environ.get("IRIS_LIB") or os.path.join(ROOT, "build", "libiris.so")
+HAVE_LIB = os.path.exists(LIB_PATH)
+NO_LIB = "SKIP: %s not built (make lib)" % LIB_PATH
+
+
+def header_text(name):
+    with open(os.path.join(ROOT, name)) as f:
+        return f.read()
+
+
+def c_enum(text, typedef):
+    """{name: value} of a C enum typedef in a header (implicit values counted)."""
+    m = re.search(r"typedef enum \w+ \{([^}]*)\} %s;" % typedef, text, re.S)
+    if not m:
+        return None
+    out, v = {}, -1
+    for item in re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, _, val = item.partition("=")
+        v = int(val.strip(), 0) if val.strip() else v + 1
+        out[name.strip()] = v
+    return out
+
+
+class FakeLib:
+    """Stands in for libiris.so in check_library."""
+
+    def __init__(self, version, sizes):
+        self.version, self.sizes = version, sizes
+
+    def iris_get_version(self):
+        return self.version
+
+    def iris_abi_struct_size(self, name):
+        return self.sizes.get(name.decode(), 0)
+
+
+class FakeDevice:
+    def __init__(self, type_, index):
+        self.type, self.index = type_, index
+
+    def __str__(self):
+        return "%s:%s" % (self.type, self.index)
+
+
+class FakeTensor:
+    def __init__(self, dtype="torch.float32", device=("cuda", 0), contiguous=True, shape=(4,), ptr=0x10000):
+        self.dtype, self.device, self._c, self.shape, self.ptr = dtype, FakeDevice(*device), contiguous, shape, ptr
+
+    def is_contiguous(self):
+        return self._c
+
+    def stride(self):
+        return (2,)
+
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def element_size(self):
+        return _types.ITEMSIZE[_types.dtype_name(self.dtype)]
+
+    def data_ptr(self):
+        return self.ptr
+
+    def contiguous(self):
+        return self if self._c else FakeTensor(self.dtype, (self.device.type, self.device.index), True, self.shape, self.ptr + 0x100000)
+
+    def copy_(self, other):
+        self.copied_from = other.ptr
+
+
+class TestPackage(unittest.TestCase):
+    def test_imports_without_torch(self):
+        code = "import sys; sys.modules['torch'] = None; import iris_gpu, iris_gpu.torch, iris_gpu._types; print('ok')"
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ok", r.stdout)
+
+    def test_candidate_paths(self):
+        old = os.environ.get("IRIS_LIB")
+        os.environ["IRIS_LIB"] = "/nowhere/libiris.so"
+        try:
+            paths = _lib.candidate_paths()
+        finally:
+            if old is None:
+                del os.environ["IRIS_LIB"]
+            else:
+                os.environ["IRIS_LIB"] = old
+        self.assertEqual(paths[0], "/nowhere/libiris.so")
+        self.assertIn(os.path.join(ROOT, "build", "libiris.so"), paths)
+
+    def test_missing_library_is_a_clear_error(self):
+        with self.assertRaises(iris_gpu.IrisLibraryError) as cm:
+            _lib.load("/nowhere/libiris.so")
+        self.assertIn("make lib", str(cm.exception))
+
+
+class TestErrors(unittest.TestCase):
+    def test_status_names(self):
+        self.assertEqual(_lib.status_name(0), "IRIS_SUCCESS")
+        self.assertEqual(_lib.status_name(3), "IRIS_ERROR_OUT_OF_MEMORY")
+        self.assertEqual(_lib.status_name(99), "IRIS_STATUS_99")
+
+    def test_status_names_match_header(self):
+        enum = c_enum(header_text("iris.h"), "iris_status_t")
+        self.assertIsNotNone(enum)
+        for name, v in enum.items():
+            if name != "IRIS_STATUS_COUNT":
+                self.assertEqual(_lib.status_name(v), name)
+
+    def test_iris_error_text(self):
+        e = iris_gpu.IrisError(7, "rank 1: cudaMalloc failed", "iris_init")
+        self.assertEqual(e.status, 7)
+        self.assertEqual(e.status_name, "IRIS_ERROR_GPU")
+        self.assertEqual(str(e), "iris_init failed: IRIS_ERROR_GPU (7): rank 1: cudaMalloc failed")
+        self.assertIsInstance(e, RuntimeError)
+        self.assertEqual(str(iris_gpu.IrisError(1)), "IRIS_ERROR_INVALID_ARGUMENT (1)")
+
+
+class TestAbiChecks(unittest.TestCase):
+    def good_sizes(self):
+        return {n: ctypes.sizeof(c) for n, c in _lib.STRUCTS.items()}
+
+    def test_fake_good_library_passes(self):
+        v = _lib.EXPECTED_VERSION
+        self.assertEqual(_lib.check_library(FakeLib(v[0] * 10000 + v[1] * 100 + 7, self.good_sizes())), ((v[0], v[1], 7), set()))
+
+    def test_optional_struct_unknown(self):
+        sizes = self.good_sizes()
+        del sizes["iris_ag_gemm_desc_t"]
+        v = _lib.EXPECTED_VERSION
+        self.assertEqual(_lib.check_library(FakeLib(v[0] * 10000 + v[1] * 100, sizes))[1], {"iris_ag_gemm_desc_t"})
+
+    def test_other_version_refused(self):
+        v = _lib.EXPECTED_VERSION
+        with self.assertRaises(iris_gpu.IrisLibraryError) as cm:
+            _lib.check_library(FakeLib(v[0] * 10000 + (v[1] + 1) * 100, self.good_sizes()))
+        self.assertIn("needs %d.%d.x" % v, str(cm.exception))
+
+    def test_struct_mismatch_refused(self):
+        sizes = self.good_sizes()
+        sizes["iris_device_ctx_t"] += 64  # a library built with IRIS_MAX_RANKS 24
+        del sizes["iris_coll_opts_t"]
+        with self.assertRaises(iris_gpu.IrisLibraryError) as cm:
+            _lib.check_library(FakeLib(_lib.EXPECTED_VERSION[0] * 10000 + _lib.EXPECTED_VERSION[1] * 100, sizes))
+        msg = str(cm.exception)
+        self.assertIn("iris_device_ctx_t", msg)
+        self.assertIn("iris_coll_opts_t is %d bytes here, unknown to the library" % ctypes.sizeof(_lib.CollOptsT), msg)
+
+    def test_struct_sizes_are_the_c_layouts(self):
+        # x86-64 LP64: what the C compiler gives for the structs of the headers
+        self.assertEqual(ctypes.sizeof(_lib.ConfigT), 72)
+        self.assertEqual(ctypes.sizeof(_lib.BootstrapT), 24)
+        self.assertEqual(ctypes.sizeof(_lib.DeviceCtxT), 16 + 8 * _lib.MAX_RANKS)
+        self.assertEqual(ctypes.sizeof(_lib.CollOptsT), 16)
+        self.assertEqual(ctypes.sizeof(_lib.AgGemmDescT), 88)
+
+    def test_initializers_match_header_macros(self):
+        c = _lib.ConfigT.init()
+        self.assertEqual((c.struct_size, c.rank, c.world_size, c.device, c.heap_size), (72, -1, -1, -1, 0))
+        self.assertFalse(c.bootstrap)
+        o = _lib.CollOptsT.init()
+        self.assertEqual((o.struct_size, o.algo, o.ctas), (16, 0, 0))
+
+
+@unittest.skipUnless(HAVE_LIB, NO_LIB)
+class TestLibrary(unittest.TestCase):
+    def setUp(self):
+        self.L = _lib.load(LIB_PATH)
+
+    def test_loads_and_checks(self):
+        self.assertEqual(self.L.version[:2], _lib.EXPECTED_VERSION)
+        for name, cls in _lib.STRUCTS.items():
+            self.assertEqual(self.L.lib.iris_abi_struct_size(name.encode()), ctypes.sizeof(cls), name)
+        self.assertEqual(self.L.lib.iris_abi_struct_size(b"no_such_t"), 0)
+
+    def test_dtype_sizes_agree(self):
+        for name, code in _types.DTYPES.items():
+            got = self.L.lib.iris_dtype_size(code)
+            if got == 0 and code >= 5:
+                print("SKIP: python: library dtype %s: not in this build yet (the byte/fp8 types come from iris_collectives.h)" % name)
+                continue
+            self.assertEqual(got, _types.ITEMSIZE[name], name)
+
+    def test_status_strings(self):
+        for v, name in enumerate(_lib.STATUS_NAMES):
+            self.assertTrue(self.L.lib.iris_status_string(v))
+
+    def test_failing_call_raises_with_detail(self):
+        # rank 5 of 2: refused before any GPU call, so this works on machines without one
+        cfg = _lib.ConfigT.init()
+        cfg.rank, cfg.world_size = 5, 2
+        h = ctypes.c_void_p()
+        st = self.L.lib.iris_init(ctypes.byref(cfg), ctypes.byref(h))
+        self.assertNotEqual(st, 0)
+        with self.assertRaises(iris_gpu.IrisError) as cm:
+            self.L.check(st, "iris_init")
+        self.assertTrue(cm.exception.detail, "iris_error_detail() was empty")
+        self.assertIn("iris_init failed: IRIS_ERROR_", str(cm.exception))
+        self.assertFalse(h.value)
+
+
+class TestTypes(unittest.TestCase):
+    def test_dtype_table_matches_header(self):
+        enum = c_enum(header_text("iris_collectives.h"), "iris_dtype_t")
+        names = {"IRIS_FLOAT32": "float32", "IRIS_FLOAT16": "float16", "IRIS_BFLOAT16": "bfloat16", "IRIS_INT32": "int32", "IRIS_INT64": "int64",
+                 "IRIS_UINT8": "uint8", "IRIS_FLOAT8_E4M3": "float8_e4m3fn", "IRIS_FLOAT8_E5M2": "float8_e5m2"}
+        for cname, v in enum.items():
+            if cname in names:
+                self.assertEqual(_types.DTYPES[names[cname]], v, cname)
+        if "IRIS_UINT8" not in enum:
+            print("SKIP: python: dtype values of uint8/fp8: iris_collectives.h has no byte/fp8 types yet (5, 6, 7 are from the plan)")
+
+    def test_redop_table_matches_header(self):
+        enum = c_enum(header_text("iris_collectives.h"), "iris_redop_t")
+        for cname, v in enum.items():
+            if cname != "IRIS_REDOP_COUNT":
+                self.assertEqual(_types.REDOPS[cname[5:].lower()], v, cname)
+        algos = c_enum(header_text("iris_collectives.h"), "iris_algo_t")
+        for cname, v in algos.items():
+            self.assertEqual(_types.ALGOS[cname[10:].lower()], v, cname)
+
+    def test_dtype_mapping(self):
+        self.assertEqual(_types.iris_dtype("torch.bfloat16"), 2)
+        self.assertEqual(_types.iris_dtype("float8_e5m2"), 7)
+        with self.assertRaises(TypeError) as cm:
+            _types.iris_dtype("torch.complex64", "all_reduce: input")
+        self.assertIn("complex64", str(cm.exception))
+        self.assertIn("all_reduce: input", str(cm.exception))
+
+    def test_redop_mapping(self):
+        self.assertEqual(_types.iris_redop("max", "torch.int32"), 2)
+        self.assertEqual(_types.iris_redop("AVG", "torch.bfloat16"), 3)
+        with self.assertRaises(TypeError):
+            _types.iris_redop("avg", "torch.int64")
+        with self.assertRaises(ValueError):
+            _types.iris_redop("prod", "torch.float32")
+
+    def test_check_tensor(self):
+        self.assertEqual(_types.check_tensor(FakeTensor("torch.float16"), "x", 0), 1)
+        with self.assertRaisesRegex(ValueError, "x is on cuda:1 but this iris context runs on cuda:0"):
+            _types.check_tensor(FakeTensor(device=("cuda", 1)), "x", 0)
+        with self.assertRaisesRegex(ValueError, "on cpu"):
+            _types.check_tensor(FakeTensor(device=("cpu", None)), "x", 0)
+        with self.assertRaisesRegex(ValueError, "not contiguous"):
+            _types.check_tensor(FakeTensor(contiguous=False), "x", 0)
+        with self.assertRaisesRegex(TypeError, "dtype float16 but float32 is expected"):
+            _types.check_tensor(FakeTensor("torch.float16"), "out", 0, "torch.float32")
+        with self.assertRaisesRegex(TypeError, "not supported"):
+            _types.check_tensor(FakeTensor("torch.bool"), "x", 0)
+
+    def test_coll_count(self):
+        self.assertEqual(_types.coll_count("all_reduce", 10, 10, 4), 10)
+        self.assertEqual(_types.coll_count("all_gather", 10, 40, 4), 10)
+        self.assertEqual(_types.coll_count("reduce_scatter", 40, 10, 4), 10)
+        self.assertEqual(_types.coll_count("all_to_all", 12, 12, 4), 3)
+        self.assertEqual(_types.coll_count("broadcast", 0, 0, 4), 0)
+        for args, pat in ((("all_reduce", 10, 11, 4), "must be equal"), (("all_gather", 10, 39, 4), "world_size \\(4\\) x input"),
+                          (("reduce_scatter", 39, 10, 4), "world_size \\(4\\) x output"), (("all_to_all", 10, 10, 4), "multiple of world_size"),
+                          (("gather", 1, 1, 1), "unknown")):
+            with self.assertRaisesRegex(ValueError, pat):
+                _types.coll_count(*args)
+
+    def test_shapes_along_dims(self):
+        self.assertEqual(_types.gather_shape((2, 3, 5), 4, 1), (2, 12, 5))
+        self.assertEqual(_types.gather_shape((2, 3), 3, -1), (2, 9))
+        self.assertEqual(_types.scatter_shape((2, 8), 4, 1), (2, 2))
+        with self.assertRaisesRegex(ValueError, "not a multiple"):
+            _types.scatter_shape((2, 6), 4, 1)
+        with self.assertRaisesRegex(ValueError, "out of range"):
+            _types.gather_shape((2, 6), 4, 2)
+        with self.assertRaisesRegex(ValueError, "0-d"):
+            _types.gather_shape((), 4, 0)
+
+    def test_root_and_heap_bytes(self):
+        self.assertEqual(_types.check_root(3, 4), 3)
+        for bad in (4, -1, "0"):
+            with self.assertRaisesRegex(ValueError, "root"):
+                _types.check_root(bad, 4)
+        self.assertEqual(_types.heap_bytes((3, 5), "torch.bfloat16"), 30)
+        self.assertEqual(_types.heap_bytes((0,), "torch.float32"), 1)
+        with self.assertRaises(ValueError):
+            _types.heap_bytes((-1, 2), "torch.float32")
+        with self.assertRaises(TypeError):
+            _types.heap_bytes((2,), "torch.complex128")
+
+    def test_ag_gemm_shapes(self):
+        self.assertEqual(_types.ag_gemm_shapes("rows", 64, 32, 16, 4, False), ((16, 16), (16, 32), (64, 32)))
+        self.assertEqual(_types.ag_gemm_shapes("cols", 64, 32, 64, 4, True), ((64, 16), (32, 64), (64, 32)))
+        for args in (("rows", 63, 32, 16, 4, False), ("cols", 64, 32, 16, 4, False), ("rows", 64, 30, 16, 4, False), ("diag", 64, 32, 16, 4, False)):
+            with self.assertRaises(ValueError):
+                _types.ag_gemm_shapes(*args)
+
+
+class TestJaxTestHelpers(unittest.TestCase):
+    def test_command_buffer_detection(self):
+        sys.path.insert(0, HERE)
+        from test_jax_gpu import custom_call_in_command_buffer as f
+
+        hlo = """HloModule jit_f
+
+%command_buffer (p0: f32[8]) -> f32[8] {
+  %p0 = f32[8]{0} parameter(0)
+  ROOT %cc = f32[8]{0} custom-call(%p0), custom_call_target="iris_all_reduce", api_version=API_VERSION_TYPED_FFI
+}
+
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  ROOT %call = f32[8]{0} call(%x), to_apply=%command_buffer
+}
+"""
+        self.assertTrue(f(hlo, "iris_all_reduce"))
+        self.assertFalse(f(hlo.replace("%command_buffer", "%fused"), "iris_all_reduce"))
+        self.assertFalse(f(hlo, "iris_all_gather"))
+
+
+class TestTorchModuleLogic(unittest.TestCase):
+    """Pieces of iris_gpu.torch that run without torch."""
+
+    def launches(self, *calls):
+        """Run iris_gpu.torch._launch against a stand-in context of rank 2 of 4 on cuda:0
+        that records what it would pass to the C collectives."""
+        from iris_gpu import torch as it
+
+        class Ctx:
+            world_size, rank, device = 4, 2, 0
+
+            def __init__(self):
+                self.calls = []
+
+            def _run(self, *args):
+                self.calls.append(args)
+
+        c = Ctx()
+        it._CONTEXTS[-7] = c
+        try:
+            for kind, x, out, extra, inplace in calls:
+                it._launch(kind, x, out, -7, extra, inplace)
+        finally:
+            del it._CONTEXTS[-7]
+        return c.calls
+
+    def test_launch_layouts(self):
+        x = FakeTensor(shape=(40,), ptr=0x1000)
+        out = FakeTensor(shape=(40,), ptr=0x9000)
+        small = FakeTensor(shape=(10,), ptr=0x5000)
+        calls = self.launches(
+            ("all_reduce", x, out, "max", False),
+            ("all_reduce", x, None, "sum", True),
+            ("all_gather", small, out, None, False),
+            ("all_gather", x, None, None, True),  # rank 2's block of 10 floats is sent
+            ("reduce_scatter", x, small, "avg", False),
+            ("reduce_scatter", x, None, "sum", True),  # the result lands in block 2
+            ("all_to_all", x, out, None, False),
+            ("broadcast", x, None, 3, True),
+        )
+        self.assertEqual(calls, [
+            ("all_reduce", 0x1000, 0x9000, 40, 0, 2),
+            ("all_reduce", 0x1000, 0x1000, 40, 0, 0),
+            ("all_gather", 0x5000, 0x9000, 10, 0, None),
+            ("all_gather", 0x1000 + 80, 0x1000, 10, 0, None),
+            ("reduce_scatter", 0x1000, 0x5000, 10, 0, 3),
+            ("reduce_scatter", 0x1000, 0x1000 + 80, 10, 0, 0),
+            ("all_to_all", 0x1000, 0x9000, 10, 0, None),
+            ("broadcast", 0x1000, 0x1000, 40, 0, 3),
+        ])
+
+    def test_launch_relayouts(self):
+        """A layout the compiler chose (not contiguous) goes through a contiguous copy."""
+        x = FakeTensor(shape=(40,), contiguous=False, ptr=0x1000)
+        out = FakeTensor(shape=(40,), contiguous=False, ptr=0x9000)
+        calls = self.launches(("all_reduce", x, None, "sum", True), ("all_reduce", x, out, "sum", False))
+        self.assertEqual(calls, [("all_reduce", 0x101000, 0x101000, 40, 0, 0), ("all_reduce", 0x101000, 0x109000, 40, 0, 0)])
+        self.assertEqual((x.copied_from, out.copied_from), (0x101000, 0x109000))
+
+    def test_launch_refusals(self):
+        x = FakeTensor(shape=(40,))
+        bad = [
+            (("all_reduce", x, FakeTensor(shape=(41,)), "sum", False), ValueError, "must be equal"),
+            (("all_reduce", x, FakeTensor("torch.float16", shape=(40,)), "sum", False), TypeError, "output has dtype float16"),
+            (("all_reduce", FakeTensor("torch.int32", shape=(40,)), None, "avg", True), TypeError, "avg"),
+            (("all_reduce", FakeTensor(device=("cuda", 1)), None, "sum", True), ValueError, "cuda:1"),
+            (("all_gather", FakeTensor(shape=(42,)), None, None, True), ValueError, "multiple of world_size 4"),
+            (("all_to_all", FakeTensor(shape=(42,)), None, None, True), ValueError, "multiple of world_size"),
+            (("broadcast", x, None, 4, True), ValueError, "root 4"),
+            (("reduce_scatter", x, FakeTensor(shape=(11,)), "sum", False), ValueError, "world_size \\(4\\) x output"),
+        ]
+        for call, exc, text in bad:
+            with self.assertRaisesRegex(exc, text):
+                self.launches(call)
+
+    def test_store_bootstrap_over_a_dict(self):
+        from iris_gpu import _host
+
+        class DictStore:
+            def __init__(self):
+                self.d = {}
+
+            def set(self, k, v):
+                self.d[k] = v if isinstance(v, bytes) else v.encode()
+
+            def get(self, k):
+                return self.d[k]
+
+            def wait(self, keys, timeout):
+                missing = [k for k in keys if k not in self.d]
+                if missing:
+                    raise RuntimeError("timeout waiting for %s" % missing)
+
+            def delete_key(self, k):
+                del self.d[k]
+
+        st = DictStore()
+        b = _host.StoreBootstrap(st, 0, 1)
+        send = ctypes.create_string_buffer(b"abcd", 4)
+        recv = ctypes.create_string_buffer(4)
+        self.assertEqual(b._allgather(None, ctypes.addressof(send), ctypes.addressof(recv), 4), 0)
+        self.assertEqual(recv.raw, b"abcd")
+        self.assertEqual(b._barrier(None), 0)
+        self.assertEqual(sorted(st.d), ["2/0"])  # key of step 1 deleted once step 2 was read
+        b.world = 2  # rank 1 never comes: the callback returns non-zero and keeps the error
+        self.assertEqual(b._barrier(None), 1)
+        self.assertIn("3/1", str(b.error))
+        b.store = None
+        self.assertEqual(b._allgather(None, ctypes.addressof(send), ctypes.addressof(recv), 4), 1)
+        self.assertIsInstance(b.error, AttributeError)
+
+    def test_dlpack_capsule(self):
+        from iris_gpu import torch as it
+
+        owner = object()
+        cap = it._dl_capsule(0x7F0000001000, 4096, 3, owner)
+        get = ctypes.pythonapi.PyCapsule_GetPointer
+        get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        m = it._DLManagedTensor.from_address(get(cap, b"dltensor"))
+        t = m.dl_tensor
+        self.assertEqual((t.data, t.device.device_type, t.device.device_id, t.ndim, t.shape[0]), (0x7F0000001000, 2, 3, 1, 4096))
+        self.assertEqual((t.dtype.code, t.dtype.bits, t.dtype.lanes, bool(t.strides), t.byte_offset), (1, 8, 1, False, 0))
+        self.assertIs(it._dl_keep[ctypes.addressof(m)][2], owner)
+        m.deleter(ctypes.pointer(m))  # what the consumer calls when its tensor dies
+        self.assertNotIn(ctypes.addressof(m), it._dl_keep)
+
+    def test_out_shapes(self):
+        from iris_gpu import torch as it
+
+        self.assertEqual(it._out_shape("all_gather", (3, 2), 4), (12, 2))
+        self.assertEqual(it._out_shape("all_gather", (), 4), (4,))
+        self.assertEqual(it._out_shape("reduce_scatter", (8, 2), 4), (2, 2))
+        self.assertEqual(it._out_shape("all_to_all", (8, 2), 4), (8, 2))
+
+    def test_closed_context_ids(self):
+        from iris_gpu import torch as it
+
+        with self.assertRaisesRegex(RuntimeError, "closed or was never created"):
+            it._ctx(12345)
+        with self.assertRaisesRegex(TypeError, "Context"):
+            it._ctx_id(object())
+
+
+if __name__ == "__main__":
+    import _report
+
+    _report.main(sys.modules[__name__], "python:")

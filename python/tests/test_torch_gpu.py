@@ -1,0 +1,591 @@
+"""GPU tests of iris_gpu.torch, run as N processes (ranks may share one GPU).
+
+    python3 python/tests/test_torch_gpu.py --world 2     # or 3, 4; prints PASS/FAIL/SKIP lines
+    torchrun --nproc-per-node 2 python/tests/test_torch_gpu.py   # the same under torchrun
+
+Every rank uses device local_rank % device_count. The torch.distributed reference runs
+over gloo when ranks share a GPU and over NCCL when each has its own. Each rank builds every
+rank's input from a seed, so the float64 reference needs no communication; inputs are small
+integers (times 1/4 for float types) so that every sum is exact in every type, and results
+must equal the reference exactly (avg: within one rounding of the type).
+Skips cleanly (a SKIP line, exit 0) without torch or without a GPU.
+"""
+import argparse
+import os
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError:
+    torch = None
+
+DTYPES = ["float32", "float16", "bfloat16", "int32", "int64", "uint8", "float8_e4m3fn", "float8_e5m2"]
+FLOAT = ("float32", "float16", "bfloat16")
+FP8 = ("float8_e4m3fn", "float8_e5m2")
+
+
+# ---------------------------------------------------------------- data and reference
+def make_input(shape, dtype_name, rank, seed):
+    """rank's input (CPU): exact small values, the same on every process that asks."""
+    g = torch.Generator().manual_seed(seed * 1000 + rank)
+    if dtype_name == "uint8":
+        v = torch.randint(0, 60, shape, generator=g)
+    elif dtype_name in FP8:
+        v = torch.randint(-2, 3, shape, generator=g)
+    elif dtype_name in FLOAT:
+        v = torch.randint(-8, 9, shape, generator=g) * 0.25
+    else:
+        v = torch.randint(-1000, 1001, shape, generator=g)
+    return v.to(torch.float64).to(getattr(torch, dtype_name))
+
+
+def reduce_ref(xs, op):
+    """float64 reduction over ranks of the list xs."""
+    s = torch.stack([x.to(torch.float64) for x in xs])
+    if op == "sum":
+        return s.sum(0)
+    if op == "avg":
+        return s.sum(0) / len(xs)
+    return s.min(0).values if op == "min" else s.max(0).values
+
+
+def same(got, ref64, dtype_name, approx=False):
+    """got (any device, dtype) against a float64 reference rounded to the dtype."""
+    want = ref64.to(getattr(torch, dtype_name)).to(torch.float64)
+    g = got.detach().cpu().to(torch.float64)
+    if g.shape != want.shape:
+        return "shape %s, expected %s" % (tuple(g.shape), tuple(want.shape))
+    if approx:
+        ok = torch.allclose(g, want, rtol={"float32": 1e-6, "float16": 2e-3, "bfloat16": 1.6e-2}.get(dtype_name, 0.26 if dtype_name == "float8_e5m2" else 0.13), atol=1e-6)
+    else:
+        ok = torch.equal(g, want)
+    if ok:
+        return None
+    bad = (g - want).abs().flatten().argmax().item()
+    return "max error at flat index %d: got %r, expected %r" % (bad, g.flatten()[bad].item(), want.flatten()[bad].item())
+
+
+def verify(got, ref64, dtype_name, approx=False):
+    """Wait for the GPU, then raise unless got equals the reference (see same)."""
+    torch.cuda.synchronize()
+    e = same(got, ref64, dtype_name, approx)
+    if e:
+        raise AssertionError(e)
+
+
+def poisoned(shape, dtype, dev, ctx=None):
+    """An output buffer (on the heap when ctx is given) filled with the byte 0x7b."""
+    t = ctx.empty(shape, dtype) if ctx is not None else torch.empty(shape, dtype=dtype, device=dev)
+    t.view(-1).view(torch.uint8).fill_(0x7B)
+    return t
+
+
+class Runner:
+    def __init__(self, rank, world, ctx, it, shared_gpu):
+        self.rank, self.world, self.ctx, self.it = rank, world, ctx, it
+        self.dev = torch.device("cuda", ctx.device)
+        self.shared = shared_gpu
+        self.no_ref = set()  # (collective, dtype) the torch.distributed backend could not run
+        self.seed = 0
+
+    def result(self, name, fn):
+        """Run fn on every rank; print rank 0's line: FAIL if any rank failed."""
+        err = None
+        try:
+            r = fn()
+            err = ("SKIP", r) if isinstance(r, str) and r else None
+        except Exception as e:  # noqa: BLE001
+            err = ("FAIL", "%s: %s" % (type(e).__name__, e))
+            traceback.print_exc()
+        allr = [None] * self.world
+        dist.all_gather_object(allr, err)
+        fails = ["rank %d: %s" % (r, e[1]) for r, e in enumerate(allr) if e and e[0] == "FAIL"]
+        if self.rank == 0:
+            W = "torch W=%d: " % self.world
+            if fails:
+                print("FAIL: %s%s: %s" % (W, name, "; ".join(fails)[:600]), flush=True)
+            elif allr[0]:
+                print("SKIP: %s%s: %s" % (W, name, allr[0][1]), flush=True)
+            else:
+                print("PASS: %s%s" % (W, name), flush=True)
+
+    def inputs(self, shape, dt):
+        self.seed += 1
+        xs = [make_input(shape, dt, r, self.seed) for r in range(self.world)]
+        return xs, xs[self.rank].to(self.dev)
+
+    def dist_ref(self, fn, what):
+        """torch.distributed's result (gloo on CPU when ranks share a GPU), or None when the
+        backend lacks the dtype/op (the float64 reference still checks the result; the gap is
+        reported in one SKIP line at the end)."""
+        try:
+            return fn("cpu" if self.shared else self.dev)
+        except Exception:  # noqa: BLE001
+            self.no_ref.add(what)
+            return None
+
+    def same_as_dist(self, y, run, what):
+        """Compare y with torch.distributed's run(device) where the backend can run it."""
+        t = self.dist_ref(run, what)
+        if t is not None and not torch.equal(t.cpu().to(torch.float64), y.cpu().to(torch.float64)):
+            raise AssertionError("differs from torch.distributed")
+
+    def report_no_ref(self):
+        if self.no_ref:
+            return "torch.distributed (%s) could not run: %s" % ("gloo" if self.shared else "nccl", ", ".join(sorted(" ".join(w) for w in self.no_ref)))
+        return None
+
+    # ------------------------------------------------------------ collectives
+    def check_all_reduce(self, dt, op, mode, n):
+        it, ctx = self.it, self.ctx
+        xs, x = self.inputs((n,), dt)
+        ref = reduce_ref(xs, op)
+        x0 = x.clone()
+        if mode == "functional":
+            y = it.all_reduce(x, ctx, op)
+        elif mode == "out":
+            y = poisoned((n,), x.dtype, self.dev)
+            it.all_reduce(x, ctx, op, out=y)
+        elif mode == "inplace":
+            y = it.all_reduce_(x, ctx, op)
+        else:  # inplace on the heap
+            y = poisoned(x.shape, x.dtype, self.dev, ctx)
+            y.copy_(x)
+            it.all_reduce_(y, ctx, op)
+        torch.cuda.synchronize()
+        if mode in ("functional", "out") and not torch.equal(x.view(torch.uint8), x0.view(torch.uint8)):
+            raise AssertionError("the out-of-place all_reduce modified its input")
+        e = same(y, ref, dt, approx=(op == "avg"))
+        if e:
+            raise AssertionError(e)
+        if dt not in FP8 and op != "avg":
+            rop = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}[op]
+
+            def run(d):
+                t = x0.to(d)
+                dist.all_reduce(t, rop)
+                return t
+
+            self.same_as_dist(y, run, ("all_reduce", dt, op))
+
+    def check_all_gather(self, dt, mode, n):
+        it, ctx, W = self.it, self.ctx, self.world
+        xs, x = self.inputs((n, 3), dt)
+        if mode == "dim1":
+            y = it.all_gather(x, ctx, dim=1)
+            ref = torch.cat([a.to(torch.float64) for a in xs], 1)
+        else:
+            ref = torch.cat([a.to(torch.float64) for a in xs], 0)
+            if mode == "functional":
+                y = it.all_gather(x, ctx)
+            elif mode == "out":
+                y = poisoned((W * n, 3), x.dtype, self.dev)
+                it.all_gather(x, ctx, out=y)
+            else:
+                y = poisoned((W * n, 3), x.dtype, self.dev, ctx)
+                y[self.rank * n:(self.rank + 1) * n].copy_(x)
+                it.all_gather_(y, ctx)
+        verify(y, ref, dt)
+        if mode == "functional" and dt not in FP8:
+            def run(d):
+                parts = [torch.empty_like(x, device=d) for _ in range(W)]
+                dist.all_gather(parts, x.to(d))
+                return torch.cat(parts, 0)
+
+            self.same_as_dist(y, run, ("all_gather", dt))
+
+    def check_reduce_scatter(self, dt, op, mode, n):
+        it, ctx, W, r = self.it, self.ctx, self.world, self.rank
+        if mode == "dim1":
+            xs, x = self.inputs((3, W * n), dt)
+            y = it.reduce_scatter(x, ctx, op, dim=1)
+            ref = reduce_ref(xs, op)[:, r * n:(r + 1) * n]
+        else:
+            xs, x = self.inputs((W * n,), dt)
+            ref = reduce_ref(xs, op)[r * n:(r + 1) * n]
+            if mode == "functional":
+                y = it.reduce_scatter(x, ctx, op)
+            elif mode == "out":
+                y = poisoned((n,), x.dtype, self.dev)
+                it.reduce_scatter(x, ctx, op, out=y)
+            else:
+                b = poisoned(x.shape, x.dtype, self.dev, ctx)
+                b.copy_(x)
+                it.reduce_scatter_(b, ctx, op)
+                y = b[r * n:(r + 1) * n]
+        verify(y, ref, dt, approx=(op == "avg"))
+        if mode == "functional" and dt not in FP8 and op != "avg":
+            rop = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}[op]
+
+            def run(d):
+                t = torch.empty(n, dtype=x.dtype, device=d)
+                dist.reduce_scatter_tensor(t, x.to(d), rop)
+                return t
+
+            self.same_as_dist(y, run, ("reduce_scatter", dt, op))
+
+    def check_all_to_all(self, dt, mode, n):
+        it, ctx, W, r = self.it, self.ctx, self.world, self.rank
+        xs, x = self.inputs((W * n,), dt)
+        ref = torch.cat([a[r * n:(r + 1) * n].to(torch.float64) for a in xs])
+        if mode == "functional":
+            y = it.all_to_all(x, ctx)
+        elif mode == "out":
+            y = poisoned(x.shape, x.dtype, self.dev)
+            it.all_to_all(x, ctx, out=y)
+        else:
+            y = poisoned(x.shape, x.dtype, self.dev, ctx)
+            y.copy_(x)
+            it.all_to_all_(y, ctx)
+        verify(y, ref, dt)
+        if mode == "functional" and dt not in FP8:
+            def run(d):
+                t = torch.empty(x.shape, dtype=x.dtype, device=d)
+                dist.all_to_all_single(t, x.to(d))
+                return t
+
+            self.same_as_dist(y, run, ("all_to_all", dt))
+
+    def check_broadcast(self, dt, mode, n):
+        it, ctx, W = self.it, self.ctx, self.world
+        root = W - 1
+        xs, x = self.inputs((n,), dt)
+        if mode == "functional":
+            y = it.broadcast(x, ctx, root)
+        elif mode == "out":
+            y = poisoned(x.shape, x.dtype, self.dev)
+            it.broadcast(x, ctx, root, out=y)
+        else:
+            y = poisoned(x.shape, x.dtype, self.dev, ctx)
+            y.copy_(x)
+            it.broadcast_(y, ctx, root)
+        verify(y, xs[root].to(torch.float64), dt)
+        if mode == "functional" and dt not in FP8:
+            def run(d):
+                t = x.to(d).clone()
+                dist.broadcast(t, root)
+                return t
+
+            self.same_as_dist(y, run, ("broadcast", dt))
+
+    def check_barrier(self):
+        """Each rank writes its heap tensor, barrier(), every rank reads every peer's copy."""
+        it, ctx, W = self.it, self.ctx, self.world
+        t = ctx.empty((4096,), torch.int32)
+        views = [ctx.peer_view(t, r) for r in range(W)]
+        for i in range(50):
+            t.fill_(1000 * i + self.rank)
+            it.barrier(ctx)
+            got = [v.clone() for v in views]
+            it.barrier(ctx)  # nobody overwrites before every rank has read
+            torch.cuda.synchronize()
+            for r, g in enumerate(got):
+                if not bool((g == 1000 * i + r).all()):
+                    raise AssertionError("iteration %d: rank %d's copy read %d" % (i, r, g[0].item()))
+
+    # ------------------------------------------------------------ graphs, compile
+    def check_graph(self, replays=1000):
+        """all_reduce + all_gather + reduce_scatter + barrier captured once, replayed with
+        fresh inputs; every replay checked."""
+        it, ctx, W, r = self.it, self.ctx, self.world, self.rank
+        n = 4099
+        x = torch.zeros(W * n, dtype=torch.float32, device=self.dev)
+        base = [make_input((W * n,), "float32", q, 777) for q in range(W)]
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(2):  # warm-up outside the graph
+                a = it.all_reduce(x, ctx)
+                g = it.all_gather(x[:n], ctx)
+                rs = it.reduce_scatter(x, ctx)
+                it.barrier(ctx)
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            a = it.all_reduce(x, ctx)
+            g = it.all_gather(x[:n], ctx)
+            rs = it.reduce_scatter(x, ctx)
+            it.barrier(ctx)
+        ref_sum = reduce_ref(base, "sum")
+        mine = base[r].to(self.dev)
+        for i in range(replays):
+            x.copy_(mine + i)
+            graph.replay()
+            torch.cuda.synchronize()
+            e = same(a, ref_sum + W * i, "float32") or same(rs, (ref_sum + W * i)[r * n:(r + 1) * n], "float32")
+            e = e or same(g, torch.cat([b[:n].to(torch.float64) + i for b in base]), "float32")
+            if e:
+                raise AssertionError("replay %d: %s" % (i, e))
+            if i == 0:
+                used = torch.cuda.memory_allocated(self.dev)
+        grown = torch.cuda.memory_allocated(self.dev) - used
+        if grown:
+            raise AssertionError("memory grew by %d bytes over %d replays" % (grown, replays))
+
+    def check_compile(self):
+        it, ctx, W = self.it, self.ctx, self.world
+
+        def f(x):
+            y = it.all_reduce(x * 2, ctx, "sum")
+            z = it.all_gather(y[:8], ctx, dim=0)
+            w = it.reduce_scatter(y, ctx, "max")
+            it.all_reduce_(w, ctx, "min")
+            return y + 1, z, w
+
+        cf = torch.compile(f, fullgraph=True)
+        xs, x = self.inputs((W * 64,), "float32")
+        got = cf(x)
+        want = f(x)
+        torch.cuda.synchronize()
+        for a, b in zip(got, want):
+            if not torch.equal(a, b):
+                raise AssertionError("compiled result differs from eager")
+        y = reduce_ref([a * 2 for a in xs], "sum")
+        e = same(got[0], y + 1, "float32")
+        if e:
+            raise AssertionError(e)
+
+    # ------------------------------------------------------------ serving engine slot
+    def check_custom_allreduce(self, group):
+        it, W = self.it, self.world
+        ca = it.CustomAllreduce(group, self.dev, max_size=1 << 20)
+        assert not ca.disabled and ca.world_size == W and ca.rank == self.rank and ca.max_size == 1 << 20
+        assert ca.fully_connected and ca.device == self.dev and ca.group is group
+        x = torch.ones(256, dtype=torch.bfloat16, device=self.dev)
+        rejects = {
+            "int32": torch.ones(256, dtype=torch.int32, device=self.dev),
+            "cpu": torch.ones(256, dtype=torch.bfloat16),
+            "non-contiguous": torch.ones(256, 2, dtype=torch.bfloat16, device=self.dev)[:, 0],
+            "bytes % 16": torch.ones(7, dtype=torch.bfloat16, device=self.dev),
+            "== max_size": torch.ones(1 << 19, dtype=torch.bfloat16, device=self.dev),
+        }
+        for why, t in rejects.items():
+            if ca.should_custom_ar(t) or ca.custom_all_reduce(t) is not None:
+                raise AssertionError("took a tensor it must refuse (%s)" % why)
+        if not ca.should_custom_ar(x):
+            raise AssertionError("refused a 512-byte bf16 tensor")
+        xs, inp = self.inputs((1024,), "bfloat16")
+        inp0 = inp.clone()
+        out = ca.custom_all_reduce(inp)
+        torch.cuda.synchronize()
+        e = same(out, reduce_ref(xs, "sum"), "bfloat16")
+        if e or not torch.equal(inp, inp0):
+            raise AssertionError(e or "the input was modified")
+        # graphs: capture on a side stream, warm-up inside capture() without communication
+        static = torch.zeros(1024, dtype=torch.bfloat16, device=self.dev)
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        with ca.capture():
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                if self.rank == 0:  # a warm-up that communicated would hang the others
+                    w = ca.custom_all_reduce(static)
+                    assert w is not None and w.shape == static.shape
+            torch.cuda.current_stream().wait_stream(side)
+            with torch.cuda.graph(graph, stream=side):
+                res = ca.custom_all_reduce(static)
+        for i in range(20):
+            xs, v = self.inputs((1024,), "bfloat16")
+            static.copy_(v)
+            graph.replay()
+            torch.cuda.synchronize()
+            e = same(res, reduce_ref(xs, "sum"), "bfloat16")
+            if e:
+                raise AssertionError("replay %d: %s" % (i, e))
+        del graph, res
+        ca.close()
+        if not ca.disabled or ca.should_custom_ar(x) or ca.custom_all_reduce(x) is not None:
+            raise AssertionError("still takes tensors after close()")
+
+    # ------------------------------------------------------------ bad input
+    def check_bad_input(self):
+        it, ctx = self.it, self.ctx
+        x = torch.ones(64, device=self.dev)
+        cases = [
+            (ValueError, "on cpu", lambda: it.all_reduce(torch.ones(64), ctx)),
+            (ValueError, "not contiguous", lambda: it.all_reduce(torch.ones(64, 2, device=self.dev)[:, 0], ctx)),
+            (TypeError, "not supported", lambda: it.all_reduce(torch.ones(64, dtype=torch.complex64, device=self.dev), ctx)),
+            (TypeError, "avg", lambda: it.all_reduce(torch.ones(64, dtype=torch.int32, device=self.dev), ctx, "avg")),
+            (ValueError, "prod", lambda: it.all_reduce(x, ctx, "prod")),
+            (ValueError, "must be equal", lambda: it.all_reduce(x, ctx, out=torch.empty(65, device=self.dev))),
+            (TypeError, "dtype", lambda: it.all_reduce(x, ctx, out=torch.empty(64, dtype=torch.float16, device=self.dev))),
+            (ValueError, "world_size", lambda: it.all_gather(x, ctx, out=torch.empty(65, device=self.dev))),
+            (ValueError, "multiple of world_size", lambda: it.reduce_scatter(torch.ones(self.world * 4 + 1, device=self.dev), ctx)),
+            (ValueError, "root", lambda: it.broadcast(x, ctx, root=self.world)),
+            (it.IrisError, "IRIS_ERROR_OUT_OF_MEMORY", lambda: ctx.empty((ctx.heap_size,), torch.float32)),
+        ]
+        if torch.cuda.device_count() > 1:
+            other = (self.dev.index + 1) % torch.cuda.device_count()
+            cases.append((ValueError, "cuda:%d" % other, lambda: it.all_reduce(torch.ones(64, device="cuda:%d" % other), ctx)))
+        for exc, text, fn in cases:
+            try:
+                fn()
+            except exc as e:
+                if text not in str(e):
+                    raise AssertionError("%s raised %r, which does not say %r" % (text, e, text))
+            else:
+                raise AssertionError("no %s for %s" % (exc.__name__, text))
+        # shapes that differ across ranks: with check_shapes, an exception on every rank, no hang
+        ctx.check_shapes = True
+        try:
+            it.all_reduce(torch.ones(64 + self.rank, device=self.dev), ctx)
+        except ValueError as e:
+            if "mismatch" not in str(e):
+                raise
+        else:
+            raise AssertionError("ranks with different shapes were not refused")
+        finally:
+            ctx.check_shapes = False
+        torch.cuda.synchronize()
+
+    def check_triton(self):
+        """The example's producer/consumer ring kernel (iris_gpu.triton), 20 launches."""
+        import importlib.util
+
+        if importlib.util.find_spec("triton") is None:
+            return "triton is not installed"
+        sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
+        from triton_ring import Ring
+
+        ring = Ring(self.ctx, 70001)
+        prev = (self.rank - 1) % self.world
+        for i in range(20):
+            src = torch.arange(ring.n, dtype=torch.float32, device=self.dev) + 1000 * self.rank + i
+            out = ring(src)
+            want = (torch.arange(ring.n, dtype=torch.float64) + 1000 * prev + i) * 2 + 1
+            e = same(out, want, "float32")
+            if e:
+                raise AssertionError("launch %d: %s" % (i, e))
+
+    def check_ag_gemm(self):
+        it, ctx, W, r = self.it, self.ctx, self.world, self.rank
+        M, N, K = 64 * W, 256, 512
+        try:
+            plan = ctx.ag_gemm_plan(M, N, K, torch.bfloat16, torch.float32, layout="rows", b_transposed=True)
+        except it.IrisError as e:
+            if e.status == 11:
+                return "ag_gemm unsupported by this build: %s" % e.detail
+            raise
+        g = torch.Generator().manual_seed(5)
+        b = (torch.randint(-4, 5, (N, K), generator=g) * 0.25).to(torch.bfloat16)
+        shards = [(torch.randint(-4, 5, (M // W, K), generator=torch.Generator().manual_seed(10 + q)) * 0.25).to(torch.bfloat16) for q in range(W)]
+        c = it.ag_gemm(shards[r].to(self.dev), b.to(self.dev), plan)
+        torch.cuda.synchronize()
+        ref = torch.cat(shards).double() @ b.double().t()
+        e = same(c, ref, "float32")
+        plan.close()
+        if e:
+            raise AssertionError("%s (path %s)" % (e, plan.path if plan._g else "?"))
+
+
+def collective_cases(R, sizes=(37, 70001)):
+    """Every collective x dtype x op x in-place/out-of-place mode, one result line each."""
+    W = R.world
+    for dt in DTYPES:
+        for n in sizes:
+            for op in ("sum", "min", "max", "avg"):
+                if op == "avg" and dt not in FLOAT + FP8:
+                    continue
+                for mode in ("functional", "out", "inplace", "inplace_heap"):
+                    R.result("all_reduce %s %s %s n=%d" % (dt, op, mode, n), lambda: R.check_all_reduce(dt, op, mode, n))
+            for mode in ("functional", "out", "inplace", "dim1"):
+                R.result("all_gather %s %s n=%d" % (dt, mode, n), lambda: R.check_all_gather(dt, mode, n))
+            for op in ("sum", "max") + (("avg",) if dt in FLOAT else ()):
+                for mode in ("functional", "out", "inplace", "dim1"):
+                    R.result("reduce_scatter %s %s %s n=%d" % (dt, op, mode, n), lambda: R.check_reduce_scatter(dt, op, mode, n))
+            for mode in ("functional", "out", "inplace"):
+                R.result("all_to_all %s %s n=%d" % (dt, mode, n), lambda: R.check_all_to_all(dt, mode, n))
+                R.result("broadcast %s %s n=%d" % (dt, mode, n * W), lambda: R.check_broadcast(dt, mode, n * W))
+    R.result("torch.distributed reference ran for every dtype and op compared", R.report_no_ref)
+
+
+def worker():
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    ngpu = torch.cuda.device_count()
+    shared = ngpu < world
+    dev = rank % ngpu
+    torch.cuda.set_device(dev)
+    dist.init_process_group("gloo" if shared else "nccl", rank=rank, world_size=world, device_id=None if shared else torch.device("cuda", dev))
+    import iris_gpu.torch as it
+
+    R = None
+    try:
+        ctx = it.Context()
+        R = Runner(rank, world, ctx, it, shared)
+        collective_cases(R)
+        R.result("barrier orders heap writes and peer reads (50 rounds)", R.check_barrier)
+        R.result("torch.cuda.graph: 1000 replays with fresh data", R.check_graph)
+        R.result("torch.compile(fullgraph=True)", R.check_compile)
+        R.result("bad input raises, never crashes", R.check_bad_input)
+        R.result("all-gather + GEMM (rows, B transposed, fp32 out)", R.check_ag_gemm)
+        R.result("triton producer/consumer ring (examples/python/triton_ring.py, iris_gpu.triton)", R.check_triton)
+        group = dist.new_group(list(range(world)), backend="gloo")
+        R.result("CustomAllreduce contract", lambda: R.check_custom_allreduce(group))
+        R.result("heap_verify: every rank holds the same allocations after the tests", ctx.heap_verify)
+        R.result("heap tensors are freed when they die", lambda: check_no_leak(ctx))
+        ctx.close()
+        R.result("calls after close raise", lambda: check_after_close(it, ctx, dev))
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        print("FAIL: torch W=%d: rank %d: %s: %s" % (world, rank, type(e).__name__, e), flush=True)
+        raise
+    finally:
+        dist.destroy_process_group()
+
+
+def check_no_leak(ctx):
+    if ctx._live != 0:
+        raise AssertionError("%d heap blocks still alive after every test dropped its tensors" % ctx._live)
+
+
+def check_after_close(it, ctx, dev):
+    for fn in (lambda: it.all_reduce(torch.ones(4, device=dev), ctx), lambda: ctx.empty((4,))):
+        try:
+            fn()
+        except RuntimeError as e:
+            if "closed" not in str(e):
+                raise AssertionError("after close: %r does not say closed" % e)
+        else:
+            raise AssertionError("a call after close did not raise")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--world", type=int, default=2)
+    a = ap.parse_args()
+    if "RANK" in os.environ:  # under torchrun: its world size
+        a.world = int(os.environ["WORLD_SIZE"])
+    if torch is None:
+        print("SKIP: torch W=%d: torch is not installed" % a.world)
+        return 0
+    if not torch.cuda.is_available():
+        print("SKIP: torch W=%d: no CUDA GPU" % a.world)
+        return 0
+    try:
+        import iris_gpu
+
+        iris_gpu.library()
+    except ImportError as e:
+        print("SKIP: torch W=%d: %s" % (a.world, e))
+        return 0
+    import iris_gpu.torch as it
+
+    t0 = time.time()
+    try:
+        it.launch(worker, a.world)
+    except Exception as e:  # noqa: BLE001
+        print("FAIL: torch W=%d: a rank died: %s" % (a.world, str(e).splitlines()[-1] if str(e) else e))
+        return 1
+    sys.stderr.write("torch W=%d: %.1f s\n" % (a.world, time.time() - t0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
