@@ -31,7 +31,7 @@ CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
 
-.PHONY: test test-gpu test-packaging test-mfma run bench examples asm lib lib-hip clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+.PHONY: test test-gpu test-packaging test-mfma run bench examples asm lib lib-hip lib-jax clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
 
 test:
 	@bash tests/run.sh
@@ -116,6 +116,11 @@ $(B)/libiris_hip.so: lib/iris.cu $(HDRS) $(CORE_MFMA) | $(B)
 	$(HIPCC) -O2 -x hip -fPIC -shared --offload-arch=gfx90a --offload-arch=gfx940 $< -o $@
 lib: $(B)/libiris.so
 lib-hip: $(B)/libiris_hip.so
+# the XLA FFI handlers (python/jax_ffi/iris_jax.cc) over libiris.so; needs jax (its FFI headers)
+JAX_FFI_INC ?= $(shell python3 -c 'import jax.ffi; print(jax.ffi.include_dir())' 2>/dev/null)
+$(B)/libiris_jax.so: python/jax_ffi/iris_jax.cc iris.h iris_collectives.h $(B)/libiris.so
+	$(CXX) -std=c++17 -O2 -shared -fPIC -I. -isystem $(JAX_FFI_INC) $(CUDA_CFLAGS) $< -L$(B) -liris -Wl,-rpath,'$$ORIGIN' -o $@
+lib-jax: $(B)/libiris_jax.so
 
 # ---------------------------------------------------------------- examples
 EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu $(B)/fused_allreduce_rmsnorm $(B)/gemm_all_scatter

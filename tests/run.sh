@@ -121,6 +121,8 @@ if command -v cmake >/dev/null 2>&1 && command -v pkg-config >/dev/null 2>&1; th
 else
   say SKIP "pkg-config consumer" "cmake or pkg-config not installed"
 fi
+echo "# Python package (no GPU: import, library version and struct sizes, argument checks)"
+run_counted "python package" bash python/run_tests.sh
 fi # only = all or packaging
 
 if [ "$only" = all ] || [ "$only" = gpu ]; then

@@ -31,6 +31,9 @@ STATUS_NAMES = (
     "IRIS_ERROR_UNSUPPORTED",
     "IRIS_ERROR_BOOTSTRAP",
     "IRIS_ERROR_RANK_FAILED",
+    "IRIS_ERROR_PEER_FAILED",
+    "IRIS_ERROR_ABORTED",
+    "IRIS_ERROR_IN_USE",
 )
 SUCCESS = 0
 ERROR_INVALID_ARGUMENT = 1
@@ -103,6 +106,7 @@ class DeviceCtxT(ctypes.Structure):
         ("world_size", ctypes.c_int),
         ("heap_size", ctypes.c_ulonglong),
         ("bases", ctypes.c_void_p * MAX_RANKS),
+        ("fault", ctypes.c_void_p),
     ]
 
 
@@ -184,6 +188,8 @@ FUNCTIONS = {
     "iris_allgather_host": (_i, [_p, _p, _p, _z]),
     "iris_status_string": (_s, [_i]),
     "iris_error_detail": (_s, []),
+    "iris_get_async_error": (_i, [_p]),
+    "iris_abort": (_i, [_p]),
     "iris_collectives_setup": (_i, [_p]),
     "iris_collectives_check": (_i, [_p]),
     "iris_dtype_size": (_z, [_i]),

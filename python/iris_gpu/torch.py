@@ -256,9 +256,21 @@ class Context:
         self._call("iris_heap_verify", self._lib.lib.iris_heap_verify(self._handle()))
 
     def check(self):
-        """iris_collectives_check: IrisError if a bandwidth kernel saw ranks call different
-        collectives since the last check (synchronous)."""
+        """iris_collectives_check (synchronous): IrisError if a wait of this context's
+        kernels ran out (IRIS_ERROR_TIMEOUT / IRIS_ERROR_PEER_FAILED, fatal), it was
+        aborted, or ranks called different collectives since the last check."""
         self._call("iris_collectives_check", self._lib.lib.iris_collectives_check(self._handle()))
+
+    def async_error(self):
+        """iris_get_async_error: non-blocking, safe from a watchdog thread. Raises IrisError
+        for a fatal fault (a peer that died or hangs, abort) or a pending mismatch."""
+        self._call("iris_get_async_error", self._lib.lib.iris_get_async_error(self._handle()))
+
+    def abort(self):
+        """iris_abort (any thread): kernels of this context stop waiting, later calls raise
+        IRIS_ERROR_ABORTED at once, close() then frees everything without meeting the
+        other ranks."""
+        self._call("iris_abort", self._lib.lib.iris_abort(self._handle()))
 
     def set_algo(self, algo="auto", ctas=0):
         """Algorithm of the following collectives (auto, latency, bandwidth, two_shot_ll)."""
