@@ -173,7 +173,7 @@ class TestAbiChecks(unittest.TestCase):
         # x86-64 LP64: what the C compiler gives for the structs of the headers
         self.assertEqual(ctypes.sizeof(_lib.ConfigT), 72)
         self.assertEqual(ctypes.sizeof(_lib.BootstrapT), 24)
-        self.assertEqual(ctypes.sizeof(_lib.DeviceCtxT), 16 + 8 * _lib.MAX_RANKS)
+        self.assertEqual(ctypes.sizeof(_lib.DeviceCtxT), 16 + 8 * _lib.MAX_RANKS + 8)  # + the fault words pointer
         self.assertEqual(ctypes.sizeof(_lib.CollOptsT), 16)
         self.assertEqual(ctypes.sizeof(_lib.AgGemmDescT), 88)
 
