@@ -52,9 +52,18 @@
  *     (collective, outside capture) or by the first collective call; capture a graph
  *     only after one of them. Epochs live in device memory and count up, so a graph
  *     replayed any number of times stays correct, mixed with eager calls.
- *   - A rank that stops participating: every wait is bounded (IRIS_WAIT_TIMEOUT_NS);
- *     with IRIS_DEBUG the waiting kernel reports which wait on which rank and traps,
- *     and the next synchronising call returns IRIS_ERROR_GPU.
+ *   - Streams: a context's calls run one after another in the order the host issued
+ *     them, whatever their streams (the library makes each wait for the previous one);
+ *     inside one capture too. A graph must not run concurrently with other calls of
+ *     the same context. To overlap two collectives, use two contexts.
+ *   - Every call starts with a header exchange (call number + signature): a rank that
+ *     calls something else is seen by every rank, whatever the skew; no rank moves data
+ *     for that call and iris_collectives_check reports IRIS_ERROR_MISMATCH once.
+ *   - A rank that stops participating: every wait is bounded (IRIS_WAIT_TIMEOUT_NS); the
+ *     first that runs out records a fatal fault in the context, every other wait gives
+ *     up at once, and every later call returns the error (iris_get_async_error names
+ *     the wait, the rank and the call); iris_finalize then skips the final barrier.
+ *     With IRIS_DEBUG the waiting kernel also reports and traps.
  */
 #ifndef IRIS_COLLECTIVES_H
 #define IRIS_COLLECTIVES_H
@@ -301,10 +310,13 @@ typedef struct iris_tile_flags {
 IRIS_API iris_status_t iris_tile_flags_create(iris_t *ctx, int num_tiles, iris_tile_flags_t *out);
 IRIS_API iris_status_t iris_tile_flags_destroy(iris_t *ctx, iris_tile_flags_t *flags);
 
-/* Synchronous: IRIS_ERROR_MISMATCH if a bandwidth-algorithm kernel found, since the last
- * check, that a peer called a different collective (kind, count, type, op or root) at
- * the same point; such a call moves no data. Clears the record. (The latency kernels
- * cannot tell; a mismatch there times out, see IRIS_WAIT_TIMEOUT_NS.) */
+/* Synchronous (waits for this rank's GPU): the context's faults, as
+ * iris_get_async_error (iris.h) reports them: a fatal one (a wait that ran out:
+ * IRIS_ERROR_TIMEOUT / IRIS_ERROR_PEER_FAILED; iris_abort: IRIS_ERROR_ABORTED), else
+ * IRIS_ERROR_MISMATCH if, since the last report, a peer called a different collective
+ * (kind, count, type, op, root, buffers) at the same point — every kernel, latency path
+ * included, sees that on every rank and moves no data for the call; the mismatch record
+ * is then cleared (not fatal). */
 IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
 #ifdef __cplusplus
 }
