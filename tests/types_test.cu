@@ -5,6 +5,8 @@
 //   types_test         prints PASS/FAIL lines (make test's host section counts them)
 //   types_test --all   the encoding check on every one of the 2^32 floats (a minute)
 #include "../iris_collectives.h"
+#include "test_util.h"
+#include "coll_values.h"
 
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -147,6 +149,51 @@ static void test_arith() {
   report("uint8 SUM wraps modulo 256, integer AVG truncates toward zero, fp32 sums of four e4m3 values are exact", ok, "an arithmetic identity failed");
 }
 
+// The GPU tests' host reference (coll_values.h: float64, its own fp8 decoding and
+// nearest-even search) against the kernels' arithmetic spelled with the library's
+// conversions (fp32 accumulation in rank order, AVG as an fp32 division, one rounding),
+// on the very inputs the GPU tests draw, for every fp8 and uint8 op at 2 to 16 ranks:
+// the reference the GPU tests trust agrees with the library's documented semantics.
+static void test_reference() {
+  char why[200] = "";
+  bool ok = true;
+  long checked = 0;
+  for (int type : {IRIS_UINT8, IRIS_FLOAT8_E4M3, IRIS_FLOAT8_E5M2})
+    for (int op = 0; op < IRIS_REDOP_COUNT; op++)
+      for (int W : {2, 3, 4, 7, 16})
+        for (int j = 0; j < 20000 && ok; j++, checked++) {
+          unsigned long long b[16];
+          for (int r = 0; r < W; r++) b[r] = encode(type, input_hash(12345, r, (size_t)j, op));
+          const unsigned long long want = reduce_bits(type, op, b, W);
+          unsigned long long got;
+          if (type == IRIS_UINT8) {
+            unsigned char acc = (unsigned char)b[0];
+            for (int r = 1; r < W; r++) {
+              const unsigned char x = (unsigned char)b[r];
+              acc = op == IRIS_MIN ? std::min(acc, x) : op == IRIS_MAX ? std::max(acc, x) : (unsigned char)(acc + x);
+            }
+            got = op == IRIS_AVG ? (unsigned char)(acc / W) : acc;
+          } else {
+            float (*dec)(unsigned char) = type == IRIS_FLOAT8_E4M3 ? iris_fp8_e4m3_to_float : iris_fp8_e5m2_to_float;
+            float acc = dec((unsigned char)b[0]);
+            for (int r = 1; r < W; r++) {
+              const float x = dec((unsigned char)b[r]);
+              acc = op == IRIS_MIN ? (x < acc ? x : acc) : op == IRIS_MAX ? (x > acc ? x : acc) : acc + x;
+            }
+            if (op == IRIS_AVG) acc /= (float)W;
+            got = type == IRIS_FLOAT8_E4M3 ? iris_float_to_fp8_e4m3(acc) : iris_float_to_fp8_e5m2(acc);
+          }
+          if (got != want) {
+            snprintf(why, sizeof why, "type %d op %d W %d case %d: the library's arithmetic gives 0x%02llx, the reference 0x%02llx", type, op, W, j, got, want);
+            ok = false;
+          }
+        }
+  char name[200];
+  snprintf(name, sizeof name, "GPU tests' float64 reference (coll_values.h) = fp32 accumulation + one library rounding: uint8/e4m3/e5m2, sum/min/max/avg, 2-16 ranks, %ld cases",
+           checked);
+  report(name, ok, why);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1 && !strcmp(argv[1], "--all")) stride = 1;
@@ -156,5 +203,6 @@ int main(int argc, char **argv) {
   }
   test_by_hand();
   test_arith();
+  test_reference();
   return failed ? 1 : 0;
 }
