@@ -1625,7 +1625,10 @@ static void iris_coll_dispatch_size(const iris_coll_state_t *s, int ll, size_t e
   }
 }
 
-/* One launch on buffers that suit the chosen algorithm. */
+/* One launch on buffers that suit the chosen algorithm. The call's signature (compared
+ * across ranks by the bandwidth kernels) hashes the kind, count, type, op, root and the
+ * buffers' heap offsets; type and op enter as type * 16 + op, distinct for each pair. */
+static_assert(IRIS_REDOP_COUNT <= 16, "the call signature packs type * 16 + op");
 static void iris_coll_launch(const iris_coll_state_t *s, int kind, int ll, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
                              int root, int ctas, iris_stream_t stream) {
   const int W = s->dev.ctx.world_size;
