@@ -46,7 +46,13 @@
  *     at most IRIS_COLL_STAGING_BYTES.
  *   - In place (send == recv) works everywhere.
  *   - The result is bitwise identical on every rank: reductions run in rank order
- *     0..W-1 in float (half types), double-free integer arithmetic, or the type itself.
+ *     0..W-1 in float (half, bfloat16 and fp8 types), double-free integer arithmetic,
+ *     or the type itself.
+ *   - Types and ops (see "Element types and reductions" below): fp32, fp16, bf16,
+ *     int32, int64, uint8, fp8 e4m3 and e5m2; SUM, MIN, MAX, AVG. The data-moving
+ *     collectives (all-gather, all-to-all, broadcast) move any type as bytes. Half,
+ *     bfloat16 and fp8 reductions accumulate in fp32 and round once at the end;
+ *     AVG is the sum divided by the world size, then rounded once.
  *   - Graphs: no allocation, no host synchronisation and no reset happens inside a
  *     call once the collective state exists. It is created by iris_collectives_setup
  *     (collective, outside capture) or by the first collective call; capture a graph
@@ -69,9 +75,30 @@
 #define IRIS_COLLECTIVES_H
 #include "iris.h"
 
-/* Element types and reductions (values match nothing else; use the names). */
-typedef enum iris_dtype { IRIS_FLOAT32 = 0, IRIS_FLOAT16, IRIS_BFLOAT16, IRIS_INT32, IRIS_INT64, IRIS_DTYPE_COUNT } iris_dtype_t;
-typedef enum iris_redop { IRIS_SUM = 0, IRIS_MIN, IRIS_MAX, IRIS_REDOP_COUNT } iris_redop_t;
+/* Element types and reductions (values match nothing else; use the names; new ones are
+ * appended, so the values stay).
+ *   IRIS_UINT8          unsigned 8-bit integer. SUM wraps modulo 256 (as NCCL's ncclUint8).
+ *   IRIS_FLOAT8_E4M3    OCP fp8 E4M3 (bit-compatible with CUDA's __nv_fp8_e4m3): 4 exponent
+ *                       bits (bias 7), 3 mantissa bits, no infinities, largest finite
+ *                       448, NaN = S.1111.111.
+ *   IRIS_FLOAT8_E5M2    OCP fp8 E5M2 (as CUDA's __nv_fp8_e5m2): 5 exponent bits (bias
+ *                       15), 2 mantissa bits, IEEE-like with infinities and NaNs,
+ *                       largest finite 57344.
+ *   fp8 reductions convert every input to fp32 exactly, accumulate in fp32 in rank order
+ *   0..W-1 and round once to fp8, as iris_float_to_fp8_e4m3 / _e5m2 below do.
+ *   IRIS_AVG            the sum divided by the world size W:
+ *     fp32:             the fp32 sum (rank order) / W in fp32 (IEEE division);
+ *     fp16, bf16, fp8:  the fp32 sum / W in fp32, then rounded once to the type;
+ *     integers:         as NCCL's ncclAvg for integers (FuncSumPostDiv in NCCL's
+ *                       src/device/reduce_kernel.h): the sum in the type itself
+ *                       (wrapping), then divided by W in integer arithmetic, truncating
+ *                       toward zero for the signed types (C's /).
+ *                       (NCCL's ncclAvg on floating types multiplies each input by 1/W
+ *                       before summing; iris divides the sum, which rounds once.) */
+typedef enum iris_dtype {
+  IRIS_FLOAT32 = 0, IRIS_FLOAT16, IRIS_BFLOAT16, IRIS_INT32, IRIS_INT64, IRIS_UINT8, IRIS_FLOAT8_E4M3, IRIS_FLOAT8_E5M2, IRIS_DTYPE_COUNT
+} iris_dtype_t;
+typedef enum iris_redop { IRIS_SUM = 0, IRIS_MIN, IRIS_MAX, IRIS_AVG, IRIS_REDOP_COUNT } iris_redop_t;
 typedef enum iris_algo { IRIS_ALGO_AUTO = 0, IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_TWO_SHOT_LL } iris_algo_t;
 
 /* Per-call options (NULL = defaults). Start from IRIS_COLL_OPTS_INIT. */
@@ -264,6 +291,69 @@ static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunk(size_t bytes, int ct
 }
 static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunks(size_t bytes, size_t chunk) { return chunk ? (bytes + chunk - 1) / chunk : 0; }
 
+/* ---- fp8 conversions (OCP E4M3 and E5M2), host and device, C and C++. Bit-compatible
+ * with CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2 (cuda_fp8.h) without needing it; the
+ * collectives use them on both vendors. tests/types_test.cu checks them against CUDA's
+ * host conversions.
+ *   iris_fp8_e4m3_to_float, iris_fp8_e5m2_to_float: exact (every fp8 value is a float);
+ *     NaN codes give a quiet NaN with the code's sign; E5M2's infinities stay infinite.
+ *   iris_float_to_fp8_e4m3, iris_float_to_fp8_e5m2: round to nearest, ties to even, and
+ *     saturate, as CUDA's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...) (what the
+ *     __nv_fp8_* constructors use, and so what NCCL's fp8 reductions round with):
+ *     a magnitude beyond the largest finite value, infinity included, gives the largest
+ *     finite value with the sign (448 for E4M3, 57344 for E5M2); every NaN gives
+ *     CUDA's canonical NaN, 0x7F in both formats; the sign of zero is kept. Chosen over the non-saturating convention (overflow to NaN
+ *     or infinity) because a sum that exceeds the range then stays a usable number, as
+ *     with NCCL. */
+static inline IRIS_HOST_DEVICE unsigned iris_detail_f32_bits(float f) {
+  union { float f; unsigned u; } x;
+  x.f = f;
+  return x.u;
+}
+static inline IRIS_HOST_DEVICE float iris_detail_bits_f32(unsigned u) {
+  union { float f; unsigned u; } x;
+  x.u = u;
+  return x.f;
+}
+/* A finite fp8 code of `mbits` mantissa bits and exponent bias `bias` as a float. */
+static inline IRIS_HOST_DEVICE float iris_detail_fp8_decode(unsigned c, int mbits, int bias) {
+  const unsigned sign = (c & 0x80u) << 24, e = (c & 0x7fu) >> mbits, m = c & ((1u << mbits) - 1u);
+  if (e == 0) /* zero or subnormal: m x 2^(1 - bias - mbits), an exact product */
+    return iris_detail_bits_f32(sign | iris_detail_f32_bits((float)m * iris_detail_bits_f32((unsigned)(127 + 1 - bias - mbits) << 23)));
+  return iris_detail_bits_f32(sign | ((e + (unsigned)(127 - bias)) << 23) | (m << (23 - mbits)));
+}
+/* A float rounded to nearest even into the fp8 format of `mbits` mantissa bits and bias
+ * `bias`, saturated to `maxcode` (the largest finite code); NaN gives 0x7F. */
+static inline IRIS_HOST_DEVICE unsigned char iris_detail_fp8_encode(float f, int mbits, int bias, unsigned maxcode) {
+  const unsigned u = iris_detail_f32_bits(f), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+  unsigned mant, r, rem, half, code;
+  int e, shift;
+  if (a > 0x7f800000u) return 0x7f;
+  if (a < 0x00800000u) return (unsigned char)sign; /* zero, float subnormals: far below half the smallest fp8 value */
+  e = (int)(a >> 23) - 127 + bias;                 /* the fp8 exponent field if the result is normal */
+  shift = 23 - mbits + (e < 1 ? 1 - e : 0);        /* float mantissa bits dropped (more below the normal range) */
+  if (shift > 24) return (unsigned char)sign;      /* below half the smallest subnormal */
+  mant = (a & 0x7fffffu) | 0x800000u;
+  r = mant >> shift;
+  rem = mant & ((1u << shift) - 1u);
+  half = 1u << (shift - 1);
+  r += (rem > half || (rem == half && (r & 1u))) ? 1u : 0u;
+  /* a carry out of the mantissa (r == 2^(mbits+1), or 2^mbits for a subnormal) moves to
+   * the next exponent by itself */
+  code = ((unsigned)(e < 1 ? 0 : e - 1) << mbits) + r;
+  return (unsigned char)(sign | (code > maxcode ? maxcode : code));
+}
+static inline IRIS_HOST_DEVICE float iris_fp8_e4m3_to_float(unsigned char c) {
+  if ((c & 0x7fu) == 0x7fu) return iris_detail_bits_f32(((unsigned)(c & 0x80u) << 24) | 0x7fc00000u);
+  return iris_detail_fp8_decode(c, 3, 7);
+}
+static inline IRIS_HOST_DEVICE float iris_fp8_e5m2_to_float(unsigned char c) {
+  if ((c & 0x7cu) == 0x7cu) return iris_detail_bits_f32(((unsigned)(c & 0x80u) << 24) | ((c & 3u) ? 0x7fc00000u : 0x7f800000u));
+  return iris_detail_fp8_decode(c, 2, 15);
+}
+static inline IRIS_HOST_DEVICE unsigned char iris_float_to_fp8_e4m3(float f) { return iris_detail_fp8_encode(f, 3, 7, 0x7eu); }
+static inline IRIS_HOST_DEVICE unsigned char iris_float_to_fp8_e5m2(float f) { return iris_detail_fp8_encode(f, 2, 15, 0x7bu); }
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -334,16 +424,23 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
 #include <cuda_fp16.h>
 #endif
 
-/* Element storage types; half types are kept as raw bits and computed in float. */
+/* Element storage types; half and fp8 types are kept as raw bits and computed in float
+ * (IRIS_UINT8 is unsigned char, computed in itself: its sums wrap modulo 256). */
 typedef struct iris_f16 { unsigned short bits; } iris_f16_t;
 typedef struct iris_bf16 { unsigned short bits; } iris_bf16_t;
+typedef struct iris_fp8_e4m3 { unsigned char bits; } iris_fp8_e4m3_t;
+typedef struct iris_fp8_e5m2 { unsigned char bits; } iris_fp8_e5m2_t;
 
 template <typename T> struct iris_coll_acc { typedef T type; };
 template <> struct iris_coll_acc<iris_f16_t> { typedef float type; };
 template <> struct iris_coll_acc<iris_bf16_t> { typedef float type; };
+template <> struct iris_coll_acc<iris_fp8_e4m3_t> { typedef float type; };
+template <> struct iris_coll_acc<iris_fp8_e5m2_t> { typedef float type; };
 template <typename T> IRIS_DEVICE_INLINE typename iris_coll_acc<T>::type iris_coll_up(T v) { return v; }
 template <> IRIS_DEVICE_INLINE float iris_coll_up<iris_f16_t>(iris_f16_t v) { return __half2float(__ushort_as_half(v.bits)); }
 template <> IRIS_DEVICE_INLINE float iris_coll_up<iris_bf16_t>(iris_bf16_t v) { return __uint_as_float((unsigned)v.bits << 16); }
+template <> IRIS_DEVICE_INLINE float iris_coll_up<iris_fp8_e4m3_t>(iris_fp8_e4m3_t v) { return iris_fp8_e4m3_to_float(v.bits); }
+template <> IRIS_DEVICE_INLINE float iris_coll_up<iris_fp8_e5m2_t>(iris_fp8_e5m2_t v) { return iris_fp8_e5m2_to_float(v.bits); }
 template <typename T> IRIS_DEVICE_INLINE T iris_coll_down(typename iris_coll_acc<T>::type v) { return v; }
 template <> IRIS_DEVICE_INLINE iris_f16_t iris_coll_down<iris_f16_t>(float v) { iris_f16_t r; r.bits = __half_as_ushort(__float2half_rn(v)); return r; }
 template <> IRIS_DEVICE_INLINE iris_bf16_t iris_coll_down<iris_bf16_t>(float v) {
@@ -353,8 +450,24 @@ template <> IRIS_DEVICE_INLINE iris_bf16_t iris_coll_down<iris_bf16_t>(float v) 
   else r.bits = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);          /* round to nearest even */
   return r;
 }
+template <> IRIS_DEVICE_INLINE iris_fp8_e4m3_t iris_coll_down<iris_fp8_e4m3_t>(float v) { iris_fp8_e4m3_t r; r.bits = iris_float_to_fp8_e4m3(v); return r; }
+template <> IRIS_DEVICE_INLINE iris_fp8_e5m2_t iris_coll_down<iris_fp8_e5m2_t>(float v) { iris_fp8_e5m2_t r; r.bits = iris_float_to_fp8_e5m2(v); return r; }
+/* a + b; signed integers wrap (computed unsigned: no undefined overflow), unsigned char
+ * wraps modulo 256 on the way back */
+template <typename A> IRIS_DEVICE_INLINE A iris_coll_add(A a, A b) { return (A)(a + b); }
+template <> IRIS_DEVICE_INLINE int iris_coll_add<int>(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
+template <> IRIS_DEVICE_INLINE long long iris_coll_add<long long>(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }
+/* One step of the reduction (AVG sums; its division comes once, in iris_coll_result). */
 template <int OP, typename A> IRIS_DEVICE_INLINE A iris_coll_combine(A a, A b) {
-  return OP == IRIS_SUM ? a + b : OP == IRIS_MIN ? (b < a ? b : a) : (b > a ? b : a);
+  return OP == IRIS_SUM || OP == IRIS_AVG ? iris_coll_add(a, b) : OP == IRIS_MIN ? (b < a ? b : a) : (b > a ? b : a);
+}
+/* The reduced value in the element type: AVG divides the sum by the world size W first
+ * (fp32 division for the float types, rounded once to T by iris_coll_down; integer
+ * division, truncating toward zero, for the integer types: NCCL's ncclAvg rule, see
+ * IRIS_AVG at the top). */
+template <typename T, int OP> IRIS_DEVICE_INLINE T iris_coll_result(typename iris_coll_acc<T>::type acc, int W) {
+  typedef typename iris_coll_acc<T>::type A;
+  return iris_coll_down<T>(OP == IRIS_AVG ? (A)(acc / (A)W) : acc);
 }
 
 /* Kinds of collective. */
@@ -605,7 +718,7 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
       }
       if (!ok) break;
 #pragma unroll
-      for (int k = 0; k < (int)(8 / sizeof(T)); k++) x.e[k] = iris_coll_down<T>(acc[k]);
+      for (int k = 0; k < (int)(8 / sizeof(T)); k++) x.e[k] = iris_coll_result<T, OP>(acc[k], W);
       iris_coll_write8(recv, i, count, x.u);
     } else if (KIND == IRIS_COLL_BC) {
       uint2 v;
@@ -668,7 +781,7 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS) iris_coll_ll2_kernel(ir
     }
     if (ok) {
 #pragma unroll
-      for (k = 0; k < per; k++) x.e[k] = iris_coll_down<T>(acc[k]);
+      for (k = 0; k < per; k++) x.e[k] = iris_coll_result<T, OP>(acc[k], W);
       iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
       for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, (me + k) % W), x.u, epoch);
     }
@@ -711,14 +824,14 @@ IRIS_DEVICE_INLINE uint4 iris_coll_reduce16(const iris_device_ctx_t &ctx, const 
   }
   U out;
 #pragma unroll
-  for (int k = 0; k < per; k++) out.e[k] = iris_coll_down<T>(acc[k]);
+  for (int k = 0; k < per; k++) out.e[k] = iris_coll_result<T, OP>(acc[k], W_STATIC > 0 ? W_STATIC : W);
   return out.u;
 }
 template <typename T, int OP>
 IRIS_DEVICE_INLINE T iris_coll_reduce1(const T *const *src, size_t i, int W) {
   typename iris_coll_acc<T>::type acc = iris_coll_up(src[0][i]);
   for (int r = 1; r < W; r++) acc = iris_coll_combine<OP>(acc, iris_coll_up(src[r][i]));
-  return iris_coll_down<T>(acc);
+  return iris_coll_result<T, OP>(acc, W);
 }
 
 /* Reduce elements [lo, hi) of the W sources into each of the nd destinations (the
@@ -1207,9 +1320,14 @@ IRIS_DEVICE_INLINE void iris_detail_tile_copy(char *dst, long long dstride, cons
 
 /* All-reduce of one tile. src: (M, N) view on the heap holding this rank's partial
  * values; dst: (M, N) view of any device memory (not src). dst's tile (tm, tn) =
- * op over ranks (rank order, wide accumulation) of every rank's src tile. */
+ * op over ranks (rank order, wide accumulation) of every rank's src tile. T: float,
+ * iris_f16_t, iris_bf16_t, int, long long, unsigned char, iris_fp8_e4m3_t,
+ * iris_fp8_e5m2_t; OP: IRIS_SUM, IRIS_MIN, IRIS_MAX or IRIS_AVG, computed as by
+ * iris_all_reduce (AVG: the sum divided by the world size, rounded once). */
+#define IRIS_DETAIL_TILE_OP_CHECK(OP) static_assert((OP) >= IRIS_SUM && (OP) < IRIS_REDOP_COUNT, "iris_tile_*: OP must be IRIS_SUM, IRIS_MIN, IRIS_MAX or IRIS_AVG")
 template <typename T, int OP = IRIS_SUM>
 IRIS_DEVICE_INLINE bool iris_tile_all_reduce(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst, int bm, int bn) {
+  IRIS_DETAIL_TILE_OP_CHECK(OP);
   long long tm, tn;
   iris_view_tile_coords(src, bn, tile, &tm, &tn);
   const int rows = iris_view_tile_rows(src, bm, tm), cols = iris_view_tile_cols(src, bn, tn), W = ctx.world_size;
@@ -1224,7 +1342,7 @@ IRIS_DEVICE_INLINE bool iris_tile_all_reduce(const iris_device_ctx_t &ctx, const
       const long long r = k / cols, c = k % cols;
       typename iris_coll_acc<T>::type acc = iris_coll_up(*iris_translate(ctx, s0 + r * src.stride + c, 0));
       for (int q = 1; q < W; q++) acc = iris_coll_combine<OP>(acc, iris_coll_up(*iris_translate(ctx, s0 + r * src.stride + c, q)));
-      d0[r * dst.stride + c] = iris_coll_down<T>(acc);
+      d0[r * dst.stride + c] = iris_coll_result<T, OP>(acc, W);
     }
   }
   ok = iris_detail_rank_sync(ctx, row, epoch, IRIS_SITE_BARRIER, 0) && ok; /* nobody still reads our src */
@@ -1260,10 +1378,12 @@ IRIS_DEVICE_INLINE bool iris_tile_all_gather(const iris_device_ctx_t &ctx, const
 
 /* Reduce-scatter of one tile: tile `tile` belongs to rank tile % world_size, which gets
  * op over ranks of every rank's src tile in its dst; the other ranks' dst is untouched.
- * src: (M, N) on the heap; dst: (M, N) of any device memory. */
+ * src: (M, N) on the heap; dst: (M, N) of any device memory. T and OP as for
+ * iris_tile_all_reduce. */
 template <typename T, int OP = IRIS_SUM>
 IRIS_DEVICE_INLINE bool iris_tile_reduce_scatter(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst, int bm,
                                                  int bn) {
+  IRIS_DETAIL_TILE_OP_CHECK(OP);
   long long tm, tn;
   iris_view_tile_coords(src, bn, tile, &tm, &tn);
   const int rows = iris_view_tile_rows(src, bm, tm), cols = iris_view_tile_cols(src, bn, tn), W = ctx.world_size;
@@ -1278,7 +1398,7 @@ IRIS_DEVICE_INLINE bool iris_tile_reduce_scatter(const iris_device_ctx_t &ctx, c
       const long long r = k / cols, c = k % cols;
       typename iris_coll_acc<T>::type acc = iris_coll_up(*iris_translate(ctx, s0 + r * src.stride + c, 0));
       for (int q = 1; q < W; q++) acc = iris_coll_combine<OP>(acc, iris_coll_up(*iris_translate(ctx, s0 + r * src.stride + c, q)));
-      d0[r * dst.stride + c] = iris_coll_down<T>(acc);
+      d0[r * dst.stride + c] = iris_coll_result<T, OP>(acc, W);
     }
   }
   ok = iris_detail_rank_sync(ctx, row, epoch, IRIS_SITE_BARRIER, 0) && ok;
@@ -1413,6 +1533,7 @@ IRIS_DEF size_t iris_dtype_size(iris_dtype_t t) {
   case IRIS_FLOAT32: case IRIS_INT32: return 4;
   case IRIS_FLOAT16: case IRIS_BFLOAT16: return 2;
   case IRIS_INT64: return 8;
+  case IRIS_UINT8: case IRIS_FLOAT8_E4M3: case IRIS_FLOAT8_E5M2: return 1;
   default: return 0;
   }
 }
@@ -1598,37 +1719,58 @@ static void iris_coll_dispatch_op(const iris_coll_state_t *s, int ll, const void
   else if (ll) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, root, sig, stream);
   else iris_coll_launch_reduce<T, KIND, OP>(s, send, recv, count, sig, vec, blocks, stream);
 }
+/* Reductions (all-reduce, reduce-scatter): one instantiation per type and op. */
 template <typename T, int KIND>
-static void iris_coll_dispatch(const iris_coll_state_t *s, int ll, iris_redop_t op, const void *send, void *recv, size_t count, int root,
-                               unsigned long long sig, int vec, int blocks, iris_stream_t stream) {
-  if (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS) {
-    if (op == IRIS_SUM) iris_coll_dispatch_op<T, KIND, IRIS_SUM>(s, ll, send, recv, count, root, sig, vec, blocks, stream);
-    else if (op == IRIS_MIN) iris_coll_dispatch_op<T, KIND, IRIS_MIN>(s, ll, send, recv, count, root, sig, vec, blocks, stream);
-    else iris_coll_dispatch_op<T, KIND, IRIS_MAX>(s, ll, send, recv, count, root, sig, vec, blocks, stream);
-  } else if (ll) {
-    iris_coll_launch_ll<T, KIND, IRIS_SUM>(s, send, recv, count, root, sig, stream);
-  } else {
-    const size_t bytes = count * sizeof(T);
-    if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
-    else if (KIND == IRIS_COLL_A2A) iris_coll_copy_kernel<IRIS_COLL_A2A><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
-    else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_CHAIN_MIN_BYTES) iris_coll_launch_chain(s, send, recv, bytes, root, sig, blocks, stream);
-    else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_RELAY_MIN_BYTES) iris_coll_launch_relay(s, send, recv, bytes, root, sig, blocks, stream);
-    else iris_coll_copy_kernel<IRIS_COLL_BC><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
-  }
+static void iris_coll_dispatch_reduce(const iris_coll_state_t *s, int ll, iris_redop_t op, const void *send, void *recv, size_t count,
+                                      unsigned long long sig, int vec, int blocks, iris_stream_t stream) {
+  if (op == IRIS_SUM) iris_coll_dispatch_op<T, KIND, IRIS_SUM>(s, ll, send, recv, count, 0, sig, vec, blocks, stream);
+  else if (op == IRIS_MIN) iris_coll_dispatch_op<T, KIND, IRIS_MIN>(s, ll, send, recv, count, 0, sig, vec, blocks, stream);
+  else if (op == IRIS_MAX) iris_coll_dispatch_op<T, KIND, IRIS_MAX>(s, ll, send, recv, count, 0, sig, vec, blocks, stream);
+  else iris_coll_dispatch_op<T, KIND, IRIS_AVG>(s, ll, send, recv, count, 0, sig, vec, blocks, stream);
 }
 template <int KIND>
-static void iris_coll_dispatch_type(const iris_coll_state_t *s, int ll, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count, int root,
+static void iris_coll_dispatch_type(const iris_coll_state_t *s, int ll, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
                                     unsigned long long sig, int vec, int blocks, iris_stream_t stream) {
   switch (t) {
-  case IRIS_FLOAT32: iris_coll_dispatch<float, KIND>(s, ll, op, send, recv, count, root, sig, vec, blocks, stream); break;
-  case IRIS_FLOAT16: iris_coll_dispatch<iris_f16_t, KIND>(s, ll, op, send, recv, count, root, sig, vec, blocks, stream); break;
-  case IRIS_BFLOAT16: iris_coll_dispatch<iris_bf16_t, KIND>(s, ll, op, send, recv, count, root, sig, vec, blocks, stream); break;
-  case IRIS_INT32: iris_coll_dispatch<int, KIND>(s, ll, op, send, recv, count, root, sig, vec, blocks, stream); break;
-  default: iris_coll_dispatch<long long, KIND>(s, ll, op, send, recv, count, root, sig, vec, blocks, stream); break;
+  case IRIS_FLOAT32: iris_coll_dispatch_reduce<float, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_FLOAT16: iris_coll_dispatch_reduce<iris_f16_t, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_BFLOAT16: iris_coll_dispatch_reduce<iris_bf16_t, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_INT32: iris_coll_dispatch_reduce<int, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_INT64: iris_coll_dispatch_reduce<long long, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_UINT8: iris_coll_dispatch_reduce<unsigned char, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_FLOAT8_E4M3: iris_coll_dispatch_reduce<iris_fp8_e4m3_t, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  default: iris_coll_dispatch_reduce<iris_fp8_e5m2_t, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  }
+}
+/* Data movement (all-gather, all-to-all, broadcast): bytes are bytes, so one
+ * instantiation per element size (E: an unsigned type of that size) serves every type. */
+template <typename E, int KIND>
+static void iris_coll_dispatch_move(const iris_coll_state_t *s, int ll, const void *send, void *recv, size_t count, int root, unsigned long long sig, int blocks,
+                                    iris_stream_t stream) {
+  const size_t bytes = count * sizeof(E);
+  if (ll) iris_coll_launch_ll<E, KIND, IRIS_SUM>(s, send, recv, count, root, sig, stream);
+  else if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+  else if (KIND == IRIS_COLL_A2A) iris_coll_copy_kernel<IRIS_COLL_A2A><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+  else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_CHAIN_MIN_BYTES) iris_coll_launch_chain(s, send, recv, bytes, root, sig, blocks, stream);
+  else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_RELAY_MIN_BYTES) iris_coll_launch_relay(s, send, recv, bytes, root, sig, blocks, stream);
+  else iris_coll_copy_kernel<IRIS_COLL_BC><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+}
+template <int KIND>
+static void iris_coll_dispatch_size(const iris_coll_state_t *s, int ll, size_t es, const void *send, void *recv, size_t count, int root, unsigned long long sig,
+                                    int blocks, iris_stream_t stream) {
+  switch (es) {
+  case 1: iris_coll_dispatch_move<unsigned char, KIND>(s, ll, send, recv, count, root, sig, blocks, stream); break;
+  case 2: iris_coll_dispatch_move<unsigned short, KIND>(s, ll, send, recv, count, root, sig, blocks, stream); break;
+  case 4: iris_coll_dispatch_move<unsigned, KIND>(s, ll, send, recv, count, root, sig, blocks, stream); break;
+  default: iris_coll_dispatch_move<unsigned long long, KIND>(s, ll, send, recv, count, root, sig, blocks, stream); break;
   }
 }
 
-/* One launch on buffers that suit the chosen algorithm. */
+/* One launch on buffers that suit the chosen algorithm. The call's signature (announced
+ * in every kernel's call header and compared by every rank) hashes the kind, count, type,
+ * op, root, the buffers' heap offsets, the algorithm and the grid; type and op enter as
+ * type * 16 + op, distinct for each pair. */
+static_assert(IRIS_REDOP_COUNT <= 16, "the call signature packs type * 16 + op");
 static void iris_coll_launch(const iris_coll_state_t *s, int kind, int ll, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
                              int root, int ctas, iris_stream_t stream) {
   const int W = s->dev.ctx.world_size;
@@ -1652,11 +1794,11 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind, int ll, iris_
   /* the algorithm and grid too: ranks that would launch different kernels must not agree */
   sig = (sig ^ (unsigned long long)(ll * 1024 + blocks)) * 1099511628211ULL;
   switch (kind) {
-  case IRIS_COLL_AR: iris_coll_dispatch_type<IRIS_COLL_AR>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
-  case IRIS_COLL_AG: iris_coll_dispatch_type<IRIS_COLL_AG>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
-  case IRIS_COLL_RS: iris_coll_dispatch_type<IRIS_COLL_RS>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
-  case IRIS_COLL_A2A: iris_coll_dispatch_type<IRIS_COLL_A2A>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
-  default: iris_coll_dispatch_type<IRIS_COLL_BC>(s, ll, t, op, send, recv, count, root, sig, vec, blocks, stream); break;
+  case IRIS_COLL_AR: iris_coll_dispatch_type<IRIS_COLL_AR>(s, ll, t, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_COLL_RS: iris_coll_dispatch_type<IRIS_COLL_RS>(s, ll, t, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_COLL_AG: iris_coll_dispatch_size<IRIS_COLL_AG>(s, ll, es, send, recv, count, root, sig, blocks, stream); break;
+  case IRIS_COLL_A2A: iris_coll_dispatch_size<IRIS_COLL_A2A>(s, ll, es, send, recv, count, root, sig, blocks, stream); break;
+  default: iris_coll_dispatch_size<IRIS_COLL_BC>(s, ll, es, send, recv, count, root, sig, blocks, stream); break;
   }
 }
 

@@ -1,6 +1,7 @@
 // bench_coll: iris collectives beside NCCL, in the same processes and the same run (NVIDIA).
 //   all_reduce (bf16 sum at every size, fp32 sum at a few), all_gather, reduce_scatter,
-//   all_to_all, broadcast (root 0); bf16 elements; sizes 1 KiB .. max_bytes by powers of 2.
+//   all_to_all, broadcast (root 0); bf16 elements (BENCH_DTYPE, BENCH_OP below: other
+//   types and reductions); sizes 1 KiB .. max_bytes by powers of 2.
 //   Variants at each size: nccl (cudaMalloc buffers), nccl_symm (ncclMemAlloc buffers in
 //   windows registered NCCL_WIN_COLL_SYMMETRIC), iris_auto, iris_latency (sizes up to
 //   256 KiB), iris_bandwidth, iris_2shot_ll (all_reduce up to W x IRIS_COLL_LL2_BYTES). The iris buffers live on the symmetric heap.
@@ -20,6 +21,7 @@
 //   checked on the GPU against a double-precision reference recomputed from the hash:
 //   exact for all_gather, all_to_all, broadcast; for sums within one rounding of the
 //   result plus one rounding of each partial sum (bf16 or fp32). A wrong row: exit 1.
+//   (fp8: the same bound in fp8 ulps; min, max and uint8: exact, uint8 sums modulo 256.)
 // Usage: bench_coll [ranks] [max_bytes] [--quick]
 //   ranks: 0 (default) = one per visible GPU (starts its own ranks; also runs under mpirun)
 //   max_bytes: K/M/G suffix, default 1G. --quick or BENCH_QUICK=1: 1K, 64K, 1M, 16M, 256M.
@@ -27,6 +29,11 @@
 //   grow by 4x instead of 2x; BENCH_MIN_KB=n: start the sweep at n KiB. On 4xH200 the whole sweep takes over 10 minutes: split it
 //   over calls, e.g. BENCH_ONLY=all_reduce,all_gather then the other three.
 //   BENCH_CTAS=n: the iris_bandwidth rows with n CTAs per rank instead of the automatic count.
+//   BENCH_DTYPE=bf16|fp32|uint8|fp8e4m3|fp8e5m2: the element type of the sweep (default
+//   bf16, plus the fp32 all_reduce rows; another type replaces both). BENCH_OP=sum|min|
+//   max|avg: the reduction of all_reduce and reduce_scatter (default sum; NCCL's ncclAvg
+//   pre-multiplies each input by 1/W for floating types, iris divides the sum). NCCL rows
+//   for fp8 need NCCL 2.24+ (and sm_90); without it they are skipped.
 //   BENCH_CSV=path: every row as CSV. BENCH_PNG=path: time and busbw against size per
 //   collective (python3 + matplotlib). BENCH_TIMEOUT_S: end the ranks after this long
 //   (default 3600). NVLink multicast is off (NCCL_NVLS_ENABLE=0).
@@ -47,6 +54,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <type_traits>
 #include <vector>
 
 #define NK(x)                                                                                                     \
@@ -82,24 +90,64 @@ __host__ __device__ inline float gen(unsigned long long seed, int r, size_t i) {
 template <typename T> __device__ inline T to_t(float v);
 template <> __device__ inline float to_t<float>(float v) { return v; }
 template <> __device__ inline __nv_bfloat16 to_t<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ inline unsigned char to_t<unsigned char>(float v) { return (unsigned char)(int)(v * 127.f + 128.f); } // 1 .. 254
+template <> __device__ inline iris_fp8_e4m3_t to_t<iris_fp8_e4m3_t>(float v) { iris_fp8_e4m3_t x; x.bits = iris_float_to_fp8_e4m3(v); return x; }
+template <> __device__ inline iris_fp8_e5m2_t to_t<iris_fp8_e5m2_t>(float v) { iris_fp8_e5m2_t x; x.bits = iris_float_to_fp8_e5m2(v); return x; }
 __device__ inline float to_f(float v) { return v; }
 __device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ inline float to_f(unsigned char v) { return v; }
+__device__ inline float to_f(iris_fp8_e4m3_t v) { return iris_fp8_e4m3_to_float(v.bits); }
+__device__ inline float to_f(iris_fp8_e5m2_t v) { return iris_fp8_e5m2_to_float(v.bits); }
 template <typename T> __device__ inline double val(unsigned long long seed, int r, size_t i) { return to_f(to_t<T>(gen(seed, r, i))); }
+
+// The element types of the sweep (BENCH_DTYPE), with NCCL's names where NCCL has them.
+enum { D_BF16, D_FP32, D_UINT8, D_E4M3, D_E5M2, D_N };
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+#define BENCH_NCCL_FP8 1
+#else
+#define BENCH_NCCL_FP8 0
+#endif
+static const struct { const char *name; iris_dtype_t iris; ncclDataType_t nccl; int nccl_ok; size_t size; double ulp; } dts[D_N] = {
+    {"bf16", IRIS_BFLOAT16, ncclBfloat16, 1, 2, 1.0 / (1 << 7)},
+    {"fp32", IRIS_FLOAT32, ncclFloat32, 1, 4, 1.0 / (1 << 23)},
+    {"uint8", IRIS_UINT8, ncclUint8, 1, 1, 0},
+#if BENCH_NCCL_FP8
+    {"fp8e4m3", IRIS_FLOAT8_E4M3, ncclFloat8e4m3, 1, 1, 1.0 / 8},
+    {"fp8e5m2", IRIS_FLOAT8_E5M2, ncclFloat8e5m2, 1, 1, 1.0 / 4},
+#else
+    {"fp8e4m3", IRIS_FLOAT8_E4M3, ncclUint8, 0, 1, 1.0 / 8},
+    {"fp8e5m2", IRIS_FLOAT8_E5M2, ncclUint8, 0, 1, 1.0 / 4},
+#endif
+};
+static const char *redop_name[IRIS_REDOP_COUNT] = {"sum", "min", "max", "avg"};
+static const ncclRedOp_t nccl_op[IRIS_REDOP_COUNT] = {ncclSum, ncclMin, ncclMax, ncclAvg};
+static int redop = IRIS_SUM; // BENCH_OP
 
 template <typename T>
 __global__ void k_fill(T *p, size_t n, unsigned long long seed, int r) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = to_t<T>(gen(seed, r, i));
 }
 // Counts the output elements that differ from the reference (NaN never passes).
+// op: the reduction (sum and avg within the tolerance, min and max exact; uint8 always
+// exact: the sum modulo 256, avg that divided by w).
 template <typename T>
-__global__ void k_check(const T *out, size_t n, int coll, unsigned long long seed, int w, int me, size_t count, double rtol, double atol,
+__global__ void k_check(const T *out, size_t n, int coll, int op, unsigned long long seed, int w, int me, size_t count, double rtol, double atol,
                         unsigned long long *bad) {
+  const bool integer = std::is_same<T, unsigned char>::value; // uint8
   unsigned long long nbad = 0;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     double ref = 0;
     bool exact = true;
-    if (coll == C_AR) { for (int r = 0; r < w; r++) ref += val<T>(seed, r, i); exact = false; }
-    else if (coll == C_RS) { for (int r = 0; r < w; r++) ref += val<T>(seed, r, me * count + i); exact = false; }
+    if (coll == C_AR || coll == C_RS) {
+      const size_t j = coll == C_AR ? i : me * count + i;
+      for (int r = 0; r < w; r++) {
+        const double v = val<T>(seed, r, j);
+        ref = r == 0 ? v : op == IRIS_MIN ? fmin(ref, v) : op == IRIS_MAX ? fmax(ref, v) : ref + v;
+      }
+      if (integer && (op == IRIS_SUM || op == IRIS_AVG)) ref = fmod(ref, 256.0);
+      if (op == IRIS_AVG) ref = integer ? floor(ref / w) : ref / w;
+      exact = integer || op == IRIS_MIN || op == IRIS_MAX;
+    }
     else if (coll == C_AG) ref = val<T>(seed, (int)(i / count), i % count);
     else if (coll == C_A2A) ref = val<T>(seed, (int)(i / count), me * count + i % count);
     else ref = val<T>(seed, 0, i);
@@ -112,13 +160,13 @@ __global__ void k_check(const T *out, size_t n, int coll, unsigned long long see
 
 // ------------------------------------------------------------------ one collective call
 struct Op {
-  int coll, fp32;
+  int coll, dt; // dt: index into dts
   size_t count, in_elems, out_elems, elt; // count: the count argument of the call
   double bytes, algbytes, busf;
 };
-static bool make_op(int coll, int fp32, size_t size, Op *op) {
-  const size_t e = fp32 ? 4 : 2, w = W;
-  op->coll = coll, op->fp32 = fp32, op->elt = e;
+static bool make_op(int coll, int dt, size_t size, Op *op) {
+  const size_t e = dts[dt].size, w = W;
+  op->coll = coll, op->dt = dt, op->elt = e;
   if (coll == C_AR || coll == C_BC) op->count = size / e, op->in_elems = op->out_elems = op->count;
   else if (coll == C_AG) op->count = size / e, op->in_elems = op->count, op->out_elems = w * op->count;
   else if (coll == C_RS) op->count = size / (w * e), op->in_elems = w * op->count, op->out_elems = op->count;
@@ -132,11 +180,11 @@ static bool make_op(int coll, int fp32, size_t size, Op *op) {
 static iris_status_t enqueue(const Op &op, int v, cudaStream_t s) {
   const Bufs &b = buf[v == V_NCCL ? 0 : v == V_NCCL_SYMM ? 1 : 2];
   if (v == V_NCCL || v == V_NCCL_SYMM) {
-    ncclDataType_t t = op.fp32 ? ncclFloat32 : ncclBfloat16;
+    ncclDataType_t t = dts[op.dt].nccl;
     switch (op.coll) {
-    case C_AR: NK(ncclAllReduce(b.in, b.out, op.count, t, ncclSum, comm, s)); break;
+    case C_AR: NK(ncclAllReduce(b.in, b.out, op.count, t, nccl_op[redop], comm, s)); break;
     case C_AG: NK(ncclAllGather(b.in, b.out, op.count, t, comm, s)); break;
-    case C_RS: NK(ncclReduceScatter(b.in, b.out, op.count, t, ncclSum, comm, s)); break;
+    case C_RS: NK(ncclReduceScatter(b.in, b.out, op.count, t, nccl_op[redop], comm, s)); break;
     case C_A2A:
       NK(ncclGroupStart());
       for (int p = 0; p < W; p++) {
@@ -152,11 +200,11 @@ static iris_status_t enqueue(const Op &op, int v, cudaStream_t s) {
   iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
   o.algo = v == V_AUTO ? IRIS_ALGO_AUTO : v == V_LATENCY ? IRIS_ALGO_LATENCY : v == V_LL2 ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_BANDWIDTH;
   if (v == V_BANDWIDTH && getenv("BENCH_CTAS")) o.ctas = atoi(getenv("BENCH_CTAS")); // iris_bandwidth with this many CTAs
-  iris_dtype_t t = op.fp32 ? IRIS_FLOAT32 : IRIS_BFLOAT16;
+  iris_dtype_t t = dts[op.dt].iris;
   switch (op.coll) {
-  case C_AR: return iris_all_reduce_ex(ctx, b.in, b.out, op.count, t, IRIS_SUM, s, &o);
+  case C_AR: return iris_all_reduce_ex(ctx, b.in, b.out, op.count, t, (iris_redop_t)redop, s, &o);
   case C_AG: return iris_all_gather_ex(ctx, b.in, b.out, op.count, t, s, &o);
-  case C_RS: return iris_reduce_scatter_ex(ctx, b.in, b.out, op.count, t, IRIS_SUM, s, &o);
+  case C_RS: return iris_reduce_scatter_ex(ctx, b.in, b.out, op.count, t, (iris_redop_t)redop, s, &o);
   case C_A2A: return iris_all_to_all_ex(ctx, b.in, b.out, op.count, t, s, &o);
   default: return iris_broadcast_ex(ctx, b.in, b.out, op.count, t, 0, s, &o);
   }
@@ -200,10 +248,15 @@ static Res measure(const Op &op, int v) {
   const int K = op.bytes <= 4 * MiB ? 20 : 5, R = K;
   const unsigned long long seed = ++seed_ctr; // same sequence on every rank
   const Bufs &b = buf[v == V_NCCL ? 0 : v == V_NCCL_SYMM ? 1 : 2];
-  if (op.fp32) k_fill<float><<<1024, 256, 0, stream>>>((float *)b.in, op.in_elems, seed, rank);
-  else k_fill<__nv_bfloat16><<<1024, 256, 0, stream>>>((__nv_bfloat16 *)b.in, op.in_elems, seed, rank);
+  switch (op.dt) {
+  case D_FP32: k_fill<float><<<1024, 256, 0, stream>>>((float *)b.in, op.in_elems, seed, rank); break;
+  case D_UINT8: k_fill<unsigned char><<<1024, 256, 0, stream>>>((unsigned char *)b.in, op.in_elems, seed, rank); break;
+  case D_E4M3: k_fill<iris_fp8_e4m3_t><<<1024, 256, 0, stream>>>((iris_fp8_e4m3_t *)b.in, op.in_elems, seed, rank); break;
+  case D_E5M2: k_fill<iris_fp8_e5m2_t><<<1024, 256, 0, stream>>>((iris_fp8_e5m2_t *)b.in, op.in_elems, seed, rank); break;
+  default: k_fill<__nv_bfloat16><<<1024, 256, 0, stream>>>((__nv_bfloat16 *)b.in, op.in_elems, seed, rank); break;
+  }
   CK(cudaGetLastError());
-  CK(cudaMemsetAsync(b.out, 0xff, op.out_elems * op.elt, stream)); // NaN in bf16 and fp32
+  CK(cudaMemsetAsync(b.out, 0xff, op.out_elems * op.elt, stream)); // NaN in bf16, fp32 and fp8 (uint8: 255, caught wherever the result differs)
   CK(cudaStreamSynchronize(stream));
   IK(iris_barrier(ctx));
 
@@ -245,12 +298,19 @@ static Res measure(const Op &op, int v) {
   CK(cudaGraphDestroy(g));
 
   // tolerance for sums: one rounding of the result, one per partial sum (|partial| <= k)
-  const double ulp = op.fp32 ? 1.0 / (1 << 23) : 1.0 / (1 << 7);
+  const double ulp = dts[op.dt].ulp;
   const double rtol = ulp, atol = ulp / 2 * W * W;
   unsigned long long bad;
   CK(cudaMemsetAsync(d_bad, 0, sizeof bad, stream));
-  if (op.fp32) k_check<float><<<1024, 256, 0, stream>>>((const float *)b.out, op.out_elems, op.coll, seed, W, rank, op.count, rtol, atol, d_bad);
-  else k_check<__nv_bfloat16><<<1024, 256, 0, stream>>>((const __nv_bfloat16 *)b.out, op.out_elems, op.coll, seed, W, rank, op.count, rtol, atol, d_bad);
+#define BENCH_CHECK(T) k_check<T><<<1024, 256, 0, stream>>>((const T *)b.out, op.out_elems, op.coll, redop, seed, W, rank, op.count, rtol, atol, d_bad)
+  switch (op.dt) {
+  case D_FP32: BENCH_CHECK(float); break;
+  case D_UINT8: BENCH_CHECK(unsigned char); break;
+  case D_E4M3: BENCH_CHECK(iris_fp8_e4m3_t); break;
+  case D_E5M2: BENCH_CHECK(iris_fp8_e5m2_t); break;
+  default: BENCH_CHECK(__nv_bfloat16); break;
+  }
+#undef BENCH_CHECK
   CK(cudaGetLastError());
   CK(cudaMemcpyAsync(&bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost, stream));
   CK(cudaStreamSynchronize(stream));
@@ -270,15 +330,17 @@ static Res measure(const Op &op, int v) {
 // ------------------------------------------------------------------ report
 static FILE *csv;
 static void row(const Op &op, int v, const Res &r, double xg, double xe) {
-  const char *dt = op.fp32 ? "fp32" : "bf16";
+  char dt[24];
+  if ((op.coll == C_AR || op.coll == C_RS) && redop != IRIS_SUM) snprintf(dt, sizeof dt, "%s/%s", dts[op.dt].name, redop_name[redop]);
+  else snprintf(dt, sizeof dt, "%s", dts[op.dt].name);
   if (r.skipped != IRIS_SUCCESS) {
-    printf("%-15s %-5s %12.0f %-15s skipped: %s\n", coll_name[op.coll], dt, op.bytes, var_name[v], iris_status_string(r.skipped));
+    printf("%-15s %-11s %12.0f %-15s skipped: %s\n", coll_name[op.coll], dt, op.bytes, var_name[v], iris_status_string(r.skipped));
     return;
   }
   double alg = op.algbytes / (r.graph_us * 1e-6) / 1e9, bus = alg * op.busf;
   char sg[16] = "", se[16] = "";
   if (xg > 0) snprintf(sg, sizeof sg, "%.2f", xg), snprintf(se, sizeof se, "%.2f", xe);
-  printf("%-15s %-5s %12.0f %-15s %10.2f %10.2f %10.1f %10.1f %7s %7s %s\n", coll_name[op.coll], dt, op.bytes, var_name[v], r.graph_us, r.eager_us,
+  printf("%-15s %-11s %12.0f %-15s %10.2f %10.2f %10.1f %10.1f %7s %7s %s\n", coll_name[op.coll], dt, op.bytes, var_name[v], r.graph_us, r.eager_us,
          alg, bus, sg, se, r.bad ? "BAD" : "ok");
   if (csv) {
     fprintf(csv, "%s,%s,%d,%.0f,%s,%.3f,%.3f,%.3f,%.3f,%s,%s,%s\n", coll_name[op.coll], dt, W, op.bytes, var_name[v], r.graph_us, r.eager_us, alg, bus,
@@ -391,6 +453,18 @@ int main(int argc, char **argv) {
     else if (pos == 1 && argv[i][0] != '-') max_bytes = parse_size(argv[i]), pos++;
     else { fprintf(stderr, "usage: bench_coll [ranks] [max_bytes] [--quick]\n"); return 2; }
   }
+  int main_dt = D_BF16; // BENCH_DTYPE, BENCH_OP
+  {
+    const char *d = getenv("BENCH_DTYPE"), *o = getenv("BENCH_OP");
+    if (d && *d) {
+      for (main_dt = 0; main_dt < D_N && strcmp(d, dts[main_dt].name); main_dt++) {}
+      if (main_dt == D_N) { fprintf(stderr, "bench_coll: BENCH_DTYPE=%s: not one of bf16, fp32, uint8, fp8e4m3, fp8e5m2\n", d); return 2; }
+    }
+    if (o && *o) {
+      for (redop = 0; redop < IRIS_REDOP_COUNT && strcmp(o, redop_name[redop]); redop++) {}
+      if (redop == IRIS_REDOP_COUNT) { fprintf(stderr, "bench_coll: BENCH_OP=%s: not one of sum, min, max, avg\n", o); return 2; }
+    }
+  }
   const size_t heap_cap = 40 * GiB, margin = 512 * MiB; // margin: the collective state
   if (max_bytes < KiB || 3 * max_bytes + 256 * MiB > heap_cap) { fprintf(stderr, "bench_coll: max_bytes from 1K to 13G\n"); return 2; }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -466,28 +540,31 @@ int main(int argc, char **argv) {
            symm ? ", symmetric windows" : "", cfg.heap_size / (double)GiB, max_bytes / (double)KiB, quick ? " (quick)" : "");
     printf("# us per op: graph = in a CUDA graph, eager = back-to-back calls; max over ranks of per-rank medians; "
            "GB/s from the graph time; x = best NCCL / iris_auto\n");
-    printf("%-15s %-5s %12s %-15s %10s %10s %10s %10s %7s %7s %s\n", "collective", "dtype", "bytes", "variant", "graph_us", "eager_us", "algbw", "busbw",
+    printf("%-15s %-11s %12s %-15s %10s %10s %10s %10s %7s %7s %s\n", "collective", "dtype", "bytes", "variant", "graph_us", "eager_us", "algbw", "busbw",
            "x graph", "x eager", "check");
   }
 
   int bad_rows = 0;
   for (int c = 0; c < C_N; c++)
-    for (int fp32 = 0; fp32 <= (c == C_AR) && only[c]; fp32++)
-      for (size_t size : fp32 ? fp32_sizes : sizes) {
+    for (int pass = 0; pass <= (c == C_AR && main_dt == D_BF16) && only[c]; pass++) // pass 1: the fp32 all_reduce rows
+      for (size_t size : pass ? fp32_sizes : sizes) {
+        const int dt = pass ? D_FP32 : main_dt;
         Op op;
-        if (!make_op(c, fp32, size, &op)) continue;
+        if (!make_op(c, dt, size, &op)) continue;
         if (op.out_elems * op.elt > out_max) {
-          if (rank == 0) printf("%-15s %-5s %12zu (output %zu bytes does not fit the heap; skipped)\n", coll_name[c], fp32 ? "fp32" : "bf16", size, op.out_elems * op.elt);
+          if (rank == 0) printf("%-15s %-11s %12zu (output %zu bytes does not fit the heap; skipped)\n", coll_name[c], dts[dt].name, size, op.out_elems * op.elt);
           continue;
         }
         double best_g = 1e30, best_e = 1e30;
         for (int v = 0; v < V_N; v++) {
           if ((v == V_NCCL_SYMM && !symm) || (v == V_LATENCY && op.bytes > LATENCY_MAX)) continue;
+          if (v <= V_NCCL_SYMM && !dts[dt].nccl_ok) continue; // fp8 before NCCL 2.24
           if (v == V_LL2 && (c != C_AR || op.bytes > (double)IRIS_COLL_LL2_BYTES * W)) continue;
           Res r = measure(op, v);
           if (r.skipped == IRIS_SUCCESS && v <= V_NCCL_SYMM) best_g = std::min(best_g, r.graph_us), best_e = std::min(best_e, r.eager_us);
           bad_rows += r.bad != 0;
-          if (rank == 0) row(op, v, r, v == V_AUTO ? best_g / r.graph_us : 0, v == V_AUTO ? best_e / r.eager_us : 0);
+          const bool x = v == V_AUTO && best_g < 1e30; // against NCCL, where it ran
+          if (rank == 0) row(op, v, r, x ? best_g / r.graph_us : 0, x ? best_e / r.eager_us : 0);
         }
       }
 

@@ -21,8 +21,9 @@
 #include <vector>
 
 static const char *kind_names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"};
-static const char *type_names[] = {"fp32", "fp16", "bf16", "int32", "int64"};
-static const char *op_names[] = {"sum", "min", "max"};
+static const char *type_names[] = {"fp32", "fp16", "bf16", "int32", "int64", "uint8", "fp8e4m3", "fp8e5m2"};
+static const char *op_names[] = {"sum", "min", "max", "avg"};
+static_assert(sizeof type_names / sizeof *type_names == IRIS_DTYPE_COUNT && sizeof op_names / sizeof *op_names == IRIS_REDOP_COUNT, "a name per type and op");
 
 #include "coll_values.h"
 
@@ -96,11 +97,11 @@ static bool one(Suite &s, Bufs &B, int kind, int type, int op, size_t count, iri
 }
 
 static bool test_matrix(Suite &s, Bufs &B) {
-  const size_t counts[] = {1, 7, 33, 1001, 8195, 65539, 300007};
+  const size_t counts[] = {1, 7, 33, 1001, 4112, 8195, 65539, 300007}; // 4112: whole 16-byte vectors per rank's block, every type
   int call = 1;
   for (int kind = 0; kind < IRIS_COLL_KINDS; kind++)
     for (int type = 0; type < IRIS_DTYPE_COUNT; type++) {
-      int nops = (kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) ? 3 : 1;
+      int nops = (kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) ? IRIS_REDOP_COUNT : 1;
       for (int op = 0; op < nops; op++) {
         bool ok = true;
         for (size_t count : counts)
@@ -175,19 +176,27 @@ static bool test_ar_store(Suite &s, Bufs &B) {
   bool ok = true;
   const int ctas[] = {0, 1, 3, 7};
   int call = 40000;
-  for (int type = 0; type < IRIS_DTYPE_COUNT && ok; type++)
-    for (int op = 0; op < 3 && ok; op++) {
+  for (int type = 0; type < IRIS_DTYPE_COUNT; type++) { // one line per type: the 1-byte types check 8 M elements per op
+    ok = true;
+    for (int op = 0; op < IRIS_REDOP_COUNT && ok; op++) {
       const size_t es = iris_dtype_size((iris_dtype_t)type), count = IRIS_COLL_AR_STORE_MIN / es + 1 + 2 * (size_t)type + (size_t)op;
       ok &= one(s, B, IRIS_COLL_AR, type, op, count, IRIS_ALGO_AUTO, (type + op) % 4, call++, 0, ctas[(type * 3 + op) % 4]);
     }
+    char name[160];
+    snprintf(name, sizeof name, "all-reduce store two-shot (from %zu MB), %s: sum/min/max/avg, odd counts, heap/off-heap/in-place, 1/3/7/auto CTAs, exact",
+             (size_t)IRIS_COLL_AR_STORE_MIN >> 20, type_names[type]);
+    report(s, name, ok);
+  }
+  ok = true;
   // several rounds: fp32 min in place on 7 CTAs (5 rounds at 4 ranks), int64 max off the
-  // heap in place (staged) on 3 CTAs, bf16 sum on the automatic grid
+  // heap in place (staged) on 3 CTAs, bf16 sum on the automatic grid, fp8 e4m3 avg in
+  // place on 3 CTAs (2 rounds)
   ok = ok && one(s, B, IRIS_COLL_AR, IRIS_FLOAT32, IRIS_MIN, ((size_t)20 << 20) + 3, IRIS_ALGO_AUTO, 2, call++, 0, 7);
   ok = ok && one(s, B, IRIS_COLL_AR, IRIS_INT64, IRIS_MAX, ((size_t)9 << 20) + 1, IRIS_ALGO_AUTO, 3, call++, 0, 3);
   ok = ok && one(s, B, IRIS_COLL_AR, IRIS_BFLOAT16, IRIS_SUM, ((size_t)60 << 20) + 5, IRIS_ALGO_AUTO, 0, call++, 0, 0);
+  ok = ok && one(s, B, IRIS_COLL_AR, IRIS_FLOAT8_E4M3, IRIS_AVG, ((size_t)17 << 20) + 9, IRIS_ALGO_AUTO, 2, call++, 0, 3);
   char name[160];
-  snprintf(name, sizeof name, "all-reduce store two-shot (from %zu MB): every type and op, odd counts, heap/off-heap/in-place, 1/3/7/auto CTAs, multi-round, exact",
-           (size_t)IRIS_COLL_AR_STORE_MIN >> 20);
+  snprintf(name, sizeof name, "all-reduce store two-shot, multi-round: fp32 min, int64 max (staged), bf16 sum, fp8 e4m3 avg (in place), exact");
   return report(s, name, ok);
 }
 
@@ -547,6 +556,9 @@ static bool test_bad_input(Suite &s, Bufs &B) {
   iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
   ok &= iris_all_reduce(s.ctx, B.hs, B.hr, 10, (iris_dtype_t)99, IRIS_SUM, 0) == IRIS_ERROR_INVALID_ARGUMENT;
   ok &= iris_all_reduce(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, (iris_redop_t)7, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_reduce_scatter(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT8_E4M3, IRIS_REDOP_COUNT, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_all_gather(s.ctx, B.hs, B.hr, 10, IRIS_DTYPE_COUNT, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_all_reduce(s.ctx, B.hs, B.hr, 10, (iris_dtype_t)-1, IRIS_AVG, 0) == IRIS_ERROR_INVALID_ARGUMENT;
   ok &= iris_broadcast(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, s.world, 0) == IRIS_ERROR_INVALID_RANK;
   ok &= iris_all_gather(s.ctx, NULL, B.hr, 10, IRIS_FLOAT32, 0) == IRIS_ERROR_INVALID_ARGUMENT;
   o.algo = IRIS_ALGO_LATENCY;

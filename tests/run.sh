@@ -97,6 +97,7 @@ fi
 
 echo "# host unit tests"
 if make -s build/host_test >>"$log" 2>&1; then run_counted "host tests" ./build/host_test; else say FAIL "host tests build"; fi
+if make -s build/types_test >>"$log" 2>&1; then run_counted "types test" ./build/types_test; else say FAIL "types test build (nvcc)"; fi
 
 fi # only = all
 

@@ -2,7 +2,8 @@
 // kernel: all-reduce, all-gather (both dims), reduce-scatter, all-to-all and sync, on
 // shapes with partial edge tiles, a persistent grid smaller than the tile count, fresh
 // data for every one of many iterations (the tile epochs are reused), bit-exact against
-// a float64 host reference.
+// a float64 host reference; fp32, bf16, fp8 (e4m3, e5m2) and uint8 elements, AVG as
+// well as SUM.
 //   tile_test N        N processes (iris_launch_local), one per GPU
 #define IRIS_IMPLEMENTATION
 #include "../iris_collectives.h"
@@ -15,24 +16,25 @@
 enum { T_AR, T_AG0, T_AG1, T_RS, T_A2A };
 static const char *op_names[] = {"all_reduce", "all_gather dim 0", "all_gather dim 1", "reduce_scatter", "all_to_all"};
 
-template <typename T>
+template <typename T, int OP>
 __global__ void k_tiles(iris_device_ctx_t ctx, iris_tile_flags_t f, int op, iris_view2d_t src, iris_view2d_t dst, long long npr, int bm, int bn, int ntiles,
                         unsigned *fails) {
   bool ok = true;
   for (int t = blockIdx.x; t < ntiles; t += gridDim.x) { // persistent: fewer blocks than tiles
     switch (op) {
-    case T_AR: ok &= iris_tile_all_reduce<T>(ctx, f, t, src, dst, bm, bn); break;
+    case T_AR: ok &= iris_tile_all_reduce<T, OP>(ctx, f, t, src, dst, bm, bn); break;
     case T_AG0: ok &= iris_tile_all_gather<T>(ctx, f, t, src, dst, 0, bm, bn); break;
     case T_AG1: ok &= iris_tile_all_gather<T>(ctx, f, t, src, dst, 1, bm, bn); break;
-    case T_RS: ok &= iris_tile_reduce_scatter<T>(ctx, f, t, src, dst, bm, bn); break;
+    case T_RS: ok &= iris_tile_reduce_scatter<T, OP>(ctx, f, t, src, dst, bm, bn); break;
     default: ok &= iris_tile_all_to_all<T>(ctx, f, t, src, dst, npr, bm, bn); break;
     }
   }
   if (!ok && threadIdx.x == 0) atomicAdd(fails, 1u);
 }
 
-// one operation, `iters` times with new data, checked every time
-template <typename T>
+// one operation, `iters` times with new data, checked every time (OP: the reduction of
+// all_reduce and reduce_scatter)
+template <typename T, int OP = IRIS_SUM>
 static bool run_op(Suite &s, int type, int op, iris_tile_flags_t f, char *heap_a, char *heap_b, char *plain, int iters) {
   const int W = s.world, me = s.rank, bm = 32, bn = 64, es = (int)sizeof(T);
   const long long M = 257, N = 190, npr = 70; // odd: partial edge tiles
@@ -55,7 +57,7 @@ static bool run_op(Suite &s, int type, int op, iris_tile_flags_t f, char *heap_a
     CK(cudaDeviceSynchronize());
     if (me == it % W && it % 5 == 0) usleep(10000); // skew
     if (!barrier(s)) return false; // the poisoned dst of every rank before anyone pushes
-    k_tiles<T><<<7, 256>>>(iris_device_context(s.ctx), f, op, src, dst, npr, bm, bn, ntiles, fails);
+    k_tiles<T, OP><<<7, 256>>>(iris_device_context(s.ctx), f, op, src, dst, npr, bm, bn, ntiles, fails);
     CK(cudaGetLastError());
     if (!barrier(s)) return false;
     unsigned nf = 0;
@@ -69,13 +71,13 @@ static bool run_op(Suite &s, int type, int op, iris_tile_flags_t f, char *heap_a
         switch (op) {
         case T_AR:
           for (int q = 0; q < W; q++) b[q] = encode(type, input_hash(s.seed, q, (size_t)(r * (sc + 3) + c), call));
-          want = reduce_bits(type, IRIS_SUM, b, W);
+          want = reduce_bits(type, OP, b, W);
           break;
         case T_RS: {
           long long tm = r / bm, tn = c / bn;
           written = (tm * iris_view_tiles_n(src, bn) + tn) % W == me;
           for (int q = 0; q < W; q++) b[q] = encode(type, input_hash(s.seed, q, (size_t)(r * (sc + 3) + c), call));
-          want = reduce_bits(type, IRIS_SUM, b, W);
+          want = reduce_bits(type, OP, b, W);
           break;
         }
         case T_AG0: want = encode(type, input_hash(s.seed, (int)(r / M), (size_t)((r % M) * (sc + 3) + c), call)); break;
@@ -131,6 +133,13 @@ int main(int argc, char **argv) {
     report(s, name, ok);
     ok = run_op<iris_bf16_t>(s, IRIS_BFLOAT16, op, f, a, b, plain, 10);
     snprintf(name, sizeof name, "iris_tile_%s bf16: same, exact", op_names[op]);
+    report(s, name, ok);
+    // the 1-byte types (fp8 and uint8 reductions in fp32 / wrapping, AVG), and fp32 AVG
+    const bool red = op == T_AR || op == T_RS;
+    ok = run_op<iris_fp8_e4m3_t, IRIS_AVG>(s, IRIS_FLOAT8_E4M3, op, f, a, b, plain, 5) && run_op<iris_fp8_e5m2_t, IRIS_SUM>(s, IRIS_FLOAT8_E5M2, op, f, a, b, plain, 5) &&
+         run_op<unsigned char, IRIS_AVG>(s, IRIS_UINT8, op, f, a, b, plain, 5) && (!red || run_op<float, IRIS_AVG>(s, IRIS_FLOAT32, op, f, a, b, plain, 5));
+    snprintf(name, sizeof name, "iris_tile_%s fp8 e4m3%s, fp8 e5m2%s, uint8%s%s: same, exact", op_names[op], red ? " avg" : "", red ? " sum" : "", red ? " avg" : "",
+             red ? ", fp32 avg" : "");
     report(s, name, ok);
   }
   cudaFree(plain);

@@ -79,5 +79,9 @@ __global__ void instantiate_tiles(iris_device_ctx_t ctx, iris_tile_flags_t f, ir
   iris_tile_all_gather<float>(ctx, f, 2, a, b, 0, 32, 64);
   iris_tile_all_gather<iris_f16_t>(ctx, f, 2, a, b, 1, 32, 64);
   iris_tile_reduce_scatter<int>(ctx, f, 3, a, b, 32, 64);
+  iris_tile_all_reduce<iris_fp8_e4m3_t, IRIS_AVG>(ctx, f, 1, a, b, 32, 64);
+  iris_tile_reduce_scatter<iris_fp8_e5m2_t, IRIS_SUM>(ctx, f, 3, a, b, 32, 64);
+  iris_tile_reduce_scatter<unsigned char, IRIS_AVG>(ctx, f, 3, a, b, 32, 64);
+  iris_tile_all_gather<iris_fp8_e4m3_t>(ctx, f, 2, a, b, 0, 32, 64);
   iris_tile_all_to_all<iris_f16_t>(ctx, f, 4, a, b, 100, 32, 64);
 }
