@@ -73,10 +73,12 @@ $(B)/host_test: tests/host_test.c iris.h iris_collectives.h | $(B)
 # host-only (no GPU): the fp8 conversions against CUDA's cuda_fp8.h, hence nvcc
 $(B)/types_test: tests/types_test.cu tests/coll_values.h tests/test_util.h iris.h iris_collectives.h | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
+# per-thread default streams: in the threaded modes several ranks may share one GPU, and
+# the legacy default stream would queue one rank's kernel behind another's that waits for it
 $(B)/gpu_test: tests/gpu_test.cu tests/test_util.h $(HDRS) | $(B)
-	$(NVCC) $(NVCCFLAGS) $< -o $@
+	$(NVCC) $(NVCCFLAGS) -default-stream per-thread $< -o $@
 $(B)/gpu_test_debug: tests/gpu_test.cu tests/test_util.h $(HDRS) | $(B)
-	$(NVCC) $(NVCCFLAGS) -DIRIS_DEBUG -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL $< -o $@
+	$(NVCC) $(NVCCFLAGS) -default-stream per-thread -DIRIS_DEBUG -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL $< -o $@
 # coll_test lowers the chain broadcast's threshold (512 MB) to 16 MB, so that its test
 # sizes run the chain as well as the relay
 $(B)/coll_test: tests/coll_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)

@@ -218,8 +218,15 @@ __global__ void k_ar_check(const int *p, size_t n, uint64_t seed, int W, int cal
   if (wrong) atomicAdd(bad, wrong);
 }
 __global__ void k_store_next() { d_store_call += 7; }
+// Loop lengths divide by this with IRIS_TEST_QUICK set (run.sh sets it when ranks share a
+// GPU: time-sliced ranks take milliseconds per call, so the long loops would take an hour;
+// every loop still reuses every slot, parity and epoch many times).
+static int quick_div() {
+  const char *q = getenv("IRIS_TEST_QUICK");
+  return q && *q && strcmp(q, "0") ? 10 : 1;
+}
 static bool test_ar_store_back_to_back(Suite &s) {
-  const int calls = 120, slots = 3, W = s.world, replays = 300;
+  const int calls = 120 / quick_div(), slots = 3, W = s.world, replays = 300 / quick_div();
   const size_t min_n = IRIS_COLL_AR_STORE_MIN / sizeof(int);
   const size_t sizes[] = {min_n + 3, 2 * min_n + 5, 6 * min_n + 1}, max_n = 6 * min_n + 1;
   const int ctas[] = {0, 2, 5};
@@ -313,7 +320,7 @@ __global__ void k_bc_check(const int *p, size_t n, uint64_t seed, int root, int 
   }
 }
 static bool test_relay_back_to_back(Suite &s) {
-  const int calls = 400, slots = 3, W = s.world;
+  const int calls = 400 / quick_div(), slots = 3, W = s.world;
   // int32 elements: the latency path, the direct stores, the relay and (3+ ranks) the chain
   const size_t chain_n = IRIS_COLL_CHAIN_MIN_BYTES / sizeof(int) + 5;
   const size_t sizes[] = {1, 4097, 65539, 262147, ((size_t)1 << 20) + 3, chain_n}, max_n = chain_n;
@@ -370,7 +377,7 @@ __global__ void k_fill_slot(int *p, size_t n, uint64_t seed, int r, int call) {
   for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) p[j] = (int)input_hash(seed, r, j, call);
 }
 static bool test_back_to_back(Suite &s) {
-  const int calls = 3000, W = s.world;
+  const int calls = 3000 / quick_div(), W = s.world;
   const size_t n = 1000; // int32 elements per rank
   int *in, *out;
   IK(iris_malloc(s.ctx, sizeof(int) * W * n * calls, (void **)&out));
@@ -407,11 +414,15 @@ static bool test_back_to_back(Suite &s) {
       }
     }
   }
-  report(s, "3000 back-to-back calls, all kinds, latency, bandwidth and two-shot LL interleaved (epochs, LL parity)", ok);
+  {
+    char name[160];
+    snprintf(name, sizeof name, "%d back-to-back calls, all kinds, latency, bandwidth and two-shot LL interleaved (epochs, LL parity)", calls);
+    report(s, name, ok);
+  }
   // broadcasts alone, from one root: the root waits for nobody's data, so nothing but
   // the receivers' arrival keeps it from overwriting a slot still being read
   {
-    const int bcalls = 2000, root = W - 1;
+    const int bcalls = 2000 / quick_div(), root = W - 1;
     bool bok = true;
     iris_coll_opts_t lat = IRIS_COLL_OPTS_INIT;
     lat.algo = IRIS_ALGO_LATENCY;
@@ -427,7 +438,9 @@ static bool test_back_to_back(Suite &s) {
           fprintf(stderr, "rank %d: broadcast %d of %d: element %zu wrong\n", s.rank, c, bcalls, i);
           bok = false;
         }
-    report(s, "2000 back-to-back latency-path broadcasts from one root that starts ahead", bok);
+    char name[160];
+    snprintf(name, sizeof name, "%d back-to-back latency-path broadcasts from one root that starts ahead", bcalls);
+    report(s, name, bok);
   }
   IK(iris_free(s.ctx, in));
   IK(iris_free(s.ctx, out));
@@ -525,10 +538,10 @@ static bool test_graph(Suite &s) {
   CK(cudaStreamEndCapture(st, &g));
   if (!ok) return false;
   CK(cudaGraphInstantiate(&ge, g, 0));
-  const int replays = 10000;
+  const int replays = 10000 / quick_div();
   for (int i = 0; i < replays; i++) {
     CK(cudaGraphLaunch(ge, st));
-    if (i % 2500 == 1249 && !enqueue(IRIS_ALGO_BANDWIDTH)) return false; // eager calls mixed in
+    if (i % (replays / 4) == replays / 8 && !enqueue(IRIS_ALGO_BANDWIDTH)) return false; // eager calls mixed in
   }
   CK(cudaStreamSynchronize(st));
   unsigned long long e = 0;
