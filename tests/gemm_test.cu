@@ -164,6 +164,11 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
       IK(iris_ag_gemm_run(g, a, b, bias, c, s.stream));
     }
     CK(cudaStreamSynchronize(s.stream));
+    if (iris_ag_gemm_check(g) != IRIS_SUCCESS) { // a wait ran past its bound: C is wrong, stop here
+      why = std::string("call ") + std::to_string(it) + ": " + iris_error_detail();
+      ok = false;
+      break;
+    }
     const bool last = it == k.iters - 1;
     if (k.iters <= 20 || last || it % 97 == 0) { // long loops: check a sample and the last
       CK(cudaMemcpy(h.data(), c, h.size() * sizeof(C), cudaMemcpyDeviceToHost));
@@ -171,10 +176,6 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
     }
   }
   if (exec) cudaGraphExecDestroy(exec);
-  if (iris_ag_gemm_check(g) != IRIS_SUCCESS) { // a wait ran past its bound: C is wrong even where the check passed
-    if (ok) why = iris_error_detail();
-    ok = false;
-  }
   cudaFree(b); cudaFree(c); cudaFree(bias);
   IK(iris_free(s.ctx, a));
   IK(iris_ag_gemm_destroy(g));
