@@ -234,6 +234,8 @@ typedef struct iris_ag_gemm_dev {
   const char *a_shard;     /* heap address, the same offset on every rank */
   char *staged;            /* local M x K */
   iris_gemm_ready_t ready; /* [tiles_m][groups_k] on the heap; local use */
+  unsigned *claim;         /* heap [tiles_m * groups_k], local use (d.help): the last call whose
+                            * block was claimed by a fetcher or a helper */
   unsigned *arrive;        /* heap [IRIS_MAX_RANKS]: the epoch rank q's A is ready at */
   unsigned *done;          /* heap [IRIS_MAX_RANKS]: rank q's fetcher CTAs done reading ours */
   unsigned *err;           /* heap [IRIS_GEMM_ERR_WORDS], local use: the first failed wait
@@ -246,6 +248,8 @@ typedef struct iris_ag_gemm_dev {
   int M, N, K, layout, bm, kg, tiles_m, tiles_n, groups_k, fetchers, gemm_ctas, rot;
   int raster;              /* TMA core: m-tiles per group of the tile order (1: row by row) */
   int side_fetch;          /* fused TMA kernel: A is fetched by the GEMM CTAs' side warps */
+  int help;                /* fused TMA kernel with fetcher CTAs: the GEMM CTAs' side warps
+                            * fetch what no fetcher has claimed after IRIS_GEMM_HELP_AFTER_NS */
 } iris_ag_gemm_dev_t;
 
 #if defined(IRIS_GEMM_TRACE)
@@ -385,6 +389,12 @@ struct iris_ag_gemm_side_group {
   __device__ int tid() const { return t; }
   __device__ int size() const { return 96; }
   __device__ void sync() const { asm volatile("bar.sync 1, 96;\n" ::: "memory"); }
+  /* the group meets (named barrier 1); nonzero in every thread if v was in any */
+  __device__ int any(int v) const {
+    int r;
+    asm volatile("{\n.reg .pred p, q;\nsetp.ne.s32 p, %1, 0;\nbar.red.or.pred q, 1, 96, p;\nselp.s32 %0, 1, 0, q;\n}\n" : "=r"(r) : "r"(v) : "memory");
+    return r;
+  }
 };
 
 /* Whole group (fetcher): copy block (mt, kg) of the gathered A into the staging buffer,
@@ -493,12 +503,17 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_fetch_role(const iris_ag_gemm_dev_t &d, int
   for (int it = slot; it < items; it += d.fetchers) {
     IRIS_GEMM_T0();
     const int mt = (it / d.groups_k + d.rot) % d.tiles_m, kg = it % d.groups_k;
+    if (d.help) { /* a GEMM CTA's helper may have taken the block (this CTA came late) */
+      int won = 0;
+      if (threadIdx.x == 0) won = atomicExch(d.claim + mt * d.groups_k + kg, epoch) != epoch;
+      if (!__syncthreads_or(won)) continue;
+    }
     iris_ag_gemm_fetch<T>(d, mt, kg, epoch, seen);
     IRIS_GEMM_TRACE_EV(slot, IRIS_GEMM_EV_FETCH, mt * d.groups_k + kg);
   }
   __syncthreads(); /* every read of peers' A has returned */
   if (threadIdx.x < (unsigned)W && (int)threadIdx.x != me) iris_signal_add(d.ctx, d.done + me, 1u, (int)threadIdx.x);
-  if (slot == 0) iris_ag_gemm_wait_done(d, epoch, (unsigned)d.fetchers);
+  if (slot == 0) iris_ag_gemm_wait_done(d, epoch, (unsigned)(d.fetchers + (d.help ? d.gemm_ctas : 0)));
 }
 
 #if defined(IRIS_GEMM_HAVE_CORE)
@@ -641,6 +656,59 @@ struct iris_ag_gemm_side_fetch {
     if (t < W && t != me) iris_signal_add(d->ctx, d->done + me, 1u, t);
   }
 };
+/* How long a helper (d.help) lets the fetcher CTAs have a block before it claims the block
+ * itself: far longer than any fetch takes when the fetchers run (a few ms for the largest
+ * A), far shorter than the wait bound. */
+#ifndef IRIS_GEMM_HELP_AFTER_NS
+#define IRIS_GEMM_HELP_AFTER_NS 20000000ULL
+#endif
+/* The side work of a fused TMA-kernel CTA when there are fetcher CTAs (d.help): the 96 idle
+ * producer threads stand by for the k-groups of this CTA's m-tiles, in the order its
+ * producer needs them. A block still not ready after IRIS_GEMM_HELP_AFTER_NS and not yet
+ * claimed by a fetcher is claimed and fetched here, so the GEMM CTAs finish even when a
+ * fetcher CTA is not on the GPU (other work holding SMs); a block a fetcher has claimed is
+ * left to it (no block is fetched twice). Also announces this rank's A (as fetcher slot 0
+ * does: that CTA may be the one missing) and, at the end, tells every peer it is done
+ * reading its A (fetcher slot 0 counts fetchers + GEMM CTAs). */
+template <typename T>
+struct iris_ag_gemm_help_fetch {
+  const iris_ag_gemm_dev_t *d;
+  iris_ag_gemm_sched sc; /* this CTA's tiles */
+  unsigned epoch;
+  __device__ void operator()(int t) const {
+    const iris_ag_gemm_side_group grp = {t};
+    const int W = d->ctx.world_size, me = d->ctx.rank;
+    if (t < W && t != me) iris_signal(d->ctx, d->arrive + me, epoch, t);
+    iris_ag_gemm_sched s = sc; /* a copy: operator() of the schedule is not const */
+    unsigned seen = 0;
+    unsigned long long patience = IRIS_GEMM_HELP_AFTER_NS; /* thread 0's; 0 once a block came late */
+    int m0, n0, last = -1;
+    for (int i = 0; s(i, m0, n0); ++i) {
+      const int mt = m0 / d->bm;
+      if (m0 >= d->M || n0 >= d->N || mt == last) continue;
+      last = mt;
+      for (int kg = 0; kg < d->groups_k; ++kg) {
+        const int item = mt * d->groups_k + kg;
+        int won = 0;
+        if (t == 0) {
+          /* patient, sparse polls (the producer polls the same flag closely) */
+          const unsigned long long t0 = iris_detail_time_ns();
+          while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(d->ready.flags + item), epoch) && !iris_ag_gemm_aborted(d->err, epoch)) {
+            if (iris_detail_time_ns() - t0 >= patience) {
+              won = atomicExch(d->claim + item, epoch) != epoch;
+              patience = 0; /* the fetchers are missing or behind: take unclaimed blocks at once */
+              break;
+            }
+            __nanosleep(2000);
+          }
+        }
+        if (grp.any(won)) iris_ag_gemm_fetch_by<T, 4>(grp, *d, mt, kg, epoch, seen);
+      }
+    }
+    grp.sync(); /* every read of peers' A has returned */
+    if (t < W && t != me) iris_signal_add(d->ctx, d->done + me, 1u, t);
+  }
+};
 /* The fused kernel with the TMA core (sm_90a; iris_gemm_tma_compiled() says whether this
  * device pass has it: the host checks at create and otherwise launches
  * iris_ag_gemm_kernel). The same slots, fetcher role and protocol as iris_ag_gemm_kernel;
@@ -688,6 +756,12 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
       side.row = 2 * (d.fetchers + d.gemm_ctas) + slot;
       side.epoch = epoch;
       iris_gemm_tma_tiles<Cfg, T, B_KN, OutT>(&ta, &tb, C, d.N, bias, d.M, d.N, d.K, sc, w, iris_gemm_smem, side);
+    } else if (d.help) {
+      iris_ag_gemm_help_fetch<T> help;
+      help.d = &d;
+      help.sc = sc;
+      help.epoch = epoch;
+      iris_gemm_tma_tiles<Cfg, T, B_KN, OutT>(&ta, &tb, C, d.N, bias, d.M, d.N, d.K, sc, w, iris_gemm_smem, help);
     } else {
       iris_gemm_tma_tiles<Cfg, T, B_KN, OutT>(&ta, &tb, C, d.N, bias, d.M, d.N, d.K, sc, w, iris_gemm_smem);
     }
@@ -738,7 +812,7 @@ struct iris_ag_gemm {
   size_t es, cs;                  /* element sizes of A/B and of C */
   char *staged;                   /* local M x K */
   char *a_heap;                   /* stage_a: the plan's heap copy of the shard */
-  unsigned *flag_block;           /* heap: ready | arrive | done | error record | counters */
+  unsigned *flag_block;           /* heap: ready | claim | arrive | done | error record | counters */
   iris_stream_t copy[IRIS_MAX_RANKS];
   iris_gemm_event_t fork, join, tail[IRIS_MAX_RANKS], ev[IRIS_MAX_RANKS][IRIS_GEMM_MAX_CHUNKS];
   iris_stream_t aux;              /* pipelined: the second GEMM stream */
@@ -1190,7 +1264,8 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
   v->ready.tiles_m = v->tiles_m;
   v->ready.groups_k = v->groups_k;
   v->ready.flags = flags;
-  v->arrive = flags + (size_t)v->tiles_m * v->groups_k;
+  v->claim = flags + (size_t)v->tiles_m * v->groups_k;
+  v->arrive = v->claim + (size_t)v->tiles_m * v->groups_k;
   v->done = v->arrive + IRIS_MAX_RANKS;
   v->err = v->done + IRIS_MAX_RANKS;
   v->counters = v->err + IRIS_GEMM_ERR_WORDS;
@@ -1212,6 +1287,8 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
    * desc.fetch_ctas > 0 always keeps fetcher CTAs, -1 asks for side fetch. */
   v->side_fetch = g->path == IRIS_GEMM_PATH_FUSED && g->tma && (d->fetch_ctas == -1 || (!d->fetch_ctas && (long long)g->sms * 360 / d->N < 20));
   if (v->side_fetch) { v->fetchers = 0; v->gemm_ctas = g->sms; }
+  /* fused TMA kernel with fetcher CTAs: the GEMM CTAs' idle side warps stand by (d.help) */
+  v->help = g->path == IRIS_GEMM_PATH_FUSED && g->tma && !v->side_fetch;
   /* tile order of the TMA core. Fused: row by row, the order the fetchers fill A in
    * (groups of 8 m-tiles measured 4-19% slower at N = 1792 and 6656 on 2xH200: a group
    * waits for 8 m-tiles). Kernel-unfused (A is all there): groups of 8, which share B
@@ -1225,7 +1302,7 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
 #endif
   v->staged = g->staged;
   if ((size_t)v->fetchers + v->gemm_ctas > IRIS_GEMM_MAX_SLOTS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm: too many CTAs");
-  if ((size_t)v->tiles_m * v->groups_k + 2 * IRIS_MAX_RANKS + IRIS_GEMM_ERR_WORDS + IRIS_GEMM_MAX_SLOTS > iris_gemm_flag_words(d, g->W))
+  if (2 * (size_t)v->tiles_m * v->groups_k + 2 * IRIS_MAX_RANKS + IRIS_GEMM_ERR_WORDS + IRIS_GEMM_MAX_SLOTS > iris_gemm_flag_words(d, g->W))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm: the flag block is too small for %d x %d ready flags", g->me, v->tiles_m, v->groups_k);
   return IRIS_SUCCESS;
 }
@@ -1234,10 +1311,10 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
 
 static size_t iris_gemm_flag_words(const iris_ag_gemm_desc_t *d, int W) {
   /* ready flags for the smallest tile and k-group the kernel may pick (64 rows; 64
-   * columns, or K/W columns when a COLS shard is narrower: then W groups), then arrive,
-   * done, the error record and counters */
+   * columns, or K/W columns when a COLS shard is narrower: then W groups) and as many
+   * claim words, then arrive, done, the error record and counters */
   const size_t groups = (size_t)iris_cdiv(d->K, 64) > (size_t)W ? (size_t)iris_cdiv(d->K, 64) : (size_t)W;
-  return (size_t)iris_cdiv(d->M, 64) * groups + 2 * IRIS_MAX_RANKS + IRIS_GEMM_ERR_WORDS + IRIS_GEMM_MAX_SLOTS;
+  return 2 * (size_t)iris_cdiv(d->M, 64) * groups + 2 * IRIS_MAX_RANKS + IRIS_GEMM_ERR_WORDS + IRIS_GEMM_MAX_SLOTS;
 }
 
 #if defined(IRIS_USE_HIP)
