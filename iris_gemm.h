@@ -626,11 +626,40 @@ struct iris_ag_gemm_tma_waiter {
    * producer's waits above are bounded), recorded so the host hears of it */
   __device__ void stalled() const { iris_ag_gemm_fail(err, epoch, IRIS_GEMM_WAIT_PIPELINE, -1, 0, 0, -1); }
 };
-/* The side work of a fused TMA-kernel CTA (d.side_fetch): its 96 idle producer threads
- * fetch A blocks it = unit, unit + units, ... (unit = the GEMM slot, units = the GEMM
- * CTAs) in the fetcher order (rotated m-tiles, k-groups), so every SM moves A while it
- * multiplies and no SM is set aside for fetching. Unit 0 announces this rank's A; each
- * unit tells every peer when it is done reading (slot 0 waits for all at the end). */
+/* How long a helper (d.help) leaves a block to the fetcher CTAs before it claims it: far
+ * longer than any fetch takes while the fetchers run (a few ms for the largest A), far
+ * shorter than the wait bound. */
+#ifndef IRIS_GEMM_HELP_AFTER_NS
+#define IRIS_GEMM_HELP_AFTER_NS 20000000ULL
+#endif
+/* Thread 0 of a helper: whether it has claimed block `item` for call epoch: the block is
+ * not ready `patience` ns after this helper began to wait for it, and no fetcher claimed
+ * it first. Sparse polls
+ * (the producer polls the same flag closely); patience drops to 0 once a block came late
+ * (the fetchers are missing or behind: unclaimed blocks are taken at once). */
+IRIS_DEVICE_INLINE bool iris_ag_gemm_help_claim(const iris_ag_gemm_dev_t &d, int item, unsigned epoch, unsigned long long &patience) {
+  const unsigned long long t0 = iris_detail_time_ns();
+  while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(d.ready.flags + item), epoch) && !iris_ag_gemm_aborted(d.err, epoch)) {
+    if (iris_detail_time_ns() - t0 >= patience) {
+      patience = 0;
+      return atomicExch(d.claim + item, epoch) != epoch;
+    }
+    iris_ag_gemm_pause();
+  }
+  return false;
+}
+/* The side work of a fused TMA-kernel CTA, on its 96 idle producer threads: A blocks
+ * it = unit, unit + units, ... (unit = the GEMM slot, units = the GEMM CTAs) in the fetcher
+ * order (rotated m-tiles, k-groups).
+ *   d.side_fetch: they are this CTA's to fetch (no fetcher CTAs), so every SM moves A while
+ *   it multiplies and no SM is set aside for fetching.
+ *   d.help (fetcher CTAs exist): they stand by; a block still not ready after
+ *   IRIS_GEMM_HELP_AFTER_NS and not yet claimed by its fetcher is claimed and fetched
+ *   here, so the GEMM CTAs finish even when a fetcher CTA is not on the GPU (other work
+ *   holding SMs). A block is fetched once: by whoever claims it first (d.claim).
+ * Unit 0 announces this rank's A (with d.help every unit does: fetcher slot 0 may be the
+ * missing CTA); each unit tells every peer when it is done reading (with d.help fetcher
+ * slot 0 counts fetchers + GEMM CTAs; else GEMM slot 0 counts GEMM CTAs). */
 template <typename T>
 struct iris_ag_gemm_side_fetch {
   const iris_ag_gemm_dev_t *d;
@@ -639,11 +668,13 @@ struct iris_ag_gemm_side_fetch {
   __device__ void operator()(int t) const {
     const iris_ag_gemm_side_group grp = {t};
     const int W = d->ctx.world_size, me = d->ctx.rank;
-    if (unit == 0 && t < W && t != me) iris_signal(d->ctx, d->arrive + me, epoch, t);
+    if ((unit == 0 || d->help) && t < W && t != me) iris_signal(d->ctx, d->arrive + me, epoch, t);
     unsigned seen = 0;
+    unsigned long long patience = IRIS_GEMM_HELP_AFTER_NS;
     const int items = d->tiles_m * d->groups_k;
     for (int it = unit; it < items; it += units) {
       const int mt = (it / d->groups_k + d->rot) % d->tiles_m, kg = it % d->groups_k;
+      if (d->help && !grp.any(t == 0 && iris_ag_gemm_help_claim(*d, mt * d->groups_k + kg, epoch, patience))) continue;
 #if defined(IRIS_GEMM_TRACE)
       const unsigned long long t0 = d->trace ? iris_detail_time_ns() : 0;
 #endif
@@ -651,59 +682,6 @@ struct iris_ag_gemm_side_fetch {
 #if defined(IRIS_GEMM_TRACE)
       if (t == 0) iris_gemm_trace_at(*d, row, t0, iris_detail_time_ns(), IRIS_GEMM_EV_FETCH, mt * d->groups_k + kg);
 #endif
-    }
-    grp.sync(); /* every read of peers' A has returned */
-    if (t < W && t != me) iris_signal_add(d->ctx, d->done + me, 1u, t);
-  }
-};
-/* How long a helper (d.help) lets the fetcher CTAs have a block before it claims the block
- * itself: far longer than any fetch takes when the fetchers run (a few ms for the largest
- * A), far shorter than the wait bound. */
-#ifndef IRIS_GEMM_HELP_AFTER_NS
-#define IRIS_GEMM_HELP_AFTER_NS 20000000ULL
-#endif
-/* The side work of a fused TMA-kernel CTA when there are fetcher CTAs (d.help): the 96 idle
- * producer threads stand by for the k-groups of this CTA's m-tiles, in the order its
- * producer needs them. A block still not ready after IRIS_GEMM_HELP_AFTER_NS and not yet
- * claimed by a fetcher is claimed and fetched here, so the GEMM CTAs finish even when a
- * fetcher CTA is not on the GPU (other work holding SMs); a block a fetcher has claimed is
- * left to it (no block is fetched twice). Also announces this rank's A (as fetcher slot 0
- * does: that CTA may be the one missing) and, at the end, tells every peer it is done
- * reading its A (fetcher slot 0 counts fetchers + GEMM CTAs). */
-template <typename T>
-struct iris_ag_gemm_help_fetch {
-  const iris_ag_gemm_dev_t *d;
-  iris_ag_gemm_sched sc; /* this CTA's tiles */
-  unsigned epoch;
-  __device__ void operator()(int t) const {
-    const iris_ag_gemm_side_group grp = {t};
-    const int W = d->ctx.world_size, me = d->ctx.rank;
-    if (t < W && t != me) iris_signal(d->ctx, d->arrive + me, epoch, t);
-    iris_ag_gemm_sched s = sc; /* a copy: operator() of the schedule is not const */
-    unsigned seen = 0;
-    unsigned long long patience = IRIS_GEMM_HELP_AFTER_NS; /* thread 0's; 0 once a block came late */
-    int m0, n0, last = -1;
-    for (int i = 0; s(i, m0, n0); ++i) {
-      const int mt = m0 / d->bm;
-      if (m0 >= d->M || n0 >= d->N || mt == last) continue;
-      last = mt;
-      for (int kg = 0; kg < d->groups_k; ++kg) {
-        const int item = mt * d->groups_k + kg;
-        int won = 0;
-        if (t == 0) {
-          /* patient, sparse polls (the producer polls the same flag closely) */
-          const unsigned long long t0 = iris_detail_time_ns();
-          while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(d->ready.flags + item), epoch) && !iris_ag_gemm_aborted(d->err, epoch)) {
-            if (iris_detail_time_ns() - t0 >= patience) {
-              won = atomicExch(d->claim + item, epoch) != epoch;
-              patience = 0; /* the fetchers are missing or behind: take unclaimed blocks at once */
-              break;
-            }
-            __nanosleep(2000);
-          }
-        }
-        if (grp.any(won)) iris_ag_gemm_fetch_by<T, 4>(grp, *d, mt, kg, epoch, seen);
-      }
     }
     grp.sync(); /* every read of peers' A has returned */
     if (t < W && t != me) iris_signal_add(d->ctx, d->done + me, 1u, t);
@@ -748,7 +726,7 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
     w.d = &d;
     w.slot = slot;
 #endif
-    if (d.side_fetch) {
+    if (d.side_fetch || d.help) {
       iris_ag_gemm_side_fetch<T> side;
       side.d = &d;
       side.unit = slot - d.fetchers;
@@ -756,12 +734,6 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
       side.row = 2 * (d.fetchers + d.gemm_ctas) + slot;
       side.epoch = epoch;
       iris_gemm_tma_tiles<Cfg, T, B_KN, OutT>(&ta, &tb, C, d.N, bias, d.M, d.N, d.K, sc, w, iris_gemm_smem, side);
-    } else if (d.help) {
-      iris_ag_gemm_help_fetch<T> help;
-      help.d = &d;
-      help.sc = sc;
-      help.epoch = epoch;
-      iris_gemm_tma_tiles<Cfg, T, B_KN, OutT>(&ta, &tb, C, d.N, bias, d.M, d.N, d.K, sc, w, iris_gemm_smem, help);
     } else {
       iris_gemm_tma_tiles<Cfg, T, B_KN, OutT>(&ta, &tb, C, d.N, bias, d.M, d.N, d.K, sc, w, iris_gemm_smem);
     }
