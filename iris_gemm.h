@@ -67,10 +67,12 @@
  *     iris_ag_gemm_check (after the stream is synchronised) returns IRIS_ERROR_TIMEOUT
  *     naming the wait and the peer. Check after runs whose results matter; after such an
  *     error destroy the plan (every rank). docs/gemm_waits.md lists every wait.
- *   - The fused kernels run one CTA per SM on every SM and their CTAs wait on each other:
- *     give them the GPU (other kernels running beside them on other streams, or other
- *     processes' kernels under MPS, can keep a fetcher CTA off the GPU; the call then
- *     fails as above instead of computing).
+ *   - The fused kernels run one CTA per SM on every SM and their CTAs wait on each other,
+ *     and on the peers' kernels: give them the GPU. Where other work holds SMs (kernels
+ *     on other streams, other processes under MPS), the TMA kernel with fetcher CTAs
+ *     still completes (its GEMM CTAs fetch what a missing fetcher has not claimed after
+ *     IRIS_GEMM_HELP_AFTER_NS, 20 ms); side fetch, the cp.async core and the
+ *     kernel-unfused path fail as above instead (docs/gemm_waits.md, Residency).
  *   - Graphs: run allocates nothing and never synchronises the host; flags are
  *     monotonic epochs kept on the device, so a captured run replays any number of
  *     times. Create the plan (and call iris_collectives_setup) before capturing.
@@ -521,13 +523,15 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_fetch_role(const iris_ag_gemm_dev_t &d, int
  * fetch, the others compute. Fused: one launch of every slot, no more CTAs than SMs at
  * one CTA per SM, fetchers first (the block scheduler hands out low indices first, so
  * on a GPU this launch has to itself they are resident before any GEMM CTA waits on
- * them; where other work holds SMs nothing guarantees it, and the GEMM CTAs' bounded
- * waits then end the call with an error: docs/gemm_waits.md). Kernel-unfused: a launch
- * of the fetcher slots, then one of the GEMM slots.
+ * them; where other work holds SMs nothing guarantees it: the TMA kernel's GEMM CTAs
+ * then fetch for them (d.help), this one's bounded waits end the call with an error;
+ * docs/gemm_waits.md). Kernel-unfused: a launch of the fetcher slots, then one of the
+ * GEMM slots.
  * Every wait is bounded and the first expiry aborts the whole call (iris_ag_gemm_wait_flag);
  * every signal below is sent whatever happened, so the peers stay in step.
  * Cross-rank protocol, per call (epoch = the slot's counter + 1, the same number on every
- * rank and slot because every call runs every slot once):
+ * rank and slot because every call runs every slot once; the TMA kernel's variants, side
+ * fetch and help, at iris_ag_gemm_side_fetch):
  *   start:  fetcher slot 0 release-stores epoch into arrive[me] of every peer: this
  *           rank's A (written by earlier work on its stream) is ready;
  *   fetch:  before reading peer q, wait arrive[q] >= epoch (acquire, system);
@@ -634,9 +638,9 @@ struct iris_ag_gemm_tma_waiter {
 #endif
 /* Thread 0 of a helper: whether it has claimed block `item` for call epoch: the block is
  * not ready `patience` ns after this helper began to wait for it, and no fetcher claimed
- * it first. Sparse polls
- * (the producer polls the same flag closely); patience drops to 0 once a block came late
- * (the fetchers are missing or behind: unclaimed blocks are taken at once). */
+ * it first. Sparse polls (the producer polls the same flag closely); patience drops to 0
+ * once a block came late (the fetchers are missing or behind: unclaimed blocks are taken
+ * at once). */
 IRIS_DEVICE_INLINE bool iris_ag_gemm_help_claim(const iris_ag_gemm_dev_t &d, int item, unsigned epoch, unsigned long long &patience) {
   const unsigned long long t0 = iris_detail_time_ns();
   while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(d.ready.flags + item), epoch) && !iris_ag_gemm_aborted(d.err, epoch)) {
