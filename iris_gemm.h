@@ -499,6 +499,12 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_wait_done(const iris_ag_gemm_dev_t &d, unsi
 template <typename T>
 IRIS_DEVICE_INLINE void iris_ag_gemm_fetch_role(const iris_ag_gemm_dev_t &d, int slot, unsigned epoch) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
+#if defined(IRIS_GEMM_FETCHER_DELAY_NS)
+  /* test hook (gemm_test_t2): every fetcher CTA starts this late, as if the GPU ran it late */
+  if (threadIdx.x == 0)
+    for (const unsigned long long t0 = iris_detail_time_ns(); iris_detail_time_ns() - t0 < (unsigned long long)(IRIS_GEMM_FETCHER_DELAY_NS);) iris_ag_gemm_pause();
+  __syncthreads();
+#endif
   if (slot == 0 && threadIdx.x < (unsigned)W && (int)threadIdx.x != me) iris_signal(d.ctx, d.arrive + me, epoch, (int)threadIdx.x);
   unsigned seen = 0;
   const int items = d.tiles_m * d.groups_k;
