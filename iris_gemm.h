@@ -295,9 +295,12 @@ enum {
   IRIS_GEMM_ERR_WANT,      /* the value it waited for */
   IRIS_GEMM_ERR_ITEM,      /* ready flags: m-tile * groups_k + k-group */
   IRIS_GEMM_ERR_ABORT,     /* the epoch of the last call that failed: its waits return at once */
+  IRIS_GEMM_ERR_PEER_ABORT,/* the same, written by a peer whose call failed (iris_ag_gemm_tell_peers) */
   IRIS_GEMM_ERR_WORDS
 };
-enum { IRIS_GEMM_WAIT_ARRIVE = 1, IRIS_GEMM_WAIT_DONE, IRIS_GEMM_WAIT_READY, IRIS_GEMM_WAIT_PIPELINE };
+/* What failed. PEER_FAILED: a peer gave up on the call (PEER: that rank, GOT: its own
+ * IRIS_GEMM_WAIT_*, WANT: the rank its wait was for, or -1). */
+enum { IRIS_GEMM_WAIT_ARRIVE = 1, IRIS_GEMM_WAIT_DONE, IRIS_GEMM_WAIT_READY, IRIS_GEMM_WAIT_PIPELINE, IRIS_GEMM_WAIT_PEER_FAILED };
 
 /* One thread: record a failed wait of call `epoch` (the first since the host last read the
  * record keeps its details) and abort the call. */
@@ -312,9 +315,11 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_fail(unsigned *err, unsigned epoch, int wha
     err[IRIS_GEMM_ERR_ITEM] = (unsigned)item;
   }
 }
-/* Whether call `epoch` has already failed somewhere on this rank. */
+/* Whether call `epoch` has already failed somewhere on this rank, or a peer said it failed
+ * there. */
 IRIS_DEVICE_INLINE bool iris_ag_gemm_aborted(const unsigned *err, unsigned epoch) {
-  return iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(err + IRIS_GEMM_ERR_ABORT) == epoch;
+  return iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(err + IRIS_GEMM_ERR_ABORT) == epoch ||
+         iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(err + IRIS_GEMM_ERR_PEER_ABORT) == epoch;
 }
 /* A short pause between polls of a wait that is taking long (frees issue slots and L2 for
  * the CTAs that do the work, and yields when ranks share a GPU). */
@@ -367,6 +372,27 @@ IRIS_DEVICE_INLINE bool iris_ag_gemm_wait_ready(unsigned *err, const unsigned *f
 IRIS_DEVICE_INLINE void iris_ag_gemm_wait_local(unsigned *err, const unsigned *flags, int item, unsigned epoch) {
   if (threadIdx.x == 0) iris_ag_gemm_wait_ready(err, flags, item, epoch);
   __syncthreads();
+}
+/* One thread per CTA, at the CTA's end: if call `epoch` failed on this rank, tell every
+ * peer (their waits of the call return at once, and their record says which rank gave up
+ * and why: after a timed-out wait this rank may overwrite its A while a slow peer still
+ * reads it, so the peer's C is suspect too). Idempotent: every CTA of the call does it. */
+IRIS_DEVICE_INLINE void iris_ag_gemm_tell_peers(const iris_ag_gemm_dev_t &d, unsigned epoch) {
+  if (iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(d.err + IRIS_GEMM_ERR_ABORT) != epoch) return;
+  const unsigned what = d.err[IRIS_GEMM_ERR_WHAT], why = d.err[IRIS_GEMM_ERR_PEER];
+  for (int q = 0; q < d.ctx.world_size; ++q) {
+    if (q == d.ctx.rank) continue;
+    unsigned *e = iris_translate(d.ctx, d.err, q);
+    iris_atomic_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(e + IRIS_GEMM_ERR_PEER_ABORT, epoch);
+    if (iris_atomic_cas<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(e + IRIS_GEMM_ERR_WHAT, 0u, (unsigned)IRIS_GEMM_WAIT_PEER_FAILED) == 0u) {
+      e[IRIS_GEMM_ERR_PEER] = (unsigned)d.ctx.rank;
+      e[IRIS_GEMM_ERR_EPOCH] = epoch;
+      e[IRIS_GEMM_ERR_BLOCK] = blockIdx.x;
+      e[IRIS_GEMM_ERR_GOT] = what;
+      e[IRIS_GEMM_ERR_WANT] = why;
+      e[IRIS_GEMM_ERR_ITEM] = ~0u;
+    }
+  }
 }
 
 /* Which rank holds element (row, col) of A, and its address there (before translation). */
@@ -574,7 +600,10 @@ __global__ void __launch_bounds__(Cfg::threads) iris_ag_gemm_kernel(iris_ag_gemm
     }
   }
   __syncthreads();
-  if (threadIdx.x == 0) d.counters[slot] = epoch;
+  if (threadIdx.x == 0) {
+    iris_ag_gemm_tell_peers(d, epoch);
+    d.counters[slot] = epoch;
+  }
 }
 #if !defined(IRIS_USE_HIP)
 /* The TMA core's tile sequence for GEMM slot `first`: tiles first, first + stride, ... of
@@ -751,7 +780,10 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
   __syncthreads();
   /* side fetch: the kernel ends only when no peer reads this rank's A any more */
   if (d.side_fetch && slot == d.fetchers) iris_ag_gemm_wait_done(d, epoch, (unsigned)d.gemm_ctas);
-  if (threadIdx.x == 0) d.counters[slot] = epoch;
+  if (threadIdx.x == 0) {
+    iris_ag_gemm_tell_peers(d, epoch);
+    d.counters[slot] = epoch;
+  }
 }
 #endif /* !IRIS_USE_HIP */
 #endif /* IRIS_GEMM_HAVE_CORE */
@@ -1679,6 +1711,17 @@ IRIS_DEF iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g) {
                             "stopped; C of that call is wrong",
                             g->me, path, e[IRIS_GEMM_ERR_EPOCH], e[IRIS_GEMM_ERR_ITEM] / (unsigned)g->dev.groups_k, e[IRIS_GEMM_ERR_ITEM] % (unsigned)g->dev.groups_k,
                             e[IRIS_GEMM_ERR_GOT], e[IRIS_GEMM_ERR_WANT], (double)IRIS_GEMM_READY_TIMEOUT_NS * 1e-9, e[IRIS_GEMM_ERR_BLOCK]);
+  case IRIS_GEMM_WAIT_PEER_FAILED: {
+    const unsigned w = e[IRIS_GEMM_ERR_GOT];
+    const int q = (int)e[IRIS_GEMM_ERR_WANT];
+    char cause[96];
+    if ((w == IRIS_GEMM_WAIT_ARRIVE || w == IRIS_GEMM_WAIT_DONE) && q >= 0) snprintf(cause, sizeof cause, "its wait for rank %d's signal (%s)", q, w == IRIS_GEMM_WAIT_ARRIVE ? "A is ready" : "done reading");
+    else snprintf(cause, sizeof cause, "%s", w == IRIS_GEMM_WAIT_READY ? "its wait for its own fetcher CTAs" : w == IRIS_GEMM_WAIT_PIPELINE ? "a TMA pipeline wait" : "a wait");
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                            "rank %d: iris_ag_gemm (%s): call %u: rank %d gave up on this call (%s ran past the wait bound; see its error): it may have "
+                            "overwritten its A while this rank read it, so C of that call may be wrong here too",
+                            g->me, path, e[IRIS_GEMM_ERR_EPOCH], peer, cause);
+  }
   default:
     return iris_detail_fail(IRIS_ERROR_TIMEOUT,
                             "rank %d: iris_ag_gemm (%s): call %u: a pipeline (mbarrier) wait of the TMA core ran past its bound (%.1f s) in CTA %u: a bug in "
