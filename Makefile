@@ -94,6 +94,10 @@ $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/gemm_test: tests/gemm_test.cu tests/test_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
+# the same with a 2-s wait bound, for `gemm_test_t2 N stuck` (a stuck peer must cost one
+# bound), and fetcher CTAs that start 100 ms late (the GEMM CTAs must fetch for them)
+$(B)/gemm_test_t2: tests/gemm_test.cu tests/test_util.h $(HDRS) $(CORE) | $(B)
+	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL -DIRIS_GEMM_FETCHER_DELAY_NS=100000000ULL $< -o $@ -lcublasLt
 $(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
 $(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) $(CORE) | $(B)

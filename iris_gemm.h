@@ -61,6 +61,18 @@
  *     no peer reads this rank's A shard any more (a device barrier closes the copies),
  *     so the caller may overwrite A. Run waits (on the GPU) until every peer has reached
  *     the same call, so A written earlier on each peer's stream is what is read.
+ *   - Failures: no wait is unbounded. A peer that does not make the call (stuck, dead,
+ *     or far behind), or a fetcher CTA that cannot run, ends the fused call within about
+ *     the wait bound (IRIS_WAIT_TIMEOUT_NS, 10 s by default) with a wrong C, and
+ *     iris_ag_gemm_check (after the stream is synchronised) returns IRIS_ERROR_TIMEOUT
+ *     naming the wait and the peer. Check after runs whose results matter; after such an
+ *     error destroy the plan (every rank). docs/gemm_waits.md lists every wait.
+ *   - The fused kernels run one CTA per SM on every SM and their CTAs wait on each other,
+ *     and on the peers' kernels: give them the GPU. Where other work holds SMs (kernels
+ *     on other streams, other processes under MPS), the TMA kernel with fetcher CTAs
+ *     still completes (its GEMM CTAs fetch what a missing fetcher has not claimed after
+ *     IRIS_GEMM_HELP_AFTER_NS, 20 ms); side fetch, the cp.async core and the
+ *     kernel-unfused path fail as above instead (docs/gemm_waits.md, Residency).
  *   - Graphs: run allocates nothing and never synchronises the host; flags are
  *     monotonic epochs kept on the device, so a captured run replays any number of
  *     times. Create the plan (and call iris_collectives_setup) before capturing.
@@ -130,6 +142,18 @@ IRIS_API iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
 /* Every rank, same order: C = all_gather(A) * B (+ bias) on stream. bias: NULL unless
  * desc.has_bias. Enqueues only (capturable); see Rules for ordering. */
 IRIS_API iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream);
+/* Synchronous; call it once the plan's runs have completed on their streams (e.g. after
+ * cudaStreamSynchronize: it reads device memory and does not wait for other streams).
+ * The fused and kernel-unfused kernels bound every wait (IRIS_WAIT_TIMEOUT_NS; local
+ * ready flags 1.25 times that, the TMA core's pipeline twice that); the first wait that
+ * runs past its bound in a call aborts the call (its other waits return at once, C is
+ * wrong) and is recorded. Returns IRIS_ERROR_TIMEOUT if a wait ran past its bound since
+ * the last check, with a detail naming the wait, the peer rank it waited for and the call
+ * (1 = the plan's first run), and clears the record; else IRIS_SUCCESS. The plan stays
+ * usable, but a peer that skipped a call leaves it out of step for good: destroy it.
+ * The pipelined and unfused paths wait only in the device barrier of iris_collectives.h,
+ * which reports its own timeouts; for them this returns IRIS_SUCCESS. */
+IRIS_API iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g);
 /* The path the plan runs. */
 IRIS_API iris_gemm_path_t iris_ag_gemm_path(const iris_ag_gemm_t *g);
 IRIS_API const char *iris_gemm_path_name(iris_gemm_path_t path);
@@ -213,8 +237,12 @@ typedef struct iris_ag_gemm_dev {
   const char *a_shard;     /* heap address, the same offset on every rank */
   char *staged;            /* local M x K */
   iris_gemm_ready_t ready; /* [tiles_m][groups_k] on the heap; local use */
+  unsigned *claim;         /* heap [tiles_m * groups_k], local use (d.help): the last call whose
+                            * block was claimed by a fetcher or a helper */
   unsigned *arrive;        /* heap [IRIS_MAX_RANKS]: the epoch rank q's A is ready at */
   unsigned *done;          /* heap [IRIS_MAX_RANKS]: rank q's fetcher CTAs done reading ours */
+  unsigned *err;           /* heap [IRIS_GEMM_ERR_WORDS], local use: the first failed wait
+                            * (see iris_ag_gemm_fail) and the abort word */
   unsigned *counters;      /* heap [slots]: this rank's epoch per CTA slot */
   unsigned long long *trace; /* [3 * slots][1 + trace_cap * 4]: count, then events; row slot:
                               * the slot's fetches or tiles, slots + slot: the TMA producer's
@@ -223,6 +251,8 @@ typedef struct iris_ag_gemm_dev {
   int M, N, K, layout, bm, kg, tiles_m, tiles_n, groups_k, fetchers, gemm_ctas, rot;
   int raster;              /* TMA core: m-tiles per group of the tile order (1: row by row) */
   int side_fetch;          /* fused TMA kernel: A is fetched by the GEMM CTAs' side warps */
+  int help;                /* fused TMA kernel with fetcher CTAs: the GEMM CTAs' side warps
+                            * fetch what no fetcher has claimed after IRIS_GEMM_HELP_AFTER_NS */
 } iris_ag_gemm_dev_t;
 
 #if defined(IRIS_GEMM_TRACE)
@@ -250,6 +280,122 @@ IRIS_DEVICE_INLINE void iris_gemm_trace(const iris_ag_gemm_dev_t &d, int slot, u
 #define IRIS_GEMM_TRACE_EV(slot, kind, index) ((void)0)
 #endif
 
+/* ---- bounded waits with one error record per plan (docs/gemm_waits.md lists them all).
+ * Every wait of the fused kernels is bounded. The first one that expires in a call records
+ * what it waited for (iris_ag_gemm_fail) and stores the call's epoch into the abort word;
+ * every later wait of that call (any CTA, any launch of the call) sees the abort word and
+ * returns at once, so a stuck peer costs one wait bound per call, not one per tile. The
+ * host reads the record with iris_ag_gemm_check. Waits never skip the signals that peers
+ * wait for (arrive, done, ready), so a slow peer is never blocked by this rank's abort. */
+enum {
+  IRIS_GEMM_ERR_WHAT = 0,  /* 0: none; else the IRIS_GEMM_WAIT_* that expired first */
+  IRIS_GEMM_ERR_PEER,      /* the rank whose signal was missing (-1: this rank's own CTAs) */
+  IRIS_GEMM_ERR_EPOCH,     /* the call (1 = the plan's first run) */
+  IRIS_GEMM_ERR_BLOCK,     /* the CTA slot that waited */
+  IRIS_GEMM_ERR_GOT,       /* the flag's value at expiry */
+  IRIS_GEMM_ERR_WANT,      /* the value it waited for */
+  IRIS_GEMM_ERR_ITEM,      /* ready flags: m-tile * groups_k + k-group */
+  IRIS_GEMM_ERR_ABORT,     /* the epoch of the last call that failed: its waits return at once */
+  IRIS_GEMM_ERR_PEER_ABORT,/* the same, written by a peer whose call failed (iris_ag_gemm_tell_peers) */
+  IRIS_GEMM_ERR_WORDS
+};
+/* What failed. PEER_FAILED: a peer gave up on the call (PEER: that rank, GOT: its own
+ * IRIS_GEMM_WAIT_*, WANT: the rank its wait was for, or -1). */
+enum { IRIS_GEMM_WAIT_ARRIVE = 1, IRIS_GEMM_WAIT_DONE, IRIS_GEMM_WAIT_READY, IRIS_GEMM_WAIT_PIPELINE, IRIS_GEMM_WAIT_PEER_FAILED };
+
+/* One thread: record a failed wait of call `epoch` (the first since the host last read the
+ * record keeps its details) and abort the call. */
+IRIS_DEVICE_INLINE void iris_ag_gemm_fail(unsigned *err, unsigned epoch, int what, int peer, unsigned got, unsigned want, int item) {
+  iris_atomic_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(err + IRIS_GEMM_ERR_ABORT, epoch);
+  if (atomicCAS(err + IRIS_GEMM_ERR_WHAT, 0u, (unsigned)what) == 0u) {
+    err[IRIS_GEMM_ERR_PEER] = (unsigned)peer;
+    err[IRIS_GEMM_ERR_EPOCH] = epoch;
+    err[IRIS_GEMM_ERR_BLOCK] = blockIdx.x;
+    err[IRIS_GEMM_ERR_GOT] = got;
+    err[IRIS_GEMM_ERR_WANT] = want;
+    err[IRIS_GEMM_ERR_ITEM] = (unsigned)item;
+  }
+}
+/* Whether call `epoch` has already failed somewhere on this rank, or a peer said it failed
+ * there. */
+IRIS_DEVICE_INLINE bool iris_ag_gemm_aborted(const unsigned *err, unsigned epoch) {
+  return iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(err + IRIS_GEMM_ERR_ABORT) == epoch ||
+         iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(err + IRIS_GEMM_ERR_PEER_ABORT) == epoch;
+}
+/* A short pause between polls of a wait that is taking long (frees issue slots and L2 for
+ * the CTAs that do the work, and yields when ranks share a GPU). */
+IRIS_DEVICE_INLINE void iris_ag_gemm_pause(void) {
+#if defined(IRIS_USE_HIP)
+  __builtin_amdgcn_s_sleep(2);
+#else
+  __nanosleep(256);
+#endif
+}
+/* Local ready flags wait a quarter bound longer than waits on peers: when a peer is stuck,
+ * the wait on the peer expires first and the record names it. */
+#define IRIS_GEMM_READY_TIMEOUT_NS ((unsigned long long)IRIS_WAIT_TIMEOUT_NS + (unsigned long long)IRIS_WAIT_TIMEOUT_NS / 4)
+
+/* One thread: spin until *flag has reached want (wrap-safe), each poll a load of order O
+ * at scope S (acquire: what the signaller released is visible after it). Bounded by
+ * bound_ns; polls without pause for the first 2048 rounds, then pauses between them.
+ * Returns false at once if call `epoch` failed elsewhere, and on expiry records the
+ * failure (what, peer, item) and aborts the call. IRIS_DEBUG: reports and traps. */
+template <iris_order_t O, iris_scope_t S>
+IRIS_DEVICE_INLINE bool iris_ag_gemm_wait_flag(unsigned *err, const unsigned *flag, unsigned want, unsigned epoch, int what, int peer, int item,
+                                               unsigned long long bound_ns = IRIS_WAIT_TIMEOUT_NS) {
+  unsigned spins = 0, got;
+  unsigned long long start = 0;
+  for (;;) {
+    got = iris_atomic_load<O, S>(flag);
+    if (iris_epoch_reached(got, want)) return true;
+    if ((++spins & 255) == 0) {
+      const unsigned long long now = iris_detail_time_ns();
+      if (iris_ag_gemm_aborted(err, epoch)) return false;
+      if (!start) start = now;
+      else if (now - start > bound_ns) break;
+    }
+    if (spins > 2048) iris_ag_gemm_pause();
+  }
+#if defined(IRIS_DEBUG)
+  printf("iris: iris_ag_gemm: wait %d (1 peer's A ready, 2 peers done reading A, 3 ready flag, see docs/gemm_waits.md) timed out: block %d, call %u, peer %d, item %d: flag holds %u, want %u\n",
+         what, (int)blockIdx.x, epoch, peer, item, got, want);
+  iris_detail_trap();
+#endif
+  iris_ag_gemm_fail(err, epoch, what, peer, got, want, item);
+  return false;
+}
+/* One thread: wait until local ready flag `item` (of d.ready) reaches epoch (acquire, device
+ * scope: the fetchers are on this GPU). False if the call failed (recorded). */
+IRIS_DEVICE_INLINE bool iris_ag_gemm_wait_ready(unsigned *err, const unsigned *flags, int item, unsigned epoch) {
+  return iris_ag_gemm_wait_flag<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_DEVICE>(err, flags + item, epoch, epoch, IRIS_GEMM_WAIT_READY, -1, item, IRIS_GEMM_READY_TIMEOUT_NS);
+}
+/* Whole block: the same by thread 0, then the block meets. */
+IRIS_DEVICE_INLINE void iris_ag_gemm_wait_local(unsigned *err, const unsigned *flags, int item, unsigned epoch) {
+  if (threadIdx.x == 0) iris_ag_gemm_wait_ready(err, flags, item, epoch);
+  __syncthreads();
+}
+/* One thread per CTA, at the CTA's end: if call `epoch` failed on this rank, tell every
+ * peer (their waits of the call return at once, and their record says which rank gave up
+ * and why: after a timed-out wait this rank may overwrite its A while a slow peer still
+ * reads it, so the peer's C is suspect too). Idempotent: every CTA of the call does it. */
+IRIS_DEVICE_INLINE void iris_ag_gemm_tell_peers(const iris_ag_gemm_dev_t &d, unsigned epoch) {
+  if (iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(d.err + IRIS_GEMM_ERR_ABORT) != epoch) return;
+  const unsigned what = d.err[IRIS_GEMM_ERR_WHAT], why = d.err[IRIS_GEMM_ERR_PEER];
+  for (int q = 0; q < d.ctx.world_size; ++q) {
+    if (q == d.ctx.rank) continue;
+    unsigned *e = iris_translate(d.ctx, d.err, q);
+    iris_atomic_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(e + IRIS_GEMM_ERR_PEER_ABORT, epoch);
+    if (iris_atomic_cas<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(e + IRIS_GEMM_ERR_WHAT, 0u, (unsigned)IRIS_GEMM_WAIT_PEER_FAILED) == 0u) {
+      e[IRIS_GEMM_ERR_PEER] = (unsigned)d.ctx.rank;
+      e[IRIS_GEMM_ERR_EPOCH] = epoch;
+      e[IRIS_GEMM_ERR_BLOCK] = blockIdx.x;
+      e[IRIS_GEMM_ERR_GOT] = what;
+      e[IRIS_GEMM_ERR_WANT] = why;
+      e[IRIS_GEMM_ERR_ITEM] = ~0u;
+    }
+  }
+}
+
 /* Which rank holds element (row, col) of A, and its address there (before translation). */
 IRIS_DEVICE_INLINE int iris_ag_gemm_owner(const iris_ag_gemm_dev_t &d, int row, int col) {
   return d.layout == IRIS_GEMM_A_ROWS ? row / (d.M / d.ctx.world_size) : col / (d.K / d.ctx.world_size);
@@ -272,6 +418,12 @@ struct iris_ag_gemm_side_group {
   __device__ int tid() const { return t; }
   __device__ int size() const { return 96; }
   __device__ void sync() const { asm volatile("bar.sync 1, 96;\n" ::: "memory"); }
+  /* the group meets (named barrier 1); nonzero in every thread if v was in any */
+  __device__ int any(int v) const {
+    int r;
+    asm volatile("{\n.reg .pred p, q;\nsetp.ne.s32 p, %1, 0;\nbar.red.or.pred q, 1, 96, p;\nselp.s32 %0, 1, 0, q;\n}\n" : "=r"(r) : "r"(v) : "memory");
+    return r;
+  }
 };
 
 /* Whole group (fetcher): copy block (mt, kg) of the gathered A into the staging buffer,
@@ -286,7 +438,7 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_fetch_by(const G &grp, const iris_ag_gemm_d
   const int tid = grp.tid(), nt = grp.size();
   for (int q = q0; q <= q1; ++q) {
     if (q == d.ctx.rank || (seen >> q & 1u)) continue;
-    if (tid == 0) iris_wait_until(d.ctx, d.arrive + q, IRIS_CMP_EPOCH, epoch, "iris_ag_gemm: peer's A ready");
+    if (tid == 0) iris_ag_gemm_wait_flag<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(d.err, d.arrive + q, epoch, epoch, IRIS_GEMM_WAIT_ARRIVE, q, -1);
     seen |= 1u << q;
   }
   grp.sync();
@@ -331,33 +483,14 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_fetch(const iris_ag_gemm_dev_t &d, int mt, 
   iris_ag_gemm_fetch_by<T, IRIS_GEMM_FETCH_UNROLL>(iris_ag_gemm_block_group(), d, mt, kg, epoch, seen);
 }
 
-/* One thread: spin until a local ready flag reaches epoch (acquire, device scope), no
- * heap check: the fused kernel's own flags. */
-IRIS_DEVICE_INLINE void iris_ag_gemm_spin_local(const unsigned *flag, unsigned epoch) {
-  unsigned spins = 0;
-  unsigned long long start = 0;
-  while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_DEVICE>(flag), epoch))
-    if (iris_detail_spin_expired(spins, start)) {
-#if defined(IRIS_DEBUG)
-      printf("iris: iris_ag_gemm: block %d timed out waiting for a ready flag (epoch %u)\n", (int)blockIdx.x, epoch);
-      iris_detail_trap();
-#endif
-      break;
-    }
-}
-/* Whole block: the same, then the block meets. */
-IRIS_DEVICE_INLINE void iris_ag_gemm_wait_local(const unsigned *flag, unsigned epoch) {
-  if (threadIdx.x == 0) iris_ag_gemm_spin_local(flag, epoch);
-  __syncthreads();
-}
-
 /* The GEMM core's hook, called by the whole block before it loads A columns
  * [k0, k0 + BK) of m-tile mt: wait for every k-group that starts in that slab (a group
  * starting earlier was waited for at the slab holding its start). */
 template <int BK>
 struct iris_ag_gemm_waiter {
-  const unsigned *row; /* ready flags of m-tile mt */
-  int kg, K;
+  unsigned *err;
+  const unsigned *flags; /* d.ready.flags */
+  int row, kg, K;        /* row: m-tile mt's first flag (mt * groups_k) */
   unsigned epoch;
 #if defined(IRIS_GEMM_TRACE)
   const iris_ag_gemm_dev_t *d;
@@ -368,14 +501,23 @@ struct iris_ag_gemm_waiter {
     for (int g = k0 == 0 ? 0 : (k0 + kg - 1) / kg; g * kg < end; ++g) {
 #if defined(IRIS_GEMM_TRACE)
       const unsigned long long t0 = d->trace ? iris_detail_time_ns() : 0;
-      iris_ag_gemm_wait_local(row + g, epoch);
+      iris_ag_gemm_wait_local(err, flags, row + g, epoch);
       if (d->trace && iris_detail_time_ns() - t0 > 1000) iris_gemm_trace(*d, slot, t0, IRIS_GEMM_EV_WAIT, mt);
 #else
-      iris_ag_gemm_wait_local(row + g, epoch);
+      iris_ag_gemm_wait_local(err, flags, row + g, epoch);
 #endif
     }
   }
 };
+
+/* Whole block, at the end of a call: threads 0..W-1 (but this rank's) wait until peer q's
+ * `per_call` CTAs have each said, at every call so far, that they are done reading this
+ * rank's A (relaxed: execution only, no data is handed over). */
+IRIS_DEVICE_INLINE void iris_ag_gemm_wait_done(const iris_ag_gemm_dev_t &d, unsigned epoch, unsigned per_call) {
+  const int q = (int)threadIdx.x;
+  if (q < d.ctx.world_size && q != d.ctx.rank)
+    iris_ag_gemm_wait_flag<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(d.err, d.done + q, epoch * per_call, epoch, IRIS_GEMM_WAIT_DONE, q, -1);
+}
 
 /* Whole block, fetcher slot `slot` of a call at epoch: announce this rank's A (slot 0),
  * copy the slot's (m-tile, k-group) blocks into the staging buffer, publish each, then
@@ -384,28 +526,45 @@ struct iris_ag_gemm_waiter {
 template <typename T>
 IRIS_DEVICE_INLINE void iris_ag_gemm_fetch_role(const iris_ag_gemm_dev_t &d, int slot, unsigned epoch) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
+#if defined(IRIS_GEMM_FETCHER_DELAY_NS)
+  /* test hook (gemm_test_t2): every fetcher CTA starts this late, as if the GPU ran it late */
+  if (threadIdx.x == 0)
+    for (const unsigned long long t0 = iris_detail_time_ns(); iris_detail_time_ns() - t0 < (unsigned long long)(IRIS_GEMM_FETCHER_DELAY_NS);) iris_ag_gemm_pause();
+  __syncthreads();
+#endif
   if (slot == 0 && threadIdx.x < (unsigned)W && (int)threadIdx.x != me) iris_signal(d.ctx, d.arrive + me, epoch, (int)threadIdx.x);
   unsigned seen = 0;
   const int items = d.tiles_m * d.groups_k;
   for (int it = slot; it < items; it += d.fetchers) {
     IRIS_GEMM_T0();
     const int mt = (it / d.groups_k + d.rot) % d.tiles_m, kg = it % d.groups_k;
+    if (d.help) { /* a GEMM CTA's helper may have taken the block (this CTA came late) */
+      int won = 0;
+      if (threadIdx.x == 0) won = atomicExch(d.claim + mt * d.groups_k + kg, epoch) != epoch;
+      if (!__syncthreads_or(won)) continue;
+    }
     iris_ag_gemm_fetch<T>(d, mt, kg, epoch, seen);
     IRIS_GEMM_TRACE_EV(slot, IRIS_GEMM_EV_FETCH, mt * d.groups_k + kg);
   }
   __syncthreads(); /* every read of peers' A has returned */
   if (threadIdx.x < (unsigned)W && (int)threadIdx.x != me) iris_signal_add(d.ctx, d.done + me, 1u, (int)threadIdx.x);
-  if (slot == 0 && threadIdx.x < (unsigned)W && (int)threadIdx.x != me)
-    iris_wait_until_relaxed(d.ctx, d.done + threadIdx.x, IRIS_CMP_EPOCH, epoch * (unsigned)d.fetchers, "iris_ag_gemm: peers done reading A");
+  if (slot == 0) iris_ag_gemm_wait_done(d, epoch, (unsigned)(d.fetchers + (d.help ? d.gemm_ctas : 0)));
 }
 
 #if defined(IRIS_GEMM_HAVE_CORE)
 /* One launch covers the CTA slots [slot0, slot0 + gridDim.x). Slots below d.fetchers
- * fetch, the others compute. Fused: one launch of every slot (fetchers first, so they
- * are resident before any GEMM CTA waits on them). Kernel-unfused: a launch of the
- * fetcher slots, then one of the GEMM slots.
+ * fetch, the others compute. Fused: one launch of every slot, no more CTAs than SMs at
+ * one CTA per SM, fetchers first (the block scheduler hands out low indices first, so
+ * on a GPU this launch has to itself they are resident before any GEMM CTA waits on
+ * them; where other work holds SMs nothing guarantees it: the TMA kernel's GEMM CTAs
+ * then fetch for them (d.help), this one's bounded waits end the call with an error;
+ * docs/gemm_waits.md). Kernel-unfused: a launch of the fetcher slots, then one of the
+ * GEMM slots.
+ * Every wait is bounded and the first expiry aborts the whole call (iris_ag_gemm_wait_flag);
+ * every signal below is sent whatever happened, so the peers stay in step.
  * Cross-rank protocol, per call (epoch = the slot's counter + 1, the same number on every
- * rank and slot because every call runs every slot once):
+ * rank and slot because every call runs every slot once; the TMA kernel's variants, side
+ * fetch and help, at iris_ag_gemm_side_fetch):
  *   start:  fetcher slot 0 release-stores epoch into arrive[me] of every peer: this
  *           rank's A (written by earlier work on its stream) is ready;
  *   fetch:  before reading peer q, wait arrive[q] >= epoch (acquire, system);
@@ -426,7 +585,9 @@ __global__ void __launch_bounds__(Cfg::threads) iris_ag_gemm_kernel(iris_ag_gemm
       IRIS_GEMM_T0();
       const int mt = (t / d.tiles_n + d.rot) % d.tiles_m, nt = t % d.tiles_n;
       iris_ag_gemm_waiter<Cfg::BK> w;
-      w.row = d.ready.flags + (size_t)mt * d.groups_k;
+      w.err = d.err;
+      w.flags = d.ready.flags;
+      w.row = mt * d.groups_k;
       w.kg = d.kg;
       w.K = d.K;
       w.epoch = epoch;
@@ -440,7 +601,10 @@ __global__ void __launch_bounds__(Cfg::threads) iris_ag_gemm_kernel(iris_ag_gemm
     }
   }
   __syncthreads();
-  if (threadIdx.x == 0) d.counters[slot] = epoch;
+  if (threadIdx.x == 0) {
+    iris_ag_gemm_tell_peers(d, epoch);
+    d.counters[slot] = epoch;
+  }
 }
 #if !defined(IRIS_USE_HIP)
 /* The TMA core's tile sequence for GEMM slot `first`: tiles first, first + stride, ... of
@@ -476,6 +640,7 @@ struct iris_ag_gemm_sched {
  * wait for every k-group of that m-tile that starts in the slab (acquire, device scope:
  * the fetchers are on this GPU; the core adds the proxy fence before its TMA). */
 struct iris_ag_gemm_tma_waiter {
+  unsigned *err;
   const unsigned *flags;
   int groups_k, kg, K, bm;
   unsigned epoch;
@@ -484,12 +649,12 @@ struct iris_ag_gemm_tma_waiter {
   int slot;
 #endif
   __device__ void operator()(int m0, int k0) const {
-    const unsigned *row = flags + (size_t)(m0 / bm) * groups_k;
+    const int row = m0 / bm * groups_k;
     const int end = min(K, k0 + 64);
 #if defined(IRIS_GEMM_TRACE)
     const unsigned long long t0 = d->trace ? iris_detail_time_ns() : 0;
 #endif
-    for (int g = k0 == 0 ? 0 : (k0 + kg - 1) / kg; g * kg < end; ++g) iris_ag_gemm_spin_local(row + g, epoch);
+    for (int g = k0 == 0 ? 0 : (k0 + kg - 1) / kg; g * kg < end; ++g) iris_ag_gemm_wait_ready(err, flags, row + g, epoch);
 #if defined(IRIS_GEMM_TRACE)
     if (d->trace) {
       const unsigned long long t1 = iris_detail_time_ns();
@@ -497,12 +662,44 @@ struct iris_ag_gemm_tma_waiter {
     }
 #endif
   }
+  /* the core's pipeline (mbarrier) wait ran past its bound: a bug, not a peer (the
+   * producer's waits above are bounded), recorded so the host hears of it */
+  __device__ void stalled() const { iris_ag_gemm_fail(err, epoch, IRIS_GEMM_WAIT_PIPELINE, -1, 0, 0, -1); }
 };
-/* The side work of a fused TMA-kernel CTA (d.side_fetch): its 96 idle producer threads
- * fetch A blocks it = unit, unit + units, ... (unit = the GEMM slot, units = the GEMM
- * CTAs) in the fetcher order (rotated m-tiles, k-groups), so every SM moves A while it
- * multiplies and no SM is set aside for fetching. Unit 0 announces this rank's A; each
- * unit tells every peer when it is done reading (slot 0 waits for all at the end). */
+/* How long a helper (d.help) leaves a block to the fetcher CTAs before it claims it: far
+ * longer than any fetch takes while the fetchers run (a few ms for the largest A), far
+ * shorter than the wait bound. */
+#ifndef IRIS_GEMM_HELP_AFTER_NS
+#define IRIS_GEMM_HELP_AFTER_NS 20000000ULL
+#endif
+/* Thread 0 of a helper: whether it has claimed block `item` for call epoch: the block is
+ * not ready `patience` ns after this helper began to wait for it, and no fetcher claimed
+ * it first. Sparse polls (the producer polls the same flag closely); patience drops to 0
+ * once a block came late (the fetchers are missing or behind: unclaimed blocks are taken
+ * at once). */
+IRIS_DEVICE_INLINE bool iris_ag_gemm_help_claim(const iris_ag_gemm_dev_t &d, int item, unsigned epoch, unsigned long long &patience) {
+  const unsigned long long t0 = iris_detail_time_ns();
+  while (!iris_epoch_reached(iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(d.ready.flags + item), epoch) && !iris_ag_gemm_aborted(d.err, epoch)) {
+    if (iris_detail_time_ns() - t0 >= patience) {
+      patience = 0;
+      return atomicExch(d.claim + item, epoch) != epoch;
+    }
+    iris_ag_gemm_pause();
+  }
+  return false;
+}
+/* The side work of a fused TMA-kernel CTA, on its 96 idle producer threads: A blocks
+ * it = unit, unit + units, ... (unit = the GEMM slot, units = the GEMM CTAs) in the fetcher
+ * order (rotated m-tiles, k-groups).
+ *   d.side_fetch: they are this CTA's to fetch (no fetcher CTAs), so every SM moves A while
+ *   it multiplies and no SM is set aside for fetching.
+ *   d.help (fetcher CTAs exist): they stand by; a block still not ready after
+ *   IRIS_GEMM_HELP_AFTER_NS and not yet claimed by its fetcher is claimed and fetched
+ *   here, so the GEMM CTAs finish even when a fetcher CTA is not on the GPU (other work
+ *   holding SMs). A block is fetched once: by whoever claims it first (d.claim).
+ * Unit 0 announces this rank's A (with d.help every unit does: fetcher slot 0 may be the
+ * missing CTA); each unit tells every peer when it is done reading (with d.help fetcher
+ * slot 0 counts fetchers + GEMM CTAs; else GEMM slot 0 counts GEMM CTAs). */
 template <typename T>
 struct iris_ag_gemm_side_fetch {
   const iris_ag_gemm_dev_t *d;
@@ -511,11 +708,13 @@ struct iris_ag_gemm_side_fetch {
   __device__ void operator()(int t) const {
     const iris_ag_gemm_side_group grp = {t};
     const int W = d->ctx.world_size, me = d->ctx.rank;
-    if (unit == 0 && t < W && t != me) iris_signal(d->ctx, d->arrive + me, epoch, t);
+    if ((unit == 0 || d->help) && t < W && t != me) iris_signal(d->ctx, d->arrive + me, epoch, t);
     unsigned seen = 0;
+    unsigned long long patience = IRIS_GEMM_HELP_AFTER_NS;
     const int items = d->tiles_m * d->groups_k;
     for (int it = unit; it < items; it += units) {
       const int mt = (it / d->groups_k + d->rot) % d->tiles_m, kg = it % d->groups_k;
+      if (d->help && !grp.any(t == 0 && iris_ag_gemm_help_claim(*d, mt * d->groups_k + kg, epoch, patience))) continue;
 #if defined(IRIS_GEMM_TRACE)
       const unsigned long long t0 = d->trace ? iris_detail_time_ns() : 0;
 #endif
@@ -553,6 +752,7 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
     sc.bn = Cfg::BN;
     sc.raster = d.raster;
     iris_ag_gemm_tma_waiter w;
+    w.err = d.err;
     w.flags = d.ready.flags;
     w.groups_k = d.groups_k;
     w.kg = d.kg;
@@ -566,7 +766,7 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
     w.d = &d;
     w.slot = slot;
 #endif
-    if (d.side_fetch) {
+    if (d.side_fetch || d.help) {
       iris_ag_gemm_side_fetch<T> side;
       side.d = &d;
       side.unit = slot - d.fetchers;
@@ -580,9 +780,11 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
   }
   __syncthreads();
   /* side fetch: the kernel ends only when no peer reads this rank's A any more */
-  if (d.side_fetch && slot == d.fetchers && threadIdx.x < (unsigned)d.ctx.world_size && (int)threadIdx.x != d.ctx.rank)
-    iris_wait_until_relaxed(d.ctx, d.done + threadIdx.x, IRIS_CMP_EPOCH, epoch * (unsigned)d.gemm_ctas, "iris_ag_gemm: peers done reading A");
-  if (threadIdx.x == 0) d.counters[slot] = epoch;
+  if (d.side_fetch && slot == d.fetchers) iris_ag_gemm_wait_done(d, epoch, (unsigned)d.gemm_ctas);
+  if (threadIdx.x == 0) {
+    iris_ag_gemm_tell_peers(d, epoch);
+    d.counters[slot] = epoch;
+  }
 }
 #endif /* !IRIS_USE_HIP */
 #endif /* IRIS_GEMM_HAVE_CORE */
@@ -625,7 +827,7 @@ struct iris_ag_gemm {
   size_t es, cs;                  /* element sizes of A/B and of C */
   char *staged;                   /* local M x K */
   char *a_heap;                   /* stage_a: the plan's heap copy of the shard */
-  unsigned *flag_block;           /* heap: ready | arrive | done | counters */
+  unsigned *flag_block;           /* heap: ready | claim | arrive | done | error record | counters */
   iris_stream_t copy[IRIS_MAX_RANKS];
   iris_gemm_event_t fork, join, tail[IRIS_MAX_RANKS], ev[IRIS_MAX_RANKS][IRIS_GEMM_MAX_CHUNKS];
   iris_stream_t aux;              /* pipelined: the second GEMM stream */
@@ -1077,9 +1279,11 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
   v->ready.tiles_m = v->tiles_m;
   v->ready.groups_k = v->groups_k;
   v->ready.flags = flags;
-  v->arrive = flags + (size_t)v->tiles_m * v->groups_k;
+  v->claim = flags + (size_t)v->tiles_m * v->groups_k;
+  v->arrive = v->claim + (size_t)v->tiles_m * v->groups_k;
   v->done = v->arrive + IRIS_MAX_RANKS;
-  v->counters = v->done + IRIS_MAX_RANKS;
+  v->err = v->done + IRIS_MAX_RANKS;
+  v->counters = v->err + IRIS_GEMM_ERR_WORDS;
   v->rot = d->layout == IRIS_GEMM_A_ROWS ? (int)((d->M / g->W) * g->me / iris_ag_gemm_cfg::BM) : 0;
   /* fetchers: the fewer N columns per A byte, the faster A must arrive. Measured on
    * 4xH200 (BENCHMARKS.md): 12-16 best at N = 3584, 24 at N = 1792, 12 at N = 6656 */
@@ -1098,6 +1302,8 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
    * desc.fetch_ctas > 0 always keeps fetcher CTAs, -1 asks for side fetch. */
   v->side_fetch = g->path == IRIS_GEMM_PATH_FUSED && g->tma && (d->fetch_ctas == -1 || (!d->fetch_ctas && (long long)g->sms * 360 / d->N < 20));
   if (v->side_fetch) { v->fetchers = 0; v->gemm_ctas = g->sms; }
+  /* fused TMA kernel with fetcher CTAs: the GEMM CTAs' idle side warps stand by (d.help) */
+  v->help = g->path == IRIS_GEMM_PATH_FUSED && g->tma && !v->side_fetch;
   /* tile order of the TMA core. Fused: row by row, the order the fetchers fill A in
    * (groups of 8 m-tiles measured 4-19% slower at N = 1792 and 6656 on 2xH200: a group
    * waits for 8 m-tiles). Kernel-unfused (A is all there): groups of 8, which share B
@@ -1111,7 +1317,7 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
 #endif
   v->staged = g->staged;
   if ((size_t)v->fetchers + v->gemm_ctas > IRIS_GEMM_MAX_SLOTS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm: too many CTAs");
-  if ((size_t)v->tiles_m * v->groups_k + 2 * IRIS_MAX_RANKS + IRIS_GEMM_MAX_SLOTS > iris_gemm_flag_words(d, g->W))
+  if (2 * (size_t)v->tiles_m * v->groups_k + 2 * IRIS_MAX_RANKS + IRIS_GEMM_ERR_WORDS + IRIS_GEMM_MAX_SLOTS > iris_gemm_flag_words(d, g->W))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm: the flag block is too small for %d x %d ready flags", g->me, v->tiles_m, v->groups_k);
   return IRIS_SUCCESS;
 }
@@ -1120,10 +1326,10 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
 
 static size_t iris_gemm_flag_words(const iris_ag_gemm_desc_t *d, int W) {
   /* ready flags for the smallest tile and k-group the kernel may pick (64 rows; 64
-   * columns, or K/W columns when a COLS shard is narrower: then W groups), then arrive,
-   * done and counters */
+   * columns, or K/W columns when a COLS shard is narrower: then W groups) and as many
+   * claim words, then arrive, done, the error record and counters */
   const size_t groups = (size_t)iris_cdiv(d->K, 64) > (size_t)W ? (size_t)iris_cdiv(d->K, 64) : (size_t)W;
-  return (size_t)iris_cdiv(d->M, 64) * groups + 2 * IRIS_MAX_RANKS + IRIS_GEMM_MAX_SLOTS;
+  return 2 * (size_t)iris_cdiv(d->M, 64) * groups + 2 * IRIS_MAX_RANKS + IRIS_GEMM_ERR_WORDS + IRIS_GEMM_MAX_SLOTS;
 }
 
 #if defined(IRIS_USE_HIP)
@@ -1294,7 +1500,8 @@ static iris_status_t iris_gemm_create_local(iris_ag_gemm_t *g) {
 IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_t *desc, iris_ag_gemm_t **out) {
   iris_ag_gemm_t *g;
   iris_status_t st;
-  int W, me, q, ok, *oks, old = -1;
+  int W, me, q, old = -1;
+  int mine[6] = {0, 0, 0, 0, 0, 0}, *oks;
   if (!ctx || !desc || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_create: NULL argument");
   *out = NULL;
   W = iris_world_size(ctx);
@@ -1334,14 +1541,29 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
   if (st == IRIS_SUCCESS && desc->stage_a)
     st = iris_malloc(ctx, (size_t)(desc->layout == IRIS_GEMM_A_ROWS ? desc->M / W * desc->K : desc->M * (desc->K / W)) * g->es, (void **)&g->a_heap);
   if (st == IRIS_SUCCESS) st = iris_gemm_create_local(g);
-  /* agree: a plan exists on every rank or on none (heap blocks then go on every rank) */
-  ok = st == IRIS_SUCCESS;
-  oks = (int *)calloc((size_t)W, sizeof *oks);
+  /* agree: a plan exists on every rank or on none (heap blocks then go on every rank), and
+   * the fused kernel is cut the same way everywhere: a rank waits for epoch * (the peers'
+   * fetcher count) signals, counted with its own count (different GPUs, SM counts or
+   * IRIS_GEMM_TMA settings would make every call wait out the bound) */
+  mine[0] = st == IRIS_SUCCESS;
+#if defined(IRIS_GEMM_HAVE_CORE)
+  if (st == IRIS_SUCCESS && (g->path == IRIS_GEMM_PATH_FUSED || g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED)) {
+    mine[1] = g->dev.fetchers; mine[2] = g->dev.gemm_ctas; mine[3] = g->dev.side_fetch; mine[4] = g->dev.kg; mine[5] = g->tma;
+  }
+#endif
+  oks = (int *)calloc((size_t)W * 6, sizeof *oks);
   if (!oks) st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-  else if (iris_allgather_host(ctx, &ok, oks, sizeof ok) != IRIS_SUCCESS) st = st == IRIS_SUCCESS ? IRIS_ERROR_TIMEOUT : st;
+  else if (iris_allgather_host(ctx, mine, oks, sizeof mine) != IRIS_SUCCESS) st = st == IRIS_SUCCESS ? IRIS_ERROR_TIMEOUT : st;
   else
-    for (q = 0; q < W && st == IRIS_SUCCESS; ++q)
-      if (!oks[q]) st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_ag_gemm_create: rank %d could not create its plan (see its error)", me, q);
+    for (q = 0; q < W && st == IRIS_SUCCESS; ++q) {
+      const int *o = oks + (size_t)q * 6;
+      if (!o[0]) st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_ag_gemm_create: rank %d could not create its plan (see its error)", me, q);
+      else if (memcmp(o + 1, mine + 1, 5 * sizeof *o))
+        st = iris_detail_fail(IRIS_ERROR_MISMATCH,
+                              "rank %d: iris_ag_gemm_create: rank %d cuts the fused kernel differently (fetcher CTAs %d, GEMM CTAs %d, side fetch %d, k-group %d, "
+                              "TMA core %d; here %d, %d, %d, %d, %d): give every rank the same GPU model and the same IRIS_GEMM_TMA",
+                              me, q, o[1], o[2], o[3], o[4], o[5], mine[1], mine[2], mine[3], mine[4], mine[5]);
+    }
   free(oks);
   if (st != IRIS_SUCCESS) {
     iris_ag_gemm_destroy(g);
@@ -1446,6 +1668,70 @@ IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, 
     default: return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_run: path '%s' is not in this build", g->me, iris_gemm_path_name(g->path));
     }
   }
+#endif
+}
+
+IRIS_DEF iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g) {
+#if defined(IRIS_GEMM_HAVE_CORE)
+  unsigned e[IRIS_GEMM_ERR_WORDS], zero = 0;
+  int rc, peer;
+  const char *path;
+  double bound, pipe = 0;
+  if (!g) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_check: NULL plan");
+#if defined(IRIS_GEMM_PIPE_TIMEOUT_NS)
+  pipe = (double)IRIS_GEMM_PIPE_TIMEOUT_NS * 1e-9;
+#endif
+  if (g->path != IRIS_GEMM_PATH_FUSED && g->path != IRIS_GEMM_PATH_KERNEL_UNFUSED) return IRIS_SUCCESS;
+#if defined(IRIS_USE_HIP)
+  rc = (int)hipMemcpy(e, g->dev.err, sizeof e, hipMemcpyDeviceToHost);
+  if (rc == (int)hipSuccess && e[IRIS_GEMM_ERR_WHAT]) rc = (int)hipMemcpy(g->dev.err + IRIS_GEMM_ERR_WHAT, &zero, sizeof zero, hipMemcpyHostToDevice);
+#else
+  rc = (int)cudaMemcpy(e, g->dev.err, sizeof e, cudaMemcpyDeviceToHost);
+  if (rc == (int)cudaSuccess && e[IRIS_GEMM_ERR_WHAT]) rc = (int)cudaMemcpy(g->dev.err + IRIS_GEMM_ERR_WHAT, &zero, sizeof zero, cudaMemcpyHostToDevice);
+#endif
+  if (rc != (int)IRIS_GEMM_OK) return iris_gemm_gpu_fail(g->ctx, "iris_ag_gemm_check: reading the error record", rc);
+  if (!e[IRIS_GEMM_ERR_WHAT]) return IRIS_SUCCESS;
+  path = iris_gemm_path_name(g->path);
+  peer = (int)e[IRIS_GEMM_ERR_PEER];
+  bound = (double)IRIS_WAIT_TIMEOUT_NS * 1e-9;
+  switch (e[IRIS_GEMM_ERR_WHAT]) {
+  case IRIS_GEMM_WAIT_ARRIVE:
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                            "rank %d: iris_ag_gemm (%s): call %u: the wait for rank %d's \"A is ready\" signal (arrive[%d] holds %u, want %u) ran past the wait "
+                            "bound (%.1f s) in CTA %u: rank %d is stuck, dead, far behind, or not making the same calls; C of that call is wrong",
+                            g->me, path, e[IRIS_GEMM_ERR_EPOCH], peer, peer, e[IRIS_GEMM_ERR_GOT], e[IRIS_GEMM_ERR_WANT], bound, e[IRIS_GEMM_ERR_BLOCK], peer);
+  case IRIS_GEMM_WAIT_DONE:
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                            "rank %d: iris_ag_gemm (%s): call %u: the wait for rank %d to finish reading this rank's A (done[%d] holds %u signals, want %u) ran "
+                            "past the wait bound (%.1f s) in CTA %u: rank %d is stuck, dead or far behind, and may still read this rank's A",
+                            g->me, path, e[IRIS_GEMM_ERR_EPOCH], peer, peer, e[IRIS_GEMM_ERR_GOT], e[IRIS_GEMM_ERR_WANT], bound, e[IRIS_GEMM_ERR_BLOCK], peer);
+  case IRIS_GEMM_WAIT_READY:
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                            "rank %d: iris_ag_gemm (%s): call %u: the wait for this rank's own ready flag of A block (m-tile %u, k-group %u) (holds %u, want %u) ran "
+                            "past %.1f s in CTA %u: the fetching CTA of this rank did not run (not resident: other work on the GPU holding its SMs?) or "
+                            "stopped; C of that call is wrong",
+                            g->me, path, e[IRIS_GEMM_ERR_EPOCH], e[IRIS_GEMM_ERR_ITEM] / (unsigned)g->dev.groups_k, e[IRIS_GEMM_ERR_ITEM] % (unsigned)g->dev.groups_k,
+                            e[IRIS_GEMM_ERR_GOT], e[IRIS_GEMM_ERR_WANT], (double)IRIS_GEMM_READY_TIMEOUT_NS * 1e-9, e[IRIS_GEMM_ERR_BLOCK]);
+  case IRIS_GEMM_WAIT_PEER_FAILED: {
+    const unsigned w = e[IRIS_GEMM_ERR_GOT];
+    const int q = (int)e[IRIS_GEMM_ERR_WANT];
+    char cause[96];
+    if ((w == IRIS_GEMM_WAIT_ARRIVE || w == IRIS_GEMM_WAIT_DONE) && q >= 0) snprintf(cause, sizeof cause, "its wait for rank %d's signal (%s)", q, w == IRIS_GEMM_WAIT_ARRIVE ? "A is ready" : "done reading");
+    else snprintf(cause, sizeof cause, "%s", w == IRIS_GEMM_WAIT_READY ? "its wait for its own fetcher CTAs" : w == IRIS_GEMM_WAIT_PIPELINE ? "a TMA pipeline wait" : "a wait");
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                            "rank %d: iris_ag_gemm (%s): call %u: rank %d gave up on this call (%s ran past the wait bound; see its error): it may have "
+                            "overwritten its A while this rank read it, so C of that call may be wrong here too",
+                            g->me, path, e[IRIS_GEMM_ERR_EPOCH], peer, cause);
+  }
+  default:
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                            "rank %d: iris_ag_gemm (%s): call %u: a pipeline (mbarrier) wait of the TMA core ran past its bound (%.1f s) in CTA %u: a bug in "
+                            "internal/gemm_core_tma.h; C of that call is wrong",
+                            g->me, path, e[IRIS_GEMM_ERR_EPOCH], pipe, e[IRIS_GEMM_ERR_BLOCK]);
+  }
+#else
+  if (!g) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_check: NULL plan");
+  return IRIS_SUCCESS;
 #endif
 }
 

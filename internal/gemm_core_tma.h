@@ -54,7 +54,13 @@
  *             A[m0:m0+BM, k0:k0+64), in k order per tile. It may spin; to consume data that
  *             other CTAs or GPUs wrote, it acquires their flag (the core then issues
  *             fence.proxy.async so the TMA, an async-proxy read, sees the data). B is read
- *             without a wait. iris_gemm_no_wait: no call.
+ *             without a wait. iris_gemm_no_wait: no call. A wait_a that may spin must be
+ *             bounded. Optional member `void stalled() const`: called (by the producer or
+ *             by lane 0 of a consumer warp) when a pipeline wait of this CTA passes
+ *             IRIS_GEMM_PIPE_TIMEOUT_NS (default twice IRIS_WAIT_TIMEOUT_NS where that is
+ *             defined, else 20 s); such a thread stops waiting from then on (C is then
+ *             wrong), so no thread stays stuck. Reached only through a bug: while wait_a
+ *             returns, the ring always moves.
  *     smem    Cfg::smem_bytes of dynamic shared memory (16-byte aligned; the core aligns it).
  *   Every thread of the CTA (blockDim.x == 384) calls it with the same arguments. It begins
  *   and ends with __syncthreads(); on return every copy and MMA is complete.
@@ -74,6 +80,16 @@
 #include <cuda.h> /* CUtensorMap and its enums only; the driver function is looked up at run time */
 
 /* ---- configuration ---- */
+/* Bound of one pipeline (mbarrier) wait, in ns: twice the flag-wait bound, because a stage
+   may legitimately wait while the producer waits (bounded) in wait_a. */
+#ifndef IRIS_GEMM_PIPE_TIMEOUT_NS
+#if defined(IRIS_WAIT_TIMEOUT_NS)
+#define IRIS_GEMM_PIPE_TIMEOUT_NS (2ULL * (IRIS_WAIT_TIMEOUT_NS))
+#else
+#define IRIS_GEMM_PIPE_TIMEOUT_NS 20000000000ULL
+#endif
+#endif
+
 template <int BN_, int STAGES_> struct iris_gemm_tma_cfg {
   static constexpr int BM = 128, BN = BN_, BK = 64, STAGES = STAGES_;
   static constexpr int threads = 384; /* producer warpgroup + 2 consumer warpgroups */
@@ -137,16 +153,39 @@ __device__ __forceinline__ void iris_gc_mbar_expect_tx(uint32_t bar, unsigned by
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void iris_gc_mbar_arrive(uint32_t bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory"); }
-/* until the phase of parity `parity` of the barrier has completed */
-__device__ __forceinline__ void iris_gc_mbar_wait(uint32_t bar, uint32_t parity) {
+__device__ __forceinline__ unsigned long long iris_gc_time_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+/* Until the phase of parity `parity` of the barrier has completed: true. False once
+   IRIS_GEMM_PIPE_TIMEOUT_NS has passed (each try_wait suspends the thread for a while in
+   hardware; the clock is read every 64 tries), or at once when `broken` (an earlier wait
+   of this thread expired): a bound for bugs, never reached while the other side of the
+   ring makes progress. */
+__device__ __forceinline__ bool iris_gc_mbar_wait(uint32_t bar, uint32_t parity, bool &broken) {
   uint32_t done;
-  do {
+  unsigned tries = 0;
+  unsigned long long start = 0;
+  if (broken) return false;
+  for (;;) {
     asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
                  : "=r"(done)
                  : "r"(bar), "r"(parity)
                  : "memory");
-  } while (!done);
+    if (done) return true;
+    if ((++tries & 63) == 0) {
+      const unsigned long long now = iris_gc_time_ns();
+      if (!start) start = now;
+      else if (now - start > (unsigned long long)(IRIS_GEMM_PIPE_TIMEOUT_NS)) break;
+    }
+  }
+  broken = true;
+  return false;
 }
+/* wait_a.stalled() where WaitA has it (the fused kernel records the failure), else nothing */
+template <class W> __device__ __forceinline__ auto iris_gc_report_stall(const W &w, int) -> decltype(w.stalled(), void()) { w.stalled(); }
+template <class W> __device__ __forceinline__ void iris_gc_report_stall(const W &, long) {}
 /* 2-D TMA load of the box at (c0 = column, c1 = row) into shared dst, completing on bar */
 __device__ __forceinline__ void iris_gc_tma_load(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
@@ -167,10 +206,16 @@ __device__ __forceinline__ void iris_gc_tma_produce(const CUtensorMap *ta, const
   int s = 0;
   uint32_t phase = 0;
   int m0, n0;
+  bool broken = false;
   for (int i = 0; sched(i, m0, n0); ++i) {
     if (m0 >= M || n0 >= N) continue;
     for (int kt = 0; kt < KT; ++kt) {
-      iris_gc_mbar_wait(empty + 8 * s, phase ^ 1); /* the consumers freed this stage (a fresh barrier passes) */
+      /* the consumers freed this stage (a fresh barrier passes); past the bound: stop
+         loading (the consumers' waits then expire too, and the CTA ends) */
+      if (!iris_gc_mbar_wait(empty + 8 * s, phase ^ 1, broken)) {
+        iris_gc_report_stall(wait_a, 0);
+        return;
+      }
       if (iris_gc_waits<WaitA>::value) {
         wait_a(m0, kt * 64);
         iris_gc_fence_proxy_async_global();
@@ -190,9 +235,9 @@ __device__ __forceinline__ void iris_gc_tma_produce(const CUtensorMap *ta, const
 }
 
 /* A consumer warpgroup (cw = 0 or 1: rows 64*cw of each tile). */
-template <class Cfg, typename T, bool B_KN, typename OutT, class Sched, typename BiasT>
+template <class Cfg, typename T, bool B_KN, typename OutT, class Sched, class WaitA, typename BiasT>
 __device__ __forceinline__ void iris_gc_tma_consume(OutT *__restrict__ C, int ldc, const BiasT *__restrict__ bias, int M, int N, int K, Sched &sched,
-                                                    uint32_t ring, uint32_t full, uint32_t empty, int cw) {
+                                                    const WaitA &wait_a, uint32_t ring, uint32_t full, uint32_t empty, int cw) {
   constexpr int S = Cfg::STAGES, BN = Cfg::BN;
   constexpr bool F16 = iris_gc_elem<T>::f16 != 0;
   const int KT = (K + 63) / 64, lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;
@@ -201,13 +246,17 @@ __device__ __forceinline__ void iris_gc_tma_consume(OutT *__restrict__ C, int ld
   int s = 0;
   uint32_t phase = 0;
   int m0, n0;
+  bool broken = false;
   for (int i = 0; sched(i, m0, n0); ++i) {
     if (m0 >= M || n0 >= N) continue;
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) d[j] = 0.f;
     int prev = -1;
     for (int kt = 0; kt < KT; ++kt) {
-      iris_gc_mbar_wait(full + 8 * s, phase);
+      /* past the bound (a bug): reported once, then no more waiting (C is wrong, and
+         said so; no thread stays stuck) */
+      const bool was_broken = broken;
+      if (!iris_gc_mbar_wait(full + 8 * s, phase, broken) && !was_broken && lane == 0) iris_gc_report_stall(wait_a, 0);
       const uint32_t sa = ring + s * Cfg::stage_bytes + cw * 64 * 128, sb = ring + s * Cfg::stage_bytes + Cfg::a_bytes;
       iris_gc_wgmma_slab<BN, F16, B_KN>(d, sa, sb);
       iris_gc_wgmma_wait<1>(); /* the slab before this one is no longer read */
@@ -261,7 +310,7 @@ __device__ __forceinline__ void iris_gemm_tma_tiles(const CUtensorMap *ta, const
     iris_gc_setmaxnreg_inc<168>(); /* back to the kernel's count for the caller's code */
   } else {
     iris_gc_setmaxnreg_inc<232>();
-    iris_gc_tma_consume<Cfg, T, B_KN, OutT>(C, ldc, bias, M, N, K, sched, ring, full, empty, wg - 1);
+    iris_gc_tma_consume<Cfg, T, B_KN, OutT>(C, ldc, bias, M, N, K, sched, wait_a, ring, full, empty, wg - 1);
     iris_gc_setmaxnreg_dec<168>();
   }
   __syncthreads(); /* every TMA has landed (the consumers waited for all) and every wgmma retired */

@@ -3,8 +3,17 @@
 // float64 host reference on fresh random data. C is poisoned (NaN bits) before each run
 // and every element must be written. Also: many back-to-back calls that regenerate A
 // between calls (exercises the arrive/ready/done epochs), graph replays with fresh data,
-// and bad input.
-//   gemm_test N        N processes (iris_launch_local), one per GPU
+// and bad input. Every case ends with iris_ag_gemm_check: a wait that ran past its bound
+// fails the case.
+//   gemm_test N               N processes (iris_launch_local), device = rank % GPUs
+//   gemm_test N quick         fewer cases
+//   gemm_test N sweep [reps]  the path x shape sweep (issue 20's hang shape included),
+//                             reps times, plans created and destroyed back to back
+//   gemm_test N stuck         one rank skips a call: every other rank's fused call must end
+//                             within 2x the wait bound with IRIS_ERROR_TIMEOUT naming it
+//                             (build/gemm_test_t2 has a 2-s bound, and fetcher CTAs that
+//                             start 100 ms late: its runs check that the GEMM CTAs fetch
+//                             for them)
 #define IRIS_IMPLEMENTATION
 #include "../iris_gemm.h"
 #include "test_util.h"
@@ -12,6 +21,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
+#include <time.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <vector>
@@ -81,9 +91,16 @@ static bool check_c(Suite &s, const Case &k, const std::vector<C> &h, int call, 
       why = "element (" + std::to_string(i / N) + ", " + std::to_string(i % N) + ") not written (still NaN poison)";
       return false;
     }
-  std::vector<double> brow((size_t)K * N);
-  for (long long kk = 0; kk < K; kk++)
-    for (long long n = 0; n < N; n++) brow[(size_t)kk * N + n] = to_d<T>(b_at<T>(s.seed, kk, n));
+  // B as doubles, kept for the next check of the same B (one cache per T, C; the sweep
+  // checks a large B often)
+  static std::vector<double> brow;
+  static long long bK = -1, bN = -1;
+  if (bK != K || bN != N) {
+    brow.assign((size_t)K * N, 0.0);
+    for (long long kk = 0; kk < K; kk++)
+      for (long long n = 0; n < N; n++) brow[(size_t)kk * N + n] = to_d<T>(b_at<T>(s.seed, kk, n));
+    bK = K; bN = N;
+  }
   const double rel = k.c == IRIS_FLOAT32 ? 1e-5 : k.c == IRIS_FLOAT16 ? 1.0 / 1024 : 1.0 / 128;
   std::vector<double> acc((size_t)N), arow((size_t)K);
   const long long step = k.rows_chk ? (M + k.rows_chk - 1) / k.rows_chk : 1;
@@ -149,6 +166,11 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
       IK(iris_ag_gemm_run(g, a, b, bias, c, s.stream));
     }
     CK(cudaStreamSynchronize(s.stream));
+    if (iris_ag_gemm_check(g) != IRIS_SUCCESS) { // a wait ran past its bound: C is wrong, stop here
+      why = std::string("call ") + std::to_string(it) + ": " + iris_error_detail();
+      ok = false;
+      break;
+    }
     const bool last = it == k.iters - 1;
     if (k.iters <= 20 || last || it % 97 == 0) { // long loops: check a sample and the last
       CK(cudaMemcpy(h.data(), c, h.size() * sizeof(C), cudaMemcpyDeviceToHost));
@@ -223,10 +245,122 @@ static void bad_input(Suite &s) {
   // stage_a: an off-heap A works through the plan's own heap copy
 }
 
+// Issue 20's hang: the whole path x shape sweep, reps times, every case a fresh plan
+// (created, run twice with fresh A and no host barrier between the calls, destroyed),
+// back to back. The first shape is the one that hung: 129 rows per rank, N = 3592,
+// K = 8200, bf16, B as N x K, side fetch (fetch_ctas = -1) right before fetch_ctas = 3.
+// Each rep is one report line; a failing case prints its name and why on stderr.
+static void sweep(Suite &s, int reps) {
+  const int W = s.world;
+  struct Shape { iris_gemm_layout_t layout; iris_dtype_t a, c; int bt, bias; long long M, N, K; };
+  const Shape shapes[] = {
+    {IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 0, 129LL * W, 3592, 8200},
+    {IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, 200LL * W, 776, 520},
+    {IRIS_GEMM_A_COLS, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, 600, 392, 136LL * W},
+    {IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, 128LL * W, 64, 128},
+  };
+  struct Way { iris_gemm_path_t path; int fetch; };
+  const Way ways[] = {{IRIS_GEMM_PATH_PIPELINED, 0}, {IRIS_GEMM_PATH_UNFUSED, 0}, {IRIS_GEMM_PATH_FUSED, -1},
+                      {IRIS_GEMM_PATH_FUSED, 3},     {IRIS_GEMM_PATH_FUSED, 0},     {IRIS_GEMM_PATH_KERNEL_UNFUSED, 0}};
+  for (int r = 0; r < reps; r++) {
+    int cases = 0, bad = 0;
+    const time_t t0 = time(NULL);
+    for (const Shape &h : shapes)
+      for (const Way &w : ways) {
+        Case k{h.layout, h.a, h.c, h.bt, h.bias, w.path, h.M, h.N, h.K, 2, 8};
+        k.fetch = w.fetch;
+        std::string why;
+        cases++;
+        if (!dispatch(s, k, false, why)) {
+          bad++;
+          fprintf(stderr, "rank %d: sweep rep %d: %s fetch_ctas %d, %lldx%lldx%lld: %s\n", s.rank, r, iris_gemm_path_name(w.path), w.fetch, h.M, h.N, h.K,
+                  why.empty() ? iris_error_detail() : why.c_str());
+        }
+      }
+    char name[300];
+    snprintf(name, sizeof name, "sweep rep %d/%d: %d plans (4 shapes incl. %lldx3592x8200 B NxK; pipelined, unfused, fused side fetch, fetch_ctas 3, auto, kernel-unfused) "
+             "created, run twice, destroyed back to back, exact, no wait timed out (%d s)", r + 1, reps, cases, 129LL * W, (int)(time(NULL) - t0));
+    report(s, name, bad == 0);
+  }
+}
+
+// A stuck peer: the last rank skips a call of the fused kernel. Every other rank's call
+// must end within 2x the wait bound, and iris_ag_gemm_check must return IRIS_ERROR_TIMEOUT
+// naming the last rank, then IRIS_SUCCESS (the record is cleared). The plan is out of step
+// afterwards, so it is destroyed; a fresh plan afterwards must be exact again.
+template <typename T>
+static bool stuck_case(Suite &s, iris_gemm_path_t path, int fetch, std::string &why, double &secs) {
+  const int W = s.world, me = s.rank, late = W - 1;
+  const double bound = (double)IRIS_WAIT_TIMEOUT_NS * 1e-9;
+  iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
+  d.M = 128LL * W; d.N = 512; d.K = 1024; d.b_transposed = 1; d.path = path; d.fetch_ctas = fetch;
+  iris_ag_gemm_t *g = NULL;
+  T *a = NULL, *b = NULL, *c = NULL;
+  bool ok = true;
+  secs = 0;
+  IK(iris_ag_gemm_create(s.ctx, &d, &g));
+  IK(iris_malloc(s.ctx, (size_t)d.M / W * d.K * sizeof(T), (void **)&a));
+  CK(cudaMalloc(&b, (size_t)d.K * d.N * sizeof(T)));
+  CK(cudaMalloc(&c, (size_t)d.M * d.N * sizeof(T)));
+  k_gen_a<T><<<128, 256, 0, s.stream>>>(a, d.layout, d.M, d.K, W, me, s.seed, 1);
+  k_gen_b<T><<<128, 256, 0, s.stream>>>(b, d.K, d.N, 1, s.seed);
+  CK(cudaStreamSynchronize(s.stream));
+  if (!barrier(s)) return false;
+  if (me != late) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    IK(iris_ag_gemm_run(g, a, b, NULL, c, s.stream));
+    CK(cudaStreamSynchronize(s.stream));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    const iris_status_t st = iris_ag_gemm_check(g);
+    const std::string detail = iris_error_detail();
+    const std::string late_s = "rank " + std::to_string(late);
+    const bool named = detail.find(late_s + "'s") != std::string::npos || detail.find(late_s + " to") != std::string::npos;
+    if (st != IRIS_ERROR_TIMEOUT) { ok = false; why = "iris_ag_gemm_check returned " + std::string(iris_status_string(st)) + ", want IRIS_ERROR_TIMEOUT"; }
+    else if (!named) { ok = false; why = "the error does not name " + late_s + ": " + detail; }
+    else if (secs > 2 * bound + 1.0) { ok = false; why = "the call took " + std::to_string(secs) + " s, more than 2x the bound"; }
+    else if (iris_ag_gemm_check(g) != IRIS_SUCCESS) { ok = false; why = "a second check still reports an error (not cleared)"; }
+    if (me == 0) printf("# [%s] stuck peer, %s fetch_ctas %d: call ended after %.2f s (bound %.1f s): %s\n", s.tag.c_str(), iris_gemm_path_name(path), fetch, secs, bound,
+                        detail.c_str());
+  }
+  cudaFree(b); cudaFree(c);
+  IK(iris_free(s.ctx, a));
+  IK(iris_ag_gemm_destroy(g));
+  return ok;
+}
+static void stuck(Suite &s) {
+  const int W = s.world;
+  struct Way { iris_gemm_path_t path; int fetch; const char *tma; };
+  const Way ways[] = {{IRIS_GEMM_PATH_FUSED, 3, NULL}, {IRIS_GEMM_PATH_FUSED, -1, NULL}, {IRIS_GEMM_PATH_FUSED, 0, "0"}, {IRIS_GEMM_PATH_KERNEL_UNFUSED, 0, NULL}};
+  for (const Way &w : ways) {
+    std::string why;
+    double secs = 0;
+    if (w.tma) setenv("IRIS_GEMM_TMA", w.tma, 1);
+    const bool ok = stuck_case<__nv_bfloat16>(s, w.path, w.fetch, why, secs);
+    if (w.tma) unsetenv("IRIS_GEMM_TMA");
+    if (!ok) fprintf(stderr, "rank %d: %s\n", s.rank, why.empty() ? iris_error_detail() : why.c_str());
+    char name[300];
+    snprintf(name, sizeof name, "stuck peer (rank %d skips a call), %s fetch_ctas %d%s: every other rank's call ends within 2x the wait bound, "
+             "iris_ag_gemm_check says IRIS_ERROR_TIMEOUT naming rank %d, then clears", W - 1, iris_gemm_path_name(w.path), w.fetch, w.tma ? ", cp.async core" : "", W - 1);
+    report(s, name, ok);
+  }
+  // a fresh plan after the failures is exact again; where fetcher CTAs start late
+  // (gemm_test_t2: IRIS_GEMM_FETCHER_DELAY_NS), the GEMM CTAs fetch A for them
+  Case k{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 0, IRIS_GEMM_PATH_FUSED, 129LL * W, 3592, 8200, 2, 8};
+  k.fetch = 3;
+#if defined(IRIS_GEMM_FETCHER_DELAY_NS)
+  one(s, k, false, ", after the stuck-peer calls, fetcher CTAs 100 ms late: the GEMM CTAs fetch for them, no wait times out");
+#else
+  one(s, k, false, ", after the stuck-peer calls");
+#endif
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int n = argc > 1 ? atoi(argv[1]) : 2, rank;
-  const bool quick = argc > 2 && !strcmp(argv[2], "quick");
+  const char *mode = argc > 2 ? argv[2] : "";
+  const bool quick = !strcmp(mode, "quick");
   iris_launch_t L;
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [gemm w=%d] launch: %s\n", n, iris_error_detail()); return 1; }
   if (rank < 0) {
@@ -249,6 +383,14 @@ int main(int argc, char **argv) {
   s.seed = all[0];
   if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
   const int W = n;
+  if (!strcmp(mode, "sweep") || !strcmp(mode, "stuck")) {
+    if (mode[1] == 'w') sweep(s, argc > 3 ? atoi(argv[3]) : 3);
+    else stuck(s);
+    int rc = s.failed ? 1 : 0;
+    cudaStreamDestroy(s.stream);
+    if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
+    return rc;
+  }
   const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED, IRIS_GEMM_PATH_KERNEL_UNFUSED};
   for (iris_gemm_path_t p : paths) {
     // odd shapes: M, N not tile multiples, K not a multiple of 64
