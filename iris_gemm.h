@@ -140,7 +140,10 @@ extern "C" {
  * and the flags (heap), and prepare the GEMMs. */
 IRIS_API iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_t *desc, iris_ag_gemm_t **out);
 /* Every rank, same order: C = all_gather(A) * B (+ bias) on stream. bias: NULL unless
- * desc.has_bias. Enqueues only (capturable); see Rules for ordering. */
+ * desc.has_bias. Enqueues only (capturable); see Rules for ordering. Runs after the
+ * context's previous communication call (collectives, device barrier, other plans),
+ * whatever the stream, as the collectives do; returns the context's fatal fault at once
+ * (iris_get_async_error, iris.h). Failed waits of a run: iris_ag_gemm_check. */
 IRIS_API iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream);
 /* Synchronous; call it once the plan's runs have completed on their streams (e.g. after
  * cudaStreamSynchronize: it reads device memory and does not wait for other streams).
@@ -1575,7 +1578,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
   return IRIS_SUCCESS;
 }
 
-IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream) {
+static iris_status_t iris_gemm_run_plan(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream) {
   const iris_ag_gemm_desc_t *d;
   const char *a = (const char *)a_shard;
   size_t off, shard_bytes;
@@ -1669,6 +1672,19 @@ IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, 
     }
   }
 #endif
+}
+
+
+/* A context's fatal fault refuses the run at once; the run is ordered after the context's
+ * previous communication call, whatever its stream (iris_detail_order_begin, iris.h). */
+IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream) {
+  iris_status_t st, st2;
+  if (!g) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_run: NULL plan");
+  if ((st = iris_detail_check_fault(g->ctx)) != IRIS_SUCCESS) return st;
+  if ((st = iris_detail_order_begin(g->ctx, stream)) != IRIS_SUCCESS) return st;
+  st = iris_gemm_run_plan(g, a_shard, b, bias, c, stream);
+  st2 = iris_detail_order_end(g->ctx, stream);
+  return st != IRIS_SUCCESS ? st : st2;
 }
 
 IRIS_DEF iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g) {
