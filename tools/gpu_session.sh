@@ -2,6 +2,7 @@
 # One call on a GPU machine: build the named targets with every core, then run each
 # test command under its own time limit, logging to $OUT (or build/gpu_session).
 #   tools/gpu_session.sh "build/gpu_test build/coll_test" "SECONDS:command args" ...
+#   (targets "-": build nothing, the binaries are already in build/)
 # Prints one summary line per command (exit code, seconds, PASS/FAIL/SKIP counts).
 set -u
 cd "$(dirname "$0")/.."
@@ -10,8 +11,11 @@ mkdir -p "$out" build
 targets=$1; shift
 nvidia-smi -L 2>&1 | head -4
 t0=$(date +%s)
-if ! make -s -j"$(nproc)" $targets >"$out/build.log" 2>&1; then echo "BUILD FAILED"; tail -40 "$out/build.log"; exit 1; fi
-echo "# built in $(( $(date +%s) - t0 )) s: $targets"
+# "-": nothing to build (binaries carried in, e.g. from a folder named in the call's carry)
+if [ "$targets" != - ]; then
+  if ! make -s -j"$(nproc)" $targets >"$out/build.log" 2>&1; then echo "BUILD FAILED"; tail -40 "$out/build.log"; exit 1; fi
+  echo "# built in $(( $(date +%s) - t0 )) s: $targets"
+fi
 export NCCL_NVLS_ENABLE=0
 i=0
 for spec in "$@"; do
