@@ -82,7 +82,7 @@ else
 fi
 check "GPU test programs build (nvcc)" make -s build/gpu_test build/gpu_test_debug build/fault_test
 check "collectives test programs build (nvcc)" make -s build/coll_test build/tile_test
-check "all-gather + GEMM test and core test build (nvcc, cuBLASLt)" make -s build/gemm_test build/gemm_core_test
+check "all-gather + GEMM test and core test build (nvcc, cuBLASLt)" make -s build/gemm_test build/gemm_test_t2 build/gemm_core_test
 check "benchmarks build (nvcc; NCCL for bench_coll, NCCL and cuBLAS for bench_ag_gemm)" make -s build/bench_rma build/bench_coll build/bench_tile_a2a build/bench_ag_gemm build/bench_gemm_core
 check "examples build (nvcc)" make -s examples
 
@@ -154,7 +154,11 @@ else
     for m in streams mismatch stuck killed graph-killed abort; do run_counted "fault_test $m $w" ./build/fault_test $m $w; done
   done
   run_counted "gemm_core_test" ./build/gemm_core_test
-  for w in $worlds; do run_counted "gemm_test $w ($(placement "$w"))" ./build/gemm_test $w; done
+  for w in $worlds; do
+    run_counted "gemm_test $w ($(placement "$w"))" ./build/gemm_test $w
+    run_counted "gemm_test $w sweep: issue 20's hang shape, every path, plans back to back ($(placement "$w"))" ./build/gemm_test $w sweep 5
+    run_counted "gemm_test_t2 $w stuck: a stuck peer ends the call within 2x the bound ($(placement "$w"))" ./build/gemm_test_t2 $w stuck
+  done
   expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
   expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank
   expect_trap "IRIS_DEBUG: a wait past its bound reports which wait and rank, and traps" "wait 'test-never-set' timed out on rank 0" ./build/gpu_test_debug wait-timeout
@@ -172,6 +176,11 @@ else
   run_example gemm_all_scatter "every rank's C whole and matching a float64 reference"
   check "example local_multi_gpu runs" ./build/local_multi_gpu
   run_counted "launchers' environments: torchrun, srun, mpiexec variables ($(placement 2))" bash tests/launchers_gpu.sh
+  if python3 -c 'import torch' >/dev/null 2>&1 && [ -f build/libiris.so ]; then
+    run_counted "python: torch ops, serving slot, Triton, JAX at 2-4 ranks ($(placement 2) and up)" bash python/run_tests.sh gpu
+  else
+    say SKIP "python torch/JAX GPU tests" "no torch here, or build/libiris.so not built (make lib)"
+  fi
   if command -v mpirun >/dev/null 2>&1 && make -s build/mpi_bootstrap >>"$log" 2>&1; then
     check "example mpi_bootstrap under mpirun -np 2 ($(placement 2))" mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE ./build/mpi_bootstrap
   else
