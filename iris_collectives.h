@@ -605,6 +605,17 @@ IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned 
   return __syncthreads_and(ok) != 0;
 }
 
+/* Whole block, first thing of every barrier-based kernel: this launch's call number and
+ * the epoch before its first barrier; false (after iris_coll_call_end) when the call must
+ * not go on: a mismatch, a wait that ran out, or a fatal fault. Then the kernel returns. */
+IRIS_DEVICE_INLINE bool iris_coll_kernel_start(const iris_coll_dev_t &d, unsigned long long sig, int kind, unsigned &call, unsigned &epoch) {
+  call = iris_coll_call_load(d);
+  epoch = iris_coll_sync_base(call);
+  if (iris_coll_call_begin(d, call, iris_coll_sig32(sig), kind)) return true;
+  iris_coll_call_end(d, call);
+  return false;
+}
+
 /* ---- LL lines: 16 bytes = 8 data bytes + the epoch twice, stored and loaded so that
  * each 8-byte half (4 data bytes + epoch) is one single-copy-atomic access. */
 IRIS_DEVICE_INLINE void iris_coll_ll_store(uint4 *p, uint2 data, unsigned epoch) {
@@ -867,16 +878,12 @@ IRIS_DEVICE_INLINE void iris_coll_reduce_range(const iris_device_ctx_t &ctx, con
 template <typename T, int KIND, int OP, int W_STATIC>
 __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig, int vec, int push) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
-  const unsigned c = iris_coll_call_load(d);
-  unsigned epoch = iris_coll_sync_base(c);
+  unsigned c, epoch;
   const size_t per = 16 / sizeof(T);
   const T *src[IRIS_MAX_RANKS];
   /* every rank runs this call and its send is ready (the header is the start barrier);
    * on a mismatch or a failed wait nothing moves */
-  if (!iris_coll_call_begin(d, c, iris_coll_sig32(sig), KIND)) {
-    iris_coll_call_end(d, c);
-    return;
-  }
+  if (!iris_coll_kernel_start(d, sig, KIND, c, epoch)) return;
   for (int r = 0; r < W; r++) src[r] = iris_translate(d.ctx, send, r) + (KIND == IRIS_COLL_RS ? (size_t)me * count : 0);
   { /* AR: this rank's chunk of whole vectors (iris_coll_ar_range); RS: all of its block */
     size_t lo = 0, hi = count;
@@ -922,12 +929,8 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
 template <int KIND>
 __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, int root, unsigned long long sig) {
   const int W = d.ctx.world_size, me = d.ctx.rank, tid = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
-  const unsigned c = iris_coll_call_load(d);
-  unsigned epoch = iris_coll_sync_base(c);
-  if (!iris_coll_call_begin(d, c, iris_coll_sig32(sig), KIND)) { /* mismatch or timeout: move nothing */
-    iris_coll_call_end(d, c);
-    return;
-  }
+  unsigned c, epoch;
+  if (!iris_coll_kernel_start(d, sig, KIND, c, epoch)) return; /* mismatch or timeout: move nothing */
   if (KIND == IRIS_COLL_BC) {
 #if IRIS_COLL_PUSH
     if (me == root) /* push: the root stores into every peer's recv (the closing barrier publishes it) */
@@ -1115,13 +1118,9 @@ IRIS_DEVICE_INLINE bool iris_coll_relay_owner_steps(const iris_coll_dev_t &d, co
 __global__ void iris_coll_relay_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, size_t chunk, int root, unsigned long long sig) {
   const int me = d.ctx.rank;
   const iris_coll_relay_t r = iris_coll_relay_plan(bytes, d.ctx.world_size, gridDim.x, chunk);
-  const unsigned call = iris_coll_call_load(d);
-  unsigned epoch = iris_coll_sync_base(call);
+  unsigned call, epoch;
   bool ok = true;
-  if (!iris_coll_call_begin(d, call, iris_coll_sig32(sig), IRIS_COLL_BC)) { /* on a mismatch or timeout: move nothing */
-    iris_coll_call_end(d, call);
-    return;
-  }
+  if (!iris_coll_kernel_start(d, sig, IRIS_COLL_BC, call, epoch)) return; /* on a mismatch or timeout: move nothing */
   if (me == root) iris_coll_relay_root(d, r, send, recv, bytes, call);
   else ok = iris_coll_relay_owner_steps(d, r, recv, bytes, root, call);
   if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
@@ -1165,13 +1164,9 @@ template <typename T, int OP, int W_STATIC>
 __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, size_t slice, unsigned long long sig, int vec) {
   const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
   const size_t per = 16 / sizeof(T), rounds = iris_coll_ar_rounds(count, W, per, G, slice);
-  const unsigned call = iris_coll_call_load(d);
-  unsigned epoch = iris_coll_sync_base(call);
+  unsigned call, epoch;
   bool ok = true;
-  if (!iris_coll_call_begin(d, call, iris_coll_sig32(sig), IRIS_COLL_AR)) { /* on a mismatch or timeout: move nothing */
-    iris_coll_call_end(d, call);
-    return;
-  }
+  if (!iris_coll_kernel_start(d, sig, IRIS_COLL_AR, call, epoch)) return; /* on a mismatch or timeout: move nothing */
   size_t lo, hi, mlo, mhi;
   const T *src[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
   T *dst[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
@@ -1224,13 +1219,9 @@ __global__ void iris_coll_chain_kernel(iris_coll_dev_t d, const char *send, char
   const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
   const int pos = (me - root + W) % W, pred = (me - 1 + W) % W, succ = (me + 1) % W;
   const size_t chunks = iris_coll_chain_chunks(bytes, chunk), steps = (size_t)b < chunks ? (chunks - 1 - (size_t)b) / (size_t)G + 1 : 0;
-  const unsigned call = iris_coll_call_load(d);
-  unsigned epoch = iris_coll_sync_base(call);
+  unsigned call, epoch;
   bool ok = true;
-  if (!iris_coll_call_begin(d, call, iris_coll_sig32(sig), IRIS_COLL_BC)) { /* on a mismatch or timeout: move nothing */
-    iris_coll_call_end(d, call);
-    return;
-  }
+  if (!iris_coll_kernel_start(d, sig, IRIS_COLL_BC, call, epoch)) return; /* on a mismatch or timeout: move nothing */
   for (size_t s = 0; ok && pos < W - 1 && s < steps; s++) {
     const size_t lo = (s * (size_t)G + (size_t)b) * chunk, hi = lo + chunk < bytes ? lo + chunk : bytes;
     if (pos > 0 && !(ok = iris_coll_progress_wait(d, pred, call, (unsigned)(s + 1), IRIS_COLL_BC))) break;
