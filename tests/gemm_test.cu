@@ -9,6 +9,7 @@
 //   gemm_test N quick         fewer cases
 //   gemm_test N sweep [reps]  the path x shape sweep (issue 20's hang shape included),
 //                             reps times, plans created and destroyed back to back
+//   gemm_test N streams       all-gather + GEMM runs and all-reduces on two streams (issue 20)
 //   gemm_test N stuck         one rank skips a call: every other rank's fused call must end
 //                             within 2x the wait bound with IRIS_ERROR_TIMEOUT naming it
 //                             (build/gemm_test_t2 has a 2-s bound, and fetcher CTAs that
@@ -356,6 +357,82 @@ static void stuck(Suite &s) {
 #endif
 }
 
+// Issue 20: all-gather + GEMM runs and collectives of one context issued on two streams
+// with no dependency between the streams (as a framework's compute and communication
+// streams): the library orders them per context, so every rank's calls pair up. Every
+// call has its own inputs and outputs, made before the first call; outputs poisoned;
+// each C checked against float64, each all-reduce exactly.
+__global__ void k_gen_int(int *p, size_t n, uint64_t seed, int rank, int call) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = (int)(key(seed, 9, rank, call, i) % 1001) - 500;
+}
+static void streams(Suite &s) {
+  const int W = s.world, me = s.rank, rounds = 8;
+  const size_t ar_n = 4096;
+  struct Way { iris_gemm_path_t path; int fetch; };
+  const Way ways[] = {{IRIS_GEMM_PATH_PIPELINED, 0}, {IRIS_GEMM_PATH_FUSED, 0}, {IRIS_GEMM_PATH_FUSED, 3}, {IRIS_GEMM_PATH_KERNEL_UNFUSED, 0}};
+  cudaStream_t st[2];
+  for (auto &x : st) cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking);
+  for (const Way &w : ways) {
+    Case k{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 0, w.path, 128LL * W, 392, 520, rounds, 0};
+    iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
+    d.M = k.M; d.N = k.N; d.K = k.K; d.b_transposed = 1; d.path = w.path; d.fetch_ctas = w.fetch;
+    iris_ag_gemm_t *g = NULL;
+    bool ok = iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_SUCCESS;
+    const size_t shard = (size_t)(k.M / W * k.K);
+    std::vector<__nv_bfloat16 *> a(rounds, nullptr), c(rounds, nullptr);
+    std::vector<int *> ai(rounds, nullptr), ao(rounds, nullptr);
+    __nv_bfloat16 *b = NULL;
+    std::string why;
+    ok = ok && cudaMalloc(&b, (size_t)k.K * k.N * 2) == cudaSuccess;
+    for (int r = 0; ok && r < rounds; r++) {
+      ok = iris_malloc(s.ctx, shard * 2, (void **)&a[r]) == IRIS_SUCCESS && iris_malloc(s.ctx, ar_n * 4, (void **)&ai[r]) == IRIS_SUCCESS &&
+           iris_malloc(s.ctx, ar_n * 4, (void **)&ao[r]) == IRIS_SUCCESS && cudaMalloc(&c[r], (size_t)k.M * k.N * 2) == cudaSuccess;
+      if (!ok) break;
+      k_gen_a<__nv_bfloat16><<<256, 256>>>(a[r], k.layout, k.M, k.K, W, me, s.seed, 100 + r);
+      k_gen_int<<<16, 256>>>(ai[r], ar_n, s.seed, me, r);
+      cudaMemset(c[r], 0xff, (size_t)k.M * k.N * 2);
+      cudaMemset(ao[r], 0xa5, ar_n * 4);
+    }
+    if (ok) {
+      k_gen_b<__nv_bfloat16><<<256, 256>>>(b, k.K, k.N, 1, s.seed);
+      ok = cudaDeviceSynchronize() == cudaSuccess && iris_barrier(s.ctx) == IRIS_SUCCESS;
+    }
+    for (int r = 0; ok && r < rounds; r++) { // GEMM on one stream, all-reduce on the other, swapping each round
+      ok = iris_ag_gemm_run(g, a[r], b, NULL, c[r], st[r % 2]) == IRIS_SUCCESS &&
+           iris_all_reduce(s.ctx, ai[r], ao[r], ar_n, IRIS_INT32, IRIS_SUM, st[(r + 1) % 2]) == IRIS_SUCCESS;
+      if (me == r % W && r % 3 == 1) usleep(5000); // a little host skew
+    }
+    ok = ok && cudaDeviceSynchronize() == cudaSuccess;
+    if (ok && iris_ag_gemm_check(g) != IRIS_SUCCESS) { why = iris_error_detail(); ok = false; }
+    if (ok && iris_get_async_error(s.ctx) != IRIS_SUCCESS) { why = iris_error_detail(); ok = false; }
+    std::vector<__nv_bfloat16> h((size_t)k.M * k.N);
+    std::vector<int> hi(ar_n);
+    for (int r = 0; ok && r < rounds; r++) {
+      ok = cudaMemcpy(h.data(), c[r], h.size() * 2, cudaMemcpyDeviceToHost) == cudaSuccess && check_c<__nv_bfloat16, __nv_bfloat16>(s, k, h, 100 + r, why);
+      ok = ok && cudaMemcpy(hi.data(), ao[r], ar_n * 4, cudaMemcpyDeviceToHost) == cudaSuccess;
+      for (size_t i = 0; ok && i < ar_n; i++) {
+        long long want = 0;
+        for (int q = 0; q < W; q++) want += (long long)(key(s.seed, 9, q, r, i) % 1001) - 500;
+        if (hi[i] != (int)want) { why = "all-reduce of round " + std::to_string(r) + " element " + std::to_string(i) + " wrong"; ok = false; }
+      }
+    }
+    if (!ok) fprintf(stderr, "rank %d: streams, %s fetch_ctas %d: %s\n", me, iris_gemm_path_name(w.path), w.fetch, why.empty() ? iris_error_detail() : why.c_str());
+    for (int r = 0; r < rounds; r++) {
+      if (a[r]) iris_free(s.ctx, a[r]);
+      if (ai[r]) iris_free(s.ctx, ai[r]);
+      if (ao[r]) iris_free(s.ctx, ao[r]);
+      cudaFree(c[r]);
+    }
+    cudaFree(b);
+    if (g) iris_ag_gemm_destroy(g);
+    char name[200];
+    snprintf(name, sizeof name, "%d rounds of all-gather + GEMM (%s, fetch_ctas %d) and an all-reduce on two streams that swap each round, no dependency between them: exact",
+             rounds, iris_gemm_path_name(w.path), w.fetch);
+    report(s, name, ok);
+  }
+  for (auto &x : st) cudaStreamDestroy(x);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int n = argc > 1 ? atoi(argv[1]) : 2, rank;
@@ -383,8 +460,9 @@ int main(int argc, char **argv) {
   s.seed = all[0];
   if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
   const int W = n;
-  if (!strcmp(mode, "sweep") || !strcmp(mode, "stuck")) {
-    if (mode[1] == 'w') sweep(s, argc > 3 ? atoi(argv[3]) : 3);
+  if (!strcmp(mode, "sweep") || !strcmp(mode, "stuck") || !strcmp(mode, "streams")) {
+    if (!strcmp(mode, "sweep")) sweep(s, argc > 3 ? atoi(argv[3]) : 3);
+    else if (!strcmp(mode, "streams")) streams(s);
     else stuck(s);
     int rc = s.failed ? 1 : 0;
     cudaStreamDestroy(s.stream);

@@ -157,6 +157,7 @@ else
   for w in $worlds; do
     run_counted "gemm_test $w ($(placement "$w"))" ./build/gemm_test $w
     run_counted "gemm_test $w sweep: issue 20's hang shape, every path, plans back to back ($(placement "$w"))" ./build/gemm_test $w sweep 5
+    run_counted "gemm_test $w streams: GEMM runs and all-reduces on two streams ($(placement "$w"))" ./build/gemm_test $w streams
     run_counted "gemm_test_t2 $w stuck: a stuck peer ends the call within 2x the bound ($(placement "$w"))" ./build/gemm_test_t2 $w stuck
   done
   expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
