@@ -396,7 +396,9 @@ typedef struct iris_tile_flags {
   int num_tiles;
 } iris_tile_flags_t;
 /* Collective, outside graph capture (heap allocations in the same order on every rank,
- * then a barrier): flags for num_tiles tiles. Free with iris_tile_flags_destroy. */
+ * then a barrier): flags for num_tiles tiles. Free with iris_tile_flags_destroy. On a
+ * failure after the allocation (the zeroing or the barrier), *out still holds the block:
+ * destroy it on every rank, so the heaps stay alike. */
 IRIS_API iris_status_t iris_tile_flags_create(iris_t *ctx, int num_tiles, iris_tile_flags_t *out);
 IRIS_API iris_status_t iris_tile_flags_destroy(iris_t *ctx, iris_tile_flags_t *flags);
 
@@ -1959,17 +1961,19 @@ IRIS_DEF iris_status_t iris_broadcast(iris_t *ctx, const void *send, void *recv,
 }
 IRIS_DEF iris_status_t iris_tile_flags_create(iris_t *ctx, int num_tiles, iris_tile_flags_t *out) {
   iris_status_t st;
-  char *base;
+  char *base = NULL;
   size_t bytes;
   if (!ctx || !out || num_tiles < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_tile_flags_create: NULL argument or num_tiles < 1");
   memset(out, 0, sizeof *out);
   bytes = (size_t)num_tiles * (IRIS_MAX_RANKS * sizeof(unsigned long long) + sizeof(unsigned));
-  if ((st = iris_calloc(ctx, bytes, (void **)&base)) != IRIS_SUCCESS) return st;
-  if ((st = iris_barrier(ctx)) != IRIS_SUCCESS) return st; /* zero everywhere before anyone signals */
+  st = iris_calloc(ctx, bytes, (void **)&base); /* on a failed memset the block stays (offsets stay equal) */
+  if (!base) return st;
+  /* *out owns the block from here, also on failure: iris_tile_flags_destroy frees it */
   out->flags = (unsigned long long *)base;
   out->counters = (unsigned *)(base + (size_t)num_tiles * IRIS_MAX_RANKS * sizeof(unsigned long long));
   out->num_tiles = num_tiles;
-  return IRIS_SUCCESS;
+  if (st != IRIS_SUCCESS) return st;
+  return iris_barrier(ctx); /* zero everywhere before anyone signals */
 }
 IRIS_DEF iris_status_t iris_tile_flags_destroy(iris_t *ctx, iris_tile_flags_t *f) {
   iris_status_t st;
