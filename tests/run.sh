@@ -66,6 +66,14 @@ placement() { if [ "$ngpu" -ge "$1" ]; then echo "$1 ranks, one GPU each"; else 
 # IRIS_TEST_ONLY=packaging: only the packaging section (shared library, vendoring, CMake)
 only=${IRIS_TEST_ONLY:-all}
 if [ "$only" = all ]; then
+# Build everything the checks below compile, all at once, so both cores stay busy (the
+# slowest first); -k goes on past a failure, and each check below then runs its own make,
+# which finds its part done or shows what failed.
+prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/gpu_test
+          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test"
+if [ $have_hip = 1 ]; then prebuild="build/all_headers_hip_mfma.o build/all_headers_hip.o build/gemm_core_test_hip $prebuild"; fi
+echo "# building the checks' programs (make -k $MAKEFLAGS)"
+make -s -k $prebuild examples >>"$log" 2>&1 || true
 echo "# compile checks"
 check "iris.h compiles as C99 (-Wall -Wextra -Werror -pedantic)" make -s check-c99
 check "iris.h with implementation compiles as C99" make -s check-c99-impl
@@ -82,7 +90,7 @@ else
 fi
 check "GPU test programs build (nvcc)" make -s build/gpu_test build/gpu_test_debug build/fault_test
 check "collectives test programs build (nvcc)" make -s build/coll_test build/tile_test
-check "all-gather + GEMM test and core test build (nvcc, cuBLASLt)" make -s build/gemm_test build/gemm_test_t2 build/gemm_core_test
+check "all-gather + GEMM test and core test build (nvcc, cuBLASLt)" make -s build/gemm_test build/gemm_core_test
 check "benchmarks build (nvcc; NCCL for bench_coll, NCCL and cuBLAS for bench_ag_gemm)" make -s build/bench_rma build/bench_coll build/bench_tile_a2a build/bench_ag_gemm build/bench_gemm_core
 check "examples build (nvcc)" make -s examples
 
@@ -154,6 +162,7 @@ else
     for m in streams mismatch stuck killed graph-killed abort; do run_counted "fault_test $m $w" ./build/fault_test $m $w; done
   done
   run_counted "gemm_core_test" ./build/gemm_core_test
+  make -s build/gemm_test_t2 >>"$log" 2>&1 # the 2-s-bound build for the stuck-peer checks (not built by make test without a GPU)
   for w in $worlds; do
     run_counted "gemm_test $w ($(placement "$w"))" ./build/gemm_test $w
     run_counted "gemm_test $w sweep: issue 20's hang shape, every path, plans back to back ($(placement "$w"))" ./build/gemm_test $w sweep 5
