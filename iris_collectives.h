@@ -1759,6 +1759,12 @@ static void iris_coll_dispatch_size(const iris_coll_state_t *s, int ll, size_t e
   }
 }
 
+/* A buffer as it enters a call's signature: its heap offset + 2, or 0 off the heap. */
+static unsigned long long iris_coll_sig_offset(const iris_device_ctx_t *c, const void *p) {
+  const char *base = c->bases[c->rank], *q = (const char *)p;
+  return q >= base && q < base + c->heap_size ? (unsigned long long)(q - base) + 2 : 0;
+}
+
 /* One launch on buffers that suit the chosen algorithm. The call's signature (announced
  * in every kernel's call header and compared by every rank) hashes the kind, count, type,
  * op, root, the buffers' heap offsets, the algorithm and the grid; type and op enter as
@@ -1774,12 +1780,13 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind, int ll, iris_
   sig = (sig ^ (unsigned long long)count) * 1099511628211ULL;
   sig = (sig ^ (unsigned long long)(t * 16 + op)) * 1099511628211ULL;
   sig = (sig ^ (unsigned long long)(root + 1)) * 1099511628211ULL;
-  { /* the buffers must sit at the same heap offsets on every rank */
-    const char *base = s->dev.ctx.bases[s->dev.ctx.rank];
+  { /* heap buffers must sit at the same heap offsets on every rank; buffers off the heap
+     * (the LL paths take any device memory: peers never touch them) enter as "off heap",
+     * since their addresses differ from rank to rank */
     const int ag_in_place = kind == IRIS_COLL_AG && (const char *)send == (const char *)recv + (size_t)s->dev.ctx.rank * bytes;
     const int rs_in_place = kind == IRIS_COLL_RS && (const char *)recv == (const char *)send + (size_t)s->dev.ctx.rank * bytes;
-    sig = (sig ^ (unsigned long long)(ag_in_place ? 1 : (const char *)send - base)) * 1099511628211ULL;
-    sig = (sig ^ (unsigned long long)(rs_in_place ? 1 : (const char *)recv - base)) * 1099511628211ULL;
+    sig = (sig ^ (ag_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, send))) * 1099511628211ULL;
+    sig = (sig ^ (rs_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, recv))) * 1099511628211ULL;
   }
   /* 16-byte path: every pointer and every per-rank block start is 16-byte aligned */
   vec = ((((uintptr_t)send | (uintptr_t)recv) & 15) == 0) && (kind == IRIS_COLL_AR || (bytes & 15) == 0);

@@ -48,11 +48,54 @@ def store(ptr, value, me, peer, heap_bases, mask=None):
     tl.store(translate(ptr, me, peer, heap_bases), value, mask=mask)
 
 
+# Memory orders and scopes of atomic_add, as constexpr numbers: Triton (3.6) passes no
+# strings into a @triton.jit helper, so ig.atomic_add(..., sem=ig.ACQ_REL, scope=ig.GPU).
+RELAXED = tl.constexpr(0)
+ACQUIRE = tl.constexpr(1)
+RELEASE = tl.constexpr(2)
+ACQ_REL = tl.constexpr(3)
+SYS = tl.constexpr(0)
+GPU = tl.constexpr(1)
+CTA = tl.constexpr(2)
+
+
 @triton.jit
-def atomic_add(ptr, value, me, peer, heap_bases, mask=None, sem: tl.constexpr = "relaxed", scope: tl.constexpr = "sys"):
+def _atomic_add_at(ptr, value, mask, sem: tl.constexpr, scope: tl.constexpr):
+    if scope == 0:
+        if sem == 0:
+            old = tl.atomic_add(ptr, value, mask=mask, sem="relaxed", scope="sys")
+        elif sem == 1:
+            old = tl.atomic_add(ptr, value, mask=mask, sem="acquire", scope="sys")
+        elif sem == 2:
+            old = tl.atomic_add(ptr, value, mask=mask, sem="release", scope="sys")
+        else:
+            old = tl.atomic_add(ptr, value, mask=mask, sem="acq_rel", scope="sys")
+    elif scope == 1:
+        if sem == 0:
+            old = tl.atomic_add(ptr, value, mask=mask, sem="relaxed", scope="gpu")
+        elif sem == 1:
+            old = tl.atomic_add(ptr, value, mask=mask, sem="acquire", scope="gpu")
+        elif sem == 2:
+            old = tl.atomic_add(ptr, value, mask=mask, sem="release", scope="gpu")
+        else:
+            old = tl.atomic_add(ptr, value, mask=mask, sem="acq_rel", scope="gpu")
+    else:
+        if sem == 0:
+            old = tl.atomic_add(ptr, value, mask=mask, sem="relaxed", scope="cta")
+        elif sem == 1:
+            old = tl.atomic_add(ptr, value, mask=mask, sem="acquire", scope="cta")
+        elif sem == 2:
+            old = tl.atomic_add(ptr, value, mask=mask, sem="release", scope="cta")
+        else:
+            old = tl.atomic_add(ptr, value, mask=mask, sem="acq_rel", scope="cta")
+    return old
+
+
+@triton.jit
+def atomic_add(ptr, value, me, peer, heap_bases, mask=None, sem: tl.constexpr = 0, scope: tl.constexpr = 0):
     """Atomically add value to rank peer's copy of ptr; returns the old values.
-    sem: relaxed, acquire, release, acq_rel; scope: sys (default), gpu, cta."""
-    return tl.atomic_add(translate(ptr, me, peer, heap_bases), value, mask=mask, sem=sem, scope=scope)
+    sem: RELAXED (default), ACQUIRE, RELEASE, ACQ_REL; scope: SYS (default), GPU, CTA."""
+    return _atomic_add_at(translate(ptr, me, peer, heap_bases), value, mask, sem, scope)
 
 
 @triton.jit

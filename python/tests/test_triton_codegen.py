@@ -37,7 +37,7 @@ if triton is not None:
         offs = tl.arange(0, BLOCK)
         v = ig.load(x + offs, me, peer, bases)
         ig.store(y + offs, v + 1, me, peer, bases)
-        ig.atomic_add(counters + offs, 1, me, peer, bases, sem="acq_rel")
+        ig.atomic_add(counters + offs, 1, me, peer, bases, sem=ig.ACQ_REL)
         ig.atomic_add(counters + offs, 1, me, peer, bases)
 
 
@@ -76,7 +76,7 @@ import iris_gpu.triton as ig
 def put_and_signal(x, flags, bases, me, peer, epoch, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     ig.store(x + offs, tl.load(x + offs) * 10, me, peer, bases)
-    ig.atomic_add(x + offs, 1, me, peer, bases, sem="acq_rel")
+    ig.atomic_add(x + offs, 1, me, peer, bases, sem=ig.ACQ_REL)
     ig.signal(flags, epoch, me, peer, bases)
     ig.wait(flags, 0)  # this rank's flag is already >= 0: returns at once
 
