@@ -322,6 +322,11 @@ IRIS_API size_t iris_heap_used(const iris_t *ctx); /* bytes in live allocations,
 IRIS_API void *iris_heap_base(const iris_t *ctx, int rank);
 /* Plain-data context for kernels (see iris_device.h). Cheap; call once and keep it. */
 IRIS_API iris_device_ctx_t iris_device_context(const iris_t *ctx);
+/* The same, as the node's own world: rank = local rank, world_size = local size, node 0
+ * of 1. For kernels that work within a node and number their peers 0..local size - 1
+ * (the tile building blocks, the all-gather + GEMM). Equal to iris_device_context in a
+ * single-node world. */
+IRIS_API iris_device_ctx_t iris_device_context_node(const iris_t *ctx);
 
 /* ================================================================== the heap == */
 
@@ -3122,6 +3127,14 @@ IRIS_DEF iris_device_ctx_t iris_device_context(const iris_t *ctx) {
   d.local_size = ctx->world;
   d.node = iris_node(ctx);
   d.num_nodes = iris_num_nodes(ctx);
+  return d;
+}
+IRIS_DEF iris_device_ctx_t iris_device_context_node(const iris_t *ctx) {
+  iris_device_ctx_t d = iris_device_context(ctx);
+  d.rank = d.local_rank;
+  d.world_size = d.local_size;
+  d.node = 0;
+  d.num_nodes = d.world_size > 0 ? 1 : 0;
   return d;
 }
 IRIS_DEF iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, int to_rank, void **out) {
