@@ -1214,7 +1214,8 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
                        r->name, r->timeout_ms, iris_detail_rank_list(present, r->world, list, sizeof list), have, r->world,
                        r->tcp ? "they must reach rank 0 at MASTER_ADDR:MASTER_PORT" : "all ranks must run on this host",
                        refused ? "; a connection from another user was refused" : "",
-                       foreign ? "; ranks of another job with this rendezvous name were refused (give each job its own IRIS_RENDEZVOUS)" : "");
+                       foreign ? (r->tcp ? "; ranks of another job were refused (give each job its own MASTER_PORT)"
+                                 : "; ranks of another job with this rendezvous name were refused (give each job its own IRIS_RENDEZVOUS)") : "");
       free(present);
       return iris_detail_rdv_abort(r, IRIS_ERROR_TIMEOUT);
     }
@@ -1238,8 +1239,8 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     if (strcmp(h.job, r->job) != 0) { /* another job that chose this name: refuse it, keep waiting for ours */
       iris_detail_refuse(cfd, IRIS_ERROR_IN_USE,
                          "rendezvous '%s': the rank 0 listening there belongs to another job (job '%.60s'; this process's job is '%.60s'); give each job "
-                         "its own IRIS_RENDEZVOUS",
-                         r->name, r->job, h.job);
+                         "its own %s",
+                         r->name, r->job, h.job, r->tcp ? "MASTER_PORT" : "IRIS_RENDEZVOUS");
       close(cfd);
       foreign++;
       continue;
@@ -1429,6 +1430,8 @@ retry:
   if ((e = iris_detail_send_frame(fd, IRIS_DETAIL_HELLO, r->rank, 0, 0, &h, sizeof h, deadline)) != 0) {
     close(fd);
     if (e == EPIPE && iris_detail_now_ms() < deadline) goto retry; /* a probe's close, or a rank 0 that just left */
+    if (in_use[0] && iris_detail_now_ms() >= deadline)
+      return iris_detail_fail(in_use_st, "rank %d: %s (retried for the whole %d ms timeout)", r->rank, in_use, r->timeout_ms);
     return iris_detail_sys_fail(r->rank, "sending hello to rank 0", e);
   }
   /* rank 0 answers once all ranks are present, or tells us why not; allow it a
@@ -1436,13 +1439,16 @@ retry:
   e = iris_detail_recv_header(fd, &f, deadline + 2000);
   if (e == ETIMEDOUT) {
     close(fd);
+    if (in_use[0]) return iris_detail_fail(in_use_st, "rank %d: %s (retried for the whole %d ms timeout)", r->rank, in_use, r->timeout_ms);
     return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for the other ranks", r->name, r->rank, r->timeout_ms);
   }
   if (e == EPIPE && iris_detail_now_ms() < deadline) {
     /* closed unanswered: we reached the socket of a rank 0 (of another job) that had
      * just finished its bring-up; ours may still come */
-    snprintf(in_use, sizeof in_use, "rendezvous '%s': rank 0's connection closed during bring-up; did it exit or fail?", r->name);
-    in_use_st = IRIS_ERROR_SYSTEM;
+    if (in_use_st != IRIS_ERROR_IN_USE) {
+      snprintf(in_use, sizeof in_use, "rendezvous '%s': rank 0's connection closed during bring-up; did it exit or fail?", r->name);
+      in_use_st = IRIS_ERROR_SYSTEM;
+    }
     close(fd);
     goto retry;
   }
@@ -2282,7 +2288,7 @@ IRIS_INTERNAL iris_status_t iris_detail_group_nodes(const char *ids, size_t stri
       for (q = 0; q < r - 1; q++)
         if (strcmp(IRIS_DETAIL_ID(q), IRIS_DETAIL_ID(r)) == 0)
           return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
-                                  "the ranks of node '%s' are not consecutive (ranks %d and %d are on it, rank %d between them on '%s'): iris needs block "
+                                  "the ranks of node '%s' are not consecutive (rank %d and rank %d are on it, rank %d between them on '%s'): iris needs block "
                                   "placement, a node's ranks numbered one after another (srun --distribution=block, mpirun --map-by slot, torchrun)",
                                   IRIS_DETAIL_ID(r), q, r, r - 1, IRIS_DETAIL_ID(r - 1));
     if (!L) L = run;
@@ -2312,7 +2318,6 @@ IRIS_INTERNAL iris_status_t iris_detail_tcp_choice(iris_getenv_fn lookup, void *
   const char *a = lookup ? lookup(user, "MASTER_ADDR") : getenv("MASTER_ADDR");
   const char *pt = lookup ? lookup(user, "MASTER_PORT") : getenv("MASTER_PORT");
   char why[160];
-  int got;
   *use = 0;
   if (given && strcmp(given, "tcp") == 0) snprintf(why, sizeof why, "IRIS_RENDEZVOUS=tcp");
   else if (env && env->local_size > 0 && env->local_size < env->world_size)
@@ -2321,7 +2326,7 @@ IRIS_INTERNAL iris_status_t iris_detail_tcp_choice(iris_getenv_fn lookup, void *
   if (!a || !*a || !pt || !*pt)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: the network rendezvous needs MASTER_ADDR (rank 0's host) and MASTER_PORT (a free port there); %s is not set"
                             " (or pass iris_config_t.bootstrap)", why, (!a || !*a) ? "MASTER_ADDR" : "MASTER_PORT");
-  if ((got = iris_detail_parse_uint("MASTER_PORT", pt, port)) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
+  if (iris_detail_parse_uint("MASTER_PORT", pt, port) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
   if (*port < 1 || *port > 65535) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "MASTER_PORT=%s is not a port in [1, 65535]", pt);
   if (strlen(a) >= cap || strlen(a) > 80) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "MASTER_ADDR=%.40s... is longer than 80 characters", a);
   iris_detail_copy(addr, cap, a);
