@@ -2963,6 +2963,71 @@ static void test_tcp_rendezvous(void) {
   }
 }
 
+static void test_nccl_loader(void) {
+  const iris_detail_nccl_lib_t *lib = NULL;
+  iris_status_t st;
+  void *h;
+  setenv("IRIS_NCCL_LIBRARY", "/nonexistent/libnccl-test.so.2", 1);
+  st = iris_detail_nccl_load(&lib);
+  check(st == IRIS_ERROR_UNSUPPORTED && has(iris_error_detail(), "/nonexistent/libnccl-test.so.2") && has(iris_error_detail(), "IRIS_NCCL_LIBRARY"),
+        "nccl loader: a missing library is refused naming it", "%s: '%s'", sname(st), iris_error_detail());
+  unsetenv("IRIS_NCCL_LIBRARY");
+  h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+  if (!h) h = dlopen("libnccl.so.2", RTLD_NOW);
+  if (!h) {
+    printf("SKIP: nccl loader: resolves every function: no libnccl.so.2 here\n");
+    return;
+  }
+  st = iris_detail_nccl_load(&lib);
+  check(st == IRIS_SUCCESS && lib && lib->api.all_reduce && lib->api.all_gather && lib->api.reduce_scatter && lib->api.broadcast && lib->comm_init_rank &&
+            lib->get_unique_id && lib->api.version >= 20700,
+        "nccl loader: resolves every function from libnccl.so.2 (no link dependency)", "%s: '%s', version %d", sname(st), iris_error_detail(),
+        lib ? lib->api.version : -1);
+}
+
+/* iris_init over virtual nodes (IRIS_HOST_ID) and the TCP rendezvous, without a GPU:
+ * the ranks meet and are grouped before any GPU call, so an uneven layout is refused on
+ * every rank (naming the node and counts), and an even one gets past the grouping (to
+ * the GPU error here, or further on a machine with a GPU), never a timeout. */
+typedef struct vinit_arg { const char *ids[4]; int port; } vinit_arg_t;
+static int child_vinit(int rank, void *argp) {
+  const vinit_arg_t *a = (const vinit_arg_t *)argp;
+  char port[16], r[8];
+  iris_t *ctx = NULL;
+  iris_status_t st;
+  snprintf(port, sizeof port, "%d", a->port);
+  snprintf(r, sizeof r, "%d", rank);
+  setenv("IRIS_RANK", r, 1);
+  setenv("IRIS_WORLD_SIZE", "4", 1);
+  setenv("IRIS_RENDEZVOUS", "tcp", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", port, 1);
+  setenv("IRIS_HOST_ID", a->ids[rank], 1);
+  setenv("IRIS_TIMEOUT_MS", "5000", 1);
+  setenv("IRIS_HEAP_SIZE", "4M", 1);
+  st = iris_init(NULL, &ctx);
+  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
+  g_res[rank].out_null = ctx == NULL;
+  if (st == IRIS_SUCCESS) iris_finalize(ctx);
+  return (int)st;
+}
+static void test_init_virtual_nodes(void) {
+  vinit_arg_t a = {{"vA", "vA", "vA", "vB"}, 0};
+  int ranks[4] = {0, 1, 2, 3}, codes[4], hung, i, ok = 1;
+  long long ms;
+  a.port = free_port();
+  ms = run_children(4, ranks, child_vinit, &a, 20000, codes, &hung);
+  for (i = 0; i < 4; i++) ok = ok && codes[i] == IRIS_ERROR_MISMATCH && has(g_res[i].detail, "'vB'") && has(g_res[i].detail, "has 1 ranks") && g_res[i].out_null;
+  check(!hung && ok && ms < 5000, "init: virtual nodes of 3 and 1 ranks are refused on every rank", "hung %d after %lld ms; rank 0 %s '%s'; rank 3 %s '%s'", hung, ms,
+        sname((iris_status_t)codes[0]), g_res[0].detail, sname((iris_status_t)codes[3]), g_res[3].detail);
+  a.ids[2] = "vB";
+  a.port = free_port();
+  ms = run_children(4, ranks, child_vinit, &a, 30000, codes, &hung);
+  for (i = 0, ok = 1; i < 4; i++) ok = ok && codes[i] != IRIS_ERROR_TIMEOUT && codes[i] != IRIS_ERROR_MISMATCH && codes[i] != IRIS_ERROR_INVALID_ARGUMENT;
+  check(!hung && ok, "init: 2 virtual nodes x 2 ranks meet over TCP and group (then the GPU step)", "hung %d after %lld ms; rank 0 %s '%s'; rank 3 %s '%s'", hung,
+        ms, sname((iris_status_t)codes[0]), g_res[0].detail, sname((iris_status_t)codes[3]), g_res[3].detail);
+}
+
 int main(void) {
   long long t0 = now_ms();
   struct timespec ts;
@@ -3012,6 +3077,8 @@ int main(void) {
   test_node_grouping();
   test_node_env();
   test_tcp_rendezvous();
+  test_nccl_loader();
+  test_init_virtual_nodes();
 
   /* launcher */
   test_launcher_bad_args();
