@@ -2880,8 +2880,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     }
     free(ids);
     if (st != IRIS_SUCCESS) goto fail;
-    if (ctx->nodes > 1) local_rank = ctx->rank;
-  }
+  } /* the GPU stays the launcher's local rank % GPUs (virtual nodes of one machine spread over its GPUs) */
 
   /* 2. set up our GPU; a failure here is reported to every rank through the record */
   iris_gpu_get_device(&old);
