@@ -497,7 +497,8 @@ IRIS_API iris_status_t iris_detail_order_end(iris_t *ctx, iris_stream_t stream);
  * Errors (detail names the variables and values; nothing is guessed): a malformed,
  * signed or overflowing number, a world of 0, a set with a rank but no world size (or
  * the reverse) -> IRIS_ERROR_INVALID_ARGUMENT; rank >= world, local rank >= local size
- * -> IRIS_ERROR_INVALID_RANK; a world above IRIS_MAX_RANKS -> IRIS_ERROR_UNSUPPORTED;
+ * -> IRIS_ERROR_INVALID_RANK; a world above IRIS_MAX_RANKS -> IRIS_ERROR_UNSUPPORTED (unless
+ * the local size is below the world or IRIS_RENDEZVOUS=tcp: several nodes, up to 65536);
  * two launchers disagreeing -> IRIS_ERROR_MISMATCH. Empty variables count as unset.
  * lookup(user, name) returns a variable's value or NULL; lookup NULL reads getenv. No
  * side effect but the error detail, so it is testable with a table. Local, any thread. */
@@ -1437,9 +1438,12 @@ retry:
   /* rank 0 answers once all ranks are present, or tells us why not; allow it a
    * moment past our own deadline so its (more precise) message arrives first */
   e = iris_detail_recv_header(fd, &f, deadline + 2000);
+  if (e && in_use[0] && (e == ETIMEDOUT || iris_detail_now_ms() >= deadline)) { /* the last try ran out: say why we kept trying */
+    close(fd);
+    return iris_detail_fail(in_use_st, "rank %d: %s (retried for the whole %d ms timeout)", r->rank, in_use, r->timeout_ms);
+  }
   if (e == ETIMEDOUT) {
     close(fd);
-    if (in_use[0]) return iris_detail_fail(in_use_st, "rank %d: %s (retried for the whole %d ms timeout)", r->rank, in_use, r->timeout_ms);
     return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for the other ranks", r->name, r->rank, r->timeout_ms);
   }
   if (e == EPIPE && iris_detail_now_ms() < deadline) {
@@ -2664,8 +2668,11 @@ IRIS_INTERNAL iris_status_t iris_detail_launcher_set(const iris_detail_launcher_
   if (got == 0) lr = -1;
   if (L->local_size && iris_detail_parse_uint(L->local_size, iris_detail_var(get, user, L->local_size), &ls) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
   if (e->world_size < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%s: a world needs at least 1 rank (%s)", L->world, ws, L->name);
-  if (e->world_size > IRIS_MAX_RANKS) {
-    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "%s=%s exceeds IRIS_MAX_RANKS (%d); rebuild every unit with a larger -DIRIS_MAX_RANKS", L->world, ws, IRIS_MAX_RANKS);
+  if (e->world_size > IRIS_MAX_RANKS) { /* allowed over several nodes (the node size is checked at iris_init) */
+    const char *rdv = iris_detail_var(get, user, "IRIS_RENDEZVOUS");
+    if (e->world_size > 65536 || !((ls > 0 && ls < e->world_size) || (rdv && strcmp(rdv, "tcp") == 0)))
+      return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "%s=%s exceeds IRIS_MAX_RANKS (%d) on one node; rebuild every unit with a larger -DIRIS_MAX_RANKS (or, over "
+                              "several nodes, set IRIS_RENDEZVOUS=tcp: docs/multinode.md)", L->world, ws, IRIS_MAX_RANKS);
   }
   if (e->rank >= e->world_size) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "%s=%s is not below %s=%s (%s)", L->rank, rs, L->world, ws, L->name);
   if (ls > e->world_size) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%d exceeds %s=%d (%s)", L->local_size, ls, L->world, e->world_size, L->name);
