@@ -2881,9 +2881,9 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
           st = bad && r == c.rank ? iris_detail_prefix(local, "iris_init")
                                   : iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: rank %d has no valid host identity (see its IRIS_HOST_ID)", r);
       }
-      if (st == IRIS_SUCCESS)
-        st = iris_detail_group_nodes(ids, sizeof mine, c.world_size, c.rank, &ctx->node, &ctx->nodes, &ctx->rank, &ctx->world);
-      if (st != IRIS_SUCCESS) st = iris_detail_prefix(st, "iris_init");
+      if (st == IRIS_SUCCESS && (st = iris_detail_group_nodes(ids, sizeof mine, c.world_size, c.rank, &ctx->node, &ctx->nodes, &ctx->rank, &ctx->world)) !=
+                                    IRIS_SUCCESS)
+        st = iris_detail_prefix(st, "iris_init");
     }
     free(ids);
     if (st != IRIS_SUCCESS) goto fail;

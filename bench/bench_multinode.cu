@@ -55,6 +55,8 @@ static double time_us(int coll, int v, const void *in, void *out, size_t count) 
   cudaGraphExec_t ge;
   cudaEvent_t a, b;
   std::vector<float> t;
+  run(coll, v, in, out, count); // eager first: NCCL connects its peers outside the capture
+  CK(cudaStreamSynchronize(stream));
   IK(iris_barrier(ctx));
   CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   for (int k = 0; k < K; k++) run(coll, v, in, out, count);
