@@ -1943,11 +1943,9 @@ static iris_status_t iris_coll_mn_check(iris_t *ctx, const char *name, int kind,
   const int me = iris_rank(ctx);
   if (!nc) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: the context has no rail communicator", me, name);
   if (iris_coll_nccl_type(t) < 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown data type %d", me, name, (int)t);
-  if ((t == IRIS_FLOAT8_E4M3 || t == IRIS_FLOAT8_E5M2) && nc->version < 22400)
-    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: fp8 between nodes needs NCCL 2.24 or later (loaded: version code %d)", me, name, nc->version);
-  if (kind == IRIS_COLL_A2A)
-    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: all-to-all across nodes is not implemented yet (docs/multinode.md); call it on a node-local context",
-                            me, name);
+  if ((t == IRIS_FLOAT8_E4M3 || t == IRIS_FLOAT8_E5M2) && nc->version < 22400 && (kind == IRIS_COLL_AR || kind == IRIS_COLL_RS))
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: fp8 reductions between nodes need NCCL 2.24 or later (loaded: version code %d)", me, name,
+                            nc->version);
   if ((kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && (op < IRIS_SUM || op >= IRIS_REDOP_COUNT))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown reduction %d", me, name, (int)op);
   if ((kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && op == IRIS_AVG && (t == IRIS_INT32 || t == IRIS_INT64 || t == IRIS_UINT8))
@@ -1977,7 +1975,7 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
   void *rail = iris_rail_comm(ctx);
   const int L = iris_local_size(ctx), N = iris_num_nodes(ctx), l = iris_local_rank(ctx), n = iris_node(ctx);
   const int nt = iris_coll_nccl_type(t), nop = iris_coll_nccl_op(op);
-  const size_t es = iris_dtype_size(t);
+  const size_t es = iris_dtype_size(t), W = (size_t)N * (size_t)L;
   iris_coll_state_t *s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
   iris_status_t st;
   if (kind == IRIS_COLL_AR) {
@@ -2003,12 +2001,12 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
      * all-gathers the node slots in place */
     char *slot = (char *)recv + (size_t)n * (size_t)L * count * es;
     IRIS_COLL_MN_STEP(iris_coll_enqueue(ctx, IRIS_COLL_AG, send, slot, count, t, op, 0, stream, opts));
-    IRIS_COLL_MN_NCCL("all-gather", nc->all_gather(slot, recv, (size_t)L * count, nt, rail, stream));
+    IRIS_COLL_MN_NCCL("all-gather", nc->all_gather(slot, recv, (size_t)L * count * es, 1 /* ncclUint8: data moves as bytes */, rail, stream));
   } else if (kind == IRIS_COLL_RS) {
     /* per piece of k elements of each rank's count: the W blocks are copied contiguous
      * (unless k == count), the rail reduce-scatters the node blocks (L * k each), the
      * node reduce-scatters its block: rank g gets block g reduced over the world */
-    const size_t W = (size_t)N * (size_t)L, cap = IRIS_COLL_MN_SCRATCH_BYTES / es / (W + (size_t)L);
+    const size_t cap = IRIS_COLL_MN_SCRATCH_BYTES / es / (W + (size_t)L);
     size_t k = count < cap ? count : cap, c0;
     if (L == 1) {
       IRIS_COLL_MN_NCCL("reduce-scatter", nc->reduce_scatter(send, recv, count, nt, nop, rail, stream));
@@ -2027,9 +2025,42 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
       IRIS_COLL_MN_NCCL("reduce-scatter", nc->reduce_scatter(in, mid, (size_t)L * m, nt, nop, rail, stream));
       IRIS_COLL_MN_STEP(iris_coll_enqueue(ctx, IRIS_COLL_RS, mid, (char *)recv + c0 * es, m, t, op, 0, stream, opts));
     }
+  } else if (kind == IRIS_COLL_A2A) {
+    /* per piece of k elements of each block: s1[l'][n'] = send[n' L + l'] (copies), in-node
+     * all-to-all of N k per peer into s2[l][n'], s3[n'][l] = s2[l][n'] (copies), rail
+     * send/recv of L k per node into s2[n'][l] = the blocks of ranks n' L + l, copied to
+     * recv (received in place when one piece holds the whole block) */
+    const size_t cap = IRIS_COLL_MN_SCRATCH_BYTES / es / (3 * W);
+    const size_t k = count < cap ? count : cap;
+    size_t c0;
+    int q;
+    if (k == 0) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: IRIS_COLL_MN_SCRATCH_BYTES is too small for %zu ranks", iris_rank(ctx), name, W);
+    for (c0 = 0; c0 < count; c0 += k) {
+      const size_t m = count - c0 < k ? count - c0 : k, blk = m * es;
+      char *s1 = s->mn_scratch, *s2 = s1 + W * blk, *s3 = s2 + W * blk;
+      iris_coll_err_t e = iris_coll_success;
+      for (q = 0; q < L && e == iris_coll_success; q++)
+        e = iris_coll_memcpy2d_async(s1 + (size_t)q * N * blk, blk, (const char *)send + ((size_t)q * count + c0) * es, (size_t)L * count * es, blk, (size_t)N, stream);
+      if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_coll_error_text(e));
+      IRIS_COLL_MN_STEP(iris_coll_enqueue(ctx, IRIS_COLL_A2A, s1, s2, (size_t)N * m, t, op, 0, stream, opts));
+      for (q = 0; q < N && e == iris_coll_success; q++)
+        e = iris_coll_memcpy2d_async(s3 + (size_t)q * L * blk, blk, s2 + (size_t)q * blk, (size_t)N * blk, blk, (size_t)L, stream);
+      if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_coll_error_text(e));
+      IRIS_COLL_MN_NCCL("group start", nc->group_start());
+      for (q = 0; q < N; q++) {
+        char *into = m == count ? (char *)recv + (size_t)q * L * count * es : s2 + (size_t)q * L * blk;
+        int r1 = nc->send(s3 + (size_t)q * L * blk, (size_t)L * blk, 1 /* ncclUint8 */, q, rail, stream);
+        int r2 = r1 ? 0 : nc->recv(into, (size_t)L * blk, 1, q, rail, stream);
+        if (r1 || r2) { nc->group_end(); return iris_coll_nccl_fail(ctx, name, "send/recv", nc, r1 ? r1 : r2); }
+      }
+      IRIS_COLL_MN_NCCL("group end", nc->group_end());
+      for (q = 0; m != count && q < N && e == iris_coll_success; q++)
+        e = iris_coll_memcpy2d_async((char *)recv + ((size_t)q * L * count + c0) * es, count * es, s2 + (size_t)q * L * blk, blk, blk, (size_t)L, stream);
+      if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_coll_error_text(e));
+    }
   } else { /* broadcast: the root's rail carries it to every node, each node broadcasts it */
     const int rn = root / L, rl = root % L;
-    if (l == rl) IRIS_COLL_MN_NCCL("broadcast", nc->broadcast(send, recv, count, nt, rn, rail, stream));
+    if (l == rl) IRIS_COLL_MN_NCCL("broadcast", nc->broadcast(send, recv, count * es, 1 /* ncclUint8 */, rn, rail, stream));
     if (L > 1) IRIS_COLL_MN_STEP(iris_coll_enqueue(ctx, IRIS_COLL_BC, recv, recv, count, t, op, rl, stream, opts));
   }
   return IRIS_SUCCESS;

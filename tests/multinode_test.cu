@@ -3,7 +3,7 @@
 // rails over its socket transport on loopback). Checks the node topology, every
 // collective x type x op x in place / out of place / off the heap at several sizes (both
 // all-reduce compositions) against a float64 reference with poisoned outputs, bitwise
-// equality of all-reduce results across ranks, refusals, and a CUDA graph of every
+// equality of all-reduce results across ranks, refusals (integer AVG), and a CUDA graph of every
 // collective replayed many times.
 //   multinode_test NODES RANKS_PER_NODE [--tcp PORT] [--replays N]
 // tests/multinode_test.sh runs it at 2 x 1 and 2 x 2 (Unix and TCP rendezvous).
@@ -35,6 +35,7 @@ static bool elem_ok(int kind, int type, int op, uint64_t seed, int call, int me,
   got &= mask;
   if (kind == IRIS_COLL_AG) return got == (encode(type, input_hash(seed, (int)(i / count), i % count, call)) & mask);
   if (kind == IRIS_COLL_BC) return got == (encode(type, input_hash(seed, root, i, call)) & mask);
+  if (kind == IRIS_COLL_A2A) return got == (encode(type, input_hash(seed, (int)(i / count), (size_t)me * count + i % count, call)) & mask);
   const size_t j = kind == IRIS_COLL_RS ? (size_t)me * count + i : i;
   unsigned long long b[64];
   for (int r = 0; r < W; r++) b[r] = encode(type, input_hash(seed, r, j, call));
@@ -70,8 +71,8 @@ struct Case {
   size_t count;
   void *send, *recv; // set by prepare
 };
-static size_t in_elems(const Case &c, int W) { return c.kind == IRIS_COLL_RS ? (size_t)W * c.count : c.count; }
-static size_t out_elems(const Case &c, int W) { return c.kind == IRIS_COLL_AG ? (size_t)W * c.count : c.count; }
+static size_t in_elems(const Case &c, int W) { return c.kind == IRIS_COLL_RS || c.kind == IRIS_COLL_A2A ? (size_t)W * c.count : c.count; }
+static size_t out_elems(const Case &c, int W) { return c.kind == IRIS_COLL_AG || c.kind == IRIS_COLL_A2A ? (size_t)W * c.count : c.count; }
 
 // Buffers: one heap pair and one cudaMalloc pair, each big enough for every case.
 struct Bufs { char *heap_a, *heap_b, *dev_a, *dev_b; size_t bytes; };
@@ -165,7 +166,7 @@ static void eager_cases(Suite &s, Bufs &B) {
   const int W = s.world, L = g_per_node;
   const size_t counts[] = {1, 1003, (size_t)70000 * L / 2 * 2, (size_t)70000 * L + 1}; // small, odd, the reduce-scatter composition, not divisible by L
   int call = 0;
-  for (int kind : {IRIS_COLL_AR, IRIS_COLL_RS, IRIS_COLL_AG, IRIS_COLL_BC})
+  for (int kind : {IRIS_COLL_AR, IRIS_COLL_RS, IRIS_COLL_AG, IRIS_COLL_A2A, IRIS_COLL_BC})
     for (int type = 0; type < IRIS_DTYPE_COUNT; type++)
       for (int op = 0; op < ((kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) ? IRIS_REDOP_COUNT : 1); op++)
         for (size_t count : counts) {
@@ -177,10 +178,11 @@ static void eager_cases(Suite &s, Bufs &B) {
             run_case(s, B, c);
           }
         }
-  Case a2a = {IRIS_COLL_A2A, IRIS_FLOAT32, 0, 0, 0, 0, ++call, 64, NULL, NULL};
-  prepare(s, B, a2a);
-  iris_status_t st = call_coll(s.ctx, IRIS_COLL_A2A, a2a.send, a2a.recv, 64, IRIS_FLOAT32, 0, 0, s.stream);
-  report(s, "all_to_all across nodes is refused (IRIS_ERROR_UNSUPPORTED)", st == IRIS_ERROR_UNSUPPORTED && strstr(iris_error_detail(), "all-to-all"));
+  { // an all-to-all of more than IRIS_COLL_MN_SCRATCH_BYTES / 3 in total: several pieces, copied out
+    const size_t big = IRIS_COLL_MN_SCRATCH_BYTES / 4 / (size_t)W / 2;
+    if ((size_t)W * big * 4 <= B.bytes)
+      for (int mode = 0; mode < 2; mode++) run_case(s, B, Case{IRIS_COLL_A2A, IRIS_FLOAT32, 0, mode == 1, 0, 0, ++call, big, NULL, NULL});
+  }
   report(s, "iris_barrier_device across nodes", iris_barrier_device(s.ctx, s.stream) == IRIS_SUCCESS && cudaStreamSynchronize(s.stream) == cudaSuccess);
 }
 
@@ -192,7 +194,8 @@ static bool graphs(Suite &s, Bufs &B, int replays) {
                {IRIS_COLL_AR, IRIS_BFLOAT16, IRIS_MAX, 0, 0, 0, 9002, 1003, NULL, NULL},
                {IRIS_COLL_AG, IRIS_FLOAT16, 0, 0, 0, 0, 9003, 1003, NULL, NULL},
                {IRIS_COLL_RS, IRIS_INT32, IRIS_SUM, 0, 0, 0, 9004, 4099, NULL, NULL},
-               {IRIS_COLL_BC, IRIS_INT64, 0, 0, 0, W - 1, 9005, 777, NULL, NULL}};
+               {IRIS_COLL_BC, IRIS_INT64, 0, 0, 0, W - 1, 9005, 777, NULL, NULL},
+               {IRIS_COLL_A2A, IRIS_UINT8, 0, 0, 0, 0, 9006, 1001, NULL, NULL}};
   const int n = sizeof cs / sizeof cs[0];
   std::vector<char *> mem;
   // each case gets its own heap buffers (the graph holds them all)
@@ -269,7 +272,7 @@ static int rank_main(int rank, int tcp_port, int replays) {
   s.passed = s.failed = 0;
   cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
   Bufs B;
-  B.bytes = (size_t)s.world * ((size_t)70000 * g_per_node + 8) * 8;
+  B.bytes = std::max((size_t)s.world * ((size_t)70000 * g_per_node + 8) * 8, (size_t)IRIS_COLL_MN_SCRATCH_BYTES / 2);
   void *a = NULL, *b = NULL;
   if (iris_malloc(s.ctx, B.bytes, &a) != IRIS_SUCCESS || iris_malloc(s.ctx, B.bytes, &b) != IRIS_SUCCESS || cudaMalloc(&B.dev_a, B.bytes) != cudaSuccess ||
       cudaMalloc(&B.dev_b, B.bytes) != cudaSuccess) {
