@@ -35,6 +35,9 @@
  *      callbacks (MPI, torch.distributed, ...) carry the exchange instead.
  *   3. iris_init_local(cfg, n, devices, ctxs)  one process drives n GPUs, one
  *      context per GPU, peer access instead of IPC.
+ *   Worlds over several hosts (modes 1 with IRIS_RENDEZVOUS=tcp / MASTER_ADDR, and 2):
+ *   the heap is mapped within each node, NCCL/RCCL rails join the nodes
+ *   (docs/multinode.md).
  *
  * The symmetric-heap contract
  *   iris_malloc is local bookkeeping: no communication. It returns the same offset on
@@ -353,7 +356,8 @@ IRIS_API iris_status_t iris_heap_offset(const iris_t *ctx, const void *ptr, size
  * address space; what device code gets from iris_translate. */
 IRIS_API iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, int to_rank, void **out);
 /* Collective: check that every rank holds the same live allocations (offset and size).
- * Returns IRIS_ERROR_MISMATCH naming the ranks that diverge from rank 0. */
+ * Returns IRIS_ERROR_MISMATCH naming the ranks that diverge from rank 0. In a multi-node
+ * world every rank calls it and each node compares its own ranks (local ranks named). */
 IRIS_API iris_status_t iris_heap_verify(iris_t *ctx);
 
 /* ============================================================= host collectives == */
