@@ -88,6 +88,11 @@ $(B)/gpu_test_debug: tests/gpu_test.cu tests/test_util.h $(HDRS) | $(B)
 # sizes run the chain as well as the relay
 $(B)/coll_test: tests/coll_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -DIRIS_COLL_CHAIN_MIN_BYTES=16777216 $< -o $@
+# multi-node collectives on one machine (virtual nodes; NCCL loaded at run time, no -lnccl)
+$(B)/multinode_test: tests/multinode_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@
+$(B)/bench_multinode: bench/bench_multinode.cu bench/bench_util.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl
 # the streams, mismatch and fault tests: a 2 s wait bound, so a stuck peer shows in seconds
 $(B)/fault_test: tests/fault_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL $< -o $@

@@ -35,6 +35,9 @@
  *      callbacks (MPI, torch.distributed, ...) carry the exchange instead.
  *   3. iris_init_local(cfg, n, devices, ctxs)  one process drives n GPUs, one
  *      context per GPU, peer access instead of IPC.
+ *   Worlds over several hosts (modes 1 with IRIS_RENDEZVOUS=tcp / MASTER_ADDR, and 2):
+ *   the heap is mapped within each node, NCCL/RCCL rails join the nodes
+ *   (docs/multinode.md).
  *
  * The symmetric-heap contract
  *   iris_malloc is local bookkeeping: no communication. It returns the same offset on
@@ -65,6 +68,10 @@
  *   IRIS_DEVICE          this rank's GPU; else local rank % visible GPUs (GPUs may be shared)
  *   IRIS_HEAP_SIZE       heap bytes per rank: digits, optional K/M/G/T, optional iB/B
  *   IRIS_TIMEOUT_MS, IRIS_BARRIER_TIMEOUT_MS, IRIS_LAUNCH_GRACE_MS  bounds in ms
+ *   IRIS_HOST_ID         this rank's node identity (else hostname + boot id); ranks
+ *                        with different ids form different nodes (docs/multinode.md)
+ *   IRIS_RENDEZVOUS=tcp, MASTER_ADDR, MASTER_PORT  the network rendezvous of multi-node
+ *                        jobs; IRIS_NCCL_LIBRARY  the NCCL/RCCL to load for the rails
  *   Malformed values are errors naming the variable and its value, never a default.
  *
  * Errors
@@ -211,8 +218,12 @@ typedef struct iris_config {
   int barrier_timeout_ms;    /* iris_barrier waits; 0: IRIS_BARRIER_TIMEOUT_MS, else 600 s */
   iris_heap_memory_t heap_memory;
   const iris_bootstrap_t *bootstrap; /* non-NULL: mode 2 */
+  void *rail_comm;           /* multi-node worlds: this rank's rail communicator (an ncclComm_t of
+                                the node count's size whose rank is this rank's node, the ranks of
+                                the same local rank on every node); NULL: iris creates one with
+                                the NCCL/RCCL it loads at run time. Stays the caller's. */
 } iris_config_t;
-#define IRIS_CONFIG_INIT {sizeof(iris_config_t), -1, -1, -1, 0, NULL, NULL, 0, 0, IRIS_HEAP_MEMORY_DEFAULT, NULL}
+#define IRIS_CONFIG_INIT {sizeof(iris_config_t), -1, -1, -1, 0, NULL, NULL, 0, 0, IRIS_HEAP_MEMORY_DEFAULT, NULL, NULL}
 
 typedef struct iris iris_t; /* opaque host context, one per rank */
 
@@ -223,9 +234,13 @@ typedef hipStream_t iris_stream_t;
 typedef cudaStream_t iris_stream_t;
 #endif
 
-/* Device context: passed by value to kernels. bases[r] is rank r's heap base in this
- * process's address space; bases[rank] is the local heap. Plain data, same layout
- * in C and C++ (IRIS_MAX_RANKS must agree across units). */
+/* Device context: passed by value to kernels. rank and world_size are global; the heap
+ * is mapped among one node's ranks only: bases[l] is the heap base of the node's local
+ * rank l (global rank node * local_size + l) in this process's address space, and
+ * bases[local_rank] is this rank's. In a single-node world local_rank == rank,
+ * local_size == world_size, node == 0 and num_nodes == 1. Device RMA reaches only the
+ * ranks of this node (IRIS_DEBUG traps naming any other rank). Plain data, same layout
+ * in C and C++ (IRIS_MAX_RANKS, the most ranks of one node, must agree across units). */
 typedef struct iris_device_ctx {
   int rank;
   int world_size;
@@ -237,6 +252,8 @@ typedef struct iris_device_ctx {
    * at its next check. fault[1]: the last collective mismatch (not fatal). Encoding:
    * IRIS_FAULT_* below; iris_get_async_error decodes them on the host. */
   unsigned long long *fault;
+  int local_rank, local_size; /* this rank on its node; ranks per node */
+  int node, num_nodes;        /* this rank's node, the number of nodes */
 } iris_device_ctx_t;
 
 /* Fault word layout: kind << 56 | peer << 48 | site << 32 | call. kind: IRIS_FAULT_*;
@@ -252,10 +269,13 @@ enum { IRIS_SITE_USER = 0, IRIS_SITE_HEADER, IRIS_SITE_BARRIER, IRIS_SITE_LL, IR
 /* ============================================================ bring-up, teardown == */
 
 /* Modes 1 and 2. Collective over all ranks: each rank calls it once. Blocks until every
- * rank has mapped every heap (or the timeout passes, naming the ranks that never came).
- * Refuses peers of another user, another job, another host (multi-node worlds are not
- * supported yet: IRIS_ERROR_DIFFERENT_HOST), another world size, heap size, heap
- * memory kind or library version. cfg may be NULL (all defaults). Rank, world size and
+ * rank has mapped every heap of its node (or the timeout passes, naming the ranks that
+ * never came). Refuses peers of another user, another job, another world size, heap
+ * size, heap memory kind or library version. Worlds over several nodes (hosts, or
+ * IRIS_HOST_ID values): the ranks are grouped by node (equal counts, consecutive
+ * ranks), the heaps are mapped within each node and one NCCL/RCCL rail communicator
+ * per local rank joins the nodes (docs/multinode.md); the exchange is the TCP
+ * rendezvous (MASTER_ADDR/MASTER_PORT) or cfg.bootstrap. cfg may be NULL (all defaults). Rank, world size and
  * local rank come from cfg, else from iris_launch_env (its errors are iris_init's).
  * On success this rank's GPU (iris_device) is the calling thread's current device, so
  * kernels launched next run there. On failure *out is NULL, nothing is left allocated
@@ -287,12 +307,29 @@ IRIS_API iris_status_t iris_finalize(iris_t *ctx);
 IRIS_API int iris_rank(const iris_t *ctx);
 IRIS_API int iris_world_size(const iris_t *ctx);
 IRIS_API int iris_device(const iris_t *ctx);      /* the CUDA/HIP device ordinal of this rank */
+/* Nodes (docs/multinode.md). A node's ranks are consecutive global ranks: global rank
+ * = node * local_size + local rank. Single-node worlds: local rank = rank, local size
+ * = world size, node 0 of 1. -1 (0 for the sizes) on a finalized or NULL context. */
+IRIS_API int iris_local_rank(const iris_t *ctx);
+IRIS_API int iris_local_size(const iris_t *ctx);
+IRIS_API int iris_node(const iris_t *ctx);
+IRIS_API int iris_num_nodes(const iris_t *ctx);
+/* The rail communicator of a multi-node context (an ncclComm_t: the ranks of this local
+ * rank on every node, its rank is iris_node), NULL in a single-node world. For the
+ * collectives of iris_collectives.h; usable by the caller between iris calls. */
+IRIS_API void *iris_rail_comm(const iris_t *ctx);
 IRIS_API size_t iris_heap_size(const iris_t *ctx);
 IRIS_API size_t iris_heap_used(const iris_t *ctx); /* bytes in live allocations, padding included */
-/* Rank r's heap base in this process's address space (NULL for a bad rank). */
+/* Rank r's heap base in this process's address space (NULL for a bad rank, or a rank
+ * of another node: heaps are mapped among one node's ranks). */
 IRIS_API void *iris_heap_base(const iris_t *ctx, int rank);
 /* Plain-data context for kernels (see iris_device.h). Cheap; call once and keep it. */
 IRIS_API iris_device_ctx_t iris_device_context(const iris_t *ctx);
+/* The same, as the node's own world: rank = local rank, world_size = local size, node 0
+ * of 1. For kernels that work within a node and number their peers 0..local size - 1
+ * (the tile building blocks, the all-gather + GEMM). Equal to iris_device_context in a
+ * single-node world. */
+IRIS_API iris_device_ctx_t iris_device_context_node(const iris_t *ctx);
 
 /* ================================================================== the heap == */
 
@@ -319,7 +356,8 @@ IRIS_API iris_status_t iris_heap_offset(const iris_t *ctx, const void *ptr, size
  * address space; what device code gets from iris_translate. */
 IRIS_API iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, int to_rank, void **out);
 /* Collective: check that every rank holds the same live allocations (offset and size).
- * Returns IRIS_ERROR_MISMATCH naming the ranks that diverge from rank 0. */
+ * Returns IRIS_ERROR_MISMATCH naming the ranks that diverge from rank 0. In a multi-node
+ * world every rank calls it and each node compares its own ranks (local ranks named). */
 IRIS_API iris_status_t iris_heap_verify(iris_t *ctx);
 
 /* ============================================================= host collectives == */
@@ -328,8 +366,9 @@ IRIS_API iris_status_t iris_heap_verify(iris_t *ctx);
  * every rank has entered. Afterwards every rank's GPU writes made before its barrier
  * are visible to every rank. Times out (barrier_timeout_ms) naming missing ranks. */
 IRIS_API iris_status_t iris_barrier(iris_t *ctx);
-/* Collective, host memory only: recv gets world_size * bytes, rank r's at r * bytes.
- * For exchanging small host data (seeds, sizes); every rank passes the same bytes. */
+/* Collective, host memory only: recv gets world_size * bytes, rank r's at r * bytes
+ * (global ranks, every node). For exchanging small host data (seeds, sizes); every
+ * rank passes the same bytes. */
 IRIS_API iris_status_t iris_allgather_host(iris_t *ctx, const void *send, void *recv, size_t bytes);
 
 /* ================================================================== errors == */
@@ -397,10 +436,38 @@ typedef struct iris_rendezvous_params {
                               rank of one job; ranks with another token are refused */
 } iris_rendezvous_params_t;
 IRIS_API iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, iris_rendezvous_t **out);
+/* The same rendezvous over TCP, for worlds that span hosts (torchrun-style): rank 0
+ * listens on port `port` of every local address; the others connect to addr:port
+ * (a name or a numeric address), retrying until the timeout. p->name only labels
+ * messages (p->dir is not used). The hello carries version, world size, heap size and
+ * the job token; rank 0 refuses a different version, world size or heap size
+ * (IRIS_ERROR_MISMATCH, naming the rank and its host) and a different job
+ * (IRIS_ERROR_IN_USE: that rank keeps retrying for ours, then reports it). A port that
+ * another process listens on: rank 0 gets IRIS_ERROR_IN_USE naming MASTER_PORT; a
+ * port left in TIME_WAIT by an earlier run is reused. Timeouts name the missing ranks
+ * (rank 0) or addr:port (the others). No credentials are checked: any process that
+ * reaches the port and knows the job token gets in; run it on a trusted network. */
+IRIS_API iris_status_t iris_rendezvous_open_tcp(const iris_rendezvous_params_t *p, const char *addr, int port, iris_rendezvous_t **out);
 IRIS_API iris_status_t iris_rendezvous_allgather(iris_rendezvous_t *r, const void *send, void *recv, size_t bytes);
 IRIS_API iris_status_t iris_rendezvous_barrier(iris_rendezvous_t *r);
 IRIS_API void iris_rendezvous_close(iris_rendezvous_t *r);
 
+/* Not for users: the NCCL/RCCL functions iris calls, resolved at run time (dlsym), with
+ * nccl.h's ABI (ncclResult_t, ncclDataType_t and ncclRedOp_t are ints; ncclComm_t a
+ * pointer). iris_detail_nccl returns the table of a multi-node context, else NULL. */
+typedef struct iris_nccl_api {
+  const char *(*get_error_string)(int result);
+  int (*all_reduce)(const void *send, void *recv, size_t count, int type, int op, void *comm, iris_stream_t stream);
+  int (*all_gather)(const void *send, void *recv, size_t count, int type, void *comm, iris_stream_t stream);
+  int (*reduce_scatter)(const void *send, void *recv, size_t count, int type, int op, void *comm, iris_stream_t stream);
+  int (*broadcast)(const void *send, void *recv, size_t count, int type, int root, void *comm, iris_stream_t stream);
+  int (*send)(const void *buf, size_t count, int type, int peer, void *comm, iris_stream_t stream);
+  int (*recv)(void *buf, size_t count, int type, int peer, void *comm, iris_stream_t stream);
+  int (*group_start)(void);
+  int (*group_end)(void);
+  int version; /* ncclGetVersion's code (e.g. 22803), 0 if unknown */
+} iris_nccl_api_t;
+IRIS_API const iris_nccl_api_t *iris_detail_nccl(const iris_t *ctx);
 /* Not for users: a per-context slot that iris_collectives.h keeps its state in. */
 IRIS_API void iris_detail_set_ext(iris_t *ctx, void *ext, void (*free_fn)(void *));
 IRIS_API void *iris_detail_get_ext(const iris_t *ctx);
@@ -434,7 +501,8 @@ IRIS_API iris_status_t iris_detail_order_end(iris_t *ctx, iris_stream_t stream);
  * Errors (detail names the variables and values; nothing is guessed): a malformed,
  * signed or overflowing number, a world of 0, a set with a rank but no world size (or
  * the reverse) -> IRIS_ERROR_INVALID_ARGUMENT; rank >= world, local rank >= local size
- * -> IRIS_ERROR_INVALID_RANK; a world above IRIS_MAX_RANKS -> IRIS_ERROR_UNSUPPORTED;
+ * -> IRIS_ERROR_INVALID_RANK; a world above IRIS_MAX_RANKS -> IRIS_ERROR_UNSUPPORTED (unless
+ * the local size is below the world or IRIS_RENDEZVOUS=tcp: several nodes, up to 65536);
  * two launchers disagreeing -> IRIS_ERROR_MISMATCH. Empty variables count as unset.
  * lookup(user, name) returns a variable's value or NULL; lookup NULL reads getenv. No
  * side effect but the error detail, so it is testable with a table. Local, any thread. */
@@ -550,7 +618,12 @@ static inline IRIS_HOST_DEVICE iris_view2d_t iris_view_tile(iris_view2d_t v, int
 #if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_IMPLEMENTATION_DONE)
 #define IRIS_IMPLEMENTATION_DONE
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -920,6 +993,8 @@ typedef struct iris_detail_hello {
 
 struct iris_rendezvous {
   int rank, world, timeout_ms;
+  int tcp;       /* 1: TCP (iris_rendezvous_open_tcp); 0: a Unix socket */
+  char where[96]; /* TCP: "addr:port", for messages */
   int *fds;      /* rank 0: fds[r] for r >= 1; others: fds[0] is the link to rank 0 */
   uint64_t seq;  /* collective operations so far */
   char name[72];
@@ -1140,10 +1215,12 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     if (left <= 0) {
       int i;
       for (i = 0; i < r->world; i++) present[i] = (unsigned char)!present[i];
-      iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': timed out after %d ms; ranks %s never arrived (%d of %d present; all ranks must run on this host)%s%s",
+      iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': timed out after %d ms; ranks %s never arrived (%d of %d present; %s)%s%s",
                        r->name, r->timeout_ms, iris_detail_rank_list(present, r->world, list, sizeof list), have, r->world,
+                       r->tcp ? "they must reach rank 0 at MASTER_ADDR:MASTER_PORT" : "all ranks must run on this host",
                        refused ? "; a connection from another user was refused" : "",
-                       foreign ? "; ranks of another job with this rendezvous name were refused (give each job its own IRIS_RENDEZVOUS)" : "");
+                       foreign ? (r->tcp ? "; ranks of another job were refused (give each job its own MASTER_PORT)"
+                                 : "; ranks of another job with this rendezvous name were refused (give each job its own IRIS_RENDEZVOUS)") : "");
       free(present);
       return iris_detail_rdv_abort(r, IRIS_ERROR_TIMEOUT);
     }
@@ -1153,7 +1230,7 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     if (poll(&pf, 1, (int)(left > 1000000 ? 1000000 : left)) <= 0) continue;
     cfd = accept(lfd, NULL, NULL);
     if (cfd < 0) continue;
-    if (iris_detail_peer_uid(cfd, &uid) != 0 || uid != (unsigned)getuid()) { /* not ours: refuse it, remember it */
+    if (!r->tcp && (iris_detail_peer_uid(cfd, &uid) != 0 || uid != (unsigned)getuid())) { /* not ours: refuse it, remember it */
       close(cfd);
       refused++;
       continue;
@@ -1167,8 +1244,8 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     if (strcmp(h.job, r->job) != 0) { /* another job that chose this name: refuse it, keep waiting for ours */
       iris_detail_refuse(cfd, IRIS_ERROR_IN_USE,
                          "rendezvous '%s': the rank 0 listening there belongs to another job (job '%.60s'; this process's job is '%.60s'); give each job "
-                         "its own IRIS_RENDEZVOUS",
-                         r->name, r->job, h.job);
+                         "its own %s",
+                         r->name, r->job, h.job, r->tcp ? "MASTER_PORT" : "IRIS_RENDEZVOUS");
       close(cfd);
       foreign++;
       continue;
@@ -1205,6 +1282,106 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
   return IRIS_SUCCESS;
 }
 
+/* TCP: one try to reach rank 0 at r->where (host and port split at the last ':'),
+ * bounded by deadline. IRIS_SUCCESS with *fd; IRIS_ERROR_TIMEOUT (no detail) when
+ * worth retrying (refused, unreachable, a name not resolvable yet); another status for
+ * a name that does not exist. */
+IRIS_INTERNAL iris_status_t iris_detail_tcp_dial(iris_rendezvous_t *r, long long deadline, int *fd_out) {
+  struct addrinfo hints, *res = NULL, *ai;
+  char host[96], *colon;
+  int g, one = 1;
+  *fd_out = -1;
+  iris_detail_copy(host, sizeof host, r->where);
+  colon = strrchr(host, ':');
+  if (!colon) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rendezvous '%s': '%s' is not address:port", r->name, r->where);
+  *colon = 0;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  g = getaddrinfo(host, colon + 1, &hints, &res);
+  if (g == EAI_NONAME)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rendezvous '%s': rank %d cannot resolve MASTER_ADDR=%s: %s", r->name, r->rank, host, gai_strerror(g));
+  if (g != 0) return IRIS_ERROR_TIMEOUT;
+  for (ai = res; ai; ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol), e;
+    struct pollfd pf;
+    long long left = deadline - iris_detail_now_ms();
+    socklen_t len = sizeof e;
+    if (fd < 0) continue;
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    e = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
+    if (e == EINPROGRESS) {
+      pf.fd = fd;
+      pf.events = POLLOUT;
+      pf.revents = 0;
+      e = poll(&pf, 1, (int)(left <= 0 ? 0 : left > 1000 ? 1000 : left)) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) == 0 ? e : ETIMEDOUT;
+    }
+    if (e == 0) {
+      fcntl(fd, F_SETFL, 0);
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      *fd_out = fd;
+      break;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return *fd_out >= 0 ? IRIS_SUCCESS : IRIS_ERROR_TIMEOUT;
+}
+
+/* TCP rank 0: listen on every address at r->where's port. A port that a live process
+ * listens on: IRIS_ERROR_IN_USE naming MASTER_PORT (SO_REUSEADDR lets a port left in
+ * TIME_WAIT by an earlier run be bound again, never one with a listener). */
+IRIS_INTERNAL iris_status_t iris_detail_tcp_listen(iris_rendezvous_t *r, int *lfd_out) {
+  struct sockaddr_in6 a6;
+  struct sockaddr_in a4;
+  const char *colon = strrchr(r->where, ':');
+  int port = colon ? atoi(colon + 1) : 0, one = 1, zero = 0, e;
+  int lfd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  *lfd_out = -1;
+  if (lfd >= 0) { /* dual stack where there is IPv6, else IPv4 */
+    memset(&a6, 0, sizeof a6);
+    a6.sin6_family = AF_INET6;
+    a6.sin6_addr = in6addr_any;
+    a6.sin6_port = htons((unsigned short)port);
+    setsockopt(lfd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(lfd, (struct sockaddr *)&a6, sizeof a6) != 0) {
+      e = errno;
+      close(lfd);
+      lfd = -1;
+      if (e == EADDRINUSE) goto in_use;
+    }
+  }
+  if (lfd < 0) {
+    lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0) return iris_detail_sys_fail(0, "socket (TCP rendezvous)", errno);
+    memset(&a4, 0, sizeof a4);
+    a4.sin_family = AF_INET;
+    a4.sin_addr.s_addr = htonl(INADDR_ANY);
+    a4.sin_port = htons((unsigned short)port);
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(lfd, (struct sockaddr *)&a4, sizeof a4) != 0) {
+      e = errno;
+      close(lfd);
+      if (e == EADDRINUSE) goto in_use;
+      return iris_detail_sys_fail(0, "bind (TCP rendezvous, MASTER_PORT)", e);
+    }
+  }
+  if (listen(lfd, r->world + 8) != 0) {
+    e = errno;
+    close(lfd);
+    if (e == EADDRINUSE) goto in_use;
+    return iris_detail_sys_fail(0, "listen (TCP rendezvous, MASTER_PORT)", e);
+  }
+  *lfd_out = lfd;
+  return IRIS_SUCCESS;
+in_use:
+  return iris_detail_fail(IRIS_ERROR_IN_USE,
+                          "rendezvous '%s': rank 0 cannot listen on port %d (MASTER_PORT): another process listens there (another job, or an earlier run "
+                          "that is still up); give this job a free MASTER_PORT",
+                          r->name, port);
+}
+
 IRIS_INTERNAL iris_status_t iris_detail_rdv_connect(iris_rendezvous_t *r, const char *dir, uint64_t heap_size) {
   long long deadline = iris_detail_now_ms() + r->timeout_ms;
   struct sockaddr_un addr;
@@ -1220,8 +1397,12 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_connect(iris_rendezvous_t *r, const 
   in_use[0] = 0;
 retry:
   for (;;) {
-    iris_status_t ds = iris_detail_private_dir(dir, r->rank, 0);
-    if (ds != IRIS_SUCCESS && ds != IRIS_ERROR_TIMEOUT) return ds;
+    iris_status_t ds = r->tcp ? IRIS_ERROR_TIMEOUT : iris_detail_private_dir(dir, r->rank, 0);
+    if (r->tcp) {
+      ds = iris_detail_tcp_dial(r, deadline, &fd);
+      if (ds == IRIS_SUCCESS) break;
+      if (ds != IRIS_ERROR_TIMEOUT) return ds;
+    } else if (ds != IRIS_SUCCESS && ds != IRIS_ERROR_TIMEOUT) return ds;
     if (ds == IRIS_SUCCESS) {
       fd = socket(AF_UNIX, SOCK_STREAM, 0);
       if (fd < 0) return iris_detail_sys_fail(r->rank, "socket", errno);
@@ -1231,12 +1412,17 @@ retry:
     }
     if (iris_detail_now_ms() >= deadline) {
       if (in_use[0]) return iris_detail_fail(in_use_st, "rank %d: %s (retried for the whole %d ms timeout)", r->rank, in_use, r->timeout_ms);
+      if (r->tcp)
+        return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                                "rendezvous '%s': rank %d timed out after %d ms waiting for rank 0 to listen at %s (MASTER_ADDR:MASTER_PORT; is rank 0 running, "
+                                "and is the address reachable from this host?)",
+                                r->name, r->rank, r->timeout_ms, r->where);
       return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for rank 0 to listen at %s (is rank 0 running on this host?)",
                               r->name, r->rank, r->timeout_ms, r->path);
     }
     iris_detail_sleep_ms(in_use[0] ? 20 : 5);
   }
-  if (iris_detail_peer_uid(fd, &uid) != 0 || uid != (unsigned)getuid()) {
+  if (!r->tcp && (iris_detail_peer_uid(fd, &uid) != 0 || uid != (unsigned)getuid())) {
     close(fd);
     return iris_detail_fail(IRIS_ERROR_PERMISSION, "rendezvous '%s': the process listening at %s belongs to uid %u, not to this user (uid %u)", r->name,
                             r->path, uid, (unsigned)getuid());
@@ -1249,11 +1435,17 @@ retry:
   if ((e = iris_detail_send_frame(fd, IRIS_DETAIL_HELLO, r->rank, 0, 0, &h, sizeof h, deadline)) != 0) {
     close(fd);
     if (e == EPIPE && iris_detail_now_ms() < deadline) goto retry; /* a probe's close, or a rank 0 that just left */
+    if (in_use[0] && iris_detail_now_ms() >= deadline)
+      return iris_detail_fail(in_use_st, "rank %d: %s (retried for the whole %d ms timeout)", r->rank, in_use, r->timeout_ms);
     return iris_detail_sys_fail(r->rank, "sending hello to rank 0", e);
   }
   /* rank 0 answers once all ranks are present, or tells us why not; allow it a
    * moment past our own deadline so its (more precise) message arrives first */
   e = iris_detail_recv_header(fd, &f, deadline + 2000);
+  if (e && in_use[0] && (e == ETIMEDOUT || iris_detail_now_ms() >= deadline)) { /* the last try ran out: say why we kept trying */
+    close(fd);
+    return iris_detail_fail(in_use_st, "rank %d: %s (retried for the whole %d ms timeout)", r->rank, in_use, r->timeout_ms);
+  }
   if (e == ETIMEDOUT) {
     close(fd);
     return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for the other ranks", r->name, r->rank, r->timeout_ms);
@@ -1261,8 +1453,10 @@ retry:
   if (e == EPIPE && iris_detail_now_ms() < deadline) {
     /* closed unanswered: we reached the socket of a rank 0 (of another job) that had
      * just finished its bring-up; ours may still come */
-    snprintf(in_use, sizeof in_use, "rendezvous '%s': rank 0's connection closed during bring-up; did it exit or fail?", r->name);
-    in_use_st = IRIS_ERROR_SYSTEM;
+    if (in_use_st != IRIS_ERROR_IN_USE) {
+      snprintf(in_use, sizeof in_use, "rendezvous '%s': rank 0's connection closed during bring-up; did it exit or fail?", r->name);
+      in_use_st = IRIS_ERROR_SYSTEM;
+    }
     close(fd);
     goto retry;
   }
@@ -1354,7 +1548,8 @@ IRIS_INTERNAL int iris_detail_rdv_dir(const char *given, char *dir, size_t cap) 
   return n >= 0 && (size_t)n < cap;
 }
 
-IRIS_DEF iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, iris_rendezvous_t **out) {
+/* Both rendezvous: addr NULL: the Unix socket; else TCP to addr:port. */
+IRIS_INTERNAL iris_status_t iris_detail_rdv_open(const iris_rendezvous_params_t *p, const char *addr, int port, iris_rendezvous_t **out) {
   iris_rendezvous_t *r;
   char dir[160];
   const char *c;
@@ -1362,6 +1557,9 @@ IRIS_DEF iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, i
   int i;
   if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: out is NULL");
   *out = NULL;
+  if (addr && (!*addr || strlen(addr) > 80 || port < 1 || port > 65535))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open_tcp: MASTER_ADDR '%.90s' must be 1 to 80 characters and MASTER_PORT %d in [1, 65535]",
+                            addr, port);
   if (!p || !p->name || !*p->name || strlen(p->name) > 64)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: the name must be 1 to 64 characters");
   for (c = p->name; *c; c++)
@@ -1384,6 +1582,23 @@ IRIS_DEF iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, i
   r->timeout_ms = p->timeout_ms;
   snprintf(r->name, sizeof r->name, "%s", p->name);
   iris_detail_job_token(p->job, r->job, sizeof r->job);
+  if (addr) {
+    r->tcp = 1;
+    snprintf(r->where, sizeof r->where, "%s:%d", addr, port);
+    if (r->world == 1) { *out = r; return IRIS_SUCCESS; }
+    if (r->rank == 0) {
+      int lfd;
+      if ((st = iris_detail_tcp_listen(r, &lfd)) == IRIS_SUCCESS) {
+        st = iris_detail_rdv_accept_all(r, lfd, p->heap_size);
+        close(lfd);
+      }
+    } else {
+      st = iris_detail_rdv_connect(r, dir, p->heap_size);
+    }
+    if (st != IRIS_SUCCESS) { iris_rendezvous_close(r); return st; }
+    *out = r;
+    return IRIS_SUCCESS;
+  }
   if (strlen(dir) + strlen(p->name) + 7 > sizeof r->path) {
     iris_rendezvous_close(r);
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open: socket path %s/%s.sock is too long", dir, p->name);
@@ -1409,6 +1624,12 @@ IRIS_DEF iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, i
   if (st != IRIS_SUCCESS) { iris_rendezvous_close(r); return st; }
   *out = r;
   return IRIS_SUCCESS;
+}
+
+IRIS_DEF iris_status_t iris_rendezvous_open(const iris_rendezvous_params_t *p, iris_rendezvous_t **out) { return iris_detail_rdv_open(p, NULL, 0, out); }
+IRIS_DEF iris_status_t iris_rendezvous_open_tcp(const iris_rendezvous_params_t *p, const char *addr, int port, iris_rendezvous_t **out) {
+  if (!addr) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_rendezvous_open_tcp: addr (MASTER_ADDR) is NULL");
+  return iris_detail_rdv_open(p, addr, port, out);
 }
 
 IRIS_INTERNAL iris_status_t iris_detail_rdv_allgather(iris_rendezvous_t *r, const void *send, void *recv, size_t bytes, int timeout_ms) {
@@ -1637,6 +1858,12 @@ struct iris {
   int order_have_eager, order_events;
   iris_stream_t order_eager_stream, order_cap_stream;
   unsigned long long order_cap_id;
+  /* nodes (docs/multinode.md): rank and world above are this node's (the heap, the
+   * records, every in-node call); these are the world's. nodes <= 1: one node */
+  int grank, gworld, node, nodes;
+  void *rail;          /* multi-node: the rail communicator (ncclComm_t) */
+  int rail_owned;      /* 1: iris created it (and destroys it) */
+  const iris_nccl_api_t *nccl;
 };
 
 /* IRIS_SUCCESS for a live context; else IRIS_ERROR_INVALID_ARGUMENT naming the call. */
@@ -1655,7 +1882,8 @@ IRIS_INTERNAL iris_status_t iris_detail_live(const iris_t *ctx, const char *call
   } while (0)
 #define IRIS_DETAIL_IS_LIVE(ctx) ((ctx) && (ctx)->magic == IRIS_DETAIL_CTX_LIVE)
 
-IRIS_INTERNAL iris_status_t iris_detail_comm_allgather(iris_t *ctx, const void *send, void *recv, size_t bytes, int timeout_ms) {
+/* The exchange over every rank of the world (global ranks). */
+IRIS_INTERNAL iris_status_t iris_detail_comm_allgather_world(iris_t *ctx, const void *send, void *recv, size_t bytes, int timeout_ms) {
   switch (ctx->mode) {
   case IRIS_DETAIL_MODE_RENDEZVOUS: return iris_detail_rdv_allgather(ctx->rdv, send, recv, bytes, timeout_ms);
   case IRIS_DETAIL_MODE_HOOKS:
@@ -1664,6 +1892,18 @@ IRIS_INTERNAL iris_status_t iris_detail_comm_allgather(iris_t *ctx, const void *
     return IRIS_SUCCESS;
   default: return iris_detail_group_allgather(ctx->group, ctx->rank, send, recv, bytes, timeout_ms);
   }
+}
+/* The exchange among this node's ranks (ctx->rank, ctx->world): in a multi-node world,
+ * the world's exchange (every rank takes part) of which this node's slice is kept. */
+IRIS_INTERNAL iris_status_t iris_detail_comm_allgather(iris_t *ctx, const void *send, void *recv, size_t bytes, int timeout_ms) {
+  char *all;
+  iris_status_t st;
+  if (ctx->nodes <= 1 || !bytes) return iris_detail_comm_allgather_world(ctx, send, recv, bytes, timeout_ms);
+  if (!(all = (char *)malloc((size_t)ctx->gworld * bytes))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", ctx->grank);
+  st = iris_detail_comm_allgather_world(ctx, send, all, bytes, timeout_ms);
+  if (st == IRIS_SUCCESS) memcpy(recv, all + (size_t)ctx->node * (size_t)ctx->world * bytes, (size_t)ctx->world * bytes);
+  free(all);
+  return st;
 }
 IRIS_INTERNAL iris_status_t iris_detail_comm_barrier(iris_t *ctx, int timeout_ms) {
   if (ctx->mode == IRIS_DETAIL_MODE_HOOKS) {
@@ -2006,17 +2246,238 @@ IRIS_INTERNAL iris_status_t iris_detail_check_records(iris_detail_record_t *rec,
       return iris_detail_fail(IRIS_ERROR_PERMISSION, "bring-up: rank %d runs as uid %u but rank 0 as uid %u; all ranks must be one user", r, b->uid, a->uid);
     if (strcmp(b->host, a->host) != 0)
       return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST,
-                              "bring-up: rank %d runs on host '%s' but rank 0 on '%s'; GPU IPC does not cross hosts and multi-node worlds are not supported "
-                              "yet: start every rank on one host",
+                              "bring-up: rank %d runs on host '%s' but rank 0 on '%s'; GPU IPC does not cross hosts: the ranks of one node (one "
+                              "IRIS_HOST_ID) must share a host",
                               r, b->host, a->host);
     if (strcmp(b->boot_id, a->boot_id) != 0)
       return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST,
                               "bring-up: rank %d runs on host '%s' (boot id %s) but rank 0 on '%s' (boot id %s): different machines with one name; GPU IPC does "
-                              "not cross hosts and multi-node worlds are not supported yet",
+                              "not cross hosts: the ranks of one node (one IRIS_HOST_ID) must share a host",
                               r, b->host, b->boot_id, a->host, a->boot_id);
   }
   return IRIS_SUCCESS;
 }
+
+/* ------------------------------------------------------------------- nodes --
+ * Multi-node worlds (docs/multinode.md): ranks are grouped by a host identity; the
+ * heap is mapped among one node's ranks; NCCL/RCCL rails join the nodes. */
+#define IRIS_DETAIL_HOST_ID_BYTES 128
+
+/* This rank's node identity: IRIS_HOST_ID (at most 120 characters) if set, else
+ * "<hostname>/<boot id>" (the boot id tells apart machines that share a name, and is
+ * the same in every container of one machine). lookup NULL reads getenv. */
+IRIS_INTERNAL iris_status_t iris_detail_host_id(iris_getenv_fn lookup, void *user, char *out, size_t cap) {
+  const char *v = lookup ? lookup(user, "IRIS_HOST_ID") : getenv("IRIS_HOST_ID");
+  iris_detail_record_t rec;
+  if (v && *v) {
+    if (strlen(v) > 120 || strlen(v) >= cap) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_HOST_ID=%.40s... is longer than 120 characters", v);
+    iris_detail_copy(out, cap, v);
+    return IRIS_SUCCESS;
+  }
+  memset(&rec, 0, sizeof rec);
+  iris_detail_host_identity(&rec);
+  snprintf(out, cap, "%.63s/%.47s", rec.host, rec.boot_id);
+  return IRIS_SUCCESS;
+}
+
+/* Groups `world` ranks by their ids (ids + r * stride, terminated strings): the ranks of
+ * one id must be consecutive (block placement) and every id must hold as many ranks.
+ * Sets rank `rank`'s node, the node count, its local rank and the local size. Errors
+ * name the ids, ranks and counts: IRIS_ERROR_UNSUPPORTED (ranks of a node not
+ * consecutive; a node of more than IRIS_MAX_RANKS ranks), IRIS_ERROR_MISMATCH (unequal
+ * counts). Pure: host-tested. */
+IRIS_INTERNAL iris_status_t iris_detail_group_nodes(const char *ids, size_t stride, int world, int rank, int *node, int *nodes, int *local_rank,
+                                                    int *local_size) {
+#define IRIS_DETAIL_ID(r) (ids + (size_t)(r) * stride)
+  int r, q, run = 1, L = 0;
+  for (r = 1; r <= world; r++) {
+    if (r < world && strcmp(IRIS_DETAIL_ID(r), IRIS_DETAIL_ID(r - 1)) == 0) { run++; continue; }
+    if (r < world) /* a new id starts at r: it must not have appeared before */
+      for (q = 0; q < r - 1; q++)
+        if (strcmp(IRIS_DETAIL_ID(q), IRIS_DETAIL_ID(r)) == 0)
+          return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                                  "the ranks of node '%s' are not consecutive (rank %d and rank %d are on it, rank %d between them on '%s'): iris needs block "
+                                  "placement, a node's ranks numbered one after another (srun --distribution=block, mpirun --map-by slot, torchrun)",
+                                  IRIS_DETAIL_ID(r), q, r, r - 1, IRIS_DETAIL_ID(r - 1));
+    if (!L) L = run;
+    else if (run != L)
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "node '%s' (ranks %d to %d) has %d ranks but node '%s' (rank 0's) has %d: every node must run the same number of ranks",
+                              IRIS_DETAIL_ID(r - 1), r - run, r - 1, run, IRIS_DETAIL_ID(0), L);
+    run = 1;
+  }
+  if (L > IRIS_MAX_RANKS)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "node '%s' has %d ranks, more than IRIS_MAX_RANKS (%d); rebuild every unit with a larger -DIRIS_MAX_RANKS",
+                            IRIS_DETAIL_ID(0), L, IRIS_MAX_RANKS);
+  *local_size = L;
+  *nodes = world / L;
+  *node = rank / L;
+  *local_rank = rank % L;
+  return IRIS_SUCCESS;
+#undef IRIS_DETAIL_ID
+}
+
+/* Which exchange a world without a bootstrap uses: the TCP rendezvous (*use = 1, addr
+ * and *port from MASTER_ADDR and MASTER_PORT) when `given` (the rendezvous name) is
+ * "tcp" or the launcher says the world spans hosts (its local size below the world
+ * size); else the Unix socket (*use = 0). Errors name the missing or malformed
+ * variable. Pure on lookup (NULL: getenv): host-tested. */
+IRIS_INTERNAL iris_status_t iris_detail_tcp_choice(iris_getenv_fn lookup, void *user, const char *given, const iris_launch_env_t *env, int *use, char *addr,
+                                                   size_t cap, int *port) {
+  const char *a = lookup ? lookup(user, "MASTER_ADDR") : getenv("MASTER_ADDR");
+  const char *pt = lookup ? lookup(user, "MASTER_PORT") : getenv("MASTER_PORT");
+  char why[160];
+  *use = 0;
+  if (given && strcmp(given, "tcp") == 0) snprintf(why, sizeof why, "IRIS_RENDEZVOUS=tcp");
+  else if (env && env->local_size > 0 && env->local_size < env->world_size)
+    snprintf(why, sizeof why, "%s spreads the world over hosts (local size %d of world size %d)", env->launcher_name, env->local_size, env->world_size);
+  else return IRIS_SUCCESS;
+  if (!a || !*a || !pt || !*pt)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: the network rendezvous needs MASTER_ADDR (rank 0's host) and MASTER_PORT (a free port there); %s is not set"
+                            " (or pass iris_config_t.bootstrap)", why, (!a || !*a) ? "MASTER_ADDR" : "MASTER_PORT");
+  if (iris_detail_parse_uint("MASTER_PORT", pt, port) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
+  if (*port < 1 || *port > 65535) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "MASTER_PORT=%s is not a port in [1, 65535]", pt);
+  if (strlen(a) >= cap || strlen(a) > 80) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "MASTER_ADDR=%.40s... is longer than 80 characters", a);
+  iris_detail_copy(addr, cap, a);
+  *use = 1;
+  return IRIS_SUCCESS;
+}
+
+/* NCCL/RCCL, loaded once per process: IRIS_NCCL_LIBRARY, else a copy already in the
+ * process (linked or loaded by the application), else libnccl.so.2 (librccl.so on
+ * AMD). Never unloaded. IRIS_SUCCESS with *api, or IRIS_ERROR_UNSUPPORTED naming the
+ * library or the missing function. */
+typedef struct { char internal[128]; } iris_detail_nccl_id_t; /* ncclUniqueId */
+typedef struct iris_detail_nccl_lib {
+  iris_nccl_api_t api;
+  int (*get_unique_id)(iris_detail_nccl_id_t *id);
+  int (*comm_init_rank)(void **comm, int nranks, iris_detail_nccl_id_t id, int rank);
+  int (*comm_destroy)(void *comm);
+  int (*comm_count)(const void *comm, int *count);
+  int (*comm_user_rank)(const void *comm, int *rank);
+} iris_detail_nccl_lib_t;
+#if defined(IRIS_USE_HIP)
+#define IRIS_DETAIL_NCCL_SONAME "librccl.so"
+#else
+#define IRIS_DETAIL_NCCL_SONAME "libnccl.so.2"
+#endif
+IRIS_INTERNAL iris_status_t iris_detail_nccl_load(const iris_detail_nccl_lib_t **out) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static iris_detail_nccl_lib_t lib;
+  static int loaded;
+  static const char *const names[] = {"ncclGetErrorString", "ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclSend", "ncclRecv",
+                                      "ncclGroupStart", "ncclGroupEnd", "ncclGetUniqueId", "ncclCommInitRank", "ncclCommDestroy", "ncclCommCount",
+                                      "ncclCommUserRank"};
+  void *fn[sizeof names / sizeof names[0]];
+  const char *env = getenv("IRIS_NCCL_LIBRARY"), *which = env && *env ? env : IRIS_DETAIL_NCCL_SONAME;
+  void *h = NULL;
+  size_t i;
+  iris_status_t st = IRIS_SUCCESS;
+  pthread_mutex_lock(&mu);
+  if (loaded) { *out = &lib; pthread_mutex_unlock(&mu); return IRIS_SUCCESS; }
+  if (!(env && *env)) {
+    void *self = dlopen(NULL, RTLD_LAZY);
+    if (self && dlsym(self, "ncclAllReduce")) h = self, which = "this process";
+  }
+  if (!h && !(h = dlopen(which, RTLD_NOW | RTLD_GLOBAL))) {
+    const char *why = dlerror();
+    st = iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                          "a multi-node world needs NCCL/RCCL between the nodes, and %s could not be loaded (%s); install it, put it on LD_LIBRARY_PATH or name "
+                          "it in IRIS_NCCL_LIBRARY",
+                          which, why ? why : "?");
+  }
+  for (i = 0; st == IRIS_SUCCESS && i < sizeof names / sizeof names[0]; i++) {
+    *(void **)&fn[i] = dlsym(h, names[i]);
+    if (!fn[i]) st = iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "%s has no %s (NCCL 2.7 or later is needed)", which, names[i]);
+  }
+  if (st == IRIS_SUCCESS) {
+    int (*get_version)(int *) = NULL;
+    *(void **)&get_version = dlsym(h, "ncclGetVersion");
+    memcpy(&lib.api.get_error_string, &fn[0], sizeof fn[0]);
+    memcpy(&lib.api.all_reduce, &fn[1], sizeof fn[0]);
+    memcpy(&lib.api.all_gather, &fn[2], sizeof fn[0]);
+    memcpy(&lib.api.reduce_scatter, &fn[3], sizeof fn[0]);
+    memcpy(&lib.api.broadcast, &fn[4], sizeof fn[0]);
+    memcpy(&lib.api.send, &fn[5], sizeof fn[0]);
+    memcpy(&lib.api.recv, &fn[6], sizeof fn[0]);
+    memcpy(&lib.api.group_start, &fn[7], sizeof fn[0]);
+    memcpy(&lib.api.group_end, &fn[8], sizeof fn[0]);
+    memcpy(&lib.get_unique_id, &fn[9], sizeof fn[0]);
+    memcpy(&lib.comm_init_rank, &fn[10], sizeof fn[0]);
+    memcpy(&lib.comm_destroy, &fn[11], sizeof fn[0]);
+    memcpy(&lib.comm_count, &fn[12], sizeof fn[0]);
+    memcpy(&lib.comm_user_rank, &fn[13], sizeof fn[0]);
+    if (!get_version || get_version(&lib.api.version) != 0) lib.api.version = 0;
+    loaded = 1;
+    *out = &lib;
+  }
+  pthread_mutex_unlock(&mu);
+  return st;
+}
+
+/* Collective over the world: one rail communicator per local rank across the nodes
+ * (its rank: this rank's node), or the caller's (user_comm, checked: size = nodes,
+ * rank = node). The node-0 member of each rail makes the ncclUniqueId; the world's
+ * exchange carries it. Every rank reports its outcome before and after NCCL's init,
+ * so all fail alike (no partial context) and NCCL's init starts only once every rank
+ * is ready for it. NCCL's own connection waits are bounded by NCCL, not timeout_ms. */
+typedef struct iris_detail_rail_msg {
+  int32_t status;
+  char err[220];
+  iris_detail_nccl_id_t id;
+} iris_detail_rail_msg_t;
+IRIS_INTERNAL iris_status_t iris_detail_rail_agree(iris_t *ctx, iris_detail_rail_msg_t *me, iris_detail_rail_msg_t *all) {
+  iris_status_t st;
+  int r;
+  if ((st = iris_detail_comm_allgather_world(ctx, me, all, sizeof *me, ctx->timeout_ms)) != IRIS_SUCCESS) return st;
+  for (r = 0; r < ctx->gworld; r++) {
+    all[r].err[sizeof all[r].err - 1] = 0;
+    if (all[r].status != 0)
+      return iris_detail_fail(iris_detail_peer_status(all[r].status), "rank %d (node %d) could not set up its rail communicator: %s", r, r / ctx->world,
+                              all[r].err);
+  }
+  return IRIS_SUCCESS;
+}
+IRIS_INTERNAL iris_status_t iris_detail_rails_setup(iris_t *ctx, void *user_comm) {
+  const iris_detail_nccl_lib_t *lib = NULL;
+  iris_detail_rail_msg_t me, *all = (iris_detail_rail_msg_t *)calloc((size_t)ctx->gworld, sizeof me);
+  iris_status_t st, local;
+  int res = 0;
+  if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", ctx->grank);
+  memset(&me, 0, sizeof me);
+  local = iris_detail_nccl_load(&lib);
+  if (local == IRIS_SUCCESS && user_comm) {
+    int n = -1, k = -1;
+    if (lib->comm_count(user_comm, &n) != 0 || lib->comm_user_rank(user_comm, &k) != 0 || n != ctx->nodes || k != ctx->node)
+      local = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_config_t.rail_comm has %d ranks and rank %d in it, but a rail has one rank per node: %d ranks, rank %d (the node)",
+                               ctx->grank, n, k, ctx->nodes, ctx->node);
+  } else if (local == IRIS_SUCCESS && ctx->node == 0 && (res = lib->get_unique_id(&me.id)) != 0) {
+    local = iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: ncclGetUniqueId failed: %s", ctx->grank, lib->api.get_error_string(res));
+  }
+  if (local != IRIS_SUCCESS) {
+    me.status = (int32_t)local;
+    iris_detail_copy(me.err, sizeof me.err, iris_detail_errbuf);
+  }
+  if ((st = iris_detail_rail_agree(ctx, &me, all)) == IRIS_SUCCESS) {
+    ctx->nccl = &lib->api;
+    if (user_comm) {
+      ctx->rail = user_comm;
+    } else {
+      void *comm = NULL;
+      /* rail l's id comes from its node-0 member, global rank l */
+      if ((res = lib->comm_init_rank(&comm, ctx->nodes, all[ctx->rank].id, ctx->node)) != 0) {
+        me.status = (int32_t)IRIS_ERROR_UNSUPPORTED;
+        snprintf(me.err, sizeof me.err, "ncclCommInitRank (rail %d, %d nodes) failed: %s", ctx->rank, ctx->nodes, lib->api.get_error_string(res));
+        comm = NULL;
+      }
+      ctx->rail = comm;
+      ctx->rail_owned = comm != NULL;
+      st = iris_detail_rail_agree(ctx, &me, all); /* iris_detail_release destroys ours on failure */
+    }
+  }
+  free(all);
+  return st;
+}
+IRIS_DEF const iris_nccl_api_t *iris_detail_nccl(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) && ctx->nodes > 1 ? ctx->nccl : NULL; }
 
 /* ---------------------------------------------------------------- bring-up -- */
 IRIS_INTERNAL void iris_detail_release_gpu(iris_t *ctx) {
@@ -2042,6 +2503,9 @@ IRIS_INTERNAL void iris_detail_release(iris_t *ctx) {
   if (ctx->ext && ctx->ext_free) ctx->ext_free(ctx->ext);
   ctx->ext = NULL;
   if (ctx->mode != 0) iris_detail_release_gpu(ctx); /* mode 0: a host-only test context */
+  if (ctx->rail && ctx->rail_owned && ctx->nccl) ((const iris_detail_nccl_lib_t *)(const void *)ctx->nccl)->comm_destroy(ctx->rail);
+  ctx->rail = NULL;
+  ctx->nccl = NULL;
   if (ctx->rdv) iris_rendezvous_close(ctx->rdv);
   if (ctx->group) iris_detail_group_release(ctx->group);
   free(ctx->blocks);
@@ -2208,8 +2672,11 @@ IRIS_INTERNAL iris_status_t iris_detail_launcher_set(const iris_detail_launcher_
   if (got == 0) lr = -1;
   if (L->local_size && iris_detail_parse_uint(L->local_size, iris_detail_var(get, user, L->local_size), &ls) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
   if (e->world_size < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%s: a world needs at least 1 rank (%s)", L->world, ws, L->name);
-  if (e->world_size > IRIS_MAX_RANKS) {
-    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "%s=%s exceeds IRIS_MAX_RANKS (%d); rebuild every unit with a larger -DIRIS_MAX_RANKS", L->world, ws, IRIS_MAX_RANKS);
+  if (e->world_size > IRIS_MAX_RANKS) { /* allowed over several nodes (the node size is checked at iris_init) */
+    const char *rdv = iris_detail_var(get, user, "IRIS_RENDEZVOUS");
+    if (e->world_size > 65536 || !((ls > 0 && ls < e->world_size) || (rdv && strcmp(rdv, "tcp") == 0)))
+      return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "%s=%s exceeds IRIS_MAX_RANKS (%d) on one node; rebuild every unit with a larger -DIRIS_MAX_RANKS (or, over "
+                              "several nodes, set IRIS_RENDEZVOUS=tcp: docs/multinode.md)", L->world, ws, IRIS_MAX_RANKS);
   }
   if (e->rank >= e->world_size) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "%s=%s is not below %s=%s (%s)", L->rank, rs, L->world, ws, L->name);
   if (ls > e->world_size) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%d exceeds %s=%d (%s)", L->local_size, ls, L->world, e->world_size, L->name);
@@ -2316,9 +2783,10 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   iris_detail_record_t *recs = NULL, *me;
   iris_status_t st, local;
   iris_launch_env_t env;
-  int ndev = 0, old = -1, local_rank = 0;
-  char name[72];
+  int ndev = 0, old = -1, local_rank = 0, tcp = 0, port = 0;
+  char name[72], addr[96];
   const char *source = "iris_config_t"; /* where rank and world came from */
+  const char *given;
   iris_gpu_error_t e;
   if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: out is NULL");
   *out = NULL;
@@ -2335,25 +2803,28 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     c.world_size = env.world_size > 0 ? env.world_size : 1;
     local_rank = env.local_rank;
     source = env.launcher_name;
-    if (env.local_size > 0 && env.local_size < env.world_size)
-      return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST,
-                              "iris_init: %s spreads the world over hosts (local size %d of world size %d); multi-node worlds are not supported yet: start "
-                              "every rank on one host",
-                              env.launcher_name, env.local_size, env.world_size);
   } else if (c.rank < 0 || c.world_size <= 0) {
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: cfg gives %s but not %s; set both iris_config_t.rank and .world_size, or neither",
                             c.rank < 0 ? "world_size" : "rank", c.rank < 0 ? "rank" : "world_size");
   } else { /* cfg's rank; the launcher's local rank when it describes the same rank */
     local_rank = env.launcher != IRIS_LAUNCHER_NONE && env.rank == c.rank && env.world_size == c.world_size ? env.local_rank : c.rank;
   }
-  if (c.world_size > IRIS_MAX_RANKS)
+  given = c.rendezvous ? c.rendezvous : getenv("IRIS_RENDEZVOUS");
+  if (!c.bootstrap && (st = iris_detail_tcp_choice(NULL, NULL, given, c.rank >= 0 && env.launcher != IRIS_LAUNCHER_NONE ? &env : NULL, &tcp, addr, sizeof addr,
+                                                   &port)) != IRIS_SUCCESS)
+    return iris_detail_prefix(st, "iris_init");
+  /* worlds that may span nodes (TCP, a bootstrap, IRIS_HOST_ID) check the node size
+   * once the ranks are grouped; a world on one host's Unix socket is one node */
+  if (c.world_size > IRIS_MAX_RANKS && !tcp && !c.bootstrap && !(getenv("IRIS_HOST_ID") && *getenv("IRIS_HOST_ID")))
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "iris_init: world size %d exceeds IRIS_MAX_RANKS (%d); rebuild every unit with a larger -DIRIS_MAX_RANKS",
                             c.world_size, IRIS_MAX_RANKS);
+  if (c.world_size > 65536) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "iris_init: world size %d exceeds 65536", c.world_size);
   if (c.rank < 0 || c.rank >= c.world_size)
     return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "iris_init: rank %d outside [0, %d) (set IRIS_RANK)", c.rank, c.world_size);
   if (c.bootstrap && (!c.bootstrap->allgather || !c.bootstrap->barrier))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: the bootstrap needs both an allgather and a barrier callback");
-  iris_detail_default_rendezvous(c.rendezvous ? c.rendezvous : getenv("IRIS_RENDEZVOUS"), env.job, name, sizeof name);
+  iris_detail_default_rendezvous(given, env.job, name, sizeof name);
+  if (tcp && !name[0]) iris_detail_copy(name, sizeof name, "tcp");
   if (!c.bootstrap && !name[0] && c.world_size > 1)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
                             "iris_init: rank %d of %d (from %s) has no rendezvous name: the launcher gives no job id; set IRIS_RENDEZVOUS (or "
@@ -2372,6 +2843,9 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   ctx->timeout_ms = c.timeout_ms;
   ctx->barrier_timeout_ms = c.barrier_timeout_ms;
   ctx->device = -1;
+  ctx->grank = c.rank;
+  ctx->gworld = c.world_size;
+  ctx->nodes = 1;
 
   /* 1. meet the other ranks (this also refuses mismatched world or heap sizes) */
   if (c.bootstrap) {
@@ -2388,16 +2862,44 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     p.world_size = c.world_size;
     p.timeout_ms = c.timeout_ms;
     p.heap_size = c.heap_size;
-    if ((st = iris_rendezvous_open(&p, &ctx->rdv)) != IRIS_SUCCESS) goto fail;
+    if ((st = tcp ? iris_rendezvous_open_tcp(&p, addr, port, &ctx->rdv) : iris_rendezvous_open(&p, &ctx->rdv)) != IRIS_SUCCESS) goto fail;
   }
+
+  /* 1b. worlds that may span nodes: group the ranks by host identity; from here on
+   *     ctx->rank and ctx->world are this node's (docs/multinode.md) */
+  if (c.world_size > 1 && (tcp || c.bootstrap || (getenv("IRIS_HOST_ID") && *getenv("IRIS_HOST_ID")))) {
+    char mine[IRIS_DETAIL_HOST_ID_BYTES], *ids = (char *)malloc((size_t)c.world_size * sizeof mine);
+    int32_t bad;
+    memset(mine, 0, sizeof mine);
+    local = iris_detail_host_id(NULL, NULL, mine, sizeof mine);
+    if (local != IRIS_SUCCESS) { /* every rank must still take part: send an empty id, fail after */
+      bad = 1;
+      mine[0] = 0;
+    } else bad = 0;
+    if (!ids) st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "iris_init: out of host memory");
+    else if ((st = iris_detail_comm_allgather_world(ctx, mine, ids, sizeof mine, c.timeout_ms)) == IRIS_SUCCESS) {
+      int r;
+      for (r = 0; r < c.world_size; r++) {
+        ids[(size_t)r * sizeof mine + sizeof mine - 1] = 0;
+        if (!ids[(size_t)r * sizeof mine] && st == IRIS_SUCCESS)
+          st = bad && r == c.rank ? iris_detail_prefix(local, "iris_init")
+                                  : iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: rank %d has no valid host identity (see its IRIS_HOST_ID)", r);
+      }
+      if (st == IRIS_SUCCESS && (st = iris_detail_group_nodes(ids, sizeof mine, c.world_size, c.rank, &ctx->node, &ctx->nodes, &ctx->rank, &ctx->world)) !=
+                                    IRIS_SUCCESS)
+        st = iris_detail_prefix(st, "iris_init");
+    }
+    free(ids);
+    if (st != IRIS_SUCCESS) goto fail;
+  } /* the GPU stays the launcher's local rank % GPUs (virtual nodes of one machine spread over its GPUs) */
 
   /* 2. set up our GPU; a failure here is reported to every rank through the record */
   iris_gpu_get_device(&old);
   me = &recs[c.world_size];
   me->magic = IRIS_DETAIL_MAGIC;
   me->version = IRIS_VERSION;
-  me->rank = c.rank;
-  me->world = c.world_size;
+  me->rank = ctx->rank;
+  me->world = ctx->world;
   me->heap_size = c.heap_size;
   me->heap_memory = (int32_t)c.heap_memory;
   me->pid = (int64_t)getpid();
@@ -2429,10 +2931,10 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
    *    returns before every rank can reach every heap */
   if ((st = iris_detail_comm_allgather(ctx, me, recs, sizeof *me, c.timeout_ms)) != IRIS_SUCCESS) goto fail;
   if (local != IRIS_SUCCESS) { st = iris_detail_fail(local, "%s", me->err); goto fail; }
-  if ((st = iris_detail_check_records(recs, c.world_size)) != IRIS_SUCCESS) goto fail;
+  if ((st = iris_detail_check_records(recs, ctx->world)) != IRIS_SUCCESS) goto fail;
   {
     int r;
-    for (r = 0; r < c.world_size; r++) ctx->pids[r] = recs[r].pidns && recs[r].pidns == me->pidns ? recs[r].pid : 0;
+    for (r = 0; r < ctx->world; r++) ctx->pids[r] = recs[r].pidns && recs[r].pidns == me->pidns ? recs[r].pid : 0;
   }
   {
     /* a mapping failure on one rank must fail all ranks: exchange the outcome */
@@ -2442,12 +2944,14 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     iris_detail_copy(why, sizeof why, iris_detail_errbuf);
     if ((st = iris_detail_comm_allgather(ctx, &ok, all, sizeof ok, c.timeout_ms)) != IRIS_SUCCESS) goto fail;
     if (ok != IRIS_SUCCESS) { st = iris_detail_fail((iris_status_t)ok, "%s", why); goto fail; }
-    for (r = 0; r < c.world_size; r++)
+    for (r = 0; r < ctx->world; r++)
       if (all[r] != IRIS_SUCCESS) { st = iris_detail_fail(iris_detail_peer_status(all[r]), "rank %d could not map its peers' heaps (see that rank's error)", r); goto fail; }
   }
   if ((st = iris_detail_heap_reset(ctx)) != IRIS_SUCCESS) goto fail;
   free(recs);
+  recs = NULL;
   iris_gpu_set_device(ctx->device); /* this rank's GPU stays current for the caller */
+  if (ctx->nodes > 1 && (st = iris_detail_rails_setup(ctx, c.rail_comm)) != IRIS_SUCCESS) goto fail;
   *out = ctx;
   return IRIS_SUCCESS;
 fail:
@@ -2560,7 +3064,7 @@ IRIS_DEF iris_status_t iris_allgather_host(iris_t *ctx, const void *send, void *
   IRIS_DETAIL_LIVE(ctx, "iris_allgather_host");
   if (bytes && (!send || !recv)) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_allgather_host: NULL argument");
   if (ctx->mode == IRIS_DETAIL_MODE_RENDEZVOUS || ctx->mode == IRIS_DETAIL_MODE_LOCAL || bytes)
-    return iris_detail_comm_allgather(ctx, send, recv, bytes, ctx->barrier_timeout_ms);
+    return iris_detail_comm_allgather_world(ctx, send, recv, bytes, ctx->barrier_timeout_ms);
   return IRIS_SUCCESS;
 }
 
@@ -2605,22 +3109,47 @@ IRIS_DEF iris_status_t iris_finalize(iris_t *ctx) {
 }
 
 /* ------------------------------------------------------------------- queries -- */
-IRIS_DEF int iris_rank(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->rank : -1; }
-IRIS_DEF int iris_world_size(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->world : 0; }
+IRIS_DEF int iris_rank(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? (ctx->nodes > 1 ? ctx->grank : ctx->rank) : -1; }
+IRIS_DEF int iris_world_size(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? (ctx->nodes > 1 ? ctx->gworld : ctx->world) : 0; }
+IRIS_DEF int iris_local_rank(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->rank : -1; }
+IRIS_DEF int iris_local_size(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->world : 0; }
+IRIS_DEF int iris_node(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? (ctx->nodes > 1 ? ctx->node : 0) : -1; }
+IRIS_DEF int iris_num_nodes(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? (ctx->nodes > 1 ? ctx->nodes : 1) : 0; }
+IRIS_DEF void *iris_rail_comm(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) && ctx->nodes > 1 ? ctx->rail : NULL; }
+/* A global rank's index on this node (-1: another node's rank or out of range). */
+IRIS_INTERNAL int iris_detail_local_index(const iris_t *ctx, int rank) {
+  int first = ctx->nodes > 1 ? ctx->node * ctx->world : 0;
+  return rank >= first && rank < first + ctx->world ? rank - first : -1;
+}
 IRIS_DEF int iris_device(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->device : -1; }
 IRIS_DEF size_t iris_heap_size(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->heap_size : 0; }
 IRIS_DEF size_t iris_heap_used(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->used : 0; }
-IRIS_DEF void *iris_heap_base(const iris_t *ctx, int rank) { return (IRIS_DETAIL_IS_LIVE(ctx) && rank >= 0 && rank < ctx->world) ? ctx->bases[rank] : NULL; }
+IRIS_DEF void *iris_heap_base(const iris_t *ctx, int rank) {
+  int l = IRIS_DETAIL_IS_LIVE(ctx) ? iris_detail_local_index(ctx, rank) : -1;
+  return l >= 0 ? ctx->bases[l] : NULL;
+}
 IRIS_DEF iris_device_ctx_t iris_device_context(const iris_t *ctx) {
   iris_device_ctx_t d;
   int r;
   memset(&d, 0, sizeof d);
   if (!IRIS_DETAIL_IS_LIVE(ctx)) return d;
-  d.rank = ctx->rank;
-  d.world_size = ctx->world;
+  d.rank = iris_rank(ctx);
+  d.world_size = iris_world_size(ctx);
   d.heap_size = ctx->heap_size;
   for (r = 0; r < ctx->world; r++) d.bases[r] = ctx->bases[r];
   d.fault = ctx->fault_dev;
+  d.local_rank = ctx->rank;
+  d.local_size = ctx->world;
+  d.node = iris_node(ctx);
+  d.num_nodes = iris_num_nodes(ctx);
+  return d;
+}
+IRIS_DEF iris_device_ctx_t iris_device_context_node(const iris_t *ctx) {
+  iris_device_ctx_t d = iris_device_context(ctx);
+  d.rank = d.local_rank;
+  d.world_size = d.local_size;
+  d.node = 0;
+  d.num_nodes = d.world_size > 0 ? 1 : 0;
   return d;
 }
 IRIS_DEF iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, int to_rank, void **out) {
@@ -2628,9 +3157,13 @@ IRIS_DEF iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, i
   iris_status_t st;
   if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_translate_host: NULL argument");
   IRIS_DETAIL_LIVE(ctx, "iris_translate_host");
-  if (to_rank < 0 || to_rank >= ctx->world) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: iris_translate_host to rank %d outside [0, %d)", ctx->rank, to_rank, ctx->world);
+  if (to_rank < 0 || to_rank >= iris_world_size(ctx))
+    return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: iris_translate_host to rank %d outside [0, %d)", iris_rank(ctx), to_rank, iris_world_size(ctx));
+  if (iris_detail_local_index(ctx, to_rank) < 0)
+    return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: iris_translate_host to rank %d, on node %d: heaps are mapped within a node (this is node %d)",
+                            iris_rank(ctx), to_rank, to_rank / ctx->world, iris_node(ctx));
   if ((st = iris_heap_offset(ctx, ptr, &off)) != IRIS_SUCCESS) return st;
-  *out = ctx->bases[to_rank] + off;
+  *out = ctx->bases[iris_detail_local_index(ctx, to_rank)] + off;
   return IRIS_SUCCESS;
 }
 

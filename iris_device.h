@@ -29,6 +29,10 @@
  *   4. Flags count up (epochs) and are compared wrap-safely (iris_epoch_reached,
  *      IRIS_CMP_EPOCH); never reset a flag a peer may still be reading.
  *   5. Every heap pointer must come from iris_malloc in the same order on every rank.
+ *   6. Multi-node worlds (docs/multinode.md): ranks are global, but the heap is mapped
+ *      among one node's ranks only: a kernel may address ranks ctx.node *
+ *      ctx.local_size to that + ctx.local_size - 1; any other rank is undefined
+ *      behaviour (IRIS_DEBUG traps naming it). Between nodes use the collectives.
  *   Every spin wait is bounded by IRIS_WAIT_TIMEOUT_NS (default 10 s) and returns false
  *   when it runs out; it then records a fatal fault in the context (iris_device_ctx_t's
  *   fault words: the host sees it through iris_get_async_error and every later call),
@@ -124,10 +128,15 @@ IRIS_DEVICE_INLINE void iris_detail_trap(void) {
 
 #if defined(IRIS_DEBUG)
 IRIS_DEVICE_INLINE void iris_detail_check(const iris_device_ctx_t &ctx, const void *p, size_t bytes, int rank, const char *what) {
-  uintptr_t a = (uintptr_t)p, b = (uintptr_t)ctx.bases[ctx.rank];
+  uintptr_t a = (uintptr_t)p, b = (uintptr_t)ctx.bases[ctx.local_rank];
   if (rank < 0 || rank >= ctx.world_size) {
     printf("iris: %s on rank %d (block %d, thread %d): target rank %d outside [0, %d)\n", what, ctx.rank, (int)blockIdx.x, (int)threadIdx.x, rank,
            ctx.world_size);
+    iris_detail_trap();
+  }
+  if (rank / ctx.local_size != ctx.node) {
+    printf("iris: %s on rank %d (block %d, thread %d): target rank %d is on node %d, not on this rank's node %d: device RMA reaches only the ranks of "
+           "one node (docs/multinode.md)\n", what, ctx.rank, (int)blockIdx.x, (int)threadIdx.x, rank, rank / ctx.local_size, ctx.node);
     iris_detail_trap();
   }
   if (a < b || a + bytes > b + ctx.heap_size) {
@@ -148,8 +157,8 @@ IRIS_DEVICE_INLINE void iris_detail_check(const iris_device_ctx_t &ctx, const vo
 template <typename T>
 IRIS_DEVICE_INLINE T *iris_translate(const iris_device_ctx_t &ctx, T *ptr, int to_rank) {
   IRIS_DETAIL_CHECK(ctx, (const void *)ptr, 0, to_rank, "iris_translate");
-  uintptr_t off = (uintptr_t)ptr - (uintptr_t)ctx.bases[ctx.rank];
-  return (T *)(ctx.bases[to_rank] + off);
+  uintptr_t off = (uintptr_t)ptr - (uintptr_t)ctx.bases[ctx.local_rank];
+  return (T *)(ctx.bases[to_rank - ctx.node * ctx.local_size] + off);
 }
 
 /* ============================================================ scalar, 16 bytes == */

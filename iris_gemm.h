@@ -1507,6 +1507,10 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
   int mine[6] = {0, 0, 0, 0, 0, 0}, *oks;
   if (!ctx || !desc || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_create: NULL argument");
   *out = NULL;
+  if (iris_num_nodes(ctx) > 1) /* refused alike on every rank, before any exchange */
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                            "rank %d: iris_ag_gemm_create: the all-gather + GEMM runs within one node, and this context spans %d nodes; create it on a "
+                            "node-local context (docs/multinode.md)", iris_rank(ctx), iris_num_nodes(ctx));
   W = iris_world_size(ctx);
   me = iris_rank(ctx);
   /* every rank must describe the same problem: exchange first, so a rank with a bad

@@ -70,7 +70,7 @@ if [ "$only" = all ]; then
 # slowest first); -k goes on past a failure, and each check below then runs its own make,
 # which finds its part done or shows what failed.
 prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/gpu_test
-          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test"
+          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test"
 if [ $have_hip = 1 ]; then prebuild="build/all_headers_hip_mfma.o build/all_headers_hip.o build/gemm_core_test_hip $prebuild"; fi
 echo "# building the checks' programs (make -k $MAKEFLAGS)"
 make -s -k $prebuild examples >>"$log" 2>&1 || true
@@ -146,7 +146,8 @@ echo "# GPU tests"
 if [ "$ngpu" -lt 1 ]; then
   for t in "RMA, atomics, message passing, heap, barrier: $worlds ranks in 3 bring-up modes" "collectives and tile building blocks: $worlds ranks" \
            "collectives on several streams, mismatches under skew, dead/stuck peers, abort: $worlds ranks" "tensor-core GEMM core against float64" \
-           "all-gather + GEMM, every path: $worlds ranks" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "examples run" "MPI bootstrap example"; do
+           "all-gather + GEMM, every path: $worlds ranks" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "examples run" "MPI bootstrap example" \
+           "multi-node collectives on virtual nodes (2 x 1, 2 x 2, TCP rendezvous)"; do
     say SKIP "$t" "no GPU"
   done
 else
@@ -171,6 +172,7 @@ else
   done
   expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
   expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank
+  expect_trap "IRIS_DEBUG: remote store to another node's rank traps naming it" "target rank 0 is on node 0, not on this rank's node 1" ./build/gpu_test_debug other-node
   expect_trap "IRIS_DEBUG: a wait past its bound reports which wait and rank, and traps" "wait 'test-never-set' timed out on rank 0" ./build/gpu_test_debug wait-timeout
   check "IRIS_DEBUG: iris_barrier reports diverging heaps on every rank ($(placement 2))" ./build/gpu_test_debug diverge
   # the examples: one rank per GPU; with a single GPU, two ranks share it under mpirun
@@ -186,6 +188,7 @@ else
   run_example gemm_all_scatter "every rank's C whole and matching a float64 reference"
   check "example local_multi_gpu runs" ./build/local_multi_gpu
   run_counted "launchers' environments: torchrun, srun, mpiexec variables ($(placement 2))" bash tests/launchers_gpu.sh
+  run_counted "multi-node collectives on virtual nodes: 2 x 1, 2 x 2, TCP rendezvous ($(placement 4))" bash tests/multinode_test.sh
   if python3 -c 'import torch' >/dev/null 2>&1 && [ -f build/libiris.so ]; then
     run_counted "python: torch ops, serving slot, Triton, JAX at 2-4 ranks ($(placement 2) and up)" bash python/run_tests.sh gpu
   else

@@ -92,12 +92,13 @@ class ConfigT(ctypes.Structure):
         ("barrier_timeout_ms", ctypes.c_int),
         ("heap_memory", ctypes.c_int),
         ("bootstrap", ctypes.POINTER(BootstrapT)),
+        ("rail_comm", ctypes.c_void_p),
     ]
 
     @classmethod
     def init(cls):
         """IRIS_CONFIG_INIT."""
-        return cls(ctypes.sizeof(cls), -1, -1, -1, 0, None, None, 0, 0, 0, None)
+        return cls(ctypes.sizeof(cls), -1, -1, -1, 0, None, None, 0, 0, 0, None, None)
 
 
 class DeviceCtxT(ctypes.Structure):
@@ -107,6 +108,10 @@ class DeviceCtxT(ctypes.Structure):
         ("heap_size", ctypes.c_ulonglong),
         ("bases", ctypes.c_void_p * MAX_RANKS),
         ("fault", ctypes.c_void_p),
+        ("local_rank", ctypes.c_int),
+        ("local_size", ctypes.c_int),
+        ("node", ctypes.c_int),
+        ("num_nodes", ctypes.c_int),
     ]
 
 
@@ -172,6 +177,10 @@ FUNCTIONS = {
     "iris_finalize": (_i, [_p]),
     "iris_rank": (_i, [_p]),
     "iris_world_size": (_i, [_p]),
+    "iris_local_rank": (_i, [_p]),
+    "iris_local_size": (_i, [_p]),
+    "iris_node": (_i, [_p]),
+    "iris_num_nodes": (_i, [_p]),
     "iris_device": (_i, [_p]),
     "iris_heap_size": (_z, [_p]),
     "iris_heap_used": (_z, [_p]),

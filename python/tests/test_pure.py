@@ -171,15 +171,15 @@ class TestAbiChecks(unittest.TestCase):
 
     def test_struct_sizes_are_the_c_layouts(self):
         # x86-64 LP64: what the C compiler gives for the structs of the headers
-        self.assertEqual(ctypes.sizeof(_lib.ConfigT), 72)
+        self.assertEqual(ctypes.sizeof(_lib.ConfigT), 80)
         self.assertEqual(ctypes.sizeof(_lib.BootstrapT), 24)
-        self.assertEqual(ctypes.sizeof(_lib.DeviceCtxT), 16 + 8 * _lib.MAX_RANKS + 8)  # + the fault words pointer
+        self.assertEqual(ctypes.sizeof(_lib.DeviceCtxT), 16 + 8 * _lib.MAX_RANKS + 8 + 16)  # + the fault words pointer, the node fields
         self.assertEqual(ctypes.sizeof(_lib.CollOptsT), 16)
         self.assertEqual(ctypes.sizeof(_lib.AgGemmDescT), 88)
 
     def test_initializers_match_header_macros(self):
         c = _lib.ConfigT.init()
-        self.assertEqual((c.struct_size, c.rank, c.world_size, c.device, c.heap_size), (72, -1, -1, -1, 0))
+        self.assertEqual((c.struct_size, c.rank, c.world_size, c.device, c.heap_size), (80, -1, -1, -1, 0))
         self.assertFalse(c.bootstrap)
         o = _lib.CollOptsT.init()
         self.assertEqual((o.struct_size, o.algo, o.ctas), (16, 0, 0))

@@ -1,0 +1,312 @@
+// Multi-node collectives on ONE machine (even one GPU): the ranks are split into
+// "virtual nodes" with IRIS_HOST_ID (iris) and NCCL_HOSTID (NCCL, which then joins the
+// rails over its socket transport on loopback). Checks the node topology, every
+// collective x type x op x in place / out of place / off the heap at several sizes (both
+// all-reduce compositions) against a float64 reference with poisoned outputs, bitwise
+// equality of all-reduce results across ranks, refusals (integer AVG), and a CUDA graph of every
+// collective replayed many times.
+//   multinode_test NODES RANKS_PER_NODE [--tcp PORT] [--replays N]
+// tests/multinode_test.sh runs it at 2 x 1 and 2 x 2 (Unix and TCP rendezvous).
+#define IRIS_IMPLEMENTATION
+#include "../iris_collectives.h"
+#include "test_util.h"
+
+#include <algorithm>
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <vector>
+
+static const char *kind_names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"};
+static const char *type_names[] = {"fp32", "fp16", "bf16", "int32", "int64", "uint8", "fp8e4m3", "fp8e5m2"};
+static const char *op_names[] = {"sum", "min", "max", "avg"};
+#include "coll_values.h"
+
+static int g_nodes, g_per_node;
+
+static bool is_int(int t) { return t == IRIS_INT32 || t == IRIS_INT64 || t == IRIS_UINT8; }
+// Hierarchical reductions round at every stage (in the node, then in NCCL), so only
+// integers, MIN/MAX and fp32 sums (exact for these inputs) compare bit for bit; the
+// others within a few roundings of the float64 value (fp8: saturation to the largest
+// finite value, or NaN/inf from NCCL, is accepted where the exact value overflows).
+static bool elem_ok(int kind, int type, int op, uint64_t seed, int call, int me, int W, size_t count, size_t i, int root, unsigned long long got) {
+  const size_t es = iris_dtype_size((iris_dtype_t)type);
+  const unsigned long long mask = es == 8 ? ~0ULL : (1ULL << (8 * es)) - 1;
+  got &= mask;
+  if (kind == IRIS_COLL_AG) return got == (encode(type, input_hash(seed, (int)(i / count), i % count, call)) & mask);
+  if (kind == IRIS_COLL_BC) return got == (encode(type, input_hash(seed, root, i, call)) & mask);
+  if (kind == IRIS_COLL_A2A) return got == (encode(type, input_hash(seed, (int)(i / count), (size_t)me * count + i % count, call)) & mask);
+  const size_t j = kind == IRIS_COLL_RS ? (size_t)me * count + i : i;
+  unsigned long long b[64];
+  for (int r = 0; r < W; r++) b[r] = encode(type, input_hash(seed, r, j, call));
+  if (is_int(type) || (type == IRIS_FLOAT32 && op == IRIS_SUM)) return got == (reduce_bits(type, op, b, W) & mask);
+  if (op == IRIS_MIN || op == IRIS_MAX) return to_double(type, got) == to_double(type, reduce_bits(type, op, b, W)); // exact; -0 == +0 (NCCL may pick either)
+  double ref = 0, sumabs = 0;
+  for (int r = 0; r < W; r++) {
+    const double v = to_double(type, b[r]);
+    ref += v;
+    sumabs += fabs(v);
+  }
+  if (op == IRIS_AVG) ref /= W, sumabs /= W;
+  const int mant = type == IRIS_FLOAT32 ? 23 : type == IRIS_FLOAT16 ? 10 : type == IRIS_BFLOAT16 ? 7 : type == IRIS_FLOAT8_E4M3 ? 3 : 2;
+  const double g = to_double(type, got), maxf = type == IRIS_FLOAT8_E4M3 ? 448.0 : type == IRIS_FLOAT8_E5M2 ? 57344.0 : type == IRIS_FLOAT16 ? 65504.0 : 3e38;
+  if (type == IRIS_FLOAT8_E4M3 && (got & 0x7f) == 0x7f) return fabs(ref) > maxf; // NaN only where the value overflows
+  if (type == IRIS_FLOAT8_E5M2 && (got & 0x7c) == 0x7c) return fabs(ref) > maxf;
+  if (fabs(ref) > maxf) return fabs(g) >= maxf * 0.75 && (g > 0) == (ref > 0);
+  return fabs(g - ref) <= 4.0 * ldexp(sumabs, -mant) + 1e-30;
+}
+
+static iris_status_t call_coll(iris_t *ctx, int kind, const void *send, void *recv, size_t count, int type, int op, int root, cudaStream_t st) {
+  switch (kind) {
+  case IRIS_COLL_AR: return iris_all_reduce(ctx, send, recv, count, (iris_dtype_t)type, (iris_redop_t)op, st);
+  case IRIS_COLL_AG: return iris_all_gather(ctx, send, recv, count, (iris_dtype_t)type, st);
+  case IRIS_COLL_RS: return iris_reduce_scatter(ctx, send, recv, count, (iris_dtype_t)type, (iris_redop_t)op, st);
+  case IRIS_COLL_A2A: return iris_all_to_all(ctx, send, recv, count, (iris_dtype_t)type, st);
+  default: return iris_broadcast(ctx, send, recv, count, (iris_dtype_t)type, root, st);
+  }
+}
+
+struct Case {
+  int kind, type, op, inplace, offheap, root, call;
+  size_t count;
+  void *send, *recv; // set by prepare
+};
+static size_t in_elems(const Case &c, int W) { return c.kind == IRIS_COLL_RS || c.kind == IRIS_COLL_A2A ? (size_t)W * c.count : c.count; }
+static size_t out_elems(const Case &c, int W) { return c.kind == IRIS_COLL_AG || c.kind == IRIS_COLL_A2A ? (size_t)W * c.count : c.count; }
+
+// Buffers: one heap pair and one cudaMalloc pair, each big enough for every case.
+struct Bufs { char *heap_a, *heap_b, *dev_a, *dev_b; size_t bytes; };
+
+// Places, fills and poisons a case's buffers (synchronously).
+static void prepare(Suite &s, Bufs &B, Case &c) {
+  const size_t es = iris_dtype_size((iris_dtype_t)c.type);
+  char *a = c.offheap ? B.dev_a : B.heap_a, *b = c.offheap ? B.dev_b : B.heap_b;
+  cudaMemset(a, 0xA5, B.bytes);
+  cudaMemset(b, 0xA5, B.bytes); // the poison: every result element must be written
+  if (!c.inplace) { c.send = a; c.recv = b; }
+  else if (c.kind == IRIS_COLL_AG) { c.recv = b; c.send = b + (size_t)s.rank * c.count * es; }
+  else if (c.kind == IRIS_COLL_RS) { c.send = b; c.recv = b + (size_t)s.rank * c.count * es; }
+  else { c.send = b; c.recv = b; }
+  fill(c.send, c.type, in_elems(c, s.world), s.seed, c.kind == IRIS_COLL_BC && s.rank != c.root ? 1000 + s.rank : s.rank, c.call);
+  cudaDeviceSynchronize();
+}
+// Checks recv; returns the number of bad elements (first one described in why).
+static size_t verify(Suite &s, const Case &c, std::string &why, uint64_t *hash) {
+  const size_t es = iris_dtype_size((iris_dtype_t)c.type), n = out_elems(c, s.world);
+  std::vector<unsigned char> h(n * es);
+  size_t bad = 0;
+  cudaMemcpy(h.data(), c.recv, n * es, cudaMemcpyDeviceToHost);
+  uint64_t x = 1469598103934665603ULL;
+  for (size_t i = 0; i < n * es; i++) x = (x ^ h[i]) * 1099511628211ULL;
+  if (hash) *hash = x;
+  for (size_t i = 0; i < n; i++) {
+    const unsigned long long got = get_bits(h, c.type, i);
+    if (!elem_ok(c.kind, c.type, c.op, s.seed, c.call, s.rank, s.world, c.count, i, c.root, got)) {
+      if (!bad) why = "element " + std::to_string(i) + " is 0x" + [&] { char t[24]; snprintf(t, sizeof t, "%llx", got); return std::string(t); }();
+      bad++;
+    }
+  }
+  return bad;
+}
+static std::string case_name(const Case &c) {
+  std::string n = std::string(kind_names[c.kind]) + " " + type_names[c.type];
+  if (c.kind == IRIS_COLL_AR || c.kind == IRIS_COLL_RS) n += std::string(" ") + op_names[c.op];
+  if (c.kind == IRIS_COLL_BC) n += " root " + std::to_string(c.root);
+  n += " count " + std::to_string(c.count) + (c.inplace ? " in place" : c.offheap ? " off heap" : "");
+  return n;
+}
+
+// One eager case: PASS/FAIL (or SKIP when the rails refuse fp8 for the NCCL version).
+static bool run_case(Suite &s, Bufs &B, Case c) {
+  std::string why;
+  prepare(s, B, c);
+  iris_status_t st = call_coll(s.ctx, c.kind, c.send, c.recv, c.count, c.type, c.op, c.root, s.stream);
+  const bool want_refusal = (c.kind == IRIS_COLL_AR || c.kind == IRIS_COLL_RS) && c.op == IRIS_AVG && is_int(c.type);
+  int refused = st == IRIS_ERROR_UNSUPPORTED, all[IRIS_MAX_RANKS];
+  if (want_refusal) return report(s, (case_name(c) + " is refused (IRIS_ERROR_UNSUPPORTED)").c_str(), refused);
+  iris_allgather_host(s.ctx, &refused, all, sizeof refused);
+  if (refused && (c.type == IRIS_FLOAT8_E4M3 || c.type == IRIS_FLOAT8_E5M2) && strstr(iris_error_detail(), "NCCL 2.24")) {
+    if (s.rank == 0) printf("SKIP: [%s] %s: %s\n", s.tag.c_str(), case_name(c).c_str(), iris_error_detail());
+    return true;
+  }
+  bool ok = st == IRIS_SUCCESS && cudaStreamSynchronize(s.stream) == cudaSuccess;
+  if (!ok) why = std::string("call failed: ") + iris_error_detail();
+  uint64_t hash = 0;
+  size_t bad = ok ? verify(s, c, why, &hash) : 1;
+  if (bad) fprintf(stderr, "multinode_test: rank %d: %s: %zu bad elements, %s\n", s.rank, case_name(c).c_str(), bad, why.c_str());
+  bool pass = report(s, case_name(c).c_str(), bad == 0);
+  if (c.kind == IRIS_COLL_AR && pass) { // every rank holds the same bits
+    uint64_t hs[IRIS_MAX_RANKS];
+    bool same_bits = iris_allgather_host(s.ctx, &hash, hs, sizeof hash) == IRIS_SUCCESS;
+    for (int r = 1; same_bits && r < s.world; r++) same_bits = hs[r] == hs[0];
+    report(s, (case_name(c) + ": bitwise equal on every rank").c_str(), same_bits);
+  }
+  return pass;
+}
+
+static bool topology(Suite &s) {
+  const int me = s.rank, L = g_per_node;
+  iris_device_ctx_t d = iris_device_context(s.ctx), dn = iris_device_context_node(s.ctx);
+  bool ok = iris_world_size(s.ctx) == g_nodes * L && iris_num_nodes(s.ctx) == g_nodes && iris_local_size(s.ctx) == L && iris_node(s.ctx) == me / L &&
+            iris_local_rank(s.ctx) == me % L && d.rank == me && d.world_size == g_nodes * L && d.local_rank == me % L && d.local_size == L && d.node == me / L &&
+            d.num_nodes == g_nodes && dn.rank == me % L && dn.world_size == L && dn.node == 0 && dn.num_nodes == 1 && iris_rail_comm(s.ctx) != NULL;
+  report(s, "topology: rank, world, local rank and size, node, node count, device contexts, rail", ok);
+  void *p = NULL, *q = NULL;
+  IK(iris_malloc(s.ctx, 4096, &p));
+  const int other = (me + L) % (g_nodes * L), peer = (me / L) * L + (me % L + 1) % L;
+  iris_status_t st = iris_translate_host(s.ctx, p, other, &q);
+  ok = st == IRIS_ERROR_INVALID_RANK && strstr(iris_error_detail(), "node") && iris_heap_base(s.ctx, other) == NULL && iris_heap_base(s.ctx, peer) != NULL &&
+       iris_translate_host(s.ctx, p, peer, &q) == IRIS_SUCCESS;
+  report(s, "topology: heaps are mapped within the node only (another node's rank is refused)", ok);
+  IK(iris_free(s.ctx, p));
+  return true;
+}
+
+static void eager_cases(Suite &s, Bufs &B) {
+  const int W = s.world, L = g_per_node;
+  const size_t counts[] = {1, 1003, (size_t)70000 * L / 2 * 2, (size_t)70000 * L + 1}; // small, odd, the reduce-scatter composition, not divisible by L
+  int call = 0;
+  for (int kind : {IRIS_COLL_AR, IRIS_COLL_RS, IRIS_COLL_AG, IRIS_COLL_A2A, IRIS_COLL_BC})
+    for (int type = 0; type < IRIS_DTYPE_COUNT; type++)
+      for (int op = 0; op < ((kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) ? IRIS_REDOP_COUNT : 1); op++)
+        for (size_t count : counts) {
+          const bool big = count > 2000;
+          if (big && kind != IRIS_COLL_AR && count % 2) continue; // the other kinds: one big size is enough
+          for (int mode = 0; mode < 3; mode++) { // 0 out of place, 1 in place, 2 off the heap
+            if (big && mode == 2 && type != IRIS_FLOAT32) continue;
+            Case c = {kind, type, op, mode == 1, mode == 2, kind == IRIS_COLL_BC ? (call % W) : 0, ++call, count, NULL, NULL};
+            run_case(s, B, c);
+          }
+        }
+  { // an all-to-all of more than IRIS_COLL_MN_SCRATCH_BYTES / 3 in total: several pieces, copied out
+    const size_t big = IRIS_COLL_MN_SCRATCH_BYTES / 4 / (size_t)W / 2;
+    if ((size_t)W * big * 4 <= B.bytes)
+      for (int mode = 0; mode < 2; mode++) run_case(s, B, Case{IRIS_COLL_A2A, IRIS_FLOAT32, 0, mode == 1, 0, 0, ++call, big, NULL, NULL});
+  }
+  report(s, "iris_barrier_device across nodes", iris_barrier_device(s.ctx, s.stream) == IRIS_SUCCESS && cudaStreamSynchronize(s.stream) == cudaSuccess);
+}
+
+// Every composition in one graph, replayed; then the outputs poisoned, one more replay,
+// and every output checked.
+static bool graphs(Suite &s, Bufs &B, int replays) {
+  const int W = s.world, L = g_per_node;
+  Case cs[] = {{IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, 0, 0, 0, 9001, (size_t)70000 * L, NULL, NULL},
+               {IRIS_COLL_AR, IRIS_BFLOAT16, IRIS_MAX, 0, 0, 0, 9002, 1003, NULL, NULL},
+               {IRIS_COLL_AG, IRIS_FLOAT16, 0, 0, 0, 0, 9003, 1003, NULL, NULL},
+               {IRIS_COLL_RS, IRIS_INT32, IRIS_SUM, 0, 0, 0, 9004, 4099, NULL, NULL},
+               {IRIS_COLL_BC, IRIS_INT64, 0, 0, 0, W - 1, 9005, 777, NULL, NULL},
+               {IRIS_COLL_A2A, IRIS_UINT8, 0, 0, 0, 0, 9006, 1001, NULL, NULL}};
+  const int n = sizeof cs / sizeof cs[0];
+  std::vector<char *> mem;
+  // each case gets its own heap buffers (the graph holds them all)
+  for (int i = 0; i < n; i++) {
+    const size_t es = iris_dtype_size((iris_dtype_t)cs[i].type), bytes = (size_t)W * cs[i].count * es;
+    void *a = NULL, *b = NULL;
+    IK(iris_malloc(s.ctx, bytes, &a));
+    IK(iris_malloc(s.ctx, bytes, &b));
+    mem.push_back((char *)a);
+    mem.push_back((char *)b);
+    cs[i].send = a;
+    cs[i].recv = b;
+    fill(a, cs[i].type, in_elems(cs[i], W), s.seed, cs[i].kind == IRIS_COLL_BC && s.rank != cs[i].root ? 1000 + s.rank : s.rank, cs[i].call);
+  }
+  CK(cudaDeviceSynchronize());
+  IK(iris_barrier(s.ctx));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+  bool cap_ok = true;
+  for (int i = 0; i < n; i++) cap_ok = cap_ok && call_coll(s.ctx, cs[i].kind, cs[i].send, cs[i].recv, cs[i].count, cs[i].type, cs[i].op, cs[i].root, s.stream) == IRIS_SUCCESS;
+  cap_ok = cap_ok && iris_barrier_device(s.ctx, s.stream) == IRIS_SUCCESS;
+  if (!cap_ok) fprintf(stderr, "multinode_test: rank %d: capture: %s\n", s.rank, iris_error_detail());
+  CK(cudaStreamEndCapture(s.stream, &g));
+  report(s, "graph: every composition captures", cap_ok);
+  if (!cap_ok) return false;
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  for (int r = 0; r < replays; r++) CK(cudaGraphLaunch(ge, s.stream));
+  CK(cudaStreamSynchronize(s.stream));
+  for (int i = 0; i < n; i++) CK(cudaMemset(cs[i].recv, 0xA5, out_elems(cs[i], W) * iris_dtype_size((iris_dtype_t)cs[i].type)));
+  CK(cudaDeviceSynchronize());
+  IK(iris_barrier(s.ctx));
+  CK(cudaGraphLaunch(ge, s.stream));
+  CK(cudaStreamSynchronize(s.stream));
+  bool ok = iris_get_async_error(s.ctx) == IRIS_SUCCESS;
+  for (int i = 0; i < n; i++) {
+    std::string why;
+    size_t bad = verify(s, cs[i], why, NULL);
+    if (bad) fprintf(stderr, "multinode_test: rank %d: graph %s: %zu bad, %s\n", s.rank, case_name(cs[i]).c_str(), bad, why.c_str());
+    ok = ok && bad == 0;
+  }
+  report(s, ("graph: " + std::to_string(replays) + " replays, then poisoned outputs rewritten correctly").c_str(), ok);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  IK(iris_barrier(s.ctx));
+  for (char *p : mem) IK(iris_free(s.ctx, p));
+  return ok;
+}
+
+static int rank_main(int rank, int tcp_port, int replays) {
+  char id[32];
+  snprintf(id, sizeof id, "vnode%d", rank / g_per_node);
+  setenv("IRIS_HOST_ID", id, 1);
+  setenv("NCCL_HOSTID", id, 1);
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  if (tcp_port > 0) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", tcp_port);
+    setenv("IRIS_RENDEZVOUS", "tcp", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port, 1);
+  }
+  Suite s;
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)768 << 20;
+  if (iris_init(&cfg, &s.ctx) != IRIS_SUCCESS) {
+    fprintf(stderr, "FAIL: multinode_test: rank %d: iris_init: %s\n", rank, iris_error_detail());
+    return 1;
+  }
+  s.rank = iris_rank(s.ctx);
+  s.world = iris_world_size(s.ctx);
+  s.tag = std::to_string(g_nodes) + "x" + std::to_string(g_per_node) + (tcp_port > 0 ? " tcp" : "");
+  s.seed = 0x6d756c74696e6f64ULL;
+  s.passed = s.failed = 0;
+  cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
+  Bufs B;
+  B.bytes = std::max((size_t)s.world * ((size_t)70000 * g_per_node + 8) * 8, (size_t)IRIS_COLL_MN_SCRATCH_BYTES / 2);
+  void *a = NULL, *b = NULL;
+  if (iris_malloc(s.ctx, B.bytes, &a) != IRIS_SUCCESS || iris_malloc(s.ctx, B.bytes, &b) != IRIS_SUCCESS || cudaMalloc(&B.dev_a, B.bytes) != cudaSuccess ||
+      cudaMalloc(&B.dev_b, B.bytes) != cudaSuccess) {
+    fprintf(stderr, "FAIL: multinode_test: rank %d: buffers: %s\n", rank, iris_error_detail());
+    return 1;
+  }
+  B.heap_a = (char *)a;
+  B.heap_b = (char *)b;
+  topology(s);
+  eager_cases(s, B);
+  graphs(s, B, replays);
+  iris_status_t st = iris_finalize(s.ctx);
+  if (st != IRIS_SUCCESS) { fprintf(stderr, "FAIL: multinode_test: rank %d: iris_finalize: %s\n", rank, iris_error_detail()); return 1; }
+  if (rank == 0) printf("# multinode_test %dx%d%s: %d passed, %d failed\n", g_nodes, g_per_node, tcp_port > 0 ? " tcp" : "", s.passed, s.failed);
+  return s.failed ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  int tcp_port = 0, replays = 1000;
+  if (argc < 3) { fprintf(stderr, "usage: multinode_test NODES RANKS_PER_NODE [--tcp PORT] [--replays N]\n"); return 2; }
+  g_nodes = atoi(argv[1]);
+  g_per_node = atoi(argv[2]);
+  for (int i = 3; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--tcp")) tcp_port = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--replays")) replays = atoi(argv[i + 1]);
+  }
+  if (g_nodes < 2 || g_per_node < 1 || g_nodes * g_per_node > IRIS_MAX_RANKS) { fprintf(stderr, "multinode_test: bad layout\n"); return 2; }
+  iris_launch_t L;
+  int me = -1;
+  if (iris_launch_local(g_nodes * g_per_node, &L, &me) != IRIS_SUCCESS) { fprintf(stderr, "FAIL: multinode_test: launch: %s\n", iris_error_detail()); return 1; }
+  if (me < 0) {
+    iris_status_t st = iris_launch_wait(&L, 900000);
+    if (st != IRIS_SUCCESS) fprintf(stderr, "FAIL: multinode_test: %s\n", iris_error_detail());
+    return st == IRIS_SUCCESS ? 0 : 1;
+  }
+  return rank_main(me, tcp_port, replays);
+}
