@@ -330,6 +330,20 @@ IRIS_API iris_device_ctx_t iris_device_context(const iris_t *ctx);
  * (the tile building blocks, the all-gather + GEMM). Equal to iris_device_context in a
  * single-node world. */
 IRIS_API iris_device_ctx_t iris_device_context_node(const iris_t *ctx);
+/* A device context over symmetric memory that someone else allocated and mapped: torch's
+ * symmetric memory (symm_mem.empty + rendezvous(...).buffer_ptrs), an NCCL window, your
+ * own IPC mapping. peers[r] is rank r's buffer as mapped in this process, for r in
+ * [0, world_size); every buffer holds `bytes` bytes and is what the ranks agreed to use
+ * as their heap (the same layout on every rank). Local: no communication, no allocation;
+ * the caller keeps the memory alive and mapped while kernels use the context. Device
+ * RMA, signal/wait and the tile building blocks (iris_device.h, iris_collectives.h) then
+ * run on it unchanged; the host collectives and iris_malloc need an iris_t and do not.
+ * The context has no fault words (fault = NULL): a bounded wait that runs out returns
+ * false without recording a fault. Requires 0 <= rank < world_size <= IRIS_MAX_RANKS,
+ * bytes > 0, peers non-NULL, every peers[r] non-NULL and peers[rank] this rank's own
+ * buffer (the caller's promise; the library cannot tell). On error *out is zeroed and
+ * the status says which rule failed. */
+IRIS_API iris_status_t iris_device_context_from_peers(int rank, int world_size, size_t bytes, void *const *peers, iris_device_ctx_t *out);
 
 /* ================================================================== the heap == */
 
@@ -3151,6 +3165,29 @@ IRIS_DEF iris_device_ctx_t iris_device_context_node(const iris_t *ctx) {
   d.node = 0;
   d.num_nodes = d.world_size > 0 ? 1 : 0;
   return d;
+}
+IRIS_DEF iris_status_t iris_device_context_from_peers(int rank, int world_size, size_t bytes, void *const *peers, iris_device_ctx_t *out) {
+  int r;
+  if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_device_context_from_peers: NULL out");
+  memset(out, 0, sizeof *out);
+  if (world_size < 1 || world_size > IRIS_MAX_RANKS)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_device_context_from_peers: world size %d outside [1, %d] (IRIS_MAX_RANKS)", world_size,
+                            IRIS_MAX_RANKS);
+  if (rank < 0 || rank >= world_size)
+    return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "iris_device_context_from_peers: rank %d outside [0, %d)", rank, world_size);
+  if (bytes == 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_device_context_from_peers: rank %d: bytes is 0", rank);
+  if (!peers) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_device_context_from_peers: rank %d: NULL peers", rank);
+  for (r = 0; r < world_size; r++)
+    if (!peers[r])
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_device_context_from_peers: rank %d: peers[%d] is NULL%s", rank, r,
+                              r == rank ? " (this rank's own buffer)" : "");
+  out->rank = out->local_rank = rank;
+  out->world_size = out->local_size = world_size;
+  out->heap_size = bytes;
+  for (r = 0; r < world_size; r++) out->bases[r] = (char *)peers[r];
+  out->node = 0;
+  out->num_nodes = 1;
+  return IRIS_SUCCESS;
 }
 IRIS_DEF iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, int to_rank, void **out) {
   size_t off;

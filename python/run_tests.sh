@@ -22,6 +22,17 @@ if [ "${1:-pure}" = gpu ]; then
     PYTHONPATH=python timeout "${IRIS_PY_TIMEOUT:-900}" "$py" python/tests/test_jax_gpu.py --world "$w" >>"$out" 2>"$out.err" || rc=$?
     if [ "$rc" -ne 0 ]; then echo "FAIL: python jax W=$w: exit $rc" >>"$out"; tail -n 40 "$out.err" | sed 's/^/    stderr: /' >&2; rc=0; fi
   done
+  # torch's symmetric memory adopted through iris_device_context_from_peers: torch refuses
+  # ranks sharing a GPU, so world 1 here, and 2 where there are 2 GPUs
+  ngpu=$("$py" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+  for w in 1 2; do
+    if [ "$w" -gt "$ngpu" ]; then echo "SKIP: python torch symmetric memory example W=$w: $ngpu GPU(s); torch refuses ranks sharing one" >>"$out"; continue; fi
+    if PYTHONPATH=python timeout 300 "$py" examples/python/torch_symm_mem.py "$w" >"$out.err" 2>&1 && grep -q "20 rounds correct" "$out.err"; then
+      echo "PASS: python torch symmetric memory example W=$w (adopted via iris_device_context_from_peers)" >>"$out"
+    else
+      echo "FAIL: python torch symmetric memory example W=$w" >>"$out"; tail -n 30 "$out.err" | sed 's/^/    stderr: /' >&2
+    fi
+  done
   rm -f "$out.err"
 else
   for t in test_pure test_torch_nogpu test_triton_codegen test_jax_nogpu; do  # all but the first SKIP without torch/triton/jax

@@ -618,6 +618,58 @@ static bool test_msgpass(Suite &s) {
   return true;
 }
 
+// --------------------------------------------- adopted memory (from_peers) --
+// Symmetric memory that "someone else" mapped (here: a heap block, seen from its own
+// base, so the adopted bases differ from the heap's): the device API runs on a context
+// built by iris_device_context_from_peers, message passing included.
+static bool test_from_peers(Suite &s) {
+  const size_t vecs = 1024 + 7, bytes = 4096 + vecs * sizeof(uint4);
+  const int iters = 2000;
+  char *region;
+  void *peers[IRIS_MAX_RANKS];
+  unsigned long long *errs, *d, h[IRIS_MAX_RANKS];
+  unsigned *timeouts;
+  iris_device_ctx_t dc, bad;
+  IK(iris_calloc(s.ctx, bytes, (void **)&region));
+  for (int r = 0; r < s.world; r++) IK(iris_translate_host(s.ctx, region, r, &peers[r]));
+  IK(iris_device_context_from_peers(s.rank, s.world, bytes, peers, &dc));
+  bool ok = dc.rank == s.rank && dc.world_size == s.world && dc.heap_size == bytes && dc.bases[s.rank] == region && !dc.fault;
+  // the rules: rank, world, bytes, NULL peers (each a clear status, *out zeroed)
+  ok &= iris_device_context_from_peers(s.world, s.world, bytes, peers, &bad) == IRIS_ERROR_INVALID_RANK && !bad.bases[0];
+  ok &= iris_device_context_from_peers(0, IRIS_MAX_RANKS + 1, bytes, peers, &bad) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_device_context_from_peers(s.rank, s.world, 0, peers, &bad) == IRIS_ERROR_INVALID_ARGUMENT;
+  void *saved = peers[s.rank];
+  peers[s.rank] = NULL;
+  ok &= iris_device_context_from_peers(s.rank, s.world, bytes, peers, &bad) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "own") != NULL;
+  peers[s.rank] = saved;
+  CK(cudaMalloc(&d, sizeof h));
+  k_translate<<<1, 32>>>(dc, region + 100, d);
+  CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+  for (int r = 0; r < s.world; r++) ok &= h[r] == (unsigned long long)(uintptr_t)((char *)peers[r] + 100);
+  CK(cudaMalloc(&errs, sizeof *errs));
+  CK(cudaMalloc(&timeouts, sizeof *timeouts));
+  CK(cudaMemset(errs, 0, sizeof *errs));
+  CK(cudaMemset(timeouts, 0, sizeof *timeouts));
+  if (!barrier(s)) return false;
+  unsigned *flags = (unsigned *)region;
+  k_msgpass<<<2, 256>>>(dc, flags, flags + 64, (uint4 *)(region + 4096), vecs, iters, 0, s.seed + 99, errs, timeouts);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  unsigned long long e;
+  unsigned to;
+  CK(cudaMemcpy(&e, errs, sizeof e, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(&to, timeouts, sizeof to, cudaMemcpyDeviceToHost));
+  if (e || to) fprintf(stderr, "rank %d: adopted memory: %llu bad words, %u timed-out waits\n", s.rank, e, to);
+  ok &= e == 0 && to == 0;
+  report(s, "iris_device_context_from_peers: rules, translation, 2000 messages on adopted memory", ok);
+  if (!barrier(s)) return false;
+  cudaFree(d);
+  cudaFree(errs);
+  cudaFree(timeouts);
+  IK(iris_free(s.ctx, region));
+  return true;
+}
+
 // ----------------------------------------------------------------- barrier --
 __global__ void k_stamp(iris_device_ctx_t ctx, unsigned long long *slots, unsigned long long v) {
   int d = threadIdx.x;
@@ -696,7 +748,7 @@ static bool run_suite(Suite &s) {
   return test_translate(s) && test_scalar<int>(s, "int32") && test_scalar<long long>(s, "int64") && test_scalar<float>(s, "float") &&
          test_scalar<double>(s, "double") && test_v16(s) && test_bulk(s) && test_atomics<int>(s, "int32") && test_atomics<unsigned>(s, "uint32") &&
          test_atomics<long long>(s, "int64") && test_atomics<unsigned long long>(s, "uint64") && test_fadd<float>(s, "float") &&
-         test_fadd<double>(s, "double") && test_ldst(s) && test_msgpass(s) && test_barrier(s) && test_heap(s);
+         test_fadd<double>(s, "double") && test_ldst(s) && test_msgpass(s) && test_from_peers(s) && test_barrier(s) && test_heap(s);
 }
 
 static int finish(Suite &s, bool ran) {

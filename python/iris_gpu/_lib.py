@@ -214,11 +214,10 @@ FUNCTIONS = {
     "iris_gemm_path_name": (_s, [_i]),
     "iris_ag_gemm_engine": (_s, [_p]),
     "iris_ag_gemm_destroy": (_i, [_p]),
-}
-# functions other issues add; bound when the library has them, None otherwise
-OPTIONAL_FUNCTIONS = {
     "iris_device_context_from_peers": (_i, [_i, _i, _z, _pp, ctypes.POINTER(DeviceCtxT)]),
 }
+# functions other issues add; bound when the library has them, None otherwise
+OPTIONAL_FUNCTIONS = {}
 
 
 def check_library(lib, expected_version=EXPECTED_VERSION, structs=None, path="libiris.so"):
@@ -316,6 +315,19 @@ class Library:
         """Raise IrisError for a non-zero status, with iris_error_detail()."""
         if status != SUCCESS:
             raise IrisError(status, self.detail(), call)
+
+    def device_context_from_peers(self, rank, world_size, nbytes, peers):
+        """iris_device_ctx_t over symmetric memory mapped by someone else (torch's
+        symmetric memory, an NCCL window): peers[r] is rank r's buffer as mapped in this
+        process (ints), each nbytes long. The memory must stay mapped while kernels use
+        the context. Raises IrisError naming the rule a bad argument breaks."""
+        peers = [int(p) for p in peers]
+        arr = (ctypes.c_void_p * max(len(peers), 1))(*peers)
+        if len(peers) != world_size:
+            raise IrisError(ERROR_INVALID_ARGUMENT, "%d peer pointers for a world of %d" % (len(peers), world_size), "iris_device_context_from_peers")
+        out = DeviceCtxT()
+        self.check(self.lib.iris_device_context_from_peers(int(rank), int(world_size), int(nbytes), arr, ctypes.byref(out)), "iris_device_context_from_peers")
+        return out
 
 
 def load(path=None):

@@ -741,6 +741,24 @@ def ag_gemm(a, b, plan, bias=None):
 
 
 # ------------------------------------------------------------------ launching ranks
+def device_context_from_symm_mem(t, handle):
+    """Adopt torch's symmetric memory: t from torch.distributed._symmetric_memory.empty(...),
+    handle = symm_mem.rendezvous(t, group). Returns (iris_device_ctx_t for C kernels, an
+    int64 tensor of the peers' buffer bases for the Triton helpers, this rank, the world
+    size). The context's heap is the symmetric buffer from its base through the end of t,
+    so iris_gpu.triton's translate/load/store/atomic_add/signal/wait and iris_device.h work
+    on t unchanged. No iris Context is needed (and the host collectives need one). Keep t
+    and handle alive while kernels use the result."""
+    torch = _torch_mod()
+    ptrs = [int(p) for p in handle.buffer_ptrs]
+    rank, world = int(handle.rank), int(handle.world_size)
+    end = t.data_ptr() + t.numel() * t.element_size() - ptrs[rank]
+    if t.data_ptr() < ptrs[rank] or end <= 0:
+        raise ValueError("the tensor does not lie in this rank's symmetric buffer (handle.buffer_ptrs[%d])" % rank)
+    dc = _lib.load().device_context_from_peers(rank, world, end, ptrs)
+    return dc, torch.tensor(ptrs, dtype=torch.int64, device=t.device), rank, world
+
+
 def _spawned(rank, fn, world, port):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     fn()

@@ -221,6 +221,22 @@ class TestLibrary(unittest.TestCase):
         self.assertIn("iris_init failed: IRIS_ERROR_", str(cm.exception))
         self.assertFalse(h.value)
 
+    def test_device_context_from_peers(self):
+        # local bookkeeping, no GPU call: any addresses do for the rules and the layout
+        peers = [0x7F0000000000 + r * (1 << 30) for r in range(3)]
+        d = self.L.device_context_from_peers(1, 3, 4096, peers)
+        self.assertEqual((d.rank, d.world_size, d.heap_size, d.local_rank, d.local_size, d.node, d.num_nodes), (1, 3, 4096, 1, 3, 0, 1))
+        self.assertEqual([d.bases[r] for r in range(3)], peers)
+        self.assertFalse(d.fault)
+        for args, status, words in [((3, 3, 4096, peers), _lib.STATUS_NAMES.index("IRIS_ERROR_INVALID_RANK"), "outside"),
+                                    ((0, 3, 0, peers), _lib.ERROR_INVALID_ARGUMENT, "bytes"),
+                                    ((1, 3, 4096, [peers[0], 0, peers[2]]), _lib.ERROR_INVALID_ARGUMENT, "own buffer"),
+                                    ((0, 2, 4096, peers), _lib.ERROR_INVALID_ARGUMENT, "peer pointers")]:
+            with self.assertRaises(iris_gpu.IrisError) as cm:
+                self.L.device_context_from_peers(*args)
+            self.assertEqual(cm.exception.status, status, str(cm.exception))
+            self.assertIn(words, str(cm.exception))
+
 
 class TestTypes(unittest.TestCase):
     def test_dtype_table_matches_header(self):
