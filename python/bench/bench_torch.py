@@ -6,11 +6,15 @@ memory, eager and inside CUDA graphs, 1 KB to 256 MB (bf16).
     BENCH_CSV=build/bench_torch.csv BENCH_PNG=build/bench_torch.png  (defaults)
 
 Rows (us per all-reduce; median of 5 timed runs of `iters` back-to-back calls, CUDA events):
-  iris-ctypes   iris_all_reduce called directly through ctypes (heap tensor, in place): the
-                binding's floor, what the C call costs plus ctypes
-  iris-op       it.all_reduce_ (the torch custom op), heap tensor in place
+  iris-ctypes   iris_all_reduce called directly through ctypes (heap tensors, out of place):
+                the binding's floor, what the C call costs plus ctypes
+  iris-op       it.all_reduce(x, out=y) (the torch custom op), the same heap tensors
   iris-op-any   it.all_reduce on an ordinary tensor, out of place (staged through the heap)
-  iris-graph    it.all_reduce_ captured 20 times in one CUDA graph, per op
+  iris-ctypes-graph  the ctypes call captured 20 times in one CUDA graph, per op (C level)
+  iris-graph    it.all_reduce(x, out=y) captured 20 times in one CUDA graph, per op
+At world 1 an all-reduce is a copy (out of place), so these rows measure what each binding
+adds to the same GPU work: eager (iris-op - iris-ctypes) and in graphs (iris-graph -
+iris-ctypes-graph).
   nccl, nccl-graph            torch.distributed.all_reduce (each rank on its own GPU)
   symm-one-shot, symm-two-shot torch.ops.symm_mem (own GPUs; sum only)
 Ranks sharing a GPU make the script run but the figures are not performance (labelled).
@@ -73,18 +77,21 @@ def main():
         n = nbytes // 2
         iters = 200 if nbytes <= (1 << 20) else 20
         xh = ctx.empty((n,), torch.bfloat16).fill_(1)
+        yh = ctx.empty((n,), torch.bfloat16)
         xd = torch.ones(n, dtype=torch.bfloat16, device="cuda")
         h = ctx._handle()
         L = ctx._lib.lib
 
         def raw():
-            st = L.iris_all_reduce_ex(h, ctypes.c_void_p(xh.data_ptr()), ctypes.c_void_p(xh.data_ptr()), n, 2, 0,
+            st = L.iris_all_reduce_ex(h, ctypes.c_void_p(xh.data_ptr()), ctypes.c_void_p(yh.data_ptr()), n, 2, 0,
                                       ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), None)
             assert st == 0, ctx._lib.detail()
 
-        res = {"iris-ctypes": timed(raw, iters), "iris-op": timed(lambda: it.all_reduce_(xh, ctx), iters),
+        res = {"iris-ctypes": timed(raw, iters), "iris-op": timed(lambda: it.all_reduce(xh, ctx, out=yh), iters),
                "iris-op-any": timed(lambda: it.all_reduce(xd, ctx), iters)}
-        rep, k = graphed(lambda: it.all_reduce_(xh, ctx))
+        rep, k = graphed(raw)
+        res["iris-ctypes-graph"] = timed(rep, max(iters // k, 2)) / k
+        rep, k = graphed(lambda: it.all_reduce(xh, ctx, out=yh))
         res["iris-graph"] = timed(rep, max(iters // k, 2)) / k
         if not shared:
             res["nccl"] = timed(lambda: dist.all_reduce(xd), iters)
@@ -114,7 +121,7 @@ def main():
                 if rank == 0 and nbytes == SIZES[0]:
                     print("symmetric memory baseline unavailable: %s" % (str(e).splitlines()[0] if str(e) else type(e).__name__))
         rows.append((nbytes, res))
-        xh = xd = rep = None  # free the heap block before the next size
+        xh = yh = xd = rep = None  # free the heap block before the next size
     if rank == 0:
         report(rows, world, shared)
     ctx.close()
@@ -122,7 +129,7 @@ def main():
 
 
 def report(rows, world, shared):
-    cols = sorted({c for _, r in rows for c in r}, key=lambda c: ["iris-ctypes", "iris-op", "iris-op-any", "iris-graph", "nccl", "nccl-graph", "symm-one-shot", "symm-two-shot"].index(c))
+    cols = sorted({c for _, r in rows for c in r}, key=lambda c: ["iris-ctypes", "iris-op", "iris-op-any", "iris-ctypes-graph", "iris-graph", "nccl", "nccl-graph", "symm-one-shot", "symm-two-shot"].index(c))
     label = "world %d%s" % (world, ", ranks SHARE one GPU: not performance figures" if shared else "")
     print("all-reduce bf16, us per op (%s, %s)" % (label, torch.cuda.get_device_name()))
     print("| bytes | " + " | ".join(cols) + " |")
@@ -157,4 +164,6 @@ def report(rows, world, shared):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and not sys.argv[1].isdigit():
+        sys.exit(__doc__)
     it.launch(main, int(sys.argv[1]) if len(sys.argv) > 1 else max(torch.cuda.device_count(), 1))

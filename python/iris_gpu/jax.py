@@ -40,6 +40,14 @@ def _register():
     return _targets
 
 
+def captured_calls():
+    """How many iris handler calls ran while XLA was capturing a command buffer (CUDA graph)."""
+    so = _register()
+    f = so.iris_jax_captured_calls
+    f.restype = ctypes.c_longlong
+    return int(f())
+
+
 class _KVStore:
     """jax.distributed's key-value store with the interface StoreBootstrap uses."""
 

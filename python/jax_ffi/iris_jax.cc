@@ -11,6 +11,7 @@
 // buffer works. Both handlers only enqueue work on XLA's stream and allocate nothing,
 // so they are declared command-buffer compatible (XLA may capture them in a CUDA graph);
 // the collective state was created at bring-up (iris_collectives_setup).
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -19,7 +20,18 @@
 
 namespace ffi = xla::ffi;
 
+// How many handler calls ran while their stream was being captured into a CUDA graph (an
+// XLA command buffer records the handler once; its replays do not call it again). Lets a
+// test prove the handlers ran inside a command buffer whatever XLA's HLO shows.
+static std::atomic<long long> iris_jax_captured{0};
+extern "C" __attribute__((visibility("default"))) long long iris_jax_captured_calls(void) { return iris_jax_captured.load(); }
+
 namespace {
+
+void iris_jax_note_capture(cudaStream_t stream) {
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusActive) iris_jax_captured.fetch_add(1);
+}
 
 // XLA element type -> iris_dtype_t (5, 6, 7: IRIS_UINT8, IRIS_FLOAT8_E4M3, IRIS_FLOAT8_E5M2).
 bool iris_jax_dtype(ffi::DataType t, iris_dtype_t *out) {
@@ -59,6 +71,7 @@ ffi::Error AllReduceImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi:
   iris_dtype_t t;
   ffi::Error e = iris_jax_check("iris_all_reduce", ctx, x, *y, 1, &c, &t);
   if (e.failure() || x.element_count() == 0) return e;
+  iris_jax_note_capture(stream);
   return iris_jax_status("iris_all_reduce", iris_all_reduce(c, x.untyped_data(), y->untyped_data(), x.element_count(), t,
                                                             static_cast<iris_redop_t>(op), stream));
 }
@@ -69,6 +82,7 @@ ffi::Error AllGatherImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi:
   const int64_t world = ctx ? iris_world_size(reinterpret_cast<iris_t *>(static_cast<intptr_t>(ctx))) : 0;
   ffi::Error e = iris_jax_check("iris_all_gather", ctx, x, *y, static_cast<size_t>(world), &c, &t);
   if (e.failure() || x.element_count() == 0) return e;
+  iris_jax_note_capture(stream);
   return iris_jax_status("iris_all_gather", iris_all_gather(c, x.untyped_data(), y->untyped_data(), x.element_count(), t, stream));
 }
 
