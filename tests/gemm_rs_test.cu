@@ -117,6 +117,15 @@ static bool same_everywhere(Suite &s, const void *h, size_t bytes, std::string &
   return true;
 }
 
+// every rank's verdict: true only where every rank passed
+static bool agree(Suite &s, bool ok) {
+  int mine = ok ? 1 : 0, all[IRIS_MAX_RANKS];
+  if (iris_allgather_host(s.ctx, &mine, all, sizeof mine) != IRIS_SUCCESS) return false;
+  for (int q = 0; q < s.world; q++)
+    if (!all[q]) return false;
+  return true;
+}
+
 template <typename T, typename C>
 static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
   const int W = s.world, me = s.rank;
@@ -162,12 +171,14 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
     if (iris_gemm_rs_check(p) != IRIS_SUCCESS || iris_get_async_error(s.ctx) != IRIS_SUCCESS) {
       why = std::string("call ") + std::to_string(it) + ": " + iris_error_detail();
       ok = false;
-      break;
+    } else {
+      CK(cudaMemcpy(h.data(), c, h.size() * sizeof(C), cudaMemcpyDeviceToHost));
+      ok = check_c<T, C>(s, k, h, call, why);
     }
-    CK(cudaMemcpy(h.data(), c, h.size() * sizeof(C), cudaMemcpyDeviceToHost));
-    ok = check_c<T, C>(s, k, h, call, why);
-    // every rank takes part in the exchange, whatever its own verdict
-    if (k.op == IRIS_GEMM_ALL_REDUCE && !same_everywhere(s, h.data(), h.size() * sizeof(C), why)) ok = false;
+    // every rank takes part in the exchanges whatever its own verdict, and all stop together
+    std::string w2;
+    if (k.op == IRIS_GEMM_ALL_REDUCE && !same_everywhere(s, h.data(), h.size() * sizeof(C), w2) && ok) { ok = false; why = w2; }
+    if (!agree(s, ok) && ok) { ok = false; why = "call " + std::to_string(it) + " failed on another rank"; }
   }
   if (exec) cudaGraphExecDestroy(exec);
   cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(bias);
