@@ -97,23 +97,23 @@ $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl
 $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h $(HDRS) $(CORE) | $(B)
+$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
 # the same with a 2-s wait bound, for `gemm_test_t2 N stuck` (a stuck peer must cost one
 # bound), and fetcher CTAs that start 100 ms late (the GEMM CTAs must fetch for them)
-$(B)/gemm_test_t2: tests/gemm_test.cu tests/test_util.h $(HDRS) $(CORE) | $(B)
+$(B)/gemm_test_t2: tests/gemm_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL -DIRIS_GEMM_FETCHER_DELAY_NS=100000000ULL $< -o $@ -lcublasLt
 # GEMM + reduce-scatter / all-reduce (iris_gemm_reduce.h): the cuBLASLt paths only, so the
 # all-gather GEMM core is left out (IRIS_GEMM_NO_CORE in the sources): a short compile
-$(B)/gemm_rs_test: tests/gemm_rs_test.cu tests/test_util.h $(HDRS) | $(B)
+$(B)/gemm_rs_test: tests/gemm_rs_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt
-$(B)/bench_gemm_rs: bench/bench_gemm_rs.cu bench/bench_util.h $(HDRS) | $(B)
+$(B)/bench_gemm_rs: bench/bench_gemm_rs.cu bench/bench_util.h bench/bench_gemm_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
 $(B)/gemm_reduce_scatter: examples/gemm_reduce_scatter.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt
-$(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) $(CORE) | $(B)
+$(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h bench/bench_gemm_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
-$(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) $(CORE) | $(B)
+$(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h bench/bench_gemm_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_GEMM_TRACE $< -o $@ -lnccl -lcublas -lcublasLt
 $(B)/bench_rma: bench/bench_rma.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
