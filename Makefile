@@ -19,7 +19,7 @@ MPI_INC   ?= /usr/lib/x86_64-linux-gnu/openmpi/include
 MPI_LIB   ?= /usr/lib/x86_64-linux-gnu/openmpi/lib
 B         := build
 
-HDRS       := iris.h iris_device.h iris_collectives.h iris_gemm.h
+HDRS       := iris.h iris_device.h iris_collectives.h iris_gemm.h iris_gemm_reduce.h
 # the GEMM cores (internals): the common core and its NVIDIA (TMA) and AMD (MFMA) specialisations
 CORE       := internal/gemm_core.h internal/gemm_core_tma.h
 CORE_MFMA  := internal/gemm_core.h internal/gemm_core_mfma.h
@@ -102,15 +102,23 @@ $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl
 $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h $(HDRS) $(CORE) | $(B)
+$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
 # the same with a 2-s wait bound, for `gemm_test_t2 N stuck` (a stuck peer must cost one
 # bound), and fetcher CTAs that start 100 ms late (the GEMM CTAs must fetch for them)
-$(B)/gemm_test_t2: tests/gemm_test.cu tests/test_util.h $(HDRS) $(CORE) | $(B)
+$(B)/gemm_test_t2: tests/gemm_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL -DIRIS_GEMM_FETCHER_DELAY_NS=100000000ULL $< -o $@ -lcublasLt
-$(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) $(CORE) | $(B)
+# GEMM + reduce-scatter / all-reduce (iris_gemm_reduce.h): the cuBLASLt paths only, so the
+# all-gather GEMM core is left out (IRIS_GEMM_NO_CORE in the sources): a short compile
+$(B)/gemm_rs_test: tests/gemm_rs_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt
+$(B)/bench_gemm_rs: bench/bench_gemm_rs.cu bench/bench_util.h bench/bench_gemm_util.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
+$(B)/gemm_reduce_scatter: examples/gemm_reduce_scatter.cu $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt
+$(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h bench/bench_gemm_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
-$(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h $(HDRS) $(CORE) | $(B)
+$(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h bench/bench_gemm_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_GEMM_TRACE $< -o $@ -lnccl -lcublas -lcublasLt
 $(B)/bench_rma: bench/bench_rma.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
@@ -154,12 +162,13 @@ examples: $(EXAMPLES)
 run: $(B)/message_passing
 	$(B)/message_passing
 
-bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a $(B)/bench_ag_gemm
+bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a $(B)/bench_ag_gemm $(B)/bench_gemm_rs
 	NCCL_NVLS_ENABLE=0 $(B)/bench_rma
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_coll.csv BENCH_PNG=$(B)/bench_coll.png $(B)/bench_coll
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_tile_a2a.csv BENCH_PNG=$(B)/bench_tile_a2a.png $(B)/bench_tile_a2a
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm
 	-python3 tools/plot_ag_gemm.py $(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm.png
+	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_gemm_rs.csv $(B)/bench_gemm_rs
 
 # registers, spills and access widths of the collective and GEMM kernels -> docs/asm_report.md
 asm:

@@ -18,6 +18,7 @@
 #define IRIS_IMPLEMENTATION
 #include "../iris_gemm.h"
 #include "test_util.h"
+#include "gemm_values.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -26,24 +27,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <vector>
-
-// values in [-1, 1] with 1/1000 steps, rounded to the input type
-__host__ __device__ inline float val(uint64_t seed, int what, long long r, long long c, int call) {
-  return (float)((long long)(key(seed, (uint64_t)what, (uint64_t)r, (uint64_t)c, (uint64_t)call) % 2001) - 1000) / 1000.0f;
-}
-template <typename T> __host__ __device__ inline T to_t(float v);
-template <> __host__ __device__ inline __nv_bfloat16 to_t<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
-template <> __host__ __device__ inline __half to_t<__half>(float v) { return __float2half(v); }
-template <> __host__ __device__ inline float to_t<float>(float v) { return v; }
-template <typename T> __host__ __device__ inline double to_d(T v);
-template <> __host__ __device__ inline double to_d<__nv_bfloat16>(__nv_bfloat16 v) { return (double)__bfloat162float(v); }
-template <> __host__ __device__ inline double to_d<__half>(__half v) { return (double)__half2float(v); }
-template <> __host__ __device__ inline double to_d<float>(float v) { return (double)v; }
-
-// element (r, c) of the gathered A, B (K x N logical), bias
-template <typename T> __host__ __device__ inline T a_at(uint64_t seed, long long r, long long c, int call) { return to_t<T>(val(seed, 1, r, c, call)); }
-template <typename T> __host__ __device__ inline T b_at(uint64_t seed, long long k, long long n) { return to_t<T>(val(seed, 2, k, n, 0)); }
-template <typename T> __host__ __device__ inline T bias_at(uint64_t seed, long long n) { return to_t<T>(val(seed, 3, 0, n, 0)); }
 
 // this rank's shard of A for call `call`
 template <typename T>
@@ -62,11 +45,6 @@ __global__ void k_gen_b(T *b, long long K, long long N, int transposed, uint64_t
     b[i] = b_at<T>(seed, k, n);
   }
 }
-template <typename C>
-__global__ void k_gen_bias(C *bias, long long N, uint64_t seed) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < N; i += (long long)gridDim.x * blockDim.x) bias[i] = bias_at<C>(seed, i);
-}
-
 struct Case {
   iris_gemm_layout_t layout;
   iris_dtype_t a, c;
@@ -80,7 +58,6 @@ struct Case {
   int fetch = 0;   // fused: desc.fetch_ctas
 };
 
-static const char *tname(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? "bf16" : t == IRIS_FLOAT16 ? "fp16" : "fp32"; }
 
 // check C (host copy) for call `call`; returns the worst error ratio (>1 fails)
 template <typename T, typename C>

@@ -146,7 +146,7 @@ echo "# GPU tests"
 if [ "$ngpu" -lt 1 ]; then
   for t in "RMA, atomics, message passing, heap, barrier: $worlds ranks in 3 bring-up modes" "collectives and tile building blocks: $worlds ranks" \
            "collectives on several streams, mismatches under skew, dead/stuck peers, abort: $worlds ranks" "tensor-core GEMM core against float64" \
-           "all-gather + GEMM, every path: $worlds ranks" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "examples run" "MPI bootstrap example" \
+           "all-gather + GEMM, every path: $worlds ranks" "GEMM + reduce-scatter / all-reduce, every path: $worlds ranks" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "examples run" "MPI bootstrap example" \
            "multi-node collectives on virtual nodes (2 x 1, 2 x 2, TCP rendezvous)"; do
     say SKIP "$t" "no GPU"
   done
@@ -170,6 +170,12 @@ else
     run_counted "gemm_test $w streams: GEMM runs and all-reduces on two streams ($(placement "$w"))" ./build/gemm_test $w streams
     run_counted "gemm_test_t2 $w stuck: a stuck peer ends the call within 2x the bound ($(placement "$w"))" ./build/gemm_test_t2 $w stuck
   done
+  # GEMM + reduce-scatter / all-reduce: built here only (make test without a GPU stays as fast)
+  if make -s build/gemm_rs_test >>"$log" 2>&1; then
+    for w in $worlds; do run_counted "gemm_rs_test $w: GEMM + reduce-scatter / all-reduce, every path ($(placement "$w"))" ./build/gemm_rs_test $w; done
+  else
+    say FAIL "gemm_rs_test build (make build/gemm_rs_test)"
+  fi
   expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
   expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank
   expect_trap "IRIS_DEBUG: remote store to another node's rank traps naming it" "target rank 0 is on node 0, not on this rank's node 1" ./build/gpu_test_debug other-node
@@ -186,6 +192,8 @@ else
   run_example atomic_counter "runs"
   run_example fused_allreduce_rmsnorm "matches a float64 reference"
   run_example gemm_all_scatter "every rank's C whole and matching a float64 reference"
+  if make -s build/gemm_reduce_scatter >>"$log" 2>&1; then run_example gemm_reduce_scatter "every rank's rows of C matching a float64 reference"
+  else say FAIL "example gemm_reduce_scatter build"; fi
   check "example local_multi_gpu runs" ./build/local_multi_gpu
   run_counted "launchers' environments: torchrun, srun, mpiexec variables ($(placement 2))" bash tests/launchers_gpu.sh
   run_counted "multi-node collectives on virtual nodes: 2 x 1, 2 x 2, TCP rendezvous ($(placement 4))" bash tests/multinode_test.sh

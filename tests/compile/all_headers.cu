@@ -5,6 +5,7 @@
 #include "../../iris_device.h"
 #include "../../iris_collectives.h"
 #include "../../iris_gemm.h"
+#include "../../iris_gemm_reduce.h"
 
 template <iris_order_t O, iris_scope_t S, typename T>
 __device__ void all_rmw(const iris_device_ctx_t &ctx, T *p, T v, int r, T *out) {
@@ -84,4 +85,12 @@ __global__ void instantiate_tiles(iris_device_ctx_t ctx, iris_tile_flags_t f, ir
   iris_tile_reduce_scatter<unsigned char, IRIS_AVG>(ctx, f, 3, a, b, 32, 64);
   iris_tile_all_gather<iris_fp8_e4m3_t>(ctx, f, 2, a, b, 0, 32, 64);
   iris_tile_all_to_all<iris_f16_t>(ctx, f, 4, a, b, 100, 32, 64);
+}
+
+// the GEMM + reduce building blocks (iris_gemm_reduce.h), every output type
+__global__ void instantiate_gemm_reduce(iris_device_ctx_t ctx, iris_gemm_contrib_t cb, const float *src, float *o32, iris_bf16_t *o16, iris_f16_t *oh) {
+  iris_gemm_push_tile(ctx, cb, 3, 1, src, 64, 32, 64, 5u);
+  if (!iris_gemm_reduce_tile<float>(ctx, cb, 3, 32, 64, o32, o32, 128, 5u)) o32[0] = 1;
+  if (!iris_gemm_reduce_tile<iris_bf16_t>(ctx, cb, 3, 32, 64, NULL, o16, 128, 5u)) o32[1] = 1;
+  if (!iris_gemm_reduce_tile<iris_f16_t>(ctx, cb, 3, 32, 64, oh, oh, 128, 5u)) o32[2] = 1;
 }

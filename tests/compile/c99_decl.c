@@ -1,7 +1,10 @@
-/* Compile check: the public part of iris.h as strict C99. */
+/* Compile check: the public part of iris.h as strict C99, and the declarations of
+ * iris_gemm_reduce.h (which includes iris_gemm.h and iris_collectives.h): C callers. */
 #include "iris.h"
+#include "iris_gemm_reduce.h"
 int iris_c99_decl_check(void) {
   iris_config_t cfg = IRIS_CONFIG_INIT;
   iris_view2d_t v = iris_view2d(0, 10, 10, 10, 4);
-  return cfg.rank + (int)iris_view_num_tiles(v, 4, 4);
+  iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
+  return cfg.rank + (int)iris_view_num_tiles(v, 4, 4) + (int)d.op;
 }

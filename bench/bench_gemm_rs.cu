@@ -1,0 +1,127 @@
+// bench_gemm_rs: GEMM + reduce-scatter and GEMM + all-reduce (iris_gemm_reduce.h) against
+// cuBLAS followed by NCCL (or iris) reduce-scatter / all-reduce, and the local GEMM alone,
+// in the same processes, one per GPU, bf16 in and out, K sharded over the ranks.
+//   bench_gemm_rs [ranks]       0 or none: every GPU
+// For M in {1024, 4096, 8192, 16384} and (N, K_total) in {(8192, 8192), (8192, 28672),
+// (5120, 13824)} (each rank: A_r M x K/W, B_r K/W x N), time per op of
+//   gemm_alone      cuBLAS on the local shard, M x N x K/W, no communication (the floor)
+//   cublas+nccl_rs  that GEMM, then ncclReduceScatter of C (the sequence users run today)
+//   cublas+iris_rs  that GEMM, then iris_reduce_scatter
+//   rs/<path>       iris_gemm_rs_run, REDUCE_SCATTER, each path (pipelined, unfused)
+//   cublas+nccl_ar, cublas+iris_ar, ar/<path>: the same for all-reduce
+// CUDA events around each op, 3 warm-up calls, BENCH_REPS repetitions (default 20), median
+// per rank, max over ranks. Prints ms, the ratio to the local GEMM alone, and the fraction
+// of the communication hidden, (sequence - t) / (sequence - gemm_alone), where the
+// sequence is cuBLAS + NCCL of the same op.
+// Env: BENCH_CSV=path (rows as CSV), BENCH_M=4096,8192 (only these M), BENCH_SHAPES=0,2
+// (indices of the (N, K) list), BENCH_OPS=rs or ar.
+// No fused path exists yet, so there is no world-1 fused-epilogue measurement.
+#define IRIS_IMPLEMENTATION
+#define IRIS_GEMM_NO_CORE // the cuBLASLt paths only
+#include "../iris_gemm_reduce.h"
+#include "bench_gemm_util.h"
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int n = argc > 1 ? atoi(argv[1]) : 0;
+  iris_launch_t L;
+  IK(iris_launch_local(n, &L, &rank_));
+  if (rank_ < 0) return iris_launch_wait(&L, 3600 * 1000) == IRIS_SUCCESS ? 0 : 1;
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)3 << 30; // largest plan: 16384 x 8192 fp32 partials + bf16 copy (805 MB), plus C and the collective's output
+  IK(iris_init(&cfg, &ctx));
+  W = iris_world_size(ctx);
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ncclUniqueId id, ids[IRIS_MAX_RANKS];
+  if (rank_ == 0) NK(ncclGetUniqueId(&id));
+  IK(iris_allgather_host(ctx, &id, ids, sizeof id));
+  NK(ncclCommInitRank(&comm, W, ids[0], rank_));
+  BK(cublasCreate(&blas));
+  BK(cublasSetStream(blas, stream));
+  const int reps = getenv("BENCH_REPS") ? atoi(getenv("BENCH_REPS")) : 20;
+  const std::vector<std::string> only_m = split(getenv("BENCH_M")), only_shape = split(getenv("BENCH_SHAPES")), only_op = split(getenv("BENCH_OPS"));
+  const char *csv_path = getenv("BENCH_CSV");
+  FILE *csv = rank_ == 0 && csv_path && *csv_path ? fopen(csv_path, "w") : NULL;
+  if (csv) fprintf(csv, "ranks,op,M,N,K,variant,ms,x_gemm_alone,hidden\n");
+  const long long Ms[] = {1024, 4096, 8192, 16384};
+  const long long NKs[][2] = {{8192, 8192}, {8192, 28672}, {5120, 13824}};
+  const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED};
+  // buffers for the largest shape: A_r 16384 x 28672/W, B_r 28672/W x 8192, C 16384 x 8192
+  const size_t maxA = (size_t)16384 * (28672 / W), maxB = (size_t)(28672 / W) * 8192, maxC = (size_t)16384 * 8192;
+  __nv_bfloat16 *a, *b, *c, *out;
+  CK(cudaMalloc(&a, maxA * 2));
+  CK(cudaMalloc(&b, maxB * 2));
+  IK(iris_malloc(ctx, maxC * 2, (void **)&c));   // the GEMM's C, the collectives' input
+  IK(iris_malloc(ctx, maxC * 2, (void **)&out)); // the collectives' and the plans' output
+  k_fill<<<1024, 256, 0, stream>>>(a, maxA, 17u + (unsigned)rank_);
+  k_fill<<<1024, 256, 0, stream>>>(b, maxB, 5u + (unsigned)rank_);
+  CK(cudaStreamSynchronize(stream));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, iris_device(ctx)));
+  if (rank_ == 0)
+    printf("# bench_gemm_rs: %d ranks, %s, bf16, K sharded over the ranks; ms per op, max over ranks of per-rank medians of %d\n", W, prop.name, reps);
+  if (rank_ == 0) printf("%6s %6s %6s %-3s %-16s %9s %8s %7s\n", "M", "N", "K", "op", "variant", "ms", "x_alone", "hidden");
+  for (int si = 0; si < 3; si++) {
+    if (!wanted(only_shape, std::to_string(si))) continue;
+    for (long long M : Ms) {
+      if (!wanted(only_m, std::to_string(M))) continue;
+      const long long N = NKs[si][0], K = NKs[si][1], kl = K / W;
+      const double alone = time_op([&] { gemm(a, b, c, M, N, kl); }, reps);
+      for (int opi = 0; opi < 2; opi++) {
+        const bool ar = opi == 1;
+        const char *opn = ar ? "ar" : "rs";
+        if (!wanted(only_op, opn)) continue;
+        const size_t cnt = ar ? (size_t)(M * N) : (size_t)(M / W * N);
+        auto row = [&](const std::string &name, double ms, double seq) {
+          const double hidden = seq > alone ? (seq - ms) / (seq - alone) : 0;
+          if (rank_ == 0) {
+            printf("%6lld %6lld %6lld %-3s %-16s %9.3f %8.2f %7.2f\n", M, N, K, opn, name.c_str(), ms, ms / alone, hidden);
+            if (csv) fprintf(csv, "%d,%s,%lld,%lld,%lld,%s,%.4f,%.3f,%.3f\n", W, opn, M, N, K, name.c_str(), ms, ms / alone, hidden);
+          }
+        };
+        const double seq = time_op(
+            [&] {
+              gemm(a, b, c, M, N, kl);
+              if (ar) NK(ncclAllReduce(c, out, cnt, ncclBfloat16, ncclSum, comm, stream));
+              else NK(ncclReduceScatter(c, out, cnt, ncclBfloat16, ncclSum, comm, stream));
+            },
+            reps);
+        const double iseq = time_op(
+            [&] {
+              gemm(a, b, c, M, N, kl);
+              if (ar) IK(iris_all_reduce(ctx, c, out, cnt, IRIS_BFLOAT16, IRIS_SUM, stream));
+              else IK(iris_reduce_scatter(ctx, c, out, cnt, IRIS_BFLOAT16, IRIS_SUM, stream));
+            },
+            reps);
+        row("gemm_alone", alone, seq);
+        row(ar ? "cublas+nccl_ar" : "cublas+nccl_rs", seq, seq);
+        row(ar ? "cublas+iris_ar" : "cublas+iris_rs", iseq, seq);
+        for (iris_gemm_path_t p : paths) {
+          iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
+          d.op = ar ? IRIS_GEMM_ALL_REDUCE : IRIS_GEMM_REDUCE_SCATTER;
+          d.M = M; d.N = N; d.K = K; d.path = p;
+          const std::string name = std::string(opn) + "/" + iris_gemm_path_name(p);
+          iris_gemm_rs_t *g;
+          if (iris_gemm_rs_create(ctx, &d, &g) != IRIS_SUCCESS) {
+            if (rank_ == 0) printf("%6lld %6lld %6lld %-3s %-16s skipped: %s\n", M, N, K, opn, name.c_str(), iris_error_detail());
+            continue;
+          }
+          const double t = time_op([&] { IK(iris_gemm_rs_run(g, a, b, NULL, out, stream)); }, reps);
+          row(name, t, seq);
+          IK(iris_gemm_rs_destroy(g));
+        }
+        if (rank_ == 0) {
+          iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
+          d.M = M; d.N = N; d.K = K;
+          printf("# AUTO picks %s here\n", iris_gemm_path_name(iris_gemm_rs_choose_path(&d, W)));
+        }
+      }
+    }
+  }
+  if (csv) fclose(csv);
+  cudaFree(a); cudaFree(b);
+  ncclCommDestroy(comm);
+  cublasDestroy(blas);
+  IK(iris_finalize(ctx));
+  return 0;
+}

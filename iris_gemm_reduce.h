@@ -1,0 +1,558 @@
+/* iris_gemm_reduce.h — GEMM + reduce-scatter and GEMM + all-reduce: the row-parallel half
+ * of tensor parallelism (C host API, C++ device building blocks)
+ *
+ * What it is
+ *   Rank r holds A_r (M x K/W, row-major) and B_r (K/W x N row-major, or N x K/W with
+ *   desc.b_transposed = 1: the PyTorch Linear weight layout); the result is
+ *     C = sum over r of A_r * B_r  (+ bias)                          (M x N)
+ *   bf16 or fp16 inputs, fp32 accumulation, the sum across ranks in fp32 in the fixed rank
+ *   order 0, 1, ..., W-1, the bias (N values of the output type) added once, and one
+ *   rounding to the output type (bf16, fp16 or fp32).
+ *     IRIS_GEMM_REDUCE_SCATTER  rank r receives rows [r*M/W, (r+1)*M/W) of C: its C is an
+ *                               (M/W) x N matrix (sequence parallelism);
+ *     IRIS_GEMM_ALL_REDUCE      every rank receives all of C (M x N), bitwise the same on
+ *                               every rank.
+ *
+ *   Paths (iris_gemm_rs_path tells which one a plan runs):
+ *     IRIS_GEMM_PATH_PIPELINED  cuBLASLt computes this rank's fp32 partial of C in W chunks
+ *                               of M/W rows, in owner order: first the rows owned by rank
+ *                               r+1, then r+2, ..., its own rows last. While the next chunk
+ *                               computes, a copy engine pushes the finished chunk into its
+ *                               owner's receive slot (symmetric heap); the own chunk is
+ *                               computed straight into the own slot. After a device barrier
+ *                               each rank reduces the W slots of its rows (one SM kernel).
+ *                               ALL_REDUCE: that kernel also stores the reduced rows into
+ *                               every peer's heap copy of C, and after a second barrier each
+ *                               rank copies the peers' rows into its C (an all-gather of
+ *                               the rounded rows, hence bitwise equal everywhere).
+ *     IRIS_GEMM_PATH_UNFUSED    the baseline: one cuBLASLt GEMM of the whole fp32 partial
+ *                               into the heap, a device barrier, then one SM kernel that
+ *                               reads the W partials of its rows through the heap (all rows
+ *                               for ALL_REDUCE) and reduces them.
+ *     IRIS_GEMM_PATH_FUSED      not in this version (a GEMM kernel whose epilogue pushes
+ *                               each tile to its owner: create returns IRIS_ERROR_UNSUPPORTED;
+ *                               the device building blocks below are its pieces).
+ *   AUTO picks per shape (iris_gemm_rs_choose_path).
+ *
+ * Quick start
+ *     #define IRIS_IMPLEMENTATION
+ *     #include "iris_gemm_reduce.h"   // also iris.h, iris_device.h, iris_collectives.h, iris_gemm.h
+ *     iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
+ *     d.op = IRIS_GEMM_REDUCE_SCATTER; d.M = 8192; d.N = 8192; d.K = 28672; // K: the total
+ *     d.b_transposed = 1;
+ *     iris_gemm_rs_t *p;
+ *     iris_gemm_rs_create(ctx, &d, &p);                 // collective, outside capture
+ *     iris_gemm_rs_run(p, a_r, b_r, NULL, c_r, stream); // capturable; every rank
+ *     iris_gemm_rs_destroy(p);                          // collective
+ *   Link -lcublasLt. A, B, bias and C are ordinary device memory (not the heap): the plan
+ *   keeps its fp32 workspace on the symmetric heap.
+ *
+ * Rules
+ *   - Collective: every rank creates the plan with the same description and calls run the
+ *     same number of times in the same order.
+ *   - Shapes: M % W == 0 (for both ops: rows are reduced by their owner), K % W == 0 and
+ *     (K/W) % 8 == 0, N % 8 == 0 (16-byte rows). M, N, K/W need not be tile multiples.
+ *     A and B 256-byte aligned (cuBLASLt), C and bias 16-byte aligned. Anything else:
+ *     IRIS_ERROR_INVALID_ARGUMENT naming the rule. fp8 inputs: IRIS_ERROR_UNSUPPORTED (not
+ *     in this version).
+ *   - Workspace, on the symmetric heap: pipelined M*N*4 bytes (the receive slots), plus
+ *     M*N*sizeof(C type) for ALL_REDUCE; unfused M*N*4. Local memory: pipelined
+ *     (W-1)/W*M*N*4 bytes of chunk staging, and 32 MB of cuBLASLt workspace. A heap that
+ *     cannot hold the workspace: IRIS_ERROR_OUT_OF_MEMORY naming the bytes.
+ *   - Ordering: run starts with a device barrier (every rank has reached the call, so its
+ *     previous call's readers of the workspace are gone); when its work completes on the
+ *     stream, C is final on this rank and A, B may be overwritten.
+ *   - Waits: the only waits are the device barriers of iris_collectives.h (bounded by
+ *     IRIS_WAIT_TIMEOUT_NS; a timeout is the context's fault, iris_get_async_error);
+ *     iris_gemm_rs_check reports what the plan itself recorded (nothing on these paths).
+ *   - Graphs: run allocates nothing and never synchronises the host: capture and replay
+ *     freely. Create the plan before capturing.
+ *   - AMD (hipcc): the paths need cuBLASLt; create returns IRIS_ERROR_UNSUPPORTED. The
+ *     device building blocks compile there (unverified on hardware).
+ *
+ * Device building blocks (C++, for users' own GEMM kernels; see
+ * examples/gemm_reduce_scatter.cu): a grid of fp32 contribution slots on the heap,
+ * iris_gemm_contrib_t; iris_gemm_push_tile stores a finished fp32 tile into its owner's
+ * slot for this rank and signals it (system-scope release, an epoch); iris_gemm_reduce_tile
+ * waits (bounded, acquire) for the W contributions of a tile and sums them in rank order,
+ * adds the bias, rounds once. docs/gemm_reduce.md has the protocol.
+ */
+#ifndef IRIS_GEMM_REDUCE_H
+#define IRIS_GEMM_REDUCE_H
+#include "iris_gemm.h"
+
+typedef enum iris_gemm_reduce_op { IRIS_GEMM_REDUCE_SCATTER = 0, IRIS_GEMM_ALL_REDUCE } iris_gemm_reduce_op_t;
+
+/* What to compute and how. Start from IRIS_GEMM_RS_DESC_INIT. */
+typedef struct iris_gemm_rs_desc {
+  size_t struct_size;
+  iris_gemm_reduce_op_t op;
+  long long M, N, K;     /* the whole problem: C is M x N, K the total (each rank has K/W) */
+  iris_dtype_t a_type;   /* IRIS_BFLOAT16 or IRIS_FLOAT16; B has the same type */
+  iris_dtype_t c_type;   /* IRIS_BFLOAT16, IRIS_FLOAT16 or IRIS_FLOAT32; bias too */
+  int b_transposed;      /* 0: B_r is K/W x N row-major; 1: B_r is N x K/W row-major */
+  int has_bias;          /* 1: run takes N bias values, added once to every row of C */
+  iris_gemm_path_t path; /* IRIS_GEMM_PATH_AUTO, _PIPELINED or _UNFUSED */
+} iris_gemm_rs_desc_t;
+#define IRIS_GEMM_RS_DESC_INIT {sizeof(iris_gemm_rs_desc_t), IRIS_GEMM_REDUCE_SCATTER, 0, 0, 0, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_AUTO}
+
+typedef struct iris_gemm_rs iris_gemm_rs_t;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Every rank, collective, outside graph capture. Checks the description (the same on
+ * every rank, else IRIS_ERROR_MISMATCH on every rank; then the shape rules, else
+ * IRIS_ERROR_INVALID_ARGUMENT naming the rule; fp8 or the fused path:
+ * IRIS_ERROR_UNSUPPORTED), chooses the path, allocates the heap workspace (the same
+ * sequence on every rank; IRIS_ERROR_OUT_OF_MEMORY naming the bytes when the heap cannot
+ * hold it) and the local buffers, prepares the cuBLASLt GEMMs. A plan exists on every rank
+ * or on none; on failure nothing stays allocated and *out is NULL. */
+IRIS_API iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_t *desc, iris_gemm_rs_t **out);
+/* Every rank, the same sequence of calls. Enqueues C = sum_r A_r * B_r (+ bias) on stream
+ * (REDUCE_SCATTER: this rank's M/W rows; ALL_REDUCE: all M rows). a: M x K/W, b: this
+ * rank's B shard, bias: NULL unless desc.has_bias, c: the output. Capturable; allocates
+ * nothing. Ordered after the context's previous communication call whatever its stream (as
+ * the collectives and iris_ag_gemm_run); returns the context's fatal fault at once
+ * (iris_get_async_error). Bad pointers: IRIS_ERROR_INVALID_ARGUMENT, nothing enqueued. */
+IRIS_API iris_status_t iris_gemm_rs_run(iris_gemm_rs_t *p, const void *a, const void *b, const void *bias, void *c, iris_stream_t stream);
+/* Synchronous, after the plan's runs have completed on their streams. The pipelined and
+ * unfused paths wait only in the device barriers of iris_collectives.h, which report their
+ * own timeouts (iris_get_async_error): this returns IRIS_SUCCESS for them (and
+ * IRIS_ERROR_INVALID_ARGUMENT for a NULL plan). */
+IRIS_API iris_status_t iris_gemm_rs_check(iris_gemm_rs_t *p);
+/* The path the plan runs (IRIS_GEMM_PATH_AUTO for NULL). */
+IRIS_API iris_gemm_path_t iris_gemm_rs_path(const iris_gemm_rs_t *p);
+/* The path AUTO picks for a description at a world size on this build (no GPU work). */
+IRIS_API iris_gemm_path_t iris_gemm_rs_choose_path(const iris_gemm_rs_desc_t *desc, int world_size);
+/* Every rank, collective: free the plan (synchronises the device first, then frees the heap
+ * blocks in reverse order). NULL: IRIS_SUCCESS. */
+IRIS_API iris_status_t iris_gemm_rs_destroy(iris_gemm_rs_t *p);
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+/* ========================================================================= */
+/*        device building blocks: push a tile to its owner, reduce it          */
+/* ========================================================================= */
+/* Contribution slots on the symmetric heap, the same on every rank: for each of the
+ * owner's tiles (an index the kernel chooses), one slot of tile_elems fp32 values per
+ * source rank, and one epoch flag per (tile, source rank). Flags start at 0 (iris_calloc)
+ * and are never reset: each use passes the next epoch (1, 2, ...). */
+typedef struct iris_gemm_contrib {
+  float *data;     /* heap: [tiles][world_size][tile_elems] */
+  unsigned *flags; /* heap: [tiles][world_size] */
+  int tile_elems;
+} iris_gemm_contrib_t;
+
+/* Whole block (1-D, every thread, same arguments). Stores the rows x cols fp32 values at
+ * src (row stride ld_src; global or shared memory) into owner's slot (tile, this rank),
+ * packed with row stride cols (rows * cols <= tile_elems), then, after a block barrier,
+ * thread 0 release-stores epoch into owner's flag (tile, this rank) at system scope: a
+ * thread of the owner that acquires the flag sees the tile. owner may be this rank. The
+ * caller must not push epoch e+1 into a slot before the owner has reduced epoch e (a
+ * barrier between calls, or a flag back). */
+IRIS_DEVICE_INLINE void iris_gemm_push_tile(const iris_device_ctx_t &ctx, iris_gemm_contrib_t cb, int tile, int owner, const float *src, int ld_src, int rows,
+                                            int cols, unsigned epoch) {
+  const size_t slot = (size_t)tile * ctx.world_size + ctx.rank;
+  float *dst = iris_translate(ctx, cb.data + slot * cb.tile_elems, owner);
+  for (int i = (int)threadIdx.x; i < rows * cols; i += (int)blockDim.x) {
+    const int r = i / cols, c = i - r * cols;
+    dst[i] = src[(size_t)r * ld_src + c];
+  }
+  iris_signal_block(ctx, cb.flags + slot, epoch, owner);
+}
+
+/* Whole block (1-D, blockDim.x >= world_size). Threads 0..W-1 each wait (acquire, system
+ * scope, bounded by IRIS_WAIT_TIMEOUT_NS) until this rank's flag (tile, q) has reached
+ * epoch (wrap-safe), the block meets, then out[r * ld_out + c] = round(sum over q = 0..W-1
+ * in that order of slot (tile, q)[r * cols + c] (fp32) + bias[c]) for the rows x cols tile;
+ * bias: NULL or the tile's first column. OutT: float, iris_bf16_t or iris_f16_t
+ * (iris_collectives.h). Returns false in every thread, and writes nothing, if a wait
+ * timed out (a peer did not push: stuck, dead, or not making the same calls). */
+template <typename OutT>
+IRIS_DEVICE_INLINE bool iris_gemm_reduce_tile(const iris_device_ctx_t &ctx, iris_gemm_contrib_t cb, int tile, int rows, int cols, const OutT *bias, OutT *out,
+                                              long long ld_out, unsigned epoch) {
+  const int W = ctx.world_size;
+  const size_t base = (size_t)tile * W;
+  int ok = 1;
+  if ((int)threadIdx.x < W) ok = iris_wait_until<IRIS_SCOPE_SYSTEM>(ctx, cb.flags + base + threadIdx.x, IRIS_CMP_EPOCH, epoch, "iris_gemm_reduce_tile") ? 1 : 0;
+  if (!__syncthreads_and(ok)) return false;
+  for (int i = (int)threadIdx.x; i < rows * cols; i += (int)blockDim.x) {
+    const int r = i / cols, c = i - r * cols;
+    float acc = 0.0f;
+    for (int q = 0; q < W; ++q) acc += cb.data[(base + q) * cb.tile_elems + i];
+    if (bias) acc += iris_coll_up<OutT>(bias[c]);
+    out[(size_t)r * ld_out + c] = iris_coll_down<OutT>(acc);
+  }
+  return true;
+}
+
+/* ========================================================================= */
+/*                the plan's reduction kernel (SM, vectorised)               */
+/* ========================================================================= */
+/* Rows x N fp32 values from each of nsrc sources (row stride N), summed in source order,
+ * plus bias, rounded once, stored into each of nout outputs (row stride N). */
+typedef struct iris_gemm_rs_red {
+  const float *src[IRIS_MAX_RANKS];
+  void *out[IRIS_MAX_RANKS];
+  const void *bias;
+  long long rows, N;
+  int nsrc, nout;
+} iris_gemm_rs_red_t;
+
+template <typename OutT>
+struct alignas(4 * sizeof(OutT)) iris_gemm_rs_vec4 {
+  OutT v[4];
+};
+template <typename OutT>
+__global__ void iris_gemm_rs_reduce_kernel(iris_gemm_rs_red_t a) {
+  const long long nv = a.rows * a.N / 4;
+  const OutT *bias = (const OutT *)a.bias;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < nv; i += (long long)gridDim.x * blockDim.x) {
+    const long long col = (i * 4) % a.N;
+    float4 s = *((const float4 *)a.src[0] + i);
+    for (int q = 1; q < a.nsrc; ++q) {
+      const float4 x = *((const float4 *)a.src[q] + i);
+      s.x += x.x; s.y += x.y; s.z += x.z; s.w += x.w;
+    }
+    if (bias) {
+      s.x += iris_coll_up<OutT>(bias[col]);
+      s.y += iris_coll_up<OutT>(bias[col + 1]);
+      s.z += iris_coll_up<OutT>(bias[col + 2]);
+      s.w += iris_coll_up<OutT>(bias[col + 3]);
+    }
+    iris_gemm_rs_vec4<OutT> o;
+    o.v[0] = iris_coll_down<OutT>(s.x);
+    o.v[1] = iris_coll_down<OutT>(s.y);
+    o.v[2] = iris_coll_down<OutT>(s.z);
+    o.v[3] = iris_coll_down<OutT>(s.w);
+    for (int k = 0; k < a.nout; ++k) ((iris_gemm_rs_vec4<OutT> *)a.out[k])[i] = o;
+  }
+}
+
+/* ========================================================================= */
+/*                               host side                                   */
+/* ========================================================================= */
+#if defined(IRIS_IMPLEMENTATION)
+struct iris_gemm_rs {
+  iris_t *ctx;
+  iris_gemm_rs_desc_t d;
+  iris_gemm_path_t path;
+  int W, me;
+  long long ml, kl;      /* rows per owner (M/W), K per rank (K/W) */
+  size_t es, cs;         /* element sizes of A/B and of C */
+  float *part;           /* heap: unfused, the M x N fp32 partial; pipelined, W receive slots of ml x N */
+  char *red;             /* heap, pipelined ALL_REDUCE: M x N of the output type (peers' reduced rows) */
+  float *stage;          /* local, pipelined: W-1 chunks of ml x N fp32 */
+  iris_ag_gemm_t *blas;  /* the cuBLASLt GEMM of iris_gemm.h (its helpers; K = K/W, fp32 out, no bias) */
+  iris_stream_t copy;    /* pipelined: the push stream */
+  iris_gemm_event_t fork, join, done[IRIS_MAX_RANKS];
+  int sms;
+};
+
+IRIS_DEF iris_gemm_path_t iris_gemm_rs_path(const iris_gemm_rs_t *p) { return p ? p->path : IRIS_GEMM_PATH_AUTO; }
+
+/* AUTO: the pipelined path (its pushes overlap the chunk GEMMs; the unfused path moves
+ * every partial after the whole GEMM). Not yet measured on a GPU: see docs/gemm_reduce.md.
+ * At world size 1 there is nothing to overlap: unfused (one GEMM, one pass). */
+IRIS_DEF iris_gemm_path_t iris_gemm_rs_choose_path(const iris_gemm_rs_desc_t *d, int W) {
+  if (!d) return IRIS_GEMM_PATH_AUTO;
+  if (d->path != IRIS_GEMM_PATH_AUTO) return d->path;
+  return W > 1 ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED;
+}
+
+/* The rules of the header comment on one rank's description (the same verdict everywhere:
+ * the descriptions agree by then). */
+static iris_status_t iris_gemm_rs_check_desc(const iris_gemm_rs_desc_t *d, int W, int me) {
+  const char *bad = NULL;
+  if (d->struct_size != sizeof(iris_gemm_rs_desc_t)) bad = "struct_size is wrong: start from IRIS_GEMM_RS_DESC_INIT";
+  else if (d->op != IRIS_GEMM_REDUCE_SCATTER && d->op != IRIS_GEMM_ALL_REDUCE) bad = "op must be IRIS_GEMM_REDUCE_SCATTER or IRIS_GEMM_ALL_REDUCE";
+  else if (d->M < 1 || d->N < 1 || d->K < 1) bad = "M, N and K must be positive";
+  else if (d->M > 0x7fffffffLL || d->N > 0x7fffffffLL || d->K > 0x7fffffffLL) bad = "M, N and K must be below 2^31";
+  else if (d->a_type == IRIS_FLOAT8_E4M3 || d->a_type == IRIS_FLOAT8_E5M2)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: fp8 inputs are not supported in this version (no per-tensor scales in the description yet); use bf16 or fp16", me);
+  else if (d->a_type != IRIS_BFLOAT16 && d->a_type != IRIS_FLOAT16) bad = "a_type must be IRIS_BFLOAT16 or IRIS_FLOAT16";
+  else if (d->c_type != IRIS_BFLOAT16 && d->c_type != IRIS_FLOAT16 && d->c_type != IRIS_FLOAT32) bad = "c_type must be IRIS_BFLOAT16, IRIS_FLOAT16 or IRIS_FLOAT32";
+  else if (d->M % W) bad = "M must be divisible by the world size (rank r owns rows [r*M/W, (r+1)*M/W))";
+  else if (d->K % W || (d->K / W) % 8) bad = "K must be divisible by the world size, and K/world_size a multiple of 8 (16-byte rows of A)";
+  else if (d->N % 8) bad = "N must be a multiple of 8 (16-byte rows)";
+  else if ((unsigned)d->path >= IRIS_GEMM_PATH_COUNT) bad = "unknown path";
+  if (bad) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_create: %s", me, bad);
+  if (d->path == IRIS_GEMM_PATH_FUSED || d->path == IRIS_GEMM_PATH_KERNEL_UNFUSED)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: path '%s' is not in this version: use IRIS_GEMM_PATH_PIPELINED, _UNFUSED or _AUTO", me,
+                            iris_gemm_path_name(d->path));
+  return IRIS_SUCCESS;
+}
+
+#if defined(IRIS_GEMM_HAVE_BLAS)
+/* The local part of create, after the heap blocks: cuBLASLt (through iris_gemm.h's helpers,
+ * on a bare iris_ag_gemm_t that describes the local GEMM), chunk staging, the push stream
+ * and its events. Returns the first failure. */
+static iris_status_t iris_gemm_rs_create_local(iris_gemm_rs_t *p) {
+  iris_ag_gemm_t *g;
+  iris_gemm_blas_shape_t *unused;
+  iris_status_t st;
+  int q;
+  cudaDeviceGetAttribute(&p->sms, cudaDevAttrMultiProcessorCount, iris_device(p->ctx));
+  if (!(g = p->blas = (iris_ag_gemm_t *)calloc(1, sizeof *g))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  g->ctx = p->ctx;
+  g->W = p->W;
+  g->me = p->me;
+  g->d.M = p->d.M;
+  g->d.N = p->d.N;
+  g->d.K = p->kl;
+  g->d.a_type = p->d.a_type;
+  g->d.c_type = IRIS_FLOAT32;
+  g->d.b_transposed = p->d.b_transposed;
+  g->es = p->es;
+  g->cs = 4;
+  g->gemm_streams = 1;
+  g->path = p->path;
+  if ((st = iris_gemm_blas_init(g)) != IRIS_SUCCESS) return st;
+  if ((st = iris_gemm_blas_shape(g, p->path == IRIS_GEMM_PATH_UNFUSED ? p->d.M : p->ml, p->kl, &unused)) != IRIS_SUCCESS) return st;
+  if (p->path != IRIS_GEMM_PATH_PIPELINED) return IRIS_SUCCESS;
+  if (p->W > 1 && cudaMalloc((void **)&p->stage, (size_t)(p->W - 1) * p->ml * p->d.N * 4) != cudaSuccess) {
+    cudaGetLastError();
+    p->stage = NULL;
+    return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: iris_gemm_rs_create: no device memory for the chunk staging buffer (%zu bytes)", p->me,
+                            (size_t)(p->W - 1) * p->ml * p->d.N * 4);
+  }
+  if (cudaStreamCreateWithFlags(&p->copy, cudaStreamNonBlocking) != cudaSuccess || cudaEventCreateWithFlags(&p->fork, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventCreateWithFlags(&p->join, cudaEventDisableTiming) != cudaSuccess)
+    return iris_gemm_gpu_fail(p->ctx, "creating the push stream", (int)cudaGetLastError());
+  for (q = 0; q < p->W; ++q)
+    if (cudaEventCreateWithFlags(&p->done[q], cudaEventDisableTiming) != cudaSuccess) return iris_gemm_gpu_fail(p->ctx, "creating a chunk event", (int)cudaGetLastError());
+  return IRIS_SUCCESS;
+}
+
+/* Enqueue the reduction: rows x N from srcs into outs (see iris_gemm_rs_red_t). */
+static iris_status_t iris_gemm_rs_reduce(iris_gemm_rs_t *p, iris_gemm_rs_red_t *r, iris_stream_t s) {
+  const long long nv = r->rows * r->N / 4;
+  long long blocks = (nv + 255) / 256;
+  if (blocks > 8LL * p->sms) blocks = 8LL * p->sms;
+  if (blocks < 1) blocks = 1;
+  switch (p->d.c_type) {
+  case IRIS_BFLOAT16: iris_gemm_rs_reduce_kernel<iris_bf16_t><<<(unsigned)blocks, 256, 0, s>>>(*r); break;
+  case IRIS_FLOAT16: iris_gemm_rs_reduce_kernel<iris_f16_t><<<(unsigned)blocks, 256, 0, s>>>(*r); break;
+  default: iris_gemm_rs_reduce_kernel<float><<<(unsigned)blocks, 256, 0, s>>>(*r); break;
+  }
+  if (cudaGetLastError() != cudaSuccess) return iris_gemm_gpu_fail(p->ctx, "launching the reduction kernel", (int)cudaGetLastError());
+  return IRIS_SUCCESS;
+}
+
+/* UNFUSED: the whole partial into the heap, a barrier, every rank reduces its rows (all
+ * rows for ALL_REDUCE) from the W partials, read through the heap. The next call's
+ * opening barrier keeps a peer from overwriting its partial while this rank reads it. */
+static iris_status_t iris_gemm_rs_run_unfused(iris_gemm_rs_t *p, const char *a, const void *b, const void *bias, void *c, iris_stream_t s) {
+  const long long N = p->d.N, row0 = p->d.op == IRIS_GEMM_ALL_REDUCE ? 0 : p->me * p->ml;
+  iris_gemm_rs_red_t r;
+  iris_status_t st;
+  int q;
+  if ((st = iris_gemm_blas_run(p->blas, a, p->kl, p->d.M, 0, b, NULL, p->part, s, 0)) != IRIS_SUCCESS) return st;
+  if ((st = iris_barrier_device(p->ctx, s)) != IRIS_SUCCESS) return st;
+  memset(&r, 0, sizeof r);
+  for (q = 0; q < p->W; ++q) {
+    void *src;
+    iris_translate_host(p->ctx, p->part, q, &src);
+    r.src[q] = (const float *)src + row0 * N;
+  }
+  r.nsrc = p->W;
+  r.out[0] = c;
+  r.nout = 1;
+  r.bias = bias;
+  r.rows = p->d.op == IRIS_GEMM_ALL_REDUCE ? p->d.M : p->ml;
+  r.N = N;
+  return iris_gemm_rs_reduce(p, &r, s);
+}
+
+/* PIPELINED: the chunk GEMMs in owner order (me+1, ..., me-1, me) on the caller's stream;
+ * each non-own chunk goes to the staging buffer, and the push stream copies it into its
+ * owner's slot `me` as soon as it is done; the own chunk lands in the own slot. Then the
+ * push stream joins, a barrier (every slot on every rank is full), the reduction of the
+ * own rows. ALL_REDUCE: the reduction also stores the rounded rows into every peer's `red`
+ * copy; a second barrier, then this rank copies the peers' rows from `red` into C. The
+ * next call's opening barrier keeps peers from refilling the slots (or `red`) before
+ * this rank has read them. */
+static iris_status_t iris_gemm_rs_run_pipelined(iris_gemm_rs_t *g, const char *a, const void *b, const void *bias, void *c, iris_stream_t s) {
+  const long long N = g->d.N, ml = g->ml;
+  const size_t chunk = (size_t)ml * N * 4, a_rows = (size_t)ml * g->kl * g->es;
+  const int all = g->d.op == IRIS_GEMM_ALL_REDUCE;
+  iris_gemm_rs_red_t r;
+  iris_status_t st;
+  int i, q;
+  IRIS_GEMM_TRY(iris_gemm_record(g->fork, s), "recording the fork event");
+  IRIS_GEMM_TRY(iris_gemm_wait_event(g->copy, g->fork), "forking the push stream");
+  for (i = 1; i < g->W; ++i) {
+    float *st_i = g->stage + (size_t)(i - 1) * ml * N;
+    void *dst;
+    q = (g->me + i) % g->W;
+    if ((st = iris_gemm_blas_run(g->blas, a + (size_t)q * a_rows, g->kl, ml, 0, b, NULL, st_i, s, 0)) != IRIS_SUCCESS) return st;
+    IRIS_GEMM_TRY(iris_gemm_record(g->done[q], s), "recording a chunk event");
+    IRIS_GEMM_TRY(iris_gemm_wait_event(g->copy, g->done[q]), "waiting for a chunk");
+    iris_translate_host(g->ctx, (char *)g->part + (size_t)g->me * chunk, q, &dst);
+    IRIS_GEMM_TRY(iris_coll_memcpy_async(dst, st_i, chunk, g->copy), "pushing a chunk to its owner");
+  }
+  if ((st = iris_gemm_blas_run(g->blas, a + (size_t)g->me * a_rows, g->kl, ml, 0, b, NULL, (char *)g->part + (size_t)g->me * chunk, s, 0)) != IRIS_SUCCESS) return st;
+  IRIS_GEMM_TRY(iris_gemm_record(g->join, g->copy), "recording the push stream's end");
+  IRIS_GEMM_TRY(iris_gemm_wait_event(s, g->join), "joining the push stream");
+  if ((st = iris_barrier_device(g->ctx, s)) != IRIS_SUCCESS) return st; /* every slot full */
+  memset(&r, 0, sizeof r);
+  for (q = 0; q < g->W; ++q) r.src[q] = g->part + (size_t)q * ml * N;
+  r.nsrc = g->W;
+  r.bias = bias;
+  r.rows = ml;
+  r.N = N;
+  r.out[r.nout++] = all ? (char *)c + (size_t)g->me * ml * N * g->cs : c;
+  if (all)
+    for (q = 0; q < g->W; ++q) {
+      void *dst;
+      if (q == g->me) continue;
+      iris_translate_host(g->ctx, g->red + (size_t)g->me * ml * N * g->cs, q, &dst);
+      r.out[r.nout++] = dst;
+    }
+  if ((st = iris_gemm_rs_reduce(g, &r, s)) != IRIS_SUCCESS || !all) return st;
+  if ((st = iris_barrier_device(g->ctx, s)) != IRIS_SUCCESS) return st; /* every rank's rows are in `red` */
+  for (q = 0; q < g->W; ++q) {
+    const size_t off = (size_t)q * ml * N * g->cs;
+    if (q == g->me) continue;
+    IRIS_GEMM_TRY(iris_coll_memcpy_async((char *)c + off, g->red + off, (size_t)ml * N * g->cs, s), "copying the peers' rows into C");
+  }
+  return IRIS_SUCCESS;
+}
+#endif /* IRIS_GEMM_HAVE_BLAS */
+
+IRIS_DEF iris_status_t iris_gemm_rs_destroy(iris_gemm_rs_t *p) {
+  int q;
+  if (!p) return IRIS_SUCCESS;
+#if defined(IRIS_GEMM_HAVE_BLAS)
+  {
+    int old = -1;
+    cudaGetDevice(&old);
+    cudaSetDevice(iris_device(p->ctx));
+    cudaDeviceSynchronize();
+    if (p->copy) cudaStreamDestroy(p->copy);
+    if (p->fork) cudaEventDestroy(p->fork);
+    if (p->join) cudaEventDestroy(p->join);
+    for (q = 0; q < IRIS_MAX_RANKS; ++q)
+      if (p->done[q]) cudaEventDestroy(p->done[q]);
+    if (p->stage) cudaFree(p->stage);
+    if (old >= 0) cudaSetDevice(old);
+  }
+  if (p->blas) iris_ag_gemm_destroy(p->blas); /* the cuBLASLt state only (no heap blocks) */
+#endif
+  (void)q;
+  /* heap blocks: reverse order, every rank */
+  if (p->red) iris_free(p->ctx, p->red);
+  if (p->part) iris_free(p->ctx, p->part);
+  free(p);
+  return IRIS_SUCCESS;
+}
+
+IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_t *desc, iris_gemm_rs_t **out) {
+  iris_status_t st;
+  int W, me, q;
+  if (!ctx || !desc || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_gemm_rs_create: NULL argument");
+  *out = NULL;
+  W = iris_world_size(ctx);
+  me = iris_rank(ctx);
+  /* every rank must describe the same problem: exchange first (fields, not bytes) */
+  {
+    enum { nf = 10 };
+    long long mine[nf] = {(long long)desc->struct_size, desc->op, desc->M, desc->N, desc->K, desc->a_type, desc->c_type, desc->b_transposed, desc->has_bias, desc->path};
+    long long *all = (long long *)calloc((size_t)W * nf, sizeof *all);
+    if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if ((st = iris_allgather_host(ctx, mine, all, sizeof mine)) != IRIS_SUCCESS) { free(all); return st; }
+    for (q = 0; q < W; ++q)
+      if (memcmp(all + (size_t)q * nf, mine, sizeof mine)) {
+        free(all);
+        return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_gemm_rs_create: rank %d describes a different problem (op, shape, types, layout, bias or path)", me, q);
+      }
+    free(all);
+  }
+  if ((st = iris_gemm_rs_check_desc(desc, W, me)) != IRIS_SUCCESS) return st;
+#if !defined(IRIS_GEMM_HAVE_BLAS)
+  return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: the GEMM + reduce paths need cuBLASLt (not found, IRIS_GEMM_NO_BLAS, or AMD: no hipBLASLt path)", me);
+#else
+  iris_gemm_rs_t *p;
+  int ok, *oks;
+  size_t part_bytes, red_bytes;
+  if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st; /* the device barrier, before any capture */
+  if (!(p = (iris_gemm_rs_t *)calloc(1, sizeof *p))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  p->ctx = ctx;
+  p->d = *desc;
+  p->W = W;
+  p->me = me;
+  p->ml = desc->M / W;
+  p->kl = desc->K / W;
+  p->es = iris_dtype_size(desc->a_type);
+  p->cs = iris_dtype_size(desc->c_type);
+  p->path = iris_gemm_rs_choose_path(desc, W);
+  {
+    int old = -1;
+    cudaGetDevice(&old);
+    cudaSetDevice(iris_device(ctx));
+    /* heap blocks: the same sequence on every rank (the heap is symmetric, so the verdict
+     * is the same everywhere) */
+    part_bytes = (size_t)desc->M * desc->N * 4;
+    red_bytes = p->path == IRIS_GEMM_PATH_PIPELINED && desc->op == IRIS_GEMM_ALL_REDUCE ? (size_t)desc->M * desc->N * p->cs : 0;
+    st = iris_malloc(ctx, part_bytes, (void **)&p->part);
+    if (st == IRIS_SUCCESS && red_bytes) st = iris_malloc(ctx, red_bytes, (void **)&p->red);
+    if (st != IRIS_SUCCESS)
+      st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY,
+                            "rank %d: iris_gemm_rs_create: the symmetric heap (%zu bytes, %zu in use) cannot hold the plan's workspace (%zu bytes: the fp32 partials, M x N x 4%s); "
+                            "give iris_init a larger heap_size",
+                            me, iris_heap_size(ctx), iris_heap_used(ctx), part_bytes + red_bytes, red_bytes ? ", and M x N of the output type" : "");
+    if (st == IRIS_SUCCESS) st = iris_gemm_rs_create_local(p);
+    /* agree: a plan exists on every rank or on none */
+    ok = st == IRIS_SUCCESS;
+    oks = (int *)calloc((size_t)W, sizeof *oks);
+    if (!oks) st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+    else if (iris_allgather_host(ctx, &ok, oks, sizeof ok) != IRIS_SUCCESS) st = st == IRIS_SUCCESS ? IRIS_ERROR_TIMEOUT : st;
+    else
+      for (q = 0; q < W && st == IRIS_SUCCESS; ++q)
+        if (!oks[q]) st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_gemm_rs_create: rank %d could not create its plan (see its error)", me, q);
+    free(oks);
+    if (old >= 0) cudaSetDevice(old);
+  }
+  if (st != IRIS_SUCCESS) {
+    iris_gemm_rs_destroy(p);
+    return st;
+  }
+  *out = p;
+  return IRIS_SUCCESS;
+#endif
+}
+
+/* A context's fatal fault refuses the run at once; the run is ordered after the context's
+ * previous communication call, whatever its stream (iris_detail_order_begin, iris.h). */
+IRIS_DEF iris_status_t iris_gemm_rs_run(iris_gemm_rs_t *p, const void *a, const void *b, const void *bias, void *c, iris_stream_t stream) {
+  iris_status_t st, st2;
+  if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_gemm_rs_run: NULL plan");
+  if (!a || !b || !c) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: NULL buffer (a %p, b %p, c %p)", p->me, a, b, c);
+  if (!p->d.has_bias != !bias)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: bias %s, but the plan says has_bias = %d", p->me, bias ? "given" : "NULL", p->d.has_bias);
+  if (((uintptr_t)a | (uintptr_t)b) % 256)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: A and B must be 256-byte aligned (cuBLASLt): a %p, b %p", p->me, a, b);
+  if (((uintptr_t)c | (uintptr_t)bias) % 16)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: C and bias must be 16-byte aligned: c %p, bias %p", p->me, c, bias);
+  if ((st = iris_detail_check_fault(p->ctx)) != IRIS_SUCCESS) return st;
+  if ((st = iris_detail_order_begin(p->ctx, stream)) != IRIS_SUCCESS) return st;
+  /* every rank has reached this call: the previous call's readers of the workspace are gone */
+  st = iris_barrier_device(p->ctx, stream);
+#if defined(IRIS_GEMM_HAVE_BLAS)
+  if (st == IRIS_SUCCESS)
+    st = p->path == IRIS_GEMM_PATH_PIPELINED ? iris_gemm_rs_run_pipelined(p, (const char *)a, b, bias, c, stream) : iris_gemm_rs_run_unfused(p, (const char *)a, b, bias, c, stream);
+#endif
+  st2 = iris_detail_order_end(p->ctx, stream);
+  return st != IRIS_SUCCESS ? st : st2;
+}
+
+IRIS_DEF iris_status_t iris_gemm_rs_check(iris_gemm_rs_t *p) {
+  if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_gemm_rs_check: NULL plan");
+  return IRIS_SUCCESS;
+}
+#endif /* IRIS_IMPLEMENTATION */
+#endif /* device compiler */
+#endif /* IRIS_GEMM_REDUCE_H */

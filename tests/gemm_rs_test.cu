@@ -1,0 +1,301 @@
+// GEMM + reduce-scatter and GEMM + all-reduce (iris_gemm_reduce.h): both ops, every path,
+// bf16/fp16 inputs, bf16/fp16/fp32 outputs, B in both layouts, bias, shapes that are not
+// tile multiples and 1 to 129 rows per rank, against a float64 host reference on fresh
+// random data. C is poisoned (NaN bits) before each run and every element must be
+// written; the all-reduce's C must be bitwise the same on every rank. Also: graph
+// replays with fresh A, hundreds of back-to-back calls without a host barrier, and bad
+// input (every rank gets the stated status, the heap is left as it was).
+//   gemm_rs_test N         N processes (iris_launch_local), device = rank % GPUs
+//   gemm_rs_test N quick   fewer cases
+#define IRIS_IMPLEMENTATION
+#define IRIS_GEMM_NO_CORE // the cuBLASLt paths only: the all-gather GEMM core is not needed here
+#include "../iris_gemm_reduce.h"
+#include "test_util.h"
+#include "gemm_values.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <vector>
+
+// this rank's A_r: columns [me*K/W, (me+1)*K/W) of A, M x K/W
+template <typename T>
+__global__ void k_gen_a(T *a, long long M, long long kl, int me, uint64_t seed, int call) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < M * kl; i += (long long)gridDim.x * blockDim.x)
+    a[i] = a_at<T>(seed, i / kl, me * kl + i % kl, call);
+}
+// this rank's B_r: rows [me*K/W, (me+1)*K/W) of B; K/W x N, or N x K/W when transposed
+template <typename T>
+__global__ void k_gen_b(T *b, long long kl, long long N, int transposed, int me, uint64_t seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < kl * N; i += (long long)gridDim.x * blockDim.x) {
+    const long long k = transposed ? i % kl : i / N, n = transposed ? i / kl : i % N;
+    b[i] = b_at<T>(seed, me * kl + k, n);
+  }
+}
+struct Case {
+  iris_gemm_reduce_op_t op;
+  iris_dtype_t a, c;
+  int bt, bias;
+  iris_gemm_path_t path;
+  long long M, N, K;
+  int iters;     // calls, each with fresh A
+  int check_every = 1; // check C of every call (1), or of every n-th call and the last
+};
+
+static const char *oname(iris_gemm_reduce_op_t op) { return op == IRIS_GEMM_ALL_REDUCE ? "all-reduce" : "reduce-scatter"; }
+
+// check this rank's C (host copy) for call `call`: every element written, each within
+// tolerance of the float64 reference
+template <typename T, typename C>
+static bool check_c(Suite &s, const Case &k, const std::vector<C> &h, int call, std::string &why) {
+  const long long M = k.M, N = k.N, K = k.K, ml = M / s.world;
+  const long long r0 = k.op == IRIS_GEMM_ALL_REDUCE ? 0 : s.rank * ml, rows = k.op == IRIS_GEMM_ALL_REDUCE ? M : ml;
+  for (long long i = 0; i < rows * N; i++)
+    if (isnan(to_d<C>(h[i]))) {
+      why = "element (" + std::to_string(r0 + i / N) + ", " + std::to_string(i % N) + ") not written (still NaN poison)";
+      return false;
+    }
+  std::vector<double> bd((size_t)K * N);
+  for (long long kk = 0; kk < K; kk++)
+    for (long long n = 0; n < N; n++) bd[(size_t)kk * N + n] = to_d<T>(b_at<T>(s.seed, kk, n));
+  const double rel = k.c == IRIS_FLOAT32 ? 1e-5 : k.c == IRIS_FLOAT16 ? 1.0 / 1024 : 1.0 / 128;
+  std::vector<double> acc((size_t)N);
+  for (long long r = r0; r < r0 + rows; r++) {
+    for (long long n = 0; n < N; n++) acc[n] = k.bias ? to_d<C>(bias_at<C>(s.seed, n)) : 0.0;
+    for (long long kk = 0; kk < K; kk++) {
+      const double a = to_d<T>(a_at<T>(s.seed, r, kk, call));
+      const double *b = &bd[(size_t)kk * N];
+      for (long long n = 0; n < N; n++) acc[n] += a * b[n];
+    }
+    for (long long n = 0; n < N; n++) {
+      const double got = to_d<C>(h[(size_t)(r - r0) * N + n]), want = acc[n];
+      const double tol = rel * fabs(want) + 1e-5 * sqrt((double)K) + 1e-6;
+      if (!(fabs(got - want) <= tol)) {
+        char buf[200];
+        snprintf(buf, sizeof buf, "C(%lld, %lld) = %.6f, float64 reference %.6f (tolerance %.2g), call %d", r, n, got, want, tol, call);
+        why = buf;
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// all-reduce: C must be bitwise the same on every rank (a hash of its bytes, exchanged)
+static bool same_everywhere(Suite &s, const void *h, size_t bytes, std::string &why) {
+  uint64_t x = 1469598103934665603ULL, all[IRIS_MAX_RANKS];
+  for (size_t i = 0; i < bytes; i++) x = (x ^ ((const unsigned char *)h)[i]) * 1099511628211ULL;
+  if (iris_allgather_host(s.ctx, &x, all, sizeof x) != IRIS_SUCCESS) { why = iris_error_detail(); return false; }
+  for (int q = 0; q < s.world; q++)
+    if (all[q] != x) { why = "C differs bitwise from rank " + std::to_string(q) + "'s"; return false; }
+  return true;
+}
+
+// every rank's verdict: true only where every rank passed
+static bool agree(Suite &s, bool ok) {
+  int mine = ok ? 1 : 0, all[IRIS_MAX_RANKS];
+  if (iris_allgather_host(s.ctx, &mine, all, sizeof mine) != IRIS_SUCCESS) return false;
+  for (int q = 0; q < s.world; q++)
+    if (!all[q]) return false;
+  return true;
+}
+
+template <typename T, typename C>
+static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
+  const int W = s.world, me = s.rank;
+  const long long kl = k.K / W, rows = k.op == IRIS_GEMM_ALL_REDUCE ? k.M : k.M / W;
+  iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
+  d.op = k.op; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = k.a; d.c_type = k.c; d.b_transposed = k.bt; d.has_bias = k.bias; d.path = k.path;
+  iris_gemm_rs_t *p = NULL;
+  IK(iris_gemm_rs_create(s.ctx, &d, &p));
+  if (k.path != IRIS_GEMM_PATH_AUTO && iris_gemm_rs_path(p) != k.path) { why = "the plan runs another path than asked"; iris_gemm_rs_destroy(p); return false; }
+  T *a = NULL, *b = NULL;
+  C *c = NULL, *bias = NULL;
+  bool ok = true;
+  CK(cudaMalloc(&a, (size_t)k.M * kl * sizeof(T)));
+  CK(cudaMalloc(&b, (size_t)kl * k.N * sizeof(T)));
+  CK(cudaMalloc(&c, (size_t)rows * k.N * sizeof(C)));
+  if (k.bias) CK(cudaMalloc(&bias, (size_t)k.N * sizeof(C)));
+  k_gen_b<T><<<256, 256, 0, s.stream>>>(b, kl, k.N, k.bt, me, s.seed);
+  if (k.bias) k_gen_bias<C><<<16, 256, 0, s.stream>>>(bias, k.N, s.seed);
+  std::vector<C> h((size_t)rows * k.N);
+  cudaGraphExec_t exec = NULL;
+  for (int it = 0; it < k.iters && ok; it++) {
+    const int call = 7 * it + 3;
+    const bool checked = it % k.check_every == 0 || it == k.iters - 1;
+    k_gen_a<T><<<512, 256, 0, s.stream>>>(a, k.M, kl, me, s.seed, call);
+    if (checked) CK(cudaMemsetAsync(c, 0xff, h.size() * sizeof(C), s.stream)); // NaN in every output type
+    if (me == it % W && it % 3 == 1) { CK(cudaStreamSynchronize(s.stream)); usleep(20000); } // skew the ranks
+    if (graph) {
+      if (!exec) { // captured once, replayed with the new data each iteration
+        cudaGraph_t gr;
+        CK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+        iris_status_t st = iris_gemm_rs_run(p, a, b, bias, c, s.stream);
+        CK(cudaStreamEndCapture(s.stream, &gr));
+        IK(st);
+        CK(cudaGraphInstantiate(&exec, gr, 0));
+        CK(cudaGraphDestroy(gr));
+      }
+      CK(cudaGraphLaunch(exec, s.stream));
+    } else {
+      IK(iris_gemm_rs_run(p, a, b, bias, c, s.stream));
+    }
+    if (!checked) continue; // back to back: no host synchronisation between these calls
+    CK(cudaStreamSynchronize(s.stream));
+    if (iris_gemm_rs_check(p) != IRIS_SUCCESS || iris_get_async_error(s.ctx) != IRIS_SUCCESS) {
+      why = std::string("call ") + std::to_string(it) + ": " + iris_error_detail();
+      ok = false;
+    } else {
+      CK(cudaMemcpy(h.data(), c, h.size() * sizeof(C), cudaMemcpyDeviceToHost));
+      ok = check_c<T, C>(s, k, h, call, why);
+    }
+    // every rank takes part in the exchanges whatever its own verdict, and all stop together
+    std::string w2;
+    if (k.op == IRIS_GEMM_ALL_REDUCE && !same_everywhere(s, h.data(), h.size() * sizeof(C), w2) && ok) { ok = false; why = w2; }
+    if (!agree(s, ok) && ok) { ok = false; why = "call " + std::to_string(it) + " failed on another rank"; }
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+  cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(bias);
+  IK(iris_gemm_rs_destroy(p));
+  return ok;
+}
+
+static bool dispatch(Suite &s, const Case &k, bool graph, std::string &why) {
+  if (k.a == IRIS_BFLOAT16) {
+    if (k.c == IRIS_BFLOAT16) return run_case<__nv_bfloat16, __nv_bfloat16>(s, k, graph, why);
+    if (k.c == IRIS_FLOAT16) return run_case<__nv_bfloat16, __half>(s, k, graph, why);
+    return run_case<__nv_bfloat16, float>(s, k, graph, why);
+  }
+  if (k.c == IRIS_BFLOAT16) return run_case<__half, __nv_bfloat16>(s, k, graph, why);
+  if (k.c == IRIS_FLOAT16) return run_case<__half, __half>(s, k, graph, why);
+  return run_case<__half, float>(s, k, graph, why);
+}
+
+static void one(Suite &s, const Case &k, bool graph, const char *extra = "") {
+  std::string why;
+  bool ok = dispatch(s, k, graph, why);
+  if (!ok) fprintf(stderr, "rank %d: %s\n", s.rank, why.empty() ? iris_error_detail() : why.c_str());
+  char name[300];
+  snprintf(name, sizeof name, "%s %s %s->%s B %s%s, %lldx%lldx%lld (%lld rows per rank), %d call%s%s%s", oname(k.op), iris_gemm_path_name(k.path), tname(k.a), tname(k.c),
+           k.bt ? "NxK" : "KxN", k.bias ? " +bias" : "", k.M, k.N, k.K, k.M / s.world, k.iters, k.iters > 1 ? "s (fresh A each)" : "", graph ? ", graph replays" : "", extra);
+  report(s, name, ok);
+}
+
+// bad input: every rank gets the stated status, nothing is left half-created
+static void bad_input(Suite &s) {
+  const int W = s.world;
+  iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
+  iris_gemm_rs_t *p = NULL;
+  const size_t used = iris_heap_used(s.ctx);
+  bool ok;
+  d.M = 64LL * W + (W > 1 ? 1 : 0); d.N = 256; d.K = 64LL * W;
+  if (W > 1) {
+    ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_INVALID_ARGUMENT && !p && strstr(iris_error_detail(), "M must be divisible");
+    report(s, "create refuses M not divisible by the world size (IRIS_ERROR_INVALID_ARGUMENT naming the rule)", ok);
+    d.M = 64LL * W; d.K = 64LL * W + 8;
+    ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_INVALID_ARGUMENT && !p && strstr(iris_error_detail(), "K must be divisible");
+    report(s, "create refuses K not divisible by the world size", ok);
+  }
+  d.M = 64LL * W; d.K = 12LL * W; // K/W = 12: not a multiple of 8
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_INVALID_ARGUMENT && !p;
+  report(s, "create refuses K/W not a multiple of 8", ok);
+  d.K = 64LL * W; d.N = 260;
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_INVALID_ARGUMENT && !p;
+  report(s, "create refuses N not a multiple of 8", ok);
+  d.N = s.rank == W - 1 ? 264 : 256; // the last rank disagrees
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_MISMATCH && !p;
+  report(s, "create with a different N on one rank: IRIS_ERROR_MISMATCH on every rank", ok);
+  d.N = 256; d.op = s.rank == 0 ? IRIS_GEMM_ALL_REDUCE : IRIS_GEMM_REDUCE_SCATTER;
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == (W > 1 ? IRIS_ERROR_MISMATCH : IRIS_SUCCESS);
+  if (p) { iris_gemm_rs_destroy(p); p = NULL; }
+  report(s, "create with a different op on rank 0: IRIS_ERROR_MISMATCH on every rank", ok);
+  d.op = IRIS_GEMM_REDUCE_SCATTER; d.a_type = IRIS_FLOAT8_E4M3;
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_UNSUPPORTED && !p && strstr(iris_error_detail(), "fp8");
+  report(s, "create refuses fp8 inputs with IRIS_ERROR_UNSUPPORTED saying why", ok);
+  d.a_type = IRIS_BFLOAT16; d.path = IRIS_GEMM_PATH_FUSED;
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_UNSUPPORTED && !p;
+  report(s, "create refuses the fused path (not in this version) with IRIS_ERROR_UNSUPPORTED", ok);
+  // a workspace the heap cannot hold: M x N x 4 bytes beyond the 1 GiB heap
+  d.path = IRIS_GEMM_PATH_UNFUSED; d.M = 8192LL * W; d.N = 32768; d.K = 64LL * W;
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_OUT_OF_MEMORY && !p && strstr(iris_error_detail(), "bytes");
+  report(s, "create with a workspace larger than the heap: IRIS_ERROR_OUT_OF_MEMORY naming the bytes", ok);
+  ok = iris_heap_used(s.ctx) == used;
+  report(s, "refused creates leave the heap as it was", ok);
+  // run-time checks: nothing is enqueued for a bad call
+  d.path = IRIS_GEMM_PATH_AUTO; d.M = 64LL * W; d.N = 256; d.K = 64LL * W;
+  __nv_bfloat16 *a = NULL, *b = NULL, *c = NULL;
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_SUCCESS;
+  ok = ok && cudaMalloc(&a, (size_t)d.M * 64 * 2 + 256) == cudaSuccess && cudaMalloc(&b, (size_t)64 * d.N * 2 + 256) == cudaSuccess &&
+       cudaMalloc(&c, (size_t)d.M * d.N * 2 + 256) == cudaSuccess;
+  if (ok) {
+    ok = iris_gemm_rs_run(p, a, b, c, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;        // bias the plan does not take
+    ok = ok && iris_gemm_rs_run(p, a, b, NULL, c + 1, s.stream) == IRIS_ERROR_INVALID_ARGUMENT; // misaligned C
+    ok = ok && iris_gemm_rs_run(p, a + 8, b, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT; // A not 256-byte aligned
+    ok = ok && iris_gemm_rs_run(p, a, b + 8, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT; // B not 256-byte aligned
+    ok = ok && iris_gemm_rs_run(p, a, NULL, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
+    ok = ok && iris_gemm_rs_run(NULL, a, b, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
+  }
+  report(s, "run refuses an unexpected bias, a misaligned C, A or B, a NULL B, a NULL plan", ok);
+  cudaFree(a); cudaFree(b); cudaFree(c);
+  iris_gemm_rs_destroy(p);
+  ok = iris_heap_used(s.ctx) == used && iris_gemm_rs_choose_path(&d, W) == (W > 1 ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED);
+  report(s, "destroy frees the heap workspace; AUTO picks pipelined (unfused at one rank)", ok);
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int n = argc > 1 ? atoi(argv[1]) : 2, rank;
+  const bool quick = argc > 2 && !strcmp(argv[2], "quick");
+  iris_launch_t L;
+  if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [gemm_rs w=%d] launch: %s\n", n, iris_error_detail()); return 1; }
+  if (rank < 0) {
+    iris_status_t st = iris_launch_wait(&L, 900000);
+    printf("%s: [gemm_rs w=%d] every rank exits cleanly%s%s\n", st == IRIS_SUCCESS ? "PASS" : "FAIL", n, st == IRIS_SUCCESS ? "" : ": ", st == IRIS_SUCCESS ? "" : iris_error_detail());
+    return st == IRIS_SUCCESS ? 0 : 1;
+  }
+  Suite s = {};
+  s.rank = rank;
+  s.world = n;
+  s.tag = "gemm_rs w=" + std::to_string(n);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)1 << 30;
+  if (iris_init(&cfg, &s.ctx) != IRIS_SUCCESS || cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess) {
+    if (rank == 0) printf("FAIL: [%s] setup: %s\n", s.tag.c_str(), iris_error_detail());
+    return 1;
+  }
+  uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)), all[IRIS_MAX_RANKS];
+  iris_allgather_host(s.ctx, &mine, all, sizeof mine);
+  s.seed = all[0];
+  if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
+  const int W = n;
+  const iris_gemm_reduce_op_t ops[] = {IRIS_GEMM_REDUCE_SCATTER, IRIS_GEMM_ALL_REDUCE};
+  const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED};
+  for (iris_gemm_reduce_op_t op : ops)
+    for (iris_gemm_path_t p : paths) {
+      // odd shapes: rows per rank 129, 1, 77; N, K/W not multiples of 64
+      one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, p, 129LL * W, 776, 520LL * W, 3}, false);
+      one(s, Case{op, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, p, 1LL * W, 392, 136LL * W, 3}, false);
+      if (quick) continue;
+      one(s, Case{op, IRIS_BFLOAT16, IRIS_FLOAT16, 1, 1, p, 77LL * W, 8, 8LL * W, 2}, false);
+      one(s, Case{op, IRIS_FLOAT16, IRIS_BFLOAT16, 0, 0, p, 128LL * W, 1032, 256LL * W, 2}, false);
+      one(s, Case{op, IRIS_BFLOAT16, IRIS_FLOAT32, 1, 1, p, 64LL * W, 264, 1000LL * W, 2}, false);
+      one(s, Case{op, IRIS_FLOAT16, IRIS_FLOAT16, 0, 1, p, 33LL * W, 520, 72LL * W, 2}, false);
+      // graphs: captured once, replayed with fresh A every time (each replay checked)
+      one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 1, p, 96LL * W, 256, 128LL * W, 30}, true);
+      // back to back, no host synchronisation between calls: every 50th call and the last checked
+      one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, p, 8LL * W, 64, 64LL * W, 500, 50}, false, ", back to back");
+    }
+  if (!quick) {
+    // many graph replays with fresh data, and AUTO
+    one(s, Case{IRIS_GEMM_ALL_REDUCE, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 1, IRIS_GEMM_PATH_PIPELINED, 16LL * W, 128, 64LL * W, 1000, 100}, true, ", 1000 replays");
+    one(s, Case{IRIS_GEMM_REDUCE_SCATTER, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 0, IRIS_GEMM_PATH_AUTO, 256LL * W, 1024, 512LL * W, 2}, false);
+  }
+  bad_input(s);
+  int rc = s.failed ? 1 : 0;
+  cudaStreamDestroy(s.stream);
+  if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
+  return rc;
+}

@@ -1,0 +1,34 @@
+// Shared by the GEMM tests (gemm_test, gemm_rs_test): deterministic random inputs that host
+// and device compute alike, rounded to the input type, and conversions to float64 for the
+// host references. Include after test_util.h.
+#ifndef IRIS_TEST_GEMM_VALUES_H
+#define IRIS_TEST_GEMM_VALUES_H
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+// values in [-1, 1] with 1/1000 steps, rounded to the input type
+__host__ __device__ inline float val(uint64_t seed, int what, long long r, long long c, int call) {
+  return (float)((long long)(key(seed, (uint64_t)what, (uint64_t)r, (uint64_t)c, (uint64_t)call) % 2001) - 1000) / 1000.0f;
+}
+template <typename T> __host__ __device__ inline T to_t(float v);
+template <> __host__ __device__ inline __nv_bfloat16 to_t<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <> __host__ __device__ inline __half to_t<__half>(float v) { return __float2half(v); }
+template <> __host__ __device__ inline float to_t<float>(float v) { return v; }
+template <typename T> __host__ __device__ inline double to_d(T v);
+template <> __host__ __device__ inline double to_d<__nv_bfloat16>(__nv_bfloat16 v) { return (double)__bfloat162float(v); }
+template <> __host__ __device__ inline double to_d<__half>(__half v) { return (double)__half2float(v); }
+template <> __host__ __device__ inline double to_d<float>(float v) { return (double)v; }
+
+// element (r, c) of the whole A (M x K), B (K x N logical), bias
+template <typename T> __host__ __device__ inline T a_at(uint64_t seed, long long r, long long c, int call) { return to_t<T>(val(seed, 1, r, c, call)); }
+template <typename T> __host__ __device__ inline T b_at(uint64_t seed, long long k, long long n) { return to_t<T>(val(seed, 2, k, n, 0)); }
+template <typename T> __host__ __device__ inline T bias_at(uint64_t seed, long long n) { return to_t<T>(val(seed, 3, 0, n, 0)); }
+
+template <typename C>
+__global__ void k_gen_bias(C *bias, long long N, uint64_t seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < N; i += (long long)gridDim.x * blockDim.x) bias[i] = bias_at<C>(seed, i);
+}
+
+static const char *tname(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? "bf16" : t == IRIS_FLOAT16 ? "fp16" : "fp32"; }
+
+#endif
