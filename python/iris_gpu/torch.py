@@ -560,6 +560,7 @@ def _register_ops(torch):
             return functional, functional_fake, inplace, inplace_fake, out_, out_fake
 
         f, ff, i, i_f, o, of = make(kind)
+        _IMPLS.update({kind: f, kind + "_inplace": i, kind + "_out": o})
         op = torch.library.custom_op("iris::" + kind, f, mutates_args=(), schema="(Tensor x, int ctx%s) -> Tensor" % extra)
         op.register_fake(ff)
         op_i = torch.library.custom_op("iris::%s_inplace" % kind, i, mutates_args=("x",), schema="(Tensor(a!) x, int ctx%s) -> ()" % extra)
@@ -573,6 +574,7 @@ def _register_ops(torch):
     def barrier_fake(ctx):
         _ctx(ctx)
 
+    _IMPLS["barrier"] = barrier
     b = torch.library.custom_op("iris::barrier", barrier, mutates_args=(), schema="(int ctx) -> ()")
     b.register_fake(barrier_fake)
 
@@ -590,6 +592,7 @@ def _register_ops(torch):
             raise RuntimeError("iris ag_gemm plan %d is closed or was never created" % plan)
         return a.new_empty(g.c_shape, dtype=g.out_dtype)
 
+    _IMPLS["ag_gemm"] = ag_gemm
     op = torch.library.custom_op("iris::ag_gemm", ag_gemm, mutates_args=(), schema="(Tensor a, Tensor b, Tensor? bias, int plan) -> Tensor")
     op.register_fake(ag_gemm_fake)
     _keep_program_order(torch, [k + suffix for k in _KINDS for suffix in ("", "_inplace", "_out")] + ["barrier", "ag_gemm"])
@@ -613,8 +616,33 @@ def _keep_program_order(torch, names):
 
 
 # ------------------------------------------------------------------ public functions
-def _ops():
-    return _torch_mod().ops.iris
+_IMPLS = {}  # op name -> its Python implementation (filled by _register_ops)
+
+
+def _plain_eager(torch, args):
+    """True outside tracing: no torch.compile, no dispatch mode (fake, functional, proxy)
+    and only plain tensors, so the public functions may run an op's implementation
+    directly (a dispatcher round trip through torch.library.custom_op costs about 25 us)."""
+    if torch.compiler.is_compiling() or torch.utils._python_dispatch._get_current_dispatch_mode() is not None:
+        return False
+    return all(type(a) is torch.Tensor for a in args if isinstance(a, torch.Tensor))
+
+
+def _invoke(name, *args):
+    """torch.ops.iris.<name>(*args); in plain eager mode (and CUDA graph capture) its
+    implementation directly, with the same checks and the version counter of the mutated
+    tensor bumped as the dispatcher would. IRIS_GPU_DISPATCH=1 always takes the dispatcher."""
+    torch = _torch_mod()
+    if _DIRECT and _plain_eager(torch, args):
+        r = _IMPLS[name](*args)
+        mutated = args[0] if name.endswith("_inplace") else args[1] if name.endswith("_out") else None
+        if mutated is not None:
+            torch.autograd.graph.increment_version(mutated)
+        return r
+    return getattr(torch.ops.iris, name)(*args)
+
+
+_DIRECT = os.environ.get("IRIS_GPU_DISPATCH", "0") in ("", "0")
 
 
 def _contiguous(kind, x, out=None):
@@ -628,15 +656,15 @@ def all_reduce(x, ctx, op="sum", out=None):
     """Out of place: a new tensor (or out) = op over ranks of x. op: sum, min, max, avg."""
     _contiguous("all_reduce", x, out)
     if out is None:
-        return _ops().all_reduce(x, _ctx_id(ctx), op)
-    _ops().all_reduce_out(x, out, _ctx_id(ctx), op)
+        return _invoke("all_reduce", x, _ctx_id(ctx), op)
+    _invoke("all_reduce_out", x, out, _ctx_id(ctx), op)
     return out
 
 
 def all_reduce_(x, ctx, op="sum"):
     """In place: x = op over ranks of x. Returns x."""
     _contiguous("all_reduce", x)
-    _ops().all_reduce_inplace(x, _ctx_id(ctx), op)
+    _invoke("all_reduce_inplace", x, _ctx_id(ctx), op)
     return x
 
 
@@ -655,12 +683,12 @@ def all_gather(x, ctx, dim=0, out=None):
     if out is not None:
         if dim != 0:
             raise ValueError("all_gather: out= needs dim=0 (gather along another dim into a new tensor)")
-        _ops().all_gather_out(x, out, cid)
+        _invoke("all_gather_out", x, out, cid)
         return out
     if x.dim() == 0 or dim % x.dim() == 0:
-        return _ops().all_gather(x, cid)
+        return _invoke("all_gather", x, cid)
     d = dim % x.dim()
-    g = _ops().all_gather(_along(x, d), cid)  # (W * x.shape[d], ...rest)
+    g = _invoke("all_gather", _along(x, d), cid)  # (W * x.shape[d], ...rest)
     return g.movedim(0, d).contiguous()  # gather_shape(x.shape, W, dim), contiguous like torch.cat
 
 
@@ -668,7 +696,7 @@ def all_gather_(buf, ctx):
     """In place: buf holds world_size blocks; this rank's block (rank * n/W) is sent and
     every block is filled."""
     _contiguous("all_gather", buf)
-    _ops().all_gather_inplace(buf, _ctx_id(ctx))
+    _invoke("all_gather_inplace", buf, _ctx_id(ctx))
     return buf
 
 
@@ -679,20 +707,20 @@ def reduce_scatter(x, ctx, op="sum", dim=0, out=None):
     if out is not None:
         if dim != 0:
             raise ValueError("reduce_scatter: out= needs dim=0")
-        _ops().reduce_scatter_out(x, out, cid, op)
+        _invoke("reduce_scatter_out", x, out, cid, op)
         return out
     if x.dim() == 0:
         raise ValueError("reduce_scatter: a 0-d tensor cannot be scattered")
     d = dim % x.dim()
     _types.scatter_shape(tuple(x.shape), _ctx(cid).world_size, d)
-    r = _ops().reduce_scatter(_along(x, d), cid, op)
+    r = _invoke("reduce_scatter", _along(x, d), cid, op)
     return r if d == 0 else r.movedim(0, d).contiguous()
 
 
 def reduce_scatter_(buf, ctx, op="sum"):
     """In place: buf holds world_size blocks; the reduced block of this rank lands at rank * n/W."""
     _contiguous("reduce_scatter", buf)
-    _ops().reduce_scatter_inplace(buf, _ctx_id(ctx), op)
+    _invoke("reduce_scatter_inplace", buf, _ctx_id(ctx), op)
     return buf
 
 
@@ -701,14 +729,14 @@ def all_to_all(x, ctx, out=None):
     block r came from rank r."""
     _contiguous("all_to_all", x, out)
     if out is None:
-        return _ops().all_to_all(x, _ctx_id(ctx))
-    _ops().all_to_all_out(x, out, _ctx_id(ctx))
+        return _invoke("all_to_all", x, _ctx_id(ctx))
+    _invoke("all_to_all_out", x, out, _ctx_id(ctx))
     return out
 
 
 def all_to_all_(x, ctx):
     _contiguous("all_to_all", x)
-    _ops().all_to_all_inplace(x, _ctx_id(ctx))
+    _invoke("all_to_all_inplace", x, _ctx_id(ctx))
     return x
 
 
@@ -716,28 +744,28 @@ def broadcast(x, ctx, root=0, out=None):
     """root's x on every rank (x is read on the root only)."""
     _contiguous("broadcast", x, out)
     if out is None:
-        return _ops().broadcast(x, _ctx_id(ctx), root)
-    _ops().broadcast_out(x, out, _ctx_id(ctx), root)
+        return _invoke("broadcast", x, _ctx_id(ctx), root)
+    _invoke("broadcast_out", x, out, _ctx_id(ctx), root)
     return out
 
 
 def broadcast_(x, ctx, root=0):
     _contiguous("broadcast", x)
-    _ops().broadcast_inplace(x, _ctx_id(ctx), root)
+    _invoke("broadcast_inplace", x, _ctx_id(ctx), root)
     return x
 
 
 def barrier(ctx):
     """A GPU-side barrier on the current stream (capturable): work enqueued after it on any
     rank sees the writes every rank enqueued before it."""
-    _ops().barrier(_ctx_id(ctx))
+    _invoke("barrier", _ctx_id(ctx))
 
 
 def ag_gemm(a, b, plan, bias=None):
     """C = all_gather(A shards) @ B (+ bias) with a plan from Context.ag_gemm_plan."""
     if not isinstance(plan, AgGemm) or plan._g is None:
         raise RuntimeError("ag_gemm: expected an open AgGemm plan")
-    return _ops().ag_gemm(a, b, bias, plan.id)
+    return _invoke("ag_gemm", a, b, bias, plan.id)
 
 
 # ------------------------------------------------------------------ launching ranks
@@ -835,7 +863,7 @@ class CustomAllreduce:
         torch = _torch_mod()
         if self._capturing and not torch.cuda.is_current_stream_capturing():
             return torch.empty_like(inp)
-        return _ops().all_reduce(inp, self.ctx.id, "sum")
+        return _invoke("all_reduce", inp, self.ctx.id, "sum")
 
     @contextlib.contextmanager
     def capture(self):
