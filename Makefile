@@ -169,6 +169,11 @@ bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a $(B)/bench_ag_gemm $(B
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm
 	-python3 tools/plot_ag_gemm.py $(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm.png
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_gemm_rs.csv $(B)/bench_gemm_rs
+	@# 2 virtual nodes x 2 ranks against NCCL alone on the same layout (needs 2+ GPUs: NCCL refuses two ranks of a host on one)
+	-$(MAKE) -s $(B)/bench_multinode && NCCL_NVLS_ENABLE=0 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 $(B)/bench_multinode 2 2 256M
+	@# the Python bindings against torch.distributed / symmetric memory and XLA (skipped without torch / jax)
+	-python3 -c 'import torch' 2>/dev/null && $(MAKE) -s lib && NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_torch.csv BENCH_PNG=$(B)/bench_torch.png PYTHONPATH=python python3 python/bench/bench_torch.py
+	-python3 -c 'import jax' 2>/dev/null && $(MAKE) -s lib lib-jax && NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_jax.csv PYTHONPATH=python python3 python/bench/bench_jax.py $$(nvidia-smi -L | grep -c '^GPU')
 
 # registers, spills and access widths of the collective and GEMM kernels -> docs/asm_report.md
 asm:

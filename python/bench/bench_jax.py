@@ -1,0 +1,129 @@
+"""iris through JAX (the XLA FFI handlers) against XLA's own all-reduce (psum) and
+all-gather under jit, bf16, 1 KB to 256 MB, one process per rank.
+
+    make lib lib-jax
+    PYTHONPATH=python python3 python/bench/bench_jax.py 4       # ranks = processes
+    BENCH_CSV=build/bench_jax.csv                                 (default)
+
+Each jitted function chains REPS collectives (y = op(y)), so XLA runs them back to back
+(inside one command buffer where XLA makes one); the figure is the median over 5 timed
+runs (after warm-up) of the wall time of one call, divided by REPS, max over ranks.
+With fewer GPUs than ranks the ranks share a GPU (XLA's NCCL then needs one NCCL_HOSTID
+per rank, which this script sets): the figures only show that the script works, they
+are labelled and are not performance. At world 1 XLA's collectives are no-ops and
+iris's are copies: the rows show what a call through the FFI handler costs.
+"""
+import ast
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+SIZES = [1 << k for k in range(10, 29, 2)]  # 1 KB .. 256 MB
+REPS = 20
+CMD_BUFFER_FLAGS = "--xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL --xla_gpu_graph_min_graph_size=1"
+
+
+def timed(fn, x):
+    fn(x).block_until_ready()  # compile, record
+    fn(x).block_until_ready()
+    runs = []
+    for _ in range(5):
+        t = time.perf_counter()
+        fn(x).block_until_ready()
+        runs.append((time.perf_counter() - t) * 1e6 / REPS)
+    return statistics.median(runs)
+
+
+def rank_main(rank, world, port):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    jax.distributed.initialize(coordinator_address="127.0.0.1:%d" % port, num_processes=world, process_id=rank)
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import iris_gpu.jax as ij
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    try:
+        from jax import shard_map
+    except ImportError:
+        from jax.experimental.shard_map import shard_map
+    ctx = ij.Context()
+    mesh = Mesh(np.array(jax.devices()), ("x",))
+
+    def chain(op):
+        def f(y):
+            for _ in range(REPS):
+                y = op(y)
+            return y
+
+        return jax.jit(f)
+
+    iris_ar = chain(lambda y: ij.all_reduce(y, ctx))
+    iris_ag = chain(lambda y: ij.all_gather(y, ctx)[: y.shape[0]])  # keep the shape: gather, keep my block's size
+    xla_ar = jax.jit(shard_map(lambda a: chain(lambda y: jax.lax.psum(y, "x"))(a), mesh=mesh, in_specs=P("x"), out_specs=P("x")))
+    xla_ag = jax.jit(shard_map(lambda a: chain(lambda y: jax.lax.all_gather(y, "x", tiled=True)[: y.shape[0]])(a), mesh=mesh, in_specs=P("x"),
+                               out_specs=P("x")))
+    rows = []
+    for nbytes in SIZES:
+        n = nbytes // 2
+        local = jnp.full((n,), 0.5, jnp.bfloat16)
+        glob = jax.make_array_from_single_device_arrays((world * n,), NamedSharding(mesh, P("x")), [jax.device_put(local, jax.local_devices()[0])])
+        row = {"iris-allreduce": timed(iris_ar, local), "xla-psum": timed(xla_ar, glob)}
+        ag_local = local[: max(n // world, 1)]
+        ag_glob = jax.make_array_from_single_device_arrays((world * ag_local.shape[0],), NamedSharding(mesh, P("x")),
+                                                           [jax.device_put(ag_local, jax.local_devices()[0])])
+        row["iris-allgather"] = timed(iris_ag, ag_local)
+        row["xla-allgather"] = timed(xla_ag, ag_glob)
+        rows.append((nbytes, row))
+    print("ROWS %d %r" % (rank, rows), flush=True)
+    ctx.close()
+
+
+def main():
+    world = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 1
+    if len(sys.argv) > 1 and not sys.argv[1].isdigit():
+        sys.exit(__doc__)
+    ngpu = len(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.strip().splitlines())
+    shared = ngpu < world
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for r in range(world):
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(r % ngpu), XLA_PYTHON_CLIENT_PREALLOCATE="false", NCCL_NVLS_ENABLE="0",
+                   XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + CMD_BUFFER_FLAGS).strip())
+        if shared:
+            env["NCCL_HOSTID"] = "iris-bench-rank-%d" % r
+        procs.append(subprocess.Popen([sys.executable, __file__, "--rank", str(r), str(world), str(port)], env=env, stdout=subprocess.PIPE, text=True))
+    per_rank = []
+    for p in procs:
+        out, _ = p.communicate(timeout=900)
+        if p.returncode != 0:
+            sys.exit("bench_jax: a rank failed (exit %s)" % p.returncode)
+        per_rank.append(ast.literal_eval(next(line for line in out.splitlines() if line.startswith("ROWS ")).split(" ", 2)[2]))
+    cols = ["iris-allreduce", "xla-psum", "iris-allgather", "xla-allgather"]
+    label = "world %d%s" % (world, ", ranks SHARE one GPU: not performance figures" if shared else "")
+    print("bf16 collectives under jit, us per op, max over ranks (%s)" % label)
+    print("| bytes | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
+    csv = os.environ.get("BENCH_CSV", os.path.join(ROOT, "build", "bench_jax.csv"))
+    os.makedirs(os.path.dirname(csv), exist_ok=True)
+    with open(csv, "w") as f:
+        f.write("world,shared_gpu,bytes," + ",".join(cols) + "\n")
+        for i, (nbytes, _) in enumerate(per_rank[0]):
+            worst = {c: max(rows[i][1][c] for rows in per_rank) for c in cols}
+            print("| %d | " % nbytes + " | ".join("%.2f" % worst[c] for c in cols) + " |")
+            f.write("%d,%d,%d," % (world, int(shared), nbytes) + ",".join("%.3f" % worst[c] for c in cols) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--rank":
+        rank_main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        main()
