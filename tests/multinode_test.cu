@@ -25,10 +25,67 @@ static const char *op_names[] = {"sum", "min", "max", "avg"};
 static int g_nodes, g_per_node;
 
 static bool is_int(int t) { return t == IRIS_INT32 || t == IRIS_INT64 || t == IRIS_UINT8; }
+
+// fp8 SUM and AVG across nodes, stage by stage as the composition runs them
+// (docs/multinode.md). An iris step (within a node) reduces exactly in fp32 and rounds
+// once, saturating: modelled exactly (reduce_bits). A rail step is NCCL's, which rounds to
+// fp8 at every step: ncclAvg multiplies each input by 1/N (itself an fp8 value) and rounds
+// the product to fp8 (so values below twice the smallest subnormal can vanish), and each
+// add goes through half and back to fp8, saturating. Every intermediate is at most m, the
+// sum of the inputs' magnitudes (/ N for AVG), so N premultiplications and N - 1 adds of at
+// most half an ulp at m each (and half's own, far smaller, rounding) keep a rail result
+// within N ulps at m of the exact value of its inputs, clamped to the finite range. (For
+// N = 2, the layouts run here: 1/2 is exact in fp8, and the one add is the last rounding,
+// so nothing saturates inside NCCL before it.)
+// Rounding and saturation are monotone, so these bounds pass through an iris step that
+// follows (reduce-scatter: the rails first) as an interval. A node's partial saturates
+// (as a single-node call's result would): the partials are what the rail then reduces.
+static double fp8_ulp(int type, double m) { // the spacing of fp8 values at magnitude m
+  const int mant = type == IRIS_FLOAT8_E4M3 ? 3 : 2, emin = type == IRIS_FLOAT8_E4M3 ? -6 : -14;
+  int e = m > 0 ? ilogb(m) : emin;
+  return ldexp(1.0, (e < emin ? emin : e) - mant);
+}
+static double fp8_max(int type) { return type == IRIS_FLOAT8_E4M3 ? 448.0 : 57344.0; }
+// A rail step over v[0..n-1]: the bounds of its result; *over: the exact value overflows.
+static void rail_bounds(int type, int op, const double *v, int n, double *lo, double *hi, bool *over) {
+  double e = 0, m = 0;
+  for (int k = 0; k < n; k++) e += v[k], m += fabs(v[k]);
+  if (op == IRIS_AVG) e /= n, m /= n;
+  const double t = n * fp8_ulp(type, m), mx = fp8_max(type);
+  *over = *over || fabs(e) > mx;
+  *lo = std::min(std::max(e - t, -mx), mx);
+  *hi = std::min(std::max(e + t, -mx), mx);
+}
+// An iris step over v[0..n-1] (exact in fp32 for these inputs, AVG / n in fp32, rounded once).
+static double iris_step(int type, int op, const double *v, int n) {
+  double acc = 0;
+  for (int k = 0; k < n; k++) acc += v[k];
+  if (op == IRIS_AVG) acc = (double)((float)acc / (float)n);
+  return to_double(type, from_double(type, acc));
+}
+// b: the W = N L inputs of the element, global rank order (rank = node L + local rank).
+static bool fp8_hier_ok(int kind, int type, int op, const unsigned long long *b, unsigned long long got) {
+  const int N = g_nodes, L = g_per_node;
+  double lo, hi, v[64], vlo[64], vhi[64];
+  bool over = false;
+  if (kind == IRIS_COLL_AR) { // each node's partial (iris), then the rail over the partials
+    for (int n = 0; n < N; n++) v[n] = to_double(type, reduce_bits(type, op, b + (size_t)n * L, L));
+    rail_bounds(type, op, v, N, &lo, &hi, &over);
+  } else { // reduce-scatter: each rail over the nodes (NCCL), then the node (iris)
+    for (int l = 0; l < L; l++) {
+      for (int n = 0; n < N; n++) v[n] = to_double(type, b[(size_t)n * L + l]);
+      rail_bounds(type, op, v, N, &vlo[l], &vhi[l], &over);
+    }
+    lo = iris_step(type, op, vlo, L);
+    hi = iris_step(type, op, vhi, L);
+  }
+  if ((type == IRIS_FLOAT8_E4M3 && (got & 0x7f) == 0x7f) || (type == IRIS_FLOAT8_E5M2 && (got & 0x7c) == 0x7c)) return over; // NaN/inf only past the range
+  const double g = to_double(type, got);
+  return g >= lo && g <= hi;
+}
 // Hierarchical reductions round at every stage (in the node, then in NCCL), so only
-// integers, MIN/MAX and fp32 sums (exact for these inputs) compare bit for bit; the
-// others within a few roundings of the float64 value (fp8: saturation to the largest
-// finite value, or NaN/inf from NCCL, is accepted where the exact value overflows).
+// integers, MIN/MAX and fp32 sums (exact for these inputs) compare bit for bit; fp16 and
+// bf16 within a few roundings of the float64 value; fp8 stage by stage (fp8_hier_ok).
 static bool elem_ok(int kind, int type, int op, uint64_t seed, int call, int me, int W, size_t count, size_t i, int root, unsigned long long got) {
   const size_t es = iris_dtype_size((iris_dtype_t)type);
   const unsigned long long mask = es == 8 ? ~0ULL : (1ULL << (8 * es)) - 1;
@@ -41,6 +98,7 @@ static bool elem_ok(int kind, int type, int op, uint64_t seed, int call, int me,
   for (int r = 0; r < W; r++) b[r] = encode(type, input_hash(seed, r, j, call));
   if (is_int(type) || (type == IRIS_FLOAT32 && op == IRIS_SUM)) return got == (reduce_bits(type, op, b, W) & mask);
   if (op == IRIS_MIN || op == IRIS_MAX) return to_double(type, got) == to_double(type, reduce_bits(type, op, b, W)); // exact; -0 == +0 (NCCL may pick either)
+  if (type == IRIS_FLOAT8_E4M3 || type == IRIS_FLOAT8_E5M2) return fp8_hier_ok(kind, type, op, b, got);
   double ref = 0, sumabs = 0;
   for (int r = 0; r < W; r++) {
     const double v = to_double(type, b[r]);
@@ -48,10 +106,8 @@ static bool elem_ok(int kind, int type, int op, uint64_t seed, int call, int me,
     sumabs += fabs(v);
   }
   if (op == IRIS_AVG) ref /= W, sumabs /= W;
-  const int mant = type == IRIS_FLOAT32 ? 23 : type == IRIS_FLOAT16 ? 10 : type == IRIS_BFLOAT16 ? 7 : type == IRIS_FLOAT8_E4M3 ? 3 : 2;
-  const double g = to_double(type, got), maxf = type == IRIS_FLOAT8_E4M3 ? 448.0 : type == IRIS_FLOAT8_E5M2 ? 57344.0 : type == IRIS_FLOAT16 ? 65504.0 : 3e38;
-  if (type == IRIS_FLOAT8_E4M3 && (got & 0x7f) == 0x7f) return fabs(ref) > maxf; // NaN only where the value overflows
-  if (type == IRIS_FLOAT8_E5M2 && (got & 0x7c) == 0x7c) return fabs(ref) > maxf;
+  const int mant = type == IRIS_FLOAT32 ? 23 : type == IRIS_FLOAT16 ? 10 : 7;
+  const double g = to_double(type, got), maxf = type == IRIS_FLOAT16 ? 65504.0 : 3e38;
   if (fabs(ref) > maxf) return fabs(g) >= maxf * 0.75 && (g > 0) == (ref > 0);
   return fabs(g - ref) <= 4.0 * ldexp(sumabs, -mant) + 1e-30;
 }
