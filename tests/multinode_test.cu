@@ -10,6 +10,9 @@
 //                                                  a simulation of NCCL's arithmetic)
 // tests/multinode_test.sh runs it at 2 x 1 and 2 x 2 (Unix and TCP rendezvous).
 #define IRIS_IMPLEMENTATION
+// a small rail scratch (default 32 MB), so that the reduce-scatter at count 140000 (fp32,
+// 2 x 2) and the all-to-alls from 140000 run in several pieces, as large calls do
+#define IRIS_COLL_MN_SCRATCH_BYTES ((size_t)2 << 20)
 #include "../iris_collectives.h"
 #include "test_util.h"
 
