@@ -474,6 +474,12 @@ template <typename T, int OP> IRIS_DEVICE_INLINE T iris_coll_result(typename iri
 
 /* Kinds of collective. */
 enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC, IRIS_COLL_KINDS };
+/* A flag OR'ed into the kind given to iris_coll_enqueue (multi-node compositions only):
+ * a reduce-scatter whose recv sits at a heap offset that differs from rank to rank (the
+ * composition's own part of a buffer). A reduce-scatter's peers never touch its recv (the
+ * pull kernel and the LL path write only their own), so recv then enters the call's
+ * signature as such, not by its offset. Single-node calls never set it. */
+#define IRIS_COLL_OWN_RECV 0x100
 
 /* Everything a collective kernel needs; plain data, passed by value. The state lives
  * on the heap at the same offsets on every rank.
@@ -1787,9 +1793,9 @@ static unsigned long long iris_coll_sig_offset(const iris_device_ctx_t *c, const
  * op, root, the buffers' heap offsets, the algorithm and the grid; type and op enter as
  * type * 16 + op, distinct for each pair. */
 static_assert(IRIS_REDOP_COUNT <= 16, "the call signature packs type * 16 + op");
-static void iris_coll_launch(const iris_coll_state_t *s, int kind, int ll, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
+static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, int ll, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
                              int root, int ctas, iris_stream_t stream) {
-  const int W = s->dev.ctx.world_size;
+  const int W = s->dev.ctx.world_size, kind = kind_flags & ~IRIS_COLL_OWN_RECV;
   const size_t es = iris_dtype_size(t), bytes = count * es;
   unsigned long long sig = 1469598103934665603ULL;
   int vec, blocks;
@@ -1801,7 +1807,7 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind, int ll, iris_
      * (the LL paths take any device memory: peers never touch them) enter as "off heap",
      * since their addresses differ from rank to rank */
     const int ag_in_place = kind == IRIS_COLL_AG && (const char *)send == (const char *)recv + (size_t)s->dev.ctx.rank * bytes;
-    const int rs_in_place = kind == IRIS_COLL_RS && (const char *)recv == (const char *)send + (size_t)s->dev.ctx.rank * bytes;
+    const int rs_in_place = kind == IRIS_COLL_RS && ((kind_flags & IRIS_COLL_OWN_RECV) || (const char *)recv == (const char *)send + (size_t)s->dev.ctx.rank * bytes);
     sig = (sig ^ (ag_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, send))) * 1099511628211ULL;
     sig = (sig ^ (rs_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, recv))) * 1099511628211ULL;
   }
@@ -1821,8 +1827,9 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind, int ll, iris_
 
 static const char *const iris_coll_names[IRIS_COLL_KINDS] = {"iris_all_reduce", "iris_all_gather", "iris_reduce_scatter", "iris_all_to_all", "iris_broadcast"};
 
-static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op, int root,
+static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op, int root,
                                        iris_stream_t stream, const iris_coll_opts_t *opts) {
+  const int kind = kind_flags & ~IRIS_COLL_OWN_RECV; /* the flag only reaches the signature (iris_coll_launch) */
   const char *name = iris_coll_names[kind];
   iris_coll_state_t *s;
   iris_status_t st;
@@ -1885,7 +1892,7 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind, const void *send, 
       if (send != recv) e = iris_coll_memcpy_async(recv, send, out_elems * es, stream);
       else e = iris_coll_success;
     } else {
-      iris_coll_launch(s, kind, ll, t, op, send, recv, count, root, ctas, stream);
+      iris_coll_launch(s, kind_flags, ll, t, op, send, recv, count, root, ctas, stream);
       e = iris_coll_get_last_error();
     }
     if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_coll_error_text(e));
@@ -1899,7 +1906,7 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind, const void *send, 
     const int heap_out = iris_coll_in_heap(ctx, recv, out_elems * es);
     size_t step = count, c0;
     if (heap_in && heap_out) {
-      iris_coll_launch(s, kind, 0, t, op, send, recv, count, root, ctas, stream);
+      iris_coll_launch(s, kind_flags, 0, t, op, send, recv, count, root, ctas, stream);
       e = iris_coll_get_last_error();
       if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_coll_error_text(e));
       return IRIS_SUCCESS;
@@ -1921,7 +1928,7 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind, const void *send, 
         else e = iris_coll_memcpy_async(s->stage_in, (const char *)send + c0 * es, n * es, stream);
       }
       if (e == iris_coll_success) {
-        iris_coll_launch(s, kind, 0, t, op, in, out, n, root, ctas, stream);
+        iris_coll_launch(s, kind_flags, 0, t, op, in, out, n, root, ctas, stream);
         e = iris_coll_get_last_error();
       }
       if (e == iris_coll_success && out == s->stage_out) {
@@ -1993,7 +2000,7 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
        * part, in-node all-gather in place: each element is reduced by one rail */
       const size_t c = count / (size_t)L;
       char *part = (char *)recv + (size_t)l * c * es;
-      IRIS_COLL_MN_STEP(iris_coll_enqueue(ctx, IRIS_COLL_RS, send, part, c, t, op, 0, stream, opts));
+      IRIS_COLL_MN_STEP(iris_coll_enqueue(ctx, IRIS_COLL_RS | IRIS_COLL_OWN_RECV, send, part, c, t, op, 0, stream, opts)); /* part: offset l c */
       IRIS_COLL_MN_NCCL("all-reduce", nc->all_reduce(part, part, c, nt, nop, rail, stream));
       IRIS_COLL_MN_STEP(iris_coll_enqueue(ctx, IRIS_COLL_AG, part, recv, c, t, op, 0, stream, opts));
     } else {
@@ -2030,7 +2037,8 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
         in = s->mn_scratch;
       }
       IRIS_COLL_MN_NCCL("reduce-scatter", nc->reduce_scatter(in, mid, (size_t)L * m, nt, nop, rail, stream));
-      IRIS_COLL_MN_STEP(iris_coll_enqueue(ctx, IRIS_COLL_RS, mid, (char *)recv + c0 * es, m, t, op, 0, stream, opts));
+      /* recv: in place it is send + g count, at an offset that differs by rank */
+      IRIS_COLL_MN_STEP(iris_coll_enqueue(ctx, IRIS_COLL_RS | IRIS_COLL_OWN_RECV, mid, (char *)recv + c0 * es, m, t, op, 0, stream, opts));
     }
   } else if (kind == IRIS_COLL_A2A) {
     /* per piece of k elements of each block: s1[l'][n'] = send[n' L + l'] (copies), in-node

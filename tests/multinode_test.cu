@@ -6,8 +6,13 @@
 // equality of all-reduce results across ranks, refusals (integer AVG), and a CUDA graph of every
 // collective replayed many times.
 //   multinode_test NODES RANKS_PER_NODE [--tcp PORT] [--replays N]
+//   multinode_test 2 RANKS_PER_NODE --fp8-model   (host only: the fp8 reference against
+//                                                  a simulation of NCCL's arithmetic)
 // tests/multinode_test.sh runs it at 2 x 1 and 2 x 2 (Unix and TCP rendezvous).
 #define IRIS_IMPLEMENTATION
+// a small rail scratch (default 32 MB), so that the reduce-scatter at count 140000 (fp32,
+// 2 x 2) and the all-to-alls from 140000 run in several pieces, as large calls do
+#define IRIS_COLL_MN_SCRATCH_BYTES ((size_t)2 << 20)
 #include "../iris_collectives.h"
 #include "test_util.h"
 
@@ -23,12 +28,70 @@ static const char *op_names[] = {"sum", "min", "max", "avg"};
 #include "coll_values.h"
 
 static int g_nodes, g_per_node;
+static const uint64_t k_seed = 0x6d756c74696e6f64ULL; // fixed: a failure reruns the same values
 
 static bool is_int(int t) { return t == IRIS_INT32 || t == IRIS_INT64 || t == IRIS_UINT8; }
+
+// fp8 SUM and AVG across nodes, stage by stage as the composition runs them
+// (docs/multinode.md). An iris step (within a node) reduces exactly in fp32 and rounds
+// once, saturating: modelled exactly (reduce_bits). A rail step is NCCL's, which rounds to
+// fp8 at every step: ncclAvg multiplies each input by 1/N (itself an fp8 value) and rounds
+// the product to fp8 (so values below twice the smallest subnormal can vanish), and each
+// add goes through half and back to fp8, saturating. Every intermediate is at most m, the
+// sum of the inputs' magnitudes (/ N for AVG), so N premultiplications and N - 1 adds of at
+// most half an ulp at m each (and half's own, far smaller, rounding) keep a rail result
+// within N ulps at m of the exact value of its inputs, clamped to the finite range. (For
+// N = 2, the layouts run here: 1/2 is exact in fp8, and the one add is the last rounding,
+// so nothing saturates inside NCCL before it.)
+// Rounding and saturation are monotone, so these bounds pass through an iris step that
+// follows (reduce-scatter: the rails first) as an interval. A node's partial saturates
+// (as a single-node call's result would): the partials are what the rail then reduces.
+static double fp8_ulp(int type, double m) { // the spacing of fp8 values at magnitude m
+  const int mant = type == IRIS_FLOAT8_E4M3 ? 3 : 2, emin = type == IRIS_FLOAT8_E4M3 ? -6 : -14;
+  int e = m > 0 ? ilogb(m) : emin;
+  return ldexp(1.0, (e < emin ? emin : e) - mant);
+}
+static double fp8_max(int type) { return type == IRIS_FLOAT8_E4M3 ? 448.0 : 57344.0; }
+// A rail step over v[0..n-1]: the bounds of its result; *over: the exact value overflows.
+static void rail_bounds(int type, int op, const double *v, int n, double *lo, double *hi, bool *over) {
+  double e = 0, m = 0;
+  for (int k = 0; k < n; k++) e += v[k], m += fabs(v[k]);
+  if (op == IRIS_AVG) e /= n, m /= n;
+  const double t = n * fp8_ulp(type, m), mx = fp8_max(type);
+  *over = *over || fabs(e) > mx;
+  *lo = std::min(std::max(e - t, -mx), mx);
+  *hi = std::min(std::max(e + t, -mx), mx);
+}
+// An iris step over v[0..n-1] (exact in fp32 for these inputs, AVG / n in fp32, rounded once).
+static double iris_step(int type, int op, const double *v, int n) {
+  double acc = 0;
+  for (int k = 0; k < n; k++) acc += v[k];
+  if (op == IRIS_AVG) acc = (double)((float)acc / (float)n);
+  return to_double(type, from_double(type, acc));
+}
+// b: the W = N L inputs of the element, global rank order (rank = node L + local rank).
+static bool fp8_hier_ok(int kind, int type, int op, const unsigned long long *b, unsigned long long got) {
+  const int N = g_nodes, L = g_per_node;
+  double lo, hi, v[64], vlo[64], vhi[64];
+  bool over = false;
+  if (kind == IRIS_COLL_AR) { // each node's partial (iris), then the rail over the partials
+    for (int n = 0; n < N; n++) v[n] = to_double(type, reduce_bits(type, op, b + (size_t)n * L, L));
+    rail_bounds(type, op, v, N, &lo, &hi, &over);
+  } else { // reduce-scatter: each rail over the nodes (NCCL), then the node (iris)
+    for (int l = 0; l < L; l++) {
+      for (int n = 0; n < N; n++) v[n] = to_double(type, b[(size_t)n * L + l]);
+      rail_bounds(type, op, v, N, &vlo[l], &vhi[l], &over);
+    }
+    lo = iris_step(type, op, vlo, L);
+    hi = iris_step(type, op, vhi, L);
+  }
+  if ((type == IRIS_FLOAT8_E4M3 && (got & 0x7f) == 0x7f) || (type == IRIS_FLOAT8_E5M2 && (got & 0x7c) == 0x7c)) return over; // NaN/inf only past the range
+  const double g = to_double(type, got);
+  return g >= lo && g <= hi;
+}
 // Hierarchical reductions round at every stage (in the node, then in NCCL), so only
-// integers, MIN/MAX and fp32 sums (exact for these inputs) compare bit for bit; the
-// others within a few roundings of the float64 value (fp8: saturation to the largest
-// finite value, or NaN/inf from NCCL, is accepted where the exact value overflows).
+// integers, MIN/MAX and fp32 sums (exact for these inputs) compare bit for bit; fp16 and
+// bf16 within a few roundings of the float64 value; fp8 stage by stage (fp8_hier_ok).
 static bool elem_ok(int kind, int type, int op, uint64_t seed, int call, int me, int W, size_t count, size_t i, int root, unsigned long long got) {
   const size_t es = iris_dtype_size((iris_dtype_t)type);
   const unsigned long long mask = es == 8 ? ~0ULL : (1ULL << (8 * es)) - 1;
@@ -41,6 +104,7 @@ static bool elem_ok(int kind, int type, int op, uint64_t seed, int call, int me,
   for (int r = 0; r < W; r++) b[r] = encode(type, input_hash(seed, r, j, call));
   if (is_int(type) || (type == IRIS_FLOAT32 && op == IRIS_SUM)) return got == (reduce_bits(type, op, b, W) & mask);
   if (op == IRIS_MIN || op == IRIS_MAX) return to_double(type, got) == to_double(type, reduce_bits(type, op, b, W)); // exact; -0 == +0 (NCCL may pick either)
+  if (type == IRIS_FLOAT8_E4M3 || type == IRIS_FLOAT8_E5M2) return fp8_hier_ok(kind, type, op, b, got);
   double ref = 0, sumabs = 0;
   for (int r = 0; r < W; r++) {
     const double v = to_double(type, b[r]);
@@ -48,10 +112,8 @@ static bool elem_ok(int kind, int type, int op, uint64_t seed, int call, int me,
     sumabs += fabs(v);
   }
   if (op == IRIS_AVG) ref /= W, sumabs /= W;
-  const int mant = type == IRIS_FLOAT32 ? 23 : type == IRIS_FLOAT16 ? 10 : type == IRIS_BFLOAT16 ? 7 : type == IRIS_FLOAT8_E4M3 ? 3 : 2;
-  const double g = to_double(type, got), maxf = type == IRIS_FLOAT8_E4M3 ? 448.0 : type == IRIS_FLOAT8_E5M2 ? 57344.0 : type == IRIS_FLOAT16 ? 65504.0 : 3e38;
-  if (type == IRIS_FLOAT8_E4M3 && (got & 0x7f) == 0x7f) return fabs(ref) > maxf; // NaN only where the value overflows
-  if (type == IRIS_FLOAT8_E5M2 && (got & 0x7c) == 0x7c) return fabs(ref) > maxf;
+  const int mant = type == IRIS_FLOAT32 ? 23 : type == IRIS_FLOAT16 ? 10 : 7;
+  const double g = to_double(type, got), maxf = type == IRIS_FLOAT16 ? 65504.0 : 3e38;
   if (fabs(ref) > maxf) return fabs(g) >= maxf * 0.75 && (g > 0) == (ref > 0);
   return fabs(g - ref) <= 4.0 * ldexp(sumabs, -mant) + 1e-30;
 }
@@ -131,6 +193,7 @@ static bool run_case(Suite &s, Bufs &B, Case c) {
   }
   bool ok = st == IRIS_SUCCESS && cudaStreamSynchronize(s.stream) == cudaSuccess;
   if (!ok) why = std::string("call failed: ") + iris_error_detail();
+  else if (iris_collectives_check(s.ctx) != IRIS_SUCCESS) ok = false, why = std::string("iris_collectives_check: ") + iris_error_detail(); // a mismatch names itself (and is cleared)
   uint64_t hash = 0;
   size_t bad = ok ? verify(s, c, why, &hash) : 1;
   if (bad) fprintf(stderr, "multinode_test: rank %d: %s: %zu bad elements, %s\n", s.rank, case_name(c).c_str(), bad, why.c_str());
@@ -162,8 +225,9 @@ static bool topology(Suite &s) {
   return true;
 }
 
-static void eager_cases(Suite &s, Bufs &B) {
-  const int W = s.world, L = g_per_node;
+// The eager cases in their order (call numbers 1, 2, ...): f(case) for each; returns the
+// last call number.
+template <typename F> static int each_case(int W, int L, F f) {
   const size_t counts[] = {1, 1003, (size_t)70000 * L / 2 * 2, (size_t)70000 * L + 1}; // small, odd, the reduce-scatter composition, not divisible by L
   int call = 0;
   for (int kind : {IRIS_COLL_AR, IRIS_COLL_RS, IRIS_COLL_AG, IRIS_COLL_A2A, IRIS_COLL_BC})
@@ -175,9 +239,15 @@ static void eager_cases(Suite &s, Bufs &B) {
           for (int mode = 0; mode < 3; mode++) { // 0 out of place, 1 in place, 2 off the heap
             if (big && mode == 2 && type != IRIS_FLOAT32) continue;
             Case c = {kind, type, op, mode == 1, mode == 2, kind == IRIS_COLL_BC ? (call % W) : 0, ++call, count, NULL, NULL};
-            run_case(s, B, c);
+            f(c);
           }
         }
+  return call;
+}
+
+static void eager_cases(Suite &s, Bufs &B) {
+  const int W = s.world;
+  int call = each_case(W, g_per_node, [&](const Case &c) { run_case(s, B, c); });
   { // an all-to-all of more than IRIS_COLL_MN_SCRATCH_BYTES / 3 in total: several pieces, copied out
     const size_t big = IRIS_COLL_MN_SCRATCH_BYTES / 4 / (size_t)W / 2;
     if ((size_t)W * big * 4 <= B.bytes)
@@ -245,6 +315,50 @@ static bool graphs(Suite &s, Bufs &B, int replays) {
   return ok;
 }
 
+// --fp8-model (no GPU): NCCL's fp8 arithmetic at 2 nodes, simulated on the host (each add
+// in half, then rounded to fp8 saturating; ncclAvg: each input times 1/2 in half, rounded
+// to fp8, then added), for every element of every fp8 SUM/AVG case of this layout, with
+// the in-node steps as iris computes them: elem_ok must accept every result. (This
+// simulation gives, bit for bit, each of the 68 fp8 values that the first GPU run logged
+// as refused by the one-rounding reference (docs/bench/session7/run2_multinode_test.log),
+// all but those of the in-place reduce-scatters, which had moved nothing.)
+static unsigned char fp8_of(int type, float f) { return type == IRIS_FLOAT8_E4M3 ? iris_float_to_fp8_e4m3(f) : iris_float_to_fp8_e5m2(f); }
+static float half_of(float f) { return __half2float(__float2half_rn(f)); }
+static unsigned long long nccl_fp8_pair(int type, int op, unsigned long long a, unsigned long long b) {
+  float x = (float)to_double(type, a), y = (float)to_double(type, b);
+  if (op == IRIS_AVG) x = (float)to_double(type, fp8_of(type, half_of(x * 0.5f))), y = (float)to_double(type, fp8_of(type, half_of(y * 0.5f)));
+  return fp8_of(type, half_of(x + y));
+}
+static int fp8_model(void) {
+  const int L = g_per_node, W = 2 * L;
+  const uint64_t seed = k_seed;
+  char tag[64];
+  long n = 0, bad = 0, other = 0;
+  snprintf(tag, sizeof tag, "[2x%d] fp8 model", L);
+  each_case(W, L, [&](const Case &c) {
+    if ((c.type != IRIS_FLOAT8_E4M3 && c.type != IRIS_FLOAT8_E5M2) || (c.op != IRIS_SUM && c.op != IRIS_AVG) || (c.kind != IRIS_COLL_AR && c.kind != IRIS_COLL_RS)) return;
+    for (int me = 0; me < (c.kind == IRIS_COLL_RS ? W : 1); me++) // all-reduce: every rank holds the same
+      for (size_t i = 0; i < c.count; i++) {
+        const size_t j = c.kind == IRIS_COLL_RS ? (size_t)me * c.count + i : i;
+        unsigned long long b[64], got;
+        for (int r = 0; r < W; r++) b[r] = encode(c.type, input_hash(seed, r, j, c.call));
+        if (c.kind == IRIS_COLL_AR) { // node partials (iris), then the rail
+          got = nccl_fp8_pair(c.type, c.op, reduce_bits(c.type, c.op, b, L), reduce_bits(c.type, c.op, b + L, L));
+        } else { // each rail over the nodes, then the node (iris; nothing at L = 1)
+          double q[64];
+          for (int l = 0; l < L; l++) q[l] = to_double(c.type, nccl_fp8_pair(c.type, c.op, b[l], b[L + l]));
+          got = from_double(c.type, L == 1 ? q[0] : iris_step(c.type, c.op, q, L));
+        }
+        n++;
+        other += got != reduce_bits(c.type, c.op, b, W);
+        if (!elem_ok(c.kind, c.type, c.op, seed, c.call, me, W, c.count, i, 0, got) && bad++ < 5)
+          fprintf(stderr, "multinode_test: %s: %s rank %d element %zu: 0x%llx refused\n", tag, case_name(c).c_str(), me, i, got);
+      }
+  });
+  printf("%s: %s: %ld elements, %ld of them not the one-rounding value, %ld refused\n", bad ? "FAIL" : "PASS", tag, n, other, bad);
+  return bad ? 1 : 0;
+}
+
 static int rank_main(int rank, int tcp_port, int replays) {
   char id[32];
   snprintf(id, sizeof id, "vnode%d", rank / g_per_node);
@@ -268,7 +382,7 @@ static int rank_main(int rank, int tcp_port, int replays) {
   s.rank = iris_rank(s.ctx);
   s.world = iris_world_size(s.ctx);
   s.tag = std::to_string(g_nodes) + "x" + std::to_string(g_per_node) + (tcp_port > 0 ? " tcp" : "");
-  s.seed = 0x6d756c74696e6f64ULL;
+  s.seed = k_seed;
   s.passed = s.failed = 0;
   cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
   Bufs B;
@@ -292,7 +406,7 @@ static int rank_main(int rank, int tcp_port, int replays) {
 
 int main(int argc, char **argv) {
   int tcp_port = 0, replays = 1000;
-  if (argc < 3) { fprintf(stderr, "usage: multinode_test NODES RANKS_PER_NODE [--tcp PORT] [--replays N]\n"); return 2; }
+  if (argc < 3) { fprintf(stderr, "usage: multinode_test NODES RANKS_PER_NODE [--tcp PORT] [--replays N] | 2 RANKS_PER_NODE --fp8-model\n"); return 2; }
   g_nodes = atoi(argv[1]);
   g_per_node = atoi(argv[2]);
   for (int i = 3; i + 1 < argc; i += 2) {
@@ -300,6 +414,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--replays")) replays = atoi(argv[i + 1]);
   }
   if (g_nodes < 2 || g_per_node < 1 || g_nodes * g_per_node > IRIS_MAX_RANKS) { fprintf(stderr, "multinode_test: bad layout\n"); return 2; }
+  if (argc > 3 && !strcmp(argv[3], "--fp8-model")) {
+    if (g_nodes == 2) return fp8_model();
+    printf("SKIP: [%dx%d] fp8 model: simulates 2 nodes only\n", g_nodes, g_per_node);
+    return 0;
+  }
   iris_launch_t L;
   int me = -1;
   if (iris_launch_local(g_nodes * g_per_node, &L, &me) != IRIS_SUCCESS) { fprintf(stderr, "FAIL: multinode_test: launch: %s\n", iris_error_detail()); return 1; }
