@@ -191,7 +191,10 @@ class Context:
         if check_shapes is None:
             check_shapes = os.environ.get("IRIS_GPU_CHECK_SHAPES", "0") not in ("", "0")
         self.check_shapes = bool(check_shapes)
-        self._opts = {}
+        self._opts, self._opts_c, self._optp = {}, None, None
+        L = self._lib.lib
+        self._coll_fns = {"all_reduce": L.iris_all_reduce_ex, "all_gather": L.iris_all_gather_ex, "reduce_scatter": L.iris_reduce_scatter_ex,
+                          "all_to_all": L.iris_all_to_all_ex, "broadcast": L.iris_broadcast_ex}
 
     # -------------------------------------------------------------- basics
     def _call(self, call, status):
@@ -275,6 +278,8 @@ class Context:
     def set_algo(self, algo="auto", ctas=0):
         """Algorithm of the following collectives (auto, latency, bandwidth, two_shot_ll)."""
         self._opts = {} if algo == "auto" and not ctas else {"algo": _types.iris_algo(algo), "ctas": int(ctas)}
+        self._opts_c = _lib.CollOptsT.init(**self._opts) if self._opts else None
+        self._optp = ctypes.byref(self._opts_c) if self._opts_c is not None else None
 
     # -------------------------------------------------------------- heap tensors
     def empty(self, shape, dtype=None):
@@ -339,33 +344,24 @@ class Context:
             raise ValueError("iris collective mismatch: rank %d calls %s but rank(s) %s call %s" % (self.rank, mine.decode(), bad, got[bad[0]].decode()))
 
     def _run(self, kind, send_ptr, recv_ptr, count, dtype, extra=None):
-        """Enqueue one collective on torch.cuda.current_stream(); extra: op or root."""
+        """Enqueue one collective on torch.cuda.current_stream(); extra: op or root.
+        Kept lean: it is most of what an eager call costs on the host."""
         torch = _torch_mod()
-        self._same_everywhere((kind, count, dtype, extra))
+        if self.check_shapes:
+            self._same_everywhere((kind, count, dtype, extra))
         if count == 0:
             return
-        L = self._lib.lib
-        opts = _lib.CollOptsT.init(**self._opts) if self._opts else None
-        optp = ctypes.byref(opts) if opts is not None else None
+        fn = self._coll_fns[kind]
         h = self._handle()
-        stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
-        s, r = ctypes.c_void_p(send_ptr), ctypes.c_void_p(recv_ptr)
-        dev = torch.cuda.current_device()
-        guard = torch.cuda.device(self.device) if dev != self.device else contextlib.nullcontext()
-        with guard:
-            if kind == "all_reduce":
-                st = L.iris_all_reduce_ex(h, s, r, count, dtype, extra, stream, optp)
-            elif kind == "all_gather":
-                st = L.iris_all_gather_ex(h, s, r, count, dtype, stream, optp)
-            elif kind == "reduce_scatter":
-                st = L.iris_reduce_scatter_ex(h, s, r, count, dtype, extra, stream, optp)
-            elif kind == "all_to_all":
-                st = L.iris_all_to_all_ex(h, s, r, count, dtype, stream, optp)
-            elif kind == "broadcast":
-                st = L.iris_broadcast_ex(h, s, r, count, dtype, extra, stream, optp)
-            else:
-                raise ValueError("unknown collective %r" % kind)
-        self._call("iris_" + kind, st)
+        stream = torch._C._cuda_getCurrentRawStream(self.device)
+        args = (h, send_ptr, recv_ptr, count, dtype) + ((extra,) if extra is not None else ()) + (stream, self._optp)
+        if torch._C._cuda_getDevice() != self.device:
+            with torch.cuda.device(self.device):
+                st = fn(*args)
+        else:
+            st = fn(*args)
+        if st:
+            self._call("iris_" + kind, st)
 
     def _barrier_device(self):
         torch = _torch_mod()
