@@ -79,8 +79,7 @@
  *   - Graphs: run allocates nothing and never synchronises the host: capture and replay
  *     freely. Create the plan before capturing.
  *   - AMD (hipcc): the paths need cuBLASLt; create returns IRIS_ERROR_UNSUPPORTED (fp8
- *     included). The
- *     device building blocks compile there (unverified on hardware).
+ *     included). The device building blocks compile there (unverified on hardware).
  *
  * Device building blocks (C++, for users' own GEMM kernels; see
  * examples/gemm_reduce_scatter.cu): a grid of fp32 contribution slots on the heap,
@@ -119,8 +118,8 @@ extern "C" {
  * path, a multi-node context, no cuBLASLt: IRIS_ERROR_UNSUPPORTED), chooses the path,
  * allocates the heap workspace (the same sequence on every rank; IRIS_ERROR_OUT_OF_MEMORY
  * naming the bytes when the heap cannot hold it) and the local buffers, prepares the
- * cuBLASLt GEMMs. A plan exists on every rank
- * or on none; on failure nothing stays allocated and *out is NULL. */
+ * cuBLASLt GEMMs. A plan exists on every rank or on none; on failure nothing stays
+ * allocated and *out is NULL. */
 IRIS_API iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_t *desc, iris_gemm_rs_t **out);
 /* Every rank, the same sequence of calls. Enqueues C = sum_r A_r * B_r (+ bias) on stream
  * (REDUCE_SCATTER: this rank's M/W rows; ALL_REDUCE: all M rows). a: M x K/W, b: this
