@@ -944,7 +944,10 @@ static iris_status_t iris_gemm_check_desc(const iris_ag_gemm_desc_t *d, int W, i
 /* ---- cuBLASLt: C rows = A rows * B (+ bias), row-major, as the column-major
  * C^T = B^T A^T. Lt's "A" is our B, Lt's "B" is our A, bias runs along Lt's rows = N. */
 #if defined(IRIS_GEMM_HAVE_BLAS)
-static cudaDataType_t iris_gemm_cuda_type(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? CUDA_R_16BF : t == IRIS_FLOAT16 ? CUDA_R_16F : CUDA_R_32F; }
+/* fp8 e4m3 is reached only from iris_gemm_reduce.h (the all-gather + GEMM refuses fp8) */
+static cudaDataType_t iris_gemm_cuda_type(iris_dtype_t t) {
+  return t == IRIS_BFLOAT16 ? CUDA_R_16BF : t == IRIS_FLOAT16 ? CUDA_R_16F : t == IRIS_FLOAT8_E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_32F;
+}
 
 static iris_status_t iris_gemm_blas_init(iris_ag_gemm_t *g) {
   const cublasComputeType_t ct = CUBLAS_COMPUTE_32F;

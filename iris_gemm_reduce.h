@@ -8,6 +8,10 @@
  *   bf16 or fp16 inputs, fp32 accumulation, the sum across ranks in fp32 in the fixed rank
  *   order 0, 1, ..., W-1, the bias (N values of the output type) added once, and one
  *   rounding to the output type (bf16, fp16 or fp32).
+ *   fp8 e4m3 inputs (A and B) with per-tensor scales (iris_gemm_rs_run_scaled: device
+ *   pointers to one float each, per rank): C = sum over r of (a_scale_r A_r)(b_scale_r B_r)
+ *   (+ bias); cuBLASLt's fp8 GEMM writes the scaled product into the fp32 partial (fp32
+ *   accumulation, fast accumulation off), and the rest is as above: one rounding.
  *     IRIS_GEMM_REDUCE_SCATTER  rank r receives rows [r*M/W, (r+1)*M/W) of C: its C is an
  *                               (M/W) x N matrix (sequence parallelism);
  *     IRIS_GEMM_ALL_REDUCE      every rank receives all of C (M x N), bitwise the same on
@@ -53,8 +57,15 @@
  *   - Shapes: M % W == 0 (for both ops: rows are reduced by their owner), K % W == 0 and
  *     (K/W) % 8 == 0, N % 8 == 0 (16-byte rows). M, N, K/W need not be tile multiples.
  *     A and B 256-byte aligned (cuBLASLt), C and bias 16-byte aligned. Anything else:
- *     IRIS_ERROR_INVALID_ARGUMENT naming the rule. fp8 inputs: IRIS_ERROR_UNSUPPORTED (not
- *     in this version).
+ *     IRIS_ERROR_INVALID_ARGUMENT naming the rule.
+ *   - fp8 (a_type IRIS_FLOAT8_E4M3, B the same): b_transposed = 1 (cuBLASLt's fp8 GEMM on
+ *     Hopper takes only the "TN" layout; else IRIS_ERROR_UNSUPPORTED), (K/W) % 16 == 0
+ *     (else IRIS_ERROR_INVALID_ARGUMENT); run through iris_gemm_rs_run_scaled with both
+ *     scales (iris_gemm_rs_run, or a NULL scale: IRIS_ERROR_INVALID_ARGUMENT). e5m2:
+ *     IRIS_ERROR_UNSUPPORTED. Needs an sm_89+ GPU (cuBLASLt finds no algorithm elsewhere:
+ *     create returns IRIS_ERROR_UNSUPPORTED).
+ *   - One node: a context that spans several nodes (iris_num_nodes > 1) is refused with
+ *     IRIS_ERROR_UNSUPPORTED, as by iris_ag_gemm_create.
  *   - Workspace, on the symmetric heap: pipelined M*N*4 bytes (the receive slots), plus
  *     M*N*sizeof(C type) for ALL_REDUCE; unfused M*N*4. Local memory: pipelined
  *     (W-1)/W*M*N*4 bytes of chunk staging, and 32 MB of cuBLASLt workspace. A heap that
@@ -67,8 +78,8 @@
  *     iris_gemm_rs_check reports what the plan itself recorded (nothing on these paths).
  *   - Graphs: run allocates nothing and never synchronises the host: capture and replay
  *     freely. Create the plan before capturing.
- *   - AMD (hipcc): the paths need cuBLASLt; create returns IRIS_ERROR_UNSUPPORTED. The
- *     device building blocks compile there (unverified on hardware).
+ *   - AMD (hipcc): the paths need cuBLASLt; create returns IRIS_ERROR_UNSUPPORTED (fp8
+ *     included). The device building blocks compile there (unverified on hardware).
  *
  * Device building blocks (C++, for users' own GEMM kernels; see
  * examples/gemm_reduce_scatter.cu): a grid of fp32 contribution slots on the heap,
@@ -88,7 +99,7 @@ typedef struct iris_gemm_rs_desc {
   size_t struct_size;
   iris_gemm_reduce_op_t op;
   long long M, N, K;     /* the whole problem: C is M x N, K the total (each rank has K/W) */
-  iris_dtype_t a_type;   /* IRIS_BFLOAT16 or IRIS_FLOAT16; B has the same type */
+  iris_dtype_t a_type;   /* IRIS_BFLOAT16, IRIS_FLOAT16 or IRIS_FLOAT8_E4M3 (with scales); B has the same type */
   iris_dtype_t c_type;   /* IRIS_BFLOAT16, IRIS_FLOAT16 or IRIS_FLOAT32; bias too */
   int b_transposed;      /* 0: B_r is K/W x N row-major; 1: B_r is N x K/W row-major */
   int has_bias;          /* 1: run takes N bias values, added once to every row of C */
@@ -103,11 +114,12 @@ extern "C" {
 #endif
 /* Every rank, collective, outside graph capture. Checks the description (the same on
  * every rank, else IRIS_ERROR_MISMATCH on every rank; then the shape rules, else
- * IRIS_ERROR_INVALID_ARGUMENT naming the rule; fp8 or the fused path:
- * IRIS_ERROR_UNSUPPORTED), chooses the path, allocates the heap workspace (the same
- * sequence on every rank; IRIS_ERROR_OUT_OF_MEMORY naming the bytes when the heap cannot
- * hold it) and the local buffers, prepares the cuBLASLt GEMMs. A plan exists on every rank
- * or on none; on failure nothing stays allocated and *out is NULL. */
+ * IRIS_ERROR_INVALID_ARGUMENT naming the rule; e5m2, fp8 with b_transposed = 0, the fused
+ * path, a multi-node context, no cuBLASLt: IRIS_ERROR_UNSUPPORTED), chooses the path,
+ * allocates the heap workspace (the same sequence on every rank; IRIS_ERROR_OUT_OF_MEMORY
+ * naming the bytes when the heap cannot hold it) and the local buffers, prepares the
+ * cuBLASLt GEMMs. A plan exists on every rank or on none; on failure nothing stays
+ * allocated and *out is NULL. */
 IRIS_API iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_t *desc, iris_gemm_rs_t **out);
 /* Every rank, the same sequence of calls. Enqueues C = sum_r A_r * B_r (+ bias) on stream
  * (REDUCE_SCATTER: this rank's M/W rows; ALL_REDUCE: all M rows). a: M x K/W, b: this
@@ -116,6 +128,14 @@ IRIS_API iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
  * the collectives and iris_ag_gemm_run); returns the context's fatal fault at once
  * (iris_get_async_error). Bad pointers: IRIS_ERROR_INVALID_ARGUMENT, nothing enqueued. */
 IRIS_API iris_status_t iris_gemm_rs_run(iris_gemm_rs_t *p, const void *a, const void *b, const void *bias, void *c, iris_stream_t stream);
+/* As iris_gemm_rs_run, with per-tensor scales for fp8 inputs: C = sum_r (a_scale_r * A_r) *
+ * (b_scale_r * B_r) (+ bias), where a_scale and b_scale point to one float each in device
+ * memory (read when the GEMM runs, so a graph replay reads the current values). An fp8
+ * plan must come here (iris_gemm_rs_run refuses it) with both scales; a bf16/fp16 plan
+ * takes NULL scales (then this is iris_gemm_rs_run). Else IRIS_ERROR_INVALID_ARGUMENT
+ * naming the rule, nothing enqueued. */
+IRIS_API iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a, const void *b, const float *a_scale, const float *b_scale, const void *bias, void *c,
+                                               iris_stream_t stream);
 /* Synchronous, after the plan's runs have completed on their streams. The pipelined and
  * unfused paths wait only in the device barriers of iris_collectives.h, which report their
  * own timeouts (iris_get_async_error): this returns IRIS_SUCCESS for them (and
@@ -271,13 +291,17 @@ static iris_status_t iris_gemm_rs_check_desc(const iris_gemm_rs_desc_t *d, int W
   else if (d->op != IRIS_GEMM_REDUCE_SCATTER && d->op != IRIS_GEMM_ALL_REDUCE) bad = "op must be IRIS_GEMM_REDUCE_SCATTER or IRIS_GEMM_ALL_REDUCE";
   else if (d->M < 1 || d->N < 1 || d->K < 1) bad = "M, N and K must be positive";
   else if (d->M > 0x7fffffffLL || d->N > 0x7fffffffLL || d->K > 0x7fffffffLL) bad = "M, N and K must be below 2^31";
-  else if (d->a_type == IRIS_FLOAT8_E4M3 || d->a_type == IRIS_FLOAT8_E5M2)
-    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: fp8 inputs are not supported in this version (no per-tensor scales in the description yet); use bf16 or fp16", me);
-  else if (d->a_type != IRIS_BFLOAT16 && d->a_type != IRIS_FLOAT16) bad = "a_type must be IRIS_BFLOAT16 or IRIS_FLOAT16";
+  else if (d->a_type == IRIS_FLOAT8_E5M2)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: fp8 e5m2 inputs are not supported (cuBLASLt has no e5m2 x e5m2 GEMM); use IRIS_FLOAT8_E4M3", me);
+  else if (d->a_type == IRIS_FLOAT8_E4M3 && !d->b_transposed)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                            "rank %d: iris_gemm_rs_create: fp8 inputs need b_transposed = 1 (B_r stored N x K/W: cuBLASLt's fp8 GEMM on Hopper takes only the \"TN\" layout)", me);
+  else if (d->a_type != IRIS_BFLOAT16 && d->a_type != IRIS_FLOAT16 && d->a_type != IRIS_FLOAT8_E4M3) bad = "a_type must be IRIS_BFLOAT16, IRIS_FLOAT16 or IRIS_FLOAT8_E4M3";
   else if (d->c_type != IRIS_BFLOAT16 && d->c_type != IRIS_FLOAT16 && d->c_type != IRIS_FLOAT32) bad = "c_type must be IRIS_BFLOAT16, IRIS_FLOAT16 or IRIS_FLOAT32";
   else if (d->M % W) bad = "M must be divisible by the world size (rank r owns rows [r*M/W, (r+1)*M/W))";
   else if (d->K % W || (d->K / W) % 8) bad = "K must be divisible by the world size, and K/world_size a multiple of 8 (16-byte rows of A)";
   else if (d->N % 8) bad = "N must be a multiple of 8 (16-byte rows)";
+  else if (d->a_type == IRIS_FLOAT8_E4M3 && (d->K / W) % 16) bad = "fp8 inputs need K/world_size a multiple of 16 (16-byte rows of A and B, cuBLASLt's fp8 rule)";
   else if ((unsigned)d->path >= IRIS_GEMM_PATH_COUNT) bad = "unknown path";
   if (bad) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_create: %s", me, bad);
   if (d->path == IRIS_GEMM_PATH_FUSED || d->path == IRIS_GEMM_PATH_KERNEL_UNFUSED)
@@ -287,6 +311,15 @@ static iris_status_t iris_gemm_rs_check_desc(const iris_gemm_rs_desc_t *d, int W
 }
 
 #if defined(IRIS_GEMM_HAVE_BLAS)
+/* fp8: the per-tensor scales of the plan's cuBLASLt GEMM (device pointers to one float).
+ * Lt's "A" is our B and Lt's "B" our A (iris_gemm.h computes C^T = B^T A^T). */
+static iris_status_t iris_gemm_rs_set_scales(iris_gemm_rs_t *p, const void *a_scale, const void *b_scale) {
+  if (cublasLtMatmulDescSetAttribute(p->blas->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof b_scale) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulDescSetAttribute(p->blas->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof a_scale) != CUBLAS_STATUS_SUCCESS)
+    return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_gemm_rs: cuBLASLt refused the fp8 scale pointers", p->me);
+  return IRIS_SUCCESS;
+}
+
 /* The local part of create, after the heap blocks: cuBLASLt (through iris_gemm.h's helpers,
  * on a bare iris_ag_gemm_t that describes the local GEMM), chunk staging, the push stream
  * and its events. Returns the first failure. */
@@ -311,6 +344,9 @@ static iris_status_t iris_gemm_rs_create_local(iris_gemm_rs_t *p) {
   g->gemm_streams = 1;
   g->path = p->path;
   if ((st = iris_gemm_blas_init(g)) != IRIS_SUCCESS) return st;
+  /* fp8: the heuristic sees a scaled GEMM (any device address stands in for the scales,
+   * never read here; run sets the real ones) */
+  if (p->d.a_type == IRIS_FLOAT8_E4M3 && (st = iris_gemm_rs_set_scales(p, g->lt_ws[0], g->lt_ws[0])) != IRIS_SUCCESS) return st;
   if ((st = iris_gemm_blas_shape(g, p->path == IRIS_GEMM_PATH_UNFUSED ? p->d.M : p->ml, p->kl, &unused)) != IRIS_SUCCESS) return st;
   if (p->path != IRIS_GEMM_PATH_PIPELINED) return IRIS_SUCCESS;
   if (p->W > 1 && cudaMalloc((void **)&p->stage, (size_t)(p->W - 1) * p->ml * p->d.N * 4) != cudaSuccess) {
@@ -455,6 +491,10 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   int W, me, q;
   if (!ctx || !desc || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_gemm_rs_create: NULL argument");
   *out = NULL;
+  if (iris_num_nodes(ctx) > 1) /* refused alike on every rank, before any exchange */
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                            "rank %d: iris_gemm_rs_create: the GEMM + reduce-scatter / all-reduce runs within one node, and this context spans %d nodes; create it "
+                            "on a node-local context (docs/multinode.md)", iris_rank(ctx), iris_num_nodes(ctx));
   W = iris_world_size(ctx);
   me = iris_rank(ctx);
   /* every rank must describe the same problem: exchange first (fields, not bytes) */
@@ -528,9 +568,26 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
 /* A context's fatal fault refuses the run at once; the run is ordered after the context's
  * previous communication call, whatever its stream (iris_detail_order_begin, iris.h). */
 IRIS_DEF iris_status_t iris_gemm_rs_run(iris_gemm_rs_t *p, const void *a, const void *b, const void *bias, void *c, iris_stream_t stream) {
+  if (p && p->d.a_type == IRIS_FLOAT8_E4M3)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: an fp8 plan needs per-tensor scales: call iris_gemm_rs_run_scaled", p->me);
+  return iris_gemm_rs_run_scaled(p, a, b, NULL, NULL, bias, c, stream);
+}
+
+IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a, const void *b, const float *a_scale, const float *b_scale, const void *bias, void *c,
+                                               iris_stream_t stream) {
   iris_status_t st, st2;
+  const int fp8 = p && p->d.a_type == IRIS_FLOAT8_E4M3;
   if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_gemm_rs_run: NULL plan");
   if (!a || !b || !c) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: NULL buffer (a %p, b %p, c %p)", p->me, a, b, c);
+  if (fp8 && (!a_scale || !b_scale))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run_scaled: fp8 inputs need both per-tensor scales (a_scale %p, b_scale %p)", p->me,
+                            (const void *)a_scale, (const void *)b_scale);
+  if (!fp8 && (a_scale || b_scale))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run_scaled: scales apply to fp8 inputs only (this plan's a_type is %d, not IRIS_FLOAT8_E4M3): pass NULL",
+                            p->me, (int)p->d.a_type);
+  if (((uintptr_t)a_scale | (uintptr_t)b_scale) % 4)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run_scaled: the scales must be 4-byte aligned floats: a_scale %p, b_scale %p", p->me,
+                            (const void *)a_scale, (const void *)b_scale);
   if (!p->d.has_bias != !bias)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: bias %s, but the plan says has_bias = %d", p->me, bias ? "given" : "NULL", p->d.has_bias);
   if (((uintptr_t)a | (uintptr_t)b) % 256)
@@ -542,6 +599,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_run(iris_gemm_rs_t *p, const void *a, const 
   /* every rank has reached this call: the previous call's readers of the workspace are gone */
   st = iris_barrier_device(p->ctx, stream);
 #if defined(IRIS_GEMM_HAVE_BLAS)
+  if (st == IRIS_SUCCESS && fp8) st = iris_gemm_rs_set_scales(p, a_scale, b_scale);
   if (st == IRIS_SUCCESS)
     st = p->path == IRIS_GEMM_PATH_PIPELINED ? iris_gemm_rs_run_pipelined(p, (const char *)a, b, bias, c, stream) : iris_gemm_rs_run_unfused(p, (const char *)a, b, bias, c, stream);
 #endif

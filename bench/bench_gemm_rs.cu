@@ -1,10 +1,12 @@
 // bench_gemm_rs: GEMM + reduce-scatter and GEMM + all-reduce (iris_gemm_reduce.h) against
 // cuBLAS followed by NCCL (or iris) reduce-scatter / all-reduce, and the local GEMM alone,
-// in the same processes, one per GPU, bf16 in and out, K sharded over the ranks.
+// in the same processes, one per GPU, K sharded over the ranks; bf16 in and out, and fp8
+// (e4m3 A and B with per-tensor scales, B stored N x K/W, bf16 out).
 //   bench_gemm_rs [ranks]       0 or none: every GPU
 // For M in {1024, 4096, 8192, 16384} and (N, K_total) in {(8192, 8192), (8192, 28672),
 // (5120, 13824)} (each rank: A_r M x K/W, B_r K/W x N), time per op of
-//   gemm_alone      cuBLAS on the local shard, M x N x K/W, no communication (the floor)
+//   gemm_alone      cuBLAS on the local shard, M x N x K/W, no communication (the floor);
+//                   fp8: cuBLASLt's fp8 GEMM (TN, scales, bf16 out)
 //   cublas+nccl_rs  that GEMM, then ncclReduceScatter of C (the sequence users run today)
 //   cublas+iris_rs  that GEMM, then iris_reduce_scatter
 //   rs/<path>       iris_gemm_rs_run, REDUCE_SCATTER, each path (pipelined, unfused)
@@ -14,12 +16,62 @@
 // of the communication hidden, (sequence - t) / (sequence - gemm_alone), where the
 // sequence is cuBLAS + NCCL of the same op.
 // Env: BENCH_CSV=path (rows as CSV), BENCH_M=4096,8192 (only these M), BENCH_SHAPES=0,2
-// (indices of the (N, K) list), BENCH_OPS=rs or ar.
+// (indices of the (N, K) list), BENCH_OPS=rs or ar, BENCH_DTYPES=bf16 or fp8 (default both).
+// fp8: the sequence is cuBLASLt fp8 (bf16 out) + NCCL bf16; the plans run
+// iris_gemm_rs_run_scaled into bf16.
 // No fused path exists yet, so there is no world-1 fused-epilogue measurement.
 #define IRIS_IMPLEMENTATION
 #define IRIS_GEMM_NO_CORE // the cuBLASLt paths only
 #include "../iris_gemm_reduce.h"
 #include "bench_gemm_util.h"
+
+// random e4m3 codes, |x| in [0.25, 3.75]
+__global__ void k_fill_fp8(unsigned char *p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    p[i] = (unsigned char)((h & 0x80) | ((5 + (h >> 8) % 4) << 3) | ((h >> 16) & 7));
+  }
+}
+
+// the fp8 baseline: row-major C (M x N, bf16) = (a_scale A) (M x K, e4m3) * (b_scale B)^T
+// (B N x K, e4m3), as the column-major C^T = B^T A^T in cuBLASLt's "TN" layout
+struct LtFp8 {
+  cublasLtHandle_t lt;
+  void *ws;
+  size_t ws_bytes;
+};
+static LtFp8 lt8;
+static void fp8_gemm(const void *a, const void *b, const float *a_scale, const float *b_scale, __nv_bfloat16 *c, long long M, long long N, long long K) {
+  static long long cM = -1, cN = -1, cK = -1;
+  static cublasLtMatmulDesc_t op;
+  static cublasLtMatrixLayout_t la, lb, lc;
+  static cublasLtMatmulAlgo_t algo;
+  if (M != cM || N != cN || K != cK) { // prepared once per shape
+    if (cM >= 0) { cublasLtMatmulDescDestroy(op); cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(lc); }
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    BK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    BK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    BK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    BK(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)N, K));
+    BK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)M, K));
+    BK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N));
+    BK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof b_scale));
+    BK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof a_scale));
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    BK(cublasLtMatmulPreferenceCreate(&pref));
+    BK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt8.ws_bytes, sizeof lt8.ws_bytes));
+    BK(cublasLtMatmulAlgoGetHeuristic(lt8.lt, op, la, lb, lc, lc, pref, 1, &res, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found < 1) { fprintf(stderr, "bench: cuBLASLt has no fp8 algorithm for %lld x %lld x %lld\n", M, N, K); exit(1); }
+    algo = res.algo;
+    cM = M; cN = N; cK = K;
+  }
+  const float one = 1.f, zero = 0.f;
+  BK(cublasLtMatmul(lt8.lt, op, &one, b, la, a, lb, &zero, c, lc, c, lc, &algo, lt8.ws, lt8.ws_bytes, stream));
+}
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -40,9 +92,10 @@ int main(int argc, char **argv) {
   BK(cublasSetStream(blas, stream));
   const int reps = getenv("BENCH_REPS") ? atoi(getenv("BENCH_REPS")) : 20;
   const std::vector<std::string> only_m = split(getenv("BENCH_M")), only_shape = split(getenv("BENCH_SHAPES")), only_op = split(getenv("BENCH_OPS"));
+  const std::vector<std::string> only_dtype = split(getenv("BENCH_DTYPES"));
   const char *csv_path = getenv("BENCH_CSV");
   FILE *csv = rank_ == 0 && csv_path && *csv_path ? fopen(csv_path, "w") : NULL;
-  if (csv) fprintf(csv, "ranks,op,M,N,K,variant,ms,x_gemm_alone,hidden\n");
+  if (csv) fprintf(csv, "ranks,dtype,op,M,N,K,variant,ms,x_gemm_alone,hidden\n");
   const long long Ms[] = {1024, 4096, 8192, 16384};
   const long long NKs[][2] = {{8192, 8192}, {8192, 28672}, {5120, 13824}};
   const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED};
@@ -55,71 +108,100 @@ int main(int argc, char **argv) {
   IK(iris_malloc(ctx, maxC * 2, (void **)&out)); // the collectives' and the plans' output
   k_fill<<<1024, 256, 0, stream>>>(a, maxA, 17u + (unsigned)rank_);
   k_fill<<<1024, 256, 0, stream>>>(b, maxB, 5u + (unsigned)rank_);
+  // fp8: e4m3 copies of the same sizes (half the bytes), B N x K/W; per-tensor scales
+  unsigned char *a8, *b8;
+  float *scales, hs[2] = {0.75f + 0.01f * rank_, 0.5f};
+  CK(cudaMalloc(&a8, maxA));
+  CK(cudaMalloc(&b8, maxB));
+  CK(cudaMalloc(&scales, sizeof hs));
+  CK(cudaMemcpy(scales, hs, sizeof hs, cudaMemcpyHostToDevice));
+  k_fill_fp8<<<1024, 256, 0, stream>>>(a8, maxA, 23u + (unsigned)rank_);
+  k_fill_fp8<<<1024, 256, 0, stream>>>(b8, maxB, 11u + (unsigned)rank_);
+  lt8.ws_bytes = (size_t)32 << 20;
+  BK(cublasLtCreate(&lt8.lt));
+  CK(cudaMalloc(&lt8.ws, lt8.ws_bytes));
   CK(cudaStreamSynchronize(stream));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, iris_device(ctx)));
   if (rank_ == 0)
-    printf("# bench_gemm_rs: %d ranks, %s, bf16, K sharded over the ranks; ms per op, max over ranks of per-rank medians of %d\n", W, prop.name, reps);
-  if (rank_ == 0) printf("%6s %6s %6s %-3s %-16s %9s %8s %7s\n", "M", "N", "K", "op", "variant", "ms", "x_alone", "hidden");
-  for (int si = 0; si < 3; si++) {
-    if (!wanted(only_shape, std::to_string(si))) continue;
-    for (long long M : Ms) {
-      if (!wanted(only_m, std::to_string(M))) continue;
-      const long long N = NKs[si][0], K = NKs[si][1], kl = K / W;
-      const double alone = time_op([&] { gemm(a, b, c, M, N, kl); }, reps);
-      for (int opi = 0; opi < 2; opi++) {
-        const bool ar = opi == 1;
-        const char *opn = ar ? "ar" : "rs";
-        if (!wanted(only_op, opn)) continue;
-        const size_t cnt = ar ? (size_t)(M * N) : (size_t)(M / W * N);
-        auto row = [&](const std::string &name, double ms, double seq) {
-          const double hidden = seq > alone ? (seq - ms) / (seq - alone) : 0;
+    printf("# bench_gemm_rs: %d ranks, %s, bf16 and fp8 (e4m3 in, bf16 out), K sharded over the ranks; ms per op, max over ranks of per-rank medians of %d\n", W,
+           prop.name, reps);
+  if (rank_ == 0) printf("%-4s %6s %6s %6s %-3s %-16s %9s %8s %7s\n", "type", "M", "N", "K", "op", "variant", "ms", "x_alone", "hidden");
+  for (int fp8 = 0; fp8 < 2; fp8++) {
+    const char *dtn = fp8 ? "fp8" : "bf16";
+    if (!wanted(only_dtype, dtn)) continue;
+    // the local GEMM (bf16: cuBLAS, B K/W x N; fp8: cuBLASLt, B N x K/W, scales, bf16 out)
+    auto local_gemm = [&](long long M, long long N, long long kl) {
+      if (fp8) fp8_gemm(a8, b8, scales, scales + 1, c, M, N, kl);
+      else gemm(a, b, c, M, N, kl);
+    };
+    for (int si = 0; si < 3; si++) {
+      if (!wanted(only_shape, std::to_string(si))) continue;
+      for (long long M : Ms) {
+        if (!wanted(only_m, std::to_string(M))) continue;
+        const long long N = NKs[si][0], K = NKs[si][1], kl = K / W;
+        const double alone = time_op([&] { local_gemm(M, N, kl); }, reps);
+        for (int opi = 0; opi < 2; opi++) {
+          const bool ar = opi == 1;
+          const char *opn = ar ? "ar" : "rs";
+          if (!wanted(only_op, opn)) continue;
+          const size_t cnt = ar ? (size_t)(M * N) : (size_t)(M / W * N);
+          auto row = [&](const std::string &name, double ms, double seq) {
+            const double hidden = seq > alone ? (seq - ms) / (seq - alone) : 0;
+            if (rank_ == 0) {
+              printf("%-4s %6lld %6lld %6lld %-3s %-16s %9.3f %8.2f %7.2f\n", dtn, M, N, K, opn, name.c_str(), ms, ms / alone, hidden);
+              if (csv) fprintf(csv, "%d,%s,%s,%lld,%lld,%lld,%s,%.4f,%.3f,%.3f\n", W, dtn, opn, M, N, K, name.c_str(), ms, ms / alone, hidden);
+            }
+          };
+          const double seq = time_op(
+              [&] {
+                local_gemm(M, N, kl);
+                if (ar) NK(ncclAllReduce(c, out, cnt, ncclBfloat16, ncclSum, comm, stream));
+                else NK(ncclReduceScatter(c, out, cnt, ncclBfloat16, ncclSum, comm, stream));
+              },
+              reps);
+          const double iseq = time_op(
+              [&] {
+                local_gemm(M, N, kl);
+                if (ar) IK(iris_all_reduce(ctx, c, out, cnt, IRIS_BFLOAT16, IRIS_SUM, stream));
+                else IK(iris_reduce_scatter(ctx, c, out, cnt, IRIS_BFLOAT16, IRIS_SUM, stream));
+              },
+              reps);
+          row("gemm_alone", alone, seq);
+          row(ar ? "cublas+nccl_ar" : "cublas+nccl_rs", seq, seq);
+          row(ar ? "cublas+iris_ar" : "cublas+iris_rs", iseq, seq);
+          for (iris_gemm_path_t p : paths) {
+            iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
+            d.op = ar ? IRIS_GEMM_ALL_REDUCE : IRIS_GEMM_REDUCE_SCATTER;
+            d.M = M; d.N = N; d.K = K; d.path = p;
+            if (fp8) { d.a_type = IRIS_FLOAT8_E4M3; d.b_transposed = 1; }
+            const std::string name = std::string(opn) + "/" + iris_gemm_path_name(p);
+            iris_gemm_rs_t *g;
+            if (iris_gemm_rs_create(ctx, &d, &g) != IRIS_SUCCESS) {
+              if (rank_ == 0) printf("%-4s %6lld %6lld %6lld %-3s %-16s skipped: %s\n", dtn, M, N, K, opn, name.c_str(), iris_error_detail());
+              continue;
+            }
+            const double t = time_op(
+                [&] {
+                  if (fp8) IK(iris_gemm_rs_run_scaled(g, a8, b8, scales, scales + 1, NULL, out, stream));
+                  else IK(iris_gemm_rs_run(g, a, b, NULL, out, stream));
+                },
+                reps);
+            row(name, t, seq);
+            IK(iris_gemm_rs_destroy(g));
+          }
           if (rank_ == 0) {
-            printf("%6lld %6lld %6lld %-3s %-16s %9.3f %8.2f %7.2f\n", M, N, K, opn, name.c_str(), ms, ms / alone, hidden);
-            if (csv) fprintf(csv, "%d,%s,%lld,%lld,%lld,%s,%.4f,%.3f,%.3f\n", W, opn, M, N, K, name.c_str(), ms, ms / alone, hidden);
+            iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
+            d.M = M; d.N = N; d.K = K;
+            printf("# AUTO picks %s here\n", iris_gemm_path_name(iris_gemm_rs_choose_path(&d, W)));
           }
-        };
-        const double seq = time_op(
-            [&] {
-              gemm(a, b, c, M, N, kl);
-              if (ar) NK(ncclAllReduce(c, out, cnt, ncclBfloat16, ncclSum, comm, stream));
-              else NK(ncclReduceScatter(c, out, cnt, ncclBfloat16, ncclSum, comm, stream));
-            },
-            reps);
-        const double iseq = time_op(
-            [&] {
-              gemm(a, b, c, M, N, kl);
-              if (ar) IK(iris_all_reduce(ctx, c, out, cnt, IRIS_BFLOAT16, IRIS_SUM, stream));
-              else IK(iris_reduce_scatter(ctx, c, out, cnt, IRIS_BFLOAT16, IRIS_SUM, stream));
-            },
-            reps);
-        row("gemm_alone", alone, seq);
-        row(ar ? "cublas+nccl_ar" : "cublas+nccl_rs", seq, seq);
-        row(ar ? "cublas+iris_ar" : "cublas+iris_rs", iseq, seq);
-        for (iris_gemm_path_t p : paths) {
-          iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
-          d.op = ar ? IRIS_GEMM_ALL_REDUCE : IRIS_GEMM_REDUCE_SCATTER;
-          d.M = M; d.N = N; d.K = K; d.path = p;
-          const std::string name = std::string(opn) + "/" + iris_gemm_path_name(p);
-          iris_gemm_rs_t *g;
-          if (iris_gemm_rs_create(ctx, &d, &g) != IRIS_SUCCESS) {
-            if (rank_ == 0) printf("%6lld %6lld %6lld %-3s %-16s skipped: %s\n", M, N, K, opn, name.c_str(), iris_error_detail());
-            continue;
-          }
-          const double t = time_op([&] { IK(iris_gemm_rs_run(g, a, b, NULL, out, stream)); }, reps);
-          row(name, t, seq);
-          IK(iris_gemm_rs_destroy(g));
-        }
-        if (rank_ == 0) {
-          iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
-          d.M = M; d.N = N; d.K = K;
-          printf("# AUTO picks %s here\n", iris_gemm_path_name(iris_gemm_rs_choose_path(&d, W)));
         }
       }
     }
   }
   if (csv) fclose(csv);
-  cudaFree(a); cudaFree(b);
+  cudaFree(a); cudaFree(b); cudaFree(a8); cudaFree(b8); cudaFree(scales); cudaFree(lt8.ws);
+  cublasLtDestroy(lt8.lt);
   ncclCommDestroy(comm);
   cublasDestroy(blas);
   IK(iris_finalize(ctx));

@@ -1,5 +1,5 @@
 // GEMM + reduce-scatter and GEMM + all-reduce (iris_gemm_reduce.h): both ops, every path,
-// bf16/fp16 inputs, bf16/fp16/fp32 outputs, B in both layouts, bias, shapes that are not
+// bf16/fp16 inputs and fp8 e4m3 inputs with per-tensor scales, bf16/fp16/fp32 outputs, B in both layouts, bias, shapes that are not
 // tile multiples and 1 to 129 rows per rank, against a float64 host reference on fresh
 // random data. C is poisoned (NaN bits) before each run and every element must be
 // written; the all-reduce's C must be bitwise the same on every rank. Also: graph
@@ -20,6 +20,28 @@
 #include <time.h>
 #include <unistd.h>
 #include <vector>
+
+// fp8 e4m3 inputs: random codes of modest magnitude (|x| in [0.25, 3.75], or 0), decoded
+// exactly on the host by iris_fp8_e4m3_to_float
+struct f8 {
+  unsigned char bits;
+};
+__host__ __device__ inline f8 f8_code(uint64_t h) {
+  f8 v;
+  v.bits = (h >> 24) % 16 == 0 ? 0 : (unsigned char)((h & 0x80) | ((5 + (h >> 8) % 4) << 3) | ((h >> 16) & 7));
+  return v;
+}
+template <> __host__ __device__ inline double to_d<f8>(f8 v) { return (double)iris_fp8_e4m3_to_float(v.bits); }
+template <> __host__ __device__ inline f8 a_at<f8>(uint64_t seed, long long r, long long c, int call) { return f8_code(key(seed, 1, (uint64_t)r, (uint64_t)c, (uint64_t)call)); }
+template <> __host__ __device__ inline f8 b_at<f8>(uint64_t seed, long long k, long long n) { return f8_code(key(seed, 2, (uint64_t)k, (uint64_t)n, 0)); }
+// rank q's per-tensor scales for call `call`: a_scale in [0.5, 1.5), b_scale in [0.125, 1.125)
+__host__ __device__ inline float scale_at(uint64_t seed, int which, int q, int call) {
+  return (which ? 0.125f : 0.5f) + (float)(key(seed, 5 + (uint64_t)which, (uint64_t)q, (uint64_t)call, 0) % 1024) / 1024.0f;
+}
+__global__ void k_gen_scales(float *sc, int me, uint64_t seed, int call) {
+  sc[0] = scale_at(seed, 0, me, call);
+  sc[1] = scale_at(seed, 1, me, call);
+}
 
 // this rank's A_r: columns [me*K/W, (me+1)*K/W) of A, M x K/W
 template <typename T>
@@ -58,21 +80,31 @@ static bool check_c(Suite &s, const Case &k, const std::vector<C> &h, int call, 
       why = "element (" + std::to_string(r0 + i / N) + ", " + std::to_string(i % N) + ") not written (still NaN poison)";
       return false;
     }
+  // fp8: rank q's slice of K is scaled by its a_scale and b_scale (as floats, as given)
+  const bool fp8 = k.a == IRIS_FLOAT8_E4M3;
+  const long long kl = K / s.world;
   std::vector<double> bd((size_t)K * N);
-  for (long long kk = 0; kk < K; kk++)
-    for (long long n = 0; n < N; n++) bd[(size_t)kk * N + n] = to_d<T>(b_at<T>(s.seed, kk, n));
+  for (long long kk = 0; kk < K; kk++) {
+    const double bs = fp8 ? (double)scale_at(s.seed, 1, (int)(kk / kl), call) : 1.0;
+    for (long long n = 0; n < N; n++) bd[(size_t)kk * N + n] = bs * to_d<T>(b_at<T>(s.seed, kk, n));
+  }
   const double rel = k.c == IRIS_FLOAT32 ? 1e-5 : k.c == IRIS_FLOAT16 ? 1.0 / 1024 : 1.0 / 128;
-  std::vector<double> acc((size_t)N);
+  std::vector<double> acc((size_t)N), mag((size_t)N);
   for (long long r = r0; r < r0 + rows; r++) {
-    for (long long n = 0; n < N; n++) acc[n] = k.bias ? to_d<C>(bias_at<C>(s.seed, n)) : 0.0;
+    for (long long n = 0; n < N; n++) acc[n] = k.bias ? to_d<C>(bias_at<C>(s.seed, n)) : 0.0, mag[n] = 0.0;
     for (long long kk = 0; kk < K; kk++) {
-      const double a = to_d<T>(a_at<T>(s.seed, r, kk, call));
+      const double a = to_d<T>(a_at<T>(s.seed, r, kk, call)) * (fp8 ? (double)scale_at(s.seed, 0, (int)(kk / kl), call) : 1.0);
       const double *b = &bd[(size_t)kk * N];
       for (long long n = 0; n < N; n++) acc[n] += a * b[n];
+      if (fp8)
+        for (long long n = 0; n < N; n++) mag[n] += fabs(a * b[n]);
     }
     for (long long n = 0; n < N; n++) {
       const double got = to_d<C>(h[(size_t)(r - r0) * N + n]), want = acc[n];
-      const double tol = rel * fabs(want) + 1e-5 * sqrt((double)K) + 1e-6;
+      // fp8: the fp8 products are exact in fp32, but Hopper's fp8 tensor cores accumulate a
+      // block of K with fewer mantissa bits than fp32 (about 14 measured by others) before
+      // cuBLASLt promotes the sum to fp32: allow 2^-12 of the sum of |terms|, on top
+      const double tol = rel * fabs(want) + 1e-5 * sqrt((double)K) + 1e-6 + (fp8 ? mag[n] / 4096 : 0.0);
       if (!(fabs(got - want) <= tol)) {
         char buf[200];
         snprintf(buf, sizeof buf, "C(%lld, %lld) = %.6f, float64 reference %.6f (tolerance %.2g), call %d", r, n, got, want, tol, call);
@@ -114,7 +146,10 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
   if (k.path != IRIS_GEMM_PATH_AUTO && iris_gemm_rs_path(p) != k.path) { why = "the plan runs another path than asked"; iris_gemm_rs_destroy(p); return false; }
   T *a = NULL, *b = NULL;
   C *c = NULL, *bias = NULL;
+  float *sc = NULL; // fp8: this rank's a_scale, b_scale (fresh each call)
+  const bool fp8 = k.a == IRIS_FLOAT8_E4M3;
   bool ok = true;
+  if (fp8) CK(cudaMalloc(&sc, 2 * sizeof(float)));
   CK(cudaMalloc(&a, (size_t)k.M * kl * sizeof(T)));
   CK(cudaMalloc(&b, (size_t)kl * k.N * sizeof(T)));
   CK(cudaMalloc(&c, (size_t)rows * k.N * sizeof(C)));
@@ -127,19 +162,22 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
     const int call = 7 * it + 3;
     const bool checked = it % k.check_every == 0 || it == k.iters - 1;
     k_gen_a<T><<<512, 256, 0, s.stream>>>(a, k.M, kl, me, s.seed, call);
+    if (fp8) k_gen_scales<<<1, 1, 0, s.stream>>>(sc, me, s.seed, call);
     if (checked) CK(cudaMemsetAsync(c, 0xff, h.size() * sizeof(C), s.stream)); // NaN in every output type
     if (me == it % W && it % 3 == 1) { CK(cudaStreamSynchronize(s.stream)); usleep(20000); } // skew the ranks
     if (graph) {
       if (!exec) { // captured once, replayed with the new data each iteration
         cudaGraph_t gr;
         CK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
-        iris_status_t st = iris_gemm_rs_run(p, a, b, bias, c, s.stream);
+        iris_status_t st = fp8 ? iris_gemm_rs_run_scaled(p, a, b, sc, sc + 1, bias, c, s.stream) : iris_gemm_rs_run(p, a, b, bias, c, s.stream);
         CK(cudaStreamEndCapture(s.stream, &gr));
         IK(st);
         CK(cudaGraphInstantiate(&exec, gr, 0));
         CK(cudaGraphDestroy(gr));
       }
       CK(cudaGraphLaunch(exec, s.stream));
+    } else if (fp8) {
+      IK(iris_gemm_rs_run_scaled(p, a, b, sc, sc + 1, bias, c, s.stream));
     } else {
       IK(iris_gemm_rs_run(p, a, b, bias, c, s.stream));
     }
@@ -158,12 +196,17 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
     if (!agree(s, ok) && ok) { ok = false; why = "call " + std::to_string(it) + " failed on another rank"; }
   }
   if (exec) cudaGraphExecDestroy(exec);
-  cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(bias);
+  cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(bias); cudaFree(sc);
   IK(iris_gemm_rs_destroy(p));
   return ok;
 }
 
 static bool dispatch(Suite &s, const Case &k, bool graph, std::string &why) {
+  if (k.a == IRIS_FLOAT8_E4M3) {
+    if (k.c == IRIS_BFLOAT16) return run_case<f8, __nv_bfloat16>(s, k, graph, why);
+    if (k.c == IRIS_FLOAT16) return run_case<f8, __half>(s, k, graph, why);
+    return run_case<f8, float>(s, k, graph, why);
+  }
   if (k.a == IRIS_BFLOAT16) {
     if (k.c == IRIS_BFLOAT16) return run_case<__nv_bfloat16, __nv_bfloat16>(s, k, graph, why);
     if (k.c == IRIS_FLOAT16) return run_case<__nv_bfloat16, __half>(s, k, graph, why);
@@ -212,10 +255,16 @@ static void bad_input(Suite &s) {
   ok = iris_gemm_rs_create(s.ctx, &d, &p) == (W > 1 ? IRIS_ERROR_MISMATCH : IRIS_SUCCESS);
   if (p) { iris_gemm_rs_destroy(p); p = NULL; }
   report(s, "create with a different op on rank 0: IRIS_ERROR_MISMATCH on every rank", ok);
-  d.op = IRIS_GEMM_REDUCE_SCATTER; d.a_type = IRIS_FLOAT8_E4M3;
-  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_UNSUPPORTED && !p && strstr(iris_error_detail(), "fp8");
-  report(s, "create refuses fp8 inputs with IRIS_ERROR_UNSUPPORTED saying why", ok);
-  d.a_type = IRIS_BFLOAT16; d.path = IRIS_GEMM_PATH_FUSED;
+  d.op = IRIS_GEMM_REDUCE_SCATTER; d.a_type = IRIS_FLOAT8_E4M3; d.b_transposed = 0;
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_UNSUPPORTED && !p && strstr(iris_error_detail(), "b_transposed = 1");
+  report(s, "create refuses fp8 with B K/W x N (cuBLASLt's fp8 GEMM is TN only): IRIS_ERROR_UNSUPPORTED naming the rule", ok);
+  d.b_transposed = 1; d.K = 24LL * W; // K/W = 24: a multiple of 8, not of 16
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_INVALID_ARGUMENT && !p && strstr(iris_error_detail(), "multiple of 16");
+  report(s, "create refuses fp8 with K/W not a multiple of 16 (IRIS_ERROR_INVALID_ARGUMENT naming the rule)", ok);
+  d.K = 64LL * W; d.a_type = IRIS_FLOAT8_E5M2;
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_UNSUPPORTED && !p && strstr(iris_error_detail(), "e5m2");
+  report(s, "create refuses fp8 e5m2 inputs with IRIS_ERROR_UNSUPPORTED", ok);
+  d.a_type = IRIS_BFLOAT16; d.b_transposed = 0; d.path = IRIS_GEMM_PATH_FUSED;
   ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_UNSUPPORTED && !p;
   report(s, "create refuses the fused path (not in this version) with IRIS_ERROR_UNSUPPORTED", ok);
   // a workspace the heap cannot hold: M x N x 4 bytes beyond the 1 GiB heap
@@ -239,7 +288,23 @@ static void bad_input(Suite &s) {
     ok = ok && iris_gemm_rs_run(NULL, a, b, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
   }
   report(s, "run refuses an unexpected bias, a misaligned C, A or B, a NULL B, a NULL plan", ok);
-  cudaFree(a); cudaFree(b); cudaFree(c);
+  // scales: only for fp8 plans, and an fp8 plan needs both (a, b, c serve as 256-byte
+  // aligned device buffers of the right sizes for both plans)
+  float *sc = NULL;
+  ok = ok && cudaMalloc(&sc, 2 * sizeof(float)) == cudaSuccess;
+  ok = ok && iris_gemm_rs_run_scaled(p, a, b, sc, sc + 1, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "fp8 inputs only");
+  iris_gemm_rs_destroy(p);
+  p = NULL;
+  report(s, "run_scaled refuses scales for a bf16 plan (IRIS_ERROR_INVALID_ARGUMENT naming the rule)", ok);
+  d.a_type = IRIS_FLOAT8_E4M3; d.b_transposed = 1;
+  ok = ok && iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_SUCCESS;
+  ok = ok && iris_gemm_rs_run(p, a, b, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "iris_gemm_rs_run_scaled");
+  ok = ok && iris_gemm_rs_run_scaled(p, a, b, sc, NULL, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "both per-tensor scales");
+  ok = ok && iris_gemm_rs_run_scaled(p, a, b, NULL, sc, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok = ok && iris_gemm_rs_run_scaled(p, a, b, (const float *)((char *)sc + 2), sc + 1, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
+  report(s, "an fp8 plan: run and run_scaled without both scales (or a misaligned one) are refused naming the rule", ok);
+  d.a_type = IRIS_BFLOAT16; d.b_transposed = 0;
+  cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(sc);
   iris_gemm_rs_destroy(p);
   ok = iris_heap_used(s.ctx) == used && iris_gemm_rs_choose_path(&d, W) == (W > 1 ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED);
   report(s, "destroy frees the heap workspace; AUTO picks pipelined (unfused at one rank)", ok);
@@ -287,6 +352,17 @@ int main(int argc, char **argv) {
       one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 1, p, 96LL * W, 256, 128LL * W, 30}, true);
       // back to back, no host synchronisation between calls: every 50th call and the last checked
       one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, p, 8LL * W, 64, 64LL * W, 500, 50}, false, ", back to back");
+    }
+  // fp8 e4m3 with per-tensor scales (fresh scales and A every call; B N x K/W, the TN layout
+  // cuBLASLt's fp8 GEMM needs), every op and path
+  for (iris_gemm_reduce_op_t op : ops)
+    for (iris_gemm_path_t p : paths) {
+      one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 1, p, 129LL * W, 776, 528LL * W, 2}, false);
+      one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_FLOAT32, 1, 0, p, 1LL * W, 392, 144LL * W, 2}, false);
+      if (quick) continue;
+      one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_FLOAT16, 1, 1, p, 77LL * W, 264, 1024LL * W, 2}, false);
+      one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 0, p, 64LL * W, 256, 128LL * W, 20}, true);
+      one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 1, p, 8LL * W, 64, 64LL * W, 200, 50}, false, ", back to back");
     }
   if (!quick) {
     // many graph replays with fresh data, and AUTO

@@ -29,6 +29,6 @@ __global__ void k_gen_bias(C *bias, long long N, uint64_t seed) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < N; i += (long long)gridDim.x * blockDim.x) bias[i] = bias_at<C>(seed, i);
 }
 
-static const char *tname(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? "bf16" : t == IRIS_FLOAT16 ? "fp16" : "fp32"; }
+static const char *tname(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? "bf16" : t == IRIS_FLOAT16 ? "fp16" : t == IRIS_FLOAT8_E4M3 ? "e4m3" : "fp32"; }
 
 #endif
