@@ -307,6 +307,15 @@ static iris_status_t iris_gemm_rs_check_desc(const iris_gemm_rs_desc_t *d, int W
   if (d->path == IRIS_GEMM_PATH_FUSED || d->path == IRIS_GEMM_PATH_KERNEL_UNFUSED)
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: path '%s' is not in this version: use IRIS_GEMM_PATH_PIPELINED, _UNFUSED or _AUTO", me,
                             iris_gemm_path_name(d->path));
+#if !defined(IRIS_GEMM_FP8_UNVERIFIED)
+  /* the fp8 GEMM failed its first GPU run (session 7, H100: cublasLtMatmul refused the
+   * e4m3 x e4m3 -> fp32 GEMM at run time although the heuristic offered an algorithm):
+   * off until it passes; define IRIS_GEMM_FP8_UNVERIFIED to work on it */
+  if (d->a_type == IRIS_FLOAT8_E4M3)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                            "rank %d: iris_gemm_rs_create: fp8 inputs are disabled in this version (the cuBLASLt fp8 GEMM failed its GPU test; "
+                            "define IRIS_GEMM_FP8_UNVERIFIED to build it anyway)", me);
+#endif
   return IRIS_SUCCESS;
 }
 
