@@ -8,7 +8,8 @@
  *                       (the Iris layout).
  *   B is K x N on every rank (row-major; or N x K, "transposed", the PyTorch Linear
  *   weight layout), C is M x N on every rank. bf16 or fp16 inputs, fp32 accumulation,
- *   bf16/fp16/fp32 output, optional bias (N values of the output type).
+ *   bf16/fp16/fp32 output, optional bias (N values of the output type). fp8 e4m3 inputs
+ *   with per-tensor scales on the cuBLASLt paths (iris_ag_gemm_run_scaled; see Rules).
  *
  *   Three ways to run it, chosen per shape (iris_ag_gemm_path tells which one ran):
  *     IRIS_GEMM_PATH_PIPELINED   the copy engines pull peers' A chunks into a local
@@ -57,6 +58,14 @@
  *     K % 8 == 0 and N % 8 == 0 (16-byte rows); M and N need not be tile multiples
  *     (edge tiles are masked). B, C and bias 16-byte aligned (256 for the cuBLASLt
  *     paths). Anything else: IRIS_ERROR_INVALID_ARGUMENT naming the rule.
+ *   - fp8 (a_type IRIS_FLOAT8_E4M3, B the same): the pipelined and unfused paths only
+ *     (AUTO picks pipelined; the fused kernels: IRIS_ERROR_UNSUPPORTED), b_transposed = 1
+ *     (cuBLASLt's fp8 GEMM takes only the "TN" layout), K % 16 == 0 (COLS: (K/W) % 16),
+ *     no bias with an fp32 C (cuBLASLt takes no fp32 bias there); e5m2: UNSUPPORTED. Run
+ *     it through iris_ag_gemm_run_scaled: C = (a_scale * gathered A) * (b_scale * B),
+ *     a_scale and b_scale device pointers to one float each, read when the GEMM runs
+ *     (a graph replay reads the current values). a_scale is the scale of the whole
+ *     gathered A: the same value on every rank (e.g. from an all-reduced amax).
  *   - Ordering: when run's work completes on the stream, C is final on this rank and
  *     no peer reads this rank's A shard any more (a device barrier closes the copies),
  *     so the caller may overwrite A. Run waits (on the GPU) until every peer has reached
@@ -114,7 +123,7 @@ typedef struct iris_ag_gemm_desc {
   size_t struct_size;
   iris_gemm_layout_t layout;
   long long M, N, K;    /* the gathered problem: A is M x K */
-  iris_dtype_t a_type;  /* IRIS_BFLOAT16 or IRIS_FLOAT16; B has the same type */
+  iris_dtype_t a_type;  /* IRIS_BFLOAT16 or IRIS_FLOAT16 (or IRIS_FLOAT8_E4M3: see Rules); B has the same type */
   iris_dtype_t c_type;  /* IRIS_BFLOAT16, IRIS_FLOAT16 or IRIS_FLOAT32; bias too */
   int b_transposed;     /* 0: B is K x N row-major; 1: B is N x K row-major */
   int has_bias;         /* 1: run takes N bias values, added to every row of C */
@@ -145,6 +154,12 @@ IRIS_API iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
  * whatever the stream, as the collectives do; returns the context's fatal fault at once
  * (iris_get_async_error, iris.h). Failed waits of a run: iris_ag_gemm_check. */
 IRIS_API iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream);
+/* As iris_ag_gemm_run, with per-tensor scales for fp8 inputs (device pointers to one float
+ * each: C = (a_scale * A) * (b_scale * B) (+ bias)). An fp8 plan must come here with both
+ * scales (iris_ag_gemm_run refuses it); a bf16/fp16 plan takes NULL scales. Else
+ * IRIS_ERROR_INVALID_ARGUMENT naming the rule. */
+IRIS_API iris_status_t iris_ag_gemm_run_scaled(iris_ag_gemm_t *g, const void *a_shard, const void *b, const float *a_scale, const float *b_scale, const void *bias,
+                                               void *c, iris_stream_t stream);
 /* Synchronous; call it once the plan's runs have completed on their streams (e.g. after
  * cudaStreamSynchronize: it reads device memory and does not wait for other streams).
  * The fused and kernel-unfused kernels bound every wait (IRIS_WAIT_TIMEOUT_NS; local
@@ -851,6 +866,7 @@ struct iris_ag_gemm {
   cublasLtMatmulDesc_t op;
   void *lt_ws[2];                 /* one workspace per GEMM stream */
   size_t lt_ws_bytes;
+  float *lt_scales;               /* fp8: 16-byte aligned copies of scales that are not ([0]: A, [4]: B) */
   int nshapes;
   iris_gemm_blas_shape_t shapes[IRIS_GEMM_BLAS_SHAPES];
 #endif
@@ -928,8 +944,20 @@ static iris_status_t iris_gemm_check_desc(const iris_ag_gemm_desc_t *d, int W, i
   else if (d->layout != IRIS_GEMM_A_ROWS && d->layout != IRIS_GEMM_A_COLS) bad = "layout must be IRIS_GEMM_A_ROWS or IRIS_GEMM_A_COLS";
   else if (d->M < 1 || d->N < 1 || d->K < 1) bad = "M, N and K must be positive";
   else if (d->M > 0x7fffffffLL || d->N > 0x7fffffffLL || d->K > 0x7fffffffLL) bad = "M, N and K must be below 2^31";
-  else if (d->a_type != IRIS_BFLOAT16 && d->a_type != IRIS_FLOAT16) bad = "a_type must be IRIS_BFLOAT16 or IRIS_FLOAT16";
+  else if (d->a_type == IRIS_FLOAT8_E5M2)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: fp8 e5m2 inputs are not supported (cuBLASLt has no e5m2 x e5m2 GEMM); use IRIS_FLOAT8_E4M3", me);
+  else if (d->a_type != IRIS_BFLOAT16 && d->a_type != IRIS_FLOAT16 && d->a_type != IRIS_FLOAT8_E4M3) bad = "a_type must be IRIS_BFLOAT16, IRIS_FLOAT16 or IRIS_FLOAT8_E4M3";
   else if (d->c_type != IRIS_BFLOAT16 && d->c_type != IRIS_FLOAT16 && d->c_type != IRIS_FLOAT32) bad = "c_type must be IRIS_BFLOAT16, IRIS_FLOAT16 or IRIS_FLOAT32";
+  else if (d->a_type == IRIS_FLOAT8_E4M3 && iris_ag_gemm_choose_path(d, W) != IRIS_GEMM_PATH_PIPELINED && iris_ag_gemm_choose_path(d, W) != IRIS_GEMM_PATH_UNFUSED)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: fp8 inputs run on the cuBLASLt paths only (pipelined, unfused), not on path '%s'", me,
+                            iris_gemm_path_name(iris_ag_gemm_choose_path(d, W)));
+  else if (d->a_type == IRIS_FLOAT8_E4M3 && !d->b_transposed)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                            "rank %d: iris_ag_gemm_create: fp8 inputs need b_transposed = 1 (B stored N x K: cuBLASLt's fp8 GEMM on Hopper takes only the \"TN\" layout)", me);
+  else if (d->a_type == IRIS_FLOAT8_E4M3 && (d->K % 16 || (d->layout == IRIS_GEMM_A_COLS && (d->K % W || (d->K / W) % 16))))
+    bad = "fp8 inputs need K a multiple of 16 (layout COLS: K/world_size), 16-byte rows of A and B (cuBLASLt's fp8 rule)";
+  else if (d->a_type == IRIS_FLOAT8_E4M3 && d->has_bias && d->c_type == IRIS_FLOAT32)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: fp8 inputs with a bias need c_type bf16 or fp16 (cuBLASLt takes no fp32 bias with fp8)", me);
   else if (d->K % 8 || d->N % 8) bad = "K and N must be multiples of 8 (16-byte rows)";
   else if (d->layout == IRIS_GEMM_A_ROWS && d->M % W) bad = "layout IRIS_GEMM_A_ROWS needs M divisible by the world size";
   else if (d->layout == IRIS_GEMM_A_COLS && (d->K % W || (d->K / W) % 8)) bad = "layout IRIS_GEMM_A_COLS needs K/world_size to be a whole multiple of 8";
@@ -941,12 +969,48 @@ static iris_status_t iris_gemm_check_desc(const iris_ag_gemm_desc_t *d, int W, i
   return IRIS_SUCCESS;
 }
 
+/* The scale rules of run_scaled (both ops): an fp8 plan takes both scales, 4-byte aligned;
+ * any other plan takes none. */
+static iris_status_t iris_gemm_check_scales(iris_dtype_t a_type, const float *a_scale, const float *b_scale, const char *fn, int me) {
+  const int fp8 = a_type == IRIS_FLOAT8_E4M3;
+  if (fp8 && (!a_scale || !b_scale))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: fp8 inputs need both per-tensor scales (a_scale %p, b_scale %p)", me, fn, (const void *)a_scale,
+                            (const void *)b_scale);
+  if (!fp8 && (a_scale || b_scale))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: scales apply to fp8 inputs only (this plan's a_type is %d, not IRIS_FLOAT8_E4M3): pass NULL", me, fn,
+                            (int)a_type);
+  if (((uintptr_t)a_scale | (uintptr_t)b_scale) % 4)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: the scales must be 4-byte aligned floats: a_scale %p, b_scale %p", me, fn, (const void *)a_scale,
+                            (const void *)b_scale);
+  return IRIS_SUCCESS;
+}
+
 /* ---- cuBLASLt: C rows = A rows * B (+ bias), row-major, as the column-major
  * C^T = B^T A^T. Lt's "A" is our B, Lt's "B" is our A, bias runs along Lt's rows = N. */
 #if defined(IRIS_GEMM_HAVE_BLAS)
-/* fp8 e4m3 is reached only from iris_gemm_reduce.h (the all-gather + GEMM refuses fp8) */
 static cudaDataType_t iris_gemm_cuda_type(iris_dtype_t t) {
   return t == IRIS_BFLOAT16 ? CUDA_R_16BF : t == IRIS_FLOAT16 ? CUDA_R_16F : t == IRIS_FLOAT8_E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_32F;
+}
+
+/* fp8: point the GEMM at per-tensor scales (device pointers to one float; A's and B's in
+ * our terms: Lt's "A" is our B). cuBLASLt refuses, at matmul time with
+ * CUBLAS_STATUS_NOT_SUPPORTED, a scale pointer that is not 16-byte aligned (measured on an
+ * H100 with cuBLASLt 13.1: a 4-byte offset fails), so such a scale is first copied on
+ * `stream` into the plan's aligned lt_scales (a graph replay still reads the current value). */
+static iris_status_t iris_gemm_blas_set_scales(iris_ag_gemm_t *g, const float *a_scale, const float *b_scale, iris_stream_t stream) {
+  const float *src[2] = {a_scale, b_scale};
+  const void *use[2];
+  int i;
+  for (i = 0; i < 2; ++i) {
+    use[i] = src[i];
+    if ((uintptr_t)src[i] % 16 == 0) continue;
+    IRIS_GEMM_TRY(cudaMemcpyAsync(g->lt_scales + 4 * i, src[i], sizeof(float), cudaMemcpyDeviceToDevice, stream), "copying an fp8 scale to 16-byte alignment");
+    use[i] = g->lt_scales + 4 * i;
+  }
+  if (cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &use[1], sizeof use[1]) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &use[0], sizeof use[0]) != CUBLAS_STATUS_SUCCESS)
+    return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: cuBLASLt refused the fp8 scale pointers", g->me);
+  return IRIS_SUCCESS;
 }
 
 static iris_status_t iris_gemm_blas_init(iris_ag_gemm_t *g) {
@@ -964,6 +1028,10 @@ static iris_status_t iris_gemm_blas_init(iris_ag_gemm_t *g) {
   g->lt_ws_bytes = (size_t)32 << 20;
   IRIS_GEMM_TRY(cudaMalloc(&g->lt_ws[0], g->lt_ws_bytes), "cudaMalloc of the cuBLASLt workspace");
   if (g->gemm_streams > 1) IRIS_GEMM_TRY(cudaMalloc(&g->lt_ws[1], g->lt_ws_bytes), "cudaMalloc of the second cuBLASLt workspace");
+  if (g->d.a_type == IRIS_FLOAT8_E4M3) { /* the heuristic must see a scaled GEMM: point at the plan's copies until run */
+    IRIS_GEMM_TRY(cudaMalloc((void **)&g->lt_scales, 8 * sizeof(float)), "cudaMalloc of the fp8 scale copies");
+    return iris_gemm_blas_set_scales(g, g->lt_scales, g->lt_scales + 4, NULL);
+  }
   return IRIS_SUCCESS;
 }
 
@@ -1015,8 +1083,8 @@ static iris_status_t iris_gemm_blas_run(iris_ag_gemm_t *g, const char *a, long l
   char *cr = (char *)c + (size_t)row0 * g->d.N * g->cs;
   if ((st = iris_gemm_blas_shape(g, rows, lda, &s)) != IRIS_SUCCESS) return st;
   if (g->d.has_bias) cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-  if (cublasLtMatmul(g->lt, g->op, &one, b, s->a, a, s->b, &zero, cr, s->c, cr, s->c, &s->algo, g->lt_ws[which], g->lt_ws_bytes, stream) != CUBLAS_STATUS_SUCCESS)
-    return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_ag_gemm: cublasLtMatmul failed (%lld rows)", g->me, rows);
+  const cublasStatus_t bs = cublasLtMatmul(g->lt, g->op, &one, b, s->a, a, s->b, &zero, cr, s->c, cr, s->c, &s->algo, g->lt_ws[which], g->lt_ws_bytes, stream);
+  if (bs != CUBLAS_STATUS_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_ag_gemm: cublasLtMatmul failed (%lld rows; cuBLAS status %d)", g->me, rows, (int)bs);
   return IRIS_SUCCESS;
 }
 #endif /* IRIS_GEMM_HAVE_BLAS */
@@ -1685,11 +1753,22 @@ static iris_status_t iris_gemm_run_plan(iris_ag_gemm_t *g, const void *a_shard, 
 /* A context's fatal fault refuses the run at once; the run is ordered after the context's
  * previous communication call, whatever its stream (iris_detail_order_begin, iris.h). */
 IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream) {
+  if (g && g->d.a_type == IRIS_FLOAT8_E4M3)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_run: an fp8 plan needs per-tensor scales: call iris_ag_gemm_run_scaled", g->me);
+  return iris_ag_gemm_run_scaled(g, a_shard, b, NULL, NULL, bias, c, stream);
+}
+
+IRIS_DEF iris_status_t iris_ag_gemm_run_scaled(iris_ag_gemm_t *g, const void *a_shard, const void *b, const float *a_scale, const float *b_scale, const void *bias,
+                                               void *c, iris_stream_t stream) {
   iris_status_t st, st2;
   if (!g) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_run: NULL plan");
+  if ((st = iris_gemm_check_scales(g->d.a_type, a_scale, b_scale, "iris_ag_gemm_run_scaled", g->me)) != IRIS_SUCCESS) return st;
   if ((st = iris_detail_check_fault(g->ctx)) != IRIS_SUCCESS) return st;
   if ((st = iris_detail_order_begin(g->ctx, stream)) != IRIS_SUCCESS) return st;
-  st = iris_gemm_run_plan(g, a_shard, b, bias, c, stream);
+#if defined(IRIS_GEMM_HAVE_BLAS)
+  if (a_scale) st = iris_gemm_blas_set_scales(g, a_scale, b_scale, stream);
+#endif
+  if (st == IRIS_SUCCESS) st = iris_gemm_run_plan(g, a_shard, b, bias, c, stream);
   st2 = iris_detail_order_end(g->ctx, stream);
   return st != IRIS_SUCCESS ? st : st2;
 }
@@ -1844,6 +1923,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_destroy(iris_ag_gemm_t *g) {
   if (g->lt) cublasLtDestroy(g->lt);
   if (g->lt_ws[0]) cudaFree(g->lt_ws[0]);
   if (g->lt_ws[1]) cudaFree(g->lt_ws[1]);
+  if (g->lt_scales) cudaFree(g->lt_scales);
 #endif
 #else
   /* AMD: only the fused kernel's buffers exist (iris_gemm_create_local_hip) */

@@ -307,28 +307,10 @@ static iris_status_t iris_gemm_rs_check_desc(const iris_gemm_rs_desc_t *d, int W
   if (d->path == IRIS_GEMM_PATH_FUSED || d->path == IRIS_GEMM_PATH_KERNEL_UNFUSED)
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: path '%s' is not in this version: use IRIS_GEMM_PATH_PIPELINED, _UNFUSED or _AUTO", me,
                             iris_gemm_path_name(d->path));
-#if !defined(IRIS_GEMM_FP8_UNVERIFIED)
-  /* the fp8 GEMM failed its first GPU run (session 7, H100: cublasLtMatmul refused the
-   * e4m3 x e4m3 -> fp32 GEMM at run time although the heuristic offered an algorithm):
-   * off until it passes; define IRIS_GEMM_FP8_UNVERIFIED to work on it */
-  if (d->a_type == IRIS_FLOAT8_E4M3)
-    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
-                            "rank %d: iris_gemm_rs_create: fp8 inputs are disabled in this version (the cuBLASLt fp8 GEMM failed its GPU test; "
-                            "define IRIS_GEMM_FP8_UNVERIFIED to build it anyway)", me);
-#endif
   return IRIS_SUCCESS;
 }
 
 #if defined(IRIS_GEMM_HAVE_BLAS)
-/* fp8: the per-tensor scales of the plan's cuBLASLt GEMM (device pointers to one float).
- * Lt's "A" is our B and Lt's "B" our A (iris_gemm.h computes C^T = B^T A^T). */
-static iris_status_t iris_gemm_rs_set_scales(iris_gemm_rs_t *p, const void *a_scale, const void *b_scale) {
-  if (cublasLtMatmulDescSetAttribute(p->blas->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof b_scale) != CUBLAS_STATUS_SUCCESS ||
-      cublasLtMatmulDescSetAttribute(p->blas->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof a_scale) != CUBLAS_STATUS_SUCCESS)
-    return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_gemm_rs: cuBLASLt refused the fp8 scale pointers", p->me);
-  return IRIS_SUCCESS;
-}
-
 /* The local part of create, after the heap blocks: cuBLASLt (through iris_gemm.h's helpers,
  * on a bare iris_ag_gemm_t that describes the local GEMM), chunk staging, the push stream
  * and its events. Returns the first failure. */
@@ -353,9 +335,6 @@ static iris_status_t iris_gemm_rs_create_local(iris_gemm_rs_t *p) {
   g->gemm_streams = 1;
   g->path = p->path;
   if ((st = iris_gemm_blas_init(g)) != IRIS_SUCCESS) return st;
-  /* fp8: the heuristic sees a scaled GEMM (any device address stands in for the scales,
-   * never read here; run sets the real ones) */
-  if (p->d.a_type == IRIS_FLOAT8_E4M3 && (st = iris_gemm_rs_set_scales(p, g->lt_ws[0], g->lt_ws[0])) != IRIS_SUCCESS) return st;
   if ((st = iris_gemm_blas_shape(g, p->path == IRIS_GEMM_PATH_UNFUSED ? p->d.M : p->ml, p->kl, &unused)) != IRIS_SUCCESS) return st;
   if (p->path != IRIS_GEMM_PATH_PIPELINED) return IRIS_SUCCESS;
   if (p->W > 1 && cudaMalloc((void **)&p->stage, (size_t)(p->W - 1) * p->ml * p->d.N * 4) != cudaSuccess) {
@@ -585,18 +564,9 @@ IRIS_DEF iris_status_t iris_gemm_rs_run(iris_gemm_rs_t *p, const void *a, const 
 IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a, const void *b, const float *a_scale, const float *b_scale, const void *bias, void *c,
                                                iris_stream_t stream) {
   iris_status_t st, st2;
-  const int fp8 = p && p->d.a_type == IRIS_FLOAT8_E4M3;
   if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_gemm_rs_run: NULL plan");
   if (!a || !b || !c) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: NULL buffer (a %p, b %p, c %p)", p->me, a, b, c);
-  if (fp8 && (!a_scale || !b_scale))
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run_scaled: fp8 inputs need both per-tensor scales (a_scale %p, b_scale %p)", p->me,
-                            (const void *)a_scale, (const void *)b_scale);
-  if (!fp8 && (a_scale || b_scale))
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run_scaled: scales apply to fp8 inputs only (this plan's a_type is %d, not IRIS_FLOAT8_E4M3): pass NULL",
-                            p->me, (int)p->d.a_type);
-  if (((uintptr_t)a_scale | (uintptr_t)b_scale) % 4)
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run_scaled: the scales must be 4-byte aligned floats: a_scale %p, b_scale %p", p->me,
-                            (const void *)a_scale, (const void *)b_scale);
+  if ((st = iris_gemm_check_scales(p->d.a_type, a_scale, b_scale, "iris_gemm_rs_run_scaled", p->me)) != IRIS_SUCCESS) return st;
   if (!p->d.has_bias != !bias)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: bias %s, but the plan says has_bias = %d", p->me, bias ? "given" : "NULL", p->d.has_bias);
   if (((uintptr_t)a | (uintptr_t)b) % 256)
@@ -608,7 +578,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
   /* every rank has reached this call: the previous call's readers of the workspace are gone */
   st = iris_barrier_device(p->ctx, stream);
 #if defined(IRIS_GEMM_HAVE_BLAS)
-  if (st == IRIS_SUCCESS && fp8) st = iris_gemm_rs_set_scales(p, a_scale, b_scale);
+  if (st == IRIS_SUCCESS && a_scale) st = iris_gemm_blas_set_scales(p->blas, a_scale, b_scale, stream);
   if (st == IRIS_SUCCESS)
     st = p->path == IRIS_GEMM_PATH_PIPELINED ? iris_gemm_rs_run_pipelined(p, (const char *)a, b, bias, c, stream) : iris_gemm_rs_run_unfused(p, (const char *)a, b, bias, c, stream);
 #endif

@@ -1,4 +1,5 @@
-// All-gather + GEMM (iris_gemm.h): both layouts, bf16/fp16 inputs, bf16/fp16/fp32 outputs,
+// All-gather + GEMM (iris_gemm.h): both layouts, bf16/fp16 inputs (and fp8 e4m3 with
+// per-tensor scales on the cuBLASLt paths), bf16/fp16/fp32 outputs,
 // B in both layouts, bias, every path, shapes that are not tile multiples, against a
 // float64 host reference on fresh random data. C is poisoned (NaN bits) before each run
 // and every element must be written. Also: many back-to-back calls that regenerate A
@@ -45,6 +46,11 @@ __global__ void k_gen_b(T *b, long long K, long long N, int transposed, uint64_t
     b[i] = b_at<T>(seed, k, n);
   }
 }
+// the scales of call `call`: A's at sc[1] (4 bytes in), B's at sc[4]
+__global__ void k_gen_scales(float *sc, uint64_t seed, int call) {
+  sc[1] = scale_at(seed, 0, 0, call);
+  sc[4] = scale_at(seed, 1, 0, call);
+}
 struct Case {
   iris_gemm_layout_t layout;
   iris_dtype_t a, c;
@@ -80,20 +86,28 @@ static bool check_c(Suite &s, const Case &k, const std::vector<C> &h, int call, 
     bK = K; bN = N;
   }
   const double rel = k.c == IRIS_FLOAT32 ? 1e-5 : k.c == IRIS_FLOAT16 ? 1.0 / 1024 : 1.0 / 128;
-  std::vector<double> acc((size_t)N), arow((size_t)K);
+  // fp8: the whole gathered A has one scale, B another (the same on every rank)
+  const bool fp8 = k.a == IRIS_FLOAT8_E4M3;
+  const double scale = fp8 ? (double)scale_at(s.seed, 0, 0, call) * (double)scale_at(s.seed, 1, 0, call) : 1.0;
+  std::vector<double> acc((size_t)N), arow((size_t)K), mag((size_t)N);
   const long long step = k.rows_chk ? (M + k.rows_chk - 1) / k.rows_chk : 1;
   for (long long r0 = 0; r0 < M; r0 += step) {
     const long long r = k.rows_chk ? (r0 + (long long)(mix(s.seed + call + r0) % (uint64_t)step)) % M : r0;
-    for (long long kk = 0; kk < K; kk++) arow[kk] = to_d<T>(a_at<T>(s.seed, r, kk, call));
-    for (long long n = 0; n < N; n++) acc[n] = k.bias ? to_d<C>(bias_at<C>(s.seed, n)) : 0.0;
+    for (long long kk = 0; kk < K; kk++) arow[kk] = scale * to_d<T>(a_at<T>(s.seed, r, kk, call));
+    for (long long n = 0; n < N; n++) acc[n] = k.bias ? to_d<C>(bias_at<C>(s.seed, n)) : 0.0, mag[n] = 0.0;
     for (long long kk = 0; kk < K; kk++) {
       const double a = arow[kk];
       const double *b = &brow[(size_t)kk * N];
       for (long long n = 0; n < N; n++) acc[n] += a * b[n];
+      if (fp8)
+        for (long long n = 0; n < N; n++) mag[n] += fabs(a * b[n]);
     }
     for (long long n = 0; n < N; n++) {
       const double got = to_d<C>(h[(size_t)r * N + n]), want = acc[n];
-      const double tol = rel * fabs(want) + 1e-5 * sqrt((double)K) + 1e-6;
+      // fp8: Hopper's fp8 tensor cores accumulate blocks of K with fewer mantissa bits
+      // than fp32 before cuBLASLt promotes the sum (as in gemm_rs_test): 2^-12 of the
+      // sum of |terms| on top
+      const double tol = rel * fabs(want) + 1e-5 * sqrt((double)K) + 1e-6 + (fp8 ? mag[n] / 4096 : 0.0);
       if (!(fabs(got - want) <= tol)) {
         char buf[200];
         snprintf(buf, sizeof buf, "C(%lld, %lld) = %.6f, float64 reference %.6f (tolerance %.2g), call %d", r, n, got, want, tol, call);
@@ -122,24 +136,32 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
   if (k.bias) CK(cudaMalloc(&bias, (size_t)k.N * sizeof(C)));
   k_gen_b<T><<<256, 256, 0, s.stream>>>(b, k.K, k.N, k.bt, s.seed);
   if (k.bias) k_gen_bias<C><<<16, 256, 0, s.stream>>>(bias, k.N, s.seed);
+  // fp8: fresh scales every call; the A scale sits 4 bytes into its buffer (cuBLASLt
+  // refuses that pointer, so the plan copies it), the B scale 16 bytes in (used in place)
+  float *sc = NULL;
+  const bool fp8 = k.a == IRIS_FLOAT8_E4M3;
+  if (fp8) CK(cudaMalloc(&sc, 8 * sizeof(float)));
   std::vector<C> h((size_t)k.M * k.N);
   cudaGraphExec_t exec = NULL;
   for (int it = 0; it < k.iters && ok; it++) {
     const int call = 7 * it + 3;
     k_gen_a<T><<<512, 256, 0, s.stream>>>(a, k.layout, k.M, k.K, W, me, s.seed, call);
+    if (fp8) k_gen_scales<<<1, 1, 0, s.stream>>>(sc, s.seed, call);
     CK(cudaMemsetAsync(c, 0xff, (size_t)k.M * k.N * sizeof(C), s.stream)); // NaN in every output type
     if (me == it % W && it % 3 == 1) { CK(cudaStreamSynchronize(s.stream)); usleep(20000); } // skew the ranks
     if (graph) {
       if (!exec) { // captured once, replayed with the new data each iteration
         cudaGraph_t gr;
         CK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
-        iris_status_t st = iris_ag_gemm_run(g, a, b, bias, c, s.stream);
+        iris_status_t st = iris_ag_gemm_run_scaled(g, a, b, fp8 ? sc + 1 : NULL, fp8 ? sc + 4 : NULL, bias, c, s.stream);
         CK(cudaStreamEndCapture(s.stream, &gr));
         IK(st);
         CK(cudaGraphInstantiate(&exec, gr, 0));
         CK(cudaGraphDestroy(gr));
       }
       CK(cudaGraphLaunch(exec, s.stream));
+    } else if (fp8) {
+      IK(iris_ag_gemm_run_scaled(g, a, b, sc + 1, sc + 4, bias, c, s.stream));
     } else {
       IK(iris_ag_gemm_run(g, a, b, bias, c, s.stream));
     }
@@ -156,13 +178,18 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
     }
   }
   if (exec) cudaGraphExecDestroy(exec);
-  cudaFree(b); cudaFree(c); cudaFree(bias);
+  cudaFree(b); cudaFree(c); cudaFree(bias); cudaFree(sc);
   IK(iris_free(s.ctx, a));
   IK(iris_ag_gemm_destroy(g));
   return ok;
 }
 
 static bool dispatch(Suite &s, const Case &k, bool graph, std::string &why) {
+  if (k.a == IRIS_FLOAT8_E4M3) {
+    if (k.c == IRIS_BFLOAT16) return run_case<f8, __nv_bfloat16>(s, k, graph, why);
+    if (k.c == IRIS_FLOAT16) return run_case<f8, __half>(s, k, graph, why);
+    return run_case<f8, float>(s, k, graph, why);
+  }
   if (k.a == IRIS_BFLOAT16) {
     if (k.c == IRIS_BFLOAT16) return run_case<__nv_bfloat16, __nv_bfloat16>(s, k, graph, why);
     if (k.c == IRIS_FLOAT16) return run_case<__nv_bfloat16, __half>(s, k, graph, why);
@@ -217,6 +244,32 @@ static void bad_input(Suite &s) {
     ok = ok && iris_ag_gemm_run(g, a, NULL, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
   }
   report(s, "run refuses an A shard off the heap (NOT_IN_HEAP), an unexpected bias, a misaligned C, a NULL B", ok);
+  float *sc = NULL;
+  ok = ok && cudaMalloc(&sc, 8 * sizeof(float)) == cudaSuccess;
+  ok = ok && iris_ag_gemm_run_scaled(g, a, b, sc, sc + 4, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "fp8 inputs only");
+  report(s, "run_scaled refuses scales for a bf16 plan (IRIS_ERROR_INVALID_ARGUMENT naming the rule)", ok);
+  iris_ag_gemm_destroy(g);
+  g = NULL;
+  // fp8: the rules of create, then a plan's run without both scales
+  d.a_type = IRIS_FLOAT8_E4M3; d.b_transposed = 0;
+  ok = iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_ERROR_UNSUPPORTED && strstr(iris_error_detail(), "b_transposed") && !g;
+  d.b_transposed = 1; d.path = IRIS_GEMM_PATH_FUSED;
+  ok = ok && iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_ERROR_UNSUPPORTED && strstr(iris_error_detail(), "cuBLASLt paths") && !g;
+  d.path = IRIS_GEMM_PATH_AUTO; d.K = 264;
+  ok = ok && iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "multiple of 16") && !g;
+  d.K = 256; d.has_bias = 1; d.c_type = IRIS_FLOAT32;
+  ok = ok && iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_ERROR_UNSUPPORTED && strstr(iris_error_detail(), "fp32 bias") && !g;
+  d.has_bias = 0; d.c_type = IRIS_BFLOAT16; d.a_type = IRIS_FLOAT8_E5M2;
+  ok = ok && iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_ERROR_UNSUPPORTED && !g;
+  report(s, "fp8: create refuses B K x N, the fused path, K % 16, a bias with fp32 C, e5m2 (naming the rule)", ok);
+  d.a_type = IRIS_FLOAT8_E4M3;
+  ok = iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_SUCCESS && iris_ag_gemm_path(g) == IRIS_GEMM_PATH_PIPELINED;
+  ok = ok && iris_ag_gemm_run(g, a, b, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "iris_ag_gemm_run_scaled");
+  ok = ok && iris_ag_gemm_run_scaled(g, a, b, sc, NULL, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "both per-tensor scales");
+  ok = ok && iris_ag_gemm_run_scaled(g, a, b, (const float *)((char *)sc + 2), sc + 4, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
+  report(s, "an fp8 plan (AUTO: pipelined): run, and run_scaled without both scales or with a misaligned one, are refused naming the rule", ok);
+  d.a_type = IRIS_BFLOAT16; d.b_transposed = 0;
+  cudaFree(sc);
   cudaFree(b); cudaFree(c); cudaFree(off);
   if (a) iris_free(s.ctx, a);
   iris_ag_gemm_destroy(g);
@@ -458,6 +511,16 @@ int main(int argc, char **argv) {
     // graphs: captured once, replayed with fresh A
     one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, p, 256LL * W, 512, 1024, 30, 0}, true);
     one(s, Case{IRIS_GEMM_A_COLS, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 0, p, 384, 256, 256LL * W, 30, 0}, true);
+  }
+  // fp8 e4m3 with per-tensor scales (fresh every call), B N x K (cuBLASLt's fp8 GEMM is TN
+  // only), the cuBLASLt paths
+  for (iris_gemm_path_t p : {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED}) {
+    one(s, Case{IRIS_GEMM_A_ROWS, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 1, p, 200LL * W, 776, 528, 3, 0}, false);
+    one(s, Case{IRIS_GEMM_A_COLS, IRIS_FLOAT8_E4M3, IRIS_FLOAT32, 1, 0, p, 600, 392, 144LL * W, 3, 0}, false);
+    if (quick) continue;
+    one(s, Case{IRIS_GEMM_A_ROWS, IRIS_FLOAT8_E4M3, IRIS_FLOAT16, 1, 1, p, 64LL * W + 0, 8, 16, 2, 0}, false);
+    one(s, Case{IRIS_GEMM_A_ROWS, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 0, p, 256LL * W, 512, 1024, 30, 0}, true);
+    one(s, Case{IRIS_GEMM_A_COLS, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 1, p, 384, 256, 256LL * W, 30, 0}, true);
   }
   {
     // the fused kernel's engine: the TMA core on Hopper (this test is built for sm_90a);

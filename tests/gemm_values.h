@@ -29,6 +29,23 @@ __global__ void k_gen_bias(C *bias, long long N, uint64_t seed) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < N; i += (long long)gridDim.x * blockDim.x) bias[i] = bias_at<C>(seed, i);
 }
 
+// fp8 e4m3 inputs: random codes of modest magnitude (|x| in [0.25, 3.75], or 0), decoded
+// exactly on the host by iris_fp8_e4m3_to_float
+struct f8 {
+  unsigned char bits;
+};
+__host__ __device__ inline f8 f8_code(uint64_t h) {
+  f8 v;
+  v.bits = (h >> 24) % 16 == 0 ? 0 : (unsigned char)((h & 0x80) | ((5 + (h >> 8) % 4) << 3) | ((h >> 16) & 7));
+  return v;
+}
+template <> __host__ __device__ inline double to_d<f8>(f8 v) { return (double)iris_fp8_e4m3_to_float(v.bits); }
+template <> __host__ __device__ inline f8 a_at<f8>(uint64_t seed, long long r, long long c, int call) { return f8_code(key(seed, 1, (uint64_t)r, (uint64_t)c, (uint64_t)call)); }
+template <> __host__ __device__ inline f8 b_at<f8>(uint64_t seed, long long k, long long n) { return f8_code(key(seed, 2, (uint64_t)k, (uint64_t)n, 0)); }
+// per-tensor scales for call `call` (GEMM + reduce-scatter: rank q's; all-gather + GEMM: q = 0): a_scale in [0.5, 1.5), b_scale in [0.125, 1.125)
+__host__ __device__ inline float scale_at(uint64_t seed, int which, int q, int call) {
+  return (which ? 0.125f : 0.5f) + (float)(key(seed, 5 + (uint64_t)which, (uint64_t)q, (uint64_t)call, 0) % 1024) / 1024.0f;
+}
 static const char *tname(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? "bf16" : t == IRIS_FLOAT16 ? "fp16" : t == IRIS_FLOAT8_E4M3 ? "e4m3" : "fp32"; }
 
 #endif

@@ -17,8 +17,12 @@ static const char *dt_name(cudaDataType_t t) {
   return t == CUDA_R_32F ? "fp32" : t == CUDA_R_16BF ? "bf16" : t == CUDA_R_16F ? "fp16" : t == CUDA_R_8F_E4M3 ? "e4m3" : "?";
 }
 
-int main() {
-  const int N = 256, R = 128, K = 128;
+int main(int argc, char **argv) {
+  // lt_fp8_probe [N R K scale_offset_floats min_alignment]
+  const int N = argc > 1 ? atoi(argv[1]) : 256, R = argc > 2 ? atoi(argv[2]) : 128, K = argc > 3 ? atoi(argv[3]) : 128;
+  const int soff = argc > 4 ? atoi(argv[4]) : 0;
+  uint32_t align = argc > 5 ? (uint32_t)atoi(argv[5]) : 0;
+  printf("N %d rows %d K %d, scales at +%d floats, min alignment %u\n", N, R, K, soff, align);
   std::vector<__nv_fp8_e4m3> ha(R * K), hb(N * K);
   std::vector<float> fa(R * K), fb(N * K);
   srand(7);
@@ -29,7 +33,8 @@ int main() {
   const float two = 2.0f, half = 0.5f;
   cudaMalloc(&da, R * K); cudaMalloc(&db, N * K); cudaMalloc(&dc, (size_t)N * R * 4); cudaMalloc(&ws, 32 << 20); cudaMalloc(&dbias, N * 4);
   cudaMemset(dbias, 0, N * 4);
-  cudaMalloc(&sa, 4); cudaMalloc(&sb, 4);
+  cudaMalloc(&sa, 64); cudaMalloc(&sb, 64);
+  sa += soff; sb += soff;
   cudaMemcpy(da, ha.data(), R * K, cudaMemcpyHostToDevice);
   cudaMemcpy(db, hb.data(), N * K, cudaMemcpyHostToDevice);
   cudaMemcpy(sa, &two, 4, cudaMemcpyHostToDevice);
@@ -38,7 +43,7 @@ int main() {
   cublasLtCreate(&lt);
   printf("cublasLt version %zu, cudart %zu\n", cublasLtGetVersion(), cublasLtGetCudartVersion());
   const cudaDataType_t outs[3] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F};
-  for (int oi = 0; oi < 3; ++oi)
+  for (int oi = 0; oi < 1; ++oi)
     for (int scales = 0; scales < 2; ++scales)
       for (int fast = 0; fast < 2; ++fast)
         for (int bias = 0; bias < 2; ++bias) {
@@ -68,6 +73,11 @@ int main() {
           cublasLtMatmulPreferenceCreate(&pref);
           size_t wsb = 32 << 20;
           cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
+          if (align) {
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align);
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align);
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align);
+          }
           cublasLtMatmulHeuristicResult_t res;
           int found = 0;
           cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &res, &found);
