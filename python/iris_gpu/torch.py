@@ -25,7 +25,7 @@ import threading
 import warnings
 
 from . import _host, _lib, _types
-from ._lib import IrisError
+from ._lib import IrisError, IrisLibraryError  # noqa: F401 (re-exported)
 
 _torch = None
 _register_lock = threading.Lock()
@@ -473,10 +473,8 @@ class GemmReduce:
     every rank, close() on every rank. Attributes: op, dtype, out_dtype, a_shape, b_shape,
     c_shape, has_bias, fp8, path (the one the library chose)."""
 
-    def __init__(self, ctx, op, M, N, K, dtype, out_dtype, b_transposed, bias, path):
+    def __init__(self, ctx, op, M, N, K, dtype=None, out_dtype=None, b_transposed=False, bias=False, path="auto"):
         torch = _torch_mod()
-        ctx._lib.require_struct("iris_gemm_rs_desc_t")
-        ctx._lib.require_function("iris_gemm_rs_create")
         self.ctx, self.op, self._g = ctx, op, None
         self.dtype = torch.bfloat16 if dtype is None else dtype
         dn = _types.dtype_name(self.dtype)
@@ -495,12 +493,25 @@ class GemmReduce:
         d.op, d.M, d.N, d.K = _types.GEMM_REDUCE_OPS[op], M, N, K
         d.a_type, d.c_type = _types.iris_dtype(self.dtype), _types.iris_dtype(self.out_dtype)
         d.b_transposed, d.has_bias, d.path = int(self.b_transposed), int(self.has_bias), _types.GEMM_PATHS[path]
+        self._g = self._create(d)
+        self.id = next(_ids)
+        _PLANS[self.id] = self
+
+    def _create(self, d):
+        """iris_gemm_rs_create (collective) of description d; returns the plan handle."""
+        torch, ctx = _torch_mod(), self.ctx
+        ctx._lib.require_struct("iris_gemm_rs_desc_t")
+        ctx._lib.require_function("iris_gemm_rs_create")
         g = ctypes.c_void_p()
         with torch.cuda.device(ctx.device):
             ctx._call("iris_gemm_rs_create", ctx._lib.lib.iris_gemm_rs_create(ctx._handle(), ctypes.byref(d), ctypes.byref(g)))
-        self._g = g
-        self.id = next(_ids)
-        _PLANS[self.id] = self
+        return g
+
+    def _destroy(self, g):
+        torch = _torch_mod()
+        with torch.cuda.device(self.ctx.device):
+            st = self.ctx._lib.lib.iris_gemm_rs_destroy(g)
+        self.ctx._call("iris_gemm_rs_destroy", st)
 
     @property
     def path(self):
@@ -574,10 +585,7 @@ class GemmReduce:
         if self._g is not None and not self.ctx.closed:
             _PLANS.pop(self.id, None)
             g, self._g = self._g, None
-            torch = _torch_mod()
-            with torch.cuda.device(self.ctx.device):
-                st = self.ctx._lib.lib.iris_gemm_rs_destroy(g)
-            self.ctx._call("iris_gemm_rs_destroy", st)
+            self._destroy(g)
 
 
 # ------------------------------------------------------------------ custom ops

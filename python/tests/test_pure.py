@@ -267,7 +267,8 @@ class TestLibrary(unittest.TestCase):
         self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 4), _types.GEMM_PATHS["pipelined"])
         for path, v in _types.GEMM_PATHS.items():
             d.path = v
-            self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 2), v, path)
+            if path != "auto":
+                self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 2), v, path)
             self.assertEqual(L.iris_gemm_path_name(v).decode().replace("-", "_"), path)
         self.assertEqual(L.iris_gemm_rs_path(None), 0)
         self.assertEqual(L.iris_gemm_rs_destroy(None), 0)
