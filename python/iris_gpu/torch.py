@@ -939,7 +939,7 @@ def gemm_reduce(a, b, plan, bias=None, a_scale=None, b_scale=None, out=None):
     Every rank calls it, in the same order; on torch.cuda.current_stream(); capturable."""
     if not isinstance(plan, GemmReduce) or plan._g is None:
         raise RuntimeError("gemm_reduce: expected an open GemmReduce plan")
-    for t, name in ((a, "a"), (b, "b"), (out, "out")):
+    for t, name in ((a, "a"), (b, "b"), (bias, "bias"), (out, "out")):
         if t is not None:
             _types.check_contiguous(t, "gemm_%s: %s" % (plan.op, name))
     if out is None:

@@ -837,7 +837,7 @@ def worker():
         R.result("torch.compile(fullgraph=True)", R.check_compile)
         R.result("bad input raises, never crashes", R.check_bad_input)
         R.result("all-gather + GEMM (rows, B transposed, fp32 out)", R.check_ag_gemm)
-        if not gemm_reduce_skipped(R):
+        if gemm_reduce_available(R):
             gemm_reduce_cases(R)
             R.result("gemm_reduce: fused / kernel_unfused paths refused cleanly (IRIS_ERROR_UNSUPPORTED)", R.check_gemm_reduce_refusals)
             R.result("gemm_reduce: torch.cuda.graph, 120 replays with fresh inputs, poisoned outputs", R.check_gemm_reduce_graph)
@@ -858,21 +858,29 @@ def worker():
         dist.destroy_process_group()
 
 
-def gemm_reduce_skipped(R):
-    """Print one SKIP line and return True when the library has no GEMM + reduce (an older
-    build, or no cuBLASLt: create refuses every plan with IRIS_ERROR_UNSUPPORTED)."""
-    why = None
-    try:
-        R.gemm_plan("reduce_scatter", 8, 16, 16, "bfloat16", "bfloat16", False, False, "auto").close()
-    except R.it.IrisLibraryError as e:
-        why = str(e)
-    except R.it.IrisError as e:
-        if e.status_name != "IRIS_ERROR_UNSUPPORTED":
-            raise
-        why = e.detail
-    if why:
-        R.result("gemm_reduce (GEMM + reduce-scatter / all-reduce)", lambda: "this library cannot run it: " + why)
-    return bool(why)
+def gemm_reduce_available(R):
+    """One result line: PASS when a plan can be created, SKIP when this library cannot run
+    the GEMM + reduce (an older build, or no cuBLASLt: IRIS_ERROR_UNSUPPORTED), FAIL
+    otherwise. True when every rank made its plan (the ranks agree, so they all run the
+    cases or all skip them)."""
+    made = []
+
+    def probe():
+        try:
+            R.gemm_plan("reduce_scatter", 8, 16, 16, "bfloat16", "bfloat16", False, False, "auto").close()
+        except R.it.IrisLibraryError as e:
+            return "this library has no GEMM + reduce: %s" % e
+        except R.it.IrisError as e:
+            if e.status_name != "IRIS_ERROR_UNSUPPORTED":
+                raise
+            return "this library cannot run it: %s" % e.detail
+        made.append(True)
+        return None
+
+    R.result("gemm_reduce: a plan can be created (bf16, path auto)", probe)
+    every = [None] * R.world
+    dist.all_gather_object(every, bool(made))
+    return all(every)
 
 
 def check_no_leak(ctx):

@@ -305,6 +305,7 @@ class TestGemmReduce(unittest.TestCase):
         ops = torch.ops.iris
         for exc, text, fn in (
             (ValueError, "a is not contiguous", lambda: it.gemm_reduce_scatter(a.t().contiguous().t(), b, plan, bias)),
+            (ValueError, "bias is not contiguous", lambda: it.gemm_reduce_scatter(a, b, plan, torch.zeros(8, 2, dtype=torch.bfloat16)[:, 0])),
             (ValueError, "out is not contiguous", lambda: it.gemm_reduce_scatter(a, b, plan, bias, out=torch.empty(8, 4, dtype=torch.bfloat16).t())),
             (ValueError, "made for op 'reduce_scatter'", lambda: it.gemm_all_reduce(a, b, plan, bias)),
             (RuntimeError, "expected an open GemmReduce plan", lambda: it.gemm_reduce(a, b, object())),
@@ -522,7 +523,7 @@ class TestGpuTestLogic(unittest.TestCase):
                 R.rank, R.world, R.ctx, R.it, R.shared, R.no_ref, R.seed = 0, 1, StandIn(1, -104), it, True, set(), 0
                 R.dev = torch.device("cpu")
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-                    self.assertFalse(tg.gemm_reduce_skipped(R))
+                    self.assertTrue(tg.gemm_reduce_available(R))
                     tg.gemm_reduce_cases(R, rows_sweep=(1, 129))
                     R.result("refusals", R.check_gemm_reduce_refusals)
                     R.result("compile", R.check_gemm_reduce_compile)
@@ -530,7 +531,7 @@ class TestGpuTestLogic(unittest.TestCase):
         finally:
             dist.destroy_process_group()
         lines = out.getvalue().splitlines()
-        self.assertEqual(len(lines), 96 + 2 * (2 * 2 + 1) + 8 + 2, lines[:3])
+        self.assertEqual(len(lines), 1 + 96 + 2 * (2 * 2 + 1) + 8 + 2, lines[:3])
         self.assertEqual([l for l in lines if not l.startswith("PASS: ")], [])
         self.assertEqual([p for p in it._PLANS.values() if isinstance(p, it.GemmReduce)], [])  # every plan closed
 
