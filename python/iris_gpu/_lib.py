@@ -124,18 +124,22 @@ class CollOptsT(ctypes.Structure):
         return cls(ctypes.sizeof(cls), algo, ctas)
 
 
+# the fields iris_ag_gemm_desc_t and iris_gemm_rs_desc_t share, in this order, after
+# struct_size and layout / op (test_pure.py checks both structs against the headers)
+_GEMM_DESC_FIELDS = [
+    ("M", ctypes.c_longlong),
+    ("N", ctypes.c_longlong),
+    ("K", ctypes.c_longlong),
+    ("a_type", ctypes.c_int),
+    ("c_type", ctypes.c_int),
+    ("b_transposed", ctypes.c_int),
+    ("has_bias", ctypes.c_int),
+    ("path", ctypes.c_int),
+]
+
+
 class AgGemmDescT(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("layout", ctypes.c_int),
-        ("M", ctypes.c_longlong),
-        ("N", ctypes.c_longlong),
-        ("K", ctypes.c_longlong),
-        ("a_type", ctypes.c_int),
-        ("c_type", ctypes.c_int),
-        ("b_transposed", ctypes.c_int),
-        ("has_bias", ctypes.c_int),
-        ("path", ctypes.c_int),
+    _fields_ = [("struct_size", ctypes.c_size_t), ("layout", ctypes.c_int)] + _GEMM_DESC_FIELDS + [
         ("chunks", ctypes.c_int),
         ("fetch_ctas", ctypes.c_int),
         ("k_group", ctypes.c_int),
@@ -151,20 +155,10 @@ class AgGemmDescT(ctypes.Structure):
 
 
 class GemmRsDescT(ctypes.Structure):
-    """iris_gemm_rs_desc_t (iris_gemm_reduce.h), field by field."""
+    """iris_gemm_rs_desc_t (iris_gemm_reduce.h)."""
 
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("op", ctypes.c_int),  # iris_gemm_reduce_op_t: 0 IRIS_GEMM_REDUCE_SCATTER, 1 IRIS_GEMM_ALL_REDUCE
-        ("M", ctypes.c_longlong),
-        ("N", ctypes.c_longlong),
-        ("K", ctypes.c_longlong),
-        ("a_type", ctypes.c_int),
-        ("c_type", ctypes.c_int),
-        ("b_transposed", ctypes.c_int),
-        ("has_bias", ctypes.c_int),
-        ("path", ctypes.c_int),
-    ]
+    # op: iris_gemm_reduce_op_t, 0 IRIS_GEMM_REDUCE_SCATTER, 1 IRIS_GEMM_ALL_REDUCE
+    _fields_ = [("struct_size", ctypes.c_size_t), ("op", ctypes.c_int)] + _GEMM_DESC_FIELDS
 
     @classmethod
     def init(cls):

@@ -95,18 +95,46 @@ if torch is not None:
         return _check(u, what, device_index, dtype, contiguous)
 
 
-@unittest.skipIf(torch is None, "SKIP: torch is not installed")
-class TestOps(unittest.TestCase):
+class StandInCase(unittest.TestCase):
+    """Stand-in contexts of world 1 (c1) and 2 (c2), CPU tensors taken as the device's."""
+
+    ids = (-101, -102)
+
     def setUp(self):
         self.patch = mock.patch.object(_types, "check_tensor", cpu_check)
         self.patch.start()
-        self.c1 = StandIn(1, -101)
-        self.c2 = StandIn(2, -102)
+        self.c1 = StandIn(1, self.ids[0])
+        self.c2 = StandIn(2, self.ids[1])
 
     def tearDown(self):
         self.patch.stop()
         self.c1.close()
         self.c2.close()
+
+    def check_compiled(self, f, args, want, ctx):
+        """torch.compile(f, fullgraph=True) with aot_eager and inductor (SKIP line where
+        inductor has no C++ compiler): the results equal want, and the iris calls on ctx
+        are the eager run's, in the same order."""
+        order = [c[0] for c in ctx.calls]
+        for backend in ("aot_eager", "inductor"):
+            torch._dynamo.reset()
+            try:
+                cf = torch.compile(f, fullgraph=True, backend=backend)
+                cf(*args)  # compiles
+                ctx.calls.clear()
+                got = cf(*args)
+            except Exception as e:  # noqa: BLE001
+                if backend == "inductor" and "compiler" in str(e).lower():
+                    print("SKIP: python torch: inductor needs a C++ compiler: %s" % str(e).splitlines()[0])
+                    continue
+                raise
+            for a, b in zip(got, want):
+                self.assertTrue(torch.equal(a, b), backend)
+            self.assertEqual([c[0] for c in ctx.calls], order, backend)
+
+
+@unittest.skipIf(torch is None, "SKIP: torch is not installed")
+class TestOps(StandInCase):
 
     def test_ops_registered(self):
         for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
@@ -171,24 +199,9 @@ class TestOps(unittest.TestCase):
             return y + 1, g, w
 
         x = torch.randn(4, 6)
+        ctx.calls.clear()
         want = f(x)
-        eager_calls = [c[0] for c in ctx.calls]
-        for backend in ("aot_eager", "inductor"):
-            torch._dynamo.reset()
-            try:
-                cf = torch.compile(f, fullgraph=True, backend=backend)
-                cf(x)  # compiles
-                ctx.calls.clear()
-                got = cf(x)
-            except Exception as e:  # noqa: BLE001
-                if backend == "inductor" and "compiler" in str(e).lower():
-                    print("SKIP: python torch: inductor needs a C++ compiler: %s" % str(e).splitlines()[0])
-                    continue
-                raise
-            for a, b in zip(got, want):
-                self.assertTrue(torch.equal(a, b), backend)
-            # every collective and the barrier ran, in program order
-            self.assertEqual([c[0] for c in ctx.calls], eager_calls, backend)
+        self.check_compiled(f, (x,), want, ctx)  # every collective and the barrier ran, in program order
 
     def test_opcheck(self):
         x = torch.randn(8)
@@ -200,20 +213,11 @@ class TestOps(unittest.TestCase):
 
 
 @unittest.skipIf(torch is None, "SKIP: torch is not installed")
-class TestGemmReduce(unittest.TestCase):
+class TestGemmReduce(StandInCase):
     """iris::gemm_reduce[_out] and GemmReduce over stand-in plans (no library): world 1
     computes on the CPU, world 2 checks shapes and what would go to the C call."""
 
-    def setUp(self):
-        self.patch = mock.patch.object(_types, "check_tensor", cpu_check)
-        self.patch.start()
-        self.c1 = StandIn(1, -111)
-        self.c2 = StandIn(2, -112)
-
-    def tearDown(self):
-        self.patch.stop()
-        self.c1.close()
-        self.c2.close()
+    ids = (-111, -112)
 
     @staticmethod
     def data(M, N, kl, dtype=torch.bfloat16 if torch else None, bt=False, seed=0):
@@ -369,23 +373,8 @@ class TestGemmReduce(unittest.TestCase):
         a, b = self.data(4, 16, 24, bt=True)
         bias = (torch.arange(16) / 8).to(torch.bfloat16)
         want = f(a, b, bias, torch.zeros(4, 16))
-        order = [c[0] for c in ctx.calls]
-        self.assertEqual(order, ["gemm_reduce_scatter", "gemm_all_reduce", "barrier"])
-        for backend in ("aot_eager", "inductor"):
-            torch._dynamo.reset()
-            try:
-                cf = torch.compile(f, fullgraph=True, backend=backend)
-                cf(a, b, bias, torch.zeros(4, 16))  # compiles
-                ctx.calls.clear()
-                got = cf(a, b, bias, torch.zeros(4, 16))
-            except Exception as e:  # noqa: BLE001
-                if backend == "inductor" and "compiler" in str(e).lower():
-                    print("SKIP: python torch: inductor needs a C++ compiler: %s" % str(e).splitlines()[0])
-                    continue
-                raise
-            for x, y in zip(got, want):
-                self.assertTrue(torch.equal(x, y), backend)
-            self.assertEqual([c[0] for c in ctx.calls], order, backend)
+        self.assertEqual([c[0] for c in ctx.calls], ["gemm_reduce_scatter", "gemm_all_reduce", "barrier"])
+        self.check_compiled(f, (a, b, bias, torch.zeros(4, 16)), want, ctx)
         rs.close()
         ar.close()
 
@@ -468,7 +457,9 @@ class TestGpuTestLogic(unittest.TestCase):
     """test_torch_gpu.py's collective cases at world 1 on the CPU (stand-in context, gloo):
     its inputs, references, modes and torch.distributed comparisons, without a GPU."""
 
-    def test_collective_cases_world1(self):
+    def gpu_test_lines(self, ctx, body):
+        """body(R, tg) on a world-1 test_torch_gpu.Runner R over the stand-in ctx (CPU
+        tensors, gloo, torch.cuda.synchronize a no-op); returns the result lines printed."""
         import contextlib
         import importlib.util
         import io
@@ -480,23 +471,26 @@ class TestGpuTestLogic(unittest.TestCase):
         sys.path.insert(0, HERE)
         import test_torch_gpu as tg
 
-        class Ctx(StandIn):
-            def empty(self, shape, dtype=None):
-                return torch.empty(shape, dtype=dtype or torch.float32)
-
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
         out = io.StringIO()
         try:
             with mock.patch.object(_types, "check_tensor", cpu_check), mock.patch.object(torch.cuda, "synchronize", lambda *a: None):
                 R = tg.Runner.__new__(tg.Runner)
-                R.rank, R.world, R.ctx, R.it, R.shared, R.no_ref, R.seed = 0, 1, Ctx(1, -103), it, True, set(), 0
+                R.rank, R.world, R.ctx, R.it, R.shared, R.no_ref, R.seed = 0, 1, ctx, it, True, set(), 0
                 R.dev = torch.device("cpu")
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-                    tg.collective_cases(R, sizes=(37,))
-                R.ctx.close()
+                    body(R, tg)
+                ctx.close()
         finally:
             dist.destroy_process_group()
-        lines = out.getvalue().splitlines()
+        return out.getvalue().splitlines()
+
+    def test_collective_cases_world1(self):
+        class Ctx(StandIn):
+            def empty(self, shape, dtype=None):
+                return torch.empty(shape, dtype=dtype or torch.float32)
+
+        lines = self.gpu_test_lines(Ctx(1, -103), lambda R, tg: tg.collective_cases(R, sizes=(37,)))
         self.assertGreater(len(lines), 250)
         self.assertEqual([l for l in lines if not l.startswith("PASS: ")], [])
 
@@ -504,33 +498,14 @@ class TestGpuTestLogic(unittest.TestCase):
         """test_torch_gpu.py's GEMM + reduce cases at world 1 on the CPU (stand-in plans that
         compute with torch): its inputs, float64 references, fp8 slack, poisoning, the
         bitwise comparison across ranks, refusals and the compile test."""
-        import contextlib
-        import importlib.util
-        import io
 
-        import torch.distributed as dist
+        def body(R, tg):
+            self.assertTrue(tg.gemm_reduce_available(R))
+            tg.gemm_reduce_cases(R, rows_sweep=(1, 129))
+            R.result("refusals", R.check_gemm_reduce_refusals)
+            R.result("compile", R.check_gemm_reduce_compile)
 
-        if importlib.util.find_spec("numpy") is None:
-            self.skipTest("SKIP: numpy is not installed (all_gather_object needs it)")
-        sys.path.insert(0, HERE)
-        import test_torch_gpu as tg
-
-        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-        out = io.StringIO()
-        try:
-            with mock.patch.object(_types, "check_tensor", cpu_check), mock.patch.object(torch.cuda, "synchronize", lambda *a: None):
-                R = tg.Runner.__new__(tg.Runner)
-                R.rank, R.world, R.ctx, R.it, R.shared, R.no_ref, R.seed = 0, 1, StandIn(1, -104), it, True, set(), 0
-                R.dev = torch.device("cpu")
-                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-                    self.assertTrue(tg.gemm_reduce_available(R))
-                    tg.gemm_reduce_cases(R, rows_sweep=(1, 129))
-                    R.result("refusals", R.check_gemm_reduce_refusals)
-                    R.result("compile", R.check_gemm_reduce_compile)
-                R.ctx.close()
-        finally:
-            dist.destroy_process_group()
-        lines = out.getvalue().splitlines()
+        lines = self.gpu_test_lines(StandIn(1, -104), body)
         self.assertEqual(len(lines), 1 + 96 + 2 * (2 * 2 + 1) + 8 + 2, lines[:3])
         self.assertEqual([l for l in lines if not l.startswith("PASS: ")], [])
         self.assertEqual([p for p in it._PLANS.values() if isinstance(p, it.GemmReduce)], [])  # every plan closed
