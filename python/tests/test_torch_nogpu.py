@@ -28,9 +28,11 @@ if torch is not None:
         """A Context that needs no library: _run records the C call; at world 1 it also
         performs it (every collective of one rank copies send to recv)."""
 
-        def __init__(self, world=1, cid=-100):
-            self.closed, self.id, self.world_size, self.rank, self.device = False, cid, world, 0, 0
-            self.check_shapes, self.calls = False, []
+        def __init__(self, world=1, cid=-100, rank=0, gloo=False):
+            """gloo: rank of a world of processes in a gloo group (the GEMM stand-in sums
+            through it); otherwise world > 1 only records."""
+            self.closed, self.id, self.world_size, self.rank, self.device = False, cid, world, rank, 0
+            self.check_shapes, self.calls, self.gloo = False, [], gloo
             it._CONTEXTS[cid] = self
 
         def _run(self, kind, send, recv, count, dtype, extra=None):
@@ -73,11 +75,19 @@ if torch is not None:
         def _enqueue(self, a, b, bias, a_scale, b_scale, out):
             self.calls.append((a.data_ptr(), b.data_ptr(), bias is not None, a_scale is not None, out.data_ptr()))
             self.ctx.calls.append(("gemm_" + self.op,))
-            if self.ctx.world_size == 1:
-                c = a.double() @ (b.t() if self.b_transposed else b).double()
-                if self.fp8:
-                    c = c * a_scale.double() * b_scale.double()
-                out.copy_(c + bias.double() if bias is not None else c)
+            if self.ctx.world_size > 1 and not self.ctx.gloo:
+                return
+            c = a.double() @ (b.t() if self.b_transposed else b).double()
+            if self.fp8:
+                c = c * a_scale.double() * b_scale.double()
+            if self.ctx.world_size > 1:  # ranks are processes: the sum through torch.distributed
+                import torch.distributed as dist
+
+                dist.all_reduce(c)
+                if self.op == "reduce_scatter":
+                    n = c.shape[0] // self.ctx.world_size
+                    c = c[self.ctx.rank * n:(self.ctx.rank + 1) * n]
+            out.copy_(c + bias.double() if bias is not None else c)
 
     _check = _types.check_tensor
 
@@ -460,30 +470,17 @@ class TestGpuTestLogic(unittest.TestCase):
     def gpu_test_lines(self, ctx, body):
         """body(R, tg) on a world-1 test_torch_gpu.Runner R over the stand-in ctx (CPU
         tensors, gloo, torch.cuda.synchronize a no-op); returns the result lines printed."""
-        import contextlib
         import importlib.util
-        import io
 
         import torch.distributed as dist
 
         if importlib.util.find_spec("numpy") is None:
             self.skipTest("SKIP: numpy is not installed (all_gather_object needs it)")
-        sys.path.insert(0, HERE)
-        import test_torch_gpu as tg
-
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-        out = io.StringIO()
         try:
-            with mock.patch.object(_types, "check_tensor", cpu_check), mock.patch.object(torch.cuda, "synchronize", lambda *a: None):
-                R = tg.Runner.__new__(tg.Runner)
-                R.rank, R.world, R.ctx, R.it, R.shared, R.no_ref, R.seed = 0, 1, ctx, it, True, set(), 0
-                R.dev = torch.device("cpu")
-                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-                    body(R, tg)
-                ctx.close()
+            return gpu_test_run(ctx, body)
         finally:
             dist.destroy_process_group()
-        return out.getvalue().splitlines()
 
     def test_collective_cases_world1(self):
         class Ctx(StandIn):
@@ -509,6 +506,64 @@ class TestGpuTestLogic(unittest.TestCase):
         self.assertEqual(len(lines), 1 + 96 + 2 * (2 * 2 + 1) + 8 + 2, lines[:3])
         self.assertEqual([l for l in lines if not l.startswith("PASS: ")], [])
         self.assertEqual([p for p in it._PLANS.values() if isinstance(p, it.GemmReduce)], [])  # every plan closed
+
+    def test_gemm_reduce_cases_processes(self):
+        """The same at world 2 and 3: one process per rank over gloo, the stand-in plans summing
+        the partials through torch.distributed; checks the test's per-rank inputs, row
+        slices and the comparison across ranks."""
+        import importlib.util
+        import tempfile
+
+        import torch.multiprocessing as mp
+
+        if importlib.util.find_spec("numpy") is None:
+            self.skipTest("SKIP: numpy is not installed (all_gather_object needs it)")
+        for world in (2, 3):
+            with tempfile.TemporaryDirectory() as d:
+                mp.spawn(gemm_rank, args=(world, d), nprocs=world)
+                with open(os.path.join(d, "lines")) as f:
+                    lines = f.read().splitlines()
+            self.assertEqual(len(lines), 1 + 96 + 2 * (2 * 2 + 1) + 8, (world, lines[:3]))
+            self.assertEqual([l for l in lines if not l.startswith("PASS: ")], [], world)
+            self.assertTrue(all(l.startswith("PASS: torch W=%d: " % world) for l in lines))
+
+
+def gpu_test_run(ctx, body):
+    """body(R, tg) on a test_torch_gpu.Runner R of ctx's rank and world over the current
+    process group (CPU tensors, torch.cuda.synchronize a no-op); the lines it printed."""
+    import contextlib
+    import io
+
+    sys.path.insert(0, HERE)
+    import test_torch_gpu as tg
+
+    out = io.StringIO()
+    with mock.patch.object(_types, "check_tensor", cpu_check), mock.patch.object(torch.cuda, "synchronize", lambda *a: None):
+        R = tg.Runner.__new__(tg.Runner)
+        R.rank, R.world, R.ctx, R.it, R.shared, R.no_ref, R.seed = ctx.rank, ctx.world_size, ctx, it, True, set(), 0
+        R.dev = torch.device("cpu")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            body(R, tg)
+        ctx.close()
+    return out.getvalue().splitlines()
+
+
+def gemm_rank(rank, world, d):
+    """One rank of test_gemm_reduce_cases_processes (torch.multiprocessing.spawn)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(d, "store"), rank=rank, world_size=world)
+    try:
+        def body(R, tg):
+            if tg.gemm_reduce_available(R):
+                tg.gemm_reduce_cases(R, rows_sweep=(1, 129))
+
+        lines = gpu_test_run(StandIn(world, -200 - rank, rank, gloo=True), body)
+    finally:
+        dist.destroy_process_group()
+    if rank == 0:
+        with open(os.path.join(d, "lines"), "w") as f:
+            f.write("\n".join(lines) + "\n")
 
 
 @unittest.skipIf(torch is None, "SKIP: torch is not installed")
