@@ -25,7 +25,7 @@ import threading
 import warnings
 
 from . import _host, _lib, _types
-from ._lib import IrisError, IrisLibraryError  # noqa: F401 (re-exported)
+from ._lib import IrisError
 
 _torch = None
 _register_lock = threading.Lock()

@@ -1,6 +1,7 @@
 """GPU tests of iris_gpu.torch, run as N processes (ranks may share one GPU).
 
     python3 python/tests/test_torch_gpu.py --world 2     # or 3, 4; prints PASS/FAIL/SKIP lines
+    python3 python/tests/test_torch_gpu.py --world 2 --only gemm_reduce   # only the GEMM + reduce tests
     torchrun --nproc-per-node 2 python/tests/test_torch_gpu.py   # the same under torchrun
 
 Every rank uses device local_rank % device_count. The torch.distributed reference runs
@@ -626,7 +627,7 @@ class Runner:
         """A reduce-scatter plan (pipelined, bias, B transposed, functional output) and an
         all-reduce plan (unfused, fp32 out=) captured in one graph; replayed with fresh inputs
         copied in and the outputs poisoned before every replay; every replay checked."""
-        it, W = self.it, self.world
+        it = self.it
         cfg = [("reduce_scatter", "bfloat16", "bfloat16", True, True, "pipelined", 24, 40, 32),
                ("all_reduce", "float16", "float32", False, False, "unfused", 17, 24, 16)]
         plans = [self.gemm_plan(op, rows, N, kl, dt, odt, bt, bias, path) for op, dt, odt, bt, bias, path, rows, N, kl in cfg]
@@ -828,24 +829,27 @@ def worker():
     import iris_gpu.torch as it
 
     R = None
+    everything = os.environ.get("IRIS_PY_TEST_ONLY", "") != "gemm_reduce"
     try:
         ctx = it.Context()
         R = Runner(rank, world, ctx, it, shared)
-        collective_cases(R)
-        R.result("barrier orders heap writes and peer reads (50 rounds)", R.check_barrier)
-        R.result("torch.cuda.graph: 1000 replays with fresh data", R.check_graph)
-        R.result("torch.compile(fullgraph=True)", R.check_compile)
-        R.result("bad input raises, never crashes", R.check_bad_input)
-        R.result("all-gather + GEMM (rows, B transposed, fp32 out)", R.check_ag_gemm)
+        if everything:
+            collective_cases(R)
+            R.result("barrier orders heap writes and peer reads (50 rounds)", R.check_barrier)
+            R.result("torch.cuda.graph: 1000 replays with fresh data", R.check_graph)
+            R.result("torch.compile(fullgraph=True)", R.check_compile)
+            R.result("bad input raises, never crashes", R.check_bad_input)
+            R.result("all-gather + GEMM (rows, B transposed, fp32 out)", R.check_ag_gemm)
         if gemm_reduce_available(R):
             gemm_reduce_cases(R)
             R.result("gemm_reduce: fused / kernel_unfused paths refused cleanly (IRIS_ERROR_UNSUPPORTED)", R.check_gemm_reduce_refusals)
             R.result("gemm_reduce: torch.cuda.graph, 120 replays with fresh inputs, poisoned outputs", R.check_gemm_reduce_graph)
             R.result("gemm_reduce: torch.compile(fullgraph=True)", R.check_gemm_reduce_compile)
             R.result("gemm_reduce: bad input raises, never hangs", R.check_gemm_reduce_bad_input)
-        R.result("triton producer/consumer ring (examples/python/triton_ring.py, iris_gpu.triton)", R.check_triton)
-        group = dist.new_group(list(range(world)), backend="gloo")
-        R.result("CustomAllreduce contract", lambda: R.check_custom_allreduce(group))
+        if everything:
+            R.result("triton producer/consumer ring (examples/python/triton_ring.py, iris_gpu.triton)", R.check_triton)
+            group = dist.new_group(list(range(world)), backend="gloo")
+            R.result("CustomAllreduce contract", lambda: R.check_custom_allreduce(group))
         R.result("heap_verify: every rank holds the same allocations after the tests", ctx.heap_verify)
         R.result("heap tensors are freed when they die", lambda: check_no_leak(ctx))
         ctx.close()
@@ -863,12 +867,14 @@ def gemm_reduce_available(R):
     the GEMM + reduce (an older build, or no cuBLASLt: IRIS_ERROR_UNSUPPORTED), FAIL
     otherwise. True when every rank made its plan (the ranks agree, so they all run the
     cases or all skip them)."""
+    from iris_gpu import IrisLibraryError
+
     made = []
 
     def probe():
         try:
             R.gemm_plan("reduce_scatter", 8, 16, 16, "bfloat16", "bfloat16", False, False, "auto").close()
-        except R.it.IrisLibraryError as e:
+        except IrisLibraryError as e:
             return "this library has no GEMM + reduce: %s" % e
         except R.it.IrisError as e:
             if e.status_name != "IRIS_ERROR_UNSUPPORTED":
@@ -902,7 +908,10 @@ def check_after_close(it, ctx, dev):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, default=2)
+    ap.add_argument("--only", choices=("all", "gemm_reduce"), default=os.environ.get("IRIS_PY_TEST_ONLY") or "all",
+                    help="gemm_reduce: only the GEMM + reduce-scatter / all-reduce tests (and the heap checks); under torchrun set IRIS_PY_TEST_ONLY")
     a = ap.parse_args()
+    os.environ["IRIS_PY_TEST_ONLY"] = a.only  # the spawned ranks read it
     if "RANK" in os.environ:  # under torchrun: its world size
         a.world = int(os.environ["WORLD_SIZE"])
     if torch is None:
