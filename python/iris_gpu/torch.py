@@ -10,6 +10,9 @@ torch is imported on first use, so `import iris_gpu.torch` works without it.
     x = ctx.empty((4096,), torch.bfloat16)          # zero-copy view of the symmetric heap
     it.all_reduce_(x, ctx)                          # in place, on torch.cuda.current_stream()
     y = it.all_gather(torch.randn(8, 16, device="cuda"), ctx, dim=1)
+    plan = ctx.gemm_reduce_plan("reduce_scatter", M, N, K, b_transposed=True)  # collective
+    c = it.gemm_reduce_scatter(a_shard, w_shard, plan)  # this rank's M/W rows of sum_r A_r @ B_r
+    plan.close()                                    # collective
     ctx.close()                                     # collective
 
 Every collective is collective: all ranks call it with the same shapes, dtype, op and
