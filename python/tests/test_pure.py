@@ -274,11 +274,17 @@ class TestLibrary(unittest.TestCase):
         self.assertEqual(L.iris_gemm_rs_destroy(None), 0)
         self.assertEqual(L.iris_gemm_rs_check(None), _lib.ERROR_INVALID_ARGUMENT)
 
-    def test_gemm_rs_run_refuses_a_null_plan(self):
-        st = self.L.lib.iris_gemm_rs_run_scaled(None, None, None, None, None, None, None, None)
-        self.assertEqual(st, _lib.ERROR_INVALID_ARGUMENT)
-        with self.assertRaisesRegex(iris_gpu.IrisError, "NULL plan"):
-            self.L.check(st, "iris_gemm_rs_run_scaled")
+    def test_gemm_rs_null_arguments(self):
+        """create / run / run_scaled through their prototypes: refused before any GPU call."""
+        L = self.L.lib
+        d, g = _lib.GemmRsDescT.init(), ctypes.c_void_p(0x1234)
+        for call, text in ((lambda: L.iris_gemm_rs_create(None, ctypes.byref(d), ctypes.byref(g)), "NULL argument"),
+                           (lambda: L.iris_gemm_rs_run(None, None, None, None, None, None), "NULL plan"),
+                           (lambda: L.iris_gemm_rs_run_scaled(None, None, None, None, None, None, None, None), "NULL plan")):
+            st = call()  # the detail is read right after the call
+            self.assertEqual(st, _lib.ERROR_INVALID_ARGUMENT)
+            with self.assertRaisesRegex(iris_gpu.IrisError, text):
+                self.L.check(st, "iris_gemm_rs_*")
 
     def test_status_strings(self):
         for v, name in enumerate(_lib.STATUS_NAMES):
