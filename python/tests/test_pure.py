@@ -181,9 +181,12 @@ class TestAbiChecks(unittest.TestCase):
 
     def test_optional_struct_unknown(self):
         sizes = self.good_sizes()
-        del sizes["iris_ag_gemm_desc_t"]
+        del sizes["iris_ag_gemm_desc_t"], sizes["iris_gemm_rs_desc_t"]
         v = _lib.EXPECTED_VERSION
-        self.assertEqual(_lib.check_library(FakeLib(v[0] * 10000 + v[1] * 100, sizes))[1], {"iris_ag_gemm_desc_t"})
+        self.assertEqual(_lib.check_library(FakeLib(v[0] * 10000 + v[1] * 100, sizes))[1], {"iris_ag_gemm_desc_t", "iris_gemm_rs_desc_t"})
+        sizes["iris_gemm_rs_desc_t"] = 56  # known but of another layout: refused
+        with self.assertRaisesRegex(iris_gpu.IrisLibraryError, "iris_gemm_rs_desc_t is 64 bytes here, 56 bytes in the library"):
+            _lib.check_library(FakeLib(v[0] * 10000 + v[1] * 100, sizes))
 
     def test_other_version_refused(self):
         v = _lib.EXPECTED_VERSION
