@@ -124,18 +124,22 @@ class CollOptsT(ctypes.Structure):
         return cls(ctypes.sizeof(cls), algo, ctas)
 
 
+# the fields iris_ag_gemm_desc_t and iris_gemm_rs_desc_t share, in this order, after
+# struct_size and layout / op (test_pure.py checks both structs against the headers)
+_GEMM_DESC_FIELDS = [
+    ("M", ctypes.c_longlong),
+    ("N", ctypes.c_longlong),
+    ("K", ctypes.c_longlong),
+    ("a_type", ctypes.c_int),
+    ("c_type", ctypes.c_int),
+    ("b_transposed", ctypes.c_int),
+    ("has_bias", ctypes.c_int),
+    ("path", ctypes.c_int),
+]
+
+
 class AgGemmDescT(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("layout", ctypes.c_int),
-        ("M", ctypes.c_longlong),
-        ("N", ctypes.c_longlong),
-        ("K", ctypes.c_longlong),
-        ("a_type", ctypes.c_int),
-        ("c_type", ctypes.c_int),
-        ("b_transposed", ctypes.c_int),
-        ("has_bias", ctypes.c_int),
-        ("path", ctypes.c_int),
+    _fields_ = [("struct_size", ctypes.c_size_t), ("layout", ctypes.c_int)] + _GEMM_DESC_FIELDS + [
         ("chunks", ctypes.c_int),
         ("fetch_ctas", ctypes.c_int),
         ("k_group", ctypes.c_int),
@@ -150,6 +154,18 @@ class AgGemmDescT(ctypes.Structure):
         return cls(ctypes.sizeof(cls), 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
+class GemmRsDescT(ctypes.Structure):
+    """iris_gemm_rs_desc_t (iris_gemm_reduce.h)."""
+
+    # op: iris_gemm_reduce_op_t, 0 IRIS_GEMM_REDUCE_SCATTER, 1 IRIS_GEMM_ALL_REDUCE
+    _fields_ = [("struct_size", ctypes.c_size_t), ("op", ctypes.c_int)] + _GEMM_DESC_FIELDS
+
+    @classmethod
+    def init(cls):
+        """IRIS_GEMM_RS_DESC_INIT (REDUCE_SCATTER, a_type and c_type IRIS_BFLOAT16 = 2, path AUTO)."""
+        return cls(ctypes.sizeof(cls), 0, 0, 0, 0, 2, 2, 0, 0, 0)
+
+
 # C name -> ctypes mirror; every one is checked against iris_abi_struct_size at load.
 # The library must know the first four; a struct of OPTIONAL_STRUCTS it does not know
 # (size 0) only disables what uses it (Library.unchecked).
@@ -159,8 +175,9 @@ STRUCTS = {
     "iris_device_ctx_t": DeviceCtxT,
     "iris_coll_opts_t": CollOptsT,
     "iris_ag_gemm_desc_t": AgGemmDescT,
+    "iris_gemm_rs_desc_t": GemmRsDescT,
 }
-OPTIONAL_STRUCTS = ("iris_ag_gemm_desc_t",)
+OPTIONAL_STRUCTS = ("iris_ag_gemm_desc_t", "iris_gemm_rs_desc_t")
 
 # ---------------------------------------------------------------- function table
 _p = ctypes.c_void_p
@@ -216,8 +233,17 @@ FUNCTIONS = {
     "iris_ag_gemm_destroy": (_i, [_p]),
     "iris_device_context_from_peers": (_i, [_i, _i, _z, _pp, ctypes.POINTER(DeviceCtxT)]),
 }
-# functions other issues add; bound when the library has them, None otherwise
-OPTIONAL_FUNCTIONS = {}
+# functions other issues add; bound when the library has them (Library.absent lists the others)
+OPTIONAL_FUNCTIONS = {
+    # iris_gemm_reduce.h: GEMM + reduce-scatter / all-reduce
+    "iris_gemm_rs_create": (_i, [_p, ctypes.POINTER(GemmRsDescT), _pp]),
+    "iris_gemm_rs_run": (_i, [_p, _p, _p, _p, _p, _p]),
+    "iris_gemm_rs_run_scaled": (_i, [_p, _p, _p, _p, _p, _p, _p, _p]),
+    "iris_gemm_rs_check": (_i, [_p]),
+    "iris_gemm_rs_path": (_i, [_p]),
+    "iris_gemm_rs_choose_path": (_i, [ctypes.POINTER(GemmRsDescT), _i]),
+    "iris_gemm_rs_destroy": (_i, [_p]),
+}
 
 
 def check_library(lib, expected_version=EXPECTED_VERSION, structs=None, path="libiris.so"):
@@ -306,6 +332,11 @@ class Library:
 
     def has(self, name):
         return name not in self.absent
+
+    def require_function(self, name):
+        """IrisLibraryError if this build lacks the optional function name."""
+        if name in self.absent:
+            raise IrisLibraryError("%s lacks %s (built from older headers?): rebuild it with make lib" % (self.path, name))
 
     def detail(self):
         d = self.lib.iris_error_detail()

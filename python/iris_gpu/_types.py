@@ -166,3 +166,30 @@ def ag_gemm_shapes(layout, M, N, K, world, b_transposed):
     if K % 8 or N % 8:
         raise ValueError("ag_gemm: K (%d) and N (%d) must be multiples of 8" % (K, N))
     return a, ((N, K) if b_transposed else (K, N)), (M, N)
+
+
+# iris_gemm_reduce_op_t (iris_gemm_reduce.h)
+GEMM_REDUCE_OPS = {"reduce_scatter": 0, "all_reduce": 1}
+GEMM_RS_IN = ("bfloat16", "float16", "float8_e4m3fn")  # A and B (fp8: with per-tensor scales)
+GEMM_RS_OUT = ("bfloat16", "float16", "float32")  # C and bias
+
+
+def gemm_rs_shapes(op, M, N, K, world, b_transposed, dtype="bfloat16"):
+    """(a shape, b shape, c shape) of rank r's GEMM + reduce-scatter / all-reduce, or
+    ValueError naming the rule (iris_gemm_reduce.h): A_r is M x K/W; B_r K/W x N (N x K/W
+    with b_transposed); C (M/W) x N for reduce_scatter, M x N for all_reduce."""
+    if op not in GEMM_REDUCE_OPS:
+        raise ValueError("gemm_reduce: op %r is not one of %s" % (op, ", ".join(GEMM_REDUCE_OPS)))
+    if min(M, N, K) <= 0:
+        raise ValueError("gemm_reduce: M, N, K must be positive, got %d, %d, %d" % (M, N, K))
+    if M % world:
+        raise ValueError("gemm_reduce: M (%d) must be a multiple of world_size %d (rank r owns rows [r*M/W, (r+1)*M/W))" % (M, world))
+    if K % world or (K // world) % 8:
+        raise ValueError("gemm_reduce: K (%d) must be a multiple of 8 x world_size %d (each rank holds K/W columns of A, 16-byte rows)" % (K, world))
+    if N % 8:
+        raise ValueError("gemm_reduce: N (%d) must be a multiple of 8" % N)
+    kl = K // world
+    if dtype_name(dtype) == "float8_e4m3fn" and kl % 16:
+        raise ValueError("gemm_reduce: fp8 inputs need K/world_size (%d) to be a multiple of 16" % kl)
+    c = (M // world, N) if op == "reduce_scatter" else (M, N)
+    return (M, kl), ((N, kl) if b_transposed else (kl, N)), c

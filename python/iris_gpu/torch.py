@@ -10,6 +10,9 @@ torch is imported on first use, so `import iris_gpu.torch` works without it.
     x = ctx.empty((4096,), torch.bfloat16)          # zero-copy view of the symmetric heap
     it.all_reduce_(x, ctx)                          # in place, on torch.cuda.current_stream()
     y = it.all_gather(torch.randn(8, 16, device="cuda"), ctx, dim=1)
+    plan = ctx.gemm_reduce_plan("reduce_scatter", M, N, K, b_transposed=True)  # collective
+    c = it.gemm_reduce_scatter(a_shard, w_shard, plan)  # this rank's M/W rows of sum_r A_r @ B_r
+    plan.close()                                    # collective
     ctx.close()                                     # collective
 
 Every collective is collective: all ranks call it with the same shapes, dtype, op and
@@ -373,6 +376,12 @@ class Context:
         see AgGemm."""
         return AgGemm(self, M, N, K, dtype, out_dtype, layout, b_transposed, bias, path, stage_a)
 
+    def gemm_reduce_plan(self, op, M, N, K, dtype=None, out_dtype=None, b_transposed=False, bias=False, path="auto"):
+        """Collective, outside graph capture: a plan for C = sum over ranks of A_r @ B_r
+        (+ bias), op "reduce_scatter" (this rank gets its M/W rows) or "all_reduce" (all M
+        rows); see GemmReduce."""
+        return GemmReduce(self, op, M, N, K, dtype, out_dtype, b_transposed, bias, path)
+
 
 # ------------------------------------------------------------------ all-gather + GEMM
 _PLANS = {}
@@ -439,6 +448,147 @@ class AgGemm:
             _PLANS.pop(self.id, None)
             g, self._g = self._g, None
             self.ctx._call("iris_ag_gemm_destroy", self.ctx._lib.lib.iris_ag_gemm_destroy(g))
+
+
+def _plan(plan_id, cls):
+    """The open plan of class cls with this id (RuntimeError otherwise)."""
+    g = _PLANS.get(int(plan_id))
+    if not isinstance(g, cls):
+        raise RuntimeError("iris %s plan %d is closed or was never created" % (cls.__name__, plan_id))
+    return g
+
+
+# ------------------------------------------------------------------ GEMM + reduce-scatter / all-reduce
+class GemmReduce:
+    """The row-parallel half of tensor parallelism (iris_gemm_reduce.h), one plan per shape.
+    Rank r holds A_r (M x K/W) and B_r (K/W x N, or N x K/W with b_transposed: a shard of
+    torch.nn.Linear's weight); C = sum over r of A_r @ B_r (+ bias, added once).
+      op "reduce_scatter": this rank gets rows [r*M/W, (r+1)*M/W) of C, (M/W) x N;
+      op "all_reduce": every rank gets all of C, M x N, bitwise the same on every rank.
+    dtype (A and B): bfloat16, float16, or float8_e4m3fn with per-tensor scales (1-element
+    float32 tensors a_scale, b_scale per rank: C = sum_r (a_scale_r A_r)(b_scale_r B_r); the
+    library may refuse fp8 with IRIS_ERROR_UNSUPPORTED). out_dtype (C and bias): bfloat16,
+    float16 or float32 (default: dtype; bfloat16 for fp8). fp32 accumulation, the sum over
+    ranks in fp32 in rank order, one rounding. path: "auto", "pipelined", "unfused" ("fused"
+    is refused by this library version with IRIS_ERROR_UNSUPPORTED).
+    Create on every rank with the same arguments (Context.gemm_reduce_plan), run with
+    gemm_reduce_scatter / gemm_all_reduce (or gemm_reduce) the same number of times on
+    every rank, close() on every rank. Attributes: op, dtype, out_dtype, a_shape, b_shape,
+    c_shape, has_bias, fp8, path (the one the library chose)."""
+
+    def __init__(self, ctx, op, M, N, K, dtype=None, out_dtype=None, b_transposed=False, bias=False, path="auto"):
+        torch = _torch_mod()
+        self.ctx, self.op, self._g = ctx, op, None
+        self.dtype = torch.bfloat16 if dtype is None else dtype
+        dn = _types.dtype_name(self.dtype)
+        if dn not in _types.GEMM_RS_IN:
+            raise TypeError("gemm_reduce: dtype must be one of %s, got %s" % (", ".join(_types.GEMM_RS_IN), dn))
+        self.fp8 = dn == "float8_e4m3fn"
+        self.out_dtype = (torch.bfloat16 if self.fp8 else self.dtype) if out_dtype is None else out_dtype
+        on = _types.dtype_name(self.out_dtype)
+        if on not in _types.GEMM_RS_OUT:
+            raise TypeError("gemm_reduce: out_dtype must be one of %s, got %s" % (", ".join(_types.GEMM_RS_OUT), on))
+        self.a_shape, self.b_shape, self.c_shape = _types.gemm_rs_shapes(op, M, N, K, ctx.world_size, b_transposed, dn)
+        if path not in _types.GEMM_PATHS:
+            raise ValueError("gemm_reduce: path %r is not one of %s" % (path, ", ".join(_types.GEMM_PATHS)))
+        self.b_transposed, self.has_bias = bool(b_transposed), bool(bias)
+        d = _lib.GemmRsDescT.init()
+        d.op, d.M, d.N, d.K = _types.GEMM_REDUCE_OPS[op], M, N, K
+        d.a_type, d.c_type = _types.iris_dtype(self.dtype), _types.iris_dtype(self.out_dtype)
+        d.b_transposed, d.has_bias, d.path = int(self.b_transposed), int(self.has_bias), _types.GEMM_PATHS[path]
+        self._g = self._create(d)
+        self.id = next(_ids)
+        _PLANS[self.id] = self
+
+    def _create(self, d):
+        """iris_gemm_rs_create (collective) of description d; returns the plan handle."""
+        torch, ctx = _torch_mod(), self.ctx
+        ctx._lib.require_struct("iris_gemm_rs_desc_t")
+        ctx._lib.require_function("iris_gemm_rs_create")
+        g = ctypes.c_void_p()
+        with torch.cuda.device(ctx.device):
+            ctx._call("iris_gemm_rs_create", ctx._lib.lib.iris_gemm_rs_create(ctx._handle(), ctypes.byref(d), ctypes.byref(g)))
+        return g
+
+    def _destroy(self, g):
+        torch = _torch_mod()
+        with torch.cuda.device(self.ctx.device):
+            st = self.ctx._lib.lib.iris_gemm_rs_destroy(g)
+        self.ctx._call("iris_gemm_rs_destroy", st)
+
+    @property
+    def path(self):
+        L = self.ctx._lib.lib
+        return L.iris_gemm_path_name(L.iris_gemm_rs_path(self._g)).decode()
+
+    def check(self, a, b, bias, a_scale, b_scale, out=None, contiguous=True):
+        """Raise (ValueError / TypeError) naming the first argument that does not fit the
+        plan: device, dtype, shape, contiguity (unless contiguous=False), a bias the plan
+        does (not) take, scales missing for fp8 or given for bf16/fp16. Needs no data (the
+        fake implementation calls it on fake tensors)."""
+        what, dev = "gemm_" + self.op, self.ctx.device
+        args = [(a, "a", self.a_shape, self.dtype), (b, "b", self.b_shape, self.dtype)]
+        if out is not None:
+            args.append((out, "out", self.c_shape, self.out_dtype))
+        if self.has_bias != (bias is not None):
+            raise ValueError("%s: the plan was made with bias=%s but bias is %s" % (what, self.has_bias, "given" if bias is not None else "None"))
+        if bias is not None:
+            args.append((bias, "bias", (self.c_shape[1],), self.out_dtype))
+        if self.fp8 and (a_scale is None or b_scale is None):
+            raise ValueError("%s: an fp8 plan needs a_scale and b_scale (1-element float32 CUDA tensors)" % what)
+        if not self.fp8 and (a_scale is not None or b_scale is not None):
+            raise ValueError("%s: a_scale and b_scale apply to fp8 inputs only; this plan's dtype is %s" % (what, _types.dtype_name(self.dtype)))
+        if self.fp8:
+            args += [(a_scale, "a_scale", (1,), "float32"), (b_scale, "b_scale", (1,), "float32")]
+        for t, name, shape, dt in args:
+            _types.check_tensor(t, "%s: %s" % (what, name), dev, dt, contiguous)
+            got = tuple(t.shape)
+            if got != shape and not (name.endswith("scale") and t.numel() == 1):
+                hint = " (the plan has b_transposed=%s)" % self.b_transposed if name == "b" else ""
+                raise ValueError("%s: %s has shape %s, the plan needs %s%s" % (what, name, got, shape, hint))
+
+    def run(self, a, b, bias, a_scale, b_scale, out=None):
+        """Check, then enqueue on torch.cuda.current_stream(): out (None: a new tensor from
+        torch's allocator) = this rank's result; returns out. Allocates nothing else (a
+        layout other than contiguous, which only a compiled graph hands over, goes through
+        a contiguous copy)."""
+        if self._g is None:
+            raise RuntimeError("iris gemm_reduce plan %d is closed" % self.id)
+        _ctx_id(self.ctx)  # RuntimeError once the context is closed
+        self.check(a, b, bias, a_scale, b_scale, out, contiguous=False)
+        if out is None:
+            out = a.new_empty(self.c_shape, dtype=self.out_dtype)
+        elif not out.is_contiguous():
+            out.copy_(self.run(a, b, bias, a_scale, b_scale))
+            return out
+        a, b, bias, a_scale, b_scale = (t.contiguous() if t is not None else None for t in (a, b, bias, a_scale, b_scale))
+        self._enqueue(a, b, bias, a_scale, b_scale, out)
+        return out
+
+    def _enqueue(self, a, b, bias, a_scale, b_scale, out):
+        """The C call (iris_gemm_rs_run, or _run_scaled for fp8) on the current stream."""
+        torch = _torch_mod()
+        ctx, L = self.ctx, self.ctx._lib.lib
+        p = lambda t: t.data_ptr() if t is not None else None  # noqa: E731
+        stream = torch.cuda.current_stream(ctx.device).cuda_stream
+        if self.fp8:
+            call, fn, args = "iris_gemm_rs_run_scaled", L.iris_gemm_rs_run_scaled, (p(a), p(b), p(a_scale), p(b_scale), p(bias), p(out), stream)
+        else:
+            call, fn, args = "iris_gemm_rs_run", L.iris_gemm_rs_run, (p(a), p(b), p(bias), p(out), stream)
+        if torch._C._cuda_getDevice() != ctx.device:
+            with torch.cuda.device(ctx.device):
+                st = fn(self._g, *args)
+        else:
+            st = fn(self._g, *args)
+        if st:
+            ctx._call(call, st)
+
+    def close(self):
+        """Collective: free the plan (waits for the device). Idempotent."""
+        if self._g is not None and not self.ctx.closed:
+            _PLANS.pop(self.id, None)
+            g, self._g = self._g, None
+            self._destroy(g)
 
 
 # ------------------------------------------------------------------ custom ops
@@ -575,23 +725,41 @@ def _register_ops(torch):
     b.register_fake(barrier_fake)
 
     def ag_gemm(a, b, bias, plan):
-        g = _PLANS.get(plan)
-        if g is None:
-            raise RuntimeError("iris ag_gemm plan %d is closed or was never created" % plan)
+        g = _plan(plan, AgGemm)
         c = torch.empty(g.c_shape, dtype=g.out_dtype, device=a.device)
         g.run(a, b, bias, c)
         return c
 
     def ag_gemm_fake(a, b, bias, plan):
-        g = _PLANS.get(plan)
-        if g is None:
-            raise RuntimeError("iris ag_gemm plan %d is closed or was never created" % plan)
+        g = _plan(plan, AgGemm)
         return a.new_empty(g.c_shape, dtype=g.out_dtype)
 
     _IMPLS["ag_gemm"] = ag_gemm
     op = torch.library.custom_op("iris::ag_gemm", ag_gemm, mutates_args=(), schema="(Tensor a, Tensor b, Tensor? bias, int plan) -> Tensor")
     op.register_fake(ag_gemm_fake)
-    _keep_program_order(torch, [k + suffix for k in _KINDS for suffix in ("", "_inplace", "_out")] + ["barrier", "ag_gemm"])
+
+    # GEMM + reduce-scatter / all-reduce: the plan says which (and the shapes, types, bias)
+    def gemm_reduce(a, b, bias, a_scale, b_scale, plan):
+        return _plan(plan, GemmReduce).run(a, b, bias, a_scale, b_scale)
+
+    def gemm_reduce_fake(a, b, bias, a_scale, b_scale, plan):
+        g = _plan(plan, GemmReduce)
+        g.check(a, b, bias, a_scale, b_scale, None, contiguous=False)
+        return a.new_empty(g.c_shape, dtype=g.out_dtype)
+
+    def gemm_reduce_out(a, b, bias, a_scale, b_scale, out, plan):
+        _plan(plan, GemmReduce).run(a, b, bias, a_scale, b_scale, out)
+
+    def gemm_reduce_out_fake(a, b, bias, a_scale, b_scale, out, plan):
+        _plan(plan, GemmReduce).check(a, b, bias, a_scale, b_scale, out, contiguous=False)
+
+    _IMPLS.update(gemm_reduce=gemm_reduce, gemm_reduce_out=gemm_reduce_out)
+    args = "Tensor a, Tensor b, Tensor? bias, Tensor? a_scale, Tensor? b_scale"
+    op = torch.library.custom_op("iris::gemm_reduce", gemm_reduce, mutates_args=(), schema="(%s, int plan) -> Tensor" % args)
+    op.register_fake(gemm_reduce_fake)
+    op = torch.library.custom_op("iris::gemm_reduce_out", gemm_reduce_out, mutates_args=("out",), schema="(%s, Tensor(a!) out, int plan) -> ()" % args)
+    op.register_fake(gemm_reduce_out_fake)
+    _keep_program_order(torch, [k + suffix for k in _KINDS for suffix in ("", "_inplace", "_out")] + ["barrier", "ag_gemm", "gemm_reduce", "gemm_reduce_out"])
 
 
 def _keep_program_order(torch, names):
@@ -631,7 +799,7 @@ def _invoke(name, *args):
     torch = _torch_mod()
     if _DIRECT and _plain_eager(torch, args):
         r = _IMPLS[name](*args)
-        mutated = args[0] if name.endswith("_inplace") else args[1] if name.endswith("_out") else None
+        mutated = args[0] if name.endswith("_inplace") else args[_OUT_ARG.get(name, 1)] if name.endswith("_out") else None
         if mutated is not None:
             torch.autograd.graph.increment_version(mutated)
         return r
@@ -639,6 +807,7 @@ def _invoke(name, *args):
 
 
 _DIRECT = os.environ.get("IRIS_GPU_DISPATCH", "0") in ("", "0")
+_OUT_ARG = {"gemm_reduce_out": 5}  # where an _out op's mutated tensor is, when not args[1]
 
 
 def _contiguous(kind, x, out=None):
@@ -762,6 +931,42 @@ def ag_gemm(a, b, plan, bias=None):
     if not isinstance(plan, AgGemm) or plan._g is None:
         raise RuntimeError("ag_gemm: expected an open AgGemm plan")
     return _invoke("ag_gemm", a, b, bias, plan.id)
+
+
+def gemm_reduce(a, b, plan, bias=None, a_scale=None, b_scale=None, out=None):
+    """C = sum over ranks of A_r @ B_r (+ bias) with a GemmReduce plan (Context.gemm_reduce_plan):
+    this rank's M/W rows of C (plan op "reduce_scatter") or all of it ("all_reduce"), in a
+    new tensor or in out (which it returns). a: this rank's A_r (M x K/W), b: its B_r
+    (K/W x N, or N x K/W for a plan with b_transposed), bias: N values of the output type
+    when the plan has bias; a_scale, b_scale: fp8 plans only, 1-element float32 tensors.
+    Every rank calls it, in the same order; on torch.cuda.current_stream(); capturable."""
+    if not isinstance(plan, GemmReduce) or plan._g is None:
+        raise RuntimeError("gemm_reduce: expected an open GemmReduce plan")
+    for t, name in ((a, "a"), (b, "b"), (bias, "bias"), (out, "out")):
+        if t is not None:
+            _types.check_contiguous(t, "gemm_%s: %s" % (plan.op, name))
+    if out is None:
+        return _invoke("gemm_reduce", a, b, bias, a_scale, b_scale, plan.id)
+    _invoke("gemm_reduce_out", a, b, bias, a_scale, b_scale, out, plan.id)
+    return out
+
+
+def _gemm_reduce_as(op, a, b, plan, bias, a_scale, b_scale, out):
+    if isinstance(plan, GemmReduce) and plan.op != op:
+        raise ValueError("gemm_%s: the plan was made for op %r" % (op, plan.op))
+    return gemm_reduce(a, b, plan, bias, a_scale, b_scale, out)
+
+
+def gemm_reduce_scatter(a, b, plan, bias=None, a_scale=None, b_scale=None, out=None):
+    """gemm_reduce with a plan made for op "reduce_scatter": this rank's rows
+    [rank*M/W, (rank+1)*M/W) of sum_r A_r @ B_r (+ bias), (M/W) x N."""
+    return _gemm_reduce_as("reduce_scatter", a, b, plan, bias, a_scale, b_scale, out)
+
+
+def gemm_all_reduce(a, b, plan, bias=None, a_scale=None, b_scale=None, out=None):
+    """gemm_reduce with a plan made for op "all_reduce": all M x N of sum_r A_r @ B_r
+    (+ bias), bitwise the same on every rank."""
+    return _gemm_reduce_as("all_reduce", a, b, plan, bias, a_scale, b_scale, out)
 
 
 # ------------------------------------------------------------------ launching ranks

@@ -40,6 +40,38 @@ def c_enum(text, typedef):
     return out
 
 
+C_TYPES = {"size_t": ctypes.c_size_t, "int": ctypes.c_int, "long long": ctypes.c_longlong}
+
+
+def c_struct_fields(text, typedef):
+    """[(field, ctypes type)] of a C struct typedef of plain scalar fields, in order (enum
+    types are int); None when the header has no such typedef."""
+    m = re.search(r"typedef struct \w+ \{([^}]*)\} %s;" % typedef, text, re.S)
+    if not m:
+        return None
+    out = []
+    body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+    for decl in body.split(";"):
+        decl = decl.strip()
+        if not decl:
+            continue
+        mt = re.match(r"(size_t|long long|int|iris_\w+_t)\s+(.*)", decl, re.S)
+        ctype = C_TYPES.get(mt.group(1), ctypes.c_int)  # iris_*_t here are enums
+        out += [(name.strip(), ctype) for name in mt.group(2).split(",")]
+    return out
+
+
+def c_initializer(text, macro, enums):
+    """The values of a {...} initializer macro: sizeof(...) as "sizeof", enum names as
+    their values (enums: merged {name: value}), numbers as ints."""
+    m = re.search(r"#define %s \{([^}]*)\}" % macro, text)
+    out = []
+    for item in m.group(1).split(","):
+        item = item.strip()
+        out.append("sizeof" if item.startswith("sizeof") else enums[item] if item in enums else int(item, 0))
+    return out
+
+
 class FakeLib:
     """Stands in for libiris.so in check_library."""
 
@@ -149,9 +181,12 @@ class TestAbiChecks(unittest.TestCase):
 
     def test_optional_struct_unknown(self):
         sizes = self.good_sizes()
-        del sizes["iris_ag_gemm_desc_t"]
+        del sizes["iris_ag_gemm_desc_t"], sizes["iris_gemm_rs_desc_t"]
         v = _lib.EXPECTED_VERSION
-        self.assertEqual(_lib.check_library(FakeLib(v[0] * 10000 + v[1] * 100, sizes))[1], {"iris_ag_gemm_desc_t"})
+        self.assertEqual(_lib.check_library(FakeLib(v[0] * 10000 + v[1] * 100, sizes))[1], {"iris_ag_gemm_desc_t", "iris_gemm_rs_desc_t"})
+        sizes["iris_gemm_rs_desc_t"] = 56  # known but of another layout: refused
+        with self.assertRaisesRegex(iris_gpu.IrisLibraryError, "iris_gemm_rs_desc_t is 64 bytes here, 56 bytes in the library"):
+            _lib.check_library(FakeLib(v[0] * 10000 + v[1] * 100, sizes))
 
     def test_other_version_refused(self):
         v = _lib.EXPECTED_VERSION
@@ -176,6 +211,24 @@ class TestAbiChecks(unittest.TestCase):
         self.assertEqual(ctypes.sizeof(_lib.DeviceCtxT), 16 + 8 * _lib.MAX_RANKS + 8 + 16)  # + the fault words pointer, the node fields
         self.assertEqual(ctypes.sizeof(_lib.CollOptsT), 16)
         self.assertEqual(ctypes.sizeof(_lib.AgGemmDescT), 88)
+        self.assertEqual(ctypes.sizeof(_lib.GemmRsDescT), 64)  # size_t, enum (+4), 3 long long, 5 int (+4)
+
+    def test_gemm_descs_match_header_field_by_field(self):
+        for header, typedef, cls in (("iris_gemm.h", "iris_ag_gemm_desc_t", _lib.AgGemmDescT), ("iris_gemm_reduce.h", "iris_gemm_rs_desc_t", _lib.GemmRsDescT)):
+            fields = c_struct_fields(header_text(header), typedef)
+            self.assertIsNotNone(fields, typedef)
+            self.assertEqual([(n, t) for n, t in fields], [(n, t) for n, t in cls._fields_], typedef)
+
+    def test_gemm_rs_desc_init_matches_macro(self):
+        enums = {}
+        for header, typedef in (("iris_collectives.h", "iris_dtype_t"), ("iris_gemm.h", "iris_gemm_path_t"), ("iris_gemm_reduce.h", "iris_gemm_reduce_op_t")):
+            enums.update(c_enum(header_text(header), typedef))
+        want = c_initializer(header_text("iris_gemm_reduce.h"), "IRIS_GEMM_RS_DESC_INIT", enums)
+        d = _lib.GemmRsDescT.init()
+        got = [getattr(d, n) for n, _ in d._fields_]
+        self.assertEqual(want[0], "sizeof")
+        self.assertEqual(got[0], ctypes.sizeof(_lib.GemmRsDescT))
+        self.assertEqual(got[1:], want[1:])
 
     def test_initializers_match_header_macros(self):
         c = _lib.ConfigT.init()
@@ -203,6 +256,38 @@ class TestLibrary(unittest.TestCase):
                 print("SKIP: python: library dtype %s: not in this build yet (the byte/fp8 types come from iris_collectives.h)" % name)
                 continue
             self.assertEqual(got, _types.ITEMSIZE[name], name)
+
+    def test_gemm_rs_functions_and_desc(self):
+        """The GEMM + reduce functions are bound; iris_gemm_rs_choose_path (no GPU) reads the
+        description through the ctypes mirror: path field, and AUTO per world size."""
+        for name in _lib.OPTIONAL_FUNCTIONS:
+            if name.startswith("iris_gemm_rs_"):
+                self.assertTrue(self.L.has(name), name)
+        L = self.L.lib
+        d = _lib.GemmRsDescT.init()
+        d.M, d.N, d.K = 64, 64, 64
+        self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 1), _types.GEMM_PATHS["unfused"])
+        self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 4), _types.GEMM_PATHS["pipelined"])
+        for path, v in _types.GEMM_PATHS.items():
+            d.path = v
+            if path != "auto":
+                self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 2), v, path)
+            self.assertEqual(L.iris_gemm_path_name(v).decode().replace("-", "_"), path)
+        self.assertEqual(L.iris_gemm_rs_path(None), 0)
+        self.assertEqual(L.iris_gemm_rs_destroy(None), 0)
+        self.assertEqual(L.iris_gemm_rs_check(None), _lib.ERROR_INVALID_ARGUMENT)
+
+    def test_gemm_rs_null_arguments(self):
+        """create / run / run_scaled through their prototypes: refused before any GPU call."""
+        L = self.L.lib
+        d, g = _lib.GemmRsDescT.init(), ctypes.c_void_p(0x1234)
+        for call, text in ((lambda: L.iris_gemm_rs_create(None, ctypes.byref(d), ctypes.byref(g)), "NULL argument"),
+                           (lambda: L.iris_gemm_rs_run(None, None, None, None, None, None), "NULL plan"),
+                           (lambda: L.iris_gemm_rs_run_scaled(None, None, None, None, None, None, None, None), "NULL plan")):
+            st = call()  # the detail is read right after the call
+            self.assertEqual(st, _lib.ERROR_INVALID_ARGUMENT)
+            with self.assertRaisesRegex(iris_gpu.IrisError, text):
+                self.L.check(st, "iris_gemm_rs_*")
 
     def test_status_strings(self):
         for v, name in enumerate(_lib.STATUS_NAMES):
@@ -328,6 +413,93 @@ class TestTypes(unittest.TestCase):
         for args in (("rows", 63, 32, 16, 4, False), ("cols", 64, 32, 16, 4, False), ("rows", 64, 30, 16, 4, False), ("diag", 64, 32, 16, 4, False)):
             with self.assertRaises(ValueError):
                 _types.ag_gemm_shapes(*args)
+
+
+class TestGemmReduceLogic(unittest.TestCase):
+    """The GEMM + reduce plan's shape rules and argument checks, without torch (fake tensors)."""
+
+    def test_enums_match_header(self):
+        self.assertEqual(c_enum(header_text("iris_gemm_reduce.h"), "iris_gemm_reduce_op_t"),
+                         {"IRIS_GEMM_" + k.upper(): v for k, v in _types.GEMM_REDUCE_OPS.items()})
+        paths = c_enum(header_text("iris_gemm.h"), "iris_gemm_path_t")
+        self.assertEqual({k: v for k, v in paths.items() if k != "IRIS_GEMM_PATH_COUNT"}, {"IRIS_GEMM_PATH_" + k.upper(): v for k, v in _types.GEMM_PATHS.items()})
+
+    def test_shapes(self):
+        f = _types.gemm_rs_shapes
+        self.assertEqual(f("reduce_scatter", 12, 16, 48, 3, False), ((12, 16), (16, 16), (4, 16)))
+        self.assertEqual(f("all_reduce", 12, 16, 48, 3, True), ((12, 16), (16, 16), (12, 16)))
+        self.assertEqual(f("all_reduce", 2, 24, 16, 2, True), ((2, 8), (24, 8), (2, 24)))
+        self.assertEqual(f("reduce_scatter", 4, 8, 64, 2, True, "torch.float8_e4m3fn"), ((4, 32), (8, 32), (2, 8)))
+        for args, text in ((("reduce_scatter", 13, 16, 48, 3, False), "M \\(13\\) must be a multiple of world_size 3"),
+                           (("all_reduce", 13, 16, 48, 3, False), "M \\(13\\)"),
+                           (("reduce_scatter", 12, 16, 36, 3, False), "K \\(36\\) must be a multiple of 8 x world_size 3"),
+                           (("reduce_scatter", 12, 16, 50, 2, False), "K \\(50\\)"),
+                           (("reduce_scatter", 12, 12, 48, 3, False), "N \\(12\\) must be a multiple of 8"),
+                           (("reduce_scatter", 0, 16, 48, 3, False), "positive"),
+                           (("reduce_scatter", 4, 8, 48, 2, True, "float8_e4m3fn"), "fp8 inputs need K/world_size \\(24\\)"),
+                           (("scatter", 12, 16, 48, 3, False), "op 'scatter'")):
+            with self.assertRaisesRegex(ValueError, text):
+                f(*args)
+
+    def plan(self, op="reduce_scatter", dtype="torch.bfloat16", out_dtype="torch.float32", b_transposed=True, bias=True):
+        """A GemmReduce with its attributes set as __init__ sets them (no library, no torch)."""
+        from iris_gpu import torch as it
+
+        class Ctx:
+            device = 0
+
+        g = it.GemmReduce.__new__(it.GemmReduce)
+        g.ctx, g.op, g.dtype, g.out_dtype, g.b_transposed, g.has_bias = Ctx(), op, dtype, out_dtype, b_transposed, bias
+        g.fp8 = _types.dtype_name(dtype) == "float8_e4m3fn"
+        g.a_shape, g.b_shape, g.c_shape = _types.gemm_rs_shapes(op, 8, 16, 32, 2, b_transposed, dtype)
+        return g
+
+    def test_check_accepts_the_plan_shapes(self):
+        g = self.plan()
+        a, b = FakeTensor("torch.bfloat16", shape=(8, 16)), FakeTensor("torch.bfloat16", shape=(16, 16))
+        out, bias = FakeTensor("torch.float32", shape=(4, 16)), FakeTensor("torch.float32", shape=(16,))
+        g.check(a, b, bias, None, None, out)
+        g.check(a, b, bias, None, None)
+        f8 = self.plan(dtype="torch.float8_e4m3fn", bias=False)
+        s1 = FakeTensor("torch.float32", shape=(1,))
+        f8.check(FakeTensor("torch.float8_e4m3fn", shape=(8, 16)), FakeTensor("torch.float8_e4m3fn", shape=(16, 16)), None, s1, FakeTensor("torch.float32", shape=()))
+
+    def test_check_refusals(self):
+        g = self.plan()
+        a, b = FakeTensor("torch.bfloat16", shape=(8, 16)), FakeTensor("torch.bfloat16", shape=(16, 16))
+        out, bias = FakeTensor("torch.float32", shape=(4, 16)), FakeTensor("torch.float32", shape=(16,))
+        s1 = FakeTensor("torch.float32", shape=(1,))
+        gk = self.plan(b_transposed=False, bias=False)
+        bk = FakeTensor("torch.bfloat16", shape=(16, 16))
+        cases = [
+            ((FakeTensor("torch.bfloat16", shape=(8, 16), device=("cpu", None)), b, bias, None, None, out), ValueError, "gemm_reduce_scatter: a is on cpu"),
+            ((a, FakeTensor("torch.bfloat16", shape=(16, 16), device=("cuda", 1)), bias, None, None, out), ValueError, "b is on cuda:1"),
+            ((FakeTensor("torch.bfloat16", shape=(8, 16), contiguous=False), b, bias, None, None, out), ValueError, "a is not contiguous"),
+            ((FakeTensor("torch.float16", shape=(8, 16)), b, bias, None, None, out), TypeError, "a has dtype float16 but bfloat16"),
+            ((FakeTensor("torch.bfloat16", shape=(16, 8)), b, bias, None, None, out), ValueError, "a has shape \\(16, 8\\), the plan needs \\(8, 16\\)"),
+            ((a, FakeTensor("torch.bfloat16", shape=(16, 32)), bias, None, None, out), ValueError, "b has shape .* \\(the plan has b_transposed=True\\)"),
+            ((a, b, bias, None, None, FakeTensor("torch.float32", shape=(8, 16))), ValueError, "out has shape \\(8, 16\\), the plan needs \\(4, 16\\)"),
+            ((a, b, bias, None, None, FakeTensor("torch.bfloat16", shape=(4, 16))), TypeError, "out has dtype bfloat16 but float32"),
+            ((a, b, None, None, None, out), ValueError, "made with bias=True but bias is None"),
+            ((a, b, FakeTensor("torch.float32", shape=(8,)), None, None, out), ValueError, "bias has shape \\(8,\\)"),
+            ((a, b, FakeTensor("torch.bfloat16", shape=(16,)), None, None, out), TypeError, "bias has dtype bfloat16"),
+            ((a, b, bias, s1, None, out), ValueError, "apply to fp8 inputs only"),
+            ((a, b, bias, None, s1, out), ValueError, "apply to fp8 inputs only"),
+        ]
+        for args, exc, text in cases:
+            with self.assertRaisesRegex(exc, text):
+                g.check(*args)
+        with self.assertRaisesRegex(ValueError, "made with bias=False but bias is given"):
+            gk.check(a, bk, bias, None, None)
+        f8 = self.plan(dtype="torch.float8_e4m3fn", bias=False)
+        a8, b8 = FakeTensor("torch.float8_e4m3fn", shape=(8, 16)), FakeTensor("torch.float8_e4m3fn", shape=(16, 16))
+        for args, exc, text in (((a8, b8, None, None, s1), ValueError, "fp8 plan needs a_scale and b_scale"),
+                                ((a8, b8, None, s1, None), ValueError, "fp8 plan needs a_scale and b_scale"),
+                                ((a8, b8, None, s1, FakeTensor("torch.float16", shape=(1,))), TypeError, "b_scale has dtype float16"),
+                                ((a8, b8, None, FakeTensor("torch.float32", shape=(2,)), s1), ValueError, "a_scale has shape \\(2,\\)"),
+                                ((a8, b8, None, FakeTensor("torch.float32", shape=(1,), device=("cpu", None)), s1), ValueError, "a_scale is on cpu")):
+            with self.assertRaisesRegex(exc, text):
+                f8.check(*args)
 
 
 class TestJaxTestHelpers(unittest.TestCase):

@@ -1,6 +1,7 @@
 """GPU tests of iris_gpu.torch, run as N processes (ranks may share one GPU).
 
     python3 python/tests/test_torch_gpu.py --world 2     # or 3, 4; prints PASS/FAIL/SKIP lines
+    python3 python/tests/test_torch_gpu.py --world 2 --only gemm_reduce   # only the GEMM + reduce tests
     torchrun --nproc-per-node 2 python/tests/test_torch_gpu.py   # the same under torchrun
 
 Every rank uses device local_rank % device_count. The torch.distributed reference runs
@@ -484,6 +485,318 @@ class Runner:
         if e:
             raise AssertionError("%s (path %s)" % (e, plan.path if plan._g else "?"))
 
+    # ------------------------------------------------------------ GEMM + reduce-scatter / all-reduce
+    def gemm_data(self, op, rows, N, kl, dt, out_dt, bt, bias):
+        """Every rank's inputs from the next seed (the same on every process), this rank's on
+        the device, and the float64 reference of this rank's output. Values are multiples of
+        1/8 in [-1, 1] (exact in bf16, fp16 and e4m3; fp8 scales are powers of two), so every
+        product and sum is exact in fp32 and the only rounding is the final one: results
+        must equal the reference rounded to out_dt. Returns (a, b, bias, a_scale, b_scale,
+        ref, slack): slack, fp8 only, is 2^-12 of the sum of |terms| (Hopper's fp8 MMA
+        accumulates blocks of K in less than fp32; docs/gemm_reduce.md)."""
+        W, r = self.world, self.rank
+        self.seed += 1
+        g = torch.Generator().manual_seed(self.seed * 7919)
+        ex = lambda *shape: torch.randint(-8, 9, shape, generator=g).to(torch.float64) / 8  # noqa: E731
+        A = [ex(rows * W, kl) for _ in range(W)]
+        B = [ex(kl, N) for _ in range(W)]  # as K/W x N; stored transposed for bt
+        fp8 = dt == "float8_e4m3fn"
+        sc = [(2.0 ** torch.randint(-2, 3, (2,), generator=g).to(torch.float64)).tolist() if fp8 else (1.0, 1.0) for _ in range(W)]
+        c = sum(sa * sb * (a @ b) for a, b, (sa, sb) in zip(A, B, sc))
+        slack = sum(abs(sa * sb) * (a.abs() @ b.abs()) for a, b, (sa, sb) in zip(A, B, sc)) * 2.0 ** -12 if fp8 else None
+        bias_t = None
+        if bias:
+            bv = torch.randint(-32, 33, (N,), generator=g).to(torch.float64) / 8
+            c = c + bv
+            bias_t = bv.to(getattr(torch, out_dt)).to(self.dev)
+        if op == "reduce_scatter":
+            c = c[r * rows:(r + 1) * rows]
+            slack = slack[r * rows:(r + 1) * rows] if fp8 else None
+        to = lambda t: t.to(torch.float32).to(getattr(torch, dt)).to(self.dev)  # noqa: E731
+        a_t, b_t = to(A[r]), to(B[r].t().contiguous() if bt else B[r])
+        scales = [torch.tensor([v], dtype=torch.float32, device=self.dev) for v in sc[r]] if fp8 else [None, None]
+        return a_t, b_t, bias_t, scales[0], scales[1], c, slack
+
+    def gemm_error(self, got, ref, out_dt, slack=None):
+        """None, or what differs between got and the reference (exact, or within slack plus
+        one rounding of out_dt for fp8)."""
+        if slack is None:
+            return same(got, ref, out_dt)
+        g = got.detach().cpu().to(torch.float64)
+        if g.shape != ref.shape:
+            return "shape %s, expected %s" % (tuple(g.shape), tuple(ref.shape))
+        eps = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}[out_dt]
+        err = (g - ref).abs() - (slack + ref.abs() * eps)
+        if bool((err <= 0).all()):
+            return None
+        i = err.flatten().argmax().item()
+        return "at flat index %d: got %r, expected %r (slack %r)" % (i, g.flatten()[i].item(), ref.flatten()[i].item(), slack.flatten()[i].item())
+
+    def differs_across_ranks(self, t):
+        """None if t has the same bytes on every rank (collective), else which ranks differ."""
+        mine = t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+        allb = [None] * self.world
+        dist.all_gather_object(allb, mine)
+        bad = [q for q, x in enumerate(allb) if x != allb[0]]
+        return "ranks %s differ from rank 0 bitwise" % bad if bad else None
+
+    def gemm_plan(self, op, rows, N, kl, dt, out_dt, bt, bias, path):
+        W = self.world
+        return self.ctx.gemm_reduce_plan(op, rows * W, N, kl * W, dtype=getattr(torch, dt), out_dtype=getattr(torch, out_dt), b_transposed=bt, bias=bias, path=path)
+
+    def check_gemm_reduce(self, op, dt, out_dt, bt, bias, path, rows, N, kl, calls=2, plan=None):
+        """One plan (collective create; path "auto" must pick pipelined for W > 1), `calls`
+        runs with fresh inputs into a poisoned out= buffer, then one functional run; each
+        against the float64 reference; all_reduce: the same bits on every rank. Every rank
+        makes every call whatever it finds (errors are raised at the end), so a wrong result
+        on one rank cannot leave the others waiting."""
+        it = self.it
+        own = plan is None
+        plan = plan or self.gemm_plan(op, rows, N, kl, dt, out_dt, bt, bias, path)
+        errs = []
+        try:
+            want = {"auto": "pipelined" if self.world > 1 else "unfused"}.get(path, path)
+            if plan.path != want:
+                errs.append("the plan runs path %s, not %s" % (plan.path, want))
+            fn = it.gemm_reduce_scatter if op == "reduce_scatter" else it.gemm_all_reduce
+            for i in range(calls + 1):
+                a, b, bias_t, sa, sb, ref, slack = self.gemm_data(op, rows, N, kl, dt, out_dt, bt, bias)
+                if i < calls:
+                    out = poisoned(plan.c_shape, plan.out_dtype, self.dev)
+                    got = fn(a, b, plan, bias=bias_t, a_scale=sa, b_scale=sb, out=out)
+                    if got is not out:
+                        errs.append("out= did not return out")
+                else:
+                    got = fn(a, b, plan, bias_t, sa, sb)
+                torch.cuda.synchronize()
+                e = self.gemm_error(got, ref, out_dt, slack)
+                if op == "all_reduce":
+                    e = e or self.differs_across_ranks(got)
+                if e:
+                    errs.append("call %d (%s): %s" % (i, "out=" if i < calls else "functional", e))
+        finally:
+            if own:
+                plan.close()
+        if errs:
+            raise AssertionError("; ".join(errs[:3]))
+
+    def check_gemm_reduce_refusals(self):
+        """Paths this library version does not have: a clean IrisError (UNSUPPORTED) on every
+        rank, and the context works afterwards."""
+        it = self.it
+        for path in ("fused", "kernel_unfused"):
+            try:
+                self.gemm_plan("reduce_scatter", 8, 16, 16, "bfloat16", "bfloat16", True, False, path).close()
+            except it.IrisError as e:
+                if e.status_name != "IRIS_ERROR_UNSUPPORTED" or "iris_gemm_rs_create" not in str(e):
+                    raise AssertionError("path %s: %r" % (path, e))
+                continue
+            return "path %s was accepted by this library: test it like the others" % path
+        self.check_gemm_reduce("all_reduce", "bfloat16", "bfloat16", True, False, "unfused", 8, 16, 16, calls=1)
+
+    def fp8_plan(self, op, out_dt, path, rows=16, N=24, kl=32):
+        """An fp8 plan, or the reason the library refused it (IRIS_ERROR_UNSUPPORTED, raised
+        cleanly: anything else fails)."""
+        try:
+            return self.gemm_plan(op, rows, N, kl, "float8_e4m3fn", out_dt, True, True, path), None
+        except self.it.IrisError as e:
+            if e.status_name != "IRIS_ERROR_UNSUPPORTED":
+                raise
+            return None, e.detail
+
+    def check_gemm_reduce_fp8(self, op, out_dt, path):
+        plan, why = self.fp8_plan(op, out_dt, path)
+        if plan is None:
+            return "fp8 refused cleanly by this library (IRIS_ERROR_UNSUPPORTED: %s)" % why
+        try:
+            self.check_gemm_reduce(op, "float8_e4m3fn", out_dt, True, True, path, 16, 24, 32, plan=plan)
+            # an fp8 plan without scales, or B not transposed: Python / library refusals
+            a, b, bias_t, sa, sb, _, _ = self.gemm_data(op, 16, 24, 32, "float8_e4m3fn", out_dt, True, True)
+            expect_raise(ValueError, "needs a_scale and b_scale", lambda: self.it.gemm_reduce(a, b, plan, bias_t, sa))
+        finally:
+            plan.close()
+        try:
+            self.gemm_plan(op, 16, 24, 32, "float8_e4m3fn", out_dt, False, False, path).close()
+        except self.it.IrisError as e:
+            if e.status_name != "IRIS_ERROR_UNSUPPORTED":
+                raise
+        else:
+            raise AssertionError("an fp8 plan with B not transposed was accepted")
+
+    def check_gemm_reduce_graph(self, replays=120):
+        """A reduce-scatter plan (pipelined, bias, B transposed, functional output) and an
+        all-reduce plan (unfused, fp32 out=) captured in one graph; replayed with fresh inputs
+        copied in and the outputs poisoned before every replay; every replay checked."""
+        it = self.it
+        cfg = [("reduce_scatter", "bfloat16", "bfloat16", True, True, "pipelined", 24, 40, 32),
+               ("all_reduce", "float16", "float32", False, False, "unfused", 17, 24, 16)]
+        plans = [self.gemm_plan(op, rows, N, kl, dt, odt, bt, bias, path) for op, dt, odt, bt, bias, path, rows, N, kl in cfg]
+        errs = []
+        try:
+            static = [list(self.gemm_data(op, rows, N, kl, dt, odt, bt, bias)[:3]) for op, dt, odt, bt, bias, path, rows, N, kl in cfg]
+            out2 = poisoned(plans[1].c_shape, plans[1].out_dtype, self.dev)
+
+            def step():
+                c1 = it.gemm_reduce_scatter(static[0][0], static[0][1], plans[0], bias=static[0][2])
+                it.gemm_all_reduce(static[1][0], static[1][1], plans[1], out=out2)
+                return c1
+
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(2):
+                    step()
+            torch.cuda.current_stream().wait_stream(s)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                c1 = step()
+            for i in range(replays):
+                refs = []
+                for k, (op, dt, odt, bt, bias, path, rows, N, kl) in enumerate(cfg):
+                    a, b, bias_t, _, _, ref, _ = self.gemm_data(op, rows, N, kl, dt, odt, bt, bias)
+                    for dst, src in zip(static[k], (a, b, bias_t)):
+                        if src is not None:
+                            dst.copy_(src)
+                    refs.append(ref)
+                for t in (c1, out2):
+                    t.view(-1).view(torch.uint8).fill_(0x7B)
+                graph.replay()
+                torch.cuda.synchronize()
+                e = same(c1, refs[0], "bfloat16") or same(out2, refs[1], "float32")
+                e = e or (self.differs_across_ranks(out2) if i % 10 == 0 else None)
+                if e and len(errs) < 3:
+                    errs.append("replay %d: %s" % (i, e))
+                if i == 0:
+                    used = torch.cuda.memory_allocated(self.dev)
+            grown = torch.cuda.memory_allocated(self.dev) - used
+            if grown:
+                errs.append("memory grew by %d bytes over %d replays" % (grown, replays))
+            del graph
+        finally:
+            for p in plans:
+                p.close()
+        if errs:
+            raise AssertionError("; ".join(errs))
+
+    def check_gemm_reduce_compile(self):
+        """torch.compile(fullgraph=True) of a function with both ops (functional and out=)
+        and torch ops around them: the same as eager and as the reference."""
+        it = self.it
+        rows, N, kl = 8, 32, 16
+        rs = self.gemm_plan("reduce_scatter", rows, N, kl, "bfloat16", "bfloat16", True, True, "auto")
+        ar = self.gemm_plan("all_reduce", rows, N, kl, "bfloat16", "float32", True, False, "auto")
+        try:
+            def f(a, b, bias, out):
+                c = it.gemm_reduce_scatter(a * 2, b, rs, bias)
+                it.gemm_all_reduce(a, b, ar, out=out)
+                return c.float() + 1, out
+
+            a, b, _, _, _, ref, _ = self.gemm_data("all_reduce", rows, N, kl, "bfloat16", "float32", True, False)
+            bias = (torch.arange(N, dtype=torch.float64) / 8 - 2).to(torch.bfloat16).to(self.dev)
+            cf = torch.compile(f, fullgraph=True)
+            cf(a, b, bias, poisoned(ar.c_shape, torch.float32, self.dev))  # compiles
+            got = cf(a, b, bias, poisoned(ar.c_shape, torch.float32, self.dev))
+            want = f(a, b, bias, poisoned(ar.c_shape, torch.float32, self.dev))
+            torch.cuda.synchronize()
+        finally:
+            rs.close()
+            ar.close()
+        for x, y in zip(got, want):
+            if not torch.equal(x, y):
+                raise AssertionError("compiled result differs from eager")
+        r = self.rank
+        want_rs = (2 * ref[r * rows:(r + 1) * rows] + bias.cpu().to(torch.float64)).to(torch.bfloat16).to(torch.float64) + 1
+        e = same(got[1], ref, "float32") or same(got[0], want_rs, "float32")
+        if e:
+            raise AssertionError(e)
+
+    def check_gemm_reduce_bad_input(self):
+        """Each refusal is the same on every rank (nothing is enqueued), then the plan still
+        computes the right result; a closed plan is refused."""
+        it, ctx, W, dev = self.it, self.ctx, self.world, self.dev
+        rows, N, kl = 8, 16, 24
+        M = rows * W
+        plan = self.gemm_plan("reduce_scatter", rows, N, kl, "bfloat16", "bfloat16", True, True, "auto")
+        bf = torch.bfloat16
+        try:
+            a, b, bias, _, _, ref, _ = self.gemm_data("reduce_scatter", rows, N, kl, "bfloat16", "bfloat16", True, True)
+            rs = it.gemm_reduce_scatter
+            odd = torch.empty(M * kl + 8, dtype=bf, device=dev)[8:].view(M, kl)  # 16 bytes past a 256-byte boundary
+            odd.copy_(a)
+            cases = [
+                (ValueError, "a is on cpu", lambda: rs(a.cpu(), b, plan, bias)),
+                (ValueError, "a is not contiguous", lambda: rs(torch.empty(kl, M, dtype=bf, device=dev).t(), b, plan, bias)),
+                (TypeError, "a has dtype float16 but bfloat16", lambda: rs(a.half(), b, plan, bias)),
+                (ValueError, "a has shape (%d, %d), the plan needs (%d, %d)" % (M - 1, kl, M, kl), lambda: rs(a[:M - 1], b, plan, bias)),
+                (ValueError, "b_transposed=True", lambda: rs(a, b.t().contiguous(), plan, bias)),
+                (ValueError, "bias is None", lambda: rs(a, b, plan)),
+                (ValueError, "bias has shape (8,)", lambda: rs(a, b, plan, bias[:8])),
+                (TypeError, "bias has dtype float32", lambda: rs(a, b, plan, bias.float())),
+                (ValueError, "apply to fp8 inputs only", lambda: rs(a, b, plan, bias, a_scale=torch.ones(1, device=dev))),
+                (ValueError, "out has shape", lambda: rs(a, b, plan, bias, out=torch.empty(M, N, dtype=bf, device=dev))),
+                (TypeError, "out has dtype float32", lambda: rs(a, b, plan, bias, out=torch.empty(rows, N, device=dev))),
+                (ValueError, "made for op 'reduce_scatter'", lambda: it.gemm_all_reduce(a, b, plan, bias)),
+                (it.IrisError, "256-byte aligned", lambda: rs(odd, b, plan, bias)),
+                (TypeError, "dtype must be one of", lambda: ctx.gemm_reduce_plan("reduce_scatter", M, N, kl * W, dtype=torch.float32)),
+                (TypeError, "float8_e5m2", lambda: ctx.gemm_reduce_plan("reduce_scatter", M, N, kl * W, dtype=torch.float8_e5m2)),
+                (TypeError, "out_dtype must be", lambda: ctx.gemm_reduce_plan("reduce_scatter", M, N, kl * W, out_dtype=torch.int32)),
+                (ValueError, "multiple of world_size", lambda: ctx.gemm_reduce_plan("reduce_scatter", M + 1, N, kl * W)),
+                (ValueError, "N (12) must be a multiple of 8", lambda: ctx.gemm_reduce_plan("all_reduce", M, 12, kl * W)),
+                (ValueError, "path 'fastest'", lambda: ctx.gemm_reduce_plan("all_reduce", M, N, kl * W, path="fastest")),
+                (ValueError, "op 'sum'", lambda: ctx.gemm_reduce_plan("sum", M, N, kl * W)),
+            ]
+            if torch.cuda.device_count() > 1:
+                other = "cuda:%d" % ((dev.index + 1) % torch.cuda.device_count())
+                cases.append((ValueError, "b is on " + other, lambda: rs(a, b.to(other), plan, bias)))
+            for exc, text, fn in cases:
+                expect_raise(exc, text, fn)
+            c = poisoned(plan.c_shape, bf, dev)
+            rs(a, b, plan, bias, out=c)
+            verify(c, ref, "bfloat16")
+        finally:
+            plan.close()
+        expect_raise(RuntimeError, "expected an open GemmReduce plan", lambda: it.gemm_reduce_scatter(a, b, plan, bias))
+        expect_raise(RuntimeError, "closed or was never created", lambda: torch.ops.iris.gemm_reduce(a, b, bias, None, None, plan.id))
+
+
+def expect_raise(exc, text, fn):
+    """fn() must raise exc with text in its message."""
+    try:
+        fn()
+    except exc as e:
+        if text not in str(e):
+            raise AssertionError("%s raised %r, which does not say %r" % (exc.__name__, e, text))
+    else:
+        raise AssertionError("no %s for %s" % (exc.__name__, text))
+
+
+GEMM_SHAPES = [(1, 8, 8), (7, 40, 24), (64, 136, 40), (129, 24, 72), (33, 64, 16)]  # (rows per rank, N, K/W)
+
+
+def gemm_reduce_cases(R, paths=("pipelined", "unfused"), rows_sweep=(1, 2, 3, 5, 8, 16, 31, 64, 100, 127, 128, 129)):
+    """GEMM + reduce-scatter / all-reduce: op x dtype x out dtype x B layout x bias x path
+    (shapes in turn from GEMM_SHAPES), rows per rank 1..129, AUTO, refused paths, fp8
+    (or its clean refusal), graphs, torch.compile, bad input. One result line each."""
+    i = 0
+    for op in ("reduce_scatter", "all_reduce"):
+        for dt in ("bfloat16", "float16"):
+            for out_dt in ("bfloat16", "float16", "float32"):
+                for bt in (False, True):
+                    for bias in (False, True):
+                        for path in paths:
+                            rows, N, kl = GEMM_SHAPES[i % len(GEMM_SHAPES)]
+                            i += 1
+                            R.result("gemm_%s %s->%s B%s%s %s rows/rank=%d N=%d K/W=%d" % (op, dt, out_dt, "^T" if bt else "", " +bias" if bias else "", path, rows, N, kl),
+                                     lambda: R.check_gemm_reduce(op, dt, out_dt, bt, bias, path, rows, N, kl))
+        for path in paths + ("auto",):
+            for rows in rows_sweep if path != "auto" else (5,):
+                R.result("gemm_%s bfloat16 B^T +bias %s rows/rank=%d N=24 K/W=16" % (op, path, rows),
+                         lambda: R.check_gemm_reduce(op, "bfloat16", "bfloat16", True, True, path, rows, 24, 16, calls=1))
+        for out_dt in ("bfloat16", "float32"):
+            for path in paths:
+                R.result("gemm_%s fp8 e4m3 (scales) -> %s %s" % (op, out_dt, path), lambda: R.check_gemm_reduce_fp8(op, out_dt, path))
+
 
 def collective_cases(R, sizes=(37, 70001)):
     """Every collective x dtype x op x in-place/out-of-place mode, one result line each."""
@@ -516,18 +829,27 @@ def worker():
     import iris_gpu.torch as it
 
     R = None
+    everything = os.environ.get("IRIS_PY_TEST_ONLY", "") != "gemm_reduce"
     try:
         ctx = it.Context()
         R = Runner(rank, world, ctx, it, shared)
-        collective_cases(R)
-        R.result("barrier orders heap writes and peer reads (50 rounds)", R.check_barrier)
-        R.result("torch.cuda.graph: 1000 replays with fresh data", R.check_graph)
-        R.result("torch.compile(fullgraph=True)", R.check_compile)
-        R.result("bad input raises, never crashes", R.check_bad_input)
-        R.result("all-gather + GEMM (rows, B transposed, fp32 out)", R.check_ag_gemm)
-        R.result("triton producer/consumer ring (examples/python/triton_ring.py, iris_gpu.triton)", R.check_triton)
-        group = dist.new_group(list(range(world)), backend="gloo")
-        R.result("CustomAllreduce contract", lambda: R.check_custom_allreduce(group))
+        if everything:
+            collective_cases(R)
+            R.result("barrier orders heap writes and peer reads (50 rounds)", R.check_barrier)
+            R.result("torch.cuda.graph: 1000 replays with fresh data", R.check_graph)
+            R.result("torch.compile(fullgraph=True)", R.check_compile)
+            R.result("bad input raises, never crashes", R.check_bad_input)
+            R.result("all-gather + GEMM (rows, B transposed, fp32 out)", R.check_ag_gemm)
+        if gemm_reduce_available(R):
+            gemm_reduce_cases(R)
+            R.result("gemm_reduce: fused / kernel_unfused paths refused cleanly (IRIS_ERROR_UNSUPPORTED)", R.check_gemm_reduce_refusals)
+            R.result("gemm_reduce: torch.cuda.graph, 120 replays with fresh inputs, poisoned outputs", R.check_gemm_reduce_graph)
+            R.result("gemm_reduce: torch.compile(fullgraph=True)", R.check_gemm_reduce_compile)
+            R.result("gemm_reduce: bad input raises, never hangs", R.check_gemm_reduce_bad_input)
+        if everything:
+            R.result("triton producer/consumer ring (examples/python/triton_ring.py, iris_gpu.triton)", R.check_triton)
+            group = dist.new_group(list(range(world)), backend="gloo")
+            R.result("CustomAllreduce contract", lambda: R.check_custom_allreduce(group))
         R.result("heap_verify: every rank holds the same allocations after the tests", ctx.heap_verify)
         R.result("heap tensors are freed when they die", lambda: check_no_leak(ctx))
         ctx.close()
@@ -538,6 +860,33 @@ def worker():
         raise
     finally:
         dist.destroy_process_group()
+
+
+def gemm_reduce_available(R):
+    """One result line: PASS when a plan can be created, SKIP when this library cannot run
+    the GEMM + reduce (an older build, or no cuBLASLt: IRIS_ERROR_UNSUPPORTED), FAIL
+    otherwise. True when every rank made its plan (the ranks agree, so they all run the
+    cases or all skip them)."""
+    from iris_gpu import IrisLibraryError
+
+    made = []
+
+    def probe():
+        try:
+            R.gemm_plan("reduce_scatter", 8, 16, 16, "bfloat16", "bfloat16", False, False, "auto").close()
+        except IrisLibraryError as e:
+            return "this library has no GEMM + reduce: %s" % e
+        except R.it.IrisError as e:
+            if e.status_name != "IRIS_ERROR_UNSUPPORTED":
+                raise
+            return "this library cannot run it: %s" % e.detail
+        made.append(True)
+        return None
+
+    R.result("gemm_reduce: a plan can be created (bf16, path auto)", probe)
+    every = [None] * R.world
+    dist.all_gather_object(every, bool(made))
+    return all(every)
 
 
 def check_no_leak(ctx):
@@ -559,7 +908,10 @@ def check_after_close(it, ctx, dev):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, default=2)
+    ap.add_argument("--only", choices=("all", "gemm_reduce"), default=os.environ.get("IRIS_PY_TEST_ONLY") or "all",
+                    help="gemm_reduce: only the GEMM + reduce-scatter / all-reduce tests (and the heap checks); under torchrun set IRIS_PY_TEST_ONLY")
     a = ap.parse_args()
+    os.environ["IRIS_PY_TEST_ONLY"] = a.only  # the spawned ranks read it
     if "RANK" in os.environ:  # under torchrun: its world size
         a.world = int(os.environ["WORLD_SIZE"])
     if torch is None:

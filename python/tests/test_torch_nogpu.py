@@ -22,15 +22,17 @@ except ImportError:
 
 if torch is not None:
     import iris_gpu.torch as it
-    from iris_gpu import _types
+    from iris_gpu import _lib, _types
 
     class StandIn(it.Context):
         """A Context that needs no library: _run records the C call; at world 1 it also
         performs it (every collective of one rank copies send to recv)."""
 
-        def __init__(self, world=1, cid=-100):
-            self.closed, self.id, self.world_size, self.rank, self.device = False, cid, world, 0, 0
-            self.check_shapes, self.calls = False, []
+        def __init__(self, world=1, cid=-100, rank=0, gloo=False):
+            """gloo: rank of a world of processes in a gloo group (the GEMM stand-in sums
+            through it); otherwise world > 1 only records."""
+            self.closed, self.id, self.world_size, self.rank, self.device = False, cid, world, rank, 0
+            self.check_shapes, self.calls, self.gloo = False, [], gloo
             it._CONTEXTS[cid] = self
 
         def _run(self, kind, send, recv, count, dtype, extra=None):
@@ -41,9 +43,51 @@ if torch is not None:
         def _barrier_device(self):
             self.calls.append(("barrier",))
 
+        def gemm_reduce_plan(self, *args, **kw):
+            return StandInGemmReduce(self, *args, **kw)
+
         def close(self):
             self.closed = True
             it._CONTEXTS.pop(self.id, None)
+
+    class StandInGemmReduce(it.GemmReduce):
+        """A GemmReduce without the library: create and destroy do nothing, and run records
+        the call; at world 1 it also computes C = A @ B (x scales) (+ bias) on the CPU (one
+        rank: reduce-scatter and all-reduce are the whole product)."""
+
+        def _create(self, d):
+            """The description as a dict; refuses what create refuses with IRIS_ERROR_UNSUPPORTED
+            whatever the build (the paths not in this version, fp8 with B not transposed)."""
+            self.desc = {n: getattr(d, n) for n, _ in d._fields_}
+            self.calls = []
+            if d.path in (_types.GEMM_PATHS["fused"], _types.GEMM_PATHS["kernel_unfused"]) or (self.fp8 and not d.b_transposed):
+                raise it.IrisError(_lib.ERROR_UNSUPPORTED, "rank 0: iris_gemm_rs_create: (stand-in) not supported", "iris_gemm_rs_create")
+            return ctypes.c_void_p(1)
+
+        def _destroy(self, g):
+            self.calls.append("destroy")
+
+        @property
+        def path(self):
+            p = self.desc["path"] or (_types.GEMM_PATHS["pipelined"] if self.ctx.world_size > 1 else _types.GEMM_PATHS["unfused"])
+            return {v: k for k, v in _types.GEMM_PATHS.items()}[p]
+
+        def _enqueue(self, a, b, bias, a_scale, b_scale, out):
+            self.calls.append((a.data_ptr(), b.data_ptr(), bias is not None, a_scale is not None, out.data_ptr()))
+            self.ctx.calls.append(("gemm_" + self.op,))
+            if self.ctx.world_size > 1 and not self.ctx.gloo:
+                return
+            c = a.double() @ (b.t() if self.b_transposed else b).double()
+            if self.fp8:
+                c = c * a_scale.double() * b_scale.double()
+            if self.ctx.world_size > 1:  # ranks are processes: the sum through torch.distributed
+                import torch.distributed as dist
+
+                dist.all_reduce(c)
+                if self.op == "reduce_scatter":
+                    n = c.shape[0] // self.ctx.world_size
+                    c = c[self.ctx.rank * n:(self.ctx.rank + 1) * n]
+            out.copy_(c + bias.double() if bias is not None else c)
 
     _check = _types.check_tensor
 
@@ -61,18 +105,46 @@ if torch is not None:
         return _check(u, what, device_index, dtype, contiguous)
 
 
-@unittest.skipIf(torch is None, "SKIP: torch is not installed")
-class TestOps(unittest.TestCase):
+class StandInCase(unittest.TestCase):
+    """Stand-in contexts of world 1 (c1) and 2 (c2), CPU tensors taken as the device's."""
+
+    ids = (-101, -102)
+
     def setUp(self):
         self.patch = mock.patch.object(_types, "check_tensor", cpu_check)
         self.patch.start()
-        self.c1 = StandIn(1, -101)
-        self.c2 = StandIn(2, -102)
+        self.c1 = StandIn(1, self.ids[0])
+        self.c2 = StandIn(2, self.ids[1])
 
     def tearDown(self):
         self.patch.stop()
         self.c1.close()
         self.c2.close()
+
+    def check_compiled(self, f, args, want, ctx):
+        """torch.compile(f, fullgraph=True) with aot_eager and inductor (SKIP line where
+        inductor has no C++ compiler): the results equal want, and the iris calls on ctx
+        are the eager run's, in the same order."""
+        order = [c[0] for c in ctx.calls]
+        for backend in ("aot_eager", "inductor"):
+            torch._dynamo.reset()
+            try:
+                cf = torch.compile(f, fullgraph=True, backend=backend)
+                cf(*args)  # compiles
+                ctx.calls.clear()
+                got = cf(*args)
+            except Exception as e:  # noqa: BLE001
+                if backend == "inductor" and "compiler" in str(e).lower():
+                    print("SKIP: python torch: inductor needs a C++ compiler: %s" % str(e).splitlines()[0])
+                    continue
+                raise
+            for a, b in zip(got, want):
+                self.assertTrue(torch.equal(a, b), backend)
+            self.assertEqual([c[0] for c in ctx.calls], order, backend)
+
+
+@unittest.skipIf(torch is None, "SKIP: torch is not installed")
+class TestOps(StandInCase):
 
     def test_ops_registered(self):
         for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
@@ -137,24 +209,9 @@ class TestOps(unittest.TestCase):
             return y + 1, g, w
 
         x = torch.randn(4, 6)
+        ctx.calls.clear()
         want = f(x)
-        eager_calls = [c[0] for c in ctx.calls]
-        for backend in ("aot_eager", "inductor"):
-            torch._dynamo.reset()
-            try:
-                cf = torch.compile(f, fullgraph=True, backend=backend)
-                cf(x)  # compiles
-                ctx.calls.clear()
-                got = cf(x)
-            except Exception as e:  # noqa: BLE001
-                if backend == "inductor" and "compiler" in str(e).lower():
-                    print("SKIP: python torch: inductor needs a C++ compiler: %s" % str(e).splitlines()[0])
-                    continue
-                raise
-            for a, b in zip(got, want):
-                self.assertTrue(torch.equal(a, b), backend)
-            # every collective and the barrier ran, in program order
-            self.assertEqual([c[0] for c in ctx.calls], eager_calls, backend)
+        self.check_compiled(f, (x,), want, ctx)  # every collective and the barrier ran, in program order
 
     def test_opcheck(self):
         x = torch.randn(8)
@@ -163,6 +220,181 @@ class TestOps(unittest.TestCase):
                          (torch.ops.iris.all_reduce_inplace.default, (x.clone(), self.c1.id, "sum")),
                          (torch.ops.iris.all_reduce_out.default, (x, torch.empty(8), self.c1.id, "sum"))):
             torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor"))
+
+
+@unittest.skipIf(torch is None, "SKIP: torch is not installed")
+class TestGemmReduce(StandInCase):
+    """iris::gemm_reduce[_out] and GemmReduce over stand-in plans (no library): world 1
+    computes on the CPU, world 2 checks shapes and what would go to the C call."""
+
+    ids = (-111, -112)
+
+    @staticmethod
+    def data(M, N, kl, dtype=torch.bfloat16 if torch else None, bt=False, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        a = (torch.randint(-8, 9, (M, kl), generator=g) / 8).to(dtype)
+        b = (torch.randint(-8, 9, (N, kl) if bt else (kl, N), generator=g) / 8).to(dtype)
+        return a, b
+
+    def test_ops_registered(self):
+        self.assertIn("Tensor? a_scale, Tensor? b_scale, int plan) -> Tensor", str(torch.ops.iris.gemm_reduce.default._schema))
+        self.assertIn("Tensor(a!) out, int plan) -> ()", str(torch.ops.iris.gemm_reduce_out.default._schema))
+
+    def test_plan_description(self):
+        p = self.c2.gemm_reduce_plan("all_reduce", 8, 16, 32, torch.float16, torch.float32, b_transposed=True, bias=True, path="unfused")
+        self.assertEqual(p.desc, {"struct_size": 64, "op": 1, "M": 8, "N": 16, "K": 32, "a_type": 1, "c_type": 0, "b_transposed": 1, "has_bias": 1, "path": 3})
+        self.assertEqual((p.a_shape, p.b_shape, p.c_shape, p.path), ((8, 16), (16, 16), (8, 16), "unfused"))
+        rs = self.c2.gemm_reduce_plan("reduce_scatter", 8, 16, 32)
+        self.assertEqual((rs.c_shape, rs.dtype, rs.out_dtype, rs.path, rs.desc["op"], rs.desc["has_bias"]), ((4, 16), torch.bfloat16, torch.bfloat16, "pipelined", 0, 0))
+        f8 = self.c2.gemm_reduce_plan("reduce_scatter", 8, 16, 64, torch.float8_e4m3fn, b_transposed=True)
+        self.assertEqual((f8.out_dtype, f8.desc["a_type"], f8.fp8), (torch.bfloat16, 6, True))
+        for q in (p, rs, f8):
+            q.close()
+            q.close()  # idempotent
+            self.assertEqual(q.calls, ["destroy"])
+            self.assertNotIn(q.id, it._PLANS)
+        with self.assertRaisesRegex(it.IrisError, "IRIS_ERROR_UNSUPPORTED"):
+            self.c2.gemm_reduce_plan("reduce_scatter", 8, 16, 32, path="fused")
+        with self.assertRaisesRegex(TypeError, "float8_e5m2"):
+            self.c2.gemm_reduce_plan("reduce_scatter", 8, 16, 32, torch.float8_e5m2)
+        with self.assertRaisesRegex(TypeError, "out_dtype must be one of bfloat16, float16, float32, got int32"):
+            self.c2.gemm_reduce_plan("reduce_scatter", 8, 16, 32, out_dtype=torch.int32)
+        with self.assertRaisesRegex(ValueError, "M \\(7\\) must be a multiple of world_size 2"):
+            self.c2.gemm_reduce_plan("all_reduce", 7, 16, 32)
+        with self.assertRaisesRegex(ValueError, "path 'fast'"):
+            self.c2.gemm_reduce_plan("all_reduce", 8, 16, 32, path="fast")
+
+    def test_eager_world1(self):
+        for op, fn in (("reduce_scatter", it.gemm_reduce_scatter), ("all_reduce", it.gemm_all_reduce)):
+            for dt in (torch.bfloat16, torch.float16):
+                for odt in (torch.bfloat16, torch.float16, torch.float32):
+                    for bt in (False, True):
+                        for bias in (False, True):
+                            plan = self.c1.gemm_reduce_plan(op, 6, 16, 24, dt, odt, bt, bias)
+                            a, b = self.data(6, 16, 24, dt, bt)
+                            bv = (torch.arange(16) / 8 - 1).to(odt) if bias else None
+                            want = (a.double() @ (b.t() if bt else b).double() + (bv.double() if bias else 0)).to(odt)
+                            got = fn(a, b, plan, bv)
+                            self.assertTrue(torch.equal(got, want))
+                            out = torch.full(plan.c_shape, 7.0, dtype=odt)
+                            v = out._version
+                            self.assertIs(fn(a, b, plan, bv, out=out), out)
+                            self.assertTrue(torch.equal(out, want))
+                            self.assertGreater(out._version, v)  # as the dispatcher would bump it
+                            plan.close()
+
+    def test_fp8_world1(self):
+        plan = self.c1.gemm_reduce_plan("all_reduce", 4, 8, 32, torch.float8_e4m3fn, torch.float32, b_transposed=True)
+        a, b = self.data(4, 8, 32, torch.float8_e4m3fn, True)
+        sa, sb = torch.tensor([0.5]), torch.tensor([4.0])
+        got = it.gemm_all_reduce(a, b, plan, a_scale=sa, b_scale=sb)
+        self.assertTrue(torch.equal(got, (a.double() @ b.double().t() * 2).float()))
+        with self.assertRaisesRegex(ValueError, "needs a_scale and b_scale"):
+            it.gemm_all_reduce(a, b, plan, a_scale=sa)
+        with self.assertRaisesRegex(ValueError, "needs a_scale and b_scale"):
+            torch.ops.iris.gemm_reduce(a, b, None, None, sb, plan.id)
+        with self.assertRaisesRegex(TypeError, "a_scale has dtype float16"):
+            it.gemm_all_reduce(a, b, plan, a_scale=sa.half(), b_scale=sb)
+        with self.assertRaisesRegex(it.IrisError, "IRIS_ERROR_UNSUPPORTED"):
+            self.c1.gemm_reduce_plan("all_reduce", 4, 8, 32, torch.float8_e4m3fn)  # B not transposed
+        plan.close()
+
+    def test_shapes_world2(self):
+        rs = self.c2.gemm_reduce_plan("reduce_scatter", 8, 16, 32, out_dtype=torch.float32)
+        ar = self.c2.gemm_reduce_plan("all_reduce", 8, 16, 32)
+        a, b = self.data(8, 16, 16)
+        c = it.gemm_reduce_scatter(a, b, rs)
+        self.assertEqual((tuple(c.shape), c.dtype), ((4, 16), torch.float32))
+        self.assertEqual(rs.calls, [(a.data_ptr(), b.data_ptr(), False, False, c.data_ptr())])
+        self.assertEqual(tuple(it.gemm_reduce(a, b, ar).shape), (8, 16))
+        with self.assertRaisesRegex(ValueError, "b has shape \\(16, 8\\), the plan needs \\(16, 16\\)"):
+            it.gemm_all_reduce(a, b[:, :8].contiguous(), ar)
+        rs.close()
+        ar.close()
+
+    def test_errors(self):
+        plan = self.c1.gemm_reduce_plan("reduce_scatter", 4, 8, 16, bias=True)
+        a, b = self.data(4, 8, 16)
+        bias = torch.zeros(8, dtype=torch.bfloat16)
+        ops = torch.ops.iris
+        for exc, text, fn in (
+            (ValueError, "a is not contiguous", lambda: it.gemm_reduce_scatter(a.t().contiguous().t(), b, plan, bias)),
+            (ValueError, "bias is not contiguous", lambda: it.gemm_reduce_scatter(a, b, plan, torch.zeros(8, 2, dtype=torch.bfloat16)[:, 0])),
+            (ValueError, "out is not contiguous", lambda: it.gemm_reduce_scatter(a, b, plan, bias, out=torch.empty(8, 4, dtype=torch.bfloat16).t())),
+            (ValueError, "made for op 'reduce_scatter'", lambda: it.gemm_all_reduce(a, b, plan, bias)),
+            (RuntimeError, "expected an open GemmReduce plan", lambda: it.gemm_reduce(a, b, object())),
+            # through the dispatcher
+            (ValueError, "bias is None", lambda: ops.gemm_reduce(a, b, None, None, None, plan.id)),
+            (ValueError, "apply to fp8 inputs only", lambda: ops.gemm_reduce(a, b, bias, torch.ones(1), torch.ones(1), plan.id)),
+            (TypeError, "b has dtype float16", lambda: ops.gemm_reduce(a, b.half(), bias, None, None, plan.id)),
+            (ValueError, "a has shape \\(3, 16\\)", lambda: ops.gemm_reduce(a[:3], b, bias, None, None, plan.id)),
+            (TypeError, "out has dtype float32", lambda: ops.gemm_reduce_out(a, b, bias, None, None, torch.empty(4, 8), plan.id)),
+            (RuntimeError, "closed or was never created", lambda: ops.gemm_reduce(a, b, bias, None, None, 987654)),
+        ):
+            with self.assertRaisesRegex(exc, text):
+                fn()
+        self.assertEqual(plan.calls, [])  # nothing reached the C call
+        plan.close()
+        with self.assertRaisesRegex(RuntimeError, "expected an open GemmReduce plan"):
+            it.gemm_reduce_scatter(a, b, plan, bias)
+        with self.assertRaisesRegex(RuntimeError, "closed or was never created"):
+            ops.gemm_reduce(a, b, bias, None, None, plan.id)
+        with self.assertRaisesRegex(RuntimeError, "is closed"):
+            plan.run(a, b, bias, None, None)
+
+    def test_other_layouts_through_the_op(self):
+        """A compiled graph may hand the op a non-contiguous layout: the op copies (the public
+        functions refuse)."""
+        plan = self.c1.gemm_reduce_plan("all_reduce", 4, 8, 16, out_dtype=torch.float32)
+        a, b = self.data(4, 8, 16)
+        want = it.gemm_all_reduce(a, b, plan)
+        got = torch.ops.iris.gemm_reduce(a.t().contiguous().t(), b, None, None, None, plan.id)
+        out = torch.zeros(8, 4).t()
+        torch.ops.iris.gemm_reduce_out(a, b, None, None, None, out, plan.id)
+        self.assertTrue(torch.equal(got, want) and torch.equal(out, want))
+        plan.close()
+
+    def test_fake_tensors(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        plan = self.c2.gemm_reduce_plan("reduce_scatter", 8, 16, 32, out_dtype=torch.float32, b_transposed=True)
+        with FakeTensorMode():
+            a, b = torch.empty(8, 16, dtype=torch.bfloat16), torch.empty(16, 16, dtype=torch.bfloat16)
+            c = torch.ops.iris.gemm_reduce(a, b, None, None, None, plan.id)
+            self.assertEqual((tuple(c.shape), c.dtype), ((4, 16), torch.float32))
+            with self.assertRaisesRegex(ValueError, "a has shape \\(9, 16\\)"):
+                torch.ops.iris.gemm_reduce(torch.empty(9, 16, dtype=torch.bfloat16), b, None, None, None, plan.id)
+            with self.assertRaisesRegex(ValueError, "out has shape \\(8, 16\\)"):
+                torch.ops.iris.gemm_reduce_out(a, b, None, None, None, torch.empty(8, 16), plan.id)
+        self.assertEqual(plan.calls, [])  # the fake implementation never runs the plan
+        plan.close()
+
+    def test_compile_fullgraph(self):
+        ctx = self.c1
+        rs = ctx.gemm_reduce_plan("reduce_scatter", 4, 16, 24, b_transposed=True, bias=True)
+        ar = ctx.gemm_reduce_plan("all_reduce", 4, 16, 24, out_dtype=torch.float32, b_transposed=True)
+
+        def f(a, b, bias, out):
+            c = it.gemm_reduce_scatter(a * 2, b, rs, bias)
+            it.gemm_all_reduce(a, b, ar, out=out)
+            it.barrier(ctx)
+            return c.float() + 1, out
+
+        a, b = self.data(4, 16, 24, bt=True)
+        bias = (torch.arange(16) / 8).to(torch.bfloat16)
+        want = f(a, b, bias, torch.zeros(4, 16))
+        self.assertEqual([c[0] for c in ctx.calls], ["gemm_reduce_scatter", "gemm_all_reduce", "barrier"])
+        self.check_compiled(f, (a, b, bias, torch.zeros(4, 16)), want, ctx)
+        rs.close()
+        ar.close()
+
+    def test_opcheck(self):
+        plan = self.c1.gemm_reduce_plan("all_reduce", 4, 8, 16, torch.float16, torch.float32, bias=True)
+        a, b = self.data(4, 8, 16, torch.float16)
+        bias = torch.ones(8)
+        torch.library.opcheck(torch.ops.iris.gemm_reduce.default, (a, b, bias, None, None, plan.id), test_utils=("test_schema", "test_faketensor"))
+        torch.library.opcheck(torch.ops.iris.gemm_reduce_out.default, (a, b, bias, None, None, torch.empty(4, 8), plan.id), test_utils=("test_schema", "test_faketensor"))
+        plan.close()
 
 
 @unittest.skipIf(torch is None, "SKIP: torch is not installed")
@@ -235,37 +467,103 @@ class TestGpuTestLogic(unittest.TestCase):
     """test_torch_gpu.py's collective cases at world 1 on the CPU (stand-in context, gloo):
     its inputs, references, modes and torch.distributed comparisons, without a GPU."""
 
-    def test_collective_cases_world1(self):
-        import contextlib
+    def gpu_test_lines(self, ctx, body):
+        """body(R, tg) on a world-1 test_torch_gpu.Runner R over the stand-in ctx (CPU
+        tensors, gloo, torch.cuda.synchronize a no-op); returns the result lines printed."""
         import importlib.util
-        import io
 
         import torch.distributed as dist
 
         if importlib.util.find_spec("numpy") is None:
             self.skipTest("SKIP: numpy is not installed (all_gather_object needs it)")
-        sys.path.insert(0, HERE)
-        import test_torch_gpu as tg
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            return gpu_test_run(ctx, body)
+        finally:
+            dist.destroy_process_group()
 
+    def test_collective_cases_world1(self):
         class Ctx(StandIn):
             def empty(self, shape, dtype=None):
                 return torch.empty(shape, dtype=dtype or torch.float32)
 
-        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-        out = io.StringIO()
-        try:
-            with mock.patch.object(_types, "check_tensor", cpu_check), mock.patch.object(torch.cuda, "synchronize", lambda *a: None):
-                R = tg.Runner.__new__(tg.Runner)
-                R.rank, R.world, R.ctx, R.it, R.shared, R.no_ref, R.seed = 0, 1, Ctx(1, -103), it, True, set(), 0
-                R.dev = torch.device("cpu")
-                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-                    tg.collective_cases(R, sizes=(37,))
-                R.ctx.close()
-        finally:
-            dist.destroy_process_group()
-        lines = out.getvalue().splitlines()
+        lines = self.gpu_test_lines(Ctx(1, -103), lambda R, tg: tg.collective_cases(R, sizes=(37,)))
         self.assertGreater(len(lines), 250)
         self.assertEqual([l for l in lines if not l.startswith("PASS: ")], [])
+
+    def test_gemm_reduce_cases_world1(self):
+        """test_torch_gpu.py's GEMM + reduce cases at world 1 on the CPU (stand-in plans that
+        compute with torch): its inputs, float64 references, fp8 slack, poisoning, the
+        bitwise comparison across ranks, refusals and the compile test."""
+
+        def body(R, tg):
+            self.assertTrue(tg.gemm_reduce_available(R))
+            tg.gemm_reduce_cases(R, rows_sweep=(1, 129))
+            R.result("refusals", R.check_gemm_reduce_refusals)
+            R.result("compile", R.check_gemm_reduce_compile)
+
+        lines = self.gpu_test_lines(StandIn(1, -104), body)
+        self.assertEqual(len(lines), 1 + 96 + 2 * (2 * 2 + 1) + 8 + 2, lines[:3])
+        self.assertEqual([l for l in lines if not l.startswith("PASS: ")], [])
+        self.assertEqual([p for p in it._PLANS.values() if isinstance(p, it.GemmReduce)], [])  # every plan closed
+
+    def test_gemm_reduce_cases_processes(self):
+        """The same at world 2 and 3: one process per rank over gloo, the stand-in plans summing
+        the partials through torch.distributed; checks the test's per-rank inputs, row
+        slices and the comparison across ranks."""
+        import importlib.util
+        import tempfile
+
+        import torch.multiprocessing as mp
+
+        if importlib.util.find_spec("numpy") is None:
+            self.skipTest("SKIP: numpy is not installed (all_gather_object needs it)")
+        for world in (2, 3):
+            with tempfile.TemporaryDirectory() as d:
+                mp.spawn(gemm_rank, args=(world, d), nprocs=world)
+                with open(os.path.join(d, "lines")) as f:
+                    lines = f.read().splitlines()
+            self.assertEqual(len(lines), 1 + 96 + 2 * (2 * 2 + 1) + 8, (world, lines[:3]))
+            self.assertEqual([l for l in lines if not l.startswith("PASS: ")], [], world)
+            self.assertTrue(all(l.startswith("PASS: torch W=%d: " % world) for l in lines))
+
+
+def gpu_test_run(ctx, body):
+    """body(R, tg) on a test_torch_gpu.Runner R of ctx's rank and world over the current
+    process group (CPU tensors, torch.cuda.synchronize a no-op); the lines it printed."""
+    import contextlib
+    import io
+
+    sys.path.insert(0, HERE)
+    import test_torch_gpu as tg
+
+    out = io.StringIO()
+    with mock.patch.object(_types, "check_tensor", cpu_check), mock.patch.object(torch.cuda, "synchronize", lambda *a: None):
+        R = tg.Runner.__new__(tg.Runner)
+        R.rank, R.world, R.ctx, R.it, R.shared, R.no_ref, R.seed = ctx.rank, ctx.world_size, ctx, it, True, set(), 0
+        R.dev = torch.device("cpu")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            body(R, tg)
+        ctx.close()
+    return out.getvalue().splitlines()
+
+
+def gemm_rank(rank, world, d):
+    """One rank of test_gemm_reduce_cases_processes (torch.multiprocessing.spawn)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(d, "store"), rank=rank, world_size=world)
+    try:
+        def body(R, tg):
+            if tg.gemm_reduce_available(R):
+                tg.gemm_reduce_cases(R, rows_sweep=(1, 129))
+
+        lines = gpu_test_run(StandIn(world, -200 - rank, rank, gloo=True), body)
+    finally:
+        dist.destroy_process_group()
+    if rank == 0:
+        with open(os.path.join(d, "lines"), "w") as f:
+            f.write("\n".join(lines) + "\n")
 
 
 @unittest.skipIf(torch is None, "SKIP: torch is not installed")
