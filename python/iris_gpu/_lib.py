@@ -243,6 +243,8 @@ OPTIONAL_FUNCTIONS = {
     "iris_gemm_rs_path": (_i, [_p]),
     "iris_gemm_rs_choose_path": (_i, [ctypes.POINTER(GemmRsDescT), _i]),
     "iris_gemm_rs_destroy": (_i, [_p]),
+    # iris_gemm.h: fp8 all-gather + GEMM (0.2.0)
+    "iris_ag_gemm_run_scaled": (_i, [_p, _p, _p, _p, _p, _p, _p, _p]),
 }
 
 

@@ -387,22 +387,38 @@ class Context:
 _PLANS = {}
 
 
+def _scale_args(what, fp8, dtype, a_scale, b_scale):
+    """The fp8 scale rules of the GEMM plans: an fp8 plan needs both (1-element float32
+    tensors), another plan none (ValueError). Returns the (tensor, name, shape, dtype) rows
+    the caller checks with its other arguments."""
+    if fp8 and (a_scale is None or b_scale is None):
+        raise ValueError("%s: an fp8 plan needs a_scale and b_scale (1-element float32 CUDA tensors)" % what)
+    if not fp8 and (a_scale is not None or b_scale is not None):
+        raise ValueError("%s: a_scale and b_scale apply to fp8 inputs only; this plan's dtype is %s" % (what, _types.dtype_name(dtype)))
+    return [(a_scale, "a_scale", (1,), "float32"), (b_scale, "b_scale", (1,), "float32")] if fp8 else []
+
+
 class AgGemm:
     """C (M x N) = all_gather(A shards) @ B (+ bias), one plan per shape (iris_gemm.h).
     layout "rows": each rank holds (M/W) x K rows of A; "cols": M x (K/W) columns.
     B is K x N (or N x K with b_transposed, torch.nn.Linear's weight), same on every rank.
-    dtype bf16 or fp16 (A and B), out_dtype bf16/fp16/fp32. stage_a: A shards may live
-    anywhere (the plan copies them into its heap buffer); False: they must be on the heap at
-    the same offset on every rank. Run it with iris_gpu.torch.ag_gemm(a, b, plan, bias)."""
+    dtype bf16 or fp16 (A and B), or float8_e4m3fn with per-tensor scales (1-element
+    float32 tensors a_scale, b_scale: C = (a_scale A)(b_scale B); a_scale is the scale of
+    the whole gathered A, the same value on every rank; needs b_transposed and K % 16, runs
+    on the cuBLASLt paths), out_dtype bf16/fp16/fp32 (default: dtype; bf16 for fp8).
+    stage_a: A shards may live anywhere (the plan copies them into its heap buffer); False:
+    they must be on the heap at the same offset on every rank. Run it with
+    iris_gpu.torch.ag_gemm(a, b, plan, bias, a_scale, b_scale)."""
 
     def __init__(self, ctx, M, N, K, dtype, out_dtype, layout, b_transposed, bias, path, stage_a):
         torch = _torch_mod()
         ctx._lib.require_struct("iris_ag_gemm_desc_t")
         self.ctx = ctx
         self.dtype = torch.bfloat16 if dtype is None else dtype
-        self.out_dtype = self.dtype if out_dtype is None else out_dtype
-        if _types.dtype_name(self.dtype) not in ("bfloat16", "float16"):
-            raise TypeError("ag_gemm: dtype must be bfloat16 or float16, got %s" % _types.dtype_name(self.dtype))
+        if _types.dtype_name(self.dtype) not in _types.GEMM_RS_IN:
+            raise TypeError("ag_gemm: dtype must be one of %s, got %s" % (", ".join(_types.GEMM_RS_IN), _types.dtype_name(self.dtype)))
+        self.fp8 = _types.dtype_name(self.dtype) == "float8_e4m3fn"
+        self.out_dtype = (torch.bfloat16 if self.fp8 else self.dtype) if out_dtype is None else out_dtype
         if _types.dtype_name(self.out_dtype) not in ("bfloat16", "float16", "float32"):
             raise TypeError("ag_gemm: out_dtype must be bfloat16, float16 or float32, got %s" % _types.dtype_name(self.out_dtype))
         self.a_shape, self.b_shape, self.c_shape = _types.ag_gemm_shapes(layout, M, N, K, ctx.world_size, b_transposed)
@@ -425,12 +441,13 @@ class AgGemm:
         L = self.ctx._lib.lib
         return L.iris_gemm_path_name(L.iris_ag_gemm_path(self._g)).decode()
 
-    def run(self, a, b, bias, c):
+    def run(self, a, b, bias, c, a_scale=None, b_scale=None):
         ctx = self.ctx
         torch = _torch_mod()
-        for t, name, shape, dt in ((a, "a_shard", self.a_shape, self.dtype), (b, "b", self.b_shape, self.dtype), (c, "out", self.c_shape, self.out_dtype)):
+        args = [(a, "a_shard", self.a_shape, self.dtype), (b, "b", self.b_shape, self.dtype), (c, "out", self.c_shape, self.out_dtype)]
+        for t, name, shape, dt in args + _scale_args("ag_gemm", self.fp8, self.dtype, a_scale, b_scale):
             _types.check_tensor(t, "ag_gemm: " + name, ctx.device, dt)
-            if tuple(t.shape) != shape:
+            if tuple(t.shape) != shape and not (name.endswith("scale") and t.numel() == 1):
                 raise ValueError("ag_gemm: %s has shape %s, the plan needs %s" % (name, tuple(t.shape), shape))
         if self.has_bias != (bias is not None):
             raise ValueError("ag_gemm: the plan was made with bias=%s but bias is %s" % (self.has_bias, "given" if bias is not None else "None"))
@@ -440,7 +457,11 @@ class AgGemm:
                 raise ValueError("ag_gemm: bias has shape %s, the plan needs (%d,)" % (tuple(bias.shape), self.c_shape[1]))
         stream = ctypes.c_void_p(torch.cuda.current_stream(ctx.device).cuda_stream)
         p = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else None)
-        ctx._call("iris_ag_gemm_run", ctx._lib.lib.iris_ag_gemm_run(self._g, p(a), p(b), p(bias), p(c), stream))
+        if self.fp8:
+            ctx._lib.require_function("iris_ag_gemm_run_scaled")
+            ctx._call("iris_ag_gemm_run_scaled", ctx._lib.lib.iris_ag_gemm_run_scaled(self._g, p(a), p(b), p(a_scale), p(b_scale), p(bias), p(c), stream))
+        else:
+            ctx._call("iris_ag_gemm_run", ctx._lib.lib.iris_ag_gemm_run(self._g, p(a), p(b), p(bias), p(c), stream))
 
     def close(self):
         """Collective: free the plan."""
@@ -534,12 +555,7 @@ class GemmReduce:
             raise ValueError("%s: the plan was made with bias=%s but bias is %s" % (what, self.has_bias, "given" if bias is not None else "None"))
         if bias is not None:
             args.append((bias, "bias", (self.c_shape[1],), self.out_dtype))
-        if self.fp8 and (a_scale is None or b_scale is None):
-            raise ValueError("%s: an fp8 plan needs a_scale and b_scale (1-element float32 CUDA tensors)" % what)
-        if not self.fp8 and (a_scale is not None or b_scale is not None):
-            raise ValueError("%s: a_scale and b_scale apply to fp8 inputs only; this plan's dtype is %s" % (what, _types.dtype_name(self.dtype)))
-        if self.fp8:
-            args += [(a_scale, "a_scale", (1,), "float32"), (b_scale, "b_scale", (1,), "float32")]
+        args += _scale_args(what, self.fp8, self.dtype, a_scale, b_scale)
         for t, name, shape, dt in args:
             _types.check_tensor(t, "%s: %s" % (what, name), dev, dt, contiguous)
             got = tuple(t.shape)
@@ -724,18 +740,19 @@ def _register_ops(torch):
     b = torch.library.custom_op("iris::barrier", barrier, mutates_args=(), schema="(int ctx) -> ()")
     b.register_fake(barrier_fake)
 
-    def ag_gemm(a, b, bias, plan):
+    def ag_gemm(a, b, bias, a_scale, b_scale, plan):
         g = _plan(plan, AgGemm)
         c = torch.empty(g.c_shape, dtype=g.out_dtype, device=a.device)
-        g.run(a, b, bias, c)
+        g.run(a, b, bias, c, a_scale, b_scale)
         return c
 
-    def ag_gemm_fake(a, b, bias, plan):
+    def ag_gemm_fake(a, b, bias, a_scale, b_scale, plan):
         g = _plan(plan, AgGemm)
+        _scale_args("ag_gemm", g.fp8, g.dtype, a_scale, b_scale)
         return a.new_empty(g.c_shape, dtype=g.out_dtype)
 
     _IMPLS["ag_gemm"] = ag_gemm
-    op = torch.library.custom_op("iris::ag_gemm", ag_gemm, mutates_args=(), schema="(Tensor a, Tensor b, Tensor? bias, int plan) -> Tensor")
+    op = torch.library.custom_op("iris::ag_gemm", ag_gemm, mutates_args=(), schema="(Tensor a, Tensor b, Tensor? bias, Tensor? a_scale, Tensor? b_scale, int plan) -> Tensor")
     op.register_fake(ag_gemm_fake)
 
     # GEMM + reduce-scatter / all-reduce: the plan says which (and the shapes, types, bias)
@@ -926,11 +943,13 @@ def barrier(ctx):
     _invoke("barrier", _ctx_id(ctx))
 
 
-def ag_gemm(a, b, plan, bias=None):
-    """C = all_gather(A shards) @ B (+ bias) with a plan from Context.ag_gemm_plan."""
+def ag_gemm(a, b, plan, bias=None, a_scale=None, b_scale=None):
+    """C = all_gather(A shards) @ B (+ bias) with a plan from Context.ag_gemm_plan; fp8
+    plans take a_scale and b_scale (1-element float32 tensors, a_scale the same on every
+    rank): C = (a_scale A)(b_scale B) (+ bias)."""
     if not isinstance(plan, AgGemm) or plan._g is None:
         raise RuntimeError("ag_gemm: expected an open AgGemm plan")
-    return _invoke("ag_gemm", a, b, bias, plan.id)
+    return _invoke("ag_gemm", a, b, bias, a_scale, b_scale, plan.id)
 
 
 def gemm_reduce(a, b, plan, bias=None, a_scale=None, b_scale=None, out=None):

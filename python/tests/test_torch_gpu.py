@@ -485,6 +485,40 @@ class Runner:
         if e:
             raise AssertionError("%s (path %s)" % (e, plan.path if plan._g else "?"))
 
+    def check_ag_gemm_fp8(self):
+        """fp8 e4m3 all-gather + GEMM (pipelined and unfused), one A scale for the gathered A
+        and one B scale (powers of two, the same on every rank), bf16 out with bias, against
+        float64 within the fp8 accumulation slack; 5 calls with fresh A and scales."""
+        it, ctx, W, r = self.it, self.ctx, self.world, self.rank
+        M, N, K = 48 * W, 264, 512
+        for path in ("pipelined", "unfused"):
+            plan = ctx.ag_gemm_plan(M, N, K, torch.float8_e4m3fn, torch.bfloat16, layout="rows", b_transposed=True, bias=True, path=path)
+            for call in range(5):
+                g = torch.Generator().manual_seed(1000 + 17 * call)
+                ex = lambda *shape: torch.randint(-8, 9, shape, generator=g).to(torch.float64) / 8  # noqa: E731
+                A, B, bias = ex(M, K), ex(N, K), torch.randint(-32, 33, (N,), generator=g).to(torch.float64) / 8
+                sa, sb = (2.0 ** torch.randint(-2, 3, (2,), generator=g).to(torch.float64)).tolist()
+                ref = sa * sb * (A @ B.t()) + bias
+                slack = abs(sa * sb) * (A.abs() @ B.abs().t()) * 2.0 ** -12
+                f8 = lambda t: t.to(torch.float32).to(torch.float8_e4m3fn).to(self.dev)  # noqa: E731
+                scale = lambda v: torch.tensor([v], dtype=torch.float32, device=self.dev)  # noqa: E731
+                rows = M // W
+                c = it.ag_gemm(f8(A[r * rows:(r + 1) * rows].contiguous()), f8(B), plan, bias=bias.to(torch.bfloat16).to(self.dev),
+                               a_scale=scale(sa), b_scale=scale(sb))
+                torch.cuda.synchronize()
+                e = self.gemm_error(c, ref, "bfloat16", slack)
+                if e:
+                    plan.close()
+                    raise AssertionError("%s, call %d: %s" % (path, call, e))
+            if plan.path != path:
+                raise AssertionError("plan path %s, asked for %s" % (plan.path, path))
+            try:
+                it.ag_gemm(f8(A[:rows].contiguous()), f8(B), plan, bias=bias.to(torch.bfloat16).to(self.dev))
+                raise AssertionError("an fp8 plan without scales was not refused")
+            except ValueError:
+                pass
+            plan.close()
+
     # ------------------------------------------------------------ GEMM + reduce-scatter / all-reduce
     def gemm_data(self, op, rows, N, kl, dt, out_dt, bt, bias):
         """Every rank's inputs from the next seed (the same on every process), this rank's on
@@ -840,6 +874,7 @@ def worker():
             R.result("torch.compile(fullgraph=True)", R.check_compile)
             R.result("bad input raises, never crashes", R.check_bad_input)
             R.result("all-gather + GEMM (rows, B transposed, fp32 out)", R.check_ag_gemm)
+            R.result("all-gather + GEMM, fp8 e4m3 with per-tensor scales, bias (pipelined, unfused)", R.check_ag_gemm_fp8)
         if gemm_reduce_available(R):
             gemm_reduce_cases(R)
             R.result("gemm_reduce: fused / kernel_unfused paths refused cleanly (IRIS_ERROR_UNSUPPORTED)", R.check_gemm_reduce_refusals)

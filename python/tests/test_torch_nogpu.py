@@ -152,6 +152,7 @@ class TestOps(StandInCase):
                 self.assertTrue(hasattr(torch.ops.iris, kind + suffix), kind + suffix)
         self.assertIn("Tensor(a!) x", str(torch.ops.iris.all_reduce_inplace.default._schema))
         self.assertIn("Tensor? bias", str(torch.ops.iris.ag_gemm.default._schema))
+        self.assertIn("Tensor? a_scale", str(torch.ops.iris.ag_gemm.default._schema))
 
     def test_eager_world1(self):
         x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
