@@ -7,6 +7,8 @@
 // input (every rank gets the stated status, the heap is left as it was).
 //   gemm_rs_test N         N processes (iris_launch_local), device = rank % GPUs
 //   gemm_rs_test N quick   fewer cases
+//   gemm_rs_test N streams only the two-stream cases: GEMM + reduce runs and all-reduces on
+//                          two streams with no dependency between them
 #define IRIS_IMPLEMENTATION
 #define IRIS_GEMM_NO_CORE // the cuBLASLt paths only: the all-gather GEMM core is not needed here
 #include "../iris_gemm_reduce.h"
@@ -293,10 +295,78 @@ static void bad_input(Suite &s) {
   report(s, "destroy frees the heap workspace; AUTO picks pipelined (unfused at one rank)", ok);
 }
 
+// GEMM + reduce-scatter / all-reduce runs and all-reduces of one context issued on two
+// streams with no dependency between them (a framework's compute and communication
+// streams), swapping streams each round: the library orders a context's calls, so every
+// rank's calls pair up. Every call has its own inputs and outputs, made before the first
+// call; outputs poisoned; C checked against float64, each all-reduce exactly.
+static void streams(Suite &s, const std::vector<iris_gemm_path_t> &paths) {
+  const int W = s.world, me = s.rank, rounds = 8;
+  const size_t ar_n = 4096;
+  cudaStream_t st[2];
+  for (auto &x : st) cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking);
+  for (iris_gemm_reduce_op_t op : {IRIS_GEMM_REDUCE_SCATTER, IRIS_GEMM_ALL_REDUCE})
+    for (iris_gemm_path_t path : paths) {
+      const Case k{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 0, path, 96LL * W, 392, 264LL * W, rounds};
+      const long long kl = k.K / W, rows = op == IRIS_GEMM_ALL_REDUCE ? k.M : k.M / W;
+      iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
+      d.op = op; d.M = k.M; d.N = k.N; d.K = k.K; d.b_transposed = 1; d.path = path;
+      iris_gemm_rs_t *p = NULL;
+      bool ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_SUCCESS;
+      std::vector<__nv_bfloat16 *> a(rounds, nullptr), c(rounds, nullptr);
+      std::vector<int *> ai(rounds, nullptr), ao(rounds, nullptr);
+      __nv_bfloat16 *b = NULL;
+      std::string why;
+      ok = ok && cudaMalloc(&b, (size_t)kl * k.N * 2) == cudaSuccess;
+      for (int r = 0; ok && r < rounds; r++) {
+        ok = cudaMalloc(&a[r], (size_t)k.M * kl * 2) == cudaSuccess && cudaMalloc(&c[r], (size_t)rows * k.N * 2) == cudaSuccess &&
+             iris_malloc(s.ctx, ar_n * 4, (void **)&ai[r]) == IRIS_SUCCESS && iris_malloc(s.ctx, ar_n * 4, (void **)&ao[r]) == IRIS_SUCCESS;
+        if (!ok) break;
+        k_gen_a<__nv_bfloat16><<<256, 256>>>(a[r], k.M, kl, me, s.seed, 100 + r);
+        k_gen_int<<<16, 256>>>(ai[r], ar_n, s.seed, me, r);
+        cudaMemset(c[r], 0xff, (size_t)rows * k.N * 2);
+        cudaMemset(ao[r], 0xa5, ar_n * 4);
+      }
+      if (ok) {
+        k_gen_b<__nv_bfloat16><<<256, 256>>>(b, kl, k.N, 1, me, s.seed);
+        ok = cudaDeviceSynchronize() == cudaSuccess && iris_barrier(s.ctx) == IRIS_SUCCESS;
+      }
+      for (int r = 0; ok && r < rounds; r++) { // the GEMM on one stream, the all-reduce on the other, swapping each round
+        ok = iris_gemm_rs_run(p, a[r], b, NULL, c[r], st[r % 2]) == IRIS_SUCCESS &&
+             iris_all_reduce(s.ctx, ai[r], ao[r], ar_n, IRIS_INT32, IRIS_SUM, st[(r + 1) % 2]) == IRIS_SUCCESS;
+        if (me == r % W && r % 3 == 1) usleep(5000); // a little host skew
+      }
+      ok = ok && cudaDeviceSynchronize() == cudaSuccess;
+      if (ok && (iris_gemm_rs_check(p) != IRIS_SUCCESS || iris_get_async_error(s.ctx) != IRIS_SUCCESS)) { why = iris_error_detail(); ok = false; }
+      std::vector<__nv_bfloat16> h((size_t)rows * k.N);
+      std::vector<int> hi(ar_n);
+      for (int r = 0; ok && r < rounds; r++) {
+        ok = cudaMemcpy(h.data(), c[r], h.size() * 2, cudaMemcpyDeviceToHost) == cudaSuccess && check_c<__nv_bfloat16, __nv_bfloat16>(s, k, h, 100 + r, why);
+        ok = ok && cudaMemcpy(hi.data(), ao[r], ar_n * 4, cudaMemcpyDeviceToHost) == cudaSuccess;
+        for (size_t i = 0; ok && i < ar_n; i++)
+          if (hi[i] != int_sum(s.seed, W, r, i)) { why = "all-reduce of round " + std::to_string(r) + " element " + std::to_string(i) + " wrong"; ok = false; }
+      }
+      if (!ok) fprintf(stderr, "rank %d: streams, %s %s: %s\n", me, oname(op), iris_gemm_path_name(path), why.empty() ? iris_error_detail() : why.c_str());
+      for (int r = 0; r < rounds; r++) {
+        cudaFree(a[r]);
+        cudaFree(c[r]);
+        if (ai[r]) iris_free(s.ctx, ai[r]);
+        if (ao[r]) iris_free(s.ctx, ao[r]);
+      }
+      cudaFree(b);
+      if (p) iris_gemm_rs_destroy(p);
+      char name[220];
+      snprintf(name, sizeof name, "%d rounds of %s %s and an all-reduce on two streams that swap each round, no dependency between them: exact", rounds, oname(op),
+               iris_gemm_path_name(path));
+      report(s, name, agree(s, ok));
+    }
+  for (auto &x : st) cudaStreamDestroy(x);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int n = argc > 1 ? atoi(argv[1]) : 2, rank;
-  const bool quick = argc > 2 && !strcmp(argv[2], "quick");
+  const bool quick = argc > 2 && !strcmp(argv[2], "quick"), streams_only = argc > 2 && !strcmp(argv[2], "streams");
   iris_launch_t L;
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [gemm_rs w=%d] launch: %s\n", n, iris_error_detail()); return 1; }
   if (rank < 0) {
@@ -321,8 +391,10 @@ int main(int argc, char **argv) {
   const int W = n;
   const iris_gemm_reduce_op_t ops[] = {IRIS_GEMM_REDUCE_SCATTER, IRIS_GEMM_ALL_REDUCE};
   const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED};
-  for (iris_gemm_reduce_op_t op : ops)
-    for (iris_gemm_path_t p : paths) {
+  const std::vector<iris_gemm_path_t> path_list(paths, paths + sizeof paths / sizeof paths[0]);
+  for (iris_gemm_reduce_op_t op : ops) {
+    if (streams_only) break;
+    for (iris_gemm_path_t p : path_list) {
       // odd shapes: rows per rank 129, 1, 77; N, K/W not multiples of 64
       one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, p, 129LL * W, 776, 520LL * W, 3}, false);
       one(s, Case{op, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, p, 1LL * W, 392, 136LL * W, 3}, false);
@@ -336,12 +408,14 @@ int main(int argc, char **argv) {
       // back to back, no host synchronisation between calls: every 50th call and the last checked
       one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, p, 8LL * W, 64, 64LL * W, 500, 50}, false, ", back to back");
     }
+  }
   // fp8 e4m3 with per-tensor scales (fresh scales and A every call; B N x K/W, the TN layout
   // cuBLASLt's fp8 GEMM needs), every op and path. The B scale sits 4 bytes into its
   // buffer: cuBLASLt refuses such a scale pointer, so the plan copies it (the A scale is
   // used in place)
   for (iris_gemm_reduce_op_t op : ops)
-    for (iris_gemm_path_t p : paths) {
+    for (iris_gemm_path_t p : path_list) {
+      if (streams_only) break;
       one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 1, p, 129LL * W, 776, 528LL * W, 2}, false);
       one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_FLOAT32, 1, 0, p, 1LL * W, 392, 144LL * W, 2}, false);
       if (quick) continue;
@@ -349,12 +423,14 @@ int main(int argc, char **argv) {
       one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 0, p, 64LL * W, 256, 128LL * W, 20}, true);
       one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 1, p, 8LL * W, 64, 64LL * W, 200, 50}, false, ", back to back");
     }
-  if (!quick) {
+  // GEMMs and all-reduces on two streams (the only cases of "gemm_rs_test N streams")
+  streams(s, path_list);
+  if (!quick && !streams_only) {
     // many graph replays with fresh data, and AUTO
     one(s, Case{IRIS_GEMM_ALL_REDUCE, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 1, IRIS_GEMM_PATH_PIPELINED, 16LL * W, 128, 64LL * W, 1000, 100}, true, ", 1000 replays");
     one(s, Case{IRIS_GEMM_REDUCE_SCATTER, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 0, IRIS_GEMM_PATH_AUTO, 256LL * W, 1024, 512LL * W, 2}, false);
   }
-  bad_input(s);
+  if (!streams_only) bad_input(s);
   int rc = s.failed ? 1 : 0;
   cudaStreamDestroy(s.stream);
   if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;

@@ -392,9 +392,6 @@ static void stuck(Suite &s) {
 // streams): the library orders them per context, so every rank's calls pair up. Every
 // call has its own inputs and outputs, made before the first call; outputs poisoned;
 // each C checked against float64, each all-reduce exactly.
-__global__ void k_gen_int(int *p, size_t n, uint64_t seed, int rank, int call) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = (int)(key(seed, 9, rank, call, i) % 1001) - 500;
-}
 static void streams(Suite &s) {
   const int W = s.world, me = s.rank, rounds = 8;
   const size_t ar_n = 4096;
@@ -441,9 +438,7 @@ static void streams(Suite &s) {
       ok = cudaMemcpy(h.data(), c[r], h.size() * 2, cudaMemcpyDeviceToHost) == cudaSuccess && check_c<__nv_bfloat16, __nv_bfloat16>(s, k, h, 100 + r, why);
       ok = ok && cudaMemcpy(hi.data(), ao[r], ar_n * 4, cudaMemcpyDeviceToHost) == cudaSuccess;
       for (size_t i = 0; ok && i < ar_n; i++) {
-        long long want = 0;
-        for (int q = 0; q < W; q++) want += (long long)(key(s.seed, 9, q, r, i) % 1001) - 500;
-        if (hi[i] != (int)want) { why = "all-reduce of round " + std::to_string(r) + " element " + std::to_string(i) + " wrong"; ok = false; }
+        if (hi[i] != int_sum(s.seed, W, r, i)) { why = "all-reduce of round " + std::to_string(r) + " element " + std::to_string(i) + " wrong"; ok = false; }
       }
     }
     if (!ok) fprintf(stderr, "rank %d: streams, %s fetch_ctas %d: %s\n", me, iris_gemm_path_name(w.path), w.fetch, why.empty() ? iris_error_detail() : why.c_str());

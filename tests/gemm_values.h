@@ -46,6 +46,17 @@ template <> __host__ __device__ inline f8 b_at<f8>(uint64_t seed, long long k, l
 __host__ __device__ inline float scale_at(uint64_t seed, int which, int q, int call) {
   return (which ? 0.125f : 0.5f) + (float)(key(seed, 5 + (uint64_t)which, (uint64_t)q, (uint64_t)call, 0) % 1024) / 1024.0f;
 }
+// int32 inputs of the all-reduces the streams tests run beside the GEMMs: rank's element i
+// of round `call`, and the sum over W ranks the all-reduce must give
+__global__ void k_gen_int(int *p, size_t n, uint64_t seed, int rank, int call) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = (int)(key(seed, 9, rank, call, i) % 1001) - 500;
+}
+static inline int int_sum(uint64_t seed, int W, int call, size_t i) {
+  long long want = 0;
+  for (int q = 0; q < W; q++) want += (long long)(key(seed, 9, q, call, i) % 1001) - 500;
+  return (int)want;
+}
+
 static const char *tname(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? "bf16" : t == IRIS_FLOAT16 ? "fp16" : t == IRIS_FLOAT8_E4M3 ? "e4m3" : "fp32"; }
 
 #endif
