@@ -33,6 +33,14 @@ if [ "${1:-pure}" = gpu ]; then
       echo "FAIL: python torch symmetric memory example W=$w" >>"$out"; tail -n 30 "$out.err" | sed 's/^/    stderr: /' >&2
     fi
   done
+  # the examples that check their own results (ranks may share a GPU)
+  for ex in "tensor_parallel_mlp.py 2" "tensor_parallel_mlp.py 3" "all_reduce_torch.py 2"; do
+    if PYTHONPATH=python timeout 300 "$py" examples/python/$ex >"$out.err" 2>&1 && grep -q "correct" "$out.err"; then
+      echo "PASS: python example $ex" >>"$out"
+    else
+      echo "FAIL: python example $ex" >>"$out"; tail -n 30 "$out.err" | sed 's/^/    stderr: /' >&2
+    fi
+  done
   rm -f "$out.err"
 else
   for t in test_pure test_torch_nogpu test_triton_codegen test_jax_nogpu; do  # all but the first SKIP without torch/triton/jax
