@@ -304,7 +304,9 @@ enum {
 };
 /* What failed. PEER_FAILED: a peer gave up on the call (PEER: that rank, GOT: its own
  * IRIS_GEMM_WAIT_*, WANT: the rank its wait was for, or -1). */
-enum { IRIS_GEMM_WAIT_ARRIVE = 1, IRIS_GEMM_WAIT_DONE, IRIS_GEMM_WAIT_READY, IRIS_GEMM_WAIT_PIPELINE, IRIS_GEMM_WAIT_PEER_FAILED };
+/* TILE: iris_gemm_reduce.h's fused path, an owner's wait for a peer's pushed tile (PEER:
+ * that rank, ITEM: the 64-row half * n-tiles + n-tile). */
+enum { IRIS_GEMM_WAIT_ARRIVE = 1, IRIS_GEMM_WAIT_DONE, IRIS_GEMM_WAIT_READY, IRIS_GEMM_WAIT_PIPELINE, IRIS_GEMM_WAIT_PEER_FAILED, IRIS_GEMM_WAIT_TILE };
 
 /* One thread: record a failed wait of call `epoch` (the first since the host last read the
  * record keeps its details) and abort the call. */
@@ -381,15 +383,15 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_wait_local(unsigned *err, const unsigned *f
  * peer (their waits of the call return at once, and their record says which rank gave up
  * and why: after a timed-out wait this rank may overwrite its A while a slow peer still
  * reads it, so the peer's C is suspect too). Idempotent: every CTA of the call does it. */
-IRIS_DEVICE_INLINE void iris_ag_gemm_tell_peers(const iris_ag_gemm_dev_t &d, unsigned epoch) {
-  if (iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(d.err + IRIS_GEMM_ERR_ABORT) != epoch) return;
-  const unsigned what = d.err[IRIS_GEMM_ERR_WHAT], why = d.err[IRIS_GEMM_ERR_PEER];
-  for (int q = 0; q < d.ctx.world_size; ++q) {
-    if (q == d.ctx.rank) continue;
-    unsigned *e = iris_translate(d.ctx, d.err, q);
+IRIS_DEVICE_INLINE void iris_gemm_err_tell_peers(const iris_device_ctx_t &ctx, unsigned *err, unsigned epoch) {
+  if (iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(err + IRIS_GEMM_ERR_ABORT) != epoch) return;
+  const unsigned what = err[IRIS_GEMM_ERR_WHAT], why = err[IRIS_GEMM_ERR_PEER];
+  for (int q = 0; q < ctx.world_size; ++q) {
+    if (q == ctx.rank) continue;
+    unsigned *e = iris_translate(ctx, err, q);
     iris_atomic_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(e + IRIS_GEMM_ERR_PEER_ABORT, epoch);
     if (iris_atomic_cas<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(e + IRIS_GEMM_ERR_WHAT, 0u, (unsigned)IRIS_GEMM_WAIT_PEER_FAILED) == 0u) {
-      e[IRIS_GEMM_ERR_PEER] = (unsigned)d.ctx.rank;
+      e[IRIS_GEMM_ERR_PEER] = (unsigned)ctx.rank;
       e[IRIS_GEMM_ERR_EPOCH] = epoch;
       e[IRIS_GEMM_ERR_BLOCK] = blockIdx.x;
       e[IRIS_GEMM_ERR_GOT] = what;
@@ -398,6 +400,7 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_tell_peers(const iris_ag_gemm_dev_t &d, uns
     }
   }
 }
+IRIS_DEVICE_INLINE void iris_ag_gemm_tell_peers(const iris_ag_gemm_dev_t &d, unsigned epoch) { iris_gemm_err_tell_peers(d.ctx, d.err, epoch); }
 
 /* Which rank holds element (row, col) of A, and its address there (before translation). */
 IRIS_DEVICE_INLINE int iris_ag_gemm_owner(const iris_ag_gemm_dev_t &d, int row, int col) {
@@ -624,7 +627,7 @@ struct iris_ag_gemm_sched {
   __device__ bool operator()(int i, int &m0, int &n0) {
     const int t = first + i * stride;
 #if defined(IRIS_GEMM_TRACE)
-    if (threadIdx.x == 128 && d->trace) {
+    if (threadIdx.x == 128 && d && d->trace) {
       const unsigned long long now = iris_detail_time_ns();
       if (i > 0) iris_gemm_trace_at(*d, slot, t0, now, IRIS_GEMM_EV_TILE, t - stride);
       t0 = now;
@@ -1694,9 +1697,27 @@ IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, 
   return st != IRIS_SUCCESS ? st : st2;
 }
 
+#if defined(IRIS_GEMM_HAVE_CORE)
+/* Synchronous: copy a plan's error record (IRIS_GEMM_ERR_WORDS words at err, device) into
+ * e and clear its WHAT word when set (the next failure is recorded afresh). The runtime's
+ * status (IRIS_GEMM_OK: done). */
+static int iris_gemm_err_take(unsigned *err, unsigned *e) {
+  const unsigned zero = 0;
+  int rc;
+#if defined(IRIS_USE_HIP)
+  rc = (int)hipMemcpy(e, err, IRIS_GEMM_ERR_WORDS * sizeof(unsigned), hipMemcpyDeviceToHost);
+  if (rc == (int)hipSuccess && e[IRIS_GEMM_ERR_WHAT]) rc = (int)hipMemcpy(err + IRIS_GEMM_ERR_WHAT, &zero, sizeof zero, hipMemcpyHostToDevice);
+#else
+  rc = (int)cudaMemcpy(e, err, IRIS_GEMM_ERR_WORDS * sizeof(unsigned), cudaMemcpyDeviceToHost);
+  if (rc == (int)cudaSuccess && e[IRIS_GEMM_ERR_WHAT]) rc = (int)cudaMemcpy(err + IRIS_GEMM_ERR_WHAT, &zero, sizeof zero, cudaMemcpyHostToDevice);
+#endif
+  return rc;
+}
+#endif
+
 IRIS_DEF iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g) {
 #if defined(IRIS_GEMM_HAVE_CORE)
-  unsigned e[IRIS_GEMM_ERR_WORDS], zero = 0;
+  unsigned e[IRIS_GEMM_ERR_WORDS];
   int rc, peer;
   const char *path;
   double bound, pipe = 0;
@@ -1705,13 +1726,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g) {
   pipe = (double)IRIS_GEMM_PIPE_TIMEOUT_NS * 1e-9;
 #endif
   if (g->path != IRIS_GEMM_PATH_FUSED && g->path != IRIS_GEMM_PATH_KERNEL_UNFUSED) return IRIS_SUCCESS;
-#if defined(IRIS_USE_HIP)
-  rc = (int)hipMemcpy(e, g->dev.err, sizeof e, hipMemcpyDeviceToHost);
-  if (rc == (int)hipSuccess && e[IRIS_GEMM_ERR_WHAT]) rc = (int)hipMemcpy(g->dev.err + IRIS_GEMM_ERR_WHAT, &zero, sizeof zero, hipMemcpyHostToDevice);
-#else
-  rc = (int)cudaMemcpy(e, g->dev.err, sizeof e, cudaMemcpyDeviceToHost);
-  if (rc == (int)cudaSuccess && e[IRIS_GEMM_ERR_WHAT]) rc = (int)cudaMemcpy(g->dev.err + IRIS_GEMM_ERR_WHAT, &zero, sizeof zero, cudaMemcpyHostToDevice);
-#endif
+  rc = iris_gemm_err_take(g->dev.err, e);
   if (rc != (int)IRIS_GEMM_OK) return iris_gemm_gpu_fail(g->ctx, "iris_ag_gemm_check: reading the error record", rc);
   if (!e[IRIS_GEMM_ERR_WHAT]) return IRIS_SUCCESS;
   path = iris_gemm_path_name(g->path);
