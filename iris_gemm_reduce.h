@@ -33,10 +33,22 @@
  *                               into the heap, a device barrier, then one SM kernel that
  *                               reads the W partials of its rows through the heap (all rows
  *                               for ALL_REDUCE) and reduces them.
- *     IRIS_GEMM_PATH_FUSED      not in this version (a GEMM kernel whose epilogue pushes
- *                               each tile to its owner: create returns IRIS_ERROR_UNSUPPORTED;
- *                               the device building blocks below are its pieces).
- *   AUTO picks per shape (iris_gemm_rs_choose_path).
+ *     IRIS_GEMM_PATH_FUSED      (NVIDIA Hopper, sm_90a build with the GEMM core; bf16/fp16
+ *                               inputs) one persistent kernel on the TMA/wgmma core
+ *                               (internal/gemm_core_tma.h, one CTA per SM) computes the fp32
+ *                               partial in 128 x 256 tiles in owner order (rows of rank r+1
+ *                               first, own rows last); its epilogue stores each tile's rows
+ *                               straight into their owners' receive slots (a tile may span
+ *                               owners) and, per 64-row half tile, release-signals a flag
+ *                               on each owner (system scope, the call's epoch). A reduce
+ *                               kernel on the same stream waits (bounded) for the W flags of
+ *                               each of its half tiles and reduces as above (ALL_REDUCE:
+ *                               the same all-gather of the rounded rows as the pipelined
+ *                               path). Epochs come from per-CTA counters on the device, so
+ *                               graph replays work. Elsewhere (AMD, no core, no sm_90a
+ *                               pass): create returns IRIS_ERROR_UNSUPPORTED.
+ *   AUTO picks per shape (iris_gemm_rs_choose_path): pipelined for W > 1 (not yet measured
+ *   against the fused path on several GPUs), unfused for W = 1.
  *
  * Quick start
  *     #define IRIS_IMPLEMENTATION
@@ -66,20 +78,28 @@
  *     create returns IRIS_ERROR_UNSUPPORTED).
  *   - One node: a context that spans several nodes (iris_num_nodes > 1) is refused with
  *     IRIS_ERROR_UNSUPPORTED, as by iris_ag_gemm_create.
- *   - Workspace, on the symmetric heap: pipelined M*N*4 bytes (the receive slots), plus
- *     M*N*sizeof(C type) for ALL_REDUCE; unfused M*N*4. Local memory: pipelined
- *     (W-1)/W*M*N*4 bytes of chunk staging, and 32 MB of cuBLASLt workspace. A heap that
- *     cannot hold the workspace: IRIS_ERROR_OUT_OF_MEMORY naming the bytes.
+ *   - Workspace, on the symmetric heap: pipelined and fused M*N*4 bytes (the receive
+ *     slots), plus M*N*sizeof(C type) for ALL_REDUCE; fused also 4 * (W * ceil(M/64) *
+ *     ceil(N/256) + 1033) bytes of flags, error record and counters; unfused M*N*4. Local
+ *     memory: pipelined (W-1)/W*M*N*4 bytes of chunk staging, and (pipelined, unfused) 32
+ *     MB of cuBLASLt workspace. A heap that cannot hold the workspace:
+ *     IRIS_ERROR_OUT_OF_MEMORY naming the bytes.
  *   - Ordering: run starts with a device barrier (every rank has reached the call, so its
  *     previous call's readers of the workspace are gone); when its work completes on the
  *     stream, C is final on this rank and A, B may be overwritten.
- *   - Waits: the only waits are the device barriers of iris_collectives.h (bounded by
- *     IRIS_WAIT_TIMEOUT_NS; a timeout is the context's fault, iris_get_async_error);
- *     iris_gemm_rs_check reports what the plan itself recorded (nothing on these paths).
+ *   - Waits: the device barriers of iris_collectives.h (bounded by IRIS_WAIT_TIMEOUT_NS;
+ *     a timeout is the context's fault, iris_get_async_error); fused path: the reduce
+ *     kernel's waits for the peers' tiles, bounded by IRIS_WAIT_TIMEOUT_NS, the first
+ *     expiry recorded in the plan's error record (iris_gemm.h's, the rest of that call's
+ *     waits then return at once, and the peers are told); iris_gemm_rs_check reports it.
  *   - Graphs: run allocates nothing and never synchronises the host: capture and replay
  *     freely. Create the plan before capturing.
- *   - AMD (hipcc): the paths need cuBLASLt; create returns IRIS_ERROR_UNSUPPORTED (fp8
- *     included). The device building blocks compile there (unverified on hardware).
+ *   - AMD (hipcc): the paths need cuBLASLt or the TMA core; create returns
+ *     IRIS_ERROR_UNSUPPORTED (fp8 included). The device building blocks compile there
+ *     (unverified on hardware).
+ *   - Fused path: bf16/fp16 inputs only (fp8: IRIS_ERROR_UNSUPPORTED); create needs the
+ *     TMA core in this binary for this GPU (an sm_90a pass, IRIS_GEMM_NO_CORE not defined;
+ *     else IRIS_ERROR_UNSUPPORTED).
  *
  * Device building blocks (C++, for users' own GEMM kernels; see
  * examples/gemm_reduce_scatter.cu): a grid of fp32 contribution slots on the heap,
@@ -115,7 +135,8 @@ extern "C" {
 /* Every rank, collective, outside graph capture. Checks the description (the same on
  * every rank, else IRIS_ERROR_MISMATCH on every rank; then the shape rules, else
  * IRIS_ERROR_INVALID_ARGUMENT naming the rule; e5m2, fp8 with b_transposed = 0, the fused
- * path, a multi-node context, no cuBLASLt: IRIS_ERROR_UNSUPPORTED), chooses the path,
+ * path without the TMA core or with fp8, the kernel-unfused path, a multi-node context, no
+ * cuBLASLt: IRIS_ERROR_UNSUPPORTED), chooses the path,
  * allocates the heap workspace (the same sequence on every rank; IRIS_ERROR_OUT_OF_MEMORY
  * naming the bytes when the heap cannot hold it) and the local buffers, prepares the
  * cuBLASLt GEMMs. A plan exists on every rank or on none; on failure nothing stays
@@ -139,7 +160,10 @@ IRIS_API iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
 /* Synchronous, after the plan's runs have completed on their streams. The pipelined and
  * unfused paths wait only in the device barriers of iris_collectives.h, which report their
  * own timeouts (iris_get_async_error): this returns IRIS_SUCCESS for them (and
- * IRIS_ERROR_INVALID_ARGUMENT for a NULL plan). */
+ * IRIS_ERROR_INVALID_ARGUMENT for a NULL plan). Fused path: the first wait for a peer's
+ * tile that ran past IRIS_WAIT_TIMEOUT_NS since the last check (IRIS_ERROR_TIMEOUT naming
+ * the call, the peer, the tile; or a peer that gave up on a call, or a stuck TMA pipeline),
+ * and clears the record; IRIS_SUCCESS when none. */
 IRIS_API iris_status_t iris_gemm_rs_check(iris_gemm_rs_t *p);
 /* The path the plan runs (IRIS_GEMM_PATH_AUTO for NULL). */
 IRIS_API iris_gemm_path_t iris_gemm_rs_path(const iris_gemm_rs_t *p);
