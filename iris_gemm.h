@@ -642,6 +642,27 @@ struct iris_ag_gemm_sched {
     return true;
   }
 };
+/* The sequence of GEMM slot `first` of `stride` over tiles_m x tiles_n tiles of Cfg (no
+ * trace plan: the caller sets d and slot to trace it). */
+template <class Cfg>
+IRIS_DEVICE_INLINE iris_ag_gemm_sched iris_ag_gemm_make_sched(int first, int stride, int tiles_m, int tiles_n, int rot, int raster) {
+  iris_ag_gemm_sched sc;
+  sc.first = first;
+  sc.stride = stride;
+  sc.tiles = tiles_m * tiles_n;
+  sc.tiles_m = tiles_m;
+  sc.tiles_n = tiles_n;
+  sc.rot = rot;
+  sc.bm = Cfg::BM;
+  sc.bn = Cfg::BN;
+  sc.raster = raster;
+#if defined(IRIS_GEMM_TRACE)
+  sc.d = nullptr;
+  sc.slot = 0;
+  sc.t0 = 0;
+#endif
+  return sc;
+}
 /* The TMA core's wait_a (the producer thread): before A[m0:m0+BM, k0:k0+64) is loaded,
  * wait for every k-group of that m-tile that starts in the slab (acquire, device scope:
  * the fetchers are on this GPU; the core adds the proxy fence before its TMA). */
@@ -747,16 +768,7 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
   if (slot < d.fetchers) {
     iris_ag_gemm_fetch_role<T>(d, slot, epoch);
   } else {
-    iris_ag_gemm_sched sc;
-    sc.first = slot - d.fetchers;
-    sc.stride = d.gemm_ctas;
-    sc.tiles = d.tiles_m * d.tiles_n;
-    sc.tiles_m = d.tiles_m;
-    sc.tiles_n = d.tiles_n;
-    sc.rot = d.rot;
-    sc.bm = Cfg::BM;
-    sc.bn = Cfg::BN;
-    sc.raster = d.raster;
+    iris_ag_gemm_sched sc = iris_ag_gemm_make_sched<Cfg>(slot - d.fetchers, d.gemm_ctas, d.tiles_m, d.tiles_n, d.rot, d.raster);
     iris_ag_gemm_tma_waiter w;
     w.err = d.err;
     w.flags = d.ready.flags;
@@ -768,7 +780,6 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
 #if defined(IRIS_GEMM_TRACE)
     sc.d = &d;
     sc.slot = slot;
-    sc.t0 = 0;
     w.d = &d;
     w.slot = slot;
 #endif

@@ -319,13 +319,16 @@ struct iris_gemm_rs_push_out {
   const iris_gemm_rs_fused_dev_t *d;
   size_t off; /* slot `me` of part, from this rank's heap base */
   unsigned epoch;
+  static constexpr bool hoist = true; /* a division and a table per row: once per row */
   /* one node (checked at create): rank q's heap is bases[q] */
   __device__ __forceinline__ float *operator()(int row) const {
     const int q = row / d->ml;
     return (float *)(d->ctx.bases[q] + off) + (size_t)(row - q * d->ml) * d->N;
   }
   __device__ __forceinline__ void done(int r0, int n0, int cw) const {
-    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory"); /* the warpgroup's stores are done */
+    /* the warpgroup's stores are done (ids fixed at compile time: ptxas then reserves 4) */
+    if (cw == 0) asm volatile("bar.sync 2, 128;\n" ::: "memory");
+    else asm volatile("bar.sync 3, 128;\n" ::: "memory");
     if (r0 >= d->M) return;
     const int q0 = r0 / d->ml, q1 = (min(r0 + 64, d->M) - 1) / d->ml, t = (int)threadIdx.x & 127;
     if (t <= q1 - q0) iris_signal(d->ctx, d->flags + ((size_t)d->ctx.rank * d->halves + r0 / 64) * d->tiles_n + n0 / BN, epoch, q0 + t);
@@ -346,21 +349,7 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_gemm_rs_fused_kernel(con
                                                                              const __grid_constant__ CUtensorMap tb) {
   extern __shared__ __align__(128) char iris_gemm_smem[];
   const unsigned epoch = d.counters[blockIdx.x] + 1;
-  iris_ag_gemm_sched sc;
-  sc.first = (int)blockIdx.x;
-  sc.stride = (int)gridDim.x;
-  sc.tiles = d.tiles_m * d.tiles_n;
-  sc.tiles_m = d.tiles_m;
-  sc.tiles_n = d.tiles_n;
-  sc.rot = d.rot;
-  sc.bm = Cfg::BM;
-  sc.bn = Cfg::BN;
-  sc.raster = d.raster;
-#if defined(IRIS_GEMM_TRACE)
-  sc.d = nullptr;
-  sc.slot = 0;
-  sc.t0 = 0;
-#endif
+  const iris_ag_gemm_sched sc = iris_ag_gemm_make_sched<Cfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, d.tiles_n, d.rot, d.raster);
   iris_gemm_rs_push_out<Cfg::BN> out;
   out.d = &d;
   out.off = (size_t)((const char *)(d.part + (size_t)d.ctx.rank * d.ml * d.N) - d.ctx.bases[d.ctx.local_rank]);
@@ -426,7 +415,7 @@ struct iris_gemm_rs {
 #define IRIS_GEMM_RS_BM 128
 #define IRIS_GEMM_RS_BN 256
 /* Words of the fused path's `sync` block (flags, error record, one counter per CTA slot). */
-static size_t iris_gemm_rs_sync_words(const iris_gemm_rs_desc_t *d, int W) {
+static inline size_t iris_gemm_rs_sync_words(const iris_gemm_rs_desc_t *d, int W) {
   return (size_t)W * (size_t)((d->M + 63) / 64) * (size_t)((d->N + IRIS_GEMM_RS_BN - 1) / IRIS_GEMM_RS_BN) + IRIS_GEMM_ERR_WORDS + IRIS_GEMM_MAX_SLOTS;
 }
 

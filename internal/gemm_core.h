@@ -386,6 +386,10 @@ template <typename OutT> struct iris_gc_rows {
   int ldc;
   __device__ __forceinline__ OutT *operator()(int row) const { return C + (size_t)row * ldc; }
 };
+/* Rows::hoist (optional, default false): true where rows(row) costs more than a multiply
+   (a division, a table): it is then called once per row before the column loop. */
+template <class R> __host__ __device__ constexpr auto iris_gc_rows_hoist(int) -> decltype(R::hoist, bool()) { return R::hoist; }
+template <class R> __host__ __device__ constexpr bool iris_gc_rows_hoist(long) { return false; }
 template <int MT, int NT, typename OutT, typename BiasT, class Rows>
 __device__ __forceinline__ void iris_gc_epilogue_rows(const float (&acc)[MT][NT][4], const Rows &rows, const BiasT *__restrict__ bias, int M, int N, int row0,
                                                       int col0, int lane) {
@@ -393,6 +397,15 @@ __device__ __forceinline__ void iris_gc_epilogue_rows(const float (&acc)[MT][NT]
   typedef iris_gc_out<OutT> O;
   typedef typename O::pair P;
   const int g = lane >> 2, t = lane & 3;
+  constexpr bool hoist = iris_gc_rows_hoist<Rows>(0);
+  OutT *rp[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 16 * mt + g + 8 * h;
+      rp[mt][h] = hoist && row < M ? rows(row) : nullptr;
+    }
 #pragma unroll
   for (int q = 0; q < NT / 4; ++q) {
     float bv[4][2];
@@ -414,7 +427,7 @@ __device__ __forceinline__ void iris_gc_epilogue_rows(const float (&acc)[MT][NT]
         for (int jj = 0; jj < 4; ++jj) v[jj] = O::pack(acc[mt][4 * q + jj][2 * h] + bv[jj][0], acc[mt][4 * q + jj][2 * h + 1] + bv[jj][1]);
         iris_gc_quad_transpose(v, t); /* all lanes take part, whatever their row */
         if (row < M) {
-          OutT *p = rows(row) + col;
+          OutT *p = (hoist ? rp[mt][h] : rows(row)) + col;
           if (col + 8 <= N) {
             O::store8(p, v);
           } else {

@@ -72,6 +72,8 @@
  *       OutT *out(int row) const        where row `row` (< M) of the tile goes: a pointer to
  *                                       its column 0 (rows of one tile may go to different
  *                                       buffers, e.g. to the GPUs that own them);
+ *                                       optional `static constexpr bool hoist = true`:
+ *                                       call it once per row per tile (costly maps);
  *       void out.done(int r0, int n0, int cw) const
  *                                       called by all 128 threads of consumer warpgroup cw
  *                                       (threads 128 + 128 * cw ...) after each stored
