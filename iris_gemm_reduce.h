@@ -491,6 +491,7 @@ static iris_status_t iris_gemm_rs_set_scales(iris_gemm_rs_t *p, const void *a_sc
 template <typename T, bool B_KN>
 static int iris_gemm_rs_launch_fused(iris_gemm_rs_t *p, const void *a, const void *b, iris_stream_t s, int setup) {
   typedef iris_ag_gemm_tma_cfg Cfg;
+  static_assert(Cfg::BM == IRIS_GEMM_RS_BM && Cfg::BN == IRIS_GEMM_RS_BN, "iris_gemm_rs: the flags are laid out for 128 x 256 tiles");
   void (*k)(const iris_gemm_rs_fused_dev_t, const CUtensorMap, const CUtensorMap) = iris_gemm_rs_fused_kernel<Cfg, T, B_KN>;
   CUtensorMap ta, tb;
   const int f16 = p->d.a_type == IRIS_FLOAT16;
