@@ -108,12 +108,15 @@ $(B)/gemm_test: tests/gemm_test.cu tests/test_util.h tests/gemm_values.h $(HDRS)
 # bound), and fetcher CTAs that start 100 ms late (the GEMM CTAs must fetch for them)
 $(B)/gemm_test_t2: tests/gemm_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL -DIRIS_GEMM_FETCHER_DELAY_NS=100000000ULL $< -o $@ -lcublasLt
-# GEMM + reduce-scatter / all-reduce (iris_gemm_reduce.h): the cuBLASLt paths only, so the
-# all-gather GEMM core is left out (IRIS_GEMM_NO_CORE in the sources): a short compile
-$(B)/gemm_rs_test: tests/gemm_rs_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) | $(B)
-	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt
-$(B)/bench_gemm_rs: bench/bench_gemm_rs.cu bench/bench_util.h bench/bench_gemm_util.h $(HDRS) | $(B)
-	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
+# GEMM + reduce-scatter / all-reduce (iris_gemm_reduce.h): every path; the fused one needs
+# the TMA GEMM core (sm_90a). _nocore: the cuBLASLt paths only (IRIS_GEMM_NO_CORE), a
+# shorter compile; its fused cases are skipped.
+$(B)/gemm_rs_test: tests/gemm_rs_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
+	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
+$(B)/gemm_rs_test_nocore: tests/gemm_rs_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) -DGEMM_RS_TEST_NO_CORE $< -o $@ -lcublasLt
+$(B)/bench_gemm_rs: bench/bench_gemm_rs.cu bench/bench_util.h bench/bench_gemm_util.h $(HDRS) $(CORE) | $(B)
+	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt
 $(B)/gemm_reduce_scatter: examples/gemm_reduce_scatter.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt
 $(B)/bench_ag_gemm: bench/bench_ag_gemm.cu bench/bench_util.h bench/bench_gemm_util.h $(HDRS) $(CORE) | $(B)

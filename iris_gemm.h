@@ -319,7 +319,9 @@ enum {
 };
 /* What failed. PEER_FAILED: a peer gave up on the call (PEER: that rank, GOT: its own
  * IRIS_GEMM_WAIT_*, WANT: the rank its wait was for, or -1). */
-enum { IRIS_GEMM_WAIT_ARRIVE = 1, IRIS_GEMM_WAIT_DONE, IRIS_GEMM_WAIT_READY, IRIS_GEMM_WAIT_PIPELINE, IRIS_GEMM_WAIT_PEER_FAILED };
+/* TILE: iris_gemm_reduce.h's fused path, an owner's wait for a peer's pushed tile (PEER:
+ * that rank, ITEM: the 64-row half * n-tiles + n-tile). */
+enum { IRIS_GEMM_WAIT_ARRIVE = 1, IRIS_GEMM_WAIT_DONE, IRIS_GEMM_WAIT_READY, IRIS_GEMM_WAIT_PIPELINE, IRIS_GEMM_WAIT_PEER_FAILED, IRIS_GEMM_WAIT_TILE };
 
 /* One thread: record a failed wait of call `epoch` (the first since the host last read the
  * record keeps its details) and abort the call. */
@@ -396,15 +398,15 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_wait_local(unsigned *err, const unsigned *f
  * peer (their waits of the call return at once, and their record says which rank gave up
  * and why: after a timed-out wait this rank may overwrite its A while a slow peer still
  * reads it, so the peer's C is suspect too). Idempotent: every CTA of the call does it. */
-IRIS_DEVICE_INLINE void iris_ag_gemm_tell_peers(const iris_ag_gemm_dev_t &d, unsigned epoch) {
-  if (iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(d.err + IRIS_GEMM_ERR_ABORT) != epoch) return;
-  const unsigned what = d.err[IRIS_GEMM_ERR_WHAT], why = d.err[IRIS_GEMM_ERR_PEER];
-  for (int q = 0; q < d.ctx.world_size; ++q) {
-    if (q == d.ctx.rank) continue;
-    unsigned *e = iris_translate(d.ctx, d.err, q);
+IRIS_DEVICE_INLINE void iris_gemm_err_tell_peers(const iris_device_ctx_t &ctx, unsigned *err, unsigned epoch) {
+  if (iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(err + IRIS_GEMM_ERR_ABORT) != epoch) return;
+  const unsigned what = err[IRIS_GEMM_ERR_WHAT], why = err[IRIS_GEMM_ERR_PEER];
+  for (int q = 0; q < ctx.world_size; ++q) {
+    if (q == ctx.rank) continue;
+    unsigned *e = iris_translate(ctx, err, q);
     iris_atomic_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(e + IRIS_GEMM_ERR_PEER_ABORT, epoch);
     if (iris_atomic_cas<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(e + IRIS_GEMM_ERR_WHAT, 0u, (unsigned)IRIS_GEMM_WAIT_PEER_FAILED) == 0u) {
-      e[IRIS_GEMM_ERR_PEER] = (unsigned)d.ctx.rank;
+      e[IRIS_GEMM_ERR_PEER] = (unsigned)ctx.rank;
       e[IRIS_GEMM_ERR_EPOCH] = epoch;
       e[IRIS_GEMM_ERR_BLOCK] = blockIdx.x;
       e[IRIS_GEMM_ERR_GOT] = what;
@@ -413,6 +415,7 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_tell_peers(const iris_ag_gemm_dev_t &d, uns
     }
   }
 }
+IRIS_DEVICE_INLINE void iris_ag_gemm_tell_peers(const iris_ag_gemm_dev_t &d, unsigned epoch) { iris_gemm_err_tell_peers(d.ctx, d.err, epoch); }
 
 /* Which rank holds element (row, col) of A, and its address there (before translation). */
 IRIS_DEVICE_INLINE int iris_ag_gemm_owner(const iris_ag_gemm_dev_t &d, int row, int col) {
@@ -639,7 +642,7 @@ struct iris_ag_gemm_sched {
   __device__ bool operator()(int i, int &m0, int &n0) {
     const int t = first + i * stride;
 #if defined(IRIS_GEMM_TRACE)
-    if (threadIdx.x == 128 && d->trace) {
+    if (threadIdx.x == 128 && d && d->trace) {
       const unsigned long long now = iris_detail_time_ns();
       if (i > 0) iris_gemm_trace_at(*d, slot, t0, now, IRIS_GEMM_EV_TILE, t - stride);
       t0 = now;
@@ -654,6 +657,27 @@ struct iris_ag_gemm_sched {
     return true;
   }
 };
+/* The sequence of GEMM slot `first` of `stride` over tiles_m x tiles_n tiles of Cfg (no
+ * trace plan: the caller sets d and slot to trace it). */
+template <class Cfg>
+IRIS_DEVICE_INLINE iris_ag_gemm_sched iris_ag_gemm_make_sched(int first, int stride, int tiles_m, int tiles_n, int rot, int raster) {
+  iris_ag_gemm_sched sc;
+  sc.first = first;
+  sc.stride = stride;
+  sc.tiles = tiles_m * tiles_n;
+  sc.tiles_m = tiles_m;
+  sc.tiles_n = tiles_n;
+  sc.rot = rot;
+  sc.bm = Cfg::BM;
+  sc.bn = Cfg::BN;
+  sc.raster = raster;
+#if defined(IRIS_GEMM_TRACE)
+  sc.d = nullptr;
+  sc.slot = 0;
+  sc.t0 = 0;
+#endif
+  return sc;
+}
 /* The TMA core's wait_a (the producer thread): before A[m0:m0+BM, k0:k0+64) is loaded,
  * wait for every k-group of that m-tile that starts in the slab (acquire, device scope:
  * the fetchers are on this GPU; the core adds the proxy fence before its TMA). */
@@ -759,16 +783,7 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
   if (slot < d.fetchers) {
     iris_ag_gemm_fetch_role<T>(d, slot, epoch);
   } else {
-    iris_ag_gemm_sched sc;
-    sc.first = slot - d.fetchers;
-    sc.stride = d.gemm_ctas;
-    sc.tiles = d.tiles_m * d.tiles_n;
-    sc.tiles_m = d.tiles_m;
-    sc.tiles_n = d.tiles_n;
-    sc.rot = d.rot;
-    sc.bm = Cfg::BM;
-    sc.bn = Cfg::BN;
-    sc.raster = d.raster;
+    iris_ag_gemm_sched sc = iris_ag_gemm_make_sched<Cfg>(slot - d.fetchers, d.gemm_ctas, d.tiles_m, d.tiles_n, d.rot, d.raster);
     iris_ag_gemm_tma_waiter w;
     w.err = d.err;
     w.flags = d.ready.flags;
@@ -780,7 +795,6 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
 #if defined(IRIS_GEMM_TRACE)
     sc.d = &d;
     sc.slot = slot;
-    sc.t0 = 0;
     w.d = &d;
     w.slot = slot;
 #endif
@@ -1773,9 +1787,27 @@ IRIS_DEF iris_status_t iris_ag_gemm_run_scaled(iris_ag_gemm_t *g, const void *a_
   return st != IRIS_SUCCESS ? st : st2;
 }
 
+#if defined(IRIS_GEMM_HAVE_CORE)
+/* Synchronous: copy a plan's error record (IRIS_GEMM_ERR_WORDS words at err, device) into
+ * e and clear its WHAT word when set (the next failure is recorded afresh). The runtime's
+ * status (IRIS_GEMM_OK: done). */
+static int iris_gemm_err_take(unsigned *err, unsigned *e) {
+  const unsigned zero = 0;
+  int rc;
+#if defined(IRIS_USE_HIP)
+  rc = (int)hipMemcpy(e, err, IRIS_GEMM_ERR_WORDS * sizeof(unsigned), hipMemcpyDeviceToHost);
+  if (rc == (int)hipSuccess && e[IRIS_GEMM_ERR_WHAT]) rc = (int)hipMemcpy(err + IRIS_GEMM_ERR_WHAT, &zero, sizeof zero, hipMemcpyHostToDevice);
+#else
+  rc = (int)cudaMemcpy(e, err, IRIS_GEMM_ERR_WORDS * sizeof(unsigned), cudaMemcpyDeviceToHost);
+  if (rc == (int)cudaSuccess && e[IRIS_GEMM_ERR_WHAT]) rc = (int)cudaMemcpy(err + IRIS_GEMM_ERR_WHAT, &zero, sizeof zero, cudaMemcpyHostToDevice);
+#endif
+  return rc;
+}
+#endif
+
 IRIS_DEF iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g) {
 #if defined(IRIS_GEMM_HAVE_CORE)
-  unsigned e[IRIS_GEMM_ERR_WORDS], zero = 0;
+  unsigned e[IRIS_GEMM_ERR_WORDS];
   int rc, peer;
   const char *path;
   double bound, pipe = 0;
@@ -1784,13 +1816,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g) {
   pipe = (double)IRIS_GEMM_PIPE_TIMEOUT_NS * 1e-9;
 #endif
   if (g->path != IRIS_GEMM_PATH_FUSED && g->path != IRIS_GEMM_PATH_KERNEL_UNFUSED) return IRIS_SUCCESS;
-#if defined(IRIS_USE_HIP)
-  rc = (int)hipMemcpy(e, g->dev.err, sizeof e, hipMemcpyDeviceToHost);
-  if (rc == (int)hipSuccess && e[IRIS_GEMM_ERR_WHAT]) rc = (int)hipMemcpy(g->dev.err + IRIS_GEMM_ERR_WHAT, &zero, sizeof zero, hipMemcpyHostToDevice);
-#else
-  rc = (int)cudaMemcpy(e, g->dev.err, sizeof e, cudaMemcpyDeviceToHost);
-  if (rc == (int)cudaSuccess && e[IRIS_GEMM_ERR_WHAT]) rc = (int)cudaMemcpy(g->dev.err + IRIS_GEMM_ERR_WHAT, &zero, sizeof zero, cudaMemcpyHostToDevice);
-#endif
+  rc = iris_gemm_err_take(g->dev.err, e);
   if (rc != (int)IRIS_GEMM_OK) return iris_gemm_gpu_fail(g->ctx, "iris_ag_gemm_check: reading the error record", rc);
   if (!e[IRIS_GEMM_ERR_WHAT]) return IRIS_SUCCESS;
   path = iris_gemm_path_name(g->path);

@@ -33,10 +33,22 @@
  *                               into the heap, a device barrier, then one SM kernel that
  *                               reads the W partials of its rows through the heap (all rows
  *                               for ALL_REDUCE) and reduces them.
- *     IRIS_GEMM_PATH_FUSED      not in this version (a GEMM kernel whose epilogue pushes
- *                               each tile to its owner: create returns IRIS_ERROR_UNSUPPORTED;
- *                               the device building blocks below are its pieces).
- *   AUTO picks per shape (iris_gemm_rs_choose_path).
+ *     IRIS_GEMM_PATH_FUSED      (NVIDIA Hopper, sm_90a build with the GEMM core; bf16/fp16
+ *                               inputs) one persistent kernel on the TMA/wgmma core
+ *                               (internal/gemm_core_tma.h, one CTA per SM) computes the fp32
+ *                               partial in 128 x 256 tiles in owner order (rows of rank r+1
+ *                               first, own rows last); its epilogue stores each tile's rows
+ *                               straight into their owners' receive slots (a tile may span
+ *                               owners) and, per 64-row half tile, release-signals a flag
+ *                               on each owner (system scope, the call's epoch). A reduce
+ *                               kernel on the same stream waits (bounded) for the W flags of
+ *                               each of its half tiles and reduces as above (ALL_REDUCE:
+ *                               the same all-gather of the rounded rows as the pipelined
+ *                               path). Epochs come from per-CTA counters on the device, so
+ *                               graph replays work. Elsewhere (AMD, no core, no sm_90a
+ *                               pass): create returns IRIS_ERROR_UNSUPPORTED.
+ *   AUTO picks per shape (iris_gemm_rs_choose_path): pipelined for W > 1 (not yet measured
+ *   against the fused path on several GPUs), unfused for W = 1.
  *
  * Quick start
  *     #define IRIS_IMPLEMENTATION
@@ -66,20 +78,28 @@
  *     create returns IRIS_ERROR_UNSUPPORTED).
  *   - One node: a context that spans several nodes (iris_num_nodes > 1) is refused with
  *     IRIS_ERROR_UNSUPPORTED, as by iris_ag_gemm_create.
- *   - Workspace, on the symmetric heap: pipelined M*N*4 bytes (the receive slots), plus
- *     M*N*sizeof(C type) for ALL_REDUCE; unfused M*N*4. Local memory: pipelined
- *     (W-1)/W*M*N*4 bytes of chunk staging, and 32 MB of cuBLASLt workspace. A heap that
- *     cannot hold the workspace: IRIS_ERROR_OUT_OF_MEMORY naming the bytes.
+ *   - Workspace, on the symmetric heap: pipelined and fused M*N*4 bytes (the receive
+ *     slots), plus M*N*sizeof(C type) for ALL_REDUCE; fused also 4 * (W * ceil(M/64) *
+ *     ceil(N/256) + 1033) bytes of flags, error record and counters; unfused M*N*4. Local
+ *     memory: pipelined (W-1)/W*M*N*4 bytes of chunk staging, and (pipelined, unfused) 32
+ *     MB of cuBLASLt workspace. A heap that cannot hold the workspace:
+ *     IRIS_ERROR_OUT_OF_MEMORY naming the bytes.
  *   - Ordering: run starts with a device barrier (every rank has reached the call, so its
  *     previous call's readers of the workspace are gone); when its work completes on the
  *     stream, C is final on this rank and A, B may be overwritten.
- *   - Waits: the only waits are the device barriers of iris_collectives.h (bounded by
- *     IRIS_WAIT_TIMEOUT_NS; a timeout is the context's fault, iris_get_async_error);
- *     iris_gemm_rs_check reports what the plan itself recorded (nothing on these paths).
+ *   - Waits: the device barriers of iris_collectives.h (bounded by IRIS_WAIT_TIMEOUT_NS;
+ *     a timeout is the context's fault, iris_get_async_error); fused path: the reduce
+ *     kernel's waits for the peers' tiles, bounded by IRIS_WAIT_TIMEOUT_NS, the first
+ *     expiry recorded in the plan's error record (iris_gemm.h's, the rest of that call's
+ *     waits then return at once, and the peers are told); iris_gemm_rs_check reports it.
  *   - Graphs: run allocates nothing and never synchronises the host: capture and replay
  *     freely. Create the plan before capturing.
- *   - AMD (hipcc): the paths need cuBLASLt; create returns IRIS_ERROR_UNSUPPORTED (fp8
- *     included). The device building blocks compile there (unverified on hardware).
+ *   - AMD (hipcc): the paths need cuBLASLt or the TMA core; create returns
+ *     IRIS_ERROR_UNSUPPORTED (fp8 included). The device building blocks compile there
+ *     (unverified on hardware).
+ *   - Fused path: bf16/fp16 inputs only (fp8: IRIS_ERROR_UNSUPPORTED); create needs the
+ *     TMA core in this binary for this GPU (an sm_90a pass, IRIS_GEMM_NO_CORE not defined;
+ *     else IRIS_ERROR_UNSUPPORTED).
  *
  * Device building blocks (C++, for users' own GEMM kernels; see
  * examples/gemm_reduce_scatter.cu): a grid of fp32 contribution slots on the heap,
@@ -115,7 +135,8 @@ extern "C" {
 /* Every rank, collective, outside graph capture. Checks the description (the same on
  * every rank, else IRIS_ERROR_MISMATCH on every rank; then the shape rules, else
  * IRIS_ERROR_INVALID_ARGUMENT naming the rule; e5m2, fp8 with b_transposed = 0, the fused
- * path, a multi-node context, no cuBLASLt: IRIS_ERROR_UNSUPPORTED), chooses the path,
+ * path without the TMA core or with fp8, the kernel-unfused path, a multi-node context, no
+ * cuBLASLt: IRIS_ERROR_UNSUPPORTED), chooses the path,
  * allocates the heap workspace (the same sequence on every rank; IRIS_ERROR_OUT_OF_MEMORY
  * naming the bytes when the heap cannot hold it) and the local buffers, prepares the
  * cuBLASLt GEMMs. A plan exists on every rank or on none; on failure nothing stays
@@ -139,7 +160,10 @@ IRIS_API iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
 /* Synchronous, after the plan's runs have completed on their streams. The pipelined and
  * unfused paths wait only in the device barriers of iris_collectives.h, which report their
  * own timeouts (iris_get_async_error): this returns IRIS_SUCCESS for them (and
- * IRIS_ERROR_INVALID_ARGUMENT for a NULL plan). */
+ * IRIS_ERROR_INVALID_ARGUMENT for a NULL plan). Fused path: the first wait for a peer's
+ * tile that ran past IRIS_WAIT_TIMEOUT_NS since the last check (IRIS_ERROR_TIMEOUT naming
+ * the call, the peer, the tile; or a peer that gave up on a call, or a stuck TMA pipeline),
+ * and clears the record; IRIS_SUCCESS when none. */
 IRIS_API iris_status_t iris_gemm_rs_check(iris_gemm_rs_t *p);
 /* The path the plan runs (IRIS_GEMM_PATH_AUTO for NULL). */
 IRIS_API iris_gemm_path_t iris_gemm_rs_path(const iris_gemm_rs_t *p);
@@ -226,11 +250,11 @@ template <typename OutT>
 struct alignas(4 * sizeof(OutT)) iris_gemm_rs_vec4 {
   OutT v[4];
 };
+/* One thread: the 4 values of vector i (elements 4i .. 4i+3 of the rows x N block) of a. */
 template <typename OutT>
-__global__ void iris_gemm_rs_reduce_kernel(iris_gemm_rs_red_t a) {
-  const long long nv = a.rows * a.N / 4;
+IRIS_DEVICE_INLINE void iris_gemm_rs_sum4(const iris_gemm_rs_red_t &a, long long i) {
   const OutT *bias = (const OutT *)a.bias;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < nv; i += (long long)gridDim.x * blockDim.x) {
+  {
     const long long col = (i * 4) % a.N;
     float4 s = *((const float4 *)a.src[0] + i);
     for (int q = 1; q < a.nsrc; ++q) {
@@ -251,6 +275,117 @@ __global__ void iris_gemm_rs_reduce_kernel(iris_gemm_rs_red_t a) {
     for (int k = 0; k < a.nout; ++k) ((iris_gemm_rs_vec4<OutT> *)a.out[k])[i] = o;
   }
 }
+template <typename OutT>
+__global__ void iris_gemm_rs_reduce_kernel(iris_gemm_rs_red_t a) {
+  const long long nv = a.rows * a.N / 4;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < nv; i += (long long)gridDim.x * blockDim.x) iris_gemm_rs_sum4<OutT>(a, i);
+}
+
+#if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
+/* ========================================================================= */
+/*     the fused path: a TMA-core GEMM that pushes its tiles to their owners    */
+/* ========================================================================= */
+/* Protocol of a call (epoch e = the CTA's counter + 1: every call runs every CTA of the
+ * GEMM kernel once, so e is the same on every rank and CTA; kept on the device, so graph
+ * replays advance it):
+ *   GEMM kernel (grid: one CTA per SM): this rank's fp32 partial P = A_r * B_r, 128 x BN
+ *     tiles in owner order (m-tiles from the row owned by rank me+1 on, wrapping: this
+ *     rank's own rows last; groups of `raster` m-tiles share B in L2). The epilogue
+ *     stores row `row` of a tile into slot `me` of its owner q = row / ml (part on rank q:
+ *     [W][ml][N] fp32; a tile's rows may go to several owners). After a consumer
+ *     warpgroup stored its 64-row half, its 128 threads meet (bar.sync 2 + cw, 128) and
+ *     thread t release-stores e (system scope) into flag (me, half, n-tile) of the t-th
+ *     owner of the half's rows.
+ *   reduce kernel (same stream, after it): for each (64-row half, n-tile) that holds rows
+ *     of this rank, threads 0..W-1 wait (acquire, system, bounded) until flag (q, half,
+ *     n-tile) reached e, the block meets, then sums slots 0..W-1 in that order (+ bias,
+ *     one rounding) into C (and, ALL_REDUCE, into every peer's `red` copy).
+ *   Slot reuse: run opens with a device barrier, which a rank passes only after every
+ *     rank's reduce kernel of the previous call has finished: no push of call e+1 lands
+ *     in a slot before its owner has read it for call e. */
+typedef struct iris_gemm_rs_fused_dev {
+  iris_device_ctx_t ctx;
+  float *part;        /* heap [W][ml][N] fp32: slot q holds rank q's partial of this rank's rows */
+  unsigned *flags;    /* heap [W][halves][tiles_n]: epochs (source, 64-row half, n-tile) */
+  unsigned *err;      /* heap [IRIS_GEMM_ERR_WORDS], local use: the error record (iris_gemm.h) */
+  unsigned *counters; /* heap [ctas], local use: the epoch of each GEMM CTA */
+  int M, N, K, ml, halves, tiles_m, tiles_n, rot, raster;
+} iris_gemm_rs_fused_dev_t;
+
+/* The GEMM's output policy (internal/gemm_core_tma.h): rows into their owners' slots,
+ * each finished half tile signalled to the owners of its rows. */
+template <int BN>
+struct iris_gemm_rs_push_out {
+  const iris_gemm_rs_fused_dev_t *d;
+  size_t off; /* slot `me` of part, from this rank's heap base */
+  unsigned epoch;
+  static constexpr bool hoist = true; /* a division and a table per row: once per row */
+  /* one node (checked at create): rank q's heap is bases[q] */
+  __device__ __forceinline__ float *operator()(int row) const {
+    const int q = row / d->ml;
+    return (float *)(d->ctx.bases[q] + off) + (size_t)(row - q * d->ml) * d->N;
+  }
+  __device__ __forceinline__ void done(int r0, int n0, int cw) const {
+    /* the warpgroup's stores are done (ids fixed at compile time: ptxas then reserves 4) */
+    if (cw == 0) asm volatile("bar.sync 2, 128;\n" ::: "memory");
+    else asm volatile("bar.sync 3, 128;\n" ::: "memory");
+    if (r0 >= d->M) return;
+    const int q0 = r0 / d->ml, q1 = (min(r0 + 64, d->M) - 1) / d->ml, t = (int)threadIdx.x & 127;
+    if (t <= q1 - q0) iris_signal(d->ctx, d->flags + ((size_t)d->ctx.rank * d->halves + r0 / 64) * d->tiles_n + n0 / BN, epoch, q0 + t);
+  }
+};
+/* The GEMM waits for nothing (A and B are local); a stuck pipeline wait (a bug) is
+ * recorded in the error word. */
+struct iris_gemm_rs_no_wait {
+  unsigned *err;
+  unsigned epoch;
+  __device__ void operator()(int, int) const {}
+  __device__ void stalled() const { iris_ag_gemm_fail(err, epoch, IRIS_GEMM_WAIT_PIPELINE, -1, 0, 0, -1); }
+};
+template <> struct iris_gc_waits<iris_gemm_rs_no_wait> { enum { value = 0 }; };
+
+template <class Cfg, typename T, bool B_KN>
+__global__ void __launch_bounds__(Cfg::threads, 1) iris_gemm_rs_fused_kernel(const __grid_constant__ iris_gemm_rs_fused_dev_t d, const __grid_constant__ CUtensorMap ta,
+                                                                             const __grid_constant__ CUtensorMap tb) {
+  extern __shared__ __align__(128) char iris_gemm_smem[];
+  const unsigned epoch = d.counters[blockIdx.x] + 1;
+  const iris_ag_gemm_sched sc = iris_ag_gemm_make_sched<Cfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, d.tiles_n, d.rot, d.raster);
+  iris_gemm_rs_push_out<Cfg::BN> out;
+  out.d = &d;
+  out.off = (size_t)((const char *)(d.part + (size_t)d.ctx.rank * d.ml * d.N) - d.ctx.bases[d.ctx.local_rank]);
+  out.epoch = epoch;
+  iris_gemm_rs_no_wait w = {d.err, epoch};
+  iris_gemm_tma_tiles_out<Cfg, T, B_KN, float>(&ta, &tb, out, (const float *)nullptr, d.M, d.N, d.K, sc, w, iris_gemm_smem, iris_gemm_no_side());
+  if (threadIdx.x == 0) {
+    iris_gemm_err_tell_peers(d.ctx, d.err, epoch);
+    d.counters[blockIdx.x] = epoch;
+  }
+}
+
+/* The owner's reduction: work items (64-row half, n-tile) over this rank's rows; r as for
+ * iris_gemm_rs_reduce_kernel (rows: ml, src: the W slots). The epoch: counters[0], stored
+ * by the GEMM kernel of this call, which completed before (stream order). */
+template <typename OutT>
+__global__ void __launch_bounds__(512) iris_gemm_rs_fused_reduce_kernel(const __grid_constant__ iris_gemm_rs_fused_dev_t d, const __grid_constant__ iris_gemm_rs_red_t r,
+                                                                        int bn) {
+  const int W = d.ctx.world_size, row0 = d.ctx.rank * d.ml, h0 = row0 / 64, h1 = (row0 + d.ml - 1) / 64;
+  const int items = (h1 - h0 + 1) * d.tiles_n, nq = d.N / 4;
+  const unsigned epoch = d.counters[0];
+  for (int it = (int)blockIdx.x; it < items; it += (int)gridDim.x) {
+    const int h = h0 + it / d.tiles_n, nt = it % d.tiles_n;
+    int ok = 1;
+    if ((int)threadIdx.x < W)
+      ok = iris_ag_gemm_wait_flag<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(d.err, d.flags + ((size_t)threadIdx.x * d.halves + h) * d.tiles_n + nt, epoch, epoch,
+                                                                         IRIS_GEMM_WAIT_TILE, (int)threadIdx.x, h * d.tiles_n + nt);
+    if (!__syncthreads_and(ok)) continue; /* recorded; these rows of C stay unwritten */
+    const int ra = max(h * 64, row0) - row0, rb = min(h * 64 + 64, row0 + d.ml) - row0;
+    const int ca = nt * bn / 4, w = min(nt * bn + bn, d.N) / 4 - ca;
+    for (int i = (int)threadIdx.x; i < (rb - ra) * w; i += (int)blockDim.x) iris_gemm_rs_sum4<OutT>(r, (long long)(ra + i / w) * nq + ca + i % w);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) iris_gemm_err_tell_peers(d.ctx, d.err, epoch);
+}
+#endif /* IRIS_GEMM_HAVE_CORE && !IRIS_USE_HIP */
 
 /* ========================================================================= */
 /*                               host side                                   */
@@ -270,7 +405,19 @@ struct iris_gemm_rs {
   iris_stream_t copy;    /* pipelined: the push stream */
   iris_gemm_event_t fork, join, done[IRIS_MAX_RANKS];
   int sms;
+  unsigned *sync;        /* heap, fused: the flags [W][halves][tiles_n], the error record, the CTA counters */
+  int rctas;             /* fused: CTAs of the reduce kernel */
+#if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
+  iris_gemm_rs_fused_dev_t fd; /* fused: the kernels' view */
+#endif
 };
+/* The fused path's tiles (the TMA core's large configuration, 128 x 256). */
+#define IRIS_GEMM_RS_BM 128
+#define IRIS_GEMM_RS_BN 256
+/* Words of the fused path's `sync` block (flags, error record, one counter per CTA slot). */
+static inline size_t iris_gemm_rs_sync_words(const iris_gemm_rs_desc_t *d, int W) {
+  return (size_t)W * (size_t)((d->M + 63) / 64) * (size_t)((d->N + IRIS_GEMM_RS_BN - 1) / IRIS_GEMM_RS_BN) + IRIS_GEMM_ERR_WORDS + IRIS_GEMM_MAX_SLOTS;
+}
 
 IRIS_DEF iris_gemm_path_t iris_gemm_rs_path(const iris_gemm_rs_t *p) { return p ? p->path : IRIS_GEMM_PATH_AUTO; }
 
@@ -304,13 +451,94 @@ static iris_status_t iris_gemm_rs_check_desc(const iris_gemm_rs_desc_t *d, int W
   else if (d->a_type == IRIS_FLOAT8_E4M3 && (d->K / W) % 16) bad = "fp8 inputs need K/world_size a multiple of 16 (16-byte rows of A and B, cuBLASLt's fp8 rule)";
   else if ((unsigned)d->path >= IRIS_GEMM_PATH_COUNT) bad = "unknown path";
   if (bad) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_create: %s", me, bad);
-  if (d->path == IRIS_GEMM_PATH_FUSED || d->path == IRIS_GEMM_PATH_KERNEL_UNFUSED)
-    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: path '%s' is not in this version: use IRIS_GEMM_PATH_PIPELINED, _UNFUSED or _AUTO", me,
-                            iris_gemm_path_name(d->path));
+  if (d->path == IRIS_GEMM_PATH_KERNEL_UNFUSED)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: path '%s' is not in this version: use IRIS_GEMM_PATH_PIPELINED, _UNFUSED, _FUSED or _AUTO",
+                            me, iris_gemm_path_name(d->path));
+#if !defined(IRIS_GEMM_HAVE_CORE) || defined(IRIS_USE_HIP)
+  if (d->path == IRIS_GEMM_PATH_FUSED)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                            "rank %d: iris_gemm_rs_create: the fused path needs NVIDIA's TMA GEMM core, not in this build (AMD, or IRIS_GEMM_NO_CORE): use "
+                            "IRIS_GEMM_PATH_PIPELINED, _UNFUSED or _AUTO", me);
+#endif
+  if (d->path == IRIS_GEMM_PATH_FUSED && d->a_type == IRIS_FLOAT8_E4M3)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: the fused path takes bf16 or fp16 inputs (not fp8)", me);
   return IRIS_SUCCESS;
 }
 
 #if defined(IRIS_GEMM_HAVE_BLAS)
+#if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
+/* The fused GEMM kernel's launch for one input type and B layout (setup = 1: only raise
+ * its shared-memory limit, at create). Tensor maps of A_r (M x K/W) and B_r, made per call
+ * on the host (the buffers may change between calls; no GPU work, so capture is fine). */
+template <typename T, bool B_KN>
+static int iris_gemm_rs_launch_fused(iris_gemm_rs_t *p, const void *a, const void *b, iris_stream_t s, int setup) {
+  typedef iris_ag_gemm_tma_cfg Cfg;
+  static_assert(Cfg::BM == IRIS_GEMM_RS_BM && Cfg::BN == IRIS_GEMM_RS_BN, "iris_gemm_rs: the flags are laid out for 128 x 256 tiles");
+  void (*k)(const iris_gemm_rs_fused_dev_t, const CUtensorMap, const CUtensorMap) = iris_gemm_rs_fused_kernel<Cfg, T, B_KN>;
+  CUtensorMap ta, tb;
+  const int f16 = p->d.a_type == IRIS_FLOAT16;
+  cudaError_t e;
+  if (setup) return (int)cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Cfg::smem_bytes);
+  if ((e = iris_gemm_tma_map(&ta, a, f16, p->d.M, p->kl, p->kl, Cfg::BM)) != cudaSuccess) return (int)e;
+  if ((e = iris_gemm_tma_map_b<Cfg>(&tb, b, f16, B_KN, p->kl, p->d.N, B_KN ? p->d.N : p->kl)) != cudaSuccess) return (int)e;
+  k<<<p->sms, Cfg::threads, Cfg::smem_bytes, s>>>(p->fd, ta, tb);
+  return (int)cudaGetLastError();
+}
+static int iris_gemm_rs_launch_fused_any(iris_gemm_rs_t *p, const void *a, const void *b, iris_stream_t s, int setup) {
+  const int kn = !p->d.b_transposed;
+  if (p->d.a_type == IRIS_FLOAT16)
+    return kn ? iris_gemm_rs_launch_fused<iris_gemm_elem_f16_t, true>(p, a, b, s, setup) : iris_gemm_rs_launch_fused<iris_gemm_elem_f16_t, false>(p, a, b, s, setup);
+  return kn ? iris_gemm_rs_launch_fused<iris_gemm_elem_bf16_t, true>(p, a, b, s, setup) : iris_gemm_rs_launch_fused<iris_gemm_elem_bf16_t, false>(p, a, b, s, setup);
+}
+#endif
+
+/* The fused path's local part of create (after the heap blocks). Collective first (every
+ * rank gets here: the heap verdict is the same everywhere): which ranks share this GPU,
+ * to size the reduce kernel (its CTAs wait for peers' tiles, so where ranks share a GPU
+ * they hold at most half of its SMs together and the peers' GEMM CTAs always find SMs).
+ * Then the TMA core's presence (else IRIS_ERROR_UNSUPPORTED) and the kernels' setup. */
+static iris_status_t iris_gemm_rs_create_fused(iris_gemm_rs_t *p) {
+#if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
+  iris_gemm_rs_fused_dev_t *v = &p->fd;
+  const long long halves = (p->d.M + 63) / 64, tiles_n = (p->d.N + IRIS_GEMM_RS_BN - 1) / IRIS_GEMM_RS_BN;
+  int key[3] = {0, 0, 0}, keys[IRIS_MAX_RANKS][3], share = 0, q, e;
+  iris_status_t st;
+  cudaDeviceGetAttribute(&key[0], cudaDevAttrPciDomainId, iris_device(p->ctx));
+  cudaDeviceGetAttribute(&key[1], cudaDevAttrPciBusId, iris_device(p->ctx));
+  cudaDeviceGetAttribute(&key[2], cudaDevAttrPciDeviceId, iris_device(p->ctx));
+  if ((st = iris_allgather_host(p->ctx, key, keys, sizeof key)) != IRIS_SUCCESS) return st;
+  for (q = 0; q < p->W; ++q) share += !memcmp(keys[q], key, sizeof key);
+  if (!iris_gemm_probe_wgmma())
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                            "rank %d: iris_gemm_rs_create: the fused path needs the TMA GEMM core (wgmma): build with an sm_90a device pass (-arch=sm_90a) and "
+                            "run on a Hopper GPU", p->me);
+  if (p->sms < 1 || p->sms > IRIS_GEMM_MAX_SLOTS) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: %d SMs", p->me, p->sms);
+  if ((e = iris_gemm_rs_launch_fused_any(p, NULL, NULL, NULL, 1)) != (int)cudaSuccess) return iris_gemm_gpu_fail(p->ctx, "setting the fused kernel's shared memory", e);
+  p->rctas = p->sms / (2 * (share > 0 ? share : 1));
+  if (p->rctas < 1) p->rctas = 1;
+  if ((long long)p->rctas > ((p->ml + 63) / 64 + 1) * tiles_n) p->rctas = (int)(((p->ml + 63) / 64 + 1) * tiles_n);
+  memset(v, 0, sizeof *v);
+  v->ctx = iris_device_context(p->ctx);
+  v->part = p->part;
+  v->flags = p->sync;
+  v->err = p->sync + (size_t)p->W * halves * tiles_n;
+  v->counters = v->err + IRIS_GEMM_ERR_WORDS;
+  v->M = (int)p->d.M;
+  v->N = (int)p->d.N;
+  v->K = (int)p->kl;
+  v->ml = (int)p->ml;
+  v->halves = (int)halves;
+  v->tiles_m = (int)((p->d.M + IRIS_GEMM_RS_BM - 1) / IRIS_GEMM_RS_BM);
+  v->tiles_n = (int)tiles_n;
+  /* owner order: first the m-tile that holds rank me+1's first row */
+  v->rot = (int)((long long)((p->me + 1) % p->W) * p->ml / IRIS_GEMM_RS_BM);
+  v->raster = 8; /* groups of 8 m-tiles share B tiles in L2 */
+  return IRIS_SUCCESS;
+#else
+  return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: no fused path in this build", p->me);
+#endif
+}
+
 /* The local part of create, after the heap blocks: cuBLASLt (through iris_gemm.h's helpers,
  * on a bare iris_ag_gemm_t that describes the local GEMM), chunk staging, the push stream
  * and its events. Returns the first failure. */
@@ -320,6 +548,7 @@ static iris_status_t iris_gemm_rs_create_local(iris_gemm_rs_t *p) {
   iris_status_t st;
   int q;
   cudaDeviceGetAttribute(&p->sms, cudaDevAttrMultiProcessorCount, iris_device(p->ctx));
+  if (p->path == IRIS_GEMM_PATH_FUSED) return iris_gemm_rs_create_fused(p);
   if (!(g = p->blas = (iris_ag_gemm_t *)calloc(1, sizeof *g))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
   g->ctx = p->ctx;
   g->W = p->W;
@@ -391,6 +620,41 @@ static iris_status_t iris_gemm_rs_run_unfused(iris_gemm_rs_t *p, const char *a, 
   return iris_gemm_rs_reduce(p, &r, s);
 }
 
+/* The reduction of this rank's rows from the W receive slots (pipelined, fused): into C
+ * (ALL_REDUCE: its own rows of C, and the same rows of every peer's `red` copy). */
+static void iris_gemm_rs_own_rows(iris_gemm_rs_t *g, iris_gemm_rs_red_t *r, const void *bias, void *c) {
+  const long long N = g->d.N, ml = g->ml;
+  const int all = g->d.op == IRIS_GEMM_ALL_REDUCE;
+  int q;
+  memset(r, 0, sizeof *r);
+  for (q = 0; q < g->W; ++q) r->src[q] = g->part + (size_t)q * ml * N;
+  r->nsrc = g->W;
+  r->bias = bias;
+  r->rows = ml;
+  r->N = N;
+  r->out[r->nout++] = all ? (char *)c + (size_t)g->me * ml * N * g->cs : c;
+  if (all)
+    for (q = 0; q < g->W; ++q) {
+      void *dst;
+      if (q == g->me) continue;
+      iris_translate_host(g->ctx, g->red + (size_t)g->me * ml * N * g->cs, q, &dst);
+      r->out[r->nout++] = dst;
+    }
+}
+/* ALL_REDUCE after the reduction of the own rows: a barrier (every rank's rows are in
+ * `red`), then this rank copies the peers' rows from `red` into C. */
+static iris_status_t iris_gemm_rs_gather(iris_gemm_rs_t *g, void *c, iris_stream_t s) {
+  const size_t rows_bytes = (size_t)g->ml * g->d.N * g->cs;
+  iris_status_t st;
+  int q;
+  if ((st = iris_barrier_device(g->ctx, s)) != IRIS_SUCCESS) return st;
+  for (q = 0; q < g->W; ++q) {
+    if (q == g->me) continue;
+    IRIS_GEMM_TRY(iris_coll_memcpy_async((char *)c + q * rows_bytes, g->red + q * rows_bytes, rows_bytes, s), "copying the peers' rows into C");
+  }
+  return IRIS_SUCCESS;
+}
+
 /* PIPELINED: the chunk GEMMs in owner order (me+1, ..., me-1, me) on the caller's stream;
  * each non-own chunk goes to the staging buffer, and the push stream copies it into its
  * owner's slot `me` as soon as it is done; the own chunk lands in the own slot. Then the
@@ -422,29 +686,30 @@ static iris_status_t iris_gemm_rs_run_pipelined(iris_gemm_rs_t *g, const char *a
   IRIS_GEMM_TRY(iris_gemm_record(g->join, g->copy), "recording the push stream's end");
   IRIS_GEMM_TRY(iris_gemm_wait_event(s, g->join), "joining the push stream");
   if ((st = iris_barrier_device(g->ctx, s)) != IRIS_SUCCESS) return st; /* every slot full */
-  memset(&r, 0, sizeof r);
-  for (q = 0; q < g->W; ++q) r.src[q] = g->part + (size_t)q * ml * N;
-  r.nsrc = g->W;
-  r.bias = bias;
-  r.rows = ml;
-  r.N = N;
-  r.out[r.nout++] = all ? (char *)c + (size_t)g->me * ml * N * g->cs : c;
-  if (all)
-    for (q = 0; q < g->W; ++q) {
-      void *dst;
-      if (q == g->me) continue;
-      iris_translate_host(g->ctx, g->red + (size_t)g->me * ml * N * g->cs, q, &dst);
-      r.out[r.nout++] = dst;
-    }
+  iris_gemm_rs_own_rows(g, &r, bias, c);
   if ((st = iris_gemm_rs_reduce(g, &r, s)) != IRIS_SUCCESS || !all) return st;
-  if ((st = iris_barrier_device(g->ctx, s)) != IRIS_SUCCESS) return st; /* every rank's rows are in `red` */
-  for (q = 0; q < g->W; ++q) {
-    const size_t off = (size_t)q * ml * N * g->cs;
-    if (q == g->me) continue;
-    IRIS_GEMM_TRY(iris_coll_memcpy_async((char *)c + off, g->red + off, (size_t)ml * N * g->cs, s), "copying the peers' rows into C");
-  }
-  return IRIS_SUCCESS;
+  return iris_gemm_rs_gather(g, c, s);
 }
+
+#if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
+/* FUSED: the GEMM kernel (pushes every tile to its owner, signals it), then the reduce
+ * kernel (waits for the W contributions of each of its tiles, reduces them); ALL_REDUCE:
+ * as the pipelined path after its reduction (iris_gemm_rs_gather). Protocol at
+ * iris_gemm_rs_fused_dev_t. */
+static iris_status_t iris_gemm_rs_run_fused(iris_gemm_rs_t *g, const void *a, const void *b, const void *bias, void *c, iris_stream_t s) {
+  iris_gemm_rs_red_t r;
+  int e;
+  if ((e = iris_gemm_rs_launch_fused_any(g, a, b, s, 0)) != (int)cudaSuccess) return iris_gemm_gpu_fail(g->ctx, "launching the fused GEMM kernel", e);
+  iris_gemm_rs_own_rows(g, &r, bias, c);
+  switch (g->d.c_type) {
+  case IRIS_BFLOAT16: iris_gemm_rs_fused_reduce_kernel<iris_bf16_t><<<g->rctas, 512, 0, s>>>(g->fd, r, IRIS_GEMM_RS_BN); break;
+  case IRIS_FLOAT16: iris_gemm_rs_fused_reduce_kernel<iris_f16_t><<<g->rctas, 512, 0, s>>>(g->fd, r, IRIS_GEMM_RS_BN); break;
+  default: iris_gemm_rs_fused_reduce_kernel<float><<<g->rctas, 512, 0, s>>>(g->fd, r, IRIS_GEMM_RS_BN); break;
+  }
+  if ((e = (int)cudaGetLastError()) != (int)cudaSuccess) return iris_gemm_gpu_fail(g->ctx, "launching the fused reduce kernel", e);
+  return g->d.op == IRIS_GEMM_ALL_REDUCE ? iris_gemm_rs_gather(g, c, s) : IRIS_SUCCESS;
+}
+#endif
 #endif /* IRIS_GEMM_HAVE_BLAS */
 
 IRIS_DEF iris_status_t iris_gemm_rs_destroy(iris_gemm_rs_t *p) {
@@ -468,6 +733,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_destroy(iris_gemm_rs_t *p) {
 #endif
   (void)q;
   /* heap blocks: reverse order, every rank */
+  if (p->sync) iris_free(p->ctx, p->sync);
   if (p->red) iris_free(p->ctx, p->red);
   if (p->part) iris_free(p->ctx, p->part);
   free(p);
@@ -505,7 +771,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
 #else
   iris_gemm_rs_t *p;
   int ok, *oks;
-  size_t part_bytes, red_bytes;
+  size_t part_bytes, red_bytes, sync_bytes;
   if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st; /* the device barrier, before any capture */
   if (!(p = (iris_gemm_rs_t *)calloc(1, sizeof *p))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
   p->ctx = ctx;
@@ -524,14 +790,16 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
     /* heap blocks: the same sequence on every rank (the heap is symmetric, so the verdict
      * is the same everywhere) */
     part_bytes = (size_t)desc->M * desc->N * 4;
-    red_bytes = p->path == IRIS_GEMM_PATH_PIPELINED && desc->op == IRIS_GEMM_ALL_REDUCE ? (size_t)desc->M * desc->N * p->cs : 0;
+    red_bytes = p->path != IRIS_GEMM_PATH_UNFUSED && desc->op == IRIS_GEMM_ALL_REDUCE ? (size_t)desc->M * desc->N * p->cs : 0;
+    sync_bytes = p->path == IRIS_GEMM_PATH_FUSED ? iris_gemm_rs_sync_words(desc, W) * sizeof(unsigned) : 0;
     st = iris_malloc(ctx, part_bytes, (void **)&p->part);
     if (st == IRIS_SUCCESS && red_bytes) st = iris_malloc(ctx, red_bytes, (void **)&p->red);
+    if (st == IRIS_SUCCESS && sync_bytes) st = iris_calloc(ctx, sync_bytes, (void **)&p->sync); /* flags start at 0, never reset */
     if (st != IRIS_SUCCESS)
       st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY,
                             "rank %d: iris_gemm_rs_create: the symmetric heap (%zu bytes, %zu in use) cannot hold the plan's workspace (%zu bytes: the fp32 partials, M x N x 4%s); "
                             "give iris_init a larger heap_size",
-                            me, iris_heap_size(ctx), iris_heap_used(ctx), part_bytes + red_bytes, red_bytes ? ", and M x N of the output type" : "");
+                            me, iris_heap_size(ctx), iris_heap_used(ctx), part_bytes + red_bytes + sync_bytes, red_bytes ? ", and M x N of the output type" : "");
     if (st == IRIS_SUCCESS) st = iris_gemm_rs_create_local(p);
     /* agree: a plan exists on every rank or on none */
     ok = st == IRIS_SUCCESS;
@@ -579,8 +847,13 @@ IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
   st = iris_barrier_device(p->ctx, stream);
 #if defined(IRIS_GEMM_HAVE_BLAS)
   if (st == IRIS_SUCCESS && a_scale) st = iris_gemm_blas_set_scales(p->blas, a_scale, b_scale, stream);
-  if (st == IRIS_SUCCESS)
+  if (st == IRIS_SUCCESS && p->path == IRIS_GEMM_PATH_FUSED) {
+#if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
+    st = iris_gemm_rs_run_fused(p, a, b, bias, c, stream);
+#endif
+  } else if (st == IRIS_SUCCESS) {
     st = p->path == IRIS_GEMM_PATH_PIPELINED ? iris_gemm_rs_run_pipelined(p, (const char *)a, b, bias, c, stream) : iris_gemm_rs_run_unfused(p, (const char *)a, b, bias, c, stream);
+  }
 #endif
   st2 = iris_detail_order_end(p->ctx, stream);
   return st != IRIS_SUCCESS ? st : st2;
@@ -588,6 +861,33 @@ IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
 
 IRIS_DEF iris_status_t iris_gemm_rs_check(iris_gemm_rs_t *p) {
   if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_gemm_rs_check: NULL plan");
+#if defined(IRIS_GEMM_HAVE_BLAS) && defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
+  if (p->path == IRIS_GEMM_PATH_FUSED) {
+    unsigned e[IRIS_GEMM_ERR_WORDS];
+    const int rc = iris_gemm_err_take(p->fd.err, e);
+    if (rc != (int)cudaSuccess) return iris_gemm_gpu_fail(p->ctx, "iris_gemm_rs_check: reading the error record", rc);
+    switch (e[IRIS_GEMM_ERR_WHAT]) {
+    case 0: return IRIS_SUCCESS;
+    case IRIS_GEMM_WAIT_TILE:
+      return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                              "rank %d: iris_gemm_rs (fused): call %u: the wait for rank %d's contribution to tile (64-row half %u, n-tile %u) (flag holds %u, want "
+                              "%u) ran past the wait bound (%.1f s) in CTA %u: rank %d is stuck, dead, far behind, or not making the same calls; C of that call is wrong",
+                              p->me, e[IRIS_GEMM_ERR_EPOCH], (int)e[IRIS_GEMM_ERR_PEER], e[IRIS_GEMM_ERR_ITEM] / (unsigned)p->fd.tiles_n,
+                              e[IRIS_GEMM_ERR_ITEM] % (unsigned)p->fd.tiles_n, e[IRIS_GEMM_ERR_GOT], e[IRIS_GEMM_ERR_WANT], (double)IRIS_WAIT_TIMEOUT_NS * 1e-9,
+                              e[IRIS_GEMM_ERR_BLOCK], (int)e[IRIS_GEMM_ERR_PEER]);
+    case IRIS_GEMM_WAIT_PEER_FAILED:
+      return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                              "rank %d: iris_gemm_rs (fused): call %u: rank %d gave up on this call (its wait %u for rank %d ran past the wait bound; see its error): "
+                              "C of that call may be wrong here too",
+                              p->me, e[IRIS_GEMM_ERR_EPOCH], (int)e[IRIS_GEMM_ERR_PEER], e[IRIS_GEMM_ERR_GOT], (int)e[IRIS_GEMM_ERR_WANT]);
+    default:
+      return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                              "rank %d: iris_gemm_rs (fused): call %u: a pipeline (mbarrier) wait of the TMA core ran past its bound in CTA %u: a bug in "
+                              "internal/gemm_core_tma.h; C of that call is wrong",
+                              p->me, e[IRIS_GEMM_ERR_EPOCH], e[IRIS_GEMM_ERR_BLOCK]);
+    }
+  }
+#endif
   return IRIS_SUCCESS;
 }
 #endif /* IRIS_IMPLEMENTATION */

@@ -9,7 +9,7 @@
 //                   fp8: cuBLASLt's fp8 GEMM (TN, scales, bf16 out)
 //   cublas+nccl_rs  that GEMM, then ncclReduceScatter of C (the sequence users run today)
 //   cublas+iris_rs  that GEMM, then iris_reduce_scatter
-//   rs/<path>       iris_gemm_rs_run, REDUCE_SCATTER, each path (pipelined, unfused)
+//   rs/<path>       iris_gemm_rs_run, REDUCE_SCATTER, each path (pipelined, unfused, fused)
 //   cublas+nccl_ar, cublas+iris_ar, ar/<path>: the same for all-reduce
 // CUDA events around each op, 3 warm-up calls, BENCH_REPS repetitions (default 20), median
 // per rank, max over ranks. Prints ms, the ratio to the local GEMM alone, and the fraction
@@ -19,9 +19,20 @@
 // (indices of the (N, K) list), BENCH_OPS=rs or ar, BENCH_DTYPES=bf16 or fp8 (default both).
 // fp8: the sequence is cuBLASLt fp8 (bf16 out) + NCCL bf16; the plans run
 // iris_gemm_rs_run_scaled into bf16.
-// No fused path exists yet, so there is no world-1 fused-epilogue measurement.
+// The fused path (sm_90a build) runs in the ranks mode beside the others (rs/fused, ar/fused).
+//   bench_gemm_rs local        ONE GPU, one rank: the fused path's local GEMM with its push
+//                              epilogue (world 1: every tile pushed into this rank's own heap
+//                              slot, flags signalled) against cuBLAS alone on the same GEMM.
+// Local mode, per shape M x N x K/d (M, (N, K) as above; d in BENCH_KDIV, default 1,8: the
+// local GEMM of a d-rank run), bf16 in, B K/d x N, time per op (device events, 3 warm-up
+// calls, median of BENCH_REPS):
+//   cublas_bf16     cublasGemmEx, bf16 out (what a user runs before NCCL)
+//   cublas_fp32     cublasGemmEx, fp32 out (the same bytes out as the fused GEMM's partial)
+//   fused_gemm      the fused path's GEMM kernel alone (TMA core, fp32 tiles pushed, flags)
+//   fused_run       iris_gemm_rs_run of the world-1 plan: barrier, that kernel, the reduce
+//                   kernel (waits for the flags, bf16 out)
+// and the speed ratios cublas / fused_gemm (target: >= 0.95 against both).
 #define IRIS_IMPLEMENTATION
-#define IRIS_GEMM_NO_CORE // the cuBLASLt paths only
 #include "../iris_gemm_reduce.h"
 #include "bench_gemm_util.h"
 
@@ -73,9 +84,75 @@ static void fp8_gemm(const void *a, const void *b, const float *a_scale, const f
   BK(cublasLtMatmul(lt8.lt, op, &one, b, la, a, lb, &zero, c, lc, c, lc, &algo, lt8.ws, lt8.ws_bytes, stream));
 }
 
+// local mode (see the top): one rank, one GPU, no NCCL
+static int bench_local(int reps) {
+#if defined(IRIS_GEMM_HAVE_CORE)
+  const std::vector<std::string> only_m = split(getenv("BENCH_M")), only_shape = split(getenv("BENCH_SHAPES"));
+  std::vector<std::string> kdiv = split(getenv("BENCH_KDIV"));
+  if (kdiv.empty()) kdiv = {"1", "8"};
+  const char *csv_path = getenv("BENCH_CSV");
+  FILE *csv = csv_path && *csv_path ? fopen(csv_path, "w") : NULL;
+  if (csv) fprintf(csv, "M,N,K_local,cublas_bf16_ms,cublas_fp32_ms,fused_gemm_ms,fused_run_ms,x_vs_bf16,x_vs_fp32\n");
+  const long long Ms[] = {1024, 4096, 8192, 16384};
+  const long long NKs[][2] = {{8192, 8192}, {8192, 28672}, {5120, 13824}};
+  const size_t maxA = (size_t)16384 * 28672, maxB = (size_t)28672 * 8192, maxC = (size_t)16384 * 8192;
+  __nv_bfloat16 *a, *b, *c16, *out;
+  float *c32;
+  CK(cudaMalloc(&a, maxA * 2));
+  CK(cudaMalloc(&b, maxB * 2));
+  CK(cudaMalloc(&c16, maxC * 2));
+  CK(cudaMalloc(&c32, maxC * 4));
+  CK(cudaMalloc(&out, maxC * 2));
+  k_fill<<<1024, 256, 0, stream>>>(a, maxA, 17u);
+  k_fill<<<1024, 256, 0, stream>>>(b, maxB, 5u);
+  CK(cudaStreamSynchronize(stream));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, iris_device(ctx)));
+  printf("# bench_gemm_rs local: %s, one rank; bf16 in, B K x N; ms per op, median of %d; x_vs_*: cuBLAS time / fused GEMM time (>= 0.95 wanted)\n", prop.name, reps);
+  printf("%6s %6s %6s %12s %12s %11s %10s %9s %9s\n", "M", "N", "K_loc", "cublas_bf16", "cublas_fp32", "fused_gemm", "fused_run", "x_vs_bf16", "x_vs_fp32");
+  for (const std::string &ds : kdiv)
+    for (int si = 0; si < 3; si++) {
+      if (!wanted(only_shape, std::to_string(si))) continue;
+      for (long long M : Ms) {
+        if (!wanted(only_m, std::to_string(M))) continue;
+        const long long N = NKs[si][0], K = NKs[si][1] / atoll(ds.c_str());
+        const float one = 1.f, zero = 0.f;
+        const double t16 = time_op([&] { gemm(a, b, c16, M, N, K); }, reps);
+        const double t32 = time_op(
+            [&] {
+              BK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, b, CUDA_R_16BF, (int)N, a, CUDA_R_16BF, (int)K, &zero, c32, CUDA_R_32F,
+                              (int)N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            },
+            reps);
+        iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
+        d.M = M; d.N = N; d.K = K; d.path = IRIS_GEMM_PATH_FUSED;
+        iris_gemm_rs_t *g;
+        if (iris_gemm_rs_create(ctx, &d, &g) != IRIS_SUCCESS) {
+          printf("%6lld %6lld %6lld fused: skipped: %s\n", M, N, K, iris_error_detail());
+          continue;
+        }
+        const double tg = time_op([&] { CK((cudaError_t)iris_gemm_rs_launch_fused_any(g, a, b, stream, 0)); }, reps);
+        const double tr = time_op([&] { IK(iris_gemm_rs_run(g, a, b, NULL, out, stream)); }, reps);
+        IK(iris_gemm_rs_check(g));
+        IK(iris_gemm_rs_destroy(g));
+        printf("%6lld %6lld %6lld %12.3f %12.3f %11.3f %10.3f %9.3f %9.3f\n", M, N, K, t16, t32, tg, tr, t16 / tg, t32 / tg);
+        if (csv) fprintf(csv, "%lld,%lld,%lld,%.4f,%.4f,%.4f,%.4f,%.3f,%.3f\n", M, N, K, t16, t32, tg, tr, t16 / tg, t32 / tg);
+      }
+    }
+  if (csv) fclose(csv);
+  cudaFree(a); cudaFree(b); cudaFree(c16); cudaFree(c32); cudaFree(out);
+  return 0;
+#else
+  (void)reps;
+  printf("SKIP: bench_gemm_rs local: built without the GEMM core (the fused path needs it)\n");
+  return 0;
+#endif
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  int n = argc > 1 ? atoi(argv[1]) : 0;
+  const bool local = argc > 1 && !strcmp(argv[1], "local");
+  int n = local ? 1 : argc > 1 ? atoi(argv[1]) : 0;
   iris_launch_t L;
   IK(iris_launch_local(n, &L, &rank_));
   if (rank_ < 0) return iris_launch_wait(&L, 3600 * 1000) == IRIS_SUCCESS ? 0 : 1;
@@ -84,6 +161,14 @@ int main(int argc, char **argv) {
   IK(iris_init(&cfg, &ctx));
   W = iris_world_size(ctx);
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  if (local) {
+    BK(cublasCreate(&blas));
+    BK(cublasSetStream(blas, stream));
+    const int rc = bench_local(getenv("BENCH_REPS") ? atoi(getenv("BENCH_REPS")) : 20);
+    cublasDestroy(blas);
+    IK(iris_finalize(ctx));
+    return rc;
+  }
   ncclUniqueId id, ids[IRIS_MAX_RANKS];
   if (rank_ == 0) NK(ncclGetUniqueId(&id));
   IK(iris_allgather_host(ctx, &id, ids, sizeof id));
@@ -98,7 +183,7 @@ int main(int argc, char **argv) {
   if (csv) fprintf(csv, "ranks,dtype,op,M,N,K,variant,ms,x_gemm_alone,hidden\n");
   const long long Ms[] = {1024, 4096, 8192, 16384};
   const long long NKs[][2] = {{8192, 8192}, {8192, 28672}, {5120, 13824}};
-  const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED};
+  const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED};
   // buffers for the largest shape: A_r 16384 x 28672/W, B_r 28672/W x 8192, C 16384 x 8192
   const size_t maxA = (size_t)16384 * (28672 / W), maxB = (size_t)(28672 / W) * 8192, maxC = (size_t)16384 * 8192;
   __nv_bfloat16 *a, *b, *c, *out;

@@ -376,14 +376,36 @@ template <int CPR> __device__ __forceinline__ int iris_gc_swz(int r, int c) {
    column col0 + 8*j + 2*(lane%4) + e%2 (the m16n8 accumulator layout, which is also the
    wgmma m64nN layout of one warp). Adds bias in fp32, rounds to OutT, transposes each
    group of 4 n8 tiles inside the lane quad so lane t owns 8 consecutive columns of tile
-   4q+t, stores them with one 16-byte store (float: two), masked scalars at the right edge. */
-template <int MT, int NT, typename OutT, typename BiasT>
-__device__ __forceinline__ void iris_gc_epilogue(const float (&acc)[MT][NT][4], OutT *__restrict__ C, int ldc, const BiasT *__restrict__ bias,
-                                                 int M, int N, int row0, int col0, int lane) {
+   4q+t, stores them with one 16-byte store (float: two), masked scalars at the right edge.
+   Where row r goes: rows(r), a pointer to element (r, 0) of the destination (called for
+   rows < M only, each time a row is stored); iris_gc_rows: C + r * ldc (the default
+   overload below). The TMA core's users may pass another (iris_gemm_tma_tiles with an
+   output policy, internal/gemm_core_tma.h). */
+template <typename OutT> struct iris_gc_rows {
+  OutT *C;
+  int ldc;
+  __device__ __forceinline__ OutT *operator()(int row) const { return C + (size_t)row * ldc; }
+};
+/* Rows::hoist (optional, default false): true where rows(row) costs more than a multiply
+   (a division, a table): it is then called once per row before the column loop. */
+template <class R> __host__ __device__ constexpr auto iris_gc_rows_hoist(int) -> decltype(R::hoist, bool()) { return R::hoist; }
+template <class R> __host__ __device__ constexpr bool iris_gc_rows_hoist(long) { return false; }
+template <int MT, int NT, typename OutT, typename BiasT, class Rows>
+__device__ __forceinline__ void iris_gc_epilogue_rows(const float (&acc)[MT][NT][4], const Rows &rows, const BiasT *__restrict__ bias, int M, int N, int row0,
+                                                      int col0, int lane) {
   static_assert(NT % 4 == 0, "iris_gc_epilogue: NT must be a multiple of 4");
   typedef iris_gc_out<OutT> O;
   typedef typename O::pair P;
   const int g = lane >> 2, t = lane & 3;
+  constexpr bool hoist = iris_gc_rows_hoist<Rows>(0);
+  OutT *rp[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 16 * mt + g + 8 * h;
+      rp[mt][h] = hoist && row < M ? rows(row) : nullptr;
+    }
 #pragma unroll
   for (int q = 0; q < NT / 4; ++q) {
     float bv[4][2];
@@ -405,7 +427,7 @@ __device__ __forceinline__ void iris_gc_epilogue(const float (&acc)[MT][NT][4], 
         for (int jj = 0; jj < 4; ++jj) v[jj] = O::pack(acc[mt][4 * q + jj][2 * h] + bv[jj][0], acc[mt][4 * q + jj][2 * h + 1] + bv[jj][1]);
         iris_gc_quad_transpose(v, t); /* all lanes take part, whatever their row */
         if (row < M) {
-          OutT *p = C + (size_t)row * ldc + col;
+          OutT *p = (hoist ? rp[mt][h] : rows(row)) + col;
           if (col + 8 <= N) {
             O::store8(p, v);
           } else {
@@ -416,6 +438,13 @@ __device__ __forceinline__ void iris_gc_epilogue(const float (&acc)[MT][NT][4], 
         }
       }
   }
+}
+
+template <int MT, int NT, typename OutT, typename BiasT>
+__device__ __forceinline__ void iris_gc_epilogue(const float (&acc)[MT][NT][4], OutT *__restrict__ C, int ldc, const BiasT *__restrict__ bias,
+                                                 int M, int N, int row0, int col0, int lane) {
+  const iris_gc_rows<OutT> rows = {C, ldc};
+  iris_gc_epilogue_rows<MT, NT, OutT>(acc, rows, bias, M, N, row0, col0, lane);
 }
 
 /* ---- mma.sync core ---- */

@@ -65,6 +65,27 @@
  *   Every thread of the CTA (blockDim.x == 384) calls it with the same arguments. It begins
  *   and ends with __syncthreads(); on return every copy and MMA is complete.
  *
+ *   template <..., typename OutT, class Out, ...>
+ *   __device__ void iris_gemm_tma_tiles_out(ta, tb, Out out, bias, M, N, K, sched, wait_a, smem, side);
+ *     The same with an output policy instead of (C, ldc) (iris_gemm_tma_tiles passes
+ *     iris_gemm_tma_out<OutT>{C, ldc}: the code and speed of the plain call are unchanged):
+ *       OutT *out(int row) const        where row `row` (< M) of the tile goes: a pointer to
+ *                                       its column 0 (rows of one tile may go to different
+ *                                       buffers, e.g. to the GPUs that own them);
+ *                                       optional `static constexpr bool hoist = true`:
+ *                                       call it once per row per tile (costly maps);
+ *       void out.done(int r0, int n0, int cw) const
+ *                                       called by all 128 threads of consumer warpgroup cw
+ *                                       (threads 128 + 128 * cw ...) after each stored
+ *                                       their part of rows [r0, r0 + 64) x columns
+ *                                       [n0, n0 + BN) (r0 may be >= M: nothing stored). To
+ *                                       publish the half, meet on a named barrier of the
+ *                                       128 threads (ids 2 and 3 are free: bar.sync 2 + cw,
+ *                                       128; 0 is __syncthreads, 1 the side work's), then
+ *                                       one thread releases a flag. It must not touch smem.
+ *     GEMM + reduce-scatter's fused path (iris_gemm_reduce.h) pushes each half to its
+ *     owner GPU this way.
+ *
  * Rules (the host side checks them)
  *   - A, B, C, bias 16-byte aligned; lda, ldb, ldc multiples of 8 elements; K % 8 == 0
  *     (K == 0: C = bias or 0). M, N arbitrary: TMA fills rows, columns and k beyond the
@@ -235,8 +256,8 @@ __device__ __forceinline__ void iris_gc_tma_produce(const CUtensorMap *ta, const
 }
 
 /* A consumer warpgroup (cw = 0 or 1: rows 64*cw of each tile). */
-template <class Cfg, typename T, bool B_KN, typename OutT, class Sched, class WaitA, typename BiasT>
-__device__ __forceinline__ void iris_gc_tma_consume(OutT *__restrict__ C, int ldc, const BiasT *__restrict__ bias, int M, int N, int K, Sched &sched,
+template <class Cfg, typename T, bool B_KN, typename OutT, class Out, class Sched, class WaitA, typename BiasT>
+__device__ __forceinline__ void iris_gc_tma_consume(const Out &out, const BiasT *__restrict__ bias, int M, int N, int K, Sched &sched,
                                                     const WaitA &wait_a, uint32_t ring, uint32_t full, uint32_t empty, int cw) {
   constexpr int S = Cfg::STAGES, BN = Cfg::BN;
   constexpr bool F16 = iris_gc_elem<T>::f16 != 0;
@@ -270,10 +291,19 @@ __device__ __forceinline__ void iris_gc_tma_consume(OutT *__restrict__ C, int ld
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) iris_gc_fence_reg(d[j]);
     if (prev >= 0 && lane == 0) iris_gc_mbar_arrive(empty + 8 * prev);
-    iris_gc_epilogue<1, BN / 8>(acc, C, ldc, bias, M, N, m0 + 64 * cw + 16 * wq, n0, lane);
+    iris_gc_epilogue_rows<1, BN / 8, OutT>(acc, out, bias, M, N, m0 + 64 * cw + 16 * wq, n0, lane);
+    out.done(m0 + 64 * cw, n0, cw); /* this warpgroup's 64 x BN half is stored */
   }
 }
 #endif /* IRIS_GC_WGMMA */
+
+/* The default output policy: row r of C at C + r * ldc, nothing after a tile's half. */
+template <typename OutT> struct iris_gemm_tma_out {
+  OutT *C;
+  int ldc;
+  __device__ __forceinline__ OutT *operator()(int row) const { return C + (size_t)row * ldc; }
+  __device__ __forceinline__ void done(int, int, int) const {}
+};
 
 /* Side work that does nothing (the default). */
 struct iris_gemm_no_side {
@@ -286,9 +316,9 @@ struct iris_gemm_no_side {
    with at most 40 registers per thread (setmaxnreg), may use named barrier 1 for its 96
    threads (bar.sync 1, 96) and must not touch smem. The fused all-gather + GEMM uses it
    to fetch A on every SM while the same SMs multiply. */
-template <class Cfg, typename T, bool B_KN, typename OutT, class Sched, class WaitA, typename BiasT, class Side>
-__device__ __forceinline__ void iris_gemm_tma_tiles(const CUtensorMap *ta, const CUtensorMap *tb, OutT *C, int ldc, const BiasT *bias, int M, int N, int K,
-                                                    Sched sched, WaitA wait_a, char *smem, Side side) {
+template <class Cfg, typename T, bool B_KN, typename OutT, class Out, class Sched, class WaitA, typename BiasT, class Side>
+__device__ __forceinline__ void iris_gemm_tma_tiles_out(const CUtensorMap *ta, const CUtensorMap *tb, Out out, const BiasT *bias, int M, int N, int K,
+                                                        Sched sched, WaitA wait_a, char *smem, Side side) {
 #if IRIS_GC_WGMMA
   const uint32_t ring = (iris_gc_smem_u32(smem) + 1023u) & ~1023u, full = ring + Cfg::STAGES * Cfg::stage_bytes, empty = full + 8 * Cfg::STAGES;
   __syncthreads(); /* the previous user of smem is done */
@@ -310,13 +340,19 @@ __device__ __forceinline__ void iris_gemm_tma_tiles(const CUtensorMap *ta, const
     iris_gc_setmaxnreg_inc<168>(); /* back to the kernel's count for the caller's code */
   } else {
     iris_gc_setmaxnreg_inc<232>();
-    iris_gc_tma_consume<Cfg, T, B_KN, OutT>(C, ldc, bias, M, N, K, sched, wait_a, ring, full, empty, wg - 1);
+    iris_gc_tma_consume<Cfg, T, B_KN, OutT>(out, bias, M, N, K, sched, wait_a, ring, full, empty, wg - 1);
     iris_gc_setmaxnreg_dec<168>();
   }
   __syncthreads(); /* every TMA has landed (the consumers waited for all) and every wgmma retired */
 #else
-  (void)ta; (void)tb; (void)C; (void)ldc; (void)bias; (void)M; (void)N; (void)K; (void)sched; (void)wait_a; (void)smem; (void)side;
+  (void)ta; (void)tb; (void)out; (void)bias; (void)M; (void)N; (void)K; (void)sched; (void)wait_a; (void)smem; (void)side;
 #endif
+}
+template <class Cfg, typename T, bool B_KN, typename OutT, class Sched, class WaitA, typename BiasT, class Side>
+__device__ __forceinline__ void iris_gemm_tma_tiles(const CUtensorMap *ta, const CUtensorMap *tb, OutT *C, int ldc, const BiasT *bias, int M, int N, int K,
+                                                    Sched sched, WaitA wait_a, char *smem, Side side) {
+  const iris_gemm_tma_out<OutT> out = {C, ldc};
+  iris_gemm_tma_tiles_out<Cfg, T, B_KN, OutT>(ta, tb, out, bias, M, N, K, sched, wait_a, smem, side);
 }
 template <class Cfg, typename T, bool B_KN, typename OutT, class Sched, class WaitA, typename BiasT>
 __device__ __forceinline__ void iris_gemm_tma_tiles(const CUtensorMap *ta, const CUtensorMap *tb, OutT *C, int ldc, const BiasT *bias, int M, int N, int K,

@@ -1,4 +1,5 @@
-// GEMM + reduce-scatter and GEMM + all-reduce (iris_gemm_reduce.h): both ops, every path,
+// GEMM + reduce-scatter and GEMM + all-reduce (iris_gemm_reduce.h): both ops, every path
+// (pipelined, unfused, fused),
 // bf16/fp16 inputs and fp8 e4m3 inputs with per-tensor scales, bf16/fp16/fp32 outputs, B in both layouts, bias, shapes that are not
 // tile multiples and 1 to 129 rows per rank, against a float64 host reference on fresh
 // random data. C is poisoned (NaN bits) before each run and every element must be
@@ -9,8 +10,13 @@
 //   gemm_rs_test N quick   fewer cases
 //   gemm_rs_test N streams only the two-stream cases: GEMM + reduce runs and all-reduces on
 //                          two streams with no dependency between them
+// The fused path needs the TMA GEMM core (sm_90a): make build/gemm_rs_test. A faster
+// compile of the cuBLASLt paths only: -DGEMM_RS_TEST_NO_CORE (make build/gemm_rs_test_nocore),
+// where the fused cases are skipped (SKIP line, not counted).
 #define IRIS_IMPLEMENTATION
-#define IRIS_GEMM_NO_CORE // the cuBLASLt paths only: the all-gather GEMM core is not needed here
+#if defined(GEMM_RS_TEST_NO_CORE)
+#define IRIS_GEMM_NO_CORE
+#endif
 #include "../iris_gemm_reduce.h"
 #include "test_util.h"
 #include "gemm_values.h"
@@ -249,9 +255,19 @@ static void bad_input(Suite &s) {
   d.K = 64LL * W; d.a_type = IRIS_FLOAT8_E5M2;
   ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_UNSUPPORTED && !p && strstr(iris_error_detail(), "e5m2");
   report(s, "create refuses fp8 e5m2 inputs with IRIS_ERROR_UNSUPPORTED", ok);
-  d.a_type = IRIS_BFLOAT16; d.b_transposed = 0; d.path = IRIS_GEMM_PATH_FUSED;
+  d.a_type = IRIS_BFLOAT16; d.b_transposed = 0; d.path = IRIS_GEMM_PATH_KERNEL_UNFUSED;
   ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_UNSUPPORTED && !p;
-  report(s, "create refuses the fused path (not in this version) with IRIS_ERROR_UNSUPPORTED", ok);
+  report(s, "create refuses the kernel-unfused path (not in this version) with IRIS_ERROR_UNSUPPORTED", ok);
+  d.path = IRIS_GEMM_PATH_FUSED;
+#if defined(IRIS_GEMM_HAVE_CORE)
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_SUCCESS && p && iris_gemm_rs_path(p) == IRIS_GEMM_PATH_FUSED && iris_gemm_rs_check(p) == IRIS_SUCCESS;
+  iris_gemm_rs_destroy(p);
+  p = NULL;
+  report(s, "create makes a fused plan (sm_90a build on a Hopper GPU); check is clean before any run", ok);
+#else
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_UNSUPPORTED && !p && strstr(iris_error_detail(), "TMA GEMM core");
+  report(s, "create refuses the fused path in a build without the GEMM core (IRIS_ERROR_UNSUPPORTED naming it)", ok);
+#endif
   // a workspace the heap cannot hold: M x N x 4 bytes beyond the 1 GiB heap
   d.path = IRIS_GEMM_PATH_UNFUSED; d.M = 8192LL * W; d.N = 32768; d.K = 64LL * W;
   ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_OUT_OF_MEMORY && !p && strstr(iris_error_detail(), "bytes");
@@ -288,6 +304,13 @@ static void bad_input(Suite &s) {
   ok = ok && iris_gemm_rs_run_scaled(p, a, b, NULL, sc, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
   ok = ok && iris_gemm_rs_run_scaled(p, a, b, (const float *)((char *)sc + 2), sc + 1, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
   report(s, "an fp8 plan: run and run_scaled without both scales (or a misaligned one) are refused naming the rule", ok);
+  {
+    iris_gemm_rs_t *f = NULL;
+    d.path = IRIS_GEMM_PATH_FUSED;
+    ok = iris_gemm_rs_create(s.ctx, &d, &f) == IRIS_ERROR_UNSUPPORTED && !f;
+    d.path = IRIS_GEMM_PATH_AUTO;
+    report(s, "create refuses fp8 on the fused path (bf16/fp16 only) with IRIS_ERROR_UNSUPPORTED", ok);
+  }
   d.a_type = IRIS_BFLOAT16; d.b_transposed = 0;
   cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(sc);
   iris_gemm_rs_destroy(p);
@@ -390,7 +413,12 @@ int main(int argc, char **argv) {
   if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
   const int W = n;
   const iris_gemm_reduce_op_t ops[] = {IRIS_GEMM_REDUCE_SCATTER, IRIS_GEMM_ALL_REDUCE};
+#if defined(IRIS_GEMM_HAVE_CORE)
+  const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED};
+#else
   const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED};
+  if (rank == 0) printf("SKIP: [%s] the fused path's cases: built without the GEMM core (GEMM_RS_TEST_NO_CORE)\n", s.tag.c_str());
+#endif
   const std::vector<iris_gemm_path_t> path_list(paths, paths + sizeof paths / sizeof paths[0]);
   for (iris_gemm_reduce_op_t op : ops) {
     if (streams_only) break;
@@ -403,6 +431,10 @@ int main(int argc, char **argv) {
       one(s, Case{op, IRIS_FLOAT16, IRIS_BFLOAT16, 0, 0, p, 128LL * W, 1032, 256LL * W, 2}, false);
       one(s, Case{op, IRIS_BFLOAT16, IRIS_FLOAT32, 1, 1, p, 64LL * W, 264, 1000LL * W, 2}, false);
       one(s, Case{op, IRIS_FLOAT16, IRIS_FLOAT16, 0, 1, p, 33LL * W, 520, 72LL * W, 2}, false);
+      // several 128-row tiles per owner, owners' rows splitting tiles (300 rows per rank),
+      // n-tiles with a partial last one, B both layouts
+      one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 1, p, 300LL * W, 1288, 192LL * W, 2}, false);
+      one(s, Case{op, IRIS_FLOAT16, IRIS_FLOAT32, 0, 0, p, 200LL * W, 264, 1096LL * W, 2}, false);
       // graphs: captured once, replayed with fresh A every time (each replay checked)
       one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 1, p, 96LL * W, 256, 128LL * W, 30}, true);
       // back to back, no host synchronisation between calls: every 50th call and the last checked
@@ -412,9 +444,10 @@ int main(int argc, char **argv) {
   // fp8 e4m3 with per-tensor scales (fresh scales and A every call; B N x K/W, the TN layout
   // cuBLASLt's fp8 GEMM needs), every op and path. The B scale sits 4 bytes into its
   // buffer: cuBLASLt refuses such a scale pointer, so the plan copies it (the A scale is
-  // used in place)
+  // used in place). The cuBLASLt paths only (the fused kernel is bf16/fp16; bad_input checks
+  // that it refuses fp8)
   for (iris_gemm_reduce_op_t op : ops)
-    for (iris_gemm_path_t p : path_list) {
+    for (iris_gemm_path_t p : {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED}) {
       if (streams_only) break;
       one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 1, p, 129LL * W, 776, 528LL * W, 2}, false);
       one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_FLOAT32, 1, 0, p, 1LL * W, 392, 144LL * W, 2}, false);
@@ -428,6 +461,12 @@ int main(int argc, char **argv) {
   if (!quick && !streams_only) {
     // many graph replays with fresh data, and AUTO
     one(s, Case{IRIS_GEMM_ALL_REDUCE, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 1, IRIS_GEMM_PATH_PIPELINED, 16LL * W, 128, 64LL * W, 1000, 100}, true, ", 1000 replays");
+#if defined(IRIS_GEMM_HAVE_CORE)
+    // the fused path's epochs live on the device: 1000 replays of one capture must each
+    // see fresh flags (a host-side epoch would be frozen into the graph)
+    one(s, Case{IRIS_GEMM_REDUCE_SCATTER, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_FUSED, 16LL * W, 520, 64LL * W, 1000, 100}, true, ", 1000 replays");
+    one(s, Case{IRIS_GEMM_ALL_REDUCE, IRIS_FLOAT16, IRIS_FLOAT16, 1, 0, IRIS_GEMM_PATH_FUSED, 16LL * W, 128, 64LL * W, 1000, 100}, true, ", 1000 replays");
+#endif
     one(s, Case{IRIS_GEMM_REDUCE_SCATTER, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 0, IRIS_GEMM_PATH_AUTO, 256LL * W, 1024, 512LL * W, 2}, false);
   }
   if (!streams_only) bad_input(s);
