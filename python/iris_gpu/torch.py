@@ -490,8 +490,8 @@ class GemmReduce:
     float32 tensors a_scale, b_scale per rank: C = sum_r (a_scale_r A_r)(b_scale_r B_r); the
     library may refuse fp8 with IRIS_ERROR_UNSUPPORTED). out_dtype (C and bias): bfloat16,
     float16 or float32 (default: dtype; bfloat16 for fp8). fp32 accumulation, the sum over
-    ranks in fp32 in rank order, one rounding. path: "auto", "pipelined", "unfused" ("fused"
-    is refused by this library version with IRIS_ERROR_UNSUPPORTED).
+    ranks in fp32 in rank order, one rounding. path: "auto", "pipelined", "unfused", "fused"
+    (bf16/fp16 on Hopper with the library's sm_90a TMA core; else IRIS_ERROR_UNSUPPORTED).
     Create on every rank with the same arguments (Context.gemm_reduce_plan), run with
     gemm_reduce_scatter / gemm_all_reduce (or gemm_reduce) the same number of times on
     every rank, close() on every rank. Attributes: op, dtype, out_dtype, a_shape, b_shape,
