@@ -17,10 +17,76 @@
 // fused run of the first shape, written per rank as file.json.<rank>), BENCH_FETCH=8,16,32
 // (the fused kernel with each of these fetcher CTA counts), BENCH_PIPE=0x0,1x0,2x2
 // (pipelined variants SxC: S GEMM streams, C chunks per peer, 0 = default; the first is
-// the "pipelined" row, the others "pipe/sScC"; default 0x0,1x0).
+// the "pipelined" row, the others "pipe/sScC"; default 0x0,1x0), BENCH_DTYPES=bf16 or fp8
+// (default both). fp8: e4m3 A and B (B N x K), per-tensor scales, bf16 out, on the
+// cuBLASLt paths (pipelined, unfused); baselines cuBLASLt's fp8 GEMM alone and NCCL's
+// all-gather of the e4m3 bytes + that GEMM.
 #define IRIS_IMPLEMENTATION
 #include "../iris_gemm.h"
 #include "bench_gemm_util.h"
+
+// The fp8 pass (BENCH_DTYPES): the cuBLASLt paths against cuBLASLt's fp8 GEMM alone and
+// NCCL's all-gather of the e4m3 bytes followed by it; bf16 out, scales 0.75 and 0.5.
+static void bench_fp8(const long long (&Ms)[5], const long long (&NKs)[3][2], int reps, bool cols, const std::vector<std::string> &only_m,
+                      const std::vector<std::string> &only_shape, FILE *csv) {
+  const size_t maxA = (size_t)16384 * 16384, maxB = (size_t)16384 * 6656;
+  unsigned char *a8_shard, *a8_full, *b8;
+  float *scales, hs[8] = {0.75f, 0, 0, 0, 0.5f}; // A's at [0], B's at [4]: 16-byte aligned
+  __nv_bfloat16 *c;
+  IK(iris_malloc(ctx, maxA / W, (void **)&a8_shard));
+  CK(cudaMalloc(&a8_full, maxA));
+  CK(cudaMalloc(&b8, maxB));
+  CK(cudaMalloc(&c, (size_t)16384 * 6656 * 2)); // the largest M x N
+  CK(cudaMalloc(&scales, sizeof hs));
+  CK(cudaMemcpy(scales, hs, sizeof hs, cudaMemcpyHostToDevice));
+  k_fill_fp8<<<1024, 256, 0, stream>>>(a8_shard, maxA / W, 29u + (unsigned)rank_);
+  k_fill_fp8<<<1024, 256, 0, stream>>>(a8_full, maxA, 31u);
+  k_fill_fp8<<<1024, 256, 0, stream>>>(b8, maxB, 37u);
+  lt8.ws_bytes = (size_t)32 << 20;
+  BK(cublasLtCreate(&lt8.lt));
+  CK(cudaMalloc(&lt8.ws, lt8.ws_bytes));
+  CK(cudaStreamSynchronize(stream));
+  if (rank_ == 0) printf("# fp8 e4m3 in (B N x K, per-tensor scales), bf16 out\n");
+  for (int si = 0; si < 3; si++) {
+    if (!wanted(only_shape, std::to_string(si))) continue;
+    for (long long M : Ms) {
+      if (!wanted(only_m, std::to_string(M))) continue;
+      const long long N = NKs[si][0], K = NKs[si][1];
+      auto row = [&](const char *name, double ms, double unf, double alone) {
+        const double tf = 2.0 * M * N * K / (ms * 1e-3) / 1e12, x = unf / ms, hidden = unf > alone ? (unf - ms) / (unf - alone) : 0;
+        if (rank_ == 0) {
+          printf("%6lld %6lld %6lld fp8/%-11s %9.3f %8.1f %8.2f %7.2f\n", M, N, K, name, ms, tf, x, hidden);
+          if (csv) fprintf(csv, "%d,%s,fp8,%lld,%lld,%lld,%s,%.4f,%.1f,%.3f,%.3f\n", W, cols ? "cols" : "rows", M, N, K, name, ms, tf, x, hidden);
+        }
+      };
+      const double alone = time_op([&] { fp8_gemm(a8_full, b8, scales, scales + 4, c, M, N, K); }, reps);
+      const double unf = time_op(
+          [&] {
+            NK(ncclAllGather(a8_shard, a8_full, (size_t)(M / W * K), ncclUint8, comm, stream));
+            fp8_gemm(a8_full, b8, scales, scales + 4, c, M, N, K);
+          },
+          reps);
+      row("gemm_alone", alone, unf, alone);
+      row("nccl+cublaslt", unf, unf, alone);
+      for (iris_gemm_path_t p : {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED}) {
+        iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
+        d.layout = cols ? IRIS_GEMM_A_COLS : IRIS_GEMM_A_ROWS;
+        d.M = M; d.N = N; d.K = K; d.path = p; d.a_type = IRIS_FLOAT8_E4M3; d.b_transposed = 1;
+        iris_ag_gemm_t *g;
+        if (iris_ag_gemm_create(ctx, &d, &g) != IRIS_SUCCESS) {
+          if (rank_ == 0) printf("%6lld %6lld %6lld fp8/%-11s skipped: %s\n", M, N, K, iris_gemm_path_name(p), iris_error_detail());
+          continue;
+        }
+        const double t = time_op([&] { IK(iris_ag_gemm_run_scaled(g, a8_shard, b8, scales, scales + 4, NULL, c, stream)); }, reps);
+        row(iris_gemm_path_name(p), t, unf, alone);
+        IK(iris_ag_gemm_destroy(g));
+      }
+    }
+  }
+  cudaFree(a8_full); cudaFree(b8); cudaFree(c); cudaFree(scales); cudaFree(lt8.ws);
+  cublasLtDestroy(lt8.lt);
+  IK(iris_free(ctx, a8_shard));
+}
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -48,8 +114,9 @@ int main(int argc, char **argv) {
   std::vector<std::string> pipe = split(getenv("BENCH_PIPE"));
   if (pipe.empty()) pipe = {"0x0", "1x0"};
   const char *csv_path = getenv("BENCH_CSV"), *trace = getenv("BENCH_TRACE");
+  const std::vector<std::string> only_dtype = split(getenv("BENCH_DTYPES"));
   FILE *csv = rank_ == 0 && csv_path && *csv_path ? fopen(csv_path, "w") : NULL;
-  if (csv) fprintf(csv, "ranks,layout,M,N,K,variant,ms,tflops_per_gpu,speedup_vs_nccl_cublas,hidden\n");
+  if (csv) fprintf(csv, "ranks,layout,dtype,M,N,K,variant,ms,tflops_per_gpu,speedup_vs_nccl_cublas,hidden\n");
   const long long Ms[] = {1024, 2048, 4096, 8192, 16384};
   const long long NKs[][2] = {{3584, 8192}, {1792, 4096}, {6656, 16384}};
   const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED, IRIS_GEMM_PATH_KERNEL_UNFUSED};
@@ -73,7 +140,7 @@ int main(int argc, char **argv) {
 #if defined(IRIS_GEMM_TRACE)
   bool traced = false;
 #endif
-  for (int si = 0; si < 3; si++) {
+  for (int si = 0; si < 3 && wanted(only_dtype, "bf16"); si++) {
     if (!wanted(only_shape, std::to_string(si))) continue;
     for (long long M : Ms) {
       if (!wanted(only_m, std::to_string(M))) continue;
@@ -84,7 +151,7 @@ int main(int argc, char **argv) {
         const double x = unf > 0 ? unf / ms : 0, hidden = unf > alone && unf > 0 ? (unf - ms) / (unf - alone) : 0;
         if (rank_ == 0) {
           printf("%6lld %6lld %6lld %-15s %9.3f %8.1f %8.2f %7.2f\n", M, N, K, name, ms, tf, x, hidden);
-          if (csv) fprintf(csv, "%d,%s,%lld,%lld,%lld,%s,%.4f,%.1f,%.3f,%.3f\n", W, cols ? "cols" : "rows", M, N, K, name, ms, tf, x, hidden);
+          if (csv) fprintf(csv, "%d,%s,bf16,%lld,%lld,%lld,%s,%.4f,%.1f,%.3f,%.3f\n", W, cols ? "cols" : "rows", M, N, K, name, ms, tf, x, hidden);
         }
       };
       const double alone = time_op([&] { gemm(a_full, b, c, M, N, K); }, reps);
@@ -154,6 +221,7 @@ int main(int argc, char **argv) {
 #endif
     }
   }
+  if (wanted(only_dtype, "fp8")) bench_fp8(Ms, NKs, reps, cols, only_m, only_shape, csv);
   if (csv) fclose(csv);
   cudaFree(a_full); cudaFree(b); cudaFree(c);
   ncclCommDestroy(comm);

@@ -36,54 +36,6 @@
 #include "../iris_gemm_reduce.h"
 #include "bench_gemm_util.h"
 
-// random e4m3 codes, |x| in [0.25, 3.75]
-__global__ void k_fill_fp8(unsigned char *p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
-    p[i] = (unsigned char)((h & 0x80) | ((5 + (h >> 8) % 4) << 3) | ((h >> 16) & 7));
-  }
-}
-
-// the fp8 baseline: row-major C (M x N, bf16) = (a_scale A) (M x K, e4m3) * (b_scale B)^T
-// (B N x K, e4m3), as the column-major C^T = B^T A^T in cuBLASLt's "TN" layout
-struct LtFp8 {
-  cublasLtHandle_t lt;
-  void *ws;
-  size_t ws_bytes;
-};
-static LtFp8 lt8;
-static void fp8_gemm(const void *a, const void *b, const float *a_scale, const float *b_scale, __nv_bfloat16 *c, long long M, long long N, long long K) {
-  static long long cM = -1, cN = -1, cK = -1;
-  static cublasLtMatmulDesc_t op;
-  static cublasLtMatrixLayout_t la, lb, lc;
-  static cublasLtMatmulAlgo_t algo;
-  if (M != cM || N != cN || K != cK) { // prepared once per shape
-    if (cM >= 0) { cublasLtMatmulDescDestroy(op); cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(lc); }
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    BK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    BK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    BK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    BK(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)N, K));
-    BK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)M, K));
-    BK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N));
-    BK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof b_scale));
-    BK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof a_scale));
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    BK(cublasLtMatmulPreferenceCreate(&pref));
-    BK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt8.ws_bytes, sizeof lt8.ws_bytes));
-    BK(cublasLtMatmulAlgoGetHeuristic(lt8.lt, op, la, lb, lc, lc, pref, 1, &res, &found));
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (found < 1) { fprintf(stderr, "bench: cuBLASLt has no fp8 algorithm for %lld x %lld x %lld\n", M, N, K); exit(1); }
-    algo = res.algo;
-    cM = M; cN = N; cK = K;
-  }
-  const float one = 1.f, zero = 0.f;
-  BK(cublasLtMatmul(lt8.lt, op, &one, b, la, a, lb, &zero, c, lc, c, lc, &algo, lt8.ws, lt8.ws_bytes, stream));
-}
-
 // local mode (see the top): one rank, one GPU, no NCCL
 static int bench_local(int reps) {
 #if defined(IRIS_GEMM_HAVE_CORE)
