@@ -23,7 +23,7 @@ def main():
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
     dist.init_process_group("gloo" if torch.cuda.device_count() < world else "nccl")  # iris only uses its Store
     ctx = it.Context()
-    S, H, F = 512 * world, 1024, 4096  # tokens, hidden, FFN width
+    S, H, F = 512 * world, 1024, 1024 * world  # tokens, hidden, FFN width (F/W, K/W multiples of 8)
     bf = torch.bfloat16
 
     # the whole problem, the same on every rank (a shared seed); each rank keeps its shards
