@@ -176,6 +176,7 @@ bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a $(B)/bench_ag_gemm $(B
 	-$(MAKE) -s $(B)/bench_multinode && NCCL_NVLS_ENABLE=0 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 $(B)/bench_multinode 2 2 256M
 	@# the Python bindings against torch.distributed / symmetric memory and XLA (skipped without torch / jax)
 	-python3 -c 'import torch' 2>/dev/null && $(MAKE) -s lib && NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_torch.csv BENCH_PNG=$(B)/bench_torch.png PYTHONPATH=python python3 python/bench/bench_torch.py
+	-python3 -c 'import torch' 2>/dev/null && NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_torch_gemm.csv PYTHONPATH=python python3 python/bench/bench_torch_gemm.py
 	-python3 -c 'import jax' 2>/dev/null && $(MAKE) -s lib lib-jax && NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_jax.csv PYTHONPATH=python python3 python/bench/bench_jax.py $$(nvidia-smi -L | grep -c '^GPU')
 
 # registers, spills and access widths of the collective and GEMM kernels -> docs/asm_report.md

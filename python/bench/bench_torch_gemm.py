@@ -1,0 +1,154 @@
+"""The two tensor-parallel GEMM plans through iris_gpu.torch against torch: the all-gather +
+GEMM against torch's fused all-gather-matmul and NCCL all-gather + matmul; the GEMM +
+reduce-scatter against torch's fused matmul-reduce-scatter and matmul + NCCL
+reduce-scatter; the local matmul alone as the floor. bf16, weights as nn.Linear stores
+them (N x K), ms per op (CUDA events, warm-up, median of 5 runs of `iters` calls, max over
+ranks).
+
+    PYTHONPATH=python python3 python/bench/bench_torch_gemm.py 1     # world 1: the script works, overheads
+    PYTHONPATH=python python3 python/bench/bench_torch_gemm.py 4     # or torchrun --nproc-per-node 4
+    BENCH_CSV=build/bench_torch_gemm.csv (default), BENCH_M=4096,16384 (default)
+
+Rows:
+  ag: matmul-alone     torch.matmul on the gathered A (M x K) (the floor)
+      nccl+matmul      dist.all_gather_into_tensor, then the matmul (own GPUs)
+      symm-fused       torch.ops.symm_mem.fused_all_gather_matmul (own GPUs)
+      iris-<path>      it.ag_gemm with a plan of that path (pipelined, fused)
+  rs: matmul-alone     the local matmul M x K/W x N (the floor)
+      matmul+nccl      the local matmul, then dist.reduce_scatter_tensor (own GPUs)
+      symm-fused       torch.ops.symm_mem.fused_matmul_reduce_scatter (own GPUs)
+      iris-<path>      it.gemm_reduce_scatter with a plan of that path (pipelined, fused)
+Ranks sharing a GPU make the script run but the figures are not performance (labelled),
+and the NCCL / symmetric-memory rows need a GPU per rank.
+"""
+import os
+import statistics
+import sys
+
+import torch
+import torch.distributed as dist
+
+import iris_gpu.torch as it
+
+AG_SHAPES = [(3584, 8192), (1792, 4096), (6656, 16384)]   # (N, K) of the all-gather + GEMM
+RS_SHAPES = [(8192, 8192), (8192, 28672), (5120, 13824)]  # (N, K total) of the GEMM + reduce-scatter
+
+
+def timed(fn, iters=10):
+    """Median ms per call over 5 runs of iters calls (after warm-up), max over ranks."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    runs = []
+    for _ in range(5):
+        dist.barrier()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(iters):
+            fn()
+        b.record()
+        b.synchronize()
+        runs.append(a.elapsed_time(b) / iters)
+    t = torch.tensor([statistics.median(runs)], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
+def symm_group():
+    """The group name for torch's symmetric-memory ops, or None where they cannot run."""
+    try:
+        import torch.distributed._symmetric_memory as symm_mem
+
+        gname = dist.group.WORLD.group_name
+        if hasattr(symm_mem, "enable_symm_mem_for_group"):
+            symm_mem.enable_symm_mem_for_group(gname)
+        return gname
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def try_row(res, name, fn):
+    try:
+        res[name] = timed(fn)
+    except Exception as e:  # noqa: BLE001  (a baseline this torch or layout does not offer)
+        res[name] = "n/a: " + (str(e).splitlines()[0][:60] if str(e) else type(e).__name__)
+
+
+def main():
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    ngpu = torch.cuda.device_count()
+    shared = ngpu < world
+    dev = int(os.environ.get("LOCAL_RANK", rank)) % ngpu
+    torch.cuda.set_device(dev)
+    dist.init_process_group("gloo" if shared else "nccl", device_id=None if shared else torch.device("cuda", dev))
+    ctx = it.Context(heap_size=3 << 30)  # the largest A shard and GEMM + reduce-scatter workspace (M x N fp32)
+    gname = None if shared else symm_group()
+    Ms = [int(m) for m in os.environ.get("BENCH_M", "4096,16384").split(",")]
+    bf = torch.bfloat16
+    rows = []
+    for N, K in AG_SHAPES:
+        for M in Ms:
+            a_r = torch.randn(M // world, K, dtype=bf, device="cuda")
+            a_full = torch.randn(M, K, dtype=bf, device="cuda")
+            w = torch.randn(N, K, dtype=bf, device="cuda")  # nn.Linear(K, N).weight
+            res = {"matmul-alone": timed(lambda: torch.matmul(a_full, w.t()))}
+            if not shared:
+                def nccl_matmul():
+                    dist.all_gather_into_tensor(a_full, a_r)
+                    return torch.matmul(a_full, w.t())
+
+                try_row(res, "nccl+matmul", nccl_matmul)
+                if gname:
+                    try_row(res, "symm-fused", lambda: torch.ops.symm_mem.fused_all_gather_matmul(a_r, [w.t()], 0, gname))
+            a_h = ctx.empty((M // world, K), bf).copy_(a_r)  # the shard on the heap: no staging copy (stage_a=False)
+            for path in ("pipelined", "fused"):
+                plan = ctx.ag_gemm_plan(M, N, K, bf, bf, layout="rows", b_transposed=True, path=path, stage_a=False)
+                try_row(res, "iris-" + path, lambda: it.ag_gemm(a_h, w, plan))
+                plan.close()
+            a_h = None
+            rows.append(("ag", M, N, K, res))
+    for N, K in RS_SHAPES:
+        for M in Ms:
+            kl = K // world
+            a_r = torch.randn(M, kl, dtype=bf, device="cuda")
+            w_r = torch.randn(N, kl, dtype=bf, device="cuda")  # this rank's columns of nn.Linear(K, N).weight
+            out = torch.empty(M // world, N, dtype=bf, device="cuda")
+            res = {"matmul-alone": timed(lambda: torch.matmul(a_r, w_r.t()))}
+            if not shared:
+                try_row(res, "matmul+nccl", lambda: dist.reduce_scatter_tensor(out, torch.matmul(a_r, w_r.t())))
+                if gname:
+                    try_row(res, "symm-fused", lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a_r, w_r.t(), "sum", 0, gname))
+            for path in ("pipelined", "fused"):
+                plan = ctx.gemm_reduce_plan("reduce_scatter", M, N, K, bf, bf, b_transposed=True, path=path)
+                try_row(res, "iris-" + path, lambda: it.gemm_reduce_scatter(a_r, w_r, plan, out=out))
+                plan.close()
+            rows.append(("rs", M, N, K, res))
+    if rank == 0:
+        report(rows, world, shared)
+    ctx.close()
+    dist.destroy_process_group()
+
+
+def report(rows, world, shared):
+    label = "world %d%s, %s" % (world, ", ranks SHARE one GPU: not performance figures" if shared else "", torch.cuda.get_device_name())
+    print("tensor-parallel GEMMs, bf16, ms per op (%s)" % label)
+    print("| op | M | N | K | variant | ms | x matmul-alone |")
+    print("|---|---|---|---|---|---|---|")
+    csv = os.environ.get("BENCH_CSV", "build/bench_torch_gemm.csv")
+    os.makedirs(os.path.dirname(csv) or ".", exist_ok=True)
+    with open(csv, "w") as f:
+        f.write("world,shared_gpu,op,M,N,K,variant,ms,x_alone\n")
+        for op, M, N, K, res in rows:
+            alone = res["matmul-alone"]
+            for name, ms in res.items():
+                if isinstance(ms, str):
+                    print("| %s | %d | %d | %d | %s | %s | |" % (op, M, N, K, name, ms))
+                    continue
+                print("| %s | %d | %d | %d | %s | %.3f | %.2f |" % (op, M, N, K, name, ms, ms / alone))
+                f.write("%d,%d,%s,%d,%d,%d,%s,%.4f,%.3f\n" % (world, int(shared), op, M, N, K, name, ms, ms / alone))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and not sys.argv[1].isdigit():
+        sys.exit(__doc__)
+    it.launch(main, int(sys.argv[1]) if len(sys.argv) > 1 else max(torch.cuda.device_count(), 1))
