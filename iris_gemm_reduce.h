@@ -514,7 +514,10 @@ static iris_status_t iris_gemm_rs_create_fused(iris_gemm_rs_t *p) {
                             "run on a Hopper GPU", p->me);
   if (p->sms < 1 || p->sms > IRIS_GEMM_MAX_SLOTS) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: %d SMs", p->me, p->sms);
   if ((e = iris_gemm_rs_launch_fused_any(p, NULL, NULL, NULL, 1)) != (int)cudaSuccess) return iris_gemm_gpu_fail(p->ctx, "setting the fused kernel's shared memory", e);
-  p->rctas = p->sms / (2 * (share > 0 ? share : 1));
+  /* one rank on this GPU: its GEMM kernel is done when the reduce kernel starts (same
+   * stream) and the peers multiply on their own GPUs, so the reducers take every SM (at
+   * world 1, half the SMs made the reduce 4x slower than its memory traffic, session 8) */
+  p->rctas = share <= 1 ? p->sms : p->sms / (2 * share);
   if (p->rctas < 1) p->rctas = 1;
   if ((long long)p->rctas > ((p->ml + 63) / 64 + 1) * tiles_n) p->rctas = (int)(((p->ml + 63) / 64 + 1) * tiles_n);
   memset(v, 0, sizeof *v);

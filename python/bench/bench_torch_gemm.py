@@ -49,7 +49,7 @@ def timed(fn, iters=10):
         b.record()
         b.synchronize()
         runs.append(a.elapsed_time(b) / iters)
-    t = torch.tensor([statistics.median(runs)], dtype=torch.float64)
+    t = torch.tensor([statistics.median(runs)], dtype=torch.float64, device="cuda" if dist.get_backend() == "nccl" else "cpu")
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.item()
 
