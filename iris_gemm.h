@@ -1392,16 +1392,16 @@ static iris_status_t iris_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags) {
   if (v->side_fetch) { v->fetchers = 0; v->gemm_ctas = g->sms; }
   /* fused TMA kernel with fetcher CTAs: the GEMM CTAs' idle side warps stand by (d.help) */
   v->help = g->path == IRIS_GEMM_PATH_FUSED && g->tma && !v->side_fetch;
-  /* tile order of the TMA core. Fused: row by row, the order the fetchers fill A in
-   * (groups of 8 m-tiles measured 4-19% slower at N = 1792 and 6656 on 2xH200: a group
-   * waits for 8 m-tiles). Kernel-unfused (A is all there): groups of 8, which share B
-   * tiles in L2 (up to 5% faster). IRIS_GEMM_RASTER overrides both. To do: with side
-   * fetch, groups of 8 measured 1-6% faster on 4xH200 (BENCHMARKS.md, session 5), but
-   * gemm_test has not run that combination yet, so the fused path stays row by row. */
+  /* tile order of the TMA core. Fused with fetcher CTAs: row by row, the order the
+   * fetchers fill A in (groups of 8 m-tiles measured 4-19% slower at N = 1792 and 6656 on
+   * 2xH200: a group waits for 8 m-tiles). Fused with side fetch, and kernel-unfused (A is
+   * all there): groups of 8, which share B tiles in L2 (side fetch: 1-6% faster at all four
+   * shapes tried on 4xH200, session 5; kernel-unfused: up to 5%). Default since session 8,
+   * after gemm_test passed with it. IRIS_GEMM_RASTER overrides all. */
 #if defined(IRIS_GEMM_RASTER)
   v->raster = IRIS_GEMM_RASTER;
 #else
-  v->raster = g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED ? 8 : 1;
+  v->raster = g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED || v->side_fetch ? 8 : 1;
 #endif
   v->staged = g->staged;
   if ((size_t)v->fetchers + v->gemm_ctas > IRIS_GEMM_MAX_SLOTS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm: too many CTAs");
