@@ -113,6 +113,8 @@ $(B)/gemm_test_t2: tests/gemm_test.cu tests/test_util.h tests/gemm_values.h $(HD
 # shorter compile; its fused cases are skipped.
 $(B)/gemm_rs_test: tests/gemm_rs_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
+$(B)/gemm_rs_test_t2: tests/gemm_rs_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
+	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL $< -o $@ -lcublasLt
 $(B)/gemm_rs_test_nocore: tests/gemm_rs_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -DGEMM_RS_TEST_NO_CORE $< -o $@ -lcublasLt
 $(B)/bench_gemm_rs: bench/bench_gemm_rs.cu bench/bench_util.h bench/bench_gemm_util.h $(HDRS) $(CORE) | $(B)

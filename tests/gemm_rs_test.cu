@@ -10,6 +10,8 @@
 //   gemm_rs_test N quick   fewer cases
 //   gemm_rs_test N streams only the two-stream cases: GEMM + reduce runs and all-reduces on
 //                          two streams with no dependency between them
+//   gemm_rs_test_t2 N stuck  the last rank skips a call: the others' call must end within
+//                          2x the wait bound (2 s in this build) with a fault, not hang
 // The fused path needs the TMA GEMM core (sm_90a): make build/gemm_rs_test. A faster
 // compile of the cuBLASLt paths only: -DGEMM_RS_TEST_NO_CORE (make build/gemm_rs_test_nocore),
 // where the fused cases are skipped (SKIP line, not counted).
@@ -386,6 +388,59 @@ static void streams(Suite &s, const std::vector<iris_gemm_path_t> &paths) {
   for (auto &x : st) cudaStreamDestroy(x);
 }
 
+// The last rank skips a call (stuck or far behind; gemm_rs_test_t2: a 2-s wait bound). Every
+// other rank's call must end within 2x the bound with IRIS_ERROR_TIMEOUT or
+// IRIS_ERROR_PEER_FAILED (the run's opening device barrier is the context's bounded wait; a
+// fault is fatal to the context), later calls fail at once, finalize completes. Each rank
+// prints its own line (the context cannot exchange any more).
+static double now_s() {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+static int stuck(Suite &s, iris_gemm_path_t path) {
+  const int W = s.world, me = s.rank, late = W - 1;
+  const double bound = (double)IRIS_WAIT_TIMEOUT_NS * 1e-9;
+  iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
+  d.M = 128LL * W; d.N = 520; d.K = 256LL * W; d.path = path;
+  iris_gemm_rs_t *p = NULL;
+  __nv_bfloat16 *a = NULL, *b = NULL, *c = NULL;
+  IK(iris_gemm_rs_create(s.ctx, &d, &p));
+  CK(cudaMalloc(&a, (size_t)d.M * (d.K / W) * 2));
+  CK(cudaMalloc(&b, (size_t)(d.K / W) * d.N * 2));
+  CK(cudaMalloc(&c, (size_t)(d.M / W) * d.N * 2));
+  k_gen_a<__nv_bfloat16><<<128, 256, 0, s.stream>>>(a, d.M, d.K / W, me, s.seed, 1);
+  k_gen_b<__nv_bfloat16><<<128, 256, 0, s.stream>>>(b, d.K / W, d.N, 0, me, s.seed);
+  CK(cudaStreamSynchronize(s.stream));
+  IK(iris_barrier(s.ctx));
+  if (me == late) { // never makes the call; stays alive past the others' bound, then leaves
+    usleep((useconds_t)((2 * bound + 3) * 1e6));
+    iris_finalize(s.ctx); // its peers are faulted: finalize must not hang
+    return 0;
+  }
+  const double t0 = now_s();
+  iris_status_t err = iris_gemm_rs_run(p, a, b, NULL, c, s.stream);
+  while (err == IRIS_SUCCESS && now_s() < t0 + 6 * bound + 10) {
+    cudaStreamQuery(s.stream);
+    err = iris_get_async_error(s.ctx);
+    usleep(1000);
+  }
+  const double took = now_s() - t0;
+  char detail[1100];
+  snprintf(detail, sizeof detail, "%s", iris_error_detail());
+  bool ok = (err == IRIS_ERROR_TIMEOUT || err == IRIS_ERROR_PEER_FAILED) && took < 2 * bound + 3;
+  const double t1 = now_s();
+  ok = ok && iris_gemm_rs_run(p, a, b, NULL, c, s.stream) != IRIS_SUCCESS && now_s() - t1 < 0.5;
+  cudaStreamSynchronize(s.stream);
+  iris_gemm_rs_destroy(p);
+  const double t2 = now_s();
+  ok = ok && iris_finalize(s.ctx) == IRIS_SUCCESS && now_s() - t2 < 5;
+  printf("%s: [gemm_rs w=%d rank %d] stuck peer (rank %d skips a call), %s: the call failed after %.2f s (bound %.1f s) with %s: %s; the next run failed at once; "
+         "finalize completed\n", ok ? "PASS" : "FAIL", W, me, late, iris_gemm_path_name(path), took, bound, iris_status_string(err), detail);
+  cudaFree(a); cudaFree(b); cudaFree(c);
+  return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int n = argc > 1 ? atoi(argv[1]) : 2, rank;
@@ -412,6 +467,13 @@ int main(int argc, char **argv) {
   s.seed = all[0];
   if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
   const int W = n;
+  if (argc > 2 && !strcmp(argv[2], "stuck")) { // the context ends faulted: nothing after it
+#if defined(IRIS_GEMM_HAVE_CORE)
+    return stuck(s, IRIS_GEMM_PATH_FUSED);
+#else
+    return stuck(s, IRIS_GEMM_PATH_PIPELINED);
+#endif
+  }
   const iris_gemm_reduce_op_t ops[] = {IRIS_GEMM_REDUCE_SCATTER, IRIS_GEMM_ALL_REDUCE};
 #if defined(IRIS_GEMM_HAVE_CORE)
   const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED};

@@ -171,10 +171,13 @@ else
     run_counted "gemm_test_t2 $w stuck: a stuck peer ends the call within 2x the bound ($(placement "$w"))" ./build/gemm_test_t2 $w stuck
   done
   # GEMM + reduce-scatter / all-reduce: built here only (make test without a GPU stays as fast)
-  if make -s build/gemm_rs_test >>"$log" 2>&1; then
-    for w in $worlds; do run_counted "gemm_rs_test $w: GEMM + reduce-scatter / all-reduce, every path ($(placement "$w"))" ./build/gemm_rs_test $w; done
+  if make -s build/gemm_rs_test build/gemm_rs_test_t2 >>"$log" 2>&1; then
+    for w in $worlds; do
+      run_counted "gemm_rs_test $w: GEMM + reduce-scatter / all-reduce, every path ($(placement "$w"))" ./build/gemm_rs_test $w
+      run_counted "gemm_rs_test_t2 $w stuck: a stuck peer ends the fused call within 2x the bound ($(placement "$w"))" ./build/gemm_rs_test_t2 $w stuck
+    done
   else
-    say FAIL "gemm_rs_test build (make build/gemm_rs_test)"
+    say FAIL "gemm_rs_test build (make build/gemm_rs_test build/gemm_rs_test_t2)"
   fi
   expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
   expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank
