@@ -114,6 +114,13 @@ static void tma_plain(const iris_gemm_rs_t *g, const void *a, const void *b, Out
   k_tma_plain<OutT><<<g->sms, Cfg::threads, Cfg::smem_bytes, stream>>>(ta, tb, c, g->fd);
   CK(cudaGetLastError());
 }
+// fused_sigC / fused_sigO: the fused GEMM kernel with the flags released by the consumers
+// (SIG 0) or by the producer's warp 1 (SIG 1), whatever IRIS_GEMM_RS_SIGNAL_OFFLOAD says
+template <int SIG>
+static void fused_sig(iris_gemm_rs_t *g, const void *a, const void *b, int setup) {
+  const int e = iris_gemm_rs_launch_fused<iris_gemm_elem_bf16_t, true, SIG>(g, a, b, stream, setup);
+  CK((cudaError_t)e);
+}
 #endif
 
 // local mode (see the top): one rank, one GPU, no NCCL
@@ -168,12 +175,12 @@ static int bench_local(int reps) {
         }
         tma_plain<__nv_bfloat16>(g, a, b, c16, 1);
         tma_plain<float>(g, a, b, c32, 1);
-        CK((cudaError_t)iris_gemm_rs_launch_fused<iris_gemm_elem_bf16_t, true, 0>(g, a, b, stream, 1));
-        CK((cudaError_t)iris_gemm_rs_launch_fused<iris_gemm_elem_bf16_t, true, 1>(g, a, b, stream, 1));
+        fused_sig<0>(g, a, b, 1);
+        fused_sig<1>(g, a, b, 1);
         const double tp16 = time_op([&] { tma_plain<__nv_bfloat16>(g, a, b, c16, 0); }, reps);
         const double tp32 = time_op([&] { tma_plain<float>(g, a, b, c32, 0); }, reps);
-        const double tsc = time_op([&] { CK((cudaError_t)iris_gemm_rs_launch_fused<iris_gemm_elem_bf16_t, true, 0>(g, a, b, stream, 0)); }, reps);
-        const double tso = time_op([&] { CK((cudaError_t)iris_gemm_rs_launch_fused<iris_gemm_elem_bf16_t, true, 1>(g, a, b, stream, 0)); }, reps);
+        const double tsc = time_op([&] { fused_sig<0>(g, a, b, 0); }, reps);
+        const double tso = time_op([&] { fused_sig<1>(g, a, b, 0); }, reps);
         const double tr = time_op([&] { IK(iris_gemm_rs_run(g, a, b, NULL, out, stream)); }, reps);
         const double tg = IRIS_GEMM_RS_SIGNAL_OFFLOAD ? tso : tsc;
         IK(iris_gemm_rs_check(g));
