@@ -329,12 +329,13 @@ __device__ __forceinline__ void iris_gemm_rs_signal_half(const iris_gemm_rs_fuse
 
 /* The GEMM's output policy (internal/gemm_core_tma.h): rows into their owners' slots,
  * each finished half tile signalled to the owners of its rows. */
-template <int BN>
+template <int BN, bool DIRECT = false>
 struct iris_gemm_rs_push_out {
   const iris_gemm_rs_fused_dev_t *d;
   size_t off; /* slot `me` of part, from this rank's heap base */
   unsigned epoch;
-  static constexpr bool hoist = true; /* a division and a table per row: once per row */
+  static constexpr bool hoist = true;    /* a division and a table per row: once per row */
+  static constexpr bool direct = DIRECT; /* fp32 pairs stored without the quad transpose (IRIS_GEMM_RS_DIRECT_STORES) */
   /* one node (checked at create): rank q's heap is bases[q] */
   __device__ __forceinline__ float *operator()(int row) const {
     const int q = row / d->ml;
@@ -367,8 +368,8 @@ struct iris_gemm_rs_push_out {
  * precedes it in causality order): the consumers' stores, barrier, one lane's
  * st.release.sys (iris_signal) is the "block barrier, then one thread releases" pattern
  * of iris_signal_block, with the barrier shared by the storing and the releasing threads. */
-template <int BN>
-struct iris_gemm_rs_push_out_offload : iris_gemm_rs_push_out<BN> {
+template <int BN, bool DIRECT>
+struct iris_gemm_rs_push_out_offload : iris_gemm_rs_push_out<BN, DIRECT> {
   mutable bool first = true; /* per thread: the first half has no earlier one to wait for */
   __device__ __forceinline__ void done(int, int, int cw) const {
     if (cw == 0) {
@@ -425,37 +426,46 @@ template <> struct iris_gc_waits<iris_gemm_rs_no_wait> { enum { value = 0 }; };
 #ifndef IRIS_GEMM_RS_SIGNAL_OFFLOAD
 #define IRIS_GEMM_RS_SIGNAL_OFFLOAD 1
 #endif
+/* 1: the fused GEMM stores its fp32 tiles as the MMA left them (8-byte pairs, no quad
+ * transpose: iris_gc_rows_direct, internal/gemm_core.h); 0 (default): 16-byte stores
+ * after the transpose, as the plain core. The same values at the same places either way. */
+#ifndef IRIS_GEMM_RS_DIRECT_STORES
+#define IRIS_GEMM_RS_DIRECT_STORES 0
+#endif
+/* The fused GEMM kernel's variant: bit 0 IRIS_GEMM_RS_SIGNAL_OFFLOAD, bit 1
+ * IRIS_GEMM_RS_DIRECT_STORES (the bench compares them). */
+#define IRIS_GEMM_RS_FUSED_VARIANT ((IRIS_GEMM_RS_SIGNAL_OFFLOAD ? 1 : 0) | (IRIS_GEMM_RS_DIRECT_STORES ? 2 : 0))
 /* The kernel's core call, per signal placement (a tag: only one is instantiated). */
 template <int SIG> struct iris_gemm_rs_sig {};
-template <class Cfg, typename T, bool B_KN>
-__device__ __forceinline__ void iris_gemm_rs_fused_tiles(const CUtensorMap &ta, const CUtensorMap &tb, const iris_gemm_rs_push_out<Cfg::BN> &out,
+template <class Cfg, typename T, bool B_KN, bool DIRECT>
+__device__ __forceinline__ void iris_gemm_rs_fused_tiles(const CUtensorMap &ta, const CUtensorMap &tb, const iris_gemm_rs_push_out<Cfg::BN, DIRECT> &out,
                                                          const iris_ag_gemm_sched &sc, const iris_gemm_rs_no_wait &w, char *smem, iris_gemm_rs_sig<0>) {
   const iris_gemm_rs_fused_dev_t &d = *out.d;
   iris_gemm_tma_tiles_out<Cfg, T, B_KN, float>(&ta, &tb, out, (const float *)nullptr, d.M, d.N, d.K, sc, w, smem, iris_gemm_no_side());
 }
-template <class Cfg, typename T, bool B_KN>
-__device__ __forceinline__ void iris_gemm_rs_fused_tiles(const CUtensorMap &ta, const CUtensorMap &tb, const iris_gemm_rs_push_out<Cfg::BN> &out,
+template <class Cfg, typename T, bool B_KN, bool DIRECT>
+__device__ __forceinline__ void iris_gemm_rs_fused_tiles(const CUtensorMap &ta, const CUtensorMap &tb, const iris_gemm_rs_push_out<Cfg::BN, DIRECT> &out,
                                                          const iris_ag_gemm_sched &sc, const iris_gemm_rs_no_wait &w, char *smem, iris_gemm_rs_sig<1>) {
   const iris_gemm_rs_fused_dev_t &d = *out.d;
-  iris_gemm_rs_push_out_offload<Cfg::BN> o;
+  iris_gemm_rs_push_out_offload<Cfg::BN, DIRECT> o;
   o.d = out.d;
   o.off = out.off;
   o.epoch = out.epoch;
   const iris_gemm_rs_signal_side<Cfg::BN> side = {out.d, sc, out.epoch, d.M, d.N};
   iris_gemm_tma_tiles_out<Cfg, T, B_KN, float>(&ta, &tb, o, (const float *)nullptr, d.M, d.N, d.K, sc, w, smem, side);
 }
-/* SIG: IRIS_GEMM_RS_SIGNAL_OFFLOAD's meaning (the bench compares both). */
-template <class Cfg, typename T, bool B_KN, int SIG = IRIS_GEMM_RS_SIGNAL_OFFLOAD>
+/* SIG: a variant as IRIS_GEMM_RS_FUSED_VARIANT (the bench compares them). */
+template <class Cfg, typename T, bool B_KN, int SIG = IRIS_GEMM_RS_FUSED_VARIANT>
 __global__ void __launch_bounds__(Cfg::threads, 1) iris_gemm_rs_fused_kernel(const __grid_constant__ iris_gemm_rs_fused_dev_t d, const __grid_constant__ CUtensorMap ta,
                                                                              const __grid_constant__ CUtensorMap tb) {
   extern __shared__ __align__(128) char iris_gemm_smem[];
   const unsigned epoch = d.counters[blockIdx.x] + 1;
   const iris_ag_gemm_sched sc = iris_ag_gemm_make_sched<Cfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, d.tiles_n, d.rot, d.raster);
-  iris_gemm_rs_push_out<Cfg::BN> out;
+  iris_gemm_rs_push_out<Cfg::BN, (SIG & 2) != 0> out;
   out.d = &d;
   out.off = (size_t)((const char *)(d.part + (size_t)d.ctx.rank * d.ml * d.N) - d.ctx.bases[d.ctx.local_rank]);
   out.epoch = epoch;
-  iris_gemm_rs_fused_tiles<Cfg, T, B_KN>(ta, tb, out, sc, iris_gemm_rs_no_wait{d.err, epoch}, iris_gemm_smem, iris_gemm_rs_sig<SIG>());
+  iris_gemm_rs_fused_tiles<Cfg, T, B_KN>(ta, tb, out, sc, iris_gemm_rs_no_wait{d.err, epoch}, iris_gemm_smem, iris_gemm_rs_sig<SIG & 1>());
   if (threadIdx.x == 0) {
     iris_gemm_err_tell_peers(d.ctx, d.err, epoch);
     d.counters[blockIdx.x] = epoch;
@@ -570,7 +580,7 @@ static iris_status_t iris_gemm_rs_check_desc(const iris_gemm_rs_desc_t *d, int W
 /* The fused GEMM kernel's launch for one input type and B layout (setup = 1: only raise
  * its shared-memory limit, at create). Tensor maps of A_r (M x K/W) and B_r, made per call
  * on the host (the buffers may change between calls; no GPU work, so capture is fine). */
-template <typename T, bool B_KN, int SIG = IRIS_GEMM_RS_SIGNAL_OFFLOAD>
+template <typename T, bool B_KN, int SIG = IRIS_GEMM_RS_FUSED_VARIANT>
 static int iris_gemm_rs_launch_fused(iris_gemm_rs_t *p, const void *a, const void *b, iris_stream_t s, int setup) {
   typedef iris_ag_gemm_tma_cfg Cfg;
   static_assert(Cfg::BM == IRIS_GEMM_RS_BM && Cfg::BN == IRIS_GEMM_RS_BN, "iris_gemm_rs: the flags are laid out for 128 x 256 tiles");

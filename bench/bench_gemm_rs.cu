@@ -38,6 +38,8 @@
 //                   next tile): fused_sigC - tma_fp32 is the push map + the flags
 //   fused_sigO      the same, flags released by warp 1 of the producer warpgroup
 //                   (IRIS_GEMM_RS_SIGNAL_OFFLOAD=1, the default)
+//   fused_sigOD     fused_sigO with the fp32 pairs stored as the MMA left them (no quad
+//                   transpose, 8-byte stores: IRIS_GEMM_RS_DIRECT_STORES=1)
 //   fused_run       iris_gemm_rs_run of the world-1 plan: barrier, the fused GEMM kernel
 //                   (the default variant), the reduce kernel (waits for the flags, bf16 out)
 // and the speed ratios cublas / fused GEMM of the default variant (target: >= 0.95
@@ -114,8 +116,10 @@ static void tma_plain(const iris_gemm_rs_t *g, const void *a, const void *b, Out
   k_tma_plain<OutT><<<g->sms, Cfg::threads, Cfg::smem_bytes, stream>>>(ta, tb, c, g->fd);
   CK(cudaGetLastError());
 }
-// fused_sigC / fused_sigO: the fused GEMM kernel with the flags released by the consumers
-// (SIG 0) or by the producer's warp 1 (SIG 1), whatever IRIS_GEMM_RS_SIGNAL_OFFLOAD says
+// fused_sigC / fused_sigO / fused_sigOD: the fused GEMM kernel of variant SIG (bit 0: flags
+// released by the producer's warp 1, else by the consumers; bit 1: direct fp32 stores),
+// whatever the IRIS_GEMM_RS_* macros make the library's default
+static const char *variant_name(int v) { return v == 0 ? "fused_sigC" : v == 1 ? "fused_sigO" : v == 3 ? "fused_sigOD" : "fused_sigCD"; }
 template <int SIG>
 static void fused_sig(iris_gemm_rs_t *g, const void *a, const void *b, int setup) {
   const int e = iris_gemm_rs_launch_fused<iris_gemm_elem_bf16_t, true, SIG>(g, a, b, stream, setup);
@@ -131,7 +135,7 @@ static int bench_local(int reps) {
   if (kdiv.empty()) kdiv = {"1", "8"};
   const char *csv_path = getenv("BENCH_CSV");
   FILE *csv = csv_path && *csv_path ? fopen(csv_path, "w") : NULL;
-  if (csv) fprintf(csv, "M,N,K_local,cublas_bf16_ms,cublas_fp32_ms,tma_bf16_ms,tma_fp32_ms,fused_sigC_ms,fused_sigO_ms,fused_run_ms,default_sig,x_vs_bf16,x_vs_fp32\n");
+  if (csv) fprintf(csv, "M,N,K_local,cublas_bf16_ms,cublas_fp32_ms,tma_bf16_ms,tma_fp32_ms,fused_sigC_ms,fused_sigO_ms,fused_sigOD_ms,fused_run_ms,default_variant,x_vs_bf16,x_vs_fp32\n");
   const long long Ms[] = {1024, 4096, 8192, 16384};
   const long long NKs[][2] = {{8192, 8192}, {8192, 28672}, {5120, 13824}};
   const size_t maxA = (size_t)16384 * 28672, maxB = (size_t)28672 * 8192, maxC = (size_t)16384 * 8192;
@@ -148,10 +152,10 @@ static int bench_local(int reps) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, iris_device(ctx)));
   printf("# bench_gemm_rs local: %s, one rank; bf16 in, B K x N; ms per op, median of %d; x_vs_*: cuBLAS time / fused GEMM time of the default variant "
-         "(fused_sig%c, >= 0.95 wanted); columns: see the top of bench/bench_gemm_rs.cu\n",
-         prop.name, reps, IRIS_GEMM_RS_SIGNAL_OFFLOAD ? 'O' : 'C');
-  printf("%6s %6s %6s %12s %12s %9s %9s %11s %11s %10s %9s %9s\n", "M", "N", "K_loc", "cublas_bf16", "cublas_fp32", "tma_bf16", "tma_fp32", "fused_sigC", "fused_sigO",
-         "fused_run", "x_vs_bf16", "x_vs_fp32");
+         "(%s, >= 0.95 wanted); columns: see the top of bench/bench_gemm_rs.cu\n",
+         prop.name, reps, variant_name(IRIS_GEMM_RS_FUSED_VARIANT));
+  printf("%6s %6s %6s %12s %12s %9s %9s %11s %11s %12s %10s %9s %9s\n", "M", "N", "K_loc", "cublas_bf16", "cublas_fp32", "tma_bf16", "tma_fp32", "fused_sigC",
+         "fused_sigO", "fused_sigOD", "fused_run", "x_vs_bf16", "x_vs_fp32");
   for (const std::string &ds : kdiv)
     for (int si = 0; si < 3; si++) {
       if (!wanted(only_shape, std::to_string(si))) continue;
@@ -177,18 +181,22 @@ static int bench_local(int reps) {
         tma_plain<float>(g, a, b, c32, 1);
         fused_sig<0>(g, a, b, 1);
         fused_sig<1>(g, a, b, 1);
+        fused_sig<3>(g, a, b, 1);
         const double tp16 = time_op([&] { tma_plain<__nv_bfloat16>(g, a, b, c16, 0); }, reps);
         const double tp32 = time_op([&] { tma_plain<float>(g, a, b, c32, 0); }, reps);
         const double tsc = time_op([&] { fused_sig<0>(g, a, b, 0); }, reps);
         const double tso = time_op([&] { fused_sig<1>(g, a, b, 0); }, reps);
+        const double tsd = time_op([&] { fused_sig<3>(g, a, b, 0); }, reps);
         const double tr = time_op([&] { IK(iris_gemm_rs_run(g, a, b, NULL, out, stream)); }, reps);
-        const double tg = IRIS_GEMM_RS_SIGNAL_OFFLOAD ? tso : tsc;
+        const int dv = IRIS_GEMM_RS_FUSED_VARIANT;
+        const double tg = dv == 0 ? tsc : dv == 1 ? tso : dv == 3 ? tsd : time_op([&] { fused_sig<IRIS_GEMM_RS_FUSED_VARIANT>(g, a, b, 0); }, reps);
         IK(iris_gemm_rs_check(g));
         IK(iris_gemm_rs_destroy(g));
-        printf("%6lld %6lld %6lld %12.3f %12.3f %9.3f %9.3f %11.3f %11.3f %10.3f %9.3f %9.3f\n", M, N, K, t16, t32, tp16, tp32, tsc, tso, tr, t16 / tg, t32 / tg);
+        printf("%6lld %6lld %6lld %12.3f %12.3f %9.3f %9.3f %11.3f %11.3f %12.3f %10.3f %9.3f %9.3f\n", M, N, K, t16, t32, tp16, tp32, tsc, tso, tsd, tr, t16 / tg,
+               t32 / tg);
         if (csv)
-          fprintf(csv, "%lld,%lld,%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s,%.3f,%.3f\n", M, N, K, t16, t32, tp16, tp32, tsc, tso, tr,
-                  IRIS_GEMM_RS_SIGNAL_OFFLOAD ? "offload" : "consumers", t16 / tg, t32 / tg);
+          fprintf(csv, "%lld,%lld,%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s,%.3f,%.3f\n", M, N, K, t16, t32, tp16, tp32, tsc, tso, tsd, tr,
+                  variant_name(IRIS_GEMM_RS_FUSED_VARIANT), t16 / tg, t32 / tg);
       }
     }
   if (csv) fclose(csv);

@@ -74,6 +74,9 @@
  *                                       buffers, e.g. to the GPUs that own them);
  *                                       optional `static constexpr bool hoist = true`:
  *                                       call it once per row per tile (costly maps);
+ *                                       optional `static constexpr bool direct = true`:
+ *                                       store the MMA's pairs without the quad transpose
+ *                                       (internal/gemm_core.h, iris_gc_rows_direct);
  *       void out.done(int r0, int n0, int cw) const
  *                                       called by all 128 threads of consumer warpgroup cw
  *                                       (threads 128 + 128 * cw ...) after each stored
