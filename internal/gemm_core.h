@@ -396,6 +396,18 @@ template <class R> __host__ __device__ constexpr bool iris_gc_rows_hoist(long) {
    many (half as wide) stores. Row pointers must be aligned to a pair. */
 template <class R> __host__ __device__ constexpr auto iris_gc_rows_direct(int) -> decltype(R::direct, bool()) { return R::direct; }
 template <class R> __host__ __device__ constexpr bool iris_gc_rows_direct(long) { return false; }
+/* rp[mt][h] = rows(r) for a lane's rows r = r0 + 16 mt + 8 h (r0: row0 + lane / 4) where
+   `on` and r < M, else nullptr */
+template <int MT, typename OutT, class Rows>
+__device__ __forceinline__ void iris_gc_row_ptrs(OutT *(&rp)[MT][2], const Rows &rows, bool on, int M, int r0) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = r0 + 16 * mt + 8 * h;
+      rp[mt][h] = on && row < M ? rows(row) : nullptr;
+    }
+}
 template <int MT, int NT, typename OutT, typename BiasT, class Rows>
 __device__ __forceinline__ void iris_gc_epilogue_direct(const float (&acc)[MT][NT][4], const Rows &rows, const BiasT *__restrict__ bias, int M, int N, int row0,
                                                         int col0, int lane) {
@@ -403,13 +415,7 @@ __device__ __forceinline__ void iris_gc_epilogue_direct(const float (&acc)[MT][N
   typedef typename O::pair P;
   const int g = lane >> 2, t = lane & 3;
   OutT *rp[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 16 * mt + g + 8 * h;
-      rp[mt][h] = row < M ? rows(row) : nullptr;
-    }
+  iris_gc_row_ptrs<MT>(rp, rows, true, M, row0 + g);
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
     const int c = col0 + 8 * j + 2 * t;
@@ -442,13 +448,7 @@ __device__ __forceinline__ void iris_gc_epilogue_rows(const float (&acc)[MT][NT]
   const int g = lane >> 2, t = lane & 3;
   constexpr bool hoist = iris_gc_rows_hoist<Rows>(0);
   OutT *rp[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 16 * mt + g + 8 * h;
-      rp[mt][h] = hoist && row < M ? rows(row) : nullptr;
-    }
+  iris_gc_row_ptrs<MT>(rp, rows, hoist, M, row0 + g);
 #pragma unroll
   for (int q = 0; q < NT / 4; ++q) {
     float bv[4][2];
