@@ -293,9 +293,11 @@ __global__ void iris_gemm_rs_reduce_kernel(iris_gemm_rs_red_t a) {
  *     rank's own rows last; groups of `raster` m-tiles share B in L2). The epilogue
  *     stores row `row` of a tile into slot `me` of its owner q = row / ml (part on rank q:
  *     [W][ml][N] fp32; a tile's rows may go to several owners). After a consumer
- *     warpgroup stored its 64-row half, its 128 threads meet (bar.sync 2 + cw, 128) and
- *     thread t release-stores e (system scope) into flag (me, half, n-tile) of the t-th
- *     owner of the half's rows.
+ *     warpgroup stored its 64-row half, thread t of the releasing threads release-stores
+ *     e (system scope) into flag (me, half, n-tile) of the t-th owner of the half's rows:
+ *     by default warp 1 of the producer warpgroup, which meets the warpgroup on a named
+ *     barrier (iris_gemm_rs_push_out_offload); with IRIS_GEMM_RS_SIGNAL_OFFLOAD=0 the
+ *     warpgroup's own 128 threads after bar.sync 2 + cw, 128 (iris_gemm_rs_push_out).
  *   reduce kernel (same stream, after it): for each (64-row half, n-tile) that holds rows
  *     of this rank, threads 0..W-1 wait (acquire, system, bounded) until flag (q, half,
  *     n-tile) reached e, the block meets, then sums slots 0..W-1 in that order (+ bias,
@@ -312,14 +314,28 @@ typedef struct iris_gemm_rs_fused_dev {
   int M, N, K, ml, halves, tiles_m, tiles_n, rot, raster;
 } iris_gemm_rs_fused_dev_t;
 
+/* The release of one finished 64-row half tile (rows [r0, r0 + 64), n-tile n0 / BN) to the
+ * owners of its rows, by `n` threads t = 0..n-1 of which the half's stores are visible
+ * (after a barrier with the storing threads): thread t release-stores the epoch (system
+ * scope) into flag (me, half, n-tile) of owners q0 + t, q0 + t + n, ... Nothing for a half
+ * beyond M. */
+template <int BN>
+__device__ __forceinline__ void iris_gemm_rs_signal_half(const iris_gemm_rs_fused_dev_t &d, unsigned epoch, int r0, int n0, int t, int n) {
+  if (r0 >= d.M) return;
+  const int q0 = r0 / d.ml, q1 = (min(r0 + 64, d.M) - 1) / d.ml;
+  unsigned *flag = d.flags + ((size_t)d.ctx.rank * d.halves + r0 / 64) * d.tiles_n + n0 / BN;
+  for (int q = q0 + t; q <= q1; q += n) iris_signal(d.ctx, flag, epoch, q);
+}
+
 /* The GEMM's output policy (internal/gemm_core_tma.h): rows into their owners' slots,
  * each finished half tile signalled to the owners of its rows. */
-template <int BN>
+template <int BN, bool DIRECT = false>
 struct iris_gemm_rs_push_out {
   const iris_gemm_rs_fused_dev_t *d;
   size_t off; /* slot `me` of part, from this rank's heap base */
   unsigned epoch;
-  static constexpr bool hoist = true; /* a division and a table per row: once per row */
+  static constexpr bool hoist = true;    /* a division and a table per row: once per row */
+  static constexpr bool direct = DIRECT; /* fp32 pairs stored without the quad transpose (IRIS_GEMM_RS_DIRECT_STORES) */
   /* one node (checked at create): rank q's heap is bases[q] */
   __device__ __forceinline__ float *operator()(int row) const {
     const int q = row / d->ml;
@@ -329,9 +345,69 @@ struct iris_gemm_rs_push_out {
     /* the warpgroup's stores are done (ids fixed at compile time: ptxas then reserves 4) */
     if (cw == 0) asm volatile("bar.sync 2, 128;\n" ::: "memory");
     else asm volatile("bar.sync 3, 128;\n" ::: "memory");
-    if (r0 >= d->M) return;
-    const int q0 = r0 / d->ml, q1 = (min(r0 + 64, d->M) - 1) / d->ml, t = (int)threadIdx.x & 127;
-    if (t <= q1 - q0) iris_signal(d->ctx, d->flags + ((size_t)d->ctx.rank * d->halves + r0 / 64) * d->tiles_n + n0 / BN, epoch, q0 + t);
+    iris_gemm_rs_signal_half<BN>(*d, epoch, r0, n0, (int)threadIdx.x & 127, 128);
+  }
+};
+
+/* The same policy with the signals offloaded (IRIS_GEMM_RS_SIGNAL_OFFLOAD, the default):
+ * a consumer warpgroup that stored its half only arrives (bar.arrive, no wait) on named
+ * barrier 2 + cw (160 threads: its 128 and warp 1 of the producer warpgroup) and goes on
+ * to the next tile's MMAs; warp 1 (iris_gemm_rs_signal_side) walks the same tile
+ * sequence, waits on that barrier (bar.sync) for each half, and releases the half's flags.
+ * Back-pressure, so that a warpgroup never arrives for half k+1 before warp 1 has passed
+ * the barrier of half k (an early arrival would complete half k's barrier without warp 1):
+ * after passing barrier 2 + cw for half k, warp 1 arrives on barrier 4 + cw (160), and the
+ * warpgroup syncs on 4 + cw before it arrives for half k+1 (by then warp 1 has long passed
+ * it: the wait is a whole tile's MMAs away). Warp 1 leaves out that arrive after the last
+ * half, so every barrier ends its last phase complete.
+ * Memory model (PTX ISA, "bar, barrier": "barrier{.cta}.sync, .red or .arrive guarantees
+ * that when the barrier completes, prior memory accesses requested by this thread are
+ * performed relative to all threads participating in the barrier"; Memory Consistency
+ * Model: bar.arrive synchronizes with the bar.sync of the same barrier phase, so the
+ * stores precede the release in causality order, and a release is cumulative over what
+ * precedes it in causality order): the consumers' stores, barrier, one lane's
+ * st.release.sys (iris_signal) is the "block barrier, then one thread releases" pattern
+ * of iris_signal_block, with the barrier shared by the storing and the releasing threads. */
+template <int BN, bool DIRECT>
+struct iris_gemm_rs_push_out_offload : iris_gemm_rs_push_out<BN, DIRECT> {
+  mutable bool first = true; /* per thread: the first half has no earlier one to wait for */
+  __device__ __forceinline__ void done(int, int, int cw) const {
+    if (cw == 0) {
+      if (!first) asm volatile("bar.sync 4, 160;\n" ::: "memory");
+      asm volatile("bar.arrive 2, 160;\n" ::: "memory");
+    } else {
+      if (!first) asm volatile("bar.sync 5, 160;\n" ::: "memory");
+      asm volatile("bar.arrive 3, 160;\n" ::: "memory");
+    }
+    first = false;
+  }
+};
+/* The side work of the offloaded policy (internal/gemm_core_tma.h: threads 32..127 of the
+ * producer warpgroup, 40 registers, no smem): warp 1 (side index 0..31) releases the
+ * flags of every half tile the consumers stored, in their order; warps 2, 3 do nothing. */
+template <int BN>
+struct iris_gemm_rs_signal_side {
+  const iris_gemm_rs_fused_dev_t *d;
+  iris_ag_gemm_sched sched;
+  unsigned epoch;
+  int M, N;
+  __device__ __forceinline__ void operator()(int s) const {
+    if (s >= 32) return;
+    iris_ag_gemm_sched sc = sched;
+    int m0, n0, tiles = 0, k = 0;
+    for (int i = 0; sc(i, m0, n0); ++i) tiles += m0 < M && n0 < N; /* the tiles the consumers store */
+    for (int i = 0; sc(i, m0, n0); ++i) {
+      if (m0 >= M || n0 >= N) continue;
+      ++k;
+      __syncwarp(); /* bar.sync is .aligned: the warp converged (the signals diverge) */
+      asm volatile("bar.sync 2, 160;\n" ::: "memory");
+      if (k < tiles) asm volatile("bar.arrive 4, 160;\n" ::: "memory");
+      iris_gemm_rs_signal_half<BN>(*d, epoch, m0, n0, s, 32);
+      __syncwarp();
+      asm volatile("bar.sync 3, 160;\n" ::: "memory");
+      if (k < tiles) asm volatile("bar.arrive 5, 160;\n" ::: "memory");
+      iris_gemm_rs_signal_half<BN>(*d, epoch, m0 + 64, n0, s, 32);
+    }
   }
 };
 /* The GEMM waits for nothing (A and B are local); a stuck pipeline wait (a bug) is
@@ -344,18 +420,52 @@ struct iris_gemm_rs_no_wait {
 };
 template <> struct iris_gc_waits<iris_gemm_rs_no_wait> { enum { value = 0 }; };
 
-template <class Cfg, typename T, bool B_KN>
+/* Where the fused GEMM releases its half tiles' flags: 1 (default) warp 1 of the producer
+ * warpgroup (iris_gemm_rs_push_out_offload), 0 the consumer warpgroups themselves (each
+ * waits for its release before the next tile's MMAs). */
+#ifndef IRIS_GEMM_RS_SIGNAL_OFFLOAD
+#define IRIS_GEMM_RS_SIGNAL_OFFLOAD 1
+#endif
+/* 1: the fused GEMM stores its fp32 tiles as the MMA left them (8-byte pairs, no quad
+ * transpose: iris_gc_rows_direct, internal/gemm_core.h); 0 (default): 16-byte stores
+ * after the transpose, as the plain core. The same values at the same places either way. */
+#ifndef IRIS_GEMM_RS_DIRECT_STORES
+#define IRIS_GEMM_RS_DIRECT_STORES 0
+#endif
+/* The fused GEMM kernel's variant: bit 0 IRIS_GEMM_RS_SIGNAL_OFFLOAD, bit 1
+ * IRIS_GEMM_RS_DIRECT_STORES (the bench compares them). */
+#define IRIS_GEMM_RS_FUSED_VARIANT ((IRIS_GEMM_RS_SIGNAL_OFFLOAD ? 1 : 0) | (IRIS_GEMM_RS_DIRECT_STORES ? 2 : 0))
+/* The kernel's core call, per signal placement (a tag: only one is instantiated). */
+template <int SIG> struct iris_gemm_rs_sig {};
+template <class Cfg, typename T, bool B_KN, bool DIRECT>
+__device__ __forceinline__ void iris_gemm_rs_fused_tiles(const CUtensorMap &ta, const CUtensorMap &tb, const iris_gemm_rs_push_out<Cfg::BN, DIRECT> &out,
+                                                         const iris_ag_gemm_sched &sc, const iris_gemm_rs_no_wait &w, char *smem, iris_gemm_rs_sig<0>) {
+  const iris_gemm_rs_fused_dev_t &d = *out.d;
+  iris_gemm_tma_tiles_out<Cfg, T, B_KN, float>(&ta, &tb, out, (const float *)nullptr, d.M, d.N, d.K, sc, w, smem, iris_gemm_no_side());
+}
+template <class Cfg, typename T, bool B_KN, bool DIRECT>
+__device__ __forceinline__ void iris_gemm_rs_fused_tiles(const CUtensorMap &ta, const CUtensorMap &tb, const iris_gemm_rs_push_out<Cfg::BN, DIRECT> &out,
+                                                         const iris_ag_gemm_sched &sc, const iris_gemm_rs_no_wait &w, char *smem, iris_gemm_rs_sig<1>) {
+  const iris_gemm_rs_fused_dev_t &d = *out.d;
+  iris_gemm_rs_push_out_offload<Cfg::BN, DIRECT> o;
+  o.d = out.d;
+  o.off = out.off;
+  o.epoch = out.epoch;
+  const iris_gemm_rs_signal_side<Cfg::BN> side = {out.d, sc, out.epoch, d.M, d.N};
+  iris_gemm_tma_tiles_out<Cfg, T, B_KN, float>(&ta, &tb, o, (const float *)nullptr, d.M, d.N, d.K, sc, w, smem, side);
+}
+/* SIG: a variant as IRIS_GEMM_RS_FUSED_VARIANT (the bench compares them). */
+template <class Cfg, typename T, bool B_KN, int SIG = IRIS_GEMM_RS_FUSED_VARIANT>
 __global__ void __launch_bounds__(Cfg::threads, 1) iris_gemm_rs_fused_kernel(const __grid_constant__ iris_gemm_rs_fused_dev_t d, const __grid_constant__ CUtensorMap ta,
                                                                              const __grid_constant__ CUtensorMap tb) {
   extern __shared__ __align__(128) char iris_gemm_smem[];
   const unsigned epoch = d.counters[blockIdx.x] + 1;
   const iris_ag_gemm_sched sc = iris_ag_gemm_make_sched<Cfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, d.tiles_n, d.rot, d.raster);
-  iris_gemm_rs_push_out<Cfg::BN> out;
+  iris_gemm_rs_push_out<Cfg::BN, (SIG & 2) != 0> out;
   out.d = &d;
   out.off = (size_t)((const char *)(d.part + (size_t)d.ctx.rank * d.ml * d.N) - d.ctx.bases[d.ctx.local_rank]);
   out.epoch = epoch;
-  iris_gemm_rs_no_wait w = {d.err, epoch};
-  iris_gemm_tma_tiles_out<Cfg, T, B_KN, float>(&ta, &tb, out, (const float *)nullptr, d.M, d.N, d.K, sc, w, iris_gemm_smem, iris_gemm_no_side());
+  iris_gemm_rs_fused_tiles<Cfg, T, B_KN>(ta, tb, out, sc, iris_gemm_rs_no_wait{d.err, epoch}, iris_gemm_smem, iris_gemm_rs_sig<SIG & 1>());
   if (threadIdx.x == 0) {
     iris_gemm_err_tell_peers(d.ctx, d.err, epoch);
     d.counters[blockIdx.x] = epoch;
@@ -470,11 +580,11 @@ static iris_status_t iris_gemm_rs_check_desc(const iris_gemm_rs_desc_t *d, int W
 /* The fused GEMM kernel's launch for one input type and B layout (setup = 1: only raise
  * its shared-memory limit, at create). Tensor maps of A_r (M x K/W) and B_r, made per call
  * on the host (the buffers may change between calls; no GPU work, so capture is fine). */
-template <typename T, bool B_KN>
+template <typename T, bool B_KN, int SIG = IRIS_GEMM_RS_FUSED_VARIANT>
 static int iris_gemm_rs_launch_fused(iris_gemm_rs_t *p, const void *a, const void *b, iris_stream_t s, int setup) {
   typedef iris_ag_gemm_tma_cfg Cfg;
   static_assert(Cfg::BM == IRIS_GEMM_RS_BM && Cfg::BN == IRIS_GEMM_RS_BN, "iris_gemm_rs: the flags are laid out for 128 x 256 tiles");
-  void (*k)(const iris_gemm_rs_fused_dev_t, const CUtensorMap, const CUtensorMap) = iris_gemm_rs_fused_kernel<Cfg, T, B_KN>;
+  void (*k)(const iris_gemm_rs_fused_dev_t, const CUtensorMap, const CUtensorMap) = iris_gemm_rs_fused_kernel<Cfg, T, B_KN, SIG>;
   CUtensorMap ta, tb;
   const int f16 = p->d.a_type == IRIS_FLOAT16;
   cudaError_t e;

@@ -390,22 +390,65 @@ template <typename OutT> struct iris_gc_rows {
    (a division, a table): it is then called once per row before the column loop. */
 template <class R> __host__ __device__ constexpr auto iris_gc_rows_hoist(int) -> decltype(R::hoist, bool()) { return R::hoist; }
 template <class R> __host__ __device__ constexpr bool iris_gc_rows_hoist(long) { return false; }
+/* Rows::direct (optional, default false): store each lane's two adjacent values (one pair,
+   8 bytes for fp32) where the MMA left them, without the quad transpose: a quad then
+   covers 8 adjacent columns of a row (one 32-byte sector for fp32), no shuffles, twice as
+   many (half as wide) stores. Row pointers must be aligned to a pair. */
+template <class R> __host__ __device__ constexpr auto iris_gc_rows_direct(int) -> decltype(R::direct, bool()) { return R::direct; }
+template <class R> __host__ __device__ constexpr bool iris_gc_rows_direct(long) { return false; }
+/* rp[mt][h] = rows(r) for a lane's rows r = r0 + 16 mt + 8 h (r0: row0 + lane / 4) where
+   `on` and r < M, else nullptr */
+template <int MT, typename OutT, class Rows>
+__device__ __forceinline__ void iris_gc_row_ptrs(OutT *(&rp)[MT][2], const Rows &rows, bool on, int M, int r0) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = r0 + 16 * mt + 8 * h;
+      rp[mt][h] = on && row < M ? rows(row) : nullptr;
+    }
+}
+template <int MT, int NT, typename OutT, typename BiasT, class Rows>
+__device__ __forceinline__ void iris_gc_epilogue_direct(const float (&acc)[MT][NT][4], const Rows &rows, const BiasT *__restrict__ bias, int M, int N, int row0,
+                                                        int col0, int lane) {
+  typedef iris_gc_out<OutT> O;
+  typedef typename O::pair P;
+  const int g = lane >> 2, t = lane & 3;
+  OutT *rp[MT][2];
+  iris_gc_row_ptrs<MT>(rp, rows, true, M, row0 + g);
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int c = col0 + 8 * j + 2 * t;
+    const float b0 = (bias != nullptr && c < N) ? iris_gc_to_float(bias[c]) : 0.f, b1 = (bias != nullptr && c + 1 < N) ? iris_gc_to_float(bias[c + 1]) : 0.f;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (!rp[mt][h] || c >= N) continue;
+        const P v = O::pack(acc[mt][j][2 * h] + b0, acc[mt][j][2 * h + 1] + b1);
+        if (c + 2 <= N) {
+          *reinterpret_cast<P *>(rp[mt][h] + c) = v;
+        } else {
+          const P w[4] = {v, v, v, v};
+          O::store1(rp[mt][h] + c, w, 0);
+        }
+      }
+  }
+}
 template <int MT, int NT, typename OutT, typename BiasT, class Rows>
 __device__ __forceinline__ void iris_gc_epilogue_rows(const float (&acc)[MT][NT][4], const Rows &rows, const BiasT *__restrict__ bias, int M, int N, int row0,
                                                       int col0, int lane) {
   static_assert(NT % 4 == 0, "iris_gc_epilogue: NT must be a multiple of 4");
   typedef iris_gc_out<OutT> O;
   typedef typename O::pair P;
+  if (iris_gc_rows_direct<Rows>(0)) {
+    iris_gc_epilogue_direct<MT, NT, OutT>(acc, rows, bias, M, N, row0, col0, lane);
+    return;
+  }
   const int g = lane >> 2, t = lane & 3;
   constexpr bool hoist = iris_gc_rows_hoist<Rows>(0);
   OutT *rp[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 16 * mt + g + 8 * h;
-      rp[mt][h] = hoist && row < M ? rows(row) : nullptr;
-    }
+  iris_gc_row_ptrs<MT>(rp, rows, hoist, M, row0 + g);
 #pragma unroll
   for (int q = 0; q < NT / 4; ++q) {
     float bv[4][2];

@@ -74,6 +74,9 @@
  *                                       buffers, e.g. to the GPUs that own them);
  *                                       optional `static constexpr bool hoist = true`:
  *                                       call it once per row per tile (costly maps);
+ *                                       optional `static constexpr bool direct = true`:
+ *                                       store the MMA's pairs without the quad transpose
+ *                                       (internal/gemm_core.h, iris_gc_rows_direct);
  *       void out.done(int r0, int n0, int cw) const
  *                                       called by all 128 threads of consumer warpgroup cw
  *                                       (threads 128 + 128 * cw ...) after each stored
@@ -82,7 +85,11 @@
  *                                       publish the half, meet on a named barrier of the
  *                                       128 threads (ids 2 and 3 are free: bar.sync 2 + cw,
  *                                       128; 0 is __syncthreads, 1 the side work's), then
- *                                       one thread releases a flag. It must not touch smem.
+ *                                       one thread releases a flag; or hand the release to
+ *                                       a side warp: bar.arrive on a barrier shared with it
+ *                                       (ids 2..15 are free for the policy and the side work
+ *                                       together; iris_gemm_reduce.h's offloaded policy
+ *                                       uses 2..5). It must not touch smem.
  *     GEMM + reduce-scatter's fused path (iris_gemm_reduce.h) pushes each half to its
  *     owner GPU this way.
  *
@@ -314,7 +321,9 @@ struct iris_gemm_no_side {
    32..127 each call side(threadIdx.x - 32) once, concurrently with the producer and the
    consumers, and the function returns when it and every tile are done. Side work runs
    with at most 40 registers per thread (setmaxnreg), may use named barrier 1 for its 96
-   threads (bar.sync 1, 96) and must not touch smem. The fused all-gather + GEMM uses it
+   threads (bar.sync 1, 96), may meet the consumers on barriers the output policy shares
+   with it (ids 2..15; the fused GEMM + reduce-scatter releases the consumers' half tiles
+   from warp 1 this way) and must not touch smem. The fused all-gather + GEMM uses it
    to fetch A on every SM while the same SMs multiply. */
 template <class Cfg, typename T, bool B_KN, typename OutT, class Out, class Sched, class WaitA, typename BiasT, class Side>
 __device__ __forceinline__ void iris_gemm_tma_tiles_out(const CUtensorMap *ta, const CUtensorMap *tb, Out out, const BiasT *bias, int M, int N, int K,
