@@ -289,12 +289,13 @@ __global__ void iris_gemm_rs_reduce_kernel(iris_gemm_rs_red_t a) {
  * GEMM kernel once, so e is the same on every rank and CTA; kept on the device, so graph
  * replays advance it):
  *   GEMM kernel (grid: one CTA per SM): this rank's fp32 partial P = A_r * B_r, 128 x BN
- *     tiles in owner order (m-tiles from the row owned by rank me+1 on, wrapping: this
+ *     tiles (ping-pong core, 128 x 128, by default; IRIS_GEMM_RS_PINGPONG) in owner order (m-tiles from the row owned by rank me+1 on, wrapping: this
  *     rank's own rows last; groups of `raster` m-tiles share B in L2). The epilogue
  *     stores row `row` of a tile into slot `me` of its owner q = row / ml (part on rank q:
  *     [W][ml][N] fp32; a tile's rows may go to several owners). After a consumer
  *     warpgroup stored its 64-row half, thread t of the releasing threads release-stores
- *     e (system scope) into flag (me, half, n-tile) of the t-th owner of the half's rows:
+ *     e (system scope) into flag (me, half, n-tile) of the t-th owner of the half's rows
+ *     (one flag per 128 columns):
  *     by default warp 1 of the producer warpgroup, which meets the warpgroup on a named
  *     barrier (iris_gemm_rs_push_out_offload); with IRIS_GEMM_RS_SIGNAL_OFFLOAD=0 the
  *     warpgroup's own 128 threads after bar.sync 2 + cw, 128 (iris_gemm_rs_push_out).
@@ -308,23 +309,28 @@ __global__ void iris_gemm_rs_reduce_kernel(iris_gemm_rs_red_t a) {
 typedef struct iris_gemm_rs_fused_dev {
   iris_device_ctx_t ctx;
   float *part;        /* heap [W][ml][N] fp32: slot q holds rank q's partial of this rank's rows */
-  unsigned *flags;    /* heap [W][halves][tiles_n]: epochs (source, 64-row half, n-tile) */
+  unsigned *flags;    /* heap [W][halves][tiles_n]: epochs (source, 64-row half, 128-column n-tile) */
   unsigned *err;      /* heap [IRIS_GEMM_ERR_WORDS], local use: the error record (iris_gemm.h) */
   unsigned *counters; /* heap [ctas], local use: the epoch of each GEMM CTA */
   int M, N, K, ml, halves, tiles_m, tiles_n, rot, raster;
 } iris_gemm_rs_fused_dev_t;
 
-/* The release of one finished 64-row half tile (rows [r0, r0 + 64), n-tile n0 / BN) to the
- * owners of its rows, by `n` threads t = 0..n-1 of which the half's stores are visible
- * (after a barrier with the storing threads): thread t release-stores the epoch (system
- * scope) into flag (me, half, n-tile) of owners q0 + t, q0 + t + n, ... Nothing for a half
- * beyond M. */
+/* Flags are kept per 128 columns (IRIS_GEMM_RS_FLAG_BN), whatever the GEMM's tile width:
+ * a 128 x 256 tile's half signals two. */
+#define IRIS_GEMM_RS_FLAG_BN 128
+/* The release of one finished 64-row half tile (rows [r0, r0 + 64), columns [n0, n0 + BN))
+ * to the owners of its rows, by `n` threads t = 0..n-1 of which the half's stores are
+ * visible (after a barrier with the storing threads): thread t release-stores the epoch
+ * (system scope) into flags (me, half, each 128-column tile of the half) of owners q0 + t,
+ * q0 + t + n, ... Nothing for a half beyond M. */
 template <int BN>
 __device__ __forceinline__ void iris_gemm_rs_signal_half(const iris_gemm_rs_fused_dev_t &d, unsigned epoch, int r0, int n0, int t, int n) {
   if (r0 >= d.M) return;
   const int q0 = r0 / d.ml, q1 = (min(r0 + 64, d.M) - 1) / d.ml;
-  unsigned *flag = d.flags + ((size_t)d.ctx.rank * d.halves + r0 / 64) * d.tiles_n + n0 / BN;
-  for (int q = q0 + t; q <= q1; q += n) iris_signal(d.ctx, flag, epoch, q);
+  unsigned *flag = d.flags + ((size_t)d.ctx.rank * d.halves + r0 / 64) * d.tiles_n + n0 / IRIS_GEMM_RS_FLAG_BN;
+  const int nf = (min(n0 + BN, d.N) - n0 + IRIS_GEMM_RS_FLAG_BN - 1) / IRIS_GEMM_RS_FLAG_BN;
+  for (int q = q0 + t; q <= q1; q += n)
+    for (int f = 0; f < nf; ++f) iris_signal(d.ctx, flag + f, epoch, q);
 }
 
 /* The GEMM's output policy (internal/gemm_core_tma.h): rows into their owners' slots,
@@ -384,8 +390,11 @@ struct iris_gemm_rs_push_out_offload : iris_gemm_rs_push_out<BN, DIRECT> {
 };
 /* The side work of the offloaded policy (internal/gemm_core_tma.h: threads 32..127 of the
  * producer warpgroup, 40 registers, no smem): warp 1 (side index 0..31) releases the
- * flags of every half tile the consumers stored, in their order; warps 2, 3 do nothing. */
-template <int BN>
+ * flags of every half tile the consumers stored, in their order; warps 2, 3 do nothing.
+ * Cooperative core: half h of each tile comes from warpgroup h; ping-pong (PP): both
+ * halves of the v-th stored tile come from warpgroup v % 2. After each half of warpgroup
+ * c but c's last, warp 1 arrives on 4 + c (the back-pressure above). */
+template <int BN, bool PP>
 struct iris_gemm_rs_signal_side {
   const iris_gemm_rs_fused_dev_t *d;
   iris_ag_gemm_sched sched;
@@ -394,19 +403,30 @@ struct iris_gemm_rs_signal_side {
   __device__ __forceinline__ void operator()(int s) const {
     if (s >= 32) return;
     iris_ag_gemm_sched sc = sched;
-    int m0, n0, tiles = 0, k = 0;
-    for (int i = 0; sc(i, m0, n0); ++i) tiles += m0 < M && n0 < N; /* the tiles the consumers store */
+    int m0, n0, v = 0, halves0 = 0, halves1 = 0, seen0 = 0, seen1 = 0; /* scalars: no local memory */
+    for (int i = 0; sc(i, m0, n0); ++i) /* the halves each warpgroup stores */
+      if (m0 < M && n0 < N) {
+        if (!PP) ++halves0, ++halves1;
+        else if (v & 1) halves1 += 2;
+        else halves0 += 2;
+        ++v;
+      }
+    v = 0;
     for (int i = 0; sc(i, m0, n0); ++i) {
       if (m0 >= M || n0 >= N) continue;
-      ++k;
-      __syncwarp(); /* bar.sync is .aligned: the warp converged (the signals diverge) */
-      asm volatile("bar.sync 2, 160;\n" ::: "memory");
-      if (k < tiles) asm volatile("bar.arrive 4, 160;\n" ::: "memory");
-      iris_gemm_rs_signal_half<BN>(*d, epoch, m0, n0, s, 32);
-      __syncwarp();
-      asm volatile("bar.sync 3, 160;\n" ::: "memory");
-      if (k < tiles) asm volatile("bar.arrive 5, 160;\n" ::: "memory");
-      iris_gemm_rs_signal_half<BN>(*d, epoch, m0 + 64, n0, s, 32);
+      for (int h = 0; h < 2; ++h) {
+        const int c = PP ? (v & 1) : h;
+        __syncwarp(); /* bar.sync is .aligned: the warp converged (the signals diverge) */
+        if (c == 0) {
+          asm volatile("bar.sync 2, 160;\n" ::: "memory");
+          if (++seen0 < halves0) asm volatile("bar.arrive 4, 160;\n" ::: "memory");
+        } else {
+          asm volatile("bar.sync 3, 160;\n" ::: "memory");
+          if (++seen1 < halves1) asm volatile("bar.arrive 5, 160;\n" ::: "memory");
+        }
+        iris_gemm_rs_signal_half<BN>(*d, epoch, m0 + 64 * h, n0, s, 32);
+      }
+      ++v;
     }
   }
 };
@@ -435,8 +455,20 @@ template <> struct iris_gc_waits<iris_gemm_rs_no_wait> { enum { value = 0 }; };
 #define IRIS_GEMM_RS_DIRECT_STORES 1
 #endif
 /* The fused GEMM kernel's variant: bit 0 IRIS_GEMM_RS_SIGNAL_OFFLOAD, bit 1
- * IRIS_GEMM_RS_DIRECT_STORES (the bench compares them). */
-#define IRIS_GEMM_RS_FUSED_VARIANT ((IRIS_GEMM_RS_SIGNAL_OFFLOAD ? 1 : 0) | (IRIS_GEMM_RS_DIRECT_STORES ? 2 : 0))
+ * IRIS_GEMM_RS_DIRECT_STORES, bit 2 IRIS_GEMM_RS_PINGPONG (the bench compares them). */
+#define IRIS_GEMM_RS_FUSED_VARIANT ((IRIS_GEMM_RS_SIGNAL_OFFLOAD ? 1 : 0) | (IRIS_GEMM_RS_DIRECT_STORES ? 2 : 0) | (IRIS_GEMM_RS_PINGPONG ? 4 : 0))
+/* The core configuration of variant SIG */
+template <int SIG> struct iris_gemm_rs_cfg { typedef iris_gemm_cfg_tma_large type; };
+template <> struct iris_gemm_rs_cfg<4> { typedef iris_gemm_cfg_tma_pingpong type; };
+template <> struct iris_gemm_rs_cfg<5> { typedef iris_gemm_cfg_tma_pingpong type; };
+template <> struct iris_gemm_rs_cfg<6> { typedef iris_gemm_cfg_tma_pingpong type; };
+template <> struct iris_gemm_rs_cfg<7> { typedef iris_gemm_cfg_tma_pingpong type; };
+/* 1 (default): the fused GEMM runs the TMA core's ping-pong schedule on 128 x 128 tiles
+ * (iris_gemm_cfg_tma_pingpong: one warpgroup stores its fp32 tile while the other
+ * multiplies); 0: the cooperative 128 x 256 core. See BENCHMARKS.md (session 9). */
+#ifndef IRIS_GEMM_RS_PINGPONG
+#define IRIS_GEMM_RS_PINGPONG 1
+#endif
 /* The kernel's core call, per signal placement (a tag: only one is instantiated). */
 template <int SIG> struct iris_gemm_rs_sig {};
 template <class Cfg, typename T, bool B_KN, bool DIRECT>
@@ -453,7 +485,7 @@ __device__ __forceinline__ void iris_gemm_rs_fused_tiles(const CUtensorMap &ta, 
   o.d = out.d;
   o.off = out.off;
   o.epoch = out.epoch;
-  const iris_gemm_rs_signal_side<Cfg::BN> side = {out.d, sc, out.epoch, d.M, d.N};
+  const iris_gemm_rs_signal_side<Cfg::BN, Cfg::PINGPONG> side = {out.d, sc, out.epoch, d.M, d.N};
   iris_gemm_tma_tiles_out<Cfg, T, B_KN, float>(&ta, &tb, o, (const float *)nullptr, d.M, d.N, d.K, sc, w, smem, side);
 }
 /* SIG: a variant as IRIS_GEMM_RS_FUSED_VARIANT (the bench compares them). */
@@ -462,7 +494,8 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_gemm_rs_fused_kernel(con
                                                                              const __grid_constant__ CUtensorMap tb) {
   extern __shared__ __align__(128) char iris_gemm_smem[];
   const unsigned epoch = d.counters[blockIdx.x] + 1;
-  const iris_ag_gemm_sched sc = iris_ag_gemm_make_sched<Cfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, d.tiles_n, d.rot, d.raster);
+  const iris_ag_gemm_sched sc =
+      iris_ag_gemm_make_sched<Cfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, (d.N + Cfg::BN - 1) / Cfg::BN, d.rot, d.raster);
   iris_gemm_rs_push_out<Cfg::BN, (SIG & 2) != 0> out;
   out.d = &d;
   out.off = (size_t)((const char *)(d.part + (size_t)d.ctx.rank * d.ml * d.N) - d.ctx.bases[d.ctx.local_rank]);
@@ -523,12 +556,11 @@ struct iris_gemm_rs {
   iris_gemm_rs_fused_dev_t fd; /* fused: the kernels' view */
 #endif
 };
-/* The fused path's tiles (the TMA core's large configuration, 128 x 256). */
+/* The fused path's tile height (both core configurations). */
 #define IRIS_GEMM_RS_BM 128
-#define IRIS_GEMM_RS_BN 256
 /* Words of the fused path's `sync` block (flags, error record, one counter per CTA slot). */
 static inline size_t iris_gemm_rs_sync_words(const iris_gemm_rs_desc_t *d, int W) {
-  return (size_t)W * (size_t)((d->M + 63) / 64) * (size_t)((d->N + IRIS_GEMM_RS_BN - 1) / IRIS_GEMM_RS_BN) + IRIS_GEMM_ERR_WORDS + IRIS_GEMM_MAX_SLOTS;
+  return (size_t)W * (size_t)((d->M + 63) / 64) * (size_t)((d->N + 127) / 128) + IRIS_GEMM_ERR_WORDS + IRIS_GEMM_MAX_SLOTS;
 }
 
 IRIS_DEF iris_gemm_path_t iris_gemm_rs_path(const iris_gemm_rs_t *p) { return p ? p->path : IRIS_GEMM_PATH_AUTO; }
@@ -584,8 +616,8 @@ static iris_status_t iris_gemm_rs_check_desc(const iris_gemm_rs_desc_t *d, int W
  * on the host (the buffers may change between calls; no GPU work, so capture is fine). */
 template <typename T, bool B_KN, int SIG = IRIS_GEMM_RS_FUSED_VARIANT>
 static int iris_gemm_rs_launch_fused(iris_gemm_rs_t *p, const void *a, const void *b, iris_stream_t s, int setup) {
-  typedef iris_ag_gemm_tma_cfg Cfg;
-  static_assert(Cfg::BM == IRIS_GEMM_RS_BM && Cfg::BN == IRIS_GEMM_RS_BN, "iris_gemm_rs: the flags are laid out for 128 x 256 tiles");
+  typedef typename iris_gemm_rs_cfg<SIG>::type Cfg;
+  static_assert(Cfg::BM == IRIS_GEMM_RS_BM && Cfg::BN % IRIS_GEMM_RS_FLAG_BN == 0, "iris_gemm_rs: the flags are laid out for 128-row tiles, 128 columns each");
   void (*k)(const iris_gemm_rs_fused_dev_t, const CUtensorMap, const CUtensorMap) = iris_gemm_rs_fused_kernel<Cfg, T, B_KN, SIG>;
   CUtensorMap ta, tb;
   const int f16 = p->d.a_type == IRIS_FLOAT16;
@@ -612,7 +644,7 @@ static int iris_gemm_rs_launch_fused_any(iris_gemm_rs_t *p, const void *a, const
 static iris_status_t iris_gemm_rs_create_fused(iris_gemm_rs_t *p) {
 #if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
   iris_gemm_rs_fused_dev_t *v = &p->fd;
-  const long long halves = (p->d.M + 63) / 64, tiles_n = (p->d.N + IRIS_GEMM_RS_BN - 1) / IRIS_GEMM_RS_BN;
+  const long long halves = (p->d.M + 63) / 64, tiles_n = (p->d.N + IRIS_GEMM_RS_FLAG_BN - 1) / IRIS_GEMM_RS_FLAG_BN; /* flag columns */
   int key[3] = {0, 0, 0}, keys[IRIS_MAX_RANKS][3], share = 0, q, e;
   iris_status_t st;
   cudaDeviceGetAttribute(&key[0], cudaDevAttrPciDomainId, iris_device(p->ctx));
@@ -817,9 +849,9 @@ static iris_status_t iris_gemm_rs_run_fused(iris_gemm_rs_t *g, const void *a, co
   if ((e = iris_gemm_rs_launch_fused_any(g, a, b, s, 0)) != (int)cudaSuccess) return iris_gemm_gpu_fail(g->ctx, "launching the fused GEMM kernel", e);
   iris_gemm_rs_own_rows(g, &r, bias, c);
   switch (g->d.c_type) {
-  case IRIS_BFLOAT16: iris_gemm_rs_fused_reduce_kernel<iris_bf16_t><<<g->rctas, 512, 0, s>>>(g->fd, r, IRIS_GEMM_RS_BN); break;
-  case IRIS_FLOAT16: iris_gemm_rs_fused_reduce_kernel<iris_f16_t><<<g->rctas, 512, 0, s>>>(g->fd, r, IRIS_GEMM_RS_BN); break;
-  default: iris_gemm_rs_fused_reduce_kernel<float><<<g->rctas, 512, 0, s>>>(g->fd, r, IRIS_GEMM_RS_BN); break;
+  case IRIS_BFLOAT16: iris_gemm_rs_fused_reduce_kernel<iris_bf16_t><<<g->rctas, 512, 0, s>>>(g->fd, r, IRIS_GEMM_RS_FLAG_BN); break;
+  case IRIS_FLOAT16: iris_gemm_rs_fused_reduce_kernel<iris_f16_t><<<g->rctas, 512, 0, s>>>(g->fd, r, IRIS_GEMM_RS_FLAG_BN); break;
+  default: iris_gemm_rs_fused_reduce_kernel<float><<<g->rctas, 512, 0, s>>>(g->fd, r, IRIS_GEMM_RS_FLAG_BN); break;
   }
   if ((e = (int)cudaGetLastError()) != (int)cudaSuccess) return iris_gemm_gpu_fail(g->ctx, "launching the fused reduce kernel", e);
   return g->d.op == IRIS_GEMM_ALL_REDUCE ? iris_gemm_rs_gather(g, c, s) : IRIS_SUCCESS;

@@ -28,18 +28,19 @@
 // calls, median of BENCH_REPS):
 //   cublas_bf16     cublasGemmEx, bf16 out (what a user runs before NCCL)
 //   cublas_fp32     cublasGemmEx, fp32 out (the same bytes out as the fused GEMM's partial)
-//   tma_bf16        the same TMA core and tile order as the fused GEMM (one CTA per SM,
-//                   owner-order raster), plain bf16 C into an ordinary buffer, no flags:
-//                   the core against cuBLAS
+//   tma_bf16        the cooperative TMA core (128 x 256 tiles) in the fused GEMM's tile
+//                   order (one CTA per SM, owner-order raster), plain bf16 C into an
+//                   ordinary buffer, no flags: the core against cuBLAS
 //   tma_fp32        the same with fp32 C (the fused GEMM's output bytes, no flags, no
 //                   per-row owner map): tma_fp32 - tma_bf16 is the cost of fp32 tiles
-//   fused_sigC      the fused GEMM kernel, flags released by the consumer warpgroups
-//                   (IRIS_GEMM_RS_SIGNAL_OFFLOAD=0; each waits for its release before the
-//                   next tile): fused_sigC - tma_fp32 is the push map + the flags
-//   fused_sigO      the same, flags released by warp 1 of the producer warpgroup
-//                   (IRIS_GEMM_RS_SIGNAL_OFFLOAD=1, the default)
-//   fused_sigOD     fused_sigO with the fp32 pairs stored as the MMA left them (no quad
-//                   transpose, 8-byte stores: IRIS_GEMM_RS_DIRECT_STORES=1)
+//   pp_bf16, pp_fp32  the same with the ping-pong core (128 x 128 tiles, one warpgroup
+//                   stores while the other multiplies: iris_gemm_cfg_tma_pingpong)
+//   fused_coop      the fused GEMM kernel on the cooperative core (flags released by warp 1
+//                   of the producer warpgroup, fp32 pairs stored as the MMA left them:
+//                   variant 3, the session-8 default)
+//   fused_ppC       the fused GEMM kernel on the ping-pong core, flags released by the
+//                   storing warpgroup itself (variant 6)
+//   fused_ppO       the same, flags released by warp 1 (variant 7)
 //   fused_run       iris_gemm_rs_run of the world-1 plan: barrier, the fused GEMM kernel
 //                   (the default variant), the reduce kernel (waits for the flags, bf16 out)
 // and the speed ratios cublas / fused GEMM of the default variant (target: >= 0.95
@@ -50,28 +51,30 @@
 
 #if defined(IRIS_GEMM_HAVE_CORE)
 // tma_bf16 / tma_fp32: the fused GEMM's core and tile sequence, plain C (row-major, ldc N)
-template <typename OutT>
-__global__ void __launch_bounds__(iris_ag_gemm_tma_cfg::threads, 1) k_tma_plain(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, OutT *C,
-                                                                                const iris_gemm_rs_fused_dev_t d) {
-  typedef iris_ag_gemm_tma_cfg Cfg;
+template <class Cfg, typename OutT>
+__global__ void __launch_bounds__(Cfg::threads, 1) k_tma_plain(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, OutT *C,
+                                                               const iris_gemm_rs_fused_dev_t d) {
   extern __shared__ __align__(128) char smem[];
-  const iris_ag_gemm_sched sc = iris_ag_gemm_make_sched<Cfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, d.tiles_n, d.rot, d.raster);
+  const iris_ag_gemm_sched sc = iris_ag_gemm_make_sched<Cfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, (d.N + Cfg::BN - 1) / Cfg::BN, d.rot, d.raster);
   iris_gemm_tma_tiles<Cfg, iris_gemm_elem_bf16_t, true, OutT>(&ta, &tb, C, d.N, (const float *)nullptr, d.M, d.N, d.K, sc, iris_gemm_no_wait(), smem);
 }
-template <typename OutT>
+template <class Cfg, typename OutT>
 static void tma_plain(const iris_gemm_rs_t *g, const void *a, const void *b, OutT *c, int setup) {
-  typedef iris_ag_gemm_tma_cfg Cfg;
-  if (setup) { CK(cudaFuncSetAttribute(k_tma_plain<OutT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Cfg::smem_bytes)); return; }
+  if (setup) { CK(cudaFuncSetAttribute(k_tma_plain<Cfg, OutT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Cfg::smem_bytes)); return; }
   CUtensorMap ta, tb;
   CK(iris_gemm_tma_map(&ta, a, 0, g->fd.M, g->fd.K, g->fd.K, Cfg::BM));
   CK(iris_gemm_tma_map_b<Cfg>(&tb, b, 0, true, g->fd.K, g->fd.N, g->fd.N));
-  k_tma_plain<OutT><<<g->sms, Cfg::threads, Cfg::smem_bytes, stream>>>(ta, tb, c, g->fd);
+  k_tma_plain<Cfg, OutT><<<g->sms, Cfg::threads, Cfg::smem_bytes, stream>>>(ta, tb, c, g->fd);
   CK(cudaGetLastError());
 }
-// fused_sigC / fused_sigO / fused_sigOD: the fused GEMM kernel of variant SIG (bit 0: flags
-// released by the producer's warp 1, else by the consumers; bit 1: direct fp32 stores),
+typedef iris_gemm_cfg_tma_large CoopCfg;
+typedef iris_gemm_cfg_tma_pingpong PpCfg;
+// fused_*: the fused GEMM kernel of variant SIG (bit 0: flags released by the producer's
+// warp 1, else by the consumers; bit 1: direct fp32 stores; bit 2: ping-pong core),
 // whatever the IRIS_GEMM_RS_* macros make the library's default
-static const char *variant_name(int v) { return v == 0 ? "fused_sigC" : v == 1 ? "fused_sigO" : v == 3 ? "fused_sigOD" : "fused_sigCD"; }
+static const char *variant_name(int v) {
+  return v == 3 ? "fused_coop" : v == 6 ? "fused_ppC" : v == 7 ? "fused_ppO" : v & 4 ? "fused_pp_other" : "fused_coop_other";
+}
 template <int SIG>
 static void fused_sig(iris_gemm_rs_t *g, const void *a, const void *b, int setup) {
   const int e = iris_gemm_rs_launch_fused<iris_gemm_elem_bf16_t, true, SIG>(g, a, b, stream, setup);
@@ -87,7 +90,9 @@ static int bench_local(int reps) {
   if (kdiv.empty()) kdiv = {"1", "8"};
   const char *csv_path = getenv("BENCH_CSV");
   FILE *csv = csv_path && *csv_path ? fopen(csv_path, "w") : NULL;
-  if (csv) fprintf(csv, "M,N,K_local,cublas_bf16_ms,cublas_fp32_ms,tma_bf16_ms,tma_fp32_ms,fused_sigC_ms,fused_sigO_ms,fused_sigOD_ms,fused_run_ms,default_variant,x_vs_bf16,x_vs_fp32\n");
+  if (csv)
+    fprintf(csv, "M,N,K_local,cublas_bf16_ms,cublas_fp32_ms,tma_bf16_ms,tma_fp32_ms,pp_bf16_ms,pp_fp32_ms,fused_coop_ms,fused_ppC_ms,fused_ppO_ms,fused_run_ms,"
+                 "default_variant,x_vs_bf16,x_vs_fp32\n");
   const long long Ms[] = {1024, 4096, 8192, 16384};
   const long long NKs[][2] = {{8192, 8192}, {8192, 28672}, {5120, 13824}};
   const size_t maxA = (size_t)16384 * 28672, maxB = (size_t)28672 * 8192, maxC = (size_t)16384 * 8192;
@@ -106,8 +111,8 @@ static int bench_local(int reps) {
   printf("# bench_gemm_rs local: %s, one rank; bf16 in, B K x N; ms per op, median of %d; x_vs_*: cuBLAS time / fused GEMM time of the default variant "
          "(%s, >= 0.95 wanted); columns: see the top of bench/bench_gemm_rs.cu\n",
          prop.name, reps, variant_name(IRIS_GEMM_RS_FUSED_VARIANT));
-  printf("%6s %6s %6s %12s %12s %9s %9s %11s %11s %12s %10s %9s %9s\n", "M", "N", "K_loc", "cublas_bf16", "cublas_fp32", "tma_bf16", "tma_fp32", "fused_sigC",
-         "fused_sigO", "fused_sigOD", "fused_run", "x_vs_bf16", "x_vs_fp32");
+  printf("%6s %6s %6s %12s %12s %9s %9s %9s %9s %11s %10s %10s %10s %9s %9s\n", "M", "N", "K_loc", "cublas_bf16", "cublas_fp32", "tma_bf16", "tma_fp32", "pp_bf16",
+         "pp_fp32", "fused_coop", "fused_ppC", "fused_ppO", "fused_run", "x_vs_bf16", "x_vs_fp32");
   for (const std::string &ds : kdiv)
     for (int si = 0; si < 3; si++) {
       if (!wanted(only_shape, std::to_string(si))) continue;
@@ -129,26 +134,30 @@ static int bench_local(int reps) {
           printf("%6lld %6lld %6lld fused: skipped: %s\n", M, N, K, iris_error_detail());
           continue;
         }
-        tma_plain<__nv_bfloat16>(g, a, b, c16, 1);
-        tma_plain<float>(g, a, b, c32, 1);
-        fused_sig<0>(g, a, b, 1);
-        fused_sig<1>(g, a, b, 1);
+        tma_plain<CoopCfg, __nv_bfloat16>(g, a, b, c16, 1);
+        tma_plain<CoopCfg, float>(g, a, b, c32, 1);
+        tma_plain<PpCfg, __nv_bfloat16>(g, a, b, c16, 1);
+        tma_plain<PpCfg, float>(g, a, b, c32, 1);
         fused_sig<3>(g, a, b, 1);
-        const double tp16 = time_op([&] { tma_plain<__nv_bfloat16>(g, a, b, c16, 0); }, reps);
-        const double tp32 = time_op([&] { tma_plain<float>(g, a, b, c32, 0); }, reps);
-        const double tsc = time_op([&] { fused_sig<0>(g, a, b, 0); }, reps);
-        const double tso = time_op([&] { fused_sig<1>(g, a, b, 0); }, reps);
-        const double tsd = time_op([&] { fused_sig<3>(g, a, b, 0); }, reps);
+        fused_sig<6>(g, a, b, 1);
+        fused_sig<7>(g, a, b, 1);
+        const double tp16 = time_op([&] { tma_plain<CoopCfg, __nv_bfloat16>(g, a, b, c16, 0); }, reps);
+        const double tp32 = time_op([&] { tma_plain<CoopCfg, float>(g, a, b, c32, 0); }, reps);
+        const double tq16 = time_op([&] { tma_plain<PpCfg, __nv_bfloat16>(g, a, b, c16, 0); }, reps);
+        const double tq32 = time_op([&] { tma_plain<PpCfg, float>(g, a, b, c32, 0); }, reps);
+        const double tco = time_op([&] { fused_sig<3>(g, a, b, 0); }, reps);
+        const double tpc = time_op([&] { fused_sig<6>(g, a, b, 0); }, reps);
+        const double tpo = time_op([&] { fused_sig<7>(g, a, b, 0); }, reps);
         const double tr = time_op([&] { IK(iris_gemm_rs_run(g, a, b, NULL, out, stream)); }, reps);
         const int dv = IRIS_GEMM_RS_FUSED_VARIANT;
-        const double tg = dv == 0 ? tsc : dv == 1 ? tso : dv == 3 ? tsd : time_op([&] { fused_sig<IRIS_GEMM_RS_FUSED_VARIANT>(g, a, b, 0); }, reps);
+        const double tg = dv == 3 ? tco : dv == 6 ? tpc : dv == 7 ? tpo : time_op([&] { fused_sig<IRIS_GEMM_RS_FUSED_VARIANT>(g, a, b, 0); }, reps);
         IK(iris_gemm_rs_check(g));
         IK(iris_gemm_rs_destroy(g));
-        printf("%6lld %6lld %6lld %12.3f %12.3f %9.3f %9.3f %11.3f %11.3f %12.3f %10.3f %9.3f %9.3f\n", M, N, K, t16, t32, tp16, tp32, tsc, tso, tsd, tr, t16 / tg,
-               t32 / tg);
+        printf("%6lld %6lld %6lld %12.3f %12.3f %9.3f %9.3f %9.3f %9.3f %11.3f %10.3f %10.3f %10.3f %9.3f %9.3f\n", M, N, K, t16, t32, tp16, tp32, tq16, tq32, tco,
+               tpc, tpo, tr, t16 / tg, t32 / tg);
         if (csv)
-          fprintf(csv, "%lld,%lld,%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s,%.3f,%.3f\n", M, N, K, t16, t32, tp16, tp32, tsc, tso, tsd, tr,
-                  variant_name(IRIS_GEMM_RS_FUSED_VARIANT), t16 / tg, t32 / tg);
+          fprintf(csv, "%lld,%lld,%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s,%.3f,%.3f\n", M, N, K, t16, t32, tp16, tp32, tq16, tq32, tco, tpc,
+                  tpo, tr, variant_name(IRIS_GEMM_RS_FUSED_VARIANT), t16 / tg, t32 / tg);
       }
     }
   if (csv) fclose(csv);

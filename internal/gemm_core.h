@@ -674,6 +674,22 @@ __device__ __forceinline__ void iris_gc_wgmma_slab(float (&d)[BN / 2], uint32_t 
   iris_gc_wgmma_commit();
 }
 
+/* The same for a 128 x BN accumulator held as two 64-row halves (ping-pong TMA core): A
+   rows 0..63 at sa into d0, rows 64..127 (8192 bytes further) into d1, one group. */
+template <int BN, bool F16, bool B_KN>
+__device__ __forceinline__ void iris_gc_wgmma_slab2(float (&d0)[BN / 2], float (&d1)[BN / 2], uint32_t sa, uint32_t sb) {
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) { iris_gc_fence_reg(d0[i]); iris_gc_fence_reg(d1[i]); }
+  iris_gc_wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint64_t db = B_KN ? iris_gc_desc(sb + 2048 * kk, 8192, 1024) : iris_gc_desc(sb + 32 * kk, 16, 1024);
+    iris_gc_wgmma_op<BN, F16, B_KN ? 1 : 0>::run(d0, iris_gc_desc(sa + 32 * kk, 16, 1024), db);
+    iris_gc_wgmma_op<BN, F16, B_KN ? 1 : 0>::run(d1, iris_gc_desc(sa + 8192 + 32 * kk, 16, 1024), db);
+  }
+  iris_gc_wgmma_commit();
+}
+
 /* Shared layout of a stage (1024-aligned): A tile BM x 64 then B tile, 128-byte rows.
      A, B N x K (K-major): row r (m or n) at r*128, k-chunk c (8 k) at ((c ^ (r & 7)) * 16)
        = Swizzle<3,4,3> of the canonical K-major layout; descriptor SBO = 1024 (8 rows),

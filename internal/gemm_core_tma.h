@@ -10,7 +10,9 @@
  *                  guarded by a "full" and an "empty" mbarrier; it gives up registers
  *                  (setmaxnreg 40) and runs ahead into the next tile while the consumers
  *                  store the previous one;
- *     warpgroups 1, 2  consumers: each multiplies a 64 x BN half of the tile with
+ *     warpgroups 1, 2  consumers (cooperative, the default; see iris_gemm_tma_cfg for the
+ *                  ping-pong schedule, where each takes every other tile whole): each
+ *                  multiplies a 64 x BN half of the tile with
  *                  wgmma.m64nBNk16 straight from the 128-byte-swizzled stages (the layout
  *                  TMA writes), frees a stage as soon as the wgmma that read it retired,
  *                  then stores its half of C from registers (bias, rounding, 16-byte
@@ -81,6 +83,8 @@
  *                                       called by all 128 threads of consumer warpgroup cw
  *                                       (threads 128 + 128 * cw ...) after each stored
  *                                       their part of rows [r0, r0 + 64) x columns
+ *                                       (ping-pong: twice per tile, r0 = m0 then m0 + 64,
+ *                                       by the warpgroup that owns the tile)
  *                                       [n0, n0 + BN) (r0 may be >= M: nothing stored). To
  *                                       publish the half, meet on a named barrier of the
  *                                       128 threads (ids 2 and 3 are free: bar.sync 2 + cw,
@@ -118,16 +122,27 @@
 #endif
 #endif
 
-template <int BN_, int STAGES_> struct iris_gemm_tma_cfg {
+/* PINGPONG_ false (cooperative): both consumer warpgroups multiply each tile (64 rows each)
+   and store it together. true (ping-pong, BN 128 only): warpgroup 1 takes the 1st, 3rd, ...
+   tile of the CTA, warpgroup 2 the 2nd, 4th, ...; each multiplies and stores the whole
+   128-row tile, so one warpgroup's stores overlap the other's MMAs (the ring hands out the
+   stages in tile order, which staggers the two by about a tile). Wins where the epilogue
+   is heavy (fp32 C pushed to other GPUs: iris_gemm_reduce.h). */
+template <int BN_, int STAGES_, bool PINGPONG_ = false> struct iris_gemm_tma_cfg {
   static constexpr int BM = 128, BN = BN_, BK = 64, STAGES = STAGES_;
+  static constexpr bool PINGPONG = PINGPONG_;
   static constexpr int threads = 384; /* producer warpgroup + 2 consumer warpgroups */
+  static constexpr int stage_readers = PINGPONG ? 4 : 8; /* consumer warps that free each stage */
   static constexpr int a_bytes = BM * 128, b_bytes = BN * 128, stage_bytes = a_bytes + b_bytes;
   static constexpr int smem_bytes = STAGES * stage_bytes + 2 * STAGES * 8 + 1024; /* ring, barriers, alignment slack */
   static_assert(BN == 128 || BN == 256, "iris_gemm_tma_cfg: BN must be 128 or 256");
+  static_assert(!PINGPONG || BN == 128, "iris_gemm_tma_cfg: a ping-pong warpgroup holds a 128 x 128 fp32 tile: BN must be 128");
   static_assert(STAGES >= 2 && smem_bytes <= 227 * 1024, "iris_gemm_tma_cfg: STAGES >= 2, at most 227 KB of shared memory");
 };
 /* 128 x 256 tiles, 4 stages (193 KB): the large-GEMM configuration */
 typedef iris_gemm_tma_cfg<256, 4> iris_gemm_cfg_tma_large;
+/* 128 x 128 tiles, ping-pong, 6 stages (193 KB): heavy epilogues */
+typedef iris_gemm_tma_cfg<128, 6, true> iris_gemm_cfg_tma_pingpong;
 
 /* 1 where this device pass has the TMA core (sm_90a), 0 where iris_gemm_tma_tiles is empty */
 __device__ __forceinline__ int iris_gemm_tma_compiled() { return IRIS_GC_WGMMA; }
@@ -302,6 +317,71 @@ __device__ __forceinline__ void iris_gc_tma_consume(const Out &out, const BiasT 
     out.done(m0 + 64 * cw, n0, cw); /* this warpgroup's 64 x BN half is stored */
   }
 }
+
+/* A ping-pong consumer warpgroup (Cfg::PINGPONG; cw = 0 or 1): the tiles of this CTA with
+   an even (cw 0) or odd (cw 1) index among those it stores, whole (128 x BN, two
+   accumulators of 64 rows); the other warpgroup's tiles only advance its ring position. */
+template <class Cfg, typename T, bool B_KN, typename OutT, class Out, class Sched, class WaitA, typename BiasT>
+__device__ __forceinline__ void iris_gc_tma_consume_pp(const Out &out, const BiasT *__restrict__ bias, int M, int N, int K, Sched &sched,
+                                                       const WaitA &wait_a, uint32_t ring, uint32_t full, uint32_t empty, int cw) {
+  constexpr int S = Cfg::STAGES, BN = Cfg::BN;
+  constexpr bool F16 = iris_gc_elem<T>::f16 != 0;
+  const int KT = (K + 63) / 64, lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;
+  float acc[2][BN / 8][4];
+  float(&d0)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc[0]);
+  float(&d1)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc[1]);
+  int s = 0, v = 0;
+  uint32_t phase = 0;
+  int m0, n0;
+  bool broken = false;
+  for (int i = 0; sched(i, m0, n0); ++i) {
+    if (m0 >= M || n0 >= N) continue;
+    if ((v++ & 1) != cw) { /* the other warpgroup's tile: its KT stages pass by */
+      const int t = s + KT;
+      s = t % S;
+      phase ^= (uint32_t)((t / S) & 1);
+      continue;
+    }
+#pragma unroll
+    for (int j = 0; j < BN / 2; ++j) d0[j] = d1[j] = 0.f;
+    int prev = -1;
+    for (int kt = 0; kt < KT; ++kt) {
+      const bool was_broken = broken;
+      if (!iris_gc_mbar_wait(full + 8 * s, phase, broken) && !was_broken && lane == 0) iris_gc_report_stall(wait_a, 0);
+      const uint32_t sa = ring + s * Cfg::stage_bytes, sb = sa + Cfg::a_bytes;
+      iris_gc_wgmma_slab2<BN, F16, B_KN>(d0, d1, sa, sb);
+      iris_gc_wgmma_wait<1>(); /* the slab before this one is no longer read */
+#pragma unroll
+      for (int j = 0; j < BN / 2; ++j) { iris_gc_fence_reg(d0[j]); iris_gc_fence_reg(d1[j]); }
+      if (prev >= 0 && lane == 0) iris_gc_mbar_arrive(empty + 8 * prev);
+      prev = s;
+      if (++s == S) { s = 0; phase ^= 1; }
+    }
+    iris_gc_wgmma_wait<0>();
+#pragma unroll
+    for (int j = 0; j < BN / 2; ++j) { iris_gc_fence_reg(d0[j]); iris_gc_fence_reg(d1[j]); }
+    if (prev >= 0 && lane == 0) iris_gc_mbar_arrive(empty + 8 * prev);
+    iris_gc_epilogue_rows<1, BN / 8, OutT>(reinterpret_cast<const float(&)[1][BN / 8][4]>(acc[0]), out, bias, M, N, m0 + 16 * wq, n0, lane);
+    out.done(m0, n0, cw);
+    iris_gc_epilogue_rows<1, BN / 8, OutT>(reinterpret_cast<const float(&)[1][BN / 8][4]>(acc[1]), out, bias, M, N, m0 + 64 + 16 * wq, n0, lane);
+    out.done(m0 + 64, n0, cw);
+  }
+}
+/* the consumer of Cfg::PINGPONG (only the one in use is instantiated) */
+template <bool PP> struct iris_gc_tma_consumer {
+  template <class Cfg, typename T, bool B_KN, typename OutT, class Out, class Sched, class WaitA, typename BiasT>
+  static __device__ __forceinline__ void run(const Out &out, const BiasT *bias, int M, int N, int K, Sched &sched, const WaitA &wait_a, uint32_t ring,
+                                             uint32_t full, uint32_t empty, int cw) {
+    iris_gc_tma_consume<Cfg, T, B_KN, OutT>(out, bias, M, N, K, sched, wait_a, ring, full, empty, cw);
+  }
+};
+template <> struct iris_gc_tma_consumer<true> {
+  template <class Cfg, typename T, bool B_KN, typename OutT, class Out, class Sched, class WaitA, typename BiasT>
+  static __device__ __forceinline__ void run(const Out &out, const BiasT *bias, int M, int N, int K, Sched &sched, const WaitA &wait_a, uint32_t ring,
+                                             uint32_t full, uint32_t empty, int cw) {
+    iris_gc_tma_consume_pp<Cfg, T, B_KN, OutT>(out, bias, M, N, K, sched, wait_a, ring, full, empty, cw);
+  }
+};
 #endif /* IRIS_GC_WGMMA */
 
 /* The default output policy: row r of C at C + r * ldc, nothing after a tile's half. */
@@ -334,7 +414,7 @@ __device__ __forceinline__ void iris_gemm_tma_tiles_out(const CUtensorMap *ta, c
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::STAGES; ++s) {
       iris_gc_mbar_init(full + 8 * s, 1);  /* the producer's arrive + the TMA bytes */
-      iris_gc_mbar_init(empty + 8 * s, 8); /* lane 0 of each of the 8 consumer warps */
+      iris_gc_mbar_init(empty + 8 * s, Cfg::stage_readers); /* lane 0 of each consumer warp that reads it */
     }
     iris_gc_fence_barrier_init();
     iris_gc_fence_proxy_async(); /* the TMA unit (async proxy) signals these barriers */
@@ -349,7 +429,7 @@ __device__ __forceinline__ void iris_gemm_tma_tiles_out(const CUtensorMap *ta, c
     iris_gc_setmaxnreg_inc<168>(); /* back to the kernel's count for the caller's code */
   } else {
     iris_gc_setmaxnreg_inc<232>();
-    iris_gc_tma_consume<Cfg, T, B_KN, OutT>(out, bias, M, N, K, sched, wait_a, ring, full, empty, wg - 1);
+    iris_gc_tma_consumer<Cfg::PINGPONG>::template run<Cfg, T, B_KN, OutT>(out, bias, M, N, K, sched, wait_a, ring, full, empty, wg - 1);
     iris_gc_setmaxnreg_dec<168>();
   }
   __syncthreads(); /* every TMA has landed (the consumers waited for all) and every wgmma retired */

@@ -603,6 +603,9 @@ int main(int argc, char **argv) {
     tma_layout_cases<iris_gemm_cfg_tma_large, false>("tma_large(128x256)", quick, seed);
     tma_layout_cases<iris_gemm_tma_cfg<128, 3>, true>("tma 128x128 s3", quick, seed);
     tma_layout_cases<iris_gemm_tma_cfg<128, 3>, false>("tma 128x128 s3", quick, seed);
+    tma_layout_cases<iris_gemm_cfg_tma_pingpong, true>("tma_pingpong(128x128 s6)", quick, seed);
+    tma_layout_cases<iris_gemm_cfg_tma_pingpong, false>("tma_pingpong(128x128 s6)", quick, seed);
+    tma_layout_cases<iris_gemm_tma_cfg<128, 5, true>, true>("tma pingpong 128x128 s5", quick, seed);
   }
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
