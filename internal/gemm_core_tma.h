@@ -91,8 +91,8 @@
  *                                       128; 0 is __syncthreads, 1 the side work's), then
  *                                       one thread releases a flag; or hand the release to
  *                                       a side warp: bar.arrive on a barrier shared with it
- *                                       (ids 2..15 are free for the policy and the side work
- *                                       together; iris_gemm_reduce.h's offloaded policy
+ *                                       (ids 2..13 are free for the policy and the side work
+ *                                       together; 14, 15: the ping-pong order; iris_gemm_reduce.h's offloaded policy
  *                                       uses 2..5). It must not touch smem.
  *     GEMM + reduce-scatter's fused path (iris_gemm_reduce.h) pushes each half to its
  *     owner GPU this way.
@@ -318,9 +318,26 @@ __device__ __forceinline__ void iris_gc_tma_consume(const Out &out, const BiasT 
   }
 }
 
+/* The ping-pong order (named barriers 14 and 15, 256 threads): warpgroup cw's mainloop of
+   its tile v starts only after the other warpgroup has passed every "full" wait of tile
+   v-1. Needed for correctness, not only speed: a stage's barrier is waited on by parity,
+   and a warpgroup that skipped the other's KT stages could otherwise see an earlier phase
+   of the same parity complete and read the other tile's data. 14: warpgroup 0 arrives,
+   1 waits; 15: the reverse. Each arrival is matched (none after the last tile), so the
+   barriers end every call complete. */
+__device__ __forceinline__ void iris_gc_pp_order_wait(int cw) {
+  if (cw == 0) asm volatile("bar.sync 15, 256;\n" ::: "memory");
+  else asm volatile("bar.sync 14, 256;\n" ::: "memory");
+}
+__device__ __forceinline__ void iris_gc_pp_order_arrive(int cw) {
+  if (cw == 0) asm volatile("bar.arrive 14, 256;\n" ::: "memory");
+  else asm volatile("bar.arrive 15, 256;\n" ::: "memory");
+}
 /* A ping-pong consumer warpgroup (Cfg::PINGPONG; cw = 0 or 1): the tiles of this CTA with
    an even (cw 0) or odd (cw 1) index among those it stores, whole (128 x BN, two
-   accumulators of 64 rows); the other warpgroup's tiles only advance its ring position. */
+   accumulators of 64 rows); the other warpgroup's tiles only advance its ring position.
+   The mainloops alternate (the order above); each warpgroup's epilogue runs during the
+   other's mainloop. */
 template <class Cfg, typename T, bool B_KN, typename OutT, class Out, class Sched, class WaitA, typename BiasT>
 __device__ __forceinline__ void iris_gc_tma_consume_pp(const Out &out, const BiasT *__restrict__ bias, int M, int N, int K, Sched &sched,
                                                        const WaitA &wait_a, uint32_t ring, uint32_t full, uint32_t empty, int cw) {
@@ -330,13 +347,15 @@ __device__ __forceinline__ void iris_gc_tma_consume_pp(const Out &out, const Bia
   float acc[2][BN / 8][4];
   float(&d0)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc[0]);
   float(&d1)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(acc[1]);
-  int s = 0, v = 0;
+  int s = 0, v = 0, nv = 0;
   uint32_t phase = 0;
   int m0, n0;
   bool broken = false;
+  for (int i = 0; sched(i, m0, n0); ++i) nv += m0 < M && n0 < N; /* the tiles stored */
   for (int i = 0; sched(i, m0, n0); ++i) {
     if (m0 >= M || n0 >= N) continue;
-    if ((v++ & 1) != cw) { /* the other warpgroup's tile: its KT stages pass by */
+    const int me = v++;
+    if ((me & 1) != cw) { /* the other warpgroup's tile: its KT stages pass by */
       const int t = s + KT;
       s = t % S;
       phase ^= (uint32_t)((t / S) & 1);
@@ -344,6 +363,7 @@ __device__ __forceinline__ void iris_gc_tma_consume_pp(const Out &out, const Bia
     }
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) d0[j] = d1[j] = 0.f;
+    if (me > 0) iris_gc_pp_order_wait(cw); /* the other's mainloop of tile me-1 is issued */
     int prev = -1;
     for (int kt = 0; kt < KT; ++kt) {
       const bool was_broken = broken;
@@ -357,6 +377,7 @@ __device__ __forceinline__ void iris_gc_tma_consume_pp(const Out &out, const Bia
       prev = s;
       if (++s == S) { s = 0; phase ^= 1; }
     }
+    if (me + 1 < nv) iris_gc_pp_order_arrive(cw); /* every full wait of this tile passed */
     iris_gc_wgmma_wait<0>();
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) { iris_gc_fence_reg(d0[j]); iris_gc_fence_reg(d1[j]); }
@@ -402,7 +423,7 @@ struct iris_gemm_no_side {
    consumers, and the function returns when it and every tile are done. Side work runs
    with at most 40 registers per thread (setmaxnreg), may use named barrier 1 for its 96
    threads (bar.sync 1, 96), may meet the consumers on barriers the output policy shares
-   with it (ids 2..15; the fused GEMM + reduce-scatter releases the consumers' half tiles
+   with it (ids 2..13; the fused GEMM + reduce-scatter releases the consumers' half tiles
    from warp 1 this way) and must not touch smem. The fused all-gather + GEMM uses it
    to fetch A on every SM while the same SMs multiply. */
 template <class Cfg, typename T, bool B_KN, typename OutT, class Out, class Sched, class WaitA, typename BiasT, class Side>
