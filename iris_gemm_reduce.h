@@ -455,19 +455,25 @@ template <> struct iris_gc_waits<iris_gemm_rs_no_wait> { enum { value = 0 }; };
 #define IRIS_GEMM_RS_DIRECT_STORES 1
 #endif
 /* The fused GEMM kernel's variant: bit 0 IRIS_GEMM_RS_SIGNAL_OFFLOAD, bit 1
- * IRIS_GEMM_RS_DIRECT_STORES, bit 2 IRIS_GEMM_RS_PINGPONG (the bench compares them). */
-#define IRIS_GEMM_RS_FUSED_VARIANT ((IRIS_GEMM_RS_SIGNAL_OFFLOAD ? 1 : 0) | (IRIS_GEMM_RS_DIRECT_STORES ? 2 : 0) | (IRIS_GEMM_RS_PINGPONG ? 4 : 0))
+ * IRIS_GEMM_RS_DIRECT_STORES; bit 2 (the ping-pong core) is chosen per plan (the bench
+ * compares them). */
+#define IRIS_GEMM_RS_FUSED_VARIANT ((IRIS_GEMM_RS_SIGNAL_OFFLOAD ? 1 : 0) | (IRIS_GEMM_RS_DIRECT_STORES ? 2 : 0))
 /* The core configuration of variant SIG */
 template <int SIG> struct iris_gemm_rs_cfg { typedef iris_gemm_cfg_tma_large type; };
 template <> struct iris_gemm_rs_cfg<4> { typedef iris_gemm_cfg_tma_pingpong type; };
 template <> struct iris_gemm_rs_cfg<5> { typedef iris_gemm_cfg_tma_pingpong type; };
 template <> struct iris_gemm_rs_cfg<6> { typedef iris_gemm_cfg_tma_pingpong type; };
 template <> struct iris_gemm_rs_cfg<7> { typedef iris_gemm_cfg_tma_pingpong type; };
-/* 1 (default): the fused GEMM runs the TMA core's ping-pong schedule on 128 x 128 tiles
- * (iris_gemm_cfg_tma_pingpong: one warpgroup stores its fp32 tile while the other
- * multiplies); 0: the cooperative 128 x 256 core. See BENCHMARKS.md (session 9). */
+/* The fused GEMM's core: 0 the cooperative 128 x 256 core (iris_gemm_cfg_tma_large), 1 the
+ * ping-pong schedule on 128 x 128 tiles (iris_gemm_cfg_tma_pingpong: one warpgroup stores
+ * its fp32 tile while the other multiplies), -1 (default) per plan: ping-pong only where
+ * the cooperative tiles leave the last wave of SMs mostly idle
+ * (iris_gemm_rs_choose_pingpong). Measured on one H100 (BENCHMARKS.md, session 9): the
+ * ping-pong core wins where 128 x 256 tiles quantise badly (M = 1024, N = 5120: 160 tiles
+ * on 132 SMs; 19-26% faster) and loses elsewhere (its mainloop reached only 55-90% of the
+ * cooperative core's rate, worst at long K). */
 #ifndef IRIS_GEMM_RS_PINGPONG
-#define IRIS_GEMM_RS_PINGPONG 1
+#define IRIS_GEMM_RS_PINGPONG (-1)
 #endif
 /* The kernel's core call, per signal placement (a tag: only one is instantiated). */
 template <int SIG> struct iris_gemm_rs_sig {};
@@ -550,6 +556,7 @@ struct iris_gemm_rs {
   iris_stream_t copy;    /* pipelined: the push stream */
   iris_gemm_event_t fork, join, done[IRIS_MAX_RANKS];
   int sms;
+  int pingpong;          /* fused: the GEMM kernel runs the ping-pong core (iris_gemm_rs_choose_pingpong) */
   unsigned *sync;        /* heap, fused: the flags [W][halves][tiles_n], the error record, the CTA counters */
   int rctas;             /* fused: CTAs of the reduce kernel */
 #if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
@@ -628,12 +635,33 @@ static int iris_gemm_rs_launch_fused(iris_gemm_rs_t *p, const void *a, const voi
   k<<<p->sms, Cfg::threads, Cfg::smem_bytes, s>>>(p->fd, ta, tb);
   return (int)cudaGetLastError();
 }
+/* The plan's variant (setup: both cores' kernels of this type and layout) */
+template <typename T, bool B_KN>
+static int iris_gemm_rs_launch_fused_plan(iris_gemm_rs_t *p, const void *a, const void *b, iris_stream_t s, int setup) {
+  int e;
+  if (setup && (e = iris_gemm_rs_launch_fused<T, B_KN, IRIS_GEMM_RS_FUSED_VARIANT | 4>(p, a, b, s, 1)) != (int)cudaSuccess) return e;
+  if (!setup && p->pingpong) return iris_gemm_rs_launch_fused<T, B_KN, IRIS_GEMM_RS_FUSED_VARIANT | 4>(p, a, b, s, 0);
+  return iris_gemm_rs_launch_fused<T, B_KN, IRIS_GEMM_RS_FUSED_VARIANT>(p, a, b, s, setup);
+}
 static int iris_gemm_rs_launch_fused_any(iris_gemm_rs_t *p, const void *a, const void *b, iris_stream_t s, int setup) {
   const int kn = !p->d.b_transposed;
   if (p->d.a_type == IRIS_FLOAT16)
-    return kn ? iris_gemm_rs_launch_fused<iris_gemm_elem_f16_t, true>(p, a, b, s, setup) : iris_gemm_rs_launch_fused<iris_gemm_elem_f16_t, false>(p, a, b, s, setup);
-  return kn ? iris_gemm_rs_launch_fused<iris_gemm_elem_bf16_t, true>(p, a, b, s, setup) : iris_gemm_rs_launch_fused<iris_gemm_elem_bf16_t, false>(p, a, b, s, setup);
+    return kn ? iris_gemm_rs_launch_fused_plan<iris_gemm_elem_f16_t, true>(p, a, b, s, setup) : iris_gemm_rs_launch_fused_plan<iris_gemm_elem_f16_t, false>(p, a, b, s, setup);
+  return kn ? iris_gemm_rs_launch_fused_plan<iris_gemm_elem_bf16_t, true>(p, a, b, s, setup) : iris_gemm_rs_launch_fused_plan<iris_gemm_elem_bf16_t, false>(p, a, b, s, setup);
 }
+#endif
+/* Ping-pong (128 x 128 tiles) or cooperative (128 x 256) core for an M x N partial on `sms`
+ * SMs; force 0 or 1 decides, -1 by waves: ping-pong where the cooperative tiles keep under
+ * 75% of the SM-waves busy and the smaller tiles keep more. */
+static inline int iris_gemm_rs_choose_pingpong(long long M, long long N, int sms, int force) {
+  if (force >= 0) return force != 0;
+  if (sms < 1) return 0;
+  const long long tm = (M + 127) / 128, coop = tm * ((N + 255) / 256), pp = tm * ((N + 127) / 128);
+  const double e_coop = (double)coop / (double)(((coop + sms - 1) / sms) * sms), e_pp = (double)pp / (double)(((pp + sms - 1) / sms) * sms);
+  return e_coop < 0.75 && e_pp > e_coop;
+}
+#if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
+/* (the fused path's create, below) */
 #endif
 
 /* The fused path's local part of create (after the heap blocks). Collective first (every
@@ -658,6 +686,18 @@ static iris_status_t iris_gemm_rs_create_fused(iris_gemm_rs_t *p) {
                             "run on a Hopper GPU", p->me);
   if (p->sms < 1 || p->sms > IRIS_GEMM_MAX_SLOTS) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: %d SMs", p->me, p->sms);
   if ((e = iris_gemm_rs_launch_fused_any(p, NULL, NULL, NULL, 1)) != (int)cudaSuccess) return iris_gemm_gpu_fail(p->ctx, "setting the fused kernel's shared memory", e);
+  {
+    /* the environment's IRIS_GEMM_RS_PINGPONG (0, 1 or auto) overrides the macro's default */
+    const char *env = getenv("IRIS_GEMM_RS_PINGPONG");
+    int force = IRIS_GEMM_RS_PINGPONG;
+    if (env && *env) {
+      if (!strcmp(env, "0") || !strcmp(env, "1")) force = env[0] - '0';
+      else if (!strcmp(env, "auto")) force = -1;
+      else
+        return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_create: IRIS_GEMM_RS_PINGPONG='%s': use 0, 1 or auto", p->me, env);
+    }
+    p->pingpong = iris_gemm_rs_choose_pingpong(p->d.M, p->d.N, p->sms, force);
+  }
   /* one rank on this GPU: its GEMM kernel is done when the reduce kernel starts (same
    * stream) and the peers multiply on their own GPUs, so the reducers take every SM (at
    * world 1, half the SMs made the reduce 4x slower than its memory traffic, session 8) */

@@ -269,6 +269,16 @@ static void bad_input(Suite &s) {
   iris_gemm_rs_destroy(p);
   p = NULL;
   report(s, "create makes a fused plan (sm_90a build on a Hopper GPU); check is clean before any run", ok);
+  setenv("IRIS_GEMM_RS_PINGPONG", "yes", 1);
+  ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_INVALID_ARGUMENT && !p && strstr(iris_error_detail(), "IRIS_GEMM_RS_PINGPONG");
+  unsetenv("IRIS_GEMM_RS_PINGPONG");
+  report(s, "create refuses a malformed IRIS_GEMM_RS_PINGPONG (IRIS_ERROR_INVALID_ARGUMENT naming it)", ok);
+  // the core choice by waves (132 SMs): 1024 x 5120 is 160 tiles of 128 x 256 (61% of two
+  // waves busy) but 320 of 128 x 128 (81% of three): ping-pong; 4096 x 8192 fills its waves
+  ok = iris_gemm_rs_choose_pingpong(1024, 5120, 132, -1) == 1 && iris_gemm_rs_choose_pingpong(4096, 8192, 132, -1) == 0 &&
+       iris_gemm_rs_choose_pingpong(1024, 5120, 132, 0) == 0 && iris_gemm_rs_choose_pingpong(4096, 8192, 132, 1) == 1 &&
+       iris_gemm_rs_choose_pingpong(16384, 5120, 132, -1) == 0 && iris_gemm_rs_choose_pingpong(1024, 5120, 0, -1) == 0;
+  report(s, "the fused GEMM's core choice (ping-pong where 128 x 256 tiles leave the last wave mostly idle)", ok);
 #else
   ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_UNSUPPORTED && !p && strstr(iris_error_detail(), "TMA GEMM core");
   report(s, "create refuses the fused path in a build without the GEMM core (IRIS_ERROR_UNSUPPORTED naming it)", ok);
@@ -510,12 +520,17 @@ int main(int argc, char **argv) {
   // core's warpgroups each skip the other's stages, so the ring's phases wrap between
   // their tiles): 4W x 65 tiles of 128 x 128 per rank on 132 SMs; every 16th row checked
 #if defined(IRIS_GEMM_HAVE_CORE)
-  for (iris_gemm_reduce_op_t op : ops) {
-    if (streams_only) break;
-    Case big{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_FUSED, 512LL * W, 8200, 1096LL * W, 2};
-    big.row_step = 16;
-    one(s, big, false, ", many tiles per CTA");
-  }
+  // (each op on the ping-pong core, then on the cooperative one: IRIS_GEMM_RS_PINGPONG,
+  // read at create; the small cases above take the core the plan chooses)
+  for (iris_gemm_reduce_op_t op : ops)
+    for (const char *pp : {"1", "0"}) {
+      if (streams_only) break;
+      Case big{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_FUSED, 512LL * W, 8200, 1096LL * W, 2};
+      big.row_step = 16;
+      setenv("IRIS_GEMM_RS_PINGPONG", pp, 1);
+      one(s, big, false, pp[0] == '1' ? ", many tiles per CTA, ping-pong core" : ", many tiles per CTA, cooperative core");
+      unsetenv("IRIS_GEMM_RS_PINGPONG");
+    }
 #endif
   // fp8 e4m3 with per-tensor scales (fresh scales and A every call; B N x K/W, the TN layout
   // cuBLASLt's fp8 GEMM needs), every op and path. The B scale sits 4 bytes into its
