@@ -456,8 +456,11 @@ template <> struct iris_gc_waits<iris_gemm_rs_no_wait> { enum { value = 0 }; };
 #endif
 /* The fused GEMM kernel's variant: bit 0 IRIS_GEMM_RS_SIGNAL_OFFLOAD, bit 1
  * IRIS_GEMM_RS_DIRECT_STORES; bit 2 (the ping-pong core) is chosen per plan (the bench
- * compares them). */
+ * compares them). On the ping-pong core the stores are always the transposed 16-byte
+ * ones: the direct 8-byte pairs measured up to 25% slower there (session 9, run 4), while
+ * they are faster on the cooperative core. */
 #define IRIS_GEMM_RS_FUSED_VARIANT ((IRIS_GEMM_RS_SIGNAL_OFFLOAD ? 1 : 0) | (IRIS_GEMM_RS_DIRECT_STORES ? 2 : 0))
+#define IRIS_GEMM_RS_PP_VARIANT ((IRIS_GEMM_RS_SIGNAL_OFFLOAD ? 1 : 0) | 4)
 /* The core configuration of variant SIG */
 template <int SIG> struct iris_gemm_rs_cfg { typedef iris_gemm_cfg_tma_large type; };
 template <> struct iris_gemm_rs_cfg<4> { typedef iris_gemm_cfg_tma_pingpong type; };
@@ -466,12 +469,13 @@ template <> struct iris_gemm_rs_cfg<6> { typedef iris_gemm_cfg_tma_pingpong type
 template <> struct iris_gemm_rs_cfg<7> { typedef iris_gemm_cfg_tma_pingpong type; };
 /* The fused GEMM's core: 0 the cooperative 128 x 256 core (iris_gemm_cfg_tma_large), 1 the
  * ping-pong schedule on 128 x 128 tiles (iris_gemm_cfg_tma_pingpong: one warpgroup stores
- * its fp32 tile while the other multiplies), -1 (default) per plan: ping-pong only where
- * the cooperative tiles leave the last wave of SMs mostly idle
+ * its fp32 tile while the other multiplies), -1 (default) per plan: ping-pong where the
+ * cooperative tiles leave the last wave of SMs mostly idle or K/W <= 2048
  * (iris_gemm_rs_choose_pingpong). Measured on one H100 (BENCHMARKS.md, session 9): the
  * ping-pong core wins where 128 x 256 tiles quantise badly (M = 1024, N = 5120: 160 tiles
- * on 132 SMs; 19-26% faster) and loses elsewhere (its mainloop reached only 55-90% of the
- * cooperative core's rate, worst at long K). */
+ * on 132 SMs; 19-26% faster) and at short K (K/W = 1024-1728: up to 12% faster, its
+ * epilogue hidden), and loses at long K (its mainloop reached only 55-90% of the
+ * cooperative core's rate). */
 #ifndef IRIS_GEMM_RS_PINGPONG
 #define IRIS_GEMM_RS_PINGPONG (-1)
 #endif
@@ -639,8 +643,8 @@ static int iris_gemm_rs_launch_fused(iris_gemm_rs_t *p, const void *a, const voi
 template <typename T, bool B_KN>
 static int iris_gemm_rs_launch_fused_plan(iris_gemm_rs_t *p, const void *a, const void *b, iris_stream_t s, int setup) {
   int e;
-  if (setup && (e = iris_gemm_rs_launch_fused<T, B_KN, IRIS_GEMM_RS_FUSED_VARIANT | 4>(p, a, b, s, 1)) != (int)cudaSuccess) return e;
-  if (!setup && p->pingpong) return iris_gemm_rs_launch_fused<T, B_KN, IRIS_GEMM_RS_FUSED_VARIANT | 4>(p, a, b, s, 0);
+  if (setup && (e = iris_gemm_rs_launch_fused<T, B_KN, IRIS_GEMM_RS_PP_VARIANT>(p, a, b, s, 1)) != (int)cudaSuccess) return e;
+  if (!setup && p->pingpong) return iris_gemm_rs_launch_fused<T, B_KN, IRIS_GEMM_RS_PP_VARIANT>(p, a, b, s, 0);
   return iris_gemm_rs_launch_fused<T, B_KN, IRIS_GEMM_RS_FUSED_VARIANT>(p, a, b, s, setup);
 }
 static int iris_gemm_rs_launch_fused_any(iris_gemm_rs_t *p, const void *a, const void *b, iris_stream_t s, int setup) {
@@ -650,12 +654,15 @@ static int iris_gemm_rs_launch_fused_any(iris_gemm_rs_t *p, const void *a, const
   return kn ? iris_gemm_rs_launch_fused_plan<iris_gemm_elem_bf16_t, true>(p, a, b, s, setup) : iris_gemm_rs_launch_fused_plan<iris_gemm_elem_bf16_t, false>(p, a, b, s, setup);
 }
 #endif
-/* Ping-pong (128 x 128 tiles) or cooperative (128 x 256) core for an M x N partial on `sms`
- * SMs; force 0 or 1 decides, -1 by waves: ping-pong where the cooperative tiles keep under
- * 75% of the SM-waves busy and the smaller tiles keep more. */
-static inline int iris_gemm_rs_choose_pingpong(long long M, long long N, int sms, int force) {
+/* Ping-pong (128 x 128 tiles) or cooperative (128 x 256) core for an M x N x kl (K/W)
+ * partial on `sms` SMs; force 0 or 1 decides, -1 measures: ping-pong at short K (kl <=
+ * 2048: the fp32 epilogue is a large share of a tile's time there, and ping-pong hides it)
+ * or where the cooperative tiles keep under 75% of the SM-waves busy and the smaller
+ * tiles keep more. */
+static inline int iris_gemm_rs_choose_pingpong(long long M, long long N, long long kl, int sms, int force) {
   if (force >= 0) return force != 0;
   if (sms < 1) return 0;
+  if (kl <= 2048) return 1;
   const long long tm = (M + 127) / 128, coop = tm * ((N + 255) / 256), pp = tm * ((N + 127) / 128);
   const double e_coop = (double)coop / (double)(((coop + sms - 1) / sms) * sms), e_pp = (double)pp / (double)(((pp + sms - 1) / sms) * sms);
   return e_coop < 0.75 && e_pp > e_coop;
@@ -696,7 +703,7 @@ static iris_status_t iris_gemm_rs_create_fused(iris_gemm_rs_t *p) {
       else
         return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_create: IRIS_GEMM_RS_PINGPONG='%s': use 0, 1 or auto", p->me, env);
     }
-    p->pingpong = iris_gemm_rs_choose_pingpong(p->d.M, p->d.N, p->sms, force);
+    p->pingpong = iris_gemm_rs_choose_pingpong(p->d.M, p->d.N, p->kl, p->sms, force);
   }
   /* one rank on this GPU: its GEMM kernel is done when the reduce kernel starts (same
    * stream) and the peers multiply on their own GPUs, so the reducers take every SM (at

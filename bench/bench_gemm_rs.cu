@@ -110,7 +110,7 @@ static int bench_local(int reps) {
   CK(cudaGetDeviceProperties(&prop, iris_device(ctx)));
   printf("# bench_gemm_rs local: %s, one rank; bf16 in, B K x N; ms per op, median of %d; x_vs_*: cuBLAS time / fused GEMM time of the default variant "
          "(%s, >= 0.95 wanted); columns: see the top of bench/bench_gemm_rs.cu\n",
-         prop.name, reps, "the plan's: fused_coop or, where it picks the ping-pong core, fused_ppO");
+         prop.name, reps, "the plan's: fused_coop or, where it picks the ping-pong core, fused_ppT");
   printf("%6s %6s %6s %12s %12s %9s %9s %9s %9s %11s %10s %10s %10s %9s %9s\n", "M", "N", "K_loc", "cublas_bf16", "cublas_fp32", "tma_bf16", "tma_fp32", "pp_bf16",
          "pp_fp32", "fused_coop", "fused_ppO", "fused_ppT", "fused_run", "x_vs_bf16", "x_vs_fp32");
   for (const std::string &ds : kdiv)
@@ -150,7 +150,7 @@ static int bench_local(int reps) {
         const double tpo = time_op([&] { fused_sig<7>(g, a, b, 0); }, reps);
         const double tr = time_op([&] { IK(iris_gemm_rs_run(g, a, b, NULL, out, stream)); }, reps);
         // the plan's own choice (its variant on the core iris_gemm_rs_choose_pingpong picked)
-        const int dv = IRIS_GEMM_RS_FUSED_VARIANT | (g->pingpong ? 4 : 0);
+        const int dv = g->pingpong ? IRIS_GEMM_RS_PP_VARIANT : IRIS_GEMM_RS_FUSED_VARIANT;
         const double tg = dv == 3 ? tco : dv == 5 ? tpt : dv == 7 ? tpo : time_op([&] { CK((cudaError_t)iris_gemm_rs_launch_fused_any(g, a, b, stream, 0)); }, reps);
         IK(iris_gemm_rs_check(g));
         IK(iris_gemm_rs_destroy(g));

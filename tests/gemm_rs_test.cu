@@ -273,12 +273,14 @@ static void bad_input(Suite &s) {
   ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_INVALID_ARGUMENT && !p && strstr(iris_error_detail(), "IRIS_GEMM_RS_PINGPONG");
   unsetenv("IRIS_GEMM_RS_PINGPONG");
   report(s, "create refuses a malformed IRIS_GEMM_RS_PINGPONG (IRIS_ERROR_INVALID_ARGUMENT naming it)", ok);
-  // the core choice by waves (132 SMs): 1024 x 5120 is 160 tiles of 128 x 256 (61% of two
-  // waves busy) but 320 of 128 x 128 (81% of three): ping-pong; 4096 x 8192 fills its waves
-  ok = iris_gemm_rs_choose_pingpong(1024, 5120, 132, -1) == 1 && iris_gemm_rs_choose_pingpong(4096, 8192, 132, -1) == 0 &&
-       iris_gemm_rs_choose_pingpong(1024, 5120, 132, 0) == 0 && iris_gemm_rs_choose_pingpong(4096, 8192, 132, 1) == 1 &&
-       iris_gemm_rs_choose_pingpong(16384, 5120, 132, -1) == 0 && iris_gemm_rs_choose_pingpong(1024, 5120, 0, -1) == 0;
-  report(s, "the fused GEMM's core choice (ping-pong where 128 x 256 tiles leave the last wave mostly idle)", ok);
+  // the core choice (132 SMs): 1024 x 5120 is 160 tiles of 128 x 256 (61% of two waves
+  // busy) but 320 of 128 x 128 (81% of three): ping-pong; 4096 x 8192 fills its waves:
+  // cooperative, unless K/W <= 2048 (ping-pong hides the fp32 epilogue)
+  ok = iris_gemm_rs_choose_pingpong(1024, 5120, 13824, 132, -1) == 1 && iris_gemm_rs_choose_pingpong(4096, 8192, 8192, 132, -1) == 0 &&
+       iris_gemm_rs_choose_pingpong(4096, 8192, 1024, 132, -1) == 1 && iris_gemm_rs_choose_pingpong(16384, 5120, 2049, 132, -1) == 0 &&
+       iris_gemm_rs_choose_pingpong(1024, 5120, 13824, 132, 0) == 0 && iris_gemm_rs_choose_pingpong(4096, 8192, 8192, 132, 1) == 1 &&
+       iris_gemm_rs_choose_pingpong(1024, 5120, 13824, 0, -1) == 0;
+  report(s, "the fused GEMM's core choice (ping-pong at K/W <= 2048 and where 128 x 256 tiles leave the last wave mostly idle)", ok);
 #else
   ok = iris_gemm_rs_create(s.ctx, &d, &p) == IRIS_ERROR_UNSUPPORTED && !p && strstr(iris_error_detail(), "TMA GEMM core");
   report(s, "create refuses the fused path in a build without the GEMM core (IRIS_ERROR_UNSUPPORTED naming it)", ok);
@@ -514,6 +516,14 @@ int main(int argc, char **argv) {
       one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 1, p, 96LL * W, 256, 128LL * W, 30}, true);
       // back to back, no host synchronisation between calls: every 50th call and the last checked
       one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, p, 8LL * W, 64, 64LL * W, 500, 50}, false, ", back to back");
+      if (p != IRIS_GEMM_PATH_FUSED) continue;
+      // the plan picks the ping-pong core for these short-K shapes: a few again on the
+      // cooperative core (IRIS_GEMM_RS_PINGPONG=0, read at create)
+      setenv("IRIS_GEMM_RS_PINGPONG", "0", 1);
+      one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 1, p, 300LL * W, 1288, 192LL * W, 2}, false, ", cooperative core");
+      one(s, Case{op, IRIS_FLOAT16, IRIS_FLOAT32, 0, 0, p, 200LL * W, 264, 1096LL * W, 2}, false, ", cooperative core");
+      one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 1, p, 96LL * W, 256, 128LL * W, 30}, true, ", cooperative core");
+      unsetenv("IRIS_GEMM_RS_PINGPONG");
     }
   }
   // the fused path on many tiles per CTA with a long K (18 k-slabs per tile: the ping-pong
