@@ -22,34 +22,21 @@ Ranks sharing a GPU make the script run but the figures are not performance (lab
 and the NCCL / symmetric-memory rows need a GPU per rank.
 """
 import os
-import statistics
 import sys
 
 import torch
 import torch.distributed as dist
 
 import iris_gpu.torch as it
+from bench_torch import timed as timed_us  # this directory: the shared timing loop
 
 AG_SHAPES = [(3584, 8192), (1792, 4096), (6656, 16384)]   # (N, K) of the all-gather + GEMM
 RS_SHAPES = [(8192, 8192), (8192, 28672), (5120, 13824)]  # (N, K total) of the GEMM + reduce-scatter
 
 
 def timed(fn, iters=10):
-    """Median ms per call over 5 runs of iters calls (after warm-up), max over ranks."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    runs = []
-    for _ in range(5):
-        dist.barrier()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(iters):
-            fn()
-        b.record()
-        b.synchronize()
-        runs.append(a.elapsed_time(b) / iters)
-    t = torch.tensor([statistics.median(runs)], dtype=torch.float64, device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    """Median ms per call over 5 runs of iters calls (bench_torch.timed), max over ranks."""
+    t = torch.tensor([timed_us(fn, iters) / 1000.0], dtype=torch.float64, device="cuda" if dist.get_backend() == "nccl" else "cpu")
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.item()
 
