@@ -4,6 +4,8 @@
 // every named configuration and a few other tile shapes (to pick from). CUDA events, warm-up, BENCH_REPS (20) timed runs, median.
 // Before timing, rows 0, M/2 and M-1 of the iris result are compared with cuBLAS.
 //   bench_gemm_core [config-substring]
+// Environment: BENCH_SHAPES=MxNxK,... (default: four shapes below), BENCH_LAYOUT=KxN or NxK
+// (default both), BENCH_GROUP=g (m-tiles per raster group, default 8), BENCH_REPS.
 #include "../internal/gemm_core_tma.h"
 #include "bench_util.h"
 
@@ -32,11 +34,11 @@ typedef __nv_bfloat16 bf16;
 // blockIdx.x + i * gridDim.x (one tile per CTA for the per-tile cores, a persistent
 // sequence for the TMA core).
 struct GroupedSched {
-  int tiles_m, tiles_n, bm, bn;
+  int tiles_m, tiles_n, bm, bn, group, cdiv; // cdiv: CTAs per cluster (bm covers the cluster's rows)
   __device__ bool operator()(int i, int &m0, int &n0) const {
-    const int t = (int)blockIdx.x + i * (int)gridDim.x;
+    const int t = (int)blockIdx.x / cdiv + i * ((int)gridDim.x / cdiv);
     if (t >= tiles_m * tiles_n) return false;
-    const int group = 8, per_group = group * tiles_n, first_m = t / per_group * group;
+    const int per_group = group * tiles_n, first_m = t / per_group * group;
     const int gsize = min(tiles_m - first_m, group);
     m0 = (first_m + (t % per_group) % gsize) * bm;
     n0 = (t % per_group) / gsize * bn;
@@ -67,6 +69,10 @@ __global__ void k_fill(bf16 *p, size_t n, uint64_t seed) { // uniform in [-1, 1)
 }
 __global__ void k_wgmma_compiled(int *out) { *out = iris_gemm_wgmma_compiled(); }
 
+static int group_env() {
+  const char *e = getenv("BENCH_GROUP");
+  return e && atoi(e) > 0 ? atoi(e) : 8;
+}
 static int reps() {
   const char *e = getenv("BENCH_REPS");
   return e && atoi(e) > 0 ? atoi(e) : 20;
@@ -152,7 +158,7 @@ static void time_and_report(const char *cname, bool KN, int M, int N, int K, con
 template <class Cfg, bool KN>
 static void bench_cfg(const char *cname, const char *filter, int M, int N, int K, const Bufs &b, double cublas_ms) {
   if (filter && !strstr(cname, filter)) return;
-  const GroupedSched sc = {(M + Cfg::BM - 1) / Cfg::BM, (N + Cfg::BN - 1) / Cfg::BN, Cfg::BM, Cfg::BN};
+  const GroupedSched sc = {(M + Cfg::BM - 1) / Cfg::BM, (N + Cfg::BN - 1) / Cfg::BN, Cfg::BM, Cfg::BN, group_env(), 1};
   auto kern = k_gemm<Cfg, KN>;
   time_and_report<Cfg>(cname, KN, M, N, K, b, cublas_ms, kern,
                        [&]() { kern<<<sc.tiles_m * sc.tiles_n, Cfg::threads, Cfg::smem_bytes>>>(b.A, K, b.B, KN ? N : K, b.C, N, M, N, K, sc); });
@@ -162,14 +168,32 @@ static void bench_cfg(const char *cname, const char *filter, int M, int N, int K
 template <class Cfg, bool KN>
 static void bench_tma(const char *cname, const char *filter, int M, int N, int K, const Bufs &b, double cublas_ms, int sms) {
   if (filter && !strstr(cname, filter)) return;
-  const GroupedSched sc = {(M + Cfg::BM - 1) / Cfg::BM, (N + Cfg::BN - 1) / Cfg::BN, Cfg::BM, Cfg::BN};
+  // clusters of Cfg::CLUSTER CTAs take vertically adjacent tiles: the schedule's tiles are
+  // CLUSTER * BM rows high; as many clusters as fit at once (at most one CTA per SM)
+  const int bmc = Cfg::BM * Cfg::CLUSTER;
+  const GroupedSched sc = {(M + bmc - 1) / bmc, (N + Cfg::BN - 1) / Cfg::BN, bmc, Cfg::BN, group_env(), Cfg::CLUSTER};
   CUtensorMap ta, tb;
   CK(iris_gemm_tma_map(&ta, b.A, 0, M, K, K, Cfg::BM));
   CK(iris_gemm_tma_map_b<Cfg>(&tb, b.B, 0, KN, K, N, KN ? N : K));
   auto kern = k_gemm_tma<Cfg, KN>;
-  const int grid = std::min(sms, sc.tiles_m * sc.tiles_n);
-  time_and_report<Cfg>(cname, KN, M, N, K, b, cublas_ms, kern,
-                       [&]() { kern<<<grid, Cfg::threads, Cfg::smem_bytes>>>(ta, tb, b.C, N, M, N, K, sc); });
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::smem_bytes));
+  cudaLaunchConfig_t lc = {};
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = Cfg::CLUSTER;
+  at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+  lc.blockDim = dim3(Cfg::threads);
+  lc.dynamicSmemBytes = Cfg::smem_bytes;
+  lc.attrs = at;
+  lc.numAttrs = Cfg::CLUSTER > 1 ? 1 : 0;
+  int clusters = sms / Cfg::CLUSTER;
+  if (Cfg::CLUSTER > 1) {
+    lc.gridDim = dim3(sms / Cfg::CLUSTER * Cfg::CLUSTER);
+    CK(cudaOccupancyMaxActiveClusters(&clusters, kern, &lc));
+  }
+  lc.gridDim = dim3(std::min(clusters, sc.tiles_m * sc.tiles_n) * Cfg::CLUSTER);
+  if (Cfg::CLUSTER > 1) printf("# %s: %d clusters of %d CTAs at once, grid %d\n", cname, clusters, Cfg::CLUSTER, (int)lc.gridDim.x);
+  time_and_report<Cfg>(cname, KN, M, N, K, b, cublas_ms, kern, [&]() { CK(cudaLaunchKernelEx(&lc, kern, ta, tb, b.C, N, M, N, K, sc)); });
 }
 
 int main(int argc, char **argv) {
@@ -185,7 +209,22 @@ int main(int argc, char **argv) {
          wg ? "compiled (sm_90a)" : "NOT compiled (wgmma configs run the mma.sync fallback)", reps());
   cublasHandle_t h;
   CB(cublasCreate(&h));
-  const int shapes[4][3] = {{8192, 3584, 8192}, {8192, 1792, 4096}, {8192, 6656, 16384}, {16384, 3584, 8192}};
+  std::vector<std::vector<int>> shapes = {{8192, 3584, 8192}, {8192, 1792, 4096}, {8192, 6656, 16384}, {16384, 3584, 8192}};
+  if (const char *e = getenv("BENCH_SHAPES")) {
+    shapes.clear();
+    for (const char *p = e; *p;) {
+      int m, n, k, used = 0;
+      if (sscanf(p, "%dx%dx%d%n", &m, &n, &k, &used) != 3 || m <= 0 || n <= 0 || k <= 0) {
+        fprintf(stderr, "bench_gemm_core: BENCH_SHAPES wants MxNxK,...: '%s'\n", e);
+        return 2;
+      }
+      shapes.push_back({m, n, k});
+      p += used;
+      if (*p == ',') ++p;
+    }
+  }
+  const char *layout = getenv("BENCH_LAYOUT");
+  printf("# raster group %d m-tiles\n", group_env());
   for (const auto &s : shapes) {
     const int M = s[0], N = s[1], K = s[2];
     Bufs b;
@@ -197,6 +236,7 @@ int main(int argc, char **argv) {
     k_fill<<<1024, 256>>>(b.B, (size_t)K * N, 2);
     CK(cudaGetLastError());
     for (int kn = 1; kn >= 0; --kn) {
+      if (layout && strcmp(layout, kn ? "KxN" : "NxK")) continue;
       cublas_run(h, kn, M, N, K, b, false); // the reference for the comparison
       const double cms = cublas_run(h, kn, M, N, K, b, true);
       if (kn) {
@@ -211,6 +251,12 @@ int main(int argc, char **argv) {
         bench_tma<iris_gemm_cfg_tma_large, true>("tma_large", filter, M, N, K, b, cms, prop.multiProcessorCount);
         bench_tma<iris_gemm_tma_cfg<256, 3>, true>("tma 128x256 s3", filter, M, N, K, b, cms, prop.multiProcessorCount);
         bench_tma<iris_gemm_tma_cfg<128, 6>, true>("tma 128x128 s6", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_cfg_tma_pingpong, true>("tma_pingpong", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_tma_cfg<128, 4, true>, true>("tma pp 128x128 s4", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_tma_cfg<128, 7, true>, true>("tma pp 128x128 s7", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_cfg_tma_pingpong_c2, true>("tma_pingpong_c2", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_tma_cfg<128, 4, true, 2>, true>("tma pp c2 128x128 s4", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_tma_cfg<256, 4, false, 2>, true>("tma coop c2 128x256 s4", filter, M, N, K, b, cms, prop.multiProcessorCount);
       } else {
         bench_cfg<iris_gemm_cfg_large, false>("large(mma)", filter, M, N, K, b, cms);
         bench_cfg<iris_gemm_cfg_medium, false>("medium(mma)", filter, M, N, K, b, cms);
@@ -223,6 +269,12 @@ int main(int argc, char **argv) {
         bench_tma<iris_gemm_cfg_tma_large, false>("tma_large", filter, M, N, K, b, cms, prop.multiProcessorCount);
         bench_tma<iris_gemm_tma_cfg<256, 3>, false>("tma 128x256 s3", filter, M, N, K, b, cms, prop.multiProcessorCount);
         bench_tma<iris_gemm_tma_cfg<128, 6>, false>("tma 128x128 s6", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_cfg_tma_pingpong, false>("tma_pingpong", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_tma_cfg<128, 4, true>, false>("tma pp 128x128 s4", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_tma_cfg<128, 7, true>, false>("tma pp 128x128 s7", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_cfg_tma_pingpong_c2, false>("tma_pingpong_c2", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_tma_cfg<128, 4, true, 2>, false>("tma pp c2 128x128 s4", filter, M, N, K, b, cms, prop.multiProcessorCount);
+        bench_tma<iris_gemm_tma_cfg<256, 4, false, 2>, false>("tma coop c2 128x256 s4", filter, M, N, K, b, cms, prop.multiProcessorCount);
       }
     }
     CK(cudaFree(b.A));

@@ -41,6 +41,13 @@
 //   fused_ppO       the fused GEMM kernel on the ping-pong core, flags released by warp 1,
 //                   direct fp32 pairs (variant 7)
 //   fused_ppT       the same with 16-byte stores after the quad transpose (variant 5)
+//   fused_ppC       the fused GEMM kernel on the ping-pong core with the signals released by
+//                   the consumer warpgroups themselves (variant 4)
+//   pp_map, pp_relaxed  (timing only, never read) the ping-pong core with the fused
+//                   kernel's output map (rows into their owners' slots) and no flags, or
+//                   flags stored plain (no release) by the consumers after a warpgroup
+//                   barrier: pp_fp32 -> pp_map -> pp_relaxed -> fused_ppC price the map,
+//                   the barrier and the system-scope release
 //   fused_run       iris_gemm_rs_run of the world-1 plan: barrier, the fused GEMM kernel
 //                   (the default variant), the reduce kernel (waits for the flags, bf16 out)
 // and the speed ratios cublas / fused GEMM of the plan's variant (the core it chose:
@@ -69,6 +76,41 @@ static void tma_plain(const iris_gemm_rs_t *g, const void *a, const void *b, Out
 }
 typedef iris_gemm_cfg_tma_large CoopCfg;
 typedef iris_gemm_cfg_tma_pingpong PpCfg;
+// pp_map / pp_relaxed: the fused kernel's output map with no flags (RELAXED 0) or flags
+// stored plain by thread 0 of the warpgroup after its barrier (RELAXED 1); timing only
+template <int RELAXED>
+struct BenchOut : iris_gemm_rs_push_out<128, false> {
+  __device__ __forceinline__ void done(int r0, int n0, int cw) const {
+    if (!RELAXED) return;
+    if (cw == 0) asm volatile("bar.sync 2, 128;\n" ::: "memory");
+    else asm volatile("bar.sync 3, 128;\n" ::: "memory");
+    if ((threadIdx.x & 127) == 0 && r0 < d->M) {
+      volatile unsigned *f = d->flags + ((size_t)d->ctx.rank * d->halves + r0 / 64) * d->tiles_n + n0 / IRIS_GEMM_RS_FLAG_BN;
+      *f = epoch;
+    }
+  }
+};
+template <int RELAXED>
+__global__ void __launch_bounds__(PpCfg::threads, 1) k_pp_policy(const __grid_constant__ iris_gemm_rs_fused_dev_t d, const __grid_constant__ CUtensorMap ta,
+                                                                 const __grid_constant__ CUtensorMap tb) {
+  extern __shared__ __align__(128) char smem[];
+  const iris_ag_gemm_sched sc = iris_ag_gemm_make_sched<PpCfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, (d.N + PpCfg::BN - 1) / PpCfg::BN, d.rot, d.raster);
+  BenchOut<RELAXED> out;
+  out.d = &d;
+  out.off = (size_t)((const char *)(d.part + (size_t)d.ctx.rank * d.ml * d.N) - d.ctx.bases[d.ctx.local_rank]);
+  out.epoch = d.counters[blockIdx.x] + 1;
+  iris_gemm_tma_tiles_out<PpCfg, iris_gemm_elem_bf16_t, true, float>(&ta, &tb, out, (const float *)nullptr, d.M, d.N, d.K, sc, iris_gemm_no_wait(), smem,
+                                                                     iris_gemm_no_side());
+}
+template <int RELAXED>
+static void pp_policy(const iris_gemm_rs_t *g, const void *a, const void *b, int setup) {
+  if (setup) { CK(cudaFuncSetAttribute(k_pp_policy<RELAXED>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)PpCfg::smem_bytes)); return; }
+  CUtensorMap ta, tb;
+  CK(iris_gemm_tma_map(&ta, a, 0, g->fd.M, g->fd.K, g->fd.K, PpCfg::BM));
+  CK(iris_gemm_tma_map_b<PpCfg>(&tb, b, 0, true, g->fd.K, g->fd.N, g->fd.N));
+  k_pp_policy<RELAXED><<<g->sms, PpCfg::threads, PpCfg::smem_bytes, stream>>>(g->fd, ta, tb);
+  CK(cudaGetLastError());
+}
 // fused_*: the fused GEMM kernel of variant SIG (bit 0: flags released by the producer's
 // warp 1, else by the consumers; bit 1: direct fp32 stores; bit 2: ping-pong core),
 // whatever the IRIS_GEMM_RS_* macros make the library's default
@@ -92,7 +134,7 @@ static int bench_local(int reps) {
   FILE *csv = csv_path && *csv_path ? fopen(csv_path, "w") : NULL;
   if (csv)
     fprintf(csv, "M,N,K_local,cublas_bf16_ms,cublas_fp32_ms,tma_bf16_ms,tma_fp32_ms,pp_bf16_ms,pp_fp32_ms,fused_coop_ms,fused_ppO_ms,fused_ppT_ms,fused_run_ms,"
-                 "default_variant,x_vs_bf16,x_vs_fp32\n");
+                 "default_variant,x_vs_bf16,x_vs_fp32,fused_ppC_ms,pp_map_ms,pp_relaxed_ms\n");
   const long long Ms[] = {1024, 4096, 8192, 16384};
   const long long NKs[][2] = {{8192, 8192}, {8192, 28672}, {5120, 13824}};
   const size_t maxA = (size_t)16384 * 28672, maxB = (size_t)28672 * 8192, maxC = (size_t)16384 * 8192;
@@ -141,6 +183,9 @@ static int bench_local(int reps) {
         fused_sig<3>(g, a, b, 1);
         fused_sig<5>(g, a, b, 1);
         fused_sig<7>(g, a, b, 1);
+        fused_sig<4>(g, a, b, 1);
+        pp_policy<0>(g, a, b, 1);
+        pp_policy<1>(g, a, b, 1);
         const double tp16 = time_op([&] { tma_plain<CoopCfg, __nv_bfloat16>(g, a, b, c16, 0); }, reps);
         const double tp32 = time_op([&] { tma_plain<CoopCfg, float>(g, a, b, c32, 0); }, reps);
         const double tq16 = time_op([&] { tma_plain<PpCfg, __nv_bfloat16>(g, a, b, c16, 0); }, reps);
@@ -148,6 +193,9 @@ static int bench_local(int reps) {
         const double tco = time_op([&] { fused_sig<3>(g, a, b, 0); }, reps);
         const double tpt = time_op([&] { fused_sig<5>(g, a, b, 0); }, reps);
         const double tpo = time_op([&] { fused_sig<7>(g, a, b, 0); }, reps);
+        const double tpc = time_op([&] { fused_sig<4>(g, a, b, 0); }, reps);
+        const double tmap = time_op([&] { pp_policy<0>(g, a, b, 0); }, reps);
+        const double trel = time_op([&] { pp_policy<1>(g, a, b, 0); }, reps);
         const double tr = time_op([&] { IK(iris_gemm_rs_run(g, a, b, NULL, out, stream)); }, reps);
         // the plan's own choice (its variant on the core iris_gemm_rs_choose_pingpong picked)
         const int dv = g->pingpong ? IRIS_GEMM_RS_PP_VARIANT : IRIS_GEMM_RS_FUSED_VARIANT;
@@ -156,9 +204,10 @@ static int bench_local(int reps) {
         IK(iris_gemm_rs_destroy(g));
         printf("%6lld %6lld %6lld %12.3f %12.3f %9.3f %9.3f %9.3f %9.3f %11.3f %10.3f %10.3f %10.3f %9.3f %9.3f\n", M, N, K, t16, t32, tp16, tp32, tq16, tq32, tco,
                tpo, tpt, tr, t16 / tg, t32 / tg);
+        printf("%6s %6s %6s   fused_ppC %.3f  pp_map %.3f  pp_relaxed %.3f\n", "", "", "", tpc, tmap, trel);
         if (csv)
-          fprintf(csv, "%lld,%lld,%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s,%.3f,%.3f\n", M, N, K, t16, t32, tp16, tp32, tq16, tq32, tco, tpo,
-                  tpt, tr, variant_name(dv), t16 / tg, t32 / tg);
+          fprintf(csv, "%lld,%lld,%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s,%.3f,%.3f,%.4f,%.4f,%.4f\n", M, N, K, t16, t32, tp16, tp32, tq16, tq32, tco,
+                  tpo, tpt, tr, variant_name(dv), t16 / tg, t32 / tg, tpc, tmap, trel);
       }
     }
   if (csv) fclose(csv);

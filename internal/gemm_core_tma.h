@@ -128,21 +128,35 @@
    128-row tile, so one warpgroup's stores overlap the other's MMAs (the ring hands out the
    stages in tile order, which staggers the two by about a tile). Wins where the epilogue
    is heavy (fp32 C pushed to other GPUs: iris_gemm_reduce.h). */
-template <int BN_, int STAGES_, bool PINGPONG_ = false> struct iris_gemm_tma_cfg {
-  static constexpr int BM = 128, BN = BN_, BK = 64, STAGES = STAGES_;
+/* CLUSTER_ 2: the kernel runs in clusters of 2 CTAs (launch with cluster dims (2, 1, 1):
+   __cluster_dims__ or cudaLaunchKernelEx) that take vertically adjacent tiles with the
+   same columns: the sched gives 256-row "cluster tiles" (m0 a multiple of 256, the same
+   sequence on both CTAs of a cluster: index it by blockIdx.x / 2 and gridDim.x / 2), CTA
+   rank c of the cluster computes rows m0 + 128 c. Each CTA loads its own A and half of
+   the B slab, multicast to both (cp.async.bulk.tensor .multicast::cluster): B is read
+   from L2 once per two tiles, which is what 128 x 128 tiles need (measured, session 10:
+   alone they saturate L2 at long K). A cluster tile is skipped only where m0 >= M (the
+   second CTA's rows past M are computed from TMA's zero fill and not stored). */
+template <int BN_, int STAGES_, bool PINGPONG_ = false, int CLUSTER_ = 1> struct iris_gemm_tma_cfg {
+  static constexpr int BM = 128, BN = BN_, BK = 64, STAGES = STAGES_, CLUSTER = CLUSTER_;
   static constexpr bool PINGPONG = PINGPONG_;
   static constexpr int threads = 384; /* producer warpgroup + 2 consumer warpgroups */
-  static constexpr int stage_readers = PINGPONG ? 4 : 8; /* consumer warps that free each stage */
+  /* consumer warps that free each stage: every reader of the stage in every CTA the
+     stage's B half is multicast to */
+  static constexpr int stage_readers = (PINGPONG ? 4 : 8) * CLUSTER;
   static constexpr int a_bytes = BM * 128, b_bytes = BN * 128, stage_bytes = a_bytes + b_bytes;
   static constexpr int smem_bytes = STAGES * stage_bytes + 2 * STAGES * 8 + 1024; /* ring, barriers, alignment slack */
   static_assert(BN == 128 || BN == 256, "iris_gemm_tma_cfg: BN must be 128 or 256");
   static_assert(!PINGPONG || BN == 128, "iris_gemm_tma_cfg: a ping-pong warpgroup holds a 128 x 128 fp32 tile: BN must be 128");
   static_assert(STAGES >= 2 && smem_bytes <= 227 * 1024, "iris_gemm_tma_cfg: STAGES >= 2, at most 227 KB of shared memory");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "iris_gemm_tma_cfg: CLUSTER must be 1 or 2");
 };
 /* 128 x 256 tiles, 4 stages (193 KB): the large-GEMM configuration */
 typedef iris_gemm_tma_cfg<256, 4> iris_gemm_cfg_tma_large;
 /* 128 x 128 tiles, ping-pong, 6 stages (193 KB): heavy epilogues */
 typedef iris_gemm_tma_cfg<128, 6, true> iris_gemm_cfg_tma_pingpong;
+/* the same in clusters of 2 sharing B (multicast) */
+typedef iris_gemm_tma_cfg<128, 6, true, 2> iris_gemm_cfg_tma_pingpong_c2;
 
 /* 1 where this device pass has the TMA core (sm_90a), 0 where iris_gemm_tma_tiles is empty */
 __device__ __forceinline__ int iris_gemm_tma_compiled() { return IRIS_GC_WGMMA; }
@@ -182,9 +196,10 @@ static inline cudaError_t iris_gemm_tma_map(CUtensorMap *map, const void *base, 
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 /* Host. The map of B for Cfg: b_kn (K x N row-major, ldb >= N): boxes of 64 k-rows x 64
-   columns; else (N x K, ldb >= K): boxes of BN rows x 64 k. */
+   columns; else (N x K, ldb >= K): boxes of BN / CLUSTER rows x 64 k (each CTA of a
+   cluster loads its part). */
 template <class Cfg> static inline cudaError_t iris_gemm_tma_map_b(CUtensorMap *map, const void *B, int f16, bool b_kn, long long K, long long N, long long ldb) {
-  return b_kn ? iris_gemm_tma_map(map, B, f16, K, N, ldb, 64) : iris_gemm_tma_map(map, B, f16, N, K, ldb, Cfg::BN);
+  return b_kn ? iris_gemm_tma_map(map, B, f16, K, N, ldb, 64) : iris_gemm_tma_map(map, B, f16, N, K, ldb, Cfg::BN / Cfg::CLUSTER);
 }
 
 /* ---- device ---- */
@@ -196,6 +211,30 @@ __device__ __forceinline__ void iris_gc_mbar_expect_tx(uint32_t bar, unsigned by
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void iris_gc_mbar_arrive(uint32_t bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory"); }
+/* this CTA's rank in its cluster (0 without clusters) */
+__device__ __forceinline__ uint32_t iris_gc_cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+/* every thread of every CTA of the cluster (release / acquire at cluster scope) */
+__device__ __forceinline__ void iris_gc_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/* A stage is free: arrive on its "empty" barrier in every CTA of the cluster (the other
+   CTA's producer multicasts into this CTA's copy of the stage). */
+template <int CLUSTER> __device__ __forceinline__ void iris_gc_stage_free(uint32_t bar) {
+  if (CLUSTER == 1) {
+    iris_gc_mbar_arrive(bar);
+  } else {
+    /* mbarrier.arrive's default semantics (release, CTA scope), as CUTLASS's cluster
+       barrier: the wgmma that read the stage has completed. With .release.cluster the
+       same kernels ran 2.5 to 5 times slower on an H100 (session 10). */
+#pragma unroll
+    for (uint32_t c = 0; c < (uint32_t)CLUSTER; ++c)
+      asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar), "r"(c) : "memory");
+  }
+}
 __device__ __forceinline__ unsigned long long iris_gc_time_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -235,6 +274,22 @@ __device__ __forceinline__ void iris_gc_tma_load(uint32_t dst, const CUtensorMap
                "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
                : "memory");
 }
+/* the same box into the same offsets of every CTA in `mask` (this cluster), completing on
+   each one's barrier at `bar` */
+__device__ __forceinline__ void iris_gc_tma_load_mc(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar, uint16_t mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+               "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+               : "memory");
+}
+/* The next tile of this CTA: false past the last. skip: nothing to compute (the tile,
+   or with clusters the cluster tile, starts past M or N: the same on every CTA of a
+   cluster). With clusters, m0 is this CTA's rows (the cluster tile's + 128 rank). */
+template <class Cfg, class Sched> __device__ __forceinline__ bool iris_gc_next_tile(Sched &sched, int i, int M, int N, int &m0, int &n0, bool &skip) {
+  if (!sched(i, m0, n0)) return false;
+  skip = m0 >= M || n0 >= N;
+  if (Cfg::CLUSTER > 1) m0 += (int)iris_gc_cluster_rank() * Cfg::BM;
+  return true;
+}
 __device__ __forceinline__ void iris_gc_fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 __device__ __forceinline__ void iris_gc_fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 template <int R> __device__ __forceinline__ void iris_gc_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
@@ -249,9 +304,10 @@ __device__ __forceinline__ void iris_gc_tma_produce(const CUtensorMap *ta, const
   int s = 0;
   uint32_t phase = 0;
   int m0, n0;
-  bool broken = false;
-  for (int i = 0; sched(i, m0, n0); ++i) {
-    if (m0 >= M || n0 >= N) continue;
+  bool broken = false, skip;
+  const int crank = Cfg::CLUSTER > 1 ? (int)iris_gc_cluster_rank() : 0;
+  for (int i = 0; iris_gc_next_tile<Cfg>(sched, i, M, N, m0, n0, skip); ++i) {
+    if (skip) continue;
     for (int kt = 0; kt < KT; ++kt) {
       /* the consumers freed this stage (a fresh barrier passes); past the bound: stop
          loading (the consumers' waits then expire too, and the CTA ends) */
@@ -266,7 +322,20 @@ __device__ __forceinline__ void iris_gc_tma_produce(const CUtensorMap *ta, const
       const uint32_t sa = ring + s * Cfg::stage_bytes, sb = sa + Cfg::a_bytes, bar = full + 8 * s;
       iris_gc_mbar_expect_tx(bar, Cfg::stage_bytes);
       iris_gc_tma_load(sa, ta, kt * 64, m0, bar);
-      if (B_KN) {
+      if (Cfg::CLUSTER > 1) { /* this CTA's part of B, to every CTA of the cluster */
+        constexpr uint16_t all = (uint16_t)((1u << Cfg::CLUSTER) - 1);
+        if (B_KN) {
+          constexpr int per = Cfg::BN / 64 / Cfg::CLUSTER;
+#pragma unroll
+          for (int jj = 0; jj < per; ++jj) {
+            const int j = crank * per + jj;
+            iris_gc_tma_load_mc(sb + j * 8192, tb, n0 + 64 * j, kt * 64, bar, all);
+          }
+        } else {
+          constexpr int rows = Cfg::BN / Cfg::CLUSTER;
+          iris_gc_tma_load_mc(sb + crank * rows * 128, tb, kt * 64, n0 + crank * rows, bar, all);
+        }
+      } else if (B_KN) {
 #pragma unroll
         for (int j = 0; j < Cfg::BN / 64; ++j) iris_gc_tma_load(sb + j * 8192, tb, n0 + 64 * j, kt * 64, bar);
       } else {
@@ -289,9 +358,9 @@ __device__ __forceinline__ void iris_gc_tma_consume(const Out &out, const BiasT 
   int s = 0;
   uint32_t phase = 0;
   int m0, n0;
-  bool broken = false;
-  for (int i = 0; sched(i, m0, n0); ++i) {
-    if (m0 >= M || n0 >= N) continue;
+  bool broken = false, skip;
+  for (int i = 0; iris_gc_next_tile<Cfg>(sched, i, M, N, m0, n0, skip); ++i) {
+    if (skip) continue;
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) d[j] = 0.f;
     int prev = -1;
@@ -305,14 +374,14 @@ __device__ __forceinline__ void iris_gc_tma_consume(const Out &out, const BiasT 
       iris_gc_wgmma_wait<1>(); /* the slab before this one is no longer read */
 #pragma unroll
       for (int j = 0; j < BN / 2; ++j) iris_gc_fence_reg(d[j]);
-      if (prev >= 0 && lane == 0) iris_gc_mbar_arrive(empty + 8 * prev);
+      if (prev >= 0 && lane == 0) iris_gc_stage_free<Cfg::CLUSTER>(empty + 8 * prev);
       prev = s;
       if (++s == S) { s = 0; phase ^= 1; }
     }
     iris_gc_wgmma_wait<0>();
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) iris_gc_fence_reg(d[j]);
-    if (prev >= 0 && lane == 0) iris_gc_mbar_arrive(empty + 8 * prev);
+    if (prev >= 0 && lane == 0) iris_gc_stage_free<Cfg::CLUSTER>(empty + 8 * prev);
     iris_gc_epilogue_rows<1, BN / 8, OutT>(acc, out, bias, M, N, m0 + 64 * cw + 16 * wq, n0, lane);
     out.done(m0 + 64 * cw, n0, cw); /* this warpgroup's 64 x BN half is stored */
   }
@@ -350,10 +419,10 @@ __device__ __forceinline__ void iris_gc_tma_consume_pp(const Out &out, const Bia
   int s = 0, v = 0, nv = 0;
   uint32_t phase = 0;
   int m0, n0;
-  bool broken = false;
-  for (int i = 0; sched(i, m0, n0); ++i) nv += m0 < M && n0 < N; /* the tiles stored */
-  for (int i = 0; sched(i, m0, n0); ++i) {
-    if (m0 >= M || n0 >= N) continue;
+  bool broken = false, skip;
+  for (int i = 0; iris_gc_next_tile<Cfg>(sched, i, M, N, m0, n0, skip); ++i) nv += !skip; /* the tiles computed */
+  for (int i = 0; iris_gc_next_tile<Cfg>(sched, i, M, N, m0, n0, skip); ++i) {
+    if (skip) continue;
     const int me = v++;
     if ((me & 1) != cw) { /* the other warpgroup's tile: its KT stages pass by */
       const int t = s + KT;
@@ -373,7 +442,7 @@ __device__ __forceinline__ void iris_gc_tma_consume_pp(const Out &out, const Bia
       iris_gc_wgmma_wait<1>(); /* the slab before this one is no longer read */
 #pragma unroll
       for (int j = 0; j < BN / 2; ++j) { iris_gc_fence_reg(d0[j]); iris_gc_fence_reg(d1[j]); }
-      if (prev >= 0 && lane == 0) iris_gc_mbar_arrive(empty + 8 * prev);
+      if (prev >= 0 && lane == 0) iris_gc_stage_free<Cfg::CLUSTER>(empty + 8 * prev);
       prev = s;
       if (++s == S) { s = 0; phase ^= 1; }
     }
@@ -381,7 +450,7 @@ __device__ __forceinline__ void iris_gc_tma_consume_pp(const Out &out, const Bia
     iris_gc_wgmma_wait<0>();
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) { iris_gc_fence_reg(d0[j]); iris_gc_fence_reg(d1[j]); }
-    if (prev >= 0 && lane == 0) iris_gc_mbar_arrive(empty + 8 * prev);
+    if (prev >= 0 && lane == 0) iris_gc_stage_free<Cfg::CLUSTER>(empty + 8 * prev);
     iris_gc_epilogue_rows<1, BN / 8, OutT>(reinterpret_cast<const float(&)[1][BN / 8][4]>(acc[0]), out, bias, M, N, m0 + 16 * wq, n0, lane);
     out.done(m0, n0, cw);
     iris_gc_epilogue_rows<1, BN / 8, OutT>(reinterpret_cast<const float(&)[1][BN / 8][4]>(acc[1]), out, bias, M, N, m0 + 64 + 16 * wq, n0, lane);
@@ -440,7 +509,8 @@ __device__ __forceinline__ void iris_gemm_tma_tiles_out(const CUtensorMap *ta, c
     iris_gc_fence_barrier_init();
     iris_gc_fence_proxy_async(); /* the TMA unit (async proxy) signals these barriers */
   }
-  __syncthreads();
+  if (Cfg::CLUSTER > 1) iris_gc_cluster_sync(); /* the other CTA's barriers exist before its multicasts and arrivals */
+  else __syncthreads();
   const int wg = threadIdx.x >> 7;
   if (wg == 0) {
     iris_gc_setmaxnreg_dec<40>();
@@ -454,6 +524,7 @@ __device__ __forceinline__ void iris_gemm_tma_tiles_out(const CUtensorMap *ta, c
     iris_gc_setmaxnreg_dec<168>();
   }
   __syncthreads(); /* every TMA has landed (the consumers waited for all) and every wgmma retired */
+  if (Cfg::CLUSTER > 1) iris_gc_cluster_sync(); /* no arrival of the other CTA on this CTA's barriers is still on its way */
 #else
   (void)ta; (void)tb; (void)out; (void)bias; (void)M; (void)N; (void)K; (void)sched; (void)wait_a; (void)smem; (void)side;
 #endif

@@ -27,6 +27,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(GCT_HIP)
@@ -149,9 +150,9 @@ __global__ void k_wgmma_compiled(int *out) { *out = iris_gemm_wgmma_compiled(); 
 // ---------------------------------------------------------------- the TMA core (persistent)
 // tile i of a CTA: t = blockIdx.x + i * gridDim.x, m fastest
 struct TmaSched {
-  int tiles_m, ntiles, bm, bn;
+  int tiles_m, ntiles, bm, bn, cdiv; // cdiv: CTAs per cluster (bm then covers the cluster's rows)
   __device__ bool operator()(int i, int &m0, int &n0) const {
-    const int t = (int)blockIdx.x + i * (int)gridDim.x;
+    const int t = (int)blockIdx.x / cdiv + i * ((int)gridDim.x / cdiv);
     if (t >= ntiles) return false;
     m0 = t % tiles_m * bm;
     n0 = t / tiles_m * bn;
@@ -391,10 +392,27 @@ template <class Cfg, typename T, bool KN, typename OutT> static void run_gate(co
 
 #if !defined(GCT_HIP)
 template <typename T> static int is_f16() { return std::is_same<T, __half>::value ? 1 : 0; }
+// a TMA-core kernel on ctas CTAs, in clusters of Cfg::CLUSTER
+template <class Cfg, typename... Exp, typename... Act> static void launch_tma(void (*kern)(Exp...), int ctas, Act &&...args) {
+  cudaLaunchConfig_t lc = {};
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = Cfg::CLUSTER;
+  at[0].val.clusterDim.y = 1;
+  at[0].val.clusterDim.z = 1;
+  lc.gridDim = dim3(ctas);
+  lc.blockDim = dim3(Cfg::threads);
+  lc.dynamicSmemBytes = Cfg::smem_bytes;
+  lc.attrs = at;
+  lc.numAttrs = Cfg::CLUSTER > 1 ? 1 : 0;
+  CK(cudaLaunchKernelEx(&lc, kern, std::forward<Act>(args)...));
+}
 template <class Cfg, typename T, bool KN, typename OutT, typename BiasT = T> static void run_tma(const char *cname, const Case &cs, uint64_t seed, int reps = 1) {
   Host<T, OutT, BiasT> h;
   h.init(cs.M, cs.N, cs.K, KN, cs.bias, seed);
-  const int tm = (cs.M + Cfg::BM - 1) / Cfg::BM, tn = (cs.N + Cfg::BN - 1) / Cfg::BN, nt = tm * tn, ctas = cta_count<Cfg>(nt, cs.grid);
+  // tiles of the schedule: clusters of Cfg::CLUSTER vertically adjacent tiles
+  const int bmc = Cfg::BM * Cfg::CLUSTER, tm = (cs.M + bmc - 1) / bmc, tn = (cs.N + Cfg::BN - 1) / Cfg::BN, nt = tm * tn,
+            ctas = cta_count<Cfg>(nt, cs.grid) * Cfg::CLUSTER;
   T *dA = to_dev(h.A), *dB = to_dev(h.B), *dummy = nullptr;
   BiasT *dbias = to_dev(h.bias);
   CK(cudaMalloc(&dummy, 4096));
@@ -412,15 +430,15 @@ template <class Cfg, typename T, bool KN, typename OutT, typename BiasT = T> sta
   }
   auto kern = k_tma<Cfg, T, KN, OutT, BiasT>;
   allow_smem(kern, Cfg::smem_bytes);
-  const TmaSched sc = {tm, nt, Cfg::BM, Cfg::BN};
-  kern<<<ctas, Cfg::threads, Cfg::smem_bytes>>>(ta, tb, dC + (size_t)h.G * h.ldc, h.ldc, dbias, cs.M, cs.N, cs.K, sc, reps);
+  const TmaSched sc = {tm, nt, bmc, Cfg::BN, Cfg::CLUSTER};
+  launch_tma<Cfg>(kern, ctas, ta, tb, dC + (size_t)h.G * h.ldc, h.ldc, dbias, cs.M, cs.N, cs.K, sc, reps);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   h.C.resize(cn);
   CK(cudaMemcpy(h.C.data(), dC, cn * sizeof(OutT), cudaMemcpyDeviceToHost));
   char name[256];
   snprintf(name, sizeof name, "%s %s->%s B=%s%s%s M=%d N=%d K=%d lda=%d ldb=%d grid=%d%s%s", cname, ty<T>::name(), ty<OutT>::name(), KN ? "KxN" : "NxK",
-           cs.bias ? " bias:" : "", cs.bias ? ty<BiasT>::name() : "", cs.M, cs.N, cs.K, h.lda, h.ldb, ctas, ctas < nt ? " (persistent)" : "",
+           cs.bias ? " bias:" : "", cs.bias ? ty<BiasT>::name() : "", cs.M, cs.N, cs.K, h.lda, h.ldb, ctas, ctas < nt * Cfg::CLUSTER ? " (persistent)" : "",
            reps > 1 ? " x3 calls" : "");
   const std::string err = h.check(cs.sampled);
   report(name, err.empty(), err);
@@ -433,7 +451,10 @@ template <class Cfg, typename T, bool KN, typename OutT, typename BiasT = T> sta
 template <class Cfg, typename T, bool KN, typename OutT> static void run_tma_gate(const char *cname, int M, int N, int K, int grid, uint64_t seed) {
   Host<T, OutT> h;
   h.init(M, N, K, KN, true, seed);
-  const int nt = (M + Cfg::BM - 1) / Cfg::BM, ctas = cta_count<Cfg>(nt, grid), nk = (K + 63) / 64, cap = nk + 4;
+  // nt: 128-row tiles (one per producer's wait_a sequence); a cluster's second CTA past M
+  // still waits (its rows read as zeros): logs for every CTA's tile, checked for real ones
+  const int bmc = Cfg::BM * Cfg::CLUSTER, ntc = (M + bmc - 1) / bmc, nt = (M + Cfg::BM - 1) / Cfg::BM, nlog = ntc * Cfg::CLUSTER;
+  const int ctas = cta_count<Cfg>(ntc, grid) * Cfg::CLUSTER, nk = (K + 63) / 64, cap = nk + 4;
   if (N > Cfg::BN) {
     fprintf(stderr, "run_tma_gate: N must be <= BN\n");
     exit(1);
@@ -441,10 +462,10 @@ template <class Cfg, typename T, bool KN, typename OutT> static void run_tma_gat
   std::vector<T> poison(h.A.size(), ty<T>::from(NAN));
   T *dAsrc = to_dev(h.A), *dA = to_dev(poison), *dB = to_dev(h.B), *dbias = to_dev(h.bias);
   int *dlog, *dcount;
-  CK(cudaMalloc(&dlog, (size_t)nt * cap * sizeof(int)));
-  CK(cudaMalloc(&dcount, nt * sizeof(int)));
-  CK(cudaMemset(dlog, 0xff, (size_t)nt * cap * sizeof(int)));
-  CK(cudaMemset(dcount, 0, nt * sizeof(int)));
+  CK(cudaMalloc(&dlog, (size_t)nlog * cap * sizeof(int)));
+  CK(cudaMalloc(&dcount, nlog * sizeof(int)));
+  CK(cudaMemset(dlog, 0xff, (size_t)nlog * cap * sizeof(int)));
+  CK(cudaMemset(dcount, 0, nlog * sizeof(int)));
   OutT *dC;
   const size_t cn = (size_t)(M + 2 * h.G) * h.ldc;
   CK(cudaMalloc(&dC, cn * sizeof(OutT)));
@@ -454,14 +475,14 @@ template <class Cfg, typename T, bool KN, typename OutT> static void run_tma_gat
   CK(iris_gemm_tma_map_b<Cfg>(&tb, dB, is_f16<T>(), KN, K, N, h.ldb));
   auto kern = k_tma_gate<Cfg, T, KN, OutT>;
   allow_smem(kern, Cfg::smem_bytes);
-  const TmaSched sc = {nt, nt, Cfg::BM, Cfg::BN};
+  const TmaSched sc = {ntc, ntc, bmc, Cfg::BN, Cfg::CLUSTER};
   const TmaGate<T> gate = {dAsrc, dA, h.lda, M, K, Cfg::BM, cap, dlog, dcount};
-  kern<<<ctas, Cfg::threads, Cfg::smem_bytes>>>(ta, tb, dC + (size_t)h.G * h.ldc, h.ldc, dbias, M, N, K, sc, gate);
+  launch_tma<Cfg>(kern, ctas, ta, tb, dC + (size_t)h.G * h.ldc, h.ldc, dbias, M, N, K, sc, gate);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   h.C.resize(cn);
   CK(cudaMemcpy(h.C.data(), dC, cn * sizeof(OutT), cudaMemcpyDeviceToHost));
-  std::vector<int> log((size_t)nt * cap), count(nt);
+  std::vector<int> log((size_t)nlog * cap), count(nlog);
   CK(cudaMemcpy(log.data(), dlog, log.size() * sizeof(int), cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(count.data(), dcount, count.size() * sizeof(int), cudaMemcpyDeviceToHost));
   std::string err = h.check(false);
@@ -606,6 +627,9 @@ int main(int argc, char **argv) {
     tma_layout_cases<iris_gemm_cfg_tma_pingpong, true>("tma_pingpong(128x128 s6)", quick, seed);
     tma_layout_cases<iris_gemm_cfg_tma_pingpong, false>("tma_pingpong(128x128 s6)", quick, seed);
     tma_layout_cases<iris_gemm_tma_cfg<128, 5, true>, true>("tma pingpong 128x128 s5", quick, seed);
+    tma_layout_cases<iris_gemm_cfg_tma_pingpong_c2, true>("tma_pingpong_c2(2 x 128x128 s6, B multicast)", quick, seed);
+    tma_layout_cases<iris_gemm_cfg_tma_pingpong_c2, false>("tma_pingpong_c2(2 x 128x128 s6, B multicast)", quick, seed);
+    tma_layout_cases<iris_gemm_tma_cfg<256, 4, false, 2>, true>("tma coop c2(2 x 128x256 s4, B multicast)", quick, seed);
   }
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
