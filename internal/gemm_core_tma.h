@@ -51,7 +51,10 @@
  *             T, B_KN, M, N, K must be what they describe.
  *     sched   sched(i, m0, n0): the i-th tile of this CTA (i = 0, 1, ...), false when there
  *             is none; a pure function of i (the producer and the consumers each call it).
- *             Tiles with m0 >= M or n0 >= N are skipped.
+ *             Tiles with m0 >= M or n0 >= N are skipped. Cfg::CLUSTER 2: launch with
+ *             cluster dims (2, 1, 1); sched gives 256-row cluster tiles, the same sequence
+ *             on both CTAs of a cluster (index it by blockIdx.x / 2, gridDim.x / 2), and
+ *             CTA rank c computes rows m0 + 128 c (see iris_gemm_tma_cfg).
  *     wait_a  wait_a(m0, k0): called by the producer thread only, before the TMA load of
  *             A[m0:m0+BM, k0:k0+64), in k order per tile. It may spin; to consume data that
  *             other CTAs or GPUs wrote, it acquires their flag (the core then issues
@@ -136,7 +139,10 @@
    the B slab, multicast to both (cp.async.bulk.tensor .multicast::cluster): B is read
    from L2 once per two tiles, which is what 128 x 128 tiles need (measured, session 10:
    alone they saturate L2 at long K). A cluster tile is skipped only where m0 >= M (the
-   second CTA's rows past M are computed from TMA's zero fill and not stored). */
+   second CTA's rows past M are computed from TMA's zero fill and not stored).
+   Measured on one H100 (BENCHMARKS.md, session 10, 20 shapes): mixed. The ping-pong
+   core in clusters of 2 ran 0.87-1.34x its own speed at long K and 0.87-1.04x at short
+   K; the cooperative core 0.84-1.08x. No library path uses it. */
 template <int BN_, int STAGES_, bool PINGPONG_ = false, int CLUSTER_ = 1> struct iris_gemm_tma_cfg {
   static constexpr int BM = 128, BN = BN_, BK = 64, STAGES = STAGES_, CLUSTER = CLUSTER_;
   static constexpr bool PINGPONG = PINGPONG_;
@@ -281,15 +287,10 @@ __device__ __forceinline__ void iris_gc_tma_load_mc(uint32_t dst, const CUtensor
                "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
                : "memory");
 }
-/* The next tile of this CTA: false past the last. skip: nothing to compute (the tile,
-   or with clusters the cluster tile, starts past M or N: the same on every CTA of a
-   cluster). With clusters, m0 is this CTA's rows (the cluster tile's + 128 rank). */
-template <class Cfg, class Sched> __device__ __forceinline__ bool iris_gc_next_tile(Sched &sched, int i, int M, int N, int &m0, int &n0, bool &skip) {
-  if (!sched(i, m0, n0)) return false;
-  skip = m0 >= M || n0 >= N;
-  if (Cfg::CLUSTER > 1) m0 += (int)iris_gc_cluster_rank() * Cfg::BM;
-  return true;
-}
+/* Where this CTA's rows start in a tile of the sched: 0, or with clusters 128 x its rank
+   in the cluster. The sched's tile (a cluster tile) is skipped where it starts past M or
+   N, the same test on every CTA of a cluster; the offset is added after it. */
+template <class Cfg> __device__ __forceinline__ int iris_gc_cta_row() { return Cfg::CLUSTER > 1 ? (int)iris_gc_cluster_rank() * Cfg::BM : 0; }
 __device__ __forceinline__ void iris_gc_fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 __device__ __forceinline__ void iris_gc_fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 template <int R> __device__ __forceinline__ void iris_gc_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
@@ -304,10 +305,11 @@ __device__ __forceinline__ void iris_gc_tma_produce(const CUtensorMap *ta, const
   int s = 0;
   uint32_t phase = 0;
   int m0, n0;
-  bool broken = false, skip;
+  bool broken = false;
   const int crank = Cfg::CLUSTER > 1 ? (int)iris_gc_cluster_rank() : 0;
-  for (int i = 0; iris_gc_next_tile<Cfg>(sched, i, M, N, m0, n0, skip); ++i) {
-    if (skip) continue;
+  for (int i = 0; sched(i, m0, n0); ++i) {
+    if (m0 >= M || n0 >= N) continue;
+    m0 += iris_gc_cta_row<Cfg>();
     for (int kt = 0; kt < KT; ++kt) {
       /* the consumers freed this stage (a fresh barrier passes); past the bound: stop
          loading (the consumers' waits then expire too, and the CTA ends) */
@@ -358,9 +360,10 @@ __device__ __forceinline__ void iris_gc_tma_consume(const Out &out, const BiasT 
   int s = 0;
   uint32_t phase = 0;
   int m0, n0;
-  bool broken = false, skip;
-  for (int i = 0; iris_gc_next_tile<Cfg>(sched, i, M, N, m0, n0, skip); ++i) {
-    if (skip) continue;
+  bool broken = false;
+  for (int i = 0; sched(i, m0, n0); ++i) {
+    if (m0 >= M || n0 >= N) continue;
+    m0 += iris_gc_cta_row<Cfg>();
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) d[j] = 0.f;
     int prev = -1;
@@ -419,10 +422,11 @@ __device__ __forceinline__ void iris_gc_tma_consume_pp(const Out &out, const Bia
   int s = 0, v = 0, nv = 0;
   uint32_t phase = 0;
   int m0, n0;
-  bool broken = false, skip;
-  for (int i = 0; iris_gc_next_tile<Cfg>(sched, i, M, N, m0, n0, skip); ++i) nv += !skip; /* the tiles computed */
-  for (int i = 0; iris_gc_next_tile<Cfg>(sched, i, M, N, m0, n0, skip); ++i) {
-    if (skip) continue;
+  bool broken = false;
+  for (int i = 0; sched(i, m0, n0); ++i) nv += m0 < M && n0 < N; /* the tiles computed */
+  for (int i = 0; sched(i, m0, n0); ++i) {
+    if (m0 >= M || n0 >= N) continue;
+    m0 += iris_gc_cta_row<Cfg>();
     const int me = v++;
     if ((me & 1) != cw) { /* the other warpgroup's tile: its KT stages pass by */
       const int t = s + KT;
