@@ -475,7 +475,8 @@ template <> struct iris_gemm_rs_cfg<7> { typedef iris_gemm_cfg_tma_pingpong type
  * ping-pong core wins where 128 x 256 tiles quantise badly (M = 1024, N = 5120: 160 tiles
  * on 132 SMs; 19-26% faster) and at short K (K/W = 1024-1728: up to 12% faster, its
  * epilogue hidden), and loses at long K (its mainloop reached only 55-90% of the
- * cooperative core's rate). */
+ * cooperative core's rate; session 10: the 128 x 128 tiles' L2 and DRAM traffic, see
+ * docs/gemm_reduce.md). */
 #ifndef IRIS_GEMM_RS_PINGPONG
 #define IRIS_GEMM_RS_PINGPONG (-1)
 #endif
