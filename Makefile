@@ -174,6 +174,10 @@ bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a $(B)/bench_ag_gemm $(B
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm
 	-python3 tools/plot_ag_gemm.py $(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm.png
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_gemm_rs.csv $(B)/bench_gemm_rs
+	-python3 tools/plot_gemm_rs.py $(B)/bench_gemm_rs.csv $(B)/bench_gemm_rs.png
+	@# one GPU: the fused GEMM with its push epilogue against cuBLAS alone (issue target >= 0.95x)
+	BENCH_CSV=$(B)/bench_gemm_rs_local.csv $(B)/bench_gemm_rs local
+	-python3 tools/plot_gemm_rs.py $(B)/bench_gemm_rs_local.csv $(B)/bench_gemm_rs_local.png
 	@# 2 virtual nodes x 2 ranks against NCCL alone on the same layout (needs 2+ GPUs: NCCL refuses two ranks of a host on one)
 	-$(MAKE) -s $(B)/bench_multinode && NCCL_NVLS_ENABLE=0 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 $(B)/bench_multinode 2 2 256M
 	@# the Python bindings against torch.distributed / symmetric memory and XLA (skipped without torch / jax)

@@ -132,6 +132,11 @@ else
 fi
 echo "# Python package (no GPU: import, library version and struct sizes, argument checks)"
 run_counted "python package" bash python/run_tests.sh
+if python3 -c 'import matplotlib' >/dev/null 2>&1; then
+  check "tools/plot_gemm_rs.py draws both bench_gemm_rs CSVs (ranks, local) and refuses another" bash tests/tools/plot_gemm_rs_check.sh
+else
+  say SKIP "tools/plot_gemm_rs.py (bench_gemm_rs's PNG)" "matplotlib not installed"
+fi
 fi # only = all or packaging
 
 if [ "$only" = all ] || [ "$only" = gpu ]; then
