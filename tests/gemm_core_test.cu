@@ -65,12 +65,6 @@ static bool wanted_cfg(const char *cname) {
   const char *only = getenv("GCT_ONLY");
   return !only || !*only || strstr(cname, only);
 }
-// GCT_MAX_MNK=<n>: the TMA cases with M*N*K <= n only (small ones still cover persistent
-// CTAs, several tiles each, and the ping-pong order; for the slowest sanitizer tools)
-static bool wanted_size(long long M, long long N, long long K) {
-  const char *e = getenv("GCT_MAX_MNK");
-  return !e || !*e || M * N * K <= atoll(e);
-}
 static void report(const std::string &name, bool ok, const std::string &detail) {
   if (ok) {
     printf("PASS: %s\n", name.c_str());
@@ -404,6 +398,12 @@ template <class Cfg, typename T, bool KN, typename OutT> static void run_gate(co
 
 #if !defined(GCT_HIP)
 template <typename T> static int is_f16() { return std::is_same<T, __half>::value ? 1 : 0; }
+// GCT_MAX_MNK=<n>: the TMA cases with M*N*K <= n only (small ones still cover persistent
+// CTAs, several tiles each, and the ping-pong order; for the slowest sanitizer tools)
+static bool wanted_size(long long M, long long N, long long K) {
+  const char *e = getenv("GCT_MAX_MNK");
+  return !e || !*e || M * N * K <= atoll(e);
+}
 // a TMA-core kernel on ctas CTAs, in clusters of Cfg::CLUSTER
 template <class Cfg, typename... Exp, typename... Act> static void launch_tma(void (*kern)(Exp...), int ctas, Act &&...args) {
   cudaLaunchConfig_t lc = {};
