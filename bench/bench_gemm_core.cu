@@ -196,6 +196,27 @@ static void bench_tma(const char *cname, const char *filter, int M, int N, int K
   time_and_report<Cfg>(cname, KN, M, N, K, b, cublas_ms, kern, [&]() { CK(cudaLaunchKernelEx(&lc, kern, ta, tb, b.C, N, M, N, K, sc)); });
 }
 
+// every configuration, in one B layout
+template <bool KN> static void bench_all(const char *filter, int M, int N, int K, const Bufs &b, double cms, int sms) {
+  bench_cfg<iris_gemm_cfg_large, KN>("large(mma)", filter, M, N, K, b, cms);
+  bench_cfg<iris_gemm_cfg_medium, KN>("medium(mma)", filter, M, N, K, b, cms);
+  bench_cfg<iris_gemm_cfg_small, KN>("small(mma)", filter, M, N, K, b, cms);
+  bench_cfg<iris_gemm_cfg_wgmma_large, KN>("wgmma_large", filter, M, N, K, b, cms);
+  bench_cfg<iris_gemm_cfg_wgmma_small, KN>("wgmma_small", filter, M, N, K, b, cms);
+  bench_cfg<iris_gemm_cfg<128, 256, 32, 2, 4, 5>, KN>("mma 128x256x32 s5", filter, M, N, K, b, cms);
+  bench_cfg<iris_gemm_wgmma_cfg<128, 256, 3>, KN>("wgmma 128x256 s3", filter, M, N, K, b, cms);
+  bench_cfg<iris_gemm_wgmma_cfg<128, 128, 6>, KN>("wgmma 128x128 s6", filter, M, N, K, b, cms);
+  bench_tma<iris_gemm_cfg_tma_large, KN>("tma_large", filter, M, N, K, b, cms, sms);
+  bench_tma<iris_gemm_tma_cfg<256, 3>, KN>("tma 128x256 s3", filter, M, N, K, b, cms, sms);
+  bench_tma<iris_gemm_tma_cfg<128, 6>, KN>("tma 128x128 s6", filter, M, N, K, b, cms, sms);
+  bench_tma<iris_gemm_cfg_tma_pingpong, KN>("tma_pingpong", filter, M, N, K, b, cms, sms);
+  bench_tma<iris_gemm_tma_cfg<128, 4, true>, KN>("tma pp 128x128 s4", filter, M, N, K, b, cms, sms);
+  bench_tma<iris_gemm_tma_cfg<128, 7, true>, KN>("tma pp 128x128 s7", filter, M, N, K, b, cms, sms);
+  bench_tma<iris_gemm_cfg_tma_pingpong_c2, KN>("tma_pingpong_c2", filter, M, N, K, b, cms, sms);
+  bench_tma<iris_gemm_tma_cfg<128, 4, true, 2>, KN>("tma pp c2 128x128 s4", filter, M, N, K, b, cms, sms);
+  bench_tma<iris_gemm_tma_cfg<256, 4, false, 2>, KN>("tma coop c2 128x256 s4", filter, M, N, K, b, cms, sms);
+}
+
 int main(int argc, char **argv) {
   const char *filter = argc > 1 ? argv[1] : nullptr;
   cudaDeviceProp prop;
@@ -239,43 +260,8 @@ int main(int argc, char **argv) {
       if (layout && strcmp(layout, kn ? "KxN" : "NxK")) continue;
       cublas_run(h, kn, M, N, K, b, false); // the reference for the comparison
       const double cms = cublas_run(h, kn, M, N, K, b, true);
-      if (kn) {
-        bench_cfg<iris_gemm_cfg_large, true>("large(mma)", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_cfg_medium, true>("medium(mma)", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_cfg_small, true>("small(mma)", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_cfg_wgmma_large, true>("wgmma_large", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_cfg_wgmma_small, true>("wgmma_small", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_cfg<128, 256, 32, 2, 4, 5>, true>("mma 128x256x32 s5", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_wgmma_cfg<128, 256, 3>, true>("wgmma 128x256 s3", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_wgmma_cfg<128, 128, 6>, true>("wgmma 128x128 s6", filter, M, N, K, b, cms);
-        bench_tma<iris_gemm_cfg_tma_large, true>("tma_large", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_tma_cfg<256, 3>, true>("tma 128x256 s3", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_tma_cfg<128, 6>, true>("tma 128x128 s6", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_cfg_tma_pingpong, true>("tma_pingpong", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_tma_cfg<128, 4, true>, true>("tma pp 128x128 s4", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_tma_cfg<128, 7, true>, true>("tma pp 128x128 s7", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_cfg_tma_pingpong_c2, true>("tma_pingpong_c2", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_tma_cfg<128, 4, true, 2>, true>("tma pp c2 128x128 s4", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_tma_cfg<256, 4, false, 2>, true>("tma coop c2 128x256 s4", filter, M, N, K, b, cms, prop.multiProcessorCount);
-      } else {
-        bench_cfg<iris_gemm_cfg_large, false>("large(mma)", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_cfg_medium, false>("medium(mma)", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_cfg_small, false>("small(mma)", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_cfg_wgmma_large, false>("wgmma_large", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_cfg_wgmma_small, false>("wgmma_small", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_cfg<128, 256, 32, 2, 4, 5>, false>("mma 128x256x32 s5", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_wgmma_cfg<128, 256, 3>, false>("wgmma 128x256 s3", filter, M, N, K, b, cms);
-        bench_cfg<iris_gemm_wgmma_cfg<128, 128, 6>, false>("wgmma 128x128 s6", filter, M, N, K, b, cms);
-        bench_tma<iris_gemm_cfg_tma_large, false>("tma_large", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_tma_cfg<256, 3>, false>("tma 128x256 s3", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_tma_cfg<128, 6>, false>("tma 128x128 s6", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_cfg_tma_pingpong, false>("tma_pingpong", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_tma_cfg<128, 4, true>, false>("tma pp 128x128 s4", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_tma_cfg<128, 7, true>, false>("tma pp 128x128 s7", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_cfg_tma_pingpong_c2, false>("tma_pingpong_c2", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_tma_cfg<128, 4, true, 2>, false>("tma pp c2 128x128 s4", filter, M, N, K, b, cms, prop.multiProcessorCount);
-        bench_tma<iris_gemm_tma_cfg<256, 4, false, 2>, false>("tma coop c2 128x256 s4", filter, M, N, K, b, cms, prop.multiProcessorCount);
-      }
+      if (kn) bench_all<true>(filter, M, N, K, b, cms, prop.multiProcessorCount);
+      else bench_all<false>(filter, M, N, K, b, cms, prop.multiProcessorCount);
     }
     CK(cudaFree(b.A));
     CK(cudaFree(b.B));
