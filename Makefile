@@ -4,6 +4,8 @@
 #   make test-packaging  only the packaging part of make test (libiris.so, vendoring, CMake)
 #   make run     the message-passing example on all local GPUs
 #   make bench   remote-memory benchmarks beside the copy engine (GPU machine)
+#   make bench-guard  the speed guard: every collective against NCCL through the header and
+#                through libiris.so; exits 1 when iris is slower (2+ GPUs; under 3 minutes)
 #   make asm     registers, spills, access widths of the collective and GEMM kernels (docs/)
 #   make examples
 #   make lib     build/libiris.so: every IRIS_API function in one library (lib/iris.cu)
@@ -31,7 +33,7 @@ CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
 
-.PHONY: test test-gpu test-packaging test-mfma run bench examples asm lib lib-hip lib-jax clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+.PHONY: test test-gpu test-packaging test-mfma run bench bench-guard examples asm lib lib-hip lib-jax clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
 
 test:
 	@bash tests/run.sh
@@ -98,8 +100,9 @@ $(B)/fault_test: tests/fault_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL $< -o $@
 $(B)/tile_test: tests/tile_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
+# -cudart shared: one CUDA runtime for this program and the libiris.so it loads (--lib)
 $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
-	$(NVCC) $(NVCCFLAGS) $< -o $@ -lnccl
+	$(NVCC) $(NVCCFLAGS) -cudart shared $< -o $@ -lnccl -ldl
 $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/gemm_test: tests/gemm_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
@@ -184,6 +187,11 @@ bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a $(B)/bench_ag_gemm $(B
 	-python3 -c 'import torch' 2>/dev/null && $(MAKE) -s lib && NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_torch.csv BENCH_PNG=$(B)/bench_torch.png PYTHONPATH=python python3 python/bench/bench_torch.py
 	-python3 -c 'import torch' 2>/dev/null && NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_torch_gemm.csv PYTHONPATH=python python3 python/bench/bench_torch_gemm.py
 	-python3 -c 'import jax' 2>/dev/null && $(MAKE) -s lib lib-jax && NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_jax.csv PYTHONPATH=python python3 python/bench/bench_jax.py $$(nvidia-smi -L | grep -c '^GPU')
+
+# the speed guard (bench_coll --guard): a few sizes of every collective, graphs, iris through
+# both doors against the best of NCCL and NCCL symmetric; exit status 1 on a regression
+bench-guard: $(B)/bench_coll $(B)/libiris.so
+	NCCL_NVLS_ENABLE=0 $(B)/bench_coll 0 256M --guard --lib=$(B)/libiris.so
 
 # registers, spills and access widths of the collective and GEMM kernels -> docs/asm_report.md
 asm:

@@ -485,25 +485,33 @@ enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC
  * on the heap at the same offsets on every rank.
  *
  * Calls and epochs. Every kernel launch of a collective is one "call" of the context,
- * numbered by `calls[0]` in device memory: every CTA reads it at its start, and the last
- * CTA of the launch to finish advances it (iris_coll_call_end), so the next launch reads
- * the next number. The host orders a context's launches one after another whatever the
- * stream (iris_detail_order_begin/end in iris.h), so every rank numbers its calls alike,
- * and every value derived from the number (barrier epochs, LL line epochs, progress
- * values) is fresh for every call: a call that failed (a mismatch, a timeout) leaves
- * nothing that a later call could mistake for its own. Nothing is reset; graphs replay.
+ * numbered by the call word in device memory (call << 32 | CTAs of that call that have
+ * started): every CTA adds one to it as it starts, and the CTA that completes the count
+ * moves it on to the next call (iris_coll_call_enter), so a kernel has nothing to do at
+ * its end. The host orders a context's launches one after another whatever the stream
+ * (iris_detail_order_begin/end in iris.h), so every rank numbers its calls alike, and
+ * every value derived from the number (barrier epochs, LL line epochs, progress values)
+ * is fresh for every call: a call that failed (a mismatch, a timeout) leaves nothing that
+ * a later call could mistake for its own. Nothing is reset; graphs replay.
  *
  * Headers. Each call starts with CTA 0 announcing (call number, signature) into every
- * peer's hdr[call & 1][me], and every CTA waiting until every peer announced the same
- * call (iris_coll_call_begin). A different signature is a mismatch: every CTA of every
- * rank sees it (each compares every peer's header), none moves data, and the call is
- * recorded as IRIS_FAULT_MISMATCH. Two parities suffice: no rank can be two calls
- * ahead of another, because every call waits for every peer's header of that call. The
- * header exchange also serves as the start barrier of every kernel (a peer that
- * announced call c has finished its call c - 1, so its buffers are free). */
+ * peer's hdr[call & 1][me]. A rank accepts nothing of a call before it has seen every
+ * peer announce the same call with the same signature; a different signature is a
+ * mismatch: every rank sees it (each compares every peer's header), none writes a user
+ * buffer, and the call is recorded as IRIS_FAULT_MISMATCH.
+ *   - The barrier kernels (bandwidth path, device barrier) wait for every header before
+ *     they touch anything (iris_coll_call_begin, release/acquire): the header exchange is
+ *     their start barrier (a peer that announced call c has finished its call c - 1, so
+ *     its buffers are free).
+ *   - The LL kernels do not wait for it: they announce (relaxed), push their lines, and
+ *     check the headers in the same polls that wait for the peers' lines, so the check
+ *     adds no round trip (iris_coll_ll_wait). Their lines land in the LL slots, never in
+ *     a user buffer, until every header matched.
+ * Two parities suffice: no rank can be two calls ahead of another, because no call of a
+ * rank ends before it has seen every peer's header of that call. */
 typedef struct iris_coll_dev {
   iris_device_ctx_t ctx;
-  unsigned *calls;           /* [0]: this context's next call number; [1]: CTAs of the running call that finished */
+  unsigned long long *calls; /* the call word: (call number << 32) | CTAs of that call that have started */
   unsigned long long *hdr;   /* [2 parity][IRIS_MAX_RANKS] peers' call headers (signature << 32 | call) */
   unsigned long long *flags; /* [IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS] barrier epoch that peer p's CTA b reached */
   unsigned long long *progress; /* [IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS] relay broadcast: owners' (call << 32 | chunks done) */
@@ -520,25 +528,24 @@ typedef struct iris_coll_dev {
 #define IRIS_COLL_SITE(kind, what) ((unsigned)(((kind) + 1) << 8) | (unsigned)(what))
 #define IRIS_COLL_KIND_DEVICE_BARRIER 5 /* iris_barrier_device, for fault reports */
 
-/* Every thread, at kernel start: this launch's call number. */
-IRIS_DEVICE_INLINE unsigned iris_coll_call_load(const iris_coll_dev_t &d) { return *(volatile unsigned *)d.calls; }
+/* Whole block, first thing of every collective kernel: this launch's call number. One
+ * atomic per CTA on the call word; the CTA that completes the launch's count moves the
+ * word to the next call (nobody of this launch touches it afterwards, and the next launch
+ * starts after this one ends). Thread 0 asks; a block barrier hands the number out. */
+IRIS_DEVICE_INLINE unsigned iris_coll_call_enter(const iris_coll_dev_t &d) {
+  __shared__ unsigned s_call;
+  if (threadIdx.x == 0) {
+    const unsigned long long old = atomicAdd(d.calls, 1ULL);
+    if ((unsigned)old + 1u == gridDim.x) atomicAdd(d.calls, (1ULL << 32) - gridDim.x);
+    s_call = (unsigned)(old >> 32);
+  }
+  __syncthreads();
+  return s_call;
+}
 /* The epoch before barrier 0 of call c (each barrier adds one). */
 IRIS_DEVICE_INLINE unsigned iris_coll_sync_base(unsigned c) { return c * IRIS_COLL_SYNCS_PER_CALL; }
 /* The signature as carried in headers: 32 bits, never 0. */
 IRIS_DEVICE_INLINE unsigned iris_coll_sig32(unsigned long long sig) { return ((unsigned)sig ^ (unsigned)(sig >> 32)) | 1u; }
-
-/* Whole block, at the end of every collective kernel, on every path: the last CTA of the
- * launch to get here advances the call number for the next launch. */
-IRIS_DEVICE_INLINE void iris_coll_call_end(const iris_coll_dev_t &d, unsigned c) {
-  __syncthreads(); /* every thread of this CTA read the call number long ago */
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(d.calls + 1, 1u) == gridDim.x - 1) {
-      atomicExch(d.calls + 1, 0u);
-      atomicExch(d.calls, c + 1);
-    }
-  }
-}
 
 /* Whole block; blockDim.x >= world_size. The row's slot p holds the epoch that rank p's
  * block reached; each call advances `epoch` by one and meets every rank's block there:
@@ -614,14 +621,12 @@ IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned 
 }
 
 /* Whole block, first thing of every barrier-based kernel: this launch's call number and
- * the epoch before its first barrier; false (after iris_coll_call_end) when the call must
+ * the epoch before its first barrier; false when the call must
  * not go on: a mismatch, a wait that ran out, or a fatal fault. Then the kernel returns. */
 IRIS_DEVICE_INLINE bool iris_coll_kernel_start(const iris_coll_dev_t &d, unsigned long long sig, int kind, unsigned &call, unsigned &epoch) {
-  call = iris_coll_call_load(d);
+  call = iris_coll_call_enter(d);
   epoch = iris_coll_sync_base(call);
-  if (iris_coll_call_begin(d, call, iris_coll_sig32(sig), kind)) return true;
-  iris_coll_call_end(d, call);
-  return false;
+  return iris_coll_call_begin(d, call, iris_coll_sig32(sig), kind);
 }
 
 /* ---- LL lines: 16 bytes = 8 data bytes + the epoch twice, stored and loaded so that
@@ -654,23 +659,90 @@ IRIS_DEVICE_INLINE bool iris_coll_ll_ready(uint4 v, unsigned epoch, uint2 *data)
   data->y = v.z;
   return true;
 }
-/* Polls one LL line (written by rank `peer`) until both halves carry epoch. False when
- * the wait runs out (recorded as a fault at `site` of call `call`) or the context has a
- * fatal fault. */
-IRIS_DEVICE_INLINE bool iris_coll_ll_load(const iris_device_ctx_t &ctx, const uint4 *p, unsigned epoch, uint2 *data, int peer, unsigned site, unsigned call) {
+/* ---- call headers seen from the LL kernels (see "Headers" above iris_coll_dev_t) */
+/* Bit r set for every peer r of rank me in a world of W (W <= IRIS_MAX_RANKS <= 32). */
+IRIS_DEVICE_INLINE unsigned iris_coll_peer_mask(int W, int me) { return (W >= 32 ? ~0u : (1u << W) - 1u) & ~(1u << me); }
+/* CTA 0, one thread per peer: announce call c with signature sig32 in every peer's header
+ * slot, without waiting (relaxed: an LL line carries its own flag, and no data is read
+ * on the strength of a header). */
+IRIS_DEVICE_INLINE void iris_coll_announce(const iris_coll_dev_t &d, unsigned c, unsigned sig32) {
+  const int t = threadIdx.x;
+  if (blockIdx.x == 0 && t < d.ctx.world_size && t != d.ctx.rank)
+    iris_signal_relaxed(d.ctx, d.hdr + (size_t)(c & 1) * IRIS_MAX_RANKS + d.ctx.rank, ((unsigned long long)sig32 << 32) | c, t);
+}
+/* Two adjacent 8-byte words, each read single-copy atomically (one 16-byte load on NVIDIA). */
+IRIS_DEVICE_INLINE void iris_coll_ld2(const unsigned long long *p, unsigned long long &a, unsigned long long &b) {
+#if defined(IRIS_USE_HIP)
+  a = __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+  b = __hip_atomic_load(p + 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+#endif
+}
+/* One thread: reads every peer's header slot of call c at once (all loads in flight) and
+ * sets bit r of `seen` for each peer r that announced (c, sig32). Returns 1 once every
+ * peer of `all` is seen, 0 while some have not announced call c yet (*who: one of them),
+ * -1 if a peer announced call c with another signature (*who: that peer). */
+IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned c, unsigned sig32, unsigned all, unsigned &seen, int &who) {
+  const unsigned long long *row = d.hdr + (size_t)(c & 1) * IRIS_MAX_RANKS, want = ((unsigned long long)sig32 << 32) | c;
+  const int W = d.ctx.world_size;
+  unsigned long long v[IRIS_MAX_RANKS] = {0};
+  int st = 1;
+#pragma unroll
+  for (int k = 0; k < IRIS_MAX_RANKS; k += 2)
+    if (k < W) iris_coll_ld2(row + k, v[k], v[k + 1]);
+#pragma unroll
+  for (int r = 0; r < IRIS_MAX_RANKS; r++) {
+    if (!((all & ~seen) >> r & 1)) continue;
+    if (v[r] == want) seen |= 1u << r;
+    else if ((unsigned)v[r] == c && (v[r] >> 32) != 0) { who = r; return -1; }
+    else { who = r; st = 0; }
+  }
+  return st;
+}
+/* After a mismatch in an LL kernel (peer `who` announced call c with another signature):
+ * record it (CTA 0), then wait until every peer has announced call c, whatever its
+ * signature, so that this rank ends the call only when no peer can still be in call
+ * c - 1 (what the good path guarantees by matching every header). Returns -1. */
+IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned c, int who, int kind) {
+  const unsigned long long *row = d.hdr + (size_t)(c & 1) * IRIS_MAX_RANKS;
+  const unsigned site = IRIS_COLL_SITE(kind, IRIS_SITE_HEADER);
+  unsigned long long start = 0;
+  unsigned spins = 0;
+  if (blockIdx.x == 0) iris_detail_record_fault(d.ctx, IRIS_FAULT_MISMATCH, who, site, c);
+#if defined(IRIS_DEBUG)
+  printf("iris: collective mismatch on rank %d (block %d, call %u): rank %d called a different collective, count, type, op, root or buffers\n", d.ctx.rank,
+         (int)blockIdx.x, c, who);
+  iris_detail_trap();
+#endif
+  for (int r = 0; r < d.ctx.world_size; r++)
+    while (r != d.ctx.rank && (unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(row + r) != c)
+      if (iris_detail_wait_expired(d.ctx, spins, start, r, site, c)) return -1;
+  return -1;
+}
+/* One thread of an LL kernel of kind `kind`, call c: waits until the LL line p written by
+ * `peer` carries epoch (then *data) AND every peer of `all` has announced (c, sig32)
+ * (checked in the same polls, so it costs no round trip; `seen` remembers who did).
+ * p == NULL: the headers alone. Returns 1 when both hold, so the caller may write its
+ * output; 0 when a wait ran out (recorded as a fault) or the context has a fatal fault;
+ * -1 on a mismatch (recorded). */
+IRIS_DEVICE_INLINE int iris_coll_ll_wait(const iris_coll_dev_t &d, const uint4 *p, unsigned epoch, uint2 *data, int peer, unsigned c, unsigned sig32,
+                                         unsigned all, unsigned &seen, int kind) {
   unsigned long long start = 0;
   unsigned spins = 0;
   for (;;) {
-    if (iris_coll_ll_ready(iris_coll_ll_peek(p), epoch, data)) return true;
-    if (iris_detail_wait_expired(ctx, spins, start, peer, site, call)) break;
+    const uint4 v = p ? iris_coll_ll_peek(p) : make_uint4(0, 0, 0, 0);
+    int who = peer;
+    if (seen != all && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0) return iris_coll_ll_mismatch(d, c, who, kind);
+    if (seen == all && (!p || iris_coll_ll_ready(v, epoch, data))) return 1;
+    if (iris_detail_wait_expired(d.ctx, spins, start, who, IRIS_COLL_SITE(kind, seen == all ? IRIS_SITE_LL : IRIS_SITE_HEADER), c)) break;
   }
 #if defined(IRIS_DEBUG)
-  printf("iris: LL wait timed out on rank %d (block %d, thread %d): line %p never carried epoch %u\n", ctx.rank, (int)blockIdx.x, (int)threadIdx.x,
-         (const void *)p, epoch);
+  printf("iris: LL wait timed out on rank %d (block %d, thread %d, call %u): %s of rank %d never came\n", d.ctx.rank, (int)blockIdx.x, (int)threadIdx.x, c,
+         seen == all ? "a data line" : "the call header", peer);
   iris_detail_trap();
 #endif
-  (void)ctx;
-  return false;
+  return 0;
 }
 
 /* 8 bytes of a T array at line i (elements past n read as 0, none read out of bounds). */
@@ -692,22 +764,24 @@ IRIS_DEVICE_INLINE void iris_coll_write8(T *base, size_t i, size_t n, uint2 data
   for (size_t k = 0; k < per && i * per + k < n; k++) base[i * per + k] = v.e[k];
 }
 /* ---- the latency kernel: every kind, one launch, no barrier.
- * Lines are spread over the grid the same way on every rank. Each thread first pushes
- * its lines to every peer, then (once every peer has announced this same call) collects
- * its lines from every peer in rank order. The lines carry the call number + 1, and
- * the receive slots alternate by call parity. Two parities suffice: a rank's call c
- * pushes into slot parity c & 1 of a peer, which that peer last read in its call c - 2;
- * our call c - 1 waited for that peer's header of call c - 1, so its call c - 2 was over.
- * (A broadcast root waits for nobody's data, but it too waits for every header.) */
+ * Lines are spread over the grid the same way on every rank. CTA 0 announces the call;
+ * each thread pushes its lines to every peer, then collects its lines from every peer in
+ * rank order, writing recv only once every peer's header of this call matched
+ * (iris_coll_ll_wait). The lines carry the call number + 1, and the receive slots
+ * alternate by call parity. Two parities suffice: a rank's call c pushes into slot
+ * parity c & 1 of a peer, which that peer last read in its call c - 2; our call c - 1
+ * saw that peer's header of call c - 1, so its call c - 2 was over. (A broadcast root
+ * waits for nobody's data, but it too waits for every header.) */
 template <typename T, int KIND, int OP>
 __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root, unsigned long long sig) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
-  const unsigned c = iris_coll_call_load(d), epoch = c + 1;
-  const unsigned site = IRIS_COLL_SITE(KIND, IRIS_SITE_LL);
+  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig), all = iris_coll_peer_mask(W, me);
   uint4 *mine = d.ll + ((size_t)(c & 1) * W) * d.ll_lines; /* [src][line] for this parity */
   const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A; /* send has one chunk per peer */
-  bool ok = true;
+  unsigned seen = 0;
+  int ok = 1;
+  iris_coll_announce(d, c, sig32);
   /* push */
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
     if (KIND == IRIS_COLL_BC && me != root) break;
@@ -718,42 +792,41 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
       iris_coll_ll_store(iris_translate(d.ctx, mine + (size_t)me * d.ll_lines + i, p), v, epoch);
     }
   }
-  /* every peer runs this same call (else nobody writes recv) */
-  if (!iris_coll_call_begin(d, c, iris_coll_sig32(sig), KIND)) {
-    iris_coll_call_end(d, c);
-    return;
-  }
   /* collect */
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; ok && i < lines; i += stride) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; ok > 0 && i < lines; i += stride) {
     if (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS) {
       typedef typename iris_coll_acc<T>::type A;
       union { uint2 u; T e[8 / sizeof(T)]; } x;
       A acc[8 / sizeof(T)];
-      for (int r = 0; ok && r < W; r++) { /* rank order, accumulated wide: the same result on every rank */
+      for (int r = 0; ok > 0 && r < W; r++) { /* rank order, accumulated wide: the same result on every rank */
         if (r == me) x.u = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
-        else ok = iris_coll_ll_load(d.ctx, mine + (size_t)r * d.ll_lines + i, epoch, &x.u, r, site, c);
+        else ok = iris_coll_ll_wait(d, mine + (size_t)r * d.ll_lines + i, epoch, &x.u, r, c, sig32, all, seen, KIND);
 #pragma unroll
         for (int k = 0; k < (int)(8 / sizeof(T)); k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
       }
-      if (!ok) break;
+      if (ok <= 0) break;
 #pragma unroll
       for (int k = 0; k < (int)(8 / sizeof(T)); k++) x.e[k] = iris_coll_result<T, OP>(acc[k], W);
       iris_coll_write8(recv, i, count, x.u);
     } else if (KIND == IRIS_COLL_BC) {
       uint2 v;
-      if (me == root) v = iris_coll_read8(send, i, count);
-      else if (!(ok = iris_coll_ll_load(d.ctx, mine + (size_t)root * d.ll_lines + i, epoch, &v, root, site, c))) break;
+      if (me == root) { /* no data to wait for; the headers still */
+        if ((ok = iris_coll_ll_wait(d, NULL, epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) break;
+        v = iris_coll_read8(send, i, count);
+      } else if ((ok = iris_coll_ll_wait(d, mine + (size_t)root * d.ll_lines + i, epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) {
+        break;
+      }
       iris_coll_write8(recv, i, count, v);
-    } else { /* AG, A2A */
-      for (int r = 0; ok && r < W; r++) {
+    } else { /* AG, A2A: the peers' blocks first (their waits check the headers), then our own */
+      for (int k = 1; ok > 0 && k <= W; k++) {
+        const int r = (me + k) % W;
         uint2 v;
         if (r == me) v = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
-        else if (!(ok = iris_coll_ll_load(d.ctx, mine + (size_t)r * d.ll_lines + i, epoch, &v, r, site, c))) break;
+        else if ((ok = iris_coll_ll_wait(d, mine + (size_t)r * d.ll_lines + i, epoch, &v, r, c, sig32, all, seen, KIND)) <= 0) break;
         iris_coll_write8(recv + (size_t)r * count, i, count, v);
       }
     }
   }
-  iris_coll_call_end(d, c);
 }
 
 /* ---- the two-shot LL all-reduce: one kernel, no barrier, every flag in the data.
@@ -761,8 +834,8 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
  * index l of every chunk:
  *   1. push   its line l of chunk p into rank p's phase-0 slot [me], for every peer p;
  *   2. reduce line l of its own chunk: its own value and the W-1 lines that arrive in
- *             its phase-0 slots, in rank order; write it to recv and push it into every
- *             peer's phase-1 slot [me];
+ *             its phase-0 slots, in rank order (these waits also match every peer's
+ *             header); write it to recv and push it into every peer's phase-1 slot [me];
  *   3. collect line l of every other chunk from its phase-1 slots into recv.
  * Line l of every slot is always handled by thread index l (one line per thread, the
  * grid covers the chunk), so the epochs a line carries only grow whatever the calls
@@ -778,40 +851,37 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS) iris_coll_ll2_kernel(ir
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t ce = iris_coll_ar_chunk(count, W, per), lines = ce / per; /* the chunks of iris_coll_ar_range, in LL lines */
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  const unsigned c = iris_coll_call_load(d), epoch = c + 1, site = IRIS_COLL_SITE(IRIS_COLL_AR, IRIS_SITE_LL);
+  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig), all = iris_coll_peer_mask(W, me);
   uint4 *const ph0 = d.ll2 + (size_t)(c & 1) * 2 * W * d.ll2_lines, *const ph1 = ph0 + (size_t)W * d.ll2_lines;
 #define IRIS_COLL_LL2_N(j) ((size_t)(j) * ce >= count ? (size_t)0 : count - (size_t)(j) * ce < ce ? count - (size_t)(j) * ce : ce) /* elements of chunk j */
   union { uint2 u; T e[per]; } x;
-  int k, r;
-  if (l < lines)
-    for (k = 1; k < W; k++) { /* 1. push */
-      const int p = (me + k) % W;
-      x.u = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
-      iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)me * d.ll2_lines + l, p), x.u, epoch);
-    }
-  if (iris_coll_call_begin(d, c, iris_coll_sig32(sig), IRIS_COLL_AR) && l < lines) { /* every peer runs this same call */
-    A acc[per];
-    bool ok = true;
-    for (r = 0; ok && r < W; r++) { /* 2. reduce, rank order: the same result on every rank */
-      if (r == me) x.u = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
-      else if (!(ok = iris_coll_ll_load(d.ctx, ph0 + (size_t)r * d.ll2_lines + l, epoch, &x.u, r, site, c))) break;
+  unsigned seen = 0;
+  int k, r, ok = 1;
+  iris_coll_announce(d, c, sig32);
+  if (l >= lines) return;
+  for (k = 1; k < W; k++) { /* 1. push */
+    const int p = (me + k) % W;
+    x.u = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
+    iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)me * d.ll2_lines + l, p), x.u, epoch);
+  }
+  A acc[per];
+  for (r = 0; ok > 0 && r < W; r++) { /* 2. reduce, rank order: the same result on every rank */
+    if (r == me) x.u = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
+    else if ((ok = iris_coll_ll_wait(d, ph0 + (size_t)r * d.ll2_lines + l, epoch, &x.u, r, c, sig32, all, seen, IRIS_COLL_AR)) <= 0) break;
 #pragma unroll
-      for (k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
-    }
-    if (ok) {
+    for (k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+  }
+  if (ok <= 0) return;
 #pragma unroll
-      for (k = 0; k < per; k++) x.e[k] = iris_coll_result<T, OP>(acc[k], W);
-      iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
-      for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, (me + k) % W), x.u, epoch);
-    }
-    for (k = 1; ok && k < W; k++) { /* 3. collect */
-      r = (me + k) % W;
-      if (!(ok = iris_coll_ll_load(d.ctx, ph1 + (size_t)r * d.ll2_lines + l, epoch, &x.u, r, site, c))) break;
-      iris_coll_write8(recv + (size_t)r * ce, l, IRIS_COLL_LL2_N(r), x.u);
-    }
+  for (k = 0; k < per; k++) x.e[k] = iris_coll_result<T, OP>(acc[k], W);
+  iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
+  for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, (me + k) % W), x.u, epoch);
+  for (k = 1; ok > 0 && k < W; k++) { /* 3. collect */
+    r = (me + k) % W;
+    if ((ok = iris_coll_ll_wait(d, ph1 + (size_t)r * d.ll2_lines + l, epoch, &x.u, r, c, sig32, all, seen, IRIS_COLL_AR)) <= 0) break;
+    iris_coll_write8(recv + (size_t)r * ce, l, IRIS_COLL_LL2_N(r), x.u);
   }
 #undef IRIS_COLL_LL2_N
-  iris_coll_call_end(d, c);
 }
 
 /* ---- the bandwidth kernels: pull with 16-byte loads between per-CTA barriers. */
@@ -909,11 +979,10 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
   }
   if (KIND == IRIS_COLL_AR && push) { /* every chunk is in every recv; no peer still reads our send */
     iris_coll_barrier(d, epoch, c, KIND);
-    iris_coll_call_end(d, c);
     return;
   }
   if (KIND == IRIS_COLL_AR) {
-    if (!iris_coll_barrier(d, epoch, c, KIND)) { iris_coll_call_end(d, c); return; } /* every reduced chunk is in its owner's recv */
+    if (!iris_coll_barrier(d, epoch, c, KIND)) return; /* every reduced chunk is in its owner's recv */
     for (int k = 1; k < W; k++) { /* CTAs start at different peers: every link busy at once */
       const int p = iris_coll_ar_peer(me, k, (int)blockIdx.x, W);
       size_t lo, hi;
@@ -926,7 +995,6 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
   } else {
     iris_coll_barrier(d, epoch, c, KIND); /* no peer still reads our send */
   }
-  iris_coll_call_end(d, c);
 }
 
 /* All-gather, all-to-all, and broadcast at 2 ranks or below IRIS_COLL_RELAY_MIN_BYTES:
@@ -976,7 +1044,6 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
     }
   }
   iris_coll_barrier(d, epoch, c, KIND);
-  iris_coll_call_end(d, c);
 }
 
 /* ---- progress flags: one producer CTA tells the same CTA index of other ranks how far
@@ -1133,7 +1200,6 @@ __global__ void iris_coll_relay_kernel(iris_coll_dev_t d, const char *send, char
   else ok = iris_coll_relay_owner_steps(d, r, recv, bytes, root, call);
   if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
   iris_coll_barrier(d, epoch, call, IRIS_COLL_BC); /* every store of every rank is done */
-  iris_coll_call_end(d, call);
 }
 
 /* ---- the store two-shot all-reduce: the bandwidth path for large messages.
@@ -1200,7 +1266,6 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
   }
   if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
   iris_coll_barrier(d, epoch, call, IRIS_COLL_AR); /* every recv is complete */
-  iris_coll_call_end(d, call);
 }
 
 /* ---- the chain broadcast: the bandwidth path at 3 or more ranks for large messages.
@@ -1239,15 +1304,12 @@ __global__ void iris_coll_chain_kernel(iris_coll_dev_t d, const char *send, char
   }
   if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
   iris_coll_barrier(d, epoch, call, IRIS_COLL_BC); /* every store of every rank is done */
-  iris_coll_call_end(d, call);
 }
 
 /* iris_barrier_device: the header exchange alone is a barrier (a release by each rank
  * after its earlier work, an acquire of every peer's). One CTA. */
 __global__ void iris_coll_barrier_kernel(iris_coll_dev_t d, unsigned long long sig) {
-  const unsigned c = iris_coll_call_load(d);
-  iris_coll_call_begin(d, c, iris_coll_sig32(sig), IRIS_COLL_KIND_DEVICE_BARRIER);
-  iris_coll_call_end(d, c);
+  iris_coll_call_begin(d, iris_coll_call_enter(d), iris_coll_sig32(sig), IRIS_COLL_KIND_DEVICE_BARRIER);
 }
 
 
@@ -1607,7 +1669,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   s->dev.flags = (unsigned long long *)base;
   s->dev.progress = s->dev.flags + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS;
   s->dev.hdr = s->dev.progress + IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS;
-  s->dev.calls = (unsigned *)(s->dev.hdr + 2 * IRIS_MAX_RANKS);
+  s->dev.calls = s->dev.hdr + 2 * IRIS_MAX_RANKS; /* the call word: one 8-byte word, 8-byte aligned */
   /* 2. zero the control words and LL lines (a local GPU failure is possible here) */
   {
     int old = -1;

@@ -46,6 +46,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -65,8 +67,8 @@
 
 enum { C_AR, C_AG, C_RS, C_A2A, C_BC, C_N };
 static const char *coll_name[C_N] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"};
-enum { V_NCCL, V_NCCL_SYMM, V_AUTO, V_LATENCY, V_BANDWIDTH, V_LL2, V_N };
-static const char *var_name[V_N] = {"nccl", "nccl_symm", "iris_auto", "iris_latency", "iris_bandwidth", "iris_2shot_ll"};
+enum { V_NCCL, V_NCCL_SYMM, V_AUTO, V_LIB, V_LATENCY, V_BANDWIDTH, V_LL2, V_N };
+static const char *var_name[V_N] = {"nccl", "nccl_symm", "iris_auto", "iris_lib", "iris_latency", "iris_bandwidth", "iris_2shot_ll"};
 static const size_t KiB = 1024, MiB = KiB << 10, GiB = MiB << 10;
 static const size_t LATENCY_MAX = IRIS_COLL_LL_BYTES; // iris_latency runs up to this size
 
@@ -77,7 +79,59 @@ static cudaStream_t stream;
 static cudaEvent_t ev[40];
 static unsigned long long *d_bad;
 struct Bufs { void *in, *out; };
-static Bufs buf[3]; // 0: cudaMalloc (nccl), 1: ncclMemAlloc + windows (nccl_symm), 2: iris heap
+static Bufs buf[4]; // 0: cudaMalloc (nccl), 1: ncclMemAlloc + windows (nccl_symm), 2: iris heap, 3: libiris.so's heap
+static int buf_of(int v) { return v == V_NCCL ? 0 : v == V_NCCL_SYMM ? 1 : v == V_LIB ? 3 : 2; }
+
+// ------------------------------------------------------------------ libiris.so, the second door
+// The same calls through the shared library, in the same process: dlopen'ed with its own
+// symbols (RTLD_DEEPBIND; this program's iris is not exported), its context brought up in
+// mode 2 (bootstrap callbacks, as the Python bindings do) over this program's context.
+// Both share the CUDA runtime (this program is linked with -cudart shared).
+struct LibApi {
+  void *h;
+  iris_status_t (*init)(const iris_config_t *, iris_t **);
+  iris_status_t (*setup)(iris_t *);
+  iris_status_t (*malloc_)(iris_t *, size_t, void **);
+  iris_status_t (*free_)(iris_t *, void *);
+  iris_status_t (*finalize)(iris_t *);
+  const char *(*detail)(void);
+  int (*version)(void);
+  size_t (*abi_size)(const char *);
+  iris_status_t (*ar)(iris_t *, const void *, void *, size_t, iris_dtype_t, iris_redop_t, iris_stream_t, const iris_coll_opts_t *);
+  iris_status_t (*ag)(iris_t *, const void *, void *, size_t, iris_dtype_t, iris_stream_t, const iris_coll_opts_t *);
+  iris_status_t (*rs)(iris_t *, const void *, void *, size_t, iris_dtype_t, iris_redop_t, iris_stream_t, const iris_coll_opts_t *);
+  iris_status_t (*a2a)(iris_t *, const void *, void *, size_t, iris_dtype_t, iris_stream_t, const iris_coll_opts_t *);
+  iris_status_t (*bc)(iris_t *, const void *, void *, size_t, iris_dtype_t, int, iris_stream_t, const iris_coll_opts_t *);
+};
+static LibApi lib;
+static iris_t *lib_ctx;
+template <typename F> static bool lib_sym(F &f, const char *name) {
+  f = (F)dlsym(lib.h, name);
+  if (!f) fprintf(stderr, "bench: the library has no symbol %s\n", name);
+  return f != NULL;
+}
+// Returns false (with a note) if the library cannot be used; exits on a failure after that.
+static bool lib_open(const char *path) {
+  lib.h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  if (!lib.h) { fprintf(stderr, "bench: cannot load %s: %s\n", path, dlerror()); return false; }
+  bool ok = lib_sym(lib.init, "iris_init") && lib_sym(lib.setup, "iris_collectives_setup") && lib_sym(lib.malloc_, "iris_malloc") &&
+            lib_sym(lib.free_, "iris_free") && lib_sym(lib.finalize, "iris_finalize") && lib_sym(lib.detail, "iris_error_detail") &&
+            lib_sym(lib.version, "iris_get_version") && lib_sym(lib.abi_size, "iris_abi_struct_size") && lib_sym(lib.ar, "iris_all_reduce_ex") &&
+            lib_sym(lib.ag, "iris_all_gather_ex") && lib_sym(lib.rs, "iris_reduce_scatter_ex") && lib_sym(lib.a2a, "iris_all_to_all_ex") &&
+            lib_sym(lib.bc, "iris_broadcast_ex");
+  if (ok && (lib.version() != IRIS_VERSION || lib.abi_size("iris_config_t") != sizeof(iris_config_t) || lib.abi_size("iris_coll_opts_t") != sizeof(iris_coll_opts_t))) {
+    fprintf(stderr, "bench: %s was built from other headers (version %d, here %d)\n", path, lib.version(), IRIS_VERSION);
+    ok = false;
+  }
+  return ok;
+}
+static int lib_allgather(void *, const void *send, void *recv, size_t bytes) { return iris_allgather_host(ctx, send, recv, bytes) != IRIS_SUCCESS; }
+static int lib_barrier(void *) { return iris_barrier(ctx) != IRIS_SUCCESS; }
+static const iris_bootstrap_t lib_boot = {NULL, lib_allgather, lib_barrier};
+#define LK(x)                                                                                                     \
+  do {                                                                                                            \
+    if ((x) != IRIS_SUCCESS) { fprintf(stderr, "bench: %s:%d %s: %s\n", __FILE__, __LINE__, #x, lib.detail()); exit(1); } \
+  } while (0)
 
 // ------------------------------------------------------------------ data and checks
 // Value i of rank r's input under a seed: +-[1/16, 1), never zero.
@@ -178,7 +232,7 @@ static bool make_op(int coll, int dt, size_t size, Op *op) {
 }
 // Enqueues one call of variant v on s. NCCL failures exit; iris returns its status.
 static iris_status_t enqueue(const Op &op, int v, cudaStream_t s) {
-  const Bufs &b = buf[v == V_NCCL ? 0 : v == V_NCCL_SYMM ? 1 : 2];
+  const Bufs &b = buf[buf_of(v)];
   if (v == V_NCCL || v == V_NCCL_SYMM) {
     ncclDataType_t t = dts[op.dt].nccl;
     switch (op.coll) {
@@ -198,9 +252,18 @@ static iris_status_t enqueue(const Op &op, int v, cudaStream_t s) {
     return IRIS_SUCCESS;
   }
   iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
-  o.algo = v == V_AUTO ? IRIS_ALGO_AUTO : v == V_LATENCY ? IRIS_ALGO_LATENCY : v == V_LL2 ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_BANDWIDTH;
+  o.algo = v == V_AUTO || v == V_LIB ? IRIS_ALGO_AUTO : v == V_LATENCY ? IRIS_ALGO_LATENCY : v == V_LL2 ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_BANDWIDTH;
   if (v == V_BANDWIDTH && getenv("BENCH_CTAS")) o.ctas = atoi(getenv("BENCH_CTAS")); // iris_bandwidth with this many CTAs
   iris_dtype_t t = dts[op.dt].iris;
+  if (v == V_LIB) {
+    switch (op.coll) {
+    case C_AR: return lib.ar(lib_ctx, b.in, b.out, op.count, t, (iris_redop_t)redop, s, &o);
+    case C_AG: return lib.ag(lib_ctx, b.in, b.out, op.count, t, s, &o);
+    case C_RS: return lib.rs(lib_ctx, b.in, b.out, op.count, t, (iris_redop_t)redop, s, &o);
+    case C_A2A: return lib.a2a(lib_ctx, b.in, b.out, op.count, t, s, &o);
+    default: return lib.bc(lib_ctx, b.in, b.out, op.count, t, 0, s, &o);
+    }
+  }
   switch (op.coll) {
   case C_AR: return iris_all_reduce_ex(ctx, b.in, b.out, op.count, t, (iris_redop_t)redop, s, &o);
   case C_AG: return iris_all_gather_ex(ctx, b.in, b.out, op.count, t, s, &o);
@@ -210,7 +273,7 @@ static iris_status_t enqueue(const Op &op, int v, cudaStream_t s) {
   }
 }
 static void must(iris_status_t st) {
-  if (st != IRIS_SUCCESS) { fprintf(stderr, "bench: rank %d: iris collective: %s: %s\n", rank, iris_status_string(st), iris_error_detail()); exit(1); }
+  if (st != IRIS_SUCCESS) { fprintf(stderr, "bench: rank %d: iris collective: %s: %s %s\n", rank, iris_status_string(st), iris_error_detail(), lib.h ? lib.detail() : ""); exit(1); }
 }
 // 1 on every rank if v is non-zero on every rank.
 static int all_ranks(int v) {
@@ -247,7 +310,7 @@ static Res measure(const Op &op, int v) {
   Res res = {0, 0, 0, IRIS_SUCCESS};
   const int K = op.bytes <= 4 * MiB ? 20 : 5, R = K;
   const unsigned long long seed = ++seed_ctr; // same sequence on every rank
-  const Bufs &b = buf[v == V_NCCL ? 0 : v == V_NCCL_SYMM ? 1 : 2];
+  const Bufs &b = buf[buf_of(v)];
   switch (op.dt) {
   case D_FP32: k_fill<float><<<1024, 256, 0, stream>>>((float *)b.in, op.in_elems, seed, rank); break;
   case D_UINT8: k_fill<unsigned char><<<1024, 256, 0, stream>>>((unsigned char *)b.in, op.in_elems, seed, rank); break;
@@ -414,6 +477,40 @@ static int env_int(const char *name, int dflt) {
   return s && *s ? atoi(s) : dflt;
 }
 
+// ------------------------------------------------------------------ the speed guard
+// --guard: every collective at a few sizes, iris through the header (iris_auto) and through
+// libiris.so (iris_lib) against the best of NCCL and NCCL symmetric, in graphs. A row fails
+// when either door is slower than GUARD_MIN x the best NCCL (iris time > best NCCL time /
+// GUARD_MIN), or the two doors differ by more than GUARD_DOORS (a fraction of the header
+// door's time). Prints one table and returns the number of failed rows.
+#ifndef GUARD_MIN
+#define GUARD_MIN 1.0
+#endif
+#ifndef GUARD_DOORS
+#define GUARD_DOORS 0.10
+#endif
+template <typename V>
+static int guard_report(const V *v, int n, int w) {
+  const double need = getenv("BENCH_GUARD_MIN") ? atof(getenv("BENCH_GUARD_MIN")) : GUARD_MIN;
+  const double doors = getenv("BENCH_GUARD_DOORS") ? atof(getenv("BENCH_GUARD_DOORS")) : GUARD_DOORS;
+  int fails = 0;
+  printf("\n# speed guard, %d ranks, bf16, graphs, us (max over ranks of medians); x = best NCCL / iris; pass: x >= %.2f through both doors and the doors within %.0f%%\n",
+         w, need, doors * 100);
+  printf("%-15s %10s %10s %10s %7s %10s %7s %9s %s\n", "collective", "bytes", "best_nccl", "iris", "x", "iris_lib", "x_lib", "lib/hdr", "verdict");
+  for (int i = 0; i < n; i++) {
+    const double x = v[i].nccl_us / v[i].iris_us, xl = v[i].nccl_us / v[i].lib_us, d = v[i].lib_us / v[i].iris_us;
+    std::string why;
+    if (x < need) why += " iris";
+    if (xl < need) why += " lib";
+    if (fabs(d - 1) > doors) why += " doors";
+    fails += !why.empty();
+    printf("%-15s %10.0f %10.2f %10.2f %7.2f %10.2f %7.2f %9.3f %s\n", coll_name[v[i].coll], v[i].bytes, v[i].nccl_us, v[i].iris_us, x, v[i].lib_us, xl, d,
+           why.empty() ? "pass" : ("FAIL:" + why).c_str());
+  }
+  printf("# speed guard: %d of %d rows pass%s\n", n - fails, n, fails ? "; FAILED" : "");
+  return fails;
+}
+
 // Parent of launched ranks: waits for them; once one fails, gives the others 20 s to
 // notice, then ends them (a rank stuck in a collective with a dead peer never returns).
 static int wait_ranks(const iris_launch_t *L, int timeout_s) {
@@ -446,12 +543,15 @@ static int wait_ranks(const iris_launch_t *L, int timeout_s) {
 int main(int argc, char **argv) {
   int nranks = 0, pos = 0;
   size_t max_bytes = GiB;
-  bool quick = env_int("BENCH_QUICK", 0) != 0;
+  bool quick = env_int("BENCH_QUICK", 0) != 0, guard = false;
+  const char *lib_path = getenv("BENCH_LIB");
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--guard")) guard = true;
+    else if (!strncmp(argv[i], "--lib=", 6)) lib_path = argv[i] + 6;
     else if (pos == 0 && argv[i][0] != '-') nranks = atoi(argv[i]), pos++;
     else if (pos == 1 && argv[i][0] != '-') max_bytes = parse_size(argv[i]), pos++;
-    else { fprintf(stderr, "usage: bench_coll [ranks] [max_bytes] [--quick]\n"); return 2; }
+    else { fprintf(stderr, "usage: bench_coll [ranks] [max_bytes] [--quick] [--guard] [--lib=path/libiris.so]\n"); return 2; }
   }
   int main_dt = D_BF16; // BENCH_DTYPE, BENCH_OP
   {
@@ -486,6 +586,23 @@ int main(int argc, char **argv) {
   out_max = std::max(out_max, max_bytes) & ~(size_t)4095; // all_gather sizes above out_max/W: skipped
   IK(iris_malloc(ctx, in_max, &buf[2].in));
   IK(iris_malloc(ctx, out_max, &buf[2].out));
+  if (lib_path && *lib_path) { // the second door: the same calls through libiris.so (every rank alike)
+    if (!all_ranks(lib_open(lib_path))) {
+      if (guard) { fprintf(stderr, "bench_coll --guard: rank %d: %s cannot be used\n", rank, lib_path); return 1; }
+      if (rank == 0) printf("# note: %s cannot be used; iris_lib skipped\n", lib_path);
+      lib.h = NULL;
+    } else {
+      iris_config_t lc = IRIS_CONFIG_INIT;
+      lc.rank = rank, lc.world_size = W, lc.device = iris_device(ctx), lc.heap_size = cfg.heap_size, lc.bootstrap = &lib_boot;
+      LK(lib.init(&lc, &lib_ctx));
+      LK(lib.setup(lib_ctx));
+      LK(lib.malloc_(lib_ctx, in_max, &buf[3].in));
+      LK(lib.malloc_(lib_ctx, out_max, &buf[3].out));
+    }
+  } else if (guard) {
+    fprintf(stderr, "bench_coll --guard needs the library: --lib=build/libiris.so or BENCH_LIB\n");
+    return 2;
+  }
   CK(cudaMalloc(&buf[0].in, in_max));
   CK(cudaMalloc(&buf[0].out, out_max));
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -515,7 +632,10 @@ int main(int argc, char **argv) {
   std::vector<size_t> sizes, fp32_sizes;
   for (size_t s : {KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB}) if (s <= max_bytes) fp32_sizes.push_back(s);
   const size_t step = (size_t)std::max(2, env_int("BENCH_STEP", 2)); // BENCH_STEP=4: every other size
-  if (quick) sizes = fp32_sizes;
+  if (guard) { // a few sizes per decade, every collective, bf16 only
+    for (size_t s : {KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB}) if (s <= max_bytes) sizes.push_back(s);
+    fp32_sizes.clear();
+  } else if (quick) sizes = fp32_sizes;
   else for (size_t s = KiB; s <= max_bytes; s *= step) if (s >= (size_t)env_int("BENCH_MIN_KB", 1) * KiB) sizes.push_back(s);
   // BENCH_ONLY=all_reduce,broadcast: run only these collectives (a full sweep of all of
   // them takes longer than one 10-minute device call on 4 GPUs)
@@ -545,6 +665,8 @@ int main(int argc, char **argv) {
   }
 
   int bad_rows = 0;
+  struct Verdict { int coll; double bytes, nccl_us, iris_us, lib_us; };
+  std::vector<Verdict> verdicts;
   for (int c = 0; c < C_N; c++)
     for (int pass = 0; pass <= (c == C_AR && main_dt == D_BF16) && only[c]; pass++) // pass 1: the fp32 all_reduce rows
       for (size_t size : pass ? fp32_sizes : sizes) {
@@ -555,21 +677,31 @@ int main(int argc, char **argv) {
           if (rank == 0) printf("%-15s %-11s %12zu (output %zu bytes does not fit the heap; skipped)\n", coll_name[c], dts[dt].name, size, op.out_elems * op.elt);
           continue;
         }
-        double best_g = 1e30, best_e = 1e30;
+        double best_g = 1e30, best_e = 1e30, auto_g = 0;
         for (int v = 0; v < V_N; v++) {
           if ((v == V_NCCL_SYMM && !symm) || (v == V_LATENCY && op.bytes > LATENCY_MAX)) continue;
+          if ((v == V_LIB && !lib.h) || (guard && v > V_LIB)) continue;
           if (v <= V_NCCL_SYMM && !dts[dt].nccl_ok) continue; // fp8 before NCCL 2.24
           if (v == V_LL2 && (c != C_AR || op.bytes > (double)IRIS_COLL_LL2_BYTES * W)) continue;
           Res r = measure(op, v);
           if (r.skipped == IRIS_SUCCESS && v <= V_NCCL_SYMM) best_g = std::min(best_g, r.graph_us), best_e = std::min(best_e, r.eager_us);
           bad_rows += r.bad != 0;
-          const bool x = v == V_AUTO && best_g < 1e30; // against NCCL, where it ran
+          const bool x = (v == V_AUTO || v == V_LIB) && best_g < 1e30; // against NCCL, where it ran
           if (rank == 0) row(op, v, r, x ? best_g / r.graph_us : 0, x ? best_e / r.eager_us : 0);
+          if (v == V_AUTO) auto_g = r.graph_us;
+          if (v == V_LIB && rank == 0) verdicts.push_back({c, op.bytes, best_g, auto_g, r.graph_us});
         }
       }
 
+  int guard_fail = 0;
+  if (guard && rank == 0) guard_fail = guard_report(verdicts.data(), (int)verdicts.size(), W);
   CK(cudaStreamSynchronize(stream));
   IK(iris_barrier(ctx));
+  if (lib.h) {
+    LK(lib.free_(lib_ctx, buf[3].in));
+    LK(lib.free_(lib_ctx, buf[3].out));
+    LK(lib.finalize(lib_ctx));
+  }
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
   for (int i = 0; i < 2; i++) if (win[i]) NK(ncclCommWindowDeregister(comm, win[i]));
   if (buf[1].in) NK(ncclMemFree(buf[1].in));
@@ -590,5 +722,5 @@ int main(int argc, char **argv) {
     if (bad_rows) printf("bench_coll: %d rows with wrong results (BAD)\n", bad_rows);
   }
   IK(iris_finalize(ctx));
-  return bad_rows ? 1 : 0;
+  return bad_rows || guard_fail ? 1 : 0;
 }

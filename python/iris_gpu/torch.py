@@ -1045,6 +1045,9 @@ class CustomAllreduce:
     capturing), which return torch.empty_like(inp) without communicating, as vLLM does."""
 
     _SUPPORTED = ("float32", "float16", "bfloat16")
+    # vLLM's class attribute (its kernels take these world sizes); iris takes any world of
+    # 2 to IRIS_MAX_RANKS ranks, so the list only says what engines may look for.
+    _SUPPORTED_WORLD_SIZES = list(range(2, 17))
 
     def __init__(self, group, device, max_size=8 * 1024 * 1024, heap_size=0):
         torch = _torch_mod()
@@ -1084,6 +1087,24 @@ class CustomAllreduce:
         if self._capturing and not torch.cuda.is_current_stream_capturing():
             return torch.empty_like(inp)
         return _invoke("all_reduce", inp, self.ctx.id, "sum")
+
+    def all_reduce(self, inp, *, out=None, registered=False):
+        """vLLM's lower-level entry: the sum over ranks of inp into out (a new tensor when
+        None), whatever capture() says; no gate (the caller checked should_custom_ar).
+        `registered` is accepted and ignored: every input works, registered or not."""
+        del registered
+        if out is None:
+            return _invoke("all_reduce", inp, self.ctx.id, "sum")
+        _invoke("all_reduce_out", inp, out, self.ctx.id, "sum")
+        return out
+
+    @property
+    def _IS_CAPTURING(self):  # noqa: N802 (vLLM's name): True inside capture()
+        return self._capturing
+
+    @_IS_CAPTURING.setter
+    def _IS_CAPTURING(self, value):  # noqa: N802
+        self._capturing = bool(value)
 
     @contextlib.contextmanager
     def capture(self):

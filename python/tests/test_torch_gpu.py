@@ -379,11 +379,23 @@ class Runner:
         e = same(out, reduce_ref(xs, "sum"), "bfloat16")
         if e or not torch.equal(inp, inp0):
             raise AssertionError(e or "the input was modified")
+        # vLLM's lower-level all_reduce(inp, out=..., registered=...): the same sum
+        out2 = torch.full_like(inp, float("nan"))
+        if ca.all_reduce(inp, out=out2, registered=True) is not out2:
+            raise AssertionError("all_reduce(out=) did not return out")
+        torch.cuda.synchronize()
+        e = same(out2, reduce_ref(xs, "sum"), "bfloat16") or same(ca.all_reduce(inp), reduce_ref(xs, "sum"), "bfloat16")
+        if e:
+            raise AssertionError("all_reduce: " + e)
         # graphs: capture on a side stream, warm-up inside capture() without communication
         static = torch.zeros(1024, dtype=torch.bfloat16, device=self.dev)
         graph = torch.cuda.CUDAGraph()
         side = torch.cuda.Stream()
+        if ca._IS_CAPTURING:
+            raise AssertionError("_IS_CAPTURING is True outside capture()")
         with ca.capture():
+            if not ca._IS_CAPTURING:
+                raise AssertionError("_IS_CAPTURING is False inside capture()")
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 if self.rank == 0:  # a warm-up that communicated would hang the others

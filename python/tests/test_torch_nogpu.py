@@ -453,8 +453,16 @@ class TestBringUpPieces(unittest.TestCase):
             self.assertEqual((ca.world_size, ca.rank, ca.max_size, ca.device), (1, 0, 8 << 20, torch.device("cuda", 0)))
             self.assertFalse(ca.should_custom_ar(torch.zeros(64)))
             self.assertIsNone(ca.custom_all_reduce(torch.zeros(64)))
+            # what vLLM reads: _IS_CAPTURING False outside capture(), True inside, False after
+            self.assertIs(ca._IS_CAPTURING, False)
+            self.assertIn(4, ca._SUPPORTED_WORLD_SIZES)
             with ca.capture():
-                pass
+                self.assertIs(ca._IS_CAPTURING, True)
+            self.assertIs(ca._IS_CAPTURING, False)
+            with self.assertRaises(RuntimeError):
+                with ca.capture():
+                    raise RuntimeError("capture failed")
+            self.assertIs(ca._IS_CAPTURING, False)  # reset on the way out of an error too
             ca.close()
             if not torch.cuda.is_available():
                 with self.assertRaisesRegex(RuntimeError, "no CUDA device"):
