@@ -21,10 +21,12 @@
  *               each non-root in chunks, and each non-root stores every chunk it got
  *               into the other non-roots as soon as it lands; for large messages a
  *               pipelined chain (root -> root+1 -> ... -> root-1, chunk by chunk).
- *     two-shot LL (IRIS_ALGO_TWO_SHOT_LL, all-reduce only): the two-shot in LL form,
- *               pushed: rank j receives chunk j from every rank, reduces it as the lines
- *               arrive and pushes the result to every rank. One kernel, no barrier;
- *               half the bytes per rank of the one-shot, one more hop. For mid sizes.
+ *     two-shot LL (IRIS_ALGO_TWO_SHOT_LL, all-reduce; broadcast at 3+ ranks): two hops
+ *               in LL form, one kernel, no barrier. All-reduce: rank j receives chunk
+ *               j from every rank, reduces it as the lines arrive and pushes the result
+ *               to every rank (half the bytes per rank of the one-shot). Broadcast: the
+ *               root pushes one (W-1)-th of the message to each non-root, which
+ *               forwards it to the others as it lands (the root sends each byte once).
  *   IRIS_ALGO_AUTO picks by message size (thresholds below, measured on 4xH200).
  *
  * Quick start
@@ -62,9 +64,12 @@
  *     them, whatever their streams (the library makes each wait for the previous one);
  *     inside one capture too. A graph must not run concurrently with other calls of
  *     the same context. To overlap two collectives, use two contexts.
- *   - Every call starts with a header exchange (call number + signature): a rank that
- *     calls something else is seen by every rank, whatever the skew; no rank moves data
- *     for that call and iris_collectives_check reports IRIS_ERROR_MISMATCH once.
+ *   - Every call announces a header (call number + signature) to every peer, and no
+ *     rank writes a user buffer before every peer's header matched: a rank that calls
+ *     something else is seen by every rank, whatever the skew; nothing of that call
+ *     reaches a user buffer and iris_collectives_check reports IRIS_ERROR_MISMATCH once.
+ *     The latency path checks the headers in the polls that wait for its data, at no
+ *     extra round trip; IRIS_COLL_CHECK=0 in the environment turns that check off.
  *   - A rank that stops participating: every wait is bounded (IRIS_WAIT_TIMEOUT_NS); the
  *     first that runs out records a fatal fault in the context, every other wait gives
  *     up at once, and every later call returns the error (iris_get_async_error names
@@ -520,6 +525,7 @@ typedef struct iris_coll_dev {
   uint4 *ll2;                /* two-shot LL: [2 parity][2 phase][world src][ll2_lines] */
   size_t ll2_lines;          /* lines per (parity, phase, src) */
   char *scratch;             /* store two-shot: [2 halves][CTA][world src][slice], IRIS_COLL_AR_SCRATCH_BYTES */
+  int check;                 /* 1: the LL kernels match every peer's call header (IRIS_COLL_CHECK, default) */
 } iris_coll_dev_t;
 
 /* Barriers per call at most (a kernel's barrier j of call c has epoch c * this + j + 1). */
@@ -660,8 +666,9 @@ IRIS_DEVICE_INLINE bool iris_coll_ll_ready(uint4 v, unsigned epoch, uint2 *data)
   return true;
 }
 /* ---- call headers seen from the LL kernels (see "Headers" above iris_coll_dev_t) */
-/* Bit r set for every peer r of rank me in a world of W (W <= IRIS_MAX_RANKS <= 32). */
-IRIS_DEVICE_INLINE unsigned iris_coll_peer_mask(int W, int me) { return (W >= 32 ? ~0u : (1u << W) - 1u) & ~(1u << me); }
+/* Bit r set for every peer r of rank me in a world of W (W <= IRIS_MAX_RANKS <= 64). */
+typedef unsigned long long iris_coll_mask_t;
+IRIS_DEVICE_INLINE iris_coll_mask_t iris_coll_peer_mask(int W, int me) { return (W >= 64 ? ~0ULL : (1ULL << W) - 1ULL) & ~(1ULL << me); }
 /* CTA 0, one thread per peer: announce call c with signature sig32 in every peer's header
  * slot, without waiting (relaxed: an LL line carries its own flag, and no data is read
  * on the strength of a header). */
@@ -670,7 +677,9 @@ IRIS_DEVICE_INLINE void iris_coll_announce(const iris_coll_dev_t &d, unsigned c,
   if (blockIdx.x == 0 && t < d.ctx.world_size && t != d.ctx.rank)
     iris_signal_relaxed(d.ctx, d.hdr + (size_t)(c & 1) * IRIS_MAX_RANKS + d.ctx.rank, ((unsigned long long)sig32 << 32) | c, t);
 }
-/* Two adjacent 8-byte words, each read single-copy atomically (one 16-byte load on NVIDIA). */
+/* Two adjacent 8-byte words, each read single-copy atomically (one 16-byte load on NVIDIA;
+ * a header row pair starts 16-byte aligned because IRIS_MAX_RANKS is even). */
+static_assert(IRIS_MAX_RANKS % 2 == 0, "IRIS_MAX_RANKS must be even (the call headers are read in 16-byte pairs)");
 IRIS_DEVICE_INLINE void iris_coll_ld2(const unsigned long long *p, unsigned long long &a, unsigned long long &b) {
 #if defined(IRIS_USE_HIP)
   a = __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
@@ -683,20 +692,22 @@ IRIS_DEVICE_INLINE void iris_coll_ld2(const unsigned long long *p, unsigned long
  * sets bit r of `seen` for each peer r that announced (c, sig32). Returns 1 once every
  * peer of `all` is seen, 0 while some have not announced call c yet (*who: one of them),
  * -1 if a peer announced call c with another signature (*who: that peer). */
-IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned c, unsigned sig32, unsigned all, unsigned &seen, int &who) {
+IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned c, unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, int &who) {
   const unsigned long long *row = d.hdr + (size_t)(c & 1) * IRIS_MAX_RANKS, want = ((unsigned long long)sig32 << 32) | c;
   const int W = d.ctx.world_size;
-  unsigned long long v[IRIS_MAX_RANKS] = {0};
   int st = 1;
 #pragma unroll
-  for (int k = 0; k < IRIS_MAX_RANKS; k += 2)
-    if (k < W) iris_coll_ld2(row + k, v[k], v[k + 1]);
+  for (int k = 0; k < IRIS_MAX_RANKS; k += 2) {
+    unsigned long long v[2];
+    if (k >= W) break;
+    iris_coll_ld2(row + k, v[0], v[1]);
 #pragma unroll
-  for (int r = 0; r < IRIS_MAX_RANKS; r++) {
-    if (!((all & ~seen) >> r & 1)) continue;
-    if (v[r] == want) seen |= 1u << r;
-    else if ((unsigned)v[r] == c && (v[r] >> 32) != 0) { who = r; return -1; }
-    else { who = r; st = 0; }
+    for (int j = 0; j < 2; j++) {
+      if (!((all & ~seen) >> (k + j) & 1)) continue;
+      if (v[j] == want) seen |= 1ULL << (k + j);
+      else if ((unsigned)v[j] == c && (v[j] >> 32) != 0) { who = k + j; return -1; }
+      else { who = k + j; st = 0; }
+    }
   }
   return st;
 }
@@ -727,7 +738,7 @@ IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned 
  * output; 0 when a wait ran out (recorded as a fault) or the context has a fatal fault;
  * -1 on a mismatch (recorded). */
 IRIS_DEVICE_INLINE int iris_coll_ll_wait(const iris_coll_dev_t &d, const uint4 *p, unsigned epoch, uint2 *data, int peer, unsigned c, unsigned sig32,
-                                         unsigned all, unsigned &seen, int kind) {
+                                         iris_coll_mask_t all, iris_coll_mask_t &seen, int kind) {
   unsigned long long start = 0;
   unsigned spins = 0;
   for (;;) {
@@ -740,6 +751,41 @@ IRIS_DEVICE_INLINE int iris_coll_ll_wait(const iris_coll_dev_t &d, const uint4 *
 #if defined(IRIS_DEBUG)
   printf("iris: LL wait timed out on rank %d (block %d, thread %d, call %u): %s of rank %d never came\n", d.ctx.rank, (int)blockIdx.x, (int)threadIdx.x, c,
          seen == all ? "a data line" : "the call header", peer);
+  iris_detail_trap();
+#endif
+  return 0;
+}
+
+/* Peers per batch of iris_coll_ll_wait_all: its loads are in flight together, and its
+ * registers (a 16-byte line and 8 bytes of data per peer) bound the LL kernels' size. */
+#define IRIS_COLL_LL_GROUP 8
+/* One thread of an LL kernel: as iris_coll_ll_wait, for the peers of `want` among ranks
+ * r0 .. r0 + IRIS_COLL_LL_GROUP - 1 at once; the line of rank r is at base + r * stride.
+ * Each poll peeks at every pending line (all loads in flight, so the peers cost one
+ * memory round trip, not one each) and, until all are seen, the headers. Fills
+ * in[r - r0] for every r of the batch in `want`. */
+IRIS_DEVICE_INLINE int iris_coll_ll_wait_all(const iris_coll_dev_t &d, const uint4 *base, size_t stride, iris_coll_mask_t want, int r0, unsigned epoch,
+                                             uint2 (&in)[IRIS_COLL_LL_GROUP], unsigned c, unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, int kind) {
+  unsigned long long start = 0;
+  unsigned spins = 0;
+  unsigned pending = (unsigned)(want >> r0) & ((1u << IRIS_COLL_LL_GROUP) - 1u);
+  base += (size_t)r0 * stride;
+  for (;;) {
+    uint4 v[IRIS_COLL_LL_GROUP];
+#pragma unroll
+    for (int k = 0; k < IRIS_COLL_LL_GROUP; k++) v[k] = pending >> k & 1 ? iris_coll_ll_peek(base + (size_t)k * stride) : make_uint4(0, 0, 0, 0);
+    int who = -1;
+    if (seen != all && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0) return iris_coll_ll_mismatch(d, c, who, kind);
+#pragma unroll
+    for (int k = 0; k < IRIS_COLL_LL_GROUP; k++)
+      if ((pending >> k & 1) && iris_coll_ll_ready(v[k], epoch, &in[k])) pending &= ~(1u << k);
+    if (!pending && seen == all) return 1;
+    if (who < 0) who = pending ? r0 + __ffs(pending) - 1 : 0;
+    if (iris_detail_wait_expired(d.ctx, spins, start, who, IRIS_COLL_SITE(kind, seen == all ? IRIS_SITE_LL : IRIS_SITE_HEADER), c)) break;
+  }
+#if defined(IRIS_DEBUG)
+  printf("iris: LL wait timed out on rank %d (block %d, thread %d, call %u): %s of rank %d never came\n", d.ctx.rank, (int)blockIdx.x, (int)threadIdx.x, c,
+         seen == all ? "a data line" : "the call header", pending ? r0 + __ffs(pending) - 1 : 0);
   iris_detail_trap();
 #endif
   return 0;
@@ -776,10 +822,14 @@ template <typename T, int KIND, int OP>
 __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root, unsigned long long sig) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
-  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig), all = iris_coll_peer_mask(W, me);
+  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
+  const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
+  /* the headers to match: every peer's; with IRIS_COLL_CHECK=0 only a broadcast root's
+   * (its one flow control: no rank is two calls behind) */
+  const iris_coll_mask_t all = d.check || (KIND == IRIS_COLL_BC && me == root) ? peers : 0ULL;
   uint4 *mine = d.ll + ((size_t)(c & 1) * W) * d.ll_lines; /* [src][line] for this parity */
   const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A; /* send has one chunk per peer */
-  unsigned seen = 0;
+  iris_coll_mask_t seen = 0;
   int ok = 1;
   iris_coll_announce(d, c, sig32);
   /* push */
@@ -798,11 +848,18 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
       typedef typename iris_coll_acc<T>::type A;
       union { uint2 u; T e[8 / sizeof(T)]; } x;
       A acc[8 / sizeof(T)];
-      for (int r = 0; ok > 0 && r < W; r++) { /* rank order, accumulated wide: the same result on every rank */
-        if (r == me) x.u = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
-        else ok = iris_coll_ll_wait(d, mine + (size_t)r * d.ll_lines + i, epoch, &x.u, r, c, sig32, all, seen, KIND);
+      uint2 in[IRIS_COLL_LL_GROUP];
+      const uint2 own = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
+      for (int r0 = 0; ok > 0 && r0 < W; r0 += IRIS_COLL_LL_GROUP) { /* rank order, accumulated wide: the same result on every rank */
+        if ((ok = iris_coll_ll_wait_all(d, mine + i, d.ll_lines, peers, r0, epoch, in, c, sig32, all, seen, KIND)) <= 0) break;
 #pragma unroll
-        for (int k = 0; k < (int)(8 / sizeof(T)); k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+        for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
+          const int r = r0 + j;
+          if (r >= W) break;
+          x.u = r == me ? own : in[j];
+#pragma unroll
+          for (int k = 0; k < (int)(8 / sizeof(T)); k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+        }
       }
       if (ok <= 0) break;
 #pragma unroll
@@ -817,13 +874,17 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
         break;
       }
       iris_coll_write8(recv, i, count, v);
-    } else { /* AG, A2A: the peers' blocks first (their waits check the headers), then our own */
-      for (int k = 1; ok > 0 && k <= W; k++) {
-        const int r = (me + k) % W;
-        uint2 v;
-        if (r == me) v = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
-        else if ((ok = iris_coll_ll_wait(d, mine + (size_t)r * d.ll_lines + i, epoch, &v, r, c, sig32, all, seen, KIND)) <= 0) break;
-        iris_coll_write8(recv + (size_t)r * count, i, count, v);
+    } else { /* AG, A2A */
+      uint2 in[IRIS_COLL_LL_GROUP];
+      const uint2 own = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
+      for (int r0 = 0; ok > 0 && r0 < W; r0 += IRIS_COLL_LL_GROUP) {
+        if ((ok = iris_coll_ll_wait_all(d, mine + i, d.ll_lines, peers, r0, epoch, in, c, sig32, all, seen, KIND)) <= 0) break;
+#pragma unroll
+        for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
+          const int r = r0 + j;
+          if (r >= W) break;
+          iris_coll_write8(recv + (size_t)r * count, i, count, r == me ? own : in[j]);
+        }
       }
     }
   }
@@ -845,18 +906,19 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
 #define IRIS_COLL_LL2_THREADS 256
 static_assert(IRIS_COLL_LL2_BYTES % 8 == 0 && IRIS_COLL_LL2_BYTES / 8 <= (size_t)IRIS_COLL_MAX_CTAS * IRIS_COLL_LL2_THREADS, "a two-shot LL chunk must fit the grid");
 template <typename T, int OP>
-__global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig) {
+__global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig) {
   typedef typename iris_coll_acc<T>::type A;
   enum { per = 8 / sizeof(T) };
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t ce = iris_coll_ar_chunk(count, W, per), lines = ce / per; /* the chunks of iris_coll_ar_range, in LL lines */
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig), all = iris_coll_peer_mask(W, me);
+  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
+  const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
   uint4 *const ph0 = d.ll2 + (size_t)(c & 1) * 2 * W * d.ll2_lines, *const ph1 = ph0 + (size_t)W * d.ll2_lines;
 #define IRIS_COLL_LL2_N(j) ((size_t)(j) * ce >= count ? (size_t)0 : count - (size_t)(j) * ce < ce ? count - (size_t)(j) * ce : ce) /* elements of chunk j */
   union { uint2 u; T e[per]; } x;
-  unsigned seen = 0;
-  int k, r, ok = 1;
+  iris_coll_mask_t seen = 0;
+  int k, r;
   iris_coll_announce(d, c, sig32);
   if (l >= lines) return;
   for (k = 1; k < W; k++) { /* 1. push */
@@ -864,24 +926,93 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS) iris_coll_ll2_kernel(ir
     x.u = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
     iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)me * d.ll2_lines + l, p), x.u, epoch);
   }
+  uint2 in[IRIS_COLL_LL_GROUP];
+  const uint2 own = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
   A acc[per];
-  for (r = 0; ok > 0 && r < W; r++) { /* 2. reduce, rank order: the same result on every rank */
-    if (r == me) x.u = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
-    else if ((ok = iris_coll_ll_wait(d, ph0 + (size_t)r * d.ll2_lines + l, epoch, &x.u, r, c, sig32, all, seen, IRIS_COLL_AR)) <= 0) break;
+  for (int r0 = 0; r0 < W; r0 += IRIS_COLL_LL_GROUP) { /* 2. reduce, rank order: the same result on every rank */
+    if (iris_coll_ll_wait_all(d, ph0 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
 #pragma unroll
-    for (k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
+      r = r0 + j;
+      if (r >= W) break;
+      x.u = r == me ? own : in[j];
+#pragma unroll
+      for (k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+    }
   }
-  if (ok <= 0) return;
 #pragma unroll
   for (k = 0; k < per; k++) x.e[k] = iris_coll_result<T, OP>(acc[k], W);
   iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
   for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, (me + k) % W), x.u, epoch);
-  for (k = 1; ok > 0 && k < W; k++) { /* 3. collect */
-    r = (me + k) % W;
-    if ((ok = iris_coll_ll_wait(d, ph1 + (size_t)r * d.ll2_lines + l, epoch, &x.u, r, c, sig32, all, seen, IRIS_COLL_AR)) <= 0) break;
-    iris_coll_write8(recv + (size_t)r * ce, l, IRIS_COLL_LL2_N(r), x.u);
+  for (int r0 = 0; r0 < W; r0 += IRIS_COLL_LL_GROUP) { /* 3. collect */
+    if (iris_coll_ll_wait_all(d, ph1 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
+#pragma unroll
+    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
+      r = r0 + j;
+      if (r >= W) break;
+      if (r != me) iris_coll_write8(recv + (size_t)r * ce, l, IRIS_COLL_LL2_N(r), in[j]);
+    }
   }
 #undef IRIS_COLL_LL2_N
+}
+
+/* ---- the two-hop LL broadcast (IRIS_ALGO_TWO_SHOT_LL for broadcast, W >= 3): the LL
+ * form of the relay, for mid sizes. The message's LL lines are cut into W-1 parts of
+ * `pl` lines (the last may be short); part p belongs to non-root (root + 1 + p) % W
+ * (iris_coll_relay_owner). Thread l handles line l of every part:
+ *   root:     pushes line l of part p into its owner's phase-0 slot [root], for every p;
+ *             then matches every peer's header and copies its own lines into recv;
+ *   non-root: waits for line l of its part (phase 0, from the root; the headers in the
+ *             same polls), writes it to recv and pushes it into every other non-root's
+ *             phase-1 slot [me]; then collects line l of every other part from phase 1.
+ * The root's links carry the message once (in LL form), not W - 1 times as in the
+ * one-hop LL kernel; one more hop of latency. Slots, epochs and parities as the
+ * two-shot LL all-reduce (the two kernels share its area): line l of every slot is
+ * always handled by thread l; the root matches every header (even with IRIS_COLL_CHECK=0:
+ * it is its flow control), every non-root hears from every other non-root. */
+template <typename T>
+__global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_bc_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root,
+                                                                                 unsigned long long sig) {
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  const size_t lines = (count * sizeof(T) + 7) / 8, pl = (lines + (size_t)W - 2) / (size_t)(W - 1);
+  const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
+  const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
+  const iris_coll_mask_t all = d.check || me == root ? peers : 0ULL, others = peers & ~(1ULL << root); /* the other non-roots */
+  uint4 *const ph0 = d.ll2 + (size_t)(c & 1) * 2 * W * d.ll2_lines, *const ph1 = ph0 + (size_t)W * d.ll2_lines;
+  iris_coll_mask_t seen = 0;
+  uint2 v;
+  iris_coll_announce(d, c, sig32);
+  if (l >= pl) return;
+  if (me == root) {
+    for (int p = 0; p < W - 1; p++)
+      if ((size_t)p * pl + l < lines)
+        iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)root * d.ll2_lines + l, iris_coll_relay_owner(p, root, W)), iris_coll_read8(send, (size_t)p * pl + l, count),
+                           epoch);
+    if (iris_coll_ll_wait(d, NULL, epoch, &v, root, c, sig32, all, seen, IRIS_COLL_BC) <= 0 || send == recv) return;
+    for (int p = 0; p < W - 1; p++)
+      if ((size_t)p * pl + l < lines) iris_coll_write8(recv, (size_t)p * pl + l, count, iris_coll_read8(send, (size_t)p * pl + l, count));
+    return;
+  }
+  const int q = iris_coll_relay_part(me, root, W); /* my part */
+  uint2 in[IRIS_COLL_LL_GROUP];
+  if ((size_t)q * pl + l < lines) {
+    if (iris_coll_ll_wait(d, ph0 + (size_t)root * d.ll2_lines + l, epoch, &v, root, c, sig32, all, seen, IRIS_COLL_BC) <= 0) return;
+    iris_coll_write8(recv, (size_t)q * pl + l, count, v);
+    for (int k = 1; k < W; k++) {
+      const int r = (me + k) % W;
+      if (r != root) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, r), v, epoch);
+    }
+  }
+  iris_coll_mask_t want = 0; /* the other parts that have a line l */
+  for (int r = 0; r < W; r++)
+    if ((others >> r & 1) && r != me && (size_t)iris_coll_relay_part(r, root, W) * pl + l < lines) want |= 1ULL << r;
+  for (int r0 = 0; r0 < W; r0 += IRIS_COLL_LL_GROUP) {
+    if (iris_coll_ll_wait_all(d, ph1 + l, d.ll2_lines, want, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_BC) <= 0) return;
+#pragma unroll
+    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++)
+      if (r0 + j < W && (want >> (r0 + j) & 1)) iris_coll_write8(recv, (size_t)iris_coll_relay_part(r0 + j, root, W) * pl + l, count, in[j]);
+  }
 }
 
 /* ---- the bandwidth kernels: pull with 16-byte loads between per-CTA barriers. */
@@ -1564,6 +1695,11 @@ static_assert(IRIS_COLL_LL_THREADS >= 64 && IRIS_COLL_LL_THREADS <= 1024 && IRIS
 #ifndef IRIS_COLL_LL_MAX_BC
 #define IRIS_COLL_LL_MAX_BC ((size_t)256 << 10)
 #endif
+/* Broadcast at 3+ ranks above IRIS_COLL_LL_MAX_BC: the two-hop LL (the root sends each
+ * byte once) up to this size, when a part fits IRIS_COLL_LL2_BYTES. */
+#ifndef IRIS_COLL_LL2_MAX_BC
+#define IRIS_COLL_LL2_MAX_BC ((size_t)3 << 20)
+#endif
 /* Broadcast on the bandwidth path: the direct pull below this size, the relay from it
  * (W >= 3). Measured on 4xH200 (BENCHMARKS.md): the relay's pipeline costs more than the
  * root's egress saves at 512 KB (16.6 against 10.5 us) and 1 MB (17.9 against 14.5 us);
@@ -1642,11 +1778,21 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   s->dev.ll2_lines = IRIS_COLL_LL2_BYTES / 8;
   s->stage_bytes = IRIS_COLL_STAGING_BYTES;
   if (env && !strcmp(env, "0")) s->stage_bytes = 0;
-  else if (env && *env && (st = iris_detail_parse_size_var("IRIS_COLL_STAGING", env, &s->stage_bytes)) != IRIS_SUCCESS) {
+  else if (env && (st = iris_detail_parse_size_var("IRIS_COLL_STAGING", env, &s->stage_bytes)) != IRIS_SUCCESS) { /* set but empty: an error too */
     free(s);
+    free(all);
     return st;
   }
   s->stage_bytes = iris_coll_staging_bytes(s->stage_bytes); /* at least IRIS_COLL_STAGING_MIN: a chunked step must fit */
+  s->dev.check = 1;
+  if ((env = getenv("IRIS_COLL_CHECK")) != NULL) {
+    if (!strcmp(env, "0")) s->dev.check = 0;
+    else if (strcmp(env, "1")) {
+      free(s);
+      free(all);
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_COLL_CHECK='%s': give 0 (the latency path does not match call headers) or 1 (the default)", env);
+    }
+  }
   s->sms = iris_coll_sm_count(iris_device(ctx));
   /* control words: flags | progress | headers | calls; zeroed, then the ranks meet, so no
    * peer signals into them before they are zero */
@@ -1744,6 +1890,13 @@ static void iris_coll_launch_ll2(const iris_coll_state_t *s, const void *send, v
   const int blocks = (int)((lines + IRIS_COLL_LL2_THREADS - 1) / IRIS_COLL_LL2_THREADS);
   iris_coll_ll2_kernel<T, OP><<<blocks, IRIS_COLL_LL2_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig);
 }
+template <typename T>
+static void iris_coll_launch_bc_ll2(const iris_coll_state_t *s, const void *send, void *recv, size_t count, int root, unsigned long long sig, iris_stream_t stream) {
+  const int W = s->dev.ctx.world_size;
+  const size_t pl = ((count * sizeof(T) + 7) / 8 + (size_t)W - 2) / (size_t)(W - 1);
+  const int blocks = (int)((pl + IRIS_COLL_LL2_THREADS - 1) / IRIS_COLL_LL2_THREADS);
+  iris_coll_bc_ll2_kernel<T><<<blocks > 0 ? blocks : 1, IRIS_COLL_LL2_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, root, sig);
+}
 /* The store two-shot all-reduce: the slot size for this grid (every rank computes the
  * same from the same call). */
 template <typename T, int OP>
@@ -1826,7 +1979,8 @@ template <typename E, int KIND>
 static void iris_coll_dispatch_move(const iris_coll_state_t *s, int ll, const void *send, void *recv, size_t count, int root, unsigned long long sig, int blocks,
                                     iris_stream_t stream) {
   const size_t bytes = count * sizeof(E);
-  if (ll) iris_coll_launch_ll<E, KIND, IRIS_SUM>(s, send, recv, count, root, sig, stream);
+  if (KIND == IRIS_COLL_BC && ll == 2) iris_coll_launch_bc_ll2<E>(s, send, recv, count, root, sig, stream);
+  else if (ll) iris_coll_launch_ll<E, KIND, IRIS_SUM>(s, send, recv, count, root, sig, stream);
   else if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
   else if (KIND == IRIS_COLL_A2A) iris_coll_copy_kernel<IRIS_COLL_A2A><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
   else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_CHAIN_MIN_BYTES) iris_coll_launch_chain(s, send, recv, bytes, root, sig, blocks, stream);
@@ -1945,8 +2099,15 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL takes at most %zu bytes per rank's chunk (the message / %d), not %zu", me,
                               name, IRIS_COLL_LL2_BYTES, W, chunk_bytes);
     if (algo == IRIS_ALGO_TWO_SHOT_LL || (algo == IRIS_ALGO_AUTO && !ll && count * es <= IRIS_COLL_LL2_MAX_AR && chunk_bytes <= IRIS_COLL_LL2_BYTES)) ll = 2;
-  } else if (algo == IRIS_ALGO_TWO_SHOT_LL && kind != IRIS_COLL_AR) {
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL is an all-reduce algorithm", me, name);
+  } else if (kind == IRIS_COLL_BC && W >= 3) { /* the two-hop LL broadcast: does a part fit its slots? */
+    const size_t part_bytes = ((count * es + 7) / 8 + (size_t)W - 2) / (size_t)(W - 1) * 8;
+    if (algo == IRIS_ALGO_TWO_SHOT_LL && part_bytes > IRIS_COLL_LL2_BYTES)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL takes at most %zu bytes per part (the message / %d), not %zu", me, name,
+                              IRIS_COLL_LL2_BYTES, W - 1, part_bytes);
+    if (algo == IRIS_ALGO_TWO_SHOT_LL || (algo == IRIS_ALGO_AUTO && !ll && count * es <= IRIS_COLL_LL2_MAX_BC && part_bytes <= IRIS_COLL_LL2_BYTES)) ll = 2;
+  } else if (algo == IRIS_ALGO_TWO_SHOT_LL) {
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL is an all-reduce algorithm, and a broadcast one at 3 or more ranks", me,
+                            name);
   }
   if (ll || W == 1) {
     /* peers never touch the user's buffers: any device memory works */

@@ -4,7 +4,9 @@
 //   types and reductions); sizes 1 KiB .. max_bytes by powers of 2.
 //   Variants at each size: nccl (cudaMalloc buffers), nccl_symm (ncclMemAlloc buffers in
 //   windows registered NCCL_WIN_COLL_SYMMETRIC), iris_auto, iris_latency (sizes up to
-//   256 KiB), iris_bandwidth, iris_2shot_ll (all_reduce up to W x IRIS_COLL_LL2_BYTES). The iris buffers live on the symmetric heap.
+//   256 KiB), iris_bandwidth, iris_2shot_ll (all_reduce up to W x IRIS_COLL_LL2_BYTES,
+//   broadcast at 3+ ranks up to (W-1) x that), and with --lib the same iris_auto calls
+//   through libiris.so (iris_lib). The iris buffers live on the symmetric heap.
 // Size ("bytes"): all_reduce, broadcast: the message; all_gather: the input per rank (the
 //   output is ranks x that); reduce_scatter, all_to_all: the input per rank, split in W
 //   equal parts. algbw = (all_gather: the output, else: the size) / time; busbw = algbw x
@@ -28,6 +30,8 @@
 //   BENCH_ONLY=all_reduce,all_gather,...: only these collectives; BENCH_STEP=4: sizes
 //   grow by 4x instead of 2x; BENCH_MIN_KB=n: start the sweep at n KiB. On 4xH200 the whole sweep takes over 10 minutes: split it
 //   over calls, e.g. BENCH_ONLY=all_reduce,all_gather then the other three.
+//   BENCH_VARIANTS=nccl,iris_auto,...: only the variants whose name appears in the list
+//   ("nccl_symm" brings "nccl" too). BENCH_NO_FP32=1: no fp32 all_reduce rows.
 //   BENCH_CTAS=n: the iris_bandwidth rows with n CTAs per rank instead of the automatic count.
 //   BENCH_DTYPE=bf16|fp32|uint8|fp8e4m3|fp8e5m2: the element type of the sweep (default
 //   bf16, plus the fp32 all_reduce rows; another type replaces both). BENCH_OP=sum|min|
@@ -633,12 +637,14 @@ int main(int argc, char **argv) {
   for (size_t s : {KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB}) if (s <= max_bytes) fp32_sizes.push_back(s);
   const size_t step = (size_t)std::max(2, env_int("BENCH_STEP", 2)); // BENCH_STEP=4: every other size
   if (guard) { // a few sizes per decade, every collective, bf16 only
-    for (size_t s : {KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB}) if (s <= max_bytes) sizes.push_back(s);
+    for (size_t s : {KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 256 * MiB}) if (s <= max_bytes) sizes.push_back(s);
     fp32_sizes.clear();
   } else if (quick) sizes = fp32_sizes;
   else for (size_t s = KiB; s <= max_bytes; s *= step) if (s >= (size_t)env_int("BENCH_MIN_KB", 1) * KiB) sizes.push_back(s);
   // BENCH_ONLY=all_reduce,broadcast: run only these collectives (a full sweep of all of
   // them takes longer than one 10-minute device call on 4 GPUs)
+  const char *variants = getenv("BENCH_VARIANTS"); // e.g. nccl,iris_bandwidth: only these variants
+  if (variants && !*variants) variants = NULL;
   bool only[C_N];
   {
     const char *o = getenv("BENCH_ONLY");
@@ -665,10 +671,11 @@ int main(int argc, char **argv) {
   }
 
   int bad_rows = 0;
+  const time_t t_start = time(NULL);
   struct Verdict { int coll; double bytes, nccl_us, iris_us, lib_us; };
   std::vector<Verdict> verdicts;
   for (int c = 0; c < C_N; c++)
-    for (int pass = 0; pass <= (c == C_AR && main_dt == D_BF16) && only[c]; pass++) // pass 1: the fp32 all_reduce rows
+    for (int pass = 0; pass <= (c == C_AR && main_dt == D_BF16 && !env_int("BENCH_NO_FP32", 0)) && only[c]; pass++) // pass 1: the fp32 all_reduce rows
       for (size_t size : pass ? fp32_sizes : sizes) {
         const int dt = pass ? D_FP32 : main_dt;
         Op op;
@@ -682,7 +689,9 @@ int main(int argc, char **argv) {
           if ((v == V_NCCL_SYMM && !symm) || (v == V_LATENCY && op.bytes > LATENCY_MAX)) continue;
           if ((v == V_LIB && !lib.h) || (guard && v > V_LIB)) continue;
           if (v <= V_NCCL_SYMM && !dts[dt].nccl_ok) continue; // fp8 before NCCL 2.24
-          if (v == V_LL2 && (c != C_AR || op.bytes > (double)IRIS_COLL_LL2_BYTES * W)) continue;
+          if (v == V_LL2 && !(c == C_AR && op.bytes <= (double)IRIS_COLL_LL2_BYTES * W) && !(c == C_BC && W >= 3 && op.bytes <= (double)IRIS_COLL_LL2_BYTES * (W - 1)))
+            continue;
+          if (variants && !strstr(variants, var_name[v])) continue;
           Res r = measure(op, v);
           if (r.skipped == IRIS_SUCCESS && v <= V_NCCL_SYMM) best_g = std::min(best_g, r.graph_us), best_e = std::min(best_e, r.eager_us);
           bad_rows += r.bad != 0;
@@ -695,6 +704,7 @@ int main(int argc, char **argv) {
 
   int guard_fail = 0;
   if (guard && rank == 0) guard_fail = guard_report(verdicts.data(), (int)verdicts.size(), W);
+  if (rank == 0) printf("# bench_coll: %.0f s\n", difftime(time(NULL), t_start));
   CK(cudaStreamSynchronize(stream));
   IK(iris_barrier(ctx));
   if (lib.h) {

@@ -108,7 +108,9 @@ static bool test_matrix(Suite &s, Bufs &B) {
           for (iris_algo_t algo : {IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_TWO_SHOT_LL, IRIS_ALGO_AUTO}) {
             size_t es = iris_dtype_size((iris_dtype_t)type);
             if (algo == IRIS_ALGO_LATENCY && count * es > IRIS_COLL_LL_BYTES) continue;
-            if (algo == IRIS_ALGO_TWO_SHOT_LL && (kind != IRIS_COLL_AR || (count + s.world - 1) / s.world * es + 8 > IRIS_COLL_LL2_BYTES)) continue;
+            if (algo == IRIS_ALGO_TWO_SHOT_LL && !(kind == IRIS_COLL_AR && (count + s.world - 1) / s.world * es + 8 <= IRIS_COLL_LL2_BYTES) &&
+                !(kind == IRIS_COLL_BC && s.world >= 3 && ((count * es + 7) / 8 + s.world - 2) / (s.world - 1) * 8 <= IRIS_COLL_LL2_BYTES))
+              continue;
             for (int placement = 0; placement < 4; placement++) {
               if (placement && count > 70000 && algo != IRIS_ALGO_AUTO) continue; // keep the run short
               int root = kind == IRIS_COLL_BC ? call % s.world : 0;
@@ -119,7 +121,7 @@ static bool test_matrix(Suite &s, Bufs &B) {
           }
         char name[160];
         snprintf(name, sizeof name, "%s %s%s%s: counts 1..300007, latency/bandwidth/%sauto, heap/off-heap/in-place, exact", kind_names[kind], type_names[type],
-                 nops > 1 ? " " : "", nops > 1 ? op_names[op] : "", kind == IRIS_COLL_AR ? "two-shot LL/" : "");
+                 nops > 1 ? " " : "", nops > 1 ? op_names[op] : "", kind == IRIS_COLL_AR || (kind == IRIS_COLL_BC && s.world >= 3) ? "two-shot LL/" : "");
         if (!report(s, name, ok)) return true;
       }
     }
@@ -387,8 +389,8 @@ static bool test_back_to_back(Suite &s) {
   if (!barrier(s)) return false;
   for (int c = 0; c < calls; c++) {
     int kind = c % IRIS_COLL_KINDS;
-    const int m = (c / IRIS_COLL_KINDS) % 3; // latency, bandwidth, and (all-reduce) the two-shot LL, interleaved
-    iris_algo_t algo = m == 1 ? IRIS_ALGO_BANDWIDTH : m == 2 && kind == IRIS_COLL_AR ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_LATENCY;
+    const int m = (c / IRIS_COLL_KINDS) % 3; // latency, bandwidth, and (all-reduce, broadcast at 3+ ranks) the two-shot LL, interleaved
+    iris_algo_t algo = m == 1 ? IRIS_ALGO_BANDWIDTH : m == 2 && (kind == IRIS_COLL_AR || (kind == IRIS_COLL_BC && W >= 3)) ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_LATENCY;
     IK(call_coll(s.ctx, kind, in + (size_t)c * W * n, out + (size_t)c * W * n, n, IRIS_INT32, IRIS_SUM, c % W, algo, 0));
   }
   CK(cudaDeviceSynchronize());
@@ -577,14 +579,16 @@ static bool test_bad_input(Suite &s, Bufs &B) {
   o.algo = IRIS_ALGO_LATENCY;
   ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, IRIS_COLL_LL_BYTES, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   o.algo = IRIS_ALGO_TWO_SHOT_LL;
-  ok &= iris_all_gather_ex(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;                      // all-reduce only
+  ok &= iris_all_gather_ex(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;                      // all-reduce and broadcast only
+  ok &= iris_broadcast_ex(s.ctx, B.hs, B.hr, s.world >= 3 ? (IRIS_COLL_LL2_BYTES / 4 + 1) * (s.world - 1) : 10, IRIS_FLOAT32, 0, 0, &o) ==
+        IRIS_ERROR_INVALID_ARGUMENT; // a part too big; at 2 ranks: no two-hop broadcast
   ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, (IRIS_COLL_LL2_BYTES / 4 + 1) * s.world, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT; // chunk too big
   o.algo = (iris_algo_t)9;
   ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   o.struct_size = 3;
   ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   ok &= iris_all_reduce(s.ctx, B.hs, B.hr, 0, IRIS_FLOAT32, IRIS_SUM, 0) == IRIS_SUCCESS; // count 0: nothing to do
-  report(s, "bad input: unknown type or op, bad root, NULL buffer, oversized latency or two-shot LL call, two-shot LL on all-gather, unknown algorithm, bad options", ok);
+  report(s, "bad input: unknown type or op, bad root, NULL buffer, oversized latency or two-shot LL call, two-shot LL on all-gather (and broadcast at 2 ranks), unknown algorithm, bad options", ok);
   // ranks disagree on the count: the kernels notice, move nothing, and stay in step
   iris_coll_opts_t bw = IRIS_COLL_OPTS_INIT;
   bw.algo = IRIS_ALGO_BANDWIDTH;
