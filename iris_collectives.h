@@ -136,8 +136,9 @@ typedef struct iris_coll_opts {
  * load/store two-shot, and its CTAs. Measured on 4xH200, bf16, us: 84.3 / 306 / 1192 /
  * 4752 at 16 MB / 64 MB / 256 MB / 1 GB with 64 CTAs against 89.0 / 317 / 1228 / 4868 for
  * the load/store two-shot. On 4xH100 with 48 / 64 / 96 / 128 CTAs: 341 / 305 / 312 / 298 us
- * at 64 MB and 1321 / 1196 / 1200 / 1145 at 256 MB (NCCL 323, 1182). At 1 to 4 MB the
- * load/store two-shot is faster (13.3 against 21.4 us at 1 MB, 32.3 against 31.8 at 4 MB). */
+ * at 64 MB and 1321 / 1196 / 1200 / 1145 at 256 MB (NCCL 323, 1182); 128 is not taken:
+ * see IRIS_COLL_AR_CTAS. At 1 to 4 MB the load/store two-shot is faster (13.3 against
+ * 21.4 us at 1 MB, 32.3 against 31.8 at 4 MB). */
 #ifndef IRIS_COLL_AR_SCRATCH_BYTES
 #define IRIS_COLL_AR_SCRATCH_BYTES ((size_t)32 << 20)
 #endif
@@ -145,7 +146,17 @@ typedef struct iris_coll_opts {
 #define IRIS_COLL_AR_STORE_MIN ((size_t)8 << 20)
 #endif
 #ifndef IRIS_COLL_AR_STORE_CTAS
-#define IRIS_COLL_AR_STORE_CTAS 128
+#define IRIS_COLL_AR_STORE_CTAS 64
+#endif
+/* CTAs of the load/store two-shot all-reduce (below IRIS_COLL_AR_STORE_MIN). Measured on
+ * 4xH100 through libiris.so from torch (BENCHMARKS.md): with 128 or 132 CTAs (one per SM)
+ * it sometimes took 200-310 us per call at 1-4 MB, eager and in graphs, against 14-35 us
+ * with 64 or 96 (relaxed polling did not change it); the C benchmark saw the same stall
+ * once with the store two-shot on 132 CTAs (305 us at 2 MB). With 64 CTAs: 14.6 / 19.4 /
+ * 33.3 us at 1 / 2 / 4 MB in graphs, against 13.3 / 17.9 / 32.4 for 132 CTAs when they do
+ * not stall. */
+#ifndef IRIS_COLL_AR_CTAS
+#define IRIS_COLL_AR_CTAS 64
 #endif
 #define IRIS_COLL_STAGING_BYTES ((size_t)64 << 20)   /* non-heap buffers: in and out, each */
 /* The smallest staging area (IRIS_COLL_STAGING is rounded up to it): 16 elements of 8
@@ -215,12 +226,10 @@ static inline IRIS_HOST_DEVICE size_t iris_coll_ar_rounds(size_t count, int W, s
 static inline IRIS_HOST_DEVICE int iris_coll_auto_ctas(int all_reduce, size_t bytes, int W, int sms, int ctas) {
   int blocks = ctas;
   if (blocks <= 0) {
-    /* all-reduce: one CTA per SM at every size. Measured on 4xH200 (BENCHMARKS.md): 132
-     * CTAs against the size-scaled count (13 to 97) took 13.2 against 16.2 us at
-     * 512 KB, 14.5 against 17.1 at 1 MB, 18.0 against 20.0 at 2 MB, the same at 4 MB
-     * and up; 256 CTAs were slower. Other kinds: 32 KB per peer and CTA. */
+    /* all-reduce: IRIS_COLL_AR_CTAS (the store two-shot: IRIS_COLL_AR_STORE_CTAS).
+     * Other kinds: 32 KB per peer and CTA. */
     const size_t moved = all_reduce ? bytes / (size_t)W : bytes; /* per rank, per peer */
-    size_t want = all_reduce ? (size_t)IRIS_COLL_MAX_CTAS : moved * (size_t)(W > 1 ? W - 1 : 1) / (512 * 16 * 4) + 1;
+    size_t want = all_reduce ? (size_t)IRIS_COLL_AR_CTAS : moved * (size_t)(W > 1 ? W - 1 : 1) / (512 * 16 * 4) + 1;
     if (all_reduce && IRIS_COLL_PUSH && bytes >= IRIS_COLL_AR_STORE_MIN) want = IRIS_COLL_AR_STORE_CTAS; /* the store two-shot */
     blocks = want > (size_t)(sms > 0 ? sms : 1) ? (sms > 0 ? sms : 1) : (int)want;
   }
@@ -536,17 +545,13 @@ typedef struct iris_coll_dev {
 /* Whole block, first thing of every collective kernel: this launch's call number. One
  * atomic per CTA on the call word; the CTA that completes the launch's count moves the
  * word to the next call (nobody of this launch touches it afterwards, and the next launch
- * starts after this one ends). Thread 0 asks; a block barrier hands the number out.
- * sig32 != 0 (the LL kernels): thread 0 of CTA 0 also announces the call to every peer
- * (iris_coll_announce) as soon as it knows the number. */
-IRIS_DEVICE_INLINE void iris_coll_announce(const iris_coll_dev_t &d, unsigned c, unsigned sig32);
-IRIS_DEVICE_INLINE unsigned iris_coll_call_enter(const iris_coll_dev_t &d, unsigned sig32 = 0) {
+ * starts after this one ends). Thread 0 asks; a block barrier hands the number out. */
+IRIS_DEVICE_INLINE unsigned iris_coll_call_enter(const iris_coll_dev_t &d) {
   __shared__ unsigned s_call;
   if (threadIdx.x == 0) {
     const unsigned long long old = atomicAdd(d.calls, 1ULL);
     if ((unsigned)old + 1u == gridDim.x) atomicAdd(d.calls, (1ULL << 32) - gridDim.x);
     s_call = (unsigned)(old >> 32);
-    if (sig32 && blockIdx.x == 0) iris_coll_announce(d, s_call, sig32);
   }
   __syncthreads();
   return s_call;
@@ -555,20 +560,6 @@ IRIS_DEVICE_INLINE unsigned iris_coll_call_enter(const iris_coll_dev_t &d, unsig
 IRIS_DEVICE_INLINE unsigned iris_coll_sync_base(unsigned c) { return c * IRIS_COLL_SYNCS_PER_CALL; }
 /* The signature as carried in headers: 32 bits, never 0. */
 IRIS_DEVICE_INLINE unsigned iris_coll_sig32(unsigned long long sig) { return ((unsigned)sig ^ (unsigned)(sig >> 32)) | 1u; }
-
-/* How the barrier kernels poll the flags their peers release (barriers, headers,
- * progress): 1 polls with relaxed loads and confirms the value seen with one acquire load
- * (the AMD way); 0 polls with acquire loads. */
-#ifndef IRIS_COLL_POLL_RELAXED
-#define IRIS_COLL_POLL_RELAXED 0
-#endif
-IRIS_DEVICE_INLINE unsigned long long iris_coll_poll(const unsigned long long *p) {
-  return iris_atomic_load<IRIS_COLL_POLL_RELAXED ? IRIS_ORDER_RELAXED : IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(p);
-}
-/* After a poll saw the value it waited for: the acquire that orders the reads after it. */
-IRIS_DEVICE_INLINE unsigned long long iris_coll_poll_confirm(const unsigned long long *p, unsigned long long seen) {
-  return IRIS_COLL_POLL_RELAXED ? iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(p) : seen;
-}
 
 /* Whole block; blockDim.x >= world_size. The row's slot p holds the epoch that rank p's
  * block reached; each call advances `epoch` by one and meets every rank's block there:
@@ -587,8 +578,8 @@ IRIS_DEVICE_INLINE bool iris_detail_rank_sync(const iris_device_ctx_t &ctx, unsi
     unsigned spins = 0;
     iris_signal(ctx, row + me, (unsigned long long)epoch, t);
     for (;;) {
-      got = iris_coll_poll(row + t);
-      if (iris_epoch_reached((unsigned)got, epoch)) { got = iris_coll_poll_confirm(row + t, got); break; }
+      got = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(row + t);
+      if (iris_epoch_reached((unsigned)got, epoch)) break;
       if (iris_detail_wait_expired(ctx, spins, start, t, site, call)) { ok = 0; break; }
     }
 #if defined(IRIS_DEBUG)
@@ -620,8 +611,8 @@ IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned 
     unsigned long long v = 0, start = 0;
     unsigned spins = 0;
     for (;;) {
-      v = iris_coll_poll(hdr + t);
-      if ((v >> 32) != 0 && (unsigned)v == c) { v = iris_coll_poll_confirm(hdr + t, v); break; }
+      v = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(hdr + t);
+      if ((v >> 32) != 0 && (unsigned)v == c) break;
       if (iris_detail_wait_expired(d.ctx, spins, start, t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c)) { ok = 0; break; }
     }
 #if defined(IRIS_DEBUG)
@@ -686,12 +677,13 @@ IRIS_DEVICE_INLINE bool iris_coll_ll_ready(uint4 v, unsigned epoch, uint2 *data)
 /* Bit r set for every peer r of rank me in a world of W (W <= IRIS_MAX_RANKS <= 64). */
 typedef unsigned long long iris_coll_mask_t;
 IRIS_DEVICE_INLINE iris_coll_mask_t iris_coll_peer_mask(int W, int me) { return (W >= 64 ? ~0ULL : (1ULL << W) - 1ULL) & ~(1ULL << me); }
-/* One thread: announce call c with signature sig32 in every peer's header slot, without
- * waiting (relaxed: an LL line carries its own flag, and no data is read on the strength
- * of a header). */
+/* CTA 0, one thread per peer: announce call c with signature sig32 in every peer's header
+ * slot, without waiting (relaxed: an LL line carries its own flag, and no data is read
+ * on the strength of a header). */
 IRIS_DEVICE_INLINE void iris_coll_announce(const iris_coll_dev_t &d, unsigned c, unsigned sig32) {
-  for (int p = 0; p < d.ctx.world_size; p++)
-    if (p != d.ctx.rank) iris_signal_relaxed(d.ctx, d.hdr + (size_t)(c & 1) * IRIS_MAX_RANKS + d.ctx.rank, ((unsigned long long)sig32 << 32) | c, p);
+  const int t = threadIdx.x;
+  if (blockIdx.x == 0 && t < d.ctx.world_size && t != d.ctx.rank)
+    iris_signal_relaxed(d.ctx, d.hdr + (size_t)(c & 1) * IRIS_MAX_RANKS + d.ctx.rank, ((unsigned long long)sig32 << 32) | c, t);
 }
 /* Two adjacent 8-byte words, each read single-copy atomically (one 16-byte load on NVIDIA;
  * a header row pair starts 16-byte aligned because IRIS_MAX_RANKS is even). */
@@ -837,50 +829,35 @@ IRIS_DEVICE_INLINE void iris_coll_write8(T *base, size_t i, size_t n, uint2 data
 template <typename T, int KIND, int OP>
 __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root, unsigned long long sig) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
-  const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x, i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A; /* send has one chunk per peer */
-  /* this thread's first line of send (its own chunk in [0], peer (me + k) % W's in [k]),
-   * loaded before the call number arrives, so the two memory round trips overlap */
-  uint2 first[IRIS_COLL_LL_GROUP + 1];
-  if (i0 < lines) {
-    first[0] = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i0, count);
-#pragma unroll
-    for (int k = 1; k <= IRIS_COLL_LL_GROUP; k++)
-      if (chunked && k < W) first[k] = iris_coll_read8(send + (size_t)((me + k) % W) * count, i0, count);
-  }
-  const unsigned sig32 = iris_coll_sig32(sig), c = iris_coll_call_enter(d, sig32), epoch = c + 1;
+  const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
+  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
   /* the headers to match: every peer's; with IRIS_COLL_CHECK=0 only a broadcast root's
    * (its one flow control: no rank is two calls behind) */
   const iris_coll_mask_t all = d.check || (KIND == IRIS_COLL_BC && me == root) ? peers : 0ULL;
   uint4 *mine = d.ll + ((size_t)(c & 1) * W) * d.ll_lines; /* [src][line] for this parity */
+  const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A; /* send has one chunk per peer */
   iris_coll_mask_t seen = 0;
   int ok = 1;
+  iris_coll_announce(d, c, sig32);
   /* push */
-  for (size_t i = i0; i < lines; i += stride) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
     if (KIND == IRIS_COLL_BC && me != root) break;
-    const bool f = i == i0;
-    const uint2 v = f ? first[0] : iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
-#pragma unroll
-    for (int k = 1; k <= IRIS_COLL_LL_GROUP; k++) {
-      if (k >= W) break;
+    uint2 v = iris_coll_read8(send, i, count);
+    for (int k = 1; k < W; k++) {
       const int p = (me + k) % W;
-      iris_coll_ll_store(iris_translate(d.ctx, mine + (size_t)me * d.ll_lines + i, p), !chunked ? v : f ? first[k] : iris_coll_read8(send + (size_t)p * count, i, count),
-                         epoch);
-    }
-    for (int k = IRIS_COLL_LL_GROUP + 1; k < W; k++) {
-      const int p = (me + k) % W;
-      iris_coll_ll_store(iris_translate(d.ctx, mine + (size_t)me * d.ll_lines + i, p), chunked ? iris_coll_read8(send + (size_t)p * count, i, count) : v, epoch);
+      if (chunked) v = iris_coll_read8(send + (size_t)p * count, i, count);
+      iris_coll_ll_store(iris_translate(d.ctx, mine + (size_t)me * d.ll_lines + i, p), v, epoch);
     }
   }
   /* collect */
-  for (size_t i = i0; ok > 0 && i < lines; i += stride) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; ok > 0 && i < lines; i += stride) {
     if (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS) {
       typedef typename iris_coll_acc<T>::type A;
       union { uint2 u; T e[8 / sizeof(T)]; } x;
       A acc[8 / sizeof(T)];
       uint2 in[IRIS_COLL_LL_GROUP];
-      const uint2 own = i == i0 ? first[0] : iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
+      const uint2 own = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
       for (int r0 = 0; ok > 0 && r0 < W; r0 += IRIS_COLL_LL_GROUP) { /* rank order, accumulated wide: the same result on every rank */
         if ((ok = iris_coll_ll_wait_all(d, mine + i, d.ll_lines, peers, r0, epoch, in, c, sig32, all, seen, KIND)) <= 0) break;
 #pragma unroll
@@ -900,14 +877,14 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
       uint2 v;
       if (me == root) { /* no data to wait for; the headers still */
         if ((ok = iris_coll_ll_wait(d, NULL, epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) break;
-        v = i == i0 ? first[0] : iris_coll_read8(send, i, count);
+        v = iris_coll_read8(send, i, count);
       } else if ((ok = iris_coll_ll_wait(d, mine + (size_t)root * d.ll_lines + i, epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) {
         break;
       }
       iris_coll_write8(recv, i, count, v);
     } else { /* AG, A2A */
       uint2 in[IRIS_COLL_LL_GROUP];
-      const uint2 own = i == i0 ? first[0] : iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
+      const uint2 own = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
       for (int r0 = 0; ok > 0 && r0 < W; r0 += IRIS_COLL_LL_GROUP) {
         if ((ok = iris_coll_ll_wait_all(d, mine + i, d.ll_lines, peers, r0, epoch, in, c, sig32, all, seen, KIND)) <= 0) break;
 #pragma unroll
@@ -943,32 +920,22 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t ce = iris_coll_ar_chunk(count, W, per), lines = ce / per; /* the chunks of iris_coll_ar_range, in LL lines */
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-#define IRIS_COLL_LL2_N(j) ((size_t)(j) * ce >= count ? (size_t)0 : count - (size_t)(j) * ce < ce ? count - (size_t)(j) * ce : ce) /* elements of chunk j */
-  /* line l of every chunk of send ([0]: ours, [k]: peer (me + k) % W's), loaded before
-   * the call number arrives, so the two memory round trips overlap */
-  uint2 first[IRIS_COLL_LL_GROUP + 1];
-  if (l < lines)
-#pragma unroll
-    for (int k = 0; k <= IRIS_COLL_LL_GROUP; k++)
-      if (k < W) first[k] = iris_coll_read8(send + (size_t)((me + k) % W) * ce, l, IRIS_COLL_LL2_N((me + k) % W));
-  const unsigned sig32 = iris_coll_sig32(sig), c = iris_coll_call_enter(d, sig32), epoch = c + 1;
+  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
   uint4 *const ph0 = d.ll2 + (size_t)(c & 1) * 2 * W * d.ll2_lines, *const ph1 = ph0 + (size_t)W * d.ll2_lines;
+#define IRIS_COLL_LL2_N(j) ((size_t)(j) * ce >= count ? (size_t)0 : count - (size_t)(j) * ce < ce ? count - (size_t)(j) * ce : ce) /* elements of chunk j */
   union { uint2 u; T e[per]; } x;
   iris_coll_mask_t seen = 0;
   int k, r;
+  iris_coll_announce(d, c, sig32);
   if (l >= lines) return;
-#pragma unroll
-  for (k = 1; k <= IRIS_COLL_LL_GROUP; k++) { /* 1. push */
-    if (k >= W) break;
-    iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)me * d.ll2_lines + l, (me + k) % W), first[k], epoch);
-  }
-  for (k = IRIS_COLL_LL_GROUP + 1; k < W; k++) {
+  for (k = 1; k < W; k++) { /* 1. push */
     const int p = (me + k) % W;
-    iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)me * d.ll2_lines + l, p), iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p)), epoch);
+    x.u = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
+    iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)me * d.ll2_lines + l, p), x.u, epoch);
   }
   uint2 in[IRIS_COLL_LL_GROUP];
-  const uint2 own = first[0];
+  const uint2 own = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
   A acc[per];
   for (int r0 = 0; r0 < W; r0 += IRIS_COLL_LL_GROUP) { /* 2. reduce, rank order: the same result on every rank */
     if (iris_coll_ll_wait_all(d, ph0 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
@@ -1017,25 +984,16 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_bc_ll2_ker
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t lines = (count * sizeof(T) + 7) / 8, pl = (lines + (size_t)W - 2) / (size_t)(W - 1);
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  /* the root's line l of every part, loaded before the call number arrives */
-  uint2 first[IRIS_COLL_LL_GROUP];
-  if (me == root && l < pl)
-#pragma unroll
-    for (int p = 0; p < IRIS_COLL_LL_GROUP; p++)
-      if (p < W - 1 && (size_t)p * pl + l < lines) first[p] = iris_coll_read8(send, (size_t)p * pl + l, count);
-  const unsigned sig32 = iris_coll_sig32(sig), c = iris_coll_call_enter(d, sig32), epoch = c + 1;
+  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
   const iris_coll_mask_t all = d.check || me == root ? peers : 0ULL, others = peers & ~(1ULL << root); /* the other non-roots */
   uint4 *const ph0 = d.ll2 + (size_t)(c & 1) * 2 * W * d.ll2_lines, *const ph1 = ph0 + (size_t)W * d.ll2_lines;
   iris_coll_mask_t seen = 0;
   uint2 v;
+  iris_coll_announce(d, c, sig32);
   if (l >= pl) return;
   if (me == root) {
-#pragma unroll
-    for (int p = 0; p < IRIS_COLL_LL_GROUP; p++)
-      if (p < W - 1 && (size_t)p * pl + l < lines)
-        iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)root * d.ll2_lines + l, iris_coll_relay_owner(p, root, W)), first[p], epoch);
-    for (int p = IRIS_COLL_LL_GROUP; p < W - 1; p++)
+    for (int p = 0; p < W - 1; p++)
       if ((size_t)p * pl + l < lines)
         iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)root * d.ll2_lines + l, iris_coll_relay_owner(p, root, W)), iris_coll_read8(send, (size_t)p * pl + l, count),
                            epoch);
@@ -1270,8 +1228,7 @@ IRIS_DEVICE_INLINE bool iris_coll_progress_wait(const iris_coll_dev_t &d, int fr
     unsigned long long start = 0;
     unsigned spins = 0;
     for (;;) {
-      const unsigned long long got = iris_coll_poll(flag);
-      if (iris_epoch_reached(got, want)) { iris_coll_poll_confirm(flag, got); break; }
+      if (iris_epoch_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(flag), want)) break;
       if (iris_detail_wait_expired(d.ctx, spins, start, t, IRIS_COLL_SITE(kind, IRIS_SITE_PROGRESS), call)) { ok = 0; break; }
     }
 #if defined(IRIS_DEBUG)
