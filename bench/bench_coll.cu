@@ -640,7 +640,7 @@ int main(int argc, char **argv) {
   for (size_t s : {KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB}) if (s <= max_bytes) fp32_sizes.push_back(s);
   const size_t step = (size_t)std::max(2, env_int("BENCH_STEP", 2)); // BENCH_STEP=4: every other size
   if (guard) { // a few sizes per decade, every collective, bf16 only
-    for (size_t s : {KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 256 * MiB}) if (s <= max_bytes) sizes.push_back(s);
+    for (size_t s : {KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB, 4 * MiB, 256 * MiB}) if (s <= max_bytes) sizes.push_back(s);
     fp32_sizes.clear();
   } else if (quick) sizes = fp32_sizes;
   else for (size_t s = KiB; s <= max_bytes; s *= step) if (s >= (size_t)env_int("BENCH_MIN_KB", 1) * KiB) sizes.push_back(s);
