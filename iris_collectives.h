@@ -27,7 +27,7 @@
  *               to every rank (half the bytes per rank of the one-shot). Broadcast: the
  *               root pushes one (W-1)-th of the message to each non-root, which
  *               forwards it to the others as it lands (the root sends each byte once).
- *   IRIS_ALGO_AUTO picks by message size (thresholds below, measured on 4xH200).
+ *   IRIS_ALGO_AUTO picks by message size (thresholds below, measured on 4xH100 and 4xH200).
  *
  * Quick start
  *     #define IRIS_IMPLEMENTATION
@@ -137,8 +137,8 @@ typedef struct iris_coll_opts {
  * 4752 at 16 MB / 64 MB / 256 MB / 1 GB with 64 CTAs against 89.0 / 317 / 1228 / 4868 for
  * the load/store two-shot. On 4xH100 with 48 / 64 / 96 / 128 CTAs: 341 / 305 / 312 / 298 us
  * at 64 MB and 1321 / 1196 / 1200 / 1145 at 256 MB (NCCL 323, 1182); 128 is not taken:
- * see IRIS_COLL_AR_CTAS. At 1 to 4 MB the load/store two-shot is faster (13.3 against
- * 21.4 us at 1 MB, 32.3 against 31.8 at 4 MB). */
+ * see IRIS_COLL_AR_CTAS. Below 4 MB the load/store two-shot is faster (13.3 against 21.4
+ * us at 1 MB, 17.9 against 25.6 at 2 MB); at 4 MB they tie (32.3, 31.8). */
 #ifndef IRIS_COLL_AR_SCRATCH_BYTES
 #define IRIS_COLL_AR_SCRATCH_BYTES ((size_t)32 << 20)
 #endif
@@ -635,8 +635,8 @@ IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned 
 }
 
 /* Whole block, first thing of every barrier-based kernel: this launch's call number and
- * the epoch before its first barrier; false when the call must
- * not go on: a mismatch, a wait that ran out, or a fatal fault. Then the kernel returns. */
+ * the epoch before its first barrier; false when the call must not go on: a mismatch,
+ * a wait that ran out, or a fatal fault. Then the kernel returns. */
 IRIS_DEVICE_INLINE bool iris_coll_kernel_start(const iris_coll_dev_t &d, unsigned long long sig, int kind, unsigned &call, unsigned &epoch) {
   call = iris_coll_call_enter(d);
   epoch = iris_coll_sync_base(call);
