@@ -1,0 +1,108 @@
+/* internal/platform.h: the vendor layer, the only place where iris calls the CUDA or HIP
+ * runtime. Part of iris's implementation (included by iris.h under IRIS_IMPLEMENTATION);
+ * not a public header. Every other file calls iris_gpu_* from here. */
+#ifndef IRIS_INTERNAL_PLATFORM_H
+#define IRIS_INTERNAL_PLATFORM_H
+
+#if defined(IRIS_USE_HIP)
+typedef hipError_t iris_gpu_error_t;
+typedef hipIpcMemHandle_t iris_gpu_ipc_handle_t;
+#define IRIS_GPU_SUCCESS hipSuccess
+#define IRIS_GPU_NAME "HIP"
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_device_count(int *n) { return hipGetDeviceCount(n); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_get_device(int *d) { return hipGetDevice(d); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_set_device(int d) { return hipSetDevice(d); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_malloc(void **p, size_t n, iris_heap_memory_t kind) {
+  if (kind == IRIS_HEAP_MEMORY_COARSE) return hipMalloc(p, n);
+#if defined(hipDeviceMallocUncached)
+  if (kind == IRIS_HEAP_MEMORY_UNCACHED) return hipExtMallocWithFlags(p, n, hipDeviceMallocUncached);
+#else
+  if (kind == IRIS_HEAP_MEMORY_UNCACHED) return hipErrorNotSupported;
+#endif
+  return hipExtMallocWithFlags(p, n, hipDeviceMallocFinegrained);
+}
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_free(void *p) { return hipFree(p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_memset(void *p, int v, size_t n) { return hipMemset(p, v, n); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_synchronize(void) { return hipDeviceSynchronize(); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_ipc_get(iris_gpu_ipc_handle_t *h, void *p) { return hipIpcGetMemHandle(h, p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_ipc_open(void **p, iris_gpu_ipc_handle_t h) { return hipIpcOpenMemHandle(p, h, hipIpcMemLazyEnablePeerAccess); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_ipc_close(void *p) { return hipIpcCloseMemHandle(p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_can_access_peer(int *ok, int d, int peer) { return hipDeviceCanAccessPeer(ok, d, peer); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_enable_peer(int peer) {
+  hipError_t e = hipDeviceEnablePeerAccess(peer, 0);
+  if (e == hipErrorPeerAccessAlreadyEnabled) { (void)hipGetLastError(); return hipSuccess; }
+  return e;
+}
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_pci_bus_id(char *s, int n, int d) { return hipDeviceGetPCIBusId(s, n, d); }
+IRIS_INTERNAL const char *iris_gpu_error_text(iris_gpu_error_t e) { return hipGetErrorString(e); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_host_alloc_mapped(void **p, size_t n) { return hipHostMalloc(p, n, hipHostMallocMapped | hipHostMallocPortable); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_host_free(void *p) { return hipHostFree(p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_host_device_ptr(void **d, void *h) { return hipHostGetDevicePointer(d, h, 0); }
+typedef hipEvent_t iris_gpu_event_t;
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_event_create(iris_gpu_event_t *e) { return hipEventCreateWithFlags(e, hipEventDisableTiming); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_event_destroy(iris_gpu_event_t e) { return hipEventDestroy(e); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_event_record(iris_gpu_event_t e, iris_stream_t s) { return hipEventRecord(e, s); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_stream_wait(iris_stream_t s, iris_gpu_event_t e) { return hipStreamWaitEvent(s, e, 0); }
+/* 0: not capturing; else the capture's id (non-zero) */
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_capture_id(iris_stream_t s, unsigned long long *id) {
+  hipStreamCaptureStatus c = hipStreamCaptureStatusNone;
+  unsigned long long i = 0;
+  hipError_t e = hipStreamGetCaptureInfo(s, &c, &i);
+  *id = (e == hipSuccess && c == hipStreamCaptureStatusActive) ? (i ? i : 1) : 0;
+  return e;
+}
+#else
+typedef cudaError_t iris_gpu_error_t;
+typedef cudaIpcMemHandle_t iris_gpu_ipc_handle_t;
+#define IRIS_GPU_SUCCESS cudaSuccess
+#define IRIS_GPU_NAME "CUDA"
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_device_count(int *n) { return cudaGetDeviceCount(n); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_get_device(int *d) { return cudaGetDevice(d); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_set_device(int d) { return cudaSetDevice(d); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_malloc(void **p, size_t n, iris_heap_memory_t kind) {
+  (void)kind; /* NVIDIA device memory is coherent over NVLink at system scope */
+  return cudaMalloc(p, n);
+}
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_free(void *p) { return cudaFree(p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_memset(void *p, int v, size_t n) { return cudaMemset(p, v, n); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_synchronize(void) { return cudaDeviceSynchronize(); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_ipc_get(iris_gpu_ipc_handle_t *h, void *p) { return cudaIpcGetMemHandle(h, p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_ipc_open(void **p, iris_gpu_ipc_handle_t h) { return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_ipc_close(void *p) { return cudaIpcCloseMemHandle(p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_can_access_peer(int *ok, int d, int peer) { return cudaDeviceCanAccessPeer(ok, d, peer); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_enable_peer(int peer) {
+  cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) { (void)cudaGetLastError(); return cudaSuccess; }
+  return e;
+}
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_pci_bus_id(char *s, int n, int d) { return cudaDeviceGetPCIBusId(s, n, d); }
+IRIS_INTERNAL const char *iris_gpu_error_text(iris_gpu_error_t e) { return cudaGetErrorString(e); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_host_alloc_mapped(void **p, size_t n) { return cudaHostAlloc(p, n, cudaHostAllocMapped | cudaHostAllocPortable); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_host_free(void *p) { return cudaFreeHost(p); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_host_device_ptr(void **d, void *h) { return cudaHostGetDevicePointer(d, h, 0); }
+typedef cudaEvent_t iris_gpu_event_t;
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_event_create(iris_gpu_event_t *e) { return cudaEventCreateWithFlags(e, cudaEventDisableTiming); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_event_destroy(iris_gpu_event_t e) { return cudaEventDestroy(e); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_event_record(iris_gpu_event_t e, iris_stream_t s) { return cudaEventRecord(e, s); }
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_stream_wait(iris_stream_t s, iris_gpu_event_t e) { return cudaStreamWaitEvent(s, e, 0); }
+/* 0: not capturing; else the capture's id (non-zero) */
+IRIS_INTERNAL iris_gpu_error_t iris_gpu_capture_id(iris_stream_t s, unsigned long long *id) {
+  enum cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+  unsigned long long i = 0;
+  cudaError_t e = cudaStreamGetCaptureInfo(s, &c, &i, NULL, NULL, NULL, NULL);
+  *id = (e == cudaSuccess && c == cudaStreamCaptureStatusActive) ? (i ? i : 1) : 0;
+  return e;
+}
+#endif
+
+/* ------------------------------------------------------ used by the collectives -- */
+#if defined(IRIS_USE_HIP)
+#else
+#endif
+
+/* ------------------------------------------------------------ used by the GEMMs -- */
+#if defined(IRIS_USE_HIP)
+#else
+#endif
+
+#endif /* IRIS_INTERNAL_PLATFORM_H */
