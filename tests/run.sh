@@ -130,6 +130,7 @@ if command -v cmake >/dev/null 2>&1 && command -v pkg-config >/dev/null 2>&1; th
 else
   say SKIP "pkg-config consumer" "cmake or pkg-config not installed"
 fi
+run_counted "pip install ./python (non-editable)" bash tests/packaging/check_pip.sh
 echo "# Python package (no GPU: import, library version and struct sizes, argument checks)"
 run_counted "python package" bash python/run_tests.sh
 if python3 -c 'import matplotlib' >/dev/null 2>&1; then

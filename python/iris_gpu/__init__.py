@@ -7,7 +7,8 @@
 
 See docs/python.md.
 """
+from ._version import __version__
 from ._lib import EXPECTED_VERSION, IrisError, IrisLibraryError, status_name
 from ._lib import load as library
 
-__all__ = ["EXPECTED_VERSION", "IrisError", "IrisLibraryError", "library", "status_name"]
+__all__ = ["__version__", "EXPECTED_VERSION", "IrisError", "IrisLibraryError", "library", "status_name"]

@@ -3,7 +3,9 @@
 Nothing here needs torch or a GPU. The library is found, in this order, at
   1. $IRIS_LIB (a path to the .so),
   2. build/libiris.so of the repository this package sits in (python/../build),
-  3. the dynamic loader's search path (libiris.so).
+  3. after a non-editable install (pip install ./python): build/libiris.so of the tree it
+     was installed from, then the copy installed with the package,
+  4. the dynamic loader's search path (libiris.so).
 At load the library's version (iris_get_version) and the size of every C struct this
 module mirrors (iris_abi_struct_size) must match; otherwise IrisLibraryError says which.
 """
@@ -286,6 +288,13 @@ def candidate_paths():
     here = os.path.dirname(os.path.abspath(__file__))
     for up in ("..", os.path.join("..", "..")):
         out.append(os.path.normpath(os.path.join(here, up, "build", "libiris.so")))
+    try:  # written by a non-editable install (python/setup.py)
+        from ._where import BUILD_DIR
+    except ImportError:
+        BUILD_DIR = None
+    if BUILD_DIR:
+        out.append(os.path.join(BUILD_DIR, "libiris.so"))
+        out.append(os.path.join(here, "libiris.so"))
     return out
 
 

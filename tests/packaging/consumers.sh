@@ -5,7 +5,9 @@
 #   add_subdirectory  CMake, iris as a subdirectory
 #   find_package      CMake, against `cmake --install` of iris into build/packaging/prefix
 #   pkg-config        nvcc $(pkg-config --cflags --libs iris) against the same prefix
-# All use build/libiris.so (make lib) through IRIS_SHARED_LIBRARY, so none rebuilds it.
+# All use build/libiris.so (make lib) as the README says: iris's CMake finds it fresh (newer
+# than every header) and imports it, so none compiles lib/iris.cu again; the check fails if
+# the configure step does not say so.
 #   tests/packaging/consumers.sh add_subdirectory|find_package|pkg-config
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,17 +22,20 @@ mkdir -p "$out"
 cmake_consumer() { # build dir, extra cmake arguments...
   local b=$1; shift
   rm -rf "$b"
-  cmake -S tests/packaging/consumer -B "$b" -DCMAKE_CUDA_COMPILER="$nvcc" "$@"
+  cmake -S tests/packaging/consumer -B "$b" -DCMAKE_CUDA_COMPILER="$nvcc" "$@" | tee "$b.log"
   cmake --build "$b"
   "$b/consumer"
 }
 install_iris() { # configure iris alone (no CUDA language, the prebuilt library) and install it
   rm -rf "$out/iris-build" "$prefix"
-  cmake -S . -B "$out/iris-build" -DIRIS_SHARED_LIBRARY="$lib" -DCMAKE_INSTALL_PREFIX="$prefix"
+  cmake -S . -B "$out/iris-build" -DCMAKE_INSTALL_PREFIX="$prefix" | tee "$out/iris-build.log"
+  grep -q "iris::shared is the prebuilt" "$out/iris-build.log" || { echo "consumers: iris's configure did not take build/libiris.so" >&2; exit 1; }
   cmake --install "$out/iris-build"
 }
 case $mode in
-  add_subdirectory) cmake_consumer "$out/consumer-subdir" -DIRIS_SOURCE_DIR="$root" -DIRIS_SHARED_LIBRARY="$lib" ;;
+  add_subdirectory)
+    cmake_consumer "$out/consumer-subdir" -DIRIS_SOURCE_DIR="$root"
+    grep -q "iris::shared is the prebuilt" "$out/consumer-subdir.log" || { echo "consumers: add_subdirectory did not take build/libiris.so" >&2; exit 1; } ;;
   find_package)
     install_iris
     cmake_consumer "$out/consumer-package" -DCMAKE_PREFIX_PATH="$prefix" ;;
