@@ -21,7 +21,8 @@ MPI_INC   ?= /usr/lib/x86_64-linux-gnu/openmpi/include
 MPI_LIB   ?= /usr/lib/x86_64-linux-gnu/openmpi/lib
 B         := build
 
-HDRS       := iris.h iris_device.h iris_collectives.h iris_gemm.h iris_gemm_reduce.h
+# the public headers and their bodies (internal/): a change to any rebuilds what includes them
+HDRS       := $(wildcard iris*.h) $(wildcard internal/*.h)
 # the GEMM cores (internals): the common core and its NVIDIA (TMA) and AMD (MFMA) specialisations
 CORE       := internal/gemm_core.h internal/gemm_core_tma.h
 CORE_MFMA  := internal/gemm_core.h internal/gemm_core_mfma.h
