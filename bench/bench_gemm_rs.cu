@@ -37,7 +37,7 @@
 //                   stores while the other multiplies: iris_gemm_cfg_tma_pingpong)
 //   fused_coop      the fused GEMM kernel on the cooperative core (flags released by warp 1
 //                   of the producer warpgroup, fp32 pairs stored as the MMA left them:
-//                   variant 3, the session-8 default)
+//                   variant 3, the cooperative core's default)
 //   fused_ppO       the fused GEMM kernel on the ping-pong core, flags released by warp 1,
 //                   direct fp32 pairs (variant 7)
 //   fused_ppT       the same with 16-byte stores after the quad transpose (variant 5)

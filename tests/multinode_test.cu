@@ -319,8 +319,8 @@ static bool graphs(Suite &s, Bufs &B, int replays) {
 // in half, then rounded to fp8 saturating; ncclAvg: each input times 1/2 in half, rounded
 // to fp8, then added), for every element of every fp8 SUM/AVG case of this layout, with
 // the in-node steps as iris computes them: elem_ok must accept every result. (This
-// simulation gives, bit for bit, each of the 68 fp8 values that the first GPU run logged
-// as refused by the one-rounding reference (docs/bench/session7/run2_multinode_test.log),
+// simulation gives, bit for bit, each of the 68 fp8 values that the first GPU run (one
+// H100, 2 x 1 and 2 x 2 virtual nodes) logged as refused by the one-rounding reference,
 // all but those of the in-place reduce-scatters, which had moved nothing.)
 static unsigned char fp8_of(int type, float f) { return type == IRIS_FLOAT8_E4M3 ? iris_float_to_fp8_e4m3(f) : iris_float_to_fp8_e5m2(f); }
 static float half_of(float f) { return __half2float(__float2half_rn(f)); }

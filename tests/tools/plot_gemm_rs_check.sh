@@ -14,7 +14,8 @@ ranks,dtype,op,M,N,K,variant,ms,x_gemm_alone,hidden
 2,bf16,ar,1024,8192,8192,fused,0.35,1.37,0.55
 2,bf16,ar,4096,8192,8192,fused,1.02,1.23,0.58
 CSV
-cp docs/bench/session10/run5_bench_gemm_rs_local_h100.csv "$d/local.csv"
+# the local kind: a real `bench_gemm_rs local` CSV (one H100, 24 shapes), kept here as the fixture
+cp tests/tools/bench_gemm_rs_local_h100.csv "$d/local.csv"
 python3 tools/plot_gemm_rs.py "$d/ranks.csv" "$d/ranks.png"
 python3 tools/plot_gemm_rs.py "$d/local.csv" "$d/local.png"
 for f in ranks local; do
