@@ -18,7 +18,8 @@ typedef struct iris_detail_block {
 #define IRIS_DETAIL_CTX_DEAD 0x44495249u /* "IRID": finalized, a tombstone */
 struct iris {
   uint32_t magic;
-  int rank, world, device, mode;
+  int local_rank, local_size; /* this rank on its node, the ranks per node (the world's: grank, gworld) */
+  int device, mode;
   size_t heap_size;
   iris_heap_memory_t heap_memory;
   char *bases[IRIS_MAX_RANKS];
@@ -44,8 +45,9 @@ struct iris {
   int order_have_eager, order_events;
   iris_stream_t order_eager_stream, order_cap_stream;
   unsigned long long order_cap_id;
-  /* nodes (docs/multinode.md): rank and world above are this node's (the heap, the
-   * records, every in-node call); these are the world's. nodes <= 1: one node */
+  /* nodes (docs/multinode.md): local_rank and local_size above are this node's (the
+   * heap, the records, every in-node call); these are the world's, set by iris_init
+   * (a context of iris_init_local has grank = gworld = nodes = 0). nodes <= 1: one node */
   int grank, gworld, node, nodes;
   void *rail;          /* multi-node: the rail communicator (ncclComm_t) */
   int rail_owned;      /* 1: iris created it (and destroys it) */
@@ -55,7 +57,7 @@ struct iris {
 /* IRIS_SUCCESS for a live context; else IRIS_ERROR_INVALID_ARGUMENT naming the call. */
 IRIS_INTERNAL iris_status_t iris_detail_live(const iris_t *ctx, const char *call) {
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL context", call);
-  if (ctx->magic == IRIS_DETAIL_CTX_DEAD) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: the context was finalized (rank %d)", call, ctx->rank);
+  if (ctx->magic == IRIS_DETAIL_CTX_DEAD) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: the context was finalized (rank %d)", call, ctx->local_rank);
   if (ctx->magic != IRIS_DETAIL_CTX_LIVE) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: not an iris context", call);
   return IRIS_SUCCESS;
 }
@@ -74,27 +76,28 @@ IRIS_INTERNAL iris_status_t iris_detail_comm_allgather_world(iris_t *ctx, const 
   case IRIS_DETAIL_MODE_RENDEZVOUS: return iris_detail_rdv_allgather(ctx->rdv, send, recv, bytes, timeout_ms);
   case IRIS_DETAIL_MODE_HOOKS:
     if (ctx->hooks.allgather(ctx->hooks.user, send, recv, bytes) != 0)
-      return iris_detail_fail(IRIS_ERROR_BOOTSTRAP, "rank %d: the bootstrap allgather callback returned an error", ctx->rank);
+      return iris_detail_fail(IRIS_ERROR_BOOTSTRAP, "rank %d: the bootstrap allgather callback returned an error", ctx->local_rank);
     return IRIS_SUCCESS;
-  default: return iris_detail_group_allgather(ctx->group, ctx->rank, send, recv, bytes, timeout_ms);
+  default: return iris_detail_group_allgather(ctx->group, ctx->local_rank, send, recv, bytes, timeout_ms);
   }
 }
-/* The exchange among this node's ranks (ctx->rank, ctx->world): in a multi-node world,
- * the world's exchange (every rank takes part) of which this node's slice is kept. */
+/* The exchange among this node's ranks (ctx->local_rank, ctx->local_size): in a
+ * multi-node world, the world's exchange (every rank takes part) of which this node's
+ * slice is kept. */
 IRIS_INTERNAL iris_status_t iris_detail_comm_allgather(iris_t *ctx, const void *send, void *recv, size_t bytes, int timeout_ms) {
   char *all;
   iris_status_t st;
   if (ctx->nodes <= 1 || !bytes) return iris_detail_comm_allgather_world(ctx, send, recv, bytes, timeout_ms);
   if (!(all = (char *)malloc((size_t)ctx->gworld * bytes))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", ctx->grank);
   st = iris_detail_comm_allgather_world(ctx, send, all, bytes, timeout_ms);
-  if (st == IRIS_SUCCESS) memcpy(recv, all + (size_t)ctx->node * (size_t)ctx->world * bytes, (size_t)ctx->world * bytes);
+  if (st == IRIS_SUCCESS) memcpy(recv, all + (size_t)ctx->node * (size_t)ctx->local_size * bytes, (size_t)ctx->local_size * bytes);
   free(all);
   return st;
 }
 IRIS_INTERNAL iris_status_t iris_detail_comm_barrier(iris_t *ctx, int timeout_ms) {
   if (ctx->mode == IRIS_DETAIL_MODE_HOOKS) {
     if (ctx->hooks.barrier(ctx->hooks.user) != 0)
-      return iris_detail_fail(IRIS_ERROR_BOOTSTRAP, "rank %d: the bootstrap barrier callback returned an error", ctx->rank);
+      return iris_detail_fail(IRIS_ERROR_BOOTSTRAP, "rank %d: the bootstrap barrier callback returned an error", ctx->local_rank);
     return IRIS_SUCCESS;
   }
   return iris_detail_comm_allgather(ctx, NULL, NULL, 0, timeout_ms);

@@ -19,20 +19,20 @@ IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned
   const char *cname = coll < sizeof iris_detail_coll_names / sizeof iris_detail_coll_names[0] ? iris_detail_coll_names[coll] : "?";
   const char *wname = what < IRIS_SITE_COUNT ? iris_detail_site_names[what] : "?";
   char who[48];
-  if (kind == IRIS_FAULT_ABORT) return iris_detail_fail(IRIS_ERROR_ABORTED, "rank %d: the context was aborted (iris_abort)", ctx->rank);
-  if (peer < (unsigned)ctx->world) snprintf(who, sizeof who, "rank %u", peer);
+  if (kind == IRIS_FAULT_ABORT) return iris_detail_fail(IRIS_ERROR_ABORTED, "rank %d: the context was aborted (iris_abort)", ctx->local_rank);
+  if (peer < (unsigned)ctx->local_size) snprintf(who, sizeof who, "rank %u", peer);
   else snprintf(who, sizeof who, "a peer");
   if (kind == IRIS_FAULT_MISMATCH)
     return iris_detail_fail(IRIS_ERROR_MISMATCH,
                             "rank %d: collective call #%u: %s called a different collective (kind, count, type, op, root or buffers) at the same point; "
                             "no rank moved data for that call",
-                            ctx->rank, call, who);
-  if (peer < (unsigned)ctx->world && ctx->pids[peer] > 0 && kill((pid_t)ctx->pids[peer], 0) != 0 && errno == ESRCH)
+                            ctx->local_rank, call, who);
+  if (peer < (unsigned)ctx->local_size && ctx->pids[peer] > 0 && kill((pid_t)ctx->pids[peer], 0) != 0 && errno == ESRCH)
     return iris_detail_fail(IRIS_ERROR_PEER_FAILED, "rank %d: rank %u (pid %lld) has died; %s%s%s waited for it in vain (call #%u); the context is unusable: iris_finalize it",
-                            ctx->rank, peer, (long long)ctx->pids[peer], wname, *cname ? " of " : "", cname, call);
+                            ctx->local_rank, peer, (long long)ctx->pids[peer], wname, *cname ? " of " : "", cname, call);
   return iris_detail_fail(IRIS_ERROR_TIMEOUT,
                           "rank %d: %s%s%s (call #%u) waited for %s longer than the wait bound (IRIS_WAIT_TIMEOUT_NS); the context is unusable: iris_finalize it",
-                          ctx->rank, wname, *cname ? " of " : "", cname, call, who);
+                          ctx->local_rank, wname, *cname ? " of " : "", cname, call, who);
 }
 /* The fatal fault of ctx, if any (for every entry point that launches or waits). */
 IRIS_DEF iris_status_t iris_detail_check_fault(const iris_t *ctx) {

@@ -40,7 +40,7 @@ IRIS_DEF iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t ali
   IRIS_DETAIL_LIVE(ctx, "iris_malloc");
   if (alignment & (alignment - 1)) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_malloc: alignment %zu is not a power of two", alignment);
   if (alignment < IRIS_HEAP_ALIGN) alignment = IRIS_HEAP_ALIGN;
-  if (bytes == 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_malloc of 0 bytes", ctx->rank);
+  if (bytes == 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_malloc of 0 bytes", ctx->local_rank);
   for (i = 0; i < ctx->nblocks; i++)
     if (!ctx->blocks[i].used && ctx->blocks[i].size > largest) largest = ctx->blocks[i].size;
   if (bytes > ctx->heap_size) goto oom;
@@ -56,7 +56,7 @@ IRIS_DEF iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t ali
     if (ctx->nblocks + 2 > ctx->capblocks) {
       int cap = ctx->capblocks * 2 + 2;
       iris_detail_block_t *nb = (iris_detail_block_t *)realloc(ctx->blocks, sizeof *nb * (size_t)cap);
-      if (!nb) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", ctx->rank);
+      if (!nb) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", ctx->local_rank);
       ctx->blocks = nb;
       ctx->capblocks = cap;
     }
@@ -71,12 +71,12 @@ IRIS_DEF iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t ali
     }
     ctx->blocks[i].req = bytes;
     ctx->used += size;
-    *ptr = ctx->bases[ctx->rank] + start;
+    *ptr = ctx->bases[ctx->local_rank] + start;
     return IRIS_SUCCESS;
   }
 oom:
   return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: symmetric heap exhausted: %zu bytes requested, %zu of %zu in use, largest free block %zu",
-                          ctx->rank, bytes, ctx->used, ctx->heap_size, largest);
+                          ctx->local_rank, bytes, ctx->used, ctx->heap_size, largest);
 }
 IRIS_DEF iris_status_t iris_malloc(iris_t *ctx, size_t bytes, void **ptr) { return iris_malloc_aligned(ctx, bytes, IRIS_HEAP_ALIGN, ptr); }
 
@@ -89,7 +89,7 @@ IRIS_DEF iris_status_t iris_calloc(iris_t *ctx, size_t bytes, void **ptr) {
   if ((e = iris_gpu_set_device(ctx->device)) == IRIS_GPU_SUCCESS && (e = iris_gpu_memset(*ptr, 0, bytes)) == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
   if (old >= 0) iris_gpu_set_device(old);
   if (e != IRIS_GPU_SUCCESS) /* the block stays allocated (and *ptr set): offsets stay equal on every rank */
-    return iris_detail_gpu_fail(ctx->rank, "iris_calloc: memset (the block stays allocated; free it on every rank)", e);
+    return iris_detail_gpu_fail(ctx->local_rank, "iris_calloc: memset (the block stays allocated; free it on every rank)", e);
   return IRIS_SUCCESS;
 }
 
@@ -100,12 +100,12 @@ IRIS_DEF iris_status_t iris_heap_offset(const iris_t *ctx, const void *ptr, size
     return IRIS_ERROR_INVALID_ARGUMENT;
   }
   IRIS_DETAIL_LIVE(ctx, "iris_heap_offset");
-  if (p < ctx->bases[ctx->rank] || p >= ctx->bases[ctx->rank] + ctx->heap_size) {
-    iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: pointer %p is outside the symmetric heap [%p, %p)", ctx->rank, ptr, (void *)ctx->bases[ctx->rank],
-                     (void *)(ctx->bases[ctx->rank] + ctx->heap_size));
+  if (p < ctx->bases[ctx->local_rank] || p >= ctx->bases[ctx->local_rank] + ctx->heap_size) {
+    iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: pointer %p is outside the symmetric heap [%p, %p)", ctx->local_rank, ptr, (void *)ctx->bases[ctx->local_rank],
+                     (void *)(ctx->bases[ctx->local_rank] + ctx->heap_size));
     return IRIS_ERROR_NOT_IN_HEAP; /* a constant: callers' "set on success" reasoning sees it */
   }
-  *offset = (size_t)(p - ctx->bases[ctx->rank]);
+  *offset = (size_t)(p - ctx->bases[ctx->local_rank]);
   return IRIS_SUCCESS;
 }
 
@@ -118,7 +118,7 @@ IRIS_DEF iris_status_t iris_free(iris_t *ctx, void *ptr) {
   if ((st = iris_heap_offset(ctx, ptr, &off)) != IRIS_SUCCESS) return st;
   for (i = 0; i < ctx->nblocks; i++)
     if (ctx->blocks[i].off == off && ctx->blocks[i].used) break;
-  if (i == ctx->nblocks) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_free(%p): not the start of a live heap block", ctx->rank, ptr);
+  if (i == ctx->nblocks) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_free(%p): not the start of a live heap block", ctx->local_rank, ptr);
   ctx->blocks[i].used = 0;
   ctx->used -= ctx->blocks[i].size;
   if (i + 1 < ctx->nblocks && !ctx->blocks[i + 1].used) {
@@ -153,12 +153,12 @@ IRIS_DEF iris_status_t iris_heap_verify(iris_t *ctx) {
   int r, nbad = 0;
   iris_status_t st;
   IRIS_DETAIL_LIVE(ctx, "iris_heap_verify");
-  all = (uint64_t *)malloc(sizeof mine * (size_t)ctx->world);
+  all = (uint64_t *)malloc(sizeof mine * (size_t)ctx->local_size);
   if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
   iris_detail_layout(ctx, mine);
   st = iris_detail_comm_allgather(ctx, mine, all, sizeof mine, ctx->barrier_timeout_ms);
   if (st == IRIS_SUCCESS) {
-    for (r = 0; r < ctx->world; r++) {
+    for (r = 0; r < ctx->local_size; r++) {
       bad[r] = (unsigned char)(all[2 * r] != all[0] || all[2 * r + 1] != all[1]);
       nbad += bad[r];
     }
@@ -166,7 +166,7 @@ IRIS_DEF iris_status_t iris_heap_verify(iris_t *ctx) {
       st = iris_detail_fail(IRIS_ERROR_MISMATCH,
                             "rank %d: symmetric-heap allocations diverge: ranks %s hold different live blocks than rank 0 (%llu blocks there); "
                             "every rank must make the same iris_malloc/iris_free calls with the same sizes, in the same order",
-                            ctx->rank, iris_detail_rank_list(bad, ctx->world, list, sizeof list), (unsigned long long)all[0]);
+                            ctx->local_rank, iris_detail_rank_list(bad, ctx->local_size, list, sizeof list), (unsigned long long)all[0]);
   }
   free(all);
   return st;
@@ -180,7 +180,7 @@ static inline iris_t *iris_detail_host_only_ctx(size_t heap_size, void *fake_bas
   iris_t *ctx = (iris_t *)calloc(1, sizeof *ctx);
   if (!ctx) return NULL;
   ctx->magic = IRIS_DETAIL_CTX_LIVE;
-  ctx->world = 1;
+  ctx->local_size = 1;
   ctx->heap_size = heap_size;
   ctx->bases[0] = (char *)fake_base;
   ctx->device = -1;

@@ -64,8 +64,8 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   recs = (iris_detail_record_t *)calloc((size_t)c.world_size + 1, sizeof *recs);
   if (!ctx || !recs) { free(ctx); free(recs); return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "iris_init: out of host memory"); }
   ctx->magic = IRIS_DETAIL_CTX_LIVE;
-  ctx->rank = c.rank;
-  ctx->world = c.world_size;
+  ctx->local_rank = c.rank; /* the world as one node, until 1b groups the ranks */
+  ctx->local_size = c.world_size;
   ctx->heap_size = c.heap_size;
   ctx->heap_memory = c.heap_memory;
   ctx->timeout_ms = c.timeout_ms;
@@ -94,7 +94,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   }
 
   /* 1b. worlds that may span nodes: group the ranks by host identity; from here on
-   *     ctx->rank and ctx->world are this node's (docs/multinode.md) */
+   *     ctx->local_rank and ctx->local_size are this node's (docs/multinode.md) */
   if (c.world_size > 1 && (tcp || c.bootstrap || (getenv("IRIS_HOST_ID") && *getenv("IRIS_HOST_ID")))) {
     char mine[IRIS_DETAIL_HOST_ID_BYTES], *ids = (char *)malloc((size_t)c.world_size * sizeof mine);
     int32_t bad;
@@ -113,7 +113,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
           st = bad && r == c.rank ? iris_detail_prefix(local, "iris_init")
                                   : iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: rank %d has no valid host identity (see its IRIS_HOST_ID)", r);
       }
-      if (st == IRIS_SUCCESS && (st = iris_detail_group_nodes(ids, sizeof mine, c.world_size, c.rank, &ctx->node, &ctx->nodes, &ctx->rank, &ctx->world)) !=
+      if (st == IRIS_SUCCESS && (st = iris_detail_group_nodes(ids, sizeof mine, c.world_size, c.rank, &ctx->node, &ctx->nodes, &ctx->local_rank, &ctx->local_size)) !=
                                     IRIS_SUCCESS)
         st = iris_detail_prefix(st, "iris_init");
     }
@@ -126,8 +126,8 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   me = &recs[c.world_size];
   me->magic = IRIS_DETAIL_MAGIC;
   me->version = IRIS_VERSION;
-  me->rank = ctx->rank;
-  me->world = ctx->world;
+  me->rank = ctx->local_rank;
+  me->world = ctx->local_size;
   me->heap_size = c.heap_size;
   me->heap_memory = (int32_t)c.heap_memory;
   me->pid = (int64_t)getpid();
@@ -159,10 +159,10 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
    *    returns before every rank can reach every heap */
   if ((st = iris_detail_comm_allgather(ctx, me, recs, sizeof *me, c.timeout_ms)) != IRIS_SUCCESS) goto fail;
   if (local != IRIS_SUCCESS) { st = iris_detail_fail(local, "%s", me->err); goto fail; }
-  if ((st = iris_detail_check_records(recs, ctx->world)) != IRIS_SUCCESS) goto fail;
+  if ((st = iris_detail_check_records(recs, ctx->local_size)) != IRIS_SUCCESS) goto fail;
   {
     int r;
-    for (r = 0; r < ctx->world; r++) ctx->pids[r] = recs[r].pidns && recs[r].pidns == me->pidns ? recs[r].pid : 0;
+    for (r = 0; r < ctx->local_size; r++) ctx->pids[r] = recs[r].pidns && recs[r].pidns == me->pidns ? recs[r].pid : 0;
   }
   {
     /* a mapping failure on one rank must fail all ranks: exchange the outcome */
@@ -172,7 +172,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     iris_detail_copy(why, sizeof why, iris_detail_errbuf);
     if ((st = iris_detail_comm_allgather(ctx, &ok, all, sizeof ok, c.timeout_ms)) != IRIS_SUCCESS) goto fail;
     if (ok != IRIS_SUCCESS) { st = iris_detail_fail((iris_status_t)ok, "%s", why); goto fail; }
-    for (r = 0; r < ctx->world; r++)
+    for (r = 0; r < ctx->local_size; r++)
       if (all[r] != IRIS_SUCCESS) { st = iris_detail_fail(iris_detail_peer_status(all[r]), "rank %d could not map its peers' heaps (see that rank's error)", r); goto fail; }
   }
   if ((st = iris_detail_heap_reset(ctx)) != IRIS_SUCCESS) goto fail;
@@ -214,8 +214,8 @@ IRIS_DEF iris_status_t iris_init_local(const iris_config_t *cfg, int num_gpus, c
   for (i = 0; i < num_gpus; i++) {
     iris_t *ctx = (iris_t *)calloc(1, sizeof *ctx);
     if (!ctx) { st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory"); break; }
-    ctx->rank = i;
-    ctx->world = num_gpus;
+    ctx->local_rank = i;
+    ctx->local_size = num_gpus;
     ctx->device = devices ? devices[i] : i;
     ctx->mode = IRIS_DETAIL_MODE_LOCAL;
     ctx->magic = IRIS_DETAIL_CTX_LIVE;
@@ -278,7 +278,7 @@ IRIS_DEF iris_status_t iris_barrier(iris_t *ctx) {
   e = iris_gpu_set_device(ctx->device);
   if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
   if (old >= 0) iris_gpu_set_device(old);
-  if (e != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->rank, "iris_barrier: device synchronize", e);
+  if (e != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "iris_barrier: device synchronize", e);
   if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st; /* a kernel of ours gave up waiting */
   st = iris_detail_comm_barrier(ctx, ctx->barrier_timeout_ms);
 #if defined(IRIS_DEBUG)
@@ -323,8 +323,8 @@ IRIS_DEF iris_status_t iris_finalize(iris_t *ctx) {
   }
   if (ctx->mode == IRIS_DETAIL_MODE_LOCAL) {
     int r;
-    for (r = 0; r < ctx->world; r++)
-      if (r != ctx->rank) ctx->bases[r] = NULL;
+    for (r = 0; r < ctx->local_size; r++)
+      if (r != ctx->local_rank) ctx->bases[r] = NULL;
   }
   {
     char why[sizeof iris_detail_errbuf];

@@ -177,7 +177,7 @@ IRIS_INTERNAL iris_status_t iris_detail_rail_agree(iris_t *ctx, iris_detail_rail
   for (r = 0; r < ctx->gworld; r++) {
     all[r].err[sizeof all[r].err - 1] = 0;
     if (all[r].status != 0)
-      return iris_detail_fail(iris_detail_peer_status(all[r].status), "rank %d (node %d) could not set up its rail communicator: %s", r, r / ctx->world,
+      return iris_detail_fail(iris_detail_peer_status(all[r].status), "rank %d (node %d) could not set up its rail communicator: %s", r, r / ctx->local_size,
                               all[r].err);
   }
   return IRIS_SUCCESS;
@@ -209,9 +209,9 @@ IRIS_INTERNAL iris_status_t iris_detail_rails_setup(iris_t *ctx, void *user_comm
     } else {
       void *comm = NULL;
       /* rail l's id comes from its node-0 member, global rank l */
-      if ((res = lib->comm_init_rank(&comm, ctx->nodes, all[ctx->rank].id, ctx->node)) != 0) {
+      if ((res = lib->comm_init_rank(&comm, ctx->nodes, all[ctx->local_rank].id, ctx->node)) != 0) {
         me.status = (int32_t)IRIS_ERROR_UNSUPPORTED;
-        snprintf(me.err, sizeof me.err, "ncclCommInitRank (rail %d, %d nodes) failed: %s", ctx->rank, ctx->nodes, lib->api.get_error_string(res));
+        snprintf(me.err, sizeof me.err, "ncclCommInitRank (rail %d, %d nodes) failed: %s", ctx->local_rank, ctx->nodes, lib->api.get_error_string(res));
         comm = NULL;
       }
       ctx->rail = comm;

@@ -5,17 +5,17 @@
 #ifndef IRIS_INTERNAL_QUERIES_H
 #define IRIS_INTERNAL_QUERIES_H
 
-IRIS_DEF int iris_rank(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? (ctx->nodes > 1 ? ctx->grank : ctx->rank) : -1; }
-IRIS_DEF int iris_world_size(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? (ctx->nodes > 1 ? ctx->gworld : ctx->world) : 0; }
-IRIS_DEF int iris_local_rank(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->rank : -1; }
-IRIS_DEF int iris_local_size(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->world : 0; }
+IRIS_DEF int iris_rank(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? (ctx->nodes > 1 ? ctx->grank : ctx->local_rank) : -1; }
+IRIS_DEF int iris_world_size(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? (ctx->nodes > 1 ? ctx->gworld : ctx->local_size) : 0; }
+IRIS_DEF int iris_local_rank(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->local_rank : -1; }
+IRIS_DEF int iris_local_size(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->local_size : 0; }
 IRIS_DEF int iris_node(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? (ctx->nodes > 1 ? ctx->node : 0) : -1; }
 IRIS_DEF int iris_num_nodes(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? (ctx->nodes > 1 ? ctx->nodes : 1) : 0; }
 IRIS_DEF void *iris_rail_comm(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) && ctx->nodes > 1 ? ctx->rail : NULL; }
 /* A global rank's index on this node (-1: another node's rank or out of range). */
 IRIS_INTERNAL int iris_detail_local_index(const iris_t *ctx, int rank) {
-  int first = ctx->nodes > 1 ? ctx->node * ctx->world : 0;
-  return rank >= first && rank < first + ctx->world ? rank - first : -1;
+  int first = ctx->nodes > 1 ? ctx->node * ctx->local_size : 0;
+  return rank >= first && rank < first + ctx->local_size ? rank - first : -1;
 }
 IRIS_DEF int iris_device(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->device : -1; }
 IRIS_DEF size_t iris_heap_size(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->heap_size : 0; }
@@ -32,10 +32,10 @@ IRIS_DEF iris_device_ctx_t iris_device_context(const iris_t *ctx) {
   d.rank = iris_rank(ctx);
   d.world_size = iris_world_size(ctx);
   d.heap_size = ctx->heap_size;
-  for (r = 0; r < ctx->world; r++) d.bases[r] = ctx->bases[r];
+  for (r = 0; r < ctx->local_size; r++) d.bases[r] = ctx->bases[r];
   d.fault = ctx->fault_dev;
-  d.local_rank = ctx->rank;
-  d.local_size = ctx->world;
+  d.local_rank = ctx->local_rank;
+  d.local_size = ctx->local_size;
   d.node = iris_node(ctx);
   d.num_nodes = iris_num_nodes(ctx);
   return d;
@@ -80,7 +80,7 @@ IRIS_DEF iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, i
     return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: iris_translate_host to rank %d outside [0, %d)", iris_rank(ctx), to_rank, iris_world_size(ctx));
   if (iris_detail_local_index(ctx, to_rank) < 0)
     return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: iris_translate_host to rank %d, on node %d: heaps are mapped within a node (this is node %d)",
-                            iris_rank(ctx), to_rank, to_rank / ctx->world, iris_node(ctx));
+                            iris_rank(ctx), to_rank, to_rank / ctx->local_size, iris_node(ctx));
   if ((st = iris_heap_offset(ctx, ptr, &off)) != IRIS_SUCCESS) return st;
   *out = ctx->bases[iris_detail_local_index(ctx, to_rank)] + off;
   return IRIS_SUCCESS;

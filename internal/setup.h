@@ -9,10 +9,10 @@ IRIS_INTERNAL void iris_detail_release_gpu(iris_t *ctx) {
   int r, old = -1;
   iris_gpu_get_device(&old);
   iris_gpu_set_device(ctx->device);
-  for (r = 0; r < ctx->world; r++)
+  for (r = 0; r < ctx->local_size; r++)
     if (ctx->ipc_opened[r]) { iris_gpu_ipc_close(ctx->bases[r]); ctx->ipc_opened[r] = 0; }
-  if (ctx->bases[ctx->rank]) iris_gpu_free(ctx->bases[ctx->rank]);
-  ctx->bases[ctx->rank] = NULL;
+  if (ctx->bases[ctx->local_rank]) iris_gpu_free(ctx->bases[ctx->local_rank]);
+  ctx->bases[ctx->local_rank] = NULL;
   if (ctx->fault_host) iris_gpu_host_free(ctx->fault_host);
   ctx->fault_host = ctx->fault_dev = NULL;
   if (ctx->order_events) {
@@ -89,27 +89,27 @@ IRIS_INTERNAL iris_status_t iris_detail_resolve_config(const iris_config_t *cfg,
 IRIS_INTERNAL iris_status_t iris_detail_setup_gpu(iris_t *ctx, iris_detail_record_t *rec) {
   void *heap = NULL;
   iris_gpu_ipc_handle_t h;
-  IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_set_device(ctx->device));
-  IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_malloc(&heap, ctx->heap_size, ctx->heap_memory));
-  ctx->bases[ctx->rank] = (char *)heap;
-  IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_memset(heap, 0, ctx->heap_size));
-  IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_synchronize());
+  IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_set_device(ctx->device));
+  IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_malloc(&heap, ctx->heap_size, ctx->heap_memory));
+  ctx->bases[ctx->local_rank] = (char *)heap;
+  IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_memset(heap, 0, ctx->heap_size));
+  IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_synchronize());
   {
     void *h = NULL, *d = NULL;
-    IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_host_alloc_mapped(&h, 2 * sizeof(unsigned long long)));
+    IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_host_alloc_mapped(&h, 2 * sizeof(unsigned long long)));
     ctx->fault_host = (unsigned long long *)h;
     ctx->fault_host[0] = ctx->fault_host[1] = 0;
-    IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_host_device_ptr(&d, h));
+    IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_host_device_ptr(&d, h));
     ctx->fault_dev = (unsigned long long *)d;
   }
-  IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_event_create(&ctx->order_eager));
+  IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_event_create(&ctx->order_eager));
   if (iris_gpu_event_create(&ctx->order_cap) != IRIS_GPU_SUCCESS) {
     iris_gpu_event_destroy(ctx->order_eager);
-    return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: creating an event failed", ctx->rank);
+    return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: creating an event failed", ctx->local_rank);
   }
   ctx->order_events = 1;
   if (ctx->mode != IRIS_DETAIL_MODE_LOCAL) {
-    IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_ipc_get(&h, heap));
+    IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_ipc_get(&h, heap));
     memcpy(rec->ipc, &h, sizeof h < sizeof rec->ipc ? sizeof h : sizeof rec->ipc);
   }
   rec->base = (uint64_t)(uintptr_t)heap;
@@ -120,16 +120,16 @@ IRIS_INTERNAL iris_status_t iris_detail_setup_gpu(iris_t *ctx, iris_detail_recor
 /* Map every peer's heap: same process -> peer access; other process -> IPC. */
 IRIS_INTERNAL iris_status_t iris_detail_map_peers(iris_t *ctx, const iris_detail_record_t *rec) {
   int r;
-  for (r = 0; r < ctx->world; r++) {
-    if (r == ctx->rank) continue;
+  for (r = 0; r < ctx->local_size; r++) {
+    if (r == ctx->local_rank) continue;
     if (iris_detail_same_process(&rec[r])) {
       if (rec[r].device != ctx->device) {
         int ok = 0;
-        IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_can_access_peer(&ok, ctx->device, rec[r].device));
+        IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_can_access_peer(&ok, ctx->device, rec[r].device));
         if (!ok)
-          return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: GPU %d cannot access GPU %d (rank %d) directly; iris needs peer-to-peer access", ctx->rank,
+          return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: GPU %d cannot access GPU %d (rank %d) directly; iris needs peer-to-peer access", ctx->local_rank,
                                   ctx->device, rec[r].device, r);
-        IRIS_DETAIL_GPU_CALL(ctx->rank, iris_gpu_enable_peer(rec[r].device));
+        IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_enable_peer(rec[r].device));
       }
       ctx->bases[r] = (char *)(uintptr_t)rec[r].base;
     } else {
@@ -140,7 +140,7 @@ IRIS_INTERNAL iris_status_t iris_detail_map_peers(iris_t *ctx, const iris_detail
       e = iris_gpu_ipc_open(&p, h);
       if (e != IRIS_GPU_SUCCESS)
         return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: mapping rank %d's heap (GPU %s) failed: %s (" IRIS_GPU_NAME " error %d); the GPUs must be on one host and able to reach each other peer-to-peer",
-                                ctx->rank, r, rec[r].pci, iris_gpu_error_text(e), (int)e);
+                                ctx->local_rank, r, rec[r].pci, iris_gpu_error_text(e), (int)e);
       ctx->bases[r] = (char *)p;
       ctx->ipc_opened[r] = 1;
     }

@@ -19,25 +19,25 @@
 IRIS_DEF iris_status_t iris_detail_order_begin(iris_t *ctx, iris_stream_t stream) {
   unsigned long long cap = 0;
   iris_gpu_error_t e;
-  if ((e = iris_gpu_capture_id(stream, &cap)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->rank, "querying the stream's capture state", e);
+  if ((e = iris_gpu_capture_id(stream, &cap)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "querying the stream's capture state", e);
   if (!cap) {
     if (ctx->order_have_eager && ctx->order_eager_stream != stream && (e = iris_gpu_stream_wait(stream, ctx->order_eager)) != IRIS_GPU_SUCCESS)
-      return iris_detail_gpu_fail(ctx->rank, "ordering after the previous call (stream wait)", e);
+      return iris_detail_gpu_fail(ctx->local_rank, "ordering after the previous call (stream wait)", e);
   } else if (ctx->order_cap_id == cap && ctx->order_cap_stream != stream && (e = iris_gpu_stream_wait(stream, ctx->order_cap)) != IRIS_GPU_SUCCESS) {
-    return iris_detail_gpu_fail(ctx->rank, "ordering after the previous captured call (stream wait)", e);
+    return iris_detail_gpu_fail(ctx->local_rank, "ordering after the previous captured call (stream wait)", e);
   }
   return IRIS_SUCCESS;
 }
 IRIS_DEF iris_status_t iris_detail_order_end(iris_t *ctx, iris_stream_t stream) {
   unsigned long long cap = 0;
   iris_gpu_error_t e;
-  if ((e = iris_gpu_capture_id(stream, &cap)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->rank, "querying the stream's capture state", e);
+  if ((e = iris_gpu_capture_id(stream, &cap)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "querying the stream's capture state", e);
   if (!cap) {
-    if ((e = iris_gpu_event_record(ctx->order_eager, stream)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->rank, "recording the call's event", e);
+    if ((e = iris_gpu_event_record(ctx->order_eager, stream)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "recording the call's event", e);
     ctx->order_have_eager = 1;
     ctx->order_eager_stream = stream;
   } else {
-    if ((e = iris_gpu_event_record(ctx->order_cap, stream)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->rank, "recording the captured call's event", e);
+    if ((e = iris_gpu_event_record(ctx->order_cap, stream)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "recording the captured call's event", e);
     ctx->order_cap_id = cap;
     ctx->order_cap_stream = stream;
   }

@@ -2727,7 +2727,7 @@ static void test_faults(void) {
   iris_status_t st;
   pid_t child;
   if (!ctx) { check(0, "faults: host-only context", "out of memory"); return; }
-  ctx->world = 3;
+  ctx->local_size = 3;
   ctx->fault_host = words;
   ctx->pids[1] = (int64_t)getpid(); /* alive */
   child = fork();
