@@ -36,7 +36,8 @@ struct iris {
   iris_detail_block_t *blocks;
   int nblocks, capblocks;
   size_t used;
-  /* faults: 2 words of pinned host memory mapped into the GPU (iris_device_ctx_t.fault) */
+  /* faults: IRIS_FAULT_WORDS words of pinned host memory mapped into the GPU
+   * (iris_device_ctx_t.fault; internal/layout.h) */
   unsigned long long *fault_host, *fault_dev;
   int64_t pids[IRIS_MAX_RANKS]; /* the ranks' process ids (0: unknown or another pid namespace) */
   /* call order across streams (iris_detail_order_*): the last eager call's event and

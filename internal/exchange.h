@@ -5,8 +5,12 @@
 #ifndef IRIS_INTERNAL_EXCHANGE_H
 #define IRIS_INTERNAL_EXCHANGE_H
 
+/* One rank's record, sent as its bytes in the bring-up allgather (the ranks of a node run
+ * one build on one host: the rendezvous checked the hello's size and version). The
+ * records of a node's ranks arrive in rank order; rank and world are node-local (the
+ * world's in a single-node world). */
 typedef struct iris_detail_record {
-  uint32_t magic, version;
+  uint32_t magic, version; /* IRIS_DETAIL_MAGIC, IRIS_VERSION */
   int32_t rank, world;
   uint64_t heap_size;
   int32_t heap_memory, device;
@@ -15,13 +19,24 @@ typedef struct iris_detail_record {
   uint32_t uid;
   int32_t status; /* non-zero: this rank failed to set up; err says why */
   unsigned char proc_token[IRIS_DETAIL_TOKEN_BYTES]; /* iris_detail_process_token() */
-  uint64_t base;
+  uint64_t base;  /* the heap's address in the sender's process (peer access in one process) */
   char host[64];
   char boot_id[48];
   char pci[32];
-  unsigned char ipc[64];
+  unsigned char ipc[64]; /* the heap's IPC handle (iris_gpu_ipc_handle_t) */
   char err[256];
 } iris_detail_record_t;
+IRIS_DETAIL_STATIC_ASSERT(offsetof(iris_detail_record_t, rank) == 8 && offsetof(iris_detail_record_t, heap_size) == 16 &&
+                              offsetof(iris_detail_record_t, heap_memory) == 24 && offsetof(iris_detail_record_t, pid) == 32 &&
+                              offsetof(iris_detail_record_t, pidns) == 40 && offsetof(iris_detail_record_t, uid) == 48 &&
+                              offsetof(iris_detail_record_t, status) == 52 && offsetof(iris_detail_record_t, proc_token) == 56,
+                          exchange_record_head_offsets);
+IRIS_DETAIL_STATIC_ASSERT(IRIS_DETAIL_TOKEN_BYTES == 16 && offsetof(iris_detail_record_t, base) == 72 && offsetof(iris_detail_record_t, host) == 80 &&
+                              offsetof(iris_detail_record_t, boot_id) == 144 && offsetof(iris_detail_record_t, pci) == 192 &&
+                              offsetof(iris_detail_record_t, ipc) == 224 && offsetof(iris_detail_record_t, err) == 288 &&
+                              sizeof(iris_detail_record_t) == 544,
+                          exchange_record_tail_offsets);
+IRIS_DETAIL_STATIC_ASSERT(sizeof(iris_gpu_ipc_handle_t) <= sizeof(((iris_detail_record_t *)0)->ipc), exchange_record_holds_ipc_handle);
 
 IRIS_INTERNAL void iris_detail_host_identity(iris_detail_record_t *rec) {
   FILE *f;

@@ -9,13 +9,14 @@ static const char *const iris_detail_site_names[IRIS_SITE_COUNT] = {"a wait in a
                                                                     "an LL data line", "a progress flag", "a GEMM tile flag"};
 static const char *const iris_detail_coll_names[] = {"", "iris_all_reduce", "iris_all_gather", "iris_reduce_scatter", "iris_all_to_all", "iris_broadcast",
                                                      "iris_barrier_device", "an all-gather + GEMM plan"};
+/* Word `which` (IRIS_FAULT_WORD_*) of the context; 0 when it has none. */
 IRIS_INTERNAL unsigned long long iris_detail_fault_read(const iris_t *ctx, int which) {
   return ctx->fault_host ? __atomic_load_n(ctx->fault_host + which, __ATOMIC_ACQUIRE) : 0;
 }
 /* Names a fault word in the thread's detail; returns its status. */
 IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned long long f) {
-  const unsigned kind = (unsigned)(f >> 56), peer = (unsigned)(f >> 48) & 0xff, site = (unsigned)(f >> 32) & 0xffff, call = (unsigned)f;
-  const unsigned coll = site >> 8, what = site & 0xff;
+  const unsigned kind = IRIS_FAULT_KIND(f), peer = IRIS_FAULT_PEER(f), site = IRIS_FAULT_SITE(f), call = IRIS_FAULT_CALL(f);
+  const unsigned coll = IRIS_FAULT_SITE_COLL(site), what = IRIS_FAULT_SITE_WHAT(site);
   const char *cname = coll < sizeof iris_detail_coll_names / sizeof iris_detail_coll_names[0] ? iris_detail_coll_names[coll] : "?";
   const char *wname = what < IRIS_SITE_COUNT ? iris_detail_site_names[what] : "?";
   char who[48];
@@ -38,21 +39,22 @@ IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned
 IRIS_DEF iris_status_t iris_detail_check_fault(const iris_t *ctx) {
   unsigned long long f;
   if (ctx && !IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "a call on this context");
-  f = ctx ? iris_detail_fault_read(ctx, 0) : 0;
+  f = ctx ? iris_detail_fault_read(ctx, IRIS_FAULT_WORD_FATAL) : 0;
   return f ? iris_detail_fault_status(ctx, f) : IRIS_SUCCESS;
 }
 IRIS_DEF iris_status_t iris_get_async_error(iris_t *ctx) {
   unsigned long long f;
   IRIS_DETAIL_LIVE(ctx, "iris_get_async_error");
-  if ((f = iris_detail_fault_read(ctx, 0)) != 0) return iris_detail_fault_status(ctx, f);
-  if (ctx->fault_host && (f = __atomic_exchange_n(ctx->fault_host + 1, 0ULL, __ATOMIC_ACQ_REL)) != 0) return iris_detail_fault_status(ctx, f);
+  if ((f = iris_detail_fault_read(ctx, IRIS_FAULT_WORD_FATAL)) != 0) return iris_detail_fault_status(ctx, f);
+  if (ctx->fault_host && (f = __atomic_exchange_n(ctx->fault_host + IRIS_FAULT_WORD_MISMATCH, 0ULL, __ATOMIC_ACQ_REL)) != 0)
+    return iris_detail_fault_status(ctx, f);
   return IRIS_SUCCESS;
 }
 IRIS_DEF iris_status_t iris_abort(iris_t *ctx) {
   unsigned long long zero = 0;
   IRIS_DETAIL_LIVE(ctx, "iris_abort");
   if (ctx->fault_host)
-    __atomic_compare_exchange_n(ctx->fault_host, &zero, IRIS_FAULT_MAKE(IRIS_FAULT_ABORT, 0xff, 0, 0), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    __atomic_compare_exchange_n(ctx->fault_host + IRIS_FAULT_WORD_FATAL, &zero, IRIS_FAULT_MAKE(IRIS_FAULT_ABORT, 0xff, 0, 0), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   return IRIS_SUCCESS;
 }
 

@@ -132,9 +132,14 @@ IRIS_DEF iris_status_t iris_free(iris_t *ctx, void *ptr) {
   return IRIS_SUCCESS;
 }
 
-/* The live blocks (offset, bytes asked for), hashed: equal on every rank exactly when
- * the same allocations are live at the same offsets. */
-IRIS_INTERNAL void iris_detail_layout(const iris_t *ctx, uint64_t out[2]) {
+/* A rank's live blocks as iris_heap_verify exchanges them: their count, and their
+ * (offset, bytes asked for) hashed; equal on every rank exactly when the same
+ * allocations are live at the same offsets. */
+typedef struct iris_detail_heap_layout {
+  uint64_t blocks, hash;
+} iris_detail_heap_layout_t;
+IRIS_DETAIL_STATIC_ASSERT(sizeof(iris_detail_heap_layout_t) == 16 && offsetof(iris_detail_heap_layout_t, hash) == 8, heap_layout_layout);
+IRIS_INTERNAL void iris_detail_layout(const iris_t *ctx, iris_detail_heap_layout_t *out) {
   uint64_t h = 14695981039346656037ULL, n = 0;
   int i;
   for (i = 0; i < ctx->nblocks; i++) {
@@ -142,31 +147,31 @@ IRIS_INTERNAL void iris_detail_layout(const iris_t *ctx, uint64_t out[2]) {
     h = iris_detail_fnv(iris_detail_fnv(h, ctx->blocks[i].off), ctx->blocks[i].req);
     n++;
   }
-  out[0] = n;
-  out[1] = h;
+  out->blocks = n;
+  out->hash = h;
 }
 
 IRIS_DEF iris_status_t iris_heap_verify(iris_t *ctx) {
-  uint64_t mine[2], *all;
+  iris_detail_heap_layout_t mine, *all;
   unsigned char bad[IRIS_MAX_RANKS];
   char list[512];
   int r, nbad = 0;
   iris_status_t st;
   IRIS_DETAIL_LIVE(ctx, "iris_heap_verify");
-  all = (uint64_t *)malloc(sizeof mine * (size_t)ctx->local_size);
+  all = (iris_detail_heap_layout_t *)malloc(sizeof mine * (size_t)ctx->local_size);
   if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-  iris_detail_layout(ctx, mine);
-  st = iris_detail_comm_allgather(ctx, mine, all, sizeof mine, ctx->barrier_timeout_ms);
+  iris_detail_layout(ctx, &mine);
+  st = iris_detail_comm_allgather(ctx, &mine, all, sizeof mine, ctx->barrier_timeout_ms);
   if (st == IRIS_SUCCESS) {
     for (r = 0; r < ctx->local_size; r++) {
-      bad[r] = (unsigned char)(all[2 * r] != all[0] || all[2 * r + 1] != all[1]);
+      bad[r] = (unsigned char)(all[r].blocks != all[0].blocks || all[r].hash != all[0].hash);
       nbad += bad[r];
     }
     if (nbad)
       st = iris_detail_fail(IRIS_ERROR_MISMATCH,
                             "rank %d: symmetric-heap allocations diverge: ranks %s hold different live blocks than rank 0 (%llu blocks there); "
                             "every rank must make the same iris_malloc/iris_free calls with the same sizes, in the same order",
-                            ctx->local_rank, iris_detail_rank_list(bad, ctx->local_size, list, sizeof list), (unsigned long long)all[0]);
+                            ctx->local_rank, iris_detail_rank_list(bad, ctx->local_size, list, sizeof list), (unsigned long long)all[0].blocks);
   }
   free(all);
   return st;

@@ -284,7 +284,7 @@ IRIS_DEF iris_status_t iris_barrier(iris_t *ctx) {
 #if defined(IRIS_DEBUG)
   if (st == IRIS_SUCCESS) st = iris_heap_verify(ctx);
 #endif
-  if (st == IRIS_SUCCESS && ctx->fault_host && iris_detail_fault_read(ctx, 1)) st = iris_get_async_error(ctx); /* a pending mismatch */
+  if (st == IRIS_SUCCESS && ctx->fault_host && iris_detail_fault_read(ctx, IRIS_FAULT_WORD_MISMATCH)) st = iris_get_async_error(ctx); /* a pending mismatch */
   return st;
 }
 

@@ -166,10 +166,13 @@ IRIS_INTERNAL iris_status_t iris_detail_nccl_load(const iris_detail_nccl_lib_t *
  * so all fail alike (no partial context) and NCCL's init starts only once every rank
  * is ready for it. NCCL's own connection waits are bounded by NCCL, not timeout_ms. */
 typedef struct iris_detail_rail_msg {
-  int32_t status;
+  int32_t status; /* non-zero: this rank failed (an iris_status_t); err says why */
   char err[220];
-  iris_detail_nccl_id_t id;
+  iris_detail_nccl_id_t id; /* the node-0 member's ncclUniqueId (the others: zeros) */
 } iris_detail_rail_msg_t;
+IRIS_DETAIL_STATIC_ASSERT(sizeof(iris_detail_nccl_id_t) == 128 && offsetof(iris_detail_rail_msg_t, err) == 4 &&
+                              offsetof(iris_detail_rail_msg_t, id) == 224 && sizeof(iris_detail_rail_msg_t) == 352,
+                          rail_message_layout);
 IRIS_INTERNAL iris_status_t iris_detail_rail_agree(iris_t *ctx, iris_detail_rail_msg_t *me, iris_detail_rail_msg_t *all) {
   iris_status_t st;
   int r;

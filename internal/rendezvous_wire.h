@@ -14,20 +14,34 @@
 #define IRIS_INTERNAL_RENDEZVOUS_WIRE_H
 
 #define IRIS_DETAIL_MAGIC 0x53495249u /* "IRIS" */
-enum { IRIS_DETAIL_HELLO = 1, IRIS_DETAIL_WELCOME, IRIS_DETAIL_GATHER, IRIS_DETAIL_TABLE, IRIS_DETAIL_ERROR };
+/* What a frame carries (iris_detail_frame_t.type). */
+enum iris_detail_frame_type { IRIS_DETAIL_HELLO = 1, IRIS_DETAIL_WELCOME, IRIS_DETAIL_GATHER, IRIS_DETAIL_TABLE, IRIS_DETAIL_ERROR };
 
+/* Every message starts with this header, sent as its bytes (host byte order: the ranks of
+ * one job run one build of iris on one architecture; a rank of another build is told so
+ * by the size of its hello). len payload bytes follow: the hello (HELLO), this rank's
+ * block (GATHER), every rank's blocks (TABLE), a terminated message (ERROR, whose status
+ * is the iris_status_t the receiver returns). */
 typedef struct iris_detail_frame {
-  uint32_t magic, type;
-  int32_t rank, status;
-  uint64_t seq, len;
+  uint32_t magic, type; /* IRIS_DETAIL_MAGIC, an iris_detail_frame_type */
+  int32_t rank, status; /* the sender's rank; ERROR: an iris error status, else 0 */
+  uint64_t seq, len;    /* the collective's number (0 at bring-up), the payload's bytes */
 } iris_detail_frame_t;
+IRIS_DETAIL_STATIC_ASSERT(sizeof(iris_detail_frame_t) == 32 && offsetof(iris_detail_frame_t, type) == 4 && offsetof(iris_detail_frame_t, rank) == 8 &&
+                              offsetof(iris_detail_frame_t, status) == 12 && offsetof(iris_detail_frame_t, seq) == 16 &&
+                              offsetof(iris_detail_frame_t, len) == 24,
+                          rendezvous_frame_layout);
 
+/* A rank's HELLO payload: what rank 0 compares before it lets the rank in. */
 #define IRIS_DETAIL_JOB_BYTES 128
 typedef struct iris_detail_hello {
   uint32_t version, world;
   uint64_t heap_size;
   char job[IRIS_DETAIL_JOB_BYTES]; /* the job token, terminated */
 } iris_detail_hello_t;
+IRIS_DETAIL_STATIC_ASSERT(sizeof(iris_detail_hello_t) == 16 + IRIS_DETAIL_JOB_BYTES && offsetof(iris_detail_hello_t, world) == 4 &&
+                              offsetof(iris_detail_hello_t, heap_size) == 8 && offsetof(iris_detail_hello_t, job) == 16,
+                          rendezvous_hello_layout);
 
 struct iris_rendezvous {
   int rank, world, timeout_ms;

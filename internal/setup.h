@@ -96,9 +96,9 @@ IRIS_INTERNAL iris_status_t iris_detail_setup_gpu(iris_t *ctx, iris_detail_recor
   IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_synchronize());
   {
     void *h = NULL, *d = NULL;
-    IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_host_alloc_mapped(&h, 2 * sizeof(unsigned long long)));
+    IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_host_alloc_mapped(&h, IRIS_FAULT_WORDS * sizeof(unsigned long long)));
     ctx->fault_host = (unsigned long long *)h;
-    ctx->fault_host[0] = ctx->fault_host[1] = 0;
+    ctx->fault_host[IRIS_FAULT_WORD_FATAL] = ctx->fault_host[IRIS_FAULT_WORD_MISMATCH] = 0;
     IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_host_device_ptr(&d, h));
     ctx->fault_dev = (unsigned long long *)d;
   }
