@@ -83,6 +83,11 @@
  * Threads
  *   An iris_t is used by one host thread at a time. In mode 3, iris_barrier() on a
  *   context blocks until one thread per context has called it.
+ *
+ * Files
+ *   This header is the contract. Its implementation lies in internal/, one file per
+ *   topic (rendezvous, heap, bring-up, launcher, ...), included at the end of this file
+ *   under IRIS_IMPLEMENTATION. Vendoring: copy the root headers and the folder internal/.
  */
 #ifndef IRIS_H
 #define IRIS_H
