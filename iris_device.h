@@ -118,37 +118,9 @@ typedef enum iris_cmp { IRIS_CMP_EQ = 0, IRIS_CMP_NE, IRIS_CMP_GE, IRIS_CMP_GT, 
  */
 
 /* =============================================================== debug checks == */
-IRIS_DEVICE_INLINE void iris_detail_trap(void) {
-#if defined(IRIS_USE_HIP)
-  __builtin_trap();
-#else
-  __trap();
-#endif
-}
-
-#if defined(IRIS_DEBUG)
-IRIS_DEVICE_INLINE void iris_detail_check(const iris_device_ctx_t &ctx, const void *p, size_t bytes, int rank, const char *what) {
-  uintptr_t a = (uintptr_t)p, b = (uintptr_t)ctx.bases[ctx.local_rank];
-  if (rank < 0 || rank >= ctx.world_size) {
-    printf("iris: %s on rank %d (block %d, thread %d): target rank %d outside [0, %d)\n", what, ctx.rank, (int)blockIdx.x, (int)threadIdx.x, rank,
-           ctx.world_size);
-    iris_detail_trap();
-  }
-  if (rank / ctx.local_size != ctx.node) {
-    printf("iris: %s on rank %d (block %d, thread %d): target rank %d is on node %d, not on this rank's node %d: device RMA reaches only the ranks of "
-           "one node (docs/multinode.md)\n", what, ctx.rank, (int)blockIdx.x, (int)threadIdx.x, rank, rank / ctx.local_size, ctx.node);
-    iris_detail_trap();
-  }
-  if (a < b || a + bytes > b + ctx.heap_size) {
-    printf("iris: %s on rank %d (block %d, thread %d): pointer %p (+%llu bytes) is outside the symmetric heap [%p, %p)\n", what, ctx.rank, (int)blockIdx.x,
-           (int)threadIdx.x, p, (unsigned long long)bytes, (void *)b, (void *)(b + ctx.heap_size));
-    iris_detail_trap();
-  }
-}
-#define IRIS_DETAIL_CHECK(ctx, p, bytes, rank, what) iris_detail_check(ctx, p, bytes, rank, what)
-#else
-#define IRIS_DETAIL_CHECK(ctx, p, bytes, rank, what) ((void)0)
-#endif
+/* IRIS_DETAIL_CHECK(ctx, p, bytes, rank, what): under IRIS_DEBUG, every remote access
+ * checks its rank and its pointer and traps naming `what`; else nothing. */
+#include "internal/device_debug.h"
 
 /* ================================================================ translation == */
 
@@ -247,219 +219,9 @@ IRIS_DEVICE_INLINE void iris_copy_bulk(const iris_device_ctx_t &ctx, void *dst, 
   iris_copy_bytes(iris_translate(ctx, (char *)dst, to_rank), iris_translate(ctx, (const char *)src, from_rank), bytes, tid, nthreads);
 }
 
-/* ============================================================ atomic primitives ==
- * iris_detail_* work on canonical types: unsigned, unsigned long long, int, long long,
- * float, double. The public templates below map any 4/8-byte type onto them. */
-#if defined(IRIS_USE_HIP)
-
-/* Order and scope as integral constants (clang wants literal-like constants here). */
-template <iris_order_t O, iris_scope_t S>
-struct iris_detail_hip {
-  static constexpr int order = O == IRIS_ORDER_RELAXED ? __ATOMIC_RELAXED
-                               : O == IRIS_ORDER_ACQUIRE ? __ATOMIC_ACQUIRE
-                               : O == IRIS_ORDER_RELEASE ? __ATOMIC_RELEASE
-                                                         : __ATOMIC_ACQ_REL;
-  /* a failed CAS only loads */
-  static constexpr int fail_order = (O == IRIS_ORDER_ACQUIRE || O == IRIS_ORDER_ACQ_REL) ? __ATOMIC_ACQUIRE : __ATOMIC_RELAXED;
-  static constexpr int scope = S == IRIS_SCOPE_BLOCK ? __HIP_MEMORY_SCOPE_WORKGROUP : S == IRIS_SCOPE_DEVICE ? __HIP_MEMORY_SCOPE_AGENT : __HIP_MEMORY_SCOPE_SYSTEM;
-};
-#define IRIS_DETAIL_HIP_RMW(NAME, BUILTIN)                                                                   \
-  template <iris_order_t O, iris_scope_t S, typename T>                                                    \
-  IRIS_DEVICE_INLINE T iris_detail_##NAME(T *p, T v) {                                                     \
-    return BUILTIN(p, v, iris_detail_hip<O, S>::order, iris_detail_hip<O, S>::scope);                          \
-  }
-IRIS_DETAIL_HIP_RMW(add, __hip_atomic_fetch_add)
-IRIS_DETAIL_HIP_RMW(and, __hip_atomic_fetch_and)
-IRIS_DETAIL_HIP_RMW(or, __hip_atomic_fetch_or)
-IRIS_DETAIL_HIP_RMW(xor, __hip_atomic_fetch_xor)
-IRIS_DETAIL_HIP_RMW(min, __hip_atomic_fetch_min)
-IRIS_DETAIL_HIP_RMW(max, __hip_atomic_fetch_max)
-IRIS_DETAIL_HIP_RMW(xchg, __hip_atomic_exchange)
-#undef IRIS_DETAIL_HIP_RMW
-template <iris_order_t O, iris_scope_t S, typename T>
-IRIS_DEVICE_INLINE T iris_detail_cas(T *p, T expected, T desired) {
-  __hip_atomic_compare_exchange_strong(p, &expected, desired, iris_detail_hip<O, S>::order, iris_detail_hip<O, S>::fail_order, iris_detail_hip<O, S>::scope);
-  return expected; /* the old value, whether or not the exchange happened */
-}
-template <iris_order_t O, iris_scope_t S, typename T>
-IRIS_DEVICE_INLINE T iris_detail_load(const T *p) {
-  return __hip_atomic_load(p, iris_detail_hip<O, S>::order, iris_detail_hip<O, S>::scope);
-}
-template <iris_order_t O, iris_scope_t S, typename T>
-IRIS_DEVICE_INLINE void iris_detail_store(T *p, T v) {
-  __hip_atomic_store(p, v, iris_detail_hip<O, S>::order, iris_detail_hip<O, S>::scope);
-}
-#define IRIS_DETAIL_HIP_FENCE(SCOPE)                                                   \
-  do {                                                                                 \
-    if (O == IRIS_ORDER_ACQUIRE) __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, SCOPE);      \
-    else if (O == IRIS_ORDER_RELEASE) __builtin_amdgcn_fence(__ATOMIC_RELEASE, SCOPE); \
-    else __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, SCOPE);                              \
-  } while (0)
-template <iris_order_t O, iris_scope_t S>
-IRIS_DEVICE_INLINE void iris_detail_fence() {
-  if (O == IRIS_ORDER_RELAXED) return;
-  if (S == IRIS_SCOPE_BLOCK) IRIS_DETAIL_HIP_FENCE("workgroup");
-  else if (S == IRIS_SCOPE_DEVICE) IRIS_DETAIL_HIP_FENCE("agent");
-  else IRIS_DETAIL_HIP_FENCE("");
-}
-#undef IRIS_DETAIL_HIP_FENCE
-IRIS_DEVICE_INLINE unsigned long long iris_detail_time_ns(void) {
-  return __builtin_amdgcn_s_memrealtime() * 10ULL; /* 100 MHz constant clock on CDNA */
-}
-
-#else /* CUDA: PTX with explicit semantics and scope */
-
-/* Expands M(".sem", ".scope", ...) for the (O, S) pair; the branches are
- * compile-time constants, so exactly one asm statement survives. */
-#define IRIS_DETAIL_SEM_SCOPE(O, S, M, ...)                                                                                          \
-  do {                                                                                                                             \
-    if ((S) == IRIS_SCOPE_BLOCK) {                                                                                                   \
-      if ((O) == IRIS_ORDER_RELAXED) M(".relaxed", ".cta", __VA_ARGS__) else if ((O) == IRIS_ORDER_ACQUIRE) M(".acquire", ".cta", __VA_ARGS__) \
-      else if ((O) == IRIS_ORDER_RELEASE) M(".release", ".cta", __VA_ARGS__) else M(".acq_rel", ".cta", __VA_ARGS__)                    \
-    } else if ((S) == IRIS_SCOPE_DEVICE) {                                                                                           \
-      if ((O) == IRIS_ORDER_RELAXED) M(".relaxed", ".gpu", __VA_ARGS__) else if ((O) == IRIS_ORDER_ACQUIRE) M(".acquire", ".gpu", __VA_ARGS__) \
-      else if ((O) == IRIS_ORDER_RELEASE) M(".release", ".gpu", __VA_ARGS__) else M(".acq_rel", ".gpu", __VA_ARGS__)                    \
-    } else {                                                                                                                       \
-      if ((O) == IRIS_ORDER_RELAXED) M(".relaxed", ".sys", __VA_ARGS__) else if ((O) == IRIS_ORDER_ACQUIRE) M(".acquire", ".sys", __VA_ARGS__) \
-      else if ((O) == IRIS_ORDER_RELEASE) M(".release", ".sys", __VA_ARGS__) else M(".acq_rel", ".sys", __VA_ARGS__)                    \
-    }                                                                                                                              \
-  } while (0)
-
-#define IRIS_DETAIL_ATOM_ASM(SEM, SCOPE, OP, C)                                                                        \
-  { asm volatile("atom" SEM SCOPE ".global." OP " %0, [%1], %2;" : "=" C(r) : "l"(p), C(v) : "memory"); }
-#define IRIS_DETAIL_PTX_RMW(NAME, CT, OP, C)                                      \
-  template <iris_order_t O, iris_scope_t S>                                       \
-  IRIS_DEVICE_INLINE CT iris_detail_##NAME(CT *p, CT v) {                         \
-    CT r;                                                                         \
-    IRIS_DETAIL_SEM_SCOPE(O, S, IRIS_DETAIL_ATOM_ASM, OP, C);                     \
-    return r;                                                                     \
-  }
-IRIS_DETAIL_PTX_RMW(add, unsigned, "add.u32", "r")
-IRIS_DETAIL_PTX_RMW(add, unsigned long long, "add.u64", "l")
-IRIS_DETAIL_PTX_RMW(add, float, "add.f32", "f")
-IRIS_DETAIL_PTX_RMW(add, double, "add.f64", "d")
-IRIS_DETAIL_PTX_RMW(and, unsigned, "and.b32", "r")
-IRIS_DETAIL_PTX_RMW(and, unsigned long long, "and.b64", "l")
-IRIS_DETAIL_PTX_RMW(or, unsigned, "or.b32", "r")
-IRIS_DETAIL_PTX_RMW(or, unsigned long long, "or.b64", "l")
-IRIS_DETAIL_PTX_RMW(xor, unsigned, "xor.b32", "r")
-IRIS_DETAIL_PTX_RMW(xor, unsigned long long, "xor.b64", "l")
-IRIS_DETAIL_PTX_RMW(min, unsigned, "min.u32", "r")
-IRIS_DETAIL_PTX_RMW(min, unsigned long long, "min.u64", "l")
-IRIS_DETAIL_PTX_RMW(min, int, "min.s32", "r")
-IRIS_DETAIL_PTX_RMW(min, long long, "min.s64", "l")
-IRIS_DETAIL_PTX_RMW(max, unsigned, "max.u32", "r")
-IRIS_DETAIL_PTX_RMW(max, unsigned long long, "max.u64", "l")
-IRIS_DETAIL_PTX_RMW(max, int, "max.s32", "r")
-IRIS_DETAIL_PTX_RMW(max, long long, "max.s64", "l")
-IRIS_DETAIL_PTX_RMW(xchg, unsigned, "exch.b32", "r")
-IRIS_DETAIL_PTX_RMW(xchg, unsigned long long, "exch.b64", "l")
-#undef IRIS_DETAIL_PTX_RMW
-#undef IRIS_DETAIL_ATOM_ASM
-
-#define IRIS_DETAIL_CAS_ASM(SEM, SCOPE, OP, C)                                                                                      \
-  { asm volatile("atom" SEM SCOPE ".global." OP " %0, [%1], %2, %3;" : "=" C(r) : "l"(p), C(expected), C(desired) : "memory"); }
-template <iris_order_t O, iris_scope_t S>
-IRIS_DEVICE_INLINE unsigned iris_detail_cas(unsigned *p, unsigned expected, unsigned desired) {
-  unsigned r;
-  IRIS_DETAIL_SEM_SCOPE(O, S, IRIS_DETAIL_CAS_ASM, "cas.b32", "r");
-  return r;
-}
-template <iris_order_t O, iris_scope_t S>
-IRIS_DEVICE_INLINE unsigned long long iris_detail_cas(unsigned long long *p, unsigned long long expected, unsigned long long desired) {
-  unsigned long long r;
-  IRIS_DETAIL_SEM_SCOPE(O, S, IRIS_DETAIL_CAS_ASM, "cas.b64", "l");
-  return r;
-}
-#undef IRIS_DETAIL_CAS_ASM
-
-/* ld.relaxed / ld.acquire and st.relaxed / st.release; other orders are rejected by
- * the public templates. */
-#define IRIS_DETAIL_LD_ASM(SEM, SCOPE, OP, C) \
-  { asm volatile("ld" SEM SCOPE ".global." OP " %0, [%1];" : "=" C(r) : "l"(p) : "memory"); }
-#define IRIS_DETAIL_ST_ASM(SEM, SCOPE, OP, C) \
-  { asm volatile("st" SEM SCOPE ".global." OP " [%0], %1;" ::"l"(p), C(v) : "memory"); }
-#define IRIS_DETAIL_PTX_LDST(CT, OP, C)                                                                                     \
-  template <iris_order_t O, iris_scope_t S>                                                                                 \
-  IRIS_DEVICE_INLINE CT iris_detail_load(const CT *p) {                                                                     \
-    CT r;                                                                                                                   \
-    IRIS_DETAIL_SEM_SCOPE(O == IRIS_ORDER_RELAXED ? IRIS_ORDER_RELAXED : IRIS_ORDER_ACQUIRE, S, IRIS_DETAIL_LD_ASM, OP, C); \
-    return r;                                                                                                               \
-  }                                                                                                                         \
-  template <iris_order_t O, iris_scope_t S>                                                                                 \
-  IRIS_DEVICE_INLINE void iris_detail_store(CT *p, CT v) {                                                                  \
-    IRIS_DETAIL_SEM_SCOPE(O == IRIS_ORDER_RELAXED ? IRIS_ORDER_RELAXED : IRIS_ORDER_RELEASE, S, IRIS_DETAIL_ST_ASM, OP, C); \
-  }
-IRIS_DETAIL_PTX_LDST(unsigned, "u32", "r")
-IRIS_DETAIL_PTX_LDST(unsigned long long, "u64", "l")
-IRIS_DETAIL_PTX_LDST(float, "f32", "f")
-IRIS_DETAIL_PTX_LDST(double, "f64", "d")
-#undef IRIS_DETAIL_PTX_LDST
-#undef IRIS_DETAIL_LD_ASM
-#undef IRIS_DETAIL_ST_ASM
-
-#define IRIS_DETAIL_FENCE_ASM(SEM, SCOPE, UNUSED) \
-  { asm volatile("fence.acq_rel" SCOPE ";" ::: "memory"); }
-template <iris_order_t O, iris_scope_t S>
-IRIS_DEVICE_INLINE void iris_detail_fence() {
-  if (O == IRIS_ORDER_RELAXED) return;
-  IRIS_DETAIL_SEM_SCOPE(IRIS_ORDER_ACQ_REL, S, IRIS_DETAIL_FENCE_ASM, 0);
-}
-#undef IRIS_DETAIL_FENCE_ASM
-
-IRIS_DEVICE_INLINE unsigned long long iris_detail_time_ns(void) {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-#endif /* vendor */
-
-/* Bounded spinning: call once per poll. Reads the clock every 256 polls and returns true
- * once IRIS_WAIT_TIMEOUT_NS has passed since the first reading. */
-IRIS_DEVICE_INLINE bool iris_detail_spin_expired(unsigned &spins, unsigned long long &start) {
-  if ((++spins & 255) != 0) return false;
-  const unsigned long long now = iris_detail_time_ns();
-  if (!start) {
-    start = now;
-    return false;
-  }
-  return now - start > (unsigned long long)IRIS_WAIT_TIMEOUT_NS;
-}
-
-/* Records a fault in the context's fault word (system scope, so the host and every
- * kernel of the context see it; an earlier fault is kept, so the word names the first
- * one, give or take a race between two recorders). kind: IRIS_FAULT_*; word 0 is fatal,
- * IRIS_FAULT_MISMATCH goes to word 1. The words are pinned host memory, where GPU
- * atomics need not be atomic across PCIe: a load and a store, no read-modify-write. */
-IRIS_DEVICE_INLINE void iris_detail_record_fault(const iris_device_ctx_t &ctx, unsigned kind, int peer, unsigned site, unsigned call) {
-  if (!ctx.fault) return;
-  unsigned long long *w = ctx.fault + (kind == IRIS_FAULT_MISMATCH ? 1 : 0);
-  if (iris_detail_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>((const unsigned long long *)w) == 0)
-    iris_detail_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(w, IRIS_FAULT_MAKE(kind, peer, site, call));
-}
-/* Whether the context has a fatal fault (a wait of any kernel of it ran out, or
- * iris_abort): then every wait gives up. Reads pinned host memory: call it rarely. */
-IRIS_DEVICE_INLINE bool iris_detail_faulted(const iris_device_ctx_t &ctx) {
-  return ctx.fault && iris_detail_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>((const unsigned long long *)ctx.fault) != 0;
-}
-/* Bounded spinning for a wait of `ctx`: call once per poll. Every 256 polls it reads the
- * clock and the context's fault word: true once IRIS_WAIT_TIMEOUT_NS has passed since
- * the first reading (then it records a timeout fault naming `peer`, `site` and `call`),
- * or as soon as the context has a fatal fault (another wait ran out, iris_abort), so one
- * expired wait never makes every later wait of the context spin out its own bound. */
-IRIS_DEVICE_INLINE bool iris_detail_wait_expired(const iris_device_ctx_t &ctx, unsigned &spins, unsigned long long &start, int peer, unsigned site,
-                                                 unsigned call) {
-  if ((++spins & 255) != 0) return false;
-  if (iris_detail_faulted(ctx)) return true;
-  const unsigned long long now = iris_detail_time_ns();
-  if (!start) {
-    start = now;
-    return false;
-  }
-  if (now - start <= (unsigned long long)IRIS_WAIT_TIMEOUT_NS) return false;
-  iris_detail_record_fault(ctx, IRIS_FAULT_TIMEOUT, peer, site, call);
-  return true;
-}
+/* ============================================================ atomic primitives == */
+/* Per order and scope: PTX on NVIDIA, __hip_atomic_* on AMD, and the device clock. */
+#include "internal/device_atomics.h"
 
 /* ================================================================ public atomics == */
 /* Value parameters take their type from the pointer (not deduced), so
@@ -593,18 +355,6 @@ IRIS_HOST_DEVICE inline bool iris_epoch_reached(T got, IRIS_DETAIL_V(T) target) 
   typedef typename iris_detail_bits<T>::signed_type I;
   return (I)((U)got - (U)target) >= 0;
 }
-template <typename T>
-IRIS_DEVICE_INLINE bool iris_detail_compare(T got, iris_cmp_t cmp, T value) {
-  switch (cmp) {
-  case IRIS_CMP_EQ: return got == value;
-  case IRIS_CMP_NE: return got != value;
-  case IRIS_CMP_GE: return got >= value;
-  case IRIS_CMP_GT: return got > value;
-  case IRIS_CMP_LE: return got <= value;
-  case IRIS_CMP_LT: return got < value;
-  default: return iris_epoch_reached(got, value);
-  }
-}
 
 /* One thread. Release-store value into to_rank's flag at scope S: this thread's
  * earlier writes (and, after a __syncthreads(), its block's) are visible to any thread
@@ -629,40 +379,9 @@ IRIS_DEVICE_INLINE T iris_signal_add_relaxed(const iris_device_ctx_t &ctx, T *fl
   return iris_atomic_add<IRIS_ORDER_RELAXED, S>(ctx, flag, inc, to_rank);
 }
 
-template <iris_order_t O, iris_scope_t S, typename T>
-IRIS_DEVICE_INLINE bool iris_detail_wait(const iris_device_ctx_t &ctx, const T *flag, iris_cmp_t cmp, IRIS_DETAIL_V(T) value, const char *what) {
-  unsigned long long start = 0;
-  unsigned spins = 0;
-  T got;
-  IRIS_DETAIL_CHECK(ctx, flag, sizeof(T), ctx.rank, what);
-  for (;;) {
-#if defined(IRIS_USE_HIP)
-    /* AMD: an acquire invalidates caches, so poll relaxed and confirm with one acquire */
-    got = iris_atomic_load<IRIS_ORDER_RELAXED, S>(flag);
-    if (iris_detail_compare(got, cmp, value)) {
-      if (O == IRIS_ORDER_RELAXED) return true;
-      got = iris_atomic_load<IRIS_ORDER_ACQUIRE, S>(flag);
-      if (iris_detail_compare(got, cmp, value)) return true;
-    }
-#else
-    /* NVIDIA: an acquire load of local memory is cheap, and polling with it saves the
-     * confirming load (measured: 2.65 against 3.0 us per round trip on H200) */
-    got = iris_atomic_load<O == IRIS_ORDER_RELAXED ? IRIS_ORDER_RELAXED : IRIS_ORDER_ACQUIRE, S>(flag);
-    if (iris_detail_compare(got, cmp, value)) return true;
-#endif
-    if (iris_detail_wait_expired(ctx, spins, start, 0xff, IRIS_SITE_USER, 0)) break;
-  }
-#if defined(IRIS_DEBUG)
-  printf("iris: wait '%s' timed out on rank %d (block %d, thread %d) after %.1f s: flag %p holds %llu, waiting for cmp %d against %llu\n", what, ctx.rank,
-         (int)blockIdx.x, (int)threadIdx.x, (double)IRIS_WAIT_TIMEOUT_NS * 1e-9, (const void *)flag, (unsigned long long)got, (int)cmp,
-         (unsigned long long)value);
-  iris_detail_trap();
-#endif
-  (void)got;
-  (void)ctx;
-  (void)what;
-  return false;
-}
+/* The bounded spin, the fault words and the wait loop behind the waits below. */
+#include "internal/device_wait.h"
+
 /* One thread. Spin until this rank's flag (a local heap address) satisfies
  * `flag cmp value`, then acquire at scope S: the writes the signalling side released
  * are visible. Returns false if IRIS_WAIT_TIMEOUT_NS passes first (IRIS_DEBUG: reports
