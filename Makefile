@@ -76,7 +76,7 @@ check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940: | $(B)
 	bash tests/codegen/check.sh $(subst check-codegen-,,$@)
 
 # ---------------------------------------------------------------- test programs
-$(B)/host_test: tests/host_test.c iris.h iris_collectives.h | $(B)
+$(B)/host_test: tests/host_test.c $(HDRS) | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE -O1 -g $(CWARN) $(CUDA_CFLAGS) -I. $< -o $@ $(CUDA_LIBS)
 # host-only (no GPU): the fp8 conversions against CUDA's cuda_fp8.h, hence nvcc
 $(B)/types_test: tests/types_test.cu tests/coll_values.h tests/test_util.h iris.h iris_collectives.h | $(B)
