@@ -37,10 +37,13 @@ IRIS_DEVICE_INLINE bool iris_detail_faulted(const iris_device_ctx_t &ctx) {
   return ctx.fault && iris_detail_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>((const unsigned long long *)ctx.fault + IRIS_FAULT_WORD_FATAL) != 0;
 }
 /* Bounded spinning for a wait of `ctx`: call once per poll. Every 256 polls it reads the
- * clock and the context's fault word: true once IRIS_WAIT_TIMEOUT_NS has passed since
- * the first reading (then it records a timeout fault naming `peer`, `site` and `call`),
- * or as soon as the context has a fatal fault (another wait ran out, iris_abort), so one
- * expired wait never makes every later wait of the context spin out its own bound. */
+ * clock and the context's fault word: true once the wait bound has passed since the
+ * first reading (then it records a timeout fault naming `peer`, `site` and `call`), or as
+ * soon as the context has a fatal fault (another wait ran out, iris_abort), so one
+ * expired wait never makes every later wait of the context spin out its own bound. The
+ * bound: the context's IRIS_WAIT_TIMEOUT_MS (a word the host wrote at init, read only
+ * once a wait has lasted IRIS_DETAIL_WAIT_FLOOR_NS), else the unit's IRIS_WAIT_TIMEOUT_NS. */
+#define IRIS_DETAIL_WAIT_FLOOR_NS 100000000ULL /* 100 ms: IRIS_WAIT_TIMEOUT_MS's least value */
 IRIS_DEVICE_INLINE bool iris_detail_wait_expired(const iris_device_ctx_t &ctx, unsigned &spins, unsigned long long &start, int peer, unsigned site,
                                                  unsigned call) {
   if ((++spins & 255) != 0) return false;
@@ -50,7 +53,13 @@ IRIS_DEVICE_INLINE bool iris_detail_wait_expired(const iris_device_ctx_t &ctx, u
     start = now;
     return false;
   }
-  if (now - start <= (unsigned long long)IRIS_WAIT_TIMEOUT_NS) return false;
+  const unsigned long long waited = now - start;
+  if (waited <= IRIS_DETAIL_WAIT_FLOOR_NS && waited <= (unsigned long long)IRIS_WAIT_TIMEOUT_NS) return false;
+  {
+    unsigned long long bound = ctx.fault ? iris_detail_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>((const unsigned long long *)ctx.fault + IRIS_FAULT_WORD_BOUND) : 0;
+    if (!bound) bound = (unsigned long long)IRIS_WAIT_TIMEOUT_NS;
+    if (waited <= bound) return false;
+  }
   iris_detail_record_fault(ctx, IRIS_FAULT_TIMEOUT, peer, site, call);
   return true;
 }

@@ -32,7 +32,7 @@ IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned
     return iris_detail_fail(IRIS_ERROR_PEER_FAILED, "rank %d: rank %u (pid %lld) has died; %s%s%s waited for it in vain (call #%u); the context is unusable: iris_finalize it",
                             ctx->local_rank, peer, (long long)ctx->pids[peer], wname, *cname ? " of " : "", cname, call);
   return iris_detail_fail(IRIS_ERROR_TIMEOUT,
-                          "rank %d: %s%s%s (call #%u) waited for %s longer than the wait bound (IRIS_WAIT_TIMEOUT_NS); the context is unusable: iris_finalize it",
+                          "rank %d: %s%s%s (call #%u) waited for %s longer than the wait bound (IRIS_WAIT_TIMEOUT_MS, else the unit's IRIS_WAIT_TIMEOUT_NS); the context is unusable: iris_finalize it",
                           ctx->local_rank, wname, *cname ? " of " : "", cname, call, who);
 }
 /* The fatal fault of ctx, if any (for every entry point that launches or waits). */

@@ -34,13 +34,15 @@ IRIS_DETAIL_STATIC_ASSERT(offsetof(iris_device_ctx_t, fault) == 16 + 8 * IRIS_MA
 IRIS_DETAIL_STATIC_ASSERT(sizeof(iris_device_ctx_t) == 40 + 8 * IRIS_MAX_RANKS, device_ctx_size);
 
 /* ---------------------------------------------------------------------- fault words --
- * iris_device_ctx_t.fault points at two 64-bit words of pinned host memory, written by
- * kernels (iris_device.h, iris_collectives.h, iris_gemm.h) and read by the host
- * (internal/faults.h). Which word holds what: */
+ * iris_device_ctx_t.fault points at three 64-bit words of pinned host memory: two
+ * written by kernels (iris_device.h, iris_collectives.h, iris_gemm.h) and read by the host
+ * (internal/faults.h), one written by the host at init and read by waits that have run
+ * long. Which word holds what: */
 enum {
   IRIS_FAULT_WORD_FATAL = 0,    /* the first fatal fault: a wait that ran out, iris_abort */
   IRIS_FAULT_WORD_MISMATCH = 1, /* the last collective mismatch (not fatal) */
-  IRIS_FAULT_WORDS = 2
+  IRIS_FAULT_WORD_BOUND = 2,    /* the wait bound in ns from IRIS_WAIT_TIMEOUT_MS; 0: IRIS_WAIT_TIMEOUT_NS */
+  IRIS_FAULT_WORDS = 3
 };
 /* A word: kind << 56 | peer << 48 | site << 32 | call. kind: IRIS_FAULT_*; peer: the rank
  * waited for (0xff: unknown); site: what waited (high byte: the collective kind + 1, 0

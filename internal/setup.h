@@ -58,7 +58,7 @@ IRIS_INTERNAL iris_status_t iris_detail_resolve_config(const iris_config_t *cfg,
   if (c->heap_size == 0) {
     const char *env = getenv("IRIS_HEAP_SIZE");
     iris_status_t st;
-    if (env && *env) {
+    if (env) { /* set but empty: an error (the parser says so), never the default */
       if ((st = iris_detail_parse_size_var("IRIS_HEAP_SIZE", env, &c->heap_size)) != IRIS_SUCCESS) return st;
       if (c->heap_size == 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_HEAP_SIZE=%s: the heap needs at least 1 byte", env);
     } else {
@@ -70,14 +70,18 @@ IRIS_INTERNAL iris_status_t iris_detail_resolve_config(const iris_config_t *cfg,
                             c->heap_size);
   c->heap_size = (c->heap_size + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1); /* whole 2 MiB pages */
   if (c->timeout_ms <= 0) {
-    int got = iris_detail_env_int("IRIS_TIMEOUT_MS", &c->timeout_ms);
-    if (got < 0) return IRIS_ERROR_INVALID_ARGUMENT;
-    if (got == 0 || c->timeout_ms <= 0) c->timeout_ms = IRIS_DEFAULT_TIMEOUT_MS;
+    int ms = IRIS_DEFAULT_TIMEOUT_MS;
+    if (iris_detail_env_ms("IRIS_TIMEOUT_MS", 1, &ms) != IRIS_SUCCESS) return IRIS_ERROR_INVALID_ARGUMENT;
+    c->timeout_ms = ms;
   }
   if (c->barrier_timeout_ms <= 0) {
-    int got = iris_detail_env_int("IRIS_BARRIER_TIMEOUT_MS", &c->barrier_timeout_ms);
-    if (got < 0) return IRIS_ERROR_INVALID_ARGUMENT;
-    if (got == 0 || c->barrier_timeout_ms <= 0) c->barrier_timeout_ms = IRIS_DEFAULT_BARRIER_TIMEOUT_MS;
+    int ms = IRIS_DEFAULT_BARRIER_TIMEOUT_MS;
+    if (iris_detail_env_ms("IRIS_BARRIER_TIMEOUT_MS", 1, &ms) != IRIS_SUCCESS) return IRIS_ERROR_INVALID_ARGUMENT;
+    c->barrier_timeout_ms = ms;
+  }
+  { /* checked here, read again at setup (iris_detail_setup_gpu) */
+    int ms = 0;
+    if (iris_detail_env_ms("IRIS_WAIT_TIMEOUT_MS", 100, &ms) != IRIS_SUCCESS) return IRIS_ERROR_INVALID_ARGUMENT;
   }
   if (c->heap_memory < IRIS_HEAP_MEMORY_DEFAULT || c->heap_memory > IRIS_HEAP_MEMORY_COARSE)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_config_t.heap_memory %d is not an iris_heap_memory_t", (int)c->heap_memory);
@@ -99,6 +103,9 @@ IRIS_INTERNAL iris_status_t iris_detail_setup_gpu(iris_t *ctx, iris_detail_recor
     IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_host_alloc_mapped(&h, IRIS_FAULT_WORDS * sizeof(unsigned long long)));
     ctx->fault_host = (unsigned long long *)h;
     ctx->fault_host[IRIS_FAULT_WORD_FATAL] = ctx->fault_host[IRIS_FAULT_WORD_MISMATCH] = 0;
+    int wait_ms = 0; /* IRIS_WAIT_TIMEOUT_MS (checked by iris_detail_resolve_config); 0: the units' IRIS_WAIT_TIMEOUT_NS */
+    (void)iris_detail_env_ms("IRIS_WAIT_TIMEOUT_MS", 100, &wait_ms);
+    ctx->fault_host[IRIS_FAULT_WORD_BOUND] = (unsigned long long)wait_ms * 1000000ULL;
     IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_host_device_ptr(&d, h));
     ctx->fault_dev = (unsigned long long *)d;
   }

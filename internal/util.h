@@ -41,7 +41,25 @@ IRIS_INTERNAL int iris_detail_parse_uint(const char *var, const char *s, int *ou
   *out = (int)v;
   return 1;
 }
-IRIS_INTERNAL int iris_detail_env_int(const char *name, int *out) { return iris_detail_parse_uint(name, getenv(name), out); }
+/* An IRIS_* variable as a strict non-negative int: 0 unset, 1 *out set, -1 malformed or
+ * set but empty (a value that is there but says nothing is an error, never the default). */
+IRIS_INTERNAL int iris_detail_env_int(const char *name, int *out) {
+  const char *s = getenv(name);
+  if (s && !*s) {
+    iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s is set but empty; unset it for the default, or give a value", name);
+    return -1;
+  }
+  return iris_detail_parse_uint(name, s, out);
+}
+/* A bound in ms from the environment: unset leaves *out; 0, empty or malformed is an error. */
+IRIS_INTERNAL iris_status_t iris_detail_env_ms(const char *name, int least, int *out) {
+  int v = 0, got = iris_detail_env_int(name, &v);
+  if (got < 0) return IRIS_ERROR_INVALID_ARGUMENT;
+  if (got == 0) return IRIS_SUCCESS;
+  if (v < least) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%d: a bound of at least %d ms is needed", name, v, least);
+  *out = v;
+  return IRIS_SUCCESS;
+}
 
 /* The one size parser for the environment and the config: digits, then an optional
  * K/M/G/T (any case, binary: 2^10 ...), then an optional "iB" or "B" after a suffix,

@@ -2103,6 +2103,34 @@ static void test_size_parser(void) {
     expect_init("config IRIS_TIMEOUT_MS=10s refused", &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "IRIS_TIMEOUT_MS=10s");
     unsetenv("IRIS_TIMEOUT_MS");
   }
+  {
+    /* values that say nothing are errors, never the default: set but empty, and 0 for a
+     * bound (each variable alone, the others unset) */
+    static const struct { const char *var, *val, *want; int field; } cases[] = {
+        {"IRIS_HEAP_SIZE", "", "IRIS_HEAP_SIZE is empty", 0},
+        {"IRIS_TIMEOUT_MS", "", "IRIS_TIMEOUT_MS is set but empty", 1},
+        {"IRIS_TIMEOUT_MS", "0", "IRIS_TIMEOUT_MS=0", 1},
+        {"IRIS_BARRIER_TIMEOUT_MS", "", "IRIS_BARRIER_TIMEOUT_MS is set but empty", 2},
+        {"IRIS_BARRIER_TIMEOUT_MS", "0", "IRIS_BARRIER_TIMEOUT_MS=0", 2},
+        {"IRIS_WAIT_TIMEOUT_MS", "", "IRIS_WAIT_TIMEOUT_MS is set but empty", 3},
+        {"IRIS_WAIT_TIMEOUT_MS", "0", "IRIS_WAIT_TIMEOUT_MS=0", 3},
+        {"IRIS_WAIT_TIMEOUT_MS", "99", "at least 100 ms", 3},
+        {"IRIS_WAIT_TIMEOUT_MS", "2s", "IRIS_WAIT_TIMEOUT_MS=2s", 3},
+    };
+    size_t k;
+    for (k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+      iris_config_t c;
+      char nm[128];
+      cfg_base(&c, 0, 1);
+      if (cases[k].field == 0) c.heap_size = 0;
+      if (cases[k].field == 1) c.timeout_ms = 0;
+      if (cases[k].field == 2) c.barrier_timeout_ms = 0;
+      setenv(cases[k].var, cases[k].val, 1);
+      snprintf(nm, sizeof nm, "config %s='%s' refused, not read as the default", cases[k].var, cases[k].val);
+      expect_init(nm, &c, 0, IRIS_ERROR_INVALID_ARGUMENT, cases[k].want);
+      unsetenv(cases[k].var);
+    }
+  }
 }
 
 /* ------------------------------------------------------- process token -- */

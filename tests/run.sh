@@ -166,7 +166,7 @@ else
     if [ "$ngpu" -lt "$w" ]; then run_counted "coll_test $w (quick loops)" env IRIS_TEST_QUICK=1 ./build/coll_test $w
     else run_counted "coll_test $w" ./build/coll_test $w; fi
     run_counted "tile_test $w" ./build/tile_test $w
-    for m in streams mismatch stuck killed graph-killed abort; do run_counted "fault_test $m $w" ./build/fault_test $m $w; done
+    for m in streams mismatch stuck killed graph-killed abort; do run_counted "fault_test $m $w (IRIS_WAIT_TIMEOUT_MS=2000)" env IRIS_WAIT_TIMEOUT_MS=2000 ./build/fault_test $m $w; done
   done
   run_counted "gemm_core_test" ./build/gemm_core_test
   make -s build/gemm_test_t2 >>"$log" 2>&1 # the 2-s-bound build for the stuck-peer checks (not built by make test without a GPU)
