@@ -51,7 +51,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "iris_init: rank %d outside [0, %d) (set IRIS_RANK)", c.rank, c.world_size);
   if (c.bootstrap && (!c.bootstrap->allgather || !c.bootstrap->barrier))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: the bootstrap needs both an allgather and a barrier callback");
-  iris_detail_default_rendezvous(given, env.job, name, sizeof name);
+  if ((st = iris_detail_default_rendezvous(given, env.job, name, sizeof name)) != IRIS_SUCCESS) return iris_detail_prefix(st, "iris_init");
   if (tcp && !name[0]) iris_detail_copy(name, sizeof name, "tcp");
   if (!c.bootstrap && !name[0] && c.world_size > 1)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,

@@ -142,13 +142,28 @@ IRIS_DEF iris_status_t iris_launch_env(iris_getenv_fn lookup, void *user, iris_l
   return IRIS_SUCCESS;
 }
 
-/* The rendezvous name: the given one; else "job-<job id>" (so two jobs on one host do
- * not meet); "" when neither exists. Characters outside [A-Za-z0-9._-] become '_'; a
- * job id too long for a name is cut and followed by its hash. */
-IRIS_INTERNAL void iris_detail_default_rendezvous(const char *given, const char *job, char *name, size_t cap) {
+/* The rendezvous name: the given one (IRIS_RENDEZVOUS or iris_config_t.rendezvous),
+ * which must be 1 to 64 of [A-Za-z0-9._-]: anything else is an error naming it, never
+ * rewritten; else "job-<job id>" (so two jobs on one host do not meet), the id's other
+ * characters made '_' and a job id too long for a name cut and followed by its hash; ""
+ * when neither exists. */
+IRIS_INTERNAL iris_status_t iris_detail_default_rendezvous(const char *given, const char *job, char *name, size_t cap) {
   char *c;
-  if (given && *given) snprintf(name, cap, "%s", given);
-  else if (job && *job && strlen(job) <= 60) snprintf(name, cap, "job-%.60s", job);
+  if (given) {
+    const char *g;
+    size_t n = strlen(given);
+    for (g = given; *g; g++)
+      if (!((*g >= 'a' && *g <= 'z') || (*g >= 'A' && *g <= 'Z') || (*g >= '0' && *g <= '9') || *g == '.' || *g == '_' || *g == '-')) break;
+    if (n == 0 || n > 64 || *g || n + 1 > cap) {
+      name[0] = 0;
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
+                              "rendezvous name '%.80s' (IRIS_RENDEZVOUS or iris_config_t.rendezvous) is not 1 to 64 of letters, digits, '.', '_', '-'%s",
+                              given, n == 0 ? ": it is empty" : n > 64 ? ": it is too long" : "");
+    }
+    snprintf(name, cap, "%s", given);
+    return IRIS_SUCCESS;
+  }
+  if (job && *job && strlen(job) <= 60) snprintf(name, cap, "job-%.60s", job);
   else if (job && *job) {
     uint64_t h = 14695981039346656037ULL;
     for (c = (char *)job; *c; c++) h = iris_detail_fnv(h, (unsigned char)*c);
@@ -156,6 +171,7 @@ IRIS_INTERNAL void iris_detail_default_rendezvous(const char *given, const char 
   } else name[0] = 0;
   for (c = name; *c; c++)
     if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-')) *c = '_';
+  return IRIS_SUCCESS;
 }
 
 #endif /* IRIS_INTERNAL_LAUNCH_ENV_H */

@@ -2104,6 +2104,25 @@ static void test_size_parser(void) {
     unsetenv("IRIS_TIMEOUT_MS");
   }
   {
+    /* a rendezvous name outside [A-Za-z0-9._-]{1,64} is an error naming it, never rewritten */
+    static const char *bad[] = {"bad/name", "", "a b", "x123456789x123456789x123456789x123456789x123456789x123456789x1234"};
+    size_t k;
+    for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+      iris_config_t c;
+      char nm[160];
+      cfg_base(&c, 0, 1);
+      c.rendezvous = NULL;
+      setenv("IRIS_RENDEZVOUS", bad[k], 1);
+      snprintf(nm, sizeof nm, "config IRIS_RENDEZVOUS='%.20s%s' refused, not rewritten", bad[k], strlen(bad[k]) > 20 ? "..." : "");
+      expect_init(nm, &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "rendezvous name");
+      unsetenv("IRIS_RENDEZVOUS");
+      cfg_base(&c, 0, 1);
+      c.rendezvous = bad[k];
+      snprintf(nm, sizeof nm, "config .rendezvous='%.20s%s' refused, not rewritten", bad[k], strlen(bad[k]) > 20 ? "..." : "");
+      expect_init(nm, &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "rendezvous name");
+    }
+  }
+  {
     /* values that say nothing are errors, never the default: set but empty, and 0 for a
      * bound (each variable alone, the others unset) */
     static const struct { const char *var, *val, *want; int field; } cases[] = {
