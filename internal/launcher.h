@@ -6,6 +6,11 @@
 #define IRIS_INTERNAL_LAUNCHER_H
 
 /* Visible GPUs, counted without the GPU runtime (safe before fork); -1 if unknown. */
+#if defined(IRIS_USE_HIP)
+#define IRIS_DETAIL_VISIBLE_VAR "HIP_VISIBLE_DEVICES"
+#else
+#define IRIS_DETAIL_VISIBLE_VAR "CUDA_VISIBLE_DEVICES"
+#endif
 IRIS_INTERNAL int iris_detail_count_gpus(void) {
   const char *vars[3] = {"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"};
   const char *list = NULL;
@@ -67,7 +72,14 @@ IRIS_DEF iris_status_t iris_launch_local(int num_ranks, iris_launch_t *L, int *m
   if (num_ranks == 0) {
     num_ranks = iris_detail_count_gpus();
     if (num_ranks < 1)
-      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: could not count this host's GPUs (found %d); pass the number of ranks", num_ranks);
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: %s; pass the number of ranks (ranks may share a GPU: docs/shared_gpu.md)",
+                              num_ranks == 0 ? "no GPU is visible (" IRIS_DETAIL_VISIBLE_VAR " is empty)"
+#if defined(IRIS_USE_HIP)
+                                             : "no AMD GPU driver on this host (/sys/class/kfd lists no GPU), so it has no GPU to start a rank on"
+#else
+                                             : "no NVIDIA driver is loaded on this host (/proc/driver/nvidia/gpus is absent), so it has no GPU to start a rank on"
+#endif
+      );
   }
   if (num_ranks < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local: %d ranks requested", num_ranks);
   if (num_ranks > IRIS_DETAIL_LAUNCH_LIMIT)

@@ -95,6 +95,22 @@ IRIS_INTERNAL iris_gpu_error_t iris_gpu_capture_id(iris_stream_t s, unsigned lon
 }
 #endif
 
+/* Why a runtime error that means "no GPU here" happened, in words the vendor's text
+ * lacks: CUDA reports a machine without any driver as error 35, "CUDA driver version is
+ * insufficient". "" for every other error. */
+IRIS_INTERNAL const char *iris_gpu_error_cause(iris_gpu_error_t e) {
+#if defined(IRIS_USE_HIP)
+  if (e != hipErrorNoDevice && e != hipErrorInsufficientDriver) return "";
+  if (access("/dev/kfd", F_OK) != 0) return "; no AMD GPU driver on this host (/dev/kfd is absent): it has no GPU iris can use";
+  return e == hipErrorNoDevice ? "; no GPU is visible to this process (HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES?)" : "";
+#else
+  if (e != cudaErrorNoDevice && e != cudaErrorInsufficientDriver) return "";
+  if (access("/proc/driver/nvidia/version", F_OK) != 0)
+    return "; no NVIDIA driver is loaded on this host (/proc/driver/nvidia is absent): it has no GPU iris can use";
+  return e == cudaErrorNoDevice ? "; no GPU is visible to this process (CUDA_VISIBLE_DEVICES?)" : "";
+#endif
+}
+
 /* ------------------------------------------------------ used by the collectives -- */
 #if defined(IRIS_USE_HIP)
 #else

@@ -15,7 +15,8 @@ IRIS_INTERNAL iris_status_t iris_detail_fail(iris_status_t st, const char *fmt, 
   return st;
 }
 IRIS_INTERNAL iris_status_t iris_detail_gpu_fail(int rank, const char *call, iris_gpu_error_t e) {
-  return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s failed: %s (" IRIS_GPU_NAME " error %d)", rank, call, iris_gpu_error_text(e), (int)e);
+  return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s failed: %s (" IRIS_GPU_NAME " error %d)%s", rank, call, iris_gpu_error_text(e), (int)e,
+                          iris_gpu_error_cause(e));
 }
 /* st, with the current detail prefixed by `call: ` (the detail is copied first: it is
  * also the destination). */

@@ -809,7 +809,14 @@ static void test_launcher_auto(void) {
   st = iris_launch_local(0, &L, &my);
   errno = 0;
   w = waitpid(-1, NULL, WNOHANG);
-  check(st == IRIS_ERROR_INVALID_ARGUMENT && w == -1 && errno == ECHILD, "launcher 0 ranks with no GPU visible is refused", "%s, waitpid %d", sname(st), (int)w);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && w == -1 && errno == ECHILD && has(iris_error_detail(), "CUDA_VISIBLE_DEVICES is empty"),
+        "launcher 0 ranks with no GPU visible is refused, naming CUDA_VISIBLE_DEVICES", "%s, waitpid %d, '%s'", sname(st), (int)w, iris_error_detail());
+  if (access("/proc/driver/nvidia/gpus", F_OK) != 0) {
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    st = iris_launch_local(0, &L, &my);
+    check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "no NVIDIA driver is loaded"), "launcher 0 ranks on a host without a driver names the cause",
+          "%s, '%s'", sname(st), iris_error_detail());
+  }
   if (old) setenv("CUDA_VISIBLE_DEVICES", saved, 1);
   else unsetenv("CUDA_VISIBLE_DEVICES");
   setenv("IRIS_RANK", "5", 1);
@@ -1326,6 +1333,8 @@ static void test_config(void) {
       snprintf(nm, sizeof nm, "config no gpu init fails%s", i ? " again" : "");
       check(st == IRIS_ERROR_GPU && ctx == NULL && d[0] && (e != cudaSuccess ? has(d, "GetDeviceCount") : has(d, "no GPU")), nm,
             "cudaGetDeviceCount gave %d (%d devices); iris_init: %s, out %s, detail '%s'", (int)e, ndev, sname(st), ctx == NULL ? "NULL" : "not NULL", d);
+      if (i == 0 && access("/proc/driver/nvidia/version", F_OK) != 0) /* a machine without any driver says so, not "driver too old" */
+        check(has(d, "no NVIDIA driver is loaded on this host"), "config no gpu: the detail names the missing driver", "detail '%s'", d);
       if (st == IRIS_SUCCESS && ctx && ctx != (iris_t *)&g_seed) iris_finalize(ctx);
     }
   } else {
