@@ -78,6 +78,9 @@ check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940: | $(B)
 # ---------------------------------------------------------------- test programs
 $(B)/host_test: tests/host_test.c $(HDRS) | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE -O1 -g $(CWARN) $(CUDA_CFLAGS) -I. $< -o $@ $(CUDA_LIBS)
+# init/finalize cycles for valgrind (make test)
+$(B)/init_cycles: tests/tools/init_cycles.c $(HDRS) | $(B)
+	$(CC) -std=c99 -D_GNU_SOURCE -O1 -g $(CWARN) $(CUDA_CFLAGS) -I. $< -o $@ $(CUDA_LIBS) -ldl
 # host-only (no GPU): the fp8 conversions against CUDA's cuda_fp8.h, hence nvcc
 $(B)/types_test: tests/types_test.cu tests/coll_values.h tests/test_util.h iris.h iris_collectives.h | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@

@@ -18,6 +18,7 @@ typedef struct iris_detail_block {
 #define IRIS_DETAIL_CTX_DEAD 0x44495249u /* "IRID": finalized, a tombstone */
 struct iris {
   uint32_t magic;
+  struct iris *next_dead; /* finalized: the next tombstone (internal/init.h) */
   int local_rank, local_size; /* this rank on its node, the ranks per node (the world's: grank, gworld) */
   int device, mode;
   size_t heap_size;

@@ -105,6 +105,13 @@ fi
 
 echo "# host unit tests"
 if make -s build/host_test >>"$log" 2>&1; then run_counted "host tests" ./build/host_test; else say FAIL "host tests build"; fi
+if command -v valgrind >/dev/null 2>&1; then
+  # with a GPU: three init/finalize cycles of a world of one; without: three failed inits
+  check "valgrind: iris_init / iris_finalize cycles lose nothing (definitely lost: 0; $([ "$ngpu" -gt 0 ] && echo "with a GPU" || echo "no GPU: failed inits"))" \
+    sh -c 'make -s build/init_cycles && valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=9 ./build/init_cycles'
+else
+  say SKIP "valgrind: iris_init / iris_finalize cycles" "valgrind not installed"
+fi
 if make -s build/types_test >>"$log" 2>&1; then run_counted "types test" ./build/types_test; else say FAIL "types test build (nvcc)"; fi
 
 fi # only = all
