@@ -338,6 +338,12 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_allgather(iris_rendezvous_t *r, cons
         e = iris_detail_recv_header(r->fds[i], &f, deadline);
         if (e) {
           st = iris_detail_fail(IRIS_ERROR_SYSTEM, "rendezvous '%s': rank %d left (%s); did it exit or fail?", r->name, i, e == EPIPE ? "connection closed" : strerror(e));
+        } else if (f.type == IRIS_DETAIL_ERROR) {
+          /* the rank failed and said why (its message is the detail now): that, not "out of step" */
+          char why[sizeof iris_detail_errbuf - 128];
+          iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+          st = iris_detail_fail((iris_status_t)f.status, "rendezvous '%s': rank %d failed instead of joining collective #%llu: %s", r->name, i,
+                                (unsigned long long)seq, why);
         } else if (f.type != IRIS_DETAIL_GATHER || f.seq != seq || f.len != bytes) {
           st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d is out of step with rank 0 (collective #%llu of %llu bytes vs #%llu of %llu bytes)",
                                 r->name, i, (unsigned long long)f.seq, (unsigned long long)f.len, (unsigned long long)seq, (unsigned long long)bytes);

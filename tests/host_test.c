@@ -2584,6 +2584,40 @@ static void test_error_frames(void) {
     }
 }
 
+/* Rank 1 fails after bring-up and says so (an ERROR frame where its GATHER was due):
+ * rank 0's allgather reports that rank's failure and status, not "out of step". */
+static void test_error_frame_to_rank0(void) {
+  char name[80];
+  pid_t pid;
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = NULL;
+  iris_status_t st;
+  unsigned char one = 1, table[2];
+  int status = 0;
+  unique_name(name, sizeof name, "errto0");
+  fflush(stdout);
+  pid = fork();
+  if (pid == 0) {
+    static const char msg[] = "rank 1: out of GPU memory (fake)";
+    set_params(&p, name, g_dir, 1, 2, 3000, 1ULL << 30);
+    if (iris_rendezvous_open(&p, &r) != IRIS_SUCCESS) _exit(2);
+    iris_detail_send_frame(r->fds[0], IRIS_DETAIL_ERROR, 1, (int)IRIS_ERROR_OUT_OF_MEMORY, 1, msg, sizeof msg, now_ms() + 2000);
+    sleep_ms(300);
+    iris_rendezvous_close(r);
+    _exit(0);
+  }
+  set_params(&p, name, g_dir, 0, 2, 3000, 1ULL << 30);
+  st = iris_rendezvous_open(&p, &r);
+  if (st == IRIS_SUCCESS) {
+    st = iris_rendezvous_allgather(r, &one, table, 1);
+    iris_rendezvous_close(r);
+  }
+  waitpid(pid, &status, 0);
+  check(st == IRIS_ERROR_OUT_OF_MEMORY && has(iris_error_detail(), "rank 1 failed") && has(iris_error_detail(), "out of GPU memory (fake)"),
+        "rank 0: a peer's ERROR frame where a GATHER was due is that peer's failure, not a mismatch", "%s: '%s' (rank 1 exit %d)", sname(st),
+        iris_error_detail(), WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 /* A hello of another size (another build of iris) is answered with a reason. */
 static void test_hello_other_build(void) {
   char name[80], path[256];
@@ -3161,6 +3195,7 @@ int main(void) {
   test_pid_namespaces();
   test_rendezvous_dirs();
   test_error_frames();
+  test_error_frame_to_rank0();
   test_stale_and_live_sockets();
   test_hello_other_build();
   test_jobs_interleavings();
