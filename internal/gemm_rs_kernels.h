@@ -97,8 +97,8 @@ typedef struct iris_gemm_rs_fused_dev {
 #define IRIS_GEMM_RS_FLAG_BN 128
 /* Flag (src, half, nt) of a rank's flags: the epoch at which rank src's rows of global 64-row
  * half tile `half`, columns [nt * 128, nt * 128 + 128), reached this rank's slot src. */
-IRIS_DEVICE_INLINE unsigned *iris_gemm_rs_flag(const iris_gemm_rs_fused_dev_t &d, int src, int half, int nt) {
-  return d.flags + ((size_t)src * d.halves + half) * d.tiles_n + nt;
+IRIS_DEVICE_INLINE unsigned *iris_gemm_rs_flag(const iris_gemm_rs_fused_dev_t &d, size_t src, int half, int nt) {
+  return d.flags + (src * d.halves + half) * d.tiles_n + nt;
 }
 /* The release of one finished 64-row half tile (rows [r0, r0 + 64), columns [n0, n0 + BN))
  * to the owners of its rows, by `n` threads t = 0..n-1 of which the half's stores are
@@ -109,7 +109,7 @@ template <int BN>
 __device__ __forceinline__ void iris_gemm_rs_signal_half(const iris_gemm_rs_fused_dev_t &d, unsigned epoch, int r0, int n0, int t, int n) {
   if (r0 >= d.M) return;
   const int q0 = r0 / d.ml, q1 = (min(r0 + 64, d.M) - 1) / d.ml;
-  unsigned *flag = iris_gemm_rs_flag(d, d.ctx.rank, r0 / 64, n0 / IRIS_GEMM_RS_FLAG_BN);
+  unsigned *flag = iris_gemm_rs_flag(d, (size_t)d.ctx.rank, r0 / 64, n0 / IRIS_GEMM_RS_FLAG_BN);
   const int nf = (min(n0 + BN, d.N) - n0 + IRIS_GEMM_RS_FLAG_BN - 1) / IRIS_GEMM_RS_FLAG_BN;
   for (int q = q0 + t; q <= q1; q += n)
     for (int f = 0; f < nf; ++f) iris_signal(d.ctx, flag + f, epoch, q);
@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(512) iris_gemm_rs_fused_reduce_kernel(const __
     const int h = h0 + it / d.tiles_n, nt = it % d.tiles_n;
     int ok = 1;
     if ((int)threadIdx.x < W)
-      ok = iris_gemm_wait_flag<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(d.err, iris_gemm_rs_flag(d, (int)threadIdx.x, h, nt), epoch, epoch, IRIS_GEMM_WAIT_TILE,
+      ok = iris_gemm_wait_flag<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(d.err, iris_gemm_rs_flag(d, threadIdx.x, h, nt), epoch, epoch, IRIS_GEMM_WAIT_TILE,
                                                                       (int)threadIdx.x, h * d.tiles_n + nt);
     if (!__syncthreads_and(ok)) continue; /* recorded; these rows of C stay unwritten */
     const int ra = max(h * 64, row0) - row0, rb = min(h * 64 + 64, row0 + d.ml) - row0;
