@@ -117,8 +117,55 @@ IRIS_INTERNAL const char *iris_gpu_error_cause(iris_gpu_error_t e) {
 #endif
 
 /* ------------------------------------------------------------ used by the GEMMs -- */
+/* static inline: a unit that includes no GEMM header, or only one, leaves some unused */
 #if defined(IRIS_USE_HIP)
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_last_error(void) { return hipGetLastError(); } /* and clear it */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_create(iris_stream_t *s) { return hipStreamCreateWithFlags(s, hipStreamNonBlocking); }
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_destroy(iris_stream_t s) { return hipStreamDestroy(s); }
+/* device to device, enqueued on s */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy_async(void *dst, const void *src, size_t n, iris_stream_t s) { return hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToDevice, s); }
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy2d_async(void *dst, size_t dpitch, const void *src, size_t spitch, size_t w, size_t h, iris_stream_t s) {
+  return hipMemcpy2DAsync(dst, dpitch, src, spitch, w, h, hipMemcpyDeviceToDevice, s);
+}
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memset2d_async(void *p, size_t pitch, int v, size_t w, size_t h, iris_stream_t s) { return hipMemset2DAsync(p, pitch, v, w, h, s); }
+/* synchronous copies between device and host memory */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_to_host(void *dst, const void *src, size_t n) { return hipMemcpy(dst, src, n, hipMemcpyDeviceToHost); }
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_to_device(void *dst, const void *src, size_t n) { return hipMemcpy(dst, src, n, hipMemcpyHostToDevice); }
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_sm_count(int *n, int d) { return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, d); }
+/* where device d sits on the PCI bus (ranks on one GPU have the same) */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_pci_location(int *domain, int *bus, int *device, int d) {
+  const hipError_t e0 = hipDeviceGetAttribute(domain, hipDeviceAttributePciDomainID, d), e1 = hipDeviceGetAttribute(bus, hipDeviceAttributePciBusId, d),
+                   e2 = hipDeviceGetAttribute(device, hipDeviceAttributePciDeviceId, d);
+  return e0 != hipSuccess ? e0 : e1 != hipSuccess ? e1 : e2;
+}
+/* a kernel's dynamic shared memory limit (its address, as a launch takes it) */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_func_max_smem(const void *kernel, int bytes) {
+  return hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
 #else
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_last_error(void) { return cudaGetLastError(); } /* and clear it */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_create(iris_stream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_destroy(iris_stream_t s) { return cudaStreamDestroy(s); }
+/* device to device, enqueued on s */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy_async(void *dst, const void *src, size_t n, iris_stream_t s) { return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s); }
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy2d_async(void *dst, size_t dpitch, const void *src, size_t spitch, size_t w, size_t h, iris_stream_t s) {
+  return cudaMemcpy2DAsync(dst, dpitch, src, spitch, w, h, cudaMemcpyDeviceToDevice, s);
+}
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memset2d_async(void *p, size_t pitch, int v, size_t w, size_t h, iris_stream_t s) { return cudaMemset2DAsync(p, pitch, v, w, h, s); }
+/* synchronous copies between device and host memory */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_to_host(void *dst, const void *src, size_t n) { return cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost); }
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_to_device(void *dst, const void *src, size_t n) { return cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice); }
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_sm_count(int *n, int d) { return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, d); }
+/* where device d sits on the PCI bus (ranks on one GPU have the same) */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_pci_location(int *domain, int *bus, int *device, int d) {
+  const cudaError_t e0 = cudaDeviceGetAttribute(domain, cudaDevAttrPciDomainId, d), e1 = cudaDeviceGetAttribute(bus, cudaDevAttrPciBusId, d),
+                    e2 = cudaDeviceGetAttribute(device, cudaDevAttrPciDeviceId, d);
+  return e0 != cudaSuccess ? e0 : e1 != cudaSuccess ? e1 : e2;
+}
+/* a kernel's dynamic shared memory limit (its address, as a launch takes it) */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_func_max_smem(const void *kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
 #endif
 
 #endif /* IRIS_INTERNAL_PLATFORM_H */
