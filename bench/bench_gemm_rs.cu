@@ -62,7 +62,7 @@ template <class Cfg, typename OutT>
 __global__ void __launch_bounds__(Cfg::threads, 1) k_tma_plain(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, OutT *C,
                                                                const iris_gemm_rs_fused_dev_t d) {
   extern __shared__ __align__(128) char smem[];
-  const iris_ag_gemm_sched sc = iris_ag_gemm_make_sched<Cfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, (d.N + Cfg::BN - 1) / Cfg::BN, d.rot, d.raster);
+  const iris_gemm_sched sc = iris_gemm_make_sched<Cfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, (d.N + Cfg::BN - 1) / Cfg::BN, d.rot, d.raster);
   iris_gemm_tma_tiles<Cfg, iris_gemm_elem_bf16_t, true, OutT>(&ta, &tb, C, d.N, (const float *)nullptr, d.M, d.N, d.K, sc, iris_gemm_no_wait(), smem);
 }
 template <class Cfg, typename OutT>
@@ -94,7 +94,7 @@ template <int RELAXED>
 __global__ void __launch_bounds__(PpCfg::threads, 1) k_pp_policy(const __grid_constant__ iris_gemm_rs_fused_dev_t d, const __grid_constant__ CUtensorMap ta,
                                                                  const __grid_constant__ CUtensorMap tb) {
   extern __shared__ __align__(128) char smem[];
-  const iris_ag_gemm_sched sc = iris_ag_gemm_make_sched<PpCfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, (d.N + PpCfg::BN - 1) / PpCfg::BN, d.rot, d.raster);
+  const iris_gemm_sched sc = iris_gemm_make_sched<PpCfg>((int)blockIdx.x, (int)gridDim.x, d.tiles_m, (d.N + PpCfg::BN - 1) / PpCfg::BN, d.rot, d.raster);
   BenchOut<RELAXED> out;
   out.d = &d;
   out.off = (size_t)((const char *)(d.part + (size_t)d.ctx.rank * d.ml * d.N) - d.ctx.bases[d.ctx.local_rank]);

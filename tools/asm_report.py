@@ -43,7 +43,7 @@ def header_typedefs(path, pattern):
 # the named tile configurations of internal/gemm_core.h, and the one the fused kernel uses
 GEMM_CFG_NAMES = header_typedefs(os.path.join(ROOT, "internal/gemm_core.h"), r"iris_gemm(?:_wgmma)?_cfg<[^;]*>")
 GEMM_CFG_NAMES.update(header_typedefs(os.path.join(ROOT, "internal/gemm_core_mfma.h"), r"iris_gemm_mfma_cfg<[^;]*>"))
-AG_GEMM_CFG = (re.search(r"^typedef\s+(\w+)\s+iris_ag_gemm_cfg\s*;", open(os.path.join(ROOT, "iris_gemm.h")).read(), re.M) or [None, None])[1]
+AG_GEMM_CFG = (re.search(r"^typedef\s+(\w+)\s+iris_ag_gemm_cfg\s*;", open(os.path.join(ROOT, "internal/gemm_ag_plan.h")).read(), re.M) or [None, None])[1]
 
 def widths_str(ws):
     return ", ".join(f"{w}B x{c}" for w, c in sorted(ws.items(), reverse=True)) or "-"
@@ -252,7 +252,7 @@ def gemm_section(gk, gnames, dm):
     nospill = not any(spills(gk[n].get("spill", "")) for n in gnames)
     by_smem = ctas_per_sm(f.get("regs"), f.get("threads"), f.get("smem", 0) + (f.get("dyn_smem") or 0)).split(" by smem")[0].split(", ")[-1]
     kb = ((f.get("dyn_smem") or 0) + f.get("smem", 0)) / 1024
-    lb_hint = re.search(r"__launch_bounds__\(\s*Cfg::threads\s*\)\s*iris_ag_gemm_kernel", open(os.path.join(ROOT, "iris_gemm.h")).read())
+    lb_hint = re.search(r"__launch_bounds__\(\s*Cfg::threads\s*\)\s*iris_ag_gemm_kernel", open(os.path.join(ROOT, "internal/gemm_ag_kernel.h")).read())
     fewer = regs(f).isdigit() and regs(core).isdigit() and int(regs(f)) < int(regs(core))
     out += ["### Reading the GEMM rows", "",
             para(f"**Registers.** The fused kernel uses {regs(f)} per thread, the wgmma core alone {regs(core)}"

@@ -1,6 +1,7 @@
 /* Compile check: the public part of iris.h as strict C99, and the declarations of
- * iris_gemm_reduce.h (which includes iris_gemm.h and iris_collectives.h): C callers. */
+ * iris_gemm.h and iris_gemm_reduce.h (which includes iris_collectives.h): C callers. */
 #include "iris.h"
+#include "iris_gemm.h"
 #include "iris_gemm_reduce.h"
 int iris_c99_decl_check(void) {
   iris_config_t cfg = IRIS_CONFIG_INIT;
