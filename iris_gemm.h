@@ -72,7 +72,7 @@
  *     the same call, so A written earlier on each peer's stream is what is read.
  *   - Failures: no wait is unbounded. A peer that does not make the call (stuck, dead,
  *     or far behind), or a fetcher CTA that cannot run, ends the fused call within about
- *     the wait bound (IRIS_WAIT_TIMEOUT_NS, 10 s by default) with a wrong C, and
+ *     the wait bound (IRIS_WAIT_TIMEOUT_NS, 10 minutes by default) with a wrong C, and
  *     iris_ag_gemm_check (after the stream is synchronised) returns IRIS_ERROR_TIMEOUT
  *     naming the wait and the peer. Check after runs whose results matter; after such an
  *     error destroy the plan (every rank). docs/gemm_waits.md lists every wait.
