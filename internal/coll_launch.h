@@ -1,0 +1,219 @@
+/* internal/coll_launch.h: the host side of one kernel launch: the collective
+ * state, the typed launches, and the dispatch from (kind, type, op, path) to a kernel;
+ * the call signature. Under IRIS_IMPLEMENTATION (nvcc, hipcc).
+ * Part of iris_collectives.h; not a public header. */
+#ifndef IRIS_INTERNAL_COLL_LAUNCH_H
+#define IRIS_INTERNAL_COLL_LAUNCH_H
+
+#if defined(IRIS_USE_HIP) /* the runtime calls used below */
+#define iris_coll_memcpy_async(d, s, n, st) hipMemcpyAsync(d, s, n, hipMemcpyDeviceToDevice, st)
+#define iris_coll_memcpy2d_async(d, dp, s, sp, w, h, st) hipMemcpy2DAsync(d, dp, s, sp, w, h, hipMemcpyDeviceToDevice, st)
+#define iris_coll_get_last_error hipGetLastError
+#define iris_coll_error_text hipGetErrorString
+#define iris_coll_success hipSuccess
+typedef hipError_t iris_coll_err_t;
+static inline int iris_coll_capturing(iris_stream_t s) { hipStreamCaptureStatus c = hipStreamCaptureStatusNone; hipStreamIsCapturing(s, &c); return c != hipStreamCaptureStatusNone; }
+static inline int iris_coll_sm_count(int dev) { int n = 0; hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, dev); return n > 0 ? n : 1; }
+static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d) { return hipMemcpy(h, d, sizeof *h, hipMemcpyDeviceToHost); }
+#else
+#define iris_coll_memcpy_async(d, s, n, st) cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, st)
+#define iris_coll_memcpy2d_async(d, dp, s, sp, w, h, st) cudaMemcpy2DAsync(d, dp, s, sp, w, h, cudaMemcpyDeviceToDevice, st)
+#define iris_coll_get_last_error cudaGetLastError
+#define iris_coll_error_text cudaGetErrorString
+#define iris_coll_success cudaSuccess
+typedef cudaError_t iris_coll_err_t;
+static inline int iris_coll_capturing(iris_stream_t s) { cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone; cudaStreamIsCapturing(s, &c); return c != cudaStreamCaptureStatusNone; }
+static inline int iris_coll_sm_count(int dev) { int n = 0; cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev); return n > 0 ? n : 1; }
+static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d) { return cudaMemcpy(h, d, sizeof *h, cudaMemcpyDeviceToHost); }
+#endif
+
+typedef struct iris_coll_state {
+  iris_coll_dev_t dev;
+  char *stage_in, *stage_out; /* NULL when IRIS_COLL_STAGING=0 */
+  char *mn_scratch;           /* multi-node worlds: IRIS_COLL_MN_SCRATCH_BYTES for the rail steps */
+  size_t stage_bytes;
+  int sms;
+} iris_coll_state_t;
+
+static void iris_coll_state_free(void *p) { free(p); } /* its heap blocks go with the heap */
+
+IRIS_DEF size_t iris_dtype_size(iris_dtype_t t) {
+  switch (t) {
+  case IRIS_FLOAT32: case IRIS_INT32: return 4;
+  case IRIS_FLOAT16: case IRIS_BFLOAT16: return 2;
+  case IRIS_INT64: return 8;
+  case IRIS_UINT8: case IRIS_FLOAT8_E4M3: case IRIS_FLOAT8_E5M2: return 1;
+  default: return 0;
+  }
+}
+
+/* ---- typed launches */
+static int iris_coll_ll_blocks(size_t count, size_t es) {
+  const size_t lines = (count * es + 7) / 8;
+  int blocks = (int)((lines + IRIS_COLL_LL_THREADS - 1) / IRIS_COLL_LL_THREADS);
+  if (blocks > IRIS_COLL_MAX_CTAS) blocks = IRIS_COLL_MAX_CTAS;
+  return blocks < 1 ? 1 : blocks;
+}
+template <typename T, int KIND, int OP>
+static void iris_coll_launch_ll(const iris_coll_state_t *s, const void *send, void *recv, size_t count, int root, unsigned long long sig, iris_stream_t stream) {
+  iris_coll_ll_kernel<T, KIND, OP><<<iris_coll_ll_blocks(count, sizeof(T)), IRIS_COLL_LL_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, root, sig);
+}
+template <typename T, int OP>
+static void iris_coll_launch_ll2(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, iris_stream_t stream) {
+  const int W = s->dev.ctx.world_size;
+  const size_t per = 8 / sizeof(T), lines = iris_coll_ar_chunk(count, W, per) / per;
+  const int blocks = (int)((lines + IRIS_COLL_LL2_THREADS - 1) / IRIS_COLL_LL2_THREADS);
+  iris_coll_ll2_kernel<T, OP><<<blocks, IRIS_COLL_LL2_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig);
+}
+template <typename T>
+static void iris_coll_launch_bc_ll2(const iris_coll_state_t *s, const void *send, void *recv, size_t count, int root, unsigned long long sig, iris_stream_t stream) {
+  const int W = s->dev.ctx.world_size;
+  const size_t pl = ((count * sizeof(T) + 7) / 8 + (size_t)W - 2) / (size_t)(W - 1);
+  const int blocks = (int)((pl + IRIS_COLL_LL2_THREADS - 1) / IRIS_COLL_LL2_THREADS);
+  iris_coll_bc_ll2_kernel<T><<<blocks > 0 ? blocks : 1, IRIS_COLL_LL2_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, root, sig);
+}
+/* The store two-shot all-reduce: the slot size for this grid (every rank computes the
+ * same from the same call). */
+template <typename T, int OP>
+static void iris_coll_launch_ar_store(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, int vec, int blocks,
+                                      iris_stream_t stream) {
+  const size_t slice = iris_coll_ar_slice(sizeof(T), s->dev.ctx.world_size, blocks);
+  switch (s->dev.ctx.world_size) {
+  case 2: iris_coll_ar_store_kernel<T, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, slice, sig, vec); break;
+  case 4: iris_coll_ar_store_kernel<T, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, slice, sig, vec); break;
+  case 8: iris_coll_ar_store_kernel<T, OP, 8><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, slice, sig, vec); break;
+  default: iris_coll_ar_store_kernel<T, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, slice, sig, vec); break;
+  }
+}
+template <typename T, int KIND, int OP>
+static void iris_coll_launch_reduce(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, int vec, int blocks,
+                                    iris_stream_t stream) {
+  /* all-reduce: the second phase pushes below IRIS_COLL_AR_PUSH_MAX bytes, pulls above;
+   * from IRIS_COLL_AR_STORE_MIN both phases store (the store two-shot) */
+  const int push = IRIS_COLL_PUSH && KIND == IRIS_COLL_AR && count * sizeof(T) < IRIS_COLL_AR_PUSH_MAX;
+  if (KIND == IRIS_COLL_AR && IRIS_COLL_PUSH && count * sizeof(T) >= IRIS_COLL_AR_STORE_MIN) {
+    iris_coll_launch_ar_store<T, OP>(s, send, recv, count, sig, vec, blocks, stream);
+    return;
+  }
+  switch (s->dev.ctx.world_size) {
+  case 2: iris_coll_reduce_kernel<T, KIND, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec, push); break;
+  case 4: iris_coll_reduce_kernel<T, KIND, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec, push); break;
+  case 8: iris_coll_reduce_kernel<T, KIND, OP, 8><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec, push); break;
+  default: iris_coll_reduce_kernel<T, KIND, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, vec, push); break;
+  }
+}
+/* The relay broadcast (W >= 3): the chunk size for this grid, and no more CTAs than
+ * chunks per part (a CTA without a chunk would only add barrier traffic). Every rank
+ * computes the same from the same call. */
+static void iris_coll_launch_relay(const iris_coll_state_t *s, const void *send, void *recv, size_t bytes, int root, unsigned long long sig, int blocks,
+                                   iris_stream_t stream) {
+  const iris_coll_relay_t r = iris_coll_relay_plan(bytes, s->dev.ctx.world_size, blocks, 0);
+  blocks = iris_coll_relay_ctas(&r, blocks);
+  iris_coll_relay_kernel<<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, r.chunk, root, sig);
+}
+/* The chain broadcast (W >= 3): no more CTAs than chunks. */
+static void iris_coll_launch_chain(const iris_coll_state_t *s, const void *send, void *recv, size_t bytes, int root, unsigned long long sig, int blocks,
+                                   iris_stream_t stream) {
+  const size_t chunk = iris_coll_chain_chunk(bytes, blocks), chunks = iris_coll_chain_chunks(bytes, chunk);
+  if ((size_t)blocks > chunks) blocks = (int)chunks;
+  iris_coll_chain_kernel<<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, chunk, root, sig);
+}
+template <typename T, int KIND, int OP>
+static void iris_coll_dispatch_op(const iris_coll_state_t *s, int ll, const void *send, void *recv, size_t count, int root, unsigned long long sig, int vec,
+                                  int blocks, iris_stream_t stream) {
+  if (ll == 2) iris_coll_launch_ll2<T, OP>(s, send, recv, count, sig, stream);
+  else if (ll) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, root, sig, stream);
+  else iris_coll_launch_reduce<T, KIND, OP>(s, send, recv, count, sig, vec, blocks, stream);
+}
+/* Reductions (all-reduce, reduce-scatter): one instantiation per type and op. */
+template <typename T, int KIND>
+static void iris_coll_dispatch_reduce(const iris_coll_state_t *s, int ll, iris_redop_t op, const void *send, void *recv, size_t count,
+                                      unsigned long long sig, int vec, int blocks, iris_stream_t stream) {
+  if (op == IRIS_SUM) iris_coll_dispatch_op<T, KIND, IRIS_SUM>(s, ll, send, recv, count, 0, sig, vec, blocks, stream);
+  else if (op == IRIS_MIN) iris_coll_dispatch_op<T, KIND, IRIS_MIN>(s, ll, send, recv, count, 0, sig, vec, blocks, stream);
+  else if (op == IRIS_MAX) iris_coll_dispatch_op<T, KIND, IRIS_MAX>(s, ll, send, recv, count, 0, sig, vec, blocks, stream);
+  else iris_coll_dispatch_op<T, KIND, IRIS_AVG>(s, ll, send, recv, count, 0, sig, vec, blocks, stream);
+}
+template <int KIND>
+static void iris_coll_dispatch_type(const iris_coll_state_t *s, int ll, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
+                                    unsigned long long sig, int vec, int blocks, iris_stream_t stream) {
+  switch (t) {
+  case IRIS_FLOAT32: iris_coll_dispatch_reduce<float, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_FLOAT16: iris_coll_dispatch_reduce<iris_f16_t, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_BFLOAT16: iris_coll_dispatch_reduce<iris_bf16_t, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_INT32: iris_coll_dispatch_reduce<int, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_INT64: iris_coll_dispatch_reduce<long long, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_UINT8: iris_coll_dispatch_reduce<unsigned char, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_FLOAT8_E4M3: iris_coll_dispatch_reduce<iris_fp8_e4m3_t, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  default: iris_coll_dispatch_reduce<iris_fp8_e5m2_t, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  }
+}
+/* Data movement (all-gather, all-to-all, broadcast): bytes are bytes, so one
+ * instantiation per element size (E: an unsigned type of that size) serves every type. */
+template <typename E, int KIND>
+static void iris_coll_dispatch_move(const iris_coll_state_t *s, int ll, const void *send, void *recv, size_t count, int root, unsigned long long sig, int blocks,
+                                    iris_stream_t stream) {
+  const size_t bytes = count * sizeof(E);
+  if (KIND == IRIS_COLL_BC && ll == 2) iris_coll_launch_bc_ll2<E>(s, send, recv, count, root, sig, stream);
+  else if (ll) iris_coll_launch_ll<E, KIND, IRIS_SUM>(s, send, recv, count, root, sig, stream);
+  else if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+  else if (KIND == IRIS_COLL_A2A) iris_coll_copy_kernel<IRIS_COLL_A2A><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+  else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_CHAIN_MIN_BYTES) iris_coll_launch_chain(s, send, recv, bytes, root, sig, blocks, stream);
+  else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_RELAY_MIN_BYTES) iris_coll_launch_relay(s, send, recv, bytes, root, sig, blocks, stream);
+  else iris_coll_copy_kernel<IRIS_COLL_BC><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+}
+template <int KIND>
+static void iris_coll_dispatch_size(const iris_coll_state_t *s, int ll, size_t es, const void *send, void *recv, size_t count, int root, unsigned long long sig,
+                                    int blocks, iris_stream_t stream) {
+  switch (es) {
+  case 1: iris_coll_dispatch_move<unsigned char, KIND>(s, ll, send, recv, count, root, sig, blocks, stream); break;
+  case 2: iris_coll_dispatch_move<unsigned short, KIND>(s, ll, send, recv, count, root, sig, blocks, stream); break;
+  case 4: iris_coll_dispatch_move<unsigned, KIND>(s, ll, send, recv, count, root, sig, blocks, stream); break;
+  default: iris_coll_dispatch_move<unsigned long long, KIND>(s, ll, send, recv, count, root, sig, blocks, stream); break;
+  }
+}
+
+/* A buffer as it enters a call's signature: its heap offset + 2, or 0 off the heap. */
+static unsigned long long iris_coll_sig_offset(const iris_device_ctx_t *c, const void *p) {
+  const char *base = c->bases[c->rank], *q = (const char *)p;
+  return q >= base && q < base + c->heap_size ? (unsigned long long)(q - base) + 2 : 0;
+}
+
+/* One launch on buffers that suit the chosen algorithm. The call's signature (announced
+ * in every kernel's call header and compared by every rank) hashes the kind, count, type,
+ * op, root, the buffers' heap offsets, the algorithm and the grid; type and op enter as
+ * type * 16 + op, distinct for each pair. */
+static_assert(IRIS_REDOP_COUNT <= 16, "the call signature packs type * 16 + op");
+static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, int ll, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
+                             int root, int ctas, iris_stream_t stream) {
+  const int W = s->dev.ctx.world_size, kind = kind_flags & ~IRIS_COLL_OWN_RECV;
+  const size_t es = iris_dtype_size(t), bytes = count * es;
+  unsigned long long sig = 1469598103934665603ULL;
+  int vec, blocks;
+  sig = (sig ^ (unsigned long long)kind) * 1099511628211ULL;
+  sig = (sig ^ (unsigned long long)count) * 1099511628211ULL;
+  sig = (sig ^ (unsigned long long)(t * 16 + op)) * 1099511628211ULL;
+  sig = (sig ^ (unsigned long long)(root + 1)) * 1099511628211ULL;
+  { /* heap buffers must sit at the same heap offsets on every rank; buffers off the heap
+     * (the LL paths take any device memory: peers never touch them) enter as "off heap",
+     * since their addresses differ from rank to rank */
+    const int ag_in_place = kind == IRIS_COLL_AG && (const char *)send == (const char *)recv + (size_t)s->dev.ctx.rank * bytes;
+    const int rs_in_place = kind == IRIS_COLL_RS && ((kind_flags & IRIS_COLL_OWN_RECV) || (const char *)recv == (const char *)send + (size_t)s->dev.ctx.rank * bytes);
+    sig = (sig ^ (ag_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, send))) * 1099511628211ULL;
+    sig = (sig ^ (rs_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, recv))) * 1099511628211ULL;
+  }
+  /* 16-byte path: every pointer and every per-rank block start is 16-byte aligned */
+  vec = ((((uintptr_t)send | (uintptr_t)recv) & 15) == 0) && (kind == IRIS_COLL_AR || (bytes & 15) == 0);
+  blocks = iris_coll_auto_ctas(kind == IRIS_COLL_AR, bytes, W, s->sms, ctas);
+  /* the algorithm and grid too: ranks that would launch different kernels must not agree */
+  sig = (sig ^ (unsigned long long)(ll * 1024 + blocks)) * 1099511628211ULL;
+  switch (kind) {
+  case IRIS_COLL_AR: iris_coll_dispatch_type<IRIS_COLL_AR>(s, ll, t, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_COLL_RS: iris_coll_dispatch_type<IRIS_COLL_RS>(s, ll, t, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_COLL_AG: iris_coll_dispatch_size<IRIS_COLL_AG>(s, ll, es, send, recv, count, root, sig, blocks, stream); break;
+  case IRIS_COLL_A2A: iris_coll_dispatch_size<IRIS_COLL_A2A>(s, ll, es, send, recv, count, root, sig, blocks, stream); break;
+  default: iris_coll_dispatch_size<IRIS_COLL_BC>(s, ll, es, send, recv, count, root, sig, blocks, stream); break;
+  }
+}
+
+#endif /* IRIS_INTERNAL_COLL_LAUNCH_H */
