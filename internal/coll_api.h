@@ -83,11 +83,11 @@ IRIS_DEF iris_status_t iris_tile_flags_destroy(iris_t *ctx, iris_tile_flags_t *f
 IRIS_DEF iris_status_t iris_barrier_device(iris_t *ctx, iris_stream_t stream) {
   iris_coll_state_t *s;
   iris_status_t st;
-  iris_coll_err_t e;
+  iris_gpu_error_t e;
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier_device: NULL context");
   if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   if (!(s = (iris_coll_state_t *)iris_detail_get_ext(ctx))) {
-    if (iris_coll_capturing(stream))
+    if (iris_gpu_stream_capturing(stream))
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier_device: call iris_collectives_setup before graph capture");
     if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;
     s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
@@ -95,15 +95,15 @@ IRIS_DEF iris_status_t iris_barrier_device(iris_t *ctx, iris_stream_t stream) {
   if (iris_world_size(ctx) == 1) return IRIS_SUCCESS;
   if ((st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
   if (iris_local_size(ctx) > 1) iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, 0x6261727269657221ULL); /* a signature no collective has */
-  e = iris_coll_get_last_error();
-  if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "iris_barrier_device: launch failed: %s", iris_coll_error_text(e));
+  e = iris_gpu_last_error();
+  if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "iris_barrier_device: launch failed: %s", iris_gpu_error_text(e));
   if (iris_num_nodes(ctx) > 1) { /* then the nodes meet over the rails (a one-word all-reduce), then the node again */
     const iris_nccl_api_t *nc = iris_detail_nccl(ctx);
     int r = nc->all_reduce(s->mn_scratch, s->mn_scratch, 1, 2 /* ncclInt32 */, 0 /* ncclSum */, iris_rail_comm(ctx), stream);
     if (r != 0) return iris_detail_fail(IRIS_ERROR_SYSTEM, "rank %d: iris_barrier_device: the rail all-reduce (NCCL) failed: %s", iris_rank(ctx), nc->get_error_string(r));
     if (iris_local_size(ctx) > 1) iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, 0x6261727269657222ULL);
-    e = iris_coll_get_last_error();
-    if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "iris_barrier_device: launch failed: %s", iris_coll_error_text(e));
+    e = iris_gpu_last_error();
+    if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "iris_barrier_device: launch failed: %s", iris_gpu_error_text(e));
   }
   return iris_detail_order_end(ctx, stream);
 }

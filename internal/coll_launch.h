@@ -5,27 +5,11 @@
 #ifndef IRIS_INTERNAL_COLL_LAUNCH_H
 #define IRIS_INTERNAL_COLL_LAUNCH_H
 
-#if defined(IRIS_USE_HIP) /* the runtime calls used below */
-#define iris_coll_memcpy_async(d, s, n, st) hipMemcpyAsync(d, s, n, hipMemcpyDeviceToDevice, st)
-#define iris_coll_memcpy2d_async(d, dp, s, sp, w, h, st) hipMemcpy2DAsync(d, dp, s, sp, w, h, hipMemcpyDeviceToDevice, st)
-#define iris_coll_get_last_error hipGetLastError
-#define iris_coll_error_text hipGetErrorString
-#define iris_coll_success hipSuccess
-typedef hipError_t iris_coll_err_t;
-static inline int iris_coll_capturing(iris_stream_t s) { hipStreamCaptureStatus c = hipStreamCaptureStatusNone; hipStreamIsCapturing(s, &c); return c != hipStreamCaptureStatusNone; }
-static inline int iris_coll_sm_count(int dev) { int n = 0; hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, dev); return n > 0 ? n : 1; }
-static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d) { return hipMemcpy(h, d, sizeof *h, hipMemcpyDeviceToHost); }
-#else
-#define iris_coll_memcpy_async(d, s, n, st) cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, st)
-#define iris_coll_memcpy2d_async(d, dp, s, sp, w, h, st) cudaMemcpy2DAsync(d, dp, s, sp, w, h, cudaMemcpyDeviceToDevice, st)
-#define iris_coll_get_last_error cudaGetLastError
-#define iris_coll_error_text cudaGetErrorString
-#define iris_coll_success cudaSuccess
-typedef cudaError_t iris_coll_err_t;
-static inline int iris_coll_capturing(iris_stream_t s) { cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone; cudaStreamIsCapturing(s, &c); return c != cudaStreamCaptureStatusNone; }
-static inline int iris_coll_sm_count(int dev) { int n = 0; cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev); return n > 0 ? n : 1; }
-static inline iris_coll_err_t iris_coll_read_word(unsigned *h, const unsigned *d) { return cudaMemcpy(h, d, sizeof *h, cudaMemcpyDeviceToHost); }
-#endif
+/* The runtime calls of the collectives are the iris_gpu_* wrappers of internal/platform.h.
+ * iris_gemm.h and iris_gemm_reduce.h still call three of them by these names. */
+#define iris_coll_memcpy_async iris_gpu_memcpy_d2d_async
+#define iris_coll_memcpy2d_async iris_gpu_memcpy2d_d2d_async
+#define iris_coll_capturing iris_gpu_stream_capturing
 
 typedef struct iris_coll_state {
   iris_coll_dev_t dev;
@@ -119,43 +103,43 @@ static void iris_coll_launch_chain(const iris_coll_state_t *s, const void *send,
   iris_coll_chain_kernel<<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, chunk, root, sig);
 }
 template <typename T, int KIND, int OP>
-static void iris_coll_dispatch_op(const iris_coll_state_t *s, int ll, const void *send, void *recv, size_t count, int root, unsigned long long sig, int vec,
+static void iris_coll_dispatch_op(const iris_coll_state_t *s, iris_coll_path_t path, const void *send, void *recv, size_t count, int root, unsigned long long sig, int vec,
                                   int blocks, iris_stream_t stream) {
-  if (ll == 2) iris_coll_launch_ll2<T, OP>(s, send, recv, count, sig, stream);
-  else if (ll) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, root, sig, stream);
+  if (path == IRIS_COLL_PATH_LL2) iris_coll_launch_ll2<T, OP>(s, send, recv, count, sig, stream);
+  else if (path == IRIS_COLL_PATH_LL) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, root, sig, stream);
   else iris_coll_launch_reduce<T, KIND, OP>(s, send, recv, count, sig, vec, blocks, stream);
 }
 /* Reductions (all-reduce, reduce-scatter): one instantiation per type and op. */
 template <typename T, int KIND>
-static void iris_coll_dispatch_reduce(const iris_coll_state_t *s, int ll, iris_redop_t op, const void *send, void *recv, size_t count,
+static void iris_coll_dispatch_reduce(const iris_coll_state_t *s, iris_coll_path_t path, iris_redop_t op, const void *send, void *recv, size_t count,
                                       unsigned long long sig, int vec, int blocks, iris_stream_t stream) {
-  if (op == IRIS_SUM) iris_coll_dispatch_op<T, KIND, IRIS_SUM>(s, ll, send, recv, count, 0, sig, vec, blocks, stream);
-  else if (op == IRIS_MIN) iris_coll_dispatch_op<T, KIND, IRIS_MIN>(s, ll, send, recv, count, 0, sig, vec, blocks, stream);
-  else if (op == IRIS_MAX) iris_coll_dispatch_op<T, KIND, IRIS_MAX>(s, ll, send, recv, count, 0, sig, vec, blocks, stream);
-  else iris_coll_dispatch_op<T, KIND, IRIS_AVG>(s, ll, send, recv, count, 0, sig, vec, blocks, stream);
+  if (op == IRIS_SUM) iris_coll_dispatch_op<T, KIND, IRIS_SUM>(s, path, send, recv, count, 0, sig, vec, blocks, stream);
+  else if (op == IRIS_MIN) iris_coll_dispatch_op<T, KIND, IRIS_MIN>(s, path, send, recv, count, 0, sig, vec, blocks, stream);
+  else if (op == IRIS_MAX) iris_coll_dispatch_op<T, KIND, IRIS_MAX>(s, path, send, recv, count, 0, sig, vec, blocks, stream);
+  else iris_coll_dispatch_op<T, KIND, IRIS_AVG>(s, path, send, recv, count, 0, sig, vec, blocks, stream);
 }
 template <int KIND>
-static void iris_coll_dispatch_type(const iris_coll_state_t *s, int ll, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
+static void iris_coll_dispatch_type(const iris_coll_state_t *s, iris_coll_path_t path, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
                                     unsigned long long sig, int vec, int blocks, iris_stream_t stream) {
   switch (t) {
-  case IRIS_FLOAT32: iris_coll_dispatch_reduce<float, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
-  case IRIS_FLOAT16: iris_coll_dispatch_reduce<iris_f16_t, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
-  case IRIS_BFLOAT16: iris_coll_dispatch_reduce<iris_bf16_t, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
-  case IRIS_INT32: iris_coll_dispatch_reduce<int, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
-  case IRIS_INT64: iris_coll_dispatch_reduce<long long, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
-  case IRIS_UINT8: iris_coll_dispatch_reduce<unsigned char, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
-  case IRIS_FLOAT8_E4M3: iris_coll_dispatch_reduce<iris_fp8_e4m3_t, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
-  default: iris_coll_dispatch_reduce<iris_fp8_e5m2_t, KIND>(s, ll, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_FLOAT32: iris_coll_dispatch_reduce<float, KIND>(s, path, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_FLOAT16: iris_coll_dispatch_reduce<iris_f16_t, KIND>(s, path, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_BFLOAT16: iris_coll_dispatch_reduce<iris_bf16_t, KIND>(s, path, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_INT32: iris_coll_dispatch_reduce<int, KIND>(s, path, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_INT64: iris_coll_dispatch_reduce<long long, KIND>(s, path, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_UINT8: iris_coll_dispatch_reduce<unsigned char, KIND>(s, path, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_FLOAT8_E4M3: iris_coll_dispatch_reduce<iris_fp8_e4m3_t, KIND>(s, path, op, send, recv, count, sig, vec, blocks, stream); break;
+  default: iris_coll_dispatch_reduce<iris_fp8_e5m2_t, KIND>(s, path, op, send, recv, count, sig, vec, blocks, stream); break;
   }
 }
 /* Data movement (all-gather, all-to-all, broadcast): bytes are bytes, so one
  * instantiation per element size (E: an unsigned type of that size) serves every type. */
 template <typename E, int KIND>
-static void iris_coll_dispatch_move(const iris_coll_state_t *s, int ll, const void *send, void *recv, size_t count, int root, unsigned long long sig, int blocks,
+static void iris_coll_dispatch_move(const iris_coll_state_t *s, iris_coll_path_t path, const void *send, void *recv, size_t count, int root, unsigned long long sig, int blocks,
                                     iris_stream_t stream) {
   const size_t bytes = count * sizeof(E);
-  if (KIND == IRIS_COLL_BC && ll == 2) iris_coll_launch_bc_ll2<E>(s, send, recv, count, root, sig, stream);
-  else if (ll) iris_coll_launch_ll<E, KIND, IRIS_SUM>(s, send, recv, count, root, sig, stream);
+  if (KIND == IRIS_COLL_BC && path == IRIS_COLL_PATH_LL2) iris_coll_launch_bc_ll2<E>(s, send, recv, count, root, sig, stream);
+  else if (path != IRIS_COLL_PATH_BW) iris_coll_launch_ll<E, KIND, IRIS_SUM>(s, send, recv, count, root, sig, stream);
   else if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
   else if (KIND == IRIS_COLL_A2A) iris_coll_copy_kernel<IRIS_COLL_A2A><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
   else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_CHAIN_MIN_BYTES) iris_coll_launch_chain(s, send, recv, bytes, root, sig, blocks, stream);
@@ -163,13 +147,13 @@ static void iris_coll_dispatch_move(const iris_coll_state_t *s, int ll, const vo
   else iris_coll_copy_kernel<IRIS_COLL_BC><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
 }
 template <int KIND>
-static void iris_coll_dispatch_size(const iris_coll_state_t *s, int ll, size_t es, const void *send, void *recv, size_t count, int root, unsigned long long sig,
+static void iris_coll_dispatch_size(const iris_coll_state_t *s, iris_coll_path_t path, size_t es, const void *send, void *recv, size_t count, int root, unsigned long long sig,
                                     int blocks, iris_stream_t stream) {
   switch (es) {
-  case 1: iris_coll_dispatch_move<unsigned char, KIND>(s, ll, send, recv, count, root, sig, blocks, stream); break;
-  case 2: iris_coll_dispatch_move<unsigned short, KIND>(s, ll, send, recv, count, root, sig, blocks, stream); break;
-  case 4: iris_coll_dispatch_move<unsigned, KIND>(s, ll, send, recv, count, root, sig, blocks, stream); break;
-  default: iris_coll_dispatch_move<unsigned long long, KIND>(s, ll, send, recv, count, root, sig, blocks, stream); break;
+  case 1: iris_coll_dispatch_move<unsigned char, KIND>(s, path, send, recv, count, root, sig, blocks, stream); break;
+  case 2: iris_coll_dispatch_move<unsigned short, KIND>(s, path, send, recv, count, root, sig, blocks, stream); break;
+  case 4: iris_coll_dispatch_move<unsigned, KIND>(s, path, send, recv, count, root, sig, blocks, stream); break;
+  default: iris_coll_dispatch_move<unsigned long long, KIND>(s, path, send, recv, count, root, sig, blocks, stream); break;
   }
 }
 
@@ -184,7 +168,7 @@ static unsigned long long iris_coll_sig_offset(const iris_device_ctx_t *c, const
  * op, root, the buffers' heap offsets, the algorithm and the grid; type and op enter as
  * type * 16 + op, distinct for each pair. */
 static_assert(IRIS_REDOP_COUNT <= 16, "the call signature packs type * 16 + op");
-static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, int ll, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
+static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, iris_coll_path_t path, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
                              int root, int ctas, iris_stream_t stream) {
   const int W = s->dev.ctx.world_size, kind = kind_flags & ~IRIS_COLL_OWN_RECV;
   const size_t es = iris_dtype_size(t), bytes = count * es;
@@ -206,13 +190,13 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, int ll,
   vec = ((((uintptr_t)send | (uintptr_t)recv) & 15) == 0) && (kind == IRIS_COLL_AR || (bytes & 15) == 0);
   blocks = iris_coll_auto_ctas(kind == IRIS_COLL_AR, bytes, W, s->sms, ctas);
   /* the algorithm and grid too: ranks that would launch different kernels must not agree */
-  sig = (sig ^ (unsigned long long)(ll * 1024 + blocks)) * 1099511628211ULL;
+  sig = (sig ^ (unsigned long long)((int)path * 1024 + blocks)) * 1099511628211ULL;
   switch (kind) {
-  case IRIS_COLL_AR: iris_coll_dispatch_type<IRIS_COLL_AR>(s, ll, t, op, send, recv, count, sig, vec, blocks, stream); break;
-  case IRIS_COLL_RS: iris_coll_dispatch_type<IRIS_COLL_RS>(s, ll, t, op, send, recv, count, sig, vec, blocks, stream); break;
-  case IRIS_COLL_AG: iris_coll_dispatch_size<IRIS_COLL_AG>(s, ll, es, send, recv, count, root, sig, blocks, stream); break;
-  case IRIS_COLL_A2A: iris_coll_dispatch_size<IRIS_COLL_A2A>(s, ll, es, send, recv, count, root, sig, blocks, stream); break;
-  default: iris_coll_dispatch_size<IRIS_COLL_BC>(s, ll, es, send, recv, count, root, sig, blocks, stream); break;
+  case IRIS_COLL_AR: iris_coll_dispatch_type<IRIS_COLL_AR>(s, path, t, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_COLL_RS: iris_coll_dispatch_type<IRIS_COLL_RS>(s, path, t, op, send, recv, count, sig, vec, blocks, stream); break;
+  case IRIS_COLL_AG: iris_coll_dispatch_size<IRIS_COLL_AG>(s, path, es, send, recv, count, root, sig, blocks, stream); break;
+  case IRIS_COLL_A2A: iris_coll_dispatch_size<IRIS_COLL_A2A>(s, path, es, send, recv, count, root, sig, blocks, stream); break;
+  default: iris_coll_dispatch_size<IRIS_COLL_BC>(s, path, es, send, recv, count, root, sig, blocks, stream); break;
   }
 }
 

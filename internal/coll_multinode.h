@@ -96,8 +96,8 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
       const char *in = (const char *)send;
       char *mid = s->mn_scratch + W * k * es;
       if (m != count) {
-        iris_coll_err_t e = iris_coll_memcpy2d_async(s->mn_scratch, m * es, (const char *)send + c0 * es, count * es, m * es, W, stream);
-        if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_coll_error_text(e));
+        iris_gpu_error_t e = iris_gpu_memcpy2d_d2d_async(s->mn_scratch, m * es, (const char *)send + c0 * es, count * es, m * es, W, stream);
+        if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_gpu_error_text(e));
         in = s->mn_scratch;
       }
       IRIS_COLL_MN_NCCL("reduce-scatter", nc->reduce_scatter(in, mid, (size_t)L * m, nt, nop, rail, stream));
@@ -117,14 +117,14 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
     for (c0 = 0; c0 < count; c0 += k) {
       const size_t m = count - c0 < k ? count - c0 : k, blk = m * es;
       char *s1 = s->mn_scratch, *s2 = s1 + W * blk, *s3 = s2 + W * blk;
-      iris_coll_err_t e = iris_coll_success;
-      for (q = 0; q < L && e == iris_coll_success; q++)
-        e = iris_coll_memcpy2d_async(s1 + (size_t)q * N * blk, blk, (const char *)send + ((size_t)q * count + c0) * es, (size_t)L * count * es, blk, (size_t)N, stream);
-      if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_coll_error_text(e));
+      iris_gpu_error_t e = IRIS_GPU_SUCCESS;
+      for (q = 0; q < L && e == IRIS_GPU_SUCCESS; q++)
+        e = iris_gpu_memcpy2d_d2d_async(s1 + (size_t)q * N * blk, blk, (const char *)send + ((size_t)q * count + c0) * es, (size_t)L * count * es, blk, (size_t)N, stream);
+      if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_gpu_error_text(e));
       IRIS_COLL_MN_STEP(iris_coll_enqueue(ctx, IRIS_COLL_A2A, s1, s2, (size_t)N * m, t, op, 0, stream, opts));
-      for (q = 0; q < N && e == iris_coll_success; q++)
-        e = iris_coll_memcpy2d_async(s3 + (size_t)q * L * blk, blk, s2 + (size_t)q * blk, (size_t)N * blk, blk, (size_t)L, stream);
-      if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_coll_error_text(e));
+      for (q = 0; q < N && e == IRIS_GPU_SUCCESS; q++)
+        e = iris_gpu_memcpy2d_d2d_async(s3 + (size_t)q * L * blk, blk, s2 + (size_t)q * blk, (size_t)N * blk, blk, (size_t)L, stream);
+      if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_gpu_error_text(e));
       IRIS_COLL_MN_NCCL("group start", nc->group_start());
       for (q = 0; q < N; q++) {
         char *into = m == count ? (char *)recv + (size_t)q * L * count * es : s2 + (size_t)q * L * blk;
@@ -133,9 +133,9 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
         if (r1 || r2) { nc->group_end(); return iris_coll_nccl_fail(ctx, name, "send/recv", nc, r1 ? r1 : r2); }
       }
       IRIS_COLL_MN_NCCL("group end", nc->group_end());
-      for (q = 0; m != count && q < N && e == iris_coll_success; q++)
-        e = iris_coll_memcpy2d_async((char *)recv + ((size_t)q * L * count + c0) * es, count * es, s2 + (size_t)q * L * blk, blk, blk, (size_t)L, stream);
-      if (e != iris_coll_success) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_coll_error_text(e));
+      for (q = 0; m != count && q < N && e == IRIS_GPU_SUCCESS; q++)
+        e = iris_gpu_memcpy2d_d2d_async((char *)recv + ((size_t)q * L * count + c0) * es, count * es, s2 + (size_t)q * L * blk, blk, blk, (size_t)L, stream);
+      if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_gpu_error_text(e));
     }
   } else { /* broadcast: the root's rail carries it to every node, each node broadcasts it */
     const int rn = root / L, rl = root % L;
@@ -157,7 +157,7 @@ static iris_status_t iris_coll_mn_run(iris_t *ctx, int kind, const void *send, v
   if (count == 0) return IRIS_SUCCESS;
   if (!send || !recv) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL buffer", me, name);
   if (!iris_detail_get_ext(ctx)) {
-    if (iris_coll_capturing(stream))
+    if (iris_gpu_stream_capturing(stream))
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: the first collective call (or iris_collectives_setup) must come before graph capture", me, name);
     if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;
   }

@@ -77,6 +77,14 @@
 #define IRIS_COLL_CHAIN_STEPS 64
 #endif
 
+/* The kernel family one launch runs: what IRIS_ALGO_AUTO, or the algorithm a caller
+ * forces, resolves to for this call. The value enters the call's signature. */
+typedef enum iris_coll_path {
+  IRIS_COLL_PATH_BW = 0, /* bandwidth: many CTAs between barriers (IRIS_ALGO_BANDWIDTH) */
+  IRIS_COLL_PATH_LL = 1, /* the one-hop LL kernel (IRIS_ALGO_LATENCY) */
+  IRIS_COLL_PATH_LL2 = 2 /* two hops in LL form: all-reduce, broadcast at 3+ ranks (IRIS_ALGO_TWO_SHOT_LL) */
+} iris_coll_path_t;
+
 /* ---- Planning arithmetic: who moves which bytes, as pure functions of the call and
  * the world size W. Host and device, C and C++ (every rank computes the same from the
  * same call; tests/host_test.c checks them for W from 2 to 16). Internal. */
@@ -204,7 +212,7 @@ static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunks(size_t bytes, size_
 #endif
 /* Threads per CTA of the latency kernel (one 16-byte line each per pass; at least 64,
  * a thread per rank). Fewer threads spread a message over more SMs, each of which
- * stores only so fast into the links. Measured on 4xH200 (session 4), bf16 all-reduce,
+ * stores only so fast into the links. Measured on 4xH200, bf16 all-reduce,
  * graph us at 4 / 8 / 16 KB: 128 threads 3.35 / 3.53 / 3.80, 256: 3.45 / 3.57 / 3.81,
  * 512: 3.63 / 3.79 / 3.89; the same or better for all-gather up to 256 KB. */
 #ifndef IRIS_COLL_LL_THREADS
@@ -246,11 +254,14 @@ static_assert(IRIS_COLL_LL_THREADS >= 64 && IRIS_COLL_LL_THREADS <= 1024 && IRIS
 #ifndef IRIS_COLL_RELAY_MIN_BYTES
 #define IRIS_COLL_RELAY_MIN_BYTES ((size_t)2 << 20)
 #endif
-/* Broadcast at 3+ ranks: the chain from this size on. Measured on 4xH200 (session 4),
+/* Broadcast at 3+ ranks: the chain from this size on. Measured on 4xH200,
  * graph us, chain (64 steps) against relay against NCCL: 1 GB 3001 / 3204 / 2965,
  * 512 MB 1548 / ~1600 / 1501, 256 MB 806 / 802 / 761, 64 MB 251 / 226 / 205, 16 MB
  * 75.5 / 67 / 64.5. Below 512 MB the chain's chunks are too small for their
  * handshake (16 steps per CTA: 229 us at 64 MB, but 3197 at 1 GB). */
+#ifndef IRIS_COLL_CHAIN_MIN_BYTES
+#define IRIS_COLL_CHAIN_MIN_BYTES ((size_t)512 << 20)
+#endif
 /* Multi-node worlds: the all-reduce's one-shot composition (node all-reduce, rail 0,
  * node broadcast) up to this many bytes, the reduce-scatter composition above; the
  * heap scratch of the rail steps (reduce-scatter pieces). Not measured yet. */
@@ -259,9 +270,6 @@ static_assert(IRIS_COLL_LL_THREADS >= 64 && IRIS_COLL_LL_THREADS <= 1024 && IRIS
 #endif
 #ifndef IRIS_COLL_MN_SCRATCH_BYTES
 #define IRIS_COLL_MN_SCRATCH_BYTES ((size_t)32 << 20)
-#endif
-#ifndef IRIS_COLL_CHAIN_MIN_BYTES
-#define IRIS_COLL_CHAIN_MIN_BYTES ((size_t)512 << 20)
 #endif
 
 #endif /* IRIS_INTERNAL_COLL_PLAN_H */

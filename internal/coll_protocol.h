@@ -15,6 +15,32 @@ enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC
  * signature as such, not by its offset. Single-node calls never set it. */
 #define IRIS_COLL_OWN_RECV 0x100
 
+/* ---- The control block: one heap block per rank, at the same offset on every rank,
+ * where the peers signal (iris_coll_dev_t below says what each part is for). Zeroed at
+ * setup before the ranks meet. Its layout is part of the protocol: pinned below. */
+/* One parity's call headers: from[p] is what peer p announced last for a call of this
+ * parity, iris_coll_hdr_word(signature, call); 0 before any call. */
+typedef struct iris_coll_hdr_row {
+  unsigned long long from[IRIS_MAX_RANKS];
+} iris_coll_hdr_row_t;
+typedef struct iris_coll_ctl {
+  unsigned long long flags[IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS];    /* [b][p]: barrier epoch that rank p's CTA b reached */
+  unsigned long long progress[IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS]; /* [b][p]: rank p's CTA b, iris_coll_progress_value(call, steps) */
+  iris_coll_hdr_row_t hdr[2];                                      /* [call & 1]: the peers' call headers */
+  unsigned long long calls;                                        /* the call word: (call number << 32) | CTAs of that call that have started */
+  unsigned char spare[256 - sizeof(unsigned long long)];           /* unused, to a 256-byte tail */
+} iris_coll_ctl_t;
+#define IRIS_COLL_CTL_ROWS_BYTES ((size_t)IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS * sizeof(unsigned long long))
+static_assert(sizeof(iris_coll_hdr_row_t) == IRIS_MAX_RANKS * sizeof(unsigned long long), "a header row is one word per rank");
+static_assert(offsetof(iris_coll_ctl_t, flags) == 0 && offsetof(iris_coll_ctl_t, progress) == IRIS_COLL_CTL_ROWS_BYTES &&
+                  offsetof(iris_coll_ctl_t, hdr) == 2 * IRIS_COLL_CTL_ROWS_BYTES &&
+                  offsetof(iris_coll_ctl_t, calls) == 2 * IRIS_COLL_CTL_ROWS_BYTES + 2 * sizeof(iris_coll_hdr_row_t),
+              "iris_coll_ctl_t: flags | progress | headers | call word");
+static_assert(sizeof(iris_coll_ctl_t) == 2 * IRIS_COLL_CTL_ROWS_BYTES + 2 * sizeof(iris_coll_hdr_row_t) + 256, "iris_coll_ctl_t: a 256-byte tail");
+static_assert(offsetof(iris_coll_ctl_t, hdr) % 16 == 0, "header rows start 16-byte aligned (read in 16-byte pairs)");
+/* A header word: the call's 32-bit signature (never 0) above its number. */
+IRIS_DEVICE_INLINE unsigned long long iris_coll_hdr_word(unsigned sig32, unsigned c) { return ((unsigned long long)sig32 << 32) | c; }
+
 /* Everything a collective kernel needs; plain data, passed by value. The state lives
  * on the heap at the same offsets on every rank.
  *
@@ -45,10 +71,10 @@ enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC
  * rank ends before it has seen every peer's header of that call. */
 typedef struct iris_coll_dev {
   iris_device_ctx_t ctx;
-  unsigned long long *calls; /* the call word: (call number << 32) | CTAs of that call that have started */
-  unsigned long long *hdr;   /* [2 parity][IRIS_MAX_RANKS] peers' call headers (signature << 32 | call) */
-  unsigned long long *flags; /* [IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS] barrier epoch that peer p's CTA b reached */
-  unsigned long long *progress; /* [IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS] relay broadcast: owners' (call << 32 | chunks done) */
+  unsigned long long *calls;  /* &ctl->calls */
+  iris_coll_hdr_row_t *hdr;   /* ctl->hdr: [call & 1] */
+  unsigned long long *flags;  /* ctl->flags: [CTA b][rank p] */
+  unsigned long long *progress; /* ctl->progress: [CTA b][rank p] */
   uint4 *ll;                 /* [2 parity][world src][ll_lines] LL lines */
   size_t ll_lines;           /* lines per (parity, src) */
   uint4 *ll2;                /* two-shot LL: [2 parity][2 phase][world src][ll2_lines] */
@@ -125,9 +151,9 @@ IRIS_DEVICE_INLINE bool iris_coll_barrier(const iris_coll_dev_t &d, unsigned &ep
  * that ran out, or a fatal fault of the context. */
 IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned c, unsigned sig32, int kind) {
   const int W = d.ctx.world_size, me = d.ctx.rank, t = threadIdx.x;
-  unsigned long long *hdr = d.hdr + (size_t)(c & 1) * IRIS_MAX_RANKS;
+  unsigned long long *hdr = d.hdr[c & 1].from;
   int ok = 1;
-  if (blockIdx.x == 0 && t < W && t != me) iris_signal(d.ctx, hdr + me, ((unsigned long long)sig32 << 32) | c, t);
+  if (blockIdx.x == 0 && t < W && t != me) iris_signal(d.ctx, hdr + me, iris_coll_hdr_word(sig32, c), t);
   if (t < W && t != me) {
     unsigned long long v = 0, start = 0;
     unsigned spins = 0;
@@ -204,7 +230,7 @@ IRIS_DEVICE_INLINE iris_coll_mask_t iris_coll_peer_mask(int W, int me) { return 
 IRIS_DEVICE_INLINE void iris_coll_announce(const iris_coll_dev_t &d, unsigned c, unsigned sig32) {
   const int t = threadIdx.x;
   if (blockIdx.x == 0 && t < d.ctx.world_size && t != d.ctx.rank)
-    iris_signal_relaxed(d.ctx, d.hdr + (size_t)(c & 1) * IRIS_MAX_RANKS + d.ctx.rank, ((unsigned long long)sig32 << 32) | c, t);
+    iris_signal_relaxed(d.ctx, d.hdr[c & 1].from + d.ctx.rank, iris_coll_hdr_word(sig32, c), t);
 }
 /* Two adjacent 8-byte words, each read single-copy atomically (one 16-byte load on NVIDIA;
  * a header row pair starts 16-byte aligned because IRIS_MAX_RANKS is even). */
@@ -222,7 +248,7 @@ IRIS_DEVICE_INLINE void iris_coll_ld2(const unsigned long long *p, unsigned long
  * peer of `all` is seen, 0 while some have not announced call c yet (*who: one of them),
  * -1 if a peer announced call c with another signature (*who: that peer). */
 IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned c, unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, int &who) {
-  const unsigned long long *row = d.hdr + (size_t)(c & 1) * IRIS_MAX_RANKS, want = ((unsigned long long)sig32 << 32) | c;
+  const unsigned long long *row = d.hdr[c & 1].from, want = iris_coll_hdr_word(sig32, c);
   const int W = d.ctx.world_size;
   int st = 1;
 #pragma unroll
@@ -245,7 +271,7 @@ IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned
  * signature, so that this rank ends the call only when no peer can still be in call
  * c - 1 (what the good path guarantees by matching every header). Returns -1. */
 IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned c, int who, int kind) {
-  const unsigned long long *row = d.hdr + (size_t)(c & 1) * IRIS_MAX_RANKS;
+  const unsigned long long *row = d.hdr[c & 1].from;
   const unsigned site = IRIS_COLL_SITE(kind, IRIS_SITE_HEADER);
   unsigned long long start = 0;
   unsigned spins = 0;
