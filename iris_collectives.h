@@ -75,6 +75,22 @@
  *     up at once, and every later call returns the error (iris_get_async_error names
  *     the wait, the rank and the call); iris_finalize then skips the final barrier.
  *     With IRIS_DEBUG the waiting kernel also reports and traps.
+ *
+ * Options
+ *   Compile time, global (every unit of a program alike): the sizes and thresholds
+ *   IRIS_COLL_* (docs/options.md; their defaults and the measurements behind them are in
+ *   internal/coll_plan.h). Compile time, for the unit that defines IRIS_IMPLEMENTATION
+ *   only: IRIS_COLL_TYPES and IRIS_COLL_OPS (below), which kernels it compiles.
+ *   Environment, read at setup: IRIS_COLL_STAGING (bytes of each staging area, 0: none),
+ *   IRIS_COLL_CHECK (0: the latency path skips matching the call headers).
+ *
+ * Compile time
+ *   A unit with IRIS_IMPLEMENTATION compiles every collective kernel: about 45 s (nvcc
+ *   13.0, sm_90, one core of a 2-core x86 machine; see docs/collectives.md). SUM and AVG
+ *   of fp32, fp16 and bf16 have kernels of their own, specialised for 2, 4 and 8 ranks;
+ *   the other reductions (integer and fp8 types, MIN and MAX) share one kernel per type
+ *   with the op a run-time argument. To compile less, limit the reductions with
+ *   IRIS_COLL_TYPES / IRIS_COLL_OPS, or link libiris.so (make lib) instead.
  */
 #ifndef IRIS_COLLECTIVES_H
 #define IRIS_COLLECTIVES_H
@@ -106,14 +122,27 @@ typedef enum iris_dtype {
 typedef enum iris_redop { IRIS_SUM = 0, IRIS_MIN, IRIS_MAX, IRIS_AVG, IRIS_REDOP_COUNT } iris_redop_t;
 typedef enum iris_algo { IRIS_ALGO_AUTO = 0, IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_TWO_SHOT_LL } iris_algo_t;
 
+/* Which reductions the unit that defines IRIS_IMPLEMENTATION compiles kernels for (in
+ * other units they change nothing): bit (1 << t) of IRIS_COLL_TYPES for each
+ * iris_dtype_t t, bit (1 << op) of IRIS_COLL_OPS for each iris_redop_t op; default: all.
+ * An all-reduce or reduce-scatter of a type or op left out returns IRIS_ERROR_UNSUPPORTED
+ * on every rank, before anything is launched or written. All-gather, all-to-all and
+ * broadcast move every type whatever these say. For example, bf16 and fp32 sums only:
+ *   -DIRIS_COLL_TYPES='(1 << IRIS_FLOAT32 | 1 << IRIS_BFLOAT16)' -DIRIS_COLL_OPS='(1 << IRIS_SUM)' */
+#ifndef IRIS_COLL_TYPES
+#define IRIS_COLL_TYPES ((1u << IRIS_DTYPE_COUNT) - 1u)
+#endif
+#ifndef IRIS_COLL_OPS
+#define IRIS_COLL_OPS ((1u << IRIS_REDOP_COUNT) - 1u)
+#endif
+
 /* Per-call options (NULL = defaults). Start from IRIS_COLL_OPTS_INIT. */
 typedef struct iris_coll_opts {
   size_t struct_size;
-  iris_algo_t algo; /* IRIS_ALGO_AUTO: by size, see iris_coll_choose */
+  iris_algo_t algo; /* IRIS_ALGO_AUTO: by size (docs/collectives.md, "Algorithms") */
   int ctas;         /* bandwidth algorithms: CTAs per rank; 0 = automatic */
 } iris_coll_opts_t;
 #define IRIS_COLL_OPTS_INIT {sizeof(iris_coll_opts_t), IRIS_ALGO_AUTO, 0}
-
 
 /* Sizes of the collective state on the heap (per rank, allocated once). */
 #define IRIS_COLL_MAX_CTAS 256                       /* CTAs of one bandwidth kernel */

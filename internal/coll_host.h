@@ -77,7 +77,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   }
   s->dev.flags = &ctl->flags[0][0];
   s->dev.progress = &ctl->progress[0][0];
-  s->dev.hdr = ctl->hdr;
+  s->dev.hdr = &ctl->hdr[0].from[0];
   s->dev.calls = &ctl->calls;
   /* 2. zero the control words and LL lines (a local GPU failure is possible here) */
   {
@@ -138,6 +138,18 @@ static int iris_coll_in_heap(iris_t *ctx, const void *p, size_t bytes) {
 
 static const char *const iris_coll_names[IRIS_COLL_KINDS] = {"iris_all_reduce", "iris_all_gather", "iris_reduce_scatter", "iris_all_to_all", "iris_broadcast"};
 
+/* A reduction whose kernels this unit leaves out (IRIS_COLL_TYPES, IRIS_COLL_OPS, see
+ * iris_collectives.h): refused with IRIS_ERROR_UNSUPPORTED, on every rank alike (the same
+ * program), before anything is launched. t and op are valid. */
+static iris_status_t iris_coll_check_compiled(int kind, iris_dtype_t t, iris_redop_t op, int me, const char *name) {
+  static const char *const types[IRIS_DTYPE_COUNT] = {"IRIS_FLOAT32", "IRIS_FLOAT16", "IRIS_BFLOAT16", "IRIS_INT32",
+                                                      "IRIS_INT64",   "IRIS_UINT8",   "IRIS_FLOAT8_E4M3", "IRIS_FLOAT8_E5M2"};
+  static const char *const ops[IRIS_REDOP_COUNT] = {"IRIS_SUM", "IRIS_MIN", "IRIS_MAX", "IRIS_AVG"};
+  if ((kind != IRIS_COLL_AR && kind != IRIS_COLL_RS) || iris_coll_compiled_in(t, op)) return IRIS_SUCCESS;
+  return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: %s of %s is not compiled in: the unit that defines IRIS_IMPLEMENTATION leaves it out (IRIS_COLL_TYPES 0x%x, "
+                          "IRIS_COLL_OPS 0x%x)", me, name, ops[op], types[t], (unsigned)(IRIS_COLL_TYPES), (unsigned)(IRIS_COLL_OPS));
+}
+
 static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op, int root,
                                        iris_stream_t stream, const iris_coll_opts_t *opts) {
   const int kind = kind_flags & ~IRIS_COLL_OWN_RECV; /* the flag only reaches the signature (iris_coll_launch) */
@@ -155,6 +167,7 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *
   if (!es) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown data type %d", me, name, (int)t);
   if ((kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && (op < IRIS_SUM || op >= IRIS_REDOP_COUNT))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown reduction %d", me, name, (int)op);
+  if ((st = iris_coll_check_compiled(kind, t, op, me, name)) != IRIS_SUCCESS) return st;
   if (kind == IRIS_COLL_BC && (root < 0 || root >= W)) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: %s: root %d outside [0, %d)", me, name, root, W);
   if (opts) {
     if (opts->struct_size != sizeof(iris_coll_opts_t))

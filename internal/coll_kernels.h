@@ -7,7 +7,7 @@
 
 /* ---- the bandwidth kernels: pull with 16-byte loads between per-CTA barriers. */
 template <typename T, int OP, int W_STATIC>
-IRIS_DEVICE_INLINE uint4 iris_coll_reduce16(const iris_device_ctx_t &ctx, const T *const *src, size_t v, int W) {
+IRIS_DEVICE_INLINE uint4 iris_coll_reduce16(const iris_device_ctx_t &ctx, const T *const *src, size_t v, int W, int op) {
   union U { uint4 u; T e[16 / sizeof(T)]; };
   typedef typename iris_coll_acc<T>::type A;
   const int per = 16 / sizeof(T);
@@ -22,26 +22,26 @@ IRIS_DEVICE_INLINE uint4 iris_coll_reduce16(const iris_device_ctx_t &ctx, const 
 #pragma unroll
     for (int r = 1; r < (W_STATIC > 0 ? W_STATIC : 1); r++)
 #pragma unroll
-      for (int k = 0; k < per; k++) acc[k] = iris_coll_combine<OP>(acc[k], iris_coll_up(in[r].e[k]));
+      for (int k = 0; k < per; k++) acc[k] = iris_coll_combine_op<OP>(acc[k], iris_coll_up(in[r].e[k]), op);
   } else {
     U x;
     x.u = ((const uint4 *)src[0])[v];
     for (int k = 0; k < per; k++) acc[k] = iris_coll_up(x.e[k]);
     for (int r = 1; r < W; r++) {
       x.u = ((const uint4 *)src[r])[v];
-      for (int k = 0; k < per; k++) acc[k] = iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+      for (int k = 0; k < per; k++) acc[k] = iris_coll_combine_op<OP>(acc[k], iris_coll_up(x.e[k]), op);
     }
   }
   U out;
 #pragma unroll
-  for (int k = 0; k < per; k++) out.e[k] = iris_coll_result<T, OP>(acc[k], W_STATIC > 0 ? W_STATIC : W);
+  for (int k = 0; k < per; k++) out.e[k] = iris_coll_result_op<T, OP>(acc[k], W_STATIC > 0 ? W_STATIC : W, op);
   return out.u;
 }
 template <typename T, int OP>
-IRIS_DEVICE_INLINE T iris_coll_reduce1(const T *const *src, size_t i, int W) {
+IRIS_DEVICE_INLINE T iris_coll_reduce1(const T *const *src, size_t i, int W, int op) {
   typename iris_coll_acc<T>::type acc = iris_coll_up(src[0][i]);
-  for (int r = 1; r < W; r++) acc = iris_coll_combine<OP>(acc, iris_coll_up(src[r][i]));
-  return iris_coll_result<T, OP>(acc, W);
+  for (int r = 1; r < W; r++) acc = iris_coll_combine_op<OP>(acc, iris_coll_up(src[r][i]), op);
+  return iris_coll_result_op<T, OP>(acc, W, op);
 }
 
 /* Reduce elements [lo, hi) of the W sources into each of the nd destinations (the
@@ -49,24 +49,24 @@ IRIS_DEVICE_INLINE T iris_coll_reduce1(const T *const *src, size_t i, int W) {
  * pointers are 16-byte aligned. Cooperative: thread tid of nt (the grid or a block). */
 template <typename T, int OP, int W_STATIC>
 IRIS_DEVICE_INLINE void iris_coll_reduce_range(const iris_device_ctx_t &ctx, const T *const *src, T *const *dst, int nd, size_t lo, size_t hi, int W, bool vec,
-                                               size_t tid, size_t nt) {
+                                               size_t tid, size_t nt, int op) {
   const size_t per = 16 / sizeof(T);
   size_t done = lo;
   const size_t v0 = (lo + per - 1) / per, v1 = hi / per;
   int j;
   if (vec && v1 > v0) {
     for (size_t v = v0 + tid; v < v1; v += nt) {
-      const uint4 x = iris_coll_reduce16<T, OP, W_STATIC>(ctx, src, v, W);
+      const uint4 x = iris_coll_reduce16<T, OP, W_STATIC>(ctx, src, v, W, op);
       for (j = 0; j < nd; j++) ((uint4 *)dst[j])[v] = x;
     }
     for (size_t i = lo + tid; i < v0 * per; i += nt) {
-      const T x = iris_coll_reduce1<T, OP>(src, i, W);
+      const T x = iris_coll_reduce1<T, OP>(src, i, W, op);
       for (j = 0; j < nd; j++) dst[j][i] = x;
     }
     done = v1 * per;
   }
   for (size_t i = done + tid; i < hi; i += nt) {
-    const T x = iris_coll_reduce1<T, OP>(src, i, W);
+    const T x = iris_coll_reduce1<T, OP>(src, i, W, op);
     for (j = 0; j < nd; j++) dst[j][i] = x;
   }
 }
@@ -75,7 +75,7 @@ IRIS_DEVICE_INLINE void iris_coll_reduce_range(const iris_device_ctx_t &ctx, con
  * rank's send into its recv, then (after a barrier) pulls every other reduced chunk
  * from its owner's recv. RS: rank r reduces block r of every send into recv. */
 template <typename T, int KIND, int OP, int W_STATIC>
-__global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig, int vec, int push) {
+__global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig, int vec, int push, int op) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   unsigned c, epoch;
   const size_t per = 16 / sizeof(T);
@@ -96,7 +96,7 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
         for (int k = 1; k < W; k++) dst[nd++] = iris_translate(d.ctx, recv, iris_coll_ar_peer(me, k, (int)blockIdx.x, W));
     }
     iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, nd, lo, hi, W, vec != 0, blockIdx.x * (size_t)blockDim.x + threadIdx.x,
-                                            (size_t)gridDim.x * blockDim.x);
+                                            (size_t)gridDim.x * blockDim.x, op);
   }
   if (KIND == IRIS_COLL_AR && push) { /* every chunk is in every recv; no peer still reads our send */
     iris_coll_barrier(d, epoch, c, KIND);
@@ -299,7 +299,7 @@ __global__ void iris_coll_relay_kernel(iris_coll_dev_t d, const char *send, char
  *   A rank that stops early publishes IRIS_COLL_RELAY_ABANDON (see progress flags), so
  *   the same fixed two barriers run on every rank and the epochs stay in step. */
 template <typename T, int OP, int W_STATIC>
-__global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, size_t slice, unsigned long long sig, int vec) {
+__global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, size_t slice, unsigned long long sig, int vec, int op) {
   const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
   const size_t per = 16 / sizeof(T), rounds = iris_coll_ar_rounds(count, W, per, G, slice);
   unsigned call, epoch;
@@ -326,7 +326,7 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
     for (int r = 0; r < W; r++) src[r] = r == me ? send + lo : half + (size_t)r * slice;
     dst[0] = recv + lo;
     for (int k = 1; k < W; k++) dst[k] = iris_translate(d.ctx, recv, iris_coll_ar_peer(me, k, b, W)) + lo;
-    iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, W, 0, n, W, vec != 0, threadIdx.x, blockDim.x);
+    iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, W, 0, n, W, vec != 0, threadIdx.x, blockDim.x, op);
   }
   if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
   iris_coll_barrier(d, epoch, call, IRIS_COLL_AR); /* every recv is complete */

@@ -32,7 +32,7 @@ IRIS_DEVICE_INLINE void iris_coll_write8(T *base, size_t i, size_t n, uint2 data
  * saw that peer's header of call c - 1, so its call c - 2 was over. (A broadcast root
  * waits for nobody's data, but it too waits for every header.) */
 template <typename T, int KIND, int OP>
-__global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root, unsigned long long sig) {
+__global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root, unsigned long long sig, int op) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
   const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
@@ -71,12 +71,12 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
           if (r >= W) break;
           x.u = r == me ? own : in[j];
 #pragma unroll
-          for (int k = 0; k < (int)(8 / sizeof(T)); k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+          for (int k = 0; k < (int)(8 / sizeof(T)); k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine_op<OP>(acc[k], iris_coll_up(x.e[k]), op);
         }
       }
       if (ok <= 0) break;
 #pragma unroll
-      for (int k = 0; k < (int)(8 / sizeof(T)); k++) x.e[k] = iris_coll_result<T, OP>(acc[k], W);
+      for (int k = 0; k < (int)(8 / sizeof(T)); k++) x.e[k] = iris_coll_result_op<T, OP>(acc[k], W, op);
       iris_coll_write8(recv, i, count, x.u);
     } else if (KIND == IRIS_COLL_BC) {
       uint2 v;
@@ -119,7 +119,8 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
 #define IRIS_COLL_LL2_THREADS 256
 static_assert(IRIS_COLL_LL2_BYTES % 8 == 0 && IRIS_COLL_LL2_BYTES / 8 <= (size_t)IRIS_COLL_MAX_CTAS * IRIS_COLL_LL2_THREADS, "a two-shot LL chunk must fit the grid");
 template <typename T, int OP>
-__global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig) {
+__global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig,
+                                                                              int op) {
   typedef typename iris_coll_acc<T>::type A;
   enum { per = 8 / sizeof(T) };
   const int W = d.ctx.world_size, me = d.ctx.rank;
@@ -150,11 +151,11 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
       if (r >= W) break;
       x.u = r == me ? own : in[j];
 #pragma unroll
-      for (k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+      for (k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine_op<OP>(acc[k], iris_coll_up(x.e[k]), op);
     }
   }
 #pragma unroll
-  for (k = 0; k < per; k++) x.e[k] = iris_coll_result<T, OP>(acc[k], W);
+  for (k = 0; k < per; k++) x.e[k] = iris_coll_result_op<T, OP>(acc[k], W, op);
   iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
   for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, (me + k) % W), x.u, epoch);
   for (int r0 = 0; r0 < W; r0 += IRIS_COLL_LL_GROUP) { /* 3. collect */

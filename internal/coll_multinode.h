@@ -19,6 +19,7 @@ static int iris_coll_nccl_op(iris_redop_t op) { return op == IRIS_SUM ? 0 : op =
 /* What the rails cannot do, refused before anything is enqueued. */
 static iris_status_t iris_coll_mn_check(iris_t *ctx, const char *name, int kind, iris_dtype_t t, iris_redop_t op, const iris_nccl_api_t *nc) {
   const int me = iris_rank(ctx);
+  iris_status_t st;
   if (!nc) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: the context has no rail communicator", me, name);
   if (iris_coll_nccl_type(t) < 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown data type %d", me, name, (int)t);
   if ((t == IRIS_FLOAT8_E4M3 || t == IRIS_FLOAT8_E5M2) && nc->version < 22400 && (kind == IRIS_COLL_AR || kind == IRIS_COLL_RS))
@@ -26,6 +27,7 @@ static iris_status_t iris_coll_mn_check(iris_t *ctx, const char *name, int kind,
                             nc->version);
   if ((kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && (op < IRIS_SUM || op >= IRIS_REDOP_COUNT))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown reduction %d", me, name, (int)op);
+  if ((st = iris_coll_check_compiled(kind, t, op, me, name)) != IRIS_SUCCESS) return st;
   if ((kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && op == IRIS_AVG && (t == IRIS_INT32 || t == IRIS_INT64 || t == IRIS_UINT8))
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: IRIS_AVG of an integer type across nodes (its truncation does not compose over nodes); use IRIS_SUM "
                             "and divide", me, name);

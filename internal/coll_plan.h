@@ -85,6 +85,12 @@ typedef enum iris_coll_path {
   IRIS_COLL_PATH_LL2 = 2 /* two hops in LL form: all-reduce, broadcast at 3+ ranks (IRIS_ALGO_TWO_SHOT_LL) */
 } iris_coll_path_t;
 
+/* Whether the unit with IRIS_IMPLEMENTATION compiles the kernels of reductions of type t
+ * with op (IRIS_COLL_TYPES, IRIS_COLL_OPS in iris_collectives.h); t and op valid. */
+static inline int iris_coll_compiled_in(iris_dtype_t t, iris_redop_t op) {
+  return (int)((((unsigned)(IRIS_COLL_TYPES) >> (unsigned)t) & ((unsigned)(IRIS_COLL_OPS) >> (unsigned)op)) & 1u);
+}
+
 /* ---- Planning arithmetic: who moves which bytes, as pure functions of the call and
  * the world size W. Host and device, C and C++ (every rank computes the same from the
  * same call; tests/host_test.c checks them for W from 2 to 16). Internal. */

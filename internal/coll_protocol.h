@@ -19,7 +19,7 @@ enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC
  * where the peers signal (iris_coll_dev_t below says what each part is for). Zeroed at
  * setup before the ranks meet. Its layout is part of the protocol: pinned below. */
 /* One parity's call headers: from[p] is what peer p announced last for a call of this
- * parity, iris_coll_hdr_word(signature, call); 0 before any call. */
+ * parity, IRIS_COLL_HDR_WORD(signature, call); 0 before any call. */
 typedef struct iris_coll_hdr_row {
   unsigned long long from[IRIS_MAX_RANKS];
 } iris_coll_hdr_row_t;
@@ -38,8 +38,11 @@ static_assert(offsetof(iris_coll_ctl_t, flags) == 0 && offsetof(iris_coll_ctl_t,
               "iris_coll_ctl_t: flags | progress | headers | call word");
 static_assert(sizeof(iris_coll_ctl_t) == 2 * IRIS_COLL_CTL_ROWS_BYTES + 2 * sizeof(iris_coll_hdr_row_t) + 256, "iris_coll_ctl_t: a 256-byte tail");
 static_assert(offsetof(iris_coll_ctl_t, hdr) % 16 == 0, "header rows start 16-byte aligned (read in 16-byte pairs)");
-/* A header word: the call's 32-bit signature (never 0) above its number. */
-IRIS_DEVICE_INLINE unsigned long long iris_coll_hdr_word(unsigned sig32, unsigned c) { return ((unsigned long long)sig32 << 32) | c; }
+/* A header word: the call's 32-bit signature (never 0) above its number. A macro, as
+ * IRIS_COLL_HDR_WORDS below: as force-inlined functions they made nvcc compile the LL
+ * broadcast kernels differently (other PTX for the same arithmetic), and the
+ * protocol's hot paths are kept instruction for instruction. */
+#define IRIS_COLL_HDR_WORD(sig32, c) (((unsigned long long)(sig32) << 32) | (c))
 
 /* Everything a collective kernel needs; plain data, passed by value. The state lives
  * on the heap at the same offsets on every rank.
@@ -72,7 +75,7 @@ IRIS_DEVICE_INLINE unsigned long long iris_coll_hdr_word(unsigned sig32, unsigne
 typedef struct iris_coll_dev {
   iris_device_ctx_t ctx;
   unsigned long long *calls;  /* &ctl->calls */
-  iris_coll_hdr_row_t *hdr;   /* ctl->hdr: [call & 1] */
+  unsigned long long *hdr;    /* ctl->hdr as words: [call & 1][rank] (IRIS_COLL_HDR_WORDS) */
   unsigned long long *flags;  /* ctl->flags: [CTA b][rank p] */
   unsigned long long *progress; /* ctl->progress: [CTA b][rank p] */
   uint4 *ll;                 /* [2 parity][world src][ll_lines] LL lines */
@@ -82,6 +85,10 @@ typedef struct iris_coll_dev {
   char *scratch;             /* store two-shot: [2 halves][CTA][world src][slice], IRIS_COLL_AR_SCRATCH_BYTES */
   int check;                 /* 1: the LL kernels match every peer's call header (IRIS_COLL_CHECK, default) */
 } iris_coll_dev_t;
+
+/* The header row (iris_coll_hdr_row_t) of call c's parity in the device view d: its word
+ * p is what peer p announced. */
+#define IRIS_COLL_HDR_WORDS(d, c) ((d).hdr + (size_t)((c) & 1) * IRIS_MAX_RANKS)
 
 /* Barriers per call at most (a kernel's barrier j of call c has epoch c * this + j + 1). */
 #define IRIS_COLL_SYNCS_PER_CALL 8u
@@ -151,9 +158,9 @@ IRIS_DEVICE_INLINE bool iris_coll_barrier(const iris_coll_dev_t &d, unsigned &ep
  * that ran out, or a fatal fault of the context. */
 IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned c, unsigned sig32, int kind) {
   const int W = d.ctx.world_size, me = d.ctx.rank, t = threadIdx.x;
-  unsigned long long *hdr = d.hdr[c & 1].from;
+  unsigned long long *hdr = IRIS_COLL_HDR_WORDS(d, c);
   int ok = 1;
-  if (blockIdx.x == 0 && t < W && t != me) iris_signal(d.ctx, hdr + me, iris_coll_hdr_word(sig32, c), t);
+  if (blockIdx.x == 0 && t < W && t != me) iris_signal(d.ctx, hdr + me, IRIS_COLL_HDR_WORD(sig32, c), t);
   if (t < W && t != me) {
     unsigned long long v = 0, start = 0;
     unsigned spins = 0;
@@ -230,7 +237,7 @@ IRIS_DEVICE_INLINE iris_coll_mask_t iris_coll_peer_mask(int W, int me) { return 
 IRIS_DEVICE_INLINE void iris_coll_announce(const iris_coll_dev_t &d, unsigned c, unsigned sig32) {
   const int t = threadIdx.x;
   if (blockIdx.x == 0 && t < d.ctx.world_size && t != d.ctx.rank)
-    iris_signal_relaxed(d.ctx, d.hdr[c & 1].from + d.ctx.rank, iris_coll_hdr_word(sig32, c), t);
+    iris_signal_relaxed(d.ctx, IRIS_COLL_HDR_WORDS(d, c) + d.ctx.rank, IRIS_COLL_HDR_WORD(sig32, c), t);
 }
 /* Two adjacent 8-byte words, each read single-copy atomically (one 16-byte load on NVIDIA;
  * a header row pair starts 16-byte aligned because IRIS_MAX_RANKS is even). */
@@ -248,7 +255,7 @@ IRIS_DEVICE_INLINE void iris_coll_ld2(const unsigned long long *p, unsigned long
  * peer of `all` is seen, 0 while some have not announced call c yet (*who: one of them),
  * -1 if a peer announced call c with another signature (*who: that peer). */
 IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned c, unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, int &who) {
-  const unsigned long long *row = d.hdr[c & 1].from, want = iris_coll_hdr_word(sig32, c);
+  const unsigned long long *row = IRIS_COLL_HDR_WORDS(d, c), want = IRIS_COLL_HDR_WORD(sig32, c);
   const int W = d.ctx.world_size;
   int st = 1;
 #pragma unroll
@@ -271,7 +278,7 @@ IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned
  * signature, so that this rank ends the call only when no peer can still be in call
  * c - 1 (what the good path guarantees by matching every header). Returns -1. */
 IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned c, int who, int kind) {
-  const unsigned long long *row = d.hdr[c & 1].from;
+  const unsigned long long *row = IRIS_COLL_HDR_WORDS(d, c);
   const unsigned site = IRIS_COLL_SITE(kind, IRIS_SITE_HEADER);
   unsigned long long start = 0;
   unsigned spins = 0;

@@ -44,4 +44,20 @@ template <typename T, int OP> IRIS_DEVICE_INLINE T iris_coll_result(typename iri
   return iris_coll_down<T>(OP == IRIS_AVG ? (A)(acc / (A)W) : acc);
 }
 
+/* The reduction kernels take the op as a template argument OP (their own kernel per op:
+ * the exact set, see iris_coll_exact in internal/coll_launch.h) or, with OP ==
+ * IRIS_COLL_OP_RUNTIME, as the kernel argument `op`, uniform over the grid (one kernel
+ * for every op of a type). The two below are iris_coll_combine and iris_coll_result for
+ * both; with a fixed OP they ignore `op` and compile to exactly those. */
+enum { IRIS_COLL_OP_RUNTIME = IRIS_REDOP_COUNT };
+template <int OP, typename A> IRIS_DEVICE_INLINE A iris_coll_combine_op(A a, A b, int op) {
+  if (OP != IRIS_COLL_OP_RUNTIME) return iris_coll_combine<OP>(a, b);
+  return op == IRIS_MIN ? (b < a ? b : a) : op == IRIS_MAX ? (b > a ? b : a) : iris_coll_add(a, b);
+}
+template <typename T, int OP> IRIS_DEVICE_INLINE T iris_coll_result_op(typename iris_coll_acc<T>::type acc, int W, int op) {
+  typedef typename iris_coll_acc<T>::type A;
+  if (OP != IRIS_COLL_OP_RUNTIME) return iris_coll_result<T, OP>(acc, W);
+  return iris_coll_down<T>(op == IRIS_AVG ? (A)(acc / (A)W) : acc);
+}
+
 #endif /* IRIS_INTERNAL_COLL_TYPES_H */
