@@ -187,8 +187,8 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
  *   - Start barrier (CTA b of every rank, with the call's signature): every rank has
  *     started this call, so its previous kernel has ended and nothing of it still uses
  *     its recv; and all ranks agree on the call.
- *   - Owner CTA b waits, in its own heap, on progress[b][root] (the progress flags
- *     above): the root's CTA b has stored chunk s of its part. Only CTA b produces and
+ *   - Owner CTA b waits, in its own heap, on progress[b][root] (the progress flags,
+ *     internal/coll_protocol.h): the root's CTA b has stored chunk s of its part. Only CTA b produces and
  *     consumes the chunks of CTA b. The root waits for nobody.
  *   - End barrier: CTA b of every rank has finished its stores, so every recv is
  *     complete when the kernel (all of its CTAs) ends.
@@ -200,8 +200,8 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
  * recv. The stores into the other non-roots are made visible by the end barrier (a block
  * barrier and a system-scope release per peer). */
 
-/* Tuning: IRIS_COLL_RELAY_STEPS, _MIN_CHUNK, _MAX_CHUNK at the top of this header; the
- * plan (parts, chunks, owners): iris_coll_relay_plan and its neighbours there. */
+/* Tuning: IRIS_COLL_RELAY_STEPS, _MIN_CHUNK, _MAX_CHUNK; the plan (parts, chunks,
+ * owners): iris_coll_relay_plan and its neighbours (all in internal/coll_plan.h). */
 static_assert(IRIS_COLL_RELAY_MIN_CHUNK >= 4096 && IRIS_COLL_RELAY_MIN_CHUNK % 16 == 0 && IRIS_COLL_RELAY_MAX_CHUNK % 16 == 0 &&
                   IRIS_COLL_RELAY_MAX_CHUNK >= IRIS_COLL_RELAY_MIN_CHUNK,
               "relay chunks: multiples of 16 bytes, at least 4 KB (so that chunk counts stay far below IRIS_COLL_RELAY_ABANDON)");
@@ -276,7 +276,7 @@ __global__ void iris_coll_relay_kernel(iris_coll_dev_t d, const char *send, char
  * iris_coll_ar_slice elements; G CTAs) and
  *   A. stores its rank's piece of chunk j into slot `me` of CTA b's scratch half rd % 2
  *      on rank j, for every peer j, and publishes round rd to every peer (progress
- *      flags, above);
+ *      flags, internal/coll_protocol.h);
  *   B. waits until every peer has published round rd, reduces its own chunk's piece
  *      from its send and the W-1 slots in rank order (bitwise the same on every rank),
  *      and stores the result into every rank's recv.
@@ -350,7 +350,8 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
  * free. CTA b of rank r publishes step s to rank r + 1 only after its block stored chunk
  * s into that rank's recv (block barrier, system-scope release); CTA b of rank r + 1
  * acquires it before reading that chunk from its own recv to pass it on. End barrier:
- * every store has landed. A rank that stops early abandons (progress flags above). */
+ * every store has landed. A rank that stops early abandons (progress flags,
+ * internal/coll_protocol.h). */
 
 __global__ void iris_coll_chain_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, size_t chunk, int root, unsigned long long sig) {
   const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;

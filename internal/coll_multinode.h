@@ -6,9 +6,9 @@
 #define IRIS_INTERNAL_COLL_MULTINODE_H
 
 /* ---- multi-node worlds (docs/multinode.md): the node's ranks run the iris kernels
- * above (iris_coll_enqueue works on the node), the rails (one NCCL/RCCL communicator
- * per local rank across the nodes) join the nodes. L ranks per node, N nodes, global
- * rank g = node * L + local rank. */
+ * (iris_coll_enqueue, internal/coll_host.h, works on the node), the rails (one
+ * NCCL/RCCL communicator per local rank across the nodes) join the nodes. L ranks per
+ * node, N nodes, global rank g = node * L + local rank. */
 /* ncclDataType_t of an iris type (-1: none), ncclRedOp_t of an iris op */
 static int iris_coll_nccl_type(iris_dtype_t t) {
   static const int map[IRIS_DTYPE_COUNT] = {7 /* ncclFloat32 */, 6 /* ncclFloat16 */, 9 /* ncclBfloat16 */, 2 /* ncclInt32 */,

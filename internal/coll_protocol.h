@@ -16,8 +16,9 @@ enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC
 #define IRIS_COLL_OWN_RECV 0x100
 
 /* ---- The control block: one heap block per rank, at the same offset on every rank,
- * where the peers signal (iris_coll_dev_t below says what each part is for). Zeroed at
- * setup before the ranks meet. Its layout is part of the protocol: pinned below. */
+ * where the peers signal (calls, headers and barriers: "Calls and epochs" below;
+ * progress: the progress flags at the end of this file). Zeroed at setup before the
+ * ranks meet. Its layout is part of the protocol: pinned by the static_asserts. */
 /* One parity's call headers: from[p] is what peer p announced last for a call of this
  * parity, IRIS_COLL_HDR_WORD(signature, call); 0 before any call. */
 typedef struct iris_coll_hdr_row {

@@ -38,7 +38,7 @@ template <int OP, typename A> IRIS_DEVICE_INLINE A iris_coll_combine(A a, A b) {
 /* The reduced value in the element type: AVG divides the sum by the world size W first
  * (fp32 division for the float types, rounded once to T by iris_coll_down; integer
  * division, truncating toward zero, for the integer types: NCCL's ncclAvg rule, see
- * IRIS_AVG at the top). */
+ * IRIS_AVG in iris_collectives.h). */
 template <typename T, int OP> IRIS_DEVICE_INLINE T iris_coll_result(typename iris_coll_acc<T>::type acc, int W) {
   typedef typename iris_coll_acc<T>::type A;
   return iris_coll_down<T>(OP == IRIS_AVG ? (A)(acc / (A)W) : acc);
