@@ -225,7 +225,7 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *
   if (path != IRIS_COLL_PATH_BW || W == 1) {
     /* peers never touch the user's buffers: any device memory works */
     if (W == 1) {
-      if (send != recv) e = iris_gpu_memcpy_d2d_async(recv, send, out_elems * es, stream);
+      if (send != recv) e = iris_gpu_memcpy_async(recv, send, out_elems * es, stream);
       else e = IRIS_GPU_SUCCESS;
     } else {
       iris_coll_launch(s, kind_flags, path, t, op, send, recv, count, root, ctas, stream);
@@ -260,16 +260,16 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *
       if (!in) in = s->stage_in;
       if (!out) out = s->stage_out;
       if (in == s->stage_in) {
-        if (chunked_in) e = iris_gpu_memcpy2d_d2d_async(s->stage_in, n * es, (const char *)send + c0 * es, count * es, n * es, (size_t)W, stream);
-        else e = iris_gpu_memcpy_d2d_async(s->stage_in, (const char *)send + c0 * es, n * es, stream);
+        if (chunked_in) e = iris_gpu_memcpy2d_async(s->stage_in, n * es, (const char *)send + c0 * es, count * es, n * es, (size_t)W, stream);
+        else e = iris_gpu_memcpy_async(s->stage_in, (const char *)send + c0 * es, n * es, stream);
       }
       if (e == IRIS_GPU_SUCCESS) {
         iris_coll_launch(s, kind_flags, IRIS_COLL_PATH_BW, t, op, in, out, n, root, ctas, stream);
         e = iris_gpu_last_error();
       }
       if (e == IRIS_GPU_SUCCESS && out == s->stage_out) {
-        if (chunked_out) e = iris_gpu_memcpy2d_d2d_async((char *)recv + c0 * es, count * es, s->stage_out, n * es, n * es, (size_t)W, stream);
-        else e = iris_gpu_memcpy_d2d_async((char *)recv + c0 * es, s->stage_out, n * es, stream);
+        if (chunked_out) e = iris_gpu_memcpy2d_async((char *)recv + c0 * es, count * es, s->stage_out, n * es, n * es, (size_t)W, stream);
+        else e = iris_gpu_memcpy_async((char *)recv + c0 * es, s->stage_out, n * es, stream);
       }
       if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: staging failed: %s", me, name, iris_gpu_error_text(e));
     }

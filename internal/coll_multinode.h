@@ -98,7 +98,7 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
       const char *in = (const char *)send;
       char *mid = s->mn_scratch + W * k * es;
       if (m != count) {
-        iris_gpu_error_t e = iris_gpu_memcpy2d_d2d_async(s->mn_scratch, m * es, (const char *)send + c0 * es, count * es, m * es, W, stream);
+        iris_gpu_error_t e = iris_gpu_memcpy2d_async(s->mn_scratch, m * es, (const char *)send + c0 * es, count * es, m * es, W, stream);
         if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_gpu_error_text(e));
         in = s->mn_scratch;
       }
@@ -121,11 +121,11 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
       char *s1 = s->mn_scratch, *s2 = s1 + W * blk, *s3 = s2 + W * blk;
       iris_gpu_error_t e = IRIS_GPU_SUCCESS;
       for (q = 0; q < L && e == IRIS_GPU_SUCCESS; q++)
-        e = iris_gpu_memcpy2d_d2d_async(s1 + (size_t)q * N * blk, blk, (const char *)send + ((size_t)q * count + c0) * es, (size_t)L * count * es, blk, (size_t)N, stream);
+        e = iris_gpu_memcpy2d_async(s1 + (size_t)q * N * blk, blk, (const char *)send + ((size_t)q * count + c0) * es, (size_t)L * count * es, blk, (size_t)N, stream);
       if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_gpu_error_text(e));
       IRIS_COLL_MN_STEP(iris_coll_enqueue(ctx, IRIS_COLL_A2A, s1, s2, (size_t)N * m, t, op, 0, stream, opts));
       for (q = 0; q < N && e == IRIS_GPU_SUCCESS; q++)
-        e = iris_gpu_memcpy2d_d2d_async(s3 + (size_t)q * L * blk, blk, s2 + (size_t)q * blk, (size_t)N * blk, blk, (size_t)L, stream);
+        e = iris_gpu_memcpy2d_async(s3 + (size_t)q * L * blk, blk, s2 + (size_t)q * blk, (size_t)N * blk, blk, (size_t)L, stream);
       if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_gpu_error_text(e));
       IRIS_COLL_MN_NCCL("group start", nc->group_start());
       for (q = 0; q < N; q++) {
@@ -136,7 +136,7 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
       }
       IRIS_COLL_MN_NCCL("group end", nc->group_end());
       for (q = 0; m != count && q < N && e == IRIS_GPU_SUCCESS; q++)
-        e = iris_gpu_memcpy2d_d2d_async((char *)recv + ((size_t)q * L * count + c0) * es, count * es, s2 + (size_t)q * L * blk, blk, blk, (size_t)L, stream);
+        e = iris_gpu_memcpy2d_async((char *)recv + ((size_t)q * L * count + c0) * es, count * es, s2 + (size_t)q * L * blk, blk, blk, (size_t)L, stream);
       if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_gpu_error_text(e));
     }
   } else { /* broadcast: the root's rail carries it to every node, each node broadcasts it */

@@ -98,10 +98,11 @@ IRIS_INTERNAL iris_gpu_error_t iris_gpu_capture_id(iris_stream_t s, unsigned lon
 /* ------------------------------------------------------ used by the collectives -- */
 /* static inline: a unit that compiles no collective (C, C++) uses none of them */
 #if defined(IRIS_USE_HIP)
-IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy_d2d_async(void *d, const void *s, size_t n, iris_stream_t st) {
+/* device to device, enqueued on st (memcpy2d: height rows of width bytes, pitches in bytes) */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy_async(void *d, const void *s, size_t n, iris_stream_t st) {
   return hipMemcpyAsync(d, s, n, hipMemcpyDeviceToDevice, st);
 }
-IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy2d_d2d_async(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, iris_stream_t st) {
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy2d_async(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, iris_stream_t st) {
   return hipMemcpy2DAsync(d, dpitch, s, spitch, width, height, hipMemcpyDeviceToDevice, st);
 }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_last_error(void) { return hipGetLastError(); }
@@ -113,10 +114,11 @@ IRIS_INTERNAL inline int iris_gpu_stream_capturing(iris_stream_t s) {
 }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_sm_count(int *n, int dev) { return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, dev); }
 #else
-IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy_d2d_async(void *d, const void *s, size_t n, iris_stream_t st) {
+/* device to device, enqueued on st (memcpy2d: height rows of width bytes, pitches in bytes) */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy_async(void *d, const void *s, size_t n, iris_stream_t st) {
   return cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, st);
 }
-IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy2d_d2d_async(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, iris_stream_t st) {
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy2d_async(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, iris_stream_t st) {
   return cudaMemcpy2DAsync(d, dpitch, s, spitch, width, height, cudaMemcpyDeviceToDevice, st);
 }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_last_error(void) { return cudaGetLastError(); }
