@@ -39,7 +39,7 @@ IRIS_DEF size_t iris_dtype_size(iris_dtype_t t) {
  * kernel per type, kind and algorithm that takes the op as a run-time argument, for any
  * W (W_STATIC = 0). Measured with nvcc 13.0 for sm_90: their machine code shrinks from
  * 955 K to 163 K instructions (all kernels: 1168 K to 376 K), and a unit with
- * IRIS_IMPLEMENTATION compiles in 45 s instead of 118 s (docs/collectives.md).
+ * IRIS_IMPLEMENTATION compiles in 42 s instead of 118 s (docs/collectives.md).
  * IRIS_COLL_TYPES and IRIS_COLL_OPS (iris_collectives.h) leave out kernels further. */
 template <typename T> struct iris_coll_dtype_of;
 template <> struct iris_coll_dtype_of<float> { static const int value = IRIS_FLOAT32; };
