@@ -112,8 +112,39 @@ IRIS_INTERNAL const char *iris_gpu_error_cause(iris_gpu_error_t e) {
 }
 
 /* ------------------------------------------------------ used by the collectives -- */
+/* static inline: a unit that compiles no collective (C, C++) uses none of them */
 #if defined(IRIS_USE_HIP)
+/* device to device, enqueued on st (memcpy2d: height rows of width bytes, pitches in bytes) */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy_async(void *d, const void *s, size_t n, iris_stream_t st) {
+  return hipMemcpyAsync(d, s, n, hipMemcpyDeviceToDevice, st);
+}
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy2d_async(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, iris_stream_t st) {
+  return hipMemcpy2DAsync(d, dpitch, s, spitch, width, height, hipMemcpyDeviceToDevice, st);
+}
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_last_error(void) { return hipGetLastError(); }
+/* 1 while the stream is capturing (the capture active or invalidated), else 0 */
+IRIS_INTERNAL inline int iris_gpu_stream_capturing(iris_stream_t s) {
+  hipStreamCaptureStatus c = hipStreamCaptureStatusNone;
+  (void)hipStreamIsCapturing(s, &c);
+  return c != hipStreamCaptureStatusNone;
+}
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_sm_count(int *n, int dev) { return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, dev); }
 #else
+/* device to device, enqueued on st (memcpy2d: height rows of width bytes, pitches in bytes) */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy_async(void *d, const void *s, size_t n, iris_stream_t st) {
+  return cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, st);
+}
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy2d_async(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, iris_stream_t st) {
+  return cudaMemcpy2DAsync(d, dpitch, s, spitch, width, height, cudaMemcpyDeviceToDevice, st);
+}
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_last_error(void) { return cudaGetLastError(); }
+/* 1 while the stream is capturing (the capture active or invalidated), else 0 */
+IRIS_INTERNAL inline int iris_gpu_stream_capturing(iris_stream_t s) {
+  enum cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+  (void)cudaStreamIsCapturing(s, &c);
+  return c != cudaStreamCaptureStatusNone;
+}
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_sm_count(int *n, int dev) { return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev); }
 #endif
 
 /* ------------------------------------------------------------ used by the GEMMs -- */

@@ -4,6 +4,11 @@
 // nvcc-built because the reference is CUDA's header; runs on any machine.
 //   types_test         prints PASS/FAIL lines (make test's host section counts them)
 //   types_test --all   the encoding check on every one of the 2^32 floats (a minute)
+// The compile-time switch of the collectives, as a program that keeps only fp32 and bf16
+// sums sets it (here it changes nothing else: this unit compiles no kernel of the
+// library); test_switch checks which reductions it leaves in.
+#define IRIS_COLL_TYPES (1 << IRIS_FLOAT32 | 1 << IRIS_BFLOAT16)
+#define IRIS_COLL_OPS (1 << IRIS_SUM)
 #include "../iris_collectives.h"
 #include "test_util.h"
 #include "coll_values.h"
@@ -194,6 +199,22 @@ static void test_reference() {
   report(name, ok, why);
 }
 
+// IRIS_COLL_TYPES / IRIS_COLL_OPS (set above): exactly the fp32 and bf16 sums are compiled
+// in; every other reduction is what iris_all_reduce refuses with IRIS_ERROR_UNSUPPORTED
+static void test_switch() {
+  char why[160] = "";
+  bool ok = true;
+  for (int t = 0; t < IRIS_DTYPE_COUNT; t++)
+    for (int op = 0; op < IRIS_REDOP_COUNT; op++) {
+      const bool want = (t == IRIS_FLOAT32 || t == IRIS_BFLOAT16) && op == IRIS_SUM, got = iris_coll_compiled_in((iris_dtype_t)t, (iris_redop_t)op) != 0;
+      if (got != want && ok) {
+        snprintf(why, sizeof why, "type %d op %d: compiled in %d, want %d", t, op, (int)got, (int)want);
+        ok = false;
+      }
+    }
+  report("IRIS_COLL_TYPES / IRIS_COLL_OPS: with fp32 | bf16 and SUM, exactly those two sums are compiled in", ok, why);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1 && !strcmp(argv[1], "--all")) stride = 1;
@@ -204,5 +225,6 @@ int main(int argc, char **argv) {
   test_by_hand();
   test_arith();
   test_reference();
+  test_switch();
   return failed ? 1 : 0;
 }
