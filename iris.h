@@ -301,7 +301,8 @@ IRIS_API iris_status_t iris_finalize(iris_t *ctx);
 /* ================================================================== queries == */
 IRIS_API int iris_rank(const iris_t *ctx);
 IRIS_API int iris_world_size(const iris_t *ctx);
-IRIS_API int iris_device(const iris_t *ctx);      /* the CUDA/HIP device ordinal of this rank */
+IRIS_API int iris_device_ordinal(const iris_t *ctx); /* the CUDA/HIP device ordinal of this rank */
+IRIS_API int iris_device(const iris_t *ctx);         /* the same; the name before 0.3, kept for callers */
 /* Nodes (docs/multinode.md). A node's ranks are consecutive global ranks: global rank
  * = node * local_size + local rank. Single-node worlds: local rank = rank, local size
  * = world size, node 0 of 1. -1 (0 for the sizes) on a finalized or NULL context. */

@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
   k_fill<<<1024, 256, 0, stream>>>(b, maxB, 5u);
   CK(cudaStreamSynchronize(stream));
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, iris_device(ctx)));
+  CK(cudaGetDeviceProperties(&prop, iris_device_ordinal(ctx)));
   if (rank_ == 0)
     printf("# bench_ag_gemm: %d ranks, %s, bf16, A sharded by %s; ms per op, max over ranks of per-rank medians of %d; TFLOPS per GPU = 2MNK / t (every rank computes all of C)\n", W, prop.name,
            cols ? "columns" : "rows", reps);

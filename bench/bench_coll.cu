@@ -600,7 +600,7 @@ int main(int argc, char **argv) {
       lib.h = NULL;
     } else {
       iris_config_t lc = IRIS_CONFIG_INIT;
-      lc.rank = rank, lc.world_size = W, lc.device = iris_device(ctx), lc.heap_size = cfg.heap_size, lc.bootstrap = &lib_boot;
+      lc.rank = rank, lc.world_size = W, lc.device = iris_device_ordinal(ctx), lc.heap_size = cfg.heap_size, lc.bootstrap = &lib_boot;
       LK(lib.init(&lc, &lib_ctx));
       LK(lib.setup(lib_ctx));
       LK(lib.malloc_(lib_ctx, in_max, &buf[3].in));
@@ -662,7 +662,7 @@ int main(int argc, char **argv) {
     if (csv) fprintf(csv, "collective,dtype,ranks,bytes,variant,graph_us,eager_us,algbw_GBps,busbw_GBps,speedup_graph,speedup_eager,correct\n");
     else if (csv_path && *csv_path) printf("# note: cannot write %s\n", csv_path);
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, iris_device(ctx)));
+    CK(cudaGetDeviceProperties(&prop, iris_device_ordinal(ctx)));
     int nv = 0;
     NK(ncclGetVersion(&nv));
     printf("# bench_coll: %d ranks, %s; NCCL %d (NVLS off)%s; iris heap %.1f GiB; sizes 1 KiB..%.0f KiB%s\n", W, prop.name, nv,

@@ -149,7 +149,7 @@ static int bench_local(int reps) {
   k_fill<<<1024, 256, 0, stream>>>(b, maxB, 5u);
   CK(cudaStreamSynchronize(stream));
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, iris_device(ctx)));
+  CK(cudaGetDeviceProperties(&prop, iris_device_ordinal(ctx)));
   printf("# bench_gemm_rs local: %s, one rank; bf16 in, B K x N; ms per op, median of %d; x_vs_*: cuBLAS time / fused GEMM time of the default variant "
          "(%s, >= 0.95 wanted); columns: see the top of bench/bench_gemm_rs.cu\n",
          prop.name, reps, "the plan's: fused_coop or, where it picks the ping-pong core, fused_ppT");
@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
   CK(cudaMalloc(&lt8.ws, lt8.ws_bytes));
   CK(cudaStreamSynchronize(stream));
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, iris_device(ctx)));
+  CK(cudaGetDeviceProperties(&prop, iris_device_ordinal(ctx)));
   if (rank_ == 0)
     printf("# bench_gemm_rs: %d ranks, %s, bf16 and fp8 (e4m3 in, bf16 out), K sharded over the ranks; ms per op, max over ranks of per-rank medians of %d\n", W,
            prop.name, reps);

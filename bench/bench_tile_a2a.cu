@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
   IK(iris_init(&cfg, &ctx));
   const int W = iris_world_size(ctx);
   int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, iris_device(ctx)));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, iris_device_ordinal(ctx)));
   const size_t max_bytes = (size_t)16384 * 256 * W * 2;
   unsigned short *src, *dst;
   iris_tile_flags_t f;

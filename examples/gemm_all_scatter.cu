@@ -97,7 +97,7 @@ int main() {
   CHECK(iris_barrier(ctx) == IRIS_SUCCESS); // everyone's C poisoned and flags zero before anyone pushes
   CHECK(cudaFuncSetAttribute(gemm_all_scatter, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Cfg::smem_bytes) == cudaSuccess);
   int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, iris_device(ctx));
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, iris_device_ordinal(ctx));
   iris_gemm_ready_t ready = {flags, W * tiles_m, tiles_n};
   for (int it = 0; it < 3; it++) // the epochs advance by themselves
     gemm_all_scatter<<<sms, Cfg::threads, Cfg::smem_bytes>>>(iris_device_context(ctx), a, b, c, ready, counters, M, N, K);

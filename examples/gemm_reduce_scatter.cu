@@ -103,7 +103,7 @@ int main() {
   CHECK(cudaMemcpy(a, ha.data(), ha.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
   CHECK(cudaMemcpy(b, hb.data(), hb.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
   int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, iris_device(ctx));
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, iris_device_ordinal(ctx));
   std::vector<T> hc((size_t)ml * N);
   double worst = 0;
   long long unwritten = 0;

@@ -63,7 +63,7 @@ int main(void) {
   for (int r = 0; r < n; r++) TRY_IRIS(iris_calloc(ctx[r], n * sizeof(long long), (void **)&slots[r]));
 
   for (int r = 0; r < n; r++) {
-    TRY_GPU(gpuSetDevice(iris_device(ctx[r]))); /* launch on rank r's GPU */
+    TRY_GPU(gpuSetDevice(iris_device_ordinal(ctx[r]))); /* launch on rank r's GPU */
     stamp_peers<<<1, n>>>(iris_device_context(ctx[r]), slots[r]);
     TRY_GPU(gpuGetLastError());
   }
@@ -73,7 +73,7 @@ int main(void) {
    * called it, so a single thread would wait for itself until the barrier timeout. It
    * fits programs that run one host thread per GPU. */
   for (int r = 0; r < n; r++) {
-    TRY_GPU(gpuSetDevice(iris_device(ctx[r])));
+    TRY_GPU(gpuSetDevice(iris_device_ordinal(ctx[r])));
     TRY_GPU(gpuDeviceSynchronize()); /* also reports a fault in rank r's kernel */
   }
 
@@ -83,7 +83,7 @@ int main(void) {
     TRY_GPU(gpuMemcpy(got, slots[r], n * sizeof(long long)));
     for (int w = 0; w < n; w++)
       if (got[w] != stamp(w, r)) {
-        printf("GPU %d: slot of rank %d holds %lld, expected %lld\n", iris_device(ctx[r]), w, got[w], stamp(w, r));
+        printf("GPU %d: slot of rank %d holds %lld, expected %lld\n", iris_device_ordinal(ctx[r]), w, got[w], stamp(w, r));
         bad++;
       }
   }

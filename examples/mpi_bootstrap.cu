@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
   int got[INBOX], left = (rank + world - 1) % world, bad = 0;
   TRY_GPU(gpuMemcpy(got, inbox, sizeof got));
   for (int i = 0; i < INBOX; i++) bad += got[i] != stamp(left, i);
-  printf("rank %d of %d (GPU %d): %d of %d values from rank %d as expected\n", rank, world, iris_device(ctx), INBOX - bad, INBOX, left);
+  printf("rank %d of %d (GPU %d): %d of %d values from rank %d as expected\n", rank, world, iris_device_ordinal(ctx), INBOX - bad, INBOX, left);
 
   TRY_IRIS(iris_finalize(ctx)); /* collective: uses the MPI barrier one last time */
   MPI_Comm_free(&comm);

@@ -55,7 +55,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   }
   {
     int sms = 0; /* on a failed query: 1, as the planning arithmetic assumes at least one SM */
-    (void)iris_gpu_sm_count(&sms, iris_device(ctx));
+    (void)iris_gpu_sm_count(&sms, iris_device_ordinal(ctx));
     s->sms = sms > 0 ? sms : 1;
   }
   /* the control block (iris_coll_ctl_t) and the LL slots are zeroed, then the ranks meet,
@@ -84,7 +84,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     int old = -1;
     iris_gpu_error_t e;
     iris_gpu_get_device(&old);
-    e = iris_gpu_set_device(iris_device(ctx));
+    e = iris_gpu_set_device(iris_device_ordinal(ctx));
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(ctl, 0, sizeof *ctl);
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(s->dev.ll, 0, ll_bytes);
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(s->dev.ll2, 0, ll2_bytes);
@@ -123,7 +123,7 @@ IRIS_DEF iris_status_t iris_collectives_check(iris_t *ctx) {
   iris_gpu_error_t e;
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_collectives_check: NULL context");
   iris_gpu_get_device(&old);
-  e = iris_gpu_set_device(iris_device(ctx));
+  e = iris_gpu_set_device(iris_device_ordinal(ctx));
   if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
   if (old >= 0) iris_gpu_set_device(old);
   if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_collectives_check: device synchronize failed: %s", iris_rank(ctx), iris_gpu_error_text(e));

@@ -5,11 +5,7 @@
 #ifndef IRIS_INTERNAL_COLL_LAUNCH_H
 #define IRIS_INTERNAL_COLL_LAUNCH_H
 
-/* The runtime calls of the collectives are the iris_gpu_* wrappers of internal/platform.h.
- * iris_gemm.h and iris_gemm_reduce.h still call three of them by these names. */
-#define iris_coll_memcpy_async iris_gpu_memcpy_async
-#define iris_coll_memcpy2d_async iris_gpu_memcpy2d_async
-#define iris_coll_capturing iris_gpu_stream_capturing
+/* The runtime calls of the collectives are the iris_gpu_* wrappers of internal/platform.h. */
 
 typedef struct iris_coll_state {
   iris_coll_dev_t dev;

@@ -30,7 +30,7 @@ static iris_status_t iris_ag_gemm_create_local_hip(iris_ag_gemm_t *g) {
 #if !defined(IRIS_GEMM_TRACE)
   if (desc->trace) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: desc.trace needs -DIRIS_GEMM_TRACE", me);
 #endif
-  if (iris_gpu_sm_count(&g->sms, iris_device(ctx)) != IRIS_GPU_SUCCESS)
+  if (iris_gpu_sm_count(&g->sms, iris_device_ordinal(ctx)) != IRIS_GPU_SUCCESS)
     return iris_ag_gemm_gpu_fail(ctx, "hipDeviceGetAttribute (compute units)", iris_gpu_last_error());
   if (g->sms < 2) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: the fused kernel needs 2 compute units or more (%d)", me, g->sms);
   if (iris_gpu_malloc((void **)&g->staged, (size_t)desc->M * desc->K * g->es, IRIS_HEAP_MEMORY_COARSE) != IRIS_GPU_SUCCESS) {
@@ -86,7 +86,7 @@ static iris_status_t iris_ag_gemm_create_local(iris_ag_gemm_t *g) {
 #endif
   if (desc->trace && (g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED))
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: tracing records the fused kernel; path '%s' has none", me, iris_gemm_path_name(g->path));
-  iris_gpu_sm_count(&g->sms, iris_device(ctx));
+  iris_gpu_sm_count(&g->sms, iris_device_ordinal(ctx));
   if (iris_gpu_malloc((void **)&g->staged, (size_t)desc->M * desc->K * g->es, IRIS_HEAP_MEMORY_COARSE) != IRIS_GPU_SUCCESS) {
     iris_gpu_last_error();
     return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: iris_ag_gemm_create: no room for the %lld x %lld staging buffer (%.1f MB)", me, desc->M, desc->K,
@@ -197,7 +197,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
   g->cs = iris_dtype_size(desc->c_type);
   g->path = iris_ag_gemm_choose_path(desc, W);
   iris_gpu_get_device(&old);
-  iris_gpu_set_device(iris_device(ctx));
+  iris_gpu_set_device(iris_device_ordinal(ctx));
   /* heap blocks: the same sequence on every rank */
   st = iris_calloc(ctx, iris_ag_gemm_flag_words(desc, W) * sizeof(unsigned), (void **)&g->flag_block);
   if (st == IRIS_SUCCESS && desc->stage_a)
@@ -462,7 +462,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_destroy(iris_ag_gemm_t *g) {
   {
     int old = -1;
     iris_gpu_get_device(&old);
-    iris_gpu_set_device(iris_device(g->ctx));
+    iris_gpu_set_device(iris_device_ordinal(g->ctx));
     iris_gpu_synchronize();
     if (old >= 0) iris_gpu_set_device(old);
   }
@@ -486,7 +486,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_destroy(iris_ag_gemm_t *g) {
   if (g->staged || g->trace) {
     int old = -1;
     iris_gpu_get_device(&old);
-    iris_gpu_set_device(iris_device(g->ctx));
+    iris_gpu_set_device(iris_device_ordinal(g->ctx));
     iris_gpu_synchronize();
     if (g->staged) iris_gpu_free(g->staged);
     if (g->trace) iris_gpu_free(g->trace);

@@ -146,7 +146,7 @@ static iris_status_t iris_gemm_rs_create_fused(iris_gemm_rs_t *p) {
   int key[3] = {0, 0, 0}, keys[IRIS_MAX_RANKS][3], share = 0, q;
   iris_gpu_error_t e;
   iris_status_t st;
-  iris_gpu_pci_location(&key[0], &key[1], &key[2], iris_device(p->ctx));
+  iris_gpu_pci_location(&key[0], &key[1], &key[2], iris_device_ordinal(p->ctx));
   if ((st = iris_allgather_host(p->ctx, key, keys, sizeof key)) != IRIS_SUCCESS) return st;
   for (q = 0; q < p->W; ++q) share += !memcmp(keys[q], key, sizeof key);
   if (!iris_gemm_probe_wgmma())
@@ -203,7 +203,7 @@ static iris_status_t iris_gemm_rs_create_local(iris_gemm_rs_t *p) {
   iris_gemm_blas_shape_t *unused;
   iris_status_t st;
   int q;
-  iris_gpu_sm_count(&p->sms, iris_device(p->ctx));
+  iris_gpu_sm_count(&p->sms, iris_device_ordinal(p->ctx));
   if (p->path == IRIS_GEMM_PATH_FUSED) return iris_gemm_rs_create_fused(p);
   bl->ctx = p->ctx;
   bl->who = "iris_gemm_rs";
@@ -370,7 +370,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_destroy(iris_gemm_rs_t *p) {
   {
     int old = -1;
     iris_gpu_get_device(&old);
-    iris_gpu_set_device(iris_device(p->ctx));
+    iris_gpu_set_device(iris_device_ordinal(p->ctx));
     iris_gpu_synchronize();
     if (p->copy) iris_gpu_stream_destroy(p->copy);
     if (p->fork) iris_gpu_event_destroy(p->fork);
@@ -437,7 +437,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   {
     int old = -1;
     iris_gpu_get_device(&old);
-    iris_gpu_set_device(iris_device(ctx));
+    iris_gpu_set_device(iris_device_ordinal(ctx));
     /* heap blocks: the same sequence on every rank (the heap is symmetric, so the verdict
      * is the same everywhere) */
     part_bytes = (size_t)desc->M * desc->N * 4;

@@ -111,7 +111,7 @@ IRIS_INTERNAL const char *iris_gpu_error_cause(iris_gpu_error_t e) {
 #endif
 }
 
-/* ------------------------------------------------------ used by the collectives -- */
+/* --------------------------------------------- copies on a stream, capture, SMs -- */
 /* static inline: a unit that compiles no collective (C, C++) uses none of them */
 #if defined(IRIS_USE_HIP)
 /* device to device, enqueued on st (memcpy2d: height rows of width bytes, pitches in bytes) */
@@ -147,22 +147,15 @@ IRIS_INTERNAL inline int iris_gpu_stream_capturing(iris_stream_t s) {
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_sm_count(int *n, int dev) { return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev); }
 #endif
 
-/* ------------------------------------------------------------ used by the GEMMs -- */
+/* ------------------------------------------- streams, copies, devices, kernels -- */
 /* static inline: a unit that includes no GEMM header, or only one, leaves some unused */
 #if defined(IRIS_USE_HIP)
-IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_last_error(void) { return hipGetLastError(); } /* and clear it */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_create(iris_stream_t *s) { return hipStreamCreateWithFlags(s, hipStreamNonBlocking); }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_destroy(iris_stream_t s) { return hipStreamDestroy(s); }
-/* device to device, enqueued on s */
-IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy_async(void *dst, const void *src, size_t n, iris_stream_t s) { return hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToDevice, s); }
-IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy2d_async(void *dst, size_t dpitch, const void *src, size_t spitch, size_t w, size_t h, iris_stream_t s) {
-  return hipMemcpy2DAsync(dst, dpitch, src, spitch, w, h, hipMemcpyDeviceToDevice, s);
-}
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memset2d_async(void *p, size_t pitch, int v, size_t w, size_t h, iris_stream_t s) { return hipMemset2DAsync(p, pitch, v, w, h, s); }
 /* synchronous copies between device and host memory */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_to_host(void *dst, const void *src, size_t n) { return hipMemcpy(dst, src, n, hipMemcpyDeviceToHost); }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_to_device(void *dst, const void *src, size_t n) { return hipMemcpy(dst, src, n, hipMemcpyHostToDevice); }
-IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_sm_count(int *n, int d) { return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, d); }
 /* where device d sits on the PCI bus (ranks on one GPU have the same) */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_pci_location(int *domain, int *bus, int *device, int d) {
   const hipError_t e0 = hipDeviceGetAttribute(domain, hipDeviceAttributePciDomainID, d), e1 = hipDeviceGetAttribute(bus, hipDeviceAttributePciBusId, d),
@@ -174,19 +167,12 @@ IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_func_max_smem(const void *kernel,
   return hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 #else
-IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_last_error(void) { return cudaGetLastError(); } /* and clear it */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_create(iris_stream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_destroy(iris_stream_t s) { return cudaStreamDestroy(s); }
-/* device to device, enqueued on s */
-IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy_async(void *dst, const void *src, size_t n, iris_stream_t s) { return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s); }
-IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy2d_async(void *dst, size_t dpitch, const void *src, size_t spitch, size_t w, size_t h, iris_stream_t s) {
-  return cudaMemcpy2DAsync(dst, dpitch, src, spitch, w, h, cudaMemcpyDeviceToDevice, s);
-}
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memset2d_async(void *p, size_t pitch, int v, size_t w, size_t h, iris_stream_t s) { return cudaMemset2DAsync(p, pitch, v, w, h, s); }
 /* synchronous copies between device and host memory */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_to_host(void *dst, const void *src, size_t n) { return cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost); }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_to_device(void *dst, const void *src, size_t n) { return cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice); }
-IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_sm_count(int *n, int d) { return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, d); }
 /* where device d sits on the PCI bus (ranks on one GPU have the same) */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_pci_location(int *domain, int *bus, int *device, int d) {
   const cudaError_t e0 = cudaDeviceGetAttribute(domain, cudaDevAttrPciDomainId, d), e1 = cudaDeviceGetAttribute(bus, cudaDevAttrPciBusId, d),

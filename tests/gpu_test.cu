@@ -859,7 +859,7 @@ static void *thread_main(void *p) {
     if (iris_finalize(s.ctx) != IRIS_SUCCESS) a->rc = 1;
   } else {
     s.ctx = a->ctx;
-    cudaSetDevice(iris_device(s.ctx));
+    cudaSetDevice(iris_device_ordinal(s.ctx));
     a->rc = finish(s, run_suite(s));
   }
   return NULL;

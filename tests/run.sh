@@ -173,6 +173,9 @@ else
     if [ "$ngpu" -lt "$w" ]; then run_counted "coll_test $w (quick loops)" env IRIS_TEST_QUICK=1 ./build/coll_test $w
     else run_counted "coll_test $w" ./build/coll_test $w; fi
     run_counted "tile_test $w" ./build/tile_test $w
+    # IRIS_COLL_TYPES / IRIS_COLL_OPS: what is compiled in works, what is left out is refused alike on every rank
+    if make -s build/coll_test_switch >>"$log" 2>&1; then run_counted "coll_test_switch $w (fp32 + bf16 SUM compiled; quick loops)" env IRIS_TEST_QUICK=1 ./build/coll_test_switch $w
+    else say FAIL "coll_test_switch build"; fi
     for m in streams mismatch stuck killed graph-killed abort; do run_counted "fault_test $m $w (IRIS_WAIT_TIMEOUT_MS=2000)" env IRIS_WAIT_TIMEOUT_MS=2000 ./build/fault_test $m $w; done
   done
   run_counted "gemm_core_test" ./build/gemm_core_test

@@ -200,7 +200,7 @@ FUNCTIONS = {
     "iris_local_size": (_i, [_p]),
     "iris_node": (_i, [_p]),
     "iris_num_nodes": (_i, [_p]),
-    "iris_device": (_i, [_p]),
+    "iris_device_ordinal": (_i, [_p]),
     "iris_heap_size": (_z, [_p]),
     "iris_heap_used": (_z, [_p]),
     "iris_heap_base": (_p, [_p, _i]),
