@@ -311,8 +311,14 @@ struct Res { double graph_us, eager_us; unsigned long long bad; iris_status_t sk
 static unsigned long long seed_ctr = 1000;
 
 static bool guard_mode; // --guard: graphs only, shorter batches (the eager column reads 0)
+// BENCH_PHASES=1: rank 0 prints where each measurement's wall time goes (host ms)
+static double wall_ms() { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e3 + t.tv_nsec * 1e-6; }
 static Res measure(const Op &op, int v) {
   Res res = {0, 0, 0, IRIS_SUCCESS};
+  static const bool phases = getenv("BENCH_PHASES") && atoi(getenv("BENCH_PHASES"));
+  double ph[8];
+  int np = 0;
+  ph[np++] = wall_ms();
   const int K = op.bytes <= 4 * MiB ? (guard_mode ? 10 : 20) : 5, R = K;
   const unsigned long long seed = ++seed_ctr; // same sequence on every rank
   const Bufs &b = buf[buf_of(v)];
@@ -327,6 +333,7 @@ static Res measure(const Op &op, int v) {
   CK(cudaMemsetAsync(b.out, 0xff, op.out_elems * op.elt, stream)); // NaN in bf16, fp32 and fp8 (uint8: 255, caught wherever the result differs)
   CK(cudaStreamSynchronize(stream));
   IK(iris_barrier(ctx));
+  ph[np++] = wall_ms();
 
   // first call: a forced iris algorithm may refuse a size (then alike on every rank)
   iris_status_t st = enqueue(op, v, stream);
@@ -346,9 +353,11 @@ static Res measure(const Op &op, int v) {
     res.skipped = (iris_status_t)sts[r];
     return res;
   }
+  ph[np++] = wall_ms();
   for (int i = 0; i < 4; i++) must(enqueue(op, v, stream));
   CK(cudaStreamSynchronize(stream));
   IK(iris_barrier(ctx));
+  ph[np++] = wall_ms();
   double eager_ms = guard_mode ? 0 : time_ms(R, K, [&] { for (int k = 0; k < K; k++) must(enqueue(op, v, stream)); });
 
   cudaGraph_t g;
@@ -360,10 +369,12 @@ static Res measure(const Op &op, int v) {
   CK(cudaGraphUpload(ge, stream));
   CK(cudaStreamSynchronize(stream));
   IK(iris_barrier(ctx));
+  ph[np++] = wall_ms();
   for (int i = 0; i < 2; i++) CK(cudaGraphLaunch(ge, stream));
   double graph_ms = time_ms(R, K, [&] { CK(cudaGraphLaunch(ge, stream)); });
   CK(cudaGraphExecDestroy(ge));
   CK(cudaGraphDestroy(g));
+  ph[np++] = wall_ms();
 
   // tolerance for sums: one rounding of the result, one per partial sum (|partial| <= k)
   const double ulp = dts[op.dt].ulp;
@@ -387,6 +398,10 @@ static Res measure(const Op &op, int v) {
   struct { double g, e; unsigned long long bad; } mine = {graph_ms, eager_ms, bad};
   std::vector<decltype(mine)> all(W);
   IK(iris_allgather_host(ctx, &mine, all.data(), sizeof mine));
+  ph[np++] = wall_ms();
+  if (phases && rank == 0)
+    fprintf(stderr, "phases %s %s %.0f B: fill %.1f first %.1f warm %.1f capture %.1f timed %.1f check %.1f ms\n", coll_name[op.coll], var_name[v], op.bytes,
+            ph[1] - ph[0], ph[2] - ph[1], ph[3] - ph[2], ph[4] - ph[3], ph[5] - ph[4], ph[6] - ph[5]);
   for (int r = 0; r < W; r++) {
     res.graph_us = std::max(res.graph_us, all[r].g * 1e3);
     res.eager_us = std::max(res.eager_us, all[r].e * 1e3);
