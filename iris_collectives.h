@@ -70,7 +70,9 @@
  *     reaches a user buffer and iris_collectives_check reports IRIS_ERROR_MISMATCH once.
  *     The latency path checks the headers in the polls that wait for its data, at no
  *     extra round trip; IRIS_COLL_CHECK=0 in the environment turns that check off.
- *   - A rank that stops participating: every wait is bounded (IRIS_WAIT_TIMEOUT_NS); the
+ *   - A rank that stops participating: every wait is bounded (IRIS_WAIT_TIMEOUT_MS at run
+ *     time, else the unit's IRIS_WAIT_TIMEOUT_NS: 10 minutes by default, so a rank that
+ *     arrives minutes late is no fault; set it lower to learn of a dead one sooner); the
  *     first that runs out records a fatal fault in the context, every other wait gives
  *     up at once, and every later call returns the error (iris_get_async_error names
  *     the wait, the rank and the call); iris_finalize then skips the final barrier.
@@ -262,7 +264,7 @@ typedef struct iris_fp8_e5m2 { unsigned char bits; } iris_fp8_e5m2_t;
  * operation's reads of peers' heap data are finished on every rank (so the caller may
  * overwrite its `src` tile right away). Each call advances the tile's epoch in
  * `flags`, kept in device memory, so kernels that use them replay in graphs.
- * Returns false in every thread if a wait timed out (IRIS_WAIT_TIMEOUT_NS). */
+ * Returns false in every thread if a wait timed out (the wait bound, IRIS_WAIT_TIMEOUT_MS). */
 
 
 /* Whole block: a rank-wide rendezvous of the blocks handling `tile`: every write any of

@@ -87,9 +87,10 @@
  *   - Ordering: run starts with a device barrier (every rank has reached the call, so its
  *     previous call's readers of the workspace are gone); when its work completes on the
  *     stream, C is final on this rank and A, B may be overwritten.
- *   - Waits: the device barriers of iris_collectives.h (bounded by IRIS_WAIT_TIMEOUT_NS;
- *     a timeout is the context's fault, iris_get_async_error); fused path: the reduce
- *     kernel's waits for the peers' tiles, bounded by IRIS_WAIT_TIMEOUT_NS, the first
+ *   - Waits: the device barriers of iris_collectives.h (bounded by IRIS_WAIT_TIMEOUT_MS,
+ *     else IRIS_WAIT_TIMEOUT_NS: 10 minutes by default; a timeout is the context's fault,
+ *     iris_get_async_error); fused path: the reduce kernel's waits for the peers' tiles,
+ *     bounded by the unit's IRIS_WAIT_TIMEOUT_NS (compile time only), the first
  *     expiry recorded in the plan's error record (the rest of that call's waits then
  *     return at once, and the peers are told); iris_gemm_rs_check reports it.
  *   - Graphs: run allocates nothing and never synchronises the host: capture and replay

@@ -137,10 +137,10 @@
    sequence on both CTAs of a cluster: index it by blockIdx.x / 2 and gridDim.x / 2), CTA
    rank c of the cluster computes rows m0 + 128 c. Each CTA loads its own A and half of
    the B slab, multicast to both (cp.async.bulk.tensor .multicast::cluster): B is read
-   from L2 once per two tiles, which is what 128 x 128 tiles need (measured, session 10:
+   from L2 once per two tiles, which is what 128 x 128 tiles need (measured on one H100:
    alone they saturate L2 at long K). A cluster tile is skipped only where m0 >= M (the
    second CTA's rows past M are computed from TMA's zero fill and not stored).
-   Measured on one H100 (BENCHMARKS.md, session 10, 20 shapes): mixed. The ping-pong
+   Measured on one H100 (the 20 local shapes of bench_gemm_rs): mixed. The ping-pong
    core in clusters of 2 ran 0.87-1.34x its own speed at long K and 0.87-1.04x at short
    K; the cooperative core 0.84-1.08x. No library path uses it. */
 template <int BN_, int STAGES_, bool PINGPONG_ = false, int CLUSTER_ = 1> struct iris_gemm_tma_cfg {
@@ -235,7 +235,7 @@ template <int CLUSTER> __device__ __forceinline__ void iris_gc_stage_free(uint32
   } else {
     /* mbarrier.arrive's default semantics (release, CTA scope), as CUTLASS's cluster
        barrier: the wgmma that read the stage has completed. With .release.cluster the
-       same kernels ran 2.5 to 5 times slower on an H100 (session 10). */
+       same kernels ran 2.5 to 5 times slower on an H100. */
 #pragma unroll
     for (uint32_t c = 0; c < (uint32_t)CLUSTER; ++c)
       asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar), "r"(c) : "memory");
