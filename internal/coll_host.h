@@ -193,7 +193,7 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *
   path = algo == IRIS_ALGO_LATENCY ||
                  (algo == IRIS_ALGO_AUTO &&
                   count * es <= (kind == IRIS_COLL_AR ? (W == 2 ? IRIS_COLL_LL_MAX_AR_W2 : IRIS_COLL_LL_MAX_AR)
-                                 : kind == IRIS_COLL_BC ? IRIS_COLL_LL_MAX_BC
+                                 : kind == IRIS_COLL_BC ? (W == 2 ? IRIS_COLL_LL_MAX_BC_W2 : IRIS_COLL_LL_MAX_BC)
                                  : kind == IRIS_COLL_AG ? IRIS_COLL_LL_MAX_AG
                                                         : IRIS_COLL_LL_MAX_OTHER))
              ? IRIS_COLL_PATH_LL

@@ -253,6 +253,12 @@ static_assert(IRIS_COLL_LL_THREADS >= 64 && IRIS_COLL_LL_THREADS <= 1024 && IRIS
 #ifndef IRIS_COLL_LL2_MAX_BC
 #define IRIS_COLL_LL2_MAX_BC ((size_t)3 << 20)
 #endif
+/* At 2 ranks the one-hop LL runs to its 512 KB limit: measured on 2xH100, graph us, LL
+ * against the bandwidth pull (NCCL): 3.8 against 8.8 (6.8) at 256 KB, 4.9 against 8.5
+ * (8.4) at 512 KB. */
+#ifndef IRIS_COLL_LL_MAX_BC_W2
+#define IRIS_COLL_LL_MAX_BC_W2 IRIS_COLL_LL_BYTES
+#endif
 /* Broadcast on the bandwidth path: the direct pull below this size, the relay from it
  * (W >= 3). Measured on 4xH200 (BENCHMARKS.md): the relay's pipeline costs more than the
  * root's egress saves at 512 KB (16.6 against 10.5 us) and 1 MB (17.9 against 14.5 us);
