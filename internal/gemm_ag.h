@@ -175,15 +175,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
     const int nf = 16;
     long long mine[16] = {(long long)desc->struct_size, desc->layout, desc->M, desc->N, desc->K, desc->a_type, desc->c_type, desc->b_transposed, desc->has_bias,
                           desc->path, desc->chunks, desc->fetch_ctas, desc->k_group, desc->stage_a, desc->trace, desc->gemm_streams};
-    long long *all = (long long *)calloc((size_t)W * nf, sizeof *all);
-    if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if ((st = iris_allgather_host(ctx, mine, all, sizeof mine)) != IRIS_SUCCESS) { free(all); return st; }
-    for (q = 0; q < W; ++q)
-      if (memcmp(all + (size_t)q * nf, mine, sizeof mine)) {
-        free(all);
-        return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_ag_gemm_create: rank %d describes a different problem (shape, types, layout, path or options)", me, q);
-      }
-    free(all);
+    if ((st = iris_gemm_same_desc(ctx, mine, nf, "iris_ag_gemm_create", "shape, types, layout, path or options")) != IRIS_SUCCESS) return st;
   }
   if ((st = iris_ag_gemm_check_desc(desc, W, me)) != IRIS_SUCCESS) return st; /* the same verdict on every rank */
   if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;          /* the device barrier, before any capture */

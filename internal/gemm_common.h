@@ -221,6 +221,26 @@ static inline iris_status_t iris_gemm_gpu_fail(iris_t *ctx, const char *who, con
 
 /* The scale rules of run_scaled (both ops): an fp8 plan takes both scales, 4-byte aligned;
  * any other plan takes none. */
+/* Every rank must describe the same problem: the description's nf fields (fields, not
+ * bytes: the structs have padding) gathered from every rank and compared, before any rank
+ * judges its own, so a rank with a bad description does not leave the others waiting.
+ * IRIS_ERROR_MISMATCH names the first rank that differs; `what` lists the fields. */
+static inline iris_status_t iris_gemm_same_desc(iris_t *ctx, const long long *mine, int nf, const char *fn, const char *what) {
+  const int W = iris_world_size(ctx), me = iris_rank(ctx);
+  const size_t bytes = (size_t)nf * sizeof *mine;
+  long long *all = (long long *)calloc((size_t)W * (size_t)nf, sizeof *all);
+  iris_status_t st;
+  int q;
+  if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if ((st = iris_allgather_host(ctx, mine, all, bytes)) != IRIS_SUCCESS) { free(all); return st; }
+  for (q = 0; q < W; ++q)
+    if (memcmp(all + (size_t)q * (size_t)nf, mine, bytes)) {
+      free(all);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d describes a different problem (%s)", me, fn, q, what);
+    }
+  free(all);
+  return IRIS_SUCCESS;
+}
 static inline iris_status_t iris_gemm_check_scales(iris_dtype_t a_type, const float *a_scale, const float *b_scale, const char *fn, int me) {
   const int fp8 = a_type == IRIS_FLOAT8_E4M3;
   if (fp8 && (!a_scale || !b_scale))

@@ -393,7 +393,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_destroy(iris_gemm_rs_t *p) {
 
 IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_t *desc, iris_gemm_rs_t **out) {
   iris_status_t st;
-  int W, me, q;
+  int W, me;
   if (!ctx || !desc || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_gemm_rs_create: NULL argument");
   *out = NULL;
   if (iris_num_nodes(ctx) > 1) /* refused alike on every rank, before any exchange */
@@ -406,15 +406,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   {
     enum { nf = 10 };
     long long mine[nf] = {(long long)desc->struct_size, desc->op, desc->M, desc->N, desc->K, desc->a_type, desc->c_type, desc->b_transposed, desc->has_bias, desc->path};
-    long long *all = (long long *)calloc((size_t)W * nf, sizeof *all);
-    if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if ((st = iris_allgather_host(ctx, mine, all, sizeof mine)) != IRIS_SUCCESS) { free(all); return st; }
-    for (q = 0; q < W; ++q)
-      if (memcmp(all + (size_t)q * nf, mine, sizeof mine)) {
-        free(all);
-        return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_gemm_rs_create: rank %d describes a different problem (op, shape, types, layout, bias or path)", me, q);
-      }
-    free(all);
+    if ((st = iris_gemm_same_desc(ctx, mine, nf, "iris_gemm_rs_create", "op, shape, types, layout, bias or path")) != IRIS_SUCCESS) return st;
   }
   if ((st = iris_gemm_rs_check_desc(desc, W, me)) != IRIS_SUCCESS) return st;
 #if !defined(IRIS_GEMM_HAVE_BLAS)
@@ -435,7 +427,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   p->cs = iris_dtype_size(desc->c_type);
   p->path = iris_gemm_rs_choose_path(desc, W);
   {
-    int old = -1;
+    int old = -1, q;
     iris_gpu_get_device(&old);
     iris_gpu_set_device(iris_device_ordinal(ctx));
     /* heap blocks: the same sequence on every rank (the heap is symmetric, so the verdict
