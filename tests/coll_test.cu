@@ -700,7 +700,7 @@ int main(int argc, char **argv) {
   // the parts that call int32 and fp32 sums directly run where this build has them (all
   // of them by default); one() checks every reduction a build leaves out
   const bool i32 = iris_coll_compiled_in(IRIS_INT32, IRIS_SUM), f32 = iris_coll_compiled_in(IRIS_FLOAT32, IRIS_SUM);
-  if (rank == 0 && !(i32 && f32)) printf("# [%s] int32 or fp32 sums compiled out: bad input, back-to-back and graph parts skipped\n", s.tag.c_str());
+  if (rank == 0 && !(i32 && f32)) printf("SKIP: [%s] bad input, back-to-back and graph parts: they call int32 or fp32 sums, compiled out of this build\n", s.tag.c_str());
   bool ran = (!f32 || test_bad_input(s, B)) && test_matrix(s, B) && test_large(s, B) && test_ar_store(s, B) && (!i32 || test_ar_store_back_to_back(s)) &&
              test_relay(s, B) && test_relay_back_to_back(s) && (!i32 || test_back_to_back(s)) && (!(i32 && f32) || test_graph(s));
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
