@@ -5,20 +5,31 @@
  *   Rank r holds A_r (M x K/W, row-major) and B_r (K/W x N row-major, or N x K/W with
  *   desc.b_transposed = 1: the PyTorch Linear weight layout); the result is
  *     C = sum over r of A_r * B_r  (+ bias)                          (M x N)
- *   bf16 or fp16 inputs, fp32 accumulation, the sum across ranks in fp32 in the fixed rank
- *   order 0, 1, ..., W-1, the bias (N values of the output type) added once, and one
- *   rounding to the output type (bf16, fp16 or fp32).
+ *   bf16 or fp16 inputs, fp32 accumulation. Numerics (desc.exact):
+ *     exact = 0 (default): each rank's partial A_r * B_r is rounded to the output type, the
+ *       partials cross NVLink in that type, the owner sums them in fp32 in the fixed rank
+ *       order 0, 1, ..., W-1, adds the bias (N values of the output type) and rounds once
+ *       more: two roundings, the numerics of NCCL's reduce-scatter after a local GEMM and
+ *       of torch's fused_matmul_reduce_scatter. Per element, |C - C_exact| <=
+ *       u (sum_r |P_r| + |C_exact|) (u: the output type's unit roundoff, 2^-8 for bf16,
+ *       P_r = A_r B_r), beside the fp32 accumulation's own error.
+ *     exact = 1: the partials stay fp32 on the wire (twice the bytes with a bf16 or fp16
+ *       output: up to 2x the communication time where it does not hide under the GEMM),
+ *       summed as above: one rounding, the same bits for a given W.
+ *     An fp32 output (c_type IRIS_FLOAT32) is always the exact case, and so are mixed 16-bit
+ *     types (bf16 in, fp16 out or the reverse: cuBLASLt cannot round one to the other).
+
  *   fp8 e4m3 inputs (A and B) with per-tensor scales (iris_gemm_rs_run_scaled: device
  *   pointers to one float each, per rank): C = sum over r of (a_scale_r A_r)(b_scale_r B_r)
- *   (+ bias); cuBLASLt's fp8 GEMM writes the scaled product into the fp32 partial (fp32
- *   accumulation, fast accumulation off), and the rest is as above: one rounding.
+ *   (+ bias); cuBLASLt's fp8 GEMM writes the scaled product into the partial (fp32
+ *   accumulation, fast accumulation off), and the rest is as above.
  *     IRIS_GEMM_REDUCE_SCATTER  rank r receives rows [r*M/W, (r+1)*M/W) of C: its C is an
  *                               (M/W) x N matrix (sequence parallelism);
  *     IRIS_GEMM_ALL_REDUCE      every rank receives all of C (M x N), bitwise the same on
  *                               every rank.
  *
  *   Paths (iris_gemm_rs_path tells which one a plan runs):
- *     IRIS_GEMM_PATH_PIPELINED  cuBLASLt computes this rank's fp32 partial of C in W chunks
+ *     IRIS_GEMM_PATH_PIPELINED  cuBLASLt computes this rank's partial of C in W chunks
  *                               of M/W rows, in owner order: first the rows owned by rank
  *                               r+1, then r+2, ..., its own rows last. While the next chunk
  *                               computes, a copy engine pushes the finished chunk into its
@@ -29,7 +40,7 @@
  *                               every peer's heap copy of C, and after a second barrier each
  *                               rank copies the peers' rows into its C (an all-gather of
  *                               the rounded rows, hence bitwise equal everywhere).
- *     IRIS_GEMM_PATH_UNFUSED    the baseline: one cuBLASLt GEMM of the whole fp32 partial
+ *     IRIS_GEMM_PATH_UNFUSED    the baseline: one cuBLASLt GEMM of the whole partial
  *                               into the heap, a device barrier, then one SM kernel that
  *                               reads the W partials of its rows through the heap (all rows
  *                               for ALL_REDUCE) and reduces them.
@@ -45,10 +56,14 @@
  *                               each of its half tiles and reduces as above (ALL_REDUCE:
  *                               the same all-gather of the rounded rows as the pipelined
  *                               path). Epochs come from per-CTA counters on the device, so
- *                               graph replays work. Elsewhere (AMD, no core, no sm_90a
- *                               pass): create returns IRIS_ERROR_UNSUPPORTED.
- *   AUTO picks per shape (iris_gemm_rs_choose_path): pipelined for W > 1 (not yet measured
- *   against the fused path on several GPUs), unfused for W = 1.
+ *                               graph replays work. Its partials are always fp32 (the
+ *                               exact numerics, whatever desc.exact). Elsewhere (AMD, no
+ *                               core, no sm_90a pass): create returns IRIS_ERROR_UNSUPPORTED.
+ *   AUTO picks per shape (iris_gemm_rs_choose_path): pipelined for W > 1 (the fastest on 2
+ *   H100s at 45 of 48 shapes and ops, within 2% elsewhere but one; the fused path was
+ *   1.09-1.71x its time: BENCHMARKS.md), unfused for W = 1. The fused path stays for
+ *   study and as the worked example of the device building blocks; AUTO never picks it.
+
  *
  * Quick start
  *     #define IRIS_IMPLEMENTATION
@@ -78,11 +93,13 @@
  *     create returns IRIS_ERROR_UNSUPPORTED).
  *   - One node: a context that spans several nodes (iris_num_nodes > 1) is refused with
  *     IRIS_ERROR_UNSUPPORTED, as by iris_ag_gemm_create.
- *   - Workspace, on the symmetric heap: pipelined and fused M*N*4 bytes (the receive
+ *   - Workspace, on the symmetric heap (w: the wire's element size: sizeof(C type), or 4
+ *     with exact = 1 and on the fused path): pipelined and fused M*N*w bytes (the receive
  *     slots), plus M*N*sizeof(C type) for ALL_REDUCE; fused also 4 * (W * ceil(M/64) *
- *     ceil(N/256) + 1033) bytes of flags, error record and counters; unfused M*N*4. Local
- *     memory: pipelined (W-1)/W*M*N*4 bytes of chunk staging, and (pipelined, unfused) 32
- *     MB of cuBLASLt workspace. A heap that cannot hold the workspace:
+ *     ceil(N/256) + 1033) bytes of flags, error record and counters; unfused M*N*w. Local
+ *     memory: pipelined (W-1)/W*M*N*w bytes of chunk staging, and (pipelined, unfused) 32
+ *     MB of cuBLASLt workspace.
+ A heap that cannot hold the workspace:
  *     IRIS_ERROR_OUT_OF_MEMORY naming the bytes.
  *   - Ordering: run starts with a device barrier (every rank has reached the call, so its
  *     previous call's readers of the workspace are gone); when its work completes on the
@@ -125,9 +142,10 @@ typedef struct iris_gemm_rs_desc {
   iris_dtype_t c_type;   /* IRIS_BFLOAT16, IRIS_FLOAT16 or IRIS_FLOAT32; bias too */
   int b_transposed;      /* 0: B_r is K/W x N row-major; 1: B_r is N x K/W row-major */
   int has_bias;          /* 1: run takes N bias values, added once to every row of C */
-  iris_gemm_path_t path; /* IRIS_GEMM_PATH_AUTO, _PIPELINED or _UNFUSED */
+  iris_gemm_path_t path; /* IRIS_GEMM_PATH_AUTO, _PIPELINED, _UNFUSED or _FUSED */
+  int exact;             /* 0 (default): partials cross in the output type (two roundings); 1: fp32 partials (one rounding) */
 } iris_gemm_rs_desc_t;
-#define IRIS_GEMM_RS_DESC_INIT {sizeof(iris_gemm_rs_desc_t), IRIS_GEMM_REDUCE_SCATTER, 0, 0, 0, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_AUTO}
+#define IRIS_GEMM_RS_DESC_INIT {sizeof(iris_gemm_rs_desc_t), IRIS_GEMM_REDUCE_SCATTER, 0, 0, 0, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_AUTO, 0}
 
 typedef struct iris_gemm_rs iris_gemm_rs_t;
 

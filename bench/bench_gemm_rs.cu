@@ -9,14 +9,18 @@
 //                   fp8: cuBLASLt's fp8 GEMM (TN, scales, bf16 out)
 //   cublas+nccl_rs  that GEMM, then ncclReduceScatter of C (the sequence users run today)
 //   cublas+iris_rs  that GEMM, then iris_reduce_scatter
-//   rs/<path>       iris_gemm_rs_run, REDUCE_SCATTER, each path (pipelined, unfused, fused)
+//   rs/<path>       iris_gemm_rs_run, REDUCE_SCATTER, each path (pipelined, unfused, fused),
+//                   partials in the output type (bf16: the default); rs/pipelined-exact:
+//                   exact = 1 (fp32 partials); the fused path's partials are fp32 always
 //   cublas+nccl_ar, cublas+iris_ar, ar/<path>: the same for all-reduce
 // CUDA events around each op, 3 warm-up calls, BENCH_REPS repetitions (default 20), median
 // per rank, max over ranks. Prints ms, the ratio to the local GEMM alone, and the fraction
 // of the communication hidden, (sequence - t) / (sequence - gemm_alone), where the
 // sequence is cuBLAS + NCCL of the same op.
 // Env: BENCH_CSV=path (rows as CSV), BENCH_M=4096,8192 (only these M), BENCH_SHAPES=0,2
-// (indices of the (N, K) list), BENCH_OPS=rs or ar, BENCH_DTYPES=bf16 or fp8 (default both).
+// (indices of the (N, K) list), BENCH_OPS=rs or ar, BENCH_DTYPES=bf16 or fp8 (default both),
+// BENCH_PATHS=pipelined,unfused,fused (default all).
+
 // fp8: the sequence is cuBLASLt fp8 (bf16 out) + NCCL bf16; the plans run
 // iris_gemm_rs_run_scaled into bf16.
 // The fused path (sm_90a build) runs in the ranks mode beside the others (rs/fused, ar/fused).
@@ -254,7 +258,12 @@ int main(int argc, char **argv) {
   if (csv) fprintf(csv, "ranks,dtype,op,M,N,K,variant,ms,x_gemm_alone,hidden\n");
   const long long Ms[] = {1024, 4096, 8192, 16384};
   const long long NKs[][2] = {{8192, 8192}, {8192, 28672}, {5120, 13824}};
-  const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED};
+  // the plans: each path with partials in the output type (the default), the pipelined one
+  // also exact (fp32 partials); the fused path moves fp32 partials either way
+  const struct { iris_gemm_path_t path; int exact; } variants[] = {
+      {IRIS_GEMM_PATH_PIPELINED, 0}, {IRIS_GEMM_PATH_PIPELINED, 1}, {IRIS_GEMM_PATH_UNFUSED, 0}, {IRIS_GEMM_PATH_FUSED, 0}};
+  const int nvariants = (int)(sizeof variants / sizeof variants[0]);
+  const std::vector<std::string> only_path = split(getenv("BENCH_PATHS"));
   // buffers for the largest shape: A_r 16384 x 28672/W, B_r 28672/W x 8192, C 16384 x 8192
   const size_t maxA = (size_t)16384 * (28672 / W), maxB = (size_t)(28672 / W) * 8192, maxC = (size_t)16384 * 8192;
   __nv_bfloat16 *a, *b, *c, *out;
@@ -327,12 +336,14 @@ int main(int argc, char **argv) {
           row("gemm_alone", alone, seq);
           row(ar ? "cublas+nccl_ar" : "cublas+nccl_rs", seq, seq);
           row(ar ? "cublas+iris_ar" : "cublas+iris_rs", iseq, seq);
-          for (iris_gemm_path_t p : paths) {
+          for (int vi = 0; vi < nvariants; vi++) {
+            const iris_gemm_path_t p = variants[vi].path;
             iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
             d.op = ar ? IRIS_GEMM_ALL_REDUCE : IRIS_GEMM_REDUCE_SCATTER;
-            d.M = M; d.N = N; d.K = K; d.path = p;
+            d.M = M; d.N = N; d.K = K; d.path = p; d.exact = variants[vi].exact;
             if (fp8) { d.a_type = IRIS_FLOAT8_E4M3; d.b_transposed = 1; }
-            const std::string name = std::string(opn) + "/" + iris_gemm_path_name(p);
+            if (!wanted(only_path, iris_gemm_path_name(p))) continue;
+            const std::string name = std::string(opn) + "/" + iris_gemm_path_name(p) + (d.exact && p != IRIS_GEMM_PATH_FUSED ? "-exact" : "");
             iris_gemm_rs_t *g;
             if (iris_gemm_rs_create(ctx, &d, &g) != IRIS_SUCCESS) {
               if (rank_ == 0) printf("%-4s %6lld %6lld %6lld %-3s %-16s skipped: %s\n", dtn, M, N, K, opn, name.c_str(), iris_error_detail());

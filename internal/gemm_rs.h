@@ -13,12 +13,13 @@ struct iris_gemm_rs {
   iris_gemm_path_t path;
   int W, me;
   long long ml, kl;      /* rows per owner (M/W), K per rank (K/W) */
-  size_t es, cs;         /* element sizes of A/B and of C */
-  float *part;           /* heap: unfused, the M x N fp32 partial; pipelined, W receive slots of ml x N */
+  size_t es, cs, ws;     /* element sizes of A/B, of C and of the wire (the partials' type) */
+  iris_dtype_t wt;       /* the wire type: c_type (desc.exact = 0, pipelined, unfused), else fp32 */
+  char *part;            /* heap: unfused, the M x N partial; pipelined and fused, W receive slots of ml x N (wire type) */
   char *red;             /* heap, pipelined ALL_REDUCE: M x N of the output type (peers' reduced rows) */
-  float *stage;          /* local, pipelined: W-1 chunks of ml x N fp32 */
+  char *stage;           /* local, pipelined: W-1 chunks of ml x N (wire type) */
 #if defined(IRIS_GEMM_HAVE_BLAS)
-  iris_gemm_blas_t blas; /* pipelined, unfused: the local GEMM (K = K/W, fp32 out, no bias; internal/gemm_common.h) */
+  iris_gemm_blas_t blas; /* pipelined, unfused: the local GEMM (K = K/W, wire-type out, no bias; internal/gemm_common.h) */
 #endif
   iris_stream_t copy;    /* pipelined: the push stream */
   iris_gpu_event_t fork, join, done[IRIS_MAX_RANKS];
@@ -42,9 +43,24 @@ static inline iris_status_t iris_gemm_rs_gpu_fail(iris_t *ctx, const char *what,
 
 IRIS_DEF iris_gemm_path_t iris_gemm_rs_path(const iris_gemm_rs_t *p) { return p ? p->path : IRIS_GEMM_PATH_AUTO; }
 
+/* The type of the partials on the wire (header: Numerics): the output type (rounded once
+ * before the sum, once after: the numerics of torch and NCCL), unless exact, an fp32
+ * output, the fused path (fp32 only), or 16-bit inputs of the other 16-bit type than the
+ * output (cuBLASLt writes a bf16 product only as bf16 or fp32, an fp16 one as fp16 or
+ * fp32): then fp32. */
+static inline iris_dtype_t iris_gemm_rs_wire_type(const iris_gemm_rs_desc_t *d, iris_gemm_path_t path) {
+  if (d->exact || path == IRIS_GEMM_PATH_FUSED || d->c_type == IRIS_FLOAT32) return IRIS_FLOAT32;
+  if (d->a_type != d->c_type && d->a_type != IRIS_FLOAT8_E4M3) return IRIS_FLOAT32;
+  return d->c_type;
+}
+
+
 /* AUTO: the pipelined path (its pushes overlap the chunk GEMMs; the unfused path moves
- * every partial after the whole GEMM). Not yet measured on a GPU: see docs/gemm_reduce.md.
+ * every partial after the whole GEMM). Measured on 2 H100s (BENCHMARKS.md, 48 shapes, both
+ * ops, bf16 and fp8): the fastest path at 45, within 2% at the other 3 (unfused 8% faster
+ * at one, all-reduce 1024 x 5120 x 13824); unfused up to 25% and fused up to 71% slower.
  * At world size 1 there is nothing to overlap: unfused (one GEMM, one pass). */
+
 IRIS_DEF iris_gemm_path_t iris_gemm_rs_choose_path(const iris_gemm_rs_desc_t *d, int W) {
   if (!d) return IRIS_GEMM_PATH_AUTO;
   if (d->path != IRIS_GEMM_PATH_AUTO) return d->path;
@@ -71,6 +87,7 @@ static iris_status_t iris_gemm_rs_check_desc(const iris_gemm_rs_desc_t *d, int W
   else if (d->N % 8) bad = "N must be a multiple of 8 (16-byte rows)";
   else if (d->a_type == IRIS_FLOAT8_E4M3 && (d->K / W) % 16) bad = "fp8 inputs need K/world_size a multiple of 16 (16-byte rows of A and B, cuBLASLt's fp8 rule)";
   else if ((unsigned)d->path >= IRIS_GEMM_PATH_COUNT) bad = "unknown path";
+  else if (d->exact != 0 && d->exact != 1) bad = "exact must be 0 (partials in the output type) or 1 (fp32 partials)";
   if (bad) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_create: %s", me, bad);
   if (d->path == IRIS_GEMM_PATH_KERNEL_UNFUSED)
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: path '%s' is not in this version: use IRIS_GEMM_PATH_PIPELINED, _UNFUSED, _FUSED or _AUTO",
@@ -175,7 +192,7 @@ static iris_status_t iris_gemm_rs_create_fused(iris_gemm_rs_t *p) {
   if ((long long)p->rctas > ((p->ml + 63) / 64 + 1) * tiles_n) p->rctas = (int)(((p->ml + 63) / 64 + 1) * tiles_n);
   memset(v, 0, sizeof *v);
   v->ctx = iris_device_context(p->ctx);
-  v->part = p->part;
+  v->part = (float *)p->part;
   v->flags = p->sync;
   v->err = (iris_gemm_err_t *)(p->sync + (size_t)p->W * halves * tiles_n);
   v->counters = (unsigned *)(v->err + 1);
@@ -211,18 +228,18 @@ static iris_status_t iris_gemm_rs_create_local(iris_gemm_rs_t *p) {
   bl->N = p->d.N;
   bl->K = p->kl;
   bl->ab_type = p->d.a_type;
-  bl->c_type = IRIS_FLOAT32;
+  bl->c_type = p->wt;
   bl->b_transposed = p->d.b_transposed;
   bl->has_bias = 0;
   bl->streams = 1;
   if ((st = iris_gemm_blas_init(bl)) != IRIS_SUCCESS) return st;
   if ((st = iris_gemm_blas_shape(bl, p->path == IRIS_GEMM_PATH_UNFUSED ? p->d.M : p->ml, p->kl, &unused)) != IRIS_SUCCESS) return st;
   if (p->path != IRIS_GEMM_PATH_PIPELINED) return IRIS_SUCCESS;
-  if (p->W > 1 && iris_gpu_malloc((void **)&p->stage, (size_t)(p->W - 1) * p->ml * p->d.N * 4, IRIS_HEAP_MEMORY_COARSE) != IRIS_GPU_SUCCESS) {
+  if (p->W > 1 && iris_gpu_malloc((void **)&p->stage, (size_t)(p->W - 1) * p->ml * p->d.N * p->ws, IRIS_HEAP_MEMORY_COARSE) != IRIS_GPU_SUCCESS) {
     iris_gpu_last_error();
     p->stage = NULL;
     return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: iris_gemm_rs_create: no device memory for the chunk staging buffer (%zu bytes)", p->me,
-                            (size_t)(p->W - 1) * p->ml * p->d.N * 4);
+                            (size_t)(p->W - 1) * p->ml * p->d.N * p->ws);
   }
   if (iris_gpu_stream_create(&p->copy) != IRIS_GPU_SUCCESS || iris_gpu_event_create(&p->fork) != IRIS_GPU_SUCCESS || iris_gpu_event_create(&p->join) != IRIS_GPU_SUCCESS)
     return iris_gemm_rs_gpu_fail(p->ctx, "creating the push stream", iris_gpu_last_error());
@@ -233,14 +250,21 @@ static iris_status_t iris_gemm_rs_create_local(iris_gemm_rs_t *p) {
 
 /* Enqueue the reduction: rows x N from srcs into outs (see iris_gemm_rs_red_t). */
 static iris_status_t iris_gemm_rs_reduce(iris_gemm_rs_t *p, iris_gemm_rs_red_t *r, iris_stream_t s) {
-  const long long nv = r->rows * r->N / 4;
+  const long long nv = r->rows * r->N / (long long)(16 / p->ws);
+  const int fp32_wire = p->wt == IRIS_FLOAT32;
   long long blocks = (nv + 255) / 256;
   if (blocks > 8LL * p->sms) blocks = 8LL * p->sms;
   if (blocks < 1) blocks = 1;
   switch (p->d.c_type) {
-  case IRIS_BFLOAT16: iris_gemm_rs_reduce_kernel<iris_bf16_t><<<(unsigned)blocks, 256, 0, s>>>(*r); break;
-  case IRIS_FLOAT16: iris_gemm_rs_reduce_kernel<iris_f16_t><<<(unsigned)blocks, 256, 0, s>>>(*r); break;
-  default: iris_gemm_rs_reduce_kernel<float><<<(unsigned)blocks, 256, 0, s>>>(*r); break;
+  case IRIS_BFLOAT16:
+    if (fp32_wire) iris_gemm_rs_reduce_kernel<iris_bf16_t, float><<<(unsigned)blocks, 256, 0, s>>>(*r);
+    else iris_gemm_rs_reduce_kernel<iris_bf16_t, iris_bf16_t><<<(unsigned)blocks, 256, 0, s>>>(*r);
+    break;
+  case IRIS_FLOAT16:
+    if (fp32_wire) iris_gemm_rs_reduce_kernel<iris_f16_t, float><<<(unsigned)blocks, 256, 0, s>>>(*r);
+    else iris_gemm_rs_reduce_kernel<iris_f16_t, iris_f16_t><<<(unsigned)blocks, 256, 0, s>>>(*r);
+    break;
+  default: iris_gemm_rs_reduce_kernel<float, float><<<(unsigned)blocks, 256, 0, s>>>(*r); break;
   }
   if (iris_gpu_last_error() != IRIS_GPU_SUCCESS) return iris_gemm_rs_gpu_fail(p->ctx, "launching the reduction kernel", iris_gpu_last_error());
   return IRIS_SUCCESS;
@@ -260,7 +284,7 @@ static iris_status_t iris_gemm_rs_run_unfused(iris_gemm_rs_t *p, const char *a, 
   for (q = 0; q < p->W; ++q) {
     void *src;
     iris_translate_host(p->ctx, p->part, q, &src);
-    r.src[q] = (const float *)src + row0 * N;
+    r.src[q] = (const char *)src + (size_t)row0 * N * p->ws;
   }
   r.nsrc = p->W;
   r.out[0] = c;
@@ -278,7 +302,7 @@ static void iris_gemm_rs_own_rows(iris_gemm_rs_t *p, iris_gemm_rs_red_t *r, cons
   const int all = p->d.op == IRIS_GEMM_ALL_REDUCE;
   int q;
   memset(r, 0, sizeof *r);
-  for (q = 0; q < p->W; ++q) r->src[q] = p->part + (size_t)q * ml * N;
+  for (q = 0; q < p->W; ++q) r->src[q] = p->part + (size_t)q * ml * N * p->ws;
   r->nsrc = p->W;
   r->bias = bias;
   r->rows = ml;
@@ -316,7 +340,7 @@ static iris_status_t iris_gemm_rs_gather(iris_gemm_rs_t *p, void *c, iris_stream
  * this rank has read them. */
 static iris_status_t iris_gemm_rs_run_pipelined(iris_gemm_rs_t *p, const char *a, const void *b, const void *bias, void *c, iris_stream_t s) {
   const long long N = p->d.N, ml = p->ml;
-  const size_t chunk = (size_t)ml * N * 4, a_rows = (size_t)ml * p->kl * p->es;
+  const size_t chunk = (size_t)ml * N * p->ws, a_rows = (size_t)ml * p->kl * p->es;
   const int all = p->d.op == IRIS_GEMM_ALL_REDUCE;
   iris_gemm_rs_red_t r;
   iris_status_t st;
@@ -324,16 +348,16 @@ static iris_status_t iris_gemm_rs_run_pipelined(iris_gemm_rs_t *p, const char *a
   IRIS_GEMM_RS_TRY(iris_gpu_event_record(p->fork, s), "recording the fork event");
   IRIS_GEMM_RS_TRY(iris_gpu_stream_wait(p->copy, p->fork), "forking the push stream");
   for (i = 1; i < p->W; ++i) {
-    float *st_i = p->stage + (size_t)(i - 1) * ml * N;
+    char *st_i = p->stage + (size_t)(i - 1) * chunk;
     void *dst;
     q = (p->me + i) % p->W;
     if ((st = iris_gemm_blas_run(&p->blas, a + (size_t)q * a_rows, p->kl, ml, 0, b, NULL, st_i, s, 0)) != IRIS_SUCCESS) return st;
     IRIS_GEMM_RS_TRY(iris_gpu_event_record(p->done[q], s), "recording a chunk event");
     IRIS_GEMM_RS_TRY(iris_gpu_stream_wait(p->copy, p->done[q]), "waiting for a chunk");
-    iris_translate_host(p->ctx, (char *)p->part + (size_t)p->me * chunk, q, &dst);
+    iris_translate_host(p->ctx, p->part + (size_t)p->me * chunk, q, &dst);
     IRIS_GEMM_RS_TRY(iris_gpu_memcpy_async(dst, st_i, chunk, p->copy), "pushing a chunk to its owner");
   }
-  if ((st = iris_gemm_blas_run(&p->blas, a + (size_t)p->me * a_rows, p->kl, ml, 0, b, NULL, (char *)p->part + (size_t)p->me * chunk, s, 0)) != IRIS_SUCCESS) return st;
+  if ((st = iris_gemm_blas_run(&p->blas, a + (size_t)p->me * a_rows, p->kl, ml, 0, b, NULL, p->part + (size_t)p->me * chunk, s, 0)) != IRIS_SUCCESS) return st;
   IRIS_GEMM_RS_TRY(iris_gpu_event_record(p->join, p->copy), "recording the push stream's end");
   IRIS_GEMM_RS_TRY(iris_gpu_stream_wait(s, p->join), "joining the push stream");
   if ((st = iris_barrier_device(p->ctx, s)) != IRIS_SUCCESS) return st; /* every slot full */
@@ -404,9 +428,10 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   me = iris_rank(ctx);
   /* every rank must describe the same problem: exchange first (fields, not bytes) */
   {
-    enum { nf = 10 };
-    long long mine[nf] = {(long long)desc->struct_size, desc->op, desc->M, desc->N, desc->K, desc->a_type, desc->c_type, desc->b_transposed, desc->has_bias, desc->path};
-    if ((st = iris_gemm_same_desc(ctx, mine, nf, "iris_gemm_rs_create", "op, shape, types, layout, bias or path")) != IRIS_SUCCESS) return st;
+    enum { nf = 11 };
+    long long mine[nf] = {(long long)desc->struct_size, desc->op, desc->M, desc->N, desc->K, desc->a_type, desc->c_type, desc->b_transposed, desc->has_bias, desc->path,
+                          desc->exact};
+    if ((st = iris_gemm_same_desc(ctx, mine, nf, "iris_gemm_rs_create", "op, shape, types, layout, bias, path or exact")) != IRIS_SUCCESS) return st;
   }
   if ((st = iris_gemm_rs_check_desc(desc, W, me)) != IRIS_SUCCESS) return st;
 #if !defined(IRIS_GEMM_HAVE_BLAS)
@@ -426,13 +451,15 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   p->es = iris_dtype_size(desc->a_type);
   p->cs = iris_dtype_size(desc->c_type);
   p->path = iris_gemm_rs_choose_path(desc, W);
+  p->wt = iris_gemm_rs_wire_type(desc, p->path);
+  p->ws = iris_dtype_size(p->wt);
   {
     int old = -1, q;
     iris_gpu_get_device(&old);
     iris_gpu_set_device(iris_device_ordinal(ctx));
     /* heap blocks: the same sequence on every rank (the heap is symmetric, so the verdict
      * is the same everywhere) */
-    part_bytes = (size_t)desc->M * desc->N * 4;
+    part_bytes = (size_t)desc->M * desc->N * p->ws;
     red_bytes = p->path != IRIS_GEMM_PATH_UNFUSED && desc->op == IRIS_GEMM_ALL_REDUCE ? (size_t)desc->M * desc->N * p->cs : 0;
     sync_bytes = p->path == IRIS_GEMM_PATH_FUSED ? iris_gemm_rs_sync_words(desc, W) * sizeof(unsigned) : 0;
     st = iris_malloc(ctx, part_bytes, (void **)&p->part);
@@ -440,9 +467,9 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
     if (st == IRIS_SUCCESS && sync_bytes) st = iris_calloc(ctx, sync_bytes, (void **)&p->sync); /* flags start at 0, never reset */
     if (st != IRIS_SUCCESS)
       st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY,
-                            "rank %d: iris_gemm_rs_create: the symmetric heap (%zu bytes, %zu in use) cannot hold the plan's workspace (%zu bytes: the fp32 partials, M x N x 4%s); "
+                            "rank %d: iris_gemm_rs_create: the symmetric heap (%zu bytes, %zu in use) cannot hold the plan's workspace (%zu bytes: the partials, M x N x %zu%s); "
                             "give iris_init a larger heap_size",
-                            me, iris_heap_size(ctx), iris_heap_used(ctx), part_bytes + red_bytes + sync_bytes, red_bytes ? ", and M x N of the output type" : "");
+                            me, iris_heap_size(ctx), iris_heap_used(ctx), part_bytes + red_bytes + sync_bytes, p->ws, red_bytes ? ", and M x N of the output type" : "");
     if (st == IRIS_SUCCESS) st = iris_gemm_rs_create_local(p);
     /* agree: a plan exists on every rank or on none */
     ok = st == IRIS_SUCCESS;

@@ -1,7 +1,7 @@
 /* internal/gemm_rs_kernels.h: the GEMM + reduce-scatter / all-reduce's kernels
  * (iris_gemm_reduce.h). Part of its implementation; not a public header. Device code only.
- *   The SM reduction kernel of every path (W fp32 partials summed in rank order, bias,
- *   one rounding, into one or more outputs); the fused path (NVIDIA sm_90a): the kernels'
+ *   The SM reduction kernel of every path (W partials of the wire type summed in fp32 in
+ *   rank order, bias, one rounding, into one or more outputs); the fused path (NVIDIA sm_90a): the kernels'
  *   view of a plan and its flags, the TMA-core GEMM whose epilogue pushes each tile's rows
  *   to their owners and signals them, and the owner's reduce kernel. Uses only
  *   internal/gemm_common.h (error record, bounded waits, tile sequence) and the core. */
@@ -11,49 +11,52 @@
 /* ========================================================================= */
 /*                the plan's reduction kernel (SM, vectorised)               */
 /* ========================================================================= */
-/* Rows x N fp32 values from each of nsrc sources (row stride N), summed in source order,
- * plus bias, rounded once, stored into each of nout outputs (row stride N). */
+/* Rows x N values of the wire type from each of nsrc sources (row stride N), summed in
+ * fp32 in source order, plus bias, rounded once, stored into each of nout outputs (row
+ * stride N). */
 typedef struct iris_gemm_rs_red {
-  const float *src[IRIS_MAX_RANKS];
+  const void *src[IRIS_MAX_RANKS];
   void *out[IRIS_MAX_RANKS];
   const void *bias;
   long long rows, N;
   int nsrc, nout;
 } iris_gemm_rs_red_t;
 
-template <typename OutT>
-struct alignas(4 * sizeof(OutT)) iris_gemm_rs_vec4 {
-  OutT v[4];
+/* V values of T in one aligned vector (V * sizeof(T) bytes) */
+template <typename T, int V>
+struct alignas(V * sizeof(T)) iris_gemm_rs_vec {
+  T v[V];
 };
-/* One thread: the 4 values of vector i (elements 4i .. 4i+3 of the rows x N block) of a. */
-template <typename OutT>
-IRIS_DEVICE_INLINE void iris_gemm_rs_sum4(const iris_gemm_rs_red_t &a, long long i) {
+/* One thread: the values of vector i of the rows x N block (elements V i .. V i + V - 1,
+ * V = 16 bytes of the wire type WT: 4 fp32 or 8 bf16/fp16 values; N % 8 == 0, so a vector
+ * never straddles two rows). OutT: the output (and bias) type. */
+template <typename OutT, typename WT>
+IRIS_DEVICE_INLINE void iris_gemm_rs_sumv(const iris_gemm_rs_red_t &a, long long i) {
+  constexpr int V = 16 / (int)sizeof(WT);
+  typedef iris_gemm_rs_vec<WT, V> In;
   const OutT *bias = (const OutT *)a.bias;
-  {
-    const long long col = (i * 4) % a.N;
-    float4 s = *((const float4 *)a.src[0] + i);
-    for (int q = 1; q < a.nsrc; ++q) {
-      const float4 x = *((const float4 *)a.src[q] + i);
-      s.x += x.x; s.y += x.y; s.z += x.z; s.w += x.w;
-    }
-    if (bias) {
-      s.x += iris_coll_up<OutT>(bias[col]);
-      s.y += iris_coll_up<OutT>(bias[col + 1]);
-      s.z += iris_coll_up<OutT>(bias[col + 2]);
-      s.w += iris_coll_up<OutT>(bias[col + 3]);
-    }
-    iris_gemm_rs_vec4<OutT> o;
-    o.v[0] = iris_coll_down<OutT>(s.x);
-    o.v[1] = iris_coll_down<OutT>(s.y);
-    o.v[2] = iris_coll_down<OutT>(s.z);
-    o.v[3] = iris_coll_down<OutT>(s.w);
-    for (int k = 0; k < a.nout; ++k) ((iris_gemm_rs_vec4<OutT> *)a.out[k])[i] = o;
+  const long long col = (i * V) % a.N;
+  float s[V];
+  In x = ((const In *)a.src[0])[i];
+#pragma unroll
+  for (int k = 0; k < V; ++k) s[k] = iris_coll_up<WT>(x.v[k]);
+  for (int q = 1; q < a.nsrc; ++q) {
+    x = ((const In *)a.src[q])[i];
+#pragma unroll
+    for (int k = 0; k < V; ++k) s[k] += iris_coll_up<WT>(x.v[k]);
   }
+  if (bias)
+#pragma unroll
+    for (int k = 0; k < V; ++k) s[k] += iris_coll_up<OutT>(bias[col + k]);
+  iris_gemm_rs_vec<OutT, V> o;
+#pragma unroll
+  for (int k = 0; k < V; ++k) o.v[k] = iris_coll_down<OutT>(s[k]);
+  for (int k = 0; k < a.nout; ++k) ((iris_gemm_rs_vec<OutT, V> *)a.out[k])[i] = o;
 }
-template <typename OutT>
+template <typename OutT, typename WT>
 __global__ void iris_gemm_rs_reduce_kernel(iris_gemm_rs_red_t a) {
-  const long long nv = a.rows * a.N / 4;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < nv; i += (long long)gridDim.x * blockDim.x) iris_gemm_rs_sum4<OutT>(a, i);
+  const long long nv = a.rows * a.N / (16 / (int)sizeof(WT));
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < nv; i += (long long)gridDim.x * blockDim.x) iris_gemm_rs_sumv<OutT, WT>(a, i);
 }
 
 #if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
@@ -317,7 +320,7 @@ __global__ void __launch_bounds__(512) iris_gemm_rs_fused_reduce_kernel(const __
     if (!__syncthreads_and(ok)) continue; /* recorded; these rows of C stay unwritten */
     const int ra = max(h * 64, row0) - row0, rb = min(h * 64 + 64, row0 + d.ml) - row0;
     const int ca = nt * bn / 4, w = min(nt * bn + bn, d.N) / 4 - ca;
-    for (int i = (int)threadIdx.x; i < (rb - ra) * w; i += (int)blockDim.x) iris_gemm_rs_sum4<OutT>(r, (long long)(ra + i / w) * nq + ca + i % w);
+    for (int i = (int)threadIdx.x; i < (rb - ra) * w; i += (int)blockDim.x) iris_gemm_rs_sumv<OutT, float>(r, (long long)(ra + i / w) * nq + ca + i % w);
   }
   __syncthreads();
   if (threadIdx.x == 0) iris_gemm_err_tell_peers(d.ctx, d.err, epoch);

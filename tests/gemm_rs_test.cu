@@ -60,6 +60,7 @@ struct Case {
   int check_every = 1; // check C of every call (1), or of every n-th call and the last
   int row_step = 1;    // values of every row (1), or of every n-th row and the last (large
                        // shapes; every element is still checked for the poison)
+  int exact = 0;       // desc.exact: fp32 partials (1) or partials in the output type (0)
 };
 
 static const char *oname(iris_gemm_reduce_op_t op) { return op == IRIS_GEMM_ALL_REDUCE ? "all-reduce" : "reduce-scatter"; }
@@ -84,23 +85,32 @@ static bool check_c(Suite &s, const Case &k, const std::vector<C> &h, int call, 
     for (long long n = 0; n < N; n++) bd[(size_t)kk * N + n] = bs * to_d<T>(b_at<T>(s.seed, kk, n));
   }
   const double rel = k.c == IRIS_FLOAT32 ? 1e-5 : k.c == IRIS_FLOAT16 ? 1.0 / 1024 : 1.0 / 128;
-  std::vector<double> acc((size_t)N), mag((size_t)N);
+  // partials in the output type (exact = 0): each rank's partial P_r is rounded once before
+  // the sum, an error of at most u |P_r| (u: the unit roundoff, 2^-8 bf16, 2^-11 fp16)
+  // (fp32 partials: exact = 1, fp32 out, mixed 16-bit types, the fused path)
+  const bool wire32 = k.exact || k.c == IRIS_FLOAT32 || (k.a != k.c && k.a != IRIS_FLOAT8_E4M3) || k.path == IRIS_GEMM_PATH_FUSED;
+  const double u_wire = wire32 ? 0.0 : k.c == IRIS_FLOAT16 ? 1.0 / 2048 : 1.0 / 256;
+
+  std::vector<double> acc((size_t)N), mag((size_t)N), part((size_t)N), pabs((size_t)N);
   for (long long r = r0; r < r0 + rows; r++) {
     if ((r - r0) % k.row_step && r != r0 + rows - 1) continue;
-    for (long long n = 0; n < N; n++) acc[n] = k.bias ? to_d<C>(bias_at<C>(s.seed, n)) : 0.0, mag[n] = 0.0;
+    for (long long n = 0; n < N; n++) acc[n] = k.bias ? to_d<C>(bias_at<C>(s.seed, n)) : 0.0, mag[n] = 0.0, part[n] = 0.0, pabs[n] = 0.0;
     for (long long kk = 0; kk < K; kk++) {
       const double a = to_d<T>(a_at<T>(s.seed, r, kk, call)) * (fp8 ? (double)scale_at(s.seed, 0, (int)(kk / kl), call) : 1.0);
       const double *b = &bd[(size_t)kk * N];
-      for (long long n = 0; n < N; n++) acc[n] += a * b[n];
+      for (long long n = 0; n < N; n++) part[n] += a * b[n];
       if (fp8)
         for (long long n = 0; n < N; n++) mag[n] += fabs(a * b[n]);
+      if ((kk + 1) % kl == 0) // rank kk / kl's partial is complete
+        for (long long n = 0; n < N; n++) acc[n] += part[n], pabs[n] += fabs(part[n]), part[n] = 0.0;
     }
     for (long long n = 0; n < N; n++) {
       const double got = to_d<C>(h[(size_t)(r - r0) * N + n]), want = acc[n];
       // fp8: the fp8 products are exact in fp32, but Hopper's fp8 tensor cores accumulate a
       // block of K with fewer mantissa bits than fp32 (about 14 measured by others) before
       // cuBLASLt promotes the sum to fp32: allow 2^-12 of the sum of |terms|, on top
-      const double tol = rel * fabs(want) + 1e-5 * sqrt((double)K) + 1e-6 + (fp8 ? mag[n] / 4096 : 0.0);
+      const double tol = rel * fabs(want) + u_wire * pabs[n] + 1e-5 * sqrt((double)K) + 1e-6 + (fp8 ? mag[n] / 4096 : 0.0);
+
       if (!(fabs(got - want) <= tol)) {
         char buf[200];
         snprintf(buf, sizeof buf, "C(%lld, %lld) = %.6f, float64 reference %.6f (tolerance %.2g), call %d", r, n, got, want, tol, call);
@@ -136,7 +146,7 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
   const int W = s.world, me = s.rank;
   const long long kl = k.K / W, rows = k.op == IRIS_GEMM_ALL_REDUCE ? k.M : k.M / W;
   iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
-  d.op = k.op; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = k.a; d.c_type = k.c; d.b_transposed = k.bt; d.has_bias = k.bias; d.path = k.path;
+  d.op = k.op; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = k.a; d.c_type = k.c; d.b_transposed = k.bt; d.has_bias = k.bias; d.path = k.path; d.exact = k.exact;
   iris_gemm_rs_t *p = NULL;
   IK(iris_gemm_rs_create(s.ctx, &d, &p));
   if (k.path != IRIS_GEMM_PATH_AUTO && iris_gemm_rs_path(p) != k.path) { why = "the plan runs another path than asked"; iris_gemm_rs_destroy(p); return false; }
@@ -218,8 +228,9 @@ static void one(Suite &s, const Case &k, bool graph, const char *extra = "") {
   bool ok = dispatch(s, k, graph, why);
   if (!ok) fprintf(stderr, "rank %d: %s\n", s.rank, why.empty() ? iris_error_detail() : why.c_str());
   char name[300];
-  snprintf(name, sizeof name, "%s %s %s->%s B %s%s, %lldx%lldx%lld (%lld rows per rank), %d call%s%s%s", oname(k.op), iris_gemm_path_name(k.path), tname(k.a), tname(k.c),
-           k.bt ? "NxK" : "KxN", k.bias ? " +bias" : "", k.M, k.N, k.K, k.M / s.world, k.iters, k.iters > 1 ? "s (fresh A each)" : "", graph ? ", graph replays" : "", extra);
+  snprintf(name, sizeof name, "%s %s%s %s->%s B %s%s, %lldx%lldx%lld (%lld rows per rank), %d call%s%s%s", oname(k.op), iris_gemm_path_name(k.path),
+           k.exact ? " exact" : "", tname(k.a), tname(k.c), k.bt ? "NxK" : "KxN", k.bias ? " +bias" : "", k.M, k.N, k.K, k.M / s.world, k.iters,
+           k.iters > 1 ? "s (fresh A each)" : "", graph ? ", graph replays" : "", extra);
   report(s, name, ok);
 }
 
@@ -503,6 +514,16 @@ int main(int argc, char **argv) {
       // odd shapes: rows per rank 129, 1, 77; N, K/W not multiples of 64
       one(s, Case{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, p, 129LL * W, 776, 520LL * W, 3}, false);
       one(s, Case{op, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, p, 1LL * W, 392, 136LL * W, 3}, false);
+      {
+        // exact = 1: fp32 partials (one rounding); the rest of the cases take the default,
+        // partials in the output type
+        Case e{op, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, p, 129LL * W, 776, 520LL * W, 3};
+        e.exact = 1;
+        one(s, e, false);
+        Case g{op, IRIS_FLOAT16, IRIS_FLOAT16, 1, 0, p, 96LL * W, 256, 128LL * W, 20};
+        g.exact = 1;
+        one(s, g, true);
+      }
       if (quick) continue;
       one(s, Case{op, IRIS_BFLOAT16, IRIS_FLOAT16, 1, 1, p, 77LL * W, 8, 8LL * W, 2}, false);
       one(s, Case{op, IRIS_FLOAT16, IRIS_BFLOAT16, 0, 0, p, 128LL * W, 1032, 256LL * W, 2}, false);
@@ -552,7 +573,13 @@ int main(int argc, char **argv) {
       if (streams_only) break;
       one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 1, p, 129LL * W, 776, 528LL * W, 2}, false);
       one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_FLOAT32, 1, 0, p, 1LL * W, 392, 144LL * W, 2}, false);
+      {
+        Case e{op, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 1, p, 64LL * W, 264, 512LL * W, 2};
+        e.exact = 1;
+        one(s, e, false);
+      }
       if (quick) continue;
+
       one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_FLOAT16, 1, 1, p, 77LL * W, 264, 1024LL * W, 2}, false);
       one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 0, p, 64LL * W, 256, 128LL * W, 20}, true);
       one(s, Case{op, IRIS_FLOAT8_E4M3, IRIS_BFLOAT16, 1, 1, p, 8LL * W, 64, 64LL * W, 200, 50}, false, ", back to back");

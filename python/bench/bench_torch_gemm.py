@@ -17,7 +17,8 @@ Rows:
   rs: matmul-alone     the local matmul M x K/W x N (the floor)
       matmul+nccl      the local matmul, then dist.reduce_scatter_tensor (own GPUs)
       symm-fused       torch.ops.symm_mem.fused_matmul_reduce_scatter (own GPUs)
-      iris-<path>      it.gemm_reduce_scatter with a plan of that path (pipelined, fused)
+      iris-<path>      it.gemm_reduce_scatter with a plan of that path (pipelined, unfused,
+                       fused; bf16 partials, the default, except fused: fp32)
 Ranks sharing a GPU make the script run but the figures are not performance (labelled),
 and the NCCL / symmetric-memory rows need a GPU per rank.
 """
@@ -105,7 +106,7 @@ def main():
                 try_row(res, "matmul+nccl", lambda: dist.reduce_scatter_tensor(out, torch.matmul(a_r, w_r.t())))
                 if gname:
                     try_row(res, "symm-fused", lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a_r, w_r.t(), "sum", 0, gname))
-            for path in ("pipelined", "fused"):
+            for path in ("pipelined", "unfused", "fused"):
                 plan = ctx.gemm_reduce_plan("reduce_scatter", M, N, K, bf, bf, b_transposed=True, path=path)
                 try_row(res, "iris-" + path, lambda: it.gemm_reduce_scatter(a_r, w_r, plan, out=out))
                 plan.close()

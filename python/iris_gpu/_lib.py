@@ -160,12 +160,13 @@ class GemmRsDescT(ctypes.Structure):
     """iris_gemm_rs_desc_t (iris_gemm_reduce.h)."""
 
     # op: iris_gemm_reduce_op_t, 0 IRIS_GEMM_REDUCE_SCATTER, 1 IRIS_GEMM_ALL_REDUCE
-    _fields_ = [("struct_size", ctypes.c_size_t), ("op", ctypes.c_int)] + _GEMM_DESC_FIELDS
+    _fields_ = [("struct_size", ctypes.c_size_t), ("op", ctypes.c_int)] + _GEMM_DESC_FIELDS + [("exact", ctypes.c_int)]
 
     @classmethod
     def init(cls):
-        """IRIS_GEMM_RS_DESC_INIT (REDUCE_SCATTER, a_type and c_type IRIS_BFLOAT16 = 2, path AUTO)."""
-        return cls(ctypes.sizeof(cls), 0, 0, 0, 0, 2, 2, 0, 0, 0)
+        """IRIS_GEMM_RS_DESC_INIT (REDUCE_SCATTER, a_type and c_type IRIS_BFLOAT16 = 2, path AUTO, exact 0)."""
+        return cls(ctypes.sizeof(cls), 0, 0, 0, 0, 2, 2, 0, 0, 0, 0)
+
 
 
 # C name -> ctypes mirror; every one is checked against iris_abi_struct_size at load.

@@ -376,11 +376,11 @@ class Context:
         see AgGemm."""
         return AgGemm(self, M, N, K, dtype, out_dtype, layout, b_transposed, bias, path, stage_a)
 
-    def gemm_reduce_plan(self, op, M, N, K, dtype=None, out_dtype=None, b_transposed=False, bias=False, path="auto"):
+    def gemm_reduce_plan(self, op, M, N, K, dtype=None, out_dtype=None, b_transposed=False, bias=False, path="auto", exact=False):
         """Collective, outside graph capture: a plan for C = sum over ranks of A_r @ B_r
         (+ bias), op "reduce_scatter" (this rank gets its M/W rows) or "all_reduce" (all M
         rows); see GemmReduce."""
-        return GemmReduce(self, op, M, N, K, dtype, out_dtype, b_transposed, bias, path)
+        return GemmReduce(self, op, M, N, K, dtype, out_dtype, b_transposed, bias, path, exact)
 
 
 # ------------------------------------------------------------------ all-gather + GEMM
@@ -489,15 +489,17 @@ class GemmReduce:
     dtype (A and B): bfloat16, float16, or float8_e4m3fn with per-tensor scales (1-element
     float32 tensors a_scale, b_scale per rank: C = sum_r (a_scale_r A_r)(b_scale_r B_r); the
     library may refuse fp8 with IRIS_ERROR_UNSUPPORTED). out_dtype (C and bias): bfloat16,
-    float16 or float32 (default: dtype; bfloat16 for fp8). fp32 accumulation, the sum over
-    ranks in fp32 in rank order, one rounding. path: "auto", "pipelined", "unfused", "fused"
+    float16 or float32 (default: dtype; bfloat16 for fp8). fp32 accumulation; exact=False
+    (default): each rank's partial is rounded to out_dtype, the partials are summed in fp32
+    in rank order and rounded again (torch's and NCCL's numerics, half the bytes of fp32);
+    exact=True: fp32 partials, one rounding. path: "auto", "pipelined", "unfused", "fused"
     (bf16/fp16 on Hopper with the library's sm_90a TMA core; else IRIS_ERROR_UNSUPPORTED).
     Create on every rank with the same arguments (Context.gemm_reduce_plan), run with
     gemm_reduce_scatter / gemm_all_reduce (or gemm_reduce) the same number of times on
     every rank, close() on every rank. Attributes: op, dtype, out_dtype, a_shape, b_shape,
     c_shape, has_bias, fp8, path (the one the library chose)."""
 
-    def __init__(self, ctx, op, M, N, K, dtype=None, out_dtype=None, b_transposed=False, bias=False, path="auto"):
+    def __init__(self, ctx, op, M, N, K, dtype=None, out_dtype=None, b_transposed=False, bias=False, path="auto", exact=False):
         torch = _torch_mod()
         self.ctx, self.op, self._g = ctx, op, None
         self.dtype = torch.bfloat16 if dtype is None else dtype
@@ -517,6 +519,9 @@ class GemmReduce:
         d.op, d.M, d.N, d.K = _types.GEMM_REDUCE_OPS[op], M, N, K
         d.a_type, d.c_type = _types.iris_dtype(self.dtype), _types.iris_dtype(self.out_dtype)
         d.b_transposed, d.has_bias, d.path = int(self.b_transposed), int(self.has_bias), _types.GEMM_PATHS[path]
+        self.exact = bool(exact)
+        d.exact = int(self.exact)
+
         self._g = self._create(d)
         self.id = next(_ids)
         _PLANS[self.id] = self
