@@ -59,9 +59,9 @@
  *                               graph replays work. Its partials are always fp32 (the
  *                               exact numerics, whatever desc.exact). Elsewhere (AMD, no
  *                               core, no sm_90a pass): create returns IRIS_ERROR_UNSUPPORTED.
- *   AUTO picks per shape (iris_gemm_rs_choose_path): pipelined for W > 1 (the fastest on 2
- *   H100s at 45 of 48 shapes and ops, within 2% elsewhere but one; the fused path was
- *   1.09-1.71x its time: BENCHMARKS.md), unfused for W = 1. The fused path stays for
+ *   AUTO picks per shape (iris_gemm_rs_choose_path): pipelined for W > 1 (on 2 H100s the fastest
+ *   at 45-46 of 48 shapes x ops x types, unfused at most 8% ahead at the others; the fused
+ *   path 1.09-1.72x its time: BENCHMARKS.md), unfused for W = 1. The fused path stays for
  *   study and as the worked example of the device building blocks; AUTO never picks it.
 
  *

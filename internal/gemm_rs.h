@@ -56,9 +56,9 @@ static inline iris_dtype_t iris_gemm_rs_wire_type(const iris_gemm_rs_desc_t *d, 
 
 
 /* AUTO: the pipelined path (its pushes overlap the chunk GEMMs; the unfused path moves
- * every partial after the whole GEMM). Measured on 2 H100s (BENCHMARKS.md, 48 shapes, both
- * ops, bf16 and fp8): the fastest path at 45, within 2% at the other 3 (unfused 8% faster
- * at one, all-reduce 1024 x 5120 x 13824); unfused up to 25% and fused up to 71% slower.
+ * every partial after the whole GEMM). Measured on 2 H100s (BENCHMARKS.md, 48 shapes x ops x
+ * types, two runs): the fastest path at 45 and 46, unfused at most 8% ahead at the others
+ * and up to 28% behind elsewhere; fused 1.09-1.72x its time everywhere.
  * At world size 1 there is nothing to overlap: unfused (one GEMM, one pass). */
 
 IRIS_DEF iris_gemm_path_t iris_gemm_rs_choose_path(const iris_gemm_rs_desc_t *d, int W) {
