@@ -1,0 +1,455 @@
+// MoE dispatch and combine (iris_moe.h), both modes, against a float64 host reference on
+// fresh random inputs every iteration. Every rank regenerates every rank's routing, tokens
+// and weights from the shared seed, so it knows exactly what it must receive:
+//   dispatch: each local expert's count (and offsets), every received row matched to its
+//     (source rank, token, k) through the source ids (the order inside an expert is free),
+//     each id exactly once; bf16 rows bit-exact; fp8 rows: the codes and scales of the
+//     host's replica of the quantisation (scale = amax/448, code = e4m3(v * 448/amax)),
+//     and |dequantised - v| <= 2^-4 |v| + 2^-10 scale (e4m3 keeps 3 mantissa bits: half an
+//     ulp is 2^-4 relative for normal codes; below 2^-6 the subnormal spacing 2^-9 times
+//     the scale, half of it 2^-10); rows past the counts untouched (their source ids keep
+//     the poison).
+//   combine: y = bf16(dequant(recv_x) * (expert + 1)) by a small kernel, then out[t] must be
+//     sum_k w_k * y_k within 2^-8 |ref| (bf16 rounding) + 2^-18 sum |w_k y_k| (fp32
+//     accumulation of <= 32 terms); rows past num_tokens untouched.
+// Outputs are poisoned (NaN bits) before every call. Cases: random routings (with -1
+// entries), every token to one expert, every token to one rank (several experts of one
+// rank per token), ranks with zero tokens, top-k 1, 2, 8, 16, hidden 2048, 4096, 7168,
+// bf16 and fp8, graph replays with new routings, two streams, bad indices found on the
+// device, bad host input, both modes.
+//   moe_test N     N processes (iris_launch_local), device = rank % GPUs (shared when N > GPUs)
+// Build: make build/moe_test (fp32 SUM of the collectives only: IRIS_COLL_TYPES / _OPS)
+#define IRIS_IMPLEMENTATION
+#include "../iris_moe.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <algorithm>
+#include <vector>
+
+enum { R_RANDOM, R_ONE_EXPERT, R_ONE_RANK, R_BAD };
+static const char *routing_name[] = {"random", "one expert", "one rank", "random + bad indices"};
+enum { RUN_EAGER, RUN_GRAPH, RUN_STREAMS };
+static const char *run_name[] = {"eager", "graph replays", "two streams"};
+
+struct Case {
+  iris_moe_mode_t mode;
+  iris_dtype_t dt;
+  int T, H, K, epr; // max tokens, hidden, top-k, experts per rank
+  int routing, run, iters;
+};
+
+// ------------------------------------------------------------------ the inputs, on every rank alike
+struct Inputs {
+  int n;
+  std::vector<int> idx;
+  std::vector<float> w;
+  std::vector<uint16_t> x; // bf16 bits, n x H
+};
+static float bf16f(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint16_t f2bf(float f) { // round to nearest even (finite inputs)
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+// rank q's inputs for call `call` of case `c`
+static Inputs make_inputs(const Case &c, int W, uint64_t seed, int ci, int call, int q, bool full) {
+  Inputs in;
+  const int E = c.epr * W, K = c.K;
+  uint64_t h = key(seed, ci, call, q, 1);
+  in.n = full ? c.T : (int)(h % (uint64_t)(c.T + 1));
+  if (!full && call % 3 == 1 && q == call % W) in.n = 0; // a rank with no tokens
+  in.idx.assign((size_t)in.n * K, -1);
+  in.w.resize((size_t)in.n * K);
+  in.x.resize((size_t)in.n * c.H);
+  const int g0 = (int)(key(seed, ci, call, 77, 2) % (uint64_t)E), r0 = (int)(key(seed, ci, call, 78, 3) % (uint64_t)W);
+  for (int t = 0; t < in.n; t++) {
+    std::vector<int> pool;
+    if (c.routing == R_ONE_RANK)
+      for (int l = 0; l < c.epr; l++) pool.push_back(r0 * c.epr + l);
+    else
+      for (int g = 0; g < E; g++) pool.push_back(g);
+    for (int k = 0; k < K; k++) { // k distinct experts: a partial Fisher-Yates shuffle
+      const uint64_t r = key(seed, ci, call, q, 1000 + (uint64_t)t * 64 + k);
+      const int j = k + (int)(r % (uint64_t)(pool.size() - k));
+      std::swap(pool[k], pool[j]);
+      int g = pool[k];
+      if (c.routing == R_ONE_EXPERT) g = k == 0 ? g0 : -1;
+      else if ((c.routing == R_RANDOM || c.routing == R_BAD) && (r >> 40) % 16 == 0) g = -1;
+      in.idx[(size_t)t * K + k] = g;
+      in.w[(size_t)t * K + k] = (float)((int)((r >> 20) % 2001) - 1000) / 997.0f;
+    }
+  }
+  if (c.routing == R_BAD && q == 0 && in.n >= 2) {
+    in.idx[0] = E + 5;                                      // out of range
+    if (K >= 2) in.idx[(size_t)K + 1] = in.idx[(size_t)K]; // token 1 repeats its first expert (maybe -1: then fine)
+    in.idx[(size_t)K * (in.n - 1)] = -7;                    // below -1
+  }
+  for (int t = 0; t < in.n; t++)
+    for (int j = 0; j < c.H; j++) {
+      const uint64_t r = key(seed, ci, call, q, 0x100000000ULL + (uint64_t)t * c.H + j);
+      float m = 0.0625f + 0.9375f * (float)(r >> 40) * (1.0f / 16777216.0f);
+      m = ldexpf(m, (int)((j / 128 + t) % 9) - 4); // per-group magnitudes 2^-4 .. 2^4
+      in.x[(size_t)t * c.H + j] = f2bf(r & 1 ? -m : m);
+    }
+  return in;
+}
+// the routing rule of iris_moe.h: an entry counts if it names an expert that no earlier k
+// of the same token named
+static bool valid(const Inputs &in, int K, int E, int t, int k) {
+  const int g = in.idx[(size_t)t * K + k];
+  if (g < 0 || g >= E) return false;
+  for (int j = 0; j < k; j++)
+    if (in.idx[(size_t)t * K + j] == g) return false;
+  return true;
+}
+// the host replica of the kernel's quantisation of one 128-channel group
+static void quant_group(const uint16_t *v, unsigned char *q, float *scale) {
+  float amax = 0;
+  for (int i = 0; i < 128; i++) amax = fmaxf(amax, fabsf(bf16f(v[i])));
+  const float inv = amax > 0 ? 448.0f / amax : 0.0f;
+  *scale = amax > 0 ? amax / 448.0f : 1.0f;
+  for (int i = 0; i < 128; i++) q[i] = iris_float_to_fp8_e4m3(bf16f(v[i]) * inv);
+}
+// the received value of channel j of a token as the expert sees it (float), host side;
+// fp8: group j/128 is quantised when j is its first channel and kept for the others
+static float recv_value(const Case &c, const uint16_t *row, int j) {
+  static unsigned char q[128];
+  static float sc;
+  if (c.dt == IRIS_BFLOAT16) return bf16f(row[j]);
+  if (j % 128 == 0) quant_group(row + j, q, &sc);
+  return iris_fp8_e4m3_to_float(q[j % 128]) * sc;
+}
+
+// ------------------------------------------------------------------ the test's expert: y = x * (g + 1)
+__global__ void k_expert(const void *rx, const float *rs, const int *count, const int *offsets, long long stride, int H, int fp8, int g0, iris_bf16_t *y) {
+  const int l = blockIdx.x;
+  const long long first = stride ? (long long)l * stride : offsets[l];
+  for (long long r = first; r < first + count[l]; r++)
+    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+      float v = fp8 ? iris_fp8_e4m3_to_float(((const unsigned char *)rx)[r * H + j]) * rs[r * (H / 128) + j / 128]
+                    : __uint_as_float((unsigned)((const unsigned short *)rx)[r * H + j] << 16);
+      v = v * (float)(g0 + l + 1);
+      unsigned u = __float_as_uint(v);
+      y[r * H + j].bits = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+}
+
+struct Dev { // this rank's device buffers for a case
+  uint16_t *x, *y, *out;
+  int *idx;
+  float *w;
+};
+
+// this rank's checks of one dispatch + combine; `ins` holds every rank's inputs
+static bool check(Suite &s, const Case &c, iris_moe_t *m, const std::vector<Inputs> &ins, const Dev &d, const char *what) {
+  const int W = s.world, me = s.rank, L = c.epr, E = L * W, K = c.K, H = c.H, fp8 = c.dt == IRIS_FLOAT8_E4M3;
+  iris_moe_recv_t r;
+  IK(iris_moe_get_recv(m, &r));
+  const long long rows = r.rows, groups = H / 128;
+  std::vector<int> cnt(L), off(L + 1), src(rows);
+  std::vector<unsigned char> rx((size_t)rows * H * (fp8 ? 1 : 2));
+  std::vector<float> rs(fp8 ? (size_t)rows * groups : 0);
+  CK(cudaMemcpy(cnt.data(), r.count, L * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(off.data(), r.offsets, (L + 1) * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(src.data(), r.src, rows * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(rx.data(), r.x, rx.size(), cudaMemcpyDeviceToHost));
+  if (fp8) CK(cudaMemcpy(rs.data(), r.scales, rs.size() * 4, cudaMemcpyDeviceToHost));
+  int bad = 0;
+#define BAD(...)                                                  \
+  do {                                                            \
+    if (bad++ < 5) { fprintf(stderr, "rank %d: %s: ", me, what); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } \
+  } while (0)
+  // dispatch: per local expert, the expected (q, t, k) set
+  std::vector<std::vector<int>> seen(W);
+  for (int q = 0; q < W; q++) seen[q].assign((size_t)ins[q].n * K, 0);
+  long long acc = 0;
+  for (int l = 0; l < L; l++) {
+    const int g = me * L + l;
+    long long want = 0;
+    for (int q = 0; q < W; q++)
+      for (int t = 0; t < ins[q].n; t++)
+        for (int k = 0; k < K; k++) want += valid(ins[q], K, E, t, k) && ins[q].idx[(size_t)t * K + k] == g;
+    if (cnt[l] != want) BAD("expert %d: count %d, want %lld", g, cnt[l], want);
+    if (off[l] != acc) BAD("expert %d: offset %d, want %lld", g, off[l], acc);
+    const long long first = r.expert_stride ? l * r.expert_stride : acc, end = r.expert_stride ? first + r.expert_stride : acc + want;
+    for (long long row = first; row < end && row < rows; row++) {
+      if (row >= first + want) { // not written: the poison stays
+        if (r.expert_stride && (uint32_t)src[row] != 0xA5A5A5A5u) BAD("expert %d row %lld past the count was written", g, row - first);
+        continue;
+      }
+      const int q = IRIS_MOE_SRC_RANK(src[row]), sl = IRIS_MOE_SRC_SLOT(src[row]), t = sl / K, k = sl % K;
+      if (q >= W || t >= ins[q].n || !valid(ins[q], K, E, t, k) || ins[q].idx[(size_t)sl] != g || seen[q][sl]++) {
+        BAD("expert %d row %lld: source 0x%x is not one of its tokens, or came twice", g, row - first, (unsigned)src[row]);
+        continue;
+      }
+      const uint16_t *xv = &ins[q].x[(size_t)t * H];
+      if (!fp8) {
+        if (memcmp(&rx[(size_t)row * H * 2], xv, (size_t)H * 2)) BAD("expert %d row %lld (rank %d token %d): data differ", g, row - first, q, t);
+        continue;
+      }
+      for (long long gi = 0; gi < groups; gi++) {
+        unsigned char qv[128];
+        float sc;
+        quant_group(xv + gi * 128, qv, &sc);
+        const float got_s = rs[(size_t)row * groups + gi];
+        if (memcmp(&got_s, &sc, 4)) BAD("expert %d row %lld group %lld: scale %g, want %g", g, row - first, gi, got_s, sc);
+        for (int i = 0; i < 128; i++) {
+          const unsigned char gq = rx[(size_t)row * H + gi * 128 + i];
+          const double v = bf16f(xv[gi * 128 + i]), dq = (double)iris_fp8_e4m3_to_float(gq) * got_s;
+          if (gq != qv[i] || fabs(dq - v) > ldexp(fabs(v), -4) + ldexp((double)got_s, -10) + 1e-12)
+            BAD("expert %d row %lld channel %lld: code 0x%02x (%g), want 0x%02x (x = %g)", g, row - first, gi * 128 + i, gq, dq, qv[i], v);
+        }
+      }
+    }
+    acc += want;
+  }
+  if (off[L] != acc) BAD("offsets[L] %d, want %lld", off[L], acc);
+  if (!r.expert_stride)
+    for (long long row = acc; row < rows; row++)
+      if ((uint32_t)src[row] != 0xA5A5A5A5u) { BAD("row %lld past the received rows was written", row); break; }
+  // combine
+  const Inputs &mine = ins[me];
+  std::vector<uint16_t> out((size_t)c.T * H);
+  CK(cudaMemcpy(out.data(), d.out, out.size() * 2, cudaMemcpyDeviceToHost));
+  std::vector<float> xr(H);
+  for (int t = 0; t < c.T; t++) {
+    if (t >= mine.n) {
+      for (int j = 0; j < H; j++)
+        if (out[(size_t)t * H + j] != 0xFFFF) { BAD("out[%d][%d] past num_tokens was written", t, j); break; }
+      continue;
+    }
+    for (int j = 0; j < H; j++) xr[j] = recv_value(c, &mine.x[(size_t)t * H], j);
+    for (int j = 0; j < H; j++) {
+      double ref = 0, mag = 0;
+      for (int k = 0; k < K; k++) {
+        if (!valid(mine, K, E, t, k)) continue;
+        const int g = mine.idx[(size_t)t * K + k];
+        const double y = bf16f(f2bf(xr[j] * (float)(g + 1))), wy = (double)mine.w[(size_t)t * K + k] * y;
+        ref += wy;
+        mag += fabs(wy);
+      }
+      const double gv = bf16f(out[(size_t)t * H + j]);
+      if (!(fabs(gv - ref) <= ldexp(fabs(ref), -8) + ldexp(mag, -18) + 1e-30)) BAD("out[%d][%d] = %g, want %g", t, j, gv, ref);
+    }
+  }
+#undef BAD
+  if (bad) fprintf(stderr, "rank %d: %s: %d mismatches\n", me, what, bad);
+  return bad == 0;
+}
+
+static bool upload(const Case &c, const Inputs &in, const Dev &d) {
+  CK(cudaMemcpy(d.x, in.x.data(), in.x.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d.idx, in.idx.data(), in.idx.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d.w, in.w.data(), in.w.size() * 4, cudaMemcpyHostToDevice));
+  (void)c;
+  return true;
+}
+// NaN bits in y and out, 0xA5 in every receive buffer; then every rank meets, so no peer
+// pushes into a buffer that is being poisoned
+static bool poison_all(Suite &s, const Case &c, iris_moe_t *m, const Dev &d) {
+  iris_moe_recv_t r;
+  IK(iris_moe_get_recv(m, &r));
+  const size_t es = c.dt == IRIS_FLOAT8_E4M3 ? 1 : 2;
+  CK(cudaMemset(r.x, 0xA5, (size_t)r.rows * c.H * es));
+  if (r.scales) CK(cudaMemset(r.scales, 0xA5, (size_t)r.rows * (c.H / 128) * 4));
+  CK(cudaMemset(r.src, 0xA5, (size_t)r.rows * 4));
+  CK(cudaMemset(r.count, 0xA5, (size_t)r.num_local_experts * 4));
+  CK(cudaMemset(r.offsets, 0xA5, (size_t)(r.num_local_experts + 1) * 4));
+  CK(cudaMemset(d.y, 0xFF, (size_t)r.rows * c.H * 2));
+  CK(cudaMemset(d.out, 0xFF, (size_t)c.T * c.H * 2));
+  CK(cudaDeviceSynchronize());
+  return barrier(s);
+}
+
+static bool run_case(Suite &s, const Case &c, int ci) {
+  const int W = s.world, me = s.rank;
+  iris_moe_desc_t desc = IRIS_MOE_DESC_INIT;
+  desc.mode = c.mode;
+  desc.max_tokens = c.T;
+  desc.hidden = c.H;
+  desc.top_k = c.K;
+  desc.num_experts = c.epr * W;
+  desc.dispatch_type = c.dt;
+  iris_moe_t *m;
+  IK(iris_moe_create(s.ctx, &desc, &m));
+  iris_moe_recv_t r;
+  IK(iris_moe_get_recv(m, &r));
+  Dev d;
+  CK(cudaMalloc(&d.x, (size_t)c.T * c.H * 2));
+  CK(cudaMalloc(&d.y, (size_t)r.rows * c.H * 2));
+  CK(cudaMalloc(&d.out, (size_t)c.T * c.H * 2));
+  CK(cudaMalloc(&d.idx, (size_t)c.T * c.K * 4));
+  CK(cudaMalloc(&d.w, (size_t)c.T * c.K * 4));
+  cudaStream_t s1, s2;
+  cudaEvent_t ev;
+  CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  bool ok = true;
+  const int fp8 = c.dt == IRIS_FLOAT8_E4M3;
+  cudaGraphExec_t exec = NULL;
+  for (int it = 0; it < c.iters && ok; it++) {
+    const int call = it;
+    std::vector<Inputs> ins; // a graph keeps its num_tokens (max_tokens here); its routing and data change
+    for (int q = 0; q < W; q++) ins.push_back(make_inputs(c, W, s.seed, ci, call, q, it == 0 || c.run == RUN_GRAPH));
+    if (!upload(c, ins[me], d) || !poison_all(s, c, m, d)) { ok = false; break; }
+    if (me == it % W && it % 2) usleep(5000); // skew the ranks
+    cudaStream_t sd = c.run == RUN_STREAMS && it % 2 ? s2 : s1, sc = c.run == RUN_STREAMS ? (sd == s1 ? s2 : s1) : sd;
+    if (c.run == RUN_GRAPH) {
+      if (!exec) {
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal));
+        iris_status_t a = iris_moe_dispatch(m, d.x, ins[me].n, d.idx, d.w, s1);
+        k_expert<<<r.num_local_experts, 256, 0, s1>>>(r.x, r.scales, r.count, r.offsets, r.expert_stride, c.H, fp8, me * c.epr, (iris_bf16_t *)d.y);
+        iris_status_t b = iris_moe_combine(m, d.y, d.out, s1);
+        CK(cudaStreamEndCapture(s1, &g));
+        if (a != IRIS_SUCCESS || b != IRIS_SUCCESS) { fprintf(stderr, "rank %d: capture: %s\n", me, iris_error_detail()); ok = false; break; }
+        CK(cudaGraphInstantiate(&exec, g, 0));
+        CK(cudaGraphDestroy(g));
+      }
+      CK(cudaGraphLaunch(exec, s1));
+    } else {
+      IK(iris_moe_dispatch(m, d.x, ins[me].n, d.idx, d.w, sd));
+      k_expert<<<r.num_local_experts, 256, 0, sd>>>(r.x, r.scales, r.count, r.offsets, r.expert_stride, c.H, fp8, me * c.epr, (iris_bf16_t *)d.y);
+      CK(cudaEventRecord(ev, sd));
+      CK(cudaStreamWaitEvent(sc, ev, 0)); // the expert kernel is ours to order
+      IK(iris_moe_combine(m, d.y, d.out, sc));
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaGetLastError());
+    char what[160];
+    snprintf(what, sizeof what, "case %d call %d (%d tokens)", ci, call, ins[me].n);
+    const std::vector<Inputs> &all = ins;
+    ok = check(s, c, m, all, d, what) && ok;
+    const iris_status_t st = iris_moe_check(m);
+    const bool want_err = c.routing == R_BAD && me == 0 && all[0].n >= 2;
+    if ((st != IRIS_SUCCESS) != want_err || (want_err && st != IRIS_ERROR_INVALID_ARGUMENT)) {
+      fprintf(stderr, "rank %d: %s: iris_moe_check %s (%s), want %s\n", me, what, iris_status_string(st), iris_error_detail(), want_err ? "an error" : "success");
+      ok = false;
+    }
+    if (iris_get_async_error(s.ctx) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: fault: %s\n", me, iris_error_detail()); ok = false; }
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+  cudaFree(d.x), cudaFree(d.y), cudaFree(d.out), cudaFree(d.idx), cudaFree(d.w);
+  cudaStreamDestroy(s1), cudaStreamDestroy(s2), cudaEventDestroy(ev);
+  if (!barrier(s)) return false;
+  IK(iris_moe_destroy(m));
+  return ok;
+}
+
+// every rank alike: host-side refusals, nothing enqueued, the heap as it was
+static bool bad_input(Suite &s) {
+  const int W = s.world, me = s.rank;
+  const size_t used = iris_heap_used(s.ctx);
+  bool ok = true;
+  auto expect = [&](iris_status_t got, iris_status_t want, const char *what) {
+    if (got != want) { fprintf(stderr, "rank %d: %s: %s (%s), want %s\n", me, what, iris_status_string(got), iris_error_detail(), iris_status_string(want)); ok = false; }
+  };
+  iris_moe_desc_t d = IRIS_MOE_DESC_INIT;
+  d.max_tokens = 16, d.hidden = 256, d.top_k = 2, d.num_experts = 4 * W;
+  iris_moe_t *m = NULL;
+  iris_moe_desc_t b = d;
+  b.top_k = 0;
+  expect(iris_moe_create(s.ctx, &b, &m), IRIS_ERROR_INVALID_ARGUMENT, "top_k 0");
+  b = d, b.num_experts = 4 * W + 1;
+  expect(iris_moe_create(s.ctx, &b, &m), IRIS_ERROR_INVALID_ARGUMENT, "num_experts not a multiple of W");
+  b = d, b.dispatch_type = IRIS_FLOAT8_E4M3, b.hidden = 136;
+  expect(iris_moe_create(s.ctx, &b, &m), IRIS_ERROR_INVALID_ARGUMENT, "fp8 with hidden 136");
+  b = d, b.mode = (iris_moe_mode_t)7;
+  expect(iris_moe_create(s.ctx, &b, &m), IRIS_ERROR_INVALID_ARGUMENT, "mode 7");
+  b = d, b.combine_type = IRIS_FLOAT32;
+  expect(iris_moe_create(s.ctx, &b, &m), IRIS_ERROR_INVALID_ARGUMENT, "fp32 combine");
+  b = d, b.hidden = me == W - 1 ? 512 : 256;
+  expect(iris_moe_create(s.ctx, &b, &m), IRIS_ERROR_MISMATCH, "one rank with another hidden");
+  b = d, b.max_tokens = 1 << 20, b.hidden = 4096;
+  expect(iris_moe_create(s.ctx, &b, &m), IRIS_ERROR_OUT_OF_MEMORY, "a workspace larger than the heap");
+  expect(iris_moe_create(s.ctx, &d, NULL), IRIS_ERROR_INVALID_ARGUMENT, "NULL out");
+  if (m) { fprintf(stderr, "rank %d: a failed create left a plan\n", me); ok = false; }
+  if (iris_heap_used(s.ctx) != used) { fprintf(stderr, "rank %d: failed creates left %zu heap bytes\n", me, iris_heap_used(s.ctx) - used); ok = false; }
+  IK(iris_moe_create(s.ctx, &d, &m));
+  void *buf;
+  CK(cudaMalloc(&buf, 1 << 20));
+  int *idx = (int *)buf;
+  float *w = (float *)((char *)buf + 4096);
+  expect(iris_moe_combine(m, buf, buf, 0), IRIS_ERROR_INVALID_ARGUMENT, "combine before any dispatch");
+  expect(iris_moe_dispatch(m, buf, 17, idx, w, 0), IRIS_ERROR_INVALID_ARGUMENT, "num_tokens > max_tokens");
+  expect(iris_moe_dispatch(m, buf, -1, idx, w, 0), IRIS_ERROR_INVALID_ARGUMENT, "num_tokens -1");
+  expect(iris_moe_dispatch(m, NULL, 4, idx, w, 0), IRIS_ERROR_INVALID_ARGUMENT, "NULL x");
+  expect(iris_moe_dispatch(m, buf, 4, NULL, w, 0), IRIS_ERROR_INVALID_ARGUMENT, "NULL topk_idx");
+  expect(iris_moe_dispatch(m, buf, 4, idx, NULL, 0), IRIS_ERROR_INVALID_ARGUMENT, "NULL topk_weights");
+  expect(iris_moe_dispatch(m, (char *)buf + 2, 4, idx, w, 0), IRIS_ERROR_INVALID_ARGUMENT, "misaligned x");
+  expect(iris_moe_dispatch(NULL, buf, 4, idx, w, 0), IRIS_ERROR_INVALID_ARGUMENT, "NULL plan");
+  // then a real call still works (nothing was enqueued by the refusals): 0 tokens everywhere
+  expect(iris_moe_dispatch(m, NULL, 0, NULL, NULL, 0), IRIS_SUCCESS, "dispatch of 0 tokens");
+  expect(iris_moe_combine(m, NULL, buf, 0), IRIS_ERROR_INVALID_ARGUMENT, "NULL y");
+  expect(iris_moe_combine(m, (char *)buf + 8, buf, 0), IRIS_ERROR_INVALID_ARGUMENT, "misaligned y");
+  expect(iris_moe_combine(m, buf, NULL, 0), IRIS_SUCCESS, "combine of 0 tokens (out unused)");
+  CK(cudaDeviceSynchronize());
+  expect(iris_moe_check(m), IRIS_SUCCESS, "check after 0-token calls");
+  cudaFree(buf);
+  IK(iris_moe_destroy(m));
+  if (iris_heap_used(s.ctx) != used) { fprintf(stderr, "rank %d: destroy left %zu heap bytes\n", me, iris_heap_used(s.ctx) - used); ok = false; }
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int n = argc > 1 ? atoi(argv[1]) : 2, rank;
+  iris_launch_t L;
+  if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [moe w=%d] launch: %s\n", n, iris_error_detail()); return 1; }
+  if (rank < 0) {
+    iris_status_t st = iris_launch_wait(&L, 900000);
+    printf("%s: [moe w=%d] every rank exits cleanly%s%s\n", st == IRIS_SUCCESS ? "PASS" : "FAIL", n, st == IRIS_SUCCESS ? "" : ": ", st == IRIS_SUCCESS ? "" : iris_error_detail());
+    return st == IRIS_SUCCESS ? 0 : 1;
+  }
+  Suite s = {};
+  s.rank = rank;
+  s.world = n;
+  int gpus = 0;
+  cudaGetDeviceCount(&gpus);
+  s.tag = "moe w=" + std::to_string(n) + (gpus < n ? ", shared GPU" : "");
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)512 << 20;
+  if (iris_init(&cfg, &s.ctx) != IRIS_SUCCESS) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, iris_error_detail());
+    return 1;
+  }
+  uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)), all[IRIS_MAX_RANKS];
+  iris_allgather_host(s.ctx, &mine, all, sizeof mine);
+  s.seed = all[0];
+  if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
+  const iris_moe_mode_t LL = IRIS_MOE_LOW_LATENCY, HT = IRIS_MOE_HIGH_THROUGHPUT;
+  const iris_dtype_t BF = IRIS_BFLOAT16, F8 = IRIS_FLOAT8_E4M3;
+  const Case cases[] = {
+      {LL, BF, 64, 2048, 8, 8, R_RANDOM, RUN_EAGER, 5},   {LL, F8, 32, 7168, 8, 8, R_RANDOM, RUN_EAGER, 4},
+      {LL, BF, 48, 4096, 2, 4, R_ONE_EXPERT, RUN_EAGER, 3}, {LL, F8, 40, 2048, 8, 8, R_ONE_RANK, RUN_EAGER, 3},
+      {LL, BF, 24, 2048, 16, 8, R_RANDOM, RUN_EAGER, 3}, {LL, BF, 64, 4096, 1, 4, R_RANDOM, RUN_EAGER, 3},
+      {LL, F8, 16, 7168, 2, 4, R_RANDOM, RUN_EAGER, 3},   {LL, F8, 32, 2048, 8, 8, R_RANDOM, RUN_GRAPH, 4},
+      {LL, BF, 32, 2048, 4, 4, R_RANDOM, RUN_STREAMS, 4}, {LL, BF, 16, 2048, 4, 4, R_BAD, RUN_EAGER, 3},
+      {HT, BF, 256, 2048, 8, 8, R_RANDOM, RUN_EAGER, 3},  {HT, F8, 128, 7168, 8, 8, R_RANDOM, RUN_EAGER, 3},
+      {HT, F8, 96, 4096, 4, 4, R_ONE_RANK, RUN_EAGER, 3},  {HT, BF, 64, 2048, 16, 8, R_ONE_EXPERT, RUN_EAGER, 2},
+      {HT, BF, 128, 2048, 8, 8, R_RANDOM, RUN_GRAPH, 3},  {HT, F8, 64, 4096, 2, 4, R_RANDOM, RUN_STREAMS, 3},
+  };
+  const int nc = (int)(sizeof cases / sizeof cases[0]);
+  for (int ci = 0; ci < nc; ci++) {
+    const Case &c = cases[ci];
+    char name[200];
+    snprintf(name, sizeof name, "%s %s dispatch, %s combine: max_tokens %d, hidden %d, top-%d, %d experts, %s routing, %s, %d calls",
+             c.mode == LL ? "low-latency" : "high-throughput", c.dt == F8 ? "fp8" : "bf16", "bf16", c.T, c.H, c.K, c.epr * n, routing_name[c.routing], run_name[c.run],
+             c.iters);
+    report(s, name, run_case(s, c, ci));
+  }
+  report(s, "bad input: create and call refusals, nothing enqueued, the heap as it was", bad_input(s));
+  int rc = s.failed ? 1 : 0;
+  if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
+  return rc;
+}
