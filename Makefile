@@ -113,6 +113,14 @@ $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -cudart shared $< -o $@ -lnccl -ldl
 $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
+# MoE dispatch / combine (iris_moe.h). Only fp32 SUM of the collectives is compiled in
+# (IRIS_COLL_TYPES / IRIS_COLL_OPS): these programs call no other, and the unit builds in
+# a fraction of the time.
+MOE_SWITCH := '-DIRIS_COLL_TYPES=(1u<<IRIS_FLOAT32)' '-DIRIS_COLL_OPS=(1u<<IRIS_SUM)'
+$(B)/moe_test: tests/moe_test.cu tests/test_util.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $(MOE_SWITCH) $< -o $@
+$(B)/bench_moe: bench/bench_moe.cu bench/bench_util.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $(MOE_SWITCH) $< -o $@ -lnccl
 $(B)/gemm_test: tests/gemm_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
 # the same with a 2-s wait bound, for `gemm_test_t2 N stuck` (a stuck peer must cost one
@@ -178,13 +186,14 @@ examples: $(EXAMPLES)
 run: $(B)/message_passing
 	$(B)/message_passing
 
-bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a $(B)/bench_ag_gemm $(B)/bench_gemm_rs
+bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a $(B)/bench_ag_gemm $(B)/bench_gemm_rs $(B)/bench_moe
 	NCCL_NVLS_ENABLE=0 $(B)/bench_rma
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_coll.csv BENCH_PNG=$(B)/bench_coll.png $(B)/bench_coll
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_tile_a2a.csv BENCH_PNG=$(B)/bench_tile_a2a.png $(B)/bench_tile_a2a
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm
 	-python3 tools/plot_ag_gemm.py $(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm.png
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_gemm_rs.csv $(B)/bench_gemm_rs
+	NCCL_NVLS_ENABLE=0 $(B)/bench_moe
 	-python3 tools/plot_gemm_rs.py $(B)/bench_gemm_rs.csv $(B)/bench_gemm_rs.png
 	@# one GPU: the fused GEMM with its push epilogue against cuBLAS alone (issue target >= 0.95x)
 	BENCH_CSV=$(B)/bench_gemm_rs_local.csv $(B)/bench_gemm_rs local

@@ -61,7 +61,9 @@
  *                               core, no sm_90a pass): create returns IRIS_ERROR_UNSUPPORTED.
  *   AUTO picks per shape (iris_gemm_rs_choose_path): pipelined for W > 1 (on 2 H100s the fastest
  *   at 45-46 of 48 shapes x ops x types, unfused at most 8% ahead at the others; the fused
- *   path 1.09-1.72x its time: BENCHMARKS.md), unfused for W = 1. The fused path stays for
+ *   path 1.09-1.72x its time: BENCHMARKS.md), unfused for W = 1 and below 256 rows per
+ *   rank (M/W < IRIS_GEMM_RS_PIPELINE_MIN_ROWS: decode sizes, where W chunk GEMMs of a few
+ *   rows cost more than they hide). The fused path stays for
  *   study and as the worked example of the device building blocks; AUTO never picks it.
 
  *

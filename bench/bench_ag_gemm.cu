@@ -1,7 +1,7 @@
 // bench_ag_gemm: all-gather + GEMM (iris_gemm.h) against NCCL all-gather + cuBLAS and
 // cuBLAS alone, in the same processes, one per GPU, bf16 in and out, A sharded by rows.
 //   bench_ag_gemm [ranks]       0 or none: every GPU
-// For M in {1024, 2048, 4096, 8192, 16384} and (N, K) in {(3584, 8192), (1792, 4096),
+// For M in {128, 1024, 2048, 4096, 8192, 16384} and (N, K) in {(3584, 8192), (1792, 4096),
 // (6656, 16384)}: time per op of
 //   gemm_alone   cuBLAS on the gathered A, no communication (the lower bound)
 //   gemm_w_chunks  the same as W GEMMs of M/W rows (the pipelined path's GEMMs, no copies)
@@ -27,7 +27,7 @@
 
 // The fp8 pass (BENCH_DTYPES): the cuBLASLt paths against cuBLASLt's fp8 GEMM alone and
 // NCCL's all-gather of the e4m3 bytes followed by it; bf16 out, scales 0.75 and 0.5.
-static void bench_fp8(const long long (&Ms)[5], const long long (&NKs)[3][2], int reps, bool cols, const std::vector<std::string> &only_m,
+static void bench_fp8(const long long (&Ms)[6], const long long (&NKs)[3][2], int reps, bool cols, const std::vector<std::string> &only_m,
                       const std::vector<std::string> &only_shape, FILE *csv) {
   const size_t maxA = (size_t)16384 * 16384, maxB = (size_t)16384 * 6656;
   unsigned char *a8_shard, *a8_full, *b8;
@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
   const std::vector<std::string> only_dtype = split(getenv("BENCH_DTYPES"));
   FILE *csv = rank_ == 0 && csv_path && *csv_path ? fopen(csv_path, "w") : NULL;
   if (csv) fprintf(csv, "ranks,layout,dtype,M,N,K,variant,ms,tflops_per_gpu,speedup_vs_nccl_cublas,hidden\n");
-  const long long Ms[] = {1024, 2048, 4096, 8192, 16384};
+  const long long Ms[] = {128, 1024, 2048, 4096, 8192, 16384};
   const long long NKs[][2] = {{3584, 8192}, {1792, 4096}, {6656, 16384}};
   const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED, IRIS_GEMM_PATH_KERNEL_UNFUSED};
   // buffers for the largest shape

@@ -3,7 +3,7 @@
 // in the same processes, one per GPU, K sharded over the ranks; bf16 in and out, and fp8
 // (e4m3 A and B with per-tensor scales, B stored N x K/W, bf16 out).
 //   bench_gemm_rs [ranks]       0 or none: every GPU
-// For M in {1024, 4096, 8192, 16384} and (N, K_total) in {(8192, 8192), (8192, 28672),
+// For M in {128, 1024, 4096, 8192, 16384} and (N, K_total) in {(8192, 8192), (8192, 28672),
 // (5120, 13824)} (each rank: A_r M x K/W, B_r K/W x N), time per op of
 //   gemm_alone      cuBLAS on the local shard, M x N x K/W, no communication (the floor);
 //                   fp8: cuBLASLt's fp8 GEMM (TN, scales, bf16 out)
@@ -256,7 +256,7 @@ int main(int argc, char **argv) {
   const char *csv_path = getenv("BENCH_CSV");
   FILE *csv = rank_ == 0 && csv_path && *csv_path ? fopen(csv_path, "w") : NULL;
   if (csv) fprintf(csv, "ranks,dtype,op,M,N,K,variant,ms,x_gemm_alone,hidden\n");
-  const long long Ms[] = {1024, 4096, 8192, 16384};
+  const long long Ms[] = {128, 1024, 4096, 8192, 16384};
   const long long NKs[][2] = {{8192, 8192}, {8192, 28672}, {5120, 13824}};
   // the plans: each path with partials in the output type (the default), the pipelined one
   // also exact (fp32 partials); the fused path moves fp32 partials either way

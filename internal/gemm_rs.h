@@ -55,16 +55,24 @@ static inline iris_dtype_t iris_gemm_rs_wire_type(const iris_gemm_rs_desc_t *d, 
 }
 
 
+/* Rows per rank (M/W) below which AUTO takes the unfused path: W chunk GEMMs of a few rows
+ * and their pushes cost more than they hide. On 2 H100s at M/W = 64 the pipelined path
+ * took 1.4-2.0x the unfused one's time; at M/W = 512 it was the faster but for all-reduce
+ * at N x K = 5120 x 13824 (BENCHMARKS.md). */
+#ifndef IRIS_GEMM_RS_PIPELINE_MIN_ROWS
+#define IRIS_GEMM_RS_PIPELINE_MIN_ROWS 256
+#endif
 /* AUTO: the pipelined path (its pushes overlap the chunk GEMMs; the unfused path moves
  * every partial after the whole GEMM). Measured on 2 H100s (BENCHMARKS.md, 48 shapes x ops x
  * types, two runs): the fastest path at 45 and 46, unfused at most 8% ahead at the others
  * and up to 28% behind elsewhere; fused 1.09-1.72x its time everywhere.
- * At world size 1 there is nothing to overlap: unfused (one GEMM, one pass). */
+ * At world size 1 there is nothing to overlap, and below IRIS_GEMM_RS_PIPELINE_MIN_ROWS rows
+ * per rank too little: unfused (one GEMM, one pass). */
 
 IRIS_DEF iris_gemm_path_t iris_gemm_rs_choose_path(const iris_gemm_rs_desc_t *d, int W) {
   if (!d) return IRIS_GEMM_PATH_AUTO;
   if (d->path != IRIS_GEMM_PATH_AUTO) return d->path;
-  return W > 1 ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED;
+  return W > 1 && d->M / W >= IRIS_GEMM_RS_PIPELINE_MIN_ROWS ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED;
 }
 
 /* The rules of the header comment on one rank's description (the same verdict everywhere:

@@ -342,8 +342,10 @@ static void bad_input(Suite &s) {
   d.a_type = IRIS_BFLOAT16; d.b_transposed = 0;
   cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(sc);
   iris_gemm_rs_destroy(p);
-  ok = iris_heap_used(s.ctx) == used && iris_gemm_rs_choose_path(&d, W) == (W > 1 ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED);
-  report(s, "destroy frees the heap workspace; AUTO picks pipelined (unfused at one rank)", ok);
+  ok = iris_heap_used(s.ctx) == used && iris_gemm_rs_choose_path(&d, W) == IRIS_GEMM_PATH_UNFUSED; // 64 rows per rank
+  d.M = (long long)IRIS_GEMM_RS_PIPELINE_MIN_ROWS * W;
+  ok = ok && iris_gemm_rs_choose_path(&d, W) == (W > 1 ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED);
+  report(s, "destroy frees the heap workspace; AUTO picks pipelined from 256 rows per rank, unfused below and at one rank", ok);
 }
 
 // GEMM + reduce-scatter / all-reduce runs and all-reduces of one context issued on two

@@ -70,7 +70,7 @@ if [ "$only" = all ]; then
 # slowest first); -k goes on past a failure, and each check below then runs its own make,
 # which finds its part done or shows what failed.
 prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/gpu_test
-          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test"
+          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe"
 if [ $have_hip = 1 ]; then prebuild="build/all_headers_hip_mfma.o build/all_headers_hip.o build/gemm_core_test_hip $prebuild"; fi
 echo "# building the checks' programs (make -k $MAKEFLAGS)"
 make -s -k $prebuild examples >>"$log" 2>&1 || true
@@ -93,6 +93,7 @@ check "collectives test programs build (nvcc)" make -s build/coll_test build/til
 check "all-gather + GEMM test and core test build (nvcc, cuBLASLt)" make -s build/gemm_test build/gemm_core_test
 check "benchmarks build (nvcc; NCCL for bench_coll, NCCL and cuBLAS for bench_ag_gemm)" make -s build/bench_rma build/bench_coll build/bench_tile_a2a build/bench_ag_gemm build/bench_gemm_core
 check "examples build (nvcc)" make -s examples
+check "MoE dispatch / combine test and bench build (nvcc)" make -s build/moe_test build/bench_moe
 
 echo "# codegen checks"
 check "PTX: signal/wait helpers use release/acquire at system scope" bash tests/codegen/check.sh ptx
@@ -159,7 +160,7 @@ echo "# GPU tests"
 if [ "$ngpu" -lt 1 ]; then
   for t in "RMA, atomics, message passing, heap, barrier: $worlds ranks in 3 bring-up modes" "collectives and tile building blocks: $worlds ranks" \
            "collectives on several streams, mismatches under skew, dead/stuck peers, abort: $worlds ranks" "tensor-core GEMM core against float64" \
-           "all-gather + GEMM, every path: $worlds ranks" "GEMM + reduce-scatter / all-reduce, every path: $worlds ranks" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "examples run" "MPI bootstrap example" \
+           "all-gather + GEMM, every path: $worlds ranks" "GEMM + reduce-scatter / all-reduce, every path: $worlds ranks" "MoE dispatch / combine, both modes: $worlds ranks" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "examples run" "MPI bootstrap example" \
            "multi-node collectives on virtual nodes (2 x 1, 2 x 2, TCP rendezvous)"; do
     say SKIP "$t" "no GPU"
   done
@@ -195,6 +196,7 @@ else
   else
     say FAIL "gemm_rs_test build (make build/gemm_rs_test build/gemm_rs_test_t2)"
   fi
+  for w in $worlds; do run_counted "moe_test $w: MoE dispatch / combine, both modes, bf16 and fp8 ($(placement "$w"))" ./build/moe_test $w; done
   expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
   expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank
   expect_trap "IRIS_DEBUG: remote store to another node's rank traps naming it" "target rank 0 is on node 0, not on this rank's node 1" ./build/gpu_test_debug other-node

@@ -169,6 +169,43 @@ class GemmRsDescT(ctypes.Structure):
 
 
 
+class MoeDescT(ctypes.Structure):
+    """iris_moe_desc_t (iris_moe.h). mode: 0 IRIS_MOE_LOW_LATENCY, 1 IRIS_MOE_HIGH_THROUGHPUT."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("mode", ctypes.c_int),
+        ("max_tokens", ctypes.c_int),
+        ("hidden", ctypes.c_int),
+        ("top_k", ctypes.c_int),
+        ("num_experts", ctypes.c_int),
+        ("dispatch_type", ctypes.c_int),
+        ("combine_type", ctypes.c_int),
+        ("num_sms", ctypes.c_int),
+        ("max_recv_rows", ctypes.c_longlong),
+    ]
+
+    @classmethod
+    def init(cls):
+        """IRIS_MOE_DESC_INIT (low latency, bf16 dispatch and combine = 2)."""
+        return cls(ctypes.sizeof(cls), 0, 0, 0, 0, 0, 2, 2, 0, 0)
+
+
+class MoeRecvT(ctypes.Structure):
+    """iris_moe_recv_t (iris_moe.h): where dispatch's results live."""
+
+    _fields_ = [
+        ("x", ctypes.c_void_p),
+        ("scales", ctypes.c_void_p),
+        ("src", ctypes.c_void_p),
+        ("count", ctypes.c_void_p),
+        ("offsets", ctypes.c_void_p),
+        ("rows", ctypes.c_longlong),
+        ("expert_stride", ctypes.c_longlong),
+        ("num_local_experts", ctypes.c_int),
+    ]
+
+
 # C name -> ctypes mirror; every one is checked against iris_abi_struct_size at load.
 # The library must know the first four; a struct of OPTIONAL_STRUCTS it does not know
 # (size 0) only disables what uses it (Library.unchecked).
@@ -179,8 +216,10 @@ STRUCTS = {
     "iris_coll_opts_t": CollOptsT,
     "iris_ag_gemm_desc_t": AgGemmDescT,
     "iris_gemm_rs_desc_t": GemmRsDescT,
+    "iris_moe_desc_t": MoeDescT,
+    "iris_moe_recv_t": MoeRecvT,
 }
-OPTIONAL_STRUCTS = ("iris_ag_gemm_desc_t", "iris_gemm_rs_desc_t")
+OPTIONAL_STRUCTS = ("iris_ag_gemm_desc_t", "iris_gemm_rs_desc_t", "iris_moe_desc_t", "iris_moe_recv_t")
 
 # ---------------------------------------------------------------- function table
 _p = ctypes.c_void_p
@@ -248,6 +287,14 @@ OPTIONAL_FUNCTIONS = {
     "iris_gemm_rs_destroy": (_i, [_p]),
     # iris_gemm.h: fp8 all-gather + GEMM (0.2.0)
     "iris_ag_gemm_run_scaled": (_i, [_p, _p, _p, _p, _p, _p, _p, _p]),
+    # iris_moe.h: expert-parallel dispatch and combine (0.2.0)
+    "iris_moe_create": (_i, [_p, ctypes.POINTER(MoeDescT), _pp]),
+    "iris_moe_workspace_bytes": (_z, [ctypes.POINTER(MoeDescT), _i]),
+    "iris_moe_get_recv": (_i, [_p, ctypes.POINTER(MoeRecvT)]),
+    "iris_moe_dispatch": (_i, [_p, _p, _i, _p, _p, _p]),
+    "iris_moe_combine": (_i, [_p, _p, _p, _p]),
+    "iris_moe_check": (_i, [_p]),
+    "iris_moe_destroy": (_i, [_p]),
 }
 
 

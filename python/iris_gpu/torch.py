@@ -382,6 +382,11 @@ class Context:
         rows); see GemmReduce."""
         return GemmReduce(self, op, M, N, K, dtype, out_dtype, b_transposed, bias, path, exact)
 
+    def moe_plan(self, max_tokens, hidden, top_k, num_experts, mode="low_latency", dispatch_dtype=None, num_sms=0, max_recv_rows=0):
+        """Collective, outside graph capture: expert-parallel dispatch / combine buffers for
+        up to max_tokens tokens per rank; see Moe."""
+        return Moe(self, max_tokens, hidden, top_k, num_experts, mode, dispatch_dtype, num_sms, max_recv_rows)
+
 
 # ------------------------------------------------------------------ all-gather + GEMM
 _PLANS = {}
@@ -612,6 +617,153 @@ class GemmReduce:
             self._destroy(g)
 
 
+# ------------------------------------------------------------------ MoE dispatch / combine
+MOE_MODES = {"low_latency": 0, "high_throughput": 1}
+
+
+class Moe:
+    """Expert-parallel token dispatch and combine (iris_moe.h): one buffer per MoE layer
+    shape, made collectively outside capture (Context.moe_plan). num_experts experts in all,
+    L = num_experts / W per rank (expert g on rank g // L as local expert g % L).
+      dispatch(x, topk_idx, topk_weights): every rank's tokens (x: n x hidden bf16, n <=
+        max_tokens, may differ per rank and call) go to the ranks of their top-k experts,
+        once per (token, expert); this rank receives them grouped by local expert into the
+        plan's buffers (recv_x, recv_scales, recv_src, recv_count, recv_offsets).
+      combine(y): y (recv_x's rows, bf16: the experts' outputs) goes back; each token gets
+        sum_k weight_k * y_k (fp32, one rounding to bf16), n x hidden.
+    mode "low_latency" (decode; graph-capturable, fixed buffers): recv_x is (L, W*max_tokens,
+    hidden), expert l's rows [0, recv_count[l]); "high_throughput" (prefill): recv_x is
+    (rows, hidden), expert l's rows [recv_offsets[l], recv_offsets[l+1]) for a grouped GEMM.
+    dispatch_dtype bfloat16, or float8_e4m3fn (per-128-channel scales computed in the
+    kernel: recv_x * recv_scales repeated over 128 channels ~ the token). The counts stay on
+    the device. Every rank calls dispatch and combine in the same order, on
+    torch.cuda.current_stream(); both are capturable. The received rows stay valid until
+    this rank's combine. close() on every rank."""
+
+    def __init__(self, ctx, max_tokens, hidden, top_k, num_experts, mode="low_latency", dispatch_dtype=None, num_sms=0, max_recv_rows=0):
+        torch = _torch_mod()
+        self.ctx, self._g = ctx, None
+        if mode not in MOE_MODES:
+            raise ValueError("moe: mode %r is not one of %s" % (mode, ", ".join(MOE_MODES)))
+        self.dispatch_dtype = torch.bfloat16 if dispatch_dtype is None else dispatch_dtype
+        dn = _types.dtype_name(self.dispatch_dtype)
+        if dn not in ("bfloat16", "float8_e4m3fn"):
+            raise TypeError("moe: dispatch_dtype must be bfloat16 or float8_e4m3fn, got %s" % dn)
+        self.mode, self.max_tokens, self.hidden, self.top_k, self.num_experts = mode, int(max_tokens), int(hidden), int(top_k), int(num_experts)
+        self.fp8 = dn == "float8_e4m3fn"
+        d = _lib.MoeDescT.init()
+        d.mode, d.max_tokens, d.hidden, d.top_k, d.num_experts = MOE_MODES[mode], self.max_tokens, self.hidden, self.top_k, self.num_experts
+        d.dispatch_type, d.num_sms, d.max_recv_rows = _types.iris_dtype(self.dispatch_dtype), int(num_sms), int(max_recv_rows)
+        L = ctx._lib
+        L.require_struct("iris_moe_desc_t")
+        L.require_function("iris_moe_create")
+        g = ctypes.c_void_p()
+        with torch.cuda.device(ctx.device):
+            ctx._call("iris_moe_create", L.lib.iris_moe_create(ctx._handle(), ctypes.byref(d), ctypes.byref(g)))
+        self._g = g
+        self.id = next(_ids)
+        _PLANS[self.id] = self
+        r = _lib.MoeRecvT()
+        ctx._call("iris_moe_get_recv", L.lib.iris_moe_get_recv(g, ctypes.byref(r)))
+        self.num_local_experts = nl = r.num_local_experts
+        rows_shape = (nl, r.expert_stride) if mode == "low_latency" else (r.rows,)
+
+        def view(ptr, shape, dtype):
+            n = 1
+            for s in shape:
+                n *= s
+            return _device_bytes(torch, ptr, max(n, 1) * _types.ITEMSIZE[_types.dtype_name(dtype)], ctx.device, self).view(dtype)[:n].view(shape)
+
+        self.recv_x = view(r.x, rows_shape + (self.hidden,), self.dispatch_dtype)
+        self.recv_scales = view(r.scales, rows_shape + (self.hidden // 128,), torch.float32) if self.fp8 else None
+        self.recv_src = view(r.src, rows_shape, torch.int32)
+        self.recv_count = view(r.count, (nl,), torch.int32)
+        self.recv_offsets = view(r.offsets, (nl + 1,), torch.int32)
+        self._scales_arg = self.recv_scales if self.fp8 else torch.empty(1, dtype=torch.float32, device=ctx.device)
+        self.num_tokens = 0  # of the last dispatch (the combine's output rows)
+
+    def check_dispatch(self, x, topk_idx, topk_weights):
+        """Raise (ValueError / TypeError) naming the first argument that does not fit."""
+        what, dev = "moe_dispatch", self.ctx.device
+        _types.check_tensor(x, what + ": x", dev, "bfloat16", False)
+        if x.dim() != 2 or x.shape[1] != self.hidden or x.shape[0] > self.max_tokens:
+            raise ValueError("%s: x has shape %s, the plan needs (n <= %d, %d)" % (what, tuple(x.shape), self.max_tokens, self.hidden))
+        n = x.shape[0]
+        if _types.dtype_name(topk_idx.dtype) not in ("int32", "int64"):
+            raise TypeError("%s: topk_idx has dtype %s, int32 or int64 is expected" % (what, _types.dtype_name(topk_idx.dtype)))
+        _types.check_tensor(topk_weights, what + ": topk_weights", dev, "float32", False)
+        for t, name in ((topk_idx, "topk_idx"), (topk_weights, "topk_weights")):
+            if t.device != x.device:
+                raise ValueError("%s: %s is on %s but this iris context runs on cuda:%d" % (what, name, t.device, dev))
+            if tuple(t.shape) != (n, self.top_k):
+                raise ValueError("%s: %s has shape %s, the plan needs (%d, %d)" % (what, name, tuple(t.shape), n, self.top_k))
+
+    def check_combine(self, y, out=None):
+        what, dev = "moe_combine", self.ctx.device
+        _types.check_tensor(y, what + ": y", dev, "bfloat16", False)
+        if tuple(y.shape) != tuple(self.recv_x.shape):
+            raise ValueError("%s: y has shape %s, the plan needs recv_x's %s" % (what, tuple(y.shape), tuple(self.recv_x.shape)))
+        if out is not None:
+            _types.check_tensor(out, what + ": out", dev, "bfloat16", False)
+            if tuple(out.shape) != (self.num_tokens, self.hidden):
+                raise ValueError("%s: out has shape %s, the last dispatch needs (%d, %d)" % (what, tuple(out.shape), self.num_tokens, self.hidden))
+
+    def _stream_call(self, call, fn, *args):
+        torch = _torch_mod()
+        ctx = self.ctx
+        if self._g is None:
+            raise RuntimeError("iris moe plan %d is closed" % self.id)
+        _ctx_id(ctx)
+        stream = torch.cuda.current_stream(ctx.device).cuda_stream
+        with torch.cuda.device(ctx.device):
+            st = fn(self._g, *args, stream)
+        if st:
+            ctx._call(call, st)
+
+    def dispatch(self, x, topk_idx, topk_weights):
+        """Enqueue the dispatch; returns (recv_x, recv_scales (None for bf16), recv_count,
+        recv_offsets): the plan's buffers, final when the stream reaches this point."""
+        torch = _torch_mod()
+        self.check_dispatch(x, topk_idx, topk_weights)
+        x = x.contiguous()
+        idx = topk_idx.to(torch.int32).contiguous()  # torch.topk's int64 indices: one small copy
+        w = topk_weights.contiguous()
+        n = int(x.shape[0])
+        self._stream_call("iris_moe_dispatch", self.ctx._lib.lib.iris_moe_dispatch, x.data_ptr(), n, idx.data_ptr(), w.data_ptr())
+        self.num_tokens = n
+        return self.recv_x, self.recv_scales, self.recv_count, self.recv_offsets
+
+    def combine(self, y, out=None):
+        """Enqueue the combine of y (recv_x's layout, bf16) into out (None: a new n x hidden
+        bf16 tensor, n of the last dispatch); returns out."""
+        self.check_combine(y, out)
+        if out is None:
+            out = y.new_empty((self.num_tokens, self.hidden))
+        elif not out.is_contiguous():
+            out.copy_(self.combine(y))
+            return out
+        self._stream_call("iris_moe_combine", self.ctx._lib.lib.iris_moe_combine, y.contiguous().data_ptr(), out.data_ptr())
+        return out
+
+    def check(self):
+        """Raise IrisError for a routing error the kernels recorded since the last check (an
+        expert index out of range, a repeated expert, high-throughput rows beyond
+        max_recv_rows) or the context's fault. Synchronises nothing: call it after the
+        stream has completed the calls."""
+        self.ctx._call("iris_moe_check", self.ctx._lib.lib.iris_moe_check(self._g))
+
+    def close(self):
+        """Collective: free the plan (waits for the device). Idempotent."""
+        if self._g is not None and not self.ctx.closed:
+            _PLANS.pop(self.id, None)
+            g, self._g = self._g, None
+            torch = _torch_mod()
+            with torch.cuda.device(self.ctx.device):
+                st = self.ctx._lib.lib.iris_moe_destroy(g)
+            self.ctx._call("iris_moe_destroy", st)
+
+
+
 # ------------------------------------------------------------------ custom ops
 # extra argument of each collective: its schema text and how the impl checks it
 _KINDS = {
@@ -781,7 +933,45 @@ def _register_ops(torch):
     op.register_fake(gemm_reduce_fake)
     op = torch.library.custom_op("iris::gemm_reduce_out", gemm_reduce_out, mutates_args=("out",), schema="(%s, Tensor(a!) out, int plan) -> ()" % args)
     op.register_fake(gemm_reduce_out_fake)
-    _keep_program_order(torch, [k + suffix for k in _KINDS for suffix in ("", "_inplace", "_out")] + ["barrier", "ag_gemm", "gemm_reduce", "gemm_reduce_out"])
+    # MoE: dispatch writes the plan's receive buffers (passed in, so a compiled graph knows);
+    # combine returns the tokens' rows (n: the dispatch's token count)
+    def moe_dispatch(x, topk_idx, topk_weights, recv_x, recv_scales, recv_src, recv_count, recv_offsets, plan):
+        _plan(plan, Moe).dispatch(x, topk_idx, topk_weights)
+
+    def moe_dispatch_fake(x, topk_idx, topk_weights, recv_x, recv_scales, recv_src, recv_count, recv_offsets, plan):
+        _plan(plan, Moe).check_dispatch(x, topk_idx, topk_weights)
+
+    def moe_combine(y, num_tokens, plan):
+        m = _plan(plan, Moe)
+        out = y.new_empty((num_tokens, m.hidden))
+        return m.combine(y, out)
+
+    def moe_combine_fake(y, num_tokens, plan):
+        m = _plan(plan, Moe)
+        m.check_combine(y)
+        return y.new_empty((num_tokens, m.hidden))
+
+    def moe_combine_out(y, out, plan):
+        _plan(plan, Moe).combine(y, out)
+
+    def moe_combine_out_fake(y, out, plan):
+        m = _plan(plan, Moe)
+        m.check_combine(y)
+        if out.dim() != 2 or out.shape[1] != m.hidden:
+            raise ValueError("moe_combine: out has shape %s, the plan needs (n, %d)" % (tuple(out.shape), m.hidden))
+
+    _IMPLS.update(moe_dispatch=moe_dispatch, moe_combine=moe_combine, moe_combine_out=moe_combine_out)
+    recv = ("recv_x", "recv_scales", "recv_src", "recv_count", "recv_offsets")
+    op = torch.library.custom_op("iris::moe_dispatch", moe_dispatch, mutates_args=recv,
+                                 schema="(Tensor x, Tensor topk_idx, Tensor topk_weights, Tensor(a!) recv_x, Tensor(b!) recv_scales, Tensor(c!) recv_src, "
+                                        "Tensor(d!) recv_count, Tensor(e!) recv_offsets, int plan) -> ()")
+    op.register_fake(moe_dispatch_fake)
+    op = torch.library.custom_op("iris::moe_combine", moe_combine, mutates_args=(), schema="(Tensor y, int num_tokens, int plan) -> Tensor")
+    op.register_fake(moe_combine_fake)
+    op = torch.library.custom_op("iris::moe_combine_out", moe_combine_out, mutates_args=("out",), schema="(Tensor y, Tensor(a!) out, int plan) -> ()")
+    op.register_fake(moe_combine_out_fake)
+    _keep_program_order(torch, [k + suffix for k in _KINDS for suffix in ("", "_inplace", "_out")] +
+                        ["barrier", "ag_gemm", "gemm_reduce", "gemm_reduce_out", "moe_dispatch", "moe_combine", "moe_combine_out"])
 
 
 def _keep_program_order(torch, names):
@@ -991,6 +1181,34 @@ def gemm_all_reduce(a, b, plan, bias=None, a_scale=None, b_scale=None, out=None)
     """gemm_reduce with a plan made for op "all_reduce": all M x N of sum_r A_r @ B_r
     (+ bias), bitwise the same on every rank."""
     return _gemm_reduce_as("all_reduce", a, b, plan, bias, a_scale, b_scale, out)
+
+
+def moe_dispatch(x, topk_idx, topk_weights, plan):
+    """Expert-parallel dispatch with a Moe plan (Context.moe_plan): x (n x hidden bf16, n <=
+    max_tokens), topk_idx (n x top_k, int32 or int64 as torch.topk gives; -1: none),
+    topk_weights (n x top_k float32). Returns the plan's (recv_x, recv_scales or None,
+    recv_count, recv_offsets), written when the stream gets there. Every rank calls it,
+    in the same order; on torch.cuda.current_stream(); capturable."""
+    if not isinstance(plan, Moe) or plan._g is None:
+        raise RuntimeError("moe_dispatch: expected an open Moe plan")
+    plan.check_dispatch(x, topk_idx, topk_weights)
+    _invoke("moe_dispatch", x, topk_idx, topk_weights, plan.recv_x, plan._scales_arg, plan.recv_src, plan.recv_count, plan.recv_offsets, plan.id)
+    plan.num_tokens = x.shape[0]
+    return plan.recv_x, plan.recv_scales, plan.recv_count, plan.recv_offsets
+
+
+def moe_combine(y, plan, out=None):
+    """Expert-parallel combine with a Moe plan: y (recv_x's shape, bf16: the experts'
+    outputs) back to the tokens' ranks; returns a new n x hidden bf16 tensor (or out) with
+    row t = sum_k topk_weights[t, k] * y of expert k (fp32, one rounding), n of the last
+    dispatch. Every rank calls it after its dispatch; capturable."""
+    if not isinstance(plan, Moe) or plan._g is None:
+        raise RuntimeError("moe_combine: expected an open Moe plan")
+    if out is None:
+        return _invoke("moe_combine", y, plan.num_tokens, plan.id)
+    _types.check_contiguous(out, "moe_combine: out")
+    _invoke("moe_combine_out", y, out, plan.id)
+    return out
 
 
 # ------------------------------------------------------------------ launching ranks

@@ -219,6 +219,22 @@ class TestAbiChecks(unittest.TestCase):
             self.assertIsNotNone(fields, typedef)
             self.assertEqual([(n, t) for n, t in fields], [(n, t) for n, t in cls._fields_], typedef)
 
+    def test_moe_desc_matches_header(self):
+        text = header_text("iris_moe.h")
+        fields = c_struct_fields(text, "iris_moe_desc_t")
+        self.assertIsNotNone(fields)
+        self.assertEqual([(n, t) for n, t in fields], [(n, t) for n, t in _lib.MoeDescT._fields_])
+        enums = {}
+        for header, typedef in (("iris_collectives.h", "iris_dtype_t"), ("iris_moe.h", "iris_moe_mode_t")):
+            enums.update(c_enum(header_text(header), typedef))
+        want = c_initializer(text, "IRIS_MOE_DESC_INIT", enums)
+        d = _lib.MoeDescT.init()
+        got = [getattr(d, n) for n, _ in d._fields_]
+        self.assertEqual((want[0], got[0]), ("sizeof", ctypes.sizeof(_lib.MoeDescT)))
+        self.assertEqual(got[1:], want[1:])
+        self.assertEqual(ctypes.sizeof(_lib.MoeDescT), 48)  # size_t, 8 int, long long
+        self.assertEqual(ctypes.sizeof(_lib.MoeRecvT), 64)  # 5 pointers, 2 long long, int (+4)
+
     def test_gemm_rs_desc_init_matches_macro(self):
         enums = {}
         for header, typedef in (("iris_collectives.h", "iris_dtype_t"), ("internal/gemm_types.h", "iris_gemm_path_t"), ("iris_gemm_reduce.h", "iris_gemm_reduce_op_t")):

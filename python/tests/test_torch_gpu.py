@@ -598,7 +598,8 @@ class Runner:
                                          exact=exact)
 
     def check_gemm_reduce(self, op, dt, out_dt, bt, bias, path, rows, N, kl, calls=2, plan=None, exact=False):
-        """One plan (collective create; path "auto" must pick pipelined for W > 1), `calls`
+        """One plan (collective create; path "auto" must pick pipelined for W > 1 from 256 rows
+        per rank, unfused below), `calls`
         runs with fresh inputs into a poisoned out= buffer, then one functional run; each
         against the float64 reference; all_reduce: the same bits on every rank. Every rank
         makes every call whatever it finds (errors are raised at the end), so a wrong result
@@ -608,7 +609,7 @@ class Runner:
         plan = plan or self.gemm_plan(op, rows, N, kl, dt, out_dt, bt, bias, path, exact)
         errs = []
         try:
-            want = {"auto": "pipelined" if self.world > 1 else "unfused"}.get(path, path)
+            want = {"auto": "pipelined" if self.world > 1 and rows >= 256 else "unfused"}.get(path, path)
             if plan.path != want:
                 errs.append("the plan runs path %s, not %s" % (plan.path, want))
             fn = it.gemm_reduce_scatter if op == "reduce_scatter" else it.gemm_all_reduce
@@ -777,6 +778,163 @@ class Runner:
         if e:
             raise AssertionError(e)
 
+    # ------------------------------------------------------------ MoE dispatch / combine
+    def moe_routing(self, T, E, top_k, hidden, skew=None):
+        """Every rank's tokens, routing and weights from the next seed (the same on every
+        process): token counts 0..T per rank (rank 1 gets none), distinct experts per token
+        (skew "expert": all to expert 0 first; "rank": all to rank 0's experts), values
+        multiples of 1/64 in [-1, 1] (exact in bf16)."""
+        W = self.world
+        self.seed += 1
+        g = torch.Generator().manual_seed(self.seed * 7907)
+        out = []
+        for q in range(W):
+            n = 0 if q == 1 % W and W > 1 else int(torch.randint(1, T + 1, (1,), generator=g))
+            x = torch.randint(-64, 65, (n, hidden), generator=g).to(torch.float32) / 64
+            pool = E if skew != "rank" else E // W
+
+            def draw():
+                if skew == "expert":  # expert 0 first, then distinct others
+                    return torch.cat([torch.zeros(1, dtype=torch.int64), 1 + torch.randperm(pool - 1, generator=g)[:top_k - 1]])
+                return torch.randperm(pool, generator=g)[:top_k]
+
+            idx = torch.stack([draw() for _ in range(n)]) if n else torch.empty(0, top_k, dtype=torch.int64)
+            if skew is None and top_k > 1 and n:
+                idx[::5, top_k - 1] = -1  # no expert in that slot
+            w = torch.rand(n, top_k, generator=g) + 0.25
+            out.append((x, idx, w))
+        return out
+
+    def check_moe(self, mode, dt, top_k, hidden, skew=None, calls=2):
+        """dispatch -> y = recv * (global expert + 1) -> combine against float64, every call
+        with a fresh routing: the counts, every received row (by its source id: value and
+        expert), and each token's weighted sum. fp8: within e4m3's rounding of the blocks."""
+        it, W, r = self.it, self.world, self.rank
+        T, E = 24, 4 * W
+        L = E // W
+        fp8 = dt == "float8_e4m3fn"
+        moe = self.ctx.moe_plan(T, hidden, top_k, E, mode=mode, dispatch_dtype=getattr(torch, dt))
+        errs = []
+        try:
+            for call in range(calls):
+                data = self.moe_routing(T, E, top_k, hidden, skew)
+                x, idx, w = data[r]
+                rx, sc, cnt, off = it.moe_dispatch(x.to(torch.bfloat16).to(self.dev), idx.to(self.dev), w.to(self.dev), moe)
+                torch.cuda.synchronize()
+                moe.check()
+                want = [sum(int((data[q][1] == r * L + l).sum()) for q in range(W)) for l in range(L)]
+                got_cnt = cnt.cpu().tolist()
+                if got_cnt != want:
+                    errs.append("call %d: counts %s, expected %s" % (call, got_cnt, want))
+                    continue
+                offs = off.cpu().tolist()
+                rxf = (rx.float() * sc.repeat_interleave(128, dim=-1)) if fp8 else rx.float()
+                rxf, src = rxf.cpu(), moe.recv_src.cpu()
+                seen = set()
+                for l in range(L):
+                    for i in range(want[l]):
+                        row, s = (rxf[l, i], int(src[l, i])) if mode == "low_latency" else (rxf[offs[l] + i], int(src[offs[l] + i]))
+                        q, slot = (s >> 24) & 0xFF, s & 0xFFFFFF
+                        t, k = divmod(slot, top_k)
+                        if q >= W or t >= data[q][0].shape[0] or int(data[q][1][t, k]) != r * L + l or (q, t, k) in seen:
+                            errs.append("call %d: expert %d row %d: source %s is not a token routed there (or twice)" % (call, l, i, (q, t, k)))
+                            break
+                        seen.add((q, t, k))
+                        ref = data[q][0][t]
+                        tol = ref.abs().max() / 8 if fp8 else 0.0
+                        if (row - ref).abs().max() > tol:
+                            errs.append("call %d: expert %d row %d (rank %d token %d): wrong values" % (call, l, i, q, t))
+                            break
+                # the experts: y = received row * (global expert id + 1), in recv_x's layout
+                ge = torch.arange(r * L, (r + 1) * L, device=self.dev, dtype=torch.float32) + 1
+                if mode == "low_latency":
+                    y = (rx.float() * (sc.repeat_interleave(128, dim=-1) if fp8 else 1) * ge[:, None, None]).to(torch.bfloat16)
+                else:
+                    rows = torch.arange(rx.shape[0], device=self.dev)
+                    fac = ge[(torch.searchsorted(off.to(torch.int64), rows, right=True) - 1).clamp(0, L - 1)]
+                    y = (rx.float() * (sc.repeat_interleave(128, dim=-1) if fp8 else 1) * fac[:, None]).to(torch.bfloat16)
+                out = poisoned((x.shape[0], hidden), torch.bfloat16, self.dev)
+                got = it.moe_combine(y, moe, out=out)
+                torch.cuda.synchronize()
+                ref = (w.double()[:, :, None] * x.double()[:, None, :] * (idx.double()[:, :, None] + 1)).sum(dim=1)
+                mag = (w.double()[:, :, None] * x.double().abs()[:, None, :] * (idx.double()[:, :, None] + 1)).sum(dim=1)
+                # bf16: y's rounding and the final one (2^-8 each); fp8: e4m3's (2^-4) on top
+                tol = mag * (2.0 ** -4 + 2.0 ** -7 if fp8 else 2.0 ** -7) + (1e-3 if fp8 else 1e-6)
+                bad = (got.double().cpu() - ref).abs() > tol
+                if bool(bad.any()):
+                    i = int(bad.flatten().nonzero()[0])
+                    errs.append("call %d: out flat %d = %r, expected %r" % (call, i, got.double().cpu().flatten()[i].item(), ref.flatten()[i].item()))
+        finally:
+            moe.close()
+        if errs:
+            raise AssertionError("; ".join(errs[:3]))
+
+    def check_moe_graph(self, replays=20):
+        """dispatch + experts + combine captured once, replayed with new tokens and new
+        routings copied in (the counts never leave the device)."""
+        it, W, r = self.it, self.world, self.rank
+        T, E, K, H = 16, 4 * W, 4, 256
+        L = E // W
+        moe = self.ctx.moe_plan(T, H, K, E)
+        try:
+            x = torch.zeros(T, H, dtype=torch.bfloat16, device=self.dev)
+            idx = torch.arange(K, dtype=torch.int32, device=self.dev).repeat(T, 1)  # distinct experts (a repeat is reported)
+            w = torch.zeros(T, K, device=self.dev)
+            ge = torch.arange(r * L, (r + 1) * L, device=self.dev, dtype=torch.float32) + 1
+
+            def step():
+                rx, _, _, _ = it.moe_dispatch(x, idx, w, moe)
+                return it.moe_combine((rx.float() * ge[:, None, None]).to(torch.bfloat16), moe)
+
+            step()
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = step()
+            for i in range(replays):
+                g = torch.Generator().manual_seed(self.seed * 13 + i)  # the same on every rank
+                xs = [torch.randint(-64, 65, (T, H), generator=g).float() / 64 for _ in range(W)]
+                ids = [torch.stack([torch.randperm(E, generator=g)[:K] for _ in range(T)]) for _ in range(W)]
+                ws = [torch.rand(T, K, generator=g) for _ in range(W)]
+                x.copy_(xs[r])
+                idx.copy_(ids[r])
+                w.copy_(ws[r])
+                out.view(-1).view(torch.uint8).fill_(0x7B)
+                graph.replay()
+                torch.cuda.synchronize()
+                ref = (ws[r].double()[:, :, None] * xs[r].double()[:, None, :] * (ids[r].double()[:, :, None] + 1)).sum(dim=1)
+                mag = (ws[r].double()[:, :, None] * xs[r].double().abs()[:, None, :] * (ids[r].double()[:, :, None] + 1)).sum(dim=1)
+                if bool(((out.double().cpu() - ref).abs() > mag * 2.0 ** -7 + 1e-6).any()):
+                    raise AssertionError("replay %d: combine differs from the float64 reference" % i)
+            moe.check()
+        finally:
+            moe.close()
+
+    def check_moe_bad_input(self):
+        it, dev = self.it, self.dev
+        moe = self.ctx.moe_plan(8, 128, 2, 2 * self.world)
+        try:
+            x = torch.zeros(4, 128, dtype=torch.bfloat16, device=dev)
+            idx = torch.zeros(4, 2, dtype=torch.int32, device=dev)
+            w = torch.ones(4, 2, device=dev)
+            expect_raise(ValueError, "x has shape", lambda: it.moe_dispatch(torch.zeros(9, 128, dtype=torch.bfloat16, device=dev), idx, w, moe))
+            expect_raise(TypeError, "x has dtype float32", lambda: it.moe_dispatch(x.float(), idx, w, moe))
+            expect_raise(TypeError, "topk_idx has dtype float32", lambda: it.moe_dispatch(x, w, w, moe))
+            expect_raise(ValueError, "topk_weights has shape", lambda: it.moe_dispatch(x, idx, w[:3], moe))
+            expect_raise(TypeError, "dispatch_dtype must be", lambda: self.ctx.moe_plan(8, 128, 2, 2 * self.world, dispatch_dtype=torch.float16))
+            expect_raise(ValueError, "mode", lambda: self.ctx.moe_plan(8, 128, 2, 2 * self.world, mode="fast"))
+            # an expert index out of range: skipped on the device, reported by check
+            bad = idx.clone()
+            bad[0, 0] = 10 ** 6
+            it.moe_dispatch(x, bad, w, moe)
+            it.moe_combine(torch.zeros_like(moe.recv_x), moe)
+            torch.cuda.synchronize()
+            expect_raise(it.IrisError, "", moe.check)
+            moe.check()  # cleared
+        finally:
+            moe.close()
+        expect_raise(RuntimeError, "expected an open Moe plan", lambda: it.moe_dispatch(x, idx, w, moe))
+
     def check_gemm_reduce_bad_input(self):
         """Each refusal is the same on every rank (nothing is enqueued), then the plan still
         computes the right result; a closed plan is refused."""
@@ -863,7 +1021,7 @@ def gemm_reduce_cases(R, paths=("pipelined", "unfused", "fused"), rows_sweep=(1,
                             R.result("gemm_%s %s->%s B%s%s %s rows/rank=%d N=%d K/W=%d" % (op, dt, out_dt, "^T" if bt else "", " +bias" if bias else "", path, rows, N, kl),
                                      lambda: R.check_gemm_reduce(op, dt, out_dt, bt, bias, path, rows, N, kl))
         for path in paths + ("auto",):
-            for rows in rows_sweep if path != "auto" else (5,):
+            for rows in rows_sweep if path != "auto" else (5, 256):
                 R.result("gemm_%s bfloat16 B^T +bias %s rows/rank=%d N=24 K/W=16" % (op, path, rows),
                          lambda: R.check_gemm_reduce(op, "bfloat16", "bfloat16", True, True, path, rows, 24, 16, calls=1))
         for path in ("pipelined", "unfused"):
@@ -926,6 +1084,16 @@ def worker():
             R.result("gemm_reduce: torch.cuda.graph, 120 replays with fresh inputs, poisoned outputs", R.check_gemm_reduce_graph)
             R.result("gemm_reduce: torch.compile(fullgraph=True)", R.check_gemm_reduce_compile)
             R.result("gemm_reduce: bad input raises, never hangs", R.check_gemm_reduce_bad_input)
+        if moe_available(R):
+            for mode in ("low_latency", "high_throughput"):
+                for dt in ("bfloat16", "float8_e4m3fn"):
+                    for top_k, hidden, skew in ((1, 256, None), (2, 2048, None), (8, 1024, "expert"), (4, 512, "rank")):
+                        if top_k > 4 * world:
+                            continue
+                        R.result("moe %s %s top-%d hidden %d%s: dispatch (counts, every row), combine vs float64" % (mode, dt, top_k, hidden, ", skew " + skew if skew else ""),
+                                 lambda: R.check_moe(mode, dt, top_k, hidden, skew))
+            R.result("moe: dispatch + experts + combine in a CUDA graph, 20 replays with new routings", R.check_moe_graph)
+            R.result("moe: bad input raises; an expert index out of range is reported by check", R.check_moe_bad_input)
         if everything:
             R.result("triton producer/consumer ring (examples/python/triton_ring.py, iris_gpu.triton)", R.check_triton)
             group = dist.new_group(list(range(world)), backend="gloo")
@@ -940,6 +1108,14 @@ def worker():
         raise
     finally:
         dist.destroy_process_group()
+
+
+def moe_available(R):
+    """Whether this library has the MoE layer (iris_moe.h): one result line (SKIP when not)."""
+    if R.ctx._lib.has("iris_moe_create"):
+        return True
+    R.result("moe: the cases", lambda: "this libiris.so has no iris_moe_create (built before iris_moe.h): rebuild with make lib")
+    return False
 
 
 def gemm_reduce_available(R):

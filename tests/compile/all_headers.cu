@@ -6,6 +6,7 @@
 #include "../../iris_collectives.h"
 #include "../../iris_gemm.h"
 #include "../../iris_gemm_reduce.h"
+#include "../../iris_moe.h"
 
 template <iris_order_t O, iris_scope_t S, typename T>
 __device__ void all_rmw(const iris_device_ctx_t &ctx, T *p, T v, int r, T *out) {
@@ -93,4 +94,12 @@ __global__ void instantiate_gemm_reduce(iris_device_ctx_t ctx, iris_gemm_contrib
   if (!iris_gemm_reduce_tile<float>(ctx, cb, 3, 32, 64, o32, o32, 128, 5u)) o32[0] = 1;
   if (!iris_gemm_reduce_tile<iris_bf16_t>(ctx, cb, 3, 32, 64, NULL, o16, 128, 5u)) o32[1] = 1;
   if (!iris_gemm_reduce_tile<iris_f16_t>(ctx, cb, 3, 32, 64, oh, oh, 128, 5u)) o32[2] = 1;
+}
+
+// the MoE building blocks (iris_moe.h): a warp's fp8 quantisation and weighted sum
+__global__ void instantiate_moe(const iris_bf16_t *row, const iris_bf16_t *const *rows, const float *w, uint4 *o, float *s) {
+  uint4 q;
+  float sc;
+  if (iris_moe_quant_fp8(row, 256, 0, &q, &sc)) o[0] = q, s[0] = sc;
+  iris_moe_weighted_sum(rows, w, 2, 256, 0, o + 1);
 }
