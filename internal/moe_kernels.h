@@ -123,6 +123,25 @@ IRIS_DEVICE_INLINE void iris_moe_record(const iris_moe_dev_t &d, unsigned what, 
 }
 
 /* ------------------------------------------------------------ building blocks -- */
+/* Four floats to four e4m3 codes (byte i = value i), rounded to nearest even, saturated at
+ * +-448: NVIDIA sm_89+ converts two per instruction (cvt.rn.satfinite.e4m3x2.f32: the
+ * first operand lands in the upper byte); elsewhere the library's software encoder, which
+ * gives the same codes for finite inputs. */
+IRIS_DEVICE_INLINE unsigned iris_moe_fp8x4(float a, float b, float c, float d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(IRIS_USE_HIP)
+  unsigned out;
+  asm("{\n\t.reg .b16 lo, hi;\n\t"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n\t"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n\t"
+      "mov.b32 %0, {lo, hi};\n\t}"
+      : "=r"(out)
+      : "f"(a), "f"(b), "f"(c), "f"(d));
+  return out;
+#else
+  return (unsigned)iris_float_to_fp8_e4m3(a) | ((unsigned)iris_float_to_fp8_e4m3(b) << 8) | ((unsigned)iris_float_to_fp8_e4m3(c) << 16) |
+         ((unsigned)iris_float_to_fp8_e4m3(d) << 24);
+#endif
+}
 IRIS_DEVICE_INLINE bool iris_moe_quant_fp8(const iris_bf16_t *row, int hidden, int col0, uint4 *q, float *scale) {
   const int lane = (int)(threadIdx.x % IRIS_WARP_SIZE), col = col0 + 16 * lane;
   const bool in = col < hidden;
@@ -147,9 +166,7 @@ IRIS_DEVICE_INLINE bool iris_moe_quant_fp8(const iris_bf16_t *row, int hidden, i
   *scale = amax > 0.0f ? amax / 448.0f : 1.0f;
   unsigned o[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
-    o[i] = (unsigned)iris_float_to_fp8_e4m3(v[4 * i] * inv) | ((unsigned)iris_float_to_fp8_e4m3(v[4 * i + 1] * inv) << 8) |
-           ((unsigned)iris_float_to_fp8_e4m3(v[4 * i + 2] * inv) << 16) | ((unsigned)iris_float_to_fp8_e4m3(v[4 * i + 3] * inv) << 24);
+  for (int i = 0; i < 4; ++i) o[i] = iris_moe_fp8x4(v[4 * i] * inv, v[4 * i + 1] * inv, v[4 * i + 2] * inv, v[4 * i + 3] * inv);
   *q = make_uint4(o[0], o[1], o[2], o[3]);
   return in;
 }

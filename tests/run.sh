@@ -120,7 +120,7 @@ fi # only = all
 if [ "$only" = all ] || [ "$only" = packaging ]; then
 echo "# packaging checks"
 check "shared library builds (make lib: build/libiris.so, one unit, sm_90a + compute_90 PTX)" make -s lib
-check "exports of libiris.so match the public API (every IRIS_API function of the four headers)" bash tests/packaging/check_exports.sh
+check "exports of libiris.so match the public API (every IRIS_API function of the public headers)" bash tests/packaging/check_exports.sh
 check "README quick start compiles from the vendored copy list (nvcc)" bash tests/packaging/check_vendoring.sh nvcc
 if [ $have_hip = 1 ]; then
   check "README quick start compiles from the vendored copy list (hipcc gfx90a)" bash tests/packaging/check_vendoring.sh hip

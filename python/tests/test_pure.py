@@ -275,7 +275,8 @@ class TestLibrary(unittest.TestCase):
 
     def test_gemm_rs_functions_and_desc(self):
         """The GEMM + reduce functions are bound; iris_gemm_rs_choose_path (no GPU) reads the
-        description through the ctypes mirror: path field, and AUTO per world size."""
+        description through the ctypes mirror: path field, and AUTO per world size and rows
+        per rank (unfused below 256)."""
         for name in _lib.OPTIONAL_FUNCTIONS:
             if name.startswith("iris_gemm_rs_"):
                 self.assertTrue(self.L.has(name), name)
@@ -283,7 +284,10 @@ class TestLibrary(unittest.TestCase):
         d = _lib.GemmRsDescT.init()
         d.M, d.N, d.K = 64, 64, 64
         self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 1), _types.GEMM_PATHS["unfused"])
+        self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 4), _types.GEMM_PATHS["unfused"])  # 16 rows per rank
+        d.M = 256 * 4
         self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 4), _types.GEMM_PATHS["pipelined"])
+        d.M = 64
         for path, v in _types.GEMM_PATHS.items():
             d.path = v
             if path != "auto":

@@ -910,6 +910,37 @@ class Runner:
         finally:
             moe.close()
 
+    def check_moe_compile(self):
+        """torch.compile(fullgraph=True) of router + dispatch + experts + combine: the same
+        bits as eager (the ops' fake implementations give the shapes; the receive buffers are
+        mutated arguments, so the expert reads stay after the dispatch)."""
+        it, W, r = self.it, self.world, self.rank
+        T, E, K, H = 16, 4 * W, 2, 256
+        L = E // W
+        moe = self.ctx.moe_plan(T, H, K, E)
+        try:
+            ge = torch.arange(r * L, (r + 1) * L, device=self.dev, dtype=torch.float32) + 1
+            router = torch.randn(H, E, generator=torch.Generator().manual_seed(5)).to(self.dev)
+
+            def layer(x):
+                w, idx = torch.softmax(x.float() @ router, dim=-1).topk(K, dim=-1)
+                rx, _, _, _ = it.moe_dispatch(x, idx, w, moe)
+                y = (rx.float() * ge[:, None, None]).to(torch.bfloat16)
+                return it.moe_combine(y, moe) * 2
+
+            g = torch.Generator().manual_seed(self.seed * 17 + r)
+            x = (torch.randint(-64, 65, (T - r, H), generator=g).float() / 64).to(torch.bfloat16).to(self.dev)
+            want = layer(x)
+            cl = torch.compile(layer, fullgraph=True)
+            cl(x)
+            got = cl(x)
+            torch.cuda.synchronize()
+            moe.check()
+            if not torch.equal(got, want):
+                raise AssertionError("compiled MoE layer differs from eager (max %g)" % (got.float() - want.float()).abs().max().item())
+        finally:
+            moe.close()
+
     def check_moe_bad_input(self):
         it, dev = self.it, self.dev
         moe = self.ctx.moe_plan(8, 128, 2, 2 * self.world)
@@ -1093,6 +1124,7 @@ def worker():
                         R.result("moe %s %s top-%d hidden %d%s: dispatch (counts, every row), combine vs float64" % (mode, dt, top_k, hidden, ", skew " + skew if skew else ""),
                                  lambda: R.check_moe(mode, dt, top_k, hidden, skew))
             R.result("moe: dispatch + experts + combine in a CUDA graph, 20 replays with new routings", R.check_moe_graph)
+            R.result("moe: torch.compile(fullgraph=True) of router + dispatch + experts + combine, the same bits as eager", R.check_moe_compile)
             R.result("moe: bad input raises; an expert index out of range is reported by check", R.check_moe_bad_input)
         if everything:
             R.result("triton producer/consumer ring (examples/python/triton_ring.py, iris_gpu.triton)", R.check_triton)
