@@ -59,7 +59,7 @@
  *     (edge tiles are masked). B, C and bias 16-byte aligned (256 for the cuBLASLt
  *     paths). Anything else: IRIS_ERROR_INVALID_ARGUMENT naming the rule.
  *   - fp8 (a_type IRIS_FLOAT8_E4M3, B the same): the pipelined and unfused paths only
- *     (AUTO picks pipelined; the fused kernels: IRIS_ERROR_UNSUPPORTED), b_transposed = 1
+ *     (AUTO picks one of them; the fused kernels: IRIS_ERROR_UNSUPPORTED), b_transposed = 1
  *     (cuBLASLt's fp8 GEMM takes only the "TN" layout), K % 16 == 0 (COLS: (K/W) % 16),
  *     no bias with an fp32 C (cuBLASLt takes no fp32 bias there); e5m2: UNSUPPORTED. Run
  *     it through iris_ag_gemm_run_scaled: C = (a_scale * gathered A) * (b_scale * B),
@@ -172,7 +172,9 @@ IRIS_API iris_gemm_path_t iris_ag_gemm_path(const iris_ag_gemm_t *g);
  * device pass) or "mfma" (AMD). Set IRIS_GEMM_TMA=0 in the environment before create to run
  * the cp.async core ("cp.async-wgmma") instead, for comparison. */
 IRIS_API const char *iris_ag_gemm_engine(const iris_ag_gemm_t *g);
-/* The path AUTO picks for a description on this build (no GPU work). */
+/* The path AUTO picks for a description on this build (no GPU work): with cuBLASLt,
+ * unfused below 256 rows per rank (M/W < IRIS_AG_GEMM_PIPELINE_MIN_ROWS), else pipelined;
+ * without it, fused. */
 IRIS_API iris_gemm_path_t iris_ag_gemm_choose_path(const iris_ag_gemm_desc_t *desc, int world_size);
 /* Synchronous: write the last run's trace as Chrome trace JSON (needs desc.trace and
  * -DIRIS_GEMM_TRACE; IRIS_ERROR_UNSUPPORTED otherwise). */

@@ -63,14 +63,21 @@ IRIS_DEF const char *iris_ag_gemm_engine(const iris_ag_gemm_t *g) {
 #endif
 }
 
-/* AUTO (measured on 4xH200 and 2xH200, BENCHMARKS.md): with cuBLASLt, the pipelined
- * path; it beat the unfused one (gather, then one GEMM) at every benchmarked shape, from
- * M = 1024 (0.124 against 0.172 ms at N = 3584, K = 8192) up, and the fused kernel too.
- * Without cuBLASLt (AMD included: no hipBLASLt path), the fused kernel. */
+/* AUTO (measured on 4xH200, 2xH200 and 2xH100, BENCHMARKS.md): with cuBLASLt, the
+ * pipelined path from IRIS_AG_GEMM_PIPELINE_MIN_ROWS rows per rank: it beat the unfused
+ * one (gather, then one GEMM) at every benchmarked shape from M = 1024 (0.124 against
+ * 0.172 ms at N = 3584, K = 8192, 4 ranks) up, and the fused kernel too. Below it, the
+ * unfused path: at M = 128 on 2 H100s the pipelined one took 1.03-1.45x its time at every
+ * shape (bf16 and fp8), its chunk GEMMs of a few rows being slow. Without cuBLASLt (AMD
+ * included: no hipBLASLt path), the fused kernel. */
+#ifndef IRIS_AG_GEMM_PIPELINE_MIN_ROWS
+#define IRIS_AG_GEMM_PIPELINE_MIN_ROWS 256
+#endif
 IRIS_DEF iris_gemm_path_t iris_ag_gemm_choose_path(const iris_ag_gemm_desc_t *d, int W) {
   (void)W;
   if (d->path != IRIS_GEMM_PATH_AUTO) return d->path;
 #if defined(IRIS_GEMM_HAVE_BLAS)
+  if (W > 1 && d->M / W < IRIS_AG_GEMM_PIPELINE_MIN_ROWS) return IRIS_GEMM_PATH_UNFUSED;
   return IRIS_GEMM_PATH_PIPELINED;
 #else
   return IRIS_GEMM_PATH_FUSED;
