@@ -638,7 +638,8 @@ class Moe:
     kernel: recv_x * recv_scales repeated over 128 channels ~ the token). The counts stay on
     the device. Every rank calls dispatch and combine in the same order, on
     torch.cuda.current_stream(); both are capturable. The received rows stay valid until
-    this rank's combine. close() on every rank."""
+    this rank's combine. close() on every rank (the recv_* tensors view the plan's heap
+    blocks: do not use them after it)."""
 
     def __init__(self, ctx, max_tokens, hidden, top_k, num_experts, mode="low_latency", dispatch_dtype=None, num_sms=0, max_recv_rows=0):
         torch = _torch_mod()
