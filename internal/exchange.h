@@ -105,4 +105,20 @@ IRIS_INTERNAL iris_status_t iris_detail_check_records(iris_detail_record_t *rec,
   return IRIS_SUCCESS;
 }
 
+/* The verdict of a plan's collective create, the same on every rank (a plan exists on
+ * every rank or on none): this rank's failure st; else IRIS_ERROR_MISMATCH naming the
+ * first rank that failed (its own error says why); IRIS_ERROR_TIMEOUT when the exchange
+ * itself failed. who: the create's name for the detail. Inline: only the plans use it. */
+static inline iris_status_t iris_detail_agree(iris_t *ctx, iris_status_t st, const char *who) {
+  const int W = iris_world_size(ctx), me = iris_rank(ctx);
+  int ok = st == IRIS_SUCCESS, q, *oks = (int *)calloc((size_t)W, sizeof *oks);
+  if (!oks) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if (iris_allgather_host(ctx, &ok, oks, sizeof ok) != IRIS_SUCCESS) st = st == IRIS_SUCCESS ? IRIS_ERROR_TIMEOUT : st;
+  else
+    for (q = 0; q < W && st == IRIS_SUCCESS; ++q)
+      if (!oks[q]) st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d could not create its plan (see its error)", me, who, q);
+  free(oks);
+  return st;
+}
+
 #endif /* IRIS_INTERNAL_EXCHANGE_H */

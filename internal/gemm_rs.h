@@ -446,7 +446,6 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: the GEMM + reduce paths need cuBLASLt (not found, IRIS_GEMM_NO_BLAS, or AMD: no hipBLASLt path)", me);
 #else
   iris_gemm_rs_t *p;
-  int ok, *oks;
   size_t part_bytes, red_bytes, sync_bytes;
   if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st; /* the device barrier, before any capture */
   if (!(p = (iris_gemm_rs_t *)calloc(1, sizeof *p))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -462,7 +461,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   p->wt = iris_gemm_rs_wire_type(desc, p->path);
   p->ws = iris_dtype_size(p->wt);
   {
-    int old = -1, q;
+    int old = -1;
     iris_gpu_get_device(&old);
     iris_gpu_set_device(iris_device_ordinal(ctx));
     /* heap blocks: the same sequence on every rank (the heap is symmetric, so the verdict
@@ -479,15 +478,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
                             "give iris_init a larger heap_size",
                             me, iris_heap_size(ctx), iris_heap_used(ctx), part_bytes + red_bytes + sync_bytes, p->ws, red_bytes ? ", and M x N of the output type" : "");
     if (st == IRIS_SUCCESS) st = iris_gemm_rs_create_local(p);
-    /* agree: a plan exists on every rank or on none */
-    ok = st == IRIS_SUCCESS;
-    oks = (int *)calloc((size_t)W, sizeof *oks);
-    if (!oks) st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-    else if (iris_allgather_host(ctx, &ok, oks, sizeof ok) != IRIS_SUCCESS) st = st == IRIS_SUCCESS ? IRIS_ERROR_TIMEOUT : st;
-    else
-      for (q = 0; q < W && st == IRIS_SUCCESS; ++q)
-        if (!oks[q]) st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_gemm_rs_create: rank %d could not create its plan (see its error)", me, q);
-    free(oks);
+    st = iris_detail_agree(ctx, st, "iris_gemm_rs_create"); /* a plan on every rank or on none */
     if (old >= 0) iris_gpu_set_device(old);
   }
   if (st != IRIS_SUCCESS) {

@@ -148,7 +148,7 @@ IRIS_DEF iris_status_t iris_moe_create(iris_t *ctx, const iris_moe_desc_t *desc,
   iris_status_t st;
   iris_moe_t *p;
   const char *bad;
-  int W, me, q, ok, *oks;
+  int W, me, q;
   if (!ctx || !desc || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_moe_create: NULL argument (ctx %p, desc %p, out %p)", (void *)ctx, (const void *)desc, (void *)out);
   *out = NULL;
   W = iris_world_size(ctx);
@@ -206,15 +206,7 @@ IRIS_DEF iris_status_t iris_moe_create(iris_t *ctx, const iris_moe_desc_t *desc,
                             me, iris_heap_size(ctx), iris_heap_used(ctx), total, p->cap, desc->hidden, b[5],
                             desc->mode == IRIS_MOE_HIGH_THROUGHPUT ? " or set max_recv_rows" : "");
     if (st == IRIS_SUCCESS) st = iris_moe_create_local(p);
-    /* agree: a plan exists on every rank or on none */
-    ok = st == IRIS_SUCCESS;
-    oks = (int *)calloc((size_t)W, sizeof *oks);
-    if (!oks) st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-    else if (iris_allgather_host(ctx, &ok, oks, sizeof ok) != IRIS_SUCCESS) st = st == IRIS_SUCCESS ? IRIS_ERROR_TIMEOUT : st;
-    else
-      for (q = 0; q < W && st == IRIS_SUCCESS; ++q)
-        if (!oks[q]) st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_moe_create: rank %d could not create its plan (see its error)", me, q);
-    free(oks);
+    st = iris_detail_agree(ctx, st, "iris_moe_create"); /* a plan on every rank or on none */
     /* every rank's zeroed flags before any peer signals into them */
     if (st == IRIS_SUCCESS) st = iris_barrier(ctx);
     if (old >= 0) (void)iris_gpu_set_device(old);
