@@ -30,8 +30,10 @@
  *                                (internal/gemm_core_tma.h; its producer thread waits on
  *                                the flags and runs ahead of the math), else mma.sync;
  *                                on AMD MFMA, unverified: see Rules.
- *     IRIS_GEMM_PATH_UNFUSED     gather everything (copy engines), then one cuBLASLt
- *                                GEMM: a baseline.
+ *     IRIS_GEMM_PATH_UNFUSED     gather everything, then one cuBLASLt GEMM: A in rows
+ *                                through iris_all_gather (the collectives' latency
+ *                                kernels), A in columns by copy engines. AUTO's choice
+ *                                below IRIS_AG_GEMM_PIPELINE_MIN_ROWS rows per rank.
  *     IRIS_GEMM_PATH_KERNEL_UNFUSED  the fused kernel's two roles one after the other
  *                                (all fetchers, then all GEMM CTAs): the baseline
  *                                that shows what the fusion buys.

@@ -40,10 +40,13 @@
  *                               every peer's heap copy of C, and after a second barrier each
  *                               rank copies the peers' rows into its C (an all-gather of
  *                               the rounded rows, hence bitwise equal everywhere).
- *     IRIS_GEMM_PATH_UNFUSED    the baseline: one cuBLASLt GEMM of the whole partial
- *                               into the heap, a device barrier, then one SM kernel that
- *                               reads the W partials of its rows through the heap (all rows
- *                               for ALL_REDUCE) and reduces them.
+ *     IRIS_GEMM_PATH_UNFUSED    one cuBLASLt GEMM of the whole partial into the heap, then
+ *                               iris_reduce_scatter / iris_all_reduce of it into C (the
+ *                               collectives' latency kernels; same numerics) where the
+ *                               partials are of the output type and there is no bias;
+ *                               otherwise a device barrier, then one SM kernel that reads
+ *                               the W partials of its rows through the heap (all rows for
+ *                               ALL_REDUCE) and reduces them (and adds the bias).
  *     IRIS_GEMM_PATH_FUSED      (NVIDIA Hopper, sm_90a build with the GEMM core; bf16/fp16
  *                               inputs) one persistent kernel on the TMA/wgmma core
  *                               (internal/gemm_core_tma.h, one CTA per SM) computes the fp32
@@ -104,7 +107,8 @@
  A heap that cannot hold the workspace:
  *     IRIS_ERROR_OUT_OF_MEMORY naming the bytes.
  *   - Ordering: run starts with a device barrier (every rank has reached the call, so its
- *     previous call's readers of the workspace are gone); when its work completes on the
+ *     previous call's readers of the workspace are gone; the unfused path through a
+ *     collective needs none: the collective meets the peers); when its work completes on the
  *     stream, C is final on this rank and A, B may be overwritten.
  *   - Waits: the device barriers of iris_collectives.h (bounded by IRIS_WAIT_TIMEOUT_MS,
  *     else IRIS_WAIT_TIMEOUT_NS: 10 minutes by default; a timeout is the context's fault,

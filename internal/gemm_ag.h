@@ -188,6 +188,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
   g->es = iris_dtype_size(desc->a_type);
   g->cs = iris_dtype_size(desc->c_type);
   g->path = iris_ag_gemm_choose_path(desc, W);
+  g->coll = g->path == IRIS_GEMM_PATH_UNFUSED && desc->layout == IRIS_GEMM_A_ROWS && W > 1;
   iris_gpu_get_device(&old);
   iris_gpu_set_device(iris_device_ordinal(ctx));
   /* heap blocks: the same sequence on every rank */
@@ -283,7 +284,7 @@ static iris_status_t iris_ag_gemm_run_plan(iris_ag_gemm_t *g, const void *a_shar
     iris_status_t st;
     /* every rank has reached this call: its A is written (and the last call's readers are
      * gone, closed by that call's barrier) */
-    if (g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED) {
+    if ((g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED) && !g->coll) {
       if ((st = iris_barrier_device(g->ctx, stream)) != IRIS_SUCCESS) return st;
     }
     switch (g->path) {

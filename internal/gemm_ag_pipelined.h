@@ -167,10 +167,18 @@ static iris_status_t iris_ag_gemm_run_pipelined(iris_ag_gemm_t *g, const char *a
   return iris_ag_gemm_close(g, s);
 }
 
-/* UNFUSED: gather all of A (copy engines, every owner's stream), then one GEMM. */
+/* UNFUSED: gather all of A, then one GEMM. A in rows: iris_all_gather of the shards into
+ * the local M x K (the collectives' latency kernels; it meets the peers itself, so run
+ * opens with no barrier): on 4 H200s at M = 128 the all-gather by copy engines between
+ * two device barriers took 1.0-2.1x the time of NCCL's all-gather + cuBLAS (BENCHMARKS.md). A in
+ * columns (a strided gather): copy engines, every owner's stream. */
 static iris_status_t iris_ag_gemm_run_unfused(iris_ag_gemm_t *g, const char *a, const void *b, const void *bias, void *c, iris_stream_t s) {
   const iris_ag_gemm_desc_t *d = &g->d;
   iris_status_t st;
+  if (g->coll) {
+    if ((st = iris_all_gather(g->ctx, a, g->staged, (size_t)(d->M / g->W) * d->K, d->a_type, s)) != IRIS_SUCCESS) return st;
+    return iris_ag_gemm_blas_run(g, g->staged, d->K, d->M, 0, b, bias, c, s, 0);
+  }
   if ((st = iris_ag_gemm_fork(g, s)) != IRIS_SUCCESS) return st;
   if (d->layout == IRIS_GEMM_A_ROWS) {
     const long long ml = d->M / g->W;

@@ -13,6 +13,7 @@ struct iris_ag_gemm {
   iris_ag_gemm_desc_t d;
   iris_gemm_path_t path;
   int W, me, sms;
+  int coll;                       /* unfused, A in rows: the gather is iris_all_gather (iris_ag_gemm_run_unfused) */
   size_t es, cs;                  /* element sizes of A/B and of C */
   char *staged;                   /* local M x K */
   char *a_heap;                   /* stage_a: the plan's heap copy of the shard */

@@ -25,6 +25,7 @@ struct iris_gemm_rs {
   iris_gpu_event_t fork, join, done[IRIS_MAX_RANKS];
   int sms;
   int pingpong;          /* fused: the GEMM kernel runs the ping-pong core (iris_gemm_rs_choose_pingpong) */
+  int coll;              /* unfused: the sum is iris_reduce_scatter / iris_all_reduce of `part` (iris_gemm_rs_use_coll) */
   unsigned *sync;        /* heap, fused: the flags [W][halves][tiles_n] | iris_gemm_err_t | a counter per CTA */
   int rctas;             /* fused: CTAs of the reduce kernel */
 #if defined(IRIS_GEMM_HAVE_CORE) && !defined(IRIS_USE_HIP)
@@ -55,6 +56,17 @@ static inline iris_dtype_t iris_gemm_rs_wire_type(const iris_gemm_rs_desc_t *d, 
 }
 
 
+/* The unfused path hands the sum to iris_collectives.h (iris_reduce_scatter /
+ * iris_all_reduce on the partial, in the output type) when the partials are already of
+ * the output type and no bias is added: the same numerics (fp32 sum in rank order, one
+ * rounding, the same bits on every rank), and the collectives' latency kernels instead
+ * of a device barrier and a pull of whole partials. On 4 H200s at M = 128 the GEMM then
+ * iris's collective took 0.85-0.91x the time of the barrier + pull (all-reduce 0.58-0.73x;
+ * BENCHMARKS.md). Needs the type's SUM kernels compiled in (IRIS_COLL_TYPES). */
+static inline int iris_gemm_rs_use_coll(const iris_gemm_rs_desc_t *d, iris_gemm_path_t path, iris_dtype_t wt) {
+  return path == IRIS_GEMM_PATH_UNFUSED && !d->has_bias && wt == d->c_type && iris_coll_compiled_in(d->c_type, IRIS_SUM);
+}
+
 /* Rows per rank (M/W) below which AUTO takes the unfused path: W chunk GEMMs of a few rows
  * and their pushes cost more than they hide. On 2 H100s at M/W = 64 the pipelined path
  * took 1.4-2.0x the unfused one's time; at M/W = 512 it was the faster but for all-reduce
@@ -69,10 +81,20 @@ static inline iris_dtype_t iris_gemm_rs_wire_type(const iris_gemm_rs_desc_t *d, 
  * At world size 1 there is nothing to overlap, and below IRIS_GEMM_RS_PIPELINE_MIN_ROWS rows
  * per rank too little: unfused (one GEMM, one pass). */
 
+/* The same for ALL_REDUCE where the unfused path sums through iris_all_reduce: on 4 H200s
+ * at M/W = 256 the GEMM then iris's all-reduce took 0.82-0.96x the pipelined path's time
+ * (6 shapes x types), at M/W = 1024 1.08-1.21x (BENCHMARKS.md). */
+#ifndef IRIS_GEMM_AR_PIPELINE_MIN_ROWS
+#define IRIS_GEMM_AR_PIPELINE_MIN_ROWS 512
+#endif
+
 IRIS_DEF iris_gemm_path_t iris_gemm_rs_choose_path(const iris_gemm_rs_desc_t *d, int W) {
+  long long min_rows = IRIS_GEMM_RS_PIPELINE_MIN_ROWS;
   if (!d) return IRIS_GEMM_PATH_AUTO;
   if (d->path != IRIS_GEMM_PATH_AUTO) return d->path;
-  return W > 1 && d->M / W >= IRIS_GEMM_RS_PIPELINE_MIN_ROWS ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED;
+  if (d->op == IRIS_GEMM_ALL_REDUCE && iris_gemm_rs_use_coll(d, IRIS_GEMM_PATH_UNFUSED, iris_gemm_rs_wire_type(d, IRIS_GEMM_PATH_UNFUSED)))
+    min_rows = IRIS_GEMM_AR_PIPELINE_MIN_ROWS;
+  return W > 1 && d->M / W >= min_rows ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED;
 }
 
 /* The rules of the header comment on one rank's description (the same verdict everywhere:
@@ -280,13 +302,18 @@ static iris_status_t iris_gemm_rs_reduce(iris_gemm_rs_t *p, iris_gemm_rs_red_t *
 
 /* UNFUSED: the whole partial into the heap, a barrier, every rank reduces its rows (all
  * rows for ALL_REDUCE) from the W partials, read through the heap. The next call's
- * opening barrier keeps a peer from overwriting its partial while this rank reads it. */
+ * opening barrier keeps a peer from overwriting its partial while this rank reads it.
+ * With p->coll: the partial, then one collective of the output type from it into C (the
+ * collective meets the peers itself: no barrier of the plan's own). */
 static iris_status_t iris_gemm_rs_run_unfused(iris_gemm_rs_t *p, const char *a, const void *b, const void *bias, void *c, iris_stream_t s) {
   const long long N = p->d.N, row0 = p->d.op == IRIS_GEMM_ALL_REDUCE ? 0 : p->me * p->ml;
   iris_gemm_rs_red_t r;
   iris_status_t st;
   int q;
   if ((st = iris_gemm_blas_run(&p->blas, a, p->kl, p->d.M, 0, b, NULL, p->part, s, 0)) != IRIS_SUCCESS) return st;
+  if (p->coll)
+    return p->d.op == IRIS_GEMM_ALL_REDUCE ? iris_all_reduce(p->ctx, p->part, c, (size_t)p->d.M * N, p->d.c_type, IRIS_SUM, s)
+                                           : iris_reduce_scatter(p->ctx, p->part, c, (size_t)p->ml * N, p->d.c_type, IRIS_SUM, s);
   if ((st = iris_barrier_device(p->ctx, s)) != IRIS_SUCCESS) return st;
   memset(&r, 0, sizeof r);
   for (q = 0; q < p->W; ++q) {
@@ -460,6 +487,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   p->path = iris_gemm_rs_choose_path(desc, W);
   p->wt = iris_gemm_rs_wire_type(desc, p->path);
   p->ws = iris_dtype_size(p->wt);
+  p->coll = iris_gemm_rs_use_coll(desc, p->path, p->wt);
   {
     int old = -1;
     iris_gpu_get_device(&old);
@@ -512,8 +540,9 @@ IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: C and bias must be 16-byte aligned: c %p, bias %p", p->me, c, bias);
   if ((st = iris_detail_check_fault(p->ctx)) != IRIS_SUCCESS) return st;
   if ((st = iris_detail_order_begin(p->ctx, stream)) != IRIS_SUCCESS) return st;
-  /* every rank has reached this call: the previous call's readers of the workspace are gone */
-  st = iris_barrier_device(p->ctx, stream);
+  /* every rank has reached this call: the previous call's readers of the workspace are gone
+   * (not needed where a collective sums: no peer reads the partial in place) */
+  st = p->coll ? IRIS_SUCCESS : iris_barrier_device(p->ctx, stream);
 #if defined(IRIS_GEMM_HAVE_BLAS)
   if (st == IRIS_SUCCESS && a_scale) st = iris_gemm_blas_set_scales(&p->blas, a_scale, b_scale, stream);
   if (st == IRIS_SUCCESS && p->path == IRIS_GEMM_PATH_FUSED) {

@@ -343,9 +343,18 @@ static void bad_input(Suite &s) {
   cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(sc);
   iris_gemm_rs_destroy(p);
   ok = iris_heap_used(s.ctx) == used && iris_gemm_rs_choose_path(&d, W) == IRIS_GEMM_PATH_UNFUSED; // 64 rows per rank
+  d.op = IRIS_GEMM_REDUCE_SCATTER;
   d.M = (long long)IRIS_GEMM_RS_PIPELINE_MIN_ROWS * W;
   ok = ok && iris_gemm_rs_choose_path(&d, W) == (W > 1 ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED);
-  report(s, "destroy frees the heap workspace; AUTO picks pipelined from 256 rows per rank, unfused below and at one rank", ok);
+  d.op = IRIS_GEMM_ALL_REDUCE; // through iris_all_reduce (no bias, output-type partials): unfused to 512 rows per rank
+  ok = ok && iris_gemm_rs_choose_path(&d, W) == IRIS_GEMM_PATH_UNFUSED;
+  d.M = (long long)IRIS_GEMM_AR_PIPELINE_MIN_ROWS * W;
+  ok = ok && iris_gemm_rs_choose_path(&d, W) == (W > 1 ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED);
+  d.M = (long long)IRIS_GEMM_RS_PIPELINE_MIN_ROWS * W;
+  d.has_bias = 1; // the barrier + pull then: pipelined from 256 rows per rank again
+  ok = ok && iris_gemm_rs_choose_path(&d, W) == (W > 1 ? IRIS_GEMM_PATH_PIPELINED : IRIS_GEMM_PATH_UNFUSED);
+  d.has_bias = 0;
+  report(s, "destroy frees the heap workspace; AUTO: pipelined from 256 rows per rank (all-reduce through iris_all_reduce: 512), unfused below and at one rank", ok);
 }
 
 // GEMM + reduce-scatter / all-reduce runs and all-reduces of one context issued on two

@@ -276,7 +276,7 @@ class TestLibrary(unittest.TestCase):
     def test_gemm_rs_functions_and_desc(self):
         """The GEMM + reduce functions are bound; iris_gemm_rs_choose_path (no GPU) reads the
         description through the ctypes mirror: path field, and AUTO per world size and rows
-        per rank (unfused below 256)."""
+        per rank (unfused below 256; all-reduce through iris_all_reduce: 512)."""
         for name in _lib.OPTIONAL_FUNCTIONS:
             if name.startswith("iris_gemm_rs_"):
                 self.assertTrue(self.L.has(name), name)
@@ -287,7 +287,13 @@ class TestLibrary(unittest.TestCase):
         self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 4), _types.GEMM_PATHS["unfused"])  # 16 rows per rank
         d.M = 256 * 4
         self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 4), _types.GEMM_PATHS["pipelined"])
-        d.M = 64
+        d.op = 1  # all-reduce through iris_all_reduce (no bias, output-type partials): unfused to 512 rows per rank
+        self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 4), _types.GEMM_PATHS["unfused"])
+        d.M = 512 * 4
+        self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 4), _types.GEMM_PATHS["pipelined"])
+        d.M, d.has_bias = 256 * 4, 1  # with a bias: the barrier + pull, pipelined from 256 again
+        self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 4), _types.GEMM_PATHS["pipelined"])
+        d.op, d.has_bias, d.M = 0, 0, 64
         for path, v in _types.GEMM_PATHS.items():
             d.path = v
             if path != "auto":
