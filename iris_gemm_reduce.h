@@ -66,7 +66,8 @@
  *   at 45-46 of 48 shapes x ops x types, unfused at most 8% ahead at the others; the fused
  *   path 1.09-1.72x its time: BENCHMARKS.md), unfused for W = 1 and below 256 rows per
  *   rank (M/W < IRIS_GEMM_RS_PIPELINE_MIN_ROWS: decode sizes, where W chunk GEMMs of a few
- *   rows cost more than they hide). The fused path stays for
+ *   rows cost more than they hide), below 512 (IRIS_GEMM_AR_PIPELINE_MIN_ROWS) for an
+ *   ALL_REDUCE that sums through iris_all_reduce. The fused path stays for
  *   study and as the worked example of the device building blocks; AUTO never picks it.
 
  *

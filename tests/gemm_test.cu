@@ -263,11 +263,12 @@ static void bad_input(Suite &s) {
   ok = ok && iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_ERROR_UNSUPPORTED && !g;
   report(s, "fp8: create refuses B K x N, the fused path, K % 16, a bias with fp32 C, e5m2 (naming the rule)", ok);
   d.a_type = IRIS_FLOAT8_E4M3;
-  ok = iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_SUCCESS && iris_ag_gemm_path(g) == IRIS_GEMM_PATH_PIPELINED;
+  ok = iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_SUCCESS && iris_ag_gemm_path(g) == iris_ag_gemm_choose_path(&d, W) &&
+       iris_ag_gemm_path(g) == (W > 1 ? IRIS_GEMM_PATH_UNFUSED : IRIS_GEMM_PATH_PIPELINED); // 256 rows per rank of a small GEMM
   ok = ok && iris_ag_gemm_run(g, a, b, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "iris_ag_gemm_run_scaled");
   ok = ok && iris_ag_gemm_run_scaled(g, a, b, sc, NULL, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "both per-tensor scales");
   ok = ok && iris_ag_gemm_run_scaled(g, a, b, (const float *)((char *)sc + 2), sc + 4, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
-  report(s, "an fp8 plan (AUTO: pipelined): run, and run_scaled without both scales or with a misaligned one, are refused naming the rule", ok);
+  report(s, "an fp8 plan (AUTO: unfused at this size): run, and run_scaled without both scales or with a misaligned one, are refused naming the rule", ok);
   d.a_type = IRIS_BFLOAT16; d.b_transposed = 0;
   cudaFree(sc);
   cudaFree(b); cudaFree(c); cudaFree(off);

@@ -294,6 +294,16 @@ class TestLibrary(unittest.TestCase):
         d.M, d.has_bias = 256 * 4, 1  # with a bias: the barrier + pull, pipelined from 256 again
         self.assertEqual(L.iris_gemm_rs_choose_path(ctypes.byref(d), 4), _types.GEMM_PATHS["pipelined"])
         d.op, d.has_bias, d.M = 0, 0, 64
+        # all-gather + GEMM: unfused below 256 rows per rank, and with A in rows below 512 for
+        # a GEMM under 2^35 FLOP (2MNK); else pipelined
+        if self.L.has("iris_ag_gemm_choose_path"):
+            g = _lib.AgGemmDescT.init()
+            for W, M, N, K, layout, want in ((4, 128, 8192, 8192, 0, "unfused"), (4, 1024, 1792, 4096, 0, "unfused"),
+                                             (4, 1024, 3584, 8192, 0, "pipelined"), (4, 1024, 1792, 4096, 1, "pipelined"),
+                                             (4, 2048, 1792, 4096, 0, "pipelined"), (2, 1024, 1792, 4096, 0, "pipelined"),
+                                             (1, 64, 64, 64, 0, "pipelined")):
+                g.M, g.N, g.K, g.layout = M, N, K, layout
+                self.assertEqual(L.iris_ag_gemm_choose_path(ctypes.byref(g), W), _types.GEMM_PATHS[want], (W, M, N, K, layout))
         for path, v in _types.GEMM_PATHS.items():
             d.path = v
             if path != "auto":
