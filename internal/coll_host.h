@@ -18,6 +18,14 @@ static void iris_coll_state_unwind(iris_t *ctx, iris_coll_state_t *s, iris_coll_
   free(s);
 }
 
+/* Whether a set-up context's collectives take buffers off the heap of any size (a staging
+ * area exists: IRIS_COLL_STAGING is not 0). The GEMM plans ask before they hand a sum or a
+ * gather to the collectives. */
+static inline int iris_coll_stages(iris_t *ctx) {
+  const iris_coll_state_t *s = ctx ? (const iris_coll_state_t *)iris_detail_get_ext(ctx) : NULL;
+  return s && s->stage_bytes > 0;
+}
+
 IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   iris_coll_state_t *s;
   iris_status_t st;

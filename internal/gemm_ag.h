@@ -188,7 +188,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
   g->es = iris_dtype_size(desc->a_type);
   g->cs = iris_dtype_size(desc->c_type);
   g->path = iris_ag_gemm_choose_path(desc, W);
-  g->coll = g->path == IRIS_GEMM_PATH_UNFUSED && desc->layout == IRIS_GEMM_A_ROWS && W > 1;
+  g->coll = g->path == IRIS_GEMM_PATH_UNFUSED && desc->layout == IRIS_GEMM_A_ROWS && W > 1 && iris_coll_stages(ctx); /* the local M x K is off the heap */
   iris_gpu_get_device(&old);
   iris_gpu_set_device(iris_device_ordinal(ctx));
   /* heap blocks: the same sequence on every rank */

@@ -62,7 +62,9 @@ static inline iris_dtype_t iris_gemm_rs_wire_type(const iris_gemm_rs_desc_t *d, 
  * rounding, the same bits on every rank), and the collectives' latency kernels instead
  * of a device barrier and a pull of whole partials. On 4 H200s at M = 128 the GEMM then
  * iris's collective took 0.85-0.91x the time of the barrier + pull (all-reduce 0.58-0.73x;
- * BENCHMARKS.md). Needs the type's SUM kernels compiled in (IRIS_COLL_TYPES). */
+ * BENCHMARKS.md). Needs the type's SUM kernels compiled in (IRIS_COLL_TYPES) and, checked
+ * at create, the collectives' staging area (C is off the heap; IRIS_COLL_STAGING=0 keeps the
+ * barrier + pull). */
 static inline int iris_gemm_rs_use_coll(const iris_gemm_rs_desc_t *d, iris_gemm_path_t path, iris_dtype_t wt) {
   return path == IRIS_GEMM_PATH_UNFUSED && !d->has_bias && wt == d->c_type && iris_coll_compiled_in(d->c_type, IRIS_SUM);
 }
@@ -487,7 +489,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   p->path = iris_gemm_rs_choose_path(desc, W);
   p->wt = iris_gemm_rs_wire_type(desc, p->path);
   p->ws = iris_dtype_size(p->wt);
-  p->coll = iris_gemm_rs_use_coll(desc, p->path, p->wt);
+  p->coll = iris_gemm_rs_use_coll(desc, p->path, p->wt) && iris_coll_stages(ctx); /* C is off the heap */
   {
     int old = -1;
     iris_gpu_get_device(&old);
