@@ -137,16 +137,18 @@ class VdevBaseline:
 
         self.world, self.gname, self.idx, self.w = world, gname, idx, w
         rows = max_tokens * TOPK
-        self.inp = symm_mem.empty((rows, H), dtype=torch.bfloat16, device="cuda")
-        self.out = symm_mem.empty((rows * world, H), dtype=torch.bfloat16, device="cuda")
-        self.back = symm_mem.empty((rows, H), dtype=torch.bfloat16, device="cuda")
-        self.yin = symm_mem.empty((rows * world, H), dtype=torch.bfloat16, device="cuda")
-        self.in_splits = symm_mem.empty(world, dtype=torch.int64, device="cuda")
-        self.out_so = symm_mem.empty((2, world), dtype=torch.int64, device="cuda")
-        self.b_splits = symm_mem.empty(world, dtype=torch.int64, device="cuda")
-        self.b_so = symm_mem.empty((2, world), dtype=torch.int64, device="cuda")
-        for t in (self.inp, self.out, self.back, self.yin, self.in_splits, self.out_so, self.b_splits, self.b_so):
-            symm_mem.rendezvous(t, group=gname)
+        dev = torch.device("cuda", torch.cuda.current_device())  # an explicit index: NVSHMEM's team manager compares devices exactly
+        with torch.cuda.device(dev):
+            self.inp = symm_mem.empty((rows, H), dtype=torch.bfloat16, device=dev)
+            self.out = symm_mem.empty((rows * world, H), dtype=torch.bfloat16, device=dev)
+            self.back = symm_mem.empty((rows, H), dtype=torch.bfloat16, device=dev)
+            self.yin = symm_mem.empty((rows * world, H), dtype=torch.bfloat16, device=dev)
+            self.in_splits = symm_mem.empty(world, dtype=torch.int64, device=dev)
+            self.out_so = symm_mem.empty((2, world), dtype=torch.int64, device=dev)
+            self.b_splits = symm_mem.empty(world, dtype=torch.int64, device=dev)
+            self.b_so = symm_mem.empty((2, world), dtype=torch.int64, device=dev)
+            for t in (self.inp, self.out, self.back, self.yin, self.in_splits, self.out_so, self.b_splits, self.b_so):
+                symm_mem.rendezvous(t, group=gname)
         dist.barrier()
 
     def dispatch(self, x):
@@ -191,7 +193,7 @@ def main():
             if hasattr(symm_mem, "set_backend"):
                 symm_mem.set_backend("NVSHMEM")
             gname = dist.group.WORLD.group_name
-            if hasattr(symm_mem, "enable_symm_mem_for_group"):
+            if hasattr(symm_mem, "enable_symm_mem_for_group") and torch.__version__ < "2.9":
                 symm_mem.enable_symm_mem_for_group(gname)
         except Exception as e:  # noqa: BLE001
             gname, vdev_why = None, str(e).splitlines()[0][:60] if str(e) else type(e).__name__
