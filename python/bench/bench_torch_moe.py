@@ -31,6 +31,7 @@ combine of the dispatched tokens (experts = identity) against the same through a
 import os
 import statistics
 import sys
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -193,8 +194,10 @@ def main():
             if hasattr(symm_mem, "set_backend"):
                 symm_mem.set_backend("NVSHMEM")
             gname = dist.group.WORLD.group_name
-            if hasattr(symm_mem, "enable_symm_mem_for_group") and torch.__version__ < "2.9":
-                symm_mem.enable_symm_mem_for_group(gname)
+            if hasattr(symm_mem, "enable_symm_mem_for_group"):
+                with warnings.catch_warnings():  # deprecated, and a no-op, in newer torch
+                    warnings.simplefilter("ignore")
+                    symm_mem.enable_symm_mem_for_group(gname)
         except Exception as e:  # noqa: BLE001
             gname, vdev_why = None, str(e).splitlines()[0][:60] if str(e) else type(e).__name__
     tokens = [int(t) for t in os.environ.get("BENCH_TOKENS", "1,8,32,128,256,4096").split(",")]
