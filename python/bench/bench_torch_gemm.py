@@ -7,7 +7,9 @@ ranks).
 
     PYTHONPATH=python python3 python/bench/bench_torch_gemm.py 1     # world 1: the script works, overheads
     PYTHONPATH=python python3 python/bench/bench_torch_gemm.py 4     # or torchrun --nproc-per-node 4
-    BENCH_CSV=build/bench_torch_gemm.csv (default), BENCH_M=4096,16384 (default)
+    BENCH_CSV=build/bench_torch_gemm.csv (default), BENCH_M=4096,16384 (default),
+    BENCH_FP8=1 adds e4m3 rows (per-tensor scales, bf16 out) against torch._scaled_mm (+ NCCL)
+    and torch's fused scaled ops
 
 Rows:
   ag: matmul-alone     torch.matmul on the gathered A (M x K) (the floor)
@@ -111,10 +113,58 @@ def main():
                 try_row(res, "iris-" + path, lambda: it.gemm_reduce_scatter(a_r, w_r, plan, out=out))
                 plan.close()
             rows.append(("rs", M, N, K, res))
+    if os.environ.get("BENCH_FP8") == "1" and not shared:
+        rows += fp8_rows(ctx, gname, world, Ms)
     if rank == 0:
         report(rows, world, shared)
     ctx.close()
     dist.destroy_process_group()
+
+
+def fp8_rows(ctx, gname, world, Ms):
+    """e4m3 inputs with per-tensor scales, bf16 out: torch._scaled_mm alone, + NCCL, torch's
+    fused scaled ops, iris's plans (fp8 GEMM + reduce-scatter; all-gather + GEMM)."""
+    f8, bf = torch.float8_e4m3fn, torch.bfloat16
+    sa = torch.full((), 0.5, dtype=torch.float32, device="cuda")
+    sb = torch.full((), 0.25, dtype=torch.float32, device="cuda")
+    rows = []
+    for N, K in AG_SHAPES:
+        for M in Ms:
+            a_r = torch.randn(M // world, K, device="cuda").to(f8)
+            a_full = torch.randn(M, K, device="cuda").to(f8)
+            w = torch.randn(N, K, device="cuda").to(f8)
+            res = {"matmul-alone": timed(lambda: torch._scaled_mm(a_full, w.t(), scale_a=sa, scale_b=sb, out_dtype=bf))}
+
+            def nccl_matmul():
+                dist.all_gather_into_tensor(a_full.view(torch.uint8), a_r.view(torch.uint8))
+                return torch._scaled_mm(a_full, w.t(), scale_a=sa, scale_b=sb, out_dtype=bf)
+
+            try_row(res, "nccl+matmul", nccl_matmul)
+            if gname:
+                try_row(res, "symm-fused", lambda: torch.ops.symm_mem.fused_all_gather_scaled_matmul(
+                    a_r, [w.t()], sa, [sb], 0, gname, [None], [None], [bf], [False]))
+            a_h = ctx.empty((M // world, K), f8).copy_(a_r)
+            plan = ctx.ag_gemm_plan(M, N, K, f8, bf, layout="rows", b_transposed=True, stage_a=False)
+            try_row(res, "iris-auto", lambda: it.ag_gemm(a_h, w, plan, a_scale=sa.view(1), b_scale=sb.view(1)))
+            plan.close()
+            a_h = None
+            rows.append(("ag-fp8", M, N, K, res))
+    for N, K in RS_SHAPES:
+        for M in Ms:
+            kl = K // world
+            a_r = torch.randn(M, kl, device="cuda").to(f8)
+            w_r = torch.randn(N, kl, device="cuda").to(f8)
+            out = torch.empty(M // world, N, dtype=bf, device="cuda")
+            res = {"matmul-alone": timed(lambda: torch._scaled_mm(a_r, w_r.t(), scale_a=sa, scale_b=sb, out_dtype=bf))}
+            try_row(res, "matmul+nccl", lambda: dist.reduce_scatter_tensor(out, torch._scaled_mm(a_r, w_r.t(), scale_a=sa, scale_b=sb, out_dtype=bf)))
+            if gname:
+                try_row(res, "symm-fused", lambda: torch.ops.symm_mem.fused_scaled_matmul_reduce_scatter(
+                    a_r, w_r.t(), sa, sb, "sum", 0, 0, gname, [M, N], out_dtype=bf))
+            plan = ctx.gemm_reduce_plan("reduce_scatter", M, N, K, f8, bf, b_transposed=True)
+            try_row(res, "iris-auto", lambda: it.gemm_reduce_scatter(a_r, w_r, plan, a_scale=sa.view(1), b_scale=sb.view(1), out=out))
+            plan.close()
+            rows.append(("rs-fp8", M, N, K, res))
+    return rows
 
 
 def report(rows, world, shared):
