@@ -29,7 +29,6 @@ Bandwidth as DeepEP defines it: this rank's (token, expert) selections x bytes p
 combine of the dispatched tokens (experts = identity) against the same through all_to_all_single.
 """
 import os
-import statistics
 import sys
 import warnings
 
@@ -37,27 +36,10 @@ import torch
 import torch.distributed as dist
 
 import iris_gpu.torch as it
+from bench_torch import timed as timed_events  # this directory: the shared timing loop (median us per call)
 
 os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "12G")  # the vdev baseline's buffers at 4096 tokens
 H, TOPK, E = 7168, 8, 256
-
-
-def timed_events(fn, iters, runs=5):
-    """Median us per call over `runs` runs of `iters` calls (CUDA events, after warm-up)."""
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(runs):
-        dist.barrier()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(iters):
-            fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) * 1000.0 / iters)
-    return statistics.median(out)
 
 
 def timed_graph(fn, calls):
