@@ -92,10 +92,10 @@ $(B)/gpu_test_debug: tests/gpu_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -default-stream per-thread -DIRIS_DEBUG -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL $< -o $@
 # coll_test lowers the chain broadcast's threshold (512 MB) to 16 MB, so that its test
 # sizes run the chain as well as the relay
-$(B)/coll_test: tests/coll_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
+$(B)/coll_test: tests/coll_test.cu tests/test_util.h tests/host_threads.h tests/coll_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -DIRIS_COLL_CHAIN_MIN_BYTES=16777216 $< -o $@
 # the same with the compile-time switch: fp32 and bf16 SUM only (the rest refused)
-$(B)/coll_test_switch: tests/coll_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
+$(B)/coll_test_switch: tests/coll_test.cu tests/test_util.h tests/host_threads.h tests/coll_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -DIRIS_COLL_CHAIN_MIN_BYTES=16777216 '-DIRIS_COLL_TYPES=(1 << IRIS_FLOAT32 | 1 << IRIS_BFLOAT16)' '-DIRIS_COLL_OPS=(1 << IRIS_SUM)' $< -o $@
 # multi-node collectives on one machine (virtual nodes; NCCL loaded at run time, no -lnccl)
 $(B)/multinode_test: tests/multinode_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
@@ -121,20 +121,20 @@ $(B)/moe_test: tests/moe_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $(MOE_SWITCH) $< -o $@
 $(B)/bench_moe: bench/bench_moe.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $(MOE_SWITCH) $< -o $@ -lnccl
-$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
+$(B)/gemm_test: tests/gemm_test.cu tests/test_util.h tests/host_threads.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
 # the same with a 2-s wait bound, for `gemm_test_t2 N stuck` (a stuck peer must cost one
 # bound), and fetcher CTAs that start 100 ms late (the GEMM CTAs must fetch for them)
-$(B)/gemm_test_t2: tests/gemm_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
+$(B)/gemm_test_t2: tests/gemm_test.cu tests/test_util.h tests/host_threads.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL -DIRIS_GEMM_FETCHER_DELAY_NS=100000000ULL $< -o $@ -lcublasLt
 # GEMM + reduce-scatter / all-reduce (iris_gemm_reduce.h): every path; the fused one needs
 # the TMA GEMM core (sm_90a). _nocore: the cuBLASLt paths only (IRIS_GEMM_NO_CORE), a
 # shorter compile; its fused cases are skipped.
-$(B)/gemm_rs_test: tests/gemm_rs_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
+$(B)/gemm_rs_test: tests/gemm_rs_test.cu tests/test_util.h tests/host_threads.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
-$(B)/gemm_rs_test_t2: tests/gemm_rs_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
+$(B)/gemm_rs_test_t2: tests/gemm_rs_test.cu tests/test_util.h tests/host_threads.h tests/gemm_values.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_WAIT_TIMEOUT_NS=2000000000ULL $< -o $@ -lcublasLt
-$(B)/gemm_rs_test_nocore: tests/gemm_rs_test.cu tests/test_util.h tests/gemm_values.h $(HDRS) | $(B)
+$(B)/gemm_rs_test_nocore: tests/gemm_rs_test.cu tests/test_util.h tests/host_threads.h tests/gemm_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -DGEMM_RS_TEST_NO_CORE $< -o $@ -lcublasLt
 $(B)/bench_gemm_rs: bench/bench_gemm_rs.cu bench/bench_util.h bench/bench_gemm_util.h $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lnccl -lcublas -lcublasLt

@@ -6,7 +6,8 @@
 #                                SKIP without torch; IRIS_PY_PATH adds a site dir with torch)
 #   python/run_tests.sh gpu      the torch tests at 2, 3 and 4 ranks and the JAX tests at 2 and
 #                                4 (ranks share the GPUs when there are fewer; IRIS_PY_WORLDS
-#                                and IRIS_PY_JAX_WORLDS set the sizes; JAX needs make lib-jax)
+#                                and IRIS_PY_JAX_WORLDS set the sizes, set empty: none; JAX
+#                                needs make lib-jax)
 set -u
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
@@ -14,11 +15,11 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 rc=0
 if [ "${1:-pure}" = gpu ]; then
-  for w in ${IRIS_PY_WORLDS:-2 3 4}; do
+  for w in ${IRIS_PY_WORLDS-2 3 4}; do
     PYTHONPATH=python timeout "${IRIS_PY_TIMEOUT:-900}" "$py" python/tests/test_torch_gpu.py --world "$w" >>"$out" 2>"$out.err" || rc=$?
     if [ "$rc" -ne 0 ]; then echo "FAIL: python torch W=$w: exit $rc" >>"$out"; tail -n 40 "$out.err" | sed 's/^/    stderr: /' >&2; rc=0; fi
   done
-  for w in ${IRIS_PY_JAX_WORLDS:-2 4}; do
+  for w in ${IRIS_PY_JAX_WORLDS-2 4}; do
     PYTHONPATH=python timeout "${IRIS_PY_TIMEOUT:-900}" "$py" python/tests/test_jax_gpu.py --world "$w" >>"$out" 2>"$out.err" || rc=$?
     if [ "$rc" -ne 0 ]; then echo "FAIL: python jax W=$w: exit $rc" >>"$out"; tail -n 40 "$out.err" | sed 's/^/    stderr: /' >&2; rc=0; fi
   done

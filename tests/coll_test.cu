@@ -29,6 +29,7 @@ static const char *op_names[] = {"sum", "min", "max", "avg"};
 static_assert(sizeof type_names / sizeof *type_names == IRIS_DTYPE_COUNT && sizeof op_names / sizeof *op_names == IRIS_REDOP_COUNT, "a name per type and op");
 
 #include "coll_values.h"
+#include "host_threads.h"
 
 // host expectation for element i of this rank's recv
 static unsigned long long expected(int kind, int type, int op, uint64_t seed, int call, int me, int W, size_t count, size_t i, int root) {
@@ -100,15 +101,23 @@ static bool one(Suite &s, Bufs &B, int kind, int type, int op, size_t count, iri
   if (cudaDeviceSynchronize() != cudaSuccess) { fprintf(stderr, "rank %d: %s: kernel failed\n", me, kind_names[kind]); return false; }
   std::vector<unsigned char> h(out_n * es);
   cudaMemcpy(h.data(), recv, out_n * es, cudaMemcpyDeviceToHost);
-  for (size_t i = 0; i < out_n; i++) {
-    unsigned long long want = mask_bits(expected(kind, type, op, s.seed, call, me, W, count, i, root), type), got = get_bits(h, type, i);
-    if (got != want) {
-      fprintf(stderr, "rank %d: %s %s %s count %zu algo %d placement %d root %d ctas %d: element %zu is %llx, want %llx\n", me, kind_names[kind],
-              type_names[type], op_names[op], count, (int)algo, placement, root, ctas, i, got, want);
-      return false;
+  std::string why;
+  const bool ok = host_ranges(out_n, host_threads(W), 1 << 15, [&](size_t b, size_t e, std::string &w) {
+    for (size_t i = b; i < e; i++) {
+      unsigned long long want = mask_bits(expected(kind, type, op, s.seed, call, me, W, count, i, root), type), got = get_bits(h, type, i);
+      if (got != want) {
+        char buf[128];
+        snprintf(buf, sizeof buf, "element %zu is %llx, want %llx", i, got, want);
+        w = buf;
+        return false;
+      }
     }
-  }
-  return true;
+    return true;
+  }, why);
+  if (!ok)
+    fprintf(stderr, "rank %d: %s %s %s count %zu algo %d placement %d root %d ctas %d: %s\n", me, kind_names[kind], type_names[type], op_names[op], count, (int)algo,
+            placement, root, ctas, why.c_str());
+  return ok;
 }
 
 static bool test_matrix(Suite &s, Bufs &B) {

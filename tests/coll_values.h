@@ -54,20 +54,22 @@ __global__ void k_fill(void *buf, int type, size_t n, uint64_t seed, int r, int 
 }
 static void fill(void *buf, int type, size_t n, uint64_t seed, int r, int call) { k_fill<<<256, 256>>>(buf, type, n, seed, r, call); }
 
-// host: an fp8 code's value (finite codes only), from its fields (tabled once)
-static double fp8_value(unsigned c, int mbits, int bias) {
-  static double tab[2][256];
-  static bool done = false;
-  if (!done) {
+// host: an fp8 code's value (finite codes only), from its fields (tabled once; a function
+// static is initialised once even when the checks run on several threads)
+struct Fp8Table {
+  double v[2][256];
+  Fp8Table() {
     for (int f = 0; f < 2; f++)
       for (unsigned k = 0; k < 256; k++) {
         const int mb = f ? 2 : 3, b = f ? 15 : 7, e = (int)((k & 0x7f) >> mb), m = (int)(k & ((1u << mb) - 1));
-        const double v = e ? ldexp(1.0 + m / (double)(1 << mb), e - b) : ldexp((double)m, 1 - b - mb);
-        tab[f][k] = k & 0x80 ? -v : v;
+        const double x = e ? ldexp(1.0 + m / (double)(1 << mb), e - b) : ldexp((double)m, 1 - b - mb);
+        v[f][k] = k & 0x80 ? -x : x;
       }
-    done = true;
   }
-  return tab[mbits == 2 && bias == 15][c & 0xff];
+};
+static double fp8_value(unsigned c, int mbits, int bias) {
+  static const Fp8Table tab;
+  return tab.v[mbits == 2 && bias == 15][c & 0xff];
 }
 // host: v rounded to the nearest fp8 code, ties to the even code, saturated to the
 // largest finite code (infinities too), the sign kept (also on a zero)

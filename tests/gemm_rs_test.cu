@@ -22,6 +22,7 @@
 #include "../iris_gemm_reduce.h"
 #include "test_util.h"
 #include "gemm_values.h"
+#include "host_threads.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -71,19 +72,28 @@ template <typename T, typename C>
 static bool check_c(Suite &s, const Case &k, const std::vector<C> &h, int call, std::string &why) {
   const long long M = k.M, N = k.N, K = k.K, ml = M / s.world;
   const long long r0 = k.op == IRIS_GEMM_ALL_REDUCE ? 0 : s.rank * ml, rows = k.op == IRIS_GEMM_ALL_REDUCE ? M : ml;
-  for (long long i = 0; i < rows * N; i++)
-    if (isnan(to_d<C>(h[i]))) {
-      why = "element (" + std::to_string(r0 + i / N) + ", " + std::to_string(i % N) + ") not written (still NaN poison)";
-      return false;
-    }
+  const int threads = host_threads(s.world);
+  if (!host_ranges((size_t)(rows * N), threads, 1 << 16, [&](size_t b, size_t e, std::string &w) {
+        for (size_t i = b; i < e; i++)
+          if (isnan(to_d<C>(h[i]))) {
+            w = "element (" + std::to_string(r0 + (long long)i / N) + ", " + std::to_string(i % N) + ") not written (still NaN poison)";
+            return false;
+          }
+        return true;
+      }, why))
+    return false;
   // fp8: rank q's slice of K is scaled by its a_scale and b_scale (as floats, as given)
   const bool fp8 = k.a == IRIS_FLOAT8_E4M3;
   const long long kl = K / s.world;
   std::vector<double> bd((size_t)K * N);
-  for (long long kk = 0; kk < K; kk++) {
-    const double bs = fp8 ? (double)scale_at(s.seed, 1, (int)(kk / kl), call) : 1.0;
-    for (long long n = 0; n < N; n++) bd[(size_t)kk * N + n] = bs * to_d<T>(b_at<T>(s.seed, kk, n));
-  }
+  std::string unused;
+  host_ranges((size_t)K, threads, 64, [&](size_t b, size_t e, std::string &) {
+    for (size_t kk = b; kk < e; kk++) {
+      const double bs = fp8 ? (double)scale_at(s.seed, 1, (int)((long long)kk / kl), call) : 1.0;
+      for (long long n = 0; n < N; n++) bd[kk * N + n] = bs * to_d<T>(b_at<T>(s.seed, (long long)kk, n));
+    }
+    return true;
+  }, unused);
   const double rel = k.c == IRIS_FLOAT32 ? 1e-5 : k.c == IRIS_FLOAT16 ? 1.0 / 1024 : 1.0 / 128;
   // partials in the output type (exact = 0): each rank's partial P_r is rounded once before
   // the sum, an error of at most u |P_r| (u: the unit roundoff, 2^-8 bf16, 2^-11 fp16)
@@ -91,35 +101,38 @@ static bool check_c(Suite &s, const Case &k, const std::vector<C> &h, int call, 
   const bool wire32 = k.exact || k.c == IRIS_FLOAT32 || (k.a != k.c && k.a != IRIS_FLOAT8_E4M3) || k.path == IRIS_GEMM_PATH_FUSED;
   const double u_wire = wire32 ? 0.0 : k.c == IRIS_FLOAT16 ? 1.0 / 2048 : 1.0 / 256;
 
-  std::vector<double> acc((size_t)N), mag((size_t)N), part((size_t)N), pabs((size_t)N);
-  for (long long r = r0; r < r0 + rows; r++) {
-    if ((r - r0) % k.row_step && r != r0 + rows - 1) continue;
-    for (long long n = 0; n < N; n++) acc[n] = k.bias ? to_d<C>(bias_at<C>(s.seed, n)) : 0.0, mag[n] = 0.0, part[n] = 0.0, pabs[n] = 0.0;
-    for (long long kk = 0; kk < K; kk++) {
-      const double a = to_d<T>(a_at<T>(s.seed, r, kk, call)) * (fp8 ? (double)scale_at(s.seed, 0, (int)(kk / kl), call) : 1.0);
-      const double *b = &bd[(size_t)kk * N];
-      for (long long n = 0; n < N; n++) part[n] += a * b[n];
-      if (fp8)
-        for (long long n = 0; n < N; n++) mag[n] += fabs(a * b[n]);
-      if ((kk + 1) % kl == 0) // rank kk / kl's partial is complete
-        for (long long n = 0; n < N; n++) acc[n] += part[n], pabs[n] += fabs(part[n]), part[n] = 0.0;
-    }
-    for (long long n = 0; n < N; n++) {
-      const double got = to_d<C>(h[(size_t)(r - r0) * N + n]), want = acc[n];
-      // fp8: the fp8 products are exact in fp32, but Hopper's fp8 tensor cores accumulate a
-      // block of K with fewer mantissa bits than fp32 (about 14 measured by others) before
-      // cuBLASLt promotes the sum to fp32: allow 2^-12 of the sum of |terms|, on top
-      const double tol = rel * fabs(want) + u_wire * pabs[n] + 1e-5 * sqrt((double)K) + 1e-6 + (fp8 ? mag[n] / 4096 : 0.0);
+  // the checked rows on the host's threads, each with its own accumulators
+  return host_ranges((size_t)rows, threads, 1, [&](size_t i0, size_t i1, std::string &w) {
+    std::vector<double> acc((size_t)N), mag((size_t)N), part((size_t)N), pabs((size_t)N);
+    for (long long r = r0 + (long long)i0; r < r0 + (long long)i1; r++) {
+      if ((r - r0) % k.row_step && r != r0 + rows - 1) continue;
+      for (long long n = 0; n < N; n++) acc[n] = k.bias ? to_d<C>(bias_at<C>(s.seed, n)) : 0.0, mag[n] = 0.0, part[n] = 0.0, pabs[n] = 0.0;
+      for (long long kk = 0; kk < K; kk++) {
+        const double a = to_d<T>(a_at<T>(s.seed, r, kk, call)) * (fp8 ? (double)scale_at(s.seed, 0, (int)(kk / kl), call) : 1.0);
+        const double *b = &bd[(size_t)kk * N];
+        for (long long n = 0; n < N; n++) part[n] += a * b[n];
+        if (fp8)
+          for (long long n = 0; n < N; n++) mag[n] += fabs(a * b[n]);
+        if ((kk + 1) % kl == 0) // rank kk / kl's partial is complete
+          for (long long n = 0; n < N; n++) acc[n] += part[n], pabs[n] += fabs(part[n]), part[n] = 0.0;
+      }
+      for (long long n = 0; n < N; n++) {
+        const double got = to_d<C>(h[(size_t)(r - r0) * N + n]), want = acc[n];
+        // fp8: the fp8 products are exact in fp32, but Hopper's fp8 tensor cores accumulate a
+        // block of K with fewer mantissa bits than fp32 (about 14 measured by others) before
+        // cuBLASLt promotes the sum to fp32: allow 2^-12 of the sum of |terms|, on top
+        const double tol = rel * fabs(want) + u_wire * pabs[n] + 1e-5 * sqrt((double)K) + 1e-6 + (fp8 ? mag[n] / 4096 : 0.0);
 
-      if (!(fabs(got - want) <= tol)) {
-        char buf[200];
-        snprintf(buf, sizeof buf, "C(%lld, %lld) = %.6f, float64 reference %.6f (tolerance %.2g), call %d", r, n, got, want, tol, call);
-        why = buf;
-        return false;
+        if (!(fabs(got - want) <= tol)) {
+          char buf[200];
+          snprintf(buf, sizeof buf, "C(%lld, %lld) = %.6f, float64 reference %.6f (tolerance %.2g), call %d", r, n, got, want, tol, call);
+          w = buf;
+          return false;
+        }
       }
     }
-  }
-  return true;
+    return true;
+  }, why);
 }
 
 // all-reduce: C must be bitwise the same on every rank (a hash of its bytes, exchanged)

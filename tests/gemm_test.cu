@@ -20,6 +20,7 @@
 #include "../iris_gemm.h"
 #include "test_util.h"
 #include "gemm_values.h"
+#include "host_threads.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -69,54 +70,67 @@ struct Case {
 template <typename T, typename C>
 static bool check_c(Suite &s, const Case &k, const std::vector<C> &h, int call, std::string &why) {
   const long long M = k.M, N = k.N, K = k.K;
+  const int threads = host_threads(s.world);
   // every element written
-  for (long long i = 0; i < M * N; i++)
-    if (isnan(to_d<C>(h[i]))) {
-      why = "element (" + std::to_string(i / N) + ", " + std::to_string(i % N) + ") not written (still NaN poison)";
-      return false;
-    }
+  if (!host_ranges((size_t)(M * N), threads, 1 << 16, [&](size_t b, size_t e, std::string &w) {
+        for (size_t i = b; i < e; i++)
+          if (isnan(to_d<C>(h[i]))) {
+            w = "element (" + std::to_string(i / N) + ", " + std::to_string(i % N) + ") not written (still NaN poison)";
+            return false;
+          }
+        return true;
+      }, why))
+    return false;
   // B as doubles, kept for the next check of the same B (one cache per T, C; the sweep
   // checks a large B often)
   static std::vector<double> brow;
   static long long bK = -1, bN = -1;
   if (bK != K || bN != N) {
     brow.assign((size_t)K * N, 0.0);
-    for (long long kk = 0; kk < K; kk++)
-      for (long long n = 0; n < N; n++) brow[(size_t)kk * N + n] = to_d<T>(b_at<T>(s.seed, kk, n));
+    std::string unused;
+    host_ranges((size_t)K, threads, 64, [&](size_t b, size_t e, std::string &) {
+      for (size_t kk = b; kk < e; kk++)
+        for (long long n = 0; n < N; n++) brow[kk * N + n] = to_d<T>(b_at<T>(s.seed, (long long)kk, n));
+      return true;
+    }, unused);
     bK = K; bN = N;
   }
   const double rel = k.c == IRIS_FLOAT32 ? 1e-5 : k.c == IRIS_FLOAT16 ? 1.0 / 1024 : 1.0 / 128;
   // fp8: the whole gathered A has one scale, B another (the same on every rank)
   const bool fp8 = k.a == IRIS_FLOAT8_E4M3;
   const double scale = fp8 ? (double)scale_at(s.seed, 0, 0, call) * (double)scale_at(s.seed, 1, 0, call) : 1.0;
-  std::vector<double> acc((size_t)N), arow((size_t)K), mag((size_t)N);
-  const long long step = k.rows_chk ? (M + k.rows_chk - 1) / k.rows_chk : 1;
-  for (long long r0 = 0; r0 < M; r0 += step) {
-    const long long r = k.rows_chk ? (r0 + (long long)(mix(s.seed + call + r0) % (uint64_t)step)) % M : r0;
-    for (long long kk = 0; kk < K; kk++) arow[kk] = scale * to_d<T>(a_at<T>(s.seed, r, kk, call));
-    for (long long n = 0; n < N; n++) acc[n] = k.bias ? to_d<C>(bias_at<C>(s.seed, n)) : 0.0, mag[n] = 0.0;
-    for (long long kk = 0; kk < K; kk++) {
-      const double a = arow[kk];
-      const double *b = &brow[(size_t)kk * N];
-      for (long long n = 0; n < N; n++) acc[n] += a * b[n];
-      if (fp8)
-        for (long long n = 0; n < N; n++) mag[n] += fabs(a * b[n]);
-    }
-    for (long long n = 0; n < N; n++) {
-      const double got = to_d<C>(h[(size_t)r * N + n]), want = acc[n];
-      // fp8: Hopper's fp8 tensor cores accumulate blocks of K with fewer mantissa bits
-      // than fp32 before cuBLASLt promotes the sum (as in gemm_rs_test): 2^-12 of the
-      // sum of |terms| on top
-      const double tol = rel * fabs(want) + 1e-5 * sqrt((double)K) + 1e-6 + (fp8 ? mag[n] / 4096 : 0.0);
-      if (!(fabs(got - want) <= tol)) {
-        char buf[200];
-        snprintf(buf, sizeof buf, "C(%lld, %lld) = %.6f, float64 reference %.6f (tolerance %.2g), call %d", r, n, got, want, tol, call);
-        why = buf;
-        return false;
+  const long long step = k.rows_chk ? (M + k.rows_chk - 1) / k.rows_chk : 1, checks = (M + step - 1) / step;
+  // the checked rows on the host's threads, each with its own accumulators
+  return host_ranges((size_t)checks, threads, 1, [&](size_t j0, size_t j1, std::string &w) {
+    std::vector<double> acc((size_t)N), arow((size_t)K), mag((size_t)N);
+    for (size_t j = j0; j < j1; j++) {
+      const long long r0 = (long long)j * step;
+      const long long r = k.rows_chk ? (r0 + (long long)(mix(s.seed + call + r0) % (uint64_t)step)) % M : r0;
+      for (long long kk = 0; kk < K; kk++) arow[kk] = scale * to_d<T>(a_at<T>(s.seed, r, kk, call));
+      for (long long n = 0; n < N; n++) acc[n] = k.bias ? to_d<C>(bias_at<C>(s.seed, n)) : 0.0, mag[n] = 0.0;
+      for (long long kk = 0; kk < K; kk++) {
+        const double a = arow[kk];
+        const double *b = &brow[(size_t)kk * N];
+        for (long long n = 0; n < N; n++) acc[n] += a * b[n];
+        if (fp8)
+          for (long long n = 0; n < N; n++) mag[n] += fabs(a * b[n]);
+      }
+      for (long long n = 0; n < N; n++) {
+        const double got = to_d<C>(h[(size_t)r * N + n]), want = acc[n];
+        // fp8: Hopper's fp8 tensor cores accumulate blocks of K with fewer mantissa bits
+        // than fp32 before cuBLASLt promotes the sum (as in gemm_rs_test): 2^-12 of the
+        // sum of |terms| on top
+        const double tol = rel * fabs(want) + 1e-5 * sqrt((double)K) + 1e-6 + (fp8 ? mag[n] / 4096 : 0.0);
+        if (!(fabs(got - want) <= tol)) {
+          char buf[200];
+          snprintf(buf, sizeof buf, "C(%lld, %lld) = %.6f, float64 reference %.6f (tolerance %.2g), call %d", r, n, got, want, tol, call);
+          w = buf;
+          return false;
+        }
       }
     }
-  }
-  return true;
+    return true;
+  }, why);
 }
 
 template <typename T, typename C>

@@ -94,10 +94,19 @@ class Runner:
         self.shared = shared_gpu
         self.no_ref = set()  # (collective, dtype) the torch.distributed backend could not run
         self.seed = 0
+        self.times = []  # (seconds, name) of every result, for the slowest-tests summary
+
+    def report_times(self, top=8):
+        """Rank 0: the total and the slowest tests on stderr (not result lines)."""
+        if self.rank == 0 and self.times:
+            total = sum(t for t, _ in self.times)
+            slow = sorted(self.times, reverse=True)[:top]
+            sys.stderr.write("torch W=%d: %d tests in %.1f s; slowest: %s\n" % (self.world, len(self.times), total, "; ".join("%.1f s %s" % (t, n[:60]) for t, n in slow)))
 
     def result(self, name, fn):
         """Run fn on every rank; print rank 0's line: FAIL if any rank failed."""
         err = None
+        t0 = time.time()
         try:
             r = fn()
             err = ("SKIP", r) if isinstance(r, str) and r else None
@@ -107,6 +116,9 @@ class Runner:
         allr = [None] * self.world
         dist.all_gather_object(allr, err)
         fails = ["rank %d: %s" % (r, e[1]) for r, e in enumerate(allr) if e and e[0] == "FAIL"]
+        self.times.append((time.time() - t0, name))
+        if self.rank == 0 and self.times[-1][0] > 5:
+            sys.stderr.write("torch W=%d: %.1f s: %s\n" % (self.world, self.times[-1][0], name))
         if self.rank == 0:
             W = "torch W=%d: " % self.world
             if fails:
@@ -1093,6 +1105,9 @@ def worker():
     shared = ngpu < world
     dev = rank % ngpu
     torch.cuda.set_device(dev)
+    # the ranks share this host's cores: torch's default (every core per process) makes the
+    # float64 references of W processes contend for them
+    torch.set_num_threads(max(1, min(8, (os.cpu_count() or 1) // world)))
     dist.init_process_group("gloo" if shared else "nccl", rank=rank, world_size=world, device_id=None if shared else torch.device("cuda", dev))
     import iris_gpu.torch as it
 
@@ -1134,6 +1149,7 @@ def worker():
         R.result("heap tensors are freed when they die", lambda: check_no_leak(ctx))
         ctx.close()
         R.result("calls after close raise", lambda: check_after_close(it, ctx, dev))
+        R.report_times()
     except Exception as e:  # noqa: BLE001
         traceback.print_exc()
         print("FAIL: torch W=%d: rank %d: %s: %s" % (world, rank, type(e).__name__, e), flush=True)
