@@ -146,11 +146,11 @@ $(B)/bench_ag_gemm_trace: bench/bench_ag_gemm.cu bench/bench_util.h bench/bench_
 	$(NVCC) $(GEMM_NVCCFLAGS) -DIRIS_GEMM_TRACE $< -o $@ -lnccl -lcublas -lcublasLt
 $(B)/bench_rma: bench/bench_rma.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(B)/gemm_core_test: tests/gemm_core_test.cu $(CORE) | $(B)
+$(B)/gemm_core_test: tests/gemm_core_test.cu tests/host_threads.h $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@
 # the same test under hipcc: the AMD MFMA core (UNVERIFIED) against float64; make test only
 # builds it, and runs it only where an MI200/MI300 is present
-$(B)/gemm_core_test_hip: tests/gemm_core_test.cu $(CORE_MFMA) | $(B)
+$(B)/gemm_core_test_hip: tests/gemm_core_test.cu tests/host_threads.h $(CORE_MFMA) | $(B)
 	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -Werror $< -o $@
 test-mfma: $(B)/gemm_core_test_hip
 	$(B)/gemm_core_test_hip

@@ -371,7 +371,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g) {
     return iris_detail_fail(IRIS_ERROR_TIMEOUT,
                             "rank %d: iris_ag_gemm (%s): call %u: the wait for rank %d to finish reading this rank's A (done[%d] holds %u signals, want %u) ran "
                             "past the wait bound (%.1f s) in CTA %u: rank %d is stuck, dead or far behind, and may still read this rank's A",
-                            g->me, path, e.epoch, peer, peer, e.got, e.want, bound, e.block, peer);
+                            g->me, path, e.epoch, peer, peer, e.got, e.want, (double)IRIS_GEMM_DONE_TIMEOUT_NS * 1e-9, e.block, peer);
   case IRIS_GEMM_WAIT_READY:
     return iris_detail_fail(IRIS_ERROR_TIMEOUT,
                             "rank %d: iris_ag_gemm (%s): call %u: the wait for this rank's own ready flag of A block (m-tile %u, k-group %u) (holds %u, want %u) ran "

@@ -77,9 +77,14 @@ IRIS_DEVICE_INLINE void iris_gemm_trace(const iris_ag_gemm_dev_t &d, int slot, u
 #define IRIS_GEMM_TRACE_EV(slot, kind, index) ((void)0)
 #endif
 
-/* Local ready flags wait a quarter bound longer than waits on peers: when a peer is stuck,
- * the wait on the peer expires first and the record names it. */
+/* Waits whose signaller itself waits on peers are a quarter bound longer than the waits on
+ * a peer's "A is ready": this rank's ready flags (its fetchers wait on peers) and the peers'
+ * "done reading" (a peer's CTA is done only after its own waits on third ranks). When one
+ * rank is stuck, the waits on it expire first, and the record names it, not a healthy peer
+ * held up by it (measured: with the GEMM CTAs fetching, 4 ranks, one stuck, an equal bound
+ * let "rank q did not finish reading" win the record in 5 of 6 runs). */
 #define IRIS_GEMM_READY_TIMEOUT_NS ((unsigned long long)IRIS_WAIT_TIMEOUT_NS + (unsigned long long)IRIS_WAIT_TIMEOUT_NS / 4)
+#define IRIS_GEMM_DONE_TIMEOUT_NS IRIS_GEMM_READY_TIMEOUT_NS
 
 /* One thread: wait until local ready flag `item` (of d.ready) reaches epoch (acquire, device
  * scope: the fetchers are on this GPU). False if the call failed (recorded). */
@@ -214,7 +219,7 @@ struct iris_ag_gemm_waiter {
 IRIS_DEVICE_INLINE void iris_ag_gemm_wait_done(const iris_ag_gemm_dev_t &d, unsigned epoch, unsigned per_call) {
   const int q = (int)threadIdx.x;
   if (q < d.ctx.world_size && q != d.ctx.rank)
-    iris_gemm_wait_flag<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(d.err, d.done + q, epoch * per_call, epoch, IRIS_GEMM_WAIT_DONE, q, -1);
+    iris_gemm_wait_flag<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(d.err, d.done + q, epoch * per_call, epoch, IRIS_GEMM_WAIT_DONE, q, -1, IRIS_GEMM_DONE_TIMEOUT_NS);
 }
 
 /* Whole block, fetcher slot `slot` of a call at epoch: announce this rank's A (slot 0),

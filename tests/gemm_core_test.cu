@@ -27,6 +27,8 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <vector>
+#include "host_threads.h"
 #include <utility>
 #include <vector>
 
@@ -239,44 +241,71 @@ template <typename T, typename OutT, typename BiasT = T> struct Host {
     for (int n = 0; n < N; ++n)
       for (int k = 0; k < K; ++k) Bd[(size_t)n * K + k] = ty<T>::to(KN ? B[(size_t)k * ldb + n] : B[(size_t)n * ldb + k]);
     const double scale = fmax(1.0, sqrt((double)K) / 3.0), atol = 1e-3 * scale, rtol = ty<OutT>::rtol();
+    // rows on the host's threads (the float64 dot products were most of this test's time);
+    // each range counts on its own, merged in row order
+    struct Tally {
+      long bad = 0, guard = 0, checked = 0;
+      double worst = 0;
+      std::string first_bad, first_guard;
+    };
+    const OutT *Cp = C.data() + (size_t)G * ldc;
+    const long rows_all = M + 2 * G;
+    const int threads = host_threads(1);
+    std::vector<Tally> tally((size_t)threads);
+    const long per = (rows_all + threads - 1) / threads;
+    std::string unused;
+    host_ranges((size_t)threads, threads, 1, [&](size_t t0, size_t t1, std::string &) {
+      for (size_t t = t0; t < t1; t++) {
+        Tally &y = tally[t];
+        for (long r = -G + (long)t * per; r < -G + (long)(t + 1) * per && r < M + G; ++r)
+          for (int c = 0; c < ldc; ++c) {
+            const OutT v = Cp[r * ldc + c];
+            char msg[96];
+            if (r < 0 || r >= M || c >= N) { // never written: still the poison (all bytes 0xff)
+              unsigned char b[sizeof(OutT)];
+              memcpy(b, &v, sizeof b);
+              for (size_t i = 0; i < sizeof b; ++i)
+                if (b[i] != 0xff) {
+                  if (!y.guard) snprintf(msg, sizeof msg, " written outside at (%ld,%d);", r, c), y.first_guard = msg;
+                  y.guard++;
+                  break;
+                }
+              continue;
+            }
+            const double got = ty<OutT>::to(v);
+            const bool want_ref = !sampled || (r * 7919 + 3) % 13 == 0 || (c * 104729 + 5) % 11 == 0 || r == M - 1 || c == N - 1;
+            if (got != got || !want_ref) {
+              if (got != got) {
+                if (!y.bad) snprintf(msg, sizeof msg, " NaN at (%ld,%d);", r, c), y.first_bad = msg;
+                y.bad++;
+              }
+              continue;
+            }
+            double ref = bias.empty() ? 0.0 : ty<BiasT>::to(bias[c]);
+            const double *a = &Ad[(size_t)r * K], *b = &Bd[(size_t)c * K];
+            for (int k = 0; k < K; ++k) ref += a[k] * b[k];
+            const double err = fabs(got - ref);
+            y.checked++;
+            if (err > y.worst) y.worst = err;
+            if (!(err <= atol + rtol * fabs(ref))) {
+              if (!y.bad) snprintf(msg, sizeof msg, " C(%ld,%d)=%.6g want %.6g;", r, c, got, ref), y.first_bad = msg;
+              y.bad++;
+            }
+          }
+      }
+      return true;
+    }, unused);
     long bad = 0, guard = 0, checked = 0;
     double worst = 0;
-    char first[256] = "";
-    const OutT *Cp = C.data() + (size_t)G * ldc;
-    for (long r = -G; r < M + G; ++r)
-      for (int c = 0; c < ldc; ++c) {
-        const OutT v = Cp[r * ldc + c];
-        if (r < 0 || r >= M || c >= N) { // never written: still the poison (all bytes 0xff)
-          unsigned char b[sizeof(OutT)];
-          memcpy(b, &v, sizeof b);
-          for (size_t i = 0; i < sizeof b; ++i)
-            if (b[i] != 0xff) {
-              if (!guard) snprintf(first + strlen(first), sizeof first - strlen(first), " written outside at (%ld,%d);", r, c);
-              guard++;
-              break;
-            }
-          continue;
-        }
-        const double got = ty<OutT>::to(v);
-        const bool want_ref = !sampled || (r * 7919 + 3) % 13 == 0 || (c * 104729 + 5) % 11 == 0 || r == M - 1 || c == N - 1;
-        if (got != got || !want_ref) {
-          if (got != got) {
-            if (!bad) snprintf(first + strlen(first), sizeof first - strlen(first), " NaN at (%ld,%d);", r, c);
-            bad++;
-          }
-          continue;
-        }
-        double ref = bias.empty() ? 0.0 : ty<BiasT>::to(bias[c]);
-        const double *a = &Ad[(size_t)r * K], *b = &Bd[(size_t)c * K];
-        for (int k = 0; k < K; ++k) ref += a[k] * b[k];
-        const double err = fabs(got - ref);
-        checked++;
-        if (err > worst) worst = err;
-        if (!(err <= atol + rtol * fabs(ref))) {
-          if (!bad) snprintf(first + strlen(first), sizeof first - strlen(first), " C(%ld,%d)=%.6g want %.6g;", r, c, got, ref);
-          bad++;
-        }
-      }
+    std::string first_bad, first_guard;
+    for (const Tally &y : tally) {
+      if (y.bad && !bad) first_bad = y.first_bad;
+      if (y.guard && !guard) first_guard = y.first_guard;
+      bad += y.bad, guard += y.guard, checked += y.checked;
+      if (y.worst > worst) worst = y.worst;
+    }
+    char first[256];
+    snprintf(first, sizeof first, "%s%s", first_guard.c_str(), first_bad.c_str());
     if (!bad && !guard) return "";
     char out[512];
     snprintf(out, sizeof out, "%ld wrong of %ld checked, %ld guard elements written, max err %.3g (tol %.3g + %.3g*|ref|);%s", bad, checked, guard, worst,
