@@ -1105,8 +1105,8 @@ def worker():
     shared = ngpu < world
     dev = rank % ngpu
     torch.cuda.set_device(dev)
-    # the ranks share this host's cores: torch's default (every core per process) makes the
-    # float64 references of W processes contend for them
+    # the ranks share this host's cores: with torch's default (every core in every process)
+    # the 4-rank run took over 8 minutes on a 64-core host, 35 s with this
     torch.set_num_threads(max(1, min(8, (os.cpu_count() or 1) // world)))
     dist.init_process_group("gloo" if shared else "nccl", rank=rank, world_size=world, device_id=None if shared else torch.device("cuda", dev))
     import iris_gpu.torch as it
