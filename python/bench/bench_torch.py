@@ -64,13 +64,20 @@ def graphed(fn, reps=20):
     return g.replay, reps
 
 
-def main():
+def init_rank():
+    """This process's rank, world size, whether ranks share a GPU, and its device; sets the
+    device and joins torch.distributed (gloo when ranks share a GPU, else NCCL)."""
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     ngpu = torch.cuda.device_count()
     shared = ngpu < world
     dev = int(os.environ.get("LOCAL_RANK", rank)) % ngpu
     torch.cuda.set_device(dev)
     dist.init_process_group("gloo" if shared else "nccl", device_id=None if shared else torch.device("cuda", dev))
+    return rank, world, shared, dev
+
+
+def main():
+    rank, world, shared, dev = init_rank()
     ctx = it.Context()  # 1 GiB heap unless IRIS_HEAP_SIZE: the 256 MB buffer plus the collective state
     rows = []
     for nbytes in SIZES:

@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 import iris_gpu.torch as it
-from bench_torch import timed as timed_us  # this directory: the shared timing loop
+from bench_torch import init_rank, timed as timed_us  # this directory: the shared timing loop
 
 AG_SHAPES = [(3584, 8192), (1792, 4096), (6656, 16384)]   # (N, K) of the all-gather + GEMM
 RS_SHAPES = [(8192, 8192), (8192, 28672), (5120, 13824)]  # (N, K total) of the GEMM + reduce-scatter
@@ -65,12 +65,7 @@ def try_row(res, name, fn):
 
 
 def main():
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    ngpu = torch.cuda.device_count()
-    shared = ngpu < world
-    dev = int(os.environ.get("LOCAL_RANK", rank)) % ngpu
-    torch.cuda.set_device(dev)
-    dist.init_process_group("gloo" if shared else "nccl", device_id=None if shared else torch.device("cuda", dev))
+    rank, world, shared, dev = init_rank()
     ctx = it.Context(heap_size=3 << 30)  # the largest A shard and GEMM + reduce-scatter workspace (M x N fp32)
     gname = None if shared else symm_group()
     Ms = [int(m) for m in os.environ.get("BENCH_M", "4096,16384").split(",")]

@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 
 import iris_gpu.torch as it
-from bench_torch import timed as timed_events  # this directory: the shared timing loop (median us per call)
+from bench_torch import init_rank, timed as timed_events  # this directory: the shared timing loop (median us per call)
 
 os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "12G")  # the vdev baseline's buffers at 4096 tokens
 H, TOPK, E = 7168, 8, 256
@@ -161,12 +161,7 @@ def bytes_per_row(fp8):
 
 
 def main():
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    ngpu = torch.cuda.device_count()
-    shared = ngpu < world
-    dev = int(os.environ.get("LOCAL_RANK", rank)) % ngpu
-    torch.cuda.set_device(dev)
-    dist.init_process_group("gloo" if shared else "nccl", device_id=None if shared else torch.device("cuda", dev))
+    rank, world, shared, dev = init_rank()
     ctx = it.Context(heap_size=8 << 30)
     gname, vdev_why = None, "ranks share a GPU"
     if not shared:
