@@ -226,6 +226,8 @@ IRIS_DEVICE_INLINE void iris_copy_bulk(const iris_device_ctx_t &ctx, void *dst, 
 /* ============================================================ atomic primitives == */
 /* Per order and scope: PTX on NVIDIA, __hip_atomic_* on AMD, and the device clock. */
 #include "internal/device_atomics.h"
+/* IRIS_TRACE: per-CTA timelines of the library's kernels (off by default; a diagnostic) */
+#include "internal/device_trace.h"
 
 /* ================================================================ public atomics == */
 /* Value parameters take their type from the pointer (not deduced), so

@@ -80,9 +80,14 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
   unsigned c, epoch;
   const size_t per = 16 / sizeof(T);
   const T *src[IRIS_MAX_RANKS];
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_BW);
   /* every rank runs this call and its send is ready (the header is the start barrier);
    * on a mismatch or a failed wait nothing moves */
-  if (!iris_coll_kernel_start(d, sig, KIND, c, epoch)) return;
+  if (!iris_coll_kernel_start(d, sig, KIND, c, epoch)) {
+    IRIS_TRACE_END(c, me);
+    return;
+  }
+  IRIS_TRACE_MARK(1);
   for (int r = 0; r < W; r++) src[r] = iris_translate(d.ctx, send, r) + (KIND == IRIS_COLL_RS ? (size_t)me * count : 0);
   { /* AR: this rank's chunk of whole vectors (iris_coll_ar_range); RS: all of its block */
     size_t lo = 0, hi = count;
@@ -99,11 +104,17 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
                                             (size_t)gridDim.x * blockDim.x, op);
   }
   if (KIND == IRIS_COLL_AR && push) { /* every chunk is in every recv; no peer still reads our send */
+    IRIS_TRACE_MARK(2);
     iris_coll_barrier(d, epoch, c, KIND);
+    IRIS_TRACE_END(c, me);
     return;
   }
+  IRIS_TRACE_MARK(2);
   if (KIND == IRIS_COLL_AR) {
-    if (!iris_coll_barrier(d, epoch, c, KIND)) return; /* every reduced chunk is in its owner's recv */
+    if (!iris_coll_barrier(d, epoch, c, KIND)) { /* every reduced chunk is in its owner's recv */
+      IRIS_TRACE_END(c, me);
+      return;
+    }
     for (int k = 1; k < W; k++) { /* CTAs start at different peers: every link busy at once */
       const int p = iris_coll_ar_peer(me, k, (int)blockIdx.x, W);
       size_t lo, hi;
@@ -116,6 +127,7 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
   } else {
     iris_coll_barrier(d, epoch, c, KIND); /* no peer still reads our send */
   }
+  IRIS_TRACE_END(c, me);
 }
 
 /* All-gather, all-to-all, and broadcast at 2 ranks or below IRIS_COLL_RELAY_MIN_BYTES:
@@ -127,7 +139,12 @@ template <int KIND>
 __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, int root, unsigned long long sig) {
   const int W = d.ctx.world_size, me = d.ctx.rank, tid = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
   unsigned c, epoch;
-  if (!iris_coll_kernel_start(d, sig, KIND, c, epoch)) return; /* mismatch or timeout: move nothing */
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_BW);
+  if (!iris_coll_kernel_start(d, sig, KIND, c, epoch)) { /* mismatch or timeout: move nothing */
+    IRIS_TRACE_END(c, me);
+    return;
+  }
+  IRIS_TRACE_MARK(1);
   if (KIND == IRIS_COLL_BC) {
 #if IRIS_COLL_PUSH
     if (me == root) /* push: the root stores into every peer's recv (the closing barrier publishes it) */
@@ -164,7 +181,9 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
 #endif
     }
   }
+  IRIS_TRACE_MARK(2);
   iris_coll_barrier(d, epoch, c, KIND);
+  IRIS_TRACE_END(c, me);
 }
 
 /* ---- the relay broadcast: the bandwidth path at 3 or more ranks.
@@ -304,7 +323,12 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
   const size_t per = 16 / sizeof(T), rounds = iris_coll_ar_rounds(count, W, per, G, slice);
   unsigned call, epoch;
   bool ok = true;
-  if (!iris_coll_kernel_start(d, sig, IRIS_COLL_AR, call, epoch)) return; /* on a mismatch or timeout: move nothing */
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_BW);
+  if (!iris_coll_kernel_start(d, sig, IRIS_COLL_AR, call, epoch)) { /* on a mismatch or timeout: move nothing */
+    IRIS_TRACE_END(call, me);
+    return;
+  }
+  IRIS_TRACE_MARK(1);
   size_t lo, hi, mlo, mhi;
   const T *src[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
   T *dst[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
@@ -329,7 +353,9 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
     iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, W, 0, n, W, vec != 0, threadIdx.x, blockDim.x, op);
   }
   if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
+  IRIS_TRACE_MARK(2);
   iris_coll_barrier(d, epoch, call, IRIS_COLL_AR); /* every recv is complete */
+  IRIS_TRACE_END(call, me);
 }
 
 /* ---- the chain broadcast: the bandwidth path at 3 or more ranks for large messages.
@@ -374,7 +400,10 @@ __global__ void iris_coll_chain_kernel(iris_coll_dev_t d, const char *send, char
 /* iris_barrier_device: the header exchange alone is a barrier (a release by each rank
  * after its earlier work, an acquire of every peer's). One CTA. */
 __global__ void iris_coll_barrier_kernel(iris_coll_dev_t d, unsigned long long sig) {
-  iris_coll_call_begin(d, iris_coll_call_enter(d), iris_coll_sig32(sig), IRIS_COLL_KIND_DEVICE_BARRIER);
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_BARRIER);
+  const unsigned c = iris_coll_call_enter(d);
+  iris_coll_call_begin(d, c, iris_coll_sig32(sig), IRIS_COLL_KIND_DEVICE_BARRIER);
+  IRIS_TRACE_END(c, d.ctx.rank);
 }
 
 #endif /* IRIS_INTERNAL_COLL_KERNELS_H */

@@ -44,6 +44,7 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
   const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A; /* send has one chunk per peer */
   iris_coll_mask_t seen = 0;
   int ok = 1;
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_LL);
   iris_coll_announce(d, c, sig32);
   /* push */
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
@@ -55,6 +56,7 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
       iris_coll_ll_store(iris_translate(d.ctx, mine + (size_t)me * d.ll_lines + i, p), v, epoch);
     }
   }
+  IRIS_TRACE_MARK(1);
   /* collect */
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; ok > 0 && i < lines; i += stride) {
     if (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS) {
@@ -101,6 +103,7 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
       }
     }
   }
+  IRIS_TRACE_END(c, me);
 }
 
 /* ---- the two-shot LL all-reduce: one kernel, no barrier, every flag in the data.

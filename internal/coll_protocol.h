@@ -129,13 +129,13 @@ IRIS_DEVICE_INLINE bool iris_detail_rank_sync(const iris_device_ctx_t &ctx, unsi
   epoch += 1;
   __syncthreads();
   if (t < W) {
-    unsigned long long got = 0, start = 0;
-    unsigned spins = 0;
+    unsigned long long got = 0;
+    iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
     iris_signal(ctx, row + me, (unsigned long long)epoch, t);
     for (;;) {
       got = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(row + t);
       if (iris_epoch_reached((unsigned)got, epoch)) break;
-      if (iris_detail_wait_expired(ctx, spins, start, t, site, call)) { ok = 0; break; }
+      if (iris_detail_wait_expired(ctx, spin, t, site, call)) { ok = 0; break; }
     }
 #if defined(IRIS_DEBUG)
     if (!ok) {
@@ -163,12 +163,12 @@ IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned 
   int ok = 1;
   if (blockIdx.x == 0 && t < W && t != me) iris_signal(d.ctx, hdr + me, IRIS_COLL_HDR_WORD(sig32, c), t);
   if (t < W && t != me) {
-    unsigned long long v = 0, start = 0;
-    unsigned spins = 0;
+    unsigned long long v = 0;
+    iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
     for (;;) {
       v = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(hdr + t);
       if ((v >> 32) != 0 && (unsigned)v == c) break;
-      if (iris_detail_wait_expired(d.ctx, spins, start, t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c)) { ok = 0; break; }
+      if (iris_detail_wait_expired(d.ctx, spin, t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c)) { ok = 0; break; }
     }
 #if defined(IRIS_DEBUG)
     if (!ok) {
@@ -281,8 +281,7 @@ IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned
 IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned c, int who, int kind) {
   const unsigned long long *row = IRIS_COLL_HDR_WORDS(d, c);
   const unsigned site = IRIS_COLL_SITE(kind, IRIS_SITE_HEADER);
-  unsigned long long start = 0;
-  unsigned spins = 0;
+  iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
   if (blockIdx.x == 0) iris_detail_record_fault(d.ctx, IRIS_FAULT_MISMATCH, who, site, c);
 #if defined(IRIS_DEBUG)
   printf("iris: collective mismatch on rank %d (block %d, call %u): rank %d called a different collective, count, type, op, root or buffers\n", d.ctx.rank,
@@ -291,7 +290,7 @@ IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned 
 #endif
   for (int r = 0; r < d.ctx.world_size; r++)
     while (r != d.ctx.rank && (unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(row + r) != c)
-      if (iris_detail_wait_expired(d.ctx, spins, start, r, site, c)) return -1;
+      if (iris_detail_wait_expired(d.ctx, spin, r, site, c)) return -1;
   return -1;
 }
 /* One thread of an LL kernel of kind `kind`, call c: waits until the LL line p written by
@@ -302,14 +301,13 @@ IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned 
  * -1 on a mismatch (recorded). */
 IRIS_DEVICE_INLINE int iris_coll_ll_wait(const iris_coll_dev_t &d, const uint4 *p, unsigned epoch, uint2 *data, int peer, unsigned c, unsigned sig32,
                                          iris_coll_mask_t all, iris_coll_mask_t &seen, int kind) {
-  unsigned long long start = 0;
-  unsigned spins = 0;
+  iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
   for (;;) {
     const uint4 v = p ? iris_coll_ll_peek(p) : make_uint4(0, 0, 0, 0);
     int who = peer;
     if (seen != all && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0) return iris_coll_ll_mismatch(d, c, who, kind);
     if (seen == all && (!p || iris_coll_ll_ready(v, epoch, data))) return 1;
-    if (iris_detail_wait_expired(d.ctx, spins, start, who, IRIS_COLL_SITE(kind, seen == all ? IRIS_SITE_LL : IRIS_SITE_HEADER), c)) break;
+    if (iris_detail_wait_expired(d.ctx, spin, who, IRIS_COLL_SITE(kind, seen == all ? IRIS_SITE_LL : IRIS_SITE_HEADER), c)) break;
   }
 #if defined(IRIS_DEBUG)
   printf("iris: LL wait timed out on rank %d (block %d, thread %d, call %u): %s of rank %d never came\n", d.ctx.rank, (int)blockIdx.x, (int)threadIdx.x, c,
@@ -329,8 +327,7 @@ IRIS_DEVICE_INLINE int iris_coll_ll_wait(const iris_coll_dev_t &d, const uint4 *
  * in[r - r0] for every r of the batch in `want`. */
 IRIS_DEVICE_INLINE int iris_coll_ll_wait_all(const iris_coll_dev_t &d, const uint4 *base, size_t stride, iris_coll_mask_t want, int r0, unsigned epoch,
                                              uint2 (&in)[IRIS_COLL_LL_GROUP], unsigned c, unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, int kind) {
-  unsigned long long start = 0;
-  unsigned spins = 0;
+  iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
   unsigned pending = (unsigned)(want >> r0) & ((1u << IRIS_COLL_LL_GROUP) - 1u);
   base += (size_t)r0 * stride;
   for (;;) {
@@ -344,7 +341,7 @@ IRIS_DEVICE_INLINE int iris_coll_ll_wait_all(const iris_coll_dev_t &d, const uin
       if ((pending >> k & 1) && iris_coll_ll_ready(v[k], epoch, &in[k])) pending &= ~(1u << k);
     if (!pending && seen == all) return 1;
     if (who < 0) who = pending ? r0 + __ffs(pending) - 1 : 0;
-    if (iris_detail_wait_expired(d.ctx, spins, start, who, IRIS_COLL_SITE(kind, seen == all ? IRIS_SITE_LL : IRIS_SITE_HEADER), c)) break;
+    if (iris_detail_wait_expired(d.ctx, spin, who, IRIS_COLL_SITE(kind, seen == all ? IRIS_SITE_LL : IRIS_SITE_HEADER), c)) break;
   }
 #if defined(IRIS_DEBUG)
   printf("iris: LL wait timed out on rank %d (block %d, thread %d, call %u): %s of rank %d never came\n", d.ctx.rank, (int)blockIdx.x, (int)threadIdx.x, c,
@@ -394,11 +391,10 @@ IRIS_DEVICE_INLINE bool iris_coll_progress_wait(const iris_coll_dev_t &d, int fr
   if (from < 0 ? t < d.ctx.world_size && t != d.ctx.rank : t == from) {
     const unsigned long long *flag = iris_coll_progress_flag(d, t);
     const unsigned long long want = iris_coll_progress_value(call, done);
-    unsigned long long start = 0;
-    unsigned spins = 0;
+    iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
     for (;;) {
       if (iris_epoch_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(flag), want)) break;
-      if (iris_detail_wait_expired(d.ctx, spins, start, t, IRIS_COLL_SITE(kind, IRIS_SITE_PROGRESS), call)) { ok = 0; break; }
+      if (iris_detail_wait_expired(d.ctx, spin, t, IRIS_COLL_SITE(kind, IRIS_SITE_PROGRESS), call)) { ok = 0; break; }
     }
 #if defined(IRIS_DEBUG)
     if (!ok) {

@@ -298,6 +298,7 @@ IRIS_DEVICE_INLINE void iris_moe_route(const iris_moe_dev_t &d, const int *idx, 
 template <bool FP8>
 __global__ void __launch_bounds__(1024) iris_moe_dispatch_kernel(iris_moe_dev_t d, const iris_bf16_t *x, const int *idx, const float *wts, int n) {
   extern __shared__ int iris_moe_sh[];
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_MOE_DISP);
   const unsigned e = d.st->disp_epoch + 1;
   if (blockIdx.x == 0) {
     iris_moe_route(d, idx, wts, n, e, iris_moe_sh);
@@ -306,6 +307,7 @@ __global__ void __launch_bounds__(1024) iris_moe_dispatch_kernel(iris_moe_dev_t 
     if (threadIdx.x == 0) ok = iris_wait_until<IRIS_SCOPE_DEVICE>(d.ctx, &d.flags->route, IRIS_CMP_EPOCH, e, "iris_moe_dispatch: routing");
     if (!__syncthreads_and(ok)) n = 0; /* the context has a fault: store nothing */
   }
+  IRIS_TRACE_MARK(1);
   const int V = FP8 ? 16 : 8, chunk = IRIS_WARP_SIZE * V, nch = (d.H + chunk - 1) / chunk, K = d.K;
   const int lane = (int)(threadIdx.x % IRIS_WARP_SIZE), wpb = (int)(blockDim.x / IRIS_WARP_SIZE);
   const long long items = (long long)n * nch, nwarps = (long long)gridDim.x * wpb;
@@ -331,7 +333,9 @@ __global__ void __launch_bounds__(1024) iris_moe_dispatch_kernel(iris_moe_dev_t 
       if (c == 0 && lane == 0) iris_store(d.ctx, d.recv_src + r, IRIS_MOE_SRC(d.me, t * K + k), dst);
     }
   }
+  IRIS_TRACE_MARK(2);
   iris_moe_finish(d, d.flags->data, e, &d.st->disp_epoch, true, "iris_moe_dispatch: rows");
+  IRIS_TRACE_END(e, d.me);
 }
 
 /* Combine (one kernel, grid resident at once): a warp per (received row, slice of
@@ -341,6 +345,7 @@ __global__ void __launch_bounds__(1024) iris_moe_dispatch_kernel(iris_moe_dev_t 
  * rounds once. */
 __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d, const iris_bf16_t *y, iris_bf16_t *out, int n) {
   __shared__ int off[IRIS_MOE_MAX_EXPERTS + 1];
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_MOE_COMB);
   const unsigned e = d.st->comb_epoch + 1;
   const int L = d.L, K = d.K, chunk = IRIS_WARP_SIZE * 8, nch = (d.H + chunk - 1) / chunk;
   for (int l = (int)threadIdx.x; l <= L; l += (int)blockDim.x) off[l] = d.offsets[l];
@@ -384,10 +389,15 @@ __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d
     for (int u = 0; u < IRIS_MOE_UNROLL; ++u)
       if (to[u] >= 0) iris_store_v16(d.ctx, dst[u], v[u], to[u]);
   }
+  IRIS_TRACE_MARK(1);
   iris_moe_finish(d, d.flags->comb, e, &d.st->comb_epoch, false, "");
   int ok = 1;
   if ((int)threadIdx.x < d.W) ok = iris_wait_until(d.ctx, &d.flags->comb[threadIdx.x], IRIS_CMP_EPOCH, e, "iris_moe_combine: rows");
-  if (!__syncthreads_and(ok)) return;
+  if (!__syncthreads_and(ok)) {
+    IRIS_TRACE_END(e, d.me);
+    return;
+  }
+  IRIS_TRACE_MARK(2);
   items = (long long)n * nch;
   for (long long it = first; it < items; it += nwarps) {
     const int t = (int)(it / nch), c = (int)(it - (long long)t * nch), col = c * chunk + lane * 8;
@@ -408,6 +418,7 @@ __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d
     }
     *(uint4 *)(out + (size_t)t * d.H + col) = iris_moe_round8(acc);
   }
+  IRIS_TRACE_END(e, d.me);
 }
 
 #endif /* IRIS_INTERNAL_MOE_KERNELS_H */

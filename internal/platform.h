@@ -166,6 +166,8 @@ IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_pci_location(int *domain, int *bu
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_func_max_smem(const void *kernel, int bytes) {
   return hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
+/* the device address of a __device__ variable (its host-side symbol) */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_symbol_address(void **p, const void *symbol) { return hipGetSymbolAddress(p, symbol); }
 #else
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_create(iris_stream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_destroy(iris_stream_t s) { return cudaStreamDestroy(s); }
@@ -183,6 +185,8 @@ IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_pci_location(int *domain, int *bu
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_func_max_smem(const void *kernel, int bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
+/* the device address of a __device__ variable (its host-side symbol) */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_symbol_address(void **p, const void *symbol) { return cudaGetSymbolAddress(p, symbol); }
 #endif
 
 #endif /* IRIS_INTERNAL_PLATFORM_H */
