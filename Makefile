@@ -110,7 +110,7 @@ $(B)/tile_test: tests/tile_test.cu tests/test_util.h tests/coll_values.h $(HDRS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 # -cudart shared: one CUDA runtime for this program and the libiris.so it loads (--lib)
 $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
-	$(NVCC) $(NVCCFLAGS) -cudart shared $< -o $@ -lnccl -ldl
+	$(NVCC) $(NVCCFLAGS) -cudart shared $< -o $@ -lnccl -lcublas -ldl
 $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 # MoE dispatch / combine (iris_moe.h). Only fp32 SUM of the collectives is compiled in

@@ -46,6 +46,7 @@
 #include "../iris_collectives.h"
 #include "bench_util.h"
 
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <nccl.h>
 
@@ -77,8 +78,13 @@ static const size_t KiB = 1024, MiB = KiB << 10, GiB = MiB << 10;
 static const size_t LATENCY_MAX = IRIS_COLL_LL_BYTES; // iris_latency runs up to this size
 
 static int rank, W;
+static int env_int(const char *name, int dflt) {
+  const char *s = getenv(name);
+  return s && *s ? atoi(s) : dflt;
+}
 static iris_t *ctx;
 static ncclComm_t comm;
+static int force_ctas; // --company: iris_auto with this many CTAs (0: automatic)
 static cudaStream_t stream;
 static cudaEvent_t ev[40];
 static unsigned long long *d_bad;
@@ -258,6 +264,7 @@ static iris_status_t enqueue(const Op &op, int v, cudaStream_t s) {
   iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
   o.algo = v == V_AUTO || v == V_LIB ? IRIS_ALGO_AUTO : v == V_LATENCY ? IRIS_ALGO_LATENCY : v == V_LL2 ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_BANDWIDTH;
   if (v == V_BANDWIDTH && getenv("BENCH_CTAS")) o.ctas = atoi(getenv("BENCH_CTAS")); // iris_bandwidth with this many CTAs
+  if ((v == V_AUTO || v == V_LIB) && force_ctas) o.ctas = force_ctas;
   iris_dtype_t t = dts[op.dt].iris;
   if (v == V_LIB) {
     switch (op.coll) {
@@ -410,6 +417,181 @@ static Res measure(const Op &op, int v) {
   return res;
 }
 
+// ------------------------------------------------------------------ the tail
+// Per-call times: N calls of one variant back to back on the stream, each between its own
+// pair of events (event i before call i; the next call's event closes it), one sync at the
+// end; eager (the API call itself) or graph (a graph of one call, launched N times).
+// Statistics per rank (p50, p99, p99.9, max), then the max over ranks of each.
+struct Tail { double p50, p99, p999, mx; bool ok; };
+static std::vector<cudaEvent_t> tev;
+static double pct(std::vector<double> &v, double q) { // v sorted
+  size_t i = (size_t)ceil(q * v.size()) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+static void fill_input(const Op &op, int v, cudaStream_t s) {
+  const Bufs &b = buf[buf_of(v)];
+  const unsigned long long seed = ++seed_ctr;
+  if (op.dt == D_FP32) k_fill<float><<<1024, 256, 0, s>>>((float *)b.in, op.in_elems, seed, rank);
+  else k_fill<__nv_bfloat16><<<1024, 256, 0, s>>>((__nv_bfloat16 *)b.in, op.in_elems, seed, rank);
+  CK(cudaGetLastError());
+}
+template <typename F>
+static std::vector<double> per_call_us(int N, cudaStream_t s, F call) {
+  if ((int)tev.size() < N + 1) {
+    const size_t had = tev.size();
+    tev.resize(N + 1);
+    for (size_t i = had; i < tev.size(); i++) CK(cudaEventCreate(&tev[i]));
+  }
+  for (int i = 0; i < N; i++) {
+    CK(cudaEventRecord(tev[i], s));
+    call();
+  }
+  CK(cudaEventRecord(tev[N], s));
+  CK(cudaStreamSynchronize(s));
+  std::vector<double> t(N);
+  for (int i = 0; i < N; i++) {
+    float ms;
+    CK(cudaEventElapsedTime(&ms, tev[i], tev[i + 1]));
+    t[i] = ms * 1e3;
+  }
+  return t;
+}
+static Tail tail_stats(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  double mine[4] = {pct(t, 0.5), pct(t, 0.99), pct(t, 0.999), t.back()};
+  std::vector<double> all(4 * W);
+  IK(iris_allgather_host(ctx, mine, all.data(), sizeof mine));
+  Tail r = {0, 0, 0, 0, true};
+  for (int q = 0; q < W; q++) {
+    r.p50 = std::max(r.p50, all[4 * q]), r.p99 = std::max(r.p99, all[4 * q + 1]);
+    r.p999 = std::max(r.p999, all[4 * q + 2]), r.mx = std::max(r.mx, all[4 * q + 3]);
+  }
+  return r;
+}
+// N calls of variant v (graph: single-call graphs) on the stream; ok = false if iris refused
+// the call (alike on every rank: the same arguments).
+static Tail tail_run(const Op &op, int v, bool graph, int N, cudaStream_t s) {
+  fill_input(op, v, s);
+  CK(cudaStreamSynchronize(s));
+  IK(iris_barrier(ctx));
+  iris_status_t st = enqueue(op, v, s);
+  if (!all_ranks(st == IRIS_SUCCESS)) { CK(cudaStreamSynchronize(s)); Tail r = {0, 0, 0, 0, false}; return r; }
+  for (int i = 0; i < 3; i++) must(enqueue(op, v, s));
+  std::vector<double> t;
+  if (graph) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    must(enqueue(op, v, s));
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    CK(cudaGraphUpload(ge, s));
+    for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(ge, s));
+    CK(cudaStreamSynchronize(s));
+    IK(iris_barrier(ctx));
+    t = per_call_us(N, s, [&] { CK(cudaGraphLaunch(ge, s)); });
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+  } else {
+    CK(cudaStreamSynchronize(s));
+    IK(iris_barrier(ctx));
+    t = per_call_us(N, s, [&] { must(enqueue(op, v, s)); });
+  }
+  return tail_stats(t);
+}
+
+// ------------------------------------------------------------------ in company of a GEMM
+// A cuBLAS GEMM (BENCH_GEMM_N^3, bf16 in and out, fp32 accumulation; 8192 by default)
+// runs G times on a second stream of the same process while the collective runs N
+// single-call graphs on the first; N covers the GEMMs' time (the same N on every rank).
+// Reported: the collective's per-call p50 / p99 under the load, and the GEMM's time under
+// it over its time alone.
+static cublasHandle_t blas;
+static cudaStream_t side;
+static void *ga, *gb, *gc;
+static int gemm_n;
+static double gemm_alone_ms;
+static void gemm(cudaStream_t s) {
+  const float one = 1.0f, zero = 0.0f;
+  if (cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, gemm_n, gemm_n, gemm_n, &one, ga, CUDA_R_16BF, gemm_n, gb, CUDA_R_16BF, gemm_n, &zero, gc, CUDA_R_16BF, gemm_n,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "bench: rank %d: cublasGemmEx failed\n", rank);
+    exit(1);
+  }
+}
+static double gemm_ms(int G, cudaStream_t s) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  CK(cudaEventRecord(a, s));
+  for (int i = 0; i < G; i++) gemm(s);
+  CK(cudaEventRecord(b, s));
+  CK(cudaEventSynchronize(b));
+  float ms;
+  CK(cudaEventElapsedTime(&ms, a, b));
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  return ms / G;
+}
+static void company_setup() {
+  gemm_n = env_int("BENCH_GEMM_N", 8192);
+  const size_t n2 = (size_t)gemm_n * gemm_n;
+  CK(cudaMalloc(&ga, n2 * 2));
+  CK(cudaMalloc(&gb, n2 * 2));
+  CK(cudaMalloc(&gc, n2 * 2));
+  k_fill<__nv_bfloat16><<<1024, 256>>>((__nv_bfloat16 *)ga, n2, 77, rank);
+  k_fill<__nv_bfloat16><<<1024, 256>>>((__nv_bfloat16 *)gb, n2, 78, rank);
+  CK(cudaDeviceSynchronize());
+  CK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(blas, side) != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "bench: rank %d: cuBLAS unavailable\n", rank);
+    exit(1);
+  }
+  gemm_ms(3, side); // warm-up
+  gemm_alone_ms = gemm_ms(10, side);
+}
+struct Company { Tail coll; double slow; bool ok; };
+static Company company_run(const Op &op, int v, int G) {
+  Company c = {{0, 0, 0, 0, false}, 0, false};
+  // the collective alone first (its p50 sizes N), then N calls beside G GEMMs
+  const Tail alone = tail_run(op, v, true, 50, stream);
+  if (!alone.ok) return c;
+  int N = (int)std::min(4000.0, std::max(50.0, G * gemm_alone_ms * 1e3 / std::max(alone.p50, 1.0)));
+  std::vector<int> ns(W);
+  IK(iris_allgather_host(ctx, &N, ns.data(), sizeof N));
+  N = ns[0];
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  must(enqueue(op, v, stream));
+  CK(cudaStreamEndCapture(stream, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphUpload(ge, stream));
+  CK(cudaStreamSynchronize(stream));
+  IK(iris_barrier(ctx));
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  CK(cudaEventRecord(a, side));
+  for (int i = 0; i < G; i++) gemm(side);
+  CK(cudaEventRecord(b, side));
+  std::vector<double> t = per_call_us(N, stream, [&] { CK(cudaGraphLaunch(ge, stream)); });
+  CK(cudaEventSynchronize(b));
+  float ms;
+  CK(cudaEventElapsedTime(&ms, a, b));
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  c.coll = tail_stats(t);
+  double slow = ms / G / gemm_alone_ms;
+  std::vector<double> all(W);
+  IK(iris_allgather_host(ctx, &slow, all.data(), sizeof slow));
+  c.slow = *std::max_element(all.begin(), all.end());
+  c.ok = true;
+  return c;
+}
+
 // ------------------------------------------------------------------ report
 static FILE *csv;
 static void row(const Op &op, int v, const Res &r, double xg, double xe) {
@@ -492,10 +674,6 @@ static size_t parse_size(const char *s) {
   size_t m = *end == 'K' || *end == 'k' ? KiB : *end == 'M' || *end == 'm' ? MiB : *end == 'G' || *end == 'g' ? GiB : 1;
   return (size_t)(v * m);
 }
-static int env_int(const char *name, int dflt) {
-  const char *s = getenv(name);
-  return s && *s ? atoi(s) : dflt;
-}
 
 // ------------------------------------------------------------------ the speed guard
 // --guard: every collective at a few sizes, iris through the header (iris_auto) and through
@@ -513,22 +691,37 @@ static int env_int(const char *name, int dflt) {
 #endif
 static double guard_need() { return getenv("BENCH_GUARD_MIN") ? atof(getenv("BENCH_GUARD_MIN")) : GUARD_MIN; }
 static double guard_doors() { return getenv("BENCH_GUARD_DOORS") ? atof(getenv("BENCH_GUARD_DOORS")) : GUARD_DOORS; }
+/* The tail: a row also fails when a door's p99 (per call, single-call graphs) is above
+ * GUARD_TAIL x its own p50 while the best NCCL variant's p99 stays within that of its p50
+ * (where NCCL's tail is as long, the machine's noise is, not iris). */
+#ifndef GUARD_TAIL
+#define GUARD_TAIL 1.5
+#endif
 template <typename V>
 static int guard_report(const V *v, int n, int w) {
-  const double need = guard_need(), doors = guard_doors();
+  const double need = guard_need(), doors = guard_doors(), tailx = getenv("BENCH_GUARD_TAILX") ? atof(getenv("BENCH_GUARD_TAILX")) : GUARD_TAIL;
   int fails = 0;
-  printf("\n# speed guard, %d ranks, bf16, graphs, us (max over ranks of medians); x = best NCCL / iris; pass: x >= %.2f through both doors and the doors within %.0f%%\n",
-         w, need, doors * 100);
-  printf("%-15s %10s %10s %10s %7s %10s %7s %9s %s\n", "collective", "bytes", "best_nccl", "iris", "x", "iris_lib", "x_lib", "lib/hdr", "verdict");
+  printf("\n# speed guard, %d ranks, bf16, graphs, us (max over ranks of medians); x = best NCCL / iris; pass: x >= %.2f through both doors, the doors within %.0f%%,"
+         " and each door's p99 <= %.1f x its p50 unless the best NCCL's is not either (p50/p99: per call, single-call graphs)\n",
+         w, need, doors * 100, tailx);
+  printf("%-15s %10s %10s %10s %7s %10s %7s %9s %15s %15s %15s %s\n", "collective", "bytes", "best_nccl", "iris", "x", "iris_lib", "x_lib", "lib/hdr",
+         "nccl p50/p99", "iris p50/p99", "lib p50/p99", "verdict");
   for (int i = 0; i < n; i++) {
     const double x = v[i].nccl_us / v[i].iris_us, xl = v[i].nccl_us / v[i].lib_us, d = v[i].lib_us / v[i].iris_us;
+    const bool nccl_long = v[i].nccl_t.ok && v[i].nccl_t.p99 > tailx * v[i].nccl_t.p50;
     std::string why;
     if (x < need) why += " iris";
     if (xl < need) why += " lib";
     if (fabs(d - 1) > doors) why += " doors";
+    if (v[i].iris_t.ok && v[i].iris_t.p99 > tailx * v[i].iris_t.p50 && !nccl_long) why += " iris-tail";
+    if (v[i].lib_t.ok && v[i].lib_t.p99 > tailx * v[i].lib_t.p50 && !nccl_long) why += " lib-tail";
     fails += !why.empty();
-    printf("%-15s %10.0f %10.2f %10.2f %7.2f %10.2f %7.2f %9.3f %s\n", coll_name[v[i].coll], v[i].bytes, v[i].nccl_us, v[i].iris_us, x, v[i].lib_us, xl, d,
-           why.empty() ? "pass" : ("FAIL:" + why).c_str());
+    char nt[32], it_[32], lt[32];
+    snprintf(nt, sizeof nt, "%.1f/%.1f", v[i].nccl_t.p50, v[i].nccl_t.p99);
+    snprintf(it_, sizeof it_, "%.1f/%.1f", v[i].iris_t.p50, v[i].iris_t.p99);
+    snprintf(lt, sizeof lt, "%.1f/%.1f", v[i].lib_t.p50, v[i].lib_t.p99);
+    printf("%-15s %10.0f %10.2f %10.2f %7.2f %10.2f %7.2f %9.3f %15s %15s %15s %s\n", coll_name[v[i].coll], v[i].bytes, v[i].nccl_us, v[i].iris_us, x, v[i].lib_us,
+           xl, d, nt, it_, lt, why.empty() ? "pass" : ("FAIL:" + why).c_str());
   }
   printf("# speed guard: %d of %d rows pass%s\n", n - fails, n, fails ? "; FAILED" : "");
   return fails;
@@ -567,15 +760,17 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); // a run cut at its time limit keeps every row it printed
   int nranks = 0, pos = 0;
   size_t max_bytes = GiB;
-  bool quick = env_int("BENCH_QUICK", 0) != 0, guard = false;
+  bool quick = env_int("BENCH_QUICK", 0) != 0, guard = false, tail_mode = false, company_mode = false;
   const char *lib_path = getenv("BENCH_LIB");
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--guard")) guard = guard_mode = true;
+    else if (!strcmp(argv[i], "--tail")) tail_mode = true;
+    else if (!strcmp(argv[i], "--company")) company_mode = true;
     else if (!strncmp(argv[i], "--lib=", 6)) lib_path = argv[i] + 6;
     else if (pos == 0 && argv[i][0] != '-') nranks = atoi(argv[i]), pos++;
     else if (pos == 1 && argv[i][0] != '-') max_bytes = parse_size(argv[i]), pos++;
-    else { fprintf(stderr, "usage: bench_coll [ranks] [max_bytes] [--quick] [--guard] [--lib=path/libiris.so]\n"); return 2; }
+    else { fprintf(stderr, "usage: bench_coll [ranks] [max_bytes] [--quick] [--guard] [--tail] [--company] [--lib=path/libiris.so]\n"); return 2; }
   }
   int main_dt = D_BF16; // BENCH_DTYPE, BENCH_OP
   {
@@ -690,9 +885,90 @@ int main(int argc, char **argv) {
            "x graph", "x eager", "check");
   }
 
+  if (tail_mode || company_mode) { // --tail / --company: their own sweeps, then the end
+    const time_t t0 = time(NULL);
+    std::vector<size_t> tsizes;
+    const char *ts = getenv(tail_mode ? "BENCH_TAIL_SIZES" : "BENCH_COMPANY_SIZES");
+    if (ts && *ts) {
+      for (const char *p = ts; *p;) { tsizes.push_back(parse_size(p)); p = strchr(p, ','); if (!p) break; p++; }
+    } else if (tail_mode) tsizes = {KiB, 16 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB};
+    else tsizes = {64 * KiB, MiB, 16 * MiB, 256 * MiB};
+    const int few = env_int("BENCH_COMPANY_CTAS", 16), G = env_int("BENCH_COMPANY_GEMMS", 20);
+    ncclComm_t comm_all = comm, comm_few = NULL;
+    if (company_mode) {
+      company_setup();
+      ncclUniqueId id2;
+      memset(&id2, 0, sizeof id2);
+      if (rank == 0) NK(ncclGetUniqueId(&id2));
+      std::vector<ncclUniqueId> ids2(W);
+      IK(iris_allgather_host(ctx, &id2, ids2.data(), sizeof id2));
+      ncclConfig_t nc = NCCL_CONFIG_INITIALIZER;
+      nc.maxCTAs = few;
+      NK(ncclCommInitRankConfig(&comm_few, W, ids2[0], rank, &nc));
+      if (rank == 0)
+        printf("# company: %dx a %d^3 bf16 cuBLAS GEMM (%.3f ms alone on rank 0) on a second stream while the collective runs single-call graphs; "
+               "collective us per call (max over ranks); GEMM x = its time beside the collective / alone (max over ranks); few = %d CTAs "
+               "(iris: opts.ctas, bandwidth kernels; NCCL: maxCTAs)\n", G, gemm_n, gemm_alone_ms, few);
+    } else if (rank == 0) {
+      printf("# tail: per call, N calls back to back, each between its own CUDA events (graph: single-call graphs); us, each statistic the max over ranks; "
+             "N = BENCH_TAIL_CALLS (2000; %d from 64 MiB on)\n", env_int("BENCH_TAIL_CALLS_BIG", 500));
+      printf("%-15s %10s %-10s %-6s %9s %9s %9s %9s %8s %8s %s\n", "collective", "bytes", "variant", "mode", "p50", "p99", "p99.9", "max", "p99/p50", "max/p50",
+             "targets (iris: p99<=1.5 p50, p99<=nccl p99, max<=3 p50)");
+    }
+    if (rank == 0 && csv) fprintf(csv, tail_mode ? "collective,bytes,variant,mode,p50,p99,p999,max\n" : "collective,bytes,variant,p50,p99,gemm_x\n");
+    for (int c = 0; c < C_N; c++) {
+      if (!only[c]) continue;
+      for (size_t size : tsizes) {
+        Op op;
+        if (size > max_bytes || !make_op(c, main_dt, size, &op) || op.out_elems * op.elt > out_max) continue;
+        if (tail_mode) {
+          const int N = size >= 64 * MiB ? env_int("BENCH_TAIL_CALLS_BIG", 500) : env_int("BENCH_TAIL_CALLS", 2000);
+          for (int mode = 1; mode >= 0; mode--) {
+            double nccl_p99 = 1e30;
+            for (int v : {V_NCCL, V_NCCL_SYMM, V_AUTO, V_LIB}) {
+              if ((v == V_NCCL_SYMM && !symm) || (v == V_LIB && !lib.h)) continue;
+              if (variants && !strstr(variants, var_name[v])) continue;
+              if (v == V_NCCL_SYMM && c == C_BC && op.bytes >= 2.0 * MiB) continue; // hangs in NCCL 2.28 (see the guard)
+              const Tail t = tail_run(op, v, mode == 1, N, stream);
+              if (!t.ok) continue;
+              if (v <= V_NCCL_SYMM) nccl_p99 = std::min(nccl_p99, t.p99);
+              if (rank != 0) continue;
+              std::string verdict;
+              if (v >= V_AUTO) {
+                verdict += t.p99 <= 1.5 * t.p50 ? "p99 ok" : "p99 LONG";
+                verdict += t.p99 <= nccl_p99 ? ", <=nccl" : ", >nccl";
+                verdict += t.mx <= 3 * t.p50 ? ", max ok" : ", max LONG";
+              }
+              printf("%-15s %10.0f %-10s %-6s %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f %s\n", coll_name[c], op.bytes, var_name[v], mode ? "graph" : "eager", t.p50, t.p99,
+                     t.p999, t.mx, t.p99 / t.p50, t.mx / t.p50, verdict.c_str());
+              if (csv) fprintf(csv, "%s,%.0f,%s,%s,%.3f,%.3f,%.3f,%.3f\n", coll_name[c], op.bytes, var_name[v], mode ? "graph" : "eager", t.p50, t.p99, t.p999, t.mx);
+            }
+          }
+        } else {
+          for (int k = 0; k < 4; k++) { // nccl, iris_auto, nccl few CTAs, iris few CTAs
+            const int v = k % 2 ? V_AUTO : V_NCCL;
+            comm = k >= 2 ? comm_few : comm_all;
+            force_ctas = k == 3 ? few : 0;
+            const Company cm = company_run(op, v, G);
+            comm = comm_all;
+            force_ctas = 0;
+            if (!cm.ok || rank != 0) continue;
+            char name[32];
+            snprintf(name, sizeof name, "%s%s", var_name[v], k >= 2 ? "/few" : "");
+            printf("%-15s %10.0f %-16s company: p50 %9.2f p99 %9.2f us; GEMM x %.3f\n", coll_name[c], op.bytes, name, cm.coll.p50, cm.coll.p99, cm.slow);
+            if (csv) fprintf(csv, "%s,%.0f,%s,%.3f,%.3f,%.4f\n", coll_name[c], op.bytes, name, cm.coll.p50, cm.coll.p99, cm.slow);
+          }
+        }
+      }
+    }
+    if (comm_few) NK(ncclCommDestroy(comm_few));
+    if (rank == 0) printf("# bench_coll: %.0f s\n", difftime(time(NULL), t0));
+    guard = false;
+    for (int c = 0; c < C_N; c++) only[c] = false; // nothing more to measure
+  }
   int bad_rows = 0;
   const time_t t_start = time(NULL);
-  struct Verdict { int coll; double bytes, nccl_us, iris_us, lib_us; };
+  struct Verdict { int coll; double bytes, nccl_us, iris_us, lib_us; Tail nccl_t, iris_t, lib_t; };
   std::vector<Verdict> verdicts;
   for (int c = 0; c < C_N; c++)
     for (int pass = 0; pass <= (c == C_AR && main_dt == D_BF16 && !env_int("BENCH_NO_FP32", 0)) && only[c]; pass++) // pass 1: the fp32 all_reduce rows
@@ -705,6 +981,7 @@ int main(int argc, char **argv) {
           continue;
         }
         double best_g = 1e30, best_e = 1e30, auto_g = 0;
+        Tail best_t = {0, 0, 0, 0, false}, auto_t = best_t; // --guard: per-call tails (single-call graphs)
         for (int v = 0; v < V_N; v++) {
           if ((v == V_NCCL_SYMM && !symm) || (v == V_LATENCY && op.bytes > LATENCY_MAX)) continue;
           if ((v == V_LIB && !lib.h) || (guard && v > V_LIB)) continue;
@@ -730,17 +1007,35 @@ int main(int argc, char **argv) {
             r.bad += again.bad;
             if (again.skipped == IRIS_SUCCESS) r.graph_us = std::min(r.graph_us, again.graph_us);
           }
+          Tail tl = {0, 0, 0, 0, false};
+          if (guard && r.skipped == IRIS_SUCCESS) tl = tail_run(op, v, true, op.bytes >= 64.0 * MiB ? 200 : env_int("BENCH_GUARD_TAIL", 500), stream);
+          if (r.skipped == IRIS_SUCCESS && v <= V_NCCL_SYMM && r.graph_us < best_g) best_t = tl;
           if (r.skipped == IRIS_SUCCESS && v <= V_NCCL_SYMM) best_g = std::min(best_g, r.graph_us), best_e = std::min(best_e, r.eager_us);
+          if (v == V_AUTO) auto_t = tl;
           bad_rows += r.bad != 0;
           const bool x = (v == V_AUTO || v == V_LIB) && best_g < 1e30; // against NCCL, where it ran
           if (rank == 0) row(op, v, r, x ? best_g / r.graph_us : 0, x && r.eager_us > 0 ? best_e / r.eager_us : 0);
           if (v == V_AUTO) auto_g = r.graph_us;
-          if (v == V_LIB && rank == 0) verdicts.push_back({c, op.bytes, best_g, auto_g, r.graph_us});
+          if (v == V_LIB && rank == 0) verdicts.push_back({c, op.bytes, best_g, auto_g, r.graph_us, best_t, auto_t, tl});
         }
       }
 
   int guard_fail = 0;
   if (guard && rank == 0) guard_fail = guard_report(verdicts.data(), (int)verdicts.size(), W);
+  if (guard && env_int("BENCH_GUARD_COMPANY", 1)) { // one row per collective beside a GEMM (printed, not judged)
+    company_setup();
+    const size_t cs = std::min(max_bytes, (size_t)MiB);
+    if (rank == 0)
+      printf("# company (1 MiB or max_bytes, single-call graphs, beside %dx a %d^3 bf16 GEMM on another stream): us per call p50 / p99, GEMM time x alone\n", 20, gemm_n);
+    for (int c = 0; c < C_N; c++) {
+      Op op;
+      if (!only[c] || !make_op(c, main_dt, cs, &op) || op.out_elems * op.elt > out_max) continue;
+      const Company n = company_run(op, V_NCCL, 20), i = company_run(op, V_AUTO, 20);
+      if (rank == 0 && n.ok && i.ok)
+        printf("%-15s %10.0f company: nccl %.2f / %.2f us, GEMM x %.3f; iris %.2f / %.2f us, GEMM x %.3f\n", coll_name[c], op.bytes, n.coll.p50, n.coll.p99, n.slow,
+               i.coll.p50, i.coll.p99, i.slow);
+    }
+  }
   if (rank == 0) printf("# bench_coll: %.0f s\n", difftime(time(NULL), t_start));
   CK(cudaStreamSynchronize(stream));
   IK(iris_barrier(ctx));

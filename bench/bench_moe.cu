@@ -4,7 +4,8 @@
 //   experts per token), tokens per rank 1, 8, 32, 128, 256 (low-latency mode) and 4096
 //   (high-throughput mode); dispatch fp8 (per-128 scales) or bf16, combine bf16.
 //   iris: K calls captured into one CUDA graph (K = 10, 4 for 4096 tokens), 3 warm-up
-//   replays, then 20 timed replays between device events; time per call = replay / K;
+//   replays, then 20 replays back to back, each between its own device events (one sync
+//   at the end); time per call = replay / K;
 //   the median over replays on each rank, reported: the max over ranks. Combine is timed
 //   after one dispatch (the same handle, K combines per graph).
 //   nccl: what a torch user writes without a fused kernel: a gather kernel packs the
@@ -148,15 +149,20 @@ static Result bench_one(iris_moe_mode_t mode, iris_dtype_t dt, int T, int H, int
     CK(cudaStreamSynchronize(stream));
     IK(iris_barrier(ctx));
     std::vector<double> ts;
+    cudaEvent_t ev[21]; // 20 replays back to back, each between its own events; one sync
+    for (int i = 0; i <= 20; i++) CK(cudaEventCreate(&ev[i]));
+    for (int i = 0; i < 20; i++) {
+      CK(cudaEventRecord(ev[i], stream));
+      CK(cudaGraphLaunch(ge, stream));
+    }
+    CK(cudaEventRecord(ev[20], stream));
+    CK(cudaEventSynchronize(ev[20]));
     for (int i = 0; i < 20; i++) {
       float ms;
-      CK(cudaEventRecord(e0, stream));
-      CK(cudaGraphLaunch(ge, stream));
-      CK(cudaEventRecord(e1, stream));
-      CK(cudaEventSynchronize(e1));
-      CK(cudaEventElapsedTime(&ms, e0, e1));
+      CK(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
       ts.push_back(ms * 1e3 / reps);
     }
+    for (int i = 0; i <= 20; i++) CK(cudaEventDestroy(ev[i]));
     const double us = max_over_ranks(median(ts));
     (phase == 0 ? res.disp_us : res.comb_us) = us;
     (phase == 0 ? res.disp_gbs : res.comb_gbs) = sel * (phase == 0 ? row_disp : row_comb) / (us * 1e3);

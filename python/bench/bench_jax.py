@@ -4,6 +4,9 @@ all-gather under jit, bf16, 1 KB to 256 MB, one process per rank.
     make lib lib-jax
     PYTHONPATH=python python3 python/bench/bench_jax.py 4       # ranks = processes
     BENCH_CSV=build/bench_jax.csv                                 (default)
+    BENCH_JAX_TAIL=2000: also the tail: that many jitted single calls per size (iris and
+        XLA, all-reduce and all-gather), each timed on the wall clock to its
+        block_until_ready; p50 / p99 / max per rank, the max over ranks of each
 
 Each jitted function chains REPS collectives (y = op(y)), so XLA runs them back to back
 (inside one command buffer where XLA makes one); the figure is the median over 5 timed
@@ -82,6 +85,33 @@ def rank_main(rank, world, port):
         row["xla-allgather"] = timed(xla_ag, ag_glob)
         rows.append((nbytes, row))
     print("ROWS %d %r" % (rank, rows), flush=True)
+    tail_n = int(os.environ.get("BENCH_JAX_TAIL", "0"))
+    if tail_n:
+        one_ar = jax.jit(lambda y: ij.all_reduce(y, ctx))
+        one_ag = jax.jit(lambda y: ij.all_gather(y, ctx))
+        x_ar = jax.jit(shard_map(lambda a: jax.lax.psum(a, "x"), mesh=mesh, in_specs=P("x"), out_specs=P("x")))
+        x_ag = jax.jit(shard_map(lambda a: jax.lax.all_gather(a, "x", tiled=True), mesh=mesh, in_specs=P("x"), out_specs=P(None)))
+        tail = []
+        for nbytes in [1 << 14, 1 << 20, 1 << 22, 1 << 26]:
+            n = nbytes // 2
+            local = jnp.full((n,), 0.5, jnp.bfloat16)
+            glob = jax.make_array_from_single_device_arrays((world * n,), NamedSharding(mesh, P("x")), [jax.device_put(local, jax.local_devices()[0])])
+            for name, fn, arg in (("iris-allreduce", one_ar, local), ("xla-psum", x_ar, glob), ("iris-allgather", one_ag, local), ("xla-allgather", x_ag, glob)):
+                try:
+                    for _ in range(10):
+                        fn(arg).block_until_ready()
+                except Exception as e:  # noqa: BLE001 (a baseline this jax cannot build: named, not fatal)
+                    print("bench_jax: rank %d: tail %s %d B: %s" % (rank, name, nbytes, str(e).splitlines()[0][:200]), file=sys.stderr, flush=True)
+                    tail.append((nbytes, name, -1.0, -1.0, -1.0))
+                    continue
+                ts = []
+                for _ in range(tail_n if nbytes < (1 << 26) else max(200, tail_n // 10)):
+                    t = time.perf_counter()
+                    fn(arg).block_until_ready()
+                    ts.append((time.perf_counter() - t) * 1e6)
+                ts.sort()
+                tail.append((nbytes, name, ts[len(ts) // 2], ts[min(len(ts) - 1, int(0.99 * len(ts)))], ts[-1]))
+        print("TAIL %d %r" % (rank, tail), flush=True)
     ctx.close()
 
 
@@ -101,12 +131,13 @@ def main():
         if shared:
             env["NCCL_HOSTID"] = "iris-bench-rank-%d" % r
         procs.append(subprocess.Popen([sys.executable, __file__, "--rank", str(r), str(world), str(port)], env=env, stdout=subprocess.PIPE, text=True))
-    per_rank = []
+    per_rank, tails = [], []
     for p in procs:
         out, _ = p.communicate(timeout=900)
         if p.returncode != 0:
             sys.exit("bench_jax: a rank failed (exit %s)" % p.returncode)
         per_rank.append(ast.literal_eval(next(line for line in out.splitlines() if line.startswith("ROWS ")).split(" ", 2)[2]))
+        tails.append([ast.literal_eval(line.split(" ", 2)[2]) for line in out.splitlines() if line.startswith("TAIL ")])
     cols = ["iris-allreduce", "xla-psum", "iris-allgather", "xla-allgather"]
     label = "world %d%s" % (world, ", ranks SHARE one GPU: not performance figures" if shared else "")
     print("bf16 collectives under jit, us per op, max over ranks (%s)" % label)
@@ -120,6 +151,13 @@ def main():
             worst = {c: max(rows[i][1][c] for rows in per_rank) for c in cols}
             print("| %d | " % nbytes + " | ".join("%.2f" % worst[c] for c in cols) + " |")
             f.write("%d,%d,%d," % (world, int(shared), nbytes) + ",".join("%.3f" % worst[c] for c in cols) + "\n")
+    if tails and tails[0]:
+        print("\ntail under jit: one call per jitted function, wall clock to block_until_ready, us (max over ranks of each statistic)")
+        print("| bytes | variant | p50 | p99 | max |")
+        print("|---|---|---|---|---|")
+        for i, (nbytes, name, _, _, _) in enumerate(tails[0][0]):
+            st = [max(t[0][i][k] for t in tails) for k in (2, 3, 4)]
+            print("| %d | %s | %.1f | %.1f | %.1f |" % (nbytes, name, *st))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ made in the kernel) and bf16; combine bf16.
 
 Rows (us per call, max over ranks):
   iris-graph        it.moe_dispatch / it.moe_combine, 10 calls captured in one CUDA graph
-                    (4 at 4096 tokens), replay time / calls, median of 5 replays
+                    (4 at 4096 tokens), replay time / calls, median of 20 replays back to
+                    back (as bench_moe.cu)
   iris-eager        the same ops called eagerly (CUDA events around 10 calls, median of 5)
   a2a-nccl          what a torch user writes: sort the (token, expert) rows by destination
                     rank, index_select, bincount, all_to_all_single of the counts, .tolist()
@@ -29,6 +30,7 @@ Bandwidth as DeepEP defines it: this rank's (token, expert) selections x bytes p
 combine of the dispatched tokens (experts = identity) against the same through all_to_all_single.
 """
 import os
+import statistics
 import sys
 import warnings
 
@@ -43,7 +45,10 @@ H, TOPK, E = 7168, 8, 256
 
 
 def timed_graph(fn, calls):
-    """Median us per call: fn captured `calls` times in one CUDA graph, 5 timed replays."""
+    """Median us per call: fn captured `calls` times in one CUDA graph; 3 warm-up replays,
+    one barrier, then 20 replays back to back, each between its own events, one sync at the
+    end (as bench_moe.cu times them: a barrier or a sync before every replay charges the
+    ranks' restart skew to the replay)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -54,7 +59,17 @@ def timed_graph(fn, calls):
     with torch.cuda.graph(g):
         for _ in range(calls):
             fn()
-    return timed_events(g.replay, 1) / calls
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    dist.barrier()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(21)]
+    for i in range(20):
+        ev[i].record()
+        g.replay()
+    ev[20].record()
+    ev[20].synchronize()
+    return statistics.median(ev[i].elapsed_time(ev[i + 1]) * 1000.0 / calls for i in range(20))
 
 
 def worst(us):
