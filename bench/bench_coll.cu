@@ -871,7 +871,7 @@ int main(int argc, char **argv) {
   if (rank == 0) {
     if (csv_path && *csv_path) csv = fopen(csv_path, "w");
     else if (png && *png) { int fd = mkstemp(tmp_csv); csv = fd >= 0 ? fdopen(fd, "w") : NULL; csv_path = tmp_csv; }
-    if (csv) fprintf(csv, "collective,dtype,ranks,bytes,variant,graph_us,eager_us,algbw_GBps,busbw_GBps,speedup_graph,speedup_eager,correct\n");
+    if (csv && !tail_mode && !company_mode) fprintf(csv, "collective,dtype,ranks,bytes,variant,graph_us,eager_us,algbw_GBps,busbw_GBps,speedup_graph,speedup_eager,correct\n");
     else if (csv_path && *csv_path) printf("# note: cannot write %s\n", csv_path);
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, iris_device_ordinal(ctx)));
