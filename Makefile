@@ -182,7 +182,10 @@ $(B)/nccl_iris_impl.o: nccl/iris_impl.cu $(HDRS) | $(B)
 	$(NVCC) -O2 -std=c++17 $(NCCL_SHIM_GENCODE) -Xcompiler -fPIC,-fvisibility=hidden -c $< -o $@
 $(B)/libiris_nccl.so: $(B)/nccl_shim.o $(B)/nccl_iris_impl.o nccl/exports.map
 	$(NVCC) -shared -Xlinker -soname,libnccl.so.2 -Xlinker --version-script=nccl/exports.map -Xlinker --no-undefined $(B)/nccl_shim.o $(B)/nccl_iris_impl.o -o $@ -ldl -lpthread
-lib-nccl: $(B)/libiris_nccl.so
+# a folder holding it as libnccl.so.2 (and libnccl.so), for LD_LIBRARY_PATH and for linking
+$(B)/nccl/libnccl.so.2: $(B)/libiris_nccl.so
+	@mkdir -p $(B)/nccl && ln -sf ../libiris_nccl.so $(B)/nccl/libnccl.so.2 && ln -sf libnccl.so.2 $(B)/nccl/libnccl.so
+lib-nccl: $(B)/libiris_nccl.so $(B)/nccl/libnccl.so.2
 # the XLA FFI handlers (python/jax_ffi/iris_jax.cc) over libiris.so; needs jax (its FFI headers)
 JAX_FFI_INC ?= $(shell python3 -c 'import jax.ffi; print(jax.ffi.include_dir())' 2>/dev/null)
 $(B)/libiris_jax.so: python/jax_ffi/iris_jax.cc iris.h iris_collectives.h $(B)/libiris.so
