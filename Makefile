@@ -186,6 +186,9 @@ $(B)/libiris_nccl.so: $(B)/nccl_shim.o $(B)/nccl_iris_impl.o nccl/exports.map
 $(B)/nccl/libnccl.so.2: $(B)/libiris_nccl.so
 	@mkdir -p $(B)/nccl && ln -sf ../libiris_nccl.so $(B)/nccl/libnccl.so.2 && ln -sf libnccl.so.2 $(B)/nccl/libnccl.so
 lib-nccl: $(B)/libiris_nccl.so $(B)/nccl/libnccl.so.2
+# the shim on GPUs through NCCL's API (tests/nccl/shim_test.cu), linked against the shim
+$(B)/nccl_shim_test: tests/nccl/shim_test.cu nccl/route.h nccl/iris_nccl.h iris.h iris_collectives.h $(B)/nccl/libnccl.so.2
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -L$(B)/nccl -lnccl -Xlinker -rpath,'$$ORIGIN/nccl' -ldl -lpthread
 # the XLA FFI handlers (python/jax_ffi/iris_jax.cc) over libiris.so; needs jax (its FFI headers)
 JAX_FFI_INC ?= $(shell python3 -c 'import jax.ffi; print(jax.ffi.include_dir())' 2>/dev/null)
 $(B)/libiris_jax.so: python/jax_ffi/iris_jax.cc iris.h iris_collectives.h $(B)/libiris.so

@@ -474,7 +474,10 @@ static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
     cfg.bootstrap = &c->boot;
     iris_nccl_staging_env(1);
     st = iris_init(&cfg, &ctx);
-    if (st == IRIS_SUCCESS && (st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) {
+    if (st == IRIS_SUCCESS && iris_num_nodes(ctx) != 1) { /* cannot happen after the host check; never serve one */
+      snprintf(c->why, sizeof c->why, "iris grouped the ranks into %d nodes", iris_num_nodes(ctx));
+      st = IRIS_ERROR_DIFFERENT_HOST;
+    } else if (st == IRIS_SUCCESS && (st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) {
       snprintf(c->why, sizeof c->why, "iris_collectives_setup: %s", iris_error_detail());
       iris_finalize(ctx); /* collective: the setup failed alike on every rank */
       ctx = NULL;
