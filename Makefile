@@ -10,7 +10,8 @@
 #   make examples
 #   make lib     build/libiris.so: every IRIS_API function in one library (lib/iris.cu)
 #   make lib-hip build/libiris_hip.so, the same with hipcc (compile check; AMD)
-#   make lib-nccl build/libiris_nccl.so: NCCL's API over iris and the real NCCL (docs/nccl_shim.md)
+#   make lib-nccl build/libiris_nccl.so: NCCL's API over iris and the real NCCL (docs/nccl_shim.md);
+#                make test-nccl: its checks without a GPU; tests/nccl/gpu_shim.sh: with GPUs
 #   make test-mfma  build and run the AMD MFMA GEMM core test (needs an MI200/MI300; never
 #                run so far: the MFMA core is UNVERIFIED, see internal/gemm_core_mfma.h)
 CUDA_HOME ?= /usr/local/cuda
@@ -35,7 +36,7 @@ CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
 
-.PHONY: test test-gpu test-packaging test-mfma run bench bench-guard examples asm lib lib-hip lib-jax lib-nccl clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+.PHONY: test test-gpu test-packaging test-mfma run bench bench-guard examples asm lib lib-hip lib-jax lib-nccl test-nccl clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
 
 test:
 	@bash tests/run.sh
@@ -186,6 +187,9 @@ $(B)/libiris_nccl.so: $(B)/nccl_shim.o $(B)/nccl_iris_impl.o nccl/exports.map
 $(B)/nccl/libnccl.so.2: $(B)/libiris_nccl.so
 	@mkdir -p $(B)/nccl && ln -sf ../libiris_nccl.so $(B)/nccl/libnccl.so.2 && ln -sf libnccl.so.2 $(B)/nccl/libnccl.so
 lib-nccl: $(B)/libiris_nccl.so $(B)/nccl/libnccl.so.2
+# the shim's checks that need no GPU (make test runs them too)
+test-nccl:
+	@bash tests/nccl/cpu_checks.sh
 # the shim on GPUs through NCCL's API (tests/nccl/shim_test.cu), linked against the shim
 $(B)/nccl_shim_test: tests/nccl/shim_test.cu nccl/route.h nccl/iris_nccl.h iris.h iris_collectives.h $(B)/nccl/libnccl.so.2
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -L$(B)/nccl -lnccl -Xlinker -rpath,'$$ORIGIN/nccl' -ldl -lpthread

@@ -43,6 +43,8 @@ def run(rank, world, port, timing, results):
     torch.cuda.set_device(dev)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
+    # torch 2.5-2.7.0 made eager-init communicators non-blocking, which the shim leaves to NCCL
+    os.environ.setdefault("TORCH_NCCL_USE_COMM_NONBLOCKING", "0")
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
 
     def want_reduce(n, seed, dtype, op, shift=0):
