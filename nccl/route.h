@@ -228,6 +228,8 @@ typedef struct iris_nccl_record {
   uint32_t magic, version;
   int32_t want;                /* 1: this rank can bring iris up; 0: why says why not */
   int32_t cc_major;            /* the GPU's compute capability */
+  int32_t sms;                 /* its SM count: iris's grids (part of each call's signature) follow it */
+  int32_t pad;
   uint64_t heap_bytes;         /* the iris heap this rank would ask for */
   uint64_t max_bytes[IRIS_NCCL_KINDS]; /* its routing table */
   char staging[32];            /* IRIS_COLL_STAGING as iris will read it */
@@ -275,6 +277,9 @@ static inline int iris_nccl_decide(const iris_nccl_record_t *r, int world, char 
         return snprintf(why, n, "ranks %d and %d share the GPU %.32s: the shim serves one GPU per rank", i, j, r[i].bus), 0;
   for (i = 0; i < world; i++)
     if (r[i].cc_major < 9) return snprintf(why, n, "rank %d's GPU has compute capability %d.x: the shim's iris kernels are built for sm_90 and newer", i, r[i].cc_major), 0;
+  for (i = 1; i < world; i++)
+    if (r[i].sms != r[0].sms)
+      return snprintf(why, n, "ranks 0 and %d have GPUs of %d and %d SMs: iris's calls would launch different grids", i, r[0].sms, r[i].sms), 0;
   for (i = 1; i < world; i++) {
     if (r[i].heap_bytes != r[0].heap_bytes || strncmp(r[i].staging, r[0].staging, sizeof r[0].staging) != 0 ||
         memcmp(r[i].max_bytes, r[0].max_bytes, sizeof r[0].max_bytes) != 0)

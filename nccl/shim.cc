@@ -442,9 +442,10 @@ static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
   snprintf(me.staging, sizeof me.staging, "%s", o->staging_str);
   iris_nccl_host_identity(me.host, sizeof me.host);
   if (cudaDeviceGetAttribute(&me.cc_major, cudaDevAttrComputeCapabilityMajor, c->device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&me.sms, cudaDevAttrMultiProcessorCount, c->device) != cudaSuccess ||
       cudaDeviceGetPCIBusId(me.bus, (int)sizeof me.bus, c->device) != cudaSuccess) {
     me.want = 0;
-    snprintf(me.why, sizeof me.why, "could not query GPU %d (compute capability, PCI bus id)", c->device);
+    snprintf(me.why, sizeof me.why, "could not query GPU %d (compute capability, SMs, PCI bus id)", c->device);
   }
   if (o->bad) {
     me.want = 0;
@@ -684,7 +685,9 @@ static ncclResult_t iris_nccl_collective(int kind, const void *send, void *recv,
         case IRIS_NCCL_AR: st = iris_all_reduce(ctx, send, recv, count, t, o, stream); break;
         case IRIS_NCCL_AG: st = iris_all_gather(ctx, send, recv, count, t, stream); break;
         case IRIS_NCCL_RS: st = iris_reduce_scatter(ctx, send, recv, count, t, o, stream); break;
-        case IRIS_NCCL_BC: st = iris_broadcast(ctx, send, recv, count, t, root, stream); break;
+        case IRIS_NCCL_BC: /* NCCL reads sendbuff on the root only (it may be NULL elsewhere); iris wants one everywhere */
+          st = iris_broadcast(ctx, send ? send : recv, recv, count, t, root, stream);
+          break;
         default: st = iris_all_to_all(ctx, send, recv, count, t, stream); break;
       }
       if (st != IRIS_SUCCESS)

@@ -19,6 +19,7 @@ static iris_nccl_record_t good(int r) {
   x.version = IRIS_NCCL_RECORD_VERSION;
   x.want = 1;
   x.cc_major = 9;
+  x.sms = 132;
   x.heap_bytes = iris_nccl_default_heap(4, 4 * IRIS_NCCL_MIB);
   memcpy(x.max_bytes, t.max_bytes, sizeof x.max_bytes);
   snprintf(x.staging, sizeof x.staging, "4194304");
@@ -139,6 +140,9 @@ int main(void) {
     r[0].cc_major = 8;
     check(iris_nccl_decide(r, 4, why, sizeof why) == 0 && strstr(why, "compute capability"), "verdict: a pre-Hopper GPU -> NCCL");
     r[0] = good(0);
+    r[2].sms = 114;
+    check(iris_nccl_decide(r, 4, why, sizeof why) == 0 && strstr(why, "SMs"), "verdict: GPUs of different SM counts -> NCCL");
+    r[2] = good(2);
     r[3].max_bytes[IRIS_NCCL_AR] = 1;
     check(iris_nccl_decide(r, 4, why, sizeof why) == 0 && strstr(why, "differ"), "verdict: ranks with other IRIS_NCCL_MAX_BYTES -> NCCL");
     r[3] = good(3);
