@@ -10,12 +10,13 @@
 #      shim preloaded, threaded build (-t W -g 1) and, where mpirun and the MPI build exist,
 #      one process per rank; plus all_reduce_perf over every type and op (-d all -o all)
 #   3. torch (if importable): tests/nccl/torch_check.py with and without the shim preloaded
+#   4. JAX (if importable): tests/nccl/jax_check.py (pmap psum, one process) both ways
 # Needs, built beforehand (here or carried): build/libiris_nccl.so (make lib-nccl),
 # build/nccl_shim_test (make build/nccl_shim_test), build/nccl-tests/
 # (tests/nccl/build_nccl_tests.sh <nccl-tests checkout>).
 # Variables: OUT; IRIS_NCCL_REAL (the real libnccl.so.2 for C programs; default
 # $CUDA_HOME/lib64/libnccl.so.2); NCCL_SHIM_TIMEOUT (seconds per run, default 300);
-# NCCL_SHIM_SKIP ("nccl-tests torch shim_test": parts to leave out).
+# NCCL_SHIM_SKIP ("shim_test nccl-tests torch jax": parts to leave out).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/nccl_gpu}
@@ -117,6 +118,22 @@ if [[ " $SKIPS " != *" torch "* ]]; then
     done
   else
     say SKIP "torch through the shim" "torch not installed"
+  fi
+fi
+
+# ------------------------------------------------------------------ 4. JAX
+if [[ " $SKIPS " != *" jax "* ]]; then
+  if python3 -c 'import jax' >/dev/null 2>&1; then
+    wheel=$(python3 -c 'import nvidia.nccl, os; d = os.path.dirname(nvidia.nccl.__file__ or list(nvidia.nccl.__path__)[0]); print(os.path.join(d, "lib", "libnccl.so.2"))' 2>/dev/null)
+    if [ -z "$wheel" ] || [ ! -f "$wheel" ]; then wheel=$REAL; fi
+    for w in $worlds; do
+      if [ "$ngpu" -lt "$w" ]; then say SKIP "jax at $w devices" "$ngpu GPUs"; continue; fi
+      counted "$OUT/jax_nccl_$w.log" python3 tests/nccl/jax_check.py "$w"
+      counted "$OUT/jax_shim_$w.log" env LD_PRELOAD="$SHIM" IRIS_NCCL_LIB="$wheel" IRIS_NCCL_DEBUG=1 python3 tests/nccl/jax_check.py "$w"
+      if ! grep -q 'libiris_nccl.so preloaded' "$OUT/jax_shim_$w.log"; then say FAIL "jax with LD_PRELOAD at $w devices" "the shim was not loaded (see $OUT/jax_shim_$w.log)"; fi
+    done
+  else
+    say SKIP "jax through the shim" "jax not installed"
   fi
 fi
 

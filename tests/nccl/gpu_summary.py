@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """tests/nccl/gpu_summary.py OUT — the comparison tables of tests/nccl/gpu_shim.sh.
 
-Reads OUT/nt_{real,shim}_<test>_<W>.log (nccl-tests output) and OUT/torch_{nccl,shim}_<W>.log
-(TIME lines of tests/nccl/torch_check.py) and prints, per test and world size, one row
+Reads OUT/nt_{real,shim}_<test>_<W>.log (nccl-tests output) and OUT/{torch,jax}_{nccl,shim}_<W>.log
+(TIME lines of tests/nccl/torch_check.py and jax_check.py) and prints, per test and world size, one row
 per message size: the real NCCL's and the shim's time (us) and bus bandwidth (GB/s,
 out of place) and their ratio (shim / real busbw; > 1: the shim is faster), with the
 routes the shim reported (its IRIS_NCCL_DEBUG lines). Writes OUT/summary.csv too.
@@ -74,11 +74,12 @@ def main():
                                                 "%.2f" % r["busbw"] if r else "-", "%.2f" % s["busbw"] if s else "-", "%.2f" % ratio if ratio else "-"))
             csv.append("nccl-tests,%s,,%d,%s,%s,%s,%s,%.3f" % (t, size, r["time"] if r else "", s["time"] if s else "", r["busbw"] if r else "",
                                                               s["busbw"] if s else "", ratio))
-    for path in sorted(glob.glob(os.path.join(out, "torch_nccl_*.log"))):
+    for path in sorted(glob.glob(os.path.join(out, "torch_nccl_*.log")) + glob.glob(os.path.join(out, "jax_nccl_*.log"))):
         w = path.rsplit("_", 1)[1][:-4]
+        fw = os.path.basename(path).split("_")[0]
         times = {}
         for label in ("nccl", "shim"):
-            p = os.path.join(out, "torch_%s_%s.log" % (label, w))
+            p = os.path.join(out, "%s_%s_%s.log" % (fw, label, w))
             if os.path.exists(p):
                 for line in open(p, errors="replace"):
                     if line.startswith("TIME: "):
@@ -87,13 +88,13 @@ def main():
         keys = sorted({(op, mode, size) for (op, mode, size, _) in times})
         if not keys:
             continue
-        print("\n## torch, %s ranks, bf16 (us per call, slowest rank; x = NCCL / shim, > 1: the shim is faster)" % w)
+        print("\n## %s, %s ranks, bf16 (us per call%s; x = NCCL / shim, > 1: the shim is faster)" % (fw, w, ", slowest rank" if fw == "torch" else ", wall time"))
         print("%-15s %-6s %8s %10s %10s %6s" % ("op", "mode", "bytes", "NCCL us", "shim us", "x"))
         for op, mode, size in keys:
             a, b = times.get((op, mode, size, "nccl")), times.get((op, mode, size, "shim"))
             x = a / b if a and b else 0
             print("%-15s %-6s %8s %10s %10s %6s" % (op, mode, human(size), "%.2f" % a if a else "-", "%.2f" % b if b else "-", "%.2f" % x if x else "-"))
-            csv.append("torch,%s %s,%s,%d,%s,%s,,,%.3f" % (op, mode, w, size, a or "", b or "", x))
+            csv.append("%s,%s %s,%s,%d,%s,%s,,,%.3f" % (fw, op, mode, w, size, a or "", b or "", x))
     with open(os.path.join(out, "summary.csv"), "w") as f:
         f.write("\n".join(csv) + "\n")
 
