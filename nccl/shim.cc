@@ -134,9 +134,31 @@ static void *iris_nccl_try_open(const char *path, const struct stat *self, char 
   return h;
 }
 
+/* The nvidia-nccl wheel beside the other NVIDIA wheels this process has loaded (torch
+ * and jaxlib load libcudart, libcublas, ... from <site-packages>/nvidia/<name>/lib before
+ * their first NCCL call): <site-packages>/nvidia/nccl/lib, the NCCL they were built for,
+ * which the preloaded shim kept from loading. Appends "<dir>:" for each one found. */
+static void iris_nccl_wheel_dirs(char *dirs, size_t n) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  char line[4096], seen[2048] = "", dir[PATH_MAX], probe[PATH_MAX + 32];
+  struct stat st;
+  if (!f) return;
+  while (fgets(line, sizeof line, f)) {
+    char *path = strchr(line, '/'), *nv;
+    if (!path || !(nv = strstr(path, "/nvidia/"))) continue;
+    snprintf(dir, sizeof dir, "%.*s/nvidia/nccl/lib", (int)(nv - path), path);
+    if (strstr(seen, dir)) continue;
+    iris_nccl_append(seen, sizeof seen, "%s:", dir);
+    snprintf(probe, sizeof probe, "%s/libnccl.so.2", dir);
+    if (stat(probe, &st) == 0) iris_nccl_append(dirs, n, "%s:", dir);
+  }
+  fclose(f);
+}
+
 /* IRIS_NCCL_LIB when set (that file and no other); else the first libnccl.so.2 other
- * than this library in: the directories of LD_LIBRARY_PATH, this library's directory,
- * $CUDA_HOME/lib64, /usr/local/cuda/lib64 and the system's library directories. */
+ * than this library in: the nvidia-nccl wheel beside NVIDIA wheels already loaded, the
+ * directories of LD_LIBRARY_PATH, this library's directory, $CUDA_HOME/lib64,
+ * /usr/local/cuda/lib64 and the system's library directories. */
 static void iris_nccl_load(void) {
   static const char *const fixed[] = {"/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"};
   struct stat self_st, *self = NULL;
@@ -155,6 +177,7 @@ static void iris_nccl_load(void) {
     snprintf(iris_nccl_lib_path, sizeof iris_nccl_lib_path, "%s", env);
   } else {
     /* the candidate directories, ':'-separated, in order */
+    iris_nccl_wheel_dirs(dirs, sizeof dirs);
     if ((d = getenv("LD_LIBRARY_PATH")) != NULL) iris_nccl_append(dirs, sizeof dirs, "%s:", d);
     if (self && info.dli_fname && strrchr(info.dli_fname, '/'))
       iris_nccl_append(dirs, sizeof dirs, "%.*s:", (int)(strrchr(info.dli_fname, '/') - info.dli_fname), info.dli_fname);
@@ -171,8 +194,8 @@ static void iris_nccl_load(void) {
     }
     if (!h) {
       snprintf(iris_nccl_load_error, sizeof iris_nccl_load_error,
-               "iris_nccl: found no real NCCL (a libnccl.so.2 other than this shim) in LD_LIBRARY_PATH, this library's directory, $CUDA_HOME/lib64, "
-               "/usr/local/cuda/lib64 or the system library directories;%s set IRIS_NCCL_LIB to its path",
+               "iris_nccl: found no real NCCL (a libnccl.so.2 other than this shim) in an nvidia-nccl wheel, LD_LIBRARY_PATH, this library's "
+               "directory, $CUDA_HOME/lib64, /usr/local/cuda/lib64 or the system library directories;%s set IRIS_NCCL_LIB to its path",
                tried[0] ? tried : "");
       return;
     }

@@ -66,6 +66,13 @@ run -u IRIS_NCCL_LIB ./build/nccl_version_shim real "$REAL" "linked against the 
 run LD_PRELOAD="$PWD/$lib" IRIS_NCCL_LIB="$REAL" ./build/nccl_version_real real "$REAL" "LD_PRELOAD, IRIS_NCCL_LIB: "
 # the shim first on LD_LIBRARY_PATH as libnccl.so.2: its search must skip itself
 run -u IRIS_NCCL_LIB LD_LIBRARY_PATH="$PWD/build/nccl:$(dirname "$REAL")" ./build/nccl_version_real real "$REAL" "LD_LIBRARY_PATH (the shim's folder first): "
+# an nvidia-nccl wheel beside another NVIDIA wheel's library the process has mapped (torch's case)
+wheel=$PWD/build/nccl_fake_wheel/site-packages/nvidia
+mkdir -p "$wheel/cuda_runtime/lib" "$wheel/nccl/lib"
+echo 'int iris_nccl_fake_wheel_lib;' | ${CC:-cc} -shared -fPIC -x c - -o "$wheel/cuda_runtime/lib/libfake.so"
+ln -sf "$REAL" "$wheel/nccl/lib/libnccl.so.2"
+run -u IRIS_NCCL_LIB LD_PRELOAD="$PWD/$lib:$wheel/cuda_runtime/lib/libfake.so" IRIS_NCCL_TEST_EXPECT_LIB="$wheel/nccl/lib/libnccl.so.2" \
+  ./build/nccl_version_real real "$REAL" "LD_PRELOAD, the real NCCL from the nvidia-nccl wheel beside a loaded NVIDIA wheel: "
 # no real NCCL
 run IRIS_NCCL_LIB=/nonexistent/libnccl.so.2 ./build/nccl_version_shim missing /nonexistent/libnccl.so.2 "IRIS_NCCL_LIB missing: "
 

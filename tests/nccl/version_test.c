@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <nccl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "../../nccl/iris_nccl.h"
 
@@ -54,7 +55,10 @@ int main(int argc, char **argv) {
     check(real_string && !strcmp(ncclGetErrorString(ncclInvalidArgument), real_string(ncclInvalidArgument)), name, ncclGetErrorString(ncclInvalidArgument));
     snprintf(why, sizeof why, "iris_nccl_real_library() = %s", real_lib() ? real_lib() : "NULL");
     snprintf(name, sizeof name, "%siris_nccl_real_library names the library the shim opened", label);
-    check(real_lib() != NULL, name, why);
+    if (getenv("IRIS_NCCL_TEST_EXPECT_LIB")) /* the path the search must have found */
+      check(real_lib() != NULL && !strcmp(real_lib(), getenv("IRIS_NCCL_TEST_EXPECT_LIB")), name, why);
+    else
+      check(real_lib() != NULL, name, why);
     r = ncclCommCount(NULL, &n);
     snprintf(why, sizeof why, "ncclCommCount(NULL) returned %d (%s)", (int)r, ncclGetErrorString(r));
     snprintf(name, sizeof name, "%sa generated forwarder reaches the real argument checks (ncclCommCount(NULL) -> ncclInvalidArgument)", label);
