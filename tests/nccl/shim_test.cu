@@ -170,7 +170,8 @@ static void check_route(rank_ctx_t *x, int kind, size_t count, ncclDataType_t dt
   int want_iris, got_iris;
   if (!x->stats) return;
   stats_of(x, x->comm, &after);
-  want_iris = !expect_nccl && iris_nccl_route(kind, &t, W, count, dt, op, root, &it, &io, &bytes) == IRIS_NCCL_ROUTE_IRIS;
+  if (after.iris) memcpy(t.max_bytes, after.max_bytes, sizeof t.max_bytes); /* the agreed table (IRIS_NCCL_MAX_BYTES may change it) */
+  want_iris = !expect_nccl && after.iris && iris_nccl_route(kind, &t, W, count, dt, op, root, &it, &io, &bytes) == IRIS_NCCL_ROUTE_IRIS;
   got_iris = after.served[kind] == before->served[kind] + 1;
   if (want_iris != got_iris || (!got_iris && !expect_nccl && after.forwarded[kind] != before->forwarded[kind] + 1))
     fail(C_ROUTE, x->rank, "line %d: %s of %zu %s %s: expected %s, got served %llu->%llu forwarded %llu->%llu", line, iris_nccl_kind_names[kind], count,
