@@ -177,7 +177,7 @@ NCCL_INC ?= $(CUDA_HOME)/include
 NCCL_SHIM_GENCODE ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 $(B)/nccl_shim_gen.h: tools/gen_nccl_shim.py $(NCCL_INC)/nccl.h | $(B)
 	python3 tools/gen_nccl_shim.py $(NCCL_INC) >$@.tmp && mv $@.tmp $@
-$(B)/nccl_shim.o: nccl/shim.cc nccl/route.h nccl/iris_nccl.h $(B)/nccl_shim_gen.h iris.h iris_collectives.h | $(B)
+$(B)/nccl_shim.o: nccl/shim.cc nccl/route.h nccl/iris_nccl.h $(B)/nccl_shim_gen.h $(HDRS) | $(B)
 	$(CXX) -std=c++17 -O2 -fPIC -fvisibility=hidden $(CWARN) -Wno-pedantic -Wno-format-truncation -I. -I$(B) -I$(NCCL_INC) $(CUDA_CFLAGS) -c $< -o $@
 $(B)/nccl_iris_impl.o: nccl/iris_impl.cu $(HDRS) | $(B)
 	$(NVCC) -O2 -std=c++17 $(NCCL_SHIM_GENCODE) -Xcompiler -fPIC,-fvisibility=hidden -c $< -o $@
@@ -191,7 +191,7 @@ lib-nccl: $(B)/libiris_nccl.so $(B)/nccl/libnccl.so.2
 test-nccl:
 	@bash tests/nccl/cpu_checks.sh
 # the shim on GPUs through NCCL's API (tests/nccl/shim_test.cu), linked against the shim
-$(B)/nccl_shim_test: tests/nccl/shim_test.cu nccl/route.h nccl/iris_nccl.h iris.h iris_collectives.h $(B)/nccl/libnccl.so.2
+$(B)/nccl_shim_test: tests/nccl/shim_test.cu nccl/route.h nccl/iris_nccl.h $(HDRS) $(B)/nccl/libnccl.so.2
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -L$(B)/nccl -lnccl -Xlinker -rpath,'$$ORIGIN/nccl' -ldl -lpthread
 # the XLA FFI handlers (python/jax_ffi/iris_jax.cc) over libiris.so; needs jax (its FFI headers)
 JAX_FFI_INC ?= $(shell python3 -c 'import jax.ffi; print(jax.ffi.include_dir())' 2>/dev/null)
