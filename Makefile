@@ -10,6 +10,8 @@
 #   make examples
 #   make lib     build/libiris.so: every IRIS_API function in one library (lib/iris.cu)
 #   make lib-hip build/libiris_hip.so, the same with hipcc (compile check; AMD)
+#   make lib-nccl build/libiris_nccl.so: NCCL's API over iris and the real NCCL (docs/nccl_shim.md);
+#                make test-nccl: its checks without a GPU; tests/nccl/gpu_shim.sh: with GPUs
 #   make test-mfma  build and run the AMD MFMA GEMM core test (needs an MI200/MI300; never
 #                run so far: the MFMA core is UNVERIFIED, see internal/gemm_core_mfma.h)
 CUDA_HOME ?= /usr/local/cuda
@@ -34,7 +36,7 @@ CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
 
-.PHONY: test test-gpu test-packaging test-mfma run bench bench-guard examples asm lib lib-hip lib-jax clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+.PHONY: test test-gpu test-packaging test-mfma run bench bench-guard examples asm lib lib-hip lib-jax lib-nccl test-nccl clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
 
 test:
 	@bash tests/run.sh
@@ -167,6 +169,30 @@ $(B)/libiris_hip.so: lib/iris.cu $(HDRS) $(CORE_MFMA) | $(B)
 	$(HIPCC) -O2 -x hip -fPIC -shared --offload-arch=gfx90a --offload-arch=gfx940 $< -o $@
 lib: $(B)/libiris.so
 lib-hip: $(B)/libiris_hip.so
+# libiris_nccl.so (nccl/, docs/nccl_shim.md): NCCL's API with soname libnccl.so.2, iris
+# where it is faster, the real NCCL (dlopen) elsewhere. The forwarding layer is generated
+# from the installed nccl.h (NCCL_INC); iris's collectives are compiled in (sm_90 code and
+# compute_90 PTX), with the CUDA runtime linked statically, as NCCL's own library does.
+NCCL_INC ?= $(CUDA_HOME)/include
+NCCL_SHIM_GENCODE ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+$(B)/nccl_shim_gen.h: tools/gen_nccl_shim.py $(NCCL_INC)/nccl.h | $(B)
+	python3 tools/gen_nccl_shim.py $(NCCL_INC) >$@.tmp && mv $@.tmp $@
+$(B)/nccl_shim.o: nccl/shim.cc nccl/route.h nccl/iris_nccl.h $(B)/nccl_shim_gen.h $(HDRS) | $(B)
+	$(CXX) -std=c++17 -O2 -fPIC -fvisibility=hidden $(CWARN) -Wno-pedantic -Wno-format-truncation -I. -I$(B) -I$(NCCL_INC) $(CUDA_CFLAGS) -c $< -o $@
+$(B)/nccl_iris_impl.o: nccl/iris_impl.cu $(HDRS) | $(B)
+	$(NVCC) -O2 -std=c++17 $(NCCL_SHIM_GENCODE) -Xcompiler -fPIC,-fvisibility=hidden -c $< -o $@
+$(B)/libiris_nccl.so: $(B)/nccl_shim.o $(B)/nccl_iris_impl.o nccl/exports.map
+	$(NVCC) -shared -Xlinker -soname,libnccl.so.2 -Xlinker --version-script=nccl/exports.map -Xlinker --no-undefined $(B)/nccl_shim.o $(B)/nccl_iris_impl.o -o $@ -ldl -lpthread
+# a folder holding it as libnccl.so.2 (and libnccl.so), for LD_LIBRARY_PATH and for linking
+$(B)/nccl/libnccl.so.2: $(B)/libiris_nccl.so
+	@mkdir -p $(B)/nccl && ln -sf ../libiris_nccl.so $(B)/nccl/libnccl.so.2 && ln -sf libnccl.so.2 $(B)/nccl/libnccl.so
+lib-nccl: $(B)/libiris_nccl.so $(B)/nccl/libnccl.so.2
+# the shim's checks that need no GPU (make test runs them too)
+test-nccl:
+	@bash tests/nccl/cpu_checks.sh
+# the shim on GPUs through NCCL's API (tests/nccl/shim_test.cu), linked against the shim
+$(B)/nccl_shim_test: tests/nccl/shim_test.cu nccl/route.h nccl/iris_nccl.h $(HDRS) $(B)/nccl/libnccl.so.2
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -L$(B)/nccl -lnccl -Xlinker -rpath,'$$ORIGIN/nccl' -ldl -lpthread
 # the XLA FFI handlers (python/jax_ffi/iris_jax.cc) over libiris.so; needs jax (its FFI headers)
 JAX_FFI_INC ?= $(shell python3 -c 'import jax.ffi; print(jax.ffi.include_dir())' 2>/dev/null)
 $(B)/libiris_jax.so: python/jax_ffi/iris_jax.cc iris.h iris_collectives.h $(B)/libiris.so

@@ -70,7 +70,8 @@ if [ "$only" = all ]; then
 # slowest first); -k goes on past a failure, and each check below then runs its own make,
 # which finds its part done or shows what failed.
 prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/gpu_test
-          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe"
+          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe
+          build/libiris_nccl.so"
 if [ $have_hip = 1 ]; then prebuild="build/all_headers_hip_mfma.o build/all_headers_hip.o build/gemm_core_test_hip $prebuild"; fi
 echo "# building the checks' programs (make -k $MAKEFLAGS)"
 make -s -k $prebuild examples >>"$log" 2>&1 || true
@@ -138,6 +139,7 @@ if command -v cmake >/dev/null 2>&1 && command -v pkg-config >/dev/null 2>&1; th
 else
   say SKIP "pkg-config consumer" "cmake or pkg-config not installed"
 fi
+run_counted "NCCL shim (libiris_nccl.so): exports against nccl.h, soname, forwarding, routing (no GPU)" bash tests/nccl/cpu_checks.sh
 run_counted "pip install ./python (non-editable)" bash tests/packaging/check_pip.sh
 echo "# Python package (no GPU: import, library version and struct sizes, argument checks)"
 run_counted "python package" bash python/run_tests.sh
@@ -216,6 +218,12 @@ else
   if make -s build/gemm_reduce_scatter >>"$log" 2>&1; then run_example gemm_reduce_scatter "every rank's rows of C matching a float64 reference"
   else say FAIL "example gemm_reduce_scatter build"; fi
   check "example local_multi_gpu runs" ./build/local_multi_gpu
+  # the NCCL shim through NCCL's API, one GPU per rank (nccl-tests and torch: tests/nccl/gpu_shim.sh)
+  if make -s build/nccl_shim_test >>"$log" 2>&1; then
+    for w in $worlds; do
+      for m in threads procs; do run_counted "nccl_shim_test $m $w" ./build/nccl_shim_test $m $w; done
+    done
+  else say FAIL "nccl_shim_test build (make build/nccl_shim_test)"; fi
   run_counted "launchers' environments: torchrun, srun, mpiexec variables ($(placement 2))" bash tests/launchers_gpu.sh
   run_counted "multi-node collectives on virtual nodes: 2 x 1, 2 x 2, TCP rendezvous ($(placement 4))" bash tests/multinode_test.sh
   if python3 -c 'import torch' >/dev/null 2>&1 && [ -f build/libiris.so ]; then

@@ -1,0 +1,325 @@
+/* nccl/route.h — the decisions of libiris_nccl.so, as plain functions without GPU calls:
+ * the routing table and its environment variables, NCCL type/op -> iris type/op, which
+ * calls go to iris, the bring-up record every rank sends and the verdict drawn from all of
+ * them. Included by nccl/shim.cc and by tests/nccl/route_test.cc (CPU unit tests).
+ *
+ * The rule every decision here keeps (it is what keeps ranks out of deadlock): a rank
+ * may send a call to iris only if every other rank sends the same call to iris. So a
+ * per-call decision depends only on values that NCCL already requires equal on every
+ * rank: the collective, count, type, op, root, the communicator (its world size and its
+ * routing table, agreed at bring-up) — never on buffer addresses (heap or not, NULL or
+ * not), streams, timing or anything else one rank could see differently. The per-comm
+ * verdict (iris context or not) is drawn from every rank's record, gathered over the real
+ * communicator, by the same function on every rank, so it is the same everywhere. */
+#ifndef IRIS_NCCL_ROUTE_H
+#define IRIS_NCCL_ROUTE_H
+
+#include <nccl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "../iris_collectives.h"
+
+/* the collectives iris may serve, in the order of the table */
+enum { IRIS_NCCL_AR = 0, IRIS_NCCL_AG, IRIS_NCCL_RS, IRIS_NCCL_BC, IRIS_NCCL_A2A, IRIS_NCCL_KINDS };
+static const char *const iris_nccl_kind_names[IRIS_NCCL_KINDS] = {"allreduce", "allgather", "reducescatter", "broadcast", "alltoall"};
+/* what the table's byte count measures, per collective */
+static const char *const iris_nccl_kind_measure[IRIS_NCCL_KINDS] = {"buffer", "output", "input", "buffer", "send buffer"};
+
+/* The routing table: a call goes to iris when its bytes (as measured above) are at most
+ * max_bytes[kind]; 0 sends every call of that kind to NCCL. Defaults: where iris beat
+ * NCCL with buffers off the heap (staged) in make bench-guard on 4 H100s; all-to-all is
+ * off until measured through the shim. */
+typedef struct iris_nccl_table {
+  unsigned long long max_bytes[IRIS_NCCL_KINDS];
+} iris_nccl_table_t;
+#define IRIS_NCCL_MIB (1ull << 20)
+static inline iris_nccl_table_t iris_nccl_default_table(void) {
+  iris_nccl_table_t t;
+  t.max_bytes[IRIS_NCCL_AR] = 4 * IRIS_NCCL_MIB;
+  t.max_bytes[IRIS_NCCL_AG] = 4 * IRIS_NCCL_MIB;
+  t.max_bytes[IRIS_NCCL_RS] = 4 * IRIS_NCCL_MIB;
+  t.max_bytes[IRIS_NCCL_BC] = 1 * IRIS_NCCL_MIB;
+  t.max_bytes[IRIS_NCCL_A2A] = 0;
+  return t;
+}
+
+/* "4096", "64K", "4M", "1G", "2MiB", "512KB": bytes (K/M/G/T are powers of 1024). Returns
+ * 0 on success, -1 on anything else (empty, sign, junk, overflow). */
+static inline int iris_nccl_parse_size(const char *s, unsigned long long *out) {
+  unsigned long long v = 0, mul = 1;
+  const char *p = s;
+  if (!s || !*s) return -1;
+  while (*p >= '0' && *p <= '9') {
+    if (v > (~0ull - 9) / 10) return -1;
+    v = v * 10 + (unsigned long long)(*p++ - '0');
+  }
+  if (p == s) return -1;
+  switch (*p) {
+    case 'k': case 'K': mul = 1ull << 10; p++; break;
+    case 'm': case 'M': mul = 1ull << 20; p++; break;
+    case 'g': case 'G': mul = 1ull << 30; p++; break;
+    case 't': case 'T': mul = 1ull << 40; p++; break;
+    default: break;
+  }
+  if (mul > 1 && (*p == 'i' || *p == 'I')) p++;
+  if (*p == 'b' || *p == 'B') p++;
+  if (*p) return -1;
+  if (v && mul > ~0ull / v) return -1;
+  *out = v * mul;
+  return 0;
+}
+
+/* IRIS_NCCL_MAX_BYTES: one size for every collective ("8M"), or a comma list of
+ * name=size ("allreduce=8M,broadcast=0,alltoall=64K"; names as iris_nccl_kind_names,
+ * unnamed kinds keep their default). NULL or empty: the defaults. Returns 0, or -1 with
+ * why filled in (the table is then the defaults). */
+static inline int iris_nccl_parse_table(const char *env, iris_nccl_table_t *t, char *why, size_t why_len) {
+  char buf[512], *item, *save = NULL;
+  unsigned long long v;
+  int k;
+  *t = iris_nccl_default_table();
+  if (!env || !*env) return 0;
+  if (!strchr(env, '=')) {
+    if (iris_nccl_parse_size(env, &v) != 0) {
+      snprintf(why, why_len, "IRIS_NCCL_MAX_BYTES='%s' is not a size (e.g. 4M) nor a list (allreduce=4M,broadcast=1M)", env);
+      return -1;
+    }
+    for (k = 0; k < IRIS_NCCL_KINDS; k++) t->max_bytes[k] = v;
+    return 0;
+  }
+  if (strlen(env) >= sizeof buf) {
+    snprintf(why, why_len, "IRIS_NCCL_MAX_BYTES is longer than %zu characters", sizeof buf - 1);
+    *t = iris_nccl_default_table();
+    return -1;
+  }
+  strcpy(buf, env);
+  for (item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(item, '=');
+    int found = -1;
+    if (eq) {
+      *eq = 0;
+      for (k = 0; k < IRIS_NCCL_KINDS; k++)
+        if (!strcmp(item, iris_nccl_kind_names[k])) found = k;
+    }
+    if (!eq || found < 0 || iris_nccl_parse_size(eq + 1, &v) != 0) {
+      snprintf(why, why_len, "IRIS_NCCL_MAX_BYTES='%s': '%s%s%s' is not name=size with name one of allreduce, allgather, reducescatter, broadcast, alltoall", env,
+               item, eq ? "=" : "", eq ? eq + 1 : "");
+      *t = iris_nccl_default_table();
+      return -1;
+    }
+    t->max_bytes[found] = v;
+  }
+  return 0;
+}
+
+/* Bytes of one element of an NCCL type; 0 for a value outside ncclDataType_t. */
+static inline size_t iris_nccl_type_size(ncclDataType_t dt) {
+  switch (dt) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 0;
+  }
+}
+static inline const char *iris_nccl_type_name(ncclDataType_t dt) {
+  static const char *const n[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "fp16", "fp32", "fp64", "bf16", "fp8e4m3", "fp8e5m2"};
+  return (int)dt >= 0 && (int)dt < (int)(sizeof n / sizeof n[0]) ? n[dt] : "type?";
+}
+static inline const char *iris_nccl_op_name(ncclRedOp_t op) {
+  static const char *const n[] = {"sum", "prod", "max", "min", "avg"};
+  return (int)op >= 0 && (int)op < 5 ? n[op] : "premulsum";
+}
+
+/* The iris type and op of an NCCL reduction, if iris computes exactly what NCCL defines
+ * (the same bits for sums of integers; floating types as iris_collectives.h documents:
+ * in rank order, accumulated in fp32 for the narrow types, AVG divides the sum). The
+ * integer types iris lacks still add alike as bits: int8 sums as uint8, uint32 as int32,
+ * uint64 as int64 (wrapping addition is the same operation); their MIN, MAX and AVG are
+ * not. Returns 1 with *t, *o set, or 0 (NCCL serves it): ncclProd, ncclFloat64, a
+ * PreMulSum op, a value outside the enums. */
+static inline int iris_nccl_map_reduce(ncclDataType_t dt, ncclRedOp_t op, iris_dtype_t *t, iris_redop_t *o) {
+  int sum_only = 0;
+  switch (op) {
+    case ncclSum: *o = IRIS_SUM; break;
+    case ncclMin: *o = IRIS_MIN; break;
+    case ncclMax: *o = IRIS_MAX; break;
+    case ncclAvg: *o = IRIS_AVG; break;
+    default: return 0;
+  }
+  switch (dt) {
+    case ncclInt8: *t = IRIS_UINT8; sum_only = 1; break;
+    case ncclUint8: *t = IRIS_UINT8; break;
+    case ncclInt32: *t = IRIS_INT32; break;
+    case ncclUint32: *t = IRIS_INT32; sum_only = 1; break;
+    case ncclInt64: *t = IRIS_INT64; break;
+    case ncclUint64: *t = IRIS_INT64; sum_only = 1; break;
+    case ncclFloat16: *t = IRIS_FLOAT16; break;
+    case ncclFloat32: *t = IRIS_FLOAT32; break;
+    case ncclBfloat16: *t = IRIS_BFLOAT16; break;
+    case ncclFloat8e4m3: *t = IRIS_FLOAT8_E4M3; break;
+    case ncclFloat8e5m2: *t = IRIS_FLOAT8_E5M2; break;
+    default: return 0;
+  }
+  return !sum_only || *o == IRIS_SUM;
+}
+
+/* The data-moving collectives move bytes: any NCCL type, as the iris type of its size. */
+static inline int iris_nccl_map_move(ncclDataType_t dt, iris_dtype_t *t) {
+  switch (iris_nccl_type_size(dt)) {
+    case 1: *t = IRIS_UINT8; return 1;
+    case 2: *t = IRIS_FLOAT16; return 1;
+    case 4: *t = IRIS_INT32; return 1;
+    case 8: *t = IRIS_INT64; return 1;
+    default: return 0;
+  }
+}
+
+/* Why a call goes where it goes (the debug lines and the counters name these). */
+enum {
+  IRIS_NCCL_ROUTE_IRIS = 0, /* served by iris */
+  IRIS_NCCL_ROUTE_NO_IRIS,  /* the communicator has no iris context (its reason: iris_nccl_stats) */
+  IRIS_NCCL_ROUTE_TYPE_OP,  /* a type or op iris does not compute as NCCL does */
+  IRIS_NCCL_ROUTE_SIZE,     /* above the table's bytes for this collective */
+  IRIS_NCCL_ROUTE_EMPTY,    /* count 0: nothing to move, NCCL returns at once */
+  IRIS_NCCL_ROUTE_ROOT,     /* a root outside [0, world): NCCL reports it */
+  IRIS_NCCL_ROUTE_GROUP,    /* inside ncclGroupStart/End with IRIS_NCCL_GROUPS=0 */
+  IRIS_NCCL_ROUTES
+};
+static const char *const iris_nccl_route_names[IRIS_NCCL_ROUTES] = {"iris", "NCCL (the communicator has no iris context)", "NCCL (type or op)",
+                                                                   "NCCL (above the table's size)", "NCCL (count 0)", "NCCL (root out of range)",
+                                                                   "NCCL (inside a group, IRIS_NCCL_GROUPS=0)"};
+
+/* The per-call decision (see the rule at the top): only kind, count, type, op, root, the
+ * world size and the agreed table. Sets *t and *o when it returns IRIS_NCCL_ROUTE_IRIS,
+ * and *bytes (as the table measures it) always. */
+static inline int iris_nccl_route(int kind, const iris_nccl_table_t *table, int world, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root,
+                                  iris_dtype_t *t, iris_redop_t *o, unsigned long long *bytes) {
+  const size_t es = iris_nccl_type_size(dt);
+  const int per_rank = kind == IRIS_NCCL_AG || kind == IRIS_NCCL_RS || kind == IRIS_NCCL_A2A;
+  unsigned long long limit = table->max_bytes[kind];
+  *bytes = 0;
+  *o = IRIS_SUM;
+  if (es == 0) return IRIS_NCCL_ROUTE_TYPE_OP;
+  if (kind == IRIS_NCCL_AR || kind == IRIS_NCCL_RS) {
+    if (!iris_nccl_map_reduce(dt, op, t, o)) return IRIS_NCCL_ROUTE_TYPE_OP;
+  } else if (!iris_nccl_map_move(dt, t)) {
+    return IRIS_NCCL_ROUTE_TYPE_OP;
+  }
+  if (kind == IRIS_NCCL_BC && (root < 0 || root >= world)) return IRIS_NCCL_ROUTE_ROOT;
+  if (count == 0) return IRIS_NCCL_ROUTE_EMPTY;
+  if (count > (~0ull >> 8) / es / (unsigned long long)(per_rank ? world : 1)) { /* never near a real buffer */
+    *bytes = ~0ull;
+    return IRIS_NCCL_ROUTE_SIZE;
+  }
+  *bytes = (unsigned long long)count * es * (unsigned long long)(per_rank ? world : 1);
+  return *bytes <= limit ? IRIS_NCCL_ROUTE_IRIS : IRIS_NCCL_ROUTE_SIZE;
+}
+
+/* ----------------------------------------------------------------- bring-up record == */
+/* What each rank sends, over the real communicator, before an iris context is brought
+ * up beside it. Fixed size, plain bytes. */
+#define IRIS_NCCL_RECORD_MAGIC 0x49524e43u /* "IRNC" */
+#define IRIS_NCCL_RECORD_VERSION 1u
+typedef struct iris_nccl_record {
+  uint32_t magic, version;
+  int32_t want;                /* 1: this rank can bring iris up; 0: why says why not */
+  int32_t cc_major;            /* the GPU's compute capability */
+  int32_t sms;                 /* its SM count: iris's grids (part of each call's signature) follow it */
+  int32_t pad;
+  uint64_t heap_bytes;         /* the iris heap this rank would ask for */
+  uint64_t max_bytes[IRIS_NCCL_KINDS]; /* its routing table */
+  char staging[32];            /* IRIS_COLL_STAGING as iris will read it */
+  char host[160];              /* IRIS_HOST_ID, else hostname + boot id (as iris groups nodes) */
+  char bus[32];                /* the GPU's PCI bus id */
+  char why[160];
+} iris_nccl_record_t;
+
+/* This host's identity as iris groups ranks into nodes: IRIS_HOST_ID when set, else
+ * "<hostname>/<boot id>". */
+static inline void iris_nccl_host_identity(char *out, size_t n) {
+  const char *id = getenv("IRIS_HOST_ID");
+  char host[64] = "", boot[64] = "";
+  FILE *f;
+  if (id && *id) {
+    snprintf(out, n, "id:%s", id);
+    return;
+  }
+  gethostname(host, sizeof host - 1);
+  if ((f = fopen("/proc/sys/kernel/random/boot_id", "r")) != NULL) {
+    if (!fgets(boot, sizeof boot, f)) boot[0] = 0;
+    fclose(f);
+    boot[strcspn(boot, "\n")] = 0;
+  }
+  snprintf(out, n, "%s/%s", host, boot);
+}
+
+/* The verdict, the same on every rank because every rank runs it on the same records:
+ * 1 if iris can serve this communicator, else 0 with the first reason in why. */
+static inline int iris_nccl_decide(const iris_nccl_record_t *r, int world, char *why, size_t n) {
+  int i, j;
+  if (world < 2) return snprintf(why, n, "a communicator of one rank"), 0;
+  if (world > IRIS_MAX_RANKS) return snprintf(why, n, "%d ranks: iris maps at most %d (IRIS_MAX_RANKS)", world, IRIS_MAX_RANKS), 0;
+  for (i = 0; i < world; i++)
+    if (r[i].magic != IRIS_NCCL_RECORD_MAGIC || r[i].version != IRIS_NCCL_RECORD_VERSION)
+      return snprintf(why, n, "rank %d runs another version of the shim (or none)", i), 0;
+  for (i = 0; i < world; i++)
+    if (!r[i].want) return snprintf(why, n, "rank %d: %.*s", i, (int)sizeof r[i].why, r[i].why), 0;
+  for (i = 1; i < world; i++)
+    if (strncmp(r[i].host, r[0].host, sizeof r[0].host) != 0)
+      return snprintf(why, n, "ranks 0 and %d are on different hosts (%.60s, %.60s): the iris heap is mapped within one node", i, r[0].host, r[i].host), 0;
+  for (i = 0; i < world; i++)
+    for (j = i + 1; j < world; j++)
+      if (!strncmp(r[i].bus, r[j].bus, sizeof r[i].bus))
+        return snprintf(why, n, "ranks %d and %d share the GPU %.32s: the shim serves one GPU per rank", i, j, r[i].bus), 0;
+  for (i = 0; i < world; i++)
+    if (r[i].cc_major < 9) return snprintf(why, n, "rank %d's GPU has compute capability %d.x: the shim's iris kernels are built for sm_90 and newer", i, r[i].cc_major), 0;
+  for (i = 1; i < world; i++)
+    if (r[i].sms != r[0].sms)
+      return snprintf(why, n, "ranks 0 and %d have GPUs of %d and %d SMs: iris's calls would launch different grids", i, r[0].sms, r[i].sms), 0;
+  for (i = 1; i < world; i++) {
+    if (r[i].heap_bytes != r[0].heap_bytes || strncmp(r[i].staging, r[0].staging, sizeof r[0].staging) != 0 ||
+        memcmp(r[i].max_bytes, r[0].max_bytes, sizeof r[0].max_bytes) != 0)
+      return snprintf(why, n, "ranks 0 and %d differ in IRIS_NCCL_HEAP, IRIS_NCCL_MAX_BYTES or IRIS_COLL_STAGING: set them alike on every rank", i), 0;
+  }
+  return 1;
+}
+
+/* The heap the shim asks for when IRIS_NCCL_HEAP is not set: what iris_collectives_setup
+ * allocates (6 MiB per rank of LL slots, 32 MiB of all-reduce scratch, two staging areas)
+ * and 8 MiB to spare, rounded up to 2 MiB. */
+static inline unsigned long long iris_nccl_default_heap(int world, unsigned long long staging) {
+  unsigned long long b = 6ull * IRIS_NCCL_MIB * (unsigned long long)world + 32ull * IRIS_NCCL_MIB + 2ull * staging + 8ull * IRIS_NCCL_MIB;
+  return (b + 2 * IRIS_NCCL_MIB - 1) & ~(2 * IRIS_NCCL_MIB - 1);
+}
+/* The staging area (each of two) the shim has iris create when IRIS_COLL_STAGING is not
+ * set: the largest message the table sends to iris, rounded up to 1 MiB, between 2 and
+ * 64 MiB (iris's own default is 64 MiB; calls above the area are staged in chunks). */
+static inline unsigned long long iris_nccl_staging_bytes(const iris_nccl_table_t *t) {
+  unsigned long long m = 0;
+  int k;
+  for (k = 0; k < IRIS_NCCL_KINDS; k++)
+    if (t->max_bytes[k] > m) m = t->max_bytes[k];
+  m = (m + IRIS_NCCL_MIB - 1) & ~(IRIS_NCCL_MIB - 1);
+  if (m < 2 * IRIS_NCCL_MIB) m = 2 * IRIS_NCCL_MIB;
+  if (m > 64 * IRIS_NCCL_MIB) m = 64 * IRIS_NCCL_MIB;
+  return m;
+}
+
+/* iris_status_t -> ncclResult_t, as NCCL reports the same kind of failure. */
+static inline ncclResult_t iris_nccl_result(iris_status_t st) {
+  switch (st) {
+    case IRIS_SUCCESS: return ncclSuccess;
+    case IRIS_ERROR_INVALID_ARGUMENT: case IRIS_ERROR_INVALID_RANK: case IRIS_ERROR_NOT_IN_HEAP: return ncclInvalidArgument;
+    case IRIS_ERROR_MISMATCH: case IRIS_ERROR_UNSUPPORTED: case IRIS_ERROR_DIFFERENT_HOST: case IRIS_ERROR_ABORTED: return ncclInvalidUsage;
+    case IRIS_ERROR_GPU: return ncclUnhandledCudaError;
+    case IRIS_ERROR_TIMEOUT: case IRIS_ERROR_PEER_FAILED: case IRIS_ERROR_RANK_FAILED: return ncclRemoteError;
+    case IRIS_ERROR_OUT_OF_MEMORY: case IRIS_ERROR_SYSTEM: case IRIS_ERROR_PERMISSION: case IRIS_ERROR_BOOTSTRAP: case IRIS_ERROR_IN_USE: return ncclSystemError;
+    default: return ncclInternalError;
+  }
+}
+
+#endif /* IRIS_NCCL_ROUTE_H */

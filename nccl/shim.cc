@@ -1,0 +1,987 @@
+/* nccl/shim.cc — libiris_nccl.so (make lib-nccl): NCCL's API, served by iris where iris is
+ * faster and by the real NCCL everywhere else (docs/nccl_shim.md).
+ *
+ * What it is
+ *   A library with soname libnccl.so.2 that exports every function of the nccl.h it was
+ *   built against (tools/gen_nccl_shim.py generates the forwarding stubs and the pnccl*
+ *   aliases). The real NCCL is opened with dlopen (RTLD_LOCAL | RTLD_DEEPBIND, so its own
+ *   calls never land in this library). The ncclComm_t a program sees is the real
+ *   communicator itself; beside it the shim keeps a record (iris_nccl_comm_t, found by the
+ *   pointer) holding an iris context when one could be brought up. Every call the shim
+ *   does not serve goes to the real NCCL unchanged.
+ *
+ * Bring-up (per communicator, after the real one is ready)
+ *   Every rank sends a record (route.h) over the real communicator (ncclAllGather); all
+ *   draw the same verdict from all records: iris when the ranks are on one host, one GPU
+ *   each (sm_90+), 2..IRIS_MAX_RANKS of them, with the same settings. Then iris_init in
+ *   mode 2, its bootstrap callbacks again ncclAllGather over the real communicator (no
+ *   other rendezvous), iris_collectives_setup, and one more exchange so that all ranks
+ *   keep the context or all drop it. Communicators created inside ncclGroupStart/End
+ *   are brought up at the outermost ncclGroupEnd, one helper thread per communicator when
+ *   one thread created several (each bring-up blocks in its exchanges).
+ *
+ * Calls
+ *   ncclAllReduce, ncclAllGather, ncclReduceScatter, ncclBroadcast / ncclBcast and
+ *   ncclAlltoAll go to iris when route.h says so (the rule that keeps every rank on the
+ *   same side is written there); iris enqueues on the caller's stream and records no host
+ *   synchronisation, so calls are capturable in CUDA graphs. Everything else forwards.
+ *
+ * Teardown
+ *   ncclCommFinalize / ncclCommDestroy finalize the iris context first (its last barrier
+ *   runs over the real communicator), then forward. ncclCommAbort and ncclCommRevoke
+ *   stop iris's kernels (iris_abort) and forward; an aborted context is left mapped
+ *   until the process exits, because finalizing it would wait for the whole GPU, which
+ *   may hold NCCL kernels of other communicators that wait on a dead peer.
+ *
+ * Errors
+ *   Results are NCCL's codes; a call iris failed sets this thread's ncclGetLastError text
+ *   (iris's detail: which call, which rank, why); any failed forwarded call gives the
+ *   text back to the real NCCL. Library code never exits, aborts or throws. */
+#include <nccl.h>
+#include <nccl_device.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "../iris.h"
+#include "../iris_collectives.h"
+#include "iris_nccl.h"
+#include "route.h"
+
+#define IRIS_NCCL_EXPORT __attribute__((visibility("default")))
+static void *iris_nccl_real_fn(int id);
+static ncclResult_t iris_nccl_missing(int id);
+static ncclResult_t iris_nccl_forwarded(ncclResult_t r);
+static const char *iris_nccl_unavailable_text(void);
+#define IRIS_NCCL_GEN_DECLS
+#include "nccl_shim_gen.h"
+/* the real function `name`, typed; NULL when the real NCCL lacks it (or none was found) */
+#define IRIS_NCCL_REAL(name) ((iris_nccl_fn_##name##_t)iris_nccl_real_fn(IRIS_NCCL_FN_##name))
+
+static_assert(IRIS_NCCL_KINDS == IRIS_NCCL_STATS_KINDS, "iris_nccl.h counts the collectives of route.h");
+
+/* ====================================================================== errors == */
+/* This thread's last error of the shim's own making; ncclGetLastError returns it while
+ * iris_nccl_err_mine is set, and the real NCCL's text after a forwarded call failed. */
+static __thread char iris_nccl_err[1536];
+static __thread int iris_nccl_err_mine;
+static int iris_nccl_debug_level(void);
+
+static void iris_nccl_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void iris_nccl_set_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(iris_nccl_err, sizeof iris_nccl_err, fmt, ap);
+  va_end(ap);
+  iris_nccl_err_mine = 1;
+  if (iris_nccl_debug_level() > 0) fprintf(stderr, "iris_nccl: error: %s\n", iris_nccl_err);
+}
+static ncclResult_t iris_nccl_forwarded(ncclResult_t r) {
+  if (r != ncclSuccess && r != ncclInProgress) iris_nccl_err_mine = 0; /* the real NCCL's text is the newer one */
+  return r;
+}
+static __attribute__((unused)) const char *iris_nccl_unavailable_text(void) { return iris_nccl_err; }
+
+/* ===================================================== the real NCCL (dlopen) == */
+static pthread_once_t iris_nccl_load_ctl = PTHREAD_ONCE_INIT;
+static void *iris_nccl_lib;
+static char iris_nccl_lib_path[PATH_MAX];
+static char iris_nccl_load_error[1400];
+static void *iris_nccl_fns[IRIS_NCCL_FN_COUNT];
+
+static void iris_nccl_append(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void iris_nccl_append(char *buf, size_t n, const char *fmt, ...) {
+  size_t used = strlen(buf);
+  va_list ap;
+  if (used + 1 >= n) return;
+  va_start(ap, fmt);
+  vsnprintf(buf + used, n - used, fmt, ap);
+  va_end(ap);
+}
+
+/* Open one candidate; NULL (and a note in `tried`) unless it is a real NCCL: not this
+ * file, not another copy of the shim, and it has ncclGetVersion. */
+static void *iris_nccl_try_open(const char *path, const struct stat *self, char *tried, size_t n) {
+  struct stat st;
+  void *h;
+  if (stat(path, &st) != 0) return NULL; /* absent: not worth a mention */
+  if (self && st.st_dev == self->st_dev && st.st_ino == self->st_ino) {
+    iris_nccl_append(tried, n, " %s (this shim);", path);
+    return NULL;
+  }
+  if (!(h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND))) {
+    const char *e = dlerror();
+    iris_nccl_append(tried, n, " %s (%s);", path, e ? e : "dlopen failed");
+    return NULL;
+  }
+  if (dlsym(h, "iris_nccl_stats")) {
+    dlclose(h);
+    iris_nccl_append(tried, n, " %s (another copy of the shim);", path);
+    return NULL;
+  }
+  if (!dlsym(h, "ncclGetVersion")) {
+    dlclose(h);
+    iris_nccl_append(tried, n, " %s (no ncclGetVersion: not NCCL);", path);
+    return NULL;
+  }
+  return h;
+}
+
+/* The nvidia-nccl wheel beside the other NVIDIA wheels this process has loaded (torch
+ * and jaxlib load libcudart, libcublas, ... from <site-packages>/nvidia/<name>/lib before
+ * their first NCCL call): <site-packages>/nvidia/nccl/lib, the NCCL they were built for,
+ * which the preloaded shim kept from loading. Appends "<dir>:" for each one found. */
+static void iris_nccl_wheel_dirs(char *dirs, size_t n) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  char line[4096], seen[2048] = "", dir[PATH_MAX], probe[PATH_MAX + 32];
+  struct stat st;
+  if (!f) return;
+  while (fgets(line, sizeof line, f)) {
+    char *path = strchr(line, '/'), *nv;
+    if (!path || !(nv = strstr(path, "/nvidia/"))) continue;
+    snprintf(dir, sizeof dir, "%.*s/nvidia/nccl/lib", (int)(nv - path), path);
+    if (strstr(seen, dir)) continue;
+    iris_nccl_append(seen, sizeof seen, "%s:", dir);
+    snprintf(probe, sizeof probe, "%s/libnccl.so.2", dir);
+    if (stat(probe, &st) == 0) iris_nccl_append(dirs, n, "%s:", dir);
+  }
+  fclose(f);
+}
+
+/* IRIS_NCCL_LIB when set (that file and no other); else the first libnccl.so.2 other
+ * than this library in: the nvidia-nccl wheel beside NVIDIA wheels already loaded, the
+ * directories of LD_LIBRARY_PATH, this library's directory, $CUDA_HOME/lib64,
+ * /usr/local/cuda/lib64 and the system's library directories. */
+static void iris_nccl_load(void) {
+  static const char *const fixed[] = {"/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"};
+  struct stat self_st, *self = NULL;
+  Dl_info info;
+  char tried[1024] = "", dirs[8192] = "", path[PATH_MAX];
+  const char *env = getenv("IRIS_NCCL_LIB"), *d;
+  size_t i;
+  void *h = NULL;
+  if (dladdr((void *)&iris_nccl_load, &info) && info.dli_fname && stat(info.dli_fname, &self_st) == 0) self = &self_st;
+  if (env && *env) {
+    if (!(h = iris_nccl_try_open(env, self, tried, sizeof tried))) {
+      snprintf(iris_nccl_load_error, sizeof iris_nccl_load_error, "iris_nccl: IRIS_NCCL_LIB=%s is not a usable NCCL:%s", env,
+               tried[0] ? tried : " no such file");
+      return;
+    }
+    snprintf(iris_nccl_lib_path, sizeof iris_nccl_lib_path, "%s", env);
+  } else {
+    /* the candidate directories, ':'-separated, in order */
+    iris_nccl_wheel_dirs(dirs, sizeof dirs);
+    if ((d = getenv("LD_LIBRARY_PATH")) != NULL) iris_nccl_append(dirs, sizeof dirs, "%s:", d);
+    if (self && info.dli_fname && strrchr(info.dli_fname, '/'))
+      iris_nccl_append(dirs, sizeof dirs, "%.*s:", (int)(strrchr(info.dli_fname, '/') - info.dli_fname), info.dli_fname);
+    if ((d = getenv("CUDA_HOME")) != NULL && *d) iris_nccl_append(dirs, sizeof dirs, "%s/lib64:", d);
+    for (i = 0; i < sizeof fixed / sizeof fixed[0]; i++) iris_nccl_append(dirs, sizeof dirs, "%s:", fixed[i]);
+    for (d = dirs; *d && !h;) {
+      const char *end = strchr(d, ':');
+      size_t len = end ? (size_t)(end - d) : strlen(d);
+      if (len > 0 && len + 16 < sizeof path) {
+        snprintf(path, sizeof path, "%.*s/libnccl.so.2", (int)len, d);
+        if ((h = iris_nccl_try_open(path, self, tried, sizeof tried)) != NULL) snprintf(iris_nccl_lib_path, sizeof iris_nccl_lib_path, "%s", path);
+      }
+      d += len + (end ? 1 : 0);
+    }
+    if (!h) {
+      snprintf(iris_nccl_load_error, sizeof iris_nccl_load_error,
+               "iris_nccl: found no real NCCL (a libnccl.so.2 other than this shim) in an nvidia-nccl wheel, LD_LIBRARY_PATH, this library's "
+               "directory, $CUDA_HOME/lib64, /usr/local/cuda/lib64 or the system library directories;%s set IRIS_NCCL_LIB to its path",
+               tried[0] ? tried : "");
+      return;
+    }
+  }
+  iris_nccl_lib = h;
+}
+
+static void *iris_nccl_real_fn(int id) {
+  void *f = __atomic_load_n(&iris_nccl_fns[id], __ATOMIC_ACQUIRE);
+  if (f) return f;
+  pthread_once(&iris_nccl_load_ctl, iris_nccl_load);
+  if (!iris_nccl_lib) return NULL;
+  if ((f = dlsym(iris_nccl_lib, iris_nccl_fn_names[id])) != NULL) __atomic_store_n(&iris_nccl_fns[id], f, __ATOMIC_RELEASE);
+  return f;
+}
+
+/* A call the real NCCL cannot take: none was found (ncclSystemError), or it lacks the
+ * function (ncclInvalidUsage: it is older than the nccl.h the shim was built against). */
+static ncclResult_t iris_nccl_missing(int id) {
+  pthread_once(&iris_nccl_load_ctl, iris_nccl_load);
+  if (!iris_nccl_lib) {
+    iris_nccl_set_error("%s (%s was called)", iris_nccl_load_error, iris_nccl_fn_names[id]);
+    return ncclSystemError;
+  }
+  iris_nccl_set_error("iris_nccl: %s: the real NCCL (%s) has no such function; it is older than the nccl.h this shim was built against", iris_nccl_fn_names[id],
+                      iris_nccl_lib_path);
+  return ncclInvalidUsage;
+}
+
+extern "C" IRIS_NCCL_EXPORT const char *iris_nccl_real_library(void) {
+  pthread_once(&iris_nccl_load_ctl, iris_nccl_load);
+  if (!iris_nccl_lib) {
+    iris_nccl_set_error("%s", iris_nccl_load_error);
+    return NULL;
+  }
+  return iris_nccl_lib_path;
+}
+
+/* ================================================================== settings == */
+/* Read once per process from the environment (docs/nccl_shim.md lists them). They must be
+ * alike on every rank, as NCCL's own variables: the bring-up compares the ones that
+ * decide routing and refuses iris where they differ. */
+typedef struct iris_nccl_options {
+  int disable;         /* IRIS_NCCL_DISABLE: no iris at all, every call forwards, no bring-up */
+  int debug;           /* IRIS_NCCL_DEBUG: 1 rank 0 of each communicator, 2 every rank */
+  int groups;          /* IRIS_NCCL_GROUPS: 0 sends every call inside a group to NCCL */
+  iris_nccl_table_t table;
+  int bad;             /* a malformed variable: no communicator gets iris (why says which) */
+  char why[320];
+  unsigned long long heap;    /* IRIS_NCCL_HEAP, 0: sized per communicator */
+  unsigned long long staging; /* the staging bytes iris will use (for the heap size) */
+  char staging_str[32];       /* IRIS_COLL_STAGING as iris will read it */
+  int set_staging;            /* 1: the shim sets IRIS_COLL_STAGING around iris_collectives_setup */
+} iris_nccl_options_t;
+static iris_nccl_options_t iris_nccl_opt;
+static pthread_once_t iris_nccl_opt_ctl = PTHREAD_ONCE_INIT;
+
+static void iris_nccl_read_options(void) {
+  iris_nccl_options_t *o = &iris_nccl_opt;
+  const char *v;
+  o->groups = 1;
+  if ((v = getenv("IRIS_NCCL_DISABLE")) != NULL && *v && strcmp(v, "0") != 0) o->disable = 1;
+  if ((v = getenv("IRIS_NCCL_DEBUG")) != NULL && *v) o->debug = atoi(v) > 0 ? atoi(v) : 0;
+  if ((v = getenv("IRIS_NCCL_GROUPS")) != NULL && !strcmp(v, "0")) o->groups = 0;
+  if (iris_nccl_parse_table(getenv("IRIS_NCCL_MAX_BYTES"), &o->table, o->why, sizeof o->why) != 0) o->bad = 1;
+  if (!o->bad && (v = getenv("IRIS_NCCL_HEAP")) != NULL && *v && (iris_nccl_parse_size(v, &o->heap) != 0 || o->heap == 0)) {
+    snprintf(o->why, sizeof o->why, "IRIS_NCCL_HEAP='%s' is not a size of bytes (e.g. 256M)", v);
+    o->bad = 1;
+  }
+  if ((v = getenv("IRIS_COLL_STAGING")) != NULL) { /* the user's; iris parses it (a bad one fails its setup) */
+    snprintf(o->staging_str, sizeof o->staging_str, "%s", v);
+    if (iris_nccl_parse_size(v, &o->staging) != 0 || o->staging == 0) o->staging = 64 * IRIS_NCCL_MIB;
+  } else {
+    o->staging = iris_nccl_staging_bytes(&o->table);
+    snprintf(o->staging_str, sizeof o->staging_str, "%llu", o->staging);
+    o->set_staging = 1;
+  }
+  if (o->bad && !o->disable) fprintf(stderr, "iris_nccl: warning: %s; every communicator falls back to NCCL\n", o->why);
+}
+static const iris_nccl_options_t *iris_nccl_options(void) {
+  pthread_once(&iris_nccl_opt_ctl, iris_nccl_read_options);
+  return &iris_nccl_opt;
+}
+static int iris_nccl_debug_level(void) { return iris_nccl_options()->debug; }
+
+/* iris reads IRIS_COLL_STAGING in iris_collectives_setup. When the user has not set it,
+ * the shim sets it to the table's largest message while bring-ups run (iris's default,
+ * 64 MiB twice per communicator, is far more than calls up to a few MiB need), and
+ * removes it when the last one ends. Counted, since bring-ups run in several threads. */
+static pthread_mutex_t iris_nccl_env_lock = PTHREAD_MUTEX_INITIALIZER;
+static int iris_nccl_env_users;
+static void iris_nccl_staging_env(int enter) {
+  const iris_nccl_options_t *o = iris_nccl_options();
+  if (!o->set_staging) return;
+  pthread_mutex_lock(&iris_nccl_env_lock);
+  if (enter && iris_nccl_env_users++ == 0) setenv("IRIS_COLL_STAGING", o->staging_str, 1);
+  if (!enter && --iris_nccl_env_users == 0) unsetenv("IRIS_COLL_STAGING");
+  pthread_mutex_unlock(&iris_nccl_env_lock);
+}
+
+/* ======================================================= communicator records == */
+typedef struct iris_nccl_comm {
+  ncclComm_t comm;       /* the real communicator: also the program's handle */
+  int blocking;          /* non-blocking communicators get no iris context */
+  int rank, world, device;
+  int listed;            /* 1: in the lookup table */
+  iris_t *iris;          /* NULL: every call forwards (atomic: read without the lock) */
+  int revoked;           /* ncclCommRevoke or an abort: later calls forward */
+  pthread_mutex_t lock;  /* around every iris call and the teardown (abort may come from another thread) */
+  iris_nccl_table_t table;            /* the agreed routing table */
+  unsigned long long served[IRIS_NCCL_KINDS], forwarded[IRIS_NCCL_KINDS];
+  unsigned long long noted;           /* debug: (kind, route) pairs already printed */
+  int reported;                       /* debug: the closing counts were printed */
+  iris_bootstrap_t boot;              /* iris's mode-2 hooks, over the real communicator */
+  cudaStream_t boot_stream;
+  void *boot_buf;
+  size_t boot_cap;
+  char why[192];                      /* why there is no iris context */
+} iris_nccl_comm_t;
+
+/* The lookup table: real communicator -> record, open addressing over a fixed array.
+ * Readers take no lock (records are never freed: a reader holding a stale one finds
+ * iris == NULL and forwards); writers hold iris_nccl_slots_lock. */
+#define IRIS_NCCL_SLOTS 4096
+#define IRIS_NCCL_TOMB ((iris_nccl_comm_t *)1)
+static iris_nccl_comm_t *iris_nccl_slots[IRIS_NCCL_SLOTS];
+static pthread_mutex_t iris_nccl_slots_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned iris_nccl_hash(const void *p) { return (unsigned)((((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull) >> 52) & (IRIS_NCCL_SLOTS - 1); }
+
+static iris_nccl_comm_t *iris_nccl_find(ncclComm_t comm) {
+  unsigned h, i;
+  if (!comm) return NULL;
+  h = iris_nccl_hash(comm);
+  for (i = 0; i < IRIS_NCCL_SLOTS; i++) {
+    iris_nccl_comm_t *c = __atomic_load_n(&iris_nccl_slots[(h + i) & (IRIS_NCCL_SLOTS - 1)], __ATOMIC_ACQUIRE);
+    if (!c) return NULL;
+    if (c != IRIS_NCCL_TOMB && c->comm == comm) return c;
+  }
+  return NULL;
+}
+static int iris_nccl_insert(iris_nccl_comm_t *c) {
+  unsigned h = iris_nccl_hash(c->comm), i;
+  int done = 0;
+  pthread_mutex_lock(&iris_nccl_slots_lock);
+  for (i = 0; i < IRIS_NCCL_SLOTS && !done; i++) {
+    iris_nccl_comm_t **slot = &iris_nccl_slots[(h + i) & (IRIS_NCCL_SLOTS - 1)];
+    if (*slot == NULL || *slot == IRIS_NCCL_TOMB) {
+      __atomic_store_n(slot, c, __ATOMIC_RELEASE);
+      done = 1;
+    }
+  }
+  pthread_mutex_unlock(&iris_nccl_slots_lock);
+  return done;
+}
+static void iris_nccl_remove(iris_nccl_comm_t *c) {
+  unsigned i;
+  pthread_mutex_lock(&iris_nccl_slots_lock);
+  for (i = 0; i < IRIS_NCCL_SLOTS; i++)
+    if (iris_nccl_slots[i] == c) __atomic_store_n(&iris_nccl_slots[i], IRIS_NCCL_TOMB, __ATOMIC_RELEASE);
+  c->listed = 0;
+  pthread_mutex_unlock(&iris_nccl_slots_lock);
+}
+
+/* this thread's current device, switched to `device` (returns the one to restore) */
+static int iris_nccl_enter_device(int device) {
+  int old = -1;
+  if (cudaGetDevice(&old) != cudaSuccess) old = -1;
+  if (old != device) cudaSetDevice(device);
+  return old;
+}
+static void iris_nccl_leave_device(int old, int device) {
+  if (old >= 0 && old != device) cudaSetDevice(old);
+}
+
+/* ========================================== iris's bootstrap over the real NCCL == */
+/* iris_bootstrap_t.allgather: the bytes through a device buffer, ncclAllGather on the
+ * real communicator on a private stream, back to the host. Blocking, as iris expects. */
+static int iris_nccl_boot_allgather(void *user, const void *send, void *recv, size_t bytes) {
+  iris_nccl_comm_t *c = (iris_nccl_comm_t *)user;
+  iris_nccl_fn_ncclAllGather_t ag = IRIS_NCCL_REAL(ncclAllGather);
+  const size_t b = bytes ? bytes : 1, need = b * (size_t)c->world;
+  unsigned char one = 0;
+  int old, rc = 1;
+  if (!ag) return 1;
+  old = iris_nccl_enter_device(c->device);
+  if (need > c->boot_cap) {
+    void *p = NULL;
+    if (cudaMalloc(&p, need) == cudaSuccess) {
+      if (c->boot_buf) cudaFree(c->boot_buf);
+      c->boot_buf = p;
+      c->boot_cap = need;
+    }
+  }
+  if (need <= c->boot_cap) {
+    char *mine = (char *)c->boot_buf + (size_t)c->rank * b;
+    if (cudaMemcpyAsync(mine, bytes ? send : &one, b, cudaMemcpyHostToDevice, c->boot_stream) == cudaSuccess &&
+        ag(mine, c->boot_buf, b, ncclUint8, c->comm, c->boot_stream) == ncclSuccess &&
+        (!bytes || cudaMemcpyAsync(recv, c->boot_buf, need, cudaMemcpyDeviceToHost, c->boot_stream) == cudaSuccess) &&
+        cudaStreamSynchronize(c->boot_stream) == cudaSuccess)
+      rc = 0;
+  }
+  iris_nccl_leave_device(old, c->device);
+  return rc;
+}
+static int iris_nccl_boot_barrier(void *user) { return iris_nccl_boot_allgather(user, NULL, NULL, 0); }
+
+/* ================================================================== bring-up == */
+static void iris_nccl_print_table(const iris_nccl_comm_t *c, const char *what) {
+  int k;
+  fprintf(stderr, "iris_nccl: comm %p rank %d of %d (GPU %d): %s\n", (void *)c->comm, c->rank, c->world, c->device, what);
+  if (!c->iris) return;
+  for (k = 0; k < IRIS_NCCL_KINDS; k++) {
+    if (c->table.max_bytes[k])
+      fprintf(stderr, "iris_nccl:   %-13s -> iris up to %llu bytes of %s, NCCL above\n", iris_nccl_kind_names[k], c->table.max_bytes[k], iris_nccl_kind_measure[k]);
+    else
+      fprintf(stderr, "iris_nccl:   %-13s -> NCCL\n", iris_nccl_kind_names[k]);
+  }
+  fprintf(stderr, "iris_nccl:   reductions of fp32, fp16, bf16, fp8, int32, int64, uint8 (sum, min, max, avg) and int8, uint32, uint64 (sum); "
+                  "moves of any type; every other call -> NCCL%s\n",
+          iris_nccl_options()->groups ? "" : "; calls inside ncclGroupStart/End -> NCCL");
+}
+
+/* One communicator, collective over its ranks (see the top of the file). Runs in the
+ * thread that created it, or in a helper thread when one thread created several. */
+static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
+  const iris_nccl_options_t *o = iris_nccl_options();
+  iris_nccl_fn_ncclCommCount_t count = IRIS_NCCL_REAL(ncclCommCount);
+  iris_nccl_fn_ncclCommUserRank_t user_rank = IRIS_NCCL_REAL(ncclCommUserRank);
+  iris_nccl_fn_ncclCommCuDevice_t cu_device = IRIS_NCCL_REAL(ncclCommCuDevice);
+  iris_nccl_record_t me, *all = NULL;
+  iris_t *ctx = NULL;
+  int old, r, ok;
+  if (!count || !user_rank || !cu_device || count(c->comm, &c->world) != ncclSuccess || user_rank(c->comm, &c->rank) != ncclSuccess ||
+      cu_device(c->comm, &c->device) != ncclSuccess) {
+    snprintf(c->why, sizeof c->why, "the real NCCL did not report the communicator's size, rank or device");
+    return;
+  }
+  if (c->world < 2) { /* every rank knows the size: no exchange needed to agree */
+    snprintf(c->why, sizeof c->why, "a communicator of one rank");
+    if (o->debug) iris_nccl_print_table(c, "NCCL only: a communicator of one rank");
+    return;
+  }
+  old = iris_nccl_enter_device(c->device);
+  c->boot.user = c;
+  c->boot.allgather = iris_nccl_boot_allgather;
+  c->boot.barrier = iris_nccl_boot_barrier;
+  c->boot_cap = (size_t)c->world * 16384; /* iris's exchanges fit; a larger one grows it */
+  all = (iris_nccl_record_t *)calloc((size_t)c->world, sizeof *all);
+  if (!all || cudaStreamCreateWithFlags(&c->boot_stream, cudaStreamNonBlocking) != cudaSuccess || cudaMalloc(&c->boot_buf, c->boot_cap) != cudaSuccess) {
+    /* cannot take part in the exchange: the peers will wait in it (a process this short
+     * of memory fails the program's own NCCL calls too) */
+    snprintf(c->why, sizeof c->why, "no host or GPU memory, or no stream, for the bring-up exchange");
+    c->boot_cap = 0;
+    free(all);
+    iris_nccl_leave_device(old, c->device);
+    return;
+  }
+
+  /* 1. this rank's record */
+  memset(&me, 0, sizeof me);
+  me.magic = IRIS_NCCL_RECORD_MAGIC;
+  me.version = IRIS_NCCL_RECORD_VERSION;
+  me.want = 1;
+  me.heap_bytes = o->heap ? o->heap : iris_nccl_default_heap(c->world, o->staging);
+  for (r = 0; r < IRIS_NCCL_KINDS; r++) me.max_bytes[r] = o->table.max_bytes[r];
+  snprintf(me.staging, sizeof me.staging, "%s", o->staging_str);
+  iris_nccl_host_identity(me.host, sizeof me.host);
+  if (cudaDeviceGetAttribute(&me.cc_major, cudaDevAttrComputeCapabilityMajor, c->device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&me.sms, cudaDevAttrMultiProcessorCount, c->device) != cudaSuccess ||
+      cudaDeviceGetPCIBusId(me.bus, (int)sizeof me.bus, c->device) != cudaSuccess) {
+    me.want = 0;
+    snprintf(me.why, sizeof me.why, "could not query GPU %d (compute capability, SMs, PCI bus id)", c->device);
+  }
+  if (o->bad) {
+    me.want = 0;
+    snprintf(me.why, sizeof me.why, "%s", o->why);
+  } else if (!c->listed) {
+    me.want = 0;
+    snprintf(me.why, sizeof me.why, "the shim's table of %d communicators is full", IRIS_NCCL_SLOTS);
+  }
+
+  /* 2. every rank's record, and the verdict they all draw from them */
+  if (iris_nccl_boot_allgather(c, &me, all, sizeof me) != 0) {
+    snprintf(c->why, sizeof c->why, "the bring-up exchange over the real communicator failed");
+    ok = 0;
+  } else {
+    ok = iris_nccl_decide(all, c->world, c->why, sizeof c->why);
+  }
+  if (ok) {
+    /* 3. iris in mode 2 beside the real communicator; its hooks are the exchange above */
+    iris_config_t cfg = IRIS_CONFIG_INIT;
+    iris_status_t st;
+    int32_t mine, *oks = (int32_t *)all; /* the records are no longer needed */
+    for (r = 0; r < IRIS_NCCL_KINDS; r++) c->table.max_bytes[r] = all[0].max_bytes[r];
+    cfg.rank = c->rank;
+    cfg.world_size = c->world;
+    cfg.device = c->device;
+    cfg.heap_size = (size_t)all[0].heap_bytes;
+    cfg.bootstrap = &c->boot;
+    iris_nccl_staging_env(1);
+    st = iris_init(&cfg, &ctx);
+    if (st == IRIS_SUCCESS && iris_num_nodes(ctx) != 1) { /* cannot happen after the host check; never serve one */
+      snprintf(c->why, sizeof c->why, "iris grouped the ranks into %d nodes", iris_num_nodes(ctx));
+      st = IRIS_ERROR_DIFFERENT_HOST;
+    } else if (st == IRIS_SUCCESS && (st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) {
+      snprintf(c->why, sizeof c->why, "iris_collectives_setup: %s", iris_error_detail());
+      iris_finalize(ctx); /* collective: the setup failed alike on every rank */
+      ctx = NULL;
+    } else if (st != IRIS_SUCCESS) {
+      snprintf(c->why, sizeof c->why, "iris_init: %s", iris_error_detail());
+    }
+    iris_nccl_staging_env(0);
+    /* 4. all keep the context or all drop it */
+    mine = (int32_t)st;
+    if (iris_nccl_boot_allgather(c, &mine, oks, sizeof mine) != 0) {
+      if (st == IRIS_SUCCESS) snprintf(c->why, sizeof c->why, "the closing exchange over the real communicator failed");
+      st = IRIS_ERROR_BOOTSTRAP;
+    } else {
+      for (r = 0; r < c->world && st == IRIS_SUCCESS; r++)
+        if (oks[r] != IRIS_SUCCESS) {
+          snprintf(c->why, sizeof c->why, "rank %d could not bring iris up (%s)", r, iris_status_string((iris_status_t)oks[r]));
+          st = (iris_status_t)oks[r];
+        }
+    }
+    if (st != IRIS_SUCCESS && ctx) {
+      iris_abort(ctx); /* the others dropped theirs: no barrier to meet */
+      iris_finalize(ctx);
+      ctx = NULL;
+    }
+  }
+  free(all);
+  if (ctx) {
+    c->why[0] = 0;
+    __atomic_store_n(&c->iris, ctx, __ATOMIC_RELEASE);
+  }
+  iris_nccl_leave_device(old, c->device);
+  if (o->debug && (o->debug >= 2 || c->rank == 0)) {
+    char what[256];
+    if (ctx) snprintf(what, sizeof what, "iris up beside NCCL (heap %zu MiB per rank)", iris_heap_size(ctx) >> 20);
+    else snprintf(what, sizeof what, "NCCL only: %s", c->why);
+    iris_nccl_print_table(c, what);
+  }
+}
+
+static void *iris_nccl_bring_up_thread(void *arg) {
+  iris_nccl_bring_up((iris_nccl_comm_t *)arg);
+  return NULL;
+}
+/* Several communicators created by one thread (ncclCommInitAll, or several
+ * ncclCommInitRank in one group): each exchange blocks until all its ranks arrive, and
+ * they may all be in this process, so each runs in a thread of its own. */
+static void iris_nccl_bring_up_all(iris_nccl_comm_t **cs, int n) {
+  pthread_t *t;
+  int *started, i;
+  if (n == 1) {
+    iris_nccl_bring_up(cs[0]);
+    return;
+  }
+  t = (pthread_t *)calloc((size_t)n, sizeof *t);
+  started = (int *)calloc((size_t)n, sizeof *started);
+  for (i = 0; i < n; i++) started[i] = t && started && pthread_create(&t[i], NULL, iris_nccl_bring_up_thread, cs[i]) == 0;
+  for (i = 0; i < n; i++) {
+    if (started[i]) pthread_join(t[i], NULL);
+    else iris_nccl_bring_up(cs[i]); /* no thread: in line (it may wait for the others) */
+  }
+  free(t);
+  free(started);
+}
+
+/* communicators created inside this thread's open group, brought up at its end */
+static __thread int iris_nccl_depth;
+static __thread iris_nccl_comm_t **iris_nccl_pending;
+static __thread int iris_nccl_npending, iris_nccl_cpending;
+
+static int iris_nccl_blocking(const ncclConfig_t *config, int inherit) {
+  const char *v;
+  if (config && config->blocking != NCCL_CONFIG_UNDEF_INT) return config->blocking != 0;
+  if (inherit >= 0) return inherit;
+  if ((v = getenv("NCCL_COMM_BLOCKING")) != NULL && *v) return atoi(v) != 0;
+  return 1;
+}
+
+/* A communicator the real NCCL just created: a record, and a bring-up now, at the end
+ * of the open group, or never (non-blocking: NCCL's calls on it may return before it is
+ * ready, and a blocking exchange there is not NCCL's semantics). */
+static iris_nccl_comm_t *iris_nccl_adopt(ncclComm_t comm, int blocking) {
+  iris_nccl_comm_t *c;
+  if (!comm || iris_nccl_options()->disable) return NULL;
+  if (!(c = (iris_nccl_comm_t *)calloc(1, sizeof *c))) return NULL;
+  c->comm = comm;
+  c->blocking = blocking;
+  pthread_mutex_init(&c->lock, NULL);
+  c->listed = iris_nccl_insert(c);
+  if (!blocking) snprintf(c->why, sizeof c->why, "a non-blocking communicator (ncclConfig_t.blocking = 0 or NCCL_COMM_BLOCKING=0)");
+  return c;
+}
+static void iris_nccl_created(iris_nccl_comm_t **cs, int n) {
+  int i, m = 0;
+  for (i = 0; i < n; i++)
+    if (cs[i] && cs[i]->blocking) cs[m++] = cs[i];
+  if (m == 0) return;
+  if (iris_nccl_depth > 0) {
+    if (iris_nccl_npending + m > iris_nccl_cpending) {
+      int cap = (iris_nccl_npending + m) * 2;
+      iris_nccl_comm_t **p = (iris_nccl_comm_t **)realloc(iris_nccl_pending, (size_t)cap * sizeof *p);
+      if (!p) return; /* out of host memory: these stay NCCL only (the peers will wait in their exchange) */
+      iris_nccl_pending = p;
+      iris_nccl_cpending = cap;
+    }
+    for (i = 0; i < m; i++) iris_nccl_pending[iris_nccl_npending++] = cs[i];
+    return;
+  }
+  iris_nccl_bring_up_all(cs, m);
+}
+
+/* the group ended (ok: the real ncclGroupEnd succeeded): bring up what it created */
+static void iris_nccl_group_closed(int ok) {
+  iris_nccl_comm_t **list = iris_nccl_pending;
+  int n = iris_nccl_npending, i;
+  iris_nccl_pending = NULL;
+  iris_nccl_npending = iris_nccl_cpending = 0;
+  if (n == 0) return;
+  if (ok) iris_nccl_bring_up_all(list, n);
+  else
+    for (i = 0; i < n; i++) snprintf(list[i]->why, sizeof list[i]->why, "the group that created it did not end with ncclSuccess");
+  free(list);
+}
+
+/* ================================================================== teardown == */
+static void iris_nccl_report(iris_nccl_comm_t *c, const char *event) {
+  const iris_nccl_options_t *o = iris_nccl_options();
+  char line[512] = "";
+  int k;
+  if (!o->debug || c->reported || (o->debug < 2 && c->rank != 0)) return;
+  c->reported = 1;
+  for (k = 0; k < IRIS_NCCL_KINDS; k++)
+    iris_nccl_append(line, sizeof line, " %s %llu/%llu", iris_nccl_kind_names[k], c->served[k], c->forwarded[k]);
+  fprintf(stderr, "iris_nccl: comm %p rank %d of %d %s: calls served by iris / forwarded to NCCL:%s\n", (void *)c->comm, c->rank, c->world, event, line);
+}
+
+/* Drop the iris context. finalize: iris_finalize, whose barrier runs over the real
+ * communicator (so before the real one is finalized); unless a fault (a dead or hung
+ * peer, an NCCL async error, an abort) makes that unsafe: then the context stops its
+ * kernels (iris_abort) and stays mapped until the process exits. */
+static void iris_nccl_drop(iris_nccl_comm_t *c, int finalize) {
+  iris_nccl_fn_ncclCommGetAsyncError_t async = IRIS_NCCL_REAL(ncclCommGetAsyncError);
+  iris_t *ctx;
+  int old;
+  pthread_mutex_lock(&c->lock);
+  ctx = c->iris;
+  if (ctx) {
+    __atomic_store_n(&c->iris, (iris_t *)NULL, __ATOMIC_RELEASE);
+    old = iris_nccl_enter_device(c->device);
+    if (finalize && !c->revoked) {
+      ncclResult_t ae = ncclSuccess;
+      if (async && async(c->comm, &ae) == ncclSuccess && (ae == ncclSuccess || ae == ncclInProgress) && iris_get_async_error(ctx) != IRIS_ERROR_TIMEOUT &&
+          iris_get_async_error(ctx) != IRIS_ERROR_PEER_FAILED) {
+        if (iris_finalize(ctx) != IRIS_SUCCESS && iris_nccl_options()->debug)
+          fprintf(stderr, "iris_nccl: comm %p rank %d: iris_finalize: %s\n", (void *)c->comm, c->rank, iris_error_detail());
+        ctx = NULL;
+        if (c->boot_buf) cudaFree(c->boot_buf);
+        if (c->boot_stream) cudaStreamDestroy(c->boot_stream);
+        c->boot_buf = NULL;
+        c->boot_stream = NULL;
+        c->boot_cap = 0;
+      }
+    }
+    if (ctx) iris_abort(ctx); /* left mapped (see above) */
+    iris_nccl_leave_device(old, c->device);
+  }
+  pthread_mutex_unlock(&c->lock);
+}
+
+/* ============================================================ the collectives == */
+static void iris_nccl_note(iris_nccl_comm_t *c, int kind, int route, unsigned long long bytes, ncclDataType_t dt, ncclRedOp_t op) {
+  const iris_nccl_options_t *o = iris_nccl_options();
+  unsigned long long bit = 1ull << (kind * IRIS_NCCL_ROUTES + route);
+  if (!o->debug || (c->noted & bit) || (o->debug < 2 && c->rank != 0)) return;
+  c->noted |= bit;
+  fprintf(stderr, "iris_nccl: comm %p rank %d of %d: %s of %llu bytes (%s%s%s) -> %s%s\n", (void *)c->comm, c->rank, c->world, iris_nccl_kind_names[kind], bytes,
+          iris_nccl_type_name(dt), kind == IRIS_NCCL_AR || kind == IRIS_NCCL_RS ? " " : "",
+          kind == IRIS_NCCL_AR || kind == IRIS_NCCL_RS ? iris_nccl_op_name(op) : "", iris_nccl_route_names[route],
+          route == IRIS_NCCL_ROUTE_IRIS || route == IRIS_NCCL_ROUTE_NO_IRIS ? "" : " (first such call; later ones are counted)");
+}
+
+/* Serve one call with iris if the route says so (*done = 1, the result returned);
+ * otherwise *done = 0 and the caller forwards it. */
+static ncclResult_t iris_nccl_collective(int kind, const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm,
+                                         cudaStream_t stream, int *done) {
+  iris_nccl_comm_t *c = iris_nccl_find(comm);
+  iris_dtype_t t = IRIS_UINT8;
+  iris_redop_t o = IRIS_SUM;
+  unsigned long long bytes = 0;
+  iris_status_t st = IRIS_SUCCESS;
+  iris_t *ctx;
+  int route, old;
+  *done = 0;
+  if (!c) return ncclSuccess;
+  ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE);
+  if (!ctx || c->revoked) route = IRIS_NCCL_ROUTE_NO_IRIS;
+  else if (iris_nccl_depth > 0 && !iris_nccl_options()->groups) route = IRIS_NCCL_ROUTE_GROUP;
+  else route = iris_nccl_route(kind, &c->table, c->world, count, dt, op, root, &t, &o, &bytes);
+  if (route == IRIS_NCCL_ROUTE_IRIS) {
+    pthread_mutex_lock(&c->lock);
+    if ((ctx = c->iris) == NULL) route = IRIS_NCCL_ROUTE_NO_IRIS; /* dropped meanwhile (an abort in another thread) */
+    else {
+      old = iris_nccl_enter_device(c->device);
+      switch (kind) {
+        case IRIS_NCCL_AR: st = iris_all_reduce(ctx, send, recv, count, t, o, stream); break;
+        case IRIS_NCCL_AG: st = iris_all_gather(ctx, send, recv, count, t, stream); break;
+        case IRIS_NCCL_RS: st = iris_reduce_scatter(ctx, send, recv, count, t, o, stream); break;
+        case IRIS_NCCL_BC: /* NCCL reads sendbuff on the root only (it may be NULL elsewhere); iris wants one everywhere */
+          st = iris_broadcast(ctx, send ? send : recv, recv, count, t, root, stream);
+          break;
+        default: st = iris_all_to_all(ctx, send, recv, count, t, stream); break;
+      }
+      if (st != IRIS_SUCCESS)
+        iris_nccl_set_error("iris_nccl: %s of %zu %s on rank %d of %d (served by iris) failed: %s", iris_nccl_kind_names[kind], count, iris_nccl_type_name(dt),
+                            c->rank, c->world, iris_error_detail());
+      iris_nccl_leave_device(old, c->device);
+    }
+    pthread_mutex_unlock(&c->lock);
+  }
+  iris_nccl_note(c, kind, route, bytes, dt, op);
+  if (route != IRIS_NCCL_ROUTE_IRIS) {
+    c->forwarded[kind]++;
+    return ncclSuccess;
+  }
+  c->served[kind]++;
+  *done = 1;
+  return iris_nccl_result(st);
+}
+
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                       cudaStream_t stream) {
+  iris_nccl_fn_ncclAllReduce_t f;
+  int done;
+  ncclResult_t r = iris_nccl_collective(IRIS_NCCL_AR, sendbuff, recvbuff, count, datatype, op, 0, comm, stream, &done);
+  if (done) return r;
+  if (!(f = IRIS_NCCL_REAL(ncclAllReduce))) return iris_nccl_missing(IRIS_NCCL_FN_ncclAllReduce);
+  return iris_nccl_forwarded(f(sendbuff, recvbuff, count, datatype, op, comm, stream));
+}
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+                                                       cudaStream_t stream) {
+  iris_nccl_fn_ncclAllGather_t f;
+  int done;
+  ncclResult_t r = iris_nccl_collective(IRIS_NCCL_AG, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream, &done);
+  if (done) return r;
+  if (!(f = IRIS_NCCL_REAL(ncclAllGather))) return iris_nccl_missing(IRIS_NCCL_FN_ncclAllGather);
+  return iris_nccl_forwarded(f(sendbuff, recvbuff, sendcount, datatype, comm, stream));
+}
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+                                                           ncclComm_t comm, cudaStream_t stream) {
+  iris_nccl_fn_ncclReduceScatter_t f;
+  int done;
+  ncclResult_t r = iris_nccl_collective(IRIS_NCCL_RS, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream, &done);
+  if (done) return r;
+  if (!(f = IRIS_NCCL_REAL(ncclReduceScatter))) return iris_nccl_missing(IRIS_NCCL_FN_ncclReduceScatter);
+  return iris_nccl_forwarded(f(sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
+}
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                       cudaStream_t stream) {
+  iris_nccl_fn_ncclBroadcast_t f;
+  int done;
+  ncclResult_t r = iris_nccl_collective(IRIS_NCCL_BC, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream, &done);
+  if (done) return r;
+  if (!(f = IRIS_NCCL_REAL(ncclBroadcast))) return iris_nccl_missing(IRIS_NCCL_FN_ncclBroadcast);
+  return iris_nccl_forwarded(f(sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  iris_nccl_fn_ncclBcast_t f;
+  int done;
+  ncclResult_t r = iris_nccl_collective(IRIS_NCCL_BC, buff, buff, count, datatype, ncclSum, root, comm, stream, &done);
+  if (done) return r;
+  if (!(f = IRIS_NCCL_REAL(ncclBcast))) return iris_nccl_missing(IRIS_NCCL_FN_ncclBcast);
+  return iris_nccl_forwarded(f(buff, count, datatype, root, comm, stream));
+}
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                                                      cudaStream_t stream) {
+  iris_nccl_fn_ncclAlltoAll_t f;
+  int done;
+  ncclResult_t r = iris_nccl_collective(IRIS_NCCL_A2A, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream, &done);
+  if (done) return r;
+  if (!(f = IRIS_NCCL_REAL(ncclAlltoAll))) return iris_nccl_missing(IRIS_NCCL_FN_ncclAlltoAll);
+  return iris_nccl_forwarded(f(sendbuff, recvbuff, count, datatype, comm, stream));
+}
+
+/* ===================================================================== groups == */
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclGroupStart() {
+  iris_nccl_fn_ncclGroupStart_t f = IRIS_NCCL_REAL(ncclGroupStart);
+  ncclResult_t r;
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclGroupStart);
+  if ((r = f()) == ncclSuccess) iris_nccl_depth++;
+  return iris_nccl_forwarded(r);
+}
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclGroupEnd() {
+  iris_nccl_fn_ncclGroupEnd_t f = IRIS_NCCL_REAL(ncclGroupEnd);
+  ncclResult_t r;
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclGroupEnd);
+  r = f();
+  if (iris_nccl_depth > 0) iris_nccl_depth--;
+  if (iris_nccl_depth == 0) iris_nccl_group_closed(r == ncclSuccess);
+  return iris_nccl_forwarded(r);
+}
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
+  iris_nccl_fn_ncclGroupSimulateEnd_t f = IRIS_NCCL_REAL(ncclGroupSimulateEnd);
+  ncclResult_t r;
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclGroupSimulateEnd);
+  r = f(simInfo);
+  if (iris_nccl_depth > 0) iris_nccl_depth--;
+  if (iris_nccl_depth == 0) iris_nccl_group_closed(0); /* simulated: nothing was created */
+  return iris_nccl_forwarded(r);
+}
+
+/* ============================================================ communicators == */
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
+  iris_nccl_fn_ncclCommInitRank_t f = IRIS_NCCL_REAL(ncclCommInitRank);
+  iris_nccl_comm_t *c;
+  ncclResult_t r;
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommInitRank);
+  r = f(comm, nranks, commId, rank);
+  if (r == ncclSuccess && comm && (c = iris_nccl_adopt(*comm, iris_nccl_blocking(NULL, -1))) != NULL) iris_nccl_created(&c, 1);
+  return iris_nccl_forwarded(r);
+}
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config) {
+  iris_nccl_fn_ncclCommInitRankConfig_t f = IRIS_NCCL_REAL(ncclCommInitRankConfig);
+  iris_nccl_comm_t *c;
+  ncclResult_t r;
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommInitRankConfig);
+  r = f(comm, nranks, commId, rank, config);
+  if ((r == ncclSuccess || r == ncclInProgress) && comm && (c = iris_nccl_adopt(*comm, iris_nccl_blocking(config, -1))) != NULL) iris_nccl_created(&c, 1);
+  return iris_nccl_forwarded(r);
+}
+#ifdef IRIS_NCCL_HAVE_ncclCommInitRankScalable
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *commIds, ncclConfig_t *config) {
+  iris_nccl_fn_ncclCommInitRankScalable_t f = IRIS_NCCL_REAL(ncclCommInitRankScalable);
+  iris_nccl_comm_t *c;
+  ncclResult_t r;
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommInitRankScalable);
+  r = f(newcomm, nranks, myrank, nId, commIds, config);
+  if ((r == ncclSuccess || r == ncclInProgress) && newcomm && (c = iris_nccl_adopt(*newcomm, iris_nccl_blocking(config, -1))) != NULL) iris_nccl_created(&c, 1);
+  return iris_nccl_forwarded(r);
+}
+#endif
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
+  iris_nccl_fn_ncclCommInitAll_t f = IRIS_NCCL_REAL(ncclCommInitAll);
+  ncclResult_t r;
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommInitAll);
+  r = f(comms, ndev, devlist);
+  if (r == ncclSuccess && comms && ndev > 0) {
+    iris_nccl_comm_t **cs = (iris_nccl_comm_t **)calloc((size_t)ndev, sizeof *cs);
+    int i;
+    if (cs) { /* one process holds every rank: each bring-up in a thread of its own */
+      for (i = 0; i < ndev; i++) cs[i] = iris_nccl_adopt(comms[i], iris_nccl_blocking(NULL, -1));
+      iris_nccl_created(cs, ndev);
+      free(cs);
+    }
+  }
+  return iris_nccl_forwarded(r);
+}
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+  iris_nccl_fn_ncclCommSplit_t f = IRIS_NCCL_REAL(ncclCommSplit);
+  iris_nccl_comm_t *parent = iris_nccl_find(comm), *c;
+  ncclResult_t r;
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommSplit);
+  r = f(comm, color, key, newcomm, config);
+  /* config NULL: the child inherits the parent's configuration, blocking included */
+  if ((r == ncclSuccess || r == ncclInProgress) && newcomm && *newcomm &&
+      (c = iris_nccl_adopt(*newcomm, iris_nccl_blocking(config, config ? -1 : parent ? parent->blocking : -1))) != NULL)
+    iris_nccl_created(&c, 1);
+  return iris_nccl_forwarded(r);
+}
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  iris_nccl_fn_ncclCommFinalize_t f = IRIS_NCCL_REAL(ncclCommFinalize);
+  iris_nccl_comm_t *c = iris_nccl_find(comm);
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommFinalize);
+  if (c) {
+    iris_nccl_report(c, "finalized");
+    iris_nccl_drop(c, 1);
+  }
+  return iris_nccl_forwarded(f(comm));
+}
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  iris_nccl_fn_ncclCommDestroy_t f = IRIS_NCCL_REAL(ncclCommDestroy);
+  iris_nccl_comm_t *c = iris_nccl_find(comm);
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommDestroy);
+  if (c) {
+    iris_nccl_report(c, "destroyed");
+    iris_nccl_drop(c, 1);
+    iris_nccl_remove(c); /* the record itself stays (a racing reader may hold it) */
+  }
+  return iris_nccl_forwarded(f(comm));
+}
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  iris_nccl_fn_ncclCommAbort_t f = IRIS_NCCL_REAL(ncclCommAbort);
+  iris_nccl_comm_t *c = iris_nccl_find(comm);
+  iris_t *ctx;
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommAbort);
+  if (c) { /* iris's kernels stop first (any thread may call this), then NCCL's */
+    c->revoked = 1;
+    if ((ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) != NULL) iris_abort(ctx);
+    iris_nccl_report(c, "aborted");
+    iris_nccl_drop(c, 0);
+    iris_nccl_remove(c);
+  }
+  return iris_nccl_forwarded(f(comm));
+}
+#ifdef IRIS_NCCL_HAVE_ncclCommRevoke
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  iris_nccl_fn_ncclCommRevoke_t f = IRIS_NCCL_REAL(ncclCommRevoke);
+  iris_nccl_comm_t *c = iris_nccl_find(comm);
+  iris_t *ctx;
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommRevoke);
+  if (c) { /* in-flight operations stop: iris's too; later calls go to NCCL, which refuses them */
+    c->revoked = 1;
+    if ((ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) != NULL) iris_abort(ctx);
+  }
+  return iris_nccl_forwarded(f(comm, revokeFlags));
+}
+#endif
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  iris_nccl_fn_ncclCommGetAsyncError_t f = IRIS_NCCL_REAL(ncclCommGetAsyncError);
+  iris_nccl_comm_t *c;
+  iris_t *ctx;
+  ncclResult_t r;
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommGetAsyncError);
+  r = f(comm, asyncError);
+  /* NCCL's error first; else iris's fault (a wait that ran out, a dead peer, a mismatch) */
+  if (r == ncclSuccess && asyncError && *asyncError == ncclSuccess && (c = iris_nccl_find(comm)) != NULL && !c->revoked &&
+      (ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) != NULL) {
+    iris_status_t st = iris_get_async_error(ctx); /* non-blocking, any thread */
+    if (st != IRIS_SUCCESS && st != IRIS_ERROR_ABORTED && st != IRIS_ERROR_INVALID_ARGUMENT) {
+      *asyncError = iris_nccl_result(st);
+      iris_nccl_set_error("iris_nccl: rank %d of %d: iris reports %s: %s", c->rank, c->world, iris_status_string(st), iris_error_detail());
+    }
+  }
+  return iris_nccl_forwarded(r);
+}
+
+/* ==================================================================== errors == */
+extern "C" IRIS_NCCL_EXPORT const char *ncclGetErrorString(ncclResult_t result) {
+  static const char *const own[] = {"no error", "unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+                                    "unhandled system error (run with NCCL_DEBUG=INFO for details)", "internal error - please report this issue to the NCCL developers",
+                                    "invalid argument (run with NCCL_DEBUG=WARN for details)", "invalid usage (run with NCCL_DEBUG=WARN for details)",
+                                    "remote process exited or there was a network error", "NCCL operation in progress"};
+  iris_nccl_fn_ncclGetErrorString_t f = IRIS_NCCL_REAL(ncclGetErrorString);
+  if (f) return f(result);
+  return (int)result >= 0 && (int)result < (int)(sizeof own / sizeof own[0]) ? own[result] : "unknown result code";
+}
+extern "C" IRIS_NCCL_EXPORT const char *ncclGetLastError(ncclComm_t comm) {
+  iris_nccl_fn_ncclGetLastError_t f;
+  if (iris_nccl_err_mine) return iris_nccl_err;
+  if (!(f = IRIS_NCCL_REAL(ncclGetLastError))) {
+    (void)iris_nccl_missing(IRIS_NCCL_FN_ncclGetLastError);
+    return iris_nccl_err;
+  }
+  return f(comm);
+}
+
+/* ================================================================ the shim's own == */
+extern "C" IRIS_NCCL_EXPORT ncclResult_t iris_nccl_stats(ncclComm_t comm, iris_nccl_stats_t *out) {
+  iris_nccl_comm_t *c;
+  int k;
+  if (!out || out->struct_size != sizeof *out) {
+    iris_nccl_set_error("iris_nccl_stats: out is NULL or its struct_size is not sizeof(iris_nccl_stats_t) = %zu", sizeof(iris_nccl_stats_t));
+    return ncclInvalidArgument;
+  }
+  memset((char *)out + sizeof out->struct_size, 0, sizeof *out - sizeof out->struct_size);
+  if (!(c = iris_nccl_find(comm))) {
+    snprintf(out->why, sizeof out->why, "%s", iris_nccl_options()->disable ? "IRIS_NCCL_DISABLE is set"
+                                                                            : "not a communicator the shim created (or it was destroyed; ncclCommShrink's are NCCL only)");
+    return ncclSuccess;
+  }
+  out->iris = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE) != NULL && !c->revoked;
+  out->rank = c->rank;
+  out->world = c->world;
+  for (k = 0; k < IRIS_NCCL_KINDS; k++) {
+    out->served[k] = c->served[k];
+    out->forwarded[k] = c->forwarded[k];
+    out->max_bytes[k] = c->table.max_bytes[k];
+  }
+  snprintf(out->why, sizeof out->why, "%s", out->iris ? "" : c->why[0] ? c->why : c->revoked ? "revoked or aborted" : "not brought up yet");
+  return ncclSuccess;
+}
+
+/* every other function of nccl.h forwards; pnccl* aliases for all */
+#define IRIS_NCCL_GEN_STUBS
+#include "nccl_shim_gen.h"

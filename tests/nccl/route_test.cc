@@ -1,0 +1,181 @@
+/* tests/nccl/route_test.cc — the decisions of libiris_nccl.so (nccl/route.h) on the CPU:
+ * sizes and the table variable, NCCL type/op -> iris, the per-call route, the bring-up
+ * verdict from every rank's record, the heap and staging sizes, result codes.
+ * Prints PASS / FAIL per check. */
+#include <stdio.h>
+#include "../../nccl/route.h"
+
+static int failed;
+static void check(int ok, const char *name) {
+  printf("%s: %s\n", ok ? "PASS" : "FAIL", name);
+  if (!ok) failed = 1;
+}
+
+static iris_nccl_record_t good(int r) {
+  iris_nccl_record_t x;
+  iris_nccl_table_t t = iris_nccl_default_table();
+  memset(&x, 0, sizeof x);
+  x.magic = IRIS_NCCL_RECORD_MAGIC;
+  x.version = IRIS_NCCL_RECORD_VERSION;
+  x.want = 1;
+  x.cc_major = 9;
+  x.sms = 132;
+  x.heap_bytes = iris_nccl_default_heap(4, 4 * IRIS_NCCL_MIB);
+  memcpy(x.max_bytes, t.max_bytes, sizeof x.max_bytes);
+  snprintf(x.staging, sizeof x.staging, "4194304");
+  snprintf(x.host, sizeof x.host, "node-a/boot-1");
+  snprintf(x.bus, sizeof x.bus, "00000000:%02X:00.0", 0x18 + r);
+  return x;
+}
+
+int main(void) {
+  unsigned long long v = 0, bytes = 0;
+  iris_nccl_table_t t;
+  char why[256] = "";
+  iris_dtype_t dt;
+  iris_redop_t op;
+  int ok, k;
+
+  /* sizes */
+  check(iris_nccl_parse_size("4096", &v) == 0 && v == 4096, "size: 4096");
+  check(iris_nccl_parse_size("64K", &v) == 0 && v == 65536, "size: 64K");
+  check(iris_nccl_parse_size("4M", &v) == 0 && v == 4ull << 20, "size: 4M");
+  check(iris_nccl_parse_size("2MiB", &v) == 0 && v == 2ull << 20, "size: 2MiB");
+  check(iris_nccl_parse_size("512KB", &v) == 0 && v == 512ull << 10, "size: 512KB");
+  check(iris_nccl_parse_size("1G", &v) == 0 && v == 1ull << 30, "size: 1G");
+  check(iris_nccl_parse_size("0", &v) == 0 && v == 0, "size: 0");
+  check(iris_nccl_parse_size("", &v) != 0 && iris_nccl_parse_size("-1", &v) != 0 && iris_nccl_parse_size("4X", &v) != 0 &&
+            iris_nccl_parse_size("M", &v) != 0 && iris_nccl_parse_size("99999999999999999999", &v) != 0 && iris_nccl_parse_size("20000000000T", &v) != 0,
+        "size: empty, signed, junk, no digits, overflow refused");
+
+  /* the table variable */
+  check(iris_nccl_parse_table(NULL, &t, why, sizeof why) == 0 && t.max_bytes[IRIS_NCCL_AR] == 4ull << 20 && t.max_bytes[IRIS_NCCL_AG] == 4ull << 20 &&
+            t.max_bytes[IRIS_NCCL_RS] == 4ull << 20 && t.max_bytes[IRIS_NCCL_BC] == 1ull << 20 && t.max_bytes[IRIS_NCCL_A2A] == 0,
+        "table: defaults (all-reduce, all-gather, reduce-scatter 4 MiB; broadcast 1 MiB; all-to-all off)");
+  ok = iris_nccl_parse_table("8M", &t, why, sizeof why) == 0;
+  for (k = 0; k < IRIS_NCCL_KINDS; k++) ok = ok && t.max_bytes[k] == 8ull << 20;
+  check(ok, "table: one size for every collective");
+  check(iris_nccl_parse_table("allreduce=16M,broadcast=0,alltoall=64K", &t, why, sizeof why) == 0 && t.max_bytes[IRIS_NCCL_AR] == 16ull << 20 &&
+            t.max_bytes[IRIS_NCCL_BC] == 0 && t.max_bytes[IRIS_NCCL_A2A] == 64ull << 10 && t.max_bytes[IRIS_NCCL_AG] == 4ull << 20,
+        "table: a list sets the named collectives, the others keep their defaults");
+  why[0] = 0;
+  check(iris_nccl_parse_table("allreduce=16M,bogus=1M", &t, why, sizeof why) != 0 && strstr(why, "bogus") && t.max_bytes[IRIS_NCCL_AR] == 4ull << 20,
+        "table: an unknown name is refused, named in why, and the defaults stay");
+  check(iris_nccl_parse_table("allreduce", &t, why, sizeof why) != 0 && iris_nccl_parse_table("lots", &t, why, sizeof why) != 0,
+        "table: a name without a size, a word without '=': refused");
+
+  /* NCCL type/op -> iris */
+  check(iris_nccl_map_reduce(ncclFloat32, ncclSum, &dt, &op) && dt == IRIS_FLOAT32 && op == IRIS_SUM, "map: fp32 sum");
+  check(iris_nccl_map_reduce(ncclBfloat16, ncclAvg, &dt, &op) && dt == IRIS_BFLOAT16 && op == IRIS_AVG, "map: bf16 avg -> IRIS_AVG");
+  check(iris_nccl_map_reduce(ncclFloat16, ncclMin, &dt, &op) && dt == IRIS_FLOAT16 && op == IRIS_MIN, "map: fp16 min");
+  check(iris_nccl_map_reduce(ncclFloat8e4m3, ncclMax, &dt, &op) && dt == IRIS_FLOAT8_E4M3 && op == IRIS_MAX, "map: fp8 e4m3 max");
+  check(iris_nccl_map_reduce(ncclFloat8e5m2, ncclSum, &dt, &op) && dt == IRIS_FLOAT8_E5M2, "map: fp8 e5m2 sum");
+  check(iris_nccl_map_reduce(ncclInt32, ncclAvg, &dt, &op) && dt == IRIS_INT32 && op == IRIS_AVG, "map: int32 avg (NCCL's integer avg)");
+  check(iris_nccl_map_reduce(ncclInt64, ncclMin, &dt, &op) && dt == IRIS_INT64, "map: int64 min");
+  check(iris_nccl_map_reduce(ncclUint8, ncclMax, &dt, &op) && dt == IRIS_UINT8, "map: uint8 max");
+  check(iris_nccl_map_reduce(ncclInt8, ncclSum, &dt, &op) && dt == IRIS_UINT8, "map: int8 sum as uint8 (the same bits)");
+  check(iris_nccl_map_reduce(ncclUint32, ncclSum, &dt, &op) && dt == IRIS_INT32, "map: uint32 sum as int32");
+  check(iris_nccl_map_reduce(ncclUint64, ncclSum, &dt, &op) && dt == IRIS_INT64, "map: uint64 sum as int64");
+  check(!iris_nccl_map_reduce(ncclInt8, ncclMax, &dt, &op) && !iris_nccl_map_reduce(ncclUint32, ncclMin, &dt, &op) &&
+            !iris_nccl_map_reduce(ncclUint64, ncclAvg, &dt, &op),
+        "map: int8 / uint32 / uint64 min, max, avg go to NCCL (signedness changes them)");
+  check(!iris_nccl_map_reduce(ncclFloat32, ncclProd, &dt, &op), "map: ncclProd goes to NCCL");
+  check(!iris_nccl_map_reduce(ncclFloat64, ncclSum, &dt, &op), "map: fp64 reductions go to NCCL");
+  check(!iris_nccl_map_reduce(ncclFloat32, (ncclRedOp_t)ncclNumOps, &dt, &op), "map: a PreMulSum op (>= ncclNumOps) goes to NCCL");
+  check(!iris_nccl_map_reduce((ncclDataType_t)ncclNumTypes, ncclSum, &dt, &op), "map: a type outside the enum goes to NCCL");
+  check(iris_nccl_map_move(ncclFloat64, &dt) && dt == IRIS_INT64 && iris_nccl_map_move(ncclInt8, &dt) && dt == IRIS_UINT8 &&
+            iris_nccl_map_move(ncclBfloat16, &dt) && dt == IRIS_FLOAT16 && iris_nccl_map_move(ncclUint32, &dt) && dt == IRIS_INT32,
+        "map: moves take any type, by its size");
+
+  /* the per-call route (4 ranks, default table) */
+  t = iris_nccl_default_table();
+  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, 1 << 20, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 4ull << 20,
+        "route: all-reduce of 4 MiB -> iris");
+  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, (1 << 20) + 1, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
+        "route: all-reduce of 4 MiB + 4 B -> NCCL (size)");
+  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, 256, ncclFloat64, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_TYPE_OP, "route: fp64 all-reduce -> NCCL");
+  check(iris_nccl_route(IRIS_NCCL_AG, &t, 4, 1 << 18, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 4ull << 20,
+        "route: all-gather measures its output (4 ranks x 1 MiB = 4 MiB -> iris)");
+  check(iris_nccl_route(IRIS_NCCL_AG, &t, 8, 1 << 18, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
+        "route: the same all-gather at 8 ranks (8 MiB) -> NCCL");
+  check(iris_nccl_route(IRIS_NCCL_AG, &t, 4, 1000, ncclFloat64, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && dt == IRIS_INT64,
+        "route: fp64 all-gather -> iris (bytes)");
+  check(iris_nccl_route(IRIS_NCCL_RS, &t, 4, 1 << 18, ncclBfloat16, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 2ull << 20,
+        "route: reduce-scatter measures its input");
+  check(iris_nccl_route(IRIS_NCCL_RS, &t, 4, 1024, ncclFloat32, ncclProd, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_TYPE_OP, "route: reduce-scatter prod -> NCCL");
+  check(iris_nccl_route(IRIS_NCCL_BC, &t, 4, 1 << 18, ncclFloat32, ncclSum, 3, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS, "route: broadcast of 1 MiB -> iris");
+  check(iris_nccl_route(IRIS_NCCL_BC, &t, 4, (1 << 18) + 1, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
+        "route: broadcast above 1 MiB -> NCCL");
+  check(iris_nccl_route(IRIS_NCCL_BC, &t, 4, 16, ncclFloat32, ncclSum, 4, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_ROOT &&
+            iris_nccl_route(IRIS_NCCL_BC, &t, 4, 16, ncclFloat32, ncclSum, -1, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_ROOT,
+        "route: a root outside [0, world) -> NCCL (it reports the error)");
+  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, 0, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_EMPTY, "route: count 0 -> NCCL");
+  check(iris_nccl_route(IRIS_NCCL_A2A, &t, 4, 16, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE, "route: all-to-all is off by default");
+  iris_nccl_parse_table("alltoall=1M", &t, why, sizeof why);
+  check(iris_nccl_route(IRIS_NCCL_A2A, &t, 4, 1 << 16, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 1ull << 20,
+        "route: all-to-all when enabled, measured by its send buffer");
+  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, ~(size_t)0 / 2, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
+        "route: an absurd count cannot overflow into a small byte count");
+  iris_nccl_parse_table("0", &t, why, sizeof why);
+  ok = 1;
+  for (k = 0; k < IRIS_NCCL_KINDS; k++) ok = ok && iris_nccl_route(k, &t, 4, 1, ncclUint8, ncclSum, 0, &dt, &op, &bytes) != IRIS_NCCL_ROUTE_IRIS;
+  check(ok, "route: IRIS_NCCL_MAX_BYTES=0 sends everything to NCCL");
+
+  /* the bring-up verdict */
+  {
+    iris_nccl_record_t r[4];
+    for (k = 0; k < 4; k++) r[k] = good(k);
+    check(iris_nccl_decide(r, 4, why, sizeof why) == 1, "verdict: 4 ranks, one host, 4 GPUs, same settings -> iris");
+    check(iris_nccl_decide(r, 1, why, sizeof why) == 0, "verdict: one rank -> NCCL");
+    r[2].want = 0;
+    snprintf(r[2].why, sizeof r[2].why, "the shim's table of 4096 communicators is full");
+    check(iris_nccl_decide(r, 4, why, sizeof why) == 0 && strstr(why, "rank 2") && strstr(why, "full"), "verdict: a rank that cannot -> NCCL, naming it and why");
+    r[2] = good(2);
+    snprintf(r[3].host, sizeof r[3].host, "node-b/boot-7");
+    check(iris_nccl_decide(r, 4, why, sizeof why) == 0 && strstr(why, "different hosts"), "verdict: two hosts -> NCCL");
+    r[3] = good(3);
+    snprintf(r[1].bus, sizeof r[1].bus, "%s", r[0].bus);
+    check(iris_nccl_decide(r, 4, why, sizeof why) == 0 && strstr(why, "share the GPU"), "verdict: two ranks on one GPU -> NCCL");
+    r[1] = good(1);
+    r[0].cc_major = 8;
+    check(iris_nccl_decide(r, 4, why, sizeof why) == 0 && strstr(why, "compute capability"), "verdict: a pre-Hopper GPU -> NCCL");
+    r[0] = good(0);
+    r[2].sms = 114;
+    check(iris_nccl_decide(r, 4, why, sizeof why) == 0 && strstr(why, "SMs"), "verdict: GPUs of different SM counts -> NCCL");
+    r[2] = good(2);
+    r[3].max_bytes[IRIS_NCCL_AR] = 1;
+    check(iris_nccl_decide(r, 4, why, sizeof why) == 0 && strstr(why, "differ"), "verdict: ranks with other IRIS_NCCL_MAX_BYTES -> NCCL");
+    r[3] = good(3);
+    r[1].heap_bytes += 2 << 20;
+    check(iris_nccl_decide(r, 4, why, sizeof why) == 0, "verdict: ranks with another heap size -> NCCL");
+    r[1] = good(1);
+    snprintf(r[1].staging, sizeof r[1].staging, "64M");
+    check(iris_nccl_decide(r, 4, why, sizeof why) == 0, "verdict: ranks with another staging size -> NCCL");
+    r[1] = good(1);
+    r[1].version = 99;
+    check(iris_nccl_decide(r, 4, why, sizeof why) == 0 && strstr(why, "version"), "verdict: another shim version -> NCCL");
+    r[1] = good(1);
+    check(iris_nccl_decide(r, IRIS_MAX_RANKS + 1, why, sizeof why) == 0, "verdict: more ranks than IRIS_MAX_RANKS -> NCCL (before reading records)");
+  }
+
+  /* sizes the shim asks iris for */
+  check(iris_nccl_default_heap(4, 4 * IRIS_NCCL_MIB) == 72 * IRIS_NCCL_MIB, "heap: 4 ranks, 4 MiB staging -> 72 MiB (24 LL + 32 scratch + 8 staging + 8)");
+  check(iris_nccl_default_heap(3, 3 * IRIS_NCCL_MIB) % (2 * IRIS_NCCL_MIB) == 0, "heap: rounded up to 2 MiB");
+  t = iris_nccl_default_table();
+  check(iris_nccl_staging_bytes(&t) == 4 * IRIS_NCCL_MIB, "staging: the table's largest message (4 MiB)");
+  iris_nccl_parse_table("1K", &t, why, sizeof why);
+  check(iris_nccl_staging_bytes(&t) == 2 * IRIS_NCCL_MIB, "staging: at least 2 MiB");
+  iris_nccl_parse_table("1G", &t, why, sizeof why);
+  check(iris_nccl_staging_bytes(&t) == 64 * IRIS_NCCL_MIB, "staging: at most 64 MiB (larger calls are staged in chunks)");
+
+  /* result codes */
+  check(iris_nccl_result(IRIS_SUCCESS) == ncclSuccess && iris_nccl_result(IRIS_ERROR_INVALID_ARGUMENT) == ncclInvalidArgument &&
+            iris_nccl_result(IRIS_ERROR_GPU) == ncclUnhandledCudaError && iris_nccl_result(IRIS_ERROR_TIMEOUT) == ncclRemoteError &&
+            iris_nccl_result(IRIS_ERROR_PEER_FAILED) == ncclRemoteError && iris_nccl_result(IRIS_ERROR_MISMATCH) == ncclInvalidUsage &&
+            iris_nccl_result(IRIS_ERROR_OUT_OF_MEMORY) == ncclSystemError && iris_nccl_result(IRIS_ERROR_ABORTED) == ncclInvalidUsage,
+        "results: iris statuses map to NCCL's codes");
+  ok = 1;
+  for (k = 0; k < IRIS_STATUS_COUNT; k++) ok = ok && (int)iris_nccl_result((iris_status_t)k) < (int)ncclNumResults && (k == 0) == (iris_nccl_result((iris_status_t)k) == ncclSuccess);
+  check(ok, "results: every iris status maps to an NCCL error code, only success to ncclSuccess");
+  return failed;
+}

@@ -1,0 +1,600 @@
+/* tests/nccl/shim_test.cu — libiris_nccl.so on GPUs, through NCCL's API only.
+ *   nccl_shim_test threads W   one thread per rank; ncclCommInitRank inside
+ *                              ncclGroupStart/End (as nccl-tests does): bring-up at the group end
+ *   nccl_shim_test initall W   one ncclCommInitAll (the shim brings up W contexts in helper
+ *                              threads), then one thread per rank
+ *   nccl_shim_test procs W     one process per rank (fork before any GPU call): IPC heaps
+ * W ranks on W distinct GPUs (fewer GPUs: SKIP; NCCL refuses two ranks on one GPU).
+ * Every collective the shim serves, over every type and op it maps, counts from 1 to
+ * above the table (16 MiB), in and out of place, checked on the GPU against the exact
+ * result; where each call went, against nccl/route.h's decision (iris_nccl_stats);
+ * what must fall back (prod, fp64, int8 max, all-to-all); a group with send/recv;
+ * a CUDA graph replayed with new inputs; NCCL and iris calls interleaved on one stream;
+ * ncclCommSplit; teardown.
+ * NCCL_SHIM_TEST_EXPECT=nccl (with IRIS_NCCL_DISABLE=1, or run on the real NCCL): every
+ * call must go to NCCL, values as above. Built linked against build/nccl/libnccl.so.2
+ * (the shim); LD_LIBRARY_PATH=<real NCCL's folder> runs the same binary on NCCL alone.
+ * Prints one PASS / FAIL / SKIP line per check (the parent / main thread, after all ranks). */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <dlfcn.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "../../nccl/iris_nccl.h"
+#include "../../nccl/route.h"
+
+enum { C_INIT, C_AR, C_ROUTE, C_AG, C_RS, C_BC, C_A2A, C_FALLBACK, C_GROUP, C_GRAPH, C_MIXED, C_SPLIT, C_DESTROY, C_COUNT };
+static const char *const check_names[C_COUNT] = {
+    "bring-up: every rank's communicator has an iris context (iris_nccl_stats)",
+    "all-reduce: fp32, fp16, bf16, int32, int64, uint8 (sum, min, max; avg of fp32, bf16, int32), fp8 e4m3/e5m2, int8/uint32 sums; 1 to 4M+1 elements; in and out of place",
+    "routing: every call went where nccl/route.h's default table sends it (iris_nccl_stats counters)",
+    "all-gather: 1, 2, 4 and 8-byte types, 1 to 4M elements per rank, in and out of place",
+    "reduce-scatter: fp32, bf16, int32 sums, fp32 max; 1 to 1M+1 elements per rank, in and out of place",
+    "broadcast: every root, ncclBroadcast and ncclBcast (in place), 1 to 4M elements",
+    "all-to-all (NCCL by default): values",
+    "fallbacks: prod, fp64 sum, int8 max, uint64 min go to NCCL with the right values",
+    "a group: all-reduce, all-gather and a send/recv ring between ncclGroupStart/End",
+    "a CUDA graph of all-reduce, all-gather and broadcast, replayed 5 times with new inputs",
+    "NCCL and iris interleaved on one stream: all-to-all -> all-reduce of its output -> 16 MiB all-reduce",
+    "ncclCommSplit: the child gets its own iris context and computes over its members",
+    "ncclCommDestroy of child and parent: ncclSuccess, the shim forgets them",
+};
+
+/* results, shared by every rank (threads or processes): fails and the first reason */
+typedef struct shared {
+  int id_ready;
+  ncclUniqueId id;
+  int fails[C_COUNT], ran[C_COUNT];
+  char why[C_COUNT][240];
+  int skip;
+  char skip_why[200];
+} shared_t;
+static shared_t *sh;
+static int W;
+static int expect_nccl; /* every call must go to NCCL */
+
+static void fail(int c, int rank, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(int c, int rank, const char *fmt, ...) {
+  char buf[200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (__atomic_fetch_add(&sh->fails[c], 1, __ATOMIC_SEQ_CST) == 0) snprintf(sh->why[c], sizeof sh->why[c], "rank %d: %s", rank, buf);
+}
+#define CK(c, rank, x) do { if (!(x)) fail(c, rank, "%s (line %d)", #x, __LINE__); } while (0)
+
+/* ------------------------------------------------------------ values on the GPU == */
+/* small integers, exact in every type: val(i, r) in 0..4 (0..1 for fp8, whose sums over
+ * 8 ranks stay exact), shifted by `seed` */
+__host__ __device__ static double val(size_t i, int r, int seed, int narrow) {
+  return narrow ? (double)((i + (size_t)r + (size_t)seed) % 2) : (double)((i * 7 + (size_t)r * 3 + (size_t)seed) % 5);
+}
+template <typename T> __device__ T to_t(double v) { return (T)v; }
+template <> __device__ __half to_t<__half>(double v) { return __float2half((float)v); }
+template <> __device__ __nv_bfloat16 to_t<__nv_bfloat16>(double v) { return __float2bfloat16((float)v); }
+template <> __device__ __nv_fp8_e4m3 to_t<__nv_fp8_e4m3>(double v) { return __nv_fp8_e4m3((float)v); }
+template <> __device__ __nv_fp8_e5m2 to_t<__nv_fp8_e5m2>(double v) { return __nv_fp8_e5m2((float)v); }
+template <typename T> __device__ double from_t(T v) { return (double)v; }
+template <> __device__ double from_t<__half>(__half v) { return (double)__half2float(v); }
+template <> __device__ double from_t<__nv_bfloat16>(__nv_bfloat16 v) { return (double)__bfloat162float(v); }
+template <> __device__ double from_t<__nv_fp8_e4m3>(__nv_fp8_e4m3 v) { return (double)(float)v; }
+template <> __device__ double from_t<__nv_fp8_e5m2>(__nv_fp8_e5m2 v) { return (double)(float)v; }
+
+/* buf[i] = val(i + shift, r, seed) for i < n */
+template <typename T> __global__ void fill_k(T *buf, size_t n, size_t shift, int r, int seed, int narrow) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) buf[i] = to_t<T>(val(i + shift, r, seed, narrow));
+}
+/* the expected element: mode 0: op over ranks of val(idx, r) (ranks in [0, W) with step
+ * `stride` from `first`); mode 1: val(idx, src) */
+struct expect_t {
+  int mode, op, first, stride, count, seed, narrow, is_int, src;
+  double tol;
+};
+__device__ static double expected(const expect_t &e, size_t idx) {
+  if (e.mode == 1) return val(idx, e.src, e.seed, e.narrow);
+  double acc = 0;
+  for (int k = 0; k < e.count; k++) {
+    double v = val(idx, e.first + k * e.stride, e.seed, e.narrow);
+    if (k == 0) acc = v;
+    else if (e.op == ncclSum || e.op == ncclAvg) acc += v;
+    else if (e.op == ncclProd) acc *= v;
+    else if (e.op == ncclMax) acc = v > acc ? v : acc;
+    else acc = v < acc ? v : acc;
+  }
+  if (e.op == ncclAvg) acc = e.is_int ? (double)((long long)acc / e.count) : acc / e.count;
+  return acc;
+}
+/* counts the elements i < n of buf that differ from expected(e, i + shift) */
+template <typename T> __global__ void check_k(const T *buf, size_t n, size_t shift, expect_t e, unsigned long long *bad) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    double want = expected(e, i + shift), got = from_t<T>(buf[i]);
+    double d = got - want;
+    if (d < 0) d = -d;
+    if (d > e.tol * (want < 0 ? -want : want) + (e.tol > 0 ? 1e-6 : 0)) atomicAdd(bad, 1ull);
+  }
+}
+
+/* one rank's GPU state */
+typedef struct rank_ctx {
+  int rank;
+  ncclComm_t comm;
+  cudaStream_t s;
+  char *a, *b, *c; /* three buffers of MAXB bytes */
+  unsigned long long *bad;
+  iris_nccl_stats_fn stats;
+} rank_ctx_t;
+#define MAXB ((size_t)64 << 20)
+
+template <typename T> static void fill(rank_ctx_t *x, void *buf, size_t n, size_t shift, int r, int seed, int narrow) {
+  fill_k<T><<<256, 256, 0, x->s>>>((T *)buf, n, shift, r, seed, narrow);
+}
+template <typename T> static unsigned long long count_bad(rank_ctx_t *x, const void *buf, size_t n, size_t shift, expect_t e) {
+  unsigned long long bad = 0;
+  cudaMemsetAsync(x->bad, 0, sizeof *x->bad, x->s);
+  check_k<T><<<256, 256, 0, x->s>>>((const T *)buf, n, shift, e, x->bad);
+  cudaMemcpyAsync(&bad, x->bad, sizeof bad, cudaMemcpyDeviceToHost, x->s);
+  if (cudaStreamSynchronize(x->s) != cudaSuccess) return ~0ull;
+  return bad;
+}
+static expect_t reduce_expect(int op, int seed, int narrow, int is_int, double tol) {
+  expect_t e = {0, op, 0, 1, W, seed, narrow, is_int, 0, tol};
+  return e;
+}
+static expect_t copy_expect(int src, int seed, int narrow) {
+  expect_t e = {1, 0, 0, 1, W, seed, narrow, 0, src, 0};
+  return e;
+}
+
+/* the route the shim must have taken, as counters: before/after */
+static void stats_of(rank_ctx_t *x, ncclComm_t comm, iris_nccl_stats_t *s) {
+  memset(s, 0, sizeof *s);
+  s->struct_size = sizeof *s;
+  if (x->stats) x->stats(comm, s);
+}
+static void check_route(rank_ctx_t *x, int kind, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root, const iris_nccl_stats_t *before, int line) {
+  iris_nccl_stats_t after;
+  iris_nccl_table_t t = iris_nccl_default_table();
+  iris_dtype_t it;
+  iris_redop_t io;
+  unsigned long long bytes;
+  int want_iris, got_iris;
+  if (!x->stats) return;
+  stats_of(x, x->comm, &after);
+  if (after.iris) memcpy(t.max_bytes, after.max_bytes, sizeof t.max_bytes); /* the agreed table (IRIS_NCCL_MAX_BYTES may change it) */
+  want_iris = !expect_nccl && after.iris && iris_nccl_route(kind, &t, W, count, dt, op, root, &it, &io, &bytes) == IRIS_NCCL_ROUTE_IRIS;
+  got_iris = after.served[kind] == before->served[kind] + 1;
+  if (want_iris != got_iris || (!got_iris && !expect_nccl && after.forwarded[kind] != before->forwarded[kind] + 1))
+    fail(C_ROUTE, x->rank, "line %d: %s of %zu %s %s: expected %s, got served %llu->%llu forwarded %llu->%llu", line, iris_nccl_kind_names[kind], count,
+         iris_nccl_type_name(dt), iris_nccl_op_name(op), want_iris ? "iris" : "NCCL", before->served[kind], after.served[kind], before->forwarded[kind],
+         after.forwarded[kind]);
+}
+
+static const size_t counts[] = {1, 3, 1000, 65543, 262144, 1048576, 1048577, 4194304};
+
+template <typename T> static void test_allreduce(rank_ctx_t *x, ncclDataType_t dt, ncclRedOp_t op, int narrow, int is_int, double tol, int c) {
+  for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+    const size_t n = counts[ci];
+    if (n * sizeof(T) > MAXB) continue;
+    for (int inplace = 0; inplace < 2; inplace++) {
+      iris_nccl_stats_t before;
+      const int seed = (int)ci + 3 * inplace + op;
+      void *send = inplace ? x->b : x->a;
+      unsigned long long bad;
+      ncclResult_t r;
+      fill<T>(x, send, n, 0, x->rank, seed, narrow);
+      stats_of(x, x->comm, &before);
+      r = ncclAllReduce(send, x->b, n, dt, op, x->comm, x->s);
+      if (r != ncclSuccess) {
+        fail(c, x->rank, "ncclAllReduce(%zu %s %s) returned %s: %s", n, iris_nccl_type_name(dt), iris_nccl_op_name(op), ncclGetErrorString(r), ncclGetLastError(x->comm));
+        return;
+      }
+      check_route(x, IRIS_NCCL_AR, n, dt, op, 0, &before, __LINE__);
+      bad = count_bad<T>(x, x->b, n, 0, reduce_expect(op, seed, narrow, is_int, tol));
+      if (bad) fail(c, x->rank, "all-reduce %zu %s %s %s: %llu elements wrong", n, iris_nccl_type_name(dt), iris_nccl_op_name(op), inplace ? "in place" : "", bad);
+    }
+  }
+}
+
+template <typename T> static void test_allgather(rank_ctx_t *x, ncclDataType_t dt) {
+  for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+    const size_t n = counts[ci];
+    if (n * sizeof(T) * W > MAXB) continue;
+    for (int inplace = 0; inplace < 2; inplace++) {
+      iris_nccl_stats_t before;
+      const int seed = (int)ci + inplace;
+      char *send = inplace ? x->b + (size_t)x->rank * n * sizeof(T) : x->a;
+      unsigned long long bad = 0;
+      ncclResult_t r;
+      /* rank r contributes val(i, r) at its slot: recv[p*n + i] = val(i, p) */
+      fill<T>(x, send, n, 0, x->rank, seed, 0);
+      stats_of(x, x->comm, &before);
+      if ((r = ncclAllGather(send, x->b, n, dt, x->comm, x->s)) != ncclSuccess) {
+        fail(C_AG, x->rank, "ncclAllGather(%zu %s) returned %s: %s", n, iris_nccl_type_name(dt), ncclGetErrorString(r), ncclGetLastError(x->comm));
+        return;
+      }
+      check_route(x, IRIS_NCCL_AG, n, dt, ncclSum, 0, &before, __LINE__);
+      for (int p = 0; p < W; p++) bad += count_bad<T>(x, x->b + (size_t)p * n * sizeof(T), n, 0, copy_expect(p, seed, 0));
+      if (bad) fail(C_AG, x->rank, "all-gather %zu %s %s: %llu elements wrong", n, iris_nccl_type_name(dt), inplace ? "in place" : "", bad);
+    }
+  }
+}
+
+template <typename T> static void test_reducescatter(rank_ctx_t *x, ncclDataType_t dt, ncclRedOp_t op, double tol) {
+  for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+    const size_t n = counts[ci];
+    if (n * sizeof(T) * W > MAXB || n > 1048577) continue;
+    for (int inplace = 0; inplace < 2; inplace++) {
+      iris_nccl_stats_t before;
+      const int seed = (int)ci + 2 * inplace;
+      char *recv = inplace ? x->a + (size_t)x->rank * n * sizeof(T) : x->b;
+      unsigned long long bad;
+      ncclResult_t r;
+      /* send_r[j] = val(j, r) over W*n: recv[i] = op over r of val(rank*n + i, r) */
+      fill<T>(x, x->a, n * W, 0, x->rank, seed, 0);
+      stats_of(x, x->comm, &before);
+      if ((r = ncclReduceScatter(x->a, recv, n, dt, op, x->comm, x->s)) != ncclSuccess) {
+        fail(C_RS, x->rank, "ncclReduceScatter(%zu %s) returned %s: %s", n, iris_nccl_type_name(dt), ncclGetErrorString(r), ncclGetLastError(x->comm));
+        return;
+      }
+      check_route(x, IRIS_NCCL_RS, n, dt, op, 0, &before, __LINE__);
+      bad = count_bad<T>(x, recv, n, (size_t)x->rank * n, reduce_expect(op, seed, 0, 0, tol));
+      if (bad) fail(C_RS, x->rank, "reduce-scatter %zu %s %s %s: %llu elements wrong", n, iris_nccl_type_name(dt), iris_nccl_op_name(op), inplace ? "in place" : "", bad);
+    }
+  }
+}
+
+static void test_broadcast(rank_ctx_t *x) {
+  for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+    const size_t n = counts[ci];
+    for (int root = 0; root < W; root++)
+      for (int inplace = 0; inplace < 2; inplace++) {
+        iris_nccl_stats_t before;
+        const int seed = (int)ci + root;
+        unsigned long long bad;
+        ncclResult_t r;
+        fill<float>(x, inplace ? x->b : x->a, n, 0, x->rank, seed, 0); /* only the root's counts */
+        stats_of(x, x->comm, &before);
+        r = inplace ? ncclBcast(x->b, n, ncclFloat32, root, x->comm, x->s) : ncclBroadcast(x->a, x->b, n, ncclFloat32, root, x->comm, x->s);
+        if (r != ncclSuccess) {
+          fail(C_BC, x->rank, "broadcast(%zu, root %d) returned %s: %s", n, root, ncclGetErrorString(r), ncclGetLastError(x->comm));
+          return;
+        }
+        check_route(x, IRIS_NCCL_BC, n, ncclFloat32, ncclSum, root, &before, __LINE__);
+        bad = count_bad<float>(x, x->b, n, 0, copy_expect(root, seed, 0));
+        if (bad) fail(C_BC, x->rank, "broadcast %zu fp32 root %d %s: %llu elements wrong", n, root, inplace ? "(ncclBcast)" : "", bad);
+      }
+  }
+}
+
+static void test_alltoall(rank_ctx_t *x) {
+  const size_t n = 1000;
+  iris_nccl_stats_t before;
+  unsigned long long bad = 0;
+  /* send_r[p*n + i] = val(p*n + i, r): recv[p*n + i] = val(rank*n + i, p) */
+  fill<int32_t>(x, x->a, n * W, 0, x->rank, 7, 0);
+  stats_of(x, x->comm, &before);
+  if (ncclAlltoAll(x->a, x->b, n, ncclInt32, x->comm, x->s) != ncclSuccess) {
+    fail(C_A2A, x->rank, "ncclAlltoAll failed: %s", ncclGetLastError(x->comm));
+    return;
+  }
+  check_route(x, IRIS_NCCL_A2A, n, ncclInt32, ncclSum, 0, &before, __LINE__);
+  for (int p = 0; p < W; p++) bad += count_bad<int32_t>(x, x->b + (size_t)p * n * 4, n, (size_t)x->rank * n, copy_expect(p, 7, 0));
+  if (bad) fail(C_A2A, x->rank, "all-to-all: %llu elements wrong", bad);
+}
+
+static void test_group(rank_ctx_t *x) {
+  const size_t n = 4096;
+  unsigned long long bad = 0;
+  const int next = (x->rank + 1) % W, prev = (x->rank + W - 1) % W;
+  fill<float>(x, x->a, n, 0, x->rank, 11, 0);               /* all-reduce input (in place in a) */
+  fill<float>(x, x->b + (size_t)x->rank * n * 4, n, 0, x->rank, 12, 0); /* all-gather, in place in b */
+  fill<float>(x, x->c, n, 0, x->rank, 13, 0);               /* the ring's send */
+  ncclGroupStart();
+  ncclAllReduce(x->a, x->a, n, ncclFloat32, ncclSum, x->comm, x->s);
+  ncclAllGather(x->b + (size_t)x->rank * n * 4, x->b, n, ncclFloat32, x->comm, x->s);
+  ncclSend(x->c, n, ncclFloat32, next, x->comm, x->s);
+  ncclRecv(x->c + n * 4, n, ncclFloat32, prev, x->comm, x->s);
+  if (ncclGroupEnd() != ncclSuccess) {
+    fail(C_GROUP, x->rank, "ncclGroupEnd failed: %s", ncclGetLastError(x->comm));
+    return;
+  }
+  bad += count_bad<float>(x, x->a, n, 0, reduce_expect(ncclSum, 11, 0, 0, 0));
+  for (int p = 0; p < W; p++) bad += count_bad<float>(x, x->b + (size_t)p * n * 4, n, 0, copy_expect(p, 12, 0));
+  bad += count_bad<float>(x, x->c + n * 4, n, 0, copy_expect(prev, 13, 0));
+  if (bad) fail(C_GROUP, x->rank, "%llu elements wrong", bad);
+}
+
+static void test_graph(rank_ctx_t *x) {
+  const size_t n = 1024, nb = 16384;
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  if (cudaStreamBeginCapture(x->s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    fail(C_GRAPH, x->rank, "cudaStreamBeginCapture failed");
+    return;
+  }
+  ncclAllReduce(x->a, x->a, n, ncclFloat32, ncclSum, x->comm, x->s);
+  ncclAllGather(x->b + (size_t)x->rank * n * 4, x->b, n, ncclFloat32, x->comm, x->s);
+  ncclBroadcast(x->c, x->c + nb * 4, nb, ncclFloat32, W - 1, x->comm, x->s);
+  if (cudaStreamEndCapture(x->s, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+    fail(C_GRAPH, x->rank, "capture or instantiation failed: %s", ncclGetLastError(x->comm));
+    return;
+  }
+  for (int rep = 0; rep < 5; rep++) {
+    unsigned long long bad = 0;
+    fill<float>(x, x->a, n, 0, x->rank, 20 + rep, 0);
+    fill<float>(x, x->b + (size_t)x->rank * n * 4, n, 0, x->rank, 30 + rep, 0);
+    fill<float>(x, x->c, nb, 0, x->rank, 40 + rep, 0);
+    if (cudaGraphLaunch(ge, x->s) != cudaSuccess) {
+      fail(C_GRAPH, x->rank, "cudaGraphLaunch failed");
+      break;
+    }
+    bad += count_bad<float>(x, x->a, n, 0, reduce_expect(ncclSum, 20 + rep, 0, 0, 0));
+    for (int p = 0; p < W; p++) bad += count_bad<float>(x, x->b + (size_t)p * n * 4, n, 0, copy_expect(p, 30 + rep, 0));
+    bad += count_bad<float>(x, x->c + nb * 4, nb, 0, copy_expect(W - 1, 40 + rep, 0));
+    if (bad) {
+      fail(C_GRAPH, x->rank, "replay %d: %llu elements wrong", rep, bad);
+      break;
+    }
+  }
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+}
+
+/* after the all-to-all, b[p*n + i] = val(rank*n + i, p); the all-reduce of b sums that over
+ * the ranks: sum over q of val(q*n + i, p): expected as an all-reduce over the index q*n+i */
+__global__ void mixed_check_k(const float *b, size_t n, int W_, unsigned long long *bad) {
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n * W_; j += (size_t)gridDim.x * blockDim.x) {
+    size_t p = j / n, i = j % n;
+    double want = 0;
+    for (int q = 0; q < W_; q++) want += val((size_t)q * n + i, (int)p, 9, 0);
+    if (b[j] != (float)want) atomicAdd(bad, 1ull);
+  }
+}
+static void test_mixed(rank_ctx_t *x) {
+  const size_t n = 2048, big = (size_t)4 << 20;
+  unsigned long long bad = 0;
+  fill<float>(x, x->a, n * W, 0, x->rank, 9, 0);
+  fill<float>(x, x->c, big, 0, x->rank, 14, 0);
+  if (ncclAlltoAll(x->a, x->b, n, ncclFloat32, x->comm, x->s) != ncclSuccess ||       /* NCCL */
+      ncclAllReduce(x->b, x->b, n * W, ncclFloat32, ncclSum, x->comm, x->s) != ncclSuccess || /* iris */
+      ncclAllReduce(x->c, x->c, big, ncclFloat32, ncclSum, x->comm, x->s) != ncclSuccess) { /* 16 MiB: NCCL */
+    fail(C_MIXED, x->rank, "a call failed: %s", ncclGetLastError(x->comm));
+    return;
+  }
+  cudaMemsetAsync(x->bad, 0, sizeof *x->bad, x->s);
+  mixed_check_k<<<256, 256, 0, x->s>>>((const float *)x->b, n, W, x->bad);
+  cudaMemcpyAsync(&bad, x->bad, sizeof bad, cudaMemcpyDeviceToHost, x->s);
+  cudaStreamSynchronize(x->s);
+  bad += count_bad<float>(x, x->c, big, 0, reduce_expect(ncclSum, 14, 0, 0, 0));
+  if (bad) fail(C_MIXED, x->rank, "%llu elements wrong", bad);
+}
+
+static void test_split(rank_ctx_t *x, ncclComm_t *child) {
+  const int color = W >= 4 ? x->rank % 2 : 0, members = W >= 4 ? (W + 1 - color) / 2 : W;
+  const size_t n = 65536;
+  iris_nccl_stats_t s;
+  expect_t e = reduce_expect(ncclSum, 17, 0, 0, 0);
+  unsigned long long bad;
+  ncclResult_t r = ncclCommSplit(x->comm, color, x->rank, child, NULL);
+  if (r != ncclSuccess || !*child) {
+    fail(C_SPLIT, x->rank, "ncclCommSplit returned %s", ncclGetErrorString(r));
+    return;
+  }
+  stats_of(x, *child, &s);
+  if (x->stats && !expect_nccl && (!s.iris || s.world != members)) fail(C_SPLIT, x->rank, "child: iris %d, world %d (want %d): %s", s.iris, s.world, members, s.why);
+  fill<float>(x, x->a, n, 0, x->rank, 17, 0);
+  if (ncclAllReduce(x->a, x->b, n, ncclFloat32, ncclSum, *child, x->s) != ncclSuccess) {
+    fail(C_SPLIT, x->rank, "all-reduce on the child failed: %s", ncclGetLastError(*child));
+    return;
+  }
+  e.first = W >= 4 ? color : 0;
+  e.stride = W >= 4 ? 2 : 1;
+  e.count = members;
+  bad = count_bad<float>(x, x->b, n, 0, e);
+  if (bad) fail(C_SPLIT, x->rank, "child all-reduce: %llu elements wrong", bad);
+}
+
+static void rank_body(rank_ctx_t *x) {
+  iris_nccl_stats_t s;
+  ncclComm_t child = NULL;
+  int c;
+  for (c = 0; c < C_COUNT; c++) __atomic_fetch_add(&sh->ran[c], 1, __ATOMIC_SEQ_CST);
+  x->stats = (iris_nccl_stats_fn)dlsym(RTLD_DEFAULT, "iris_nccl_stats");
+  cudaStreamCreateWithFlags(&x->s, cudaStreamNonBlocking);
+  if (cudaMalloc(&x->a, MAXB) != cudaSuccess || cudaMalloc(&x->b, MAXB) != cudaSuccess || cudaMalloc(&x->c, MAXB) != cudaSuccess ||
+      cudaMalloc(&x->bad, sizeof *x->bad) != cudaSuccess) {
+    fail(C_INIT, x->rank, "cudaMalloc failed");
+    return;
+  }
+  stats_of(x, x->comm, &s);
+  if (x->stats && !expect_nccl && !s.iris) fail(C_INIT, x->rank, "no iris context: %s", s.why);
+  if (x->stats && expect_nccl && s.iris) fail(C_INIT, x->rank, "an iris context although every call must go to NCCL");
+  if (!x->stats && !expect_nccl) fail(C_INIT, x->rank, "the program runs on the real NCCL (no iris_nccl_stats); set NCCL_SHIM_TEST_EXPECT=nccl");
+
+  test_allreduce<float>(x, ncclFloat32, ncclSum, 0, 0, 0, C_AR);
+  test_allreduce<float>(x, ncclFloat32, ncclMax, 0, 0, 0, C_AR);
+  test_allreduce<float>(x, ncclFloat32, ncclMin, 0, 0, 0, C_AR);
+  test_allreduce<float>(x, ncclFloat32, ncclAvg, 0, 0, 1e-6, C_AR);
+  test_allreduce<__nv_bfloat16>(x, ncclBfloat16, ncclSum, 0, 0, 0, C_AR);
+  test_allreduce<__nv_bfloat16>(x, ncclBfloat16, ncclAvg, 0, 0, 1e-2, C_AR);
+  test_allreduce<__nv_bfloat16>(x, ncclBfloat16, ncclMax, 0, 0, 0, C_AR);
+  test_allreduce<__half>(x, ncclFloat16, ncclSum, 0, 0, 0, C_AR);
+  test_allreduce<__half>(x, ncclFloat16, ncclMin, 0, 0, 0, C_AR);
+  test_allreduce<int32_t>(x, ncclInt32, ncclSum, 0, 1, 0, C_AR);
+  test_allreduce<int32_t>(x, ncclInt32, ncclAvg, 0, 1, 0, C_AR);
+  test_allreduce<int32_t>(x, ncclInt32, ncclMax, 0, 1, 0, C_AR);
+  test_allreduce<int64_t>(x, ncclInt64, ncclSum, 0, 1, 0, C_AR);
+  test_allreduce<int64_t>(x, ncclInt64, ncclMin, 0, 1, 0, C_AR);
+  test_allreduce<uint8_t>(x, ncclUint8, ncclSum, 0, 1, 0, C_AR);
+  test_allreduce<uint8_t>(x, ncclUint8, ncclMax, 0, 1, 0, C_AR);
+  test_allreduce<__nv_fp8_e4m3>(x, ncclFloat8e4m3, ncclSum, 1, 0, 0, C_AR);
+  test_allreduce<__nv_fp8_e5m2>(x, ncclFloat8e5m2, ncclMax, 1, 0, 0, C_AR);
+  test_allreduce<int8_t>(x, ncclInt8, ncclSum, 0, 1, 0, C_AR);
+  test_allreduce<uint32_t>(x, ncclUint32, ncclSum, 0, 1, 0, C_AR);
+  test_allreduce<float>(x, ncclFloat32, ncclProd, 0, 0, 0, C_FALLBACK);
+  test_allreduce<double>(x, ncclFloat64, ncclSum, 0, 0, 0, C_FALLBACK);
+  test_allreduce<int8_t>(x, ncclInt8, ncclMax, 0, 1, 0, C_FALLBACK);
+  test_allreduce<uint64_t>(x, ncclUint64, ncclMin, 0, 1, 0, C_FALLBACK);
+  test_allgather<uint8_t>(x, ncclUint8);
+  test_allgather<__half>(x, ncclFloat16);
+  test_allgather<float>(x, ncclFloat32);
+  test_allgather<double>(x, ncclFloat64);
+  test_reducescatter<float>(x, ncclFloat32, ncclSum, 0);
+  test_reducescatter<float>(x, ncclFloat32, ncclMax, 0);
+  test_reducescatter<__nv_bfloat16>(x, ncclBfloat16, ncclSum, 0);
+  test_reducescatter<int32_t>(x, ncclInt32, ncclSum, 0);
+  test_broadcast(x);
+  test_alltoall(x);
+  test_group(x);
+  test_graph(x);
+  test_mixed(x);
+  test_split(x, &child);
+  if (child && ncclCommDestroy(child) != ncclSuccess) fail(C_DESTROY, x->rank, "ncclCommDestroy(child) failed");
+  if (ncclCommDestroy(x->comm) != ncclSuccess) fail(C_DESTROY, x->rank, "ncclCommDestroy failed");
+  stats_of(x, x->comm, &s);
+  if (x->stats && (s.iris || s.served[0])) fail(C_DESTROY, x->rank, "the shim still knows the destroyed communicator");
+  cudaFree(x->a);
+  cudaFree(x->b);
+  cudaFree(x->c);
+  cudaFree(x->bad);
+  cudaStreamDestroy(x->s);
+}
+
+/* ------------------------------------------------------------------- launchers == */
+typedef struct thread_arg {
+  int rank, mode;
+  ncclComm_t comm;
+} thread_arg_t;
+static void *thread_main(void *p) {
+  thread_arg_t *a = (thread_arg_t *)p;
+  rank_ctx_t x;
+  memset(&x, 0, sizeof x);
+  x.rank = a->rank;
+  cudaSetDevice(a->rank);
+  if (a->mode == 0) { /* as nccl-tests: InitRank inside a group; the bring-up runs at the group end */
+    ncclResult_t r1 = ncclGroupStart(), r2 = ncclCommInitRank(&a->comm, W, sh->id, a->rank), r3 = ncclGroupEnd();
+    if (r1 != ncclSuccess || r2 != ncclSuccess || r3 != ncclSuccess) {
+      fail(C_INIT, a->rank, "ncclCommInitRank in a group failed: %s", ncclGetLastError(NULL));
+      return NULL;
+    }
+  }
+  x.comm = a->comm;
+  rank_body(&x);
+  return NULL;
+}
+static void proc_main(int rank) {
+  rank_ctx_t x;
+  ncclResult_t r;
+  memset(&x, 0, sizeof x);
+  x.rank = rank;
+  if (rank == 0) {
+    if (ncclGetUniqueId(&sh->id) != ncclSuccess) {
+      fail(C_INIT, rank, "ncclGetUniqueId failed");
+      sh->id_ready = -1;
+      return;
+    }
+    __atomic_store_n(&sh->id_ready, 1, __ATOMIC_RELEASE);
+  }
+  while (__atomic_load_n(&sh->id_ready, __ATOMIC_ACQUIRE) == 0) usleep(1000);
+  if (sh->id_ready < 0) return;
+  cudaSetDevice(rank);
+  if ((r = ncclCommInitRank(&x.comm, W, sh->id, rank)) != ncclSuccess) {
+    fail(C_INIT, rank, "ncclCommInitRank: %s", ncclGetErrorString(r));
+    return;
+  }
+  rank_body(&x);
+}
+
+static int visible_gpus(void) { /* without touching CUDA (procs fork later) */
+  const char *v = getenv("CUDA_VISIBLE_DEVICES");
+  int n = 0;
+  if (v) {
+    if (!*v) return 0;
+    for (n = 1; *v; v++) n += *v == ',';
+    return n;
+  }
+  FILE *f = popen("nvidia-smi -L 2>/dev/null | grep -c '^GPU'", "r");
+  if (f) {
+    if (fscanf(f, "%d", &n) != 1) n = 0;
+    pclose(f);
+  }
+  return n;
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "threads";
+  const char *e = getenv("NCCL_SHIM_TEST_EXPECT");
+  int ngpu, c, failed = 0, bad_exit = 0;
+  W = argc > 2 ? atoi(argv[2]) : 2;
+  expect_nccl = e && !strcmp(e, "nccl");
+  sh = (shared_t *)mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (sh == MAP_FAILED) return 2;
+  memset(sh, 0, sizeof *sh);
+  ngpu = visible_gpus();
+  if (W < 2 || ngpu < W) {
+    printf("SKIP: nccl shim test %s %d: %d GPU(s) visible; the shim serves one GPU per rank (NCCL refuses two ranks on one)\n", mode, W, ngpu);
+    return 0;
+  }
+  if (!strcmp(mode, "procs")) {
+    pid_t pids[64];
+    for (int r = 0; r < W; r++)
+      if ((pids[r] = fork()) == 0) {
+        proc_main(r);
+        fflush(stdout);
+        _exit(0);
+      }
+    for (int r = 0; r < W; r++) {
+      int st = 0;
+      waitpid(pids[r], &st, 0);
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        printf("FAIL: nccl shim test procs %d: rank %d ended with status %d\n", W, r, st);
+        bad_exit = 1;
+      }
+    }
+  } else {
+    pthread_t t[64];
+    thread_arg_t a[64];
+    int initall = !strcmp(mode, "initall");
+    memset(a, 0, sizeof a);
+    if (initall) {
+      ncclComm_t comms[64];
+      ncclResult_t r = ncclCommInitAll(comms, W, NULL);
+      if (r != ncclSuccess) {
+        printf("FAIL: ncclCommInitAll(%d): %s\n", W, ncclGetErrorString(r));
+        return 1;
+      }
+      for (int i = 0; i < W; i++) a[i].comm = comms[i];
+    } else if (ncclGetUniqueId(&sh->id) != ncclSuccess) {
+      printf("FAIL: ncclGetUniqueId\n");
+      return 1;
+    }
+    for (int i = 0; i < W; i++) {
+      a[i].rank = i;
+      a[i].mode = initall;
+      pthread_create(&t[i], NULL, thread_main, &a[i]);
+    }
+    for (int i = 0; i < W; i++) pthread_join(t[i], NULL);
+  }
+  for (c = 0; c < C_COUNT; c++) {
+    if (sh->fails[c]) {
+      printf("FAIL: %s %d: %s: %d failure(s), first: %s\n", mode, W, check_names[c], sh->fails[c], sh->why[c]);
+      failed = 1;
+    } else if (sh->ran[c] < W) {
+      printf("FAIL: %s %d: %s: only %d of %d ranks got there\n", mode, W, check_names[c], sh->ran[c], W);
+      failed = 1;
+    } else {
+      printf("PASS: %s %d%s: %s\n", mode, W, expect_nccl ? " (every call to NCCL)" : "", check_names[c]);
+    }
+  }
+  return failed || bad_exit;
+}
