@@ -34,7 +34,7 @@ CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
 
-.PHONY: test test-gpu test-packaging test-mfma run bench bench-guard examples asm lib lib-hip lib-jax clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+.PHONY: test test-gpu test-packaging test-mfma run bench bench-guard examples asm lib lib-hip lib-jax clean check-c99 check-c99-impl check-c99-hip check-cxx check-include-order check-include-order-nvcc check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
 
 test:
 	@bash tests/run.sh
@@ -57,6 +57,14 @@ check-c99-hip: | $(B)
 	$(CC) -std=c99 $(CWARN) -DIRIS_USE_HIP -I. -c tests/compile/c99_impl.c -o $(B)/c99_hip.o
 check-cxx: | $(B)
 	$(CXX) -std=c++11 $(CWARN) $(CUDA_CFLAGS) -I. -x c++ -c tests/compile/c99_impl.c -o $(B)/cxx_impl.o
+# include-then-implement (stb's rule): iris.h included, then IRIS_IMPLEMENTATION defined and
+# iris.h included again, still gets the implementation: linked (C99), and for every root
+# header under nvcc (fp32 SUM collectives, no GEMM core: a short build)
+check-include-order: | $(B)
+	$(CC) -std=c99 -D_GNU_SOURCE $(CWARN) $(CUDA_CFLAGS) -I. tests/compile/include_order.c -o $(B)/include_order_c99 $(CUDA_LIBS)
+check-include-order-nvcc: $(B)/include_order_nvcc
+$(B)/include_order_nvcc: tests/compile/include_order.cu $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $(MOE_SWITCH) -DIRIS_GEMM_NO_CORE $< -o $@ -lcublasLt
 # the slow compile checks are files, so that make test can build them beside the test
 # programs (both cores busy) and the check itself then finds them done
 check-nvcc: $(B)/all_headers_nvcc.o

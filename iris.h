@@ -89,17 +89,22 @@
  *   topic (rendezvous, heap, bring-up, launcher, ...), included at the end of this file
  *   under IRIS_IMPLEMENTATION. Vendoring: copy the root headers and the folder internal/.
  */
-#ifndef IRIS_H
-#define IRIS_H
-
+/* Outside the include guard, as the implementation block at the end: a unit may include
+ * iris.h (e.g. through a header of its own) before it defines IRIS_IMPLEMENTATION. */
 #if defined(IRIS_STATIC) && !defined(IRIS_IMPLEMENTATION)
 #define IRIS_IMPLEMENTATION
 #endif
+#ifndef IRIS_H
+#define IRIS_H
+
 #if defined(IRIS_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* only effective when iris.h is the unit's first include */
 #if !defined(_XOPEN_SOURCE)
 #define _XOPEN_SOURCE 700 /* realpath, S_ISVTX */
 #endif
+#endif
+#if defined(IRIS_STATIC)
+#define IRIS_DETAIL_STATIC_DECLARED /* the declarations below are static: see the implementation block */
 #endif
 
 #define IRIS_VERSION_MAJOR 0
@@ -603,10 +608,16 @@ static inline IRIS_HOST_DEVICE iris_view2d_t iris_view_tile(iris_view2d_t v, int
 #include "internal/layout.h"          /* the fault word, layout checks */
 #include "internal/detail_api.h"      /* what the other iris headers call */
 
-/* The implementation, in the one unit that defines IRIS_IMPLEMENTATION (or IRIS_STATIC):
- * one file per topic, in dependency order. */
+#endif /* IRIS_H */
+
+/* The implementation, in the one unit that defines IRIS_IMPLEMENTATION (or IRIS_STATIC),
+ * after the include guard (stb's rule): the unit may have included iris.h before it
+ * defined IRIS_IMPLEMENTATION. One file per topic, in dependency order. */
 #if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_IMPLEMENTATION_DONE)
 #define IRIS_IMPLEMENTATION_DONE
+#if defined(IRIS_STATIC) && !defined(IRIS_DETAIL_STATIC_DECLARED)
+#error "iris: IRIS_STATIC must be defined before the unit's first #include of iris.h (its declarations are static too)"
+#endif
 #include "internal/sys.h"             /* system headers, IRIS_DEF, IRIS_INTERNAL */
 #ifdef __cplusplus
 extern "C" {
@@ -634,5 +645,3 @@ extern "C" {
 } /* extern "C" */
 #endif
 #endif /* IRIS_IMPLEMENTATION */
-
-#endif /* IRIS_H */

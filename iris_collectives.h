@@ -317,12 +317,18 @@ IRIS_DEVICE_INLINE bool iris_tile_all_to_all(const iris_device_ctx_t &ctx, const
 #include "internal/coll_ll.h"        /* the latency kernels */
 #include "internal/coll_kernels.h"   /* the bandwidth kernels */
 #include "internal/coll_tile.h"      /* the tile building blocks */
-#if defined(IRIS_IMPLEMENTATION)
+#endif
+
+#endif /* IRIS_COLLECTIVES_H */
+
+/* The implementation (IRIS_IMPLEMENTATION, nvcc or hipcc), after the include guard as in
+ * iris.h: a unit may include this header before it defines IRIS_IMPLEMENTATION. */
+#if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_COLLECTIVES_IMPLEMENTATION_DONE) && (defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__))
+#define IRIS_COLLECTIVES_IMPLEMENTATION_DONE
+#include "iris.h"
+#include "iris_device.h"
 #include "internal/coll_launch.h"    /* collective state, typed launches, dispatch */
 #include "internal/coll_host.h"      /* setup, check, one call on one node */
 #include "internal/coll_multinode.h" /* calls over several nodes (rails) */
 #include "internal/coll_api.h"       /* the public host functions */
 #endif
-#endif
-
-#endif /* IRIS_COLLECTIVES_H */

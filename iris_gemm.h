@@ -231,10 +231,16 @@ IRIS_DEVICE_INLINE bool iris_gemm_wait_tile(const iris_device_ctx_t &ctx, iris_g
 /* ========================================================================= */
 #include "internal/gemm_common.h"       /* shared with iris_gemm_reduce.h: the GEMM cores, error record, waits, cuBLASLt */
 #include "internal/gemm_ag_kernel.h"    /* the fused kernel: fetcher and GEMM roles, the cross-rank protocol */
-#if defined(IRIS_IMPLEMENTATION)
+#endif /* device compiler */
+#endif /* IRIS_GEMM_H */
+
+/* The implementation (IRIS_IMPLEMENTATION, nvcc or hipcc), after the include guard as in
+ * iris.h: a unit may include this header before it defines IRIS_IMPLEMENTATION. */
+#if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_GEMM_IMPLEMENTATION_DONE) && (defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__))
+#define IRIS_GEMM_IMPLEMENTATION_DONE
+#include "iris_collectives.h"
+#include "internal/gemm_host.h" /* shared with the other GEMM header: cuBLASLt, path names, the description agreement */
 #include "internal/gemm_ag_plan.h"      /* the plan: AUTO, the description's rules, the kernel's cut, launches */
 #include "internal/gemm_ag_pipelined.h" /* the copy-engine paths: pipelined and unfused */
 #include "internal/gemm_ag.h"           /* create, run, check, trace, destroy */
 #endif
-#endif /* device compiler */
-#endif /* IRIS_GEMM_H */

@@ -265,8 +265,14 @@ IRIS_DEVICE_INLINE bool iris_gemm_reduce_tile(const iris_device_ctx_t &ctx, iris
 /* ========================================================================= */
 #include "internal/gemm_common.h"     /* shared with iris_gemm.h: the GEMM cores, error record, waits, cuBLASLt */
 #include "internal/gemm_rs_kernels.h" /* the reduction kernel; the fused path's GEMM and reduce kernels, protocol */
-#if defined(IRIS_IMPLEMENTATION)
-#include "internal/gemm_rs.h"         /* the plan: AUTO, rules, create, run (pipelined, unfused, fused), check, destroy */
-#endif
 #endif /* device compiler */
 #endif /* IRIS_GEMM_REDUCE_H */
+
+/* The implementation (IRIS_IMPLEMENTATION, nvcc or hipcc), after the include guard as in
+ * iris.h: a unit may include this header before it defines IRIS_IMPLEMENTATION. */
+#if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_GEMM_REDUCE_IMPLEMENTATION_DONE) && (defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__))
+#define IRIS_GEMM_REDUCE_IMPLEMENTATION_DONE
+#include "iris_collectives.h"
+#include "internal/gemm_host.h" /* shared with the other GEMM header: cuBLASLt, path names, the description agreement */
+#include "internal/gemm_rs.h"         /* the plan: AUTO, rules, create, run (pipelined, unfused, fused), check, destroy */
+#endif

@@ -70,7 +70,7 @@ if [ "$only" = all ]; then
 # slowest first); -k goes on past a failure, and each check below then runs its own make,
 # which finds its part done or shows what failed.
 prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/gpu_test
-          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe"
+          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe build/include_order_nvcc"
 if [ $have_hip = 1 ]; then prebuild="build/all_headers_hip_mfma.o build/all_headers_hip.o build/gemm_core_test_hip $prebuild"; fi
 echo "# building the checks' programs (make -k $MAKEFLAGS)"
 make -s -k $prebuild examples >>"$log" 2>&1 || true
@@ -78,6 +78,8 @@ echo "# compile checks"
 check "iris.h compiles as C99 (-Wall -Wextra -Werror -pedantic)" make -s check-c99
 check "iris.h with implementation compiles as C99" make -s check-c99-impl
 check "iris.h with implementation compiles as C++11" make -s check-cxx
+check "include-then-implement: iris.h included before IRIS_IMPLEMENTATION still gets the implementation (C99, linked)" make -s check-include-order
+check "include-then-implement: every root header included before IRIS_IMPLEMENTATION still emits its implementation (nvcc, linked)" make -s check-include-order-nvcc
 check "every header compiles under nvcc (sm_90), every device template instantiated" make -s check-nvcc
 if [ $have_hip = 1 ]; then
   check "iris.h with implementation compiles as C99 against HIP" make -s check-c99-hip
