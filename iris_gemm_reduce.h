@@ -49,7 +49,7 @@
  *                               ALL_REDUCE) and reduces them (and adds the bias).
  *     IRIS_GEMM_PATH_FUSED      (NVIDIA Hopper, sm_90a build with the GEMM core; bf16/fp16
  *                               inputs) one persistent kernel on the TMA/wgmma core
- *                               (internal/gemm_core_tma.h, one CTA per SM) computes the fp32
+ *                               (internal/gemm/core_tma.h, one CTA per SM) computes the fp32
  *                               partial in 128 x 256 tiles in owner order (rows of rank r+1
  *                               first, own rows last); its epilogue stores each tile's rows
  *                               straight into their owners' receive slots (a tile may span
@@ -136,7 +136,7 @@
 #ifndef IRIS_GEMM_REDUCE_H
 #define IRIS_GEMM_REDUCE_H
 #include "iris_collectives.h"
-#include "internal/gemm_types.h" /* iris_gemm_path_t, iris_gemm_path_name: shared with iris_gemm.h */
+#include "internal/gemm/types.h" /* iris_gemm_path_t, iris_gemm_path_name: shared with iris_gemm.h */
 
 typedef enum iris_gemm_reduce_op { IRIS_GEMM_REDUCE_SCATTER = 0, IRIS_GEMM_ALL_REDUCE } iris_gemm_reduce_op_t;
 
@@ -203,7 +203,7 @@ IRIS_API iris_status_t iris_gemm_rs_destroy(iris_gemm_rs_t *p);
 }
 #endif
 
-#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#if defined(IRIS_DETAIL_GPU_COMPILER)
 /* ========================================================================= */
 /*        device building blocks: push a tile to its owner, reduce it          */
 /* ========================================================================= */
@@ -263,16 +263,16 @@ IRIS_DEVICE_INLINE bool iris_gemm_reduce_tile(const iris_device_ctx_t &ctx, iris
 /* ========================================================================= */
 /*                            implementation                                 */
 /* ========================================================================= */
-#include "internal/gemm_common.h"     /* shared with iris_gemm.h: the GEMM cores, error record, waits, cuBLASLt */
-#include "internal/gemm_rs_kernels.h" /* the reduction kernel; the fused path's GEMM and reduce kernels, protocol */
+#include "internal/gemm/common.h"     /* shared with iris_gemm.h: the GEMM cores, error record, waits, cuBLASLt */
+#include "internal/gemm/rs_kernels.h" /* the reduction kernel; the fused path's GEMM and reduce kernels, protocol */
 #endif /* device compiler */
 #endif /* IRIS_GEMM_REDUCE_H */
 
 /* The implementation (IRIS_IMPLEMENTATION, nvcc or hipcc), after the include guard as in
  * iris.h: a unit may include this header before it defines IRIS_IMPLEMENTATION. */
-#if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_GEMM_REDUCE_IMPLEMENTATION_DONE) && (defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__))
+#if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_GEMM_REDUCE_IMPLEMENTATION_DONE) && defined(IRIS_DETAIL_GPU_COMPILER)
 #define IRIS_GEMM_REDUCE_IMPLEMENTATION_DONE
 #include "iris_collectives.h"
-#include "internal/gemm_host.h" /* shared with the other GEMM header: cuBLASLt, path names, the description agreement */
-#include "internal/gemm_rs.h"         /* the plan: AUTO, rules, create, run (pipelined, unfused, fused), check, destroy */
+#include "internal/gemm/host.h" /* shared with the other GEMM header: cuBLASLt, path names, the description agreement */
+#include "internal/gemm/rs.h"         /* the plan: AUTO, rules, create, run (pipelined, unfused, fused), check, destroy */
 #endif

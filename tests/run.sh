@@ -80,6 +80,9 @@ check "iris.h with implementation compiles as C99" make -s check-c99-impl
 check "iris.h with implementation compiles as C++11" make -s check-cxx
 check "include-then-implement: iris.h included before IRIS_IMPLEMENTATION still gets the implementation (C99, linked)" make -s check-include-order
 check "include-then-implement: every root header included before IRIS_IMPLEMENTATION still emits its implementation (nvcc, linked)" make -s check-include-order-nvcc
+check "a strict C99 unit with a system header before iris.h gets one #error naming the rule" make -s check-posix-order
+check "every internal header compiles alone (nvcc front end; the C ones as C99 and C++11 too)" make -s check-internal
+check "vendor conditionals only in the two vendor layers (internal/core/platform.h, internal/device/platform.h) and the allow-list" make -s check-vendor-seam
 check "every header compiles under nvcc (sm_90), every device template instantiated" make -s check-nvcc
 if [ $have_hip = 1 ]; then
   check "iris.h with implementation compiles as C99 against HIP" make -s check-c99-hip
