@@ -95,10 +95,10 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     free(all);
     return iris_detail_fail(st, "iris_collectives_setup: %s", why);
   }
-  s->dev.flags = &ctl->flags[0][0];
-  s->dev.progress = &ctl->progress[0][0];
-  s->dev.hdr = &ctl->hdr[0].from[0];
   s->dev.calls = &ctl->calls;
+  s->dev.hdr = ctl->hdr;
+  s->dev.flags = ctl->flags;
+  s->dev.progress = ctl->progress;
   /* 2. zero the control words and LL lines (a local GPU failure is possible here) */
   {
     int old = -1;

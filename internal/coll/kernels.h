@@ -342,7 +342,7 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
   iris_coll_ar_range(count, W, per, me, &mlo, &mhi);
   for (size_t rd = 0; ok && rd < rounds; rd++) {
     const size_t off = (rd * (size_t)G + (size_t)b) * slice;
-    T *half = (T *)d.scratch + ((rd & 1) * (size_t)G + (size_t)b) * (size_t)W * slice; /* this CTA's W slots */
+    T *half = IRIS_COLL_SCRATCH_SLOTS(d, T, rd, G, b, W, slice); /* this CTA's W slots */
     for (int k = 1; k < W; k++) { /* A: our piece of chunk j into rank j's slot `me` */
       const int j = iris_coll_ar_peer(me, k, b, W);
       iris_coll_ar_range(count, W, per, j, &lo, &hi);

@@ -47,7 +47,7 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
   /* the headers to match: every peer's; with IRIS_COLL_CHECK=0 only a broadcast root's
    * (its one flow control: no rank is two calls behind) */
   const iris_coll_mask_t all = d.check || (KIND == IRIS_COLL_BC && me == root) ? peers : 0ULL;
-  uint4 *mine = d.ll + ((size_t)(c & 1) * W) * d.ll_lines; /* [src][line] for this parity */
+  uint4 *mine = IRIS_COLL_LL_ROWS(d, c, W); /* [src][line] for this parity */
   const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A; /* send has one chunk per peer */
   iris_coll_mask_t seen = 0;
   int ok = 1;
@@ -60,7 +60,7 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
     for (int k = 1; k < W; k++) {
       const int p = (me + k) % W;
       if (chunked) v = iris_coll_read8(send + (size_t)p * count, i, count);
-      iris_coll_ll_store(iris_translate(d.ctx, mine + (size_t)me * d.ll_lines + i, p), v, epoch);
+      iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), p), v, epoch);
     }
   }
   IRIS_TRACE_MARK(1);
@@ -92,7 +92,7 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
       if (me == root) { /* no data to wait for; the headers still */
         if ((ok = iris_coll_ll_wait(d, NULL, epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) break;
         v = iris_coll_read8(send, i, count);
-      } else if ((ok = iris_coll_ll_wait(d, mine + (size_t)root * d.ll_lines + i, epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) {
+      } else if ((ok = iris_coll_ll_wait(d, IRIS_COLL_LL_SLOT(mine, d, root, i), epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) {
         break;
       }
       iris_coll_write8(recv, i, count, v);
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
-  uint4 *const ph0 = d.ll2 + (size_t)(c & 1) * 2 * W * d.ll2_lines, *const ph1 = ph0 + (size_t)W * d.ll2_lines;
+  uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W);
 #define IRIS_COLL_LL2_N(j) ((size_t)(j) * ce >= count ? (size_t)0 : count - (size_t)(j) * ce < ce ? count - (size_t)(j) * ce : ce) /* elements of chunk j */
   union { uint2 u; T e[per]; } x;
   iris_coll_mask_t seen = 0;
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
   for (k = 1; k < W; k++) { /* 1. push */
     const int p = (me + k) % W;
     x.u = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
-    iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)me * d.ll2_lines + l, p), x.u, epoch);
+    iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, me, l), p), x.u, epoch);
   }
   uint2 in[IRIS_COLL_LL_GROUP];
   const uint2 own = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
 #pragma unroll
   for (k = 0; k < per; k++) x.e[k] = iris_coll_result_op<T, OP>(acc[k], W, op);
   iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
-  for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, (me + k) % W), x.u, epoch);
+  for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph1, d, me, l), (me + k) % W), x.u, epoch);
   for (int r0 = 0; r0 < W; r0 += IRIS_COLL_LL_GROUP) { /* 3. collect */
     if (iris_coll_ll_wait_all(d, ph1 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
 #pragma unroll
@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_bc_ll2_ker
   const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
   const iris_coll_mask_t all = d.check || me == root ? peers : 0ULL, others = peers & ~(1ULL << root); /* the other non-roots */
-  uint4 *const ph0 = d.ll2 + (size_t)(c & 1) * 2 * W * d.ll2_lines, *const ph1 = ph0 + (size_t)W * d.ll2_lines;
+  uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W);
   iris_coll_mask_t seen = 0;
   uint2 v;
   iris_coll_announce(d, c, sig32);
@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_bc_ll2_ker
   if (me == root) {
     for (int p = 0; p < W - 1; p++)
       if ((size_t)p * pl + l < lines)
-        iris_coll_ll_store(iris_translate(d.ctx, ph0 + (size_t)root * d.ll2_lines + l, iris_coll_relay_owner(p, root, W)), iris_coll_read8(send, (size_t)p * pl + l, count),
+        iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, root, l), iris_coll_relay_owner(p, root, W)), iris_coll_read8(send, (size_t)p * pl + l, count),
                            epoch);
     if (iris_coll_ll_wait(d, NULL, epoch, &v, root, c, sig32, all, seen, IRIS_COLL_BC) <= 0 || send == recv) return;
     for (int p = 0; p < W - 1; p++)
@@ -221,11 +221,11 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_bc_ll2_ker
   const int q = iris_coll_relay_part(me, root, W); /* my part */
   uint2 in[IRIS_COLL_LL_GROUP];
   if ((size_t)q * pl + l < lines) {
-    if (iris_coll_ll_wait(d, ph0 + (size_t)root * d.ll2_lines + l, epoch, &v, root, c, sig32, all, seen, IRIS_COLL_BC) <= 0) return;
+    if (iris_coll_ll_wait(d, IRIS_COLL_LL2_SLOT(ph0, d, root, l), epoch, &v, root, c, sig32, all, seen, IRIS_COLL_BC) <= 0) return;
     iris_coll_write8(recv, (size_t)q * pl + l, count, v);
     for (int k = 1; k < W; k++) {
       const int r = (me + k) % W;
-      if (r != root) iris_coll_ll_store(iris_translate(d.ctx, ph1 + (size_t)me * d.ll2_lines + l, r), v, epoch);
+      if (r != root) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph1, d, me, l), r), v, epoch);
     }
   }
   iris_coll_mask_t want = 0; /* the other parts that have a line l */

@@ -27,20 +27,22 @@ enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC
  * where the peers signal (calls, headers and barriers: "Calls and epochs" below;
  * progress: the progress flags at the end of this file). Zeroed at setup before the
  * ranks meet. Its layout is part of the protocol: pinned by the static_asserts. */
+/* A row of the control block: one word per rank, from[p] written only by rank p. */
+typedef struct iris_coll_row {
+  unsigned long long from[IRIS_MAX_RANKS];
+} iris_coll_row_t;
 /* One parity's call headers: from[p] is what peer p announced last for a call of this
  * parity, IRIS_COLL_HDR_WORD(signature, call); 0 before any call. */
-typedef struct iris_coll_hdr_row {
-  unsigned long long from[IRIS_MAX_RANKS];
-} iris_coll_hdr_row_t;
+typedef iris_coll_row_t iris_coll_hdr_row_t;
 typedef struct iris_coll_ctl {
-  unsigned long long flags[IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS];    /* [b][p]: barrier epoch that rank p's CTA b reached */
-  unsigned long long progress[IRIS_COLL_MAX_CTAS][IRIS_MAX_RANKS]; /* [b][p]: rank p's CTA b, iris_coll_progress_value(call, steps) */
-  iris_coll_hdr_row_t hdr[2];                                      /* [call & 1]: the peers' call headers */
-  unsigned long long calls;                                        /* the call word: (call number << 32) | CTAs of that call that have started */
-  unsigned char spare[256 - sizeof(unsigned long long)];           /* unused, to a 256-byte tail */
+  iris_coll_row_t flags[IRIS_COLL_MAX_CTAS];             /* [b].from[p]: barrier epoch that rank p's CTA b reached */
+  iris_coll_row_t progress[IRIS_COLL_MAX_CTAS];          /* [b].from[p]: rank p's CTA b, iris_coll_progress_value(call, steps) */
+  iris_coll_hdr_row_t hdr[2];                            /* [call & 1]: the peers' call headers */
+  unsigned long long calls;                              /* the call word: (call number << 32) | CTAs of that call that have started */
+  unsigned char spare[256 - sizeof(unsigned long long)]; /* unused, to a 256-byte tail */
 } iris_coll_ctl_t;
 #define IRIS_COLL_CTL_ROWS_BYTES ((size_t)IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS * sizeof(unsigned long long))
-static_assert(sizeof(iris_coll_hdr_row_t) == IRIS_MAX_RANKS * sizeof(unsigned long long), "a header row is one word per rank");
+static_assert(sizeof(iris_coll_row_t) == IRIS_MAX_RANKS * sizeof(unsigned long long), "a row is one word per rank");
 static_assert(offsetof(iris_coll_ctl_t, flags) == 0 && offsetof(iris_coll_ctl_t, progress) == IRIS_COLL_CTL_ROWS_BYTES &&
                   offsetof(iris_coll_ctl_t, hdr) == 2 * IRIS_COLL_CTL_ROWS_BYTES &&
                   offsetof(iris_coll_ctl_t, calls) == 2 * IRIS_COLL_CTL_ROWS_BYTES + 2 * sizeof(iris_coll_hdr_row_t),
@@ -83,21 +85,48 @@ static_assert(offsetof(iris_coll_ctl_t, hdr) % 16 == 0, "header rows start 16-by
  * rank ends before it has seen every peer's header of that call. */
 typedef struct iris_coll_dev {
   iris_device_ctx_t ctx;
+  /* this rank's control block (iris_coll_ctl_t), its four parts one kernel parameter each
+   * (IRIS_COLL_CALL_WORD, _HDR_WORDS, _BARRIER_ROW, _PROGRESS_ROW): as one base pointer
+   * plus offsets, ptxas (sm_90a) gave every LL kernel 8 more instructions and the relay
+   * broadcast 72 registers instead of 56 */
   unsigned long long *calls;  /* &ctl->calls */
-  unsigned long long *hdr;    /* ctl->hdr as words: [call & 1][rank] (IRIS_COLL_HDR_WORDS) */
-  unsigned long long *flags;  /* ctl->flags: [CTA b][rank p] */
-  unsigned long long *progress; /* ctl->progress: [CTA b][rank p] */
-  uint4 *ll;                 /* [2 parity][world src][ll_lines] LL lines */
-  size_t ll_lines;           /* lines per (parity, src) */
-  uint4 *ll2;                /* two-shot LL: [2 parity][2 phase][world src][ll2_lines] */
-  size_t ll2_lines;          /* lines per (parity, phase, src) */
-  char *scratch;             /* store two-shot: [2 halves][CTA][world src][slice], IRIS_COLL_AR_SCRATCH_BYTES */
-  int check;                 /* 1: the LL kernels match every peer's call header (IRIS_COLL_CHECK, default) */
+  iris_coll_hdr_row_t *hdr;   /* ctl->hdr, [call & 1] */
+  iris_coll_row_t *flags;     /* ctl->flags, [CTA] */
+  iris_coll_row_t *progress;  /* ctl->progress, [CTA] */
+  uint4 *ll;            /* the LL lines (iris_coll_ll_line): IRIS_COLL_LL_ROWS, IRIS_COLL_LL_SLOT */
+  size_t ll_lines;      /* lines per (parity, src) */
+  uint4 *ll2;           /* the two-shot LL's lines: IRIS_COLL_LL2_PHASE0 / _PHASE1, IRIS_COLL_LL2_SLOT */
+  size_t ll2_lines;     /* lines per (parity, phase, src) */
+  char *scratch;        /* the store two-shot's slots: IRIS_COLL_SCRATCH_SLOTS; IRIS_COLL_AR_SCRATCH_BYTES */
+  int check;            /* 1: the LL kernels match every peer's call header (IRIS_COLL_CHECK, default) */
 } iris_coll_dev_t;
 
-/* The header row (iris_coll_hdr_row_t) of call c's parity in the device view d: its word
- * p is what peer p announced. */
-#define IRIS_COLL_HDR_WORDS(d, c) ((d).hdr + (size_t)((c) & 1) * IRIS_MAX_RANKS)
+/* ---- where each piece of the collective state is, for the device view d. Macros, as
+ * IRIS_COLL_HDR_WORD: each computes its address with the arithmetic the kernels were
+ * measured with (the LL kernels instruction for instruction). */
+/* The call word (iris_coll_call_enter). */
+#define IRIS_COLL_CALL_WORD(d) ((d).calls)
+/* The header row (iris_coll_hdr_row_t) of call c's parity: its word p is what peer p
+ * announced. */
+#define IRIS_COLL_HDR_WORDS(d, c) ((d).hdr->from + (size_t)((c) & 1) * IRIS_MAX_RANKS)
+/* CTA b's barrier row, flags[b][0..W): word p is the epoch that rank p's CTA b reached. */
+#define IRIS_COLL_BARRIER_ROW(d, b) ((d).flags->from + (size_t)(b) * IRIS_MAX_RANKS)
+/* CTA b's progress row, progress[b][0..W): word p is what rank p's CTA b published. */
+#define IRIS_COLL_PROGRESS_ROW(d, b) ((d).progress->from + (size_t)(b) * IRIS_MAX_RANKS)
+/* LL lines, [2 parity][W src][ll_lines]: the [src][line] rows of call c's parity, and in
+ * them the line of src. */
+#define IRIS_COLL_LL_ROWS(d, c, W) ((d).ll + ((size_t)((c) & 1) * (W)) * (d).ll_lines)
+#define IRIS_COLL_LL_SLOT(rows, d, src, line) ((rows) + (size_t)(src) * (d).ll_lines + (line))
+/* Two-shot LL lines, [2 parity][2 phase][W src][ll2_lines]: phase 0's rows of call c's
+ * parity, phase 1's after them, and in either the line of src. */
+#define IRIS_COLL_LL2_PHASE0(d, c, W) ((d).ll2 + (size_t)((c) & 1) * 2 * (W) * (d).ll2_lines)
+#define IRIS_COLL_LL2_PHASE1(ph0, d, W) ((ph0) + (size_t)(W) * (d).ll2_lines)
+#define IRIS_COLL_LL2_SLOT(rows, d, src, line) ((rows) + (size_t)(src) * (d).ll2_lines + (line))
+/* The store two-shot's scratch, [2 halves][G CTAs][W src][slice elements of T]: CTA b's W
+ * slots in round rd's half. */
+#define IRIS_COLL_SCRATCH_SLOTS(d, T, rd, G, b, W, slice) ((T *)(d).scratch + (((rd) & 1) * (size_t)(G) + (size_t)(b)) * (size_t)(W) * (slice))
+/* An LL line: 16 bytes, each 8-byte half 4 data bytes and the line's epoch. */
+static_assert(sizeof(uint4) == 16 && alignof(uint4) == 16, "an LL line is one aligned 16-byte access");
 
 /* Barriers per call at most (a kernel's barrier j of call c has epoch c * this + j + 1). */
 #define IRIS_COLL_SYNCS_PER_CALL 8u
@@ -112,8 +141,8 @@ typedef struct iris_coll_dev {
 IRIS_DEVICE_INLINE unsigned iris_coll_call_enter(const iris_coll_dev_t &d) {
   __shared__ unsigned s_call;
   if (threadIdx.x == 0) {
-    const unsigned long long old = atomicAdd(d.calls, 1ULL);
-    if ((unsigned)old + 1u == gridDim.x) atomicAdd(d.calls, (1ULL << 32) - gridDim.x);
+    const unsigned long long old = atomicAdd(IRIS_COLL_CALL_WORD(d), 1ULL);
+    if ((unsigned)old + 1u == gridDim.x) atomicAdd(IRIS_COLL_CALL_WORD(d), (1ULL << 32) - gridDim.x);
     s_call = (unsigned)(old >> 32);
   }
   __syncthreads();
@@ -156,7 +185,7 @@ IRIS_DEVICE_INLINE bool iris_detail_rank_sync(const iris_device_ctx_t &ctx, unsi
 }
 /* Whole block: barrier number (epoch - base) of call c for this CTA index. */
 IRIS_DEVICE_INLINE bool iris_coll_barrier(const iris_coll_dev_t &d, unsigned &epoch, unsigned c, int kind) {
-  return iris_detail_rank_sync(d.ctx, d.flags + (size_t)blockIdx.x * IRIS_MAX_RANKS, epoch, IRIS_COLL_SITE(kind, IRIS_SITE_BARRIER), c);
+  return iris_detail_rank_sync(d.ctx, IRIS_COLL_BARRIER_ROW(d, blockIdx.x), epoch, IRIS_COLL_SITE(kind, IRIS_SITE_BARRIER), c);
 }
 
 /* Whole block, before the kernel reads anything a peer wrote in this call: CTA 0
@@ -352,7 +381,7 @@ IRIS_DEVICE_INLINE unsigned long long iris_coll_progress_value(unsigned call, un
 
 /* This rank's copy of the progress flag that `from`'s CTA blockIdx.x raises. */
 IRIS_DEVICE_INLINE unsigned long long *iris_coll_progress_flag(const iris_coll_dev_t &d, int from) {
-  return d.progress + (size_t)blockIdx.x * IRIS_MAX_RANKS + from;
+  return IRIS_COLL_PROGRESS_ROW(d, blockIdx.x) + from;
 }
 
 /* Whole block: once every thread's earlier stores (local or remote) are done

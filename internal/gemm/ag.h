@@ -170,7 +170,7 @@ static iris_status_t iris_ag_gemm_create_local(iris_ag_gemm_t *g) {
 #endif
 }
 
-static iris_status_t iris_ag_gemm_destroy_plan(iris_ag_gemm_t *g) { return iris_ag_gemm_destroy(g); }
+static inline iris_status_t iris_ag_gemm_destroy_plan(iris_ag_gemm_t *g) { return iris_ag_gemm_destroy(g); }
 
 /* The lifecycle of internal/core/plan.h. */
 static const iris_detail_plan_kind_t iris_ag_gemm_kind = {"iris_ag_gemm_create", "the all-gather + GEMM", "problem", "shape, types, layout, path or options"};

@@ -461,7 +461,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_destroy(iris_gemm_rs_t *p) {
   return IRIS_SUCCESS;
 }
 
-static iris_status_t iris_gemm_rs_destroy_plan(iris_gemm_rs_t *p) { return iris_gemm_rs_destroy(p); }
+static inline iris_status_t iris_gemm_rs_destroy_plan(iris_gemm_rs_t *p) { return iris_gemm_rs_destroy(p); }
 
 /* The lifecycle of internal/core/plan.h. */
 static const iris_detail_plan_kind_t iris_gemm_rs_kind = {"iris_gemm_rs_create", "the GEMM + reduce-scatter / all-reduce", "problem",

@@ -150,7 +150,7 @@ static iris_status_t iris_moe_create_local(iris_moe_t *p) {
   return IRIS_SUCCESS;
 }
 
-static iris_status_t iris_moe_destroy_plan(iris_moe_t *p) { return iris_moe_destroy(p); }
+static inline iris_status_t iris_moe_destroy_plan(iris_moe_t *p) { return iris_moe_destroy(p); }
 
 /* The lifecycle of internal/core/plan.h. */
 static const iris_detail_plan_kind_t iris_moe_kind = {"iris_moe_create", "the MoE dispatch / combine", "layer",
