@@ -1,5 +1,5 @@
 /* internal/coll/plan.h: the planning side of the collectives: the sizes of the
- * collective state, the tuning constants (each with the measurement behind it), and the
+ * collective state, the tuning constants (the measurements behind them: docs/tuning.md), and the
  * arithmetic that decides who moves which bytes. Host and device, C and C++.
  * Part of iris_collectives.h; not a public header. */
 #ifndef IRIS_COLLECTIVES_H /* compiled alone: the contract first (it includes this file in its place) */
@@ -10,26 +10,19 @@
 
 #ifndef IRIS_COLL_PUSH
 #define IRIS_COLL_PUSH 1 /* 1: the all-gather and all-to-all bandwidth kernels and the all-reduce's second
-                            phase store into peers; 0: they load from peers (measured slower) */
+                            phase store into peers; 0: they load from peers (slower: docs/tuning.md) */
 #endif
-/* All-reduce on the bandwidth path: below this size the reduced chunk is stored into the
- * peers as it is computed (2 barriers); from it on, the peers pull it after a second
- * barrier (3 barriers). Measured on 4xH200 (BENCHMARKS.md): pushing took 13.3 against
- * 14.4 us at 1 MB, but 30.5 against 28.0 us at 4 MB and 1259 against 1230 us at 256 MB. */
+/* All-reduce, bandwidth path: below this size the reduced chunk is pushed into the peers (2
+ * barriers), from it on the peers pull it (3 barriers); measured: docs/tuning.md. */
 #ifndef IRIS_COLL_AR_PUSH_MAX
 #define IRIS_COLL_AR_PUSH_MAX ((size_t)4 << 20)
 #endif
 #ifndef IRIS_COLL_LL2_BYTES
 #define IRIS_COLL_LL2_BYTES ((size_t)512 << 10)      /* two-shot LL: payload per chunk (the message / W) */
 #endif
-/* The store two-shot all-reduce (iris_coll_ar_store_kernel): its scratch area on the
- * heap (a round moves at most W/2 x this), the size from which it replaces the
- * load/store two-shot, and its CTAs. Measured on 4xH200, bf16, us: 84.3 / 306 / 1192 /
- * 4752 at 16 MB / 64 MB / 256 MB / 1 GB with 64 CTAs against 89.0 / 317 / 1228 / 4868 for
- * the load/store two-shot. On 4xH100 with 48 / 64 / 96 / 128 CTAs: 341 / 305 / 312 / 298 us
- * at 64 MB and 1321 / 1196 / 1200 / 1145 at 256 MB (NCCL 323, 1182); 128 is not taken:
- * see IRIS_COLL_AR_CTAS. Below 4 MB the load/store two-shot is faster (13.3 against 21.4
- * us at 1 MB, 17.9 against 25.6 at 2 MB); at 4 MB they tie (32.3, 31.8). */
+/* The store two-shot all-reduce (iris_coll_ar_store_kernel): its heap scratch (a round
+ * moves at most W/2 x this), the size from which it replaces the load/store two-shot, and
+ * its CTAs; measured: docs/tuning.md. */
 #ifndef IRIS_COLL_AR_SCRATCH_BYTES
 #define IRIS_COLL_AR_SCRATCH_BYTES ((size_t)32 << 20)
 #endif
@@ -39,13 +32,8 @@
 #ifndef IRIS_COLL_AR_STORE_CTAS
 #define IRIS_COLL_AR_STORE_CTAS 64
 #endif
-/* CTAs of the load/store two-shot all-reduce (below IRIS_COLL_AR_STORE_MIN). Measured on
- * 4xH100 through libiris.so from torch (BENCHMARKS.md): with 128 or 132 CTAs (one per SM)
- * it sometimes took 200-310 us per call at 1-4 MB, eager and in graphs, against 14-35 us
- * with 64 or 96 (relaxed polling did not change it); the C benchmark saw the same stall
- * once with the store two-shot on 132 CTAs (305 us at 2 MB). With 64 CTAs: 14.6 / 19.4 /
- * 33.3 us at 1 / 2 / 4 MB in graphs, against 13.3 / 17.9 / 32.4 for 132 CTAs when they do
- * not stall. */
+/* CTAs of the load/store two-shot all-reduce (below IRIS_COLL_AR_STORE_MIN): 64, not one
+ * per SM, which stalled some calls; measured: docs/tuning.md. */
 #ifndef IRIS_COLL_AR_CTAS
 #define IRIS_COLL_AR_CTAS 64
 #endif
@@ -210,20 +198,13 @@ static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunk(size_t bytes, int ct
 static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunks(size_t bytes, size_t chunk) { return chunk ? (bytes + chunk - 1) / chunk : 0; }
 
 /* Automatic choice (bytes each rank sends to one peer): the latency kernel up to these
- * sizes, the bandwidth one above. Measured on 4xH100 (NV18, BENCHMARKS.md), bf16, graph
- * us: all-reduce at 3+ ranks, the one-shot up to 128 KB (5.9 us), the two-shot LL from
- * there to 512 KB (7.6 against 8.1 for the one-shot at 256 KB; 9.4 against 13.4 at
- * 512 KB), the bandwidth two-shot above (13.3 against 13.4 for the two-shot LL at 1 MB,
- * 17.9 against 22.6 at 2 MB). At 2 ranks the one-shot stores no more bytes than the
- * two-shot LL and saves a hop: it runs to its 512 KB limit, the bandwidth two-shot above. */
+ * sizes, the bandwidth one above; at 2 ranks the one-shot runs to its 512 KB limit (it
+ * stores no more bytes than the two-shot LL and saves a hop); measured: docs/tuning.md. */
 #ifndef IRIS_COLL_LL_MAX_AR
 #define IRIS_COLL_LL_MAX_AR ((size_t)128 << 10)
 #endif
-/* Threads per CTA of the latency kernel (one 16-byte line each per pass; at least 64,
- * a thread per rank). Fewer threads spread a message over more SMs, each of which
- * stores only so fast into the links. Measured on 4xH200, bf16 all-reduce,
- * graph us at 4 / 8 / 16 KB: 128 threads 3.35 / 3.53 / 3.80, 256: 3.45 / 3.57 / 3.81,
- * 512: 3.63 / 3.79 / 3.89; the same or better for all-gather up to 256 KB. */
+/* Threads per CTA of the latency kernel (one 16-byte line each per pass; at least 64, a
+ * thread per rank): fewer threads spread a message over more SMs; measured: docs/tuning.md. */
 #ifndef IRIS_COLL_LL_THREADS
 #define IRIS_COLL_LL_THREADS 128
 #endif
@@ -239,41 +220,30 @@ static_assert(IRIS_COLL_LL_THREADS >= 64 && IRIS_COLL_LL_THREADS <= 1024 && IRIS
 #ifndef IRIS_COLL_LL_MAX_OTHER
 #define IRIS_COLL_LL_MAX_OTHER IRIS_COLL_LL_BYTES
 #endif
-/* All-gather: the latency kernel up to 256 KB per rank. Measured on 4xH100: 8.1 against
- * 9.6 us for the bandwidth kernel at 256 KB (NCCL symmetric 8.9), 13.2 against 12.0 at
- * 512 KB. */
+/* All-gather: the latency kernel up to 256 KB per rank; measured: docs/tuning.md. */
 #ifndef IRIS_COLL_LL_MAX_AG
 #define IRIS_COLL_LL_MAX_AG ((size_t)256 << 10)
 #endif
-/* Broadcast: the latency kernel up to 128 KB (4.2 us on 4xH100), then at 3+ ranks the
- * two-hop LL (6.3 against 6.5 us at 256 KB, 7.6 against 10.8 at 512 KB, 12.2 against
- * 16.0 for the bandwidth path at 1 MB) up to IRIS_COLL_LL2_MAX_BC while a part fits
- * IRIS_COLL_LL2_BYTES, then the bandwidth path (a single pull at 2 ranks, the relay at 3
- * or more). */
+/* Broadcast: the latency kernel up to 128 KB, then at 3+ ranks the two-hop LL up to
+ * IRIS_COLL_LL2_MAX_BC while a part fits IRIS_COLL_LL2_BYTES, then the bandwidth path (a
+ * single pull at 2 ranks, the relay at 3 or more); measured: docs/tuning.md. */
 #ifndef IRIS_COLL_LL_MAX_BC
 #define IRIS_COLL_LL_MAX_BC ((size_t)128 << 10)
 #endif
 #ifndef IRIS_COLL_LL2_MAX_BC
 #define IRIS_COLL_LL2_MAX_BC ((size_t)3 << 20)
 #endif
-/* At 2 ranks the one-hop LL runs to its 512 KB limit: measured on 2xH100, graph us, LL
- * against the bandwidth pull (NCCL): 3.8 against 8.8 (6.8) at 256 KB, 4.9 against 8.5
- * (8.4) at 512 KB. */
+/* At 2 ranks the one-hop LL broadcast runs to its 512 KB limit; measured: docs/tuning.md. */
 #ifndef IRIS_COLL_LL_MAX_BC_W2
 #define IRIS_COLL_LL_MAX_BC_W2 IRIS_COLL_LL_BYTES
 #endif
 /* Broadcast on the bandwidth path: the direct pull below this size, the relay from it
- * (W >= 3). Measured on 4xH200 (BENCHMARKS.md): the relay's pipeline costs more than the
- * root's egress saves at 512 KB (16.6 against 10.5 us) and 1 MB (17.9 against 14.5 us);
- * it wins from 2 MB (21.7 against 23.0 us) and by 1.9x at 1 GB. */
+ * (W >= 3); measured: docs/tuning.md. */
 #ifndef IRIS_COLL_RELAY_MIN_BYTES
 #define IRIS_COLL_RELAY_MIN_BYTES ((size_t)2 << 20)
 #endif
-/* Broadcast at 3+ ranks: the chain from this size on. Measured on 4xH200,
- * graph us, chain (64 steps) against relay against NCCL: 1 GB 3001 / 3204 / 2965,
- * 512 MB 1548 / ~1600 / 1501, 256 MB 806 / 802 / 761, 64 MB 251 / 226 / 205, 16 MB
- * 75.5 / 67 / 64.5. Below 512 MB the chain's chunks are too small for their
- * handshake (16 steps per CTA: 229 us at 64 MB, but 3197 at 1 GB). */
+/* Broadcast at 3+ ranks: the chain from this size on (below it the chain's chunks are too
+ * small for their handshake); measured: docs/tuning.md. */
 #ifndef IRIS_COLL_CHAIN_MIN_BYTES
 #define IRIS_COLL_CHAIN_MIN_BYTES ((size_t)512 << 20)
 #endif

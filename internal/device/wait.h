@@ -119,7 +119,7 @@ IRIS_DEVICE_INLINE bool iris_detail_wait(const iris_device_ctx_t &ctx, const T *
     }
 #else
     /* NVIDIA: an acquire load of local memory is cheap, and polling with it saves the
-     * confirming load (measured: 2.65 against 3.0 us per round trip on H200) */
+     * confirming load (docs/tuning.md) */
     got = iris_atomic_load<O == IRIS_ORDER_RELAXED ? IRIS_ORDER_RELAXED : IRIS_ORDER_ACQUIRE, S>(flag);
     if (iris_detail_compare(got, cmp, value)) return true;
 #endif

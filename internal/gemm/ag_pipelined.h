@@ -73,10 +73,7 @@ static iris_status_t iris_ag_gemm_close(iris_ag_gemm_t *g, iris_stream_t s) {
 }
 
 /* A GEMM of `rows` rows that fills the GPU for a long time on its own (2^38 multiply-adds,
- * ~0.7 ms on an H200): no chunking, one GEMM stream. Measured on 4xH200: at M = 16384,
- * N = 6656, K = 16384 one stream and one chunk per shard took 5.38 and 5.44 ms against
- * 5.69 and 5.57 with two of each (two runs); at N = 3584, K = 8192 two of each won
- * (1.447 against 1.555 ms). */
+ * ~0.7 ms on an H200): no chunking, one GEMM stream; measured: docs/tuning.md. */
 static int iris_ag_gemm_big_chunk(long long rows, const iris_ag_gemm_desc_t *d) { return (double)rows * (double)d->N * (double)d->K >= 274877906944.0; }
 
 /* Chunk boundaries (rows). ROWS: the chunks of each peer's shard; COLS: chunks of all
@@ -87,10 +84,7 @@ static void iris_ag_gemm_plan_chunks(iris_ag_gemm_t *g) {
   if (d->layout == IRIS_GEMM_A_ROWS) {
     const long long ml = d->M / g->W;
     /* automatic: two chunks per shard where they stay large (4096 rows) or where the
-     * copies weigh most against the GEMMs (small N); measured on 4xH200 with two GEMM
-     * streams (BENCHMARKS.md): 0.371 against 0.395 ms at M = 16384, N = 1792, K = 4096;
-     * 5.57 against 5.86 ms at M = 16384, N = 6656, K = 16384; but 0.763 against 0.724
-     * at M = 8192, N = 3584, K = 8192 */
+     * copies weigh most against the GEMMs (small N); measured: docs/tuning.md */
     if (!n) n = !iris_ag_gemm_big_chunk(ml, d) && (ml >= 4096 || (ml >= 2048 && d->N <= 2048)) ? 2 : 1;
     if (n > ml) n = (int)ml;
     for (i = 0; i <= n; ++i) g->chunk_row[i] = ml * i / n;

@@ -72,21 +72,15 @@ IRIS_DEF const char *iris_ag_gemm_engine(const iris_ag_gemm_t *g) {
 #endif
 }
 
-/* AUTO (measured on 4xH200, 2xH200 and 2xH100, BENCHMARKS.md): with cuBLASLt, the
- * pipelined path from IRIS_AG_GEMM_PIPELINE_MIN_ROWS rows per rank: it beat the unfused
- * one (gather, then one GEMM) at every benchmarked shape from M = 1024 (0.124 against
- * 0.172 ms at N = 3584, K = 8192, 4 ranks) up, and the fused kernel too. Below it, the
- * unfused path: at M = 128 on 2 H100s the pipelined one took 1.03-1.45x its time at every
- * shape (bf16 and fp8), its chunk GEMMs of a few rows being slow. Without cuBLASLt (AMD
- * included: no hipBLASLt path), the fused kernel. */
+/* AUTO: with cuBLASLt the pipelined path from IRIS_AG_GEMM_PIPELINE_MIN_ROWS rows per rank,
+ * the unfused one (gather, then one GEMM) below; without cuBLASLt (AMD included: no
+ * hipBLASLt path) the fused kernel. Measured: docs/tuning.md. */
 #ifndef IRIS_AG_GEMM_PIPELINE_MIN_ROWS
 #define IRIS_AG_GEMM_PIPELINE_MIN_ROWS 256
 #endif
 /* With A in rows (the unfused gather is iris_all_gather) also below 512 rows per rank for
- * a GEMM of fewer than 2^35 FLOP (2MNK): too little work per chunk to hide the gather. On
- * 4 H200s at M = 1024 and N x K = 1792 x 4096 (15 GFLOP) the unfused path took 0.97x (bf16)
- * and 0.63x (fp8) the pipelined one's time; at 3584 x 8192 and 6656 x 16384 (60 and 223
- * GFLOP) 1.06-1.32x. */
+ * a GEMM of fewer than 2^35 FLOP (2MNK): too little work per chunk to hide the gather;
+ * measured: docs/tuning.md. */
 #ifndef IRIS_AG_GEMM_SMALL_FLOP
 #define IRIS_AG_GEMM_SMALL_FLOP 34359738368.0
 #endif
@@ -229,8 +223,7 @@ static iris_status_t iris_ag_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags
   v->err = &sync->err;
   v->counters = (unsigned *)(sync + 1);
   v->rot = d->layout == IRIS_GEMM_A_ROWS ? (int)((d->M / g->W) * g->me / iris_ag_gemm_cfg::BM) : 0;
-  /* fetchers: the fewer N columns per A byte, the faster A must arrive. Measured on
-   * 4xH200 (BENCHMARKS.md): 12-16 best at N = 3584, 24 at N = 1792, 12 at N = 6656 */
+  /* fetchers: the fewer N columns per A byte, the faster A must arrive (docs/tuning.md) */
   v->fetchers = d->fetch_ctas > 0 ? d->fetch_ctas : (int)((long long)g->sms * 360 / d->N);
   if (d->fetch_ctas <= 0 && v->fetchers < 12) v->fetchers = 12;
   if (d->fetch_ctas <= 0 && v->fetchers > g->sms / 4) v->fetchers = g->sms / 4;
@@ -240,19 +233,15 @@ static iris_status_t iris_ag_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags
   g->unfused_gemm = g->sms;
   if (g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED) { v->fetchers = g->unfused_fetchers; v->gemm_ctas = g->unfused_gemm; }
   /* fused with the TMA core and wide N (few fetchers wanted: A is needed slowly): no
-   * fetcher CTAs, every SM multiplies and its producer warpgroup's 3 idle warps fetch.
-   * Measured on 2xH200 (BENCHMARKS.md): side fetch 12-18% faster at N = 3584
-   * and 6656, 9-12% slower at N = 1792, where 24+ fetcher CTAs move A faster.
-   * desc.fetch_ctas > 0 always keeps fetcher CTAs, -1 asks for side fetch. */
+   * fetcher CTAs, every SM multiplies and its producer warpgroup's 3 idle warps fetch
+   * (docs/tuning.md). desc.fetch_ctas > 0 always keeps fetcher CTAs, -1 asks for side fetch. */
   v->side_fetch = g->path == IRIS_GEMM_PATH_FUSED && g->tma && (d->fetch_ctas == -1 || (!d->fetch_ctas && (long long)g->sms * 360 / d->N < 20));
   if (v->side_fetch) { v->fetchers = 0; v->gemm_ctas = g->sms; }
   /* fused TMA kernel with fetcher CTAs: the GEMM CTAs' idle side warps stand by (d.help) */
   v->help = g->path == IRIS_GEMM_PATH_FUSED && g->tma && !v->side_fetch;
-  /* tile order of the TMA core. Fused with fetcher CTAs: row by row, the order the
-   * fetchers fill A in (groups of 8 m-tiles measured 4-19% slower at N = 1792 and 6656 on
-   * 2xH200: a group waits for 8 m-tiles). Fused with side fetch, and kernel-unfused (A is
-   * all there): groups of 8, which share B tiles in L2 (side fetch: 1-6% faster at all four
-   * shapes tried on 4xH200; kernel-unfused: up to 5%). IRIS_GEMM_RASTER overrides all. */
+  /* tile order of the TMA core: fused with fetcher CTAs, row by row, the order the
+   * fetchers fill A in; fused with side fetch, and kernel-unfused (A is all there), groups
+   * of 8 m-tiles, which share B tiles in L2 (docs/tuning.md). IRIS_GEMM_RASTER overrides all. */
 #if defined(IRIS_GEMM_RASTER)
   v->raster = IRIS_GEMM_RASTER;
 #else

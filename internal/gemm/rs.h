@@ -72,32 +72,24 @@ static inline iris_dtype_t iris_gemm_rs_wire_type(const iris_gemm_rs_desc_t *d, 
  * iris_all_reduce on the partial, in the output type) when the partials are already of
  * the output type and no bias is added: the same numerics (fp32 sum in rank order, one
  * rounding, the same bits on every rank), and the collectives' latency kernels instead
- * of a device barrier and a pull of whole partials. On 4 H200s at M = 128 the GEMM then
- * iris's collective took 0.85-0.91x the time of the barrier + pull (all-reduce 0.58-0.73x;
- * BENCHMARKS.md). Needs the type's SUM kernels compiled in (IRIS_COLL_TYPES) and, checked
- * at create, the collectives' staging area (C is off the heap; IRIS_COLL_STAGING=0 keeps the
- * barrier + pull). */
+ * of a device barrier and a pull of whole partials (docs/tuning.md). Needs the type's SUM
+ * kernels compiled in (IRIS_COLL_TYPES) and, checked at create, the collectives' staging
+ * area (C is off the heap; IRIS_COLL_STAGING=0 keeps the barrier + pull). */
 static inline int iris_gemm_rs_use_coll(const iris_gemm_rs_desc_t *d, iris_gemm_path_t path, iris_dtype_t wt) {
   return path == IRIS_GEMM_PATH_UNFUSED && !d->has_bias && wt == d->c_type && iris_coll_compiled_in(d->c_type, IRIS_SUM);
 }
 
 /* Rows per rank (M/W) below which AUTO takes the unfused path: W chunk GEMMs of a few rows
- * and their pushes cost more than they hide. On 2 H100s at M/W = 64 the pipelined path
- * took 1.4-2.0x the unfused one's time; at M/W = 512 it was the faster but for all-reduce
- * at N x K = 5120 x 13824 (BENCHMARKS.md). */
+ * and their pushes cost more than they hide (docs/tuning.md). */
 #ifndef IRIS_GEMM_RS_PIPELINE_MIN_ROWS
 #define IRIS_GEMM_RS_PIPELINE_MIN_ROWS 256
 #endif
 /* AUTO: the pipelined path (its pushes overlap the chunk GEMMs; the unfused path moves
- * every partial after the whole GEMM). Measured on 2 H100s (BENCHMARKS.md, 48 shapes x ops x
- * types, two runs): the fastest path at 45 and 46, unfused at most 8% ahead at the others
- * and up to 28% behind elsewhere; fused 1.09-1.72x its time everywhere.
- * At world size 1 there is nothing to overlap, and below IRIS_GEMM_RS_PIPELINE_MIN_ROWS rows
- * per rank too little: unfused (one GEMM, one pass). */
+ * every partial after the whole GEMM; docs/tuning.md). At world size 1 there is nothing to
+ * overlap, and below IRIS_GEMM_RS_PIPELINE_MIN_ROWS rows per rank too little: unfused. */
 
-/* The same for ALL_REDUCE where the unfused path sums through iris_all_reduce: on 4 H200s
- * at M/W = 256 the GEMM then iris's all-reduce took 0.82-0.96x the pipelined path's time
- * (6 shapes x types), at M/W = 1024 1.08-1.21x (BENCHMARKS.md). */
+/* The same for ALL_REDUCE where the unfused path sums through iris_all_reduce
+ * (docs/tuning.md). */
 #ifndef IRIS_GEMM_AR_PIPELINE_MIN_ROWS
 #define IRIS_GEMM_AR_PIPELINE_MIN_ROWS 512
 #endif

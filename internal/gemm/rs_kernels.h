@@ -237,17 +237,15 @@ template <> struct iris_gc_waits<iris_gemm_rs_no_wait> { enum { value = 0 }; };
 #endif
 /* 1 (default): the fused GEMM stores its fp32 tiles as the MMA left them (8-byte pairs,
  * no quad transpose: iris_gc_rows_direct, internal/gemm/core.h); 0: 16-byte stores after
- * the transpose, as the plain core. The same values at the same places either way. On one
- * H100 (bench_gemm_rs local) the direct stores were faster at all 24 shapes,
- * by up to 13% (16384 x 8192 x 8192: 3.485 against 3.944 ms). */
+ * the transpose, as the plain core. The same values at the same places either way
+ * (docs/tuning.md). */
 #ifndef IRIS_GEMM_RS_DIRECT_STORES
 #define IRIS_GEMM_RS_DIRECT_STORES 1
 #endif
 /* The fused GEMM kernel's variant: bit 0 IRIS_GEMM_RS_SIGNAL_OFFLOAD, bit 1
  * IRIS_GEMM_RS_DIRECT_STORES; bit 2 (the ping-pong core) is chosen per plan (the bench
- * compares them). On the ping-pong core the stores are always the transposed 16-byte
- * ones: the direct 8-byte pairs measured up to 25% slower there (one H100), while they
- * are faster on the cooperative core. */
+ * compares them). On the ping-pong core the stores are always the transposed 16-byte ones
+ * (docs/tuning.md). */
 #define IRIS_GEMM_RS_FUSED_VARIANT ((IRIS_GEMM_RS_SIGNAL_OFFLOAD ? 1 : 0) | (IRIS_GEMM_RS_DIRECT_STORES ? 2 : 0))
 #define IRIS_GEMM_RS_PP_VARIANT ((IRIS_GEMM_RS_SIGNAL_OFFLOAD ? 1 : 0) | 4)
 /* The core configuration of variant SIG */
@@ -260,12 +258,7 @@ template <> struct iris_gemm_rs_cfg<7> { typedef iris_gemm_cfg_tma_pingpong type
  * ping-pong schedule on 128 x 128 tiles (iris_gemm_cfg_tma_pingpong: one warpgroup stores
  * its fp32 tile while the other multiplies), -1 (default) per plan: ping-pong where the
  * cooperative tiles leave the last wave of SMs mostly idle or K/W <= 2048
- * (iris_gemm_rs_choose_pingpong). Measured on one H100 (BENCHMARKS.md): the
- * ping-pong core wins where 128 x 256 tiles quantise badly (M = 1024, N = 5120: 160 tiles
- * on 132 SMs; 19-26% faster) and at short K (K/W = 1024-1728: up to 12% faster, its
- * epilogue hidden), and loses at long K (its mainloop reached only 55-90% of the
- * cooperative core's rate: the 128 x 128 tiles' L2 and DRAM traffic, see
- * docs/gemm_reduce.md). */
+ * (iris_gemm_rs_choose_pingpong; docs/tuning.md). */
 #ifndef IRIS_GEMM_RS_PINGPONG
 #define IRIS_GEMM_RS_PINGPONG (-1)
 #endif
