@@ -85,9 +85,12 @@
  *   context blocks until one thread per context has called it.
  *
  * Files
- *   This header is the contract. Its implementation lies in internal/, one file per
- *   topic (rendezvous, heap, bring-up, launcher, ...), included at the end of this file
- *   under IRIS_IMPLEMENTATION. Vendoring: copy the root headers and the folder internal/.
+ *   This header is the contract. Its implementation lies in internal/core/ and
+ *   internal/rendezvous/, one file per topic (heap, bring-up, launcher, rendezvous, ...),
+ *   included at the end of this file, after its include guard, under IRIS_IMPLEMENTATION:
+ *   a unit may include iris.h (through a header of its own) before it defines
+ *   IRIS_IMPLEMENTATION and includes it again. Vendoring: copy the root headers and the
+ *   folder internal/.
  */
 /* Outside the include guard, as the implementation block at the end: a unit may include
  * iris.h (e.g. through a header of its own) before it defines IRIS_IMPLEMENTATION. */

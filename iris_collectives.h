@@ -302,7 +302,7 @@ IRIS_DEVICE_INLINE bool iris_tile_all_to_all(const iris_device_ctx_t &ctx, const
 #endif /* nvcc, hipcc */
 
 /* ========================================================================= */
-/*          the implementation: one file per topic, in internal/              */
+/*          the implementation: one file per topic, in internal/coll/         */
 /* ========================================================================= */
 #include "internal/coll/plan.h"      /* tuning constants, sizes, who moves which bytes */
 #include "internal/coll/fp8.h"       /* the fp8 conversions */

@@ -229,7 +229,7 @@ IRIS_DEVICE_INLINE bool iris_gemm_wait_tile(const iris_device_ctx_t &ctx, iris_g
 /* ========================================================================= */
 /*                            implementation                                 */
 /* ========================================================================= */
-#include "internal/gemm/common.h"       /* shared with iris_gemm_reduce.h: the GEMM cores, error record, waits, cuBLASLt */
+#include "internal/gemm/common.h"       /* shared with iris_gemm_reduce.h: the GEMM cores, error record, waits */
 #include "internal/gemm/ag_kernel.h"    /* the fused kernel: fetcher and GEMM roles, the cross-rank protocol */
 #endif /* device compiler */
 #endif /* IRIS_GEMM_H */

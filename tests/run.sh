@@ -72,8 +72,31 @@ if [ "$only" = all ]; then
 prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/gpu_test
           build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe build/include_order_nvcc"
 if [ $have_hip = 1 ]; then prebuild="build/all_headers_hip_mfma.o build/all_headers_hip.o build/gemm_core_test_hip $prebuild"; fi
-echo "# building the checks' programs (make -k $MAKEFLAGS)"
-make -s -k $prebuild examples >>"$log" 2>&1 || true
+prebuild="$prebuild build/message_passing build/atomic_counter build/local_multi_gpu build/fused_allreduce_rmsnorm build/gemm_all_scatter" # make examples
+# progress while the programs build (10 minutes and more on 2 cores): one line per program
+# as it is done, "k of n", with the time so far; the build's output goes to the log
+set -- $prebuild
+total=$#
+todo=""
+for t in "$@"; do make -s -q "$t" >/dev/null 2>&1 || todo="$todo $t"; done
+ntodo=$(echo $todo | wc -w)
+echo "# building the checks' programs: $ntodo of $total to build (make -k $MAKEFLAGS; output in $log)"
+t0=$(date +%s)
+make -s -k $prebuild >>"$log" 2>&1 &
+mk=$!
+k=$((total - ntodo))
+left=$todo
+show() { # report the programs of $left that are done
+  local rest="" t
+  for t in $left; do
+    if make -s -q "$t" >/dev/null 2>&1; then k=$((k + 1)); echo "#   [$k/$total] $t ($(( $(date +%s) - t0 )) s)"; else rest="$rest $t"; fi
+  done
+  left=$rest
+}
+while kill -0 "$mk" 2>/dev/null; do sleep 10; show; done
+wait "$mk"
+show
+for t in $left; do echo "#   not built: $t (its check below shows why)"; done
 echo "# compile checks"
 check "iris.h compiles as C99 (-Wall -Wextra -Werror -pedantic)" make -s check-c99
 check "iris.h with implementation compiles as C99" make -s check-c99-impl

@@ -21,18 +21,6 @@ typedef struct iris_detail_spin {
 } iris_detail_spin_t;
 #define IRIS_DETAIL_SPIN_INIT {0ULL, 0u, 0u}
 
-/* Bounded spinning without a context: call once per poll. Reads the clock every 256 polls
- * and returns true once IRIS_WAIT_TIMEOUT_NS has passed since the first reading. */
-IRIS_DEVICE_INLINE bool iris_detail_spin_expired(iris_detail_spin_t &s) {
-  if ((++s.polls & 255) != 0) return false;
-  const unsigned long long now = iris_detail_time_ns();
-  if (!s.start) {
-    s.start = now;
-    return false;
-  }
-  return now - s.start > (unsigned long long)IRIS_WAIT_TIMEOUT_NS;
-}
-
 /* Records a fault in the context's fault word (system scope, so the host and every
  * kernel of the context see it; an earlier fault is kept, so the word names the first
  * one, give or take a race between two recorders). kind: IRIS_FAULT_*; a mismatch goes
