@@ -6,7 +6,8 @@
 # (which instantiates every kernel: minutes for one header); the C ones (internal/core,
 # internal/rendezvous, and the few C files of the others) also as strict C99 and as C++11
 # with the host compiler (-fsyntax-only). In parallel, one unit per header and compiler;
-# each failure is printed with the compiler's first lines.
+# each failure is printed with the compiler's first lines. Then: the includes among the
+# internal files form no circle.
 #   tests/compile/internal_alone.sh [nvcc|c|all]
 set -u
 cd "$(dirname "$0")/../.."
@@ -63,6 +64,33 @@ export -f one nvcc_front
 export NVCC CC CXX CUDA_INC dir
 printf '%s\n' "${jobs[@]}" | xargs -P "$(nproc 2>/dev/null || echo 2)" -L 1 bash -c 'one "$0" "$1" "$2"'
 rc=$?
+# and the includes among internal files form no circle (a root header may be included by
+# the files of its room: its include guard makes that a no-op, not a circle)
+if command -v python3 >/dev/null 2>&1; then
+  python3 - <<'PY' || rc=1
+import os, re, sys
+files = sorted(os.path.join(d, f) for d, _, fs in os.walk("internal") for f in fs if f.endswith(".h"))
+edges = {}
+for f in files:
+    incs = re.findall(r'^\s*#\s*include\s+"([^"]+)"', open(f).read(), re.M)
+    edges[f] = [p for p in (os.path.normpath(os.path.join(os.path.dirname(f), i)) for i in incs) if p.startswith("internal" + os.sep)]
+state, stack = {}, []
+def visit(f):
+    state[f] = 1
+    stack.append(f)
+    for g in edges.get(f, []):
+        if state.get(g) == 1:
+            print("FAIL: include circle: " + " -> ".join(stack[stack.index(g):] + [g]))
+            sys.exit(1)
+        if g not in state:
+            visit(g)
+    stack.pop()
+    state[f] = 2
+for f in files:
+    if f not in state:
+        visit(f)
+PY
+fi
 n=$(printf '%s\n' "${jobs[@]}" | grep -c .)
-[ $rc -eq 0 ] && echo "internal_alone: $n units compile ($(find internal -name '*.h' | wc -l) headers)"
+[ $rc -eq 0 ] && echo "internal_alone: $n units compile ($(find internal -name '*.h' | wc -l) headers), no include circle"
 exit $rc
