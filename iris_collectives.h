@@ -87,8 +87,8 @@
  *   IRIS_COLL_CHECK (0: the latency path skips matching the call headers).
  *
  * Compile time
- *   A unit with IRIS_IMPLEMENTATION compiles every collective kernel: about 42 s of one
- *   core (nvcc 13.0, sm_90, a 2-core x86 machine; 13 s with fp32 and bf16 sums only;
+ *   A unit with IRIS_IMPLEMENTATION compiles every collective kernel: about 85 s of one
+ *   core (nvcc 13.0, sm_90, the 2-core x86 VM of CI; 21 s with fp32 and bf16 sums only;
  *   docs/collectives.md, "Compile time"). SUM and AVG
  *   of fp32, fp16 and bf16 have kernels of their own, specialised for 2, 4 and 8 ranks;
  *   the other reductions (integer and fp8 types, MIN and MAX) share one kernel per type

@@ -82,14 +82,15 @@ for t in "$@"; do make -s -q "$t" >/dev/null 2>&1 || todo="$todo $t"; done
 ntodo=$(echo $todo | wc -w)
 echo "# building the checks' programs: $ntodo of $total to build (make -k $MAKEFLAGS; output in $log)"
 t0=$(date +%s)
+stamp=$(mktemp)
 make -s -k $prebuild >>"$log" 2>&1 &
 mk=$!
 k=$((total - ntodo))
 left=$todo
-show() { # report the programs of $left that are done
+show() { # report the programs of $left written since the build started
   local rest="" t
   for t in $left; do
-    if make -s -q "$t" >/dev/null 2>&1; then k=$((k + 1)); echo "#   [$k/$total] $t ($(( $(date +%s) - t0 )) s)"; else rest="$rest $t"; fi
+    if [ "$t" -nt "$stamp" ]; then k=$((k + 1)); echo "#   [$k/$total] $t ($(( $(date +%s) - t0 )) s)"; else rest="$rest $t"; fi
   done
   left=$rest
 }
@@ -97,6 +98,7 @@ while kill -0 "$mk" 2>/dev/null; do sleep 10; show; done
 wait "$mk"
 show
 for t in $left; do echo "#   not built: $t (its check below shows why)"; done
+rm -f "$stamp"
 echo "# compile checks"
 check "iris.h compiles as C99 (-Wall -Wextra -Werror -pedantic)" make -s check-c99
 check "iris.h with implementation compiles as C99" make -s check-c99-impl
