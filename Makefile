@@ -13,7 +13,7 @@
 #   make lib-nccl build/libiris_nccl.so: NCCL's API over iris and the real NCCL (docs/nccl_shim.md);
 #                make test-nccl: its checks without a GPU; tests/nccl/gpu_shim.sh: with GPUs
 #   make test-mfma  build and run the AMD MFMA GEMM core test (needs an MI200/MI300; never
-#                run so far: the MFMA core is UNVERIFIED, see internal/gemm_core_mfma.h)
+#                run so far: the MFMA core is UNVERIFIED, see internal/gemm/core_mfma.h)
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 HIPCC     ?= hipcc
@@ -24,19 +24,19 @@ MPI_LIB   ?= /usr/lib/x86_64-linux-gnu/openmpi/lib
 B         := build
 
 # the public headers and their bodies (internal/): a change to any rebuilds what includes them
-HDRS       := $(wildcard iris*.h) $(wildcard internal/*.h)
+HDRS       := $(wildcard iris*.h) $(wildcard internal/*.h internal/*/*.h)
 # the GEMM cores (internals): the common core and its NVIDIA (TMA) and AMD (MFMA) specialisations
-CORE       := internal/gemm_core.h internal/gemm_core_tma.h
-CORE_MFMA  := internal/gemm_core.h internal/gemm_core_mfma.h
+CORE       := internal/gemm/core.h internal/gemm/core_tma.h internal/core/platform.h internal/core/sys.h iris.h
+CORE_MFMA  := internal/gemm/core.h internal/gemm/core_mfma.h
 NVCCFLAGS  ?= -O2 -std=c++17 -arch=sm_90 -I.
-# programs with the GEMM core (internal/gemm_core.h): sm_90a, so its wgmma core is compiled
+# programs with the GEMM core (internal/gemm/core.h): sm_90a, so its wgmma core is compiled
 GEMM_NVCCFLAGS = $(patsubst -arch=sm_90,-arch=sm_90a,$(NVCCFLAGS))
 HIPFLAGS   ?= -O2 -x hip --offload-arch=gfx90a --offload-arch=gfx940 -I.
 CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
 
-.PHONY: test test-gpu test-packaging test-mfma run bench bench-guard examples asm lib lib-hip lib-jax lib-nccl test-nccl clean check-c99 check-c99-impl check-c99-hip check-cxx check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+.PHONY: test test-gpu test-packaging test-mfma run bench bench-guard examples asm lib lib-hip lib-jax lib-nccl test-nccl clean check-c99 check-c99-impl check-c99-hip check-cxx check-include-order check-include-order-nvcc check-posix-order check-internal check-vendor-seam check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
 
 test:
 	@bash tests/run.sh
@@ -59,6 +59,27 @@ check-c99-hip: | $(B)
 	$(CC) -std=c99 $(CWARN) -DIRIS_USE_HIP -I. -c tests/compile/c99_impl.c -o $(B)/c99_hip.o
 check-cxx: | $(B)
 	$(CXX) -std=c++11 $(CWARN) $(CUDA_CFLAGS) -I. -x c++ -c tests/compile/c99_impl.c -o $(B)/cxx_impl.o
+# include-then-implement (stb's rule): iris.h included, then IRIS_IMPLEMENTATION defined and
+# iris.h included again, still gets the implementation: linked (C99), and for every root
+# header under nvcc (fp32 SUM collectives, no GEMM core: a short build)
+check-include-order: | $(B)
+	$(CC) -std=c99 -D_GNU_SOURCE $(CWARN) $(CUDA_CFLAGS) -I. tests/compile/include_order.c -o $(B)/include_order_c99 $(CUDA_LIBS)
+# a strict C99 unit with a system header before iris.h: one #error naming the rule, not a
+# wall of undeclared names (the unit must not compile)
+check-posix-order: | $(B)
+	@out=$$($(CC) -std=c99 $(CUDA_CFLAGS) -I. -c tests/compile/posix_order.c -o $(B)/posix_order.o 2>&1); rc=$$?; \
+	n=$$(printf '%s\n' "$$out" | grep -c ': error:'); \
+	if [ $$rc -ne 0 ] && [ $$n -eq 1 ] && printf '%s\n' "$$out" | grep -q 'include iris.h before any system header'; then exit 0; fi; \
+	printf '%s\n' "$$out" | head -n 20; echo "exit $$rc, $$n errors: want one #error naming the rule"; exit 1
+# every internal header compiles alone, including what it uses (nvcc's front end; the C
+# ones also as C99 and C++11); the vendor conditionals only in the two vendor layers
+check-internal: | $(B)
+	bash tests/compile/internal_alone.sh
+check-vendor-seam:
+	bash tests/compile/vendor_seam.sh
+check-include-order-nvcc: $(B)/include_order_nvcc
+$(B)/include_order_nvcc: tests/compile/include_order.cu $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $(MOE_SWITCH) -DIRIS_GEMM_NO_CORE $< -o $@ -lcublasLt
 # the slow compile checks are files, so that make test can build them beside the test
 # programs (both cores busy) and the check itself then finds them done
 check-nvcc: $(B)/all_headers_nvcc.o
@@ -78,7 +99,8 @@ check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940: | $(B)
 	bash tests/codegen/check.sh $(subst check-codegen-,,$@)
 
 # ---------------------------------------------------------------- test programs
-$(B)/host_test: tests/host_test.c $(HDRS) | $(B)
+# one program over tests/host/: main.c includes every topic (tests/host/*.c) and the harness
+$(B)/host_test: tests/host/main.c $(wildcard tests/host/*.c tests/host/*.h) $(HDRS) | $(B)
 	$(CC) -std=c99 -D_GNU_SOURCE -O1 -g $(CWARN) $(CUDA_CFLAGS) -I. $< -o $@ $(CUDA_LIBS)
 # init/finalize cycles for valgrind (make test)
 $(B)/init_cycles: tests/tools/init_cycles.c $(HDRS) | $(B)

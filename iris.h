@@ -85,21 +85,29 @@
  *   context blocks until one thread per context has called it.
  *
  * Files
- *   This header is the contract. Its implementation lies in internal/, one file per
- *   topic (rendezvous, heap, bring-up, launcher, ...), included at the end of this file
- *   under IRIS_IMPLEMENTATION. Vendoring: copy the root headers and the folder internal/.
+ *   This header is the contract. Its implementation lies in internal/core/ and
+ *   internal/rendezvous/, one file per topic (heap, bring-up, launcher, rendezvous, ...),
+ *   included at the end of this file, after its include guard, under IRIS_IMPLEMENTATION:
+ *   a unit may include iris.h (through a header of its own) before it defines
+ *   IRIS_IMPLEMENTATION and includes it again. Vendoring: copy the root headers and the
+ *   folder internal/.
  */
-#ifndef IRIS_H
-#define IRIS_H
-
+/* Outside the include guard, as the implementation block at the end: a unit may include
+ * iris.h (e.g. through a header of its own) before it defines IRIS_IMPLEMENTATION. */
 #if defined(IRIS_STATIC) && !defined(IRIS_IMPLEMENTATION)
 #define IRIS_IMPLEMENTATION
 #endif
+#ifndef IRIS_H
+#define IRIS_H
+
 #if defined(IRIS_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* only effective when iris.h is the unit's first include */
 #if !defined(_XOPEN_SOURCE)
 #define _XOPEN_SOURCE 700 /* realpath, S_ISVTX */
 #endif
+#endif
+#if defined(IRIS_STATIC)
+#define IRIS_DETAIL_STATIC_DECLARED /* the declarations below are static: see the implementation block */
 #endif
 
 #define IRIS_VERSION_MAJOR 0
@@ -129,8 +137,10 @@
 #define __HIP_PLATFORM_AMD__ /* a plain C compiler needs HIP's platform named */
 #endif
 #include <hip/hip_runtime_api.h>
+typedef hipStream_t iris_stream_t; /* the vendor's stream type, for the host entry points */
 #else
 #include <cuda_runtime_api.h>
+typedef cudaStream_t iris_stream_t; /* the vendor's stream type, for the host entry points */
 #endif
 #if defined(__GNUC__) && !defined(__cplusplus)
 #pragma GCC diagnostic pop
@@ -138,7 +148,10 @@
 
 #include <stddef.h>
 
+/* IRIS_DETAIL_GPU_COMPILER: defined under nvcc and hipcc, where the headers' device code
+ * compiles; the headers test it instead of the compilers' own macros. */
 #if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#define IRIS_DETAIL_GPU_COMPILER 1
 #define IRIS_HOST_DEVICE __host__ __device__
 #else
 #define IRIS_HOST_DEVICE
@@ -171,7 +184,7 @@ typedef enum iris_status {
   IRIS_ERROR_NOT_IN_HEAP,      /* a pointer outside the symmetric heap */
   IRIS_ERROR_MISMATCH,         /* ranks disagree: world size, heap size, version, allocations */
   IRIS_ERROR_TIMEOUT,          /* a rank did not arrive in time */
-  IRIS_ERROR_GPU,              /* the CUDA/HIP runtime failed */
+  IRIS_ERROR_GPU,              /* no usable GPU, or the CUDA/HIP runtime failed */
   IRIS_ERROR_SYSTEM,           /* an OS call failed (socket, fork, ...) */
   IRIS_ERROR_PERMISSION,       /* a peer of another user, or an unsafe rendezvous directory */
   IRIS_ERROR_DIFFERENT_HOST,   /* ranks on different hosts: IPC does not cross hosts */
@@ -232,12 +245,6 @@ typedef struct iris_config {
 
 typedef struct iris iris_t; /* opaque host context, one per rank */
 
-/* The vendor's stream type, for the collectives' host entry points. */
-#if defined(IRIS_USE_HIP)
-typedef hipStream_t iris_stream_t;
-#else
-typedef cudaStream_t iris_stream_t;
-#endif
 
 /* Device context: passed by value to kernels. rank and world_size are global; the heap
  * is mapped among one node's ranks only: bases[l] is the heap base of the node's local
@@ -255,7 +262,7 @@ typedef struct iris_device_ctx {
    * fault[0]: the first fatal fault (a wait that ran past IRIS_WAIT_TIMEOUT_NS, or
    * iris_abort); once set, every bounded wait of every kernel of this context gives up
    * at its next check. fault[1]: the last collective mismatch (not fatal). The encoding
-   * is internal (internal/layout.h); iris_get_async_error decodes them on the host. */
+   * is internal (internal/core/layout.h); iris_get_async_error decodes them on the host. */
   unsigned long long *fault;
   int local_rank, local_size; /* this rank on its node; ranks per node */
   int node, num_nodes;        /* this rank's node, the number of nodes */
@@ -600,39 +607,45 @@ static inline IRIS_HOST_DEVICE iris_view2d_t iris_view_tile(iris_view2d_t v, int
 /* ====================================================================== internals == */
 /* Not for users. Shared with the other iris headers and lib/iris.cu: the fault word's
  * encoding and the layout checks, and the internal API they call. */
-#include "internal/layout.h"          /* the fault word, layout checks */
-#include "internal/detail_api.h"      /* what the other iris headers call */
+#include "internal/core/layout.h"          /* the fault word, layout checks */
+#include "internal/core/detail_api.h"      /* what the other iris headers call */
 
-/* The implementation, in the one unit that defines IRIS_IMPLEMENTATION (or IRIS_STATIC):
- * one file per topic, in dependency order. */
+#endif /* IRIS_H */
+
+/* The implementation, in the one unit that defines IRIS_IMPLEMENTATION (or IRIS_STATIC),
+ * after the include guard (stb's rule): the unit may have included iris.h before it
+ * defined IRIS_IMPLEMENTATION. One file per topic, in dependency order. */
 #if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_IMPLEMENTATION_DONE)
 #define IRIS_IMPLEMENTATION_DONE
-#include "internal/sys.h"             /* system headers, IRIS_DEF, IRIS_INTERNAL */
+#if defined(IRIS_STATIC) && !defined(IRIS_DETAIL_STATIC_DECLARED)
+#error "iris: IRIS_STATIC must be defined before the unit's first #include of iris.h (its declarations are static too)"
+#endif
+#include "internal/core/sys.h"             /* system headers, IRIS_DEF, IRIS_INTERNAL */
+#if !defined(IRIS_DETAIL_NO_POSIX) /* (else sys.h's #error says why) */
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "internal/platform.h"        /* the vendor layer: every runtime call */
-#include "internal/status.h"          /* errors, the detail buffer, status strings */
-#include "internal/util.h"            /* clocks, hashing, parsers, random bytes */
-#include "internal/rendezvous_wire.h" /* rendezvous frames and socket I/O */
-#include "internal/rendezvous_unix.h" /* the private directory, the socket file */
-#include "internal/rendezvous_tcp.h"  /* dial and listen over TCP */
-#include "internal/rendezvous.h"      /* iris_rendezvous_* */
-#include "internal/group.h"           /* the in-process group (mode 3) */
-#include "internal/context.h"         /* struct iris, the exchanges */
-#include "internal/faults.h"          /* the fault words on the host, iris_abort */
-#include "internal/stream_order.h"    /* call order across streams */
-#include "internal/heap.h"            /* the allocator, iris_heap_verify */
-#include "internal/exchange.h"        /* the bring-up record and its checks */
-#include "internal/nodes.h"           /* nodes, NCCL loaded at run time, rails */
-#include "internal/setup.h"           /* a rank's heap, mappings, release */
-#include "internal/launch_env.h"      /* iris_launch_env */
-#include "internal/init.h"            /* iris_init*, iris_barrier, iris_finalize */
-#include "internal/queries.h"         /* iris_rank ... iris_translate_host */
-#include "internal/launcher.h"        /* iris_launch_local, iris_launch_wait */
+#include "internal/core/platform.h"        /* the vendor layer: every runtime call */
+#include "internal/core/status.h"          /* errors, the detail buffer, status strings */
+#include "internal/core/util.h"            /* clocks, hashing, parsers, random bytes */
+#include "internal/rendezvous/wire.h" /* rendezvous frames and socket I/O */
+#include "internal/rendezvous/unix.h" /* the private directory, the socket file */
+#include "internal/rendezvous/tcp.h"  /* dial and listen over TCP */
+#include "internal/rendezvous/rendezvous.h"      /* iris_rendezvous_* */
+#include "internal/rendezvous/group.h"           /* the in-process group (mode 3) */
+#include "internal/core/context.h"         /* struct iris, the exchanges */
+#include "internal/core/faults.h"          /* the fault words on the host, iris_abort */
+#include "internal/core/stream_order.h"    /* call order across streams */
+#include "internal/core/heap.h"            /* the allocator, iris_heap_verify */
+#include "internal/core/exchange.h"        /* the bring-up record and its checks */
+#include "internal/core/nodes.h"           /* nodes, NCCL loaded at run time, rails */
+#include "internal/core/setup.h"           /* a rank's heap, mappings, release */
+#include "internal/core/launch_env.h"      /* iris_launch_env */
+#include "internal/core/init.h"            /* iris_init*, iris_barrier, iris_finalize */
+#include "internal/core/queries.h"         /* iris_rank ... iris_translate_host */
+#include "internal/core/launcher.h"        /* iris_launch_local, iris_launch_wait */
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+#endif /* POSIX */
 #endif /* IRIS_IMPLEMENTATION */
-
-#endif /* IRIS_H */

@@ -81,14 +81,14 @@
  * Options
  *   Compile time, global (every unit of a program alike): the sizes and thresholds
  *   IRIS_COLL_* (docs/options.md; their defaults and the measurements behind them are in
- *   internal/coll_plan.h). Compile time, for the unit that defines IRIS_IMPLEMENTATION
+ *   internal/coll/plan.h). Compile time, for the unit that defines IRIS_IMPLEMENTATION
  *   only: IRIS_COLL_TYPES and IRIS_COLL_OPS (below), which kernels it compiles.
  *   Environment, read at setup: IRIS_COLL_STAGING (bytes of each staging area, 0: none),
  *   IRIS_COLL_CHECK (0: the latency path skips matching the call headers).
  *
  * Compile time
- *   A unit with IRIS_IMPLEMENTATION compiles every collective kernel: about 42 s of one
- *   core (nvcc 13.0, sm_90, a 2-core x86 machine; 13 s with fp32 and bf16 sums only;
+ *   A unit with IRIS_IMPLEMENTATION compiles every collective kernel: about 85 s of one
+ *   core (nvcc 13.0, sm_90, the 2-core x86 VM of CI; 21 s with fp32 and bf16 sums only;
  *   docs/collectives.md, "Compile time"). SUM and AVG
  *   of fp32, fp16 and bf16 have kernels of their own, specialised for 2, 4 and 8 ranks;
  *   the other reductions (integer and fp8 types, MIN and MAX) share one kernel per type
@@ -230,17 +230,12 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
 }
 #endif
 
-#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#if defined(IRIS_DETAIL_GPU_COMPILER)
 #include "iris_device.h"
 
 /* ========================================================================= */
 /*                     device building blocks (C++ templates)                */
 /* ========================================================================= */
-#if defined(IRIS_USE_HIP)
-#include <hip/hip_fp16.h>
-#else
-#include <cuda_fp16.h>
-#endif
 
 /* Element storage types; half and fp8 types are kept as raw bits and computed in float
  * (IRIS_UINT8 is unsigned char, computed in itself: its sums wrap modulo 256). */
@@ -307,22 +302,28 @@ IRIS_DEVICE_INLINE bool iris_tile_all_to_all(const iris_device_ctx_t &ctx, const
 #endif /* nvcc, hipcc */
 
 /* ========================================================================= */
-/*          the implementation: one file per topic, in internal/              */
+/*          the implementation: one file per topic, in internal/coll/         */
 /* ========================================================================= */
-#include "internal/coll_plan.h"      /* tuning constants, sizes, who moves which bytes */
-#include "internal/coll_fp8.h"       /* the fp8 conversions */
-#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
-#include "internal/coll_types.h"     /* element arithmetic of the reductions */
-#include "internal/coll_protocol.h"  /* calls, headers, barriers, LL lines, progress flags */
-#include "internal/coll_ll.h"        /* the latency kernels */
-#include "internal/coll_kernels.h"   /* the bandwidth kernels */
-#include "internal/coll_tile.h"      /* the tile building blocks */
-#if defined(IRIS_IMPLEMENTATION)
-#include "internal/coll_launch.h"    /* collective state, typed launches, dispatch */
-#include "internal/coll_host.h"      /* setup, check, one call on one node */
-#include "internal/coll_multinode.h" /* calls over several nodes (rails) */
-#include "internal/coll_api.h"       /* the public host functions */
-#endif
+#include "internal/coll/plan.h"      /* tuning constants, sizes, who moves which bytes */
+#include "internal/coll/fp8.h"       /* the fp8 conversions */
+#if defined(IRIS_DETAIL_GPU_COMPILER)
+#include "internal/coll/types.h"     /* element arithmetic of the reductions */
+#include "internal/coll/protocol.h"  /* calls, headers, barriers, LL lines, progress flags */
+#include "internal/coll/ll.h"        /* the latency kernels */
+#include "internal/coll/kernels.h"   /* the bandwidth kernels */
+#include "internal/coll/tile.h"      /* the tile building blocks */
 #endif
 
 #endif /* IRIS_COLLECTIVES_H */
+
+/* The implementation (IRIS_IMPLEMENTATION, nvcc or hipcc), after the include guard as in
+ * iris.h: a unit may include this header before it defines IRIS_IMPLEMENTATION. */
+#if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_COLLECTIVES_IMPLEMENTATION_DONE) && defined(IRIS_DETAIL_GPU_COMPILER)
+#define IRIS_COLLECTIVES_IMPLEMENTATION_DONE
+#include "iris.h"
+#include "iris_device.h"
+#include "internal/coll/launch.h"    /* collective state, typed launches, dispatch */
+#include "internal/coll/host.h"      /* setup, check, one call on one node */
+#include "internal/coll/multinode.h" /* calls over several nodes (rails) */
+#include "internal/coll/api.h"       /* the public host functions */
+#endif

@@ -50,31 +50,14 @@
 #define IRIS_DEVICE_H
 
 #include "iris.h"
-
-#if !(defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__))
-#error "iris_device.h holds device code: compile with nvcc or hipcc"
-#endif
-#if defined(IRIS_USE_HIP)
-#include <hip/hip_runtime.h>
-#else
-#include <cuda_runtime.h>
-#endif
+/* The device vendor layer (the only vendor-specific file of the device code): the
+ * vendor's runtime header, IRIS_DEVICE_INLINE, IRIS_WARP_SIZE (threads per warp, on the
+ * device only: 64 on AMD CDNA, 32 on NVIDIA), the atomic primitives for each order and
+ * scope (PTX on NVIDIA, __hip_atomic_* on AMD) and the device clock. */
+#include "internal/device/platform.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <type_traits>
-
-#define IRIS_DEVICE_INLINE __device__ __forceinline__
-
-/* Threads per warp (wavefront), on the device only: 64 on AMD CDNA, 32 on NVIDIA. */
-#if defined(IRIS_USE_HIP)
-#if defined(__AMDGCN_WAVEFRONT_SIZE)
-#define IRIS_WARP_SIZE __AMDGCN_WAVEFRONT_SIZE
-#else
-#define IRIS_WARP_SIZE 64
-#endif
-#else
-#define IRIS_WARP_SIZE 32
-#endif
 
 #ifndef IRIS_WAIT_TIMEOUT_NS
 #define IRIS_WAIT_TIMEOUT_NS 600000000000ULL /* 10 min, as torch's NCCL watchdog */
@@ -124,7 +107,7 @@ typedef enum iris_cmp { IRIS_CMP_EQ = 0, IRIS_CMP_NE, IRIS_CMP_GE, IRIS_CMP_GT, 
 /* =============================================================== debug checks == */
 /* IRIS_DETAIL_CHECK(ctx, p, bytes, rank, what): under IRIS_DEBUG, every remote access
  * checks its rank and its pointer and traps naming `what`; else nothing. */
-#include "internal/device_debug.h"
+#include "internal/device/debug.h"
 
 /* ================================================================ translation == */
 
@@ -223,11 +206,8 @@ IRIS_DEVICE_INLINE void iris_copy_bulk(const iris_device_ctx_t &ctx, void *dst, 
   iris_copy_bytes(iris_translate(ctx, (char *)dst, to_rank), iris_translate(ctx, (const char *)src, from_rank), bytes, tid, nthreads);
 }
 
-/* ============================================================ atomic primitives == */
-/* Per order and scope: PTX on NVIDIA, __hip_atomic_* on AMD, and the device clock. */
-#include "internal/device_atomics.h"
 /* IRIS_TRACE: per-CTA timelines of the library's kernels (off by default; a diagnostic) */
-#include "internal/device_trace.h"
+#include "internal/device/trace.h"
 
 /* ================================================================ public atomics == */
 /* Value parameters take their type from the pointer (not deduced), so
@@ -386,7 +366,7 @@ IRIS_DEVICE_INLINE T iris_signal_add_relaxed(const iris_device_ctx_t &ctx, T *fl
 }
 
 /* The bounded spin, the fault words and the wait loop behind the waits below. */
-#include "internal/device_wait.h"
+#include "internal/device/wait.h"
 
 /* One thread. Spin until this rank's flag (a local heap address) satisfies
  * `flag cmp value`, then acquire at scope S: the writes the signalling side released
@@ -422,3 +402,12 @@ IRIS_DEVICE_INLINE bool iris_wait_block(const iris_device_ctx_t &ctx, const T *f
 }
 
 #endif /* IRIS_DEVICE_H */
+
+/* The implementation (IRIS_IMPLEMENTATION), after the include guard as in iris.h: a unit
+ * may include this header before it defines IRIS_IMPLEMENTATION. iris.h's, and with
+ * IRIS_TRACE the reader of the kernels' timelines (iris_trace_read). */
+#if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_DEVICE_IMPLEMENTATION_DONE)
+#define IRIS_DEVICE_IMPLEMENTATION_DONE
+#include "iris.h"
+#include "internal/device/trace_host.h"
+#endif

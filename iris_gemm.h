@@ -27,7 +27,7 @@
  *                                no all-gather barrier stands in the way. Their engine
  *                                (iris_ag_gemm_engine): on sm_90a the persistent,
  *                                warp-specialized TMA + wgmma core
- *                                (internal/gemm_core_tma.h; its producer thread waits on
+ *                                (internal/gemm/core_tma.h; its producer thread waits on
  *                                the flags and runs ahead of the math), else mma.sync;
  *                                on AMD MFMA, unverified: see Rules.
  *     IRIS_GEMM_PATH_UNFUSED     gather everything, then one cuBLASLt GEMM: A in rows
@@ -91,7 +91,7 @@
  *     rank. With IRIS_DEBUG, run also checks that the A shard sits at the same heap
  *     offset everywhere (a host exchange: not during capture).
  *   - AMD (hipcc): UNVERIFIED, off by default. The fused and kernel-unfused paths have an
- *     MFMA core (internal/gemm_core_mfma.h, gfx90a and gfx940) that compiles but has NEVER
+ *     MFMA core (internal/gemm/core_mfma.h, gfx90a and gfx940) that compiles but has NEVER
  *     BEEN RUN on AMD hardware. Without IRIS_GEMM_MFMA_UNVERIFIED defined (before the
  *     include, in every unit that includes iris_gemm.h) create and run return
  *     IRIS_ERROR_UNSUPPORTED saying so; with it, the MFMA core is compiled and used. The
@@ -109,7 +109,7 @@
 #ifndef IRIS_GEMM_H
 #define IRIS_GEMM_H
 #include "iris_collectives.h"
-#include "internal/gemm_types.h" /* iris_gemm_path_t, iris_gemm_path_name: shared with iris_gemm_reduce.h */
+#include "internal/gemm/types.h" /* iris_gemm_path_t, iris_gemm_path_name: shared with iris_gemm_reduce.h */
 
 typedef enum iris_gemm_layout { IRIS_GEMM_A_ROWS = 0, IRIS_GEMM_A_COLS } iris_gemm_layout_t;
 
@@ -170,7 +170,7 @@ IRIS_API iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g);
 /* The path the plan runs (its name: iris_gemm_path_name). */
 IRIS_API iris_gemm_path_t iris_ag_gemm_path(const iris_ag_gemm_t *g);
 /* The GEMM engine the plan's path runs: "cublaslt" (pipelined, unfused), or for the fused
- * and kernel-unfused paths "tma-wgmma" (internal/gemm_core_tma.h, sm_90a), "mma.sync" (no sm_90a
+ * and kernel-unfused paths "tma-wgmma" (internal/gemm/core_tma.h, sm_90a), "mma.sync" (no sm_90a
  * device pass) or "mfma" (AMD). Set IRIS_GEMM_TMA=0 in the environment before create to run
  * the cp.async core ("cp.async-wgmma") instead, for comparison. */
 IRIS_API const char *iris_ag_gemm_engine(const iris_ag_gemm_t *g);
@@ -187,7 +187,7 @@ IRIS_API iris_status_t iris_ag_gemm_destroy(iris_ag_gemm_t *g);
 }
 #endif
 
-#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#if defined(IRIS_DETAIL_GPU_COMPILER)
 /* ========================================================================= */
 /*              device building blocks: per-tile ready flags                 */
 /* ========================================================================= */
@@ -229,12 +229,18 @@ IRIS_DEVICE_INLINE bool iris_gemm_wait_tile(const iris_device_ctx_t &ctx, iris_g
 /* ========================================================================= */
 /*                            implementation                                 */
 /* ========================================================================= */
-#include "internal/gemm_common.h"       /* shared with iris_gemm_reduce.h: the GEMM cores, error record, waits, cuBLASLt */
-#include "internal/gemm_ag_kernel.h"    /* the fused kernel: fetcher and GEMM roles, the cross-rank protocol */
-#if defined(IRIS_IMPLEMENTATION)
-#include "internal/gemm_ag_plan.h"      /* the plan: AUTO, the description's rules, the kernel's cut, launches */
-#include "internal/gemm_ag_pipelined.h" /* the copy-engine paths: pipelined and unfused */
-#include "internal/gemm_ag.h"           /* create, run, check, trace, destroy */
-#endif
+#include "internal/gemm/common.h"       /* shared with iris_gemm_reduce.h: the GEMM cores, error record, waits */
+#include "internal/gemm/ag_kernel.h"    /* the fused kernel: fetcher and GEMM roles, the cross-rank protocol */
 #endif /* device compiler */
 #endif /* IRIS_GEMM_H */
+
+/* The implementation (IRIS_IMPLEMENTATION, nvcc or hipcc), after the include guard as in
+ * iris.h: a unit may include this header before it defines IRIS_IMPLEMENTATION. */
+#if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_GEMM_IMPLEMENTATION_DONE) && defined(IRIS_DETAIL_GPU_COMPILER)
+#define IRIS_GEMM_IMPLEMENTATION_DONE
+#include "iris_collectives.h"
+#include "internal/gemm/host.h" /* shared with the other GEMM header: cuBLASLt, path names, the description agreement */
+#include "internal/gemm/ag_plan.h"      /* the plan: AUTO, the description's rules, the kernel's cut, launches */
+#include "internal/gemm/ag_pipelined.h" /* the copy-engine paths: pipelined and unfused */
+#include "internal/gemm/ag.h"           /* create, run, check, trace, destroy */
+#endif

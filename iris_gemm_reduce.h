@@ -49,7 +49,7 @@
  *                               ALL_REDUCE) and reduces them (and adds the bias).
  *     IRIS_GEMM_PATH_FUSED      (NVIDIA Hopper, sm_90a build with the GEMM core; bf16/fp16
  *                               inputs) one persistent kernel on the TMA/wgmma core
- *                               (internal/gemm_core_tma.h, one CTA per SM) computes the fp32
+ *                               (internal/gemm/core_tma.h, one CTA per SM) computes the fp32
  *                               partial in 128 x 256 tiles in owner order (rows of rank r+1
  *                               first, own rows last); its epilogue stores each tile's rows
  *                               straight into their owners' receive slots (a tile may span
@@ -136,7 +136,7 @@
 #ifndef IRIS_GEMM_REDUCE_H
 #define IRIS_GEMM_REDUCE_H
 #include "iris_collectives.h"
-#include "internal/gemm_types.h" /* iris_gemm_path_t, iris_gemm_path_name: shared with iris_gemm.h */
+#include "internal/gemm/types.h" /* iris_gemm_path_t, iris_gemm_path_name: shared with iris_gemm.h */
 
 typedef enum iris_gemm_reduce_op { IRIS_GEMM_REDUCE_SCATTER = 0, IRIS_GEMM_ALL_REDUCE } iris_gemm_reduce_op_t;
 
@@ -203,7 +203,7 @@ IRIS_API iris_status_t iris_gemm_rs_destroy(iris_gemm_rs_t *p);
 }
 #endif
 
-#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#if defined(IRIS_DETAIL_GPU_COMPILER)
 /* ========================================================================= */
 /*        device building blocks: push a tile to its owner, reduce it          */
 /* ========================================================================= */
@@ -225,15 +225,7 @@ typedef struct iris_gemm_contrib {
  * caller must not push epoch e+1 into a slot before the owner has reduced epoch e (a
  * barrier between calls, or a flag back). */
 IRIS_DEVICE_INLINE void iris_gemm_push_tile(const iris_device_ctx_t &ctx, iris_gemm_contrib_t cb, int tile, int owner, const float *src, int ld_src, int rows,
-                                            int cols, unsigned epoch) {
-  const size_t slot = (size_t)tile * ctx.world_size + ctx.rank;
-  float *dst = iris_translate(ctx, cb.data + slot * cb.tile_elems, owner);
-  for (int i = (int)threadIdx.x; i < rows * cols; i += (int)blockDim.x) {
-    const int r = i / cols, c = i - r * cols;
-    dst[i] = src[(size_t)r * ld_src + c];
-  }
-  iris_signal_block(ctx, cb.flags + slot, epoch, owner);
-}
+                                            int cols, unsigned epoch);
 
 /* Whole block (1-D, blockDim.x >= world_size). Threads 0..W-1 each wait (acquire, system
  * scope, bounded by IRIS_WAIT_TIMEOUT_NS) until this rank's flag (tile, q) has reached
@@ -244,29 +236,22 @@ IRIS_DEVICE_INLINE void iris_gemm_push_tile(const iris_device_ctx_t &ctx, iris_g
  * timed out (a peer did not push: stuck, dead, or not making the same calls). */
 template <typename OutT>
 IRIS_DEVICE_INLINE bool iris_gemm_reduce_tile(const iris_device_ctx_t &ctx, iris_gemm_contrib_t cb, int tile, int rows, int cols, const OutT *bias, OutT *out,
-                                              long long ld_out, unsigned epoch) {
-  const int W = ctx.world_size;
-  const size_t base = (size_t)tile * W;
-  int ok = 1;
-  if ((int)threadIdx.x < W) ok = iris_wait_until<IRIS_SCOPE_SYSTEM>(ctx, cb.flags + base + threadIdx.x, IRIS_CMP_EPOCH, epoch, "iris_gemm_reduce_tile") ? 1 : 0;
-  if (!__syncthreads_and(ok)) return false;
-  for (int i = (int)threadIdx.x; i < rows * cols; i += (int)blockDim.x) {
-    const int r = i / cols, c = i - r * cols;
-    float acc = 0.0f;
-    for (int q = 0; q < W; ++q) acc += cb.data[(base + q) * cb.tile_elems + i];
-    if (bias) acc += iris_coll_up<OutT>(bias[c]);
-    out[(size_t)r * ld_out + c] = iris_coll_down<OutT>(acc);
-  }
-  return true;
-}
+                                              long long ld_out, unsigned epoch);
 
 /* ========================================================================= */
 /*                            implementation                                 */
 /* ========================================================================= */
-#include "internal/gemm_common.h"     /* shared with iris_gemm.h: the GEMM cores, error record, waits, cuBLASLt */
-#include "internal/gemm_rs_kernels.h" /* the reduction kernel; the fused path's GEMM and reduce kernels, protocol */
-#if defined(IRIS_IMPLEMENTATION)
-#include "internal/gemm_rs.h"         /* the plan: AUTO, rules, create, run (pipelined, unfused, fused), check, destroy */
-#endif
+#include "internal/gemm/common.h"     /* shared with iris_gemm.h: the GEMM cores, error record, waits */
+#include "internal/gemm/tile.h"       /* the bodies of the tile building blocks above */
+#include "internal/gemm/rs_kernels.h" /* the reduction kernel; the fused path's GEMM and reduce kernels, protocol */
 #endif /* device compiler */
 #endif /* IRIS_GEMM_REDUCE_H */
+
+/* The implementation (IRIS_IMPLEMENTATION, nvcc or hipcc), after the include guard as in
+ * iris.h: a unit may include this header before it defines IRIS_IMPLEMENTATION. */
+#if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_GEMM_REDUCE_IMPLEMENTATION_DONE) && defined(IRIS_DETAIL_GPU_COMPILER)
+#define IRIS_GEMM_REDUCE_IMPLEMENTATION_DONE
+#include "iris_collectives.h"
+#include "internal/gemm/host.h" /* shared with the other GEMM header: cuBLASLt, path names, the description agreement */
+#include "internal/gemm/rs.h"         /* the plan: AUTO, rules, create, run (pipelined, unfused, fused), check, destroy */
+#endif

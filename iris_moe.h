@@ -171,7 +171,7 @@ IRIS_API iris_status_t iris_moe_destroy(iris_moe_t *m);
 }
 #endif
 
-#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#if defined(IRIS_DETAIL_GPU_COMPILER)
 /* ========================================================================= */
 /*                        device building blocks                             */
 /* ========================================================================= */
@@ -189,9 +189,14 @@ IRIS_DEVICE_INLINE bool iris_moe_weighted_sum(const iris_bf16_t *const *rows, co
 /* ========================================================================= */
 /*                            implementation                                 */
 /* ========================================================================= */
-#include "internal/moe_kernels.h" /* the protocol structs, the dispatch and combine kernels */
-#if defined(IRIS_IMPLEMENTATION)
-#include "internal/moe.h"         /* the plan: rules, create, dispatch, combine, check, destroy */
-#endif
+#include "internal/moe/kernels.h" /* the protocol structs, the dispatch and combine kernels */
 #endif /* device compiler */
 #endif /* IRIS_MOE_H */
+
+/* The implementation (IRIS_IMPLEMENTATION, nvcc or hipcc), after the include guard as in
+ * iris.h: a unit may include this header before it defines IRIS_IMPLEMENTATION. */
+#if defined(IRIS_IMPLEMENTATION) && !defined(IRIS_MOE_IMPLEMENTATION_DONE) && defined(IRIS_DETAIL_GPU_COMPILER)
+#define IRIS_MOE_IMPLEMENTATION_DONE
+#include "iris_collectives.h"
+#include "internal/moe/host.h"         /* the plan: rules, create, dispatch, combine, check, destroy */
+#endif

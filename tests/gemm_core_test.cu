@@ -1,4 +1,4 @@
-// internal/gemm_core.h on one GPU: every named configuration (mma.sync and wgmma cores), bf16 and
+// internal/gemm/core.h on one GPU: every named configuration (mma.sync and wgmma cores), bf16 and
 // fp16 inputs, both B layouts, bf16 / fp16 / fp32 outputs, with and without bias, shapes that
 // are not multiples of the tile, a grid of one CTA per tile and a persistent grid smaller than
 // the tile count (shared memory reused across tiles), padded leading dimensions whose padding
@@ -9,14 +9,14 @@
 //   gemm_core_test          all checks
 //   gemm_core_test quick    skip the 4096 x 3584 x 1024 shapes
 // Under hipcc (make build/gemm_core_test_hip, gfx90a + gfx940) the same checks run the AMD
-// MFMA core (internal/gemm_core_mfma.h) in its named configurations, on an MI200 or MI300. That
+// MFMA core (internal/gemm/core_mfma.h) in its named configurations, on an MI200 or MI300. That
 // core has never been run: this program is how to verify it.
 #if defined(__HIPCC__) || defined(__HIP__)
 #define GCT_HIP 1
 #define IRIS_GEMM_MFMA_UNVERIFIED 1 // the MFMA core is what this build tests
 #endif
-#include "../internal/gemm_core_tma.h"
-#include "../internal/gemm_core_mfma.h"
+#include "../internal/gemm/core_tma.h"
+#include "../internal/gemm/core_mfma.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -625,7 +625,7 @@ int main(int argc, char **argv) {
     printf("FAIL: device: %s, this program is built for gfx90a and gfx940 (MI200, MI300)\n", prop.gcnArchName);
     return 1;
   }
-  printf("INFO: MFMA core on %s (internal/gemm_core_mfma.h: UNVERIFIED until this program passes on AMD hardware)\n", prop.gcnArchName);
+  printf("INFO: MFMA core on %s (internal/gemm/core_mfma.h: UNVERIFIED until this program passes on AMD hardware)\n", prop.gcnArchName);
   uint64_t seed = 0x1234;
   cfg_cases<iris_gemm_cfg_mfma_large>("mfma_large(128x128x32)", quick, seed);
   cfg_cases<iris_gemm_cfg_mfma_small>("mfma_small(64x128x64)", quick, seed);

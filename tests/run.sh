@@ -70,15 +70,45 @@ if [ "$only" = all ]; then
 # slowest first); -k goes on past a failure, and each check below then runs its own make,
 # which finds its part done or shows what failed.
 prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/gpu_test
-          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe
+          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe build/include_order_nvcc
           build/libiris_nccl.so"
 if [ $have_hip = 1 ]; then prebuild="build/all_headers_hip_mfma.o build/all_headers_hip.o build/gemm_core_test_hip $prebuild"; fi
-echo "# building the checks' programs (make -k $MAKEFLAGS)"
-make -s -k $prebuild examples >>"$log" 2>&1 || true
+prebuild="$prebuild build/message_passing build/atomic_counter build/local_multi_gpu build/fused_allreduce_rmsnorm build/gemm_all_scatter" # make examples
+# progress while the programs build (10 minutes and more on 2 cores): one line per program
+# as it is done, "k of n", with the time so far; the build's output goes to the log
+set -- $prebuild
+total=$#
+todo=""
+for t in "$@"; do make -s -q "$t" >/dev/null 2>&1 || todo="$todo $t"; done
+ntodo=$(echo $todo | wc -w)
+echo "# building the checks' programs: $ntodo of $total to build (make -k $MAKEFLAGS; output in $log)"
+t0=$(date +%s)
+stamp=$(mktemp)
+make -s -k $prebuild >>"$log" 2>&1 &
+mk=$!
+k=$((total - ntodo))
+left=$todo
+show() { # report the programs of $left written since the build started
+  local rest="" t
+  for t in $left; do
+    if [ "$t" -nt "$stamp" ]; then k=$((k + 1)); echo "#   [$k/$total] $t ($(( $(date +%s) - t0 )) s)"; else rest="$rest $t"; fi
+  done
+  left=$rest
+}
+while kill -0 "$mk" 2>/dev/null; do sleep 10; show; done
+wait "$mk"
+show
+for t in $left; do echo "#   not built: $t (its check below shows why)"; done
+rm -f "$stamp"
 echo "# compile checks"
 check "iris.h compiles as C99 (-Wall -Wextra -Werror -pedantic)" make -s check-c99
 check "iris.h with implementation compiles as C99" make -s check-c99-impl
 check "iris.h with implementation compiles as C++11" make -s check-cxx
+check "include-then-implement: iris.h included before IRIS_IMPLEMENTATION still gets the implementation (C99, linked)" make -s check-include-order
+check "include-then-implement: every root header included before IRIS_IMPLEMENTATION still emits its implementation (nvcc, linked)" make -s check-include-order-nvcc
+check "a strict C99 unit with a system header before iris.h gets one #error naming the rule" make -s check-posix-order
+check "every internal header compiles alone (nvcc front end; the C ones as C99 and C++11 too)" make -s check-internal
+check "vendor conditionals only in the two vendor layers (internal/core/platform.h, internal/device/platform.h) and the allow-list" make -s check-vendor-seam
 check "every header compiles under nvcc (sm_90), every device template instantiated" make -s check-nvcc
 if [ $have_hip = 1 ]; then
   check "iris.h with implementation compiles as C99 against HIP" make -s check-c99-hip

@@ -1,5 +1,5 @@
 // The GEMM kernels that tools/asm_report.py inspects (CUDA only: under hipcc iris_gemm.h
-// has no GEMM kernels and internal/gemm_core.h is empty). Compiled for sm_90a, as the
+// has no GEMM kernels and internal/gemm/core.h is empty). Compiled for sm_90a, as the
 // Makefile's GEMM_NVCCFLAGS do, so the wgmma core is the one compiled. Never run.
 //   - the fused all-gather + GEMM kernel as iris_ag_gemm_create instantiates it for
 //     bf16 A, B (K x N) and C;

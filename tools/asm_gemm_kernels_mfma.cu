@@ -1,5 +1,5 @@
 // The AMD GEMM kernels that tools/asm_report.py inspects for gfx90a and gfx940: the MFMA
-// core of internal/gemm_core_mfma.h, which is UNVERIFIED (compiled, never run on hardware), so
+// core of internal/gemm/core_mfma.h, which is UNVERIFIED (compiled, never run on hardware), so
 // it is compiled here with IRIS_GEMM_MFMA_UNVERIFIED. Never run.
 //   - the fused all-gather + GEMM kernel as iris_ag_gemm_create instantiates it on AMD for
 //     bf16 A, B (K x N) and C (iris_ag_gemm_cfg = iris_gemm_cfg_mfma_large);

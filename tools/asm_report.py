@@ -40,10 +40,10 @@ def header_typedefs(path, pattern):
     """typedef <type> <name>; lines of a header, as {type (spaced as c++filt prints it): name}."""
     return {re.sub(r"\s*,\s*", ", ", t.strip()): n for t, n in re.findall(r"^typedef\s+(" + pattern + r")\s+(\w+)\s*;", open(path).read(), re.M)}
 
-# the named tile configurations of internal/gemm_core.h, and the one the fused kernel uses
-GEMM_CFG_NAMES = header_typedefs(os.path.join(ROOT, "internal/gemm_core.h"), r"iris_gemm(?:_wgmma)?_cfg<[^;]*>")
-GEMM_CFG_NAMES.update(header_typedefs(os.path.join(ROOT, "internal/gemm_core_mfma.h"), r"iris_gemm_mfma_cfg<[^;]*>"))
-AG_GEMM_CFG = (re.search(r"^typedef\s+(\w+)\s+iris_ag_gemm_cfg\s*;", open(os.path.join(ROOT, "internal/gemm_ag_plan.h")).read(), re.M) or [None, None])[1]
+# the named tile configurations of internal/gemm/core.h, and the one the fused kernel uses
+GEMM_CFG_NAMES = header_typedefs(os.path.join(ROOT, "internal/gemm/core.h"), r"iris_gemm(?:_wgmma)?_cfg<[^;]*>")
+GEMM_CFG_NAMES.update(header_typedefs(os.path.join(ROOT, "internal/gemm/core_mfma.h"), r"iris_gemm_mfma_cfg<[^;]*>"))
+AG_GEMM_CFG = (re.search(r"^typedef\s+(\w+)\s+iris_ag_gemm_cfg\s*;", open(os.path.join(ROOT, "internal/gemm/ag_plan.h")).read(), re.M) or [None, None])[1]
 
 def widths_str(ws):
     return ", ".join(f"{w}B x{c}" for w, c in sorted(ws.items(), reverse=True)) or "-"
@@ -173,7 +173,7 @@ def mfma_section(mk):
     out = ["## The AMD GEMM kernels (gfx90a, gfx940; MFMA core, UNVERIFIED)", "",
            para("tools/asm_gemm_kernels_mfma.cu compiles, with `IRIS_GEMM_MFMA_UNVERIFIED`, the fused all-gather + GEMM "
                 "kernel as `iris_ag_gemm_create` instantiates it on AMD (bf16 A, B (K x N) and C, `iris_ag_gemm_cfg` = "
-                "`iris_gemm_cfg_mfma_large`) and one CTA of the MFMA core alone (`iris_gemm_tile` of internal/gemm_core_mfma.h, "
+                "`iris_gemm_cfg_mfma_large`) and one CTA of the MFMA core alone (`iris_gemm_tile` of internal/gemm/core_mfma.h, "
                 "no wait, bf16 bias) for both named configurations and both B layouts (`true`: K x N, transposed into LDS; "
                 "`false`: N x K). **These kernels have never been run**: the numbers below are the compiler's, nothing "
                 "about speed or correctness on hardware is known."), "",
@@ -211,7 +211,7 @@ def gemm_section(gk, gnames, dm):
            "tools/asm_gemm_kernels.cu compiles, for sm_90a as the Makefile's `GEMM_NVCCFLAGS` do (so the wgmma core is the",
            "one compiled), the fused all-gather + GEMM kernel of iris_gemm.h as `iris_ag_gemm_create` instantiates it for",
            f"bf16 A, B (K x N) and C, with its tile configuration `iris_ag_gemm_cfg` (= `{AG_GEMM_CFG or '?'}`), and, to",
-           "set it beside, one CTA of the GEMM core alone (`iris_gemm_tile` of internal/gemm_core.h, no wait, bf16 bias) in the",
+           "set it beside, one CTA of the GEMM core alone (`iris_gemm_tile` of internal/gemm/core.h, no wait, bf16 bias) in the",
            "wgmma and the mma.sync configuration of the large tile. The AMD (MFMA) kernels have their own section below:",
            "by default hipcc builds of iris_gemm.h compile no GEMM kernel (the plan API returns IRIS_ERROR_UNSUPPORTED);",
            "only with IRIS_GEMM_MFMA_UNVERIFIED do they.", "",
@@ -252,7 +252,7 @@ def gemm_section(gk, gnames, dm):
     nospill = not any(spills(gk[n].get("spill", "")) for n in gnames)
     by_smem = ctas_per_sm(f.get("regs"), f.get("threads"), f.get("smem", 0) + (f.get("dyn_smem") or 0)).split(" by smem")[0].split(", ")[-1]
     kb = ((f.get("dyn_smem") or 0) + f.get("smem", 0)) / 1024
-    lb_hint = re.search(r"__launch_bounds__\(\s*Cfg::threads\s*\)\s*iris_ag_gemm_kernel", open(os.path.join(ROOT, "internal/gemm_ag_kernel.h")).read())
+    lb_hint = re.search(r"__launch_bounds__\(\s*Cfg::threads\s*\)\s*iris_ag_gemm_kernel", open(os.path.join(ROOT, "internal/gemm/ag_kernel.h")).read())
     fewer = regs(f).isdigit() and regs(core).isdigit() and int(regs(f)) < int(regs(core))
     out += ["### Reading the GEMM rows", "",
             para(f"**Registers.** The fused kernel uses {regs(f)} per thread, the wgmma core alone {regs(core)}"
@@ -267,7 +267,7 @@ def gemm_section(gk, gnames, dm):
                  "per warpgroup of 128 threads) but reads A and B straight from shared memory, without fragments."
                  + (f" The fused kernel's {regs(f)} is below the core alone although it contains the core: that is ptxas's "
                     "choice, not a ceiling it hit" + (" (the fused kernel declares `__launch_bounds__(Cfg::threads)` without "
-                    "the minimum of 1 CTA per SM that internal/gemm_core.h documents for kernels around the core, and ptxas "
+                    "the minimum of 1 CTA per SM that internal/gemm/core.h documents for kernels around the core, and ptxas "
                     "weighs that hint when it picks the register count)" if lb_hint else "") + ". Without spills it adds no "
                     "memory traffic; whether the GEMM role loses issue slots for it only a GPU can tell (bench_gemm_core "
                     "against the fused path)." if fewer else "")), "",

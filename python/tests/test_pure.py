@@ -237,7 +237,7 @@ class TestAbiChecks(unittest.TestCase):
 
     def test_gemm_rs_desc_init_matches_macro(self):
         enums = {}
-        for header, typedef in (("iris_collectives.h", "iris_dtype_t"), ("internal/gemm_types.h", "iris_gemm_path_t"), ("iris_gemm_reduce.h", "iris_gemm_reduce_op_t")):
+        for header, typedef in (("iris_collectives.h", "iris_dtype_t"), ("internal/gemm/types.h", "iris_gemm_path_t"), ("iris_gemm_reduce.h", "iris_gemm_reduce_op_t")):
             enums.update(c_enum(header_text(header), typedef))
         want = c_initializer(header_text("iris_gemm_reduce.h"), "IRIS_GEMM_RS_DESC_INIT", enums)
         d = _lib.GemmRsDescT.init()
@@ -457,7 +457,7 @@ class TestGemmReduceLogic(unittest.TestCase):
     def test_enums_match_header(self):
         self.assertEqual(c_enum(header_text("iris_gemm_reduce.h"), "iris_gemm_reduce_op_t"),
                          {"IRIS_GEMM_" + k.upper(): v for k, v in _types.GEMM_REDUCE_OPS.items()})
-        paths = c_enum(header_text("internal/gemm_types.h"), "iris_gemm_path_t")
+        paths = c_enum(header_text("internal/gemm/types.h"), "iris_gemm_path_t")
         self.assertEqual({k: v for k, v in paths.items() if k != "IRIS_GEMM_PATH_COUNT"}, {"IRIS_GEMM_PATH_" + k.upper(): v for k, v in _types.GEMM_PATHS.items()})
 
     def test_shapes(self):

@@ -1,0 +1,300 @@
+/* internal/coll/host.h: the host side of a collective call on one node: the
+ * collective state's setup on the heap, iris_collectives_check, and iris_coll_enqueue
+ * (argument checks, the choice of path, staging). Under IRIS_IMPLEMENTATION.
+ * Part of iris_collectives.h; not a public header. */
+#ifndef IRIS_INTERNAL_COLL_HOST_H
+#define IRIS_INTERNAL_COLL_HOST_H
+#include "../../iris_collectives.h"
+#include "../core/sys.h"
+#include "../core/platform.h"
+#include "../core/status.h"
+#include "../core/util.h"
+#include "../core/faults.h"
+#include "../rendezvous/wire.h"
+#include "plan.h"
+#include "protocol.h"
+#include "launch.h"
+
+/* Frees the heap blocks of a state that could not be completed (every rank frees the
+ * same ones: the ranks' allocators stay alike). */
+static void iris_coll_state_unwind(iris_t *ctx, iris_coll_state_t *s, iris_coll_ctl_t *ctl) {
+  iris_free(ctx, s->mn_scratch);
+  iris_free(ctx, s->stage_out);
+  iris_free(ctx, s->stage_in);
+  iris_free(ctx, s->dev.ll2);
+  iris_free(ctx, s->dev.ll);
+  iris_free(ctx, s->dev.scratch);
+  iris_free(ctx, ctl);
+  free(s);
+}
+
+/* Whether a set-up context's collectives take buffers off the heap of any size (a staging
+ * area exists: IRIS_COLL_STAGING is not 0). The GEMM plans ask before they hand a sum or a
+ * gather to the collectives. */
+static inline int iris_coll_stages(iris_t *ctx) {
+  const iris_coll_state_t *s = ctx ? (const iris_coll_state_t *)iris_detail_get_ext(ctx) : NULL;
+  return s && s->stage_bytes > 0;
+}
+
+IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
+  iris_coll_state_t *s;
+  iris_status_t st;
+  size_t ll_bytes, ll2_bytes;
+  iris_coll_ctl_t *ctl = NULL;
+  const char *env = NULL;
+  int W, r, failed_rank = -1;
+  int32_t mine, *all;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_collectives_setup: NULL context");
+  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
+  if (iris_detail_get_ext(ctx)) return IRIS_SUCCESS;
+  W = iris_local_size(ctx); /* the kernels work within the node; rails join the nodes */
+  s = (iris_coll_state_t *)calloc(1, sizeof *s);
+  all = (int32_t *)calloc((size_t)iris_world_size(ctx), sizeof *all);
+  if (!s || !all) { free(s); free(all); return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory"); }
+  s->dev.ctx = iris_device_context_node(ctx);
+  s->dev.ll_lines = IRIS_COLL_LL_BYTES / 8;
+  s->dev.ll2_lines = IRIS_COLL_LL2_BYTES / 8;
+  s->stage_bytes = IRIS_COLL_STAGING_BYTES;
+  if (iris_detail_env("IRIS_COLL_STAGING", &env) < 0) { /* set but empty: an error, never the default */
+    free(s);
+    free(all);
+    return IRIS_ERROR_INVALID_ARGUMENT;
+  }
+  if (env && !strcmp(env, "0")) s->stage_bytes = 0;
+  else if (env && (st = iris_detail_parse_size_var("IRIS_COLL_STAGING", env, &s->stage_bytes)) != IRIS_SUCCESS) {
+    free(s);
+    free(all);
+    return st;
+  }
+  s->stage_bytes = iris_coll_staging_bytes(s->stage_bytes); /* at least IRIS_COLL_STAGING_MIN: a chunked step must fit */
+  s->dev.check = 1;
+  if (iris_detail_env_flag("IRIS_COLL_CHECK", " (0: the latency path does not match call headers; 1: it does, the default)", &s->dev.check) < 0) {
+    free(s);
+    free(all);
+    return IRIS_ERROR_INVALID_ARGUMENT;
+  }
+  {
+    int sms = 0; /* on a failed query: 1, as the planning arithmetic assumes at least one SM */
+    (void)iris_gpu_sm_count(&sms, iris_device_ordinal(ctx));
+    s->sms = sms > 0 ? sms : 1;
+  }
+  /* the control block (iris_coll_ctl_t) and the LL slots are zeroed, then the ranks meet,
+   * so no peer signals into them before they are zero */
+  ll_bytes = 2 * (size_t)W * s->dev.ll_lines * sizeof(uint4);
+  ll2_bytes = 4 * (size_t)W * s->dev.ll2_lines * sizeof(uint4);
+  /* 1. the blocks: every rank's allocator is in the same state, so this succeeds or fails
+   *    alike everywhere; on failure every rank frees what it took */
+  if ((st = iris_malloc(ctx, sizeof *ctl, (void **)&ctl)) != IRIS_SUCCESS || (st = iris_malloc(ctx, IRIS_COLL_AR_SCRATCH_BYTES, (void **)&s->dev.scratch)) != IRIS_SUCCESS ||
+      (st = iris_malloc(ctx, ll_bytes, (void **)&s->dev.ll)) != IRIS_SUCCESS || (st = iris_malloc(ctx, ll2_bytes, (void **)&s->dev.ll2)) != IRIS_SUCCESS ||
+      (s->stage_bytes && ((st = iris_malloc(ctx, s->stage_bytes, (void **)&s->stage_in)) != IRIS_SUCCESS ||
+                          (st = iris_malloc(ctx, s->stage_bytes, (void **)&s->stage_out)) != IRIS_SUCCESS)) ||
+      (iris_num_nodes(ctx) > 1 && (st = iris_malloc(ctx, IRIS_COLL_MN_SCRATCH_BYTES, (void **)&s->mn_scratch)) != IRIS_SUCCESS)) {
+    char why[sizeof iris_detail_errbuf];
+    iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+    iris_coll_state_unwind(ctx, s, ctl);
+    free(all);
+    return iris_detail_fail(st, "iris_collectives_setup: %s", why);
+  }
+  s->dev.calls = &ctl->calls;
+  s->dev.hdr = ctl->hdr;
+  s->dev.flags = ctl->flags;
+  s->dev.progress = ctl->progress;
+  /* 2. zero the control words and LL lines (a local GPU failure is possible here) */
+  {
+    int old = -1;
+    iris_gpu_error_t e;
+    iris_gpu_get_device(&old);
+    e = iris_gpu_set_device(iris_device_ordinal(ctx));
+    if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(ctl, 0, sizeof *ctl);
+    if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(s->dev.ll, 0, ll_bytes);
+    if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(s->dev.ll2, 0, ll2_bytes);
+    if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
+    if (old >= 0) iris_gpu_set_device(old);
+    mine = e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : (int32_t)iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_collectives_setup: zeroing the state failed: %s",
+                                                                             iris_rank(ctx), iris_gpu_error_text(e));
+  }
+  /* 3. the ranks agree on the outcome (and meet: every rank's state is zero before any
+   *    peer signals into it); if any failed, all unwind alike */
+  if ((st = iris_allgather_host(ctx, &mine, all, sizeof mine)) != IRIS_SUCCESS) {
+    char why[sizeof iris_detail_errbuf];
+    iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+    iris_coll_state_unwind(ctx, s, ctl);
+    free(all);
+    return iris_detail_fail(st, "iris_collectives_setup: the ranks could not agree on the setup (%s); the heap of this rank may now differ from the others': "
+                                "finalize the context", why);
+  }
+  for (r = 0; r < iris_world_size(ctx); r++) /* every rank of every node */
+    if (all[r] != IRIS_SUCCESS && failed_rank < 0) failed_rank = r;
+  if (failed_rank >= 0) {
+    st = iris_detail_peer_status(all[failed_rank]);
+    iris_coll_state_unwind(ctx, s, ctl);
+    free(all);
+    return iris_detail_fail(st, "iris_collectives_setup: rank %d could not set up its collective state; every rank released its part", failed_rank);
+  }
+  free(all);
+  iris_detail_set_ext(ctx, s, iris_coll_state_free);
+  return IRIS_SUCCESS;
+}
+
+/* Synchronous: waits for this rank's GPU, then reports the context's faults (see
+ * iris_get_async_error in iris.h): a fatal one, else a pending mismatch (then cleared). */
+IRIS_DEF iris_status_t iris_collectives_check(iris_t *ctx) {
+  int old = -1;
+  iris_gpu_error_t e;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_collectives_check: NULL context");
+  iris_gpu_get_device(&old);
+  e = iris_gpu_set_device(iris_device_ordinal(ctx));
+  if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
+  if (old >= 0) iris_gpu_set_device(old);
+  if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_collectives_check: device synchronize failed: %s", iris_rank(ctx), iris_gpu_error_text(e));
+  return iris_get_async_error(ctx);
+}
+
+static int iris_coll_in_heap(iris_t *ctx, const void *p, size_t bytes) {
+  size_t off;
+  return iris_heap_offset(ctx, p, &off) == IRIS_SUCCESS && bytes <= iris_heap_size(ctx) - off;
+}
+
+
+static const char *const iris_coll_names[IRIS_COLL_KINDS] = {"iris_all_reduce", "iris_all_gather", "iris_reduce_scatter", "iris_all_to_all", "iris_broadcast"};
+
+/* A reduction whose kernels this unit leaves out (IRIS_COLL_TYPES, IRIS_COLL_OPS, see
+ * iris_collectives.h): refused with IRIS_ERROR_UNSUPPORTED, on every rank alike (the same
+ * program), before anything is launched. t and op are valid. */
+static iris_status_t iris_coll_check_compiled(int kind, iris_dtype_t t, iris_redop_t op, int me, const char *name) {
+  static const char *const types[IRIS_DTYPE_COUNT] = {"IRIS_FLOAT32", "IRIS_FLOAT16", "IRIS_BFLOAT16", "IRIS_INT32",
+                                                      "IRIS_INT64",   "IRIS_UINT8",   "IRIS_FLOAT8_E4M3", "IRIS_FLOAT8_E5M2"};
+  static const char *const ops[IRIS_REDOP_COUNT] = {"IRIS_SUM", "IRIS_MIN", "IRIS_MAX", "IRIS_AVG"};
+  if ((kind != IRIS_COLL_AR && kind != IRIS_COLL_RS) || iris_coll_compiled_in(t, op)) return IRIS_SUCCESS;
+  return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: %s of %s is not compiled in: the unit that defines IRIS_IMPLEMENTATION leaves it out (IRIS_COLL_TYPES 0x%x, "
+                          "IRIS_COLL_OPS 0x%x)", me, name, ops[op], types[t], (unsigned)(IRIS_COLL_TYPES), (unsigned)(IRIS_COLL_OPS));
+}
+
+static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op, int root,
+                                       iris_stream_t stream, const iris_coll_opts_t *opts) {
+  const int kind = kind_flags & ~IRIS_COLL_OWN_RECV; /* the flag only reaches the signature (iris_coll_launch) */
+  const char *name = iris_coll_names[kind];
+  iris_coll_state_t *s;
+  iris_status_t st;
+  iris_gpu_error_t e;
+  size_t es = iris_dtype_size(t), in_elems, out_elems;
+  int W, me, ctas = 0, chunked_in, chunked_out;
+  iris_coll_path_t path;
+  iris_algo_t algo = IRIS_ALGO_AUTO;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL context", name);
+  W = iris_local_size(ctx); /* the node's ranks (a multi-node call composes these with the rails) */
+  me = iris_local_rank(ctx);
+  if (!es) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown data type %d", me, name, (int)t);
+  if ((kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && (op < IRIS_SUM || op >= IRIS_REDOP_COUNT))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown reduction %d", me, name, (int)op);
+  if ((st = iris_coll_check_compiled(kind, t, op, me, name)) != IRIS_SUCCESS) return st;
+  if (kind == IRIS_COLL_BC && (root < 0 || root >= W)) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: %s: root %d outside [0, %d)", me, name, root, W);
+  if (opts) {
+    if (opts->struct_size != sizeof(iris_coll_opts_t))
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: iris_coll_opts_t.struct_size is wrong: start from IRIS_COLL_OPTS_INIT", name);
+    if ((unsigned)opts->algo > (unsigned)IRIS_ALGO_TWO_SHOT_LL) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown algorithm %d", name, (int)opts->algo);
+    algo = opts->algo;
+    ctas = opts->ctas;
+    if (ctas < 0 || ctas > IRIS_COLL_MAX_CTAS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: ctas %d outside [0, %d]", name, ctas, IRIS_COLL_MAX_CTAS);
+  }
+  if (count == 0) return IRIS_SUCCESS;
+  if (!send || !recv) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL buffer", me, name);
+  if (count > ((size_t)1 << 40) / es) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: count %zu is too large", me, name, count);
+  if (!(s = (iris_coll_state_t *)iris_detail_get_ext(ctx))) {
+    if (iris_gpu_stream_capturing(stream))
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: the first collective call (or iris_collectives_setup) must come before graph capture", me, name);
+    if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;
+    s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
+  }
+  chunked_in = kind == IRIS_COLL_RS || kind == IRIS_COLL_A2A;
+  chunked_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
+  in_elems = chunked_in ? (size_t)W * count : count;
+  out_elems = chunked_out ? (size_t)W * count : count;
+  path = algo == IRIS_ALGO_LATENCY ||
+                 (algo == IRIS_ALGO_AUTO &&
+                  count * es <= (kind == IRIS_COLL_AR ? (W == 2 ? IRIS_COLL_LL_MAX_AR_W2 : IRIS_COLL_LL_MAX_AR)
+                                 : kind == IRIS_COLL_BC ? (W == 2 ? IRIS_COLL_LL_MAX_BC_W2 : IRIS_COLL_LL_MAX_BC)
+                                 : kind == IRIS_COLL_AG ? IRIS_COLL_LL_MAX_AG
+                                                        : IRIS_COLL_LL_MAX_OTHER))
+             ? IRIS_COLL_PATH_LL
+             : IRIS_COLL_PATH_BW;
+  if (path == IRIS_COLL_PATH_LL && count * es > IRIS_COLL_LL_BYTES) {
+    if (algo == IRIS_ALGO_LATENCY)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_LATENCY takes at most %zu bytes per rank, not %zu", me, name, IRIS_COLL_LL_BYTES,
+                              count * es);
+    path = IRIS_COLL_PATH_BW;
+  }
+  if (kind == IRIS_COLL_AR && W > 1) { /* the two-shot LL: does the chunk fit its slots? */
+    const size_t chunk_bytes = iris_coll_ar_chunk(count, W, 8 / es) * es;
+    if (algo == IRIS_ALGO_TWO_SHOT_LL && chunk_bytes > IRIS_COLL_LL2_BYTES)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL takes at most %zu bytes per rank's chunk (the message / %d), not %zu", me,
+                              name, IRIS_COLL_LL2_BYTES, W, chunk_bytes);
+    if (algo == IRIS_ALGO_TWO_SHOT_LL || (algo == IRIS_ALGO_AUTO && path == IRIS_COLL_PATH_BW && count * es <= IRIS_COLL_LL2_MAX_AR && chunk_bytes <= IRIS_COLL_LL2_BYTES))
+      path = IRIS_COLL_PATH_LL2;
+  } else if (kind == IRIS_COLL_BC && W >= 3) { /* the two-hop LL broadcast: does a part fit its slots? */
+    const size_t part_bytes = ((count * es + 7) / 8 + (size_t)W - 2) / (size_t)(W - 1) * 8;
+    if (algo == IRIS_ALGO_TWO_SHOT_LL && part_bytes > IRIS_COLL_LL2_BYTES)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL takes at most %zu bytes per part (the message / %d), not %zu", me, name,
+                              IRIS_COLL_LL2_BYTES, W - 1, part_bytes);
+    if (algo == IRIS_ALGO_TWO_SHOT_LL || (algo == IRIS_ALGO_AUTO && path == IRIS_COLL_PATH_BW && count * es <= IRIS_COLL_LL2_MAX_BC && part_bytes <= IRIS_COLL_LL2_BYTES))
+      path = IRIS_COLL_PATH_LL2;
+  } else if (algo == IRIS_ALGO_TWO_SHOT_LL) {
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL is an all-reduce algorithm, and a broadcast one at 3 or more ranks", me,
+                            name);
+  }
+  if (path != IRIS_COLL_PATH_BW || W == 1) {
+    /* peers never touch the user's buffers: any device memory works */
+    if (W == 1) {
+      if (send != recv) e = iris_gpu_memcpy_async(recv, send, out_elems * es, stream);
+      else e = IRIS_GPU_SUCCESS;
+    } else {
+      iris_coll_launch(s, kind_flags, path, t, op, send, recv, count, root, ctas, stream);
+      e = iris_gpu_last_error();
+    }
+    if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
+    return IRIS_SUCCESS;
+  }
+  {
+    /* bandwidth path: peers read our buffers, so they must be on the heap; otherwise
+     * (and for an in-place all-to-all, whose input peers read while we overwrite it)
+     * go through the staging area, one chunk of `step` elements per launch */
+    const int heap_in = iris_coll_in_heap(ctx, send, in_elems * es) && !(kind == IRIS_COLL_A2A && send == recv);
+    const int heap_out = iris_coll_in_heap(ctx, recv, out_elems * es);
+    size_t step = count, c0;
+    if (heap_in && heap_out) {
+      iris_coll_launch(s, kind_flags, IRIS_COLL_PATH_BW, t, op, send, recv, count, root, ctas, stream);
+      e = iris_gpu_last_error();
+      if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
+      return IRIS_SUCCESS;
+    }
+    if (!s->stage_bytes)
+      return iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: %s: buffers off the symmetric heap need the staging area (IRIS_COLL_STAGING is 0)", me, name);
+    step = iris_coll_staging_step(s->stage_bytes, es, W, chunked_in || chunked_out);
+    for (c0 = 0; c0 < count; c0 += step) {
+      const size_t n = count - c0 < step ? count - c0 : step;
+      const char *in = heap_in ? (const char *)send + c0 * es : s->stage_in;
+      char *out = heap_out ? (char *)recv + c0 * es : s->stage_out;
+      e = IRIS_GPU_SUCCESS;
+      if (heap_in && chunked_in) in = NULL; /* a chunked input on the heap is still strided: stage it */
+      if (heap_out && chunked_out) out = NULL;
+      if (!in) in = s->stage_in;
+      if (!out) out = s->stage_out;
+      if (in == s->stage_in) {
+        if (chunked_in) e = iris_gpu_memcpy2d_async(s->stage_in, n * es, (const char *)send + c0 * es, count * es, n * es, (size_t)W, stream);
+        else e = iris_gpu_memcpy_async(s->stage_in, (const char *)send + c0 * es, n * es, stream);
+      }
+      if (e == IRIS_GPU_SUCCESS) {
+        iris_coll_launch(s, kind_flags, IRIS_COLL_PATH_BW, t, op, in, out, n, root, ctas, stream);
+        e = iris_gpu_last_error();
+      }
+      if (e == IRIS_GPU_SUCCESS && out == s->stage_out) {
+        if (chunked_out) e = iris_gpu_memcpy2d_async((char *)recv + c0 * es, count * es, s->stage_out, n * es, n * es, (size_t)W, stream);
+        else e = iris_gpu_memcpy_async((char *)recv + c0 * es, s->stage_out, n * es, stream);
+      }
+      if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: staging failed: %s", me, name, iris_gpu_error_text(e));
+    }
+    return IRIS_SUCCESS;
+  }
+}
+
+#endif /* IRIS_INTERNAL_COLL_HOST_H */

@@ -1,0 +1,416 @@
+/* internal/coll/kernels.h: the bandwidth kernels: the two-shot all-reduce and
+ * reduce-scatter (load/store and store), the copy kernel (all-gather, all-to-all, direct
+ * broadcast), the relay and chain broadcasts, and the device barrier. Device code.
+ * Part of iris_collectives.h; not a public header. */
+#ifndef IRIS_COLLECTIVES_H /* compiled alone: the contract first (it includes this file in its place) */
+#include "../../iris_collectives.h"
+#endif
+#ifndef IRIS_INTERNAL_COLL_KERNELS_H
+#define IRIS_INTERNAL_COLL_KERNELS_H
+#include "../device/trace.h"
+#include "plan.h"
+#include "types.h"
+#include "protocol.h"
+
+/* ---- the bandwidth kernels: pull with 16-byte loads between per-CTA barriers. */
+template <typename T, int OP, int W_STATIC>
+IRIS_DEVICE_INLINE uint4 iris_coll_reduce16(const iris_device_ctx_t &ctx, const T *const *src, size_t v, int W, int op) {
+  union U { uint4 u; T e[16 / sizeof(T)]; };
+  typedef typename iris_coll_acc<T>::type A;
+  const int per = 16 / sizeof(T);
+  U in[W_STATIC > 0 ? W_STATIC : 1];
+  A acc[16 / sizeof(T)];
+  (void)ctx;
+  if (W_STATIC > 0) {
+#pragma unroll
+    for (int r = 0; r < (W_STATIC > 0 ? W_STATIC : 1); r++) in[r].u = ((const uint4 *)src[r])[v]; /* all loads in flight first */
+#pragma unroll
+    for (int k = 0; k < per; k++) acc[k] = iris_coll_up(in[0].e[k]);
+#pragma unroll
+    for (int r = 1; r < (W_STATIC > 0 ? W_STATIC : 1); r++)
+#pragma unroll
+      for (int k = 0; k < per; k++) acc[k] = iris_coll_combine_op<OP>(acc[k], iris_coll_up(in[r].e[k]), op);
+  } else {
+    U x;
+    x.u = ((const uint4 *)src[0])[v];
+    for (int k = 0; k < per; k++) acc[k] = iris_coll_up(x.e[k]);
+    for (int r = 1; r < W; r++) {
+      x.u = ((const uint4 *)src[r])[v];
+      for (int k = 0; k < per; k++) acc[k] = iris_coll_combine_op<OP>(acc[k], iris_coll_up(x.e[k]), op);
+    }
+  }
+  U out;
+#pragma unroll
+  for (int k = 0; k < per; k++) out.e[k] = iris_coll_result_op<T, OP>(acc[k], W_STATIC > 0 ? W_STATIC : W, op);
+  return out.u;
+}
+template <typename T, int OP>
+IRIS_DEVICE_INLINE T iris_coll_reduce1(const T *const *src, size_t i, int W, int op) {
+  typename iris_coll_acc<T>::type acc = iris_coll_up(src[0][i]);
+  for (int r = 1; r < W; r++) acc = iris_coll_combine_op<OP>(acc, iris_coll_up(src[r][i]), op);
+  return iris_coll_result_op<T, OP>(acc, W, op);
+}
+
+/* Reduce elements [lo, hi) of the W sources into each of the nd destinations (the
+ * first one local, the others may be peers' buffers), 16 bytes at a time where all
+ * pointers are 16-byte aligned. Cooperative: thread tid of nt (the grid or a block). */
+template <typename T, int OP, int W_STATIC>
+IRIS_DEVICE_INLINE void iris_coll_reduce_range(const iris_device_ctx_t &ctx, const T *const *src, T *const *dst, int nd, size_t lo, size_t hi, int W, bool vec,
+                                               size_t tid, size_t nt, int op) {
+  const size_t per = 16 / sizeof(T);
+  size_t done = lo;
+  const size_t v0 = (lo + per - 1) / per, v1 = hi / per;
+  int j;
+  if (vec && v1 > v0) {
+    for (size_t v = v0 + tid; v < v1; v += nt) {
+      const uint4 x = iris_coll_reduce16<T, OP, W_STATIC>(ctx, src, v, W, op);
+      for (j = 0; j < nd; j++) ((uint4 *)dst[j])[v] = x;
+    }
+    for (size_t i = lo + tid; i < v0 * per; i += nt) {
+      const T x = iris_coll_reduce1<T, OP>(src, i, W, op);
+      for (j = 0; j < nd; j++) dst[j][i] = x;
+    }
+    done = v1 * per;
+  }
+  for (size_t i = done + tid; i < hi; i += nt) {
+    const T x = iris_coll_reduce1<T, OP>(src, i, W, op);
+    for (j = 0; j < nd; j++) dst[j][i] = x;
+  }
+}
+
+/* Two-shot all-reduce and reduce-scatter (pull). AR: rank r reduces chunk r of every
+ * rank's send into its recv, then (after a barrier) pulls every other reduced chunk
+ * from its owner's recv. RS: rank r reduces block r of every send into recv. */
+template <typename T, int KIND, int OP, int W_STATIC>
+__global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig, int vec, int push, int op) {
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  unsigned c, epoch;
+  const size_t per = 16 / sizeof(T);
+  const T *src[IRIS_MAX_RANKS];
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_BW);
+  /* every rank runs this call and its send is ready (the header is the start barrier);
+   * on a mismatch or a failed wait nothing moves */
+  if (!iris_coll_kernel_start(d, sig, KIND, c, epoch)) {
+    IRIS_TRACE_END(c, me);
+    return;
+  }
+  IRIS_TRACE_MARK(1);
+  for (int r = 0; r < W; r++) src[r] = iris_translate(d.ctx, send, r) + (KIND == IRIS_COLL_RS ? (size_t)me * count : 0);
+  { /* AR: this rank's chunk of whole vectors (iris_coll_ar_range); RS: all of its block */
+    size_t lo = 0, hi = count;
+    T *dst[IRIS_MAX_RANKS];
+    int nd = 1;
+    dst[0] = recv;
+    if (KIND == IRIS_COLL_AR) {
+      iris_coll_ar_range(count, W, per, me, &lo, &hi);
+      /* push: the reduced chunk goes to every rank's recv as it is computed */
+      if (push)
+        for (int k = 1; k < W; k++) dst[nd++] = iris_translate(d.ctx, recv, iris_coll_ar_peer(me, k, (int)blockIdx.x, W));
+    }
+    iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, nd, lo, hi, W, vec != 0, blockIdx.x * (size_t)blockDim.x + threadIdx.x,
+                                            (size_t)gridDim.x * blockDim.x, op);
+  }
+  if (KIND == IRIS_COLL_AR && push) { /* every chunk is in every recv; no peer still reads our send */
+    IRIS_TRACE_MARK(2);
+    iris_coll_barrier(d, epoch, c, KIND);
+    IRIS_TRACE_END(c, me);
+    return;
+  }
+  IRIS_TRACE_MARK(2);
+  if (KIND == IRIS_COLL_AR) {
+    if (!iris_coll_barrier(d, epoch, c, KIND)) { /* every reduced chunk is in its owner's recv */
+      IRIS_TRACE_END(c, me);
+      return;
+    }
+    for (int k = 1; k < W; k++) { /* CTAs start at different peers: every link busy at once */
+      const int p = iris_coll_ar_peer(me, k, (int)blockIdx.x, W);
+      size_t lo, hi;
+      iris_coll_ar_range(count, W, per, p, &lo, &hi);
+      if (lo >= hi) continue;
+      iris_copy_bytes(recv + lo, iris_translate(d.ctx, (const T *)recv, p) + lo, (hi - lo) * sizeof(T), blockIdx.x * blockDim.x + threadIdx.x,
+                      gridDim.x * blockDim.x);
+    }
+    iris_coll_barrier(d, epoch, c, KIND); /* no peer still reads our recv: the caller may write it */
+  } else {
+    iris_coll_barrier(d, epoch, c, KIND); /* no peer still reads our send */
+  }
+  IRIS_TRACE_END(c, me);
+}
+
+/* All-gather, all-to-all, and broadcast at 2 ranks or below IRIS_COLL_RELAY_MIN_BYTES:
+ * each rank stores its blocks into the peers (IRIS_COLL_PUSH; or loads the peers'
+ * blocks), between a start barrier (every peer's recv is free) and an end barrier
+ * (every block has landed; no peer still reads our send). (A larger broadcast at 3 or
+ * more ranks uses the relay, iris_coll_relay_kernel below.) */
+template <int KIND>
+__global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, int root, unsigned long long sig) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, tid = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
+  unsigned c, epoch;
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_BW);
+  if (!iris_coll_kernel_start(d, sig, KIND, c, epoch)) { /* mismatch or timeout: move nothing */
+    IRIS_TRACE_END(c, me);
+    return;
+  }
+  IRIS_TRACE_MARK(1);
+  if (KIND == IRIS_COLL_BC) {
+#if IRIS_COLL_PUSH
+    if (me == root) /* push: the root stores into every peer's recv (the closing barrier publishes it) */
+      for (int k = 0; k < W; k++) {
+        const int r = (me + k + (int)blockIdx.x) % W; /* CTAs start at different peers */
+        if (r != me) iris_put_bulk(d.ctx, recv, send, bytes, r, tid, nt);
+        else if (send != recv) iris_copy_bytes(recv, send, bytes, tid, nt);
+      }
+#else
+    if (me != root) iris_get_bulk(d.ctx, recv, send, bytes, root, tid, nt);
+    else if (send != recv) iris_copy_bytes(recv, send, bytes, tid, nt);
+#endif
+  } else {
+    /* an in-place all-gather's input is recv's own block, at a different offset on
+     * every rank: pull rank r's block from rank r's recv */
+    const bool ag_in_place = KIND == IRIS_COLL_AG && send == recv + (size_t)me * bytes;
+    for (int k = 0; k < W; k++) {
+      const int r = (me + k + (int)blockIdx.x) % W; /* CTAs start at different peers */
+#if IRIS_COLL_PUSH
+      /* push: this rank's block for r into r's recv (the closing barrier publishes it) */
+      const char *mine = KIND == IRIS_COLL_A2A ? send + (size_t)r * bytes : send;
+      if (r == me) {
+        if (KIND == IRIS_COLL_A2A ? send != recv : !ag_in_place) iris_copy_bytes(recv + (size_t)me * bytes, mine, bytes, tid, nt);
+      } else {
+        iris_put_bulk(d.ctx, recv + (size_t)me * bytes, mine, bytes, r, tid, nt);
+      }
+#else
+      const char *src = ag_in_place ? recv + (size_t)r * bytes : send + (KIND == IRIS_COLL_A2A ? (size_t)me * bytes : 0);
+      if (r == me) {
+        if (KIND == IRIS_COLL_A2A ? send != recv : send != recv + (size_t)me * bytes) iris_copy_bytes(recv + (size_t)me * bytes, src, bytes, tid, nt);
+      } else {
+        iris_get_bulk(d.ctx, recv + (size_t)r * bytes, src, bytes, r, tid, nt);
+      }
+#endif
+    }
+  }
+  IRIS_TRACE_MARK(2);
+  iris_coll_barrier(d, epoch, c, KIND);
+  IRIS_TRACE_END(c, me);
+}
+
+/* ---- the relay broadcast: the bandwidth path at 3 or more ranks.
+ *
+ * What it does. Storing the whole message into every peer from the root would put
+ * (W-1) x bytes on the root's links. Here the message is cut into W-1 parts, one per
+ * non-root rank, its owner: part p = [p*part, (p+1)*part) clipped to the message (part
+ * is a multiple of 16 bytes, so the last parts may be short or empty), owned by rank
+ * (root + 1 + p) % W. Every part is cut into the same number of chunks; chunk j of every
+ * part belongs to CTA j % G of every rank (G CTAs), as that CTA's step j / G. At step s
+ * the root's CTA b stores chunk s of each part into the part's owner's recv and
+ * publishes that to the owner; the owner's CTA b waits for it and stores the chunk from
+ * its recv into the recv of every other non-root. The root copies send to its own recv
+ * as it goes (if not in place). So the root's links carry the message once, every
+ * non-root receives it once, each owner sends its part to W-2 peers, and the three
+ * overlap. Everything moves by stores (measured faster than loads on NVLink: a store is
+ * posted, a load keeps a round trip in flight).
+ *
+ * Who waits for whom.
+ *   - Start barrier (CTA b of every rank, with the call's signature): every rank has
+ *     started this call, so its previous kernel has ended and nothing of it still uses
+ *     its recv; and all ranks agree on the call.
+ *   - Owner CTA b waits, in its own heap, on progress[b][root] (the progress flags,
+ *     internal/coll/protocol.h): the root's CTA b has stored chunk s of its part. Only CTA b produces and
+ *     consumes the chunks of CTA b. The root waits for nobody.
+ *   - End barrier: CTA b of every rank has finished its stores, so every recv is
+ *     complete when the kernel (all of its CTAs) ends.
+ *
+ * Why the ordering is correct. The root's block stores the chunk into the owner's recv
+ * (plain remote stores), meets at __syncthreads, then one thread release-stores the
+ * progress value at system scope into the owner's heap; the owner acquire-loads it at
+ * system scope, its block meets, and only then does any thread read the chunk from its
+ * recv. The stores into the other non-roots are made visible by the end barrier (a block
+ * barrier and a system-scope release per peer). */
+
+/* Tuning: IRIS_COLL_RELAY_STEPS, _MIN_CHUNK, _MAX_CHUNK; the plan (parts, chunks,
+ * owners): iris_coll_relay_plan and its neighbours (all in internal/coll/plan.h). */
+static_assert(IRIS_COLL_RELAY_MIN_CHUNK >= 4096 && IRIS_COLL_RELAY_MIN_CHUNK % 16 == 0 && IRIS_COLL_RELAY_MAX_CHUNK % 16 == 0 &&
+                  IRIS_COLL_RELAY_MAX_CHUNK >= IRIS_COLL_RELAY_MIN_CHUNK,
+              "relay chunks: multiples of 16 bytes, at least 4 KB (so that chunk counts stay far below IRIS_COLL_RELAY_ABANDON)");
+
+/* Steps of CTA b (chunks b, b + G, ... of every part). */
+IRIS_DEVICE_INLINE size_t iris_coll_relay_steps_of(const iris_coll_relay_t &r) {
+  const size_t b = blockIdx.x, G = gridDim.x;
+  return b < r.chunks ? (r.chunks - 1 - b) / G + 1 : 0;
+}
+
+/* Whole block, on the root: every step, chunk s of each part into its owner's recv
+ * (CTAs start at different owners, so every link is busy), each published to its owner
+ * as soon as it is stored; the root's own copy on the way. */
+IRIS_DEVICE_INLINE void iris_coll_relay_root(const iris_coll_dev_t &d, const iris_coll_relay_t &r, const char *send, char *recv, size_t bytes, unsigned call) {
+  const int W = d.ctx.world_size, root = d.ctx.rank, b = blockIdx.x, G = gridDim.x;
+  const size_t steps = iris_coll_relay_steps_of(r);
+  size_t lo, hi;
+  for (size_t s = 0; s < steps; s++) {
+    for (int k = 0; k < W - 1; k++) {
+      const int p = (k + b) % (W - 1), owner = iris_coll_relay_owner(p, root, W);
+      iris_coll_relay_range(&r, bytes, p, s * G + b, &lo, &hi);
+      if (lo < hi) {
+        iris_put_bulk(d.ctx, recv + lo, send + lo, hi - lo, owner, threadIdx.x, blockDim.x);
+        if (send != recv) iris_copy_bytes(recv + lo, send + lo, hi - lo, threadIdx.x, blockDim.x);
+      }
+      iris_coll_progress_publish(d, owner, iris_coll_progress_value(call, (unsigned)(s + 1)));
+    }
+  }
+}
+
+/* Whole block, on a non-root rank: every step, wait for chunk s of its own part from
+ * the root, then store it into every other non-root's recv. False if it stopped early
+ * (a timeout or an abandoned call). */
+IRIS_DEVICE_INLINE bool iris_coll_relay_owner_steps(const iris_coll_dev_t &d, const iris_coll_relay_t &r, char *recv, size_t bytes, int root, unsigned call) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, b = blockIdx.x, G = gridDim.x;
+  const int mine = iris_coll_relay_part(me, root, W); /* the part this rank owns */
+  const size_t steps = iris_coll_relay_steps_of(r);
+  size_t lo, hi;
+  for (size_t s = 0; s < steps; s++) {
+    if (!iris_coll_progress_wait(d, root, call, (unsigned)(s + 1), IRIS_COLL_BC)) return false;
+    iris_coll_relay_range(&r, bytes, mine, s * G + b, &lo, &hi);
+    if (lo >= hi) continue;
+    for (int k = 0; k < W - 2; k++) { /* CTAs start at different peers: every link busy */
+      const int to = iris_coll_relay_owner(iris_coll_relay_peer_part(mine, k, b, W), root, W);
+      iris_put_bulk(d.ctx, recv + lo, recv + lo, hi - lo, to, threadIdx.x, blockDim.x);
+    }
+  }
+  return true;
+}
+
+/* The relay broadcast kernel (W >= 3; 512 threads, any number of CTAs up to
+ * IRIS_COLL_MAX_CTAS; chunk from iris_coll_relay_plan on the host). */
+__global__ void iris_coll_relay_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, size_t chunk, int root, unsigned long long sig) {
+  const int me = d.ctx.rank;
+  const iris_coll_relay_t r = iris_coll_relay_plan(bytes, d.ctx.world_size, gridDim.x, chunk);
+  unsigned call, epoch;
+  bool ok = true;
+  if (!iris_coll_kernel_start(d, sig, IRIS_COLL_BC, call, epoch)) return; /* on a mismatch or timeout: move nothing */
+  if (me == root) iris_coll_relay_root(d, r, send, recv, bytes, call);
+  else ok = iris_coll_relay_owner_steps(d, r, recv, bytes, root, call);
+  if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
+  iris_coll_barrier(d, epoch, call, IRIS_COLL_BC); /* every store of every rank is done */
+}
+
+/* ---- the store two-shot all-reduce: the bandwidth path for large messages.
+ *
+ * What it does. The pull two-shot (iris_coll_reduce_kernel) loads each rank's chunk
+ * from W-1 peers at once; loads over NVLink keep a round trip in flight per 16 bytes
+ * and measured slower than stores. Here both phases store. Chunk j of the message
+ * (iris_coll_ar_range) is reduced by rank j. The chunks are walked in rounds; in round
+ * rd, CTA b takes the piece [rd*G + b, rd*G + b + 1) x slice of every chunk (slice:
+ * iris_coll_ar_slice elements; G CTAs) and
+ *   A. stores its rank's piece of chunk j into slot `me` of CTA b's scratch half rd % 2
+ *      on rank j, for every peer j, and publishes round rd to every peer (progress
+ *      flags, internal/coll/protocol.h);
+ *   B. waits until every peer has published round rd, reduces its own chunk's piece
+ *      from its send and the W-1 slots in rank order (bitwise the same on every rank),
+ *      and stores the result into every rank's recv.
+ * Every rank's links carry 2 (W-1)/W of the message, all of it by stores, as the pull
+ * two-shot; the scratch area (IRIS_COLL_AR_SCRATCH_BYTES) bounds a round.
+ *
+ * Who waits for whom, and why it is safe.
+ *   - Start barrier (with the call's signature): every rank has started this call, so
+ *     its earlier kernels no longer use its recv.
+ *   - B(rd) of rank j reads slots that peer i stored in A(rd) before publishing rd;
+ *     the publish is a block barrier, then a system-scope release; the wait an acquire,
+ *     then a block barrier.
+ *   - A(rd + 2) of rank i overwrites half rd % 2 on rank j, which rank j read in B(rd).
+ *     Rank i got there after waiting for rank j's round rd + 1, which rank j published
+ *     after B(rd). So two halves suffice and nobody acknowledges anything.
+ *   - In place (send == recv): B(rd) of rank j overwrites piece (rd, b) of chunk j in
+ *     rank k's recv = send; rank k read it in its A(rd), before publishing rd.
+ *   - End barrier: every store into every recv is done when the kernel ends; the next
+ *     call's A(0) may write scratch because every B of this call is over.
+ *   A rank that stops early publishes IRIS_COLL_RELAY_ABANDON (see progress flags), so
+ *   the same fixed two barriers run on every rank and the epochs stay in step. */
+template <typename T, int OP, int W_STATIC>
+__global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, size_t slice, unsigned long long sig, int vec, int op) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
+  const size_t per = 16 / sizeof(T), rounds = iris_coll_ar_rounds(count, W, per, G, slice);
+  unsigned call, epoch;
+  bool ok = true;
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_BW);
+  if (!iris_coll_kernel_start(d, sig, IRIS_COLL_AR, call, epoch)) { /* on a mismatch or timeout: move nothing */
+    IRIS_TRACE_END(call, me);
+    return;
+  }
+  IRIS_TRACE_MARK(1);
+  size_t lo, hi, mlo, mhi;
+  const T *src[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
+  T *dst[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
+  iris_coll_ar_range(count, W, per, me, &mlo, &mhi);
+  for (size_t rd = 0; ok && rd < rounds; rd++) {
+    const size_t off = (rd * (size_t)G + (size_t)b) * slice;
+    T *half = IRIS_COLL_SCRATCH_SLOTS(d, T, rd, G, b, W, slice); /* this CTA's W slots */
+    for (int k = 1; k < W; k++) { /* A: our piece of chunk j into rank j's slot `me` */
+      const int j = iris_coll_ar_peer(me, k, b, W);
+      iris_coll_ar_range(count, W, per, j, &lo, &hi);
+      lo += off;
+      if (lo < hi) iris_put_bulk(d.ctx, half + (size_t)me * slice, send + lo, ((hi - lo < slice ? hi - lo : slice)) * sizeof(T), j, threadIdx.x, blockDim.x);
+    }
+    iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, (unsigned)(rd + 1)));
+    if (!(ok = iris_coll_progress_wait(d, -1, call, (unsigned)(rd + 1), IRIS_COLL_AR))) break;
+    lo = mlo + off; /* B: reduce our chunk's piece, store it into every recv */
+    if (lo >= mhi) continue;
+    const size_t n = mhi - lo < slice ? mhi - lo : slice;
+    for (int r = 0; r < W; r++) src[r] = r == me ? send + lo : half + (size_t)r * slice;
+    dst[0] = recv + lo;
+    for (int k = 1; k < W; k++) dst[k] = iris_translate(d.ctx, recv, iris_coll_ar_peer(me, k, b, W)) + lo;
+    iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, W, 0, n, W, vec != 0, threadIdx.x, blockDim.x, op);
+  }
+  if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
+  IRIS_TRACE_MARK(2);
+  iris_coll_barrier(d, epoch, call, IRIS_COLL_AR); /* every recv is complete */
+  IRIS_TRACE_END(call, me);
+}
+
+/* ---- the chain broadcast: the bandwidth path at 3 or more ranks for large messages.
+ *
+ * What it does. The ranks form a chain from the root: root, root + 1, ..., root - 1
+ * (mod W). The message is cut into chunks (iris_coll_chain_chunk); chunk j belongs to
+ * CTA j % G of every rank as its step j / G. At each step a CTA waits until its
+ * predecessor's CTA has stored the chunk into its recv (the root waits for nobody),
+ * then stores it into its successor's recv and publishes that; the last rank sends
+ * nothing and waits only at the end barrier. Every GPU but the last sends the message
+ * once to one peer, and every GPU but the root receives it once from one peer, as in
+ * NCCL's ring, where the relay has every rank send to several peers at once. Its
+ * pipeline fills over W-1 chunks instead of one, which smaller chunks keep short
+ * (IRIS_COLL_CHAIN_STEPS).
+ *
+ * Who waits for whom, and why it is safe: the same barriers and progress flags as the
+ * relay. Start barrier (with the signature): every rank has started, so its recv is
+ * free. CTA b of rank r publishes step s to rank r + 1 only after its block stored chunk
+ * s into that rank's recv (block barrier, system-scope release); CTA b of rank r + 1
+ * acquires it before reading that chunk from its own recv to pass it on. End barrier:
+ * every store has landed. A rank that stops early abandons (progress flags,
+ * internal/coll/protocol.h). */
+
+__global__ void iris_coll_chain_kernel(iris_coll_dev_t d, const char *send, char *recv, size_t bytes, size_t chunk, int root, unsigned long long sig) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
+  const int pos = (me - root + W) % W, pred = (me - 1 + W) % W, succ = (me + 1) % W;
+  const size_t chunks = iris_coll_chain_chunks(bytes, chunk), steps = (size_t)b < chunks ? (chunks - 1 - (size_t)b) / (size_t)G + 1 : 0;
+  unsigned call, epoch;
+  bool ok = true;
+  if (!iris_coll_kernel_start(d, sig, IRIS_COLL_BC, call, epoch)) return; /* on a mismatch or timeout: move nothing */
+  for (size_t s = 0; ok && pos < W - 1 && s < steps; s++) {
+    const size_t lo = (s * (size_t)G + (size_t)b) * chunk, hi = lo + chunk < bytes ? lo + chunk : bytes;
+    if (pos > 0 && !(ok = iris_coll_progress_wait(d, pred, call, (unsigned)(s + 1), IRIS_COLL_BC))) break;
+    iris_put_bulk(d.ctx, recv + lo, (pos == 0 ? send : recv) + lo, hi - lo, succ, threadIdx.x, blockDim.x);
+    if (pos == 0 && send != recv) iris_copy_bytes(recv + lo, send + lo, hi - lo, threadIdx.x, blockDim.x);
+    iris_coll_progress_publish(d, succ, iris_coll_progress_value(call, (unsigned)(s + 1)));
+  }
+  if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
+  iris_coll_barrier(d, epoch, call, IRIS_COLL_BC); /* every store of every rank is done */
+}
+
+/* iris_barrier_device: the header exchange alone is a barrier (a release by each rank
+ * after its earlier work, an acquire of every peer's). One CTA. */
+__global__ void iris_coll_barrier_kernel(iris_coll_dev_t d, unsigned long long sig) {
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_BARRIER);
+  const unsigned c = iris_coll_call_enter(d);
+  iris_coll_call_begin(d, c, iris_coll_sig32(sig), IRIS_COLL_KIND_DEVICE_BARRIER);
+  IRIS_TRACE_END(c, d.ctx.rank);
+}
+
+#endif /* IRIS_INTERNAL_COLL_KERNELS_H */

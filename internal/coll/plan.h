@@ -1,0 +1,260 @@
+/* internal/coll/plan.h: the planning side of the collectives: the sizes of the
+ * collective state, the tuning constants (the measurements behind them: docs/tuning.md), and the
+ * arithmetic that decides who moves which bytes. Host and device, C and C++.
+ * Part of iris_collectives.h; not a public header. */
+#ifndef IRIS_COLLECTIVES_H /* compiled alone: the contract first (it includes this file in its place) */
+#include "../../iris_collectives.h"
+#endif
+#ifndef IRIS_INTERNAL_COLL_PLAN_H
+#define IRIS_INTERNAL_COLL_PLAN_H
+
+#ifndef IRIS_COLL_PUSH
+#define IRIS_COLL_PUSH 1 /* 1: the all-gather and all-to-all bandwidth kernels and the all-reduce's second
+                            phase store into peers; 0: they load from peers (slower: docs/tuning.md) */
+#endif
+/* All-reduce, bandwidth path: below this size the reduced chunk is pushed into the peers (2
+ * barriers), from it on the peers pull it (3 barriers); measured: docs/tuning.md. */
+#ifndef IRIS_COLL_AR_PUSH_MAX
+#define IRIS_COLL_AR_PUSH_MAX ((size_t)4 << 20)
+#endif
+#ifndef IRIS_COLL_LL2_BYTES
+#define IRIS_COLL_LL2_BYTES ((size_t)512 << 10)      /* two-shot LL: payload per chunk (the message / W) */
+#endif
+/* The store two-shot all-reduce (iris_coll_ar_store_kernel): its heap scratch (a round
+ * moves at most W/2 x this), the size from which it replaces the load/store two-shot, and
+ * its CTAs; measured: docs/tuning.md. */
+#ifndef IRIS_COLL_AR_SCRATCH_BYTES
+#define IRIS_COLL_AR_SCRATCH_BYTES ((size_t)32 << 20)
+#endif
+#ifndef IRIS_COLL_AR_STORE_MIN
+#define IRIS_COLL_AR_STORE_MIN ((size_t)8 << 20)
+#endif
+#ifndef IRIS_COLL_AR_STORE_CTAS
+#define IRIS_COLL_AR_STORE_CTAS 64
+#endif
+/* CTAs of the load/store two-shot all-reduce (below IRIS_COLL_AR_STORE_MIN): 64, not one
+ * per SM, which stalled some calls; measured: docs/tuning.md. */
+#ifndef IRIS_COLL_AR_CTAS
+#define IRIS_COLL_AR_CTAS 64
+#endif
+#define IRIS_COLL_STAGING_BYTES ((size_t)64 << 20)   /* non-heap buffers: in and out, each */
+/* The smallest staging area (IRIS_COLL_STAGING is rounded up to it): 16 elements of 8
+ * bytes for each of IRIS_MAX_RANKS ranks, so every staged launch moves whole 16-element
+ * steps and a chunked (world_size x step) input always fits. */
+#define IRIS_COLL_STAGING_MIN ((size_t)16 * 8 * IRIS_MAX_RANKS)
+
+/* Relay broadcast tuning (global: every rank must use the same values; see
+ * iris_coll_relay_kernel). The pipeline fills and drains over about one step, which
+ * costs about 1/IRIS_COLL_RELAY_STEPS of the time; each step costs a flag handshake (a
+ * release and an acquire across GPUs, a few us, hidden by the other CTAs while the links
+ * stay busy). So chunks are sized for about IRIS_COLL_RELAY_STEPS steps per CTA: 1 GB at
+ * 4 ranks over 132 CTAs gives 165 KB chunks. The minimum, 16 KB (two 16-byte loads per
+ * thread of a 512-thread CTA), keeps the handshake from dominating mid-size messages,
+ * which then use fewer steps or fewer CTAs; the maximum bounds the pipeline's
+ * granularity when few CTAs are forced. */
+#ifndef IRIS_COLL_RELAY_STEPS
+#define IRIS_COLL_RELAY_STEPS 16
+#endif
+#ifndef IRIS_COLL_RELAY_MIN_CHUNK
+#define IRIS_COLL_RELAY_MIN_CHUNK ((size_t)16 << 10)
+#endif
+#ifndef IRIS_COLL_RELAY_MAX_CHUNK
+#define IRIS_COLL_RELAY_MAX_CHUNK ((size_t)1 << 20)
+#endif
+#define IRIS_COLL_RELAY_ABANDON 0xffffffffu /* a count no real progress reaches */
+/* Chain broadcast (iris_coll_chain_kernel): chunks per CTA (its pipeline fills over W-1
+ * chunks, so more and smaller chunks than the relay's). */
+#ifndef IRIS_COLL_CHAIN_STEPS
+#define IRIS_COLL_CHAIN_STEPS 64
+#endif
+
+/* The kernel family one launch runs: what IRIS_ALGO_AUTO, or the algorithm a caller
+ * forces, resolves to for this call. The value enters the call's signature. */
+typedef enum iris_coll_path {
+  IRIS_COLL_PATH_BW = 0, /* bandwidth: many CTAs between barriers (IRIS_ALGO_BANDWIDTH) */
+  IRIS_COLL_PATH_LL = 1, /* the one-hop LL kernel (IRIS_ALGO_LATENCY) */
+  IRIS_COLL_PATH_LL2 = 2 /* two hops in LL form: all-reduce, broadcast at 3+ ranks (IRIS_ALGO_TWO_SHOT_LL) */
+} iris_coll_path_t;
+
+/* Whether the unit with IRIS_IMPLEMENTATION compiles the kernels of reductions of type t
+ * with op (IRIS_COLL_TYPES, IRIS_COLL_OPS in iris_collectives.h); t and op valid. */
+static inline int iris_coll_compiled_in(iris_dtype_t t, iris_redop_t op) {
+  return (int)((((unsigned)(IRIS_COLL_TYPES) >> (unsigned)t) & ((unsigned)(IRIS_COLL_OPS) >> (unsigned)op)) & 1u);
+}
+
+/* ---- Planning arithmetic: who moves which bytes, as pure functions of the call and
+ * the world size W. Host and device, C and C++ (every rank computes the same from the
+ * same call; tests/host/world_size.c checks them for W from 2 to 16). Internal. */
+
+/* Two-shot all-reduce: rank r reduces elements [*lo, *hi) of every rank's send, then
+ * every rank pulls each such chunk from its owner. Chunks are ceil(count / W) rounded up
+ * to whole vectors of `per` elements (16 bytes), so every chunk starts 16-byte aligned;
+ * the last ranks' chunks may be short or empty (*lo == *hi). */
+static inline IRIS_HOST_DEVICE size_t iris_coll_ar_chunk(size_t count, int W, size_t per) { return ((count + (size_t)W - 1) / (size_t)W + per - 1) / per * per; }
+static inline IRIS_HOST_DEVICE void iris_coll_ar_range(size_t count, int W, size_t per, int r, size_t *lo, size_t *hi) {
+  const size_t chunk = iris_coll_ar_chunk(count, W, per);
+  *lo = (size_t)r * chunk;
+  *hi = *lo + chunk < count ? *lo + chunk : count;
+  if (*lo > *hi) *lo = *hi;
+}
+/* The peer rank `me` pulls its k-th (1 <= k < W) reduced chunk from, in CTA b: every
+ * peer once, CTAs starting at different peers so that every link is busy at once. */
+static inline IRIS_HOST_DEVICE int iris_coll_ar_peer(int me, int k, int b, int W) { return (me + 1 + (k - 1 + b) % (W - 1)) % W; }
+/* Store two-shot all-reduce: elements of one (CTA, source) slot of the scratch area
+ * (whole 16-byte vectors; at least one), and the rounds that cover a chunk with `ctas`
+ * CTAs. The same on every rank for the same call. */
+static inline IRIS_HOST_DEVICE size_t iris_coll_ar_slice(size_t es, int W, int ctas) {
+  const size_t per = 16 / es;
+  size_t slice = IRIS_COLL_AR_SCRATCH_BYTES / (2 * (size_t)(ctas > 0 ? ctas : 1) * (size_t)(W > 0 ? W : 1) * es);
+  slice -= slice % per;
+  return slice ? slice : per;
+}
+static inline IRIS_HOST_DEVICE size_t iris_coll_ar_rounds(size_t count, int W, size_t per, int ctas, size_t slice) {
+  const size_t per_round = (size_t)(ctas > 0 ? ctas : 1) * slice;
+  return (iris_coll_ar_chunk(count, W, per) + per_round - 1) / per_round;
+}
+
+/* Bandwidth kernels: CTAs per rank. Forced (ctas > 0) or about one per 32 KB that a
+ * rank moves to its peers, at most one per SM; never above IRIS_COLL_MAX_CTAS. */
+static inline IRIS_HOST_DEVICE int iris_coll_auto_ctas(int all_reduce, size_t bytes, int W, int sms, int ctas) {
+  int blocks = ctas;
+  if (blocks <= 0) {
+    /* all-reduce: IRIS_COLL_AR_CTAS (the store two-shot: IRIS_COLL_AR_STORE_CTAS).
+     * Other kinds: 32 KB per peer and CTA. */
+    const size_t moved = all_reduce ? bytes / (size_t)W : bytes; /* per rank, per peer */
+    size_t want = all_reduce ? (size_t)IRIS_COLL_AR_CTAS : moved * (size_t)(W > 1 ? W - 1 : 1) / (512 * 16 * 4) + 1;
+    if (all_reduce && IRIS_COLL_PUSH && bytes >= IRIS_COLL_AR_STORE_MIN) want = IRIS_COLL_AR_STORE_CTAS; /* the store two-shot */
+    blocks = want > (size_t)(sms > 0 ? sms : 1) ? (sms > 0 ? sms : 1) : (int)want;
+  }
+  return blocks > IRIS_COLL_MAX_CTAS ? IRIS_COLL_MAX_CTAS : blocks;
+}
+
+/* Staging area bytes for a requested size (0: staging off). */
+static inline IRIS_HOST_DEVICE size_t iris_coll_staging_bytes(size_t requested) {
+  return requested && requested < IRIS_COLL_STAGING_MIN ? IRIS_COLL_STAGING_MIN : requested;
+}
+/* Elements per staged launch: a chunked buffer (W blocks per rank) of step elements of
+ * es bytes, or a plain one, fits the staging area; a multiple of 16 elements. */
+static inline IRIS_HOST_DEVICE size_t iris_coll_staging_step(size_t stage_bytes, size_t es, int W, int chunked) {
+  size_t step = stage_bytes / (es * (size_t)(chunked ? W : 1));
+  step -= step % 16; /* keep chunks 16-byte aligned */
+  return step ? step : 1; /* only below IRIS_COLL_STAGING_MIN */
+}
+
+/* Relay broadcast (W >= 3): the message is cut into W-1 parts, part p = [p*part,
+ * (p+1)*part) clipped to the message, owned by non-root rank (root + 1 + p) % W; every
+ * part is cut into `chunks` chunks of `chunk` bytes (trailing ones may be short or
+ * empty); chunk j of every part belongs to CTA j % G as its step j / G. */
+typedef struct iris_coll_relay {
+  size_t part;   /* bytes per part, a multiple of 16 */
+  size_t chunk;  /* bytes per chunk, a multiple of 16 */
+  size_t chunks; /* chunks per part (every part has as many; trailing ones may be empty) */
+} iris_coll_relay_t;
+
+/* The plan for a message of `bytes` over W >= 3 ranks and `ctas` CTAs (chunk 0: chosen
+ * here; the host sizes the grid by it and passes the chunk size to the kernel, which
+ * recomputes the same plan from it). */
+static inline IRIS_HOST_DEVICE iris_coll_relay_t iris_coll_relay_plan(size_t bytes, int W, int ctas, size_t chunk) {
+  iris_coll_relay_t r;
+  r.part = ((bytes + (size_t)W - 2) / (size_t)(W - 1) + 15) / 16 * 16;
+  if (!chunk) { /* about IRIS_COLL_RELAY_STEPS chunks per CTA, within the limits */
+    const size_t n = (size_t)(ctas > 0 ? ctas : 1) * IRIS_COLL_RELAY_STEPS;
+    chunk = ((r.part + n - 1) / n + 15) / 16 * 16;
+    if (chunk < IRIS_COLL_RELAY_MIN_CHUNK) chunk = IRIS_COLL_RELAY_MIN_CHUNK;
+    if (chunk > IRIS_COLL_RELAY_MAX_CHUNK) chunk = IRIS_COLL_RELAY_MAX_CHUNK;
+  }
+  r.chunk = chunk;
+  r.chunks = (r.part + chunk - 1) / chunk;
+  if (!r.chunks) r.chunks = 1;
+  return r;
+}
+/* Bytes [*lo, *hi) of chunk j of part p, clipped to the message (empty past its end). */
+static inline IRIS_HOST_DEVICE void iris_coll_relay_range(const iris_coll_relay_t *r, size_t bytes, int p, size_t j, size_t *lo, size_t *hi) {
+  size_t end = (size_t)(p + 1) * r->part;
+  if (end > bytes) end = bytes;
+  *lo = (size_t)p * r->part + j * r->chunk;
+  *hi = *lo + r->chunk < end ? *lo + r->chunk : end;
+  if (*lo > *hi) *lo = *hi;
+}
+/* The part non-root `rank` owns, and the owner of part p. */
+static inline IRIS_HOST_DEVICE int iris_coll_relay_part(int rank, int root, int W) { return (rank - root - 1 + W) % W; }
+static inline IRIS_HOST_DEVICE int iris_coll_relay_owner(int p, int root, int W) { return (root + 1 + p) % W; }
+/* The k-th (0 <= k < W-2) other part that CTA b of part `mine`'s owner pulls from its
+ * owner: every other part once, CTAs starting at different owners. */
+static inline IRIS_HOST_DEVICE int iris_coll_relay_peer_part(int mine, int k, int b, int W) { return (mine + 1 + (k + b) % (W - 2)) % (W - 1); }
+/* CTAs of the relay kernel: no more than chunks per part (a CTA without a chunk would
+ * only add barrier traffic). */
+static inline IRIS_HOST_DEVICE int iris_coll_relay_ctas(const iris_coll_relay_t *r, int blocks) { return (size_t)blocks > r->chunks ? (int)r->chunks : blocks; }
+/* Chain broadcast (W >= 3, large messages): bytes per chunk for `ctas` CTAs, about
+ * IRIS_COLL_CHAIN_STEPS chunks per CTA within the relay's chunk limits (a multiple of 16
+ * bytes); the kernel takes it from the host. */
+static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunk(size_t bytes, int ctas) {
+  const size_t n = (size_t)(ctas > 0 ? ctas : 1) * IRIS_COLL_CHAIN_STEPS;
+  size_t chunk = ((bytes + n - 1) / n + 15) / 16 * 16;
+  if (chunk < IRIS_COLL_RELAY_MIN_CHUNK) chunk = IRIS_COLL_RELAY_MIN_CHUNK;
+  if (chunk > IRIS_COLL_RELAY_MAX_CHUNK) chunk = IRIS_COLL_RELAY_MAX_CHUNK;
+  return chunk;
+}
+static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunks(size_t bytes, size_t chunk) { return chunk ? (bytes + chunk - 1) / chunk : 0; }
+
+/* Automatic choice (bytes each rank sends to one peer): the latency kernel up to these
+ * sizes, the bandwidth one above; at 2 ranks the one-shot runs to its 512 KB limit (it
+ * stores no more bytes than the two-shot LL and saves a hop); measured: docs/tuning.md. */
+#ifndef IRIS_COLL_LL_MAX_AR
+#define IRIS_COLL_LL_MAX_AR ((size_t)128 << 10)
+#endif
+/* Threads per CTA of the latency kernel (one 16-byte line each per pass; at least 64, a
+ * thread per rank): fewer threads spread a message over more SMs; measured: docs/tuning.md. */
+#ifndef IRIS_COLL_LL_THREADS
+#define IRIS_COLL_LL_THREADS 128
+#endif
+#ifdef __cplusplus
+static_assert(IRIS_COLL_LL_THREADS >= 64 && IRIS_COLL_LL_THREADS <= 1024 && IRIS_COLL_LL_THREADS % 64 == 0, "IRIS_COLL_LL_THREADS: 64..1024, whole warps of 64");
+#endif
+#ifndef IRIS_COLL_LL_MAX_AR_W2
+#define IRIS_COLL_LL_MAX_AR_W2 IRIS_COLL_LL_BYTES
+#endif
+#ifndef IRIS_COLL_LL2_MAX_AR
+#define IRIS_COLL_LL2_MAX_AR ((size_t)512 << 10)
+#endif
+#ifndef IRIS_COLL_LL_MAX_OTHER
+#define IRIS_COLL_LL_MAX_OTHER IRIS_COLL_LL_BYTES
+#endif
+/* All-gather: the latency kernel up to 256 KB per rank; measured: docs/tuning.md. */
+#ifndef IRIS_COLL_LL_MAX_AG
+#define IRIS_COLL_LL_MAX_AG ((size_t)256 << 10)
+#endif
+/* Broadcast: the latency kernel up to 128 KB, then at 3+ ranks the two-hop LL up to
+ * IRIS_COLL_LL2_MAX_BC while a part fits IRIS_COLL_LL2_BYTES, then the bandwidth path (a
+ * single pull at 2 ranks, the relay at 3 or more); measured: docs/tuning.md. */
+#ifndef IRIS_COLL_LL_MAX_BC
+#define IRIS_COLL_LL_MAX_BC ((size_t)128 << 10)
+#endif
+#ifndef IRIS_COLL_LL2_MAX_BC
+#define IRIS_COLL_LL2_MAX_BC ((size_t)3 << 20)
+#endif
+/* At 2 ranks the one-hop LL broadcast runs to its 512 KB limit; measured: docs/tuning.md. */
+#ifndef IRIS_COLL_LL_MAX_BC_W2
+#define IRIS_COLL_LL_MAX_BC_W2 IRIS_COLL_LL_BYTES
+#endif
+/* Broadcast on the bandwidth path: the direct pull below this size, the relay from it
+ * (W >= 3); measured: docs/tuning.md. */
+#ifndef IRIS_COLL_RELAY_MIN_BYTES
+#define IRIS_COLL_RELAY_MIN_BYTES ((size_t)2 << 20)
+#endif
+/* Broadcast at 3+ ranks: the chain from this size on (below it the chain's chunks are too
+ * small for their handshake); measured: docs/tuning.md. */
+#ifndef IRIS_COLL_CHAIN_MIN_BYTES
+#define IRIS_COLL_CHAIN_MIN_BYTES ((size_t)512 << 20)
+#endif
+/* Multi-node worlds: the all-reduce's one-shot composition (node all-reduce, rail 0,
+ * node broadcast) up to this many bytes, the reduce-scatter composition above; the
+ * heap scratch of the rail steps (reduce-scatter pieces). Not measured yet. */
+#ifndef IRIS_COLL_MN_ONESHOT_MAX
+#define IRIS_COLL_MN_ONESHOT_MAX ((size_t)256 << 10)
+#endif
+#ifndef IRIS_COLL_MN_SCRATCH_BYTES
+#define IRIS_COLL_MN_SCRATCH_BYTES ((size_t)32 << 20)
+#endif
+
+#endif /* IRIS_INTERNAL_COLL_PLAN_H */

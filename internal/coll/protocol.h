@@ -1,0 +1,422 @@
+/* internal/coll/protocol.h: the collectives' protocol between GPUs: kinds of
+ * collective, the device view of the collective state, call numbers and epochs, call
+ * headers (signatures), the rank barrier, LL lines and the waits on them, and the
+ * progress flags of the pipelined kernels. Device code (nvcc, hipcc).
+ * Part of iris_collectives.h; not a public header. */
+#ifndef IRIS_COLLECTIVES_H /* compiled alone: the contract first (it includes this file in its place) */
+#include "../../iris_collectives.h"
+#endif
+#ifndef IRIS_INTERNAL_COLL_PROTOCOL_H
+#define IRIS_INTERNAL_COLL_PROTOCOL_H
+#include "../core/layout.h"
+#include "../device/platform.h"
+#include "../device/debug.h"
+#include "../device/wait.h"
+#include "plan.h"
+
+/* Kinds of collective. */
+enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC, IRIS_COLL_KINDS };
+/* A flag OR'ed into the kind given to iris_coll_enqueue (multi-node compositions only):
+ * a reduce-scatter whose recv sits at a heap offset that differs from rank to rank (the
+ * composition's own part of a buffer). A reduce-scatter's peers never touch its recv (the
+ * pull kernel and the LL path write only their own), so recv then enters the call's
+ * signature as such, not by its offset. Single-node calls never set it. */
+#define IRIS_COLL_OWN_RECV 0x100
+
+/* ---- The control block: one heap block per rank, at the same offset on every rank,
+ * where the peers signal (calls, headers and barriers: "Calls and epochs" below;
+ * progress: the progress flags at the end of this file). Zeroed at setup before the
+ * ranks meet. Its layout is part of the protocol: pinned by the static_asserts. */
+/* A row of the control block: one word per rank, from[p] written only by rank p. */
+typedef struct iris_coll_row {
+  unsigned long long from[IRIS_MAX_RANKS];
+} iris_coll_row_t;
+/* One parity's call headers: from[p] is what peer p announced last for a call of this
+ * parity, IRIS_COLL_HDR_WORD(signature, call); 0 before any call. */
+typedef iris_coll_row_t iris_coll_hdr_row_t;
+typedef struct iris_coll_ctl {
+  iris_coll_row_t flags[IRIS_COLL_MAX_CTAS];             /* [b].from[p]: barrier epoch that rank p's CTA b reached */
+  iris_coll_row_t progress[IRIS_COLL_MAX_CTAS];          /* [b].from[p]: rank p's CTA b, iris_coll_progress_value(call, steps) */
+  iris_coll_hdr_row_t hdr[2];                            /* [call & 1]: the peers' call headers */
+  unsigned long long calls;                              /* the call word: (call number << 32) | CTAs of that call that have started */
+  unsigned char spare[256 - sizeof(unsigned long long)]; /* unused, to a 256-byte tail */
+} iris_coll_ctl_t;
+#define IRIS_COLL_CTL_ROWS_BYTES ((size_t)IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS * sizeof(unsigned long long))
+static_assert(sizeof(iris_coll_row_t) == IRIS_MAX_RANKS * sizeof(unsigned long long), "a row is one word per rank");
+static_assert(offsetof(iris_coll_ctl_t, flags) == 0 && offsetof(iris_coll_ctl_t, progress) == IRIS_COLL_CTL_ROWS_BYTES &&
+                  offsetof(iris_coll_ctl_t, hdr) == 2 * IRIS_COLL_CTL_ROWS_BYTES &&
+                  offsetof(iris_coll_ctl_t, calls) == 2 * IRIS_COLL_CTL_ROWS_BYTES + 2 * sizeof(iris_coll_hdr_row_t),
+              "iris_coll_ctl_t: flags | progress | headers | call word");
+static_assert(sizeof(iris_coll_ctl_t) == 2 * IRIS_COLL_CTL_ROWS_BYTES + 2 * sizeof(iris_coll_hdr_row_t) + 256, "iris_coll_ctl_t: a 256-byte tail");
+static_assert(offsetof(iris_coll_ctl_t, hdr) % 16 == 0, "header rows start 16-byte aligned (read in 16-byte pairs)");
+/* A header word: the call's 32-bit signature (never 0) above its number. A macro, as
+ * IRIS_COLL_HDR_WORDS below: as force-inlined functions they made nvcc compile the LL
+ * broadcast kernels differently (other PTX for the same arithmetic), and the
+ * protocol's hot paths are kept instruction for instruction. */
+#define IRIS_COLL_HDR_WORD(sig32, c) (((unsigned long long)(sig32) << 32) | (c))
+
+/* Everything a collective kernel needs; plain data, passed by value. The state lives
+ * on the heap at the same offsets on every rank.
+ *
+ * Calls and epochs. Every kernel launch of a collective is one "call" of the context,
+ * numbered by the call word in device memory (call << 32 | CTAs of that call that have
+ * started): every CTA adds one to it as it starts, and the CTA that completes the count
+ * moves it on to the next call (iris_coll_call_enter), so a kernel has nothing to do at
+ * its end. The host orders a context's launches one after another whatever the stream
+ * (iris_detail_order_begin/end in iris.h), so every rank numbers its calls alike, and
+ * every value derived from the number (barrier epochs, LL line epochs, progress values)
+ * is fresh for every call: a call that failed (a mismatch, a timeout) leaves nothing that
+ * a later call could mistake for its own. Nothing is reset; graphs replay.
+ *
+ * Headers. Each call starts with CTA 0 announcing (call number, signature) into every
+ * peer's hdr[call & 1][me]. A rank accepts nothing of a call before it has seen every
+ * peer announce the same call with the same signature; a different signature is a
+ * mismatch: every rank sees it (each compares every peer's header), none writes a user
+ * buffer, and the call is recorded as IRIS_FAULT_MISMATCH.
+ *   - The barrier kernels (bandwidth path, device barrier) wait for every header before
+ *     they touch anything (iris_coll_call_begin, release/acquire): the header exchange is
+ *     their start barrier (a peer that announced call c has finished its call c - 1, so
+ *     its buffers are free).
+ *   - The LL kernels do not wait for it: they announce (relaxed), push their lines, and
+ *     check the headers in the same polls that wait for the peers' lines, so the check
+ *     adds no round trip (iris_coll_ll_wait). Their lines land in the LL slots, never in
+ *     a user buffer, until every header matched.
+ * Two parities suffice: no rank can be two calls ahead of another, because no call of a
+ * rank ends before it has seen every peer's header of that call. */
+typedef struct iris_coll_dev {
+  iris_device_ctx_t ctx;
+  /* this rank's control block (iris_coll_ctl_t), its four parts one kernel parameter each
+   * (IRIS_COLL_CALL_WORD, _HDR_WORDS, _BARRIER_ROW, _PROGRESS_ROW): as one base pointer
+   * plus offsets, ptxas (sm_90a) gave every LL kernel 8 more instructions and the relay
+   * broadcast 72 registers instead of 56 */
+  unsigned long long *calls;  /* &ctl->calls */
+  iris_coll_hdr_row_t *hdr;   /* ctl->hdr, [call & 1] */
+  iris_coll_row_t *flags;     /* ctl->flags, [CTA] */
+  iris_coll_row_t *progress;  /* ctl->progress, [CTA] */
+  uint4 *ll;            /* the LL lines (iris_coll_ll_line): IRIS_COLL_LL_ROWS, IRIS_COLL_LL_SLOT */
+  size_t ll_lines;      /* lines per (parity, src) */
+  uint4 *ll2;           /* the two-shot LL's lines: IRIS_COLL_LL2_PHASE0 / _PHASE1, IRIS_COLL_LL2_SLOT */
+  size_t ll2_lines;     /* lines per (parity, phase, src) */
+  char *scratch;        /* the store two-shot's slots: IRIS_COLL_SCRATCH_SLOTS; IRIS_COLL_AR_SCRATCH_BYTES */
+  int check;            /* 1: the LL kernels match every peer's call header (IRIS_COLL_CHECK, default) */
+} iris_coll_dev_t;
+
+/* ---- where each piece of the collective state is, for the device view d. Macros, as
+ * IRIS_COLL_HDR_WORD: each computes its address with the arithmetic the kernels were
+ * measured with (the LL kernels instruction for instruction). */
+/* The call word (iris_coll_call_enter). */
+#define IRIS_COLL_CALL_WORD(d) ((d).calls)
+/* The header row (iris_coll_hdr_row_t) of call c's parity: its word p is what peer p
+ * announced. */
+#define IRIS_COLL_HDR_WORDS(d, c) ((d).hdr->from + (size_t)((c) & 1) * IRIS_MAX_RANKS)
+/* CTA b's barrier row, flags[b][0..W): word p is the epoch that rank p's CTA b reached. */
+#define IRIS_COLL_BARRIER_ROW(d, b) ((d).flags->from + (size_t)(b) * IRIS_MAX_RANKS)
+/* CTA b's progress row, progress[b][0..W): word p is what rank p's CTA b published. */
+#define IRIS_COLL_PROGRESS_ROW(d, b) ((d).progress->from + (size_t)(b) * IRIS_MAX_RANKS)
+/* LL lines, [2 parity][W src][ll_lines]: the [src][line] rows of call c's parity, and in
+ * them the line of src. */
+#define IRIS_COLL_LL_ROWS(d, c, W) ((d).ll + ((size_t)((c) & 1) * (W)) * (d).ll_lines)
+#define IRIS_COLL_LL_SLOT(rows, d, src, line) ((rows) + (size_t)(src) * (d).ll_lines + (line))
+/* Two-shot LL lines, [2 parity][2 phase][W src][ll2_lines]: phase 0's rows of call c's
+ * parity, phase 1's after them, and in either the line of src. */
+#define IRIS_COLL_LL2_PHASE0(d, c, W) ((d).ll2 + (size_t)((c) & 1) * 2 * (W) * (d).ll2_lines)
+#define IRIS_COLL_LL2_PHASE1(ph0, d, W) ((ph0) + (size_t)(W) * (d).ll2_lines)
+#define IRIS_COLL_LL2_SLOT(rows, d, src, line) ((rows) + (size_t)(src) * (d).ll2_lines + (line))
+/* The store two-shot's scratch, [2 halves][G CTAs][W src][slice elements of T]: CTA b's W
+ * slots in round rd's half. */
+#define IRIS_COLL_SCRATCH_SLOTS(d, T, rd, G, b, W, slice) ((T *)(d).scratch + (((rd) & 1) * (size_t)(G) + (size_t)(b)) * (size_t)(W) * (slice))
+/* An LL line: 16 bytes, each 8-byte half 4 data bytes and the line's epoch. */
+static_assert(sizeof(uint4) == 16 && alignof(uint4) == 16, "an LL line is one aligned 16-byte access");
+
+/* Barriers per call at most (a kernel's barrier j of call c has epoch c * this + j + 1). */
+#define IRIS_COLL_SYNCS_PER_CALL 8u
+/* The fault-word site of wait `what` (IRIS_SITE_*) in a collective of kind KIND. */
+#define IRIS_COLL_SITE(kind, what) ((unsigned)(((kind) + 1) << 8) | (unsigned)(what))
+#define IRIS_COLL_KIND_DEVICE_BARRIER 5 /* iris_barrier_device, for fault reports */
+
+/* Whole block, first thing of every collective kernel: this launch's call number. One
+ * atomic per CTA on the call word; the CTA that completes the launch's count moves the
+ * word to the next call (nobody of this launch touches it afterwards, and the next launch
+ * starts after this one ends). Thread 0 asks; a block barrier hands the number out. */
+IRIS_DEVICE_INLINE unsigned iris_coll_call_enter(const iris_coll_dev_t &d) {
+  __shared__ unsigned s_call;
+  if (threadIdx.x == 0) {
+    const unsigned long long old = atomicAdd(IRIS_COLL_CALL_WORD(d), 1ULL);
+    if ((unsigned)old + 1u == gridDim.x) atomicAdd(IRIS_COLL_CALL_WORD(d), (1ULL << 32) - gridDim.x);
+    s_call = (unsigned)(old >> 32);
+  }
+  __syncthreads();
+  return s_call;
+}
+/* The epoch before barrier 0 of call c (each barrier adds one). */
+IRIS_DEVICE_INLINE unsigned iris_coll_sync_base(unsigned c) { return c * IRIS_COLL_SYNCS_PER_CALL; }
+/* The signature as carried in headers: 32 bits, never 0. */
+IRIS_DEVICE_INLINE unsigned iris_coll_sig32(unsigned long long sig) { return ((unsigned)sig ^ (unsigned)(sig >> 32)) | 1u; }
+
+/* Whole block; blockDim.x >= world_size. The row's slot p holds the epoch that rank p's
+ * block reached; each call advances `epoch` by one and meets every rank's block there:
+ * every write this block made before is visible to the other ranks' blocks after it
+ * (block barrier, then a release per peer at system scope; acquire per peer, then a
+ * block barrier). Returns false in every thread if a wait ran out (the fault is
+ * recorded: `site`, the peer, `call`) or the context has a fatal fault. Graph-safe:
+ * the epochs are device counters that only count up. */
+IRIS_DEVICE_INLINE bool iris_detail_rank_sync(const iris_device_ctx_t &ctx, unsigned long long *row, unsigned &epoch, unsigned site, unsigned call) {
+  const int W = ctx.world_size, t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z), me = ctx.rank;
+  int ok = 1;
+  epoch += 1;
+  __syncthreads();
+  if (t < W) {
+    unsigned long long got = 0;
+    iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
+    iris_signal(ctx, row + me, (unsigned long long)epoch, t);
+    for (;;) {
+      got = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(row + t);
+      if (iris_epoch_reached((unsigned)got, epoch)) break;
+      if (iris_detail_wait_expired(ctx, spin, t, site, call)) { ok = 0; break; }
+    }
+#if defined(IRIS_DEBUG)
+    if (!ok) {
+      printf("iris: rank sync timed out on rank %d (block %d): rank %d never reached epoch %u\n", me, (int)blockIdx.x, t, epoch);
+      iris_detail_trap();
+    }
+#endif
+  }
+  return __syncthreads_and(ok) != 0;
+}
+/* Whole block: barrier number (epoch - base) of call c for this CTA index. */
+IRIS_DEVICE_INLINE bool iris_coll_barrier(const iris_coll_dev_t &d, unsigned &epoch, unsigned c, int kind) {
+  return iris_detail_rank_sync(d.ctx, IRIS_COLL_BARRIER_ROW(d, blockIdx.x), epoch, IRIS_COLL_SITE(kind, IRIS_SITE_BARRIER), c);
+}
+
+/* Whole block, before the kernel reads anything a peer wrote in this call: CTA 0
+ * announces call c with signature sig32 to every peer (release at system scope), and
+ * every CTA waits (acquire) until every peer has announced call c. True if they all
+ * announced the same signature. False in every thread on a mismatch (recorded as
+ * IRIS_FAULT_MISMATCH; every rank sees it, so no rank moves data for the call), a wait
+ * that ran out, or a fatal fault of the context. */
+IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned c, unsigned sig32, int kind) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, t = threadIdx.x;
+  unsigned long long *hdr = IRIS_COLL_HDR_WORDS(d, c);
+  int ok = 1;
+  if (blockIdx.x == 0 && t < W && t != me) iris_signal(d.ctx, hdr + me, IRIS_COLL_HDR_WORD(sig32, c), t);
+  if (t < W && t != me) {
+    unsigned long long v = 0;
+    iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
+    for (;;) {
+      v = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(hdr + t);
+      if ((v >> 32) != 0 && (unsigned)v == c) break;
+      if (iris_detail_wait_expired(d.ctx, spin, t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c)) { ok = 0; break; }
+    }
+#if defined(IRIS_DEBUG)
+    if (!ok) {
+      printf("iris: collective call %u on rank %d (block %d): rank %d never announced it\n", c, me, (int)blockIdx.x, t);
+      iris_detail_trap();
+    }
+#endif
+    if (ok && (unsigned)(v >> 32) != sig32) {
+      ok = 0;
+      if (blockIdx.x == 0) iris_detail_record_fault(d.ctx, IRIS_FAULT_MISMATCH, t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c);
+#if defined(IRIS_DEBUG)
+      printf("iris: collective mismatch on rank %d (block %d, call %u): rank %d called a different collective, count, type, op, root or buffers\n", me,
+             (int)blockIdx.x, c, t);
+      iris_detail_trap();
+#endif
+    }
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+/* Whole block, first thing of every barrier-based kernel: this launch's call number and
+ * the epoch before its first barrier; false when the call must not go on: a mismatch,
+ * a wait that ran out, or a fatal fault. Then the kernel returns. */
+IRIS_DEVICE_INLINE bool iris_coll_kernel_start(const iris_coll_dev_t &d, unsigned long long sig, int kind, unsigned &call, unsigned &epoch) {
+  call = iris_coll_call_enter(d);
+  epoch = iris_coll_sync_base(call);
+  return iris_coll_call_begin(d, call, iris_coll_sig32(sig), kind);
+}
+
+/* ---- LL lines: 16 bytes = 8 data bytes + the epoch twice, stored and loaded so that
+ * each 8-byte half (4 data bytes + epoch) is one single-copy-atomic access. */
+IRIS_DEVICE_INLINE void iris_coll_ll_store(uint4 *p, uint2 data, unsigned epoch) { iris_detail_st16_volatile(p, data.x, epoch, data.y, epoch); }
+/* One read of an LL line (each 8-byte half single-copy atomic). */
+IRIS_DEVICE_INLINE uint4 iris_coll_ll_peek(const uint4 *p) { return iris_detail_ld16_volatile(p); }
+/* Whether a line read by iris_coll_ll_peek carries epoch in both halves (then *data). */
+IRIS_DEVICE_INLINE bool iris_coll_ll_ready(uint4 v, unsigned epoch, uint2 *data) {
+  if (v.y != epoch || v.w != epoch) return false;
+  data->x = v.x;
+  data->y = v.z;
+  return true;
+}
+/* ---- call headers seen from the LL kernels (see "Headers" above iris_coll_dev_t) */
+/* Bit r set for every peer r of rank me in a world of W (W <= IRIS_MAX_RANKS <= 64). */
+typedef unsigned long long iris_coll_mask_t;
+IRIS_DEVICE_INLINE iris_coll_mask_t iris_coll_peer_mask(int W, int me) { return (W >= 64 ? ~0ULL : (1ULL << W) - 1ULL) & ~(1ULL << me); }
+/* CTA 0, one thread per peer: announce call c with signature sig32 in every peer's header
+ * slot, without waiting (relaxed: an LL line carries its own flag, and no data is read
+ * on the strength of a header). */
+IRIS_DEVICE_INLINE void iris_coll_announce(const iris_coll_dev_t &d, unsigned c, unsigned sig32) {
+  const int t = threadIdx.x;
+  if (blockIdx.x == 0 && t < d.ctx.world_size && t != d.ctx.rank)
+    iris_signal_relaxed(d.ctx, IRIS_COLL_HDR_WORDS(d, c) + d.ctx.rank, IRIS_COLL_HDR_WORD(sig32, c), t);
+}
+/* Two adjacent 8-byte words, each read single-copy atomically (one 16-byte load on NVIDIA;
+ * a header row pair starts 16-byte aligned because IRIS_MAX_RANKS is even). */
+static_assert(IRIS_MAX_RANKS % 2 == 0, "IRIS_MAX_RANKS must be even (the call headers are read in 16-byte pairs)");
+IRIS_DEVICE_INLINE void iris_coll_ld2(const unsigned long long *p, unsigned long long &a, unsigned long long &b) { iris_detail_ld2_volatile(p, a, b); }
+/* One thread: reads every peer's header slot of call c at once (all loads in flight) and
+ * sets bit r of `seen` for each peer r that announced (c, sig32). Returns 1 once every
+ * peer of `all` is seen, 0 while some have not announced call c yet (*who: one of them),
+ * -1 if a peer announced call c with another signature (*who: that peer). */
+IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned c, unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, int &who) {
+  const unsigned long long *row = IRIS_COLL_HDR_WORDS(d, c), want = IRIS_COLL_HDR_WORD(sig32, c);
+  const int W = d.ctx.world_size;
+  int st = 1;
+#pragma unroll
+  for (int k = 0; k < IRIS_MAX_RANKS; k += 2) {
+    unsigned long long v[2];
+    if (k >= W) break;
+    iris_coll_ld2(row + k, v[0], v[1]);
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      if (!((all & ~seen) >> (k + j) & 1)) continue;
+      if (v[j] == want) seen |= 1ULL << (k + j);
+      else if ((unsigned)v[j] == c && (v[j] >> 32) != 0) { who = k + j; return -1; }
+      else { who = k + j; st = 0; }
+    }
+  }
+  return st;
+}
+/* After a mismatch in an LL kernel (peer `who` announced call c with another signature):
+ * record it (CTA 0), then wait until every peer has announced call c, whatever its
+ * signature, so that this rank ends the call only when no peer can still be in call
+ * c - 1 (what the good path guarantees by matching every header). Returns -1. */
+IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned c, int who, int kind) {
+  const unsigned long long *row = IRIS_COLL_HDR_WORDS(d, c);
+  const unsigned site = IRIS_COLL_SITE(kind, IRIS_SITE_HEADER);
+  iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
+  if (blockIdx.x == 0) iris_detail_record_fault(d.ctx, IRIS_FAULT_MISMATCH, who, site, c);
+#if defined(IRIS_DEBUG)
+  printf("iris: collective mismatch on rank %d (block %d, call %u): rank %d called a different collective, count, type, op, root or buffers\n", d.ctx.rank,
+         (int)blockIdx.x, c, who);
+  iris_detail_trap();
+#endif
+  for (int r = 0; r < d.ctx.world_size; r++)
+    while (r != d.ctx.rank && (unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(row + r) != c)
+      if (iris_detail_wait_expired(d.ctx, spin, r, site, c)) return -1;
+  return -1;
+}
+/* One thread of an LL kernel of kind `kind`, call c: waits until the LL line p written by
+ * `peer` carries epoch (then *data) AND every peer of `all` has announced (c, sig32)
+ * (checked in the same polls, so it costs no round trip; `seen` remembers who did).
+ * p == NULL: the headers alone. Returns 1 when both hold, so the caller may write its
+ * output; 0 when a wait ran out (recorded as a fault) or the context has a fatal fault;
+ * -1 on a mismatch (recorded). */
+IRIS_DEVICE_INLINE int iris_coll_ll_wait(const iris_coll_dev_t &d, const uint4 *p, unsigned epoch, uint2 *data, int peer, unsigned c, unsigned sig32,
+                                         iris_coll_mask_t all, iris_coll_mask_t &seen, int kind) {
+  iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
+  for (;;) {
+    const uint4 v = p ? iris_coll_ll_peek(p) : make_uint4(0, 0, 0, 0);
+    int who = peer;
+    if (seen != all && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0) return iris_coll_ll_mismatch(d, c, who, kind);
+    if (seen == all && (!p || iris_coll_ll_ready(v, epoch, data))) return 1;
+    if (iris_detail_wait_expired(d.ctx, spin, who, IRIS_COLL_SITE(kind, seen == all ? IRIS_SITE_LL : IRIS_SITE_HEADER), c)) break;
+  }
+#if defined(IRIS_DEBUG)
+  printf("iris: LL wait timed out on rank %d (block %d, thread %d, call %u): %s of rank %d never came\n", d.ctx.rank, (int)blockIdx.x, (int)threadIdx.x, c,
+         seen == all ? "a data line" : "the call header", peer);
+  iris_detail_trap();
+#endif
+  return 0;
+}
+
+/* Peers per batch of iris_coll_ll_wait_all: its loads are in flight together, and its
+ * registers (a 16-byte line and 8 bytes of data per peer) bound the LL kernels' size. */
+#define IRIS_COLL_LL_GROUP 8
+/* One thread of an LL kernel: as iris_coll_ll_wait, for the peers of `want` among ranks
+ * r0 .. r0 + IRIS_COLL_LL_GROUP - 1 at once; the line of rank r is at base + r * stride.
+ * Each poll peeks at every pending line (all loads in flight, so the peers cost one
+ * memory round trip, not one each) and, until all are seen, the headers. Fills
+ * in[r - r0] for every r of the batch in `want`. */
+IRIS_DEVICE_INLINE int iris_coll_ll_wait_all(const iris_coll_dev_t &d, const uint4 *base, size_t stride, iris_coll_mask_t want, int r0, unsigned epoch,
+                                             uint2 (&in)[IRIS_COLL_LL_GROUP], unsigned c, unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, int kind) {
+  iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
+  unsigned pending = (unsigned)(want >> r0) & ((1u << IRIS_COLL_LL_GROUP) - 1u);
+  base += (size_t)r0 * stride;
+  for (;;) {
+    uint4 v[IRIS_COLL_LL_GROUP];
+#pragma unroll
+    for (int k = 0; k < IRIS_COLL_LL_GROUP; k++) v[k] = pending >> k & 1 ? iris_coll_ll_peek(base + (size_t)k * stride) : make_uint4(0, 0, 0, 0);
+    int who = -1;
+    if (seen != all && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0) return iris_coll_ll_mismatch(d, c, who, kind);
+#pragma unroll
+    for (int k = 0; k < IRIS_COLL_LL_GROUP; k++)
+      if ((pending >> k & 1) && iris_coll_ll_ready(v[k], epoch, &in[k])) pending &= ~(1u << k);
+    if (!pending && seen == all) return 1;
+    if (who < 0) who = pending ? r0 + __ffs(pending) - 1 : 0;
+    if (iris_detail_wait_expired(d.ctx, spin, who, IRIS_COLL_SITE(kind, seen == all ? IRIS_SITE_LL : IRIS_SITE_HEADER), c)) break;
+  }
+#if defined(IRIS_DEBUG)
+  printf("iris: LL wait timed out on rank %d (block %d, thread %d, call %u): %s of rank %d never came\n", d.ctx.rank, (int)blockIdx.x, (int)threadIdx.x, c,
+         seen == all ? "a data line" : "the call header", pending ? r0 + __ffs(pending) - 1 : 0);
+  iris_detail_trap();
+#endif
+  return 0;
+}
+
+/* ---- progress flags: one producer CTA tells the same CTA index of other ranks how far
+ * it got in this call. progress[b][p] in rank c's heap is written only by CTA b of rank
+ * p. A value is (call << 32 | steps done), where call is the CTA's epoch after the
+ * call's start barrier: the same on every rank and larger than in any earlier call, so
+ * a value left from an earlier call never passes for this one. Values are compared
+ * wrap-safely (iris_epoch_reached on 64 bits) and never reset, so graphs replay. A rank
+ * that stops early (signature mismatch, a timed-out wait) publishes steps =
+ * IRIS_COLL_RELAY_ABANDON to every peer: every wait on it ends at once, the waiter
+ * abandons in turn, and every CTA still meets the end barrier, so epochs stay in step. */
+static_assert(IRIS_COLL_AR_SCRATCH_BYTES >= (size_t)2 * IRIS_COLL_MAX_CTAS * 64 * 16, "the store two-shot needs a 16-byte slot per (half, CTA, rank)");
+/* Every collective kernel gives each rank one thread of a block (iris_barrier_device's
+ * block has 64 threads, the others 256 or 512): a larger IRIS_MAX_RANKS needs those widened. */
+static_assert(IRIS_MAX_RANKS <= 64, "iris_collectives.h supports at most 64 ranks (IRIS_MAX_RANKS)");
+
+IRIS_DEVICE_INLINE unsigned long long iris_coll_progress_value(unsigned call, unsigned done) { return ((unsigned long long)call << 32) | done; }
+
+/* This rank's copy of the progress flag that `from`'s CTA blockIdx.x raises. */
+IRIS_DEVICE_INLINE unsigned long long *iris_coll_progress_flag(const iris_coll_dev_t &d, int from) {
+  return IRIS_COLL_PROGRESS_ROW(d, blockIdx.x) + from;
+}
+
+/* Whole block: once every thread's earlier stores (local or remote) are done
+ * (__syncthreads), release-store value at system scope into rank `to`'s copy of this
+ * CTA's flag (to = -1: into every peer's, thread t serving rank t). */
+IRIS_DEVICE_INLINE void iris_coll_progress_publish(const iris_coll_dev_t &d, int to, unsigned long long value) {
+  const int t = threadIdx.x;
+  __syncthreads();
+  if (to < 0 ? t < d.ctx.world_size && t != d.ctx.rank : t == 0) iris_signal(d.ctx, iris_coll_progress_flag(d, d.ctx.rank), value, to < 0 ? t : to);
+}
+
+/* Whole block: wait until rank `from` (-1: every peer) has published `done` steps of
+ * this call (acquire at system scope; then the block meets, so every thread may read
+ * what the publisher stored before). False in every thread on a timeout or if a
+ * publisher abandoned the call. */
+IRIS_DEVICE_INLINE bool iris_coll_progress_wait(const iris_coll_dev_t &d, int from, unsigned call, unsigned done, int kind) {
+  const int t = threadIdx.x;
+  int ok = 1;
+  if (from < 0 ? t < d.ctx.world_size && t != d.ctx.rank : t == from) {
+    const unsigned long long *flag = iris_coll_progress_flag(d, t);
+    const unsigned long long want = iris_coll_progress_value(call, done);
+    iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
+    for (;;) {
+      if (iris_epoch_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(flag), want)) break;
+      if (iris_detail_wait_expired(d.ctx, spin, t, IRIS_COLL_SITE(kind, IRIS_SITE_PROGRESS), call)) { ok = 0; break; }
+    }
+#if defined(IRIS_DEBUG)
+    if (!ok) {
+      printf("iris: progress wait timed out on rank %d (block %d): rank %d never reached step %u of call %u\n", d.ctx.rank, (int)blockIdx.x, t, done, call);
+      iris_detail_trap();
+    }
+#endif
+    ok = ok && (unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(flag) != IRIS_COLL_RELAY_ABANDON;
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+#endif /* IRIS_INTERNAL_COLL_PROTOCOL_H */

@@ -1,0 +1,44 @@
+/* internal/core/detail_api.h: the internal API that the other iris headers (iris_collectives.h,
+ * iris_gemm.h, iris_gemm_reduce.h) and lib/iris.cu call. Declared in every unit that
+ * includes iris.h, defined by the implementation (internal/core/context.h, faults.h,
+ * stream_order.h, nodes.h). Not for users: names and signatures change without notice. */
+#ifndef IRIS_H /* compiled alone: the contract first (it includes this file in its place) */
+#include "../../iris.h"
+#endif
+#ifndef IRIS_INTERNAL_CORE_DETAIL_API_H
+#define IRIS_INTERNAL_CORE_DETAIL_API_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The NCCL/RCCL functions iris calls, resolved at run time (dlsym), with nccl.h's ABI
+ * (ncclResult_t, ncclDataType_t and ncclRedOp_t are ints; ncclComm_t a pointer).
+ * iris_detail_nccl returns the table of a multi-node context, else NULL. */
+typedef struct iris_nccl_api {
+  const char *(*get_error_string)(int result);
+  int (*all_reduce)(const void *send, void *recv, size_t count, int type, int op, void *comm, iris_stream_t stream);
+  int (*all_gather)(const void *send, void *recv, size_t count, int type, void *comm, iris_stream_t stream);
+  int (*reduce_scatter)(const void *send, void *recv, size_t count, int type, int op, void *comm, iris_stream_t stream);
+  int (*broadcast)(const void *send, void *recv, size_t count, int type, int root, void *comm, iris_stream_t stream);
+  int (*send)(const void *buf, size_t count, int type, int peer, void *comm, iris_stream_t stream);
+  int (*recv)(void *buf, size_t count, int type, int peer, void *comm, iris_stream_t stream);
+  int (*group_start)(void);
+  int (*group_end)(void);
+  int version; /* ncclGetVersion's code (e.g. 22803), 0 if unknown */
+} iris_nccl_api_t;
+IRIS_API const iris_nccl_api_t *iris_detail_nccl(const iris_t *ctx);
+/* A per-context slot that iris_collectives.h keeps its state in. */
+IRIS_API void iris_detail_set_ext(iris_t *ctx, void *ext, void (*free_fn)(void *));
+IRIS_API void *iris_detail_get_ext(const iris_t *ctx);
+/* The context's fatal fault (IRIS_SUCCESS if none), and the call order of the
+ * communication calls across streams (internal/core/stream_order.h). */
+IRIS_API iris_status_t iris_detail_check_fault(const iris_t *ctx);
+IRIS_API iris_status_t iris_detail_order_begin(iris_t *ctx, iris_stream_t stream);
+IRIS_API iris_status_t iris_detail_order_end(iris_t *ctx, iris_stream_t stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* IRIS_INTERNAL_CORE_DETAIL_API_H */

@@ -1,0 +1,65 @@
+/* internal/core/faults.h: the host side of the fault words (their encoding: internal/core/layout.h):
+ * reading them, naming a fault in the error detail (iris_get_async_error,
+ * iris_detail_check_fault), and iris_abort. Part of iris's implementation, included by
+ * iris.h under IRIS_IMPLEMENTATION (inside its extern "C" block); not a public header. */
+#ifndef IRIS_INTERNAL_CORE_FAULTS_H
+#define IRIS_INTERNAL_CORE_FAULTS_H
+#include "../../iris.h"
+#include "sys.h"
+#include "status.h"
+#include "context.h"
+
+static const char *const iris_detail_site_names[IRIS_SITE_COUNT] = {"a wait in a user kernel (iris_wait_until)", "the call header", "a barrier",
+                                                                    "an LL data line", "a progress flag", "a GEMM tile flag"};
+static const char *const iris_detail_coll_names[] = {"", "iris_all_reduce", "iris_all_gather", "iris_reduce_scatter", "iris_all_to_all", "iris_broadcast",
+                                                     "iris_barrier_device", "an all-gather + GEMM plan"};
+/* Word `which` (IRIS_FAULT_WORD_*) of the context; 0 when it has none. */
+IRIS_INTERNAL unsigned long long iris_detail_fault_read(const iris_t *ctx, int which) {
+  return ctx->fault_host ? __atomic_load_n(ctx->fault_host + which, __ATOMIC_ACQUIRE) : 0;
+}
+/* Names a fault word in the thread's detail; returns its status. */
+IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned long long f) {
+  const unsigned kind = IRIS_FAULT_KIND(f), peer = IRIS_FAULT_PEER(f), site = IRIS_FAULT_SITE(f), call = IRIS_FAULT_CALL(f);
+  const unsigned coll = IRIS_FAULT_SITE_COLL(site), what = IRIS_FAULT_SITE_WHAT(site);
+  const char *cname = coll < sizeof iris_detail_coll_names / sizeof iris_detail_coll_names[0] ? iris_detail_coll_names[coll] : "?";
+  const char *wname = what < IRIS_SITE_COUNT ? iris_detail_site_names[what] : "?";
+  char who[48];
+  if (kind == IRIS_FAULT_ABORT) return iris_detail_fail(IRIS_ERROR_ABORTED, "rank %d: the context was aborted (iris_abort)", ctx->local_rank);
+  if (peer < (unsigned)ctx->local_size) snprintf(who, sizeof who, "rank %u", peer);
+  else snprintf(who, sizeof who, "a peer");
+  if (kind == IRIS_FAULT_MISMATCH)
+    return iris_detail_fail(IRIS_ERROR_MISMATCH,
+                            "rank %d: collective call #%u: %s called a different collective (kind, count, type, op, root or buffers) at the same point; "
+                            "no rank moved data for that call",
+                            ctx->local_rank, call, who);
+  if (peer < (unsigned)ctx->local_size && ctx->pids[peer] > 0 && kill((pid_t)ctx->pids[peer], 0) != 0 && errno == ESRCH)
+    return iris_detail_fail(IRIS_ERROR_PEER_FAILED, "rank %d: rank %u (pid %lld) has died; %s%s%s waited for it in vain (call #%u); the context is unusable: iris_finalize it",
+                            ctx->local_rank, peer, (long long)ctx->pids[peer], wname, *cname ? " of " : "", cname, call);
+  return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                          "rank %d: %s%s%s (call #%u) waited for %s longer than the wait bound (IRIS_WAIT_TIMEOUT_MS, else the unit's IRIS_WAIT_TIMEOUT_NS); the context is unusable: iris_finalize it",
+                          ctx->local_rank, wname, *cname ? " of " : "", cname, call, who);
+}
+/* The fatal fault of ctx, if any (for every entry point that launches or waits). */
+IRIS_DEF iris_status_t iris_detail_check_fault(const iris_t *ctx) {
+  unsigned long long f;
+  if (ctx && !IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "a call on this context");
+  f = ctx ? iris_detail_fault_read(ctx, IRIS_FAULT_WORD_FATAL) : 0;
+  return f ? iris_detail_fault_status(ctx, f) : IRIS_SUCCESS;
+}
+IRIS_DEF iris_status_t iris_get_async_error(iris_t *ctx) {
+  unsigned long long f;
+  IRIS_DETAIL_LIVE(ctx, "iris_get_async_error");
+  if ((f = iris_detail_fault_read(ctx, IRIS_FAULT_WORD_FATAL)) != 0) return iris_detail_fault_status(ctx, f);
+  if (ctx->fault_host && (f = __atomic_exchange_n(ctx->fault_host + IRIS_FAULT_WORD_MISMATCH, 0ULL, __ATOMIC_ACQ_REL)) != 0)
+    return iris_detail_fault_status(ctx, f);
+  return IRIS_SUCCESS;
+}
+IRIS_DEF iris_status_t iris_abort(iris_t *ctx) {
+  unsigned long long zero = 0;
+  IRIS_DETAIL_LIVE(ctx, "iris_abort");
+  if (ctx->fault_host)
+    __atomic_compare_exchange_n(ctx->fault_host + IRIS_FAULT_WORD_FATAL, &zero, IRIS_FAULT_MAKE(IRIS_FAULT_ABORT, 0xff, 0, 0), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  return IRIS_SUCCESS;
+}
+
+#endif /* IRIS_INTERNAL_CORE_FAULTS_H */

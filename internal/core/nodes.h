@@ -1,0 +1,236 @@
+/* internal/core/nodes.h: multi-node worlds (docs/multinode.md): ranks grouped into nodes by a
+ * host identity, the choice of the TCP rendezvous, NCCL/RCCL loaded at run time, and the
+ * rail communicators that join the nodes. The heap is mapped among one node's ranks. Part
+ * of iris's implementation, included by iris.h under IRIS_IMPLEMENTATION (inside its
+ * extern "C" block); not a public header. */
+#ifndef IRIS_INTERNAL_CORE_NODES_H
+#define IRIS_INTERNAL_CORE_NODES_H
+#include "../../iris.h"
+#include "sys.h"
+#include "platform.h"
+#include "status.h"
+#include "util.h"
+#include "../rendezvous/wire.h"
+#include "context.h"
+#include "exchange.h"
+
+#define IRIS_DETAIL_HOST_ID_BYTES 128
+
+/* This rank's node identity: IRIS_HOST_ID (at most 120 characters) if set, else
+ * "<hostname>/<boot id>" (the boot id tells apart machines that share a name, and is
+ * the same in every container of one machine). lookup NULL reads getenv. */
+IRIS_INTERNAL iris_status_t iris_detail_host_id(iris_getenv_fn lookup, void *user, char *out, size_t cap) {
+  const char *v = lookup ? lookup(user, "IRIS_HOST_ID") : getenv("IRIS_HOST_ID");
+  iris_detail_record_t rec;
+  if (v && !*v) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_HOST_ID is set but empty; unset it for the default, or give a value");
+  if (v) {
+    if (strlen(v) > 120 || strlen(v) >= cap) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_HOST_ID=%.40s... is longer than 120 characters", v);
+    iris_detail_copy(out, cap, v);
+    return IRIS_SUCCESS;
+  }
+  memset(&rec, 0, sizeof rec);
+  iris_detail_host_identity(&rec);
+  snprintf(out, cap, "%.63s/%.47s", rec.host, rec.boot_id);
+  return IRIS_SUCCESS;
+}
+
+/* Groups `world` ranks by their ids (ids + r * stride, terminated strings): the ranks of
+ * one id must be consecutive (block placement) and every id must hold as many ranks.
+ * Sets rank `rank`'s node, the node count, its local rank and the local size. Errors
+ * name the ids, ranks and counts: IRIS_ERROR_UNSUPPORTED (ranks of a node not
+ * consecutive; a node of more than IRIS_MAX_RANKS ranks), IRIS_ERROR_MISMATCH (unequal
+ * counts). Pure: host-tested. */
+IRIS_INTERNAL iris_status_t iris_detail_group_nodes(const char *ids, size_t stride, int world, int rank, int *node, int *nodes, int *local_rank,
+                                                    int *local_size) {
+#define IRIS_DETAIL_ID(r) (ids + (size_t)(r) * stride)
+  int r, q, run = 1, L = 0;
+  for (r = 1; r <= world; r++) {
+    if (r < world && strcmp(IRIS_DETAIL_ID(r), IRIS_DETAIL_ID(r - 1)) == 0) { run++; continue; }
+    if (r < world) /* a new id starts at r: it must not have appeared before */
+      for (q = 0; q < r - 1; q++)
+        if (strcmp(IRIS_DETAIL_ID(q), IRIS_DETAIL_ID(r)) == 0)
+          return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                                  "the ranks of node '%s' are not consecutive (rank %d and rank %d are on it, rank %d between them on '%s'): iris needs block "
+                                  "placement, a node's ranks numbered one after another (srun --distribution=block, mpirun --map-by slot, torchrun)",
+                                  IRIS_DETAIL_ID(r), q, r, r - 1, IRIS_DETAIL_ID(r - 1));
+    if (!L) L = run;
+    else if (run != L)
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "node '%s' (ranks %d to %d) has %d ranks but node '%s' (rank 0's) has %d: every node must run the same number of ranks",
+                              IRIS_DETAIL_ID(r - 1), r - run, r - 1, run, IRIS_DETAIL_ID(0), L);
+    run = 1;
+  }
+  if (L > IRIS_MAX_RANKS)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "node '%s' has %d ranks, more than IRIS_MAX_RANKS (%d); rebuild every unit with a larger -DIRIS_MAX_RANKS",
+                            IRIS_DETAIL_ID(0), L, IRIS_MAX_RANKS);
+  *local_size = L;
+  *nodes = world / L;
+  *node = rank / L;
+  *local_rank = rank % L;
+  return IRIS_SUCCESS;
+#undef IRIS_DETAIL_ID
+}
+
+/* Which exchange a world without a bootstrap uses: the TCP rendezvous (*use = 1, addr
+ * and *port from MASTER_ADDR and MASTER_PORT) when `given` (the rendezvous name) is
+ * "tcp" or the launcher says the world spans hosts (its local size below the world
+ * size); else the Unix socket (*use = 0). Errors name the missing or malformed
+ * variable. Pure on lookup (NULL: getenv): host-tested. */
+IRIS_INTERNAL iris_status_t iris_detail_tcp_choice(iris_getenv_fn lookup, void *user, const char *given, const iris_launch_env_t *env, int *use, char *addr,
+                                                   size_t cap, int *port) {
+  const char *a = lookup ? lookup(user, "MASTER_ADDR") : getenv("MASTER_ADDR");
+  const char *pt = lookup ? lookup(user, "MASTER_PORT") : getenv("MASTER_PORT");
+  char why[160];
+  *use = 0;
+  if (given && strcmp(given, "tcp") == 0) snprintf(why, sizeof why, "IRIS_RENDEZVOUS=tcp");
+  else if (env && env->local_size > 0 && env->local_size < env->world_size)
+    snprintf(why, sizeof why, "%s spreads the world over hosts (local size %d of world size %d)", env->launcher_name, env->local_size, env->world_size);
+  else return IRIS_SUCCESS;
+  if (!a || !*a || !pt || !*pt)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: the network rendezvous needs MASTER_ADDR (rank 0's host) and MASTER_PORT (a free port there); %s is not set"
+                            " (or pass iris_config_t.bootstrap)", why, (!a || !*a) ? "MASTER_ADDR" : "MASTER_PORT");
+  if (iris_detail_parse_uint("MASTER_PORT", pt, port) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
+  if (*port < 1 || *port > 65535) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "MASTER_PORT=%s is not a port in [1, 65535]", pt);
+  if (strlen(a) >= cap || strlen(a) > 80) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "MASTER_ADDR=%.40s... is longer than 80 characters", a);
+  iris_detail_copy(addr, cap, a);
+  *use = 1;
+  return IRIS_SUCCESS;
+}
+
+/* NCCL/RCCL, loaded once per process: IRIS_NCCL_LIBRARY, else a copy already in the
+ * process (linked or loaded by the application), else libnccl.so.2 (librccl.so on
+ * AMD). Never unloaded. IRIS_SUCCESS with *api, or IRIS_ERROR_UNSUPPORTED naming the
+ * library or the missing function. */
+typedef struct { char internal[128]; } iris_detail_nccl_id_t; /* ncclUniqueId */
+typedef struct iris_detail_nccl_lib {
+  iris_nccl_api_t api;
+  int (*get_unique_id)(iris_detail_nccl_id_t *id);
+  int (*comm_init_rank)(void **comm, int nranks, iris_detail_nccl_id_t id, int rank);
+  int (*comm_destroy)(void *comm);
+  int (*comm_count)(const void *comm, int *count);
+  int (*comm_user_rank)(const void *comm, int *rank);
+} iris_detail_nccl_lib_t;
+IRIS_INTERNAL iris_status_t iris_detail_nccl_load(const iris_detail_nccl_lib_t **out) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static iris_detail_nccl_lib_t lib;
+  static int loaded;
+  static const char *const names[] = {"ncclGetErrorString", "ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclSend", "ncclRecv",
+                                      "ncclGroupStart", "ncclGroupEnd", "ncclGetUniqueId", "ncclCommInitRank", "ncclCommDestroy", "ncclCommCount",
+                                      "ncclCommUserRank"};
+  void *fn[sizeof names / sizeof names[0]];
+  const char *env = NULL, *which = IRIS_GPU_NCCL_SONAME;
+  void *h = NULL;
+  size_t i;
+  iris_status_t st = IRIS_SUCCESS;
+  if (iris_detail_env("IRIS_NCCL_LIBRARY", &env) < 0) return IRIS_ERROR_INVALID_ARGUMENT; /* set but empty: an error, not the default */
+  pthread_mutex_lock(&mu);
+  if (loaded) { *out = &lib; pthread_mutex_unlock(&mu); return IRIS_SUCCESS; }
+  if (env) which = env;
+  else {
+    void *self = dlopen(NULL, RTLD_LAZY);
+    if (self && dlsym(self, "ncclAllReduce")) h = self, which = "this process";
+  }
+  if (!h && !(h = dlopen(which, RTLD_NOW | RTLD_GLOBAL))) {
+    const char *why = dlerror();
+    st = iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                          "a multi-node world needs NCCL/RCCL between the nodes, and %s could not be loaded (%s); install it, put it on LD_LIBRARY_PATH or name "
+                          "it in IRIS_NCCL_LIBRARY",
+                          which, why ? why : "?");
+  }
+  for (i = 0; st == IRIS_SUCCESS && i < sizeof names / sizeof names[0]; i++) {
+    *(void **)&fn[i] = dlsym(h, names[i]);
+    if (!fn[i]) st = iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "%s has no %s (NCCL 2.7 or later is needed)", which, names[i]);
+  }
+  if (st == IRIS_SUCCESS) {
+    int (*get_version)(int *) = NULL;
+    *(void **)&get_version = dlsym(h, "ncclGetVersion");
+    memcpy(&lib.api.get_error_string, &fn[0], sizeof fn[0]);
+    memcpy(&lib.api.all_reduce, &fn[1], sizeof fn[0]);
+    memcpy(&lib.api.all_gather, &fn[2], sizeof fn[0]);
+    memcpy(&lib.api.reduce_scatter, &fn[3], sizeof fn[0]);
+    memcpy(&lib.api.broadcast, &fn[4], sizeof fn[0]);
+    memcpy(&lib.api.send, &fn[5], sizeof fn[0]);
+    memcpy(&lib.api.recv, &fn[6], sizeof fn[0]);
+    memcpy(&lib.api.group_start, &fn[7], sizeof fn[0]);
+    memcpy(&lib.api.group_end, &fn[8], sizeof fn[0]);
+    memcpy(&lib.get_unique_id, &fn[9], sizeof fn[0]);
+    memcpy(&lib.comm_init_rank, &fn[10], sizeof fn[0]);
+    memcpy(&lib.comm_destroy, &fn[11], sizeof fn[0]);
+    memcpy(&lib.comm_count, &fn[12], sizeof fn[0]);
+    memcpy(&lib.comm_user_rank, &fn[13], sizeof fn[0]);
+    if (!get_version || get_version(&lib.api.version) != 0) lib.api.version = 0;
+    loaded = 1;
+    *out = &lib;
+  }
+  pthread_mutex_unlock(&mu);
+  return st;
+}
+
+/* Collective over the world: one rail communicator per local rank across the nodes
+ * (its rank: this rank's node), or the caller's (user_comm, checked: size = nodes,
+ * rank = node). The node-0 member of each rail makes the ncclUniqueId; the world's
+ * exchange carries it. Every rank reports its outcome before and after NCCL's init,
+ * so all fail alike (no partial context) and NCCL's init starts only once every rank
+ * is ready for it. NCCL's own connection waits are bounded by NCCL, not timeout_ms. */
+typedef struct iris_detail_rail_msg {
+  int32_t status; /* non-zero: this rank failed (an iris_status_t); err says why */
+  char err[220];
+  iris_detail_nccl_id_t id; /* the node-0 member's ncclUniqueId (the others: zeros) */
+} iris_detail_rail_msg_t;
+IRIS_DETAIL_STATIC_ASSERT(sizeof(iris_detail_nccl_id_t) == 128 && offsetof(iris_detail_rail_msg_t, err) == 4 &&
+                              offsetof(iris_detail_rail_msg_t, id) == 224 && sizeof(iris_detail_rail_msg_t) == 352,
+                          rail_message_layout);
+IRIS_INTERNAL iris_status_t iris_detail_rail_agree(iris_t *ctx, iris_detail_rail_msg_t *me, iris_detail_rail_msg_t *all) {
+  iris_status_t st;
+  int r;
+  if ((st = iris_detail_comm_allgather_world(ctx, me, all, sizeof *me, ctx->timeout_ms)) != IRIS_SUCCESS) return st;
+  for (r = 0; r < ctx->gworld; r++) {
+    all[r].err[sizeof all[r].err - 1] = 0;
+    if (all[r].status != 0)
+      return iris_detail_fail(iris_detail_peer_status(all[r].status), "rank %d (node %d) could not set up its rail communicator: %s", r, r / ctx->local_size,
+                              all[r].err);
+  }
+  return IRIS_SUCCESS;
+}
+IRIS_INTERNAL iris_status_t iris_detail_rails_setup(iris_t *ctx, void *user_comm) {
+  const iris_detail_nccl_lib_t *lib = NULL;
+  iris_detail_rail_msg_t me, *all = (iris_detail_rail_msg_t *)calloc((size_t)ctx->gworld, sizeof me);
+  iris_status_t st, local;
+  int res = 0;
+  if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", ctx->grank);
+  memset(&me, 0, sizeof me);
+  local = iris_detail_nccl_load(&lib);
+  if (local == IRIS_SUCCESS && user_comm) {
+    int n = -1, k = -1;
+    if (lib->comm_count(user_comm, &n) != 0 || lib->comm_user_rank(user_comm, &k) != 0 || n != ctx->nodes || k != ctx->node)
+      local = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_config_t.rail_comm has %d ranks and rank %d in it, but a rail has one rank per node: %d ranks, rank %d (the node)",
+                               ctx->grank, n, k, ctx->nodes, ctx->node);
+  } else if (local == IRIS_SUCCESS && ctx->node == 0 && (res = lib->get_unique_id(&me.id)) != 0) {
+    local = iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: ncclGetUniqueId failed: %s", ctx->grank, lib->api.get_error_string(res));
+  }
+  if (local != IRIS_SUCCESS) {
+    me.status = (int32_t)local;
+    iris_detail_copy(me.err, sizeof me.err, iris_detail_errbuf);
+  }
+  if ((st = iris_detail_rail_agree(ctx, &me, all)) == IRIS_SUCCESS) {
+    ctx->nccl = &lib->api;
+    if (user_comm) {
+      ctx->rail = user_comm;
+    } else {
+      void *comm = NULL;
+      /* rail l's id comes from its node-0 member, global rank l */
+      if ((res = lib->comm_init_rank(&comm, ctx->nodes, all[ctx->local_rank].id, ctx->node)) != 0) {
+        me.status = (int32_t)IRIS_ERROR_UNSUPPORTED;
+        snprintf(me.err, sizeof me.err, "ncclCommInitRank (rail %d, %d nodes) failed: %s", ctx->local_rank, ctx->nodes, lib->api.get_error_string(res));
+        comm = NULL;
+      }
+      ctx->rail = comm;
+      ctx->rail_owned = comm != NULL;
+      st = iris_detail_rail_agree(ctx, &me, all); /* iris_detail_release destroys ours on failure */
+    }
+  }
+  free(all);
+  return st;
+}
+IRIS_DEF const iris_nccl_api_t *iris_detail_nccl(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) && ctx->nodes > 1 ? ctx->nccl : NULL; }
+
+#endif /* IRIS_INTERNAL_CORE_NODES_H */

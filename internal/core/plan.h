@@ -1,0 +1,154 @@
+/* internal/core/plan.h: one lifecycle for every plan of the GEMM and MoE headers
+ * (iris_ag_gemm_t, iris_gemm_rs_t, iris_moe_t), written once as functions that each plan
+ * calls in this order:
+ *   create  iris_detail_plan_args       NULL arguments refused (then *out = NULL)
+ *           iris_detail_plan_meet       a multi-node context refused alike on every rank,
+ *                                       before any exchange; the description's fields
+ *                                       gathered from every rank and compared, before any
+ *                                       rank judges its own (a rank with a bad description
+ *                                       must not leave the others waiting)
+ *           (the plan's own rules, the same verdict on every rank)
+ *           iris_detail_plan_device     the context's GPU current, the caller's given back
+ *           (heap blocks: the same sequence on every rank; then this rank's local setup)
+ *           iris_detail_plan_agree      a plan on every rank or on none (and the kernels
+ *                                       cut alike where a rank counts its peers' signals)
+ *           iris_detail_plan_finish     on failure the plan's destroy undoes this rank's
+ *                                       part (its heap blocks too: the verdict is the same
+ *                                       everywhere), else the plan is handed out
+ *   run     iris_detail_plan_run_begin  a fatal fault of the context refuses the run at
+ *                                       once; then the run is ordered after the context's
+ *                                       previous communication call, whatever its stream
+ *           (the plan's launches; iris_detail_plan_launched checks each kernel launch)
+ *           iris_detail_plan_run_end    the order's end; the first failure is returned
+ *   destroy the plan's own: local resources, then its heap blocks in reverse order.
+ * Host code of the implementation (IRIS_IMPLEMENTATION), C with a C++ template at the end;
+ * not a public header. */
+#ifndef IRIS_INTERNAL_CORE_PLAN_H
+#define IRIS_INTERNAL_CORE_PLAN_H
+#include "../../iris.h"
+#include "sys.h"
+#include "platform.h"
+#include "status.h"
+
+/* What a plan's create is called in its errors. */
+typedef struct iris_detail_plan_kind {
+  const char *create; /* the create function: "iris_ag_gemm_create" */
+  const char *what;   /* what runs within one node: "the all-gather + GEMM" */
+  const char *noun;   /* what a description describes: "problem", "layer" */
+  const char *fields; /* the description's fields in words, for a mismatch */
+} iris_detail_plan_kind_t;
+
+/* The create's arguments: none may be NULL. */
+static inline iris_status_t iris_detail_plan_args(const iris_detail_plan_kind_t *k, const iris_t *ctx, const void *desc, const void *out) {
+  if (ctx && desc && out) return IRIS_SUCCESS;
+  return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL argument (ctx %p, desc %p, out %p)", k->create, (const void *)ctx, desc, out);
+}
+
+/* Collective: refuses a context that spans several nodes (the plans run within one node),
+ * alike on every rank before any exchange; then gathers the description's nf fields
+ * (fields, not bytes: the descriptions have padding) from every rank and compares them:
+ * IRIS_ERROR_MISMATCH names the first rank that describes another problem. */
+static inline iris_status_t iris_detail_plan_meet(const iris_detail_plan_kind_t *k, iris_t *ctx, const long long *mine, int nf) {
+  const int W = iris_world_size(ctx), me = iris_rank(ctx);
+  const size_t bytes = (size_t)nf * sizeof *mine;
+  long long *all;
+  iris_status_t st;
+  int q;
+  if (iris_num_nodes(ctx) > 1)
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                            "rank %d: %s: %s runs within one node, and this context spans %d nodes; create it on a node-local context (docs/multinode.md)", me,
+                            k->create, k->what, iris_num_nodes(ctx));
+  if (!(all = (long long *)calloc((size_t)W * (size_t)nf, sizeof *all))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if ((st = iris_allgather_host(ctx, mine, all, bytes)) != IRIS_SUCCESS) {
+    free(all);
+    return st;
+  }
+  for (q = 0; q < W; ++q)
+    if (memcmp(all + (size_t)q * (size_t)nf, mine, bytes)) {
+      free(all);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d describes a different %s (%s)", me, k->create, q, k->noun, k->fields);
+    }
+  free(all);
+  return IRIS_SUCCESS;
+}
+
+/* The context's GPU made current for a create; returns the caller's (-1: none), which
+ * iris_detail_plan_device_back makes current again. */
+static inline int iris_detail_plan_device(iris_t *ctx) {
+  int old = -1;
+  (void)iris_gpu_get_device(&old);
+  (void)iris_gpu_set_device(iris_device_ordinal(ctx));
+  return old;
+}
+static inline void iris_detail_plan_device_back(int old) {
+  if (old >= 0) (void)iris_gpu_set_device(old);
+}
+
+/* Collective: the verdict of a plan's create, the same on every rank (a plan exists on
+ * every rank or on none). st: this rank's verdict. cut: n ints (n <= 8; NULL, 0: none) that
+ * every rank's kernels must have alike, because a rank waits for as many signals as it
+ * counts with its own numbers (names: the ints in words, comma-separated; hint: the fix).
+ * Returns this rank's failure st; else IRIS_ERROR_MISMATCH naming the first rank that
+ * failed (its own error says why) or whose cut differs; IRIS_ERROR_TIMEOUT when the
+ * exchange itself failed. */
+static inline iris_status_t iris_detail_plan_agree(iris_t *ctx, iris_status_t st, const char *fn, const int *cut, int n, const char *names, const char *hint) {
+  const int W = iris_world_size(ctx), me = iris_rank(ctx), row = 1 + n;
+  int mine[9], q, i, *all;
+  mine[0] = st == IRIS_SUCCESS;
+  for (i = 0; i < n; ++i) mine[1 + i] = cut[i];
+  if (!(all = (int *)calloc((size_t)W * (size_t)row, sizeof *all))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if (iris_allgather_host(ctx, mine, all, (size_t)row * sizeof *mine) != IRIS_SUCCESS) st = st == IRIS_SUCCESS ? IRIS_ERROR_TIMEOUT : st;
+  else
+    for (q = 0; q < W && st == IRIS_SUCCESS; ++q) {
+      const int *o = all + (size_t)q * (size_t)row;
+      if (!o[0]) st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d could not create its plan (see its error)", me, fn, q);
+      else if (n && memcmp(o + 1, mine + 1, (size_t)n * sizeof *o)) {
+        char theirs[128] = "", here[128] = "";
+        for (i = 0; i < n; ++i) {
+          snprintf(theirs + strlen(theirs), sizeof theirs - strlen(theirs), "%s%d", i ? ", " : "", o[1 + i]);
+          snprintf(here + strlen(here), sizeof here - strlen(here), "%s%d", i ? ", " : "", mine[1 + i]);
+        }
+        st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d cuts the kernel differently (%s: %s; here %s): %s", me, fn, q, names, theirs, here, hint);
+      }
+    }
+  free(all);
+  return st;
+}
+
+/* The run's prologue: the context's fatal fault refuses it at once (no launch, no wait);
+ * then it is ordered after the context's previous communication call, whatever its
+ * stream (iris_detail_order_begin). */
+static inline iris_status_t iris_detail_plan_run_begin(iris_t *ctx, iris_stream_t stream) {
+  const iris_status_t st = iris_detail_check_fault(ctx);
+  return st != IRIS_SUCCESS ? st : iris_detail_order_begin(ctx, stream);
+}
+/* The run's epilogue: the order's end (always, after a begin that succeeded); the run's
+ * own failure st first. */
+static inline iris_status_t iris_detail_plan_run_end(iris_t *ctx, iris_stream_t stream, iris_status_t st) {
+  const iris_status_t st2 = iris_detail_order_end(ctx, stream);
+  return st != IRIS_SUCCESS ? st : st2;
+}
+/* After a kernel launch: its error (iris_gpu_last_error, read either way) as
+ * IRIS_ERROR_GPU naming `what`, unless st is a failure already. */
+static inline iris_status_t iris_detail_plan_launched(int rank, iris_status_t st, const char *what) {
+  const iris_gpu_error_t e = iris_gpu_last_error();
+  return e != IRIS_GPU_SUCCESS && st == IRIS_SUCCESS ? iris_detail_gpu_fail(rank, what, e) : st;
+}
+
+#ifdef __cplusplus
+extern "C++" {
+/* The create's end: on failure destroy(p) undoes this rank's part and the verdict is
+ * returned; else *out = p. */
+template <typename P>
+static inline iris_status_t iris_detail_plan_finish(iris_status_t st, P *p, P **out, iris_status_t (*destroy)(P *)) {
+  if (st != IRIS_SUCCESS) {
+    destroy(p);
+    return st;
+  }
+  *out = p;
+  return IRIS_SUCCESS;
+}
+}
+#endif
+
+#endif /* IRIS_INTERNAL_CORE_PLAN_H */

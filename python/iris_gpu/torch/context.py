@@ -1,0 +1,330 @@
+"""iris_gpu.torch.context: bring-up over torch.distributed, heap tensors (Context), and the registry that ops reach contexts through."""
+import ctypes
+import itertools
+import os
+import threading
+import warnings
+
+from .. import _host, _lib, _types
+from .._lib import IrisError
+from .dlpack import _device_bytes
+
+
+_torch = None
+_register_lock = threading.Lock()
+_CONTEXTS = {}  # id -> Context; ops reach their context through this id (an int in the schema)
+_ids = itertools.count(1)
+_prefix_counts = {}  # (store prefix of a group) -> contexts made over it in this process
+
+
+def _torch_mod():
+    global _torch
+    if _torch is None:
+        with _register_lock:
+            if _torch is None:
+                import torch
+
+                from .ops import _register_ops  # here: ops imports this module
+
+                _register_ops(torch)
+                _torch = torch
+    return _torch
+
+
+def _device_index(torch, device):
+    if isinstance(device, int):
+        return device
+    d = torch.device(device)
+    if d.type != "cuda":
+        raise ValueError("iris runs on CUDA devices, not %s" % d)
+    return d.index if d.index is not None else torch.cuda.current_device()
+
+
+def _ctx(ctx_id):
+    c = _CONTEXTS.get(int(ctx_id))
+    if c is None:
+        raise RuntimeError("iris context %d is closed or was never created (create iris_gpu.torch.Context first)" % ctx_id)
+    return c
+
+
+def _ctx_id(ctx):
+    if not isinstance(ctx, Context):
+        raise TypeError("expected an iris_gpu.torch.Context, got %s" % type(ctx).__name__)
+    if ctx.closed:
+        raise RuntimeError("iris context %d is closed" % ctx.id)
+    return ctx.id
+
+
+class _HeapBlock:
+    """One iris_malloc block, kept alive by the tensors viewing it (_device_bytes); freed
+    when the last one dies."""
+
+    def __init__(self, ctx, ptr):
+        self.ctx, self.ptr = ctx, ptr
+
+    def __del__(self):
+        ctx = self.ctx
+        if ctx is not None and not ctx.closed:
+            ctx._live -= 1
+            try:
+                ctx._lib.lib.iris_free(ctx._h, ctypes.c_void_p(self.ptr))
+            except Exception:  # interpreter shutdown
+                pass
+
+
+class Context:
+    """One rank's iris context, brought up over torch.distributed (collective).
+
+    group: a torch.distributed process group (None: the default group). If torch.distributed
+      is not initialized, torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+      LOCAL_RANK) is used through torch.distributed.rendezvous("env://").
+    device: CUDA device (int, "cuda:k", torch.device); None: LOCAL_RANK % device_count().
+    heap_size: bytes of this rank's symmetric heap (0: IRIS_HEAP_SIZE, else 1 GiB).
+    store: a torch.distributed Store for the exchange (None: the default group's).
+    timeout_ms: bring-up waits (0: IRIS_TIMEOUT_MS, else 60 s).
+    check_shapes: before each eager collective, exchange (kind, count, dtype, op, root) over
+      the store and raise if ranks differ (slow: for debugging; never during graph capture).
+      None: the environment variable IRIS_GPU_CHECK_SHAPES=1.
+
+    The rendezvous keys live under iris_gpu/<group ranks>/<n>/ in the store, n counting the
+    contexts made over the same group in this process, so every rank must create its
+    contexts in the same order."""
+
+    def __init__(self, group=None, device=None, heap_size=0, store=None, timeout_ms=0, check_shapes=None):
+        torch = _torch_mod()
+        import torch.distributed as dist
+
+        self.closed = True
+        self._lib = _lib.load()
+        if dist.is_available() and dist.is_initialized():
+            rank, world = dist.get_rank(group), dist.get_world_size(group)
+            if rank < 0:
+                raise ValueError("iris Context: this process is not a member of the group")
+            ranks = dist.get_process_group_ranks(group) if group is not None else list(range(world))
+            if store is None:
+                store = dist.distributed_c10d._get_default_store()
+        elif group is not None:
+            raise RuntimeError("iris Context: a group was given but torch.distributed is not initialized")
+        elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            store_env, rank, world = next(dist.rendezvous("env://"))
+            store = store if store is not None else store_env
+            ranks = list(range(world))
+        else:
+            raise RuntimeError("iris Context: torch.distributed is not initialized and RANK/WORLD_SIZE are not set (run under torchrun or call init_process_group first)")
+        if device is None:
+            if torch.cuda.device_count() < 1:
+                raise RuntimeError("iris Context: no CUDA device is visible")
+            device = int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count()
+        self.device = _device_index(torch, device)
+        self.rank, self.world_size = rank, world
+        key = "iris_gpu/" + "-".join(str(r) for r in ranks)
+        n = _prefix_counts.get(key, 0)
+        _prefix_counts[key] = n + 1
+        self._boot = _host.StoreBootstrap(dist.PrefixStore("%s/%d/" % (key, n), store), rank, world, (timeout_ms or 60000) / 1000.0)
+        with torch.cuda.device(self.device):
+            self._h = _host.bring_up(self._lib, rank, world, self.device, heap_size, timeout_ms, self._boot)
+        self.closed = False
+        self._live = 0
+        self.id = next(_ids)
+        _CONTEXTS[self.id] = self
+        if check_shapes is None:
+            check_shapes = os.environ.get("IRIS_GPU_CHECK_SHAPES", "0") not in ("", "0")
+        self.check_shapes = bool(check_shapes)
+        self._opts, self._opts_c, self._optp = {}, None, None
+        L = self._lib.lib
+        self._coll_fns = {"all_reduce": L.iris_all_reduce_ex, "all_gather": L.iris_all_gather_ex, "reduce_scatter": L.iris_reduce_scatter_ex,
+                          "all_to_all": L.iris_all_to_all_ex, "broadcast": L.iris_broadcast_ex}
+
+    # -------------------------------------------------------------- basics
+    def _call(self, call, status):
+        if status != 0:
+            raise IrisError(status, self._lib.detail(), "%s (rank %d)" % (call, self.rank))
+
+    def _handle(self):
+        if self.closed:
+            raise RuntimeError("iris context is closed")
+        return self._h
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Collective: finalize (waits for this rank's GPU work, meets every rank, frees the
+        heap). Drop every heap tensor first: one still alive afterwards points at freed
+        memory (a warning says how many were alive). Idempotent."""
+        if self.closed:
+            return
+        if self._live:
+            warnings.warn("iris Context.close(): %d heap tensor(s) still alive; they must not be used any more" % self._live)
+        _CONTEXTS.pop(self.id, None)
+        self.closed = True
+        torch = _torch_mod()
+        with torch.cuda.device(self.device):
+            st = self._lib.lib.iris_finalize(self._h)
+        self._h = None
+        self._call("iris_finalize", st)
+
+    @property
+    def heap_size(self):
+        return self._lib.lib.iris_heap_size(self._handle())
+
+    @property
+    def heap_used(self):
+        return self._lib.lib.iris_heap_used(self._handle())
+
+    def heap_bases(self):
+        """Every rank's heap base in this process, as ints (rank r at index r)."""
+        h = self._handle()
+        return [self._lib.lib.iris_heap_base(h, r) or 0 for r in range(self.world_size)]
+
+    def heap_bases_tensor(self):
+        """The heap bases as an int64 tensor on this device (what Triton kernels take)."""
+        torch = _torch_mod()
+        return torch.tensor(self.heap_bases(), dtype=torch.int64, device="cuda:%d" % self.device)
+
+    def device_context(self):
+        """iris_device_ctx_t (ctypes) for kernels of your own (C, CuPy, ...)."""
+        return self._lib.lib.iris_device_context(self._handle())
+
+    def barrier_host(self):
+        """Collective: iris_barrier (device synchronize, then every rank meets)."""
+        self._call("iris_barrier", self._lib.lib.iris_barrier(self._handle()))
+
+    def heap_verify(self):
+        """Collective: IrisError (IRIS_ERROR_MISMATCH) if ranks hold different allocations."""
+        self._call("iris_heap_verify", self._lib.lib.iris_heap_verify(self._handle()))
+
+    def check(self):
+        """iris_collectives_check (synchronous): IrisError if a wait of this context's
+        kernels ran out (IRIS_ERROR_TIMEOUT / IRIS_ERROR_PEER_FAILED, fatal), it was
+        aborted, or ranks called different collectives since the last check."""
+        self._call("iris_collectives_check", self._lib.lib.iris_collectives_check(self._handle()))
+
+    def async_error(self):
+        """iris_get_async_error: non-blocking, safe from a watchdog thread. Raises IrisError
+        for a fatal fault (a peer that died or hangs, abort) or a pending mismatch."""
+        self._call("iris_get_async_error", self._lib.lib.iris_get_async_error(self._handle()))
+
+    def abort(self):
+        """iris_abort (any thread): kernels of this context stop waiting, later calls raise
+        IRIS_ERROR_ABORTED at once, close() then frees everything without meeting the
+        other ranks."""
+        self._call("iris_abort", self._lib.lib.iris_abort(self._handle()))
+
+    def set_algo(self, algo="auto", ctas=0):
+        """Algorithm of the following collectives (auto, latency, bandwidth, two_shot_ll)."""
+        self._opts = {} if algo == "auto" and not ctas else {"algo": _types.iris_algo(algo), "ctas": int(ctas)}
+        self._opts_c = _lib.CollOptsT.init(**self._opts) if self._opts else None
+        self._optp = ctypes.byref(self._opts_c) if self._opts_c is not None else None
+
+    # -------------------------------------------------------------- heap tensors
+    def empty(self, shape, dtype=None):
+        """A tensor on the symmetric heap: same offset on every rank when every rank makes
+        the same sequence of allocations (and drops them in the same order). Content
+        unspecified. Freed back to the heap when the last view of it dies."""
+        torch = _torch_mod()
+        dtype = torch.float32 if dtype is None else dtype
+        shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        nbytes = _types.heap_bytes(shape, dtype)
+        h = self._handle()
+        ptr = ctypes.c_void_p()
+        st = self._lib.lib.iris_malloc(h, nbytes, ctypes.byref(ptr))
+        if st != 0:
+            detail = self._lib.detail()
+            raise IrisError(st, "%s (asked for %d bytes of shape %s %s; heap %d bytes, %d in use)" % (detail, nbytes, shape, _types.dtype_name(dtype), self.heap_size, self.heap_used), "Context.empty (rank %d)" % self.rank)
+        block = _HeapBlock(self, ptr.value)
+        self._live += 1
+        raw = _device_bytes(torch, ptr.value, nbytes, self.device, block)
+        n = 1
+        for s in shape:
+            n *= s
+        return raw[: n * _types.ITEMSIZE[_types.dtype_name(dtype)]].view(dtype).view(shape)
+
+    def zeros(self, shape, dtype=None):
+        """empty() then zero_() on the current stream."""
+        return self.empty(shape, dtype).zero_()
+
+    def heap_offset(self, t):
+        """Offset of a heap tensor's data from this rank's heap base (IrisError if not on the heap)."""
+        off = ctypes.c_size_t()
+        self._call("iris_heap_offset", self._lib.lib.iris_heap_offset(self._handle(), ctypes.c_void_p(t.data_ptr()), ctypes.byref(off)))
+        return off.value
+
+    def peer_view(self, t, rank):
+        """Rank `rank`'s copy of heap tensor t, as a tensor of this process (zero-copy,
+        through the peer mapping; reads and writes go over NVLink/PCIe). Valid until close().
+        Order accesses with barrier()/barrier_host(): nothing orders them with the peer's work."""
+        if not 0 <= rank < self.world_size:
+            raise ValueError("peer_view: rank %d is not in [0, %d)" % (rank, self.world_size))
+        if not t.is_contiguous():
+            raise ValueError("peer_view: the tensor is not contiguous")
+        out = ctypes.c_void_p()
+        self._call("iris_translate_host", self._lib.lib.iris_translate_host(self._handle(), ctypes.c_void_p(t.data_ptr()), rank, ctypes.byref(out)))
+        nbytes = max(t.numel() * t.element_size(), 1)
+        raw = _device_bytes(_torch_mod(), out.value, nbytes, self.device, self)
+        return raw[: t.numel() * t.element_size()].view(t.dtype).view(t.shape)
+
+    def is_heap(self, t):
+        base = self._lib.lib.iris_heap_base(self._handle(), self.rank) or 0
+        return base <= t.data_ptr() < base + self.heap_size
+
+    # -------------------------------------------------------------- collectives (raw)
+    def _same_everywhere(self, what):
+        """check_shapes: exchange a description of the call and refuse one that differs."""
+        if not self.check_shapes or _torch_mod().cuda.is_current_stream_capturing():
+            return
+        got = self._boot.exchange(repr(what).encode())
+        mine = got[self.rank]
+        bad = [r for r, g in enumerate(got) if g != mine]
+        if bad:
+            raise ValueError("iris collective mismatch: rank %d calls %s but rank(s) %s call %s" % (self.rank, mine.decode(), bad, got[bad[0]].decode()))
+
+    def _run(self, kind, send_ptr, recv_ptr, count, dtype, extra=None):
+        """Enqueue one collective on torch.cuda.current_stream(); extra: op or root.
+        Kept lean: it is most of what an eager call costs on the host."""
+        torch = _torch_mod()
+        if self.check_shapes:
+            self._same_everywhere((kind, count, dtype, extra))
+        if count == 0:
+            return
+        fn = self._coll_fns[kind]
+        h = self._handle()
+        stream = torch._C._cuda_getCurrentRawStream(self.device)
+        args = (h, send_ptr, recv_ptr, count, dtype) + ((extra,) if extra is not None else ()) + (stream, self._optp)
+        if torch._C._cuda_getDevice() != self.device:
+            with torch.cuda.device(self.device):
+                st = fn(*args)
+        else:
+            st = fn(*args)
+        if st:
+            self._call("iris_" + kind, st)
+
+    def _barrier_device(self):
+        torch = _torch_mod()
+        stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
+        self._call("iris_barrier_device", self._lib.lib.iris_barrier_device(self._handle(), stream))
+
+    def ag_gemm_plan(self, M, N, K, dtype=None, out_dtype=None, layout="rows", b_transposed=False, bias=False, path="auto", stage_a=True):
+        """Collective, outside graph capture: a plan for C = all_gather(A) @ B (+ bias);
+        see AgGemm."""
+        from .plans import AgGemm  # here: plans imports this module
+
+        return AgGemm(self, M, N, K, dtype, out_dtype, layout, b_transposed, bias, path, stage_a)
+
+    def gemm_reduce_plan(self, op, M, N, K, dtype=None, out_dtype=None, b_transposed=False, bias=False, path="auto", exact=False):
+        """Collective, outside graph capture: a plan for C = sum over ranks of A_r @ B_r
+        (+ bias), op "reduce_scatter" (this rank gets its M/W rows) or "all_reduce" (all M
+        rows); see GemmReduce."""
+        from .plans import GemmReduce  # here: plans imports this module
+
+        return GemmReduce(self, op, M, N, K, dtype, out_dtype, b_transposed, bias, path, exact)
+
+    def moe_plan(self, max_tokens, hidden, top_k, num_experts, mode="low_latency", dispatch_dtype=None, num_sms=0, max_recv_rows=0):
+        """Collective, outside graph capture: expert-parallel dispatch / combine buffers for
+        up to max_tokens tokens per rank; see Moe."""
+        from .plans import Moe  # here: plans imports this module
+
+        return Moe(self, max_tokens, hidden, top_k, num_experts, mode, dispatch_dtype, num_sms, max_recv_rows)

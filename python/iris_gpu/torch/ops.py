@@ -1,0 +1,494 @@
+"""iris_gpu.torch.ops: the collectives and plan runs as torch.library custom ops (namespace "iris"), their fake (meta) kernels, and the Python functions users call."""
+import os
+import warnings
+
+from .. import _lib, _types
+from .context import _ctx, _ctx_id, _torch_mod
+from .plans import AgGemm, GemmReduce, Moe, _plan, _scale_args
+
+
+# ------------------------------------------------------------------ custom ops
+# extra argument of each collective: its schema text and how the impl checks it
+_KINDS = {
+    "all_reduce": ", str op",
+    "all_gather": "",
+    "reduce_scatter": ", str op",
+    "all_to_all": "",
+    "broadcast": ", int root",
+}
+
+
+def _out_shape(kind, shape, world):
+    """Output shape of the out-of-place op (all_gather and reduce_scatter along dim 0)."""
+    if kind == "all_gather":
+        return _types.gather_shape(shape, world, 0) if len(shape) else (world,)
+    if kind == "reduce_scatter":
+        return _types.scatter_shape(shape, world, 0)
+    return tuple(shape)
+
+
+def _extra(kind, dtype, world, extra):
+    if kind in ("all_reduce", "reduce_scatter"):
+        return _types.iris_redop(extra, dtype, kind)
+    if kind == "broadcast":
+        return _types.check_root(extra, world)
+    return None
+
+
+def _launch(kind, x, out, ctx_id, extra, inplace=False):
+    """Check the tensors and enqueue the collective. inplace: x is the only buffer, in
+    NCCL's in-place layout (all_gather: this rank's block at rank * count of x;
+    reduce_scatter: the result lands there). The public functions refuse non-contiguous
+    tensors; here a compiled graph may still hand over another layout of the same values
+    (inductor does for ordered-effect ops), so such a tensor goes through a contiguous copy."""
+    ctx = _ctx(ctx_id)
+    W = ctx.world_size
+    dt = _types.check_tensor(x, "%s: input" % kind, ctx.device, contiguous=False)
+    if inplace and not x.is_contiguous():
+        tmp = x.contiguous()
+        _launch(kind, tmp, None, ctx_id, extra, True)
+        x.copy_(tmp)
+        return
+    if not inplace:
+        _types.check_tensor(out, "%s: output" % kind, ctx.device, x.dtype, contiguous=False)
+        if not out.is_contiguous():
+            tmp = out.contiguous()
+            _launch(kind, x, tmp, ctx_id, extra)
+            out.copy_(tmp)
+            return
+    if not x.is_contiguous():
+        x = x.contiguous()
+    e = _extra(kind, x.dtype, W, extra)
+    es = x.element_size()
+    if inplace:
+        n = x.numel()
+        if kind in ("all_gather", "reduce_scatter"):
+            if n % W:
+                raise ValueError("%s_: %d elements is not a multiple of world_size %d" % (kind, n, W))
+            count = n // W
+            block = x.data_ptr() + ctx.rank * count * es
+            send, recv = (block, x.data_ptr()) if kind == "all_gather" else (x.data_ptr(), block)
+        else:
+            count = _types.coll_count(kind, n, n, W)
+            send = recv = x.data_ptr()
+    else:
+        count = _types.coll_count(kind, x.numel(), out.numel(), W)
+        send, recv = x.data_ptr(), out.data_ptr()
+    ctx._run(kind, send, recv, count, dt, e)
+
+
+def _fake_check(kind, x, out, ctx_id, extra, inplace=False):
+    """The checks that need no data (for fake tensors under torch.compile)."""
+    ctx = _ctx(ctx_id)
+    _types.iris_dtype(x.dtype, "%s: input" % kind)
+    _extra(kind, x.dtype, ctx.world_size, extra)
+    if inplace:
+        if kind in ("all_gather", "reduce_scatter") and x.numel() % ctx.world_size:
+            raise ValueError("%s_: %d elements is not a multiple of world_size %d" % (kind, x.numel(), ctx.world_size))
+        return
+    if out is not None:
+        if out.dtype != x.dtype:
+            raise TypeError("%s: output has dtype %s but input has %s" % (kind, out.dtype, x.dtype))
+        _types.coll_count(kind, x.numel(), out.numel(), ctx.world_size)
+
+
+def _register_ops(torch):
+    """Define iris::<kind>, iris::<kind>_inplace and iris::<kind>_out for each
+    collective, iris::barrier and iris::ag_gemm, with fake implementations."""
+    for kind, extra in _KINDS.items():
+        def make(kind):
+            def functional(x, ctx, *extra):
+                ctx_o = _ctx(ctx)
+                out = torch.empty(_out_shape(kind, tuple(x.shape), ctx_o.world_size), dtype=x.dtype, device=x.device)
+                _launch(kind, x, out, ctx, extra[0] if extra else None)
+                return out
+
+            def functional_fake(x, ctx, *extra):
+                _fake_check(kind, x, None, ctx, extra[0] if extra else None)
+                return x.new_empty(_out_shape(kind, tuple(x.shape), _ctx(ctx).world_size))
+
+            def inplace(x, ctx, *extra):
+                _launch(kind, x, None, ctx, extra[0] if extra else None, inplace=True)
+
+            def inplace_fake(x, ctx, *extra):
+                _fake_check(kind, x, None, ctx, extra[0] if extra else None, inplace=True)
+
+            def out_(x, out, ctx, *extra):
+                _launch(kind, x, out, ctx, extra[0] if extra else None)
+
+            def out_fake(x, out, ctx, *extra):
+                _fake_check(kind, x, out, ctx, extra[0] if extra else None)
+
+            return functional, functional_fake, inplace, inplace_fake, out_, out_fake
+
+        f, ff, i, i_f, o, of = make(kind)
+        _IMPLS.update({kind: f, kind + "_inplace": i, kind + "_out": o})
+        op = torch.library.custom_op("iris::" + kind, f, mutates_args=(), schema="(Tensor x, int ctx%s) -> Tensor" % extra)
+        op.register_fake(ff)
+        op_i = torch.library.custom_op("iris::%s_inplace" % kind, i, mutates_args=("x",), schema="(Tensor(a!) x, int ctx%s) -> ()" % extra)
+        op_i.register_fake(i_f)
+        op_o = torch.library.custom_op("iris::%s_out" % kind, o, mutates_args=("out",), schema="(Tensor x, Tensor(a!) out, int ctx%s) -> ()" % extra)
+        op_o.register_fake(of)
+
+    def barrier(ctx):
+        _ctx(ctx)._barrier_device()
+
+    def barrier_fake(ctx):
+        _ctx(ctx)
+
+    _IMPLS["barrier"] = barrier
+    b = torch.library.custom_op("iris::barrier", barrier, mutates_args=(), schema="(int ctx) -> ()")
+    b.register_fake(barrier_fake)
+
+    def ag_gemm(a, b, bias, a_scale, b_scale, plan):
+        g = _plan(plan, AgGemm)
+        c = torch.empty(g.c_shape, dtype=g.out_dtype, device=a.device)
+        g.run(a, b, bias, c, a_scale, b_scale)
+        return c
+
+    def ag_gemm_fake(a, b, bias, a_scale, b_scale, plan):
+        g = _plan(plan, AgGemm)
+        _scale_args("ag_gemm", g.fp8, g.dtype, a_scale, b_scale)
+        return a.new_empty(g.c_shape, dtype=g.out_dtype)
+
+    _IMPLS["ag_gemm"] = ag_gemm
+    op = torch.library.custom_op("iris::ag_gemm", ag_gemm, mutates_args=(), schema="(Tensor a, Tensor b, Tensor? bias, Tensor? a_scale, Tensor? b_scale, int plan) -> Tensor")
+    op.register_fake(ag_gemm_fake)
+
+    # GEMM + reduce-scatter / all-reduce: the plan says which (and the shapes, types, bias)
+    def gemm_reduce(a, b, bias, a_scale, b_scale, plan):
+        return _plan(plan, GemmReduce).run(a, b, bias, a_scale, b_scale)
+
+    def gemm_reduce_fake(a, b, bias, a_scale, b_scale, plan):
+        g = _plan(plan, GemmReduce)
+        g.check(a, b, bias, a_scale, b_scale, None, contiguous=False)
+        return a.new_empty(g.c_shape, dtype=g.out_dtype)
+
+    def gemm_reduce_out(a, b, bias, a_scale, b_scale, out, plan):
+        _plan(plan, GemmReduce).run(a, b, bias, a_scale, b_scale, out)
+
+    def gemm_reduce_out_fake(a, b, bias, a_scale, b_scale, out, plan):
+        _plan(plan, GemmReduce).check(a, b, bias, a_scale, b_scale, out, contiguous=False)
+
+    _IMPLS.update(gemm_reduce=gemm_reduce, gemm_reduce_out=gemm_reduce_out)
+    args = "Tensor a, Tensor b, Tensor? bias, Tensor? a_scale, Tensor? b_scale"
+    op = torch.library.custom_op("iris::gemm_reduce", gemm_reduce, mutates_args=(), schema="(%s, int plan) -> Tensor" % args)
+    op.register_fake(gemm_reduce_fake)
+    op = torch.library.custom_op("iris::gemm_reduce_out", gemm_reduce_out, mutates_args=("out",), schema="(%s, Tensor(a!) out, int plan) -> ()" % args)
+    op.register_fake(gemm_reduce_out_fake)
+    # MoE: dispatch writes the plan's receive buffers (passed in, so a compiled graph knows);
+    # combine returns the tokens' rows (n: the dispatch's token count)
+    def moe_dispatch(x, topk_idx, topk_weights, recv_x, recv_scales, recv_src, recv_count, recv_offsets, plan):
+        _plan(plan, Moe).dispatch(x, topk_idx, topk_weights)
+
+    def moe_dispatch_fake(x, topk_idx, topk_weights, recv_x, recv_scales, recv_src, recv_count, recv_offsets, plan):
+        _plan(plan, Moe).check_dispatch(x, topk_idx, topk_weights)
+
+    def moe_combine(y, num_tokens, plan):
+        m = _plan(plan, Moe)
+        out = y.new_empty((num_tokens, m.hidden))
+        return m.combine(y, out)
+
+    def moe_combine_fake(y, num_tokens, plan):
+        m = _plan(plan, Moe)
+        m.check_combine(y)
+        return y.new_empty((num_tokens, m.hidden))
+
+    def moe_combine_out(y, out, plan):
+        _plan(plan, Moe).combine(y, out)
+
+    def moe_combine_out_fake(y, out, plan):
+        m = _plan(plan, Moe)
+        m.check_combine(y)
+        if out.dim() != 2 or out.shape[1] != m.hidden:
+            raise ValueError("moe_combine: out has shape %s, the plan needs (n, %d)" % (tuple(out.shape), m.hidden))
+
+    _IMPLS.update(moe_dispatch=moe_dispatch, moe_combine=moe_combine, moe_combine_out=moe_combine_out)
+    recv = ("recv_x", "recv_scales", "recv_src", "recv_count", "recv_offsets")
+    op = torch.library.custom_op("iris::moe_dispatch", moe_dispatch, mutates_args=recv,
+                                 schema="(Tensor x, Tensor topk_idx, Tensor topk_weights, Tensor(a!) recv_x, Tensor(b!) recv_scales, Tensor(c!) recv_src, "
+                                        "Tensor(d!) recv_count, Tensor(e!) recv_offsets, int plan) -> ()")
+    op.register_fake(moe_dispatch_fake)
+    op = torch.library.custom_op("iris::moe_combine", moe_combine, mutates_args=(), schema="(Tensor y, int num_tokens, int plan) -> Tensor")
+    op.register_fake(moe_combine_fake)
+    op = torch.library.custom_op("iris::moe_combine_out", moe_combine_out, mutates_args=("out",), schema="(Tensor y, Tensor(a!) out, int plan) -> ()")
+    op.register_fake(moe_combine_out_fake)
+    _keep_program_order(torch, [k + suffix for k in _KINDS for suffix in ("", "_inplace", "_out")] +
+                        ["barrier", "ag_gemm", "gemm_reduce", "gemm_reduce_out", "moe_dispatch", "moe_combine", "moe_combine_out"])
+
+
+def _keep_program_order(torch, names):
+    """Mark every iris op as an ordered side effect, so torch.compile keeps them in program
+    order (a barrier stays between the collectives around it; every rank runs the same
+    sequence). Without the (private) effects API a warning says the order is not pinned;
+    IRIS_GPU_COMPILE_ORDERED=0 leaves the ops unordered (for a torch that cannot compile
+    ordered mutable ops)."""
+    if os.environ.get("IRIS_GPU_COMPILE_ORDERED", "1") == "0":
+        return
+    try:
+        from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
+    except ImportError as e:
+        warnings.warn("iris_gpu: torch %s has no effectful-op registry (%s): torch.compile may reorder iris ops that do not depend on each other" % (torch.__version__, e))
+        return
+    for name in names:
+        _register_effectful_op(getattr(torch.ops.iris, name).default, _EffectType.ORDERED)
+
+
+# ------------------------------------------------------------------ public functions
+_IMPLS = {}  # op name -> its Python implementation (filled by _register_ops)
+
+
+def _plain_eager(torch, args):
+    """True outside tracing: no torch.compile, no dispatch mode (fake, functional, proxy)
+    and only plain tensors, so the public functions may run an op's implementation
+    directly (a dispatcher round trip through torch.library.custom_op costs about 25 us)."""
+    if torch.compiler.is_compiling() or torch.utils._python_dispatch._get_current_dispatch_mode() is not None:
+        return False
+    return all(type(a) is torch.Tensor for a in args if isinstance(a, torch.Tensor))
+
+
+def _invoke(name, *args):
+    """torch.ops.iris.<name>(*args); in plain eager mode (and CUDA graph capture) its
+    implementation directly, with the same checks and the version counter of the mutated
+    tensor bumped as the dispatcher would. IRIS_GPU_DISPATCH=1 always takes the dispatcher."""
+    torch = _torch_mod()
+    if _DIRECT and _plain_eager(torch, args):
+        r = _IMPLS[name](*args)
+        mutated = args[0] if name.endswith("_inplace") else args[_OUT_ARG.get(name, 1)] if name.endswith("_out") else None
+        if mutated is not None:
+            torch.autograd.graph.increment_version(mutated)
+        return r
+    return getattr(torch.ops.iris, name)(*args)
+
+
+_DIRECT = os.environ.get("IRIS_GPU_DISPATCH", "0") in ("", "0")
+_OUT_ARG = {"gemm_reduce_out": 5}  # where an _out op's mutated tensor is, when not args[1]
+
+
+def _contiguous(kind, x, out=None):
+    """The public functions refuse non-contiguous tensors (ValueError naming them)."""
+    _types.check_contiguous(x, kind + ": input")
+    if out is not None:
+        _types.check_contiguous(out, kind + ": output")
+
+
+def all_reduce(x, ctx, op="sum", out=None):
+    """Out of place: a new tensor (or out) = op over ranks of x. op: sum, min, max, avg."""
+    _contiguous("all_reduce", x, out)
+    if out is None:
+        return _invoke("all_reduce", x, _ctx_id(ctx), op)
+    _invoke("all_reduce_out", x, out, _ctx_id(ctx), op)
+    return out
+
+
+def all_reduce_(x, ctx, op="sum"):
+    """In place: x = op over ranks of x. Returns x."""
+    _contiguous("all_reduce", x)
+    _invoke("all_reduce_inplace", x, _ctx_id(ctx), op)
+    return x
+
+
+def _along(x, dim):
+    """x with dim moved to the front, contiguous (a copy unless dim is 0 already)."""
+    d = dim % x.dim()
+    return x if d == 0 else x.movedim(d, 0).contiguous()
+
+
+def all_gather(x, ctx, dim=0, out=None):
+    """Every rank's x, concatenated along dim (out: a tensor of that shape, dim 0 only, or
+    any tensor of world_size * x.numel() elements: rank r's x at r * x.numel()). Along a
+    dim other than 0 the input is moved to the front first and the result back (copies)."""
+    _contiguous("all_gather", x, out)
+    cid = _ctx_id(ctx)
+    if out is not None:
+        if dim != 0:
+            raise ValueError("all_gather: out= needs dim=0 (gather along another dim into a new tensor)")
+        _invoke("all_gather_out", x, out, cid)
+        return out
+    if x.dim() == 0 or dim % x.dim() == 0:
+        return _invoke("all_gather", x, cid)
+    d = dim % x.dim()
+    g = _invoke("all_gather", _along(x, d), cid)  # (W * x.shape[d], ...rest)
+    return g.movedim(0, d).contiguous()  # gather_shape(x.shape, W, dim), contiguous like torch.cat
+
+
+def all_gather_(buf, ctx):
+    """In place: buf holds world_size blocks; this rank's block (rank * n/W) is sent and
+    every block is filled."""
+    _contiguous("all_gather", buf)
+    _invoke("all_gather_inplace", buf, _ctx_id(ctx))
+    return buf
+
+
+def reduce_scatter(x, ctx, op="sum", dim=0, out=None):
+    """This rank's slice (rank-th of world_size along dim) of op over ranks of x."""
+    _contiguous("reduce_scatter", x, out)
+    cid = _ctx_id(ctx)
+    if out is not None:
+        if dim != 0:
+            raise ValueError("reduce_scatter: out= needs dim=0")
+        _invoke("reduce_scatter_out", x, out, cid, op)
+        return out
+    if x.dim() == 0:
+        raise ValueError("reduce_scatter: a 0-d tensor cannot be scattered")
+    d = dim % x.dim()
+    _types.scatter_shape(tuple(x.shape), _ctx(cid).world_size, d)
+    r = _invoke("reduce_scatter", _along(x, d), cid, op)
+    return r if d == 0 else r.movedim(0, d).contiguous()
+
+
+def reduce_scatter_(buf, ctx, op="sum"):
+    """In place: buf holds world_size blocks; the reduced block of this rank lands at rank * n/W."""
+    _contiguous("reduce_scatter", buf)
+    _invoke("reduce_scatter_inplace", buf, _ctx_id(ctx), op)
+    return buf
+
+
+def all_to_all(x, ctx, out=None):
+    """Block r (of world_size equal blocks of x, flattened) goes to rank r; the result's
+    block r came from rank r."""
+    _contiguous("all_to_all", x, out)
+    if out is None:
+        return _invoke("all_to_all", x, _ctx_id(ctx))
+    _invoke("all_to_all_out", x, out, _ctx_id(ctx))
+    return out
+
+
+def all_to_all_(x, ctx):
+    _contiguous("all_to_all", x)
+    _invoke("all_to_all_inplace", x, _ctx_id(ctx))
+    return x
+
+
+def broadcast(x, ctx, root=0, out=None):
+    """root's x on every rank (x is read on the root only)."""
+    _contiguous("broadcast", x, out)
+    if out is None:
+        return _invoke("broadcast", x, _ctx_id(ctx), root)
+    _invoke("broadcast_out", x, out, _ctx_id(ctx), root)
+    return out
+
+
+def broadcast_(x, ctx, root=0):
+    _contiguous("broadcast", x)
+    _invoke("broadcast_inplace", x, _ctx_id(ctx), root)
+    return x
+
+
+def barrier(ctx):
+    """A GPU-side barrier on the current stream (capturable): work enqueued after it on any
+    rank sees the writes every rank enqueued before it."""
+    _invoke("barrier", _ctx_id(ctx))
+
+
+def ag_gemm(a, b, plan, bias=None, a_scale=None, b_scale=None):
+    """C = all_gather(A shards) @ B (+ bias) with a plan from Context.ag_gemm_plan; fp8
+    plans take a_scale and b_scale (1-element float32 tensors, a_scale the same on every
+    rank): C = (a_scale A)(b_scale B) (+ bias)."""
+    if not isinstance(plan, AgGemm) or plan._g is None:
+        raise RuntimeError("ag_gemm: expected an open AgGemm plan")
+    return _invoke("ag_gemm", a, b, bias, a_scale, b_scale, plan.id)
+
+
+def gemm_reduce(a, b, plan, bias=None, a_scale=None, b_scale=None, out=None):
+    """C = sum over ranks of A_r @ B_r (+ bias) with a GemmReduce plan (Context.gemm_reduce_plan):
+    this rank's M/W rows of C (plan op "reduce_scatter") or all of it ("all_reduce"), in a
+    new tensor or in out (which it returns). a: this rank's A_r (M x K/W), b: its B_r
+    (K/W x N, or N x K/W for a plan with b_transposed), bias: N values of the output type
+    when the plan has bias; a_scale, b_scale: fp8 plans only, 1-element float32 tensors.
+    Every rank calls it, in the same order; on torch.cuda.current_stream(); capturable."""
+    if not isinstance(plan, GemmReduce) or plan._g is None:
+        raise RuntimeError("gemm_reduce: expected an open GemmReduce plan")
+    for t, name in ((a, "a"), (b, "b"), (bias, "bias"), (out, "out")):
+        if t is not None:
+            _types.check_contiguous(t, "gemm_%s: %s" % (plan.op, name))
+    if out is None:
+        return _invoke("gemm_reduce", a, b, bias, a_scale, b_scale, plan.id)
+    _invoke("gemm_reduce_out", a, b, bias, a_scale, b_scale, out, plan.id)
+    return out
+
+
+def _gemm_reduce_as(op, a, b, plan, bias, a_scale, b_scale, out):
+    if isinstance(plan, GemmReduce) and plan.op != op:
+        raise ValueError("gemm_%s: the plan was made for op %r" % (op, plan.op))
+    return gemm_reduce(a, b, plan, bias, a_scale, b_scale, out)
+
+
+def gemm_reduce_scatter(a, b, plan, bias=None, a_scale=None, b_scale=None, out=None):
+    """gemm_reduce with a plan made for op "reduce_scatter": this rank's rows
+    [rank*M/W, (rank+1)*M/W) of sum_r A_r @ B_r (+ bias), (M/W) x N."""
+    return _gemm_reduce_as("reduce_scatter", a, b, plan, bias, a_scale, b_scale, out)
+
+
+def gemm_all_reduce(a, b, plan, bias=None, a_scale=None, b_scale=None, out=None):
+    """gemm_reduce with a plan made for op "all_reduce": all M x N of sum_r A_r @ B_r
+    (+ bias), bitwise the same on every rank."""
+    return _gemm_reduce_as("all_reduce", a, b, plan, bias, a_scale, b_scale, out)
+
+
+def moe_dispatch(x, topk_idx, topk_weights, plan):
+    """Expert-parallel dispatch with a Moe plan (Context.moe_plan): x (n x hidden bf16, n <=
+    max_tokens), topk_idx (n x top_k, int32 or int64 as torch.topk gives; -1: none),
+    topk_weights (n x top_k float32). Returns the plan's (recv_x, recv_scales or None,
+    recv_count, recv_offsets), written when the stream gets there. Every rank calls it,
+    in the same order; on torch.cuda.current_stream(); capturable."""
+    if not isinstance(plan, Moe) or plan._g is None:
+        raise RuntimeError("moe_dispatch: expected an open Moe plan")
+    plan.check_dispatch(x, topk_idx, topk_weights)
+    _invoke("moe_dispatch", x, topk_idx, topk_weights, plan.recv_x, plan._scales_arg, plan.recv_src, plan.recv_count, plan.recv_offsets, plan.id)
+    plan.num_tokens = x.shape[0]
+    return plan.recv_x, plan.recv_scales, plan.recv_count, plan.recv_offsets
+
+
+def moe_combine(y, plan, out=None):
+    """Expert-parallel combine with a Moe plan: y (recv_x's shape, bf16: the experts'
+    outputs) back to the tokens' ranks; returns a new n x hidden bf16 tensor (or out) with
+    row t = sum_k topk_weights[t, k] * y of expert k (fp32, one rounding), n of the last
+    dispatch. Every rank calls it after its dispatch; capturable."""
+    if not isinstance(plan, Moe) or plan._g is None:
+        raise RuntimeError("moe_combine: expected an open Moe plan")
+    if out is None:
+        return _invoke("moe_combine", y, plan.num_tokens, plan.id)
+    _types.check_contiguous(out, "moe_combine: out")
+    _invoke("moe_combine_out", y, out, plan.id)
+    return out
+
+
+# ------------------------------------------------------------------ launching ranks
+def device_context_from_symm_mem(t, handle):
+    """Adopt torch's symmetric memory: t from torch.distributed._symmetric_memory.empty(...),
+    handle = symm_mem.rendezvous(t, group). Returns (iris_device_ctx_t for C kernels, an
+    int64 tensor of the peers' buffer bases for the Triton helpers, this rank, the world
+    size). The context's heap is the symmetric buffer from its base through the end of t,
+    so iris_gpu.triton's translate/load/store/atomic_add/signal/wait and iris_device.h work
+    on t unchanged. No iris Context is needed (and the host collectives need one). Keep t
+    and handle alive while kernels use the result."""
+    torch = _torch_mod()
+    ptrs = [int(p) for p in handle.buffer_ptrs]
+    rank, world = int(handle.rank), int(handle.world_size)
+    end = t.data_ptr() + t.numel() * t.element_size() - ptrs[rank]
+    if t.data_ptr() < ptrs[rank] or end <= 0:
+        raise ValueError("the tensor does not lie in this rank's symmetric buffer (handle.buffer_ptrs[%d])" % rank)
+    dc = _lib.load().device_context_from_peers(rank, world, end, ptrs)
+    return dc, torch.tensor(ptrs, dtype=torch.int64, device=t.device), rank, world
+
+
+def _spawned(rank, fn, world, port):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    fn()
+
+
+def launch(fn, nprocs):
+    """Run fn() on every rank: in this process when a launcher (torchrun) set RANK, else in
+    nprocs processes started here (torch.multiprocessing.spawn) with torchrun's environment
+    (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT on a free local port)."""
+    if "RANK" in os.environ:
+        return fn()
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    mp.spawn(_spawned, args=(fn, nprocs, port), nprocs=nprocs)

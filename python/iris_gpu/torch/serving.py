@@ -1,0 +1,110 @@
+"""iris_gpu.torch.serving: CustomAllreduce: the drop-in for serving engines' custom all-reduce."""
+import contextlib
+
+from .. import _types
+from .context import Context, _device_index, _torch_mod
+from .ops import _invoke
+
+
+# ------------------------------------------------------------------ serving engines
+class CustomAllreduce:
+    """A drop-in for vLLM's CustomAllreduce (and SGLang's): an engine builds it per
+    tensor-parallel group and asks it per tensor.
+
+        ca = CustomAllreduce(group, device, max_size=8 << 20)   # collective over group
+        if ca.should_custom_ar(x): y = ca.custom_all_reduce(x)  # new tensor, x unchanged
+        with ca.capture(): ... capture CUDA graphs ...
+        ca.close()
+
+    group: a process group (gloo as vLLM gives, or any); device: int, "cuda:k" or
+    torch.device. World size 1 gives disabled = True. The input is copied into the heap
+    by the library (its staging area), so graph replays work with any input address and
+    nothing needs registering; capture() only marks warm-up calls (inside capture() but not
+    capturing), which return torch.empty_like(inp) without communicating, as vLLM does."""
+
+    _SUPPORTED = ("float32", "float16", "bfloat16")
+    # vLLM's class attribute (its kernels take these world sizes); iris takes any world of
+    # 2 to IRIS_MAX_RANKS ranks, so the list only says what engines may look for.
+    _SUPPORTED_WORLD_SIZES = list(range(2, 17))
+
+    def __init__(self, group, device, max_size=8 * 1024 * 1024, heap_size=0):
+        torch = _torch_mod()
+        import torch.distributed as dist
+
+        self.group = group
+        self.max_size = int(max_size)
+        self.rank = dist.get_rank(group)
+        self.world_size = dist.get_world_size(group)
+        self.device = torch.device("cuda", _device_index(torch, device))
+        self.fully_connected = True  # every rank maps every heap (iris_init fails otherwise)
+        self.disabled = True
+        self._capturing = False
+        self.ctx = None
+        if self.world_size == 1:
+            return
+        self.ctx = Context(group=group, device=self.device.index, heap_size=heap_size)
+        self.disabled = False
+
+    def should_custom_ar(self, inp):
+        """True when custom_all_reduce takes inp: not disabled, a contiguous float32/
+        float16/bfloat16 CUDA tensor on this device, bytes a multiple of 16 and below
+        max_size."""
+        if self.disabled or self.ctx is None or self.ctx.closed:
+            return False
+        if _types.dtype_name(inp.dtype) not in self._SUPPORTED or not inp.is_cuda or inp.device != self.device:
+            return False
+        nbytes = inp.numel() * inp.element_size()
+        return inp.is_contiguous() and nbytes % 16 == 0 and 0 < nbytes < self.max_size
+
+    def custom_all_reduce(self, inp):
+        """Sum over ranks of inp as a new tensor, or None when should_custom_ar says no.
+        Inside capture() but not capturing (warm-up): torch.empty_like(inp), no communication."""
+        if not self.should_custom_ar(inp):
+            return None
+        torch = _torch_mod()
+        if self._capturing and not torch.cuda.is_current_stream_capturing():
+            return torch.empty_like(inp)
+        return _invoke("all_reduce", inp, self.ctx.id, "sum")
+
+    def all_reduce(self, inp, *, out=None, registered=False):
+        """vLLM's lower-level entry: the sum over ranks of inp into out (a new tensor when
+        None), whatever capture() says; no gate (the caller checked should_custom_ar).
+        `registered` is accepted and ignored: every input works, registered or not."""
+        del registered
+        if out is None:
+            return _invoke("all_reduce", inp, self.ctx.id, "sum")
+        _invoke("all_reduce_out", inp, out, self.ctx.id, "sum")
+        return out
+
+    @property
+    def _IS_CAPTURING(self):  # noqa: N802 (vLLM's name): True inside capture()
+        return self._capturing
+
+    @_IS_CAPTURING.setter
+    def _IS_CAPTURING(self, value):  # noqa: N802
+        self._capturing = bool(value)
+
+    @contextlib.contextmanager
+    def capture(self):
+        """Graph capture session: nothing to register (the heap never moves)."""
+        try:
+            self._capturing = True
+            yield
+        finally:
+            self._capturing = False
+
+    def register_graph_buffers(self):
+        """vLLM's hook after capture: nothing to do here."""
+
+    def close(self):
+        """Collective over the group: finalize the context. Idempotent."""
+        self.disabled = True
+        if self.ctx is not None:
+            ctx, self.ctx = self.ctx, None
+            ctx.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

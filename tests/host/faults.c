@@ -1,0 +1,51 @@
+/* tests/host/faults.c: the host side of the fault words. */
+#include "harness.h"
+
+/* ----------------------------------------------------------------- faults -- */
+/* The host side of the fault words (iris_get_async_error, iris_abort, the fatal check
+ * every call makes): decoded names, PEER_FAILED only for a rank whose process is gone,
+ * a mismatch reported once, an abort that sticks. The GPU side is tests/fault_test.cu. */
+static void test_faults(void) {
+  static char heap[1 << 16];
+  unsigned long long words[IRIS_FAULT_WORDS] = {0, 0}, w;
+  iris_t *ctx = iris_detail_host_only_ctx(sizeof heap, heap);
+  iris_status_t st;
+  pid_t child;
+  if (!ctx) { check(0, "faults: host-only context", "out of memory"); return; }
+  ctx->local_size = 3;
+  ctx->fault_host = words;
+  ctx->pids[1] = (int64_t)getpid(); /* alive */
+  child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, NULL, 0);
+  ctx->pids[2] = (int64_t)child; /* gone */
+  check(iris_get_async_error(ctx) == IRIS_SUCCESS && iris_detail_check_fault(ctx) == IRIS_SUCCESS, "faults: none recorded, none reported", "%s", iris_error_detail());
+  w = IRIS_FAULT_MAKE(IRIS_FAULT_TIMEOUT, (unsigned)getpid() & 0xff, IRIS_FAULT_SITE_MAKE(7, IRIS_SITE_GEMM), (unsigned)getpid() * 2654435761u);
+  check(IRIS_FAULT_KIND(w) == IRIS_FAULT_TIMEOUT && IRIS_FAULT_PEER(w) == ((unsigned)getpid() & 0xff) && IRIS_FAULT_SITE_COLL(IRIS_FAULT_SITE(w)) == 7 &&
+            IRIS_FAULT_SITE_WHAT(IRIS_FAULT_SITE(w)) == IRIS_SITE_GEMM && IRIS_FAULT_CALL(w) == (unsigned)getpid() * 2654435761u,
+        "faults: a word's fields read back through the accessors", "word %016llx", w);
+  words[IRIS_FAULT_WORD_MISMATCH] = IRIS_FAULT_MAKE(IRIS_FAULT_MISMATCH, 1, IRIS_FAULT_SITE_MAKE(1, IRIS_SITE_HEADER), 42);
+  st = iris_get_async_error(ctx);
+  check(st == IRIS_ERROR_MISMATCH && strstr(iris_error_detail(), "rank 1") && strstr(iris_error_detail(), "#42") && words[IRIS_FAULT_WORD_MISMATCH] == 0 &&
+            iris_get_async_error(ctx) == IRIS_SUCCESS && iris_detail_check_fault(ctx) == IRIS_SUCCESS,
+        "faults: a mismatch is reported once, naming the rank and the call, and is not fatal", "%s: %s", sname(st), iris_error_detail());
+  words[IRIS_FAULT_WORD_FATAL] = IRIS_FAULT_MAKE(IRIS_FAULT_TIMEOUT, 1, IRIS_FAULT_SITE_MAKE(2, IRIS_SITE_BARRIER), 7);
+  st = iris_get_async_error(ctx);
+  check(st == IRIS_ERROR_TIMEOUT && strstr(iris_error_detail(), "rank 1") && strstr(iris_error_detail(), "iris_all_gather") &&
+            strstr(iris_error_detail(), "barrier") && strstr(iris_error_detail(), "#7") && iris_detail_check_fault(ctx) == IRIS_ERROR_TIMEOUT &&
+            iris_get_async_error(ctx) == IRIS_ERROR_TIMEOUT,
+        "faults: a timed-out wait for a live rank is IRIS_ERROR_TIMEOUT naming the rank, the collective, the wait and the call, and it stays", "%s: %s", sname(st),
+        iris_error_detail());
+  words[IRIS_FAULT_WORD_FATAL] = IRIS_FAULT_MAKE(IRIS_FAULT_TIMEOUT, 2, IRIS_FAULT_SITE_MAKE(1, IRIS_SITE_LL), 9);
+  st = iris_get_async_error(ctx);
+  check(st == IRIS_ERROR_PEER_FAILED && strstr(iris_error_detail(), "rank 2") && strstr(iris_error_detail(), "died"),
+        "faults: a timed-out wait for a rank whose process is gone is IRIS_ERROR_PEER_FAILED naming it", "%s: %s", sname(st), iris_error_detail());
+  words[IRIS_FAULT_WORD_FATAL] = 0;
+  check(iris_abort(ctx) == IRIS_SUCCESS && iris_get_async_error(ctx) == IRIS_ERROR_ABORTED && iris_detail_check_fault(ctx) == IRIS_ERROR_ABORTED &&
+            iris_abort(ctx) == IRIS_SUCCESS && iris_get_async_error(ctx) == IRIS_ERROR_ABORTED,
+        "faults: iris_abort makes every later check IRIS_ERROR_ABORTED (twice is harmless)", "%s", iris_error_detail());
+  check(iris_abort(NULL) == IRIS_ERROR_INVALID_ARGUMENT && iris_get_async_error(NULL) == IRIS_ERROR_INVALID_ARGUMENT, "faults: NULL context refused", "%s",
+        iris_error_detail());
+  ctx->fault_host = NULL;
+  iris_detail_host_only_free(ctx);
+}

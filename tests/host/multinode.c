@@ -1,0 +1,269 @@
+/* tests/host/multinode.c: multi-node worlds: node grouping, IRIS_HOST_ID, the TCP rendezvous, the NCCL loader, virtual nodes. */
+#include "harness.h"
+
+/* ------------------------------------------------ multi-node: grouping, TCP -- */
+static iris_status_t group_of(const char *const *ids, int world, int rank, int *node, int *nodes, int *lr, int *ls) {
+  char buf[MAXR * 2][IRIS_DETAIL_HOST_ID_BYTES];
+  int r;
+  memset(buf, 0, sizeof buf);
+  for (r = 0; r < world; r++) snprintf(buf[r], sizeof buf[r], "%s", ids[r]);
+  return iris_detail_group_nodes(&buf[0][0], sizeof buf[0], world, rank, node, nodes, lr, ls);
+}
+static void test_node_grouping(void) {
+  static const char *const two[] = {"A", "A", "B", "B"}, *const one[] = {"h/x", "h/x", "h/x"}, *const uneven[] = {"A", "A", "A", "B"},
+                           *const split[] = {"A", "B", "A", "B"}, *const back[] = {"A", "A", "B", "B", "A", "A"}, *const third[] = {"A", "A", "B", "B", "C"};
+  const char *big[MAXR * 2];
+  int node = -1, nodes = -1, lr = -1, ls = -1, r, ok = 1;
+  iris_status_t st;
+  for (r = 0; r < 4 && ok; r++) {
+    st = group_of(two, 4, r, &node, &nodes, &lr, &ls);
+    ok = st == IRIS_SUCCESS && node == r / 2 && nodes == 2 && lr == r % 2 && ls == 2;
+  }
+  check(ok, "nodes: 2 hosts x 2 ranks group by block", "rank %d: %s node %d of %d, local %d of %d", r - 1, sname(st), node, nodes, lr, ls);
+  st = group_of(one, 3, 2, &node, &nodes, &lr, &ls);
+  check(st == IRIS_SUCCESS && node == 0 && nodes == 1 && lr == 2 && ls == 3, "nodes: one host is one node", "%s node %d of %d, local %d of %d", sname(st), node,
+        nodes, lr, ls);
+  st = group_of(uneven, 4, 0, &node, &nodes, &lr, &ls);
+  check(st == IRIS_ERROR_MISMATCH && has(iris_error_detail(), "'B'") && has(iris_error_detail(), "has 1 ranks") && has(iris_error_detail(), "has 3"),
+        "nodes: unequal rank counts are refused naming node and counts", "%s: '%s'", sname(st), iris_error_detail());
+  st = group_of(third, 5, 0, &node, &nodes, &lr, &ls);
+  check(st == IRIS_ERROR_MISMATCH && has(iris_error_detail(), "'C'"), "nodes: a short last node is refused", "%s: '%s'", sname(st), iris_error_detail());
+  st = group_of(split, 4, 0, &node, &nodes, &lr, &ls);
+  check(st == IRIS_ERROR_UNSUPPORTED && has(iris_error_detail(), "not consecutive") && has(iris_error_detail(), "block"),
+        "nodes: round-robin placement is refused", "%s: '%s'", sname(st), iris_error_detail());
+  st = group_of(back, 6, 0, &node, &nodes, &lr, &ls);
+  check(st == IRIS_ERROR_UNSUPPORTED && has(iris_error_detail(), "'A'") && names_rank(iris_error_detail(), 4),
+        "nodes: a node whose ranks come back later is refused", "%s: '%s'", sname(st), iris_error_detail());
+  for (r = 0; r < IRIS_MAX_RANKS + 1; r++) big[r] = "same";
+  st = group_of(big, IRIS_MAX_RANKS + 1, 0, &node, &nodes, &lr, &ls);
+  check(st == IRIS_ERROR_UNSUPPORTED && has(iris_error_detail(), "IRIS_MAX_RANKS"), "nodes: a node above IRIS_MAX_RANKS is refused", "%s: '%s'", sname(st),
+        iris_error_detail());
+}
+
+static const char *table_env(void *user, const char *name) {
+  const char *const *kv = (const char *const *)user;
+  size_t n = strlen(name);
+  for (; *kv; kv++)
+    if (strncmp(*kv, name, n) == 0 && (*kv)[n] == '=') return *kv + n + 1;
+  return NULL;
+}
+static void test_node_env(void) {
+  static const char *id_set[] = {"IRIS_HOST_ID=vnode1", NULL}, *none[] = {NULL}, *long_id[] = {
+      "IRIS_HOST_ID=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", NULL};
+  static const char *tcp_ok[] = {"MASTER_ADDR=node7", "MASTER_PORT=29500", NULL}, *no_addr[] = {"MASTER_PORT=29500", NULL},
+                    *bad_port[] = {"MASTER_ADDR=node7", "MASTER_PORT=70000", NULL}, *junk_port[] = {"MASTER_ADDR=node7", "MASTER_PORT=29x", NULL};
+  char id[IRIS_DETAIL_HOST_ID_BYTES], addr[96];
+  iris_launch_env_t env;
+  int use = -1, port = 0;
+  iris_status_t st;
+  st = iris_detail_host_id(table_env, (void *)id_set, id, sizeof id);
+  check(st == IRIS_SUCCESS && strcmp(id, "vnode1") == 0, "nodes: IRIS_HOST_ID is the host id", "%s '%s'", sname(st), id);
+  st = iris_detail_host_id(table_env, (void *)none, id, sizeof id);
+  check(st == IRIS_SUCCESS && strchr(id, '/') && id[0] != '/', "nodes: default host id is hostname/boot id", "%s '%s'", sname(st), id);
+  st = iris_detail_host_id(table_env, (void *)long_id, id, sizeof id);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "IRIS_HOST_ID"), "nodes: an overlong IRIS_HOST_ID is an error", "%s: '%s'", sname(st),
+        iris_error_detail());
+  memset(&env, 0, sizeof env);
+  env.launcher_name = "torchrun";
+  env.world_size = 4;
+  env.local_size = 4;
+  st = iris_detail_tcp_choice(table_env, (void *)tcp_ok, NULL, &env, &use, addr, sizeof addr, &port);
+  check(st == IRIS_SUCCESS && use == 0, "rendezvous choice: one host stays on the Unix socket", "%s use %d", sname(st), use);
+  st = iris_detail_tcp_choice(table_env, (void *)tcp_ok, "tcp", NULL, &use, addr, sizeof addr, &port);
+  check(st == IRIS_SUCCESS && use == 1 && port == 29500 && strcmp(addr, "node7") == 0, "rendezvous choice: IRIS_RENDEZVOUS=tcp uses MASTER_ADDR:MASTER_PORT",
+        "%s use %d %s:%d", sname(st), use, addr, port);
+  env.local_size = 2;
+  st = iris_detail_tcp_choice(table_env, (void *)tcp_ok, NULL, &env, &use, addr, sizeof addr, &port);
+  check(st == IRIS_SUCCESS && use == 1, "rendezvous choice: a world over hosts uses TCP", "%s use %d", sname(st), use);
+  st = iris_detail_tcp_choice(table_env, (void *)no_addr, NULL, &env, &use, addr, sizeof addr, &port);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "MASTER_ADDR") && has(iris_error_detail(), "local size 2 of world size 4"),
+        "rendezvous choice: no MASTER_ADDR is an error naming it", "%s: '%s'", sname(st), iris_error_detail());
+  st = iris_detail_tcp_choice(table_env, (void *)bad_port, "tcp", NULL, &use, addr, sizeof addr, &port);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "MASTER_PORT=70000"), "rendezvous choice: MASTER_PORT out of range", "%s: '%s'", sname(st),
+        iris_error_detail());
+  st = iris_detail_tcp_choice(table_env, (void *)junk_port, "tcp", NULL, &use, addr, sizeof addr, &port);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "MASTER_PORT=29x"), "rendezvous choice: a malformed MASTER_PORT", "%s: '%s'", sname(st),
+        iris_error_detail());
+}
+
+/* A port nobody listens on now (bound to 0, read back, closed). */
+static int free_port(void) {
+  struct sockaddr_in a;
+  socklen_t len = sizeof a;
+  int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0) port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+typedef struct tcp_arg {
+  int port, world[MAXR], timeout_ms, gathers;
+  const char *job[MAXR];
+} tcp_arg_t;
+/* Exit code: the status of open (or of the first failing allgather). */
+static int child_tcp(int rank, void *argp) {
+  const tcp_arg_t *a = (const tcp_arg_t *)argp;
+  child_res_t *res = &g_res[rank];
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = (iris_rendezvous_t *)&p;
+  iris_status_t st;
+  long long t0;
+  int i;
+  set_params(&p, "tcp-test", NULL, rank, a->world[rank], a->timeout_ms, 1ULL << 30);
+  p.job = a->job[rank];
+  t0 = now_ms();
+  st = iris_rendezvous_open_tcp(&p, "127.0.0.1", a->port, &r);
+  res->open_ms = now_ms() - t0;
+  res->out_null = r == NULL;
+  snprintf(res->detail, sizeof res->detail, "%s", iris_error_detail());
+  if (st != IRIS_SUCCESS) return r ? 100 : (int)st;
+  for (i = 0; i < a->gathers; i++)
+    if (gather_and_verify(r, rank, a->world[rank], i, 1 + (size_t)(i * 7) % 60)) { iris_rendezvous_close(r); return 99; }
+  iris_rendezvous_close(r);
+  return 0;
+}
+static void tcp_init(tcp_arg_t *a, int world, int timeout_ms, int gathers) {
+  int i;
+  memset(a, 0, sizeof *a);
+  a->port = free_port();
+  a->timeout_ms = timeout_ms;
+  a->gathers = gathers;
+  for (i = 0; i < MAXR; i++) {
+    a->world[i] = world;
+    a->job[i] = "job-1";
+  }
+}
+static void test_tcp_rendezvous(void) {
+  tcp_arg_t a;
+  int ranks[MAXR], codes[MAXR], hung, i, lfd, one = 1;
+  long long ms;
+  struct sockaddr_in sa;
+  for (i = 0; i < MAXR; i++) ranks[i] = i;
+  /* 4 ranks, 30 allgathers; then again on the same port at once (left in TIME_WAIT) */
+  tcp_init(&a, 4, 5000, 30);
+  ms = run_children(4, ranks, child_tcp, &a, 15000, codes, &hung);
+  expect_children_ok("tcp rendezvous 4 ranks 30 allgathers", 4, ranks, codes, hung, ms);
+  ms = run_children(4, ranks, child_tcp, &a, 15000, codes, &hung);
+  expect_children_ok("tcp rendezvous reuses a port its last job just left (stale port)", 4, ranks, codes, hung, ms);
+  /* a missing peer: rank 0 names it, within the timeout */
+  tcp_init(&a, 3, 800, 1);
+  ms = run_children(2, ranks, child_tcp, &a, 10000, codes, &hung);
+  check(!hung && codes[0] == IRIS_ERROR_TIMEOUT && codes[1] == IRIS_ERROR_TIMEOUT && names_rank(g_res[0].detail, 2) && !names_rank(g_res[0].detail, 1) &&
+            has(g_res[0].detail, "MASTER_ADDR") && g_res[0].out_null && g_res[1].out_null && ms < 4000,
+        "tcp rendezvous missing rank times out naming it", "hung %d after %lld ms; rank 0 %s '%s'; rank 1 %s '%s'", hung, ms, sname((iris_status_t)codes[0]),
+        g_res[0].detail, sname((iris_status_t)codes[1]), g_res[1].detail);
+  /* no rank 0 at all: rank 1 names the address */
+  ms = run_children(1, ranks + 1, child_tcp, &a, 10000, codes, &hung);
+  check(!hung && codes[0] == IRIS_ERROR_TIMEOUT && has(g_res[1].detail, "127.0.0.1:") && has(g_res[1].detail, "MASTER_ADDR") && ms >= 700 && ms < 4000,
+        "tcp rendezvous with no rank 0 times out naming MASTER_ADDR:MASTER_PORT", "%lld ms, %s '%s'", ms, sname((iris_status_t)codes[0]), g_res[1].detail);
+  /* a wrong world size */
+  tcp_init(&a, 2, 5000, 1);
+  a.world[1] = 3;
+  ms = run_children(2, ranks, child_tcp, &a, 10000, codes, &hung);
+  check(!hung && codes[0] == IRIS_ERROR_MISMATCH && codes[1] == IRIS_ERROR_MISMATCH && has(g_res[0].detail, "world size") && has(g_res[1].detail, "world size") &&
+            ms < 4000,
+        "tcp rendezvous refuses a wrong world size", "hung %d after %lld ms; rank 0 %s '%s'; rank 1 %s '%s'", hung, ms, sname((iris_status_t)codes[0]),
+        g_res[0].detail, sname((iris_status_t)codes[1]), g_res[1].detail);
+  /* a rank of another job: refused, rank 0 keeps waiting for its own */
+  tcp_init(&a, 2, 1200, 1);
+  a.job[1] = "job-2";
+  ms = run_children(2, ranks, child_tcp, &a, 10000, codes, &hung);
+  check(!hung && codes[0] == IRIS_ERROR_TIMEOUT && codes[1] == IRIS_ERROR_IN_USE && has(g_res[0].detail, "another job") && has(g_res[1].detail, "another job"),
+        "tcp rendezvous refuses a rank of another job", "hung %d after %lld ms; rank 0 %s '%s'; rank 1 %s '%s'", hung, ms, sname((iris_status_t)codes[0]),
+        g_res[0].detail, sname((iris_status_t)codes[1]), g_res[1].detail);
+  /* the port is taken by a live listener: rank 0 says so at once */
+  tcp_init(&a, 2, 3000, 1);
+  lfd = socket(AF_INET, SOCK_STREAM, 0);
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  sa.sin_port = htons((unsigned short)a.port);
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 4) != 0) {
+    check(0, "tcp rendezvous refuses a port in use", "could not occupy port %d: %s", a.port, strerror(errno));
+  } else {
+    ms = run_children(1, ranks, child_tcp, &a, 10000, codes, &hung);
+    check(!hung && codes[0] == IRIS_ERROR_IN_USE && has(g_res[0].detail, "MASTER_PORT") && ms < 1000, "tcp rendezvous refuses a port in use",
+          "%lld ms, %s '%s'", ms, sname((iris_status_t)codes[0]), g_res[0].detail);
+  }
+  if (lfd >= 0) close(lfd);
+  {
+    iris_rendezvous_params_t p;
+    iris_rendezvous_t *r = (iris_rendezvous_t *)&p;
+    iris_status_t st;
+    set_params(&p, "tcp-test", NULL, 1, 2, 500, 1ULL << 30);
+    st = iris_rendezvous_open_tcp(&p, "no-such-host.invalid", 29500, &r);
+    check((st == IRIS_ERROR_INVALID_ARGUMENT || st == IRIS_ERROR_TIMEOUT) && r == NULL && has(iris_error_detail(), "no-such-host.invalid"),
+          "tcp rendezvous names an unresolvable MASTER_ADDR", "%s: '%s'", sname(st), iris_error_detail());
+    st = iris_rendezvous_open_tcp(&p, "127.0.0.1", 0, &r);
+    check(st == IRIS_ERROR_INVALID_ARGUMENT && r == NULL && has(iris_error_detail(), "MASTER_PORT"), "tcp rendezvous refuses port 0", "%s: '%s'", sname(st),
+          iris_error_detail());
+  }
+}
+
+static void test_nccl_loader(void) {
+  const iris_detail_nccl_lib_t *lib = NULL;
+  iris_status_t st;
+  void *h;
+  setenv("IRIS_NCCL_LIBRARY", "/nonexistent/libnccl-test.so.2", 1);
+  st = iris_detail_nccl_load(&lib);
+  check(st == IRIS_ERROR_UNSUPPORTED && has(iris_error_detail(), "/nonexistent/libnccl-test.so.2") && has(iris_error_detail(), "IRIS_NCCL_LIBRARY"),
+        "nccl loader: a missing library is refused naming it", "%s: '%s'", sname(st), iris_error_detail());
+  unsetenv("IRIS_NCCL_LIBRARY");
+  h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+  if (!h) h = dlopen("libnccl.so.2", RTLD_NOW);
+  if (!h) {
+    printf("SKIP: nccl loader: resolves every function: no libnccl.so.2 here\n");
+    return;
+  }
+  st = iris_detail_nccl_load(&lib);
+  check(st == IRIS_SUCCESS && lib && lib->api.all_reduce && lib->api.all_gather && lib->api.reduce_scatter && lib->api.broadcast && lib->comm_init_rank &&
+            lib->get_unique_id && lib->api.version >= 20700,
+        "nccl loader: resolves every function from libnccl.so.2 (no link dependency)", "%s: '%s', version %d", sname(st), iris_error_detail(),
+        lib ? lib->api.version : -1);
+}
+
+/* iris_init over virtual nodes (IRIS_HOST_ID) and the TCP rendezvous, without a GPU:
+ * the ranks meet and are grouped before any GPU call, so an uneven layout is refused on
+ * every rank (naming the node and counts), and an even one gets past the grouping (to
+ * the GPU error here, or further on a machine with a GPU), never a timeout. */
+typedef struct vinit_arg { const char *ids[4]; int port; } vinit_arg_t;
+static int child_vinit(int rank, void *argp) {
+  const vinit_arg_t *a = (const vinit_arg_t *)argp;
+  char port[16], r[8];
+  iris_t *ctx = NULL;
+  iris_status_t st;
+  snprintf(port, sizeof port, "%d", a->port);
+  snprintf(r, sizeof r, "%d", rank);
+  setenv("IRIS_RANK", r, 1);
+  setenv("IRIS_WORLD_SIZE", "4", 1);
+  setenv("IRIS_RENDEZVOUS", "tcp", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", port, 1);
+  setenv("IRIS_HOST_ID", a->ids[rank], 1);
+  setenv("IRIS_TIMEOUT_MS", "5000", 1);
+  setenv("IRIS_HEAP_SIZE", "4M", 1);
+  st = iris_init(NULL, &ctx);
+  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
+  g_res[rank].out_null = ctx == NULL;
+  if (st == IRIS_SUCCESS) iris_finalize(ctx);
+  return (int)st;
+}
+static void test_init_virtual_nodes(void) {
+  vinit_arg_t a = {{"vA", "vA", "vA", "vB"}, 0};
+  int ranks[4] = {0, 1, 2, 3}, codes[4], hung, i, ok = 1;
+  long long ms;
+  a.port = free_port();
+  ms = run_children(4, ranks, child_vinit, &a, 20000, codes, &hung);
+  for (i = 0; i < 4; i++) ok = ok && codes[i] == IRIS_ERROR_MISMATCH && has(g_res[i].detail, "'vB'") && has(g_res[i].detail, "has 1 ranks") && g_res[i].out_null;
+  check(!hung && ok && ms < 5000, "init: virtual nodes of 3 and 1 ranks are refused on every rank", "hung %d after %lld ms; rank 0 %s '%s'; rank 3 %s '%s'", hung, ms,
+        sname((iris_status_t)codes[0]), g_res[0].detail, sname((iris_status_t)codes[3]), g_res[3].detail);
+  a.ids[2] = "vB";
+  a.port = free_port();
+  ms = run_children(4, ranks, child_vinit, &a, 30000, codes, &hung);
+  for (i = 0, ok = 1; i < 4; i++) ok = ok && codes[i] != IRIS_ERROR_TIMEOUT && codes[i] != IRIS_ERROR_MISMATCH && codes[i] != IRIS_ERROR_INVALID_ARGUMENT;
+  check(!hung && ok, "init: 2 virtual nodes x 2 ranks meet over TCP and group (then the GPU step)", "hung %d after %lld ms; rank 0 %s '%s'; rank 3 %s '%s'", hung,
+        ms, sname((iris_status_t)codes[0]), g_res[0].detail, sname((iris_status_t)codes[3]), g_res[3].detail);
+}
