@@ -143,7 +143,7 @@ typedef enum iris_algo { IRIS_ALGO_AUTO = 0, IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWI
 typedef struct iris_coll_opts {
   size_t struct_size;
   iris_algo_t algo; /* IRIS_ALGO_AUTO: by size (docs/collectives.md, "Algorithms") */
-  int ctas;         /* bandwidth algorithms: CTAs per rank; 0 = automatic */
+  int ctas;         /* CTAs per rank: the bandwidth algorithms use this many, the one-shot latency kernel at most this many (fewer SMs beside compute); 0 = automatic */
 } iris_coll_opts_t;
 #define IRIS_COLL_OPTS_INIT {sizeof(iris_coll_opts_t), IRIS_ALGO_AUTO, 0}
 

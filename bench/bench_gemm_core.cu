@@ -6,7 +6,7 @@
 //   bench_gemm_core [config-substring]
 // Environment: BENCH_SHAPES=MxNxK,... (default: four shapes below), BENCH_LAYOUT=KxN or NxK
 // (default both), BENCH_GROUP=g (m-tiles per raster group, default 8), BENCH_REPS.
-#include "../internal/gemm_core_tma.h"
+#include "../internal/gemm/core_tma.h"
 #include "bench_util.h"
 
 #include <cublas_v2.h>

@@ -76,10 +76,9 @@ static int iris_coll_ll_blocks(size_t count, size_t es) {
   return blocks < 1 ? 1 : blocks;
 }
 template <typename T, int KIND, int OP>
-static void iris_coll_launch_ll(const iris_coll_state_t *s, const void *send, void *recv, size_t count, int root, unsigned long long sig, int op,
+static void iris_coll_launch_ll(const iris_coll_state_t *s, const void *send, void *recv, size_t count, int root, unsigned long long sig, int op, int blocks,
                                 iris_stream_t stream) {
-  iris_coll_ll_kernel<T, KIND, OP><<<iris_coll_ll_blocks(count, sizeof(T)), IRIS_COLL_LL_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, root, sig,
-                                                                                                              op);
+  iris_coll_ll_kernel<T, KIND, OP><<<blocks, IRIS_COLL_LL_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, root, sig, op);
 }
 template <typename T, int OP>
 static void iris_coll_launch_ll2(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, int op, iris_stream_t stream) {
@@ -164,7 +163,7 @@ template <typename T, int KIND, int OP, bool BUILT = iris_coll_builds<T, OP>::va
   static void launch(const iris_coll_state_t *s, iris_coll_path_t path, int op, const void *send, void *recv, size_t count, unsigned long long sig, int vec,
                      int blocks, iris_stream_t stream) {
     if (path == IRIS_COLL_PATH_LL2) iris_coll_launch_ll2<T, OP>(s, send, recv, count, sig, op, stream);
-    else if (path == IRIS_COLL_PATH_LL) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, 0, sig, op, stream);
+    else if (path == IRIS_COLL_PATH_LL) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, 0, sig, op, blocks, stream);
     else iris_coll_launch_reduce<T, KIND, OP>(s, send, recv, count, sig, vec, op, blocks, stream);
   }
 };
@@ -200,7 +199,7 @@ static void iris_coll_dispatch_move(const iris_coll_state_t *s, iris_coll_path_t
                                     int blocks, iris_stream_t stream) {
   const size_t bytes = count * sizeof(E);
   if (KIND == IRIS_COLL_BC && path == IRIS_COLL_PATH_LL2) iris_coll_launch_bc_ll2<E>(s, send, recv, count, root, sig, stream);
-  else if (path != IRIS_COLL_PATH_BW) iris_coll_launch_ll<E, KIND, IRIS_SUM>(s, send, recv, count, root, sig, IRIS_SUM, stream);
+  else if (path != IRIS_COLL_PATH_BW) iris_coll_launch_ll<E, KIND, IRIS_SUM>(s, send, recv, count, root, sig, IRIS_SUM, blocks, stream);
   else if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
   else if (KIND == IRIS_COLL_A2A) iris_coll_copy_kernel<IRIS_COLL_A2A><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
   else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_CHAIN_MIN_BYTES) iris_coll_launch_chain(s, send, recv, bytes, root, sig, blocks, stream);
@@ -250,6 +249,10 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, iris_co
   /* 16-byte path: every pointer and every per-rank block start is 16-byte aligned */
   vec = ((((uintptr_t)send | (uintptr_t)recv) & 15) == 0) && (kind == IRIS_COLL_AR || (bytes & 15) == 0);
   blocks = iris_coll_auto_ctas(kind == IRIS_COLL_AR, bytes, W, s->sms, ctas);
+  if (path == IRIS_COLL_PATH_LL) { /* the one-shot LL kernel: a thread per line, or fewer CTAs when the caller asks (opts.ctas) */
+    blocks = iris_coll_ll_blocks(count, es);
+    if (ctas > 0 && ctas < blocks) blocks = ctas;
+  }
   /* the algorithm and grid too: ranks that would launch different kernels must not agree */
   sig = (sig ^ (unsigned long long)((int)path * 1024 + blocks)) * 1099511628211ULL;
   switch (kind) {

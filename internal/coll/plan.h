@@ -32,8 +32,8 @@
 #ifndef IRIS_COLL_AR_STORE_CTAS
 #define IRIS_COLL_AR_STORE_CTAS 64
 #endif
-/* CTAs of the load/store two-shot all-reduce (below IRIS_COLL_AR_STORE_MIN): 64, not one
- * per SM, which stalled some calls; measured: docs/tuning.md. */
+/* CTAs of the load/store two-shot all-reduce (below IRIS_COLL_AR_STORE_MIN): 64, as fast
+ * as one per SM and leaving SMs to compute beside it; measured: docs/tuning.md. */
 #ifndef IRIS_COLL_AR_CTAS
 #define IRIS_COLL_AR_CTAS 64
 #endif

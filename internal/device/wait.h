@@ -17,7 +17,7 @@
 typedef struct iris_detail_spin {
   unsigned long long start; /* %globaltimer at the first clock reading; 0 before it */
   unsigned polls;           /* polls so far */
-  unsigned step;            /* the last 2^20 ns step of the wait that was looked at */
+  unsigned step;            /* the last window of 8 steps of 2^20 ns in which this thread looked */
 } iris_detail_spin_t;
 #define IRIS_DETAIL_SPIN_INIT {0ULL, 0u, 0u}
 
@@ -63,10 +63,11 @@ IRIS_DEVICE_INLINE bool iris_detail_wait_expired(const iris_device_ctx_t &ctx, i
     return false;
   }
   const unsigned long long waited = now - s.start;
-  const unsigned step = (unsigned)(waited >> IRIS_DETAIL_WAIT_STEP_SHIFT);
-  if (step == s.step) return false;
-  s.step = step;
-  if (((step + threadIdx.x) & 7u) != 0) return false; /* this lane's turn: every 8th step */
+  /* this lane's window of 8 steps, staggered by lane: it looks once per window, at its
+   * first clock reading in it (a wait whose polls are slow skips no window) */
+  const unsigned window = ((unsigned)(waited >> IRIS_DETAIL_WAIT_STEP_SHIFT) + (threadIdx.x & 7u)) >> 3;
+  if (window == s.step) return false;
+  s.step = window;
   if (iris_detail_faulted(ctx)) return true;
   if (waited <= IRIS_DETAIL_WAIT_FLOOR_NS && waited <= (unsigned long long)IRIS_WAIT_TIMEOUT_NS) return false;
   {
