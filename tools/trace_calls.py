@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-call table of an IRIS_TRACE timeline (internal/device_trace.h), every rank at once.
+"""Per-call table of an IRIS_TRACE timeline (internal/device/trace.h), every rank at once.
 
     python3 tools/trace_calls.py DIR/name     # reads DIR/name.r0.npy, DIR/name.r1.npy, ...
 

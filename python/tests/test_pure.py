@@ -694,6 +694,19 @@ class TestTorchModuleLogic(unittest.TestCase):
         self.assertEqual(it._out_shape("reduce_scatter", (8, 2), 4), (2, 2))
         self.assertEqual(it._out_shape("all_to_all", (8, 2), 4), (8, 2))
 
+    def test_torch_package_names(self):
+        """iris_gpu.torch, a subpackage, still offers every name the single module had that
+        users and the GPU tests reach (it.IrisError among them), without torch."""
+        import iris_gpu
+        from iris_gpu import torch as it
+
+        self.assertIs(it.IrisError, iris_gpu.IrisError)
+        for name in ("Context", "AgGemm", "GemmReduce", "Moe", "CustomAllreduce", "all_reduce", "all_reduce_", "all_gather", "all_gather_",
+                     "reduce_scatter", "reduce_scatter_", "all_to_all", "all_to_all_", "broadcast", "broadcast_", "barrier", "ag_gemm",
+                     "gemm_reduce", "gemm_reduce_scatter", "gemm_all_reduce", "moe_dispatch", "moe_combine", "launch",
+                     "device_context_from_symm_mem", "MOE_MODES", "_lib", "_types", "_host"):
+            self.assertTrue(hasattr(it, name), name)
+
     def test_closed_context_ids(self):
         from iris_gpu import torch as it
 

@@ -24,6 +24,8 @@ The package's modules: context (Context, the registry of contexts), dlpack (caps
 iris-owned memory), plans (AgGemm, GemmReduce, Moe), ops (the custom ops and the
 functions that call them), serving (CustomAllreduce). Every name is importable from here.
 """
+from .. import _host, _lib, _types  # noqa: F401 (as the single module had them)
+from .._lib import IrisError  # noqa: F401
 from .dlpack import _DLDataType, _DLDevice, _DLManagedTensor, _DLTensor, _DL_DELETER, _device_bytes, _dl_capsule, _dl_delete, _dl_keep  # noqa: F401
 from .context import Context, _CONTEXTS, _HeapBlock, _ctx, _ctx_id, _device_index, _ids, _prefix_counts, _register_lock, _torch_mod  # noqa: F401
 from .plans import AgGemm, GemmReduce, MOE_MODES, Moe, _PLANS, _plan, _scale_args  # noqa: F401
