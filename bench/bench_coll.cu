@@ -468,6 +468,19 @@ static Tail tail_stats(std::vector<double> t) {
   }
   return r;
 }
+// One call of variant v captured into a graph on s, instantiated and uploaded (the graph
+// itself is dropped: the executable keeps what it needs).
+static cudaGraphExec_t capture_one(const Op &op, int v, cudaStream_t s) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  must(enqueue(op, v, s));
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphDestroy(g));
+  CK(cudaGraphUpload(ge, s));
+  return ge;
+}
 // N calls of variant v (graph: single-call graphs) on the stream; ok = false if iris refused
 // the call (alike on every rank: the same arguments).
 static Tail tail_run(const Op &op, int v, bool graph, int N, cudaStream_t s) {
@@ -479,19 +492,12 @@ static Tail tail_run(const Op &op, int v, bool graph, int N, cudaStream_t s) {
   for (int i = 0; i < 3; i++) must(enqueue(op, v, s));
   std::vector<double> t;
   if (graph) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    must(enqueue(op, v, s));
-    CK(cudaStreamEndCapture(s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    CK(cudaGraphUpload(ge, s));
+    cudaGraphExec_t ge = capture_one(op, v, s);
     for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(ge, s));
     CK(cudaStreamSynchronize(s));
     IK(iris_barrier(ctx));
     t = per_call_us(N, s, [&] { CK(cudaGraphLaunch(ge, s)); });
     CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
   } else {
     CK(cudaStreamSynchronize(s));
     IK(iris_barrier(ctx));
@@ -560,13 +566,7 @@ static Company company_run(const Op &op, int v, int G) {
   std::vector<int> ns(W);
   IK(iris_allgather_host(ctx, &N, ns.data(), sizeof N));
   N = ns[0];
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  must(enqueue(op, v, stream));
-  CK(cudaStreamEndCapture(stream, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  CK(cudaGraphUpload(ge, stream));
+  cudaGraphExec_t ge = capture_one(op, v, stream);
   CK(cudaStreamSynchronize(stream));
   IK(iris_barrier(ctx));
   cudaEvent_t a, b;
@@ -582,7 +582,6 @@ static Company company_run(const Op &op, int v, int G) {
   CK(cudaEventDestroy(a));
   CK(cudaEventDestroy(b));
   CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
   c.coll = tail_stats(t);
   double slow = ms / G / gemm_alone_ms;
   std::vector<double> all(W);

@@ -248,10 +248,11 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, iris_co
   }
   /* 16-byte path: every pointer and every per-rank block start is 16-byte aligned */
   vec = ((((uintptr_t)send | (uintptr_t)recv) & 15) == 0) && (kind == IRIS_COLL_AR || (bytes & 15) == 0);
-  blocks = iris_coll_auto_ctas(kind == IRIS_COLL_AR, bytes, W, s->sms, ctas);
   if (path == IRIS_COLL_PATH_LL) { /* the one-shot LL kernel: a thread per line, or fewer CTAs when the caller asks (opts.ctas) */
     blocks = iris_coll_ll_blocks(count, es);
     if (ctas > 0 && ctas < blocks) blocks = ctas;
+  } else {
+    blocks = iris_coll_auto_ctas(kind == IRIS_COLL_AR, bytes, W, s->sms, ctas);
   }
   /* the algorithm and grid too: ranks that would launch different kernels must not agree */
   sig = (sig ^ (unsigned long long)((int)path * 1024 + blocks)) * 1099511628211ULL;

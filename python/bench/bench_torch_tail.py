@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 import iris_gpu.torch as it
-from bench_torch import init_rank
+from bench_torch import graphed, init_rank
 
 
 def parse_size(s):
@@ -48,18 +48,6 @@ def stats(ts):
     t = torch.tensor([pick(0.5), pick(0.99), ts[-1]], dtype=torch.float64, device="cuda")
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return tuple(t.tolist())
-
-
-def graphed(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g.replay
 
 
 class Gemm:
@@ -123,7 +111,7 @@ def main():
             calls = n_calls if nbytes < (64 << 20) else max(200, n_calls // 10)
             for mode in ("graph", "eager"):
                 for name, fn in variants.items():
-                    f = graphed(fn) if mode == "graph" else fn
+                    f = graphed(fn, 1)[0] if mode == "graph" else fn
                     for _ in range(5):
                         f()
                     torch.cuda.synchronize()
