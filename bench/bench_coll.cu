@@ -24,7 +24,7 @@
 //   exact for all_gather, all_to_all, broadcast; for sums within one rounding of the
 //   result plus one rounding of each partial sum (bf16 or fp32). A wrong row: exit 1.
 //   (fp8: the same bound in fp8 ulps; min, max and uint8: exact, uint8 sums modulo 256.)
-// Usage: bench_coll [ranks] [max_bytes] [--quick]
+// Usage: bench_coll [ranks] [max_bytes] [--quick] [--small]
 //   ranks: 0 (default) = one per visible GPU (starts its own ranks; also runs under mpirun)
 //   max_bytes: K/M/G suffix, default 1G. --quick or BENCH_QUICK=1: 1K, 64K, 1M, 16M, 256M.
 //   BENCH_ONLY=all_reduce,all_gather,...: only these collectives; BENCH_STEP=4: sizes
@@ -72,8 +72,19 @@
 
 enum { C_AR, C_AG, C_RS, C_A2A, C_BC, C_N };
 static const char *coll_name[C_N] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"};
-enum { V_NCCL, V_NCCL_SYMM, V_AUTO, V_LIB, V_LATENCY, V_BANDWIDTH, V_LL2, V_N };
-static const char *var_name[V_N] = {"nccl", "nccl_symm", "iris_auto", "iris_lib", "iris_latency", "iris_bandwidth", "iris_2shot_ll"};
+enum { V_NCCL, V_NCCL_SYMM, V_AUTO, V_LIB, V_LATENCY, V_BANDWIDTH, V_LL2, V_OLD, V_LINES, V_NOPDL, V_NOCHECK, V_N };
+static const char *var_name[V_N] = {"nccl", "nccl_symm", "iris_auto", "iris_lib", "iris_latency", "iris_bandwidth", "iris_2shot_ll",
+                                    "iris_old", "iris_lines", "iris_nopdl", "iris_nocheck"};
+// --small (BENCH_SMALL=1): the latency path's parts, 1..SMALL_MAX bytes, beside iris_auto:
+//   iris_old     the one-shot on LL lines without PDL (the latency path before armed slots and PDL)
+//   iris_lines   the one-shot on LL lines with PDL (IRIS_ALGO_ONE_SHOT_LL)
+//   iris_nopdl   iris_auto on a context with IRIS_COLL_PDL=0
+//   iris_nocheck iris_auto on a context with IRIS_COLL_CHECK=0 (no header matching)
+// The two extra contexts share this program's ranks (bootstrap over its context); the
+// buffers are the iris_auto ones (the latency path takes any device memory).
+static const size_t SMALL_MAX = 64 << 10;
+static bool small_mode;
+static iris_t *ctx_nopdl, *ctx_nocheck;
 static const size_t KiB = 1024, MiB = KiB << 10, GiB = MiB << 10;
 static const size_t LATENCY_MAX = IRIS_COLL_LL_BYTES; // iris_latency runs up to this size
 
@@ -91,6 +102,7 @@ static unsigned long long *d_bad;
 struct Bufs { void *in, *out; };
 static Bufs buf[4]; // 0: cudaMalloc (nccl), 1: ncclMemAlloc + windows (nccl_symm), 2: iris heap, 3: libiris.so's heap
 static int buf_of(int v) { return v == V_NCCL ? 0 : v == V_NCCL_SYMM ? 1 : v == V_LIB ? 3 : 2; }
+static bool small_variant(int v) { return v >= V_OLD; }
 
 // ------------------------------------------------------------------ libiris.so, the second door
 // The same calls through the shared library, in the same process: dlopen'ed with its own
@@ -262,7 +274,10 @@ static iris_status_t enqueue(const Op &op, int v, cudaStream_t s) {
     return IRIS_SUCCESS;
   }
   iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
-  o.algo = v == V_AUTO || v == V_LIB ? IRIS_ALGO_AUTO : v == V_LATENCY ? IRIS_ALGO_LATENCY : v == V_LL2 ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_BANDWIDTH;
+  o.algo = v == V_AUTO || v == V_LIB || v == V_NOPDL || v == V_NOCHECK ? IRIS_ALGO_AUTO : v == V_LATENCY ? IRIS_ALGO_LATENCY : v == V_LL2 ? IRIS_ALGO_TWO_SHOT_LL
+           : v == V_OLD || v == V_LINES                                   ? IRIS_ALGO_ONE_SHOT_LL
+                                                                          : IRIS_ALGO_BANDWIDTH;
+  iris_t *const c = v == V_OLD || v == V_NOPDL ? ctx_nopdl : v == V_NOCHECK ? ctx_nocheck : ctx;
   if (v == V_BANDWIDTH && getenv("BENCH_CTAS")) o.ctas = atoi(getenv("BENCH_CTAS")); // iris_bandwidth with this many CTAs
   if ((v == V_AUTO || v == V_LIB) && force_ctas) o.ctas = force_ctas;
   iris_dtype_t t = dts[op.dt].iris;
@@ -276,11 +291,11 @@ static iris_status_t enqueue(const Op &op, int v, cudaStream_t s) {
     }
   }
   switch (op.coll) {
-  case C_AR: return iris_all_reduce_ex(ctx, b.in, b.out, op.count, t, (iris_redop_t)redop, s, &o);
-  case C_AG: return iris_all_gather_ex(ctx, b.in, b.out, op.count, t, s, &o);
-  case C_RS: return iris_reduce_scatter_ex(ctx, b.in, b.out, op.count, t, (iris_redop_t)redop, s, &o);
-  case C_A2A: return iris_all_to_all_ex(ctx, b.in, b.out, op.count, t, s, &o);
-  default: return iris_broadcast_ex(ctx, b.in, b.out, op.count, t, 0, s, &o);
+  case C_AR: return iris_all_reduce_ex(c, b.in, b.out, op.count, t, (iris_redop_t)redop, s, &o);
+  case C_AG: return iris_all_gather_ex(c, b.in, b.out, op.count, t, s, &o);
+  case C_RS: return iris_reduce_scatter_ex(c, b.in, b.out, op.count, t, (iris_redop_t)redop, s, &o);
+  case C_A2A: return iris_all_to_all_ex(c, b.in, b.out, op.count, t, s, &o);
+  default: return iris_broadcast_ex(c, b.in, b.out, op.count, t, 0, s, &o);
   }
 }
 static void must(iris_status_t st) {
@@ -760,16 +775,18 @@ int main(int argc, char **argv) {
   int nranks = 0, pos = 0;
   size_t max_bytes = GiB;
   bool quick = env_int("BENCH_QUICK", 0) != 0, guard = false, tail_mode = false, company_mode = false;
+  small_mode = env_int("BENCH_SMALL", 0) != 0;
   const char *lib_path = getenv("BENCH_LIB");
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--guard")) guard = guard_mode = true;
     else if (!strcmp(argv[i], "--tail")) tail_mode = true;
+    else if (!strcmp(argv[i], "--small")) small_mode = true;
     else if (!strcmp(argv[i], "--company")) company_mode = true;
     else if (!strncmp(argv[i], "--lib=", 6)) lib_path = argv[i] + 6;
     else if (pos == 0 && argv[i][0] != '-') nranks = atoi(argv[i]), pos++;
     else if (pos == 1 && argv[i][0] != '-') max_bytes = parse_size(argv[i]), pos++;
-    else { fprintf(stderr, "usage: bench_coll [ranks] [max_bytes] [--quick] [--guard] [--tail] [--company] [--lib=path/libiris.so]\n"); return 2; }
+    else { fprintf(stderr, "usage: bench_coll [ranks] [max_bytes] [--quick] [--guard] [--tail] [--company] [--small] [--lib=path/libiris.so]\n"); return 2; }
   }
   int main_dt = D_BF16; // BENCH_DTYPE, BENCH_OP
   {
@@ -820,6 +837,17 @@ int main(int argc, char **argv) {
   } else if (guard) {
     fprintf(stderr, "bench_coll --guard needs the library: --lib=build/libiris.so or BENCH_LIB\n");
     return 2;
+  }
+  if (small_mode) { // the contexts of iris_old / iris_nopdl and iris_nocheck, over this one
+    for (int k = 0; k < 2; k++) {
+      iris_config_t sc = IRIS_CONFIG_INIT;
+      sc.rank = rank, sc.world_size = W, sc.device = iris_device_ordinal(ctx), sc.heap_size = 256 * MiB, sc.bootstrap = &lib_boot;
+      iris_t **c = k ? &ctx_nocheck : &ctx_nopdl;
+      setenv(k ? "IRIS_COLL_CHECK" : "IRIS_COLL_PDL", "0", 1); // read at the setup
+      IK(iris_init(&sc, c));
+      IK(iris_collectives_setup(*c));
+      unsetenv(k ? "IRIS_COLL_CHECK" : "IRIS_COLL_PDL");
+    }
   }
   CK(cudaMalloc(&buf[0].in, in_max));
   CK(cudaMalloc(&buf[0].out, out_max));
@@ -984,6 +1012,7 @@ int main(int argc, char **argv) {
         for (int v = 0; v < V_N; v++) {
           if ((v == V_NCCL_SYMM && !symm) || (v == V_LATENCY && op.bytes > LATENCY_MAX)) continue;
           if ((v == V_LIB && !lib.h) || (guard && v > V_LIB)) continue;
+          if (small_variant(v) && (!small_mode || op.bytes > SMALL_MAX)) continue;
           if (v <= V_NCCL_SYMM && !dts[dt].nccl_ok) continue; // fp8 before NCCL 2.24
           if (v == V_LL2 && !(c == C_AR && op.bytes <= (double)IRIS_COLL_LL2_BYTES * W) && !(c == C_BC && W >= 3 && op.bytes <= (double)IRIS_COLL_LL2_BYTES * (W - 1)))
             continue;
@@ -1056,6 +1085,8 @@ int main(int argc, char **argv) {
   CK(cudaStreamDestroy(stream));
   IK(iris_free(ctx, buf[2].in));
   IK(iris_free(ctx, buf[2].out));
+  if (ctx_nopdl) IK(iris_finalize(ctx_nopdl));
+  if (ctx_nocheck) IK(iris_finalize(ctx_nocheck));
   if (rank == 0) {
     if (csv) fclose(csv);
     if (png && *png && csv) plot(csv_path, png);

@@ -120,6 +120,12 @@ static bool one(Suite &s, Bufs &B, int kind, int type, int op, size_t count, iri
   return ok;
 }
 
+// the reductions whose latency path takes the armed slots (fp32, fp16, bf16; SUM, AVG)
+static bool armed_kind(int kind, int type, int op) {
+  return (kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && (type == IRIS_FLOAT32 || type == IRIS_FLOAT16 || type == IRIS_BFLOAT16) &&
+         (op == IRIS_SUM || op == IRIS_AVG);
+}
+
 static bool test_matrix(Suite &s, Bufs &B) {
   const size_t counts[] = {1, 7, 33, 1001, 4112, 8195, 65539, 300007}; // 4112: whole 16-byte vectors per rank's block, every type
   int call = 1;
@@ -129,9 +135,10 @@ static bool test_matrix(Suite &s, Bufs &B) {
       for (int op = 0; op < nops; op++) {
         bool ok = true;
         for (size_t count : counts)
-          for (iris_algo_t algo : {IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_TWO_SHOT_LL, IRIS_ALGO_AUTO}) {
+          for (iris_algo_t algo : {IRIS_ALGO_LATENCY, IRIS_ALGO_ONE_SHOT_LL, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_TWO_SHOT_LL, IRIS_ALGO_AUTO}) {
             size_t es = iris_dtype_size((iris_dtype_t)type);
-            if (algo == IRIS_ALGO_LATENCY && count * es > IRIS_COLL_LL_BYTES) continue;
+            if ((algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL) && count * es > IRIS_COLL_LL_BYTES) continue;
+            if (algo == IRIS_ALGO_ONE_SHOT_LL && !armed_kind(kind, type, op)) continue; // elsewhere the same kernel as IRIS_ALGO_LATENCY
             if (algo == IRIS_ALGO_TWO_SHOT_LL && !(kind == IRIS_COLL_AR && (count + s.world - 1) / s.world * es + 8 <= IRIS_COLL_LL2_BYTES) &&
                 !(kind == IRIS_COLL_BC && s.world >= 3 && ((count * es + 7) / 8 + s.world - 2) / (s.world - 1) * 8 <= IRIS_COLL_LL2_BYTES))
               continue;
@@ -144,8 +151,9 @@ static bool test_matrix(Suite &s, Bufs &B) {
             if (!ok) break;
           }
         char name[160];
-        snprintf(name, sizeof name, "%s %s%s%s: counts 1..300007, latency/bandwidth/%sauto, heap/off-heap/in-place, %s", kind_names[kind], type_names[type],
-                 nops > 1 ? " " : "", nops > 1 ? op_names[op] : "", kind == IRIS_COLL_AR || (kind == IRIS_COLL_BC && s.world >= 3) ? "two-shot LL/" : "",
+        snprintf(name, sizeof name, "%s %s%s%s: counts 1..300007, latency%s/bandwidth/%sauto, heap/off-heap/in-place, %s", kind_names[kind], type_names[type],
+                 nops > 1 ? " " : "", nops > 1 ? op_names[op] : "", armed_kind(kind, type, op) ? " (armed, LL lines)" : "",
+                 kind == IRIS_COLL_AR || (kind == IRIS_COLL_BC && s.world >= 3) ? "two-shot LL/" : "",
                  nops > 1 && !iris_coll_compiled_in((iris_dtype_t)type, (iris_redop_t)op) ? "compiled out: refused, nothing written" : "exact");
         if (!report(s, name, ok)) return true;
       }
@@ -474,6 +482,127 @@ static bool test_back_to_back(Suite &s) {
   return true;
 }
 
+// The armed one-shot: inputs that hold the slots' sentinel (all-ones bits, a NaN in
+// every float type), back-to-back calls on two streams mixed with the other latency
+// kernels (both parities, many times), and a mismatch on the armed path (every rank sees
+// it, nothing is written, the next calls re-arm the slots and stay exact).
+__global__ void k_poke_ones(void *buf, size_t es, size_t n, int me) { // element j = all ones where j % 7 == me % 7
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x)
+    if (j % 7 == (size_t)(me % 7)) {
+      if (es == 4) ((unsigned *)buf)[j] = 0xffffffffu;
+      else ((unsigned short *)buf)[j] = 0xffffu;
+    }
+}
+static bool is_nan_bits(int type, unsigned long long b) {
+  if (type == IRIS_FLOAT32) return (b & 0x7f800000u) == 0x7f800000u && (b & 0x7fffffu);
+  if (type == IRIS_FLOAT16) return (b & 0x7c00u) == 0x7c00u && (b & 0x3ffu);
+  return (b & 0x7f80u) == 0x7f80u && (b & 0x7fu); // bf16
+}
+static bool test_armed(Suite &s, Bufs &B) {
+  const int W = s.world, me = s.rank;
+  { // 1. the sentinel in the data: a NaN in, a NaN out, no wait that never ends
+    bool ok = true;
+    int call = 60000;
+    for (int type : {IRIS_FLOAT32, IRIS_FLOAT16, IRIS_BFLOAT16})
+      for (int kind : {IRIS_COLL_AR, IRIS_COLL_RS})
+        for (size_t count : {(size_t)1001, (size_t)4100}) {
+          const size_t es = iris_dtype_size((iris_dtype_t)type), in_n = kind == IRIS_COLL_RS ? W * count : count;
+          call++;
+          fill(B.hs, type, in_n, s.seed, me, call);
+          k_poke_ones<<<64, 256>>>(B.hs, es, in_n, me);
+          CK(cudaMemset(B.hr, 0x5a, count * es));
+          CK(cudaDeviceSynchronize());
+          IK(call_coll(s.ctx, kind, B.hs, B.hr, count, type, IRIS_SUM, 0, IRIS_ALGO_AUTO, 0));
+          CK(cudaDeviceSynchronize());
+          std::vector<unsigned char> h(count * es);
+          CK(cudaMemcpy(h.data(), B.hr, h.size(), cudaMemcpyDeviceToHost));
+          for (size_t i = 0; i < count && ok; i++) {
+            const size_t j = kind == IRIS_COLL_RS ? (size_t)me * count + i : i; // the input index every rank contributes
+            bool poked = false;
+            for (int r = 0; r < W; r++) poked |= j % 7 == (size_t)(r % 7);
+            const unsigned long long got = get_bits(h, type, i);
+            const bool good = poked ? is_nan_bits(type, got) : got == mask_bits(expected(kind, type, IRIS_SUM, s.seed, call, me, W, count, i, 0), type);
+            if (!good) {
+              fprintf(stderr, "rank %d: armed %s %s count %zu: element %zu is %llx (%s)\n", me, kind_names[kind], type_names[type], count, i, got,
+                      poked ? "want a NaN" : "want the exact sum");
+              ok = false;
+            }
+          }
+        }
+    report(s, "armed one-shot: all-ones (NaN) elements in the inputs give NaN sums and no endless wait; every other element exact (fp32, fp16, bf16; all-reduce, reduce-scatter)", ok);
+  }
+  { // 2. back to back on two streams, mixed with the LL kernels
+    const int calls = 1200 / quick_div();
+    const size_t slot = (size_t)W * 4224 * 4; // bytes: the largest input below (fp32, 4200 elements; W chunks for reduce-scatter)
+    char *in, *out;
+    CK(cudaMalloc(&in, slot * calls));
+    CK(cudaMalloc(&out, slot * calls));
+    cudaStream_t st[2];
+    CK(cudaStreamCreateWithFlags(&st[0], cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&st[1], cudaStreamNonBlocking));
+    struct C { int kind, type, op; size_t count; iris_algo_t algo; };
+    auto plan = [&](int c) -> C {
+      switch (c % 5) {
+      case 0: return {IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, 1 + (size_t)(c * 37) % 4200, IRIS_ALGO_AUTO};
+      case 1: return {IRIS_COLL_RS, IRIS_BFLOAT16, IRIS_SUM, 1 + (size_t)(c * 13) % 2000, IRIS_ALGO_LATENCY};
+      case 2: return {IRIS_COLL_AR, IRIS_FLOAT16, IRIS_AVG, 1 + (size_t)(c * 7) % 3000, IRIS_ALGO_ONE_SHOT_LL};
+      case 3: return {IRIS_COLL_AG, IRIS_INT32, IRIS_SUM, 500, IRIS_ALGO_LATENCY};
+      default: return {IRIS_COLL_AR, IRIS_BFLOAT16, IRIS_SUM, 1 + (size_t)(c * 101) % 4200, IRIS_ALGO_AUTO};
+      }
+    };
+    for (int c = 0; c < calls; c++) {
+      const C p = plan(c);
+      fill(in + slot * c, p.type, p.kind == IRIS_COLL_RS ? W * p.count : p.count, s.seed, me, 70000 + c);
+    }
+    CK(cudaMemset(out, 0x5a, slot * calls));
+    CK(cudaDeviceSynchronize());
+    if (!barrier(s)) return false;
+    if (me == W - 1) usleep(30000); // one rank late
+    for (int c = 0; c < calls; c++) {
+      const C p = plan(c);
+      IK(call_coll(s.ctx, p.kind, in + slot * c, out + slot * c, p.count, p.type, p.op, 0, p.algo, st[c % 2]));
+    }
+    CK(cudaDeviceSynchronize());
+    std::vector<unsigned char> h(slot * calls);
+    CK(cudaMemcpy(h.data(), out, h.size(), cudaMemcpyDeviceToHost));
+    bool ok = true;
+    for (int c = 0; c < calls && ok; c++) {
+      const C p = plan(c);
+      const size_t es = iris_dtype_size((iris_dtype_t)p.type), out_n = p.kind == IRIS_COLL_AG ? W * p.count : p.count;
+      const std::vector<unsigned char> hc(h.begin() + slot * c, h.begin() + slot * c + out_n * es);
+      for (size_t i = 0; i < out_n && ok; i++)
+        if (get_bits(hc, p.type, i) != mask_bits(expected(p.kind, p.type, p.op, s.seed, 70000 + c, me, W, p.count, i, 0), p.type)) {
+          fprintf(stderr, "rank %d: armed back-to-back call %d (%s %s): element %zu wrong\n", me, c, kind_names[p.kind], type_names[p.type], i);
+          ok = false;
+        }
+    }
+    char name[200];
+    snprintf(name, sizeof name, "armed one-shot: %d back-to-back calls on two streams, mixed with LL-line all-reduces and all-gathers, one rank late, exact", calls);
+    report(s, name, ok);
+    cudaStreamDestroy(st[0]);
+    cudaStreamDestroy(st[1]);
+    cudaFree(in);
+    cudaFree(out);
+  }
+  { // 3. a mismatch on the armed path, then the slots re-armed
+    bool caught = true;
+    unsigned char h[4096];
+    CK(cudaMemset(B.hr, 0x5a, sizeof h));
+    CK(cudaDeviceSynchronize());
+    IK(iris_all_reduce(s.ctx, B.hs, B.hr, me == 0 ? 1000 : 1001, IRIS_FLOAT32, IRIS_SUM, 0));
+    CK(cudaDeviceSynchronize());
+    caught &= iris_collectives_check(s.ctx) == IRIS_ERROR_MISMATCH;
+    CK(cudaMemcpy(h, B.hr, sizeof h, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < sizeof h; i++) caught &= h[i] == 0x5a;
+    caught &= iris_collectives_check(s.ctx) == IRIS_SUCCESS;
+    for (int k = 0; k < 40 && caught; k++) // the first call of each parity runs on the LL lines and re-arms it
+      caught &= one(s, B, k % 3 == 1 ? IRIS_COLL_RS : IRIS_COLL_AR, k % 3 == 2 ? IRIS_BFLOAT16 : IRIS_FLOAT32, k % 4 == 3 ? IRIS_AVG : IRIS_SUM,
+                    1 + (size_t)(k * 997) % 9000, IRIS_ALGO_AUTO, k % 4, 61000 + k, 0);
+    report(s, "armed one-shot: a count mismatch is detected on every rank, nothing written; the next 40 armed calls (slots re-armed) exact", caught);
+  }
+  return true;
+}
+
 // graphs: one graph = fill (from a device replay counter) + every collective + device
 // checks; replayed many times with new data, eager calls mixed in
 __device__ unsigned d_replay;
@@ -490,8 +619,8 @@ __global__ void k_graph_fill(int *ar, int *ag, int *rs, int *a2a, int *bc, float
     a2a[j] = (int)input_hash(seed, r, j, c + 3);
   }
 }
-__global__ void k_graph_check(const int *ar, const int *ag, const int *rs, const int *a2a, const int *bc, const int *bc2, const float *f, size_t n, int W,
-                              uint64_t seed, int me, int root, int root2, unsigned long long *errs) {
+__global__ void k_graph_check(const int *ar, const int *ag, const int *rs, const int *a2a, const int *bc, const int *bc2, const float *f, const float *f2, size_t n,
+                              int W, uint64_t seed, int me, int root, int root2, unsigned long long *errs) {
   const unsigned c = d_replay;
   unsigned long long bad = 0;
   for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < (size_t)W * n; j += (size_t)gridDim.x * blockDim.x) {
@@ -509,6 +638,7 @@ __global__ void k_graph_check(const int *ar, const int *ag, const int *rs, const
       bad += bc[j] != (int)input_hash(seed, root, j, c + 4);
       bad += bc2[j] != (int)input_hash(seed, root2, j, c + 4);
       bad += f[j] != fs;
+      bad += f2[j] != fs;
     }
     bad += ag[j] != (int)input_hash(seed, (int)r, i, c + 1);
     bad += a2a[j] != (int)input_hash(seed, (int)r, (size_t)me * n + i, c + 3);
@@ -521,7 +651,7 @@ static bool test_graph(Suite &s) {
   const int W = s.world;
   const size_t n = 3001;
   int *in[5], *out[6];
-  float *fin, *fout;
+  float *fin, *fout, *fout2;
   unsigned long long *errs;
   for (int k = 0; k < 5; k++) {
     IK(iris_malloc(s.ctx, sizeof(int) * W * n, (void **)&in[k]));
@@ -530,6 +660,7 @@ static bool test_graph(Suite &s) {
   IK(iris_malloc(s.ctx, sizeof(int) * n, (void **)&out[5])); // the bandwidth-path broadcast (relay at 3+ ranks)
   IK(iris_malloc(s.ctx, sizeof(float) * n, (void **)&fin));
   CK(cudaMalloc(&fout, sizeof(float) * n)); // off the heap: the staged path inside a graph
+  CK(cudaMalloc(&fout2, sizeof(float) * n));
   CK(cudaMalloc(&errs, sizeof *errs));
   CK(cudaMemset(errs, 0, sizeof *errs));
   unsigned zero = 0;
@@ -551,7 +682,8 @@ static bool test_graph(Suite &s) {
     iris_coll_opts_t f = IRIS_COLL_OPTS_INIT; // captured: the two-shot LL; eager: the bandwidth two-shot
     f.algo = small == IRIS_ALGO_LATENCY ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_BANDWIDTH;
     IK(iris_all_reduce_ex(s.ctx, fin, fout, n, IRIS_FLOAT32, IRIS_SUM, st, &f));
-    k_graph_check<<<16, 256, 0, st>>>(out[0], out[1], out[2], out[3], out[4], out[5], fout, n, W, s.seed, s.rank, root, root2, errs);
+    IK(iris_all_reduce_ex(s.ctx, fin, fout2, n, IRIS_FLOAT32, IRIS_SUM, st, &o)); // captured: the armed one-shot
+    k_graph_check<<<16, 256, 0, st>>>(out[0], out[1], out[2], out[3], out[4], out[5], fout, fout2, n, W, s.seed, s.rank, root, root2, errs);
     k_graph_next<<<1, 1, 0, st>>>();
     return true;
   };
@@ -575,12 +707,13 @@ static bool test_graph(Suite &s) {
   CK(cudaMemcpy(&e, errs, sizeof e, cudaMemcpyDeviceToHost));
   if (e) fprintf(stderr, "rank %d: graph replays: %llu wrong elements\n", s.rank, e);
   char name[128];
-  snprintf(name, sizeof name, "graph of 7 collectives replayed %d times with new data, eager calls mixed in, checked on device", replays);
+  snprintf(name, sizeof name, "graph of 8 collectives (the armed one-shot among them) replayed %d times with new data, eager calls mixed in, checked on device", replays);
   report(s, name, e == 0);
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
   cudaStreamDestroy(st);
   cudaFree(fout);
+  cudaFree(fout2);
   cudaFree(errs);
   IK(iris_free(s.ctx, fin));
   IK(iris_free(s.ctx, out[5]));
@@ -709,8 +842,12 @@ int main(int argc, char **argv) {
   // the parts that call int32 and fp32 sums directly run where this build has them (all
   // of them by default); one() checks every reduction a build leaves out
   const bool i32 = iris_coll_compiled_in(IRIS_INT32, IRIS_SUM), f32 = iris_coll_compiled_in(IRIS_FLOAT32, IRIS_SUM);
+  bool armed_all = true; // the armed-path part calls sums and averages of all three float types
+  for (int t : {IRIS_FLOAT32, IRIS_FLOAT16, IRIS_BFLOAT16})
+    for (int o : {IRIS_SUM, IRIS_AVG}) armed_all = armed_all && iris_coll_compiled_in((iris_dtype_t)t, (iris_redop_t)o);
+  if (rank == 0 && !armed_all) printf("SKIP: [%s] armed one-shot part: it calls fp32/fp16/bf16 sums and averages, not all compiled into this build\n", s.tag.c_str());
   if (rank == 0 && !(i32 && f32)) printf("SKIP: [%s] bad input, back-to-back and graph parts: they call int32 or fp32 sums, compiled out of this build\n", s.tag.c_str());
-  bool ran = (!f32 || test_bad_input(s, B)) && test_matrix(s, B) && test_large(s, B) && test_ar_store(s, B) && (!i32 || test_ar_store_back_to_back(s)) &&
+  bool ran = (!f32 || test_bad_input(s, B)) && test_matrix(s, B) && (!armed_all || test_armed(s, B)) && test_large(s, B) && test_ar_store(s, B) && (!i32 || test_ar_store_back_to_back(s)) &&
              test_relay(s, B) && test_relay_back_to_back(s) && (!i32 || test_back_to_back(s)) && (!(i32 && f32) || test_graph(s));
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   cudaFree(B.ds);

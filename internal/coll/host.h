@@ -21,6 +21,7 @@ static void iris_coll_state_unwind(iris_t *ctx, iris_coll_state_t *s, iris_coll_
   iris_free(ctx, s->mn_scratch);
   iris_free(ctx, s->stage_out);
   iris_free(ctx, s->stage_in);
+  iris_free(ctx, s->dev.arm);
   iris_free(ctx, s->dev.ll2);
   iris_free(ctx, s->dev.ll);
   iris_free(ctx, s->dev.scratch);
@@ -39,7 +40,7 @@ static inline int iris_coll_stages(iris_t *ctx) {
 IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   iris_coll_state_t *s;
   iris_status_t st;
-  size_t ll_bytes, ll2_bytes;
+  size_t ll_bytes, ll2_bytes, arm_bytes;
   iris_coll_ctl_t *ctl = NULL;
   const char *env = NULL;
   int W, r, failed_rank = -1;
@@ -73,19 +74,30 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     free(all);
     return IRIS_ERROR_INVALID_ARGUMENT;
   }
+  s->pdl = IRIS_GPU_HAS_PDL;
+  if (iris_detail_env_flag("IRIS_COLL_PDL", " (0: the latency kernels launch without programmatic dependent launch; 1: with it where the GPU has it, the default)",
+                           &s->pdl) < 0) {
+    free(s);
+    free(all);
+    return IRIS_ERROR_INVALID_ARGUMENT;
+  }
   {
     int sms = 0; /* on a failed query: 1, as the planning arithmetic assumes at least one SM */
     (void)iris_gpu_sm_count(&sms, iris_device_ordinal(ctx));
     s->sms = sms > 0 ? sms : 1;
+    if (s->pdl && !iris_gpu_has_pdl(iris_device_ordinal(ctx))) s->pdl = 0; /* before sm_90: no PDL */
   }
-  /* the control block (iris_coll_ctl_t) and the LL slots are zeroed, then the ranks meet,
-   * so no peer signals into them before they are zero */
+  /* the control block (iris_coll_ctl_t) and the LL slots are zeroed and the armed slots
+   * armed, then the ranks meet, so no peer signals into them before that */
   ll_bytes = 2 * (size_t)W * s->dev.ll_lines * sizeof(uint4);
   ll2_bytes = 4 * (size_t)W * s->dev.ll2_lines * sizeof(uint4);
+  s->dev.arm_vecs = IRIS_COLL_ARM_BYTES / 16;
+  arm_bytes = 2 * (size_t)W * s->dev.arm_vecs * sizeof(uint4);
   /* 1. the blocks: every rank's allocator is in the same state, so this succeeds or fails
    *    alike everywhere; on failure every rank frees what it took */
   if ((st = iris_malloc(ctx, sizeof *ctl, (void **)&ctl)) != IRIS_SUCCESS || (st = iris_malloc(ctx, IRIS_COLL_AR_SCRATCH_BYTES, (void **)&s->dev.scratch)) != IRIS_SUCCESS ||
       (st = iris_malloc(ctx, ll_bytes, (void **)&s->dev.ll)) != IRIS_SUCCESS || (st = iris_malloc(ctx, ll2_bytes, (void **)&s->dev.ll2)) != IRIS_SUCCESS ||
+      (st = iris_malloc(ctx, arm_bytes, (void **)&s->dev.arm)) != IRIS_SUCCESS ||
       (s->stage_bytes && ((st = iris_malloc(ctx, s->stage_bytes, (void **)&s->stage_in)) != IRIS_SUCCESS ||
                           (st = iris_malloc(ctx, s->stage_bytes, (void **)&s->stage_out)) != IRIS_SUCCESS)) ||
       (iris_num_nodes(ctx) > 1 && (st = iris_malloc(ctx, IRIS_COLL_MN_SCRATCH_BYTES, (void **)&s->mn_scratch)) != IRIS_SUCCESS)) {
@@ -99,6 +111,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   s->dev.hdr = ctl->hdr;
   s->dev.flags = ctl->flags;
   s->dev.progress = ctl->progress;
+  s->dev.arm_dirty = &ctl->arm_dirty;
   /* 2. zero the control words and LL lines (a local GPU failure is possible here) */
   {
     int old = -1;
@@ -108,6 +121,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(ctl, 0, sizeof *ctl);
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(s->dev.ll, 0, ll_bytes);
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(s->dev.ll2, 0, ll2_bytes);
+    if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(s->dev.arm, 0xff, arm_bytes); /* armed: every element waits */
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
     if (old >= 0) iris_gpu_set_device(old);
     mine = e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : (int32_t)iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_collectives_setup: zeroing the state failed: %s",
@@ -156,6 +170,14 @@ static int iris_coll_in_heap(iris_t *ctx, const void *p, size_t bytes) {
 }
 
 
+/* Whether a one-shot call takes the armed slots (iris_coll_arm_kernel): an all-reduce or
+ * reduce-scatter of fp32, fp16 or bf16 with SUM or AVG (types with a NaN sentinel, ops
+ * with kernels of their own) whose payload per peer fits them. */
+static int iris_coll_arm_fits(int kind, iris_dtype_t t, iris_redop_t op, size_t bytes) {
+  return (kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && (t == IRIS_FLOAT32 || t == IRIS_FLOAT16 || t == IRIS_BFLOAT16) && (op == IRIS_SUM || op == IRIS_AVG) &&
+         bytes <= IRIS_COLL_ARM_BYTES;
+}
+
 static const char *const iris_coll_names[IRIS_COLL_KINDS] = {"iris_all_reduce", "iris_all_gather", "iris_reduce_scatter", "iris_all_to_all", "iris_broadcast"};
 
 /* A reduction whose kernels this unit leaves out (IRIS_COLL_TYPES, IRIS_COLL_OPS, see
@@ -192,7 +214,7 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *
   if (opts) {
     if (opts->struct_size != sizeof(iris_coll_opts_t))
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: iris_coll_opts_t.struct_size is wrong: start from IRIS_COLL_OPTS_INIT", name);
-    if ((unsigned)opts->algo > (unsigned)IRIS_ALGO_TWO_SHOT_LL) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown algorithm %d", name, (int)opts->algo);
+    if ((unsigned)opts->algo > (unsigned)IRIS_ALGO_ONE_SHOT_LL) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown algorithm %d", name, (int)opts->algo);
     algo = opts->algo;
     ctas = opts->ctas;
     if (ctas < 0 || ctas > IRIS_COLL_MAX_CTAS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: ctas %d outside [0, %d]", name, ctas, IRIS_COLL_MAX_CTAS);
@@ -210,7 +232,7 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *
   chunked_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
   in_elems = chunked_in ? (size_t)W * count : count;
   out_elems = chunked_out ? (size_t)W * count : count;
-  path = algo == IRIS_ALGO_LATENCY ||
+  path = algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL ||
                  (algo == IRIS_ALGO_AUTO &&
                   count * es <= (kind == IRIS_COLL_AR ? (W == 2 ? IRIS_COLL_LL_MAX_AR_W2 : IRIS_COLL_LL_MAX_AR)
                                  : kind == IRIS_COLL_BC ? (W == 2 ? IRIS_COLL_LL_MAX_BC_W2 : IRIS_COLL_LL_MAX_BC)
@@ -219,11 +241,13 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *
              ? IRIS_COLL_PATH_LL
              : IRIS_COLL_PATH_BW;
   if (path == IRIS_COLL_PATH_LL && count * es > IRIS_COLL_LL_BYTES) {
-    if (algo == IRIS_ALGO_LATENCY)
+    if (algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL)
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_LATENCY takes at most %zu bytes per rank, not %zu", me, name, IRIS_COLL_LL_BYTES,
                               count * es);
     path = IRIS_COLL_PATH_BW;
   }
+  /* the one-shot on armed slots where they serve the call (IRIS_ALGO_ONE_SHOT_LL: always on LL lines) */
+  if (path == IRIS_COLL_PATH_LL && algo != IRIS_ALGO_ONE_SHOT_LL && s->dev.arm && iris_coll_arm_fits(kind, t, op, count * es)) path = IRIS_COLL_PATH_ARM;
   if (kind == IRIS_COLL_AR && W > 1) { /* the two-shot LL: does the chunk fit its slots? */
     const size_t chunk_bytes = iris_coll_ar_chunk(count, W, 8 / es) * es;
     if (algo == IRIS_ALGO_TWO_SHOT_LL && chunk_bytes > IRIS_COLL_LL2_BYTES)

@@ -21,6 +21,7 @@ typedef struct iris_coll_state {
   char *mn_scratch;           /* multi-node worlds: IRIS_COLL_MN_SCRATCH_BYTES for the rail steps */
   size_t stage_bytes;
   int sms;
+  int pdl; /* 1: the latency kernels launch with PDL (IRIS_COLL_PDL, default where the GPU has it) */
 } iris_coll_state_t;
 
 static void iris_coll_state_free(void *p) { free(p); } /* its heap blocks go with the heap */
@@ -75,24 +76,48 @@ static int iris_coll_ll_blocks(size_t count, size_t es) {
   if (blocks > IRIS_COLL_MAX_CTAS) blocks = IRIS_COLL_MAX_CTAS;
   return blocks < 1 ? 1 : blocks;
 }
+/* The latency kernels launch with PDL (s->pdl): each may start while the kernel before it
+ * on the stream ends (iris_detail_pdl_wait comes before it reads anything). */
 template <typename T, int KIND, int OP>
 static void iris_coll_launch_ll(const iris_coll_state_t *s, const void *send, void *recv, size_t count, int root, unsigned long long sig, int op, int blocks,
                                 iris_stream_t stream) {
-  iris_coll_ll_kernel<T, KIND, OP><<<blocks, IRIS_COLL_LL_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, root, sig, op);
+  (void)iris_detail_launch(iris_coll_ll_kernel<T, KIND, OP>, (unsigned)blocks, IRIS_COLL_LL_THREADS, stream, s->pdl, s->dev, (const T *)send, (T *)recv, count, root,
+                           sig, op);
 }
+static int iris_coll_arm_blocks(size_t count, size_t es) {
+  const size_t vecs = (count * es + 15) / 16;
+  int blocks = (int)((vecs + IRIS_COLL_ARM_THREADS - 1) / IRIS_COLL_ARM_THREADS);
+  if (blocks > IRIS_COLL_MAX_CTAS) blocks = IRIS_COLL_MAX_CTAS;
+  return blocks < 1 ? 1 : blocks;
+}
+/* The armed one-shot exists for the float types' SUM and AVG only (iris_coll_arm_elem). */
+template <typename T, int OP> struct iris_coll_armed {
+  static const int dt = iris_coll_dtype_of<T>::value;
+  static const bool value = (dt == (int)IRIS_FLOAT32 || dt == (int)IRIS_FLOAT16 || dt == (int)IRIS_BFLOAT16) && (OP == (int)IRIS_SUM || OP == (int)IRIS_AVG);
+};
+template <typename T, int KIND, int OP, bool ARMED = iris_coll_armed<T, OP>::value> struct iris_coll_arm_launch {
+  static void run(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, int blocks, iris_stream_t stream) {
+    (void)iris_detail_launch(iris_coll_arm_kernel<T, KIND, OP>, (unsigned)blocks, IRIS_COLL_ARM_THREADS, stream, s->pdl, s->dev, (const T *)send, (T *)recv, count,
+                             sig);
+  }
+};
+template <typename T, int KIND, int OP> struct iris_coll_arm_launch<T, KIND, OP, false> {
+  static void run(const iris_coll_state_t *, const void *, void *, size_t, unsigned long long, int, iris_stream_t) {}
+};
 template <typename T, int OP>
 static void iris_coll_launch_ll2(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, int op, iris_stream_t stream) {
   const int W = s->dev.ctx.world_size;
   const size_t per = 8 / sizeof(T), lines = iris_coll_ar_chunk(count, W, per) / per;
   const int blocks = (int)((lines + IRIS_COLL_LL2_THREADS - 1) / IRIS_COLL_LL2_THREADS);
-  iris_coll_ll2_kernel<T, OP><<<blocks, IRIS_COLL_LL2_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, sig, op);
+  (void)iris_detail_launch(iris_coll_ll2_kernel<T, OP>, (unsigned)blocks, IRIS_COLL_LL2_THREADS, stream, s->pdl, s->dev, (const T *)send, (T *)recv, count, sig, op);
 }
 template <typename T>
 static void iris_coll_launch_bc_ll2(const iris_coll_state_t *s, const void *send, void *recv, size_t count, int root, unsigned long long sig, iris_stream_t stream) {
   const int W = s->dev.ctx.world_size;
   const size_t pl = ((count * sizeof(T) + 7) / 8 + (size_t)W - 2) / (size_t)(W - 1);
   const int blocks = (int)((pl + IRIS_COLL_LL2_THREADS - 1) / IRIS_COLL_LL2_THREADS);
-  iris_coll_bc_ll2_kernel<T><<<blocks > 0 ? blocks : 1, IRIS_COLL_LL2_THREADS, 0, stream>>>(s->dev, (const T *)send, (T *)recv, count, root, sig);
+  (void)iris_detail_launch(iris_coll_bc_ll2_kernel<T>, (unsigned)(blocks > 0 ? blocks : 1), IRIS_COLL_LL2_THREADS, stream, s->pdl, s->dev, (const T *)send, (T *)recv,
+                           count, root, sig);
 }
 /* The bandwidth reduction kernels of one (T, KIND, OP) for this world size: W_STATIC 2,
  * 4 or 8 where specialised, else the generic 0 (the run-time-op kernels: 0 only). */
@@ -163,6 +188,7 @@ template <typename T, int KIND, int OP, bool BUILT = iris_coll_builds<T, OP>::va
   static void launch(const iris_coll_state_t *s, iris_coll_path_t path, int op, const void *send, void *recv, size_t count, unsigned long long sig, int vec,
                      int blocks, iris_stream_t stream) {
     if (path == IRIS_COLL_PATH_LL2) iris_coll_launch_ll2<T, OP>(s, send, recv, count, sig, op, stream);
+    else if (path == IRIS_COLL_PATH_ARM) iris_coll_arm_launch<T, KIND, OP>::run(s, send, recv, count, sig, blocks, stream);
     else if (path == IRIS_COLL_PATH_LL) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, 0, sig, op, blocks, stream);
     else iris_coll_launch_reduce<T, KIND, OP>(s, send, recv, count, sig, vec, op, blocks, stream);
   }
@@ -248,8 +274,8 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, iris_co
   }
   /* 16-byte path: every pointer and every per-rank block start is 16-byte aligned */
   vec = ((((uintptr_t)send | (uintptr_t)recv) & 15) == 0) && (kind == IRIS_COLL_AR || (bytes & 15) == 0);
-  if (path == IRIS_COLL_PATH_LL) { /* the one-shot LL kernel: a thread per line, or fewer CTAs when the caller asks (opts.ctas) */
-    blocks = iris_coll_ll_blocks(count, es);
+  if (path == IRIS_COLL_PATH_LL || path == IRIS_COLL_PATH_ARM) { /* the one-shot: a thread per line (vector), or fewer CTAs when the caller asks (opts.ctas) */
+    blocks = path == IRIS_COLL_PATH_ARM ? iris_coll_arm_blocks(count, es) : iris_coll_ll_blocks(count, es);
     if (ctas > 0 && ctas < blocks) blocks = ctas;
   } else {
     blocks = iris_coll_auto_ctas(kind == IRIS_COLL_AR, bytes, W, s->sms, ctas);

@@ -39,10 +39,10 @@ IRIS_DEVICE_INLINE void iris_coll_write8(T *base, size_t i, size_t n, uint2 data
  * saw that peer's header of call c - 1, so its call c - 2 was over. (A broadcast root
  * waits for nobody's data, but it too waits for every header.) */
 template <typename T, int KIND, int OP>
-__global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root, unsigned long long sig, int op) {
+IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send, T *recv, size_t count, int root, unsigned long long sig, int op, unsigned c) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
-  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
+  const unsigned epoch = c + 1, sig32 = iris_coll_sig32(sig);
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
   /* the headers to match: every peer's; with IRIS_COLL_CHECK=0 only a broadcast root's
    * (its one flow control: no rank is two calls behind) */
@@ -111,6 +111,180 @@ __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, s
     }
   }
   IRIS_TRACE_END(c, me);
+  return ok;
+}
+/* The kernel: after the previous kernel of the stream (PDL), the call number, then the
+ * next kernel may start its launch (PDL) while this one moves the data. */
+template <typename T, int KIND, int OP>
+__global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root, unsigned long long sig, int op) {
+  iris_detail_pdl_wait();
+  const unsigned c = iris_coll_call_enter(d);
+  iris_detail_pdl_trigger();
+  (void)iris_coll_ll_body<T, KIND, OP>(d, send, recv, count, root, sig, op, c);
+}
+
+/* ---- the armed one-shot: all-reduce and reduce-scatter of fp32, fp16 and bf16 sums and
+ * averages, the data its own flag.
+ * Every slot that a peer stores into holds all-ones bits until the peer's data arrive:
+ * 0xff bytes are a NaN in every float type, and a sender replaces any element whose bits
+ * are all ones by its type's canonical NaN (a NaN still, so every result is the same, and
+ * the result's bits too: a sum with a NaN gives the canonical NaN). So a reader that finds
+ * no all-ones element in a 16-byte vector has the sender's data: 16 data bytes a store,
+ * twice the LL line's 8, and no epoch to compare (each element is single-copy atomic).
+ * The reader re-arms each vector (all ones again) once it has used it.
+ * Two parities suffice: a slot of parity c & 1 is next written in call c + 2, and a peer
+ * starts call c + 2 only after it has this rank's data of call c + 1, which this rank
+ * pushes after its call c ended (its re-arming included).
+ * Mismatches: the headers are matched in the same polls as in the LL kernel, and nothing
+ * reaches recv before they all matched. A mismatched call can leave stores in these slots
+ * that no reader re-arms, so every rank of such a call marks both parities dirty
+ * (iris_coll_arm_give_up). A call whose parity is dirty runs the LL algorithm
+ * (iris_coll_ll_body) on the LL lines instead, on every rank alike (the marks change in
+ * the same calls everywhere); once its data are in, every peer has started this call, so
+ * no store of the mismatched call is still on its way, and no peer stores into this
+ * parity before this rank's next call: CTA 0 re-arms the parity's slots and clears its
+ * mark. So two such calls after a mismatch, one per parity, the slots serve again. */
+template <typename T> struct iris_coll_arm_elem; /* the element's bits, its canonical NaN */
+template <> struct iris_coll_arm_elem<float> { static const unsigned nan_bits = 0x7fc00000u; static const int bits = 32; };
+template <> struct iris_coll_arm_elem<iris_f16_t> { static const unsigned nan_bits = 0x7e00u; static const int bits = 16; };
+template <> struct iris_coll_arm_elem<iris_bf16_t> { static const unsigned nan_bits = 0x7fc0u; static const int bits = 16; };
+/* A 32-bit word of data as sent: all-ones elements replaced by the canonical NaN. */
+template <typename T>
+IRIS_DEVICE_INLINE unsigned iris_coll_arm_clean(unsigned w) {
+  if (iris_coll_arm_elem<T>::bits == 32) return w == 0xffffffffu ? iris_coll_arm_elem<T>::nan_bits : w;
+  if ((w & 0xffffu) == 0xffffu) w = (w & 0xffff0000u) | iris_coll_arm_elem<T>::nan_bits;
+  if ((w >> 16) == 0xffffu) w = (w & 0xffffu) | (iris_coll_arm_elem<T>::nan_bits << 16);
+  return w;
+}
+template <typename T>
+IRIS_DEVICE_INLINE uint4 iris_coll_arm_clean4(uint4 v) {
+  return make_uint4(iris_coll_arm_clean<T>(v.x), iris_coll_arm_clean<T>(v.y), iris_coll_arm_clean<T>(v.z), iris_coll_arm_clean<T>(v.w));
+}
+/* Whether a 32-bit word still holds an unarrived (all-ones) element. */
+template <typename T>
+IRIS_DEVICE_INLINE bool iris_coll_arm_waiting(unsigned w) {
+  if (iris_coll_arm_elem<T>::bits == 32) return w == 0xffffffffu;
+  return (w & 0xffffu) == 0xffffu || (w >> 16) == 0xffffu;
+}
+template <typename T>
+IRIS_DEVICE_INLINE bool iris_coll_arm_ready(uint4 v) {
+  return !(iris_coll_arm_waiting<T>(v.x) || iris_coll_arm_waiting<T>(v.y) || iris_coll_arm_waiting<T>(v.z) || iris_coll_arm_waiting<T>(v.w));
+}
+/* 16 bytes of a T array at vector i (elements past n read as 0, none read out of bounds). */
+template <typename T>
+IRIS_DEVICE_INLINE uint4 iris_coll_read16(const T *base, size_t i, size_t n) {
+  const size_t per = 16 / sizeof(T);
+  union { uint4 u; T e[16 / sizeof(T)]; } v;
+  if ((i + 1) * per <= n && (((uintptr_t)base) & 15) == 0) return *(const uint4 *)(base + i * per);
+  v.u = make_uint4(0, 0, 0, 0);
+  for (size_t k = 0; k < per && i * per + k < n; k++) v.e[k] = base[i * per + k];
+  return v.u;
+}
+template <typename T>
+IRIS_DEVICE_INLINE void iris_coll_write16(T *base, size_t i, size_t n, uint4 data) {
+  const size_t per = 16 / sizeof(T);
+  union { uint4 u; T e[16 / sizeof(T)]; } v;
+  v.u = data;
+  if ((i + 1) * per <= n && (((uintptr_t)base) & 15) == 0) { *(uint4 *)(base + i * per) = data; return; }
+  for (size_t k = 0; k < per && i * per + k < n; k++) base[i * per + k] = v.e[k];
+}
+/* One thread: as iris_coll_ll_wait_all, on armed slots: waits until the vector of every
+ * peer of `want` among ranks r0 .. r0 + IRIS_COLL_LL_GROUP - 1 has arrived (the vector of
+ * rank r at base + r * stride) and every peer of `all` announced (c, sig32); fills
+ * in[r - r0] and re-arms each slot it read. 1, 0 (timeout) or -1 (mismatch). */
+template <typename T>
+IRIS_DEVICE_INLINE int iris_coll_arm_wait_all(const iris_coll_dev_t &d, uint4 *base, size_t stride, iris_coll_mask_t want, int r0, uint4 (&in)[IRIS_COLL_LL_GROUP],
+                                              unsigned c, unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, int kind) {
+  iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
+  unsigned pending = (unsigned)(want >> r0) & ((1u << IRIS_COLL_LL_GROUP) - 1u);
+  const unsigned mine = pending;
+  base += (size_t)r0 * stride;
+  for (;;) {
+    uint4 v[IRIS_COLL_LL_GROUP];
+#pragma unroll
+    for (int k = 0; k < IRIS_COLL_LL_GROUP; k++) v[k] = pending >> k & 1 ? iris_detail_ld16_volatile(base + (size_t)k * stride) : make_uint4(0, 0, 0, 0);
+    int who = -1;
+    if (seen != all && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0) return iris_coll_ll_mismatch(d, c, who, kind);
+#pragma unroll
+    for (int k = 0; k < IRIS_COLL_LL_GROUP; k++)
+      if ((pending >> k & 1) && iris_coll_arm_ready<T>(v[k])) {
+        in[k] = v[k];
+        pending &= ~(1u << k);
+      }
+    if (!pending && seen == all) break;
+    if (who < 0) who = pending ? r0 + __ffs(pending) - 1 : 0;
+    if (iris_detail_wait_expired(d.ctx, spin, who, IRIS_COLL_SITE(kind, seen == all ? IRIS_SITE_LL : IRIS_SITE_HEADER), c)) {
+#if defined(IRIS_DEBUG)
+      printf("iris: armed one-shot wait timed out on rank %d (block %d, thread %d, call %u): %s of rank %d never came\n", d.ctx.rank, (int)blockIdx.x,
+             (int)threadIdx.x, c, seen == all ? "a data vector" : "the call header", who);
+      iris_detail_trap();
+#endif
+      return 0;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < IRIS_COLL_LL_GROUP; k++)
+    if (mine >> k & 1) iris_detail_st16_volatile(base + (size_t)k * stride, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
+  return 1;
+}
+template <typename T, int KIND, int OP>
+__global__ void __launch_bounds__(IRIS_COLL_ARM_THREADS) iris_coll_arm_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig) {
+  typedef typename iris_coll_acc<T>::type A;
+  enum { per = 16 / sizeof(T) };
+  __shared__ unsigned long long s_dirty;
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  const size_t vecs = (count + per - 1) / per, stride = (size_t)gridDim.x * blockDim.x;
+  iris_detail_pdl_wait();
+  if (threadIdx.x == 0) s_dirty = *(volatile unsigned long long *)d.arm_dirty; /* in flight with the call word's atomic */
+  const unsigned c = iris_coll_call_enter(d), sig32 = iris_coll_sig32(sig);
+  iris_detail_pdl_trigger();
+  if (s_dirty >> (c & 1) & 1) { /* after a mismatch: the LL lines, then re-arm this parity (every rank alike) */
+    const int ok = iris_coll_ll_body<T, KIND, OP>(d, send, recv, count, 0, sig, OP, c);
+    if (blockIdx.x == 0 && __syncthreads_and(ok > 0)) {
+      uint4 *rows = IRIS_COLL_ARM_ROWS(d, c, W);
+      for (size_t i = threadIdx.x; i < (size_t)W * d.arm_vecs; i += blockDim.x) iris_detail_st16_volatile(rows + i, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
+      __syncthreads();
+      if (threadIdx.x == 0) *(volatile unsigned long long *)d.arm_dirty = s_dirty & ~(1ULL << (c & 1)); /* nothing else writes it in this call */
+    }
+    return;
+  }
+  const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
+  uint4 *mine = IRIS_COLL_ARM_ROWS(d, c, W); /* [src][vector] for this parity */
+  const bool chunked = KIND == IRIS_COLL_RS; /* send has one chunk per peer */
+  iris_coll_mask_t seen = 0;
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_ARM);
+  iris_coll_announce(d, c, sig32);
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < vecs; i += stride) { /* push */
+    uint4 v = iris_coll_arm_clean4<T>(iris_coll_read16(send, i, count));
+    for (int k = 1; k < W; k++) {
+      const int p = (me + k) % W;
+      if (chunked) v = iris_coll_arm_clean4<T>(iris_coll_read16(send + (size_t)p * count, i, count));
+      uint4 *slot = iris_translate(d.ctx, IRIS_COLL_ARM_SLOT(mine, d, me, i), p);
+      iris_detail_st16_volatile(slot, v.x, v.y, v.z, v.w);
+    }
+  }
+  IRIS_TRACE_MARK(1);
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < vecs; i += stride) { /* collect, rank order: the same result on every rank */
+    union { uint4 u; T e[per]; } x;
+    A acc[per];
+    uint4 in[IRIS_COLL_LL_GROUP];
+    const uint4 own = iris_coll_arm_clean4<T>(iris_coll_read16(send + (chunked ? (size_t)me * count : 0), i, count));
+    for (int r0 = 0; r0 < W; r0 += IRIS_COLL_LL_GROUP) {
+      if (iris_coll_arm_wait_all<T>(d, mine + i, d.arm_vecs, peers, r0, in, c, sig32, all, seen, KIND) <= 0) return;
+#pragma unroll
+      for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
+        const int r = r0 + j;
+        if (r >= W) break;
+        x.u = r == me ? own : in[j];
+#pragma unroll
+        for (int k = 0; k < per; k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine<OP>(acc[k], iris_coll_up(x.e[k]));
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < per; k++) x.e[k] = iris_coll_result<T, OP>(acc[k], W);
+    iris_coll_write16(recv, i, count, x.u);
+  }
+  IRIS_TRACE_END(c, me);
 }
 
 /* ---- the two-shot LL all-reduce: one kernel, no barrier, every flag in the data.
@@ -136,7 +310,9 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t ce = iris_coll_ar_chunk(count, W, per), lines = ce / per; /* the chunks of iris_coll_ar_range, in LL lines */
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  iris_detail_pdl_wait();
   const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
+  iris_detail_pdl_trigger();
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
   uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W);
 #define IRIS_COLL_LL2_N(j) ((size_t)(j) * ce >= count ? (size_t)0 : count - (size_t)(j) * ce < ce ? count - (size_t)(j) * ce : ce) /* elements of chunk j */
@@ -200,7 +376,9 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_bc_ll2_ker
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t lines = (count * sizeof(T) + 7) / 8, pl = (lines + (size_t)W - 2) / (size_t)(W - 1);
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  iris_detail_pdl_wait();
   const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
+  iris_detail_pdl_trigger();
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
   const iris_coll_mask_t all = d.check || me == root ? peers : 0ULL, others = peers & ~(1ULL << root); /* the other non-roots */
   uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W);

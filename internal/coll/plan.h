@@ -73,7 +73,8 @@
 typedef enum iris_coll_path {
   IRIS_COLL_PATH_BW = 0, /* bandwidth: many CTAs between barriers (IRIS_ALGO_BANDWIDTH) */
   IRIS_COLL_PATH_LL = 1, /* the one-hop LL kernel (IRIS_ALGO_LATENCY) */
-  IRIS_COLL_PATH_LL2 = 2 /* two hops in LL form: all-reduce, broadcast at 3+ ranks (IRIS_ALGO_TWO_SHOT_LL) */
+  IRIS_COLL_PATH_LL2 = 2, /* two hops in LL form: all-reduce, broadcast at 3+ ranks (IRIS_ALGO_TWO_SHOT_LL) */
+  IRIS_COLL_PATH_ARM = 3  /* the armed one-shot: fp32/fp16/bf16 sums and averages (IRIS_ALGO_LATENCY) */
 } iris_coll_path_t;
 
 /* Whether the unit with IRIS_IMPLEMENTATION compiles the kernels of reductions of type t
@@ -210,6 +211,18 @@ static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunks(size_t bytes, size_
 #endif
 #ifdef __cplusplus
 static_assert(IRIS_COLL_LL_THREADS >= 64 && IRIS_COLL_LL_THREADS <= 1024 && IRIS_COLL_LL_THREADS % 64 == 0, "IRIS_COLL_LL_THREADS: 64..1024, whole warps of 64");
+#endif
+/* The armed one-shot (iris_coll_arm_kernel): payload per peer that its slots hold (they
+ * take 2 x W x this per rank), and threads per CTA (one 16-byte vector each per pass). */
+#ifndef IRIS_COLL_ARM_BYTES
+#define IRIS_COLL_ARM_BYTES ((size_t)256 << 10)
+#endif
+#ifndef IRIS_COLL_ARM_THREADS
+#define IRIS_COLL_ARM_THREADS 128
+#endif
+#ifdef __cplusplus
+static_assert(IRIS_COLL_ARM_BYTES % 16 == 0 && IRIS_COLL_ARM_BYTES <= IRIS_COLL_LL_BYTES, "IRIS_COLL_ARM_BYTES: whole vectors, at most the LL path's payload");
+static_assert(IRIS_COLL_ARM_THREADS >= 64 && IRIS_COLL_ARM_THREADS <= 1024 && IRIS_COLL_ARM_THREADS % 64 == 0, "IRIS_COLL_ARM_THREADS: 64..1024, whole warps of 64");
 #endif
 #ifndef IRIS_COLL_LL_MAX_AR_W2
 #define IRIS_COLL_LL_MAX_AR_W2 IRIS_COLL_LL_BYTES

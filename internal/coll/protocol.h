@@ -39,14 +39,16 @@ typedef struct iris_coll_ctl {
   iris_coll_row_t progress[IRIS_COLL_MAX_CTAS];          /* [b].from[p]: rank p's CTA b, iris_coll_progress_value(call, steps) */
   iris_coll_hdr_row_t hdr[2];                            /* [call & 1]: the peers' call headers */
   unsigned long long calls;                              /* the call word: (call number << 32) | CTAs of that call that have started */
-  unsigned char spare[256 - sizeof(unsigned long long)]; /* unused, to a 256-byte tail */
+  unsigned long long arm_dirty;                          /* bit p: the armed slots of parity p may hold a mismatched call's stores (iris_coll_arm_give_up) */
+  unsigned char spare[256 - 2 * sizeof(unsigned long long)]; /* unused, to a 256-byte tail */
 } iris_coll_ctl_t;
 #define IRIS_COLL_CTL_ROWS_BYTES ((size_t)IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS * sizeof(unsigned long long))
 static_assert(sizeof(iris_coll_row_t) == IRIS_MAX_RANKS * sizeof(unsigned long long), "a row is one word per rank");
 static_assert(offsetof(iris_coll_ctl_t, flags) == 0 && offsetof(iris_coll_ctl_t, progress) == IRIS_COLL_CTL_ROWS_BYTES &&
                   offsetof(iris_coll_ctl_t, hdr) == 2 * IRIS_COLL_CTL_ROWS_BYTES &&
-                  offsetof(iris_coll_ctl_t, calls) == 2 * IRIS_COLL_CTL_ROWS_BYTES + 2 * sizeof(iris_coll_hdr_row_t),
-              "iris_coll_ctl_t: flags | progress | headers | call word");
+                  offsetof(iris_coll_ctl_t, calls) == 2 * IRIS_COLL_CTL_ROWS_BYTES + 2 * sizeof(iris_coll_hdr_row_t) &&
+                  offsetof(iris_coll_ctl_t, arm_dirty) == offsetof(iris_coll_ctl_t, calls) + 8,
+              "iris_coll_ctl_t: flags | progress | headers | call word | armed slots to re-arm");
 static_assert(sizeof(iris_coll_ctl_t) == 2 * IRIS_COLL_CTL_ROWS_BYTES + 2 * sizeof(iris_coll_hdr_row_t) + 256, "iris_coll_ctl_t: a 256-byte tail");
 static_assert(offsetof(iris_coll_ctl_t, hdr) % 16 == 0, "header rows start 16-byte aligned (read in 16-byte pairs)");
 /* A header word: the call's 32-bit signature (never 0) above its number. A macro, as
@@ -99,6 +101,9 @@ typedef struct iris_coll_dev {
   size_t ll2_lines;     /* lines per (parity, phase, src) */
   char *scratch;        /* the store two-shot's slots: IRIS_COLL_SCRATCH_SLOTS; IRIS_COLL_AR_SCRATCH_BYTES */
   int check;            /* 1: the LL kernels match every peer's call header (IRIS_COLL_CHECK, default) */
+  uint4 *arm;           /* the armed one-shot's slots: IRIS_COLL_ARM_ROWS, IRIS_COLL_ARM_SLOT */
+  size_t arm_vecs;      /* 16-byte vectors per (parity, src) */
+  unsigned long long *arm_dirty; /* &ctl->arm_dirty */
 } iris_coll_dev_t;
 
 /* ---- where each piece of the collective state is, for the device view d. Macros, as
@@ -122,6 +127,10 @@ typedef struct iris_coll_dev {
 #define IRIS_COLL_LL2_PHASE0(d, c, W) ((d).ll2 + (size_t)((c) & 1) * 2 * (W) * (d).ll2_lines)
 #define IRIS_COLL_LL2_PHASE1(ph0, d, W) ((ph0) + (size_t)(W) * (d).ll2_lines)
 #define IRIS_COLL_LL2_SLOT(rows, d, src, line) ((rows) + (size_t)(src) * (d).ll2_lines + (line))
+/* Armed one-shot slots, [2 parity][W src][arm_vecs]: the [src][vector] rows of call c's
+ * parity, and in them the vector of src. */
+#define IRIS_COLL_ARM_ROWS(d, c, W) ((d).arm + ((size_t)((c) & 1) * (W)) * (d).arm_vecs)
+#define IRIS_COLL_ARM_SLOT(rows, d, src, v) ((rows) + (size_t)(src) * (d).arm_vecs + (v))
 /* The store two-shot's scratch, [2 halves][G CTAs][W src][slice elements of T]: CTA b's W
  * slots in round rd's half. */
 #define IRIS_COLL_SCRATCH_SLOTS(d, T, rd, G, b, W, slice) ((T *)(d).scratch + (((rd) & 1) * (size_t)(G) + (size_t)(b)) * (size_t)(W) * (slice))
@@ -134,6 +143,15 @@ static_assert(sizeof(uint4) == 16 && alignof(uint4) == 16, "an LL line is one al
 #define IRIS_COLL_SITE(kind, what) ((unsigned)(((kind) + 1) << 8) | (unsigned)(what))
 #define IRIS_COLL_KIND_DEVICE_BARRIER 5 /* iris_barrier_device, for fault reports */
 
+/* CTA 0 of a kernel that saw a mismatch, before it ends: both parities of the armed slots
+ * are dirty. A mismatched call may leave peers' stores in this rank's armed slots where no
+ * reader re-arms them; every rank of that call sees the mismatch (each compares every
+ * header) and marks them before its call ends, so every rank decides alike from the next
+ * call on (iris_coll_arm_kernel: a call whose parity is dirty runs on the LL lines and
+ * then re-arms that parity). */
+IRIS_DEVICE_INLINE void iris_coll_arm_give_up(const iris_coll_dev_t &d) {
+  if (d.arm_dirty) *(volatile unsigned long long *)d.arm_dirty = 3ULL;
+}
 /* Whole block, first thing of every collective kernel: this launch's call number. One
  * atomic per CTA on the call word; the CTA that completes the launch's count moves the
  * word to the next call (nobody of this launch touches it afterwards, and the next launch
@@ -215,7 +233,10 @@ IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned 
 #endif
     if (ok && (unsigned)(v >> 32) != sig32) {
       ok = 0;
-      if (blockIdx.x == 0) iris_detail_record_fault(d.ctx, IRIS_FAULT_MISMATCH, t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c);
+      if (blockIdx.x == 0) {
+        iris_coll_arm_give_up(d);
+        iris_detail_record_fault(d.ctx, IRIS_FAULT_MISMATCH, t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c);
+      }
 #if defined(IRIS_DEBUG)
       printf("iris: collective mismatch on rank %d (block %d, call %u): rank %d called a different collective, count, type, op, root or buffers\n", me,
              (int)blockIdx.x, c, t);
@@ -294,7 +315,10 @@ IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned 
   const unsigned long long *row = IRIS_COLL_HDR_WORDS(d, c);
   const unsigned site = IRIS_COLL_SITE(kind, IRIS_SITE_HEADER);
   iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
-  if (blockIdx.x == 0) iris_detail_record_fault(d.ctx, IRIS_FAULT_MISMATCH, who, site, c);
+  if (blockIdx.x == 0) {
+    iris_coll_arm_give_up(d);
+    iris_detail_record_fault(d.ctx, IRIS_FAULT_MISMATCH, who, site, c);
+  }
 #if defined(IRIS_DEBUG)
   printf("iris: collective mismatch on rank %d (block %d, call %u): rank %d called a different collective, count, type, op, root or buffers\n", d.ctx.rank,
          (int)blockIdx.x, c, who);

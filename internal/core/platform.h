@@ -133,6 +133,8 @@ IRIS_INTERNAL inline int iris_gpu_stream_capturing(iris_stream_t s) {
   return c != hipStreamCaptureStatusNone;
 }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_sm_count(int *n, int dev) { return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, dev); }
+/* 1 if device dev runs kernels launched with programmatic dependent launch: never on AMD */
+IRIS_INTERNAL inline int iris_gpu_has_pdl(int dev) { (void)dev; return 0; }
 #else
 /* device to device, enqueued on st (memcpy2d: height rows of width bytes, pitches in bytes) */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memcpy_async(void *d, const void *s, size_t n, iris_stream_t st) {
@@ -149,6 +151,11 @@ IRIS_INTERNAL inline int iris_gpu_stream_capturing(iris_stream_t s) {
   return c != cudaStreamCaptureStatusNone;
 }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_sm_count(int *n, int dev) { return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev); }
+/* 1 if device dev runs kernels launched with programmatic dependent launch (sm_90 on) */
+IRIS_INTERNAL inline int iris_gpu_has_pdl(int dev) {
+  int major = 0;
+  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+}
 #endif
 
 /* ------------------------------------------- streams, copies, devices, kernels -- */

@@ -289,6 +289,53 @@ IRIS_DEVICE_INLINE void iris_detail_ld2_volatile(const unsigned long long *p, un
 IRIS_DEVICE_INLINE float iris_detail_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 #endif /* vendor */
 
+/* ---- programmatic dependent launch (PDL; NVIDIA sm_90 and later, elsewhere nothing).
+ * A kernel launched with iris_detail_launch(..., pdl = 1, ...) may start while the kernel
+ * before it on the stream is still running: it must call iris_detail_pdl_wait before it
+ * touches memory that kernel may write (the wait returns once that kernel has finished
+ * and its writes are visible). iris_detail_pdl_trigger lets the next such kernel start
+ * early. Measured: docs/tuning.md, "PDL". */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(IRIS_USE_HIP)
+IRIS_DEVICE_INLINE void iris_detail_pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+IRIS_DEVICE_INLINE void iris_detail_pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+#else
+IRIS_DEVICE_INLINE void iris_detail_pdl_wait(void) {}
+IRIS_DEVICE_INLINE void iris_detail_pdl_trigger(void) {}
+#endif
+/* Host: launch kernel k on grid x block threads on stream s, with the PDL attribute when
+ * pdl is 1 (CUDA 12 and later; HIP: a plain launch, pdl ignored). Returns the launch's
+ * error, as iris_gpu_last_error would. */
+#if defined(IRIS_USE_HIP)
+#define IRIS_GPU_HAS_PDL 0
+template <typename... K, typename... A>
+static inline hipError_t iris_detail_launch(void (*k)(K...), unsigned grid, unsigned block, hipStream_t s, int pdl, A... args) {
+  (void)pdl;
+  k<<<grid, block, 0, s>>>(args...);
+  return hipGetLastError();
+}
+#else
+#define IRIS_GPU_HAS_PDL (CUDART_VERSION >= 12000)
+template <typename... K, typename... A>
+static inline cudaError_t iris_detail_launch(void (*k)(K...), unsigned grid, unsigned block, cudaStream_t s, int pdl, A... args) {
+#if CUDART_VERSION >= 12000
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1] = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
+  cfg.stream = s;
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, k, args...);
+#else
+  (void)pdl;
+  k<<<grid, block, 0, s>>>(args...);
+  return cudaGetLastError();
+#endif
+}
+#endif
+
 #if IRIS_DEVICE_FP8_CVT
 /* Four floats to four e4m3 codes (byte i = value i), rounded to nearest even, saturated
  * at +-448, two per instruction (cvt.rn.satfinite.e4m3x2.f32: the first operand lands in
