@@ -262,12 +262,12 @@ IRIS_INTERNAL void iris_detail_teams_op(iris_t *ctx, int op) {
 IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
   iris_detail_teams_t *T;
   iris_status_t st;
-  int ncoll = IRIS_DETAIL_TEAMS_COLL_DEFAULT, got, s, r, failed = -1, old = -1;
+  int ncoll = IRIS_DETAIL_TEAMS_COLL_DEFAULT, s, r, failed = -1, old = -1;
   int32_t mine, *all;
   iris_gpu_error_t e;
   void *h = NULL, *d = NULL;
   if (ctx->teams) return IRIS_SUCCESS;
-  if ((got = iris_detail_env_int("IRIS_TEAMS_COLL", &ncoll)) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
+  if (iris_detail_env_int("IRIS_TEAMS_COLL", &ncoll) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
   if (ncoll > IRIS_DETAIL_TEAMS_COLL_MAX)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_TEAMS_COLL=%d: at most %d collective states", ncoll, IRIS_DETAIL_TEAMS_COLL_MAX);
   if (!(T = (iris_detail_teams_t *)calloc(1, sizeof *T)) || !(all = (int32_t *)calloc((size_t)iris_world_size(ctx), sizeof *all))) {
