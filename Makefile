@@ -130,6 +130,9 @@ $(B)/bench_multinode: bench/bench_multinode.cu bench/bench_util.h $(HDRS) | $(B)
 # IRIS_WAIT_TIMEOUT_MS=2000, so a stuck peer shows in seconds through the run-time bound
 $(B)/fault_test: tests/fault_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
+# teams: splits, the team barrier and device API, team collectives, faults (fp32 SUM compiled)
+$(B)/team_test: tests/team_test.cu tests/test_util.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/tile_test: tests/tile_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 # -cudart shared: one CUDA runtime for this program and the libiris.so it loads (--lib)
