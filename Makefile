@@ -225,7 +225,7 @@ $(B)/libiris_jax.so: python/jax_ffi/iris_jax.cc iris.h iris_collectives.h $(B)/l
 lib-jax: $(B)/libiris_jax.so
 
 # ---------------------------------------------------------------- examples
-EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu $(B)/fused_allreduce_rmsnorm $(B)/gemm_all_scatter
+EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu $(B)/fused_allreduce_rmsnorm $(B)/gemm_all_scatter $(B)/teams_tp_dp
 $(B)/gemm_all_scatter: examples/gemm_all_scatter.cu $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
 $(B)/%: examples/%.cu $(HDRS) | $(B)

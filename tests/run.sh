@@ -73,7 +73,7 @@ prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/libiris
           build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe build/include_order_nvcc
           build/libiris_nccl.so"
 if [ $have_hip = 1 ]; then prebuild="build/all_headers_hip_mfma.o build/all_headers_hip.o build/gemm_core_test_hip $prebuild"; fi
-prebuild="$prebuild build/message_passing build/atomic_counter build/local_multi_gpu build/fused_allreduce_rmsnorm build/gemm_all_scatter" # make examples
+prebuild="$prebuild build/message_passing build/atomic_counter build/local_multi_gpu build/fused_allreduce_rmsnorm build/gemm_all_scatter build/teams_tp_dp" # make examples
 # progress while the programs build (10 minutes and more on 2 cores): one line per program
 # as it is done, "k of n", with the time so far; the build's output goes to the log
 set -- $prebuild
@@ -248,6 +248,7 @@ else
   run_example atomic_counter "runs"
   run_example fused_allreduce_rmsnorm "matches a float64 reference"
   run_example gemm_all_scatter "every rank's C whole and matching a float64 reference"
+  run_example teams_tp_dp "TP sums from the device and DP all-reduces on two streams exact"
   if make -s build/gemm_reduce_scatter >>"$log" 2>&1; then run_example gemm_reduce_scatter "every rank's rows of C matching a float64 reference"
   else say FAIL "example gemm_reduce_scatter build"; fi
   check "example local_multi_gpu runs" ./build/local_multi_gpu
