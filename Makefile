@@ -130,6 +130,9 @@ $(B)/bench_multinode: bench/bench_multinode.cu bench/bench_util.h $(HDRS) | $(B)
 # IRIS_WAIT_TIMEOUT_MS=2000, so a stuck peer shows in seconds through the run-time bound
 $(B)/fault_test: tests/fault_test.cu tests/test_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
+# teams: splits, the team barrier and device API, team collectives, faults (fp32 SUM compiled)
+$(B)/team_test: tests/team_test.cu tests/test_util.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(B)/tile_test: tests/tile_test.cu tests/test_util.h tests/coll_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 # -cudart shared: one CUDA runtime for this program and the libiris.so it loads (--lib)
@@ -222,7 +225,7 @@ $(B)/libiris_jax.so: python/jax_ffi/iris_jax.cc iris.h iris_collectives.h $(B)/l
 lib-jax: $(B)/libiris_jax.so
 
 # ---------------------------------------------------------------- examples
-EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu $(B)/fused_allreduce_rmsnorm $(B)/gemm_all_scatter
+EXAMPLES := $(B)/message_passing $(B)/atomic_counter $(B)/local_multi_gpu $(B)/fused_allreduce_rmsnorm $(B)/gemm_all_scatter $(B)/teams_tp_dp
 $(B)/gemm_all_scatter: examples/gemm_all_scatter.cu $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublasLt
 $(B)/%: examples/%.cu $(HDRS) | $(B)

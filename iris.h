@@ -388,6 +388,79 @@ IRIS_API iris_status_t iris_barrier(iris_t *ctx);
  * rank passes the same bytes. */
 IRIS_API iris_status_t iris_allgather_host(iris_t *ctx, const void *send, void *recv, size_t bytes);
 
+/* ==================================================================== teams == */
+/* A team: a subset of the world's ranks, numbered 0..size-1, on the one symmetric heap
+ * (docs/teams.md). Made by splitting a parent team on the host (MPI_Comm_split's
+ * semantics, or NVSHMEM's strided and 2-D forms); used by kernels (iris_device.h: peers
+ * addressed by team rank, team barriers) and by the host collectives
+ * (iris_collectives.h: the *_team calls). A team costs no new heap and no rendezvous:
+ * the context keeps a table of IRIS_TEAM_MAX team slots on the heap (barrier and
+ * exchange words, about 6 KB a slot), created by the first team call, and a pool of
+ * IRIS_TEAMS_COLL collective states for teams' host collectives.
+ *
+ * iris_team_t is plain data, passed by value to kernels, valid in the process that
+ * made it until iris_team_destroy. Members are world ranks: member i is
+ * start + i * stride when stride > 0, else world[i]. A rank that opted out of a split
+ * (IRIS_TEAM_NONE) gets a team of size 0 and rank -1: it may pass it around, but not
+ * use it. Device RMA needs a team's members on one node (in a multi-node world only
+ * the node team and teams inside a node are addressable; the world and rail teams
+ * describe membership for the host). */
+#define IRIS_TEAM_NONE (-1)   /* the color of a rank that opts out of a split */
+#ifndef IRIS_TEAM_MAX
+#define IRIS_TEAM_MAX 16      /* (global) live teams per context, the predefined ones included */
+#endif
+#define IRIS_TEAM_BARRIERS 32 /* barrier indices per team (iris_device.h: iris_team_barrier) */
+typedef enum iris_team_which { IRIS_TEAM_WORLD = 0, IRIS_TEAM_NODE, IRIS_TEAM_RAIL } iris_team_which_t;
+typedef struct iris_team {
+  int size;                   /* members; 0 for a rank that opted out */
+  int rank;                   /* this rank's index in the team, -1 if not a member */
+  int start, stride;          /* stride form (stride > 0): member i is world rank start + i * stride */
+  int world[IRIS_MAX_RANKS];  /* member i's world rank, i < size (all teams of at most IRIS_MAX_RANKS) */
+  int slot;                   /* the team's slot in the context's table; -1: none */
+  int coll;                   /* its collective state in the pool; -1: none (no host collectives) */
+  unsigned long long *sync;   /* this rank's copy of the slot's barrier words (heap); NULL: none */
+  unsigned long long *fault;  /* the fault words of the team's collectives (internal/core/team.h) */
+  unsigned long long serial;  /* which split made it (a context-wide count): stale handles are refused */
+} iris_team_t;
+
+/* The predefined teams. IRIS_TEAM_WORLD: every rank, team rank = world rank.
+ * IRIS_TEAM_NODE: this rank's node (its NVLink domain), team rank = local rank.
+ * IRIS_TEAM_RAIL: the ranks of this local rank on every node, team rank = node (a team of
+ * one in a single-node world). Collective over the world on the context's first team call
+ * (it creates the team table on the heap, every rank the same), local after. */
+IRIS_API iris_status_t iris_team_get(iris_t *ctx, iris_team_which_t which, iris_team_t *out);
+/* Collective over parent's members (every member calls it, in the same order as its other
+ * team calls): MPI_Comm_split. The members with one color form one team, ordered by key,
+ * then by parent rank; color IRIS_TEAM_NONE (or any negative color) opts out (*out: size 0,
+ * rank -1). All new teams share one table slot (their members are disjoint) and, while
+ * the pool has one, one collective state. The parent's members exchange their (color,
+ * key) over the heap (the world's over the rendezvous); nothing is allocated. Errors, on
+ * every member alike: IRIS_ERROR_OUT_OF_MEMORY (no slot free on every member: destroy a
+ * team), IRIS_ERROR_UNSUPPORTED (a team spanning nodes in a multi-node world),
+ * IRIS_ERROR_INVALID_ARGUMENT (parent not a live team of which this rank is a member). */
+IRIS_API iris_status_t iris_team_split(iris_t *ctx, const iris_team_t *parent, int color, int key, iris_team_t *out);
+/* Collective over parent: NVSHMEM's split_strided: the members parent ranks start,
+ * start + stride, ..., size of them (team rank i = parent rank start + i * stride); other
+ * parent ranks get a team of size 0. Every member passes the same start, stride, size. */
+IRIS_API iris_status_t iris_team_split_strided(iris_t *ctx, const iris_team_t *parent, int start, int stride, int size, iris_team_t *out);
+/* Collective over parent: NVSHMEM's split_2d: parent ranks as a grid of rows of xrange
+ * (the last row may be short); *xteam: this rank's row (consecutive parent ranks), *yteam:
+ * its column (parent ranks xrange apart). For TP x DP with TP = xrange: xteam is the TP
+ * group, yteam the DP group. Either pointer may be NULL (that split is skipped). */
+IRIS_API iris_status_t iris_team_split_2d(iris_t *ctx, const iris_team_t *parent, int xrange, iris_team_t *xteam, iris_team_t *yteam);
+/* Collective over the team's members: waits for this rank's GPU, meets the members, frees
+ * the team's slot and collective state; *team is zeroed (size 0, rank -1). A team of size
+ * 0 and the predefined teams: nothing to do. */
+IRIS_API iris_status_t iris_team_destroy(iris_t *ctx, iris_team_t *team);
+/* Synchronous (waits for this rank's GPU): the faults of the team's collectives, as
+ * iris_get_async_error reports the world's: a fatal one (naming the world rank waited
+ * for; it is then the context's too), else a pending mismatch of this team (then
+ * cleared; other teams' and the world's are left alone). */
+IRIS_API iris_status_t iris_team_check(iris_t *ctx, const iris_team_t *team);
+/* src_team's rank src_rank as a rank of dst_team (NVSHMEM's team_translate_pe); -1 if that
+ * rank is not in dst_team or src_rank is out of range. Host and device: see
+ * iris_team_world_rank below. */
+
 /* ================================================================== errors == */
 IRIS_API const char *iris_status_string(iris_status_t status);
 /* This thread's last failure in words ("" if none yet). Successful calls leave it as it
@@ -554,6 +627,27 @@ IRIS_API iris_status_t iris_launch_wait(iris_launch_t *launch, int timeout_ms);
 } /* extern "C" */
 #endif
 
+/* ============================================================ team ranks == */
+/* Member `team_rank`'s world rank (no check: 0 <= team_rank < team.size). Host and device. */
+static inline IRIS_HOST_DEVICE int iris_team_world_rank(const iris_team_t *team, int team_rank) {
+  return team->stride > 0 ? team->start + team_rank * team->stride : team->world[team_rank < IRIS_MAX_RANKS ? team_rank : 0];
+}
+/* A world rank's rank in the team, -1 if not a member. */
+static inline IRIS_HOST_DEVICE int iris_team_rank_of(const iris_team_t *team, int world_rank) {
+  int i;
+  if (team->stride > 0) {
+    int d = world_rank - team->start;
+    return d >= 0 && d % team->stride == 0 && d / team->stride < team->size ? d / team->stride : -1;
+  }
+  for (i = 0; i < team->size && i < IRIS_MAX_RANKS; i++)
+    if (team->world[i] == world_rank) return i;
+  return -1;
+}
+static inline IRIS_HOST_DEVICE int iris_team_translate_rank(const iris_team_t *src_team, int src_rank, const iris_team_t *dst_team) {
+  if (src_rank < 0 || src_rank >= src_team->size) return -1;
+  return iris_team_rank_of(dst_team, iris_team_world_rank(src_team, src_rank));
+}
+
 /* ============================================================== tile views == */
 /* A 2-D row-major view: element (r, c) at ptr + (r * stride + c) * elem_size. Tiles of
  * bm x bn are numbered row-major over the tile grid; edge tiles are partial. Usable
@@ -644,6 +738,7 @@ extern "C" {
 #include "internal/core/init.h"            /* iris_init*, iris_barrier, iris_finalize */
 #include "internal/core/queries.h"         /* iris_rank ... iris_translate_host */
 #include "internal/core/launcher.h"        /* iris_launch_local, iris_launch_wait */
+#include "internal/core/team.h"            /* teams: the table, splits, team exchanges */
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -214,6 +214,35 @@ IRIS_API iris_status_t iris_all_to_all_ex(iris_t *ctx, const void *send, void *r
                                           const iris_coll_opts_t *opts);
 IRIS_API iris_status_t iris_broadcast_ex(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, int root, iris_stream_t stream,
                                          const iris_coll_opts_t *opts);
+/* The same over a team (iris.h: iris_team_t from iris_team_get / iris_team_split):
+ * collective over the team's members, every count, root and rank a team rank, W the
+ * team's size (all-gather: recv holds team size * count). Semantics, rules and options as
+ * above, with these differences:
+ *   - Each team has its own call numbers, headers and call order across streams: a team's
+ *     calls run one after another whatever their streams, but are not ordered with the
+ *     world's or another team's calls, so two teams' collectives may run at the same time on
+ *     different streams (a rank in both: the TP and DP teams of TP x DP).
+ *   - A mismatch among a team's members is recorded for that team (iris_team_check
+ *     reports it and clears it); other teams and the world go on. A wait that runs out is
+ *     fatal for the context, as the world's (iris_team_check, iris_get_async_error name the
+ *     world rank waited for).
+ *   - The bandwidth path takes heap buffers only (a team has no staging area:
+ *     IRIS_ERROR_NOT_IN_HEAP otherwise); the latency paths take any device memory.
+ *   - The world team runs the world's calls; a team of one copies; any other team needs a
+ *     collective state from the context's pool (IRIS_TEAMS_COLL, default 2, taken at the
+ *     split: IRIS_ERROR_UNSUPPORTED when the team got none). Capturable from the first
+ *     call: the state is laid out in place, nothing is allocated. */
+IRIS_API iris_status_t iris_all_reduce_team(iris_t *ctx, const iris_team_t *team, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op,
+                                            iris_stream_t stream, const iris_coll_opts_t *opts);
+IRIS_API iris_status_t iris_all_gather_team(iris_t *ctx, const iris_team_t *team, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream,
+                                            const iris_coll_opts_t *opts);
+IRIS_API iris_status_t iris_reduce_scatter_team(iris_t *ctx, const iris_team_t *team, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op,
+                                                iris_stream_t stream, const iris_coll_opts_t *opts);
+IRIS_API iris_status_t iris_all_to_all_team(iris_t *ctx, const iris_team_t *team, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream,
+                                            const iris_coll_opts_t *opts);
+IRIS_API iris_status_t iris_broadcast_team(iris_t *ctx, const iris_team_t *team, const void *send, void *recv, size_t count, iris_dtype_t type, int root,
+                                           iris_stream_t stream, const iris_coll_opts_t *opts);
+IRIS_API iris_status_t iris_barrier_device_team(iris_t *ctx, const iris_team_t *team, iris_stream_t stream);
 /* Bytes per element of a type (0 for an invalid one). */
 IRIS_API size_t iris_dtype_size(iris_dtype_t type);
 /* Flags for the tile-level building blocks (iris_tile_* below): one epoch per tile and
@@ -338,4 +367,5 @@ IRIS_DEVICE_INLINE bool iris_tile_all_to_all(const iris_device_ctx_t &ctx, const
 #include "internal/coll/host.h"      /* setup, check, one call on one node */
 #include "internal/coll/multinode.h" /* calls over several nodes (rails) */
 #include "internal/coll/api.h"       /* the public host functions */
+#include "internal/coll/team.h"      /* the same over a team */
 #endif

@@ -102,6 +102,16 @@ typedef enum iris_cmp { IRIS_CMP_EQ = 0, IRIS_CMP_NE, IRIS_CMP_GE, IRIS_CMP_GT, 
  *   bool iris_wait_until_relaxed<S>(...)                            execution only
  *   bool iris_wait_block(ctx, const T *flag, iris_cmp_t, T value[, what])       whole block
  *   bool iris_epoch_reached(T got, T target)
+ * teams (iris.h's iris_team_t; docs/teams.md): peers by team rank, r = 0..team.size-1
+ *   T   *iris_team_translate(ctx, team, T *ptr, r)                  int iris_team_peer(team, r): r's world rank
+ *   T    iris_team_load / void iris_team_store / iris_team_get / iris_team_put (ctx, team, ..., r)
+ *   void iris_team_get_bulk / iris_team_put_bulk (ctx, team, ..., r, tid, nthreads)
+ *   T    iris_team_atomic_{add,sub,and,or,xor,min,max,xchg,cas,load,store}<O,S>(ctx, team, ..., r)
+ *   T    iris_team_signal_op<OP,S>(ctx, team, T *flag, T value, r)  OP: IRIS_SIGNAL_SET, _ADD, _OR, _XOR; release
+ *   void iris_team_signal / T iris_team_signal_add (ctx, team, flag, value, r)
+ *   bool iris_team_wait_until<S>(ctx, team, const T *flag, iris_cmp_t, T value, int from_r[, what])  acquire, bounded
+ *   bool iris_team_barrier(C coop, ctx, team[, index])               C: iris_coop_thread, _warp, _block
+ *   iris_team_barrier_session<C> s(coop, ctx, team, index); s.sync() ...   the epoch kept in registers
  */
 
 /* =============================================================== debug checks == */
@@ -400,6 +410,32 @@ IRIS_DEVICE_INLINE bool iris_wait_block(const iris_device_ctx_t &ctx, const T *f
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) ok = iris_wait_until(ctx, flag, cmp, value, what) ? 1 : 0;
   return __syncthreads_and(ok) != 0;
 }
+
+/* ========================================================================= teams ==
+ * A team (iris.h: iris_team_t, made by iris_team_get / iris_team_split on the host, passed
+ * by value) numbers some of the world's ranks 0..team.size-1; these address a member by
+ * that team rank and otherwise behave exactly as the functions above (same orders, scopes,
+ * checks). The kernel also takes the world's device context (iris_device_context), which
+ * maps the heaps. Rule 6 holds: a team used here lies within one node.
+ *
+ * Cooperation levels are types: iris_coop_thread (one thread), iris_coop_warp (every lane of
+ * a converged warp: IRIS_WARP_SIZE lanes, 64 on AMD CDNA), iris_coop_block (every thread of
+ * the block). A cooperative call is made by every participant with the same arguments.
+ *
+ * Waits name a member: iris_team_wait_until(ctx, team, flag, cmp, value, from_r) is
+ * iris_wait_until whose fault (when the bound runs out) names the world rank of team rank
+ * from_r; the team barrier names the member that never came.
+ *
+ * Team barrier: iris_team_barrier(iris_coop_block(), ctx, team, i) meets every member's
+ * participants on barrier index i (0 .. IRIS_TEAM_BARRIERS - 1). Every write made before
+ * it by any participant of any member is visible to every participant after it (release
+ * / acquire at system scope). At most one participant set per rank uses an index at a
+ * time (give each block its own index), and every member uses it the same number of
+ * times. A session (iris_team_barrier_session<C>) keeps the index's epoch in registers
+ * between several sync() calls: one signal and one wait per peer each. Returns false in
+ * every participant if a wait ran out (the fault names the world rank missing) or the
+ * context has a fatal fault. A team of one meets only itself. */
+#include "internal/device/team.h"
 
 #endif /* IRIS_DEVICE_H */
 

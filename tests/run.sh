@@ -69,11 +69,11 @@ if [ "$only" = all ]; then
 # Build everything the checks below compile, all at once, so both cores stay busy (the
 # slowest first); -k goes on past a failure, and each check below then runs its own make,
 # which finds its part done or shows what failed.
-prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/gpu_test
+prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/team_test build/gpu_test
           build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe build/include_order_nvcc
           build/libiris_nccl.so"
 if [ $have_hip = 1 ]; then prebuild="build/all_headers_hip_mfma.o build/all_headers_hip.o build/gemm_core_test_hip $prebuild"; fi
-prebuild="$prebuild build/message_passing build/atomic_counter build/local_multi_gpu build/fused_allreduce_rmsnorm build/gemm_all_scatter" # make examples
+prebuild="$prebuild build/message_passing build/atomic_counter build/local_multi_gpu build/fused_allreduce_rmsnorm build/gemm_all_scatter build/teams_tp_dp" # make examples
 # progress while the programs build (10 minutes and more on 2 cores): one line per program
 # as it is done, "k of n", with the time so far; the build's output goes to the log
 set -- $prebuild
@@ -210,6 +210,9 @@ else
     if make -s build/coll_test_switch >>"$log" 2>&1; then run_counted "coll_test_switch $w (fp32 + bf16 SUM compiled; quick loops)" env IRIS_TEST_QUICK=1 ./build/coll_test_switch $w
     else say FAIL "coll_test_switch build"; fi
     for m in streams mismatch stuck killed graph-killed abort; do run_counted "fault_test $m $w (IRIS_WAIT_TIMEOUT_MS=2000)" env IRIS_WAIT_TIMEOUT_MS=2000 ./build/fault_test $m $w; done
+    # teams: splits, team barriers and device API, team collectives, two teams at once, faults
+    tq=""; if [ "$ngpu" -lt "$w" ]; then tq="IRIS_TEST_QUICK=1"; fi
+    for m in basic concurrent mismatch stuck stuck-coll; do run_counted "team_test $m $w ($(placement "$w"))" env $tq IRIS_WAIT_TIMEOUT_MS=2000 ./build/team_test $m $w; done
   done
   run_counted "gemm_core_test" ./build/gemm_core_test
   make -s build/gemm_test_t2 >>"$log" 2>&1 # the 2-s-bound build for the stuck-peer checks (not built by make test without a GPU)
@@ -245,6 +248,7 @@ else
   run_example atomic_counter "runs"
   run_example fused_allreduce_rmsnorm "matches a float64 reference"
   run_example gemm_all_scatter "every rank's C whole and matching a float64 reference"
+  run_example teams_tp_dp "TP sums from the device and DP all-reduces on two streams exact"
   if make -s build/gemm_reduce_scatter >>"$log" 2>&1; then run_example gemm_reduce_scatter "every rank's rows of C matching a float64 reference"
   else say FAIL "example gemm_reduce_scatter build"; fi
   check "example local_multi_gpu runs" ./build/local_multi_gpu

@@ -192,8 +192,10 @@ static iris_status_t iris_coll_check_compiled(int kind, iris_dtype_t t, iris_red
                           "IRIS_COLL_OPS 0x%x)", me, name, ops[op], types[t], (unsigned)(IRIS_COLL_TYPES), (unsigned)(IRIS_COLL_OPS));
 }
 
-static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op, int root,
-                                       iris_stream_t stream, const iris_coll_opts_t *opts) {
+/* One call on one node, on the world's state (team_s NULL), or on a team's (team_s: its
+ * state, whose device context is the team as a world of its own; internal/coll/team.h). */
+static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t,
+                                          iris_redop_t op, int root, iris_stream_t stream, const iris_coll_opts_t *opts) {
   const int kind = kind_flags & ~IRIS_COLL_OWN_RECV; /* the flag only reaches the signature (iris_coll_launch) */
   const char *name = iris_coll_names[kind];
   iris_coll_state_t *s;
@@ -204,8 +206,8 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *
   iris_coll_path_t path;
   iris_algo_t algo = IRIS_ALGO_AUTO;
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL context", name);
-  W = iris_local_size(ctx); /* the node's ranks (a multi-node call composes these with the rails) */
-  me = iris_local_rank(ctx);
+  W = team_s ? team_s->dev.ctx.world_size : iris_local_size(ctx); /* the node's ranks (a multi-node call composes these with the rails) */
+  me = team_s ? team_s->dev.ctx.rank : iris_local_rank(ctx);
   if (!es) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown data type %d", me, name, (int)t);
   if ((kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && (op < IRIS_SUM || op >= IRIS_REDOP_COUNT))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown reduction %d", me, name, (int)op);
@@ -222,7 +224,7 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *
   if (count == 0) return IRIS_SUCCESS;
   if (!send || !recv) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL buffer", me, name);
   if (count > ((size_t)1 << 40) / es) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: count %zu is too large", me, name, count);
-  if (!(s = (iris_coll_state_t *)iris_detail_get_ext(ctx))) {
+  if (!(s = team_s ? team_s : (iris_coll_state_t *)iris_detail_get_ext(ctx))) {
     if (iris_gpu_stream_capturing(stream))
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: the first collective call (or iris_collectives_setup) must come before graph capture", me, name);
     if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;
@@ -319,6 +321,11 @@ static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *
     }
     return IRIS_SUCCESS;
   }
+}
+
+static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op, int root,
+                                       iris_stream_t stream, const iris_coll_opts_t *opts) {
+  return iris_coll_enqueue_on(ctx, NULL, kind_flags, send, recv, count, t, op, root, stream, opts);
 }
 
 #endif /* IRIS_INTERNAL_COLL_HOST_H */

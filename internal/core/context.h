@@ -60,7 +60,12 @@ struct iris {
   void *rail;          /* multi-node: the rail communicator (ncclComm_t) */
   int rail_owned;      /* 1: iris created it (and destroys it) */
   const iris_nccl_api_t *nccl;
+  /* teams (internal/core/team.h; NULL until the first team call): the table, and what the
+   * fault and teardown paths ask of it (op: IRIS_DETAIL_TEAMS_POLL, _ABORT, _FREE) */
+  struct iris_detail_teams *teams;
+  void (*teams_op)(struct iris *ctx, int op);
 };
+enum { IRIS_DETAIL_TEAMS_POLL = 0, IRIS_DETAIL_TEAMS_ABORT, IRIS_DETAIL_TEAMS_FREE };
 
 /* IRIS_SUCCESS for a live context; else IRIS_ERROR_INVALID_ARGUMENT naming the call. */
 IRIS_INTERNAL iris_status_t iris_detail_live(const iris_t *ctx, const char *call) {

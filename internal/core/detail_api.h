@@ -37,6 +37,25 @@ IRIS_API iris_status_t iris_detail_check_fault(const iris_t *ctx);
 IRIS_API iris_status_t iris_detail_order_begin(iris_t *ctx, iris_stream_t stream);
 IRIS_API iris_status_t iris_detail_order_end(iris_t *ctx, iris_stream_t stream);
 
+/* Teams (internal/core/team.h), for iris_collectives.h's *_team calls. lookup: checks that
+ * team is live and this rank a member, refuses a context with a fatal fault, and says where
+ * the team's collective state lives: world = 1 for the world team (the world's own calls
+ * serve it); else, for a team of 2 or more, *state (the collective layer's cached state,
+ * malloc'd, freed with the team), this rank's collective area on the heap (ctl_bytes of
+ * control block first), and dev: the team as a world of its own (rank = team rank,
+ * bases[r] = member r's heap, fault = the team's fault words). order: the team's call
+ * order across streams (end 0 before the launches, 1 after). */
+typedef struct iris_detail_team_view {
+  int world;
+  void **state;
+  char *coll_base;
+  size_t coll_bytes, ctl_bytes;
+  int node_size;
+  iris_device_ctx_t dev;
+} iris_detail_team_view_t;
+IRIS_API iris_status_t iris_detail_team_lookup(iris_t *ctx, const iris_team_t *team, iris_detail_team_view_t *out);
+IRIS_API iris_status_t iris_detail_team_order(iris_t *ctx, const iris_team_t *team, iris_stream_t stream, int end);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -43,12 +43,14 @@ IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned
 IRIS_DEF iris_status_t iris_detail_check_fault(const iris_t *ctx) {
   unsigned long long f;
   if (ctx && !IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "a call on this context");
+  if (ctx && ctx->teams_op) ctx->teams_op((iris_t *)ctx, IRIS_DETAIL_TEAMS_POLL); /* a team's fatal fault becomes the context's */
   f = ctx ? iris_detail_fault_read(ctx, IRIS_FAULT_WORD_FATAL) : 0;
   return f ? iris_detail_fault_status(ctx, f) : IRIS_SUCCESS;
 }
 IRIS_DEF iris_status_t iris_get_async_error(iris_t *ctx) {
   unsigned long long f;
   IRIS_DETAIL_LIVE(ctx, "iris_get_async_error");
+  if (ctx->teams_op) ctx->teams_op(ctx, IRIS_DETAIL_TEAMS_POLL);
   if ((f = iris_detail_fault_read(ctx, IRIS_FAULT_WORD_FATAL)) != 0) return iris_detail_fault_status(ctx, f);
   if (ctx->fault_host && (f = __atomic_exchange_n(ctx->fault_host + IRIS_FAULT_WORD_MISMATCH, 0ULL, __ATOMIC_ACQ_REL)) != 0)
     return iris_detail_fault_status(ctx, f);
@@ -59,6 +61,7 @@ IRIS_DEF iris_status_t iris_abort(iris_t *ctx) {
   IRIS_DETAIL_LIVE(ctx, "iris_abort");
   if (ctx->fault_host)
     __atomic_compare_exchange_n(ctx->fault_host + IRIS_FAULT_WORD_FATAL, &zero, IRIS_FAULT_MAKE(IRIS_FAULT_ABORT, 0xff, 0, 0), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  if (ctx->teams_op) ctx->teams_op(ctx, IRIS_DETAIL_TEAMS_ABORT); /* the teams' collectives stop waiting too */
   return IRIS_SUCCESS;
 }
 

@@ -36,6 +36,33 @@ IRIS_DETAIL_STATIC_ASSERT(offsetof(iris_device_ctx_t, fault) == 16 + 8 * IRIS_MA
                           device_ctx_tail_offsets);
 IRIS_DETAIL_STATIC_ASSERT(sizeof(iris_device_ctx_t) == 40 + 8 * IRIS_MAX_RANKS, device_ctx_size);
 
+/* iris_team_t, passed by value to kernels and mirrored by bindings: */
+IRIS_DETAIL_STATIC_ASSERT(offsetof(iris_team_t, size) == 0 && offsetof(iris_team_t, rank) == 4 && offsetof(iris_team_t, start) == 8 &&
+                              offsetof(iris_team_t, stride) == 12 && offsetof(iris_team_t, world) == 16 &&
+                              offsetof(iris_team_t, slot) == 16 + 4 * IRIS_MAX_RANKS && offsetof(iris_team_t, coll) == 20 + 4 * IRIS_MAX_RANKS &&
+                              offsetof(iris_team_t, sync) == 24 + 4 * IRIS_MAX_RANKS && offsetof(iris_team_t, fault) == 32 + 4 * IRIS_MAX_RANKS &&
+                              offsetof(iris_team_t, serial) == 40 + 4 * IRIS_MAX_RANKS && sizeof(iris_team_t) == 48 + 4 * IRIS_MAX_RANKS,
+                          team_layout);
+IRIS_DETAIL_STATIC_ASSERT(IRIS_TEAM_MAX >= 2 && IRIS_TEAM_MAX <= 64, team_max_in_a_mask);
+
+/* A team slot's words on each rank's heap (iris_team_t.sync points at this rank's copy):
+ * bar[i].from[p] is the epoch that member p's barrier i reached (written by p, release at
+ * system scope); epoch[i] this rank's own count of barrier i (read and written by the
+ * participant that holds index i: an epoch never resets, so graphs replay); xchg the
+ * host exchange of the team's splits and meetings: [parity][p] member p's record, each
+ * word (sequence << 32) | payload. Zeroed when the slot is given to a new team, before
+ * its members meet. */
+#define IRIS_DETAIL_TEAM_XW 8 /* payload words of an exchange record */
+typedef struct iris_detail_team_area {
+  unsigned long long bar[IRIS_TEAM_BARRIERS][IRIS_MAX_RANKS];
+  unsigned long long epoch[IRIS_TEAM_BARRIERS];
+  unsigned long long xchg[2][IRIS_MAX_RANKS][IRIS_DETAIL_TEAM_XW];
+} iris_detail_team_area_t;
+IRIS_DETAIL_STATIC_ASSERT(offsetof(iris_detail_team_area_t, epoch) == 8 * IRIS_TEAM_BARRIERS * IRIS_MAX_RANKS &&
+                              offsetof(iris_detail_team_area_t, xchg) == 8 * IRIS_TEAM_BARRIERS * (IRIS_MAX_RANKS + 1) &&
+                              sizeof(iris_detail_team_area_t) % 256 == 0,
+                          team_area_layout);
+
 /* ---------------------------------------------------------------------- fault words --
  * iris_device_ctx_t.fault points at three 64-bit words of pinned host memory: two
  * written by kernels (iris_device.h, iris_collectives.h, iris_gemm.h) and read by the host

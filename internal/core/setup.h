@@ -34,6 +34,7 @@ IRIS_INTERNAL void iris_detail_release_gpu(iris_t *ctx) {
 /* Frees everything ctx holds; the struct itself stays (iris_finalize keeps it as a
  * tombstone, iris_detail_destroy frees it). */
 IRIS_INTERNAL void iris_detail_release(iris_t *ctx) {
+  if (ctx->teams_op) ctx->teams_op(ctx, IRIS_DETAIL_TEAMS_FREE);
   if (ctx->ext && ctx->ext_free) ctx->ext_free(ctx->ext);
   ctx->ext = NULL;
   if (ctx->mode != 0) iris_detail_release_gpu(ctx); /* mode 0: a host-only test context */

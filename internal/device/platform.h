@@ -152,6 +152,13 @@ IRIS_DEVICE_INLINE void iris_detail_ld2_volatile(const unsigned long long *p, un
 }
 /* ---- lane exchange: v of lane (this lane ^ m), every lane of the warp taking part */
 IRIS_DEVICE_INLINE float iris_detail_shfl_xor(float v, int m) { return __shfl_xor(v, m); }
+/* ---- a whole warp: meet (memory ordered among its lanes), and "true in every lane" */
+IRIS_DEVICE_INLINE void iris_detail_warp_sync(void) {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
+IRIS_DEVICE_INLINE bool iris_detail_warp_all(bool p) { return __all(p ? 1 : 0) != 0; }
 
 #else
 /* ===================================================================== NVIDIA == */
@@ -287,6 +294,9 @@ IRIS_DEVICE_INLINE void iris_detail_ld2_volatile(const unsigned long long *p, un
 }
 /* ---- lane exchange: v of lane (this lane ^ m), every lane of the warp taking part */
 IRIS_DEVICE_INLINE float iris_detail_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+/* ---- a whole warp: meet (memory ordered among its lanes), and "true in every lane" */
+IRIS_DEVICE_INLINE void iris_detail_warp_sync(void) { __syncwarp(); }
+IRIS_DEVICE_INLINE bool iris_detail_warp_all(bool p) { return __all_sync(0xffffffffu, p ? 1 : 0) != 0; }
 #endif /* vendor */
 
 /* ---- programmatic dependent launch (PDL; NVIDIA sm_90 and later, elsewhere nothing).

@@ -25,6 +25,7 @@
 #include "life_cycle.c"
 #include "faults.c"
 #include "multinode.c"
+#include "teams.c"
 
 int main(void) {
   long long t0 = now_ms();
@@ -119,6 +120,8 @@ int main(void) {
   test_chain_plan();
   test_world_ctas_staging();
   test_faults();
+  test_team_plans();
+  test_team_members();
 
   /* last: these may initialise the CUDA runtime, after which no more forks */
   test_life_cycle();

@@ -1,0 +1,140 @@
+/* internal/coll/team.h: the host collectives on a team (the *_team calls of
+ * iris_collectives.h). A team's collective state is the world's kind of state laid out in
+ * the team's collective area (internal/core/team.h: the pool on the heap), with the team as
+ * the device context's world: rank = team rank, bases[r] = member r's heap, fault = the
+ * team's fault words. So every kernel runs unchanged, instruction for instruction, on a
+ * team; the team has its own call numbers, headers (mismatches stay within the team), call
+ * order across streams and fault words, and two teams' calls may run at the same time.
+ * Under IRIS_IMPLEMENTATION. Part of iris_collectives.h; not a public header. */
+#ifndef IRIS_INTERNAL_COLL_TEAM_H
+#define IRIS_INTERNAL_COLL_TEAM_H
+#include "../../iris_collectives.h"
+#include "../core/sys.h"
+#include "../core/platform.h"
+#include "../core/status.h"
+#include "../core/team.h"
+#include "plan.h"
+#include "protocol.h"
+#include "launch.h"
+#include "host.h"
+#include "api.h"
+
+/* The collective area (internal/core/team.h sizes it without seeing this layer) holds this
+ * layer's state: */
+static_assert(sizeof(iris_coll_ctl_t) <= IRIS_DETAIL_TEAM_CTL_BYTES, "a team's control block fits its place in the collective area");
+static_assert(IRIS_DETAIL_TEAM_LL == IRIS_COLL_LL_BYTES && IRIS_DETAIL_TEAM_LL2 == IRIS_COLL_LL2_BYTES && IRIS_DETAIL_TEAM_CTAS == IRIS_COLL_MAX_CTAS &&
+                  IRIS_DETAIL_TEAM_SCRATCH >= IRIS_COLL_AR_SCRATCH_BYTES,
+              "the team collective area's sizes (internal/core/team.h) follow IRIS_COLL_LL_BYTES, _LL2_BYTES, _MAX_CTAS, _AR_SCRATCH_BYTES: define them globally");
+
+/* The team's state, made at its first call (host memory only: capturable) and kept with the
+ * team (freed when it is destroyed). */
+static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_view_t *v, iris_coll_state_t **out) {
+  iris_coll_state_t *s = (iris_coll_state_t *)*v->state;
+  char *ll, *ll2, *scratch;
+  if (s) {
+    *out = s;
+    return IRIS_SUCCESS;
+  }
+  if (!(s = (iris_coll_state_t *)calloc(1, sizeof *s))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", iris_rank(ctx));
+  ll = v->coll_base + v->ctl_bytes;
+  ll2 = ll + IRIS_DETAIL_TEAM_LL_BYTES(v->node_size);
+  scratch = ll2 + IRIS_DETAIL_TEAM_LL2_BYTES(v->node_size);
+  s->dev.ctx = v->dev;
+  {
+    iris_coll_ctl_t *ctl = (iris_coll_ctl_t *)(void *)v->coll_base;
+    s->dev.calls = &ctl->calls;
+    s->dev.hdr = ctl->hdr;
+    s->dev.flags = ctl->flags;
+    s->dev.progress = ctl->progress;
+  }
+  s->dev.ll = (uint4 *)(void *)ll;
+  s->dev.ll_lines = IRIS_COLL_LL_BYTES / 8;
+  s->dev.ll2 = (uint4 *)(void *)ll2;
+  s->dev.ll2_lines = IRIS_COLL_LL2_BYTES / 8;
+  s->dev.scratch = scratch;
+  { /* as the world's: IRIS_COLL_CHECK=0 turns the LL paths' header match off */
+    const iris_coll_state_t *w = (const iris_coll_state_t *)iris_detail_get_ext(ctx);
+    int check = 1;
+    if (w) check = w->dev.check;
+    else if (iris_detail_env_flag("IRIS_COLL_CHECK", " (0: the latency path does not match call headers; 1: it does, the default)", &check) < 0) {
+      free(s);
+      return IRIS_ERROR_INVALID_ARGUMENT;
+    }
+    s->dev.check = check;
+    s->pdl = w ? w->pdl : IRIS_GPU_HAS_PDL && iris_gpu_has_pdl(iris_device_ordinal(ctx)); /* the latency kernels with PDL, as the world's */
+  }
+  {
+    int sms = 0;
+    (void)iris_gpu_sm_count(&sms, iris_device_ordinal(ctx));
+    s->sms = sms > 0 ? sms : 1;
+  }
+  s->stage_bytes = 0; /* no staging: the bandwidth path takes heap buffers */
+  *v->state = s;
+  *out = s;
+  return IRIS_SUCCESS;
+}
+
+/* Every *_team call: the team's checks (live, a member, no fatal fault), then the world's
+ * calls for the world team, a copy for a team of one, else the call on the team's state,
+ * after the team's previous call whatever its stream. */
+static iris_status_t iris_coll_team_run(iris_t *ctx, const iris_team_t *team, int kind, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op,
+                                        int root, iris_stream_t stream, const iris_coll_opts_t *opts) {
+  iris_detail_team_view_t v;
+  iris_coll_state_t *s;
+  iris_status_t st, st2;
+  if ((st = iris_detail_team_lookup(ctx, team, &v)) != IRIS_SUCCESS) return iris_detail_prefix(st, iris_coll_names[kind]);
+  if (v.world) return iris_coll_run(ctx, kind, send, recv, count, t, op, root, stream, opts);
+  if (team->size == 1) {
+    const size_t es = iris_dtype_size(t);
+    iris_gpu_error_t e = IRIS_GPU_SUCCESS;
+    if (!es) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown data type %d", iris_coll_names[kind], (int)t);
+    if (kind == IRIS_COLL_BC && root != 0) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "%s: root %d outside [0, 1)", iris_coll_names[kind], root);
+    if (count && send != recv) e = iris_gpu_memcpy_async(recv, send, count * es, stream);
+    return e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_detail_fail(IRIS_ERROR_GPU, "%s: copy failed: %s", iris_coll_names[kind], iris_gpu_error_text(e));
+  }
+  if ((st = iris_coll_team_state(ctx, &v, &s)) != IRIS_SUCCESS) return st;
+  if (count == 0) return iris_coll_enqueue_on(ctx, s, kind, send, recv, count, t, op, root, stream, opts); /* the argument checks */
+  if ((st = iris_detail_team_order(ctx, team, stream, 0)) != IRIS_SUCCESS) return st;
+  st = iris_coll_enqueue_on(ctx, s, kind, send, recv, count, t, op, root, stream, opts);
+  st2 = iris_detail_team_order(ctx, team, stream, 1);
+  return st != IRIS_SUCCESS ? st : st2;
+}
+
+IRIS_DEF iris_status_t iris_all_reduce_team(iris_t *ctx, const iris_team_t *team, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op,
+                                            iris_stream_t stream, const iris_coll_opts_t *opts) {
+  return iris_coll_team_run(ctx, team, IRIS_COLL_AR, send, recv, count, type, op, 0, stream, opts);
+}
+IRIS_DEF iris_status_t iris_all_gather_team(iris_t *ctx, const iris_team_t *team, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream,
+                                            const iris_coll_opts_t *opts) {
+  return iris_coll_team_run(ctx, team, IRIS_COLL_AG, send, recv, count, type, IRIS_SUM, 0, stream, opts);
+}
+IRIS_DEF iris_status_t iris_reduce_scatter_team(iris_t *ctx, const iris_team_t *team, const void *send, void *recv, size_t count, iris_dtype_t type, iris_redop_t op,
+                                                iris_stream_t stream, const iris_coll_opts_t *opts) {
+  return iris_coll_team_run(ctx, team, IRIS_COLL_RS, send, recv, count, type, op, 0, stream, opts);
+}
+IRIS_DEF iris_status_t iris_all_to_all_team(iris_t *ctx, const iris_team_t *team, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream,
+                                            const iris_coll_opts_t *opts) {
+  return iris_coll_team_run(ctx, team, IRIS_COLL_A2A, send, recv, count, type, IRIS_SUM, 0, stream, opts);
+}
+IRIS_DEF iris_status_t iris_broadcast_team(iris_t *ctx, const iris_team_t *team, const void *send, void *recv, size_t count, iris_dtype_t type, int root,
+                                           iris_stream_t stream, const iris_coll_opts_t *opts) {
+  return iris_coll_team_run(ctx, team, IRIS_COLL_BC, send, recv, count, type, IRIS_SUM, root, stream, opts);
+}
+IRIS_DEF iris_status_t iris_barrier_device_team(iris_t *ctx, const iris_team_t *team, iris_stream_t stream) {
+  iris_detail_team_view_t v;
+  iris_coll_state_t *s;
+  iris_status_t st, st2;
+  iris_gpu_error_t e;
+  if ((st = iris_detail_team_lookup(ctx, team, &v)) != IRIS_SUCCESS) return iris_detail_prefix(st, "iris_barrier_device_team");
+  if (v.world) return iris_barrier_device(ctx, stream);
+  if (team->size == 1) return IRIS_SUCCESS;
+  if ((st = iris_coll_team_state(ctx, &v, &s)) != IRIS_SUCCESS) return st;
+  if ((st = iris_detail_team_order(ctx, team, stream, 0)) != IRIS_SUCCESS) return st;
+  iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, 0x6261727269657221ULL);
+  e = iris_gpu_last_error();
+  st2 = iris_detail_team_order(ctx, team, stream, 1);
+  if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "iris_barrier_device_team: launch failed: %s", iris_gpu_error_text(e));
+  return st2;
+}
+
+#endif /* IRIS_INTERNAL_COLL_TEAM_H */

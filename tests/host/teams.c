@@ -1,0 +1,173 @@
+/* tests/host/teams.c: the arithmetic of teams (internal/core/team.h): MPI_Comm_split's
+ * order (key, then parent rank), opting out, slot agreement over the members' bitmaps,
+ * the node rule of multi-node worlds, the strided and 2-D forms as the colors and keys
+ * they pass, the stride/table description and rank translation (iris.h). */
+#include "harness.h"
+
+static rng_t g_team_rng;
+static unsigned rnd(void) { return (unsigned)(rng_next(&g_team_rng) >> 17); }
+
+/* A reference split: the members of me's color, ordered by (key, parent rank), computed
+ * by a plain selection here. Returns the size; world[] the members' world ranks. */
+static int ref_split(const int *color, const int *key, const int *pw, int n, int me, int *world) {
+  int used[64] = {0}, size = 0, i;
+  if (color[me] < 0) return 0;
+  for (;;) {
+    int best = -1;
+    for (i = 0; i < n; i++)
+      if (!used[i] && color[i] == color[me] && (best < 0 || key[i] < key[best] || (key[i] == key[best] && i < best))) best = i;
+    if (best < 0) break;
+    used[best] = 1;
+    world[size++] = pw[best];
+  }
+  return size;
+}
+
+/* Every parent rank plans the split; compares with the reference and checks agreement. */
+static int plan_all(const char *name, const int *color, const int *key, const int *pw, int n, const unsigned long long *free_slots, const unsigned *free_coll,
+                    int want_slot, int want_coll) {
+  iris_detail_team_rec_t recs[16];
+  int me, i;
+  for (i = 0; i < n; i++) {
+    recs[i].color = color[i];
+    recs[i].key = key[i];
+    recs[i].free_slots = free_slots ? free_slots[i] : ~0ULL;
+    recs[i].free_coll = free_coll ? free_coll[i] : 3u;
+  }
+  for (me = 0; me < n; me++) {
+    iris_detail_team_plan_t p;
+    int world[16], size = ref_split(color, key, pw, n, me, world);
+    iris_status_t st = iris_detail_team_plan(recs, pw, n, me, 16, 1, &p);
+    if (st != IRIS_SUCCESS) return check(0, name, "parent rank %d: status %s (%s)", me, iris_status_string(st), iris_error_detail());
+    if (p.slot != want_slot || p.coll != want_coll) return check(0, name, "parent rank %d: slot %d coll %d, want %d %d", me, p.slot, p.coll, want_slot, want_coll);
+    if (p.size != size) return check(0, name, "parent rank %d: size %d, want %d", me, p.size, size);
+    if (size == 0 && p.rank != -1) return check(0, name, "parent rank %d opted out but has team rank %d", me, p.rank);
+    for (i = 0; i < size; i++) {
+      if (p.world[i] != world[i]) return check(0, name, "parent rank %d: member %d is world rank %d, want %d", me, i, p.world[i], world[i]);
+      if (world[i] == pw[me] && p.rank != i) return check(0, name, "parent rank %d: team rank %d, want %d", me, p.rank, i);
+    }
+  }
+  return name[0] == '~' ? 1 : check(1, name, NULL); /* "~...": a quiet pass (the random trials count as one check) */
+}
+
+static void test_team_plans(void) {
+  int pw[16], color[16], key[16], i, trial;
+  for (i = 0; i < 16; i++) pw[i] = i;
+  { /* the splits at W = 4 */
+    int c1[4] = {0, 0, 1, 1}, k1[4] = {0, 0, 0, 0};
+    int c2[4] = {0, 1, 0, 1};
+    int c3[4] = {0, 0, 0, 1};
+    int c4[4] = {1, 0, 1, 0}, k4[4] = {0, 1, 1, 0}; /* {3,1}{0,2} by key: 3 before 1 */
+    int c5[4] = {0, IRIS_TEAM_NONE, 0, 0}, k5[4] = {5, 0, 2, 9};
+    plan_all("team plan {0,1}{2,3}", c1, k1, pw, 4, NULL, NULL, 0, 0);
+    plan_all("team plan {0,2}{1,3}", c2, k1, pw, 4, NULL, NULL, 0, 0);
+    plan_all("team plan {0,1,2}{3}", c3, k1, pw, 4, NULL, NULL, 0, 0);
+    plan_all("team plan {3,1}{0,2} by key", c4, k4, pw, 4, NULL, NULL, 0, 0);
+    plan_all("team plan, a rank opts out, keys reorder", c5, k5, pw, 4, NULL, NULL, 0, 0);
+    {
+      iris_detail_team_rec_t r[4];
+      iris_detail_team_plan_t p;
+      for (i = 0; i < 4; i++) r[i].color = c4[i], r[i].key = k4[i], r[i].free_slots = ~0ULL, r[i].free_coll = 0;
+      iris_detail_team_plan(r, pw, 4, 1, 16, 1, &p);
+      check(p.size == 2 && p.world[0] == 3 && p.world[1] == 1 && p.rank == 1 && p.coll == -1, "team plan {3,1}: world rank 1 is team rank 1, no collective state",
+            "size %d members %d %d rank %d coll %d", p.size, p.world[0], p.world[1], p.rank, p.coll);
+    }
+  }
+  { /* slots: the lowest free on every member, whatever each holds */
+    int c[4] = {0, 0, 1, 1}, k[4] = {0, 0, 0, 0};
+    unsigned long long fs[4] = {~0ULL & ~1ULL, ~0ULL & ~3ULL, ~0ULL & ~0x9ULL, ~0ULL & ~1ULL};
+    unsigned fc[4] = {2u, 3u, 3u, 2u};
+    plan_all("team plan: slot and collective state free on every member", c, k, pw, 4, fs, fc, 2, 1);
+  }
+  { /* no slot free anywhere in common: every member fails alike */
+    iris_detail_team_rec_t r[2];
+    iris_detail_team_plan_t p;
+    iris_status_t a, b;
+    r[0].color = r[1].color = 0;
+    r[0].key = r[1].key = 0;
+    r[0].free_slots = 0x5555555555555555ULL;
+    r[1].free_slots = 0xaaaaaaaaaaaaaaaaULL;
+    r[0].free_coll = r[1].free_coll = 1;
+    a = iris_detail_team_plan(r, pw, 2, 0, 16, 1, &p);
+    b = iris_detail_team_plan(r, pw, 2, 1, 16, 1, &p);
+    check(a == IRIS_ERROR_OUT_OF_MEMORY && b == a, "team plan: no common slot fails on every member", "%s / %s", iris_status_string(a), iris_status_string(b));
+  }
+  { /* everyone opts out: nothing formed, no slot needed */
+    iris_detail_team_rec_t r[3];
+    iris_detail_team_plan_t p;
+    for (i = 0; i < 3; i++) r[i].color = IRIS_TEAM_NONE, r[i].key = 0, r[i].free_slots = 0, r[i].free_coll = 0;
+    check(iris_detail_team_plan(r, pw, 3, 1, 16, 1, &p) == IRIS_SUCCESS && p.slot == -1 && p.size == 0 && p.rank == -1, "team plan: all opt out", "slot %d size %d",
+          p.slot, p.size);
+  }
+  { /* multi-node: a color across nodes is refused on every member; within a node it is not */
+    iris_detail_team_rec_t r[4];
+    iris_detail_team_plan_t p;
+    int ok = 1;
+    for (i = 0; i < 4; i++) r[i].color = i % 2, r[i].key = 0, r[i].free_slots = ~0ULL, r[i].free_coll = 1; /* nodes of 2: {0,2} spans */
+    for (i = 0; i < 4; i++) ok &= iris_detail_team_plan(r, pw, 4, i, 2, 2, &p) == IRIS_ERROR_UNSUPPORTED;
+    for (i = 0; i < 4; i++) r[i].color = i / 2;
+    for (i = 0; i < 4; i++) ok &= iris_detail_team_plan(r, pw, 4, i, 2, 2, &p) == IRIS_SUCCESS && p.size == 2;
+    check(ok, "team plan: teams stay within a node in multi-node worlds", "");
+  }
+  /* random partitions of a permuted parent, random keys with ties */
+  g_team_rng.s = g_seed ^ 0x7465616dULL;
+  for (trial = 0; trial < 200; trial++) {
+    int n = 1 + (int)(rnd() % 16);
+    char name[64];
+    for (i = 0; i < n; i++) pw[i] = i;
+    for (i = n - 1; i > 0; i--) {
+      int j = (int)(rnd() % (unsigned)(i + 1)), t = pw[i];
+      pw[i] = pw[j];
+      pw[j] = t;
+    }
+    for (i = 0; i < n; i++) {
+      color[i] = (int)(rnd() % 4) - 1; /* -1: opt out */
+      key[i] = (int)(rnd() % 3) - 1;
+    }
+    snprintf(name, sizeof name, "~team plan random trial %d", trial);
+    {
+      int any = 0;
+      for (i = 0; i < n; i++) any |= color[i] >= 0;
+      if (!plan_all(name, color, key, pw, n, NULL, NULL, any ? 0 : -1, any ? 0 : -1)) break;
+    }
+  }
+  if (trial == 200) check(1, "team plan: 200 random partitions of permuted parents, keys with ties", NULL);
+}
+
+static void test_team_members(void) {
+  iris_team_t t;
+  int w1[4] = {1, 3, 5, 7}, w2[3] = {3, 1, 2}, w3[1] = {6}, i, ok = 1;
+  memset(&t, 0, sizeof t);
+  iris_detail_team_members(&t, w1, 4);
+  ok &= t.stride == 2 && t.start == 1 && t.size == 4;
+  for (i = 0; i < 4; i++) ok &= iris_team_world_rank(&t, i) == w1[i] && iris_team_rank_of(&t, w1[i]) == i;
+  ok &= iris_team_rank_of(&t, 0) == -1 && iris_team_rank_of(&t, 9) == -1 && iris_team_rank_of(&t, 2) == -1;
+  check(ok, "team members: stride form", "start %d stride %d", t.start, t.stride);
+  ok = 1;
+  iris_detail_team_members(&t, w2, 3);
+  ok &= t.stride == 0 && t.size == 3;
+  for (i = 0; i < 3; i++) ok &= iris_team_world_rank(&t, i) == w2[i] && iris_team_rank_of(&t, w2[i]) == i;
+  ok &= iris_team_rank_of(&t, 0) == -1;
+  check(ok, "team members: table form (not a progression)", "stride %d", t.stride);
+  ok = 1;
+  iris_detail_team_members(&t, w3, 1);
+  ok &= t.stride == 1 && t.start == 6 && iris_team_world_rank(&t, 0) == 6 && iris_team_rank_of(&t, 6) == 0;
+  check(ok, "team members: a team of one", "start %d stride %d", t.start, t.stride);
+  { /* translate between the TP and DP teams of a 2 x 2 grid */
+    iris_team_t tp, dp;
+    int a[2] = {2, 3}, b[2] = {1, 3};
+    memset(&tp, 0, sizeof tp);
+    memset(&dp, 0, sizeof dp);
+    iris_detail_team_members(&tp, a, 2);
+    iris_detail_team_members(&dp, b, 2);
+    check(iris_team_translate_rank(&tp, 1, &dp) == 1 && iris_team_translate_rank(&tp, 0, &dp) == -1 && iris_team_translate_rank(&dp, 1, &tp) == 1 &&
+              iris_team_translate_rank(&tp, 2, &dp) == -1 && iris_team_translate_rank(&tp, -1, &dp) == -1,
+          "team translate rank (NVSHMEM's translate_pe)", "");
+  }
+  { /* the strided and 2-D splits are colors and keys: a 2 x 3 grid's rows and columns */
+    int xc[6], xk[6], yc[6], yk[6], pw[6], xr = 3;
+    for (i = 0; i < 6; i++) xc[i] = i / xr, xk[i] = i % xr, yc[i] = i % xr, yk[i] = i / xr, pw[i] = i;
+    plan_all("team plan: 2-D rows (x)", xc, xk, pw, 6, NULL, NULL, 0, 0);
+    plan_all("team plan: 2-D columns (y)", yc, yk, pw, 6, NULL, NULL, 0, 0);
+  }
+}

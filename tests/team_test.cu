@@ -1,0 +1,450 @@
+// Teams (iris.h, iris_device.h, iris_collectives.h; docs/teams.md) on N ranks, one process
+// each (iris_launch_local; ranks may share a GPU).
+//
+//   team_test basic N       the splits {0,1}{2,3}, {0,2}{1,3}, {0,1,2}{3}, {3,1}{0,2} by key,
+//                           and one with rank 1 opting out (their analogues at N = 2, 3):
+//                           membership against a host reference; kernels that put into every
+//                           member and meet at a team barrier (thread, warp and block level,
+//                           one-shot and session), ROUNDS rounds with skewed ranks, every
+//                           value checked; signal OR/XOR/ADD by team rank; every collective
+//                           on every team at LL and bandwidth sizes against exact references,
+//                           outputs poisoned; strided and 2-D splits; destroy and reuse
+//   team_test concurrent N  TP and DP teams of a 2-D split: all-reduces of both on two streams
+//                           at once, ROUNDS rounds, each checked on the device
+//   team_test mismatch N    a mismatched call in the TP team: its members see IRIS_ERROR_MISMATCH
+//                           (iris_team_check), nothing written; the DP team's calls meanwhile
+//                           exact; the TP team's next matching call exact
+//   team_test stuck N       the last rank never comes to a team barrier, then to a team
+//                           all-reduce: the others' waits end within 2x the bound and the
+//                           error names world rank N-1
+// ROUNDS: 1000 (IRIS_TEST_QUICK=1: 100). Run with IRIS_WAIT_TIMEOUT_MS=2000 for stuck.
+#define IRIS_IMPLEMENTATION
+#define IRIS_COLL_TYPES (1u << IRIS_FLOAT32)
+#define IRIS_COLL_OPS (1u << IRIS_SUM)
+#include "../iris_collectives.h"
+#include "test_util.h"
+#include <algorithm>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <vector>
+
+static int g_rounds = 1000;
+static double now_s() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// ------------------------------------------------------------------ kernels --
+__host__ __device__ inline unsigned uval(uint64_t seed, int round, int world_rank, int to) { return (unsigned)key(seed, round, world_rank, to, 7) | 1u; }
+__device__ void skew(int world_rank, int round) {
+  if (round % 7 == world_rank % 7) {
+    unsigned long long t0 = clock64();
+    while (clock64() - t0 < (unsigned long long)(2000 * (world_rank + 1))) {
+    }
+  }
+}
+// Rounds of: each member puts a value into every member's slot (parity round & 1), the
+// team meets, each checks every slot. C: the cooperation level; session: one session for
+// all rounds, else a one-shot barrier per round.
+template <typename C>
+__global__ void k_rounds(iris_device_ctx_t ctx, iris_team_t team, unsigned *buf, int rounds, uint64_t seed, int session, int index, int *errors) {
+  C coop;
+  const int tid = coop.thread_rank(), nt = coop.size(), me_w = ctx.rank;
+  iris_team_barrier_session<C> s(coop, ctx, team, index);
+  for (int r = 0; r < rounds; r++) {
+    if (tid == 0) skew(me_w, r);
+    for (int p = tid; p < team.size; p += nt) iris_team_store(ctx, team, buf + (r & 1) * IRIS_MAX_RANKS + team.rank, uval(seed, r, me_w, iris_team_peer(team, p)), p);
+    bool ok = session ? s.sync() : iris_team_barrier(coop, ctx, team, index + 1);
+    if (!ok) {
+      if (tid == 0) atomicAdd(errors + 1, 1);
+      return;
+    }
+    for (int p = tid; p < team.size; p += nt) {
+      unsigned got = ((volatile unsigned *)buf)[(r & 1) * IRIS_MAX_RANKS + p];
+      if (got != uval(seed, r, iris_team_peer(team, p), me_w)) atomicAdd(errors, 1);
+    }
+  }
+}
+// Every member ORs, XORs and adds its bit into member 0's words, then member 0 waits.
+__global__ void k_signals(iris_device_ctx_t ctx, iris_team_t team, unsigned long long *w, unsigned long long base, int *errors) {
+  const unsigned long long bit = 1ULL << team.rank, all = team.size >= 64 ? ~0ULL : (1ULL << team.size) - 1;
+  iris_team_signal_op<IRIS_SIGNAL_OR>(ctx, team, w + 0, bit, 0);
+  iris_team_signal_op<IRIS_SIGNAL_XOR>(ctx, team, w + 1, bit, 0);
+  iris_team_signal_add(ctx, team, w + 2, 1ULL, 0);
+  if (team.rank == 0) {
+    bool ok = iris_team_wait_until(ctx, team, w + 2, IRIS_CMP_EQ, base + team.size, -1);
+    ok = ok && iris_team_wait_until(ctx, team, w + 0, IRIS_CMP_EQ, all, 1 % team.size);
+    unsigned long long x = iris_atomic_load(w + 1);
+    if (!ok || x != ((base / team.size) % 2 ? 0ULL : all)) atomicAdd(errors, 1); // XOR toggles each time
+  }
+  iris_team_barrier(iris_coop_thread(), ctx, team, 9);
+}
+__global__ void k_fill(float *p, size_t n, uint64_t seed, int wr, int call) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = (float)((int)(key(seed, wr, call, i, 3) % 33) - 16);
+}
+static float fv(uint64_t seed, int wr, int call, size_t i) { return (float)((int)(key(seed, wr, call, i, 3) % 33) - 16); }
+// all-reduce result check on the device: want = sum over members (small integers: exact)
+__global__ void k_check_ar(const float *out, size_t n, iris_team_t team, uint64_t seed, int call, int *errors) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    float want = 0;
+    for (int p = 0; p < team.size; p++) want += (float)((int)(key(seed, iris_team_world_rank(&team, p), call, i, 3) % 33) - 16);
+    if (out[i] != want) atomicAdd(errors, 1);
+  }
+}
+
+// ------------------------------------------------------------------ helpers --
+struct Split {
+  const char *name;
+  std::vector<int> color, key;
+};
+// the issue's splits at N = 4, their analogues at other N, and an opt-out
+static std::vector<Split> splits(int n) {
+  std::vector<Split> v(5);
+  for (auto &s : v) s.color.assign(n, 0), s.key.assign(n, 0);
+  v[0].name = "{0,1}{2,3}";
+  v[1].name = "{0,2}{1,3}";
+  v[2].name = "{0,1,2}{3}";
+  v[3].name = "{3,1}{0,2} by key";
+  v[4].name = "rank 1 opts out, keys reversed";
+  for (int r = 0; r < n; r++) {
+    v[0].color[r] = r / 2;
+    v[1].color[r] = r % 2;
+    v[2].color[r] = r == n - 1 ? 1 : 0;
+    v[3].color[r] = r % 2 == 0;        // {1,3} color 0, {0,2} color 1
+    v[3].key[r] = r % 2 ? n - r : r;  // 3 before 1; 0 before 2
+    v[4].color[r] = r == 1 ? IRIS_TEAM_NONE : 0;
+    v[4].key[r] = n - r;
+  }
+  return v;
+}
+static std::vector<int> ref_members(const Split &s, int me) {
+  std::vector<int> m;
+  if (s.color[me] < 0) return m;
+  for (int r = 0; r < (int)s.color.size(); r++)
+    if (s.color[r] == s.color[me]) m.push_back(r);
+  std::stable_sort(m.begin(), m.end(), [&](int a, int b) { return s.key[a] < s.key[b]; });
+  return m;
+}
+
+// rounds: made even, so the next launch's first round writes the other parity than the
+// last round of this one (which a slow peer may still be reading); values salted per launch
+static bool run_rounds(Suite &s, const iris_team_t &t, unsigned *buf, int *errs, int rounds, int coop, int session, int index) {
+  static uint64_t launches = 0;
+  iris_device_ctx_t dc = iris_device_context(s.ctx);
+  const uint64_t seed = mix(s.seed ^ ++launches);
+  rounds = rounds < 2 ? 2 : rounds & ~1;
+  CK(cudaMemset(errs, 0, 2 * sizeof(int)));
+  if (coop == 0) k_rounds<iris_coop_thread><<<1, 1, 0, s.stream>>>(dc, t, buf, rounds, seed, session, index, errs);
+  else if (coop == 1) k_rounds<iris_coop_warp><<<1, 32, 0, s.stream>>>(dc, t, buf, rounds, seed, session, index, errs);
+  else k_rounds<iris_coop_block><<<1, 128, 0, s.stream>>>(dc, t, buf, rounds, seed, session, index, errs);
+  CK(cudaGetLastError());
+  CK(cudaStreamSynchronize(s.stream));
+  int h[2];
+  CK(cudaMemcpy(h, errs, sizeof h, cudaMemcpyDeviceToHost));
+  if (h[0] || h[1]) fprintf(stderr, "team_test: rank %d: coop %d session %d: %d wrong values, %d failed barriers\n", s.rank, coop, session, h[0], h[1]);
+  return h[0] == 0 && h[1] == 0;
+}
+
+// Every collective on team t, small (latency) and large (bandwidth) sizes, exact checks.
+static bool run_colls(Suite &s, const iris_team_t &t, float *in, float *out, int call0) {
+  const int W = t.size, me = t.rank;
+  const size_t counts[3] = {777, 65536 + 5, (size_t)1 << 20};
+  int call = call0;
+  for (size_t count : counts)
+    for (int kind = 0; kind < 5; kind++, call++) {
+      const size_t nin = (kind == 2 || kind == 3) ? count * W : count, nout = (kind == 1 || kind == 3) ? count * W : count;
+      const int root = call % W;
+      k_fill<<<64, 256, 0, s.stream>>>(in, nin, s.seed, s.rank, call);
+      CK(cudaMemsetAsync(out, 0xA5, nout * sizeof(float) + 64, s.stream));
+      iris_status_t st;
+      switch (kind) {
+      case 0: st = iris_all_reduce_team(s.ctx, &t, in, out, count, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL); break;
+      case 1: st = iris_all_gather_team(s.ctx, &t, in, out, count, IRIS_FLOAT32, s.stream, NULL); break;
+      case 2: st = iris_reduce_scatter_team(s.ctx, &t, in, out, count, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL); break;
+      case 3: st = iris_all_to_all_team(s.ctx, &t, in, out, count, IRIS_FLOAT32, s.stream, NULL); break;
+      default: st = iris_broadcast_team(s.ctx, &t, in, out, count, IRIS_FLOAT32, root, s.stream, NULL); break;
+      }
+      if (st != IRIS_SUCCESS) { fprintf(stderr, "team_test: rank %d: collective %d count %zu: %s\n", s.rank, kind, count, iris_error_detail()); return false; }
+      std::vector<float> h(nout + 16);
+      CK(cudaStreamSynchronize(s.stream));
+      CK(cudaMemcpy(h.data(), out, (nout + 16) * sizeof(float), cudaMemcpyDeviceToHost));
+      size_t bad = 0;
+      for (size_t i = 0; i < nout; i++) {
+        float want = 0;
+        switch (kind) {
+        case 0: for (int p = 0; p < W; p++) want += fv(s.seed, iris_team_world_rank(&t, p), call, i); break;
+        case 1: want = fv(s.seed, iris_team_world_rank(&t, (int)(i / count)), call, i % count); break;
+        case 2: for (int p = 0; p < W; p++) want += fv(s.seed, iris_team_world_rank(&t, p), call, (size_t)me * count + i); break;
+        case 3: want = fv(s.seed, iris_team_world_rank(&t, (int)(i / count)), call, (size_t)me * count + i % count); break;
+        default: want = fv(s.seed, iris_team_world_rank(&t, root), call, i); break;
+        }
+        if (!same(h[i], want)) bad++;
+      }
+      unsigned guard;
+      memcpy(&guard, &h[nout], 4);
+      if (bad || guard != 0xA5A5A5A5u) {
+        fprintf(stderr, "team_test: rank %d (team rank %d of %d): collective %d count %zu: %zu wrong, guard %08x\n", s.rank, me, W, kind, count, bad, guard);
+        return false;
+      }
+    }
+  IK(iris_team_check(s.ctx, &t));
+  return true;
+}
+
+static bool test_basic(Suite &s) {
+  const int n = s.world;
+  unsigned *buf;
+  unsigned long long *sig;
+  int *errs;
+  float *in, *out;
+  IK(iris_calloc(s.ctx, 2 * IRIS_MAX_RANKS * sizeof(unsigned), (void **)&buf));
+  IK(iris_calloc(s.ctx, 4 * sizeof(unsigned long long), (void **)&sig));
+  IK(iris_malloc(s.ctx, (size_t)IRIS_MAX_RANKS * (4 << 20) + 256, (void **)&in));
+  IK(iris_malloc(s.ctx, (size_t)IRIS_MAX_RANKS * (4 << 20) + 256, (void **)&out));
+  CK(cudaMalloc(&errs, 2 * sizeof(int)));
+  iris_team_t world, node, rail;
+  IK(iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world));
+  IK(iris_team_get(s.ctx, IRIS_TEAM_NODE, &node));
+  IK(iris_team_get(s.ctx, IRIS_TEAM_RAIL, &rail));
+  report(s, "predefined teams: world = node = every rank in order, rail = this rank alone",
+         world.size == n && world.rank == s.rank && node.size == n && node.rank == s.rank && rail.size == 1 && rail.rank == 0 &&
+             iris_team_world_rank(&rail, 0) == s.rank && iris_team_world_rank(&world, n - 1) == n - 1);
+  IK(iris_barrier(s.ctx));
+  report(s, "world team: barrier rounds (block level)", run_rounds(s, world, buf, errs, g_rounds, 2, 1, 0));
+  int call = 1;
+  for (const Split &sp : splits(n)) {
+    std::string nm = std::string("split ") + sp.name;
+    iris_team_t t;
+    IK(iris_team_split(s.ctx, &world, sp.color[s.rank], sp.key[s.rank], &t));
+    std::vector<int> m = ref_members(sp, s.rank);
+    bool ok = t.size == (int)m.size();
+    for (int i = 0; ok && i < t.size; i++) ok = iris_team_world_rank(&t, i) == m[i] && (m[i] != s.rank || t.rank == i);
+    ok = ok && (m.empty() ? t.rank == -1 : t.rank >= 0);
+    report(s, (nm + ": members and order as MPI_Comm_split").c_str(), ok);
+    bool rounds_ok = true, sig_ok = true, coll_ok = true;
+    if (t.rank >= 0) {
+      for (int coop = 0; coop < 3; coop++)
+        for (int ses = 0; ses < 2; ses++) rounds_ok &= run_rounds(s, t, buf, errs, coop == 2 && ses ? g_rounds : g_rounds / 4, coop, ses, 2 * coop);
+      CK(cudaMemset(errs, 0, sizeof(int)));
+      // the words start at zero (zeroed after the previous split, before a barrier); per
+      // repetition the OR word stays full, the ADD word grows by the size, XOR toggles
+      for (int rep = 0; rep < 3; rep++) k_signals<<<1, 1, 0, s.stream>>>(iris_device_context(s.ctx), t, sig, (unsigned long long)(rep * t.size), errs);
+      int h = 0;
+      CK(cudaStreamSynchronize(s.stream));
+      CK(cudaMemcpy(&h, errs, sizeof h, cudaMemcpyDeviceToHost));
+      sig_ok = h == 0;
+      coll_ok = run_colls(s, t, in, out, call); // (a team of one copies)
+    }
+    call += 100;
+    report(s, (nm + ": put + team barrier rounds, thread/warp/block, one-shot and session, skewed").c_str(), rounds_ok);
+    report(s, (nm + ": signal OR/XOR/ADD by team rank, waits").c_str(), sig_ok);
+    report(s, (nm + ": every collective on the team, LL and bandwidth sizes, exact").c_str(), coll_ok);
+    IK(iris_team_destroy(s.ctx, &t));
+    CK(cudaMemset(sig, 0, 4 * sizeof(unsigned long long)));
+    CK(cudaDeviceSynchronize());
+    IK(iris_barrier(s.ctx));
+  }
+  { // strided and 2-D
+    iris_team_t st, x, y;
+    IK(iris_team_split_strided(s.ctx, &world, 0, 2, (n + 1) / 2, &st));
+    bool ok = (s.rank % 2 == 0) ? (st.size == (n + 1) / 2 && st.rank == s.rank / 2) : (st.size == 0 && st.rank == -1);
+    IK(iris_team_split_2d(s.ctx, &world, 2, &x, &y));
+    ok = ok && x.rank == s.rank % 2 && iris_team_world_rank(&x, 0) == s.rank / 2 * 2 && y.rank == s.rank / 2 && iris_team_world_rank(&y, 0) == s.rank % 2;
+    report(s, "split_strided and split_2d (xrange 2): members as NVSHMEM's", ok);
+    bool r1 = true;
+    if (st.rank >= 0) r1 = run_rounds(s, st, buf, errs, g_rounds / 4, 2, 1, 20);
+    r1 = r1 && run_rounds(s, x, buf, errs, g_rounds / 4, 2, 0, 22);
+    report(s, "strided and 2-D teams: barrier rounds", r1);
+    IK(iris_team_destroy(s.ctx, &st));
+    IK(iris_team_destroy(s.ctx, &x));
+    IK(iris_team_destroy(s.ctx, &y));
+  }
+  { // slots come back: split and destroy more teams than the table holds
+    bool ok = true;
+    for (int i = 0; i < 2 * IRIS_TEAM_MAX && ok; i++) {
+      iris_team_t t;
+      ok = iris_team_split(s.ctx, &world, s.rank % 2, -s.rank, &t) == IRIS_SUCCESS && iris_team_destroy(s.ctx, &t) == IRIS_SUCCESS;
+    }
+    report(s, "2 x IRIS_TEAM_MAX splits, each destroyed: slots are reused", ok);
+  }
+  return true;
+}
+
+static bool test_concurrent(Suite &s) {
+  iris_team_t world, tp, dp;
+  cudaStream_t sa, sb;
+  float *a, *b;
+  int *errs;
+  const size_t na = 4096 + 3, nb = (size_t)1 << 18;
+  IK(iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world));
+  IK(iris_team_split_2d(s.ctx, &world, 2, &tp, &dp));
+  CK(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking));
+  IK(iris_malloc(s.ctx, na * sizeof(float), (void **)&a));
+  IK(iris_malloc(s.ctx, nb * sizeof(float), (void **)&b));
+  CK(cudaMalloc(&errs, 2 * sizeof(int)));
+  CK(cudaMemset(errs, 0, 2 * sizeof(int)));
+  CK(cudaDeviceSynchronize());
+  iris_status_t st = IRIS_SUCCESS;
+  double t0 = now_s();
+  for (int r = 0; r < g_rounds && st == IRIS_SUCCESS; r++) {
+    k_fill<<<16, 256, 0, sa>>>(a, na, s.seed, s.rank, 2 * r);
+    k_fill<<<64, 256, 0, sb>>>(b, nb, s.seed, s.rank, 2 * r + 1);
+    if ((st = iris_all_reduce_team(s.ctx, &tp, a, a, na, IRIS_FLOAT32, IRIS_SUM, sa, NULL)) != IRIS_SUCCESS) break;
+    if ((st = iris_all_reduce_team(s.ctx, &dp, b, b, nb, IRIS_FLOAT32, IRIS_SUM, sb, NULL)) != IRIS_SUCCESS) break;
+    k_check_ar<<<16, 256, 0, sa>>>(a, na, tp, s.seed, 2 * r, errs);
+    k_check_ar<<<64, 256, 0, sb>>>(b, nb, dp, s.seed, 2 * r + 1, errs + 1);
+  }
+  if (st != IRIS_SUCCESS) fprintf(stderr, "team_test: rank %d: %s\n", s.rank, iris_error_detail());
+  CK(cudaDeviceSynchronize());
+  int h[2];
+  CK(cudaMemcpy(h, errs, sizeof h, cudaMemcpyDeviceToHost));
+  if (h[0] || h[1]) fprintf(stderr, "team_test: rank %d: %d wrong in TP, %d in DP\n", s.rank, h[0], h[1]);
+  bool ok = st == IRIS_SUCCESS && h[0] == 0 && h[1] == 0 && iris_team_check(s.ctx, &tp) == IRIS_SUCCESS && iris_team_check(s.ctx, &dp) == IRIS_SUCCESS;
+  if (s.rank == 0) fprintf(stderr, "# team_test concurrent: %d rounds in %.2f s\n", g_rounds, now_s() - t0);
+  report(s, "TP and DP all-reduces on two streams at once, every round exact", ok);
+  IK(iris_team_destroy(s.ctx, &tp));
+  IK(iris_team_destroy(s.ctx, &dp));
+  return true;
+}
+
+static bool test_mismatch(Suite &s) {
+  iris_team_t world, tp, dp;
+  float *a, *b;
+  int *errs;
+  const size_t n = 1000, nb = (size_t)1 << 18;
+  IK(iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world));
+  IK(iris_team_split_2d(s.ctx, &world, 2, &tp, &dp));
+  IK(iris_malloc(s.ctx, (n + 64) * sizeof(float), (void **)&a));
+  IK(iris_malloc(s.ctx, nb * sizeof(float), (void **)&b));
+  CK(cudaMalloc(&errs, 2 * sizeof(int)));
+  CK(cudaMemset(errs, 0, 2 * sizeof(int)));
+  bool ok = true;
+  for (int algo = 0; algo < 2; algo++) {
+    iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
+    o.algo = algo ? IRIS_ALGO_BANDWIDTH : IRIS_ALGO_LATENCY;
+    // the TP team: its rank 0 calls with count n, the others with n + 1
+    CK(cudaMemset(a, 0x5A, (n + 64) * sizeof(float)));
+    k_fill<<<16, 256, 0, s.stream>>>(a, n + 1, s.seed, s.rank, 7);
+    float poison_in;
+    CK(cudaMemcpy(&poison_in, a, sizeof poison_in, cudaMemcpyDeviceToHost));
+    if (tp.size > 1) {
+      iris_status_t st = iris_all_reduce_team(s.ctx, &tp, a, a, tp.rank == 0 ? n : n + 1, IRIS_FLOAT32, IRIS_SUM, s.stream, &o);
+      ok &= st == IRIS_SUCCESS;
+    }
+    // meanwhile the DP team works
+    for (int r = 0; r < 10; r++) {
+      k_fill<<<64, 256, 0, s.stream>>>(b, nb, s.seed, s.rank, 100 + r);
+      ok &= iris_all_reduce_team(s.ctx, &dp, b, b, nb, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL) == IRIS_SUCCESS;
+      k_check_ar<<<64, 256, 0, s.stream>>>(b, nb, dp, s.seed, 100 + r, errs + 1);
+    }
+    CK(cudaStreamSynchronize(s.stream));
+    if (tp.size > 1) {
+      iris_status_t st = iris_team_check(s.ctx, &tp);
+      float first;
+      CK(cudaMemcpy(&first, a, sizeof first, cudaMemcpyDeviceToHost));
+      ok &= st == IRIS_ERROR_MISMATCH && same(first, poison_in);
+      if (st != IRIS_ERROR_MISMATCH) fprintf(stderr, "team_test: rank %d: TP check after a mismatch: %s\n", s.rank, iris_status_string(st));
+      ok &= iris_team_check(s.ctx, &tp) == IRIS_SUCCESS; // reported once
+      // the next matching call is exact
+      k_fill<<<16, 256, 0, s.stream>>>(a, n, s.seed, s.rank, 8);
+      ok &= iris_all_reduce_team(s.ctx, &tp, a, a, n, IRIS_FLOAT32, IRIS_SUM, s.stream, &o) == IRIS_SUCCESS;
+      k_check_ar<<<16, 256, 0, s.stream>>>(a, n, tp, s.seed, 8, errs);
+    }
+    ok &= iris_team_check(s.ctx, &dp) == IRIS_SUCCESS && iris_get_async_error(s.ctx) == IRIS_SUCCESS;
+  }
+  CK(cudaDeviceSynchronize());
+  int h[2];
+  CK(cudaMemcpy(h, errs, sizeof h, cudaMemcpyDeviceToHost));
+  report(s, "a mismatch in the TP team: seen there only, nothing written; DP exact meanwhile; TP's next call exact", ok && !h[0] && !h[1]);
+  IK(iris_team_destroy(s.ctx, &tp));
+  IK(iris_team_destroy(s.ctx, &dp));
+  return true;
+}
+
+__global__ void k_one_barrier(iris_device_ctx_t ctx, iris_team_t team, int *res) { res[0] = iris_team_barrier(iris_coop_block(), ctx, team, 3) ? 1 : 2; }
+// The last rank stops coming: the others' waits end within 2x the bound, naming it.
+static int test_stuck(Suite &s, bool coll) {
+  const int n = s.world, last = n - 1;
+  const double bound = getenv("IRIS_WAIT_TIMEOUT_MS") ? atof(getenv("IRIS_WAIT_TIMEOUT_MS")) * 1e-3 : IRIS_WAIT_TIMEOUT_NS * 1e-9;
+  iris_team_t world, t;
+  int *res;
+  float *a;
+  if (iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world) != IRIS_SUCCESS || iris_team_split(s.ctx, &world, 0, -s.rank, &t) != IRIS_SUCCESS ||
+      iris_malloc(s.ctx, 4096 * sizeof(float), (void **)&a) != IRIS_SUCCESS || iris_barrier(s.ctx) != IRIS_SUCCESS) {
+    printf("FAIL: [%s] setup on rank %d: %s\n", s.tag.c_str(), s.rank, iris_error_detail());
+    return 1;
+  }
+  cudaMalloc(&res, sizeof(int));
+  cudaMemset(res, 0, sizeof(int));
+  cudaDeviceSynchronize();
+  if (s.rank == last) { // never comes; then leaves without meeting anyone
+    sleep((unsigned)(3 * bound + 2));
+    iris_abort(s.ctx);
+    iris_finalize(s.ctx);
+    return 0;
+  }
+  double t0 = now_s();
+  iris_status_t st = IRIS_SUCCESS;
+  int h = 0;
+  if (coll) {
+    st = iris_all_reduce_team(s.ctx, &t, a, a, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL);
+    cudaStreamSynchronize(s.stream);
+    if (st == IRIS_SUCCESS) st = iris_team_check(s.ctx, &t);
+  } else {
+    k_one_barrier<<<1, 128, 0, s.stream>>>(iris_device_context(s.ctx), t, res);
+    cudaStreamSynchronize(s.stream);
+    cudaMemcpy(&h, res, sizeof h, cudaMemcpyDeviceToHost);
+    st = iris_get_async_error(s.ctx);
+  }
+  double took = now_s() - t0;
+  char want[64];
+  snprintf(want, sizeof want, "rank %d", last);
+  bool ok = (st == IRIS_ERROR_TIMEOUT || st == IRIS_ERROR_PEER_FAILED) && strstr(iris_error_detail(), want) && took < 2 * bound + 1 && (coll || h == 2);
+  printf("%s: [%s] rank %d: the %s ends in %.1f s (bound %.1f s) naming world rank %d%s%s\n", ok ? "PASS" : "FAIL", s.tag.c_str(), s.rank,
+         coll ? "team all-reduce" : "team barrier", took, bound, last, ok ? "" : ": ", ok ? "" : iris_error_detail());
+  ok &= iris_all_reduce_team(s.ctx, &t, a, a, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL) != IRIS_SUCCESS; // later calls fail at once
+  iris_finalize(s.ctx);
+  return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const char *mode = argc > 1 ? argv[1] : "basic";
+  const int n = argc > 2 ? atoi(argv[2]) : 2;
+  if (getenv("IRIS_TEST_QUICK") && !strcmp(getenv("IRIS_TEST_QUICK"), "1")) g_rounds = 100;
+  iris_launch_t L;
+  int rank;
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|stuck|stuck-coll N (N >= 2)\n"); return 2; }
+  if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [%s w=%d] launch: %s\n", mode, n, iris_error_detail()); return 1; }
+  if (rank < 0) {
+    iris_status_t st = iris_launch_wait(&L, 900000);
+    printf("%s: [%s w=%d] the ranks exit as expected%s%s\n", st == IRIS_SUCCESS ? "PASS" : "FAIL", mode, n, st == IRIS_SUCCESS ? "" : ": ",
+           st == IRIS_SUCCESS ? "" : iris_error_detail());
+    return st == IRIS_SUCCESS ? 0 : 1;
+  }
+  Suite s = {};
+  s.rank = rank;
+  s.world = n;
+  s.tag = std::string("team ") + mode + " w=" + std::to_string(n);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)1 << 30;
+  if (iris_init(&cfg, &s.ctx) != IRIS_SUCCESS) {
+    if (rank == 0) printf("FAIL: [%s] bring-up: %s\n", s.tag.c_str(), iris_error_detail());
+    return 1;
+  }
+  uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)), all[IRIS_MAX_RANKS];
+  iris_allgather_host(s.ctx, &mine, all, sizeof mine);
+  s.seed = all[0];
+  cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
+  if (!strcmp(mode, "stuck")) return test_stuck(s, false);
+  if (!strcmp(mode, "stuck-coll")) return test_stuck(s, true);
+  bool ran = !strcmp(mode, "concurrent") ? test_concurrent(s) : !strcmp(mode, "mismatch") ? test_mismatch(s) : test_basic(s);
+  if (!ran) report(s, "suite ran to the end (see stderr)", false);
+  int rc = s.failed || !ran ? 1 : 0;
+  if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
+  return rc;
+}
