@@ -223,7 +223,7 @@ static inline int iris_nccl_route(int kind, const iris_nccl_table_t *table, int 
 /* What each rank sends, over the real communicator, before an iris context is brought
  * up beside it. Fixed size, plain bytes. */
 #define IRIS_NCCL_RECORD_MAGIC 0x49524e43u /* "IRNC" */
-#define IRIS_NCCL_RECORD_VERSION 1u
+#define IRIS_NCCL_RECORD_VERSION 2u
 typedef struct iris_nccl_record {
   uint32_t magic, version;
   int32_t want;                /* 1: this rank can bring iris up; 0: why says why not */
@@ -231,12 +231,23 @@ typedef struct iris_nccl_record {
   int32_t sms;                 /* its SM count: iris's grids (part of each call's signature) follow it */
   int32_t pad;
   uint64_t heap_bytes;         /* the iris heap this rank would ask for */
+  uint64_t proc;               /* this process (its pid and a random word): ranks with the same one share a process */
+  uint64_t nonce;              /* a random word of this bring-up: rank 0's names the communicator in every process */
   uint64_t max_bytes[IRIS_NCCL_KINDS]; /* its routing table */
   char staging[32];            /* IRIS_COLL_STAGING as iris will read it */
   char host[160];              /* IRIS_HOST_ID, else hostname + boot id (as iris groups nodes) */
   char bus[32];                /* the GPU's PCI bus id */
   char why[160];
 } iris_nccl_record_t;
+
+/* How many of the communicator's ranks live in the process `proc` of rank `me`'s host (the
+ * records of every rank): several when a process drives several GPUs (threads,
+ * ncclCommInitAll); their teardowns must then meet in helper threads. */
+static inline int iris_nccl_ranks_here(const iris_nccl_record_t *r, int world, int me) {
+  int i, n = 0;
+  for (i = 0; i < world; i++) n += r[i].proc == r[me].proc && !strcmp(r[i].host, r[me].host);
+  return n;
+}
 
 /* This host's identity as iris groups ranks into nodes: IRIS_HOST_ID when set, else
  * "<hostname>/<boot id>". */
@@ -289,10 +300,10 @@ static inline int iris_nccl_decide(const iris_nccl_record_t *r, int world, char 
 }
 
 /* The heap the shim asks for when IRIS_NCCL_HEAP is not set: what iris_collectives_setup
- * allocates (6 MiB per rank of LL slots, 32 MiB of all-reduce scratch, two staging areas)
+ * allocates (6.5 MiB per rank of LL and armed slots, rounded to 7, 32 MiB of all-reduce scratch, two staging areas)
  * and 8 MiB to spare, rounded up to 2 MiB. */
 static inline unsigned long long iris_nccl_default_heap(int world, unsigned long long staging) {
-  unsigned long long b = 6ull * IRIS_NCCL_MIB * (unsigned long long)world + 32ull * IRIS_NCCL_MIB + 2ull * staging + 8ull * IRIS_NCCL_MIB;
+  unsigned long long b = 7ull * IRIS_NCCL_MIB * (unsigned long long)world + 32ull * IRIS_NCCL_MIB + 2ull * staging + 8ull * IRIS_NCCL_MIB;
   return (b + 2 * IRIS_NCCL_MIB - 1) & ~(2 * IRIS_NCCL_MIB - 1);
 }
 /* The staging area (each of two) the shim has iris create when IRIS_COLL_STAGING is not

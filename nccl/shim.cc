@@ -50,6 +50,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include "../iris.h"
 #include "../iris_collectives.h"
 #include "iris_nccl.h"
@@ -314,6 +316,8 @@ typedef struct iris_nccl_comm {
   void *boot_buf;
   size_t boot_cap;
   char why[192];                      /* why there is no iris context */
+  uint64_t clique;                    /* rank 0's bring-up nonce: the same for every rank of the communicator */
+  int here;                           /* ranks of the communicator in this process (iris_nccl_ranks_here) */
 } iris_nccl_comm_t;
 
 /* The lookup table: real communicator -> record, open addressing over a fixed array.
@@ -419,6 +423,26 @@ static void iris_nccl_print_table(const iris_nccl_comm_t *c, const char *what) {
           iris_nccl_options()->groups ? "" : "; calls inside ncclGroupStart/End -> NCCL");
 }
 
+/* A random 64-bit word (clock, counter, address and /dev/urandom when it reads). */
+static uint64_t iris_nccl_random(void) {
+  static unsigned long long counter;
+  struct timespec ts;
+  uint64_t x = 0, n = __atomic_add_fetch(&counter, 1ULL, __ATOMIC_RELAXED);
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (f) {
+    if (fread(&x, sizeof x, 1, f) != 1) x = 0;
+    fclose(f);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  x ^= ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) * 0x9E3779B97F4A7C15ull ^ n * 0xBF58476D1CE4E5B9ull ^ (uint64_t)(uintptr_t)&ts;
+  x ^= x >> 31;
+  return x ? x : 1;
+}
+/* This process's word: its pid above a random one, drawn once. */
+static pthread_once_t iris_nccl_proc_ctl = PTHREAD_ONCE_INIT;
+static uint64_t iris_nccl_proc_word;
+static void iris_nccl_proc_init(void) { iris_nccl_proc_word = ((uint64_t)getpid() << 32) ^ (iris_nccl_random() & 0xffffffffull); }
+
 /* One communicator, collective over its ranks (see the top of the file). Runs in the
  * thread that created it, or in a helper thread when one thread created several. */
 static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
@@ -461,6 +485,9 @@ static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
   me.version = IRIS_NCCL_RECORD_VERSION;
   me.want = 1;
   me.heap_bytes = o->heap ? o->heap : iris_nccl_default_heap(c->world, o->staging);
+  pthread_once(&iris_nccl_proc_ctl, iris_nccl_proc_init);
+  me.proc = iris_nccl_proc_word;
+  me.nonce = iris_nccl_random();
   for (r = 0; r < IRIS_NCCL_KINDS; r++) me.max_bytes[r] = o->table.max_bytes[r];
   snprintf(me.staging, sizeof me.staging, "%s", o->staging_str);
   iris_nccl_host_identity(me.host, sizeof me.host);
@@ -484,6 +511,10 @@ static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
     ok = 0;
   } else {
     ok = iris_nccl_decide(all, c->world, c->why, sizeof c->why);
+    if (ok) {
+      c->clique = all[0].nonce;
+      c->here = iris_nccl_ranks_here(all, c->world, c->rank);
+    }
   }
   if (ok) {
     /* 3. iris in mode 2 beside the real communicator; its hooks are the exchange above */
@@ -668,6 +699,56 @@ static void iris_nccl_drop(iris_nccl_comm_t *c, int finalize) {
     iris_nccl_leave_device(old, c->device);
   }
   pthread_mutex_unlock(&c->lock);
+}
+
+/* Finalize (or Destroy) of a communicator with an iris context. iris_finalize meets every
+ * rank of the communicator in a barrier; where several ranks live in this process, one
+ * thread may tear them down one after another (nccl-tests' main thread destroys every
+ * communicator in turn), and the first finalize would wait for ranks whose turn never
+ * comes. So the first teardown of such a rank finalizes every rank of its communicator
+ * that lives in this process at once, each in a thread of its own (their real
+ * communicators are still whole: NCCL's own teardown comes after); the later calls find
+ * no context and only forward. A rank of the set whose context is gone already (an abort)
+ * leaves nobody to meet: the others then stop their kernels without the barrier. */
+static void *iris_nccl_drop_thread(void *arg) {
+  iris_nccl_drop((iris_nccl_comm_t *)arg, 1);
+  return NULL;
+}
+static void iris_nccl_teardown(iris_nccl_comm_t *c) {
+  iris_nccl_comm_t **set;
+  pthread_t *t;
+  int n = 0, i, finalize = 1;
+  unsigned k;
+  if (c->here <= 1 || !__atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) {
+    iris_nccl_drop(c, 1);
+    return;
+  }
+  set = (iris_nccl_comm_t **)calloc((size_t)c->here, sizeof *set);
+  t = (pthread_t *)calloc((size_t)c->here, sizeof *t);
+  if (!set || !t) finalize = 0;
+  pthread_mutex_lock(&iris_nccl_slots_lock);
+  for (k = 0; k < IRIS_NCCL_SLOTS && finalize; k++) {
+    iris_nccl_comm_t *m = iris_nccl_slots[k];
+    if (!m || m == IRIS_NCCL_TOMB || m == c || m->clique != c->clique || !__atomic_load_n(&m->iris, __ATOMIC_ACQUIRE)) continue;
+    if (n + 1 >= c->here) { finalize = 0; break; } /* more than the bring-up counted: not the set we know */
+    set[n++] = m;
+  }
+  pthread_mutex_unlock(&iris_nccl_slots_lock);
+  if (n + 1 != c->here) finalize = 0; /* a rank of the set was dropped already */
+  for (i = 0; i < n && finalize; i++)
+    if (pthread_create(&t[i], NULL, iris_nccl_drop_thread, set[i]) != 0) {
+      while (i-- > 0) pthread_join(t[i], NULL); /* cannot meet all: the rest stop without the barrier */
+      finalize = 0;
+    }
+  if (finalize) {
+    iris_nccl_drop(c, 1);
+    for (i = 0; i < n; i++) pthread_join(t[i], NULL);
+  } else {
+    for (i = 0; i < n; i++) iris_nccl_drop(set[i], 0);
+    iris_nccl_drop(c, 0);
+  }
+  free(set);
+  free(t);
 }
 
 /* ============================================================ the collectives == */
@@ -875,7 +956,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommFinalize);
   if (c) {
     iris_nccl_report(c, "finalized");
-    iris_nccl_drop(c, 1);
+    iris_nccl_teardown(c);
   }
   return iris_nccl_forwarded(f(comm));
 }
@@ -885,7 +966,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommDestroy);
   if (c) {
     iris_nccl_report(c, "destroyed");
-    iris_nccl_drop(c, 1);
+    iris_nccl_teardown(c);
     iris_nccl_remove(c); /* the record itself stays (a racing reader may hold it) */
   }
   return iris_nccl_forwarded(f(comm));

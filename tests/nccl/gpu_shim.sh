@@ -53,7 +53,7 @@ if [[ " $SKIPS " != *" shim_test "* ]]; then
     for w in $worlds; do
       if [ "$ngpu" -lt "$w" ]; then say SKIP "shim_test at $w ranks" "$ngpu GPUs"; continue; fi
       big=$w
-      for mode in threads initall procs; do
+      for mode in threads initall initall-seq procs; do
         counted "$OUT/shim_test_${mode}_$w.log" env IRIS_NCCL_LIB="$REAL" IRIS_NCCL_DEBUG=1 ./build/nccl_shim_test "$mode" "$w"
       done
     done

@@ -159,7 +159,7 @@ int main(void) {
   }
 
   /* sizes the shim asks iris for */
-  check(iris_nccl_default_heap(4, 4 * IRIS_NCCL_MIB) == 72 * IRIS_NCCL_MIB, "heap: 4 ranks, 4 MiB staging -> 72 MiB (24 LL + 32 scratch + 8 staging + 8)");
+  check(iris_nccl_default_heap(4, 4 * IRIS_NCCL_MIB) == 76 * IRIS_NCCL_MIB, "heap: 4 ranks, 4 MiB staging -> 76 MiB (28 LL and armed slots + 32 scratch + 8 staging + 8)");
   check(iris_nccl_default_heap(3, 3 * IRIS_NCCL_MIB) % (2 * IRIS_NCCL_MIB) == 0, "heap: rounded up to 2 MiB");
   t = iris_nccl_default_table();
   check(iris_nccl_staging_bytes(&t) == 4 * IRIS_NCCL_MIB, "staging: the table's largest message (4 MiB)");

@@ -3,6 +3,9 @@
  *                              ncclGroupStart/End (as nccl-tests does): bring-up at the group end
  *   nccl_shim_test initall W   one ncclCommInitAll (the shim brings up W contexts in helper
  *                              threads), then one thread per rank
+ *   nccl_shim_test initall-seq W  as initall, but the main thread destroys every
+ *                              communicator in turn afterwards, as nccl-tests does (each
+ *                              teardown must not wait for ranks whose turn comes later)
  *   nccl_shim_test procs W     one process per rank (fork before any GPU call): IPC heaps
  * W ranks on W distinct GPUs (fewer GPUs: SKIP; NCCL refuses two ranks on one GPU).
  * Every collective the shim serves, over every type and op it maps, counts from 1 to
@@ -21,6 +24,7 @@
 #include <dlfcn.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -132,6 +136,8 @@ typedef struct rank_ctx {
   char *a, *b, *c; /* three buffers of MAXB bytes */
   unsigned long long *bad;
   iris_nccl_stats_fn stats;
+  int keep;           /* initall-seq: leave the communicators to the main thread's teardown */
+  ncclComm_t child;   /* then: the split's child, destroyed by the main thread */
 } rank_ctx_t;
 #define MAXB ((size_t)64 << 20)
 
@@ -459,10 +465,14 @@ static void rank_body(rank_ctx_t *x) {
   test_graph(x);
   test_mixed(x);
   test_split(x, &child);
-  if (child && ncclCommDestroy(child) != ncclSuccess) fail(C_DESTROY, x->rank, "ncclCommDestroy(child) failed");
-  if (ncclCommDestroy(x->comm) != ncclSuccess) fail(C_DESTROY, x->rank, "ncclCommDestroy failed");
-  stats_of(x, x->comm, &s);
-  if (x->stats && (s.iris || s.served[0])) fail(C_DESTROY, x->rank, "the shim still knows the destroyed communicator");
+  if (x->keep) { /* the main thread destroys every communicator, one after another */
+    x->child = child;
+  } else {
+    if (child && ncclCommDestroy(child) != ncclSuccess) fail(C_DESTROY, x->rank, "ncclCommDestroy(child) failed");
+    if (ncclCommDestroy(x->comm) != ncclSuccess) fail(C_DESTROY, x->rank, "ncclCommDestroy failed");
+    stats_of(x, x->comm, &s);
+    if (x->stats && (s.iris || s.served[0])) fail(C_DESTROY, x->rank, "the shim still knows the destroyed communicator");
+  }
   cudaFree(x->a);
   cudaFree(x->b);
   cudaFree(x->c);
@@ -473,7 +483,7 @@ static void rank_body(rank_ctx_t *x) {
 /* ------------------------------------------------------------------- launchers == */
 typedef struct thread_arg {
   int rank, mode;
-  ncclComm_t comm;
+  ncclComm_t comm, child; /* mode 2: what the main thread destroys */
 } thread_arg_t;
 static void *thread_main(void *p) {
   thread_arg_t *a = (thread_arg_t *)p;
@@ -489,7 +499,9 @@ static void *thread_main(void *p) {
     }
   }
   x.comm = a->comm;
+  x.keep = a->mode == 2;
   rank_body(&x);
+  a->child = x.child;
   return NULL;
 }
 static void proc_main(int rank) {
@@ -515,6 +527,11 @@ static void proc_main(int rank) {
   rank_body(&x);
 }
 
+static void seq_timeout(int) { /* the in-turn teardown hung: what nccl-tests' main thread met */
+  static const char msg[] = "FAIL: initall-seq: the main thread's teardown of the communicators in turn did not end within 120 s\n";
+  if (write(1, msg, sizeof msg - 1) < 0) {}
+  _exit(1);
+}
 static int visible_gpus(void) { /* without touching CUDA (procs fork later) */
   const char *v = getenv("CUDA_VISIBLE_DEVICES");
   int n = 0;
@@ -564,7 +581,7 @@ int main(int argc, char **argv) {
   } else {
     pthread_t t[64];
     thread_arg_t a[64];
-    int initall = !strcmp(mode, "initall");
+    const int seq = !strcmp(mode, "initall-seq"), initall = seq || !strcmp(mode, "initall");
     memset(a, 0, sizeof a);
     if (initall) {
       ncclComm_t comms[64];
@@ -580,10 +597,25 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < W; i++) {
       a[i].rank = i;
-      a[i].mode = initall;
+      a[i].mode = seq ? 2 : initall;
       pthread_create(&t[i], NULL, thread_main, &a[i]);
     }
     for (int i = 0; i < W; i++) pthread_join(t[i], NULL);
+    if (seq) { /* one thread, one communicator after another (children first), under a watchdog */
+      iris_nccl_stats_fn stats = (iris_nccl_stats_fn)dlsym(RTLD_DEFAULT, "iris_nccl_stats");
+      signal(SIGALRM, seq_timeout);
+      alarm(120);
+      for (int i = 0; i < W; i++)
+        if (a[i].child && ncclCommDestroy(a[i].child) != ncclSuccess) fail(C_DESTROY, i, "ncclCommDestroy(child) failed (main thread)");
+      for (int i = 0; i < W; i++) {
+        iris_nccl_stats_t st;
+        if (ncclCommDestroy(a[i].comm) != ncclSuccess) fail(C_DESTROY, i, "ncclCommDestroy failed (main thread)");
+        memset(&st, 0, sizeof st);
+        if (stats) stats(a[i].comm, &st);
+        if (stats && (st.iris || st.served[0])) fail(C_DESTROY, i, "the shim still knows the destroyed communicator");
+      }
+      alarm(0);
+    }
   }
   for (c = 0; c < C_COUNT; c++) {
     if (sh->fails[c]) {
