@@ -1239,7 +1239,9 @@ def worker():
     import iris_gpu.torch as it
 
     R = None
-    everything = os.environ.get("IRIS_PY_TEST_ONLY", "") != "gemm_reduce"
+    only = os.environ.get("IRIS_PY_TEST_ONLY", "") or "all"
+    everything = only == "all"
+    rms = only in ("all", "rmsnorm")
     try:
         ctx = it.Context()
         R = Runner(rank, world, ctx, it, shared)
@@ -1249,6 +1251,7 @@ def worker():
             R.result("torch.cuda.graph: 1000 replays with fresh data", R.check_graph)
             R.result("torch.compile(fullgraph=True)", R.check_compile)
             R.result("bad input raises, never crashes", R.check_bad_input)
+        if rms:
             k = 0
             for dt in ("bfloat16", "float16"):
                 for tokens, hidden, algo in ((1, 4096, "auto"), (7, 1000, "auto"), (32, 8192, "fused"), (3, 4100, "separate"), (600, 1024, "auto")):
@@ -1259,15 +1262,16 @@ def worker():
                              % (dt, tokens, hidden, quant or "no fp8", ", out=x" if inplace else "", algo),
                              lambda: R.check_all_reduce_rmsnorm(dt, tokens, hidden, quant, inplace, algo))
             R.result("all_reduce_rmsnorm: torch.cuda.graph (fused fp8 per token + separate), 50 replays with fresh x, residual in place", R.check_all_reduce_rmsnorm_graph)
+        if everything:
             R.result("all-gather + GEMM (rows, B transposed, fp32 out)", R.check_ag_gemm)
             R.result("all-gather + GEMM, fp8 e4m3 with per-tensor scales, bias (pipelined, unfused)", R.check_ag_gemm_fp8)
-        if gemm_reduce_available(R):
+        if only != "rmsnorm" and gemm_reduce_available(R):
             gemm_reduce_cases(R)
             R.result("gemm_reduce: the kernel_unfused path, and fp8 on the fused path, refused cleanly (IRIS_ERROR_UNSUPPORTED)", R.check_gemm_reduce_refusals)
             R.result("gemm_reduce: torch.cuda.graph, 120 replays with fresh inputs, poisoned outputs", R.check_gemm_reduce_graph)
             R.result("gemm_reduce: torch.compile(fullgraph=True)", R.check_gemm_reduce_compile)
             R.result("gemm_reduce: bad input raises, never hangs", R.check_gemm_reduce_bad_input)
-        if moe_available(R):
+        if only != "rmsnorm" and moe_available(R):
             for mode in ("low_latency", "high_throughput"):
                 for dt in ("bfloat16", "float8_e4m3fn"):
                     for top_k, hidden, skew in ((1, 256, None), (2, 2048, None), (8, 1024, "expert"), (4, 512, "rank")):
@@ -1280,8 +1284,9 @@ def worker():
             R.result("moe: bad input raises; an expert index out of range is reported by check", R.check_moe_bad_input)
         if everything:
             R.result("triton producer/consumer ring (examples/python/triton_ring.py, iris_gpu.triton)", R.check_triton)
+        if rms:
             group = dist.new_group(list(range(world)), backend="gloo")
-            R.result("CustomAllreduce contract", lambda: R.check_custom_allreduce(group))
+            R.result("CustomAllreduce contract (custom_all_reduce, capture, fused_add_rms_norm)", lambda: R.check_custom_allreduce(group))
         R.result("heap_verify: every rank holds the same allocations after the tests", ctx.heap_verify)
         R.result("heap tensors are freed when they die", lambda: check_no_leak(ctx))
         ctx.close()
@@ -1349,8 +1354,9 @@ def check_after_close(it, ctx, dev):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, default=2)
-    ap.add_argument("--only", choices=("all", "gemm_reduce"), default=os.environ.get("IRIS_PY_TEST_ONLY") or "all",
-                    help="gemm_reduce: only the GEMM + reduce-scatter / all-reduce tests (and the heap checks); under torchrun set IRIS_PY_TEST_ONLY")
+    ap.add_argument("--only", choices=("all", "gemm_reduce", "rmsnorm"), default=os.environ.get("IRIS_PY_TEST_ONLY") or "all",
+                    help="gemm_reduce: only the GEMM + reduce-scatter / all-reduce tests; rmsnorm: only all_reduce_rmsnorm and CustomAllreduce (both with the heap "
+                         "checks); under torchrun set IRIS_PY_TEST_ONLY")
     a = ap.parse_args()
     os.environ["IRIS_PY_TEST_ONLY"] = a.only  # the spawned ranks read it
     if "RANK" in os.environ:  # under torchrun: its world size
