@@ -234,7 +234,7 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
  * trtllm_allreduce_fusion). iris_all_reduce_rmsnorm does it in one call, and for small
  * batches in one kernel with no barrier: every rank pushes its rows of x into every
  * peer's LL slots, each CTA collects its part of a row from every rank in rank order,
- * adds the residual and normalises the row.
+ * adds the residual and normalises the row (larger batches: two hops, see Paths).
  *   x         [tokens][hidden] of `type`, this rank's partial sums; any device memory
  *   residual  [tokens][hidden], updated in place (not x, not out)
  *   weight    [hidden]
@@ -253,11 +253,18 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
  *   IRIS_QUANT_FP8_PER_TENSOR  scale: device pointer to one float, read (a static scale)
  *   IRIS_QUANT_FP8_PER_TOKEN   scale: [tokens] floats, written: max(amax / 448, 1 / (448 * 512)),
  *                              amax = max |up(out)| of the row (vLLM's dynamic per-token scale)
- * Paths (IRIS_RMSNORM_AUTO picks): fused, the one-shot kernel above, when tokens <=
- * IRIS_RMSNORM_FUSED_MAX_TOKENS and the message (tokens * hidden * 2 bytes) fits
- * IRIS_RMSNORM_FUSED_MAX_BYTES (and the LL slots, IRIS_COLL_LL_BYTES); separate otherwise:
- * iris_all_reduce of x into the staging area (into out when IRIS_COLL_STAGING=0), then a
- * norm kernel with the same arithmetic, bit for bit. Multi-node worlds: the separate path.
+ * Paths (IRIS_RMSNORM_AUTO picks by the message, tokens * hidden * 2 bytes, up to
+ * IRIS_RMSNORM_FUSED_MAX_TOKENS tokens):
+ *   IRIS_RMSNORM_FUSED     the one-shot kernel above: up to IRIS_RMSNORM_ONESHOT_MAX_BYTES
+ *                          (at 2 ranks: as far as the one-shot LL slots go, IRIS_COLL_LL_BYTES)
+ *   IRIS_RMSNORM_TWO_SHOT  one kernel, two hops: row t is summed by rank t % W, which
+ *                          pushes the sum to the others (half the bytes per rank at 4
+ *                          ranks); up to IRIS_RMSNORM_FUSED_MAX_BYTES where its slots
+ *                          (IRIS_COLL_LL2_BYTES per rank's rows) hold it
+ *   IRIS_RMSNORM_SEPARATE  beyond: iris_all_reduce of x into the staging area (into out
+ *                          when IRIS_COLL_STAGING=0), then a norm kernel
+ * all with the same arithmetic, bit for bit. A forced FUSED or TWO_SHOT that does not fit
+ * is refused (IRIS_ERROR_INVALID_ARGUMENT). Multi-node worlds: the separate path.
  * Rules as for the other collectives (collective, same order, capturable once the
  * collective state exists, stream ordering). Mismatch: a call whose tokens, hidden,
  * type or quantisation differ between ranks is seen on every rank, writes no user buffer
@@ -268,18 +275,21 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
 #ifndef IRIS_RMSNORM_FUSED_MAX_TOKENS
 #define IRIS_RMSNORM_FUSED_MAX_TOKENS 512
 #endif
+#ifndef IRIS_RMSNORM_ONESHOT_MAX_BYTES
+#define IRIS_RMSNORM_ONESHOT_MAX_BYTES ((size_t)128 << 10)
+#endif
 #ifndef IRIS_RMSNORM_FUSED_MAX_BYTES
-#define IRIS_RMSNORM_FUSED_MAX_BYTES ((size_t)512 << 10)
+#define IRIS_RMSNORM_FUSED_MAX_BYTES ((size_t)2 << 20)
 #endif
 typedef enum iris_quant { IRIS_QUANT_NONE = 0, IRIS_QUANT_FP8_PER_TENSOR, IRIS_QUANT_FP8_PER_TOKEN } iris_quant_t;
-typedef enum iris_rmsnorm_algo { IRIS_RMSNORM_AUTO = 0, IRIS_RMSNORM_FUSED, IRIS_RMSNORM_SEPARATE } iris_rmsnorm_algo_t;
+typedef enum iris_rmsnorm_algo { IRIS_RMSNORM_AUTO = 0, IRIS_RMSNORM_FUSED, IRIS_RMSNORM_SEPARATE, IRIS_RMSNORM_TWO_SHOT } iris_rmsnorm_algo_t;
 /* Per-call options (NULL = defaults). Start from IRIS_RMSNORM_OPTS_INIT. */
 typedef struct iris_rmsnorm_opts {
   size_t struct_size;
   iris_quant_t quant;       /* IRIS_QUANT_NONE: out only */
   void *out_fp8;            /* [tokens][hidden] e4m3 codes (quant != NONE) */
   float *scale;             /* device memory: 1 float read (per tensor) or [tokens] written (per token) */
-  iris_rmsnorm_algo_t algo; /* IRIS_RMSNORM_FUSED: refused (IRIS_ERROR_INVALID_ARGUMENT) when the call does not fit */
+  iris_rmsnorm_algo_t algo; /* IRIS_RMSNORM_AUTO; FUSED, TWO_SHOT: refused (IRIS_ERROR_INVALID_ARGUMENT) when the call does not fit */
 } iris_rmsnorm_opts_t;
 #define IRIS_RMSNORM_OPTS_INIT {sizeof(iris_rmsnorm_opts_t), IRIS_QUANT_NONE, NULL, NULL, IRIS_RMSNORM_AUTO}
 IRIS_API iris_status_t iris_all_reduce_rmsnorm(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,

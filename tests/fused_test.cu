@@ -1,6 +1,6 @@
 // iris_all_reduce_rmsnorm tests: residual += all_reduce(x); out = rmsnorm(residual) * w
-// (+ fp8 per tensor / per token), bf16 and fp16, every path (the one-shot fused kernel,
-// the separate all-reduce + norm kernel, past 512 tokens the fallback), odd hidden sizes,
+// (+ fp8 per tensor / per token), bf16 and fp16, every path (the one-shot and two-shot
+// fused kernels, the separate all-reduce + norm kernel, past 512 tokens the fallback), odd hidden sizes,
 // 1 token, in place (out = x), x on and off the heap, rank skew, graphs replayed many
 // times, a mismatch (ranks with different hidden) seen on every rank with nothing
 // written, and bad input.
@@ -248,6 +248,16 @@ static bool test_values(Suite &s, Dev &D) {
     }
   run_cases(s, D, cases, call_no, "separate path (forced): the same shapes, the same bits as the fused path's arithmetic");
   cases.clear();
+  const size_t two[][2] = {{1, 8192}, {3, 1001}, {4, 4100}, {13, 1001}, {16, 8192}, {64, 8192}, {100, 4100}, {128, 4096}, {2, 32768}, {5, 33}};
+  k = 0;
+  for (int t : {IRIS_BFLOAT16, IRIS_FLOAT16})
+    for (auto &sh : two) {
+      Case c = {t, (k + 2) % 3, sh[0], sh[1], IRIS_RMSNORM_TWO_SHOT, k % 3 == 0, k % 2 == 1};
+      cases.push_back(c);
+      k++;
+    }
+  run_cases(s, D, cases, call_no, "two-shot fused path (forced): 1-128 tokens (fewer rows than ranks too), odd hidden, fp8, in place, x on/off heap");
+  cases.clear();
   const size_t big[][2] = {{128, 8192}, {512, 4096}, {512, 8192}, {513, 1024}, {600, 2048}, {1000, 4100}, {2048, 1000}};
   k = 0;
   for (auto &sh : big) {
@@ -255,13 +265,14 @@ static bool test_values(Suite &s, Dev &D) {
     cases.push_back(c);
     k++;
   }
-  run_cases(s, D, cases, call_no, "large (auto: separate past the fused size, fallback past 512 tokens): 128-2048 tokens");
+  run_cases(s, D, cases, call_no, "large (auto: two-shot or separate by size, fallback past 512 tokens): 128-2048 tokens");
   cases.clear();
   for (int i = 0; i < 200 / (getenv("IRIS_TEST_QUICK") ? 10 : 1); i++) { // back to back, every epoch and parity reused
-    Case c = {i % 2 ? IRIS_FLOAT16 : IRIS_BFLOAT16, i % 3, (size_t)1 + i % 9, (size_t)1024 + 4 * (i % 5), IRIS_RMSNORM_FUSED, false, i % 2 == 0};
+    Case c = {i % 2 ? IRIS_FLOAT16 : IRIS_BFLOAT16, i % 3, (size_t)1 + i % 9, (size_t)1024 + 4 * (i % 5), i % 4 < 2 ? IRIS_RMSNORM_FUSED : IRIS_RMSNORM_TWO_SHOT, false,
+              i % 2 == 0};
     cases.push_back(c);
   }
-  return run_cases(s, D, cases, call_no, "200 fused calls back to back (1-9 tokens, mixed types and fp8)");
+  return run_cases(s, D, cases, call_no, "200 fused calls back to back (one-shot and two-shot alternating in pairs, 1-9 tokens, mixed types and fp8)");
 }
 
 // a graph of fused and separate calls, replayed many times: residual evolves in place, so
@@ -301,21 +312,24 @@ static bool test_graph(Suite &s, Dev &D) {
   CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
   bool ok = call(s, c, D, D.xh, D.out, st) == IRIS_SUCCESS; // fused: residual += s
   k_noop<<<1, 1, 0, st>>>();
-  ok = ok && call(s, c2, D, D.xh, D.out, st) == IRIS_SUCCESS; // separate: residual += s again
+  Case c3 = c2;
+  c3.algo = IRIS_RMSNORM_TWO_SHOT;
+  ok = ok && call(s, c3, D, D.xh, D.out, st) == IRIS_SUCCESS; // two-shot: residual += s again
+  ok = ok && call(s, c2, D, D.xh, D.out, st) == IRIS_SUCCESS; // separate: and again
   CK(cudaStreamEndCapture(st, &g));
   if (!ok) { fprintf(stderr, "rank %d: capture: %s\n", s.rank, iris_error_detail()); return report(s, "graph capture", false); }
   CK(cudaGraphInstantiate(&ge, g, 0));
   for (int i = 0; i < replays; i++) CK(cudaGraphLaunch(ge, st));
   CK(cudaStreamSynchronize(st));
   ok = iris_collectives_check(s.ctx) == IRIS_SUCCESS;
-  // host: 2 * replays residual updates; out from the last (separate, no fp8), fp8 and
-  // scales from the one before (fused, per token)
+  // host: 3 * replays residual updates; out from the last (separate, no fp8), fp8 and
+  // scales from the last replay's first call (fused, per token)
   std::vector<u16> out(n), q8(n);
   std::vector<float> sc(T);
-  for (int i = 0; i < 2 * replays; i++) {
+  for (int i = 0; i < 3 * replays; i++) {
     for (size_t j = 0; j < n; j++) r[j] = down(c.type, up(c.type, sum[j]) + up(c.type, r[j]));
-    const bool fused = i % 2 == 0;
-    if (i < 2 * replays - 2) continue;
+    const bool fused = i % 3 == 0;
+    if (i < 3 * replays - 3) continue;
     for (size_t tk = 0; tk < T; tk++) {
       const u16 *rr = &r[tk * Hd];
       const float inv = 1.f / sqrtf(row_ss(rr, c.type, Hd) / (float)Hd + 1e-5f);
@@ -347,7 +361,7 @@ static bool test_graph(Suite &s, Dev &D) {
   cudaGraphDestroy(g);
   cudaStreamDestroy(st);
   char name[200];
-  snprintf(name, sizeof name, "graph (fused fp8/token + separate, 4 x 4100 bf16) replayed %d times: residual in place, exact, the same bits on every rank", replays);
+  snprintf(name, sizeof name, "graph (one-shot fp8/token + two-shot + separate, 4 x 4100 bf16) replayed %d times: residual in place, exact, the same bits on every rank", replays);
   return report(s, name, ok && sm);
 }
 
@@ -357,6 +371,7 @@ static bool test_mismatch(Suite &s, Dev &D) {
   bool all_ok = true;
   struct M { size_t tokens, hidden_r0, hidden_other; iris_rmsnorm_algo_t algo; const char *what; } ms[] = {
       {4, 4096, 4100, IRIS_RMSNORM_AUTO, "fused path: hidden 4096 on rank 0, 4100 elsewhere"},
+      {16, 4096, 4100, IRIS_RMSNORM_TWO_SHOT, "two-shot path: hidden 4096 on rank 0, 4100 elsewhere"},
       {8, 1024, 1000, IRIS_RMSNORM_SEPARATE, "separate path: hidden 1024 on rank 0, 1000 elsewhere"},
       {0, 0, 0, IRIS_RMSNORM_AUTO, "past 512 tokens: 600 x 2048 on rank 0, 1200 x 1024 elsewhere (the all-reduce's counts agree)"},
   };
@@ -415,12 +430,17 @@ static bool test_bad_input(Suite &s, Dev &D) {
   o.algo = IRIS_RMSNORM_FUSED;
   ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 513, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 128, 8192, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  o.algo = IRIS_RMSNORM_TWO_SHOT;
+  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 512, 16384, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  o.algo = (iris_rmsnorm_algo_t)7;
+  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  o.algo = IRIS_RMSNORM_AUTO;
   o.struct_size = 3;
   ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_SUCCESS; // nothing to do
   ok &= iris_collectives_check(s.ctx) == IRIS_SUCCESS;
   return report(s, "bad input refused on every rank before anything is launched: fp32, hidden 0 / too large, residual = out or x, NULL, fp8 without buffers, "
-                   "FUSED too large, bad struct_size", ok);
+                   "FUSED / TWO_SHOT too large, unknown algorithm, bad struct_size", ok);
 }
 
 int main(int argc, char **argv) {

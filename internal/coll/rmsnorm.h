@@ -250,15 +250,27 @@ IRIS_DEVICE_INLINE bool iris_tile_all_reduce_rmsnorm(const iris_device_ctx_t &ct
   return true;
 }
 
-/* ---- the one-shot fused kernel: one launch, no barrier (the LL protocol of
- * iris_coll_ll_kernel). Row t is split over sh.cpr CTAs (blockIdx.x = t * cpr + k);
- * CTA k owns chunks [k * per_cta, (k+1) * per_cta) of the row, every thread the same
- * lines in the push and in the collect, so out may be x. Slots: the one-shot LL area of
- * call c's parity, line t * lines + l of source `me` in every peer. The CTAs of a row
- * exchange their sums of squares (and amax) through this rank's own row of that parity
- * (src = me: peers never write it, the LL kernel never reads it), as LL lines carrying
- * the call's epoch. A mismatched call writes nothing: the lines are accepted only when
- * every peer's header matched (iris_coll_ll_wait_all), before the first write. */
+/* ---- the fused kernels: one launch, no barrier (the LL protocol of iris_coll_ll_kernel).
+ * Row t is split over sh.cpr CTAs (blockIdx.x = t * cpr + k); CTA k owns chunks
+ * [k * per_cta, (k+1) * per_cta) of the row, and every thread the same lines in every
+ * phase, so out may be x.
+ *   one-shot (TWO = false): every rank pushes its lines of row t into every peer's one-shot
+ *     LL slots (call c's parity, source me, line t * lines + l) and sums the row's lines
+ *     of every rank in rank order.
+ *   two-shot (TWO = true): row t belongs to rank t % W (its q = t / W-th row). Every rank
+ *     pushes its lines of row t into the owner's two-shot LL phase-0 slots (source me, line
+ *     q * lines + l); the owner sums them in rank order (with its own) and pushes the sum
+ *     (already rounded to T) into every peer's phase-1 slots (source owner, the same line);
+ *     the others take it from there. Half the bytes per rank of the one-shot at 4 ranks,
+ *     one hop more; the slots hold W times the rows.
+ * Then each CTA adds the residual and the row's CTAs exchange their sums of squares (and
+ * amax) through this rank's own one-shot row of the call's parity (source me: peers never
+ * write it, the one-shot kernels never read it), as LL lines with the call's epoch. A
+ * mismatched call writes nothing: every wait also matches every peer's header
+ * (iris_coll_ll_wait_all / iris_coll_ll_wait), before the first write of a user buffer or
+ * of a phase-1 line. Two parities suffice as for the LL kernels: no rank ends call c
+ * before every peer's header of call c matched (with IRIS_COLL_CHECK=0: before every
+ * rank pushed what it reads in call c). */
 struct iris_rmsnorm_xchg {
   const iris_coll_dev_t *d;
   uint4 *own; /* this rank's own row of the call's parity */
@@ -298,9 +310,9 @@ struct iris_rmsnorm_xchg {
     return true;
   }
 };
-static_assert(IRIS_MAX_RANKS <= 64, "the fused kernel's blocks have at least 64 threads, one per rank for the headers");
+static_assert(IRIS_MAX_RANKS <= 64, "the fused kernels' blocks have at least 64 threads, one per rank for the headers");
 
-template <typename T>
+template <typename T, bool TWO>
 __global__ void __launch_bounds__(256) iris_rmsnorm_fused_kernel(iris_coll_dev_t d, const T *x, T *residual, const T *weight, T *out, long long tokens,
                                                                  iris_rmsnorm_shape_t sh, float eps, int quant, unsigned char *q8, float *scale,
                                                                  unsigned long long sig) {
@@ -309,55 +321,71 @@ __global__ void __launch_bounds__(256) iris_rmsnorm_fused_kernel(iris_coll_dev_t
   const int lane = tid % IRIS_RMSNORM_CHUNK, g = tid / IRIS_RMSNORM_CHUNK, G = (int)blockDim.x / IRIS_RMSNORM_CHUNK;
   const long long t = blockIdx.x / sh.cpr;
   const int k = (int)(blockIdx.x % sh.cpr), iters = (sh.per_cta + G - 1) / G;
+  const int owner = (int)(t % W); /* two-shot: the rank that sums row t */
   const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
-  uint4 *const mine = IRIS_COLL_LL_ROWS(d, c, W); /* [src][line] for this parity */
+  uint4 *const mine = IRIS_COLL_LL_ROWS(d, c, W);                          /* one-shot [src][line] of this parity */
+  uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W); /* two-shot */
+  const long long base = TWO ? (t / W) * sh.lines : t * sh.lines;         /* the row's first slot line */
+  uint4 *const sums = TWO ? ph0 : mine;
+  const size_t stride = TWO ? d.ll2_lines : d.ll_lines;
   const T *xr = x + t * sh.hidden;
   T *rr = residual + t * sh.hidden;
   iris_coll_mask_t seen = 0;
   int ok = 1;
   iris_coll_announce(d, c, sig32);
-  /* push: this CTA's lines of row t into every peer's slots [me] */
+  /* push: this CTA's lines of row t into every peer's slots [me] (two-shot: the owner's) */
   for (int it = 0; it < iters; it++) {
     const int j = it * G + g;
     const long long line = ((long long)k * sh.per_cta + j) * IRIS_RMSNORM_CHUNK + lane;
     if (j >= sh.per_cta || line >= sh.lines) continue;
     const uint2 v = iris_coll_read8(xr, (size_t)line, (size_t)sh.hidden);
-    for (int p = 1; p < W; p++) {
-      const int peer = (me + p) % W;
-      iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, t * sh.lines + line), peer), v, epoch);
+    if (TWO) {
+      if (owner != me) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, me, base + line), owner), v, epoch);
+    } else {
+      for (int p = 1; p < W; p++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, base + line), (me + p) % W), v, epoch);
     }
   }
   if (tid == 0 && (long long)k * sh.per_cta * IRIS_RMSNORM_CHUNK >= sh.lines) { /* a CTA of padding only: it matches the headers all the same */
     uint2 none;
     ok = iris_coll_ll_wait(d, NULL, epoch, &none, me, c, sig32, all, seen, IRIS_COLL_AR);
   }
-  /* collect in rank order, add the residual, the chunk sums of squares */
+  /* the row's sum (in rank order), the residual, the chunk sums of squares */
   for (int it = 0; it < iters; it++) {
     const int j = it * G + g;
     const long long line = ((long long)k * sh.per_cta + j) * IRIS_RMSNORM_CHUNK + lane;
     float q = 0.f;
     if (ok > 0 && j < sh.per_cta && line < sh.lines) {
-      iris_rmsnorm_line<T> xv, rv;
+      iris_rmsnorm_line<T> xv, sv, rv;
       float acc[4], f[4];
-      uint2 in[IRIS_COLL_LL_GROUP];
-      const uint2 own = iris_coll_read8(xr, (size_t)line, (size_t)sh.hidden);
-      for (int r0 = 0; ok > 0 && r0 < W; r0 += IRIS_COLL_LL_GROUP) {
-        if ((ok = iris_coll_ll_wait_all(d, mine + t * sh.lines + line, d.ll_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR)) <= 0) break;
+      if (!TWO || owner == me) {
+        uint2 in[IRIS_COLL_LL_GROUP];
+        const uint2 own = iris_coll_read8(xr, (size_t)line, (size_t)sh.hidden);
+        for (int r0 = 0; ok > 0 && r0 < W; r0 += IRIS_COLL_LL_GROUP) {
+          if ((ok = iris_coll_ll_wait_all(d, sums + base + line, stride, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR)) <= 0) break;
 #pragma unroll
-        for (int jj = 0; jj < IRIS_COLL_LL_GROUP; jj++) {
-          const int r = r0 + jj;
-          if (r >= W) break;
-          xv.u = r == me ? own : in[jj];
+          for (int jj = 0; jj < IRIS_COLL_LL_GROUP; jj++) {
+            const int r = r0 + jj;
+            if (r >= W) break;
+            xv.u = r == me ? own : in[jj];
 #pragma unroll
-          for (int e = 0; e < 4; e++) acc[e] = r == 0 ? iris_coll_up(xv.e[e]) : acc[e] + iris_coll_up(xv.e[e]);
+            for (int e = 0; e < 4; e++) acc[e] = r == 0 ? iris_coll_up(xv.e[e]) : acc[e] + iris_coll_up(xv.e[e]);
+          }
         }
+        if (ok > 0) {
+#pragma unroll
+          for (int e = 0; e < 4; e++) sv.e[e] = iris_coll_down<T>(acc[e]); /* the all-reduce's bits */
+          if (TWO)
+            for (int p = 1; p < W; p++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph1, d, me, base + line), (me + p) % W), sv.u, epoch);
+        }
+      } else {
+        ok = iris_coll_ll_wait(d, IRIS_COLL_LL2_SLOT(ph1, d, owner, base + line), epoch, &sv.u, owner, c, sig32, all, seen, IRIS_COLL_AR);
       }
       if (ok > 0) {
         rv.u = iris_coll_read8(rr, (size_t)line, (size_t)sh.hidden);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-          rv.e[e] = iris_coll_down<T>(iris_coll_up(iris_coll_down<T>(acc[e])) + iris_coll_up(rv.e[e]));
+          rv.e[e] = iris_coll_down<T>(iris_coll_up(sv.e[e]) + iris_coll_up(rv.e[e]));
           f[e] = line * 4 + e < sh.hidden ? iris_coll_up(rv.e[e]) : 0.f;
         }
         iris_coll_write8(rr, (size_t)line, (size_t)sh.hidden, rv.u);

@@ -42,10 +42,15 @@ static unsigned long long iris_rmsnorm_sig(int path, size_t tokens, size_t hidde
 /* The kernels of one type, where this unit compiles its sums (IRIS_COLL_TYPES). */
 template <typename T, bool BUILT = ((unsigned)(IRIS_COLL_TYPES) >> iris_coll_dtype_of<T>::value & 1u) && ((unsigned)(IRIS_COLL_OPS) & 1u << IRIS_SUM)>
 struct iris_rmsnorm_launch {
-  static void fused(const iris_coll_state_t *s, const void *x, void *res, const void *w, void *out, size_t tokens, iris_rmsnorm_shape_t sh, float eps, int quant,
-                    void *q8, float *scale, unsigned long long sig, int threads, iris_stream_t stream) {
-    iris_rmsnorm_fused_kernel<T><<<(unsigned)(tokens * (size_t)sh.cpr), threads, 0, stream>>>(s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out,
-                                                                                            (long long)tokens, sh, eps, quant, (unsigned char *)q8, scale, sig);
+  static void fused(const iris_coll_state_t *s, bool two, const void *x, void *res, const void *w, void *out, size_t tokens, iris_rmsnorm_shape_t sh, float eps,
+                    int quant, void *q8, float *scale, unsigned long long sig, int threads, iris_stream_t stream) {
+    const unsigned grid = (unsigned)(tokens * (size_t)sh.cpr);
+    if (two)
+      iris_rmsnorm_fused_kernel<T, true><<<grid, threads, 0, stream>>>(s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out, (long long)tokens, sh, eps, quant,
+                                                                       (unsigned char *)q8, scale, sig);
+    else
+      iris_rmsnorm_fused_kernel<T, false><<<grid, threads, 0, stream>>>(s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out, (long long)tokens, sh, eps, quant,
+                                                                        (unsigned char *)q8, scale, sig);
   }
   static void norm(const iris_coll_state_t *s, const void *sum, void *res, const void *w, void *out, size_t rows, long long hidden, float eps, int quant, void *q8,
                    float *scale, unsigned long long sig, int check, iris_stream_t stream) {
@@ -55,7 +60,7 @@ struct iris_rmsnorm_launch {
   }
 };
 template <typename T> struct iris_rmsnorm_launch<T, false> {
-  static void fused(const iris_coll_state_t *, const void *, void *, const void *, void *, size_t, iris_rmsnorm_shape_t, float, int, void *, float *,
+  static void fused(const iris_coll_state_t *, bool, const void *, void *, const void *, void *, size_t, iris_rmsnorm_shape_t, float, int, void *, float *,
                     unsigned long long, int, iris_stream_t) {}
   static void norm(const iris_coll_state_t *, const void *, void *, const void *, void *, size_t, long long, float, int, void *, float *, unsigned long long, int,
                    iris_stream_t) {}
@@ -80,23 +85,31 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
   const int W = iris_local_size(ctx), me = iris_local_rank(ctx);
   const size_t es = 2, bytes = tokens * hidden * es;
   iris_gpu_error_t e;
-  int fits = 0, cpr = 1;
+  int one = 0, two = 0, cpr = 1, path;
   iris_rmsnorm_shape_t sh = iris_rmsnorm_shape((long long)hidden, 1);
-  if (W > 1) {
+  if (W > 1) { /* what fits the slots: the one-shot's, the two-shot's (each rank's rows), the CTAs' exchange lines */
     cpr = iris_rmsnorm_cpr(tokens, (long long)hidden, s->sms);
     sh = iris_rmsnorm_shape((long long)hidden, cpr);
-    fits = tokens <= IRIS_RMSNORM_FUSED_MAX_TOKENS && bytes <= IRIS_RMSNORM_FUSED_MAX_BYTES && tokens * (size_t)sh.lines <= s->dev.ll_lines &&
-           2 * tokens * (size_t)cpr <= s->dev.ll_lines;
+    const int small = tokens <= IRIS_RMSNORM_FUSED_MAX_TOKENS && 2 * tokens * (size_t)cpr <= s->dev.ll_lines;
+    one = small && tokens * (size_t)sh.lines <= s->dev.ll_lines;
+    two = small && (tokens + (size_t)W - 1) / (size_t)W * (size_t)sh.lines <= s->dev.ll2_lines;
   }
-  if (algo == IRIS_RMSNORM_FUSED && !fits)
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_RMSNORM_FUSED takes a world of 2 or more ranks on one node, at most %d tokens and %zu bytes "
-                            "(tokens x hidden x 2; the LL slots hold %zu lines), not %zu tokens x %zu", me, name, IRIS_RMSNORM_FUSED_MAX_TOKENS,
-                            (size_t)IRIS_RMSNORM_FUSED_MAX_BYTES, s->dev.ll_lines, tokens, hidden);
-  if (fits && algo != IRIS_RMSNORM_SEPARATE) {
+  if ((algo == IRIS_RMSNORM_FUSED && !one) || (algo == IRIS_RMSNORM_TWO_SHOT && !two))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: %s takes a world of 2 or more ranks on one node, at most %d tokens, and rows that fit its slots "
+                            "(%zu lines of 8 bytes: %s), not %zu tokens x %zu", me, name, algo == IRIS_RMSNORM_FUSED ? "IRIS_RMSNORM_FUSED" : "IRIS_RMSNORM_TWO_SHOT",
+                            IRIS_RMSNORM_FUSED_MAX_TOKENS, algo == IRIS_RMSNORM_FUSED ? s->dev.ll_lines : s->dev.ll2_lines,
+                            algo == IRIS_RMSNORM_FUSED ? "tokens x hidden / 4" : "ceil(tokens / world) x hidden / 4", tokens, hidden);
+  if (algo == IRIS_RMSNORM_FUSED) path = 1;
+  else if (algo == IRIS_RMSNORM_TWO_SHOT) path = 4;
+  else if (algo == IRIS_RMSNORM_SEPARATE) path = 2;
+  else if (one && (W == 2 || bytes <= IRIS_RMSNORM_ONESHOT_MAX_BYTES)) path = 1; /* 2 ranks: the one-shot stores no more than the two-shot, one hop less */
+  else if (two && bytes <= IRIS_RMSNORM_FUSED_MAX_BYTES) path = 4;
+  else path = 2;
+  if (path != 2) {
     const int threads = iris_rmsnorm_threads(sh.per_cta);
-    const unsigned long long sig = iris_rmsnorm_sig(1, tokens, hidden, t, quant, cpr, threads, 0);
-    if (t == IRIS_BFLOAT16) iris_rmsnorm_launch<iris_bf16_t>::fused(s, x, res, w, out, tokens, sh, eps, quant, q8, scale, sig, threads, stream);
-    else iris_rmsnorm_launch<iris_f16_t>::fused(s, x, res, w, out, tokens, sh, eps, quant, q8, scale, sig, threads, stream);
+    const unsigned long long sig = iris_rmsnorm_sig(path, tokens, hidden, t, quant, cpr, threads, 0);
+    if (t == IRIS_BFLOAT16) iris_rmsnorm_launch<iris_bf16_t>::fused(s, path == 4, x, res, w, out, tokens, sh, eps, quant, q8, scale, sig, threads, stream);
+    else iris_rmsnorm_launch<iris_f16_t>::fused(s, path == 4, x, res, w, out, tokens, sh, eps, quant, q8, scale, sig, threads, stream);
     e = iris_gpu_last_error();
     if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
     return IRIS_SUCCESS;
@@ -142,7 +155,7 @@ IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, vo
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: type %d: IRIS_BFLOAT16 or IRIS_FLOAT16 only", me, name, (int)type);
   if (hidden < 1 || hidden > IRIS_RMSNORM_MAX_HIDDEN)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: hidden %zu outside [1, %d]", me, name, hidden, IRIS_RMSNORM_MAX_HIDDEN);
-  if ((unsigned)o->quant > (unsigned)IRIS_QUANT_FP8_PER_TOKEN || (unsigned)o->algo > (unsigned)IRIS_RMSNORM_SEPARATE)
+  if ((unsigned)o->quant > (unsigned)IRIS_QUANT_FP8_PER_TOKEN || (unsigned)o->algo > (unsigned)IRIS_RMSNORM_TWO_SHOT)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown quantisation %d or algorithm %d", me, name, (int)o->quant, (int)o->algo);
   if (o->quant != IRIS_QUANT_NONE && (!o->out_fp8 || !o->scale))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: fp8 output needs out_fp8 and scale", me, name);
@@ -162,8 +175,8 @@ IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, vo
     s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
   }
   if (iris_num_nodes(ctx) > 1) { /* the multi-node all-reduce into out, then the norm kernel on this node */
-    if (o->algo == IRIS_RMSNORM_FUSED)
-      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_RMSNORM_FUSED takes a world on one node", me, name);
+    if (o->algo == IRIS_RMSNORM_FUSED || o->algo == IRIS_RMSNORM_TWO_SHOT)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_RMSNORM_FUSED and _TWO_SHOT take a world on one node", me, name);
     if ((st = iris_all_reduce_ex(ctx, x, out, tokens * hidden, type, IRIS_SUM, stream, NULL)) != IRIS_SUCCESS) return st;
     if ((st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
     iris_rmsnorm_launch_norm(s, type, out, residual, weight, out, 0, tokens, hidden, eps, (int)o->quant, o->out_fp8, o->scale,
