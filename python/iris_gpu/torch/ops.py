@@ -543,7 +543,7 @@ def _rmsnorm_launch(x, residual, weight, out, out_fp8, scale, eps, quant, algo, 
 
 def all_reduce_rmsnorm(x, residual, weight, ctx, eps=1e-6, out=None, quant=None, out_fp8=None, scale=None, algo="auto"):
     """residual += all_reduce(x) (sum over ranks, the all-reduce's bits); out =
-    rmsnorm(residual) * weight, in one call (for up to 512 tokens of up to 512 KB, one
+    rmsnorm(residual) * weight, in one call (for up to 512 tokens of up to 2 MB, one
     kernel). x, residual, out: (..., hidden) bfloat16 or float16 (contiguous, on the
     context's device; x anywhere, not only on the heap); weight: (hidden,); residual is
     updated in place; out: a new tensor when None, or x itself (in place, as vLLM's
