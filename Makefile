@@ -118,6 +118,9 @@ $(B)/gpu_test_debug: tests/gpu_test.cu tests/test_util.h $(HDRS) | $(B)
 # sizes run the chain as well as the relay
 $(B)/coll_test: tests/coll_test.cu tests/test_util.h tests/host_threads.h tests/coll_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -DIRIS_COLL_CHAIN_MIN_BYTES=16777216 $< -o $@
+# all-reduce + RMSNorm: only the bf16 and fp16 sums it runs are compiled (half the time)
+$(B)/fused_test: tests/fused_test.cu tests/test_util.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) '-DIRIS_COLL_TYPES=(1 << IRIS_FLOAT16 | 1 << IRIS_BFLOAT16)' '-DIRIS_COLL_OPS=(1 << IRIS_SUM)' $< -o $@
 # the same with the compile-time switch: fp32 and bf16 SUM only (the rest refused)
 $(B)/coll_test_switch: tests/coll_test.cu tests/test_util.h tests/host_threads.h tests/coll_values.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -DIRIS_COLL_CHAIN_MIN_BYTES=16777216 '-DIRIS_COLL_TYPES=(1 << IRIS_FLOAT32 | 1 << IRIS_BFLOAT16)' '-DIRIS_COLL_OPS=(1 << IRIS_SUM)' $< -o $@

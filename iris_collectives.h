@@ -267,6 +267,76 @@ IRIS_API iris_status_t iris_tile_flags_destroy(iris_t *ctx, iris_tile_flags_t *f
  * included, sees that on every rank and moves no data for the call; the mismatch record
  * is then cleared (not fatal). */
 IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
+
+/* ---- all-reduce + residual add + RMSNorm (+ fp8): the serving engines' fused op ----
+ * Tensor-parallel decode ends every attention and MLP block with
+ *     residual += all_reduce(x);  out = rmsnorm(residual) * weight
+ * (vLLM's fused_add_rms_norm after its custom all-reduce; FlashInfer's
+ * trtllm_allreduce_fusion). iris_all_reduce_rmsnorm does it in one call, and for small
+ * batches in one kernel with no barrier: every rank pushes its rows of x into every
+ * peer's LL slots, each CTA collects its part of a row from every rank in rank order,
+ * adds the residual and normalises the row (larger batches: two hops, see Paths).
+ *   x         [tokens][hidden] of `type`, this rank's partial sums; any device memory
+ *   residual  [tokens][hidden], updated in place (not x, not out)
+ *   weight    [hidden]
+ *   out       [tokens][hidden]; may be x (in place, as vLLM's fused_add_rms_norm)
+ *   type      IRIS_BFLOAT16 or IRIS_FLOAT16 (x, residual, weight, out alike)
+ *   hidden    1 .. IRIS_RMSNORM_MAX_HIDDEN, any value (odd ones too); tokens >= 1 (0: nothing)
+ * Arithmetic, per row (up: exact widening to fp32; down: round to nearest even to type):
+ *   s      = down(fp32 sum of up(x_r) over ranks r = 0..W-1 in rank order)  = iris_all_reduce's bits
+ *   res    = down(up(s) + up(res))
+ *   inv    = 1 / sqrtf(ss / hidden + eps), ss = the sum of up(res)^2 in fp32, in one fixed
+ *            order (a pairwise tree: internal/coll/rmsnorm.h), whatever the path or grid
+ *   out    = down((up(res) * inv) * up(weight))
+ * so every rank gets the same bits (given the same residual and weight), on either path.
+ * fp8 (iris_rmsnorm_opts_t.quant), besides out: out_fp8 [tokens][hidden] OCP e4m3 codes
+ * (iris_float_to_fp8_e4m3: nearest even, saturating at 448), q = e4m3(up(out) * (1 / scale)):
+ *   IRIS_QUANT_FP8_PER_TENSOR  scale: device pointer to one float, read (a static scale)
+ *   IRIS_QUANT_FP8_PER_TOKEN   scale: [tokens] floats, written: max(amax / 448, 1 / (448 * 512)),
+ *                              amax = max |up(out)| of the row (vLLM's dynamic per-token scale)
+ * Paths (IRIS_RMSNORM_AUTO picks by the message, tokens * hidden * 2 bytes, up to
+ * IRIS_RMSNORM_FUSED_MAX_TOKENS tokens):
+ *   IRIS_RMSNORM_FUSED     the one-shot kernel above: up to IRIS_RMSNORM_ONESHOT_MAX_BYTES
+ *                          (at 2 ranks: as far as the one-shot LL slots go, IRIS_COLL_LL_BYTES)
+ *   IRIS_RMSNORM_TWO_SHOT  one kernel, two hops: row t is summed by rank t % W, which
+ *                          pushes the sum to the others (half the bytes per rank at 4
+ *                          ranks); up to IRIS_RMSNORM_FUSED_MAX_BYTES where its slots
+ *                          (IRIS_COLL_LL2_BYTES per rank's rows) hold it
+ *   IRIS_RMSNORM_SEPARATE  beyond: iris_all_reduce of x into the staging area (into out
+ *                          when IRIS_COLL_STAGING=0), then a norm kernel
+ * all with the same arithmetic, bit for bit. A forced FUSED or TWO_SHOT that does not fit
+ * is refused (IRIS_ERROR_INVALID_ARGUMENT). Multi-node worlds: the separate path.
+ * Rules as for the other collectives (collective, same order, capturable once the
+ * collective state exists, stream ordering). Mismatch: a call whose tokens, hidden,
+ * type or quantisation differ between ranks is seen on every rank, writes no user buffer
+ * (the separate path with IRIS_COLL_STAGING=0 may have written out), and
+ * iris_collectives_check reports IRIS_ERROR_MISMATCH. Buffers are read and written by
+ * this rank only; peers never touch them. */
+#define IRIS_RMSNORM_MAX_HIDDEN 32768
+#ifndef IRIS_RMSNORM_FUSED_MAX_TOKENS
+#define IRIS_RMSNORM_FUSED_MAX_TOKENS 512
+#endif
+#ifndef IRIS_RMSNORM_ONESHOT_MAX_BYTES
+#define IRIS_RMSNORM_ONESHOT_MAX_BYTES ((size_t)128 << 10)
+#endif
+#ifndef IRIS_RMSNORM_FUSED_MAX_BYTES
+#define IRIS_RMSNORM_FUSED_MAX_BYTES ((size_t)2 << 20)
+#endif
+typedef enum iris_quant { IRIS_QUANT_NONE = 0, IRIS_QUANT_FP8_PER_TENSOR, IRIS_QUANT_FP8_PER_TOKEN } iris_quant_t;
+typedef enum iris_rmsnorm_algo { IRIS_RMSNORM_AUTO = 0, IRIS_RMSNORM_FUSED, IRIS_RMSNORM_SEPARATE, IRIS_RMSNORM_TWO_SHOT } iris_rmsnorm_algo_t;
+/* Per-call options (NULL = defaults). Start from IRIS_RMSNORM_OPTS_INIT. */
+typedef struct iris_rmsnorm_opts {
+  size_t struct_size;
+  iris_quant_t quant;       /* IRIS_QUANT_NONE: out only */
+  void *out_fp8;            /* [tokens][hidden] e4m3 codes (quant != NONE) */
+  float *scale;             /* device memory: 1 float read (per tensor) or [tokens] written (per token) */
+  iris_rmsnorm_algo_t algo; /* IRIS_RMSNORM_AUTO; FUSED, TWO_SHOT: refused (IRIS_ERROR_INVALID_ARGUMENT) when the call does not fit */
+} iris_rmsnorm_opts_t;
+#define IRIS_RMSNORM_OPTS_INIT {sizeof(iris_rmsnorm_opts_t), IRIS_QUANT_NONE, NULL, NULL, IRIS_RMSNORM_AUTO}
+IRIS_API iris_status_t iris_all_reduce_rmsnorm(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,
+                                               iris_dtype_t type, iris_stream_t stream);
+IRIS_API iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,
+                                                  iris_dtype_t type, iris_stream_t stream, const iris_rmsnorm_opts_t *opts);
 #ifdef __cplusplus
 }
 #endif
@@ -340,6 +410,27 @@ template <typename T>
 IRIS_DEVICE_INLINE bool iris_tile_all_to_all(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst,
                                              long long n_per_rank, int bm, int bn);
 
+
+/* ---- all-reduce + residual add + RMSNorm building blocks (the arithmetic of
+ * iris_all_reduce_rmsnorm above, bit for bit). T: iris_bf16_t or iris_f16_t. Whole block:
+ * every thread calls with the same arguments; blockDim.x a multiple of 32, at most 1024.
+ * quant, out_fp8, scale: as iris_rmsnorm_opts_t (IRIS_QUANT_NONE: both may be NULL); the
+ * scale here is this row's (per token) or the tensor's. */
+/* One row, local: residual += sum; out = rmsnorm(residual) * weight. sum may be out. On
+ * return the block's writes are done (each thread's own; a __syncthreads orders them for
+ * the block). */
+template <typename T>
+IRIS_DEVICE_INLINE void iris_add_rmsnorm_block(const T *sum, T *residual, const T *weight, T *out, long long hidden, float eps, iris_quant_t quant,
+                                               unsigned char *out_fp8, float *scale);
+/* The same after an all-reduce of rows tile*rows_per_tile .. +rows_per_tile of x (an (M,
+ * hidden) view on the heap, as iris_tile_all_reduce takes it; its contract applies):
+ * residual, out: (M, hidden) row-major device memory, out not x; out_fp8 (M, hidden),
+ * scale [M] (per token) or 1 float. False in every thread if a wait ran out. */
+template <typename T>
+IRIS_DEVICE_INLINE bool iris_tile_all_reduce_rmsnorm(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t x, T *residual,
+                                                     const T *weight, T *out, int rows_per_tile, float eps, iris_quant_t quant, unsigned char *out_fp8,
+                                                     float *scale);
+
 #endif /* nvcc, hipcc */
 
 /* ========================================================================= */
@@ -353,6 +444,7 @@ IRIS_DEVICE_INLINE bool iris_tile_all_to_all(const iris_device_ctx_t &ctx, const
 #include "internal/coll/ll.h"        /* the latency kernels */
 #include "internal/coll/kernels.h"   /* the bandwidth kernels */
 #include "internal/coll/tile.h"      /* the tile building blocks */
+#include "internal/coll/rmsnorm.h"   /* all-reduce + RMSNorm: the order of the norm, its kernels and building blocks */
 #endif
 
 #endif /* IRIS_COLLECTIVES_H */
@@ -368,4 +460,5 @@ IRIS_DEVICE_INLINE bool iris_tile_all_to_all(const iris_device_ctx_t &ctx, const
 #include "internal/coll/multinode.h" /* calls over several nodes (rails) */
 #include "internal/coll/api.h"       /* the public host functions */
 #include "internal/coll/team.h"      /* the same over a team */
+#include "internal/coll/rmsnorm_host.h" /* iris_all_reduce_rmsnorm */
 #endif

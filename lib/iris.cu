@@ -30,7 +30,7 @@ static const struct {
     IRIS_ABI_STRUCT(iris_launch_t),      IRIS_ABI_STRUCT(iris_rendezvous_params_t), IRIS_ABI_STRUCT(iris_coll_opts_t),
     IRIS_ABI_STRUCT(iris_tile_flags_t),  IRIS_ABI_STRUCT(iris_view2d_t),           IRIS_ABI_STRUCT(iris_ag_gemm_desc_t),
     IRIS_ABI_STRUCT(iris_gemm_ready_t),  IRIS_ABI_STRUCT(iris_gemm_rs_desc_t),     IRIS_ABI_STRUCT(iris_moe_desc_t),
-    IRIS_ABI_STRUCT(iris_moe_recv_t),
+    IRIS_ABI_STRUCT(iris_moe_recv_t),    IRIS_ABI_STRUCT(iris_rmsnorm_opts_t),
 };
 #undef IRIS_ABI_STRUCT
 

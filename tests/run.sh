@@ -69,7 +69,7 @@ if [ "$only" = all ]; then
 # Build everything the checks below compile, all at once, so both cores stay busy (the
 # slowest first); -k goes on past a failure, and each check below then runs its own make,
 # which finds its part done or shows what failed.
-prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/team_test build/gpu_test
+prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/fused_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/team_test build/gpu_test
           build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe build/include_order_nvcc
           build/libiris_nccl.so"
 if [ $have_hip = 1 ]; then prebuild="build/all_headers_hip_mfma.o build/all_headers_hip.o build/gemm_core_test_hip $prebuild"; fi
@@ -120,7 +120,7 @@ else
   say SKIP "GEMM core test under hipcc" "hipcc not installed"
 fi
 check "GPU test programs build (nvcc)" make -s build/gpu_test build/gpu_test_debug build/fault_test
-check "collectives test programs build (nvcc)" make -s build/coll_test build/tile_test
+check "collectives test programs build (nvcc)" make -s build/coll_test build/tile_test build/fused_test
 check "all-gather + GEMM test and core test build (nvcc, cuBLASLt)" make -s build/gemm_test build/gemm_core_test
 check "benchmarks build (nvcc; NCCL for bench_coll, NCCL and cuBLAS for bench_ag_gemm)" make -s build/bench_rma build/bench_coll build/bench_tile_a2a build/bench_ag_gemm build/bench_gemm_core
 check "examples build (nvcc)" make -s examples
@@ -190,7 +190,7 @@ fi
 
 echo "# GPU tests"
 if [ "$ngpu" -lt 1 ]; then
-  for t in "RMA, atomics, message passing, heap, barrier: $worlds ranks in 3 bring-up modes" "collectives and tile building blocks: $worlds ranks" \
+  for t in "RMA, atomics, message passing, heap, barrier: $worlds ranks in 3 bring-up modes" "collectives and tile building blocks: $worlds ranks" "all-reduce + RMSNorm (fused_test): $worlds ranks" \
            "collectives on several streams, mismatches under skew, dead/stuck peers, abort: $worlds ranks" "tensor-core GEMM core against float64" \
            "all-gather + GEMM, every path: $worlds ranks" "GEMM + reduce-scatter / all-reduce, every path: $worlds ranks" "MoE dispatch / combine, both modes: $worlds ranks" "debug checks (heap bounds, bad rank, wait timeout, divergence)" "examples run" "MPI bootstrap example" \
            "multi-node collectives on virtual nodes (2 x 1, 2 x 2, TCP rendezvous)"; do
@@ -206,6 +206,9 @@ else
     if [ "$ngpu" -lt "$w" ]; then run_counted "coll_test $w (quick loops)" env IRIS_TEST_QUICK=1 ./build/coll_test $w
     else run_counted "coll_test $w" ./build/coll_test $w; fi
     run_counted "tile_test $w" ./build/tile_test $w
+    # all-reduce + residual + RMSNorm (+ fp8): fused and separate paths, graphs, mismatch
+    if [ "$ngpu" -lt "$w" ]; then run_counted "fused_test $w (quick loops)" env IRIS_TEST_QUICK=1 ./build/fused_test $w
+    else run_counted "fused_test $w" ./build/fused_test $w; fi
     # IRIS_COLL_TYPES / IRIS_COLL_OPS: what is compiled in works, what is left out is refused alike on every rank
     if make -s build/coll_test_switch >>"$log" 2>&1; then run_counted "coll_test_switch $w (fp32 + bf16 SUM compiled; quick loops)" env IRIS_TEST_QUICK=1 ./build/coll_test_switch $w
     else say FAIL "coll_test_switch build"; fi

@@ -206,6 +206,24 @@ class MoeRecvT(ctypes.Structure):
     ]
 
 
+class RmsnormOptsT(ctypes.Structure):
+    """iris_rmsnorm_opts_t (iris_collectives.h). quant: 0 none, 1 fp8 per tensor, 2 fp8 per
+    token; algo: 0 auto, 1 fused (one-shot), 2 separate, 3 two-shot."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("quant", ctypes.c_int),
+        ("out_fp8", ctypes.c_void_p),
+        ("scale", ctypes.c_void_p),
+        ("algo", ctypes.c_int),
+    ]
+
+    @classmethod
+    def init(cls, quant=0, out_fp8=None, scale=None, algo=0):
+        """IRIS_RMSNORM_OPTS_INIT, with the fields given."""
+        return cls(ctypes.sizeof(cls), quant, out_fp8, scale, algo)
+
+
 # C name -> ctypes mirror; every one is checked against iris_abi_struct_size at load.
 # The library must know the first four; a struct of OPTIONAL_STRUCTS it does not know
 # (size 0) only disables what uses it (Library.unchecked).
@@ -218,8 +236,9 @@ STRUCTS = {
     "iris_gemm_rs_desc_t": GemmRsDescT,
     "iris_moe_desc_t": MoeDescT,
     "iris_moe_recv_t": MoeRecvT,
+    "iris_rmsnorm_opts_t": RmsnormOptsT,
 }
-OPTIONAL_STRUCTS = ("iris_ag_gemm_desc_t", "iris_gemm_rs_desc_t", "iris_moe_desc_t", "iris_moe_recv_t")
+OPTIONAL_STRUCTS = ("iris_ag_gemm_desc_t", "iris_gemm_rs_desc_t", "iris_moe_desc_t", "iris_moe_recv_t", "iris_rmsnorm_opts_t")
 
 # ---------------------------------------------------------------- function table
 _p = ctypes.c_void_p
@@ -296,6 +315,8 @@ OPTIONAL_FUNCTIONS = {
     "iris_moe_combine": (_i, [_p, _p, _p, _p]),
     "iris_moe_check": (_i, [_p]),
     "iris_moe_destroy": (_i, [_p]),
+    # iris_collectives.h: all-reduce + residual add + RMSNorm (+ fp8)
+    "iris_all_reduce_rmsnorm_ex": (_i, [_p, _p, _p, _p, _p, _z, _z, ctypes.c_float, _i, _p, ctypes.POINTER(RmsnormOptsT)]),
 }
 
 

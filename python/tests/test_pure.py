@@ -235,6 +235,21 @@ class TestAbiChecks(unittest.TestCase):
         self.assertEqual(ctypes.sizeof(_lib.MoeDescT), 48)  # size_t, 8 int, long long
         self.assertEqual(ctypes.sizeof(_lib.MoeRecvT), 64)  # 5 pointers, 2 long long, int (+4)
 
+    def test_rmsnorm_opts_match_header(self):
+        """iris_rmsnorm_opts_t: field names in order, the C size (LP64), the initializer."""
+        text = header_text("iris_collectives.h")
+        m = re.search(r"typedef struct iris_rmsnorm_opts \{([^}]*)\} iris_rmsnorm_opts_t;", text, re.S)
+        self.assertIsNotNone(m)
+        body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+        names = [re.split(r"[\s*]+", d.strip())[-1] for d in body.split(";") if d.strip()]
+        self.assertEqual(names, [n for n, _ in _lib.RmsnormOptsT._fields_])
+        self.assertEqual(ctypes.sizeof(_lib.RmsnormOptsT), 40)  # size_t, enum (+4), 2 pointers, enum (+4)
+        self.assertIn("#define IRIS_RMSNORM_OPTS_INIT {sizeof(iris_rmsnorm_opts_t), IRIS_QUANT_NONE, NULL, NULL, IRIS_RMSNORM_AUTO}", text)
+        o = _lib.RmsnormOptsT.init()
+        self.assertEqual((o.struct_size, o.quant, o.out_fp8, o.scale, o.algo), (40, 0, None, None, 0))
+        enums = c_enum(text, "iris_quant_t")
+        self.assertEqual(enums, {"IRIS_QUANT_NONE": 0, "IRIS_QUANT_FP8_PER_TENSOR": 1, "IRIS_QUANT_FP8_PER_TOKEN": 2})
+
     def test_gemm_rs_desc_init_matches_macro(self):
         enums = {}
         for header, typedef in (("iris_collectives.h", "iris_dtype_t"), ("internal/gemm/types.h", "iris_gemm_path_t"), ("iris_gemm_reduce.h", "iris_gemm_reduce_op_t")):

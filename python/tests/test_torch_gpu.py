@@ -425,9 +425,136 @@ class Runner:
             if e:
                 raise AssertionError("replay %d: %s" % (i, e))
         del graph, res
+        # the all-reduce fused into vLLM's fused_add_rms_norm(input, residual, weight, epsilon)
+        for dt, quant in (("bfloat16", None), ("float16", "fp8_per_token")):
+            xs, inp, res, w = self.rms_data(5, 4096, dt)
+            r_ref, out_ref = self.rms_ref(xs, res, w, 1e-6, dt)
+            residual, weight = res.to(self.dev), w.to(self.dev)
+            if not ca.should_fused_add_rms_norm(inp, residual, weight) or ca.should_fused_add_rms_norm(inp.float()):
+                raise AssertionError("should_fused_add_rms_norm: wrong gate")
+            got = ca.fused_add_rms_norm(inp, residual, weight, 1e-6, quant=quant)
+            torch.cuda.synchronize()
+            if quant:
+                q8, r_back, scale = got
+                qr, sc = self.fp8_ref(inp, quant, scale)
+                if not torch.equal(q8.cpu().view(torch.uint8), qr) or not torch.equal(scale.cpu(), sc):
+                    raise AssertionError("fused_add_rms_norm fp8: codes or scales")
+            elif got[0] is not inp or got[1] is not residual:
+                raise AssertionError("fused_add_rms_norm did not return (input, residual)")
+            e = None if torch.equal(residual.cpu(), r_ref) else "residual"
+            e = e or self.rms_out_error(inp, out_ref, dt)
+            if e:
+                raise AssertionError("fused_add_rms_norm %s: %s" % (dt, e))
         ca.close()
         if not ca.disabled or ca.should_custom_ar(x) or ca.custom_all_reduce(x) is not None:
             raise AssertionError("still takes tensors after close()")
+
+    # ------------------------------------------------------------ all-reduce + RMSNorm
+    def rms_data(self, tokens, hidden, dt):
+        """Every rank's x (exact small values), and a residual and weight that are the same on
+        every rank (seeded alike), as tensor parallelism has them."""
+        xs, x = self.inputs((tokens, hidden), dt)
+        g = torch.Generator().manual_seed(self.seed * 7 + 3)
+        T = getattr(torch, dt)
+        res = (torch.randint(-8, 9, (tokens, hidden), generator=g) * 0.25).to(T)
+        w = (torch.randint(1, 17, (hidden,), generator=g) * 0.125).to(T)
+        return xs, x, res, w
+
+    @staticmethod
+    def rms_ref(xs, res, w, eps, dt):
+        """float64 reference: the residual (exact: the sums and the add are exact before the
+        one rounding each) and the normalised output (float64, to compare within a rounding)."""
+        T = getattr(torch, dt)
+        s = reduce_ref(xs, "sum").to(T).to(torch.float64)
+        r = (s + res.to(torch.float64)).to(T)
+        r64 = r.to(torch.float64)
+        out = r64 * torch.rsqrt(r64.pow(2).mean(-1, keepdim=True) + eps) * w.to(torch.float64)
+        return r, out
+
+    @staticmethod
+    def rms_out_error(got, ref64, dt):
+        tol = 1.0 / 128 if dt == "bfloat16" else 1.0 / 1024  # one rounding of the type, relative
+        g = got.detach().cpu().to(torch.float64)
+        bad = (g - ref64).abs() > tol * ref64.abs() + 1e-6
+        if bool(bad.any()):
+            i = bad.flatten().nonzero()[0].item()
+            return "out at flat index %d: %r, float64 reference %r" % (i, g.flatten()[i].item(), ref64.flatten()[i].item())
+        return None
+
+    @staticmethod
+    def fp8_ref(out, quant, scale):
+        """The codes the library must write for out (bits), and the per-token scales."""
+        f = out.detach().cpu().float()
+        if quant == "fp8_per_token":
+            sc = torch.clamp(f.abs().amax(-1) / 448.0, min=1.0 / (448 * 512)).to(torch.float32)
+        else:
+            sc = scale.detach().cpu().float().reshape(1)
+        inv = (1.0 / sc).to(torch.float32)
+        q = (f * (inv.unsqueeze(-1) if quant == "fp8_per_token" else inv)).to(torch.float8_e4m3fn)
+        return q.view(torch.uint8), sc
+
+    def check_all_reduce_rmsnorm(self, dt, tokens, hidden, quant, inplace, algo):
+        it, ctx = self.it, self.ctx
+        eps = 1e-5
+        xs, x, res, w = self.rms_data(tokens, hidden, dt)
+        r_ref, out_ref = self.rms_ref(xs, res, w, eps, dt)
+        residual, weight = res.to(self.dev), w.to(self.dev)
+        scale = torch.full((1,), 0.0625, dtype=torch.float32, device=self.dev) if quant == "fp8_per_tensor" else None
+        out = x if inplace else poisoned(x.shape, x.dtype, self.dev)
+        got = it.all_reduce_rmsnorm(x, residual, weight, ctx, eps=eps, out=out, quant=quant, scale=scale, algo=algo)
+        if quant:
+            out, q8, scale = got
+        else:
+            out = got
+        torch.cuda.synchronize()
+        if inplace and out.data_ptr() != x.data_ptr():
+            raise AssertionError("out=x did not write in place")
+        if not torch.equal(residual.cpu(), r_ref):
+            raise AssertionError("residual differs from the exact reference")
+        e = self.rms_out_error(out, out_ref, dt) or self.differs_across_ranks(out) or self.differs_across_ranks(residual)
+        if not e and quant:
+            qr, sc = self.fp8_ref(out, quant, scale)
+            if not torch.equal(q8.cpu().view(torch.uint8), qr):
+                e = "fp8 codes differ from quantising out"
+            elif quant == "fp8_per_token" and not torch.equal(scale.cpu(), sc):
+                e = "per-token scales differ"
+            e = e or self.differs_across_ranks(q8)
+        if e:
+            raise AssertionError(e)
+
+    def check_all_reduce_rmsnorm_graph(self, replays=50):
+        """Captured once (fused fp8 per token, then separate), replayed with fresh x; the
+        residual evolves in place and every replay is checked."""
+        it, ctx = self.it, self.ctx
+        eps, tokens, hidden, dt = 1e-6, 8, 4100, "bfloat16"
+        _, x, res, w = self.rms_data(tokens, hidden, dt)
+        residual, weight = res.to(self.dev), w.to(self.dev)
+        y2 = torch.empty_like(x)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm-up (and the collective state) outside the graph
+            it.all_reduce_rmsnorm(x, residual, weight, ctx, eps=eps)
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y, q8, sc = it.all_reduce_rmsnorm(x, residual, weight, ctx, eps=eps, quant="fp8_per_token", algo="fused")
+            it.all_reduce_rmsnorm(x, residual, weight, ctx, eps=eps, out=y2, algo="separate")
+        for i in range(replays):
+            xs, v = self.inputs((tokens, hidden), dt)
+            x.copy_(v)
+            before = residual.cpu()
+            graph.replay()
+            torch.cuda.synchronize()
+            r1, o1 = self.rms_ref(xs, before, w, eps, dt)
+            r2, o2 = self.rms_ref(xs, r1, w, eps, dt)
+            e = None if torch.equal(residual.cpu(), r2) else "residual"
+            e = e or self.rms_out_error(y, o1, dt) or self.rms_out_error(y2, o2, dt)
+            if not e:
+                qr, scr = self.fp8_ref(y, "fp8_per_token", sc)
+                e = None if torch.equal(q8.cpu().view(torch.uint8), qr) and torch.equal(sc.cpu(), scr) else "fp8 codes or scales"
+            if e:
+                raise AssertionError("replay %d: %s" % (i, e))
 
     # ------------------------------------------------------------ bad input
     def check_bad_input(self):
@@ -1112,7 +1239,9 @@ def worker():
     import iris_gpu.torch as it
 
     R = None
-    everything = os.environ.get("IRIS_PY_TEST_ONLY", "") != "gemm_reduce"
+    only = os.environ.get("IRIS_PY_TEST_ONLY", "") or "all"
+    everything = only == "all"
+    rms = only in ("all", "rmsnorm")
     try:
         ctx = it.Context()
         R = Runner(rank, world, ctx, it, shared)
@@ -1122,15 +1251,28 @@ def worker():
             R.result("torch.cuda.graph: 1000 replays with fresh data", R.check_graph)
             R.result("torch.compile(fullgraph=True)", R.check_compile)
             R.result("bad input raises, never crashes", R.check_bad_input)
+        if rms:
+            k = 0
+            for dt in ("bfloat16", "float16"):
+                for tokens, hidden, algo in ((1, 4096, "auto"), (7, 1000, "auto"), (32, 8192, "fused"), (3, 4100, "separate"), (64, 8192, "two_shot"),
+                                             (13, 4100, "two_shot"), (128, 8192, "auto"), (600, 1024, "auto")):
+                    quant = (None, "fp8_per_tensor", "fp8_per_token")[k % 3]
+                    inplace = k % 2 == 1
+                    k += 1
+                    R.result("all_reduce_rmsnorm %s %d x %d %s%s (%s): residual exact, out within a rounding of float64, fp8 as quantising out, the same bits on every rank"
+                             % (dt, tokens, hidden, quant or "no fp8", ", out=x" if inplace else "", algo),
+                             lambda: R.check_all_reduce_rmsnorm(dt, tokens, hidden, quant, inplace, algo))
+            R.result("all_reduce_rmsnorm: torch.cuda.graph (fused fp8 per token + separate), 50 replays with fresh x, residual in place", R.check_all_reduce_rmsnorm_graph)
+        if everything:
             R.result("all-gather + GEMM (rows, B transposed, fp32 out)", R.check_ag_gemm)
             R.result("all-gather + GEMM, fp8 e4m3 with per-tensor scales, bias (pipelined, unfused)", R.check_ag_gemm_fp8)
-        if gemm_reduce_available(R):
+        if only != "rmsnorm" and gemm_reduce_available(R):
             gemm_reduce_cases(R)
             R.result("gemm_reduce: the kernel_unfused path, and fp8 on the fused path, refused cleanly (IRIS_ERROR_UNSUPPORTED)", R.check_gemm_reduce_refusals)
             R.result("gemm_reduce: torch.cuda.graph, 120 replays with fresh inputs, poisoned outputs", R.check_gemm_reduce_graph)
             R.result("gemm_reduce: torch.compile(fullgraph=True)", R.check_gemm_reduce_compile)
             R.result("gemm_reduce: bad input raises, never hangs", R.check_gemm_reduce_bad_input)
-        if moe_available(R):
+        if only != "rmsnorm" and moe_available(R):
             for mode in ("low_latency", "high_throughput"):
                 for dt in ("bfloat16", "float8_e4m3fn"):
                     for top_k, hidden, skew in ((1, 256, None), (2, 2048, None), (8, 1024, "expert"), (4, 512, "rank")):
@@ -1143,8 +1285,9 @@ def worker():
             R.result("moe: bad input raises; an expert index out of range is reported by check", R.check_moe_bad_input)
         if everything:
             R.result("triton producer/consumer ring (examples/python/triton_ring.py, iris_gpu.triton)", R.check_triton)
+        if rms:
             group = dist.new_group(list(range(world)), backend="gloo")
-            R.result("CustomAllreduce contract", lambda: R.check_custom_allreduce(group))
+            R.result("CustomAllreduce contract (custom_all_reduce, capture, fused_add_rms_norm)", lambda: R.check_custom_allreduce(group))
         R.result("heap_verify: every rank holds the same allocations after the tests", ctx.heap_verify)
         R.result("heap tensors are freed when they die", lambda: check_no_leak(ctx))
         ctx.close()
@@ -1212,8 +1355,9 @@ def check_after_close(it, ctx, dev):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, default=2)
-    ap.add_argument("--only", choices=("all", "gemm_reduce"), default=os.environ.get("IRIS_PY_TEST_ONLY") or "all",
-                    help="gemm_reduce: only the GEMM + reduce-scatter / all-reduce tests (and the heap checks); under torchrun set IRIS_PY_TEST_ONLY")
+    ap.add_argument("--only", choices=("all", "gemm_reduce", "rmsnorm"), default=os.environ.get("IRIS_PY_TEST_ONLY") or "all",
+                    help="gemm_reduce: only the GEMM + reduce-scatter / all-reduce tests; rmsnorm: only all_reduce_rmsnorm and CustomAllreduce (both with the heap "
+                         "checks); under torchrun set IRIS_PY_TEST_ONLY")
     a = ap.parse_args()
     os.environ["IRIS_PY_TEST_ONLY"] = a.only  # the spawned ranks read it
     if "RANK" in os.environ:  # under torchrun: its world size

@@ -73,6 +73,14 @@ __global__ void instantiate_all(iris_device_ctx_t ctx, int *i32, unsigned *u32, 
 }
 
 // the tile building blocks, every operation and a few types and ops
+// all-reduce + RMSNorm building blocks, both types, every quantisation
+__global__ void instantiate_rmsnorm(iris_device_ctx_t ctx, iris_tile_flags_t f, iris_view2d_t a, unsigned short *r, const unsigned short *w, unsigned short *o,
+                                    unsigned char *q, float *sc) {
+  iris_tile_all_reduce_rmsnorm<iris_bf16_t>(ctx, f, 0, a, (iris_bf16_t *)r, (const iris_bf16_t *)w, (iris_bf16_t *)o, 4, 1e-6f, IRIS_QUANT_FP8_PER_TOKEN, q, sc);
+  iris_tile_all_reduce_rmsnorm<iris_f16_t>(ctx, f, 1, a, (iris_f16_t *)r, (const iris_f16_t *)w, (iris_f16_t *)o, 2, 1e-6f, IRIS_QUANT_NONE, NULL, NULL);
+  iris_add_rmsnorm_block<iris_f16_t>((const iris_f16_t *)o, (iris_f16_t *)r, (const iris_f16_t *)w, (iris_f16_t *)o, 1001, 1e-5f, IRIS_QUANT_FP8_PER_TENSOR, q, sc);
+  iris_add_rmsnorm_block<iris_bf16_t>((const iris_bf16_t *)o, (iris_bf16_t *)r, (const iris_bf16_t *)w, (iris_bf16_t *)o, 8192, 1e-5f, IRIS_QUANT_NONE, NULL, NULL);
+}
 __global__ void instantiate_tiles(iris_device_ctx_t ctx, iris_tile_flags_t f, iris_view2d_t a, iris_view2d_t b) {
   iris_tile_sync(ctx, f, 0);
   iris_tile_all_reduce<float>(ctx, f, 1, a, b, 32, 64);

@@ -213,8 +213,31 @@ def _register_ops(torch):
     op.register_fake(moe_combine_fake)
     op = torch.library.custom_op("iris::moe_combine_out", moe_combine_out, mutates_args=("out",), schema="(Tensor y, Tensor(a!) out, int plan) -> ()")
     op.register_fake(moe_combine_out_fake)
+    # all-reduce + residual add + RMSNorm (+ fp8): residual, out (x in place), out_fp8 and
+    # the per-token scales are written; a per-tensor scale is only read
+    def rmsnorm_out(x, residual, weight, out, out_fp8, scale, eps, quant, algo, ctx):
+        _rmsnorm_launch(x, residual, weight, out, out_fp8, scale, eps, quant, algo, ctx)
+
+    def rmsnorm_out_fake(x, residual, weight, out, out_fp8, scale, eps, quant, algo, ctx):
+        _rmsnorm_check(x, residual, weight, out, out_fp8, scale, quant, _ctx(ctx), fake=True)
+
+    def rmsnorm_inplace(x, residual, weight, out_fp8, scale, eps, quant, algo, ctx):
+        _rmsnorm_launch(x, residual, weight, x, out_fp8, scale, eps, quant, algo, ctx)
+
+    def rmsnorm_inplace_fake(x, residual, weight, out_fp8, scale, eps, quant, algo, ctx):
+        _rmsnorm_check(x, residual, weight, x, out_fp8, scale, quant, _ctx(ctx), fake=True)
+
+    _IMPLS.update(all_reduce_rmsnorm_out=rmsnorm_out, all_reduce_rmsnorm_inplace=rmsnorm_inplace)
+    tail = "Tensor(c!)? out_fp8, Tensor(d!)? scale, float eps, int quant, int algo, int ctx) -> ()"
+    op = torch.library.custom_op("iris::all_reduce_rmsnorm_out", rmsnorm_out, mutates_args=("residual", "out", "out_fp8", "scale"),
+                                 schema="(Tensor x, Tensor(a!) residual, Tensor weight, Tensor(b!) out, " + tail)
+    op.register_fake(rmsnorm_out_fake)
+    op = torch.library.custom_op("iris::all_reduce_rmsnorm_inplace", rmsnorm_inplace, mutates_args=("x", "residual", "out_fp8", "scale"),
+                                 schema="(Tensor(a!) x, Tensor(b!) residual, Tensor weight, " + tail)
+    op.register_fake(rmsnorm_inplace_fake)
     _keep_program_order(torch, [k + suffix for k in _KINDS for suffix in ("", "_inplace", "_out")] +
-                        ["barrier", "ag_gemm", "gemm_reduce", "gemm_reduce_out", "moe_dispatch", "moe_combine", "moe_combine_out"])
+                        ["barrier", "ag_gemm", "gemm_reduce", "gemm_reduce_out", "moe_dispatch", "moe_combine", "moe_combine_out",
+                         "all_reduce_rmsnorm_out", "all_reduce_rmsnorm_inplace"])
 
 
 def _keep_program_order(torch, names):
@@ -262,7 +285,7 @@ def _invoke(name, *args):
 
 
 _DIRECT = os.environ.get("IRIS_GPU_DISPATCH", "0") in ("", "0")
-_OUT_ARG = {"gemm_reduce_out": 5}  # where an _out op's mutated tensor is, when not args[1]
+_OUT_ARG = {"gemm_reduce_out": 5, "all_reduce_rmsnorm_out": 3}  # where an _out op's mutated tensor is, when not args[1]
 
 
 def _contiguous(kind, x, out=None):
@@ -452,6 +475,114 @@ def moe_combine(y, plan, out=None):
     _types.check_contiguous(out, "moe_combine: out")
     _invoke("moe_combine_out", y, out, plan.id)
     return out
+
+
+# ------------------------------------------------------------------ all-reduce + RMSNorm
+_QUANT = {None: 0, "none": 0, "fp8_per_tensor": 1, "fp8_per_token": 2}
+_RMS_ALGO = {"auto": 0, "fused": 1, "separate": 2, "two_shot": 3}
+
+
+def _rmsnorm_check(x, residual, weight, out, out_fp8, scale, quant, ctx, fake=False):
+    """Shapes, dtypes and devices (ValueError / TypeError); returns (tokens, hidden)."""
+    torch = _torch_mod()
+    what = "all_reduce_rmsnorm"
+    if x.dtype not in (torch.bfloat16, torch.float16):
+        raise TypeError("%s: x is %s; bfloat16 or float16 only" % (what, x.dtype))
+    if x.dim() < 1:
+        raise ValueError("%s: x needs a last dimension (hidden)" % what)
+    hidden = x.shape[-1]
+    tokens = x.numel() // hidden if hidden else 0
+    for t, name, shape in ((residual, "residual", x.shape), (out, "out", x.shape), (weight, "weight", (hidden,))):
+        if tuple(t.shape) != tuple(shape):
+            raise ValueError("%s: %s has shape %s, expected %s" % (what, name, tuple(t.shape), tuple(shape)))
+        if t.dtype != x.dtype:
+            raise TypeError("%s: %s is %s, x is %s" % (what, name, t.dtype, x.dtype))
+    if quant:
+        if out_fp8 is None or scale is None:
+            raise ValueError("%s: quant %r needs out_fp8 and scale" % (what, quant))
+        if out_fp8.dtype != torch.float8_e4m3fn or tuple(out_fp8.shape) != tuple(x.shape):
+            raise ValueError("%s: out_fp8 must be float8_e4m3fn of x's shape" % what)
+        want = tokens if quant == 2 else 1
+        if scale.dtype != torch.float32 or scale.numel() != want:
+            raise ValueError("%s: scale must be a float32 tensor of %d element(s)" % (what, want))
+    if not fake:
+        if x.numel() and residual.data_ptr() in (x.data_ptr(), out.data_ptr()):
+            raise ValueError("%s: residual must be neither x nor out" % what)
+        dev = ctx.device
+        for t, name in ((x, "x"), (residual, "residual"), (weight, "weight"), (out, "out"), (out_fp8, "out_fp8"), (scale, "scale")):
+            if t is not None and (not t.is_cuda or t.device.index != dev):
+                raise ValueError("%s: %s is not on cuda:%d" % (what, name, dev))
+            if t is not None and not t.is_contiguous():
+                raise ValueError("%s: %s is not contiguous" % (what, name))
+    return tokens, hidden
+
+
+def _rmsnorm_launch(x, residual, weight, out, out_fp8, scale, eps, quant, algo, ctx_id):
+    import ctypes
+
+    torch = _torch_mod()
+    ctx = _ctx(ctx_id)
+    tokens, hidden = _rmsnorm_check(x, residual, weight, out, out_fp8, scale, quant, ctx)
+    lib = ctx._lib
+    lib.require_function("iris_all_reduce_rmsnorm_ex")
+    lib.require_struct("iris_rmsnorm_opts_t")
+    if ctx.check_shapes:
+        ctx._same_everywhere(("all_reduce_rmsnorm", tokens, hidden, str(x.dtype), quant))
+    opts = _lib.RmsnormOptsT.init(int(quant), out_fp8.data_ptr() if quant else None, scale.data_ptr() if quant else None, int(algo))
+    dt = _types.iris_dtype(x.dtype)
+    stream = torch._C._cuda_getCurrentRawStream(ctx.device)
+    args = (ctx._handle(), x.data_ptr(), residual.data_ptr(), weight.data_ptr(), out.data_ptr(), tokens, hidden, float(eps), dt, stream, ctypes.byref(opts))
+    if torch._C._cuda_getDevice() != ctx.device:
+        with torch.cuda.device(ctx.device):
+            st = lib.lib.iris_all_reduce_rmsnorm_ex(*args)
+    else:
+        st = lib.lib.iris_all_reduce_rmsnorm_ex(*args)
+    if st:
+        ctx._call("iris_all_reduce_rmsnorm", st)
+
+
+def all_reduce_rmsnorm(x, residual, weight, ctx, eps=1e-6, out=None, quant=None, out_fp8=None, scale=None, algo="auto"):
+    """residual += all_reduce(x) (sum over ranks, the all-reduce's bits); out =
+    rmsnorm(residual) * weight, in one call (for up to 512 tokens of up to 2 MB, one
+    kernel). x, residual, out: (..., hidden) bfloat16 or float16 (contiguous, on the
+    context's device; x anywhere, not only on the heap); weight: (hidden,); residual is
+    updated in place; out: a new tensor when None, or x itself (in place, as vLLM's
+    fused_add_rms_norm). quant: None, "fp8_per_tensor" (scale: a 1-element float32 tensor,
+    read: out_fp8 = e4m3(out / scale)) or "fp8_per_token" (scale: (tokens,) float32,
+    written: amax / 448 per row); out_fp8 (float8_e4m3fn, x's shape) and scale are made
+    when None. Returns out, or (out, out_fp8, scale) with quant. Collective: every rank
+    calls it with the same shapes, dtype and quant, in the same order; on
+    torch.cuda.current_stream(); capturable. algo: "auto", "fused" (one-shot), "two_shot"
+    or "separate" (tests, benchmarks). The arithmetic: docs/serving.md."""
+    torch = _torch_mod()
+    if quant not in _QUANT:
+        raise ValueError("all_reduce_rmsnorm: quant %r is not one of None, 'fp8_per_tensor', 'fp8_per_token'" % (quant,))
+    if algo not in _RMS_ALGO:
+        raise ValueError("all_reduce_rmsnorm: algo %r is not one of %s" % (algo, ", ".join(_RMS_ALGO)))
+    q = _QUANT[quant]
+    cid = _ctx_id(ctx)
+    _contiguous("all_reduce_rmsnorm", x, out)
+    if q:
+        hidden = x.shape[-1] if x.dim() else 1
+        tokens = x.numel() // hidden if hidden else 0
+        if out_fp8 is None:
+            out_fp8 = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+        if scale is None:
+            if q == 1:
+                raise ValueError("all_reduce_rmsnorm: fp8_per_tensor needs scale (a 1-element float32 tensor)")
+            scale = torch.empty((tokens,), dtype=torch.float32, device=x.device)
+    if out is not None and out.data_ptr() == x.data_ptr() and out.numel():
+        _invoke("all_reduce_rmsnorm_inplace", x, residual, weight, out_fp8 if q else None, scale if q else None, float(eps), q, _RMS_ALGO[algo], cid)
+        out = x
+    else:
+        if out is None:
+            out = torch.empty_like(x)
+        _invoke("all_reduce_rmsnorm_out", x, residual, weight, out, out_fp8 if q else None, scale if q else None, float(eps), q, _RMS_ALGO[algo], cid)
+    if _DIRECT and _plain_eager(torch, (x, residual, weight, out)):  # _invoke bumped out's (or x's) version; the dispatcher would bump these too
+        for t in (residual, out_fp8 if q else None, scale if q == 2 else None):
+            if t is not None:
+                torch.autograd.graph.increment_version(t)
+    return (out, out_fp8, scale) if q else out
 
 
 # ------------------------------------------------------------------ launching ranks

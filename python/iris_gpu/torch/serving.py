@@ -3,7 +3,7 @@ import contextlib
 
 from .. import _types
 from .context import Context, _device_index, _torch_mod
-from .ops import _invoke
+from .ops import _invoke, all_reduce_rmsnorm
 
 
 # ------------------------------------------------------------------ serving engines
@@ -75,6 +75,49 @@ class CustomAllreduce:
             return _invoke("all_reduce", inp, self.ctx.id, "sum")
         _invoke("all_reduce_out", inp, out, self.ctx.id, "sum")
         return out
+
+    # ---- all-reduce + residual add + RMSNorm (+ fp8), vLLM's fused_add_rms_norm signature
+    _FUSED_SUPPORTED = ("float16", "bfloat16")
+
+    def should_fused_add_rms_norm(self, inp, residual=None, weight=None):
+        """True when fused_add_rms_norm takes inp: not disabled, a contiguous bfloat16/float16
+        CUDA tensor on this device whose last dimension (hidden) is at most 32768, and
+        residual and weight (when given) alike. Any number of tokens: past the fused
+        kernel's size the library runs the all-reduce and the norm separately, with the same
+        result."""
+        if self.disabled or self.ctx is None or self.ctx.closed:
+            return False
+        if _types.dtype_name(inp.dtype) not in self._FUSED_SUPPORTED or not inp.is_cuda or inp.device != self.device or not inp.is_contiguous():
+            return False
+        if inp.dim() < 1 or not 1 <= inp.shape[-1] <= 32768 or inp.numel() == 0:
+            return False
+        for t, shape in ((residual, inp.shape), (weight, inp.shape[-1:])):
+            if t is not None and (t.dtype != inp.dtype or tuple(t.shape) != tuple(shape) or t.device != self.device or not t.is_contiguous()):
+                return False
+        return True
+
+    def fused_add_rms_norm(self, inp, residual, weight, epsilon, quant=None, scale=None):
+        """The all-reduce fused into vLLM's fused_add_rms_norm(input, residual, weight,
+        epsilon): residual += all_reduce(inp) (the sum over ranks, as custom_all_reduce);
+        inp = rmsnorm(residual) * weight, both in place; returns (inp, residual), or None
+        when should_fused_add_rms_norm says no (the engine then runs its own all-reduce and
+        norm). quant "fp8_per_token" (dynamic: scales written) or "fp8_per_tensor" (scale:
+        a 1-element float32 tensor, read) also writes fp8 e4m3 codes of the output and
+        returns (out_fp8, residual, scale). Inside capture() but not capturing (warm-up):
+        nothing is communicated and the inputs are returned as they are."""
+        if not self.should_fused_add_rms_norm(inp, residual, weight):
+            return None
+        torch = _torch_mod()
+        if self._capturing and not torch.cuda.is_current_stream_capturing():
+            if quant:
+                tokens = inp.numel() // inp.shape[-1]
+                sc = scale if quant == "fp8_per_tensor" else torch.empty((tokens,), dtype=torch.float32, device=inp.device)
+                return torch.empty(inp.shape, dtype=torch.float8_e4m3fn, device=inp.device), residual, sc
+            return inp, residual
+        r = all_reduce_rmsnorm(inp, residual, weight, self.ctx, eps=epsilon, out=inp, quant=quant, scale=scale)
+        if quant:
+            return r[1], residual, r[2]
+        return inp, residual
 
     @property
     def _IS_CAPTURING(self):  # noqa: N802 (vLLM's name): True inside capture()

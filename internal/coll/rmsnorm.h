@@ -1,0 +1,431 @@
+/* internal/coll/rmsnorm.h: all-reduce + residual add + RMSNorm (+ fp8), device side:
+ * the fixed order of the sum of squares, the block building blocks, the one-shot fused
+ * kernel and the norm kernel of the separate path. Device code (nvcc, hipcc).
+ * Part of iris_collectives.h; not a public header.
+ *
+ * Arithmetic (the contract in iris_collectives.h, "all-reduce + RMSNorm"), per row of
+ * `hidden` elements of T (bf16 or fp16), with up() the exact widening to float and
+ * down() round-to-nearest-even to T:
+ *   s[i]   = down(sum over ranks r = 0..W-1 of up(x_r[i]), in fp32)    the all-reduce's bits
+ *   res[i] = down(up(s[i]) + up(res[i]))                                residual, in place
+ *   ss     = the tree sum below of up(res[i])^2, in fp32
+ *   inv    = 1 / sqrtf(ss / hidden + eps)                               IEEE division, sqrt
+ *   out[i] = down((up(res[i]) * inv) * up(w[i]))
+ *   fp8:     per tensor  q[i] = e4m3(up(out[i]) * (1 / scale))           scale read
+ *            per token   amax = max |up(out[i])|, scale = max(amax / 448, 1 / (448 * 512)),
+ *                        q[i] = e4m3(up(out[i]) * (1 / scale))           scale written
+ * The sum of squares has one order whatever the grid: element squares of a line (4
+ * elements, 8 bytes) by fmaf in element order; lines in chunks of 32, each chunk a
+ * pairwise tree over its lines (lane l holds line l, xor-shuffle masks 1, 2, 4, 8, 16);
+ * chunks padded with zeros to a power of two P and summed in a pairwise tree over chunk
+ * index. A CTA that owns an aligned power-of-two range of chunks computes a complete
+ * subtree; CTAs of one row combine their subtrees in the same tree. So the fused kernel
+ * (a row over several CTAs) and the norm kernel (a row in one CTA) give the same bits,
+ * on every rank, and a host can reproduce them (tests/fused_test.cu does). */
+#ifndef IRIS_COLLECTIVES_H /* compiled alone: the contract first (it includes this file in its place) */
+#include "../../iris_collectives.h"
+#endif
+#ifndef IRIS_INTERNAL_COLL_RMSNORM_H
+#define IRIS_INTERNAL_COLL_RMSNORM_H
+#include "../device/platform.h"
+#include "plan.h"
+#include "types.h"
+#include "fp8.h"
+#include "protocol.h"
+#include "ll.h"
+
+/* Lines per chunk (the shuffle tree's width: a half-wave on AMD, a warp on NVIDIA). */
+#define IRIS_RMSNORM_CHUNK 32
+/* Chunks of the longest row (IRIS_RMSNORM_MAX_HIDDEN elements, 4 per line). */
+#define IRIS_RMSNORM_MAX_CHUNKS (IRIS_RMSNORM_MAX_HIDDEN / 4 / IRIS_RMSNORM_CHUNK)
+static_assert(IRIS_RMSNORM_MAX_HIDDEN % (4 * IRIS_RMSNORM_CHUNK) == 0 && (IRIS_RMSNORM_MAX_CHUNKS & (IRIS_RMSNORM_MAX_CHUNKS - 1)) == 0,
+              "IRIS_RMSNORM_MAX_HIDDEN: a power of two of whole chunks");
+static_assert(IRIS_WARP_SIZE % IRIS_RMSNORM_CHUNK == 0, "a chunk's lanes lie in one warp");
+
+/* The shape of one row, the same on every rank for the same call (host and device). */
+typedef struct iris_rmsnorm_shape {
+  long long hidden; /* elements per row */
+  int lines;        /* 8-byte lines per row: ceil(hidden / 4) */
+  int chunks;       /* ceil(lines / IRIS_RMSNORM_CHUNK) */
+  int pow2;         /* chunks rounded up to a power of two */
+  int cpr;          /* CTAs per row (a power of two <= pow2) */
+  int per_cta;      /* chunks per CTA: pow2 / cpr */
+} iris_rmsnorm_shape_t;
+static inline IRIS_HOST_DEVICE iris_rmsnorm_shape_t iris_rmsnorm_shape(long long hidden, int cpr) {
+  iris_rmsnorm_shape_t s;
+  s.hidden = hidden;
+  s.lines = (int)((hidden + 3) / 4);
+  s.chunks = (s.lines + IRIS_RMSNORM_CHUNK - 1) / IRIS_RMSNORM_CHUNK;
+  s.pow2 = 1;
+  while (s.pow2 < s.chunks) s.pow2 *= 2;
+  s.cpr = cpr < 1 ? 1 : cpr > s.pow2 ? s.pow2 : cpr;
+  s.per_cta = s.pow2 / s.cpr;
+  return s;
+}
+
+#if defined(IRIS_DETAIL_GPU_COMPILER)
+/* ---- element helpers (T: iris_bf16_t or iris_f16_t, 4 per 8-byte line) */
+template <typename T> struct iris_rmsnorm_type_ok { static const bool value = false; };
+template <> struct iris_rmsnorm_type_ok<iris_bf16_t> { static const bool value = true; };
+template <> struct iris_rmsnorm_type_ok<iris_f16_t> { static const bool value = true; };
+template <typename T> union iris_rmsnorm_line {
+  uint2 u;
+  T e[4];
+};
+/* fmaf chain in element order: the same instructions wherever it is inlined */
+IRIS_DEVICE_INLINE float iris_rmsnorm_line_ss(const float (&r)[4]) { return fmaf(r[3], r[3], fmaf(r[2], r[2], fmaf(r[1], r[1], r[0] * r[0]))); }
+/* The pairwise tree over the 32 lanes of a chunk (lane l's value at leaf l): xor masks
+ * in increasing order pair neighbours first. Every lane of the warp calls it; each gets
+ * the sum of its 32-lane group (float addition commutes, so both lanes of a pair agree). */
+IRIS_DEVICE_INLINE float iris_rmsnorm_chunk_sum(float v) {
+#pragma unroll
+  for (int m = 1; m < IRIS_RMSNORM_CHUNK; m *= 2) v = v + iris_detail_shfl_xor(v, m);
+  return v;
+}
+IRIS_DEVICE_INLINE float iris_rmsnorm_chunk_max(float v) {
+#pragma unroll
+  for (int m = 1; m < IRIS_RMSNORM_CHUNK; m *= 2) v = fmaxf(v, iris_detail_shfl_xor(v, m));
+  return v;
+}
+/* One 32-lane group: the pairwise tree over v[0..n) (n a power of two <= 8 * 32): lane l
+ * sums its n/32 consecutive leaves in a tree (or takes leaf l, 0 past n), then the lanes'
+ * tree. max_op: the maximum instead (order does not matter for it). */
+IRIS_DEVICE_INLINE float iris_rmsnorm_tree(const float *v, int n, int lane, bool max_op) {
+  const int m = n > IRIS_RMSNORM_CHUNK ? n / IRIS_RMSNORM_CHUNK : 1;
+  float a[IRIS_RMSNORM_MAX_CHUNKS / IRIS_RMSNORM_CHUNK > 1 ? IRIS_RMSNORM_MAX_CHUNKS / IRIS_RMSNORM_CHUNK : 1];
+  const int cap = (int)(sizeof a / sizeof a[0]);
+#pragma unroll
+  for (int j = 0; j < cap; j++) a[j] = j < m && lane * m + j < n ? v[lane * m + j] : 0.f;
+#pragma unroll
+  for (int w = 1; w < cap; w *= 2)
+#pragma unroll
+    for (int j = 0; j + w < cap; j += 2 * w)
+      if (w < m) a[j] = max_op ? fmaxf(a[j], a[j + w]) : a[j] + a[j + w];
+  return max_op ? iris_rmsnorm_chunk_max(a[0]) : iris_rmsnorm_chunk_sum(a[0]);
+}
+static_assert(IRIS_RMSNORM_MAX_CHUNKS <= 8 * IRIS_RMSNORM_CHUNK, "iris_rmsnorm_tree: at most 8 leaves per lane");
+
+/* Four floats to four e4m3 codes (byte k = value k), round to nearest even, saturated. */
+IRIS_DEVICE_INLINE unsigned iris_rmsnorm_fp8x4(const float (&q)[4]) {
+#if IRIS_DEVICE_FP8_CVT
+  return iris_detail_e4m3x4(q[0], q[1], q[2], q[3]);
+#else
+  return (unsigned)iris_float_to_fp8_e4m3(q[0]) | ((unsigned)iris_float_to_fp8_e4m3(q[1]) << 8) | ((unsigned)iris_float_to_fp8_e4m3(q[2]) << 16) |
+         ((unsigned)iris_float_to_fp8_e4m3(q[3]) << 24);
+#endif
+}
+/* Line `line` (4 codes) of an fp8 row of n bytes. */
+IRIS_DEVICE_INLINE void iris_rmsnorm_write_fp8(unsigned char *row, long long line, long long n, unsigned codes) {
+  unsigned char *p = row + line * 4;
+  if (line * 4 + 4 <= n && ((uintptr_t)p & 3) == 0) { *(unsigned *)p = codes; return; }
+  for (int k = 0; k < 4 && line * 4 + k < n; k++) p[k] = (unsigned char)(codes >> (8 * k));
+}
+/* The per-token scale from the row's amax (IRIS_QUANT_FP8_PER_TOKEN). */
+IRIS_DEVICE_INLINE float iris_rmsnorm_token_scale(float amax) {
+  const float s = amax / 448.f, floor_ = 1.f / (448.f * 512.f);
+  return s > floor_ ? s : floor_;
+}
+
+/* The block's cross-CTA step for a row split over several CTAs: `solo` (one CTA per
+ * row) returns the block's own value. */
+struct iris_rmsnorm_solo {
+  IRIS_DEVICE_INLINE bool combine(float &v, int, bool) const { return true; }
+};
+
+/* The second half of a row, once pass 1 has written this CTA's residual lines and left
+ * their chunk sums in cs[0 .. sh.per_cta): whole block. The block tree, the CTAs'
+ * combination (X), inv, the out (and fp8) lines of this CTA. False if X failed (a wait
+ * ran out): then nothing more is written. */
+template <typename T, typename X>
+IRIS_DEVICE_INLINE bool iris_rmsnorm_finish(const iris_rmsnorm_shape_t &sh, int k, T *res, const T *weight, T *out, int quant, unsigned char *q8, float *scale,
+                                            float eps, float *cs, const X &x) {
+  __shared__ float s_val;
+  const int tid = (int)threadIdx.x, lane = tid % IRIS_RMSNORM_CHUNK, g = tid / IRIS_RMSNORM_CHUNK, G = (int)blockDim.x / IRIS_RMSNORM_CHUNK;
+  const int iters = (sh.per_cta + G - 1) / G;
+  __syncthreads();
+  if (g == 0) {
+    const float t = iris_rmsnorm_tree(cs, sh.per_cta, lane, false);
+    if (lane == 0) s_val = t;
+  }
+  __syncthreads();
+  float ss = s_val;
+  if (!x.combine(ss, 0, false)) return false;
+  const float inv = 1.f / sqrtf(ss / (float)sh.hidden + eps);
+  float inv_scale = 0.f, amax = 0.f;
+  if (quant == IRIS_QUANT_FP8_PER_TENSOR) inv_scale = 1.f / *scale;
+  for (int it = 0; it < iters; it++) {
+    const int j = it * G + g;
+    const long long line = ((long long)k * sh.per_cta + j) * IRIS_RMSNORM_CHUNK + lane;
+    if (j >= sh.per_cta || line >= sh.lines) continue;
+    iris_rmsnorm_line<T> r, w, y;
+    r.u = iris_coll_read8(res, (size_t)line, (size_t)sh.hidden);
+    w.u = iris_coll_read8(weight, (size_t)line, (size_t)sh.hidden);
+    float f[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      y.e[e] = iris_coll_down<T>((iris_coll_up(r.e[e]) * inv) * iris_coll_up(w.e[e]));
+      f[e] = iris_coll_up(y.e[e]);
+      if (line * 4 + e < sh.hidden) amax = fmaxf(amax, fabsf(f[e]));
+    }
+    iris_coll_write8(out, (size_t)line, (size_t)sh.hidden, y.u);
+    if (quant == IRIS_QUANT_FP8_PER_TENSOR) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) f[e] *= inv_scale;
+      iris_rmsnorm_write_fp8(q8, line, sh.hidden, iris_rmsnorm_fp8x4(f));
+    }
+  }
+  if (quant != IRIS_QUANT_FP8_PER_TOKEN) return true;
+  /* per token: the row's amax (order does not matter), its scale, then the codes */
+  amax = iris_rmsnorm_chunk_max(amax);
+  if (lane == 0) cs[g] = amax;
+  __syncthreads();
+  if (g == 0) {
+    const float t = iris_rmsnorm_chunk_max(lane < G ? cs[lane] : 0.f);
+    if (lane == 0) s_val = t;
+  }
+  __syncthreads();
+  amax = s_val;
+  if (!x.combine(amax, 1, true)) return false;
+  const float sc = iris_rmsnorm_token_scale(amax);
+  inv_scale = 1.f / sc;
+  if (k == 0 && tid == 0) *scale = sc;
+  for (int it = 0; it < iters; it++) {
+    const int j = it * G + g;
+    const long long line = ((long long)k * sh.per_cta + j) * IRIS_RMSNORM_CHUNK + lane;
+    if (j >= sh.per_cta || line >= sh.lines) continue;
+    iris_rmsnorm_line<T> y;
+    y.u = iris_coll_read8(out, (size_t)line, (size_t)sh.hidden); /* this thread's own store */
+    float f[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) f[e] = iris_coll_up(y.e[e]) * inv_scale;
+    iris_rmsnorm_write_fp8(q8, line, sh.hidden, iris_rmsnorm_fp8x4(f));
+  }
+  return true;
+}
+
+/* iris_add_rmsnorm_block: declared, with its contract, in iris_collectives.h */
+template <typename T>
+IRIS_DEVICE_INLINE void iris_add_rmsnorm_block(const T *sum, T *residual, const T *weight, T *out, long long hidden, float eps, iris_quant_t quant,
+                                               unsigned char *out_fp8, float *scale) {
+  static_assert(iris_rmsnorm_type_ok<T>::value, "iris_add_rmsnorm_block: T is iris_bf16_t or iris_f16_t");
+  __shared__ float cs[IRIS_RMSNORM_MAX_CHUNKS];
+  const iris_rmsnorm_shape_t sh = iris_rmsnorm_shape(hidden, 1);
+  const int tid = (int)threadIdx.x, lane = tid % IRIS_RMSNORM_CHUNK, g = tid / IRIS_RMSNORM_CHUNK, G = (int)blockDim.x / IRIS_RMSNORM_CHUNK;
+  const int iters = (sh.per_cta + G - 1) / G;
+  __syncthreads(); /* cs is free (a previous row's finish is over in every thread) */
+  for (int it = 0; it < iters; it++) {
+    const int j = it * G + g;
+    const long long line = (long long)j * IRIS_RMSNORM_CHUNK + lane;
+    float q = 0.f;
+    if (j < sh.per_cta && line < sh.lines) {
+      iris_rmsnorm_line<T> s, r;
+      float f[4];
+      s.u = iris_coll_read8(sum, (size_t)line, (size_t)hidden);
+      r.u = iris_coll_read8(residual, (size_t)line, (size_t)hidden);
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        r.e[e] = iris_coll_down<T>(iris_coll_up(s.e[e]) + iris_coll_up(r.e[e]));
+        f[e] = line * 4 + e < hidden ? iris_coll_up(r.e[e]) : 0.f;
+      }
+      iris_coll_write8(residual, (size_t)line, (size_t)hidden, r.u);
+      q = iris_rmsnorm_line_ss(f);
+    }
+    q = iris_rmsnorm_chunk_sum(q);
+    if (lane == 0 && j < sh.per_cta) cs[j] = q;
+  }
+  iris_rmsnorm_finish<T>(sh, 0, residual, weight, out, (int)quant, out_fp8, scale, eps, cs, iris_rmsnorm_solo());
+}
+
+/* iris_tile_all_reduce_rmsnorm: declared, with its contract, in iris_collectives.h */
+template <typename T>
+IRIS_DEVICE_INLINE bool iris_tile_all_reduce_rmsnorm(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t x, T *residual,
+                                                     const T *weight, T *out, int rows_per_tile, float eps, iris_quant_t quant, unsigned char *out_fp8,
+                                                     float *scale) {
+  const long long hidden = x.cols, r0 = (long long)tile * rows_per_tile;
+  iris_view2d_t dst = iris_view2d(out, x.rows, hidden, hidden, (int)sizeof(T));
+  if (!iris_tile_all_reduce<T, IRIS_SUM>(ctx, f, tile, x, dst, rows_per_tile, (int)hidden)) return false;
+  for (long long r = r0; r < r0 + rows_per_tile && r < x.rows; r++)
+    iris_add_rmsnorm_block<T>(out + r * hidden, residual + r * hidden, weight, out + r * hidden, hidden, eps, quant, out_fp8 ? out_fp8 + r * hidden : NULL,
+                              quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + r : scale);
+  return true;
+}
+
+/* ---- the fused kernels: one launch, no barrier (the LL protocol of iris_coll_ll_kernel).
+ * Row t is split over sh.cpr CTAs (blockIdx.x = t * cpr + k); CTA k owns chunks
+ * [k * per_cta, (k+1) * per_cta) of the row, and every thread the same lines in every
+ * phase, so out may be x.
+ *   one-shot (TWO = false): every rank pushes its lines of row t into every peer's one-shot
+ *     LL slots (call c's parity, source me, line t * lines + l) and sums the row's lines
+ *     of every rank in rank order.
+ *   two-shot (TWO = true): row t belongs to rank t % W (its q = t / W-th row). Every rank
+ *     pushes its lines of row t into the owner's two-shot LL phase-0 slots (source me, line
+ *     q * lines + l); the owner sums them in rank order (with its own) and pushes the sum
+ *     (already rounded to T) into every peer's phase-1 slots (source owner, the same line);
+ *     the others take it from there. Half the bytes per rank of the one-shot at 4 ranks,
+ *     one hop more; the slots hold W times the rows.
+ * Then each CTA adds the residual and the row's CTAs exchange their sums of squares (and
+ * amax) through this rank's own one-shot row of the call's parity (source me: peers never
+ * write it, the one-shot kernels never read it), as LL lines with the call's epoch. A
+ * mismatched call writes nothing: every wait also matches every peer's header
+ * (iris_coll_ll_wait_all / iris_coll_ll_wait), before the first write of a user buffer or
+ * of a phase-1 line. Two parities suffice as for the LL kernels: no rank ends call c
+ * before every peer's header of call c matched (with IRIS_COLL_CHECK=0: before every
+ * rank pushed what it reads in call c). */
+struct iris_rmsnorm_xchg {
+  const iris_coll_dev_t *d;
+  uint4 *own; /* this rank's own row of the call's parity */
+  long long slot0; /* this row's first exchange slot: t * cpr (amax: + tokens * cpr) */
+  long long amax_off;
+  int cpr, k;
+  unsigned epoch, c;
+  /* Whole block: v = the tree sum (or max) of the row's CTAs' v, in CTA order. */
+  IRIS_DEVICE_INLINE bool combine(float &v, int which, bool max_op) const {
+    __shared__ float s_x[IRIS_RMSNORM_CHUNK];
+    __shared__ int s_ok;
+    const int tid = (int)threadIdx.x;
+    if (cpr == 1) return true;
+    uint4 *slots = own + slot0 + (which ? amax_off : 0);
+    if (tid == 0) {
+      iris_coll_ll_store(slots + k, make_uint2(__float_as_uint(v), 0u), epoch);
+      s_ok = 1;
+    }
+    __syncthreads();
+    if (tid < cpr) {
+      iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
+      uint2 got;
+      for (;;) {
+        if (iris_coll_ll_ready(iris_coll_ll_peek(slots + tid), epoch, &got)) { s_x[tid] = __uint_as_float(got.x); break; }
+        if (iris_detail_wait_expired(d->ctx, spin, d->ctx.rank, IRIS_COLL_SITE(IRIS_COLL_AR, IRIS_SITE_LL), c)) { s_ok = 0; break; }
+      }
+    }
+    __syncthreads();
+    if (!s_ok) return false;
+    if (tid < IRIS_RMSNORM_CHUNK) {
+      const float t = iris_rmsnorm_tree(s_x, cpr, tid, max_op);
+      if (tid == 0) s_x[0] = t;
+    }
+    __syncthreads();
+    v = s_x[0];
+    __syncthreads(); /* s_x is read before a later combine writes it */
+    return true;
+  }
+};
+static_assert(IRIS_MAX_RANKS <= 64, "the fused kernels' blocks have at least 64 threads, one per rank for the headers");
+
+template <typename T, bool TWO>
+__global__ void __launch_bounds__(256) iris_rmsnorm_fused_kernel(iris_coll_dev_t d, const T *x, T *residual, const T *weight, T *out, long long tokens,
+                                                                 iris_rmsnorm_shape_t sh, float eps, int quant, unsigned char *q8, float *scale,
+                                                                 unsigned long long sig) {
+  __shared__ float cs[IRIS_RMSNORM_MAX_CHUNKS];
+  const int W = d.ctx.world_size, me = d.ctx.rank, tid = (int)threadIdx.x;
+  const int lane = tid % IRIS_RMSNORM_CHUNK, g = tid / IRIS_RMSNORM_CHUNK, G = (int)blockDim.x / IRIS_RMSNORM_CHUNK;
+  const long long t = blockIdx.x / sh.cpr;
+  const int k = (int)(blockIdx.x % sh.cpr), iters = (sh.per_cta + G - 1) / G;
+  const int owner = (int)(t % W); /* two-shot: the rank that sums row t */
+  iris_detail_pdl_wait(); /* launched with PDL as the latency kernels: nothing is read before */
+  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
+  iris_detail_pdl_trigger();
+  const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
+  uint4 *const mine = IRIS_COLL_LL_ROWS(d, c, W);                          /* one-shot [src][line] of this parity */
+  uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W); /* two-shot */
+  const long long base = TWO ? (t / W) * sh.lines : t * sh.lines;         /* the row's first slot line */
+  uint4 *const sums = TWO ? ph0 : mine;
+  const size_t stride = TWO ? d.ll2_lines : d.ll_lines;
+  const T *xr = x + t * sh.hidden;
+  T *rr = residual + t * sh.hidden;
+  iris_coll_mask_t seen = 0;
+  int ok = 1;
+  iris_coll_announce(d, c, sig32);
+  /* push: this CTA's lines of row t into every peer's slots [me] (two-shot: the owner's) */
+  for (int it = 0; it < iters; it++) {
+    const int j = it * G + g;
+    const long long line = ((long long)k * sh.per_cta + j) * IRIS_RMSNORM_CHUNK + lane;
+    if (j >= sh.per_cta || line >= sh.lines) continue;
+    const uint2 v = iris_coll_read8(xr, (size_t)line, (size_t)sh.hidden);
+    if (TWO) {
+      if (owner != me) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, me, base + line), owner), v, epoch);
+    } else {
+      for (int p = 1; p < W; p++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, base + line), (me + p) % W), v, epoch);
+    }
+  }
+  if (tid == 0 && (long long)k * sh.per_cta * IRIS_RMSNORM_CHUNK >= sh.lines) { /* a CTA of padding only: it matches the headers all the same */
+    uint2 none;
+    ok = iris_coll_ll_wait(d, NULL, epoch, &none, me, c, sig32, all, seen, IRIS_COLL_AR);
+  }
+  /* the row's sum (in rank order), the residual, the chunk sums of squares */
+  for (int it = 0; it < iters; it++) {
+    const int j = it * G + g;
+    const long long line = ((long long)k * sh.per_cta + j) * IRIS_RMSNORM_CHUNK + lane;
+    float q = 0.f;
+    if (ok > 0 && j < sh.per_cta && line < sh.lines) {
+      iris_rmsnorm_line<T> xv, sv, rv;
+      float acc[4], f[4];
+      if (!TWO || owner == me) {
+        uint2 in[IRIS_COLL_LL_GROUP];
+        const uint2 own = iris_coll_read8(xr, (size_t)line, (size_t)sh.hidden);
+        for (int r0 = 0; ok > 0 && r0 < W; r0 += IRIS_COLL_LL_GROUP) {
+          if ((ok = iris_coll_ll_wait_all(d, sums + base + line, stride, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR)) <= 0) break;
+#pragma unroll
+          for (int jj = 0; jj < IRIS_COLL_LL_GROUP; jj++) {
+            const int r = r0 + jj;
+            if (r >= W) break;
+            xv.u = r == me ? own : in[jj];
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[e] = r == 0 ? iris_coll_up(xv.e[e]) : acc[e] + iris_coll_up(xv.e[e]);
+          }
+        }
+        if (ok > 0) {
+#pragma unroll
+          for (int e = 0; e < 4; e++) sv.e[e] = iris_coll_down<T>(acc[e]); /* the all-reduce's bits */
+          if (TWO)
+            for (int p = 1; p < W; p++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph1, d, me, base + line), (me + p) % W), sv.u, epoch);
+        }
+      } else {
+        ok = iris_coll_ll_wait(d, IRIS_COLL_LL2_SLOT(ph1, d, owner, base + line), epoch, &sv.u, owner, c, sig32, all, seen, IRIS_COLL_AR);
+      }
+      if (ok > 0) {
+        rv.u = iris_coll_read8(rr, (size_t)line, (size_t)sh.hidden);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          rv.e[e] = iris_coll_down<T>(iris_coll_up(sv.e[e]) + iris_coll_up(rv.e[e]));
+          f[e] = line * 4 + e < sh.hidden ? iris_coll_up(rv.e[e]) : 0.f;
+        }
+        iris_coll_write8(rr, (size_t)line, (size_t)sh.hidden, rv.u);
+        q = iris_rmsnorm_line_ss(f);
+      }
+    }
+    q = iris_rmsnorm_chunk_sum(q);
+    if (lane == 0 && j < sh.per_cta) cs[j] = q;
+  }
+  if (__syncthreads_or(ok <= 0)) return; /* a mismatch (every thread of every CTA sees the same headers) or a wait that ran out */
+  iris_rmsnorm_xchg xg;
+  xg.d = &d;
+  xg.own = IRIS_COLL_LL_SLOT(mine, d, me, 0);
+  xg.slot0 = t * sh.cpr;
+  xg.amax_off = tokens * sh.cpr;
+  xg.cpr = sh.cpr;
+  xg.k = k;
+  xg.epoch = epoch;
+  xg.c = c;
+  iris_rmsnorm_finish<T>(sh, k, rr, weight, out + t * sh.hidden, quant, q8 ? q8 + t * sh.hidden : NULL, quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + t : scale, eps,
+                         cs, xg);
+}
+
+/* ---- the separate path's norm kernel: one CTA per row, after the all-reduce wrote the
+ * sums into `sum`. A call of its own (its header exchange is its start barrier), so a
+ * mismatched call (other tokens, hidden, quantisation) writes no user buffer here: the
+ * all-reduce before it wrote only `sum` (the staging area when there is one). */
+template <typename T>
+__global__ void __launch_bounds__(256) iris_rmsnorm_norm_kernel(iris_coll_dev_t d, const T *sum, T *residual, const T *weight, T *out, long long hidden, float eps,
+                                                                int quant, unsigned char *q8, float *scale, unsigned long long sig, int check) {
+  const long long t = blockIdx.x;
+  if (check) {
+    unsigned call, epoch;
+    if (!iris_coll_kernel_start(d, sig, IRIS_COLL_AR, call, epoch)) return;
+  }
+  iris_add_rmsnorm_block<T>(sum + t * hidden, residual + t * hidden, weight, out + t * hidden, hidden, eps, (iris_quant_t)quant, q8 ? q8 + t * hidden : NULL,
+                            quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + t : scale);
+}
+#endif /* IRIS_DETAIL_GPU_COMPILER */
+
+#endif /* IRIS_INTERNAL_COLL_RMSNORM_H */

@@ -1,0 +1,198 @@
+/* internal/coll/rmsnorm_host.h: the host side of iris_all_reduce_rmsnorm: argument
+ * checks, the choice of path (the one-shot fused kernel, or the all-reduce then the norm
+ * kernel), the grid, the call signature. Under IRIS_IMPLEMENTATION (nvcc, hipcc).
+ * Part of iris_collectives.h; not a public header. */
+#ifndef IRIS_INTERNAL_COLL_RMSNORM_HOST_H
+#define IRIS_INTERNAL_COLL_RMSNORM_HOST_H
+#include "../../iris_collectives.h"
+#include "../core/sys.h"
+#include "../core/platform.h"
+#include "../core/status.h"
+#include "plan.h"
+#include "protocol.h"
+#include "rmsnorm.h"
+#include "launch.h"
+#include "host.h"
+#include "api.h"
+
+/* CTAs per row of the fused kernel, at most: each CTA's sum of squares is polled by the
+ * row's other CTAs (one lane per CTA). */
+#define IRIS_RMSNORM_MAX_CPR 16
+static_assert(IRIS_RMSNORM_MAX_CPR <= IRIS_RMSNORM_CHUNK, "a row's CTAs are combined by one 32-lane group");
+
+/* Threads of a CTA that owns `per_cta` chunks: a 32-lane group per chunk, 2 to 8 groups
+ * (at least 64 threads: one per rank for the call headers). */
+static int iris_rmsnorm_threads(int per_cta) { return 32 * (per_cta < 2 ? 2 : per_cta > 8 ? 8 : per_cta); }
+/* CTAs per row of the fused kernel: the largest power of two that keeps tokens * cpr
+ * within the SMs (every CTA of a row must be resident at once: they wait for each other). */
+static int iris_rmsnorm_cpr(size_t tokens, long long hidden, int sms) {
+  const iris_rmsnorm_shape_t one = iris_rmsnorm_shape(hidden, 1);
+  int cpr = 1;
+  while (cpr * 2 <= IRIS_RMSNORM_MAX_CPR && cpr * 2 <= one.pow2 && (size_t)cpr * 2 * tokens <= (size_t)sms) cpr *= 2;
+  return cpr;
+}
+static unsigned long long iris_rmsnorm_sig(int path, size_t tokens, size_t hidden, iris_dtype_t t, int quant, int cpr, int threads, size_t piece) {
+  unsigned long long sig = 1469598103934665603ULL;
+  const unsigned long long parts[] = {0x524d534e4f524dULL /* "RMSNORM" */, (unsigned long long)path, tokens, hidden, (unsigned long long)t,
+                                      (unsigned long long)quant, (unsigned long long)cpr, (unsigned long long)threads, piece};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) sig = (sig ^ parts[i]) * 1099511628211ULL;
+  return sig;
+}
+
+/* The kernels of one type, where this unit compiles its sums (IRIS_COLL_TYPES). */
+template <typename T, bool BUILT = ((unsigned)(IRIS_COLL_TYPES) >> iris_coll_dtype_of<T>::value & 1u) && ((unsigned)(IRIS_COLL_OPS) & 1u << IRIS_SUM)>
+struct iris_rmsnorm_launch {
+  static void fused(const iris_coll_state_t *s, bool two, const void *x, void *res, const void *w, void *out, size_t tokens, iris_rmsnorm_shape_t sh, float eps,
+                    int quant, void *q8, float *scale, unsigned long long sig, int threads, iris_stream_t stream) {
+    const unsigned grid = (unsigned)(tokens * (size_t)sh.cpr);
+    if (two)
+      (void)iris_detail_launch(iris_rmsnorm_fused_kernel<T, true>, grid, (unsigned)threads, stream, s->pdl, s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out,
+                               (long long)tokens, sh, eps, quant, (unsigned char *)q8, scale, sig);
+    else
+      (void)iris_detail_launch(iris_rmsnorm_fused_kernel<T, false>, grid, (unsigned)threads, stream, s->pdl, s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out,
+                               (long long)tokens, sh, eps, quant, (unsigned char *)q8, scale, sig);
+  }
+  static void norm(const iris_coll_state_t *s, const void *sum, void *res, const void *w, void *out, size_t rows, long long hidden, float eps, int quant, void *q8,
+                   float *scale, unsigned long long sig, int check, iris_stream_t stream) {
+    const int threads = iris_rmsnorm_threads(iris_rmsnorm_shape(hidden, 1).per_cta);
+    iris_rmsnorm_norm_kernel<T><<<(unsigned)rows, threads, 0, stream>>>(s->dev, (const T *)sum, (T *)res, (const T *)w, (T *)out, hidden, eps, quant,
+                                                                       (unsigned char *)q8, scale, sig, check);
+  }
+};
+template <typename T> struct iris_rmsnorm_launch<T, false> {
+  static void fused(const iris_coll_state_t *, bool, const void *, void *, const void *, void *, size_t, iris_rmsnorm_shape_t, float, int, void *, float *,
+                    unsigned long long, int, iris_stream_t) {}
+  static void norm(const iris_coll_state_t *, const void *, void *, const void *, void *, size_t, long long, float, int, void *, float *, unsigned long long, int,
+                   iris_stream_t) {}
+};
+
+/* The norm kernel over rows [t0, t0 + n) with the sums at sum. */
+static void iris_rmsnorm_launch_norm(const iris_coll_state_t *s, iris_dtype_t t, const void *sum, void *res, const void *w, void *out, size_t t0, size_t n,
+                                     size_t hidden, float eps, int quant, void *q8, float *scale, unsigned long long sig, int check, iris_stream_t stream) {
+  const size_t off = t0 * hidden * 2;
+  char *q = q8 ? (char *)q8 + t0 * hidden : NULL;
+  float *sc = quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + t0 : scale;
+  if (t == IRIS_BFLOAT16)
+    iris_rmsnorm_launch<iris_bf16_t>::norm(s, sum, (char *)res + off, w, (char *)out + off, n, (long long)hidden, eps, quant, q, sc, sig, check, stream);
+  else
+    iris_rmsnorm_launch<iris_f16_t>::norm(s, sum, (char *)res + off, w, (char *)out + off, n, (long long)hidden, eps, quant, q, sc, sig, check, stream);
+}
+
+/* One call on one node, inside the context's ordering (iris_detail_order_begin / _end). */
+static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, const void *x, void *res, const void *w, void *out, size_t tokens, size_t hidden,
+                                          float eps, iris_dtype_t t, int quant, void *q8, float *scale, iris_rmsnorm_algo_t algo, iris_stream_t stream) {
+  static const char *const name = "iris_all_reduce_rmsnorm";
+  const int W = iris_local_size(ctx), me = iris_local_rank(ctx);
+  const size_t es = 2, bytes = tokens * hidden * es;
+  iris_gpu_error_t e;
+  int one = 0, two = 0, cpr = 1, path;
+  iris_rmsnorm_shape_t sh = iris_rmsnorm_shape((long long)hidden, 1);
+  if (W > 1) { /* what fits the slots: the one-shot's, the two-shot's (each rank's rows), the CTAs' exchange lines */
+    cpr = iris_rmsnorm_cpr(tokens, (long long)hidden, s->sms);
+    sh = iris_rmsnorm_shape((long long)hidden, cpr);
+    const int small = tokens <= IRIS_RMSNORM_FUSED_MAX_TOKENS && 2 * tokens * (size_t)cpr <= s->dev.ll_lines;
+    one = small && tokens * (size_t)sh.lines <= s->dev.ll_lines;
+    two = small && (tokens + (size_t)W - 1) / (size_t)W * (size_t)sh.lines <= s->dev.ll2_lines;
+  }
+  if ((algo == IRIS_RMSNORM_FUSED && !one) || (algo == IRIS_RMSNORM_TWO_SHOT && !two))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: %s takes a world of 2 or more ranks on one node, at most %d tokens, and rows that fit its slots "
+                            "(%zu lines of 8 bytes: %s), not %zu tokens x %zu", me, name, algo == IRIS_RMSNORM_FUSED ? "IRIS_RMSNORM_FUSED" : "IRIS_RMSNORM_TWO_SHOT",
+                            IRIS_RMSNORM_FUSED_MAX_TOKENS, algo == IRIS_RMSNORM_FUSED ? s->dev.ll_lines : s->dev.ll2_lines,
+                            algo == IRIS_RMSNORM_FUSED ? "tokens x hidden / 4" : "ceil(tokens / world) x hidden / 4", tokens, hidden);
+  if (algo == IRIS_RMSNORM_FUSED) path = 1;
+  else if (algo == IRIS_RMSNORM_TWO_SHOT) path = 4;
+  else if (algo == IRIS_RMSNORM_SEPARATE) path = 2;
+  else if (one && (W == 2 || bytes <= IRIS_RMSNORM_ONESHOT_MAX_BYTES)) path = 1; /* 2 ranks: the one-shot stores no more than the two-shot, one hop less */
+  else if (two && bytes <= IRIS_RMSNORM_FUSED_MAX_BYTES) path = 4;
+  else path = 2;
+  if (path != 2) {
+    const int threads = iris_rmsnorm_threads(sh.per_cta);
+    const unsigned long long sig = iris_rmsnorm_sig(path, tokens, hidden, t, quant, cpr, threads, 0);
+    if (t == IRIS_BFLOAT16) iris_rmsnorm_launch<iris_bf16_t>::fused(s, path == 4, x, res, w, out, tokens, sh, eps, quant, q8, scale, sig, threads, stream);
+    else iris_rmsnorm_launch<iris_f16_t>::fused(s, path == 4, x, res, w, out, tokens, sh, eps, quant, q8, scale, sig, threads, stream);
+    e = iris_gpu_last_error();
+    if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
+    return IRIS_SUCCESS;
+  }
+  if (W == 1) { /* the all-reduce of one rank is x itself */
+    iris_rmsnorm_launch_norm(s, t, x, res, w, out, 0, tokens, hidden, eps, quant, q8, scale, 0, 0, stream);
+    e = iris_gpu_last_error();
+    if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
+    return IRIS_SUCCESS;
+  }
+  /* separate: the all-reduce into the staging area (no user buffer written before the norm
+   * kernel's header exchange), in pieces of whole rows that fit it; into out without one */
+  {
+    const size_t step = s->stage_bytes ? iris_coll_staging_step(s->stage_bytes, es, W, 0) : 0;
+    const size_t rows = step >= hidden ? step / hidden : tokens;
+    char *const dest = step >= hidden ? s->stage_in : (char *)out;
+    iris_status_t st;
+    for (size_t t0 = 0; t0 < tokens; t0 += rows) {
+      const size_t n = tokens - t0 < rows ? tokens - t0 : rows;
+      char *sum = dest == s->stage_in ? dest : (char *)out + t0 * hidden * es;
+      if ((st = iris_coll_enqueue(ctx, IRIS_COLL_AR, (const char *)x + t0 * hidden * es, sum, n * hidden, t, IRIS_SUM, 0, stream, NULL)) != IRIS_SUCCESS) return st;
+      iris_rmsnorm_launch_norm(s, t, sum, res, w, out, t0, n, hidden, eps, quant, q8, scale, iris_rmsnorm_sig(2, tokens, hidden, t, quant, 1, 0, t0), 1, stream);
+      e = iris_gpu_last_error();
+      if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
+    }
+  }
+  return IRIS_SUCCESS;
+}
+
+IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,
+                                                  iris_dtype_t type, iris_stream_t stream, const iris_rmsnorm_opts_t *opts) {
+  static const char *const name = "iris_all_reduce_rmsnorm";
+  const iris_rmsnorm_opts_t defaults = IRIS_RMSNORM_OPTS_INIT;
+  const iris_rmsnorm_opts_t *o = opts ? opts : &defaults;
+  iris_coll_state_t *s;
+  iris_status_t st, st2;
+  int me;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL context", name);
+  me = iris_rank(ctx);
+  if (o->struct_size != sizeof(iris_rmsnorm_opts_t))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: iris_rmsnorm_opts_t.struct_size is wrong: start from IRIS_RMSNORM_OPTS_INIT", name);
+  if (type != IRIS_BFLOAT16 && type != IRIS_FLOAT16)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: type %d: IRIS_BFLOAT16 or IRIS_FLOAT16 only", me, name, (int)type);
+  if (hidden < 1 || hidden > IRIS_RMSNORM_MAX_HIDDEN)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: hidden %zu outside [1, %d]", me, name, hidden, IRIS_RMSNORM_MAX_HIDDEN);
+  if ((unsigned)o->quant > (unsigned)IRIS_QUANT_FP8_PER_TOKEN || (unsigned)o->algo > (unsigned)IRIS_RMSNORM_TWO_SHOT)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown quantisation %d or algorithm %d", me, name, (int)o->quant, (int)o->algo);
+  if (o->quant != IRIS_QUANT_NONE && (!o->out_fp8 || !o->scale))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: fp8 output needs out_fp8 and scale", me, name);
+  if (!iris_coll_compiled_in(type, IRIS_SUM))
+    return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: the sum of this type is not compiled in (IRIS_COLL_TYPES 0x%x, IRIS_COLL_OPS 0x%x)", me, name,
+                            (unsigned)(IRIS_COLL_TYPES), (unsigned)(IRIS_COLL_OPS));
+  if (tokens == 0) return IRIS_SUCCESS;
+  if (!x || !residual || !weight || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL buffer", me, name);
+  if (residual == x || residual == out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: residual must be neither x nor out", me, name);
+  if (tokens > ((size_t)1 << 39) / hidden) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: %zu tokens is too many", me, name, tokens);
+  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
+  if (!(s = (iris_coll_state_t *)iris_detail_get_ext(ctx))) {
+    if (iris_gpu_stream_capturing(stream))
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: the first collective call (or iris_collectives_setup) must come before graph capture", me,
+                              name);
+    if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;
+    s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
+  }
+  if (iris_num_nodes(ctx) > 1) { /* the multi-node all-reduce into out, then the norm kernel on this node */
+    if (o->algo == IRIS_RMSNORM_FUSED || o->algo == IRIS_RMSNORM_TWO_SHOT)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_RMSNORM_FUSED and _TWO_SHOT take a world on one node", me, name);
+    if ((st = iris_all_reduce_ex(ctx, x, out, tokens * hidden, type, IRIS_SUM, stream, NULL)) != IRIS_SUCCESS) return st;
+    if ((st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
+    iris_rmsnorm_launch_norm(s, type, out, residual, weight, out, 0, tokens, hidden, eps, (int)o->quant, o->out_fp8, o->scale,
+                             iris_rmsnorm_sig(3, tokens, hidden, type, (int)o->quant, 1, 0, 0), iris_local_size(ctx) > 1, stream);
+    st = iris_gpu_last_error() == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed", me, name);
+    st2 = iris_detail_order_end(ctx, stream);
+    return st != IRIS_SUCCESS ? st : st2;
+  }
+  if (iris_world_size(ctx) > 1 && (st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
+  st = iris_rmsnorm_enqueue(ctx, s, x, residual, weight, out, tokens, hidden, eps, type, (int)o->quant, o->out_fp8, o->scale, o->algo, stream);
+  st2 = iris_world_size(ctx) > 1 ? iris_detail_order_end(ctx, stream) : IRIS_SUCCESS;
+  return st != IRIS_SUCCESS ? st : st2;
+}
+IRIS_DEF iris_status_t iris_all_reduce_rmsnorm(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,
+                                               iris_dtype_t type, iris_stream_t stream) {
+  return iris_all_reduce_rmsnorm_ex(ctx, x, residual, weight, out, tokens, hidden, eps, type, stream, NULL);
+}
+
+#endif /* IRIS_INTERNAL_COLL_RMSNORM_HOST_H */

@@ -1,0 +1,488 @@
+// iris_all_reduce_rmsnorm tests: residual += all_reduce(x); out = rmsnorm(residual) * w
+// (+ fp8 per tensor / per token), bf16 and fp16, every path (the one-shot and two-shot
+// fused kernels, the separate all-reduce + norm kernel, past 512 tokens the fallback), odd hidden sizes,
+// 1 token, in place (out = x), x on and off the heap, rank skew, graphs replayed many
+// times, a mismatch (ranks with different hidden) seen on every rank with nothing
+// written, and bad input.
+// Each result is checked three ways: bit for bit against a host emulation of the
+// documented arithmetic (fp32 sums in rank order, the fixed tree of the sum of squares),
+// against a float64 reference within one rounding of the type, and the same bits on
+// every rank (a hash of every output, exchanged). Outputs are poisoned before each call.
+//   fused_test N       N processes (iris_launch_local), one per GPU
+#define IRIS_IMPLEMENTATION
+#include "../iris_collectives.h"
+#include "test_util.h"
+
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <vector>
+
+typedef unsigned short u16;
+static const char *tname(int t) { return t == IRIS_BFLOAT16 ? "bf16" : "fp16"; }
+static const char *qname(int q) { return q == IRIS_QUANT_NONE ? "no fp8" : q == IRIS_QUANT_FP8_PER_TENSOR ? "fp8/tensor" : "fp8/token"; }
+
+// ---- host arithmetic of the two types
+static float up(int t, u16 b) {
+  if (t == IRIS_BFLOAT16) { unsigned u = (unsigned)b << 16; float f; memcpy(&f, &u, 4); return f; }
+  return __half2float(__ushort_as_half(b));
+}
+static u16 down(int t, float f) {
+  if (t == IRIS_BFLOAT16) { unsigned u; memcpy(&u, &f, 4); return (u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+  return __half_as_ushort(__float2half_rn(f));
+}
+// inputs: 8 significant bits, 2^-3 .. 2^3 (exact in both types; fp32 sums of them exact)
+static u16 value(int t, uint64_t h) {
+  const int64_t m = (int64_t)(h % 255) - 127;
+  const int e = (int)((h >> 20) % 7) - 3;
+  return down(t, ldexpf((float)m / 64.f, e));
+}
+static uint64_t hkey(uint64_t seed, int what, int r, int call, size_t i) { return key(seed, (uint64_t)what, (uint64_t)r, (uint64_t)call, i); }
+
+// the contiguous pairwise tree of the sum of squares (internal/coll/rmsnorm.h)
+static float tree(std::vector<float> v) { // v.size() a power of two
+  for (size_t w = 1; w < v.size(); w *= 2)
+    for (size_t j = 0; j + w < v.size(); j += 2 * w) v[j] = v[j] + v[j + w];
+  return v[0];
+}
+static float row_ss(const u16 *r, int t, size_t hidden) {
+  const size_t lines = (hidden + 3) / 4, chunks = (lines + 31) / 32;
+  size_t p2 = 1;
+  while (p2 < chunks) p2 *= 2;
+  std::vector<float> cs(p2, 0.f);
+  for (size_t c = 0; c < chunks; c++) {
+    std::vector<float> q(32, 0.f);
+    for (size_t l = 0; l < 32; l++) {
+      const size_t line = c * 32 + l;
+      if (line >= lines) continue;
+      float f[4];
+      for (int e = 0; e < 4; e++) f[e] = line * 4 + e < hidden ? up(t, r[line * 4 + e]) : 0.f;
+      q[l] = fmaf(f[3], f[3], fmaf(f[2], f[2], fmaf(f[1], f[1], f[0] * f[0])));
+    }
+    cs[c] = tree(q);
+  }
+  return tree(cs);
+}
+
+struct Case {
+  int type, quant;
+  size_t tokens, hidden;
+  iris_rmsnorm_algo_t algo;
+  bool inplace, heap_x;
+};
+struct Host { // one call's inputs and expected outputs (this rank's view)
+  std::vector<u16> x, res, w, out;          // res: before (in) / after (expected)
+  std::vector<unsigned char> q8;
+  std::vector<float> scales;                // per token: expected; per tensor: the input
+  double worst = 0;                         // float64 reference: largest error in units of the type's rounding
+};
+// This rank's x, the shared residual and weight; the expected outputs (host emulation)
+// and the float64 reference's worst error of the emulation (a check of the arithmetic).
+static void make_case(const Suite &s, const Case &c, int call, Host &H) {
+  const size_t n = c.tokens * c.hidden;
+  const int W = s.world, t = c.type;
+  H.x.resize(n); H.res.resize(n); H.w.resize(c.hidden); H.out.assign(n, 0);
+  H.q8.assign(c.quant ? n : 0, 0);
+  H.scales.assign(c.quant == IRIS_QUANT_FP8_PER_TOKEN ? c.tokens : 1, 0.f);
+  for (size_t i = 0; i < n; i++) H.x[i] = value(t, hkey(s.seed, 1, s.rank, call, i));
+  for (size_t i = 0; i < n; i++) H.res[i] = value(t, hkey(s.seed, 2, 0, call, i));
+  for (size_t i = 0; i < c.hidden; i++) H.w[i] = value(t, hkey(s.seed, 3, 0, call, i));
+  if (c.quant == IRIS_QUANT_FP8_PER_TENSOR) H.scales[0] = 0.03125f + (float)(call % 5) * 0.01f;
+  const float eps = 1e-5f;
+  for (size_t tk = 0; tk < c.tokens; tk++) {
+    u16 *r = &H.res[tk * c.hidden];
+    for (size_t h = 0; h < c.hidden; h++) {
+      const size_t i = tk * c.hidden + h;
+      float acc = 0.f;
+      double acc64 = 0;
+      for (int q = 0; q < W; q++) {
+        const float v = up(t, value(t, hkey(s.seed, 1, q, call, i)));
+        acc = q == 0 ? v : acc + v;
+        acc64 += v;
+      }
+      if ((double)acc != acc64) H.worst = 1e9; // the inputs keep fp32 sums exact
+      r[h] = down(t, up(t, down(t, acc)) + up(t, r[h]));
+    }
+    const float ss = row_ss(r, t, c.hidden), inv = 1.f / sqrtf(ss / (float)c.hidden + eps);
+    double ss64 = 0;
+    for (size_t h = 0; h < c.hidden; h++) ss64 += (double)up(t, r[h]) * up(t, r[h]);
+    const double inv64 = 1.0 / sqrt(ss64 / (double)c.hidden + eps), ulp = t == IRIS_BFLOAT16 ? 1.0 / 128 : 1.0 / 1024; // the spacing relative to the value, at most
+    float amax = 0.f;
+    for (size_t h = 0; h < c.hidden; h++) {
+      const u16 y = down(t, (up(t, r[h]) * inv) * up(t, H.w[h]));
+      H.out[tk * c.hidden + h] = y;
+      amax = fmaxf(amax, fabsf(up(t, y)));
+      const double ref = up(t, r[h]) * inv64 * up(t, H.w[h]), err = fabs(up(t, y) - ref) / (fabs(ref) * ulp + 1e-30);
+      if (fabs(ref) > (t == IRIS_FLOAT16 ? 1.0 / 8192 : 1e-30) && err > H.worst) H.worst = err; // fp16 subnormals: the emulation checks them
+    }
+    if (c.quant == IRIS_QUANT_NONE) continue;
+    float inv_scale;
+    if (c.quant == IRIS_QUANT_FP8_PER_TENSOR) inv_scale = 1.f / H.scales[0];
+    else {
+      const float sc = fmaxf(amax / 448.f, 1.f / (448.f * 512.f));
+      H.scales[tk] = sc;
+      inv_scale = 1.f / sc;
+    }
+    for (size_t h = 0; h < c.hidden; h++) H.q8[tk * c.hidden + h] = iris_float_to_fp8_e4m3(up(t, H.out[tk * c.hidden + h]) * inv_scale);
+  }
+}
+
+struct Dev { // device buffers, large enough for every case
+  char *xh, *xd, *res, *w, *out;
+  unsigned char *q8;
+  float *scales;
+  size_t cap; // elements
+};
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = (const unsigned char *)p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+  return h;
+}
+// every rank's hash of its outputs is the same
+static bool same_everywhere(Suite &s, uint64_t h) {
+  uint64_t all[IRIS_MAX_RANKS];
+  if (iris_allgather_host(s.ctx, &h, all, sizeof h) != IRIS_SUCCESS) return false;
+  for (int r = 0; r < s.world; r++)
+    if (all[r] != h) return false;
+  return true;
+}
+
+static iris_status_t call(const Suite &s, const Case &c, Dev &D, void *x, void *out, cudaStream_t st) {
+  iris_rmsnorm_opts_t o = IRIS_RMSNORM_OPTS_INIT;
+  o.quant = (iris_quant_t)c.quant;
+  o.out_fp8 = c.quant ? D.q8 : NULL;
+  o.scale = c.quant ? D.scales : NULL;
+  o.algo = c.algo;
+  (void)s;
+  return iris_all_reduce_rmsnorm_ex(s.ctx, x, D.res, D.w, out, c.tokens, c.hidden, 1e-5f, (iris_dtype_t)c.type, st, &o);
+}
+
+// One call and its checks; returns this rank's verdict (and the outputs' hash in *hash).
+static bool one(Suite &s, Dev &D, const Case &c, int call_no, uint64_t *hash) {
+  Host H;
+  make_case(s, c, call_no, H);
+  const size_t n = c.tokens * c.hidden, es = 2;
+  char *x = c.heap_x ? D.xh : D.xd;
+  char *out = c.inplace ? x : D.out;
+  if (H.worst > 1.0) { fprintf(stderr, "rank %d: the host emulation is off the float64 reference by %.2f roundings\n", s.rank, H.worst); return false; }
+  cudaMemcpy(x, H.x.data(), n * es, cudaMemcpyHostToDevice);
+  { // H.res holds the expected residual now: upload the input
+    std::vector<u16> r0(n);
+    for (size_t i = 0; i < n; i++) r0[i] = value(c.type, hkey(s.seed, 2, 0, call_no, i));
+    cudaMemcpy(D.res, r0.data(), n * es, cudaMemcpyHostToDevice);
+  }
+  cudaMemcpy(D.w, H.w.data(), c.hidden * es, cudaMemcpyHostToDevice);
+  if (!c.inplace) cudaMemset(D.out, 0xA5, n * es);
+  cudaMemset(D.q8, 0xA5, n);
+  cudaMemset(D.scales, 0xA5, c.tokens * sizeof(float));
+  if (c.quant == IRIS_QUANT_FP8_PER_TENSOR) cudaMemcpy(D.scales, H.scales.data(), sizeof(float), cudaMemcpyHostToDevice);
+  if (cudaDeviceSynchronize() != cudaSuccess) return false;
+  if (s.rank == call_no % s.world && call_no % 3 == 0) usleep(20000); // skew
+  iris_status_t st = call(s, c, D, x, out, 0);
+  if (st != IRIS_SUCCESS) { fprintf(stderr, "rank %d: call: %s\n", s.rank, iris_error_detail()); return false; }
+  if ((st = iris_collectives_check(s.ctx)) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: check: %s\n", s.rank, iris_error_detail()); return false; }
+  std::vector<u16> gr(n), go(n);
+  std::vector<unsigned char> gq(c.quant ? n : 0);
+  std::vector<float> gs(H.scales.size());
+  cudaMemcpy(gr.data(), D.res, n * es, cudaMemcpyDeviceToHost);
+  cudaMemcpy(go.data(), out, n * es, cudaMemcpyDeviceToHost);
+  if (c.quant) cudaMemcpy(gq.data(), D.q8, n, cudaMemcpyDeviceToHost);
+  cudaMemcpy(gs.data(), D.scales, gs.size() * sizeof(float), cudaMemcpyDeviceToHost);
+  bool ok = true;
+  for (size_t i = 0; i < n && ok; i++) {
+    if (gr[i] != H.res[i]) { fprintf(stderr, "rank %d: residual[%zu] = %04x, want %04x\n", s.rank, i, gr[i], H.res[i]); ok = false; }
+    else if (go[i] != H.out[i]) { fprintf(stderr, "rank %d: out[%zu] = %04x (%g), want %04x (%g)\n", s.rank, i, go[i], up(c.type, go[i]), H.out[i], up(c.type, H.out[i])); ok = false; }
+    else if (c.quant && gq[i] != H.q8[i]) { fprintf(stderr, "rank %d: out_fp8[%zu] = %02x, want %02x\n", s.rank, i, gq[i], H.q8[i]); ok = false; }
+  }
+  if (ok && c.quant == IRIS_QUANT_FP8_PER_TOKEN)
+    for (size_t k = 0; k < c.tokens && ok; k++)
+      if (!same(gs[k], H.scales[k])) { fprintf(stderr, "rank %d: scale[%zu] = %g, want %g\n", s.rank, k, gs[k], H.scales[k]); ok = false; }
+  if (!ok)
+    fprintf(stderr, "rank %d: case %s %s %zu x %zu algo %d inplace %d heap_x %d (call %d)\n", s.rank, tname(c.type), qname(c.quant), c.tokens, c.hidden, (int)c.algo,
+            (int)c.inplace, (int)c.heap_x, call_no);
+  uint64_t h = fnv(fnv(1469598103934665603ULL, gr.data(), n * es), go.data(), n * es);
+  if (c.quant) h = fnv(fnv(h, gq.data(), n), gs.data(), gs.size() * sizeof(float));
+  *hash = h;
+  return ok;
+}
+
+static bool run_cases(Suite &s, Dev &D, const std::vector<Case> &cases, int &call_no, const char *what) {
+  bool ok = true, same_bits = true;
+  for (const Case &c : cases) {
+    uint64_t h = 0;
+    bool mine = one(s, D, c, call_no++, &h);
+    int all_ok[IRIS_MAX_RANKS], m = mine;
+    iris_allgather_host(s.ctx, &m, all_ok, sizeof m);
+    for (int r = 0; r < s.world; r++) mine = mine && all_ok[r];
+    ok &= mine;
+    same_bits &= same_everywhere(s, h);
+    if (!mine) break;
+  }
+  char name[256];
+  snprintf(name, sizeof name, "%s: bit for bit against the host emulation, within one rounding of float64, outputs poisoned", what);
+  report(s, name, ok);
+  snprintf(name, sizeof name, "%s: the same bits on every rank", what);
+  return report(s, name, same_bits && ok);
+}
+
+static bool test_values(Suite &s, Dev &D) {
+  int call_no = 1;
+  const size_t shapes[][2] = {{1, 1024}, {1, 8192}, {1, 16384}, {1, 1000}, {1, 4100}, {3, 1001}, {7, 4100}, {8, 8192}, {32, 8192}, {64, 4096}, {5, 33}, {2, 32768}};
+  std::vector<Case> cases;
+  int k = 0;
+  for (int t : {IRIS_BFLOAT16, IRIS_FLOAT16})
+    for (auto &sh : shapes) {
+      Case c = {t, k % 3, sh[0], sh[1], IRIS_RMSNORM_AUTO, k % 4 == 1, k % 2 == 0};
+      cases.push_back(c);
+      k++;
+    }
+  run_cases(s, D, cases, call_no, "fused path (auto): 1-64 tokens, hidden 33-32768 (odd ones), bf16/fp16, fp8 per tensor/token, in place, x on/off heap, skew");
+  cases.clear();
+  k = 0;
+  for (int t : {IRIS_BFLOAT16, IRIS_FLOAT16})
+    for (auto &sh : shapes) {
+      Case c = {t, (k + 1) % 3, sh[0], sh[1], IRIS_RMSNORM_SEPARATE, k % 4 == 2, k % 2 == 1};
+      cases.push_back(c);
+      k++;
+    }
+  run_cases(s, D, cases, call_no, "separate path (forced): the same shapes, the same bits as the fused path's arithmetic");
+  cases.clear();
+  const size_t two[][2] = {{1, 8192}, {3, 1001}, {4, 4100}, {13, 1001}, {16, 8192}, {64, 8192}, {100, 4100}, {128, 4096}, {2, 32768}, {5, 33}};
+  k = 0;
+  for (int t : {IRIS_BFLOAT16, IRIS_FLOAT16})
+    for (auto &sh : two) {
+      Case c = {t, (k + 2) % 3, sh[0], sh[1], IRIS_RMSNORM_TWO_SHOT, k % 3 == 0, k % 2 == 1};
+      cases.push_back(c);
+      k++;
+    }
+  run_cases(s, D, cases, call_no, "two-shot fused path (forced): 1-128 tokens (fewer rows than ranks too), odd hidden, fp8, in place, x on/off heap");
+  cases.clear();
+  const size_t big[][2] = {{128, 8192}, {512, 4096}, {512, 8192}, {513, 1024}, {600, 2048}, {1000, 4100}, {2048, 1000}};
+  k = 0;
+  for (auto &sh : big) {
+    Case c = {k % 2 ? IRIS_FLOAT16 : IRIS_BFLOAT16, k % 3, sh[0], sh[1], IRIS_RMSNORM_AUTO, k % 3 == 1, k % 2 == 0};
+    cases.push_back(c);
+    k++;
+  }
+  run_cases(s, D, cases, call_no, "large (auto: two-shot or separate by size, fallback past 512 tokens): 128-2048 tokens");
+  cases.clear();
+  for (int i = 0; i < 200 / (getenv("IRIS_TEST_QUICK") ? 10 : 1); i++) { // back to back, every epoch and parity reused
+    Case c = {i % 2 ? IRIS_FLOAT16 : IRIS_BFLOAT16, i % 3, (size_t)1 + i % 9, (size_t)1024 + 4 * (i % 5), i % 4 < 2 ? IRIS_RMSNORM_FUSED : IRIS_RMSNORM_TWO_SHOT, false,
+              i % 2 == 0};
+    cases.push_back(c);
+  }
+  return run_cases(s, D, cases, call_no, "200 fused calls back to back (one-shot and two-shot alternating in pairs, 1-9 tokens, mixed types and fp8)");
+}
+
+// a graph of fused and separate calls, replayed many times: residual evolves in place, so
+// the host emulates every replay and compares the last one
+__global__ void k_noop() {}
+static bool test_graph(Suite &s, Dev &D) {
+  const int replays = getenv("IRIS_TEST_QUICK") ? 100 : 1000;
+  const size_t T = 4, Hd = 4100, n = T * Hd;
+  const int call_no = 77777;
+  Host H;
+  Case c = {IRIS_BFLOAT16, IRIS_QUANT_FP8_PER_TOKEN, T, Hd, IRIS_RMSNORM_FUSED, false, true};
+  make_case(s, c, call_no, H);
+  std::vector<u16> r(n), xs[IRIS_MAX_RANKS];
+  for (size_t i = 0; i < n; i++) r[i] = value(c.type, hkey(s.seed, 2, 0, call_no, i));
+  for (int q = 0; q < s.world; q++) {
+    xs[q].resize(n);
+    for (size_t i = 0; i < n; i++) xs[q][i] = down(c.type, up(c.type, value(c.type, hkey(s.seed, 1, q, call_no, i))) / 512.f); // small: the residual grows slowly
+  }
+  // the sums are exact: s = down(sum of x)
+  std::vector<u16> sum(n);
+  for (size_t i = 0; i < n; i++) {
+    float acc = 0.f;
+    for (int q = 0; q < s.world; q++) acc = q == 0 ? up(c.type, xs[q][i]) : acc + up(c.type, xs[q][i]);
+    sum[i] = down(c.type, acc);
+  }
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CK(cudaMemcpy(D.xh, xs[s.rank].data(), n * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(D.res, r.data(), n * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(D.w, H.w.data(), Hd * 2, cudaMemcpyHostToDevice));
+  CK(cudaDeviceSynchronize());
+  Case c2 = c;
+  c2.algo = IRIS_RMSNORM_SEPARATE;
+  c2.quant = IRIS_QUANT_NONE;
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  bool ok = call(s, c, D, D.xh, D.out, st) == IRIS_SUCCESS; // fused: residual += s
+  k_noop<<<1, 1, 0, st>>>();
+  Case c3 = c2;
+  c3.algo = IRIS_RMSNORM_TWO_SHOT;
+  ok = ok && call(s, c3, D, D.xh, D.out, st) == IRIS_SUCCESS; // two-shot: residual += s again
+  ok = ok && call(s, c2, D, D.xh, D.out, st) == IRIS_SUCCESS; // separate: and again
+  CK(cudaStreamEndCapture(st, &g));
+  if (!ok) { fprintf(stderr, "rank %d: capture: %s\n", s.rank, iris_error_detail()); return report(s, "graph capture", false); }
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  for (int i = 0; i < replays; i++) CK(cudaGraphLaunch(ge, st));
+  CK(cudaStreamSynchronize(st));
+  ok = iris_collectives_check(s.ctx) == IRIS_SUCCESS;
+  // host: 3 * replays residual updates; out from the last (separate, no fp8), fp8 and
+  // scales from the last replay's first call (fused, per token)
+  std::vector<u16> out(n), q8(n);
+  std::vector<float> sc(T);
+  for (int i = 0; i < 3 * replays; i++) {
+    for (size_t j = 0; j < n; j++) r[j] = down(c.type, up(c.type, sum[j]) + up(c.type, r[j]));
+    const bool fused = i % 3 == 0;
+    if (i < 3 * replays - 3) continue;
+    for (size_t tk = 0; tk < T; tk++) {
+      const u16 *rr = &r[tk * Hd];
+      const float inv = 1.f / sqrtf(row_ss(rr, c.type, Hd) / (float)Hd + 1e-5f);
+      float amax = 0.f;
+      for (size_t h = 0; h < Hd; h++) {
+        out[tk * Hd + h] = down(c.type, (up(c.type, rr[h]) * inv) * up(c.type, H.w[h]));
+        amax = fmaxf(amax, fabsf(up(c.type, out[tk * Hd + h])));
+      }
+      if (!fused) continue;
+      sc[tk] = fmaxf(amax / 448.f, 1.f / (448.f * 512.f));
+      for (size_t h = 0; h < Hd; h++) q8[tk * Hd + h] = iris_float_to_fp8_e4m3(up(c.type, out[tk * Hd + h]) * (1.f / sc[tk]));
+    }
+  }
+  std::vector<u16> gr(n), go(n);
+  std::vector<unsigned char> gq(n);
+  std::vector<float> gs(T);
+  CK(cudaMemcpy(gr.data(), D.res, n * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(go.data(), D.out, n * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(gq.data(), D.q8, n, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(gs.data(), D.scales, T * 4, cudaMemcpyDeviceToHost));
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += gr[i] != r[i] || go[i] != out[i] || gq[i] != q8[i];
+  for (size_t k = 0; k < T; k++) bad += !same(gs[k], sc[k]);
+  if (bad) fprintf(stderr, "rank %d: graph: %zu wrong values after %d replays\n", s.rank, bad, replays);
+  ok = ok && bad == 0;
+  uint64_t h = fnv(fnv(fnv(1469598103934665603ULL, gr.data(), n * 2), go.data(), n * 2), gq.data(), n);
+  const bool sm = same_everywhere(s, h);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+  char name[200];
+  snprintf(name, sizeof name, "graph (one-shot fp8/token + two-shot + separate, 4 x 4100 bf16) replayed %d times: residual in place, exact, the same bits on every rank", replays);
+  return report(s, name, ok && sm);
+}
+
+// ranks disagree on hidden: seen on every rank, nothing written, the next call exact
+static bool test_mismatch(Suite &s, Dev &D) {
+  int call_no = 50000;
+  bool all_ok = true;
+  struct M { size_t tokens, hidden_r0, hidden_other; iris_rmsnorm_algo_t algo; const char *what; } ms[] = {
+      {4, 4096, 4100, IRIS_RMSNORM_AUTO, "fused path: hidden 4096 on rank 0, 4100 elsewhere"},
+      {16, 4096, 4100, IRIS_RMSNORM_TWO_SHOT, "two-shot path: hidden 4096 on rank 0, 4100 elsewhere"},
+      {8, 1024, 1000, IRIS_RMSNORM_SEPARATE, "separate path: hidden 1024 on rank 0, 1000 elsewhere"},
+      {0, 0, 0, IRIS_RMSNORM_AUTO, "past 512 tokens: 600 x 2048 on rank 0, 1200 x 1024 elsewhere (the all-reduce's counts agree)"},
+  };
+  for (const M &m : ms) {
+    size_t tokens = m.tokens, hidden = s.rank == 0 ? m.hidden_r0 : m.hidden_other;
+    if (!m.tokens) { tokens = s.rank == 0 ? 600 : 1200; hidden = s.rank == 0 ? 2048 : 1024; }
+    const size_t n = tokens * hidden;
+    Case c = {IRIS_BFLOAT16, IRIS_QUANT_FP8_PER_TOKEN, tokens, hidden, m.algo, false, true};
+    Host H;
+    make_case(s, c, call_no, H);
+    CK(cudaMemcpy(D.xh, H.x.data(), n * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemset(D.res, 0x5a, n * 2));
+    CK(cudaMemset(D.out, 0x5b, n * 2));
+    CK(cudaMemset(D.q8, 0x5c, n));
+    CK(cudaMemset(D.scales, 0x5d, tokens * 4));
+    CK(cudaDeviceSynchronize());
+    bool ok = call(s, c, D, D.xh, D.out, 0) == IRIS_SUCCESS;
+    ok = ok && iris_collectives_check(s.ctx) == IRIS_ERROR_MISMATCH;
+    ok = ok && iris_collectives_check(s.ctx) == IRIS_SUCCESS; // cleared
+    std::vector<unsigned char> b(n * 2);
+    CK(cudaMemcpy(b.data(), D.res, n * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n * 2; i++) ok &= b[i] == 0x5a;
+    CK(cudaMemcpy(b.data(), D.out, n * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n * 2; i++) ok &= b[i] == 0x5b;
+    CK(cudaMemcpy(b.data(), D.q8, n, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) ok &= b[i] == 0x5c;
+    CK(cudaMemcpy(b.data(), D.scales, tokens * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < tokens * 4; i++) ok &= b[i] == 0x5d;
+    if (!ok) fprintf(stderr, "rank %d: mismatch (%s): not reported or something written\n", s.rank, m.what);
+    // the next calls are exact and in step
+    std::vector<Case> next = {{IRIS_BFLOAT16, IRIS_QUANT_NONE, 3, 4100, IRIS_RMSNORM_AUTO, false, true}, {IRIS_FLOAT16, IRIS_QUANT_FP8_PER_TENSOR, 600, 1024, IRIS_RMSNORM_AUTO, false, false}};
+    for (const Case &nc : next) {
+      uint64_t h;
+      ok = one(s, D, nc, ++call_no, &h) && ok;
+    }
+    char name[256];
+    snprintf(name, sizeof name, "mismatch, %s: reported on every rank (IRIS_ERROR_MISMATCH, then cleared), no user buffer written, the next calls exact", m.what);
+    all_ok &= report(s, name, ok);
+    call_no += 10;
+  }
+  return all_ok;
+}
+
+static bool test_bad_input(Suite &s, Dev &D) {
+  bool ok = true;
+  iris_rmsnorm_opts_t o = IRIS_RMSNORM_OPTS_INIT;
+  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_FLOAT32, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 4, 0, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 4, IRIS_RMSNORM_MAX_HIDDEN + 1, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.res, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.xh, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_all_reduce_rmsnorm(s.ctx, NULL, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  o.quant = IRIS_QUANT_FP8_PER_TOKEN;
+  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  o.quant = IRIS_QUANT_NONE;
+  o.algo = IRIS_RMSNORM_FUSED;
+  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 513, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 128, 8192, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  o.algo = IRIS_RMSNORM_TWO_SHOT;
+  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 512, 16384, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  o.algo = (iris_rmsnorm_algo_t)7;
+  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  o.algo = IRIS_RMSNORM_AUTO;
+  o.struct_size = 3;
+  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_SUCCESS; // nothing to do
+  ok &= iris_collectives_check(s.ctx) == IRIS_SUCCESS;
+  return report(s, "bad input refused on every rank before anything is launched: fp32, hidden 0 / too large, residual = out or x, NULL, fp8 without buffers, "
+                   "FUSED / TWO_SHOT too large, unknown algorithm, bad struct_size", ok);
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int n = argc > 1 ? atoi(argv[1]) : 2, rank;
+  iris_launch_t L;
+  if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [fused w=%d] launch: %s\n", n, iris_error_detail()); return 1; }
+  if (rank < 0) {
+    iris_status_t st = iris_launch_wait(&L, 900000);
+    printf("%s: [fused w=%d] every rank exits cleanly%s%s\n", st == IRIS_SUCCESS ? "PASS" : "FAIL", n, st == IRIS_SUCCESS ? "" : ": ", st == IRIS_SUCCESS ? "" : iris_error_detail());
+    return st == IRIS_SUCCESS ? 0 : 1;
+  }
+  Suite s = {};
+  s.rank = rank;
+  s.world = n;
+  s.tag = "fused w=" + std::to_string(n);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)1 << 30;
+  if (iris_init(&cfg, &s.ctx) != IRIS_SUCCESS) {
+    if (rank == 0) printf("FAIL: [%s] bring-up: %s\n", s.tag.c_str(), iris_error_detail());
+    return 1;
+  }
+  uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)), all[IRIS_MAX_RANKS];
+  iris_allgather_host(s.ctx, &mine, all, sizeof mine);
+  s.seed = all[0];
+  if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
+  Dev D = {};
+  D.cap = (size_t)2048 * 4100;
+  void *pad = NULL; // off-heap buffers at addresses that differ by rank
+  if (cudaMalloc(&pad, ((size_t)rank + 1) << 21) != cudaSuccess || iris_collectives_setup(s.ctx) != IRIS_SUCCESS ||
+      iris_malloc(s.ctx, D.cap * 2, (void **)&D.xh) != IRIS_SUCCESS || cudaMalloc(&D.xd, D.cap * 2) != cudaSuccess || cudaMalloc(&D.res, D.cap * 2) != cudaSuccess ||
+      cudaMalloc(&D.w, 32768 * 2) != cudaSuccess || cudaMalloc(&D.out, D.cap * 2) != cudaSuccess || cudaMalloc(&D.q8, D.cap) != cudaSuccess ||
+      cudaMalloc(&D.scales, 4096 * sizeof(float)) != cudaSuccess) {
+    fprintf(stderr, "rank %d: setup: %s\n", rank, iris_error_detail());
+    report(s, "setup", false);
+    return 1;
+  }
+  bool ran = test_bad_input(s, D) && test_values(s, D) && test_graph(s, D) && test_mismatch(s, D);
+  if (!ran) report(s, "suite ran to the end (see stderr)", false);
+  cudaFree(D.xd); cudaFree(D.res); cudaFree(D.w); cudaFree(D.out); cudaFree(D.q8); cudaFree(D.scales); cudaFree(pad);
+  iris_free(s.ctx, D.xh);
+  int rc = s.failed ? 1 : 0;
+  if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
+  return rc;
+}
