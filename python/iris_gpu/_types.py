@@ -193,3 +193,75 @@ def gemm_rs_shapes(op, M, N, K, world, b_transposed, dtype="bfloat16"):
         raise ValueError("gemm_reduce: fp8 inputs need K/world_size (%d) to be a multiple of 16" % kl)
     c = (M // world, N) if op == "reduce_scatter" else (M, N)
     return (M, kl), ((N, kl) if b_transposed else (kl, N)), c
+
+
+# ------------------------------------------------------------------ teams
+TEAM_NONE = -1  # IRIS_TEAM_NONE: the color of a rank outside every group of a split
+MAX_TEAM_RANKS = 16  # IRIS_MAX_RANKS: the most members a team has
+
+
+def team_groups(groups, ctx_ranks):
+    """Check a split's groups: each a sequence of global ranks in team order (a process
+    group's order, dist.get_process_group_ranks), none empty, pairwise disjoint, every rank
+    one of ctx_ranks (the context's world: ctx_ranks[i] is context rank i's global rank).
+    Returns them as tuples; ValueError naming the rule a group breaks."""
+    ctx_ranks = [int(r) for r in ctx_ranks]
+    out, seen = [], {}
+    for i, g in enumerate(groups):
+        g = tuple(int(r) for r in g)
+        if not g:
+            raise ValueError("team groups: group %d is empty" % i)
+        if len(g) > MAX_TEAM_RANKS:
+            raise ValueError("team groups: group %s has %d ranks; a team has at most %d (IRIS_MAX_RANKS)" % (list(g), len(g), MAX_TEAM_RANKS))
+        for r in g:
+            if r not in ctx_ranks:
+                raise ValueError("team groups: rank %d of group %s is not a rank of this context (its ranks: %s)" % (r, list(g), ctx_ranks))
+            if r in seen:
+                first = list(g) if seen[r] == i else list(out[seen[r]])
+                raise ValueError("team groups: rank %d is in group %s and in group %s; a split's groups are disjoint (split again for overlapping groups)"
+                                 % (r, first, list(g)))
+            seen[r] = i
+        out.append(g)
+    return out
+
+
+def team_split_args(groups, ctx_ranks, me):
+    """The MPI-style split that makes one team of each group, for global rank me:
+    (color, key, group). color: the smallest context rank in me's group (so the groups'
+    colors differ and every member computes the same one), key: me's position in its group
+    (team rank = that position), group: the tuple of me's group; (TEAM_NONE, 0, None) when
+    me is in none of them (it opts out, and still takes part in the split). groups as
+    team_groups takes them."""
+    groups = team_groups(groups, ctx_ranks)
+    ctx_ranks = [int(r) for r in ctx_ranks]
+    if int(me) not in ctx_ranks:
+        raise ValueError("team groups: rank %d is not a rank of this context (its ranks: %s)" % (me, ctx_ranks))
+    for g in groups:
+        if int(me) in g:
+            return min(ctx_ranks.index(r) for r in g), g.index(int(me)), g
+    return TEAM_NONE, 0, None
+
+
+def parse_bytes(text, what="size"):
+    """Bytes from "16777216", "16M", "512K", "1G" (powers of 1024); ValueError otherwise."""
+    s = str(text).strip()
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:].upper(), 1)
+    digits = s[:-1] if mult > 1 else s
+    if not digits.isdigit():
+        raise ValueError("%s %r is not a byte count (e.g. 16777216, 512K, 16M, 1G)" % (what, text))
+    return int(digits) * mult
+
+
+def staging_layout(kind, count, itemsize, world, stage_bytes):
+    """How a team collective of `count` elements (the C call's count) goes through staging
+    areas of stage_bytes each: (step, chunked_in, chunked_out). step: elements of count per
+    call (every member computes the same); chunked_in / chunked_out: the input / output is
+    world blocks of count (reduce_scatter, all_to_all / all_gather, all_to_all), each
+    staged as world blocks of step. ValueError when not one element fits."""
+    chunked_in = kind in ("reduce_scatter", "all_to_all")
+    chunked_out = kind in ("all_gather", "all_to_all")
+    per = stage_bytes // itemsize
+    step = per // world if (chunked_in or chunked_out) else per
+    if step < 1:
+        raise ValueError("%s: the team's staging areas (%d bytes) hold no element of %d bytes x %d ranks" % (kind, stage_bytes, itemsize, world))
+    return min(step, count), chunked_in, chunked_out
