@@ -22,7 +22,7 @@ FLOATING = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 # iris_redop_t; avg (IRIS_AVG) divides the sum by the world size
 REDOPS = {"sum": 0, "min": 1, "max": 2, "avg": 3}
 # iris_algo_t
-ALGOS = {"auto": 0, "latency": 1, "bandwidth": 2, "two_shot_ll": 3}
+ALGOS = {"auto": 0, "latency": 1, "bandwidth": 2, "two_shot_ll": 3, "one_shot_ll": 4}
 # iris_gemm_layout_t
 GEMM_LAYOUTS = {"rows": 0, "cols": 1}
 GEMM_PATHS = {"auto": 0, "pipelined": 1, "fused": 2, "unfused": 3, "kernel_unfused": 4}
@@ -252,16 +252,27 @@ def parse_bytes(text, what="size"):
     return int(digits) * mult
 
 
-def staging_layout(kind, count, itemsize, world, stage_bytes):
-    """How a team collective of `count` elements (the C call's count) goes through staging
-    areas of stage_bytes each: (step, chunked_in, chunked_out). step: elements of count per
-    call (every member computes the same); chunked_in / chunked_out: the input / output is
-    world blocks of count (reduce_scatter, all_to_all / all_gather, all_to_all), each
-    staged as world blocks of step. ValueError when not one element fits."""
+def staging_plan(kind, count, itemsize, world, stage_bytes):
+    """How a team collective of `count` elements (the C call's count) goes through two
+    staging areas (in, out) of stage_bytes each, one library call per chunk. Returns a list
+    of (c0, n, copy_in, copy_out): the call's count is n (elements c0 .. c0+n of count);
+    copy_in copies the user's send buffer into the in area before the call, copy_out the
+    out area into the user's recv buffer after it, each (rows, user_offset, user_pitch,
+    row_bytes) in bytes; the area's side is packed (row r at r * row_bytes). An input or
+    output of world blocks (reduce_scatter, all_to_all in; all_gather, all_to_all out) is
+    world rows, block r's chunk in row r. The chunks depend only on the arguments, so
+    every member makes the same calls. ValueError when not one element fits."""
     chunked_in = kind in ("reduce_scatter", "all_to_all")
     chunked_out = kind in ("all_gather", "all_to_all")
     per = stage_bytes // itemsize
     step = per // world if (chunked_in or chunked_out) else per
     if step < 1:
         raise ValueError("%s: the team's staging areas (%d bytes) hold no element of %d bytes x %d ranks" % (kind, stage_bytes, itemsize, world))
-    return min(step, count), chunked_in, chunked_out
+    plan, pitch = [], count * itemsize
+    for c0 in range(0, count, step):
+        n = min(step, count - c0)
+        off, nb = c0 * itemsize, n * itemsize
+        cin = (world, off, pitch, nb) if chunked_in else (1, off, nb, nb)
+        cout = (world, off, pitch, nb) if chunked_out else (1, off, nb, nb)
+        plan.append((c0, n, cin, cout))
+    return plan

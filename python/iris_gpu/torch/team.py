@@ -86,6 +86,7 @@ class Team:
         self._closed = False
         self._stage = staging if staging is not None and staging.nbytes else None
         self._stage_calls = set()  # (kind, count, dtype, in heap, in place) the library refused off the heap
+        self._stage_last = None  # (stream, event after the last staged call): eager order across streams
         self.rank, self.world_size = int(t.rank), int(t.size)
         self.device = ctx.device
         self.check_shapes = False
@@ -174,27 +175,25 @@ class Team:
     def _staged(self, kind, h, send, recv, count, dtype, extra, stream, es):
         torch = _torch_mod()
         W, S = self.world_size, self._stage
-        step, cin, cout = _types.staging_layout(kind, count, es, W, S.nbytes)
-        src = _device_bytes(torch, send, count * es * (W if cin else 1), self.device, None)
-        dst = src if send == recv and not (cin or cout) else _device_bytes(torch, recv, count * es * (W if cout else 1), self.device, None)
-        if cin:
-            src = src.view(W, count * es)
-        if cout:
-            dst = dst.view(W, count * es)
-        for c0 in range(0, count, step):
-            n = min(step, count - c0)
-            a, b = c0 * es, (c0 + n) * es
-            if cin:
-                S.t_in[: W * n * es].view(W, n * es).copy_(src[:, a:b])
-            else:
-                S.t_in[: n * es].copy_(src[a:b])
+        plan = _types.staging_plan(kind, count, es, W, S.nbytes)
+        # the staging areas are the split's: a staged call on another stream than the last
+        # waits for it (eager; inside one capture keep a team's staged calls on one stream)
+        capturing = torch.cuda.is_current_stream_capturing()
+        if not capturing and self._stage_last is not None and self._stage_last[0] != stream:
+            torch.cuda.current_stream(self.device).wait_event(self._stage_last[1])
+        chunked_in, chunked_out = plan[0][2][0] > 1, plan[0][3][0] > 1
+        src = _device_bytes(torch, send, count * es * (W if chunked_in else 1), self.device, None)
+        dst = _device_bytes(torch, recv, count * es * (W if chunked_out else 1), self.device, None)
+        for c0, n, cin, cout in plan:
+            _copy_rows(S.t_in, 0, src, cin[1], cin[0], cin[2], cin[3], to_area=True)
             st = self._enqueue(kind, h, S.ptr_in, S.ptr_out, n, dtype, extra, stream)
             if st != 0:
                 self._call("%s (staged, elements %d..%d of %d)" % (_KIND_FN[kind], c0, c0 + n, count), st)
-            if cout:
-                dst[:, a:b].copy_(S.t_out[: W * n * es].view(W, n * es))
-            else:
-                dst[a:b].copy_(S.t_out[: n * es])
+            _copy_rows(S.t_out, 0, dst, cout[1], cout[0], cout[2], cout[3], to_area=False)
+        if not capturing:
+            ev = self._stage_last[1] if self._stage_last is not None else torch.cuda.Event()
+            ev.record(torch.cuda.current_stream(self.device))
+            self._stage_last = (stream, ev)
 
     def _barrier_device(self):
         torch = _torch_mod()
@@ -226,6 +225,18 @@ class Team:
             st = ctx._lib.lib.iris_team_destroy(ctx._handle(), self._tref)
         if st != 0:
             raise IrisError(st, ctx._lib.detail(), "iris_team_destroy (rank %d, team %s)" % (ctx.rank, self.ranks))
+
+
+def _copy_rows(area, area_off, user, user_off, rows, user_pitch, row_bytes, to_area):
+    """rows rows of row_bytes between a staging area (packed from area_off) and a user
+    buffer (row r at user_off + r * user_pitch), both 1-D uint8 tensors; on the current
+    stream. to_area: user -> area, else area -> user."""
+    a = area.as_strided((rows, row_bytes), (row_bytes, 1), area.storage_offset() + area_off)
+    u = user.as_strided((rows, row_bytes), (user_pitch, 1), user.storage_offset() + user_off)
+    if to_area:
+        a.copy_(u)
+    else:
+        u.copy_(a)
 
 
 def _world_ranks(ctx):
