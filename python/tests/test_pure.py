@@ -265,6 +265,15 @@ class TestLibrary(unittest.TestCase):
             self.assertEqual(self.L.lib.iris_abi_struct_size(name.encode()), ctypes.sizeof(cls), name)
         self.assertEqual(self.L.lib.iris_abi_struct_size(b"no_such_t"), 0)
 
+    def test_team_functions_bound(self):
+        """The team calls the torch layer needs are in the library, and iris_team_t is the
+        ctypes mirror's size (checked at load too)."""
+        for name in ("iris_team_get", "iris_team_split", "iris_team_destroy", "iris_team_check", "iris_all_reduce_team", "iris_all_gather_team",
+                     "iris_reduce_scatter_team", "iris_all_to_all_team", "iris_broadcast_team", "iris_barrier_device_team"):
+            self.assertTrue(self.L.has(name), name)
+        self.assertEqual(self.L.lib.iris_abi_struct_size(b"iris_team_t"), ctypes.sizeof(_lib.TeamT))
+        self.assertNotIn("iris_team_t", self.L.unchecked)
+
     def test_dtype_sizes_agree(self):
         for name, code in _types.DTYPES.items():
             got = self.L.lib.iris_dtype_size(code)
