@@ -226,7 +226,7 @@ class Context:
         self._call("iris_abort", self._lib.lib.iris_abort(self._handle()))
 
     def set_algo(self, algo="auto", ctas=0):
-        """Algorithm of the following collectives (auto, latency, bandwidth, two_shot_ll)."""
+        """Algorithm of the following collectives (auto, latency, bandwidth, two_shot_ll, one_shot_ll)."""
         self._opts = {} if algo == "auto" and not ctas else {"algo": _types.iris_algo(algo), "ctas": int(ctas)}
         self._opts_c = _lib.CollOptsT.init(**self._opts) if self._opts else None
         self._optp = ctypes.byref(self._opts_c) if self._opts_c is not None else None
