@@ -5,8 +5,9 @@
 //      on heap buffers beside ncclAllReduce on ncclCommSplit(world, rank / 2, rank) on
 //      cudaMalloc buffers. Sizes 1 KB .. max_bytes (default 256 MB) by powers of 4. Every
 //      team runs at once; each rank times its own calls: a CUDA graph of one call,
-//      launched N times back to back, an event between calls (N = 200 up to 1 MB, 100 to
-//      16 MB, 40 to 64 MB, 20 above, after 5 eager calls and 3 launches). Per rank the
+//      launched N times back to back, an event between calls, queued behind a short hold
+//      kernel so the GPU never waits for the host (N = 200 up to 1 MB, 100 to 16 MB, 40
+//      to 64 MB, 20 above, after 5 eager calls and 3 launches). Per rank the
 //      median and p99 of the per-call times; printed: the max over ranks of each, and x =
 //      NCCL / iris (above 1: iris faster).
 //      Correctness: inputs a hash of (seed, world rank, index), never zero, new per size
@@ -70,6 +71,14 @@ __global__ void k_check(const __nv_bfloat16 *out, size_t n, iris_team_t team, un
     nbad += !(fabs(got - ref) <= rtol * fabs(ref) + atol);
   }
   if (nbad) atomicAdd(bad, nbad);
+}
+
+// Holds the stream for ns nanoseconds, so that the host has queued every timed call
+// before the first runs (the per-call times are then the GPU's, not the launch rate).
+__global__ void k_hold(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < ns);
 }
 
 // N barriers over the team, back to back, by one block; *fail counts the blocks whose
@@ -217,6 +226,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(ge, stream));
         CK(cudaStreamSynchronize(stream));
         IK(iris_barrier(ctx)); // the timed calls start together on every team
+        k_hold<<<1, 1, 0, stream>>>(200000ull + 8000ull * N);
+        CK(cudaGetLastError());
         for (int i = 0; i < N; i++) {
           CK(cudaEventRecord(ev[i], stream));
           CK(cudaGraphLaunch(ge, stream));
