@@ -141,6 +141,9 @@ $(B)/tile_test: tests/tile_test.cu tests/test_util.h tests/coll_values.h $(HDRS)
 # -cudart shared: one CUDA runtime for this program and the libiris.so it loads (--lib)
 $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -cudart shared $< -o $@ -lnccl -lcublas -ldl
+# teams against NCCL split communicators: bf16 sums only compiled in (all it calls)
+$(B)/bench_team: bench/bench_team.cu bench/bench_util.h $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) '-DIRIS_COLL_TYPES=(1u<<IRIS_BFLOAT16)' '-DIRIS_COLL_OPS=(1u<<IRIS_SUM)' $< -o $@ -lnccl
 $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 # MoE dispatch / combine (iris_moe.h). Only fp32 SUM of the collectives is compiled in
@@ -240,9 +243,10 @@ examples: $(EXAMPLES)
 run: $(B)/message_passing
 	$(B)/message_passing
 
-bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_tile_a2a $(B)/bench_ag_gemm $(B)/bench_gemm_rs $(B)/bench_moe
+bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_team $(B)/bench_tile_a2a $(B)/bench_ag_gemm $(B)/bench_gemm_rs $(B)/bench_moe
 	NCCL_NVLS_ENABLE=0 $(B)/bench_rma
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_coll.csv BENCH_PNG=$(B)/bench_coll.png $(B)/bench_coll
+	NCCL_NVLS_ENABLE=0 $(B)/bench_team
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_tile_a2a.csv BENCH_PNG=$(B)/bench_tile_a2a.png $(B)/bench_tile_a2a
 	NCCL_NVLS_ENABLE=0 BENCH_CSV=$(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm
 	-python3 tools/plot_ag_gemm.py $(B)/bench_ag_gemm.csv $(B)/bench_ag_gemm.png

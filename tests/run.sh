@@ -70,7 +70,7 @@ if [ "$only" = all ]; then
 # slowest first); -k goes on past a failure, and each check below then runs its own make,
 # which finds its part done or shows what failed.
 prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/fused_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/team_test build/gpu_test
-          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe build/include_order_nvcc
+          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe build/bench_team build/include_order_nvcc
           build/libiris_nccl.so"
 if [ $have_hip = 1 ]; then prebuild="build/all_headers_hip_mfma.o build/all_headers_hip.o build/gemm_core_test_hip $prebuild"; fi
 prebuild="$prebuild build/message_passing build/atomic_counter build/local_multi_gpu build/fused_allreduce_rmsnorm build/gemm_all_scatter build/teams_tp_dp" # make examples
@@ -122,7 +122,7 @@ fi
 check "GPU test programs build (nvcc)" make -s build/gpu_test build/gpu_test_debug build/fault_test
 check "collectives test programs build (nvcc)" make -s build/coll_test build/tile_test build/fused_test
 check "all-gather + GEMM test and core test build (nvcc, cuBLASLt)" make -s build/gemm_test build/gemm_core_test
-check "benchmarks build (nvcc; NCCL for bench_coll, NCCL and cuBLAS for bench_ag_gemm)" make -s build/bench_rma build/bench_coll build/bench_tile_a2a build/bench_ag_gemm build/bench_gemm_core
+check "benchmarks build (nvcc; NCCL for bench_coll and bench_team, NCCL and cuBLAS for bench_ag_gemm)" make -s build/bench_rma build/bench_coll build/bench_team build/bench_tile_a2a build/bench_ag_gemm build/bench_gemm_core
 check "examples build (nvcc)" make -s examples
 check "MoE dispatch / combine test and bench build (nvcc)" make -s build/moe_test build/bench_moe
 

@@ -40,6 +40,7 @@ STATUS_NAMES = (
 SUCCESS = 0
 ERROR_INVALID_ARGUMENT = 1
 ERROR_OUT_OF_MEMORY = 3
+ERROR_NOT_IN_HEAP = 4
 ERROR_UNSUPPORTED = 11
 
 
@@ -222,6 +223,32 @@ class RmsnormOptsT(ctypes.Structure):
     def init(cls, quant=0, out_fp8=None, scale=None, algo=0):
         """IRIS_RMSNORM_OPTS_INIT, with the fields given."""
         return cls(ctypes.sizeof(cls), quant, out_fp8, scale, algo)
+class TeamT(ctypes.Structure):
+    """iris_team_t (iris.h): a team of ranks on the context's heap. Plain data; made by
+    iris_team_get / iris_team_split, passed by pointer to the *_team calls."""
+
+    _fields_ = [
+        ("size", ctypes.c_int),
+        ("rank", ctypes.c_int),
+        ("start", ctypes.c_int),
+        ("stride", ctypes.c_int),
+        ("world", ctypes.c_int * MAX_RANKS),
+        ("slot", ctypes.c_int),
+        ("coll", ctypes.c_int),
+        ("sync", ctypes.c_void_p),
+        ("fault", ctypes.c_void_p),
+        ("serial", ctypes.c_ulonglong),
+    ]
+
+    def members(self):
+        """The members' world ranks in team order (iris_team_world_rank)."""
+        if self.stride > 0:
+            return [self.start + i * self.stride for i in range(self.size)]
+        return [self.world[i] for i in range(min(self.size, MAX_RANKS))]
+
+
+TEAM_NONE = -1  # IRIS_TEAM_NONE: the color of a rank that opts out of a split
+TEAM_WORLD, TEAM_NODE, TEAM_RAIL = 0, 1, 2  # iris_team_which_t
 
 
 # C name -> ctypes mirror; every one is checked against iris_abi_struct_size at load.
@@ -237,8 +264,9 @@ STRUCTS = {
     "iris_moe_desc_t": MoeDescT,
     "iris_moe_recv_t": MoeRecvT,
     "iris_rmsnorm_opts_t": RmsnormOptsT,
+    "iris_team_t": TeamT,
 }
-OPTIONAL_STRUCTS = ("iris_ag_gemm_desc_t", "iris_gemm_rs_desc_t", "iris_moe_desc_t", "iris_moe_recv_t", "iris_rmsnorm_opts_t")
+OPTIONAL_STRUCTS = ("iris_ag_gemm_desc_t", "iris_gemm_rs_desc_t", "iris_moe_desc_t", "iris_moe_recv_t", "iris_rmsnorm_opts_t", "iris_team_t")
 
 # ---------------------------------------------------------------- function table
 _p = ctypes.c_void_p
@@ -247,6 +275,8 @@ _z = ctypes.c_size_t
 _s = ctypes.c_char_p
 _pp = ctypes.POINTER(ctypes.c_void_p)
 _pz = ctypes.POINTER(ctypes.c_size_t)
+_pt = ctypes.POINTER(TeamT)
+_po = ctypes.POINTER(CollOptsT)
 # name: (restype, argtypes). Statuses come back as int.
 FUNCTIONS = {
     "iris_get_version": (_i, []),
@@ -317,6 +347,19 @@ OPTIONAL_FUNCTIONS = {
     "iris_moe_destroy": (_i, [_p]),
     # iris_collectives.h: all-reduce + residual add + RMSNorm (+ fp8)
     "iris_all_reduce_rmsnorm_ex": (_i, [_p, _p, _p, _p, _p, _z, _z, ctypes.c_float, _i, _p, ctypes.POINTER(RmsnormOptsT)]),
+    # iris.h / iris_collectives.h: teams (splits, and the collectives on a team)
+    "iris_team_get": (_i, [_p, _i, _pt]),
+    "iris_team_split": (_i, [_p, _pt, _i, _i, _pt]),
+    "iris_team_split_strided": (_i, [_p, _pt, _i, _i, _i, _pt]),
+    "iris_team_split_2d": (_i, [_p, _pt, _i, _pt, _pt]),
+    "iris_team_destroy": (_i, [_p, _pt]),
+    "iris_team_check": (_i, [_p, _pt]),
+    "iris_all_reduce_team": (_i, [_p, _pt, _p, _p, _z, _i, _i, _p, _po]),
+    "iris_all_gather_team": (_i, [_p, _pt, _p, _p, _z, _i, _p, _po]),
+    "iris_reduce_scatter_team": (_i, [_p, _pt, _p, _p, _z, _i, _i, _p, _po]),
+    "iris_all_to_all_team": (_i, [_p, _pt, _p, _p, _z, _i, _p, _po]),
+    "iris_broadcast_team": (_i, [_p, _pt, _p, _p, _z, _i, _i, _p, _po]),
+    "iris_barrier_device_team": (_i, [_p, _pt, _p]),
 }
 
 

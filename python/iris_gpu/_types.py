@@ -22,7 +22,7 @@ FLOATING = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 # iris_redop_t; avg (IRIS_AVG) divides the sum by the world size
 REDOPS = {"sum": 0, "min": 1, "max": 2, "avg": 3}
 # iris_algo_t
-ALGOS = {"auto": 0, "latency": 1, "bandwidth": 2, "two_shot_ll": 3}
+ALGOS = {"auto": 0, "latency": 1, "bandwidth": 2, "two_shot_ll": 3, "one_shot_ll": 4}
 # iris_gemm_layout_t
 GEMM_LAYOUTS = {"rows": 0, "cols": 1}
 GEMM_PATHS = {"auto": 0, "pipelined": 1, "fused": 2, "unfused": 3, "kernel_unfused": 4}
@@ -193,3 +193,86 @@ def gemm_rs_shapes(op, M, N, K, world, b_transposed, dtype="bfloat16"):
         raise ValueError("gemm_reduce: fp8 inputs need K/world_size (%d) to be a multiple of 16" % kl)
     c = (M // world, N) if op == "reduce_scatter" else (M, N)
     return (M, kl), ((N, kl) if b_transposed else (kl, N)), c
+
+
+# ------------------------------------------------------------------ teams
+TEAM_NONE = -1  # IRIS_TEAM_NONE: the color of a rank outside every group of a split
+MAX_TEAM_RANKS = 16  # IRIS_MAX_RANKS: the most members a team has
+
+
+def team_groups(groups, ctx_ranks):
+    """Check a split's groups: each a sequence of global ranks in team order (a process
+    group's order, dist.get_process_group_ranks), none empty, pairwise disjoint, every rank
+    one of ctx_ranks (the context's world: ctx_ranks[i] is context rank i's global rank).
+    Returns them as tuples; ValueError naming the rule a group breaks."""
+    ctx_ranks = [int(r) for r in ctx_ranks]
+    out, seen = [], {}
+    for i, g in enumerate(groups):
+        g = tuple(int(r) for r in g)
+        if not g:
+            raise ValueError("team groups: group %d is empty" % i)
+        if len(g) > MAX_TEAM_RANKS:
+            raise ValueError("team groups: group %s has %d ranks; a team has at most %d (IRIS_MAX_RANKS)" % (list(g), len(g), MAX_TEAM_RANKS))
+        for r in g:
+            if r not in ctx_ranks:
+                raise ValueError("team groups: rank %d of group %s is not a rank of this context (its ranks: %s)" % (r, list(g), ctx_ranks))
+            if r in seen:
+                first = list(g) if seen[r] == i else list(out[seen[r]])
+                raise ValueError("team groups: rank %d is in group %s and in group %s; a split's groups are disjoint (split again for overlapping groups)"
+                                 % (r, first, list(g)))
+            seen[r] = i
+        out.append(g)
+    return out
+
+
+def team_split_args(groups, ctx_ranks, me):
+    """The MPI-style split that makes one team of each group, for global rank me:
+    (color, key, group). color: the smallest context rank in me's group (so the groups'
+    colors differ and every member computes the same one), key: me's position in its group
+    (team rank = that position), group: the tuple of me's group; (TEAM_NONE, 0, None) when
+    me is in none of them (it opts out, and still takes part in the split). groups as
+    team_groups takes them."""
+    groups = team_groups(groups, ctx_ranks)
+    ctx_ranks = [int(r) for r in ctx_ranks]
+    if int(me) not in ctx_ranks:
+        raise ValueError("team groups: rank %d is not a rank of this context (its ranks: %s)" % (me, ctx_ranks))
+    for g in groups:
+        if int(me) in g:
+            return min(ctx_ranks.index(r) for r in g), g.index(int(me)), g
+    return TEAM_NONE, 0, None
+
+
+def parse_bytes(text, what="size"):
+    """Bytes from "16777216", "16M", "512K", "1G" (powers of 1024); ValueError otherwise."""
+    s = str(text).strip()
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:].upper(), 1)
+    digits = s[:-1] if mult > 1 else s
+    if not digits.isdigit():
+        raise ValueError("%s %r is not a byte count (e.g. 16777216, 512K, 16M, 1G)" % (what, text))
+    return int(digits) * mult
+
+
+def staging_plan(kind, count, itemsize, world, stage_bytes):
+    """How a team collective of `count` elements (the C call's count) goes through two
+    staging areas (in, out) of stage_bytes each, one library call per chunk. Returns a list
+    of (c0, n, copy_in, copy_out): the call's count is n (elements c0 .. c0+n of count);
+    copy_in copies the user's send buffer into the in area before the call, copy_out the
+    out area into the user's recv buffer after it, each (rows, user_offset, user_pitch,
+    row_bytes) in bytes; the area's side is packed (row r at r * row_bytes). An input or
+    output of world blocks (reduce_scatter, all_to_all in; all_gather, all_to_all out) is
+    world rows, block r's chunk in row r. The chunks depend only on the arguments, so
+    every member makes the same calls. ValueError when not one element fits."""
+    chunked_in = kind in ("reduce_scatter", "all_to_all")
+    chunked_out = kind in ("all_gather", "all_to_all")
+    per = stage_bytes // itemsize
+    step = per // world if (chunked_in or chunked_out) else per
+    if step < 1:
+        raise ValueError("%s: the team's staging areas (%d bytes) hold no element of %d bytes x %d ranks" % (kind, stage_bytes, itemsize, world))
+    plan, pitch = [], count * itemsize
+    for c0 in range(0, count, step):
+        n = min(step, count - c0)
+        off, nb = c0 * itemsize, n * itemsize
+        cin = (world, off, pitch, nb) if chunked_in else (1, off, nb, nb)
+        cout = (world, off, pitch, nb) if chunked_out else (1, off, nb, nb)
+        plan.append((c0, n, cin, cout))
+    return plan

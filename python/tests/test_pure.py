@@ -280,6 +280,15 @@ class TestLibrary(unittest.TestCase):
             self.assertEqual(self.L.lib.iris_abi_struct_size(name.encode()), ctypes.sizeof(cls), name)
         self.assertEqual(self.L.lib.iris_abi_struct_size(b"no_such_t"), 0)
 
+    def test_team_functions_bound(self):
+        """The team calls the torch layer needs are in the library, and iris_team_t is the
+        ctypes mirror's size (checked at load too)."""
+        for name in ("iris_team_get", "iris_team_split", "iris_team_destroy", "iris_team_check", "iris_all_reduce_team", "iris_all_gather_team",
+                     "iris_reduce_scatter_team", "iris_all_to_all_team", "iris_broadcast_team", "iris_barrier_device_team"):
+            self.assertTrue(self.L.has(name), name)
+        self.assertEqual(self.L.lib.iris_abi_struct_size(b"iris_team_t"), ctypes.sizeof(_lib.TeamT))
+        self.assertNotIn("iris_team_t", self.L.unchecked)
+
     def test_dtype_sizes_agree(self):
         for name, code in _types.DTYPES.items():
             got = self.L.lib.iris_dtype_size(code)
@@ -719,7 +728,8 @@ class TestTorchModuleLogic(unittest.TestCase):
         for name in ("Context", "AgGemm", "GemmReduce", "Moe", "CustomAllreduce", "all_reduce", "all_reduce_", "all_gather", "all_gather_",
                      "reduce_scatter", "reduce_scatter_", "all_to_all", "all_to_all_", "broadcast", "broadcast_", "barrier", "ag_gemm",
                      "gemm_reduce", "gemm_reduce_scatter", "gemm_all_reduce", "moe_dispatch", "moe_combine", "launch",
-                     "device_context_from_symm_mem", "MOE_MODES", "_lib", "_types", "_host"):
+                     "device_context_from_symm_mem", "MOE_MODES", "_lib", "_types", "_host", "Team", "new_group",
+                     "new_subgroups_by_enumeration", "team_split"):
             self.assertTrue(hasattr(it, name), name)
 
     def test_closed_context_ids(self):
@@ -729,6 +739,163 @@ class TestTorchModuleLogic(unittest.TestCase):
             it._ctx(12345)
         with self.assertRaisesRegex(TypeError, "Context"):
             it._ctx_id(object())
+
+
+def _plan_run(kind, count, es, W, me, stage_bytes, inplace=False):
+    """Runs _types.staging_plan on lists (one element per list entry; the plan's byte
+    offsets divided by es), the library's call modelled on every rank's staged chunk.
+    Returns (me's result, the collective's result on the whole buffers)."""
+    cin = kind in ("reduce_scatter", "all_to_all")
+    cout = kind in ("all_gather", "all_to_all")
+    n_in, n_out = count * (W if cin else 1), count * (W if cout else 1)
+    inputs = [[1000 * r + i + 1 for i in range(n_in)] for r in range(W)]
+    root = W - 1
+
+    def model(ins, n):  # the call on staged chunks: every rank's in area -> me's out area
+        if kind == "all_reduce":
+            return [sum(a[i] for a in ins) for i in range(n)]
+        if kind == "broadcast":
+            return ins[root][:n]
+        if kind == "all_gather":
+            return [ins[j][i] for j in range(W) for i in range(n)]
+        if kind == "reduce_scatter":
+            return [sum(a[me * n + i] for a in ins) for i in range(n)]
+        return [ins[j][me * n + i] for j in range(W) for i in range(n)]  # all_to_all
+
+    def rows(dst, doff, dpitch, src, soff, spitch, nrows, nb):
+        for r in range(nrows):
+            dst[doff + r * dpitch: doff + r * dpitch + nb] = src[soff + r * spitch: soff + r * spitch + nb]
+
+    recv = list(inputs[me]) if inplace else [None] * n_out
+    for c0, n, ci, co in _types.staging_plan(kind, count, es, W, stage_bytes):
+        ins = []
+        for r in range(W):
+            area = [None] * (ci[0] * ci[3] // es)
+            rows(area, 0, ci[3] // es, inputs[r], ci[1] // es, ci[2] // es, ci[0], ci[3] // es)
+            ins.append(area)
+        out = model(ins, n)
+        rows(recv, co[1] // es, co[2] // es, out, 0, co[3] // es, co[0], co[3] // es)
+    whole = model(inputs, count)
+    return recv, whole
+
+
+class TestTeams(unittest.TestCase):
+    """The torch subgroup -> team mapping and the teams' staging, without torch or a GPU."""
+
+    def test_split_args_pairs_and_strided(self):
+        world = [0, 1, 2, 3]
+        for me, want in ((0, (0, 0, (0, 1))), (1, (0, 1, (0, 1))), (2, (2, 0, (2, 3))), (3, (2, 1, (2, 3)))):
+            self.assertEqual(_types.team_split_args([[0, 1], [2, 3]], world, me), want)
+        for me, want in ((0, (0, 0, (0, 2))), (1, (1, 0, (1, 3))), (2, (0, 1, (0, 2))), (3, (1, 1, (1, 3)))):
+            self.assertEqual(_types.team_split_args([[0, 2], [1, 3]], world, me), want)
+        # the groups' order does not change any rank's color or key
+        self.assertEqual(_types.team_split_args([[2, 3], [0, 1]], world, 3), (2, 1, (2, 3)))
+
+    def test_split_args_opt_out_and_team_order(self):
+        self.assertEqual(_types.team_split_args([[0, 1]], [0, 1, 2, 3], 2), (_types.TEAM_NONE, 0, None))
+        self.assertEqual(_types.team_split_args([[3, 1]], [0, 1, 2, 3], 1), (1, 1, (3, 1)))  # a group's own order: team rank = position
+        # a context over a subgroup: colors are context ranks, members global ranks
+        self.assertEqual(_types.team_split_args([[5, 7]], [2, 3, 5, 7], 7), (2, 1, (5, 7)))
+        self.assertEqual(_types.TEAM_NONE, _lib.TEAM_NONE)
+
+    def test_split_args_refusals(self):
+        world = [0, 1, 2, 3]
+        for groups, me, text in (([[0, 1], [1, 2]], 0, "rank 1 is in group \\[0, 1\\] and in group \\[1, 2\\]"), ([[0, 0]], 0, "rank 0 is in group"),
+                                 ([[]], 0, "group 0 is empty"), ([[0, 4]], 0, "rank 4 of group \\[0, 4\\] is not a rank of this context"),
+                                 ([list(range(17))], 0, "at most 16"), ([[0, 1]], 9, "rank 9 is not a rank of this context")):
+            with self.assertRaisesRegex(ValueError, text):
+                _types.team_split_args(groups, list(range(17)) if "16" in text else world, me)
+
+    def test_staging_plan_every_kind(self):
+        for kind in ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all"):
+            for W in (1, 2, 3, 4):
+                for count, stage in ((1, 64), (37, 64), (16, 64), (100, 4096), (1000, 4 * 37)):
+                    for me in range(W):
+                        got, want = _plan_run(kind, count, 4, W, me, stage)
+                        self.assertEqual(got, want, "%s W=%d count=%d stage=%d rank %d" % (kind, W, count, stage, me))
+
+    def test_staging_plan_in_place_all_reduce_and_chunks(self):
+        got, want = _plan_run("all_reduce", 1001, 2, 4, 1, 256, inplace=True)
+        self.assertEqual(got, want)
+        plan = _types.staging_plan("all_gather", 10, 4, 4, 64)  # 16 elements per area: 4 per block
+        self.assertEqual([(c0, n) for c0, n, _, _ in plan], [(0, 4), (4, 4), (8, 2)])
+        self.assertEqual(plan[1][3], (4, 16, 40, 16))  # 4 rows of 16 bytes from byte 16, pitch 40
+        self.assertEqual(plan[2][2], (1, 32, 8, 8))  # the input is not in blocks
+        with self.assertRaisesRegex(ValueError, "hold no element"):
+            _types.staging_plan("all_to_all", 10, 8, 4, 16)
+
+    def test_parse_bytes(self):
+        self.assertEqual([_types.parse_bytes(v) for v in ("16777216", "16M", "512k", "1G", 4096)], [16 << 20, 16 << 20, 512 << 10, 1 << 30, 4096])
+        with self.assertRaisesRegex(ValueError, "not a byte count"):
+            _types.parse_bytes("16 MB")
+
+    def test_team_struct(self):
+        t = _lib.TeamT()
+        self.assertEqual(ctypes.sizeof(t), 4 * 4 + 4 * _lib.MAX_RANKS + 2 * 4 + 3 * 8)  # 112 at IRIS_MAX_RANKS 16
+        t.size, t.start, t.stride = 3, 1, 2
+        self.assertEqual(t.members(), [1, 3, 5])
+        t.stride = 0
+        t.world[0], t.world[1], t.world[2] = 3, 0, 2
+        self.assertEqual(t.members(), [3, 0, 2])
+        names = [n for n, _ in _lib.TeamT._fields_]
+        body = re.search(r"typedef struct iris_team \{(.*?)\} iris_team_t;", header_text("iris.h"), re.S).group(1)
+        decl = [re.sub(r"\[.*\]", "", d.split()[-1]).lstrip("*") for d in re.sub(r"/\*.*?\*/", "", body, flags=re.S).split(";") if d.strip()]
+        fields = [f for d in decl for f in [d]]
+        self.assertEqual(names, ["size", "rank", "start", "stride", "world", "slot", "coll", "sync", "fault", "serial"])
+        self.assertEqual(len(fields), 9)  # "int start, stride;" is one declaration of two
+        self.assertIn("iris_team_split", _lib.OPTIONAL_FUNCTIONS)
+
+    def test_group_lists(self):
+        from iris_gpu.torch.team import split_groups
+
+        self.assertEqual(split_groups([[1, 0], [3, 2]]), [(0, 1), (2, 3)])  # sorted, as dist.new_group sorts
+        self.assertEqual(split_groups([2, 0]), [(0, 2)])
+        self.assertEqual(split_groups(range(2)), [(0, 1)])
+
+    def fake_ctx(self, rank, world=4, ranks=None):
+        from iris_gpu import torch as it
+
+        class Fake:
+            _iris_target = True
+            closed = False
+
+            def __init__(self):
+                self.rank, self.world_size, self._ranks, self._team_of, self.splits = rank, world, ranks or list(range(world)), {}, []
+
+            def team_split(self, color, key, staging_bytes=None):
+                self.splits.append((color, key))
+                if color < 0:
+                    return None
+
+                class T:
+                    closed = False
+                return T()
+
+        Fake.team = it.Context.team
+        Fake.team_for = it.Context.team_for
+        return Fake()
+
+    def test_context_team_and_team_for(self):
+        for rank in range(4):
+            c = self.fake_ctx(rank)
+            t = c.team([[0, 2], [1, 3]])
+            self.assertEqual(c.splits, [(rank % 2, rank // 2)])
+            self.assertIs(c.team_for([rank % 2, rank % 2 + 2]), t)
+            self.assertIs(c.team_for([3, 2, 1, 0]), c)  # the whole context: the context itself
+            with self.assertRaisesRegex(ValueError, "not a member"):
+                c.team_for([(rank + 1) % 4])
+            with self.assertRaisesRegex(RuntimeError, "no team for the group .* ctx.team"):
+                c.team_for(sorted({rank, (rank + 1) % 4}))
+        c = self.fake_ctx(2)
+        self.assertIsNone(c.team([0, 1]))  # outside the group: opts out, still splits
+        self.assertEqual(c.splits, [(_types.TEAM_NONE, 0)])
+
+    def test_group_needs_a_context(self):
+        from iris_gpu import torch as it
+
+        c = self.fake_ctx(0)
+        with self.assertRaisesRegex(TypeError, "group= needs an iris_gpu.torch.Context"):
+            it.all_reduce(FakeTensor("torch.float32", shape=(4,)), c, group=[0, 1])
 
 
 if __name__ == "__main__":

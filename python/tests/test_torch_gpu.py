@@ -2,6 +2,7 @@
 
     python3 python/tests/test_torch_gpu.py --world 2     # or 3, 4; prints PASS/FAIL/SKIP lines
     python3 python/tests/test_torch_gpu.py --world 2 --only gemm_reduce   # only the GEMM + reduce tests
+    python3 python/tests/test_torch_gpu.py --world 4 --only teams         # only the torch subgroup (team) tests
     torchrun --nproc-per-node 2 python/tests/test_torch_gpu.py   # the same under torchrun
 
 Every rank uses device local_rank % device_count. The torch.distributed reference runs
@@ -555,6 +556,205 @@ class Runner:
                 e = None if torch.equal(q8.cpu().view(torch.uint8), qr) and torch.equal(sc.cpu(), scr) else "fp8 codes or scales"
             if e:
                 raise AssertionError("replay %d: %s" % (i, e))
+
+    # ------------------------------------------------------------ teams (torch subgroups)
+    def team_inputs(self, shape, dt, members):
+        """Every world rank's input (the same seed on every rank) and this rank's on the GPU;
+        the float64 reference takes the members' only."""
+        xs, x = self.inputs(shape, dt)
+        return [xs[r] for r in members], x
+
+    def check_team_make(self, grouping, holder):
+        """ctx.team(grouping) on every rank, members or not; this rank's Team: members,
+        team rank = group rank, found again by team_for (a ProcessGroup or a ranks list)."""
+        ctx, r = self.ctx, self.rank
+        cur, _ = dist.new_subgroups_by_enumeration(grouping, backend="gloo")
+        mine = sorted([g for g in grouping if r in g][0])
+        tm = ctx.team(grouping)
+        holder.update(team=tm, group=cur, mine=mine)
+        if tm is None or tm.ranks != mine or tm.rank != mine.index(r) or tm.world_size != len(mine) or tm.closed:
+            raise AssertionError("team %r, expected members %s with team rank %d" % (tm, mine, mine.index(r)))
+        if dist.get_process_group_ranks(cur) != mine:
+            raise AssertionError("torch's group has ranks %s, the team %s" % (dist.get_process_group_ranks(cur), mine))
+        want = ctx if mine == list(range(self.world)) else tm
+        if ctx.team_for(cur) is not want or ctx.team_for(list(reversed(mine))) is not want:
+            raise AssertionError("team_for does not give this rank's team back")
+
+    def check_team_all_reduce(self, h, dt, n, mode):
+        """all_reduce over the group (group=) against the float64 sum of its members' inputs;
+        the first member arrives late. mode: functional (off the heap: beyond the latency
+        path through the split's staging areas), inplace, heap (a heap tensor, in place)."""
+        it, ctx, pg, mine = self.it, self.ctx, h["group"], h["mine"]
+        xs, x = self.team_inputs((n,), dt, mine)
+        ref = reduce_ref(xs, "sum")
+        x0 = x.clone()
+        if self.rank == mine[0]:
+            time.sleep(0.02)
+        if mode == "functional":
+            y = it.all_reduce(x, ctx, "sum", group=pg)
+        elif mode == "out":
+            y = poisoned((n,), x.dtype, self.dev)
+            it.all_reduce(x, ctx, "sum", out=y, group=pg)
+        elif mode == "inplace":
+            y = it.all_reduce_(x, ctx, "sum", group=pg)
+        else:
+            y = poisoned((n,), x.dtype, self.dev, ctx)
+            y.copy_(x)
+            it.all_reduce_(y, h["team"])  # the Team where a Context goes
+        torch.cuda.synchronize()
+        if mode in ("functional", "out") and not torch.equal(x.view(torch.uint8), x0.view(torch.uint8)):
+            raise AssertionError("the out-of-place all_reduce modified its input")
+        verify(y, ref, dt)
+
+    def check_team_collectives(self, h, dt, m):
+        """all_gather, reduce_scatter, all_to_all, broadcast (root: the last team rank) and
+        barrier over the group, in team order, against float64 references; poisoned outputs."""
+        it, ctx, pg, mine = self.it, self.ctx, h["group"], h["mine"]
+        S, tr = len(mine), mine.index(self.rank)
+        xs, x = self.team_inputs((m,), dt, mine)
+        y = poisoned((S * m,), x.dtype, self.dev)
+        it.all_gather(x, ctx, out=y, group=pg)
+        verify(y, torch.cat([a.to(torch.float64) for a in xs]), dt)
+        xs, x = self.team_inputs((S * m,), dt, mine)
+        verify(it.reduce_scatter(x, ctx, group=pg), reduce_ref(xs, "sum")[tr * m:(tr + 1) * m], dt)
+        xs, x = self.team_inputs((S * m,), dt, mine)
+        verify(it.all_to_all(x, ctx, group=pg), torch.cat([a[tr * m:(tr + 1) * m].to(torch.float64) for a in xs]), dt)
+        xs, x = self.team_inputs((m,), dt, mine)
+        y = poisoned((m,), x.dtype, self.dev)
+        it.broadcast(x, ctx, root=S - 1, out=y, group=pg)
+        verify(y, xs[S - 1].to(torch.float64), dt)
+        it.barrier(ctx, group=pg)
+        torch.cuda.synchronize()
+
+    def check_team_graph(self, h, n, replays=30):
+        """all_reduce over the group captured into a CUDA graph on a side stream, replayed
+        with fresh inputs, every replay checked."""
+        it, ctx, pg, mine = self.it, self.ctx, h["group"], h["mine"]
+        x = torch.zeros(n, dtype=torch.float32, device=self.dev)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            it.all_reduce(x, ctx, group=pg)  # warm-up outside the graph
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=s):
+            y = it.all_reduce(x, ctx, group=pg)
+        for i in range(replays):
+            xs, v = self.team_inputs((n,), "float32", mine)
+            x.copy_(v)
+            graph.replay()
+            torch.cuda.synchronize()
+            e = same(y, reduce_ref(xs, "sum"), "float32")
+            if e:
+                raise AssertionError("replay %d: %s" % (i, e))
+
+    def check_team_serving(self, h, own_context):
+        """CustomAllreduce on the TP subgroup: on ctx's team (ctx=, local construction) or on
+        a context of its own over the subgroup; sums small and beyond the latency path, and
+        graph replays, against float64."""
+        it, ctx, pg, mine = self.it, self.ctx, h["group"], h["mine"]
+        if own_context:
+            ca = it.CustomAllreduce(pg, self.dev, max_size=8 << 20, heap_size=256 << 20)
+        else:
+            ca = it.CustomAllreduce(pg, self.dev, max_size=8 << 20, ctx=ctx)
+        if ca.world_size != len(mine) or ca.rank != mine.index(self.rank):
+            raise AssertionError("world_size %d rank %d, expected %d, %d" % (ca.world_size, ca.rank, len(mine), mine.index(self.rank)))
+        if len(mine) == 1:
+            ok = ca.disabled and ca.custom_all_reduce(torch.ones(64, device=self.dev)) is None
+            ca.close()
+            return None if ok else "a group of one is not disabled"
+        for n in (1024, 3 << 19):  # 2 KB, 3 MB of bf16
+            xs, inp = self.team_inputs((n,), "bfloat16", mine)
+            inp0 = inp.clone()
+            out = ca.custom_all_reduce(inp)
+            torch.cuda.synchronize()
+            if out is None:
+                raise AssertionError("refused %d bf16 elements" % n)
+            e = same(out, reduce_ref(xs, "sum"), "bfloat16")
+            if e or not torch.equal(inp, inp0):
+                raise AssertionError("n=%d: %s" % (n, e or "the input was modified"))
+        static = torch.zeros(4096, dtype=torch.bfloat16, device=self.dev)
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        with ca.capture():
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                w = ca.custom_all_reduce(static)  # warm-up: no communication
+                assert w is not None and w.shape == static.shape
+            torch.cuda.current_stream().wait_stream(side)
+            with torch.cuda.graph(graph, stream=side):
+                res = ca.custom_all_reduce(static)
+        for i in range(20):
+            xs, v = self.team_inputs((4096,), "bfloat16", mine)
+            static.copy_(v)
+            graph.replay()
+            torch.cuda.synchronize()
+            e = same(res, reduce_ref(xs, "sum"), "bfloat16")
+            if e:
+                raise AssertionError("replay %d: %s" % (i, e))
+        del graph, res
+        ca.close()
+        if not own_context and ctx.closed:
+            raise AssertionError("closing the slot closed the shared context")
+        return None
+
+    def check_team_errors(self, h):
+        """Refusals name the rule: a group without a team, a rank outside the group, group=
+        beside a Team, a bad root (a team rank)."""
+        it, ctx, pg, mine = self.it, self.ctx, h["group"], h["mine"]
+        x = torch.ones(64, device=self.dev)
+        others = [r for r in range(self.world) if r != self.rank]
+        if others:
+            expect_raise(ValueError, "not a member", lambda: it.all_reduce(x, ctx, group=others))
+        outside = [r for r in range(self.world) if r not in mine]
+        bigger = tuple(sorted(set(mine) | set(outside[:1])))
+        if outside and len(bigger) < self.world and bigger not in ctx._team_of:
+            expect_raise(RuntimeError, "no team for the group", lambda: it.all_reduce(x, ctx, group=list(bigger)))
+        expect_raise(TypeError, "group=", lambda: it.all_reduce(x, h["team"], group=pg))
+        expect_raise(ValueError, "root", lambda: it.broadcast(x, ctx, root=len(mine), group=pg))
+
+    def check_team_no_state(self, grouping):
+        """A third split finds the pool of collective states (IRIS_TEAMS_COLL, default 2)
+        taken: its team exists, and a collective raises IrisError IRIS_ERROR_UNSUPPORTED with
+        the library's detail (a team of one still copies). Then closed (collective over its
+        members)."""
+        it, ctx = self.it, self.ctx
+        tm = ctx.team(grouping)
+        try:
+            x = torch.ones(64, device=self.dev)
+            if tm.has_collectives:
+                y = it.all_reduce(x, tm)
+                torch.cuda.synchronize()
+                if not torch.equal(y, x * tm.world_size):
+                    raise AssertionError("wrong sum")
+                return "this team got a collective state (IRIS_TEAMS_COLL above 2?)" if tm.world_size > 1 else None
+            try:
+                it.all_reduce(x, tm)
+            except it.IrisError as e:
+                if e.status_name != "IRIS_ERROR_UNSUPPORTED" or not e.detail:
+                    raise AssertionError("IrisError %s with detail %r" % (e.status_name, e.detail))
+                return None
+            raise AssertionError("a team without a collective state ran a collective")
+        finally:
+            tm.close()
+
+    def check_team_new_group(self, grouping):
+        """After the grouping's teams are closed: it.new_group per group, one at a time, on
+        every rank (members and the others, as torch's new_group); each group's all_reduce
+        on its team; the teams closed."""
+        it, ctx = self.it, self.ctx
+        made = []
+        for g in grouping:
+            made.append((g, it.new_group(g, ctx, backend="gloo")))
+        for g, pg in made:
+            if self.rank not in g:
+                continue
+            xs, x = self.team_inputs((70001,), "float32", g)
+            verify(it.all_reduce(x, ctx, group=pg), reduce_ref(xs, "sum"), "float32")
+            t = ctx.team_for(pg)
+            if t is not ctx:
+                t.close()
 
     # ------------------------------------------------------------ bad input
     def check_bad_input(self):
@@ -1205,6 +1405,59 @@ def gemm_reduce_cases(R, paths=("pipelined", "unfused", "fused"), rows_sweep=(1,
                 R.result("gemm_%s fp8 e4m3 (scales) -> %s %s" % (op, out_dt, path), lambda: R.check_gemm_reduce_fp8(op, out_dt, path))
 
 
+def team_groupings(W):
+    """The splits the team cases use: pairs ({0,1},{2,3} at 4 ranks; {0,1},{2} at 3) and
+    strided ({0,2},{1,3}; {0,2},{1}; {0},{1} at 2)."""
+    pairs = [list(range(i, min(i + 2, W))) for i in range(0, W, 2)]
+    strided = [list(range(s, W, 2)) for s in range(min(2, W))]
+    return [("pairs", pairs), ("strided", strided)]
+
+
+def team_cases(R):
+    """torch subgroups as iris teams: for each grouping, one split (ctx.team) on every rank,
+    then over each rank's group at once (both teams run together): all_reduce (sizes on the
+    latency path, the two-shot, and beyond, off the heap through the staging areas in
+    chunks; in place; a heap tensor), every other collective, a CUDA graph, the serving
+    slot on the team and on a context of its own, refusals; then a split with no collective
+    state left, the teams closed, and it.new_group one group at a time."""
+    lib = R.ctx._lib
+    if not lib.has("iris_team_split") or "iris_team_t" in lib.unchecked:
+        R.result("teams: the cases", lambda: "this libiris.so has no teams (built before them): rebuild with make lib")
+        return
+    made = []
+    for name, grouping in team_groupings(R.world):
+        h = {}
+        R.result("teams %s %s: ctx.team, one split on every rank; team rank = group rank; team_for" % (name, grouping), lambda: R.check_team_make(grouping, h))
+        every = [None] * R.world
+        dist.all_gather_object(every, "team" in h and h["team"] is not None)
+        if not all(every):
+            continue
+        made.append(h)
+        for dt, n, mode in (("float32", 37, "functional"), ("bfloat16", 70001, "functional"), ("bfloat16", 3000003, "functional"),
+                            ("float32", 5000001, "out"), ("float32", 70001, "inplace"), ("bfloat16", 1000003, "inplace"), ("float32", 1000003, "heap")):
+            R.result("teams %s: all_reduce(group=) %s n=%d %s vs float64" % (name, dt, n, mode), lambda: R.check_team_all_reduce(h, dt, n, mode))
+        for dt, m in (("float32", 1001), ("bfloat16", 1 << 20)):
+            R.result("teams %s: all_gather, reduce_scatter, all_to_all, broadcast, barrier (group=) %s %d per rank" % (name, dt, m),
+                     lambda: R.check_team_collectives(h, dt, m))
+        for n in (4099, 600001):
+            R.result("teams %s: all_reduce(group=) in a CUDA graph, 30 replays, n=%d" % (name, n), lambda: R.check_team_graph(h, n))
+        R.result("teams %s: CustomAllreduce(group, ctx=ctx) on the team: 2 KB, 3 MB, 20 graph replays" % name, lambda: R.check_team_serving(h, False))
+        R.result("teams %s: CustomAllreduce(group) on a context of its own over the subgroup" % name, lambda: R.check_team_serving(h, True))
+        R.result("teams %s: refusals (no team, not a member, group= with a Team, root)" % name, lambda: R.check_team_errors(h))
+    if len(made) == 2:
+        R.result("teams: a third split without a collective state: IrisError IRIS_ERROR_UNSUPPORTED with its detail", lambda: R.check_team_no_state(team_groupings(R.world)[0][1]))
+
+    def close_all():
+        for h in made:
+            h["team"].close()
+        for h in made:
+            if not h["team"].closed:
+                raise AssertionError("a team is still open after close()")
+
+    R.result("teams: Team.close (collective over each team's members)", close_all)
+    R.result("teams: it.new_group one group at a time on every rank, all_reduce(group=) on each", lambda: R.check_team_new_group(team_groupings(R.world)[0][1]))
+
+
 def collective_cases(R, sizes=(37, 70001)):
     """Every collective x dtype x op x in-place/out-of-place mode, one result line each."""
     W = R.world
@@ -1266,13 +1519,13 @@ def worker():
         if everything:
             R.result("all-gather + GEMM (rows, B transposed, fp32 out)", R.check_ag_gemm)
             R.result("all-gather + GEMM, fp8 e4m3 with per-tensor scales, bias (pipelined, unfused)", R.check_ag_gemm_fp8)
-        if only != "rmsnorm" and gemm_reduce_available(R):
+        if only not in ("rmsnorm", "teams") and gemm_reduce_available(R):
             gemm_reduce_cases(R)
             R.result("gemm_reduce: the kernel_unfused path, and fp8 on the fused path, refused cleanly (IRIS_ERROR_UNSUPPORTED)", R.check_gemm_reduce_refusals)
             R.result("gemm_reduce: torch.cuda.graph, 120 replays with fresh inputs, poisoned outputs", R.check_gemm_reduce_graph)
             R.result("gemm_reduce: torch.compile(fullgraph=True)", R.check_gemm_reduce_compile)
             R.result("gemm_reduce: bad input raises, never hangs", R.check_gemm_reduce_bad_input)
-        if only != "rmsnorm" and moe_available(R):
+        if only not in ("rmsnorm", "teams") and moe_available(R):
             for mode in ("low_latency", "high_throughput"):
                 for dt in ("bfloat16", "float8_e4m3fn"):
                     for top_k, hidden, skew in ((1, 256, None), (2, 2048, None), (8, 1024, "expert"), (4, 512, "rank")):
@@ -1288,6 +1541,8 @@ def worker():
         if rms:
             group = dist.new_group(list(range(world)), backend="gloo")
             R.result("CustomAllreduce contract (custom_all_reduce, capture, fused_add_rms_norm)", lambda: R.check_custom_allreduce(group))
+        if only in ("all", "teams"):
+            team_cases(R)
         R.result("heap_verify: every rank holds the same allocations after the tests", ctx.heap_verify)
         R.result("heap tensors are freed when they die", lambda: check_no_leak(ctx))
         ctx.close()
@@ -1355,8 +1610,8 @@ def check_after_close(it, ctx, dev):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, default=2)
-    ap.add_argument("--only", choices=("all", "gemm_reduce", "rmsnorm"), default=os.environ.get("IRIS_PY_TEST_ONLY") or "all",
-                    help="gemm_reduce: only the GEMM + reduce-scatter / all-reduce tests; rmsnorm: only all_reduce_rmsnorm and CustomAllreduce (both with the heap "
+    ap.add_argument("--only", choices=("all", "gemm_reduce", "rmsnorm", "teams"), default=os.environ.get("IRIS_PY_TEST_ONLY") or "all",
+                    help="gemm_reduce: only the GEMM + reduce-scatter / all-reduce tests; rmsnorm: only all_reduce_rmsnorm and CustomAllreduce; teams: only the torch subgroup / team tests (each with the heap "
                          "checks); under torchrun set IRIS_PY_TEST_ONLY")
     a = ap.parse_args()
     os.environ["IRIS_PY_TEST_ONLY"] = a.only  # the spawned ranks read it

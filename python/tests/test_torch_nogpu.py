@@ -181,6 +181,34 @@ class TestOps(StandInCase):
         with self.assertRaisesRegex(ValueError, "not a multiple of world_size 2"):
             it.reduce_scatter(torch.zeros(3, 3), self.c2)
 
+    def test_group_goes_to_the_team(self):
+        """group= (a ranks list here; a ProcessGroup alike) runs the collective on the
+        context's team with those members: its id, its world size (shapes) and team rank
+        (in-place blocks); eager and through the dispatcher."""
+        c4 = StandIn(4, -103, rank=2)
+        team = StandIn(2, -104, rank=1)  # the team {1, 2} of c4, this rank its member 1
+        try:
+            c4._ranks, c4._team_of = [0, 1, 2, 3], {(1, 2): team}
+            x = torch.zeros(6)
+            it.all_reduce(x, c4, group=[2, 1])
+            self.assertEqual(it.all_gather(x, c4, group=[1, 2]).shape, (12,))
+            self.assertEqual(it.reduce_scatter(x, c4, group=[1, 2]).shape, (3,))
+            it.all_gather_(x, c4, group=[1, 2])
+            it.barrier(c4, group=[1, 2])
+            self.assertEqual([k[:2] for k in team.calls], [("all_reduce", 6), ("all_gather", 6), ("reduce_scatter", 3), ("all_gather", 3), ("barrier",)])
+            self.assertEqual(c4.calls, [])
+            it.all_reduce(x, c4, group=[0, 1, 2, 3])  # the whole context: the context itself
+            self.assertEqual(c4.calls[-1][:2], ("all_reduce", 6))
+            with self.assertRaisesRegex(ValueError, "not a member"):
+                it.all_reduce(x, c4, group=[0, 1])
+            with self.assertRaisesRegex(RuntimeError, "no team for the group"):
+                it.all_reduce(x, c4, group=[0, 2])
+            torch.ops.iris.all_reduce(x, team.id, "sum")  # the dispatcher takes the team's id
+            self.assertEqual(team.calls[-1][:2], ("all_reduce", 6))
+        finally:
+            c4.close()
+            team.close()
+
     def test_errors_cross_the_dispatcher(self):
         x = torch.zeros(8)
         with self.assertRaisesRegex(ValueError, "must be equal"):

@@ -13,6 +13,8 @@ torch is imported on first use, so `import iris_gpu.torch` works without it.
     plan = ctx.gemm_reduce_plan("reduce_scatter", M, N, K, b_transposed=True)  # collective
     c = it.gemm_reduce_scatter(a_shard, w_shard, plan)  # this rank's M/W rows of sum_r A_r @ B_r
     plan.close()                                    # collective
+    ctx.team([[0, 1], [2, 3]])                      # every rank: a team per TP group (one split)
+    it.all_reduce(x, ctx, group=tp)                 # tp = dist.new_group([0, 1]) on ranks 0, 1
     ctx.close()                                     # collective
 
 Every collective is collective: all ranks call it with the same shapes, dtype, op and
@@ -22,7 +24,8 @@ heap). See docs/python.md.
 
 The package's modules: context (Context, the registry of contexts), dlpack (capsules over
 iris-owned memory), plans (AgGemm, GemmReduce, Moe), ops (the custom ops and the
-functions that call them), serving (CustomAllreduce). Every name is importable from here.
+functions that call them), serving (CustomAllreduce), team (Team: a torch.distributed
+subgroup as an iris team). Every name is importable from here.
 """
 from .. import _host, _lib, _types  # noqa: F401 (as the single module had them)
 from .._lib import IrisError  # noqa: F401
@@ -31,3 +34,4 @@ from .context import Context, _CONTEXTS, _HeapBlock, _ctx, _ctx_id, _device_inde
 from .plans import AgGemm, GemmReduce, MOE_MODES, Moe, _PLANS, _plan, _scale_args  # noqa: F401
 from .ops import _DIRECT, _IMPLS, _KINDS, _OUT_ARG, _along, _contiguous, _extra, _fake_check, _gemm_reduce_as, _invoke, _keep_program_order, _launch, _out_shape, _plain_eager, _register_ops, _spawned, ag_gemm, all_gather, all_gather_, all_reduce, all_reduce_, all_reduce_rmsnorm, all_to_all, all_to_all_, barrier, broadcast, broadcast_, device_context_from_symm_mem, gemm_all_reduce, gemm_reduce, gemm_reduce_scatter, launch, moe_combine, moe_dispatch, reduce_scatter, reduce_scatter_  # noqa: F401
 from .serving import CustomAllreduce  # noqa: F401
+from .team import Team, new_group, new_subgroups_by_enumeration, team_split  # noqa: F401

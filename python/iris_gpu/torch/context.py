@@ -48,10 +48,10 @@ def _ctx(ctx_id):
 
 
 def _ctx_id(ctx):
-    if not isinstance(ctx, Context):
-        raise TypeError("expected an iris_gpu.torch.Context, got %s" % type(ctx).__name__)
+    if not getattr(type(ctx), "_iris_target", False):
+        raise TypeError("expected an iris_gpu.torch.Context (or a Team of one), got %s" % type(ctx).__name__)
     if ctx.closed:
-        raise RuntimeError("iris context %d is closed" % ctx.id)
+        raise RuntimeError("iris %s %d is closed" % ("context" if isinstance(ctx, Context) else "team", ctx.id))
     return ctx.id
 
 
@@ -90,11 +90,14 @@ class Context:
     contexts made over the same group in this process, so every rank must create its
     contexts in the same order."""
 
+    _iris_target = True  # ops accept it (and a Team of it)
+
     def __init__(self, group=None, device=None, heap_size=0, store=None, timeout_ms=0, check_shapes=None):
         torch = _torch_mod()
         import torch.distributed as dist
 
         self.closed = True
+        self._teams, self._team_of, self._stagings = [], {}, []
         self._lib = _lib.load()
         if dist.is_available() and dist.is_initialized():
             rank, world = dist.get_rank(group), dist.get_world_size(group)
@@ -117,6 +120,7 @@ class Context:
             device = int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count()
         self.device = _device_index(torch, device)
         self.rank, self.world_size = rank, world
+        self._ranks = [int(r) for r in ranks]  # context rank i is global rank _ranks[i]
         key = "iris_gpu/" + "-".join(str(r) for r in ranks)
         n = _prefix_counts.get(key, 0)
         _prefix_counts[key] = n + 1
@@ -157,6 +161,13 @@ class Context:
         memory (a warning says how many were alive). Idempotent."""
         if self.closed:
             return
+        for t in list(getattr(self, "_teams", ())):  # finalize frees their slots with the heap
+            t._closed = True
+            _CONTEXTS.pop(t.id, None)
+        self._teams, self._team_of = [], {}
+        for s in getattr(self, "_stagings", ()):
+            s.free(self)
+        self._stagings = []
         if self._live:
             warnings.warn("iris Context.close(): %d heap tensor(s) still alive; they must not be used any more" % self._live)
         _CONTEXTS.pop(self.id, None)
@@ -215,10 +226,94 @@ class Context:
         self._call("iris_abort", self._lib.lib.iris_abort(self._handle()))
 
     def set_algo(self, algo="auto", ctas=0):
-        """Algorithm of the following collectives (auto, latency, bandwidth, two_shot_ll)."""
+        """Algorithm of the following collectives (auto, latency, bandwidth, two_shot_ll, one_shot_ll)."""
         self._opts = {} if algo == "auto" and not ctas else {"algo": _types.iris_algo(algo), "ctas": int(ctas)}
         self._opts_c = _lib.CollOptsT.init(**self._opts) if self._opts else None
         self._optp = ctypes.byref(self._opts_c) if self._opts_c is not None else None
+
+    # -------------------------------------------------------------- teams
+    def team_split(self, color, key, staging_bytes=None):
+        """Collective over every rank of the context (each calls it, in the same order as its
+        other team calls): MPI_Comm_split of the context's world (iris_team_split). Ranks
+        of one color form a team, ordered by key, then by context rank; color
+        IRIS_TEAM_NONE (-1) opts out. Returns this rank's Team, or None when it opted out.
+        staging_bytes: the two heap areas the split's teams stage buffers off the heap
+        through, taken on every rank until close() (None: $IRIS_TEAM_STAGING, else 16 MiB;
+        0: none, and such buffers beyond the latency path raise IRIS_ERROR_NOT_IN_HEAP).
+        Raises IrisError (status and the library's detail) when the split fails: on every
+        rank alike (no table slot free: IRIS_ERROR_OUT_OF_MEMORY; a team across nodes:
+        IRIS_ERROR_UNSUPPORTED)."""
+        from .team import Team, _Staging  # here: team imports this module
+
+        torch = _torch_mod()
+        L = self._lib
+        L.require_struct("iris_team_t")
+        L.require_function("iris_team_split")
+        L.require_function("iris_all_reduce_team")
+        if staging_bytes is None:
+            staging_bytes = _types.parse_bytes(os.environ.get("IRIS_TEAM_STAGING", 16 << 20), "IRIS_TEAM_STAGING")
+        h = self._handle()
+        with torch.cuda.device(self.device):
+            world = _lib.TeamT()
+            self._call("iris_team_get", L.lib.iris_team_get(h, _lib.TEAM_WORLD, ctypes.byref(world)))
+            staging = _Staging(self, staging_bytes)  # every rank, before the split: the heap stays alike
+            out = _lib.TeamT()
+            st = L.lib.iris_team_split(h, ctypes.byref(world), int(color), int(key), ctypes.byref(out))
+            if st != 0:
+                detail = L.detail()
+                staging.free(self)
+                raise IrisError(st, detail, "iris_team_split (rank %d, color %d, key %d)" % (self.rank, color, key))
+        if staging.nbytes:
+            self._stagings.append(staging)
+        if out.size == 0:
+            return None
+        t = Team(self, out, staging)
+        self._teams.append(t)
+        return t
+
+    def team(self, groups, staging_bytes=None):
+        """Collective over every rank of the context, members or not (as dist.new_group is
+        over every rank): one split making a team of each group, so later collectives may
+        take group= (it.all_reduce(x, ctx, group=g)) or the Team itself. groups: one group
+        or a list of disjoint ones, each a ProcessGroup (this rank a member) or a list of
+        global ranks (any rank; sorted, as new_group sorts); e.g. vLLM's group_ranks. Team
+        rank = group rank. Every rank passes the same groups. Returns this rank's Team
+        (None when it is in none of the groups); team_for(group) finds it later. Each call
+        is a new split (a table slot and a collective state, IRIS_TEAMS_COLL of them):
+        make each grouping once, at group-creation time."""
+        from .team import split_groups
+
+        gl = split_groups(groups)
+        world = [int(r) for r in getattr(self, "_ranks", range(self.world_size))]
+        color, key, mine = _types.team_split_args(gl, world, world[self.rank])
+        t = self.team_split(color, key, staging_bytes)
+        if t is not None:
+            self._team_of[mine] = t
+        return t
+
+    def team_for(self, group):
+        """The Team with group's members (made by team() on every rank), or this context
+        when group has exactly the context's ranks. group: a ProcessGroup or a ranks list.
+        RuntimeError when no team was made for it; ValueError when this rank is not in it."""
+        from .team import group_ranks
+
+        members = group_ranks(group)
+        world = tuple(int(r) for r in getattr(self, "_ranks", range(self.world_size)))
+        if members == world:
+            return self
+        t = getattr(self, "_team_of", {}).get(members)
+        if t is not None and not t.closed:
+            return t
+        if world[self.rank] not in members:
+            raise ValueError("iris: rank %d is not a member of the group %s" % (world[self.rank], list(members)))
+        raise RuntimeError("iris: no team for the group %s in this context: make it once on every rank of the context, members or not, "
+                           "with ctx.team(ranks_lists) or it.new_group(ranks, ctx) (a split is collective over the whole context)" % (list(members),))
+
+    def _forget_team(self, t):
+        if t in self._teams:
+            self._teams.remove(t)
+        for k in [k for k, v in self._team_of.items() if v is t]:
+            del self._team_of[k]
 
     # -------------------------------------------------------------- heap tensors
     def empty(self, shape, dtype=None):

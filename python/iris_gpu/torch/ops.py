@@ -3,7 +3,7 @@ import os
 import warnings
 
 from .. import _lib, _types
-from .context import _ctx, _ctx_id, _torch_mod
+from .context import Context, _ctx, _ctx_id, _torch_mod
 from .plans import AgGemm, GemmReduce, Moe, _plan, _scale_args
 
 
@@ -295,19 +295,32 @@ def _contiguous(kind, x, out=None):
         _types.check_contiguous(out, kind + ": output")
 
 
-def all_reduce(x, ctx, op="sum", out=None):
-    """Out of place: a new tensor (or out) = op over ranks of x. op: sum, min, max, avg."""
+def _target_id(ctx, group):
+    """The op's context id: ctx's (a Context or a Team), or with group= (a ProcessGroup or
+    a ranks list) the id of ctx's team with the group's members (Context.team_for)."""
+    if group is None:
+        return _ctx_id(ctx)
+    if not isinstance(ctx, Context):
+        raise TypeError("group= needs an iris_gpu.torch.Context, got %s (a Team already names its group)" % type(ctx).__name__)
+    return _ctx_id(ctx.team_for(group))
+
+
+def all_reduce(x, ctx, op="sum", out=None, group=None):
+    """Out of place: a new tensor (or out) = op over ranks of x. op: sum, min, max, avg.
+    group: a torch.distributed group (or ranks list) of ctx's ranks: over its members only,
+    through its team (Context.team); every function here takes group= the same way."""
     _contiguous("all_reduce", x, out)
+    cid = _target_id(ctx, group)
     if out is None:
-        return _invoke("all_reduce", x, _ctx_id(ctx), op)
-    _invoke("all_reduce_out", x, out, _ctx_id(ctx), op)
+        return _invoke("all_reduce", x, cid, op)
+    _invoke("all_reduce_out", x, out, cid, op)
     return out
 
 
-def all_reduce_(x, ctx, op="sum"):
+def all_reduce_(x, ctx, op="sum", group=None):
     """In place: x = op over ranks of x. Returns x."""
     _contiguous("all_reduce", x)
-    _invoke("all_reduce_inplace", x, _ctx_id(ctx), op)
+    _invoke("all_reduce_inplace", x, _target_id(ctx, group), op)
     return x
 
 
@@ -317,12 +330,12 @@ def _along(x, dim):
     return x if d == 0 else x.movedim(d, 0).contiguous()
 
 
-def all_gather(x, ctx, dim=0, out=None):
+def all_gather(x, ctx, dim=0, out=None, group=None):
     """Every rank's x, concatenated along dim (out: a tensor of that shape, dim 0 only, or
     any tensor of world_size * x.numel() elements: rank r's x at r * x.numel()). Along a
     dim other than 0 the input is moved to the front first and the result back (copies)."""
     _contiguous("all_gather", x, out)
-    cid = _ctx_id(ctx)
+    cid = _target_id(ctx, group)
     if out is not None:
         if dim != 0:
             raise ValueError("all_gather: out= needs dim=0 (gather along another dim into a new tensor)")
@@ -335,18 +348,18 @@ def all_gather(x, ctx, dim=0, out=None):
     return g.movedim(0, d).contiguous()  # gather_shape(x.shape, W, dim), contiguous like torch.cat
 
 
-def all_gather_(buf, ctx):
+def all_gather_(buf, ctx, group=None):
     """In place: buf holds world_size blocks; this rank's block (rank * n/W) is sent and
     every block is filled."""
     _contiguous("all_gather", buf)
-    _invoke("all_gather_inplace", buf, _ctx_id(ctx))
+    _invoke("all_gather_inplace", buf, _target_id(ctx, group))
     return buf
 
 
-def reduce_scatter(x, ctx, op="sum", dim=0, out=None):
+def reduce_scatter(x, ctx, op="sum", dim=0, out=None, group=None):
     """This rank's slice (rank-th of world_size along dim) of op over ranks of x."""
     _contiguous("reduce_scatter", x, out)
-    cid = _ctx_id(ctx)
+    cid = _target_id(ctx, group)
     if out is not None:
         if dim != 0:
             raise ValueError("reduce_scatter: out= needs dim=0")
@@ -360,48 +373,51 @@ def reduce_scatter(x, ctx, op="sum", dim=0, out=None):
     return r if d == 0 else r.movedim(0, d).contiguous()
 
 
-def reduce_scatter_(buf, ctx, op="sum"):
+def reduce_scatter_(buf, ctx, op="sum", group=None):
     """In place: buf holds world_size blocks; the reduced block of this rank lands at rank * n/W."""
     _contiguous("reduce_scatter", buf)
-    _invoke("reduce_scatter_inplace", buf, _ctx_id(ctx), op)
+    _invoke("reduce_scatter_inplace", buf, _target_id(ctx, group), op)
     return buf
 
 
-def all_to_all(x, ctx, out=None):
+def all_to_all(x, ctx, out=None, group=None):
     """Block r (of world_size equal blocks of x, flattened) goes to rank r; the result's
     block r came from rank r."""
     _contiguous("all_to_all", x, out)
+    cid = _target_id(ctx, group)
     if out is None:
-        return _invoke("all_to_all", x, _ctx_id(ctx))
-    _invoke("all_to_all_out", x, out, _ctx_id(ctx))
+        return _invoke("all_to_all", x, cid)
+    _invoke("all_to_all_out", x, out, cid)
     return out
 
 
-def all_to_all_(x, ctx):
+def all_to_all_(x, ctx, group=None):
     _contiguous("all_to_all", x)
-    _invoke("all_to_all_inplace", x, _ctx_id(ctx))
+    _invoke("all_to_all_inplace", x, _target_id(ctx, group))
     return x
 
 
-def broadcast(x, ctx, root=0, out=None):
-    """root's x on every rank (x is read on the root only)."""
+def broadcast(x, ctx, root=0, out=None, group=None):
+    """root's x on every rank (x is read on the root only). With group=, root is a group
+    rank (as torch's group_src)."""
     _contiguous("broadcast", x, out)
+    cid = _target_id(ctx, group)
     if out is None:
-        return _invoke("broadcast", x, _ctx_id(ctx), root)
-    _invoke("broadcast_out", x, out, _ctx_id(ctx), root)
+        return _invoke("broadcast", x, cid, root)
+    _invoke("broadcast_out", x, out, cid, root)
     return out
 
 
-def broadcast_(x, ctx, root=0):
+def broadcast_(x, ctx, root=0, group=None):
     _contiguous("broadcast", x)
-    _invoke("broadcast_inplace", x, _ctx_id(ctx), root)
+    _invoke("broadcast_inplace", x, _target_id(ctx, group), root)
     return x
 
 
-def barrier(ctx):
+def barrier(ctx, group=None):
     """A GPU-side barrier on the current stream (capturable): work enqueued after it on any
-    rank sees the writes every rank enqueued before it."""
-    _invoke("barrier", _ctx_id(ctx))
+    rank (of the group, with group=) sees the writes every such rank enqueued before it."""
+    _invoke("barrier", _target_id(ctx, group))
 
 
 def ag_gemm(a, b, plan, bias=None, a_scale=None, b_scale=None):

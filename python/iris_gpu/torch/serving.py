@@ -17,7 +17,14 @@ class CustomAllreduce:
         ca.close()
 
     group: a process group (gloo as vLLM gives, or any); device: int, "cuda:k" or
-    torch.device. World size 1 gives disabled = True. The input is copied into the heap
+    torch.device. World size 1 gives disabled = True.
+    ctx: None (the default): the slot brings up a Context of its own over group (its own
+    heap and rendezvous, collective over the group). Or an iris Context of a larger world
+    (every rank's one context): the slot runs on ctx's team with group's members, made
+    beforehand on every rank of ctx (ctx.team(group_ranks) or it.new_group(ranks, ctx): a
+    split is collective over the whole context, which an engine's per-group construction
+    is not); construction is then local, and close() leaves ctx open.
+    The input is copied into the heap
     by the library (its staging area), so graph replays work with any input address and
     nothing needs registering; capture() only marks warm-up calls (inside capture() but not
     capturing), which return torch.empty_like(inp) without communicating, as vLLM does."""
@@ -27,7 +34,7 @@ class CustomAllreduce:
     # 2 to IRIS_MAX_RANKS ranks, so the list only says what engines may look for.
     _SUPPORTED_WORLD_SIZES = list(range(2, 17))
 
-    def __init__(self, group, device, max_size=8 * 1024 * 1024, heap_size=0):
+    def __init__(self, group, device, max_size=8 * 1024 * 1024, heap_size=0, ctx=None):
         torch = _torch_mod()
         import torch.distributed as dist
 
@@ -40,16 +47,24 @@ class CustomAllreduce:
         self.disabled = True
         self._capturing = False
         self.ctx = None
+        self._target = None  # the Context or Team the sums run on
+        self._owns_ctx = ctx is None
         if self.world_size == 1:
             return
-        self.ctx = Context(group=group, device=self.device.index, heap_size=heap_size)
+        if ctx is None:
+            self.ctx = self._target = Context(group=group, device=self.device.index, heap_size=heap_size)
+        else:
+            if ctx.device != self.device.index:
+                raise ValueError("CustomAllreduce: the context runs on cuda:%d, not on %s" % (ctx.device, self.device))
+            self._target = ctx.team_for(group)  # RuntimeError naming how to make it when there is none
+            self.ctx = ctx
         self.disabled = False
 
     def should_custom_ar(self, inp):
         """True when custom_all_reduce takes inp: not disabled, a contiguous float32/
         float16/bfloat16 CUDA tensor on this device, bytes a multiple of 16 and below
         max_size."""
-        if self.disabled or self.ctx is None or self.ctx.closed:
+        if self.disabled or self._target is None or self._target.closed:
             return False
         if _types.dtype_name(inp.dtype) not in self._SUPPORTED or not inp.is_cuda or inp.device != self.device:
             return False
@@ -64,7 +79,7 @@ class CustomAllreduce:
         torch = _torch_mod()
         if self._capturing and not torch.cuda.is_current_stream_capturing():
             return torch.empty_like(inp)
-        return _invoke("all_reduce", inp, self.ctx.id, "sum")
+        return _invoke("all_reduce", inp, self._target.id, "sum")
 
     def all_reduce(self, inp, *, out=None, registered=False):
         """vLLM's lower-level entry: the sum over ranks of inp into out (a new tensor when
@@ -72,8 +87,8 @@ class CustomAllreduce:
         `registered` is accepted and ignored: every input works, registered or not."""
         del registered
         if out is None:
-            return _invoke("all_reduce", inp, self.ctx.id, "sum")
-        _invoke("all_reduce_out", inp, out, self.ctx.id, "sum")
+            return _invoke("all_reduce", inp, self._target.id, "sum")
+        _invoke("all_reduce_out", inp, out, self._target.id, "sum")
         return out
 
     # ---- all-reduce + residual add + RMSNorm (+ fp8), vLLM's fused_add_rms_norm signature
@@ -140,11 +155,14 @@ class CustomAllreduce:
         """vLLM's hook after capture: nothing to do here."""
 
     def close(self):
-        """Collective over the group: finalize the context. Idempotent."""
+        """Collective over the group when the slot owns its context (finalize); with ctx=
+        local (the team stays ctx's). Idempotent."""
         self.disabled = True
+        self._target = None
         if self.ctx is not None:
             ctx, self.ctx = self.ctx, None
-            ctx.close()
+            if self._owns_ctx:
+                ctx.close()
 
     def __del__(self):
         try:
