@@ -8,7 +8,8 @@
 //                           one-shot and session), ROUNDS rounds with skewed ranks, every
 //                           value checked; signal OR/XOR/ADD by team rank; every collective
 //                           on every team at LL and bandwidth sizes against exact references,
-//                           outputs poisoned; strided and 2-D splits; destroy and reuse
+//                           outputs poisoned; strided and 2-D splits, their teams' barrier
+//                           rounds overlapping in time (teams sharing ranks); destroy and reuse
 //   team_test concurrent N  TP and DP teams of a 2-D split: all-reduces of both on two streams
 //                           at once, ROUNDS rounds, each checked on the device
 //   team_test mismatch N    a mismatched call in the TP team: its members see IRIS_ERROR_MISMATCH
@@ -48,15 +49,24 @@ __device__ void skew(int world_rank, int round) {
 }
 // Rounds of: each member puts a value into every member's slot (parity round & 1), the
 // team meets, each checks every slot. C: the cooperation level; session: one session for
-// all rounds, else a one-shot barrier per round.
+// all rounds, else a one-shot barrier per round. buf: a region of ROUND_WORDS words of
+// this team alone (teams that share a rank may run at the same time: each its own region):
+// [parity][team rank] the values, [2][team rank] the members' seed tags, put in round 0 and
+// checked after its barrier: members that disagree on the seed (a test bug, not the
+// barrier's) count in errors[2] instead of every value counting as wrong.
+#define ROUND_WORDS (3 * IRIS_MAX_RANKS)
 template <typename C>
 __global__ void k_rounds(iris_device_ctx_t ctx, iris_team_t team, unsigned *buf, int rounds, uint64_t seed, int session, int index, int *errors) {
   C coop;
   const int tid = coop.thread_rank(), nt = coop.size(), me_w = ctx.rank;
+  const unsigned tag = (unsigned)(seed >> 32) | 1u;
   iris_team_barrier_session<C> s(coop, ctx, team, index);
   for (int r = 0; r < rounds; r++) {
     if (tid == 0) skew(me_w, r);
-    for (int p = tid; p < team.size; p += nt) iris_team_store(ctx, team, buf + (r & 1) * IRIS_MAX_RANKS + team.rank, uval(seed, r, me_w, iris_team_peer(team, p)), p);
+    for (int p = tid; p < team.size; p += nt) {
+      iris_team_store(ctx, team, buf + (r & 1) * IRIS_MAX_RANKS + team.rank, uval(seed, r, me_w, iris_team_peer(team, p)), p);
+      if (r == 0) iris_team_store(ctx, team, buf + 2 * IRIS_MAX_RANKS + team.rank, tag, p);
+    }
     bool ok = session ? s.sync() : iris_team_barrier(coop, ctx, team, index + 1);
     if (!ok) {
       if (tid == 0) atomicAdd(errors + 1, 1);
@@ -64,7 +74,8 @@ __global__ void k_rounds(iris_device_ctx_t ctx, iris_team_t team, unsigned *buf,
     }
     for (int p = tid; p < team.size; p += nt) {
       unsigned got = ((volatile unsigned *)buf)[(r & 1) * IRIS_MAX_RANKS + p];
-      if (got != uval(seed, r, iris_team_peer(team, p), me_w)) atomicAdd(errors, 1);
+      if (r == 0 && ((volatile unsigned *)buf)[2 * IRIS_MAX_RANKS + p] != tag) atomicAdd(errors + 2, 1);
+      else if (got != uval(seed, r, iris_team_peer(team, p), me_w)) atomicAdd(errors, 1);
     }
   }
 }
@@ -130,22 +141,26 @@ static std::vector<int> ref_members(const Split &s, int me) {
 }
 
 // rounds: made even, so the next launch's first round writes the other parity than the
-// last round of this one (which a slow peer may still be reading); values salted per launch
-static bool run_rounds(Suite &s, const iris_team_t &t, unsigned *buf, int *errs, int rounds, int coop, int session, int index) {
-  static uint64_t launches = 0;
+// last round of this one (which a slow peer may still be reading). salt: the launch's
+// values; every member must pass the same, so it comes from the caller's rank-uniform
+// control flow (a per-process launch count diverges as soon as one rank is not a member
+// of some team and skips its launches). buf: the team's region (ROUND_WORDS words).
+static bool run_rounds(Suite &s, const iris_team_t &t, unsigned *buf, int *errs, int rounds, int coop, int session, int index, uint64_t salt) {
   iris_device_ctx_t dc = iris_device_context(s.ctx);
-  const uint64_t seed = mix(s.seed ^ ++launches);
+  const uint64_t seed = mix(s.seed ^ mix(salt));
   rounds = rounds < 2 ? 2 : rounds & ~1;
-  CK(cudaMemset(errs, 0, 2 * sizeof(int)));
+  CK(cudaMemset(errs, 0, 3 * sizeof(int)));
   if (coop == 0) k_rounds<iris_coop_thread><<<1, 1, 0, s.stream>>>(dc, t, buf, rounds, seed, session, index, errs);
   else if (coop == 1) k_rounds<iris_coop_warp><<<1, 32, 0, s.stream>>>(dc, t, buf, rounds, seed, session, index, errs);
   else k_rounds<iris_coop_block><<<1, 128, 0, s.stream>>>(dc, t, buf, rounds, seed, session, index, errs);
   CK(cudaGetLastError());
   CK(cudaStreamSynchronize(s.stream));
-  int h[2];
+  int h[3];
   CK(cudaMemcpy(h, errs, sizeof h, cudaMemcpyDeviceToHost));
-  if (h[0] || h[1]) fprintf(stderr, "team_test: rank %d: coop %d session %d: %d wrong values, %d failed barriers\n", s.rank, coop, session, h[0], h[1]);
-  return h[0] == 0 && h[1] == 0;
+  if (h[0] || h[1]) fprintf(stderr, "team_test: rank %d: coop %d session %d index %d: %d wrong values, %d failed barriers\n", s.rank, coop, session, index, h[0], h[1]);
+  if (h[2]) fprintf(stderr, "team_test: rank %d: coop %d session %d index %d: %d members disagree on the launch's seed (a test bug: salt %llu)\n", s.rank, coop, session, index, h[2],
+                    (unsigned long long)salt);
+  return h[0] == 0 && h[1] == 0 && h[2] == 0;
 }
 
 // Every collective on team t, small (latency) and large (bandwidth) sizes, exact checks.
@@ -200,11 +215,11 @@ static bool test_basic(Suite &s) {
   unsigned long long *sig;
   int *errs;
   float *in, *out;
-  IK(iris_calloc(s.ctx, 2 * IRIS_MAX_RANKS * sizeof(unsigned), (void **)&buf));
+  IK(iris_calloc(s.ctx, 3 * ROUND_WORDS * sizeof(unsigned), (void **)&buf)); // three teams' regions (the strided and 2-D teams run at once)
   IK(iris_calloc(s.ctx, 4 * sizeof(unsigned long long), (void **)&sig));
   IK(iris_malloc(s.ctx, (size_t)IRIS_MAX_RANKS * (4 << 20) + 256, (void **)&in));
   IK(iris_malloc(s.ctx, (size_t)IRIS_MAX_RANKS * (4 << 20) + 256, (void **)&out));
-  CK(cudaMalloc(&errs, 2 * sizeof(int)));
+  CK(cudaMalloc(&errs, 3 * sizeof(int)));
   iris_team_t world, node, rail;
   IK(iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world));
   IK(iris_team_get(s.ctx, IRIS_TEAM_NODE, &node));
@@ -213,7 +228,7 @@ static bool test_basic(Suite &s) {
          world.size == n && world.rank == s.rank && node.size == n && node.rank == s.rank && rail.size == 1 && rail.rank == 0 &&
              iris_team_world_rank(&rail, 0) == s.rank && iris_team_world_rank(&world, n - 1) == n - 1);
   IK(iris_barrier(s.ctx));
-  report(s, "world team: barrier rounds (block level)", run_rounds(s, world, buf, errs, g_rounds, 2, 1, 0));
+  report(s, "world team: barrier rounds (block level)", run_rounds(s, world, buf, errs, g_rounds, 2, 1, 0, 1));
   int call = 1;
   for (const Split &sp : splits(n)) {
     std::string nm = std::string("split ") + sp.name;
@@ -227,7 +242,7 @@ static bool test_basic(Suite &s) {
     bool rounds_ok = true, sig_ok = true, coll_ok = true;
     if (t.rank >= 0) {
       for (int coop = 0; coop < 3; coop++)
-        for (int ses = 0; ses < 2; ses++) rounds_ok &= run_rounds(s, t, buf, errs, coop == 2 && ses ? g_rounds : g_rounds / 4, coop, ses, 2 * coop);
+        for (int ses = 0; ses < 2; ses++) rounds_ok &= run_rounds(s, t, buf, errs, coop == 2 && ses ? g_rounds : g_rounds / 4, coop, ses, 2 * coop, (uint64_t)call * 16 + 2 * coop + ses);
       CK(cudaMemset(errs, 0, sizeof(int)));
       // the words start at zero (zeroed after the previous split, before a barrier); per
       // repetition the OR word stays full, the ADD word grows by the size, XOR toggles
@@ -254,10 +269,16 @@ static bool test_basic(Suite &s) {
     IK(iris_team_split_2d(s.ctx, &world, 2, &x, &y));
     ok = ok && x.rank == s.rank % 2 && iris_team_world_rank(&x, 0) == s.rank / 2 * 2 && y.rank == s.rank / 2 && iris_team_world_rank(&y, 0) == s.rank % 2;
     report(s, "split_strided and split_2d (xrange 2): members as NVSHMEM's", ok);
+    // No meeting between the three: a rank outside st starts on x while st's members are
+    // still at it, so teams sharing ranks run at once, each on its own slot and region.
+    // Every member runs every round set even after a failure (a member that skipped one
+    // would leave its peers waiting out the bound), with salts alike on every rank.
     bool r1 = true;
-    if (st.rank >= 0) r1 = run_rounds(s, st, buf, errs, g_rounds / 4, 2, 1, 20);
-    r1 = r1 && run_rounds(s, x, buf, errs, g_rounds / 4, 2, 0, 22);
-    report(s, "strided and 2-D teams: barrier rounds", r1);
+    if (st.rank >= 0) r1 &= run_rounds(s, st, buf, errs, g_rounds / 4, 2, 1, 20, 1000001);
+    r1 &= run_rounds(s, x, buf + ROUND_WORDS, errs, g_rounds / 4, 2, 0, 22, 1000002);
+    r1 &= run_rounds(s, y, buf + 2 * ROUND_WORDS, errs, g_rounds / 4, 2, 1, 24, 1000003);
+    r1 &= run_rounds(s, y, buf + 2 * ROUND_WORDS, errs, g_rounds / 4, 1, 0, 26, 1000004);
+    report(s, "strided and 2-D teams, overlapping in time: barrier rounds (block session / one-shot, warp one-shot)", r1);
     IK(iris_team_destroy(s.ctx, &st));
     IK(iris_team_destroy(s.ctx, &x));
     IK(iris_team_destroy(s.ctx, &y));

@@ -129,7 +129,7 @@ IRIS_DEVICE_INLINE float iris_rmsnorm_token_scale(float amax) {
 /* The block's cross-CTA step for a row split over several CTAs: `solo` (one CTA per
  * row) returns the block's own value. */
 struct iris_rmsnorm_solo {
-  IRIS_DEVICE_INLINE bool combine(float &v, int, bool) const { return true; }
+  IRIS_DEVICE_INLINE bool combine(float &, int, bool) const { return true; }
 };
 
 /* The second half of a row, once pass 1 has written this CTA's residual lines and left
