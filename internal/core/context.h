@@ -74,13 +74,6 @@ IRIS_INTERNAL iris_status_t iris_detail_live(const iris_t *ctx, const char *call
   if (ctx->magic != IRIS_DETAIL_CTX_LIVE) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: not an iris context", call);
   return IRIS_SUCCESS;
 }
-#define IRIS_DETAIL_LIVE(ctx, call)                                    \
-  do {                                                                 \
-    if (!IRIS_DETAIL_IS_LIVE(ctx)) {                                   \
-      iris_detail_live(ctx, call); /* the detail */                    \
-      return IRIS_ERROR_INVALID_ARGUMENT;                              \
-    }                                                                  \
-  } while (0)
 #define IRIS_DETAIL_IS_LIVE(ctx) ((ctx) && (ctx)->magic == IRIS_DETAIL_CTX_LIVE)
 
 /* The exchange over every rank of the world (global ranks). */

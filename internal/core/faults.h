@@ -49,7 +49,7 @@ IRIS_DEF iris_status_t iris_detail_check_fault(const iris_t *ctx) {
 }
 IRIS_DEF iris_status_t iris_get_async_error(iris_t *ctx) {
   unsigned long long f;
-  IRIS_DETAIL_LIVE(ctx, "iris_get_async_error");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_get_async_error");
   if (ctx->teams_op) ctx->teams_op(ctx, IRIS_DETAIL_TEAMS_POLL);
   if ((f = iris_detail_fault_read(ctx, IRIS_FAULT_WORD_FATAL)) != 0) return iris_detail_fault_status(ctx, f);
   if (ctx->fault_host && (f = __atomic_exchange_n(ctx->fault_host + IRIS_FAULT_WORD_MISMATCH, 0ULL, __ATOMIC_ACQ_REL)) != 0)
@@ -58,7 +58,7 @@ IRIS_DEF iris_status_t iris_get_async_error(iris_t *ctx) {
 }
 IRIS_DEF iris_status_t iris_abort(iris_t *ctx) {
   unsigned long long zero = 0;
-  IRIS_DETAIL_LIVE(ctx, "iris_abort");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_abort");
   if (ctx->fault_host)
     __atomic_compare_exchange_n(ctx->fault_host + IRIS_FAULT_WORD_FATAL, &zero, IRIS_FAULT_MAKE(IRIS_FAULT_ABORT, 0xff, 0, 0), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   if (ctx->teams_op) ctx->teams_op(ctx, IRIS_DETAIL_TEAMS_ABORT); /* the teams' collectives stop waiting too */

@@ -43,7 +43,7 @@ IRIS_DEF iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t ali
   int i;
   if (!ptr) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_malloc: NULL result pointer");
   *ptr = NULL;
-  IRIS_DETAIL_LIVE(ctx, "iris_malloc");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_malloc");
   if (alignment & (alignment - 1)) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_malloc: alignment %zu is not a power of two", alignment);
   if (alignment < IRIS_HEAP_ALIGN) alignment = IRIS_HEAP_ALIGN;
   if (bytes == 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_malloc of 0 bytes", ctx->local_rank);
@@ -105,7 +105,10 @@ IRIS_DEF iris_status_t iris_heap_offset(const iris_t *ctx, const void *ptr, size
     iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_heap_offset: NULL argument");
     return IRIS_ERROR_INVALID_ARGUMENT;
   }
-  IRIS_DETAIL_LIVE(ctx, "iris_heap_offset");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) {
+    iris_detail_live(ctx, "iris_heap_offset");
+    return IRIS_ERROR_INVALID_ARGUMENT; /* a constant, as below */
+  }
   if (p < ctx->bases[ctx->local_rank] || p >= ctx->bases[ctx->local_rank] + ctx->heap_size) {
     iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: pointer %p is outside the symmetric heap [%p, %p)", ctx->local_rank, ptr, (void *)ctx->bases[ctx->local_rank],
                      (void *)(ctx->bases[ctx->local_rank] + ctx->heap_size));
@@ -119,7 +122,7 @@ IRIS_DEF iris_status_t iris_free(iris_t *ctx, void *ptr) {
   size_t off;
   int i;
   iris_status_t st;
-  IRIS_DETAIL_LIVE(ctx, "iris_free");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_free");
   if (!ptr) return IRIS_SUCCESS;
   if ((st = iris_heap_offset(ctx, ptr, &off)) != IRIS_SUCCESS) return st;
   for (i = 0; i < ctx->nblocks; i++)
@@ -163,7 +166,7 @@ IRIS_DEF iris_status_t iris_heap_verify(iris_t *ctx) {
   char list[512];
   int r, nbad = 0;
   iris_status_t st;
-  IRIS_DETAIL_LIVE(ctx, "iris_heap_verify");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_heap_verify");
   all = (iris_detail_heap_layout_t *)malloc(sizeof mine * (size_t)ctx->local_size);
   if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
   iris_detail_layout(ctx, &mine);

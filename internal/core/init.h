@@ -286,7 +286,7 @@ IRIS_DEF iris_status_t iris_barrier(iris_t *ctx) {
   iris_status_t st;
   iris_gpu_error_t e;
   int old = -1;
-  IRIS_DETAIL_LIVE(ctx, "iris_barrier");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_barrier");
   if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   iris_gpu_get_device(&old);
   e = iris_gpu_set_device(ctx->device);
@@ -303,7 +303,7 @@ IRIS_DEF iris_status_t iris_barrier(iris_t *ctx) {
 }
 
 IRIS_DEF iris_status_t iris_allgather_host(iris_t *ctx, const void *send, void *recv, size_t bytes) {
-  IRIS_DETAIL_LIVE(ctx, "iris_allgather_host");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_allgather_host");
   if (bytes && (!send || !recv)) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_allgather_host: NULL argument");
   if (ctx->mode == IRIS_DETAIL_MODE_RENDEZVOUS || ctx->mode == IRIS_DETAIL_MODE_LOCAL || bytes)
     return iris_detail_comm_allgather_world(ctx, send, recv, bytes, ctx->barrier_timeout_ms);
@@ -326,7 +326,7 @@ IRIS_INTERNAL void iris_detail_keep_tombstone(iris_t *ctx) {
 IRIS_DEF iris_status_t iris_finalize(iris_t *ctx) {
   iris_status_t st = IRIS_SUCCESS;
   int old = -1;
-  IRIS_DETAIL_LIVE(ctx, "iris_finalize");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_finalize");
   if (ctx->mode == 0) {
     /* a host-only test context: no GPU, no peers */
   } else if (ctx->mode == IRIS_DETAIL_MODE_LOCAL) {

@@ -80,7 +80,7 @@ IRIS_DEF iris_status_t iris_translate_host(const iris_t *ctx, const void *ptr, i
   size_t off;
   iris_status_t st;
   if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_translate_host: NULL argument");
-  IRIS_DETAIL_LIVE(ctx, "iris_translate_host");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_translate_host");
   if (to_rank < 0 || to_rank >= iris_world_size(ctx))
     return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: iris_translate_host to rank %d outside [0, %d)", iris_rank(ctx), to_rank, iris_world_size(ctx));
   if (iris_detail_local_index(ctx, to_rank) < 0)

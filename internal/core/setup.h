@@ -104,30 +104,33 @@ IRIS_INTERNAL iris_status_t iris_detail_resolve_config(const iris_config_t *cfg,
 IRIS_INTERNAL iris_status_t iris_detail_setup_gpu(iris_t *ctx, iris_detail_record_t *rec) {
   void *heap = NULL;
   iris_gpu_ipc_handle_t h;
-  IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_set_device(ctx->device));
-  IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_malloc(&heap, ctx->heap_size, ctx->heap_memory));
+  iris_gpu_error_t e;
+  if ((e = iris_gpu_set_device(ctx->device)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "iris_gpu_set_device(ctx->device)", e);
+  if ((e = iris_gpu_malloc(&heap, ctx->heap_size, ctx->heap_memory)) != IRIS_GPU_SUCCESS)
+    return iris_detail_gpu_fail(ctx->local_rank, "iris_gpu_malloc(&heap, ctx->heap_size, ctx->heap_memory)", e);
   ctx->bases[ctx->local_rank] = (char *)heap;
-  IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_memset(heap, 0, ctx->heap_size));
-  IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_synchronize());
+  if ((e = iris_gpu_memset(heap, 0, ctx->heap_size)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "iris_gpu_memset(heap, 0, ctx->heap_size)", e);
+  if ((e = iris_gpu_synchronize()) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "iris_gpu_synchronize()", e);
   {
     void *h = NULL, *d = NULL;
-    IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_host_alloc_mapped(&h, IRIS_FAULT_WORDS * sizeof(unsigned long long)));
+    if ((e = iris_gpu_host_alloc_mapped(&h, IRIS_FAULT_WORDS * sizeof(unsigned long long))) != IRIS_GPU_SUCCESS)
+      return iris_detail_gpu_fail(ctx->local_rank, "iris_gpu_host_alloc_mapped(&h, IRIS_FAULT_WORDS * sizeof(unsigned long long))", e);
     ctx->fault_host = (unsigned long long *)h;
     ctx->fault_host[IRIS_FAULT_WORD_FATAL] = ctx->fault_host[IRIS_FAULT_WORD_MISMATCH] = 0;
     int wait_ms = 0; /* IRIS_WAIT_TIMEOUT_MS (checked by iris_detail_resolve_config); 0: the units' IRIS_WAIT_TIMEOUT_NS */
     (void)iris_detail_env_ms("IRIS_WAIT_TIMEOUT_MS", 100, &wait_ms);
     ctx->fault_host[IRIS_FAULT_WORD_BOUND] = (unsigned long long)wait_ms * 1000000ULL;
-    IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_host_device_ptr(&d, h));
+    if ((e = iris_gpu_host_device_ptr(&d, h)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "iris_gpu_host_device_ptr(&d, h)", e);
     ctx->fault_dev = (unsigned long long *)d;
   }
-  IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_event_create(&ctx->order_eager));
+  if ((e = iris_gpu_event_create(&ctx->order_eager)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "iris_gpu_event_create(&ctx->order_eager)", e);
   if (iris_gpu_event_create(&ctx->order_cap) != IRIS_GPU_SUCCESS) {
     iris_gpu_event_destroy(ctx->order_eager);
     return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: creating an event failed", ctx->local_rank);
   }
   ctx->order_events = 1;
   if (ctx->mode != IRIS_DETAIL_MODE_LOCAL) {
-    IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_ipc_get(&h, heap));
+    if ((e = iris_gpu_ipc_get(&h, heap)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "iris_gpu_ipc_get(&h, heap)", e);
     memcpy(rec->ipc, &h, sizeof h < sizeof rec->ipc ? sizeof h : sizeof rec->ipc);
   }
   rec->base = (uint64_t)(uintptr_t)heap;
@@ -143,11 +146,13 @@ IRIS_INTERNAL iris_status_t iris_detail_map_peers(iris_t *ctx, const iris_detail
     if (iris_detail_same_process(&rec[r])) {
       if (rec[r].device != ctx->device) {
         int ok = 0;
-        IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_can_access_peer(&ok, ctx->device, rec[r].device));
+        iris_gpu_error_t e;
+        if ((e = iris_gpu_can_access_peer(&ok, ctx->device, rec[r].device)) != IRIS_GPU_SUCCESS)
+          return iris_detail_gpu_fail(ctx->local_rank, "iris_gpu_can_access_peer(&ok, ctx->device, rec[r].device)", e);
         if (!ok)
           return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: GPU %d cannot access GPU %d (rank %d) directly; iris needs peer-to-peer access", ctx->local_rank,
                                   ctx->device, rec[r].device, r);
-        IRIS_DETAIL_GPU_CALL(ctx->local_rank, iris_gpu_enable_peer(rec[r].device));
+        if ((e = iris_gpu_enable_peer(rec[r].device)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "iris_gpu_enable_peer(rec[r].device)", e);
       }
       ctx->bases[r] = (char *)(uintptr_t)rec[r].base;
     } else {

@@ -1,5 +1,5 @@
 /* internal/core/status.h: errors: this thread's detail buffer, the helpers that fill it
- * (iris_detail_fail and its GPU and OS forms, IRIS_DETAIL_GPU_CALL), iris_status_string,
+ * (iris_detail_fail and its GPU and OS forms), iris_status_string,
  * iris_error_detail and iris_get_version. Part of iris's implementation, included by
  * iris.h under IRIS_IMPLEMENTATION (inside its extern "C" block); not a public header. */
 #ifndef IRIS_INTERNAL_CORE_STATUS_H
@@ -39,11 +39,6 @@ IRIS_INTERNAL void iris_detail_copy(char *dst, size_t cap, const char *src) {
 IRIS_INTERNAL iris_status_t iris_detail_sys_fail(int rank, const char *call, int err) {
   return iris_detail_fail(IRIS_ERROR_SYSTEM, "rank %d: %s failed: %s", rank, call, strerror(err));
 }
-#define IRIS_DETAIL_GPU_CALL(rank, call)                                   \
-  do {                                                                     \
-    iris_gpu_error_t iris_e_ = (call);                                     \
-    if (iris_e_ != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(rank, #call, iris_e_); \
-  } while (0)
 
 IRIS_DEF const char *iris_status_string(iris_status_t s) {
   switch (s) {

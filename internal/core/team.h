@@ -344,7 +344,7 @@ IRIS_DEF iris_status_t iris_team_get(iris_t *ctx, iris_team_which_t which, iris_
   if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_team_get: NULL out");
   memset(out, 0, sizeof *out);
   out->rank = out->slot = out->coll = -1;
-  IRIS_DETAIL_LIVE(ctx, "iris_team_get");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_team_get");
   if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   if ((unsigned)which > (unsigned)IRIS_TEAM_RAIL) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_team_get: unknown team %d", (int)which);
   if ((st = iris_detail_teams_setup(ctx)) != IRIS_SUCCESS) return st;
@@ -437,7 +437,7 @@ IRIS_INTERNAL iris_status_t iris_detail_team_split(iris_t *ctx, const iris_team_
   if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL out", call);
   memset(out, 0, sizeof *out);
   out->rank = out->slot = out->coll = -1;
-  IRIS_DETAIL_LIVE(ctx, call);
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, call);
   if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   if (parent && parent->slot == 0 && (st = iris_detail_teams_setup(ctx)) != IRIS_SUCCESS) return st; /* (a world copied before the table: slot 0) */
   if (!ctx->teams) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: rank %d: no team table yet: get the parent from iris_team_get or a split", call, iris_rank(ctx));
@@ -529,7 +529,7 @@ IRIS_DEF iris_status_t iris_team_destroy(iris_t *ctx, iris_team_t *team) {
   iris_status_t st = IRIS_SUCCESS;
   int old = -1;
   if (!team) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_team_destroy: NULL team");
-  IRIS_DETAIL_LIVE(ctx, "iris_team_destroy");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_team_destroy");
   if (team->slot == 0 || (team->slot == 1 && ctx->nodes > 1)) return IRIS_SUCCESS; /* the world, the node: predefined */
   if (team->size < 1 || team->rank < 0 || team->slot < 0) { /* nothing held (an opted-out rank, the rail team) */
     memset(team, 0, sizeof *team);
@@ -553,7 +553,7 @@ IRIS_DEF iris_status_t iris_team_check(iris_t *ctx, const iris_team_t *team) {
   iris_gpu_error_t e;
   unsigned long long f;
   int old = -1;
-  IRIS_DETAIL_LIVE(ctx, "iris_team_check");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_team_check");
   if ((st = iris_detail_team_valid(ctx, team, "iris_team_check")) != IRIS_SUCCESS) return st;
   iris_gpu_get_device(&old);
   e = iris_gpu_set_device(ctx->device);
@@ -573,7 +573,7 @@ IRIS_DEF iris_status_t iris_detail_team_lookup(iris_t *ctx, const iris_team_t *t
   iris_status_t st;
   int r;
   memset(out, 0, sizeof *out);
-  IRIS_DETAIL_LIVE(ctx, "a team collective");
+  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "a team collective");
   if ((st = iris_detail_team_valid(ctx, team, "a team collective")) != IRIS_SUCCESS) return st;
   if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   T = ctx->teams;
