@@ -5,17 +5,17 @@
  *   NCCL's semantics so they can be swapped in, enqueued on a stream, capturable in
  *   CUDA/HIP graphs. Two kinds of algorithm:
  *     latency   (IRIS_ALGO_LATENCY): one kernel, no barrier. Each rank pushes its data
- *               into every peer's receive area, where the data are their own flag:
- *               sums and averages of fp32, fp16 and bf16 (all-reduce, reduce-scatter)
- *               go into "armed" slots that hold all-ones bits (a NaN in every float
- *               type) until the data land, 16 data bytes a store, and the reader re-arms
- *               them (an input element with all-ones bits arrives as its type's canonical
- *               NaN: still a NaN); every other call goes in "LL" form: every 8 bytes
- *               carry 4 data bytes and a 4-byte epoch, stored by one instruction, so a
- *               reader that sees the epoch sees the data (IRIS_ALGO_ONE_SHOT_LL: LL form
- *               for every call). For all-reduce this is the one-shot. On NVIDIA sm_90
- *               these kernels launch with programmatic dependent launch (PDL): a call's
- *               launch overlaps the end of the kernel before it on the stream.
+ *               into every peer's receive area in "LL" form: every 8 bytes carry 4 data
+ *               bytes and a 4-byte epoch, stored by one instruction, so a reader that
+ *               sees the epoch sees the data. For all-reduce this is the one-shot. On
+ *               NVIDIA sm_90 these kernels launch with programmatic dependent launch
+ *               (PDL): a call's launch overlaps the end of the kernel before it on the
+ *               stream. IRIS_ALGO_ONE_SHOT_ARMED (opt-in: slower than the LL lines on 2
+ *               H200s, docs/tuning.md) sends sums and averages of fp32, fp16 and bf16
+ *               through "armed" slots instead: they hold all-ones bits (a NaN in every
+ *               float type) until the data land, 16 data bytes a store, and the reader
+ *               re-arms them (an input element with all-ones bits arrives as its type's
+ *               canonical NaN: still a NaN).
  *     bandwidth (IRIS_ALGO_BANDWIDTH): many CTAs, 16-byte accesses, per-CTA barriers
  *               with release/acquire epochs. All-gather and all-to-all store each
  *               rank's blocks into the peers (IRIS_COLL_PUSH; stores were measured
@@ -133,9 +133,13 @@ typedef enum iris_dtype {
   IRIS_FLOAT32 = 0, IRIS_FLOAT16, IRIS_BFLOAT16, IRIS_INT32, IRIS_INT64, IRIS_UINT8, IRIS_FLOAT8_E4M3, IRIS_FLOAT8_E5M2, IRIS_DTYPE_COUNT
 } iris_dtype_t;
 typedef enum iris_redop { IRIS_SUM = 0, IRIS_MIN, IRIS_MAX, IRIS_AVG, IRIS_REDOP_COUNT } iris_redop_t;
-/* IRIS_ALGO_ONE_SHOT_LL: the one-shot on LL lines for every type and op, also where
- * IRIS_ALGO_LATENCY takes the armed slots (for comparisons; see "Algorithms" above). */
-typedef enum iris_algo { IRIS_ALGO_AUTO = 0, IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_TWO_SHOT_LL, IRIS_ALGO_ONE_SHOT_LL } iris_algo_t;
+/* IRIS_ALGO_ONE_SHOT_LL: the one-shot on LL lines (what IRIS_ALGO_LATENCY runs).
+ * IRIS_ALGO_ONE_SHOT_ARMED: the one-shot on armed slots (all-reduce and reduce-scatter of
+ * fp32, fp16, bf16 with SUM or AVG, up to IRIS_COLL_ARM_BYTES per peer; other calls are
+ * refused with IRIS_ERROR_INVALID_ARGUMENT); see "What it is" above. */
+typedef enum iris_algo {
+  IRIS_ALGO_AUTO = 0, IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_TWO_SHOT_LL, IRIS_ALGO_ONE_SHOT_LL, IRIS_ALGO_ONE_SHOT_ARMED
+} iris_algo_t;
 
 /* Which reductions the unit that defines IRIS_IMPLEMENTATION compiles kernels for (in
  * other units they change nothing): bit (1 << t) of IRIS_COLL_TYPES for each

@@ -72,14 +72,14 @@
 
 enum { C_AR, C_AG, C_RS, C_A2A, C_BC, C_N };
 static const char *coll_name[C_N] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"};
-enum { V_NCCL, V_NCCL_SYMM, V_AUTO, V_LIB, V_LATENCY, V_BANDWIDTH, V_LL2, V_OLD, V_LINES, V_NOPDL, V_NOCHECK, V_N };
+enum { V_NCCL, V_NCCL_SYMM, V_AUTO, V_LIB, V_LATENCY, V_BANDWIDTH, V_LL2, V_OLD, V_ARMED, V_ARMED_NOPDL, V_NOCHECK, V_N };
 static const char *var_name[V_N] = {"nccl", "nccl_symm", "iris_auto", "iris_lib", "iris_latency", "iris_bandwidth", "iris_2shot_ll",
-                                    "iris_old", "iris_lines", "iris_nopdl", "iris_nocheck"};
+                                    "iris_old", "iris_armed", "iris_armed_nopdl", "iris_nocheck"};
 // --small (BENCH_SMALL=1): the latency path's parts, 1..SMALL_MAX bytes, beside iris_auto:
-//   iris_old     the one-shot on LL lines without PDL (the latency path before armed slots and PDL)
-//   iris_lines   the one-shot on LL lines with PDL (IRIS_ALGO_ONE_SHOT_LL)
-//   iris_nopdl   iris_auto on a context with IRIS_COLL_PDL=0
-//   iris_nocheck iris_auto on a context with IRIS_COLL_CHECK=0 (no header matching)
+//   iris_old          iris_auto on a context with IRIS_COLL_PDL=0 (the latency path before PDL)
+//   iris_armed        the armed one-shot (IRIS_ALGO_ONE_SHOT_ARMED; reductions of float types)
+//   iris_armed_nopdl  the same on the context with IRIS_COLL_PDL=0
+//   iris_nocheck      iris_auto on a context with IRIS_COLL_CHECK=0 (no header matching)
 // The two extra contexts share this program's ranks (bootstrap over its context); the
 // buffers are the iris_auto ones (the latency path takes any device memory).
 static const size_t SMALL_MAX = 64 << 10;
@@ -274,10 +274,10 @@ static iris_status_t enqueue(const Op &op, int v, cudaStream_t s) {
     return IRIS_SUCCESS;
   }
   iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
-  o.algo = v == V_AUTO || v == V_LIB || v == V_NOPDL || v == V_NOCHECK ? IRIS_ALGO_AUTO : v == V_LATENCY ? IRIS_ALGO_LATENCY : v == V_LL2 ? IRIS_ALGO_TWO_SHOT_LL
-           : v == V_OLD || v == V_LINES                                   ? IRIS_ALGO_ONE_SHOT_LL
-                                                                          : IRIS_ALGO_BANDWIDTH;
-  iris_t *const c = v == V_OLD || v == V_NOPDL ? ctx_nopdl : v == V_NOCHECK ? ctx_nocheck : ctx;
+  o.algo = v == V_AUTO || v == V_LIB || v == V_OLD || v == V_NOCHECK ? IRIS_ALGO_AUTO : v == V_LATENCY ? IRIS_ALGO_LATENCY : v == V_LL2 ? IRIS_ALGO_TWO_SHOT_LL
+           : v == V_ARMED || v == V_ARMED_NOPDL                          ? IRIS_ALGO_ONE_SHOT_ARMED
+                                                                         : IRIS_ALGO_BANDWIDTH;
+  iris_t *const c = v == V_OLD || v == V_ARMED_NOPDL ? ctx_nopdl : v == V_NOCHECK ? ctx_nocheck : ctx;
   if (v == V_BANDWIDTH && getenv("BENCH_CTAS")) o.ctas = atoi(getenv("BENCH_CTAS")); // iris_bandwidth with this many CTAs
   if ((v == V_AUTO || v == V_LIB) && force_ctas) o.ctas = force_ctas;
   iris_dtype_t t = dts[op.dt].iris;
@@ -364,7 +364,8 @@ static Res measure(const Op &op, int v) {
   IK(iris_allgather_host(ctx, &st_i, sts.data(), sizeof st_i));
   for (int r = 0; r < W; r++) {
     if (sts[r] == IRIS_SUCCESS) continue;
-    bool skip = (v == V_LATENCY || v == V_BANDWIDTH || v == V_LL2) && (sts[r] == IRIS_ERROR_UNSUPPORTED || sts[r] == IRIS_ERROR_INVALID_ARGUMENT);
+    bool skip = (v == V_LATENCY || v == V_BANDWIDTH || v == V_LL2 || v == V_ARMED || v == V_ARMED_NOPDL) &&
+                (sts[r] == IRIS_ERROR_UNSUPPORTED || sts[r] == IRIS_ERROR_INVALID_ARGUMENT);
     for (int q = 0; q < W; q++) skip = skip && sts[q] == sts[r];
     if (!skip) {
       fprintf(stderr, "bench: rank %d: %s %s %.0f bytes failed on rank %d: %s%s%s\n", rank, coll_name[op.coll], var_name[v], op.bytes, r,
@@ -838,7 +839,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_coll --guard needs the library: --lib=build/libiris.so or BENCH_LIB\n");
     return 2;
   }
-  if (small_mode) { // the contexts of iris_old / iris_nopdl and iris_nocheck, over this one
+  if (small_mode) { // the contexts of iris_old / iris_armed_nopdl and iris_nocheck, over this one
     for (int k = 0; k < 2; k++) {
       iris_config_t sc = IRIS_CONFIG_INIT;
       sc.rank = rank, sc.world_size = W, sc.device = iris_device_ordinal(ctx), sc.heap_size = 256 * MiB, sc.bootstrap = &lib_boot;

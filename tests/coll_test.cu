@@ -135,10 +135,10 @@ static bool test_matrix(Suite &s, Bufs &B) {
       for (int op = 0; op < nops; op++) {
         bool ok = true;
         for (size_t count : counts)
-          for (iris_algo_t algo : {IRIS_ALGO_LATENCY, IRIS_ALGO_ONE_SHOT_LL, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_TWO_SHOT_LL, IRIS_ALGO_AUTO}) {
+          for (iris_algo_t algo : {IRIS_ALGO_LATENCY, IRIS_ALGO_ONE_SHOT_ARMED, IRIS_ALGO_BANDWIDTH, IRIS_ALGO_TWO_SHOT_LL, IRIS_ALGO_AUTO}) {
             size_t es = iris_dtype_size((iris_dtype_t)type);
-            if ((algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL) && count * es > IRIS_COLL_LL_BYTES) continue;
-            if (algo == IRIS_ALGO_ONE_SHOT_LL && !armed_kind(kind, type, op)) continue; // elsewhere the same kernel as IRIS_ALGO_LATENCY
+            if (algo == IRIS_ALGO_LATENCY && count * es > IRIS_COLL_LL_BYTES) continue;
+            if (algo == IRIS_ALGO_ONE_SHOT_ARMED && (!armed_kind(kind, type, op) || count * es > IRIS_COLL_ARM_BYTES)) continue;
             if (algo == IRIS_ALGO_TWO_SHOT_LL && !(kind == IRIS_COLL_AR && (count + s.world - 1) / s.world * es + 8 <= IRIS_COLL_LL2_BYTES) &&
                 !(kind == IRIS_COLL_BC && s.world >= 3 && ((count * es + 7) / 8 + s.world - 2) / (s.world - 1) * 8 <= IRIS_COLL_LL2_BYTES))
               continue;
@@ -152,7 +152,7 @@ static bool test_matrix(Suite &s, Bufs &B) {
           }
         char name[160];
         snprintf(name, sizeof name, "%s %s%s%s: counts 1..300007, latency%s/bandwidth/%sauto, heap/off-heap/in-place, %s", kind_names[kind], type_names[type],
-                 nops > 1 ? " " : "", nops > 1 ? op_names[op] : "", armed_kind(kind, type, op) ? " (armed, LL lines)" : "",
+                 nops > 1 ? " " : "", nops > 1 ? op_names[op] : "", armed_kind(kind, type, op) ? " (LL lines, armed)" : "",
                  kind == IRIS_COLL_AR || (kind == IRIS_COLL_BC && s.world >= 3) ? "two-shot LL/" : "",
                  nops > 1 && !iris_coll_compiled_in((iris_dtype_t)type, (iris_redop_t)op) ? "compiled out: refused, nothing written" : "exact");
         if (!report(s, name, ok)) return true;
@@ -512,7 +512,7 @@ static bool test_armed(Suite &s, Bufs &B) {
           k_poke_ones<<<64, 256>>>(B.hs, es, in_n, me);
           CK(cudaMemset(B.hr, 0x5a, count * es));
           CK(cudaDeviceSynchronize());
-          IK(call_coll(s.ctx, kind, B.hs, B.hr, count, type, IRIS_SUM, 0, IRIS_ALGO_AUTO, 0));
+          IK(call_coll(s.ctx, kind, B.hs, B.hr, count, type, IRIS_SUM, 0, IRIS_ALGO_ONE_SHOT_ARMED, 0));
           CK(cudaDeviceSynchronize());
           std::vector<unsigned char> h(count * es);
           CK(cudaMemcpy(h.data(), B.hr, h.size(), cudaMemcpyDeviceToHost));
@@ -543,11 +543,11 @@ static bool test_armed(Suite &s, Bufs &B) {
     struct C { int kind, type, op; size_t count; iris_algo_t algo; };
     auto plan = [&](int c) -> C {
       switch (c % 5) {
-      case 0: return {IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, 1 + (size_t)(c * 37) % 4200, IRIS_ALGO_AUTO};
-      case 1: return {IRIS_COLL_RS, IRIS_BFLOAT16, IRIS_SUM, 1 + (size_t)(c * 13) % 2000, IRIS_ALGO_LATENCY};
-      case 2: return {IRIS_COLL_AR, IRIS_FLOAT16, IRIS_AVG, 1 + (size_t)(c * 7) % 3000, IRIS_ALGO_ONE_SHOT_LL};
+      case 0: return {IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, 1 + (size_t)(c * 37) % 4200, IRIS_ALGO_ONE_SHOT_ARMED};
+      case 1: return {IRIS_COLL_RS, IRIS_BFLOAT16, IRIS_SUM, 1 + (size_t)(c * 13) % 2000, IRIS_ALGO_ONE_SHOT_ARMED};
+      case 2: return {IRIS_COLL_AR, IRIS_FLOAT16, IRIS_AVG, 1 + (size_t)(c * 7) % 3000, IRIS_ALGO_LATENCY};
       case 3: return {IRIS_COLL_AG, IRIS_INT32, IRIS_SUM, 500, IRIS_ALGO_LATENCY};
-      default: return {IRIS_COLL_AR, IRIS_BFLOAT16, IRIS_SUM, 1 + (size_t)(c * 101) % 4200, IRIS_ALGO_AUTO};
+      default: return {IRIS_COLL_AR, IRIS_BFLOAT16, IRIS_SUM, 1 + (size_t)(c * 101) % 4200, IRIS_ALGO_ONE_SHOT_ARMED};
       }
     };
     for (int c = 0; c < calls; c++) {
@@ -589,7 +589,9 @@ static bool test_armed(Suite &s, Bufs &B) {
     unsigned char h[4096];
     CK(cudaMemset(B.hr, 0x5a, sizeof h));
     CK(cudaDeviceSynchronize());
-    IK(iris_all_reduce(s.ctx, B.hs, B.hr, me == 0 ? 1000 : 1001, IRIS_FLOAT32, IRIS_SUM, 0));
+    iris_coll_opts_t armed = IRIS_COLL_OPTS_INIT;
+    armed.algo = IRIS_ALGO_ONE_SHOT_ARMED;
+    IK(iris_all_reduce_ex(s.ctx, B.hs, B.hr, me == 0 ? 1000 : 1001, IRIS_FLOAT32, IRIS_SUM, 0, &armed));
     CK(cudaDeviceSynchronize());
     caught &= iris_collectives_check(s.ctx) == IRIS_ERROR_MISMATCH;
     CK(cudaMemcpy(h, B.hr, sizeof h, cudaMemcpyDeviceToHost));
@@ -597,7 +599,7 @@ static bool test_armed(Suite &s, Bufs &B) {
     caught &= iris_collectives_check(s.ctx) == IRIS_SUCCESS;
     for (int k = 0; k < 40 && caught; k++) // the first call of each parity runs on the LL lines and re-arms it
       caught &= one(s, B, k % 3 == 1 ? IRIS_COLL_RS : IRIS_COLL_AR, k % 3 == 2 ? IRIS_BFLOAT16 : IRIS_FLOAT32, k % 4 == 3 ? IRIS_AVG : IRIS_SUM,
-                    1 + (size_t)(k * 997) % 9000, IRIS_ALGO_AUTO, k % 4, 61000 + k, 0);
+                    1 + (size_t)(k * 997) % 9000, IRIS_ALGO_ONE_SHOT_ARMED, k % 4, 61000 + k, 0);
     report(s, "armed one-shot: a count mismatch is detected on every rank, nothing written; the next 40 armed calls (slots re-armed) exact", caught);
   }
   return true;
@@ -682,7 +684,9 @@ static bool test_graph(Suite &s) {
     iris_coll_opts_t f = IRIS_COLL_OPTS_INIT; // captured: the two-shot LL; eager: the bandwidth two-shot
     f.algo = small == IRIS_ALGO_LATENCY ? IRIS_ALGO_TWO_SHOT_LL : IRIS_ALGO_BANDWIDTH;
     IK(iris_all_reduce_ex(s.ctx, fin, fout, n, IRIS_FLOAT32, IRIS_SUM, st, &f));
-    IK(iris_all_reduce_ex(s.ctx, fin, fout2, n, IRIS_FLOAT32, IRIS_SUM, st, &o)); // captured: the armed one-shot
+    iris_coll_opts_t a = IRIS_COLL_OPTS_INIT; // captured: the armed one-shot; eager: the bandwidth two-shot
+    a.algo = small == IRIS_ALGO_LATENCY ? IRIS_ALGO_ONE_SHOT_ARMED : IRIS_ALGO_BANDWIDTH;
+    IK(iris_all_reduce_ex(s.ctx, fin, fout2, n, IRIS_FLOAT32, IRIS_SUM, st, &a));
     k_graph_check<<<16, 256, 0, st>>>(out[0], out[1], out[2], out[3], out[4], out[5], fout, fout2, n, W, s.seed, s.rank, root, root2, errs);
     k_graph_next<<<1, 1, 0, st>>>();
     return true;
@@ -741,12 +745,15 @@ static bool test_bad_input(Suite &s, Bufs &B) {
   ok &= iris_broadcast_ex(s.ctx, B.hs, B.hr, s.world >= 3 ? (IRIS_COLL_LL2_BYTES / 4 + 1) * (s.world - 1) : 10, IRIS_FLOAT32, 0, 0, &o) ==
         IRIS_ERROR_INVALID_ARGUMENT; // a part too big; at 2 ranks: no two-hop broadcast
   ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, (IRIS_COLL_LL2_BYTES / 4 + 1) * s.world, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT; // chunk too big
+  o.algo = IRIS_ALGO_ONE_SHOT_ARMED; // sums and averages of float types only
+  ok &= iris_all_gather_ex(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, IRIS_COLL_ARM_BYTES / 4 + 1, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   o.algo = (iris_algo_t)9;
   ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   o.struct_size = 3;
   ok &= iris_all_reduce_ex(s.ctx, B.hs, B.hr, 10, IRIS_FLOAT32, IRIS_SUM, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   ok &= iris_all_reduce(s.ctx, B.hs, B.hr, 0, IRIS_FLOAT32, IRIS_SUM, 0) == IRIS_SUCCESS; // count 0: nothing to do
-  report(s, "bad input: unknown type or op, bad root, NULL buffer, oversized latency or two-shot LL call, two-shot LL on all-gather (and broadcast at 2 ranks), unknown algorithm, bad options", ok);
+  report(s, "bad input: unknown type or op, bad root, NULL buffer, oversized latency or two-shot LL call, two-shot LL on all-gather (and broadcast at 2 ranks), the armed one-shot on an all-gather or oversized, unknown algorithm, bad options", ok);
   // ranks disagree on the count: the kernels notice, move nothing, and stay in step
   iris_coll_opts_t bw = IRIS_COLL_OPTS_INIT;
   bw.algo = IRIS_ALGO_BANDWIDTH;

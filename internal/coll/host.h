@@ -216,7 +216,7 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
   if (opts) {
     if (opts->struct_size != sizeof(iris_coll_opts_t))
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: iris_coll_opts_t.struct_size is wrong: start from IRIS_COLL_OPTS_INIT", name);
-    if ((unsigned)opts->algo > (unsigned)IRIS_ALGO_ONE_SHOT_LL) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown algorithm %d", name, (int)opts->algo);
+    if ((unsigned)opts->algo > (unsigned)IRIS_ALGO_ONE_SHOT_ARMED) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown algorithm %d", name, (int)opts->algo);
     algo = opts->algo;
     ctas = opts->ctas;
     if (ctas < 0 || ctas > IRIS_COLL_MAX_CTAS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: ctas %d outside [0, %d]", name, ctas, IRIS_COLL_MAX_CTAS);
@@ -234,7 +234,7 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
   chunked_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
   in_elems = chunked_in ? (size_t)W * count : count;
   out_elems = chunked_out ? (size_t)W * count : count;
-  path = algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL ||
+  path = algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL || algo == IRIS_ALGO_ONE_SHOT_ARMED ||
                  (algo == IRIS_ALGO_AUTO &&
                   count * es <= (kind == IRIS_COLL_AR ? (W == 2 ? IRIS_COLL_LL_MAX_AR_W2 : IRIS_COLL_LL_MAX_AR)
                                  : kind == IRIS_COLL_BC ? (W == 2 ? IRIS_COLL_LL_MAX_BC_W2 : IRIS_COLL_LL_MAX_BC)
@@ -243,13 +243,20 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
              ? IRIS_COLL_PATH_LL
              : IRIS_COLL_PATH_BW;
   if (path == IRIS_COLL_PATH_LL && count * es > IRIS_COLL_LL_BYTES) {
-    if (algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL)
+    if (algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL || algo == IRIS_ALGO_ONE_SHOT_ARMED)
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_LATENCY takes at most %zu bytes per rank, not %zu", me, name, IRIS_COLL_LL_BYTES,
                               count * es);
     path = IRIS_COLL_PATH_BW;
   }
-  /* the one-shot on armed slots where they serve the call (IRIS_ALGO_ONE_SHOT_LL: always on LL lines) */
-  if (path == IRIS_COLL_PATH_LL && algo != IRIS_ALGO_ONE_SHOT_LL && s->dev.arm && iris_coll_arm_fits(kind, t, op, count * es)) path = IRIS_COLL_PATH_ARM;
+  /* the one-shot on armed slots, asked for (on 2 H200s the LL lines with PDL measured
+   * faster at every size: docs/tuning.md, "The armed one-shot") */
+  if (algo == IRIS_ALGO_ONE_SHOT_ARMED) {
+    if (!s->dev.arm || !iris_coll_arm_fits(kind, t, op, count * es))
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
+                              "rank %d: %s: IRIS_ALGO_ONE_SHOT_ARMED takes all-reduces and reduce-scatters of fp32, fp16 or bf16 with SUM or AVG of at most %zu "
+                              "bytes per peer, on the world's state", me, name, IRIS_COLL_ARM_BYTES);
+    path = IRIS_COLL_PATH_ARM;
+  }
   if (kind == IRIS_COLL_AR && W > 1) { /* the two-shot LL: does the chunk fit its slots? */
     const size_t chunk_bytes = iris_coll_ar_chunk(count, W, 8 / es) * es;
     if (algo == IRIS_ALGO_TWO_SHOT_LL && chunk_bytes > IRIS_COLL_LL2_BYTES)

@@ -22,7 +22,7 @@ FLOATING = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 # iris_redop_t; avg (IRIS_AVG) divides the sum by the world size
 REDOPS = {"sum": 0, "min": 1, "max": 2, "avg": 3}
 # iris_algo_t
-ALGOS = {"auto": 0, "latency": 1, "bandwidth": 2, "two_shot_ll": 3, "one_shot_ll": 4}
+ALGOS = {"auto": 0, "latency": 1, "bandwidth": 2, "two_shot_ll": 3, "one_shot_ll": 4, "one_shot_armed": 5}
 # iris_gemm_layout_t
 GEMM_LAYOUTS = {"rows": 0, "cols": 1}
 GEMM_PATHS = {"auto": 0, "pipelined": 1, "fused": 2, "unfused": 3, "kernel_unfused": 4}
