@@ -1,6 +1,7 @@
 # iris: header-only; this Makefile only builds tests, examples and benchmarks.
 #   make test    every check that this machine can run; ends with "N passed, N failed"
-#   make test-gpu  only the GPU part of make test (binaries built beforehand)
+#   make test-gpu  only the GPU part of make test (builds GPU_PROGRAMS first where missing)
+#   make gpu-programs  every program the GPU part runs (GPU_PROGRAMS): build here, carry there
 #   make test-packaging  only the packaging part of make test (libiris.so, vendoring, CMake)
 #   make run     the message-passing example on all local GPUs
 #   make bench   remote-memory benchmarks beside the copy engine (GPU machine)
@@ -36,7 +37,7 @@ CWARN      := -Wall -Wextra -Werror -pedantic
 CUDA_CFLAGS:= -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread
 
-.PHONY: test test-gpu test-packaging test-mfma run bench bench-guard examples asm lib lib-hip lib-jax lib-nccl test-nccl clean check-c99 check-c99-impl check-c99-hip check-cxx check-include-order check-include-order-nvcc check-posix-order check-internal check-vendor-seam check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
+.PHONY: test test-gpu gpu-programs list-gpu-programs FORCE test-packaging test-mfma run bench bench-guard examples asm lib lib-hip lib-jax lib-nccl test-nccl clean check-c99 check-c99-impl check-c99-hip check-cxx check-include-order check-include-order-nvcc check-posix-order check-internal check-vendor-seam check-nvcc check-hipcc check-hipcc-plain check-hipcc-mfma check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940
 
 test:
 	@bash tests/run.sh
@@ -87,12 +88,15 @@ $(B)/all_headers_nvcc.o: tests/compile/all_headers.cu $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -c $< -o $@
 # twice: as shipped (no AMD GEMM core), and with the UNVERIFIED MFMA core compiled in, which
 # instantiates the fused kernel for every A/B type, C type and B layout (-Werror: no warnings)
-# as shipped, and with the (unverified) MFMA GEMM core: two compiles, side by side under -j
+# as shipped, and with the (unverified) MFMA GEMM core: two compiles, side by side under -j.
+# The collectives' kernels do not depend on the GEMM core: the MFMA compile instantiates them
+# for every type and op (-Werror), the as-shipped one for fp32 SUM only (MOE_SWITCH), which
+# halves its time and proves the same (what differs is the GEMM's no-core paths).
 check-hipcc: check-hipcc-plain check-hipcc-mfma
 check-hipcc-plain: $(B)/all_headers_hip.o
 check-hipcc-mfma: $(B)/all_headers_hip_mfma.o
 $(B)/all_headers_hip.o: tests/compile/all_headers.cu $(HDRS) $(CORE) $(CORE_MFMA) | $(B)
-	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -c $< -o $@
+	$(HIPCC) $(HIPFLAGS) -Wall -Wextra $(MOE_SWITCH) -c $< -o $@
 $(B)/all_headers_hip_mfma.o: tests/compile/all_headers.cu $(HDRS) $(CORE) $(CORE_MFMA) | $(B)
 	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -Werror -DIRIS_GEMM_MFMA_UNVERIFIED -c $< -o $@
 check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940: | $(B)
@@ -189,6 +193,54 @@ test-mfma: $(B)/gemm_core_test_hip
 	$(B)/gemm_core_test_hip
 $(B)/bench_gemm_core: bench/bench_gemm_core.cu bench/bench_util.h $(CORE) | $(B)
 	$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -lcublas -lcublasLt
+
+# ---------------------------------------------------------------- GPU programs, compile proofs
+# the programs the GPU section of make test runs, with the flags of their rules above (speed
+# is measured with them); make test-gpu builds them first, all at once, where missing or out
+# of date. A new GPU test program: its rule above, one line here, its run lines in tests/run.sh
+# (and its build/NAME in run.sh's list of proofs, if make test without a GPU is to prove it builds).
+GPU_PROGRAMS := \
+	$(B)/gpu_test \
+	$(B)/gpu_test_debug \
+	$(B)/fault_test \
+	$(B)/coll_test \
+	$(B)/coll_test_switch \
+	$(B)/fused_test \
+	$(B)/team_test \
+	$(B)/tile_test \
+	$(B)/gemm_core_test \
+	$(B)/gemm_test \
+	$(B)/gemm_test_t2 \
+	$(B)/gemm_rs_test \
+	$(B)/gemm_rs_test_t2 \
+	$(B)/moe_test \
+	$(B)/multinode_test \
+	$(B)/message_passing \
+	$(B)/atomic_counter \
+	$(B)/local_multi_gpu \
+	$(B)/fused_allreduce_rmsnorm \
+	$(B)/gemm_all_scatter \
+	$(B)/teams_tp_dp \
+	$(B)/gemm_reduce_scatter \
+	$(B)/nccl_shim_test \
+	$(B)/libiris.so
+gpu-programs: $(GPU_PROGRAMS)
+list-gpu-programs:
+	@echo $(GPU_PROGRAMS)
+# Compile proofs (make test on a machine without a GPU, which runs none of these programs):
+# build/proof/NAME is build/NAME built by its own rule and flags (B=build/proof) with the
+# collectives' kernels cut to fp32 SUM (IRIS_COLL_TYPES / IRIS_COLL_OPS, as MOE_SWITCH). The
+# program's own code is compiled whole, for its targets, at its -O level, and linked; what is
+# left out, the collectives' kernels for the other types and ops that every unit with
+# IRIS_IMPLEMENTATION and iris_collectives.h compiles (about 50 s of CPU each sm_90 pass, the
+# larger part of most of these programs), is compiled once: by check-nvcc (every device
+# template, sm_90) and make lib (every kernel of the host API, sm_90a and compute_90 PTX).
+ifeq ($(PROOF),1)
+override NVCCFLAGS += $(MOE_SWITCH)
+endif
+$(B)/proof/%: FORCE
+	@$(MAKE) --no-print-directory B=$(B)/proof PROOF=1 $@
+FORCE:
 
 # ---------------------------------------------------------------- shared library
 # one translation unit, -O2; sm_90a code (the wgmma/TMA GEMM cores) and compute_90 PTX,

@@ -62,44 +62,107 @@ if [ -z "${IRIS_TEST_WORLDS:-}" ] && [ "$ngpu" -gt 4 ]; then worlds="$worlds $((
 # "w ranks": how they sit on this machine's GPUs
 placement() { if [ "$ngpu" -ge "$1" ]; then echo "$1 ranks, one GPU each"; else echo "$1 ranks on $ngpu GPU(s), shared GPU"; fi; }
 
-# IRIS_TEST_ONLY=gpu (make test-gpu): only the GPU section, with the binaries already built;
-# IRIS_TEST_ONLY=packaging: only the packaging section (shared library, vendoring, CMake)
+# IRIS_TEST_ONLY=gpu (make test-gpu): only the GPU section (it builds the GPU programs first
+# where missing); IRIS_TEST_ONLY=packaging: only the packaging section (shared library, vendoring, CMake)
 only=${IRIS_TEST_ONLY:-all}
-if [ "$only" = all ]; then
-# Build everything the checks below compile, all at once, so both cores stay busy (the
-# slowest first); -k goes on past a failure, and each check below then runs its own make,
-# which finds its part done or shows what failed.
-prebuild="build/all_headers_nvcc.o build/gemm_test build/coll_test build/fused_test build/libiris.so build/bench_ag_gemm build/gemm_core_test build/fault_test build/team_test build/gpu_test
-          build/gpu_test_debug build/tile_test build/bench_coll build/bench_gemm_core build/bench_rma build/bench_tile_a2a build/types_test build/host_test build/multinode_test build/moe_test build/bench_moe build/bench_team build/include_order_nvcc
-          build/libiris_nccl.so"
-if [ $have_hip = 1 ]; then prebuild="build/all_headers_hip_mfma.o build/all_headers_hip.o build/gemm_core_test_hip $prebuild"; fi
-prebuild="$prebuild build/message_passing build/atomic_counter build/local_multi_gpu build/fused_allreduce_rmsnorm build/gemm_all_scatter build/teams_tp_dp" # make examples
-# progress while the programs build (10 minutes and more on 2 cores): one line per program
-# as it is done, "k of n", with the time so far; the build's output goes to the log
-set -- $prebuild
-total=$#
-todo=""
-for t in "$@"; do make -s -q "$t" >/dev/null 2>&1 || todo="$todo $t"; done
-ntodo=$(echo $todo | wc -w)
-echo "# building the checks' programs: $ntodo of $total to build (make -k $MAKEFLAGS; output in $log)"
-t0=$(date +%s)
-stamp=$(mktemp)
-make -s -k $prebuild >>"$log" 2>&1 &
-mk=$!
-k=$((total - ntodo))
-left=$todo
-show() { # report the programs of $left written since the build started
-  local rest="" t
-  for t in $left; do
-    if [ "$t" -nt "$stamp" ]; then k=$((k + 1)); echo "#   [$k/$total] $t ($(( $(date +%s) - t0 )) s)"; else rest="$rest $t"; fi
-  done
-  left=$rest
+
+# build_all TARGET...: build them all at once, so both cores stay busy (make runs them in the
+# order given: the slowest first); -k goes on past a failure, and each check below then runs
+# its own make, which finds its part done or shows what failed. Progress (10 minutes and more
+# on 2 cores): one line per target as it is done, "k of n", with the time so far; the
+# build's output goes to the log.
+uptodate() { # build/proof/NAME: its own rule, under B=build/proof (the Makefile's wrapper always runs)
+  case $1 in build/proof/*) make -s -q B=build/proof PROOF=1 "$1" ;; *) make -s -q "$1" ;; esac >/dev/null 2>&1
 }
-while kill -0 "$mk" 2>/dev/null; do sleep 10; show; done
-wait "$mk"
-show
-for t in $left; do echo "#   not built: $t (its check below shows why)"; done
-rm -f "$stamp"
+build_all() {
+  local total=$# todo="" t ntodo t0 stamp mk k left
+  for t in "$@"; do uptodate "$t" || todo="$todo $t"; done
+  ntodo=$(echo $todo | wc -w)
+  echo "# building the checks' programs: $ntodo of $total to build (make -k $MAKEFLAGS; output in $log)"
+  t0=$(date +%s)
+  stamp=$(mktemp)
+  make -s -k "$@" >>"$log" 2>&1 &
+  mk=$!
+  k=$((total - ntodo))
+  left=$todo
+  show() { # report the targets of $left written since the build started
+    local rest="" t
+    for t in $left; do
+      if [ "$t" -nt "$stamp" ]; then k=$((k + 1)); echo "#   [$k/$total] $t ($(( $(date +%s) - t0 )) s)"; else rest="$rest $t"; fi
+    done
+    left=$rest
+  }
+  while kill -0 "$mk" 2>/dev/null; do sleep 10; show; done
+  wait "$mk"
+  show
+  for t in $left; do echo "#   not built: $t (its check below shows why)"; done
+  rm -f "$stamp"
+}
+
+# The programs whose build make test checks: GPU tests, benchmarks, examples ("prog" below).
+# With a GPU they are the binaries the GPU section runs (build/NAME). Without one (CI), they
+# are compile proofs, build/proof/NAME: each program's own rule and flags with the
+# collectives' kernels cut to fp32 SUM, which check-nvcc and make lib compile in full (the
+# Makefile, "compile proofs"); make test-gpu then builds the binaries on the GPU machine
+# (make gpu-programs: here, to carry them).
+pb=build; [ "$ngpu" -lt 1 ] && pb=build/proof
+progs() { local n; for n in "$@"; do printf '%s/%s ' "$pb" "$n"; done; }
+
+if [ "$only" = all ]; then
+# What make test builds before its checks, with its CPU seconds on the 2-core VM without a
+# GPU: make builds them slowest first, so that both cores stay busy to the end. "prog NAME":
+# a program as above; "file": a compile check's object, a library, a host program; "hip": a
+# file only built with hipcc. One a line, so that additions merge.
+builds="
+  135 file build/libiris.so
+  115 hip  build/all_headers_hip_mfma.o
+  111 prog gemm_core_test
+   98 file build/all_headers_nvcc.o
+   72 prog gemm_test
+   64 prog bench_ag_gemm
+   64 file build/libiris_nccl.so
+   63 prog gemm_all_scatter
+   39 prog gpu_test_debug
+   32 prog gpu_test
+   30 hip  build/all_headers_hip.o
+   24 prog bench_gemm_core
+   24 hip  build/gemm_core_test_hip
+   22 prog moe_test
+   20 prog bench_moe
+   19 file build/include_order_nvcc
+   17 prog tile_test
+   17 prog bench_coll
+   15 prog fused_allreduce_rmsnorm
+   15 prog bench_tile_a2a
+   14 prog coll_test
+   14 prog multinode_test
+   14 prog fault_test
+   20 prog fused_test
+   20 prog team_test
+   15 prog bench_team
+   15 prog teams_tp_dp
+    4 prog bench_rma
+    3 prog message_passing
+    3 prog atomic_counter
+    3 prog local_multi_gpu
+    3 file build/types_test
+    3 file build/host_test
+    1 file build/init_cycles
+"
+prebuild=$(printf '%s\n' "$builds" | grep . | sort -s -k1,1nr | while read -r _ kind what; do
+  case $kind in prog) progs "$what" ;; file) printf '%s ' "$what" ;; hip) [ $have_hip = 1 ] && printf '%s ' "$what" ;; esac
+done)
+# with GPUs: the rest of the GPU section's programs (GPU_PROGRAMS) too, first (the slow GEMM
+# variants among them), all built with every core
+if [ "$ngpu" -gt 0 ]; then
+  extra=""
+  for t in $(make -s list-gpu-programs); do case " $prebuild " in *" $t "*) ;; *) extra="$extra $t" ;; esac; done
+  prebuild="$extra $prebuild"
+fi
+build_all $prebuild
+if [ "$pb" = build/proof ]; then
+  echo "# no GPU here: the GPU tests, benchmarks and examples are built as compile proofs (build/proof/NAME: the collectives' kernels cut to fp32 SUM; check-nvcc and make lib compile all of them)"
+fi
 echo "# compile checks"
 check "iris.h compiles as C99 (-Wall -Wextra -Werror -pedantic)" make -s check-c99
 check "iris.h with implementation compiles as C99" make -s check-c99-impl
@@ -119,12 +182,12 @@ else
   say SKIP "headers under hipcc (gfx90a, gfx940)" "hipcc not installed"
   say SKIP "GEMM core test under hipcc" "hipcc not installed"
 fi
-check "GPU test programs build (nvcc)" make -s build/gpu_test build/gpu_test_debug build/fault_test
-check "collectives test programs build (nvcc)" make -s build/coll_test build/tile_test build/fused_test
-check "all-gather + GEMM test and core test build (nvcc, cuBLASLt)" make -s build/gemm_test build/gemm_core_test
-check "benchmarks build (nvcc; NCCL for bench_coll and bench_team, NCCL and cuBLAS for bench_ag_gemm)" make -s build/bench_rma build/bench_coll build/bench_team build/bench_tile_a2a build/bench_ag_gemm build/bench_gemm_core
-check "examples build (nvcc)" make -s examples
-check "MoE dispatch / combine test and bench build (nvcc)" make -s build/moe_test build/bench_moe
+check "GPU test programs build (nvcc)" make -s $(progs gpu_test gpu_test_debug fault_test)
+check "collectives test programs build (nvcc)" make -s $(progs coll_test tile_test multinode_test fused_test team_test)
+check "all-gather + GEMM test and core test build (nvcc, cuBLASLt)" make -s $(progs gemm_test gemm_core_test)
+check "benchmarks build (nvcc; NCCL for bench_coll and bench_team, NCCL and cuBLAS for bench_ag_gemm)" make -s $(progs bench_rma bench_coll bench_team bench_tile_a2a bench_ag_gemm bench_gemm_core)
+check "examples build (nvcc)" make -s $(progs message_passing atomic_counter local_multi_gpu fused_allreduce_rmsnorm gemm_all_scatter teams_tp_dp)
+check "MoE dispatch / combine test and bench build (nvcc)" make -s $(progs moe_test bench_moe)
 
 echo "# codegen checks"
 check "PTX: signal/wait helpers use release/acquire at system scope" bash tests/codegen/check.sh ptx
@@ -198,6 +261,8 @@ if [ "$ngpu" -lt 1 ]; then
   done
 else
   export NCCL_NVLS_ENABLE=0
+  # make test-gpu: the programs below, all at once (with every core; make test built them already)
+  if [ "$only" = gpu ]; then build_all $(make -s list-gpu-programs); fi
   echo "# ($ngpu GPU(s); world sizes $worlds)"
   for w in $worlds; do
     echo "# world $w: $(placement "$w")"
