@@ -11,24 +11,31 @@
 #include "types.h"
 #include "protocol.h"
 
-/* 8 bytes of a T array at line i (elements past n read as 0, none read out of bounds). */
-template <typename T>
-IRIS_DEVICE_INLINE uint2 iris_coll_read8(const T *base, size_t i, size_t n) {
-  const size_t per = 8 / sizeof(T);
-  union { uint2 u; T e[8 / sizeof(T)]; } v;
-  if ((i + 1) * per <= n && (((uintptr_t)base) & 7) == 0) return *(const uint2 *)(base + i * per);
-  v.u = make_uint2(0, 0);
+/* sizeof(V) bytes (V: uint2, uint4) of a T array at vector i: one access where the vector
+ * is whole and aligned, else element by element (elements past n read as 0, none read or
+ * written out of bounds). */
+template <typename V, typename T>
+IRIS_DEVICE_INLINE V iris_coll_read_vec(const T *base, size_t i, size_t n) {
+  const size_t per = sizeof(V) / sizeof(T);
+  union { V u; T e[sizeof(V) / sizeof(T)]; } v;
+  if ((i + 1) * per <= n && (((uintptr_t)base) & (sizeof(V) - 1)) == 0) return *(const V *)(base + i * per);
+  v.u = V();
   for (size_t k = 0; k < per && i * per + k < n; k++) v.e[k] = base[i * per + k];
   return v.u;
 }
-template <typename T>
-IRIS_DEVICE_INLINE void iris_coll_write8(T *base, size_t i, size_t n, uint2 data) {
-  const size_t per = 8 / sizeof(T);
-  union { uint2 u; T e[8 / sizeof(T)]; } v;
+template <typename V, typename T>
+IRIS_DEVICE_INLINE void iris_coll_write_vec(T *base, size_t i, size_t n, V data) {
+  const size_t per = sizeof(V) / sizeof(T);
+  union { V u; T e[sizeof(V) / sizeof(T)]; } v;
   v.u = data;
-  if ((i + 1) * per <= n && (((uintptr_t)base) & 7) == 0) { *(uint2 *)(base + i * per) = data; return; }
+  if ((i + 1) * per <= n && (((uintptr_t)base) & (sizeof(V) - 1)) == 0) { *(V *)(base + i * per) = data; return; }
   for (size_t k = 0; k < per && i * per + k < n; k++) base[i * per + k] = v.e[k];
 }
+/* 8 bytes (an LL line's data) at line i; 16 bytes (an armed vector) at vector i. */
+template <typename T> IRIS_DEVICE_INLINE uint2 iris_coll_read8(const T *base, size_t i, size_t n) { return iris_coll_read_vec<uint2>(base, i, n); }
+template <typename T> IRIS_DEVICE_INLINE void iris_coll_write8(T *base, size_t i, size_t n, uint2 data) { iris_coll_write_vec<uint2>(base, i, n, data); }
+template <typename T> IRIS_DEVICE_INLINE uint4 iris_coll_read16(const T *base, size_t i, size_t n) { return iris_coll_read_vec<uint4>(base, i, n); }
+template <typename T> IRIS_DEVICE_INLINE void iris_coll_write16(T *base, size_t i, size_t n, uint4 data) { iris_coll_write_vec<uint4>(base, i, n, data); }
 /* ---- the latency kernel: every kind, one launch, no barrier.
  * Lines are spread over the grid the same way on every rank. CTA 0 announces the call;
  * each thread pushes its lines to every peer, then collects its lines from every peer in
@@ -169,24 +176,6 @@ IRIS_DEVICE_INLINE bool iris_coll_arm_waiting(unsigned w) {
 template <typename T>
 IRIS_DEVICE_INLINE bool iris_coll_arm_ready(uint4 v) {
   return !(iris_coll_arm_waiting<T>(v.x) || iris_coll_arm_waiting<T>(v.y) || iris_coll_arm_waiting<T>(v.z) || iris_coll_arm_waiting<T>(v.w));
-}
-/* 16 bytes of a T array at vector i (elements past n read as 0, none read out of bounds). */
-template <typename T>
-IRIS_DEVICE_INLINE uint4 iris_coll_read16(const T *base, size_t i, size_t n) {
-  const size_t per = 16 / sizeof(T);
-  union { uint4 u; T e[16 / sizeof(T)]; } v;
-  if ((i + 1) * per <= n && (((uintptr_t)base) & 15) == 0) return *(const uint4 *)(base + i * per);
-  v.u = make_uint4(0, 0, 0, 0);
-  for (size_t k = 0; k < per && i * per + k < n; k++) v.e[k] = base[i * per + k];
-  return v.u;
-}
-template <typename T>
-IRIS_DEVICE_INLINE void iris_coll_write16(T *base, size_t i, size_t n, uint4 data) {
-  const size_t per = 16 / sizeof(T);
-  union { uint4 u; T e[16 / sizeof(T)]; } v;
-  v.u = data;
-  if ((i + 1) * per <= n && (((uintptr_t)base) & 15) == 0) { *(uint4 *)(base + i * per) = data; return; }
-  for (size_t k = 0; k < per && i * per + k < n; k++) base[i * per + k] = v.e[k];
 }
 /* One thread: as iris_coll_ll_wait_all, on armed slots: waits until the vector of every
  * peer of `want` among ranks r0 .. r0 + IRIS_COLL_LL_GROUP - 1 has arrived (the vector of
