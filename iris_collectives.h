@@ -160,8 +160,15 @@ typedef struct iris_coll_opts {
   size_t struct_size;
   iris_algo_t algo; /* IRIS_ALGO_AUTO: by size (docs/collectives.md, "Algorithms") */
   int ctas;         /* CTAs per rank: the bandwidth algorithms use this many, the one-shot latency kernel at most this many (fewer SMs beside compute); 0 = automatic */
+  unsigned flags;   /* IRIS_COLL_STAGE, 0 = none. (Callers built against the struct without it
+                     * pass the smaller struct_size; flags is then 0.) */
 } iris_coll_opts_t;
-#define IRIS_COLL_OPTS_INIT {sizeof(iris_coll_opts_t), IRIS_ALGO_AUTO, 0}
+#define IRIS_COLL_OPTS_INIT {sizeof(iris_coll_opts_t), IRIS_ALGO_AUTO, 0, 0u}
+/* flags: treat send and recv as off the heap even where they lie on it (the staging
+ * path). For callers that cannot promise a heap buffer lies at the same offset on every
+ * rank (the NCCL-API library for memory it did not see registered). Every rank passes
+ * the same flags. */
+#define IRIS_COLL_STAGE 1u
 
 /* Sizes of the collective state on the heap (per rank, allocated once). */
 #define IRIS_COLL_MAX_CTAS 256                       /* CTAs of one bandwidth kernel */

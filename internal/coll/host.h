@@ -164,6 +164,15 @@ IRIS_DEF iris_status_t iris_collectives_check(iris_t *ctx) {
   return iris_get_async_error(ctx);
 }
 
+/* iris_coll_opts_t as the caller built it: the current struct, or the one before `flags`
+ * (its callers get flags 0). */
+#define IRIS_COLL_OPTS_V1_SIZE (offsetof(iris_coll_opts_t, ctas) + sizeof(int))
+static iris_status_t iris_coll_opts_size_check(const iris_coll_opts_t *o, const char *name) {
+  if (o->struct_size == sizeof(iris_coll_opts_t) || o->struct_size == IRIS_COLL_OPTS_V1_SIZE) return IRIS_SUCCESS;
+  return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: iris_coll_opts_t.struct_size is wrong (%zu): start from IRIS_COLL_OPTS_INIT", name, o->struct_size);
+}
+static unsigned iris_coll_opts_flags(const iris_coll_opts_t *o) { return o && o->struct_size >= offsetof(iris_coll_opts_t, flags) + sizeof(unsigned) ? o->flags : 0u; }
+
 static int iris_coll_in_heap(iris_t *ctx, const void *p, size_t bytes) {
   size_t off;
   return iris_heap_offset(ctx, p, &off) == IRIS_SUCCESS && bytes <= iris_heap_size(ctx) - off;
@@ -203,6 +212,7 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
   iris_gpu_error_t e;
   size_t es = iris_dtype_size(t), in_elems, out_elems;
   int W, me, ctas = 0, chunked_in, chunked_out;
+  unsigned flags = 0;
   iris_coll_path_t path;
   iris_algo_t algo = IRIS_ALGO_AUTO;
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL context", name);
@@ -214,12 +224,13 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
   if ((st = iris_coll_check_compiled(kind, t, op, me, name)) != IRIS_SUCCESS) return st;
   if (kind == IRIS_COLL_BC && (root < 0 || root >= W)) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: %s: root %d outside [0, %d)", me, name, root, W);
   if (opts) {
-    if (opts->struct_size != sizeof(iris_coll_opts_t))
-      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: iris_coll_opts_t.struct_size is wrong: start from IRIS_COLL_OPTS_INIT", name);
+    if ((st = iris_coll_opts_size_check(opts, name)) != IRIS_SUCCESS) return st;
     if ((unsigned)opts->algo > (unsigned)IRIS_ALGO_ONE_SHOT_ARMED) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown algorithm %d", name, (int)opts->algo);
     algo = opts->algo;
     ctas = opts->ctas;
     if (ctas < 0 || ctas > IRIS_COLL_MAX_CTAS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: ctas %d outside [0, %d]", name, ctas, IRIS_COLL_MAX_CTAS);
+    flags = iris_coll_opts_flags(opts);
+    if (flags & ~IRIS_COLL_STAGE) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown flags 0x%x in iris_coll_opts_t", name, flags & ~IRIS_COLL_STAGE);
   }
   if (count == 0) return IRIS_SUCCESS;
   if (!send || !recv) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL buffer", me, name);
@@ -291,8 +302,8 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
     /* bandwidth path: peers read our buffers, so they must be on the heap; otherwise
      * (and for an in-place all-to-all, whose input peers read while we overwrite it)
      * go through the staging area, one chunk of `step` elements per launch */
-    const int heap_in = iris_coll_in_heap(ctx, send, in_elems * es) && !(kind == IRIS_COLL_A2A && send == recv);
-    const int heap_out = iris_coll_in_heap(ctx, recv, out_elems * es);
+    const int heap_in = !(flags & IRIS_COLL_STAGE) && iris_coll_in_heap(ctx, send, in_elems * es) && !(kind == IRIS_COLL_A2A && send == recv);
+    const int heap_out = !(flags & IRIS_COLL_STAGE) && iris_coll_in_heap(ctx, recv, out_elems * es);
     size_t step = count, c0;
     if (heap_in && heap_out) {
       iris_coll_launch(s, kind_flags, IRIS_COLL_PATH_BW, t, op, send, recv, count, root, ctas, stream);

@@ -157,8 +157,7 @@ static iris_status_t iris_coll_mn_run(iris_t *ctx, int kind, const void *send, v
   iris_status_t st, st2;
   if ((st = iris_coll_mn_check(ctx, name, kind, t, op, iris_detail_nccl(ctx))) != IRIS_SUCCESS) return st;
   if (kind == IRIS_COLL_BC && (root < 0 || root >= W)) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: %s: root %d outside [0, %d)", me, name, root, W);
-  if (opts && opts->struct_size != sizeof(iris_coll_opts_t))
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: iris_coll_opts_t.struct_size is wrong: start from IRIS_COLL_OPTS_INIT", name);
+  if (opts && (st = iris_coll_opts_size_check(opts, name)) != IRIS_SUCCESS) return st;
   if (count == 0) return IRIS_SUCCESS;
   if (!send || !recv) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL buffer", me, name);
   if (!iris_detail_get_ext(ctx)) {

@@ -119,12 +119,12 @@ class DeviceCtxT(ctypes.Structure):
 
 
 class CollOptsT(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("algo", ctypes.c_int), ("ctas", ctypes.c_int)]
+    _fields_ = [("struct_size", ctypes.c_size_t), ("algo", ctypes.c_int), ("ctas", ctypes.c_int), ("flags", ctypes.c_uint)]
 
     @classmethod
-    def init(cls, algo=0, ctas=0):
-        """IRIS_COLL_OPTS_INIT, with algo and ctas set."""
-        return cls(ctypes.sizeof(cls), algo, ctas)
+    def init(cls, algo=0, ctas=0, flags=0):
+        """IRIS_COLL_OPTS_INIT, with algo, ctas and flags set."""
+        return cls(ctypes.sizeof(cls), algo, ctas, flags)
 
 
 # the fields iris_ag_gemm_desc_t and iris_gemm_rs_desc_t share, in this order, after
