@@ -101,7 +101,13 @@ static cudaEvent_t ev[40];
 static unsigned long long *d_bad;
 struct Bufs { void *in, *out; };
 static Bufs buf[4]; // 0: cudaMalloc (nccl), 1: ncclMemAlloc + windows (nccl_symm), 2: iris heap, 3: libiris.so's heap
-static int buf_of(int v) { return v == V_NCCL ? 0 : v == V_NCCL_SYMM ? 1 : v == V_LIB ? 3 : 2; }
+// BENCH_OFF_HEAP=1: the iris variants take NCCL's cudaMalloc buffers (off the heap: the
+// staging paths, as the JAX and NCCL-API doors run), the same for every variant.
+static int off_heap = -1;
+static int buf_of(int v) {
+  if (off_heap < 0) off_heap = getenv("BENCH_OFF_HEAP") && !strcmp(getenv("BENCH_OFF_HEAP"), "1");
+  return v == V_NCCL ? 0 : v == V_NCCL_SYMM ? 1 : off_heap ? 0 : v == V_LIB ? 3 : 2;
+}
 static bool small_variant(int v) { return v >= V_OLD; }
 
 // ------------------------------------------------------------------ libiris.so, the second door

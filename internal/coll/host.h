@@ -74,6 +74,15 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     free(all);
     return IRIS_ERROR_INVALID_ARGUMENT;
   }
+  s->fused_staging = 1;
+  if (iris_detail_env_flag("IRIS_COLL_FUSED_STAGING",
+                           " (0: buffers off the heap are copied in and out around every bandwidth kernel; 1: the kernels read the send where it lies and copy "
+                           "the recv out as the data arrive, the default)",
+                           &s->fused_staging) < 0) {
+    free(s);
+    free(all);
+    return IRIS_ERROR_INVALID_ARGUMENT;
+  }
   s->pdl = IRIS_GPU_HAS_PDL;
   if (iris_detail_env_flag("IRIS_COLL_PDL", " (0: the latency kernels launch without programmatic dependent launch; 1: with it where the GPU has it, the default)",
                            &s->pdl) < 0) {
@@ -313,13 +322,34 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
     }
     if (!s->stage_bytes)
       return iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: %s: buffers off the symmetric heap need the staging area (IRIS_COLL_STAGING is 0)", me, name);
+    if (s->fused_staging && !heap_out &&
+        (kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A || (kind == IRIS_COLL_BC && (W == 2 || count * es < IRIS_COLL_RELAY_MIN_BYTES)) ||
+         (kind == IRIS_COLL_AR && count * es >= IRIS_COLL_AR_STAGED_MIN))) {
+      /* the staged kernels: send read where it lies, the peers store into our staging
+       * area, each CTA copies into recv as the chunks arrive (IRIS_COLL_PATH_STAGED) */
+      const size_t stride = chunked_in || chunked_out ? count * es : 0;
+      step = iris_coll_staging_step(s->stage_bytes, es, W, chunked_out);
+      for (c0 = 0; c0 < count; c0 += step) {
+        const size_t n = count - c0 < step ? count - c0 : step;
+        iris_coll_launch_strided(s, kind_flags, IRIS_COLL_PATH_STAGED, t, op, (const char *)send + c0 * es, (char *)recv + c0 * es, n, stride, root, ctas, stream);
+        e = iris_gpu_last_error();
+        if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
+      }
+      return IRIS_SUCCESS;
+    }
     step = iris_coll_staging_step(s->stage_bytes, es, W, chunked_in || chunked_out);
     for (c0 = 0; c0 < count; c0 += step) {
       const size_t n = count - c0 < step ? count - c0 : step;
-      const char *in = heap_in ? (const char *)send + c0 * es : s->stage_in;
-      char *out = heap_out ? (char *)recv + c0 * es : s->stage_out;
+      /* kernels that read send only where it lies (no peer loads it) take it off the heap
+       * as it is; a reduce-scatter writes only its own recv, which may be anywhere */
+      const int send_local = s->fused_staging && (kind == IRIS_COLL_AG || kind == IRIS_COLL_BC ||
+                                                  (kind == IRIS_COLL_AR && IRIS_COLL_PUSH && n * es >= IRIS_COLL_AR_STORE_MIN) ||
+                                                  (kind == IRIS_COLL_A2A && n == count && send != recv));
+      const int recv_local = s->fused_staging && kind == IRIS_COLL_RS;
+      const char *in = heap_in || send_local ? (const char *)send + c0 * es : s->stage_in;
+      char *out = heap_out || recv_local ? (char *)recv + c0 * es : s->stage_out;
       e = IRIS_GPU_SUCCESS;
-      if (heap_in && chunked_in) in = NULL; /* a chunked input on the heap is still strided: stage it */
+      if (heap_in && chunked_in && !send_local) in = NULL; /* a chunked input on the heap is still strided: stage it */
       if (heap_out && chunked_out) out = NULL;
       if (!in) in = s->stage_in;
       if (!out) out = s->stage_out;

@@ -193,6 +193,79 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
   IRIS_TRACE_END(c, me);
 }
 
+/* ---- the staged copy: all-gather, all-to-all and the direct broadcast with recv off
+ * the heap (IRIS_COLL_PATH_STAGED).
+ *
+ * What it does. Peers cannot store into a recv that is not on the heap, so they store
+ * into this rank's staging area (stage: the heap, the same offset on every rank; block r
+ * at r * bytes, the broadcast's one block at 0), and the rank copies what arrived into
+ * recv inside the kernel, a chunk behind the stores, so the local copy overlaps the
+ * transfers instead of being a pass of its own after them. Every block is cut into
+ * chunks of `chunk` bytes; chunk j belongs to CTA j % G of every rank as its step j / G.
+ * At step s CTA b of each sender stores chunk s of its block(s) into every peer's
+ * staging area (its own block straight into its recv) and publishes step s + 1 to every
+ * peer; then it waits for every sender's step s (s >= 1) and copies chunk s - 1 of every
+ * peer's block from its staging area into recv. Senders: every rank (all-gather,
+ * all-to-all), the root (broadcast). The send and recv blocks of rank r lie at
+ * r * sstride and r * rstride (the user's layout, so a launch that is one slice of a
+ * larger call reads and writes in place).
+ *
+ * Who waits for whom, and why it is safe.
+ *   - Start barrier (the call headers, with the signature): every peer has started this
+ *     call, so its previous kernel has ended: it has copied out everything that arrived
+ *     in its staging area in the previous call, which may now be overwritten.
+ *   - A chunk is read from the staging area only after the acquire of its sender's
+ *     progress flag (the sender's block met at __syncthreads after its stores, then one
+ *     thread released the flag at system scope), then a block barrier.
+ *   - In place (all-to-all send == recv; all-gather send = this rank's recv block): CTA b
+ *     stores chunk s of block r to peer r at step s and overwrites the same bytes with
+ *     peer r's chunk s only at step s + 1, after a block barrier (the publish).
+ *   - No end barrier: every CTA has copied out all it waited for; recv is this rank's.
+ *   A rank that stops early publishes IRIS_COLL_RELAY_ABANDON, so no peer waits in vain. */
+template <int KIND>
+__global__ void iris_coll_staged_kernel(iris_coll_dev_t d, const char *send, size_t sstride, char *recv, size_t rstride, char *stage, size_t bytes, size_t chunk,
+                                        int root, unsigned long long sig) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
+  const size_t chunks = (bytes + chunk - 1) / chunk, steps = (size_t)b < chunks ? (chunks - 1 - (size_t)b) / (size_t)G + 1 : 0;
+  const bool sends = KIND != IRIS_COLL_BC || me == root, receives = KIND != IRIS_COLL_BC || me != root;
+  unsigned call, epoch;
+  bool ok = true;
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_BW);
+  if (!iris_coll_kernel_start(d, sig, KIND, call, epoch)) { /* on a mismatch or timeout: move nothing */
+    IRIS_TRACE_END(call, me);
+    return;
+  }
+  (void)epoch;
+  IRIS_TRACE_MARK(1);
+  for (size_t s = 0; ok && s <= steps; s++) {
+    if (sends && s < steps) {
+      const size_t lo = (s * (size_t)G + (size_t)b) * chunk, n = bytes - lo < chunk ? bytes - lo : chunk;
+      for (int k = 0; k < W; k++) {
+        const int r = (me + k + b) % W; /* CTAs start at different peers: every link busy */
+        const char *src = send + (KIND == IRIS_COLL_A2A ? (size_t)r * sstride : 0) + lo;
+        if (r == me) {
+          char *own = recv + (KIND == IRIS_COLL_BC ? 0 : (size_t)me * rstride) + lo;
+          if (own != src) iris_copy_bytes(own, src, n, threadIdx.x, blockDim.x);
+        } else {
+          iris_put_bulk(d.ctx, stage + (KIND == IRIS_COLL_BC ? 0 : (size_t)me * bytes) + lo, src, n, r, threadIdx.x, blockDim.x);
+        }
+      }
+      iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, (unsigned)(s + 1)));
+    }
+    if (receives && s > 0) { /* chunk s - 1 of every sender: staging area -> recv */
+      const size_t lo = ((s - 1) * (size_t)G + (size_t)b) * chunk, n = bytes - lo < chunk ? bytes - lo : chunk;
+      if (!(ok = iris_coll_progress_wait(d, KIND == IRIS_COLL_BC ? root : -1, call, (unsigned)s, KIND))) break;
+      for (int r = 0; r < W; r++) {
+        if (r == me || (KIND == IRIS_COLL_BC && r != root)) continue;
+        iris_copy_bytes(recv + (KIND == IRIS_COLL_BC ? 0 : (size_t)r * rstride) + lo, stage + (KIND == IRIS_COLL_BC ? 0 : (size_t)r * bytes) + lo, n, threadIdx.x,
+                        blockDim.x);
+      }
+    }
+  }
+  if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
+  IRIS_TRACE_END(call, me);
+}
+
 /* ---- the relay broadcast: the bandwidth path at 3 or more ranks.
  *
  * What it does. Storing the whole message into every peer from the root would put
@@ -324,8 +397,28 @@ __global__ void iris_coll_relay_kernel(iris_coll_dev_t d, const char *send, char
  *     call's A(0) may write scratch because every B of this call is over.
  *   A rank that stops early publishes IRIS_COLL_RELAY_ABANDON (see progress flags), so
  *   the same fixed two barriers run on every rank and the epochs stay in step. */
+/* Piece (rd, CTA b) of every peer's chunk, from this rank's staging area (where the
+ * peers' B(rd) stored it) into recv: the copy-out of the staged store two-shot. */
+template <typename T>
+IRIS_DEVICE_INLINE void iris_coll_ar_staged_out(const T *stage, T *recv, size_t count, size_t slice, size_t rd, int W, int me, size_t per) {
+  const size_t off = (rd * (size_t)gridDim.x + blockIdx.x) * slice;
+  size_t lo, hi;
+  for (int j = 0; j < W; j++) {
+    if (j == me) continue;
+    iris_coll_ar_range(count, W, per, j, &lo, &hi);
+    lo += off;
+    if (lo < hi) iris_copy_bytes(recv + lo, stage + lo, ((hi - lo < slice ? hi - lo : slice)) * sizeof(T), threadIdx.x, blockDim.x);
+  }
+}
+
+/* stage != NULL (recv off the heap; a run-time choice, which keeps the kernel count):
+ * B stores the reduced piece into this rank's recv and into the peers' staging areas
+ * (stage: the same offsets as recv); each CTA copies piece
+ * (rd - 1, b) of every peer's chunk from its staging area into recv after its wait for
+ * round rd (a peer publishes rd only after its B(rd - 1): the acquire covers it), and
+ * the last round's after one more publish (rounds + 1) and wait. */
 template <typename T, int OP, int W_STATIC>
-__global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, size_t slice, unsigned long long sig, int vec, int op) {
+__global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *recv, T *stage, size_t count, size_t slice, unsigned long long sig, int vec, int op) {
   const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
   const size_t per = 16 / sizeof(T), rounds = iris_coll_ar_rounds(count, W, per, G, slice);
   unsigned call, epoch;
@@ -351,13 +444,18 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
     }
     iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, (unsigned)(rd + 1)));
     if (!(ok = iris_coll_progress_wait(d, -1, call, (unsigned)(rd + 1), IRIS_COLL_AR))) break;
+    if (stage && rd > 0) iris_coll_ar_staged_out(stage, recv, count, slice, rd - 1, W, me, per);
     lo = mlo + off; /* B: reduce our chunk's piece, store it into every recv */
     if (lo >= mhi) continue;
     const size_t n = mhi - lo < slice ? mhi - lo : slice;
     for (int r = 0; r < W; r++) src[r] = r == me ? send + lo : half + (size_t)r * slice;
     dst[0] = recv + lo;
-    for (int k = 1; k < W; k++) dst[k] = iris_translate(d.ctx, recv, iris_coll_ar_peer(me, k, b, W)) + lo;
+    for (int k = 1; k < W; k++) dst[k] = iris_translate(d.ctx, stage ? stage : recv, iris_coll_ar_peer(me, k, b, W)) + lo;
     iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, W, 0, n, W, vec != 0, threadIdx.x, blockDim.x, op);
+  }
+  if (stage && ok && rounds > 0) { /* the last round: every peer's B is done */
+    iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, (unsigned)(rounds + 1)));
+    if ((ok = iris_coll_progress_wait(d, -1, call, (unsigned)(rounds + 1), IRIS_COLL_AR))) iris_coll_ar_staged_out(stage, recv, count, slice, rounds - 1, W, me, per);
   }
   if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
   IRIS_TRACE_MARK(2);

@@ -22,6 +22,7 @@ typedef struct iris_coll_state {
   size_t stage_bytes;
   int sms;
   int pdl; /* 1: the latency kernels launch with PDL (IRIS_COLL_PDL, default where the GPU has it) */
+  int fused_staging; /* 1: buffers off the heap without separate copy passes where a kernel allows (IRIS_COLL_FUSED_STAGING, default) */
 } iris_coll_state_t;
 
 static void iris_coll_state_free(void *p) { free(p); } /* its heap blocks go with the heap */
@@ -131,13 +132,13 @@ template <typename T, int KIND, int OP> struct iris_coll_bw_kernels {
     default: iris_coll_reduce_kernel<T, KIND, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op); break;
     }
   }
-  static void store(const iris_coll_state_t *s, const T *send, T *recv, size_t count, size_t slice, unsigned long long sig, int vec, int op, int blocks,
+  static void store(const iris_coll_state_t *s, const T *send, T *recv, T *stage, size_t count, size_t slice, unsigned long long sig, int vec, int op, int blocks,
                     iris_stream_t stream) {
     switch (s->dev.ctx.world_size) {
-    case 2: iris_coll_ar_store_kernel<T, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, slice, sig, vec, op); break;
-    case 4: iris_coll_ar_store_kernel<T, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, slice, sig, vec, op); break;
-    case 8: iris_coll_ar_store_kernel<T, OP, 8><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, slice, sig, vec, op); break;
-    default: iris_coll_ar_store_kernel<T, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, slice, sig, vec, op); break;
+    case 2: iris_coll_ar_store_kernel<T, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op); break;
+    case 4: iris_coll_ar_store_kernel<T, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op); break;
+    case 8: iris_coll_ar_store_kernel<T, OP, 8><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op); break;
+    default: iris_coll_ar_store_kernel<T, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op); break;
     }
   }
 };
@@ -146,21 +147,22 @@ template <typename T, int KIND> struct iris_coll_bw_kernels<T, KIND, IRIS_COLL_O
                      iris_stream_t stream) {
     iris_coll_reduce_kernel<T, KIND, IRIS_COLL_OP_RUNTIME, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op);
   }
-  static void store(const iris_coll_state_t *s, const T *send, T *recv, size_t count, size_t slice, unsigned long long sig, int vec, int op, int blocks,
+  static void store(const iris_coll_state_t *s, const T *send, T *recv, T *stage, size_t count, size_t slice, unsigned long long sig, int vec, int op, int blocks,
                     iris_stream_t stream) {
-    iris_coll_ar_store_kernel<T, IRIS_COLL_OP_RUNTIME, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, slice, sig, vec, op);
+    iris_coll_ar_store_kernel<T, IRIS_COLL_OP_RUNTIME, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op);
   }
 };
 template <typename T, int KIND, int OP>
-static void iris_coll_launch_reduce(const iris_coll_state_t *s, const void *send, void *recv, size_t count, unsigned long long sig, int vec, int op, int blocks,
-                                    iris_stream_t stream) {
+static void iris_coll_launch_reduce(const iris_coll_state_t *s, iris_coll_path_t path, const void *send, void *recv, size_t count, unsigned long long sig, int vec,
+                                    int op, int blocks, iris_stream_t stream) {
   /* all-reduce: the second phase pushes below IRIS_COLL_AR_PUSH_MAX bytes, pulls above;
    * from IRIS_COLL_AR_STORE_MIN both phases store (the store two-shot, whose slot size
    * for this grid every rank computes the same from the same call) */
   const int push = IRIS_COLL_PUSH && KIND == IRIS_COLL_AR && count * sizeof(T) < IRIS_COLL_AR_PUSH_MAX;
-  if (KIND == IRIS_COLL_AR && IRIS_COLL_PUSH && count * sizeof(T) >= IRIS_COLL_AR_STORE_MIN) {
-    const size_t slice = iris_coll_ar_slice(sizeof(T), s->dev.ctx.world_size, blocks);
-    iris_coll_bw_kernels<T, IRIS_COLL_AR, OP>::store(s, (const T *)send, (T *)recv, count, slice, sig, vec, op, blocks, stream);
+  if (KIND == IRIS_COLL_AR && (path == IRIS_COLL_PATH_STAGED || (IRIS_COLL_PUSH && count * sizeof(T) >= IRIS_COLL_AR_STORE_MIN))) {
+    const size_t slice = iris_coll_ar_slice(sizeof(T), s->dev.ctx.world_size, blocks, count);
+    T *stage = path == IRIS_COLL_PATH_STAGED ? (T *)s->stage_out : NULL; /* recv off the heap: the peers store into our staging area */
+    iris_coll_bw_kernels<T, IRIS_COLL_AR, OP>::store(s, (const T *)send, (T *)recv, stage, count, slice, sig, vec, op, blocks, stream);
     return;
   }
   iris_coll_bw_kernels<T, KIND, OP>::reduce(s, (const T *)send, (T *)recv, count, sig, vec, push, op, blocks, stream);
@@ -190,7 +192,7 @@ template <typename T, int KIND, int OP, bool BUILT = iris_coll_builds<T, OP>::va
     if (path == IRIS_COLL_PATH_LL2) iris_coll_launch_ll2<T, OP>(s, send, recv, count, sig, op, stream);
     else if (path == IRIS_COLL_PATH_ARM) iris_coll_arm_launch<T, KIND, OP>::run(s, send, recv, count, sig, blocks, stream);
     else if (path == IRIS_COLL_PATH_LL) iris_coll_launch_ll<T, KIND, OP>(s, send, recv, count, 0, sig, op, blocks, stream);
-    else iris_coll_launch_reduce<T, KIND, OP>(s, send, recv, count, sig, vec, op, blocks, stream);
+    else iris_coll_launch_reduce<T, KIND, OP>(s, path, send, recv, count, sig, vec, op, blocks, stream);
   }
 };
 template <typename T, int KIND, int OP> struct iris_coll_reduce_op<T, KIND, OP, false> {
@@ -220,6 +222,14 @@ static void iris_coll_dispatch_type(const iris_coll_state_t *s, iris_coll_path_t
 }
 /* Data movement (all-gather, all-to-all, broadcast): bytes are bytes, so one
  * instantiation per element size (E: an unsigned type of that size) serves every type. */
+/* The staged copy (iris_coll_staged_kernel): no more CTAs than chunks. */
+template <int KIND>
+static void iris_coll_launch_staged(const iris_coll_state_t *s, const void *send, size_t sstride, void *recv, size_t rstride, size_t bytes, int root,
+                                    unsigned long long sig, int blocks, iris_stream_t stream) {
+  const size_t chunk = iris_coll_staged_chunk(bytes, blocks), chunks = (bytes + chunk - 1) / chunk;
+  if ((size_t)blocks > chunks) blocks = (int)chunks;
+  iris_coll_staged_kernel<KIND><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, sstride, (char *)recv, rstride, s->stage_out, bytes, chunk, root, sig);
+}
 template <typename E, int KIND>
 static void iris_coll_dispatch_move(const iris_coll_state_t *s, iris_coll_path_t path, const void *send, void *recv, size_t count, int root, unsigned long long sig,
                                     int blocks, iris_stream_t stream) {
@@ -254,10 +264,14 @@ static unsigned long long iris_coll_sig_offset(const iris_device_ctx_t *c, const
  * op, root, the buffers' heap offsets, the algorithm and the grid; type and op enter as
  * type * 16 + op, distinct for each pair. */
 static_assert(IRIS_REDOP_COUNT <= 16, "the call signature packs type * 16 + op");
-static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, iris_coll_path_t path, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
-                             int root, int ctas, iris_stream_t stream) {
+/* stride: bytes from one rank's block to the next in the send (all-to-all) and recv
+ * (all-gather, all-to-all) of a staged launch that is a slice of a larger call (0:
+ * count * the type's size, the blocks back to back). Other paths take 0. */
+static void iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags, iris_coll_path_t path, iris_dtype_t t, iris_redop_t op, const void *send, void *recv,
+                                     size_t count, size_t stride, int root, int ctas, iris_stream_t stream) {
   const int W = s->dev.ctx.world_size, kind = kind_flags & ~IRIS_COLL_OWN_RECV;
   const size_t es = iris_dtype_size(t), bytes = count * es;
+  const size_t step = stride ? stride : bytes;
   unsigned long long sig = 1469598103934665603ULL;
   int vec, blocks;
   sig = (sig ^ (unsigned long long)kind) * 1099511628211ULL;
@@ -267,8 +281,8 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, iris_co
   { /* heap buffers must sit at the same heap offsets on every rank; buffers off the heap
      * (the LL paths take any device memory: peers never touch them) enter as "off heap",
      * since their addresses differ from rank to rank */
-    const int ag_in_place = kind == IRIS_COLL_AG && (const char *)send == (const char *)recv + (size_t)s->dev.ctx.rank * bytes;
-    const int rs_in_place = kind == IRIS_COLL_RS && ((kind_flags & IRIS_COLL_OWN_RECV) || (const char *)recv == (const char *)send + (size_t)s->dev.ctx.rank * bytes);
+    const int ag_in_place = kind == IRIS_COLL_AG && (const char *)send == (const char *)recv + (size_t)s->dev.ctx.rank * step;
+    const int rs_in_place = kind == IRIS_COLL_RS && ((kind_flags & IRIS_COLL_OWN_RECV) || (const char *)recv == (const char *)send + (size_t)s->dev.ctx.rank * step);
     sig = (sig ^ (ag_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, send))) * 1099511628211ULL;
     sig = (sig ^ (rs_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, recv))) * 1099511628211ULL;
   }
@@ -277,11 +291,19 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, iris_co
   if (path == IRIS_COLL_PATH_LL || path == IRIS_COLL_PATH_ARM) { /* the one-shot: a thread per line (vector), or fewer CTAs when the caller asks (opts.ctas) */
     blocks = path == IRIS_COLL_PATH_ARM ? iris_coll_arm_blocks(count, es) : iris_coll_ll_blocks(count, es);
     if (ctas > 0 && ctas < blocks) blocks = ctas;
+  } else if (path == IRIS_COLL_PATH_STAGED && kind == IRIS_COLL_AR) { /* the store two-shot's grid at any size */
+    blocks = iris_coll_auto_ctas(1, bytes > IRIS_COLL_AR_STORE_MIN ? bytes : IRIS_COLL_AR_STORE_MIN, W, s->sms, ctas);
   } else {
     blocks = iris_coll_auto_ctas(kind == IRIS_COLL_AR, bytes, W, s->sms, ctas);
   }
   /* the algorithm and grid too: ranks that would launch different kernels must not agree */
   sig = (sig ^ (unsigned long long)((int)path * 1024 + blocks)) * 1099511628211ULL;
+  if (path == IRIS_COLL_PATH_STAGED && kind != IRIS_COLL_AR) {
+    if (kind == IRIS_COLL_AG) iris_coll_launch_staged<IRIS_COLL_AG>(s, send, step, recv, step, bytes, root, sig, blocks, stream);
+    else if (kind == IRIS_COLL_A2A) iris_coll_launch_staged<IRIS_COLL_A2A>(s, send, step, recv, step, bytes, root, sig, blocks, stream);
+    else iris_coll_launch_staged<IRIS_COLL_BC>(s, send, step, recv, step, bytes, root, sig, blocks, stream);
+    return;
+  }
   switch (kind) {
   case IRIS_COLL_AR: iris_coll_dispatch_type<IRIS_COLL_AR>(s, path, t, op, send, recv, count, sig, vec, blocks, stream); break;
   case IRIS_COLL_RS: iris_coll_dispatch_type<IRIS_COLL_RS>(s, path, t, op, send, recv, count, sig, vec, blocks, stream); break;
@@ -289,6 +311,11 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, iris_co
   case IRIS_COLL_A2A: iris_coll_dispatch_size<IRIS_COLL_A2A>(s, path, es, send, recv, count, root, sig, blocks, stream); break;
   default: iris_coll_dispatch_size<IRIS_COLL_BC>(s, path, es, send, recv, count, root, sig, blocks, stream); break;
   }
+}
+
+static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, iris_coll_path_t path, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
+                             int root, int ctas, iris_stream_t stream) {
+  iris_coll_launch_strided(s, kind_flags, path, t, op, send, recv, count, 0, root, ctas, stream);
 }
 
 #endif /* IRIS_INTERNAL_COLL_LAUNCH_H */

@@ -38,6 +38,23 @@
 #define IRIS_COLL_AR_CTAS 64
 #endif
 #define IRIS_COLL_STAGING_BYTES ((size_t)64 << 20)   /* non-heap buffers: in and out, each */
+/* Buffers off the heap whose kernel stores into the peers' recv (all-gather, all-to-all,
+ * the direct broadcast, the store two-shot all-reduce): the peers store into this rank's
+ * staging area instead and each CTA copies what arrived into recv while the next chunk
+ * moves (iris_coll_staged_kernel, iris_coll_ar_store_kernel with a stage), in about
+ * IRIS_COLL_STAGED_STEPS chunks per CTA of at least IRIS_COLL_STAGED_MIN_CHUNK bytes;
+ * the send is read where it lies. An all-reduce takes the store two-shot this way from
+ * IRIS_COLL_AR_STAGED_MIN (below it: copy in, the load/store two-shot, copy out).
+ * IRIS_COLL_FUSED_STAGING=0 in the environment: the separate copies for every kind. */
+#ifndef IRIS_COLL_STAGED_STEPS
+#define IRIS_COLL_STAGED_STEPS 4
+#endif
+#ifndef IRIS_COLL_STAGED_MIN_CHUNK
+#define IRIS_COLL_STAGED_MIN_CHUNK ((size_t)16 << 10)
+#endif
+#ifndef IRIS_COLL_AR_STAGED_MIN
+#define IRIS_COLL_AR_STAGED_MIN ((size_t)2 << 20)
+#endif
 /* The smallest staging area (IRIS_COLL_STAGING is rounded up to it): 16 elements of 8
  * bytes for each of IRIS_MAX_RANKS ranks, so every staged launch moves whole 16-element
  * steps and a chunked (world_size x step) input always fits. */
@@ -74,7 +91,8 @@ typedef enum iris_coll_path {
   IRIS_COLL_PATH_BW = 0, /* bandwidth: many CTAs between barriers (IRIS_ALGO_BANDWIDTH) */
   IRIS_COLL_PATH_LL = 1, /* the one-hop LL kernel (IRIS_ALGO_LATENCY) */
   IRIS_COLL_PATH_LL2 = 2, /* two hops in LL form: all-reduce, broadcast at 3+ ranks (IRIS_ALGO_TWO_SHOT_LL) */
-  IRIS_COLL_PATH_ARM = 3  /* the armed one-shot: fp32/fp16/bf16 sums and averages (IRIS_ALGO_LATENCY) */
+  IRIS_COLL_PATH_ARM = 3, /* the armed one-shot: fp32/fp16/bf16 sums and averages (IRIS_ALGO_LATENCY) */
+  IRIS_COLL_PATH_STAGED = 4 /* bandwidth, recv off the heap: the peers store into the staging area, copied out in the kernel */
 } iris_coll_path_t;
 
 /* Whether the unit with IRIS_IMPLEMENTATION compiles the kernels of reductions of type t
@@ -104,10 +122,15 @@ static inline IRIS_HOST_DEVICE int iris_coll_ar_peer(int me, int k, int b, int W
 /* Store two-shot all-reduce: elements of one (CTA, source) slot of the scratch area
  * (whole 16-byte vectors; at least one), and the rounds that cover a chunk with `ctas`
  * CTAs. The same on every rank for the same call. */
-static inline IRIS_HOST_DEVICE size_t iris_coll_ar_slice(size_t es, int W, int ctas) {
-  const size_t per = 16 / es;
-  size_t slice = IRIS_COLL_AR_SCRATCH_BYTES / (2 * (size_t)(ctas > 0 ? ctas : 1) * (size_t)(W > 0 ? W : 1) * es);
-  slice -= slice % per;
+static inline IRIS_HOST_DEVICE size_t iris_coll_ar_slice(size_t es, int W, int ctas, size_t count) {
+  const size_t per = 16 / es, G = (size_t)(ctas > 0 ? ctas : 1);
+  size_t slice = IRIS_COLL_AR_SCRATCH_BYTES / (2 * G * (size_t)(W > 0 ? W : 1) * es);
+  /* a chunk that fits one round is spread over every CTA (slices sized by the scratch
+   * alone left half the CTAs of an 8 MB call without work) */
+  const size_t even = (iris_coll_ar_chunk(count, W > 0 ? W : 1, per) + G - 1) / G;
+  if (even < slice) slice = even;
+  slice = (slice + per - 1) / per * per;
+  if (slice * G * (size_t)(W > 0 ? W : 1) * es * 2 > IRIS_COLL_AR_SCRATCH_BYTES) slice -= per; /* rounding up stays inside the scratch */
   return slice ? slice : per;
 }
 static inline IRIS_HOST_DEVICE size_t iris_coll_ar_rounds(size_t count, int W, size_t per, int ctas, size_t slice) {
@@ -128,6 +151,15 @@ static inline IRIS_HOST_DEVICE int iris_coll_auto_ctas(int all_reduce, size_t by
     blocks = want > (size_t)(sms > 0 ? sms : 1) ? (sms > 0 ? sms : 1) : (int)want;
   }
   return blocks > IRIS_COLL_MAX_CTAS ? IRIS_COLL_MAX_CTAS : blocks;
+}
+
+/* The staged copy kernel's chunk for a block of `bytes` over G CTAs: about
+ * IRIS_COLL_STAGED_STEPS chunks per CTA, whole 16-byte vectors, at least
+ * IRIS_COLL_STAGED_MIN_CHUNK. The same on every rank for the same call. */
+static inline IRIS_HOST_DEVICE size_t iris_coll_staged_chunk(size_t bytes, int G) {
+  size_t c = (bytes + (size_t)(G > 0 ? G : 1) * IRIS_COLL_STAGED_STEPS - 1) / ((size_t)(G > 0 ? G : 1) * IRIS_COLL_STAGED_STEPS);
+  c = (c + 15) / 16 * 16;
+  return c < IRIS_COLL_STAGED_MIN_CHUNK ? IRIS_COLL_STAGED_MIN_CHUNK : c;
 }
 
 /* Staging area bytes for a requested size (0: staging off). */

@@ -208,14 +208,16 @@ static void test_world_ar_store_plan(void) {
     why[0] = 0;
     for (ei = 0; ei < 3 && ok; ei++)
       for (ci = 0; ci < 6 && ok; ci++) {
-        const size_t es = ess[ei], per = 16 / es, slice = iris_coll_ar_slice(es, W, ctas[ci]);
-        if (slice < per || slice % per || 2 * (size_t)ctas[ci] * (size_t)W * slice * es > IRIS_COLL_AR_SCRATCH_BYTES)
-          ok = 0, snprintf(why, sizeof why, "es %zu, %d CTAs: slot of %zu elements", es, ctas[ci], slice);
+        const size_t es = ess[ei], per = 16 / es;
         for (bi = 0; bi < 6 && ok; bi++) {
-          const size_t count = bytes[bi] / es, chunk = iris_coll_ar_chunk(count, W, per), rounds = iris_coll_ar_rounds(count, W, per, ctas[ci], slice);
-          const size_t round = (size_t)ctas[ci] * slice;
-          if (rounds * round < chunk || (rounds && (rounds - 1) * round >= chunk) || rounds >= IRIS_COLL_RELAY_ABANDON)
+          const size_t count = bytes[bi] / es, chunk = iris_coll_ar_chunk(count, W, per), slice = iris_coll_ar_slice(es, W, ctas[ci], count);
+          const size_t rounds = iris_coll_ar_rounds(count, W, per, ctas[ci], slice), round = (size_t)ctas[ci] * slice;
+          if (slice < per || slice % per || 2 * (size_t)ctas[ci] * (size_t)W * slice * es > IRIS_COLL_AR_SCRATCH_BYTES)
+            ok = 0, snprintf(why, sizeof why, "es %zu, %d CTAs, count %zu: slot of %zu elements", es, ctas[ci], count, slice);
+          else if (rounds * round < chunk || (rounds && (rounds - 1) * round >= chunk) || rounds >= IRIS_COLL_RELAY_ABANDON)
             ok = 0, snprintf(why, sizeof why, "es %zu, %d CTAs, count %zu: %zu rounds of %zu for a chunk of %zu", es, ctas[ci], count, rounds, round, chunk);
+          else if (rounds == 1 && slice > ((chunk + (size_t)ctas[ci] - 1) / (size_t)ctas[ci] + per - 1) / per * per) /* one round: spread over the CTAs */
+            ok = 0, snprintf(why, sizeof why, "es %zu, %d CTAs, count %zu: one round of slices of %zu leaves CTAs idle", es, ctas[ci], count, slice);
         }
       }
     snprintf(name, sizeof name, "world %d: store two-shot all-reduce: slots fit the scratch area, rounds cover every chunk once", W);
