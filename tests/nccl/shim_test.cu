@@ -44,7 +44,7 @@
 #include "../../nccl/route.h"
 
 enum { C_INIT, C_AR, C_ROUTE, C_AG, C_RS, C_BC, C_A2A, C_FALLBACK, C_GROUP, C_GRAPH, C_MIXED, C_SPLIT, C_DESTROY, C_COUNT,
-       M_INIT = C_COUNT, M_WIN, M_ZC, M_ASYM, M_GRAPH, M_DEREG, M_NCCLMEM, M_LIFE, M_END };
+       M_INIT = C_COUNT, M_WIN, M_ZC, M_ASYM, M_GRAPH, M_MULTI, M_DEREG, M_NCCLMEM, M_LIFE, M_END };
 static const char *const check_names[M_END] = {
     "bring-up: every rank's communicator has an iris context (iris_nccl_stats)",
     "all-reduce: fp32, fp16, bf16, int32, int64, uint8 (sum, min, max; avg of fp32, bf16, int32), fp8 e4m3/e5m2, int8/uint32 sums; 1 to 4M+1 elements; in and out of place",
@@ -66,6 +66,8 @@ static const char *const check_names[M_END] = {
     "outputs poisoned, skewed arrival, two streams: values exact, every call served by iris and counted zero-copy",
     "memalloc: blocks allocated in different orders (other heap offsets): the window is kept but staged; the same calls exact and counted staged",
     "memalloc: a CUDA graph of zero-copy all-reduce, all-gather, reduce-scatter and broadcast, replayed 5 times with new inputs",
+    "memalloc: two communicators (ncclCommSplit): ncclMemAlloc lends from the older one's heap; the child's window over that memory is kept but staged; "
+    "the child's all-reduce on it exact",
     "memalloc: after ncclCommWindowDeregister the same buffers are staged and still exact",
     "memalloc: ncclMemAlloc before any communicator comes from the real NCCL; its window is the real NCCL's; calls on it staged and exact",
     "memalloc: a block still allocated at ncclCommDestroy keeps its contents; ncclMemFree after the destroy succeeds",
@@ -810,6 +812,44 @@ static void mem_body(rank_ctx_t *x, ncclComm_t *comm_out) {
     mem_allreduce<float>(x, M_ASYM, x->c, a, MEM_BLOCK, 0, ncclFloat32, ncclSum, 3);     /* send off the heap, recv windowed: staged */
     MEM_CALL(M_ASYM, ncclCommWindowDeregister(x->comm, we));
     if (ncclMemFree(e) != ncclSuccess || ncclMemFree(p) != ncclSuccess) fail(M_ASYM, x->rank, "ncclMemFree failed");
+  }
+
+  /* two communicators: the parent's heap lends; a window of the child over it is staged */
+  {
+    ncclComm_t child = NULL;
+    iris_nccl_stats_t cs0, cs1, ps;
+    char *m = NULL;
+    ncclWindow_t wm = NULL;
+    const size_t n = 65536;
+    unsigned long long bad;
+    if (ncclCommSplit(x->comm, 0, x->rank, &child, NULL) != ncclSuccess || !child) {
+      fail(M_MULTI, x->rank, "ncclCommSplit failed: %s", ncclGetLastError(x->comm));
+    } else {
+      stats_of(x, x->comm, &ps);
+      if (ncclMemAlloc((void **)&m, (size_t)1 << 20) != ncclSuccess) fail(M_MULTI, x->rank, "ncclMemAlloc failed");
+      stats_of(x, x->comm, &s);
+      stats_of(x, child, &cs0);
+      if (!cs0.iris) fail(M_MULTI, x->rank, "the child has no iris context: %s", cs0.why);
+      if (s.heap_blocks != ps.heap_blocks + 1 || cs0.heap_blocks != 0)
+        fail(M_MULTI, x->rank, "the block came from the child's heap (parent %llu -> %llu, child %llu)", ps.heap_blocks, s.heap_blocks, cs0.heap_blocks);
+      if (m && ncclCommWindowRegister(child, m, (size_t)1 << 20, &wm, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess)
+        fail(M_MULTI, x->rank, "ncclCommWindowRegister on the child failed: %s", ncclGetLastError(child));
+      stats_of(x, child, &cs0);
+      if (cs0.windows != 1 || cs0.windows_zero_copy != 0) fail(M_MULTI, x->rank, "child: windows %d, zero-copy %d (want 1, 0)", cs0.windows, cs0.windows_zero_copy);
+      if (m) {
+        fill<float>(x, m, n, 0, x->rank, 140, 0);
+        if (ncclAllReduce(m, m, n, ncclFloat32, ncclSum, child, x->s) != ncclSuccess) fail(M_MULTI, x->rank, "all-reduce on the child failed: %s", ncclGetLastError(child));
+        stats_of(x, child, &cs1);
+        if (cs1.served[IRIS_NCCL_AR] != cs0.served[IRIS_NCCL_AR] + 1 || cs1.zero_copy[IRIS_NCCL_AR] != cs0.zero_copy[IRIS_NCCL_AR])
+          fail(M_MULTI, x->rank, "child all-reduce: served +%llu, zero-copy +%llu (want 1, 0)", cs1.served[IRIS_NCCL_AR] - cs0.served[IRIS_NCCL_AR],
+               cs1.zero_copy[IRIS_NCCL_AR] - cs0.zero_copy[IRIS_NCCL_AR]);
+        bad = count_bad<float>(x, m, n, 0, reduce_expect(ncclSum, 140, 0, 0, 0));
+        if (bad) fail(M_MULTI, x->rank, "child all-reduce: %llu elements wrong", bad);
+      }
+      if (wm && ncclCommWindowDeregister(child, wm) != ncclSuccess) fail(M_MULTI, x->rank, "ncclCommWindowDeregister on the child failed");
+      if (ncclCommDestroy(child) != ncclSuccess) fail(M_MULTI, x->rank, "ncclCommDestroy(child) failed");
+      if (m && ncclMemFree(m) != ncclSuccess) fail(M_MULTI, x->rank, "ncclMemFree failed");
+    }
   }
 
   /* deregistered: the same buffers, staged */
