@@ -26,6 +26,12 @@
  *   same side is written there); iris enqueues on the caller's stream and records no host
  *   synchronisation, so calls are capturable in CUDA graphs. Everything else forwards.
  *
+ * Memory (IRIS_NCCL_MEMALLOC; docs/nccl_shim.md, "Memory")
+ *   ncclMemAlloc lends blocks of the oldest iris heap on the caller's GPU (else the real
+ *   NCCL's); ncclCommWindowRegister exchanges where every rank's buffer lies and keeps
+ *   windows over that memory itself, zero-copy when every rank's buffer sits at the same
+ *   heap offset; calls on anything else pass IRIS_COLL_STAGE (staged, heap or not).
+ *
  * Teardown
  *   ncclCommFinalize / ncclCommDestroy finalize the iris context first (its last barrier
  *   runs over the real communicator), then forward. ncclCommAbort and ncclCommRevoke
