@@ -1129,7 +1129,8 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm,
   iris_nccl_win_record_t me, all[IRIS_MAX_RANKS];
   iris_nccl_window_t *w;
   int serve = 0, zc = 0, exchanged = 0;
-  if (c && win && buff && size > 0) {
+  /* IRIS_NCCL_MEMALLOC off (alike on every rank): no rank holds the shim's memory, nothing to exchange */
+  if (c && win && buff && size > 0 && iris_nccl_options()->memalloc) {
     iris_t *ctx;
     size_t off = 0;
     memset(&me, 0, sizeof me);
