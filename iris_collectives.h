@@ -165,7 +165,9 @@ typedef struct iris_coll_opts {
 } iris_coll_opts_t;
 #define IRIS_COLL_OPTS_INIT {sizeof(iris_coll_opts_t), IRIS_ALGO_AUTO, 0, 0u}
 /* flags: treat send and recv as off the heap even where they lie on it (the staging
- * path). For callers that cannot promise a heap buffer lies at the same offset on every
+ * path; their addresses do not enter the call's signature either, so ranks whose
+ * buffers sit at different heap offsets, or on the heap on some ranks only, still
+ * match). For callers that cannot promise a heap buffer lies at the same offset on every
  * rank (the NCCL-API library for memory it did not see registered). Every rank passes
  * the same flags. */
 #define IRIS_COLL_STAGE 1u

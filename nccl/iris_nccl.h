@@ -27,10 +27,16 @@ typedef struct iris_nccl_stats {
   unsigned long long forwarded[IRIS_NCCL_STATS_KINDS]; /* calls of the same kinds sent to NCCL */
   unsigned long long max_bytes[IRIS_NCCL_STATS_KINDS]; /* the agreed routing table */
   char why[192];           /* why there is no iris context ("" when there is one) */
+  /* memory (ncclMemAlloc and windows; absent when struct_size is that of the struct
+   * without them, offsetof(iris_nccl_stats_t, zero_copy), which is still accepted) */
+  unsigned long long zero_copy[IRIS_NCCL_STATS_KINDS]; /* of served: calls on buffers in zero-copy windows (the rest were staged) */
+  int windows;             /* windows the shim keeps for this communicator (over its ncclMemAlloc memory) */
+  int windows_zero_copy;   /* of those: every rank's buffer at the same heap offset */
+  unsigned long long heap_blocks; /* ncclMemAlloc blocks of this communicator's iris heap not freed yet */
 } iris_nccl_stats_t;
 
 /* The shim's view of a communicator. ncclInvalidArgument for a NULL pointer or a
- * struct_size other than this header's. A communicator the shim never saw (created by a
+ * struct_size other than this header's (or the earlier one without the memory counters). A communicator the shim never saw (created by a
  * call it forwards whole, such as ncclCommShrink, or with IRIS_NCCL_DISABLE=1) gives
  * iris 0, zero counters and a why saying so. Any thread. */
 ncclResult_t iris_nccl_stats(ncclComm_t comm, iris_nccl_stats_t *out);

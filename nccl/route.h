@@ -320,6 +320,84 @@ static inline unsigned long long iris_nccl_staging_bytes(const iris_nccl_table_t
   return m;
 }
 
+/* ----------------------------------------------------------------- memory windows == */
+/* ncclMemAlloc may hand out blocks of an iris heap; a call runs zero-copy (iris's
+ * bandwidth kernels read and write the user's buffers in the peers' heaps) only on
+ * buffers in a window every rank registered with its buffer at the same heap offset, so
+ * that the peers' copies are where iris looks for them. ncclCommWindowRegister is
+ * collective in NCCL (2.27+): every rank sends this record over the real communicator
+ * and all draw the same verdict (iris_nccl_win_decide). ncclCommRegister is local in
+ * NCCL (no communication; torch calls it per allocator segment, on each rank on its own
+ * schedule), so a buffer it registers cannot be verified and stays staged. */
+#define IRIS_NCCL_WIN_MAGIC 0x49524e57u /* "IRNW" */
+typedef struct iris_nccl_win_record {
+  uint32_t magic;   /* IRIS_NCCL_WIN_MAGIC */
+  int32_t shim;     /* 1: the buffer is memory the shim gave out (an iris heap, cudaMalloc'ed),
+                       which the real NCCL's symmetric registration cannot take */
+  int32_t in_heap;  /* 1: the whole buffer lies in this communicator's iris heap */
+  int32_t pad;
+  uint64_t offset;  /* its offset in that heap (in_heap) */
+  uint64_t bytes;   /* its size */
+} iris_nccl_win_record_t;
+static_assert(sizeof(iris_nccl_win_record_t) == 32, "the window record is sent as 32 bytes");
+
+/* The verdict from every rank's record, the same on every rank. *serve: 1 if the shim
+ * keeps the window itself on every rank (some rank's buffer is the shim's memory: the
+ * real NCCL would refuse that rank's part of its collective registration, and the
+ * others would wait for it), 0 if every rank forwards it to the real NCCL. Returns 1
+ * (zero-copy) if every rank's buffer lies in the heap at the same offset with the same
+ * size, else 0 (calls on it are staged). */
+static inline int iris_nccl_win_decide(const iris_nccl_win_record_t *r, int world, int *serve) {
+  int i, zc = world >= 1;
+  *serve = 0;
+  for (i = 0; i < world; i++) {
+    if (r[i].magic != IRIS_NCCL_WIN_MAGIC) { /* cannot happen (one shim); serve, never zero-copy */
+      *serve = 1;
+      return 0;
+    }
+    if (r[i].shim || r[i].in_heap) *serve = 1;
+    if (!r[i].in_heap || r[i].offset != r[0].offset || r[i].bytes != r[0].bytes || r[i].bytes == 0) zc = 0;
+  }
+  return zc;
+}
+
+/* A window the shim keeps (the handle it returns is this record's address). */
+typedef struct iris_nccl_window {
+  const char *base;               /* the buffer this rank registered */
+  size_t bytes;
+  int zero_copy;                  /* every rank's buffer at the same heap offset (the verdict) */
+  void *owner;                    /* the communicator's record */
+  struct iris_nccl_window *next;  /* the communicator's list */
+} iris_nccl_window_t;
+
+/* The bytes a call reads from send and writes to recv, as NCCL sizes them. */
+static inline void iris_nccl_extents(int kind, size_t count, size_t es, int world, size_t *send_bytes, size_t *recv_bytes) {
+  const size_t one = count * es, all = one * (size_t)world;
+  *send_bytes = kind == IRIS_NCCL_RS || kind == IRIS_NCCL_A2A ? all : one;
+  *recv_bytes = kind == IRIS_NCCL_AG || kind == IRIS_NCCL_A2A ? all : one;
+}
+/* 1 if [p, p + bytes) lies in one zero-copy window of the list. */
+static inline int iris_nccl_in_window(const iris_nccl_window_t *w, const void *p, size_t bytes) {
+  const char *q = (const char *)p;
+  for (; w; w = w->next)
+    if (w->zero_copy && q >= w->base && (size_t)(q - w->base) <= w->bytes && bytes <= w->bytes - (size_t)(q - w->base)) return 1;
+  return 0;
+}
+/* Whether a call iris serves runs zero-copy on this rank: its buffers lie in zero-copy
+ * windows of the communicator (broadcast: recv only; the shim first copies the root's
+ * send into its recv, so every rank passes recv as both). Otherwise the shim passes
+ * IRIS_COLL_STAGE. Ranks may disagree only if they pass windowed buffers on some ranks
+ * and others elsewhere, or at different offsets in the window, which NCCL leaves
+ * undefined for registered buffers; iris's call signature (it hashes the heap offsets)
+ * then differs, so no rank writes a user buffer and the call reports a mismatch. */
+static inline int iris_nccl_zero_copy(const iris_nccl_window_t *w, int kind, const void *send, const void *recv, size_t count, size_t es, int world) {
+  size_t sb, rb;
+  if (!w || count == 0) return 0;
+  iris_nccl_extents(kind, count, es, world, &sb, &rb);
+  if (!iris_nccl_in_window(w, recv, rb)) return 0;
+  return kind == IRIS_NCCL_BC || iris_nccl_in_window(w, send, sb);
+}
+
 /* iris_status_t -> ncclResult_t, as NCCL reports the same kind of failure. */
 static inline ncclResult_t iris_nccl_result(iris_status_t st) {
   switch (st) {

@@ -26,6 +26,12 @@
  *   same side is written there); iris enqueues on the caller's stream and records no host
  *   synchronisation, so calls are capturable in CUDA graphs. Everything else forwards.
  *
+ * Memory (IRIS_NCCL_MEMALLOC; docs/nccl_shim.md, "Memory")
+ *   ncclMemAlloc lends blocks of the oldest iris heap on the caller's GPU (else the real
+ *   NCCL's); ncclCommWindowRegister exchanges where every rank's buffer lies and keeps
+ *   windows over that memory itself, zero-copy when every rank's buffer sits at the same
+ *   heap offset; calls on anything else pass IRIS_COLL_STAGE (staged, heap or not).
+ *
  * Teardown
  *   ncclCommFinalize / ncclCommDestroy finalize the iris context first (its last barrier
  *   runs over the real communicator), then forward. ncclCommAbort and ncclCommRevoke
@@ -42,6 +48,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -248,6 +255,7 @@ typedef struct iris_nccl_options {
   int bad;             /* a malformed variable: no communicator gets iris (why says which) */
   char why[320];
   unsigned long long heap;    /* IRIS_NCCL_HEAP, 0: sized per communicator */
+  unsigned long long memalloc; /* IRIS_NCCL_MEMALLOC: heap bytes added for ncclMemAlloc, 0: ncclMemAlloc forwards */
   unsigned long long staging; /* the staging bytes iris will use (for the heap size) */
   char staging_str[32];       /* IRIS_COLL_STAGING as iris will read it */
   int set_staging;            /* 1: the shim sets IRIS_COLL_STAGING around iris_collectives_setup */
@@ -265,6 +273,10 @@ static void iris_nccl_read_options(void) {
   if (iris_nccl_parse_table(getenv("IRIS_NCCL_MAX_BYTES"), &o->table, o->why, sizeof o->why) != 0) o->bad = 1;
   if (!o->bad && (v = getenv("IRIS_NCCL_HEAP")) != NULL && *v && (iris_nccl_parse_size(v, &o->heap) != 0 || o->heap == 0)) {
     snprintf(o->why, sizeof o->why, "IRIS_NCCL_HEAP='%s' is not a size of bytes (e.g. 256M)", v);
+    o->bad = 1;
+  }
+  if (!o->bad && (v = getenv("IRIS_NCCL_MEMALLOC")) != NULL && *v && iris_nccl_parse_size(v, &o->memalloc) != 0) {
+    snprintf(o->why, sizeof o->why, "IRIS_NCCL_MEMALLOC='%s' is not a size of bytes (e.g. 1G; 0: off)", v);
     o->bad = 1;
   }
   if ((v = getenv("IRIS_COLL_STAGING")) != NULL) { /* the user's; iris parses it (a bad one fails its setup) */
@@ -318,6 +330,12 @@ typedef struct iris_nccl_comm {
   char why[192];                      /* why there is no iris context */
   uint64_t clique;                    /* rank 0's bring-up nonce: the same for every rank of the communicator */
   int here;                           /* ranks of the communicator in this process (iris_nccl_ranks_here) */
+  unsigned long long seq;             /* bring-up order in this process: ncclMemAlloc lends from the oldest context of a device */
+  /* memory (under lock): windows, ncclMemAlloc blocks of this context's heap */
+  iris_nccl_window_t *windows;        /* the windows the shim keeps for this communicator */
+  unsigned long long lent;            /* blocks of this context's heap that ncclMemAlloc gave out and ncclMemFree has not taken back */
+  iris_t *kept;                       /* a torn-down context left mapped for those blocks (finalized when the last is freed) */
+  unsigned long long zero_copy[IRIS_NCCL_KINDS]; /* of served: calls on buffers in zero-copy windows */
 } iris_nccl_comm_t;
 
 /* The lookup table: real communicator -> record, open addressing over a fixed array.
@@ -406,6 +424,18 @@ static int iris_nccl_boot_allgather(void *user, const void *send, void *recv, si
   return rc;
 }
 static int iris_nccl_boot_barrier(void *user) { return iris_nccl_boot_allgather(user, NULL, NULL, 0); }
+/* The same after the bring-up (window registration, teardown): any thread, possibly one
+ * that is capturing a graph on a stream of its own, so in relaxed capture mode (the
+ * exchange's stream is never captured). 0 on success. */
+static int iris_nccl_exchange(iris_nccl_comm_t *c, const void *send, void *recv, size_t bytes) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  int rc;
+  if (!c->boot_cap) return 1;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  rc = iris_nccl_boot_allgather(c, send, recv, bytes);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  return rc;
+}
 
 /* ================================================================== bring-up == */
 static void iris_nccl_print_table(const iris_nccl_comm_t *c, const char *what) {
@@ -484,7 +514,7 @@ static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
   me.magic = IRIS_NCCL_RECORD_MAGIC;
   me.version = IRIS_NCCL_RECORD_VERSION;
   me.want = 1;
-  me.heap_bytes = o->heap ? o->heap : iris_nccl_default_heap(c->world, o->staging);
+  me.heap_bytes = (o->heap ? o->heap : iris_nccl_default_heap(c->world, o->staging)) + o->memalloc;
   pthread_once(&iris_nccl_proc_ctl, iris_nccl_proc_init);
   me.proc = iris_nccl_proc_word;
   me.nonce = iris_nccl_random();
@@ -560,7 +590,9 @@ static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
   }
   free(all);
   if (ctx) {
+    static unsigned long long seqs;
     c->why[0] = 0;
+    c->seq = __atomic_add_fetch(&seqs, 1ull, __ATOMIC_RELAXED);
     __atomic_store_n(&c->iris, ctx, __ATOMIC_RELEASE);
   }
   iris_nccl_leave_device(old, c->device);
@@ -666,12 +698,30 @@ static void iris_nccl_report(iris_nccl_comm_t *c, const char *event) {
   for (k = 0; k < IRIS_NCCL_KINDS; k++)
     iris_nccl_append(line, sizeof line, " %s %llu/%llu", iris_nccl_kind_names[k], c->served[k], c->forwarded[k]);
   fprintf(stderr, "iris_nccl: comm %p rank %d of %d %s: calls served by iris / forwarded to NCCL:%s\n", (void *)c->comm, c->rank, c->world, event, line);
+  line[0] = 0;
+  for (k = 0; k < IRIS_NCCL_KINDS; k++)
+    if (c->served[k]) iris_nccl_append(line, sizeof line, " %s %llu/%llu", iris_nccl_kind_names[k], c->zero_copy[k], c->served[k] - c->zero_copy[k]);
+  if (line[0]) fprintf(stderr, "iris_nccl: comm %p rank %d of %d %s: iris's calls zero-copy (windows) / staged:%s\n", (void *)c->comm, c->rank, c->world, event, line);
+}
+
+/* Collective, at the teardown of a context whose heap may lend ncclMemAlloc blocks
+ * (under c->lock): 1 if some rank's heap still holds blocks the program has not freed,
+ * or the exchange failed; 0 if none does. */
+static int iris_nccl_lent_anywhere(iris_nccl_comm_t *c) {
+  int32_t mine = c->lent > 0, all[IRIS_MAX_RANKS];
+  int r, any = 0;
+  if (c->world > IRIS_MAX_RANKS || iris_nccl_exchange(c, &mine, all, sizeof mine) != 0) return 1;
+  for (r = 0; r < c->world; r++) any |= all[r] != 0;
+  return any;
 }
 
 /* Drop the iris context. finalize: iris_finalize, whose barrier runs over the real
  * communicator (so before the real one is finalized); unless a fault (a dead or hung
  * peer, an NCCL async error, an abort) makes that unsafe: then the context stops its
- * kernels (iris_abort) and stays mapped until the process exits. */
+ * kernels (iris_abort) and stays mapped until the process exits. Blocks ncclMemAlloc
+ * gave out from the heap outlive the communicator, as NCCL's do: when some rank still
+ * holds such blocks, no rank meets in the barrier (all stop their kernels); a rank
+ * that holds some keeps its context mapped until ncclMemFree takes the last back. */
 static void iris_nccl_drop(iris_nccl_comm_t *c, int finalize) {
   iris_nccl_fn_ncclCommGetAsyncError_t async = IRIS_NCCL_REAL(ncclCommGetAsyncError);
   iris_t *ctx;
@@ -685,8 +735,20 @@ static void iris_nccl_drop(iris_nccl_comm_t *c, int finalize) {
       ncclResult_t ae = ncclSuccess;
       if (async && async(c->comm, &ae) == ncclSuccess && (ae == ncclSuccess || ae == ncclInProgress) && iris_get_async_error(ctx) != IRIS_ERROR_TIMEOUT &&
           iris_get_async_error(ctx) != IRIS_ERROR_PEER_FAILED) {
-        if (iris_finalize(ctx) != IRIS_SUCCESS && iris_nccl_options()->debug)
-          fprintf(stderr, "iris_nccl: comm %p rank %d: iris_finalize: %s\n", (void *)c->comm, c->rank, iris_error_detail());
+        if (!iris_nccl_options()->memalloc || !iris_nccl_lent_anywhere(c)) {
+          if (iris_finalize(ctx) != IRIS_SUCCESS && iris_nccl_options()->debug)
+            fprintf(stderr, "iris_nccl: comm %p rank %d: iris_finalize: %s\n", (void *)c->comm, c->rank, iris_error_detail());
+        } else {
+          iris_abort(ctx); /* every rank: no barrier to meet */
+          if (c->lent) {
+            c->kept = ctx;
+            if (iris_nccl_options()->debug)
+              fprintf(stderr, "iris_nccl: comm %p rank %d: %llu ncclMemAlloc block(s) of its heap not freed yet: the heap stays until ncclMemFree takes them back\n",
+                      (void *)c->comm, c->rank, c->lent);
+          } else {
+            iris_finalize(ctx); /* after iris_abort: local, no barrier */
+          }
+        }
         ctx = NULL;
         if (c->boot_buf) cudaFree(c->boot_buf);
         if (c->boot_stream) cudaStreamDestroy(c->boot_stream);
@@ -772,8 +834,10 @@ static ncclResult_t iris_nccl_collective(int kind, const void *send, void *recv,
   iris_redop_t o = IRIS_SUM;
   unsigned long long bytes = 0;
   iris_status_t st = IRIS_SUCCESS;
+  iris_coll_opts_t opts = IRIS_COLL_OPTS_INIT;
   iris_t *ctx;
-  int route, old;
+  int route, old, zc = 0;
+  cudaError_t copy_err = cudaSuccess;
   *done = 0;
   if (!c) return ncclSuccess;
   ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE);
@@ -784,19 +848,37 @@ static ncclResult_t iris_nccl_collective(int kind, const void *send, void *recv,
     pthread_mutex_lock(&c->lock);
     if ((ctx = c->iris) == NULL) route = IRIS_NCCL_ROUTE_NO_IRIS; /* dropped meanwhile (an abort in another thread) */
     else {
+      const size_t es = iris_nccl_type_size(dt);
       old = iris_nccl_enter_device(c->device);
+      /* zero-copy on buffers in verified windows; everything else through the staging
+       * area, heap memory included (its offsets may differ between ranks) */
+      zc = iris_nccl_zero_copy(c->windows, kind, send, recv, count, es, c->world);
+      if (!zc) opts.flags |= IRIS_COLL_STAGE;
       switch (kind) {
-        case IRIS_NCCL_AR: st = iris_all_reduce(ctx, send, recv, count, t, o, stream); break;
-        case IRIS_NCCL_AG: st = iris_all_gather(ctx, send, recv, count, t, stream); break;
-        case IRIS_NCCL_RS: st = iris_reduce_scatter(ctx, send, recv, count, t, o, stream); break;
-        case IRIS_NCCL_BC: /* NCCL reads sendbuff on the root only (it may be NULL elsewhere); iris wants one everywhere */
-          st = iris_broadcast(ctx, send ? send : recv, recv, count, t, root, stream);
+        case IRIS_NCCL_AR: st = iris_all_reduce_ex(ctx, send, recv, count, t, o, stream, &opts); break;
+        case IRIS_NCCL_AG: st = iris_all_gather_ex(ctx, send, recv, count, t, stream, &opts); break;
+        case IRIS_NCCL_RS: st = iris_reduce_scatter_ex(ctx, send, recv, count, t, o, stream, &opts); break;
+        case IRIS_NCCL_BC: {
+          /* NCCL reads sendbuff on the root only (elsewhere it may be anything): the others
+           * pass recv. Zero-copy: the root first copies send into its recv, so every rank
+           * passes recv as both, at the same offset (only recv must be windowed). */
+          const void *src = c->rank == root ? send : recv;
+          if (zc && src && src != recv) {
+            copy_err = cudaMemcpyAsync(recv, src, count * es, cudaMemcpyDeviceToDevice, stream);
+            src = recv;
+          }
+          st = iris_broadcast_ex(ctx, src ? src : recv, recv, count, t, root, stream, &opts); /* the peers wait for it either way */
           break;
-        default: st = iris_all_to_all(ctx, send, recv, count, t, stream); break;
+        }
+        default: st = iris_all_to_all_ex(ctx, send, recv, count, t, stream, &opts); break;
       }
       if (st != IRIS_SUCCESS)
         iris_nccl_set_error("iris_nccl: %s of %zu %s on rank %d of %d (served by iris) failed: %s", iris_nccl_kind_names[kind], count, iris_nccl_type_name(dt),
                             c->rank, c->world, iris_error_detail());
+      else if (copy_err != cudaSuccess) {
+        iris_nccl_set_error("iris_nccl: broadcast on rank %d of %d: copying the root's send into its recv failed: %s", c->rank, c->world, cudaGetErrorString(copy_err));
+        st = IRIS_ERROR_GPU;
+      }
       iris_nccl_leave_device(old, c->device);
     }
     pthread_mutex_unlock(&c->lock);
@@ -807,6 +889,7 @@ static ncclResult_t iris_nccl_collective(int kind, const void *send, void *recv,
     return ncclSuccess;
   }
   c->served[kind]++;
+  if (zc) c->zero_copy[kind]++;
   *done = 1;
   return iris_nccl_result(st);
 }
@@ -864,6 +947,311 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void
   if (!(f = IRIS_NCCL_REAL(ncclAlltoAll))) return iris_nccl_missing(IRIS_NCCL_FN_ncclAlltoAll);
   return iris_nccl_forwarded(f(sendbuff, recvbuff, count, datatype, comm, stream));
 }
+
+/* ==================================================================== memory == */
+/* ncclMemAlloc lends blocks of an iris heap when IRIS_NCCL_MEMALLOC is set: the heap of
+ * the oldest live iris context on the caller's device (in bring-up order), which the
+ * bring-up made IRIS_NCCL_MEMALLOC bytes larger. ncclMemAlloc takes no communicator, so
+ * nothing makes ranks allocate alike: a block is used zero-copy only once a window over
+ * it was registered by every rank at the same heap offset (iris_nccl_win_decide); any
+ * other call on it is staged like a cudaMalloc buffer. What the heap cannot give (it is
+ * full, no context yet) comes from the real NCCL. ncclMemFree returns each block to
+ * whoever gave it. */
+#define IRIS_NCCL_MEM_ALIGN 4096 /* NCCL_WIN_REQUIRED_ALIGNMENT: a window may start at any block */
+typedef struct iris_nccl_block {
+  char *ptr;
+  size_t bytes;
+  iris_t *ctx;               /* the context whose heap holds it */
+  iris_nccl_comm_t *owner;   /* its communicator's record (records are never freed) */
+  struct iris_nccl_block *next;
+} iris_nccl_block_t;
+/* every block the shim lent, every window it keeps (handles are looked up, never read:
+ * an NCCL window handle is a device pointer) */
+static pthread_mutex_t iris_nccl_mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static iris_nccl_block_t *iris_nccl_blocks;
+static iris_nccl_window_t **iris_nccl_wins;
+static int iris_nccl_nwins, iris_nccl_cwins;
+
+/* The oldest live context on `device` (bring-up order), or NULL. */
+static iris_nccl_comm_t *iris_nccl_lender(int device) {
+  iris_nccl_comm_t *best = NULL;
+  unsigned k;
+  pthread_mutex_lock(&iris_nccl_slots_lock);
+  for (k = 0; k < IRIS_NCCL_SLOTS; k++) {
+    iris_nccl_comm_t *m = iris_nccl_slots[k];
+    if (!m || m == IRIS_NCCL_TOMB || m->device != device || m->revoked || !__atomic_load_n(&m->iris, __ATOMIC_ACQUIRE)) continue;
+    if (!best || m->seq < best->seq) best = m;
+  }
+  pthread_mutex_unlock(&iris_nccl_slots_lock);
+  return best;
+}
+/* 1 if [p, p + bytes) touches a block the shim lent */
+static int iris_nccl_is_block(const void *p, size_t bytes) {
+  const char *q = (const char *)p;
+  iris_nccl_block_t *b;
+  int found = 0;
+  pthread_mutex_lock(&iris_nccl_mem_lock);
+  for (b = iris_nccl_blocks; b && !found; b = b->next) found = q < b->ptr + b->bytes && q + (bytes ? bytes : 1) > b->ptr;
+  pthread_mutex_unlock(&iris_nccl_mem_lock);
+  return found;
+}
+
+#ifdef IRIS_NCCL_HAVE_ncclMemAlloc
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
+  iris_nccl_fn_ncclMemAlloc_t f = IRIS_NCCL_REAL(ncclMemAlloc);
+  const iris_nccl_options_t *o = iris_nccl_options();
+  int dev = -1;
+  if (ptr && size > 0 && o->memalloc && !o->disable && cudaGetDevice(&dev) == cudaSuccess) {
+    iris_nccl_comm_t *c = iris_nccl_lender(dev);
+    iris_nccl_block_t *b = c ? (iris_nccl_block_t *)calloc(1, sizeof *b) : NULL;
+    void *p = NULL;
+    if (b) {
+      pthread_mutex_lock(&c->lock);
+      if ((b->ctx = c->iris) != NULL && !c->revoked && iris_malloc_aligned(b->ctx, size, IRIS_NCCL_MEM_ALIGN, &p) == IRIS_SUCCESS) c->lent++;
+      else p = NULL;
+      pthread_mutex_unlock(&c->lock);
+    }
+    if (p) {
+      b->ptr = (char *)p;
+      b->bytes = size;
+      b->owner = c;
+      pthread_mutex_lock(&iris_nccl_mem_lock);
+      b->next = iris_nccl_blocks;
+      iris_nccl_blocks = b;
+      pthread_mutex_unlock(&iris_nccl_mem_lock);
+      *ptr = p;
+      if (o->debug >= 2) fprintf(stderr, "iris_nccl: ncclMemAlloc(%zu) on GPU %d: from the iris heap of comm %p\n", size, dev, (void *)c->comm);
+      return ncclSuccess;
+    }
+    free(b);
+    if (o->debug >= 2)
+      fprintf(stderr, "iris_nccl: ncclMemAlloc(%zu) on GPU %d: %s; the real NCCL allocates it\n", size, dev,
+              c ? "the iris heap has no room (IRIS_NCCL_MEMALLOC)" : "no iris context on this GPU yet");
+  }
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclMemAlloc);
+  return iris_nccl_forwarded(f(ptr, size));
+}
+#endif
+#ifdef IRIS_NCCL_HAVE_ncclMemFree
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclMemFree(void *ptr) {
+  iris_nccl_fn_ncclMemFree_t f;
+  iris_nccl_block_t **pp, *b = NULL;
+  if (ptr) {
+    pthread_mutex_lock(&iris_nccl_mem_lock);
+    for (pp = &iris_nccl_blocks; *pp; pp = &(*pp)->next)
+      if ((*pp)->ptr == (char *)ptr) {
+        b = *pp;
+        *pp = b->next;
+        break;
+      }
+    pthread_mutex_unlock(&iris_nccl_mem_lock);
+  }
+  if (b) {
+    iris_nccl_comm_t *c = b->owner;
+    iris_t *last = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (b->ctx == c->iris || b->ctx == c->kept) { /* else: the context was aborted and stays mapped; the block goes with it */
+      iris_free(b->ctx, b->ptr);
+      if (c->lent > 0) c->lent--;
+      if (b->ctx == c->kept && c->lent == 0) {
+        last = c->kept;
+        c->kept = NULL;
+      }
+    }
+    if (last) { /* its communicator is gone and this was its last block: after iris_abort, a local teardown */
+      int old = iris_nccl_enter_device(c->device);
+      iris_finalize(last);
+      iris_nccl_leave_device(old, c->device);
+    }
+    pthread_mutex_unlock(&c->lock);
+    free(b);
+    return ncclSuccess;
+  }
+  if (!(f = IRIS_NCCL_REAL(ncclMemFree))) return iris_nccl_missing(IRIS_NCCL_FN_ncclMemFree);
+  return iris_nccl_forwarded(f(ptr));
+}
+#endif
+
+/* the window behind a handle the shim gave out (removed from the registry when take),
+ * or NULL: a handle of the real NCCL's */
+static iris_nccl_window_t *iris_nccl_window_of(const void *handle, int take) {
+  iris_nccl_window_t *w = NULL;
+  int i;
+  if (!handle) return NULL;
+  pthread_mutex_lock(&iris_nccl_mem_lock);
+  for (i = 0; i < iris_nccl_nwins; i++)
+    if ((const void *)iris_nccl_wins[i] == handle) {
+      w = iris_nccl_wins[i];
+      if (take) iris_nccl_wins[i] = iris_nccl_wins[--iris_nccl_nwins];
+      break;
+    }
+  pthread_mutex_unlock(&iris_nccl_mem_lock);
+  return w;
+}
+/* a window out of its communicator's list, then freed (taken from the registry already) */
+static void iris_nccl_window_free(iris_nccl_window_t *w) {
+  iris_nccl_comm_t *c = (iris_nccl_comm_t *)w->owner;
+  iris_nccl_window_t **pp;
+  pthread_mutex_lock(&c->lock);
+  for (pp = &c->windows; *pp; pp = &(*pp)->next)
+    if (*pp == w) {
+      *pp = w->next;
+      break;
+    }
+  pthread_mutex_unlock(&c->lock);
+  free(w);
+}
+/* ncclCommDestroy / ncclCommAbort: the communicator's windows go with it, as NCCL's */
+static void iris_nccl_forget_windows(iris_nccl_comm_t *c) {
+  iris_nccl_window_t *w;
+  pthread_mutex_lock(&c->lock);
+  w = c->windows;
+  c->windows = NULL;
+  pthread_mutex_unlock(&c->lock);
+  while (w) {
+    iris_nccl_window_t *next = w->next;
+    if (iris_nccl_window_of(w, 1)) free(w);
+    w = next;
+  }
+}
+
+#ifdef IRIS_NCCL_HAVE_ncclCommWindowRegister
+/* Collective (NCCL 2.27+: every rank, with its buffer). Outside a group, on a blocking
+ * communicator the shim brought up: the ranks exchange where their buffers lie (one
+ * small allgather over the real communicator) and draw one verdict; a window over the
+ * shim's memory is kept by the shim (zero-copy if every rank's buffer is at the same
+ * heap offset), any other is registered with the real NCCL. Elsewhere (inside a group,
+ * a non-blocking or unknown communicator) each rank decides alone: the shim's memory is
+ * kept (staged), any other forwarded. */
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags) {
+  iris_nccl_fn_ncclCommWindowRegister_t f = IRIS_NCCL_REAL(ncclCommWindowRegister);
+  iris_nccl_comm_t *c = iris_nccl_find(comm);
+  iris_nccl_win_record_t me, all[IRIS_MAX_RANKS];
+  iris_nccl_window_t *w;
+  int serve = 0, zc = 0, exchanged = 0;
+  /* IRIS_NCCL_MEMALLOC off (alike on every rank): no rank holds the shim's memory, nothing to exchange */
+  if (c && win && buff && size > 0 && iris_nccl_options()->memalloc) {
+    iris_t *ctx;
+    size_t off = 0;
+    memset(&me, 0, sizeof me);
+    me.magic = IRIS_NCCL_WIN_MAGIC;
+    me.bytes = size;
+    me.shim = iris_nccl_is_block(buff, size);
+    pthread_mutex_lock(&c->lock);
+    if ((ctx = c->iris) != NULL && iris_heap_offset(ctx, buff, &off) == IRIS_SUCCESS && size <= iris_heap_size(ctx) - off) {
+      me.in_heap = 1;
+      me.offset = off;
+    }
+    if (iris_nccl_depth == 0 && c->blocking && !c->revoked && c->world >= 2 && c->world <= IRIS_MAX_RANKS && c->boot_cap > 0 &&
+        iris_nccl_exchange(c, &me, all, sizeof me) == 0) {
+      zc = iris_nccl_win_decide(all, c->world, &serve);
+      exchanged = 1;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!exchanged) serve = me.shim || me.in_heap;
+  }
+  if (!serve) {
+    if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommWindowRegister);
+    return iris_nccl_forwarded(f(comm, buff, size, win, winFlags));
+  }
+  if (!(w = (iris_nccl_window_t *)calloc(1, sizeof *w))) {
+    /* the peers have kept theirs: this rank's calls are then staged, theirs zero-copy:
+     * a mismatch that iris reports; out of host memory, the program fails anyway */
+    iris_nccl_set_error("iris_nccl: ncclCommWindowRegister: out of host memory");
+    return ncclSystemError;
+  }
+  w->base = (const char *)buff;
+  w->bytes = size;
+  w->zero_copy = zc;
+  w->owner = c;
+  pthread_mutex_lock(&iris_nccl_mem_lock);
+  if (iris_nccl_nwins == iris_nccl_cwins) {
+    int cap = iris_nccl_cwins ? 2 * iris_nccl_cwins : 64;
+    iris_nccl_window_t **p = (iris_nccl_window_t **)realloc(iris_nccl_wins, (size_t)cap * sizeof *p);
+    if (p) {
+      iris_nccl_wins = p;
+      iris_nccl_cwins = cap;
+    }
+  }
+  if (iris_nccl_nwins < iris_nccl_cwins) iris_nccl_wins[iris_nccl_nwins++] = w;
+  else w->zero_copy = -1; /* no room to look it up: never used */
+  pthread_mutex_unlock(&iris_nccl_mem_lock);
+  if (w->zero_copy < 0) {
+    free(w);
+    iris_nccl_set_error("iris_nccl: ncclCommWindowRegister: out of host memory");
+    return ncclSystemError;
+  }
+  pthread_mutex_lock(&c->lock);
+  w->next = c->windows;
+  c->windows = w;
+  pthread_mutex_unlock(&c->lock);
+  *win = (ncclWindow_t)w;
+  if (iris_nccl_options()->debug >= 2 || (iris_nccl_options()->debug && c->rank == 0))
+    fprintf(stderr, "iris_nccl: comm %p rank %d: window of %zu bytes kept by the shim: %s\n", (void *)c->comm, c->rank, size,
+            zc ? "zero-copy (every rank's buffer at the same heap offset)"
+               : !exchanged ? "staged (registered inside a group or on a communicator without the exchange)"
+                            : "staged (the ranks' buffers are not all at the same offset of this communicator's iris heap)");
+  return ncclSuccess;
+}
+#endif
+#ifdef IRIS_NCCL_HAVE_ncclCommWindowDeregister
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  iris_nccl_fn_ncclCommWindowDeregister_t f;
+  iris_nccl_window_t *w = iris_nccl_window_of(win, 1);
+  if (w) {
+    iris_nccl_window_free(w);
+    return ncclSuccess;
+  }
+  if (!(f = IRIS_NCCL_REAL(ncclCommWindowDeregister))) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommWindowDeregister);
+  return iris_nccl_forwarded(f(comm, win));
+}
+#endif
+
+/* NCCL's host pointer functions on a window the shim keeps: a zero-copy window's peer
+ * copy is the same heap offset in the peer's heap, mapped here (iris_translate_host);
+ * a staged window has none the shim can vouch for (NULL, as NCCL gives for a peer it
+ * cannot reach by loads and stores); no multicast. Other windows: the real NCCL. */
+static int iris_nccl_window_peer(ncclWindow_t window, size_t offset, int peer, void **out) {
+  iris_nccl_window_t *w = iris_nccl_window_of(window, 0);
+  iris_nccl_comm_t *c;
+  iris_t *ctx;
+  if (!w) return 0;
+  c = (iris_nccl_comm_t *)w->owner;
+  *out = NULL;
+  pthread_mutex_lock(&c->lock);
+  if (w->zero_copy > 0 && peer >= 0 && offset < w->bytes && (ctx = c->iris) != NULL && iris_translate_host(ctx, w->base + offset, peer, out) != IRIS_SUCCESS)
+    *out = NULL;
+  pthread_mutex_unlock(&c->lock);
+  return 1;
+}
+#ifdef IRIS_NCCL_HAVE_ncclGetPeerDevicePointer
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void **outPtr) {
+  iris_nccl_fn_ncclGetPeerDevicePointer_t f;
+  if (outPtr && iris_nccl_window_peer(window, offset, peer, outPtr)) return ncclSuccess;
+  if (!(f = IRIS_NCCL_REAL(ncclGetPeerDevicePointer))) return iris_nccl_missing(IRIS_NCCL_FN_ncclGetPeerDevicePointer);
+  return iris_nccl_forwarded(f(window, offset, peer, outPtr));
+}
+#endif
+#ifdef IRIS_NCCL_HAVE_ncclGetLsaDevicePointer
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void **outPtr) {
+  iris_nccl_fn_ncclGetLsaDevicePointer_t f;
+  /* an iris communicator lives on one host: its load/store team is the whole communicator */
+  if (outPtr && iris_nccl_window_peer(window, offset, lsaRank, outPtr)) return ncclSuccess;
+  if (!(f = IRIS_NCCL_REAL(ncclGetLsaDevicePointer))) return iris_nccl_missing(IRIS_NCCL_FN_ncclGetLsaDevicePointer);
+  return iris_nccl_forwarded(f(window, offset, lsaRank, outPtr));
+}
+#endif
+#ifdef IRIS_NCCL_HAVE_ncclGetLsaMultimemDevicePointer
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void **outPtr) {
+  iris_nccl_fn_ncclGetLsaMultimemDevicePointer_t f;
+  if (outPtr && iris_nccl_window_of(window, 0)) {
+    *outPtr = NULL;
+    return ncclSuccess;
+  }
+  if (!(f = IRIS_NCCL_REAL(ncclGetLsaMultimemDevicePointer))) return iris_nccl_missing(IRIS_NCCL_FN_ncclGetLsaMultimemDevicePointer);
+  return iris_nccl_forwarded(f(window, offset, outPtr));
+}
+#endif
 
 /* ===================================================================== groups == */
 extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclGroupStart() {
@@ -967,6 +1355,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (c) {
     iris_nccl_report(c, "destroyed");
     iris_nccl_teardown(c);
+    iris_nccl_forget_windows(c);
     iris_nccl_remove(c); /* the record itself stays (a racing reader may hold it) */
   }
   return iris_nccl_forwarded(f(comm));
@@ -981,6 +1370,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if ((ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) != NULL) iris_abort(ctx);
     iris_nccl_report(c, "aborted");
     iris_nccl_drop(c, 0);
+    iris_nccl_forget_windows(c);
     iris_nccl_remove(c);
   }
   return iris_nccl_forwarded(f(comm));
@@ -1041,11 +1431,15 @@ extern "C" IRIS_NCCL_EXPORT const char *ncclGetLastError(ncclComm_t comm) {
 extern "C" IRIS_NCCL_EXPORT ncclResult_t iris_nccl_stats(ncclComm_t comm, iris_nccl_stats_t *out) {
   iris_nccl_comm_t *c;
   int k;
-  if (!out || out->struct_size != sizeof *out) {
+  const size_t v1 = offsetof(iris_nccl_stats_t, zero_copy); /* the struct before the memory counters */
+  size_t size;
+  iris_nccl_window_t *w;
+  if (!out || (out->struct_size != sizeof *out && out->struct_size != v1)) {
     iris_nccl_set_error("iris_nccl_stats: out is NULL or its struct_size is not sizeof(iris_nccl_stats_t) = %zu", sizeof(iris_nccl_stats_t));
     return ncclInvalidArgument;
   }
-  memset((char *)out + sizeof out->struct_size, 0, sizeof *out - sizeof out->struct_size);
+  size = out->struct_size;
+  memset((char *)out + sizeof out->struct_size, 0, size - sizeof out->struct_size);
   if (!(c = iris_nccl_find(comm))) {
     snprintf(out->why, sizeof out->why, "%s", iris_nccl_options()->disable ? "IRIS_NCCL_DISABLE is set"
                                                                             : "not a communicator the shim created (or it was destroyed; ncclCommShrink's are NCCL only)");
@@ -1060,6 +1454,15 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t iris_nccl_stats(ncclComm_t comm, iris_n
     out->max_bytes[k] = c->table.max_bytes[k];
   }
   snprintf(out->why, sizeof out->why, "%s", out->iris ? "" : c->why[0] ? c->why : c->revoked ? "revoked or aborted" : "not brought up yet");
+  if (size < sizeof *out) return ncclSuccess;
+  for (k = 0; k < IRIS_NCCL_KINDS; k++) out->zero_copy[k] = c->zero_copy[k];
+  pthread_mutex_lock(&c->lock);
+  for (w = c->windows; w; w = w->next) {
+    out->windows++;
+    out->windows_zero_copy += w->zero_copy > 0;
+  }
+  out->heap_blocks = c->lent;
+  pthread_mutex_unlock(&c->lock);
   return ncclSuccess;
 }
 

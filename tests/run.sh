@@ -322,8 +322,8 @@ else
   check "example local_multi_gpu runs" ./build/local_multi_gpu
   # the NCCL shim through NCCL's API, one GPU per rank (nccl-tests and torch: tests/nccl/gpu_shim.sh)
   if make -s build/nccl_shim_test >>"$log" 2>&1; then
-    for w in $worlds; do # every rank a process, a thread (in its own thread's teardown), all from one ncclCommInitAll torn down in turn by one thread
-      for m in procs threads initall-seq; do run_counted "nccl_shim_test $m $w" timeout -k 10 300 ./build/nccl_shim_test $m $w; done
+    for w in $worlds; do # every rank a process, a thread (in its own thread's teardown), all from one ncclCommInitAll torn down in turn by one thread; the memory door (ncclMemAlloc, windows)
+      for m in procs threads initall-seq memalloc; do run_counted "nccl_shim_test $m $w" timeout -k 10 300 ./build/nccl_shim_test $m $w; done
     done
   else say FAIL "nccl_shim_test build (make build/nccl_shim_test)"; fi
   run_counted "launchers' environments: torchrun, srun, mpiexec variables ($(placement 2))" bash tests/launchers_gpu.sh

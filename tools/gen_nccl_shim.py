@@ -28,6 +28,8 @@ SERVED = {
     "ncclCommFinalize", "ncclCommDestroy", "ncclCommAbort", "ncclCommRevoke", "ncclCommGetAsyncError",
     "ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclBcast", "ncclAlltoAll",
     "ncclGroupStart", "ncclGroupEnd", "ncclGroupSimulateEnd",
+    "ncclMemAlloc", "ncclMemFree", "ncclCommWindowRegister", "ncclCommWindowDeregister",
+    "ncclGetLsaMultimemDevicePointer", "ncclGetLsaDevicePointer", "ncclGetPeerDevicePointer",
 }
 
 # NCCL 2.29's host pointer functions (nccl_device/core.h there); torch 2.14 references them

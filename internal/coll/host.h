@@ -214,7 +214,7 @@ static iris_status_t iris_coll_check_compiled(int kind, iris_dtype_t t, iris_red
  * state, whose device context is the team as a world of its own; internal/coll/team.h). */
 static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t,
                                           iris_redop_t op, int root, iris_stream_t stream, const iris_coll_opts_t *opts) {
-  const int kind = kind_flags & ~IRIS_COLL_OWN_RECV; /* the flag only reaches the signature (iris_coll_launch) */
+  const int kind = kind_flags & ~IRIS_COLL_KIND_FLAGS; /* the flags only reach the signature (iris_coll_launch) */
   const char *name = iris_coll_names[kind];
   iris_coll_state_t *s;
   iris_status_t st;
@@ -240,6 +240,9 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
     if (ctas < 0 || ctas > IRIS_COLL_MAX_CTAS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: ctas %d outside [0, %d]", name, ctas, IRIS_COLL_MAX_CTAS);
     flags = iris_coll_opts_flags(opts);
     if (flags & ~IRIS_COLL_STAGE) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown flags 0x%x in iris_coll_opts_t", name, flags & ~IRIS_COLL_STAGE);
+    /* staged: the buffers' heap offsets (if any) may differ between ranks, so they must
+     * not enter the signature (the bandwidth path below runs on the staging areas) */
+    if (flags & IRIS_COLL_STAGE) kind_flags |= IRIS_COLL_OFF_HEAP;
   }
   if (count == 0) return IRIS_SUCCESS;
   if (!send || !recv) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL buffer", me, name);

@@ -269,7 +269,7 @@ static_assert(IRIS_REDOP_COUNT <= 16, "the call signature packs type * 16 + op")
  * count * the type's size, the blocks back to back). Other paths take 0. */
 static void iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags, iris_coll_path_t path, iris_dtype_t t, iris_redop_t op, const void *send, void *recv,
                                      size_t count, size_t stride, int root, int ctas, iris_stream_t stream) {
-  const int W = s->dev.ctx.world_size, kind = kind_flags & ~IRIS_COLL_OWN_RECV;
+  const int W = s->dev.ctx.world_size, kind = kind_flags & ~IRIS_COLL_KIND_FLAGS;
   const size_t es = iris_dtype_size(t), bytes = count * es;
   const size_t step = stride ? stride : bytes;
   unsigned long long sig = 1469598103934665603ULL;
@@ -280,11 +280,13 @@ static void iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags,
   sig = (sig ^ (unsigned long long)(root + 1)) * 1099511628211ULL;
   { /* heap buffers must sit at the same heap offsets on every rank; buffers off the heap
      * (the LL paths take any device memory: peers never touch them) enter as "off heap",
-     * since their addresses differ from rank to rank */
+     * since their addresses differ from rank to rank; with IRIS_COLL_OFF_HEAP (staged
+     * calls) every buffer does, in place or not: peers never touch them */
+    const int off = (kind_flags & IRIS_COLL_OFF_HEAP) != 0;
     const int ag_in_place = kind == IRIS_COLL_AG && (const char *)send == (const char *)recv + (size_t)s->dev.ctx.rank * step;
     const int rs_in_place = kind == IRIS_COLL_RS && ((kind_flags & IRIS_COLL_OWN_RECV) || (const char *)recv == (const char *)send + (size_t)s->dev.ctx.rank * step);
-    sig = (sig ^ (ag_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, send))) * 1099511628211ULL;
-    sig = (sig ^ (rs_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, recv))) * 1099511628211ULL;
+    sig = (sig ^ (off ? 0ULL : ag_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, send))) * 1099511628211ULL;
+    sig = (sig ^ (off ? 0ULL : rs_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, recv))) * 1099511628211ULL;
   }
   /* 16-byte path: every pointer and every per-rank block start is 16-byte aligned */
   vec = ((((uintptr_t)send | (uintptr_t)recv) & 15) == 0) && (kind == IRIS_COLL_AR || (bytes & 15) == 0);

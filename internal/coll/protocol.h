@@ -22,6 +22,12 @@ enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC
  * pull kernel and the LL path write only their own), so recv then enters the call's
  * signature as such, not by its offset. Single-node calls never set it. */
 #define IRIS_COLL_OWN_RECV 0x100
+/* Another such flag: the call's buffers enter the signature as off the heap, whatever
+ * their addresses (iris_coll_opts_t.flags IRIS_COLL_STAGE: buffers whose heap offsets may
+ * differ from rank to rank). Peers then never touch them: the latency paths only read
+ * send and write recv locally, and the bandwidth path runs on the staging areas. */
+#define IRIS_COLL_OFF_HEAP 0x200
+#define IRIS_COLL_KIND_FLAGS (IRIS_COLL_OWN_RECV | IRIS_COLL_OFF_HEAP)
 
 /* ---- The control block: one heap block per rank, at the same offset on every rank,
  * where the peers signal (calls, headers and barriers: "Calls and epochs" below;

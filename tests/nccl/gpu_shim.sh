@@ -3,7 +3,8 @@
 # "2 4"; a world needs that many GPUs). Prints PASS / FAIL / SKIP per check, then the
 # comparison tables (tests/nccl/gpu_summary.py); logs and summary.csv go to $OUT
 # (default build/nccl_gpu).
-#   1. tests/nccl/shim_test.cu through the shim: threads, ncclCommInitAll, processes; and
+#   1. tests/nccl/shim_test.cu through the shim: threads, ncclCommInitAll, processes, the
+#      memory door (memalloc: ncclMemAlloc, windows, zero-copy, IRIS_NCCL_MEMALLOC=64M); and
 #      with IRIS_NCCL_DISABLE=1 (everything to NCCL)
 #   2. NVIDIA's nccl-tests (all_reduce, all_gather, reduce_scatter, alltoall, broadcast,
 #      reduce, sendrecv; -c 1: its own check; 16 B to 256 MB) on the real NCCL and with the
@@ -56,6 +57,7 @@ if [[ " $SKIPS " != *" shim_test "* ]]; then
       for mode in threads initall initall-seq procs; do
         counted "$OUT/shim_test_${mode}_$w.log" env IRIS_NCCL_LIB="$REAL" IRIS_NCCL_DEBUG=1 ./build/nccl_shim_test "$mode" "$w"
       done
+      counted "$OUT/shim_test_memalloc_$w.log" env IRIS_NCCL_LIB="$REAL" IRIS_NCCL_DEBUG=1 IRIS_NCCL_MEMALLOC=64M ./build/nccl_shim_test memalloc "$w"
     done
     if [ "$big" -gt 0 ]; then
       counted "$OUT/shim_test_disabled_$big.log" env IRIS_NCCL_LIB="$REAL" IRIS_NCCL_DISABLE=1 NCCL_SHIM_TEST_EXPECT=nccl ./build/nccl_shim_test threads "$big"

@@ -168,6 +168,68 @@ int main(void) {
   iris_nccl_parse_table("1G", &t, why, sizeof why);
   check(iris_nccl_staging_bytes(&t) == 64 * IRIS_NCCL_MIB, "staging: at most 64 MiB (larger calls are staged in chunks)");
 
+  /* windows: the verdict from every rank's record */
+  {
+    iris_nccl_win_record_t w[4];
+    int serve = -1;
+    for (k = 0; k < 4; k++) {
+      memset(&w[k], 0, sizeof w[k]);
+      w[k].magic = IRIS_NCCL_WIN_MAGIC;
+      w[k].shim = w[k].in_heap = 1;
+      w[k].offset = 7 << 20;
+      w[k].bytes = 3 << 20;
+    }
+    check(iris_nccl_win_decide(w, 4, &serve) == 1 && serve == 1, "window: every rank's buffer at the same heap offset, same size -> zero-copy, kept by the shim");
+    w[2].offset += 4096;
+    check(iris_nccl_win_decide(w, 4, &serve) == 0 && serve == 1, "window: one rank's buffer at another offset (allocated in another order) -> staged, kept by the shim");
+    w[2].offset -= 4096;
+    w[3].bytes += 4096;
+    check(iris_nccl_win_decide(w, 4, &serve) == 0 && serve == 1, "window: one rank's size differs -> staged");
+    w[3].bytes -= 4096;
+    w[1].in_heap = 0;
+    check(iris_nccl_win_decide(w, 4, &serve) == 0 && serve == 1, "window: one rank's buffer is the shim's but in another communicator's heap -> staged, kept by the shim");
+    w[1].shim = 0;
+    check(iris_nccl_win_decide(w, 4, &serve) == 0 && serve == 1, "window: one rank's buffer came from the real NCCL, the others' from the heap -> kept by the shim on every rank (none forwards)");
+    for (k = 0; k < 4; k++) w[k].shim = w[k].in_heap = 0;
+    check(iris_nccl_win_decide(w, 4, &serve) == 0 && serve == 0, "window: no rank's buffer is the shim's -> forwarded to NCCL on every rank");
+    for (k = 0; k < 4; k++) w[k].in_heap = 1;
+    w[0].bytes = w[1].bytes = w[2].bytes = w[3].bytes = 0;
+    check(iris_nccl_win_decide(w, 4, &serve) == 0, "window: zero bytes -> never zero-copy");
+  }
+  /* windows: which calls run zero-copy (bytes per buffer as NCCL sizes them) */
+  {
+    static char heap[1 << 16];
+    iris_nccl_window_t a, b;
+    size_t sb, rb;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.base = heap;
+    a.bytes = 4096;
+    a.zero_copy = 1;
+    b.base = heap + 8192;
+    b.bytes = 16384;
+    b.zero_copy = 1;
+    a.next = &b;
+    iris_nccl_extents(IRIS_NCCL_AG, 100, 4, 4, &sb, &rb);
+    check(sb == 400 && rb == 1600, "extents: all-gather reads count, writes world * count elements");
+    iris_nccl_extents(IRIS_NCCL_RS, 100, 4, 4, &sb, &rb);
+    check(sb == 1600 && rb == 400, "extents: reduce-scatter reads world * count, writes count elements");
+    iris_nccl_extents(IRIS_NCCL_A2A, 100, 2, 4, &sb, &rb);
+    check(sb == 800 && rb == 800, "extents: all-to-all world * count both ways");
+    check(iris_nccl_zero_copy(&a, IRIS_NCCL_AR, heap, heap + 8192, 1024, 4, 4), "zero-copy: all-reduce, send and recv in two windows");
+    check(iris_nccl_zero_copy(&a, IRIS_NCCL_AR, heap, heap, 1024, 4, 4), "zero-copy: all-reduce in place, the whole window");
+    check(!iris_nccl_zero_copy(&a, IRIS_NCCL_AR, heap, heap, 1025, 4, 4), "zero-copy: one element past the window's end -> staged");
+    check(!iris_nccl_zero_copy(&a, IRIS_NCCL_AR, heap + 4096, heap + 8192, 1, 4, 4), "zero-copy: send between the windows -> staged");
+    check(!iris_nccl_zero_copy(&a, IRIS_NCCL_AR, heap + 8192 + 16384, heap + 8192, 1, 4, 4), "zero-copy: send just past the second window -> staged");
+    check(iris_nccl_zero_copy(&a, IRIS_NCCL_AG, heap + 8192 + 1024 * 4, heap + 8192, 1024, 4, 4), "zero-copy: all-gather in place (send = recv + rank * count)");
+    check(!iris_nccl_zero_copy(&a, IRIS_NCCL_AG, heap, heap, 1024, 4, 4), "zero-copy: all-gather whose recv (world * count) overflows the window -> staged");
+    check(iris_nccl_zero_copy(&a, IRIS_NCCL_BC, NULL, heap + 8192, 4096, 4, 4), "zero-copy: broadcast needs recv in a window only (the root copies send into it)");
+    check(!iris_nccl_zero_copy(&a, IRIS_NCCL_BC, heap, heap + 100, 1000, 4, 4), "zero-copy: broadcast whose recv leaves the window -> staged");
+    check(!iris_nccl_zero_copy(NULL, IRIS_NCCL_AR, heap, heap, 1, 4, 4), "zero-copy: no windows -> staged");
+    b.zero_copy = 0;
+    check(!iris_nccl_zero_copy(&a, IRIS_NCCL_AR, heap, heap + 8192, 1024, 4, 4), "zero-copy: a window whose ranks' offsets differ -> staged");
+  }
+
   /* result codes */
   check(iris_nccl_result(IRIS_SUCCESS) == ncclSuccess && iris_nccl_result(IRIS_ERROR_INVALID_ARGUMENT) == ncclInvalidArgument &&
             iris_nccl_result(IRIS_ERROR_GPU) == ncclUnhandledCudaError && iris_nccl_result(IRIS_ERROR_TIMEOUT) == ncclRemoteError &&

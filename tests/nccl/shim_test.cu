@@ -7,6 +7,13 @@
  *                              communicator in turn afterwards, as nccl-tests does (each
  *                              teardown must not wait for ranks whose turn comes later)
  *   nccl_shim_test procs W     one process per rank (fork before any GPU call): IPC heaps
+ *   nccl_shim_test memalloc W  one thread per rank, the memory door (IRIS_NCCL_MEMALLOC, set
+ *                              to 64M unless given): ncclMemAlloc from the iris heap, windows
+ *                              every rank registers at the same heap offset run zero-copy,
+ *                              windows over blocks allocated in different orders are staged,
+ *                              a graph of zero-copy calls, deregistration, ncclMemAlloc
+ *                              before any communicator (the real NCCL's), a block that
+ *                              outlives its communicator (checks M_* below)
  * W ranks on W distinct GPUs (fewer GPUs: SKIP; NCCL refuses two ranks on one GPU).
  * Every collective the shim serves, over every type and op it maps, counts from 1 to
  * above the table (16 MiB), in and out of place, checked on the GPU against the exact
@@ -36,8 +43,9 @@
 #include "../../nccl/iris_nccl.h"
 #include "../../nccl/route.h"
 
-enum { C_INIT, C_AR, C_ROUTE, C_AG, C_RS, C_BC, C_A2A, C_FALLBACK, C_GROUP, C_GRAPH, C_MIXED, C_SPLIT, C_DESTROY, C_COUNT };
-static const char *const check_names[C_COUNT] = {
+enum { C_INIT, C_AR, C_ROUTE, C_AG, C_RS, C_BC, C_A2A, C_FALLBACK, C_GROUP, C_GRAPH, C_MIXED, C_SPLIT, C_DESTROY, C_COUNT,
+       M_INIT = C_COUNT, M_WIN, M_ZC, M_ASYM, M_GRAPH, M_MULTI, M_DEREG, M_NCCLMEM, M_LIFE, M_END };
+static const char *const check_names[M_END] = {
     "bring-up: every rank's communicator has an iris context (iris_nccl_stats)",
     "all-reduce: fp32, fp16, bf16, int32, int64, uint8 (sum, min, max; avg of fp32, bf16, int32), fp8 e4m3/e5m2, int8/uint32 sums; 1 to 4M+1 elements; in and out of place",
     "routing: every call went where nccl/route.h's default table sends it (iris_nccl_stats counters)",
@@ -51,14 +59,26 @@ static const char *const check_names[C_COUNT] = {
     "NCCL and iris interleaved on one stream: all-to-all -> all-reduce of its output -> 16 MiB all-reduce",
     "ncclCommSplit: the child gets its own iris context and computes over its members",
     "ncclCommDestroy of child and parent: ncclSuccess, the shim forgets them",
+    /* memalloc */
+    "memalloc: an iris context; ncclMemAlloc blocks come from its heap (iris_nccl_stats heap_blocks)",
+    "memalloc: windows every rank registered over blocks allocated alike are zero-copy (iris_nccl_stats windows_zero_copy)",
+    "memalloc: zero-copy all-reduce (fp32, bf16; sum, max), all-gather, reduce-scatter, broadcast (every root), in and out of place, 1 to 1M elements, "
+    "outputs poisoned, skewed arrival, two streams: values exact, every call served by iris and counted zero-copy",
+    "memalloc: blocks allocated in different orders (other heap offsets): the window is kept but staged; the same calls exact and counted staged",
+    "memalloc: a CUDA graph of zero-copy all-reduce, all-gather, reduce-scatter and broadcast, replayed 5 times with new inputs",
+    "memalloc: two communicators (ncclCommSplit): ncclMemAlloc lends from the older one's heap; the child's window over that memory is kept but staged; "
+    "the child's all-reduce on it exact",
+    "memalloc: after ncclCommWindowDeregister the same buffers are staged and still exact",
+    "memalloc: ncclMemAlloc before any communicator comes from the real NCCL; its window is the real NCCL's; calls on it staged and exact",
+    "memalloc: a block still allocated at ncclCommDestroy keeps its contents; ncclMemFree after the destroy succeeds",
 };
 
 /* results, shared by every rank (threads or processes): fails and the first reason */
 typedef struct shared {
   int id_ready;
   ncclUniqueId id;
-  int fails[C_COUNT], ran[C_COUNT];
-  char why[C_COUNT][240];
+  int fails[M_END], ran[M_END];
+  char why[M_END][240];
   int skip;
   char skip_why[200];
 } shared_t;
@@ -124,7 +144,7 @@ template <typename T> __global__ void check_k(const T *buf, size_t n, size_t shi
     double want = expected(e, i + shift), got = from_t<T>(buf[i]);
     double d = got - want;
     if (d < 0) d = -d;
-    if (d > e.tol * (want < 0 ? -want : want) + (e.tol > 0 ? 1e-6 : 0)) atomicAdd(bad, 1ull);
+    if (!(d <= e.tol * (want < 0 ? -want : want) + (e.tol > 0 ? 1e-6 : 0))) atomicAdd(bad, 1ull); /* a NaN (a poisoned element left) counts */
   }
 }
 
@@ -132,7 +152,7 @@ template <typename T> __global__ void check_k(const T *buf, size_t n, size_t shi
 typedef struct rank_ctx {
   int rank;
   ncclComm_t comm;
-  cudaStream_t s;
+  cudaStream_t s, s2; /* s2: memalloc mode's second stream */
   char *a, *b, *c; /* three buffers of MAXB bytes */
   unsigned long long *bad;
   iris_nccl_stats_fn stats;
@@ -504,6 +524,383 @@ static void *thread_main(void *p) {
   a->child = x.child;
   return NULL;
 }
+/* ------------------------------------------------------------------ memalloc mode == */
+#define MEM_BLOCK ((size_t)8 << 20)
+#ifndef NCCL_WIN_COLL_SYMMETRIC
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#endif
+
+/* what the shim must have done with one call on these buffers: served by iris where the
+ * agreed table sends it, zero-copy (want_zc) or staged */
+static void check_mem_route(rank_ctx_t *x, int c, int kind, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root, const iris_nccl_stats_t *before, int want_zc,
+                            int line) {
+  iris_nccl_stats_t after;
+  iris_nccl_table_t t;
+  iris_dtype_t it;
+  iris_redop_t io;
+  unsigned long long bytes, served, zc;
+  int want_iris;
+  stats_of(x, x->comm, &after);
+  memcpy(t.max_bytes, after.max_bytes, sizeof t.max_bytes);
+  want_iris = after.iris && iris_nccl_route(kind, &t, W, count, dt, op, root, &it, &io, &bytes) == IRIS_NCCL_ROUTE_IRIS;
+  served = after.served[kind] - before->served[kind];
+  zc = after.zero_copy[kind] - before->zero_copy[kind];
+  if (served != (unsigned long long)want_iris || zc != (unsigned long long)(want_iris && want_zc))
+    fail(c, x->rank, "line %d: %s of %zu %s: expected %s, got served +%llu, zero-copy +%llu", line, iris_nccl_kind_names[kind], count, iris_nccl_type_name(dt),
+         want_iris ? (want_zc ? "iris, zero-copy" : "iris, staged") : "NCCL", served, zc);
+}
+/* ranks arrive at different times; every other call on the second stream */
+static void skew(rank_ctx_t *x, int it) {
+  if ((it + x->rank) % 3 == 0) usleep(300 + 200 * x->rank);
+}
+#define MEM_CALL(c, call)                                                                                 \
+  do {                                                                                                    \
+    ncclResult_t r_ = (call);                                                                             \
+    if (r_ != ncclSuccess) {                                                                              \
+      fail(c, x->rank, "line %d: %s returned %s: %s", __LINE__, #call, ncclGetErrorString(r_), ncclGetLastError(x->comm)); \
+      return;                                                                                             \
+    }                                                                                                     \
+  } while (0)
+
+static const size_t mem_counts[] = {1, 3, 1000, 65543, 262144, 1048576};
+
+/* all-reduce, out of place a -> b (b poisoned) and in place in b; buffers of cap bytes.
+ * quick: bit 0 fewer counts, bit 1 out of place only */
+template <typename T>
+static void mem_allreduce(rank_ctx_t *x, int c, char *a, char *b, size_t cap, int want_zc, ncclDataType_t dt, ncclRedOp_t op, int quick) {
+  int it = 0;
+  for (size_t ci = 0; ci < sizeof mem_counts / sizeof mem_counts[0]; ci += (quick & 1) ? 2 : 1) {
+    const size_t n = mem_counts[ci];
+    if (n * sizeof(T) > cap) continue;
+    for (int inplace = 0; inplace < ((quick & 2) ? 1 : 2); inplace++, it++) {
+      const int seed = 50 + (int)ci + 7 * inplace + op;
+      cudaStream_t keep = x->s;
+      iris_nccl_stats_t before;
+      unsigned long long bad;
+      char *send = inplace ? b : a;
+      if (it & 1) x->s = x->s2;
+      if (!inplace) cudaMemsetAsync(b, 0xff, n * sizeof(T), x->s);
+      fill<T>(x, send, n, 0, x->rank, seed, 0);
+      cudaStreamSynchronize(x->s);
+      skew(x, it);
+      stats_of(x, x->comm, &before);
+      ncclResult_t r = ncclAllReduce(send, b, n, dt, op, x->comm, x->s);
+      if (r != ncclSuccess) {
+        x->s = keep;
+        fail(c, x->rank, "ncclAllReduce(%zu %s) returned %s: %s", n, iris_nccl_type_name(dt), ncclGetErrorString(r), ncclGetLastError(x->comm));
+        return;
+      }
+      check_mem_route(x, c, IRIS_NCCL_AR, n, dt, op, 0, &before, want_zc, __LINE__);
+      bad = count_bad<T>(x, b, n, 0, reduce_expect(op, seed, 0, 0, 0));
+      x->s = keep;
+      if (bad) fail(c, x->rank, "all-reduce %zu %s %s%s: %llu elements wrong", n, iris_nccl_type_name(dt), iris_nccl_op_name(op), inplace ? " in place" : "", bad);
+    }
+  }
+}
+/* all-gather of fp32, out of place a -> b and in place in b */
+static void mem_allgather(rank_ctx_t *x, int c, char *a, char *b, size_t cap, int want_zc, int quick) {
+  int it = 0;
+  for (size_t ci = 0; ci < sizeof mem_counts / sizeof mem_counts[0]; ci += quick ? 2 : 1) {
+    const size_t n = mem_counts[ci];
+    if (n * 4 * W > cap) continue;
+    for (int inplace = 0; inplace < 2; inplace++, it++) {
+      const int seed = 60 + (int)ci + inplace;
+      cudaStream_t keep = x->s;
+      iris_nccl_stats_t before;
+      unsigned long long bad = 0;
+      char *send = inplace ? b + (size_t)x->rank * n * 4 : a;
+      if (it & 1) x->s = x->s2;
+      cudaMemsetAsync(b, 0xff, n * 4 * W, x->s);
+      fill<float>(x, send, n, 0, x->rank, seed, 0);
+      cudaStreamSynchronize(x->s);
+      skew(x, it);
+      stats_of(x, x->comm, &before);
+      ncclResult_t r = ncclAllGather(send, b, n, ncclFloat32, x->comm, x->s);
+      if (r != ncclSuccess) {
+        x->s = keep;
+        fail(c, x->rank, "ncclAllGather(%zu) returned %s: %s", n, ncclGetErrorString(r), ncclGetLastError(x->comm));
+        return;
+      }
+      check_mem_route(x, c, IRIS_NCCL_AG, n, ncclFloat32, ncclSum, 0, &before, want_zc, __LINE__);
+      for (int p = 0; p < W; p++) bad += count_bad<float>(x, b + (size_t)p * n * 4, n, 0, copy_expect(p, seed, 0));
+      x->s = keep;
+      if (bad) fail(c, x->rank, "all-gather %zu fp32%s: %llu elements wrong", n, inplace ? " in place" : "", bad);
+    }
+  }
+}
+/* reduce-scatter of fp32 sums, out of place a -> b and in place (recv = a + rank * n) */
+static void mem_reducescatter(rank_ctx_t *x, int c, char *a, char *b, size_t cap, int want_zc, int quick) {
+  int it = 0;
+  for (size_t ci = 0; ci < sizeof mem_counts / sizeof mem_counts[0]; ci += quick ? 2 : 1) {
+    const size_t n = mem_counts[ci];
+    if (n * 4 * W > cap) continue;
+    for (int inplace = 0; inplace < 2; inplace++, it++) {
+      const int seed = 70 + (int)ci + 2 * inplace;
+      cudaStream_t keep = x->s;
+      iris_nccl_stats_t before;
+      unsigned long long bad;
+      char *recv = inplace ? a + (size_t)x->rank * n * 4 : b;
+      if (it & 1) x->s = x->s2;
+      fill<float>(x, a, n * W, 0, x->rank, seed, 0);
+      if (!inplace) cudaMemsetAsync(b, 0xff, n * 4, x->s);
+      cudaStreamSynchronize(x->s);
+      skew(x, it);
+      stats_of(x, x->comm, &before);
+      ncclResult_t r = ncclReduceScatter(a, recv, n, ncclFloat32, ncclSum, x->comm, x->s);
+      if (r != ncclSuccess) {
+        x->s = keep;
+        fail(c, x->rank, "ncclReduceScatter(%zu) returned %s: %s", n, ncclGetErrorString(r), ncclGetLastError(x->comm));
+        return;
+      }
+      check_mem_route(x, c, IRIS_NCCL_RS, n, ncclFloat32, ncclSum, 0, &before, want_zc, __LINE__);
+      bad = count_bad<float>(x, recv, n, (size_t)x->rank * n, reduce_expect(ncclSum, seed, 0, 0, 0));
+      x->s = keep;
+      if (bad) fail(c, x->rank, "reduce-scatter %zu fp32%s: %llu elements wrong", n, inplace ? " in place" : "", bad);
+    }
+  }
+}
+/* broadcast of fp32 from every root: ncclBroadcast a -> b (b poisoned) and ncclBcast in b */
+static void mem_broadcast(rank_ctx_t *x, int c, char *a, char *b, size_t cap, int want_zc, int quick) {
+  int it = 0;
+  for (size_t ci = 0; ci < sizeof mem_counts / sizeof mem_counts[0]; ci += quick ? 3 : 2) {
+    const size_t n = mem_counts[ci];
+    if (n * 4 > cap) continue;
+    for (int root = 0; root < W; root++)
+      for (int inplace = 0; inplace < 2; inplace++, it++) {
+        const int seed = 80 + (int)ci + root;
+        cudaStream_t keep = x->s;
+        iris_nccl_stats_t before;
+        unsigned long long bad;
+        if (it & 1) x->s = x->s2;
+        cudaMemsetAsync(b, 0xff, n * 4, x->s);
+        fill<float>(x, inplace ? b : a, n, 0, x->rank, seed, 0); /* only the root's counts */
+        cudaStreamSynchronize(x->s);
+        skew(x, it);
+        stats_of(x, x->comm, &before);
+        ncclResult_t r = inplace ? ncclBcast(b, n, ncclFloat32, root, x->comm, x->s) : ncclBroadcast(a, b, n, ncclFloat32, root, x->comm, x->s);
+        if (r != ncclSuccess) {
+          x->s = keep;
+          fail(c, x->rank, "broadcast(%zu, root %d) returned %s: %s", n, root, ncclGetErrorString(r), ncclGetLastError(x->comm));
+          return;
+        }
+        check_mem_route(x, c, IRIS_NCCL_BC, n, ncclFloat32, ncclSum, root, &before, want_zc, __LINE__);
+        bad = count_bad<float>(x, b, n, 0, copy_expect(root, seed, 0));
+        x->s = keep;
+        if (bad) fail(c, x->rank, "broadcast %zu fp32 root %d%s: %llu elements wrong", n, root, inplace ? " (ncclBcast)" : "", bad);
+      }
+  }
+}
+static void mem_suite(rank_ctx_t *x, int c, char *a, char *b, size_t cap, int want_zc, int quick) {
+  mem_allreduce<float>(x, c, a, b, cap, want_zc, ncclFloat32, ncclSum, quick);
+  if (!quick) mem_allreduce<__nv_bfloat16>(x, c, a, b, cap, want_zc, ncclBfloat16, ncclMax, quick);
+  mem_allgather(x, c, a, b, cap, want_zc, quick);
+  mem_reducescatter(x, c, a, b, cap, want_zc, quick);
+  mem_broadcast(x, c, a, b, cap, want_zc, quick);
+}
+
+/* a graph of zero-copy calls on the windows over a and b (8 MiB each) */
+static void mem_graph(rank_ctx_t *x, char *a, char *b) {
+  const size_t n_ar = 262144, n_ag = 65536, n_rs = 32768, n_bc = 65536;
+  char *ar = a, *ag = b, *rs_send = a + ((size_t)2 << 20), *rs_recv = b + ((size_t)4 << 20), *bc = a + ((size_t)6 << 20);
+  iris_nccl_stats_t before, after;
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  int k;
+  stats_of(x, x->comm, &before);
+  if (cudaStreamBeginCapture(x->s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    fail(M_GRAPH, x->rank, "cudaStreamBeginCapture failed");
+    return;
+  }
+  ncclAllReduce(ar, ar, n_ar, ncclFloat32, ncclSum, x->comm, x->s);
+  ncclAllGather(ag + (size_t)x->rank * n_ag * 4, ag, n_ag, ncclFloat32, x->comm, x->s);
+  ncclReduceScatter(rs_send, rs_recv, n_rs, ncclFloat32, ncclSum, x->comm, x->s);
+  ncclBcast(bc, n_bc, ncclFloat32, W - 1, x->comm, x->s);
+  if (cudaStreamEndCapture(x->s, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+    fail(M_GRAPH, x->rank, "capture or instantiation failed: %s", ncclGetLastError(x->comm));
+    return;
+  }
+  stats_of(x, x->comm, &after);
+  for (k = 0; k < 4; k++)
+    if (after.served[k] - before.served[k] != 1 || after.zero_copy[k] - before.zero_copy[k] != 1)
+      fail(M_GRAPH, x->rank, "captured %s: served +%llu, zero-copy +%llu (want 1, 1)", iris_nccl_kind_names[k], after.served[k] - before.served[k],
+           after.zero_copy[k] - before.zero_copy[k]);
+  for (int rep = 0; rep < 5; rep++) {
+    unsigned long long bad = 0;
+    cudaMemsetAsync(ag, 0xff, n_ag * 4 * W, x->s);
+    cudaMemsetAsync(rs_recv, 0xff, n_rs * 4, x->s);
+    if (x->rank != W - 1) cudaMemsetAsync(bc, 0xff, n_bc * 4, x->s);
+    fill<float>(x, ar, n_ar, 0, x->rank, 90 + rep, 0);
+    fill<float>(x, ag + (size_t)x->rank * n_ag * 4, n_ag, 0, x->rank, 100 + rep, 0);
+    fill<float>(x, rs_send, n_rs * W, 0, x->rank, 110 + rep, 0);
+    if (x->rank == W - 1) fill<float>(x, bc, n_bc, 0, x->rank, 120 + rep, 0);
+    cudaStreamSynchronize(x->s);
+    skew(x, rep);
+    if (cudaGraphLaunch(ge, x->s) != cudaSuccess) {
+      fail(M_GRAPH, x->rank, "cudaGraphLaunch failed");
+      break;
+    }
+    bad += count_bad<float>(x, ar, n_ar, 0, reduce_expect(ncclSum, 90 + rep, 0, 0, 0));
+    for (int p = 0; p < W; p++) bad += count_bad<float>(x, ag + (size_t)p * n_ag * 4, n_ag, 0, copy_expect(p, 100 + rep, 0));
+    bad += count_bad<float>(x, rs_recv, n_rs, (size_t)x->rank * n_rs, reduce_expect(ncclSum, 110 + rep, 0, 0, 0));
+    bad += count_bad<float>(x, bc, n_bc, 0, copy_expect(W - 1, 120 + rep, 0));
+    if (bad) {
+      fail(M_GRAPH, x->rank, "replay %d: %llu elements wrong", rep, bad);
+      break;
+    }
+  }
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+}
+
+static void mem_body(rank_ctx_t *x, ncclComm_t *comm_out) {
+  iris_nccl_stats_t s;
+  char *a = NULL, *b = NULL, *p = NULL, *e = NULL, *k = NULL, *q = NULL;
+  ncclWindow_t wa = NULL, wb = NULL, we = NULL, wq = NULL;
+  ncclResult_t r;
+  int c;
+  for (c = M_INIT; c < M_END; c++) __atomic_fetch_add(&sh->ran[c], 1, __ATOMIC_SEQ_CST);
+  x->stats = (iris_nccl_stats_fn)dlsym(RTLD_DEFAULT, "iris_nccl_stats");
+  if (!x->stats) {
+    fail(M_INIT, x->rank, "the program runs on the real NCCL (no iris_nccl_stats)");
+    return;
+  }
+  cudaStreamCreateWithFlags(&x->s, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&x->s2, cudaStreamNonBlocking);
+  cudaMalloc(&x->bad, sizeof *x->bad);
+  /* before any communicator: the real NCCL's memory */
+  if ((r = ncclMemAlloc((void **)&q, (size_t)1 << 20)) != ncclSuccess) fail(M_NCCLMEM, x->rank, "ncclMemAlloc before the communicator: %s", ncclGetErrorString(r));
+  {
+    ncclResult_t r1 = ncclGroupStart(), r2 = ncclCommInitRank(&x->comm, W, sh->id, x->rank), r3 = ncclGroupEnd();
+    if (r1 != ncclSuccess || r2 != ncclSuccess || r3 != ncclSuccess) {
+      fail(M_INIT, x->rank, "ncclCommInitRank in a group failed: %s", ncclGetLastError(NULL));
+      return;
+    }
+  }
+  *comm_out = x->comm;
+  stats_of(x, x->comm, &s);
+  if (!s.iris) fail(M_INIT, x->rank, "no iris context: %s", s.why);
+  if (s.heap_blocks != 0) fail(M_NCCLMEM, x->rank, "the heap lends %llu blocks before any ncclMemAlloc after the bring-up", s.heap_blocks);
+
+  /* symmetric: the same blocks in the same order on every rank */
+  if (ncclMemAlloc((void **)&a, MEM_BLOCK) != ncclSuccess || ncclMemAlloc((void **)&b, MEM_BLOCK) != ncclSuccess) {
+    fail(M_INIT, x->rank, "ncclMemAlloc failed: %s", ncclGetLastError(x->comm));
+    return;
+  }
+  stats_of(x, x->comm, &s);
+  if (s.heap_blocks != 2) fail(M_INIT, x->rank, "the heap lends %llu blocks after two ncclMemAlloc (want 2: is IRIS_NCCL_MEMALLOC set?)", s.heap_blocks);
+  MEM_CALL(M_WIN, ncclCommWindowRegister(x->comm, a, MEM_BLOCK, &wa, NCCL_WIN_COLL_SYMMETRIC));
+  MEM_CALL(M_WIN, ncclCommWindowRegister(x->comm, b, MEM_BLOCK, &wb, NCCL_WIN_COLL_SYMMETRIC));
+  stats_of(x, x->comm, &s);
+  if (s.windows != 2 || s.windows_zero_copy != 2) fail(M_WIN, x->rank, "windows %d, zero-copy %d (want 2, 2)", s.windows, s.windows_zero_copy);
+  mem_suite(x, M_ZC, a, b, MEM_BLOCK, 1, 0);
+  mem_graph(x, a, b);
+
+  /* asymmetric: even ranks allocate a small block first, odd ranks after: the big one
+   * lies at another heap offset on half the ranks */
+  if (x->rank % 2 == 0) {
+    if (ncclMemAlloc((void **)&p, (size_t)64 << 10) != ncclSuccess || ncclMemAlloc((void **)&e, MEM_BLOCK) != ncclSuccess) fail(M_ASYM, x->rank, "ncclMemAlloc failed");
+  } else {
+    if (ncclMemAlloc((void **)&e, MEM_BLOCK) != ncclSuccess || ncclMemAlloc((void **)&p, (size_t)64 << 10) != ncclSuccess) fail(M_ASYM, x->rank, "ncclMemAlloc failed");
+  }
+  if (e && p) {
+    MEM_CALL(M_ASYM, ncclCommWindowRegister(x->comm, e, MEM_BLOCK, &we, NCCL_WIN_COLL_SYMMETRIC));
+    stats_of(x, x->comm, &s);
+    if (s.windows != 3 || s.windows_zero_copy != 2 || s.heap_blocks != 4)
+      fail(M_ASYM, x->rank, "windows %d, zero-copy %d, heap blocks %llu (want 3, 2, 4)", s.windows, s.windows_zero_copy, s.heap_blocks);
+    mem_suite(x, M_ASYM, e, e + MEM_BLOCK / 2, MEM_BLOCK / 2, 0, 0);
+    mem_allreduce<float>(x, M_ASYM, p, p, (size_t)64 << 10, 0, ncclFloat32, ncclSum, 1); /* heap memory with no window: staged */
+    mem_allreduce<float>(x, M_ASYM, x->c, a, MEM_BLOCK, 0, ncclFloat32, ncclSum, 3);     /* send off the heap, recv windowed: staged */
+    MEM_CALL(M_ASYM, ncclCommWindowDeregister(x->comm, we));
+    if (ncclMemFree(e) != ncclSuccess || ncclMemFree(p) != ncclSuccess) fail(M_ASYM, x->rank, "ncclMemFree failed");
+  }
+
+  /* two communicators: the parent's heap lends; a window of the child over it is staged */
+  {
+    ncclComm_t child = NULL;
+    iris_nccl_stats_t cs0, cs1, ps;
+    char *m = NULL;
+    ncclWindow_t wm = NULL;
+    const size_t n = 65536;
+    unsigned long long bad;
+    if (ncclCommSplit(x->comm, 0, x->rank, &child, NULL) != ncclSuccess || !child) {
+      fail(M_MULTI, x->rank, "ncclCommSplit failed: %s", ncclGetLastError(x->comm));
+    } else {
+      stats_of(x, x->comm, &ps);
+      if (ncclMemAlloc((void **)&m, (size_t)1 << 20) != ncclSuccess) fail(M_MULTI, x->rank, "ncclMemAlloc failed");
+      stats_of(x, x->comm, &s);
+      stats_of(x, child, &cs0);
+      if (!cs0.iris) fail(M_MULTI, x->rank, "the child has no iris context: %s", cs0.why);
+      if (s.heap_blocks != ps.heap_blocks + 1 || cs0.heap_blocks != 0)
+        fail(M_MULTI, x->rank, "the block came from the child's heap (parent %llu -> %llu, child %llu)", ps.heap_blocks, s.heap_blocks, cs0.heap_blocks);
+      if (m && ncclCommWindowRegister(child, m, (size_t)1 << 20, &wm, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess)
+        fail(M_MULTI, x->rank, "ncclCommWindowRegister on the child failed: %s", ncclGetLastError(child));
+      stats_of(x, child, &cs0);
+      if (cs0.windows != 1 || cs0.windows_zero_copy != 0) fail(M_MULTI, x->rank, "child: windows %d, zero-copy %d (want 1, 0)", cs0.windows, cs0.windows_zero_copy);
+      if (m) {
+        fill<float>(x, m, n, 0, x->rank, 140, 0);
+        if (ncclAllReduce(m, m, n, ncclFloat32, ncclSum, child, x->s) != ncclSuccess) fail(M_MULTI, x->rank, "all-reduce on the child failed: %s", ncclGetLastError(child));
+        stats_of(x, child, &cs1);
+        if (cs1.served[IRIS_NCCL_AR] != cs0.served[IRIS_NCCL_AR] + 1 || cs1.zero_copy[IRIS_NCCL_AR] != cs0.zero_copy[IRIS_NCCL_AR])
+          fail(M_MULTI, x->rank, "child all-reduce: served +%llu, zero-copy +%llu (want 1, 0)", cs1.served[IRIS_NCCL_AR] - cs0.served[IRIS_NCCL_AR],
+               cs1.zero_copy[IRIS_NCCL_AR] - cs0.zero_copy[IRIS_NCCL_AR]);
+        bad = count_bad<float>(x, m, n, 0, reduce_expect(ncclSum, 140, 0, 0, 0));
+        if (bad) fail(M_MULTI, x->rank, "child all-reduce: %llu elements wrong", bad);
+      }
+      if (wm && ncclCommWindowDeregister(child, wm) != ncclSuccess) fail(M_MULTI, x->rank, "ncclCommWindowDeregister on the child failed");
+      if (ncclCommDestroy(child) != ncclSuccess) fail(M_MULTI, x->rank, "ncclCommDestroy(child) failed");
+      if (m && ncclMemFree(m) != ncclSuccess) fail(M_MULTI, x->rank, "ncclMemFree failed");
+    }
+  }
+
+  /* deregistered: the same buffers, staged */
+  MEM_CALL(M_DEREG, ncclCommWindowDeregister(x->comm, wa));
+  MEM_CALL(M_DEREG, ncclCommWindowDeregister(x->comm, wb));
+  stats_of(x, x->comm, &s);
+  if (s.windows != 0) fail(M_DEREG, x->rank, "%d windows left after deregistering all", s.windows);
+  mem_suite(x, M_DEREG, a, b, MEM_BLOCK, 0, 1);
+
+  /* the real NCCL's memory: its window is the real NCCL's, calls on it staged */
+  if (q) {
+    MEM_CALL(M_NCCLMEM, ncclCommWindowRegister(x->comm, q, (size_t)1 << 20, &wq, NCCL_WIN_COLL_SYMMETRIC));
+    stats_of(x, x->comm, &s);
+    if (s.windows != 0) fail(M_NCCLMEM, x->rank, "the shim keeps a window over the real NCCL's memory");
+    mem_allreduce<float>(x, M_NCCLMEM, q, q, (size_t)1 << 20, 0, ncclFloat32, ncclSum, 1);
+    MEM_CALL(M_NCCLMEM, ncclCommWindowDeregister(x->comm, wq));
+    if (ncclMemFree(q) != ncclSuccess) fail(M_NCCLMEM, x->rank, "ncclMemFree of the real NCCL's block failed");
+  }
+
+  /* a block that outlives its communicator */
+  if (ncclMemAlloc((void **)&k, (size_t)1 << 20) != ncclSuccess) fail(M_LIFE, x->rank, "ncclMemAlloc failed");
+  if (ncclMemFree(a) != ncclSuccess || ncclMemFree(b) != ncclSuccess) fail(M_LIFE, x->rank, "ncclMemFree failed");
+  stats_of(x, x->comm, &s);
+  if (s.heap_blocks != 1) fail(M_LIFE, x->rank, "heap blocks %llu (want 1)", s.heap_blocks);
+  if (k) {
+    fill<float>(x, k, 262144, 0, x->rank, 130, 0);
+    cudaStreamSynchronize(x->s);
+  }
+  if (ncclCommDestroy(x->comm) != ncclSuccess) fail(M_LIFE, x->rank, "ncclCommDestroy failed");
+  *comm_out = NULL;
+  if (k) {
+    unsigned long long bad = count_bad<float>(x, k, 262144, 0, copy_expect(x->rank, 130, 0));
+    if (bad) fail(M_LIFE, x->rank, "%llu elements of the block changed after ncclCommDestroy", bad);
+    if (ncclMemFree(k) != ncclSuccess) fail(M_LIFE, x->rank, "ncclMemFree after ncclCommDestroy failed");
+  }
+  cudaFree(x->bad);
+  cudaStreamDestroy(x->s);
+  cudaStreamDestroy(x->s2);
+}
+static void *mem_thread_main(void *p) {
+  thread_arg_t *a = (thread_arg_t *)p;
+  rank_ctx_t x;
+  memset(&x, 0, sizeof x);
+  x.rank = a->rank;
+  cudaSetDevice(a->rank);
+  cudaMalloc(&x.c, MEM_BLOCK); /* a buffer off the heap */
+  mem_body(&x, &a->comm);
+  cudaFree(x.c);
+  return NULL;
+}
+
 static void proc_main(int rank) {
   rank_ctx_t x;
   ncclResult_t r;
@@ -562,7 +959,21 @@ int main(int argc, char **argv) {
     printf("SKIP: nccl shim test %s %d: %d GPU(s) visible; the shim serves one GPU per rank (NCCL refuses two ranks on one)\n", mode, W, ngpu);
     return 0;
   }
-  if (!strcmp(mode, "procs")) {
+  if (!strcmp(mode, "memalloc")) {
+    pthread_t t[64];
+    thread_arg_t a[64];
+    setenv("IRIS_NCCL_MEMALLOC", "64M", 0); /* before the shim reads its settings (the first communicator) */
+    memset(a, 0, sizeof a);
+    if (ncclGetUniqueId(&sh->id) != ncclSuccess) {
+      printf("FAIL: ncclGetUniqueId\n");
+      return 1;
+    }
+    for (int i = 0; i < W; i++) {
+      a[i].rank = i;
+      pthread_create(&t[i], NULL, mem_thread_main, &a[i]);
+    }
+    for (int i = 0; i < W; i++) pthread_join(t[i], NULL);
+  } else if (!strcmp(mode, "procs")) {
     pid_t pids[64];
     for (int r = 0; r < W; r++)
       if ((pids[r] = fork()) == 0) {
@@ -617,7 +1028,7 @@ int main(int argc, char **argv) {
       alarm(0);
     }
   }
-  for (c = 0; c < C_COUNT; c++) {
+  for (c = !strcmp(mode, "memalloc") ? M_INIT : 0; c < (!strcmp(mode, "memalloc") ? M_END : C_COUNT); c++) {
     if (sh->fails[c]) {
       printf("FAIL: %s %d: %s: %d failure(s), first: %s\n", mode, W, check_names[c], sh->fails[c], sh->why[c]);
       failed = 1;
