@@ -51,9 +51,11 @@
  *     multiples of the world size or the vector width. In-place layouts as NCCL's:
  *     all-gather send = recv + rank*count, reduce-scatter recv = send + rank*count.
  *   - Buffers on the symmetric heap take the fast path. Other device buffers work
- *     through a staging area on the heap: the data are copied in and out on the stream
- *     (one extra local copy each way, about 1 ms per 2 GB at HBM speed), in chunks of
- *     at most IRIS_COLL_STAGING_BYTES.
+ *     through a staging area on the heap, in chunks of at most IRIS_COLL_STAGING_BYTES:
+ *     peers store into this rank's staging area and the kernel copies each chunk into
+ *     recv as it arrives (all-gather, all-to-all, direct broadcast, all-reduce from
+ *     IRIS_COLL_AR_STAGED_MIN); only what peers must load or store elsewhere is copied
+ *     in or out on the stream (docs/collectives.md, "Buffers").
  *   - In place (send == recv) works everywhere.
  *   - The result is bitwise identical on every rank: reductions run in rank order
  *     0..W-1 in float (half, bfloat16 and fp8 types), double-free integer arithmetic,
