@@ -229,15 +229,37 @@ IRIS_INTERNAL iris_status_t iris_detail_rail_agree(iris_t *ctx, iris_detail_rail
   return IRIS_SUCCESS;
 }
 /* From every rank's first message: whether the world communicator is made (the same
- * answer on every rank). Pure: host-tested. */
+ * answer on every rank): every rank wants it and no two share (NCCL host, GPU), found by
+ * sorting those pairs. Pure: host-tested. */
+typedef struct iris_detail_gpu_key {
+  uint64_t host;
+  char pci[32];
+} iris_detail_gpu_key_t;
+IRIS_INTERNAL int iris_detail_gpu_key_cmp(const void *x, const void *y) {
+  const iris_detail_gpu_key_t *a = (const iris_detail_gpu_key_t *)x, *b = (const iris_detail_gpu_key_t *)y;
+  return a->host != b->host ? (a->host < b->host ? -1 : 1) : strcmp(a->pci, b->pci);
+}
 IRIS_INTERNAL int iris_detail_world_comm_possible(const iris_detail_rail_msg_t *all, int world) {
-  int a, b;
-  for (a = 0; a < world; a++)
-    if (!all[a].world_wanted) return 0;
-  for (a = 0; a < world; a++)
-    for (b = a + 1; b < world; b++)
-      if (all[a].nccl_host == all[b].nccl_host && !strcmp(all[a].pci, all[b].pci)) return 0;
-  return 1;
+  iris_detail_gpu_key_t *k;
+  int r, ok = 1;
+  if (world < 1) return 0;
+  for (r = 0; r < world; r++)
+    if (!all[r].world_wanted) return 0;
+  if (!(k = (iris_detail_gpu_key_t *)calloc((size_t)(unsigned)world, sizeof *k))) { /* no memory: compare every pair (the same answer, slower) */
+    int b;
+    for (r = 0; r < world && ok; r++)
+      for (b = r + 1; b < world && ok; b++) ok = !(all[r].nccl_host == all[b].nccl_host && !strncmp(all[r].pci, all[b].pci, sizeof all[r].pci));
+    return ok;
+  }
+  for (r = 0; r < world; r++) {
+    k[r].host = all[r].nccl_host;
+    memcpy(k[r].pci, all[r].pci, sizeof k[r].pci);
+    k[r].pci[sizeof k[r].pci - 1] = 0;
+  }
+  qsort(k, (size_t)world, sizeof *k, iris_detail_gpu_key_cmp);
+  for (r = 1; r < world && ok; r++) ok = iris_detail_gpu_key_cmp(&k[r - 1], &k[r]) != 0;
+  free(k);
+  return ok;
 }
 IRIS_INTERNAL iris_status_t iris_detail_rails_setup(iris_t *ctx, void *user_comm) {
   const iris_detail_nccl_lib_t *lib = NULL;
