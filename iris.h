@@ -71,7 +71,9 @@
  *   IRIS_HOST_ID         this rank's node identity (else hostname + boot id); ranks
  *                        with different ids form different nodes (docs/multinode.md)
  *   IRIS_RENDEZVOUS=tcp, MASTER_ADDR, MASTER_PORT  the network rendezvous of multi-node
- *                        jobs; IRIS_NCCL_LIBRARY  the NCCL/RCCL to load for the rails
+ *                        jobs; IRIS_NCCL_LIBRARY  the NCCL/RCCL to load for the rails;
+ *                        IRIS_MN_NCCL_WHOLE=none  no NCCL communicator over every rank
+ *                        (the collectives then never hand a call to NCCL whole)
  *   Malformed values are errors naming the variable and its value, never a default.
  *
  * Errors
@@ -239,7 +241,9 @@ typedef struct iris_config {
   void *rail_comm;           /* multi-node worlds: this rank's rail communicator (an ncclComm_t of
                                 the node count's size whose rank is this rank's node, the ranks of
                                 the same local rank on every node); NULL: iris creates one with
-                                the NCCL/RCCL it loads at run time. Stays the caller's. */
+                                the NCCL/RCCL it loads at run time. Stays the caller's. With
+                                more than one rank per node iris also makes its own NCCL
+                                communicator over every rank (docs/multinode.md). */
 } iris_config_t;
 #define IRIS_CONFIG_INIT {sizeof(iris_config_t), -1, -1, -1, 0, NULL, NULL, 0, 0, IRIS_HEAP_MEMORY_DEFAULT, NULL, NULL}
 

@@ -4,11 +4,16 @@
 // collective x type x op x in place / out of place / off the heap at several sizes (both
 // all-reduce compositions) against a float64 reference with poisoned outputs, bitwise
 // equality of all-reduce results across ranks, refusals (integer AVG), and a CUDA graph of every
-// collective replayed many times.
+// collective replayed many times. Each call takes the route IRIS_MN_NCCL_WHOLE (or the
+// defaults) gives it, the composition or the whole call to NCCL's world communicator
+// (internal/coll/mn_route.h); the reference follows the route (fp8 sums and averages).
 //   multinode_test NODES RANKS_PER_NODE [--tcp PORT] [--replays N]
 //   multinode_test 2 RANKS_PER_NODE --fp8-model   (host only: the fp8 reference against
 //                                                  a simulation of NCCL's arithmetic)
-// tests/multinode_test.sh runs it at 2 x 1 and 2 x 2 (Unix and TCP rendezvous).
+//   multinode_test NODES RANKS_PER_NODE --route-agreement   (IRIS_MN_NCCL_WHOLE unlike on
+//                  some ranks: setup refuses on every rank, no hang; then alike: it works)
+// tests/multinode_test.sh runs it at 2 x 1 and 2 x 2 (Unix and TCP rendezvous), with
+// IRIS_MN_NCCL_WHOLE unset, all and none.
 #define IRIS_IMPLEMENTATION
 // a small rail scratch (default 32 MB), so that the reduce-scatter at count 140000 (fp32,
 // 2 x 2) and the all-to-alls from 140000 run in several pieces, as large calls do
@@ -69,6 +74,44 @@ static double iris_step(int type, int op, const double *v, int n) {
   if (op == IRIS_AVG) acc = (double)((float)acc / (float)n);
   return to_double(type, from_double(type, acc));
 }
+// NCCL's fp8 arithmetic (the host simulation below; bit for bit what the first GPU run
+// logged): each add in half, rounded to fp8 saturating; ncclAvg first multiplies each
+// input by 1/n (in half, rounded to fp8).
+static unsigned char fp8_of(int type, float f) { return type == IRIS_FLOAT8_E4M3 ? iris_float_to_fp8_e4m3(f) : iris_float_to_fp8_e5m2(f); }
+static float half_of(float f) { return __half2float(__float2half_rn(f)); }
+static unsigned long long nccl_fp8_add(int type, unsigned long long a, unsigned long long b) {
+  return fp8_of(type, half_of((float)to_double(type, a) + (float)to_double(type, b)));
+}
+static unsigned long long nccl_fp8_premul(int type, unsigned long long a, int n) { return fp8_of(type, half_of((float)to_double(type, a) * (1.0f / (float)n))); }
+// The whole call on NCCL's world communicator: n inputs reduced in an order and grouping
+// NCCL chooses (a ring folds them one by one from any rank, a tree pairs them), each step
+// rounded and saturated: got must be the result of some full binary tree over the inputs
+// (every order, every grouping), R[mask] the codes a subset can give. Up to 5 inputs (the
+// layouts run here); above, only that got is a finite value.
+static bool fp8_world_ok(int type, int op, const unsigned long long *b, int n, unsigned long long got) {
+  const bool nan = (type == IRIS_FLOAT8_E4M3 && (got & 0x7f) == 0x7f) || (type == IRIS_FLOAT8_E5M2 && (got & 0x7c) == 0x7c);
+  if (n > 5) return !nan;
+  unsigned char R[32][256];
+  int cnt[32] = {0};
+  for (int i = 0; i < n; i++) R[1 << i][cnt[1 << i]++] = (unsigned char)(op == IRIS_AVG ? nccl_fp8_premul(type, b[i], n) : (b[i] & 0xff));
+  for (unsigned mask = 1; mask < (1u << n); mask++) {
+    if (!(mask & (mask - 1))) continue; // one input: above
+    bool seen[256] = {false};
+    for (unsigned a = (mask - 1) & mask; a; a = (a - 1) & mask) {
+      const unsigned c = mask ^ a;
+      if (a < c) continue; // each split once (the add commutes)
+      for (int x = 0; x < cnt[a]; x++)
+        for (int y = 0; y < cnt[c]; y++) {
+          const unsigned char v = (unsigned char)nccl_fp8_add(type, R[a][x], R[c][y]);
+          if (!seen[v]) seen[v] = true, R[mask][cnt[mask]++] = v;
+        }
+    }
+  }
+  const unsigned full = (1u << n) - 1;
+  for (int x = 0; x < cnt[full]; x++)
+    if (R[full][x] == (got & 0xff) || to_double(type, R[full][x]) == to_double(type, got & 0xff)) return true; // -0 == +0
+  return false;
+}
 // b: the W = N L inputs of the element, global rank order (rank = node L + local rank).
 static bool fp8_hier_ok(int kind, int type, int op, const unsigned long long *b, unsigned long long got) {
   const int N = g_nodes, L = g_per_node;
@@ -92,7 +135,8 @@ static bool fp8_hier_ok(int kind, int type, int op, const unsigned long long *b,
 // Hierarchical reductions round at every stage (in the node, then in NCCL), so only
 // integers, MIN/MAX and fp32 sums (exact for these inputs) compare bit for bit; fp16 and
 // bf16 within a few roundings of the float64 value; fp8 stage by stage (fp8_hier_ok).
-static bool elem_ok(int kind, int type, int op, uint64_t seed, int call, int me, int W, size_t count, size_t i, int root, unsigned long long got) {
+static bool elem_ok(int kind, int type, int op, uint64_t seed, int call, int me, int W, size_t count, size_t i, int root, unsigned long long got,
+                    iris_coll_mn_route_t route) {
   const size_t es = iris_dtype_size((iris_dtype_t)type);
   const unsigned long long mask = es == 8 ? ~0ULL : (1ULL << (8 * es)) - 1;
   got &= mask;
@@ -104,7 +148,7 @@ static bool elem_ok(int kind, int type, int op, uint64_t seed, int call, int me,
   for (int r = 0; r < W; r++) b[r] = encode(type, input_hash(seed, r, j, call));
   if (is_int(type) || (type == IRIS_FLOAT32 && op == IRIS_SUM)) return got == (reduce_bits(type, op, b, W) & mask);
   if (op == IRIS_MIN || op == IRIS_MAX) return to_double(type, got) == to_double(type, reduce_bits(type, op, b, W)); // exact; -0 == +0 (NCCL may pick either)
-  if (type == IRIS_FLOAT8_E4M3 || type == IRIS_FLOAT8_E5M2) return fp8_hier_ok(kind, type, op, b, got);
+  if (type == IRIS_FLOAT8_E4M3 || type == IRIS_FLOAT8_E5M2) return route == IRIS_COLL_MN_NCCL ? fp8_world_ok(type, op, b, W, got) : fp8_hier_ok(kind, type, op, b, got);
   double ref = 0, sumabs = 0;
   for (int r = 0; r < W; r++) {
     const double v = to_double(type, b[r]);
@@ -133,6 +177,8 @@ struct Case {
   size_t count;
   void *send, *recv; // set by prepare
 };
+// The route the library takes for a case (the same on every rank; the context set up).
+static iris_coll_mn_route_t route_of(iris_t *ctx, const Case &c) { return iris_coll_mn_route(ctx, c.kind, c.count, (iris_dtype_t)c.type); }
 static size_t in_elems(const Case &c, int W) { return c.kind == IRIS_COLL_RS || c.kind == IRIS_COLL_A2A ? (size_t)W * c.count : c.count; }
 static size_t out_elems(const Case &c, int W) { return c.kind == IRIS_COLL_AG || c.kind == IRIS_COLL_A2A ? (size_t)W * c.count : c.count; }
 
@@ -155,6 +201,7 @@ static void prepare(Suite &s, Bufs &B, Case &c) {
 // Checks recv; returns the number of bad elements (first one described in why).
 static size_t verify(Suite &s, const Case &c, std::string &why, uint64_t *hash) {
   const size_t es = iris_dtype_size((iris_dtype_t)c.type), n = out_elems(c, s.world);
+  const iris_coll_mn_route_t route = route_of(s.ctx, c);
   std::vector<unsigned char> h(n * es);
   size_t bad = 0;
   cudaMemcpy(h.data(), c.recv, n * es, cudaMemcpyDeviceToHost);
@@ -163,18 +210,19 @@ static size_t verify(Suite &s, const Case &c, std::string &why, uint64_t *hash) 
   if (hash) *hash = x;
   for (size_t i = 0; i < n; i++) {
     const unsigned long long got = get_bits(h, c.type, i);
-    if (!elem_ok(c.kind, c.type, c.op, s.seed, c.call, s.rank, s.world, c.count, i, c.root, got)) {
+    if (!elem_ok(c.kind, c.type, c.op, s.seed, c.call, s.rank, s.world, c.count, i, c.root, got, route)) {
       if (!bad) why = "element " + std::to_string(i) + " is 0x" + [&] { char t[24]; snprintf(t, sizeof t, "%llx", got); return std::string(t); }();
       bad++;
     }
   }
   return bad;
 }
-static std::string case_name(const Case &c) {
+static std::string case_name(const Case &c, iris_t *ctx = NULL) {
   std::string n = std::string(kind_names[c.kind]) + " " + type_names[c.type];
   if (c.kind == IRIS_COLL_AR || c.kind == IRIS_COLL_RS) n += std::string(" ") + op_names[c.op];
   if (c.kind == IRIS_COLL_BC) n += " root " + std::to_string(c.root);
   n += " count " + std::to_string(c.count) + (c.inplace ? " in place" : c.offheap ? " off heap" : "");
+  if (ctx && iris_detail_get_ext(ctx)) n += std::string(" (") + iris_coll_mn_route_name(route_of(ctx, c)) + ")";
   return n;
 }
 
@@ -185,7 +233,7 @@ static bool run_case(Suite &s, Bufs &B, Case c) {
   iris_status_t st = call_coll(s.ctx, c.kind, c.send, c.recv, c.count, c.type, c.op, c.root, s.stream);
   const bool want_refusal = (c.kind == IRIS_COLL_AR || c.kind == IRIS_COLL_RS) && c.op == IRIS_AVG && is_int(c.type);
   int refused = st == IRIS_ERROR_UNSUPPORTED, all[IRIS_MAX_RANKS];
-  if (want_refusal) return report(s, (case_name(c) + " is refused (IRIS_ERROR_UNSUPPORTED)").c_str(), refused);
+  if (want_refusal) return report(s, (case_name(c, s.ctx) + " is refused (IRIS_ERROR_UNSUPPORTED)").c_str(), refused);
   iris_allgather_host(s.ctx, &refused, all, sizeof refused);
   if (refused && (c.type == IRIS_FLOAT8_E4M3 || c.type == IRIS_FLOAT8_E5M2) && strstr(iris_error_detail(), "NCCL 2.24")) {
     if (s.rank == 0) printf("SKIP: [%s] %s: %s\n", s.tag.c_str(), case_name(c).c_str(), iris_error_detail());
@@ -196,13 +244,13 @@ static bool run_case(Suite &s, Bufs &B, Case c) {
   else if (iris_collectives_check(s.ctx) != IRIS_SUCCESS) ok = false, why = std::string("iris_collectives_check: ") + iris_error_detail(); // a mismatch names itself (and is cleared)
   uint64_t hash = 0;
   size_t bad = ok ? verify(s, c, why, &hash) : 1;
-  if (bad) fprintf(stderr, "multinode_test: rank %d: %s: %zu bad elements, %s\n", s.rank, case_name(c).c_str(), bad, why.c_str());
-  bool pass = report(s, case_name(c).c_str(), bad == 0);
+  if (bad) fprintf(stderr, "multinode_test: rank %d: %s: %zu bad elements, %s\n", s.rank, case_name(c, s.ctx).c_str(), bad, why.c_str());
+  bool pass = report(s, case_name(c, s.ctx).c_str(), bad == 0);
   if (c.kind == IRIS_COLL_AR && pass) { // every rank holds the same bits
     uint64_t hs[IRIS_MAX_RANKS];
     bool same_bits = iris_allgather_host(s.ctx, &hash, hs, sizeof hash) == IRIS_SUCCESS;
     for (int r = 1; same_bits && r < s.world; r++) same_bits = hs[r] == hs[0];
-    report(s, (case_name(c) + ": bitwise equal on every rank").c_str(), same_bits);
+    report(s, (case_name(c, s.ctx) + ": bitwise equal on every rank").c_str(), same_bits);
   }
   return pass;
 }
@@ -222,7 +270,52 @@ static bool topology(Suite &s) {
        iris_translate_host(s.ctx, p, peer, &q) == IRIS_SUCCESS;
   report(s, "topology: heaps are mapped within the node only (another node's rank is refused)", ok);
   IK(iris_free(s.ctx, p));
+  { // the world communicator: the rail at one rank per node; else there unless IRIS_MN_NCCL_WHOLE is none or 0, or two ranks of one NCCL host (virtual node) share a GPU
+    struct { int node; char pci[32]; } me_gpu, all[IRIS_MAX_RANKS];
+    memset(&me_gpu, 0, sizeof me_gpu);
+    me_gpu.node = me / L;
+    cudaDeviceGetPCIBusId(me_gpu.pci, (int)sizeof me_gpu.pci - 1, iris_device_ordinal(s.ctx));
+    IK(iris_allgather_host(s.ctx, &me_gpu, all, sizeof me_gpu));
+    bool shared = false;
+    for (int a = 0; a < s.world; a++)
+      for (int b = a + 1; b < s.world; b++) shared = shared || (all[a].node == all[b].node && !strcmp(all[a].pci, all[b].pci));
+    const char *w = getenv("IRIS_MN_NCCL_WHOLE");
+    const bool none = w && (!strcmp(w, "none") || !strcmp(w, "0"));
+    void *wc = iris_detail_world_comm(s.ctx);
+    ok = L == 1 ? wc == iris_rail_comm(s.ctx) : (wc != NULL) == (!none && !shared);
+    report(s, (std::string("topology: the world communicator is ") + (L == 1 ? "the rail" : wc ? "there" : shared ? "left out (ranks share a GPU)" : "left out")).c_str(), ok);
+  }
   return true;
+}
+
+// --route-agreement: IRIS_MN_NCCL_WHOLE differing between ranks, or malformed on one, fails
+// iris_collectives_setup on every rank (no hang, nothing left set up); set alike, the
+// setup and a call then work.
+static void route_agreement(Suite &s) {
+  setenv("IRIS_MN_NCCL_WHOLE", s.rank % 2 ? "all_reduce=2K-" : "all_reduce=1K-", 1);
+  iris_status_t st = iris_collectives_setup(s.ctx);
+  report(s, "route agreement: IRIS_MN_NCCL_WHOLE unlike between ranks: iris_collectives_setup refuses on every rank (IRIS_ERROR_MISMATCH)",
+         st == IRIS_ERROR_MISMATCH && strstr(iris_error_detail(), "IRIS_MN_NCCL_WHOLE") && iris_detail_get_ext(s.ctx) == NULL);
+  setenv("IRIS_MN_NCCL_WHOLE", s.rank == 1 ? "all_reduce=oops" : "all_reduce=1K-", 1);
+  st = iris_collectives_setup(s.ctx);
+  report(s, "route agreement: IRIS_MN_NCCL_WHOLE malformed on rank 1: setup fails on every rank, rank 1 naming the value",
+         st != IRIS_SUCCESS && (s.rank != 1 || (st == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "oops"))) && iris_detail_get_ext(s.ctx) == NULL);
+  setenv("IRIS_MN_NCCL_WHOLE", "all_reduce=1K-", 1);
+  st = iris_collectives_setup(s.ctx);
+  bool ok = st == IRIS_SUCCESS;
+  float *x = NULL;
+  if (ok) ok = iris_malloc(s.ctx, 4096 * sizeof(float), (void **)&x) == IRIS_SUCCESS;
+  if (ok) { // 16 KB: the whole call to NCCL where the world communicator exists
+    std::vector<float> h(4096, (float)(s.rank + 1));
+    cudaMemcpy(x, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice);
+    ok = iris_all_reduce(s.ctx, x, x, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream) == IRIS_SUCCESS && cudaStreamSynchronize(s.stream) == cudaSuccess;
+    cudaMemcpy(h.data(), x, h.size() * sizeof(float), cudaMemcpyDeviceToHost);
+    for (float v : h) ok = ok && v == (float)(s.world * (s.world + 1) / 2);
+    iris_free(s.ctx, x);
+  }
+  if (!ok) fprintf(stderr, "multinode_test: rank %d: route agreement: %s\n", s.rank, iris_error_detail());
+  report(s, "route agreement: set alike: setup and an all-reduce work", ok);
+  unsetenv("IRIS_MN_NCCL_WHOLE");
 }
 
 // The eager cases in their order (call numbers 1, 2, ...): f(case) for each; returns the
@@ -304,7 +397,7 @@ static bool graphs(Suite &s, Bufs &B, int replays) {
   for (int i = 0; i < n; i++) {
     std::string why;
     size_t bad = verify(s, cs[i], why, NULL);
-    if (bad) fprintf(stderr, "multinode_test: rank %d: graph %s: %zu bad, %s\n", s.rank, case_name(cs[i]).c_str(), bad, why.c_str());
+    if (bad) fprintf(stderr, "multinode_test: rank %d: graph %s: %zu bad, %s\n", s.rank, case_name(cs[i], s.ctx).c_str(), bad, why.c_str());
     ok = ok && bad == 0;
   }
   report(s, ("graph: " + std::to_string(replays) + " replays, then poisoned outputs rewritten correctly").c_str(), ok);
@@ -322,8 +415,6 @@ static bool graphs(Suite &s, Bufs &B, int replays) {
 // simulation gives, bit for bit, each of the 68 fp8 values that the first GPU run (one
 // H100, 2 x 1 and 2 x 2 virtual nodes) logged as refused by the one-rounding reference,
 // all but those of the in-place reduce-scatters, which had moved nothing.)
-static unsigned char fp8_of(int type, float f) { return type == IRIS_FLOAT8_E4M3 ? iris_float_to_fp8_e4m3(f) : iris_float_to_fp8_e5m2(f); }
-static float half_of(float f) { return __half2float(__float2half_rn(f)); }
 static unsigned long long nccl_fp8_pair(int type, int op, unsigned long long a, unsigned long long b) {
   float x = (float)to_double(type, a), y = (float)to_double(type, b);
   if (op == IRIS_AVG) x = (float)to_double(type, fp8_of(type, half_of(x * 0.5f))), y = (float)to_double(type, fp8_of(type, half_of(y * 0.5f)));
@@ -351,15 +442,48 @@ static int fp8_model(void) {
         }
         n++;
         other += got != reduce_bits(c.type, c.op, b, W);
-        if (!elem_ok(c.kind, c.type, c.op, seed, c.call, me, W, c.count, i, 0, got) && bad++ < 5)
+        if (!elem_ok(c.kind, c.type, c.op, seed, c.call, me, W, c.count, i, 0, got, IRIS_COLL_MN_HIER) && bad++ < 5)
           fprintf(stderr, "multinode_test: %s: %s rank %d element %zu: 0x%llx refused\n", tag, case_name(c).c_str(), me, i, got);
       }
   });
   printf("%s: %s: %ld elements, %ld of them not the one-rounding value, %ld refused\n", bad ? "FAIL" : "PASS", tag, n, other, bad);
-  return bad ? 1 : 0;
+  // the whole-call route (NCCL over all W ranks): a ring's fold from a rank that varies
+  // by element, and a tree's pairs, must each be accepted; how often a value one code
+  // away is accepted too shows how tight the reference is
+  long wn = 0, wbad = 0, wloose = 0;
+  snprintf(tag, sizeof tag, "[2x%d] fp8 model, whole-call route", L);
+  each_case(W, L, [&](const Case &c) {
+    if ((c.type != IRIS_FLOAT8_E4M3 && c.type != IRIS_FLOAT8_E5M2) || (c.op != IRIS_SUM && c.op != IRIS_AVG) || (c.kind != IRIS_COLL_AR && c.kind != IRIS_COLL_RS)) return;
+    for (int me = 0; me < (c.kind == IRIS_COLL_RS ? W : 1); me++)
+      for (size_t i = 0; i < c.count; i++) {
+        const size_t j = c.kind == IRIS_COLL_RS ? (size_t)me * c.count + i : i;
+        unsigned long long b[64], p[64];
+        for (int r = 0; r < W; r++) {
+          b[r] = encode(c.type, input_hash(seed, r, j, c.call));
+          p[r] = c.op == IRIS_AVG ? nccl_fp8_premul(c.type, b[r], W) : b[r];
+        }
+        unsigned long long ring = p[i % W], tree[64];
+        for (int k = 1; k < W; k++) ring = nccl_fp8_add(c.type, ring, p[(i + k) % W]);
+        for (int r = 0; r < W; r++) tree[r] = p[r];
+        for (int w = W; w > 1;) { // pairs, level by level (an odd last one moves up alone)
+          int h = 0;
+          for (int r = 0; r + 1 < w; r += 2) tree[h++] = nccl_fp8_add(c.type, tree[r], tree[r + 1]);
+          if (w & 1) tree[h++] = tree[w - 1];
+          w = h;
+        }
+        for (unsigned long long got : {ring, tree[0]}) {
+          wn++;
+          if (!elem_ok(c.kind, c.type, c.op, seed, c.call, me, W, c.count, i, 0, got, IRIS_COLL_MN_NCCL) && wbad++ < 5)
+            fprintf(stderr, "multinode_test: %s: %s rank %d element %zu: 0x%llx refused\n", tag, case_name(c).c_str(), me, i, got);
+        }
+        wloose += elem_ok(c.kind, c.type, c.op, seed, c.call, me, W, c.count, i, 0, ring ^ 1, IRIS_COLL_MN_NCCL);
+      }
+  });
+  printf("%s: %s: %ld results, %ld refused (a value one code away accepted in %ld of %ld elements)\n", wbad ? "FAIL" : "PASS", tag, wn, wbad, wloose, wn / 2);
+  return bad || wbad ? 1 : 0;
 }
 
-static int rank_main(int rank, int tcp_port, int replays) {
+static int rank_main(int rank, int tcp_port, int replays, bool agreement) {
   char id[32];
   snprintf(id, sizeof id, "vnode%d", rank / g_per_node);
   setenv("IRIS_HOST_ID", id, 1);
@@ -381,7 +505,8 @@ static int rank_main(int rank, int tcp_port, int replays) {
   }
   s.rank = iris_rank(s.ctx);
   s.world = iris_world_size(s.ctx);
-  s.tag = std::to_string(g_nodes) + "x" + std::to_string(g_per_node) + (tcp_port > 0 ? " tcp" : "");
+  const char *whole = getenv("IRIS_MN_NCCL_WHOLE");
+  s.tag = std::to_string(g_nodes) + "x" + std::to_string(g_per_node) + (tcp_port > 0 ? " tcp" : "") + (whole ? std::string(" IRIS_MN_NCCL_WHOLE=") + whole : "");
   s.seed = k_seed;
   s.passed = s.failed = 0;
   cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
@@ -396,8 +521,16 @@ static int rank_main(int rank, int tcp_port, int replays) {
   B.heap_a = (char *)a;
   B.heap_b = (char *)b;
   topology(s);
-  eager_cases(s, B);
-  graphs(s, B, replays);
+  if (agreement) {
+    route_agreement(s);
+  } else if (whole && !strcmp(whole, "all") && g_per_node > 1 && !iris_detail_world_comm(s.ctx)) {
+    // every call was to go to NCCL whole, but there is no world communicator: NCCL
+    // refuses two ranks of one host (virtual node) on one GPU
+    if (rank == 0) printf("SKIP: [%s] the whole-call route: no world communicator (ranks of one virtual node share a GPU; give each its own)\n", s.tag.c_str());
+  } else {
+    eager_cases(s, B);
+    graphs(s, B, replays);
+  }
   iris_status_t st = iris_finalize(s.ctx);
   if (st != IRIS_SUCCESS) { fprintf(stderr, "FAIL: multinode_test: rank %d: iris_finalize: %s\n", rank, iris_error_detail()); return 1; }
   if (rank == 0) printf("# multinode_test %dx%d%s: %d passed, %d failed\n", g_nodes, g_per_node, tcp_port > 0 ? " tcp" : "", s.passed, s.failed);
@@ -406,12 +539,14 @@ static int rank_main(int rank, int tcp_port, int replays) {
 
 int main(int argc, char **argv) {
   int tcp_port = 0, replays = 1000;
-  if (argc < 3) { fprintf(stderr, "usage: multinode_test NODES RANKS_PER_NODE [--tcp PORT] [--replays N] | 2 RANKS_PER_NODE --fp8-model\n"); return 2; }
+  bool agreement = false;
+  if (argc < 3) { fprintf(stderr, "usage: multinode_test NODES RANKS_PER_NODE [--tcp PORT] [--replays N] [--route-agreement] | 2 RANKS_PER_NODE --fp8-model\n"); return 2; }
   g_nodes = atoi(argv[1]);
   g_per_node = atoi(argv[2]);
-  for (int i = 3; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--tcp")) tcp_port = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--replays")) replays = atoi(argv[i + 1]);
+  for (int i = 3; i < argc; i++) {
+    if (!strcmp(argv[i], "--tcp") && i + 1 < argc) tcp_port = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--replays") && i + 1 < argc) replays = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--route-agreement")) agreement = true;
   }
   if (g_nodes < 2 || g_per_node < 1 || g_nodes * g_per_node > IRIS_MAX_RANKS) { fprintf(stderr, "multinode_test: bad layout\n"); return 2; }
   if (argc > 3 && !strcmp(argv[3], "--fp8-model")) {
@@ -427,5 +562,5 @@ int main(int argc, char **argv) {
     if (st != IRIS_SUCCESS) fprintf(stderr, "FAIL: multinode_test: %s\n", iris_error_detail());
     return st == IRIS_SUCCESS ? 0 : 1;
   }
-  return rank_main(me, tcp_port, replays);
+  return rank_main(me, tcp_port, replays, agreement);
 }

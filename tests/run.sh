@@ -327,7 +327,7 @@ else
     done
   else say FAIL "nccl_shim_test build (make build/nccl_shim_test)"; fi
   run_counted "launchers' environments: torchrun, srun, mpiexec variables ($(placement 2))" bash tests/launchers_gpu.sh
-  run_counted "multi-node collectives on virtual nodes: 2 x 1, 2 x 2, TCP rendezvous ($(placement 4))" bash tests/multinode_test.sh
+  run_counted "multi-node collectives on virtual nodes: 2 x 1, 2 x 2 (default, all-NCCL and composition routes), TCP rendezvous ($(placement 4))" bash tests/multinode_test.sh
   if python3 -c 'import torch' >/dev/null 2>&1 && [ -f build/libiris.so ]; then
     run_counted "python: torch ops, serving slot, Triton, JAX at 2-4 ranks ($(placement 2) and up)" bash python/run_tests.sh gpu
   else

@@ -15,6 +15,15 @@
 #include "protocol.h"
 #include "launch.h"
 
+/* What each rank tells the others at the end of iris_collectives_setup: its outcome, and
+ * (multi-node worlds) the hash of its route table (internal/coll/mn_route.h). */
+typedef struct iris_coll_setup_msg {
+  int32_t status; /* an iris_status_t */
+  uint32_t pad;
+  uint64_t route; /* iris_coll_mn_table_hash; 0 on one node */
+} iris_coll_setup_msg_t;
+static_assert(sizeof(iris_coll_setup_msg_t) == 16 && offsetof(iris_coll_setup_msg_t, route) == 8, "iris_coll_setup_msg_t: its wire layout");
+
 /* Frees the heap blocks of a state that could not be completed (every rank frees the
  * same ones: the ranks' allocators stay alike). */
 static void iris_coll_state_unwind(iris_t *ctx, iris_coll_state_t *s, iris_coll_ctl_t *ctl) {
@@ -44,13 +53,16 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   iris_coll_ctl_t *ctl = NULL;
   const char *env = NULL;
   int W, r, failed_rank = -1;
-  int32_t mine, *all;
+  iris_coll_setup_msg_t mine, *all;
+  iris_status_t route_st = IRIS_SUCCESS;
+  char route_err[sizeof iris_detail_errbuf] = "";
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_collectives_setup: NULL context");
   if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   if (iris_detail_get_ext(ctx)) return IRIS_SUCCESS;
   W = iris_local_size(ctx); /* the kernels work within the node; rails join the nodes */
   s = (iris_coll_state_t *)calloc(1, sizeof *s);
-  all = (int32_t *)calloc((size_t)iris_world_size(ctx), sizeof *all);
+  all = (iris_coll_setup_msg_t *)calloc((size_t)iris_world_size(ctx), sizeof *all);
+  memset(&mine, 0, sizeof mine);
   if (!s || !all) { free(s); free(all); return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory"); }
   s->dev.ctx = iris_device_context_node(ctx);
   s->dev.ll_lines = IRIS_COLL_LL_BYTES / 8;
@@ -89,6 +101,10 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     free(s);
     free(all);
     return IRIS_ERROR_INVALID_ARGUMENT;
+  }
+  if (iris_num_nodes(ctx) > 1) { /* which calls go whole to NCCL: a bad value fails every rank alike (below), as a table that differs between ranks does */
+    if ((route_st = iris_coll_mn_table_from_env(&s->mn_table, W)) != IRIS_SUCCESS) iris_detail_copy(route_err, sizeof route_err, iris_detail_errbuf);
+    mine.route = iris_coll_mn_table_hash(&s->mn_table);
   }
   {
     int sms = 0; /* on a failed query: 1, as the planning arithmetic assumes at least one SM */
@@ -133,8 +149,9 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(s->dev.arm, 0xff, arm_bytes); /* armed: every element waits */
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
     if (old >= 0) iris_gpu_set_device(old);
-    mine = e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : (int32_t)iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_collectives_setup: zeroing the state failed: %s",
-                                                                             iris_rank(ctx), iris_gpu_error_text(e));
+    mine.status = e == IRIS_GPU_SUCCESS ? (int32_t)route_st
+                                        : (int32_t)iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_collectives_setup: zeroing the state failed: %s", iris_rank(ctx),
+                                                                    iris_gpu_error_text(e));
   }
   /* 3. the ranks agree on the outcome (and meet: every rank's state is zero before any
    *    peer signals into it); if any failed, all unwind alike */
@@ -147,13 +164,21 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
                                 "finalize the context", why);
   }
   for (r = 0; r < iris_world_size(ctx); r++) /* every rank of every node */
-    if (all[r] != IRIS_SUCCESS && failed_rank < 0) failed_rank = r;
+    if (all[r].status != IRIS_SUCCESS && failed_rank < 0) failed_rank = r;
   if (failed_rank >= 0) {
-    st = iris_detail_peer_status(all[failed_rank]);
+    st = iris_detail_peer_status(all[failed_rank].status);
     iris_coll_state_unwind(ctx, s, ctl);
     free(all);
+    if (route_st != IRIS_SUCCESS) return iris_detail_fail(route_st, "iris_collectives_setup: %s; every rank released its part", route_err);
     return iris_detail_fail(st, "iris_collectives_setup: rank %d could not set up its collective state; every rank released its part", failed_rank);
   }
+  for (r = 1; r < iris_world_size(ctx); r++) /* one route table everywhere, or calls would take different routes on different ranks and hang */
+    if (all[r].route != all[0].route) {
+      iris_coll_state_unwind(ctx, s, ctl);
+      free(all);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d's IRIS_MN_NCCL_WHOLE gives another route table than rank 0's; set it alike on "
+                                                   "every rank (or on none); every rank released its part", r);
+    }
   free(all);
   iris_detail_set_ext(ctx, s, iris_coll_state_free);
   return IRIS_SUCCESS;

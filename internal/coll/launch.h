@@ -12,6 +12,7 @@
 #include "protocol.h"
 #include "ll.h"
 #include "kernels.h"
+#include "mn_route.h"
 
 /* The runtime calls of the collectives are the iris_gpu_* wrappers of internal/core/platform.h. */
 
@@ -19,6 +20,7 @@ typedef struct iris_coll_state {
   iris_coll_dev_t dev;
   char *stage_in, *stage_out; /* NULL when IRIS_COLL_STAGING=0 */
   char *mn_scratch;           /* multi-node worlds: IRIS_COLL_MN_SCRATCH_BYTES for the rail steps */
+  iris_coll_mn_table_t mn_table; /* multi-node worlds: which calls go whole to NCCL (agreed at setup) */
   size_t stage_bytes;
   int sms;
   int pdl; /* 1: the latency kernels launch with PDL (IRIS_COLL_PDL, default where the GPU has it) */

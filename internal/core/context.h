@@ -59,6 +59,10 @@ struct iris {
   int grank, gworld, node, nodes;
   void *rail;          /* multi-node: the rail communicator (ncclComm_t) */
   int rail_owned;      /* 1: iris created it (and destroys it) */
+  void *world_comm;    /* multi-node: an NCCL communicator over every rank (rank = global rank),
+                          for calls handed to NCCL whole; the rail when local_size is 1; NULL:
+                          none (internal/core/nodes.h says when) */
+  int world_owned;     /* 1: iris created world_comm apart from the rail (and destroys it) */
   const iris_nccl_api_t *nccl;
   /* teams (internal/core/team.h; NULL until the first team call): the table, and what the
    * fault and teardown paths ask of it (op: IRIS_DETAIL_TEAMS_POLL, _ABORT, _FREE) */

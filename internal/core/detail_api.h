@@ -28,6 +28,10 @@ typedef struct iris_nccl_api {
   int version; /* ncclGetVersion's code (e.g. 22803), 0 if unknown */
 } iris_nccl_api_t;
 IRIS_API const iris_nccl_api_t *iris_detail_nccl(const iris_t *ctx);
+/* A multi-node context's NCCL communicator over every rank (an ncclComm_t, rank = global
+ * rank; the rail itself with one rank per node), or NULL: none (single node, or left
+ * out: internal/core/nodes.h). The same answer on every rank of the world. */
+IRIS_API void *iris_detail_world_comm(const iris_t *ctx);
 /* A per-context slot that iris_collectives.h keeps its state in. */
 IRIS_API void iris_detail_set_ext(iris_t *ctx, void *ext, void (*free_fn)(void *));
 IRIS_API void *iris_detail_get_ext(const iris_t *ctx);

@@ -165,39 +165,112 @@ IRIS_INTERNAL iris_status_t iris_detail_nccl_load(const iris_detail_nccl_lib_t *
   return st;
 }
 
+/* The host NCCL puts this rank on, hashed: NCCL_HOSTID if set, else the hostname and the
+ * boot id (NCCL's own rule; a hostname truncated here can only make more ranks look
+ * alike). NCCL refuses two ranks of one host on one GPU ("Duplicate GPU"), so a
+ * communicator over every rank is made only where no two ranks share both. */
+IRIS_INTERNAL uint64_t iris_detail_nccl_host(void) {
+  iris_detail_record_t rec;
+  const char *id = getenv("NCCL_HOSTID"), *c;
+  char s[256];
+  uint64_t h = 14695981039346656037ULL;
+  if (id) snprintf(s, sizeof s, "%s", id);
+  else {
+    memset(&rec, 0, sizeof rec);
+    iris_detail_host_identity(&rec);
+    snprintf(s, sizeof s, "%s%s", rec.host, rec.boot_id);
+  }
+  for (c = s; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+  return h;
+}
+/* Whether this rank asks for the world communicator: IRIS_MN_NCCL_WHOLE is not "none"
+ * or "0" (the collectives parse the rest of it: internal/coll/mn_route.h). */
+IRIS_INTERNAL int iris_detail_world_wanted(void) {
+  const char *v = getenv("IRIS_MN_NCCL_WHOLE");
+  return !(v && (!strcmp(v, "none") || !strcmp(v, "0")));
+}
+
 /* Collective over the world: one rail communicator per local rank across the nodes
  * (its rank: this rank's node), or the caller's (user_comm, checked: size = nodes,
- * rank = node). The node-0 member of each rail makes the ncclUniqueId; the world's
- * exchange carries it. Every rank reports its outcome before and after NCCL's init,
- * so all fail alike (no partial context) and NCCL's init starts only once every rank
- * is ready for it. NCCL's own connection waits are bounded by NCCL, not timeout_ms. */
+ * rank = node); and, with more than one rank per node, a world communicator over every
+ * rank (rank = global rank) for the calls the collectives hand to NCCL whole, also
+ * beside a caller's rail (with one rank per node the rail is the world). The node-0
+ * member of each rail makes its ncclUniqueId, rank 0 the world's; the world's exchange
+ * carries them. The world communicator is left out (world_comm NULL, every call then
+ * takes the composition) when any rank sets IRIS_MN_NCCL_WHOLE=none, or two ranks share
+ * a GPU on one host as NCCL sees hosts (NCCL would refuse them). Every rank reports its
+ * outcome before and after each NCCL init, so all fail alike (no partial context) and
+ * NCCL's init starts only once every rank is ready for it. NCCL's own connection waits
+ * are bounded by NCCL, not timeout_ms. */
 typedef struct iris_detail_rail_msg {
   int32_t status; /* non-zero: this rank failed (an iris_status_t); err says why */
   char err[220];
-  iris_detail_nccl_id_t id; /* the node-0 member's ncclUniqueId (the others: zeros) */
+  iris_detail_nccl_id_t id;       /* the node-0 member's rail ncclUniqueId (the others: zeros) */
+  iris_detail_nccl_id_t world_id; /* rank 0's world ncclUniqueId (in the round before the world's init) */
+  uint64_t nccl_host;             /* iris_detail_nccl_host() */
+  int32_t world_wanted;           /* iris_detail_world_wanted() */
+  char pci[32];                   /* this rank's GPU, its PCI bus id */
 } iris_detail_rail_msg_t;
 IRIS_DETAIL_STATIC_ASSERT(sizeof(iris_detail_nccl_id_t) == 128 && offsetof(iris_detail_rail_msg_t, err) == 4 &&
-                              offsetof(iris_detail_rail_msg_t, id) == 224 && sizeof(iris_detail_rail_msg_t) == 352,
+                              offsetof(iris_detail_rail_msg_t, id) == 224 && offsetof(iris_detail_rail_msg_t, world_id) == 352 &&
+                              offsetof(iris_detail_rail_msg_t, nccl_host) == 480 && offsetof(iris_detail_rail_msg_t, world_wanted) == 488 &&
+                              offsetof(iris_detail_rail_msg_t, pci) == 492 && sizeof(iris_detail_rail_msg_t) == 528,
                           rail_message_layout);
-IRIS_INTERNAL iris_status_t iris_detail_rail_agree(iris_t *ctx, iris_detail_rail_msg_t *me, iris_detail_rail_msg_t *all) {
+IRIS_INTERNAL iris_status_t iris_detail_rail_agree(iris_t *ctx, iris_detail_rail_msg_t *me, iris_detail_rail_msg_t *all, const char *what) {
   iris_status_t st;
   int r;
   if ((st = iris_detail_comm_allgather_world(ctx, me, all, sizeof *me, ctx->timeout_ms)) != IRIS_SUCCESS) return st;
   for (r = 0; r < ctx->gworld; r++) {
     all[r].err[sizeof all[r].err - 1] = 0;
+    all[r].pci[sizeof all[r].pci - 1] = 0;
     if (all[r].status != 0)
-      return iris_detail_fail(iris_detail_peer_status(all[r].status), "rank %d (node %d) could not set up its rail communicator: %s", r, r / ctx->local_size,
-                              all[r].err);
+      return iris_detail_fail(iris_detail_peer_status(all[r].status), "rank %d (node %d) could not set up its %s: %s", r, r / ctx->local_size, what, all[r].err);
   }
   return IRIS_SUCCESS;
+}
+/* From every rank's first message: whether the world communicator is made (the same
+ * answer on every rank): every rank wants it and no two share (NCCL host, GPU), found by
+ * sorting those pairs. Pure: host-tested. */
+typedef struct iris_detail_gpu_key {
+  uint64_t host;
+  char pci[32];
+} iris_detail_gpu_key_t;
+IRIS_INTERNAL int iris_detail_gpu_key_cmp(const void *x, const void *y) {
+  const iris_detail_gpu_key_t *a = (const iris_detail_gpu_key_t *)x, *b = (const iris_detail_gpu_key_t *)y;
+  return a->host != b->host ? (a->host < b->host ? -1 : 1) : strcmp(a->pci, b->pci);
+}
+IRIS_INTERNAL int iris_detail_world_comm_possible(const iris_detail_rail_msg_t *all, int world) {
+  iris_detail_gpu_key_t *k;
+  int r, ok = 1;
+  if (world < 1) return 0;
+  for (r = 0; r < world; r++)
+    if (!all[r].world_wanted) return 0;
+  if (!(k = (iris_detail_gpu_key_t *)calloc((size_t)(unsigned)world, sizeof *k))) { /* no memory: compare every pair (the same answer, slower) */
+    int b;
+    for (r = 0; r < world && ok; r++)
+      for (b = r + 1; b < world && ok; b++) ok = !(all[r].nccl_host == all[b].nccl_host && !strncmp(all[r].pci, all[b].pci, sizeof all[r].pci));
+    return ok;
+  }
+  for (r = 0; r < world; r++) {
+    k[r].host = all[r].nccl_host;
+    memcpy(k[r].pci, all[r].pci, sizeof k[r].pci);
+    k[r].pci[sizeof k[r].pci - 1] = 0;
+  }
+  qsort(k, (size_t)world, sizeof *k, iris_detail_gpu_key_cmp);
+  for (r = 1; r < world && ok; r++) ok = iris_detail_gpu_key_cmp(&k[r - 1], &k[r]) != 0;
+  free(k);
+  return ok;
 }
 IRIS_INTERNAL iris_status_t iris_detail_rails_setup(iris_t *ctx, void *user_comm) {
   const iris_detail_nccl_lib_t *lib = NULL;
   iris_detail_rail_msg_t me, *all = (iris_detail_rail_msg_t *)calloc((size_t)ctx->gworld, sizeof me);
   iris_status_t st, local;
-  int res = 0;
+  int res = 0, world = 0;
   if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", ctx->grank);
   memset(&me, 0, sizeof me);
+  me.nccl_host = iris_detail_nccl_host();
+  me.world_wanted = iris_detail_world_wanted();
+  if (iris_gpu_pci_bus_id(me.pci, (int)sizeof me.pci - 1, ctx->device) != IRIS_GPU_SUCCESS) snprintf(me.pci, sizeof me.pci, "rank %d", ctx->grank); /* unknown: unique */
   local = iris_detail_nccl_load(&lib);
   if (local == IRIS_SUCCESS && user_comm) {
     int n = -1, k = -1;
@@ -211,8 +284,9 @@ IRIS_INTERNAL iris_status_t iris_detail_rails_setup(iris_t *ctx, void *user_comm
     me.status = (int32_t)local;
     iris_detail_copy(me.err, sizeof me.err, iris_detail_errbuf);
   }
-  if ((st = iris_detail_rail_agree(ctx, &me, all)) == IRIS_SUCCESS) {
+  if ((st = iris_detail_rail_agree(ctx, &me, all, "rail communicator")) == IRIS_SUCCESS) {
     ctx->nccl = &lib->api;
+    world = ctx->local_size > 1 && iris_detail_world_comm_possible(all, ctx->gworld);
     if (user_comm) {
       ctx->rail = user_comm;
     } else {
@@ -225,12 +299,33 @@ IRIS_INTERNAL iris_status_t iris_detail_rails_setup(iris_t *ctx, void *user_comm
       }
       ctx->rail = comm;
       ctx->rail_owned = comm != NULL;
-      st = iris_detail_rail_agree(ctx, &me, all); /* iris_detail_release destroys ours on failure */
+      st = iris_detail_rail_agree(ctx, &me, all, "rail communicator"); /* iris_detail_release destroys ours on failure */
+    }
+  }
+  if (st == IRIS_SUCCESS && ctx->local_size == 1) ctx->world_comm = ctx->rail; /* one rank per node: the rail is the world */
+  if (st == IRIS_SUCCESS && world) {
+    /* rank 0 makes the world's id once every rail is up; the others learn it here */
+    if (ctx->grank == 0 && (res = lib->get_unique_id(&me.world_id)) != 0) {
+      me.status = (int32_t)IRIS_ERROR_UNSUPPORTED;
+      snprintf(me.err, sizeof me.err, "ncclGetUniqueId (world communicator) failed: %s", lib->api.get_error_string(res));
+    }
+    if ((st = iris_detail_rail_agree(ctx, &me, all, "world communicator")) == IRIS_SUCCESS) {
+      void *comm = NULL;
+      if ((res = lib->comm_init_rank(&comm, ctx->gworld, all[0].world_id, ctx->grank)) != 0) {
+        me.status = (int32_t)IRIS_ERROR_UNSUPPORTED;
+        snprintf(me.err, sizeof me.err, "ncclCommInitRank (world communicator, %d ranks; IRIS_MN_NCCL_WHOLE=none leaves it out) failed: %s", ctx->gworld,
+                 lib->api.get_error_string(res));
+        comm = NULL;
+      }
+      ctx->world_comm = comm;
+      ctx->world_owned = comm != NULL;
+      st = iris_detail_rail_agree(ctx, &me, all, "world communicator"); /* iris_detail_release destroys ours on failure */
     }
   }
   free(all);
   return st;
 }
 IRIS_DEF const iris_nccl_api_t *iris_detail_nccl(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) && ctx->nodes > 1 ? ctx->nccl : NULL; }
+IRIS_DEF void *iris_detail_world_comm(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) && ctx->nodes > 1 ? ctx->world_comm : NULL; }
 
 #endif /* IRIS_INTERNAL_CORE_NODES_H */

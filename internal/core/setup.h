@@ -38,6 +38,9 @@ IRIS_INTERNAL void iris_detail_release(iris_t *ctx) {
   if (ctx->ext && ctx->ext_free) ctx->ext_free(ctx->ext);
   ctx->ext = NULL;
   if (ctx->mode != 0) iris_detail_release_gpu(ctx); /* mode 0: a host-only test context */
+  if (ctx->world_comm && ctx->world_owned && ctx->nccl) ((const iris_detail_nccl_lib_t *)(const void *)ctx->nccl)->comm_destroy(ctx->world_comm);
+  ctx->world_comm = NULL;
+  ctx->world_owned = 0;
   if (ctx->rail && ctx->rail_owned && ctx->nccl) ((const iris_detail_nccl_lib_t *)(const void *)ctx->nccl)->comm_destroy(ctx->rail);
   ctx->rail = NULL;
   ctx->nccl = NULL;

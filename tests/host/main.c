@@ -25,6 +25,7 @@
 #include "life_cycle.c"
 #include "faults.c"
 #include "multinode.c"
+#include "mn_route.c"
 #include "teams.c"
 
 int main(void) {
@@ -78,6 +79,9 @@ int main(void) {
   test_tcp_rendezvous();
   test_nccl_loader();
   test_init_virtual_nodes();
+  test_mn_route_defaults();
+  test_mn_route_parser();
+  test_mn_route_agreement();
 
   /* launcher */
   test_launcher_bad_args();
