@@ -350,13 +350,14 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
     }
     if (!s->stage_bytes)
       return iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: %s: buffers off the symmetric heap need the staging area (IRIS_COLL_STAGING is 0)", me, name);
-    if (s->fused_staging && !heap_out &&
-        (kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A || (kind == IRIS_COLL_BC && (W == 2 || count * es < IRIS_COLL_RELAY_MIN_BYTES)) ||
-         (kind == IRIS_COLL_AR && count * es >= IRIS_COLL_AR_STAGED_MIN))) {
+    if (s->fused_staging && ((!heap_out && (kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A || (kind == IRIS_COLL_BC && (W == 2 || count * es < IRIS_COLL_RELAY_MIN_BYTES)) ||
+                                            (kind == IRIS_COLL_AR && count * es >= IRIS_COLL_AR_STAGED_MIN))) ||
+                             (kind == IRIS_COLL_RS && in_elems * es >= IRIS_COLL_AR_STAGED_MIN))) {
       /* the staged kernels: send read where it lies, the peers store into our staging
-       * area, each CTA copies into recv as the chunks arrive (IRIS_COLL_PATH_STAGED) */
+       * area, each CTA copies into recv as the chunks arrive (IRIS_COLL_PATH_STAGED); the
+       * store reduce-scatter touches no peer's user buffer: one launch, any size */
       const size_t stride = chunked_in || chunked_out ? count * es : 0;
-      step = iris_coll_staging_step(s->stage_bytes, es, W, chunked_out);
+      step = kind == IRIS_COLL_RS ? count : iris_coll_staging_step(s->stage_bytes, es, W, chunked_out);
       for (c0 = 0; c0 < count; c0 += step) {
         const size_t n = count - c0 < step ? count - c0 : step;
         iris_coll_launch_strided(s, kind_flags, IRIS_COLL_PATH_STAGED, t, op, (const char *)send + c0 * es, (char *)recv + c0 * es, n, stride, root, ctas, stream);

@@ -411,16 +411,28 @@ IRIS_DEVICE_INLINE void iris_coll_ar_staged_out(const T *stage, T *recv, size_t 
   }
 }
 
-/* stage != NULL (recv off the heap; a run-time choice, which keeps the kernel count):
+/* Chunk j of the store two-shot: the all-reduce's chunk j (iris_coll_ar_range) or, for a
+ * reduce-scatter (rs), block j of the send ([j * count, (j + 1) * count)). */
+IRIS_DEVICE_INLINE void iris_coll_store_range(size_t count, int W, size_t per, int j, int rs, size_t *lo, size_t *hi) {
+  if (rs) *lo = (size_t)j * count, *hi = *lo + count;
+  else iris_coll_ar_range(count, W, per, j, lo, hi);
+}
+
+/* rs (run-time, as stage): the reduce-scatter on the same rounds: A as above (block j
+ * into rank j's slot), B reduces this rank's block into its own recv only. No peer loads
+ * or stores a user buffer, so send and recv may lie anywhere: the reduce-scatter for
+ * buffers off the heap (IRIS_COLL_PATH_STAGED), without a copy in.
+ * stage != NULL (recv off the heap; a run-time choice, which keeps the kernel count):
  * B stores the reduced piece into this rank's recv and into the peers' staging areas
  * (stage: the same offsets as recv); each CTA copies piece
  * (rd - 1, b) of every peer's chunk from its staging area into recv after its wait for
  * round rd (a peer publishes rd only after its B(rd - 1): the acquire covers it), and
  * the last round's after one more publish (rounds + 1) and wait. */
 template <typename T, int OP, int W_STATIC>
-__global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *recv, T *stage, size_t count, size_t slice, unsigned long long sig, int vec, int op) {
+__global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *recv, T *stage, size_t count, size_t slice, unsigned long long sig, int vec, int op,
+                                          int rs) {
   const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
-  const size_t per = 16 / sizeof(T), rounds = iris_coll_ar_rounds(count, W, per, G, slice);
+  const size_t per = 16 / sizeof(T), rounds = iris_coll_ar_rounds(rs ? count * (size_t)W : count, W, per, G, slice);
   unsigned call, epoch;
   bool ok = true;
   IRIS_TRACE_BEGIN(IRIS_TRACE_K_BW);
@@ -432,13 +444,13 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
   size_t lo, hi, mlo, mhi;
   const T *src[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
   T *dst[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
-  iris_coll_ar_range(count, W, per, me, &mlo, &mhi);
+  iris_coll_store_range(count, W, per, me, rs, &mlo, &mhi);
   for (size_t rd = 0; ok && rd < rounds; rd++) {
     const size_t off = (rd * (size_t)G + (size_t)b) * slice;
     T *half = IRIS_COLL_SCRATCH_SLOTS(d, T, rd, G, b, W, slice); /* this CTA's W slots */
     for (int k = 1; k < W; k++) { /* A: our piece of chunk j into rank j's slot `me` */
       const int j = iris_coll_ar_peer(me, k, b, W);
-      iris_coll_ar_range(count, W, per, j, &lo, &hi);
+      iris_coll_store_range(count, W, per, j, rs, &lo, &hi);
       lo += off;
       if (lo < hi) iris_put_bulk(d.ctx, half + (size_t)me * slice, send + lo, ((hi - lo < slice ? hi - lo : slice)) * sizeof(T), j, threadIdx.x, blockDim.x);
     }
@@ -449,9 +461,10 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
     if (lo >= mhi) continue;
     const size_t n = mhi - lo < slice ? mhi - lo : slice;
     for (int r = 0; r < W; r++) src[r] = r == me ? send + lo : half + (size_t)r * slice;
-    dst[0] = recv + lo;
-    for (int k = 1; k < W; k++) dst[k] = iris_translate(d.ctx, stage ? stage : recv, iris_coll_ar_peer(me, k, b, W)) + lo;
-    iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, W, 0, n, W, vec != 0, threadIdx.x, blockDim.x, op);
+    dst[0] = recv + (rs ? lo - mlo : lo);
+    if (!rs)
+      for (int k = 1; k < W; k++) dst[k] = iris_translate(d.ctx, stage ? stage : recv, iris_coll_ar_peer(me, k, b, W)) + lo;
+    iris_coll_reduce_range<T, OP, W_STATIC>(d.ctx, src, dst, rs ? 1 : W, 0, n, W, vec != 0, threadIdx.x, blockDim.x, op);
   }
   if (stage && ok && rounds > 0) { /* the last round: every peer's B is done */
     iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, (unsigned)(rounds + 1)));

@@ -134,13 +134,13 @@ template <typename T, int KIND, int OP> struct iris_coll_bw_kernels {
     default: iris_coll_reduce_kernel<T, KIND, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op); break;
     }
   }
-  static void store(const iris_coll_state_t *s, const T *send, T *recv, T *stage, size_t count, size_t slice, unsigned long long sig, int vec, int op, int blocks,
+  static void store(const iris_coll_state_t *s, const T *send, T *recv, T *stage, size_t count, size_t slice, unsigned long long sig, int vec, int op, int rs, int blocks,
                     iris_stream_t stream) {
     switch (s->dev.ctx.world_size) {
-    case 2: iris_coll_ar_store_kernel<T, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op); break;
-    case 4: iris_coll_ar_store_kernel<T, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op); break;
-    case 8: iris_coll_ar_store_kernel<T, OP, 8><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op); break;
-    default: iris_coll_ar_store_kernel<T, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op); break;
+    case 2: iris_coll_ar_store_kernel<T, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs); break;
+    case 4: iris_coll_ar_store_kernel<T, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs); break;
+    case 8: iris_coll_ar_store_kernel<T, OP, 8><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs); break;
+    default: iris_coll_ar_store_kernel<T, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs); break;
     }
   }
 };
@@ -149,9 +149,9 @@ template <typename T, int KIND> struct iris_coll_bw_kernels<T, KIND, IRIS_COLL_O
                      iris_stream_t stream) {
     iris_coll_reduce_kernel<T, KIND, IRIS_COLL_OP_RUNTIME, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op);
   }
-  static void store(const iris_coll_state_t *s, const T *send, T *recv, T *stage, size_t count, size_t slice, unsigned long long sig, int vec, int op, int blocks,
+  static void store(const iris_coll_state_t *s, const T *send, T *recv, T *stage, size_t count, size_t slice, unsigned long long sig, int vec, int op, int rs, int blocks,
                     iris_stream_t stream) {
-    iris_coll_ar_store_kernel<T, IRIS_COLL_OP_RUNTIME, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op);
+    iris_coll_ar_store_kernel<T, IRIS_COLL_OP_RUNTIME, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs);
   }
 };
 template <typename T, int KIND, int OP>
@@ -164,7 +164,12 @@ static void iris_coll_launch_reduce(const iris_coll_state_t *s, iris_coll_path_t
   if (KIND == IRIS_COLL_AR && (path == IRIS_COLL_PATH_STAGED || (IRIS_COLL_PUSH && count * sizeof(T) >= IRIS_COLL_AR_STORE_MIN))) {
     const size_t slice = iris_coll_ar_slice(sizeof(T), s->dev.ctx.world_size, blocks, count);
     T *stage = path == IRIS_COLL_PATH_STAGED ? (T *)s->stage_out : NULL; /* recv off the heap: the peers store into our staging area */
-    iris_coll_bw_kernels<T, IRIS_COLL_AR, OP>::store(s, (const T *)send, (T *)recv, stage, count, slice, sig, vec, op, blocks, stream);
+    iris_coll_bw_kernels<T, IRIS_COLL_AR, OP>::store(s, (const T *)send, (T *)recv, stage, count, slice, sig, vec, op, 0, blocks, stream);
+    return;
+  }
+  if (KIND == IRIS_COLL_RS && path == IRIS_COLL_PATH_STAGED) { /* the store reduce-scatter: buffers anywhere */
+    const size_t slice = iris_coll_ar_slice(sizeof(T), s->dev.ctx.world_size, blocks, count * (size_t)s->dev.ctx.world_size);
+    iris_coll_bw_kernels<T, IRIS_COLL_AR, OP>::store(s, (const T *)send, (T *)recv, NULL, count, slice, sig, vec, op, 1, blocks, stream);
     return;
   }
   iris_coll_bw_kernels<T, KIND, OP>::reduce(s, (const T *)send, (T *)recv, count, sig, vec, push, op, blocks, stream);
@@ -295,7 +300,7 @@ static void iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags,
   if (path == IRIS_COLL_PATH_LL || path == IRIS_COLL_PATH_ARM) { /* the one-shot: a thread per line (vector), or fewer CTAs when the caller asks (opts.ctas) */
     blocks = path == IRIS_COLL_PATH_ARM ? iris_coll_arm_blocks(count, es) : iris_coll_ll_blocks(count, es);
     if (ctas > 0 && ctas < blocks) blocks = ctas;
-  } else if (path == IRIS_COLL_PATH_STAGED && kind == IRIS_COLL_AR) { /* the store two-shot's grid at any size */
+  } else if (path == IRIS_COLL_PATH_STAGED && (kind == IRIS_COLL_AR || kind == IRIS_COLL_RS)) { /* the store two-shot's grid at any size */
     blocks = iris_coll_auto_ctas(1, bytes > IRIS_COLL_AR_STORE_MIN ? bytes : IRIS_COLL_AR_STORE_MIN, W, s->sms, ctas);
   } else {
     blocks = iris_coll_auto_ctas(kind == IRIS_COLL_AR, bytes, W, s->sms, ctas);

@@ -44,7 +44,9 @@
  * moves (iris_coll_staged_kernel, iris_coll_ar_store_kernel with a stage), in about
  * IRIS_COLL_STAGED_STEPS chunks per CTA of at least IRIS_COLL_STAGED_MIN_CHUNK bytes;
  * the send is read where it lies. An all-reduce takes the store two-shot this way from
- * IRIS_COLL_AR_STAGED_MIN (below it: copy in, the load/store two-shot, copy out).
+ * IRIS_COLL_AR_STAGED_MIN (below it: copy in, the load/store two-shot, copy out), and a
+ * reduce-scatter whose input is at least that large the store reduce-scatter, which
+ * touches no peer's user buffer (below: copy in, the pull reduce-scatter).
  * IRIS_COLL_FUSED_STAGING=0 in the environment: the separate copies for every kind. */
 #ifndef IRIS_COLL_STAGED_STEPS
 #define IRIS_COLL_STAGED_STEPS 4
