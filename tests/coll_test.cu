@@ -126,11 +126,19 @@ static bool armed_kind(int kind, int type, int op) {
          (op == IRIS_SUM || op == IRIS_AVG);
 }
 
+// IRIS_TEST_PARTS=matrix,large,... and IRIS_TEST_KINDS=reduce_scatter,...: run only these
+// parts of the suite / kinds of the matrix (unset: all), to re-run one area quickly.
+static bool wanted(const char *var, const char *name) {
+  const char *v = getenv(var);
+  if (!v || !*v) return true;
+  std::string list = std::string(",") + v + ",", item = std::string(",") + name + ",";
+  return list.find(item) != std::string::npos;
+}
 static bool test_matrix(Suite &s, Bufs &B) {
   const size_t counts[] = {1, 7, 33, 1001, 4112, 8195, 65539, 300007}; // 4112: whole 16-byte vectors per rank's block, every type
   int call = 1;
   for (int kind = 0; kind < IRIS_COLL_KINDS; kind++)
-    for (int type = 0; type < IRIS_DTYPE_COUNT; type++) {
+    for (int type = 0; type < IRIS_DTYPE_COUNT && wanted("IRIS_TEST_KINDS", kind_names[kind]); type++) {
       int nops = (kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) ? IRIS_REDOP_COUNT : 1;
       for (int op = 0; op < nops; op++) {
         bool ok = true;
@@ -854,8 +862,11 @@ int main(int argc, char **argv) {
     for (int o : {IRIS_SUM, IRIS_AVG}) armed_all = armed_all && iris_coll_compiled_in((iris_dtype_t)t, (iris_redop_t)o);
   if (rank == 0 && !armed_all) printf("SKIP: [%s] armed one-shot part: it calls fp32/fp16/bf16 sums and averages, not all compiled into this build\n", s.tag.c_str());
   if (rank == 0 && !(i32 && f32)) printf("SKIP: [%s] bad input, back-to-back and graph parts: they call int32 or fp32 sums, compiled out of this build\n", s.tag.c_str());
-  bool ran = (!f32 || test_bad_input(s, B)) && test_matrix(s, B) && (!armed_all || test_armed(s, B)) && test_large(s, B) && test_ar_store(s, B) && (!i32 || test_ar_store_back_to_back(s)) &&
-             test_relay(s, B) && test_relay_back_to_back(s) && (!i32 || test_back_to_back(s)) && (!(i32 && f32) || test_graph(s));
+  const auto part = [](const char *name) { return wanted("IRIS_TEST_PARTS", name); };
+  bool ran = (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
+             (!part("large") || test_large(s, B)) && (!part("ar_store") || test_ar_store(s, B)) && (!i32 || !part("ar_store") || test_ar_store_back_to_back(s)) &&
+             (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) &&
+             (!(i32 && f32) || !part("graph") || test_graph(s));
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   cudaFree(B.ds);
   cudaFree(B.dr);

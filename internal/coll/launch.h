@@ -307,7 +307,7 @@ static void iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags,
   }
   /* the algorithm and grid too: ranks that would launch different kernels must not agree */
   sig = (sig ^ (unsigned long long)((int)path * 1024 + blocks)) * 1099511628211ULL;
-  if (path == IRIS_COLL_PATH_STAGED && kind != IRIS_COLL_AR) {
+  if (path == IRIS_COLL_PATH_STAGED && (kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A || kind == IRIS_COLL_BC)) { /* the staged copy */
     if (kind == IRIS_COLL_AG) iris_coll_launch_staged<IRIS_COLL_AG>(s, send, step, recv, step, bytes, root, sig, blocks, stream);
     else if (kind == IRIS_COLL_A2A) iris_coll_launch_staged<IRIS_COLL_A2A>(s, send, step, recv, step, bytes, root, sig, blocks, stream);
     else iris_coll_launch_staged<IRIS_COLL_BC>(s, send, step, recv, step, bytes, root, sig, blocks, stream);
