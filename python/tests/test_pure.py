@@ -209,7 +209,7 @@ class TestAbiChecks(unittest.TestCase):
         self.assertEqual(ctypes.sizeof(_lib.ConfigT), 80)
         self.assertEqual(ctypes.sizeof(_lib.BootstrapT), 24)
         self.assertEqual(ctypes.sizeof(_lib.DeviceCtxT), 16 + 8 * _lib.MAX_RANKS + 8 + 16)  # + the fault words pointer, the node fields
-        self.assertEqual(ctypes.sizeof(_lib.CollOptsT), 16)
+        self.assertEqual(ctypes.sizeof(_lib.CollOptsT), 24)  # size_t, enum, int, unsigned flags (+4)
         self.assertEqual(ctypes.sizeof(_lib.AgGemmDescT), 88)
         self.assertEqual(ctypes.sizeof(_lib.GemmRsDescT), 64)  # size_t, enum (+4), 3 long long, 5 int (+4)
 
@@ -266,7 +266,7 @@ class TestAbiChecks(unittest.TestCase):
         self.assertEqual((c.struct_size, c.rank, c.world_size, c.device, c.heap_size), (80, -1, -1, -1, 0))
         self.assertFalse(c.bootstrap)
         o = _lib.CollOptsT.init()
-        self.assertEqual((o.struct_size, o.algo, o.ctas), (16, 0, 0))
+        self.assertEqual((o.struct_size, o.algo, o.ctas, o.flags), (24, 0, 0, 0))
 
 
 @unittest.skipUnless(HAVE_LIB, NO_LIB)
