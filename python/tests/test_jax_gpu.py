@@ -463,6 +463,9 @@ def main():
     for r, (suite, rc, o, e) in enumerate(outs):
         r %= a.world
         for line in o.splitlines():
+            if line.startswith("# ") and r == 0:  # rank 0's notes (what ran where), passed on
+                print(line)
+                continue
             kind, _, rest = line.partition(": ")
             if kind not in ("PASS", "FAIL", "SKIP"):
                 continue
