@@ -11,6 +11,13 @@ all-gather under jit, bf16, 1 KB to 256 MB, one process per rank.
 Each jitted function chains REPS collectives (y = op(y)), so XLA runs them back to back
 (inside one command buffer where XLA makes one); the figure is the median over 5 timed
 runs (after warm-up) of the wall time of one call, divided by REPS, max over ranks.
+The heap columns run the same chains on arrays on iris's symmetric heap, donated to jit:
+iris-allreduce-heap chains all_reduce(y, donate=True) on a heap array (in place on the
+heap block when XLA aliases it), iris-allgather-heap gathers REPS times from a heap array
+into a donated heap output (all_gather(x, out=o)); each timed call takes the previous
+call's output. "heap aliased" under the table says at how many sizes XLA handed the
+handlers the heap blocks (the zero-copy path); where it did not, those columns ran the
+staged path with one copy more.
 With fewer GPUs than ranks the ranks share a GPU (XLA's NCCL then needs one NCCL_HOSTID
 per rank, which this script sets): the figures only show that the script works, they
 are labelled and are not performance. At world 1 XLA's collectives are no-ops and
@@ -42,6 +49,22 @@ def timed(fn, x):
     return statistics.median(runs)
 
 
+def timed_donated(fn, args, i):
+    """timed for a function whose argument i is donated: each call takes the previous
+    call's output there. Returns (us per op, the last output)."""
+    args = list(args)
+    for _ in range(2):
+        args[i] = fn(*args)
+    args[i].block_until_ready()
+    runs = []
+    for _ in range(5):
+        t = time.perf_counter()
+        args[i] = fn(*args)
+        args[i].block_until_ready()
+        runs.append((time.perf_counter() - t) * 1e6 / REPS)
+    return statistics.median(runs), args[i]
+
+
 def rank_main(rank, world, port):
     import jax
     import jax.numpy as jnp
@@ -56,7 +79,7 @@ def rank_main(rank, world, port):
         from jax import shard_map
     except ImportError:
         from jax.experimental.shard_map import shard_map
-    ctx = ij.Context()
+    ctx = ij.Context(heap_size=2 << 30)  # room for the heap columns' arrays at 256 MB
     mesh = Mesh(np.array(jax.devices()), ("x",))
 
     def chain(op):
@@ -72,6 +95,18 @@ def rank_main(rank, world, port):
     xla_ar = jax.jit(shard_map(lambda a: chain(lambda y: jax.lax.psum(y, "x"))(a), mesh=mesh, in_specs=P("x"), out_specs=P("x")))
     xla_ag = jax.jit(shard_map(lambda a: chain(lambda y: jax.lax.all_gather(y, "x", tiled=True)[: y.shape[0]])(a), mesh=mesh, in_specs=P("x"),
                                out_specs=P("x")))
+    def ar_heap_chain(y):
+        for _ in range(REPS):
+            y = ij.all_reduce(y, ctx, donate=True)  # zeros: the sums stay finite
+        return y
+
+    def ag_heap_chain(a, o):
+        for _ in range(REPS):
+            o = ij.all_gather(a, ctx, out=o)
+        return o
+
+    iris_ar_heap = jax.jit(ar_heap_chain, donate_argnums=0)
+    iris_ag_heap = jax.jit(ag_heap_chain, donate_argnums=1)
     rows = []
     for nbytes in SIZES:
         n = nbytes // 2
@@ -83,6 +118,19 @@ def rank_main(rank, world, port):
                                                            [jax.device_put(ag_local, jax.local_devices()[0])])
         row["iris-allgather"] = timed(iris_ag, ag_local)
         row["xla-allgather"] = timed(xla_ag, ag_glob)
+        h = ij.heap_zeros((n,), jnp.bfloat16, ctx)
+        p = h.unsafe_buffer_pointer()
+        row["iris-allreduce-heap"], h = timed_donated(iris_ar_heap, (h,), 0)
+        aliased = h.unsafe_buffer_pointer() == p
+        ij.heap_free(h if aliased else p, ctx)
+        ag_x = ij.to_heap(ag_local, ctx)
+        o = ij.heap_zeros((world * ag_local.shape[0],), jnp.bfloat16, ctx)
+        p = o.unsafe_buffer_pointer()
+        row["iris-allgather-heap"], o = timed_donated(iris_ag_heap, (ag_x, o), 1)
+        aliased_ag = o.unsafe_buffer_pointer() == p
+        ij.heap_free(o if aliased_ag else p, ctx)
+        ij.heap_free(ag_x, ctx)
+        row["heap-aliased"] = float(aliased and aliased_ag)
         rows.append((nbytes, row))
     print("ROWS %d %r" % (rank, rows), flush=True)
     tail_n = int(os.environ.get("BENCH_JAX_TAIL", "0"))
@@ -138,7 +186,7 @@ def main():
             sys.exit("bench_jax: a rank failed (exit %s)" % p.returncode)
         per_rank.append(ast.literal_eval(next(line for line in out.splitlines() if line.startswith("ROWS ")).split(" ", 2)[2]))
         tails.append([ast.literal_eval(line.split(" ", 2)[2]) for line in out.splitlines() if line.startswith("TAIL ")])
-    cols = ["iris-allreduce", "xla-psum", "iris-allgather", "xla-allgather"]
+    cols = ["iris-allreduce", "iris-allreduce-heap", "xla-psum", "iris-allgather", "iris-allgather-heap", "xla-allgather"]
     label = "world %d%s" % (world, ", ranks SHARE one GPU: not performance figures" if shared else "")
     print("bf16 collectives under jit, us per op, max over ranks (%s)" % label)
     print("| bytes | " + " | ".join(cols) + " |")
@@ -146,11 +194,13 @@ def main():
     csv = os.environ.get("BENCH_CSV", os.path.join(ROOT, "build", "bench_jax.csv"))
     os.makedirs(os.path.dirname(csv), exist_ok=True)
     with open(csv, "w") as f:
-        f.write("world,shared_gpu,bytes," + ",".join(cols) + "\n")
+        f.write("world,shared_gpu,bytes," + ",".join(cols) + ",heap_aliased\n")
         for i, (nbytes, _) in enumerate(per_rank[0]):
             worst = {c: max(rows[i][1][c] for rows in per_rank) for c in cols}
             print("| %d | " % nbytes + " | ".join("%.2f" % worst[c] for c in cols) + " |")
-            f.write("%d,%d,%d," % (world, int(shared), nbytes) + ",".join("%.3f" % worst[c] for c in cols) + "\n")
+            f.write("%d,%d,%d," % (world, int(shared), nbytes) + ",".join("%.3f" % worst[c] for c in cols) + ",%d\n" % min(rows[i][1]["heap-aliased"] for rows in per_rank))
+    aliased = sum(1 for i in range(len(per_rank[0])) if min(rows[i][1]["heap-aliased"] for rows in per_rank))
+    print("heap aliased (XLA handed the handlers the donated heap blocks: zero-copy) at %d of %d sizes" % (aliased, len(per_rank[0])))
     if tails and tails[0]:
         print("\ntail under jit: one call per jitted function, wall clock to block_until_ready, us (max over ranks of each statistic)")
         print("| bytes | variant | p50 | p99 | max |")

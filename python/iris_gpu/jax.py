@@ -1,25 +1,35 @@
 """iris from JAX: all-reduce and all-gather as XLA FFI calls (usable inside jit, declared
-command-buffer compatible), one process per GPU.
+command-buffer compatible), one process per GPU; and jax.Arrays on iris's symmetric heap,
+which the calls move zero-copy.
 
     import jax
     jax.distributed.initialize(...)           # one process per GPU
     import iris_gpu.jax as ij
     ctx = ij.Context()                        # collective: iris_init over jax's key-value store
     f = jax.jit(lambda x: ij.all_gather(x @ w, ctx))
+    x = ij.to_heap(grads, ctx)                # every rank, same order: a copy onto the heap
+    g = jax.jit(lambda v: ij.all_reduce(v, ctx, donate=True), donate_argnums=0)
+    x = g(x)                                  # in place on the heap block where XLA aliases it
+    ij.heap_free(x, ctx)                      # every rank, same order (or at close)
     ...
     ctx.close()                               # collective
 
 Needs build/libiris_jax.so (make lib-jax; or $IRIS_JAX_LIB) beside build/libiris.so.
 jax is imported when this module is; the rest of iris_gpu does not need it.
+See docs/jax.md ("Zero-copy: arrays on the heap").
 """
 import ctypes
 import datetime
 import os
+import threading
+import warnings
+import weakref
 
 import jax
 import numpy as np
 
-from . import _host, _lib, _types
+from . import _dlpack, _host, _lib, _types
+from ._lib import IrisError
 
 _targets = None
 _count = [0]
@@ -34,8 +44,13 @@ def _register():
         if not os.path.exists(path):
             raise _lib.IrisLibraryError("%s not found: build it with `make lib-jax` (or set IRIS_JAX_LIB)" % path)
         so = ctypes.CDLL(path)
-        for sym, name in (("IrisAllReduce", "iris_all_reduce"), ("IrisAllGather", "iris_all_gather")):
+        for sym, name in (("IrisAllReduce", "iris_all_reduce"), ("IrisAllGather", "iris_all_gather"), ("IrisAllGatherInto", "iris_all_gather_into")):
+            if not hasattr(so, sym):
+                raise _lib.IrisLibraryError("%s has no %s: rebuild it (make lib-jax)" % (path, sym))
             jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(so, sym)), platform="CUDA")
+        so.iris_jax_heap_calls.restype, so.iris_jax_heap_calls.argtypes = ctypes.c_longlong, [ctypes.c_int, ctypes.c_int]
+        so.iris_jax_copy.restype, so.iris_jax_copy.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        so.iris_jax_device_sync.restype, so.iris_jax_device_sync.argtypes = ctypes.c_int, [ctypes.c_int]
         _targets = so
     return _targets
 
@@ -46,6 +61,20 @@ def captured_calls():
     f = so.iris_jax_captured_calls
     f.restype = ctypes.c_longlong
     return int(f())
+
+
+_PLACES = ("off_heap", "input_on_heap", "output_on_heap", "zero_copy")
+
+
+def heap_calls():
+    """How many handler calls ran with their buffers where: {"all_reduce": {"zero_copy": n,
+    "input_on_heap": n, "output_on_heap": n, "off_heap": n}, "all_gather": {...}}.
+    zero_copy: input and output both on this rank's heap (the library's zero-copy path);
+    off_heap: neither (the staged path). Counted on the host when the handler runs: a call
+    recorded into a command buffer counts once, not at each replay. For tests and
+    debugging."""
+    so = _register()
+    return {kind: {place: int(so.iris_jax_heap_calls(k, w)) for w, place in enumerate(_PLACES)} for k, kind in enumerate(("all_reduce", "all_gather"))}
 
 
 class _KVStore:
@@ -86,14 +115,34 @@ class _LocalStore(dict):
         self.pop(key, None)
 
 
+class _HeapBlock:
+    """One iris_malloc block behind heap arrays. views: jax-side views of it still alive
+    (DLPack capsules whose deleter has not run; PjRt runs it, maybe on another thread)."""
+
+    def __init__(self, ptr, nbytes):
+        self.ptr, self.nbytes, self.views = ptr, nbytes, 0
+        self._lock = threading.Lock()
+
+    def acquire(self):
+        with self._lock:
+            self.views += 1
+
+    def release(self):
+        with self._lock:
+            self.views -= 1
+
+
 class Context:
     """iris context of this process (one GPU: jax.local_devices() must hold exactly one).
     Collective: every process creates its contexts in the same order. heap_size 0:
     IRIS_HEAP_SIZE, else 1 GiB; timeout_ms: bring-up waits (0: 60 s)."""
 
     def __init__(self, heap_size=0, timeout_ms=0):
+        self._h = None
+        self._blocks = {}  # block address -> _HeapBlock, until heap_free or close
+        self._made = {}  # id(array made by heap_*) -> (weakref to it, block address): heap_free of a donated array
         self._lib = _lib.load()
-        _register()
+        self._so = _register()
         devs = jax.local_devices()
         if len(devs) != 1 or devs[0].platform != "gpu":
             raise RuntimeError("iris_gpu.jax: one process per GPU is needed; this process sees %s (set CUDA_VISIBLE_DEVICES)" % devs)
@@ -120,10 +169,147 @@ class Context:
         return self._h.value
 
     def close(self):
-        """Collective: finalize. Jitted functions that captured this context must not run after."""
+        """Collective: finalize (frees the heap, and so every heap array's block). Jitted
+        functions that captured this context must not run after, nor may heap arrays still
+        alive be used (a warning says how many were)."""
         if self._h is not None:
+            alive = sum(1 for b in self._blocks.values() if b.views > 0)
+            if alive:
+                warnings.warn("iris_gpu.jax Context.close(): %d heap block(s) still viewed by live jax.Arrays; they must not be used any more" % alive)
+            self._blocks, self._made = {}, {}
             h, self._h = self._h, None
             self._lib.check(self._lib.lib.iris_finalize(h), "iris_finalize (rank %d)" % self.rank)
+
+    # -------------------------------------------------------------- heap arrays
+    @property
+    def heap_size(self):
+        return self._lib.lib.iris_heap_size(self._handle())
+
+    @property
+    def heap_used(self):
+        """Bytes in live heap blocks (the collective state's and teams' included)."""
+        return self._lib.lib.iris_heap_used(self._handle())
+
+    def _handle(self):
+        if self._h is None:
+            raise RuntimeError("iris_gpu.jax: the context is closed")
+        return self._h
+
+    def _cuda(self, err, what):
+        if err:
+            raise RuntimeError("iris_gpu.jax: %s failed on rank %d: CUDA error %d" % (what, self.rank, err))
+
+    def _alloc(self, shape, dtype, zero, what):
+        name = _dtype_name(dtype)
+        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+        nbytes = _types.heap_bytes(shape, name)  # TypeError for a type iris does not move
+        ptr = ctypes.c_void_p()
+        L = self._lib.lib
+        st = (L.iris_calloc if zero else L.iris_malloc)(self._handle(), nbytes, ctypes.byref(ptr))
+        if st != 0:
+            detail = self._lib.detail()
+            raise IrisError(st, "%s (asked for %d bytes of shape %s %s; heap %d bytes, %d in use)" % (detail, nbytes, shape, name, self.heap_size, self.heap_used),
+                            "%s (rank %d)" % (what, self.rank))
+        block = _HeapBlock(ptr.value, nbytes)
+        self._blocks[block.ptr] = block
+        return block, shape, name
+
+    def _view(self, block, shape, name):
+        """A jax.Array over the whole block (zero-copy, through DLPack)."""
+        block.acquire()
+        producer = _dlpack.Producer(block.ptr, shape, name, _dlpack.KDL_CUDA, self.device, on_release=block.release)
+        try:
+            try:
+                arr = jax.dlpack.from_dlpack(producer, copy=False)
+            except TypeError:  # a jax without copy=
+                arr = jax.dlpack.from_dlpack(producer)
+        except Exception:
+            block.release()
+            raise
+        if arr.unsafe_buffer_pointer() != block.ptr:
+            raise RuntimeError("iris_gpu.jax: this jax copied the heap block on import (dtype %s): no heap array" % name)
+        key = id(arr)
+        self._made[key] = (weakref.ref(arr, lambda _r, k=key, made=self._made: made.pop(k, None)), block.ptr)
+        return arr
+
+    def heap_empty(self, shape, dtype):
+        """A jax.Array on this rank's symmetric heap, content unspecified. Same offset on
+        every rank when every rank makes the same heap_*/to_heap/heap_free calls in the same
+        order (no communication; heap_verify() checks). The block is the context's until
+        heap_free() or close(), whatever becomes of the array."""
+        block, shape, name = self._alloc(shape, dtype, False, "heap_empty")
+        return self._view(block, shape, name)
+
+    def heap_zeros(self, shape, dtype):
+        """heap_empty, zeroed (iris_calloc: synchronously, before the array exists)."""
+        block, shape, name = self._alloc(shape, dtype, True, "heap_zeros")
+        return self._view(block, shape, name)
+
+    def to_heap(self, x):
+        """A heap array holding x's values (one device copy, complete on return; x: a
+        jax.Array on this GPU, or anything jnp.asarray takes). Same rules as heap_empty."""
+        import jax.numpy as jnp
+
+        if not isinstance(x, jax.Array):
+            x = jnp.asarray(x)
+        dev = jax.local_devices()[0]
+        if x.devices() != {dev}:
+            x = jax.device_put(x, dev)
+        block, shape, name = self._alloc(x.shape, x.dtype, False, "to_heap")
+        try:
+            x.block_until_ready()
+            self._cuda(self._so.iris_jax_copy(block.ptr, x.unsafe_buffer_pointer(), x.size * x.dtype.itemsize, self.device), "to_heap: the copy")
+        except Exception:
+            self._free_block(block)
+            raise
+        return self._view(block, shape, name)
+
+    def _block_of(self, x, what):
+        if isinstance(x, int):
+            p = x
+        elif isinstance(x, jax.Array) and x.is_deleted():  # donated: found by the array it was made as
+            made = self._made.get(id(x))
+            if made is None or made[0]() is not x:
+                raise ValueError("%s: the array was deleted or donated and was not made by heap_empty/heap_zeros/to_heap of this context: pass the array "
+                                 "that now holds the block" % what)
+            p = made[1]
+        elif isinstance(x, jax.Array):
+            p = x.unsafe_buffer_pointer()
+        else:
+            raise TypeError("%s: expected a jax.Array (or a block address), got %s" % (what, type(x).__name__))
+        for b in self._blocks.values():
+            if b.ptr <= p < b.ptr + b.nbytes:
+                return b
+        raise ValueError("%s: %#x is not in a live heap block of this context (an array off the heap, or one freed already)" % (what, p))
+
+    def _free_block(self, block):
+        self._blocks.pop(block.ptr, None)
+        self._lib.check(self._lib.lib.iris_free(self._handle(), ctypes.c_void_p(block.ptr)), "iris_free (rank %d)" % self.rank)
+
+    def heap_free(self, x):
+        """Give x's heap block back (x: a heap array, one XLA aliased to it, a heap array
+        donated since, or the block's address). Every rank frees the same blocks in the same
+        order, as it allocated them. Waits for the GPU first (cudaDeviceSynchronize), so no
+        queued kernel still touches the bytes when a later allocation reuses them; jax.Arrays
+        still viewing the block must not be used after."""
+        block = self._block_of(x, "heap_free")
+        self._cuda(self._so.iris_jax_device_sync(self.device), "heap_free: the device synchronize")
+        self._free_block(block)
+
+    def heap_offset(self, x):
+        """Offset of a jax.Array's data from this rank's heap base (IrisError if not on the heap)."""
+        off = ctypes.c_size_t()
+        self._lib.check(self._lib.lib.iris_heap_offset(self._handle(), ctypes.c_void_p(x.unsafe_buffer_pointer()), ctypes.byref(off)), "iris_heap_offset (rank %d)" % self.rank)
+        return off.value
+
+    def is_heap(self, x):
+        """Whether a jax.Array's data lies on this rank's heap."""
+        off = ctypes.c_size_t()
+        return self._lib.lib.iris_heap_offset(self._handle(), ctypes.c_void_p(x.unsafe_buffer_pointer()), ctypes.byref(off)) == 0
+
+    def heap_verify(self):
+        """Collective: IrisError (IRIS_ERROR_MISMATCH) when ranks hold different heap blocks."""
+        self._lib.check(self._lib.lib.iris_heap_verify(self._handle()), "iris_heap_verify (rank %d)" % self.rank)
 
     def __enter__(self):
         return self
@@ -132,21 +318,71 @@ class Context:
         self.close()
 
 
+def _dtype_name(dtype):
+    import jax.numpy as jnp
+
+    return np.dtype(jnp.dtype(dtype)).name
+
+
 def _dtype(x):
     return _types.iris_dtype(np.dtype(x.dtype).name, "iris_gpu.jax")
 
 
-def all_reduce(x, ctx, op="sum"):
-    """op over ranks of x (sum, min, max, avg) on every rank; inside or outside jit."""
+def all_reduce(x, ctx, op="sum", donate=False):
+    """op over ranks of x (sum, min, max, avg) on every rank; inside or outside jit.
+    donate=True: the result aliases x (input_output_aliases {0: 0}): x's value is consumed.
+    When x is a jit parameter that the caller donates too (donate_argnums) and x is a heap
+    array, XLA hands the handler x's own buffer as the output: in place on the heap,
+    zero-copy. Not donated to jit, XLA copies x first (correct, one copy more)."""
     _dtype(x)
     code = _types.iris_redop(op, np.dtype(x.dtype).name, "iris_gpu.jax.all_reduce")
-    call = jax.ffi.ffi_call("iris_all_reduce", jax.ShapeDtypeStruct(x.shape, x.dtype))
+    if not isinstance(donate, bool):
+        raise TypeError("iris_gpu.jax.all_reduce: donate must be True or False, not %r" % (donate,))
+    call = jax.ffi.ffi_call("iris_all_reduce", jax.ShapeDtypeStruct(x.shape, x.dtype), input_output_aliases={0: 0} if donate else None)
     return call(x, iris_ctx=np.int64(ctx.handle), op=np.int32(code))
 
 
-def all_gather(x, ctx):
-    """Every rank's x concatenated along axis 0 (a 0-d x gives a vector of world_size)."""
+def all_gather(x, ctx, out=None):
+    """Every rank's x concatenated along axis 0 (a 0-d x gives a vector of world_size).
+    out: an array of the result's shape and type whose buffer the result takes
+    (input_output_aliases {1: 0}; its values are not read). When out is a heap array that
+    the caller donates to jit, the result is written on the heap: with x on the heap too,
+    zero-copy. Without out the result is XLA's buffer, which the library fills through its
+    staging area (one local copy, fused into the kernel)."""
     _dtype(x)
     shape = _types.gather_shape(x.shape, ctx.world_size, 0) if x.ndim else (ctx.world_size,)
-    call = jax.ffi.ffi_call("iris_all_gather", jax.ShapeDtypeStruct(shape, x.dtype))
-    return call(x, iris_ctx=np.int64(ctx.handle))
+    if out is None:
+        call = jax.ffi.ffi_call("iris_all_gather", jax.ShapeDtypeStruct(shape, x.dtype))
+        return call(x, iris_ctx=np.int64(ctx.handle))
+    if np.dtype(out.dtype) != np.dtype(x.dtype):
+        raise TypeError("iris_gpu.jax.all_gather: out is %s, x is %s" % (np.dtype(out.dtype).name, np.dtype(x.dtype).name))
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError("iris_gpu.jax.all_gather: out has shape %s, the result has %s" % (tuple(out.shape), tuple(shape)))
+    call = jax.ffi.ffi_call("iris_all_gather_into", jax.ShapeDtypeStruct(shape, x.dtype), input_output_aliases={1: 0})
+    return call(x, out, iris_ctx=np.int64(ctx.handle))
+
+
+# the heap arrays, as functions of the context (the names the collectives use)
+def heap_empty(shape, dtype, ctx):
+    """Context.heap_empty: a jax.Array on the symmetric heap, content unspecified."""
+    return ctx.heap_empty(shape, dtype)
+
+
+def heap_zeros(shape, dtype, ctx):
+    """Context.heap_zeros: a zeroed jax.Array on the symmetric heap."""
+    return ctx.heap_zeros(shape, dtype)
+
+
+def to_heap(x, ctx):
+    """Context.to_heap: a heap array holding x's values (one copy)."""
+    return ctx.to_heap(x)
+
+
+def heap_free(x, ctx):
+    """Context.heap_free: give x's block back (every rank, same order)."""
+    ctx.heap_free(x)
+
+
+def is_heap(x, ctx):
+    """Context.is_heap: whether x's data lies on this rank's heap."""
+    return ctx.is_heap(x)

@@ -7,10 +7,13 @@
 // One process per GPU; iris_gpu.jax brings the ranks up (iris_init over jax.distributed's
 // key-value store) and passes the iris_t handle as the int64 attribute "iris_ctx" (not
 // "ctx": jax's lowering rule has a parameter of that name). XLA allocates the operands,
-// not iris: the library stages them through its heap (copies on the stream), so any
-// buffer works. Both handlers only enqueue work on XLA's stream and allocate nothing,
-// so they are declared command-buffer compatible (XLA may capture them in a CUDA graph);
-// the collective state was created at bring-up (iris_collectives_setup).
+// usually not on iris's heap: the library then stages them through its heap, so any
+// buffer works. Operands that do lie on the heap (iris_gpu.jax heap arrays, and outputs
+// XLA aliased to a donated heap array) take the zero-copy path; the handlers count which
+// case each call was (iris_jax_heap_calls). The handlers only enqueue work on XLA's stream
+// and allocate nothing, so they are declared command-buffer compatible (XLA may capture
+// them in a CUDA graph); the collective state was created at bring-up
+// (iris_collectives_setup).
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -26,7 +29,41 @@ namespace ffi = xla::ffi;
 static std::atomic<long long> iris_jax_captured{0};
 extern "C" __attribute__((visibility("default"))) long long iris_jax_captured_calls(void) { return iris_jax_captured.load(); }
 
+// Handler calls by kind (0 all-reduce, 1 all-gather) and by where the buffers lay: bit 0
+// set when the input is on this rank's symmetric heap, bit 1 when the output is (3: both,
+// the zero-copy path). Host-side bookkeeping only (iris_heap_offset), no GPU sync. A call
+// recorded into a command buffer counts once, when recorded, not at each replay.
+static std::atomic<long long> iris_jax_placed[2][4];
+extern "C" __attribute__((visibility("default"))) long long iris_jax_heap_calls(int kind, int where) {
+  return kind >= 0 && kind < 2 && where >= 0 && where < 4 ? iris_jax_placed[kind][where].load() : -1;
+}
+
+// Host helpers of the heap arrays (iris_gpu.jax): each returns a cudaError_t. A device
+// copy into a fresh heap block, complete when it returns (the caller waited for src);
+// and a device-wide synchronize before a heap block is given back, so no queued kernel
+// of XLA still touches it when a later allocation reuses the bytes.
+extern "C" __attribute__((visibility("default"))) int iris_jax_copy(void *dst, const void *src, size_t bytes, int device) {
+  int old = -1;
+  cudaError_t e = cudaGetDevice(&old);
+  if (e == cudaSuccess) e = cudaSetDevice(device);
+  if (e == cudaSuccess && bytes) e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (old >= 0) cudaSetDevice(old);
+  return static_cast<int>(e);
+}
+extern "C" __attribute__((visibility("default"))) int iris_jax_device_sync(int device) { return iris_jax_copy(nullptr, nullptr, 0, device); }
+
 namespace {
+
+// Records where a call's buffers lay (iris_jax_placed); the library makes the same test
+// (a pointer in the heap with its whole extent) when it picks the path.
+void iris_jax_note_place(int kind, iris_t *ctx, const ffi::AnyBuffer &x, const ffi::AnyBuffer &y) {
+  const size_t heap = iris_heap_size(ctx);
+  size_t off;
+  const int in = iris_heap_offset(ctx, x.untyped_data(), &off) == IRIS_SUCCESS && x.size_bytes() <= heap - off;
+  const int out = iris_heap_offset(ctx, y.untyped_data(), &off) == IRIS_SUCCESS && y.size_bytes() <= heap - off;
+  iris_jax_placed[kind][in | out << 1].fetch_add(1);
+}
 
 void iris_jax_note_capture(cudaStream_t stream) {
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -72,6 +109,7 @@ ffi::Error AllReduceImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi:
   ffi::Error e = iris_jax_check("iris_all_reduce", ctx, x, *y, 1, &c, &t);
   if (e.failure() || x.element_count() == 0) return e;
   iris_jax_note_capture(stream);
+  iris_jax_note_place(0, c, x, *y);
   return iris_jax_status("iris_all_reduce", iris_all_reduce(c, x.untyped_data(), y->untyped_data(), x.element_count(), t,
                                                             static_cast<iris_redop_t>(op), stream));
 }
@@ -83,7 +121,17 @@ ffi::Error AllGatherImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi:
   ffi::Error e = iris_jax_check("iris_all_gather", ctx, x, *y, static_cast<size_t>(world), &c, &t);
   if (e.failure() || x.element_count() == 0) return e;
   iris_jax_note_capture(stream);
+  iris_jax_note_place(1, c, x, *y);
   return iris_jax_status("iris_all_gather", iris_all_gather(c, x.untyped_data(), y->untyped_data(), x.element_count(), t, stream));
+}
+
+// all_gather(x, out=...): out is an operand XLA aliases to the result (input_output_aliases
+// {1: 0}), so when the caller donates a heap array as out the result is written there. The
+// handler reads nothing of out: the result buffer is out's (or XLA's copy of it).
+ffi::Error AllGatherIntoImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer out, ffi::Result<ffi::AnyBuffer> y, int64_t ctx) {
+  if (out.element_type() != y->element_type() || out.element_count() != y->element_count())
+    return ffi::Error::InvalidArgument("iris_all_gather_into: the out operand differs from the result in type or size");
+  return AllGatherImpl(stream, x, y, ctx);
 }
 
 }  // namespace
@@ -100,6 +148,15 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllReduce, AllReduceImpl,
 XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllGather, AllGatherImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<int64_t>("iris_ctx"),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllGatherInto, AllGatherIntoImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<int64_t>("iris_ctx"),

@@ -1,19 +1,28 @@
 """GPU tests of iris_gpu.jax (the XLA FFI handlers), one process per rank.
 
     python3 python/tests/test_jax_gpu.py --world 2      # or 4; prints PASS/FAIL/SKIP lines
+    python3 python/tests/test_jax_gpu.py --world 2 --suite heap     # one suite only
 
 Each rank runs in its own process with CUDA_VISIBLE_DEVICES set to one GPU (rank % GPUs, so
 ranks may share one), jax.distributed over a local coordinator. Checked under jit against a
-numpy float64 reference (every rank builds every rank's input from a seed): all_reduce
-(sum/min/max/avg) and all_gather for each dtype, a sharded matmul followed by the
-all-gather, the handlers inside an XLA command buffer, and, where each process has its own
-GPU, the same results as jax.lax.psum / all_gather over NCCL. Skips without jax or a GPU.
+numpy float64 reference (every rank builds every rank's input from a seed).
+Suite "main": all_reduce (sum/min/max/avg) and all_gather for each dtype, a sharded matmul
+followed by the all-gather, the handlers inside an XLA command buffer, and, where each
+process has its own GPU, the same results as jax.lax.psum / all_gather over NCCL.
+Suite "heap" (its own processes, so that a failure there leaves the main suite's results):
+jax.Arrays on the symmetric heap (same offsets on every rank), all_reduce(donate=True)
+with the heap array donated to jit (several sizes, from 4 MB up, fp32/bf16, a chain of
+calls in place), all_gather(out=) into a donated heap array (poisoned first), the
+non-donated fallback (XLA copies; the input stays intact), and, through the handlers'
+counters (iris_gpu.jax.heap_calls), whether the zero-copy path ran. Skips without jax or
+a GPU.
 """
 import argparse
 import os
 import socket
 import subprocess
 import sys
+import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -164,6 +173,211 @@ def rank_main(rank, world, port, shared):
     result("jax W=%d calls after close raise" % world, lambda: after_close(ij, ctx, jnp))
 
 
+def rank_heap(rank, world, port, shared):
+    """The heap suite: heap arrays and the zero-copy path through donation."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    jax.distributed.initialize(coordinator_address="127.0.0.1:%d" % port, num_processes=world, process_id=rank)
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import iris_gpu.jax as ij
+
+    def result(name, fn):
+        try:
+            r = fn()
+            print(("SKIP: %s: %s" % (name, r)) if r else "PASS: " + name, flush=True)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            print("FAIL: %s: %s: %s" % (name, type(e).__name__, str(e).splitlines()[0] if str(e) else ""), flush=True)
+
+    ctx = ij.Context()
+    seed = [5000]
+    W = world
+
+    def inputs(shape, dt):
+        seed[0] += 1
+        return [make_input(shape, dt, r, seed[0]) for r in range(world)]
+
+    def skew(i):
+        time.sleep(0.003 * ((rank + i) % world))  # ranks arrive in a different order each time
+
+    def check(got, ref64, dt, approx=False):
+        want = ref64.astype(jnp.dtype(dt)).astype(np.float64)
+        g = np.asarray(got).astype(np.float64)
+        if g.shape != want.shape:
+            raise AssertionError("shape %s, expected %s" % (g.shape, want.shape))
+        ok = np.allclose(g, want, rtol=1.6e-2, atol=1e-6) if approx else np.array_equal(g, want)
+        if not ok:
+            i = int(np.abs(g - want).argmax())
+            raise AssertionError("at flat index %d: got %r, expected %r" % (i, g.flat[i], want.flat[i]))
+
+    def same_everywhere(values, what):
+        got = [bytes(v) for v in ctx._boot.exchange(repr(values).encode())]
+        if any(g != got[0] for g in got):
+            raise AssertionError("%s differ between ranks: %s" % (what, [g.decode() for g in got]))
+
+    def delta(kind, before):
+        now = ij.heap_calls()[kind]
+        return {k: now[k] - before[k] for k in now}
+
+    # donated heap arrays: [aliased by XLA (zero-copy), not aliased] per kind
+    aliasing = {"all_reduce": [0, 0], "all_gather": [0, 0]}
+
+    def note(kind, aliased, d):
+        """Records whether XLA gave the handler the donated heap block; when it did, the
+        handler must have seen both buffers on the heap (or not run: a command-buffer replay)."""
+        aliasing[kind][0 if aliased else 1] += 1
+        if aliased and (d["off_heap"] or d["input_on_heap"] or d["output_on_heap"]):
+            raise AssertionError("the output aliased the heap block, yet the handler saw %s" % d)
+        if not aliased and d["zero_copy"]:
+            raise AssertionError("the output is XLA's buffer, yet the handler counted a zero-copy call: %s" % d)
+
+    def heap_arrays():
+        used0 = ctx.heap_used
+        a = ij.heap_zeros((1000, 3), "float32", ctx)
+        xs = inputs((5000,), "bfloat16")
+        b = ij.to_heap(jnp.asarray(xs[rank]), ctx)
+        e = ij.heap_empty((7,), "int32", ctx)
+        for arr, shape, dt in ((a, (1000, 3), "float32"), (b, (5000,), "bfloat16"), (e, (7,), "int32")):
+            if not ij.is_heap(arr, ctx) or arr.shape != shape or np.dtype(arr.dtype).name != dt:
+                raise AssertionError("%s %s: not a heap array of that shape and type (%s %s)" % (shape, dt, arr.shape, arr.dtype))
+        if np.asarray(a).any():
+            raise AssertionError("heap_zeros is not zero")
+        check(b, xs[rank].astype(np.float64), "bfloat16")
+        same_everywhere([ctx.heap_offset(v) for v in (a, b, e)], "heap offsets")
+        ctx.heap_verify()
+        if ij.is_heap(jnp.ones(4), ctx):
+            raise AssertionError("an XLA array reported on the heap")
+        for v in (e, b, a):
+            ij.heap_free(v, ctx)
+        try:
+            ij.heap_free(a, ctx)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("a second heap_free of one block did not raise")
+        if ctx.heap_used != used0:
+            raise AssertionError("heap_used %d after freeing, %d before" % (ctx.heap_used, used0))
+
+    result("jax W=%d heap arrays (zeros, to_heap, empty; same offsets on every rank; freed)" % world, heap_arrays)
+
+    donated_ar = {}
+
+    def ar_fn(op):
+        if op not in donated_ar:
+            donated_ar[op] = jax.jit(lambda v: ij.all_reduce(v, ctx, op, donate=True), donate_argnums=0)
+        return donated_ar[op]
+
+    def all_reduce_donated(dt, op, n, i):
+        xs = inputs((n,), dt)
+        s64 = np.stack([x.astype(np.float64) for x in xs])
+        ref = {"sum": s64.sum(0), "avg": s64.sum(0) / world, "max": s64.max(0)}[op]
+        x = ij.to_heap(jnp.asarray(xs[rank]), ctx)
+        p = x.unsafe_buffer_pointer()
+        before = ij.heap_calls()["all_reduce"]
+        skew(i)
+        y = ar_fn(op)(x)
+        check(y, ref, dt, approx=(op == "avg"))
+        if not x.is_deleted():
+            raise AssertionError("the donated argument is still alive")
+        aliased = y.unsafe_buffer_pointer() == p
+        note("all_reduce", aliased, delta("all_reduce", before))
+        ij.heap_free(y if aliased else x, ctx)
+
+    i = 0
+    for dt in ("float32", "bfloat16"):
+        for n in (37, 70001, 1 << 20, 3 << 20):  # up to 12 MB (fp32) / 6 MB (bf16)
+            for op in ("sum",) + (("avg", "max") if n == 70001 else ()):
+                i += 1
+                result("jax W=%d all_reduce %s %s n=%d, heap array donated (jit)" % (world, dt, op, n), lambda: all_reduce_donated(dt, op, n, i))
+
+    def chain(dt, n):
+        xs = inputs((n,), dt)
+        ref = np.stack([x.astype(np.float64) for x in xs]).sum(0)
+        x = ij.to_heap(jnp.asarray(xs[rank]), ctx)
+        p = x.unsafe_buffer_pointer()
+        f = ar_fn("sum")
+        for k in range(8):  # in place round after round: every flag and epoch reused
+            skew(k)
+            before = ij.heap_calls()["all_reduce"]
+            x = f(x)
+            check(x, ref * float(W) ** k, dt)
+            aliased = x.unsafe_buffer_pointer() == p
+            note("all_reduce", aliased, delta("all_reduce", before))
+        ij.heap_free(x if x.unsafe_buffer_pointer() == p else p, ctx)
+
+    for dt, n in (("float32", 1 << 20), ("bfloat16", 3 << 20)):
+        result("jax W=%d all_reduce %s n=%d, 8 donated calls in a chain (x = f(x))" % (world, dt, n), lambda: chain(dt, n))
+
+    def not_donated(dt, n):
+        xs = inputs((n,), dt)
+        ref = np.stack([x.astype(np.float64) for x in xs]).sum(0)
+        x = ij.to_heap(jnp.asarray(xs[rank]), ctx)
+        aliasing_only = jax.jit(lambda v: ij.all_reduce(v, ctx, "sum", donate=True))  # aliases declared, x not donated: XLA copies x first
+        plain = jax.jit(lambda v: ij.all_reduce(v, ctx))
+        for fn, want in ((aliasing_only, "off_heap"), (plain, "input_on_heap")):
+            before = ij.heap_calls()["all_reduce"]
+            y = fn(x)
+            check(y, ref, dt)
+            check(x, xs[rank].astype(np.float64), dt)  # untouched
+            d = delta("all_reduce", before)
+            if x.is_deleted() or ij.is_heap(y, ctx) or any(v for k, v in d.items() if k != want):
+                raise AssertionError("%s: input deleted %s, output on the heap %s, calls %s (expected only %s)" % (want, x.is_deleted(), ij.is_heap(y, ctx), d, want))
+        ij.heap_free(x, ctx)
+
+    for dt, n in (("float32", 70001), ("bfloat16", 3 << 20)):
+        result("jax W=%d all_reduce %s n=%d, heap array not donated (XLA copies it; input intact)" % (world, dt, n), lambda: not_donated(dt, n))
+
+    gather_into = jax.jit(lambda a, o: ij.all_gather(a, ctx, out=o), donate_argnums=1)
+
+    def all_gather_into(dt, rows, i):
+        xs = inputs((rows, 3), dt)
+        x = ij.to_heap(jnp.asarray(xs[rank]), ctx)
+        out = ij.to_heap(jnp.full((world * rows, 3), -7.75, jnp.dtype(dt)), ctx)  # poison: never an input value
+        p = out.unsafe_buffer_pointer()
+        before = ij.heap_calls()["all_gather"]
+        skew(i)
+        y = gather_into(x, out)
+        check(y, np.concatenate([v.astype(np.float64) for v in xs]), dt)
+        aliased = y.unsafe_buffer_pointer() == p
+        note("all_gather", aliased, delta("all_gather", before))
+        ij.heap_free(y if aliased else out, ctx)
+        ij.heap_free(x, ctx)
+
+    i = 0
+    for dt in ("float32", "bfloat16"):
+        for rows in (37, 70001, 1 << 19):  # up to 6 MB (fp32) per rank
+            i += 1
+            result("jax W=%d all_gather %s rows=%d into a donated heap array (jit)" % (world, dt, rows), lambda: all_gather_into(dt, rows, i))
+
+    def zero_copy_ran():
+        print("# jax W=%d donated heap arrays aliased by XLA (zero-copy) / not: all_reduce %d / %d, all_gather %d / %d; handler calls %s"
+              % (world, aliasing["all_reduce"][0], aliasing["all_reduce"][1], aliasing["all_gather"][0], aliasing["all_gather"][1], ij.heap_calls()), flush=True)
+        for kind, (yes, no) in aliasing.items():
+            if yes and no:
+                raise AssertionError("%s: XLA aliased the donated heap array %d time(s) and copied it %d time(s)" % (kind, yes, no))
+        if not aliasing["all_reduce"][0] and not aliasing["all_gather"][0]:
+            return "results correct, but this jaxlib (%s) copied every donated heap array instead of aliasing it: the staged path ran, not the zero-copy one" % jax.__version__
+        if not aliasing["all_reduce"][0] or not aliasing["all_gather"][0]:
+            raise AssertionError("XLA aliased donated heap arrays for one call and not the other: %s" % aliasing)
+        return None
+
+    result("jax W=%d zero-copy path ran (donated heap arrays aliased, handler saw both buffers on the heap)" % world, zero_copy_ran)
+    ctx.close()
+
+    def after_close_heap():
+        try:
+            ij.heap_zeros((4,), "float32", ctx)
+        except RuntimeError as e:
+            if "closed" in str(e):
+                return None
+            raise
+        raise AssertionError("no error after close")
+
+    result("jax W=%d heap arrays after close raise" % world, after_close_heap)
+
+
 def custom_call_in_command_buffer(hlo, target):
     """True when a computation whose name says command_buffer calls the custom call target."""
     comp, body = "", []
@@ -189,15 +403,40 @@ def after_close(ij, ctx, jnp):
     raise AssertionError("no error after close")
 
 
+def launch(suite, world, ngpu, shared):
+    """Runs one suite's ranks, one process each; [(exit status, stdout, stderr)] by rank."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for r in range(world):
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(r % ngpu), XLA_PYTHON_CLIENT_PREALLOCATE="false",
+                   XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + CMD_BUFFER_FLAGS).strip())
+        cmd = [sys.executable, os.path.abspath(__file__), "--world", str(world), "--rank", str(r), "--port", str(port), "--shared", str(shared), "--suite", suite]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = []
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            o, e = p.communicate()
+            e += "\n(timed out)"
+        outs.append((p.returncode, o, e))
+    return outs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--rank", type=int, default=-1)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--shared", type=int, default=0)
+    ap.add_argument("--suite", choices=("all", "main", "heap"), default="all")
     a = ap.parse_args()
     if a.rank >= 0:
-        rank_main(a.rank, a.world, a.port, bool(a.shared))
+        (rank_heap if a.suite == "heap" else rank_main)(a.rank, a.world, a.port, bool(a.shared))
         return 0
     import importlib.util
 
@@ -216,29 +455,17 @@ def main():
     if not os.path.exists(lib_jax):
         print("SKIP: jax W=%d: %s not built (make lib-jax)" % (a.world, lib_jax))
         return 0
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     shared = int(ngpu < a.world)
-    procs = []
-    for r in range(a.world):
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(r % ngpu), XLA_PYTHON_CLIENT_PREALLOCATE="false",
-                   XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + CMD_BUFFER_FLAGS).strip())
-        cmd = [sys.executable, os.path.abspath(__file__), "--world", str(a.world), "--rank", str(r), "--port", str(port), "--shared", str(shared)]
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
-    for r, p in enumerate(procs):
-        try:
-            o, e = p.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            o, e = p.communicate()
-            e += "\n(timed out)"
-        outs.append((p.returncode, o, e))
+    for suite in (("main", "heap") if a.suite == "all" else (a.suite,)):
+        outs += [(suite,) + out for out in launch(suite, a.world, ngpu, shared)]
     merged, order = {}, []
-    for r, (rc, o, e) in enumerate(outs):
+    for r, (suite, rc, o, e) in enumerate(outs):
+        r %= a.world
         for line in o.splitlines():
+            if line.startswith("# ") and r == 0:  # rank 0's notes (what ran where), passed on
+                print(line)
+                continue
             kind, _, rest = line.partition(": ")
             if kind not in ("PASS", "FAIL", "SKIP"):
                 continue
@@ -250,7 +477,7 @@ def main():
                 merged[name] = (kind, "rank %d: %s" % (r, rest))
         if rc != 0:
             sys.stderr.write(e[-3000:])
-            print("FAIL: jax W=%d: rank %d exited with %s" % (a.world, r, rc))
+            print("FAIL: jax W=%d: rank %d of the %s suite exited with %s" % (a.world, r, suite, rc))
     for name in order:
         kind, rest = merged[name]
         print("%s: %s" % (kind, rest))

@@ -1,10 +1,13 @@
 """iris_gpu.jax without a GPU: the FFI calls lower to typed custom calls with the right
-attributes and result shapes, argument checks fire before tracing, and libiris_jax.so
+attributes, result shapes and aliases (donate=, out=), argument checks fire before
+tracing, the DLPack producer behind heap arrays imports zero-copy into jax (on the CPU,
+over host memory) and its deleter runs when jax drops the memory, and libiris_jax.so
 loads and registers its handlers. Skips without jax (or without build/libiris_jax.so for
 the registration test).
 
     PYTHONPATH=python python3 python/tests/test_jax_nogpu.py
 """
+import gc
 import os
 import sys
 import unittest
@@ -17,7 +20,10 @@ try:
     import jax
     import jax.numpy as jnp
 
+    import numpy as np
+
     import iris_gpu.jax as ij
+    from iris_gpu import _dlpack
 except ImportError as e:
     jax = None
     WHY = str(e)
@@ -47,6 +53,30 @@ class TestLowering(unittest.TestCase):
         self.assertIn("@iris_all_gather", line)
         self.assertIn("-> tensor<32x3xf32>", line)
 
+    def test_all_reduce_donate(self):
+        (line,) = self.custom_calls(lambda x: ij.all_reduce(x, StandIn(), donate=True), jnp.ones((1000,), jnp.float32))
+        self.assertIn("@iris_all_reduce", line)
+        self.assertIn("output_operand_alias", line)
+        self.assertIn("operand_index = 0", line)
+        (plain,) = self.custom_calls(lambda x: ij.all_reduce(x, StandIn()), jnp.ones((1000,), jnp.float32))
+        self.assertNotIn("output_operand_alias", plain)
+
+    def test_all_reduce_donate_jit_aliases_parameter(self):
+        text = jax.jit(lambda x: ij.all_reduce(x, StandIn(), donate=True), donate_argnums=0).lower(jnp.ones((64,), jnp.bfloat16)).as_text()
+        self.assertIn("tf.aliasing_output = 0", text)  # the jit output may take the donated parameter's buffer
+
+    def test_all_gather_out(self):
+        f = lambda x, o: ij.all_gather(x, StandIn(), out=o)  # noqa: E731
+        lines = [line for line in jax.jit(f).lower(jnp.ones((8, 3), jnp.bfloat16), jnp.ones((32, 3), jnp.bfloat16)).as_text().splitlines() if "custom_call" in line]
+        (line,) = lines
+        self.assertIn("@iris_all_gather_into", line)
+        self.assertIn("operand_index = 1", line)
+        self.assertIn("-> tensor<32x3xbf16>", line)
+        with self.assertRaisesRegex(ValueError, "shape"):
+            ij.all_gather(jnp.ones((8, 3)), StandIn(), out=jnp.ones((24, 3)))
+        with self.assertRaisesRegex(TypeError, "float16"):
+            ij.all_gather(jnp.ones((8, 3)), StandIn(), out=jnp.ones((32, 3), jnp.float16))
+
     def test_refusals(self):
         with self.assertRaisesRegex(TypeError, "complex64"):
             ij.all_reduce(jnp.ones(4, jnp.complex64), StandIn())
@@ -54,11 +84,64 @@ class TestLowering(unittest.TestCase):
             ij.all_reduce(jnp.ones(4, jnp.int32), StandIn(), "avg")
         with self.assertRaisesRegex(ValueError, "prod"):
             ij.all_reduce(jnp.ones(4), StandIn(), "prod")
+        with self.assertRaisesRegex(TypeError, "donate"):
+            ij.all_reduce(jnp.ones(4), StandIn(), donate="yes")
 
     @unittest.skipUnless(os.path.exists(os.environ.get("IRIS_JAX_LIB") or os.path.join(ROOT, "build", "libiris_jax.so")), "SKIP: build/libiris_jax.so not built (make lib-jax)")
     def test_handlers_register(self):
         so = ij._register()
-        self.assertTrue(hasattr(so, "IrisAllReduce") and hasattr(so, "IrisAllGather"))
+        self.assertTrue(hasattr(so, "IrisAllReduce") and hasattr(so, "IrisAllGather") and hasattr(so, "IrisAllGatherInto"))
+        counts = ij.heap_calls()  # the counters are there (and no call has run)
+        self.assertEqual(counts["all_reduce"], {"off_heap": 0, "input_on_heap": 0, "output_on_heap": 0, "zero_copy": 0})
+
+
+def aligned(n, dtype, seed):
+    """A host array of n elements at a 64-byte aligned address (XLA's CPU client views only
+    aligned memory), filled with fresh values."""
+    dt = jnp.dtype(dtype)
+    raw = np.zeros(n * dt.itemsize + 128, np.uint8)
+    off = -raw.ctypes.data % 64
+    a = raw[off:off + n * dt.itemsize].view(dt)
+    a[:] = np.random.default_rng(seed).integers(-50, 50, n).astype(dt)
+    return a
+
+
+@unittest.skipIf(jax is None, "SKIP: jax is not installed")
+class TestDLPackProducer(unittest.TestCase):
+    """The producer heap arrays are made with, over host memory (kDLCPU) on jax's CPU client:
+    the same capsule as on the GPU but for the device type."""
+
+    def view(self, a, shape, released):
+        p = _dlpack.Producer(a.ctypes.data, shape, np.dtype(a.dtype).name, _dlpack.KDL_CPU, 0, owner=a, on_release=lambda: released.append(1))
+        return jax.dlpack.from_dlpack(p)
+
+    def test_zero_copy_every_type(self):
+        for seed, dt in enumerate(["float32", "float16", "bfloat16", "int32", "uint8", "float8_e4m3fn", "float8_e5m2"]):
+            with self.subTest(dtype=dt):
+                a = aligned(24, dt, seed)
+                released = []
+                x = self.view(a, (4, 6), released)
+                self.assertEqual(x.unsafe_buffer_pointer(), a.ctypes.data)  # a view, not a copy
+                self.assertEqual((np.dtype(x.dtype).name, x.shape), (dt, (4, 6)))
+                self.assertTrue(np.array_equal(np.asarray(x).astype(np.float64), a.reshape(4, 6).astype(np.float64)))
+                self.assertEqual(released, [])
+                del x
+                gc.collect()
+                self.assertEqual(released, [1])  # the deleter ran once jax dropped the memory
+
+    def test_view_sees_the_memory(self):
+        a = aligned(1000, "float32", 7)
+        x = self.view(a, (1000,), [])
+        a[3] = 1234.5  # the same bytes: what the library writes through the heap shows in the array
+        self.assertEqual(float(x[3]), 1234.5)
+
+    def test_refusals(self):
+        with self.assertRaisesRegex(TypeError, "complex64"):
+            _dlpack.capsule(0, (4,), "complex64", _dlpack.KDL_CPU, 0)
+        with self.assertRaises(BufferError):
+            _dlpack.Producer(0, (4,), "float32", _dlpack.KDL_CPU, 0).__dlpack__(copy=True)
+        with self.assertRaisesRegex(TypeError, "complex64"):
+            ij.Context._alloc(object.__new__(ij.Context), (4,), jnp.complex64, False, "heap_empty")
 
 
 if __name__ == "__main__":

@@ -1,27 +1,8 @@
 """iris_gpu.torch.dlpack: DLPack capsules over device memory that iris owns (heap blocks, plan buffers), kept alive by the tensors that view them."""
 import ctypes
 
+from .._dlpack import _DL_DELETER, _DLDataType, _DLDevice, _DLManagedTensor, _DLTensor  # noqa: F401 (the structs, shared with the JAX door)
 
-
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    pass
-
-
-_DL_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
-_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DL_DELETER)]
 _dl_keep = {}  # address of a DLManagedTensor -> what must live as long as the tensor
 
 
