@@ -370,10 +370,12 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
     for (c0 = 0; c0 < count; c0 += step) {
       const size_t n = count - c0 < step ? count - c0 : step;
       /* kernels that read send only where it lies (no peer loads it) take it off the heap
-       * as it is; a reduce-scatter writes only its own recv, which may be anywhere */
-      const int send_local = s->fused_staging && (kind == IRIS_COLL_AG || kind == IRIS_COLL_BC ||
-                                                  (kind == IRIS_COLL_AR && IRIS_COLL_PUSH && n * es >= IRIS_COLL_AR_STORE_MIN) ||
-                                                  (kind == IRIS_COLL_A2A && n == count && send != recv));
+       * as it is; a reduce-scatter writes only its own recv, which may be anywhere. With
+       * IRIS_COLL_PUSH 0 the copy kernels load the peers' send (iris_get_bulk of the
+       * translated send), so it must be on the heap: staged as before */
+      const int send_local = s->fused_staging && IRIS_COLL_PUSH &&
+                             (kind == IRIS_COLL_AG || kind == IRIS_COLL_BC || (kind == IRIS_COLL_AR && n * es >= IRIS_COLL_AR_STORE_MIN) ||
+                              (kind == IRIS_COLL_A2A && n == count && send != recv));
       const int recv_local = s->fused_staging && kind == IRIS_COLL_RS;
       const char *in = heap_in || send_local ? (const char *)send + c0 * es : s->stage_in;
       char *out = heap_out || recv_local ? (char *)recv + c0 * es : s->stage_out;
