@@ -67,21 +67,25 @@ struct Bufs {
   size_t bytes;
 };
 
-// One call and its check. placement: 0 heap, 1 off heap, 2 in place (heap), 3 in place off heap
+// One call and its check. placement: 0 heap, 1 off heap, 2 in place (heap), 3 in place off heap,
+// 4 send on the heap and recv off it, 5 send off the heap and recv on it
 static bool one(Suite &s, Bufs &B, int kind, int type, int op, size_t count, iris_algo_t algo, int placement, int call, int root, int ctas = 0) {
   const int W = s.world, me = s.rank;
   const size_t es = iris_dtype_size((iris_dtype_t)type);
   const bool chunk_in = kind == IRIS_COLL_RS || kind == IRIS_COLL_A2A, chunk_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
   const size_t in_n = chunk_in ? W * count : count, out_n = chunk_out ? W * count : count;
+  const bool in_place = placement == 2 || placement == 3;
   char *sbase = placement & 1 ? B.ds : B.hs, *rbase = placement & 1 ? B.dr : B.hs;
-  char *send = sbase, *recv = placement >= 2 ? rbase : (placement & 1 ? B.dr : B.hr);
-  if (placement >= 2) { // NCCL's in-place layouts
+  char *send = sbase, *recv = in_place ? rbase : (placement & 1 ? B.dr : B.hr);
+  if (placement == 4) send = B.hs, recv = B.dr;
+  if (placement == 5) send = B.ds, recv = B.hr;
+  if (in_place) { // NCCL's in-place layouts
     if (kind == IRIS_COLL_AG) send = recv + (size_t)me * count * es;
     if (kind == IRIS_COLL_RS) recv = send + (size_t)me * count * es;
   }
   cudaMemset(recv, 0xff, out_n * es); // poison (NaN / -1)
   fill(send, type, in_n, s.seed, me, call);
-  if (kind == IRIS_COLL_BC && me != root && placement < 2) cudaMemset(send, 0xee, in_n * es); // non-roots' send must not matter
+  if (kind == IRIS_COLL_BC && me != root && !in_place) cudaMemset(send, 0xee, in_n * es); // non-roots' send must not matter
   cudaDeviceSynchronize();
   const bool left_out = (kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && !iris_coll_compiled_in((iris_dtype_t)type, (iris_redop_t)op);
   std::vector<unsigned char> before(left_out ? out_n * es : 0); // recv as it was (the poison, or the input where in place)
@@ -182,6 +186,30 @@ static bool test_large(Suite &s, Bufs &B) {
   char name[96];
   snprintf(name, sizeof name, "large messages (%zu MB): every collective, exact", B.bytes >> 20);
   return report(s, name, ok);
+}
+
+// buffers half on the heap, every kind: send on it and recv off it (the staged kernels and
+// the store reduce-scatter reading send where it lies), send off it and recv on it (the
+// copy kernels and the store two-shot reading send where it lies, the rest copied in);
+// sizes below and above the staged thresholds, and several launches (staging area)
+static bool test_mixed(Suite &s, Bufs &B) {
+  struct Case { int kind, type, op; size_t count; } cases[] = {
+      {IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, 300007},          {IRIS_COLL_AR, IRIS_BFLOAT16, IRIS_SUM, ((size_t)3 << 20) + 5},
+      {IRIS_COLL_AR, IRIS_FLOAT32, IRIS_MAX, ((size_t)3 << 20) + 1}, {IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, B.bytes / 4},
+      {IRIS_COLL_RS, IRIS_FLOAT32, IRIS_SUM, 70001},           {IRIS_COLL_RS, IRIS_BFLOAT16, IRIS_AVG, ((size_t)1 << 20) + 3},
+      {IRIS_COLL_AG, IRIS_FLOAT32, 0, 300007},                 {IRIS_COLL_AG, IRIS_FLOAT32, 0, B.bytes / 4 / s.world},
+      {IRIS_COLL_A2A, IRIS_FLOAT32, 0, 300007},                {IRIS_COLL_A2A, IRIS_FLOAT32, 0, B.bytes / 4 / s.world},
+      {IRIS_COLL_BC, IRIS_FLOAT32, 0, 300007},                 {IRIS_COLL_BC, IRIS_BFLOAT16, 0, ((size_t)5 << 20) + 3},
+      {IRIS_COLL_BC, IRIS_FLOAT32, 0, B.bytes / 4},
+  };
+  bool ok = true;
+  int call = 60001;
+  for (const Case &c : cases)
+    for (int placement = 4; placement < 6 && ok; placement++, call++) {
+      if ((c.kind == IRIS_COLL_AR || c.kind == IRIS_COLL_RS) && !iris_coll_compiled_in((iris_dtype_t)c.type, (iris_redop_t)c.op)) continue;
+      ok &= one(s, B, c.kind, c.type, c.op, c.count, IRIS_ALGO_AUTO, placement, call, c.kind == IRIS_COLL_BC ? call % s.world : 0);
+    }
+  return report(s, "every kind with send on the heap and recv off it, and the reverse: below and above the staged sizes, several launches, exact", ok);
 }
 
 // the bandwidth-path broadcast (the pipelined relay at 3+ ranks, one pull at 2): every
@@ -865,7 +893,7 @@ int main(int argc, char **argv) {
   const auto part = [](const char *name) { return wanted("IRIS_TEST_PARTS", name); };
   bool ran = (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
              (!part("large") || test_large(s, B)) && (!part("ar_store") || test_ar_store(s, B)) && (!i32 || !part("ar_store") || test_ar_store_back_to_back(s)) &&
-             (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) &&
+             (!part("mixed") || test_mixed(s, B)) && (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) &&
              (!(i32 && f32) || !part("graph") || test_graph(s));
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   cudaFree(B.ds);
