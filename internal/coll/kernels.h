@@ -433,10 +433,11 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
                                           int rs) {
   const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
   const size_t per = 16 / sizeof(T), rounds = iris_coll_ar_rounds(rs ? count * (size_t)W : count, W, per, G, slice);
+  const int kind = rs ? IRIS_COLL_RS : IRIS_COLL_AR; /* what a fault record names */
   unsigned call, epoch;
   bool ok = true;
   IRIS_TRACE_BEGIN(IRIS_TRACE_K_BW);
-  if (!iris_coll_kernel_start(d, sig, IRIS_COLL_AR, call, epoch)) { /* on a mismatch or timeout: move nothing */
+  if (!iris_coll_kernel_start(d, sig, kind, call, epoch)) { /* on a mismatch or timeout: move nothing */
     IRIS_TRACE_END(call, me);
     return;
   }
@@ -455,7 +456,7 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
       if (lo < hi) iris_put_bulk(d.ctx, half + (size_t)me * slice, send + lo, ((hi - lo < slice ? hi - lo : slice)) * sizeof(T), j, threadIdx.x, blockDim.x);
     }
     iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, (unsigned)(rd + 1)));
-    if (!(ok = iris_coll_progress_wait(d, -1, call, (unsigned)(rd + 1), IRIS_COLL_AR))) break;
+    if (!(ok = iris_coll_progress_wait(d, -1, call, (unsigned)(rd + 1), kind))) break;
     if (stage && rd > 0) iris_coll_ar_staged_out(stage, recv, count, slice, rd - 1, W, me, per);
     lo = mlo + off; /* B: reduce our chunk's piece, store it into every recv */
     if (lo >= mhi) continue;
@@ -468,11 +469,11 @@ __global__ void iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *r
   }
   if (stage && ok && rounds > 0) { /* the last round: every peer's B is done */
     iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, (unsigned)(rounds + 1)));
-    if ((ok = iris_coll_progress_wait(d, -1, call, (unsigned)(rounds + 1), IRIS_COLL_AR))) iris_coll_ar_staged_out(stage, recv, count, slice, rounds - 1, W, me, per);
+    if ((ok = iris_coll_progress_wait(d, -1, call, (unsigned)(rounds + 1), kind))) iris_coll_ar_staged_out(stage, recv, count, slice, rounds - 1, W, me, per);
   }
   if (!ok) iris_coll_progress_publish(d, -1, iris_coll_progress_value(call, IRIS_COLL_RELAY_ABANDON)); /* nobody waits on us in vain */
   IRIS_TRACE_MARK(2);
-  iris_coll_barrier(d, epoch, call, IRIS_COLL_AR); /* every recv is complete */
+  iris_coll_barrier(d, epoch, call, kind); /* every recv is complete */
   IRIS_TRACE_END(call, me);
 }
 

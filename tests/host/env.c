@@ -185,6 +185,20 @@ static void test_env_strict(void) {
           iris_error_detail());
     unsetenv("IRIS_COLL_CHECK");
   }
+  /* IRIS_COLL_FUSED_STAGING (iris_collectives.h, read at setup as IRIS_COLL_CHECK is): 0 or 1 */
+  {
+    static const struct { const char *val; int got, on; } fs[] = {{"", -1, 1}, {"0", 0, 0}, {"1", 0, 1}, {"on", -1, 1}, {"2", -1, 1}};
+    char nm[128];
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+      int on = 1;
+      setenv("IRIS_COLL_FUSED_STAGING", fs[i].val, 1);
+      got = iris_detail_env_flag("IRIS_COLL_FUSED_STAGING", NULL, &on);
+      snprintf(nm, sizeof nm, "env: IRIS_COLL_FUSED_STAGING='%s' %s", fs[i].val, fs[i].got < 0 ? "is an error naming it, the default stays" : "is taken");
+      check((got < 0) == (fs[i].got < 0) && on == fs[i].on && (got >= 0 || has(iris_error_detail(), "IRIS_COLL_FUSED_STAGING")), nm, "got %d, on %d, '%s'", got, on,
+            iris_error_detail());
+    }
+    unsetenv("IRIS_COLL_FUSED_STAGING");
+  }
   /* IRIS_NCCL_LIBRARY and IRIS_RENDEZVOUS_DIR: empty is an error, not the default library or directory */
   {
     const iris_detail_nccl_lib_t *lib = NULL;
