@@ -348,11 +348,10 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
       if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
       return IRIS_SUCCESS;
     }
-    if (!s->stage_bytes && !(s->fused_staging && kind == IRIS_COLL_RS && in_elems * es >= IRIS_COLL_AR_STAGED_MIN)) /* the store reduce-scatter needs none */
+    const int staged = iris_coll_takes_staged(kind, W, count * es, in_elems * es, heap_out, s->fused_staging);
+    if (!s->stage_bytes && !(staged && kind == IRIS_COLL_RS)) /* the store reduce-scatter needs none */
       return iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: %s: buffers off the symmetric heap need the staging area (IRIS_COLL_STAGING is 0)", me, name);
-    if (s->fused_staging && ((!heap_out && (kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A || (kind == IRIS_COLL_BC && (W == 2 || count * es < IRIS_COLL_RELAY_MIN_BYTES)) ||
-                                            (kind == IRIS_COLL_AR && count * es >= IRIS_COLL_AR_STAGED_MIN))) ||
-                             (kind == IRIS_COLL_RS && in_elems * es >= IRIS_COLL_AR_STAGED_MIN))) {
+    if (staged) {
       /* the staged kernels: send read where it lies, the peers store into our staging
        * area, each CTA copies into recv as the chunks arrive (IRIS_COLL_PATH_STAGED); the
        * store reduce-scatter touches no peer's user buffer: one launch, any size */

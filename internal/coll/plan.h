@@ -8,6 +8,9 @@
 #ifndef IRIS_INTERNAL_COLL_PLAN_H
 #define IRIS_INTERNAL_COLL_PLAN_H
 
+/* Kinds of collective. */
+enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC, IRIS_COLL_KINDS };
+
 #ifndef IRIS_COLL_PUSH
 #define IRIS_COLL_PUSH 1 /* 1: the all-gather and all-to-all bandwidth kernels and the all-reduce's second
                             phase store into peers; 0: they load from peers (slower: docs/tuning.md) */
@@ -303,5 +306,18 @@ static_assert(IRIS_COLL_ARM_THREADS >= 64 && IRIS_COLL_ARM_THREADS <= 1024 && IR
 #ifndef IRIS_COLL_MN_SCRATCH_BYTES
 #define IRIS_COLL_MN_SCRATCH_BYTES ((size_t)32 << 20)
 #endif
+
+/* Whether a bandwidth-path call whose buffers are not both on the heap runs a staged
+ * kernel (IRIS_COLL_PATH_STAGED) rather than the copies in and out around the kernel:
+ * bytes = count x the type's size, in_bytes = the send's bytes (W x that for a
+ * reduce-scatter), heap_out = recv lies on the heap, fused = IRIS_COLL_FUSED_STAGING.
+ * Values every rank has alike, except heap_out, which the call's signature compares. */
+static inline IRIS_HOST_DEVICE int iris_coll_takes_staged(int kind, int W, size_t bytes, size_t in_bytes, int heap_out, int fused) {
+  if (!fused) return 0;
+  if (kind == IRIS_COLL_RS) return in_bytes >= IRIS_COLL_AR_STAGED_MIN; /* the store reduce-scatter: no staging area at all */
+  if (heap_out) return 0; /* recv on the heap: the peers store into it, nothing to copy out */
+  return kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A || (kind == IRIS_COLL_BC && (W == 2 || bytes < IRIS_COLL_RELAY_MIN_BYTES)) ||
+         (kind == IRIS_COLL_AR && bytes >= IRIS_COLL_AR_STAGED_MIN);
+}
 
 #endif /* IRIS_INTERNAL_COLL_PLAN_H */

@@ -14,8 +14,7 @@
 #include "../device/wait.h"
 #include "plan.h"
 
-/* Kinds of collective. */
-enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC, IRIS_COLL_KINDS };
+/* Kinds of collective: IRIS_COLL_AR ... IRIS_COLL_BC (internal/coll/plan.h). */
 /* A flag OR'ed into the kind given to iris_coll_enqueue (multi-node compositions only):
  * a reduce-scatter whose recv sits at a heap offset that differs from rank to rank (the
  * composition's own part of a buffer). A reduce-scatter's peers never touch its recv (the

@@ -122,6 +122,8 @@ int main(void) {
   test_world_relay_plan();
   test_world_ar_store_plan();
   test_chain_plan();
+  test_staged_plan();
+  test_staged_choice();
   test_world_ctas_staging();
   test_faults();
   test_team_plans();

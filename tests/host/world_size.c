@@ -250,6 +250,52 @@ static void test_chain_plan(void) {
     }
   check(ok, "chain broadcast: chunks tile the message once, every CTA has one, each is visited once", "%s", why);
 }
+/* The staged copy (iris_coll_launch_staged, iris_coll_staged_kernel): chunks are 16-byte
+ * multiples of at least IRIS_COLL_STAGED_MIN_CHUNK, tile the block once, and give each
+ * CTA of the clamped grid at least one and at most about IRIS_COLL_STAGED_STEPS + 1 steps. */
+static void test_staged_plan(void) {
+  const size_t MB = (size_t)1 << 20;
+  const size_t sizes[] = {1, 17, 16384, 16385, 300007 * 4, 4 * MB, 16 * MB + 20, 64 * MB, (size_t)3 << 30};
+  const int ctas[] = {1, 3, 33, 78, 132, 256};
+  char why[256] = "";
+  int ok = 1, si, ci;
+  for (si = 0; si < 9 && ok; si++)
+    for (ci = 0; ci < 6 && ok; ci++) {
+      const size_t bytes = sizes[si], chunk = iris_coll_staged_chunk(bytes, ctas[ci]), chunks = (bytes + chunk - 1) / chunk;
+      const size_t G = (size_t)ctas[ci] > chunks ? chunks : (size_t)ctas[ci], steps0 = (chunks - 1) / G + 1;
+      if (chunk % 16 || chunk < IRIS_COLL_STAGED_MIN_CHUNK || chunks * chunk < bytes || (chunks - 1) * chunk >= bytes || G < 1 ||
+          (chunk > IRIS_COLL_STAGED_MIN_CHUNK && steps0 > IRIS_COLL_STAGED_STEPS + 1) || chunks >= IRIS_COLL_RELAY_ABANDON)
+        ok = 0, snprintf(why, sizeof why, "bytes %zu, %d CTAs: chunk %zu, %zu chunks, grid %zu, %zu steps", bytes, ctas[ci], chunk, chunks, G, steps0);
+    }
+  check(ok, "staged copy: chunks of whole vectors tile each block once, about IRIS_COLL_STAGED_STEPS per CTA", "%s", why);
+}
+/* Which bandwidth-path calls with buffers off the heap run the staged kernels
+ * (iris_coll_takes_staged): the kinds whose recv peers store into, when recv is off the
+ * heap (the broadcast at 2 ranks or below the relay), the all-reduce from its threshold,
+ * the reduce-scatter by its input wherever its buffers lie; none with fused staging off. */
+static void test_staged_choice(void) {
+  const size_t M = IRIS_COLL_AR_STAGED_MIN, R = IRIS_COLL_RELAY_MIN_BYTES;
+  static const struct { int kind, W; size_t bytes, in; int heap_out, fused, want; } c[] = {
+      {IRIS_COLL_AG, 4, 1 << 20, 1 << 20, 0, 1, 1},  {IRIS_COLL_AG, 4, 1 << 20, 1 << 20, 1, 1, 0},  {IRIS_COLL_AG, 4, 1 << 20, 1 << 20, 0, 0, 0},
+      {IRIS_COLL_A2A, 3, 4096, 3 * 4096, 0, 1, 1},   {IRIS_COLL_A2A, 3, 4096, 3 * 4096, 1, 1, 0},
+      {IRIS_COLL_BC, 2, 64 << 20, 64 << 20, 0, 1, 1}, {IRIS_COLL_BC, 4, 64 << 20, 64 << 20, 0, 1, 0},
+      {IRIS_COLL_AR, 4, 0, 0, 0, 1, 0},             {IRIS_COLL_AR, 4, 0, 0, 1, 1, 0},             {IRIS_COLL_AR, 4, 0, 0, 0, 0, 0},
+      {IRIS_COLL_RS, 4, 0, 0, 1, 1, 0},             {IRIS_COLL_RS, 4, 0, 0, 0, 1, 0},             {IRIS_COLL_RS, 4, 0, 0, 1, 0, 0},
+  };
+  char why[200] = "";
+  int ok = 1;
+  size_t i;
+  for (i = 0; i < sizeof c / sizeof c[0] && ok; i++) {
+    const int got = iris_coll_takes_staged(c[i].kind, c[i].W, c[i].bytes, c[i].in, c[i].heap_out, c[i].fused);
+    if (got != c[i].want) ok = 0, snprintf(why, sizeof why, "case %zu (kind %d, %zu bytes, heap recv %d, fused %d): %d", i, c[i].kind, c[i].bytes, c[i].heap_out, c[i].fused, got);
+  }
+  /* the thresholds themselves: one byte below and at them */
+  if (ok && (iris_coll_takes_staged(IRIS_COLL_AR, 4, M - 1, M - 1, 0, 1) || !iris_coll_takes_staged(IRIS_COLL_AR, 4, M, M, 0, 1) ||
+             iris_coll_takes_staged(IRIS_COLL_RS, 4, (M - 1) / 4, M - 1, 1, 1) || !iris_coll_takes_staged(IRIS_COLL_RS, 4, M / 4, M, 1, 1) ||
+             !iris_coll_takes_staged(IRIS_COLL_BC, 3, R - 1, R - 1, 0, 1) || iris_coll_takes_staged(IRIS_COLL_BC, 3, R, R, 0, 1)))
+    ok = 0, snprintf(why, sizeof why, "at the all-reduce / reduce-scatter (%zu) or relay (%zu) thresholds", M, R);
+  check(ok, "staged kernels: which calls with buffers off the heap take them", "%s", why);
+}
 static void test_world_relay_plan(void) {
   const size_t MB = (size_t)1 << 20;
   const size_t sizes[] = {1, 16, 17, 1000, 65536 + 3, 2 * MB, 2 * MB + 1, 2 * MB + 16 * 15 + 3, 4000012, 24 * MB + 2, 80 * MB + 6, 1024 * MB, 1024 * MB + 7};
