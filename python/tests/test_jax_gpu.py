@@ -50,7 +50,9 @@ def make_input(shape, dtype, rank, seed):
     return np.asarray(v, dtype=np.float64).astype(jnp.dtype(dtype))
 
 
-def rank_main(rank, world, port, shared):
+def _rank_setup(rank, world, port):
+    """One rank's process: jax.distributed up, iris_gpu.jax imported; (jax, jnp, np, ij, result)
+    where result(name, fn) prints PASS, SKIP (fn returned a reason) or FAIL (it raised)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -67,6 +69,11 @@ def rank_main(rank, world, port, shared):
             traceback.print_exc()
             print("FAIL: %s: %s: %s" % (name, type(e).__name__, str(e).splitlines()[0] if str(e) else ""), flush=True)
 
+    return jax, jnp, np, ij, result
+
+
+def rank_main(rank, world, port, shared):
+    jax, jnp, np, ij, result = _rank_setup(rank, world, port)
     ctx = ij.Context()
     seed = [0]
 
@@ -175,22 +182,7 @@ def rank_main(rank, world, port, shared):
 
 def rank_heap(rank, world, port, shared):
     """The heap suite: heap arrays and the zero-copy path through donation."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    jax.distributed.initialize(coordinator_address="127.0.0.1:%d" % port, num_processes=world, process_id=rank)
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    import iris_gpu.jax as ij
-
-    def result(name, fn):
-        try:
-            r = fn()
-            print(("SKIP: %s: %s" % (name, r)) if r else "PASS: " + name, flush=True)
-        except Exception as e:  # noqa: BLE001
-            traceback.print_exc()
-            print("FAIL: %s: %s: %s" % (name, type(e).__name__, str(e).splitlines()[0] if str(e) else ""), flush=True)
-
+    jax, jnp, np, ij, result = _rank_setup(rank, world, port)
     ctx = ij.Context()
     seed = [5000]
     W = world
