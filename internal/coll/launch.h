@@ -161,15 +161,12 @@ static void iris_coll_launch_reduce(const iris_coll_state_t *s, iris_coll_path_t
    * from IRIS_COLL_AR_STORE_MIN both phases store (the store two-shot, whose slot size
    * for this grid every rank computes the same from the same call) */
   const int push = IRIS_COLL_PUSH && KIND == IRIS_COLL_AR && count * sizeof(T) < IRIS_COLL_AR_PUSH_MAX;
-  if (KIND == IRIS_COLL_AR && (path == IRIS_COLL_PATH_STAGED || (IRIS_COLL_PUSH && count * sizeof(T) >= IRIS_COLL_AR_STORE_MIN))) {
-    const size_t slice = iris_coll_ar_slice(sizeof(T), s->dev.ctx.world_size, blocks, count);
-    T *stage = path == IRIS_COLL_PATH_STAGED ? (T *)s->stage_out : NULL; /* recv off the heap: the peers store into our staging area */
-    iris_coll_bw_kernels<T, IRIS_COLL_AR, OP>::store(s, (const T *)send, (T *)recv, stage, count, slice, sig, vec, op, 0, blocks, stream);
-    return;
-  }
-  if (KIND == IRIS_COLL_RS && path == IRIS_COLL_PATH_STAGED) { /* the store reduce-scatter: buffers anywhere */
-    const size_t slice = iris_coll_ar_slice(sizeof(T), s->dev.ctx.world_size, blocks, count * (size_t)s->dev.ctx.world_size);
-    iris_coll_bw_kernels<T, IRIS_COLL_AR, OP>::store(s, (const T *)send, (T *)recv, NULL, count, slice, sig, vec, op, 1, blocks, stream);
+  if ((KIND == IRIS_COLL_AR && (path == IRIS_COLL_PATH_STAGED || (IRIS_COLL_PUSH && count * sizeof(T) >= IRIS_COLL_AR_STORE_MIN))) ||
+      (KIND == IRIS_COLL_RS && path == IRIS_COLL_PATH_STAGED)) { /* the store two-shot; the store reduce-scatter (buffers anywhere) */
+    const int rs = KIND == IRIS_COLL_RS, W = s->dev.ctx.world_size;
+    const size_t slice = iris_coll_ar_slice(sizeof(T), W, blocks, rs ? count * (size_t)W : count);
+    T *stage = !rs && path == IRIS_COLL_PATH_STAGED ? (T *)s->stage_out : NULL; /* recv off the heap: the peers store into our staging area */
+    iris_coll_bw_kernels<T, IRIS_COLL_AR, OP>::store(s, (const T *)send, (T *)recv, stage, count, slice, sig, vec, op, rs, blocks, stream);
     return;
   }
   iris_coll_bw_kernels<T, KIND, OP>::reduce(s, (const T *)send, (T *)recv, count, sig, vec, push, op, blocks, stream);
