@@ -67,6 +67,9 @@ struct Bufs {
   size_t bytes;
 };
 
+// Byte shifts of the buffers' bases (test_offsets; 0 elsewhere): element-aligned, not 16-byte aligned.
+static size_t g_shift_heap = 0, g_shift_dev = 0;
+
 // One call and its check. placement: 0 heap, 1 off heap, 2 in place (heap), 3 in place off heap,
 // 4 send on the heap and recv off it, 5 send off the heap and recv on it
 static bool one(Suite &s, Bufs &B, int kind, int type, int op, size_t count, iris_algo_t algo, int placement, int call, int root, int ctas = 0) {
@@ -75,10 +78,13 @@ static bool one(Suite &s, Bufs &B, int kind, int type, int op, size_t count, iri
   const bool chunk_in = kind == IRIS_COLL_RS || kind == IRIS_COLL_A2A, chunk_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
   const size_t in_n = chunk_in ? W * count : count, out_n = chunk_out ? W * count : count;
   const bool in_place = placement == 2 || placement == 3;
-  char *sbase = placement & 1 ? B.ds : B.hs, *rbase = placement & 1 ? B.dr : B.hs;
-  char *send = sbase, *recv = in_place ? rbase : (placement & 1 ? B.dr : B.hr);
-  if (placement == 4) send = B.hs, recv = B.dr;
-  if (placement == 5) send = B.ds, recv = B.hr;
+  // the shifts of test_offsets (0 elsewhere): heap buffers by the same bytes on every rank
+  // (a heap pointer's offset is symmetric), off-heap ones by bytes that differ by rank
+  char *const hs = B.hs + g_shift_heap, *const hr = B.hr + g_shift_heap, *const ds = B.ds + g_shift_dev, *const dr = B.dr + g_shift_dev;
+  char *sbase = placement & 1 ? ds : hs, *rbase = placement & 1 ? dr : hs;
+  char *send = sbase, *recv = in_place ? rbase : (placement & 1 ? dr : hr);
+  if (placement == 4) send = hs, recv = dr;
+  if (placement == 5) send = ds, recv = hr;
   if (in_place) { // NCCL's in-place layouts
     if (kind == IRIS_COLL_AG) send = recv + (size_t)me * count * es;
     if (kind == IRIS_COLL_RS) recv = send + (size_t)me * count * es;
@@ -130,7 +136,7 @@ static bool armed_kind(int kind, int type, int op) {
          (op == IRIS_SUM || op == IRIS_AVG);
 }
 
-// IRIS_TEST_PARTS=matrix,large,... and IRIS_TEST_KINDS=reduce_scatter,...: run only these
+// IRIS_TEST_PARTS=matrix,armed,large,ar_store,mixed,offsets,relay,back_to_back,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
 // parts of the suite / kinds of the matrix (unset: all), to re-run one area quickly.
 static bool wanted(const char *var, const char *name) {
   const char *v = getenv(var);
@@ -210,6 +216,40 @@ static bool test_mixed(Suite &s, Bufs &B) {
       ok &= one(s, B, c.kind, c.type, c.op, c.count, IRIS_ALGO_AUTO, placement, call, c.kind == IRIS_COLL_BC ? call % s.world : 0);
     }
   return report(s, "every kind with send on the heap and recv off it, and the reverse: below and above the staged sizes, several launches, exact", ok);
+}
+
+// buffers that start off a 16-byte boundary, as a framework's slices do (torch's x[1:],
+// a JAX operand inside a bigger buffer): heap buffers shifted by one element on every rank,
+// off-heap ones by a number of elements that differs by rank (so ranks disagree on
+// alignment); every kind, every placement, on the latency, bandwidth and staged paths
+static bool test_offsets(Suite &s, Bufs &B) {
+  struct Case { int kind, type, op; size_t count; } cases[] = {
+      {IRIS_COLL_AR, IRIS_BFLOAT16, IRIS_SUM, 1001},           {IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, 300007},
+      {IRIS_COLL_AR, IRIS_BFLOAT16, IRIS_SUM, ((size_t)3 << 20) + 5}, {IRIS_COLL_AR, IRIS_FLOAT16, IRIS_MAX, ((size_t)1 << 20) + 1},
+      {IRIS_COLL_RS, IRIS_BFLOAT16, IRIS_SUM, 257},            {IRIS_COLL_RS, IRIS_FLOAT32, IRIS_SUM, 70001},
+      {IRIS_COLL_RS, IRIS_BFLOAT16, IRIS_AVG, ((size_t)1 << 20) + 3},
+      {IRIS_COLL_AG, IRIS_BFLOAT16, 0, 1001},                  {IRIS_COLL_AG, IRIS_FLOAT32, 0, 300007},
+      {IRIS_COLL_AG, IRIS_BFLOAT16, 0, ((size_t)2 << 20) + 7},
+      {IRIS_COLL_A2A, IRIS_BFLOAT16, 0, 1001},                 {IRIS_COLL_A2A, IRIS_FLOAT32, 0, 300007},
+      {IRIS_COLL_A2A, IRIS_UINT8, 0, ((size_t)3 << 20) + 1},
+      {IRIS_COLL_BC, IRIS_BFLOAT16, 0, 1001},                  {IRIS_COLL_BC, IRIS_FLOAT32, 0, 300007},
+      {IRIS_COLL_BC, IRIS_BFLOAT16, 0, ((size_t)5 << 20) + 3},
+  };
+  bool ok = true;
+  int call = 70001;
+  for (const Case &c : cases) {
+    if ((c.kind == IRIS_COLL_AR || c.kind == IRIS_COLL_RS) && !iris_coll_compiled_in((iris_dtype_t)c.type, (iris_redop_t)c.op)) continue;
+    const size_t es = iris_dtype_size((iris_dtype_t)c.type);
+    for (int placement = 0; placement < 6 && ok; placement++, call++) {
+      g_shift_heap = es * (1 + (size_t)call % 3) % 16;
+      g_shift_dev = es * (1 + (size_t)(s.rank + call) % 5) % 16;
+      if (g_shift_heap == 0) g_shift_heap = es;
+      if (g_shift_dev == 0) g_shift_dev = es;
+      ok &= one(s, B, c.kind, c.type, c.op, c.count, IRIS_ALGO_AUTO, placement, call, c.kind == IRIS_COLL_BC ? call % s.world : 0);
+    }
+  }
+  g_shift_heap = g_shift_dev = 0;
+  return report(s, "every kind on buffers off 16-byte boundaries (heap: the same shift on every rank; off the heap: shifts that differ by rank), every placement, latency/bandwidth/staged sizes, exact", ok);
 }
 
 // the bandwidth-path broadcast (the pipelined relay at 3+ ranks, one pull at 2): every
@@ -893,7 +933,7 @@ int main(int argc, char **argv) {
   const auto part = [](const char *name) { return wanted("IRIS_TEST_PARTS", name); };
   bool ran = (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
              (!part("large") || test_large(s, B)) && (!part("ar_store") || test_ar_store(s, B)) && (!i32 || !part("ar_store") || test_ar_store_back_to_back(s)) &&
-             (!part("mixed") || test_mixed(s, B)) && (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) &&
+             (!part("mixed") || test_mixed(s, B)) && (!part("offsets") || test_offsets(s, B)) && (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) &&
              (!(i32 && f32) || !part("graph") || test_graph(s));
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   cudaFree(B.ds);

@@ -272,8 +272,8 @@ else
     else run_counted "coll_test $w" ./build/coll_test $w; fi
     # buffers off the heap: many strided staged launches (a 1 MB staging area), and the
     # separate copies the staged kernels replace (IRIS_COLL_FUSED_STAGING=0)
-    run_counted "coll_test $w (IRIS_COLL_STAGING=1M; quick loops; large, mixed)" env IRIS_TEST_QUICK=1 IRIS_COLL_STAGING=1M IRIS_TEST_PARTS=large,mixed ./build/coll_test $w
-    run_counted "coll_test $w (IRIS_COLL_FUSED_STAGING=0; quick loops; large, mixed)" env IRIS_TEST_QUICK=1 IRIS_COLL_FUSED_STAGING=0 IRIS_TEST_PARTS=large,mixed ./build/coll_test $w
+    run_counted "coll_test $w (IRIS_COLL_STAGING=1M; quick loops; large, mixed, offsets)" env IRIS_TEST_QUICK=1 IRIS_COLL_STAGING=1M IRIS_TEST_PARTS=large,mixed,offsets ./build/coll_test $w
+    run_counted "coll_test $w (IRIS_COLL_FUSED_STAGING=0; quick loops; large, mixed, offsets)" env IRIS_TEST_QUICK=1 IRIS_COLL_FUSED_STAGING=0 IRIS_TEST_PARTS=large,mixed,offsets ./build/coll_test $w
     run_counted "tile_test $w" ./build/tile_test $w
     # all-reduce + residual + RMSNorm (+ fp8): fused and separate paths, graphs, mismatch
     if [ "$ngpu" -lt "$w" ]; then run_counted "fused_test $w (quick loops)" env IRIS_TEST_QUICK=1 ./build/fused_test $w
