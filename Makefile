@@ -148,6 +148,9 @@ $(B)/bench_coll: bench/bench_coll.cu bench/bench_util.h $(HDRS) | $(B)
 # teams against NCCL split communicators: bf16 sums only compiled in (all it calls)
 $(B)/bench_team: bench/bench_team.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) '-DIRIS_COLL_TYPES=(1u<<IRIS_BFLOAT16)' '-DIRIS_COLL_OPS=(1u<<IRIS_SUM)' $< -o $@ -lnccl
+# a one-GPU proxy (ranks as threads of one process) for what the fused all-reduce + RMSNorm adds to the all-reduce
+$(B)/proxy_fused: tools/proxy_fused.cu $(HDRS) | $(B)
+	$(NVCC) $(subst c++17,c++20,$(NVCCFLAGS)) '-DIRIS_COLL_TYPES=(1u<<IRIS_BFLOAT16)' '-DIRIS_COLL_OPS=(1u<<IRIS_SUM)' $< -o $@
 $(B)/bench_tile_a2a: bench/bench_tile_a2a.cu bench/bench_util.h $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 # MoE dispatch / combine (iris_moe.h). Only fp32 SUM of the collectives is compiled in

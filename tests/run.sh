@@ -140,6 +140,7 @@ builds="
    20 prog fused_test
    20 prog team_test
    15 prog bench_team
+   10 prog proxy_fused
    15 prog teams_tp_dp
     4 prog bench_rma
     3 prog message_passing
@@ -185,7 +186,7 @@ fi
 check "GPU test programs build (nvcc)" make -s $(progs gpu_test gpu_test_debug fault_test)
 check "collectives test programs build (nvcc)" make -s $(progs coll_test tile_test multinode_test fused_test team_test)
 check "all-gather + GEMM test and core test build (nvcc, cuBLASLt)" make -s $(progs gemm_test gemm_core_test)
-check "benchmarks build (nvcc; NCCL for bench_coll and bench_team, NCCL and cuBLAS for bench_ag_gemm)" make -s $(progs bench_rma bench_coll bench_team bench_tile_a2a bench_ag_gemm bench_gemm_core)
+check "benchmarks build (nvcc; NCCL for bench_coll and bench_team, NCCL and cuBLAS for bench_ag_gemm)" make -s $(progs bench_rma bench_coll bench_team bench_tile_a2a bench_ag_gemm bench_gemm_core proxy_fused)
 check "examples build (nvcc)" make -s $(progs message_passing atomic_counter local_multi_gpu fused_allreduce_rmsnorm gemm_all_scatter teams_tp_dp)
 check "MoE dispatch / combine test and bench build (nvcc)" make -s $(progs moe_test bench_moe)
 

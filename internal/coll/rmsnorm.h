@@ -36,6 +36,12 @@
 
 /* Lines per chunk (the shuffle tree's width: a half-wave on AMD, a warp on NVIDIA). */
 #define IRIS_RMSNORM_CHUNK 32
+/* 32-lane groups of a CTA, at most: a thread walks its lines one after another, each a
+ * wait and loads in sequence (about 1.5 us apiece on one H200 with the ranks as threads:
+ * tools/proxy_fused.cu), so more threads per row, fewer lines each. 512 threads keep the
+ * kernels within 128 registers. */
+#define IRIS_RMSNORM_MAX_GROUPS 16
+#define IRIS_RMSNORM_MAX_THREADS (IRIS_RMSNORM_MAX_GROUPS * IRIS_RMSNORM_CHUNK)
 /* Chunks of the longest row (IRIS_RMSNORM_MAX_HIDDEN elements, 4 per line). */
 #define IRIS_RMSNORM_MAX_CHUNKS (IRIS_RMSNORM_MAX_HIDDEN / 4 / IRIS_RMSNORM_CHUNK)
 static_assert(IRIS_RMSNORM_MAX_HIDDEN % (4 * IRIS_RMSNORM_CHUNK) == 0 && (IRIS_RMSNORM_MAX_CHUNKS & (IRIS_RMSNORM_MAX_CHUNKS - 1)) == 0,
@@ -126,6 +132,22 @@ IRIS_DEVICE_INLINE float iris_rmsnorm_token_scale(float amax) {
   return s > floor_ ? s : floor_;
 }
 
+/* What a thread of the fused kernel loaded before its waits, for its first iteration
+ * (its only one at 1-8 tokens x 8192): the weight, and the residual (replaced by its new
+ * value once added), so that no global load follows a wait on the row's critical path.
+ * held = false: nothing held (the norm kernel). One iteration, not two: two made ptxas
+ * spill in the two-shot kernel. */
+struct iris_rmsnorm_pre {
+  bool held;
+  uint2 r, w;
+};
+IRIS_DEVICE_INLINE iris_rmsnorm_pre iris_rmsnorm_no_pre() {
+  iris_rmsnorm_pre p;
+  p.held = false;
+  p.r = p.w = make_uint2(0u, 0u);
+  return p;
+}
+
 /* The block's cross-CTA step for a row split over several CTAs: `solo` (one CTA per
  * row) returns the block's own value. */
 struct iris_rmsnorm_solo {
@@ -138,7 +160,7 @@ struct iris_rmsnorm_solo {
  * ran out): then nothing more is written. */
 template <typename T, typename X>
 IRIS_DEVICE_INLINE bool iris_rmsnorm_finish(const iris_rmsnorm_shape_t &sh, int k, T *res, const T *weight, T *out, int quant, unsigned char *q8, float *scale,
-                                            float eps, float *cs, const X &x) {
+                                            float eps, float *cs, const X &x, const iris_rmsnorm_pre pre) {
   __shared__ float s_val;
   const int tid = (int)threadIdx.x, lane = tid % IRIS_RMSNORM_CHUNK, g = tid / IRIS_RMSNORM_CHUNK, G = (int)blockDim.x / IRIS_RMSNORM_CHUNK;
   const int iters = (sh.per_cta + G - 1) / G;
@@ -158,8 +180,8 @@ IRIS_DEVICE_INLINE bool iris_rmsnorm_finish(const iris_rmsnorm_shape_t &sh, int 
     const long long line = ((long long)k * sh.per_cta + j) * IRIS_RMSNORM_CHUNK + lane;
     if (j >= sh.per_cta || line >= sh.lines) continue;
     iris_rmsnorm_line<T> r, w, y;
-    r.u = iris_coll_read8(res, (size_t)line, (size_t)sh.hidden);
-    w.u = iris_coll_read8(weight, (size_t)line, (size_t)sh.hidden);
+    r.u = it == 0 && pre.held ? pre.r : iris_coll_read8(res, (size_t)line, (size_t)sh.hidden);
+    w.u = it == 0 && pre.held ? pre.w : iris_coll_read8(weight, (size_t)line, (size_t)sh.hidden);
     float f[4];
 #pragma unroll
     for (int e = 0; e < 4; e++) {
@@ -233,7 +255,7 @@ IRIS_DEVICE_INLINE void iris_add_rmsnorm_block(const T *sum, T *residual, const 
     q = iris_rmsnorm_chunk_sum(q);
     if (lane == 0 && j < sh.per_cta) cs[j] = q;
   }
-  iris_rmsnorm_finish<T>(sh, 0, residual, weight, out, (int)quant, out_fp8, scale, eps, cs, iris_rmsnorm_solo());
+  iris_rmsnorm_finish<T>(sh, 0, residual, weight, out, (int)quant, out_fp8, scale, eps, cs, iris_rmsnorm_solo(), iris_rmsnorm_no_pre());
 }
 
 /* iris_tile_all_reduce_rmsnorm: declared, with its contract, in iris_collectives.h */
@@ -313,7 +335,7 @@ struct iris_rmsnorm_xchg {
 static_assert(IRIS_MAX_RANKS <= 64, "the fused kernels' blocks have at least 64 threads, one per rank for the headers");
 
 template <typename T, bool TWO>
-__global__ void __launch_bounds__(256) iris_rmsnorm_fused_kernel(iris_coll_dev_t d, const T *x, T *residual, const T *weight, T *out, long long tokens,
+__global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fused_kernel(iris_coll_dev_t d, const T *x, T *residual, const T *weight, T *out, long long tokens,
                                                                  iris_rmsnorm_shape_t sh, float eps, int quant, unsigned char *q8, float *scale,
                                                                  unsigned long long sig) {
   __shared__ float cs[IRIS_RMSNORM_MAX_CHUNKS];
@@ -346,6 +368,16 @@ __global__ void __launch_bounds__(256) iris_rmsnorm_fused_kernel(iris_coll_dev_t
       if (owner != me) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, me, base + line), owner), v, epoch);
     } else {
       for (int p = 1; p < W; p++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, base + line), (me + p) % W), v, epoch);
+    }
+  }
+  /* this thread's first residual and weight lines, while the peers' lines travel */
+  iris_rmsnorm_pre pre = iris_rmsnorm_no_pre();
+  {
+    const long long line = ((long long)k * sh.per_cta + g) * IRIS_RMSNORM_CHUNK + lane;
+    pre.held = g < sh.per_cta && line < sh.lines;
+    if (pre.held) {
+      pre.r = iris_coll_read8(rr, (size_t)line, (size_t)sh.hidden);
+      pre.w = iris_coll_read8(weight, (size_t)line, (size_t)sh.hidden);
     }
   }
   if (tid == 0 && (long long)k * sh.per_cta * IRIS_RMSNORM_CHUNK >= sh.lines) { /* a CTA of padding only: it matches the headers all the same */
@@ -384,13 +416,14 @@ __global__ void __launch_bounds__(256) iris_rmsnorm_fused_kernel(iris_coll_dev_t
         ok = iris_coll_ll_wait(d, IRIS_COLL_LL2_SLOT(ph1, d, owner, base + line), epoch, &sv.u, owner, c, sig32, all, seen, IRIS_COLL_AR);
       }
       if (ok > 0) {
-        rv.u = iris_coll_read8(rr, (size_t)line, (size_t)sh.hidden);
+        rv.u = it == 0 && pre.held ? pre.r : iris_coll_read8(rr, (size_t)line, (size_t)sh.hidden);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           rv.e[e] = iris_coll_down<T>(iris_coll_up(sv.e[e]) + iris_coll_up(rv.e[e]));
           f[e] = line * 4 + e < sh.hidden ? iris_coll_up(rv.e[e]) : 0.f;
         }
         iris_coll_write8(rr, (size_t)line, (size_t)sh.hidden, rv.u);
+        if (it == 0) pre.r = rv.u; /* the new residual, for the norm */
         q = iris_rmsnorm_line_ss(f);
       }
     }
@@ -408,7 +441,7 @@ __global__ void __launch_bounds__(256) iris_rmsnorm_fused_kernel(iris_coll_dev_t
   xg.epoch = epoch;
   xg.c = c;
   iris_rmsnorm_finish<T>(sh, k, rr, weight, out + t * sh.hidden, quant, q8 ? q8 + t * sh.hidden : NULL, quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + t : scale, eps,
-                         cs, xg);
+                         cs, xg, pre);
 }
 
 /* ---- the separate path's norm kernel: one CTA per row, after the all-reduce wrote the
@@ -416,7 +449,7 @@ __global__ void __launch_bounds__(256) iris_rmsnorm_fused_kernel(iris_coll_dev_t
  * mismatched call (other tokens, hidden, quantisation) writes no user buffer here: the
  * all-reduce before it wrote only `sum` (the staging area when there is one). */
 template <typename T>
-__global__ void __launch_bounds__(256) iris_rmsnorm_norm_kernel(iris_coll_dev_t d, const T *sum, T *residual, const T *weight, T *out, long long hidden, float eps,
+__global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_norm_kernel(iris_coll_dev_t d, const T *sum, T *residual, const T *weight, T *out, long long hidden, float eps,
                                                                 int quant, unsigned char *q8, float *scale, unsigned long long sig, int check) {
   const long long t = blockIdx.x;
   if (check) {

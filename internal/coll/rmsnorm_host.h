@@ -17,12 +17,14 @@
 
 /* CTAs per row of the fused kernel, at most: each CTA's sum of squares is polled by the
  * row's other CTAs (one lane per CTA). */
+#ifndef IRIS_RMSNORM_MAX_CPR
 #define IRIS_RMSNORM_MAX_CPR 16
+#endif
 static_assert(IRIS_RMSNORM_MAX_CPR <= IRIS_RMSNORM_CHUNK, "a row's CTAs are combined by one 32-lane group");
 
-/* Threads of a CTA that owns `per_cta` chunks: a 32-lane group per chunk, 2 to 8 groups
- * (at least 64 threads: one per rank for the call headers). */
-static int iris_rmsnorm_threads(int per_cta) { return 32 * (per_cta < 2 ? 2 : per_cta > 8 ? 8 : per_cta); }
+/* Threads of a CTA that owns `per_cta` chunks: a 32-lane group per chunk, 2 to
+ * IRIS_RMSNORM_MAX_GROUPS groups (at least 64 threads: one per rank for the call headers). */
+static int iris_rmsnorm_threads(int per_cta) { return IRIS_RMSNORM_CHUNK * (per_cta < 2 ? 2 : per_cta > IRIS_RMSNORM_MAX_GROUPS ? IRIS_RMSNORM_MAX_GROUPS : per_cta); }
 /* CTAs per row of the fused kernel: the largest power of two that keeps tokens * cpr
  * within the SMs (every CTA of a row must be resident at once: they wait for each other). */
 static int iris_rmsnorm_cpr(size_t tokens, long long hidden, int sms) {

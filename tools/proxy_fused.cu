@@ -1,0 +1,108 @@
+/* tools/proxy_fused.cu: the fused all-reduce + residual + RMSNorm against the bare
+ * all-reduce of the same bytes, with the ranks as threads of one process on ONE GPU
+ * (iris_init_local over the same device twice). The peers' stores land in this GPU's
+ * memory instead of crossing NVLink, so the absolute times are not the multi-GPU ones;
+ * what the fused kernel adds on top of the all-reduce (residual, sum of squares, the
+ * row's CTAs combining, the weight, out) is local to each GPU and shows here. A proxy
+ * for that difference where no multi-GPU machine is at hand, never a speed figure.
+ *
+ * Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. tools/proxy_fused.cu -o build/proxy_fused
+ * Run:   build/proxy_fused [ranks (2)] [hidden (8192)] [most tokens (128)]
+ * Prints, per token count: us per call (graphs of 20 calls, median of 50 replays, max
+ * over ranks) of the bare all-reduce and of the fused op, and their difference. */
+#define IRIS_IMPLEMENTATION
+#include "iris_collectives.h"
+#include <algorithm>
+#include <barrier>
+#include <stdio.h>
+#include <stdlib.h>
+#include <thread>
+#include <vector>
+
+enum { CALLS = 20, REPS = 50, WARM = 5 };
+static const size_t kTokens[] = {1, 8, 32, 128};
+
+struct Out { float ar[4], fused[4]; };
+
+static size_t g_max_tokens = 128;
+
+static int run_rank(iris_t *ctx, int rank, size_t hidden, std::barrier<> &bar, Out *o) {
+  cudaSetDevice(0);
+  if (iris_collectives_setup(ctx) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: setup: %s\n", rank, iris_error_detail()); return 1; }
+  const size_t maxn = 128 * hidden;
+  void *x, *res, *w, *out;
+  if (iris_malloc(ctx, maxn * 2, &x) || iris_malloc(ctx, maxn * 2, &res) || iris_malloc(ctx, hidden * 2, &w) || iris_malloc(ctx, maxn * 2, &out)) return 1;
+  std::vector<unsigned short> h(maxn);
+  for (size_t i = 0; i < maxn; i++) h[i] = (unsigned short)(0x3c00 + ((i * 2654435761u + (unsigned)rank * 97u) % 256)); /* bf16 in [1, 2) */
+  cudaMemcpy(x, h.data(), maxn * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(res, h.data(), maxn * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(w, h.data(), hidden * 2, cudaMemcpyHostToDevice);
+  cudaStream_t st;
+  cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  for (int ti = 0; ti < 4; ti++) {
+    const size_t t = kTokens[ti];
+    if (t > g_max_tokens) break;
+    for (int which = 0; which < 2; which++) {
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      bar.arrive_and_wait();
+      cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+      for (int c = 0; c < CALLS; c++) {
+        iris_status_t s = which == 0 ? iris_all_reduce(ctx, x, out, t * hidden, IRIS_BFLOAT16, IRIS_SUM, st)
+                                     : iris_all_reduce_rmsnorm(ctx, x, res, w, out, t, hidden, 1e-6f, IRIS_BFLOAT16, st);
+        if (s != IRIS_SUCCESS) { fprintf(stderr, "rank %d: %s\n", rank, iris_error_detail()); return 1; }
+      }
+      cudaStreamEndCapture(st, &g);
+      cudaGraphInstantiate(&ge, g, 0);
+      std::vector<float> ms;
+      for (int r = 0; r < WARM + REPS; r++) {
+        bar.arrive_and_wait();
+        cudaEventRecord(e0, st);
+        cudaGraphLaunch(ge, st);
+        cudaEventRecord(e1, st);
+        cudaEventSynchronize(e1);
+        float m = 0;
+        cudaEventElapsedTime(&m, e0, e1);
+        if (r >= WARM) ms.push_back(m);
+      }
+      std::sort(ms.begin(), ms.end());
+      const float us = ms[ms.size() / 2] * 1000.f / (float)CALLS;
+      (which == 0 ? o->ar : o->fused)[ti] = us;
+      cudaGraphExecDestroy(ge);
+      cudaGraphDestroy(g);
+    }
+  }
+  if (cudaStreamSynchronize(st) != cudaSuccess) return 1;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const int n = argc > 1 ? atoi(argv[1]) : 2;
+  const size_t hidden = argc > 2 ? (size_t)atol(argv[2]) : 8192;
+  if (argc > 3) g_max_tokens = (size_t)atol(argv[3]);
+  std::vector<int> devs(n, 0);
+  std::vector<iris_t *> ctxs(n);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)256 << 20;
+  if (iris_init_local(&cfg, n, devs.data(), ctxs.data()) != IRIS_SUCCESS) { fprintf(stderr, "iris_init_local: %s\n", iris_error_detail()); return 1; }
+  std::barrier<> bar(n);
+  std::vector<Out> outs(n);
+  std::vector<int> rc(n);
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; r++) th.emplace_back([&, r] { rc[r] = run_rank(ctxs[r], r, hidden, bar, &outs[r]); });
+  for (auto &t : th) t.join();
+  for (int r = 0; r < n; r++)
+    if (rc[r]) return 1;
+  printf("# %d ranks as threads on ONE GPU (proxy: peers' stores stay on the GPU), bf16, hidden %zu, graphs of %d calls, us per call, max over ranks\n", n, hidden, CALLS);
+  printf("%8s %10s %10s %10s\n", "tokens", "all_reduce", "fused", "fused-ar");
+  for (int ti = 0; ti < 4 && kTokens[ti] <= g_max_tokens; ti++) {
+    float a = 0, f = 0;
+    for (int r = 0; r < n; r++) a = std::max(a, outs[r].ar[ti]), f = std::max(f, outs[r].fused[ti]);
+    printf("%8zu %10.2f %10.2f %10.2f\n", kTokens[ti], a, f, f - a);
+  }
+  for (int r = 0; r < n; r++) iris_finalize(ctxs[r]);
+  return 0;
+}
