@@ -287,7 +287,10 @@ IRIS_DEVICE_INLINE bool iris_tile_all_reduce_rmsnorm(const iris_device_ctx_t &ct
  *     one hop more; the slots hold W times the rows.
  * Then each CTA adds the residual and the row's CTAs exchange their sums of squares (and
  * amax) through this rank's own one-shot row of the call's parity (source me: peers never
- * write it, the one-shot kernels never read it), as LL lines with the call's epoch. A
+ * write it, the one-shot kernels never read it), as LL lines with the call's epoch (about
+ * 1 us of the op on one H200 with 2 ranks as threads, tools/proxy_fused.cu; the row's
+ * CTAs as a thread block cluster exchanging through shared memory measured slower there:
+ * 5.64 against 5.28 us at 1 token x 8192, 8 CTAs per row). A
  * mismatched call writes nothing: every wait also matches every peer's header
  * (iris_coll_ll_wait_all / iris_coll_ll_wait), before the first write of a user buffer or
  * of a phase-1 line. Two parities suffice as for the LL kernels: no rank ends call c

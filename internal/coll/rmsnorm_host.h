@@ -16,7 +16,8 @@
 #include "api.h"
 
 /* CTAs per row of the fused kernel, at most: each CTA's sum of squares is polled by the
- * row's other CTAs (one lane per CTA). */
+ * row's other CTAs (one lane per CTA). 16 rather than 8: 4.9 against 5.3 us at 1 token x
+ * 8192 on one H200 with 2 ranks as threads (tools/proxy_fused.cu). */
 #ifndef IRIS_RMSNORM_MAX_CPR
 #define IRIS_RMSNORM_MAX_CPR 16
 #endif
