@@ -9,7 +9,10 @@
  * Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. tools/proxy_fused.cu -o build/proxy_fused
  * Run:   build/proxy_fused [ranks (2)] [hidden (8192)] [most tokens (128)]
  * Prints, per token count: us per call (graphs of 20 calls, median of 50 replays, max
- * over ranks) of the bare all-reduce and of the fused op, and their difference. */
+ * over ranks) of the bare all-reduce and of the fused op, and their difference.
+ * Used at 2 ranks. Grids that cannot run for every rank at once on the one GPU (32 and
+ * more tokens with 512-thread CTAs) wait until their bound: pass a smaller most-tokens.
+ * At 4 ranks it did not finish within 60 s on an H200 (not investigated). */
 #define IRIS_IMPLEMENTATION
 #include "iris_collectives.h"
 #include <algorithm>
