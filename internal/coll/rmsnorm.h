@@ -39,8 +39,14 @@
 /* 32-lane groups of a CTA, at most: a thread walks its lines one after another, each a
  * wait and loads in sequence (about 1.5 us apiece on one H200 with the ranks as threads:
  * tools/proxy_fused.cu), so more threads per row, fewer lines each. 512 threads keep the
- * kernels within 128 registers. */
+ * kernels within 128 registers. Not yet measured on several GPUs: 8 (at compile time)
+ * gives the 256-thread CTAs of before. */
+#ifndef IRIS_RMSNORM_MAX_GROUPS
 #define IRIS_RMSNORM_MAX_GROUPS 16
+#endif
+#if defined(__cplusplus)
+static_assert(IRIS_RMSNORM_MAX_GROUPS >= 2 && IRIS_RMSNORM_MAX_GROUPS <= 32, "IRIS_RMSNORM_MAX_GROUPS: 2..32 groups of 32 lanes (64..1024 threads)");
+#endif
 #define IRIS_RMSNORM_MAX_THREADS (IRIS_RMSNORM_MAX_GROUPS * IRIS_RMSNORM_CHUNK)
 /* Chunks of the longest row (IRIS_RMSNORM_MAX_HIDDEN elements, 4 per line). */
 #define IRIS_RMSNORM_MAX_CHUNKS (IRIS_RMSNORM_MAX_HIDDEN / 4 / IRIS_RMSNORM_CHUNK)
