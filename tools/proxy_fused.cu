@@ -7,21 +7,24 @@
  * for that difference where no multi-GPU machine is at hand, never a speed figure.
  *
  * Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. tools/proxy_fused.cu -o build/proxy_fused
- * Run:   build/proxy_fused [ranks (2)] [hidden (8192)] [most tokens (128)]
+ * Run:   build/proxy_fused [ranks (2)] [hidden (8192)] [most tokens (128)] [ar: the all-reduce only]
  * Prints, per token count: us per call (graphs of 20 calls, median of 50 replays, max
  * over ranks) of the bare all-reduce and of the fused op, and their difference.
  * The all-reduce column alone is a proxy for the decode sizes' local costs too (launch,
  * call word, headers, polls): hidden 512 gives 1, 8, 32, 128 KB. At 16 KB it read 2.65 us
  * here against 3.04 on 2 H200s over NVLink: most of that latency is local.
- * Used at 2 ranks. Grids that cannot run for every rank at once on the one GPU (32 and
- * more tokens with 512-thread CTAs) wait until their bound: pass a smaller most-tokens.
- * At 4 ranks it did not finish within 60 s on an H200 (not investigated). */
+ * Every rank's grid must be resident at once on the one GPU (the ranks wait for each
+ * other): 32 and more tokens with 512-thread CTAs at 2 ranks, and at 4 ranks the 128 KB
+ * all-reduce (8192 x 8 tokens: 128 CTAs a rank), do not fit and wait until their bound;
+ * pass a smaller most-tokens or hidden (4 ranks ran: hidden 2048 at 1 token; with "ar",
+ * hidden 512 and 16384 up to 8 tokens). */
 #define IRIS_IMPLEMENTATION
 #include "iris_collectives.h"
 #include <algorithm>
 #include <barrier>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <thread>
 #include <vector>
 
@@ -31,6 +34,7 @@ static const size_t kTokens[] = {1, 8, 32, 128};
 struct Out { float ar[4], fused[4]; };
 
 static size_t g_max_tokens = 128;
+static bool g_ar_only = false;
 
 static int run_rank(iris_t *ctx, int rank, size_t hidden, std::barrier<> &bar, Out *o) {
   cudaSetDevice(0);
@@ -51,7 +55,7 @@ static int run_rank(iris_t *ctx, int rank, size_t hidden, std::barrier<> &bar, O
   for (int ti = 0; ti < 4; ti++) {
     const size_t t = kTokens[ti];
     if (t > g_max_tokens) break;
-    for (int which = 0; which < 2; which++) {
+    for (int which = 0; which < (g_ar_only ? 1 : 2); which++) {
       cudaGraph_t g;
       cudaGraphExec_t ge;
       bar.arrive_and_wait();
@@ -89,6 +93,7 @@ int main(int argc, char **argv) {
   const int n = argc > 1 ? atoi(argv[1]) : 2;
   const size_t hidden = argc > 2 ? (size_t)atol(argv[2]) : 8192;
   if (argc > 3) g_max_tokens = (size_t)atol(argv[3]);
+  g_ar_only = argc > 4 && strcmp(argv[4], "ar") == 0;
   std::vector<int> devs(n, 0);
   std::vector<iris_t *> ctxs(n);
   iris_config_t cfg = IRIS_CONFIG_INIT;
@@ -107,7 +112,8 @@ int main(int argc, char **argv) {
   for (int ti = 0; ti < 4 && kTokens[ti] <= g_max_tokens; ti++) {
     float a = 0, f = 0;
     for (int r = 0; r < n; r++) a = std::max(a, outs[r].ar[ti]), f = std::max(f, outs[r].fused[ti]);
-    printf("%8zu %10.2f %10.2f %10.2f\n", kTokens[ti], a, f, f - a);
+    if (g_ar_only) printf("%8zu %10.2f %10s %10s\n", kTokens[ti], a, "-", "-");
+    else printf("%8zu %10.2f %10.2f %10.2f\n", kTokens[ti], a, f, f - a);
   }
   for (int r = 0; r < n; r++) iris_finalize(ctxs[r]);
   return 0;

@@ -63,11 +63,19 @@ IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send
   /* push */
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
     if (KIND == IRIS_COLL_BC && me != root) break;
-    uint2 v = iris_coll_read8(send, i, count);
-    for (int k = 1; k < W; k++) {
-      const int p = (me + k) % W;
-      if (chunked) v = iris_coll_read8(send + (size_t)p * count, i, count);
-      iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), p), v, epoch);
+    if (!chunked) {
+      const uint2 v = iris_coll_read8(send, i, count);
+      for (int k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k) % W), v, epoch);
+    } else {
+      for (int k0 = 1; k0 < W; k0 += IRIS_COLL_LL_GROUP) { /* a chunk per peer: a batch's loads in flight together, then its stores */
+        uint2 v[IRIS_COLL_LL_GROUP];
+#pragma unroll
+        for (int j = 0; j < IRIS_COLL_LL_GROUP; j++)
+          if (k0 + j < W) v[j] = iris_coll_read8(send + (size_t)((me + k0 + j) % W) * count, i, count);
+#pragma unroll
+        for (int j = 0; j < IRIS_COLL_LL_GROUP; j++)
+          if (k0 + j < W) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k0 + j) % W), v[j], epoch);
+      }
     }
   }
   IRIS_TRACE_MARK(1);
@@ -121,7 +129,9 @@ IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send
   return ok;
 }
 /* The kernel: after the previous kernel of the stream (PDL), the call number, then the
- * next kernel may start its launch (PDL) while this one moves the data. */
+ * next kernel may start its launch (PDL) while this one moves the data. (Loading the
+ * first line of send before the call word's atomic measured no faster on the one-GPU
+ * proxy, tools/proxy_fused.cu.) */
 template <typename T, int KIND, int OP>
 __global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root, unsigned long long sig, int op) {
   iris_detail_pdl_wait();
@@ -310,10 +320,16 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
   int k, r;
   iris_coll_announce(d, c, sig32);
   if (l >= lines) return;
-  for (k = 1; k < W; k++) { /* 1. push */
-    const int p = (me + k) % W;
-    x.u = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
-    iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, me, l), p), x.u, epoch);
+  for (int k0 = 1; k0 < W; k0 += IRIS_COLL_LL_GROUP) { /* 1. push: a batch's loads in flight together, then its stores */
+    uint2 v[IRIS_COLL_LL_GROUP];
+#pragma unroll
+    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
+      const int p = (me + k0 + j) % W;
+      if (k0 + j < W) v[j] = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
+    }
+#pragma unroll
+    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++)
+      if (k0 + j < W) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, me, l), (me + k0 + j) % W), v[j], epoch);
   }
   uint2 in[IRIS_COLL_LL_GROUP];
   const uint2 own = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
