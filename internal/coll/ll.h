@@ -129,11 +129,13 @@ IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send
   return ok;
 }
 /* The kernel: after the previous kernel of the stream (PDL), the call number, then the
- * next kernel may start its launch (PDL) while this one moves the data. (Loading the
+ * next kernel may start its launch (PDL) while this one moves the data. Its block size
+ * is told to hipcc (which spilled VGPRs at its default cap of 128, make asm). (Loading the
  * first line of send before the call word's atomic measured no faster on the one-GPU
  * proxy, tools/proxy_fused.cu.) */
 template <typename T, int KIND, int OP>
-__global__ void iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root, unsigned long long sig, int op) {
+__global__ void IRIS_DEVICE_HIP_BOUNDS(IRIS_COLL_LL_THREADS) iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root, unsigned long long sig,
+                                                                          int op) {
   iris_detail_pdl_wait();
   const unsigned c = iris_coll_call_enter(d);
   iris_detail_pdl_trigger();

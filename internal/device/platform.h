@@ -22,6 +22,7 @@
  *                               (cuBLASLt) exists (NVIDIA; AMD: no hipBLASLt path yet)
  *     IRIS_DEVICE_FP8_CVT       1 in a device pass with the e4m3 conversion instruction
  *                               (NVIDIA sm_89+): iris_detail_e4m3x4 is defined
+ *     IRIS_DEVICE_HIP_BOUNDS(n) a kernel's block-size bound for hipcc only
  *
  * Part of iris_device.h (included by it, first); not a public header. */
 #ifndef IRIS_H /* compiled alone: the contract first (it includes this file in its place) */
@@ -54,14 +55,19 @@
 #define IRIS_WARP_SIZE 32
 #endif
 
+/* IRIS_DEVICE_HIP_BOUNDS(n): a kernel launched with n threads or fewer, said to hipcc
+ * only (it assumes 1024 and caps VGPRs at 128 without it; nvcc allocates the same
+ * without it, and with it chose a different allocation for the LL kernel). */
 #if defined(IRIS_USE_HIP)
 #define IRIS_DEVICE_POLL_CONFIRM 1
 #define IRIS_DEVICE_TMA 0
 #define IRIS_DEVICE_BLASLT 0
+#define IRIS_DEVICE_HIP_BOUNDS(n) __launch_bounds__(n)
 #else
 #define IRIS_DEVICE_POLL_CONFIRM 0
 #define IRIS_DEVICE_TMA 1
 #define IRIS_DEVICE_BLASLT 1
+#define IRIS_DEVICE_HIP_BOUNDS(n)
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(IRIS_USE_HIP)
 #define IRIS_DEVICE_FP8_CVT 1
