@@ -173,7 +173,7 @@ check "include-then-implement: every root header included before IRIS_IMPLEMENTA
 check "a strict C99 unit with a system header before iris.h gets one #error naming the rule" make -s check-posix-order
 check "every internal header compiles alone (nvcc front end; the C ones as C99 and C++11 too)" make -s check-internal
 check "vendor conditionals only in the two vendor layers (internal/core/platform.h, internal/device/platform.h) and the allow-list" make -s check-vendor-seam
-check "every header compiles under nvcc (sm_90), every device template instantiated" make -s check-nvcc
+check "every header compiles under nvcc (sm_90), every device template instantiated; the collectives at IRIS_MAX_RANKS 6 and 64" make -s check-nvcc
 if [ $have_hip = 1 ]; then
   check "iris.h with implementation compiles as C99 against HIP" make -s check-c99-hip
   check "every header compiles under hipcc (gfx90a, gfx940), every device template instantiated (also with the MFMA GEMM core)" make -s check-hipcc

@@ -295,7 +295,7 @@ IRIS_DEVICE_INLINE void iris_coll_ld2(const unsigned long long *p, unsigned long
  * (tools/proxy_fused.cu), all-reduce 1 KB / 8 KB: 3.57 / 3.80 us with the pairs read one
  * after another, 3.38-3.50 / 3.60-3.68 batched (header check off: 3.20-3.36 / 3.47-3.49). */
 #define IRIS_COLL_HDR_BATCH 4
-static_assert(IRIS_COLL_HDR_BATCH % 2 == 0 && IRIS_MAX_RANKS % IRIS_COLL_HDR_BATCH == 0, "header batches of whole pairs that tile the row");
+static_assert(IRIS_COLL_HDR_BATCH % 2 == 0, "header batches of whole pairs (a pair is read only where its first rank < W <= IRIS_MAX_RANKS, which is even)");
 /* One thread: reads every peer's header slot of call c (IRIS_COLL_HDR_BATCH at once) and
  * sets bit r of `seen` for each peer r that announced (c, sig32). Returns 1 once every
  * peer of `all` is seen, 0 while some have not announced call c yet (*who: one of them),
