@@ -14,10 +14,10 @@
  * call word, headers, polls): hidden 512 gives 1, 8, 32, 128 KB. At 16 KB it read 2.65 us
  * here against 3.04 on 2 H200s over NVLink: most of that latency is local.
  * Every rank's grid must be resident at once on the one GPU (the ranks wait for each
- * other): 32 and more tokens with 512-thread CTAs at 2 ranks, and at 4 ranks the 128 KB
- * all-reduce (8192 x 8 tokens: 128 CTAs a rank), do not fit and wait until their bound;
- * pass a smaller most-tokens or hidden (4 ranks ran: hidden 2048 at 1 token; with "ar",
- * hidden 512 and 16384 up to 8 tokens). */
+ * other): 32 and more tokens with 512-thread CTAs at 2 ranks do not fit and wait until
+ * their bound; pass a smaller most-tokens or hidden. At 4 ranks it ran with hidden 2048
+ * at 1 token and, with "ar", hidden 512 and 16384 up to 8 tokens; hidden 8192 (16 KB,
+ * then 128 KB) never finished, not yet explained (BENCHMARKS.md). */
 #define IRIS_IMPLEMENTATION
 #include "iris_collectives.h"
 #include <algorithm>
