@@ -745,6 +745,13 @@ static bool run_suite(Suite &s) {
   s.seed = all[0];
   if (s.rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
   report(s, "bring-up: world size and rank agree", iris_world_size(s.ctx) == s.world && iris_rank(s.ctx) == s.rank);
+  { // ranks as threads share a GPU when there are more ranks than GPUs (device = rank % GPUs); processes never share a context
+    int ndev = 1;
+    cudaGetDeviceCount(&ndev);
+    const bool threads = s.tag.rfind("procs", 0) != 0;
+    const int want = threads && s.world > (ndev > 0 ? ndev : 1) ? 1 : 0;
+    report(s, "bring-up: a rank knows whether another rank of its process shares its GPU", iris_detail_gpu_shared(s.ctx) == want);
+  }
   return test_translate(s) && test_scalar<int>(s, "int32") && test_scalar<long long>(s, "int64") && test_scalar<float>(s, "float") &&
          test_scalar<double>(s, "double") && test_v16(s) && test_bulk(s) && test_atomics<int>(s, "int32") && test_atomics<unsigned>(s, "uint32") &&
          test_atomics<long long>(s, "int64") && test_atomics<unsigned long long>(s, "uint64") && test_fadd<float>(s, "float") &&

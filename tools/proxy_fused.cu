@@ -13,15 +13,19 @@
  * The all-reduce column alone is a proxy for the decode sizes' local costs too (launch,
  * call word, headers, polls): hidden 512 gives 1, 8, 32, 128 KB. At 16 KB it read 2.65 us
  * here against 3.04 on 2 H200s over NVLink: most of that latency is local.
- * Every rank's grid must be resident at once on the one GPU (the ranks wait for each
- * other): 32 and more tokens with 512-thread CTAs at 2 ranks do not fit and wait until
- * their bound; pass a smaller most-tokens or hidden. At 4 ranks it ran with hidden 2048
- * at 1 token and, with "ar", hidden 512 and 16384 up to 8 tokens; hidden 8192 (16 KB,
- * then 128 KB) never finished, not yet explained (BENCHMARKS.md). */
+ * The kernels launch with PDL as on separate GPUs (IRIS_COLL_PDL=1 unless set: iris
+ * turns it off by default for ranks sharing a GPU in one process), so every rank's grid,
+ * and its next one, must be resident at once (the ranks wait for each other): 32 and
+ * more tokens with 512-thread CTAs at 2 ranks do not fit, nor does the all-reduce of 128
+ * KB at 4 ranks (hidden 8192 x 8 tokens); such runs end with a timeout error (set
+ * IRIS_WAIT_TIMEOUT_MS=2000, else they wait 10 minutes) or run with IRIS_COLL_PDL=0.
+ * Each graph is uploaded before the ranks first launch it (docs/shared_gpu.md). Rank 0
+ * prints each finished step to stderr. */
 #define IRIS_IMPLEMENTATION
 #include "iris_collectives.h"
 #include <algorithm>
 #include <barrier>
+#include <chrono>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,17 +71,26 @@ static int run_rank(iris_t *ctx, int rank, size_t hidden, std::barrier<> &bar, O
       }
       cudaStreamEndCapture(st, &g);
       cudaGraphInstantiate(&ge, g, 0);
+      cudaGraphUpload(ge, st); /* before the ranks meet: a first launch that uploads could queue behind a peer's waiting kernel (docs/shared_gpu.md) */
+      cudaStreamSynchronize(st);
       std::vector<float> ms;
+      double launch_ms = 0;
       for (int r = 0; r < WARM + REPS; r++) {
         bar.arrive_and_wait();
         cudaEventRecord(e0, st);
+        const auto h0 = std::chrono::steady_clock::now();
         cudaGraphLaunch(ge, st);
+        if (r == 0) launch_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - h0).count();
         cudaEventRecord(e1, st);
         cudaEventSynchronize(e1);
         float m = 0;
         cudaEventElapsedTime(&m, e0, e1);
         if (r >= WARM) ms.push_back(m);
+        if (iris_get_async_error(ctx) != IRIS_SUCCESS) break;
       }
+      const iris_status_t fs = iris_get_async_error(ctx);
+      if (fs != IRIS_SUCCESS || ms.empty()) { fprintf(stderr, "rank %d: %zu tokens, %s (first graph launch returned in %.2f ms): %s\n", rank, t, which ? "fused" : "all_reduce", launch_ms, iris_error_detail()); return 1; }
+      if (rank == 0) { fprintf(stderr, "# done: %zu tokens, %s\n", t, which ? "fused" : "all_reduce"); fflush(stderr); }
       std::sort(ms.begin(), ms.end());
       const float us = ms[ms.size() / 2] * 1000.f / (float)CALLS;
       (which == 0 ? o->ar : o->fused)[ti] = us;
@@ -94,6 +107,7 @@ int main(int argc, char **argv) {
   const size_t hidden = argc > 2 ? (size_t)atol(argv[2]) : 8192;
   if (argc > 3) g_max_tokens = (size_t)atol(argv[3]);
   g_ar_only = argc > 4 && strcmp(argv[4], "ar") == 0;
+  setenv("IRIS_COLL_PDL", "1", 0); /* measure the kernels as they launch on separate GPUs */
   std::vector<int> devs(n, 0);
   std::vector<iris_t *> ctxs(n);
   iris_config_t cfg = IRIS_CONFIG_INIT;
@@ -103,11 +117,11 @@ int main(int argc, char **argv) {
   std::vector<Out> outs(n);
   std::vector<int> rc(n);
   std::vector<std::thread> th;
-  for (int r = 0; r < n; r++) th.emplace_back([&, r] { rc[r] = run_rank(ctxs[r], r, hidden, bar, &outs[r]); });
+  for (int r = 0; r < n; r++) th.emplace_back([&, r] { rc[r] = run_rank(ctxs[r], r, hidden, bar, &outs[r]); if (rc[r]) bar.arrive_and_drop(); /* the others' barriers go on without it */ });
   for (auto &t : th) t.join();
   for (int r = 0; r < n; r++)
     if (rc[r]) return 1;
-  printf("# %d ranks as threads on ONE GPU (proxy: peers' stores stay on the GPU), bf16, hidden %zu, graphs of %d calls, us per call, max over ranks\n", n, hidden, CALLS);
+  printf("# %d ranks as threads on ONE GPU (proxy: peers' stores stay on the GPU), bf16, hidden %zu, graphs of %d calls, us per call, max over ranks, IRIS_COLL_PDL=%s\n", n, hidden, CALLS, getenv("IRIS_COLL_PDL"));
   printf("%8s %10s %10s %10s\n", "tokens", "all_reduce", "fused", "fused-ar");
   for (int ti = 0; ti < 4 && kTokens[ti] <= g_max_tokens; ti++) {
     float a = 0, f = 0;

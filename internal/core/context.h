@@ -27,6 +27,9 @@ struct iris {
   struct iris *next_dead; /* finalized: the next tombstone (internal/core/init.h) */
   int local_rank, local_size; /* this rank on its node, the ranks per node (the world's: grank, gworld) */
   int device, mode;
+  int gpu_shared; /* another rank of this process runs on the same GPU (iris_init_local with
+                     a device listed twice, or threads of one process through iris_init):
+                     their kernels share one context and its work queues (docs/shared_gpu.md) */
   size_t heap_size;
   iris_heap_memory_t heap_memory;
   char *bases[IRIS_MAX_RANKS];

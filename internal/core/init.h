@@ -176,7 +176,10 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   if ((st = iris_detail_check_records(recs, ctx->local_size)) != IRIS_SUCCESS) goto fail;
   {
     int r;
-    for (r = 0; r < ctx->local_size; r++) ctx->pids[r] = recs[r].pidns && recs[r].pidns == me->pidns ? recs[r].pid : 0;
+    for (r = 0; r < ctx->local_size; r++) {
+      ctx->pids[r] = recs[r].pidns && recs[r].pidns == me->pidns ? recs[r].pid : 0;
+      if (r != ctx->local_rank && recs[r].device == me->device && iris_detail_same_process(&recs[r])) ctx->gpu_shared = 1;
+    }
   }
   {
     /* a mapping failure on one rank must fail all ranks: exchange the outcome */
@@ -248,6 +251,7 @@ IRIS_DEF iris_status_t iris_init_local(const iris_config_t *cfg, int num_gpus, c
     for (j = 0; j < num_gpus; j++) {
       iris_t *b = out_ctxs[j];
       a->bases[j] = b->bases[j];
+      if (j != i && a->device == b->device) a->gpu_shared = 1;
       if (j == i || a->device == b->device) continue;
       {
         int ok = 0;
