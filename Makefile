@@ -83,12 +83,15 @@ $(B)/include_order_nvcc: tests/compile/include_order.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) $(MOE_SWITCH) -DIRIS_GEMM_NO_CORE $< -o $@ -lcublasLt
 # the slow compile checks are files, so that make test can build them beside the test
 # programs (both cores busy) and the check itself then finds them done
-check-nvcc: $(B)/all_headers_nvcc.o $(B)/max_ranks_6.o $(B)/max_ranks_64.o
+check-nvcc: $(B)/all_headers_nvcc.o $(B)/max_ranks_6.o $(B)/max_ranks_64.o $(B)/rmsnorm_groups_32.o
 $(B)/all_headers_nvcc.o: tests/compile/all_headers.cu $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -c $< -o $@
 # the collectives with other IRIS_MAX_RANKS values (fp32 SUM only)
 $(B)/max_ranks_%.o: tests/compile/max_ranks.cu $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -DIRIS_MAX_RANKS=$* '-DIRIS_COLL_TYPES=(1u<<IRIS_FLOAT32)' '-DIRIS_COLL_OPS=(1u<<IRIS_SUM)' -c $< -o $@
+# the fused all-reduce + RMSNorm at its largest IRIS_RMSNORM_MAX_GROUPS (1024-thread CTAs; bf16 SUM only)
+$(B)/rmsnorm_groups_%.o: tests/compile/max_ranks.cu $(HDRS) $(CORE) | $(B)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -DIRIS_RMSNORM_MAX_GROUPS=$* '-DIRIS_COLL_TYPES=(1u<<IRIS_BFLOAT16)' '-DIRIS_COLL_OPS=(1u<<IRIS_SUM)' -c $< -o $@
 # twice: as shipped (no AMD GEMM core), and with the UNVERIFIED MFMA core compiled in, which
 # instantiates the fused kernel for every A/B type, C type and B layout (-Werror: no warnings)
 # as shipped, and with the (unverified) MFMA GEMM core: two compiles, side by side under -j.

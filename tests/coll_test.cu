@@ -136,7 +136,7 @@ static bool armed_kind(int kind, int type, int op) {
          (op == IRIS_SUM || op == IRIS_AVG);
 }
 
-// IRIS_TEST_PARTS=matrix,armed,large,ar_store,mixed,offsets,relay,back_to_back,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
+// IRIS_TEST_PARTS=wrap,matrix,armed,large,ar_store,mixed,offsets,relay,back_to_back,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
 // parts of the suite / kinds of the matrix (unset: all), to re-run one area quickly.
 static bool wanted(const char *var, const char *name) {
   const char *v = getenv(var);
@@ -144,6 +144,46 @@ static bool wanted(const char *var, const char *name) {
   std::string list = std::string(",") + v + ",", item = std::string(",") + name + ",";
   return list.find(item) != std::string::npos;
 }
+// IRIS_COLL_TEST_WRAP=n (make test-gpu sets it in a run of its own): the library starts the
+// call numbers n calls before they wrap around 2^32, so the calls here pass 0xffffffff -> 0
+// (an hour or more of decode calls in a server). After 1-line fillers up to call
+// 0xfffffffd, every path runs once before, at and after the wrap, each checked; the call
+// numbered 0xffffffff is an LL all-gather with more lines than any call of its parity
+// wrote before (their slots still hold the zeros of the setup).
+static bool test_wrap(Suite &s, Bufs &B) {
+  if (!getenv("IRIS_COLL_TEST_WRAP")) { // a SKIP line only where the part was asked for by name
+    const char *parts = getenv("IRIS_TEST_PARTS");
+    if (s.rank == 0 && parts && *parts && wanted("IRIS_TEST_PARTS", "wrap")) printf("SKIP: [%s] wrap-around part: IRIS_COLL_TEST_WRAP is not set (make test-gpu runs it with it)\n", s.tag.c_str());
+    return true;
+  }
+  const iris_coll_state_t *cs = (const iris_coll_state_t *)iris_detail_get_ext(s.ctx);
+  unsigned long long word = 0;
+  if (!cs || cudaMemcpy(&word, cs->dev.calls, sizeof word, cudaMemcpyDeviceToHost) != cudaSuccess) return report(s, "wrap-around: the call word", false);
+  unsigned c = (unsigned)(word >> 32);
+  const unsigned first = 0xfffffffdu;
+  if (first - c > 1000u) {
+    if (s.rank == 0) fprintf(stderr, "call number %u is not within 1000 calls of the wrap: IRIS_COLL_TEST_WRAP too large, or parts ran before\n", c);
+    return report(s, "wrap-around: the call numbers start near 2^32", false);
+  }
+  bool ok = true;
+  int call = 20001;
+  for (; ok && c != first; c++) ok &= one(s, B, IRIS_COLL_AG, IRIS_INT32, 0, 1, IRIS_ALGO_LATENCY, 0, call++, 0);
+  const int W = s.world;
+  ok = ok && one(s, B, IRIS_COLL_AG, IRIS_INT32, 0, 2048, IRIS_ALGO_LATENCY, 0, call++, 0);        // 0xfffffffd
+  ok = ok && one(s, B, IRIS_COLL_AR, IRIS_INT32, IRIS_SUM, 4096, IRIS_ALGO_LATENCY, 0, call++, 0); // 0xfffffffe
+  ok = ok && one(s, B, IRIS_COLL_AG, IRIS_INT32, 0, 4096, IRIS_ALGO_LATENCY, 0, call++, 0);        // 0xffffffff
+  ok = ok && one(s, B, IRIS_COLL_AR, IRIS_BFLOAT16, IRIS_SUM, 8192, IRIS_ALGO_ONE_SHOT_ARMED, 0, call++, 0);
+  ok = ok && one(s, B, IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, 16384, IRIS_ALGO_TWO_SHOT_LL, 0, call++, 0);
+  ok = ok && one(s, B, IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, (size_t)1 << 20, IRIS_ALGO_BANDWIDTH, 0, call++, 0);
+  ok = ok && one(s, B, IRIS_COLL_RS, IRIS_INT32, IRIS_SUM, 4096, IRIS_ALGO_LATENCY, 0, call++, 0);
+  ok = ok && one(s, B, IRIS_COLL_BC, IRIS_INT32, 0, 100000, IRIS_ALGO_BANDWIDTH, 0, call++, 1 % W);
+  ok = ok && one(s, B, IRIS_COLL_A2A, IRIS_INT32, 0, 1024, IRIS_ALGO_LATENCY, 0, call++, 0);
+  ok = ok && one(s, B, IRIS_COLL_AR, IRIS_INT32, IRIS_SUM, 4096, IRIS_ALGO_LATENCY, 2, call++, 0);
+  ok = ok && one(s, B, IRIS_COLL_AG, IRIS_FLOAT32, 0, (size_t)1 << 18, IRIS_ALGO_BANDWIDTH, 1, call++, 0);
+  ok = ok && one(s, B, IRIS_COLL_RS, IRIS_FLOAT32, IRIS_SUM, (size_t)1 << 18, IRIS_ALGO_BANDWIDTH, 0, call++, 0);
+  return report(s, "wrap-around: calls 0xfffffffd..9 on every path (LL, armed, two-shot LL, bandwidth; every kind), exact", ok);
+}
+
 static bool test_matrix(Suite &s, Bufs &B) {
   const size_t counts[] = {1, 7, 33, 1001, 4112, 8195, 65539, 300007}; // 4112: whole 16-byte vectors per rank's block, every type
   int call = 1;
@@ -931,7 +971,9 @@ int main(int argc, char **argv) {
   if (rank == 0 && !armed_all) printf("SKIP: [%s] armed one-shot part: it calls fp32/fp16/bf16 sums and averages, not all compiled into this build\n", s.tag.c_str());
   if (rank == 0 && !(i32 && f32)) printf("SKIP: [%s] bad input, back-to-back and graph parts: they call int32 or fp32 sums, compiled out of this build\n", s.tag.c_str());
   const auto part = [](const char *name) { return wanted("IRIS_TEST_PARTS", name); };
-  bool ran = (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
+  const bool bf16 = iris_coll_compiled_in(IRIS_BFLOAT16, IRIS_SUM);
+  if (rank == 0 && !(i32 && f32 && bf16) && getenv("IRIS_COLL_TEST_WRAP")) printf("SKIP: [%s] wrap-around part: it calls int32, fp32 and bf16 sums, not all compiled into this build\n", s.tag.c_str());
+  bool ran = (!(i32 && f32 && bf16) || !part("wrap") || test_wrap(s, B)) && (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
              (!part("large") || test_large(s, B)) && (!part("ar_store") || test_ar_store(s, B)) && (!i32 || !part("ar_store") || test_ar_store_back_to_back(s)) &&
              (!part("mixed") || test_mixed(s, B)) && (!part("offsets") || test_offsets(s, B)) && (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) &&
              (!(i32 && f32) || !part("graph") || test_graph(s));

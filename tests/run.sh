@@ -173,7 +173,7 @@ check "include-then-implement: every root header included before IRIS_IMPLEMENTA
 check "a strict C99 unit with a system header before iris.h gets one #error naming the rule" make -s check-posix-order
 check "every internal header compiles alone (nvcc front end; the C ones as C99 and C++11 too)" make -s check-internal
 check "vendor conditionals only in the two vendor layers (internal/core/platform.h, internal/device/platform.h) and the allow-list" make -s check-vendor-seam
-check "every header compiles under nvcc (sm_90), every device template instantiated; the collectives at IRIS_MAX_RANKS 6 and 64" make -s check-nvcc
+check "every header compiles under nvcc (sm_90), every device template instantiated; the collectives at IRIS_MAX_RANKS 6 and 64, the fused RMSNorm at 1024 threads" make -s check-nvcc
 if [ $have_hip = 1 ]; then
   check "iris.h with implementation compiles as C99 against HIP" make -s check-c99-hip
   check "every header compiles under hipcc (gfx90a, gfx940), every device template instantiated (also with the MFMA GEMM core)" make -s check-hipcc
@@ -275,6 +275,7 @@ else
     # separate copies the staged kernels replace (IRIS_COLL_FUSED_STAGING=0)
     run_counted "coll_test $w (IRIS_COLL_STAGING=1M; quick loops; large, mixed, offsets)" env IRIS_TEST_QUICK=1 IRIS_COLL_STAGING=1M IRIS_TEST_PARTS=large,mixed,offsets ./build/coll_test $w
     run_counted "coll_test $w (IRIS_COLL_FUSED_STAGING=0; quick loops; large, mixed, offsets)" env IRIS_TEST_QUICK=1 IRIS_COLL_FUSED_STAGING=0 IRIS_TEST_PARTS=large,mixed,offsets ./build/coll_test $w
+    run_counted "coll_test $w (IRIS_COLL_TEST_WRAP=8: the call numbers wrap around 2^32; wrap, then back-to-back)" env IRIS_TEST_QUICK=1 IRIS_COLL_TEST_WRAP=8 IRIS_TEST_PARTS=wrap,back_to_back ./build/coll_test $w
     run_counted "tile_test $w" ./build/tile_test $w
     # all-reduce + residual + RMSNorm (+ fp8): fused and separate paths, graphs, mismatch
     if [ "$ngpu" -lt "$w" ]; then run_counted "fused_test $w (quick loops)" env IRIS_TEST_QUICK=1 ./build/fused_test $w

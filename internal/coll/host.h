@@ -46,8 +46,31 @@ static inline int iris_coll_stages(iris_t *ctx) {
   return s && s->stage_bytes > 0;
 }
 
+/* For tests of the wrap-around (IRIS_COLL_TEST_WRAP=n): the control words as if 2^32 - n
+ * calls had run, so the n-th call from now is numbered 0 again. The call word holds the
+ * next call number; the barrier and progress rows hold the epochs the call before it
+ * left, so that every wrap-safe comparison of the next call waits as it would have. The LL
+ * lines stay zero (lines no call has written yet, which no epoch may take for its own). */
+static iris_gpu_error_t iris_coll_start_near_wrap(iris_coll_ctl_t *ctl, int n) {
+  const unsigned call = 0u - (unsigned)n, epoch = call * IRIS_COLL_SYNCS_PER_CALL;
+  const size_t words = (size_t)IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS;
+  unsigned long long *rows = (unsigned long long *)malloc(2 * words * sizeof *rows), next = (unsigned long long)call << 32;
+  iris_gpu_error_t e;
+  size_t i;
+  if (!rows) return IRIS_GPU_ERROR_MEMORY;
+  for (i = 0; i < words; i++) {
+    rows[i] = epoch;                                   /* flags: the epoch each CTA reached */
+    rows[words + i] = (unsigned long long)epoch << 32; /* progress: (epoch << 32) | steps */
+  }
+  e = iris_gpu_copy_to_device(ctl->flags, rows, 2 * words * sizeof *rows);
+  if (e == IRIS_GPU_SUCCESS) e = iris_gpu_copy_to_device(&ctl->calls, &next, sizeof next);
+  free(rows);
+  return e;
+}
+
 IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   iris_coll_state_t *s;
+  int wrap = 0, wrap_got;
   iris_status_t st;
   size_t ll_bytes, ll2_bytes, arm_bytes;
   iris_coll_ctl_t *ctl = NULL;
@@ -108,6 +131,12 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     free(all);
     return IRIS_ERROR_INVALID_ARGUMENT;
   }
+  /* IRIS_COLL_TEST_WRAP=n (tests): the call numbers start n calls before they wrap */
+  if ((wrap_got = iris_detail_env_int("IRIS_COLL_TEST_WRAP", &wrap)) < 0) {
+    free(s);
+    free(all);
+    return IRIS_ERROR_INVALID_ARGUMENT;
+  }
   if (iris_num_nodes(ctx) > 1) { /* which calls go whole to NCCL: a bad value fails every rank alike (below), as a table that differs between ranks does */
     if ((route_st = iris_coll_mn_table_from_env(&s->mn_table, W)) != IRIS_SUCCESS) iris_detail_copy(route_err, sizeof route_err, iris_detail_errbuf);
     mine.route = iris_coll_mn_table_hash(&s->mn_table);
@@ -153,6 +182,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(s->dev.ll, 0, ll_bytes);
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(s->dev.ll2, 0, ll2_bytes);
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(s->dev.arm, 0xff, arm_bytes); /* armed: every element waits */
+    if (e == IRIS_GPU_SUCCESS && wrap_got > 0) e = iris_coll_start_near_wrap(ctl, wrap);
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
     if (old >= 0) iris_gpu_set_device(old);
     mine.status = e == IRIS_GPU_SUCCESS ? (int32_t)route_st

@@ -223,7 +223,7 @@ __global__ void iris_coll_copy_kernel(iris_coll_dev_t d, const char *send, char 
  *   - No end barrier: every CTA has copied out all it waited for; recv is this rank's.
  *   A rank that stops early publishes IRIS_COLL_RELAY_ABANDON, so no peer waits in vain. */
 template <int KIND>
-__global__ void IRIS_DEVICE_HIP_BOUNDS(512) iris_coll_staged_kernel(iris_coll_dev_t d, const char *send, size_t sstride, char *recv, size_t rstride, char *stage,
+__global__ void IRIS_DEVICE_HIP_BOUNDS(IRIS_COLL_BW_THREADS) iris_coll_staged_kernel(iris_coll_dev_t d, const char *send, size_t sstride, char *recv, size_t rstride, char *stage,
                                                                     size_t bytes, size_t chunk, int root, unsigned long long sig) {
   const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
   const size_t chunks = (bytes + chunk - 1) / chunk, steps = (size_t)b < chunks ? (chunks - 1 - (size_t)b) / (size_t)G + 1 : 0;
@@ -429,7 +429,7 @@ IRIS_DEVICE_INLINE void iris_coll_store_range(size_t count, int W, size_t per, i
  * round rd (a peer publishes rd only after its B(rd - 1): the acquire covers it), and
  * the last round's after one more publish (rounds + 1) and wait. */
 template <typename T, int OP, int W_STATIC>
-__global__ void IRIS_DEVICE_HIP_BOUNDS(512) iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *recv, T *stage, size_t count, size_t slice,
+__global__ void IRIS_DEVICE_HIP_BOUNDS(IRIS_COLL_BW_THREADS) iris_coll_ar_store_kernel(iris_coll_dev_t d, const T *send, T *recv, T *stage, size_t count, size_t slice,
                                                                       unsigned long long sig, int vec, int op, int rs) {
   const int W = d.ctx.world_size, me = d.ctx.rank, b = (int)blockIdx.x, G = (int)gridDim.x;
   const size_t per = 16 / sizeof(T), rounds = iris_coll_ar_rounds(rs ? count * (size_t)W : count, W, per, G, slice);

@@ -128,30 +128,30 @@ template <typename T, int KIND, int OP> struct iris_coll_bw_kernels {
   static void reduce(const iris_coll_state_t *s, const T *send, T *recv, size_t count, unsigned long long sig, int vec, int push, int op, int blocks,
                      iris_stream_t stream) {
     switch (s->dev.ctx.world_size) {
-    case 2: iris_coll_reduce_kernel<T, KIND, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op); break;
-    case 4: iris_coll_reduce_kernel<T, KIND, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op); break;
-    case 8: iris_coll_reduce_kernel<T, KIND, OP, 8><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op); break;
-    default: iris_coll_reduce_kernel<T, KIND, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op); break;
+    case 2: iris_coll_reduce_kernel<T, KIND, OP, 2><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op); break;
+    case 4: iris_coll_reduce_kernel<T, KIND, OP, 4><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op); break;
+    case 8: iris_coll_reduce_kernel<T, KIND, OP, 8><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op); break;
+    default: iris_coll_reduce_kernel<T, KIND, OP, 0><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op); break;
     }
   }
   static void store(const iris_coll_state_t *s, const T *send, T *recv, T *stage, size_t count, size_t slice, unsigned long long sig, int vec, int op, int rs, int blocks,
                     iris_stream_t stream) {
     switch (s->dev.ctx.world_size) {
-    case 2: iris_coll_ar_store_kernel<T, OP, 2><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs); break;
-    case 4: iris_coll_ar_store_kernel<T, OP, 4><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs); break;
-    case 8: iris_coll_ar_store_kernel<T, OP, 8><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs); break;
-    default: iris_coll_ar_store_kernel<T, OP, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs); break;
+    case 2: iris_coll_ar_store_kernel<T, OP, 2><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs); break;
+    case 4: iris_coll_ar_store_kernel<T, OP, 4><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs); break;
+    case 8: iris_coll_ar_store_kernel<T, OP, 8><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs); break;
+    default: iris_coll_ar_store_kernel<T, OP, 0><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs); break;
     }
   }
 };
 template <typename T, int KIND> struct iris_coll_bw_kernels<T, KIND, IRIS_COLL_OP_RUNTIME> {
   static void reduce(const iris_coll_state_t *s, const T *send, T *recv, size_t count, unsigned long long sig, int vec, int push, int op, int blocks,
                      iris_stream_t stream) {
-    iris_coll_reduce_kernel<T, KIND, IRIS_COLL_OP_RUNTIME, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op);
+    iris_coll_reduce_kernel<T, KIND, IRIS_COLL_OP_RUNTIME, 0><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, send, recv, count, sig, vec, push, op);
   }
   static void store(const iris_coll_state_t *s, const T *send, T *recv, T *stage, size_t count, size_t slice, unsigned long long sig, int vec, int op, int rs, int blocks,
                     iris_stream_t stream) {
-    iris_coll_ar_store_kernel<T, IRIS_COLL_OP_RUNTIME, 0><<<blocks, 512, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs);
+    iris_coll_ar_store_kernel<T, IRIS_COLL_OP_RUNTIME, 0><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, send, recv, stage, count, slice, sig, vec, op, rs);
   }
 };
 template <typename T, int KIND, int OP>
@@ -178,14 +178,14 @@ static void iris_coll_launch_relay(const iris_coll_state_t *s, const void *send,
                                    iris_stream_t stream) {
   const iris_coll_relay_t r = iris_coll_relay_plan(bytes, s->dev.ctx.world_size, blocks, 0);
   blocks = iris_coll_relay_ctas(&r, blocks);
-  iris_coll_relay_kernel<<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, r.chunk, root, sig);
+  iris_coll_relay_kernel<<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, r.chunk, root, sig);
 }
 /* The chain broadcast (W >= 3): no more CTAs than chunks. */
 static void iris_coll_launch_chain(const iris_coll_state_t *s, const void *send, void *recv, size_t bytes, int root, unsigned long long sig, int blocks,
                                    iris_stream_t stream) {
   const size_t chunk = iris_coll_chain_chunk(bytes, blocks), chunks = iris_coll_chain_chunks(bytes, chunk);
   if ((size_t)blocks > chunks) blocks = (int)chunks;
-  iris_coll_chain_kernel<<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, chunk, root, sig);
+  iris_coll_chain_kernel<<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, chunk, root, sig);
 }
 /* Reductions (all-reduce, reduce-scatter) of T with OP (see iris_coll_builds): the
  * kernel of the path; nothing where this unit compiles none (iris_coll_enqueue refused
@@ -232,7 +232,7 @@ static void iris_coll_launch_staged(const iris_coll_state_t *s, const void *send
                                     unsigned long long sig, int blocks, iris_stream_t stream) {
   const size_t chunk = iris_coll_staged_chunk(bytes, blocks), chunks = (bytes + chunk - 1) / chunk;
   if ((size_t)blocks > chunks) blocks = (int)chunks;
-  iris_coll_staged_kernel<KIND><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, sstride, (char *)recv, rstride, s->stage_out, bytes, chunk, root, sig);
+  iris_coll_staged_kernel<KIND><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, (const char *)send, sstride, (char *)recv, rstride, s->stage_out, bytes, chunk, root, sig);
 }
 template <typename E, int KIND>
 static void iris_coll_dispatch_move(const iris_coll_state_t *s, iris_coll_path_t path, const void *send, void *recv, size_t count, int root, unsigned long long sig,
@@ -240,11 +240,11 @@ static void iris_coll_dispatch_move(const iris_coll_state_t *s, iris_coll_path_t
   const size_t bytes = count * sizeof(E);
   if (KIND == IRIS_COLL_BC && path == IRIS_COLL_PATH_LL2) iris_coll_launch_bc_ll2<E>(s, send, recv, count, root, sig, stream);
   else if (path != IRIS_COLL_PATH_BW) iris_coll_launch_ll<E, KIND, IRIS_SUM>(s, send, recv, count, root, sig, IRIS_SUM, blocks, stream);
-  else if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
-  else if (KIND == IRIS_COLL_A2A) iris_coll_copy_kernel<IRIS_COLL_A2A><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+  else if (KIND == IRIS_COLL_AG) iris_coll_copy_kernel<IRIS_COLL_AG><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+  else if (KIND == IRIS_COLL_A2A) iris_coll_copy_kernel<IRIS_COLL_A2A><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
   else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_CHAIN_MIN_BYTES) iris_coll_launch_chain(s, send, recv, bytes, root, sig, blocks, stream);
   else if (s->dev.ctx.world_size >= 3 && bytes >= IRIS_COLL_RELAY_MIN_BYTES) iris_coll_launch_relay(s, send, recv, bytes, root, sig, blocks, stream);
-  else iris_coll_copy_kernel<IRIS_COLL_BC><<<blocks, 512, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
+  else iris_coll_copy_kernel<IRIS_COLL_BC><<<blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev, (const char *)send, (char *)recv, bytes, root, sig);
 }
 template <int KIND>
 static void iris_coll_dispatch_size(const iris_coll_state_t *s, iris_coll_path_t path, size_t es, const void *send, void *recv, size_t count, int root, unsigned long long sig,

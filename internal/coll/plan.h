@@ -241,6 +241,9 @@ static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunks(size_t bytes, size_
 #ifndef IRIS_COLL_LL_MAX_AR
 #define IRIS_COLL_LL_MAX_AR ((size_t)128 << 10)
 #endif
+/* Threads per CTA of the bandwidth kernels (launch.h), also told to hipcc where a kernel
+ * declares its bound (IRIS_DEVICE_HIP_BOUNDS): one constant, so the two cannot differ. */
+#define IRIS_COLL_BW_THREADS 512
 /* Threads per CTA of the latency kernel (one 16-byte line each per pass; at least 64, a
  * thread per rank): fewer threads spread a message over more SMs; measured: docs/tuning.md. */
 #ifndef IRIS_COLL_LL_THREADS

@@ -171,6 +171,10 @@ IRIS_DEVICE_INLINE unsigned iris_coll_call_enter(const iris_coll_dev_t &d) {
   __syncthreads();
   return s_call;
 }
+/* The epoch an LL line of call c carries: c + 1, but never 0, which LL lines that no call
+ * has written yet hold (call 0xffffffff takes 1: the last call of that parity to carry
+ * 1 was 2^32 calls before). */
+IRIS_DEVICE_INLINE unsigned iris_coll_ll_epoch(unsigned c) { return c + 1u != 0u ? c + 1u : 1u; }
 /* The epoch before barrier 0 of call c (each barrier adds one). */
 IRIS_DEVICE_INLINE unsigned iris_coll_sync_base(unsigned c) { return c * IRIS_COLL_SYNCS_PER_CALL; }
 /* The signature as carried in headers: 32 bits, never 0. */

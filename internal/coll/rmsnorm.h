@@ -140,10 +140,15 @@ IRIS_DEVICE_INLINE float iris_rmsnorm_token_scale(float amax) {
 
 /* Lines per thread whose residual and weight the fused kernel loads before the line's
  * wait and keeps in shared memory for the norm (uint2 [IRIS_RMSNORM_HELD][threads] each:
- * 32 KB at 512 threads), so the norm loop reads no global memory for them. With one CTA
- * per row on the one-GPU proxy (tools/proxy_fused.cu): 13.1 -> 12.5 us at 8192 (4 lines a
- * thread), 23.3 -> 22.3 at 16384. */
-#define IRIS_RMSNORM_HELD 4
+ * 32 KB at 512 threads; 2 lines above 512 threads, within the 48 KB of static shared
+ * memory), so the norm loop reads no global memory for them. With one CTA per row on the
+ * one-GPU proxy (tools/proxy_fused.cu): 13.1 -> 12.5 us at 8192 (4 lines a thread), 23.3
+ * -> 22.3 at 16384. Static, for every block size: sized to the block (dynamic shared
+ * memory) the fused op at 1 token x 8192 read 5.09-5.15 us against 4.99-5.02 on the
+ * proxy. */
+#define IRIS_RMSNORM_HELD (IRIS_RMSNORM_MAX_GROUPS <= 16 ? 4 : 2)
+static_assert(2 * IRIS_RMSNORM_HELD * IRIS_RMSNORM_MAX_THREADS * 8 + IRIS_RMSNORM_MAX_CHUNKS * 4 + 256 <= 48 * 1024,
+              "the held lines and the chunk sums fit the 48 KB of static shared memory");
 /* What the norm loop of iris_rmsnorm_finish takes from shared memory instead of global:
  * the residual (after the add) and the weight of the thread's first n lines. n = 0:
  * nothing held (the norm kernel). */
@@ -372,7 +377,7 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
     res0 = iris_coll_read8(rr, line, (size_t)sh.hidden);
     wt0 = iris_coll_read8(weight, line, (size_t)sh.hidden);
   }
-  const unsigned c = iris_coll_call_enter(d), epoch = c + 1, sig32 = iris_coll_sig32(sig);
+  const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
   iris_detail_pdl_trigger();
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
   uint4 *const mine = IRIS_COLL_LL_ROWS(d, c, W);                          /* one-shot [src][line] of this parity */

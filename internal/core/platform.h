@@ -13,6 +13,7 @@
 typedef hipError_t iris_gpu_error_t;
 typedef hipIpcMemHandle_t iris_gpu_ipc_handle_t;
 #define IRIS_GPU_SUCCESS hipSuccess
+#define IRIS_GPU_ERROR_MEMORY hipErrorOutOfMemory
 #define IRIS_GPU_NAME "HIP"
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_device_count(int *n) { return hipGetDeviceCount(n); }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_get_device(int *d) { return hipGetDevice(d); }
@@ -60,6 +61,7 @@ IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_capture_id(iris_stream_t s, unsig
 typedef cudaError_t iris_gpu_error_t;
 typedef cudaIpcMemHandle_t iris_gpu_ipc_handle_t;
 #define IRIS_GPU_SUCCESS cudaSuccess
+#define IRIS_GPU_ERROR_MEMORY cudaErrorMemoryAllocation
 #define IRIS_GPU_NAME "CUDA"
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_device_count(int *n) { return cudaGetDeviceCount(n); }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_get_device(int *d) { return cudaGetDevice(d); }
