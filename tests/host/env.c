@@ -199,6 +199,20 @@ static void test_env_strict(void) {
     }
     unsetenv("IRIS_COLL_FUSED_STAGING");
   }
+  /* IRIS_COLL_TEST_WRAP (read at setup as the others): a count of calls, nothing else */
+  {
+    static const struct { const char *val; int got, n; } tw[] = {{"", -1, 0}, {"8", 1, 8}, {"0", 1, 0}, {"-3", -1, 0}, {"8x", -1, 0}, {"99999999999", -1, 0}};
+    char nm[128];
+    for (size_t i = 0; i < sizeof tw / sizeof tw[0]; i++) {
+      int n = 0;
+      setenv("IRIS_COLL_TEST_WRAP", tw[i].val, 1);
+      got = iris_detail_env_int("IRIS_COLL_TEST_WRAP", &n);
+      snprintf(nm, sizeof nm, "env: IRIS_COLL_TEST_WRAP='%s' %s", tw[i].val, tw[i].got < 0 ? "is an error naming it" : "is taken");
+      check(got == tw[i].got && (got < 0 || n == tw[i].n) && (got >= 0 || has(iris_error_detail(), "IRIS_COLL_TEST_WRAP")), nm, "got %d, n %d, '%s'", got, n,
+            iris_error_detail());
+    }
+    unsetenv("IRIS_COLL_TEST_WRAP");
+  }
   /* IRIS_NCCL_LIBRARY and IRIS_RENDEZVOUS_DIR: empty is an error, not the default library or directory */
   {
     const iris_detail_nccl_lib_t *lib = NULL;
