@@ -81,10 +81,11 @@ IRIS_DEVICE_INLINE void iris_gemm_err_fail(iris_gemm_err_t *err, unsigned epoch,
   }
 }
 /* Whether call `epoch` has already failed somewhere on this rank, or a peer said it failed
- * there. */
+ * there. The words start at 0, so epoch 0 (a slot's call after 2^32 calls) has no marker:
+ * its waits end by their bounds alone, and its failures reach the peers that way too. */
 IRIS_DEVICE_INLINE bool iris_gemm_err_aborted(const iris_gemm_err_t *err, unsigned epoch) {
-  return iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(&err->abort_epoch) == epoch ||
-         iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(&err->peer_abort_epoch) == epoch;
+  return epoch != 0u && (iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(&err->abort_epoch) == epoch ||
+                         iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(&err->peer_abort_epoch) == epoch);
 }
 /* One thread: spin until *flag has reached want (wrap-safe), each poll a load of order O
  * at scope S (acquire: what the signaller released is visible after it). Bounded by
@@ -122,7 +123,7 @@ IRIS_DEVICE_INLINE bool iris_gemm_wait_flag(iris_gemm_err_t *err, const unsigned
  * still reads them, so the peer's result is suspect too). Idempotent: every CTA of the
  * call does it. */
 IRIS_DEVICE_INLINE void iris_gemm_err_tell_peers(const iris_device_ctx_t &ctx, iris_gemm_err_t *err, unsigned epoch) {
-  if (iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(&err->abort_epoch) != epoch) return;
+  if (epoch == 0u || iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(&err->abort_epoch) != epoch) return; /* epoch 0: no marker (above) */
   const unsigned what = err->what, why = err->peer;
   for (int q = 0; q < ctx.world_size; ++q) {
     if (q == ctx.rank) continue;
