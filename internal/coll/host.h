@@ -120,8 +120,9 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   }
   /* PDL, unless another rank of this process shares the GPU: a rank's next kernel then
    * holds SMs while it waits for its previous one, which may wait for a peer's kernel
-   * that finds no SM left. 4 ranks as threads on one H200, all-reduce 128 KB: with PDL the first 128 KB call of every run (14 of 14) waited until its
-   * bound; without it every run got past it (12 runs). IRIS_COLL_PDL=1 asks for it anyway. */
+   * that finds no SM left. 4 ranks as threads on one H200, all-reduce 128 KB: with PDL
+   * the first 128 KB call of every run (14 of 14) waited until its bound; without it
+   * every run got past it (12 runs). IRIS_COLL_PDL=1 asks for it anyway. */
   s->pdl = IRIS_GPU_HAS_PDL && !iris_detail_gpu_shared(ctx);
   if (iris_detail_env_flag("IRIS_COLL_PDL",
                            " (0: the latency kernels launch without programmatic dependent launch; 1: with it where the GPU has it, the default unless "
