@@ -10,6 +10,8 @@
 //   gemm_rs_test N quick   fewer cases
 //   gemm_rs_test N streams only the two-stream cases: GEMM + reduce runs and all-reduces on
 //                          two streams with no dependency between them
+//   gemm_rs_test N wrap    with IRIS_GEMM_TEST_WRAP=n (1..11): the fused path's epochs cross
+//                          0xffffffff -> 0 -> 1 (without it: a SKIP line)
 //   gemm_rs_test_t2 N stuck  the last rank skips a call: the others' call must end within
 //                          2x the wait bound (2 s in this build) with a fault, not hang
 // The fused path needs the TMA GEMM core (sm_90a): make build/gemm_rs_test. A faster
@@ -62,7 +64,38 @@ struct Case {
   int row_step = 1;    // values of every row (1), or of every n-th row and the last (large
                        // shapes; every element is still checked for the poison)
   int exact = 0;       // desc.exact: fp32 partials (1) or partials in the output type (0)
+  int wrap = 0;        // IRIS_GEMM_TEST_WRAP's n (the wrap part): the fused plan's flag block is checked at create and after the calls
 };
+
+// The wrap part (IRIS_GEMM_TEST_WRAP): whether the fused path's `sync` block holds, word by
+// word, what call `epoch` leaves (iris_gemm_rs_flags_after, the words the hook writes at
+// create); why names the first word that differs.
+static bool flags_are(iris_gemm_rs_t *p, unsigned epoch, std::string &why) {
+#if defined(IRIS_GEMM_HAVE_TMA)
+  const iris_gemm_rs_fused_dev_t &v = p->fd;
+  std::vector<unsigned> want(iris_gemm_rs_flags_after(p, epoch, NULL)), got(want.size());
+  iris_gemm_rs_flags_after(p, epoch, want.data());
+  if (cudaMemcpy(got.data(), p->sync, got.size() * sizeof(unsigned), cudaMemcpyDeviceToHost) != cudaSuccess) { why = "reading the flag block"; return false; }
+  const size_t flags = (size_t)p->W * v.halves * v.tiles_n;
+  for (size_t i = 0; i < got.size(); i++) {
+    if (got[i] == want[i]) continue;
+    char buf[200];
+    if (i < flags)
+      snprintf(buf, sizeof buf, "flag block: flag (source %zu, 64-row half %zu, n-tile %zu) holds %u, want %u (what call %u leaves)", i / ((size_t)v.halves * v.tiles_n),
+               i / v.tiles_n % v.halves, i % v.tiles_n, got[i], want[i], epoch);
+    else
+      snprintf(buf, sizeof buf, "flag block: %s %zu holds %u, want %u (what call %u leaves)", i < flags + IRIS_GEMM_ERR_WORDS ? "error record word" : "CTA counter",
+               i < flags + IRIS_GEMM_ERR_WORDS ? i - flags : i - flags - IRIS_GEMM_ERR_WORDS, got[i], want[i], epoch);
+    why = buf;
+    return false;
+  }
+  return true;
+#else
+  (void)p; (void)epoch;
+  why = "no fused path in this build";
+  return false;
+#endif
+}
 
 static const char *oname(iris_gemm_reduce_op_t op) { return op == IRIS_GEMM_ALL_REDUCE ? "all-reduce" : "reduce-scatter"; }
 
@@ -163,6 +196,16 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
   iris_gemm_rs_t *p = NULL;
   IK(iris_gemm_rs_create(s.ctx, &d, &p));
   if (k.path != IRIS_GEMM_PATH_AUTO && iris_gemm_rs_path(p) != k.path) { why = "the plan runs another path than asked"; iris_gemm_rs_destroy(p); return false; }
+  const bool words = k.wrap && iris_gemm_rs_path(p) == IRIS_GEMM_PATH_FUSED; // the path with a flag block
+  if (words) { // the hook wrote every word; the exchange keeps every rank's first call until each rank read its own block
+    std::string w;
+    const bool mine = flags_are(p, 0u - (unsigned)k.wrap, w);
+    if (!agree(s, mine)) {
+      why = mine ? "another rank's flag block is not as IRIS_GEMM_TEST_WRAP sets it" : "at create: " + w;
+      iris_gemm_rs_destroy(p);
+      return false;
+    }
+  }
   T *a = NULL, *b = NULL;
   C *c = NULL, *bias = NULL;
   float *sc = NULL; // fp8: this rank's a_scale, b_scale (fresh each call)
@@ -213,6 +256,15 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
     std::string w2;
     if (k.op == IRIS_GEMM_ALL_REDUCE && !same_everywhere(s, h.data(), h.size() * sizeof(C), w2) && ok) { ok = false; why = w2; }
     if (!agree(s, ok) && ok) { ok = false; why = "call " + std::to_string(it) + " failed on another rank"; }
+  }
+  // the wrap part: the kernels left every word as the hook models it (this rank's reduce
+  // waited for every flag it reads, so the block is final once the stream is)
+  if (ok && words) {
+    CK(cudaStreamSynchronize(s.stream));
+    if (!flags_are(p, 0u - (unsigned)k.wrap + (unsigned)k.iters, why)) {
+      why = "after the calls: " + why;
+      ok = false;
+    }
   }
   if (exec) cudaGraphExecDestroy(exec);
   cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(bias); cudaFree(sc);
@@ -491,6 +543,54 @@ static int stuck(Suite &s, iris_gemm_path_t path) {
   return ok ? 0 : 1;
 }
 
+// IRIS_GEMM_TEST_WRAP=n (tests/run.sh sets it in a run of its own): the fused plans' flag
+// block starts as if 2^32 - n calls had run, so that the 12 calls of each plan here run at
+// epochs 2^32 - n + 1, ..., 0xffffffff, 0, 1, ... (n in 1..11: the epochs cross 0xffffffff ->
+// 0 -> 1). Both ops on both cores of the fused path (graph replays once), each call's C
+// against float64, and each plan's block word by word at create (the hook took effect) and
+// after the calls (every word is where the hook would put it for the last call: its model
+// of a call is the kernels'). The pipelined and unfused paths have no flag block (their
+// barrier is the collectives': IRIS_COLL_TEST_WRAP); one case each runs with the rest.
+// Unset: nothing, and a SKIP line where the part was asked for by name (gemm_rs_test N wrap).
+static void wrap(Suite &s, bool asked) {
+  const int W = s.world;
+  const char *v = getenv("IRIS_GEMM_TEST_WRAP");
+  if (!v) {
+    if (asked && s.rank == 0) printf("SKIP: [%s] wrap-around part: IRIS_GEMM_TEST_WRAP is not set (tests/run.sh runs it with 6)\n", s.tag.c_str());
+    return;
+  }
+  const int n = atoi(v), iters = 12;
+  if (n < 1 || n > iters - 1) {
+    if (s.rank == 0) fprintf(stderr, "IRIS_GEMM_TEST_WRAP=%s: give 1..%d, so that %d calls cross epoch 0xffffffff -> 0 -> 1\n", v, iters - 1, iters);
+    report(s, "wrap-around: IRIS_GEMM_TEST_WRAP within the calls of a plan", false);
+    return;
+  }
+  char extra[120];
+  snprintf(extra, sizeof extra, ", epochs 0x%08x..%u across the wrap (IRIS_GEMM_TEST_WRAP=%d), flag block checked", 0u - (unsigned)n + 1u, (unsigned)(iters - n), n);
+  const std::string coop = std::string(extra) + ", cooperative core", pp = std::string(extra) + ", ping-pong core";
+  Case rs{IRIS_GEMM_REDUCE_SCATTER, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_FUSED, 129LL * W, 776, 520LL * W, iters};
+  Case ar{IRIS_GEMM_ALL_REDUCE, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, IRIS_GEMM_PATH_FUSED, 1LL * W, 392, 136LL * W, iters};
+  Case rs2{IRIS_GEMM_REDUCE_SCATTER, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 1, IRIS_GEMM_PATH_FUSED, 300LL * W, 1288, 192LL * W, iters};
+  Case ar2{IRIS_GEMM_ALL_REDUCE, IRIS_BFLOAT16, IRIS_BFLOAT16, 1, 1, IRIS_GEMM_PATH_FUSED, 96LL * W, 256, 128LL * W, iters};
+  rs.wrap = ar.wrap = rs2.wrap = ar2.wrap = n;
+#if defined(IRIS_GEMM_HAVE_CORE)
+  // the core is read at create (IRIS_GEMM_RS_PINGPONG): each op on each
+  setenv("IRIS_GEMM_RS_PINGPONG", "1", 1);
+  one(s, rs, false, pp.c_str());
+  one(s, ar, false, pp.c_str());
+  setenv("IRIS_GEMM_RS_PINGPONG", "0", 1);
+  one(s, rs2, false, coop.c_str());
+  one(s, ar2, true, coop.c_str());
+  unsetenv("IRIS_GEMM_RS_PINGPONG");
+#else
+  if (s.rank == 0) printf("SKIP: [%s] wrap-around part, fused path: built without the GEMM core (GEMM_RS_TEST_NO_CORE)\n", s.tag.c_str());
+#endif
+  rs.path = IRIS_GEMM_PATH_PIPELINED;
+  ar.path = IRIS_GEMM_PATH_UNFUSED;
+  one(s, rs, false, extra);
+  one(s, ar, false, extra);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int n = argc > 1 ? atoi(argv[1]) : 2, rank;
@@ -524,6 +624,14 @@ int main(int argc, char **argv) {
     return stuck(s, IRIS_GEMM_PATH_PIPELINED);
 #endif
   }
+  if (argc > 2 && !strcmp(argv[2], "wrap")) {
+    wrap(s, true);
+    int rc = s.failed ? 1 : 0;
+    cudaStreamDestroy(s.stream);
+    if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
+    return rc;
+  }
+  if (!streams_only) wrap(s, false); // where IRIS_GEMM_TEST_WRAP is set (then every fused plan below starts near the wrap too)
   const iris_gemm_reduce_op_t ops[] = {IRIS_GEMM_REDUCE_SCATTER, IRIS_GEMM_ALL_REDUCE};
 #if defined(IRIS_GEMM_HAVE_CORE)
   const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED};

@@ -11,6 +11,8 @@
 //   gemm_test N sweep [reps]  the path x shape sweep (issue 20's hang shape included),
 //                             reps times, plans created and destroyed back to back
 //   gemm_test N streams       all-gather + GEMM runs and all-reduces on two streams (issue 20)
+//   gemm_test N wrap          with IRIS_GEMM_TEST_WRAP=n (1..11): every path's epochs cross
+//                             0xffffffff -> 0 -> 1 (without it: a SKIP line)
 //   gemm_test N stuck         one rank skips a call: every other rank's fused call must end
 //                             within 2x the wait bound with IRIS_ERROR_TIMEOUT naming it
 //                             (build/gemm_test_t2 has a 2-s bound, and fetcher CTAs that
@@ -63,7 +65,38 @@ struct Case {
   int chunks = 0;
   int streams = 0; // pipelined: gemm_streams (0 = the plan's automatic choice)
   int fetch = 0;   // fused: desc.fetch_ctas
+  int wrap = 0;    // IRIS_GEMM_TEST_WRAP's n (the wrap part): the plan's flag block is checked at create and after the calls
 };
+
+// The wrap part (IRIS_GEMM_TEST_WRAP): whether the fused kernels' flag block holds, word by
+// word, what call `epoch` of every CTA slot leaves (iris_ag_gemm_flags_after, the words the
+// hook writes at create); why names the first word that differs.
+static bool flags_are(iris_ag_gemm_t *g, unsigned epoch, std::string &why) {
+#if defined(IRIS_GEMM_HAVE_CORE)
+  const iris_ag_gemm_dev_t &v = g->dev;
+  std::vector<unsigned> want(iris_ag_gemm_flags_after(&v, epoch, NULL)), got(want.size());
+  iris_ag_gemm_flags_after(&v, epoch, want.data());
+  if (cudaMemcpy(got.data(), g->flag_block, got.size() * sizeof(unsigned), cudaMemcpyDeviceToHost) != cudaSuccess) { why = "reading the flag block"; return false; }
+  const size_t items = (size_t)v.tiles_m * v.groups_k, sync = 2 * items;
+  for (size_t i = 0; i < got.size(); i++) {
+    if (got[i] == want[i]) continue;
+    char buf[200];
+    const char *what = i < items ? "ready flag" : i < sync ? "claim word" : i < sync + IRIS_MAX_RANKS ? "arrive" : i < sync + 2 * IRIS_MAX_RANKS ? "done" :
+                       i < sync + IRIS_AG_GEMM_SYNC_WORDS ? "error record word" : "slot counter";
+    const size_t at = i < items ? i : i < sync ? i - items : i < sync + IRIS_MAX_RANKS ? i - sync : i < sync + 2 * IRIS_MAX_RANKS ? i - sync - IRIS_MAX_RANKS :
+                      i < sync + IRIS_AG_GEMM_SYNC_WORDS ? i - sync - 2 * IRIS_MAX_RANKS : i - sync - IRIS_AG_GEMM_SYNC_WORDS;
+    snprintf(buf, sizeof buf, "flag block: %s %zu holds %u, want %u (what call %u of every slot leaves; %d fetchers, %d GEMM CTAs, side fetch %d, help %d)", what, at, got[i],
+             want[i], epoch, v.fetchers, v.gemm_ctas, v.side_fetch, v.help);
+    why = buf;
+    return false;
+  }
+  return true;
+#else
+  (void)g; (void)epoch;
+  why = "no fused kernel in this build";
+  return false;
+#endif
+}
 
 
 // check C (host copy) for call `call`; returns the worst error ratio (>1 fails)
@@ -140,6 +173,19 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
   d.layout = k.layout; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = k.a; d.c_type = k.c; d.b_transposed = k.bt; d.has_bias = k.bias; d.path = k.path; d.chunks = k.chunks; d.gemm_streams = k.streams; d.fetch_ctas = k.fetch;
   iris_ag_gemm_t *g = NULL;
   IK(iris_ag_gemm_create(s.ctx, &d, &g));
+  const bool words = k.wrap && (iris_ag_gemm_path(g) == IRIS_GEMM_PATH_FUSED || iris_ag_gemm_path(g) == IRIS_GEMM_PATH_KERNEL_UNFUSED); // the paths with a flag block
+  if (words) { // the hook wrote every word; the exchange keeps every rank's first call until each rank read its own block
+    std::string w;
+    const bool mine = flags_are(g, 0u - (unsigned)k.wrap, w);
+    int v = mine ? 1 : 0, all[IRIS_MAX_RANKS];
+    bool every = iris_allgather_host(s.ctx, &v, all, sizeof v) == IRIS_SUCCESS;
+    for (int q = 0; q < W; q++) every = every && all[q];
+    if (!every) {
+      why = mine ? "another rank's flag block is not as IRIS_GEMM_TEST_WRAP sets it" : "at create: " + w;
+      iris_ag_gemm_destroy(g);
+      return false;
+    }
+  }
   const size_t shard = (size_t)(k.layout == IRIS_GEMM_A_ROWS ? k.M / W * k.K : k.M * (k.K / W));
   T *a = NULL, *b = NULL;
   C *c = NULL, *bias = NULL;
@@ -191,6 +237,12 @@ static bool run_case(Suite &s, const Case &k, bool graph, std::string &why) {
       ok = check_c<T, C>(s, k, h, call, why);
     }
   }
+  // the wrap part: the kernels left every word as the hook models it (the peers' signals into
+  // this block were all waited for, so the block is final once the stream is)
+  if (ok && words && !flags_are(g, 0u - (unsigned)k.wrap + (unsigned)k.iters, why)) {
+    why = "after the calls: " + why;
+    ok = false;
+  }
   if (exec) cudaGraphExecDestroy(exec);
   cudaFree(b); cudaFree(c); cudaFree(bias); cudaFree(sc);
   IK(iris_free(s.ctx, a));
@@ -222,6 +274,58 @@ static void one(Suite &s, const Case &k, bool graph, const char *extra = "") {
   snprintf(name, sizeof name, "%s %s %s->%s B %s%s, %lldx%lldx%lld, %d call%s%s%s", iris_gemm_path_name(k.path), k.layout == IRIS_GEMM_A_ROWS ? "rows" : "cols", tname(k.a),
            tname(k.c), k.bt ? "NxK" : "KxN", k.bias ? " +bias" : "", k.M, k.N, k.K, k.iters, k.iters > 1 ? "s (fresh A each)" : "", graph ? ", graph replays" : "", extra);
   report(s, name, ok);
+}
+
+// IRIS_GEMM_TEST_WRAP=n (tests/run.sh sets it in a run of its own): every plan's flag block
+// starts as if 2^32 - n calls had run on every CTA slot, so that the 12 calls of each plan
+// here run at epochs 2^32 - n + 1, ..., 0xffffffff, 0, 1, ... (n in 1..11: the epochs cross
+// 0xffffffff -> 0 -> 1). Every path and kernel variant with a flag block (fused: fetcher CTAs
+// with help, side fetch, automatic; kernel-unfused; the cp.async core), each call's C against
+// float64, and each plan's block word by word at create (the hook took effect) and after the
+// calls (every word is where the hook would put it for the last call: its model of a call is
+// the kernels'). The cuBLASLt paths have no flag block (their barrier is the collectives':
+// IRIS_COLL_TEST_WRAP); one case each runs with the rest. Unset: nothing, and a SKIP line
+// where the part was asked for by name (gemm_test N wrap).
+static void wrap(Suite &s, bool asked) {
+  const int W = s.world;
+  const char *v = getenv("IRIS_GEMM_TEST_WRAP");
+  if (!v) {
+    if (asked && s.rank == 0) printf("SKIP: [%s] wrap-around part: IRIS_GEMM_TEST_WRAP is not set (tests/run.sh runs it with 6)\n", s.tag.c_str());
+    return;
+  }
+  const int n = atoi(v), iters = 12;
+  if (n < 1 || n > iters - 1) {
+    if (s.rank == 0) fprintf(stderr, "IRIS_GEMM_TEST_WRAP=%s: give 1..%d, so that %d calls cross epoch 0xffffffff -> 0 -> 1\n", v, iters - 1, iters);
+    report(s, "wrap-around: IRIS_GEMM_TEST_WRAP within the calls of a plan", false);
+    return;
+  }
+  char extra[120];
+  snprintf(extra, sizeof extra, ", epochs 0x%08x..%u across the wrap (IRIS_GEMM_TEST_WRAP=%d), flag block checked", 0u - (unsigned)n + 1u, (unsigned)(iters - n), n);
+  const std::string tma = std::string(extra) + ", cp.async core";
+  struct Way { iris_gemm_path_t path; int fetch; iris_gemm_layout_t layout; bool graph; };
+  const Way ways[] = {{IRIS_GEMM_PATH_FUSED, 3, IRIS_GEMM_A_ROWS, false},   // fetcher CTAs, GEMM CTAs' side warps stand by (help)
+                      {IRIS_GEMM_PATH_FUSED, -1, IRIS_GEMM_A_COLS, false},  // side fetch
+                      {IRIS_GEMM_PATH_FUSED, 0, IRIS_GEMM_A_ROWS, true},    // the automatic cut, graph replays
+                      {IRIS_GEMM_PATH_KERNEL_UNFUSED, 0, IRIS_GEMM_A_COLS, false},
+                      {IRIS_GEMM_PATH_PIPELINED, 0, IRIS_GEMM_A_ROWS, false},
+                      {IRIS_GEMM_PATH_UNFUSED, 0, IRIS_GEMM_A_COLS, false}};
+  for (const Way &w : ways) {
+    Case k = w.layout == IRIS_GEMM_A_ROWS ? Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, w.path, 200LL * W, 776, 520, iters, 0}
+                                          : Case{IRIS_GEMM_A_COLS, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, w.path, 600, 392, 136LL * W, iters, 0};
+    k.fetch = w.fetch;
+    k.wrap = n;
+    char name[160];
+    snprintf(name, sizeof name, "%s, fetch_ctas %d", extra, w.fetch);
+    one(s, k, w.graph, name);
+  }
+  // the cp.async core (IRIS_GEMM_TMA=0, read at create): no help, the per-tile kernel
+  setenv("IRIS_GEMM_TMA", "0", 1);
+  Case f{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_FUSED, 200LL * W, 776, 520, iters, 0};
+  Case u{IRIS_GEMM_A_COLS, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, IRIS_GEMM_PATH_KERNEL_UNFUSED, 600, 392, 136LL * W, iters, 0};
+  f.wrap = u.wrap = n;
+  one(s, f, true, tma.c_str());
+  one(s, u, false, tma.c_str());
+  unsetenv("IRIS_GEMM_TMA");
 }
 
 // bad input: every rank gets the stated status, nothing is left half-created
@@ -500,15 +604,17 @@ int main(int argc, char **argv) {
   s.seed = all[0];
   if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
   const int W = n;
-  if (!strcmp(mode, "sweep") || !strcmp(mode, "stuck") || !strcmp(mode, "streams")) {
+  if (!strcmp(mode, "sweep") || !strcmp(mode, "stuck") || !strcmp(mode, "streams") || !strcmp(mode, "wrap")) {
     if (!strcmp(mode, "sweep")) sweep(s, argc > 3 ? atoi(argv[3]) : 3);
     else if (!strcmp(mode, "streams")) streams(s);
+    else if (!strcmp(mode, "wrap")) wrap(s, true);
     else stuck(s);
     int rc = s.failed ? 1 : 0;
     cudaStreamDestroy(s.stream);
     if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
     return rc;
   }
+  wrap(s, false); // where IRIS_GEMM_TEST_WRAP is set (then every plan below starts near the wrap too)
   const iris_gemm_path_t paths[] = {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED, IRIS_GEMM_PATH_KERNEL_UNFUSED};
   for (iris_gemm_path_t p : paths) {
     // odd shapes: M, N not tile multiples, K not a multiple of 64

@@ -170,6 +170,30 @@ static iris_status_t iris_ag_gemm_create_local(iris_ag_gemm_t *g) {
 #endif
 }
 
+#if defined(IRIS_GEMM_HAVE_CORE)
+/* IRIS_GEMM_TEST_WRAP=n (tests; read at create, fused and kernel-unfused paths): the flag
+ * block as if 2^32 - n calls had run on every CTA slot, so that the n-th call from now runs
+ * at epoch 0 and a test crosses 0xffffffff -> 0 -> 1 at once (a plan gets there after 2^32
+ * calls: days of decode). Every word holds what the call before left
+ * (iris_ag_gemm_flags_after): a word left at 0 would let epoch 0 pass a wait that should
+ * block, or block a claim. Written before the create's last exchange: no peer signals
+ * into the block before. */
+static iris_status_t iris_ag_gemm_start_near_wrap(iris_ag_gemm_t *g) {
+  int n = 0;
+  const int got = iris_detail_env_int("IRIS_GEMM_TEST_WRAP", &n);
+  const size_t words = iris_ag_gemm_flags_after(&g->dev, 0u, NULL);
+  unsigned *w;
+  iris_gpu_error_t e;
+  if (got < 0) return iris_detail_prefix(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_create");
+  if (got == 0) return IRIS_SUCCESS;
+  if (!(w = (unsigned *)malloc(words * sizeof *w))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  iris_ag_gemm_flags_after(&g->dev, 0u - (unsigned)n, w);
+  e = iris_gpu_copy_to_device(g->flag_block, w, words * sizeof *w);
+  free(w);
+  return e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_ag_gemm_gpu_fail(g->ctx, "IRIS_GEMM_TEST_WRAP: writing the flag block", e);
+}
+#endif
+
 static inline iris_status_t iris_ag_gemm_destroy_plan(iris_ag_gemm_t *g) { return iris_ag_gemm_destroy(g); }
 
 /* The lifecycle of internal/core/plan.h. */
@@ -213,6 +237,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
    * call wait out the bound) */
 #if defined(IRIS_GEMM_HAVE_CORE)
   if (st == IRIS_SUCCESS && (g->path == IRIS_GEMM_PATH_FUSED || g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED)) {
+    st = iris_ag_gemm_start_near_wrap(g);
     cut[0] = g->dev.fetchers; cut[1] = g->dev.gemm_ctas; cut[2] = g->dev.side_fetch; cut[3] = g->dev.kg; cut[4] = g->tma;
   }
 #endif

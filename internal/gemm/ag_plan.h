@@ -254,6 +254,37 @@ static iris_status_t iris_ag_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags
   return IRIS_SUCCESS;
 }
 
+/* The words of the fused kernels' flag block (ready | claim | iris_ag_gemm_sync_t |
+ * counters, as iris_ag_gemm_plan_kernel lays it out) as call `epoch` of every CTA slot
+ * leaves them on this rank; returns their count (words NULL: only the count). For
+ * IRIS_GEMM_TEST_WRAP (iris_ag_gemm_start_near_wrap), and for the test that crosses the
+ * wrap, which compares the block with it after its calls. */
+static size_t iris_ag_gemm_flags_after(const iris_ag_gemm_dev_t *v, unsigned epoch, unsigned *words) {
+  const size_t items = (size_t)v->tiles_m * v->groups_k, slots = (size_t)v->fetchers + v->gemm_ctas;
+  const size_t n = 2 * items + IRIS_AG_GEMM_SYNC_WORDS + slots;
+  /* "done" signals each peer sends a call: one per fetcher CTA, and one per GEMM CTA where
+   * their side warps fetch (side fetch) or stand by (help) */
+  const unsigned per_call = (unsigned)v->fetchers + (v->side_fetch || v->help ? (unsigned)v->gemm_ctas : 0u);
+  iris_ag_gemm_sync_t *sync;
+  size_t i;
+  int q;
+  if (!words) return n;
+  memset(words, 0, n * sizeof *words);
+  for (i = 0; i < items; i++) {
+    words[i] = epoch;                     /* ready: every block published */
+    if (v->help) words[items + i] = epoch; /* claim: every fetcher claims each of its blocks (used with help only) */
+  }
+  sync = (iris_ag_gemm_sync_t *)(words + 2 * items);
+  for (q = 0; q < v->ctx.world_size; q++) {
+    if (q == v->ctx.rank) continue;       /* a rank signals only its peers */
+    sync->arrive[q] = epoch;
+    sync->done[q] = epoch * per_call;     /* modulo 2^32, as the wait computes it */
+  }
+  /* the error record stays 0: no call failed, no abort marker */
+  for (i = 0; i < slots; i++) words[2 * items + IRIS_AG_GEMM_SYNC_WORDS + i] = epoch;
+  return n;
+}
+
 #endif /* IRIS_GEMM_HAVE_CORE */
 
 #endif /* IRIS_INTERNAL_GEMM_AG_PLAN_H */

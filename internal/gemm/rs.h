@@ -187,6 +187,51 @@ static inline int iris_gemm_rs_choose_pingpong(long long M, long long N, long lo
   return e_coop < 0.75 && e_pp > e_coop;
 }
 
+#if defined(IRIS_GEMM_HAVE_TMA)
+/* The words of the fused path's `sync` block (flags [W][halves][tiles_n] | error record |
+ * counters) as call `epoch` of every GEMM CTA leaves them on this rank: the flags of the
+ * 64-row halves that hold rows of this rank, from every source rank, and the GEMM CTAs'
+ * counters hold epoch, the rest 0 (no other flag is signalled here; no call failed).
+ * Returns their count (words NULL: only the count). For IRIS_GEMM_TEST_WRAP
+ * (iris_gemm_rs_start_near_wrap), and for the test that crosses the wrap, which compares
+ * the block with it after its calls. */
+static size_t iris_gemm_rs_flags_after(const iris_gemm_rs_t *p, unsigned epoch, unsigned *words) {
+  const iris_gemm_rs_fused_dev_t *v = &p->fd;
+  const size_t flags = (size_t)p->W * v->halves * v->tiles_n, n = flags + IRIS_GEMM_ERR_WORDS + (size_t)p->sms;
+  const long long row0 = (long long)p->me * p->ml;
+  const int h0 = (int)(row0 / 64), h1 = (int)((row0 + p->ml - 1) / 64); /* as the reduce kernel waits */
+  size_t i;
+  int q, h, nt;
+  if (!words) return n;
+  memset(words, 0, n * sizeof *words);
+  for (q = 0; q < p->W; q++)
+    for (h = h0; h <= h1; h++)
+      for (nt = 0; nt < v->tiles_n; nt++) words[((size_t)q * v->halves + h) * v->tiles_n + nt] = epoch;
+  for (i = 0; i < (size_t)p->sms; i++) words[flags + IRIS_GEMM_ERR_WORDS + i] = epoch;
+  return n;
+}
+/* IRIS_GEMM_TEST_WRAP=n (tests; read at create, fused path): the `sync` block as if 2^32 -
+ * n calls had run, so that the n-th call from now runs at epoch 0 and a test crosses
+ * 0xffffffff -> 0 -> 1 at once (a plan gets there after 2^32 calls: days of decode).
+ * Every word holds what the call before left (iris_gemm_rs_flags_after): a flag left at 0
+ * would let the reduce of epoch 0 take a tile before its push. Written before the create's
+ * last exchange: no peer signals into the block before. */
+static iris_status_t iris_gemm_rs_start_near_wrap(iris_gemm_rs_t *p) {
+  int n = 0;
+  const int got = iris_detail_env_int("IRIS_GEMM_TEST_WRAP", &n);
+  const size_t words = iris_gemm_rs_flags_after(p, 0u, NULL);
+  unsigned *w;
+  iris_gpu_error_t e;
+  if (got < 0) return iris_detail_prefix(IRIS_ERROR_INVALID_ARGUMENT, "iris_gemm_rs_create");
+  if (got == 0) return IRIS_SUCCESS;
+  if (!(w = (unsigned *)malloc(words * sizeof *w))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  iris_gemm_rs_flags_after(p, 0u - (unsigned)n, w);
+  e = iris_gpu_copy_to_device(p->sync, w, words * sizeof *w);
+  free(w);
+  return e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_gemm_rs_gpu_fail(p->ctx, "IRIS_GEMM_TEST_WRAP: writing the flag block", e);
+}
+#endif
+
 /* The fused path's local part of create (after the heap blocks). Collective first (every
  * rank gets here: the heap verdict is the same everywhere): which ranks share this GPU,
  * to size the reduce kernel (its CTAs wait for peers' tiles, so where ranks share a GPU
@@ -239,7 +284,7 @@ static iris_status_t iris_gemm_rs_create_fused(iris_gemm_rs_t *p) {
   /* owner order: first the m-tile that holds rank me+1's first row */
   v->rot = (int)((long long)((p->me + 1) % p->W) * p->ml / IRIS_GEMM_RS_BM);
   v->raster = 8; /* groups of 8 m-tiles share B tiles in L2 */
-  return IRIS_SUCCESS;
+  return iris_gemm_rs_start_near_wrap(p);
 #else
   return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: no fused path in this build", p->me);
 #endif
