@@ -300,8 +300,8 @@ static void wrap(Suite &s, bool asked) {
     return;
   }
   char extra[120];
-  snprintf(extra, sizeof extra, ", epochs 0x%08x..%u across the wrap (IRIS_GEMM_TEST_WRAP=%d), flag block checked", 0u - (unsigned)n + 1u, (unsigned)(iters - n), n);
-  const std::string tma = std::string(extra) + ", cp.async core";
+  snprintf(extra, sizeof extra, ", epochs 0x%08x..%u across the wrap (IRIS_GEMM_TEST_WRAP=%d)", 0u - (unsigned)n + 1u, (unsigned)(iters - n), n);
+  const std::string tma = std::string(extra) + ", flag block checked, cp.async core";
   struct Way { iris_gemm_path_t path; int fetch; iris_gemm_layout_t layout; bool graph; };
   const Way ways[] = {{IRIS_GEMM_PATH_FUSED, 3, IRIS_GEMM_A_ROWS, false},   // fetcher CTAs, GEMM CTAs' side warps stand by (help)
                       {IRIS_GEMM_PATH_FUSED, -1, IRIS_GEMM_A_COLS, false},  // side fetch
@@ -314,8 +314,9 @@ static void wrap(Suite &s, bool asked) {
                                           : Case{IRIS_GEMM_A_COLS, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, w.path, 600, 392, 136LL * W, iters, 0};
     k.fetch = w.fetch;
     k.wrap = n;
-    char name[160];
-    snprintf(name, sizeof name, "%s, fetch_ctas %d", extra, w.fetch);
+    const bool words = w.path == IRIS_GEMM_PATH_FUSED || w.path == IRIS_GEMM_PATH_KERNEL_UNFUSED;
+    char name[180];
+    snprintf(name, sizeof name, "%s, %s, fetch_ctas %d", extra, words ? "flag block checked" : "no flag block on this path", w.fetch);
     one(s, k, w.graph, name);
   }
   // the cp.async core (IRIS_GEMM_TMA=0, read at create): no help, the per-tile kernel
