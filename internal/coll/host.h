@@ -68,6 +68,23 @@ static iris_gpu_error_t iris_coll_start_near_wrap(iris_coll_ctl_t *ctl, int n) {
   return e;
 }
 
+/* Whether the latency kernels of ctx launch with PDL: 1 or 0, -1 for a malformed
+ * IRIS_COLL_PDL (the detail says so). Where the GPU has it, unless another rank of this
+ * process shares the GPU: a rank's next kernel then holds SMs while it waits for its
+ * previous one, which may wait for a peer's kernel that finds no SM left. 4 ranks as
+ * threads on one H200, all-reduce 128 KB: with PDL the first 128 KB call of every run (14
+ * of 14) waited until its bound; without it every run got past it (12 runs).
+ * IRIS_COLL_PDL=1 asks for it anyway. */
+static int iris_coll_pdl_choice(iris_t *ctx) {
+  int pdl = IRIS_GPU_HAS_PDL && !iris_detail_gpu_shared(ctx);
+  if (iris_detail_env_flag("IRIS_COLL_PDL",
+                           " (0: the latency kernels launch without programmatic dependent launch; 1: with it where the GPU has it, the default unless "
+                           "another rank of this process shares the GPU)",
+                           &pdl) < 0)
+    return -1;
+  return pdl && iris_gpu_has_pdl(iris_device_ordinal(ctx)) ? 1 : 0; /* before sm_90: no PDL */
+}
+
 IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   iris_coll_state_t *s;
   int wrap = 0, wrap_got;
@@ -118,16 +135,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     free(all);
     return IRIS_ERROR_INVALID_ARGUMENT;
   }
-  /* PDL, unless another rank of this process shares the GPU: a rank's next kernel then
-   * holds SMs while it waits for its previous one, which may wait for a peer's kernel
-   * that finds no SM left. 4 ranks as threads on one H200, all-reduce 128 KB: with PDL
-   * the first 128 KB call of every run (14 of 14) waited until its bound; without it
-   * every run got past it (12 runs). IRIS_COLL_PDL=1 asks for it anyway. */
-  s->pdl = IRIS_GPU_HAS_PDL && !iris_detail_gpu_shared(ctx);
-  if (iris_detail_env_flag("IRIS_COLL_PDL",
-                           " (0: the latency kernels launch without programmatic dependent launch; 1: with it where the GPU has it, the default unless "
-                           "another rank of this process shares the GPU)",
-                           &s->pdl) < 0) {
+  if ((s->pdl = iris_coll_pdl_choice(ctx)) < 0) {
     free(s);
     free(all);
     return IRIS_ERROR_INVALID_ARGUMENT;
@@ -146,7 +154,6 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     int sms = 0; /* on a failed query: 1, as the planning arithmetic assumes at least one SM */
     (void)iris_gpu_sm_count(&sms, iris_device_ordinal(ctx));
     s->sms = sms > 0 ? sms : 1;
-    if (s->pdl && !iris_gpu_has_pdl(iris_device_ordinal(ctx))) s->pdl = 0; /* before sm_90: no PDL */
   }
   /* the control block (iris_coll_ctl_t) and the LL slots are zeroed and the armed slots
    * armed, then the ranks meet, so no peer signals into them before that */

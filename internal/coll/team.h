@@ -61,15 +61,9 @@ static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_vi
       return IRIS_ERROR_INVALID_ARGUMENT;
     }
     s->dev.check = check;
-    if (w) {
-      s->pdl = w->pdl; /* the latency kernels with PDL, as the world's */
-    } else {
-      s->pdl = IRIS_GPU_HAS_PDL && !iris_detail_gpu_shared(ctx); /* as iris_collectives_setup decides it */
-      if (iris_detail_env_flag("IRIS_COLL_PDL", " (0: the latency kernels launch without programmatic dependent launch; 1: with it where the GPU has it)", &s->pdl) < 0) {
-        free(s);
-        return IRIS_ERROR_INVALID_ARGUMENT;
-      }
-      if (s->pdl && !iris_gpu_has_pdl(iris_device_ordinal(ctx))) s->pdl = 0;
+    if ((s->pdl = w ? w->pdl : iris_coll_pdl_choice(ctx)) < 0) { /* the latency kernels with PDL, as the world's */
+      free(s);
+      return IRIS_ERROR_INVALID_ARGUMENT;
     }
   }
   {
