@@ -103,7 +103,11 @@ IRIS_DEVICE_INLINE float iris_rmsnorm_chunk_max(float v) {
  * sums its n/32 consecutive leaves in a tree (or takes leaf l, 0 past n), then the lanes'
  * tree. max_op: the maximum instead (order does not matter for it). */
 IRIS_DEVICE_INLINE float iris_rmsnorm_tree(const float *v, int n, int lane, bool max_op) {
-  const int m = n > IRIS_RMSNORM_CHUNK ? n / IRIS_RMSNORM_CHUNK : 1;
+  if (n <= IRIS_RMSNORM_CHUNK) { /* a leaf per lane: the lanes' tree alone (a CTA's own chunks at decode sizes) */
+    const float a = lane < n ? v[lane] : 0.f;
+    return max_op ? iris_rmsnorm_chunk_max(a) : iris_rmsnorm_chunk_sum(a);
+  }
+  const int m = n / IRIS_RMSNORM_CHUNK;
   float a[IRIS_RMSNORM_MAX_CHUNKS / IRIS_RMSNORM_CHUNK > 1 ? IRIS_RMSNORM_MAX_CHUNKS / IRIS_RMSNORM_CHUNK : 1];
   const int cap = (int)(sizeof a / sizeof a[0]);
 #pragma unroll
@@ -164,34 +168,33 @@ IRIS_DEVICE_INLINE iris_rmsnorm_pre iris_rmsnorm_no_pre() {
   return p;
 }
 
-/* The block's cross-CTA step for a row split over several CTAs: `solo` (one CTA per
- * row) returns the block's own value. */
+/* The cross-CTA step for a row split over several CTAs, called by every 32-lane group
+ * with the CTA's value in every lane: `solo` (one CTA per row) keeps it. */
 struct iris_rmsnorm_solo {
   IRIS_DEVICE_INLINE bool combine(float &, int, bool) const { return true; }
 };
 
 /* The second half of a row, once pass 1 has written this CTA's residual lines and left
- * their chunk sums in cs[0 .. sh.per_cta): whole block. The block tree, the CTAs'
- * combination (X), inv, the out (and fp8) lines of this CTA. False if X failed (a wait
- * ran out): then nothing more is written. */
+ * their chunk sums in cs[0 .. sh.per_cta), and a barrier made them visible to the block:
+ * whole block. Every 32-lane group computes the block tree itself (the same bits in each)
+ * and combines it with the row's other CTAs (X), with no further barrier; then inv, the
+ * out (and fp8) lines of this CTA. (Against one group computing and broadcasting through
+ * shared memory between barriers: 0.2 us less at 1 token x 8192 on one H200, ranks as
+ * threads, tools/proxy_fused.cu.) False if X failed (a wait ran out): then this group
+ * writes nothing more. */
 template <typename T, typename X>
 IRIS_DEVICE_INLINE bool iris_rmsnorm_finish(const iris_rmsnorm_shape_t &sh, int k, T *res, const T *weight, T *out, int quant, unsigned char *q8, float *scale,
-                                            float eps, float *cs, const X &x, const iris_rmsnorm_pre pre) {
-  __shared__ float s_val;
+                                            float eps, const float *cs, const X &x, const iris_rmsnorm_pre pre) {
+  __shared__ float s_amax[IRIS_RMSNORM_MAX_GROUPS];
   const int tid = (int)threadIdx.x, lane = tid % IRIS_RMSNORM_CHUNK, g = tid / IRIS_RMSNORM_CHUNK, G = (int)blockDim.x / IRIS_RMSNORM_CHUNK;
   const int iters = (sh.per_cta + G - 1) / G;
-  __syncthreads();
-  if (g == 0) {
-    const float t = iris_rmsnorm_tree(cs, sh.per_cta, lane, false);
-    if (lane == 0) s_val = t;
-  }
-  __syncthreads();
-  float ss = s_val;
-  if (!x.combine(ss, 0, false)) return false;
+  float ss = iris_rmsnorm_tree(cs, sh.per_cta, lane, false);
+  const bool ok = x.combine(ss, 0, false);
+  if (!ok && quant != IRIS_QUANT_FP8_PER_TOKEN) return false;
   const float inv = 1.f / sqrtf(ss / (float)sh.hidden + eps);
   float inv_scale = 0.f, amax = 0.f;
   if (quant == IRIS_QUANT_FP8_PER_TENSOR) inv_scale = 1.f / *scale;
-  for (int it = 0; it < iters; it++) {
+  for (int it = 0; ok && it < iters; it++) {
     const int j = it * G + g;
     const long long line = ((long long)k * sh.per_cta + j) * IRIS_RMSNORM_CHUNK + lane;
     if (j >= sh.per_cta || line >= sh.lines) continue;
@@ -213,16 +216,12 @@ IRIS_DEVICE_INLINE bool iris_rmsnorm_finish(const iris_rmsnorm_shape_t &sh, int 
     }
   }
   if (quant != IRIS_QUANT_FP8_PER_TOKEN) return true;
-  /* per token: the row's amax (order does not matter), its scale, then the codes */
+  /* per token: the row's amax (order does not matter), its scale, then the codes; a
+   * group whose combine failed meets the barrier all the same */
   amax = iris_rmsnorm_chunk_max(amax);
-  if (lane == 0) cs[g] = amax;
-  __syncthreads();
-  if (g == 0) {
-    const float t = iris_rmsnorm_chunk_max(lane < G ? cs[lane] : 0.f);
-    if (lane == 0) s_val = t;
-  }
-  __syncthreads();
-  amax = s_val;
+  if (lane == 0) s_amax[g] = amax;
+  if (__syncthreads_or(!ok)) return false;
+  amax = iris_rmsnorm_chunk_max(lane < G ? s_amax[lane] : 0.f);
   if (!x.combine(amax, 1, true)) return false;
   const float sc = iris_rmsnorm_token_scale(amax);
   inv_scale = 1.f / sc;
@@ -271,6 +270,7 @@ IRIS_DEVICE_INLINE void iris_add_rmsnorm_block(const T *sum, T *residual, const 
     q = iris_rmsnorm_chunk_sum(q);
     if (lane == 0 && j < sh.per_cta) cs[j] = q;
   }
+  __syncthreads();
   iris_rmsnorm_finish<T>(sh, 0, residual, weight, out, (int)quant, out_fp8, scale, eps, cs, iris_rmsnorm_solo(), iris_rmsnorm_no_pre());
 }
 
@@ -303,10 +303,12 @@ IRIS_DEVICE_INLINE bool iris_tile_all_reduce_rmsnorm(const iris_device_ctx_t &ct
  *     one hop more; the slots hold W times the rows.
  * Then each CTA adds the residual and the row's CTAs exchange their sums of squares (and
  * amax) through this rank's own one-shot row of the call's parity (source me: peers never
- * write it, the one-shot kernels never read it), as LL lines with the call's epoch (about
- * 1 us of the op on one H200 with 2 ranks as threads, tools/proxy_fused.cu; the row's
- * CTAs as a thread block cluster exchanging through shared memory measured slower there:
- * 5.64 against 5.28 us at 1 token x 8192, 8 CTAs per row). A
+ * write it, the one-shot kernels never read it), as LL lines with the call's epoch. On one
+ * H200 with the ranks as threads (tools/proxy_fused.cu, 1 token x 8192) the exchange is
+ * about 1.1 us of the op's 2.1 over the bare all-reduce. The row's CTAs as one thread
+ * block cluster exchanging through distributed shared memory: 4.6 against 4.8 us at 2
+ * ranks, 5.6 against 5.6 at 4; not used, as its grids of 16-CTA clusters at 4 ranks x 8
+ * tokens never all started on that GPU (every rank waited out its bound). A
  * mismatched call writes nothing: every wait also matches every peer's header
  * (iris_coll_ll_wait_all / iris_coll_ll_wait), before the first write of a user buffer or
  * of a phase-1 line. Two parities suffice as for the LL kernels: no rank ends call c
@@ -319,35 +321,28 @@ struct iris_rmsnorm_xchg {
   long long amax_off;
   int cpr, k;
   unsigned epoch, c;
-  /* Whole block: v = the tree sum (or max) of the row's CTAs' v, in CTA order. */
+  /* Every 32-lane group, v the CTA's value in every lane: v = the tree sum (or max) of the
+   * row's CTAs' values, in CTA order. Thread 0 publishes the CTA's value; in every group,
+   * lane l (< cpr, not k) polls CTA l's slot, and the lanes' shuffle tree combines them:
+   * no barrier and no shared memory, each group on its own. */
   IRIS_DEVICE_INLINE bool combine(float &v, int which, bool max_op) const {
-    __shared__ float s_x[IRIS_RMSNORM_CHUNK];
-    __shared__ int s_ok;
-    const int tid = (int)threadIdx.x;
+    const int lane = (int)threadIdx.x % IRIS_RMSNORM_CHUNK;
     if (cpr == 1) return true;
     uint4 *slots = own + slot0 + (which ? amax_off : 0);
-    if (tid == 0) {
-      iris_coll_ll_store(slots + k, make_uint2(__float_as_uint(v), 0u), epoch);
-      s_ok = 1;
-    }
-    __syncthreads();
-    if (tid < cpr) {
+    if (threadIdx.x == 0) iris_coll_ll_store(slots + k, make_uint2(__float_as_uint(v), 0u), epoch);
+    float mine = 0.f;
+    int ok = 1;
+    if (lane == k) mine = v;
+    else if (lane < cpr) {
       iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
       uint2 got;
       for (;;) {
-        if (iris_coll_ll_ready(iris_coll_ll_peek(slots + tid), epoch, &got)) { s_x[tid] = __uint_as_float(got.x); break; }
-        if (iris_detail_wait_expired(d->ctx, spin, d->ctx.rank, IRIS_COLL_SITE(IRIS_COLL_AR, IRIS_SITE_LL), c)) { s_ok = 0; break; }
+        if (iris_coll_ll_ready(iris_coll_ll_peek(slots + lane), epoch, &got)) { mine = __uint_as_float(got.x); break; }
+        if (iris_detail_wait_expired(d->ctx, spin, d->ctx.rank, IRIS_COLL_SITE(IRIS_COLL_AR, IRIS_SITE_LL), c)) { ok = 0; break; }
       }
     }
-    __syncthreads();
-    if (!s_ok) return false;
-    if (tid < IRIS_RMSNORM_CHUNK) {
-      const float t = iris_rmsnorm_tree(s_x, cpr, tid, max_op);
-      if (tid == 0) s_x[0] = t;
-    }
-    __syncthreads();
-    v = s_x[0];
-    __syncthreads(); /* s_x is read before a later combine writes it */
+    if (!iris_detail_warp_all(ok != 0)) return false; /* a warp of two groups (AMD) gives up together */
+    v = max_op ? iris_rmsnorm_chunk_max(mine) : iris_rmsnorm_chunk_sum(mine);
     return true;
   }
 };
