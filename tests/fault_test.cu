@@ -10,6 +10,8 @@
 //                           written (guard bands), the next matching call exact
 //   fault_test stuck N      the last rank stops calling: every other rank's next call
 //                           fails within 2x the wait bound; later calls fail at once
+//   fault_test stuck-fused N  the same with iris_all_reduce_rmsnorm (1 and 8 tokens x 8192
+//                           bf16, the fused kernels) as the survivors' call
 //   fault_test killed N     the last rank is killed (SIGKILL) mid-loop: the same, the
 //                           error names it; abort; finalize completes
 //   fault_test graph-killed N  the same while the survivors replay a captured graph
@@ -296,13 +298,19 @@ static bool test_mismatch(Suite &s) {
 // The survivors' side of a dead or stuck last rank: loop all-reduces (4 KB and 4 MB, or
 // graph replays) until a call or the async query reports the fault; check the time it
 // took, that later calls fail at once, and that finalize completes.
-static int survivor(Suite &s, bool graph, double t_fault, const char *what) {
+static int survivor(Suite &s, bool graph, bool fused, double t_fault, const char *what) {
   float *in, *out;
-  const size_t big = 1 << 20;
+  const size_t big = 1 << 20, hidden = 8192;
   iris_malloc(s.ctx, big * 4, (void **)&in);
   iris_malloc(s.ctx, big * 4, (void **)&out);
   cudaStream_t st;
   cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+  // the fused op on bf16 rows (in: x, out: the output; residual and weight after them)
+  unsigned short *res = (unsigned short *)in + 8 * hidden, *w = res + 8 * hidden;
+  auto call = [&](int i) -> iris_status_t {
+    if (fused) return iris_all_reduce_rmsnorm(s.ctx, in, res, w, out, i % 2 ? 8 : 1, hidden, 1e-6f, IRIS_BFLOAT16, st);
+    return iris_all_reduce(s.ctx, in, out, i % 2 ? big : 1024, IRIS_FLOAT32, IRIS_SUM, st);
+  };
   cudaGraphExec_t exec = NULL;
   if (graph) {
     cudaGraph_t g;
@@ -318,7 +326,7 @@ static int survivor(Suite &s, bool graph, double t_fault, const char *what) {
     if (graph) {
       cudaGraphLaunch(exec, st);
     } else {
-      err = iris_all_reduce(s.ctx, in, out, i % 2 ? big : 1024, IRIS_FLOAT32, IRIS_SUM, st);
+      err = call(i);
       if (err != IRIS_SUCCESS) break;
     }
     if (i % 4 == 3) cudaStreamSynchronize(st);
@@ -329,13 +337,14 @@ static int survivor(Suite &s, bool graph, double t_fault, const char *what) {
   char detail[1100];
   snprintf(detail, sizeof detail, "%s", iris_error_detail());
   bool ok = err == IRIS_ERROR_TIMEOUT || err == IRIS_ERROR_PEER_FAILED;
+  if (fused) ok &= strstr(detail, "iris_all_reduce_rmsnorm") != NULL; // the fault names the op the user called
   // later calls fail at once, and so does the async query
   double t0 = now_s();
   int refused = 0;
-  for (int i = 0; i < 20; i++) refused += iris_all_reduce(s.ctx, in, out, 1024, IRIS_FLOAT32, IRIS_SUM, st) != IRIS_SUCCESS;
+  for (int i = 0; i < 20; i++) refused += call(0) != IRIS_SUCCESS;
   const double later = now_s() - t0;
   ok &= refused == 20 && later < 0.5 && iris_get_async_error(s.ctx) == err;
-  ok &= iris_abort(s.ctx) == IRIS_SUCCESS && iris_all_reduce(s.ctx, in, out, 1024, IRIS_FLOAT32, IRIS_SUM, st) != IRIS_SUCCESS;
+  ok &= iris_abort(s.ctx) == IRIS_SUCCESS && call(1) != IRIS_SUCCESS;
   cudaStreamSynchronize(st); // the queued kernels have given up their waits
   t0 = now_s();
   iris_status_t fin = iris_finalize(s.ctx);
@@ -343,8 +352,8 @@ static int survivor(Suite &s, bool graph, double t_fault, const char *what) {
   ok &= fin == IRIS_SUCCESS && tfin < 5;
   // at most 2x the bound after the fault, plus time-slicing slack when ranks share a GPU
   ok &= took < 2 * kBound + 3;
-  printf("%s: [fault w=%d rank %d] %s: the next call failed after %.2f s (bound %.1f s) with %s: %s; 20 later calls failed in %.3f s; finalize %.2f s\n",
-         ok ? "PASS" : "FAIL", s.world, s.rank, what, took, kBound, iris_status_string(err), detail, later, tfin);
+  printf("%s: [fault w=%d rank %d] %s%s: the next call failed after %.2f s (bound %.1f s) with %s: %s; 20 later calls failed in %.3f s; finalize %.2f s\n",
+         ok ? "PASS" : "FAIL", s.world, s.rank, what, fused ? " (iris_all_reduce_rmsnorm)" : "", took, kBound, iris_status_string(err), detail, later, tfin);
   return ok ? 0 : 1;
 }
 
@@ -366,6 +375,14 @@ static int run_fault(Suite &s, const char *mode) {
   IK(iris_malloc(s.ctx, 4096, (void **)&out));
   // a few good calls first
   for (int i = 0; i < 10; i++) IK(iris_all_reduce(s.ctx, in, out, 1024, IRIS_FLOAT32, IRIS_SUM, 0));
+  if (!strcmp(mode, "stuck-fused")) { // and of the fused op, every rank
+    void *x, *r, *w, *o;
+    IK(iris_malloc(s.ctx, 8192 * 2, &x));
+    IK(iris_malloc(s.ctx, 8192 * 2, &r));
+    IK(iris_malloc(s.ctx, 8192 * 2, &w));
+    IK(iris_malloc(s.ctx, 8192 * 2, &o));
+    for (int i = 0; i < 10; i++) IK(iris_all_reduce_rmsnorm(s.ctx, x, r, w, o, 1, 8192, 1e-6f, IRIS_BFLOAT16, 0));
+  }
   CK(cudaDeviceSynchronize());
   IK(iris_barrier(s.ctx));
   if (!strcmp(mode, "abort")) {
@@ -390,8 +407,9 @@ static int run_fault(Suite &s, const char *mode) {
            ok ? "PASS" : "FAIL", W, s.rank, waited, iris_status_string(later));
     return ok ? 0 : 1;
   }
+  const bool stuck = !strcmp(mode, "stuck") || !strcmp(mode, "stuck-fused");
   if (s.rank == last) {
-    if (!strcmp(mode, "stuck")) {
+    if (stuck) {
       sleep((unsigned)(4 * kBound + 6)); // alive, but calls nothing
       iris_finalize(s.ctx);             // its peers are gone or faulted: finalize must not hang
       return 0;
@@ -399,8 +417,8 @@ static int run_fault(Suite &s, const char *mode) {
     usleep(200000);
     raise(SIGKILL);
   }
-  return survivor(s, !strcmp(mode, "graph-killed"), now_s() + (s.rank == last ? 0 : 0.2),
-                  !strcmp(mode, "stuck") ? "the last rank stops calling" : !strcmp(mode, "killed") ? "the last rank is killed mid-loop" : "the last rank is killed while graphs replay");
+  return survivor(s, !strcmp(mode, "graph-killed"), !strcmp(mode, "stuck-fused"), now_s() + (s.rank == last ? 0 : 0.2),
+                  stuck ? "the last rank stops calling" : !strcmp(mode, "killed") ? "the last rank is killed mid-loop" : "the last rank is killed while graphs replay");
 }
 
 int main(int argc, char **argv) {

@@ -147,6 +147,7 @@ static_assert(sizeof(uint4) == 16 && alignof(uint4) == 16, "an LL line is one al
 /* The fault-word site of wait `what` (IRIS_SITE_*) in a collective of kind KIND. */
 #define IRIS_COLL_SITE(kind, what) ((unsigned)(((kind) + 1) << 8) | (unsigned)(what))
 #define IRIS_COLL_KIND_DEVICE_BARRIER 5 /* iris_barrier_device, for fault reports */
+#define IRIS_COLL_KIND_RMSNORM 7        /* iris_all_reduce_rmsnorm's kernels, for fault reports (6: the all-gather + GEMM plans) */
 
 /* CTA 0 of a kernel that saw a mismatch, before it ends: both parities of the armed slots
  * are dirty. A mismatched call may leave peers' stores in this rank's armed slots where no

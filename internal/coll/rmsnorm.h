@@ -338,7 +338,7 @@ struct iris_rmsnorm_xchg {
       uint2 got;
       for (;;) {
         if (iris_coll_ll_ready(iris_coll_ll_peek(slots + lane), epoch, &got)) { mine = __uint_as_float(got.x); break; }
-        if (iris_detail_wait_expired(d->ctx, spin, d->ctx.rank, IRIS_COLL_SITE(IRIS_COLL_AR, IRIS_SITE_LL), c)) { ok = 0; break; }
+        if (iris_detail_wait_expired(d->ctx, spin, d->ctx.rank, IRIS_COLL_SITE(IRIS_COLL_KIND_RMSNORM, IRIS_SITE_LL), c)) { ok = 0; break; }
       }
     }
     if (!iris_detail_warp_all(ok != 0)) return false; /* a warp of two groups (AMD) gives up together */
@@ -398,7 +398,7 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
   }
   if (tid == 0 && (long long)k * sh.per_cta * IRIS_RMSNORM_CHUNK >= sh.lines) { /* a CTA of padding only: it matches the headers all the same */
     uint2 none;
-    ok = iris_coll_ll_wait(d, NULL, epoch, &none, me, c, sig32, all, seen, IRIS_COLL_AR);
+    ok = iris_coll_ll_wait(d, NULL, epoch, &none, me, c, sig32, all, seen, IRIS_COLL_KIND_RMSNORM);
   }
   /* the row's sum (in rank order), the residual, the chunk sums of squares */
   for (int it = 0; it < iters; it++) {
@@ -416,7 +416,7 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
         uint2 in[IRIS_COLL_LL_GROUP];
         const uint2 own = it == 0 ? x0 : iris_coll_read8(xr, (size_t)line, (size_t)sh.hidden);
         for (int r0 = 0; ok > 0 && r0 < W; r0 += IRIS_COLL_LL_GROUP) {
-          if ((ok = iris_coll_ll_wait_all(d, sums + base + line, stride, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR)) <= 0) break;
+          if ((ok = iris_coll_ll_wait_all(d, sums + base + line, stride, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_KIND_RMSNORM)) <= 0) break;
 #pragma unroll
           for (int jj = 0; jj < IRIS_COLL_LL_GROUP; jj++) {
             const int r = r0 + jj;
@@ -433,7 +433,7 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
             for (int p = 1; p < W; p++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph1, d, me, base + line), (me + p) % W), sv.u, epoch);
         }
       } else {
-        ok = iris_coll_ll_wait(d, IRIS_COLL_LL2_SLOT(ph1, d, owner, base + line), epoch, &sv.u, owner, c, sig32, all, seen, IRIS_COLL_AR);
+        ok = iris_coll_ll_wait(d, IRIS_COLL_LL2_SLOT(ph1, d, owner, base + line), epoch, &sv.u, owner, c, sig32, all, seen, IRIS_COLL_KIND_RMSNORM);
       }
       if (ok > 0) {
 #pragma unroll
@@ -480,7 +480,7 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_norm
   const long long t = blockIdx.x;
   if (check) {
     unsigned call, epoch;
-    if (!iris_coll_kernel_start(d, sig, IRIS_COLL_AR, call, epoch)) return;
+    if (!iris_coll_kernel_start(d, sig, IRIS_COLL_KIND_RMSNORM, call, epoch)) return;
   }
   iris_add_rmsnorm_block<T>(sum + t * hidden, residual + t * hidden, weight, out + t * hidden, hidden, eps, (iris_quant_t)quant, q8 ? q8 + t * hidden : NULL,
                             quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + t : scale);

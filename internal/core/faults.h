@@ -12,7 +12,7 @@
 static const char *const iris_detail_site_names[IRIS_SITE_COUNT] = {"a wait in a user kernel (iris_wait_until)", "the call header", "a barrier",
                                                                     "an LL data line", "a progress flag", "a GEMM tile flag"};
 static const char *const iris_detail_coll_names[] = {"", "iris_all_reduce", "iris_all_gather", "iris_reduce_scatter", "iris_all_to_all", "iris_broadcast",
-                                                     "iris_barrier_device", "an all-gather + GEMM plan"};
+                                                     "iris_barrier_device", "an all-gather + GEMM plan", "iris_all_reduce_rmsnorm"};
 /* Word `which` (IRIS_FAULT_WORD_*) of the context; 0 when it has none. */
 IRIS_INTERNAL unsigned long long iris_detail_fault_read(const iris_t *ctx, int which) {
   return ctx->fault_host ? __atomic_load_n(ctx->fault_host + which, __ATOMIC_ACQUIRE) : 0;

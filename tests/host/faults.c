@@ -36,6 +36,11 @@ static void test_faults(void) {
             iris_get_async_error(ctx) == IRIS_ERROR_TIMEOUT,
         "faults: a timed-out wait for a live rank is IRIS_ERROR_TIMEOUT naming the rank, the collective, the wait and the call, and it stays", "%s: %s", sname(st),
         iris_error_detail());
+  /* 8: IRIS_COLL_KIND_RMSNORM + 1 (internal/coll/protocol.h), the fused kernels' waits */
+  words[IRIS_FAULT_WORD_FATAL] = IRIS_FAULT_MAKE(IRIS_FAULT_TIMEOUT, 1, IRIS_FAULT_SITE_MAKE(8, IRIS_SITE_LL), 11);
+  st = iris_get_async_error(ctx);
+  check(st == IRIS_ERROR_TIMEOUT && strstr(iris_error_detail(), "of iris_all_reduce_rmsnorm") && strstr(iris_error_detail(), "#11"),
+        "faults: a timed-out wait of the fused all-reduce + RMSNorm names iris_all_reduce_rmsnorm", "%s: %s", sname(st), iris_error_detail());
   words[IRIS_FAULT_WORD_FATAL] = IRIS_FAULT_MAKE(IRIS_FAULT_TIMEOUT, 2, IRIS_FAULT_SITE_MAKE(1, IRIS_SITE_LL), 9);
   st = iris_get_async_error(ctx);
   check(st == IRIS_ERROR_PEER_FAILED && strstr(iris_error_detail(), "rank 2") && strstr(iris_error_detail(), "died"),
