@@ -36,6 +36,64 @@ template <typename T> IRIS_DEVICE_INLINE uint2 iris_coll_read8(const T *base, si
 template <typename T> IRIS_DEVICE_INLINE void iris_coll_write8(T *base, size_t i, size_t n, uint2 data) { iris_coll_write_vec<uint2>(base, i, n, data); }
 template <typename T> IRIS_DEVICE_INLINE uint4 iris_coll_read16(const T *base, size_t i, size_t n) { return iris_coll_read_vec<uint4>(base, i, n); }
 template <typename T> IRIS_DEVICE_INLINE void iris_coll_write16(T *base, size_t i, size_t n, uint4 data) { iris_coll_write_vec<uint4>(base, i, n, data); }
+/* The collect step of iris_coll_ll_body (after its pushes): every line of this thread, from
+ * every rank, in batches of NG peers (iris_coll_ll_batch). Returns what the waits did (1:
+ * all in; 0: a wait ran out; -1: a mismatch). */
+template <int NG, typename T, int KIND, int OP>
+IRIS_DEVICE_INLINE int iris_coll_ll_collect(const iris_coll_dev_t &d, const T *send, T *recv, size_t count, int root, int op, unsigned c, unsigned epoch,
+                                            unsigned sig32, iris_coll_mask_t peers, iris_coll_mask_t all, iris_coll_mask_t &seen) {
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
+  uint4 *mine = IRIS_COLL_LL_ROWS(d, c, W);
+  const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A;
+  int ok = 1;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; ok > 0 && i < lines; i += stride) {
+    if (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS) {
+      typedef typename iris_coll_acc<T>::type A;
+      union { uint2 u; T e[8 / sizeof(T)]; } x;
+      A acc[8 / sizeof(T)];
+      uint2 in[NG];
+      const uint2 own = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
+      for (int r0 = 0; ok > 0 && r0 < W; r0 += NG) { /* rank order, accumulated wide: the same result on every rank */
+        if ((ok = iris_coll_ll_wait_n<NG>(d, mine + i, d.ll_lines, peers, r0, epoch, in, c, sig32, all, seen, KIND)) <= 0) break;
+#pragma unroll
+        for (int j = 0; j < NG; j++) {
+          const int r = r0 + j;
+          if (r >= W) break;
+          x.u = r == me ? own : in[j];
+#pragma unroll
+          for (int k = 0; k < (int)(8 / sizeof(T)); k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine_op<OP>(acc[k], iris_coll_up(x.e[k]), op);
+        }
+      }
+      if (ok <= 0) break;
+#pragma unroll
+      for (int k = 0; k < (int)(8 / sizeof(T)); k++) x.e[k] = iris_coll_result_op<T, OP>(acc[k], W, op);
+      iris_coll_write8(recv, i, count, x.u);
+    } else if (KIND == IRIS_COLL_BC) {
+      uint2 v;
+      if (me == root) { /* no data to wait for; the headers still */
+        if ((ok = iris_coll_ll_wait(d, NULL, epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) break;
+        v = iris_coll_read8(send, i, count);
+      } else if ((ok = iris_coll_ll_wait(d, IRIS_COLL_LL_SLOT(mine, d, root, i), epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) {
+        break;
+      }
+      iris_coll_write8(recv, i, count, v);
+    } else { /* AG, A2A */
+      uint2 in[NG];
+      const uint2 own = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
+      for (int r0 = 0; ok > 0 && r0 < W; r0 += NG) {
+        if ((ok = iris_coll_ll_wait_n<NG>(d, mine + i, d.ll_lines, peers, r0, epoch, in, c, sig32, all, seen, KIND)) <= 0) break;
+#pragma unroll
+        for (int j = 0; j < NG; j++) {
+          const int r = r0 + j;
+          if (r >= W) break;
+          iris_coll_write8(recv + (size_t)r * count, i, count, r == me ? own : in[j]);
+        }
+      }
+    }
+  }
+  return ok;
+}
 /* ---- the latency kernel: every kind, one launch, no barrier.
  * Lines are spread over the grid the same way on every rank. CTA 0 announces the call;
  * each thread pushes its lines to every peer, then collects its lines from every peer in
@@ -79,52 +137,11 @@ IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send
     }
   }
   IRIS_TRACE_MARK(1);
-  /* collect */
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; ok > 0 && i < lines; i += stride) {
-    if (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS) {
-      typedef typename iris_coll_acc<T>::type A;
-      union { uint2 u; T e[8 / sizeof(T)]; } x;
-      A acc[8 / sizeof(T)];
-      uint2 in[IRIS_COLL_LL_GROUP];
-      const uint2 own = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
-      for (int r0 = 0; ok > 0 && r0 < W; r0 += IRIS_COLL_LL_GROUP) { /* rank order, accumulated wide: the same result on every rank */
-        if ((ok = iris_coll_ll_wait_all(d, mine + i, d.ll_lines, peers, r0, epoch, in, c, sig32, all, seen, KIND)) <= 0) break;
-#pragma unroll
-        for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
-          const int r = r0 + j;
-          if (r >= W) break;
-          x.u = r == me ? own : in[j];
-#pragma unroll
-          for (int k = 0; k < (int)(8 / sizeof(T)); k++) acc[k] = r == 0 ? iris_coll_up(x.e[k]) : iris_coll_combine_op<OP>(acc[k], iris_coll_up(x.e[k]), op);
-        }
-      }
-      if (ok <= 0) break;
-#pragma unroll
-      for (int k = 0; k < (int)(8 / sizeof(T)); k++) x.e[k] = iris_coll_result_op<T, OP>(acc[k], W, op);
-      iris_coll_write8(recv, i, count, x.u);
-    } else if (KIND == IRIS_COLL_BC) {
-      uint2 v;
-      if (me == root) { /* no data to wait for; the headers still */
-        if ((ok = iris_coll_ll_wait(d, NULL, epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) break;
-        v = iris_coll_read8(send, i, count);
-      } else if ((ok = iris_coll_ll_wait(d, IRIS_COLL_LL_SLOT(mine, d, root, i), epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) {
-        break;
-      }
-      iris_coll_write8(recv, i, count, v);
-    } else { /* AG, A2A */
-      uint2 in[IRIS_COLL_LL_GROUP];
-      const uint2 own = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
-      for (int r0 = 0; ok > 0 && r0 < W; r0 += IRIS_COLL_LL_GROUP) {
-        if ((ok = iris_coll_ll_wait_all(d, mine + i, d.ll_lines, peers, r0, epoch, in, c, sig32, all, seen, KIND)) <= 0) break;
-#pragma unroll
-        for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
-          const int r = r0 + j;
-          if (r >= W) break;
-          iris_coll_write8(recv + (size_t)r * count, i, count, r == me ? own : in[j]);
-        }
-      }
-    }
-  }
+  /* collect, in batches of iris_coll_ll_batch(W) peers (a broadcast waits for one line) */
+  const int nb = iris_coll_ll_batch(W);
+  if (KIND == IRIS_COLL_BC || nb > 4) ok = iris_coll_ll_collect<IRIS_COLL_LL_GROUP, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, sig32, peers, all, seen);
+  else if (nb == 2) ok = iris_coll_ll_collect<2, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, sig32, peers, all, seen);
+  else ok = iris_coll_ll_collect<4, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, sig32, peers, all, seen);
   IRIS_TRACE_END(c, me);
   return ok;
 }

@@ -348,6 +348,30 @@ struct iris_rmsnorm_xchg {
 };
 static_assert(IRIS_MAX_RANKS <= 64, "the fused kernels' blocks have at least 64 threads, one per rank for the headers");
 
+/* One line of the fused kernels' sums: every rank's line (this rank's: own), in rank order,
+ * into acc, the peers' from their LL lines at line + r * stride, in batches of NG peers
+ * (iris_coll_ll_batch). Returns what the waits did (iris_coll_ll_wait_n). */
+template <int NG, typename T>
+IRIS_DEVICE_INLINE int iris_rmsnorm_sum_ranks(const iris_coll_dev_t &d, const uint4 *line, size_t stride, iris_coll_mask_t peers, unsigned epoch, unsigned c,
+                                              unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, uint2 own, float (&acc)[4]) {
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  iris_rmsnorm_line<T> xv;
+  uint2 in[NG];
+  int ok = 1;
+  for (int r0 = 0; ok > 0 && r0 < W; r0 += NG) {
+    if ((ok = iris_coll_ll_wait_n<NG>(d, line, stride, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_KIND_RMSNORM)) <= 0) break;
+#pragma unroll
+    for (int j = 0; j < NG; j++) {
+      const int r = r0 + j;
+      if (r >= W) break;
+      xv.u = r == me ? own : in[j];
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[e] = r == 0 ? iris_coll_up(xv.e[e]) : acc[e] + iris_coll_up(xv.e[e]);
+    }
+  }
+  return ok;
+}
+
 template <typename T, bool TWO>
 __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fused_kernel(iris_coll_dev_t d, const T *x, T *residual, const T *weight, T *out, long long tokens,
                                                                  iris_rmsnorm_shape_t sh, float eps, int quant, unsigned char *q8, float *scale,
@@ -406,26 +430,18 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
     const long long line = ((long long)k * sh.per_cta + j) * IRIS_RMSNORM_CHUNK + lane;
     float q = 0.f;
     if (ok > 0 && j < sh.per_cta && line < sh.lines) {
-      iris_rmsnorm_line<T> xv, sv, rv;
+      iris_rmsnorm_line<T> sv, rv;
       float acc[4], f[4];
       /* the residual and weight lines are in flight during the wait */
       rv.u = it == 0 ? res0 : iris_coll_read8(rr, (size_t)line, (size_t)sh.hidden);
       uint2 wl = wt0;
       if (it > 0 && it < IRIS_RMSNORM_HELD) wl = iris_coll_read8(weight, (size_t)line, (size_t)sh.hidden);
       if (!TWO || owner == me) {
-        uint2 in[IRIS_COLL_LL_GROUP];
         const uint2 own = it == 0 ? x0 : iris_coll_read8(xr, (size_t)line, (size_t)sh.hidden);
-        for (int r0 = 0; ok > 0 && r0 < W; r0 += IRIS_COLL_LL_GROUP) {
-          if ((ok = iris_coll_ll_wait_all(d, sums + base + line, stride, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_KIND_RMSNORM)) <= 0) break;
-#pragma unroll
-          for (int jj = 0; jj < IRIS_COLL_LL_GROUP; jj++) {
-            const int r = r0 + jj;
-            if (r >= W) break;
-            xv.u = r == me ? own : in[jj];
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[e] = r == 0 ? iris_coll_up(xv.e[e]) : acc[e] + iris_coll_up(xv.e[e]);
-          }
-        }
+        const int nb = iris_coll_ll_batch(W); /* the rank order's sums, in batches of nb peers */
+        if (nb == 2) ok = iris_rmsnorm_sum_ranks<2, T>(d, sums + base + line, stride, peers, epoch, c, sig32, all, seen, own, acc);
+        else if (nb == 4) ok = iris_rmsnorm_sum_ranks<4, T>(d, sums + base + line, stride, peers, epoch, c, sig32, all, seen, own, acc);
+        else ok = iris_rmsnorm_sum_ranks<IRIS_COLL_LL_GROUP, T>(d, sums + base + line, stride, peers, epoch, c, sig32, all, seen, own, acc);
         if (ok > 0) {
 #pragma unroll
           for (int e = 0; e < 4; e++) sv.e[e] = iris_coll_down<T>(acc[e]); /* the all-reduce's bits */
