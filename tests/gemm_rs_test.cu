@@ -554,21 +554,12 @@ static int stuck(Suite &s, iris_gemm_path_t path) {
 // Unset: nothing, and a SKIP line where the part was asked for by name (gemm_rs_test N wrap).
 static void wrap(Suite &s, bool asked) {
   const int W = s.world;
-  const char *v = getenv("IRIS_GEMM_TEST_WRAP");
-  if (!v) {
-    if (asked && s.rank == 0) printf("SKIP: [%s] wrap-around part: IRIS_GEMM_TEST_WRAP is not set (tests/run.sh runs it with 6)\n", s.tag.c_str());
-    return;
-  }
-  const int n = atoi(v), iters = 12;
-  if (n < 1 || n > iters - 1) {
-    if (s.rank == 0) fprintf(stderr, "IRIS_GEMM_TEST_WRAP=%s: give 1..%d, so that %d calls cross epoch 0xffffffff -> 0 -> 1\n", v, iters - 1, iters);
-    report(s, "wrap-around: IRIS_GEMM_TEST_WRAP within the calls of a plan", false);
-    return;
-  }
-  char extra[120];
-  snprintf(extra, sizeof extra, ", epochs 0x%08x..%u across the wrap (IRIS_GEMM_TEST_WRAP=%d)", 0u - (unsigned)n + 1u, (unsigned)(iters - n), n);
-  const std::string coop = std::string(extra) + ", flag block checked, cooperative core", pp = std::string(extra) + ", flag block checked, ping-pong core",
-                    none = std::string(extra) + ", no flag block on this path";
+  const int iters = 12;
+  int n;
+  std::string extra;
+  if (!gemm_wrap_start(s, asked, iters, n, extra)) return;
+  const std::string coop = extra + ", flag block checked, cooperative core", pp = extra + ", flag block checked, ping-pong core",
+                    none = extra + ", no flag block on this path";
   Case rs{IRIS_GEMM_REDUCE_SCATTER, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_FUSED, 129LL * W, 776, 520LL * W, iters};
   Case ar{IRIS_GEMM_ALL_REDUCE, IRIS_FLOAT16, IRIS_FLOAT32, 1, 0, IRIS_GEMM_PATH_FUSED, 1LL * W, 392, 136LL * W, iters};
   rs.wrap = ar.wrap = n;

@@ -288,20 +288,11 @@ static void one(Suite &s, const Case &k, bool graph, const char *extra = "") {
 // where the part was asked for by name (gemm_test N wrap).
 static void wrap(Suite &s, bool asked) {
   const int W = s.world;
-  const char *v = getenv("IRIS_GEMM_TEST_WRAP");
-  if (!v) {
-    if (asked && s.rank == 0) printf("SKIP: [%s] wrap-around part: IRIS_GEMM_TEST_WRAP is not set (tests/run.sh runs it with 6)\n", s.tag.c_str());
-    return;
-  }
-  const int n = atoi(v), iters = 12;
-  if (n < 1 || n > iters - 1) {
-    if (s.rank == 0) fprintf(stderr, "IRIS_GEMM_TEST_WRAP=%s: give 1..%d, so that %d calls cross epoch 0xffffffff -> 0 -> 1\n", v, iters - 1, iters);
-    report(s, "wrap-around: IRIS_GEMM_TEST_WRAP within the calls of a plan", false);
-    return;
-  }
-  char extra[120];
-  snprintf(extra, sizeof extra, ", epochs 0x%08x..%u across the wrap (IRIS_GEMM_TEST_WRAP=%d)", 0u - (unsigned)n + 1u, (unsigned)(iters - n), n);
-  const std::string tma = std::string(extra) + ", flag block checked, cp.async core";
+  const int iters = 12;
+  int n;
+  std::string extra;
+  if (!gemm_wrap_start(s, asked, iters, n, extra)) return;
+  const std::string tma = extra + ", flag block checked, cp.async core";
   struct Way { iris_gemm_path_t path; int fetch; iris_gemm_layout_t layout; bool graph; };
   const Way ways[] = {{IRIS_GEMM_PATH_FUSED, 3, IRIS_GEMM_A_ROWS, false},   // fetcher CTAs, GEMM CTAs' side warps stand by (help)
                       {IRIS_GEMM_PATH_FUSED, -1, IRIS_GEMM_A_COLS, false},  // side fetch
@@ -316,7 +307,7 @@ static void wrap(Suite &s, bool asked) {
     k.wrap = n;
     const bool words = w.path == IRIS_GEMM_PATH_FUSED || w.path == IRIS_GEMM_PATH_KERNEL_UNFUSED;
     char name[180];
-    snprintf(name, sizeof name, "%s, %s, fetch_ctas %d", extra, words ? "flag block checked" : "no flag block on this path", w.fetch);
+    snprintf(name, sizeof name, "%s, %s, fetch_ctas %d", extra.c_str(), words ? "flag block checked" : "no flag block on this path", w.fetch);
     one(s, k, w.graph, name);
   }
   // the cp.async core (IRIS_GEMM_TMA=0, read at create): no help, the per-tile kernel

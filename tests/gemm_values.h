@@ -59,4 +59,26 @@ static inline int int_sum(uint64_t seed, int W, int call, size_t i) {
 
 static const char *tname(iris_dtype_t t) { return t == IRIS_BFLOAT16 ? "bf16" : t == IRIS_FLOAT16 ? "fp16" : t == IRIS_FLOAT8_E4M3 ? "e4m3" : "fp32"; }
 
+// The wrap parts' start (gemm_test, gemm_rs_test): IRIS_GEMM_TEST_WRAP=n, 1 <= n < iters, so
+// that a plan's iters calls cross epoch 0xffffffff -> 0 -> 1. Unset: false, and a SKIP line
+// where the part was asked for by name; out of range: false, and a FAIL. Else true, n, and
+// the cases' label suffix naming the epochs.
+static bool gemm_wrap_start(Suite &s, bool asked, int iters, int &n, std::string &extra) {
+  const char *v = getenv("IRIS_GEMM_TEST_WRAP");
+  if (!v) {
+    if (asked && s.rank == 0) printf("SKIP: [%s] wrap-around part: IRIS_GEMM_TEST_WRAP is not set (tests/run.sh runs it with 6)\n", s.tag.c_str());
+    return false;
+  }
+  n = atoi(v);
+  if (n < 1 || n > iters - 1) {
+    if (s.rank == 0) fprintf(stderr, "IRIS_GEMM_TEST_WRAP=%s: give 1..%d, so that %d calls cross epoch 0xffffffff -> 0 -> 1\n", v, iters - 1, iters);
+    report(s, "wrap-around: IRIS_GEMM_TEST_WRAP within the calls of a plan", false);
+    return false;
+  }
+  char buf[120];
+  snprintf(buf, sizeof buf, ", epochs 0x%08x..%u across the wrap (IRIS_GEMM_TEST_WRAP=%d)", 0u - (unsigned)n + 1u, (unsigned)(iters - n), n);
+  extra = buf;
+  return true;
+}
+
 #endif
