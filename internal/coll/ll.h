@@ -320,43 +320,38 @@ __global__ void __launch_bounds__(IRIS_COLL_ARM_THREADS) iris_coll_arm_kernel(ir
  * (step 1) before it writes line l of any chunk of recv. */
 #define IRIS_COLL_LL2_THREADS 256
 static_assert(IRIS_COLL_LL2_BYTES % 8 == 0 && IRIS_COLL_LL2_BYTES / 8 <= (size_t)IRIS_COLL_MAX_CTAS * IRIS_COLL_LL2_THREADS, "a two-shot LL chunk must fit the grid");
-template <typename T, int OP>
-__global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig,
-                                                                              int op) {
+/* Elements of chunk j of the two-shot LL all-reduce (chunks of ce elements over count). */
+IRIS_DEVICE_INLINE size_t iris_coll_ll2_n(size_t ce, size_t count, int j) {
+  return (size_t)j * ce >= count ? (size_t)0 : count - (size_t)j * ce < ce ? count - (size_t)j * ce : ce;
+}
+/* Steps 1 to 3 of iris_coll_ll2_kernel for line l, in batches of NG peers (iris_coll_ll_batch). */
+template <int NG, typename T, int OP>
+IRIS_DEVICE_INLINE void iris_coll_ll2_steps(const iris_coll_dev_t &d, const T *send, T *recv, size_t count, size_t ce, size_t l, uint4 *ph0, uint4 *ph1, unsigned c,
+                                            unsigned epoch, unsigned sig32, iris_coll_mask_t peers, iris_coll_mask_t all, int op) {
   typedef typename iris_coll_acc<T>::type A;
   enum { per = 8 / sizeof(T) };
   const int W = d.ctx.world_size, me = d.ctx.rank;
-  const size_t ce = iris_coll_ar_chunk(count, W, per), lines = ce / per; /* the chunks of iris_coll_ar_range, in LL lines */
-  const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  iris_detail_pdl_wait();
-  const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
-  iris_detail_pdl_trigger();
-  const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
-  uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W);
-#define IRIS_COLL_LL2_N(j) ((size_t)(j) * ce >= count ? (size_t)0 : count - (size_t)(j) * ce < ce ? count - (size_t)(j) * ce : ce) /* elements of chunk j */
   union { uint2 u; T e[per]; } x;
   iris_coll_mask_t seen = 0;
   int k, r;
-  iris_coll_announce(d, c, sig32);
-  if (l >= lines) return;
-  for (int k0 = 1; k0 < W; k0 += IRIS_COLL_LL_GROUP) { /* 1. push: a batch's loads in flight together, then its stores */
-    uint2 v[IRIS_COLL_LL_GROUP];
+  for (int k0 = 1; k0 < W; k0 += NG) { /* 1. push: a batch's loads in flight together, then its stores */
+    uint2 v[NG];
 #pragma unroll
-    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
+    for (int j = 0; j < NG; j++) {
       const int p = (me + k0 + j) % W;
-      if (k0 + j < W) v[j] = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
+      if (k0 + j < W) v[j] = iris_coll_read8(send + (size_t)p * ce, l, iris_coll_ll2_n(ce, count, p));
     }
 #pragma unroll
-    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++)
+    for (int j = 0; j < NG; j++)
       if (k0 + j < W) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, me, l), (me + k0 + j) % W), v[j], epoch);
   }
-  uint2 in[IRIS_COLL_LL_GROUP];
-  const uint2 own = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
+  uint2 in[NG];
+  const uint2 own = iris_coll_read8(send + (size_t)me * ce, l, iris_coll_ll2_n(ce, count, me));
   A acc[per];
-  for (int r0 = 0; r0 < W; r0 += IRIS_COLL_LL_GROUP) { /* 2. reduce, rank order: the same result on every rank */
-    if (iris_coll_ll_wait_all(d, ph0 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
+  for (int r0 = 0; r0 < W; r0 += NG) { /* 2. reduce, rank order: the same result on every rank */
+    if (iris_coll_ll_wait_n<NG>(d, ph0 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
 #pragma unroll
-    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
+    for (int j = 0; j < NG; j++) {
       r = r0 + j;
       if (r >= W) break;
       x.u = r == me ? own : in[j];
@@ -366,18 +361,37 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
   }
 #pragma unroll
   for (k = 0; k < per; k++) x.e[k] = iris_coll_result_op<T, OP>(acc[k], W, op);
-  iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
+  iris_coll_write8(recv + (size_t)me * ce, l, iris_coll_ll2_n(ce, count, me), x.u);
   for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph1, d, me, l), (me + k) % W), x.u, epoch);
-  for (int r0 = 0; r0 < W; r0 += IRIS_COLL_LL_GROUP) { /* 3. collect */
-    if (iris_coll_ll_wait_all(d, ph1 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
+  for (int r0 = 0; r0 < W; r0 += NG) { /* 3. collect */
+    if (iris_coll_ll_wait_n<NG>(d, ph1 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
 #pragma unroll
-    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
+    for (int j = 0; j < NG; j++) {
       r = r0 + j;
       if (r >= W) break;
-      if (r != me) iris_coll_write8(recv + (size_t)r * ce, l, IRIS_COLL_LL2_N(r), in[j]);
+      if (r != me) iris_coll_write8(recv + (size_t)r * ce, l, iris_coll_ll2_n(ce, count, r), in[j]);
     }
   }
-#undef IRIS_COLL_LL2_N
+}
+template <typename T, int OP>
+__global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig,
+                                                                              int op) {
+  enum { per = 8 / sizeof(T) };
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  const size_t ce = iris_coll_ar_chunk(count, W, per), lines = ce / per; /* the chunks of iris_coll_ar_range, in LL lines */
+  const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  iris_detail_pdl_wait();
+  const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
+  iris_detail_pdl_trigger();
+  const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
+  uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W);
+  iris_coll_announce(d, c, sig32);
+  if (l >= lines) return;
+  /* in batches of iris_coll_ll_batch(W) peers */
+  const int nb = iris_coll_ll_batch(W);
+  if (nb == 2) iris_coll_ll2_steps<2, T, OP>(d, send, recv, count, ce, l, ph0, ph1, c, epoch, sig32, peers, all, op);
+  else if (nb == 4) iris_coll_ll2_steps<4, T, OP>(d, send, recv, count, ce, l, ph0, ph1, c, epoch, sig32, peers, all, op);
+  else iris_coll_ll2_steps<IRIS_COLL_LL_GROUP, T, OP>(d, send, recv, count, ce, l, ph0, ph1, c, epoch, sig32, peers, all, op);
 }
 
 /* ---- the two-hop LL broadcast (IRIS_ALGO_TWO_SHOT_LL for broadcast, W >= 3): the LL
