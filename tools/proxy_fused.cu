@@ -7,9 +7,11 @@
  * for that difference where no multi-GPU machine is at hand, never a speed figure.
  *
  * Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. tools/proxy_fused.cu -o build/proxy_fused
- * Run:   build/proxy_fused [ranks (2)] [hidden (8192)] [most tokens (128)] [ar: the all-reduce only]
+ * Run:   build/proxy_fused [ranks (2)] [hidden (8192)] [most tokens (128)] [ar | ag | rs: that collective only]
  * Prints, per token count: us per call (graphs of 20 calls, median of 50 replays, max
- * over ranks) of the bare all-reduce and of the fused op, and their difference.
+ * over ranks) of the bare all-reduce and of the fused op, and their difference. With ag or
+ * rs, the all-gather or reduce-scatter alone, of the same bytes in all (tokens x hidden
+ * bf16 gathered, or scattered: each rank's part is that / ranks).
  * The all-reduce column alone is a proxy for the decode sizes' local costs too (launch,
  * call word, headers, polls): hidden 512 gives 1, 8, 32, 128 KB. At 16 KB it read 2.65 us
  * here against 3.04 on 2 H200s over NVLink: most of that latency is local.
@@ -38,7 +40,9 @@ static const size_t kTokens[] = {1, 8, 32, 128};
 struct Out { float ar[4], fused[4]; };
 
 static size_t g_max_tokens = 128;
-static bool g_ar_only = false;
+static bool g_ar_only = false; /* one collective only, no fused op */
+static int g_kind = 0;         /* 0: all-reduce, 1: all-gather, 2: reduce-scatter */
+static int g_world = 2;
 
 static int run_rank(iris_t *ctx, int rank, size_t hidden, std::barrier<> &bar, Out *o) {
   cudaSetDevice(0);
@@ -65,8 +69,11 @@ static int run_rank(iris_t *ctx, int rank, size_t hidden, std::barrier<> &bar, O
       bar.arrive_and_wait();
       cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
       for (int c = 0; c < CALLS; c++) {
-        iris_status_t s = which == 0 ? iris_all_reduce(ctx, x, out, t * hidden, IRIS_BFLOAT16, IRIS_SUM, st)
-                                     : iris_all_reduce_rmsnorm(ctx, x, res, w, out, t, hidden, 1e-6f, IRIS_BFLOAT16, st);
+        const size_t part = t * hidden / (size_t)g_world; /* ag / rs: each rank's part */
+        iris_status_t s = which == 1   ? iris_all_reduce_rmsnorm(ctx, x, res, w, out, t, hidden, 1e-6f, IRIS_BFLOAT16, st)
+                          : g_kind == 1 ? iris_all_gather(ctx, x, out, part, IRIS_BFLOAT16, st)
+                          : g_kind == 2 ? iris_reduce_scatter(ctx, x, out, part, IRIS_BFLOAT16, IRIS_SUM, st)
+                                        : iris_all_reduce(ctx, x, out, t * hidden, IRIS_BFLOAT16, IRIS_SUM, st);
         if (s != IRIS_SUCCESS) { fprintf(stderr, "rank %d: %s\n", rank, iris_error_detail()); return 1; }
       }
       cudaStreamEndCapture(st, &g);
@@ -106,7 +113,13 @@ int main(int argc, char **argv) {
   const int n = argc > 1 ? atoi(argv[1]) : 2;
   const size_t hidden = argc > 2 ? (size_t)atol(argv[2]) : 8192;
   if (argc > 3) g_max_tokens = (size_t)atol(argv[3]);
-  g_ar_only = argc > 4 && strcmp(argv[4], "ar") == 0;
+  if (argc > 4) {
+    g_ar_only = true;
+    g_kind = !strcmp(argv[4], "ag") ? 1 : !strcmp(argv[4], "rs") ? 2 : 0;
+    if (g_kind == 0 && strcmp(argv[4], "ar")) { fprintf(stderr, "the 4th argument: ar, ag or rs, not '%s'\n", argv[4]); return 2; }
+  }
+  g_world = n;
+  if (g_kind != 0 && (size_t)hidden % (size_t)n) { fprintf(stderr, "hidden %zu: a multiple of the ranks (%d), for ag and rs\n", hidden, n); return 2; }
   setenv("IRIS_COLL_PDL", "1", 0); /* measure the kernels as they launch on separate GPUs */
   std::vector<int> devs(n, 0);
   std::vector<iris_t *> ctxs(n);
@@ -122,7 +135,7 @@ int main(int argc, char **argv) {
   for (int r = 0; r < n; r++)
     if (rc[r]) return 1;
   printf("# %d ranks as threads on ONE GPU (proxy: peers' stores stay on the GPU), bf16, hidden %zu, graphs of %d calls, us per call, max over ranks, IRIS_COLL_PDL=%s\n", n, hidden, CALLS, getenv("IRIS_COLL_PDL"));
-  printf("%8s %10s %10s %10s\n", "tokens", "all_reduce", "fused", "fused-ar");
+  printf("%8s %10s %10s %10s\n", "tokens", g_kind == 1 ? "all_gather" : g_kind == 2 ? "red_scat" : "all_reduce", "fused", "fused-ar");
   for (int ti = 0; ti < 4 && kTokens[ti] <= g_max_tokens; ti++) {
     float a = 0, f = 0;
     for (int r = 0; r < n; r++) a = std::max(a, outs[r].ar[ti]), f = std::max(f, outs[r].fused[ti]);
