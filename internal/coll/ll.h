@@ -94,6 +94,33 @@ IRIS_DEVICE_INLINE int iris_coll_ll_collect(const iris_coll_dev_t &d, const T *s
   }
   return ok;
 }
+/* The push step of iris_coll_ll_body: this thread's lines of send into every peer's LL
+ * slots [me]; a reduce-scatter's or all-to-all's chunk per peer in batches of NG peers
+ * (iris_coll_ll_batch), a batch's loads in flight together. */
+template <int NG, typename T, int KIND>
+IRIS_DEVICE_INLINE void iris_coll_ll_push(const iris_coll_dev_t &d, const T *send, size_t count, int root, unsigned c, unsigned epoch) {
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
+  uint4 *mine = IRIS_COLL_LL_ROWS(d, c, W);
+  const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
+    if (KIND == IRIS_COLL_BC && me != root) break;
+    if (!chunked) {
+      const uint2 v = iris_coll_read8(send, i, count);
+      for (int k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k) % W), v, epoch);
+    } else {
+      for (int k0 = 1; k0 < W; k0 += NG) { /* a chunk per peer: a batch's loads in flight together, then its stores */
+        uint2 v[NG];
+#pragma unroll
+        for (int j = 0; j < NG; j++)
+          if (k0 + j < W) v[j] = iris_coll_read8(send + (size_t)((me + k0 + j) % W) * count, i, count);
+#pragma unroll
+        for (int j = 0; j < NG; j++)
+          if (k0 + j < W) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k0 + j) % W), v[j], epoch);
+      }
+    }
+  }
+}
 /* ---- the latency kernel: every kind, one launch, no barrier.
  * Lines are spread over the grid the same way on every rank. CTA 0 announces the call;
  * each thread pushes its lines to every peer, then collects its lines from every peer in
@@ -106,39 +133,23 @@ IRIS_DEVICE_INLINE int iris_coll_ll_collect(const iris_coll_dev_t &d, const T *s
 template <typename T, int KIND, int OP>
 IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send, T *recv, size_t count, int root, unsigned long long sig, int op, unsigned c) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
-  const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
   const unsigned epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
   /* the headers to match: every peer's; with IRIS_COLL_CHECK=0 only a broadcast root's
    * (its one flow control: no rank is two calls behind) */
   const iris_coll_mask_t all = d.check || (KIND == IRIS_COLL_BC && me == root) ? peers : 0ULL;
-  uint4 *mine = IRIS_COLL_LL_ROWS(d, c, W); /* [src][line] for this parity */
   const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A; /* send has one chunk per peer */
   iris_coll_mask_t seen = 0;
   int ok = 1;
   IRIS_TRACE_BEGIN(IRIS_TRACE_K_LL);
   iris_coll_announce(d, c, sig32);
-  /* push */
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
-    if (KIND == IRIS_COLL_BC && me != root) break;
-    if (!chunked) {
-      const uint2 v = iris_coll_read8(send, i, count);
-      for (int k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k) % W), v, epoch);
-    } else {
-      for (int k0 = 1; k0 < W; k0 += IRIS_COLL_LL_GROUP) { /* a chunk per peer: a batch's loads in flight together, then its stores */
-        uint2 v[IRIS_COLL_LL_GROUP];
-#pragma unroll
-        for (int j = 0; j < IRIS_COLL_LL_GROUP; j++)
-          if (k0 + j < W) v[j] = iris_coll_read8(send + (size_t)((me + k0 + j) % W) * count, i, count);
-#pragma unroll
-        for (int j = 0; j < IRIS_COLL_LL_GROUP; j++)
-          if (k0 + j < W) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k0 + j) % W), v[j], epoch);
-      }
-    }
-  }
+  const int nb = iris_coll_ll_batch(W);
+  /* push (a chunk per peer: in batches of iris_coll_ll_batch(W) peers) */
+  if (!chunked || nb > 4) iris_coll_ll_push<IRIS_COLL_LL_GROUP, T, KIND>(d, send, count, root, c, epoch);
+  else if (nb == 2) iris_coll_ll_push<2, T, KIND>(d, send, count, root, c, epoch);
+  else iris_coll_ll_push<4, T, KIND>(d, send, count, root, c, epoch);
   IRIS_TRACE_MARK(1);
   /* collect, in batches of iris_coll_ll_batch(W) peers (a broadcast waits for one line) */
-  const int nb = iris_coll_ll_batch(W);
   if (KIND == IRIS_COLL_BC || nb > 4) ok = iris_coll_ll_collect<IRIS_COLL_LL_GROUP, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, sig32, peers, all, seen);
   else if (nb == 2) ok = iris_coll_ll_collect<2, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, sig32, peers, all, seen);
   else ok = iris_coll_ll_collect<4, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, sig32, peers, all, seen);
