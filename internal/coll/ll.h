@@ -94,6 +94,33 @@ IRIS_DEVICE_INLINE int iris_coll_ll_collect(const iris_coll_dev_t &d, const T *s
   }
   return ok;
 }
+/* The push step of iris_coll_ll_body: this thread's lines of send into every peer's LL
+ * slots [me]; a reduce-scatter's or all-to-all's chunk per peer in batches of NG peers
+ * (iris_coll_ll_batch), a batch's loads in flight together. */
+template <int NG, typename T, int KIND>
+IRIS_DEVICE_INLINE void iris_coll_ll_push(const iris_coll_dev_t &d, const T *send, size_t count, int root, unsigned c, unsigned epoch) {
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
+  uint4 *mine = IRIS_COLL_LL_ROWS(d, c, W);
+  const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
+    if (KIND == IRIS_COLL_BC && me != root) break;
+    if (!chunked) {
+      const uint2 v = iris_coll_read8(send, i, count);
+      for (int k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k) % W), v, epoch);
+    } else {
+      for (int k0 = 1; k0 < W; k0 += NG) { /* a chunk per peer: a batch's loads in flight together, then its stores */
+        uint2 v[NG];
+#pragma unroll
+        for (int j = 0; j < NG; j++)
+          if (k0 + j < W) v[j] = iris_coll_read8(send + (size_t)((me + k0 + j) % W) * count, i, count);
+#pragma unroll
+        for (int j = 0; j < NG; j++)
+          if (k0 + j < W) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k0 + j) % W), v[j], epoch);
+      }
+    }
+  }
+}
 /* ---- the latency kernel: every kind, one launch, no barrier.
  * Lines are spread over the grid the same way on every rank. CTA 0 announces the call;
  * each thread pushes its lines to every peer, then collects its lines from every peer in
@@ -106,39 +133,23 @@ IRIS_DEVICE_INLINE int iris_coll_ll_collect(const iris_coll_dev_t &d, const T *s
 template <typename T, int KIND, int OP>
 IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send, T *recv, size_t count, int root, unsigned long long sig, int op, unsigned c) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
-  const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
   const unsigned epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
   /* the headers to match: every peer's; with IRIS_COLL_CHECK=0 only a broadcast root's
    * (its one flow control: no rank is two calls behind) */
   const iris_coll_mask_t all = d.check || (KIND == IRIS_COLL_BC && me == root) ? peers : 0ULL;
-  uint4 *mine = IRIS_COLL_LL_ROWS(d, c, W); /* [src][line] for this parity */
   const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A; /* send has one chunk per peer */
   iris_coll_mask_t seen = 0;
   int ok = 1;
   IRIS_TRACE_BEGIN(IRIS_TRACE_K_LL);
   iris_coll_announce(d, c, sig32);
-  /* push */
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines; i += stride) {
-    if (KIND == IRIS_COLL_BC && me != root) break;
-    if (!chunked) {
-      const uint2 v = iris_coll_read8(send, i, count);
-      for (int k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k) % W), v, epoch);
-    } else {
-      for (int k0 = 1; k0 < W; k0 += IRIS_COLL_LL_GROUP) { /* a chunk per peer: a batch's loads in flight together, then its stores */
-        uint2 v[IRIS_COLL_LL_GROUP];
-#pragma unroll
-        for (int j = 0; j < IRIS_COLL_LL_GROUP; j++)
-          if (k0 + j < W) v[j] = iris_coll_read8(send + (size_t)((me + k0 + j) % W) * count, i, count);
-#pragma unroll
-        for (int j = 0; j < IRIS_COLL_LL_GROUP; j++)
-          if (k0 + j < W) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k0 + j) % W), v[j], epoch);
-      }
-    }
-  }
+  const int nb = iris_coll_ll_batch(W);
+  /* push (a chunk per peer: in batches of iris_coll_ll_batch(W) peers) */
+  if (!chunked || nb > 4) iris_coll_ll_push<IRIS_COLL_LL_GROUP, T, KIND>(d, send, count, root, c, epoch);
+  else if (nb == 2) iris_coll_ll_push<2, T, KIND>(d, send, count, root, c, epoch);
+  else iris_coll_ll_push<4, T, KIND>(d, send, count, root, c, epoch);
   IRIS_TRACE_MARK(1);
   /* collect, in batches of iris_coll_ll_batch(W) peers (a broadcast waits for one line) */
-  const int nb = iris_coll_ll_batch(W);
   if (KIND == IRIS_COLL_BC || nb > 4) ok = iris_coll_ll_collect<IRIS_COLL_LL_GROUP, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, sig32, peers, all, seen);
   else if (nb == 2) ok = iris_coll_ll_collect<2, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, sig32, peers, all, seen);
   else ok = iris_coll_ll_collect<4, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, sig32, peers, all, seen);
@@ -320,43 +331,38 @@ __global__ void __launch_bounds__(IRIS_COLL_ARM_THREADS) iris_coll_arm_kernel(ir
  * (step 1) before it writes line l of any chunk of recv. */
 #define IRIS_COLL_LL2_THREADS 256
 static_assert(IRIS_COLL_LL2_BYTES % 8 == 0 && IRIS_COLL_LL2_BYTES / 8 <= (size_t)IRIS_COLL_MAX_CTAS * IRIS_COLL_LL2_THREADS, "a two-shot LL chunk must fit the grid");
-template <typename T, int OP>
-__global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig,
-                                                                              int op) {
+/* Elements of chunk j of the two-shot LL all-reduce (chunks of ce elements over count). */
+IRIS_DEVICE_INLINE size_t iris_coll_ll2_n(size_t ce, size_t count, int j) {
+  return (size_t)j * ce >= count ? (size_t)0 : count - (size_t)j * ce < ce ? count - (size_t)j * ce : ce;
+}
+/* Steps 1 to 3 of iris_coll_ll2_kernel for line l, in batches of NG peers (iris_coll_ll_batch). */
+template <int NG, typename T, int OP>
+IRIS_DEVICE_INLINE void iris_coll_ll2_steps(const iris_coll_dev_t &d, const T *send, T *recv, size_t count, size_t ce, size_t l, uint4 *ph0, uint4 *ph1, unsigned c,
+                                            unsigned epoch, unsigned sig32, iris_coll_mask_t peers, iris_coll_mask_t all, int op) {
   typedef typename iris_coll_acc<T>::type A;
   enum { per = 8 / sizeof(T) };
   const int W = d.ctx.world_size, me = d.ctx.rank;
-  const size_t ce = iris_coll_ar_chunk(count, W, per), lines = ce / per; /* the chunks of iris_coll_ar_range, in LL lines */
-  const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  iris_detail_pdl_wait();
-  const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
-  iris_detail_pdl_trigger();
-  const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
-  uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W);
-#define IRIS_COLL_LL2_N(j) ((size_t)(j) * ce >= count ? (size_t)0 : count - (size_t)(j) * ce < ce ? count - (size_t)(j) * ce : ce) /* elements of chunk j */
   union { uint2 u; T e[per]; } x;
   iris_coll_mask_t seen = 0;
   int k, r;
-  iris_coll_announce(d, c, sig32);
-  if (l >= lines) return;
-  for (int k0 = 1; k0 < W; k0 += IRIS_COLL_LL_GROUP) { /* 1. push: a batch's loads in flight together, then its stores */
-    uint2 v[IRIS_COLL_LL_GROUP];
+  for (int k0 = 1; k0 < W; k0 += NG) { /* 1. push: a batch's loads in flight together, then its stores */
+    uint2 v[NG];
 #pragma unroll
-    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
+    for (int j = 0; j < NG; j++) {
       const int p = (me + k0 + j) % W;
-      if (k0 + j < W) v[j] = iris_coll_read8(send + (size_t)p * ce, l, IRIS_COLL_LL2_N(p));
+      if (k0 + j < W) v[j] = iris_coll_read8(send + (size_t)p * ce, l, iris_coll_ll2_n(ce, count, p));
     }
 #pragma unroll
-    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++)
+    for (int j = 0; j < NG; j++)
       if (k0 + j < W) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, me, l), (me + k0 + j) % W), v[j], epoch);
   }
-  uint2 in[IRIS_COLL_LL_GROUP];
-  const uint2 own = iris_coll_read8(send + (size_t)me * ce, l, IRIS_COLL_LL2_N(me));
+  uint2 in[NG];
+  const uint2 own = iris_coll_read8(send + (size_t)me * ce, l, iris_coll_ll2_n(ce, count, me));
   A acc[per];
-  for (int r0 = 0; r0 < W; r0 += IRIS_COLL_LL_GROUP) { /* 2. reduce, rank order: the same result on every rank */
-    if (iris_coll_ll_wait_all(d, ph0 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
+  for (int r0 = 0; r0 < W; r0 += NG) { /* 2. reduce, rank order: the same result on every rank */
+    if (iris_coll_ll_wait_n<NG>(d, ph0 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
 #pragma unroll
-    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
+    for (int j = 0; j < NG; j++) {
       r = r0 + j;
       if (r >= W) break;
       x.u = r == me ? own : in[j];
@@ -366,18 +372,37 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
   }
 #pragma unroll
   for (k = 0; k < per; k++) x.e[k] = iris_coll_result_op<T, OP>(acc[k], W, op);
-  iris_coll_write8(recv + (size_t)me * ce, l, IRIS_COLL_LL2_N(me), x.u);
+  iris_coll_write8(recv + (size_t)me * ce, l, iris_coll_ll2_n(ce, count, me), x.u);
   for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph1, d, me, l), (me + k) % W), x.u, epoch);
-  for (int r0 = 0; r0 < W; r0 += IRIS_COLL_LL_GROUP) { /* 3. collect */
-    if (iris_coll_ll_wait_all(d, ph1 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
+  for (int r0 = 0; r0 < W; r0 += NG) { /* 3. collect */
+    if (iris_coll_ll_wait_n<NG>(d, ph1 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
 #pragma unroll
-    for (int j = 0; j < IRIS_COLL_LL_GROUP; j++) {
+    for (int j = 0; j < NG; j++) {
       r = r0 + j;
       if (r >= W) break;
-      if (r != me) iris_coll_write8(recv + (size_t)r * ce, l, IRIS_COLL_LL2_N(r), in[j]);
+      if (r != me) iris_coll_write8(recv + (size_t)r * ce, l, iris_coll_ll2_n(ce, count, r), in[j]);
     }
   }
-#undef IRIS_COLL_LL2_N
+}
+template <typename T, int OP>
+__global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, unsigned long long sig,
+                                                                              int op) {
+  enum { per = 8 / sizeof(T) };
+  const int W = d.ctx.world_size, me = d.ctx.rank;
+  const size_t ce = iris_coll_ar_chunk(count, W, per), lines = ce / per; /* the chunks of iris_coll_ar_range, in LL lines */
+  const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  iris_detail_pdl_wait();
+  const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
+  iris_detail_pdl_trigger();
+  const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
+  uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W);
+  iris_coll_announce(d, c, sig32);
+  if (l >= lines) return;
+  /* in batches of iris_coll_ll_batch(W) peers */
+  const int nb = iris_coll_ll_batch(W);
+  if (nb == 2) iris_coll_ll2_steps<2, T, OP>(d, send, recv, count, ce, l, ph0, ph1, c, epoch, sig32, peers, all, op);
+  else if (nb == 4) iris_coll_ll2_steps<4, T, OP>(d, send, recv, count, ce, l, ph0, ph1, c, epoch, sig32, peers, all, op);
+  else iris_coll_ll2_steps<IRIS_COLL_LL_GROUP, T, OP>(d, send, recv, count, ce, l, ph0, ph1, c, epoch, sig32, peers, all, op);
 }
 
 /* ---- the two-hop LL broadcast (IRIS_ALGO_TWO_SHOT_LL for broadcast, W >= 3): the LL
