@@ -41,7 +41,7 @@ template <typename T> IRIS_DEVICE_INLINE void iris_coll_write16(T *base, size_t 
  * all in; 0: a wait ran out; -1: a mismatch). */
 template <int NG, typename T, int KIND, int OP>
 IRIS_DEVICE_INLINE int iris_coll_ll_collect(const iris_coll_dev_t &d, const T *send, T *recv, size_t count, int root, int op, unsigned c, unsigned epoch,
-                                            unsigned sig32, iris_coll_mask_t peers, iris_coll_mask_t all, iris_coll_mask_t &seen) {
+                                            unsigned tag, unsigned sig32, iris_coll_mask_t peers, iris_coll_mask_t all, iris_coll_mask_t &seen) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
   uint4 *mine = IRIS_COLL_LL_ROWS(d, c, W);
@@ -55,7 +55,7 @@ IRIS_DEVICE_INLINE int iris_coll_ll_collect(const iris_coll_dev_t &d, const T *s
       uint2 in[NG];
       const uint2 own = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
       for (int r0 = 0; ok > 0 && r0 < W; r0 += NG) { /* rank order, accumulated wide: the same result on every rank */
-        if ((ok = iris_coll_ll_wait_n<NG>(d, mine + i, d.ll_lines, peers, r0, epoch, in, c, sig32, all, seen, KIND)) <= 0) break;
+        if ((ok = iris_coll_ll_wait_n<NG>(d, mine + i, d.ll_lines, peers, r0, epoch, tag, in, c, sig32, all, seen, KIND)) <= 0) break;
 #pragma unroll
         for (int j = 0; j < NG; j++) {
           const int r = r0 + j;
@@ -72,9 +72,9 @@ IRIS_DEVICE_INLINE int iris_coll_ll_collect(const iris_coll_dev_t &d, const T *s
     } else if (KIND == IRIS_COLL_BC) {
       uint2 v;
       if (me == root) { /* no data to wait for; the headers still */
-        if ((ok = iris_coll_ll_wait(d, NULL, epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) break;
+        if ((ok = iris_coll_ll_wait(d, NULL, epoch, epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) break;
         v = iris_coll_read8(send, i, count);
-      } else if ((ok = iris_coll_ll_wait(d, IRIS_COLL_LL_SLOT(mine, d, root, i), epoch, &v, root, c, sig32, all, seen, KIND)) <= 0) {
+      } else if ((ok = iris_coll_ll_wait(d, IRIS_COLL_LL_SLOT(mine, d, root, i), epoch, tag, &v, root, c, sig32, all, seen, KIND)) <= 0) {
         break;
       }
       iris_coll_write8(recv, i, count, v);
@@ -82,7 +82,7 @@ IRIS_DEVICE_INLINE int iris_coll_ll_collect(const iris_coll_dev_t &d, const T *s
       uint2 in[NG];
       const uint2 own = iris_coll_read8(send + (chunked ? (size_t)me * count : 0), i, count);
       for (int r0 = 0; ok > 0 && r0 < W; r0 += NG) {
-        if ((ok = iris_coll_ll_wait_n<NG>(d, mine + i, d.ll_lines, peers, r0, epoch, in, c, sig32, all, seen, KIND)) <= 0) break;
+        if ((ok = iris_coll_ll_wait_n<NG>(d, mine + i, d.ll_lines, peers, r0, epoch, tag, in, c, sig32, all, seen, KIND)) <= 0) break;
 #pragma unroll
         for (int j = 0; j < NG; j++) {
           const int r = r0 + j;
@@ -98,7 +98,7 @@ IRIS_DEVICE_INLINE int iris_coll_ll_collect(const iris_coll_dev_t &d, const T *s
  * slots [me]; a reduce-scatter's or all-to-all's chunk per peer in batches of NG peers
  * (iris_coll_ll_batch), a batch's loads in flight together. */
 template <int NG, typename T, int KIND>
-IRIS_DEVICE_INLINE void iris_coll_ll_push(const iris_coll_dev_t &d, const T *send, size_t count, int root, unsigned c, unsigned epoch) {
+IRIS_DEVICE_INLINE void iris_coll_ll_push(const iris_coll_dev_t &d, const T *send, size_t count, int root, unsigned c, unsigned epoch, unsigned tag) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t lines = (count * sizeof(T) + 7) / 8, stride = (size_t)gridDim.x * blockDim.x;
   uint4 *mine = IRIS_COLL_LL_ROWS(d, c, W);
@@ -107,7 +107,7 @@ IRIS_DEVICE_INLINE void iris_coll_ll_push(const iris_coll_dev_t &d, const T *sen
     if (KIND == IRIS_COLL_BC && me != root) break;
     if (!chunked) {
       const uint2 v = iris_coll_read8(send, i, count);
-      for (int k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k) % W), v, epoch);
+      for (int k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k) % W), v, epoch, tag);
     } else {
       for (int k0 = 1; k0 < W; k0 += NG) { /* a chunk per peer: a batch's loads in flight together, then its stores */
         uint2 v[NG];
@@ -116,7 +116,7 @@ IRIS_DEVICE_INLINE void iris_coll_ll_push(const iris_coll_dev_t &d, const T *sen
           if (k0 + j < W) v[j] = iris_coll_read8(send + (size_t)((me + k0 + j) % W) * count, i, count);
 #pragma unroll
         for (int j = 0; j < NG; j++)
-          if (k0 + j < W) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k0 + j) % W), v[j], epoch);
+          if (k0 + j < W) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, i), (me + k0 + j) % W), v[j], epoch, tag);
       }
     }
   }
@@ -124,16 +124,20 @@ IRIS_DEVICE_INLINE void iris_coll_ll_push(const iris_coll_dev_t &d, const T *sen
 /* ---- the latency kernel: every kind, one launch, no barrier.
  * Lines are spread over the grid the same way on every rank. CTA 0 announces the call;
  * each thread pushes its lines to every peer, then collects its lines from every peer in
- * rank order, writing recv only once every peer's header of this call matched
- * (iris_coll_ll_wait). The lines carry the call number + 1, and the receive slots
- * alternate by call parity. Two parities suffice: a rank's call c pushes into slot
- * parity c & 1 of a peer, which that peer last read in its call c - 2; our call c - 1
- * saw that peer's header of call c - 1, so its call c - 2 was over. (A broadcast root
- * waits for nobody's data, but it too waits for every header.) */
+ * rank order, writing recv only once every peer matched this call. The lines carry the
+ * call number + 1 (iris_coll_ll_epoch) and, but for a broadcast's, the call's tag
+ * (iris_coll_ll_tag): a thread that has a line of every peer has matched every peer's
+ * signature, without reading a header. A broadcast's non-root waits for the root's
+ * lines only, so there every thread matches every peer's header (iris_coll_ll_wait).
+ * The receive slots alternate by call parity. Two parities suffice: a rank's call c
+ * pushes into slot parity c & 1 of a peer, which that peer last read in its call c - 2;
+ * our call c - 1 saw that peer's header or lines of call c - 1, so its call c - 2 was
+ * over. (A broadcast root waits for nobody's data, but it too waits for every header.) */
 template <typename T, int KIND, int OP>
 IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send, T *recv, size_t count, int root, unsigned long long sig, int op, unsigned c) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const unsigned epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
+  const unsigned tag = d.check && KIND != IRIS_COLL_BC ? iris_coll_ll_tag(epoch, sig32) : epoch;
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
   /* the headers to match: every peer's; with IRIS_COLL_CHECK=0 only a broadcast root's
    * (its one flow control: no rank is two calls behind) */
@@ -145,14 +149,14 @@ IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send
   iris_coll_announce(d, c, sig32);
   const int nb = iris_coll_ll_batch(W);
   /* push (a chunk per peer: in batches of iris_coll_ll_batch(W) peers) */
-  if (!chunked || nb > 4) iris_coll_ll_push<IRIS_COLL_LL_GROUP, T, KIND>(d, send, count, root, c, epoch);
-  else if (nb == 2) iris_coll_ll_push<2, T, KIND>(d, send, count, root, c, epoch);
-  else iris_coll_ll_push<4, T, KIND>(d, send, count, root, c, epoch);
+  if (!chunked || nb > 4) iris_coll_ll_push<IRIS_COLL_LL_GROUP, T, KIND>(d, send, count, root, c, epoch, tag);
+  else if (nb == 2) iris_coll_ll_push<2, T, KIND>(d, send, count, root, c, epoch, tag);
+  else iris_coll_ll_push<4, T, KIND>(d, send, count, root, c, epoch, tag);
   IRIS_TRACE_MARK(1);
   /* collect, in batches of iris_coll_ll_batch(W) peers (a broadcast waits for one line) */
-  if (KIND == IRIS_COLL_BC || nb > 4) ok = iris_coll_ll_collect<IRIS_COLL_LL_GROUP, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, sig32, peers, all, seen);
-  else if (nb == 2) ok = iris_coll_ll_collect<2, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, sig32, peers, all, seen);
-  else ok = iris_coll_ll_collect<4, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, sig32, peers, all, seen);
+  if (KIND == IRIS_COLL_BC || nb > 4) ok = iris_coll_ll_collect<IRIS_COLL_LL_GROUP, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, tag, sig32, peers, all, seen);
+  else if (nb == 2) ok = iris_coll_ll_collect<2, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, tag, sig32, peers, all, seen);
+  else ok = iris_coll_ll_collect<4, T, KIND, OP>(d, send, recv, count, root, op, c, epoch, tag, sig32, peers, all, seen);
   IRIS_TRACE_END(c, me);
   return ok;
 }
@@ -321,8 +325,8 @@ __global__ void __launch_bounds__(IRIS_COLL_ARM_THREADS) iris_coll_arm_kernel(ir
  * index l of every chunk:
  *   1. push   its line l of chunk p into rank p's phase-0 slot [me], for every peer p;
  *   2. reduce line l of its own chunk: its own value and the W-1 lines that arrive in
- *             its phase-0 slots, in rank order (these waits also match every peer's
- *             header); write it to recv and push it into every peer's phase-1 slot [me];
+ *             its phase-0 slots, in rank order (their tags match every peer's
+ *             signature); write it to recv and push it into every peer's phase-1 slot [me];
  *   3. collect line l of every other chunk from its phase-1 slots into recv.
  * Line l of every slot is always handled by thread index l (one line per thread, the
  * grid covers the chunk), so the epochs a line carries only grow whatever the calls
@@ -338,7 +342,7 @@ IRIS_DEVICE_INLINE size_t iris_coll_ll2_n(size_t ce, size_t count, int j) {
 /* Steps 1 to 3 of iris_coll_ll2_kernel for line l, in batches of NG peers (iris_coll_ll_batch). */
 template <int NG, typename T, int OP>
 IRIS_DEVICE_INLINE void iris_coll_ll2_steps(const iris_coll_dev_t &d, const T *send, T *recv, size_t count, size_t ce, size_t l, uint4 *ph0, uint4 *ph1, unsigned c,
-                                            unsigned epoch, unsigned sig32, iris_coll_mask_t peers, iris_coll_mask_t all, int op) {
+                                            unsigned epoch, unsigned tag, unsigned sig32, iris_coll_mask_t peers, iris_coll_mask_t all, int op) {
   typedef typename iris_coll_acc<T>::type A;
   enum { per = 8 / sizeof(T) };
   const int W = d.ctx.world_size, me = d.ctx.rank;
@@ -354,13 +358,13 @@ IRIS_DEVICE_INLINE void iris_coll_ll2_steps(const iris_coll_dev_t &d, const T *s
     }
 #pragma unroll
     for (int j = 0; j < NG; j++)
-      if (k0 + j < W) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, me, l), (me + k0 + j) % W), v[j], epoch);
+      if (k0 + j < W) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, me, l), (me + k0 + j) % W), v[j], epoch, tag);
   }
   uint2 in[NG];
   const uint2 own = iris_coll_read8(send + (size_t)me * ce, l, iris_coll_ll2_n(ce, count, me));
   A acc[per];
   for (int r0 = 0; r0 < W; r0 += NG) { /* 2. reduce, rank order: the same result on every rank */
-    if (iris_coll_ll_wait_n<NG>(d, ph0 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
+    if (iris_coll_ll_wait_n<NG>(d, ph0 + l, d.ll2_lines, peers, r0, epoch, tag, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
 #pragma unroll
     for (int j = 0; j < NG; j++) {
       r = r0 + j;
@@ -373,9 +377,9 @@ IRIS_DEVICE_INLINE void iris_coll_ll2_steps(const iris_coll_dev_t &d, const T *s
 #pragma unroll
   for (k = 0; k < per; k++) x.e[k] = iris_coll_result_op<T, OP>(acc[k], W, op);
   iris_coll_write8(recv + (size_t)me * ce, l, iris_coll_ll2_n(ce, count, me), x.u);
-  for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph1, d, me, l), (me + k) % W), x.u, epoch);
+  for (k = 1; k < W; k++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph1, d, me, l), (me + k) % W), x.u, epoch, tag);
   for (int r0 = 0; r0 < W; r0 += NG) { /* 3. collect */
-    if (iris_coll_ll_wait_n<NG>(d, ph1 + l, d.ll2_lines, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
+    if (iris_coll_ll_wait_n<NG>(d, ph1 + l, d.ll2_lines, peers, r0, epoch, tag, in, c, sig32, all, seen, IRIS_COLL_AR) <= 0) return;
 #pragma unroll
     for (int j = 0; j < NG; j++) {
       r = r0 + j;
@@ -393,6 +397,7 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   iris_detail_pdl_wait();
   const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
+  const unsigned tag = d.check ? iris_coll_ll_tag(epoch, sig32) : epoch;
   iris_detail_pdl_trigger();
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
   uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W);
@@ -400,9 +405,9 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
   if (l >= lines) return;
   /* in batches of iris_coll_ll_batch(W) peers */
   const int nb = iris_coll_ll_batch(W);
-  if (nb == 2) iris_coll_ll2_steps<2, T, OP>(d, send, recv, count, ce, l, ph0, ph1, c, epoch, sig32, peers, all, op);
-  else if (nb == 4) iris_coll_ll2_steps<4, T, OP>(d, send, recv, count, ce, l, ph0, ph1, c, epoch, sig32, peers, all, op);
-  else iris_coll_ll2_steps<IRIS_COLL_LL_GROUP, T, OP>(d, send, recv, count, ce, l, ph0, ph1, c, epoch, sig32, peers, all, op);
+  if (nb == 2) iris_coll_ll2_steps<2, T, OP>(d, send, recv, count, ce, l, ph0, ph1, c, epoch, tag, sig32, peers, all, op);
+  else if (nb == 4) iris_coll_ll2_steps<4, T, OP>(d, send, recv, count, ce, l, ph0, ph1, c, epoch, tag, sig32, peers, all, op);
+  else iris_coll_ll2_steps<IRIS_COLL_LL_GROUP, T, OP>(d, send, recv, count, ce, l, ph0, ph1, c, epoch, tag, sig32, peers, all, op);
 }
 
 /* ---- the two-hop LL broadcast (IRIS_ALGO_TWO_SHOT_LL for broadcast, W >= 3): the LL
@@ -440,7 +445,7 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_bc_ll2_ker
       if ((size_t)p * pl + l < lines)
         iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, root, l), iris_coll_relay_owner(p, root, W)), iris_coll_read8(send, (size_t)p * pl + l, count),
                            epoch);
-    if (iris_coll_ll_wait(d, NULL, epoch, &v, root, c, sig32, all, seen, IRIS_COLL_BC) <= 0 || send == recv) return;
+    if (iris_coll_ll_wait(d, NULL, epoch, epoch, &v, root, c, sig32, all, seen, IRIS_COLL_BC) <= 0 || send == recv) return;
     for (int p = 0; p < W - 1; p++)
       if ((size_t)p * pl + l < lines) iris_coll_write8(recv, (size_t)p * pl + l, count, iris_coll_read8(send, (size_t)p * pl + l, count));
     return;
@@ -448,7 +453,7 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_bc_ll2_ker
   const int q = iris_coll_relay_part(me, root, W); /* my part */
   uint2 in[IRIS_COLL_LL_GROUP];
   if ((size_t)q * pl + l < lines) {
-    if (iris_coll_ll_wait(d, IRIS_COLL_LL2_SLOT(ph0, d, root, l), epoch, &v, root, c, sig32, all, seen, IRIS_COLL_BC) <= 0) return;
+    if (iris_coll_ll_wait(d, IRIS_COLL_LL2_SLOT(ph0, d, root, l), epoch, epoch, &v, root, c, sig32, all, seen, IRIS_COLL_BC) <= 0) return;
     iris_coll_write8(recv, (size_t)q * pl + l, count, v);
     for (int k = 1; k < W; k++) {
       const int r = (me + k) % W;

@@ -84,12 +84,16 @@ static_assert(offsetof(iris_coll_ctl_t, hdr) % 16 == 0, "header rows start 16-by
  *     they touch anything (iris_coll_call_begin, release/acquire): the header exchange is
  *     their start barrier (a peer that announced call c has finished its call c - 1, so
  *     its buffers are free).
- *   - The LL kernels do not wait for it: they announce (relaxed), push their lines, and
- *     check the headers in the same polls that wait for the peers' lines, so the check
- *     adds no round trip (iris_coll_ll_wait). Their lines land in the LL slots, never in
- *     a user buffer, until every header matched.
+ *   - The LL kernels do not wait for it: they announce (relaxed) and push their lines.
+ *     The broadcasts check the headers in the same polls that wait for the peers' lines,
+ *     so the check adds no round trip (iris_coll_ll_wait). The other LL kernels' lines
+ *     are tagged with the signature (iris_coll_ll_tag): a line of a peer whose call
+ *     differs never reads as arrived, so a thread that has every peer's lines of this
+ *     call has matched every peer, and reads no header at all; only a wait that lasts
+ *     IRIS_COLL_LL_LAZY_POLLS polls starts reading them, to name a mismatch. Their lines
+ *     land in the LL slots, never in a user buffer, until every peer matched.
  * Two parities suffice: no rank can be two calls ahead of another, because no call of a
- * rank ends before it has seen every peer's header of that call. */
+ * rank ends before it has seen every peer's header or tagged lines of that call. */
 typedef struct iris_coll_dev {
   iris_device_ctx_t ctx;
   /* this rank's control block (iris_coll_ctl_t), its four parts one kernel parameter each
@@ -266,18 +270,40 @@ IRIS_DEVICE_INLINE bool iris_coll_kernel_start(const iris_coll_dev_t &d, unsigne
   return iris_coll_call_begin(d, call, iris_coll_sig32(sig), kind);
 }
 
-/* ---- LL lines: 16 bytes = 8 data bytes + the epoch twice, stored and loaded so that
- * each 8-byte half (4 data bytes + epoch) is one single-copy-atomic access. */
-IRIS_DEVICE_INLINE void iris_coll_ll_store(uint4 *p, uint2 data, unsigned epoch) { iris_detail_st16_volatile(p, data.x, epoch, data.y, epoch); }
+/* ---- LL lines: 16 bytes = 8 data bytes + two flag words, stored and loaded so that
+ * each 8-byte half (4 data bytes + a flag word) is one single-copy-atomic access. The
+ * first flag word is the call's epoch; the second is the epoch too (an untagged line:
+ * the broadcasts, the fused op's own exchange) or the tag (iris_coll_ll_tag: the call's
+ * signature in it). */
+typedef struct iris_coll_ll_line {
+  unsigned data0, epoch, data1, tag;
+} iris_coll_ll_line_t;
+static_assert(sizeof(iris_coll_ll_line_t) == 16, "an LL line is one 16-byte access");
+/* The tag of call c's lines (epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig)).
+ * sig32 is odd, so a tag and an epoch always differ in bit 0: an untagged line (of this
+ * call or an earlier one) never passes for a tagged one, nor the reverse. A tagged line
+ * of an earlier call of this slot (epoch e - 2k, signature s') passes for this call's
+ * only if s' ^ sig32 == e ^ (e - 2k), and then only in its second half (the first half's
+ * epoch is exact): a read torn between the halves of a peer's store of that rare pair. */
+IRIS_DEVICE_INLINE unsigned iris_coll_ll_tag(unsigned epoch, unsigned sig32) { return epoch ^ sig32; }
+/* Polls of a tagged LL wait before it reads the headers as well (to name a mismatch: a
+ * peer whose call differs leaves the wait's lines unarrived). 256 is the first poll at
+ * which the wait reads the clock (iris_detail_wait_expired). */
+#define IRIS_COLL_LL_LAZY_POLLS 256u
+IRIS_DEVICE_INLINE void iris_coll_ll_store(uint4 *p, uint2 data, unsigned epoch, unsigned tag) { iris_detail_st16_volatile(p, data.x, epoch, data.y, tag); }
+/* An untagged line: the epoch in both flag words. */
+IRIS_DEVICE_INLINE void iris_coll_ll_store(uint4 *p, uint2 data, unsigned epoch) { iris_coll_ll_store(p, data, epoch, epoch); }
 /* One read of an LL line (each 8-byte half single-copy atomic). */
 IRIS_DEVICE_INLINE uint4 iris_coll_ll_peek(const uint4 *p) { return iris_detail_ld16_volatile(p); }
-/* Whether a line read by iris_coll_ll_peek carries epoch in both halves (then *data). */
-IRIS_DEVICE_INLINE bool iris_coll_ll_ready(uint4 v, unsigned epoch, uint2 *data) {
-  if (v.y != epoch || v.w != epoch) return false;
+/* Whether a line read by iris_coll_ll_peek carries epoch and tag (tag == epoch: an
+ * untagged line) in its halves (then *data). */
+IRIS_DEVICE_INLINE bool iris_coll_ll_ready(uint4 v, unsigned epoch, unsigned tag, uint2 *data) {
+  if (v.y != epoch || v.w != tag) return false;
   data->x = v.x;
   data->y = v.z;
   return true;
 }
+IRIS_DEVICE_INLINE bool iris_coll_ll_ready(uint4 v, unsigned epoch, uint2 *data) { return iris_coll_ll_ready(v, epoch, epoch, data); }
 /* ---- call headers seen from the LL kernels (see "Headers" above iris_coll_dev_t) */
 /* Bit r set for every peer r of rank me in a world of W (W <= IRIS_MAX_RANKS <= 64). */
 typedef unsigned long long iris_coll_mask_t;
@@ -353,19 +379,23 @@ IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned 
   return -1;
 }
 /* One thread of an LL kernel of kind `kind`, call c: waits until the LL line p written by
- * `peer` carries epoch (then *data) AND every peer of `all` has announced (c, sig32)
- * (checked in the same polls, so it costs no round trip; `seen` remembers who did).
- * p == NULL: the headers alone. Returns 1 when both hold, so the caller may write its
- * output; 0 when a wait ran out (recorded as a fault) or the context has a fatal fault;
- * -1 on a mismatch (recorded). */
-IRIS_DEVICE_INLINE int iris_coll_ll_wait(const iris_coll_dev_t &d, const uint4 *p, unsigned epoch, uint2 *data, int peer, unsigned c, unsigned sig32,
+ * `peer` carries epoch and tag (then *data) AND every peer of `all` has announced (c,
+ * sig32) (checked in the same polls, so it costs no round trip; `seen` remembers who
+ * did). p == NULL: the headers alone. A tagged line (tag != epoch) is its own match: the
+ * wait returns once it is in, and reads headers only after IRIS_COLL_LL_LAZY_POLLS
+ * polls, for a mismatch. Returns 1 when it holds, so the caller may write its output; 0
+ * when a wait ran out (recorded as a fault) or the context has a fatal fault; -1 on a
+ * mismatch (recorded). */
+IRIS_DEVICE_INLINE int iris_coll_ll_wait(const iris_coll_dev_t &d, const uint4 *p, unsigned epoch, unsigned tag, uint2 *data, int peer, unsigned c, unsigned sig32,
                                          iris_coll_mask_t all, iris_coll_mask_t &seen, int kind) {
+  const bool lazy = p && tag != epoch;
   iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
   for (;;) {
     const uint4 v = p ? iris_coll_ll_peek(p) : make_uint4(0, 0, 0, 0);
     int who = peer;
-    if (seen != all && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0) return iris_coll_ll_mismatch(d, c, who, kind);
-    if (seen == all && (!p || iris_coll_ll_ready(v, epoch, data))) return 1;
+    if (seen != all && (!lazy || spin.polls >= IRIS_COLL_LL_LAZY_POLLS) && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0)
+      return iris_coll_ll_mismatch(d, c, who, kind);
+    if ((lazy || seen == all) && (!p || iris_coll_ll_ready(v, epoch, tag, data))) return 1;
     if (iris_detail_wait_expired(d.ctx, spin, who, IRIS_COLL_SITE(kind, seen == all ? IRIS_SITE_LL : IRIS_SITE_HEADER), c)) break;
   }
 #if defined(IRIS_DEBUG)
@@ -382,12 +412,14 @@ IRIS_DEVICE_INLINE int iris_coll_ll_wait(const iris_coll_dev_t &d, const uint4 *
 /* One thread of an LL kernel: as iris_coll_ll_wait, for the peers of `want` among ranks
  * r0 .. r0 + NG - 1 at once; the line of rank r is at base + r * stride. Each poll peeks
  * at every pending line (all loads in flight, so the peers cost one memory round trip,
- * not one each) and, until all are seen, the headers. Fills in[r - r0] for every r of
- * the batch in `want`. NG: a batch's size (iris_coll_ll_batch). */
+ * not one each) and, until all are seen, the headers (tagged lines: only after
+ * IRIS_COLL_LL_LAZY_POLLS polls). Fills in[r - r0] for every r of the batch in `want`.
+ * NG: a batch's size (iris_coll_ll_batch). */
 template <int NG>
 IRIS_DEVICE_INLINE int iris_coll_ll_wait_n(const iris_coll_dev_t &d, const uint4 *base, size_t stride, iris_coll_mask_t want, int r0, unsigned epoch,
-                                           uint2 (&in)[NG], unsigned c, unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, int kind) {
+                                           unsigned tag, uint2 (&in)[NG], unsigned c, unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, int kind) {
   static_assert(NG >= 1 && NG <= IRIS_COLL_LL_GROUP, "a batch of 1 to IRIS_COLL_LL_GROUP peers");
+  const bool lazy = tag != epoch;
   iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
   unsigned pending = (unsigned)(want >> r0) & ((1u << NG) - 1u);
   base += (size_t)r0 * stride;
@@ -396,11 +428,12 @@ IRIS_DEVICE_INLINE int iris_coll_ll_wait_n(const iris_coll_dev_t &d, const uint4
 #pragma unroll
     for (int k = 0; k < NG; k++) v[k] = pending >> k & 1 ? iris_coll_ll_peek(base + (size_t)k * stride) : make_uint4(0, 0, 0, 0);
     int who = -1;
-    if (seen != all && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0) return iris_coll_ll_mismatch(d, c, who, kind);
+    if (seen != all && (!lazy || spin.polls >= IRIS_COLL_LL_LAZY_POLLS) && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0)
+      return iris_coll_ll_mismatch(d, c, who, kind);
 #pragma unroll
     for (int k = 0; k < NG; k++)
-      if ((pending >> k & 1) && iris_coll_ll_ready(v[k], epoch, &in[k])) pending &= ~(1u << k);
-    if (!pending && seen == all) return 1;
+      if ((pending >> k & 1) && iris_coll_ll_ready(v[k], epoch, tag, &in[k])) pending &= ~(1u << k);
+    if (!pending && (lazy || seen == all)) return 1;
     if (who < 0) who = pending ? r0 + __ffs(pending) - 1 : 0;
     if (iris_detail_wait_expired(d.ctx, spin, who, IRIS_COLL_SITE(kind, seen == all ? IRIS_SITE_LL : IRIS_SITE_HEADER), c)) break;
   }
@@ -411,9 +444,10 @@ IRIS_DEVICE_INLINE int iris_coll_ll_wait_n(const iris_coll_dev_t &d, const uint4
 #endif
   return 0;
 }
+/* Untagged lines (the two-hop broadcast) in batches of IRIS_COLL_LL_GROUP peers. */
 IRIS_DEVICE_INLINE int iris_coll_ll_wait_all(const iris_coll_dev_t &d, const uint4 *base, size_t stride, iris_coll_mask_t want, int r0, unsigned epoch,
                                              uint2 (&in)[IRIS_COLL_LL_GROUP], unsigned c, unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, int kind) {
-  return iris_coll_ll_wait_n<IRIS_COLL_LL_GROUP>(d, base, stride, want, r0, epoch, in, c, sig32, all, seen, kind);
+  return iris_coll_ll_wait_n<IRIS_COLL_LL_GROUP>(d, base, stride, want, r0, epoch, epoch, in, c, sig32, all, seen, kind);
 }
 /* The batch size for a world of W: the smallest of 2, 4 and IRIS_COLL_LL_GROUP that covers
  * it (W above it: batches of IRIS_COLL_LL_GROUP). The kernels whose threads take every

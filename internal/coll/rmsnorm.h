@@ -309,11 +309,12 @@ IRIS_DEVICE_INLINE bool iris_tile_all_reduce_rmsnorm(const iris_device_ctx_t &ct
  * block cluster exchanging through distributed shared memory: 4.6 against 4.8 us at 2
  * ranks, 5.6 against 5.6 at 4; not used, as its grids of 16-CTA clusters at 4 ranks x 8
  * tokens never all started on that GPU (every rank waited out its bound). A
- * mismatched call writes nothing: every wait also matches every peer's header
- * (iris_coll_ll_wait_all / iris_coll_ll_wait), before the first write of a user buffer or
- * of a phase-1 line. Two parities suffice as for the LL kernels: no rank ends call c
- * before every peer's header of call c matched (with IRIS_COLL_CHECK=0: before every
- * rank pushed what it reads in call c). */
+ * mismatched call writes nothing: the peers' lines carry the call's tag
+ * (iris_coll_ll_tag), so a line of a peer whose call differs never arrives, and a phase-1
+ * line is pushed only by an owner that matched every peer; the waits read the headers
+ * only when they last (iris_coll_ll_wait_n), to name the mismatch. Two parities suffice as
+ * for the LL kernels: no rank ends call c before every rank pushed what it reads in
+ * call c. */
 struct iris_rmsnorm_xchg {
   const iris_coll_dev_t *d;
   uint4 *own; /* this rank's own row of the call's parity */
@@ -352,14 +353,14 @@ static_assert(IRIS_MAX_RANKS <= 64, "the fused kernels' blocks have at least 64 
  * into acc, the peers' from their LL lines at line + r * stride, in batches of NG peers
  * (iris_coll_ll_batch). Returns what the waits did (iris_coll_ll_wait_n). */
 template <int NG, typename T>
-IRIS_DEVICE_INLINE int iris_rmsnorm_sum_ranks(const iris_coll_dev_t &d, const uint4 *line, size_t stride, iris_coll_mask_t peers, unsigned epoch, unsigned c,
+IRIS_DEVICE_INLINE int iris_rmsnorm_sum_ranks(const iris_coll_dev_t &d, const uint4 *line, size_t stride, iris_coll_mask_t peers, unsigned epoch, unsigned tag, unsigned c,
                                               unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, uint2 own, float (&acc)[4]) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   iris_rmsnorm_line<T> xv;
   uint2 in[NG];
   int ok = 1;
   for (int r0 = 0; ok > 0 && r0 < W; r0 += NG) {
-    if ((ok = iris_coll_ll_wait_n<NG>(d, line, stride, peers, r0, epoch, in, c, sig32, all, seen, IRIS_COLL_KIND_RMSNORM)) <= 0) break;
+    if ((ok = iris_coll_ll_wait_n<NG>(d, line, stride, peers, r0, epoch, tag, in, c, sig32, all, seen, IRIS_COLL_KIND_RMSNORM)) <= 0) break;
 #pragma unroll
     for (int j = 0; j < NG; j++) {
       const int r = r0 + j;
@@ -397,6 +398,7 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
     wt0 = iris_coll_read8(weight, line, (size_t)sh.hidden);
   }
   const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
+  const unsigned tag = d.check ? iris_coll_ll_tag(epoch, sig32) : epoch; /* the peers' lines carry the signature */
   iris_detail_pdl_trigger();
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
   uint4 *const mine = IRIS_COLL_LL_ROWS(d, c, W);                          /* one-shot [src][line] of this parity */
@@ -415,14 +417,15 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
     if (j >= sh.per_cta || line >= sh.lines) continue;
     const uint2 v = it == 0 ? x0 : iris_coll_read8(xr, (size_t)line, (size_t)sh.hidden);
     if (TWO) {
-      if (owner != me) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, me, base + line), owner), v, epoch);
+      if (owner != me) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph0, d, me, base + line), owner), v, epoch, tag);
     } else {
-      for (int p = 1; p < W; p++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, base + line), (me + p) % W), v, epoch);
+      for (int p = 1; p < W; p++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, base + line), (me + p) % W), v, epoch, tag);
     }
   }
-  if (tid == 0 && (long long)k * sh.per_cta * IRIS_RMSNORM_CHUNK >= sh.lines) { /* a CTA of padding only: it matches the headers all the same */
+  if (tid == 0 && (long long)k * sh.per_cta * IRIS_RMSNORM_CHUNK >= sh.lines) { /* a CTA of padding only: it has no line to see a mismatch by, so it
+                                                                                   matches the headers (else it would wait for its row's CTAs, gone) */
     uint2 none;
-    ok = iris_coll_ll_wait(d, NULL, epoch, &none, me, c, sig32, all, seen, IRIS_COLL_KIND_RMSNORM);
+    ok = iris_coll_ll_wait(d, NULL, epoch, epoch, &none, me, c, sig32, all, seen, IRIS_COLL_KIND_RMSNORM);
   }
   /* the row's sum (in rank order), the residual, the chunk sums of squares */
   for (int it = 0; it < iters; it++) {
@@ -439,17 +442,17 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
       if (!TWO || owner == me) {
         const uint2 own = it == 0 ? x0 : iris_coll_read8(xr, (size_t)line, (size_t)sh.hidden);
         const int nb = iris_coll_ll_batch(W); /* the rank order's sums, in batches of nb peers */
-        if (nb == 2) ok = iris_rmsnorm_sum_ranks<2, T>(d, sums + base + line, stride, peers, epoch, c, sig32, all, seen, own, acc);
-        else if (nb == 4) ok = iris_rmsnorm_sum_ranks<4, T>(d, sums + base + line, stride, peers, epoch, c, sig32, all, seen, own, acc);
-        else ok = iris_rmsnorm_sum_ranks<IRIS_COLL_LL_GROUP, T>(d, sums + base + line, stride, peers, epoch, c, sig32, all, seen, own, acc);
+        if (nb == 2) ok = iris_rmsnorm_sum_ranks<2, T>(d, sums + base + line, stride, peers, epoch, tag, c, sig32, all, seen, own, acc);
+        else if (nb == 4) ok = iris_rmsnorm_sum_ranks<4, T>(d, sums + base + line, stride, peers, epoch, tag, c, sig32, all, seen, own, acc);
+        else ok = iris_rmsnorm_sum_ranks<IRIS_COLL_LL_GROUP, T>(d, sums + base + line, stride, peers, epoch, tag, c, sig32, all, seen, own, acc);
         if (ok > 0) {
 #pragma unroll
           for (int e = 0; e < 4; e++) sv.e[e] = iris_coll_down<T>(acc[e]); /* the all-reduce's bits */
           if (TWO)
-            for (int p = 1; p < W; p++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph1, d, me, base + line), (me + p) % W), sv.u, epoch);
+            for (int p = 1; p < W; p++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL2_SLOT(ph1, d, me, base + line), (me + p) % W), sv.u, epoch, tag);
         }
       } else {
-        ok = iris_coll_ll_wait(d, IRIS_COLL_LL2_SLOT(ph1, d, owner, base + line), epoch, &sv.u, owner, c, sig32, all, seen, IRIS_COLL_KIND_RMSNORM);
+        ok = iris_coll_ll_wait(d, IRIS_COLL_LL2_SLOT(ph1, d, owner, base + line), epoch, tag, &sv.u, owner, c, sig32, all, seen, IRIS_COLL_KIND_RMSNORM);
       }
       if (ok > 0) {
 #pragma unroll
@@ -468,7 +471,7 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
     q = iris_rmsnorm_chunk_sum(q);
     if (lane == 0 && j < sh.per_cta) cs[j] = q;
   }
-  if (__syncthreads_or(ok <= 0)) return; /* a mismatch (every thread of every CTA sees the same headers) or a wait that ran out */
+  if (__syncthreads_or(ok <= 0)) return; /* a mismatch (seen by every CTA: by a tagged line that never arrives, or by the headers) or a wait that ran out */
   iris_rmsnorm_xchg xg;
   xg.d = &d;
   xg.own = IRIS_COLL_LL_SLOT(mine, d, me, 0);
