@@ -128,7 +128,9 @@ IRIS_DEVICE_INLINE void iris_coll_ll_push(const iris_coll_dev_t &d, const T *sen
  * call number + 1 (iris_coll_ll_epoch) and, but for a broadcast's, the call's tag
  * (iris_coll_ll_tag): a thread that has a line of every peer has matched every peer's
  * signature, without reading a header. A broadcast's non-root waits for the root's
- * lines only, so there every thread matches every peer's header (iris_coll_ll_wait).
+ * lines only, so there every thread matches every peer's header (iris_coll_ll_wait); so
+ * does an all-gather or all-to-all of more than IRIS_COLL_LL_GROUP ranks, which writes
+ * recv after each batch of peers.
  * The receive slots alternate by call parity. Two parities suffice: a rank's call c
  * pushes into slot parity c & 1 of a peer, which that peer last read in its call c - 2;
  * our call c - 1 saw that peer's header or lines of call c - 1, so its call c - 2 was
@@ -137,7 +139,11 @@ template <typename T, int KIND, int OP>
 IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send, T *recv, size_t count, int root, unsigned long long sig, int op, unsigned c) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const unsigned epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
-  const unsigned tag = d.check && KIND != IRIS_COLL_BC ? iris_coll_ll_tag(epoch, sig32) : epoch;
+  /* tagged lines but for a broadcast's, and for an all-gather's or all-to-all's beyond one
+   * batch of peers (it writes recv batch by batch: the first batch's tags alone would not
+   * have matched the peers of the later ones; the headers do) */
+  const bool tagged = d.check && KIND != IRIS_COLL_BC && (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS || W <= IRIS_COLL_LL_GROUP);
+  const unsigned tag = tagged ? iris_coll_ll_tag(epoch, sig32) : epoch;
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
   /* the headers to match: every peer's; with IRIS_COLL_CHECK=0 only a broadcast root's
    * (its one flow control: no rank is two calls behind) */
