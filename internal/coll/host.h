@@ -15,17 +15,14 @@
 #include "protocol.h"
 #include "launch.h"
 
-/* What each rank tells the others at the end of iris_collectives_setup: its outcome, its
- * IRIS_COLL_CHECK (the LL lines' form depends on it: ranks that differ would never see
- * each other's lines) and (multi-node worlds) the hash of its route table
- * (internal/coll/mn_route.h). */
+/* What each rank tells the others at the end of iris_collectives_setup: its outcome, and
+ * (multi-node worlds) the hash of its route table (internal/coll/mn_route.h). */
 typedef struct iris_coll_setup_msg {
   int32_t status; /* an iris_status_t */
-  uint32_t check; /* iris_coll_dev_t.check */
+  uint32_t pad;
   uint64_t route; /* iris_coll_mn_table_hash; 0 on one node */
 } iris_coll_setup_msg_t;
-static_assert(sizeof(iris_coll_setup_msg_t) == 16 && offsetof(iris_coll_setup_msg_t, check) == 4 && offsetof(iris_coll_setup_msg_t, route) == 8,
-              "iris_coll_setup_msg_t: its wire layout");
+static_assert(sizeof(iris_coll_setup_msg_t) == 16 && offsetof(iris_coll_setup_msg_t, route) == 8, "iris_coll_setup_msg_t: its wire layout");
 
 /* Frees the heap blocks of a state that could not be completed (every rank frees the
  * same ones: the ranks' allocators stay alike). */
@@ -124,12 +121,11 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   }
   s->stage_bytes = iris_coll_staging_bytes(s->stage_bytes); /* at least IRIS_COLL_STAGING_MIN: a chunked step must fit */
   s->dev.check = 1;
-  if (iris_detail_env_flag("IRIS_COLL_CHECK", " (0: the latency path does not match calls; 1: it does, the default)", &s->dev.check) < 0) {
+  if (iris_detail_env_flag("IRIS_COLL_CHECK", " (0: the latency path does not match call headers; 1: it does, the default)", &s->dev.check) < 0) {
     free(s);
     free(all);
     return IRIS_ERROR_INVALID_ARGUMENT;
   }
-  mine.check = (uint32_t)s->dev.check;
   s->fused_staging = 1;
   if (iris_detail_env_flag("IRIS_COLL_FUSED_STAGING",
                            " (0: buffers off the heap are copied in and out around every bandwidth kernel; 1: the kernels read the send where it lies and copy "
@@ -226,13 +222,6 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
       free(all);
       return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d's IRIS_MN_NCCL_WHOLE gives another route table than rank 0's; set it alike on "
                                                    "every rank (or on none); every rank released its part", r);
-    }
-  for (r = 1; r < iris_world_size(ctx); r++)
-    if (all[r].check != all[0].check) {
-      iris_coll_state_unwind(ctx, s, ctl);
-      free(all);
-      return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d has IRIS_COLL_CHECK=%u, rank 0 %u; set it alike on every rank (or on none); every "
-                                                   "rank released its part", r, all[r].check, all[0].check);
     }
   free(all);
   iris_detail_set_ext(ctx, s, iris_coll_state_free);
