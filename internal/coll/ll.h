@@ -139,10 +139,12 @@ template <typename T, int KIND, int OP>
 IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send, T *recv, size_t count, int root, unsigned long long sig, int op, unsigned c) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const unsigned epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
-  /* tagged lines but for a broadcast's, and for an all-gather's or all-to-all's beyond one
-   * batch of peers (it writes recv batch by batch: the first batch's tags alone would not
-   * have matched the peers of the later ones; the headers do) */
-  const bool tagged = d.check && KIND != IRIS_COLL_BC && (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS || W <= IRIS_COLL_LL_GROUP);
+  /* tagged lines (whatever IRIS_COLL_CHECK says, so that ranks which differ in it still
+   * read each other's lines) but for a broadcast's, and for an all-gather's or
+   * all-to-all's beyond one batch of peers (it writes recv batch by batch: the first
+   * batch's tags alone would not have matched the peers of the later ones; the headers
+   * do) */
+  const bool tagged = KIND != IRIS_COLL_BC && (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS || W <= IRIS_COLL_LL_GROUP);
   const unsigned tag = tagged ? iris_coll_ll_tag(epoch, sig32) : epoch;
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
   /* the headers to match: every peer's; with IRIS_COLL_CHECK=0 only a broadcast root's
@@ -403,7 +405,7 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   iris_detail_pdl_wait();
   const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
-  const unsigned tag = d.check ? iris_coll_ll_tag(epoch, sig32) : epoch;
+  const unsigned tag = iris_coll_ll_tag(epoch, sig32); /* whatever IRIS_COLL_CHECK says (iris_coll_ll_body) */
   iris_detail_pdl_trigger();
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
   uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W);

@@ -93,7 +93,8 @@ static_assert(offsetof(iris_coll_ctl_t, hdr) % 16 == 0, "header rows start 16-by
  *     IRIS_COLL_LL_LAZY_POLLS polls starts reading them, to name a mismatch. Their lines
  *     land in the LL slots, never in a user buffer, until every peer matched.
  * Two parities suffice: no rank can be two calls ahead of another, because no call of a
- * rank ends before it has seen every peer's header or tagged lines of that call. */
+ * rank ends before it has seen every peer's header or tagged lines of that call (or, in
+ * the two-shot kernels, a line that a rank pushed only after it had seen them). */
 typedef struct iris_coll_dev {
   iris_device_ctx_t ctx;
   /* this rank's control block (iris_coll_ctl_t), its four parts one kernel parameter each
@@ -109,7 +110,7 @@ typedef struct iris_coll_dev {
   uint4 *ll2;           /* the two-shot LL's lines: IRIS_COLL_LL2_PHASE0 / _PHASE1, IRIS_COLL_LL2_SLOT */
   size_t ll2_lines;     /* lines per (parity, phase, src) */
   char *scratch;        /* the store two-shot's slots: IRIS_COLL_SCRATCH_SLOTS; IRIS_COLL_AR_SCRATCH_BYTES */
-  int check;            /* 1: the LL kernels match every peer's call header (IRIS_COLL_CHECK, default) */
+  int check;            /* 1: the LL kernels name a mismatched call (headers; IRIS_COLL_CHECK, default) */
   uint4 *arm;           /* the armed one-shot's slots: IRIS_COLL_ARM_ROWS, IRIS_COLL_ARM_SLOT */
   size_t arm_vecs;      /* 16-byte vectors per (parity, src) */
   unsigned long long *arm_dirty; /* &ctl->arm_dirty */
@@ -143,7 +144,7 @@ typedef struct iris_coll_dev {
 /* The store two-shot's scratch, [2 halves][G CTAs][W src][slice elements of T]: CTA b's W
  * slots in round rd's half. */
 #define IRIS_COLL_SCRATCH_SLOTS(d, T, rd, G, b, W, slice) ((T *)(d).scratch + (((rd) & 1) * (size_t)(G) + (size_t)(b)) * (size_t)(W) * (slice))
-/* An LL line: 16 bytes, each 8-byte half 4 data bytes and the line's epoch. */
+/* An LL line: 16 bytes, each 8-byte half 4 data bytes and a flag word (iris_coll_ll_line_t). */
 static_assert(sizeof(uint4) == 16 && alignof(uint4) == 16, "an LL line is one aligned 16-byte access");
 
 /* Barriers per call at most (a kernel's barrier j of call c has epoch c * this + j + 1). */
@@ -359,7 +360,7 @@ IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned
 /* After a mismatch in an LL kernel (peer `who` announced call c with another signature):
  * record it (CTA 0), then wait until every peer has announced call c, whatever its
  * signature, so that this rank ends the call only when no peer can still be in call
- * c - 1 (what the good path guarantees by matching every header). Returns -1. */
+ * c - 1 (what the good path guarantees by matching every peer). Returns -1. */
 IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned c, int who, int kind) {
   const unsigned long long *row = IRIS_COLL_HDR_WORDS(d, c);
   const unsigned site = IRIS_COLL_SITE(kind, IRIS_SITE_HEADER);

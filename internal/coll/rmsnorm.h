@@ -398,7 +398,7 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
     wt0 = iris_coll_read8(weight, line, (size_t)sh.hidden);
   }
   const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
-  const unsigned tag = d.check ? iris_coll_ll_tag(epoch, sig32) : epoch; /* the peers' lines carry the signature */
+  const unsigned tag = iris_coll_ll_tag(epoch, sig32); /* the peers' lines carry the signature, whatever IRIS_COLL_CHECK says */
   iris_detail_pdl_trigger();
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
   uint4 *const mine = IRIS_COLL_LL_ROWS(d, c, W);                          /* one-shot [src][line] of this parity */
