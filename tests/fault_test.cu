@@ -453,6 +453,19 @@ int main(int argc, char **argv) {
   uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)), all[IRIS_MAX_RANKS];
   iris_allgather_host(s.ctx, &mine, all, sizeof mine);
   s.seed = all[0];
+  if (!strcmp(mode, "mismatch")) { // a malformed setup variable on the last rank only: every rank's setup fails at once (no rank waits out the rendezvous bound), and one after it works
+    const char *was = getenv("IRIS_COLL_CHECK");
+    const std::string keep = was ? was : "";
+    if (rank == n - 1) setenv("IRIS_COLL_CHECK", "maybe", 1);
+    const double t0 = now_s();
+    const iris_status_t st = iris_collectives_setup(s.ctx);
+    const double took = now_s() - t0;
+    const bool named = rank != n - 1 || strstr(iris_error_detail(), "IRIS_COLL_CHECK") != NULL;
+    if (was) setenv("IRIS_COLL_CHECK", keep.c_str(), 1);
+    else unsetenv("IRIS_COLL_CHECK");
+    if (st == IRIS_SUCCESS || !named || took > 10.0) fprintf(stderr, "rank %d: setup with a bad variable on the last rank: status %d after %.1f s: %s\n", rank, (int)st, took, iris_error_detail());
+    report(s, "IRIS_COLL_CHECK malformed on the last rank: iris_collectives_setup fails on every rank within 10 s (that rank's error names it)", st != IRIS_SUCCESS && named && took <= 10.0);
+  }
   if (iris_collectives_setup(s.ctx) != IRIS_SUCCESS) {
     printf("FAIL: [%s] setup on rank %d: %s\n", s.tag.c_str(), rank, iris_error_detail());
     return 1;

@@ -85,6 +85,13 @@ static int iris_coll_pdl_choice(iris_t *ctx) {
   return pdl && iris_gpu_has_pdl(iris_device_ordinal(ctx)) ? 1 : 0; /* before sm_90: no PDL */
 }
 
+/* iris_collectives_setup: note this rank's first bad setting (the detail just recorded; err holds sizeof iris_detail_errbuf bytes). */
+static void iris_coll_setup_bad(iris_status_t *st, char *err, iris_status_t why) {
+  if (*st != IRIS_SUCCESS) return;
+  *st = why;
+  iris_detail_copy(err, sizeof iris_detail_errbuf, iris_detail_errbuf);
+}
+
 IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   iris_coll_state_t *s;
   int wrap = 0, wrap_got;
@@ -94,8 +101,11 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   const char *env = NULL;
   int W, r, failed_rank = -1;
   iris_coll_setup_msg_t mine, *all;
-  iris_status_t route_st = IRIS_SUCCESS;
-  char route_err[sizeof iris_detail_errbuf] = "";
+  /* this rank's first bad setting (a malformed variable, a bad route table): it goes on
+   * with the defaults to the ranks' exchange, so every rank fails at once (a rank that
+   * returned before it would leave the others waiting out the rendezvous bound) */
+  iris_status_t local_st = IRIS_SUCCESS;
+  char local_err[sizeof iris_detail_errbuf] = "";
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_collectives_setup: NULL context");
   if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   if (iris_detail_get_ext(ctx)) return IRIS_SUCCESS;
@@ -109,45 +119,34 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   s->dev.ll2_lines = IRIS_COLL_LL2_BYTES / 8;
   s->stage_bytes = IRIS_COLL_STAGING_BYTES;
   if (iris_detail_env("IRIS_COLL_STAGING", &env) < 0) { /* set but empty: an error, never the default */
-    free(s);
-    free(all);
-    return IRIS_ERROR_INVALID_ARGUMENT;
-  }
-  if (env && !strcmp(env, "0")) s->stage_bytes = 0;
-  else if (env && (st = iris_detail_parse_size_var("IRIS_COLL_STAGING", env, &s->stage_bytes)) != IRIS_SUCCESS) {
-    free(s);
-    free(all);
-    return st;
+    iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
+  } else if (env && !strcmp(env, "0")) {
+    s->stage_bytes = 0;
+  } else if (env && (st = iris_detail_parse_size_var("IRIS_COLL_STAGING", env, &s->stage_bytes)) != IRIS_SUCCESS) {
+    iris_coll_setup_bad(&local_st, local_err, st);
+    s->stage_bytes = IRIS_COLL_STAGING_BYTES;
   }
   s->stage_bytes = iris_coll_staging_bytes(s->stage_bytes); /* at least IRIS_COLL_STAGING_MIN: a chunked step must fit */
   s->dev.check = 1;
-  if (iris_detail_env_flag("IRIS_COLL_CHECK", " (0: the latency path does not match call headers; 1: it does, the default)", &s->dev.check) < 0) {
-    free(s);
-    free(all);
-    return IRIS_ERROR_INVALID_ARGUMENT;
-  }
+  if (iris_detail_env_flag("IRIS_COLL_CHECK", " (0: the latency path does not match call headers; 1: it does, the default)", &s->dev.check) < 0)
+    iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
   s->fused_staging = 1;
   if (iris_detail_env_flag("IRIS_COLL_FUSED_STAGING",
                            " (0: buffers off the heap are copied in and out around every bandwidth kernel; 1: the kernels read the send where it lies and copy "
                            "the recv out as the data arrive, the default)",
-                           &s->fused_staging) < 0) {
-    free(s);
-    free(all);
-    return IRIS_ERROR_INVALID_ARGUMENT;
-  }
+                           &s->fused_staging) < 0)
+    iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
   if ((s->pdl = iris_coll_pdl_choice(ctx)) < 0) {
-    free(s);
-    free(all);
-    return IRIS_ERROR_INVALID_ARGUMENT;
+    iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
+    s->pdl = 0;
   }
   /* IRIS_COLL_TEST_WRAP=n (tests): the call numbers start n calls before they wrap */
   if ((wrap_got = iris_detail_env_int("IRIS_COLL_TEST_WRAP", &wrap)) < 0) {
-    free(s);
-    free(all);
-    return IRIS_ERROR_INVALID_ARGUMENT;
+    iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
+    wrap_got = 0;
   }
   if (iris_num_nodes(ctx) > 1) { /* which calls go whole to NCCL: a bad value fails every rank alike (below), as a table that differs between ranks does */
-    if ((route_st = iris_coll_mn_table_from_env(&s->mn_table, W)) != IRIS_SUCCESS) iris_detail_copy(route_err, sizeof route_err, iris_detail_errbuf);
+    if ((st = iris_coll_mn_table_from_env(&s->mn_table, W)) != IRIS_SUCCESS) iris_coll_setup_bad(&local_st, local_err, st);
     mine.route = iris_coll_mn_table_hash(&s->mn_table);
   }
   {
@@ -193,7 +192,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     if (e == IRIS_GPU_SUCCESS && wrap_got > 0) e = iris_coll_start_near_wrap(ctl, wrap);
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
     if (old >= 0) iris_gpu_set_device(old);
-    mine.status = e == IRIS_GPU_SUCCESS ? (int32_t)route_st
+    mine.status = e == IRIS_GPU_SUCCESS ? (int32_t)local_st
                                         : (int32_t)iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_collectives_setup: zeroing the state failed: %s", iris_rank(ctx),
                                                                     iris_gpu_error_text(e));
   }
@@ -213,7 +212,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     st = iris_detail_peer_status(all[failed_rank].status);
     iris_coll_state_unwind(ctx, s, ctl);
     free(all);
-    if (route_st != IRIS_SUCCESS) return iris_detail_fail(route_st, "iris_collectives_setup: %s; every rank released its part", route_err);
+    if (local_st != IRIS_SUCCESS) return iris_detail_fail(local_st, "iris_collectives_setup: %s; every rank released its part", local_err);
     return iris_detail_fail(st, "iris_collectives_setup: rank %d could not set up its collective state; every rank released its part", failed_rank);
   }
   for (r = 1; r < iris_world_size(ctx); r++) /* one route table everywhere, or calls would take different routes on different ranks and hang */
