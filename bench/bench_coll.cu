@@ -531,7 +531,11 @@ static Tail tail_run(const Op &op, int v, bool graph, int N, cudaStream_t s) {
 // ------------------------------------------------------------------ in company of a GEMM
 // A cuBLAS GEMM (BENCH_GEMM_N^3, bf16 in and out, fp32 accumulation; 8192 by default)
 // runs G times on a second stream of the same process while the collective runs N
-// single-call graphs on the first; N covers the GEMMs' time (the same N on every rank).
+// single-call graphs on the first (the same N on every rank). Every library compared at a
+// size does the same work: N is sized once, from NCCL's time alone, so that NCCL's calls
+// cover the GEMMs' time, and a faster library's calls end sooner (as a fixed amount of
+// communication beside a model's compute does). BENCH_COMPANY_SAME_CALLS=0 sizes N per
+// variant instead (each library's calls cover the GEMMs: a faster one does more calls).
 // Reported: the collective's per-call p50 / p99 under the load, and the GEMM's time under
 // it over its time alone.
 static cublasHandle_t blas;
@@ -578,13 +582,14 @@ static void company_setup() {
   gemm_ms(3, side); // warm-up
   gemm_alone_ms = gemm_ms(10, side);
 }
-struct Company { Tail coll; double slow; bool ok; };
-static Company company_run(const Op &op, int v, int G) {
-  Company c = {{0, 0, 0, 0, false}, 0, false};
+struct Company { Tail coll; double slow; int calls; bool ok; };
+// calls > 0: that many calls (another variant's N); 0: sized from this variant's time alone
+static Company company_run(const Op &op, int v, int G, int calls) {
+  Company c = {{0, 0, 0, 0, false}, 0, 0, false};
   // the collective alone first (its p50 sizes N), then N calls beside G GEMMs
   const Tail alone = tail_run(op, v, true, 50, stream);
   if (!alone.ok) return c;
-  int N = (int)std::min(4000.0, std::max(50.0, G * gemm_alone_ms * 1e3 / std::max(alone.p50, 1.0)));
+  int N = calls > 0 ? calls : (int)std::min(4000.0, std::max(50.0, G * gemm_alone_ms * 1e3 / std::max(alone.p50, 1.0)));
   std::vector<int> ns(W);
   IK(iris_allgather_host(ctx, &N, ns.data(), sizeof N));
   N = ns[0];
@@ -609,6 +614,7 @@ static Company company_run(const Op &op, int v, int G) {
   std::vector<double> all(W);
   IK(iris_allgather_host(ctx, &slow, all.data(), sizeof slow));
   c.slow = *std::max_element(all.begin(), all.end());
+  c.calls = N;
   c.ok = true;
   return c;
 }
@@ -928,6 +934,7 @@ int main(int argc, char **argv) {
     } else if (tail_mode) tsizes = {KiB, 16 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB};
     else tsizes = {64 * KiB, MiB, 16 * MiB, 256 * MiB};
     const int few = env_int("BENCH_COMPANY_CTAS", 16), G = env_int("BENCH_COMPANY_GEMMS", 20);
+    const bool same_calls = env_int("BENCH_COMPANY_SAME_CALLS", 1) != 0;
     ncclComm_t comm_all = comm, comm_few = NULL;
     if (company_mode) {
       company_setup();
@@ -979,17 +986,19 @@ int main(int argc, char **argv) {
             }
           }
         } else {
+          int calls = 0; // NCCL's N, then the same work for the others (BENCH_COMPANY_SAME_CALLS=0: each its own)
           for (int k = 0; k < 4; k++) { // nccl, iris_auto, nccl few CTAs, iris few CTAs
             const int v = k % 2 ? V_AUTO : V_NCCL;
             comm = k >= 2 ? comm_few : comm_all;
             force_ctas = k == 3 ? few : 0;
-            const Company cm = company_run(op, v, G);
+            const Company cm = company_run(op, v, G, same_calls ? calls : 0);
+            if (k == 0 && cm.ok) calls = cm.calls;
             comm = comm_all;
             force_ctas = 0;
             if (!cm.ok || rank != 0) continue;
             char name[32];
             snprintf(name, sizeof name, "%s%s", var_name[v], k >= 2 ? "/few" : "");
-            printf("%-15s %10.0f %-16s company: p50 %9.2f p99 %9.2f us; GEMM x %.3f\n", coll_name[c], op.bytes, name, cm.coll.p50, cm.coll.p99, cm.slow);
+            printf("%-15s %10.0f %-16s company: %5d calls, p50 %9.2f p99 %9.2f us; GEMM x %.3f\n", coll_name[c], op.bytes, name, cm.calls, cm.coll.p50, cm.coll.p99, cm.slow);
             if (csv) fprintf(csv, "%s,%.0f,%s,%.3f,%.3f,%.4f\n", coll_name[c], op.bytes, name, cm.coll.p50, cm.coll.p99, cm.slow);
           }
         }
@@ -1061,14 +1070,15 @@ int main(int argc, char **argv) {
     company_setup();
     const size_t cs = std::min(max_bytes, (size_t)MiB);
     if (rank == 0)
-      printf("# company (1 MiB or max_bytes, single-call graphs, beside %dx a %d^3 bf16 GEMM on another stream): us per call p50 / p99, GEMM time x alone\n", 20, gemm_n);
+      printf("# company (1 MiB or max_bytes, single-call graphs, beside %dx a %d^3 bf16 GEMM on another stream; the same calls for both, sized from NCCL's time alone): us per call p50 / p99, GEMM time x alone\n", 20, gemm_n);
     for (int c = 0; c < C_N; c++) {
       Op op;
       if (!only[c] || !make_op(c, main_dt, cs, &op) || op.out_elems * op.elt > out_max) continue;
-      const Company n = company_run(op, V_NCCL, 20), i = company_run(op, V_AUTO, 20);
+      const Company n = company_run(op, V_NCCL, 20, 0);
+      const Company i = company_run(op, V_AUTO, 20, n.ok && env_int("BENCH_COMPANY_SAME_CALLS", 1) ? n.calls : 0);
       if (rank == 0 && n.ok && i.ok)
-        printf("%-15s %10.0f company: nccl %.2f / %.2f us, GEMM x %.3f; iris %.2f / %.2f us, GEMM x %.3f\n", coll_name[c], op.bytes, n.coll.p50, n.coll.p99, n.slow,
-               i.coll.p50, i.coll.p99, i.slow);
+        printf("%-15s %10.0f company: nccl %.2f / %.2f us, GEMM x %.3f; iris %.2f / %.2f us, GEMM x %.3f (%d / %d calls)\n", coll_name[c], op.bytes, n.coll.p50, n.coll.p99,
+               n.slow, i.coll.p50, i.coll.p99, i.slow, n.calls, i.calls);
     }
   }
   if (rank == 0) printf("# bench_coll: %.0f s\n", difftime(time(NULL), t_start));
