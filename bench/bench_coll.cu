@@ -33,6 +33,7 @@
 //   BENCH_VARIANTS=nccl,iris_auto,...: only the variants whose name appears in the list
 //   ("nccl_symm" brings "nccl" too). BENCH_NO_FP32=1: no fp32 all_reduce rows.
 //   BENCH_CTAS=n: the iris_bandwidth rows with n CTAs per rank instead of the automatic count.
+//   BENCH_AUTO_CTAS=n: the iris_auto / iris_lib rows with opts.ctas = n (at most n CTAs on any path).
 //   BENCH_DTYPE=bf16|fp32|uint8|fp8e4m3|fp8e5m2: the element type of the sweep (default
 //   bf16, plus the fp32 all_reduce rows; another type replaces both). BENCH_OP=sum|min|
 //   max|avg: the reduction of all_reduce and reduce_scatter (default sum; NCCL's ncclAvg
@@ -801,6 +802,7 @@ int main(int argc, char **argv) {
     else if (pos == 1 && argv[i][0] != '-') max_bytes = parse_size(argv[i]), pos++;
     else { fprintf(stderr, "usage: bench_coll [ranks] [max_bytes] [--quick] [--guard] [--tail] [--company] [--small] [--lib=path/libiris.so]\n"); return 2; }
   }
+  if (!company_mode) force_ctas = env_int("BENCH_AUTO_CTAS", 0); // --company sets its own per row
   int main_dt = D_BF16; // BENCH_DTYPE, BENCH_OP
   {
     const char *d = getenv("BENCH_DTYPE"), *o = getenv("BENCH_OP");
