@@ -6,8 +6,9 @@
  * row's CTAs combining, the weight, out) is local to each GPU and shows here. A proxy
  * for that difference where no multi-GPU machine is at hand, never a speed figure.
  *
- * Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. tools/proxy_fused.cu -o build/proxy_fused
+ * Build: make build/proxy_fused (nvcc -std=c++20: std::barrier)
  * Run:   build/proxy_fused [ranks (2)] [hidden (8192)] [most tokens (128)] [ar | ag | rs: that collective only]
+ *        PROXY_CTAS=n: the collective with opts.ctas = n (its grid capped, as beside compute)
  * Prints, per token count: us per call (graphs of 20 calls, median of 50 replays, max
  * over ranks) of the bare all-reduce and of the fused op, and their difference. With ag or
  * rs, the all-gather or reduce-scatter alone, of the same bytes in all (tokens x hidden
@@ -43,6 +44,7 @@ static size_t g_max_tokens = 128;
 static bool g_ar_only = false; /* one collective only, no fused op */
 static int g_kind = 0;         /* 0: all-reduce, 1: all-gather, 2: reduce-scatter */
 static int g_world = 2;
+static iris_coll_opts_t g_opts = IRIS_COLL_OPTS_INIT; /* PROXY_CTAS=n: opts.ctas = n (the collective's grid capped) */
 
 static int run_rank(iris_t *ctx, int rank, size_t hidden, std::barrier<> &bar, Out *o) {
   cudaSetDevice(0);
@@ -71,9 +73,9 @@ static int run_rank(iris_t *ctx, int rank, size_t hidden, std::barrier<> &bar, O
       for (int c = 0; c < CALLS; c++) {
         const size_t part = t * hidden / (size_t)g_world; /* ag / rs: each rank's part */
         iris_status_t s = which == 1   ? iris_all_reduce_rmsnorm(ctx, x, res, w, out, t, hidden, 1e-6f, IRIS_BFLOAT16, st)
-                          : g_kind == 1 ? iris_all_gather(ctx, x, out, part, IRIS_BFLOAT16, st)
-                          : g_kind == 2 ? iris_reduce_scatter(ctx, x, out, part, IRIS_BFLOAT16, IRIS_SUM, st)
-                                        : iris_all_reduce(ctx, x, out, t * hidden, IRIS_BFLOAT16, IRIS_SUM, st);
+                          : g_kind == 1 ? iris_all_gather_ex(ctx, x, out, part, IRIS_BFLOAT16, st, &g_opts)
+                          : g_kind == 2 ? iris_reduce_scatter_ex(ctx, x, out, part, IRIS_BFLOAT16, IRIS_SUM, st, &g_opts)
+                                        : iris_all_reduce_ex(ctx, x, out, t * hidden, IRIS_BFLOAT16, IRIS_SUM, st, &g_opts);
         if (s != IRIS_SUCCESS) { fprintf(stderr, "rank %d: %s\n", rank, iris_error_detail()); return 1; }
       }
       cudaStreamEndCapture(st, &g);
@@ -119,6 +121,7 @@ int main(int argc, char **argv) {
     if (g_kind == 0 && strcmp(argv[4], "ar")) { fprintf(stderr, "the 4th argument: ar, ag or rs, not '%s'\n", argv[4]); return 2; }
   }
   g_world = n;
+  if (getenv("PROXY_CTAS")) g_opts.ctas = atoi(getenv("PROXY_CTAS"));
   if (g_kind != 0 && (size_t)hidden % (size_t)n) { fprintf(stderr, "hidden %zu: a multiple of the ranks (%d), for ag and rs\n", hidden, n); return 2; }
   setenv("IRIS_COLL_PDL", "1", 0); /* measure the kernels as they launch on separate GPUs */
   std::vector<int> devs(n, 0);
