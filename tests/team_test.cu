@@ -26,6 +26,7 @@
 #include "test_util.h"
 #include <algorithm>
 #include <signal.h>
+#include <string.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -348,10 +349,14 @@ static bool test_mismatch(Suite &s) {
     iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
     o.algo = algo ? IRIS_ALGO_BANDWIDTH : IRIS_ALGO_LATENCY;
     // the TP team: its rank 0 calls with count n, the others with n + 1
-    CK(cudaMemset(a, 0x5A, (n + 64) * sizeof(float)));
+    // the input as it stands before the call (on the test's stream, which does not wait for
+    // the legacy default stream: fill and read it there), every element of it kept to
+    // prove that the mismatched call wrote none
+    CK(cudaMemsetAsync(a, 0x5A, (n + 64) * sizeof(float), s.stream));
     k_fill<<<16, 256, 0, s.stream>>>(a, n + 1, s.seed, s.rank, 7);
-    float poison_in;
-    CK(cudaMemcpy(&poison_in, a, sizeof poison_in, cudaMemcpyDeviceToHost));
+    std::vector<float> before(n + 64), after(n + 64);
+    CK(cudaMemcpyAsync(before.data(), a, (n + 64) * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+    CK(cudaStreamSynchronize(s.stream));
     if (tp.size > 1) {
       iris_status_t st = iris_all_reduce_team(s.ctx, &tp, a, a, tp.rank == 0 ? n : n + 1, IRIS_FLOAT32, IRIS_SUM, s.stream, &o);
       ok &= st == IRIS_SUCCESS;
@@ -365,21 +370,31 @@ static bool test_mismatch(Suite &s) {
     CK(cudaStreamSynchronize(s.stream));
     if (tp.size > 1) {
       iris_status_t st = iris_team_check(s.ctx, &tp);
-      float first;
-      CK(cudaMemcpy(&first, a, sizeof first, cudaMemcpyDeviceToHost));
-      ok &= st == IRIS_ERROR_MISMATCH && same(first, poison_in);
-      if (st != IRIS_ERROR_MISMATCH) fprintf(stderr, "team_test: rank %d: TP check after a mismatch: %s\n", s.rank, iris_status_string(st));
-      ok &= iris_team_check(s.ctx, &tp) == IRIS_SUCCESS; // reported once
+      CK(cudaMemcpyAsync(after.data(), a, (n + 64) * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+      CK(cudaStreamSynchronize(s.stream));
+      const bool untouched = memcmp(before.data(), after.data(), (n + 64) * sizeof(float)) == 0;
+      ok &= st == IRIS_ERROR_MISMATCH && untouched;
+      if (st != IRIS_ERROR_MISMATCH) fprintf(stderr, "team_test: rank %d: TP check after a mismatch (%s): %s\n", s.rank, algo ? "bandwidth" : "latency", iris_status_string(st));
+      if (!untouched) fprintf(stderr, "team_test: rank %d: the mismatched TP call (%s) wrote its buffer\n", s.rank, algo ? "bandwidth" : "latency");
+      const iris_status_t again = iris_team_check(s.ctx, &tp);
+      ok &= again == IRIS_SUCCESS; // reported once
+      if (again != IRIS_SUCCESS) fprintf(stderr, "team_test: rank %d: TP check a second time (%s): %s\n", s.rank, algo ? "bandwidth" : "latency", iris_status_string(again));
       // the next matching call is exact
       k_fill<<<16, 256, 0, s.stream>>>(a, n, s.seed, s.rank, 8);
-      ok &= iris_all_reduce_team(s.ctx, &tp, a, a, n, IRIS_FLOAT32, IRIS_SUM, s.stream, &o) == IRIS_SUCCESS;
+      const iris_status_t next = iris_all_reduce_team(s.ctx, &tp, a, a, n, IRIS_FLOAT32, IRIS_SUM, s.stream, &o);
+      ok &= next == IRIS_SUCCESS;
+      if (next != IRIS_SUCCESS) fprintf(stderr, "team_test: rank %d: TP's next call (%s): %s\n", s.rank, algo ? "bandwidth" : "latency", iris_status_string(next));
       k_check_ar<<<16, 256, 0, s.stream>>>(a, n, tp, s.seed, 8, errs);
     }
-    ok &= iris_team_check(s.ctx, &dp) == IRIS_SUCCESS && iris_get_async_error(s.ctx) == IRIS_SUCCESS;
+    const iris_status_t dst = iris_team_check(s.ctx, &dp), ast = iris_get_async_error(s.ctx);
+    ok &= dst == IRIS_SUCCESS && ast == IRIS_SUCCESS;
+    if (dst != IRIS_SUCCESS || ast != IRIS_SUCCESS)
+      fprintf(stderr, "team_test: rank %d: after the TP mismatch (%s): DP check %s, context %s\n", s.rank, algo ? "bandwidth" : "latency", iris_status_string(dst), iris_status_string(ast));
   }
   CK(cudaDeviceSynchronize());
   int h[2];
   CK(cudaMemcpy(h, errs, sizeof h, cudaMemcpyDeviceToHost));
+  if (h[0] || h[1]) fprintf(stderr, "team_test: rank %d: wrong elements: TP's next call %d, DP %d\n", s.rank, h[0], h[1]);
   report(s, "a mismatch in the TP team: seen there only, nothing written; DP exact meanwhile; TP's next call exact", ok && !h[0] && !h[1]);
   IK(iris_team_destroy(s.ctx, &tp));
   IK(iris_team_destroy(s.ctx, &dp));
