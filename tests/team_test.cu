@@ -150,7 +150,7 @@ static bool run_rounds(Suite &s, const iris_team_t &t, unsigned *buf, int *errs,
   iris_device_ctx_t dc = iris_device_context(s.ctx);
   const uint64_t seed = mix(s.seed ^ mix(salt));
   rounds = rounds < 2 ? 2 : rounds & ~1;
-  CK(cudaMemset(errs, 0, 3 * sizeof(int)));
+  CK(cudaMemset(errs, 0, 3 * sizeof(int))); CK(cudaDeviceSynchronize()); // the test streams do not wait for the legacy stream
   if (coop == 0) k_rounds<iris_coop_thread><<<1, 1, 0, s.stream>>>(dc, t, buf, rounds, seed, session, index, errs);
   else if (coop == 1) k_rounds<iris_coop_warp><<<1, 32, 0, s.stream>>>(dc, t, buf, rounds, seed, session, index, errs);
   else k_rounds<iris_coop_block><<<1, 128, 0, s.stream>>>(dc, t, buf, rounds, seed, session, index, errs);
@@ -244,7 +244,7 @@ static bool test_basic(Suite &s) {
     if (t.rank >= 0) {
       for (int coop = 0; coop < 3; coop++)
         for (int ses = 0; ses < 2; ses++) rounds_ok &= run_rounds(s, t, buf, errs, coop == 2 && ses ? g_rounds : g_rounds / 4, coop, ses, 2 * coop, (uint64_t)call * 16 + 2 * coop + ses);
-      CK(cudaMemset(errs, 0, sizeof(int)));
+      CK(cudaMemset(errs, 0, sizeof(int))); CK(cudaDeviceSynchronize()); // the test streams do not wait for the legacy stream
       // the words start at zero (zeroed after the previous split, before a barrier); per
       // repetition the OR word stays full, the ADD word grows by the size, XOR toggles
       for (int rep = 0; rep < 3; rep++) k_signals<<<1, 1, 0, s.stream>>>(iris_device_context(s.ctx), t, sig, (unsigned long long)(rep * t.size), errs);
@@ -259,7 +259,7 @@ static bool test_basic(Suite &s) {
     report(s, (nm + ": signal OR/XOR/ADD by team rank, waits").c_str(), sig_ok);
     report(s, (nm + ": every collective on the team, LL and bandwidth sizes, exact").c_str(), coll_ok);
     IK(iris_team_destroy(s.ctx, &t));
-    CK(cudaMemset(sig, 0, 4 * sizeof(unsigned long long)));
+    CK(cudaMemset(sig, 0, 4 * sizeof(unsigned long long))); CK(cudaDeviceSynchronize()); // the test streams do not wait for the legacy stream
     CK(cudaDeviceSynchronize());
     IK(iris_barrier(s.ctx));
   }
@@ -308,7 +308,7 @@ static bool test_concurrent(Suite &s) {
   IK(iris_malloc(s.ctx, na * sizeof(float), (void **)&a));
   IK(iris_malloc(s.ctx, nb * sizeof(float), (void **)&b));
   CK(cudaMalloc(&errs, 2 * sizeof(int)));
-  CK(cudaMemset(errs, 0, 2 * sizeof(int)));
+  CK(cudaMemset(errs, 0, 2 * sizeof(int))); CK(cudaDeviceSynchronize()); // the test streams do not wait for the legacy stream
   CK(cudaDeviceSynchronize());
   iris_status_t st = IRIS_SUCCESS;
   double t0 = now_s();
@@ -343,7 +343,7 @@ static bool test_mismatch(Suite &s) {
   IK(iris_malloc(s.ctx, (n + 64) * sizeof(float), (void **)&a));
   IK(iris_malloc(s.ctx, nb * sizeof(float), (void **)&b));
   CK(cudaMalloc(&errs, 2 * sizeof(int)));
-  CK(cudaMemset(errs, 0, 2 * sizeof(int)));
+  CK(cudaMemset(errs, 0, 2 * sizeof(int))); CK(cudaDeviceSynchronize()); // the test streams do not wait for the legacy stream
   bool ok = true;
   for (int algo = 0; algo < 2; algo++) {
     iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
