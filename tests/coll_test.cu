@@ -419,6 +419,7 @@ static bool test_ar_store_back_to_back(Suite &s) {
   unsigned start = 1000000;
   CK(cudaMemcpyToSymbol(d_store_call, &start, sizeof start));
   CK(cudaMemset(bad, 0, sizeof *bad));
+  CK(cudaDeviceSynchronize()); // st does not wait for the legacy stream's memset
   cudaGraph_t g;
   cudaGraphExec_t ge;
   CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
