@@ -784,6 +784,7 @@ static bool test_graph(Suite &s) {
   CK(cudaMemset(errs, 0, sizeof *errs));
   unsigned zero = 0;
   CK(cudaMemcpyToSymbol(d_replay, &zero, sizeof zero));
+  CK(cudaDeviceSynchronize()); // st does not wait for the legacy stream's memset and copy
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const int root = W - 1, root2 = W / 2;
