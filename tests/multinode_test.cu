@@ -307,7 +307,7 @@ static void route_agreement(Suite &s) {
   if (ok) ok = iris_malloc(s.ctx, 4096 * sizeof(float), (void **)&x) == IRIS_SUCCESS;
   if (ok) { // 16 KB: the whole call to NCCL where the world communicator exists
     std::vector<float> h(4096, (float)(s.rank + 1));
-    cudaMemcpy(x, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpyAsync(x, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice, s.stream); // on the call's stream: it does not wait for the legacy one
     ok = iris_all_reduce(s.ctx, x, x, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream) == IRIS_SUCCESS && cudaStreamSynchronize(s.stream) == cudaSuccess;
     cudaMemcpy(h.data(), x, h.size() * sizeof(float), cudaMemcpyDeviceToHost);
     for (float v : h) ok = ok && v == (float)(s.world * (s.world + 1) / 2);
