@@ -59,6 +59,7 @@ static int run(void) {
   cudaStream_t s_tp, s_dp;
   cudaStreamCreateWithFlags(&s_tp, cudaStreamNonBlocking);
   cudaStreamCreateWithFlags(&s_dp, cudaStreamNonBlocking);
+  cudaDeviceSynchronize(); // the copies above ran on the legacy stream, which s_tp and s_dp do not wait for
 
   // the TP sum from the device, the DP all-reduce from the host: two streams at once
   tp_sum<<<1, 256, 0, s_tp>>>(iris_device_context(ctx), tp, parts, mine, out, ok);
