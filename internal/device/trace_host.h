@@ -32,6 +32,7 @@ extern "C" IRIS_DEF iris_status_t iris_trace_read(iris_t *ctx, iris_trace_rec_t 
     if (k > cap) k = cap;
     if (k) e = iris_gpu_copy_to_host(dst, ring, k * sizeof *dst);
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_copy_to_device(pnext, &zero, sizeof zero);
+    if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize(); /* landed before a kernel on a non-blocking stream counts again */
     if (e == IRIS_GPU_SUCCESS) *n = k;
   }
   if (old >= 0) (void)iris_gpu_set_device(old);

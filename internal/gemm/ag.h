@@ -62,7 +62,7 @@ static iris_status_t iris_ag_gemm_create_local_hip(iris_ag_gemm_t *g) {
       g->trace = NULL;
       return iris_ag_gemm_gpu_fail(ctx, "hipMalloc of the trace", iris_gpu_last_error());
     }
-    if (iris_gpu_memset(g->trace, 0, g->trace_words * 8) != IRIS_GPU_SUCCESS) return iris_ag_gemm_gpu_fail(ctx, "clearing the trace", iris_gpu_last_error());
+    if (iris_gpu_memset(g->trace, 0, g->trace_words * 8) != IRIS_GPU_SUCCESS || iris_gpu_synchronize() != IRIS_GPU_SUCCESS) return iris_ag_gemm_gpu_fail(ctx, "clearing the trace", iris_gpu_last_error());
     g->dev.trace = g->trace;
   }
 #endif
@@ -158,7 +158,7 @@ static iris_status_t iris_ag_gemm_create_local(iris_ag_gemm_t *g) {
       g->trace_words = 3 * (size_t)slots * (1 + 4 * (size_t)g->dev.trace_cap);
       if (iris_gpu_malloc((void **)&g->trace, g->trace_words * 8, IRIS_HEAP_MEMORY_COARSE) != IRIS_GPU_SUCCESS)
         return iris_ag_gemm_gpu_fail(ctx, "cudaMalloc of the trace", iris_gpu_last_error());
-      if (iris_gpu_memset(g->trace, 0, g->trace_words * 8) != IRIS_GPU_SUCCESS) return iris_ag_gemm_gpu_fail(ctx, "clearing the trace", iris_gpu_last_error());
+      if (iris_gpu_memset(g->trace, 0, g->trace_words * 8) != IRIS_GPU_SUCCESS || iris_gpu_synchronize() != IRIS_GPU_SUCCESS) return iris_ag_gemm_gpu_fail(ctx, "clearing the trace", iris_gpu_last_error());
       g->dev.trace = g->trace;
 #else
       return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: desc.trace needs -DIRIS_GEMM_TRACE", me);
@@ -189,6 +189,7 @@ static iris_status_t iris_ag_gemm_start_near_wrap(iris_ag_gemm_t *g) {
   if (!(w = (unsigned *)malloc(words * sizeof *w))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
   iris_ag_gemm_flags_after(&g->dev, 0u - (unsigned)n, w);
   e = iris_gpu_copy_to_device(g->flag_block, w, words * sizeof *w);
+  if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize(); /* a pageable copy may return before it lands; the first run may be on a non-blocking stream */
   free(w);
   return e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_ag_gemm_gpu_fail(g->ctx, "IRIS_GEMM_TEST_WRAP: writing the flag block", e);
 }

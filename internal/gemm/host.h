@@ -241,6 +241,7 @@ static inline iris_gpu_error_t iris_gemm_err_take(iris_gemm_err_t *err, iris_gem
   const unsigned zero = 0;
   iris_gpu_error_t rc = iris_gpu_copy_to_host(e, err, sizeof *e);
   if (rc == IRIS_GPU_SUCCESS && e->what) rc = iris_gpu_copy_to_device(&err->what, &zero, sizeof zero);
+  if (rc == IRIS_GPU_SUCCESS && e->what) rc = iris_gpu_synchronize(); /* the clear lands before a later run (any stream) can record a failure */
   return rc;
 }
 #endif

@@ -227,6 +227,7 @@ static iris_status_t iris_gemm_rs_start_near_wrap(iris_gemm_rs_t *p) {
   if (!(w = (unsigned *)malloc(words * sizeof *w))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
   iris_gemm_rs_flags_after(p, 0u - (unsigned)n, w);
   e = iris_gpu_copy_to_device(p->sync, w, words * sizeof *w);
+  if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize(); /* a pageable copy may return before it lands; the first run may be on a non-blocking stream */
   free(w);
   return e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_gemm_rs_gpu_fail(p->ctx, "IRIS_GEMM_TEST_WRAP: writing the flag block", e);
 }

@@ -264,7 +264,7 @@ IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
   if ((g = iris_gpu_copy_to_host(&e, &p->dev.st->err, sizeof e)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(p->me, "iris_moe_check: reading the error record", g);
   if (e.what != IRIS_MOE_ERR_NONE) {
     memset(&zero, 0, sizeof zero);
-    if ((g = iris_gpu_copy_to_device(&p->dev.st->err, &zero, sizeof zero)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(p->me, "iris_moe_check: clearing the error record", g);
+    if ((g = iris_gpu_copy_to_device(&p->dev.st->err, &zero, sizeof zero)) != IRIS_GPU_SUCCESS || (g = iris_gpu_synchronize()) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(p->me, "iris_moe_check: clearing the error record", g);
   }
   switch (e.what) {
   case IRIS_MOE_ERR_NONE: return iris_detail_check_fault(p->ctx);
