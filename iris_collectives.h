@@ -96,7 +96,8 @@
  *   Environment, read at setup: IRIS_COLL_STAGING (bytes of each staging area, 0: none),
  *   IRIS_COLL_CHECK (0: the latency path skips matching the call headers; a mismatched
  *   call is then undefined, later calls included), IRIS_COLL_PDL (0: the latency kernels
- *   launch without PDL).
+ *   launch without PDL), IRIS_COLL_PRELOAD (0: the setup does not load the unit's kernels;
+ *   under lazy loading each first launch then waits for every kernel running on the GPU).
  *
  * Compile time
  *   A unit with IRIS_IMPLEMENTATION compiles every collective kernel: about 85 s of one

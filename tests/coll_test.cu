@@ -136,7 +136,7 @@ static bool armed_kind(int kind, int type, int op) {
          (op == IRIS_SUM || op == IRIS_AVG);
 }
 
-// IRIS_TEST_PARTS=wrap,matrix,armed,large,ar_store,mixed,offsets,relay,back_to_back,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
+// IRIS_TEST_PARTS=preload,wrap,matrix,armed,large,ar_store,mixed,offsets,relay,back_to_back,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
 // parts of the suite / kinds of the matrix (unset: all), to re-run one area quickly.
 static bool wanted(const char *var, const char *name) {
   const char *v = getenv(var);
@@ -144,6 +144,64 @@ static bool wanted(const char *var, const char *name) {
   std::string list = std::string(",") + v + ",", item = std::string(",") + name + ",";
   return list.find(item) != std::string::npos;
 }
+// A collective's first launch beside a kernel of the same rank that waits for its result,
+// on another stream. Under lazy loading (CUDA_MODULE_LOADING=LAZY, CUDA's default) a
+// kernel's first launch starts only after every kernel running on the GPU has ended, so
+// the waiter would run out its bound before the all-reduce ran; the setup loads every
+// kernel of the unit first (IRIS_COLL_PRELOAD=0 turns that off: this part then fails).
+// It runs before every other part: the int64 max all-reduce is launched nowhere before.
+__global__ void k_wait_written(const volatile unsigned long long *p, size_t n, long long bound_ns, long long *waited_ns) {
+  long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (;;) {
+    int left = 0;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) left += p[i] == ~0ULL; // the poison
+    left = __syncthreads_count(left > 0);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (!left || t - t0 > bound_ns) break;
+  }
+  if (threadIdx.x == 0) *waited_ns = t - t0; // past the bound: it never saw the result
+}
+static bool test_preload(Suite &s, Bufs &B) {
+  const int W = s.world, me = s.rank;
+  const size_t n = 500; // 4000 bytes: the latency path
+  const long long bound_ns = 5000000000LL;
+  if (!iris_coll_compiled_in(IRIS_INT64, IRIS_MAX)) {
+    if (me == 0) printf("SKIP: [%s] first launch beside a waiting kernel: int64 max is compiled out of this build\n", s.tag.c_str());
+    return true;
+  }
+  cudaStream_t s1, s2;
+  long long *waited;
+  CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  CK(cudaMalloc(&waited, sizeof *waited));
+  cudaMemset(B.hr, 0xff, n * 8); // poison (-1)
+  fill(B.hs, IRIS_INT64, n, s.seed, me, 1);
+  CK(cudaDeviceSynchronize());
+  k_wait_written<<<1, 64, 0, s1>>>((const unsigned long long *)B.hr, n, bound_ns, waited);
+  usleep(20000); // the waiter is running
+  const iris_status_t st = iris_all_reduce(s.ctx, B.hs, B.hr, n, IRIS_INT64, IRIS_MAX, s2);
+  const bool ran = st == IRIS_SUCCESS && cudaStreamSynchronize(s2) == cudaSuccess && cudaStreamSynchronize(s1) == cudaSuccess;
+  long long w = -1;
+  std::vector<unsigned char> h(n * 8);
+  bool ok = ran && cudaMemcpy(&w, waited, sizeof w, cudaMemcpyDeviceToHost) == cudaSuccess && cudaMemcpy(h.data(), B.hr, n * 8, cudaMemcpyDeviceToHost) == cudaSuccess;
+  if (!ran) fprintf(stderr, "rank %d: preload: the all-reduce: %s\n", me, st != IRIS_SUCCESS ? iris_error_detail() : "kernel failed");
+  if (ok && w > bound_ns) {
+    fprintf(stderr, "rank %d: preload: the waiting kernel ran out its %lld ms bound: the all-reduce's first launch waited for it\n", me, bound_ns / 1000000);
+    ok = false;
+  }
+  for (size_t i = 0; ok && i < n; i++)
+    if (get_bits(h, IRIS_INT64, i) != expected(IRIS_COLL_AR, IRIS_INT64, IRIS_MAX, s.seed, 1, me, W, n, i, 0)) {
+      fprintf(stderr, "rank %d: preload: element %zu wrong\n", me, i);
+      ok = false;
+    }
+  if (ok && me == 0) printf("# [%s] first launch beside a waiting kernel: the waiter saw the result after %.1f us\n", s.tag.c_str(), w / 1e3);
+  cudaStreamDestroy(s1);
+  cudaStreamDestroy(s2);
+  cudaFree(waited);
+  return report(s, "a collective's first launch does not wait for a running kernel of its rank (another stream)", ok);
+}
+
 // IRIS_COLL_TEST_WRAP=n (make test-gpu sets it in a run of its own): the library starts the
 // call numbers n calls before they wrap around 2^32, so the calls here pass 0xffffffff -> 0
 // (an hour or more of decode calls in a server). After 1-line fillers up to call
@@ -975,7 +1033,7 @@ int main(int argc, char **argv) {
   const auto part = [](const char *name) { return wanted("IRIS_TEST_PARTS", name); };
   const bool bf16 = iris_coll_compiled_in(IRIS_BFLOAT16, IRIS_SUM);
   if (rank == 0 && !(i32 && f32 && bf16) && getenv("IRIS_COLL_TEST_WRAP")) printf("SKIP: [%s] wrap-around part: it calls int32, fp32 and bf16 sums, not all compiled into this build\n", s.tag.c_str());
-  bool ran = (!(i32 && f32 && bf16) || !part("wrap") || test_wrap(s, B)) && (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
+  bool ran = (!part("preload") || test_preload(s, B)) && (!(i32 && f32 && bf16) || !part("wrap") || test_wrap(s, B)) && (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
              (!part("large") || test_large(s, B)) && (!part("ar_store") || test_ar_store(s, B)) && (!i32 || !part("ar_store") || test_ar_store_back_to_back(s)) &&
              (!part("mixed") || test_mixed(s, B)) && (!part("offsets") || test_offsets(s, B)) && (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) &&
              (!(i32 && f32) || !part("graph") || test_graph(s));

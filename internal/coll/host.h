@@ -136,6 +136,12 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
                            "the recv out as the data arrive, the default)",
                            &s->fused_staging) < 0)
     iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
+  s->preload = 1;
+  if (iris_detail_env_flag("IRIS_COLL_PRELOAD",
+                           " (0: each kernel is loaded at its first launch, under lazy loading after every kernel running on the GPU has ended; 1: the setup loads "
+                           "them all, the default)",
+                           &s->preload) < 0)
+    iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
   if ((s->pdl = iris_coll_pdl_choice(ctx)) < 0) {
     iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
     s->pdl = 0;
@@ -191,6 +197,11 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(s->dev.arm, 0xff, arm_bytes); /* armed: every element waits */
     if (e == IRIS_GPU_SUCCESS && wrap_got > 0) e = iris_coll_start_near_wrap(ctl, wrap);
     if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
+    /* every kernel of this unit loaded now, not at its first launch: under lazy loading a
+     * first launch waits for every kernel running on the GPU, so a rank's first call of a
+     * kind beside its own waiting kernel (two streams, two teams) would wait out its bound.
+     * Best effort: a driver without the calls (before CUDA 12.4) loads them as before. */
+    if (e == IRIS_GPU_SUCCESS && s->preload) (void)iris_gpu_load_module_of((const void *)iris_coll_barrier_kernel, &s->preloaded);
     if (old >= 0) iris_gpu_set_device(old);
     mine.status = e == IRIS_GPU_SUCCESS ? (int32_t)local_st
                                         : (int32_t)iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_collectives_setup: zeroing the state failed: %s", iris_rank(ctx),

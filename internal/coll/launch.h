@@ -25,6 +25,8 @@ typedef struct iris_coll_state {
   int sms;
   int pdl; /* 1: the latency kernels launch with PDL (IRIS_COLL_PDL, default where the GPU has it) */
   int fused_staging; /* 1: buffers off the heap without separate copy passes where a kernel allows (IRIS_COLL_FUSED_STAGING, default) */
+  int preload; /* 1: setup loads every kernel of this unit (IRIS_COLL_PRELOAD, default): no first launch waits for the GPU's running kernels */
+  unsigned preloaded; /* kernels the setup loaded (0 where the driver could not, or all were loaded) */
 } iris_coll_state_t;
 
 static void iris_coll_state_free(void *p) { free(p); } /* its heap blocks go with the heap */

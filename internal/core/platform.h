@@ -180,6 +180,13 @@ IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_func_max_smem(const void *kernel,
 }
 /* the device address of a __device__ variable (its host-side symbol) */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_symbol_address(void **p, const void *symbol) { return hipGetSymbolAddress(p, symbol); }
+/* Load the code of `kernel`'s unit now (see the CUDA side). HIP loads a unit's code object
+ * whole at its first use on a device: one query loads it; *loaded: 0 (not counted). */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_load_module_of(const void *kernel, unsigned *loaded) {
+  hipFuncAttributes a;
+  *loaded = 0;
+  return hipFuncGetAttributes(&a, kernel);
+}
 #else
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_create(iris_stream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_destroy(iris_stream_t s) { return cudaStreamDestroy(s); }
@@ -208,6 +215,41 @@ IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_driver_function(const char *name,
   if (e != cudaSuccess) return e;
   if (q != cudaDriverEntryPointSuccess || !*fn) return cudaErrorNotSupported;
   return cudaSuccess;
+}
+/* Load every kernel of the module that holds `kernel` (its unit) now, not at each
+ * kernel's first launch. With lazy loading (CUDA_MODULE_LOADING=LAZY, the default since
+ * CUDA 12.2) a kernel's first launch starts only after every kernel already running on
+ * the GPU has ended (docs/stalls.md, "First calls"): a collective's first call beside a
+ * kernel that waits for it would wait out its bound. *loaded: the functions this call
+ * loaded. cudaErrorNotSupported where the driver lacks the calls (before CUDA 12.4). */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_load_module_of(const void *kernel, unsigned *loaded) {
+  typedef int (*get_module_t)(void **mod, void *fn);          /* cuFuncGetModule */
+  typedef int (*count_t)(unsigned *n, void *mod);             /* cuModuleGetFunctionCount */
+  typedef int (*enumerate_t)(void **fns, unsigned n, void *mod); /* cuModuleEnumerateFunctions */
+  typedef int (*is_loaded_t)(int *state, void *fn);           /* cuFuncIsLoaded: 1 = CU_FUNCTION_LOADING_STATE_LOADED */
+  typedef int (*load_t)(void *fn);                            /* cuFuncLoad */
+  static const char *names[5] = {"cuFuncGetModule", "cuModuleGetFunctionCount", "cuModuleEnumerateFunctions", "cuFuncIsLoaded", "cuFuncLoad"};
+  void *fn[5], *mod = NULL, **list;
+  cudaFunction_t f;
+  unsigned n = 0, i;
+  cudaError_t e;
+  int k;
+  *loaded = 0;
+  for (k = 0; k < 5; k++)
+    if ((e = iris_gpu_driver_function(names[k], 12040, &fn[k])) != cudaSuccess) return e;
+  if ((e = cudaGetFuncBySymbol(&f, kernel)) != cudaSuccess) return (void)cudaGetLastError(), e; /* not left as the caller's last error */
+  if (((get_module_t)fn[0])(&mod, (void *)f) != 0 || ((count_t)fn[1])(&n, mod) != 0) return cudaErrorInvalidResourceHandle;
+  if (!n) return cudaSuccess;
+  if (!(list = (void **)malloc(n * sizeof *list))) return cudaErrorMemoryAllocation;
+  e = ((enumerate_t)fn[2])(list, n, mod) == 0 ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  for (i = 0; e == cudaSuccess && i < n; i++) {
+    int state = 0;
+    if (((is_loaded_t)fn[3])(&state, list[i]) == 0 && state == 1) continue;
+    if (((load_t)fn[4])(list[i]) != 0) e = cudaErrorInvalidResourceHandle;
+    else ++*loaded;
+  }
+  free(list);
+  return e;
 }
 #endif
 
