@@ -136,7 +136,7 @@ static bool armed_kind(int kind, int type, int op) {
          (op == IRIS_SUM || op == IRIS_AVG);
 }
 
-// IRIS_TEST_PARTS=preload,wrap,matrix,armed,large,ar_store,mixed,offsets,relay,back_to_back,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
+// IRIS_TEST_PARTS=preload,wrap,matrix,capped,armed,large,ar_store,mixed,offsets,relay,back_to_back,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
 // parts of the suite / kinds of the matrix (unset: all), to re-run one area quickly.
 static bool wanted(const char *var, const char *name) {
   const char *v = getenv(var);
@@ -274,6 +274,34 @@ static bool test_matrix(Suite &s, Bufs &B) {
         if (!report(s, name, ok)) return true;
       }
     }
+  return true;
+}
+
+// IRIS_ALGO_AUTO under a CTA cap (opts.ctas): on both sides of the point where the
+// choice turns from the one-shot (or two-shot LL) to the bandwidth kernel, caps 1 to 64,
+// every kind, bf16 sums and int32, heap and off-heap buffers.
+static bool test_capped(Suite &s, Bufs &B) {
+  const size_t bytes[] = {1000, 16384, 65536, 131072, 262144, 524288}; // per peer (per rank for all-reduce and broadcast)
+  const int caps[] = {1, 4, 16, 32, 64};
+  int call = 7001;
+  for (int kind = 0; kind < IRIS_COLL_KINDS; kind++) {
+    if (!wanted("IRIS_TEST_KINDS", kind_names[kind])) continue;
+    bool ok = true;
+    for (int type : {(int)IRIS_BFLOAT16, (int)IRIS_INT32}) {
+      if ((kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && !iris_coll_compiled_in((iris_dtype_t)type, IRIS_SUM)) continue;
+      for (size_t b : bytes)
+        for (int cap : caps) {
+          if (cap == 1 && b > 65536) continue; // keep the run short: one CTA moves 512 KB slowly
+          const size_t count = b / iris_dtype_size((iris_dtype_t)type);
+          const int root = kind == IRIS_COLL_BC ? call % s.world : 0;
+          ok = ok && one(s, B, kind, type, IRIS_SUM, count, IRIS_ALGO_AUTO, call % 2, call, root, cap);
+          call++;
+        }
+    }
+    char name[160];
+    snprintf(name, sizeof name, "%s: automatic algorithm under a CTA cap (1-64), 1 KB-512 KB, bf16 and int32, heap and off-heap", kind_names[kind]);
+    if (!report(s, name, ok)) return true;
+  }
   return true;
 }
 
@@ -1033,7 +1061,7 @@ int main(int argc, char **argv) {
   const auto part = [](const char *name) { return wanted("IRIS_TEST_PARTS", name); };
   const bool bf16 = iris_coll_compiled_in(IRIS_BFLOAT16, IRIS_SUM);
   if (rank == 0 && !(i32 && f32 && bf16) && getenv("IRIS_COLL_TEST_WRAP")) printf("SKIP: [%s] wrap-around part: it calls int32, fp32 and bf16 sums, not all compiled into this build\n", s.tag.c_str());
-  bool ran = (!part("preload") || test_preload(s, B)) && (!(i32 && f32 && bf16) || !part("wrap") || test_wrap(s, B)) && (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
+  bool ran = (!part("preload") || test_preload(s, B)) && (!(i32 && f32 && bf16) || !part("wrap") || test_wrap(s, B)) && (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!part("capped") || test_capped(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
              (!part("large") || test_large(s, B)) && (!part("ar_store") || test_ar_store(s, B)) && (!i32 || !part("ar_store") || test_ar_store_back_to_back(s)) &&
              (!part("mixed") || test_mixed(s, B)) && (!part("offsets") || test_offsets(s, B)) && (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) &&
              (!(i32 && f32) || !part("graph") || test_graph(s));

@@ -350,6 +350,9 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
                               count * es);
     path = IRIS_COLL_PATH_BW;
   }
+  /* a capped grid: the one-shot only while its threads move few lines each */
+  if (algo == IRIS_ALGO_AUTO && ctas > 0 && path == IRIS_COLL_PATH_LL && (count * es + 7) / 8 > (size_t)ctas * IRIS_COLL_LL_THREADS * IRIS_COLL_LL_CAPPED_LINES)
+    path = IRIS_COLL_PATH_BW;
   /* the one-shot on armed slots, asked for (on 2 H200s the LL lines with PDL measured
    * faster at every size: docs/tuning.md, "The armed one-shot") */
   if (algo == IRIS_ALGO_ONE_SHOT_ARMED) {
@@ -364,14 +367,16 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
     if (algo == IRIS_ALGO_TWO_SHOT_LL && chunk_bytes > IRIS_COLL_LL2_BYTES)
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL takes at most %zu bytes per rank's chunk (the message / %d), not %zu", me,
                               name, IRIS_COLL_LL2_BYTES, W, chunk_bytes);
-    if (algo == IRIS_ALGO_TWO_SHOT_LL || (algo == IRIS_ALGO_AUTO && path == IRIS_COLL_PATH_BW && count * es <= IRIS_COLL_LL2_MAX_AR && chunk_bytes <= IRIS_COLL_LL2_BYTES))
+    if (algo == IRIS_ALGO_TWO_SHOT_LL || (algo == IRIS_ALGO_AUTO && path == IRIS_COLL_PATH_BW && count * es <= IRIS_COLL_LL2_MAX_AR && chunk_bytes <= IRIS_COLL_LL2_BYTES &&
+                                          (ctas <= 0 || chunk_bytes / 8 <= (size_t)ctas * IRIS_COLL_LL2_THREADS))) /* its grid is not capped: under a cap only where it fits */
       path = IRIS_COLL_PATH_LL2;
   } else if (kind == IRIS_COLL_BC && W >= 3) { /* the two-hop LL broadcast: does a part fit its slots? */
     const size_t part_bytes = ((count * es + 7) / 8 + (size_t)W - 2) / (size_t)(W - 1) * 8;
     if (algo == IRIS_ALGO_TWO_SHOT_LL && part_bytes > IRIS_COLL_LL2_BYTES)
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL takes at most %zu bytes per part (the message / %d), not %zu", me, name,
                               IRIS_COLL_LL2_BYTES, W - 1, part_bytes);
-    if (algo == IRIS_ALGO_TWO_SHOT_LL || (algo == IRIS_ALGO_AUTO && path == IRIS_COLL_PATH_BW && count * es <= IRIS_COLL_LL2_MAX_BC && part_bytes <= IRIS_COLL_LL2_BYTES))
+    if (algo == IRIS_ALGO_TWO_SHOT_LL || (algo == IRIS_ALGO_AUTO && path == IRIS_COLL_PATH_BW && count * es <= IRIS_COLL_LL2_MAX_BC && part_bytes <= IRIS_COLL_LL2_BYTES &&
+                                          (ctas <= 0 || part_bytes / 8 <= (size_t)ctas * IRIS_COLL_LL2_THREADS)))
       path = IRIS_COLL_PATH_LL2;
   } else if (algo == IRIS_ALGO_TWO_SHOT_LL) {
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL is an all-reduce algorithm, and a broadcast one at 3 or more ranks", me,

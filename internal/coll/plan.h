@@ -241,6 +241,14 @@ static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunks(size_t bytes, size_
 #ifndef IRIS_COLL_LL_MAX_AR
 #define IRIS_COLL_LL_MAX_AR ((size_t)128 << 10)
 #endif
+/* A caller's CTA cap (opts.ctas) with IRIS_ALGO_AUTO: the one-shot latency kernel only
+ * while each thread moves at most this many lines in sequence, else the bandwidth kernel
+ * with the same cap. On 2 H200s each further line a thread moves costs about 1.1 us (a
+ * 1 MB reduce-scatter at 32 CTAs: 18.9 us one-shot against 8.5 on the bandwidth kernel;
+ * a 256 KB one at 32 CTAs, 4 lines a thread: 5.8 against 6.5); docs/tuning.md. */
+#ifndef IRIS_COLL_LL_CAPPED_LINES
+#define IRIS_COLL_LL_CAPPED_LINES 4
+#endif
 /* Threads per CTA of the bandwidth kernels (launch.h), also told to hipcc where a kernel
  * declares its bound (IRIS_DEVICE_HIP_BOUNDS): one constant, so the two cannot differ. */
 #define IRIS_COLL_BW_THREADS 512
