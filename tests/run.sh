@@ -242,6 +242,7 @@ if python3 -c 'import matplotlib' >/dev/null 2>&1; then
 else
   say SKIP "tools/plot_gemm_rs.py (bench_gemm_rs's PNG)" "matplotlib not installed"
 fi
+check "tests/sanitize_gpu.sh: one verdict per row; every row fails on a sanitizer error, an unsanitized rank or a failed check (stand-in tools, no GPU)" bash tests/tools/sanitize_check.sh
 fi # only = all or packaging
 
 if [ "$only" = all ] || [ "$only" = gpu ]; then

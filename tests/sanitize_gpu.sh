@@ -19,7 +19,8 @@ for need in compute-sanitizer mpirun nvidia-smi; do
 done
 if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 1 ]; then echo "SKIP: compute-sanitizer over the GPU tests: no GPU"; exit 0; fi
 progs="build/coll_test build/fused_test build/team_test build/moe_test build/tile_test build/gpu_test build/fault_test"
-make -s $progs || { echo "FAIL: sanitize: building $progs"; exit 1; }
+# IRIS_SANITIZE_BUILD=0: the binaries in build/ as they are (tests/tools/sanitize_check.sh)
+if [ "${IRIS_SANITIZE_BUILD:-1}" != 0 ]; then make -s $progs || { echo "FAIL: sanitize: building $progs"; exit 1; }; fi
 export IRIS_TEST_QUICK=1 NCCL_NVLS_ENABLE=0 IRIS_WAIT_TIMEOUT_MS=${IRIS_WAIT_TIMEOUT_MS:-120000}
 root=""; [ "$(id -u)" = 0 ] && root=--allow-run-as-root
 pass=0; fail=0
@@ -37,7 +38,7 @@ row() { # tool name env... -- cmd...
     echo "PASS: $tool $name ($w ranks, $passed checks, $summaries sanitized processes, 0 errors)"; pass=$((pass + 1))
   else
     echo "FAIL: $tool $name ($w ranks): exit $rc, $summaries of $w ranks summarised, $bad with errors, $failed test failures"
-    grep -E '^(FAIL|=========)' "$log" | grep -v 'COMPUTE-SANITIZER' | head -n 30; fail=$((fail + 1))
+    grep -E '^(FAIL|=========)' "$log" | grep -v 'COMPUTE-SANITIZER' | head -n 30 | sed 's/^/    /'; fail=$((fail + 1)) # details indented: one verdict line per row
   fi
   rm -f "$log"
 }

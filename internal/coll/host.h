@@ -351,7 +351,7 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
     path = IRIS_COLL_PATH_BW;
   }
   /* a capped grid: the one-shot only while its threads move few lines each */
-  if (algo == IRIS_ALGO_AUTO && ctas > 0 && path == IRIS_COLL_PATH_LL && (count * es + 7) / 8 > (size_t)ctas * IRIS_COLL_LL_THREADS * IRIS_COLL_LL_CAPPED_LINES)
+  if (algo == IRIS_ALGO_AUTO && path == IRIS_COLL_PATH_LL && !iris_coll_ll_within_cap(count * es, ctas))
     path = IRIS_COLL_PATH_BW;
   /* the one-shot on armed slots, asked for (on 2 H200s the LL lines with PDL measured
    * faster at every size: docs/tuning.md, "The armed one-shot") */

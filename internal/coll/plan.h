@@ -260,6 +260,11 @@ static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunks(size_t bytes, size_
 #ifdef __cplusplus
 static_assert(IRIS_COLL_LL_THREADS >= 64 && IRIS_COLL_LL_THREADS <= 1024 && IRIS_COLL_LL_THREADS % 64 == 0, "IRIS_COLL_LL_THREADS: 64..1024, whole warps of 64");
 #endif
+/* Under a CTA cap (ctas > 0), whether the one-shot's threads move at most
+ * IRIS_COLL_LL_CAPPED_LINES lines each for `bytes` per peer (always, uncapped). */
+static inline IRIS_HOST_DEVICE int iris_coll_ll_within_cap(size_t bytes, int ctas) {
+  return ctas <= 0 || (bytes + 7) / 8 <= (size_t)ctas * IRIS_COLL_LL_THREADS * IRIS_COLL_LL_CAPPED_LINES;
+}
 /* The armed one-shot (iris_coll_arm_kernel): payload per peer that its slots hold (they
  * take 2 x W x this per rank), and threads per CTA (one 16-byte vector each per pass). */
 #ifndef IRIS_COLL_ARM_BYTES

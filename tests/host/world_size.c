@@ -296,6 +296,26 @@ static void test_staged_choice(void) {
     ok = 0, snprintf(why, sizeof why, "at the all-reduce / reduce-scatter (%zu) or relay (%zu) thresholds", M, R);
   check(ok, "staged kernels: which calls with buffers off the heap take them", "%s", why);
 }
+/* Under a CTA cap the one-shot is kept while each thread moves at most
+ * IRIS_COLL_LL_CAPPED_LINES lines; uncapped it always fits. */
+static void test_ll_within_cap(void) {
+  const size_t per = (size_t)IRIS_COLL_LL_THREADS * IRIS_COLL_LL_CAPPED_LINES * 8; /* bytes one CTA covers at the limit */
+  static const int caps[] = {1, 16, 32, 64, 256};
+  char why[200] = "";
+  int ok = iris_coll_ll_within_cap((size_t)1 << 40, 0) && iris_coll_ll_within_cap(1, 1) && iris_coll_ll_within_cap(0, 7);
+  size_t i;
+  for (i = 0; i < sizeof caps / sizeof caps[0] && ok; i++) {
+    const size_t edge = per * (size_t)caps[i];
+    if (!iris_coll_ll_within_cap(edge, caps[i]) || !iris_coll_ll_within_cap(edge - 7, caps[i]) || iris_coll_ll_within_cap(edge + 1, caps[i]))
+      ok = 0, snprintf(why, sizeof why, "cap %d: at %zu bytes %d, one more %d", caps[i], edge, iris_coll_ll_within_cap(edge, caps[i]), iris_coll_ll_within_cap(edge + 1, caps[i]));
+  }
+  /* the measured cases (docs/tuning.md): 2 ranks, bf16 */
+  if (ok && (iris_coll_ll_within_cap((size_t)256 << 10, 32) || !iris_coll_ll_within_cap((size_t)128 << 10, 32) || iris_coll_ll_within_cap((size_t)512 << 10, 64) ||
+             !iris_coll_ll_within_cap((size_t)256 << 10, 64) || !iris_coll_ll_within_cap((size_t)64 << 10, 16)))
+    ok = 0, snprintf(why, sizeof why, "a measured case chose the other kernel");
+  check(ok, "a CTA cap: the one-shot only while its threads move at most IRIS_COLL_LL_CAPPED_LINES lines each", "%s", why);
+}
+
 static void test_world_relay_plan(void) {
   const size_t MB = (size_t)1 << 20;
   const size_t sizes[] = {1, 16, 17, 1000, 65536 + 3, 2 * MB, 2 * MB + 1, 2 * MB + 16 * 15 + 3, 4000012, 24 * MB + 2, 80 * MB + 6, 1024 * MB, 1024 * MB + 7};
