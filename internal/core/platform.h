@@ -223,11 +223,11 @@ IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_driver_function(const char *name,
  * kernel that waits for it would wait out its bound. *loaded: the functions this call
  * loaded. cudaErrorNotSupported where the driver lacks the calls (before CUDA 12.4). */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_load_module_of(const void *kernel, unsigned *loaded) {
-  typedef int (*get_module_t)(void **mod, void *fn);          /* cuFuncGetModule */
-  typedef int (*count_t)(unsigned *n, void *mod);             /* cuModuleGetFunctionCount */
-  typedef int (*enumerate_t)(void **fns, unsigned n, void *mod); /* cuModuleEnumerateFunctions */
-  typedef int (*is_loaded_t)(int *state, void *fn);           /* cuFuncIsLoaded: 1 = CU_FUNCTION_LOADING_STATE_LOADED */
-  typedef int (*load_t)(void *fn);                            /* cuFuncLoad */
+  int (*get_module)(void **mod, void *fn);             /* cuFuncGetModule */
+  int (*count)(unsigned *n, void *mod);                /* cuModuleGetFunctionCount */
+  int (*enumerate)(void **fns, unsigned n, void *mod); /* cuModuleEnumerateFunctions */
+  int (*is_loaded)(int *state, void *fn);              /* cuFuncIsLoaded: 1 = CU_FUNCTION_LOADING_STATE_LOADED */
+  int (*load)(void *fn);                               /* cuFuncLoad */
   static const char *names[5] = {"cuFuncGetModule", "cuModuleGetFunctionCount", "cuModuleEnumerateFunctions", "cuFuncIsLoaded", "cuFuncLoad"};
   void *fn[5], *mod = NULL, **list;
   cudaFunction_t f;
@@ -237,15 +237,21 @@ IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_load_module_of(const void *kernel
   *loaded = 0;
   for (k = 0; k < 5; k++)
     if ((e = iris_gpu_driver_function(names[k], 12040, &fn[k])) != cudaSuccess) return e;
+  /* object to function pointers by their bytes (C forbids the cast) */
+  memcpy(&get_module, &fn[0], sizeof get_module);
+  memcpy(&count, &fn[1], sizeof count);
+  memcpy(&enumerate, &fn[2], sizeof enumerate);
+  memcpy(&is_loaded, &fn[3], sizeof is_loaded);
+  memcpy(&load, &fn[4], sizeof load);
   if ((e = cudaGetFuncBySymbol(&f, kernel)) != cudaSuccess) return (void)cudaGetLastError(), e; /* not left as the caller's last error */
-  if (((get_module_t)fn[0])(&mod, (void *)f) != 0 || ((count_t)fn[1])(&n, mod) != 0) return cudaErrorInvalidResourceHandle;
+  if (get_module(&mod, (void *)f) != 0 || count(&n, mod) != 0) return cudaErrorInvalidResourceHandle;
   if (!n) return cudaSuccess;
   if (!(list = (void **)malloc(n * sizeof *list))) return cudaErrorMemoryAllocation;
-  e = ((enumerate_t)fn[2])(list, n, mod) == 0 ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  e = enumerate(list, n, mod) == 0 ? cudaSuccess : cudaErrorInvalidResourceHandle;
   for (i = 0; e == cudaSuccess && i < n; i++) {
     int state = 0;
-    if (((is_loaded_t)fn[3])(&state, list[i]) == 0 && state == 1) continue;
-    if (((load_t)fn[4])(list[i]) != 0) e = cudaErrorInvalidResourceHandle;
+    if (is_loaded(&state, list[i]) == 0 && state == 1) continue;
+    if (load(list[i]) != 0) e = cudaErrorInvalidResourceHandle;
     else ++*loaded;
   }
   free(list);
