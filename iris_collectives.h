@@ -97,7 +97,9 @@
  *   IRIS_COLL_CHECK (0: the latency path skips matching the call headers; a mismatched
  *   call is then undefined, later calls included), IRIS_COLL_PDL (0: the latency kernels
  *   launch without PDL), IRIS_COLL_PRELOAD (0: the setup does not load the unit's kernels;
- *   under lazy loading each first launch then waits for every kernel running on the GPU).
+ *   under lazy loading each first launch then waits for every kernel running on the GPU),
+ *   IRIS_COLL_CTAS (n: every call that gives no opts.ctas runs as if it gave n, fewer SMs
+ *   beside compute; alike on every rank, else the setup fails with IRIS_ERROR_MISMATCH).
  *
  * Compile time
  *   A unit with IRIS_IMPLEMENTATION compiles every collective kernel: about 85 s of one
@@ -162,7 +164,7 @@ typedef enum iris_algo {
 typedef struct iris_coll_opts {
   size_t struct_size;
   iris_algo_t algo; /* IRIS_ALGO_AUTO: by size (docs/collectives.md, "Algorithms") */
-  int ctas;         /* CTAs per rank: the bandwidth algorithms use this many, the one-shot latency kernel at most this many (fewer SMs beside compute); 0 = automatic */
+  int ctas;         /* CTAs per rank: the bandwidth algorithms use this many, the one-shot latency kernel at most this many (fewer SMs beside compute); 0 = IRIS_COLL_CTAS where set, else automatic */
   unsigned flags;   /* IRIS_COLL_STAGE, 0 = none. (Callers built against the struct without it
                      * pass the smaller struct_size; flags is then 0.) */
 } iris_coll_opts_t;

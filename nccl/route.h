@@ -15,6 +15,7 @@
 #define IRIS_NCCL_ROUTE_H
 
 #include <nccl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,13 +224,13 @@ static inline int iris_nccl_route(int kind, const iris_nccl_table_t *table, int 
 /* What each rank sends, over the real communicator, before an iris context is brought
  * up beside it. Fixed size, plain bytes. */
 #define IRIS_NCCL_RECORD_MAGIC 0x49524e43u /* "IRNC" */
-#define IRIS_NCCL_RECORD_VERSION 2u
+#define IRIS_NCCL_RECORD_VERSION 3u
 typedef struct iris_nccl_record {
   uint32_t magic, version;
   int32_t want;                /* 1: this rank can bring iris up; 0: why says why not */
   int32_t cc_major;            /* the GPU's compute capability */
   int32_t sms;                 /* its SM count: iris's grids (part of each call's signature) follow it */
-  int32_t pad;
+  int32_t max_ctas;            /* the CTA cap this rank was given (ncclConfig_t.maxCTAs, else NCCL_MAX_CTAS), 0: none */
   uint64_t heap_bytes;         /* the iris heap this rank would ask for */
   uint64_t proc;               /* this process (its pid and a random word): ranks with the same one share a process */
   uint64_t nonce;              /* a random word of this bring-up: rank 0's names the communicator in every process */
@@ -297,6 +298,31 @@ static inline int iris_nccl_decide(const iris_nccl_record_t *r, int world, char 
       return snprintf(why, n, "ranks 0 and %d differ in IRIS_NCCL_HEAP, IRIS_NCCL_MAX_BYTES or IRIS_COLL_STAGING: set them alike on every rank", i), 0;
   }
   return 1;
+}
+
+/* The CTAs per call of iris's kernels on this communicator (iris_coll_opts_t.ctas), the
+ * same on every rank (the grid is part of each call's signature): the smallest cap any
+ * rank was given (a rank's maxCTAs or NCCL_MAX_CTAS, which NCCL honours for its own
+ * kernels: SMs left to the compute beside them), at most IRIS_COLL_MAX_CTAS; 0 when
+ * no rank was given one (iris's own choice, IRIS_COLL_CTAS included). */
+static inline int iris_nccl_agreed_ctas(const iris_nccl_record_t *r, int world) {
+  int i, m = 0;
+  for (i = 0; i < world; i++)
+    if (r[i].max_ctas > 0 && (m == 0 || r[i].max_ctas < m)) m = r[i].max_ctas;
+  return m > IRIS_COLL_MAX_CTAS ? IRIS_COLL_MAX_CTAS : m;
+}
+/* A rank's cap from its configuration (NULL, or a struct older than maxCTAs: none) or
+ * NCCL_MAX_CTAS (what NCCL reads when the configuration leaves it undefined); 0: none,
+ * and 0 for a value NCCL itself would refuse (not a positive integer). */
+static inline int iris_nccl_config_ctas(const ncclConfig_t *config) {
+  const char *v;
+  char *end = NULL;
+  long n;
+  if (config && config->size >= offsetof(ncclConfig_t, maxCTAs) + sizeof(int) && config->maxCTAs != NCCL_CONFIG_UNDEF_INT)
+    return config->maxCTAs > 0 ? config->maxCTAs : 0;
+  if ((v = getenv("NCCL_MAX_CTAS")) == NULL || !*v) return 0;
+  n = strtol(v, &end, 10);
+  return end && *end == 0 && n > 0 && n < (1L << 30) ? (int)n : 0;
 }
 
 /* The heap the shim asks for when IRIS_NCCL_HEAP is not set: what iris_collectives_setup

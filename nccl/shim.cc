@@ -314,6 +314,7 @@ static void iris_nccl_staging_env(int enter) {
 typedef struct iris_nccl_comm {
   ncclComm_t comm;       /* the real communicator: also the program's handle */
   int blocking;          /* non-blocking communicators get no iris context */
+  int max_ctas;          /* before the bring-up: this rank's cap (ncclConfig_t.maxCTAs); after: the agreed one (iris_nccl_agreed_ctas), each call's opts.ctas */
   int rank, world, device;
   int listed;            /* 1: in the lookup table */
   iris_t *iris;          /* NULL: every call forwards (atomic: read without the lock) */
@@ -514,6 +515,7 @@ static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
   me.magic = IRIS_NCCL_RECORD_MAGIC;
   me.version = IRIS_NCCL_RECORD_VERSION;
   me.want = 1;
+  me.max_ctas = c->max_ctas > 0 ? c->max_ctas : iris_nccl_config_ctas(NULL);
   me.heap_bytes = (o->heap ? o->heap : iris_nccl_default_heap(c->world, o->staging)) + o->memalloc;
   pthread_once(&iris_nccl_proc_ctl, iris_nccl_proc_init);
   me.proc = iris_nccl_proc_word;
@@ -552,6 +554,7 @@ static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
     iris_status_t st;
     int32_t mine, *oks = (int32_t *)all; /* the records are no longer needed */
     for (r = 0; r < IRIS_NCCL_KINDS; r++) c->table.max_bytes[r] = all[0].max_bytes[r];
+    c->max_ctas = iris_nccl_agreed_ctas(all, c->world);
     cfg.rank = c->rank;
     cfg.world_size = c->world;
     cfg.device = c->device;
@@ -854,6 +857,7 @@ static ncclResult_t iris_nccl_collective(int kind, const void *send, void *recv,
        * area, heap memory included (its offsets may differ between ranks) */
       zc = iris_nccl_zero_copy(c->windows, kind, send, recv, count, es, c->world);
       if (!zc) opts.flags |= IRIS_COLL_STAGE;
+      opts.ctas = c->max_ctas; /* the SMs the program left to NCCL's kernels (maxCTAs, NCCL_MAX_CTAS), or 0 */
       switch (kind) {
         case IRIS_NCCL_AR: st = iris_all_reduce_ex(ctx, send, recv, count, t, o, stream, &opts); break;
         case IRIS_NCCL_AG: st = iris_all_gather_ex(ctx, send, recv, count, t, stream, &opts); break;
@@ -1296,7 +1300,10 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm
   ncclResult_t r;
   if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommInitRankConfig);
   r = f(comm, nranks, commId, rank, config);
-  if ((r == ncclSuccess || r == ncclInProgress) && comm && (c = iris_nccl_adopt(*comm, iris_nccl_blocking(config, -1))) != NULL) iris_nccl_created(&c, 1);
+  if ((r == ncclSuccess || r == ncclInProgress) && comm && (c = iris_nccl_adopt(*comm, iris_nccl_blocking(config, -1))) != NULL) {
+    c->max_ctas = iris_nccl_config_ctas(config);
+    iris_nccl_created(&c, 1);
+  }
   return iris_nccl_forwarded(r);
 }
 #ifdef IRIS_NCCL_HAVE_ncclCommInitRankScalable
@@ -1306,7 +1313,10 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *ne
   ncclResult_t r;
   if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommInitRankScalable);
   r = f(newcomm, nranks, myrank, nId, commIds, config);
-  if ((r == ncclSuccess || r == ncclInProgress) && newcomm && (c = iris_nccl_adopt(*newcomm, iris_nccl_blocking(config, -1))) != NULL) iris_nccl_created(&c, 1);
+  if ((r == ncclSuccess || r == ncclInProgress) && newcomm && (c = iris_nccl_adopt(*newcomm, iris_nccl_blocking(config, -1))) != NULL) {
+    c->max_ctas = iris_nccl_config_ctas(config);
+    iris_nccl_created(&c, 1);
+  }
   return iris_nccl_forwarded(r);
 }
 #endif
@@ -1334,8 +1344,10 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int colo
   r = f(comm, color, key, newcomm, config);
   /* config NULL: the child inherits the parent's configuration, blocking included */
   if ((r == ncclSuccess || r == ncclInProgress) && newcomm && *newcomm &&
-      (c = iris_nccl_adopt(*newcomm, iris_nccl_blocking(config, config ? -1 : parent ? parent->blocking : -1))) != NULL)
+      (c = iris_nccl_adopt(*newcomm, iris_nccl_blocking(config, config ? -1 : parent ? parent->blocking : -1))) != NULL) {
+    c->max_ctas = config ? iris_nccl_config_ctas(config) : parent ? parent->max_ctas : 0; /* maxCTAs inherited too */
     iris_nccl_created(&c, 1);
+  }
   return iris_nccl_forwarded(r);
 }
 extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {

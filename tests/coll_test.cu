@@ -136,7 +136,7 @@ static bool armed_kind(int kind, int type, int op) {
          (op == IRIS_SUM || op == IRIS_AVG);
 }
 
-// IRIS_TEST_PARTS=preload,wrap,matrix,capped,armed,large,ar_store,mixed,offsets,relay,back_to_back,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
+// IRIS_TEST_PARTS=preload,wrap,matrix,capped,ctas_env,armed,large,ar_store,mixed,offsets,relay,back_to_back,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
 // parts of the suite / kinds of the matrix (unset: all), to re-run one area quickly.
 static bool wanted(const char *var, const char *name) {
   const char *v = getenv(var);
@@ -303,6 +303,44 @@ static bool test_capped(Suite &s, Bufs &B) {
     if (!report(s, name, ok)) return true;
   }
   return true;
+}
+
+// IRIS_COLL_CTAS=n (make test-gpu runs this part with 16): a call that gives no opts.ctas
+// runs as if it gave n. Seen through the call signature, which holds the grid: a
+// bandwidth all-gather whose automatic grid is not n, opts.ctas left 0 on rank 0 and set
+// to n on the others, must match and be exact; with n + 1 on the others it must be a
+// mismatch (detected on every rank, recv untouched, the next call exact).
+static bool test_ctas_env(Suite &s, Bufs &B) {
+  const char *v = getenv("IRIS_COLL_CTAS");
+  const int n = v ? atoi(v) : 0;
+  if (n <= 0 || n >= IRIS_COLL_MAX_CTAS) { // a SKIP line only where the part was asked for by name
+    const char *parts = getenv("IRIS_TEST_PARTS");
+    if (s.rank == 0 && parts && *parts && wanted("IRIS_TEST_PARTS", "ctas_env"))
+      printf("SKIP: [%s] IRIS_COLL_CTAS part: the variable is not set to 1..%d (make test-gpu runs it with 16)\n", s.tag.c_str(), IRIS_COLL_MAX_CTAS - 1);
+    return true;
+  }
+  const iris_coll_state_t *cs = (const iris_coll_state_t *)iris_detail_get_ext(s.ctx);
+  if (!cs || cs->ctas != n) return report(s, "IRIS_COLL_CTAS: the setup took the value", false);
+  size_t count = (size_t)1 << 20; // fp32 per rank, the bandwidth path at every W
+  while (count > 4096 && (size_t)s.world * count * 4 > B.bytes) count /= 2;
+  if (iris_coll_auto_ctas(0, count * 4, s.world, cs->sms, 0) == n) count /= 2; // the automatic grid must differ from n
+  bool ok = one(s, B, IRIS_COLL_AG, IRIS_FLOAT32, 0, count, IRIS_ALGO_BANDWIDTH, 0, 7301, 0, s.rank == 0 ? 0 : n);
+  report(s, "IRIS_COLL_CTAS: a call without opts.ctas runs the grid of one that gives the same count (they match, exact)", ok);
+  iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
+  o.algo = IRIS_ALGO_BANDWIDTH;
+  o.ctas = s.rank == 0 ? 0 : n + 1;
+  fill(B.hs, IRIS_FLOAT32, count, s.seed, s.rank, 7302);
+  CK(cudaMemset(B.hr, 0x5a, (size_t)s.world * count * 4));
+  CK(cudaDeviceSynchronize());
+  IK(iris_all_gather_ex(s.ctx, B.hs, B.hr, count, IRIS_FLOAT32, 0, &o));
+  CK(cudaDeviceSynchronize());
+  bool caught = iris_collectives_check(s.ctx) == IRIS_ERROR_MISMATCH;
+  std::vector<unsigned char> h((size_t)s.world * count * 4);
+  CK(cudaMemcpy(h.data(), B.hr, h.size(), cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < h.size(); i++) caught &= h[i] == 0x5a;
+  caught &= iris_collectives_check(s.ctx) == IRIS_SUCCESS;
+  caught &= one(s, B, IRIS_COLL_AG, IRIS_FLOAT32, 0, count, IRIS_ALGO_BANDWIDTH, 0, 7303, 0);
+  return report(s, "IRIS_COLL_CTAS: against an explicit other grid a mismatch, detected on every rank, nothing written, next call exact", caught);
 }
 
 // large messages, both paths
@@ -1061,7 +1099,7 @@ int main(int argc, char **argv) {
   const auto part = [](const char *name) { return wanted("IRIS_TEST_PARTS", name); };
   const bool bf16 = iris_coll_compiled_in(IRIS_BFLOAT16, IRIS_SUM);
   if (rank == 0 && !(i32 && f32 && bf16) && getenv("IRIS_COLL_TEST_WRAP")) printf("SKIP: [%s] wrap-around part: it calls int32, fp32 and bf16 sums, not all compiled into this build\n", s.tag.c_str());
-  bool ran = (!part("preload") || test_preload(s, B)) && (!(i32 && f32 && bf16) || !part("wrap") || test_wrap(s, B)) && (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!part("capped") || test_capped(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
+  bool ran = (!part("preload") || test_preload(s, B)) && (!(i32 && f32 && bf16) || !part("wrap") || test_wrap(s, B)) && (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!part("capped") || test_capped(s, B)) && (!part("ctas_env") || test_ctas_env(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
              (!part("large") || test_large(s, B)) && (!part("ar_store") || test_ar_store(s, B)) && (!i32 || !part("ar_store") || test_ar_store_back_to_back(s)) &&
              (!part("mixed") || test_mixed(s, B)) && (!part("offsets") || test_offsets(s, B)) && (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) &&
              (!(i32 && f32) || !part("graph") || test_graph(s));

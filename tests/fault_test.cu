@@ -466,6 +466,19 @@ int main(int argc, char **argv) {
     if (st == IRIS_SUCCESS || !named || took > 10.0) fprintf(stderr, "rank %d: setup with a bad variable on the last rank: status %d after %.1f s: %s\n", rank, (int)st, took, iris_error_detail());
     report(s, "IRIS_COLL_CHECK malformed on the last rank: iris_collectives_setup fails on every rank within 10 s (that rank's error names it)", st != IRIS_SUCCESS && named && took <= 10.0);
   }
+  if (!strcmp(mode, "mismatch")) { // IRIS_COLL_CTAS differs on the last rank: every rank's setup fails, naming the variable (every call would be a mismatch)
+    const char *was = getenv("IRIS_COLL_CTAS");
+    const std::string keep = was ? was : "";
+    setenv("IRIS_COLL_CTAS", rank == n - 1 ? "24" : "16", 1);
+    const double t0 = now_s();
+    const iris_status_t st = iris_collectives_setup(s.ctx);
+    const double took = now_s() - t0;
+    const bool named = strstr(iris_error_detail(), "IRIS_COLL_CTAS") != NULL;
+    if (was) setenv("IRIS_COLL_CTAS", keep.c_str(), 1);
+    else unsetenv("IRIS_COLL_CTAS");
+    if (st != IRIS_ERROR_MISMATCH || !named || took > 10.0) fprintf(stderr, "rank %d: setup with IRIS_COLL_CTAS 24 on the last rank, 16 elsewhere: status %d after %.1f s: %s\n", rank, (int)st, took, iris_error_detail());
+    report(s, "IRIS_COLL_CTAS different on the last rank: iris_collectives_setup fails with IRIS_ERROR_MISMATCH on every rank, naming it", st == IRIS_ERROR_MISMATCH && named && took <= 10.0);
+  }
   if (iris_collectives_setup(s.ctx) != IRIS_SUCCESS) {
     printf("FAIL: [%s] setup on rank %d: %s\n", s.tag.c_str(), rank, iris_error_detail());
     return 1;

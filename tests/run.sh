@@ -276,6 +276,8 @@ else
     # separate copies the staged kernels replace (IRIS_COLL_FUSED_STAGING=0)
     run_counted "coll_test $w (IRIS_COLL_STAGING=1M; quick loops; large, mixed, offsets)" env IRIS_TEST_QUICK=1 IRIS_COLL_STAGING=1M IRIS_TEST_PARTS=large,mixed,offsets ./build/coll_test $w
     run_counted "coll_test $w (IRIS_COLL_FUSED_STAGING=0; quick loops; large, mixed, offsets)" env IRIS_TEST_QUICK=1 IRIS_COLL_FUSED_STAGING=0 IRIS_TEST_PARTS=large,mixed,offsets ./build/coll_test $w
+    # IRIS_COLL_CTAS: every call without opts.ctas under the process's cap (the grid seen through the signature; every kind and size under it)
+    run_counted "coll_test $w (IRIS_COLL_CTAS=16; quick loops; ctas_env, matrix, mixed)" env IRIS_TEST_QUICK=1 IRIS_COLL_CTAS=16 IRIS_TEST_PARTS=ctas_env,matrix,mixed ./build/coll_test $w
     run_counted "coll_test $w (IRIS_COLL_TEST_WRAP=8: the call numbers wrap around 2^32; wrap, then back-to-back)" env IRIS_TEST_QUICK=1 IRIS_COLL_TEST_WRAP=8 IRIS_TEST_PARTS=wrap,back_to_back ./build/coll_test $w
     run_counted "tile_test $w" ./build/tile_test $w
     # all-reduce + residual + RMSNorm (+ fp8): fused and separate paths, graphs, mismatch

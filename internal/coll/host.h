@@ -12,14 +12,16 @@
 #include "../core/faults.h"
 #include "../rendezvous/wire.h"
 #include "plan.h"
+#include "options.h"
 #include "protocol.h"
 #include "launch.h"
 
-/* What each rank tells the others at the end of iris_collectives_setup: its outcome, and
- * (multi-node worlds) the hash of its route table (internal/coll/mn_route.h). */
+/* What each rank tells the others at the end of iris_collectives_setup: its outcome, its
+ * IRIS_COLL_CTAS, and (multi-node worlds) the hash of its route table
+ * (internal/coll/mn_route.h). */
 typedef struct iris_coll_setup_msg {
   int32_t status; /* an iris_status_t */
-  uint32_t pad;
+  int32_t ctas;   /* IRIS_COLL_CTAS (0: unset) */
   uint64_t route; /* iris_coll_mn_table_hash; 0 on one node */
 } iris_coll_setup_msg_t;
 static_assert(sizeof(iris_coll_setup_msg_t) == 16 && offsetof(iris_coll_setup_msg_t, route) == 8, "iris_coll_setup_msg_t: its wire layout");
@@ -146,6 +148,8 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
     s->pdl = 0;
   }
+  if (iris_coll_ctas_from_env(&s->ctas) < 0) iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
+  mine.ctas = s->ctas;
   /* IRIS_COLL_TEST_WRAP=n (tests): the call numbers start n calls before they wrap */
   if ((wrap_got = iris_detail_env_int("IRIS_COLL_TEST_WRAP", &wrap)) < 0) {
     iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
@@ -226,6 +230,14 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     if (local_st != IRIS_SUCCESS) return iris_detail_fail(local_st, "iris_collectives_setup: %s; every rank released its part", local_err);
     return iris_detail_fail(st, "iris_collectives_setup: rank %d could not set up its collective state; every rank released its part", failed_rank);
   }
+  for (r = 1; r < iris_world_size(ctx); r++) /* one grid rule everywhere, or every call would be a mismatch */
+    if (all[r].ctas != all[0].ctas) {
+      const int theirs = all[r].ctas, first = all[0].ctas;
+      iris_coll_state_unwind(ctx, s, ctl);
+      free(all);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d runs with IRIS_COLL_CTAS %d, rank 0 with %d (0: unset); set it alike on every "
+                                                   "rank (or on none); every rank released its part", r, theirs, first);
+    }
   for (r = 1; r < iris_world_size(ctx); r++) /* one route table everywhere, or calls would take different routes on different ranks and hang */
     if (all[r].route != all[0].route) {
       iris_coll_state_unwind(ctx, s, ctl);
@@ -332,6 +344,7 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
     if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;
     s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
   }
+  if (ctas == 0) ctas = s->ctas; /* IRIS_COLL_CTAS: the process's cap where the call gives none */
   chunked_in = kind == IRIS_COLL_RS || kind == IRIS_COLL_A2A;
   chunked_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
   in_elems = chunked_in ? (size_t)W * count : count;

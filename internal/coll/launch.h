@@ -27,6 +27,7 @@ typedef struct iris_coll_state {
   int fused_staging; /* 1: buffers off the heap without separate copy passes where a kernel allows (IRIS_COLL_FUSED_STAGING, default) */
   int preload; /* 1: setup loads every kernel of this unit (IRIS_COLL_PRELOAD, default): no first launch waits for the GPU's running kernels */
   unsigned preloaded; /* kernels the setup loaded (0 where the driver could not, or all were loaded) */
+  int ctas; /* IRIS_COLL_CTAS: the opts.ctas of every call that gives none (0: the automatic grid) */
 } iris_coll_state_t;
 
 static void iris_coll_state_free(void *p) { free(p); } /* its heap blocks go with the heap */

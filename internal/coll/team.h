@@ -65,6 +65,11 @@ static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_vi
       free(s);
       return IRIS_ERROR_INVALID_ARGUMENT;
     }
+    if (w) s->ctas = w->ctas; /* IRIS_COLL_CTAS, as the world's (agreed at its setup) */
+    else if (iris_coll_ctas_from_env(&s->ctas) < 0) {
+      free(s);
+      return IRIS_ERROR_INVALID_ARGUMENT;
+    }
   }
   {
     int sms = 0;

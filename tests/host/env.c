@@ -1,5 +1,6 @@
 /* tests/host/env.c: the parsers of the environment: sizes, and the strict reading of every IRIS_* variable. */
 #include "harness.h"
+#include "internal/coll/options.h"
 
 /* --------------------------------------------------------- size parser -- */
 static void test_size_parser(void) {
@@ -198,6 +199,25 @@ static void test_env_strict(void) {
             iris_error_detail());
     }
     unsetenv("IRIS_COLL_FUSED_STAGING");
+  }
+  /* IRIS_COLL_CTAS (read at setup, agreed by the ranks): 0..IRIS_COLL_MAX_CTAS CTAs, nothing else */
+  {
+    static const struct { const char *val; int got, n; } ct[] = {{"", -1, 7}, {"16", 1, 16}, {"0", 1, 0}, {"1", 1, 1}, {"256", 1, 256}, {"257", -1, 7},
+                                                                 {"-1", -1, 7}, {"16k", -1, 7}, {" 16", -1, 7}, {"99999999999", -1, 7}};
+    char nm[128];
+    for (size_t i = 0; i < sizeof ct / sizeof ct[0]; i++) {
+      int n = 7; /* untouched unless taken */
+      setenv("IRIS_COLL_CTAS", ct[i].val, 1);
+      got = iris_coll_ctas_from_env(&n);
+      snprintf(nm, sizeof nm, "env: IRIS_COLL_CTAS='%s' %s", ct[i].val, ct[i].got < 0 ? "is an error naming it, nothing taken" : "is taken");
+      check(got == ct[i].got && n == ct[i].n && (got >= 0 || has(iris_error_detail(), "IRIS_COLL_CTAS")), nm, "got %d, n %d, '%s'", got, n, iris_error_detail());
+    }
+    unsetenv("IRIS_COLL_CTAS");
+    {
+      int n = 7;
+      got = iris_coll_ctas_from_env(&n);
+      check(got == 0 && n == 7, "env: IRIS_COLL_CTAS unset: nothing taken (the automatic grid)", "got %d, n %d", got, n);
+    }
   }
   /* IRIS_COLL_TEST_WRAP (read at setup as the others): a count of calls, nothing else */
   {

@@ -158,6 +158,42 @@ int main(void) {
     check(iris_nccl_decide(r, IRIS_MAX_RANKS + 1, why, sizeof why) == 0, "verdict: more ranks than IRIS_MAX_RANKS -> NCCL (before reading records)");
   }
 
+  /* the CTA cap of iris's calls: ncclConfig_t.maxCTAs, else NCCL_MAX_CTAS; the smallest any rank was given */
+  {
+    iris_nccl_record_t r[4];
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    for (k = 0; k < 4; k++) r[k] = good(k);
+    check(iris_nccl_agreed_ctas(r, 4) == 0, "ctas: no rank given a cap -> 0 (iris's own grid)");
+    r[2].max_ctas = 16;
+    check(iris_nccl_agreed_ctas(r, 4) == 16, "ctas: one rank given 16 -> 16 on every rank");
+    r[0].max_ctas = 32;
+    r[3].max_ctas = 8;
+    check(iris_nccl_agreed_ctas(r, 4) == 8, "ctas: 32, 16 and 8 -> the smallest, 8");
+    for (k = 0; k < 4; k++) r[k].max_ctas = 100000;
+    check(iris_nccl_agreed_ctas(r, 4) == IRIS_COLL_MAX_CTAS, "ctas: above IRIS_COLL_MAX_CTAS -> IRIS_COLL_MAX_CTAS");
+    check(iris_nccl_decide(r, 4, why, sizeof why) == 1, "verdict: ranks with different caps still agree (the cap is agreed, not compared)");
+    unsetenv("NCCL_MAX_CTAS");
+    check(iris_nccl_config_ctas(NULL) == 0, "ctas: no configuration, NCCL_MAX_CTAS unset -> 0");
+    check(iris_nccl_config_ctas(&cfg) == 0, "ctas: maxCTAs undefined, NCCL_MAX_CTAS unset -> 0");
+    setenv("NCCL_MAX_CTAS", "24", 1);
+    check(iris_nccl_config_ctas(NULL) == 24 && iris_nccl_config_ctas(&cfg) == 24, "ctas: NCCL_MAX_CTAS=24 where the configuration leaves it undefined -> 24");
+    cfg.maxCTAs = 12;
+    check(iris_nccl_config_ctas(&cfg) == 12, "ctas: maxCTAs = 12 over NCCL_MAX_CTAS=24 -> 12");
+    cfg.size = offsetof(ncclConfig_t, maxCTAs);
+    check(iris_nccl_config_ctas(&cfg) == 24, "ctas: a configuration older than maxCTAs -> NCCL_MAX_CTAS");
+    cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.maxCTAs = 0;
+    check(iris_nccl_config_ctas(&cfg) == 0, "ctas: maxCTAs = 0 -> 0 (no cap: NCCL refuses it; iris does not guess)");
+    const char *bad[] = {"x", "-4", "16k", "0"};
+    for (k = 0; k < 4; k++) {
+      char nm[96];
+      setenv("NCCL_MAX_CTAS", bad[k], 1);
+      snprintf(nm, sizeof nm, "ctas: NCCL_MAX_CTAS='%s' -> 0 (not a positive integer)", bad[k]);
+      check(iris_nccl_config_ctas(NULL) == 0, nm);
+    }
+    unsetenv("NCCL_MAX_CTAS");
+  }
+
   /* sizes the shim asks iris for */
   check(iris_nccl_default_heap(4, 4 * IRIS_NCCL_MIB) == 76 * IRIS_NCCL_MIB, "heap: 4 ranks, 4 MiB staging -> 76 MiB (28 LL and armed slots + 32 scratch + 8 staging + 8)");
   check(iris_nccl_default_heap(3, 3 * IRIS_NCCL_MIB) % (2 * IRIS_NCCL_MIB) == 0, "heap: rounded up to 2 MiB");
