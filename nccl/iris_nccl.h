@@ -33,10 +33,13 @@ typedef struct iris_nccl_stats {
   int windows;             /* windows the shim keeps for this communicator (over its ncclMemAlloc memory) */
   int windows_zero_copy;   /* of those: every rank's buffer at the same heap offset */
   unsigned long long heap_blocks; /* ncclMemAlloc blocks of this communicator's iris heap not freed yet */
+  /* absent when struct_size is offsetof(iris_nccl_stats_t, ctas) (still accepted) */
+  int ctas;                /* the CTAs per call of iris's kernels: the smallest ncclConfig_t.maxCTAs / NCCL_MAX_CTAS of the ranks; 0: iris's own grid */
 } iris_nccl_stats_t;
 
 /* The shim's view of a communicator. ncclInvalidArgument for a NULL pointer or a
- * struct_size other than this header's (or the earlier one without the memory counters). A communicator the shim never saw (created by a
+ * struct_size other than this header's (or an earlier one: without the memory counters,
+ * or without ctas). A communicator the shim never saw (created by a
  * call it forwards whole, such as ncclCommShrink, or with IRIS_NCCL_DISABLE=1) gives
  * iris 0, zero counters and a why saying so. Any thread. */
 ncclResult_t iris_nccl_stats(ncclComm_t comm, iris_nccl_stats_t *out);

@@ -1444,9 +1444,10 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t iris_nccl_stats(ncclComm_t comm, iris_n
   iris_nccl_comm_t *c;
   int k;
   const size_t v1 = offsetof(iris_nccl_stats_t, zero_copy); /* the struct before the memory counters */
+  const size_t v2 = offsetof(iris_nccl_stats_t, ctas);      /* before ctas */
   size_t size;
   iris_nccl_window_t *w;
-  if (!out || (out->struct_size != sizeof *out && out->struct_size != v1)) {
+  if (!out || (out->struct_size != sizeof *out && out->struct_size != v1 && out->struct_size != v2)) {
     iris_nccl_set_error("iris_nccl_stats: out is NULL or its struct_size is not sizeof(iris_nccl_stats_t) = %zu", sizeof(iris_nccl_stats_t));
     return ncclInvalidArgument;
   }
@@ -1466,7 +1467,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t iris_nccl_stats(ncclComm_t comm, iris_n
     out->max_bytes[k] = c->table.max_bytes[k];
   }
   snprintf(out->why, sizeof out->why, "%s", out->iris ? "" : c->why[0] ? c->why : c->revoked ? "revoked or aborted" : "not brought up yet");
-  if (size < sizeof *out) return ncclSuccess;
+  if (size == v1) return ncclSuccess;
   for (k = 0; k < IRIS_NCCL_KINDS; k++) out->zero_copy[k] = c->zero_copy[k];
   pthread_mutex_lock(&c->lock);
   for (w = c->windows; w; w = w->next) {
@@ -1475,6 +1476,8 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t iris_nccl_stats(ncclComm_t comm, iris_n
   }
   out->heap_blocks = c->lent;
   pthread_mutex_unlock(&c->lock);
+  if (size == v2) return ncclSuccess;
+  out->ctas = out->iris ? c->max_ctas : 0;
   return ncclSuccess;
 }
 

@@ -445,6 +445,11 @@ static void rank_body(rank_ctx_t *x) {
   stats_of(x, x->comm, &s);
   if (x->stats && !expect_nccl && !s.iris) fail(C_INIT, x->rank, "no iris context: %s", s.why);
   if (x->stats && expect_nccl && s.iris) fail(C_INIT, x->rank, "an iris context although every call must go to NCCL");
+  { /* NCCL_SHIM_TEST_EXPECT_CTAS=n: the CTA cap the ranks agreed on (NCCL_MAX_CTAS, set per rank by NCCL_SHIM_TEST_MAX_CTAS in procs mode) */
+    const char *want = getenv("NCCL_SHIM_TEST_EXPECT_CTAS");
+    if (x->stats && !expect_nccl && s.iris && want && s.ctas != atoi(want))
+      fail(C_INIT, x->rank, "the agreed CTA cap is %d, not %s (iris_nccl_stats ctas)", s.ctas, want);
+  }
   if (!x->stats && !expect_nccl) fail(C_INIT, x->rank, "the program runs on the real NCCL (no iris_nccl_stats); set NCCL_SHIM_TEST_EXPECT=nccl");
 
   test_allreduce<float>(x, ncclFloat32, ncclSum, 0, 0, 0, C_AR);
@@ -977,6 +982,19 @@ int main(int argc, char **argv) {
     pid_t pids[64];
     for (int r = 0; r < W; r++)
       if ((pids[r] = fork()) == 0) {
+        /* NCCL_SHIM_TEST_MAX_CTAS="16,32": NCCL_MAX_CTAS of rank 0, 1, ... (the last one for the
+         * ranks after it): ranks given different caps must still agree on one */
+        const char *caps = getenv("NCCL_SHIM_TEST_MAX_CTAS");
+        if (caps && *caps) {
+          char item[16] = "";
+          const char *p = caps;
+          for (int i = 0; i <= r && *p; i++) {
+            size_t n = strcspn(p, ",");
+            snprintf(item, sizeof item, "%.*s", (int)(n < sizeof item - 1 ? n : sizeof item - 1), p);
+            p += n + (p[n] == ',');
+          }
+          setenv("NCCL_MAX_CTAS", item, 1);
+        }
         proc_main(r);
         fflush(stdout);
         _exit(0);
