@@ -265,7 +265,8 @@ lib-hip: $(B)/libiris_hip.so
 # where it is faster, the real NCCL (dlopen) elsewhere. The forwarding layer is generated
 # from the installed nccl.h (NCCL_INC); iris's collectives are compiled in (sm_90 code and
 # compute_90 PTX), with the CUDA runtime linked statically, as NCCL's own library does.
-NCCL_INC ?= $(CUDA_HOME)/include
+# nccl.h: CUDA's include folder, else the system's (the GPU image has it in /usr/include)
+NCCL_INC ?= $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h) $(CUDA_HOME)/include/nccl.h)))
 NCCL_SHIM_GENCODE ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 $(B)/nccl_shim_gen.h: tools/gen_nccl_shim.py $(NCCL_INC)/nccl.h | $(B)
 	python3 tools/gen_nccl_shim.py $(NCCL_INC) >$@.tmp && mv $@.tmp $@
