@@ -349,11 +349,15 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
   chunked_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
   in_elems = chunked_in ? (size_t)W * count : count;
   out_elems = chunked_out ? (size_t)W * count : count;
+  /* an all-gather at 2 ranks into a recv off the heap: the one-shot runs further (the
+   * staged kernel costs it 1.9x at 512 KB); the placement is in the bandwidth path's
+   * signature already, so ranks that place recv differently do not agree either way */
+  const int ag_off_heap_w2 = kind == IRIS_COLL_AG && W == 2 && ((flags & IRIS_COLL_STAGE) || !iris_coll_in_heap(ctx, recv, out_elems * es));
   path = algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL || algo == IRIS_ALGO_ONE_SHOT_ARMED ||
                  (algo == IRIS_ALGO_AUTO &&
                   count * es <= (kind == IRIS_COLL_AR ? (W == 2 ? IRIS_COLL_LL_MAX_AR_W2 : IRIS_COLL_LL_MAX_AR)
                                  : kind == IRIS_COLL_BC ? (W == 2 ? IRIS_COLL_LL_MAX_BC_W2 : IRIS_COLL_LL_MAX_BC)
-                                 : kind == IRIS_COLL_AG ? IRIS_COLL_LL_MAX_AG
+                                 : kind == IRIS_COLL_AG ? (ag_off_heap_w2 ? IRIS_COLL_LL_MAX_AG_STAGED_W2 : IRIS_COLL_LL_MAX_AG)
                                                         : IRIS_COLL_LL_MAX_OTHER))
              ? IRIS_COLL_PATH_LL
              : IRIS_COLL_PATH_BW;

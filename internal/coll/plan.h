@@ -60,6 +60,12 @@ enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC
 #ifndef IRIS_COLL_AR_STAGED_MIN
 #define IRIS_COLL_AR_STAGED_MIN ((size_t)2 << 20)
 #endif
+/* At 2 ranks the all-reduce's copies win up to 4 MB: on 2 H200s, bf16, graph / eager us,
+ * copies against staged: 2 MB 15.7 / 19.3 against 19.3 / 21.3, 4 MB 25.3 / 29.1 against
+ * 25.0 / 27.0, 8 MB 42.5 against 38.6 (docs/tuning.md). */
+#ifndef IRIS_COLL_AR_STAGED_MIN_W2
+#define IRIS_COLL_AR_STAGED_MIN_W2 ((size_t)4 << 20)
+#endif
 /* The smallest staging area (IRIS_COLL_STAGING is rounded up to it): 16 elements of 8
  * bytes for each of IRIS_MAX_RANKS ranks, so every staged launch moves whole 16-element
  * steps and a chunked (world_size x step) input always fits. */
@@ -286,9 +292,16 @@ static_assert(IRIS_COLL_ARM_THREADS >= 64 && IRIS_COLL_ARM_THREADS <= 1024 && IR
 #ifndef IRIS_COLL_LL_MAX_OTHER
 #define IRIS_COLL_LL_MAX_OTHER IRIS_COLL_LL_BYTES
 #endif
-/* All-gather: the latency kernel up to 256 KB per rank; measured: docs/tuning.md. */
+/* All-gather: the latency kernel up to 256 KB per rank; at 2 ranks with recv off the heap
+ * (the bandwidth path would be the staged kernel) up to its slots' 512 KB: on 2 H200s at
+ * 512 KB 6.3 us against the staged kernel's 12.1 (NCCL 10.5); on the heap the bandwidth
+ * kernel stays (7.0, and beside a GEMM it slows it 1.15x where the one-shot's grid of a
+ * thread per line slows it 1.34x); measured: docs/tuning.md. */
 #ifndef IRIS_COLL_LL_MAX_AG
 #define IRIS_COLL_LL_MAX_AG ((size_t)256 << 10)
+#endif
+#ifndef IRIS_COLL_LL_MAX_AG_STAGED_W2
+#define IRIS_COLL_LL_MAX_AG_STAGED_W2 IRIS_COLL_LL_BYTES
 #endif
 /* Broadcast: the latency kernel up to 128 KB, then at 3+ ranks the two-hop LL up to
  * IRIS_COLL_LL2_MAX_BC while a part fits IRIS_COLL_LL2_BYTES, then the bandwidth path (a
@@ -333,7 +346,7 @@ static inline IRIS_HOST_DEVICE int iris_coll_takes_staged(int kind, int W, size_
   if (kind == IRIS_COLL_RS) return in_bytes >= IRIS_COLL_AR_STAGED_MIN; /* the store reduce-scatter: no staging area at all */
   if (heap_out) return 0; /* recv on the heap: the peers store into it, nothing to copy out */
   return kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A || (kind == IRIS_COLL_BC && (W == 2 || bytes < IRIS_COLL_RELAY_MIN_BYTES)) ||
-         (kind == IRIS_COLL_AR && bytes >= IRIS_COLL_AR_STAGED_MIN);
+         (kind == IRIS_COLL_AR && bytes >= (W == 2 ? IRIS_COLL_AR_STAGED_MIN_W2 : IRIS_COLL_AR_STAGED_MIN));
 }
 
 #endif /* IRIS_INTERNAL_COLL_PLAN_H */

@@ -271,10 +271,11 @@ static void test_staged_plan(void) {
 }
 /* Which bandwidth-path calls with buffers off the heap run the staged kernels
  * (iris_coll_takes_staged): the kinds whose recv peers store into, when recv is off the
- * heap (the broadcast at 2 ranks or below the relay), the all-reduce from its threshold,
+ * heap (the broadcast at 2 ranks or below the relay), the all-reduce from its threshold
+ * (another at 2 ranks),
  * the reduce-scatter by its input wherever its buffers lie; none with fused staging off. */
 static void test_staged_choice(void) {
-  const size_t M = IRIS_COLL_AR_STAGED_MIN, R = IRIS_COLL_RELAY_MIN_BYTES;
+  const size_t M = IRIS_COLL_AR_STAGED_MIN, M2 = IRIS_COLL_AR_STAGED_MIN_W2, R = IRIS_COLL_RELAY_MIN_BYTES;
   static const struct { int kind, W; size_t bytes, in; int heap_out, fused, want; } c[] = {
       {IRIS_COLL_AG, 4, 1 << 20, 1 << 20, 0, 1, 1},  {IRIS_COLL_AG, 4, 1 << 20, 1 << 20, 1, 1, 0},  {IRIS_COLL_AG, 4, 1 << 20, 1 << 20, 0, 0, 0},
       {IRIS_COLL_A2A, 3, 4096, 3 * 4096, 0, 1, 1},   {IRIS_COLL_A2A, 3, 4096, 3 * 4096, 1, 1, 0},
@@ -294,6 +295,10 @@ static void test_staged_choice(void) {
              iris_coll_takes_staged(IRIS_COLL_RS, 4, (M - 1) / 4, M - 1, 1, 1) || !iris_coll_takes_staged(IRIS_COLL_RS, 4, M / 4, M, 1, 1) ||
              !iris_coll_takes_staged(IRIS_COLL_BC, 3, R - 1, R - 1, 0, 1) || iris_coll_takes_staged(IRIS_COLL_BC, 3, R, R, 0, 1)))
     ok = 0, snprintf(why, sizeof why, "at the all-reduce / reduce-scatter (%zu) or relay (%zu) thresholds", M, R);
+  /* at 2 ranks the all-reduce has its own threshold */
+  if (ok && (iris_coll_takes_staged(IRIS_COLL_AR, 2, M2 - 1, M2 - 1, 0, 1) || !iris_coll_takes_staged(IRIS_COLL_AR, 2, M2, M2, 0, 1) ||
+             (M2 > M && iris_coll_takes_staged(IRIS_COLL_AR, 2, M, M, 0, 1))))
+    ok = 0, snprintf(why, sizeof why, "at the 2-rank all-reduce threshold (%zu)", M2);
   check(ok, "staged kernels: which calls with buffers off the heap take them", "%s", why);
 }
 /* Under a CTA cap the one-shot is kept while each thread moves at most
