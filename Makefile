@@ -327,8 +327,11 @@ bench: $(B)/bench_rma $(B)/bench_coll $(B)/bench_team $(B)/bench_tile_a2a $(B)/b
 
 # the speed guard (bench_coll --guard): a few sizes of every collective, graphs, iris through
 # both doors against the best of NCCL and NCCL symmetric; exit status 1 on a regression
+# the guard twice: buffers on the heap against the best NCCL, then cudaMalloc buffers (the
+# staged paths torch, JAX and the NCCL-API library take) against NCCL on the same buffers
 bench-guard: $(B)/bench_coll $(B)/libiris.so
-	NCCL_NVLS_ENABLE=0 $(B)/bench_coll 0 256M --guard --lib=$(B)/libiris.so
+	@f=0; NCCL_NVLS_ENABLE=0 $(B)/bench_coll 0 256M --guard --lib=$(B)/libiris.so || f=1; \
+	NCCL_NVLS_ENABLE=0 BENCH_OFF_HEAP=1 $(B)/bench_coll 0 256M --guard --lib=$(B)/libiris.so || f=1; exit $$f
 
 # registers, spills and access widths of the collective and GEMM kernels -> docs/asm_report.md
 asm:
