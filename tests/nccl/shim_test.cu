@@ -96,6 +96,17 @@ static void fail(int c, int rank, const char *fmt, ...) {
   if (__atomic_fetch_add(&sh->fails[c], 1, __ATOMIC_SEQ_CST) == 0) snprintf(sh->why[c], sizeof sh->why[c], "rank %d: %s", rank, buf);
 }
 #define CK(c, rank, x) do { if (!(x)) fail(c, rank, "%s (line %d)", #x, __LINE__); } while (0)
+/* NCCL_SHIM_TEST_TRACE=1: each rank names on stderr the step it starts (the verdicts are
+ * printed only when every rank is done, so a step that never ends prints nothing else) */
+static const char *last_step[64]; /* memalloc mode (threads): each rank's last step, for the time limit's report */
+static int last_line[64];
+static void trace_step(int rank, const char *what, int line) {
+  static int on = -1;
+  if (on < 0) on = getenv("NCCL_SHIM_TEST_TRACE") && !strcmp(getenv("NCCL_SHIM_TEST_TRACE"), "1");
+  if (rank >= 0 && rank < 64) __atomic_store_n(&last_line[rank], line, __ATOMIC_RELAXED), __atomic_store_n(&last_step[rank], what, __ATOMIC_RELEASE);
+  if (on) fprintf(stderr, "trace: rank %d: line %d: %s\n", rank, line, what);
+}
+#define TRACE(x, what) trace_step((x)->rank, what, __LINE__)
 
 /* ------------------------------------------------------------ values on the GPU == */
 /* small integers, exact in every type: val(i, r) in 0..4 (0..1 for fp8, whose sums over
@@ -589,6 +600,7 @@ static void mem_allreduce(rank_ctx_t *x, int c, char *a, char *b, size_t cap, in
       cudaStreamSynchronize(x->s);
       skew(x, it);
       stats_of(x, x->comm, &before);
+      TRACE(x, "mem all-reduce");
       ncclResult_t r = ncclAllReduce(send, b, n, dt, op, x->comm, x->s);
       if (r != ncclSuccess) {
         x->s = keep;
@@ -620,6 +632,7 @@ static void mem_allgather(rank_ctx_t *x, int c, char *a, char *b, size_t cap, in
       cudaStreamSynchronize(x->s);
       skew(x, it);
       stats_of(x, x->comm, &before);
+      TRACE(x, "mem all-gather");
       ncclResult_t r = ncclAllGather(send, b, n, ncclFloat32, x->comm, x->s);
       if (r != ncclSuccess) {
         x->s = keep;
@@ -651,6 +664,7 @@ static void mem_reducescatter(rank_ctx_t *x, int c, char *a, char *b, size_t cap
       cudaStreamSynchronize(x->s);
       skew(x, it);
       stats_of(x, x->comm, &before);
+      TRACE(x, "mem reduce-scatter");
       ncclResult_t r = ncclReduceScatter(a, recv, n, ncclFloat32, ncclSum, x->comm, x->s);
       if (r != ncclSuccess) {
         x->s = keep;
@@ -682,6 +696,7 @@ static void mem_broadcast(rank_ctx_t *x, int c, char *a, char *b, size_t cap, in
         cudaStreamSynchronize(x->s);
         skew(x, it);
         stats_of(x, x->comm, &before);
+        TRACE(x, "mem broadcast");
         ncclResult_t r = inplace ? ncclBcast(b, n, ncclFloat32, root, x->comm, x->s) : ncclBroadcast(a, b, n, ncclFloat32, root, x->comm, x->s);
         if (r != ncclSuccess) {
           x->s = keep;
@@ -712,6 +727,7 @@ static void mem_graph(rank_ctx_t *x, char *a, char *b) {
   cudaGraphExec_t ge;
   int k;
   stats_of(x, x->comm, &before);
+  TRACE(x, "graph capture");
   if (cudaStreamBeginCapture(x->s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
     fail(M_GRAPH, x->rank, "cudaStreamBeginCapture failed");
     return;
@@ -740,6 +756,7 @@ static void mem_graph(rank_ctx_t *x, char *a, char *b) {
     if (x->rank == W - 1) fill<float>(x, bc, n_bc, 0, x->rank, 120 + rep, 0);
     cudaStreamSynchronize(x->s);
     skew(x, rep);
+    TRACE(x, "graph replay");
     if (cudaGraphLaunch(ge, x->s) != cudaSuccess) {
       fail(M_GRAPH, x->rank, "cudaGraphLaunch failed");
       break;
@@ -772,9 +789,11 @@ static void mem_body(rank_ctx_t *x, ncclComm_t *comm_out) {
   cudaStreamCreateWithFlags(&x->s, cudaStreamNonBlocking);
   cudaStreamCreateWithFlags(&x->s2, cudaStreamNonBlocking);
   cudaMalloc(&x->bad, sizeof *x->bad);
+  TRACE(x, "ncclMemAlloc before any communicator");
   /* before any communicator: the real NCCL's memory */
   if ((r = ncclMemAlloc((void **)&q, (size_t)1 << 20)) != ncclSuccess) fail(M_NCCLMEM, x->rank, "ncclMemAlloc before the communicator: %s", ncclGetErrorString(r));
   {
+    TRACE(x, "ncclCommInitRank in a group");
     ncclResult_t r1 = ncclGroupStart(), r2 = ncclCommInitRank(&x->comm, W, sh->id, x->rank), r3 = ncclGroupEnd();
     if (r1 != ncclSuccess || r2 != ncclSuccess || r3 != ncclSuccess) {
       fail(M_INIT, x->rank, "ncclCommInitRank in a group failed: %s", ncclGetLastError(NULL));
@@ -786,6 +805,7 @@ static void mem_body(rank_ctx_t *x, ncclComm_t *comm_out) {
   if (!s.iris) fail(M_INIT, x->rank, "no iris context: %s", s.why);
   if (s.heap_blocks != 0) fail(M_NCCLMEM, x->rank, "the heap lends %llu blocks before any ncclMemAlloc after the bring-up", s.heap_blocks);
 
+  TRACE(x, "ncclMemAlloc and windows");
   /* symmetric: the same blocks in the same order on every rank */
   if (ncclMemAlloc((void **)&a, MEM_BLOCK) != ncclSuccess || ncclMemAlloc((void **)&b, MEM_BLOCK) != ncclSuccess) {
     fail(M_INIT, x->rank, "ncclMemAlloc failed: %s", ncclGetLastError(x->comm));
@@ -800,6 +820,7 @@ static void mem_body(rank_ctx_t *x, ncclComm_t *comm_out) {
   mem_suite(x, M_ZC, a, b, MEM_BLOCK, 1, 0);
   mem_graph(x, a, b);
 
+  TRACE(x, "asymmetric blocks");
   /* asymmetric: even ranks allocate a small block first, odd ranks after: the big one
    * lies at another heap offset on half the ranks */
   if (x->rank % 2 == 0) {
@@ -827,6 +848,7 @@ static void mem_body(rank_ctx_t *x, ncclComm_t *comm_out) {
     ncclWindow_t wm = NULL;
     const size_t n = 65536;
     unsigned long long bad;
+    TRACE(x, "ncclCommSplit");
     if (ncclCommSplit(x->comm, 0, x->rank, &child, NULL) != ncclSuccess || !child) {
       fail(M_MULTI, x->rank, "ncclCommSplit failed: %s", ncclGetLastError(x->comm));
     } else {
@@ -851,12 +873,16 @@ static void mem_body(rank_ctx_t *x, ncclComm_t *comm_out) {
         bad = count_bad<float>(x, m, n, 0, reduce_expect(ncclSum, 140, 0, 0, 0));
         if (bad) fail(M_MULTI, x->rank, "child all-reduce: %llu elements wrong", bad);
       }
+      TRACE(x, "child teardown");
       if (wm && ncclCommWindowDeregister(child, wm) != ncclSuccess) fail(M_MULTI, x->rank, "ncclCommWindowDeregister on the child failed");
+      TRACE(x, "child: ncclCommDestroy");
       if (ncclCommDestroy(child) != ncclSuccess) fail(M_MULTI, x->rank, "ncclCommDestroy(child) failed");
+      TRACE(x, "child: ncclMemFree");
       if (m && ncclMemFree(m) != ncclSuccess) fail(M_MULTI, x->rank, "ncclMemFree failed");
     }
   }
 
+  TRACE(x, "deregistered");
   /* deregistered: the same buffers, staged */
   MEM_CALL(M_DEREG, ncclCommWindowDeregister(x->comm, wa));
   MEM_CALL(M_DEREG, ncclCommWindowDeregister(x->comm, wb));
@@ -864,6 +890,7 @@ static void mem_body(rank_ctx_t *x, ncclComm_t *comm_out) {
   if (s.windows != 0) fail(M_DEREG, x->rank, "%d windows left after deregistering all", s.windows);
   mem_suite(x, M_DEREG, a, b, MEM_BLOCK, 0, 1);
 
+  TRACE(x, "the real NCCL's memory");
   /* the real NCCL's memory: its window is the real NCCL's, calls on it staged */
   if (q) {
     MEM_CALL(M_NCCLMEM, ncclCommWindowRegister(x->comm, q, (size_t)1 << 20, &wq, NCCL_WIN_COLL_SYMMETRIC));
@@ -883,6 +910,7 @@ static void mem_body(rank_ctx_t *x, ncclComm_t *comm_out) {
     fill<float>(x, k, 262144, 0, x->rank, 130, 0);
     cudaStreamSynchronize(x->s);
   }
+  TRACE(x, "ncclCommDestroy with a block allocated");
   if (ncclCommDestroy(x->comm) != ncclSuccess) fail(M_LIFE, x->rank, "ncclCommDestroy failed");
   *comm_out = NULL;
   if (k) {
@@ -890,9 +918,23 @@ static void mem_body(rank_ctx_t *x, ncclComm_t *comm_out) {
     if (bad) fail(M_LIFE, x->rank, "%llu elements of the block changed after ncclCommDestroy", bad);
     if (ncclMemFree(k) != ncclSuccess) fail(M_LIFE, x->rank, "ncclMemFree after ncclCommDestroy failed");
   }
+  TRACE(x, "done");
   cudaFree(x->bad);
   cudaStreamDestroy(x->s);
   cudaStreamDestroy(x->s2);
+}
+/* memalloc mode's time limit (NCCL_SHIM_TEST_LIMIT_S, 120 s): a rank that never ends its
+ * steps is a FAIL naming every rank's last step, not a silent timeout */
+static void mem_timeout(int) {
+  char msg[1024];
+  int n = snprintf(msg, sizeof msg, "FAIL: memalloc %d: not done within the time limit; each rank's last step:", W);
+  for (int r = 0; r < W && r < 64 && n < (int)sizeof msg - 80; r++) {
+    const char *w = __atomic_load_n(&last_step[r], __ATOMIC_ACQUIRE);
+    n += snprintf(msg + n, sizeof msg - n, " rank %d: %s (line %d);", r, w ? w : "none", __atomic_load_n(&last_line[r], __ATOMIC_RELAXED));
+  }
+  if (n < (int)sizeof msg - 1) msg[n++] = '\n';
+  if (write(1, msg, (size_t)n) < 0) {}
+  _exit(1);
 }
 static void *mem_thread_main(void *p) {
   thread_arg_t *a = (thread_arg_t *)p;
@@ -968,6 +1010,8 @@ int main(int argc, char **argv) {
     pthread_t t[64];
     thread_arg_t a[64];
     setenv("IRIS_NCCL_MEMALLOC", "64M", 0); /* before the shim reads its settings (the first communicator) */
+    signal(SIGALRM, mem_timeout);
+    alarm(getenv("NCCL_SHIM_TEST_LIMIT_S") ? (unsigned)atoi(getenv("NCCL_SHIM_TEST_LIMIT_S")) : 120);
     memset(a, 0, sizeof a);
     if (ncclGetUniqueId(&sh->id) != ncclSuccess) {
       printf("FAIL: ncclGetUniqueId\n");
@@ -978,6 +1022,7 @@ int main(int argc, char **argv) {
       pthread_create(&t[i], NULL, mem_thread_main, &a[i]);
     }
     for (int i = 0; i < W; i++) pthread_join(t[i], NULL);
+    alarm(0);
   } else if (!strcmp(mode, "procs")) {
     pid_t pids[64];
     for (int r = 0; r < W; r++)
