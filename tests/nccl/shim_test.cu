@@ -98,6 +98,7 @@ static void fail(int c, int rank, const char *fmt, ...) {
 #define CK(c, rank, x) do { if (!(x)) fail(c, rank, "%s (line %d)", #x, __LINE__); } while (0)
 /* NCCL_SHIM_TEST_TRACE=1: each rank names on stderr the step it starts (the verdicts are
  * printed only when every rank is done, so a step that never ends prints nothing else) */
+static pthread_barrier_t mem_barrier; /* memalloc mode: the rank threads */
 static const char *last_step[64]; /* memalloc mode (threads): each rank's last step, for the time limit's report */
 static int last_line[64];
 static void trace_step(int rank, const char *what, int line) {
@@ -880,6 +881,14 @@ static void mem_body(rank_ctx_t *x, ncclComm_t *comm_out) {
       TRACE(x, "child: ncclMemFree");
       if (m && ncclMemFree(m) != ncclSuccess) fail(M_MULTI, x->rank, "ncclMemFree failed");
     }
+    /* NCCL's last ncclCommDestroy among ranks that share a process frees every one of
+     * those ranks' resources (commReclaim: cudaFree on each of their GPUs, which waits for
+     * the GPU). A rank that went on to a call of the parent would keep its GPU busy
+     * waiting for the destroying rank: a deadlock with NCCL alone, seen here on 2 H200s
+     * (each time the rank whose destroy came last stopped in it). So the ranks meet
+     * first, as a threaded NCCL program must. */
+    TRACE(x, "after the child's teardown: every rank");
+    pthread_barrier_wait(&mem_barrier);
   }
 
   TRACE(x, "deregistered");
@@ -1013,6 +1022,7 @@ int main(int argc, char **argv) {
     signal(SIGALRM, mem_timeout);
     alarm(getenv("NCCL_SHIM_TEST_LIMIT_S") ? (unsigned)atoi(getenv("NCCL_SHIM_TEST_LIMIT_S")) : 120);
     memset(a, 0, sizeof a);
+    pthread_barrier_init(&mem_barrier, NULL, (unsigned)W);
     if (ncclGetUniqueId(&sh->id) != ncclSuccess) {
       printf("FAIL: ncclGetUniqueId\n");
       return 1;
