@@ -9,8 +9,9 @@ all-gather under jit, bf16, 1 KB to 256 MB, one process per rank.
         block_until_ready; p50 / p99 / max per rank, the max over ranks of each
 
 Each jitted function chains REPS collectives (y = op(y)), so XLA runs them back to back
-(inside one command buffer where XLA makes one); the figure is the median over 5 timed
-runs (after warm-up) of the wall time of one call, divided by REPS, max over ranks.
+(inside one command buffer where XLA makes one); the figure is the median over
+BENCH_JAX_RUNS (15) timed runs (after warm-up) of the wall time of one call, divided by
+REPS, max over ranks.
 The heap columns run the same chains on arrays on iris's symmetric heap, donated to jit:
 iris-allreduce-heap chains all_reduce(y, donate=True) on a heap array (in place on the
 heap block when XLA aliases it), iris-allgather-heap gathers REPS times from a heap array
@@ -35,6 +36,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 SIZES = [1 << k for k in range(10, 29, 2)]  # 1 KB .. 256 MB
 REPS = 20
+# timed runs per cell: the rows are bound by XLA's host work per run (one chain of 20 took
+# 380-660 us to dispatch on 2 H200s, more than its GPU time), which moved a 5-run median
+# by 30-50% between runs
+RUNS = int(os.environ.get("BENCH_JAX_RUNS", "15"))
 CMD_BUFFER_FLAGS = "--xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL --xla_gpu_graph_min_graph_size=1"
 
 
@@ -42,7 +47,7 @@ def timed(fn, x):
     fn(x).block_until_ready()  # compile, record
     fn(x).block_until_ready()
     runs = []
-    for _ in range(5):
+    for _ in range(RUNS):
         t = time.perf_counter()
         fn(x).block_until_ready()
         runs.append((time.perf_counter() - t) * 1e6 / REPS)
@@ -57,7 +62,7 @@ def timed_donated(fn, args, i):
         args[i] = fn(*args)
     args[i].block_until_ready()
     runs = []
-    for _ in range(5):
+    for _ in range(RUNS):
         t = time.perf_counter()
         args[i] = fn(*args)
         args[i].block_until_ready()
