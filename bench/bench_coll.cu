@@ -1061,12 +1061,13 @@ int main(int argc, char **argv) {
             if (again.skipped == IRIS_SUCCESS) r.graph_us = std::min(r.graph_us, again.graph_us);
           }
           Tail tl = {0, 0, 0, 0, false};
-          if (guard && r.skipped == IRIS_SUCCESS) tl = tail_run(op, v, true, op.bytes >= 64.0 * MiB ? 200 : env_int("BENCH_GUARD_TAIL", 500), stream);
+          const int tail_n = op.bytes >= 64.0 * MiB ? 200 : env_int("BENCH_GUARD_TAIL", 500);
+          if (guard && r.skipped == IRIS_SUCCESS) tl = tail_run(op, v, true, tail_n, stream);
           // and a door whose tail fails once more, keeping the shorter: on 2 H200s one
           // broadcast row's p99 came out 1.66x its p50 in one pass and 1.14x in the next
           // (the same kernel on the heap and off it); a tail of the design persists
           if (guard && (v == V_AUTO || v == V_LIB) && tl.ok && tl.p99 > guard_tailx() * tl.p50 && !(best_t.ok && best_t.p99 > guard_tailx() * best_t.p50)) {
-            const Tail again = tail_run(op, v, true, op.bytes >= 64.0 * MiB ? 200 : env_int("BENCH_GUARD_TAIL", 500), stream);
+            const Tail again = tail_run(op, v, true, tail_n, stream);
             if (rank == 0) printf("# %s %s %.0f B: p99 %.2f us is %.2fx its p50; measured again: p50 %.2f, p99 %.2f\n", coll_name[c], var_name[v], op.bytes, tl.p99,
                                   tl.p99 / tl.p50, again.p50, again.p99);
             if (again.ok && again.p99 / again.p50 < tl.p99 / tl.p50) tl = again;
