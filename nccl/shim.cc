@@ -34,7 +34,9 @@
  *
  * Teardown
  *   ncclCommFinalize / ncclCommDestroy finalize the iris context first (its last barrier
- *   runs over the real communicator), then forward. ncclCommAbort and ncclCommRevoke
+ *   runs over the real communicator), then forward; where every rank of the communicator
+ *   lives in this process, as NCCL the last of them to leave frees them all
+ *   (iris_nccl_teardown). ncclCommAbort and ncclCommRevoke
  *   stop iris's kernels (iris_abort) and forward; an aborted context is left mapped
  *   until the process exits, because finalizing it would wait for the whole GPU, which
  *   may hold NCCL kernels of other communicators that wait on a dead peer.
@@ -336,6 +338,11 @@ typedef struct iris_nccl_comm {
   iris_nccl_window_t *windows;        /* the windows the shim keeps for this communicator */
   unsigned long long lent;            /* blocks of this context's heap that ncclMemAlloc gave out and ncclMemFree has not taken back */
   iris_t *kept;                       /* a torn-down context left mapped for those blocks (finalized when the last is freed) */
+  /* teardown of ranks that share this process (iris_nccl_teardown; under iris_nccl_slots_lock) */
+  iris_t *parked;                     /* every rank of the communicator here: left, its context waits for the last to leave (under lock) */
+  struct iris_nccl_comm *next_parked; /* the parked list */
+  int claimed;                        /* some ranks elsewhere: a teardown of this process's ranks took this one */
+  int dropped;                        /* that teardown is done with it (under lock) */
   unsigned long long zero_copy[IRIS_NCCL_KINDS]; /* of served: calls on buffers in zero-copy windows */
 } iris_nccl_comm_t;
 
@@ -763,42 +770,146 @@ static void iris_nccl_drop(iris_nccl_comm_t *c, int finalize) {
     if (ctx) iris_abort(ctx); /* left mapped (see above) */
     iris_nccl_leave_device(old, c->device);
   }
+  c->dropped = 1;
   pthread_mutex_unlock(&c->lock);
 }
 
-/* Finalize (or Destroy) of a communicator with an iris context. iris_finalize meets every
- * rank of the communicator in a barrier; where several ranks live in this process, one
- * thread may tear them down one after another (nccl-tests' main thread destroys every
- * communicator in turn), and the first finalize would wait for ranks whose turn never
- * comes. So the first teardown of such a rank finalizes every rank of its communicator
- * that lives in this process at once, each in a thread of its own (their real
- * communicators are still whole: NCCL's own teardown comes after); the later calls find
- * no context and only forward. A rank of the set whose context is gone already (an abort)
- * leaves nobody to meet: the others then stop their kernels without the barrier. */
+/* Finalize (or Destroy) of a communicator with an iris context, where several of its ranks
+ * live in this process (threads, or one thread that tears them down in turn, as
+ * nccl-tests' main thread does).
+ *
+ * Every rank of the communicator here (one process, the common case): as NCCL, whose
+ * last ncclCommDestroy among a process's ranks frees all of them. A rank that leaves
+ * parks its context (no call goes to it any more; ncclMemFree still takes its blocks
+ * back) and its real communicator is finalized at once; the last rank to leave waits
+ * for every rank's GPU (as NCCL's cudaFree there does), then stops and frees every
+ * parked context locally: no barrier, so no real communicator is needed, and a rank
+ * that left first never touches another rank's GPU while that rank may still be busy
+ * (a rank that destroyed a child communicator and went on to a call of the parent
+ * deadlocked with the other rank's teardown on 2 H200s when the first teardown freed
+ * every rank's context).
+ *
+ * Some ranks in other processes: iris_finalize meets every rank in a barrier over the
+ * real communicators, so the first teardown here claims every rank of the communicator
+ * in this process and finalizes each in a thread of its own (their real communicators
+ * are still whole: NCCL's teardown comes after); a later teardown of a claimed rank
+ * waits until its context is gone, then forwards. A rank of the set whose context is
+ * gone already (an abort) leaves nobody to meet: the others stop their kernels without
+ * the barrier. */
 static void *iris_nccl_drop_thread(void *arg) {
   iris_nccl_drop((iris_nccl_comm_t *)arg, 1);
   return NULL;
 }
+static iris_nccl_comm_t *iris_nccl_parked_list; /* under iris_nccl_slots_lock */
+
+/* The last rank here of a communicator all of whose ranks live in this process: every
+ * GPU of the set finishes its work, then every parked context is stopped and freed
+ * (one kept mapped while ncclMemAlloc blocks of its heap are out). */
+static void iris_nccl_free_parked(iris_nccl_comm_t **set, int n) {
+  int i, old;
+  for (i = 0; i < n; i++) { /* no peer kernel may still touch a heap that is freed */
+    old = iris_nccl_enter_device(set[i]->device);
+    cudaDeviceSynchronize();
+    iris_nccl_leave_device(old, set[i]->device);
+  }
+  for (i = 0; i < n; i++) {
+    iris_nccl_comm_t *m = set[i];
+    iris_t *ctx;
+    pthread_mutex_lock(&m->lock);
+    ctx = m->parked;
+    m->parked = NULL;
+    if (ctx) {
+      old = iris_nccl_enter_device(m->device);
+      iris_abort(ctx); /* then iris_finalize is local: no barrier to meet */
+      if (m->lent) {
+        m->kept = ctx; /* ncclMemFree of its last block finalizes it */
+        if (iris_nccl_options()->debug)
+          fprintf(stderr, "iris_nccl: comm %p rank %d: %llu ncclMemAlloc block(s) of its heap not freed yet: the heap stays until ncclMemFree takes them back\n",
+                  (void *)m->comm, m->rank, m->lent);
+      } else if (iris_finalize(ctx) != IRIS_SUCCESS && iris_nccl_options()->debug) {
+        fprintf(stderr, "iris_nccl: comm %p rank %d: iris_finalize: %s\n", (void *)m->comm, m->rank, iris_error_detail());
+      }
+      if (m->boot_buf) cudaFree(m->boot_buf);
+      if (m->boot_stream) cudaStreamDestroy(m->boot_stream);
+      m->boot_buf = NULL;
+      m->boot_stream = NULL;
+      m->boot_cap = 0;
+      iris_nccl_leave_device(old, m->device);
+    }
+    m->dropped = 1;
+    pthread_mutex_unlock(&m->lock);
+  }
+}
+
 static void iris_nccl_teardown(iris_nccl_comm_t *c) {
   iris_nccl_comm_t **set;
   pthread_t *t;
-  int n = 0, i, finalize = 1;
+  int n = 0, i, finalize = 1, claimed;
   unsigned k;
   if (c->here <= 1 || !__atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) {
     iris_nccl_drop(c, 1);
     return;
   }
   set = (iris_nccl_comm_t **)calloc((size_t)c->here, sizeof *set);
+  if (c->here == c->world && set) {
+    iris_nccl_comm_t **pp;
+    iris_t *ctx;
+    pthread_mutex_lock(&c->lock);
+    ctx = c->revoked ? NULL : c->iris;
+    if (ctx) {
+      c->parked = ctx;
+      __atomic_store_n(&c->iris, (iris_t *)NULL, __ATOMIC_RELEASE); /* later calls forward */
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!ctx) iris_nccl_drop(c, 0); /* revoked (or aborted meanwhile): stopped, left mapped; it still counts as gone */
+    pthread_mutex_lock(&iris_nccl_slots_lock);
+    c->next_parked = iris_nccl_parked_list;
+    iris_nccl_parked_list = c;
+    for (iris_nccl_comm_t *m = iris_nccl_parked_list; m; m = m->next_parked) n += m->clique == c->clique;
+    if (n >= c->here) { /* the last to leave: the set out of the list */
+      n = 0;
+      for (pp = &iris_nccl_parked_list; *pp;)
+        if ((*pp)->clique == c->clique && n < c->here) {
+          set[n++] = *pp;
+          *pp = (*pp)->next_parked;
+        } else {
+          pp = &(*pp)->next_parked;
+        }
+    } else {
+      n = 0;
+    }
+    pthread_mutex_unlock(&iris_nccl_slots_lock);
+    if (n) iris_nccl_free_parked(set, n);
+    free(set);
+    return;
+  }
   t = (pthread_t *)calloc((size_t)c->here, sizeof *t);
   if (!set || !t) finalize = 0;
   pthread_mutex_lock(&iris_nccl_slots_lock);
-  for (k = 0; k < IRIS_NCCL_SLOTS && finalize; k++) {
+  claimed = c->claimed;
+  c->claimed = 1;
+  for (k = 0; k < IRIS_NCCL_SLOTS && finalize && !claimed; k++) {
     iris_nccl_comm_t *m = iris_nccl_slots[k];
-    if (!m || m == IRIS_NCCL_TOMB || m == c || m->clique != c->clique || !__atomic_load_n(&m->iris, __ATOMIC_ACQUIRE)) continue;
+    if (!m || m == IRIS_NCCL_TOMB || m == c || m->clique != c->clique || m->claimed || !__atomic_load_n(&m->iris, __ATOMIC_ACQUIRE)) continue;
     if (n + 1 >= c->here) { finalize = 0; break; } /* more than the bring-up counted: not the set we know */
     set[n++] = m;
   }
+  for (i = 0; i < n && !claimed; i++) set[i]->claimed = 1;
   pthread_mutex_unlock(&iris_nccl_slots_lock);
+  if (claimed) { /* another rank's teardown took this one: wait until it is done */
+    for (;;) {
+      int done;
+      pthread_mutex_lock(&c->lock);
+      done = c->dropped; /* not before: its real communicator may still carry the barrier */
+      pthread_mutex_unlock(&c->lock);
+      if (done) break;
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
+    free(set);
+    free(t);
+    return;
+  }
   if (n + 1 != c->here) finalize = 0; /* a rank of the set was dropped already */
   for (i = 0; i < n && finalize; i++)
     if (pthread_create(&t[i], NULL, iris_nccl_drop_thread, set[i]) != 0) {
@@ -1054,7 +1165,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclMemFree(void *ptr) {
     iris_nccl_comm_t *c = b->owner;
     iris_t *last = NULL;
     pthread_mutex_lock(&c->lock);
-    if (b->ctx == c->iris || b->ctx == c->kept) { /* else: the context was aborted and stays mapped; the block goes with it */
+    if (b->ctx == c->iris || b->ctx == c->parked || b->ctx == c->kept) { /* else: the context was aborted and stays mapped; the block goes with it */
       iris_free(b->ctx, b->ptr);
       if (c->lent > 0) c->lent--;
       if (b->ctx == c->kept && c->lent == 0) {

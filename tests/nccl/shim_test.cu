@@ -58,7 +58,7 @@ static const char *const check_names[M_END] = {
     "a CUDA graph of all-reduce, all-gather and broadcast, replayed 5 times with new inputs",
     "NCCL and iris interleaved on one stream: all-to-all -> all-reduce of its output -> 16 MiB all-reduce",
     "ncclCommSplit: the child gets its own iris context and computes over its members",
-    "ncclCommDestroy of child and parent: ncclSuccess, the shim forgets them",
+    "ncclCommDestroy of child and parent: ncclSuccess, the shim forgets them; ranks that are threads destroy the child in different orders around a call of the parent",
     /* memalloc */
     "memalloc: an iris context; ncclMemAlloc blocks come from its heap (iris_nccl_stats heap_blocks)",
     "memalloc: windows every rank registered over blocks allocated alike are zero-copy (iris_nccl_stats windows_zero_copy)",
@@ -169,6 +169,7 @@ typedef struct rank_ctx {
   unsigned long long *bad;
   iris_nccl_stats_fn stats;
   int keep;           /* initall-seq: leave the communicators to the main thread's teardown */
+  int threads;        /* the ranks are threads of one process */
   ncclComm_t child;   /* then: the split's child, destroyed by the main thread */
 } rank_ctx_t;
 #define MAXB ((size_t)64 << 20)
@@ -505,7 +506,22 @@ static void rank_body(rank_ctx_t *x) {
   if (x->keep) { /* the main thread destroys every communicator, one after another */
     x->child = child;
   } else {
-    if (child && ncclCommDestroy(child) != ncclSuccess) fail(C_DESTROY, x->rank, "ncclCommDestroy(child) failed");
+    /* ranks of one process: rank 0 destroys the child first and goes on to a call of the
+     * parent, the others make that call first and destroy the child after it; NCCL takes
+     * both orders (its last destroy among a process's ranks frees them all), so must the
+     * shim (a first teardown that freed every rank's context deadlocked here: rank 1's GPU
+     * was busy in the parent's call, waiting for rank 0) */
+    const int first = !x->threads || x->rank == 0;
+    if (first && child && ncclCommDestroy(child) != ncclSuccess) fail(C_DESTROY, x->rank, "ncclCommDestroy(child) failed");
+    if (x->threads) {
+      const size_t n = 262144;
+      fill<float>(x, x->a, n, 0, x->rank, 23, 0);
+      if (ncclAllReduce(x->a, x->b, n, ncclFloat32, ncclSum, x->comm, x->s) != ncclSuccess)
+        fail(C_DESTROY, x->rank, "the parent's all-reduce between the child's destroys failed: %s", ncclGetLastError(x->comm));
+      else if (unsigned long long bad = count_bad<float>(x, x->b, n, 0, reduce_expect(ncclSum, 23, 0, 0, 0)))
+        fail(C_DESTROY, x->rank, "the parent's all-reduce between the child's destroys: %llu elements wrong", bad);
+    }
+    if (!first && child && ncclCommDestroy(child) != ncclSuccess) fail(C_DESTROY, x->rank, "ncclCommDestroy(child) failed");
     if (ncclCommDestroy(x->comm) != ncclSuccess) fail(C_DESTROY, x->rank, "ncclCommDestroy failed");
     stats_of(x, x->comm, &s);
     if (x->stats && (s.iris || s.served[0])) fail(C_DESTROY, x->rank, "the shim still knows the destroyed communicator");
@@ -537,6 +553,7 @@ static void *thread_main(void *p) {
   }
   x.comm = a->comm;
   x.keep = a->mode == 2;
+  x.threads = 1;
   rank_body(&x);
   a->child = x.child;
   return NULL;
