@@ -323,7 +323,7 @@ static bool test_ctas_env(Suite &s, Bufs &B) {
   if (!cs || cs->ctas != n) return report(s, "IRIS_COLL_CTAS: the setup took the value", false);
   size_t count = (size_t)1 << 20; // fp32 per rank, the bandwidth path at every W
   while (count > 4096 && (size_t)s.world * count * 4 > B.bytes) count /= 2;
-  if (iris_coll_auto_ctas(0, count * 4, s.world, cs->sms, 0) == n) count /= 2; // the automatic grid must differ from n
+  while (count > 4096 && iris_coll_bw_ctas(IRIS_COLL_AG, count * 4, s.world, cs->sms, 0) == n) count /= 2; // the automatic grid must differ from n
   bool ok = one(s, B, IRIS_COLL_AG, IRIS_FLOAT32, 0, count, IRIS_ALGO_BANDWIDTH, 0, 7301, 0, s.rank == 0 ? 0 : n);
   report(s, "IRIS_COLL_CTAS: a call without opts.ctas runs the grid of one that gives the same count (they match, exact)", ok);
   iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;

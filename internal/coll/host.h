@@ -353,11 +353,16 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
    * staged kernel costs it 1.9x at 512 KB); the placement is in the bandwidth path's
    * signature already, so ranks that place recv differently do not agree either way */
   const int ag_off_heap_w2 = kind == IRIS_COLL_AG && W == 2 && ((flags & IRIS_COLL_STAGE) || !iris_coll_in_heap(ctx, recv, out_elems * es));
+  /* an all-to-all at 2 ranks on the heap takes the bandwidth kernel sooner (its grid of
+   * 16 CTAs leaves the SMs to compute beside it); the same rule of placement as above */
+  const int a2a_heap_w2 = kind == IRIS_COLL_A2A && W == 2 && !(flags & IRIS_COLL_STAGE) && send != recv && iris_coll_in_heap(ctx, send, in_elems * es) &&
+                          iris_coll_in_heap(ctx, recv, out_elems * es);
   path = algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL || algo == IRIS_ALGO_ONE_SHOT_ARMED ||
                  (algo == IRIS_ALGO_AUTO &&
                   count * es <= (kind == IRIS_COLL_AR ? (W == 2 ? IRIS_COLL_LL_MAX_AR_W2 : IRIS_COLL_LL_MAX_AR)
                                  : kind == IRIS_COLL_BC ? (W == 2 ? IRIS_COLL_LL_MAX_BC_W2 : IRIS_COLL_LL_MAX_BC)
                                  : kind == IRIS_COLL_AG ? (ag_off_heap_w2 ? IRIS_COLL_LL_MAX_AG_STAGED_W2 : IRIS_COLL_LL_MAX_AG)
+                                 : a2a_heap_w2          ? IRIS_COLL_LL_MAX_A2A_HEAP_W2
                                                         : IRIS_COLL_LL_MAX_OTHER))
              ? IRIS_COLL_PATH_LL
              : IRIS_COLL_PATH_BW;

@@ -302,7 +302,9 @@ static void iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags,
     if (ctas > 0 && ctas < blocks) blocks = ctas;
   } else if (path == IRIS_COLL_PATH_STAGED && (kind == IRIS_COLL_AR || kind == IRIS_COLL_RS)) { /* the store two-shot's grid at any size */
     blocks = iris_coll_auto_ctas(1, bytes > IRIS_COLL_AR_STORE_MIN ? bytes : IRIS_COLL_AR_STORE_MIN, W, s->sms, ctas);
-  } else {
+  } else if (path == IRIS_COLL_PATH_BW) {
+    blocks = iris_coll_bw_ctas(kind, bytes, W, s->sms, ctas);
+  } else { /* the staged copy kernels */
     blocks = iris_coll_auto_ctas(kind == IRIS_COLL_AR, bytes, W, s->sms, ctas);
   }
   /* the algorithm and grid too: ranks that would launch different kernels must not agree */

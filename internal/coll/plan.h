@@ -164,6 +164,29 @@ static inline IRIS_HOST_DEVICE int iris_coll_auto_ctas(int all_reduce, size_t by
   return blocks > IRIS_COLL_MAX_CTAS ? IRIS_COLL_MAX_CTAS : blocks;
 }
 
+/* At 2 ranks the copy kernels (all-gather, all-to-all, broadcast) on the bandwidth path
+ * run at most IRIS_COLL_COPY_CTAS_W2 CTAs up to IRIS_COLL_COPY_CAPPED_MAX_W2 bytes per
+ * peer: alone as fast as with the automatic grid (2 H200s, us, automatic / 16 CTAs:
+ * all-gather 4 MB 17.2 / 17.1, 16 MB 56.8 / 56.5; all-to-all 4 MB 11.3 / 11.2; broadcast
+ * 4 MB 17.1 / 16.9), and beside a GEMM they slow it less (4 MB: all-gather 1.35-1.43x ->
+ * 1.11-1.14x, all-to-all 1.22-1.24x -> 1.10-1.14x, broadcast 1.26-1.29x -> 1.08-1.16x).
+ * From 64 MB the cap costs 3-5% alone, so larger calls keep the automatic grid;
+ * docs/tuning.md. The reductions need their CTAs (reduce-scatter 4 MB: 12.5 -> 23.7 us). */
+#ifndef IRIS_COLL_COPY_CTAS_W2
+#define IRIS_COLL_COPY_CTAS_W2 16
+#endif
+#ifndef IRIS_COLL_COPY_CAPPED_MAX_W2
+#define IRIS_COLL_COPY_CAPPED_MAX_W2 ((size_t)8 << 20)
+#endif
+/* The bandwidth path's grid for a call of `kind` (IRIS_COLL_AR ... IRIS_COLL_BC) moving
+ * `bytes` per peer (the all-reduce: its whole message): iris_coll_auto_ctas, with the
+ * copy kernels' cap at 2 ranks. A forced count (ctas > 0) is kept. */
+static inline IRIS_HOST_DEVICE int iris_coll_bw_ctas(int kind, size_t bytes, int W, int sms, int ctas) {
+  const int blocks = iris_coll_auto_ctas(kind == IRIS_COLL_AR, bytes, W, sms, ctas);
+  const int copy = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A || kind == IRIS_COLL_BC;
+  return ctas <= 0 && copy && W == 2 && bytes <= IRIS_COLL_COPY_CAPPED_MAX_W2 && blocks > IRIS_COLL_COPY_CTAS_W2 ? IRIS_COLL_COPY_CTAS_W2 : blocks;
+}
+
 /* The staged copy kernel's chunk for a block of `bytes` over G CTAs: about
  * IRIS_COLL_STAGED_STEPS chunks per CTA, whole 16-byte vectors, at least
  * IRIS_COLL_STAGED_MIN_CHUNK. The same on every rank for the same call. */
@@ -291,6 +314,14 @@ static_assert(IRIS_COLL_ARM_THREADS >= 64 && IRIS_COLL_ARM_THREADS <= 1024 && IR
 #endif
 #ifndef IRIS_COLL_LL_MAX_OTHER
 #define IRIS_COLL_LL_MAX_OTHER IRIS_COLL_LL_BYTES
+#endif
+/* All-to-all at 2 ranks with both buffers on the heap: the one-shot up to 256 KB per
+ * peer, the bandwidth kernel (16 CTAs) above: at 512 KB per peer on 2 H200s 6.8 us
+ * against the one-shot's 6.6, and beside a GEMM it slows the GEMM 1.10-1.14x where the
+ * one-shot's grid (a thread per line: every SM) slows it 1.33-1.41x (NCCL 1.08-1.12).
+ * Off the heap the bandwidth path is the staged kernel: the one-shot stays to 512 KB. */
+#ifndef IRIS_COLL_LL_MAX_A2A_HEAP_W2
+#define IRIS_COLL_LL_MAX_A2A_HEAP_W2 ((size_t)256 << 10)
 #endif
 /* All-gather: the latency kernel up to 256 KB per rank; at 2 ranks with recv off the heap
  * (the bandwidth path would be the staged kernel) up to its slots' 512 KB: on 2 H200s at

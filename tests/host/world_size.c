@@ -380,6 +380,29 @@ static void test_world_ctas_staging(void) {
       }
     snprintf(name, sizeof name, "world %d: bandwidth kernels: 1..min(SMs, %d) CTAs, growing with size (the store all-reduce: fixed), forced counts kept", W, IRIS_COLL_MAX_CTAS);
     check(ok, name, "%s", why);
+    /* the bandwidth path's grid per kind: at 2 ranks the copy kernels capped up to
+     * IRIS_COLL_COPY_CAPPED_MAX_W2 per peer; everything else as iris_coll_auto_ctas */
+    ok = 1;
+    why[0] = 0;
+    {
+      const size_t bw_sizes[] = {1, 32768, (size_t)512 << 10, (size_t)2 << 20, IRIS_COLL_COPY_CAPPED_MAX_W2, IRIS_COLL_COPY_CAPPED_MAX_W2 + 16, (size_t)64 << 20};
+      int kind;
+      for (kind = IRIS_COLL_AR; kind < IRIS_COLL_KINDS && ok; kind++)
+        for (mi = 0; mi < 4 && ok; mi++)
+          for (si = 0; si < (int)(sizeof bw_sizes / sizeof bw_sizes[0]) && ok; si++) {
+            const size_t b = bw_sizes[si];
+            const int a = iris_coll_auto_ctas(kind == IRIS_COLL_AR, b, W, smss[mi], 0), g = iris_coll_bw_ctas(kind, b, W, smss[mi], 0);
+            const int copy = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A || kind == IRIS_COLL_BC;
+            const int want = copy && W == 2 && b <= IRIS_COLL_COPY_CAPPED_MAX_W2 && a > IRIS_COLL_COPY_CTAS_W2 ? IRIS_COLL_COPY_CTAS_W2 : a;
+            if (g != want || g < 1) ok = 0, snprintf(why, sizeof why, "kind %d, %zu bytes per peer, %d SMs: %d CTAs (automatic %d, want %d)", kind, b, smss[mi], g, a, want);
+            if (ok && iris_coll_bw_ctas(kind, b, W, smss[mi], 7) != 7) ok = 0, snprintf(why, sizeof why, "kind %d, %zu bytes: forced 7 CTAs not kept", kind, b);
+          }
+      if (ok && W == 2 && iris_coll_bw_ctas(IRIS_COLL_AG, (size_t)4 << 20, W, 132, 0) != IRIS_COLL_COPY_CTAS_W2)
+        ok = 0, snprintf(why, sizeof why, "an all-gather of 4 MB per peer at 2 ranks is not capped");
+    }
+    snprintf(name, sizeof name, "world %d: the bandwidth path's grid per kind (at 2 ranks the copy kernels: at most %d CTAs up to %zu bytes per peer)", W,
+             IRIS_COLL_COPY_CTAS_W2, (size_t)IRIS_COLL_COPY_CAPPED_MAX_W2);
+    check(ok, name, "%s", why);
     ok = iris_coll_staging_bytes(0) == 0;
     for (si = 0; si < (int)(sizeof requests / sizeof requests[0]) && ok; si++) {
       const size_t S = iris_coll_staging_bytes(requests[si]), ess[3] = {2, 4, 8};
