@@ -39,7 +39,7 @@ counted() { # log command...: a program printing its own PASS / FAIL / SKIP line
   p=$(grep -c '^PASS: ' "$log"); f=$(grep -c '^FAIL: ' "$log"); s=$(grep -c '^SKIP: ' "$log")
   grep -E '^(PASS|FAIL|SKIP): ' "$log"
   pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
-  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then say FAIL "$*" "exit $rc (124: timed out after ${T}s); log $log"; tail -n 15 "$log" | sed 's/^/    /'; fi
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then say FAIL "$*" "exit $rc$([ "$rc" -eq 124 ] && echo ": timed out after ${T}s"); log $log"; tail -n 15 "$log" | sed 's/^/    /'; fi
 }
 echo "# $(nvidia-smi -L 2>/dev/null | head -1) ($ngpu GPUs); worlds $worlds; real NCCL $REAL; logs in $OUT"
 if [ ! -f "$SHIM" ]; then echo "FAIL: build/libiris_nccl.so is missing (make lib-nccl)"; exit 1; fi
@@ -77,7 +77,7 @@ nt_run() { # label log world binary args...: one nccl-tests run, judged by its e
   local wrong
   wrong=$(awk '/^ +[0-9]+ +[0-9]+ / { if ($9 != "0" && $9 != "N/A") n++; if ($13 != "0" && $13 != "N/A") n++ } END { print n + 0 }' "$log")
   if [ "$rc" -eq 0 ] && [ "$wrong" -eq 0 ] && grep -q 'Out of bounds values : 0 OK' "$log"; then say PASS "$label"
-  else say FAIL "$label" "exit $rc, $wrong rows with wrong values (124: timed out); log $log"; grep -E 'FAILED|WARN|error|Error' "$log" | head -5 | sed 's/^/    /'; fi
+  else say FAIL "$label" "exit $rc$([ "$rc" -eq 124 ] && echo " (timed out)"), $wrong rows with wrong values; log $log"; grep -E 'FAILED|WARN|error|Error' "$log" | head -5 | sed 's/^/    /'; fi
 }
 if [[ " $SKIPS " != *" nccl-tests "* ]]; then
   if [ ! -x build/nccl-tests/all_reduce_perf ]; then

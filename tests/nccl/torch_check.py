@@ -239,8 +239,21 @@ def main():
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     results = ctx.SimpleQueue()
-    mp.spawn(run, args=(world, port, timing, results), nprocs=world, join=True)
-    gathered, times = results.get()
+    # read rank 0's results while the ranks run: a result larger than the pipe's buffer
+    # (--time's table is) blocks rank 0's put until it is read, so a join first never ends
+    procs = mp.spawn(run, args=(world, port, timing, results), nprocs=world, join=False)
+    got = None
+    while True:
+        if got is None and not results.empty():
+            got = results.get()
+        if procs.join(timeout=1):
+            break
+    if got is None and not results.empty():
+        got = results.get()
+    if got is None:
+        print("FAIL: torch %s %d ranks: rank 0 sent no results" % (label, world))
+        return 1
+    gathered, times = got
     failed = 0
     for r, fl in enumerate(gathered):
         for f in fl[:5]:
