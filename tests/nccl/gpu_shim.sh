@@ -11,7 +11,7 @@
 #      shim preloaded, threaded build (-t W -g 1) and, where mpirun and the MPI build exist,
 #      one process per rank; plus all_reduce_perf over every type and op (-d all -o all)
 #   3. torch (if importable): tests/nccl/torch_check.py with and without the shim preloaded
-#   4. JAX (if importable): tests/nccl/jax_check.py (pmap psum, one process) both ways
+#   4. JAX (if importable): tests/nccl/jax_check.py (psum in shard_map, one process) both ways
 # Needs, built beforehand (here or carried): build/libiris_nccl.so (make lib-nccl),
 # build/nccl_shim_test (make build/nccl_shim_test), build/nccl-tests/
 # (tests/nccl/build_nccl_tests.sh <nccl-tests checkout>).
