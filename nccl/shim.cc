@@ -343,6 +343,7 @@ typedef struct iris_nccl_comm {
   struct iris_nccl_comm *next_parked; /* the parked list */
   int claimed;                        /* some ranks elsewhere: a teardown of this process's ranks took this one */
   int dropped;                        /* that teardown is done with it (under lock) */
+  int left;                           /* every rank here: this one has left the set (iris_nccl_leave_set) */
   unsigned long long zero_copy[IRIS_NCCL_KINDS]; /* of served: calls on buffers in zero-copy windows */
 } iris_nccl_comm_t;
 
@@ -808,6 +809,7 @@ static iris_nccl_comm_t *iris_nccl_parked_list; /* under iris_nccl_slots_lock */
 static void iris_nccl_free_parked(iris_nccl_comm_t **set, int n) {
   int i, old;
   for (i = 0; i < n; i++) { /* no peer kernel may still touch a heap that is freed */
+    if (!set[i]->parked) continue; /* an aborted rank's GPU may hold kernels waiting on a dead peer: its kernels of ours gave up */
     old = iris_nccl_enter_device(set[i]->device);
     cudaDeviceSynchronize();
     iris_nccl_leave_device(old, set[i]->device);
@@ -841,6 +843,35 @@ static void iris_nccl_free_parked(iris_nccl_comm_t **set, int n) {
   }
 }
 
+/* A rank of a communicator all of whose ranks live here has left (its context parked, or
+ * stopped by an abort): the last of them frees every parked context. Once per rank. */
+static void iris_nccl_leave_set(iris_nccl_comm_t *c) {
+  iris_nccl_comm_t **set, **pp;
+  int n = 0;
+  pthread_mutex_lock(&iris_nccl_slots_lock);
+  if (c->left) {
+    pthread_mutex_unlock(&iris_nccl_slots_lock);
+    return;
+  }
+  c->left = 1;
+  c->next_parked = iris_nccl_parked_list;
+  iris_nccl_parked_list = c;
+  for (iris_nccl_comm_t *m = iris_nccl_parked_list; m; m = m->next_parked) n += m->clique == c->clique;
+  set = n >= c->here ? (iris_nccl_comm_t **)calloc((size_t)c->here, sizeof *set) : NULL;
+  n = 0;
+  if (set) /* the last to leave: the set out of the list */
+    for (pp = &iris_nccl_parked_list; *pp;)
+      if ((*pp)->clique == c->clique && n < c->here) {
+        set[n++] = *pp;
+        *pp = (*pp)->next_parked;
+      } else {
+        pp = &(*pp)->next_parked;
+      }
+  pthread_mutex_unlock(&iris_nccl_slots_lock);
+  if (n) iris_nccl_free_parked(set, n);
+  free(set);
+}
+
 static void iris_nccl_teardown(iris_nccl_comm_t *c) {
   iris_nccl_comm_t **set;
   pthread_t *t;
@@ -852,7 +883,6 @@ static void iris_nccl_teardown(iris_nccl_comm_t *c) {
   }
   set = (iris_nccl_comm_t **)calloc((size_t)c->here, sizeof *set);
   if (c->here == c->world && set) {
-    iris_nccl_comm_t **pp;
     iris_t *ctx;
     pthread_mutex_lock(&c->lock);
     ctx = c->revoked ? NULL : c->iris;
@@ -862,25 +892,8 @@ static void iris_nccl_teardown(iris_nccl_comm_t *c) {
     }
     pthread_mutex_unlock(&c->lock);
     if (!ctx) iris_nccl_drop(c, 0); /* revoked (or aborted meanwhile): stopped, left mapped; it still counts as gone */
-    pthread_mutex_lock(&iris_nccl_slots_lock);
-    c->next_parked = iris_nccl_parked_list;
-    iris_nccl_parked_list = c;
-    for (iris_nccl_comm_t *m = iris_nccl_parked_list; m; m = m->next_parked) n += m->clique == c->clique;
-    if (n >= c->here) { /* the last to leave: the set out of the list */
-      n = 0;
-      for (pp = &iris_nccl_parked_list; *pp;)
-        if ((*pp)->clique == c->clique && n < c->here) {
-          set[n++] = *pp;
-          *pp = (*pp)->next_parked;
-        } else {
-          pp = &(*pp)->next_parked;
-        }
-    } else {
-      n = 0;
-    }
-    pthread_mutex_unlock(&iris_nccl_slots_lock);
-    if (n) iris_nccl_free_parked(set, n);
     free(set);
+    iris_nccl_leave_set(c);
     return;
   }
   t = (pthread_t *)calloc((size_t)c->here, sizeof *t);
@@ -1493,6 +1506,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if ((ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) != NULL) iris_abort(ctx);
     iris_nccl_report(c, "aborted");
     iris_nccl_drop(c, 0);
+    if (c->here > 1 && c->here == c->world) iris_nccl_leave_set(c); /* the others' contexts need not wait for it */
     iris_nccl_forget_windows(c);
     iris_nccl_remove(c);
   }
