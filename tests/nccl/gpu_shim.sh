@@ -16,7 +16,7 @@
 # build/nccl_shim_test (make build/nccl_shim_test), build/nccl-tests/
 # (tests/nccl/build_nccl_tests.sh <nccl-tests checkout>).
 # Variables: OUT; IRIS_NCCL_REAL (the real libnccl.so.2 for C programs; default
-# $CUDA_HOME/lib64/libnccl.so.2); NCCL_SHIM_TIMEOUT (seconds per run, default 300);
+# $CUDA_HOME/lib64/libnccl.so.2, else the system's from ldconfig); NCCL_SHIM_TIMEOUT (seconds per run, default 300);
 # NCCL_SHIM_SKIP ("shim_test nccl-tests torch jax": parts to leave out).
 set -u
 cd "$(dirname "$0")/../.."
@@ -25,6 +25,10 @@ mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off on these machines
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 REAL=${IRIS_NCCL_REAL:-$CUDA_HOME/lib64/libnccl.so.2}
+if [ -z "${IRIS_NCCL_REAL:-}" ] && [ ! -f "$REAL" ]; then # NCCL from the system's packages (the GPU image has it in /lib/x86_64-linux-gnu)
+  sys_nccl=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
+  [ -n "$sys_nccl" ] && REAL=$sys_nccl
+fi
 SHIM=$PWD/build/libiris_nccl.so
 T=${NCCL_SHIM_TIMEOUT:-300}
 SKIPS=${NCCL_SHIM_SKIP:-}
