@@ -859,14 +859,16 @@ static void iris_nccl_leave_set(iris_nccl_comm_t *c) {
   for (iris_nccl_comm_t *m = iris_nccl_parked_list; m; m = m->next_parked) n += m->clique == c->clique;
   set = n >= c->here ? (iris_nccl_comm_t **)calloc((size_t)c->here, sizeof *set) : NULL;
   n = 0;
-  if (set) /* the last to leave: the set out of the list */
-    for (pp = &iris_nccl_parked_list; *pp;)
+  if (set) { /* the last to leave: the set out of the list */
+    for (pp = &iris_nccl_parked_list; *pp;) {
       if ((*pp)->clique == c->clique && n < c->here) {
         set[n++] = *pp;
         *pp = (*pp)->next_parked;
       } else {
         pp = &(*pp)->next_parked;
       }
+    }
+  }
   pthread_mutex_unlock(&iris_nccl_slots_lock);
   if (n) iris_nccl_free_parked(set, n);
   free(set);
