@@ -733,6 +733,29 @@ static int iris_nccl_lent_anywhere(iris_nccl_comm_t *c) {
  * gave out from the heap outlive the communicator, as NCCL's do: when some rank still
  * holds such blocks, no rank meets in the barrier (all stop their kernels); a rank
  * that holds some keeps its context mapped until ncclMemFree takes the last back. */
+/* A context no peer meets in a barrier any more, under c->lock with its GPU current:
+ * stopped (iris_abort), then freed locally, or kept mapped while ncclMemAlloc blocks of
+ * its heap are out (ncclMemFree of the last one finalizes it); the bootstrap's buffers go. */
+static void iris_nccl_release_local(iris_nccl_comm_t *c, iris_t *ctx) {
+  iris_abort(ctx); /* then iris_finalize is local: no barrier to meet */
+  if (c->lent) {
+    c->kept = ctx;
+    if (iris_nccl_options()->debug)
+      fprintf(stderr, "iris_nccl: comm %p rank %d: %llu ncclMemAlloc block(s) of its heap not freed yet: the heap stays until ncclMemFree takes them back\n",
+              (void *)c->comm, c->rank, c->lent);
+  } else if (iris_finalize(ctx) != IRIS_SUCCESS && iris_nccl_options()->debug) {
+    fprintf(stderr, "iris_nccl: comm %p rank %d: iris_finalize: %s\n", (void *)c->comm, c->rank, iris_error_detail());
+  }
+}
+/* The bootstrap's buffers of a context that is gone, under c->lock with its GPU current. */
+static void iris_nccl_free_boot(iris_nccl_comm_t *c) {
+  if (c->boot_buf) cudaFree(c->boot_buf);
+  if (c->boot_stream) cudaStreamDestroy(c->boot_stream);
+  c->boot_buf = NULL;
+  c->boot_stream = NULL;
+  c->boot_cap = 0;
+}
+
 static void iris_nccl_drop(iris_nccl_comm_t *c, int finalize) {
   iris_nccl_fn_ncclCommGetAsyncError_t async = IRIS_NCCL_REAL(ncclCommGetAsyncError);
   iris_t *ctx;
@@ -750,22 +773,10 @@ static void iris_nccl_drop(iris_nccl_comm_t *c, int finalize) {
           if (iris_finalize(ctx) != IRIS_SUCCESS && iris_nccl_options()->debug)
             fprintf(stderr, "iris_nccl: comm %p rank %d: iris_finalize: %s\n", (void *)c->comm, c->rank, iris_error_detail());
         } else {
-          iris_abort(ctx); /* every rank: no barrier to meet */
-          if (c->lent) {
-            c->kept = ctx;
-            if (iris_nccl_options()->debug)
-              fprintf(stderr, "iris_nccl: comm %p rank %d: %llu ncclMemAlloc block(s) of its heap not freed yet: the heap stays until ncclMemFree takes them back\n",
-                      (void *)c->comm, c->rank, c->lent);
-          } else {
-            iris_finalize(ctx); /* after iris_abort: local, no barrier */
-          }
+          iris_nccl_release_local(c, ctx); /* every rank: no barrier to meet */
         }
         ctx = NULL;
-        if (c->boot_buf) cudaFree(c->boot_buf);
-        if (c->boot_stream) cudaStreamDestroy(c->boot_stream);
-        c->boot_buf = NULL;
-        c->boot_stream = NULL;
-        c->boot_cap = 0;
+        iris_nccl_free_boot(c);
       }
     }
     if (ctx) iris_abort(ctx); /* left mapped (see above) */
@@ -822,20 +833,8 @@ static void iris_nccl_free_parked(iris_nccl_comm_t **set, int n) {
     m->parked = NULL;
     if (ctx) {
       old = iris_nccl_enter_device(m->device);
-      iris_abort(ctx); /* then iris_finalize is local: no barrier to meet */
-      if (m->lent) {
-        m->kept = ctx; /* ncclMemFree of its last block finalizes it */
-        if (iris_nccl_options()->debug)
-          fprintf(stderr, "iris_nccl: comm %p rank %d: %llu ncclMemAlloc block(s) of its heap not freed yet: the heap stays until ncclMemFree takes them back\n",
-                  (void *)m->comm, m->rank, m->lent);
-      } else if (iris_finalize(ctx) != IRIS_SUCCESS && iris_nccl_options()->debug) {
-        fprintf(stderr, "iris_nccl: comm %p rank %d: iris_finalize: %s\n", (void *)m->comm, m->rank, iris_error_detail());
-      }
-      if (m->boot_buf) cudaFree(m->boot_buf);
-      if (m->boot_stream) cudaStreamDestroy(m->boot_stream);
-      m->boot_buf = NULL;
-      m->boot_stream = NULL;
-      m->boot_cap = 0;
+      iris_nccl_release_local(m, ctx);
+      iris_nccl_free_boot(m);
       iris_nccl_leave_device(old, m->device);
     }
     m->dropped = 1;
@@ -883,8 +882,7 @@ static void iris_nccl_teardown(iris_nccl_comm_t *c) {
     iris_nccl_drop(c, 1);
     return;
   }
-  set = (iris_nccl_comm_t **)calloc((size_t)c->here, sizeof *set);
-  if (c->here == c->world && set) {
+  if (c->here == c->world) {
     iris_t *ctx;
     pthread_mutex_lock(&c->lock);
     ctx = c->revoked ? NULL : c->iris;
@@ -894,10 +892,10 @@ static void iris_nccl_teardown(iris_nccl_comm_t *c) {
     }
     pthread_mutex_unlock(&c->lock);
     if (!ctx) iris_nccl_drop(c, 0); /* revoked (or aborted meanwhile): stopped, left mapped; it still counts as gone */
-    free(set);
     iris_nccl_leave_set(c);
     return;
   }
+  set = (iris_nccl_comm_t **)calloc((size_t)c->here, sizeof *set);
   t = (pthread_t *)calloc((size_t)c->here, sizeof *t);
   if (!set || !t) finalize = 0;
   pthread_mutex_lock(&iris_nccl_slots_lock);
