@@ -50,8 +50,8 @@ int main(void) {
 
   /* the table variable */
   check(iris_nccl_parse_table(NULL, &t, why, sizeof why) == 0 && t.max_bytes[IRIS_NCCL_AR] == 4ull << 20 && t.max_bytes[IRIS_NCCL_AG] == 4ull << 20 &&
-            t.max_bytes[IRIS_NCCL_RS] == 4ull << 20 && t.max_bytes[IRIS_NCCL_BC] == 1ull << 20 && t.max_bytes[IRIS_NCCL_A2A] == 0,
-        "table: defaults (all-reduce, all-gather, reduce-scatter 4 MiB; broadcast 1 MiB; all-to-all off)");
+            t.max_bytes[IRIS_NCCL_RS] == 4ull << 20 && t.max_bytes[IRIS_NCCL_BC] == 1ull << 20 && t.max_bytes[IRIS_NCCL_A2A] == 1ull << 20,
+        "table: defaults (all-reduce, all-gather, reduce-scatter 4 MiB; broadcast 1 MiB; all-to-all 1 MiB)");
   ok = iris_nccl_parse_table("8M", &t, why, sizeof why) == 0;
   for (k = 0; k < IRIS_NCCL_KINDS; k++) ok = ok && t.max_bytes[k] == 8ull << 20;
   check(ok, "table: one size for every collective");
@@ -110,10 +110,12 @@ int main(void) {
             iris_nccl_route(IRIS_NCCL_BC, &t, 4, 16, ncclFloat32, ncclSum, -1, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_ROOT,
         "route: a root outside [0, world) -> NCCL (it reports the error)");
   check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, 0, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_EMPTY, "route: count 0 -> NCCL");
-  check(iris_nccl_route(IRIS_NCCL_A2A, &t, 4, 16, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE, "route: all-to-all is off by default");
-  iris_nccl_parse_table("alltoall=1M", &t, why, sizeof why);
   check(iris_nccl_route(IRIS_NCCL_A2A, &t, 4, 1 << 16, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 1ull << 20,
-        "route: all-to-all when enabled, measured by its send buffer");
+        "route: all-to-all of 1 MiB -> iris, measured by its send buffer");
+  check(iris_nccl_route(IRIS_NCCL_A2A, &t, 4, (1 << 16) + 1, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
+        "route: all-to-all above 1 MiB -> NCCL");
+  iris_nccl_parse_table("alltoall=0", &t, why, sizeof why);
+  check(iris_nccl_route(IRIS_NCCL_A2A, &t, 4, 16, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE, "route: alltoall=0 sends it to NCCL");
   check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, ~(size_t)0 / 2, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
         "route: an absurd count cannot overflow into a small byte count");
   iris_nccl_parse_table("0", &t, why, sizeof why);

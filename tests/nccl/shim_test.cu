@@ -52,7 +52,7 @@ static const char *const check_names[M_END] = {
     "all-gather: 1, 2, 4 and 8-byte types, 1 to 4M elements per rank, in and out of place",
     "reduce-scatter: fp32, bf16, int32 sums, fp32 max; 1 to 1M+1 elements per rank, in and out of place",
     "broadcast: every root, ncclBroadcast and ncclBcast (in place), 1 to 4M elements",
-    "all-to-all (NCCL by default): values",
+    "all-to-all: 1000 int32 per peer (iris) and 300000 per peer (above the 1 MiB default: NCCL), values",
     "fallbacks: prod, fp64 sum, int8 max, uint64 min go to NCCL with the right values",
     "a group: all-reduce, all-gather and a send/recv ring between ncclGroupStart/End",
     "a CUDA graph of all-reduce, all-gather and broadcast, replayed 5 times with new inputs",
@@ -316,19 +316,23 @@ static void test_broadcast(rank_ctx_t *x) {
 }
 
 static void test_alltoall(rank_ctx_t *x) {
-  const size_t n = 1000;
-  iris_nccl_stats_t before;
-  unsigned long long bad = 0;
-  /* send_r[p*n + i] = val(p*n + i, r): recv[p*n + i] = val(rank*n + i, p) */
-  fill<int32_t>(x, x->a, n * W, 0, x->rank, 7, 0);
-  stats_of(x, x->comm, &before);
-  if (ncclAlltoAll(x->a, x->b, n, ncclInt32, x->comm, x->s) != ncclSuccess) {
-    fail(C_A2A, x->rank, "ncclAlltoAll failed: %s", ncclGetLastError(x->comm));
-    return;
+  /* 1000 per peer: iris under the default table; 300000 per peer (1.2 MB per peer): NCCL */
+  const size_t ns[2] = {1000, 300000};
+  for (int k = 0; k < 2; k++) {
+    const size_t n = ns[k];
+    iris_nccl_stats_t before;
+    unsigned long long bad = 0;
+    /* send_r[p*n + i] = val(p*n + i, r): recv[p*n + i] = val(rank*n + i, p) */
+    fill<int32_t>(x, x->a, n * W, 0, x->rank, 7 + k, 0);
+    stats_of(x, x->comm, &before);
+    if (ncclAlltoAll(x->a, x->b, n, ncclInt32, x->comm, x->s) != ncclSuccess) {
+      fail(C_A2A, x->rank, "ncclAlltoAll of %zu per peer failed: %s", n, ncclGetLastError(x->comm));
+      return;
+    }
+    check_route(x, IRIS_NCCL_A2A, n, ncclInt32, ncclSum, 0, &before, __LINE__);
+    for (int p = 0; p < W; p++) bad += count_bad<int32_t>(x, x->b + (size_t)p * n * 4, n, (size_t)x->rank * n, copy_expect(p, 7 + k, 0));
+    if (bad) fail(C_A2A, x->rank, "all-to-all of %zu per peer: %llu elements wrong", n, bad);
   }
-  check_route(x, IRIS_NCCL_A2A, n, ncclInt32, ncclSum, 0, &before, __LINE__);
-  for (int p = 0; p < W; p++) bad += count_bad<int32_t>(x, x->b + (size_t)p * n * 4, n, (size_t)x->rank * n, copy_expect(p, 7, 0));
-  if (bad) fail(C_A2A, x->rank, "all-to-all: %llu elements wrong", bad);
 }
 
 static void test_group(rank_ctx_t *x) {
@@ -400,7 +404,7 @@ __global__ void mixed_check_k(const float *b, size_t n, int W_, unsigned long lo
   }
 }
 static void test_mixed(rank_ctx_t *x) {
-  const size_t n = 2048, big = (size_t)4 << 20;
+  const size_t n = 262144, big = (size_t)4 << 20; /* all-to-all: 1 MiB per peer, above the table's 1 MiB send */
   unsigned long long bad = 0;
   fill<float>(x, x->a, n * W, 0, x->rank, 9, 0);
   fill<float>(x, x->c, big, 0, x->rank, 14, 0);
