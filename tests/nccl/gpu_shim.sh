@@ -121,6 +121,11 @@ if [[ " $SKIPS " != *" torch "* ]]; then
       counted "$OUT/torch_nccl_$w.log" python3 tests/nccl/torch_check.py "$w" --time
       counted "$OUT/torch_shim_$w.log" env LD_PRELOAD="$SHIM" IRIS_NCCL_LIB="$wheel" IRIS_NCCL_DEBUG=1 python3 tests/nccl/torch_check.py "$w" --time
       if ! grep -q 'libiris_nccl.so preloaded' "$OUT/torch_shim_$w.log"; then say FAIL "torch with LD_PRELOAD at $w ranks" "the shim was not loaded (see $OUT/torch_shim_$w.log)"; fi
+      # the teardown (destroy_process_group, the ranks' exit): the shim's must end where the real NCCL's does
+      if grep -q '^EXIT: shim .* stuck' "$OUT/torch_shim_$w.log"; then
+        if grep -q '^EXIT: nccl .* clean' "$OUT/torch_nccl_$w.log"; then say FAIL "torch teardown through the shim at $w ranks" "the ranks did not exit (the real NCCL's did); stacks in $OUT/torch_shim_$w.log"
+        else echo "# torch teardown at $w ranks did not end with the real NCCL either (stacks in $OUT/torch_nccl_$w.log)"; fi
+      elif grep -q '^EXIT: shim .* clean' "$OUT/torch_shim_$w.log"; then say PASS "torch teardown through the shim at $w ranks: destroy_process_group returned and the ranks exited"; fi
     done
   else
     say SKIP "torch through the shim" "torch not installed"

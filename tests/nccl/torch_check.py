@@ -13,11 +13,15 @@ rank's failures), an INFO line saying whether the shim is loaded, and with --tim
 all-gather / reduce-scatter in graphs) for the comparison gpu_shim.sh prints.
 """
 import ctypes
+import faulthandler
 import os
 import socket
 import sys
+import time
 import traceback
 
+STACKS_S = 40  # a rank still in its teardown this long after its checks prints its stacks
+EXIT_S = 90  # then the ranks are stopped (printed as EXIT: stuck), the checks judged all the same
 SIZES = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
 
@@ -214,12 +218,19 @@ def run(rank, world, port, timing, results):
                         fails.append("timing %s %s %d B: %s" % (op, mode, size, e))
 
     sys.stderr.write("torch_check: rank %d: checks done\n" % rank)
+    sys.stderr.flush()
+    # where a rank stops from here on (the teardown did not end on 2 H200s with the real
+    # NCCL as with the shim): every thread's Python stack after STACKS_S seconds
+    faulthandler.dump_traceback_later(STACKS_S, exit=False, file=sys.stderr)
     gathered = [None] * world
     dist.all_gather_object(gathered, fails)
     if rank == 0:
         results.put((gathered, times))
     dist.barrier()
+    sys.stderr.write("torch_check: rank %d: barrier passed\n" % rank)
+    sys.stderr.flush()
     dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
     sys.stderr.write("torch_check: rank %d: process group destroyed\n" % rank)
     sys.stderr.flush()
     # leave at once: on 2 H200s (torch 2.11, NCCL 2.28) the ranks did not exit after this
@@ -249,10 +260,19 @@ def main():
     # (--time's table is) blocks rank 0's put until it is read, so a join first never ends
     procs = mp.spawn(run, args=(world, port, timing, results), nprocs=world, join=False)
     got = None
+    got_at = None
+    stuck = False
     while True:
         if got is None and not results.empty():
             got = results.get()
+            got_at = time.time()
         if procs.join(timeout=1):
+            break
+        if got_at is not None and time.time() - got_at > EXIT_S:
+            stuck = True
+            for p in procs.processes:
+                if p.is_alive():
+                    p.kill()
             break
     if got is None and not results.empty():
         got = results.get()
@@ -270,6 +290,9 @@ def main():
               "all_to_all_single, 1 KB-64 MB eager, and a CUDA graph of the four replayed with new inputs" % (label, world))
     for op, mode, size, us in times:
         print("TIME: %s %d %s %s %d %.2f" % (label, world, op, mode, size, us))
+    # the teardown, apart from the checks: gpu_shim.sh fails the shim's run only where the
+    # real NCCL's ended and the shim's did not
+    print("EXIT: %s %d %s" % (label, world, "stuck (ranks stopped %d s after their results; their stacks: stderr)" % EXIT_S if stuck else "clean"))
     return 1 if failed else 0
 
 
