@@ -78,6 +78,24 @@ IRIS_DEVICE_INLINE void iris_coll_reduce_range(const iris_device_ctx_t &ctx, con
   }
 }
 
+/* Copy elements [lo, hi) of src into dst with the thread of each element that
+ * iris_coll_reduce_range gives it for the same lo, hi, vec, tid and nt: where a barrier
+ * orders only CTA b of every rank, a CTA must read only what its namesakes wrote (a byte
+ * or word split would hand an element to another CTA: on buffers off 16-byte alignment
+ * at 3 and 4 ranks, the pull phase read chunks before their owners had reduced them). */
+template <typename T>
+IRIS_DEVICE_INLINE void iris_coll_copy_range(T *dst, const T *src, size_t lo, size_t hi, bool vec, size_t tid, size_t nt) {
+  const size_t per = 16 / sizeof(T);
+  size_t done = lo;
+  const size_t v0 = (lo + per - 1) / per, v1 = hi / per;
+  if (vec && v1 > v0) {
+    iris_detail_copy_words((uint4 *)dst + v0, (const uint4 *)src + v0, v1 - v0, tid, nt); /* vector v0 + k: thread k mod nt, four loads in flight */
+    for (size_t i = lo + tid; i < v0 * per; i += nt) dst[i] = src[i];
+    done = v1 * per;
+  }
+  for (size_t i = done + tid; i < hi; i += nt) dst[i] = src[i];
+}
+
 /* Two-shot all-reduce and reduce-scatter (pull). AR: rank r reduces chunk r of every
  * rank's send into its recv, then (after a barrier) pulls every other reduced chunk
  * from its owner's recv. RS: rank r reduces block r of every send into recv. */
@@ -127,8 +145,8 @@ __global__ void iris_coll_reduce_kernel(iris_coll_dev_t d, const T *send, T *rec
       size_t lo, hi;
       iris_coll_ar_range(count, W, per, p, &lo, &hi);
       if (lo >= hi) continue;
-      iris_copy_bytes(recv + lo, iris_translate(d.ctx, (const T *)recv, p) + lo, (hi - lo) * sizeof(T), blockIdx.x * blockDim.x + threadIdx.x,
-                      gridDim.x * blockDim.x);
+      iris_coll_copy_range<T>(recv, iris_translate(d.ctx, (const T *)recv, p), lo, hi, vec != 0, blockIdx.x * (size_t)blockDim.x + threadIdx.x,
+                              (size_t)gridDim.x * blockDim.x);
     }
     iris_coll_barrier(d, epoch, c, KIND); /* no peer still reads our recv: the caller may write it */
   } else {
