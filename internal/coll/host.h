@@ -50,18 +50,20 @@ static inline int iris_coll_stages(iris_t *ctx) {
 
 /* For tests of the wrap-around (IRIS_COLL_TEST_WRAP=n): the control words as if 2^32 - n
  * calls had run, so the n-th call from now is numbered 0 again. The call word holds the
- * next call number; the barrier and progress rows hold the epochs the call before it
- * left, so that every wrap-safe comparison of the next call waits as it would have. The LL
- * lines stay zero (lines no call has written yet, which no epoch may take for its own). */
+ * next call number; the barrier and progress rows hold the epochs that a call 2^28 +
+ * 12345 calls before it left (CTA indices that no call has used since: the half-range
+ * comparison took such rows for reached, iris_coll_sync_reached does not), so every
+ * comparison of the next calls must wait for the peers. The LL lines stay zero (lines no
+ * call has written yet, which no epoch may take for its own). */
 static iris_gpu_error_t iris_coll_start_near_wrap(iris_coll_ctl_t *ctl, int n) {
-  const unsigned call = 0u - (unsigned)n, epoch = call * IRIS_COLL_SYNCS_PER_CALL;
+  const unsigned call = 0u - (unsigned)n, epoch = (call - (1u << 28) - 12345u) * IRIS_COLL_SYNCS_PER_CALL;
   const size_t words = (size_t)IRIS_COLL_MAX_CTAS * IRIS_MAX_RANKS;
   unsigned long long *rows = (unsigned long long *)malloc(2 * words * sizeof *rows), next = (unsigned long long)call << 32;
   iris_gpu_error_t e;
   size_t i;
   if (!rows) return IRIS_GPU_ERROR_MEMORY;
   for (i = 0; i < words; i++) {
-    rows[i] = epoch;                                   /* flags: the epoch each CTA reached */
+    rows[i] = epoch;                                   /* flags: the epoch each CTA reached, long ago */
     rows[words + i] = (unsigned long long)epoch << 32; /* progress: (epoch << 32) | steps */
   }
   e = iris_gpu_copy_to_device(ctl->flags, rows, 2 * words * sizeof *rows);

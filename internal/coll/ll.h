@@ -147,9 +147,12 @@ IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send
   const bool tagged = KIND != IRIS_COLL_BC && (KIND == IRIS_COLL_AR || KIND == IRIS_COLL_RS || W <= IRIS_COLL_LL_GROUP);
   const unsigned tag = tagged ? iris_coll_ll_tag(epoch, sig32) : epoch;
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
-  /* the headers to match: every peer's; with IRIS_COLL_CHECK=0 only a broadcast root's
-   * (its one flow control: no rank is two calls behind) */
-  const iris_coll_mask_t all = d.check || (KIND == IRIS_COLL_BC && me == root) ? peers : 0ULL;
+  /* the headers to match: every peer's; with IRIS_COLL_CHECK=0 only a broadcast's, on
+   * every rank: they are its flow control (a non-root waits for the root's lines alone,
+   * so without them one non-root could end this call and the next while another still
+   * reads the slots of this parity: it would find them overwritten). Other kinds wait
+   * for every peer's lines of the call. The match takes no round trip of its own. */
+  const iris_coll_mask_t all = d.check || KIND == IRIS_COLL_BC ? peers : 0ULL;
   const bool chunked = KIND == IRIS_COLL_RS || KIND == IRIS_COLL_A2A; /* send has one chunk per peer */
   iris_coll_mask_t seen = 0;
   int ok = 1;
@@ -442,7 +445,7 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_bc_ll2_ker
   const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
   iris_detail_pdl_trigger();
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
-  const iris_coll_mask_t all = d.check || me == root ? peers : 0ULL, others = peers & ~(1ULL << root); /* the other non-roots */
+  const iris_coll_mask_t all = peers, others = peers & ~(1ULL << root); /* every header, whatever IRIS_COLL_CHECK says: the flow control (iris_coll_ll_body) */
   uint4 *const ph0 = IRIS_COLL_LL2_PHASE0(d, c, W), *const ph1 = IRIS_COLL_LL2_PHASE1(ph0, d, W);
   iris_coll_mask_t seen = 0;
   uint2 v;

@@ -49,7 +49,12 @@ enum { IRIS_COLL_AR = 0, IRIS_COLL_AG, IRIS_COLL_RS, IRIS_COLL_A2A, IRIS_COLL_BC
  * the send is read where it lies. An all-reduce takes the store two-shot this way from
  * IRIS_COLL_AR_STAGED_MIN (below it: copy in, the load/store two-shot, copy out), and a
  * reduce-scatter whose input is at least that large the store reduce-scatter, which
- * touches no peer's user buffer (below: copy in, the pull reduce-scatter).
+ * touches no peer's user buffer (below: copy in, the pull reduce-scatter). Below
+ * IRIS_COLL_AR_STAGED_MIN an all-reduce keeps the copies around its kernel: the
+ * two-shot copying in and out itself (after its start, each CTA the elements its
+ * namesakes reduce, then a barrier of that CTA index) measured slower in graphs on 2
+ * H200s (bf16, 1 / 2 MB: 11.9 / 15.8 us with the copies, 12.9 / 17.3 in the kernel; eager
+ * 16.5 / 19.5 against 14.7 / 19.2): its extra barrier costs more than two copy nodes.
  * IRIS_COLL_FUSED_STAGING=0 in the environment: the separate copies for every kind. */
 #ifndef IRIS_COLL_STAGED_STEPS
 #define IRIS_COLL_STAGED_STEPS 4
@@ -110,6 +115,25 @@ typedef enum iris_coll_path {
  * with op (IRIS_COLL_TYPES, IRIS_COLL_OPS in iris_collectives.h); t and op valid. */
 static inline int iris_coll_compiled_in(iris_dtype_t t, iris_redop_t op) {
   return (int)((((unsigned)(IRIS_COLL_TYPES) >> (unsigned)t) & ((unsigned)(IRIS_COLL_OPS) >> (unsigned)op)) & 1u);
+}
+
+/* ---- Barrier and progress words (internal/coll/protocol.h): whether a word that a peer's
+ * CTA publishes has reached `target`, i.e. holds it or a value at most
+ * IRIS_COLL_SYNC_AHEAD barriers past it. A peer is never further ahead (no rank starts a
+ * call's barriers before every rank has ended the call before), so anything further is a
+ * value left long ago: a row that no call with that many CTAs has written for 2^28
+ * calls or more, or a row never written once the call numbers pass 2^28 (barrier epochs
+ * are call x 8 + j on 32 bits). The half-range test (iris_epoch_reached) takes such a
+ * value for reached about half of the time; this one only when its age lies within 8
+ * calls of a multiple of 2^29. Progress words are (epoch << 32) | steps. */
+#ifndef IRIS_COLL_SYNC_AHEAD /* tests only: 0x80000000u gives the half-range test back */
+#define IRIS_COLL_SYNC_AHEAD 64u
+#endif
+/* Barriers per call at most (a kernel's barrier j of call c has epoch c * this + j + 1). */
+#define IRIS_COLL_SYNCS_PER_CALL 8u
+static inline IRIS_HOST_DEVICE int iris_coll_sync_reached(unsigned got, unsigned target) { return got - target < IRIS_COLL_SYNC_AHEAD; }
+static inline IRIS_HOST_DEVICE int iris_coll_progress_reached(unsigned long long got, unsigned long long target) {
+  return got - target < ((unsigned long long)IRIS_COLL_SYNC_AHEAD << 32);
 }
 
 /* ---- Planning arithmetic: who moves which bytes, as pure functions of the call and

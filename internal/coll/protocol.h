@@ -147,8 +147,6 @@ typedef struct iris_coll_dev {
 /* An LL line: 16 bytes, each 8-byte half 4 data bytes and a flag word (iris_coll_ll_line_t). */
 static_assert(sizeof(uint4) == 16 && alignof(uint4) == 16, "an LL line is one aligned 16-byte access");
 
-/* Barriers per call at most (a kernel's barrier j of call c has epoch c * this + j + 1). */
-#define IRIS_COLL_SYNCS_PER_CALL 8u
 /* The fault-word site of wait `what` (IRIS_SITE_*) in a collective of kind KIND. */
 #define IRIS_COLL_SITE(kind, what) ((unsigned)(((kind) + 1) << 8) | (unsigned)(what))
 #define IRIS_COLL_KIND_DEVICE_BARRIER 5 /* iris_barrier_device, for fault reports */
@@ -204,7 +202,7 @@ IRIS_DEVICE_INLINE bool iris_detail_rank_sync(const iris_device_ctx_t &ctx, unsi
     iris_signal(ctx, row + me, (unsigned long long)epoch, t);
     for (;;) {
       got = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(row + t);
-      if (iris_epoch_reached((unsigned)got, epoch)) break;
+      if (iris_coll_sync_reached((unsigned)got, epoch)) break; /* not the half-range test: a row left long ago must not pass (plan.h) */
       if (iris_detail_wait_expired(ctx, spin, t, site, call)) { ok = 0; break; }
     }
 #if defined(IRIS_DEBUG)
@@ -464,7 +462,7 @@ IRIS_DEVICE_INLINE int iris_coll_ll_batch(int W) { return W <= 2 ? 2 : W <= 4 ? 
  * p. A value is (call << 32 | steps done), where call is the CTA's epoch after the
  * call's start barrier: the same on every rank and larger than in any earlier call, so
  * a value left from an earlier call never passes for this one. Values are compared
- * wrap-safely (iris_epoch_reached on 64 bits) and never reset, so graphs replay. A rank
+ * within a window (iris_coll_progress_reached) and never reset, so graphs replay. A rank
  * that stops early (signature mismatch, a timed-out wait) publishes steps =
  * IRIS_COLL_RELAY_ABANDON to every peer: every wait on it ends at once, the waiter
  * abandons in turn, and every CTA still meets the end barrier, so epochs stay in step. */
@@ -501,7 +499,7 @@ IRIS_DEVICE_INLINE bool iris_coll_progress_wait(const iris_coll_dev_t &d, int fr
     const unsigned long long want = iris_coll_progress_value(call, done);
     iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
     for (;;) {
-      if (iris_epoch_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(flag), want)) break;
+      if (iris_coll_progress_reached(iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(flag), want)) break;
       if (iris_detail_wait_expired(d.ctx, spin, t, IRIS_COLL_SITE(kind, IRIS_SITE_PROGRESS), call)) { ok = 0; break; }
     }
 #if defined(IRIS_DEBUG)

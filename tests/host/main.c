@@ -125,6 +125,7 @@ int main(void) {
   test_staged_plan();
   test_staged_choice();
   test_ll_within_cap();
+  test_sync_reached();
   test_world_ctas_staging();
   test_faults();
   test_team_plans();

@@ -301,6 +301,42 @@ static void test_staged_choice(void) {
     ok = 0, snprintf(why, sizeof why, "at the 2-rank all-reduce threshold (%zu)", M2);
   check(ok, "staged kernels: which calls with buffers off the heap take them", "%s", why);
 }
+/* Barrier and progress words: reached at the target and up to IRIS_COLL_SYNC_AHEAD past
+ * it, across the 32-bit wrap; a row left 2^28 or more calls ago (or never written, once
+ * call numbers pass 2^28) is not, where the half-range test took it for reached. */
+static void test_sync_reached(void) {
+  const unsigned S = IRIS_COLL_SYNCS_PER_CALL, A = IRIS_COLL_SYNC_AHEAD;
+  static const unsigned calls[] = {0u, 1u, 12345u, 1u << 28, (1u << 28) + 77u, 0x7fffffffu, 0xfffffff0u, 0xffffffffu};
+  char why[200] = "";
+  int ok = A >= 4 * S; /* a peer's CTA is at most a call's barriers ahead, with room to spare */
+  size_t i;
+  for (i = 0; i < sizeof calls / sizeof calls[0] && ok; i++) {
+    const unsigned c = calls[i], e = c * S + 1u; /* barrier 0 of call c */
+    const unsigned long long p = ((unsigned long long)e << 32) | 5u;
+    unsigned age;
+    if (!iris_coll_sync_reached(e, e) || !iris_coll_sync_reached(e + S, e) || !iris_coll_sync_reached(e + A - 1u, e) || iris_coll_sync_reached(e - 1u, e) ||
+        iris_coll_sync_reached(e + A, e))
+      ok = 0, snprintf(why, sizeof why, "call %u: at / ahead / behind the barrier epoch", c);
+    if (ok && (!iris_coll_progress_reached(p, p) || !iris_coll_progress_reached(p + 1u, p) || !iris_coll_progress_reached(p + ((unsigned long long)S << 32), p) ||
+               iris_coll_progress_reached(p - 1u, p) || iris_coll_progress_reached(p - ((unsigned long long)1 << 32), p)))
+      ok = 0, snprintf(why, sizeof why, "call %u: progress at / ahead / behind", c);
+    /* rows left `age` calls ago, every age from 2^28 to 2^29 in coarse steps (the
+     * half-range test passes them all): none passes but within 8 calls of 2^29 */
+    for (age = 1u << 28; ok && age < (1u << 29) - 8u; age += 4099u) {
+      const unsigned old = (c - age) * S + 3u;
+      if (iris_coll_sync_reached(old, e) || iris_coll_progress_reached((unsigned long long)old << 32, p))
+        ok = 0, snprintf(why, sizeof why, "call %u: a row %u calls old reads as reached", c, age);
+    }
+  }
+  /* a row never written (0) once the call numbers pass 2^28 */
+  if (ok && (iris_coll_sync_reached(0u, (1u << 28) * S + 1u) || iris_coll_sync_reached(0u, 0x30000005u * S + 1u) ||
+             iris_coll_progress_reached(0ULL, ((unsigned long long)((1u << 28) * S + 1u) << 32))))
+    ok = 0, snprintf(why, sizeof why, "an unwritten row reads as reached");
+  /* what the old half-range test got wrong, for the record */
+  if (ok && (int)(0u - ((1u << 28) * S + 1u)) < 0) ok = 0, snprintf(why, sizeof why, "the half-range test no longer fails here: revisit the comment");
+  check(ok, "collectives: barrier and progress words count as reached only within IRIS_COLL_SYNC_AHEAD past the target (stale rows do not)", "%s", why);
+}
+
 /* Under a CTA cap the one-shot is kept while each thread moves at most
  * IRIS_COLL_LL_CAPPED_LINES lines; uncapped it always fits. */
 static void test_ll_within_cap(void) {
