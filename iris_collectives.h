@@ -133,7 +133,11 @@
  *                       (wrapping), then divided by W in integer arithmetic, truncating
  *                       toward zero for the signed types (C's /).
  *                       (NCCL's ncclAvg on floating types multiplies each input by 1/W
- *                       before summing; iris divides the sum, which rounds once.) */
+ *                       before summing; iris divides the sum, which rounds once.)
+ *   IRIS_MIN, IRIS_MAX  floating types, in rank order in fp32: a NaN gives way to the
+ *                       other value (as NCCL's fminf / fmaxf), so only an element that is
+ *                       NaN on every rank gives NaN; of +0 and -0 the lower rank's stays
+ *                       (NCCL's sign of such a zero may differ); integers compare. */
 typedef enum iris_dtype {
   IRIS_FLOAT32 = 0, IRIS_FLOAT16, IRIS_BFLOAT16, IRIS_INT32, IRIS_INT64, IRIS_UINT8, IRIS_FLOAT8_E4M3, IRIS_FLOAT8_E5M2, IRIS_DTYPE_COUNT
 } iris_dtype_t;

@@ -217,7 +217,10 @@ IRIS_DEVICE_INLINE void iris_gemm_publish_tile_to(const iris_device_ctx_t &ctx, 
 /* Whole block. Thread 0 waits until this rank's flag (m, k) has reached epoch, acquiring
  * at scope S (IRIS_SCOPE_DEVICE when the producer is on this GPU, IRIS_SCOPE_SYSTEM when
  * it published with iris_gemm_publish_tile_to), then the block meets: every thread may
- * read the block's data. False in every thread if the wait timed out. */
+ * read the block's data. False in every thread if the wait timed out. "Reached" is the
+ * half-range test (IRIS_CMP_EPOCH): a flag left 2^31 epochs or more behind reads as
+ * reached, so publish every tile's flag at least once every 2^31 epochs (a tile that a
+ * call of fewer rows skips included), or give each shape its own flags. */
 template <iris_scope_t S = IRIS_SCOPE_DEVICE>
 IRIS_DEVICE_INLINE bool iris_gemm_wait_tile(const iris_device_ctx_t &ctx, iris_gemm_ready_t r, int m, int k, unsigned epoch) {
   int ok = 1;

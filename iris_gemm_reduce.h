@@ -229,7 +229,8 @@ IRIS_DEVICE_INLINE void iris_gemm_push_tile(const iris_device_ctx_t &ctx, iris_g
 
 /* Whole block (1-D, blockDim.x >= world_size). Threads 0..W-1 each wait (acquire, system
  * scope, bounded by IRIS_WAIT_TIMEOUT_NS) until this rank's flag (tile, q) has reached
- * epoch (wrap-safe), the block meets, then out[r * ld_out + c] = round(sum over q = 0..W-1
+ * epoch (wrap-safe over half the range: push every tile at least once every 2^31 epochs,
+ * as iris_gemm_wait_tile says), the block meets, then out[r * ld_out + c] = round(sum over q = 0..W-1
  * in that order of slot (tile, q)[r * cols + c] (fp32) + bias[c]) for the rows x cols tile;
  * bias: NULL or the tile's first column. OutT: float, iris_bf16_t or iris_f16_t
  * (iris_collectives.h). Returns false in every thread, and writes nothing, if a wait

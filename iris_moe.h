@@ -157,7 +157,11 @@ IRIS_API iris_status_t iris_moe_get_recv(const iris_moe_t *m, iris_moe_recv_t *o
 IRIS_API iris_status_t iris_moe_dispatch(iris_moe_t *m, const void *x, int num_tokens, const int *topk_idx, const float *topk_weights, iris_stream_t stream);
 /* Every rank, after its dispatch (and the caller's expert kernels). Enqueues the combine:
  * y's received rows go back to their tokens' ranks; out[t] = round(sum_k w[t][k] * y_k)
- * for the num_tokens of the last dispatch. Capturable, as dispatch. */
+ * for the num_tokens of the last dispatch. Capturable, as dispatch. A combine repeated
+ * after one dispatch (as a timing loop does) must pass the same y: a rank that ends one
+ * combine may store the next one's rows while a peer still sums the first one's (nothing
+ * orders two combines but a dispatch); with another y, put a dispatch or an iris_barrier
+ * between them. */
 IRIS_API iris_status_t iris_moe_combine(iris_moe_t *m, const void *y, void *out, iris_stream_t stream);
 /* Synchronous, after the plan's calls have completed on their streams: the first routing
  * error the kernels met since the last check (IRIS_ERROR_INVALID_ARGUMENT naming the call,

@@ -136,7 +136,7 @@ static bool armed_kind(int kind, int type, int op) {
          (op == IRIS_SUM || op == IRIS_AVG);
 }
 
-// IRIS_TEST_PARTS=preload,wrap,matrix,capped,ctas_env,armed,large,ar_store,mixed,offsets,relay,back_to_back,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
+// IRIS_TEST_PARTS=preload,wrap,matrix,capped,ctas_env,armed,large,ar_store,mixed,offsets,nan_minmax,relay,back_to_back,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
 // parts of the suite / kinds of the matrix (unset: all), to re-run one area quickly.
 static bool wanted(const char *var, const char *name) {
   const char *v = getenv(var);
@@ -414,6 +414,56 @@ static bool test_offsets(Suite &s, Bufs &B) {
   }
   g_shift_heap = g_shift_dev = 0;
   return report(s, "every kind on buffers off 16-byte boundaries (heap: the same shift on every rank; off the heap: shifts that differ by rank), every placement, latency/bandwidth/staged sizes, exact", ok);
+}
+
+// MIN and MAX of floating types with NaNs (as NCCL: fminf / fmaxf): rank r's element i is
+// NaN where i % (W + 1) == r, and on every rank where i % 97 == 0; the result is the
+// min / max of the other ranks' values, NaN only where every rank has NaN. fp32 and bf16,
+// the latency and the bandwidth paths, heap and off-heap buffers.
+static bool test_nan_minmax(Suite &s, Bufs &B) {
+  const int W = s.world, me = s.rank;
+  bool ok = true;
+  int call = 90001;
+  for (int type : {IRIS_FLOAT32, IRIS_BFLOAT16})
+    for (int op : {IRIS_MIN, IRIS_MAX})
+      for (size_t count : {(size_t)5003, (size_t)600007})
+        for (int placement = 0; placement < 2 && ok; placement++, call++) {
+          if (!iris_coll_compiled_in((iris_dtype_t)type, (iris_redop_t)op)) continue;
+          const size_t es = iris_dtype_size((iris_dtype_t)type);
+          if (count * es > B.bytes) continue;
+          auto val = [&](int r, size_t i) { return (float)(int)((i * 7 + (size_t)r * 13 + (size_t)call) % 251) - 125.f; }; // exact in bf16
+          auto nan_at = [&](int r, size_t i) { return i % 97 == 0 || i % (size_t)(W + 1) == (size_t)r; };
+          std::vector<unsigned char> in(count * es), out(count * es);
+          for (size_t i = 0; i < count; i++) {
+            const float v = nan_at(me, i) ? NAN : val(me, i);
+            unsigned u;
+            memcpy(&u, &v, 4);
+            if (type == IRIS_FLOAT32) memcpy(&in[i * 4], &u, 4);
+            else { const unsigned short b = nan_at(me, i) ? 0x7fc0 : (unsigned short)(u >> 16); memcpy(&in[i * 2], &b, 2); }
+          }
+          char *send = placement ? B.ds : B.hs, *recv = placement ? B.dr : B.hr;
+          cudaMemcpy(send, in.data(), count * es, cudaMemcpyHostToDevice);
+          cudaMemset(recv, 0x55, count * es); // poison: a finite value
+          cudaDeviceSynchronize();
+          iris_status_t st = call_coll(s.ctx, IRIS_COLL_AR, send, recv, count, type, op, 0, IRIS_ALGO_AUTO, 0, 0);
+          if (st != IRIS_SUCCESS || cudaDeviceSynchronize() != cudaSuccess) { fprintf(stderr, "rank %d: nan min/max: %s\n", me, iris_error_detail()); ok = false; break; }
+          cudaMemcpy(out.data(), recv, count * es, cudaMemcpyDeviceToHost);
+          for (size_t i = 0; i < count && ok; i++) {
+            bool all_nan = true;
+            float want = 0.f;
+            for (int r = 0; r < W; r++)
+              if (!nan_at(r, i)) { const float v = val(r, i); want = all_nan ? v : op == IRIS_MIN ? std::min(want, v) : std::max(want, v); all_nan = false; }
+            float got;
+            if (type == IRIS_FLOAT32) memcpy(&got, &out[i * 4], 4);
+            else { unsigned short b; memcpy(&b, &out[i * 2], 2); const unsigned u = (unsigned)b << 16; memcpy(&got, &u, 4); }
+            if (all_nan ? got == got : got != want) { // got == got: not a NaN
+              fprintf(stderr, "rank %d: nan %s %s count %zu placement %d: element %zu is %g, want %g\n", me, type_names[type], op_names[op], count, placement, i,
+                      (double)got, all_nan ? (double)NAN : (double)want);
+              ok = false;
+            }
+          }
+        }
+  return report(s, "MIN and MAX of fp32 and bf16 with NaNs: a NaN gives way to the other ranks' values (fminf / fmaxf, as NCCL), NaN where every rank has one; latency and bandwidth paths", ok);
 }
 
 // the bandwidth-path broadcast (the pipelined relay at 3+ ranks, one pull at 2): every
@@ -1101,7 +1151,7 @@ int main(int argc, char **argv) {
   if (rank == 0 && !(i32 && f32 && bf16) && getenv("IRIS_COLL_TEST_WRAP")) printf("SKIP: [%s] wrap-around part: it calls int32, fp32 and bf16 sums, not all compiled into this build\n", s.tag.c_str());
   bool ran = (!part("preload") || test_preload(s, B)) && (!(i32 && f32 && bf16) || !part("wrap") || test_wrap(s, B)) && (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!part("capped") || test_capped(s, B)) && (!part("ctas_env") || test_ctas_env(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
              (!part("large") || test_large(s, B)) && (!part("ar_store") || test_ar_store(s, B)) && (!i32 || !part("ar_store") || test_ar_store_back_to_back(s)) &&
-             (!part("mixed") || test_mixed(s, B)) && (!part("offsets") || test_offsets(s, B)) && (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) &&
+             (!part("mixed") || test_mixed(s, B)) && (!part("offsets") || test_offsets(s, B)) && (!part("nan_minmax") || test_nan_minmax(s, B)) && (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) &&
              (!(i32 && f32) || !part("graph") || test_graph(s));
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   cudaFree(B.ds);

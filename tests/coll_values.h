@@ -123,7 +123,7 @@ static unsigned long long reduce_bits(int type, int op, const unsigned long long
   double acc = to_double(type, b[0]);
   for (int k = 1; k < n; k++) {
     double v = to_double(type, b[k]);
-    acc = sum ? acc + v : op == IRIS_MIN ? std::min(acc, v) : std::max(acc, v);
+    acc = sum ? acc + v : op == IRIS_MIN ? (v < acc || acc != acc ? v : acc) : (v > acc || acc != acc ? v : acc); // a NaN gives way; of +0 / -0 the first stays
   }
   if (op == IRIS_AVG) acc = (double)((float)acc / (float)n); // the sum is exact in float32 (see the top)
   return from_double(type, acc);

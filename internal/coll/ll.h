@@ -279,7 +279,11 @@ __global__ void __launch_bounds__(IRIS_COLL_ARM_THREADS) iris_coll_arm_kernel(ir
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t vecs = (count + per - 1) / per, stride = (size_t)gridDim.x * blockDim.x;
   iris_detail_pdl_wait();
-  if (threadIdx.x == 0) s_dirty = *(volatile unsigned long long *)d.arm_dirty; /* in flight with the call word's atomic */
+  /* the dirty bits, read before this CTA's call-word atomic (acquire: the atomic waits for
+   * the load), so CTA 0, which clears a bit only once every CTA of the launch has done its
+   * atomic, never clears it under a CTA that has yet to read it: every CTA of every rank
+   * takes the same path */
+  if (threadIdx.x == 0) s_dirty = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_DEVICE>((const unsigned long long *)d.arm_dirty);
   const unsigned c = iris_coll_call_enter(d), sig32 = iris_coll_sig32(sig);
   iris_detail_pdl_trigger();
   if (s_dirty >> (c & 1) & 1) { /* after a mismatch: the LL lines, then re-arm this parity (every rank alike) */
@@ -287,8 +291,14 @@ __global__ void __launch_bounds__(IRIS_COLL_ARM_THREADS) iris_coll_arm_kernel(ir
     if (blockIdx.x == 0 && __syncthreads_and(ok > 0)) {
       uint4 *rows = IRIS_COLL_ARM_ROWS(d, c, W);
       for (size_t i = threadIdx.x; i < (size_t)W * d.arm_vecs; i += blockDim.x) iris_detail_st16_volatile(rows + i, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
-      __syncthreads();
-      if (threadIdx.x == 0) *(volatile unsigned long long *)d.arm_dirty = s_dirty & ~(1ULL << (c & 1)); /* nothing else writes it in this call */
+      int entered = 1;
+      if (threadIdx.x == 0) { /* every CTA of this launch has read the bits: the call word has moved on to c + 1 */
+        iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
+        while ((unsigned)(iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>((const unsigned long long *)IRIS_COLL_CALL_WORD(d)) >> 32) == c)
+          if (iris_detail_wait_expired(d.ctx, spin, me, IRIS_COLL_SITE(KIND, IRIS_SITE_LL), c)) { entered = 0; break; }
+      }
+      if (__syncthreads_and(entered) && threadIdx.x == 0)
+        *(volatile unsigned long long *)d.arm_dirty = s_dirty & ~(1ULL << (c & 1)); /* nothing else writes it in this call */
     }
     return;
   }

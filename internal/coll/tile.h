@@ -12,6 +12,7 @@
 
 /* The tile's epoch: read by every thread at the start, stored by one at the end. */
 IRIS_DEVICE_INLINE unsigned iris_detail_tile_begin(const iris_tile_flags_t &f, int tile) {
+  __syncthreads(); /* thread 0's store of the block's previous call on this tile (iris_detail_tile_end) comes before every thread's load */
   unsigned e = *(volatile unsigned *)(f.counters + tile);
   __syncthreads();
   return e;

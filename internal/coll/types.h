@@ -36,9 +36,14 @@ template <> IRIS_DEVICE_INLINE iris_fp8_e5m2_t iris_coll_down<iris_fp8_e5m2_t>(f
 template <typename A> IRIS_DEVICE_INLINE A iris_coll_add(A a, A b) { return (A)(a + b); }
 template <> IRIS_DEVICE_INLINE int iris_coll_add<int>(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
 template <> IRIS_DEVICE_INLINE long long iris_coll_add<long long>(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }
+/* MIN and MAX, a the ranks before b: a floating NaN gives way to the other value (as
+ * NCCL's fminf / fmaxf), and of two equal values (+0 and -0) a stays, so the bits are the
+ * same on every vendor; integers compare (a != a is false). */
+template <typename A> IRIS_DEVICE_INLINE A iris_coll_min(A a, A b) { return b < a || a != a ? b : a; }
+template <typename A> IRIS_DEVICE_INLINE A iris_coll_max(A a, A b) { return b > a || a != a ? b : a; }
 /* One step of the reduction (AVG sums; its division comes once, in iris_coll_result). */
 template <int OP, typename A> IRIS_DEVICE_INLINE A iris_coll_combine(A a, A b) {
-  return OP == IRIS_SUM || OP == IRIS_AVG ? iris_coll_add(a, b) : OP == IRIS_MIN ? (b < a ? b : a) : (b > a ? b : a);
+  return OP == IRIS_SUM || OP == IRIS_AVG ? iris_coll_add(a, b) : OP == IRIS_MIN ? iris_coll_min(a, b) : iris_coll_max(a, b);
 }
 /* The reduced value in the element type: AVG divides the sum by the world size W first
  * (fp32 division for the float types, rounded once to T by iris_coll_down; integer
@@ -57,7 +62,7 @@ template <typename T, int OP> IRIS_DEVICE_INLINE T iris_coll_result(typename iri
 enum { IRIS_COLL_OP_RUNTIME = IRIS_REDOP_COUNT };
 template <int OP, typename A> IRIS_DEVICE_INLINE A iris_coll_combine_op(A a, A b, int op) {
   if (OP != IRIS_COLL_OP_RUNTIME) return iris_coll_combine<OP>(a, b);
-  return op == IRIS_MIN ? (b < a ? b : a) : op == IRIS_MAX ? (b > a ? b : a) : iris_coll_add(a, b);
+  return op == IRIS_MIN ? iris_coll_min(a, b) : op == IRIS_MAX ? iris_coll_max(a, b) : iris_coll_add(a, b);
 }
 template <typename T, int OP> IRIS_DEVICE_INLINE T iris_coll_result_op(typename iris_coll_acc<T>::type acc, int W, int op) {
   typedef typename iris_coll_acc<T>::type A;
