@@ -232,18 +232,27 @@ class Context:
         self._made[key] = (weakref.ref(arr, lambda _r, k=key, made=self._made: made.pop(k, None)), block.ptr)
         return arr
 
+    def _view_or_free(self, block, shape, name):
+        """_view of a new block; when it fails the block goes back to the heap (the caller
+        never learns its address, so nothing else could free it; every rank fails alike)."""
+        try:
+            return self._view(block, shape, name)
+        except BaseException:
+            self._free_block(block)
+            raise
+
     def heap_empty(self, shape, dtype):
         """A jax.Array on this rank's symmetric heap, content unspecified. Same offset on
         every rank when every rank makes the same heap_*/to_heap/heap_free calls in the same
         order (no communication; heap_verify() checks). The block is the context's until
         heap_free() or close(), whatever becomes of the array."""
         block, shape, name = self._alloc(shape, dtype, False, "heap_empty")
-        return self._view(block, shape, name)
+        return self._view_or_free(block, shape, name)
 
     def heap_zeros(self, shape, dtype):
         """heap_empty, zeroed (iris_calloc: synchronously, before the array exists)."""
         block, shape, name = self._alloc(shape, dtype, True, "heap_zeros")
-        return self._view(block, shape, name)
+        return self._view_or_free(block, shape, name)
 
     def to_heap(self, x):
         """A heap array holding x's values (one device copy, complete on return; x: a
@@ -262,7 +271,7 @@ class Context:
         except Exception:
             self._free_block(block)
             raise
-        return self._view(block, shape, name)
+        return self._view_or_free(block, shape, name)
 
     def _block_of(self, x, what):
         if isinstance(x, int):

@@ -898,6 +898,45 @@ class TestTeams(unittest.TestCase):
             it.all_reduce(FakeTensor("torch.float32", shape=(4,)), c, group=[0, 1])
 
 
+class TestServingSlot(unittest.TestCase):
+    """CustomAllreduce's pieces that run without torch."""
+
+    def test_takes_vllm_keywords(self):
+        import inspect
+
+        from iris_gpu.torch import CustomAllreduce
+
+        sig = inspect.signature(CustomAllreduce.__init__)
+        sig.bind(None, "group", 0, symm_mem_enabled=True)  # vLLM's CudaCommunicator passes it by keyword
+        sig.bind(None, group="group", device=0, max_size=1 << 20, symm_mem_enabled=False, a_later_keyword=1)
+
+    def test_fused_op_declines_on_a_team(self):
+        from iris_gpu.torch import CustomAllreduce
+
+        class Ctx:
+            closed = False
+
+        class Team:
+            closed = False
+
+        ca = object.__new__(CustomAllreduce)
+        ca.disabled, ca.ctx, ca._target = False, Ctx(), Team()
+        x = FakeTensor("torch.bfloat16", shape=(2, 64))
+        self.assertFalse(ca.should_fused_add_rms_norm(x))  # before looking at x: the op runs over whole contexts
+        self.assertIsNone(ca.fused_add_rms_norm(x, x, x, 1e-6))
+
+    def test_all_reduce_rmsnorm_refuses_a_team(self):
+        from iris_gpu import torch as it
+
+        class Team:
+            _iris_target = True
+            closed = False
+
+        x = FakeTensor("torch.bfloat16", shape=(2, 64))
+        with self.assertRaisesRegex(TypeError, "runs over an iris_gpu.torch.Context, not a Team"):
+            it.all_reduce_rmsnorm(x, x, x, Team())
+
+
 if __name__ == "__main__":
     import _report
 

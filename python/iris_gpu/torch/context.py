@@ -157,10 +157,24 @@ class Context:
 
     def close(self):
         """Collective: finalize (waits for this rank's GPU work, meets every rank, frees the
-        heap). Drop every heap tensor first: one still alive afterwards points at freed
-        memory (a warning says how many were alive). Idempotent."""
+        heap). Plans of this context still open (ag_gemm_plan, gemm_reduce_plan, moe_plan)
+        are closed first, newest first (collective: every rank made them in the same order;
+        a warning says how many). Drop every heap tensor first: one still alive afterwards
+        points at freed memory (a warning says how many were alive). Idempotent."""
         if self.closed:
             return
+        from .plans import _PLANS  # here: plans imports this module
+
+        open_plans = sorted((p for p in list(_PLANS.values()) if p.ctx is self), key=lambda p: p.id, reverse=True)
+        if open_plans:
+            warnings.warn("iris Context.close(): closing %d plan(s) left open (%s)" % (len(open_plans), ", ".join(type(p).__name__ for p in open_plans)))
+        first_error = None
+        for p in open_plans:
+            try:
+                p.close()
+            except Exception as e:  # the other plans and the context are still freed; the first error is raised after
+                _PLANS.pop(p.id, None)
+                first_error = first_error or e
         for t in list(getattr(self, "_teams", ())):  # finalize frees their slots with the heap
             t._closed = True
             _CONTEXTS.pop(t.id, None)
@@ -177,6 +191,8 @@ class Context:
             st = self._lib.lib.iris_finalize(self._h)
         self._h = None
         self._call("iris_finalize", st)
+        if first_error is not None:
+            raise first_error
 
     @property
     def heap_size(self):
@@ -400,7 +416,9 @@ class Context:
     def _barrier_device(self):
         torch = _torch_mod()
         stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
-        self._call("iris_barrier_device", self._lib.lib.iris_barrier_device(self._handle(), stream))
+        with torch.cuda.device(self.device):  # the kernel launches into this device's stream whatever device is current
+            st = self._lib.lib.iris_barrier_device(self._handle(), stream)
+        self._call("iris_barrier_device", st)
 
     def ag_gemm_plan(self, M, N, K, dtype=None, out_dtype=None, layout="rows", b_transposed=False, bias=False, path="auto", stage_a=True):
         """Collective, outside graph capture: a plan for C = all_gather(A) @ B (+ bias);

@@ -533,11 +533,18 @@ def _rmsnorm_check(x, residual, weight, out, out_fp8, scale, quant, ctx, fake=Fa
     return tokens, hidden
 
 
+def _rmsnorm_ctx(ctx):
+    """The all-reduce + RMSNorm runs over a whole Context (the library has no team form)."""
+    if not isinstance(ctx, Context):
+        raise TypeError("all_reduce_rmsnorm runs over an iris_gpu.torch.Context, not a %s (there is no team form: use it.all_reduce on the team, then the norm)" % type(ctx).__name__)
+    return ctx
+
+
 def _rmsnorm_launch(x, residual, weight, out, out_fp8, scale, eps, quant, algo, ctx_id):
     import ctypes
 
     torch = _torch_mod()
-    ctx = _ctx(ctx_id)
+    ctx = _rmsnorm_ctx(_ctx(ctx_id))
     tokens, hidden = _rmsnorm_check(x, residual, weight, out, out_fp8, scale, quant, ctx)
     lib = ctx._lib
     lib.require_function("iris_all_reduce_rmsnorm_ex")
@@ -570,6 +577,8 @@ def all_reduce_rmsnorm(x, residual, weight, ctx, eps=1e-6, out=None, quant=None,
     calls it with the same shapes, dtype and quant, in the same order; on
     torch.cuda.current_stream(); capturable. algo: "auto", "fused" (one-shot), "two_shot"
     or "separate" (tests, benchmarks). The arithmetic: docs/serving.md."""
+    if getattr(type(ctx), "_iris_target", False):
+        _rmsnorm_ctx(ctx)  # a Team: TypeError
     torch = _torch_mod()
     if quant not in _QUANT:
         raise ValueError("all_reduce_rmsnorm: quant %r is not one of None, 'fp8_per_tensor', 'fp8_per_token'" % (quant,))

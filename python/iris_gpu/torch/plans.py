@@ -78,20 +78,33 @@ class AgGemm:
             _types.check_tensor(bias, "ag_gemm: bias", ctx.device, self.out_dtype)
             if tuple(bias.shape) != (self.c_shape[1],):
                 raise ValueError("ag_gemm: bias has shape %s, the plan needs (%d,)" % (tuple(bias.shape), self.c_shape[1]))
+        if self._g is None:
+            raise RuntimeError("iris ag_gemm plan %d is closed" % self.id)
+        _ctx_id(ctx)  # RuntimeError once the context is closed
         stream = ctypes.c_void_p(torch.cuda.current_stream(ctx.device).cuda_stream)
-        p = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else None)
+        p = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else None)  # noqa: E731
         if self.fp8:
             ctx._lib.require_function("iris_ag_gemm_run_scaled")
-            ctx._call("iris_ag_gemm_run_scaled", ctx._lib.lib.iris_ag_gemm_run_scaled(self._g, p(a), p(b), p(a_scale), p(b_scale), p(bias), p(c), stream))
+            call, args = "iris_ag_gemm_run_scaled", (p(a), p(b), p(a_scale), p(b_scale), p(bias), p(c), stream)
+            fn = ctx._lib.lib.iris_ag_gemm_run_scaled
         else:
-            ctx._call("iris_ag_gemm_run", ctx._lib.lib.iris_ag_gemm_run(self._g, p(a), p(b), p(bias), p(c), stream))
+            call, args, fn = "iris_ag_gemm_run", (p(a), p(b), p(bias), p(c), stream), ctx._lib.lib.iris_ag_gemm_run
+        if torch._C._cuda_getDevice() != ctx.device:  # its launches, events and cuBLASLt calls on the plan's device whatever device is current
+            with torch.cuda.device(ctx.device):
+                st = fn(self._g, *args)
+        else:
+            st = fn(self._g, *args)
+        ctx._call(call, st)
 
     def close(self):
-        """Collective: free the plan."""
+        """Collective: free the plan. Idempotent."""
         if self._g is not None and not self.ctx.closed:
             _PLANS.pop(self.id, None)
             g, self._g = self._g, None
-            self.ctx._call("iris_ag_gemm_destroy", self.ctx._lib.lib.iris_ag_gemm_destroy(g))
+            torch = _torch_mod()
+            with torch.cuda.device(self.ctx.device):
+                st = self.ctx._lib.lib.iris_ag_gemm_destroy(g)
+            self.ctx._call("iris_ag_gemm_destroy", st)
 
 
 def _plan(plan_id, cls):
@@ -279,9 +292,20 @@ class Moe:
         g = ctypes.c_void_p()
         with torch.cuda.device(ctx.device):
             ctx._call("iris_moe_create", L.lib.iris_moe_create(ctx._handle(), ctypes.byref(d), ctypes.byref(g)))
+        try:
+            self._views(torch, L, g, mode)
+        except BaseException:
+            with torch.cuda.device(ctx.device):  # collective: every rank fails alike here (the same plan, the same library)
+                L.lib.iris_moe_destroy(g)
+            raise
         self._g = g
         self.id = next(_ids)
         _PLANS[self.id] = self
+
+    def _views(self, torch, L, g, mode):
+        """The plan's receive buffers as tensors (recv_x, recv_scales, recv_src, recv_count,
+        recv_offsets)."""
+        ctx = self.ctx
         r = _lib.MoeRecvT()
         ctx._call("iris_moe_get_recv", L.lib.iris_moe_get_recv(g, ctypes.byref(r)))
         self.num_local_experts = nl = r.num_local_experts

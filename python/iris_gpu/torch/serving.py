@@ -1,5 +1,6 @@
 """iris_gpu.torch.serving: CustomAllreduce: the drop-in for serving engines' custom all-reduce."""
 import contextlib
+import warnings
 
 from .. import _types
 from .context import Context, _device_index, _torch_mod
@@ -23,7 +24,13 @@ class CustomAllreduce:
     (every rank's one context): the slot runs on ctx's team with group's members, made
     beforehand on every rank of ctx (ctx.team(group_ranks) or it.new_group(ranks, ctx): a
     split is collective over the whole context, which an engine's per-group construction
-    is not); construction is then local, and close() leaves ctx open.
+    is not); construction is then local, and close() leaves ctx open. A team without
+    collective state (past IRIS_TEAMS_COLL splits with collectives) leaves the slot
+    disabled (a warning says so), so the engine keeps its own all-reduce. On a team that
+    is not the whole context the fused add + RMSNorm declines (it runs over whole contexts
+    only): should_fused_add_rms_norm says False and the engine runs its own.
+    symm_mem_enabled (vLLM's keyword) and further keywords are accepted and ignored: the
+    library stages any input and takes any size up to max_size.
     The input is copied into the heap
     by the library (its staging area), so graph replays work with any input address and
     nothing needs registering; capture() only marks warm-up calls (inside capture() but not
@@ -34,7 +41,8 @@ class CustomAllreduce:
     # 2 to IRIS_MAX_RANKS ranks, so the list only says what engines may look for.
     _SUPPORTED_WORLD_SIZES = list(range(2, 17))
 
-    def __init__(self, group, device, max_size=8 * 1024 * 1024, heap_size=0, ctx=None):
+    def __init__(self, group, device, max_size=8 * 1024 * 1024, heap_size=0, ctx=None, symm_mem_enabled=False, **_engine_kwargs):
+        del symm_mem_enabled, _engine_kwargs  # vLLM's; see above
         torch = _torch_mod()
         import torch.distributed as dist
 
@@ -58,6 +66,10 @@ class CustomAllreduce:
                 raise ValueError("CustomAllreduce: the context runs on cuda:%d, not on %s" % (ctx.device, self.device))
             self._target = ctx.team_for(group)  # RuntimeError naming how to make it when there is none
             self.ctx = ctx
+            if not getattr(self._target, "has_collectives", True):
+                warnings.warn("iris CustomAllreduce: the team %s has no collective state (IRIS_TEAMS_COLL splits with collectives were made before it); "
+                              "the slot stays disabled and the engine's own all-reduce runs" % (list(getattr(self._target, "ranks", ())),))
+                return
         self.disabled = False
 
     def should_custom_ar(self, inp):
@@ -100,8 +112,8 @@ class CustomAllreduce:
         residual and weight (when given) alike. Any number of tokens: past the fused
         kernel's size the library runs the all-reduce and the norm separately, with the same
         result."""
-        if self.disabled or self.ctx is None or self.ctx.closed:
-            return False
+        if self.disabled or self.ctx is None or self.ctx.closed or self._target is not self.ctx:
+            return False  # on a team: the fused op runs over whole contexts only
         if _types.dtype_name(inp.dtype) not in self._FUSED_SUPPORTED or not inp.is_cuda or inp.device != self.device or not inp.is_contiguous():
             return False
         if inp.dim() < 1 or not 1 <= inp.shape[-1] <= 32768 or inp.numel() == 0:

@@ -198,7 +198,9 @@ class Team:
     def _barrier_device(self):
         torch = _torch_mod()
         stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
-        self._call("iris_barrier_device_team", self.ctx._lib.lib.iris_barrier_device_team(self._handle(), self._tref, stream))
+        with torch.cuda.device(self.device):  # the kernel launches into this device's stream whatever device is current
+            st = self.ctx._lib.lib.iris_barrier_device_team(self._handle(), self._tref, stream)
+        self._call("iris_barrier_device_team", st)
 
     # -------------------------------------------------------------- checks, close
     def check(self):
