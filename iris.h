@@ -431,14 +431,17 @@ typedef struct iris_team {
  * IRIS_TEAM_NODE: this rank's node (its NVLink domain), team rank = local rank.
  * IRIS_TEAM_RAIL: the ranks of this local rank on every node, team rank = node (a team of
  * one in a single-node world). Collective over the world on the context's first team call
- * (it creates the team table on the heap, every rank the same), local after. */
+ * (it creates the team table on the heap, every rank the same; IRIS_TEAMS_COLL must be
+ * alike on every rank: IRIS_ERROR_MISMATCH otherwise), local after. */
 IRIS_API iris_status_t iris_team_get(iris_t *ctx, iris_team_which_t which, iris_team_t *out);
 /* Collective over parent's members (every member calls it, in the same order as its other
  * team calls): MPI_Comm_split. The members with one color form one team, ordered by key,
  * then by parent rank; color IRIS_TEAM_NONE (or any negative color) opts out (*out: size 0,
  * rank -1). All new teams share one table slot (their members are disjoint) and, while
  * the pool has one, one collective state. The parent's members exchange their (color,
- * key) over the heap (the world's over the rendezvous); nothing is allocated. Errors, on
+ * key) over the heap (the world's over the rendezvous); nothing is allocated. A member
+ * that joins a team waits for its GPU (the team's words are zeroed synchronously: a
+ * kernel still running on another stream delays the split). Errors, on
  * every member alike: IRIS_ERROR_OUT_OF_MEMORY (no slot free on every member: destroy a
  * team), IRIS_ERROR_UNSUPPORTED (a team spanning nodes in a multi-node world),
  * IRIS_ERROR_INVALID_ARGUMENT (parent not a live team of which this rank is a member). */
@@ -450,7 +453,8 @@ IRIS_API iris_status_t iris_team_split_strided(iris_t *ctx, const iris_team_t *p
 /* Collective over parent: NVSHMEM's split_2d: parent ranks as a grid of rows of xrange
  * (the last row may be short); *xteam: this rank's row (consecutive parent ranks), *yteam:
  * its column (parent ranks xrange apart). For TP x DP with TP = xrange: xteam is the TP
- * group, yteam the DP group. Either pointer may be NULL (that split is skipped). */
+ * group, yteam the DP group. Either pointer may be NULL (that split is skipped). On
+ * failure neither team is left made (both hold size 0, rank -1). */
 IRIS_API iris_status_t iris_team_split_2d(iris_t *ctx, const iris_team_t *parent, int xrange, iris_team_t *xteam, iris_team_t *yteam);
 /* Collective over the team's members: waits for this rank's GPU, meets the members, frees
  * the team's slot and collective state; *team is zeroed (size 0, rank -1). A team of size

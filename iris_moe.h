@@ -61,8 +61,14 @@
  *     repeat of an expert in the same token, or an index outside [-1, num_experts), is
  *     skipped (nothing written anywhere for it, its combine term is 0) and recorded for
  *     iris_moe_check. NULL pointers (with num_tokens > 0), num_tokens outside
- *     [0, max_tokens), a misaligned x, y or out, combine without a dispatch before it:
- *     IRIS_ERROR_INVALID_ARGUMENT naming the rule, nothing enqueued.
+ *     [0, max_tokens], a misaligned x, y or out: IRIS_ERROR_INVALID_ARGUMENT naming the
+ *     rule, and the call still takes part, with nothing of this rank's (the ranks pair
+ *     their calls by count: a rank that skipped one would pair its later calls with the
+ *     peers' earlier ones): a refused dispatch sends no tokens; a refused combine with no
+ *     usable y sends no rows, and the peers' combines of that call leave their out as it
+ *     was and report it (iris_moe_check: IRIS_ERROR_INVALID_ARGUMENT naming the rank);
+ *     with no usable out it writes nothing here. Combine without any dispatch before it:
+ *     IRIS_ERROR_INVALID_ARGUMENT, nothing enqueued.
  *   - Outputs (iris_moe_get_recv; fixed for the plan's life, so graphs capture them):
  *     x, scales (fp8) and src on this rank's heap, count and offsets in device memory:
  *     the host never needs them. src[row] = IRIS_MOE_SRC(source rank, token * top_k + k)
@@ -157,7 +163,10 @@ IRIS_API iris_status_t iris_moe_get_recv(const iris_moe_t *m, iris_moe_recv_t *o
 IRIS_API iris_status_t iris_moe_dispatch(iris_moe_t *m, const void *x, int num_tokens, const int *topk_idx, const float *topk_weights, iris_stream_t stream);
 /* Every rank, after its dispatch (and the caller's expert kernels). Enqueues the combine:
  * y's received rows go back to their tokens' ranks; out[t] = round(sum_k w[t][k] * y_k)
- * for the num_tokens of the last dispatch. Capturable, as dispatch. A combine repeated
+ * for the num_tokens of the last dispatch. Capturable, as dispatch. The rows summed are
+ * those of the dispatch that ran before it on the stream: where that is not the last one
+ * this host issued (a graph of another dispatch replayed in between), the fewer tokens
+ * are written and iris_moe_check reports it. A combine repeated
  * after one dispatch (as a timing loop does) must pass the same y: a rank that ends one
  * combine may store the next one's rows while a peer still sums the first one's (nothing
  * orders two combines but a dispatch); with another y, put a dispatch or an iris_barrier
@@ -165,8 +174,10 @@ IRIS_API iris_status_t iris_moe_dispatch(iris_moe_t *m, const void *x, int num_t
 IRIS_API iris_status_t iris_moe_combine(iris_moe_t *m, const void *y, void *out, iris_stream_t stream);
 /* Synchronous, after the plan's calls have completed on their streams: the first routing
  * error the kernels met since the last check (IRIS_ERROR_INVALID_ARGUMENT naming the call,
- * token, k and the bad index; IRIS_ERROR_OUT_OF_MEMORY for high-throughput rows beyond
- * max_recv_rows), then clears it; else the context's fatal fault; else IRIS_SUCCESS. */
+ * token, k and the bad index, a combine whose token count differs from its dispatch's, or
+ * a peer whose combine was refused; IRIS_ERROR_OUT_OF_MEMORY for high-throughput rows
+ * beyond max_recv_rows), then clears it; else the context's fatal fault; else
+ * IRIS_SUCCESS. */
 IRIS_API iris_status_t iris_moe_check(iris_moe_t *m);
 /* Every rank, collective: synchronises the device, frees the plan (heap blocks in reverse
  * order). NULL: IRIS_SUCCESS. */

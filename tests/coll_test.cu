@@ -435,11 +435,8 @@ static bool test_nan_minmax(Suite &s, Bufs &B) {
           auto nan_at = [&](int r, size_t i) { return i % 97 == 0 || i % (size_t)(W + 1) == (size_t)r; };
           std::vector<unsigned char> in(count * es), out(count * es);
           for (size_t i = 0; i < count; i++) {
-            const float v = nan_at(me, i) ? NAN : val(me, i);
-            unsigned u;
-            memcpy(&u, &v, 4);
-            if (type == IRIS_FLOAT32) memcpy(&in[i * 4], &u, 4);
-            else { const unsigned short b = nan_at(me, i) ? 0x7fc0 : (unsigned short)(u >> 16); memcpy(&in[i * 2], &b, 2); }
+            const unsigned long long b = from_double(type, nan_at(me, i) ? (double)NAN : (double)val(me, i)); // a quiet NaN in either type
+            memcpy(&in[i * es], &b, es);
           }
           char *send = placement ? B.ds : B.hs, *recv = placement ? B.dr : B.hr;
           cudaMemcpy(send, in.data(), count * es, cudaMemcpyHostToDevice);
@@ -453,12 +450,10 @@ static bool test_nan_minmax(Suite &s, Bufs &B) {
             float want = 0.f;
             for (int r = 0; r < W; r++)
               if (!nan_at(r, i)) { const float v = val(r, i); want = all_nan ? v : op == IRIS_MIN ? std::min(want, v) : std::max(want, v); all_nan = false; }
-            float got;
-            if (type == IRIS_FLOAT32) memcpy(&got, &out[i * 4], 4);
-            else { unsigned short b; memcpy(&b, &out[i * 2], 2); const unsigned u = (unsigned)b << 16; memcpy(&got, &u, 4); }
+            const double got = to_double(type, get_bits(out, type, i));
             if (all_nan ? got == got : got != want) { // got == got: not a NaN
               fprintf(stderr, "rank %d: nan %s %s count %zu placement %d: element %zu is %g, want %g\n", me, type_names[type], op_names[op], count, placement, i,
-                      (double)got, all_nan ? (double)NAN : (double)want);
+                      got, all_nan ? (double)NAN : (double)want);
               ok = false;
             }
           }

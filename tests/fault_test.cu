@@ -479,6 +479,20 @@ int main(int argc, char **argv) {
     if (st != IRIS_ERROR_MISMATCH || !named || took > 10.0) fprintf(stderr, "rank %d: setup with IRIS_COLL_CTAS 24 on the last rank, 16 elsewhere: status %d after %.1f s: %s\n", rank, (int)st, took, iris_error_detail());
     report(s, "IRIS_COLL_CTAS different on the last rank: iris_collectives_setup fails with IRIS_ERROR_MISMATCH on every rank, naming it", st == IRIS_ERROR_MISMATCH && named && took <= 10.0);
   }
+  if (!strcmp(mode, "mismatch")) { // IRIS_COLL_STAGING differs on the last rank: the staging areas are heap blocks, so every rank's setup fails (and frees them: the heaps stay alike)
+    const char *was = getenv("IRIS_COLL_STAGING");
+    const std::string keep = was ? was : "";
+    setenv("IRIS_COLL_STAGING", rank == n - 1 ? "8M" : "16M", 1);
+    const iris_status_t st = iris_collectives_setup(s.ctx);
+    const bool named = strstr(iris_error_detail(), "IRIS_COLL_STAGING") != NULL;
+    if (was) setenv("IRIS_COLL_STAGING", keep.c_str(), 1);
+    else unsetenv("IRIS_COLL_STAGING");
+    const iris_status_t heap = iris_heap_verify(s.ctx);
+    if (st != IRIS_ERROR_MISMATCH || !named || heap != IRIS_SUCCESS)
+      fprintf(stderr, "rank %d: setup with IRIS_COLL_STAGING 8M on the last rank, 16M elsewhere: status %d, heap verify %d: %s\n", rank, (int)st, (int)heap, iris_error_detail());
+    report(s, "IRIS_COLL_STAGING different on the last rank: iris_collectives_setup fails with IRIS_ERROR_MISMATCH on every rank, naming it; the heaps stay alike",
+           st == IRIS_ERROR_MISMATCH && named && heap == IRIS_SUCCESS);
+  }
   if (iris_collectives_setup(s.ctx) != IRIS_SUCCESS) {
     printf("FAIL: [%s] setup on rank %d: %s\n", s.tag.c_str(), rank, iris_error_detail());
     return 1;

@@ -388,16 +388,157 @@ static bool bad_input(Suite &s) {
   expect(iris_moe_dispatch(m, buf, 4, idx, NULL, 0), IRIS_ERROR_INVALID_ARGUMENT, "NULL topk_weights");
   expect(iris_moe_dispatch(m, (char *)buf + 2, 4, idx, w, 0), IRIS_ERROR_INVALID_ARGUMENT, "misaligned x");
   expect(iris_moe_dispatch(NULL, buf, 4, idx, w, 0), IRIS_ERROR_INVALID_ARGUMENT, "NULL plan");
-  // then a real call still works (nothing was enqueued by the refusals): 0 tokens everywhere
+  // the refused dispatches took part with no tokens (every rank alike); a real one after them
   expect(iris_moe_dispatch(m, NULL, 0, NULL, NULL, 0), IRIS_SUCCESS, "dispatch of 0 tokens");
   expect(iris_moe_combine(m, NULL, buf, 0), IRIS_ERROR_INVALID_ARGUMENT, "NULL y");
   expect(iris_moe_combine(m, (char *)buf + 8, buf, 0), IRIS_ERROR_INVALID_ARGUMENT, "misaligned y");
+  CK(cudaDeviceSynchronize());
+  expect(iris_moe_check(m), IRIS_ERROR_INVALID_ARGUMENT, "check after combines refused on every rank (they took part, sending no rows)");
   expect(iris_moe_combine(m, buf, NULL, 0), IRIS_SUCCESS, "combine of 0 tokens (out unused)");
   CK(cudaDeviceSynchronize());
   expect(iris_moe_check(m), IRIS_SUCCESS, "check after 0-token calls");
   cudaFree(buf);
   IK(iris_moe_destroy(m));
   if (iris_heap_used(s.ctx) != used) { fprintf(stderr, "rank %d: destroy left %zu heap bytes\n", me, iris_heap_used(s.ctx) - used); ok = false; }
+  return ok;
+}
+
+// A call refused on one rank only still takes part there, so the ranks' calls stay paired:
+// rank W-1 dispatches num_tokens > max_tokens (refused: it sends no tokens; the others'
+// results are exact), then rank W-1 combines with a misaligned y (refused: no rows go out;
+// every rank's out stays as it was and the others' iris_moe_check names rank W-1); then a
+// call on every rank is exact. The experts are the identity (y = recv_x), top-2 with
+// weights 1/4 and 1/2, x small integers: out = 3/4 x exactly.
+struct Simple {
+  iris_moe_t *m = NULL;
+  iris_moe_recv_t r;
+  void *x = NULL, *y = NULL, *out = NULL;
+  int *idx = NULL;
+  float *w = NULL;
+  int T = 16, H = 256;
+};
+static bool simple_call(Suite &s, Simple &p, int n, int call, int x_shift, int y_shift, bool want_out) {
+  const int me = s.rank, E = 4 * s.world, H = p.H;
+  std::vector<uint16_t> hx((size_t)p.T * H), ho((size_t)p.T * H);
+  std::vector<int> hi(2 * (size_t)p.T);
+  std::vector<float> hw(2 * (size_t)p.T);
+  for (int t = 0; t < p.T; t++) {
+    for (int h = 0; h < H; h++) hx[(size_t)t * H + h] = f2bf((float)(4 * (t + 1 + me + call % 8)));
+    hi[2 * t] = (t + me + call) % E, hi[2 * t + 1] = (t + me + call + 1) % E;
+    hw[2 * t] = 0.25f, hw[2 * t + 1] = 0.5f;
+  }
+  CK(cudaMemcpy(p.x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(p.idx, hi.data(), hi.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(p.w, hw.data(), hw.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemset(p.out, 0x7f, (size_t)p.T * H * 2));
+  CK(cudaDeviceSynchronize());
+  bool ok = true;
+  const iris_status_t d = iris_moe_dispatch(p.m, (char *)p.x + x_shift, n, p.idx, p.w, 0);
+  if (d != (x_shift || n > p.T ? IRIS_ERROR_INVALID_ARGUMENT : IRIS_SUCCESS)) { fprintf(stderr, "rank %d: call %d: dispatch: %s\n", me, call, iris_error_detail()); ok = false; }
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(p.y, p.r.x, (size_t)p.r.rows * H * 2, cudaMemcpyDeviceToDevice)); // the identity expert
+  CK(cudaDeviceSynchronize());
+  const iris_status_t c = iris_moe_combine(p.m, (char *)p.y + y_shift, p.out, 0);
+  if (c != (y_shift ? IRIS_ERROR_INVALID_ARGUMENT : IRIS_SUCCESS)) { fprintf(stderr, "rank %d: call %d: combine: %s\n", me, call, iris_error_detail()); ok = false; }
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(ho.data(), p.out, ho.size() * 2, cudaMemcpyDeviceToHost));
+  const int rows = x_shift || n > p.T ? 0 : n;
+  for (int t = 0; t < p.T && ok; t++)
+    for (int h = 0; h < H && ok; h++) {
+      const uint16_t want = want_out && t < rows ? f2bf(0.75f * bf16f(hx[(size_t)t * H + h])) : (uint16_t)0x7f7f;
+      if (ho[(size_t)t * H + h] != want) {
+        fprintf(stderr, "rank %d: call %d: out[%d][%d] = 0x%04x, want 0x%04x\n", me, call, t, h, ho[(size_t)t * H + h], want);
+        ok = false;
+      }
+    }
+  return ok;
+}
+static bool one_rank_refusals(Suite &s) {
+  const int W = s.world, me = s.rank, last = W - 1;
+  Simple p;
+  iris_moe_desc_t d = IRIS_MOE_DESC_INIT;
+  d.max_tokens = p.T, d.hidden = p.H, d.top_k = 2, d.num_experts = 4 * W;
+  IK(iris_moe_create(s.ctx, &d, &p.m));
+  IK(iris_moe_get_recv(p.m, &p.r));
+  CK(cudaMalloc(&p.x, (size_t)p.T * p.H * 2 + 64));
+  CK(cudaMalloc(&p.y, (size_t)p.r.rows * p.H * 2 + 64));
+  CK(cudaMalloc(&p.out, (size_t)p.T * p.H * 2));
+  CK(cudaMalloc(&p.idx, 2 * (size_t)p.T * 4));
+  CK(cudaMalloc(&p.w, 2 * (size_t)p.T * 4));
+  bool ok = simple_call(s, p, 4, 1, 0, 0, true); // every rank: exact
+  IK(iris_moe_check(p.m));
+  // rank W-1's dispatch refused (too many tokens): it takes part with none; the others exact
+  ok &= simple_call(s, p, me == last ? p.T + 1 : 5, 2, 0, 0, true);
+  if (iris_moe_check(p.m) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: check after a refused dispatch on rank %d: %s\n", me, last, iris_error_detail()); ok = false; }
+  // rank W-1's combine refused (misaligned y): no rows from it; out untouched everywhere, the refusal named
+  ok &= simple_call(s, p, 6, 3, 0, me == last ? 8 : 0, false);
+  {
+    const iris_status_t st = iris_moe_check(p.m);
+    char rank_name[32];
+    snprintf(rank_name, sizeof rank_name, "rank %d's combine", last);
+    if (st != IRIS_ERROR_INVALID_ARGUMENT || !strstr(iris_error_detail(), rank_name)) {
+      fprintf(stderr, "rank %d: check after rank %d's refused combine: %s (%s)\n", me, last, iris_status_string(st), iris_error_detail());
+      ok = false;
+    }
+  }
+  ok &= simple_call(s, p, 7, 4, 0, 0, true); // every rank: exact again
+  if (iris_moe_check(p.m) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: check after the calls: %s\n", me, iris_error_detail()); ok = false; }
+  cudaFree(p.x), cudaFree(p.y), cudaFree(p.out), cudaFree(p.idx), cudaFree(p.w);
+  IK(iris_moe_destroy(p.m));
+  return ok;
+}
+
+// A combine follows, on the device, a dispatch of another token count than the last one
+// this host issued (two graphs of dispatches, the smaller replayed last): it writes the
+// rows of the dispatch that ran, nothing past them, and iris_moe_check says so.
+static bool graph_token_count(Suite &s) {
+  const int W = s.world, me = s.rank;
+  Simple p;
+  iris_moe_desc_t d = IRIS_MOE_DESC_INIT;
+  d.max_tokens = p.T, d.hidden = p.H, d.top_k = 2, d.num_experts = 4 * W;
+  IK(iris_moe_create(s.ctx, &d, &p.m));
+  IK(iris_moe_get_recv(p.m, &p.r));
+  CK(cudaMalloc(&p.x, (size_t)p.T * p.H * 2));
+  CK(cudaMalloc(&p.y, (size_t)p.r.rows * p.H * 2));
+  CK(cudaMalloc(&p.out, (size_t)p.T * p.H * 2));
+  CK(cudaMalloc(&p.idx, 2 * (size_t)p.T * 4));
+  CK(cudaMalloc(&p.w, 2 * (size_t)p.T * 4));
+  bool ok = simple_call(s, p, 16, 1, 0, 0, true); // inputs for 16 tokens in place
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaGraph_t g[2];
+  cudaGraphExec_t ge[2];
+  const int ns[2] = {8, 16};
+  for (int i = 0; i < 2; i++) {
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    const iris_status_t r = iris_moe_dispatch(p.m, p.x, ns[i], p.idx, p.w, st);
+    CK(cudaStreamEndCapture(st, &g[i]));
+    IK(r);
+    CK(cudaGraphInstantiate(&ge[i], g[i], 0));
+  }
+  CK(cudaGraphLaunch(ge[1], st)); // 16 tokens, and the host's last is 16: exact
+  IK(iris_moe_combine(p.m, p.y, p.out, st));
+  CK(cudaStreamSynchronize(st));
+  IK(iris_moe_check(p.m));
+  CK(cudaMemset(p.out, 0x7f, (size_t)p.T * p.H * 2));
+  CK(cudaDeviceSynchronize());
+  CK(cudaGraphLaunch(ge[0], st)); // 8 tokens, the host's last still 16
+  IK(iris_moe_combine(p.m, p.y, p.out, st));
+  CK(cudaStreamSynchronize(st));
+  std::vector<uint16_t> ho((size_t)p.T * p.H);
+  CK(cudaMemcpy(ho.data(), p.out, ho.size() * 2, cudaMemcpyDeviceToHost));
+  int past = 0, written = 0;
+  for (int t = 0; t < p.T; t++) (t < 8 ? written : past) += ho[(size_t)t * p.H] != 0x7f7f;
+  const iris_status_t c = iris_moe_check(p.m);
+  if (past || written != 8 || c != IRIS_ERROR_INVALID_ARGUMENT || !strstr(iris_error_detail(), "follows a dispatch of 8")) {
+    fprintf(stderr, "rank %d: combine after an 8-token graph dispatch (host's last: 16): %d of rows 0..7 written, %d rows past them; check %s (%s)\n", me, written, past,
+            iris_status_string(c), iris_error_detail());
+    ok = false;
+  }
+  for (int i = 0; i < 2; i++) cudaGraphExecDestroy(ge[i]), cudaGraphDestroy(g[i]);
+  cudaStreamDestroy(st);
+  cudaFree(p.x), cudaFree(p.y), cudaFree(p.out), cudaFree(p.idx), cudaFree(p.w);
+  IK(iris_moe_destroy(p.m));
   return ok;
 }
 
@@ -448,7 +589,10 @@ int main(int argc, char **argv) {
              c.iters);
     report(s, name, run_case(s, c, ci));
   }
-  report(s, "bad input: create and call refusals, nothing enqueued, the heap as it was", bad_input(s));
+  report(s, "bad input: create refusals (the heap as it was), call refusals that still take part, the heap as it was after destroy", bad_input(s));
+  report(s, "a dispatch, then a combine, refused on the last rank only: the calls stay paired, the others exact, the refusal named, the next call exact",
+         one_rank_refusals(s));
+  report(s, "a combine after a graph's dispatch of fewer tokens than the host's last: the rows of the dispatch that ran, none past them, reported", graph_token_count(s));
   int rc = s.failed ? 1 : 0;
   if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
   return rc;

@@ -338,6 +338,21 @@ static bool test_mismatch(Suite &s) {
   float *a, *b;
   int *errs;
   const size_t n = 1000, nb = (size_t)1 << 18;
+  { // the team table's setup (the first team call): IRIS_TEAMS_COLL different on the last rank is refused on every rank, the heaps stay alike, and a retry works
+    const char *was = getenv("IRIS_TEAMS_COLL");
+    const std::string keep = was ? was : "";
+    setenv("IRIS_TEAMS_COLL", s.rank == s.world - 1 ? "1" : "2", 1);
+    const iris_status_t st = iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world);
+    const bool named = strstr(iris_error_detail(), "IRIS_TEAMS_COLL") != NULL;
+    if (was) setenv("IRIS_TEAMS_COLL", keep.c_str(), 1);
+    else unsetenv("IRIS_TEAMS_COLL");
+    const iris_status_t heap = iris_heap_verify(s.ctx);
+    if (st != IRIS_ERROR_MISMATCH || !named || heap != IRIS_SUCCESS)
+      fprintf(stderr, "team_test: rank %d: IRIS_TEAMS_COLL 1 on the last rank, 2 elsewhere: status %s, heap verify %s: %s\n", s.rank, iris_status_string(st),
+              iris_status_string(heap), iris_error_detail());
+    report(s, "IRIS_TEAMS_COLL different on the last rank: the first team call fails with IRIS_ERROR_MISMATCH on every rank, naming it; the heaps stay alike",
+           st == IRIS_ERROR_MISMATCH && named && heap == IRIS_SUCCESS);
+  }
   IK(iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world));
   IK(iris_team_split_2d(s.ctx, &world, 2, &tp, &dp));
   IK(iris_malloc(s.ctx, (n + 64) * sizeof(float), (void **)&a));

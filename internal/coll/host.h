@@ -17,14 +17,18 @@
 #include "launch.h"
 
 /* What each rank tells the others at the end of iris_collectives_setup: its outcome, its
- * IRIS_COLL_CTAS, and (multi-node worlds) the hash of its route table
- * (internal/coll/mn_route.h). */
+ * IRIS_COLL_CTAS, (multi-node worlds) the hash of its route table
+ * (internal/coll/mn_route.h), and its staging areas' size (IRIS_COLL_STAGING: heap blocks,
+ * so a size that differs would leave every later allocation at another offset on each
+ * rank, and the GEMM plans choose their paths by it). */
 typedef struct iris_coll_setup_msg {
-  int32_t status; /* an iris_status_t */
-  int32_t ctas;   /* IRIS_COLL_CTAS (0: unset) */
-  uint64_t route; /* iris_coll_mn_table_hash; 0 on one node */
+  int32_t status;      /* an iris_status_t */
+  int32_t ctas;        /* IRIS_COLL_CTAS (0: unset) */
+  uint64_t route;      /* iris_coll_mn_table_hash; 0 on one node */
+  uint64_t stage_bytes; /* each staging area's bytes (0: none) */
 } iris_coll_setup_msg_t;
-static_assert(sizeof(iris_coll_setup_msg_t) == 16 && offsetof(iris_coll_setup_msg_t, route) == 8, "iris_coll_setup_msg_t: its wire layout");
+static_assert(sizeof(iris_coll_setup_msg_t) == 24 && offsetof(iris_coll_setup_msg_t, route) == 8 && offsetof(iris_coll_setup_msg_t, stage_bytes) == 16,
+              "iris_coll_setup_msg_t: its wire layout");
 
 /* Frees the heap blocks of a state that could not be completed (every rank frees the
  * same ones: the ranks' allocators stay alike). */
@@ -152,6 +156,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   }
   if (iris_coll_ctas_from_env(&s->ctas) < 0) iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
   mine.ctas = s->ctas;
+  mine.stage_bytes = (uint64_t)s->stage_bytes;
   /* IRIS_COLL_TEST_WRAP=n (tests): the call numbers start n calls before they wrap */
   if ((wrap_got = iris_detail_env_int("IRIS_COLL_TEST_WRAP", &wrap)) < 0) {
     iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
@@ -239,6 +244,14 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
       free(all);
       return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d runs with IRIS_COLL_CTAS %d, rank 0 with %d (0: unset); set it alike on every "
                                                    "rank (or on none); every rank released its part", r, theirs, first);
+    }
+  for (r = 1; r < iris_world_size(ctx); r++) /* one heap layout everywhere: the staging areas are heap blocks */
+    if (all[r].stage_bytes != all[0].stage_bytes) {
+      const unsigned long long theirs = (unsigned long long)all[r].stage_bytes, first = (unsigned long long)all[0].stage_bytes;
+      iris_coll_state_unwind(ctx, s, ctl);
+      free(all);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d's staging areas take %llu bytes (IRIS_COLL_STAGING), rank 0's %llu; set it alike "
+                                                   "on every rank (or on none); every rank released its part", r, theirs, first);
     }
   for (r = 1; r < iris_world_size(ctx); r++) /* one route table everywhere, or calls would take different routes on different ranks and hang */
     if (all[r].route != all[0].route) {

@@ -28,7 +28,7 @@ static_assert(IRIS_DETAIL_TEAM_LL == IRIS_COLL_LL_BYTES && IRIS_DETAIL_TEAM_LL2 
 
 /* The team's state, made at its first call (host memory only: capturable) and kept with the
  * team (freed when it is destroyed). */
-static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_view_t *v, iris_coll_state_t **out) {
+static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_view_t *v, iris_coll_state_t **out, iris_stream_t stream) {
   iris_coll_state_t *s = (iris_coll_state_t *)*v->state;
   char *ll, *ll2, *scratch;
   if (s) {
@@ -76,6 +76,20 @@ static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_vi
     (void)iris_gpu_sm_count(&sms, iris_device_ordinal(ctx));
     s->sms = sms > 0 ? sms : 1;
   }
+  if (!iris_detail_get_ext(ctx) && !iris_gpu_stream_capturing(stream)) { /* no world state: load the kernels now, as its setup does (IRIS_COLL_PRELOAD;
+                                      lazy loading's first launch waits for every running kernel, a team's own on another stream included: docs/stalls.md,
+                                      "First calls"); not under capture (a capture may refuse calls outside it) */
+    int preload = 1, old = -1;
+    if (iris_detail_env_flag("IRIS_COLL_PRELOAD", " (0: each kernel is loaded at its first launch; 1: loaded at setup, the default)", &preload) < 0) {
+      free(s);
+      return IRIS_ERROR_INVALID_ARGUMENT;
+    }
+    if (preload) {
+      (void)iris_gpu_get_device(&old);
+      if (iris_gpu_set_device(iris_device_ordinal(ctx)) == IRIS_GPU_SUCCESS) (void)iris_gpu_load_module_of((const void *)iris_coll_barrier_kernel, &s->preloaded);
+      if (old >= 0) (void)iris_gpu_set_device(old);
+    }
+  }
   s->stage_bytes = 0; /* no staging: the bandwidth path takes heap buffers */
   *v->state = s;
   *out = s;
@@ -92,15 +106,21 @@ static iris_status_t iris_coll_team_run(iris_t *ctx, const iris_team_t *team, in
   iris_status_t st, st2;
   if ((st = iris_detail_team_lookup(ctx, team, &v)) != IRIS_SUCCESS) return iris_detail_prefix(st, iris_coll_names[kind]);
   if (v.world) return iris_coll_run(ctx, kind, send, recv, count, t, op, root, stream, opts);
-  if (team->size == 1) {
+  if (team->size == 1) { /* the world's argument checks, then a copy */
     const size_t es = iris_dtype_size(t);
     iris_gpu_error_t e = IRIS_GPU_SUCCESS;
     if (!es) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown data type %d", iris_coll_names[kind], (int)t);
+    if ((kind == IRIS_COLL_AR || kind == IRIS_COLL_RS) && (op < IRIS_SUM || op >= IRIS_REDOP_COUNT))
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown reduction %d", iris_coll_names[kind], (int)op);
+    if ((st = iris_coll_check_compiled(kind, t, op, 0, iris_coll_names[kind])) != IRIS_SUCCESS) return st;
     if (kind == IRIS_COLL_BC && root != 0) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "%s: root %d outside [0, 1)", iris_coll_names[kind], root);
+    if (opts && (st = iris_coll_opts_size_check(opts, iris_coll_names[kind])) != IRIS_SUCCESS) return st;
+    if (count && (!send || !recv)) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL buffer", iris_coll_names[kind]);
+    if (count > ((size_t)1 << 40) / es) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: count %zu is too large", iris_coll_names[kind], count);
     if (count && send != recv) e = iris_gpu_memcpy_async(recv, send, count * es, stream);
     return e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_detail_fail(IRIS_ERROR_GPU, "%s: copy failed: %s", iris_coll_names[kind], iris_gpu_error_text(e));
   }
-  if ((st = iris_coll_team_state(ctx, &v, &s)) != IRIS_SUCCESS) return st;
+  if ((st = iris_coll_team_state(ctx, &v, &s, stream)) != IRIS_SUCCESS) return st;
   if (count == 0) return iris_coll_enqueue_on(ctx, s, kind, send, recv, count, t, op, root, stream, opts); /* the argument checks */
   if ((st = iris_detail_team_order(ctx, team, stream, 0)) != IRIS_SUCCESS) return st;
   st = iris_coll_enqueue_on(ctx, s, kind, send, recv, count, t, op, root, stream, opts);
@@ -136,7 +156,7 @@ IRIS_DEF iris_status_t iris_barrier_device_team(iris_t *ctx, const iris_team_t *
   if ((st = iris_detail_team_lookup(ctx, team, &v)) != IRIS_SUCCESS) return iris_detail_prefix(st, "iris_barrier_device_team");
   if (v.world) return iris_barrier_device(ctx, stream);
   if (team->size == 1) return IRIS_SUCCESS;
-  if ((st = iris_coll_team_state(ctx, &v, &s)) != IRIS_SUCCESS) return st;
+  if ((st = iris_coll_team_state(ctx, &v, &s, stream)) != IRIS_SUCCESS) return st;
   if ((st = iris_detail_team_order(ctx, team, stream, 0)) != IRIS_SUCCESS) return st;
   iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, 0x6261727269657221ULL);
   e = iris_gpu_last_error();

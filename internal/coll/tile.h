@@ -10,8 +10,15 @@
 #include "types.h"
 #include "protocol.h"
 
-/* The tile's epoch: read by every thread at the start, stored by one at the end. */
+/* The tile's epoch: read by every thread at the start, stored by one at the end. A tile
+ * outside [0, f.num_tiles) would be another tile's words or past them: IRIS_DEBUG traps. */
 IRIS_DEVICE_INLINE unsigned iris_detail_tile_begin(const iris_tile_flags_t &f, int tile) {
+#if defined(IRIS_DEBUG)
+  if ((unsigned)tile >= (unsigned)f.num_tiles) {
+    printf("iris: tile %d (block %d, thread %d) is outside the flags' [0, %d)\n", tile, (int)blockIdx.x, (int)threadIdx.x, f.num_tiles);
+    iris_detail_trap();
+  }
+#endif
   __syncthreads(); /* thread 0's store of the block's previous call on this tile (iris_detail_tile_end) comes before every thread's load */
   unsigned e = *(volatile unsigned *)(f.counters + tile);
   __syncthreads();

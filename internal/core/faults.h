@@ -25,7 +25,9 @@ IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned
   const char *wname = what < IRIS_SITE_COUNT ? iris_detail_site_names[what] : "?";
   char who[48];
   if (kind == IRIS_FAULT_ABORT) return iris_detail_fail(IRIS_ERROR_ABORTED, "rank %d: the context was aborted (iris_abort)", ctx->local_rank);
-  if (peer < (unsigned)ctx->local_size) snprintf(who, sizeof who, "rank %u", peer);
+  if (peer < (unsigned)ctx->local_size && ctx->nodes > 1) /* the world rank, as every other message names ranks (the word holds this node's index) */
+    snprintf(who, sizeof who, "rank %u (rank %u of node %d)", peer + (unsigned)(ctx->node * ctx->local_size), peer, ctx->node);
+  else if (peer < (unsigned)ctx->local_size) snprintf(who, sizeof who, "rank %u", peer);
   else snprintf(who, sizeof who, "a peer");
   if (kind == IRIS_FAULT_MISMATCH)
     return iris_detail_fail(IRIS_ERROR_MISMATCH,
@@ -33,8 +35,8 @@ IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned
                             "no rank moved data for that call",
                             ctx->local_rank, call, who);
   if (peer < (unsigned)ctx->local_size && ctx->pids[peer] > 0 && kill((pid_t)ctx->pids[peer], 0) != 0 && errno == ESRCH)
-    return iris_detail_fail(IRIS_ERROR_PEER_FAILED, "rank %d: rank %u (pid %lld) has died; %s%s%s waited for it in vain (call #%u); the context is unusable: iris_finalize it",
-                            ctx->local_rank, peer, (long long)ctx->pids[peer], wname, *cname ? " of " : "", cname, call);
+    return iris_detail_fail(IRIS_ERROR_PEER_FAILED, "rank %d: %s (pid %lld) has died; %s%s%s waited for it in vain (call #%u); the context is unusable: iris_finalize it",
+                            ctx->local_rank, who, (long long)ctx->pids[peer], wname, *cname ? " of " : "", cname, call);
   return iris_detail_fail(IRIS_ERROR_TIMEOUT,
                           "rank %d: %s%s%s (call #%u) waited for %s longer than the wait bound (IRIS_WAIT_TIMEOUT_MS, else the unit's IRIS_WAIT_TIMEOUT_NS); the context is unusable: iris_finalize it",
                           ctx->local_rank, wname, *cname ? " of " : "", cname, call, who);

@@ -166,7 +166,10 @@ IRIS_INTERNAL iris_status_t iris_detail_team_valid(const iris_t *ctx, const iris
   if (t->rank < 0 || t->size < 1 || t->rank >= t->size)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: rank %d is not a member of the team (size %d, team rank %d)", call, iris_rank(ctx), t->size, t->rank);
   if (t->slot < 0) return IRIS_SUCCESS; /* the rail team, a team of one: no slot */
-  if (!T || t->slot >= IRIS_TEAM_MAX || !(T->used >> t->slot & 1) || T->team[t->slot].serial != t->serial)
+  /* the serial counts this context's splits (another context making the same splits hands
+   * out the same serials); the slot's words are this context's heap */
+  if (!T || t->slot >= IRIS_TEAM_MAX || !(T->used >> t->slot & 1) || T->team[t->slot].serial != t->serial ||
+      (const void *)t->sync != (const void *)iris_detail_team_area(T, t->slot))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: rank %d: the team is not live in this context (destroyed, or of another context)", call, iris_rank(ctx));
   return IRIS_SUCCESS;
 }
@@ -258,19 +261,30 @@ IRIS_INTERNAL void iris_detail_teams_op(iris_t *ctx, int op) {
  * the teams' fault words, the world team in slot 0 and, in a multi-node world, the node
  * team in slot 1. The pool of collective states takes IRIS_TEAMS_COLL (default 2) areas
  * of IRIS_DETAIL_TEAM_COLL_BYTES(ranks per node); a heap too small for them leaves the
- * pool empty on every rank alike (teams' host collectives then report it). */
+ * pool empty on every rank alike (teams' host collectives then report it). The ranks
+ * agree on IRIS_TEAMS_COLL (the pool is a heap block: a count that differs would leave
+ * every later allocation at another offset on each rank); a malformed value fails every
+ * rank at the meeting, not this rank alone. */
 IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
   iris_detail_teams_t *T;
-  iris_status_t st;
-  int ncoll = IRIS_DETAIL_TEAMS_COLL_DEFAULT, s, r, failed = -1, old = -1;
-  int32_t mine, *all;
+  iris_status_t st, bad = IRIS_SUCCESS;
+  int ncoll = IRIS_DETAIL_TEAMS_COLL_DEFAULT, s, r, failed = -1, differs = -1, old = -1;
+  int32_t mine[2], *all;
   iris_gpu_error_t e;
   void *h = NULL, *d = NULL;
+  char why[sizeof iris_detail_errbuf];
   if (ctx->teams) return IRIS_SUCCESS;
-  if (iris_detail_env_int("IRIS_TEAMS_COLL", &ncoll) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
-  if (ncoll > IRIS_DETAIL_TEAMS_COLL_MAX)
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_TEAMS_COLL=%d: at most %d collective states", ncoll, IRIS_DETAIL_TEAMS_COLL_MAX);
-  if (!(T = (iris_detail_teams_t *)calloc(1, sizeof *T)) || !(all = (int32_t *)calloc((size_t)iris_world_size(ctx), sizeof *all))) {
+  why[0] = 0;
+  if (iris_detail_env_int("IRIS_TEAMS_COLL", &ncoll) < 0) {
+    bad = IRIS_ERROR_INVALID_ARGUMENT;
+    iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+    ncoll = IRIS_DETAIL_TEAMS_COLL_DEFAULT;
+  } else if (ncoll < 0 || ncoll > IRIS_DETAIL_TEAMS_COLL_MAX) {
+    bad = IRIS_ERROR_INVALID_ARGUMENT;
+    snprintf(why, sizeof why, "IRIS_TEAMS_COLL=%d: 0 to %d collective states", ncoll, IRIS_DETAIL_TEAMS_COLL_MAX);
+    ncoll = IRIS_DETAIL_TEAMS_COLL_DEFAULT;
+  }
+  if (!(T = (iris_detail_teams_t *)calloc(1, sizeof *T)) || !(all = (int32_t *)calloc(2 * (size_t)iris_world_size(ctx), sizeof *all))) {
     free(T);
     return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", iris_rank(ctx));
   }
@@ -297,20 +311,29 @@ IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
   if (old >= 0) iris_gpu_set_device(old);
   T->fault_host = (unsigned long long *)h;
   T->fault_dev = (unsigned long long *)d;
-  mine = e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : (int32_t)iris_detail_gpu_fail(iris_rank(ctx), "setting up the team table", e);
+  mine[0] = e != IRIS_GPU_SUCCESS ? (int32_t)iris_detail_gpu_fail(iris_rank(ctx), "setting up the team table", e) : (int32_t)bad;
+  mine[1] = ncoll;
   /* the ranks agree (and meet: every table is zero before a peer signals into it) */
-  st = iris_allgather_host(ctx, &mine, all, sizeof mine);
-  for (r = 0; st == IRIS_SUCCESS && r < iris_world_size(ctx); r++)
-    if (all[r] != IRIS_SUCCESS && failed < 0) failed = r;
-  free(all);
-  if (st != IRIS_SUCCESS || failed >= 0) {
+  st = iris_allgather_host(ctx, mine, all, sizeof mine);
+  for (r = 0; st == IRIS_SUCCESS && r < iris_world_size(ctx); r++) {
+    if (all[2 * r] != IRIS_SUCCESS && failed < 0) failed = r;
+    if (all[2 * r + 1] != all[1] && differs < 0) differs = r;
+  }
+  if (st != IRIS_SUCCESS || failed >= 0 || differs >= 0) {
+    const int theirs = differs >= 0 ? all[2 * differs + 1] : 0, first = all[1];
+    const iris_status_t peer_st = failed >= 0 ? iris_detail_peer_status(all[2 * failed]) : IRIS_ERROR_GPU;
+    free(all);
     if (h) iris_gpu_host_free(h);
     iris_free(ctx, T->coll);
     iris_free(ctx, T->area);
     free(T);
     if (st != IRIS_SUCCESS) return iris_detail_prefix(st, "iris_team_get (the team table)");
-    return iris_detail_fail(IRIS_ERROR_GPU, "iris_team_get: rank %d could not set up its team table; every rank released its part", failed);
+    if (bad != IRIS_SUCCESS) return iris_detail_fail(bad, "iris_team_get: %s; every rank released its part", why);
+    if (failed >= 0) return iris_detail_fail(peer_st, "iris_team_get: rank %d could not set up its team table (see its error); every rank released its part", failed);
+    return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_team_get: rank %d runs with IRIS_TEAMS_COLL %d, rank 0 with %d; set it alike on every rank (or on none); every "
+                                                 "rank released its part", differs, theirs, first);
   }
+  free(all);
   for (s = 0; s < IRIS_TEAM_MAX; s++) {
     T->team[s].slot = T->team[s].coll = -1;
     T->fault_host[(size_t)s * IRIS_FAULT_WORDS + IRIS_FAULT_WORD_BOUND] = ctx->fault_host ? ctx->fault_host[IRIS_FAULT_WORD_BOUND] : 0;
@@ -519,8 +542,23 @@ IRIS_DEF iris_status_t iris_team_split_2d(iris_t *ctx, const iris_team_t *parent
   if (!parent || xrange < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_team_split_2d: NULL parent or xrange < 1");
   p = *parent; /* xteam may alias parent */
   if (xrange > p.size) xrange = p.size;
+  /* on failure nothing is left made: both outputs hold no team (iris_team_destroy of them
+   * is a no-op), the x team of a failed y split destroyed again */
+  if (xteam) {
+    memset(xteam, 0, sizeof *xteam);
+    xteam->rank = xteam->slot = xteam->coll = -1;
+  }
+  if (yteam) {
+    memset(yteam, 0, sizeof *yteam);
+    yteam->rank = yteam->slot = yteam->coll = -1;
+  }
   if (xteam && (st = iris_detail_team_split(ctx, &p, p.rank / xrange, p.rank % xrange, xteam, "iris_team_split_2d (x)")) != IRIS_SUCCESS) return st;
-  if (yteam) st = iris_detail_team_split(ctx, &p, p.rank % xrange, p.rank / xrange, yteam, "iris_team_split_2d (y)");
+  if (yteam && (st = iris_detail_team_split(ctx, &p, p.rank % xrange, p.rank / xrange, yteam, "iris_team_split_2d (y)")) != IRIS_SUCCESS && xteam) {
+    char why[sizeof iris_detail_errbuf];
+    iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+    (void)iris_team_destroy(ctx, xteam); /* collective over the x team: the y split failed on every rank alike */
+    iris_detail_fail(st, "%s", why);
+  }
   return st;
 }
 

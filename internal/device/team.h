@@ -28,7 +28,13 @@ struct iris_coop_warp { /* every lane of one warp (IRIS_WARP_SIZE: 32 on NVIDIA,
   IRIS_DEVICE_INLINE int thread_rank() const { return (int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % IRIS_WARP_SIZE); }
   IRIS_DEVICE_INLINE int size() const { return IRIS_WARP_SIZE; }
   IRIS_DEVICE_INLINE void sync() const { iris_detail_warp_sync(); }
-  IRIS_DEVICE_INLINE bool all(bool p) const { return iris_detail_warp_all(p); }
+  /* the vote, then a warp barrier: a vote is not documented to order memory between lanes,
+   * and after a barrier's waits a lane reads what another lane acquired */
+  IRIS_DEVICE_INLINE bool all(bool p) const {
+    const bool r = iris_detail_warp_all(p);
+    iris_detail_warp_sync();
+    return r;
+  }
 };
 struct iris_coop_block { /* every thread of the block */
   IRIS_DEVICE_INLINE int thread_rank() const { return (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); }
@@ -184,22 +190,32 @@ struct iris_team_barrier_session {
   C coop;
   int index;
   unsigned long long epoch;
-  /* Every participant: starts a session on barrier `index`. */
+  /* Every participant: starts a session on barrier `index`. An index outside [0,
+   * IRIS_TEAM_BARRIERS) touches nothing: its sync() returns false (IRIS_DEBUG: traps), as
+   * its words would be another barrier's or another team's. */
   IRIS_DEVICE_INLINE iris_team_barrier_session(C c, const iris_device_ctx_t &x, const iris_team_t &t, int i) : ctx(x), team(t), coop(c), index(i) {
     const iris_detail_team_area_t *a = (const iris_detail_team_area_t *)(const void *)team.sync;
-    epoch = team.size > 1 ? iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(&a->epoch[index]) : 0ULL;
+    epoch = team.size > 1 && valid() ? iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(&a->epoch[index]) : 0ULL;
   }
   /* Every participant: ends it (the epoch goes back to the heap for the next session). */
   IRIS_DEVICE_INLINE ~iris_team_barrier_session() {
     iris_detail_team_area_t *a = (iris_detail_team_area_t *)(void *)team.sync;
-    if (team.size > 1 && coop.thread_rank() == 0) iris_atomic_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(&a->epoch[index], epoch);
+    if (team.size > 1 && valid() && coop.thread_rank() == 0) iris_atomic_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(&a->epoch[index], epoch);
     coop.sync();
   }
+  IRIS_DEVICE_INLINE bool valid() const { return (unsigned)index < (unsigned)IRIS_TEAM_BARRIERS; }
   /* Every participant: one barrier over the team. */
   IRIS_DEVICE_INLINE bool sync() {
     const int me = team.rank, n = team.size, tid = coop.thread_rank(), nt = coop.size();
     iris_detail_team_area_t *a = (iris_detail_team_area_t *)(void *)team.sync;
     bool ok = true;
+    if (!valid()) {
+#if defined(IRIS_DEBUG)
+      printf("iris: team barrier index %d on rank %d (block %d, thread %d) is outside [0, %d)\n", index, ctx.rank, (int)blockIdx.x, (int)threadIdx.x, IRIS_TEAM_BARRIERS);
+      iris_detail_trap();
+#endif
+      return coop.all(false);
+    }
     if (n <= 1) return coop.all(true);
     epoch += 1;
     coop.sync();

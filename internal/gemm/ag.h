@@ -98,7 +98,10 @@ static iris_status_t iris_ag_gemm_create_local(iris_ag_gemm_t *g) {
 #endif
   if (desc->trace && (g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED))
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_create: tracing records the fused kernel; path '%s' has none", me, iris_gemm_path_name(g->path));
-  iris_gpu_sm_count(&g->sms, iris_device_ordinal(ctx));
+  if (iris_gpu_sm_count(&g->sms, iris_device_ordinal(ctx)) != IRIS_GPU_SUCCESS || g->sms < 1) {
+    iris_gpu_last_error();
+    return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_ag_gemm_create: the GPU's SM count could not be read", me);
+  }
   if (iris_gpu_malloc((void **)&g->staged, (size_t)desc->M * desc->K * g->es, IRIS_HEAP_MEMORY_COARSE) != IRIS_GPU_SUCCESS) {
     iris_gpu_last_error();
     return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: iris_ag_gemm_create: no room for the %lld x %lld staging buffer (%.1f MB)", me, desc->M, desc->K,
@@ -231,6 +234,14 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
   st = iris_calloc(ctx, iris_ag_gemm_flag_words(desc, W) * sizeof(unsigned), (void **)&g->flag_block);
   if (st == IRIS_SUCCESS && desc->stage_a)
     st = iris_malloc(ctx, (size_t)(desc->layout == IRIS_GEMM_A_ROWS ? desc->M / W * desc->K : desc->M * (desc->K / W)) * g->es, (void **)&g->a_heap);
+  /* the fused kernels' grid takes every SM and waits for the peers' grids: where another
+   * rank of this process runs on the same GPU (one CUDA context, kernels run side by
+   * side) every call would wait out its bound (docs/gemm_waits.md, "Residency") */
+  if (st == IRIS_SUCCESS && W > 1 && (g->path == IRIS_GEMM_PATH_FUSED || g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED) && iris_detail_gpu_shared(ctx))
+    st = iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                          "rank %d: iris_ag_gemm_create: path '%s' needs a GPU of its own per rank; another rank of this process runs on this GPU (use the pipelined "
+                          "or unfused path, or one process per GPU)",
+                          me, iris_gemm_path_name(g->path));
   if (st == IRIS_SUCCESS) st = iris_ag_gemm_create_local(g);
   /* agree: a plan on every rank or on none, and the fused kernel cut the same way
    * everywhere: a rank waits for epoch * (the peers' fetcher count) signals, counted with
@@ -372,7 +383,11 @@ IRIS_DEF iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g) {
   pipe = (double)IRIS_GEMM_PIPE_TIMEOUT_NS * 1e-9;
 #endif
   if (g->path != IRIS_GEMM_PATH_FUSED && g->path != IRIS_GEMM_PATH_KERNEL_UNFUSED) return IRIS_SUCCESS;
-  rc = iris_gemm_err_take(g->dev.err, &e);
+  {
+    const int old = iris_detail_plan_device(g->ctx); /* the record's copies and clears on the plan's GPU, whatever device is current */
+    rc = iris_gemm_err_take(g->dev.err, &e);
+    iris_detail_plan_device_back(old);
+  }
   if (rc != IRIS_GPU_SUCCESS) return iris_ag_gemm_gpu_fail(g->ctx, "iris_ag_gemm_check: reading the error record", rc);
   if (!e.what) return IRIS_SUCCESS;
   path = iris_gemm_path_name(g->path);

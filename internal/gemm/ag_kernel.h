@@ -482,6 +482,7 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
   __syncthreads();
   /* side fetch: the kernel ends only when no peer reads this rank's A any more */
   if (d.side_fetch && slot == d.fetchers) iris_ag_gemm_wait_done(d, epoch, (unsigned)d.gemm_ctas);
+  __syncthreads(); /* every thread's "done reading" wait has ended (and recorded its failure) before thread 0 tells the peers */
   if (threadIdx.x == 0) {
     iris_ag_gemm_tell_peers(d, epoch);
     d.counters[slot] = epoch;

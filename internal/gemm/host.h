@@ -235,14 +235,21 @@ static inline int iris_gemm_probe_wgmma(void) {
 #endif
 
 #if defined(IRIS_GEMM_HAVE_CORE)
-/* Synchronous: copy a plan's error record (device) into *e and clear its `what` word when
- * set (the next failure is recorded afresh). The runtime's status. */
+/* Synchronous: copy a plan's error record (device) into *e and, when a call failed, clear
+ * its `what` word (the next failure is recorded afresh) and its abort words: a failed
+ * call's epoch left there would come round again 2^32 calls later and make every wait of
+ * that call return at once, unrecorded. (A peer still in the failed call may write its
+ * peer_abort_epoch after this clear; that call is over here, so only the epoch 2^32 calls
+ * on could see it.) The runtime's status. */
 static inline iris_gpu_error_t iris_gemm_err_take(iris_gemm_err_t *err, iris_gemm_err_t *e) {
-  const unsigned zero = 0;
+  const unsigned zero[2] = {0u, 0u};
   iris_gpu_error_t rc = iris_gpu_copy_to_host(e, err, sizeof *e);
-  if (rc == IRIS_GPU_SUCCESS && e->what) rc = iris_gpu_copy_to_device(&err->what, &zero, sizeof zero);
-  if (rc == IRIS_GPU_SUCCESS && e->what) rc = iris_gpu_synchronize(); /* the clear lands before a later run (any stream) can record a failure */
+  const int failed = rc == IRIS_GPU_SUCCESS && (e->what || e->abort_epoch || e->peer_abort_epoch);
+  if (failed) rc = iris_gpu_copy_to_device(&err->what, zero, sizeof zero[0]);
+  if (failed && rc == IRIS_GPU_SUCCESS) rc = iris_gpu_copy_to_device(&err->abort_epoch, zero, sizeof zero); /* abort_epoch, peer_abort_epoch: adjacent */
+  if (failed && rc == IRIS_GPU_SUCCESS) rc = iris_gpu_synchronize(); /* the clears land before a later run (any stream) can record a failure */
   return rc;
 }
+static_assert(offsetof(iris_gemm_err_t, peer_abort_epoch) == offsetof(iris_gemm_err_t, abort_epoch) + sizeof(unsigned), "iris_gemm_err_take clears both abort words in one copy");
 #endif
 #endif /* IRIS_INTERNAL_GEMM_HOST_H */

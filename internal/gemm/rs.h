@@ -299,7 +299,10 @@ static iris_status_t iris_gemm_rs_create_local(iris_gemm_rs_t *p) {
   iris_gemm_blas_shape_t *unused;
   iris_status_t st;
   int q;
-  iris_gpu_sm_count(&p->sms, iris_device_ordinal(p->ctx));
+  if (iris_gpu_sm_count(&p->sms, iris_device_ordinal(p->ctx)) != IRIS_GPU_SUCCESS || p->sms < 1) {
+    iris_gpu_last_error();
+    return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: iris_gemm_rs_create: the GPU's SM count could not be read", p->me);
+  }
   if (p->path == IRIS_GEMM_PATH_FUSED) return iris_gemm_rs_create_fused(p);
   bl->ctx = p->ctx;
   bl->who = "iris_gemm_rs";
@@ -580,11 +583,16 @@ IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
   if (((uintptr_t)c | (uintptr_t)bias) % 16)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: C and bias must be 16-byte aligned: c %p, bias %p", p->me, c, bias);
   if ((st = iris_detail_plan_run_begin(p->ctx, stream)) != IRIS_SUCCESS) return st;
+#if defined(IRIS_GEMM_HAVE_BLAS)
+  /* the scales first: a failure here leaves nothing of the call enqueued that the peers
+   * would pair with (a device barrier enqueued alone would shift every later call's
+   * barriers by one against the peers') */
+  if (a_scale) st = iris_gemm_blas_set_scales(&p->blas, a_scale, b_scale, stream);
+#endif
   /* every rank has reached this call: the previous call's readers of the workspace are gone
    * (not needed where a collective sums: no peer reads the partial in place) */
-  st = p->coll ? IRIS_SUCCESS : iris_barrier_device(p->ctx, stream);
+  if (st == IRIS_SUCCESS && !p->coll) st = iris_barrier_device(p->ctx, stream);
 #if defined(IRIS_GEMM_HAVE_BLAS)
-  if (st == IRIS_SUCCESS && a_scale) st = iris_gemm_blas_set_scales(&p->blas, a_scale, b_scale, stream);
   if (st == IRIS_SUCCESS && p->path == IRIS_GEMM_PATH_FUSED) {
 #if defined(IRIS_GEMM_HAVE_TMA)
     st = iris_gemm_rs_run_fused(p, a, b, bias, c, stream);
@@ -601,7 +609,9 @@ IRIS_DEF iris_status_t iris_gemm_rs_check(iris_gemm_rs_t *p) {
 #if defined(IRIS_GEMM_HAVE_BLAS) && defined(IRIS_GEMM_HAVE_TMA)
   if (p->path == IRIS_GEMM_PATH_FUSED) {
     iris_gemm_err_t e;
+    const int old = iris_detail_plan_device(p->ctx); /* the record's copies and clears on the plan's GPU, whatever device is current */
     const iris_gpu_error_t rc = iris_gemm_err_take(p->fd.err, &e);
+    iris_detail_plan_device_back(old);
     if (rc != IRIS_GPU_SUCCESS) return iris_gemm_rs_gpu_fail(p->ctx, "iris_gemm_rs_check: reading the error record", rc);
     switch (e.what) {
     case 0: return IRIS_SUCCESS;

@@ -218,16 +218,31 @@ IRIS_DEF iris_status_t iris_moe_get_recv(const iris_moe_t *p, iris_moe_recv_t *r
   return IRIS_SUCCESS;
 }
 
+/* A call refused on this rank still takes part (the peers count calls: a rank that
+ * skipped one would pair its later calls with their earlier ones); its detail says so. */
+#define IRIS_MOE_TOOK_PART " (the call took part with nothing of this rank's, so every rank's calls stay paired)"
+
 IRIS_DEF iris_status_t iris_moe_dispatch(iris_moe_t *p, const void *x, int n, const int *topk_idx, const float *topk_weights, iris_stream_t stream) {
-  iris_status_t st;
+  iris_status_t st, bad = IRIS_SUCCESS;
+  char why[512];
   if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_moe_dispatch: NULL plan");
-  if (n < 0 || n > p->d.max_tokens)
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_moe_dispatch: num_tokens %d is outside [0, max_tokens = %d]", p->me, n, p->d.max_tokens);
-  if (n > 0 && (!x || !topk_idx || !topk_weights))
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_moe_dispatch: NULL input with %d tokens (x %p, topk_idx %p, topk_weights %p)", p->me, n, x,
-                            (const void *)topk_idx, (const void *)topk_weights);
-  if ((uintptr_t)x % 16 || (uintptr_t)topk_idx % 4 || (uintptr_t)topk_weights % 4)
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_moe_dispatch: x must be 16-byte aligned, topk_idx and topk_weights 4-byte aligned (x %p)", p->me, x);
+  if (n < 0 || n > p->d.max_tokens) {
+    snprintf(why, sizeof why, "rank %d: iris_moe_dispatch: num_tokens %d is outside [0, max_tokens = %d]", p->me, n, p->d.max_tokens);
+    bad = IRIS_ERROR_INVALID_ARGUMENT;
+  } else if (n > 0 && (!x || !topk_idx || !topk_weights)) {
+    snprintf(why, sizeof why, "rank %d: iris_moe_dispatch: NULL input with %d tokens (x %p, topk_idx %p, topk_weights %p)", p->me, n, x, (const void *)topk_idx,
+             (const void *)topk_weights);
+    bad = IRIS_ERROR_INVALID_ARGUMENT;
+  } else if ((uintptr_t)x % 16 || (uintptr_t)topk_idx % 4 || (uintptr_t)topk_weights % 4) {
+    snprintf(why, sizeof why, "rank %d: iris_moe_dispatch: x must be 16-byte aligned, topk_idx and topk_weights 4-byte aligned (x %p)", p->me, x);
+    bad = IRIS_ERROR_INVALID_ARGUMENT;
+  }
+  if (bad != IRIS_SUCCESS) { /* no tokens from this rank */
+    n = 0;
+    x = NULL;
+    topk_idx = NULL;
+    topk_weights = NULL;
+  }
   if ((st = iris_detail_plan_run_begin(p->ctx, stream)) != IRIS_SUCCESS) return st;
   {
     const int nt = IRIS_MOE_THREADS(p);
@@ -240,21 +255,30 @@ IRIS_DEF iris_status_t iris_moe_dispatch(iris_moe_t *p, const void *x, int n, co
     p->dispatched = 1;
     p->last_n = n;
   }
-  return iris_detail_plan_run_end(p->ctx, stream, st);
+  st = iris_detail_plan_run_end(p->ctx, stream, st);
+  if (st == IRIS_SUCCESS && bad != IRIS_SUCCESS) return iris_detail_fail(bad, "%s" IRIS_MOE_TOOK_PART, why);
+  return st;
 }
 
 IRIS_DEF iris_status_t iris_moe_combine(iris_moe_t *p, const void *y, void *out, iris_stream_t stream) {
   iris_status_t st;
+  int y_ok, out_ok;
   if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_moe_combine: NULL plan");
   if (!p->dispatched) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_moe_combine: no dispatch before it (combine returns a dispatch's rows)", p->me);
-  if (!y || (p->last_n > 0 && !out))
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_moe_combine: NULL buffer (y %p, out %p)", p->me, y, out);
-  if ((uintptr_t)y % 16 || (uintptr_t)out % 16)
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_moe_combine: y and out must be 16-byte aligned (y %p, out %p)", p->me, y, out);
+  /* a y that cannot be read: no rows go out (the peers' combines of this call see it and
+   * leave their out); an out that cannot be written: nothing is summed here */
+  y_ok = y && (uintptr_t)y % 16 == 0;
+  out_ok = (out || p->last_n == 0) && (uintptr_t)out % 16 == 0;
   if ((st = iris_detail_plan_run_begin(p->ctx, stream)) != IRIS_SUCCESS) return st;
-  iris_moe_combine_kernel<<<p->sms, IRIS_MOE_THREADS(p), 0, stream>>>(p->dev, (const iris_bf16_t *)y, (iris_bf16_t *)out, p->last_n);
+  iris_moe_combine_kernel<<<p->sms, IRIS_MOE_THREADS(p), 0, stream>>>(p->dev, y_ok ? (const iris_bf16_t *)y : NULL, out_ok ? (iris_bf16_t *)out : NULL, p->last_n);
   st = iris_detail_plan_launched(p->me, st, "iris_moe_combine: launching the combine kernel");
-  return iris_detail_plan_run_end(p->ctx, stream, st);
+  st = iris_detail_plan_run_end(p->ctx, stream, st);
+  if (st == IRIS_SUCCESS && (!y_ok || !out_ok))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
+                            "rank %d: iris_moe_combine: y must be given, y and out 16-byte aligned, out given when the dispatch had tokens (y %p, out %p)%s%s", p->me, y, out,
+                            y_ok ? " (the rows went out; nothing was written to out)" : " (no rows went out: the other ranks' combines of this call report it and leave their out)",
+                            IRIS_MOE_TOOK_PART);
+  return st;
 }
 
 IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
@@ -277,6 +301,14 @@ IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
   case IRIS_MOE_ERR_OVERFLOW:
     return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: iris_moe_dispatch (call %u): %lld received rows needed, max_recv_rows is %lld: the rows past it were dropped",
                             p->me, e.call, e.value, p->cap);
+  case IRIS_MOE_ERR_TOKENS:
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
+                            "rank %d: iris_moe_combine (call %u): it was issued for %d tokens but follows a dispatch of %lld on the stream (a graph of another dispatch "
+                            "replayed in between?): it wrote %lld rows of out",
+                            p->me, e.call, e.token, e.value, e.value < (long long)e.token ? e.value : (long long)e.token);
+  case IRIS_MOE_ERR_PEER:
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_moe_combine (call %u): rank %lld's combine of this call was refused (see its error) and sent no rows: out was left as it was",
+                            p->me, e.call, e.value);
   default:
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_moe_combine: a received row names source 0x%llx (not a rank and token of this plan): skipped", p->me,
                             (unsigned long long)e.value);

@@ -45,13 +45,18 @@ typedef struct iris_moe_flags {
   unsigned comb[IRIS_MAX_RANKS];
   unsigned route;  /* this rank only: the dispatch kernel's routing CTA has finished call `route` */
   unsigned pad[3];
+  unsigned nocomb[IRIS_MAX_RANKS]; /* rank q's combine of call nocomb[q] sent no rows (the call was refused there: no usable y); stored before comb[q] */
 } iris_moe_flags_t;
-static_assert(sizeof(iris_moe_flags_t) == 12 * IRIS_MAX_RANKS + 16 && offsetof(iris_moe_flags_t, data) == 4 * IRIS_MAX_RANKS &&
-                  offsetof(iris_moe_flags_t, comb) == 8 * IRIS_MAX_RANKS && offsetof(iris_moe_flags_t, route) == 12 * IRIS_MAX_RANKS,
-              "iris_moe_flags_t: three arrays of one 32-bit epoch per source rank, then the routing word");
+static_assert(sizeof(iris_moe_flags_t) == 16 * IRIS_MAX_RANKS + 16 && offsetof(iris_moe_flags_t, data) == 4 * IRIS_MAX_RANKS &&
+                  offsetof(iris_moe_flags_t, comb) == 8 * IRIS_MAX_RANKS && offsetof(iris_moe_flags_t, route) == 12 * IRIS_MAX_RANKS &&
+                  offsetof(iris_moe_flags_t, nocomb) == 12 * IRIS_MAX_RANKS + 16,
+              "iris_moe_flags_t: three arrays of one 32-bit epoch per source rank, the routing word, the refused combines");
 
-/* The first routing error a kernel met (what: IRIS_MOE_ERR_*; 0: none). */
-enum { IRIS_MOE_ERR_NONE = 0, IRIS_MOE_ERR_EXPERT, IRIS_MOE_ERR_REPEAT, IRIS_MOE_ERR_OVERFLOW, IRIS_MOE_ERR_SOURCE };
+/* The first routing error a kernel met (what: IRIS_MOE_ERR_*; 0: none). TOKENS: a combine
+ * asked for another token count than the dispatch it follows on the device routed (value:
+ * the dispatch's, token: the combine's; it summed the fewer); PEER: rank `value` refused
+ * its combine of the call and sent no rows (out was left untouched). */
+enum { IRIS_MOE_ERR_NONE = 0, IRIS_MOE_ERR_EXPERT, IRIS_MOE_ERR_REPEAT, IRIS_MOE_ERR_OVERFLOW, IRIS_MOE_ERR_SOURCE, IRIS_MOE_ERR_TOKENS, IRIS_MOE_ERR_PEER };
 typedef struct iris_moe_err {
   unsigned what, call; /* IRIS_MOE_ERR_*, the dispatch number (1, 2, ...) */
   int token, k;        /* the (token, k) entry of topk_idx, or -1 */
@@ -64,7 +69,7 @@ typedef struct iris_moe_state {
   unsigned disp_epoch; /* dispatches so far (the dispatch kernel's last CTA advances it) */
   unsigned comb_epoch; /* combines so far (the combine kernel's last CTA advances it) */
   unsigned ticket;     /* CTAs of the running kernel that are done; back to 0 by the last */
-  unsigned pad;
+  int n;               /* tokens of the last dispatch routed (the rows its slots and weights hold) */
   iris_moe_err_t err;
 } iris_moe_state_t;
 static_assert(sizeof(iris_moe_state_t) == 40 && offsetof(iris_moe_state_t, err) == 16, "iris_moe_state_t layout");
@@ -177,8 +182,10 @@ IRIS_DEVICE_INLINE bool iris_moe_weighted_sum(const iris_bf16_t *const *rows, co
  * last acquired them all) stores e into *epoch_word (every CTA read the old value at its
  * start), releases flag[me] = e on every rank and, with `wait`, waits for the W flags of
  * this rank. Returns false if that wait ran out. The kernel's grid must be resident at
- * once when other CTAs wait for what the last one signals (grid <= SMs). */
-IRIS_DEVICE_INLINE bool iris_moe_finish(const iris_moe_dev_t &d, unsigned *flag, unsigned e, unsigned *epoch_word, bool wait, const char *what) {
+ * once when other CTAs wait for what the last one signals (grid <= SMs). mark (NULL:
+ * none): the word of this rank that e is stored into on every rank before the release. */
+IRIS_DEVICE_INLINE bool iris_moe_finish(const iris_moe_dev_t &d, unsigned *flag, unsigned e, unsigned *epoch_word, bool wait, const char *what,
+                                        unsigned *mark = NULL) {
   __shared__ int last;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -192,6 +199,7 @@ IRIS_DEVICE_INLINE bool iris_moe_finish(const iris_moe_dev_t &d, unsigned *flag,
   if (!last) return true;
   const int q = (int)threadIdx.x;
   int ok = 1;
+  if (q < d.W && mark) iris_store(d.ctx, mark + d.me, e, q); /* before the release below, by the same thread */
   if (q < d.W) iris_signal(d.ctx, flag + d.me, e, q);
   if (wait && q < d.W) ok = iris_wait_until(d.ctx, flag + q, IRIS_CMP_EPOCH, e, what);
   return __syncthreads_and(ok) != 0;
@@ -279,6 +287,7 @@ IRIS_DEVICE_INLINE void iris_moe_route(const iris_moe_dev_t &d, const int *idx, 
       if (l < L) d.count[l] = 0;
     }
   }
+  if (tid == 0) d.st->n = n; /* what the combine after this dispatch sums */
   __syncthreads(); /* the block's slots, counts and offsets, then the release */
   if (tid == 0) iris_signal<IRIS_SCOPE_DEVICE>(d.ctx, &d.flags->route, e, me);
 }
@@ -334,17 +343,27 @@ __global__ void __launch_bounds__(1024) iris_moe_dispatch_kernel(iris_moe_dev_t 
  * IRIS_WARP_SIZE x 8 channels) stores y's slice into the source's combine slot; the last
  * CTA releases flags.comb[me] on every rank; every CTA then waits for the W comb flags
  * and a warp per (token, slice) sums the token's valid slots with their weights in fp32,
- * rounds once. */
+ * rounds once. y NULL (a call refused on this rank): no rows, the refusal marked on
+ * every rank (flags.nocomb), which then leaves its out untouched. n: the tokens the host
+ * expects; the sum covers the fewer of n and the dispatch's own count (a difference is
+ * recorded). */
 __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d, const iris_bf16_t *y, iris_bf16_t *out, int n) {
   __shared__ int off[IRIS_MOE_MAX_EXPERTS + 1];
   IRIS_TRACE_BEGIN(IRIS_TRACE_K_MOE_COMB);
   const unsigned e = d.st->comb_epoch + 1;
+  if (!out) {
+    n = 0; /* no tokens here, or a call refused on this rank: nothing to write */
+  } else {
+    const int routed = d.st->n; /* the dispatch before this kernel on the stream wrote it */
+    if (routed != n && blockIdx.x == 0 && threadIdx.x == 0) iris_moe_record(d, IRIS_MOE_ERR_TOKENS, e, n, -1, routed);
+    if (routed < n) n = routed;
+  }
   const int L = d.L, K = d.K, chunk = IRIS_WARP_SIZE * 8, nch = (d.H + chunk - 1) / chunk;
   for (int l = (int)threadIdx.x; l <= L; l += (int)blockDim.x) off[l] = d.offsets[l];
   __syncthreads();
   const int lane = (int)(threadIdx.x % IRIS_WARP_SIZE), wpb = (int)(blockDim.x / IRIS_WARP_SIZE), slots = d.T * K;
   const long long first = (long long)blockIdx.x * wpb + threadIdx.x / IRIS_WARP_SIZE, nwarps = (long long)gridDim.x * wpb;
-  long long items = (long long)off[L] * nch;
+  long long items = y ? (long long)off[L] * nch : 0;
   /* IRIS_MOE_UNROLL items per warp and pass: their loads are all in flight before the stores */
   for (long long it0 = first; it0 < items; it0 += IRIS_MOE_UNROLL * nwarps) {
     uint4 v[IRIS_MOE_UNROLL];
@@ -382,10 +401,14 @@ __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d
       if (to[u] >= 0) iris_store_v16(d.ctx, dst[u], v[u], to[u]);
   }
   IRIS_TRACE_MARK(1);
-  iris_moe_finish(d, d.flags->comb, e, &d.st->comb_epoch, false, "");
-  int ok = 1;
-  if ((int)threadIdx.x < d.W) ok = iris_wait_until(d.ctx, &d.flags->comb[threadIdx.x], IRIS_CMP_EPOCH, e, "iris_moe_combine: rows");
-  if (!__syncthreads_and(ok)) {
+  iris_moe_finish(d, d.flags->comb, e, &d.st->comb_epoch, false, "", y ? NULL : d.flags->nocomb);
+  int ok = 1, refused = 0;
+  if ((int)threadIdx.x < d.W) {
+    ok = iris_wait_until(d.ctx, &d.flags->comb[threadIdx.x], IRIS_CMP_EPOCH, e, "iris_moe_combine: rows");
+    refused = ok && *(volatile unsigned *)&d.flags->nocomb[threadIdx.x] == e; /* stored before the release just acquired */
+    if (refused && blockIdx.x == 0) iris_moe_record(d, IRIS_MOE_ERR_PEER, e, -1, -1, (long long)threadIdx.x);
+  }
+  if (!__syncthreads_and(ok && !refused)) { /* a wait ran out, or a rank sent no rows: out stays as it was */
     IRIS_TRACE_END(e, d.me);
     return;
   }
