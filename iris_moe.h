@@ -65,9 +65,10 @@
  *     rule, and the call still takes part, with nothing of this rank's (the ranks pair
  *     their calls by count: a rank that skipped one would pair its later calls with the
  *     peers' earlier ones): a refused dispatch sends no tokens; a refused combine with no
- *     usable y sends no rows, and the peers' combines of that call leave their out as it
- *     was and report it (iris_moe_check: IRIS_ERROR_INVALID_ARGUMENT naming the rank);
- *     with no usable out it writes nothing here. Combine without any dispatch before it:
+ *     usable y sends NaN rows in place of its experts' outputs, so the tokens they serve
+ *     come out NaN on every rank, whose iris_moe_check reports it
+ *     (IRIS_ERROR_INVALID_ARGUMENT naming the rank); with no usable out it writes nothing
+ *     here. Combine without any dispatch before it:
  *     IRIS_ERROR_INVALID_ARGUMENT, nothing enqueued.
  *   - Outputs (iris_moe_get_recv; fixed for the plan's life, so graphs capture them):
  *     x, scales (fp8) and src on this rank's heap, count and offsets in device memory:
@@ -85,12 +86,15 @@
  *     it, their combine terms are 0) and iris_moe_check reports IRIS_ERROR_OUT_OF_MEMORY.
  *   - Workspace (symmetric heap; iris_moe_workspace_bytes): rows * hidden * (1 or 2)
  *     received rows, rows * hidden/128 * 4 scales (fp8), rows * 4 source ids,
- *     max_tokens * top_k * hidden * 2 combine slots, W * E * 4 counts, 208 bytes of flags (12 * IRIS_MAX_RANKS + 16)
+ *     max_tokens * top_k * hidden * 2 combine slots, W * E * 4 counts, 208 bytes of flags (12 * IRIS_MAX_RANKS + 16), 64 bytes of refusal marks (4 * IRIS_MAX_RANKS)
  *     (rows: L * W * max_tokens for low latency, max_recv_rows for high throughput).
  *     A heap that cannot hold it: IRIS_ERROR_OUT_OF_MEMORY naming the bytes.
  *   - Ordering: each call is ordered after the context's previous communication call,
  *     whatever its stream (as the collectives); a fatal fault refuses it at once. Your own
- *     kernels between dispatch and combine (the experts) must be ordered by you.
+ *     kernels between dispatch and combine (the experts) must be ordered by you, and so
+ *     must a graph's replay against calls made outside it on another stream (the order
+ *     is the host's, when it enqueues; a replay enqueues nothing through the library):
+ *     two kernels of one plan must never run at once.
  *   - Waits: every wait is bounded (IRIS_WAIT_TIMEOUT_MS, else IRIS_WAIT_TIMEOUT_NS); one
  *     that runs out records the context's fault (iris_get_async_error) and the call's
  *     outputs are then undefined.
@@ -191,8 +195,8 @@ IRIS_API iris_status_t iris_moe_destroy(iris_moe_t *m);
 /*                        device building blocks                             */
 /* ========================================================================= */
 /* Whole warp (every lane, same arguments; IRIS_WARP_SIZE lanes). Lane i takes the 16
- * bf16 values at row[col0 + 16*i .. +16) (16-byte aligned; lanes past `hidden` pass
- * zeros) and returns them as 16 fp8 e4m3 codes in *q, scaled by the amax of its 128-value
+ * bf16 values at row[col0 + 16*i .. +16) (16-byte aligned; hidden a multiple of 8; values
+ * past `hidden` are not read and count as zeros) and returns them as 16 fp8 e4m3 codes in *q, scaled by the amax of its 128-value
  * group: *scale = amax / 448 (1 for an all-zero group), code = fp8(v * (448 / amax)).
  * col0 must be a multiple of 128. Returns whether the lane holds data (col < hidden). */
 IRIS_DEVICE_INLINE bool iris_moe_quant_fp8(const iris_bf16_t *row, int hidden, int col0, uint4 *q, float *scale);

@@ -405,9 +405,9 @@ static bool bad_input(Suite &s) {
 
 // A call refused on one rank only still takes part there, so the ranks' calls stay paired:
 // rank W-1 dispatches num_tokens > max_tokens (refused: it sends no tokens; the others'
-// results are exact), then rank W-1 combines with a misaligned y (refused: no rows go out;
-// every rank's out stays as it was and the others' iris_moe_check names rank W-1); then a
-// call on every rank is exact. The experts are the identity (y = recv_x), top-2 with
+// results are exact), then rank W-1 combines with a misaligned y (refused: its rows go out
+// as NaN, so on every rank the tokens with an expert on it are NaN and the others exact,
+// and every rank's iris_moe_check names rank W-1); then a call on every rank is exact. The experts are the identity (y = recv_x), top-2 with
 // weights 1/4 and 1/2, x small integers: out = 3/4 x exactly.
 struct Simple {
   iris_moe_t *m = NULL;
@@ -417,7 +417,8 @@ struct Simple {
   float *w = NULL;
   int T = 16, H = 256;
 };
-static bool simple_call(Suite &s, Simple &p, int n, int call, int x_shift, int y_shift, bool want_out) {
+// nan_rank >= 0: that rank's combine sends NaN rows: a token with an expert there must come out NaN
+static bool simple_call(Suite &s, Simple &p, int n, int call, int x_shift, int y_shift, int nan_rank) {
   const int me = s.rank, E = 4 * s.world, H = p.H;
   std::vector<uint16_t> hx((size_t)p.T * H), ho((size_t)p.T * H);
   std::vector<int> hi(2 * (size_t)p.T);
@@ -445,9 +446,11 @@ static bool simple_call(Suite &s, Simple &p, int n, int call, int x_shift, int y
   const int rows = x_shift || n > p.T ? 0 : n;
   for (int t = 0; t < p.T && ok; t++)
     for (int h = 0; h < H && ok; h++) {
-      const uint16_t want = want_out && t < rows ? f2bf(0.75f * bf16f(hx[(size_t)t * H + h])) : (uint16_t)0x7f7f;
-      if (ho[(size_t)t * H + h] != want) {
-        fprintf(stderr, "rank %d: call %d: out[%d][%d] = 0x%04x, want 0x%04x\n", me, call, t, h, ho[(size_t)t * H + h], want);
+      const int L = E / s.world;
+      const bool nan = nan_rank >= 0 && t < rows && (hi[2 * t] / L == nan_rank || hi[2 * t + 1] / L == nan_rank);
+      const uint16_t want = t < rows ? f2bf(0.75f * bf16f(hx[(size_t)t * H + h])) : (uint16_t)0x7f7f, got = ho[(size_t)t * H + h];
+      if (nan ? !((got & 0x7f80) == 0x7f80 && (got & 0x7f)) : got != want) {
+        fprintf(stderr, "rank %d: call %d: out[%d][%d] = 0x%04x, want %s0x%04x\n", me, call, t, h, got, nan ? "a NaN, not " : "", want);
         ok = false;
       }
     }
@@ -465,13 +468,13 @@ static bool one_rank_refusals(Suite &s) {
   CK(cudaMalloc(&p.out, (size_t)p.T * p.H * 2));
   CK(cudaMalloc(&p.idx, 2 * (size_t)p.T * 4));
   CK(cudaMalloc(&p.w, 2 * (size_t)p.T * 4));
-  bool ok = simple_call(s, p, 4, 1, 0, 0, true); // every rank: exact
+  bool ok = simple_call(s, p, 4, 1, 0, 0, -1); // every rank: exact
   IK(iris_moe_check(p.m));
   // rank W-1's dispatch refused (too many tokens): it takes part with none; the others exact
-  ok &= simple_call(s, p, me == last ? p.T + 1 : 5, 2, 0, 0, true);
+  ok &= simple_call(s, p, me == last ? p.T + 1 : 5, 2, 0, 0, -1);
   if (iris_moe_check(p.m) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: check after a refused dispatch on rank %d: %s\n", me, last, iris_error_detail()); ok = false; }
-  // rank W-1's combine refused (misaligned y): no rows from it; out untouched everywhere, the refusal named
-  ok &= simple_call(s, p, 6, 3, 0, me == last ? 8 : 0, false);
+  // rank W-1's combine refused (misaligned y): NaN rows from it (the tokens with an expert there NaN, the others exact), the refusal named everywhere
+  ok &= simple_call(s, p, 6, 3, 0, me == last ? 8 : 0, last);
   {
     const iris_status_t st = iris_moe_check(p.m);
     char rank_name[32];
@@ -481,7 +484,7 @@ static bool one_rank_refusals(Suite &s) {
       ok = false;
     }
   }
-  ok &= simple_call(s, p, 7, 4, 0, 0, true); // every rank: exact again
+  ok &= simple_call(s, p, 7, 4, 0, 0, -1); // every rank: exact again
   if (iris_moe_check(p.m) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: check after the calls: %s\n", me, iris_error_detail()); ok = false; }
   cudaFree(p.x), cudaFree(p.y), cudaFree(p.out), cudaFree(p.idx), cudaFree(p.w);
   IK(iris_moe_destroy(p.m));
@@ -503,7 +506,7 @@ static bool graph_token_count(Suite &s) {
   CK(cudaMalloc(&p.out, (size_t)p.T * p.H * 2));
   CK(cudaMalloc(&p.idx, 2 * (size_t)p.T * 4));
   CK(cudaMalloc(&p.w, 2 * (size_t)p.T * 4));
-  bool ok = simple_call(s, p, 16, 1, 0, 0, true); // inputs for 16 tokens in place
+  bool ok = simple_call(s, p, 16, 1, 0, 0, -1); // inputs for 16 tokens in place
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   cudaGraph_t g[2];

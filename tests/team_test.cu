@@ -73,7 +73,8 @@ __global__ void k_rounds(iris_device_ctx_t ctx, iris_team_t team, unsigned *buf,
       if (tid == 0) atomicAdd(errors + 1, 1);
       return;
     }
-    for (int p = tid; p < team.size; p += nt) {
+    for (int q = tid; q < team.size; q += nt) { // each participant reads the member its neighbour's wait acquired (across lanes, across threads)
+      const int p = (q + 1) % team.size;
       unsigned got = ((volatile unsigned *)buf)[(r & 1) * IRIS_MAX_RANKS + p];
       if (r == 0 && ((volatile unsigned *)buf)[2 * IRIS_MAX_RANKS + p] != tag) atomicAdd(errors + 2, 1);
       else if (got != uval(seed, r, iris_team_peer(team, p), me_w)) atomicAdd(errors, 1);
@@ -210,6 +211,9 @@ static bool run_colls(Suite &s, const iris_team_t &t, float *in, float *out, int
   return true;
 }
 
+__global__ void k_one_barrier(iris_device_ctx_t ctx, iris_team_t team, int *res) { res[0] = iris_team_barrier(iris_coop_block(), ctx, team, 3) ? 1 : 2; }
+// A barrier index outside [0, IRIS_TEAM_BARRIERS): false, nothing written (the team's area is read back whole)
+__global__ void k_bad_index(iris_device_ctx_t ctx, iris_team_t team, int index, int *res) { res[0] = iris_team_barrier(iris_coop_block(), ctx, team, index) ? 1 : 2; }
 static bool test_basic(Suite &s) {
   const int n = s.world;
   unsigned *buf;
@@ -230,6 +234,35 @@ static bool test_basic(Suite &s) {
              iris_team_world_rank(&rail, 0) == s.rank && iris_team_world_rank(&world, n - 1) == n - 1);
   IK(iris_barrier(s.ctx));
   report(s, "world team: barrier rounds (block level)", run_rounds(s, world, buf, errs, g_rounds, 2, 1, 0, 1));
+  { // out-of-range barrier indices: false in every participant, not a word of any slot written
+    iris_team_t half;
+    IK(iris_team_split(s.ctx, &world, 0, -s.rank, &half)); // every rank, in reverse order: a slot of its own
+    const size_t area = (size_t)(3 * IRIS_MAX_RANKS + 16) * 64 * sizeof(unsigned long long); // well past one slot's words
+    std::vector<unsigned char> before(area), after(area);
+    int *res;
+    CK(cudaMalloc(&res, sizeof(int)));
+    CK(cudaDeviceSynchronize());
+    IK(iris_barrier(s.ctx));
+    CK(cudaMemcpy(before.data(), half.sync, area, cudaMemcpyDeviceToHost));
+    bool ok = true;
+    for (int index : {-1, IRIS_TEAM_BARRIERS, IRIS_TEAM_BARRIERS + 18, 1000}) {
+      int h = 0;
+      k_bad_index<<<1, 64, 0, s.stream>>>(iris_device_context(s.ctx), half, index, res);
+      CK(cudaStreamSynchronize(s.stream));
+      CK(cudaMemcpy(&h, res, sizeof h, cudaMemcpyDeviceToHost));
+      ok &= h == 2;
+    }
+    IK(iris_barrier(s.ctx)); // every rank's kernels are over: what they wrote into this rank's words is there
+    CK(cudaMemcpy(after.data(), half.sync, area, cudaMemcpyDeviceToHost));
+    const bool untouched = before == after;
+    k_one_barrier<<<1, 128, 0, s.stream>>>(iris_device_context(s.ctx), half, res); // the team works after
+    CK(cudaStreamSynchronize(s.stream));
+    int h = 0;
+    CK(cudaMemcpy(&h, res, sizeof h, cudaMemcpyDeviceToHost));
+    cudaFree(res);
+    IK(iris_team_destroy(s.ctx, &half));
+    report(s, "team barrier index outside [0, IRIS_TEAM_BARRIERS): false, no word of the team's slot or the next written; the team works after", ok && untouched && h == 1);
+  }
   int call = 1;
   for (const Split &sp : splits(n)) {
     std::string nm = std::string("split ") + sp.name;
@@ -416,7 +449,6 @@ static bool test_mismatch(Suite &s) {
   return true;
 }
 
-__global__ void k_one_barrier(iris_device_ctx_t ctx, iris_team_t team, int *res) { res[0] = iris_team_barrier(iris_coop_block(), ctx, team, 3) ? 1 : 2; }
 // The last rank stops coming: the others' waits end within 2x the bound, naming it.
 static int test_stuck(Suite &s, bool coll) {
   const int n = s.world, last = n - 1;

@@ -580,7 +580,9 @@ IRIS_DEF iris_status_t iris_team_destroy(iris_t *ctx, iris_team_t *team) {
   if (old >= 0) iris_gpu_set_device(old);
   memset(mine, 0, sizeof mine);
   if (iris_detail_check_fault(ctx) == IRIS_SUCCESS) st = iris_detail_team_allgather(ctx, team, mine, all); /* no member still uses the words */
-  iris_detail_team_drop(ctx->teams, team->slot);
+  /* a meeting that failed (a member late or gone) leaves the slot taken: that member's
+   * record could still land in its exchange rows and be read by the slot's next team */
+  if (st == IRIS_SUCCESS) iris_detail_team_drop(ctx->teams, team->slot);
   memset(team, 0, sizeof *team);
   team->rank = team->slot = team->coll = -1;
   return st;

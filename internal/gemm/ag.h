@@ -385,7 +385,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g) {
   if (g->path != IRIS_GEMM_PATH_FUSED && g->path != IRIS_GEMM_PATH_KERNEL_UNFUSED) return IRIS_SUCCESS;
   {
     const int old = iris_detail_plan_device(g->ctx); /* the record's copies and clears on the plan's GPU, whatever device is current */
-    rc = iris_gemm_err_take(g->dev.err, &e);
+    rc = iris_gemm_err_take(g->dev.err, &e, &g->err_taken);
     iris_detail_plan_device_back(old);
   }
   if (rc != IRIS_GPU_SUCCESS) return iris_ag_gemm_gpu_fail(g->ctx, "iris_ag_gemm_check: reading the error record", rc);

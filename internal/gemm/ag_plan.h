@@ -22,6 +22,7 @@ struct iris_ag_gemm {
   iris_gemm_path_t path;
   int W, me, sms;
   int coll;                       /* unfused, A in rows: the gather is iris_all_gather (iris_ag_gemm_run_unfused) */
+  unsigned err_taken;             /* the call whose failure iris_ag_gemm_check reported last (iris_gemm_err_take) */
   size_t es, cs;                  /* element sizes of A/B and of C */
   char *staged;                   /* local M x K */
   char *a_heap;                   /* stage_a: the plan's heap copy of the shard */

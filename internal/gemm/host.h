@@ -238,16 +238,21 @@ static inline int iris_gemm_probe_wgmma(void) {
 /* Synchronous: copy a plan's error record (device) into *e and, when a call failed, clear
  * its `what` word (the next failure is recorded afresh) and its abort words: a failed
  * call's epoch left there would come round again 2^32 calls later and make every wait of
- * that call return at once, unrecorded. (A peer still in the failed call may write its
- * peer_abort_epoch after this clear; that call is over here, so only the epoch 2^32 calls
- * on could see it.) The runtime's status. */
-static inline iris_gpu_error_t iris_gemm_err_take(iris_gemm_err_t *err, iris_gemm_err_t *e) {
+ * that call return at once, unrecorded. A peer still in the failed call may tell this
+ * rank about it after the clear (its CTAs end later): a record of the call *taken
+ * reported last is such a late word and is dropped (e->what = 0); *taken: the plan's. The
+ * runtime's status. */
+static inline iris_gpu_error_t iris_gemm_err_take(iris_gemm_err_t *err, iris_gemm_err_t *e, unsigned *taken) {
   const unsigned zero[2] = {0u, 0u};
   iris_gpu_error_t rc = iris_gpu_copy_to_host(e, err, sizeof *e);
   const int failed = rc == IRIS_GPU_SUCCESS && (e->what || e->abort_epoch || e->peer_abort_epoch);
   if (failed) rc = iris_gpu_copy_to_device(&err->what, zero, sizeof zero[0]);
   if (failed && rc == IRIS_GPU_SUCCESS) rc = iris_gpu_copy_to_device(&err->abort_epoch, zero, sizeof zero); /* abort_epoch, peer_abort_epoch: adjacent */
   if (failed && rc == IRIS_GPU_SUCCESS) rc = iris_gpu_synchronize(); /* the clears land before a later run (any stream) can record a failure */
+  if (rc == IRIS_GPU_SUCCESS && e->what) {
+    if (*taken && e->epoch == *taken) e->what = 0; /* reported already */
+    else *taken = e->epoch;
+  }
   return rc;
 }
 static_assert(offsetof(iris_gemm_err_t, peer_abort_epoch) == offsetof(iris_gemm_err_t, abort_epoch) + sizeof(unsigned), "iris_gemm_err_take clears both abort words in one copy");

@@ -24,6 +24,7 @@ struct iris_gemm_rs {
   iris_gemm_rs_desc_t d;
   iris_gemm_path_t path;
   int W, me;
+  unsigned err_taken;    /* the call whose failure iris_gemm_rs_check reported last (iris_gemm_err_take) */
   long long ml, kl;      /* rows per owner (M/W), K per rank (K/W) */
   size_t es, cs, ws;     /* element sizes of A/B, of C and of the wire (the partials' type) */
   iris_dtype_t wt;       /* the wire type: c_type (desc.exact = 0, pipelined, unfused), else fp32 */
@@ -610,7 +611,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_check(iris_gemm_rs_t *p) {
   if (p->path == IRIS_GEMM_PATH_FUSED) {
     iris_gemm_err_t e;
     const int old = iris_detail_plan_device(p->ctx); /* the record's copies and clears on the plan's GPU, whatever device is current */
-    const iris_gpu_error_t rc = iris_gemm_err_take(p->fd.err, &e);
+    const iris_gpu_error_t rc = iris_gemm_err_take(p->fd.err, &e, &p->err_taken);
     iris_detail_plan_device_back(old);
     if (rc != IRIS_GPU_SUCCESS) return iris_gemm_rs_gpu_fail(p->ctx, "iris_gemm_rs_check: reading the error record", rc);
     switch (e.what) {

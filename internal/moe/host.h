@@ -19,6 +19,7 @@ struct iris_moe {
   size_t es;           /* bytes per received element (1: fp8, 2: bf16) */
   int dispatched;      /* a dispatch was enqueued (combine needs its handle) */
   int last_n;          /* num_tokens of the last dispatch */
+  unsigned checked;    /* the combines iris_moe_check has looked at (their refusals: nocomb) */
   /* heap blocks, in allocation order */
   iris_moe_flags_t *flags;
   int *counts;
@@ -26,6 +27,7 @@ struct iris_moe {
   float *recv_scales;
   int *recv_src;
   iris_bf16_t *comb;
+  unsigned *nocomb;    /* [IRIS_MAX_RANKS]: last, so the blocks before it lie as they did without it */
   /* device memory: state | slot | w | count | offsets */
   char *local;
   iris_moe_dev_t dev;
@@ -67,7 +69,7 @@ static const char *iris_moe_bad_desc(const iris_moe_desc_t *d, int W) {
 }
 
 /* Heap bytes of each block, in allocation order. */
-static void iris_moe_block_bytes(const iris_moe_desc_t *d, int W, size_t b[6]) {
+static void iris_moe_block_bytes(const iris_moe_desc_t *d, int W, size_t b[7]) {
   const size_t rows = (size_t)iris_moe_rows(d, W), H = (size_t)d->hidden;
   b[0] = sizeof(iris_moe_flags_t);
   b[1] = (size_t)W * d->num_experts * sizeof(int);
@@ -75,14 +77,15 @@ static void iris_moe_block_bytes(const iris_moe_desc_t *d, int W, size_t b[6]) {
   b[3] = d->dispatch_type == IRIS_FLOAT8_E4M3 ? rows * (H / 128) * sizeof(float) : 0;
   b[4] = rows * sizeof(int);
   b[5] = (size_t)d->max_tokens * d->top_k * H * 2;
+  b[6] = IRIS_MAX_RANKS * sizeof(unsigned);
 }
 
 IRIS_DEF size_t iris_moe_workspace_bytes(const iris_moe_desc_t *desc, int W) {
-  size_t b[6], s = 0;
+  size_t b[7], s = 0;
   int i;
   if (!desc || W < 1 || iris_moe_bad_desc(desc, W)) return 0;
   iris_moe_block_bytes(desc, W, b);
-  for (i = 0; i < 6; ++i) s += b[i];
+  for (i = 0; i < 7; ++i) s += b[i];
   return s;
 }
 
@@ -97,6 +100,7 @@ IRIS_DEF iris_status_t iris_moe_destroy(iris_moe_t *p) {
     if (old >= 0) (void)iris_gpu_set_device(old);
   }
   /* heap blocks: reverse order, every rank */
+  if (p->nocomb) iris_free(p->ctx, p->nocomb);
   if (p->comb) iris_free(p->ctx, p->comb);
   if (p->recv_src) iris_free(p->ctx, p->recv_src);
   if (p->recv_scales) iris_free(p->ctx, p->recv_scales);
@@ -133,6 +137,7 @@ static iris_status_t iris_moe_create_local(iris_moe_t *p) {
   v->recv_scales = p->recv_scales;
   v->recv_src = p->recv_src;
   v->comb = p->comb;
+  v->nocomb = p->nocomb;
   v->st = (iris_moe_state_t *)p->local;
   v->slot = (int *)(p->local + sizeof(iris_moe_state_t));
   v->w = (float *)(v->slot + tk);
@@ -161,7 +166,7 @@ IRIS_DEF iris_status_t iris_moe_create(iris_t *ctx, const iris_moe_desc_t *desc,
   iris_moe_t *p;
   const char *bad;
   int W, me, q, old;
-  size_t b[6], total = 0;
+  size_t b[7], total = 0;
   if ((st = iris_detail_plan_args(&iris_moe_kind, ctx, desc, out)) != IRIS_SUCCESS) return st;
   *out = NULL;
   {
@@ -184,13 +189,14 @@ IRIS_DEF iris_status_t iris_moe_create(iris_t *ctx, const iris_moe_desc_t *desc,
   /* heap blocks: the same sequence on every rank (the heap is symmetric, so the verdict
    * is the same everywhere); the flags start at 0 and are never reset */
   iris_moe_block_bytes(desc, W, b);
-  for (q = 0; q < 6; ++q) total += b[q];
+  for (q = 0; q < 7; ++q) total += b[q];
   st = iris_calloc(ctx, b[0], (void **)&p->flags);
   if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[1], (void **)&p->counts);
   if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[2], (void **)&p->recv_x);
   if (st == IRIS_SUCCESS && b[3]) st = iris_malloc(ctx, b[3], (void **)&p->recv_scales);
   if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[4], (void **)&p->recv_src);
   if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[5], (void **)&p->comb);
+  if (st == IRIS_SUCCESS) st = iris_calloc(ctx, b[6], (void **)&p->nocomb); /* zero: no call is numbered 0 */
   if (st != IRIS_SUCCESS)
     st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY,
                           "rank %d: iris_moe_create: the symmetric heap (%zu bytes, %zu in use) cannot hold the plan's workspace (%zu bytes: %lld received rows of "
@@ -276,7 +282,8 @@ IRIS_DEF iris_status_t iris_moe_combine(iris_moe_t *p, const void *y, void *out,
   if (st == IRIS_SUCCESS && (!y_ok || !out_ok))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
                             "rank %d: iris_moe_combine: y must be given, y and out 16-byte aligned, out given when the dispatch had tokens (y %p, out %p)%s%s", p->me, y, out,
-                            y_ok ? " (the rows went out; nothing was written to out)" : " (no rows went out: the other ranks' combines of this call report it and leave their out)",
+                            y_ok ? " (the rows went out; nothing was written to out)"
+                                 : " (its rows went out as NaN: the tokens they serve come out NaN on every rank, whose iris_moe_check names this rank)",
                             IRIS_MOE_TOOK_PART);
   return st;
 }
@@ -284,8 +291,23 @@ IRIS_DEF iris_status_t iris_moe_combine(iris_moe_t *p, const void *y, void *out,
 IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
   iris_moe_err_t e, zero;
   iris_gpu_error_t g;
+  unsigned nocomb[IRIS_MAX_RANKS], combs = 0, from;
+  int q;
   if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_moe_check: NULL plan");
   if ((g = iris_gpu_copy_to_host(&e, &p->dev.st->err, sizeof e)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(p->me, "iris_moe_check: reading the error record", g);
+  /* a peer's combine refused since the last check: its mark (the call's epoch) lies in
+   * (checked, combines so far], compared wrap-safely */
+  if ((g = iris_gpu_copy_to_host(&combs, &p->dev.st->comb_epoch, sizeof combs)) != IRIS_GPU_SUCCESS ||
+      (g = iris_gpu_copy_to_host(nocomb, p->nocomb, (size_t)p->W * sizeof(unsigned))) != IRIS_GPU_SUCCESS)
+    return iris_detail_gpu_fail(p->me, "iris_moe_check: reading the combine marks", g);
+  from = p->checked;
+  p->checked = combs;
+  for (q = 0; q < p->W && e.what == IRIS_MOE_ERR_NONE; q++)
+    if ((int)(nocomb[q] - from) > 0 && (int)(nocomb[q] - combs) <= 0) {
+      e.what = IRIS_MOE_ERR_PEER;
+      e.call = nocomb[q];
+      e.value = q;
+    }
   if (e.what != IRIS_MOE_ERR_NONE) {
     memset(&zero, 0, sizeof zero);
     if ((g = iris_gpu_copy_to_device(&p->dev.st->err, &zero, sizeof zero)) != IRIS_GPU_SUCCESS || (g = iris_gpu_synchronize()) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(p->me, "iris_moe_check: clearing the error record", g);
@@ -307,7 +329,9 @@ IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
                             "replayed in between?): it wrote %lld rows of out",
                             p->me, e.call, e.token, e.value, e.value < (long long)e.token ? e.value : (long long)e.token);
   case IRIS_MOE_ERR_PEER:
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_moe_combine (call %u): rank %lld's combine of this call was refused (see its error) and sent no rows: out was left as it was",
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
+                            "rank %d: iris_moe_combine (call %u): rank %lld's combine of this call was refused (see its error): the tokens with an expert there are NaN "
+                            "in out",
                             p->me, e.call, e.value);
   default:
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_moe_combine: a received row names source 0x%llx (not a rank and token of this plan): skipped", p->me,

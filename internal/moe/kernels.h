@@ -45,17 +45,16 @@ typedef struct iris_moe_flags {
   unsigned comb[IRIS_MAX_RANKS];
   unsigned route;  /* this rank only: the dispatch kernel's routing CTA has finished call `route` */
   unsigned pad[3];
-  unsigned nocomb[IRIS_MAX_RANKS]; /* rank q's combine of call nocomb[q] sent no rows (the call was refused there: no usable y); stored before comb[q] */
 } iris_moe_flags_t;
-static_assert(sizeof(iris_moe_flags_t) == 16 * IRIS_MAX_RANKS + 16 && offsetof(iris_moe_flags_t, data) == 4 * IRIS_MAX_RANKS &&
-                  offsetof(iris_moe_flags_t, comb) == 8 * IRIS_MAX_RANKS && offsetof(iris_moe_flags_t, route) == 12 * IRIS_MAX_RANKS &&
-                  offsetof(iris_moe_flags_t, nocomb) == 12 * IRIS_MAX_RANKS + 16,
-              "iris_moe_flags_t: three arrays of one 32-bit epoch per source rank, the routing word, the refused combines");
+static_assert(sizeof(iris_moe_flags_t) == 12 * IRIS_MAX_RANKS + 16 && offsetof(iris_moe_flags_t, data) == 4 * IRIS_MAX_RANKS &&
+                  offsetof(iris_moe_flags_t, comb) == 8 * IRIS_MAX_RANKS && offsetof(iris_moe_flags_t, route) == 12 * IRIS_MAX_RANKS,
+              "iris_moe_flags_t: three arrays of one 32-bit epoch per source rank, then the routing word");
 
 /* The first routing error a kernel met (what: IRIS_MOE_ERR_*; 0: none). TOKENS: a combine
  * asked for another token count than the dispatch it follows on the device routed (value:
  * the dispatch's, token: the combine's; it summed the fewer); PEER: rank `value` refused
- * its combine of the call and sent no rows (out was left untouched). */
+ * its combine of the call and sent NaN rows (the tokens they serve are NaN in out; found
+ * by iris_moe_check in the nocomb block, not recorded by a kernel). */
 enum { IRIS_MOE_ERR_NONE = 0, IRIS_MOE_ERR_EXPERT, IRIS_MOE_ERR_REPEAT, IRIS_MOE_ERR_OVERFLOW, IRIS_MOE_ERR_SOURCE, IRIS_MOE_ERR_TOKENS, IRIS_MOE_ERR_PEER };
 typedef struct iris_moe_err {
   unsigned what, call; /* IRIS_MOE_ERR_*, the dispatch number (1, 2, ...) */
@@ -83,6 +82,7 @@ typedef struct iris_moe_dev {
   float *recv_scales;      /* heap, fp8: [cap][H/128] */
   int *recv_src;           /* heap: [cap] */
   iris_bf16_t *comb;       /* heap: [T * K][H], slot (t, k) for expert k's output of token t */
+  unsigned *nocomb;        /* heap: [W], rank q's combine of call nocomb[q] sent NaN rows (refused there: no usable y); stored before its comb flag */
   iris_moe_state_t *st;    /* device */
   int *slot;               /* device: [T * K], destination row of (t, k) on its expert's rank, -1: none */
   float *w;                /* device: [T * K], the dispatch's weights */
@@ -139,13 +139,17 @@ IRIS_DEVICE_INLINE unsigned iris_moe_fp8x4(float a, float b, float c, float d) {
          ((unsigned)iris_float_to_fp8_e4m3(d) << 24);
 #endif
 }
-IRIS_DEVICE_INLINE bool iris_moe_quant_fp8(const iris_bf16_t *row, int hidden, int col0, uint4 *q, float *scale) {
+/* iris_moe_quant_fp8; HALF: a lane's second 8 values only where the row has them (hidden
+ * a multiple of 8: the public block); the dispatch kernel's rows are whole 128-value groups
+ * (create's rule), and the test cost its fp8 high-throughput dispatch 0.3-0.5%. */
+template <bool HALF>
+IRIS_DEVICE_INLINE bool iris_moe_detail_quant_fp8(const iris_bf16_t *row, int hidden, int col0, uint4 *q, float *scale) {
   const int lane = (int)(threadIdx.x % IRIS_WARP_SIZE), col = col0 + 16 * lane;
   const bool in = col < hidden;
   uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
   if (in) {
     a = *(const uint4 *)(row + col);
-    b = *(const uint4 *)(row + col + 8);
+    if (!HALF || col + 8 < hidden) b = *(const uint4 *)(row + col + 8);
   }
   const unsigned u[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
   float v[16], amax = 0.0f;
@@ -166,6 +170,9 @@ IRIS_DEVICE_INLINE bool iris_moe_quant_fp8(const iris_bf16_t *row, int hidden, i
   for (int i = 0; i < 4; ++i) o[i] = iris_moe_fp8x4(v[4 * i] * inv, v[4 * i + 1] * inv, v[4 * i + 2] * inv, v[4 * i + 3] * inv);
   *q = make_uint4(o[0], o[1], o[2], o[3]);
   return in;
+}
+IRIS_DEVICE_INLINE bool iris_moe_quant_fp8(const iris_bf16_t *row, int hidden, int col0, uint4 *q, float *scale) {
+  return iris_moe_detail_quant_fp8<true>(row, hidden, col0, q, scale);
 }
 IRIS_DEVICE_INLINE bool iris_moe_weighted_sum(const iris_bf16_t *const *rows, const float *w, int n, int hidden, int col0, uint4 *out) {
   const int col = col0 + 8 * (int)(threadIdx.x % IRIS_WARP_SIZE);
@@ -320,7 +327,7 @@ __global__ void __launch_bounds__(1024) iris_moe_dispatch_kernel(iris_moe_dev_t 
     float sc = 1.0f;
     bool in;
     if (FP8) {
-      in = iris_moe_quant_fp8(row, d.H, c * chunk, &v, &sc);
+      in = iris_moe_detail_quant_fp8<false>(row, d.H, c * chunk, &v, &sc);
     } else {
       in = col < d.H;
       if (in) v = *(const uint4 *)(row + col);
@@ -339,31 +346,15 @@ __global__ void __launch_bounds__(1024) iris_moe_dispatch_kernel(iris_moe_dev_t 
   IRIS_TRACE_END(e, d.me);
 }
 
-/* Combine (one kernel, grid resident at once): a warp per (received row, slice of
- * IRIS_WARP_SIZE x 8 channels) stores y's slice into the source's combine slot; the last
- * CTA releases flags.comb[me] on every rank; every CTA then waits for the W comb flags
- * and a warp per (token, slice) sums the token's valid slots with their weights in fp32,
- * rounds once. y NULL (a call refused on this rank): no rows, the refusal marked on
- * every rank (flags.nocomb), which then leaves its out untouched. n: the tokens the host
- * expects; the sum covers the fewer of n and the dispatch's own count (a difference is
- * recorded). */
-__global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d, const iris_bf16_t *y, iris_bf16_t *out, int n) {
-  __shared__ int off[IRIS_MOE_MAX_EXPERTS + 1];
-  IRIS_TRACE_BEGIN(IRIS_TRACE_K_MOE_COMB);
-  const unsigned e = d.st->comb_epoch + 1;
-  if (!out) {
-    n = 0; /* no tokens here, or a call refused on this rank: nothing to write */
-  } else {
-    const int routed = d.st->n; /* the dispatch before this kernel on the stream wrote it */
-    if (routed != n && blockIdx.x == 0 && threadIdx.x == 0) iris_moe_record(d, IRIS_MOE_ERR_TOKENS, e, n, -1, routed);
-    if (routed < n) n = routed;
-  }
+/* The combine's store phase: a warp per (received row, slice) stores y's slice into the
+ * source's combine slot; Y = false: NaN rows instead (a combine refused on this rank).
+ * Two instances, so the usual one carries no test of y per item. */
+template <bool Y>
+IRIS_DEVICE_INLINE void iris_moe_combine_rows(const iris_moe_dev_t &d, const iris_bf16_t *y, const int *off, unsigned e) {
   const int L = d.L, K = d.K, chunk = IRIS_WARP_SIZE * 8, nch = (d.H + chunk - 1) / chunk;
-  for (int l = (int)threadIdx.x; l <= L; l += (int)blockDim.x) off[l] = d.offsets[l];
-  __syncthreads();
   const int lane = (int)(threadIdx.x % IRIS_WARP_SIZE), wpb = (int)(blockDim.x / IRIS_WARP_SIZE), slots = d.T * K;
   const long long first = (long long)blockIdx.x * wpb + threadIdx.x / IRIS_WARP_SIZE, nwarps = (long long)gridDim.x * wpb;
-  long long items = y ? (long long)off[L] * nch : 0;
+  const long long items = (long long)off[L] * nch;
   /* IRIS_MOE_UNROLL items per warp and pass: their loads are all in flight before the stores */
   for (long long it0 = first; it0 < items; it0 += IRIS_MOE_UNROLL * nwarps) {
     uint4 v[IRIS_MOE_UNROLL];
@@ -391,7 +382,7 @@ __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d
         continue;
       }
       if (col < d.H) {
-        v[u] = *(const uint4 *)(y + (size_t)r * d.H + col);
+        v[u] = Y ? *(const uint4 *)(y + (size_t)r * d.H + col) : make_uint4(0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u); /* !Y: NaN */
         dst[u] = d.comb + (size_t)slot * d.H + col;
         to[u] = s;
       }
@@ -400,20 +391,42 @@ __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d
     for (int u = 0; u < IRIS_MOE_UNROLL; ++u)
       if (to[u] >= 0) iris_store_v16(d.ctx, dst[u], v[u], to[u]);
   }
+}
+
+/* Combine (one kernel, grid resident at once): a warp per (received row, slice of
+ * IRIS_WARP_SIZE x 8 channels) stores y's slice into the source's combine slot; the last
+ * CTA releases flags.comb[me] on every rank; every CTA then waits for the W comb flags
+ * and a warp per (token, slice) sums the token's valid slots with their weights in fp32,
+ * rounds once. y NULL (a call refused on this rank): its rows go out as NaN (bf16 0x7fc0)
+ * and the refusal is marked on every rank (d.nocomb, read by iris_moe_check on the
+ * host: a load of it here after the flag wait cost 0.5-0.7 us per call on 2 H200s): the
+ * tokens it served come out NaN there, the others exact. out NULL: nothing summed. n:
+ * the tokens the host expects; the sum covers the fewer of n and the dispatch's own count
+ * (a difference is recorded). */
+__global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d, const iris_bf16_t *y, iris_bf16_t *out, int n) {
+  __shared__ int off[IRIS_MOE_MAX_EXPERTS + 1];
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_MOE_COMB);
+  const unsigned e = d.st->comb_epoch + 1;
+  const int routed = out ? d.st->n : 0; /* the dispatch before this kernel on the stream wrote it; compared at the end */
+  const int L = d.L, K = d.K, chunk = IRIS_WARP_SIZE * 8, nch = (d.H + chunk - 1) / chunk;
+  for (int l = (int)threadIdx.x; l <= L; l += (int)blockDim.x) off[l] = d.offsets[l];
+  __syncthreads();
+  const int lane = (int)(threadIdx.x % IRIS_WARP_SIZE), wpb = (int)(blockDim.x / IRIS_WARP_SIZE);
+  const long long first = (long long)blockIdx.x * wpb + threadIdx.x / IRIS_WARP_SIZE, nwarps = (long long)gridDim.x * wpb;
+  if (y) iris_moe_combine_rows<true>(d, y, off, e);
+  else iris_moe_combine_rows<false>(d, y, off, e);
   IRIS_TRACE_MARK(1);
-  iris_moe_finish(d, d.flags->comb, e, &d.st->comb_epoch, false, "", y ? NULL : d.flags->nocomb);
-  int ok = 1, refused = 0;
-  if ((int)threadIdx.x < d.W) {
-    ok = iris_wait_until(d.ctx, &d.flags->comb[threadIdx.x], IRIS_CMP_EPOCH, e, "iris_moe_combine: rows");
-    refused = ok && *(volatile unsigned *)&d.flags->nocomb[threadIdx.x] == e; /* stored before the release just acquired */
-    if (refused && blockIdx.x == 0) iris_moe_record(d, IRIS_MOE_ERR_PEER, e, -1, -1, (long long)threadIdx.x);
-  }
-  if (!__syncthreads_and(ok && !refused)) { /* a wait ran out, or a rank sent no rows: out stays as it was */
+  iris_moe_finish(d, d.flags->comb, e, &d.st->comb_epoch, false, "", y ? NULL : d.nocomb);
+  int ok = 1;
+  if ((int)threadIdx.x < d.W) ok = iris_wait_until(d.ctx, &d.flags->comb[threadIdx.x], IRIS_CMP_EPOCH, e, "iris_moe_combine: rows");
+  if (!__syncthreads_and(ok)) {
     IRIS_TRACE_END(e, d.me);
     return;
   }
   IRIS_TRACE_MARK(2);
-  items = (long long)n * nch;
+  const int asked = n;
+  if (n > routed) n = routed;
+  const long long items = (long long)n * nch;
   for (long long it = first; it < items; it += nwarps) {
     const int t = (int)(it / nch), c = (int)(it - (long long)t * nch), col = c * chunk + lane * 8;
     if (col >= d.H) continue;
@@ -433,6 +446,7 @@ __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d
     }
     *(uint4 *)(out + (size_t)t * d.H + col) = iris_moe_round8(acc);
   }
+  if (blockIdx.x == 0 && threadIdx.x == 0 && out && routed != asked) iris_moe_record(d, IRIS_MOE_ERR_TOKENS, e, asked, -1, routed);
   IRIS_TRACE_END(e, d.me);
 }
 
