@@ -93,6 +93,18 @@ static int iris_coll_pdl_choice(iris_t *ctx) {
   return pdl && iris_gpu_has_pdl(iris_device_ordinal(ctx)) ? 1 : 0; /* before sm_90: no PDL */
 }
 
+/* IRIS_COLL_PRELOAD: 1 (the default) when the setup is to load every kernel of this unit,
+ * 0 when not, -1 for a malformed value (the detail says so). */
+static int iris_coll_preload_choice(void) {
+  int preload = 1;
+  if (iris_detail_env_flag("IRIS_COLL_PRELOAD",
+                           " (0: each kernel is loaded at its first launch, under lazy loading after every kernel running on the GPU has ended; 1: the setup loads "
+                           "them all, the default)",
+                           &preload) < 0)
+    return -1;
+  return preload;
+}
+
 /* iris_collectives_setup: note this rank's first bad setting (the detail just recorded; err holds sizeof iris_detail_errbuf bytes). */
 static void iris_coll_setup_bad(iris_status_t *st, char *err, iris_status_t why) {
   if (*st != IRIS_SUCCESS) return;
@@ -144,12 +156,10 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
                            "the recv out as the data arrive, the default)",
                            &s->fused_staging) < 0)
     iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
-  s->preload = 1;
-  if (iris_detail_env_flag("IRIS_COLL_PRELOAD",
-                           " (0: each kernel is loaded at its first launch, under lazy loading after every kernel running on the GPU has ended; 1: the setup loads "
-                           "them all, the default)",
-                           &s->preload) < 0)
+  if ((s->preload = iris_coll_preload_choice()) < 0) {
     iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
+    s->preload = 1;
+  }
   if ((s->pdl = iris_coll_pdl_choice(ctx)) < 0) {
     iris_coll_setup_bad(&local_st, local_err, IRIS_ERROR_INVALID_ARGUMENT);
     s->pdl = 0;

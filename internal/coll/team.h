@@ -79,8 +79,9 @@ static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_vi
   if (!iris_detail_get_ext(ctx) && !iris_gpu_stream_capturing(stream)) { /* no world state: load the kernels now, as its setup does (IRIS_COLL_PRELOAD;
                                       lazy loading's first launch waits for every running kernel, a team's own on another stream included: docs/stalls.md,
                                       "First calls"); not under capture (a capture may refuse calls outside it) */
-    int preload = 1, old = -1;
-    if (iris_detail_env_flag("IRIS_COLL_PRELOAD", " (0: each kernel is loaded at its first launch; 1: loaded at setup, the default)", &preload) < 0) {
+    const int preload = iris_coll_preload_choice();
+    int old = -1;
+    if (preload < 0) {
       free(s);
       return IRIS_ERROR_INVALID_ARGUMENT;
     }
