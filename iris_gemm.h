@@ -77,7 +77,11 @@
  *     the wait bound (IRIS_WAIT_TIMEOUT_NS, 10 minutes by default) with a wrong C, and
  *     iris_ag_gemm_check (after the stream is synchronised) returns IRIS_ERROR_TIMEOUT
  *     naming the wait and the peer. Check after runs whose results matter; after such an
- *     error destroy the plan (every rank). docs/gemm_waits.md lists every wait.
+ *     error destroy the plan (every rank). docs/gemm_waits.md lists every wait. A run
+ *     refused on one rank only (bad arguments) leaves the plan out of step on every rank
+ *     in the same way. A run that fails after enqueuing its barrier or first kernel (a
+ *     runtime failure) marks the plan broken: later runs return
+ *     IRIS_ERROR_INVALID_ARGUMENT saying so.
  *   - The fused kernels run one CTA per SM on every SM and their CTAs wait on each other,
  *     and on the peers' kernels: give them the GPU. Where other work holds SMs (kernels
  *     on other streams, other processes under MPS), the TMA kernel with fetcher CTAs

@@ -117,6 +117,11 @@
  *     bounded by the unit's IRIS_WAIT_TIMEOUT_NS (compile time only), the first
  *     expiry recorded in the plan's error record (the rest of that call's waits then
  *     return at once, and the peers are told); iris_gemm_rs_check reports it.
+ *   - A run refused before it enqueues anything (bad arguments) leaves the plan as it was
+ *     on this rank, but if the peers ran that call the plan is out of step everywhere: a
+ *     call refused on one rank only needs every rank to destroy the plan. A run that fails
+ *     after its opening barrier (a runtime or cuBLASLt failure) marks the plan broken: later
+ *     runs return IRIS_ERROR_INVALID_ARGUMENT saying so.
  *   - Graphs: run allocates nothing and never synchronises the host: capture and replay
  *     freely. Create the plan before capturing.
  *   - AMD (hipcc): the paths need cuBLASLt or the TMA core; create returns

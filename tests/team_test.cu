@@ -387,6 +387,16 @@ static bool test_mismatch(Suite &s) {
            st == IRIS_ERROR_MISMATCH && named && heap == IRIS_SUCCESS);
   }
   IK(iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world));
+  { // different team calls on one team: rank 0 splits it while the others destroy it; every member fails, naming it
+    iris_team_t t, sub;
+    IK(iris_team_split(s.ctx, &world, 0, s.rank, &t));
+    const iris_status_t st = s.rank == 0 ? iris_team_split(s.ctx, &t, 0, 0, &sub) : iris_team_destroy(s.ctx, &t);
+    const bool named = strstr(iris_error_detail(), "different team calls") != NULL;
+    if (st != IRIS_ERROR_MISMATCH || !named)
+      fprintf(stderr, "team_test: rank %d: a split against a destroy: %s: %s\n", s.rank, iris_status_string(st), iris_error_detail());
+    report(s, "a split on one member, a destroy on the others: IRIS_ERROR_MISMATCH on every member, naming it", st == IRIS_ERROR_MISMATCH && named);
+    IK(iris_barrier(s.ctx));
+  }
   IK(iris_team_split_2d(s.ctx, &world, 2, &tp, &dp));
   IK(iris_malloc(s.ctx, (n + 64) * sizeof(float), (void **)&a));
   IK(iris_malloc(s.ctx, nb * sizeof(float), (void **)&b));

@@ -396,7 +396,29 @@ IRIS_DEF iris_status_t iris_team_get(iris_t *ctx, iris_team_which_t which, iris_
  * own until every member's record carries it. Two parities suffice: no member starts
  * exchange n + 1 before it has read every record of n, so none can still be waiting for
  * a record of n - 1 in the parity n + 1 overwrites. Bounded by the barrier timeout. */
-IRIS_INTERNAL iris_status_t iris_detail_team_allgather(iris_t *ctx, const iris_team_t *t, const uint32_t *mine, uint32_t *all) {
+/* The meetings, tagged in a record's last word: members in different team calls (one
+ * splits a team another destroys) fail with IRIS_ERROR_MISMATCH instead of reading each
+ * other's words as their own. */
+enum { IRIS_DETAIL_TEAM_OP_SPLIT = 0x5370u, IRIS_DETAIL_TEAM_OP_TAKE = 0x5371u, IRIS_DETAIL_TEAM_OP_DESTROY = 0x5372u };
+static inline const char *iris_detail_team_op_name(uint32_t op) {
+  return op == IRIS_DETAIL_TEAM_OP_SPLIT ? "a split" : op == IRIS_DETAIL_TEAM_OP_TAKE ? "a split's second meeting" : op == IRIS_DETAIL_TEAM_OP_DESTROY ? "iris_team_destroy" : "another call";
+}
+static iris_status_t iris_detail_team_gather_words(iris_t *ctx, const iris_team_t *t, const uint32_t *mine, uint32_t *all);
+IRIS_INTERNAL iris_status_t iris_detail_team_allgather(iris_t *ctx, const iris_team_t *t, uint32_t op, uint32_t *mine, uint32_t *all) {
+  iris_status_t st;
+  int p;
+  mine[IRIS_DETAIL_TEAM_XW - 1] = op;
+  if ((st = iris_detail_team_gather_words(ctx, t, mine, all)) != IRIS_SUCCESS) return st;
+  for (p = 0; p < t->size; p++) {
+    const uint32_t theirs = all[(size_t)p * IRIS_DETAIL_TEAM_XW + IRIS_DETAIL_TEAM_XW - 1];
+    if (theirs != op)
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: team members are in different team calls: this rank is in %s, world rank %d (team rank %d) in %s "
+                              "(every member must make the same split / destroy calls on a team, in the same order)",
+                              iris_rank(ctx), iris_detail_team_op_name(op), iris_team_world_rank(t, p), p, iris_detail_team_op_name(theirs));
+  }
+  return IRIS_SUCCESS;
+}
+static iris_status_t iris_detail_team_gather_words(iris_t *ctx, const iris_team_t *t, const uint32_t *mine, uint32_t *all) {
   iris_detail_teams_t *T = ctx->teams;
   unsigned long long rec[IRIS_DETAIL_TEAM_XW], got[IRIS_MAX_RANKS][IRIS_DETAIL_TEAM_XW];
   unsigned seq;
@@ -480,7 +502,7 @@ IRIS_INTERNAL iris_status_t iris_detail_team_split(iris_t *ctx, const iris_team_
     free(recs), free(pw), free(all);
     return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", iris_rank(ctx));
   }
-  if ((st = iris_detail_team_allgather(ctx, parent, mine, all)) != IRIS_SUCCESS) goto done;
+  if ((st = iris_detail_team_allgather(ctx, parent, IRIS_DETAIL_TEAM_OP_SPLIT, mine, all)) != IRIS_SUCCESS) goto done;
   for (i = 0; i < n; i++) {
     const uint32_t *a = all + (size_t)i * IRIS_DETAIL_TEAM_XW;
     recs[i].color = (int)a[0];
@@ -506,7 +528,7 @@ IRIS_INTERNAL iris_status_t iris_detail_team_split(iris_t *ctx, const iris_team_
    * that failed makes every member fail (and give its slot back) */
   memset(mine, 0, sizeof mine);
   mine[0] = ok;
-  if ((st = iris_detail_team_allgather(ctx, parent, mine, all)) == IRIS_SUCCESS) {
+  if ((st = iris_detail_team_allgather(ctx, parent, IRIS_DETAIL_TEAM_OP_TAKE, mine, all)) == IRIS_SUCCESS) {
     for (i = 0; i < n; i++)
       if (all[(size_t)i * IRIS_DETAIL_TEAM_XW] != IRIS_SUCCESS && bad < 0) bad = i;
     if (bad >= 0) st = iris_detail_fail((iris_status_t)all[(size_t)bad * IRIS_DETAIL_TEAM_XW], "%s: world rank %d could not take the new team's slot", call, pw[bad]);
@@ -579,7 +601,7 @@ IRIS_DEF iris_status_t iris_team_destroy(iris_t *ctx, iris_team_t *team) {
   if (iris_gpu_set_device(ctx->device) == IRIS_GPU_SUCCESS) iris_gpu_synchronize();
   if (old >= 0) iris_gpu_set_device(old);
   memset(mine, 0, sizeof mine);
-  if (iris_detail_check_fault(ctx) == IRIS_SUCCESS) st = iris_detail_team_allgather(ctx, team, mine, all); /* no member still uses the words */
+  if (iris_detail_check_fault(ctx) == IRIS_SUCCESS) st = iris_detail_team_allgather(ctx, team, IRIS_DETAIL_TEAM_OP_DESTROY, mine, all); /* no member still uses the words */
   /* a meeting that failed (a member late or gone) leaves the slot taken: that member's
    * record could still land in its exchange rows and be read by the slot's next team */
   if (st == IRIS_SUCCESS) iris_detail_team_drop(ctx->teams, team->slot);

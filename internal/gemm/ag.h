@@ -319,8 +319,11 @@ static iris_status_t iris_ag_gemm_run_plan(iris_ag_gemm_t *g, const void *a_shar
     }
     switch (g->path) {
 #if defined(IRIS_GEMM_HAVE_BLAS)
-    case IRIS_GEMM_PATH_PIPELINED: return iris_ag_gemm_run_pipelined(g, a, b, bias, c, stream);
-    case IRIS_GEMM_PATH_UNFUSED: return iris_ag_gemm_run_unfused(g, a, b, bias, c, stream);
+    case IRIS_GEMM_PATH_PIPELINED:
+    case IRIS_GEMM_PATH_UNFUSED:
+      st = g->path == IRIS_GEMM_PATH_PIPELINED ? iris_ag_gemm_run_pipelined(g, a, b, bias, c, stream) : iris_ag_gemm_run_unfused(g, a, b, bias, c, stream);
+      if (st != IRIS_SUCCESS && !g->coll) g->broken = 1; /* after the barrier */
+      return st;
 #endif
 #if defined(IRIS_GEMM_HAVE_CORE)
     case IRIS_GEMM_PATH_FUSED:
@@ -338,7 +341,10 @@ static iris_status_t iris_ag_gemm_run_plan(iris_ag_gemm_t *g, const void *a_shar
       if (g->path == IRIS_GEMM_PATH_FUSED) e = iris_ag_gemm_launch(g, b, bias, c, 0, g->dev.fetchers + g->dev.gemm_ctas, stream, 0);
       else {
         e = iris_ag_gemm_launch(g, b, bias, c, 0, g->dev.fetchers, stream, 0);
-        if (e == IRIS_GPU_SUCCESS) e = iris_ag_gemm_launch(g, b, bias, c, g->dev.fetchers, g->dev.gemm_ctas, stream, 0);
+        if (e == IRIS_GPU_SUCCESS) {
+          e = iris_ag_gemm_launch(g, b, bias, c, g->dev.fetchers, g->dev.gemm_ctas, stream, 0);
+          if (e != IRIS_GPU_SUCCESS) g->broken = 1; /* the fetchers' epochs moved on, the GEMM CTAs' did not */
+        }
       }
       if (e != IRIS_GPU_SUCCESS) return iris_ag_gemm_gpu_fail(g->ctx, "launching the fused kernel", e);
       return IRIS_SUCCESS;
@@ -362,6 +368,7 @@ IRIS_DEF iris_status_t iris_ag_gemm_run_scaled(iris_ag_gemm_t *g, const void *a_
                                                void *c, iris_stream_t stream) {
   iris_status_t st;
   if (!g) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_run: NULL plan");
+  if ((st = iris_gemm_refuse_broken(g->broken, "iris_ag_gemm_run", g->me)) != IRIS_SUCCESS) return st;
   if ((st = iris_gemm_check_scales(g->d.a_type, a_scale, b_scale, "iris_ag_gemm_run_scaled", g->me)) != IRIS_SUCCESS) return st;
   if ((st = iris_detail_plan_run_begin(g->ctx, stream)) != IRIS_SUCCESS) return st;
 #if defined(IRIS_GEMM_HAVE_BLAS)

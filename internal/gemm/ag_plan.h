@@ -23,6 +23,7 @@ struct iris_ag_gemm {
   int W, me, sms;
   int coll;                       /* unfused, A in rows: the gather is iris_all_gather (iris_ag_gemm_run_unfused) */
   unsigned err_taken;             /* the call whose failure iris_ag_gemm_check reported last (iris_gemm_err_take) */
+  int broken;                     /* a run failed after enqueuing its barrier or first kernel: later runs refused (iris_gemm_refuse_broken) */
   size_t es, cs;                  /* element sizes of A/B and of C */
   char *staged;                   /* local M x K */
   char *a_heap;                   /* stage_a: the plan's heap copy of the shard */

@@ -45,6 +45,19 @@ static inline iris_status_t iris_gemm_gpu_check(iris_t *ctx, const char *who, ir
   return e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_gemm_gpu_fail(ctx, who, what, e);
 }
 
+/* A run that failed after enqueuing part of a call its peers pair with (a device barrier,
+ * a kernel that signals them) leaves this rank's sequence of barriers and epochs out of
+ * step with theirs: a later run would pair with the wrong call of a peer, and a barrier
+ * count could even let a peer read a stale partial without a timeout. The plan marks
+ * itself broken then, and every later run is refused here (every rank: destroy it). */
+static inline iris_status_t iris_gemm_refuse_broken(int broken, const char *who, int me) {
+  if (!broken) return IRIS_SUCCESS;
+  return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
+                          "rank %d: %s: an earlier run of this plan failed after enqueuing part of its call, so its barriers and epochs no longer match the "
+                          "peers': destroy the plan on every rank and create it again",
+                          me, who);
+}
+
 /* The scale rules of run_scaled (both ops): an fp8 plan takes both scales, 4-byte aligned;
  * any other plan takes none. */
 static inline iris_status_t iris_gemm_check_scales(iris_dtype_t a_type, const float *a_scale, const float *b_scale, const char *fn, int me) {

@@ -25,6 +25,7 @@ struct iris_gemm_rs {
   iris_gemm_path_t path;
   int W, me;
   unsigned err_taken;    /* the call whose failure iris_gemm_rs_check reported last (iris_gemm_err_take) */
+  int broken;            /* a run failed after its opening barrier: later runs refused (iris_gemm_refuse_broken) */
   long long ml, kl;      /* rows per owner (M/W), K per rank (K/W) */
   size_t es, cs, ws;     /* element sizes of A/B, of C and of the wire (the partials' type) */
   iris_dtype_t wt;       /* the wire type: c_type (desc.exact = 0, pipelined, unfused), else fp32 */
@@ -574,7 +575,9 @@ IRIS_DEF iris_status_t iris_gemm_rs_run(iris_gemm_rs_t *p, const void *a, const 
 IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a, const void *b, const float *a_scale, const float *b_scale, const void *bias, void *c,
                                                iris_stream_t stream) {
   iris_status_t st;
+  int paired = 0;
   if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_gemm_rs_run: NULL plan");
+  if ((st = iris_gemm_refuse_broken(p->broken, "iris_gemm_rs_run", p->me)) != IRIS_SUCCESS) return st;
   if (!a || !b || !c) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: NULL buffer (a %p, b %p, c %p)", p->me, a, b, c);
   if ((st = iris_gemm_check_scales(p->d.a_type, a_scale, b_scale, "iris_gemm_rs_run_scaled", p->me)) != IRIS_SUCCESS) return st;
   if (!p->d.has_bias != !bias)
@@ -592,7 +595,10 @@ IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
 #endif
   /* every rank has reached this call: the previous call's readers of the workspace are gone
    * (not needed where a collective sums: no peer reads the partial in place) */
-  if (st == IRIS_SUCCESS && !p->coll) st = iris_barrier_device(p->ctx, stream);
+  if (st == IRIS_SUCCESS && !p->coll) {
+    st = iris_barrier_device(p->ctx, stream);
+    paired = st == IRIS_SUCCESS; /* from here a failure leaves the barriers out of step */
+  }
 #if defined(IRIS_GEMM_HAVE_BLAS)
   if (st == IRIS_SUCCESS && p->path == IRIS_GEMM_PATH_FUSED) {
 #if defined(IRIS_GEMM_HAVE_TMA)
@@ -602,6 +608,7 @@ IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
     st = p->path == IRIS_GEMM_PATH_PIPELINED ? iris_gemm_rs_run_pipelined(p, (const char *)a, b, bias, c, stream) : iris_gemm_rs_run_unfused(p, (const char *)a, b, bias, c, stream);
   }
 #endif
+  if (st != IRIS_SUCCESS && paired) p->broken = 1;
   return iris_detail_plan_run_end(p->ctx, stream, st);
 }
 

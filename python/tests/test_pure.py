@@ -937,6 +937,58 @@ class TestServingSlot(unittest.TestCase):
             it.all_reduce_rmsnorm(x, x, x, Team())
 
 
+class TestHeapBlockFrees(unittest.TestCase):
+    """A heap tensor's block, dropped in any thread (the garbage collector's), is freed by
+    the context's next call, in drop order, never from __del__ itself."""
+
+    def context(self, calls):
+        from iris_gpu.torch.context import Context
+
+        ctx = object.__new__(Context)
+        ctx.closed, ctx._h, ctx._live, ctx._pending_frees = False, 7, 0, []
+
+        class L:
+            pass
+
+        ctx._lib = L()
+        ctx._lib.lib = L()
+        ctx._lib.lib.iris_free = lambda h, p: calls.append((h, p.value)) or 0
+        return ctx
+
+    def test_dropped_blocks_are_freed_by_the_next_call_in_order(self):
+        import threading
+
+        from iris_gpu.torch.context import _HeapBlock
+
+        calls = []
+        ctx = self.context(calls)
+        blocks = [_HeapBlock(ctx, 4096 * (i + 1)) for i in range(3)]
+        ctx._live = 3
+        del blocks[1]  # dropped here
+        t = threading.Thread(target=lambda: blocks.pop(0))  # and in another thread
+        t.start()
+        t.join()
+        self.assertEqual(calls, [])  # nothing freed behind the context's back
+        self.assertEqual(ctx._handle(), 7)
+        self.assertEqual(calls, [(7, 8192), (7, 4096)])  # drop order
+        self.assertEqual(ctx._live, 1)
+        self.assertEqual(ctx._handle(), 7)
+        self.assertEqual(len(calls), 2)  # nothing twice
+
+    def test_closed_context_frees_nothing(self):
+        from iris_gpu.torch.context import _HeapBlock
+
+        calls = []
+        ctx = self.context(calls)
+        b = _HeapBlock(ctx, 4096)
+        ctx.closed = True
+        del b
+        self.assertEqual(ctx._pending_frees, [])
+        with self.assertRaisesRegex(RuntimeError, "closed"):
+            ctx._handle()
+        self.assertEqual(calls, [])
+
+
 if __name__ == "__main__":
     import _report
 

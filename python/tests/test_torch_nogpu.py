@@ -32,7 +32,7 @@ if torch is not None:
             """gloo: rank of a world of processes in a gloo group (the GEMM stand-in sums
             through it); otherwise world > 1 only records."""
             self.closed, self.id, self.world_size, self.rank, self.device = False, cid, world, rank, 0
-            self.check_shapes, self.calls, self.gloo = False, [], gloo
+            self.check_shapes, self.calls, self.gloo, self._pending_frees = False, [], gloo, []
             it._CONTEXTS[cid] = self
 
         def _run(self, kind, send, recv, count, dtype, extra=None):
@@ -635,7 +635,7 @@ class TestLifeCycle(unittest.TestCase):
         """A Context object (no bring-up) whose library records its calls."""
         ctx = object.__new__(it.Context)
         ctx.closed, ctx.id, ctx.rank, ctx.world_size, ctx.device = False, -300, 0, 2, device
-        ctx._teams, ctx._team_of, ctx._stagings, ctx._live, ctx._h = [], {}, [], 0, 7
+        ctx._teams, ctx._team_of, ctx._stagings, ctx._live, ctx._h, ctx._pending_frees = [], {}, [], 0, 7, []
 
         class L:
             pass

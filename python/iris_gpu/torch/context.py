@@ -57,7 +57,14 @@ def _ctx_id(ctx):
 
 class _HeapBlock:
     """One iris_malloc block, kept alive by the tensors viewing it (_device_bytes); freed
-    when the last one dies."""
+    when the last one dies.
+
+    The free is queued, not made here: the garbage collector runs __del__ in whatever
+    thread it happens to be in, possibly while another thread is inside iris_malloc or a
+    collective on the same context (an iris_t is used by one host thread at a time). The
+    queue is emptied, in drop order, by the next call that takes the context's handle
+    (Context._handle: every allocation, collective and query), so the blocks come back
+    before anything else uses the heap, as if freed at once."""
 
     def __init__(self, ctx, ptr):
         self.ctx, self.ptr = ctx, ptr
@@ -65,11 +72,7 @@ class _HeapBlock:
     def __del__(self):
         ctx = self.ctx
         if ctx is not None and not ctx.closed:
-            ctx._live -= 1
-            try:
-                ctx._lib.lib.iris_free(ctx._h, ctypes.c_void_p(self.ptr))
-            except Exception:  # interpreter shutdown
-                pass
+            ctx._pending_frees.append(self.ptr)  # list.append: atomic under the GIL
 
 
 class Context:
@@ -97,7 +100,7 @@ class Context:
         import torch.distributed as dist
 
         self.closed = True
-        self._teams, self._team_of, self._stagings = [], {}, []
+        self._teams, self._team_of, self._stagings, self._pending_frees = [], {}, [], []
         self._lib = _lib.load()
         if dist.is_available() and dist.is_initialized():
             rank, world = dist.get_rank(group), dist.get_world_size(group)
@@ -147,7 +150,18 @@ class Context:
     def _handle(self):
         if self.closed:
             raise RuntimeError("iris context is closed")
+        if self._pending_frees:
+            self._free_dropped()
         return self._h
+
+    def _free_dropped(self):
+        """Return the blocks whose last tensor died (_HeapBlock.__del__) to the heap, in the
+        order they were dropped."""
+        pend = self._pending_frees
+        while pend:
+            p = pend.pop(0)
+            self._live -= 1
+            self._lib.lib.iris_free(self._h, ctypes.c_void_p(p))
 
     def __enter__(self):
         return self
@@ -182,8 +196,9 @@ class Context:
         for s in getattr(self, "_stagings", ()):
             s.free(self)
         self._stagings = []
-        if self._live:
-            warnings.warn("iris Context.close(): %d heap tensor(s) still alive; they must not be used any more" % self._live)
+        alive = self._live - len(self._pending_frees)  # queued frees: dropped already (finalize frees the heap)
+        if alive:
+            warnings.warn("iris Context.close(): %d heap tensor(s) still alive; they must not be used any more" % alive)
         _CONTEXTS.pop(self.id, None)
         self.closed = True
         torch = _torch_mod()

@@ -177,7 +177,9 @@ class CustomAllreduce:
                 ctx.close()
 
     def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+        """Local only: the slot stops taking tensors. A context the slot owns stays open until
+        close() (collective) or the process ends: its finalize meets every rank, and the
+        garbage collector drops the slot on one rank at a time (or at interpreter exit,
+        after peers have gone), where a finalize would wait out its bound."""
+        self.disabled = True
+        self._target = None
