@@ -228,9 +228,15 @@ class Context:
             raise
         if arr.unsafe_buffer_pointer() != block.ptr:
             raise RuntimeError("iris_gpu.jax: this jax copied the heap block on import (dtype %s): no heap array" % name)
-        key = id(arr)
-        self._made[key] = (weakref.ref(arr, lambda _r, k=key, made=self._made: made.pop(k, None)), block.ptr)
+        self._remember(arr, block)
         return arr
+
+    def _remember(self, arr, block):
+        """Note that arr views block: heap_free(arr) finds the block by arr's identity (also
+        once arr is donated), and refuses it once the block was freed (its address may be
+        a later block's by then)."""
+        key = id(arr)
+        self._made[key] = (weakref.ref(arr, lambda _r, k=key, made=self._made: made.pop(k, None)), block)
 
     def _view_or_free(self, block, shape, name):
         """_view of a new block; when it fails the block goes back to the heap (the caller
@@ -274,14 +280,16 @@ class Context:
         return self._view_or_free(block, shape, name)
 
     def _block_of(self, x, what):
+        made = self._made.get(id(x)) if isinstance(x, jax.Array) else None
+        if made is not None and made[0]() is x:  # made by heap_*/to_heap, or freed by heap_free: its own block
+            if self._blocks.get(made[1].ptr) is not made[1]:
+                raise ValueError("%s: the array's heap block was freed already" % what)
+            return made[1]
         if isinstance(x, int):
             p = x
         elif isinstance(x, jax.Array) and x.is_deleted():  # donated: found by the array it was made as
-            made = self._made.get(id(x))
-            if made is None or made[0]() is not x:
-                raise ValueError("%s: the array was deleted or donated and was not made by heap_empty/heap_zeros/to_heap of this context: pass the array "
-                                 "that now holds the block" % what)
-            p = made[1]
+            raise ValueError("%s: the array was deleted or donated and was not made by heap_empty/heap_zeros/to_heap of this context: pass the array "
+                             "that now holds the block" % what)
         elif isinstance(x, jax.Array):
             p = x.unsafe_buffer_pointer()
         else:
@@ -304,6 +312,8 @@ class Context:
         block = self._block_of(x, "heap_free")
         self._cuda(self._so.iris_jax_device_sync(self.device), "heap_free: the device synchronize")
         self._free_block(block)
+        if isinstance(x, jax.Array):  # a second heap_free(x) raises, even once the address is reused
+            self._remember(x, block)
 
     def heap_offset(self, x):
         """Offset of a jax.Array's data from this rank's heap base (IrisError if not on the heap)."""

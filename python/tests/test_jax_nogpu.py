@@ -7,6 +7,7 @@ the registration test).
 
     PYTHONPATH=python python3 python/tests/test_jax_nogpu.py
 """
+import ctypes
 import gc
 import os
 import sys
@@ -142,6 +143,100 @@ class TestDLPackProducer(unittest.TestCase):
             _dlpack.Producer(0, (4,), "float32", _dlpack.KDL_CPU, 0).__dlpack__(copy=True)
         with self.assertRaisesRegex(TypeError, "complex64"):
             ij.Context._alloc(object.__new__(ij.Context), (4,), jnp.complex64, False, "heap_empty")
+
+
+class FakeHeap:
+    """What Context's heap arrays call in libiris.so and libiris_jax.so, over host memory:
+    iris_malloc's first fit (a freed block's address is the next allocation's), iris_free,
+    and an iris_calloc whose memset can be made to fail (the C contract: the block stays
+    allocated and *ptr set). Records every free."""
+
+    ALIGN = 256
+
+    def __init__(self, nbytes=1 << 20):
+        self.raw = np.zeros(nbytes + self.ALIGN, np.uint8)
+        self.base = self.raw.ctypes.data + (-self.raw.ctypes.data % self.ALIGN)
+        self.size, self.used, self.freed, self.calloc_fails = nbytes, {}, [], False
+        self.lib = self  # Library.lib
+
+    def _first_fit(self, n):
+        n = -(-n // self.ALIGN) * self.ALIGN
+        off = 0
+        for o, sz in sorted(self.used.items()):
+            if o - off >= n:
+                break
+            off = o + sz
+        self.used[off] = n
+        return self.base + off
+
+    def iris_malloc(self, h, n, pref):
+        pref._obj.value = self._first_fit(n)
+        return 0
+
+    def iris_calloc(self, h, n, pref):
+        self.iris_malloc(h, n, pref)
+        return 7 if self.calloc_fails else 0  # IRIS_ERROR_GPU, the block allocated
+
+    def iris_free(self, h, p):
+        self.freed.append(p.value)
+        del self.used[p.value - self.base]
+        return 0
+
+    def iris_heap_size(self, h):
+        return self.size
+
+    def iris_heap_used(self, h):
+        return sum(self.used.values())
+
+    def detail(self):
+        return "fake"
+
+    def check(self, st, call):
+        if st:
+            raise ij.IrisError(st, "fake", call)
+
+    @staticmethod
+    def iris_jax_device_sync(dev):
+        return 0
+
+
+@unittest.skipIf(jax is None, "SKIP: jax is not installed")
+class TestHeapBookkeeping(unittest.TestCase):
+    """Context's heap arrays over a fake heap in host memory (jax's CPU client): which block
+    heap_free gives back, and what an allocation that failed leaves behind."""
+
+    def setUp(self):
+        self.heap = FakeHeap()
+        ctx = object.__new__(ij.Context)
+        ctx._h, ctx._blocks, ctx._made, ctx.rank, ctx.device = ctypes.c_void_p(1), {}, {}, 0, 0
+        ctx._lib, ctx._so = self.heap, self.heap
+        self.ctx = ctx
+        self.kdl = _dlpack.KDL_CUDA
+        _dlpack.KDL_CUDA = _dlpack.KDL_CPU  # heap arrays over host memory
+
+    def tearDown(self):
+        _dlpack.KDL_CUDA = self.kdl
+
+    def test_second_free_after_reuse_raises(self):
+        x = self.ctx.heap_zeros((64,), "float32")
+        self.ctx.heap_free(x)
+        z = self.ctx.heap_zeros((64,), "float32")  # first fit: x's old address
+        self.assertEqual(z.unsafe_buffer_pointer(), x.unsafe_buffer_pointer())
+        with self.assertRaisesRegex(ValueError, "freed"):
+            self.ctx.heap_free(x)  # x's block is gone: z's must not be freed in its place
+        self.assertEqual(len(self.heap.freed), 1)
+        self.ctx.heap_free(z)
+
+    def test_second_free_of_donated_after_reuse_raises(self):
+        x = self.ctx.heap_zeros((64,), "float32")
+        x.delete()  # as donation leaves it: found by identity
+        self.ctx.heap_free(x)
+        z = self.ctx.heap_zeros((64,), "float32")
+        with self.assertRaisesRegex(ValueError, "freed"):
+            self.ctx.heap_free(x)
+        self.assertEqual(len(self.heap.freed), 1)
+        self.ctx.heap_free(z)
+
 
 
 if __name__ == "__main__":
