@@ -208,6 +208,8 @@ class Context:
         st = (L.iris_calloc if zero else L.iris_malloc)(self._handle(), nbytes, ctypes.byref(ptr))
         if st != 0:
             detail = self._lib.detail()
+            if ptr.value:  # iris_calloc's memset failed: the block stays allocated, give it back
+                self._lib.lib.iris_free(self._handle(), ptr)
             raise IrisError(st, "%s (asked for %d bytes of shape %s %s; heap %d bytes, %d in use)" % (detail, nbytes, shape, name, self.heap_size, self.heap_used),
                             "%s (rank %d)" % (what, self.rank))
         block = _HeapBlock(ptr.value, nbytes)

@@ -237,6 +237,11 @@ class TestHeapBookkeeping(unittest.TestCase):
         self.assertEqual(len(self.heap.freed), 1)
         self.ctx.heap_free(z)
 
+    def test_failed_calloc_gives_the_block_back(self):
+        self.heap.calloc_fails = True
+        with self.assertRaises(ij.IrisError):
+            self.ctx.heap_zeros((64,), "float32")
+        self.assertEqual(self.heap.used, {})  # iris_calloc left it allocated: freed again
 
 
 if __name__ == "__main__":
