@@ -493,6 +493,9 @@ def load(path=None):
         if _loaded is not None and path is None:
             return _loaded
         tried = []
+        env = os.environ.get("IRIS_LIB")
+        if not path and env and not os.path.exists(env):  # a typo must not load another library
+            raise IrisLibraryError("IRIS_LIB=%s: no such file (unset it to search build/libiris.so and the loader path)" % env)
         paths = [path] if path else candidate_paths()
         for p in paths:
             if p and os.path.exists(p):

@@ -143,6 +143,15 @@ class TestPackage(unittest.TestCase):
         self.assertEqual(paths[0], "/nowhere/libiris.so")
         self.assertIn(os.path.join(ROOT, "build", "libiris.so"), paths)
 
+    def test_iris_lib_set_to_a_missing_file_is_an_error(self):
+        # not a silent fall back to build/libiris.so or the loader path
+        code = "import iris_gpu\ntry:\n    print(iris_gpu.library().path)\nexcept iris_gpu.IrisLibraryError as e:\n    print('refused:', e)"
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), IRIS_LIB="/nowhere/libiris.so")
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("refused:", r.stdout)
+        self.assertIn("IRIS_LIB=/nowhere/libiris.so", r.stdout)
+
     def test_missing_library_is_a_clear_error(self):
         with self.assertRaises(iris_gpu.IrisLibraryError) as cm:
             _lib.load("/nowhere/libiris.so")
