@@ -60,6 +60,23 @@ def _dl_delete(p):
             pass
 
 
+_NAME = b"dltensor"  # the capsule's name; kept alive here (a capsule keeps a pointer to it)
+_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_is_valid.restype, _is_valid.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]
+_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_get_pointer.restype, _get_pointer.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _capsule_destructor(cap):
+    """DLPack's rule: a capsule still named "dltensor" when it dies was never consumed, so
+    the producer runs the deleter (a consumer renames it "used_dltensor" and owns it)."""
+    if _is_valid(cap, _NAME):
+        m = _get_pointer(cap, _NAME)
+        if m:
+            _dl_delete(ctypes.cast(m, ctypes.POINTER(_DLManagedTensor)))
+
+
 def capsule(ptr, shape, dtype, device_type, device_id, owner=None, on_release=None):
     """A "dltensor" capsule of a C-contiguous array of `shape` and `dtype` (a name of
     DL_TYPES) at ptr on (device_type, device_id); its deleter drops owner and calls
@@ -75,18 +92,19 @@ def capsule(ptr, shape, dtype, device_type, device_id, owner=None, on_release=No
         _dl_keep[ctypes.addressof(m)] = (m, dims, owner, on_release)
     new = ctypes.pythonapi.PyCapsule_New
     new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    return new(ctypes.addressof(m), b"dltensor", None)
+    return new(ctypes.addressof(m), _NAME, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
 
 
 class Producer:
     """What from_dlpack consumes: one capsule of the memory at ptr (each __dlpack__ call
-    makes one; a consumer takes one). The memory must be ready: no stream ordering is
+    makes one and calls on_acquire; its deleter calls on_release once, whether a consumer
+    took it or it died unconsumed). The memory must be ready: no stream ordering is
     offered (the stream argument is accepted and not used)."""
 
-    def __init__(self, ptr, shape, dtype, device_type, device_id, owner=None, on_release=None):
+    def __init__(self, ptr, shape, dtype, device_type, device_id, owner=None, on_release=None, on_acquire=None):
         self.ptr, self.shape, self.dtype = int(ptr), tuple(int(s) for s in shape), dtype
         self.device_type, self.device_id = int(device_type), int(device_id)
-        self.owner, self.on_release = owner, on_release
+        self.owner, self.on_release, self.on_acquire = owner, on_release, on_acquire
 
     def __dlpack_device__(self):
         return (self.device_type, self.device_id)
@@ -94,4 +112,7 @@ class Producer:
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
         if copy:
             raise BufferError("iris DLPack producer: copy=True is not offered (the point is sharing the memory)")
-        return capsule(self.ptr, self.shape, self.dtype, self.device_type, self.device_id, self.owner, self.on_release)
+        cap = capsule(self.ptr, self.shape, self.dtype, self.device_type, self.device_id, self.owner, self.on_release)
+        if self.on_acquire is not None:  # one on_acquire per capsule, one on_release when its deleter runs
+            self.on_acquire()
+        return cap

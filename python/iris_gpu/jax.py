@@ -218,16 +218,11 @@ class Context:
 
     def _view(self, block, shape, name):
         """A jax.Array over the whole block (zero-copy, through DLPack)."""
-        block.acquire()
-        producer = _dlpack.Producer(block.ptr, shape, name, _dlpack.KDL_CUDA, self.device, on_release=block.release)
+        producer = _dlpack.Producer(block.ptr, shape, name, _dlpack.KDL_CUDA, self.device, on_release=block.release, on_acquire=block.acquire)
         try:
-            try:
-                arr = jax.dlpack.from_dlpack(producer, copy=False)
-            except TypeError:  # a jax without copy=
-                arr = jax.dlpack.from_dlpack(producer)
-        except Exception:
-            block.release()
-            raise
+            arr = jax.dlpack.from_dlpack(producer, copy=False)
+        except TypeError:  # a jax without copy=
+            arr = jax.dlpack.from_dlpack(producer)
         if arr.unsafe_buffer_pointer() != block.ptr:
             raise RuntimeError("iris_gpu.jax: this jax copied the heap block on import (dtype %s): no heap array" % name)
         self._remember(arr, block)

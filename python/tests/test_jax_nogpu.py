@@ -136,6 +136,22 @@ class TestDLPackProducer(unittest.TestCase):
         a[3] = 1234.5  # the same bytes: what the library writes through the heap shows in the array
         self.assertEqual(float(x[3]), 1234.5)
 
+    def test_deleter_runs_when_the_import_fails(self):
+        # a capsule jax refuses (no consumer took it): its deleter still runs once, so what
+        # it keeps (the struct, owner) is dropped and on_release called
+        a = aligned(8, "float32", 3)
+        released, kept = [], len(_dlpack._dl_keep)
+        p = _dlpack.Producer(a.ctypes.data, (2**62 + 1,), "float32", _dlpack.KDL_CPU, 0, owner=a, on_release=lambda: released.append(1))
+        with self.assertRaises(Exception):
+            jax.dlpack.from_dlpack(p)
+        gc.collect()
+        self.assertEqual(released, [1])
+        self.assertEqual(len(_dlpack._dl_keep), kept)
+        _dlpack.capsule(a.ctypes.data, (8,), "float32", _dlpack.KDL_CPU, 0, on_release=lambda: released.append(2))  # never consumed
+        gc.collect()
+        self.assertEqual(released, [1, 2])
+        self.assertEqual(len(_dlpack._dl_keep), kept)
+
     def test_refusals(self):
         with self.assertRaisesRegex(TypeError, "complex64"):
             _dlpack.capsule(0, (4,), "complex64", _dlpack.KDL_CPU, 0)
@@ -236,6 +252,14 @@ class TestHeapBookkeeping(unittest.TestCase):
             self.ctx.heap_free(x)
         self.assertEqual(len(self.heap.freed), 1)
         self.ctx.heap_free(z)
+
+    def test_views_counted_once_per_capsule(self):
+        x = self.ctx.heap_zeros((64,), "float32")
+        (block,) = self.ctx._blocks.values()
+        self.assertEqual(block.views, 1)
+        del x
+        gc.collect()
+        self.assertEqual(block.views, 0)
 
     def test_failed_calloc_gives_the_block_back(self):
         self.heap.calloc_fails = True
