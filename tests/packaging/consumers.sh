@@ -38,7 +38,15 @@ case $mode in
     grep -q "iris::shared is the prebuilt" "$out/consumer-subdir.log" || { echo "consumers: add_subdirectory did not take build/libiris.so" >&2; exit 1; } ;;
   find_package)
     install_iris
-    cmake_consumer "$out/consumer-package" -DCMAKE_PREFIX_PATH="$prefix" ;;
+    cmake_consumer "$out/consumer-package" -DCMAKE_PREFIX_PATH="$prefix"
+    # iris::iris links the same libraries installed as in the tree (dlopen's, for the
+    # implementation's NCCL/RCCL loader: libdl before glibc 2.34)
+    dl=$(cmake --system-information 2>/dev/null | sed -n 's/^CMAKE_DL_LIBS "\(.*\)"$/\1/p' | head -n 1)
+    links=$(sed -n 's/^-- iris::iris links: //p' "$out/consumer-package.log")
+    echo "find_package: iris::iris links: $links (CMAKE_DL_LIBS: '$dl')"
+    for l in $dl; do
+      case ";$links;" in *";$l;"*) ;; *) echo "consumers: find_package's iris::iris does not link $l (add_subdirectory's does)" >&2; exit 1 ;; esac
+    done ;;
   pkg-config)
     [ -f "$prefix/lib/pkgconfig/iris.pc" ] || install_iris
     flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs iris)
