@@ -289,6 +289,7 @@ $(B)/nccl_shim_test: tests/nccl/shim_test.cu nccl/route.h nccl/iris_nccl.h $(HDR
 # the XLA FFI handlers (python/jax_ffi/iris_jax.cc) over libiris.so; needs jax (its FFI headers)
 JAX_FFI_INC ?= $(shell python3 -c 'import jax.ffi; print(jax.ffi.include_dir())' 2>/dev/null)
 $(B)/libiris_jax.so: python/jax_ffi/iris_jax.cc iris.h iris_collectives.h $(B)/libiris.so
+	@test -n "$(JAX_FFI_INC)" || { echo "make lib-jax: python3 cannot import jax.ffi (install jax, or set JAX_FFI_INC to its FFI include directory)" >&2; exit 1; }
 	$(CXX) -std=c++17 -O2 -shared -fPIC -I. -isystem $(JAX_FFI_INC) $(CUDA_CFLAGS) $< -L$(B) -liris -Wl,-rpath,'$$ORIGIN' -o $@
 lib-jax: $(B)/libiris_jax.so
 

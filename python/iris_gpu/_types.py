@@ -146,7 +146,10 @@ def heap_bytes(shape, dtype):
             raise ValueError("heap tensor: negative dimension in shape %s" % (tuple(shape),))
         n *= int(s)
     iris_dtype(dtype, "heap tensor")
-    return max(n * ITEMSIZE[dtype_name(dtype)], 1)
+    nbytes = n * ITEMSIZE[dtype_name(dtype)]
+    if nbytes >= 1 << 63:  # ctypes would cut it to 64 bits: a small block under a huge shape
+        raise ValueError("heap tensor: shape %s of %s is %d bytes, more than any heap" % (tuple(shape), dtype_name(dtype), nbytes))
+    return max(nbytes, 1)
 
 
 def ag_gemm_shapes(layout, M, N, K, world, b_transposed):

@@ -40,10 +40,15 @@ def _register():
     global _targets
     if _targets is None:
         lib = _lib.load()
-        path = os.environ.get("IRIS_JAX_LIB") or os.path.join(os.path.dirname(os.path.abspath(lib.path)), "libiris_jax.so")
-        if not os.path.exists(path):
+        path = os.environ.get("IRIS_JAX_LIB")
+        if not path:  # beside libiris.so; one found on the loader path ("libiris.so", no directory): by the same search
+            path = os.path.join(os.path.dirname(os.path.abspath(lib.path)), "libiris_jax.so") if os.path.dirname(lib.path) else "libiris_jax.so"
+        if os.path.dirname(path) and not os.path.exists(path):
             raise _lib.IrisLibraryError("%s not found: build it with `make lib-jax` (or set IRIS_JAX_LIB)" % path)
-        so = ctypes.CDLL(path)
+        try:
+            so = ctypes.CDLL(path)
+        except OSError as e:
+            raise _lib.IrisLibraryError("%s: %s: build it with `make lib-jax` (or set IRIS_JAX_LIB)" % (path, e))
         for sym, name in (("IrisAllReduce", "iris_all_reduce"), ("IrisAllGather", "iris_all_gather"), ("IrisAllGatherInto", "iris_all_gather_into")):
             if not hasattr(so, sym):
                 raise _lib.IrisLibraryError("%s has no %s: rebuild it (make lib-jax)" % (path, sym))

@@ -118,6 +118,8 @@ ffi::Error AllGatherImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi:
   iris_t *c;
   iris_dtype_t t;
   const int64_t world = ctx ? iris_world_size(reinterpret_cast<iris_t *>(static_cast<intptr_t>(ctx))) : 0;
+  if (ctx && world <= 0) // a finalized context (a jitted function kept past close()): its world size reads 0
+    return ffi::Error::Internal("iris_all_gather: IRIS_ERROR_INVALID_ARGUMENT: the iris context was closed (finalized); create a new Context and trace again");
   ffi::Error e = iris_jax_check("iris_all_gather", ctx, x, *y, static_cast<size_t>(world), &c, &t);
   if (e.failure() || x.element_count() == 0) return e;
   iris_jax_note_capture(stream);

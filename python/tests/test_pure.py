@@ -473,6 +473,8 @@ class TestTypes(unittest.TestCase):
         self.assertEqual(_types.heap_bytes((0,), "torch.float32"), 1)
         with self.assertRaises(ValueError):
             _types.heap_bytes((-1, 2), "torch.float32")
+        with self.assertRaisesRegex(ValueError, "more than any heap"):  # 2^64 bytes: not cut to 0 by ctypes
+            _types.heap_bytes((1 << 32, 1 << 30), "torch.float32")
         with self.assertRaises(TypeError):
             _types.heap_bytes((2,), "torch.complex128")
 
