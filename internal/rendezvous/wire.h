@@ -86,7 +86,9 @@ IRIS_INTERNAL int iris_detail_peer_uid(int fd, unsigned *uid) {
 }
 
 /* Send or receive exactly n bytes before deadline (ms, monotonic). 0 on success,
- * ETIMEDOUT, EPIPE (peer closed) or errno. */
+ * ETIMEDOUT, EPIPE (peer closed) or errno. Each send/recv is non-blocking
+ * (MSG_DONTWAIT): the sockets are blocking, and a blocking send of more than the socket
+ * buffer would wait, past the deadline, for as long as the peer does not read. */
 IRIS_INTERNAL int iris_detail_io(int fd, void *buf, size_t n, long long deadline, int sending) {
   char *p = (char *)buf;
   while (n > 0) {
@@ -101,8 +103,8 @@ IRIS_INTERNAL int iris_detail_io(int fd, void *buf, size_t n, long long deadline
     pr = poll(&pf, 1, (int)(left > 1000000 ? 1000000 : left));
     if (pr < 0) { if (errno == EINTR) continue; return errno; }
     if (pr == 0) continue;
-    k = sending ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
-    if (k < 0) { if (errno == EINTR || errno == EAGAIN) continue; return errno == ECONNRESET ? EPIPE : errno; }
+    k = sending ? send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) : recv(fd, p, n, MSG_DONTWAIT);
+    if (k < 0) { if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue; return errno == ECONNRESET ? EPIPE : errno; }
     if (k == 0) return EPIPE;
     p += k;
     n -= (size_t)k;

@@ -319,3 +319,46 @@ static void test_rendezvous_creates_dir(void) {
         sub, (unsigned)(st.st_mode & 0777));
   rmdir(sub);
 }
+
+/* A large allgather (more than the socket buffers hold) while rank 0 never joins: rank 1
+ * must give up at its timeout, not block in send() until rank 0 reads or leaves. */
+typedef struct big_arg { const char *name; int timeout_ms, hold_ms; size_t bytes; } big_arg_t;
+static int child_big_gather(int rank, void *argp) {
+  const big_arg_t *a = (const big_arg_t *)argp;
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = NULL;
+  long long t0;
+  char *send, *recv;
+  set_params(&p, a->name, g_dir, rank, 2, a->timeout_ms, 0);
+  g_res[rank].open_st = (int)iris_rendezvous_open(&p, &r);
+  if (g_res[rank].open_st != IRIS_SUCCESS) return child_fail(rank, "open: %s", iris_error_detail());
+  if (rank == 0) { /* joins nothing; holds its end open (the process stays) */
+    sleep_ms(a->hold_ms);
+    iris_rendezvous_close(r);
+    return 0;
+  }
+  send = (char *)calloc(a->bytes, 1);
+  recv = (char *)calloc(a->bytes, 2);
+  if (!send || !recv) return child_fail(rank, "out of memory");
+  t0 = now_ms();
+  g_res[rank].op_st = (int)iris_rendezvous_allgather(r, send, recv, a->bytes);
+  g_res[rank].op_ms = now_ms() - t0;
+  snprintf(g_res[rank].op_detail, sizeof g_res[rank].op_detail, "%s", iris_error_detail());
+  iris_rendezvous_close(r);
+  return 0;
+}
+static void test_rendezvous_big_gather_bounded(void) {
+  char name[80];
+  big_arg_t a;
+  int ranks[2] = {0, 1}, codes[2], hung;
+  long long ms;
+  unique_name(name, sizeof name, "big");
+  a.name = name;
+  a.timeout_ms = 600;
+  a.hold_ms = 3000;
+  a.bytes = (size_t)8 << 20;
+  ms = run_children(2, ranks, child_big_gather, &a, 10000, codes, &hung);
+  check(!hung && g_res[1].open_st == IRIS_SUCCESS && g_res[1].op_st == IRIS_ERROR_TIMEOUT && g_res[1].op_ms < 2000,
+        "rendezvous large allgather, rank 0 absent: rank 1 times out at its bound", "hung %d (%lld ms); rank 1 open %s, allgather %s after %lld ms (timeout %d ms, rank 0 held %d ms): '%s'",
+        hung, ms, sname((iris_status_t)g_res[1].open_st), sname((iris_status_t)g_res[1].op_st), g_res[1].op_ms, a.timeout_ms, a.hold_ms, g_res[1].op_detail);
+}
