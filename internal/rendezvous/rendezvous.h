@@ -46,6 +46,7 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     if (poll(&pf, 1, (int)(left > 1000000 ? 1000000 : left)) <= 0) continue;
     cfd = accept(lfd, NULL, NULL);
     if (cfd < 0) continue;
+    fcntl(cfd, F_SETFD, FD_CLOEXEC); /* as every socket of the rendezvous: a program this rank runs must not hold it */
     if (!r->tcp && (iris_detail_peer_uid(cfd, &uid) != 0 || uid != (unsigned)getuid())) { /* not ours: refuse it, remember it */
       close(cfd);
       refused++;
@@ -120,7 +121,7 @@ retry:
       if (ds != IRIS_ERROR_TIMEOUT) return ds;
     } else if (ds != IRIS_SUCCESS && ds != IRIS_ERROR_TIMEOUT) return ds;
     if (ds == IRIS_SUCCESS) {
-      fd = socket(AF_UNIX, SOCK_STREAM, 0);
+      fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (fd < 0) return iris_detail_sys_fail(r->rank, "socket", errno);
       if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0) break;
       close(fd);

@@ -106,7 +106,7 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_bind(iris_rendezvous_t *r, const cha
   memset(&addr, 0, sizeof addr);
   addr.sun_family = AF_UNIX;
   memcpy(addr.sun_path, r->path, strlen(r->path) + 1);
-  probe = socket(AF_UNIX, SOCK_STREAM, 0);
+  probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (probe < 0) { iris_detail_dir_unlock(lock); return iris_detail_sys_fail(0, "socket", errno); }
   fcntl(probe, F_SETFL, O_NONBLOCK);
   e = connect(probe, (struct sockaddr *)&addr, sizeof addr) == 0 ? 0 : errno;
@@ -122,7 +122,7 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_bind(iris_rendezvous_t *r, const cha
     st = iris_detail_sys_fail(0, "probing the rendezvous socket", e);
   }
   if (st == IRIS_SUCCESS) {
-    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (lfd < 0) st = iris_detail_sys_fail(0, "socket", errno);
     else if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, r->world + 8) != 0 || lstat(r->path, mine) != 0) {
       e = errno;

@@ -362,3 +362,46 @@ static void test_rendezvous_big_gather_bounded(void) {
         "rendezvous large allgather, rank 0 absent: rank 1 times out at its bound", "hung %d (%lld ms); rank 1 open %s, allgather %s after %lld ms (timeout %d ms, rank 0 held %d ms): '%s'",
         hung, ms, sname((iris_status_t)g_res[1].open_st), sname((iris_status_t)g_res[1].op_st), g_res[1].op_ms, a.timeout_ms, a.hold_ms, g_res[1].op_detail);
 }
+
+/* The rendezvous sockets are close-on-exec: a program the rank runs (system(), a
+ * subprocess) must not hold the rank's connection, or rank 0 does not see the rank die
+ * and waits out its whole bound instead of naming the rank that left. */
+static int child_exec_then_die(int rank, void *argp) {
+  const char *name = (const char *)argp;
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = NULL;
+  long long t0;
+  set_params(&p, name, g_dir, rank, 2, 6000, 0);
+  g_res[rank].open_st = (int)iris_rendezvous_open(&p, &r);
+  if (g_res[rank].open_st != IRIS_SUCCESS) return child_fail(rank, "open: %s", iris_error_detail());
+  if (rank == 1) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl("/bin/sleep", "sleep", "4", (char *)NULL);
+      _exit(127);
+    }
+    snprintf(g_res[rank].text, sizeof g_res[rank].text, "%ld", (long)pid);
+    sleep_ms(100);
+    _exit(0); /* dies without closing: only the kernel closes its sockets */
+  }
+  t0 = now_ms();
+  g_res[rank].op_st = (int)iris_rendezvous_barrier(r);
+  g_res[rank].op_ms = now_ms() - t0;
+  snprintf(g_res[rank].op_detail, sizeof g_res[rank].op_detail, "%s", iris_error_detail());
+  iris_rendezvous_close(r);
+  return 0;
+}
+static void test_rendezvous_sockets_cloexec(void) {
+  char name[80];
+  int ranks[2] = {0, 1}, codes[2], hung;
+  long long ms;
+  long grandchild;
+  unique_name(name, sizeof name, "cloexec");
+  ms = run_children(2, ranks, child_exec_then_die, name, 12000, codes, &hung);
+  grandchild = atol(g_res[1].text);
+  if (grandchild > 0) kill((pid_t)grandchild, SIGKILL);
+  check(!hung && g_res[0].open_st == IRIS_SUCCESS && g_res[0].op_st != IRIS_SUCCESS && g_res[0].op_ms < 2000 && names_rank(g_res[0].op_detail, 1),
+        "rendezvous sockets are close-on-exec: a rank that dies beside a program it ran is seen at once",
+        "hung %d (%lld ms); rank 0 open %s, barrier %s after %lld ms (bound 6000 ms, the program lives 4 s): '%s'", hung, ms,
+        sname((iris_status_t)g_res[0].open_st), sname((iris_status_t)g_res[0].op_st), g_res[0].op_ms, g_res[0].op_detail);
+}
