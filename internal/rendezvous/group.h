@@ -56,18 +56,22 @@ IRIS_INTERNAL iris_status_t iris_detail_group_wait(iris_detail_group_t *g, int r
 IRIS_INTERNAL iris_status_t iris_detail_group_allgather(iris_detail_group_t *g, int rank, const void *send, void *recv, size_t bytes, int timeout_ms) {
   iris_status_t st;
   pthread_mutex_lock(&g->mu);
-  if (bytes) {
-    if (g->arrived == 0) {
+  /* the first rank to arrive sets the call's size (0: a barrier); every other rank must
+   * pass the same, or a barrier would pass beside an allgather that reads stale blocks */
+  if (g->arrived == 0) {
+    if (bytes) {
       char *nb = (char *)realloc(g->buf, bytes * (size_t)g->world);
       if (!nb) { pthread_mutex_unlock(&g->mu); return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", rank); }
       g->buf = nb;
-      g->bytes = bytes;
-    } else if (g->bytes != bytes) {
-      pthread_mutex_unlock(&g->mu);
-      return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: allgather of %zu bytes while another rank passes %zu", rank, bytes, g->bytes);
     }
-    memcpy(g->buf + (size_t)rank * bytes, send, bytes);
+    g->bytes = bytes;
+  } else if (g->bytes != bytes) {
+    size_t theirs = g->bytes;
+    pthread_mutex_unlock(&g->mu);
+    return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s of %zu bytes while another rank is in %s of %zu", rank, bytes ? "an allgather" : "a barrier",
+                            bytes, theirs ? "an allgather" : "a barrier", theirs);
   }
+  if (bytes) memcpy(g->buf + (size_t)rank * bytes, send, bytes);
   st = iris_detail_group_wait(g, rank, timeout_ms);
   if (st == IRIS_SUCCESS && bytes) {
     memcpy(recv, g->buf, bytes * (size_t)g->world);

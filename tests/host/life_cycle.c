@@ -141,3 +141,45 @@ static void test_life_cycle(void) {
     check(rec[1].host[sizeof rec[1].host - 1] == 0 && rec[1].boot_id[sizeof rec[1].boot_id - 1] == 0, "records: terminators forced", "");
   }
 }
+
+/* Mode 3's in-process group: one rank's allgather met by another's barrier is a mismatch
+ * (as the rendezvous reports it), never a barrier that passes and an allgather that
+ * hands out the other rank's stale block. */
+typedef struct group_call {
+  iris_detail_group_t *g;
+  int rank, delay_ms, calls;
+  size_t bytes;
+  iris_status_t st[2];
+  unsigned char recv[2 * 8];
+} group_call_t;
+static void *group_call_thread(void *p) {
+  group_call_t *c = (group_call_t *)p;
+  unsigned char send[8];
+  int i;
+  memset(send, 0x40 + c->rank, sizeof send);
+  sleep_ms(c->delay_ms);
+  for (i = 0; i < c->calls; i++) c->st[i] = iris_detail_group_allgather(c->g, c->rank, send, c->recv, c->bytes, 400);
+  return NULL;
+}
+static void test_group_mismatched_calls(void) {
+  iris_detail_group_t *g = iris_detail_group_create(2);
+  group_call_t a, b;
+  pthread_t ta, tb;
+  if (!g) {
+    check(0, "in-process group: an allgather met by a barrier is a mismatch", "out of memory");
+    return;
+  }
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  a.g = b.g = g;
+  a.rank = 0, a.bytes = 8, a.calls = 1, a.delay_ms = 0;                   /* rank 0: iris_allgather_host of 8 bytes */
+  b.rank = 1, b.bytes = 0, b.calls = 2, b.delay_ms = 50;                  /* rank 1: two iris_barrier calls */
+  pthread_create(&ta, NULL, group_call_thread, &a);
+  pthread_create(&tb, NULL, group_call_thread, &b);
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  check(a.st[0] != IRIS_SUCCESS && b.st[0] == IRIS_ERROR_MISMATCH, "in-process group: an allgather met by a barrier is a mismatch",
+        "rank 0's allgather %s (rank 1's block %02x, want 41), rank 1's barriers %s, %s", sname(a.st[0]), a.recv[8], sname(b.st[0]), sname(b.st[1]));
+  iris_detail_group_release(g);
+  iris_detail_group_release(g);
+}
