@@ -28,11 +28,12 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   int ndev = 0, old = -1, local_rank = 0, tcp = 0, port = 0;
   char name[72], addr[96];
   const char *source = "iris_config_t"; /* where rank and world came from */
-  const char *given;
+  const char *given, *host_id = NULL;
   iris_gpu_error_t e;
   if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: out is NULL");
   *out = NULL;
   if ((st = iris_detail_resolve_config(cfg, &c)) != IRIS_SUCCESS) return st;
+  if (iris_detail_env("IRIS_HOST_ID", &host_id) < 0) return iris_detail_prefix(IRIS_ERROR_INVALID_ARGUMENT, "iris_init"); /* set but empty: never read as unset */
   /* rank, world and local rank: cfg's, else the launcher's environment. When cfg gives
    * both, the environment only lends its job id (and its errors do not count). */
   st = iris_launch_env(NULL, NULL, &env);
@@ -57,7 +58,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     return iris_detail_prefix(st, "iris_init");
   /* worlds that may span nodes (TCP, a bootstrap, IRIS_HOST_ID) check the node size
    * once the ranks are grouped; a world on one host's Unix socket is one node */
-  if (c.world_size > IRIS_MAX_RANKS && !tcp && !c.bootstrap && !(getenv("IRIS_HOST_ID") && *getenv("IRIS_HOST_ID")))
+  if (c.world_size > IRIS_MAX_RANKS && !tcp && !c.bootstrap && !host_id)
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "iris_init: world size %d exceeds IRIS_MAX_RANKS (%d); rebuild every unit with a larger -DIRIS_MAX_RANKS",
                             c.world_size, IRIS_MAX_RANKS);
   if (c.world_size > 65536) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "iris_init: world size %d exceeds 65536", c.world_size);
@@ -109,7 +110,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
 
   /* 1b. worlds that may span nodes: group the ranks by host identity; from here on
    *     ctx->local_rank and ctx->local_size are this node's (docs/multinode.md) */
-  if (c.world_size > 1 && (tcp || c.bootstrap || (getenv("IRIS_HOST_ID") && *getenv("IRIS_HOST_ID")))) {
+  if (c.world_size > 1 && (tcp || c.bootstrap || host_id)) {
     char mine[IRIS_DETAIL_HOST_ID_BYTES], *ids = (char *)malloc((size_t)c.world_size * sizeof mine);
     int32_t bad;
     memset(mine, 0, sizeof mine);

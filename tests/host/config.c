@@ -143,6 +143,13 @@ static void test_config(void) {
   hooks.barrier = NULL;
   c.bootstrap = &hooks;
   expect_init("config bootstrap without barrier", &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "barrier");
+  /* IRIS_HOST_ID set but empty is an error on every exchange, the Unix socket's too (not
+   * read as unset there) */
+  cfg_base(&c, 0, 1);
+  c.rendezvous = name;
+  setenv("IRIS_HOST_ID", "", 1);
+  expect_init("config IRIS_HOST_ID='' refused, not read as unset", &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "IRIS_HOST_ID is set but empty");
+  unsetenv("IRIS_HOST_ID");
 
   /* real bring-up of one rank: no GPU here means a clean IRIS_ERROR_GPU */
   e = cudaGetDeviceCount(&ndev);
