@@ -15,13 +15,19 @@
 #include "nodes.h"
 
 IRIS_INTERNAL void iris_detail_release_gpu(iris_t *ctx) {
+  /* until iris_init groups a world into nodes, local_rank and local_size are the world's,
+   * which may exceed the per-node arrays (a world above IRIS_MAX_RANKS failing before
+   * then): nothing was mapped or allocated yet, and nothing past the arrays is touched */
+  const int n = ctx->local_size < IRIS_MAX_RANKS ? ctx->local_size : IRIS_MAX_RANKS;
   int r, old = -1;
   iris_gpu_get_device(&old);
   iris_gpu_set_device(ctx->device);
-  for (r = 0; r < ctx->local_size; r++)
+  for (r = 0; r < n; r++)
     if (ctx->ipc_opened[r]) { iris_gpu_ipc_close(ctx->bases[r]); ctx->ipc_opened[r] = 0; }
-  if (ctx->bases[ctx->local_rank]) iris_gpu_free(ctx->bases[ctx->local_rank]);
-  ctx->bases[ctx->local_rank] = NULL;
+  if (ctx->local_rank >= 0 && ctx->local_rank < IRIS_MAX_RANKS) {
+    if (ctx->bases[ctx->local_rank]) iris_gpu_free(ctx->bases[ctx->local_rank]);
+    ctx->bases[ctx->local_rank] = NULL;
+  }
   if (ctx->fault_host) iris_gpu_host_free(ctx->fault_host);
   ctx->fault_host = ctx->fault_dev = NULL;
   if (ctx->order_events) {

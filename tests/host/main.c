@@ -81,6 +81,7 @@ int main(void) {
   test_tcp_rendezvous();
   test_nccl_loader();
   test_init_virtual_nodes();
+  test_init_big_node_cleanup();
   test_mn_route_defaults();
   test_mn_route_parser();
   test_mn_route_agreement();

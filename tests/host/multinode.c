@@ -267,3 +267,67 @@ static void test_init_virtual_nodes(void) {
   check(!hung && ok, "init: 2 virtual nodes x 2 ranks meet over TCP and group (then the GPU step)", "hung %d after %lld ms; rank 0 %s '%s'; rank 3 %s '%s'", hung,
         ms, sname((iris_status_t)codes[0]), g_res[0].detail, sname((iris_status_t)codes[3]), g_res[3].detail);
 }
+
+/* A world above IRIS_MAX_RANKS whose bring-up fails before the ranks are grouped into
+ * nodes (here: every rank on one node id, a node too large): each rank's context still
+ * counts the whole world as its node, and its teardown must not index the per-node
+ * arrays with world ranks (they would run over the context's other fields, its
+ * rendezvous among them, which would then never be closed). Ranks as threads of one
+ * forked process; its open descriptors are counted before and after. */
+#define BIGNODE_WORLD (2 * IRIS_MAX_RANKS)
+typedef struct bignode_rank { int rank; const char *name; iris_status_t st; int out_null; char detail[200]; } bignode_rank_t;
+static void *bignode_thread(void *p) {
+  bignode_rank_t *a = (bignode_rank_t *)p;
+  iris_config_t c = IRIS_CONFIG_INIT;
+  iris_t *ctx = (iris_t *)&g_seed;
+  c.rank = a->rank;
+  c.world_size = BIGNODE_WORLD;
+  c.heap_size = (size_t)2 << 20;
+  c.timeout_ms = 8000;
+  c.rendezvous = a->name;
+  c.rendezvous_dir = g_dir;
+  a->st = iris_init(&c, &ctx);
+  a->out_null = ctx == NULL;
+  snprintf(a->detail, sizeof a->detail, "%.199s", iris_error_detail());
+  if (a->st == IRIS_SUCCESS) iris_finalize(ctx);
+  return NULL;
+}
+static int count_open_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *e;
+  int n = 0;
+  if (!d) return -1;
+  while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+static int child_bignode(int rank, void *name) {
+  static bignode_rank_t a[BIGNODE_WORLD];
+  pthread_t t[BIGNODE_WORLD];
+  int i, before, after, started = 0;
+  setenv("IRIS_HOST_ID", "one-node", 1);
+  before = count_open_fds();
+  for (i = 0; i < BIGNODE_WORLD; i++) {
+    a[i].rank = i;
+    a[i].name = (const char *)name;
+    if (pthread_create(&t[i], NULL, bignode_thread, &a[i]) != 0) break;
+    started++;
+  }
+  for (i = 0; i < started; i++) pthread_join(t[i], NULL);
+  after = count_open_fds();
+  if (started != BIGNODE_WORLD) return child_fail(rank, "only %d threads started", started);
+  for (i = 0; i < BIGNODE_WORLD; i++)
+    if (a[i].st != IRIS_ERROR_UNSUPPORTED || !a[i].out_null || !has(a[i].detail, "IRIS_MAX_RANKS"))
+      return child_fail(rank, "rank %d: %s (want IRIS_ERROR_UNSUPPORTED naming IRIS_MAX_RANKS), out %s: '%s'", i, sname(a[i].st), a[i].out_null ? "NULL" : "set",
+                        a[i].detail);
+  if (after != before) return child_fail(rank, "%d descriptors open before the failed bring-ups, %d after (leaked: %d)", before, after, after - before);
+  return 0;
+}
+static void test_init_big_node_cleanup(void) {
+  char name[80];
+  int ranks[1] = {0}, codes[1], hung;
+  long long ms;
+  unique_name(name, sizeof name, "bignode");
+  ms = run_children(1, ranks, child_bignode, name, 20000, codes, &hung);
+  expect_children_ok("init: a world above IRIS_MAX_RANKS refused at grouping leaves nothing open", 1, ranks, codes, hung, ms);
+}
