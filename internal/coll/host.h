@@ -281,6 +281,8 @@ IRIS_DEF iris_status_t iris_collectives_check(iris_t *ctx) {
   int old = -1;
   iris_gpu_error_t e;
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_collectives_check: NULL context");
+  if (iris_rank(ctx) < 0) /* finalized, or not a context: its device ordinal is -1 */
+    return iris_detail_prefix(iris_detail_check_fault(ctx), "iris_collectives_check");
   iris_gpu_get_device(&old);
   e = iris_gpu_set_device(iris_device_ordinal(ctx));
   if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
