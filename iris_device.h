@@ -36,7 +36,8 @@
  *   Every spin wait is bounded and returns false when it runs out; it then records a
  *   fatal fault in the context (iris_device_ctx_t's fault words: the host sees it through
  *   iris_get_async_error and every later call), and every other wait of the context gives
- *   up at its next check (within 256 polls). The bound: IRIS_WAIT_TIMEOUT_MS at run time
+ *   up once it next looks at the fault words (about every 8 ms, the first time 1 to 8 ms
+ *   into the wait: internal/device/wait.h). The bound: IRIS_WAIT_TIMEOUT_MS at run time
  *   (read by iris_init; at least 100), else IRIS_WAIT_TIMEOUT_NS of the unit, 10 minutes
  *   by default (torch's NCCL watchdog waits as long): a rank that arrives late, after a
  *   checkpoint or host work, is not a fault; a stuck or dead one is reported after the
