@@ -115,8 +115,9 @@ IRIS_DEVICE_INLINE bool iris_detail_wait(const iris_device_ctx_t &ctx, const T *
     if (iris_detail_wait_expired(ctx, spin, 0xff, IRIS_SITE_USER, 0)) break;
   }
 #if defined(IRIS_DEBUG)
+  /* the time it waited: the bound may be IRIS_WAIT_TIMEOUT_MS, or another wait's fault ended it sooner */
   printf("iris: wait '%s' timed out on rank %d (block %d, thread %d) after %.1f s: flag %p holds %llu, waiting for cmp %d against %llu\n", what, ctx.rank,
-         (int)blockIdx.x, (int)threadIdx.x, (double)IRIS_WAIT_TIMEOUT_NS * 1e-9, (const void *)flag, (unsigned long long)got, (int)cmp,
+         (int)blockIdx.x, (int)threadIdx.x, (double)(iris_detail_time_ns() - spin.start) * 1e-9, (const void *)flag, (unsigned long long)got, (int)cmp,
          (unsigned long long)value);
   iris_detail_trap();
 #endif
