@@ -381,7 +381,10 @@ typedef struct iris_fp8_e5m2 { unsigned char bits; } iris_fp8_e5m2_t;
 /*          tile-level building blocks, for collectives inside user kernels  */
 /* ========================================================================= */
 /* Participation contract (all four operations):
- *   - Whole block: every thread of the calling block calls with the same arguments.
+ *   - Whole block: every thread of the calling block calls with the same arguments; the
+ *     block has at least ctx.world_size threads (thread r signals and waits for rank r).
+ *   - ctx numbers the peers 0..world_size-1 on one node: iris_device_context_node (iris.h),
+ *     the same as iris_device_context in a single-node world.
  *   - Every rank calls the operation for the same tile ids, each tile on one block, in
  *     the same order per tile; other tiles may go to other blocks in any order.
  *   - Views: `src`/`dst` as documented per operation; heap views must sit at the same
