@@ -359,7 +359,9 @@ IRIS_API iris_status_t iris_device_context_from_peers(int rank, int world_size, 
  * content is unspecified (the heap is zeroed once at init; freed memory is reused as
  * it is). Same offsets on every rank under the contract above. */
 IRIS_API iris_status_t iris_malloc(iris_t *ctx, size_t bytes, void **ptr);
-/* As iris_malloc with a larger power-of-two alignment. */
+/* As iris_malloc with a larger power-of-two alignment (0: IRIS_HEAP_ALIGN). It aligns the
+ * block's offset from the heap base, the same on every rank; the pointer is aligned alike
+ * up to 2 MiB (the heap base's alignment), not beyond it. */
 IRIS_API iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t alignment, void **ptr);
 /* As iris_malloc, then zero the block on this rank's GPU (synchronously). Peers see the
  * zeros once a barrier separates them from this call. If the zeroing fails (a GPU

@@ -180,6 +180,30 @@ static void test_alloc_alignment(void) {
   iris_detail_host_only_free(ctx);
 }
 
+/* iris_malloc_aligned above the heap base's 2 MiB alignment: the offset is aligned (the same
+ * on every rank, whatever its base), the pointer only as far as the base is; 0 is the
+ * default alignment (iris.h). */
+static void test_alloc_alignment_offset(void) {
+  const size_t heap = (size_t)16 << 20;
+  void *base = (void *)((uintptr_t)FAKE_BASE + ((size_t)2 << 20)); /* 2 MiB-aligned, not 4 MiB */
+  iris_t *ctx = iris_detail_host_only_ctx(heap, base);
+  void *p1 = NULL, *p4 = NULL, *p0 = NULL;
+  iris_status_t s1, s4, s0;
+  if (!ctx) {
+    check(0, "allocator alignment 4 MiB aligns the offset", "iris_detail_host_only_ctx returned NULL");
+    return;
+  }
+  s1 = iris_malloc(ctx, 1, &p1);
+  s4 = iris_malloc_aligned(ctx, 100, (size_t)4 << 20, &p4);
+  s0 = iris_malloc_aligned(ctx, 100, 0, &p0);
+  check(s1 == IRIS_SUCCESS && s4 == IRIS_SUCCESS && ((uintptr_t)p4 - (uintptr_t)base) == ((size_t)4 << 20) && (uintptr_t)p4 % ((size_t)2 << 20) == 0,
+        "allocator alignment 4 MiB aligns the offset (the pointer as far as the 2 MiB base)", "%s %s, offset %lu", sname(s1), sname(s4),
+        (unsigned long)((uintptr_t)p4 - (uintptr_t)base));
+  check(s0 == IRIS_SUCCESS && ((uintptr_t)p0 - (uintptr_t)base) % IRIS_HEAP_ALIGN == 0, "allocator alignment 0 is IRIS_HEAP_ALIGN", "%s, offset %lu", sname(s0),
+        (unsigned long)((uintptr_t)p0 - (uintptr_t)base));
+  iris_detail_host_only_free(ctx);
+}
+
 static void test_alloc_exhaustion(void) {
   const size_t heap = (size_t)1 << 20, req = 3000, blk = ROUND256(req);
   const int expect_n = (int)(heap / blk);

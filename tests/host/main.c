@@ -115,6 +115,7 @@ int main(void) {
 
   /* allocator, records, tiles */
   test_alloc_alignment();
+  test_alloc_alignment_offset();
   test_alloc_random();
   test_alloc_exhaustion();
   test_alloc_errors();
