@@ -46,40 +46,45 @@ static int run(void) {
     printf("rank %d: teams: %s\n", me, iris_error_detail());
     return 1;
   }
-  iris_malloc(ctx, 2 * N * sizeof(float), (void **)&parts); // same order on every rank
-  iris_malloc(ctx, N * sizeof(float), (void **)&grad);
-  cudaMalloc(&mine, N * sizeof(float));
-  cudaMalloc(&out, N * sizeof(float));
-  cudaMalloc(&ok, sizeof(int));
-  cudaMemcpy(ok, &h_ok, sizeof h_ok, cudaMemcpyHostToDevice);
-  float *h = (float *)malloc(N * sizeof(float));
+  if (iris_malloc(ctx, 2 * N * sizeof(float), (void **)&parts) != IRIS_SUCCESS || // same order on every rank
+      iris_malloc(ctx, N * sizeof(float), (void **)&grad) != IRIS_SUCCESS) {
+    printf("rank %d: iris_malloc: %s\n", me, iris_error_detail());
+    return 1;
+  }
+  float h[N];
   for (int i = 0; i < N; i++) h[i] = (float)(me + 1); // rank r's partials: r + 1
-  cudaMemcpy(mine, h, N * sizeof(float), cudaMemcpyHostToDevice);
-  cudaMemcpy(grad, h, N * sizeof(float), cudaMemcpyHostToDevice);
   cudaStream_t s_tp, s_dp;
-  cudaStreamCreateWithFlags(&s_tp, cudaStreamNonBlocking);
-  cudaStreamCreateWithFlags(&s_dp, cudaStreamNonBlocking);
-  cudaDeviceSynchronize(); // the copies above ran on the legacy stream, which s_tp and s_dp do not wait for
+  if (cudaMalloc(&mine, N * sizeof(float)) != cudaSuccess || cudaMalloc(&out, N * sizeof(float)) != cudaSuccess || cudaMalloc(&ok, sizeof(int)) != cudaSuccess ||
+      cudaMemcpy(ok, &h_ok, sizeof h_ok, cudaMemcpyHostToDevice) != cudaSuccess || cudaMemcpy(mine, h, N * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemcpy(grad, h, N * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess || cudaStreamCreateWithFlags(&s_tp, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&s_dp, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaDeviceSynchronize() != cudaSuccess) { // the copies above ran on the legacy stream, which s_tp and s_dp do not wait for
+    printf("rank %d: CUDA setup: %s\n", me, cudaGetErrorString(cudaGetLastError()));
+    return 1;
+  }
 
   // the TP sum from the device, the DP all-reduce from the host: two streams at once
   tp_sum<<<1, 256, 0, s_tp>>>(iris_device_context(ctx), tp, parts, mine, out, ok);
+  const cudaError_t launched = cudaGetLastError();
   iris_status_t st = iris_all_reduce_team(ctx, &dp, grad, grad, N, IRIS_FLOAT32, IRIS_SUM, s_dp, NULL);
-  cudaDeviceSynchronize();
+  const cudaError_t ran = cudaDeviceSynchronize();
   if (st == IRIS_SUCCESS) st = iris_team_check(ctx, &dp);
 
-  float tp_want = 0, dp_want = 0, got_tp, got_dp;
+  float tp_want = 0, dp_want = 0, got_tp = 0, got_dp = 0;
   for (int p = 0; p < tp.size; p++) tp_want += (float)(iris_team_world_rank(&tp, p) + 1);
   for (int p = 0; p < dp.size; p++) dp_want += (float)(iris_team_world_rank(&dp, p) + 1);
-  cudaMemcpy(&got_tp, out + N - 1, sizeof got_tp, cudaMemcpyDeviceToHost);
-  cudaMemcpy(&got_dp, grad + N - 1, sizeof got_dp, cudaMemcpyDeviceToHost);
-  cudaMemcpy(&h_ok, ok, sizeof h_ok, cudaMemcpyDeviceToHost);
-  const int good = st == IRIS_SUCCESS && h_ok && got_tp == tp_want && got_dp == dp_want;
+  const int copied = cudaMemcpy(&got_tp, out + N - 1, sizeof got_tp, cudaMemcpyDeviceToHost) == cudaSuccess &&
+                     cudaMemcpy(&got_dp, grad + N - 1, sizeof got_dp, cudaMemcpyDeviceToHost) == cudaSuccess &&
+                     cudaMemcpy(&h_ok, ok, sizeof h_ok, cudaMemcpyDeviceToHost) == cudaSuccess;
+  const int good = launched == cudaSuccess && ran == cudaSuccess && copied && st == IRIS_SUCCESS && h_ok && got_tp == tp_want && got_dp == dp_want;
   printf("rank %d of %d: TP team %d/%d sum %.0f (want %.0f), DP team %d/%d sum %.0f (want %.0f): %s\n", me, world, tp.rank, tp.size, got_tp, tp_want, dp.rank,
-         dp.size, got_dp, dp_want, good ? "ok" : iris_error_detail());
-  iris_team_destroy(ctx, &tp);
-  iris_team_destroy(ctx, &dp);
-  free(h);
-  iris_finalize(ctx);
+         dp.size, got_dp, dp_want,
+         good ? "ok" : st != IRIS_SUCCESS ? iris_error_detail() : !h_ok ? "a TP team barrier timed out" : launched != cudaSuccess || ran != cudaSuccess || !copied ? "a CUDA call failed" : "wrong sum");
+  // collective teardown: a failure here is reported too
+  if ((st = iris_team_destroy(ctx, &tp)) != IRIS_SUCCESS || (st = iris_team_destroy(ctx, &dp)) != IRIS_SUCCESS || (st = iris_finalize(ctx)) != IRIS_SUCCESS) {
+    printf("rank %d: teardown: %s\n", me, iris_error_detail());
+    return 1;
+  }
   return good ? 0 : 1;
 }
 
