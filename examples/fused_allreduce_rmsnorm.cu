@@ -20,13 +20,16 @@
 #define gpuMemcpyH2D(d, s, n) hipMemcpy(d, s, n, hipMemcpyHostToDevice)
 #define gpuMemcpyD2H(d, s, n) hipMemcpy(d, s, n, hipMemcpyDeviceToHost)
 #define gpuGetLastError hipGetLastError
+#define gpuSuccess hipSuccess
 #else
 #define gpuMalloc cudaMalloc
 #define gpuMemcpyH2D(d, s, n) cudaMemcpy(d, s, n, cudaMemcpyHostToDevice)
 #define gpuMemcpyD2H(d, s, n) cudaMemcpy(d, s, n, cudaMemcpyDeviceToHost)
 #define gpuGetLastError cudaGetLastError
+#define gpuSuccess cudaSuccess
 #endif
 #define TRY(call) do { iris_status_t s_ = (call); if (s_ != IRIS_SUCCESS) { fprintf(stderr, "%s: %s\n", #call, iris_error_detail()); return 1; } } while (0)
+#define TRY_GPU(call) do { if ((call) != gpuSuccess) { fprintf(stderr, "%s failed\n", #call); return 1; } } while (0)
 
 enum { TOKENS = 1000, HIDDEN = 4096, ROWS = 4, THREADS = 512 };
 static float partial(int rank, int t, int h) { return sinf(0.001f * (float)(t * 7 + h) + (float)rank) * (float)(rank + 1); }
@@ -72,24 +75,24 @@ int main(int argc, char **argv) {
   iris_tile_flags_t flags;
   TRY(iris_malloc(ctx, bytes, (void **)&x)); /* peers read it: on the heap */
   TRY(iris_tile_flags_create(ctx, tiles, &flags));
-  gpuMalloc((void **)&sum, bytes); /* only this rank touches these */
-  gpuMalloc((void **)&y, bytes);
-  gpuMalloc((void **)&w, HIDDEN * sizeof(float));
-  gpuMalloc((void **)&timeouts, sizeof(unsigned));
+  TRY_GPU(gpuMalloc((void **)&sum, bytes)); /* only this rank touches these */
+  TRY_GPU(gpuMalloc((void **)&y, bytes));
+  TRY_GPU(gpuMalloc((void **)&w, HIDDEN * sizeof(float)));
+  TRY_GPU(gpuMalloc((void **)&timeouts, sizeof(unsigned)));
   for (int t = 0; t < TOKENS; t++)
     for (int k = 0; k < HIDDEN; k++) h[(size_t)t * HIDDEN + k] = partial(rank, t, k);
   for (int k = 0; k < HIDDEN; k++) hw[k] = weight(k);
-  gpuMemcpyH2D(x, h, bytes);
-  gpuMemcpyH2D(w, hw, HIDDEN * sizeof(float));
+  TRY_GPU(gpuMemcpyH2D(x, h, bytes));
+  TRY_GPU(gpuMemcpyH2D(w, hw, HIDDEN * sizeof(float)));
   unsigned to = 0;
-  gpuMemcpyH2D(timeouts, &to, sizeof to);
+  TRY_GPU(gpuMemcpyH2D(timeouts, &to, sizeof to));
   TRY(iris_barrier(ctx)); /* every rank's x is written before any block reads it */
   iris_view2d_t xv = iris_view2d(x, TOKENS, HIDDEN, HIDDEN, sizeof(float)), sv = iris_view2d(sum, TOKENS, HIDDEN, HIDDEN, sizeof(float));
   allreduce_rmsnorm<<<64, THREADS>>>(iris_device_context(ctx), flags, xv, sv, w, y, 1e-6f, tiles, timeouts);
-  if (gpuGetLastError() != 0) { fprintf(stderr, "rank %d: launch failed\n", rank); return 1; }
+  if (gpuGetLastError() != gpuSuccess) { fprintf(stderr, "rank %d: launch failed\n", rank); return 1; }
   TRY(iris_barrier(ctx)); /* waits for the kernel (and reports a fault), then for every rank */
-  gpuMemcpyD2H(h, y, bytes);
-  gpuMemcpyD2H(&to, timeouts, sizeof to);
+  TRY_GPU(gpuMemcpyD2H(h, y, bytes));
+  TRY_GPU(gpuMemcpyD2H(&to, timeouts, sizeof to));
   double worst = 0;
   for (int t = 0; t < TOKENS; t++) { /* float64 reference */
     double ss = 0, s[HIDDEN];
