@@ -220,7 +220,10 @@ IRIS_API iris_status_t iris_reduce_scatter(iris_t *ctx, const void *send, void *
                                            iris_stream_t stream);
 /* recv[r*count + i] = send_r[rank*count + i]: both hold world_size * count. */
 IRIS_API iris_status_t iris_all_to_all(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, iris_stream_t stream);
-/* recv[i] = send_root[i] (send is read on the root only). */
+/* recv[i] = send_root[i]. send's data is read on the root only, but send is not NULL on
+ * any rank and, on the heap, sits at the same offset everywhere (the peers take the
+ * root's through their own send's offset): pass send = recv on the others when the root
+ * does, or any buffer off the heap on every rank. */
 IRIS_API iris_status_t iris_broadcast(iris_t *ctx, const void *send, void *recv, size_t count, iris_dtype_t type, int root, iris_stream_t stream);
 /* Enqueue a barrier across all ranks on the stream (GPU side; capturable). */
 IRIS_API iris_status_t iris_barrier_device(iris_t *ctx, iris_stream_t stream);

@@ -328,6 +328,19 @@ static iris_status_t iris_coll_check_compiled(int kind, iris_dtype_t t, iris_red
                           "IRIS_COLL_OPS 0x%x)", me, name, ops[op], types[t], (unsigned)(IRIS_COLL_TYPES), (unsigned)(IRIS_COLL_OPS));
 }
 
+/* The options' fields (any call, a team of one included): size, algorithm, ctas, flags. */
+static iris_status_t iris_coll_opts_check(const iris_coll_opts_t *opts, const char *name) {
+  iris_status_t st;
+  unsigned flags;
+  if ((st = iris_coll_opts_size_check(opts, name)) != IRIS_SUCCESS) return st;
+  if ((unsigned)opts->algo > (unsigned)IRIS_ALGO_ONE_SHOT_ARMED) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown algorithm %d", name, (int)opts->algo);
+  if (opts->ctas < 0 || opts->ctas > IRIS_COLL_MAX_CTAS)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: ctas %d outside [0, %d]", name, opts->ctas, IRIS_COLL_MAX_CTAS);
+  flags = iris_coll_opts_flags(opts);
+  if (flags & ~IRIS_COLL_STAGE) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown flags 0x%x in iris_coll_opts_t", name, flags & ~IRIS_COLL_STAGE);
+  return IRIS_SUCCESS;
+}
+
 /* One call on one node, on the world's state (team_s NULL), or on a team's (team_s: its
  * state, whose device context is the team as a world of its own; internal/coll/team.h). */
 static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t,
@@ -351,13 +364,10 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
   if ((st = iris_coll_check_compiled(kind, t, op, me, name)) != IRIS_SUCCESS) return st;
   if (kind == IRIS_COLL_BC && (root < 0 || root >= W)) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: %s: root %d outside [0, %d)", me, name, root, W);
   if (opts) {
-    if ((st = iris_coll_opts_size_check(opts, name)) != IRIS_SUCCESS) return st;
-    if ((unsigned)opts->algo > (unsigned)IRIS_ALGO_ONE_SHOT_ARMED) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown algorithm %d", name, (int)opts->algo);
+    if ((st = iris_coll_opts_check(opts, name)) != IRIS_SUCCESS) return st;
     algo = opts->algo;
     ctas = opts->ctas;
-    if (ctas < 0 || ctas > IRIS_COLL_MAX_CTAS) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: ctas %d outside [0, %d]", name, ctas, IRIS_COLL_MAX_CTAS);
     flags = iris_coll_opts_flags(opts);
-    if (flags & ~IRIS_COLL_STAGE) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown flags 0x%x in iris_coll_opts_t", name, flags & ~IRIS_COLL_STAGE);
     /* staged: the buffers' heap offsets (if any) may differ between ranks, so they must
      * not enter the signature (the bandwidth path below runs on the staging areas) */
     if (flags & IRIS_COLL_STAGE) kind_flags |= IRIS_COLL_OFF_HEAP;

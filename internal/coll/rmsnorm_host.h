@@ -188,9 +188,9 @@ IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, vo
     st2 = iris_detail_order_end(ctx, stream);
     return st != IRIS_SUCCESS ? st : st2;
   }
-  if (iris_world_size(ctx) > 1 && (st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
+  if ((st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st; /* a world of one too: ordered as every call */
   st = iris_rmsnorm_enqueue(ctx, s, x, residual, weight, out, tokens, hidden, eps, type, (int)o->quant, o->out_fp8, o->scale, o->algo, stream);
-  st2 = iris_world_size(ctx) > 1 ? iris_detail_order_end(ctx, stream) : IRIS_SUCCESS;
+  st2 = iris_detail_order_end(ctx, stream);
   return st != IRIS_SUCCESS ? st : st2;
 }
 IRIS_DEF iris_status_t iris_all_reduce_rmsnorm(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,

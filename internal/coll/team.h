@@ -115,7 +115,7 @@ static iris_status_t iris_coll_team_run(iris_t *ctx, const iris_team_t *team, in
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: unknown reduction %d", iris_coll_names[kind], (int)op);
     if ((st = iris_coll_check_compiled(kind, t, op, 0, iris_coll_names[kind])) != IRIS_SUCCESS) return st;
     if (kind == IRIS_COLL_BC && root != 0) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "%s: root %d outside [0, 1)", iris_coll_names[kind], root);
-    if (opts && (st = iris_coll_opts_size_check(opts, iris_coll_names[kind])) != IRIS_SUCCESS) return st;
+    if (opts && (st = iris_coll_opts_check(opts, iris_coll_names[kind])) != IRIS_SUCCESS) return st;
     if (count && (!send || !recv)) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL buffer", iris_coll_names[kind]);
     if (count > ((size_t)1 << 40) / es) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: count %zu is too large", iris_coll_names[kind], count);
     if (count && send != recv) e = iris_gpu_memcpy_async(recv, send, count * es, stream);

@@ -56,7 +56,9 @@ IRIS_INTERNAL iris_status_t iris_detail_launcher_set(const iris_detail_launcher_
   if (iris_detail_parse_uint(L->rank, rs, &e->rank) < 0 || iris_detail_parse_uint(L->world, ws, &e->world_size) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
   if ((got = iris_detail_parse_uint(L->local_rank, iris_detail_var(get, user, L->local_rank), &lr)) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
   if (got == 0) lr = -1;
-  if (L->local_size && iris_detail_parse_uint(L->local_size, iris_detail_var(get, user, L->local_size), &ls) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
+  if (L->local_size && (got = iris_detail_parse_uint(L->local_size, iris_detail_var(get, user, L->local_size), &ls)) < 0) return IRIS_ERROR_INVALID_ARGUMENT;
+  if (L->local_size && got > 0 && ls < 1)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%s: a node needs at least 1 rank (%s)", L->local_size, iris_detail_var(get, user, L->local_size), L->name);
   if (e->world_size < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%s: a world needs at least 1 rank (%s)", L->world, ws, L->name);
   if (e->world_size > IRIS_MAX_RANKS) { /* allowed over several nodes (the node size is checked at iris_init) */
     const char *rdv = iris_detail_var(get, user, "IRIS_RENDEZVOUS");
@@ -67,6 +69,7 @@ IRIS_INTERNAL iris_status_t iris_detail_launcher_set(const iris_detail_launcher_
   if (e->rank >= e->world_size) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "%s=%s is not below %s=%s (%s)", L->rank, rs, L->world, ws, L->name);
   if (ls > e->world_size) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%d exceeds %s=%d (%s)", L->local_size, ls, L->world, e->world_size, L->name);
   if (lr >= 0 && ls > 0 && lr >= ls) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "%s=%d is not below %s=%d (%s)", L->local_rank, lr, L->local_size, ls, L->name);
+  if (lr >= e->world_size) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "%s=%d is not below %s=%s (%s)", L->local_rank, lr, L->world, ws, L->name);
   e->local_rank = lr >= 0 ? lr : e->rank;
   e->local_size = ls;
   if (L->id == IRIS_LAUNCHER_IRIS && ls == 0 && lr < 0) e->local_size = e->world_size; /* iris_launch_local: one host */

@@ -286,7 +286,24 @@ IRIS_DEF iris_status_t iris_rendezvous_open_tcp(const iris_rendezvous_params_t *
   return iris_detail_rdv_open(p, addr, port, out);
 }
 
+/* A collective that failed out of step (ranks in different collectives, or a message
+ * left half read) leaves bytes in the sockets that the next collective would read as its
+ * own: every later one is refused, naming the first failure, instead of failing as a
+ * protocol error. */
+static iris_status_t iris_detail_rdv_allgather_once(iris_rendezvous_t *r, const void *send, void *recv, size_t bytes, int timeout_ms);
 IRIS_INTERNAL iris_status_t iris_detail_rdv_allgather(iris_rendezvous_t *r, const void *send, void *recv, size_t bytes, int timeout_ms) {
+  iris_status_t st;
+  if (r->broken)
+    return iris_detail_fail((iris_status_t)r->broken, "rendezvous '%s': rank %d: an earlier host collective failed out of step (%s); this rendezvous cannot pair the ranks' "
+                            "messages any more: finalize the context", r->name, r->rank, r->why);
+  st = iris_detail_rdv_allgather_once(r, send, recv, bytes, timeout_ms);
+  if (st == IRIS_ERROR_MISMATCH || st == IRIS_ERROR_SYSTEM) {
+    r->broken = (int)st;
+    iris_detail_copy(r->why, sizeof r->why, iris_detail_errbuf);
+  }
+  return st;
+}
+static iris_status_t iris_detail_rdv_allgather_once(iris_rendezvous_t *r, const void *send, void *recv, size_t bytes, int timeout_ms) {
   long long deadline = iris_detail_now_ms() + (timeout_ms > 0 ? timeout_ms : 1LL << 40);
   uint64_t seq = ++r->seq;
   int e;

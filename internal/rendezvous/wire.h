@@ -53,6 +53,8 @@ struct iris_rendezvous {
   char where[96]; /* TCP: "addr:port", for messages */
   int *fds;      /* rank 0: fds[r] for r >= 1; others: fds[0] is the link to rank 0 */
   uint64_t seq;  /* collective operations so far */
+  int broken;    /* an iris_status_t: a collective failed leaving the ranks' streams out of step (why: the detail then) */
+  char why[200];
   char name[72];
   char job[IRIS_DETAIL_JOB_BYTES];
   char path[sizeof(((struct sockaddr_un *)0)->sun_path)];

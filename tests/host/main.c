@@ -76,6 +76,7 @@ int main(void) {
   test_rendezvous_rank_leaves();
   test_rendezvous_big_gather_bounded();
   test_rendezvous_sockets_cloexec();
+  test_rendezvous_out_of_step();
   test_node_grouping();
   test_node_env();
   test_tcp_rendezvous();

@@ -405,3 +405,37 @@ static void test_rendezvous_sockets_cloexec(void) {
         "hung %d (%lld ms); rank 0 open %s, barrier %s after %lld ms (bound 6000 ms, the program lives 4 s): '%s'", hung, ms,
         sname((iris_status_t)g_res[0].open_st), sname((iris_status_t)g_res[0].op_st), g_res[0].op_ms, g_res[0].op_detail);
 }
+
+/* Ranks in different host collectives (rank 0 gathers 8 bytes, rank 1 16): both see
+ * IRIS_ERROR_MISMATCH; every later collective of that rendezvous is refused at once naming
+ * the first failure (the unread bytes would otherwise be read as the next message). */
+static int child_out_of_step(int rank, void *argp) {
+  const char *name = (const char *)argp;
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = NULL;
+  char send[16] = {0}, recv[32];
+  long long t0;
+  set_params(&p, name, g_dir, rank, 2, 3000, 0);
+  g_res[rank].open_st = (int)iris_rendezvous_open(&p, &r);
+  if (g_res[rank].open_st != IRIS_SUCCESS) return child_fail(rank, "open: %s", iris_error_detail());
+  g_res[rank].op_st = (int)iris_rendezvous_allgather(r, send, recv, rank == 0 ? 8 : 16);
+  t0 = now_ms();
+  g_res[rank].out_null = (int)iris_rendezvous_barrier(r); /* the next collective's status */
+  g_res[rank].op_ms = now_ms() - t0;
+  snprintf(g_res[rank].op_detail, sizeof g_res[rank].op_detail, "%s", iris_error_detail());
+  iris_rendezvous_close(r);
+  return 0;
+}
+static void test_rendezvous_out_of_step(void) {
+  char name[80];
+  int ranks[2] = {0, 1}, codes[2], hung, r, ok = 1;
+  long long ms;
+  unique_name(name, sizeof name, "step");
+  ms = run_children(2, ranks, child_out_of_step, name, 12000, codes, &hung);
+  for (r = 0; r < 2; r++)
+    ok &= g_res[r].op_st == IRIS_ERROR_MISMATCH && g_res[r].out_null == IRIS_ERROR_MISMATCH && g_res[r].op_ms < 500 && has(g_res[r].op_detail, "earlier host collective");
+  check(!hung && ok, "rendezvous: ranks in different collectives both see a mismatch; every later collective is refused at once, naming it",
+        "hung %d (%lld ms); rank 0: %s then %s (%lld ms) '%s'; rank 1: %s then %s (%lld ms) '%s'", hung, ms, sname((iris_status_t)g_res[0].op_st),
+        sname((iris_status_t)g_res[0].out_null), g_res[0].op_ms, g_res[0].op_detail, sname((iris_status_t)g_res[1].op_st), sname((iris_status_t)g_res[1].out_null),
+        g_res[1].op_ms, g_res[1].op_detail);
+}
