@@ -25,6 +25,7 @@ typedef struct iris_detail_block {
 struct iris {
   uint32_t magic;
   struct iris *next_dead; /* finalized: the next tombstone (internal/core/init.h) */
+  int closing;            /* iris_finalize has begun freeing: iris_abort and iris_get_async_error keep off (iris_detail_fault_lock) */
   int local_rank, local_size; /* this rank on its node, the ranks per node (the world's: grank, gworld) */
   int device, mode;
   int gpu_shared; /* another rank of this process runs on the same GPU (iris_init_local with

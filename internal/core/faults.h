@@ -49,21 +49,37 @@ IRIS_DEF iris_status_t iris_detail_check_fault(const iris_t *ctx) {
   f = ctx ? iris_detail_fault_read(ctx, IRIS_FAULT_WORD_FATAL) : 0;
   return f ? iris_detail_fault_status(ctx, f) : IRIS_SUCCESS;
 }
+/* iris_abort and iris_get_async_error may run in any thread, also while another thread
+ * finalizes the context: they touch the fault words (and the teams') only under this
+ * lock, and not once iris_finalize has set ctx->closing under it (it frees them after). */
+static pthread_mutex_t iris_detail_fault_lock = PTHREAD_MUTEX_INITIALIZER;
+static inline iris_status_t iris_detail_fault_enter(iris_t *ctx, const char *call) {
+  int closing;
+  pthread_mutex_lock(&iris_detail_fault_lock);
+  if (IRIS_DETAIL_IS_LIVE(ctx) && !ctx->closing) return IRIS_SUCCESS; /* the lock stays held */
+  closing = IRIS_DETAIL_IS_LIVE(ctx) && ctx->closing;
+  pthread_mutex_unlock(&iris_detail_fault_lock);
+  if (closing) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: the context is being finalized (rank %d)", call, ctx->local_rank);
+  return iris_detail_live(ctx, call);
+}
 IRIS_DEF iris_status_t iris_get_async_error(iris_t *ctx) {
   unsigned long long f;
-  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_get_async_error");
+  iris_status_t st = IRIS_SUCCESS;
+  if ((st = iris_detail_fault_enter(ctx, "iris_get_async_error")) != IRIS_SUCCESS) return st;
   if (ctx->teams_op) ctx->teams_op(ctx, IRIS_DETAIL_TEAMS_POLL);
-  if ((f = iris_detail_fault_read(ctx, IRIS_FAULT_WORD_FATAL)) != 0) return iris_detail_fault_status(ctx, f);
-  if (ctx->fault_host && (f = __atomic_exchange_n(ctx->fault_host + IRIS_FAULT_WORD_MISMATCH, 0ULL, __ATOMIC_ACQ_REL)) != 0)
-    return iris_detail_fault_status(ctx, f);
-  return IRIS_SUCCESS;
+  if ((f = iris_detail_fault_read(ctx, IRIS_FAULT_WORD_FATAL)) != 0) st = iris_detail_fault_status(ctx, f);
+  else if (ctx->fault_host && (f = __atomic_exchange_n(ctx->fault_host + IRIS_FAULT_WORD_MISMATCH, 0ULL, __ATOMIC_ACQ_REL)) != 0) st = iris_detail_fault_status(ctx, f);
+  pthread_mutex_unlock(&iris_detail_fault_lock);
+  return st;
 }
 IRIS_DEF iris_status_t iris_abort(iris_t *ctx) {
   unsigned long long zero = 0;
-  if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_abort");
+  iris_status_t st;
+  if ((st = iris_detail_fault_enter(ctx, "iris_abort")) != IRIS_SUCCESS) return st;
   if (ctx->fault_host)
     __atomic_compare_exchange_n(ctx->fault_host + IRIS_FAULT_WORD_FATAL, &zero, IRIS_FAULT_MAKE(IRIS_FAULT_ABORT, 0xff, 0, 0), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   if (ctx->teams_op) ctx->teams_op(ctx, IRIS_DETAIL_TEAMS_ABORT); /* the teams' collectives stop waiting too */
+  pthread_mutex_unlock(&iris_detail_fault_lock);
   return IRIS_SUCCESS;
 }
 

@@ -361,6 +361,9 @@ IRIS_DEF iris_status_t iris_finalize(iris_t *ctx) {
   {
     char why[sizeof iris_detail_errbuf];
     iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+    pthread_mutex_lock(&iris_detail_fault_lock); /* iris_abort / iris_get_async_error of other threads keep off from here */
+    ctx->closing = 1;
+    pthread_mutex_unlock(&iris_detail_fault_lock);
     iris_detail_release(ctx);
     ctx->magic = IRIS_DETAIL_CTX_DEAD; /* the tombstone: later calls see "finalized" */
     iris_detail_keep_tombstone(ctx);
