@@ -391,6 +391,21 @@ static void iris_nccl_remove(iris_nccl_comm_t *c) {
   pthread_mutex_unlock(&iris_nccl_slots_lock);
 }
 
+/* The shim's own CUDA work (bring-up, window exchanges, teardown, ncclMemAlloc /
+ * ncclMemFree of the heap) runs in relaxed capture mode, as NCCL's own does: its
+ * allocations, frees, copies and synchronisations (on streams that are never captured)
+ * then neither fail in nor invalidate a capture in global mode, another thread's or
+ * this thread's. The per-call path (iris_nccl_collective) keeps the caller's mode: the
+ * program captures iris's calls on purpose. iris_nccl_relax returns the mode to restore. */
+static cudaStreamCaptureMode iris_nccl_relax(void) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) mode = cudaStreamCaptureModeRelaxed; /* nothing was changed: nothing to restore */
+  return mode;
+}
+static void iris_nccl_unrelax(cudaStreamCaptureMode mode) {
+  if (mode != cudaStreamCaptureModeRelaxed) cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
 /* this thread's current device, switched to `device` (returns the one to restore) */
 static int iris_nccl_enter_device(int device) {
   int old = -1;
@@ -437,12 +452,12 @@ static int iris_nccl_boot_barrier(void *user) { return iris_nccl_boot_allgather(
  * that is capturing a graph on a stream of its own, so in relaxed capture mode (the
  * exchange's stream is never captured). 0 on success. */
 static int iris_nccl_exchange(iris_nccl_comm_t *c, const void *send, void *recv, size_t bytes) {
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaStreamCaptureMode mode;
   int rc;
   if (!c->boot_cap) return 1;
-  cudaThreadExchangeStreamCaptureMode(&mode);
+  mode = iris_nccl_relax();
   rc = iris_nccl_boot_allgather(c, send, recv, bytes);
-  cudaThreadExchangeStreamCaptureMode(&mode);
+  iris_nccl_unrelax(mode);
   return rc;
 }
 
@@ -483,8 +498,9 @@ static uint64_t iris_nccl_proc_word;
 static void iris_nccl_proc_init(void) { iris_nccl_proc_word = ((uint64_t)getpid() << 32) ^ (iris_nccl_random() & 0xffffffffull); }
 
 /* One communicator, collective over its ranks (see the top of the file). Runs in the
- * thread that created it, or in a helper thread when one thread created several. */
-static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
+ * thread that created it, or in a helper thread when one thread created several, in
+ * relaxed capture mode (iris_nccl_bring_up). */
+static void iris_nccl_bring_up_relaxed(iris_nccl_comm_t *c) {
   const iris_nccl_options_t *o = iris_nccl_options();
   iris_nccl_fn_ncclCommCount_t count = IRIS_NCCL_REAL(ncclCommCount);
   iris_nccl_fn_ncclCommUserRank_t user_rank = IRIS_NCCL_REAL(ncclCommUserRank);
@@ -615,6 +631,11 @@ static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
   }
 }
 
+static void iris_nccl_bring_up(iris_nccl_comm_t *c) {
+  cudaStreamCaptureMode mode = iris_nccl_relax(); /* its stream, buffers, exchanges, iris_init: never captured */
+  iris_nccl_bring_up_relaxed(c);
+  iris_nccl_unrelax(mode);
+}
 static void *iris_nccl_bring_up_thread(void *arg) {
   iris_nccl_bring_up((iris_nccl_comm_t *)arg);
   return NULL;
@@ -756,7 +777,7 @@ static void iris_nccl_free_boot(iris_nccl_comm_t *c) {
   c->boot_cap = 0;
 }
 
-static void iris_nccl_drop(iris_nccl_comm_t *c, int finalize) {
+static void iris_nccl_drop_relaxed(iris_nccl_comm_t *c, int finalize) {
   iris_nccl_fn_ncclCommGetAsyncError_t async = IRIS_NCCL_REAL(ncclCommGetAsyncError);
   iris_t *ctx;
   int old;
@@ -784,6 +805,13 @@ static void iris_nccl_drop(iris_nccl_comm_t *c, int finalize) {
   }
   c->dropped = 1;
   pthread_mutex_unlock(&c->lock);
+}
+
+/* iris_nccl_drop_relaxed in relaxed capture mode (its exchanges, iris_finalize, frees) */
+static void iris_nccl_drop(iris_nccl_comm_t *c, int finalize) {
+  cudaStreamCaptureMode mode = iris_nccl_relax();
+  iris_nccl_drop_relaxed(c, finalize);
+  iris_nccl_unrelax(mode);
 }
 
 /* Finalize (or Destroy) of a communicator with an iris context, where several of its ranks
@@ -818,6 +846,7 @@ static iris_nccl_comm_t *iris_nccl_parked_list; /* under iris_nccl_slots_lock */
  * GPU of the set finishes its work, then every parked context is stopped and freed
  * (one kept mapped while ncclMemAlloc blocks of its heap are out). */
 static void iris_nccl_free_parked(iris_nccl_comm_t **set, int n) {
+  cudaStreamCaptureMode mode = iris_nccl_relax(); /* device synchronisations, iris_finalize */
   int i, old;
   for (i = 0; i < n; i++) { /* no peer kernel may still touch a heap that is freed */
     if (!set[i]->parked) continue; /* an aborted rank's GPU may hold kernels waiting on a dead peer: its kernels of ours gave up */
@@ -840,6 +869,7 @@ static void iris_nccl_free_parked(iris_nccl_comm_t **set, int n) {
     m->dropped = 1;
     pthread_mutex_unlock(&m->lock);
   }
+  iris_nccl_unrelax(mode);
 }
 
 /* A rank of a communicator all of whose ranks live here has left (its context parked, or
@@ -1134,10 +1164,12 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     iris_nccl_block_t *b = c ? (iris_nccl_block_t *)calloc(1, sizeof *b) : NULL;
     void *p = NULL;
     if (b) {
+      cudaStreamCaptureMode mode = iris_nccl_relax(); /* iris_malloc clears the block and synchronises */
       pthread_mutex_lock(&c->lock);
       if ((b->ctx = c->iris) != NULL && !c->revoked && iris_malloc_aligned(b->ctx, size, IRIS_NCCL_MEM_ALIGN, &p) == IRIS_SUCCESS) c->lent++;
       else p = NULL;
       pthread_mutex_unlock(&c->lock);
+      iris_nccl_unrelax(mode);
     }
     if (p) {
       b->ptr = (char *)p;
@@ -1177,6 +1209,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclMemFree(void *ptr) {
   if (b) {
     iris_nccl_comm_t *c = b->owner;
     iris_t *last = NULL;
+    cudaStreamCaptureMode mode = iris_nccl_relax(); /* iris_free, and iris_finalize of a kept context */
     pthread_mutex_lock(&c->lock);
     if (b->ctx == c->iris || b->ctx == c->parked || b->ctx == c->kept) { /* else: the context was aborted and stays mapped; the block goes with it */
       iris_free(b->ctx, b->ptr);
@@ -1192,6 +1225,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclMemFree(void *ptr) {
       iris_nccl_leave_device(old, c->device);
     }
     pthread_mutex_unlock(&c->lock);
+    iris_nccl_unrelax(mode);
     free(b);
     return ncclSuccess;
   }
