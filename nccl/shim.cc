@@ -1559,6 +1559,26 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int rev
   return iris_nccl_forwarded(f(comm, revokeFlags));
 }
 #endif
+#ifdef IRIS_NCCL_HAVE_ncclCommShrink
+/* The child is NCCL's alone (no iris context). With NCCL_SHRINK_ABORT, NCCL first stops
+ * the parent's operations in flight: iris's kernels on the parent's context stop too
+ * (iris_abort, before NCCL's abort, as ncclCommAbort does), and later calls on the parent
+ * forward to NCCL, as after ncclCommRevoke; its teardown is then local (no barrier). */
+extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config,
+                                                        int shrinkFlags) {
+  iris_nccl_fn_ncclCommShrink_t f = IRIS_NCCL_REAL(ncclCommShrink);
+  iris_nccl_comm_t *c = iris_nccl_find(comm);
+  if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommShrink);
+#ifdef NCCL_SHRINK_ABORT
+  if (c && (shrinkFlags & NCCL_SHRINK_ABORT)) {
+    iris_t *ctx;
+    c->revoked = 1;
+    if ((ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) != NULL) iris_abort(ctx);
+  }
+#endif
+  return iris_nccl_forwarded(f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
+}
+#endif
 extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   iris_nccl_fn_ncclCommGetAsyncError_t f = IRIS_NCCL_REAL(ncclCommGetAsyncError);
   iris_nccl_comm_t *c;

@@ -25,7 +25,7 @@ import sys
 SERVED = {
     "ncclGetErrorString", "ncclGetLastError",
     "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable", "ncclCommInitAll", "ncclCommSplit",
-    "ncclCommFinalize", "ncclCommDestroy", "ncclCommAbort", "ncclCommRevoke", "ncclCommGetAsyncError",
+    "ncclCommFinalize", "ncclCommDestroy", "ncclCommAbort", "ncclCommRevoke", "ncclCommShrink", "ncclCommGetAsyncError",
     "ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclBcast", "ncclAlltoAll",
     "ncclGroupStart", "ncclGroupEnd", "ncclGroupSimulateEnd",
     "ncclMemAlloc", "ncclMemFree", "ncclCommWindowRegister", "ncclCommWindowDeregister",

@@ -75,6 +75,16 @@ int main(int argc, char **argv) {
     r = ncclAllReduce(NULL, NULL, 1, ncclFloat32, ncclSum, NULL, NULL);
     snprintf(name, sizeof name, "%sno real NCCL: ncclAllReduce returns ncclSystemError", label);
     check(r == ncclSystemError, name, ncclGetErrorString(r));
+#ifdef NCCL_SHRINK_ABORT
+    { /* served by the shim (NCCL_SHRINK_ABORT stops iris's kernels on the parent), then forwarded */
+      ncclComm_t child = NULL;
+      r = ncclCommShrink(NULL, NULL, 0, &child, NULL, NCCL_SHRINK_ABORT);
+      e = ncclGetLastError(NULL);
+      snprintf(why, sizeof why, "ncclCommShrink returned %d, ncclGetLastError: %s", (int)r, e ? e : "NULL");
+      snprintf(name, sizeof name, "%sno real NCCL: ncclCommShrink (served by the shim, NCCL_SHRINK_ABORT) returns ncclSystemError naming it", label);
+      check(r == ncclSystemError && e && strstr(e, "ncclCommShrink"), name, why);
+    }
+#endif
     snprintf(name, sizeof name, "%sno real NCCL: ncclGetErrorString still answers", label);
     check(!strcmp(ncclGetErrorString(ncclSuccess), "no error"), name, ncclGetErrorString(ncclSuccess));
     snprintf(name, sizeof name, "%sno real NCCL: iris_nccl_real_library() is NULL", label);
