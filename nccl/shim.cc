@@ -33,8 +33,9 @@
  *   heap offset; calls on anything else pass IRIS_COLL_STAGE (staged, heap or not).
  *
  * Teardown
- *   ncclCommFinalize / ncclCommDestroy finalize the iris context first (its last barrier
- *   runs over the real communicator), then forward; where every rank of the communicator
+ *   ncclCommFinalize / ncclCommDestroy finalize the iris context first (the ranks meet once
+ *   over the real communicator, bounded by IRIS_BARRIER_TIMEOUT_MS and ended by an
+ *   ncclCommAbort in another thread; then each frees its context locally), then forward; where every rank of the communicator
  *   lives in this process, as NCCL the last of them to leave frees them all
  *   (iris_nccl_teardown). ncclCommAbort and ncclCommRevoke
  *   stop iris's kernels (iris_abort) and forward; an aborted context is left mapped
@@ -261,6 +262,7 @@ typedef struct iris_nccl_options {
   unsigned long long staging; /* the staging bytes iris will use (for the heap size) */
   char staging_str[32];       /* IRIS_COLL_STAGING as iris will read it */
   int set_staging;            /* 1: the shim sets IRIS_COLL_STAGING around iris_collectives_setup */
+  int barrier_ms;             /* the teardown's meeting waits at most this long: iris's barrier bound (IRIS_BARRIER_TIMEOUT_MS, else 600 s) */
 } iris_nccl_options_t;
 static iris_nccl_options_t iris_nccl_opt;
 static pthread_once_t iris_nccl_opt_ctl = PTHREAD_ONCE_INIT;
@@ -288,6 +290,12 @@ static void iris_nccl_read_options(void) {
     o->staging = iris_nccl_staging_bytes(&o->table);
     snprintf(o->staging_str, sizeof o->staging_str, "%llu", o->staging);
     o->set_staging = 1;
+  }
+  o->barrier_ms = IRIS_DEFAULT_BARRIER_TIMEOUT_MS; /* a malformed IRIS_BARRIER_TIMEOUT_MS fails iris_init: no context to tear down */
+  if ((v = getenv("IRIS_BARRIER_TIMEOUT_MS")) != NULL && *v) {
+    char *end;
+    long ms = strtol(v, &end, 10);
+    if (!*end && ms >= 1 && ms <= INT_MAX) o->barrier_ms = (int)ms;
   }
   if (o->bad && !o->disable) fprintf(stderr, "iris_nccl: warning: %s; every communicator falls back to NCCL\n", o->why);
 }
@@ -330,6 +338,12 @@ typedef struct iris_nccl_comm {
   cudaStream_t boot_stream;
   void *boot_buf;
   size_t boot_cap;
+  /* teardown against faults and a concurrent ncclCommAbort (iris_nccl_drop) */
+  pthread_mutex_t use;                /* held while an exchange enqueues on the real communicator: ncclCommAbort waits for it before NCCL frees it */
+  int aborting;                       /* ncclCommAbort began (atomic): exchanges give up and enqueue nothing more; a teardown does not forward */
+  int bound_ms;                       /* > 0: an exchange waits at most this long (the teardown's meeting); 0: as NCCL's own calls */
+  int boot_stuck;                     /* an exchange gave up: its allgather may still run on boot_stream, whose buffers then stay */
+  iris_t *closing;                    /* the context a teardown is dropping (atomic), for iris_abort from ncclCommAbort */
   char why[192];                      /* why there is no iris context */
   uint64_t clique;                    /* rank 0's bring-up nonce: the same for every rank of the communicator */
   int here;                           /* ranks of the communicator in this process (iris_nccl_ranks_here) */
@@ -418,15 +432,35 @@ static void iris_nccl_leave_device(int old, int device) {
 }
 
 /* ========================================== iris's bootstrap over the real NCCL == */
+/* The wait for the exchange's allgather on boot_stream: unbounded as NCCL's own calls
+ * (c->bound_ms 0: bring-up, windows), else at most c->bound_ms and no longer once
+ * ncclCommAbort began (the teardown's meeting). Giving up leaves the allgather enqueued:
+ * boot_stuck keeps its buffers and refuses later exchanges. 0: done. */
+static int iris_nccl_boot_wait(iris_nccl_comm_t *c) {
+  struct timespec t0, now, nap = {0, 200000};
+  cudaError_t e;
+  if (c->bound_ms <= 0) return cudaStreamSynchronize(c->boot_stream) == cudaSuccess ? 0 : 1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while ((e = cudaStreamQuery(c->boot_stream)) == cudaErrorNotReady) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (__atomic_load_n(&c->aborting, __ATOMIC_ACQUIRE) || (now.tv_sec - t0.tv_sec) * 1000LL + (now.tv_nsec - t0.tv_nsec) / 1000000 >= c->bound_ms) {
+      c->boot_stuck = 1;
+      return 1;
+    }
+    nanosleep(&nap, NULL);
+  }
+  return e == cudaSuccess ? 0 : 1;
+}
 /* iris_bootstrap_t.allgather: the bytes through a device buffer, ncclAllGather on the
- * real communicator on a private stream, back to the host. Blocking, as iris expects. */
+ * real communicator on a private stream, back to the host. Blocking, as iris expects
+ * (bounded in the teardown: iris_nccl_boot_wait). */
 static int iris_nccl_boot_allgather(void *user, const void *send, void *recv, size_t bytes) {
   iris_nccl_comm_t *c = (iris_nccl_comm_t *)user;
   iris_nccl_fn_ncclAllGather_t ag = IRIS_NCCL_REAL(ncclAllGather);
   const size_t b = bytes ? bytes : 1, need = b * (size_t)c->world;
   unsigned char one = 0;
-  int old, rc = 1;
-  if (!ag) return 1;
+  int old, rc = 1, sent;
+  if (!ag || c->boot_stuck) return 1;
   old = iris_nccl_enter_device(c->device);
   if (need > c->boot_cap) {
     void *p = NULL;
@@ -438,10 +472,15 @@ static int iris_nccl_boot_allgather(void *user, const void *send, void *recv, si
   }
   if (need <= c->boot_cap) {
     char *mine = (char *)c->boot_buf + (size_t)c->rank * b;
-    if (cudaMemcpyAsync(mine, bytes ? send : &one, b, cudaMemcpyHostToDevice, c->boot_stream) == cudaSuccess &&
-        ag(mine, c->boot_buf, b, ncclUint8, c->comm, c->boot_stream) == ncclSuccess &&
-        (!bytes || cudaMemcpyAsync(recv, c->boot_buf, need, cudaMemcpyDeviceToHost, c->boot_stream) == cudaSuccess) &&
-        cudaStreamSynchronize(c->boot_stream) == cudaSuccess)
+    pthread_mutex_lock(&c->use); /* ncclCommAbort frees the real communicator only after this */
+    sent = !__atomic_load_n(&c->aborting, __ATOMIC_ACQUIRE) &&
+           cudaMemcpyAsync(mine, bytes ? send : &one, b, cudaMemcpyHostToDevice, c->boot_stream) == cudaSuccess &&
+           ag(mine, c->boot_buf, b, ncclUint8, c->comm, c->boot_stream) == ncclSuccess;
+    pthread_mutex_unlock(&c->use);
+    /* the copy back only after the wait: into pageable memory it would block until the allgather ends */
+    if (sent && iris_nccl_boot_wait(c) == 0 &&
+        (!bytes || (cudaMemcpyAsync(recv, c->boot_buf, need, cudaMemcpyDeviceToHost, c->boot_stream) == cudaSuccess &&
+                    cudaStreamSynchronize(c->boot_stream) == cudaSuccess)))
       rc = 0;
   }
   iris_nccl_leave_device(old, c->device);
@@ -684,6 +723,7 @@ static iris_nccl_comm_t *iris_nccl_adopt(ncclComm_t comm, int blocking) {
   c->comm = comm;
   c->blocking = blocking;
   pthread_mutex_init(&c->lock, NULL);
+  pthread_mutex_init(&c->use, NULL);
   c->listed = iris_nccl_insert(c);
   if (!blocking) snprintf(c->why, sizeof c->why, "a non-blocking communicator (ncclConfig_t.blocking = 0 or NCCL_COMM_BLOCKING=0)");
   return c;
@@ -721,6 +761,15 @@ static void iris_nccl_group_closed(int ok) {
 }
 
 /* ================================================================== teardown == */
+/* ncclCommAbort, ncclCommRevoke, ncclCommShrink(NCCL_SHRINK_ABORT), any thread: later
+ * calls forward and iris's kernels stop, those of a context a teardown is dropping too
+ * (iris_abort keeps off a context iris_finalize has begun freeing). */
+static void iris_nccl_stop(iris_nccl_comm_t *c) {
+  iris_t *ctx;
+  c->revoked = 1;
+  if ((ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) != NULL) iris_abort(ctx);
+  if ((ctx = __atomic_load_n(&c->closing, __ATOMIC_ACQUIRE)) != NULL) iris_abort(ctx);
+}
 static void iris_nccl_report(iris_nccl_comm_t *c, const char *event) {
   const iris_nccl_options_t *o = iris_nccl_options();
   char line[512] = "";
@@ -736,24 +785,18 @@ static void iris_nccl_report(iris_nccl_comm_t *c, const char *event) {
   if (line[0]) fprintf(stderr, "iris_nccl: comm %p rank %d of %d %s: iris's calls zero-copy (windows) / staged:%s\n", (void *)c->comm, c->rank, c->world, event, line);
 }
 
-/* Collective, at the teardown of a context whose heap may lend ncclMemAlloc blocks
- * (under c->lock): 1 if some rank's heap still holds blocks the program has not freed,
- * or the exchange failed; 0 if none does. */
-static int iris_nccl_lent_anywhere(iris_nccl_comm_t *c) {
-  int32_t mine = c->lent > 0, all[IRIS_MAX_RANKS];
-  int r, any = 0;
-  if (c->world > IRIS_MAX_RANKS || iris_nccl_exchange(c, &mine, all, sizeof mine) != 0) return 1;
-  for (r = 0; r < c->world; r++) any |= all[r] != 0;
-  return any;
-}
-
-/* Drop the iris context. finalize: iris_finalize, whose barrier runs over the real
- * communicator (so before the real one is finalized); unless a fault (a dead or hung
- * peer, an NCCL async error, an abort) makes that unsafe: then the context stops its
- * kernels (iris_abort) and stays mapped until the process exits. Blocks ncclMemAlloc
- * gave out from the heap outlive the communicator, as NCCL's do: when some rank still
- * holds such blocks, no rank meets in the barrier (all stop their kernels); a rank
- * that holds some keeps its context mapped until ncclMemFree takes the last back. */
+/* Drop the iris context. finalize: the ranks meet once over the real communicator (so
+ * before the real one is finalized), each after its GPU finished its work, as
+ * iris_finalize's barrier would; then each frees its context locally (no barrier).
+ * The shim meets them itself because iris_finalize's barrier in mode 2 is the
+ * bootstrap's hook, which has no bound of its own; the meeting here waits at most the
+ * barrier bound (IRIS_BARRIER_TIMEOUT_MS, else 600 s) and gives up at once when
+ * ncclCommAbort begins in another thread. A meeting that failed or gave up leaves the
+ * context stopped (iris_abort) and mapped until the process exits, as a fault (a dead
+ * or hung peer, an NCCL async error, an abort) does without a meeting: a peer may still
+ * touch its heap. Blocks ncclMemAlloc gave out from the heap outlive the communicator,
+ * as NCCL's do: a rank that holds some keeps its context mapped until ncclMemFree takes
+ * the last back. */
 /* A context no peer meets in a barrier any more, under c->lock with its GPU current:
  * stopped (iris_abort), then freed locally, or kept mapped while ncclMemAlloc blocks of
  * its heap are out (ncclMemFree of the last one finalizes it); the bootstrap's buffers go. */
@@ -784,24 +827,37 @@ static void iris_nccl_drop_relaxed(iris_nccl_comm_t *c, int finalize) {
   pthread_mutex_lock(&c->lock);
   ctx = c->iris;
   if (ctx) {
+    __atomic_store_n(&c->closing, ctx, __ATOMIC_RELEASE); /* ncclCommAbort in another thread stops it (iris_abort) while this runs */
     __atomic_store_n(&c->iris, (iris_t *)NULL, __ATOMIC_RELEASE);
     old = iris_nccl_enter_device(c->device);
-    if (finalize && !c->revoked) {
+    /* inside this thread's group the meeting's allgather would start only at the group's end: no meeting */
+    if (finalize && !c->revoked && !__atomic_load_n(&c->aborting, __ATOMIC_ACQUIRE) && iris_nccl_depth == 0) {
       ncclResult_t ae = ncclSuccess;
       if (async && async(c->comm, &ae) == ncclSuccess && (ae == ncclSuccess || ae == ncclInProgress) && iris_get_async_error(ctx) != IRIS_ERROR_TIMEOUT &&
           iris_get_async_error(ctx) != IRIS_ERROR_PEER_FAILED) {
-        if (!iris_nccl_options()->memalloc || !iris_nccl_lent_anywhere(c)) {
-          if (iris_finalize(ctx) != IRIS_SUCCESS && iris_nccl_options()->debug)
-            fprintf(stderr, "iris_nccl: comm %p rank %d: iris_finalize: %s\n", (void *)c->comm, c->rank, iris_error_detail());
-        } else {
-          iris_nccl_release_local(c, ctx); /* every rank: no barrier to meet */
+        int32_t mine, all[IRIS_MAX_RANKS];
+        int met;
+        /* this GPU's work first (iris's kernels give up within their bound), then the meeting */
+        mine = cudaDeviceSynchronize() != cudaSuccess;
+        c->bound_ms = iris_nccl_options()->barrier_ms;
+        met = c->world <= IRIS_MAX_RANKS && iris_nccl_exchange(c, &mine, all, sizeof mine) == 0;
+        c->bound_ms = 0;
+        for (int r = 0; met && r < c->world; r++) met = all[r] == 0; /* a GPU that failed: its kernels' state is unknown */
+        if (met) { /* every rank's GPU is done with every heap: each frees its own */
+          iris_nccl_release_local(c, ctx); /* kept mapped while ncclMemAlloc blocks of its heap are out */
+          ctx = NULL;
+        } else if (iris_nccl_options()->debug) {
+          fprintf(stderr, "iris_nccl: comm %p rank %d: the teardown's meeting %s: its iris context stays mapped\n", (void *)c->comm, c->rank,
+                  __atomic_load_n(&c->aborting, __ATOMIC_ACQUIRE) ? "gave up (ncclCommAbort)"
+                  : c->boot_stuck                                  ? "ran out (IRIS_BARRIER_TIMEOUT_MS): a peer did not come"
+                                                                   : "failed over the real communicator");
         }
-        ctx = NULL;
-        iris_nccl_free_boot(c);
+        if (!c->boot_stuck) iris_nccl_free_boot(c); /* else its allgather may still run: the buffers stay */
       }
     }
     if (ctx) iris_abort(ctx); /* left mapped (see above) */
     iris_nccl_leave_device(old, c->device);
+    __atomic_store_n(&c->closing, (iris_t *)NULL, __ATOMIC_RELEASE);
   }
   c->dropped = 1;
   pthread_mutex_unlock(&c->lock);
@@ -1508,6 +1564,13 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int colo
   }
   return iris_nccl_forwarded(r);
 }
+/* A teardown during which ncclCommAbort (another thread) took the communicator: NCCL's
+ * abort freed it, so the teardown is not forwarded (it would touch freed memory). */
+static ncclResult_t iris_nccl_aborted_meanwhile(iris_nccl_comm_t *c, const char *call) {
+  iris_nccl_set_error("iris_nccl: %s on rank %d of %d: ncclCommAbort in another thread aborted the communicator during this teardown; not forwarded", call,
+                      c->rank, c->world);
+  return ncclInvalidUsage;
+}
 extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   iris_nccl_fn_ncclCommFinalize_t f = IRIS_NCCL_REAL(ncclCommFinalize);
   iris_nccl_comm_t *c = iris_nccl_find(comm);
@@ -1515,6 +1578,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (c) {
     iris_nccl_report(c, "finalized");
     iris_nccl_teardown(c);
+    if (__atomic_load_n(&c->aborting, __ATOMIC_ACQUIRE)) return iris_nccl_aborted_meanwhile(c, "ncclCommFinalize");
   }
   return iris_nccl_forwarded(f(comm));
 }
@@ -1525,37 +1589,40 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (c) {
     iris_nccl_report(c, "destroyed");
     iris_nccl_teardown(c);
+    if (__atomic_load_n(&c->aborting, __ATOMIC_ACQUIRE)) return iris_nccl_aborted_meanwhile(c, "ncclCommDestroy");
     iris_nccl_forget_windows(c);
     iris_nccl_remove(c); /* the record itself stays (a racing reader may hold it) */
   }
   return iris_nccl_forwarded(f(comm));
 }
+/* Any thread, also while another tears the communicator down (holding c->lock, maybe
+ * waiting in its meeting or for its GPU, whose NCCL kernels only NCCL's abort ends): iris's
+ * kernels stop, the teardown's meeting gives up, and NCCL's abort runs before this waits
+ * for c->lock, once no exchange is enqueuing on the real communicator any more. */
 extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   iris_nccl_fn_ncclCommAbort_t f = IRIS_NCCL_REAL(ncclCommAbort);
   iris_nccl_comm_t *c = iris_nccl_find(comm);
-  iris_t *ctx;
+  ncclResult_t r;
   if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommAbort);
-  if (c) { /* iris's kernels stop first (any thread may call this), then NCCL's */
-    c->revoked = 1;
-    if ((ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) != NULL) iris_abort(ctx);
-    iris_nccl_report(c, "aborted");
-    iris_nccl_drop(c, 0);
-    if (c->here > 1 && c->here == c->world) iris_nccl_leave_set(c); /* the others' contexts need not wait for it */
-    iris_nccl_forget_windows(c);
-    iris_nccl_remove(c);
-  }
-  return iris_nccl_forwarded(f(comm));
+  if (!c) return iris_nccl_forwarded(f(comm));
+  __atomic_store_n(&c->aborting, 1, __ATOMIC_RELEASE); /* exchanges give up and enqueue nothing more */
+  iris_nccl_stop(c); /* iris's kernels first, then NCCL's */
+  pthread_mutex_lock(&c->use); /* an exchange enqueuing now finishes its enqueue: then NCCL may free the communicator */
+  pthread_mutex_unlock(&c->use);
+  r = f(comm);
+  iris_nccl_report(c, "aborted");
+  iris_nccl_drop(c, 0);
+  if (c->here > 1 && c->here == c->world) iris_nccl_leave_set(c); /* the others' contexts need not wait for it */
+  iris_nccl_forget_windows(c);
+  iris_nccl_remove(c);
+  return iris_nccl_forwarded(r);
 }
 #ifdef IRIS_NCCL_HAVE_ncclCommRevoke
 extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   iris_nccl_fn_ncclCommRevoke_t f = IRIS_NCCL_REAL(ncclCommRevoke);
   iris_nccl_comm_t *c = iris_nccl_find(comm);
-  iris_t *ctx;
   if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommRevoke);
-  if (c) { /* in-flight operations stop: iris's too; later calls go to NCCL, which refuses them */
-    c->revoked = 1;
-    if ((ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) != NULL) iris_abort(ctx);
-  }
+  if (c) iris_nccl_stop(c); /* in-flight operations stop: iris's too; later calls go to NCCL, which refuses them */
   return iris_nccl_forwarded(f(comm, revokeFlags));
 }
 #endif
@@ -1570,11 +1637,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *ex
   iris_nccl_comm_t *c = iris_nccl_find(comm);
   if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommShrink);
 #ifdef NCCL_SHRINK_ABORT
-  if (c && (shrinkFlags & NCCL_SHRINK_ABORT)) {
-    iris_t *ctx;
-    c->revoked = 1;
-    if ((ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) != NULL) iris_abort(ctx);
-  }
+  if (c && (shrinkFlags & NCCL_SHRINK_ABORT)) iris_nccl_stop(c);
 #endif
   return iris_nccl_forwarded(f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
 }
