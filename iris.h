@@ -623,7 +623,7 @@ IRIS_API iris_status_t iris_launch_env(iris_getenv_fn lookup, void *user, iris_l
 typedef struct iris_launch {
   int num_ranks;
   int pids[IRIS_LAUNCH_MAX];
-  int exit_codes[IRIS_LAUNCH_MAX]; /* filled by iris_launch_wait; 128+signal if killed */
+  int exit_codes[IRIS_LAUNCH_MAX]; /* filled by iris_launch_wait; 128+signal if killed; -1: not waited for yet, or its status was lost */
 } iris_launch_t;
 IRIS_API iris_status_t iris_launch_local(int num_ranks, iris_launch_t *launch, int *my_rank);
 /* Parent only: wait for every rank (timeout_ms <= 0: forever). Ranks still running at
@@ -632,7 +632,11 @@ IRIS_API iris_status_t iris_launch_local(int num_ranks, iris_launch_t *launch, i
  * this process are forwarded to every running rank (the caller's handlers are restored
  * before it returns); ranks still running a grace period after that are killed.
  * IRIS_ERROR_RANK_FAILED names every rank that exited non-zero or was killed (and the
- * forwarded signal); IRIS_ERROR_TIMEOUT names the ranks that had to be killed. */
+ * forwarded signal); IRIS_ERROR_TIMEOUT names the ranks that had to be killed. SIGCHLD
+ * ignored by the caller is set to the default while it waits (restored after), so that
+ * the ranks' statuses can be read; a rank reaped before (SIGCHLD ignored then, or a
+ * waitpid elsewhere) counts as failed with exit code -1, "status unknown". A second call
+ * on a launch already waited for: IRIS_ERROR_INVALID_ARGUMENT, exit_codes kept. */
 IRIS_API iris_status_t iris_launch_wait(iris_launch_t *launch, int timeout_ms);
 
 #ifdef __cplusplus

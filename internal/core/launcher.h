@@ -73,6 +73,7 @@ IRIS_DEF iris_status_t iris_launch_local(int num_ranks, iris_launch_t *L, int *m
     }
     setpgid(pid, pid); /* also here: whichever runs first */
     L->pids[i] = (int)pid;
+    L->exit_codes[i] = -1; /* not reaped yet (iris_launch_wait fills it) */
   }
   *my_rank = -1;
   return IRIS_SUCCESS;
@@ -91,20 +92,35 @@ IRIS_INTERNAL void iris_detail_signal_ranks(const iris_launch_t *L, const unsign
 
 IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
   long long deadline = iris_detail_now_ms() + (timeout_ms > 0 ? timeout_ms : 1LL << 40), kill_at = -1;
-  unsigned char running[IRIS_LAUNCH_MAX], failed[IRIS_LAUNCH_MAX], killed[IRIS_LAUNCH_MAX], signaled[IRIS_LAUNCH_MAX];
-  int left, i, nfail = 0, nkill = 0, grace = 2000, forwarded = 0, timed_out = 0;
+  unsigned char running[IRIS_LAUNCH_MAX], failed[IRIS_LAUNCH_MAX], killed[IRIS_LAUNCH_MAX], signaled[IRIS_LAUNCH_MAX], lost[IRIS_LAUNCH_MAX];
+  int left, i, nfail = 0, nkill = 0, grace = 2000, forwarded = 0, timed_out = 0, chld_ignored;
   char l1[512], l2[512];
-  struct sigaction sa, old_int, old_term;
+  struct sigaction sa, old_int, old_term, old_chld;
   if (!L || L->num_ranks < 1 || L->num_ranks > IRIS_LAUNCH_MAX) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait: not a launch");
+  for (i = 0; i < L->num_ranks && L->exit_codes[i] >= 0; i++) {
+  }
+  if (i == L->num_ranks) /* every rank reaped by an earlier call: its codes stay as they are */
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait: the ranks were waited for already (their exit codes are in launch->exit_codes)");
   if (iris_detail_env_int("IRIS_LAUNCH_GRACE_MS", &grace) < 0) return iris_detail_prefix(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait");
   left = L->num_ranks;
-  for (i = 0; i < L->num_ranks; i++) running[i] = 1, failed[i] = 0, killed[i] = 0, signaled[i] = 0;
+  for (i = 0; i < L->num_ranks; i++) running[i] = 1, failed[i] = 0, killed[i] = 0, signaled[i] = 0, lost[i] = 0;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = iris_detail_launch_on_signal;
   sigemptyset(&sa.sa_mask);
   iris_detail_launch_signal = 0;
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
+  /* SIGCHLD ignored (or SA_NOCLDWAIT): the kernel reaps the ranks and waitpid learns
+   * nothing; while it waits the default holds, so ranks that end now are reaped here */
+  sigaction(SIGCHLD, NULL, &old_chld);
+  chld_ignored = old_chld.sa_handler == SIG_IGN || (old_chld.sa_flags & SA_NOCLDWAIT);
+  if (chld_ignored) {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGCHLD, &dfl, NULL);
+  }
   while (left > 0) {
     int progressed = 0;
     for (i = 0; i < L->num_ranks; i++) {
@@ -116,7 +132,7 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
       running[i] = 0;
       left--;
       progressed = 1;
-      if (w < 0) L->exit_codes[i] = 255;
+      if (w < 0) L->exit_codes[i] = -1, lost[i] = 1; /* reaped elsewhere: its status is gone */
       else if (WIFEXITED(status)) L->exit_codes[i] = WEXITSTATUS(status);
       else if (WIFSIGNALED(status)) L->exit_codes[i] = 128 + WTERMSIG(status), signaled[i] = 1;
       else L->exit_codes[i] = 255;
@@ -141,7 +157,8 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
       for (i = 0; i < L->num_ranks; i++)
         if (running[i]) {
           int status = 0;
-          waitpid(L->pids[i], &status, 0);
+          while (waitpid(L->pids[i], &status, 0) < 0 && errno == EINTR) { /* a signal to the launcher: still wait for the killed rank */
+          }
           running[i] = 0;
           killed[i] = 1;
           L->exit_codes[i] = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 128 + SIGKILL;
@@ -154,6 +171,7 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
   }
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
+  if (chld_ignored) sigaction(SIGCHLD, &old_chld, NULL);
   for (i = 0; i < L->num_ranks; i++) {
     nkill += killed[i];
     if (killed[i] && failed[i]) failed[i] = 0, nfail--; /* reported as killed, not as failed */
@@ -162,8 +180,9 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
     size_t len = 0;
     l1[0] = 0;
     for (i = 0; i < L->num_ranks && len + 40 < sizeof l1; i++)
-      len += (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d %s %d", len ? ";" : "", i, signaled[i] || killed[i] ? "killed by signal" : "exited with",
-                              signaled[i] || killed[i] ? L->exit_codes[i] - 128 : L->exit_codes[i]);
+      len += lost[i] ? (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d ended, status unknown", len ? ";" : "", i)
+                     : (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d %s %d", len ? ";" : "", i, signaled[i] || killed[i] ? "killed by signal" : "exited with",
+                                        signaled[i] || killed[i] ? L->exit_codes[i] - 128 : L->exit_codes[i]);
     return iris_detail_fail(IRIS_ERROR_RANK_FAILED, "iris_launch_wait: received signal %d and forwarded it to the ranks:%s", forwarded, l1);
   }
   if (nkill && timed_out)
@@ -173,9 +192,13 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
     size_t len = 0;
     l1[0] = 0;
     for (i = 0; i < L->num_ranks && len + 40 < sizeof l1; i++)
-      if (failed[i]) len += (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d %s %d", len ? ";" : "", i, signaled[i] ? "killed by signal" : "exited with",
-                                             signaled[i] ? L->exit_codes[i] - 128 : L->exit_codes[i]);
-    return iris_detail_fail(IRIS_ERROR_RANK_FAILED, "iris_launch_wait:%s", l1);
+      if (failed[i] && lost[i]) len += (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d ended, status unknown", len ? ";" : "", i);
+      else if (failed[i]) len += (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d %s %d", len ? ";" : "", i, signaled[i] ? "killed by signal" : "exited with",
+                                                  signaled[i] ? L->exit_codes[i] - 128 : L->exit_codes[i]);
+    for (i = 0; i < L->num_ranks && !lost[i]; i++) {
+    }
+    return iris_detail_fail(IRIS_ERROR_RANK_FAILED, "iris_launch_wait:%s%s", l1,
+                            i < L->num_ranks ? " (a status unknown: reaped before iris_launch_wait ran with SIGCHLD ignored, or by a waitpid elsewhere)" : "");
   }
   return IRIS_SUCCESS;
 }

@@ -279,3 +279,57 @@ static void test_launcher_auto(void) {
   check(st == IRIS_SUCCESS && my == 5 && L.num_ranks == 0 && w == -1 && errno == ECHILD, "launcher steps aside when IRIS_RANK is set",
         "%s, my_rank %d, num_ranks %d, waitpid %d", sname(st), my, L.num_ranks, (int)w);
 }
+
+/* A second iris_launch_wait on the same launch is refused and keeps what the first found
+ * (it reaped the ranks: was every rank reported as exiting with 255); a launcher whose SIGCHLD is ignored (the kernel then reaps the ranks
+ * itself) still learns how ranks that end while it waits exited. */
+static void test_launcher_wait_again(void) {
+  iris_launch_t L;
+  int my = -2;
+  iris_status_t st, w1, w2;
+  char d1[1024];
+  struct sigaction ign, old;
+  st = iris_launch_local(2, &L, &my);
+  if (st == IRIS_SUCCESS && my >= 0) _exit(my == 1 ? 3 : 0);
+  if (st != IRIS_SUCCESS) {
+    check(0, "launcher wait twice: refused, the first wait's exit codes kept", "iris_launch_local: %s", sname(st));
+    return;
+  }
+  w1 = iris_launch_wait(&L, 10000);
+  snprintf(d1, sizeof d1, "%s", iris_error_detail());
+  w2 = iris_launch_wait(&L, 10000);
+  check(w1 == IRIS_ERROR_RANK_FAILED && w2 == IRIS_ERROR_INVALID_ARGUMENT && L.exit_codes[0] == 0 && L.exit_codes[1] == 3 && has(iris_error_detail(), "already"),
+        "launcher wait twice: refused, the first wait's exit codes kept", "first %s '%s', second %s '%s', exit codes %d %d (want 0 3)", sname(w1), d1, sname(w2),
+        iris_error_detail(), L.exit_codes[0], L.exit_codes[1]);
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  sigaction(SIGCHLD, &ign, &old);
+  st = iris_launch_local(2, &L, &my);
+  if (st == IRIS_SUCCESS && my >= 0) {
+    sleep_ms(300); /* ends while the launcher waits */
+    _exit(my == 1 ? 5 : 0);
+  }
+  w1 = st == IRIS_SUCCESS ? iris_launch_wait(&L, 10000) : st;
+  w2 = IRIS_ERROR_SYSTEM;
+  d1[0] = 0;
+  if (st == IRIS_SUCCESS) { /* ranks gone before the wait: their status is unknown, not 255 */
+    iris_launch_t L2;
+    iris_status_t st2 = iris_launch_local(2, &L2, &my);
+    if (st2 == IRIS_SUCCESS && my >= 0) _exit(0);
+    sleep_ms(300);
+    w2 = st2 == IRIS_SUCCESS ? iris_launch_wait(&L2, 10000) : st2;
+    snprintf(d1, sizeof d1, "%s", iris_error_detail());
+    check(w2 == IRIS_ERROR_RANK_FAILED && L2.exit_codes[0] == -1 && L2.exit_codes[1] == -1 && has(d1, "status unknown") && has(d1, "SIGCHLD") && !has(d1, "255"),
+          "launcher with SIGCHLD ignored: ranks reaped before the wait are named as unknown, not exit 255", "%s '%s', exit codes %d %d (want -1 -1)", sname(w2), d1,
+          L2.exit_codes[0], L2.exit_codes[1]);
+  }
+  {
+    struct sigaction now;
+    sigaction(SIGCHLD, NULL, &now);
+    sigaction(SIGCHLD, &old, NULL);
+    check(w1 == IRIS_ERROR_RANK_FAILED && L.exit_codes[0] == 0 && L.exit_codes[1] == 5 && now.sa_handler == SIG_IGN,
+          "launcher with SIGCHLD ignored: exit codes of ranks that end while it waits", "%s, exit codes %d %d (want 0 5), SIGCHLD %s after", sname(w1),
+          L.exit_codes[0], L.exit_codes[1], now.sa_handler == SIG_IGN ? "ignored" : "not ignored");
+  }
+}

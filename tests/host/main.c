@@ -96,6 +96,7 @@ int main(void) {
   test_launcher_signal();
   test_launcher_timeout(0);
   test_launcher_timeout(1);
+  test_launcher_wait_again();
   test_launcher_killed(SIGTERM);
   test_launcher_killed(SIGKILL);
 
