@@ -162,9 +162,10 @@ static bool elem_ok(int kind, int type, int op, uint64_t seed, int call, int me,
   return fabs(g - ref) <= 4.0 * ldexp(sumabs, -mant) + 1e-30;
 }
 
+static const iris_coll_opts_t *g_opts = NULL; // the all-reduces' options (forced_algorithms)
 static iris_status_t call_coll(iris_t *ctx, int kind, const void *send, void *recv, size_t count, int type, int op, int root, cudaStream_t st) {
   switch (kind) {
-  case IRIS_COLL_AR: return iris_all_reduce(ctx, send, recv, count, (iris_dtype_t)type, (iris_redop_t)op, st);
+  case IRIS_COLL_AR: return iris_all_reduce_ex(ctx, send, recv, count, (iris_dtype_t)type, (iris_redop_t)op, st, g_opts);
   case IRIS_COLL_AG: return iris_all_gather(ctx, send, recv, count, (iris_dtype_t)type, st);
   case IRIS_COLL_RS: return iris_reduce_scatter(ctx, send, recv, count, (iris_dtype_t)type, (iris_redop_t)op, st);
   case IRIS_COLL_A2A: return iris_all_to_all(ctx, send, recv, count, (iris_dtype_t)type, st);
@@ -338,6 +339,30 @@ template <typename F> static int each_case(int W, int L, F f) {
   return call;
 }
 
+// A forced all-reduce algorithm goes to the in-node all-reduce only: in place, small (the
+// broadcast composition) and 384 KB (the reduce-scatter one), every algorithm gives the
+// exact sum (the other steps once refused ONE_SHOT_ARMED, and TWO_SHOT_LL at 2 ranks per
+// node, after the first steps had overwritten the input); a malformed iris_coll_opts_t is
+// refused on either route, before anything runs.
+static void forced_algorithms(Suite &s, Bufs &B, int call) {
+  const iris_algo_t algos[] = {IRIS_ALGO_ONE_SHOT_ARMED, IRIS_ALGO_TWO_SHOT_LL, IRIS_ALGO_LATENCY, IRIS_ALGO_BANDWIDTH};
+  iris_coll_opts_t o = IRIS_COLL_OPTS_INIT;
+  for (iris_algo_t a : algos)
+    for (size_t count : {(size_t)64, (size_t)98304}) {
+      o.algo = a;
+      g_opts = &o;
+      Case c{IRIS_COLL_AR, IRIS_FLOAT32, IRIS_SUM, 1, 0, 0, ++call, count, NULL, NULL};
+      if (s.rank == 0) printf("# forced algorithm %d:\n", (int)a);
+      run_case(s, B, c);
+      g_opts = NULL;
+    }
+  for (size_t count : {(size_t)64, (size_t)1024}) {
+    o.algo = (iris_algo_t)42;
+    iris_status_t st = iris_all_reduce_ex(s.ctx, B.heap_a, B.heap_b, count, IRIS_FLOAT32, IRIS_SUM, s.stream, &o);
+    report(s, ("all_reduce fp32 sum count " + std::to_string(count) + " with algorithm 42: IRIS_ERROR_INVALID_ARGUMENT").c_str(), st == IRIS_ERROR_INVALID_ARGUMENT);
+  }
+}
+
 static void eager_cases(Suite &s, Bufs &B) {
   const int W = s.world;
   int call = each_case(W, g_per_node, [&](const Case &c) { run_case(s, B, c); });
@@ -347,6 +372,7 @@ static void eager_cases(Suite &s, Bufs &B) {
       for (int mode = 0; mode < 2; mode++) run_case(s, B, Case{IRIS_COLL_A2A, IRIS_FLOAT32, 0, mode == 1, 0, 0, ++call, big, NULL, NULL});
   }
   report(s, "iris_barrier_device across nodes", iris_barrier_device(s.ctx, s.stream) == IRIS_SUCCESS && cudaStreamSynchronize(s.stream) == cudaSuccess);
+  forced_algorithms(s, B, call);
 }
 
 // Every composition in one graph, replayed; then the outputs poisoned, one more replay,

@@ -123,6 +123,15 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
   iris_status_t st;
   if (iris_coll_mn_route(ctx, kind, count, t) == IRIS_COLL_MN_NCCL) return iris_coll_mn_nccl_whole(ctx, kind, send, recv, count, t, op, root, stream);
   if (kind == IRIS_COLL_AR) {
+    /* the caller's algorithm is an all-reduce's: it goes to the in-node all-reduce only;
+     * the reduce-scatter, all-gather and broadcast steps choose theirs by size (a forced
+     * one-shot armed, or two-shot LL at 2 ranks, would be refused there after the earlier
+     * steps had written recv); the grid and flags apply to every step */
+    iris_coll_opts_t step = IRIS_COLL_OPTS_INIT;
+    if (opts) {
+      step.ctas = opts->ctas;
+      step.flags = iris_coll_opts_flags(opts);
+    }
     if (L == 1) { /* one rank per node: the rail is the world */
       if ((st = iris_coll_nccl_check(ctx, name, "rail all-reduce", nc, nc->all_reduce(send, recv, count, nt, nop, rail, stream))) != IRIS_SUCCESS) return st;
     } else if (count % (size_t)L == 0 && count * es > IRIS_COLL_MN_ONESHOT_MAX) {
@@ -130,15 +139,15 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
        * part, in-node all-gather in place: each element is reduced by one rail */
       const size_t c = count / (size_t)L;
       char *part = (char *)recv + (size_t)l * c * es;
-      if ((st = iris_coll_enqueue(ctx, IRIS_COLL_RS | IRIS_COLL_OWN_RECV, send, part, c, t, op, 0, stream, opts)) != IRIS_SUCCESS) return st; /* part: offset l c */
+      if ((st = iris_coll_enqueue(ctx, IRIS_COLL_RS | IRIS_COLL_OWN_RECV, send, part, c, t, op, 0, stream, &step)) != IRIS_SUCCESS) return st; /* part: offset l c */
       if ((st = iris_coll_nccl_check(ctx, name, "rail all-reduce", nc, nc->all_reduce(part, part, c, nt, nop, rail, stream))) != IRIS_SUCCESS) return st;
-      if ((st = iris_coll_enqueue(ctx, IRIS_COLL_AG, part, recv, c, t, op, 0, stream, opts)) != IRIS_SUCCESS) return st;
+      if ((st = iris_coll_enqueue(ctx, IRIS_COLL_AG, part, recv, c, t, op, 0, stream, &step)) != IRIS_SUCCESS) return st;
     } else {
       /* small (or not divisible by L): in-node all-reduce, rail 0 all-reduces across the
        * nodes, in-node broadcast from local rank 0 */
       if ((st = iris_coll_enqueue(ctx, IRIS_COLL_AR, send, recv, count, t, op, 0, stream, opts)) != IRIS_SUCCESS) return st;
       if (l == 0 && (st = iris_coll_nccl_check(ctx, name, "rail all-reduce", nc, nc->all_reduce(recv, recv, count, nt, nop, rail, stream))) != IRIS_SUCCESS) return st;
-      if ((st = iris_coll_enqueue(ctx, IRIS_COLL_BC, recv, recv, count, t, op, 0, stream, opts)) != IRIS_SUCCESS) return st;
+      if ((st = iris_coll_enqueue(ctx, IRIS_COLL_BC, recv, recv, count, t, op, 0, stream, &step)) != IRIS_SUCCESS) return st;
     }
   } else if (kind == IRIS_COLL_AG) {
     /* in-node all-gather into this node's slot of recv (global order), then every rail
@@ -218,7 +227,7 @@ static iris_status_t iris_coll_mn_run(iris_t *ctx, int kind, const void *send, v
   iris_status_t st, st2;
   if ((st = iris_coll_mn_check(ctx, name, kind, t, op, iris_detail_nccl(ctx))) != IRIS_SUCCESS) return st;
   if (kind == IRIS_COLL_BC && (root < 0 || root >= W)) return iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rank %d: %s: root %d outside [0, %d)", me, name, root, W);
-  if (opts && (st = iris_coll_opts_size_check(opts, name)) != IRIS_SUCCESS) return st;
+  if (opts && (st = iris_coll_opts_check(opts, name)) != IRIS_SUCCESS) return st; /* every field, whichever route the call takes */
   if (count == 0) return IRIS_SUCCESS;
   if (!send || !recv) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL buffer", me, name);
   if (!iris_detail_get_ext(ctx)) {
