@@ -90,20 +90,9 @@ IRIS_DEF iris_status_t iris_tile_flags_destroy(iris_t *ctx, iris_tile_flags_t *f
   return st;
 }
 
-IRIS_DEF iris_status_t iris_barrier_device(iris_t *ctx, iris_stream_t stream) {
-  iris_coll_state_t *s;
-  iris_status_t st;
+/* iris_barrier_device's launches, between iris_detail_order_begin and _end. */
+static iris_status_t iris_coll_barrier_enqueue(iris_t *ctx, iris_coll_state_t *s, iris_stream_t stream) {
   iris_gpu_error_t e;
-  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier_device: NULL context");
-  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
-  if (!(s = (iris_coll_state_t *)iris_detail_get_ext(ctx))) {
-    if (iris_gpu_stream_capturing(stream))
-      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier_device: call iris_collectives_setup before graph capture");
-    if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;
-    s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
-  }
-  if (iris_world_size(ctx) == 1) return IRIS_SUCCESS;
-  if ((st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
   if (iris_local_size(ctx) > 1) iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, 0x6261727269657221ULL); /* a signature no collective has */
   e = iris_gpu_last_error();
   if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "iris_barrier_device: launch failed: %s", iris_gpu_error_text(e));
@@ -115,7 +104,24 @@ IRIS_DEF iris_status_t iris_barrier_device(iris_t *ctx, iris_stream_t stream) {
     e = iris_gpu_last_error();
     if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "iris_barrier_device: launch failed: %s", iris_gpu_error_text(e));
   }
-  return iris_detail_order_end(ctx, stream);
+  return IRIS_SUCCESS;
+}
+IRIS_DEF iris_status_t iris_barrier_device(iris_t *ctx, iris_stream_t stream) {
+  iris_coll_state_t *s;
+  iris_status_t st, st2;
+  if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier_device: NULL context");
+  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
+  if (!(s = (iris_coll_state_t *)iris_detail_get_ext(ctx))) {
+    if (iris_gpu_stream_capturing(stream))
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_barrier_device: call iris_collectives_setup before graph capture");
+    if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;
+    s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
+  }
+  if (iris_world_size(ctx) == 1) return IRIS_SUCCESS;
+  if ((st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
+  st = iris_coll_barrier_enqueue(ctx, s, stream);
+  st2 = iris_detail_order_end(ctx, stream); /* also after a failure: what was enqueued stays ordered before the next call */
+  return st != IRIS_SUCCESS ? st : st2;
 }
 
 #endif /* IRIS_INTERNAL_COLL_API_H */
