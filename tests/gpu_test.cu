@@ -7,7 +7,7 @@
 //   gpu_test hooks N    N threads in one process, bring-up through bootstrap callbacks
 //   gpu_test local N    one process, iris_init_local over N GPUs, one thread per context
 // Built with -DIRIS_DEBUG (gpu_test_debug), it also has the failure modes:
-//   bad-pointer | bad-rank | other-node | wait-timeout   (each must trap with a message)
+//   bad-pointer | bad-rank | other-node | bad-size | wait-timeout   (each must trap with a message)
 //   diverge                                   (iris_barrier must report MISMATCH)
 // Every check prints one line "PASS: [mode w=N] name" or "FAIL: ...", from rank 0, with
 // the verdict of all ranks.
@@ -915,6 +915,8 @@ static int mode_threads(const char *mode, int n) {
 __global__ void k_bad_pointer(iris_device_ctx_t ctx, int *outside) { iris_store(ctx, outside, 1, 0); }
 __global__ void k_bad_rank(iris_device_ctx_t ctx, int *inside) { iris_store(ctx, inside, 1, ctx.world_size + 3); }
 __global__ void k_other_node(iris_device_ctx_t ctx, int *inside) { iris_store(ctx, inside, 1, 0); } // rank 0 is on node 0, ctx on node 1
+// a negative size cast to size_t: the check must refuse it, not wrap a + bytes past the end
+__global__ void k_bad_size(iris_device_ctx_t ctx, int *inside, const int *src) { iris_put_bulk(ctx, inside, src, (size_t)0 - 16, 0, 0, 1); }
 __global__ void k_never(iris_device_ctx_t ctx, unsigned *flag) { iris_wait_until(ctx, flag, IRIS_CMP_EQ, 12345u, "test-never-set"); }
 static int mode_debug(const char *what) {
   if (!strcmp(what, "diverge")) {
@@ -951,6 +953,7 @@ static int mode_debug(const char *what) {
     dc.rank = 1, dc.world_size = 2, dc.local_rank = 0, dc.local_size = 1, dc.node = 1, dc.num_nodes = 2;
     k_other_node<<<1, 1>>>(dc, (int *)flag);
   }
+  else if (!strcmp(what, "bad-size")) k_bad_size<<<1, 1>>>(dc, (int *)flag, outside);
   else if (!strcmp(what, "wait-timeout")) k_never<<<1, 1>>>(dc, flag);
   else { printf("unknown debug mode %s\n", what); return 2; }
   cudaError_t e = cudaDeviceSynchronize();

@@ -22,7 +22,9 @@ IRIS_DEVICE_INLINE void iris_detail_check(const iris_device_ctx_t &ctx, const vo
            "one node (docs/multinode.md)\n", what, ctx.rank, (int)blockIdx.x, (int)threadIdx.x, rank, rank / ctx.local_size, ctx.node);
     iris_detail_trap();
   }
-  if (a < b || a + bytes > b + ctx.heap_size) {
+  /* a - b and heap_size - (a - b) cannot wrap once a >= b and a - b <= heap_size: a huge
+   * `bytes` (a negative size cast to size_t) is refused, not wrapped past the end */
+  if (a < b || a - b > ctx.heap_size || bytes > ctx.heap_size - (a - b)) {
     printf("iris: %s on rank %d (block %d, thread %d): pointer %p (+%llu bytes) is outside the symmetric heap [%p, %p)\n", what, ctx.rank, (int)blockIdx.x,
            (int)threadIdx.x, p, (unsigned long long)bytes, (void *)b, (void *)(b + ctx.heap_size));
     iris_detail_trap();
