@@ -110,9 +110,12 @@ def signal(flag, value, me, peer, heap_bases):
 def wait(flag, value, max_spins: tl.constexpr = 1 << 30):
     """Spin on this rank's int32 flag until it reaches value (acquire, system scope; wrap-
     safe) or max_spins reads were made; returns the last value read."""
+    # the comparison in int32, as the flag: a value of 2**31 or more reaches the kernel as
+    # int64 (Triton types Python ints by size), and got - value in int64 is not wrap-safe
+    target = tl.cast(value, tl.int32)
     got = tl.atomic_add(flag, 0, sem="acquire", scope="sys")
     spins = 1
-    while ((got - value) < 0) & (spins < max_spins):
+    while ((got - target) < 0) & (spins < max_spins):
         got = tl.atomic_add(flag, 0, sem="acquire", scope="sys")
         spins += 1
     tl.debug_barrier()

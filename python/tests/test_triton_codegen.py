@@ -40,6 +40,10 @@ if triton is not None:
         ig.atomic_add(counters + offs, 1, me, peer, bases, sem=ig.ACQ_REL)
         ig.atomic_add(counters + offs, 1, me, peer, bases)
 
+    @triton.jit
+    def wait_kernel(flags, epoch, out):
+        tl.store(out, ig.wait(flags, epoch, 1 << 20))
+
 
 def ptx_of(fn, sig, constexprs):
     src = ASTSource(fn=fn, signature=sig, constexprs=constexprs)
@@ -65,6 +69,15 @@ class TestCodegen(unittest.TestCase):
         ptx = ptx_of(rma_kernel, sig, {"BLOCK": 128})
         self.assertRegex(ptx, r"atom\.global\.sys\.acq_rel\.add", "atomic_add(sem=acq_rel) is not acq_rel at system scope")
         self.assertRegex(ptx, r"atom\.global\.sys\.(relaxed\.)?add|red\.global\.sys\.(relaxed\.)?add", "relaxed atomic_add is not at system scope")
+
+    def test_wait_wrap_safe_for_int64_epoch(self):
+        """An epoch of 2**31 or more reaches the kernel as int64 (Triton types Python ints by
+        size); the wait must still compare in int32 (flag - value, wrap-safe), not sign-extend
+        the flag and compare in int64, which never holds once the int32 flag has wrapped."""
+        for t in ("i32", "i64"):
+            ptx = ptx_of(wait_kernel, {"flags": "*i32", "epoch": t, "out": "*i32"}, {})
+            self.assertRegex(ptx, r"ld\.global\.sys\.acquire\.b32|atom\.global\.sys\.acquire", "epoch %s: no acquire at system scope" % t)
+            self.assertNotRegex(ptx, r"setp\.\w+\.s64", "epoch %s: the wait compares in int64, not wrap-safe in int32" % t)
 
 
 INTERPRETED = r"""
