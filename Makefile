@@ -84,6 +84,10 @@ $(B)/include_order_nvcc: tests/compile/include_order.cu $(HDRS) | $(B)
 # the slow compile checks are files, so that make test can build them beside the test
 # programs (both cores busy) and the check itself then finds them done
 check-nvcc: $(B)/all_headers_nvcc.o $(B)/max_ranks_6.o $(B)/max_ranks_64.o $(B)/rmsnorm_groups_32.o
+# the device API as users call it, every nvcc warning an error (iris_fence<RELAXED> included)
+check-nvcc: $(B)/device_api_nvcc.o
+$(B)/device_api_nvcc.o: tests/compile/device_api.cu $(HDRS) | $(B)
+	$(NVCC) $(NVCCFLAGS) -Werror all-warnings -Xcompiler -Wall,-Wextra -c $< -o $@
 $(B)/all_headers_nvcc.o: tests/compile/all_headers.cu $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -c $< -o $@
 # the collectives with other IRIS_MAX_RANKS values (fp32 SUM only)

@@ -262,8 +262,8 @@ IRIS_DETAIL_PTX_LDST(double, "f64", "d")
   { asm volatile("fence.acq_rel" SCOPE ";" ::: "memory"); }
 template <iris_order_t O, iris_scope_t S>
 IRIS_DEVICE_INLINE void iris_detail_fence() {
-  if (O == IRIS_ORDER_RELAXED) return;
-  IRIS_DETAIL_SEM_SCOPE(IRIS_ORDER_ACQ_REL, S, IRIS_DETAIL_FENCE_ASM, 0);
+  /* no early return before the macro's do-while: nvcc warns "loop is not reachable" (#128) */
+  if (O != IRIS_ORDER_RELAXED) IRIS_DETAIL_SEM_SCOPE(IRIS_ORDER_ACQ_REL, S, IRIS_DETAIL_FENCE_ASM, 0);
 }
 #undef IRIS_DETAIL_FENCE_ASM
 
