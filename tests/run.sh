@@ -146,6 +146,7 @@ builds="
     3 prog message_passing
     3 prog atomic_counter
     3 prog local_multi_gpu
+    4 file build/device_api_nvcc.o
     3 file build/types_test
     3 file build/host_test
     1 file build/init_cycles
