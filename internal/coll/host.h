@@ -382,6 +382,10 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
     s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
   }
   if (ctas == 0) ctas = s->ctas; /* IRIS_COLL_CTAS: the process's cap where the call gives none */
+  if (W == 1) { /* a world of one copies, whatever algorithm the options name (each is valid at 2 ranks and more) */
+    e = send != recv ? iris_gpu_memcpy_async(recv, send, count * es, stream) : IRIS_GPU_SUCCESS;
+    return e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", me, name, iris_gpu_error_text(e));
+  }
   chunked_in = kind == IRIS_COLL_RS || kind == IRIS_COLL_A2A;
   chunked_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
   in_elems = chunked_in ? (size_t)W * count : count;
@@ -441,15 +445,10 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_TWO_SHOT_LL is an all-reduce algorithm, and a broadcast one at 3 or more ranks", me,
                             name);
   }
-  if (path != IRIS_COLL_PATH_BW || W == 1) {
+  if (path != IRIS_COLL_PATH_BW) {
     /* peers never touch the user's buffers: any device memory works */
-    if (W == 1) {
-      if (send != recv) e = iris_gpu_memcpy_async(recv, send, out_elems * es, stream);
-      else e = IRIS_GPU_SUCCESS;
-    } else {
-      iris_coll_launch(s, kind_flags, path, t, op, send, recv, count, root, ctas, stream);
-      e = iris_gpu_last_error();
-    }
+    iris_coll_launch(s, kind_flags, path, t, op, send, recv, count, root, ctas, stream);
+    e = iris_gpu_last_error();
     if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
     return IRIS_SUCCESS;
   }
