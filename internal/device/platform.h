@@ -282,19 +282,16 @@ IRIS_DEVICE_INLINE unsigned iris_detail_smid(void) {
 IRIS_DEVICE_INLINE void iris_detail_pause(void) { __nanosleep(256); }
 IRIS_DEVICE_INLINE void iris_detail_trap(void) { __trap(); }
 
-/* ---- 16-byte accesses: one 128-bit access, each 8-byte half single-copy atomic. The
- * halves are u64 elements: the PTX memory model treats a vector access as one access per
- * element ("Vector Data-types"), so .v4.u32 would promise only 4-byte atomicity. */
+/* ---- 16-byte accesses: one v4 access, each 8-byte half single-copy atomic */
 /* Store the line {x, y, z, w}. */
 IRIS_DEVICE_INLINE void iris_detail_st16_volatile(uint4 *p, unsigned x, unsigned y, unsigned z, unsigned w) {
-  const unsigned long long lo = (unsigned long long)x | ((unsigned long long)y << 32), hi = (unsigned long long)z | ((unsigned long long)w << 32);
-  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(lo), "l"(hi) : "memory");
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
 }
 /* One read of a 16-byte line. */
 IRIS_DEVICE_INLINE uint4 iris_detail_ld16_volatile(const uint4 *p) {
-  unsigned long long lo, hi;
-  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(lo), "=l"(hi) : "l"(p) : "memory");
-  return make_uint4((unsigned)lo, (unsigned)(lo >> 32), (unsigned)hi, (unsigned)(hi >> 32));
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+  return v;
 }
 /* Two adjacent 8-byte words (p 16-byte aligned), each read single-copy atomically: one
  * 16-byte load. */

@@ -48,8 +48,6 @@ case $backend in
     refuse cg_signal_relaxed "relaxed signal must not release" 'release'
     expect cg_wait_relaxed "relaxed poll at system scope" 'ld\.relaxed\.sys\.global\.u32'
     refuse cg_wait_relaxed "relaxed wait must not acquire" 'acquire'
-    expect cg_ll_store "LL line store: two 8-byte halves in one access" 'st\.volatile\.global\.v2\.u64'
-    expect cg_ll_load "LL line load: two 8-byte halves in one access" 'ld\.volatile\.global\.v2\.u64'
     ;;
   gfx90a)
     expect cg_signal "write back L2, wait, then store" 'buffer_wbl2' 's_waitcnt vmcnt\(0\)' 'global_store_dword'
