@@ -282,7 +282,11 @@ IRIS_DEVICE_INLINE unsigned iris_detail_smid(void) {
 IRIS_DEVICE_INLINE void iris_detail_pause(void) { __nanosleep(256); }
 IRIS_DEVICE_INLINE void iris_detail_trap(void) { __trap(); }
 
-/* ---- 16-byte accesses: one v4 access, each 8-byte half single-copy atomic */
+/* ---- 16-byte accesses: one v4 access, each 8-byte half single-copy atomic. The PTX
+ * memory model promises a vector access only per element (4 bytes here); the hardware's
+ * 16-byte access is one (NCCL's LL lines rely on it alike). As .v2.u64 the decode
+ * all-reduce measured 0.05-0.06 us slower at 1-64 KB (2 H200s, four alternating runs,
+ * BENCHMARKS.md 2026-11-30), so v4.u32 stays. */
 /* Store the line {x, y, z, w}. */
 IRIS_DEVICE_INLINE void iris_detail_st16_volatile(uint4 *p, unsigned x, unsigned y, unsigned z, unsigned w) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
