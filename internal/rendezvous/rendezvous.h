@@ -52,11 +52,12 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
       refused++;
       continue;
     }
-    e = iris_detail_recv_header(cfd, &f, iris_detail_now_ms() + (left < 5000 ? left : 5000));
+    const long long hello_by = iris_detail_now_ms() + (left < 5000 ? left : 5000); /* a connection that stalls holds the others back 5 s at most */
+    e = iris_detail_recv_header(cfd, &f, hello_by);
     if (!e && f.type == IRIS_DETAIL_HELLO && f.len != sizeof h) /* another build of iris (its hello has another size): tell it */
       iris_detail_refuse(cfd, IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d sent a hello of %llu bytes but rank 0 expects %u: the ranks run different builds of iris",
                          r->name, (int)f.rank, (unsigned long long)f.len, (unsigned)sizeof h);
-    if (e || f.type != IRIS_DETAIL_HELLO || f.len != sizeof h || iris_detail_io(cfd, &h, sizeof h, deadline, 0)) { close(cfd); continue; }
+    if (e || f.type != IRIS_DETAIL_HELLO || f.len != sizeof h || iris_detail_io(cfd, &h, sizeof h, hello_by, 0)) { close(cfd); continue; }
     h.job[sizeof h.job - 1] = 0;
     if (strcmp(h.job, r->job) != 0) { /* another job that chose this name: refuse it, keep waiting for ours */
       iris_detail_refuse(cfd, IRIS_ERROR_IN_USE,

@@ -299,3 +299,38 @@ static void test_stale_and_live_sockets(void) {
     check(0, "rank 0 unlinks only its own socket", "rank 0 never bound %s", path);
   }
 }
+
+/* A connection that sends a hello's header and then stalls must not hold rank 0 for the
+ * whole bring-up: its body gets the header's 5-s cap, then rank 0 lets the real rank 1 in. */
+static void test_stalled_hello(void) {
+  char name[80], path[256];
+  gen_arg_t a;
+  pid_t pid, p1 = -1;
+  struct sockaddr_un addr;
+  iris_detail_frame_t f;
+  int fd = -1, status = 0, sent = 0;
+  long long t0 = now_ms(), ms;
+  if ((pid = start_rank0(&a, name, sizeof name, path, sizeof path, "stall", 30000)) > 0) {
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%.100s", path);
+    memset(&f, 0, sizeof f);
+    f.magic = IRIS_DETAIL_MAGIC;
+    f.type = IRIS_DETAIL_HELLO;
+    f.rank = 1;
+    f.len = sizeof(iris_detail_hello_t); /* the body never comes */
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sent = fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 && write(fd, &f, sizeof f) == (ssize_t)sizeof f;
+    sleep_ms(200);
+    fflush(stdout);
+    p1 = fork();
+    if (p1 == 0) _exit(child_rank0_wait(1, &a)); /* the real rank 1, same job */
+    waitpid(pid, &status, 0);
+  }
+  ms = now_ms() - t0;
+  if (p1 > 0) waitpid(p1, NULL, 0);
+  if (fd >= 0) close(fd);
+  check(pid > 0 && sent && WIFEXITED(status) && WEXITSTATUS(status) == IRIS_SUCCESS && ms < 15000, "a connection that stalls in its hello holds rank 0 for 5 s, not the whole bring-up",
+        "rank 0 started %d, stall sent %d, rank 0 exit %d after %lld ms (bound 30000): %s", pid > 0, sent, WIFEXITED(status) ? WEXITSTATUS(status) : -1, ms,
+        g_res[0].detail);
+}

@@ -112,6 +112,7 @@ int main(void) {
   test_error_frames();
   test_error_frame_to_rank0();
   test_stale_and_live_sockets();
+  test_stalled_hello();
   test_hello_other_build();
   test_jobs_interleavings();
 
