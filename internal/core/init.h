@@ -53,8 +53,11 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     local_rank = env.launcher != IRIS_LAUNCHER_NONE && env.rank == c.rank && env.world_size == c.world_size ? env.local_rank : c.rank;
   }
   given = c.rendezvous ? c.rendezvous : getenv("IRIS_RENDEZVOUS");
-  if (!c.bootstrap && (st = iris_detail_tcp_choice(NULL, NULL, given, c.rank >= 0 && env.launcher != IRIS_LAUNCHER_NONE ? &env : NULL, &tcp, addr, sizeof addr,
-                                                   &port)) != IRIS_SUCCESS)
+  /* the launcher's node layout picks TCP only for the world it describes (a cfg world of
+   * other ranks or size takes only its job id) */
+  if (!c.bootstrap &&
+      (st = iris_detail_tcp_choice(NULL, NULL, given, env.launcher != IRIS_LAUNCHER_NONE && env.rank == c.rank && env.world_size == c.world_size ? &env : NULL, &tcp, addr,
+                                   sizeof addr, &port)) != IRIS_SUCCESS)
     return iris_detail_prefix(st, "iris_init");
   /* worlds that may span nodes (TCP, a bootstrap, IRIS_HOST_ID) check the node size
    * once the ranks are grouped; a world on one host's Unix socket is one node */

@@ -150,6 +150,22 @@ static void test_config(void) {
   setenv("IRIS_HOST_ID", "", 1);
   expect_init("config IRIS_HOST_ID='' refused, not read as unset", &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "IRIS_HOST_ID is set but empty");
   unsetenv("IRIS_HOST_ID");
+  { /* cfg's own world (rank 0 of 2) inside a torchrun job spread over hosts (4 of 8 per
+     * host): the launcher's layout must not choose TCP for it (it asked for MASTER_ADDR) */
+    iris_t *ctx = (iris_t *)&g_seed;
+    iris_status_t st;
+    const char *vars[][2] = {{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}};
+    int i;
+    cfg_base(&c, 0, 2);
+    c.rendezvous = name;
+    c.timeout_ms = 300;
+    for (i = 0; i < 4; i++) setenv(vars[i][0], vars[i][1], 1);
+    st = iris_init(&c, &ctx);
+    check(st != IRIS_SUCCESS && !has(iris_error_detail(), "MASTER_ADDR") && !has(iris_error_detail(), "spreads the world"),
+          "config: a cfg world inside a launcher's multi-host job takes the Unix socket, not the launcher's TCP choice", "status %s: '%s'", sname(st), iris_error_detail());
+    if (st == IRIS_SUCCESS) iris_finalize(ctx);
+    for (i = 0; i < 4; i++) unsetenv(vars[i][0]);
+  }
 
   /* real bring-up of one rank: no GPU here means a clean IRIS_ERROR_GPU */
   e = cudaGetDeviceCount(&ndev);
