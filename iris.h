@@ -633,7 +633,8 @@ IRIS_API iris_status_t iris_launch_local(int num_ranks, iris_launch_t *launch, i
  * before it returns); ranks still running a grace period after that are killed.
  * IRIS_ERROR_RANK_FAILED names every rank that exited non-zero or was killed (and the
  * forwarded signal); IRIS_ERROR_TIMEOUT names the ranks that had to be killed. SIGCHLD
- * ignored by the caller is set to the default while it waits (restored after), so that
+ * ignored by the caller is set to the default while it waits (restored after, and the
+ * caller's other children that ended meanwhile reaped, as the kernel would have), so that
  * the ranks' statuses can be read; a rank reaped before (SIGCHLD ignored then, or a
  * waitpid elsewhere) counts as failed with exit code -1, "status unknown". A second call
  * on a launch already waited for: IRIS_ERROR_INVALID_ARGUMENT, exit_codes kept. */

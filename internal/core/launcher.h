@@ -171,7 +171,12 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
   }
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
-  if (chld_ignored) sigaction(SIGCHLD, &old_chld, NULL);
+  if (chld_ignored) { /* the caller's other children that ended meanwhile are zombies now (the
+                        * default held): reap them, as the ignored SIGCHLD would have */
+    sigaction(SIGCHLD, &old_chld, NULL);
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+  }
   for (i = 0; i < L->num_ranks; i++) {
     nkill += killed[i];
     if (killed[i] && failed[i]) failed[i] = 0, nfail--; /* reported as killed, not as failed */

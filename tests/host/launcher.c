@@ -310,7 +310,25 @@ static void test_launcher_wait_again(void) {
     sleep_ms(300); /* ends while the launcher waits */
     _exit(my == 1 ? 5 : 0);
   }
-  w1 = st == IRIS_SUCCESS ? iris_launch_wait(&L, 10000) : st;
+  {
+    pid_t other = -1;
+    int zombie = 0;
+    if (st == IRIS_SUCCESS) { /* a child of the caller's own that ends while the launcher waits */
+      other = fork();
+      if (other == 0) {
+        sleep_ms(100);
+        _exit(0);
+      }
+    }
+    w1 = st == IRIS_SUCCESS ? iris_launch_wait(&L, 10000) : st;
+    if (other > 0) {
+      sleep_ms(50);
+      zombie = waitpid(other, NULL, WNOHANG) == other; /* reaped as the ignored SIGCHLD would have: ECHILD */
+      if (!zombie) (void)waitpid(other, NULL, 0);
+    }
+    check(other > 0 && !zombie, "launcher with SIGCHLD ignored: the caller's other children that end while it waits are not left as zombies",
+          "fork %d, left as a zombie: %s", (int)other, zombie ? "yes" : "no");
+  }
   w2 = IRIS_ERROR_SYSTEM;
   d1[0] = 0;
   if (st == IRIS_SUCCESS) { /* ranks gone before the wait: their status is unknown, not 255 */
