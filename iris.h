@@ -460,9 +460,11 @@ IRIS_API iris_status_t iris_team_split_strided(iris_t *ctx, const iris_team_t *p
 IRIS_API iris_status_t iris_team_split_2d(iris_t *ctx, const iris_team_t *parent, int xrange, iris_team_t *xteam, iris_team_t *yteam);
 /* Collective over the team's members: waits for this rank's GPU, meets the members, frees
  * the team's slot and collective state; *team is zeroed (size 0, rank -1). A team of size
- * 0 and the predefined teams: nothing to do. When the meeting fails (a member late or
- * gone: IRIS_ERROR_TIMEOUT) the slot stays taken, so a late member cannot disturb the
- * slot's next team. */
+ * 0 and the predefined teams: nothing to do. Members in different team calls (one
+ * splits the team, the others destroy it): IRIS_ERROR_MISMATCH on every member and the
+ * team left as it was, alive (destroy it again, in step). When the meeting fails (a
+ * member late or gone: IRIS_ERROR_TIMEOUT) the slot stays taken, so a late member cannot
+ * disturb the slot's next team. */
 IRIS_API iris_status_t iris_team_destroy(iris_t *ctx, iris_team_t *team);
 /* Synchronous (waits for this rank's GPU): the faults of the team's collectives, as
  * iris_get_async_error reports the world's: a fatal one (naming the world rank waited

@@ -602,6 +602,9 @@ IRIS_DEF iris_status_t iris_team_destroy(iris_t *ctx, iris_team_t *team) {
   if (old >= 0) iris_gpu_set_device(old);
   memset(mine, 0, sizeof mine);
   if (iris_detail_check_fault(ctx) == IRIS_SUCCESS) st = iris_detail_team_allgather(ctx, team, IRIS_DETAIL_TEAM_OP_DESTROY, mine, all); /* no member still uses the words */
+  /* members in different team calls (IRIS_ERROR_MISMATCH: every record arrived): the team
+   * stays as it was, so that a destroy in step on every member frees it */
+  if (st == IRIS_ERROR_MISMATCH) return st;
   /* a meeting that failed (a member late or gone) leaves the slot taken: that member's
    * record could still land in its exchange rows and be read by the slot's next team */
   if (st == IRIS_SUCCESS) iris_detail_team_drop(ctx->teams, team->slot);

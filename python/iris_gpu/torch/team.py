@@ -23,6 +23,7 @@ from .dlpack import _device_bytes
 
 _KIND_FN = {"all_reduce": "iris_all_reduce_team", "all_gather": "iris_all_gather_team", "reduce_scatter": "iris_reduce_scatter_team",
             "all_to_all": "iris_all_to_all_team", "broadcast": "iris_broadcast_team"}
+_MISMATCH = _lib.STATUS_NAMES.index("IRIS_ERROR_MISMATCH")
 _CODE_SIZE = {code: _types.ITEMSIZE[name] for name, code in _types.DTYPES.items()}
 
 
@@ -213,18 +214,21 @@ class Team:
         """Collective over the team's members: iris_team_destroy (waits for this rank's GPU,
         meets the members, frees the team's slot and collective state). The split's
         staging areas stay until the context closes. Idempotent; a no-op once the context
-        is closed."""
+        is closed. Members in different team calls (IRIS_ERROR_MISMATCH): the team stays
+        open, to be closed again in step."""
         if self._closed:
             return
+        ctx = self.ctx
+        st = 0
+        if not ctx.closed:
+            torch = _torch_mod()
+            with torch.cuda.device(self.device):
+                st = ctx._lib.lib.iris_team_destroy(ctx._handle(), self._tref)
+            if st == _MISMATCH:  # every member met, in different calls: the team is still alive
+                raise IrisError(st, ctx._lib.detail(), "iris_team_destroy (rank %d, team %s)" % (ctx.rank, self.ranks))
         self._closed = True
         _CONTEXTS.pop(self.id, None)
-        ctx = self.ctx
         ctx._forget_team(self)
-        if ctx.closed:
-            return
-        torch = _torch_mod()
-        with torch.cuda.device(self.device):
-            st = ctx._lib.lib.iris_team_destroy(ctx._handle(), self._tref)
         if st != 0:
             raise IrisError(st, ctx._lib.detail(), "iris_team_destroy (rank %d, team %s)" % (ctx.rank, self.ranks))
 
