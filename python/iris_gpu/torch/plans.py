@@ -462,9 +462,10 @@ class Moe:
         return out
 
     def check(self):
-        """Raise IrisError for a routing error the kernels recorded since the last check (an
-        expert index out of range, a repeated expert, high-throughput rows beyond
-        max_recv_rows) or the context's fault. Synchronises nothing: call it after the
+        """Raise IrisError for what the kernels recorded since the last check (an expert
+        index out of range, a repeated expert, high-throughput rows beyond max_recv_rows, a
+        peer's refused combine, whose NaN rows reached this rank's tokens, a combine after a
+        dispatch of another token count) or the context's fault. Synchronises nothing: call it after the
         stream has completed the calls."""
         self.ctx._call("iris_moe_check", self.ctx._lib.lib.iris_moe_check(self._g))
 
