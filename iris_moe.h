@@ -61,8 +61,9 @@
  *     repeat of an expert in the same token, or an index outside [-1, num_experts), is
  *     skipped (nothing written anywhere for it, its combine term is 0) and recorded for
  *     iris_moe_check. NULL pointers (with num_tokens > 0), num_tokens outside
- *     [0, max_tokens], a misaligned x, y or out: IRIS_ERROR_INVALID_ARGUMENT naming the
- *     rule, and the call still takes part, with nothing of this rank's (the ranks pair
+ *     [0, max_tokens], a misaligned x or y, topk_idx or topk_weights not 4-byte aligned,
+ *     an out that is NULL or misaligned where the dispatch had tokens:
+ *     IRIS_ERROR_INVALID_ARGUMENT naming the rule, and the call still takes part, with nothing of this rank's (the ranks pair
  *     their calls by count: a rank that skipped one would pair its later calls with the
  *     peers' earlier ones): a refused dispatch sends no tokens; a refused combine with no
  *     usable y sends NaN rows in place of its experts' outputs, so the tokens they serve

@@ -14,9 +14,9 @@
 //     accumulation of <= 32 terms); rows past num_tokens untouched.
 // Outputs are poisoned (NaN bits) before every call. Cases: random routings (with -1
 // entries), every token to one expert, every token to one rank (several experts of one
-// rank per token), ranks with zero tokens, top-k 1, 2, 8, 16, hidden 2048, 4096, 7168,
-// bf16 and fp8, graph replays with new routings, two streams, bad indices found on the
-// device, bad host input, both modes.
+// rank per token), ranks with zero tokens, top-k 1, 2, 3, 8, 16, hidden 136, 640, 2048,
+// 4096, 7168, bf16 and fp8, graph replays with new routings, two streams, bad indices
+// found on the device, bad host input, high-throughput rows past max_recv_rows, both modes.
 //   moe_test N     N processes (iris_launch_local), device = rank % GPUs (shared when N > GPUs)
 // Build: make build/moe_test (fp32 SUM of the collectives only: IRIS_COLL_TYPES / _OPS)
 #define IRIS_IMPLEMENTATION
@@ -395,6 +395,7 @@ static bool bad_input(Suite &s) {
   CK(cudaDeviceSynchronize());
   expect(iris_moe_check(m), IRIS_ERROR_INVALID_ARGUMENT, "check after combines refused on every rank (they took part, sending no rows)");
   expect(iris_moe_combine(m, buf, NULL, 0), IRIS_SUCCESS, "combine of 0 tokens (out unused)");
+  expect(iris_moe_combine(m, buf, (char *)buf + 2, 0), IRIS_SUCCESS, "combine of 0 tokens (a misaligned out, unused)");
   CK(cudaDeviceSynchronize());
   expect(iris_moe_check(m), IRIS_SUCCESS, "check after 0-token calls");
   cudaFree(buf);
@@ -545,6 +546,91 @@ static bool graph_token_count(Suite &s) {
   return ok;
 }
 
+// High throughput with max_recv_rows = 2W, below the rows sent: every rank's 16 tokens go
+// to rank 0's experts (32 selections a rank). The rows past the bound are dropped alike on
+// both sides: rank 0 holds exactly 2W rows (offsets stop there), each from a real
+// selection of its expert; every token comes back as x times the weights of its kept
+// selections (identity experts), the kept selections of all ranks add up to 2W, and every
+// rank's iris_moe_check reports IRIS_ERROR_OUT_OF_MEMORY (each rank dropped some). Then a
+// call that fits (one token a rank: 2W rows) is exact and checks clean.
+static bool ht_overflow(Suite &s) {
+  const int W = s.world, me = s.rank, T = 16, H = 256, K = 2, E = 4 * W, L = 4;
+  iris_moe_desc_t d = IRIS_MOE_DESC_INIT;
+  d.mode = IRIS_MOE_HIGH_THROUGHPUT, d.max_tokens = T, d.hidden = H, d.top_k = K, d.num_experts = E, d.max_recv_rows = 2 * W;
+  iris_moe_t *m;
+  iris_moe_recv_t r;
+  IK(iris_moe_create(s.ctx, &d, &m));
+  IK(iris_moe_get_recv(m, &r));
+  void *x, *y, *out;
+  int *idx;
+  float *w;
+  CK(cudaMalloc(&x, (size_t)T * H * 2));
+  CK(cudaMalloc(&y, (size_t)r.rows * H * 2));
+  CK(cudaMalloc(&out, (size_t)T * H * 2));
+  CK(cudaMalloc(&idx, (size_t)T * K * 4));
+  CK(cudaMalloc(&w, (size_t)T * K * 4));
+  std::vector<uint16_t> hx((size_t)T * H), ho((size_t)T * H);
+  std::vector<int> hi((size_t)T * K), cnt(L), off(L + 1), src(r.rows);
+  std::vector<float> hw((size_t)T * K);
+  for (int t = 0; t < T; t++) {
+    for (int h = 0; h < H; h++) hx[(size_t)t * H + h] = f2bf((float)(4 * (t + 1 + me)));
+    hi[(size_t)t * K] = t % L, hi[(size_t)t * K + 1] = (t + 1) % L; // rank 0's experts only
+    hw[(size_t)t * K] = 0.25f, hw[(size_t)t * K + 1] = 0.5f;
+  }
+  CK(cudaMemcpy(x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(idx, hi.data(), hi.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(w, hw.data(), hw.size() * 4, cudaMemcpyHostToDevice));
+  bool ok = true;
+  for (int call = 0; call < 2; call++) {
+    const int n = call == 0 ? T : 1;
+    CK(cudaMemset(r.src, 0xA5, (size_t)r.rows * 4));
+    CK(cudaMemset(out, 0xFF, (size_t)T * H * 2));
+    CK(cudaDeviceSynchronize());
+    if (!barrier(s)) return false;
+    IK(iris_moe_dispatch(m, x, n, idx, w, 0));
+    CK(cudaMemcpyAsync(y, r.x, (size_t)r.rows * H * 2, cudaMemcpyDeviceToDevice, 0)); // the identity expert
+    IK(iris_moe_combine(m, y, out, 0));
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(cnt.data(), r.count, L * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(off.data(), r.offsets, (L + 1) * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(src.data(), r.src, r.rows * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(ho.data(), out, ho.size() * 2, cudaMemcpyDeviceToHost));
+    const int sent = me == 0 ? W * n * K : 0, want_rows = sent < 2 * W ? sent : 2 * W;
+    if (off[L] != want_rows) { fprintf(stderr, "rank %d: call %d: offsets[L] = %d, want %d\n", me, call, off[L], want_rows); ok = false; }
+    for (int l = 0; l < L && ok; l++) {
+      if (off[l + 1] - off[l] != cnt[l]) { fprintf(stderr, "rank %d: call %d: expert %d: count %d, offsets %d..%d\n", me, call, l, cnt[l], off[l], off[l + 1]); ok = false; }
+      for (int j = off[l]; j < off[l] + cnt[l] && ok; j++) {
+        const int q = IRIS_MOE_SRC_RANK(src[j]), sl = IRIS_MOE_SRC_SLOT(src[j]), t = sl / K, k = sl % K;
+        if (q >= W || t >= n || (k == 0 ? t % L : (t + 1) % L) != l) { fprintf(stderr, "rank %d: call %d: row %d names source 0x%x, not a selection of expert %d\n", me, call, j, (unsigned)src[j], l); ok = false; }
+      }
+    }
+    long long kept = 0; // quarter-weights kept: 1 (k = 0), 2 (k = 1)
+    for (int t = 0; t < T && ok; t++) {
+      const float xv = bf16f(hx[(size_t)t * H]);
+      int got = -1;
+      for (int q4 = 0; q4 < 4; q4++)
+        if (t < n && ho[(size_t)t * H] == f2bf(0.25f * (float)q4 * xv)) got = q4;
+      if (t >= n) got = ho[(size_t)t * H] == 0xFFFF ? 0 : -1;
+      for (int h = 1; h < H && got >= 0; h++)
+        if (ho[(size_t)t * H + h] != ho[(size_t)t * H]) got = -1;
+      if (got < 0 || (call == 1 && t < n && got != 3)) { fprintf(stderr, "rank %d: call %d: out[%d] = 0x%04x... is not x times kept weights\n", me, call, t, ho[(size_t)t * H]); ok = false; }
+      kept += (got & 1) + ((got >> 1) & 1);
+    }
+    long long all[IRIS_MAX_RANKS], total = 0;
+    IK(iris_allgather_host(s.ctx, &kept, all, sizeof kept));
+    for (int q = 0; q < W; q++) total += all[q];
+    const long long want_kept = W * n * K < 2 * W ? W * n * K : 2 * W;
+    if (ok && total != want_kept) { fprintf(stderr, "rank %d: call %d: %lld selections summed over the ranks, want %lld\n", me, call, total, want_kept); ok = false; }
+    const iris_status_t c = iris_moe_check(m), want = call == 0 ? IRIS_ERROR_OUT_OF_MEMORY : IRIS_SUCCESS;
+    if (c != want) { fprintf(stderr, "rank %d: call %d: iris_moe_check %s (%s), want %s\n", me, call, iris_status_string(c), iris_error_detail(), iris_status_string(want)); ok = false; }
+  }
+  if (iris_get_async_error(s.ctx) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: fault: %s\n", me, iris_error_detail()); ok = false; }
+  cudaFree(x), cudaFree(y), cudaFree(out), cudaFree(idx), cudaFree(w);
+  if (!barrier(s)) return false;
+  IK(iris_moe_destroy(m));
+  return ok;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int n = argc > 1 ? atoi(argv[1]) : 2, rank;
@@ -582,6 +668,9 @@ int main(int argc, char **argv) {
       {HT, BF, 256, 2048, 8, 8, R_RANDOM, RUN_EAGER, 3},  {HT, F8, 128, 7168, 8, 8, R_RANDOM, RUN_EAGER, 3},
       {HT, F8, 96, 4096, 4, 4, R_ONE_RANK, RUN_EAGER, 3},  {HT, BF, 64, 2048, 16, 8, R_ONE_EXPERT, RUN_EAGER, 2},
       {HT, BF, 128, 2048, 8, 8, R_RANDOM, RUN_GRAPH, 3},  {HT, F8, 64, 4096, 2, 4, R_RANDOM, RUN_STREAMS, 3},
+      // hidden sizes that end inside a warp's slice (bf16 136: 17 lanes of 8 on NVIDIA; fp8
+      // 640: a second 512-channel slice of one 128-channel group), 3 experts a rank
+      {LL, BF, 16, 136, 3, 3, R_RANDOM, RUN_EAGER, 2},   {HT, F8, 24, 640, 3, 3, R_RANDOM, RUN_EAGER, 2},
   };
   const int nc = (int)(sizeof cases / sizeof cases[0]);
   for (int ci = 0; ci < nc; ci++) {
@@ -596,6 +685,8 @@ int main(int argc, char **argv) {
   report(s, "a dispatch, then a combine, refused on the last rank only: the calls stay paired, the others exact, the refusal named, the next call exact",
          one_rank_refusals(s));
   report(s, "a combine after a graph's dispatch of fewer tokens than the host's last: the rows of the dispatch that ran, none past them, reported", graph_token_count(s));
+  report(s, "high throughput past max_recv_rows: the rows past it dropped alike on both sides, the tokens summed over the kept ones, reported on every rank",
+         ht_overflow(s));
   int rc = s.failed ? 1 : 0;
   if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
   return rc;

@@ -274,9 +274,10 @@ IRIS_DEF iris_status_t iris_moe_combine(iris_moe_t *p, const void *y, void *out,
   /* a y that cannot be read: no rows go out (the peers' combines of this call see it and
    * leave their out); an out that cannot be written: nothing is summed here */
   y_ok = y && (uintptr_t)y % 16 == 0;
-  out_ok = (out || p->last_n == 0) && (uintptr_t)out % 16 == 0;
+  out_ok = out && (uintptr_t)out % 16 == 0;
   if ((st = iris_detail_plan_run_begin(p->ctx, stream)) != IRIS_SUCCESS) return st;
   iris_moe_combine_kernel<<<p->sms, IRIS_MOE_THREADS(p), 0, stream>>>(p->dev, y_ok ? (const iris_bf16_t *)y : NULL, out_ok ? (iris_bf16_t *)out : NULL, p->last_n);
+  out_ok |= p->last_n == 0; /* no rows to write: any out will do (an empty tensor's) */
   st = iris_detail_plan_launched(p->me, st, "iris_moe_combine: launching the combine kernel");
   st = iris_detail_plan_run_end(p->ctx, stream, st);
   if (st == IRIS_SUCCESS && (!y_ok || !out_ok))
@@ -288,18 +289,40 @@ IRIS_DEF iris_status_t iris_moe_combine(iris_moe_t *p, const void *y, void *out,
   return st;
 }
 
+/* The error record and the combine marks read, the record cleared when it held one; on
+ * the plan's GPU, whatever device is current (the synchronize that makes the clear land
+ * before the next run is that GPU's). */
+static iris_gpu_error_t iris_moe_take_errors(iris_moe_t *p, iris_moe_err_t *e, unsigned *combs, unsigned *nocomb, const char **what) {
+  iris_moe_err_t zero;
+  iris_gpu_error_t g;
+  *what = "reading the error record";
+  if ((g = iris_gpu_copy_to_host(e, &p->dev.st->err, sizeof *e)) != IRIS_GPU_SUCCESS) return g;
+  *what = "reading the combine marks";
+  if ((g = iris_gpu_copy_to_host(combs, &p->dev.st->comb_epoch, sizeof *combs)) != IRIS_GPU_SUCCESS ||
+      (g = iris_gpu_copy_to_host(nocomb, p->nocomb, (size_t)p->W * sizeof(unsigned))) != IRIS_GPU_SUCCESS)
+    return g;
+  if (e->what == IRIS_MOE_ERR_NONE) return IRIS_GPU_SUCCESS;
+  *what = "clearing the error record";
+  memset(&zero, 0, sizeof zero);
+  if ((g = iris_gpu_copy_to_device(&p->dev.st->err, &zero, sizeof zero)) != IRIS_GPU_SUCCESS) return g;
+  return iris_gpu_synchronize();
+}
+
 IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
-  iris_moe_err_t e, zero;
+  iris_moe_err_t e;
   iris_gpu_error_t g;
   unsigned nocomb[IRIS_MAX_RANKS], combs = 0, from;
-  int q;
+  const char *what = "";
+  char call[96];
+  int q, old;
   if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_moe_check: NULL plan");
-  if ((g = iris_gpu_copy_to_host(&e, &p->dev.st->err, sizeof e)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(p->me, "iris_moe_check: reading the error record", g);
+  old = iris_detail_plan_device(p->ctx);
+  g = iris_moe_take_errors(p, &e, &combs, nocomb, &what);
+  iris_detail_plan_device_back(old);
+  snprintf(call, sizeof call, "iris_moe_check: %s", what);
+  if (g != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(p->me, call, g);
   /* a peer's combine refused since the last check: its mark (the call's epoch) lies in
    * (checked, combines so far], compared wrap-safely */
-  if ((g = iris_gpu_copy_to_host(&combs, &p->dev.st->comb_epoch, sizeof combs)) != IRIS_GPU_SUCCESS ||
-      (g = iris_gpu_copy_to_host(nocomb, p->nocomb, (size_t)p->W * sizeof(unsigned))) != IRIS_GPU_SUCCESS)
-    return iris_detail_gpu_fail(p->me, "iris_moe_check: reading the combine marks", g);
   from = p->checked;
   p->checked = combs;
   for (q = 0; q < p->W && e.what == IRIS_MOE_ERR_NONE; q++)
@@ -308,10 +331,6 @@ IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
       e.call = nocomb[q];
       e.value = q;
     }
-  if (e.what != IRIS_MOE_ERR_NONE) {
-    memset(&zero, 0, sizeof zero);
-    if ((g = iris_gpu_copy_to_device(&p->dev.st->err, &zero, sizeof zero)) != IRIS_GPU_SUCCESS || (g = iris_gpu_synchronize()) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(p->me, "iris_moe_check: clearing the error record", g);
-  }
   switch (e.what) {
   case IRIS_MOE_ERR_NONE: return iris_detail_check_fault(p->ctx);
   case IRIS_MOE_ERR_EXPERT:

@@ -1305,6 +1305,47 @@ class Runner:
             moe.close()
         expect_raise(RuntimeError, "expected an open Moe plan", lambda: it.moe_dispatch(x, idx, w, moe))
 
+    def check_moe_one_rank_refusal(self):
+        """A call refused in Python on the last rank only still takes part there: its
+        dispatch (too many tokens) sends none and the others' tokens come back exact; its
+        combine (y of the wrong shape) sends NaN rows, which every rank's check() names;
+        then a call on every rank is exact and no wait ran out."""
+        it, dev, W, me = self.it, self.dev, self.world, self.rank
+        last, T, H, E = self.world - 1, 8, 128, 2 * self.world
+        moe = self.ctx.moe_plan(T, H, 2, E)
+        try:
+            for call in range(3):
+                n = 5
+                x = (torch.arange(n * H, device=dev).view(n, H) % 61 - 30).to(torch.bfloat16)
+                idx = torch.stack([torch.arange(n, device=dev) % E, (torch.arange(n, device=dev) + 1 + me) % E], 1).to(torch.int32)
+                idx[:, 1] = torch.where(idx[:, 1] == idx[:, 0], -1, idx[:, 1])
+                w = torch.full((n, 2), 0.5, device=dev)
+                if call == 0 and me == last:
+                    expect_raise(ValueError, "took part", lambda: it.moe_dispatch(torch.zeros(T + 1, H, dtype=torch.bfloat16, device=dev), idx, w, moe))
+                else:
+                    it.moe_dispatch(x, idx, w, moe)
+                y = moe.recv_x.clone()  # the identity expert
+                if call == 1 and me == last:
+                    expect_raise(ValueError, "took part", lambda: it.moe_combine(y[:1], moe))
+                    continue
+                out = it.moe_combine(y, moe)
+                torch.cuda.synchronize()
+                want = (x.float() * (w * (idx >= 0)).sum(1, keepdim=True)).to(torch.bfloat16)
+                if call == 0 and me == last:
+                    if out.shape[0] != 0:
+                        raise AssertionError("a refused dispatch's combine returned %d rows" % out.shape[0])
+                elif call == 1:  # the tokens with an expert on the last rank are NaN, the others exact
+                    on_last = ((idx >= 0) & (idx // (E // W) == last)).any(1)
+                    if not bool(out[on_last].isnan().all()) or not torch.equal(out[~on_last], want[~on_last]):
+                        raise AssertionError("call 1: tokens served by rank %d must be NaN, the others exact" % last)
+                elif not torch.equal(out, want):
+                    raise AssertionError("call %d: out differs (max %g)" % (call, (out.float() - want.float()).abs().max().item()))
+            torch.cuda.synchronize()
+            expect_raise(it.IrisError, "rank %d's combine" % last, moe.check)  # the NaN rows of call 1 named on every rank
+            self.ctx.async_error()  # no wait ran out
+        finally:
+            moe.close()
+
     def check_gemm_reduce_bad_input(self):
         """Each refusal is the same on every rank (nothing is enqueued), then the plan still
         computes the right result; a closed plan is refused."""
@@ -1536,6 +1577,7 @@ def worker():
             R.result("moe: dispatch + experts + combine in a CUDA graph, 20 replays with new routings", R.check_moe_graph)
             R.result("moe: torch.compile(fullgraph=True) of router + dispatch + experts + combine, the same bits as eager", R.check_moe_compile)
             R.result("moe: bad input raises; an expert index out of range is reported by check", R.check_moe_bad_input)
+            R.result("moe: a dispatch, then a combine, refused in Python on the last rank only: they take part, the peers never hang", R.check_moe_one_rank_refusal)
         if everything:
             R.result("triton producer/consumer ring (examples/python/triton_ring.py, iris_gpu.triton)", R.check_triton)
         if rms:

@@ -427,6 +427,125 @@ class TestGemmReduce(StandInCase):
         plan.close()
 
 
+def standin_moe(ctx, max_tokens=4, hidden=16, top_k=2, num_experts=4):
+    """A low-latency bf16 Moe plan without the library: its receive buffers are CPU tensors
+    and _stream_call records (call, arguments) instead of enqueueing; topk_idx's int32
+    values are read back at the call (the tensor handed to the library is alive then)."""
+
+    class StandInMoe(it.Moe):
+        def _stream_call(self, call, fn, *args):
+            rec = (call,) + args
+            if call == "iris_moe_dispatch" and args[1] > 0:
+                rec += (list((ctypes.c_int32 * (args[1] * self.top_k)).from_address(args[2])),)
+            self.calls.append(rec)
+
+    class Lib:
+        iris_moe_dispatch = iris_moe_combine = None
+
+    if not hasattr(ctx, "_lib"):
+        ctx._lib = mock.Mock(lib=Lib())
+    m = object.__new__(StandInMoe)
+    W = ctx.world_size
+    m.ctx, m._g, m.calls, m.id = ctx, ctypes.c_void_p(1), [], min(list(it._PLANS) + [0]) - 1
+    it._PLANS[m.id] = m  # the ops find it by id (the test's tearDown drops it)
+    m.mode, m.max_tokens, m.hidden, m.top_k, m.num_experts = "low_latency", max_tokens, hidden, top_k, num_experts
+    m.dispatch_dtype, m.fp8, m.num_local_experts = torch.bfloat16, False, num_experts // W
+    m.recv_x = torch.zeros(m.num_local_experts, W * max_tokens, hidden, dtype=torch.bfloat16)
+    m.recv_scales, m._scales_arg = None, torch.empty(1)
+    m.recv_src = torch.zeros(m.num_local_experts, W * max_tokens, dtype=torch.int32)
+    m.recv_count = torch.zeros(m.num_local_experts, dtype=torch.int32)
+    m.recv_offsets = torch.zeros(m.num_local_experts + 1, dtype=torch.int32)
+    m.num_tokens = 0
+    return m
+
+
+@unittest.skipIf(torch is None, "SKIP: torch is not installed")
+class TestMoe(StandInCase):
+    """The MoE plan's host side: a call refused in Python still takes part in the library
+    (the ranks pair calls by count: a rank that skipped one would leave its peers waiting),
+    and what the library is handed (aligned pointers, int32 indices that stay out of range)."""
+
+    def tearDown(self):
+        for k in [k for k, v in it._PLANS.items() if type(v).__name__ == "StandInMoe"]:
+            it._PLANS.pop(k)
+        super().tearDown()
+
+    def inputs(self, m, n=3):
+        x = torch.randn(n, m.hidden).to(torch.bfloat16)
+        idx = torch.tensor([[t % m.num_experts, (t + 1) % m.num_experts] for t in range(n)], dtype=torch.int32)
+        return x, idx, torch.rand(n, m.top_k)
+
+    def test_refused_dispatch_takes_part(self):
+        m = standin_moe(self.c2)
+        x, idx, w = self.inputs(m)
+        it.moe_dispatch(x, idx, w, m)
+        self.assertEqual(m.num_tokens, 3)
+        bad = [
+            (ValueError, "x has shape", (torch.zeros(m.max_tokens + 1, m.hidden, dtype=torch.bfloat16), idx, w)),  # more tokens than the plan holds
+            (TypeError, "x has dtype", (x.float(), idx, w)),
+            (TypeError, "topk_idx has dtype", (x, w, w)),
+            (ValueError, "topk_weights has shape", (x, idx, w[:2])),
+        ]
+        for exc, text, args in bad:
+            for call in (lambda: it.moe_dispatch(*args, m), lambda: m.dispatch(*args)):
+                m.calls.clear()
+                m.num_tokens = 3
+                with self.assertRaisesRegex(exc, text + ".*took part"):
+                    call()
+                self.assertEqual(m.calls, [("iris_moe_dispatch", None, 0, None, None)], text)
+                self.assertEqual(m.num_tokens, 0, text)  # the next combine writes no rows
+
+    def test_refused_combine_takes_part(self):
+        m = standin_moe(self.c2)
+        x, idx, w = self.inputs(m)
+        it.moe_dispatch(x, idx, w, m)
+        y = torch.zeros_like(m.recv_x)
+        m.calls.clear()
+        with self.assertRaisesRegex(ValueError, "y has shape.*took part"):  # no usable y: NaN rows go out, nothing written
+            it.moe_combine(y[:, :1], m)
+        self.assertEqual(m.calls, [("iris_moe_combine", None, None)])
+        for out in (torch.empty(2, m.hidden, dtype=torch.bfloat16), torch.empty(m.hidden, 3, dtype=torch.bfloat16).t()):  # wrong rows; not contiguous
+            m.calls.clear()
+            with self.assertRaisesRegex(ValueError, "out .*took part"):  # y's rows still go out, nothing written here
+                it.moe_combine(y, m, out=out)
+            self.assertEqual(m.calls, [("iris_moe_combine", y.data_ptr(), None)])
+        m.calls.clear()
+        out = it.moe_combine(y, m)
+        self.assertEqual(tuple(out.shape), (3, m.hidden))
+        self.assertEqual(m.calls, [("iris_moe_combine", y.data_ptr(), out.data_ptr())])
+
+    def test_int64_indices_past_int32_stay_out_of_range(self):
+        m = standin_moe(self.c1)
+        x, idx, w = self.inputs(m)
+        big = idx.to(torch.int64)
+        big[0, 0], big[1, 1], big[2, 0] = 2 ** 32 + 1, -(2 ** 32), 2 ** 31  # would wrap onto experts 1, 0 and -2^31
+        m.dispatch(x, big, w)
+        got = m.calls[-1][-1]
+        for t, k in ((0, 0), (1, 1), (2, 0)):
+            g = got[t * m.top_k + k]
+            self.assertTrue(g < -1 or g >= m.num_experts, (t, k, g))  # the kernel skips it and check() names it
+        self.assertEqual(got[1], idx[0, 1].item())
+        self.assertEqual(got[3 * m.top_k - 1], idx[2, 1].item())
+
+    def test_unaligned_views_are_copied(self):
+        m = standin_moe(self.c1)
+        _, idx, w = self.inputs(m)
+        buf = torch.randn(3 * m.hidden + 1).to(torch.bfloat16)
+        x = buf[1:].view(3, m.hidden)  # contiguous, 2 bytes past an aligned start
+        self.assertNotEqual(x.data_ptr() % 16, 0)
+        m.dispatch(x, idx, w)
+        call = m.calls[-1]
+        self.assertEqual(call[1] % 16, 0)
+        ybuf = torch.zeros(m.recv_x.numel() + 1, dtype=torch.bfloat16)
+        y = ybuf[1:].view(m.recv_x.shape)
+        obuf = torch.zeros(3 * m.hidden + 1, dtype=torch.bfloat16)
+        out = obuf[1:].view(3, m.hidden)
+        m.calls.clear()
+        self.assertIs(m.combine(y, out), out)
+        self.assertEqual(len(m.calls), 1)
+        self.assertEqual([p % 16 for p in m.calls[0][1:]], [0, 0])
+
+
 @unittest.skipIf(torch is None, "SKIP: torch is not installed")
 class TestBringUpPieces(unittest.TestCase):
     def test_store_bootstrap_three_ranks_on_a_torch_store(self):

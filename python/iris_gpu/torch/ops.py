@@ -473,7 +473,8 @@ def moe_dispatch(x, topk_idx, topk_weights, plan):
     in the same order; on torch.cuda.current_stream(); capturable."""
     if not isinstance(plan, Moe) or plan._g is None:
         raise RuntimeError("moe_dispatch: expected an open Moe plan")
-    plan.check_dispatch(x, topk_idx, topk_weights)
+    # a real call refused here still takes part (peers wait for every rank's call); a trace only raises
+    plan.check_dispatch(x, topk_idx, topk_weights, take_part=_plain_eager(_torch_mod(), (x, topk_idx, topk_weights)))
     _invoke("moe_dispatch", x, topk_idx, topk_weights, plan.recv_x, plan._scales_arg, plan.recv_src, plan.recv_count, plan.recv_offsets, plan.id)
     plan.num_tokens = x.shape[0]
     return plan.recv_x, plan.recv_scales, plan.recv_count, plan.recv_offsets
@@ -486,9 +487,12 @@ def moe_combine(y, plan, out=None):
     dispatch. Every rank calls it after its dispatch; capturable."""
     if not isinstance(plan, Moe) or plan._g is None:
         raise RuntimeError("moe_combine: expected an open Moe plan")
+    if _plain_eager(_torch_mod(), (y, out)):  # a real call refused here still takes part (peers wait for every rank's call)
+        plan.check_combine(y, out, take_part=True, contiguous=True)
+    elif out is not None:  # a trace: the fake implementation checks the rest
+        _types.check_contiguous(out, "moe_combine: out")
     if out is None:
         return _invoke("moe_combine", y, plan.num_tokens, plan.id)
-    _types.check_contiguous(out, "moe_combine: out")
     _invoke("moe_combine_out", y, out, plan.id)
     return out
 

@@ -268,8 +268,9 @@ class Moe:
     dispatch_dtype bfloat16, or float8_e4m3fn (per-128-channel scales computed in the
     kernel: recv_x * recv_scales repeated over 128 channels ~ the token). The counts stay on
     the device. Every rank calls dispatch and combine in the same order, on
-    torch.cuda.current_stream(); both are capturable. The received rows stay valid until
-    this rank's combine. close() on every rank (the recv_* tensors view the plan's heap
+    torch.cuda.current_stream(); both are capturable; a call refused here (an argument that
+    does not fit) still takes part, as the C calls do, then raises. The received rows stay
+    valid until this rank's combine. close() on every rank (the recv_* tensors view the plan's heap
     blocks: do not use them after it)."""
 
     def __init__(self, ctx, max_tokens, hidden, top_k, num_experts, mode="low_latency", dispatch_dtype=None, num_sms=0, max_recv_rows=0):
@@ -325,8 +326,18 @@ class Moe:
         self._scales_arg = self.recv_scales if self.fp8 else torch.empty(1, dtype=torch.float32, device=ctx.device)
         self.num_tokens = 0  # of the last dispatch (the combine's output rows)
 
-    def check_dispatch(self, x, topk_idx, topk_weights):
-        """Raise (ValueError / TypeError) naming the first argument that does not fit."""
+    def check_dispatch(self, x, topk_idx, topk_weights, take_part=False):
+        """Raise (ValueError / TypeError) naming the first argument that does not fit.
+        take_part (a real call, not a trace): the refused dispatch still takes part first,
+        with no tokens of this rank's (_refuse)."""
+        try:
+            self._check_dispatch(x, topk_idx, topk_weights)
+        except Exception as e:
+            if not take_part:
+                raise
+            self._refuse(e, True)
+
+    def _check_dispatch(self, x, topk_idx, topk_weights):
         what, dev = "moe_dispatch", self.ctx.device
         _types.check_tensor(x, what + ": x", dev, "bfloat16", False)
         if x.dim() != 2 or x.shape[1] != self.hidden or x.shape[0] > self.max_tokens:
@@ -341,15 +352,70 @@ class Moe:
             if tuple(t.shape) != (n, self.top_k):
                 raise ValueError("%s: %s has shape %s, the plan needs (%d, %d)" % (what, name, tuple(t.shape), n, self.top_k))
 
-    def check_combine(self, y, out=None):
+    def check_combine(self, y, out=None, take_part=False, contiguous=False):
+        """Raise (ValueError / TypeError) naming the first argument that does not fit (out:
+        also when it is not contiguous, with contiguous=True). take_part (a real call): the
+        refused combine still takes part first (_refuse): y's rows go out when y fits (NaN
+        rows when it does not, as the C refusal), nothing is written here."""
+        what = "moe_combine"
+        try:
+            self._check_y(y)
+        except Exception as e:
+            if not take_part:
+                raise
+            self._refuse(e, False, None)
+        if out is None:
+            return
+        try:
+            _types.check_tensor(out, what + ": out", self.ctx.device, "bfloat16", contiguous)
+            if tuple(out.shape) != (self.num_tokens, self.hidden):
+                raise ValueError("%s: out has shape %s, the last dispatch needs (%d, %d)" % (what, tuple(out.shape), self.num_tokens, self.hidden))
+        except Exception as e:
+            if not take_part:
+                raise
+            self._refuse(e, False, y)
+
+    def _check_y(self, y):
         what, dev = "moe_combine", self.ctx.device
         _types.check_tensor(y, what + ": y", dev, "bfloat16", False)
         if tuple(y.shape) != tuple(self.recv_x.shape):
             raise ValueError("%s: y has shape %s, the plan needs recv_x's %s" % (what, tuple(y.shape), tuple(self.recv_x.shape)))
-        if out is not None:
-            _types.check_tensor(out, what + ": out", dev, "bfloat16", False)
-            if tuple(out.shape) != (self.num_tokens, self.hidden):
-                raise ValueError("%s: out has shape %s, the last dispatch needs (%d, %d)" % (what, tuple(out.shape), self.num_tokens, self.hidden))
+
+    def _refuse(self, err, dispatch, y=None):
+        """A call refused here still takes part in the library, then err is raised (its
+        type, the message saying so): the ranks pair MoE calls by count, so a rank that
+        skipped one would leave its peers waiting for it, then pair its later calls with
+        their earlier ones (iris_moe.h). A dispatch sends no tokens (the next combine
+        writes none); a combine sends y's rows (y None: NaN rows, which every rank's check()
+        then names this rank for) and writes nothing here. The library's own verdict on
+        that call (a fault, no dispatch before a combine) is not raised: err is."""
+        lib = self.ctx._lib.lib
+        try:
+            if dispatch:
+                self.num_tokens = 0
+                self._stream_call("iris_moe_dispatch", lib.iris_moe_dispatch, None, 0, None, None)
+            else:
+                ptr = None
+                if y is not None:
+                    y = self._aligned(y)
+                    ptr = y.data_ptr()
+                self._stream_call("iris_moe_combine", lib.iris_moe_combine, ptr, None)
+        except Exception:
+            pass
+        note = " (the call took part with nothing of this rank's, so every rank's calls stay paired)"
+        try:
+            e2 = type(err)(str(err) + note)
+        except Exception:
+            raise err
+        raise e2 from None
+
+    @staticmethod
+    def _aligned(t):
+        """t contiguous and 16-byte aligned (the library's rule for x, y and out): t itself
+        or a copy (a view at an odd offset of a larger buffer would be refused)."""
+        if t.is_contiguous() and t.data_ptr() % 16 == 0:
+            return t
+        return t.clone(memory_format=_torch_mod().contiguous_format)
 
     def _stream_call(self, call, fn, *args):
         torch = _torch_mod()
@@ -365,33 +431,41 @@ class Moe:
 
     def dispatch(self, x, topk_idx, topk_weights):
         """Enqueue the dispatch; returns (recv_x, recv_scales (None for bf16), recv_count,
-        recv_offsets): the plan's buffers, final when the stream reaches this point."""
+        recv_offsets): the plan's buffers, final when the stream reaches this point. An
+        argument that does not fit raises, after the call took part with no tokens."""
         torch = _torch_mod()
-        self.check_dispatch(x, topk_idx, topk_weights)
-        x = x.contiguous()
-        idx = topk_idx.to(torch.int32).contiguous()  # torch.topk's int64 indices: one small copy
+        self.check_dispatch(x, topk_idx, topk_weights, take_part=True)
+        x = self._aligned(x)
+        idx = topk_idx
+        if _types.dtype_name(idx.dtype) == "int64":  # torch.topk's indices: one small copy; a value past int32 stays out of range (no wrap onto a real expert)
+            idx = idx.clamp(-2, self.num_experts)
+        idx = idx.to(torch.int32).contiguous()
         w = topk_weights.contiguous()
         n = int(x.shape[0])
+        self.num_tokens = 0  # a refusal by the library takes part with no tokens
         self._stream_call("iris_moe_dispatch", self.ctx._lib.lib.iris_moe_dispatch, x.data_ptr(), n, idx.data_ptr(), w.data_ptr())
         self.num_tokens = n
         return self.recv_x, self.recv_scales, self.recv_count, self.recv_offsets
 
     def combine(self, y, out=None):
         """Enqueue the combine of y (recv_x's layout, bf16) into out (None: a new n x hidden
-        bf16 tensor, n of the last dispatch); returns out."""
-        self.check_combine(y, out)
+        bf16 tensor, n of the last dispatch); returns out. An argument that does not fit
+        raises, after the call took part (check_combine)."""
+        self.check_combine(y, out, take_part=True)
+        y = self._aligned(y)
         if out is None:
             out = y.new_empty((self.num_tokens, self.hidden))
-        elif not out.is_contiguous():
+        elif not out.is_contiguous() or out.data_ptr() % 16:
             out.copy_(self.combine(y))
             return out
-        self._stream_call("iris_moe_combine", self.ctx._lib.lib.iris_moe_combine, y.contiguous().data_ptr(), out.data_ptr())
+        self._stream_call("iris_moe_combine", self.ctx._lib.lib.iris_moe_combine, y.data_ptr(), out.data_ptr())
         return out
 
     def check(self):
-        """Raise IrisError for a routing error the kernels recorded since the last check (an
-        expert index out of range, a repeated expert, high-throughput rows beyond
-        max_recv_rows) or the context's fault. Synchronises nothing: call it after the
+        """Raise IrisError for what the kernels recorded since the last check (an expert
+        index out of range, a repeated expert, high-throughput rows beyond max_recv_rows, a
+        peer's refused combine, whose NaN rows reached this rank's tokens, a combine after a
+        dispatch of another token count) or the context's fault. Synchronises nothing: call it after the
         stream has completed the calls."""
         self.ctx._call("iris_moe_check", self.ctx._lib.lib.iris_moe_check(self._g))
 
