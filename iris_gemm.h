@@ -58,8 +58,9 @@
  *     the plan copies the shard into a heap buffer of its own first.
  *   - Shapes: layout ROWS needs M % W == 0; COLS needs K % W == 0 and (K/W) % 8 == 0.
  *     K % 8 == 0 and N % 8 == 0 (16-byte rows); M and N need not be tile multiples
- *     (edge tiles are masked). B, C and bias 16-byte aligned (256 for the cuBLASLt
- *     paths). Anything else: IRIS_ERROR_INVALID_ARGUMENT naming the rule.
+ *     (edge tiles are masked). A shard, B, C and bias 16-byte aligned (256 for the
+ *     cuBLASLt paths); C overlaps none of B, the bias and (without stage_a) the A shard.
+ *     Anything else: IRIS_ERROR_INVALID_ARGUMENT naming the rule.
  *   - fp8 (a_type IRIS_FLOAT8_E4M3, B the same): the pipelined and unfused paths only
  *     (AUTO picks one of them; the fused kernels: IRIS_ERROR_UNSUPPORTED), b_transposed = 1
  *     (cuBLASLt's fp8 GEMM takes only the "TN" layout), K % 16 == 0 (COLS: (K/W) % 16),

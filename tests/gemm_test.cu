@@ -354,6 +354,10 @@ static void bad_input(Suite &s) {
     ok = ok && iris_ag_gemm_run(g, a, NULL, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
   }
   report(s, "run refuses an A shard off the heap (NOT_IN_HEAP), an unexpected bias, a misaligned C, a NULL B", ok);
+  // C over an input: written while the GEMM reads B, while the peers read the A shard
+  ok = ok && iris_ag_gemm_run(g, a, b, NULL, (__nv_bfloat16 *)a, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "overlaps the A shard");
+  ok = ok && iris_ag_gemm_run(g, a, b, NULL, b, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "overlaps B");
+  report(s, "run refuses a C that overlaps the A shard or B (IRIS_ERROR_INVALID_ARGUMENT naming it)", ok);
   float *sc = NULL;
   ok = ok && cudaMalloc(&sc, 8 * sizeof(float)) == cudaSuccess;
   ok = ok && iris_ag_gemm_run_scaled(g, a, b, sc, sc + 4, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "fp8 inputs only");
