@@ -180,8 +180,9 @@ IRIS_API iris_gemm_path_t iris_ag_gemm_path(const iris_ag_gemm_t *g);
  * the cp.async core ("cp.async-wgmma") instead, for comparison. */
 IRIS_API const char *iris_ag_gemm_engine(const iris_ag_gemm_t *g);
 /* The path AUTO picks for a description on this build (no GPU work): with cuBLASLt,
- * unfused below 256 rows per rank (M/W < IRIS_AG_GEMM_PIPELINE_MIN_ROWS), else pipelined;
- * without it, fused. */
+ * unfused below 256 rows per rank (M/W < IRIS_AG_GEMM_PIPELINE_MIN_ROWS) and, layout
+ * ROWS, below 512 for a GEMM under 2^35 FLOP (2MNK < IRIS_AG_GEMM_SMALL_FLOP), else
+ * pipelined; without it, fused. */
 IRIS_API iris_gemm_path_t iris_ag_gemm_choose_path(const iris_ag_gemm_desc_t *desc, int world_size);
 /* Synchronous: write the last run's trace as Chrome trace JSON (needs desc.trace and
  * -DIRIS_GEMM_TRACE; IRIS_ERROR_UNSUPPORTED otherwise). */
