@@ -278,9 +278,11 @@ typedef struct iris_tile_flags {
   int num_tiles;
 } iris_tile_flags_t;
 /* Collective, outside graph capture (heap allocations in the same order on every rank,
- * then a barrier): flags for num_tiles tiles. Free with iris_tile_flags_destroy. On a
- * failure after the allocation (the zeroing or the barrier), *out still holds the block:
- * destroy it on every rank, so the heaps stay alike. */
+ * then a barrier): flags for num_tiles tiles. Every rank passes the same num_tiles (else
+ * IRIS_ERROR_MISMATCH on every rank; below 1: IRIS_ERROR_INVALID_ARGUMENT on every rank;
+ * nothing allocated). Free with iris_tile_flags_destroy. On a failure after the allocation
+ * (the zeroing or the barrier), *out still holds the block: destroy it on every rank, so
+ * the heaps stay alike. */
 IRIS_API iris_status_t iris_tile_flags_create(iris_t *ctx, int num_tiles, iris_tile_flags_t *out);
 IRIS_API iris_status_t iris_tile_flags_destroy(iris_t *ctx, iris_tile_flags_t *flags);
 

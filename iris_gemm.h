@@ -58,8 +58,9 @@
  *     the plan copies the shard into a heap buffer of its own first.
  *   - Shapes: layout ROWS needs M % W == 0; COLS needs K % W == 0 and (K/W) % 8 == 0.
  *     K % 8 == 0 and N % 8 == 0 (16-byte rows); M and N need not be tile multiples
- *     (edge tiles are masked). B, C and bias 16-byte aligned (256 for the cuBLASLt
- *     paths). Anything else: IRIS_ERROR_INVALID_ARGUMENT naming the rule.
+ *     (edge tiles are masked). A shard, B, C and bias 16-byte aligned (256 for the
+ *     cuBLASLt paths); C overlaps none of B, the bias and (without stage_a) the A shard.
+ *     Anything else: IRIS_ERROR_INVALID_ARGUMENT naming the rule.
  *   - fp8 (a_type IRIS_FLOAT8_E4M3, B the same): the pipelined and unfused paths only
  *     (AUTO picks one of them; the fused kernels: IRIS_ERROR_UNSUPPORTED), b_transposed = 1
  *     (cuBLASLt's fp8 GEMM takes only the "TN" layout), K % 16 == 0 (COLS: (K/W) % 16),
@@ -179,8 +180,9 @@ IRIS_API iris_gemm_path_t iris_ag_gemm_path(const iris_ag_gemm_t *g);
  * the cp.async core ("cp.async-wgmma") instead, for comparison. */
 IRIS_API const char *iris_ag_gemm_engine(const iris_ag_gemm_t *g);
 /* The path AUTO picks for a description on this build (no GPU work): with cuBLASLt,
- * unfused below 256 rows per rank (M/W < IRIS_AG_GEMM_PIPELINE_MIN_ROWS), else pipelined;
- * without it, fused. */
+ * unfused below 256 rows per rank (M/W < IRIS_AG_GEMM_PIPELINE_MIN_ROWS) and, layout
+ * ROWS, below 512 for a GEMM under 2^35 FLOP (2MNK < IRIS_AG_GEMM_SMALL_FLOP), else
+ * pipelined; without it, fused. */
 IRIS_API iris_gemm_path_t iris_ag_gemm_choose_path(const iris_ag_gemm_desc_t *desc, int world_size);
 /* Synchronous: write the last run's trace as Chrome trace JSON (needs desc.trace and
  * -DIRIS_GEMM_TRACE; IRIS_ERROR_UNSUPPORTED otherwise). */

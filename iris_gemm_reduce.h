@@ -102,7 +102,7 @@
  *   - Workspace, on the symmetric heap (w: the wire's element size: sizeof(C type), or 4
  *     with exact = 1 and on the fused path): pipelined and fused M*N*w bytes (the receive
  *     slots), plus M*N*sizeof(C type) for ALL_REDUCE; fused also 4 * (W * ceil(M/64) *
- *     ceil(N/256) + 1033) bytes of flags, error record and counters; unfused M*N*w. Local
+ *     ceil(N/128) + 1033) bytes of flags, error record and counters; unfused M*N*w. Local
  *     memory: pipelined (W-1)/W*M*N*w bytes of chunk staging, and (pipelined, unfused) 32
  *     MB of cuBLASLt workspace.
  A heap that cannot hold the workspace:

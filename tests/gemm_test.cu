@@ -354,6 +354,10 @@ static void bad_input(Suite &s) {
     ok = ok && iris_ag_gemm_run(g, a, NULL, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
   }
   report(s, "run refuses an A shard off the heap (NOT_IN_HEAP), an unexpected bias, a misaligned C, a NULL B", ok);
+  // C over an input: written while the GEMM reads B, while the peers read the A shard
+  ok = ok && iris_ag_gemm_run(g, a, b, NULL, (__nv_bfloat16 *)a, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "overlaps the A shard");
+  ok = ok && iris_ag_gemm_run(g, a, b, NULL, b, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "overlaps B");
+  report(s, "run refuses a C that overlaps the A shard or B (IRIS_ERROR_INVALID_ARGUMENT naming it)", ok);
   float *sc = NULL;
   ok = ok && cudaMalloc(&sc, 8 * sizeof(float)) == cudaSuccess;
   ok = ok && iris_ag_gemm_run_scaled(g, a, b, sc, sc + 4, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "fp8 inputs only");
@@ -667,6 +671,9 @@ int main(int argc, char **argv) {
     // pipelined on one GEMM stream, and COLS with 5 chunks over two GEMM streams in a graph
     one(s, Case{IRIS_GEMM_A_ROWS, IRIS_FLOAT16, IRIS_FLOAT32, 1, 1, IRIS_GEMM_PATH_PIPELINED, 320LL * W, 264, 520, 3, 0, 2, 1}, false, ", gemm_streams = 1, chunks = 2");
     one(s, Case{IRIS_GEMM_A_COLS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_PIPELINED, 1000, 264, 128LL * W, 20, 0, 5, 2}, true, ", gemm_streams = 2, chunks = 5");
+    // COLS, 16 chunks of 130 rows: the first chunk (rounded up to 128 rows) leaves 2 rows
+    // for the other 15 chunks; no chunk may be empty (a GEMM of 0 rows)
+    one(s, Case{IRIS_GEMM_A_COLS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 1, IRIS_GEMM_PATH_PIPELINED, 130, 264, 128LL * W, 3, 0, 16}, false, ", chunks = 16 over 130 rows");
     // many back-to-back calls: every epoch and flag reused; A regenerated between calls
     one(s, Case{IRIS_GEMM_A_ROWS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_FUSED, 128LL * W, 64, 128, 2000, 0}, false);
     one(s, Case{IRIS_GEMM_A_COLS, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0, IRIS_GEMM_PATH_FUSED, 192, 64, 64LL * W, 2000, 0}, true);

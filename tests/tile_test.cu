@@ -142,6 +142,18 @@ int main(int argc, char **argv) {
              red ? ", fp32 avg" : "");
     report(s, name, ok);
   }
+  {
+    // bad counts: the same verdict on every rank, nothing allocated (the heaps stay alike)
+    const size_t used = iris_heap_used(s.ctx);
+    iris_tile_flags_t g;
+    bool ok = iris_tile_flags_create(s.ctx, 0, &g) == IRIS_ERROR_INVALID_ARGUMENT && !g.flags;
+    if (s.world > 1) { // one rank differs
+      ok = ok && iris_tile_flags_create(s.ctx, s.rank == s.world - 1 ? 17 : 16, &g) == IRIS_ERROR_MISMATCH && !g.flags && strstr(iris_error_detail(), "num_tiles");
+      ok = ok && iris_tile_flags_create(s.ctx, s.rank == 0 ? 0 : 8, &g) == IRIS_ERROR_MISMATCH && !g.flags;
+    }
+    ok = ok && iris_heap_used(s.ctx) == used;
+    report(s, "iris_tile_flags_create: 0 tiles (INVALID_ARGUMENT), a count that differs on one rank or 0 on one rank only (IRIS_ERROR_MISMATCH): every rank alike, heap unchanged", ok);
+  }
   cudaFree(plain);
   int rc = s.failed ? 1 : 0;
   if (iris_tile_flags_destroy(s.ctx, &f) != IRIS_SUCCESS || iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;

@@ -283,6 +283,18 @@ static iris_status_t iris_ag_gemm_run_plan(iris_ag_gemm_t *g, const void *a_shar
     return iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: iris_ag_gemm_run: the A shard (%zu bytes) must lie on the symmetric heap (iris_malloc), or create the plan with stage_a = 1",
                             g->me, shard_bytes);
   }
+  {
+    /* C is written while the GEMM still reads B and the bias, and (the shard on the heap)
+     * while the peers still read this rank's A: an overlap gives a wrong C, here or there */
+    const size_t c_bytes = (size_t)d->M * d->N * g->cs;
+    const char *with = iris_gemm_overlap(c, c_bytes, b, (size_t)d->K * d->N * g->es)        ? "B"
+                       : iris_gemm_overlap(c, c_bytes, bias, (size_t)d->N * g->cs)           ? "the bias"
+                       : !d->stage_a && iris_gemm_overlap(c, c_bytes, a_shard, shard_bytes) ? "the A shard"
+                                                                                             : NULL;
+    if (with)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_run: C (%p, %zu bytes) overlaps %s: C is written while %s is still read; give C memory of its own",
+                              g->me, c, c_bytes, with, with);
+  }
 #if defined(IRIS_DEBUG)
   {
     /* the shard must sit at the same heap offset everywhere (a host exchange) */

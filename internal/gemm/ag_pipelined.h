@@ -93,7 +93,9 @@ static void iris_ag_gemm_plan_chunks(iris_ag_gemm_t *g) {
     if (!n) n = d->M >= 4096 ? 4 : d->M >= 1024 ? 2 : 1;
     if (n > d->M) n = (int)d->M;
     first = n > 1 ? (d->M / (2 * n - 1) + 127) / 128 * 128 : d->M;
-    if (first >= d->M || first < 1) first = d->M / n;
+    /* the other n - 1 chunks need a row each: rounded up to 128 rows, the first chunk can
+     * leave fewer (M = 130, 16 chunks: 128 + 2 rows), and a chunk of 0 rows has no GEMM */
+    if (first >= d->M || first < 1 || d->M - first < n - 1) first = d->M / n;
     rest = d->M - first;
     g->chunk_row[0] = 0;
     g->chunk_row[1] = n > 1 ? first : d->M;

@@ -58,6 +58,12 @@ static inline iris_status_t iris_gemm_refuse_broken(int broken, const char *who,
                           me, who);
 }
 
+/* Whether the byte ranges [p, p + pn) and [q, q + qn) overlap (a NULL or empty one: no). */
+static inline int iris_gemm_overlap(const void *p, size_t pn, const void *q, size_t qn) {
+  const uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+  return p && q && pn && qn && a < b + qn && b < a + pn;
+}
+
 /* The scale rules of run_scaled (both ops): an fp8 plan takes both scales, 4-byte aligned;
  * any other plan takes none. */
 static inline iris_status_t iris_gemm_check_scales(iris_dtype_t a_type, const float *a_scale, const float *b_scale, const char *fn, int me) {
