@@ -547,6 +547,66 @@ class TestMoe(StandInCase):
 
 
 @unittest.skipIf(torch is None, "SKIP: torch is not installed")
+class TestPlanRefusedInStep(unittest.TestCase):
+    """A plan constructor that refuses an argument on this rank still calls the C create
+    (which meets the peers before judging: they fail alike instead of waiting out their
+    bound), with the description poisoned, then raises the argument's error."""
+
+    def setUp(self):
+        self.ctx = StandIn(2, -131)
+        self.created = []
+        created = self.created
+
+        class Lib:
+            def __init__(self):
+                for name, field in (("iris_moe_create", "mode"), ("iris_ag_gemm_create", "layout"), ("iris_gemm_rs_create", "op")):
+                    setattr(self, name, (lambda n, f: lambda h, d, g: created.append((n, getattr(d._obj, f))) or 5)(name, field))
+
+        self.ctx._lib = mock.Mock(lib=Lib())
+        self.ctx._handle = lambda: None
+
+        class Dev:
+            def __init__(self, d):
+                pass
+
+            def __enter__(self):
+                pass
+
+            def __exit__(self, *exc):
+                pass
+
+        self.patch = mock.patch.object(torch.cuda, "device", Dev)
+        self.patch.start()
+
+    def tearDown(self):
+        self.patch.stop()
+        self.ctx.close()
+
+    def test_moe(self):
+        with self.assertRaisesRegex(ValueError, "mode 'bogus'"):
+            it.Moe(self.ctx, 4, 16, 2, 4, mode="bogus")
+        with self.assertRaisesRegex(TypeError, "dispatch_dtype"):
+            it.Moe(self.ctx, 4, 16, 2, 4, dispatch_dtype=torch.float32)
+        with self.assertRaises(ValueError):
+            it.Moe(self.ctx, "four", 16, 2, 4)
+        self.assertEqual(self.created, [("iris_moe_create", -1)] * 3)
+
+    def test_ag_gemm(self):
+        with self.assertRaisesRegex(TypeError, "dtype"):
+            it.AgGemm(self.ctx, 256, 128, 64, torch.float32, None, "rows", False, False, "auto", False)
+        with self.assertRaisesRegex(ValueError, "path"):
+            it.AgGemm(self.ctx, 256, 128, 64, torch.bfloat16, None, "rows", False, False, "fastest", False)
+        self.assertEqual(self.created, [("iris_ag_gemm_create", -1)] * 2)
+
+    def test_gemm_reduce(self):
+        with self.assertRaisesRegex(TypeError, "dtype"):
+            it.GemmReduce(self.ctx, "reduce_scatter", 256, 128, 64, dtype=torch.float32)
+        with self.assertRaisesRegex(ValueError, "path"):
+            it.GemmReduce(self.ctx, "all_reduce", 256, 128, 64, path="fastest")
+        self.assertEqual(self.created, [("iris_gemm_rs_create", -1)] * 2)
+
+
+@unittest.skipIf(torch is None, "SKIP: torch is not installed")
 class TestBringUpPieces(unittest.TestCase):
     def test_store_bootstrap_three_ranks_on_a_torch_store(self):
         """StoreBootstrap over a real torch Store (PrefixStore of a HashStore), 3 ranks as threads."""

@@ -21,6 +21,20 @@ def _scale_args(what, fp8, dtype, a_scale, b_scale):
     return [(a_scale, "a_scale", (1,), "float32"), (b_scale, "b_scale", (1,), "float32")] if fp8 else []
 
 
+def _refuse_in_step(ctx, create, desc, field, err):
+    """A plan's argument refused here, on this rank (err), while the peers may be in the
+    same create: the C create meets them first (it gathers every rank's description before
+    any rank judges its own), so it is still called, with `field` of desc set to -1 (a
+    value every create refuses): every rank fails alike (IRIS_ERROR_MISMATCH where only
+    this rank is wrong) and none waits out its bound. Then err is raised."""
+    torch = _torch_mod()
+    setattr(desc, field, -1)
+    g = ctypes.c_void_p()
+    with torch.cuda.device(ctx.device):
+        create(ctx._handle(), ctypes.byref(desc), ctypes.byref(g))
+    raise err
+
+
 class AgGemm:
     """C (M x N) = all_gather(A shards) @ B (+ bias), one plan per shape (iris_gemm.h).
     layout "rows": each rank holds (M/W) x K rows of A; "cols": M x (K/W) columns.
@@ -37,20 +51,23 @@ class AgGemm:
         torch = _torch_mod()
         ctx._lib.require_struct("iris_ag_gemm_desc_t")
         self.ctx = ctx
-        self.dtype = torch.bfloat16 if dtype is None else dtype
-        if _types.dtype_name(self.dtype) not in _types.GEMM_RS_IN:
-            raise TypeError("ag_gemm: dtype must be one of %s, got %s" % (", ".join(_types.GEMM_RS_IN), _types.dtype_name(self.dtype)))
-        self.fp8 = _types.dtype_name(self.dtype) == "float8_e4m3fn"
-        self.out_dtype = (torch.bfloat16 if self.fp8 else self.dtype) if out_dtype is None else out_dtype
-        if _types.dtype_name(self.out_dtype) not in ("bfloat16", "float16", "float32"):
-            raise TypeError("ag_gemm: out_dtype must be bfloat16, float16 or float32, got %s" % _types.dtype_name(self.out_dtype))
-        self.a_shape, self.b_shape, self.c_shape = _types.ag_gemm_shapes(layout, M, N, K, ctx.world_size, b_transposed)
-        if path not in _types.GEMM_PATHS:
-            raise ValueError("ag_gemm: path %r is not one of %s" % (path, ", ".join(_types.GEMM_PATHS)))
         d = _lib.AgGemmDescT.init()
-        d.layout, d.M, d.N, d.K = _types.GEMM_LAYOUTS[layout], M, N, K
-        d.a_type, d.c_type = _types.iris_dtype(self.dtype), _types.iris_dtype(self.out_dtype)
-        d.b_transposed, d.has_bias, d.path, d.stage_a = int(bool(b_transposed)), int(bool(bias)), _types.GEMM_PATHS[path], int(bool(stage_a))
+        try:  # refused here: the create still meets the peers (_refuse_in_step)
+            self.dtype = torch.bfloat16 if dtype is None else dtype
+            if _types.dtype_name(self.dtype) not in _types.GEMM_RS_IN:
+                raise TypeError("ag_gemm: dtype must be one of %s, got %s" % (", ".join(_types.GEMM_RS_IN), _types.dtype_name(self.dtype)))
+            self.fp8 = _types.dtype_name(self.dtype) == "float8_e4m3fn"
+            self.out_dtype = (torch.bfloat16 if self.fp8 else self.dtype) if out_dtype is None else out_dtype
+            if _types.dtype_name(self.out_dtype) not in ("bfloat16", "float16", "float32"):
+                raise TypeError("ag_gemm: out_dtype must be bfloat16, float16 or float32, got %s" % _types.dtype_name(self.out_dtype))
+            self.a_shape, self.b_shape, self.c_shape = _types.ag_gemm_shapes(layout, M, N, K, ctx.world_size, b_transposed)
+            if path not in _types.GEMM_PATHS:
+                raise ValueError("ag_gemm: path %r is not one of %s" % (path, ", ".join(_types.GEMM_PATHS)))
+            d.layout, d.M, d.N, d.K = _types.GEMM_LAYOUTS[layout], M, N, K
+            d.a_type, d.c_type = _types.iris_dtype(self.dtype), _types.iris_dtype(self.out_dtype)
+            d.b_transposed, d.has_bias, d.path, d.stage_a = int(bool(b_transposed)), int(bool(bias)), _types.GEMM_PATHS[path], int(bool(stage_a))
+        except (TypeError, ValueError, KeyError, OverflowError) as e:
+            _refuse_in_step(ctx, ctx._lib.lib.iris_ag_gemm_create, d, "layout", e)
         self.has_bias = bool(bias)
         g = ctypes.c_void_p()
         with torch.cuda.device(ctx.device):
@@ -138,25 +155,30 @@ class GemmReduce:
     def __init__(self, ctx, op, M, N, K, dtype=None, out_dtype=None, b_transposed=False, bias=False, path="auto", exact=False):
         torch = _torch_mod()
         self.ctx, self.op, self._g = ctx, op, None
-        self.dtype = torch.bfloat16 if dtype is None else dtype
-        dn = _types.dtype_name(self.dtype)
-        if dn not in _types.GEMM_RS_IN:
-            raise TypeError("gemm_reduce: dtype must be one of %s, got %s" % (", ".join(_types.GEMM_RS_IN), dn))
-        self.fp8 = dn == "float8_e4m3fn"
-        self.out_dtype = (torch.bfloat16 if self.fp8 else self.dtype) if out_dtype is None else out_dtype
-        on = _types.dtype_name(self.out_dtype)
-        if on not in _types.GEMM_RS_OUT:
-            raise TypeError("gemm_reduce: out_dtype must be one of %s, got %s" % (", ".join(_types.GEMM_RS_OUT), on))
-        self.a_shape, self.b_shape, self.c_shape = _types.gemm_rs_shapes(op, M, N, K, ctx.world_size, b_transposed, dn)
-        if path not in _types.GEMM_PATHS:
-            raise ValueError("gemm_reduce: path %r is not one of %s" % (path, ", ".join(_types.GEMM_PATHS)))
-        self.b_transposed, self.has_bias = bool(b_transposed), bool(bias)
         d = _lib.GemmRsDescT.init()
-        d.op, d.M, d.N, d.K = _types.GEMM_REDUCE_OPS[op], M, N, K
-        d.a_type, d.c_type = _types.iris_dtype(self.dtype), _types.iris_dtype(self.out_dtype)
-        d.b_transposed, d.has_bias, d.path = int(self.b_transposed), int(self.has_bias), _types.GEMM_PATHS[path]
-        self.exact = bool(exact)
-        d.exact = int(self.exact)
+        try:  # refused here: the create still meets the peers (_refuse_in_step)
+            self.dtype = torch.bfloat16 if dtype is None else dtype
+            dn = _types.dtype_name(self.dtype)
+            if dn not in _types.GEMM_RS_IN:
+                raise TypeError("gemm_reduce: dtype must be one of %s, got %s" % (", ".join(_types.GEMM_RS_IN), dn))
+            self.fp8 = dn == "float8_e4m3fn"
+            self.out_dtype = (torch.bfloat16 if self.fp8 else self.dtype) if out_dtype is None else out_dtype
+            on = _types.dtype_name(self.out_dtype)
+            if on not in _types.GEMM_RS_OUT:
+                raise TypeError("gemm_reduce: out_dtype must be one of %s, got %s" % (", ".join(_types.GEMM_RS_OUT), on))
+            self.a_shape, self.b_shape, self.c_shape = _types.gemm_rs_shapes(op, M, N, K, ctx.world_size, b_transposed, dn)
+            if path not in _types.GEMM_PATHS:
+                raise ValueError("gemm_reduce: path %r is not one of %s" % (path, ", ".join(_types.GEMM_PATHS)))
+            self.b_transposed, self.has_bias = bool(b_transposed), bool(bias)
+            d.op, d.M, d.N, d.K = _types.GEMM_REDUCE_OPS[op], M, N, K
+            d.a_type, d.c_type = _types.iris_dtype(self.dtype), _types.iris_dtype(self.out_dtype)
+            d.b_transposed, d.has_bias, d.path = int(self.b_transposed), int(self.has_bias), _types.GEMM_PATHS[path]
+            self.exact = bool(exact)
+            d.exact = int(self.exact)
+        except (TypeError, ValueError, KeyError, OverflowError) as e:
+            ctx._lib.require_struct("iris_gemm_rs_desc_t")
+            ctx._lib.require_function("iris_gemm_rs_create")
+            _refuse_in_step(ctx, ctx._lib.lib.iris_gemm_rs_create, d, "op", e)
 
         self._g = self._create(d)
         self.id = next(_ids)
@@ -276,20 +298,23 @@ class Moe:
     def __init__(self, ctx, max_tokens, hidden, top_k, num_experts, mode="low_latency", dispatch_dtype=None, num_sms=0, max_recv_rows=0):
         torch = _torch_mod()
         self.ctx, self._g = ctx, None
-        if mode not in MOE_MODES:
-            raise ValueError("moe: mode %r is not one of %s" % (mode, ", ".join(MOE_MODES)))
-        self.dispatch_dtype = torch.bfloat16 if dispatch_dtype is None else dispatch_dtype
-        dn = _types.dtype_name(self.dispatch_dtype)
-        if dn not in ("bfloat16", "float8_e4m3fn"):
-            raise TypeError("moe: dispatch_dtype must be bfloat16 or float8_e4m3fn, got %s" % dn)
-        self.mode, self.max_tokens, self.hidden, self.top_k, self.num_experts = mode, int(max_tokens), int(hidden), int(top_k), int(num_experts)
-        self.fp8 = dn == "float8_e4m3fn"
-        d = _lib.MoeDescT.init()
-        d.mode, d.max_tokens, d.hidden, d.top_k, d.num_experts = MOE_MODES[mode], self.max_tokens, self.hidden, self.top_k, self.num_experts
-        d.dispatch_type, d.num_sms, d.max_recv_rows = _types.iris_dtype(self.dispatch_dtype), int(num_sms), int(max_recv_rows)
         L = ctx._lib
         L.require_struct("iris_moe_desc_t")
         L.require_function("iris_moe_create")
+        d = _lib.MoeDescT.init()
+        try:  # refused here: the create still meets the peers (_refuse_in_step)
+            if mode not in MOE_MODES:
+                raise ValueError("moe: mode %r is not one of %s" % (mode, ", ".join(MOE_MODES)))
+            self.dispatch_dtype = torch.bfloat16 if dispatch_dtype is None else dispatch_dtype
+            dn = _types.dtype_name(self.dispatch_dtype)
+            if dn not in ("bfloat16", "float8_e4m3fn"):
+                raise TypeError("moe: dispatch_dtype must be bfloat16 or float8_e4m3fn, got %s" % dn)
+            self.mode, self.max_tokens, self.hidden, self.top_k, self.num_experts = mode, int(max_tokens), int(hidden), int(top_k), int(num_experts)
+            self.fp8 = dn == "float8_e4m3fn"
+            d.mode, d.max_tokens, d.hidden, d.top_k, d.num_experts = MOE_MODES[mode], self.max_tokens, self.hidden, self.top_k, self.num_experts
+            d.dispatch_type, d.num_sms, d.max_recv_rows = _types.iris_dtype(self.dispatch_dtype), int(num_sms), int(max_recv_rows)
+        except (TypeError, ValueError, KeyError, OverflowError) as e:
+            _refuse_in_step(ctx, L.lib.iris_moe_create, d, "mode", e)
         g = ctypes.c_void_p()
         with torch.cuda.device(ctx.device):
             ctx._call("iris_moe_create", L.lib.iris_moe_create(ctx._handle(), ctypes.byref(d), ctypes.byref(g)))
