@@ -563,6 +563,7 @@ class TestPlanRefusedInStep(unittest.TestCase):
                     setattr(self, name, (lambda n, f: lambda h, d, g: created.append((n, getattr(d._obj, f))) or 5)(name, field))
 
         self.ctx._lib = mock.Mock(lib=Lib())
+        self.ctx._lib.detail = lambda: "detail"
         self.ctx._handle = lambda: None
 
         class Dev:

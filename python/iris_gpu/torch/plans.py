@@ -154,7 +154,7 @@ class GemmReduce:
 
     def __init__(self, ctx, op, M, N, K, dtype=None, out_dtype=None, b_transposed=False, bias=False, path="auto", exact=False):
         torch = _torch_mod()
-        self.ctx, self.op, self._g = ctx, op, None
+        self.ctx, self.op, self._g, self.fp8 = ctx, op, None, False
         d = _lib.GemmRsDescT.init()
         try:  # refused here: the create still meets the peers (_refuse_in_step)
             self.dtype = torch.bfloat16 if dtype is None else dtype
@@ -176,9 +176,12 @@ class GemmReduce:
             self.exact = bool(exact)
             d.exact = int(self.exact)
         except (TypeError, ValueError, KeyError, OverflowError) as e:
-            ctx._lib.require_struct("iris_gemm_rs_desc_t")
-            ctx._lib.require_function("iris_gemm_rs_create")
-            _refuse_in_step(ctx, ctx._lib.lib.iris_gemm_rs_create, d, "op", e)
+            d.op = -1  # as _refuse_in_step: the create meets the peers, every rank fails alike
+            try:
+                self._create(d)
+            except _lib.IrisError:
+                pass
+            raise e
 
         self._g = self._create(d)
         self.id = next(_ids)
