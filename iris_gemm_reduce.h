@@ -89,8 +89,8 @@
  *     same number of times in the same order.
  *   - Shapes: M % W == 0 (for both ops: rows are reduced by their owner), K % W == 0 and
  *     (K/W) % 8 == 0, N % 8 == 0 (16-byte rows). M, N, K/W need not be tile multiples.
- *     A and B 256-byte aligned (cuBLASLt), C and bias 16-byte aligned. Anything else:
- *     IRIS_ERROR_INVALID_ARGUMENT naming the rule.
+ *     A and B 256-byte aligned (cuBLASLt), C and bias 16-byte aligned; C overlaps none
+ *     of A, B and the bias. Anything else: IRIS_ERROR_INVALID_ARGUMENT naming the rule.
  *   - fp8 (a_type IRIS_FLOAT8_E4M3, B the same): b_transposed = 1 (cuBLASLt's fp8 GEMM on
  *     Hopper takes only the "TN" layout; else IRIS_ERROR_UNSUPPORTED), (K/W) % 16 == 0
  *     (else IRIS_ERROR_INVALID_ARGUMENT); run through iris_gemm_rs_run_scaled with both

@@ -382,6 +382,11 @@ static void bad_input(Suite &s) {
     ok = ok && iris_gemm_rs_run(NULL, a, b, NULL, c, s.stream) == IRIS_ERROR_INVALID_ARGUMENT;
   }
   report(s, "run refuses an unexpected bias, a misaligned C, A or B, a NULL B, a NULL plan", ok);
+  if (ok) { // C over A or B (written while the GEMM may still read them)
+    bool o = iris_gemm_rs_run(p, a, b, NULL, a, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "overlaps A");
+    o = o && iris_gemm_rs_run(p, a, b, NULL, b, s.stream) == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "overlaps B");
+    report(s, "run refuses a C that overlaps A or B (IRIS_ERROR_INVALID_ARGUMENT naming it)", o);
+  }
   // scales: only for fp8 plans, and an fp8 plan needs both (a, b, c serve as 256-byte
   // aligned device buffers of the right sizes for both plans)
   float *sc = NULL;

@@ -134,20 +134,28 @@ struct iris_ag_gemm_side_group {
   }
 };
 
+/* The peers a fetcher has waited for, a bit each: 32 bits unless IRIS_MAX_RANKS asks for
+ * more (1u << q past 31 is undefined). */
+#if IRIS_MAX_RANKS > 32
+typedef unsigned long long iris_ag_seen_t;
+#else
+typedef unsigned iris_ag_seen_t;
+#endif
+
 /* Whole group (fetcher): copy block (mt, kg) of the gathered A into the staging buffer,
  * then publish it (every thread's stores, a group barrier, one release at device
  * scope). Before the first read from a peer it waits for that peer's "A is ready" epoch
  * (seen: bitmask of peers already waited for, the same in every thread). UNROLL 16-byte
  * loads in flight per thread. */
 template <typename T, int UNROLL, class G>
-IRIS_DEVICE_INLINE void iris_ag_gemm_fetch_by(const G &grp, const iris_ag_gemm_dev_t &d, int mt, int kg, unsigned epoch, unsigned &seen) {
+IRIS_DEVICE_INLINE void iris_ag_gemm_fetch_by(const G &grp, const iris_ag_gemm_dev_t &d, int mt, int kg, unsigned epoch, iris_ag_seen_t &seen) {
   const int r0 = mt * d.bm, r1 = min(d.M, r0 + d.bm), c0 = kg * d.kg, c1 = min(d.K, c0 + d.kg);
   const int q0 = iris_ag_gemm_owner(d, r0, c0), q1 = iris_ag_gemm_owner(d, r1 - 1, c1 - 1);
   const int tid = grp.tid(), nt = grp.size();
   for (int q = q0; q <= q1; ++q) {
     if (q == d.ctx.rank || (seen >> q & 1u)) continue;
     if (tid == 0) iris_gemm_wait_flag<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(d.err, d.arrive + q, epoch, epoch, IRIS_GEMM_WAIT_ARRIVE, q, -1);
-    seen |= 1u << q;
+    seen |= (iris_ag_seen_t)1 << q;
   }
   grp.sync();
   const int vpr = (c1 - c0) / 8, n = (r1 - r0) * vpr; /* 16-byte vectors */
@@ -187,7 +195,7 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_fetch_by(const G &grp, const iris_ag_gemm_d
 }
 /* Whole block (fetcher CTA): iris_ag_gemm_fetch_by with the block. */
 template <typename T>
-IRIS_DEVICE_INLINE void iris_ag_gemm_fetch(const iris_ag_gemm_dev_t &d, int mt, int kg, unsigned epoch, unsigned &seen) {
+IRIS_DEVICE_INLINE void iris_ag_gemm_fetch(const iris_ag_gemm_dev_t &d, int mt, int kg, unsigned epoch, iris_ag_seen_t &seen) {
   iris_ag_gemm_fetch_by<T, IRIS_GEMM_FETCH_UNROLL>(iris_ag_gemm_block_group(), d, mt, kg, epoch, seen);
 }
 
@@ -241,7 +249,7 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_fetch_role(const iris_ag_gemm_dev_t &d, int
   __syncthreads();
 #endif
   if (slot == 0 && threadIdx.x < (unsigned)W && (int)threadIdx.x != me) iris_signal(d.ctx, d.arrive + me, epoch, (int)threadIdx.x);
-  unsigned seen = 0;
+  iris_ag_seen_t seen = 0;
   const int items = d.tiles_m * d.groups_k;
   for (int it = slot; it < items; it += d.fetchers) {
     IRIS_GEMM_T0();
@@ -422,7 +430,7 @@ struct iris_ag_gemm_side_fetch {
     const iris_ag_gemm_side_group grp = {t};
     const int W = d->ctx.world_size, me = d->ctx.rank;
     if ((unit == 0 || d->help) && t < W && t != me) iris_signal(d->ctx, d->arrive + me, epoch, t);
-    unsigned seen = 0;
+    iris_ag_seen_t seen = 0;
     unsigned long long patience = IRIS_GEMM_HELP_AFTER_NS;
     const int items = d->tiles_m * d->groups_k;
     for (int it = unit; it < items; it += units) {

@@ -210,6 +210,7 @@ static iris_status_t iris_ag_gemm_plan_kernel(iris_ag_gemm_t *g, unsigned *flags
   v->tiles_m = (int)iris_cdiv(d->M, iris_ag_gemm_cfg::BM);
   v->tiles_n = (int)iris_cdiv(d->N, iris_ag_gemm_cfg::BN);
   if (!kg) kg = d->K >= 8192 ? 512 : d->K >= 2048 ? 256 : 128;
+  if (kg > d->K) kg = (int)((d->K + 63) / 64 * 64); /* one group of all of K (a k_group near 2^31 overflowed the waiters' k0 + kg) */
   if (d->layout == IRIS_GEMM_A_COLS) /* a k-group never straddles two owners */
     while (kg > 64 && (d->K / g->W) % kg) kg /= 2;
   if (d->layout == IRIS_GEMM_A_COLS && (d->K / g->W) % kg) kg = (int)(d->K / g->W);

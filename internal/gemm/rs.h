@@ -586,6 +586,18 @@ IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: A and B must be 256-byte aligned (cuBLASLt): a %p, b %p", p->me, a, b);
   if (((uintptr_t)c | (uintptr_t)bias) % 16)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: C and bias must be 16-byte aligned: c %p, bias %p", p->me, c, bias);
+  {
+    /* C is written while this rank's GEMM may still read A and B (the pipelined path's
+     * later chunks) and while the reduce reads the bias: an overlap gives a wrong C */
+    const size_t c_bytes = (size_t)(p->d.op == IRIS_GEMM_ALL_REDUCE ? p->d.M : p->ml) * (size_t)p->d.N * p->cs;
+    const char *with = iris_gemm_overlap(c, c_bytes, a, (size_t)p->d.M * (size_t)p->kl * p->es)      ? "A"
+                       : iris_gemm_overlap(c, c_bytes, b, (size_t)p->kl * (size_t)p->d.N * p->es)    ? "B"
+                       : iris_gemm_overlap(c, c_bytes, bias, (size_t)p->d.N * p->cs)                 ? "the bias"
+                                                                                                     : NULL;
+    if (with)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: C (%p, %zu bytes) overlaps %s: C is written while %s is still read; give C memory of its own",
+                              p->me, c, c_bytes, with, with);
+  }
   if ((st = iris_detail_plan_run_begin(p->ctx, stream)) != IRIS_SUCCESS) return st;
 #if defined(IRIS_GEMM_HAVE_BLAS)
   /* the scales first: a failure here leaves nothing of the call enqueued that the peers
