@@ -547,6 +547,88 @@ class TestMoe(StandInCase):
 
 
 @unittest.skipIf(torch is None, "SKIP: torch is not installed")
+class TestCollectiveRefusedInStep(StandInCase):
+    """A collective refused in Python on this rank (world 2: the peer is in the call) still
+    takes part when x itself is usable: the same C call of x into scratch buffers, then the
+    error, saying so. A refusal of x itself (op, root, a count that does not divide) makes
+    no call."""
+
+    ids = (-141, -142)
+
+    def test_refused_collectives_take_part(self):
+        c2, x = self.c2, torch.ones(8)
+        cases = [
+            (ValueError, lambda: it.all_reduce(x, c2, out=torch.zeros(9)), [("all_reduce", 8, 0, 0)]),
+            (TypeError, lambda: it.all_reduce(x, c2, out=torch.zeros(8, dtype=torch.float16)), [("all_reduce", 8, 0, 0)]),
+            (ValueError, lambda: it.all_reduce(torch.ones(8, 2)[:, 0], c2), [("all_reduce", 8, 0, 0)]),
+            (ValueError, lambda: it.all_gather(torch.ones(2, 4), c2, dim=1, out=torch.zeros(16)), [("all_gather", 8, 0, None)]),
+            (ValueError, lambda: it.reduce_scatter(torch.ones(4, 4), c2, out=torch.zeros(3)), [("reduce_scatter", 8, 0, 0)]),
+            (ValueError, lambda: it.all_to_all(x, c2, out=torch.zeros(6)), [("all_to_all", 4, 0, None)]),
+            (ValueError, lambda: it.broadcast(x, c2, 1, out=torch.zeros(3)), [("broadcast", 8, 0, 1)]),
+            (ValueError, lambda: it.all_gather_(torch.ones(8, 2)[:, 0], c2), [("all_gather", 4, 0, None)]),
+            # x itself refused: no call to take part in
+            (ValueError, lambda: it.all_reduce(x, c2, "prod"), []),
+            (ValueError, lambda: it.broadcast(x, c2, 5), []),
+            (ValueError, lambda: it.all_gather_(torch.ones(3), c2), []),
+            (ValueError, lambda: it.reduce_scatter(torch.ones(3, 4), c2), []),
+            (ValueError, lambda: it.all_to_all(torch.ones(3), c2), []),
+        ]
+        for i, (exc, fn, calls) in enumerate(cases):
+            c2.calls.clear()
+            with self.assertRaises(exc) as cm:
+                fn()
+            self.assertEqual(c2.calls, calls, i)
+            self.assertEqual("took part" in str(cm.exception), bool(calls), (i, str(cm.exception)))
+        y = torch.arange(8.0).reshape(4, 2)[:, 0]  # in place, refused (not contiguous): x is left as it was
+        with self.assertRaisesRegex(ValueError, "took part"):
+            it.all_reduce_(y, c2)
+        self.assertTrue(torch.equal(y, torch.arange(0.0, 8.0, 2.0)))
+
+    def test_refused_rmsnorm_takes_part(self):
+        from iris_gpu.torch import ops
+
+        calls = []
+
+        def launch(x, residual, weight, out, out_fp8, scale, eps, quant, algo, cid):  # the real launch's Python checks, then a record
+            ops._rmsnorm_check(x, residual, weight, out, out_fp8, scale, quant, it._CONTEXTS[cid], fake=True)
+            calls.append((tuple(x.shape), quant, algo, tuple(scale.shape) if scale is not None else None))
+
+        x, w = torch.ones(3, 16, dtype=torch.bfloat16), torch.ones(16, dtype=torch.bfloat16)
+        with mock.patch.object(ops, "_rmsnorm_launch", launch):
+            with self.assertRaisesRegex(ValueError, "took part"):
+                it.all_reduce_rmsnorm(x, torch.zeros(3, 15, dtype=torch.bfloat16), w, self.c2)
+            self.assertEqual(calls, [((3, 16), 0, 0, None)])
+            with self.assertRaisesRegex(ValueError, "took part"):
+                it.all_reduce_rmsnorm(x, torch.zeros(3, 16, dtype=torch.bfloat16), w, self.c2, quant="fp8_per_tensor")  # no scale
+            self.assertEqual(calls[1:], [((3, 16), 1, 0, (1,))])
+            del calls[:]
+            with self.assertRaises(TypeError):  # x itself refused: no call
+                it.all_reduce_rmsnorm(x.float(), torch.zeros(3, 16), w.float(), self.c2)
+            self.assertEqual(calls, [])
+            it.all_reduce_rmsnorm(x, torch.zeros(3, 16, dtype=torch.bfloat16), w, self.c2)  # a good call: one launch
+            self.assertEqual(calls, [((3, 16), 0, 0, None)])
+
+    def slot(self):
+        import torch.distributed as dist
+
+        self.c2._ranks = [0, 1]
+        with mock.patch.object(dist, "get_rank", lambda g=None: 1), mock.patch.object(dist, "get_world_size", lambda g=None: 2):
+            return it.CustomAllreduce([0, 1], 0, ctx=self.c2)
+
+    def test_serving_slot_all_reduce(self):
+        ca = self.slot()
+        x = torch.ones(8)
+        self.assertTrue(torch.equal(ca.all_reduce(x, out=torch.zeros(8)), torch.zeros(8)))  # world 2 stand-in: recorded only
+        self.assertEqual(self.c2.calls, [("all_reduce", 8, 0, 0)])
+        self.c2.calls.clear()
+        with self.assertRaisesRegex(ValueError, "took part"):  # vLLM's out= of the wrong size: the call still takes part
+            ca.all_reduce(x, out=torch.zeros(4))
+        self.assertEqual(self.c2.calls, [("all_reduce", 8, 0, 0)])
+        ca.close()
+        with self.assertRaisesRegex(RuntimeError, "closed or disabled"):
+            ca.all_reduce(x)
+
+@unittest.skipIf(torch is None, "SKIP: torch is not installed")
 class TestPlanRefusedInStep(unittest.TestCase):
     """A plan constructor that refuses an argument on this rank still calls the C create
     (which meets the peers before judging: they fail alike instead of waiting out their

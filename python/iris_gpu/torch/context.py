@@ -406,7 +406,9 @@ class Context:
         mine = got[self.rank]
         bad = [r for r, g in enumerate(got) if g != mine]
         if bad:
-            raise ValueError("iris collective mismatch: rank %d calls %s but rank(s) %s call %s" % (self.rank, mine.decode(), bad, got[bad[0]].decode()))
+            err = ValueError("iris collective mismatch: rank %d calls %s but rank(s) %s call %s" % (self.rank, mine.decode(), bad, got[bad[0]].decode()))
+            err._iris_every_rank = True  # every rank raises it (the public ops take no part again)
+            raise err
 
     def _run(self, kind, send_ptr, recv_ptr, count, dtype, extra=None):
         """Enqueue one collective on torch.cuda.current_stream(); extra: op or root.

@@ -288,6 +288,75 @@ _DIRECT = os.environ.get("IRIS_GPU_DISPATCH", "0") in ("", "0")
 _OUT_ARG = {"gemm_reduce_out": 5, "all_reduce_rmsnorm_out": 3}  # where an _out op's mutated tensor is, when not args[1]
 
 
+class _InStep:
+    """Around a public collective: an argument refused in Python (ValueError / TypeError,
+    before the library call) on this rank only would leave the peers waiting for its call
+    until their bound runs out (IRIS_WAIT_TIMEOUT_MS, 10 minutes by default, then a fatal
+    fault), and a rank that caught the error and went on would pair its later calls with
+    their earlier ones (the call headers match by call number and signature). So a real
+    call (plain eager, not capturing) refused here still takes part first, when x itself
+    is usable (a tensor of a supported type on the context's device, with the count the
+    call takes): the same collective of x (a contiguous copy) into scratch buffers. Where
+    the peers made the same call they get this rank's x, as they would have; where they
+    did not, the library sees the mismatch on every rank and moves nothing (every rank's
+    check() reports it). Then the error is raised, saying so. A refusal every rank made
+    alike (check_shapes' exchange) or one of x itself (its type, device, op, root, a count
+    that does not divide) is raised as it is."""
+
+    __slots__ = ("launch",)
+
+    def __init__(self, launch):
+        self.launch = launch  # () -> None: the call with scratch buffers (raises where x is unusable)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, tp, err, tb):
+        if tp is None or not issubclass(tp, (ValueError, TypeError)) or getattr(err, "_iris_every_rank", False):
+            return False
+        torch = _torch_mod()
+        try:
+            if torch.compiler.is_compiling() or torch.utils._python_dispatch._get_current_dispatch_mode() is not None:
+                return False
+            if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+                return False  # nothing runs at capture: no peer waits
+            self.launch()
+        except Exception:  # x itself is unusable (or the context is gone): nothing took part
+            return False
+        note = " (the call took part with this rank's input into scratch buffers, so every rank's calls stay paired)"
+        try:
+            e2 = tp(str(err) + note)
+        except Exception:
+            return False
+        raise e2 from None
+
+
+def _in_step(kind, x, cid, extra=None, inplace=False):
+    """_InStep for a collective of x on context id cid (see there)."""
+
+    def launch():
+        torch = _torch_mod()
+        if not isinstance(x, torch.Tensor) or type(x) is not torch.Tensor:
+            raise TypeError("not a plain tensor")
+        W = _ctx(cid).world_size
+        xc = x.contiguous()
+        if inplace:
+            _launch(kind, xc.clone(), None, cid, extra, inplace=True)
+            return
+        n = xc.numel()
+        if kind == "all_gather":
+            m = n * W
+        elif kind == "reduce_scatter":
+            if n % W:
+                raise ValueError("no count")
+            m = n // W
+        else:
+            m = n
+        _launch(kind, xc, torch.empty((m,), dtype=x.dtype, device=x.device), cid, extra)
+
+    return _InStep(launch)
+
+
 def _contiguous(kind, x, out=None):
     """The public functions refuse non-contiguous tensors (ValueError naming them)."""
     _types.check_contiguous(x, kind + ": input")
@@ -309,18 +378,21 @@ def all_reduce(x, ctx, op="sum", out=None, group=None):
     """Out of place: a new tensor (or out) = op over ranks of x. op: sum, min, max, avg.
     group: a torch.distributed group (or ranks list) of ctx's ranks: over its members only,
     through its team (Context.team); every function here takes group= the same way."""
-    _contiguous("all_reduce", x, out)
     cid = _target_id(ctx, group)
-    if out is None:
-        return _invoke("all_reduce", x, cid, op)
-    _invoke("all_reduce_out", x, out, cid, op)
+    with _in_step("all_reduce", x, cid, op):
+        _contiguous("all_reduce", x, out)
+        if out is None:
+            return _invoke("all_reduce", x, cid, op)
+        _invoke("all_reduce_out", x, out, cid, op)
     return out
 
 
 def all_reduce_(x, ctx, op="sum", group=None):
     """In place: x = op over ranks of x. Returns x."""
-    _contiguous("all_reduce", x)
-    _invoke("all_reduce_inplace", x, _target_id(ctx, group), op)
+    cid = _target_id(ctx, group)
+    with _in_step("all_reduce", x, cid, op, inplace=True):
+        _contiguous("all_reduce", x)
+        _invoke("all_reduce_inplace", x, cid, op)
     return x
 
 
@@ -334,15 +406,17 @@ def all_gather(x, ctx, dim=0, out=None, group=None):
     """Every rank's x, concatenated along dim (out: a tensor of that shape, dim 0 only, or
     any tensor of world_size * x.numel() elements: rank r's x at r * x.numel()). Along a
     dim other than 0 the input is moved to the front first and the result back (copies)."""
-    _contiguous("all_gather", x, out)
     cid = _target_id(ctx, group)
-    if out is not None:
-        if dim != 0:
-            raise ValueError("all_gather: out= needs dim=0 (gather along another dim into a new tensor)")
-        _invoke("all_gather_out", x, out, cid)
+    if out is not None or x.dim() == 0 or dim % x.dim() == 0:
+        with _in_step("all_gather", x, cid):
+            _contiguous("all_gather", x, out)
+            if out is None:
+                return _invoke("all_gather", x, cid)
+            if dim != 0:
+                raise ValueError("all_gather: out= needs dim=0 (gather along another dim into a new tensor)")
+            _invoke("all_gather_out", x, out, cid)
         return out
-    if x.dim() == 0 or dim % x.dim() == 0:
-        return _invoke("all_gather", x, cid)
+    _contiguous("all_gather", x)
     d = dim % x.dim()
     g = _invoke("all_gather", _along(x, d), cid)  # (W * x.shape[d], ...rest)
     return g.movedim(0, d).contiguous()  # gather_shape(x.shape, W, dim), contiguous like torch.cat
@@ -351,66 +425,81 @@ def all_gather(x, ctx, dim=0, out=None, group=None):
 def all_gather_(buf, ctx, group=None):
     """In place: buf holds world_size blocks; this rank's block (rank * n/W) is sent and
     every block is filled."""
-    _contiguous("all_gather", buf)
-    _invoke("all_gather_inplace", buf, _target_id(ctx, group))
+    cid = _target_id(ctx, group)
+    with _in_step("all_gather", buf, cid, inplace=True):
+        _contiguous("all_gather", buf)
+        _invoke("all_gather_inplace", buf, cid)
     return buf
 
 
 def reduce_scatter(x, ctx, op="sum", dim=0, out=None, group=None):
     """This rank's slice (rank-th of world_size along dim) of op over ranks of x."""
-    _contiguous("reduce_scatter", x, out)
     cid = _target_id(ctx, group)
     if out is not None:
-        if dim != 0:
-            raise ValueError("reduce_scatter: out= needs dim=0")
-        _invoke("reduce_scatter_out", x, out, cid, op)
+        with _in_step("reduce_scatter", x, cid, op):
+            _contiguous("reduce_scatter", x, out)
+            if dim != 0:
+                raise ValueError("reduce_scatter: out= needs dim=0")
+            _invoke("reduce_scatter_out", x, out, cid, op)
         return out
     if x.dim() == 0:
         raise ValueError("reduce_scatter: a 0-d tensor cannot be scattered")
     d = dim % x.dim()
-    _types.scatter_shape(tuple(x.shape), _ctx(cid).world_size, d)
-    r = _invoke("reduce_scatter", _along(x, d), cid, op)
-    return r if d == 0 else r.movedim(0, d).contiguous()
+    _types.scatter_shape(tuple(x.shape), _ctx(cid).world_size, d)  # a shape that does not divide: no call to take part in
+    if d == 0:
+        with _in_step("reduce_scatter", x, cid, op):
+            _contiguous("reduce_scatter", x)
+            return _invoke("reduce_scatter", x, cid, op)
+    _contiguous("reduce_scatter", x)
+    return _invoke("reduce_scatter", _along(x, d), cid, op).movedim(0, d).contiguous()
 
 
 def reduce_scatter_(buf, ctx, op="sum", group=None):
     """In place: buf holds world_size blocks; the reduced block of this rank lands at rank * n/W."""
-    _contiguous("reduce_scatter", buf)
-    _invoke("reduce_scatter_inplace", buf, _target_id(ctx, group), op)
+    cid = _target_id(ctx, group)
+    with _in_step("reduce_scatter", buf, cid, op, inplace=True):
+        _contiguous("reduce_scatter", buf)
+        _invoke("reduce_scatter_inplace", buf, cid, op)
     return buf
 
 
 def all_to_all(x, ctx, out=None, group=None):
     """Block r (of world_size equal blocks of x, flattened) goes to rank r; the result's
     block r came from rank r."""
-    _contiguous("all_to_all", x, out)
     cid = _target_id(ctx, group)
-    if out is None:
-        return _invoke("all_to_all", x, cid)
-    _invoke("all_to_all_out", x, out, cid)
+    with _in_step("all_to_all", x, cid):
+        _contiguous("all_to_all", x, out)
+        if out is None:
+            return _invoke("all_to_all", x, cid)
+        _invoke("all_to_all_out", x, out, cid)
     return out
 
 
 def all_to_all_(x, ctx, group=None):
-    _contiguous("all_to_all", x)
-    _invoke("all_to_all_inplace", x, _target_id(ctx, group))
+    cid = _target_id(ctx, group)
+    with _in_step("all_to_all", x, cid, inplace=True):
+        _contiguous("all_to_all", x)
+        _invoke("all_to_all_inplace", x, cid)
     return x
 
 
 def broadcast(x, ctx, root=0, out=None, group=None):
     """root's x on every rank (x is read on the root only). With group=, root is a group
     rank (as torch's group_src)."""
-    _contiguous("broadcast", x, out)
     cid = _target_id(ctx, group)
-    if out is None:
-        return _invoke("broadcast", x, cid, root)
-    _invoke("broadcast_out", x, out, cid, root)
+    with _in_step("broadcast", x, cid, root):
+        _contiguous("broadcast", x, out)
+        if out is None:
+            return _invoke("broadcast", x, cid, root)
+        _invoke("broadcast_out", x, out, cid, root)
     return out
 
 
 def broadcast_(x, ctx, root=0, group=None):
-    _contiguous("broadcast", x)
-    _invoke("broadcast_inplace", x, _target_id(ctx, group), root)
+    cid = _target_id(ctx, group)
+    with _in_step("broadcast", x, cid, root, inplace=True):
+        _contiguous("broadcast", x)
+        _invoke("broadcast_inplace", x, cid, root)
     return x
 
 
@@ -590,6 +679,31 @@ def all_reduce_rmsnorm(x, residual, weight, ctx, eps=1e-6, out=None, quant=None,
         raise ValueError("all_reduce_rmsnorm: algo %r is not one of %s" % (algo, ", ".join(_RMS_ALGO)))
     q = _QUANT[quant]
     cid = _ctx_id(ctx)
+    with _InStep(lambda: _rmsnorm_take_part(x, eps, q, _RMS_ALGO[algo], cid)):
+        return _all_reduce_rmsnorm(torch, x, residual, weight, cid, eps, out, q, out_fp8, scale, algo)
+
+
+def _rmsnorm_take_part(x, eps, q, algo, cid):
+    """all_reduce_rmsnorm refused here (_InStep): the same call of x (a contiguous copy)
+    with scratch residual, weight, out (and fp8 outputs), when x itself is usable."""
+    torch = _torch_mod()
+    ctx = _ctx(cid)
+    if type(x) is not torch.Tensor or x.dtype not in (torch.bfloat16, torch.float16) or x.dim() < 1 or not 1 <= x.shape[-1] <= 32768:
+        raise TypeError("x is unusable")
+    _types.check_tensor(x, "all_reduce_rmsnorm: x", ctx.device, contiguous=False)
+    xc = x.contiguous()
+    hidden = x.shape[-1]
+    tokens = xc.numel() // hidden
+    res, out = torch.zeros_like(xc), torch.empty_like(xc)
+    weight = torch.ones((hidden,), dtype=x.dtype, device=x.device)
+    out_fp8 = scale = None
+    if q:
+        out_fp8 = torch.empty(xc.shape, dtype=torch.float8_e4m3fn, device=x.device)
+        scale = torch.ones((1,) if q == 1 else (tokens,), dtype=torch.float32, device=x.device)
+    _rmsnorm_launch(xc, res, weight, out, out_fp8, scale, eps, q, algo, cid)
+
+
+def _all_reduce_rmsnorm(torch, x, residual, weight, cid, eps, out, q, out_fp8, scale, algo):
     _contiguous("all_reduce_rmsnorm", x, out)
     if q:
         hidden = x.shape[-1] if x.dim() else 1

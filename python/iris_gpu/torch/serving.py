@@ -4,7 +4,7 @@ import warnings
 
 from .. import _types
 from .context import Context, _device_index, _torch_mod
-from .ops import _invoke, all_reduce_rmsnorm
+from .ops import _in_step, _invoke, all_reduce_rmsnorm
 
 
 # ------------------------------------------------------------------ serving engines
@@ -98,9 +98,14 @@ class CustomAllreduce:
         None), whatever capture() says; no gate (the caller checked should_custom_ar).
         `registered` is accepted and ignored: every input works, registered or not."""
         del registered
-        if out is None:
-            return _invoke("all_reduce", inp, self._target.id, "sum")
-        _invoke("all_reduce_out", inp, out, self._target.id, "sum")
+        target = self._target
+        if target is None or target.closed:
+            raise RuntimeError("iris CustomAllreduce.all_reduce: the slot is closed or disabled (world size %d); should_custom_ar says so" % self.world_size)
+        cid = target.id
+        with _in_step("all_reduce", inp, cid, "sum"):
+            if out is None:
+                return _invoke("all_reduce", inp, cid, "sum")
+            _invoke("all_reduce_out", inp, out, cid, "sum")
         return out
 
     # ---- all-reduce + residual add + RMSNorm (+ fp8), vLLM's fused_add_rms_norm signature
