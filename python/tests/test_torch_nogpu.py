@@ -608,6 +608,16 @@ class TestCollectiveRefusedInStep(StandInCase):
             it.all_reduce_rmsnorm(x, torch.zeros(3, 16, dtype=torch.bfloat16), w, self.c2)  # a good call: one launch
             self.assertEqual(calls, [((3, 16), 0, 0, None)])
 
+    def test_fake_all_to_all_refuses_what_the_real_one_does(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        with self.assertRaisesRegex(ValueError, "not a multiple of world_size 2"):
+            it.all_to_all(torch.ones(3), self.c2)
+        with FakeTensorMode():
+            with self.assertRaisesRegex(ValueError, "not a multiple of world_size 2"):
+                torch.ops.iris.all_to_all(torch.empty(3), self.c2.id)
+            self.assertEqual(tuple(torch.ops.iris.all_to_all(torch.empty(4), self.c2.id).shape), (4,))
+
     def slot(self):
         import torch.distributed as dist
 
