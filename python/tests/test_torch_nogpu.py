@@ -638,6 +638,19 @@ class TestCollectiveRefusedInStep(StandInCase):
         with self.assertRaisesRegex(RuntimeError, "closed or disabled"):
             ca.all_reduce(x)
 
+    def test_serving_slot_fused_arguments(self):
+        ca = self.slot()
+        x, w = torch.ones(2, 16, dtype=torch.bfloat16), torch.ones(16, dtype=torch.bfloat16)
+        with self.assertRaisesRegex(ValueError, "quant 'fp8'"):  # refused whatever the gate and capture() say
+            ca.fused_add_rms_norm(x, torch.zeros_like(x), w, 1e-6, quant="fp8")
+        with ca.capture():
+            with self.assertRaisesRegex(ValueError, "quant 'fp8'"):
+                ca.fused_add_rms_norm(x, torch.zeros_like(x), w, 1e-6, quant="fp8")
+        with mock.patch.object(ca, "should_fused_add_rms_norm", lambda *a: True):  # as on the GPU
+            self.assertIsNone(ca.fused_add_rms_norm(x, None, w, 1e-6))  # no residual: the engine runs its own
+        ca.close()
+
+
 @unittest.skipIf(torch is None, "SKIP: torch is not installed")
 class TestPlanRefusedInStep(unittest.TestCase):
     """A plan constructor that refuses an argument on this rank still calls the C create

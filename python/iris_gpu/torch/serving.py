@@ -4,7 +4,7 @@ import warnings
 
 from .. import _types
 from .context import Context, _device_index, _torch_mod
-from .ops import _in_step, _invoke, all_reduce_rmsnorm
+from .ops import _QUANT, _in_step, _invoke, all_reduce_rmsnorm
 
 
 # ------------------------------------------------------------------ serving engines
@@ -136,11 +136,19 @@ class CustomAllreduce:
         norm). quant "fp8_per_token" (dynamic: scales written) or "fp8_per_tensor" (scale:
         a 1-element float32 tensor, read) also writes fp8 e4m3 codes of the output and
         returns (out_fp8, residual, scale). Inside capture() but not capturing (warm-up):
-        nothing is communicated and the inputs are returned as they are."""
-        if not self.should_fused_add_rms_norm(inp, residual, weight):
-            return None
+        nothing is communicated and the inputs are returned as they are. residual or weight
+        None: None (the engine runs its own); an unknown quant raises ValueError, in warm-up
+        too."""
+        if quant not in _QUANT:  # refused alike in warm-up and capture (not only once the graph is captured)
+            raise ValueError("CustomAllreduce.fused_add_rms_norm: quant %r is not one of None, 'fp8_per_tensor', 'fp8_per_token'" % (quant,))
+        if quant == "none":
+            quant = None
+        if residual is None or weight is None or not self.should_fused_add_rms_norm(inp, residual, weight):
+            return None  # vLLM's signature needs both (without a residual the engine runs its own all-reduce and norm)
         torch = _torch_mod()
         if self._capturing and not torch.cuda.is_current_stream_capturing():
+            if quant == "fp8_per_tensor" and scale is None:
+                raise ValueError("CustomAllreduce.fused_add_rms_norm: fp8_per_tensor needs scale (a 1-element float32 tensor)")
             if quant:
                 tokens = inp.numel() // inp.shape[-1]
                 sc = scale if quant == "fp8_per_tensor" else torch.empty((tokens,), dtype=torch.float32, device=inp.device)
