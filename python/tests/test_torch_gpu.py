@@ -797,6 +797,38 @@ class Runner:
             ctx.check_shapes = False
         torch.cuda.synchronize()
 
+    def check_coll_one_rank_refusal(self):
+        """A collective (and all_reduce_rmsnorm) refused in Python on the last rank only (an
+        out of the wrong size, a residual of the wrong shape) still takes part there with
+        its input: the other ranks' results are exact, the next calls on every rank pair
+        as before, and no wait ran out."""
+        it, ctx, dev, W, me = self.it, self.ctx, self.dev, self.world, self.rank
+        last = W - 1
+        for call in range(3):
+            x = torch.full((1000,), float(me + 1 + call), device=dev)
+            want = float(sum(r + 1 + call for r in range(W)))
+            if call == 0 and me == last:
+                expect_raise(ValueError, "took part", lambda: it.all_reduce(x, ctx, out=torch.empty(999, device=dev)))
+                continue
+            y = it.all_reduce(x, ctx)
+            torch.cuda.synchronize()
+            if not bool((y == want).all()):
+                raise AssertionError("call %d: all_reduce gave %s, not %g" % (call, y[:4].tolist(), want))
+        xs, inp, res, w = self.rms_data(4, 256, "bfloat16")
+        r_ref, out_ref = self.rms_ref(xs, res, w, 1e-6, "bfloat16")
+        residual, weight = res.to(dev), w.to(dev)
+        if me == last:
+            expect_raise(ValueError, "took part", lambda: it.all_reduce_rmsnorm(inp, residual[:, :128], weight, ctx))
+        else:
+            out = it.all_reduce_rmsnorm(inp, residual, weight, ctx)
+            torch.cuda.synchronize()
+            e = (None if torch.equal(residual.cpu(), r_ref) else "residual") or self.rms_out_error(out, out_ref, "bfloat16")
+            if e:
+                raise AssertionError("all_reduce_rmsnorm beside a refusal: %s" % e)
+        torch.cuda.synchronize()
+        ctx.check()  # nothing ran out, no mismatch: the refused calls paired with the peers'
+        ctx.async_error()
+
     def check_triton(self):
         """The example's producer/consumer ring kernel (iris_gpu.triton), 20 launches."""
         import importlib.util
@@ -1545,6 +1577,7 @@ def worker():
             R.result("torch.cuda.graph: 1000 replays with fresh data", R.check_graph)
             R.result("torch.compile(fullgraph=True)", R.check_compile)
             R.result("bad input raises, never crashes", R.check_bad_input)
+            R.result("a collective and all_reduce_rmsnorm refused in Python on the last rank only take part; the peers' results exact, no wait ran out", R.check_coll_one_rank_refusal)
         if rms:
             k = 0
             for dt in ("bfloat16", "float16"):
