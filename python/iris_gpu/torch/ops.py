@@ -290,51 +290,41 @@ _DIRECT = os.environ.get("IRIS_GPU_DISPATCH", "0") in ("", "0")
 _OUT_ARG = {"gemm_reduce_out": 5, "all_reduce_rmsnorm_out": 3}  # where an _out op's mutated tensor is, when not args[1]
 
 
-class _InStep:
-    """Around a public collective: an argument refused in Python (ValueError / TypeError,
-    before the library call) on this rank only would leave the peers waiting for its call
+def _take_part(err, launch):
+    """Called with an argument error (ValueError / TypeError) a public collective raised in
+    Python before its library call: on this rank only, the peers would wait for that call
     until their bound runs out (IRIS_WAIT_TIMEOUT_MS, 10 minutes by default, then a fatal
     fault), and a rank that caught the error and went on would pair its later calls with
     their earlier ones (the call headers match by call number and signature). So a real
-    call (plain eager, not capturing) refused here still takes part first, when x itself
-    is usable (a tensor of a supported type on the context's device, with the count the
-    call takes): the same collective of x (a contiguous copy) into scratch buffers. Where
-    the peers made the same call they get this rank's x, as they would have; where they
-    did not, the library sees the mismatch on every rank and moves nothing (every rank's
-    check() reports it). Then the error is raised, saying so. A refusal every rank made
-    alike (check_shapes' exchange) or one of x itself (its type, device, op, root, a count
-    that does not divide) is raised as it is."""
-
-    __slots__ = ("launch",)
-
-    def __init__(self, launch):
-        self.launch = launch  # () -> None: the call with scratch buffers (raises where x is unusable)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, tp, err, tb):
-        if tp is None or not issubclass(tp, (ValueError, TypeError)) or getattr(err, "_iris_every_rank", False):
-            return False
-        torch = _torch_mod()
-        try:
-            if torch.compiler.is_compiling() or torch.utils._python_dispatch._get_current_dispatch_mode() is not None:
-                return False
-            if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
-                return False  # nothing runs at capture: no peer waits
-            self.launch()
-        except Exception:  # x itself is unusable (or the context is gone): nothing took part
-            return False
-        note = " (the call took part with this rank's input into scratch buffers, so every rank's calls stay paired)"
-        try:
-            e2 = tp(str(err) + note)
-        except Exception:
-            return False
-        raise e2 from None
+    call (plain eager, not capturing) still takes part: launch() makes the same collective
+    of x (a contiguous copy) into scratch buffers, when x itself is usable. Where the peers
+    made the same call they get this rank's x, as they would have; where they did not, the
+    library sees the mismatch on every rank and moves nothing (every rank's check() reports
+    it). Then the error is raised, saying so. A refusal every rank made alike
+    (check_shapes' exchange) or one of x itself (its type, device, op, root, a count that
+    does not divide: launch() raises) returns, and the caller re-raises it as it is. Used
+    from except clauses only: the calls that pass cost nothing for it."""
+    if getattr(err, "_iris_every_rank", False):
+        return
+    torch = _torch_mod()
+    try:
+        if torch.compiler.is_compiling() or torch.utils._python_dispatch._get_current_dispatch_mode() is not None:
+            return
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            return  # nothing runs at capture: no peer waits
+        launch()
+    except Exception:  # x itself is unusable (or the context is gone): nothing took part
+        return
+    note = " (the call took part with this rank's input into scratch buffers, so every rank's calls stay paired)"
+    try:
+        e2 = type(err)(str(err) + note)
+    except Exception:
+        return
+    raise e2 from None
 
 
-def _in_step(kind, x, cid, extra=None, inplace=False):
-    """_InStep for a collective of x on context id cid (see there)."""
+def _in_step(err, kind, x, cid, extra=None, inplace=False):
+    """_take_part for a collective of x on context id cid (see there)."""
 
     def launch():
         torch = _torch_mod()
@@ -356,7 +346,7 @@ def _in_step(kind, x, cid, extra=None, inplace=False):
             m = n
         _launch(kind, xc, torch.empty((m,), dtype=x.dtype, device=x.device), cid, extra)
 
-    return _InStep(launch)
+    _take_part(err, launch)
 
 
 def _contiguous(kind, x, out=None):
@@ -381,20 +371,26 @@ def all_reduce(x, ctx, op="sum", out=None, group=None):
     group: a torch.distributed group (or ranks list) of ctx's ranks: over its members only,
     through its team (Context.team); every function here takes group= the same way."""
     cid = _target_id(ctx, group)
-    with _in_step("all_reduce", x, cid, op):
+    try:
         _contiguous("all_reduce", x, out)
         if out is None:
             return _invoke("all_reduce", x, cid, op)
         _invoke("all_reduce_out", x, out, cid, op)
+    except (ValueError, TypeError) as e:
+        _in_step(e, "all_reduce", x, cid, op)
+        raise
     return out
 
 
 def all_reduce_(x, ctx, op="sum", group=None):
     """In place: x = op over ranks of x. Returns x."""
     cid = _target_id(ctx, group)
-    with _in_step("all_reduce", x, cid, op, inplace=True):
+    try:
         _contiguous("all_reduce", x)
         _invoke("all_reduce_inplace", x, cid, op)
+    except (ValueError, TypeError) as e:
+        _in_step(e, "all_reduce", x, cid, op, inplace=True)
+        raise
     return x
 
 
@@ -410,13 +406,16 @@ def all_gather(x, ctx, dim=0, out=None, group=None):
     dim other than 0 the input is moved to the front first and the result back (copies)."""
     cid = _target_id(ctx, group)
     if out is not None or x.dim() == 0 or dim % x.dim() == 0:
-        with _in_step("all_gather", x, cid):
+        try:
             _contiguous("all_gather", x, out)
             if out is None:
                 return _invoke("all_gather", x, cid)
             if dim != 0:
                 raise ValueError("all_gather: out= needs dim=0 (gather along another dim into a new tensor)")
             _invoke("all_gather_out", x, out, cid)
+        except (ValueError, TypeError) as e:
+            _in_step(e, "all_gather", x, cid)
+            raise
         return out
     _contiguous("all_gather", x)
     d = dim % x.dim()
@@ -428,9 +427,12 @@ def all_gather_(buf, ctx, group=None):
     """In place: buf holds world_size blocks; this rank's block (rank * n/W) is sent and
     every block is filled."""
     cid = _target_id(ctx, group)
-    with _in_step("all_gather", buf, cid, inplace=True):
+    try:
         _contiguous("all_gather", buf)
         _invoke("all_gather_inplace", buf, cid)
+    except (ValueError, TypeError) as e:
+        _in_step(e, "all_gather", buf, cid, inplace=True)
+        raise
     return buf
 
 
@@ -438,20 +440,26 @@ def reduce_scatter(x, ctx, op="sum", dim=0, out=None, group=None):
     """This rank's slice (rank-th of world_size along dim) of op over ranks of x."""
     cid = _target_id(ctx, group)
     if out is not None:
-        with _in_step("reduce_scatter", x, cid, op):
+        try:
             _contiguous("reduce_scatter", x, out)
             if dim != 0:
                 raise ValueError("reduce_scatter: out= needs dim=0")
             _invoke("reduce_scatter_out", x, out, cid, op)
+        except (ValueError, TypeError) as e:
+            _in_step(e, "reduce_scatter", x, cid, op)
+            raise
         return out
     if x.dim() == 0:
         raise ValueError("reduce_scatter: a 0-d tensor cannot be scattered")
     d = dim % x.dim()
     _types.scatter_shape(tuple(x.shape), _ctx(cid).world_size, d)  # a shape that does not divide: no call to take part in
     if d == 0:
-        with _in_step("reduce_scatter", x, cid, op):
+        try:
             _contiguous("reduce_scatter", x)
             return _invoke("reduce_scatter", x, cid, op)
+        except (ValueError, TypeError) as e:
+            _in_step(e, "reduce_scatter", x, cid, op)
+            raise
     _contiguous("reduce_scatter", x)
     return _invoke("reduce_scatter", _along(x, d), cid, op).movedim(0, d).contiguous()
 
@@ -459,9 +467,12 @@ def reduce_scatter(x, ctx, op="sum", dim=0, out=None, group=None):
 def reduce_scatter_(buf, ctx, op="sum", group=None):
     """In place: buf holds world_size blocks; the reduced block of this rank lands at rank * n/W."""
     cid = _target_id(ctx, group)
-    with _in_step("reduce_scatter", buf, cid, op, inplace=True):
+    try:
         _contiguous("reduce_scatter", buf)
         _invoke("reduce_scatter_inplace", buf, cid, op)
+    except (ValueError, TypeError) as e:
+        _in_step(e, "reduce_scatter", buf, cid, op, inplace=True)
+        raise
     return buf
 
 
@@ -469,19 +480,25 @@ def all_to_all(x, ctx, out=None, group=None):
     """Block r (of world_size equal blocks of x, flattened) goes to rank r; the result's
     block r came from rank r."""
     cid = _target_id(ctx, group)
-    with _in_step("all_to_all", x, cid):
+    try:
         _contiguous("all_to_all", x, out)
         if out is None:
             return _invoke("all_to_all", x, cid)
         _invoke("all_to_all_out", x, out, cid)
+    except (ValueError, TypeError) as e:
+        _in_step(e, "all_to_all", x, cid)
+        raise
     return out
 
 
 def all_to_all_(x, ctx, group=None):
     cid = _target_id(ctx, group)
-    with _in_step("all_to_all", x, cid, inplace=True):
+    try:
         _contiguous("all_to_all", x)
         _invoke("all_to_all_inplace", x, cid)
+    except (ValueError, TypeError) as e:
+        _in_step(e, "all_to_all", x, cid, inplace=True)
+        raise
     return x
 
 
@@ -489,19 +506,25 @@ def broadcast(x, ctx, root=0, out=None, group=None):
     """root's x on every rank (x is read on the root only). With group=, root is a group
     rank (as torch's group_src)."""
     cid = _target_id(ctx, group)
-    with _in_step("broadcast", x, cid, root):
+    try:
         _contiguous("broadcast", x, out)
         if out is None:
             return _invoke("broadcast", x, cid, root)
         _invoke("broadcast_out", x, out, cid, root)
+    except (ValueError, TypeError) as e:
+        _in_step(e, "broadcast", x, cid, root)
+        raise
     return out
 
 
 def broadcast_(x, ctx, root=0, group=None):
     cid = _target_id(ctx, group)
-    with _in_step("broadcast", x, cid, root, inplace=True):
+    try:
         _contiguous("broadcast", x)
         _invoke("broadcast_inplace", x, cid, root)
+    except (ValueError, TypeError) as e:
+        _in_step(e, "broadcast", x, cid, root, inplace=True)
+        raise
     return x
 
 
@@ -681,12 +704,15 @@ def all_reduce_rmsnorm(x, residual, weight, ctx, eps=1e-6, out=None, quant=None,
         raise ValueError("all_reduce_rmsnorm: algo %r is not one of %s" % (algo, ", ".join(_RMS_ALGO)))
     q = _QUANT[quant]
     cid = _ctx_id(ctx)
-    with _InStep(lambda: _rmsnorm_take_part(x, eps, q, _RMS_ALGO[algo], cid)):
+    try:
         return _all_reduce_rmsnorm(torch, x, residual, weight, cid, eps, out, q, out_fp8, scale, algo)
+    except (ValueError, TypeError) as e:
+        _take_part(e, lambda: _rmsnorm_take_part(x, eps, q, _RMS_ALGO[algo], cid))
+        raise
 
 
 def _rmsnorm_take_part(x, eps, q, algo, cid):
-    """all_reduce_rmsnorm refused here (_InStep): the same call of x (a contiguous copy)
+    """all_reduce_rmsnorm refused here (_take_part): the same call of x (a contiguous copy)
     with scratch residual, weight, out (and fp8 outputs), when x itself is usable."""
     torch = _torch_mod()
     ctx = _ctx(cid)

@@ -102,10 +102,13 @@ class CustomAllreduce:
         if target is None or target.closed:
             raise RuntimeError("iris CustomAllreduce.all_reduce: the slot is closed or disabled (world size %d); should_custom_ar says so" % self.world_size)
         cid = target.id
-        with _in_step("all_reduce", inp, cid, "sum"):
+        try:
             if out is None:
                 return _invoke("all_reduce", inp, cid, "sum")
             _invoke("all_reduce_out", inp, out, cid, "sum")
+        except (ValueError, TypeError) as e:
+            _in_step(e, "all_reduce", inp, cid, "sum")
+            raise
         return out
 
     # ---- all-reduce + residual add + RMSNorm (+ fp8), vLLM's fused_add_rms_norm signature
