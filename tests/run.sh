@@ -110,7 +110,9 @@ progs() { local n; for n in "$@"; do printf '%s/%s ' "$pb" "$n"; done; }
 
 if [ "$only" = all ]; then
 # What make test builds before its checks, with its CPU seconds on the 2-core VM without a
-# GPU: make builds them slowest first, so that both cores stay busy to the end. "prog NAME":
+# GPU (the compile proofs' before they stopped at PTX, which about halves the GEMM ones):
+# make builds them slowest first, so that both cores stay busy to the end; check-nvcc's
+# objects among them (they ran one after another in its check before). "prog NAME":
 # a program as above; "file": a compile check's object, a library, a host program; "hip": a
 # file only built with hipcc. One a line, so that additions merge.
 builds="
@@ -130,6 +132,9 @@ builds="
    22 prog moe_test
    20 prog bench_moe
    19 file build/include_order_nvcc
+   45 file build/max_ranks_6.o
+   45 file build/max_ranks_64.o
+   30 file build/rmsnorm_groups_32.o
    17 prog tile_test
    17 prog bench_coll
    15 prog fused_allreduce_rmsnorm
@@ -163,7 +168,7 @@ if [ "$ngpu" -gt 0 ]; then
 fi
 build_all $prebuild
 if [ "$pb" = build/proof ]; then
-  echo "# no GPU here: the GPU tests, benchmarks and examples are built as compile proofs (build/proof/NAME: the collectives' kernels cut to fp32 SUM; check-nvcc and make lib compile all of them)"
+  echo "# no GPU here: the GPU tests, benchmarks and examples are built as compile proofs (build/proof/NAME: the collectives' kernels cut to fp32 SUM, compiled to PTX; check-nvcc and make lib compile all of them to machine code)"
 fi
 echo "# compile checks"
 check "iris.h compiles as C99 (-Wall -Wextra -Werror -pedantic)" make -s check-c99
