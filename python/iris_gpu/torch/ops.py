@@ -366,32 +366,41 @@ def _target_id(ctx, group):
     return _ctx_id(ctx.team_for(group))
 
 
+def _plain(kind, x, out, cid, *extra):
+    """A public collective on the flat buffers: out=None: a new tensor; else into out. A
+    refusal takes part first (_in_step)."""
+    try:
+        _contiguous(kind, x, out)
+        if out is None:
+            return _invoke(kind, x, cid, *extra)
+        _invoke(kind + "_out", x, out, cid, *extra)
+        return out
+    except (ValueError, TypeError) as e:
+        _in_step(e, kind, x, cid, *extra)
+        raise
+
+
+def _plain_inplace(kind, x, cid, *extra):
+    """The in-place form of _plain: x is the buffer; returns x."""
+    try:
+        _contiguous(kind, x)
+        _invoke(kind + "_inplace", x, cid, *extra)
+        return x
+    except (ValueError, TypeError) as e:
+        _in_step(e, kind, x, cid, *extra, inplace=True)
+        raise
+
+
 def all_reduce(x, ctx, op="sum", out=None, group=None):
     """Out of place: a new tensor (or out) = op over ranks of x. op: sum, min, max, avg.
     group: a torch.distributed group (or ranks list) of ctx's ranks: over its members only,
     through its team (Context.team); every function here takes group= the same way."""
-    cid = _target_id(ctx, group)
-    try:
-        _contiguous("all_reduce", x, out)
-        if out is None:
-            return _invoke("all_reduce", x, cid, op)
-        _invoke("all_reduce_out", x, out, cid, op)
-    except (ValueError, TypeError) as e:
-        _in_step(e, "all_reduce", x, cid, op)
-        raise
-    return out
+    return _plain("all_reduce", x, out, _target_id(ctx, group), op)
 
 
 def all_reduce_(x, ctx, op="sum", group=None):
     """In place: x = op over ranks of x. Returns x."""
-    cid = _target_id(ctx, group)
-    try:
-        _contiguous("all_reduce", x)
-        _invoke("all_reduce_inplace", x, cid, op)
-    except (ValueError, TypeError) as e:
-        _in_step(e, "all_reduce", x, cid, op, inplace=True)
-        raise
-    return x
+    return _plain_inplace("all_reduce", x, _target_id(ctx, group), op)
 
 
 def _along(x, dim):
@@ -426,14 +435,7 @@ def all_gather(x, ctx, dim=0, out=None, group=None):
 def all_gather_(buf, ctx, group=None):
     """In place: buf holds world_size blocks; this rank's block (rank * n/W) is sent and
     every block is filled."""
-    cid = _target_id(ctx, group)
-    try:
-        _contiguous("all_gather", buf)
-        _invoke("all_gather_inplace", buf, cid)
-    except (ValueError, TypeError) as e:
-        _in_step(e, "all_gather", buf, cid, inplace=True)
-        raise
-    return buf
+    return _plain_inplace("all_gather", buf, _target_id(ctx, group))
 
 
 def reduce_scatter(x, ctx, op="sum", dim=0, out=None, group=None):
@@ -466,66 +468,27 @@ def reduce_scatter(x, ctx, op="sum", dim=0, out=None, group=None):
 
 def reduce_scatter_(buf, ctx, op="sum", group=None):
     """In place: buf holds world_size blocks; the reduced block of this rank lands at rank * n/W."""
-    cid = _target_id(ctx, group)
-    try:
-        _contiguous("reduce_scatter", buf)
-        _invoke("reduce_scatter_inplace", buf, cid, op)
-    except (ValueError, TypeError) as e:
-        _in_step(e, "reduce_scatter", buf, cid, op, inplace=True)
-        raise
-    return buf
+    return _plain_inplace("reduce_scatter", buf, _target_id(ctx, group), op)
 
 
 def all_to_all(x, ctx, out=None, group=None):
     """Block r (of world_size equal blocks of x, flattened) goes to rank r; the result's
     block r came from rank r."""
-    cid = _target_id(ctx, group)
-    try:
-        _contiguous("all_to_all", x, out)
-        if out is None:
-            return _invoke("all_to_all", x, cid)
-        _invoke("all_to_all_out", x, out, cid)
-    except (ValueError, TypeError) as e:
-        _in_step(e, "all_to_all", x, cid)
-        raise
-    return out
+    return _plain("all_to_all", x, out, _target_id(ctx, group))
 
 
 def all_to_all_(x, ctx, group=None):
-    cid = _target_id(ctx, group)
-    try:
-        _contiguous("all_to_all", x)
-        _invoke("all_to_all_inplace", x, cid)
-    except (ValueError, TypeError) as e:
-        _in_step(e, "all_to_all", x, cid, inplace=True)
-        raise
-    return x
+    return _plain_inplace("all_to_all", x, _target_id(ctx, group))
 
 
 def broadcast(x, ctx, root=0, out=None, group=None):
     """root's x on every rank (x is read on the root only). With group=, root is a group
     rank (as torch's group_src)."""
-    cid = _target_id(ctx, group)
-    try:
-        _contiguous("broadcast", x, out)
-        if out is None:
-            return _invoke("broadcast", x, cid, root)
-        _invoke("broadcast_out", x, out, cid, root)
-    except (ValueError, TypeError) as e:
-        _in_step(e, "broadcast", x, cid, root)
-        raise
-    return out
+    return _plain("broadcast", x, out, _target_id(ctx, group), root)
 
 
 def broadcast_(x, ctx, root=0, group=None):
-    cid = _target_id(ctx, group)
-    try:
-        _contiguous("broadcast", x)
-        _invoke("broadcast_inplace", x, cid, root)
-    except (ValueError, TypeError) as e:
-        _in_step(e, "broadcast", x, cid, root, inplace=True)
-        raise
-    return x
+    return _plain_inplace("broadcast", x, _target_id(ctx, group), root)
 
 
 def barrier(ctx, group=None):
