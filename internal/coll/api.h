@@ -8,6 +8,7 @@
 #include "../core/sys.h"
 #include "../core/platform.h"
 #include "../core/status.h"
+#include "../core/plan.h"
 #include "protocol.h"
 #include "kernels.h"
 #include "launch.h"
@@ -69,28 +70,20 @@ IRIS_DEF iris_status_t iris_tile_flags_create(iris_t *ctx, int num_tiles, iris_t
   iris_status_t st;
   char *base = NULL;
   size_t bytes;
-  int *all, q, W, me;
+  int q;
   if (!ctx || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_tile_flags_create: NULL argument (ctx %p, out %p)", (void *)ctx, (void *)out);
   memset(out, 0, sizeof *out);
   /* every rank the same count, judged on every rank alike: the block's size decides where
    * the next heap block starts (different counts would leave the heaps out of step, and a
    * count refused on one rank only would leave the others waiting in the barrier) */
-  W = iris_world_size(ctx);
-  me = iris_rank(ctx);
-  if (!(all = (int *)calloc((size_t)W, sizeof *all))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-  if ((st = iris_allgather_host(ctx, &num_tiles, all, sizeof num_tiles)) != IRIS_SUCCESS) {
-    free(all);
-    return st;
+  {
+    const long long mine = num_tiles;
+    if ((st = iris_detail_meet_same(ctx, &mine, 1, &q)) != IRIS_SUCCESS) return st;
   }
-  for (q = 0; q < W; ++q)
-    if (all[q] != num_tiles) {
-      st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_tile_flags_create: rank %d asks for %d tiles, this rank for %d: every rank passes the same num_tiles", me, q,
-                            all[q], num_tiles);
-      break;
-    }
-  free(all);
-  if (st != IRIS_SUCCESS) return st;
-  if (num_tiles < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_tile_flags_create: num_tiles is %d, must be at least 1", me, num_tiles);
+  if (q >= 0)
+    return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_tile_flags_create: rank %d asks for another number of tiles than this rank's %d: every rank passes the same num_tiles",
+                            iris_rank(ctx), q, num_tiles);
+  if (num_tiles < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_tile_flags_create: num_tiles is %d, must be at least 1", iris_rank(ctx), num_tiles);
   bytes = (size_t)num_tiles * (IRIS_MAX_RANKS * sizeof(unsigned long long) + sizeof(unsigned));
   st = iris_calloc(ctx, bytes, (void **)&base); /* on a failed memset the block stays (offsets stay equal) */
   if (!base) return st;

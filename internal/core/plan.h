@@ -44,31 +44,37 @@ static inline iris_status_t iris_detail_plan_args(const iris_detail_plan_kind_t 
   return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL argument (ctx %p, desc %p, out %p)", k->create, (const void *)ctx, desc, out);
 }
 
+/* Collective: gathers nf values from every rank; *differs = the first rank whose values
+ * differ from this rank's (-1: none). A failed exchange returns its status. */
+static inline iris_status_t iris_detail_meet_same(iris_t *ctx, const long long *mine, int nf, int *differs) {
+  const int W = iris_world_size(ctx);
+  const size_t bytes = (size_t)nf * sizeof *mine;
+  long long *all;
+  iris_status_t st;
+  int q;
+  *differs = -1;
+  if (!(all = (long long *)calloc((size_t)W * (size_t)nf, sizeof *all))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  st = iris_allgather_host(ctx, mine, all, bytes);
+  for (q = 0; st == IRIS_SUCCESS && q < W && *differs < 0; ++q)
+    if (memcmp(all + (size_t)q * (size_t)nf, mine, bytes)) *differs = q;
+  free(all);
+  return st;
+}
+
 /* Collective: refuses a context that spans several nodes (the plans run within one node),
  * alike on every rank before any exchange; then gathers the description's nf fields
  * (fields, not bytes: the descriptions have padding) from every rank and compares them:
  * IRIS_ERROR_MISMATCH names the first rank that describes another problem. */
 static inline iris_status_t iris_detail_plan_meet(const iris_detail_plan_kind_t *k, iris_t *ctx, const long long *mine, int nf) {
-  const int W = iris_world_size(ctx), me = iris_rank(ctx);
-  const size_t bytes = (size_t)nf * sizeof *mine;
-  long long *all;
+  const int me = iris_rank(ctx);
   iris_status_t st;
   int q;
   if (iris_num_nodes(ctx) > 1)
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
                             "rank %d: %s: %s runs within one node, and this context spans %d nodes; create it on a node-local context (docs/multinode.md)", me,
                             k->create, k->what, iris_num_nodes(ctx));
-  if (!(all = (long long *)calloc((size_t)W * (size_t)nf, sizeof *all))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-  if ((st = iris_allgather_host(ctx, mine, all, bytes)) != IRIS_SUCCESS) {
-    free(all);
-    return st;
-  }
-  for (q = 0; q < W; ++q)
-    if (memcmp(all + (size_t)q * (size_t)nf, mine, bytes)) {
-      free(all);
-      return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d describes a different %s (%s)", me, k->create, q, k->noun, k->fields);
-    }
-  free(all);
+  if ((st = iris_detail_meet_same(ctx, mine, nf, &q)) != IRIS_SUCCESS) return st;
+  if (q >= 0) return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d describes a different %s (%s)", me, k->create, q, k->noun, k->fields);
   return IRIS_SUCCESS;
 }
 
