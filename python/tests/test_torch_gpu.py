@@ -450,6 +450,46 @@ class Runner:
         if not ca.disabled or ca.should_custom_ar(x) or ca.custom_all_reduce(x) is not None:
             raise AssertionError("still takes tensors after close()")
 
+    def check_custom_allreduce_sizing(self, group):
+        """The slot's own context at the default max_size (8 MiB): its heap is
+        CustomAllreduce.heap_bytes(max_size, W) and IRIS_COLL_STAGING is gone after the
+        bring-up (where neither it nor IRIS_HEAP_SIZE is set here); the largest all-reduce
+        the gate takes (max_size - 16 bytes) is exact; a fused add + RMSNorm past the staging
+        areas (1100 x 4100 bf16, 9 MB: the separate path in two pieces of whole rows) is
+        exact too."""
+        it, W = self.it, self.world
+        user_env = "IRIS_HEAP_SIZE" in os.environ or "IRIS_COLL_STAGING" in os.environ
+        ca = it.CustomAllreduce(group, self.dev)
+        try:
+            if not user_env:
+                want = it.CustomAllreduce.heap_bytes(ca.max_size, W)
+                if ca.ctx.heap_size != want:
+                    raise AssertionError("heap %d bytes, expected %d (heap_bytes(%d, %d))" % (ca.ctx.heap_size, want, ca.max_size, W))
+                if "IRIS_COLL_STAGING" in os.environ:
+                    raise AssertionError("IRIS_COLL_STAGING left set after the bring-up")
+            n = (ca.max_size - 16) // 2
+            xs, inp = self.inputs((n,), "bfloat16")
+            if not ca.should_custom_ar(inp):
+                raise AssertionError("refused %d bytes of bf16 (max_size %d)" % (2 * n, ca.max_size))
+            out = ca.custom_all_reduce(inp)
+            torch.cuda.synchronize()
+            e = same(out, reduce_ref(xs, "sum"), "bfloat16")
+            if e:
+                raise AssertionError("all-reduce of max_size - 16 bytes: %s" % e)
+            xs, x, res, w = self.rms_data(1100, 4100, "bfloat16")
+            r_ref, out_ref = self.rms_ref(xs, res, w, 1e-6, "bfloat16")
+            residual, weight = res.to(self.dev), w.to(self.dev)
+            if ca.fused_add_rms_norm(x, residual, weight, 1e-6) is None:
+                raise AssertionError("fused_add_rms_norm declined 1100 x 4100 bf16")
+            torch.cuda.synchronize()
+            e = None if torch.equal(residual.cpu(), r_ref) else "residual differs from the exact reference"
+            e = e or self.rms_out_error(x, out_ref, "bfloat16")
+            if e:
+                raise AssertionError("fused_add_rms_norm 1100 x 4100: %s" % e)
+        finally:
+            ca.close()
+        return "IRIS_HEAP_SIZE or IRIS_COLL_STAGING is set: the heap was not checked" if user_env else None
+
     # ------------------------------------------------------------ all-reduce + RMSNorm
     def rms_data(self, tokens, hidden, dt):
         """Every rank's x (exact small values), and a residual and weight that are the same on
@@ -1616,6 +1656,8 @@ def worker():
         if rms:
             group = dist.new_group(list(range(world)), backend="gloo")
             R.result("CustomAllreduce contract (custom_all_reduce, capture, fused_add_rms_norm)", lambda: R.check_custom_allreduce(group))
+            R.result("CustomAllreduce sizes its own heap from max_size and the world; max_size - 16 bytes and a fused add + RMSNorm past the staging areas exact",
+                     lambda: R.check_custom_allreduce_sizing(group))
         if only in ("all", "teams"):
             team_cases(R)
         R.result("heap_verify: every rank holds the same allocations after the tests", ctx.heap_verify)

@@ -1017,6 +1017,129 @@ class TestLifeCycle(unittest.TestCase):
         self.assertFalse(ca.should_custom_ar(torch.empty(8)))
 
 
+@unittest.skipIf(torch is None, "SKIP: torch is not installed")
+class TestSlotOwnContextSizes(unittest.TestCase):
+    """CustomAllreduce(ctx=None) brings up a Context of its own: the heap it asks for and
+    IRIS_COLL_STAGING while the bring-up runs, through the real Context with the library's
+    bring-up (_host.bring_up) faked, over a gloo world of one taken for W ranks."""
+
+    MIB = 1 << 20
+    VARS = ("IRIS_HEAP_SIZE", "IRIS_COLL_STAGING")
+
+    def setUp(self):
+        import torch.distributed as dist
+        from iris_gpu import _host
+
+        self.saved = {k: os.environ.pop(k) for k in self.VARS if k in os.environ}
+        self.seen, self.refuse, self.world = [], False, 2
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        lib = mock.Mock()
+        lib.lib.iris_finalize.return_value = 0
+
+        def bring_up(lib_, rank, world, device, heap_size, timeout_ms, boot):
+            self.seen.append((heap_size, os.environ.get("IRIS_COLL_STAGING")))
+            if self.refuse:
+                raise it.IrisError(_lib.ERROR_OUT_OF_MEMORY, "(stand-in) no room", "iris_collectives_setup (rank 0)")
+            return 7
+
+        class Dev:
+            def __init__(self, d):
+                pass
+
+            def __enter__(self):
+                pass
+
+            def __exit__(self, *exc):
+                pass
+
+        self.patches = [mock.patch.object(_host, "bring_up", bring_up), mock.patch.object(_lib, "load", lambda path=None: lib),
+                        mock.patch.object(dist, "get_world_size", lambda g=None: self.world), mock.patch.object(torch.cuda, "device", Dev)]
+        for p in self.patches:
+            p.start()
+
+    def tearDown(self):
+        import torch.distributed as dist
+
+        for p in self.patches:
+            p.stop()
+        dist.destroy_process_group()
+        for k in self.VARS:
+            os.environ.pop(k, None)
+        os.environ.update(self.saved)
+
+    def slot(self, **kw):
+        import torch.distributed as dist
+
+        ca = it.CustomAllreduce(dist.group.WORLD, 0, **kw)
+        self.assertFalse(ca.disabled)
+        ca.close()
+        return ca
+
+    def test_formula(self):
+        M, C = self.MIB, it.CustomAllreduce
+        self.assertEqual([C.heap_bytes(8 * M, w) // M for w in (2, 3, 4, 6, 8, 16)], [96, 96, 102, 110, 116, 168])  # as documented
+        self.assertEqual(C.heap_bytes(8 * M, 4, staging=0), 86 * M)  # IRIS_COLL_STAGING=0: no staging areas; 46 + 32 + 8 MiB
+        self.assertEqual([C.staging_bytes(m) for m in (0, 1000, 64 << 10, (1 << 20) + 1, 8 * M, 1 << 30)],
+                         [64 << 10, 64 << 10, 64 << 10, (1 << 20) + 64, 8 * M, 64 * M])
+        for w in range(2, 17):  # a whole number of 2 MiB pages, and room for what the setup takes on one node or on several
+            h = C.heap_bytes(8 * M, w)
+            self.assertEqual(h % (2 * M), 0)
+            self.assertGreaterEqual(h, int(6.5 * M * w) + (1 << 17) + 32 * M + 16 * M)
+            self.assertGreaterEqual(h, int(6.5 * M * (w // 2)) + (1 << 17) + 64 * M + 16 * M)
+
+    def test_default_heap_and_staging_during_bring_up(self):
+        M = self.MIB
+        for world, max_size in ((2, 8 * M), (4, 8 * M), (8, 1 << 20), (2, 1000)):
+            self.world = world
+            self.seen.clear()
+            self.slot(max_size=max_size)
+            st = it.CustomAllreduce.staging_bytes(max_size)
+            self.assertEqual(self.seen, [(it.CustomAllreduce.heap_bytes(max_size, world), str(st))])
+            self.assertNotIn("IRIS_COLL_STAGING", os.environ)  # removed after the bring-up
+        self.assertEqual(self.seen, [(80 * M, str(64 << 10))])  # 2 ranks, max_size 1000: 39 + 32 + 2 x 64 KiB + 8 MiB, to 2 MiB
+
+    def test_environment_restored_after_a_failed_bring_up(self):
+        self.refuse = True
+        with self.assertRaisesRegex(it.IrisError, "no room"):
+            self.slot()
+        self.assertEqual(self.seen, [(96 * self.MIB, str(8 * self.MIB))])
+        self.assertNotIn("IRIS_COLL_STAGING", os.environ)
+        os.environ["IRIS_COLL_STAGING"] = "4M"
+        with self.assertRaisesRegex(it.IrisError, "no room"):
+            self.slot()
+        self.assertEqual(os.environ["IRIS_COLL_STAGING"], "4M")  # the user's, untouched
+
+    def test_user_settings_win(self):
+        import torch.distributed as dist
+
+        M = self.MIB
+        self.slot(heap_size=300 * M)  # an explicit heap; the staging still sized for max_size
+        os.environ["IRIS_HEAP_SIZE"] = "512M"
+        self.slot()  # 0: the library reads IRIS_HEAP_SIZE
+        del os.environ["IRIS_HEAP_SIZE"]
+        os.environ["IRIS_COLL_STAGING"] = "16MiB"
+        self.slot()  # the heap counts the user's staging areas
+        self.assertEqual(os.environ["IRIS_COLL_STAGING"], "16MiB")
+        os.environ["IRIS_COLL_STAGING"] = "0"
+        self.slot(max_size=1 << 20)
+        os.environ["IRIS_COLL_STAGING"] = "2GB?"  # malformed: the library's setup says so; the heap counts 64 MiB
+        self.slot()
+        # 2 ranks: 39 MiB of slots (multi-node bound) + 32 + two staging areas + 8, to 2 MiB
+        self.assertEqual(self.seen, [(300 * M, str(8 * M)), (0, str(8 * M)), (112 * M, "16MiB"), (80 * M, "0"), (208 * M, "2GB?")])
+
+        class Ctx:  # a context given: no bring-up, the environment as it was
+            device, closed = 0, False
+
+            def team_for(self, group):
+                return self
+
+        os.environ["IRIS_COLL_STAGING"] = "4M"
+        with mock.patch.object(dist, "get_rank", lambda g=None: 0):
+            ca = it.CustomAllreduce("group", 0, ctx=Ctx())
+        self.assertFalse(ca.disabled)
+        self.assertEqual((len(self.seen), os.environ["IRIS_COLL_STAGING"]), (5, "4M"))
+
+
 if __name__ == "__main__":
     if torch is None:
         print("SKIP: python torch (no GPU): torch is not installed")

@@ -1,10 +1,63 @@
 """iris_gpu.torch.serving: CustomAllreduce: the drop-in for serving engines' custom all-reduce."""
 import contextlib
+import os
+import re
 import warnings
 
 from .. import _types
 from .context import Context, _device_index, _torch_mod
 from .ops import _QUANT, _in_step, _invoke, all_reduce_rmsnorm
+
+
+# ------------------------------------------------------------------ the own context's sizes
+_MIB = 1 << 20
+_STAGING_DEFAULT = 64 * _MIB  # IRIS_COLL_STAGING_BYTES (internal/coll/plan.h)
+_STAGING_MIN = 2048  # IRIS_COLL_STAGING_MIN: 16 x 8 x IRIS_MAX_RANKS
+_STAGING_ALIGN = 64  # 16 float32 elements: a staged launch moves whole 16-element steps
+_RMSNORM_ROW_MAX = 2 * 32768  # one bf16/fp16 row of IRIS_RMSNORM_MAX_HIDDEN
+_SIZE = re.compile(r"^([0-9]+)(?:([KkMmGgTt])(?:iB|B)?|B)?$")  # the library's grammar (iris_detail_parse_size_var)
+
+
+def _parse_size(text):
+    """Bytes of a size as the library reads it ("512M", "2GiB", "1048576"), or None."""
+    m = _SIZE.match(text)
+    if not m:
+        return None
+    return int(m.group(1)) << {None: 0, "k": 10, "m": 20, "g": 30, "t": 40}[m.group(2) and m.group(2).lower()]
+
+
+def _own_context_sizes(max_size, world_size, heap_size):
+    """What the slot's own context is brought up with: (heap_size for Context, the value
+    to give IRIS_COLL_STAGING during the bring-up or None to leave the environment alone).
+    A heap_size given, IRIS_HEAP_SIZE and IRIS_COLL_STAGING set by the user win."""
+    user = os.environ.get("IRIS_COLL_STAGING")
+    if user is None:
+        staging = CustomAllreduce.staging_bytes(max_size)
+        env = str(staging)
+    else:  # the user's; a malformed one fails the library's setup, whatever the heap
+        staging = _parse_size(user)
+        staging = _STAGING_DEFAULT if staging is None else max(staging, _STAGING_MIN) if staging else 0
+        env = None
+    if not heap_size and "IRIS_HEAP_SIZE" not in os.environ:
+        heap_size = CustomAllreduce.heap_bytes(max_size, world_size, staging)
+    return heap_size, env
+
+
+@contextlib.contextmanager
+def _staging_env(value):
+    """IRIS_COLL_STAGING=value while the block runs (iris_collectives_setup reads it in the
+    bring-up), removed again afterwards, also when the block raises (unless something
+    else changed it meanwhile); value None: nothing is changed. The environment is the
+    process's: a context brought up in another thread meanwhile would read it too."""
+    if value is None:
+        yield
+        return
+    os.environ["IRIS_COLL_STAGING"] = value
+    try:
+        yield
+    finally:
+        if os.environ.get("IRIS_COLL_STAGING") == value:
+            del os.environ["IRIS_COLL_STAGING"]
 
 
 # ------------------------------------------------------------------ serving engines
@@ -20,7 +73,12 @@ class CustomAllreduce:
     group: a process group (gloo as vLLM gives, or any); device: int, "cuda:k" or
     torch.device. World size 1 gives disabled = True.
     ctx: None (the default): the slot brings up a Context of its own over group (its own
-    heap and rendezvous, collective over the group). Or an iris Context of a larger world
+    heap and rendezvous, collective over the group), sized for max_size: heap_size 0 (the
+    default) with IRIS_HEAP_SIZE unset gives heap_bytes(max_size, world size) per rank
+    (96 MiB at 2 ranks, 102 at 4, 116 at 8 for 8 MiB), and with IRIS_COLL_STAGING
+    unset the bring-up makes the collectives' two staging areas staging_bytes(max_size)
+    each (the variable is set while it runs, then removed). A heap_size given,
+    IRIS_HEAP_SIZE or IRIS_COLL_STAGING win. Or an iris Context of a larger world
     (every rank's one context): the slot runs on ctx's team with group's members, made
     beforehand on every rank of ctx (ctx.team(group_ranks) or it.new_group(ranks, ctx): a
     split is collective over the whole context, which an engine's per-group construction
@@ -30,7 +88,8 @@ class CustomAllreduce:
     is not the whole context the fused add + RMSNorm declines (it runs over whole contexts
     only): should_fused_add_rms_norm says False and the engine runs its own.
     symm_mem_enabled (vLLM's keyword) and further keywords are accepted and ignored: the
-    library stages any input and takes any size up to max_size.
+    library stages any input and takes any size up to max_size (larger fused add + RMSNorm
+    inputs go through the staging areas in pieces of whole rows).
     The input is copied into the heap
     by the library (its staging area), so graph replays work with any input address and
     nothing needs registering; capture() only marks warm-up calls (inside capture() but not
@@ -40,6 +99,39 @@ class CustomAllreduce:
     # vLLM's class attribute (its kernels take these world sizes); iris takes any world of
     # 2 to IRIS_MAX_RANKS ranks, so the list only says what engines may look for.
     _SUPPORTED_WORLD_SIZES = list(range(2, 17))
+
+    @staticmethod
+    def staging_bytes(max_size):
+        """Bytes of each of the two staging areas the slot's own context gets when
+        IRIS_COLL_STAGING is unset: max_size (the all-reduce's bound) rounded up to 64 bytes,
+        16 float32 elements, so that one staged launch takes any input the slot accepts; at
+        least 64 KiB, a row of the largest hidden the fused add + RMSNorm takes, so that its
+        separate path sums whole rows there (which also covers the library's 2 KiB
+        minimum); at most 64 MiB, iris's default (larger inputs are staged in pieces)."""
+        s = -(-max(int(max_size), _RMSNORM_ROW_MAX) // _STAGING_ALIGN) * _STAGING_ALIGN
+        return min(s, _STAGING_DEFAULT)
+
+    @staticmethod
+    def heap_bytes(max_size, world_size, staging=None):
+        """Heap bytes per rank the slot's own context asks for when neither heap_size nor
+        IRIS_HEAP_SIZE gives one: what iris_collectives_setup allocates and 8 MiB to spare,
+        rounded up to 2 MiB. The terms are the NCCL-API library's default heap (nccl/route.h,
+        iris_nccl_default_heap; docs/nccl_shim.md), with a bound for groups over several
+        nodes, which that library never serves:
+          LL and armed slots (6.5 MiB per rank of a node) and the control words: 7 MiB per
+            rank of the group; over several nodes (at most world_size // 2 ranks a node) a
+            node's slots plus 32 MiB of multi-node scratch, where that is more;
+          32 MiB of all-reduce scratch;
+          two staging areas of `staging` bytes (None: staging_bytes(max_size));
+          8 MiB to spare.
+        It depends only on its arguments, which every rank of the group passes alike
+        (max_size, the group's size; IRIS_COLL_STAGING, where set, must be alike anyway), so
+        every rank asks for the same heap, as the bring-up requires."""
+        W = int(world_size)
+        staging = CustomAllreduce.staging_bytes(max_size) if staging is None else int(staging)
+        slots = max(7 * _MIB * W, 7 * _MIB * (W // 2) + 32 * _MIB)
+        b = slots + 32 * _MIB + 2 * staging + 8 * _MIB
+        return -(-b // (2 * _MIB)) * (2 * _MIB)
 
     def __init__(self, group, device, max_size=8 * 1024 * 1024, heap_size=0, ctx=None, symm_mem_enabled=False, **_engine_kwargs):
         del symm_mem_enabled, _engine_kwargs  # vLLM's; see above
@@ -60,7 +152,9 @@ class CustomAllreduce:
         if self.world_size == 1:
             return
         if ctx is None:
-            self.ctx = self._target = Context(group=group, device=self.device.index, heap_size=heap_size)
+            heap, staging_env = _own_context_sizes(self.max_size, self.world_size, heap_size)
+            with _staging_env(staging_env):
+                self.ctx = self._target = Context(group=group, device=self.device.index, heap_size=heap)
         else:
             if ctx.device != self.device.index:
                 raise ValueError("CustomAllreduce: the context runs on cuda:%d, not on %s" % (ctx.device, self.device))
