@@ -869,6 +869,36 @@ class Runner:
         ctx.check()  # nothing ran out, no mismatch: the refused calls paired with the peers'
         ctx.async_error()
 
+    def check_op_one_rank_refusal(self):
+        """torch.ops.iris.all_reduce_out called directly (as compiled code calls it) with an
+        out of the wrong size on rank 0 only still takes part there with its input, once:
+        the other ranks' sums are exact, the next calls on every rank pair as before, no
+        wait ran out and every rank is done within a minute."""
+        ctx, dev, W, me = self.ctx, self.dev, self.world, self.rank
+        t0 = time.time()
+        for call in range(3):
+            x = torch.full((1000,), float(me + 1 + call), device=dev)
+            want = float(sum(r + 1 + call for r in range(W)))
+            if call == 0 and me == 0:
+                try:
+                    torch.ops.iris.all_reduce_out(x, torch.empty(999, device=dev), ctx.id, "sum")
+                except ValueError as e:
+                    if str(e).count("took part") != 1:
+                        raise AssertionError("the refusal should say once that it took part: %s" % e)
+                else:
+                    raise AssertionError("no ValueError for an out of 999 elements")
+                continue
+            out = torch.empty(1000, device=dev)
+            torch.ops.iris.all_reduce_out(x, out, ctx.id, "sum")
+            torch.cuda.synchronize()
+            if not bool((out == want).all()):
+                raise AssertionError("call %d: all_reduce_out gave %s, not %g" % (call, out[:4].tolist(), want))
+        torch.cuda.synchronize()
+        ctx.check()  # nothing ran out, no mismatch: the refused call paired with the peers'
+        ctx.async_error()
+        if time.time() - t0 > 60:
+            raise AssertionError("%.0f s: a rank waited for a call" % (time.time() - t0))
+
     def check_triton(self):
         """The example's producer/consumer ring kernel (iris_gpu.triton), 20 launches."""
         import importlib.util
@@ -1618,6 +1648,7 @@ def worker():
             R.result("torch.compile(fullgraph=True)", R.check_compile)
             R.result("bad input raises, never crashes", R.check_bad_input)
             R.result("a collective and all_reduce_rmsnorm refused in Python on the last rank only take part; the peers' results exact, no wait ran out", R.check_coll_one_rank_refusal)
+            R.result("torch.ops.iris.all_reduce_out called directly, refused on rank 0 only: it takes part once; the peers' sums exact, no wait ran out", R.check_op_one_rank_refusal)
         if rms:
             k = 0
             for dt in ("bfloat16", "float16"):

@@ -112,6 +112,7 @@ class StandInCase(unittest.TestCase):
     ids = (-101, -102)
 
     def setUp(self):
+        it._torch_mod()  # registers torch.ops.iris.* (a test may call an op first)
         self.patch = mock.patch.object(_types, "check_tensor", cpu_check)
         self.patch.start()
         self.c1 = StandIn(1, self.ids[0])
@@ -649,6 +650,150 @@ class TestCollectiveRefusedInStep(StandInCase):
         with mock.patch.object(ca, "should_fused_add_rms_norm", lambda *a: True):  # as on the GPU
             self.assertIsNone(ca.fused_add_rms_norm(x, None, w, 1e-6))  # no residual: the engine runs its own
         ca.close()
+
+    def test_ops_called_directly_take_part(self):
+        """torch.ops.iris.<kind>_out called directly (as user code or inductor's code calls it)
+        with an out that does not fit takes part as the public functions do: one C call of x
+        into scratch, the error saying so once. x itself refused: no call. A call that passes:
+        one call. A trace (fake implementations): no call."""
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        c2, x, ops = self.c2, torch.ones(8), torch.ops.iris
+        cases = [
+            (ValueError, lambda: ops.all_reduce_out(x, torch.zeros(9), c2.id, "sum"), ("all_reduce", 8, 0, 0)),
+            (TypeError, lambda: ops.all_reduce_out(x, torch.zeros(8, dtype=torch.float16), c2.id, "sum"), ("all_reduce", 8, 0, 0)),
+            (ValueError, lambda: ops.all_gather_out(x, torch.zeros(8), c2.id), ("all_gather", 8, 0, None)),
+            (ValueError, lambda: ops.reduce_scatter_out(x, torch.zeros(3), c2.id, "max"), ("reduce_scatter", 4, 0, 2)),
+            (ValueError, lambda: ops.all_to_all_out(x, torch.zeros(6), c2.id), ("all_to_all", 4, 0, None)),
+            (ValueError, lambda: ops.broadcast_out(x, torch.zeros(3), c2.id, 1), ("broadcast", 8, 0, 1)),
+            (ValueError, lambda: it._IMPLS["all_reduce_out"](x, torch.zeros(9), c2.id, "sum"), ("all_reduce", 8, 0, 0)),
+        ]
+        for i, (exc, fn, call) in enumerate(cases):
+            c2.calls.clear()
+            with self.assertRaises(exc) as cm:
+                fn()
+            self.assertEqual(c2.calls, [call], i)
+            self.assertEqual(str(cm.exception).count("took part"), 1, (i, str(cm.exception)))
+        for fn in (lambda: ops.all_reduce_out(x, torch.zeros(8), c2.id, "prod"), lambda: ops.broadcast(x, c2.id, 5),
+                   lambda: ops.all_gather_inplace(torch.ones(3), c2.id), lambda: ops.all_to_all(torch.ones(3), c2.id)):
+            c2.calls.clear()
+            with self.assertRaises(ValueError) as cm:
+                fn()
+            self.assertEqual(c2.calls, [])
+            self.assertNotIn("took part", str(cm.exception))
+        c2.calls.clear()
+        ops.all_reduce_out(x, torch.zeros(8), c2.id, "sum")
+        ops.all_reduce_inplace(x.clone(), c2.id, "sum")
+        self.assertEqual(ops.all_reduce(x, c2.id, "sum").shape, (8,))
+        self.assertEqual(c2.calls, [("all_reduce", 8, 0, 0)] * 3)
+        c2.calls.clear()
+        with FakeTensorMode():
+            with self.assertRaises(ValueError) as cm:
+                ops.all_reduce_out(torch.empty(8), torch.empty(9), c2.id, "sum")
+        self.assertEqual(c2.calls, [])
+        self.assertNotIn("took part", str(cm.exception))
+
+    def test_public_functions_take_part_once(self):
+        """The public functions reach the ops' implementations (directly, or through the
+        dispatcher with IRIS_GPU_DISPATCH=1), which take part first: the except clauses of
+        the functions do not take part again (one C call, the note once), and a take-part
+        that failed (here: check_shapes' exchange found the peers in another call) is not
+        tried again. A refusal every rank made alike takes no part."""
+        from iris_gpu.torch import ops
+
+        c2, x = self.c2, torch.ones(8)
+        ca = self.slot()
+        calls = [
+            (lambda: it.all_reduce(x, c2, out=torch.zeros(9)), ("all_reduce", 8, 0, 0)),
+            (lambda: it.all_gather(x, c2, out=torch.zeros(8)), ("all_gather", 8, 0, None)),
+            (lambda: it.reduce_scatter(x, c2, out=torch.zeros(3)), ("reduce_scatter", 4, 0, 0)),
+            (lambda: it.broadcast(x, c2, 1, out=torch.zeros(3)), ("broadcast", 8, 0, 1)),
+            (lambda: ca.all_reduce(x, out=torch.zeros(4)), ("all_reduce", 8, 0, 0)),
+            (lambda: torch.ops.iris.all_reduce_out(x, torch.zeros(9), c2.id, "sum"), ("all_reduce", 8, 0, 0)),
+        ]
+        run = c2._run
+
+        def mismatch(kind, send, recv, count, dtype, extra=None):  # check_shapes: the peers made another call
+            c2.calls.append((kind, count, dtype, extra))
+            err = ValueError("iris collective mismatch")
+            err._iris_every_rank = True
+            raise err
+
+        for direct in (True, False):
+            with mock.patch.object(ops, "_DIRECT", direct):
+                for i, (fn, call) in enumerate(calls):
+                    c2.calls.clear()
+                    with self.assertRaises(ValueError) as cm:
+                        fn()
+                    self.assertEqual(c2.calls, [call], (direct, i))
+                    self.assertEqual(str(cm.exception).count("took part"), 1, (direct, i, str(cm.exception)))
+                    c2._run = mismatch
+                    try:
+                        c2.calls.clear()
+                        with self.assertRaises(ValueError) as cm:
+                            fn()
+                        self.assertEqual(c2.calls, [call], (direct, i))  # one try, not one per except clause
+                        self.assertNotIn("took part", str(cm.exception))
+                        c2.calls.clear()
+                        with self.assertRaisesRegex(ValueError, "^iris collective mismatch$"):  # every rank refused: no part taken
+                            it.all_reduce(x, c2)
+                        self.assertEqual(c2.calls, [("all_reduce", 8, 0, 0)])
+                    finally:
+                        c2._run = run
+        ca.close()
+
+    def test_rmsnorm_ops_called_directly_take_part(self):
+        """iris::all_reduce_rmsnorm_out / _inplace called directly with a residual that does
+        not fit take part as all_reduce_rmsnorm does (one launch of x with scratch buffers,
+        the note once); all_reduce_rmsnorm itself still launches once."""
+        from iris_gpu.torch import ops
+
+        calls = []
+
+        def launch(x, residual, weight, out, out_fp8, scale, eps, quant, algo, cid):  # the real launch's Python checks, then a record
+            ops._rmsnorm_check(x, residual, weight, out, out_fp8, scale, quant, it._CONTEXTS[cid], fake=True)
+            calls.append((tuple(x.shape), quant, algo))
+
+        x, w, bad = torch.ones(3, 16, dtype=torch.bfloat16), torch.ones(16, dtype=torch.bfloat16), torch.zeros(3, 15, dtype=torch.bfloat16)
+        cid, r = self.c2.id, torch.ops.iris
+        with mock.patch.object(ops, "_rmsnorm_launch", launch):
+            for direct in (True, False):
+                for fn in (lambda: r.all_reduce_rmsnorm_out(x, bad, w, torch.empty_like(x), None, None, 1e-6, 0, 2, cid),
+                           lambda: r.all_reduce_rmsnorm_inplace(x.clone(), bad, w, None, None, 1e-6, 0, 2, cid),
+                           lambda: it.all_reduce_rmsnorm(x, bad, w, self.c2, algo="separate"),
+                           lambda: it.all_reduce_rmsnorm(x.clone(), bad, w, self.c2, out=x, algo="separate")):
+                    del calls[:]
+                    with mock.patch.object(ops, "_DIRECT", direct), self.assertRaises(ValueError) as cm:
+                        fn()
+                    self.assertEqual(calls, [((3, 16), 0, 2)])
+                    self.assertEqual(str(cm.exception).count("took part"), 1, str(cm.exception))
+            del calls[:]
+            r.all_reduce_rmsnorm_out(x, torch.zeros_like(x), w, torch.empty_like(x), None, None, 1e-6, 0, 2, cid)
+            self.assertEqual(calls, [((3, 16), 0, 2)])
+
+    def test_moe_ops_called_directly_take_part_once(self):
+        """iris::moe_dispatch / moe_combine called directly take part (the plan's dispatch and
+        combine do), once, and mark the error so that no except clause takes part again."""
+        from iris_gpu.torch import ops
+
+        m = standin_moe(self.c2)
+        try:
+            x = torch.randn(3, m.hidden).to(torch.bfloat16)
+            idx, w = torch.tensor([[0, 1], [1, 2], [2, 3]], dtype=torch.int32), torch.rand(3, m.top_k)
+            recv = (m.recv_x, m._scales_arg, m.recv_src, m.recv_count, m.recv_offsets)
+            with self.assertRaises(ValueError) as cm:
+                torch.ops.iris.moe_dispatch(x[:, :8], idx, w, *recv, m.id)
+            self.assertEqual(m.calls, [("iris_moe_dispatch", None, 0, None, None)])
+            self.assertEqual(str(cm.exception).count("took part"), 1)
+            ops._take_part(cm.exception, lambda: m.calls.append("again"))
+            self.assertEqual(len(m.calls), 1)
+            m.calls.clear()
+            with self.assertRaises(ValueError) as cm:
+                torch.ops.iris.moe_combine_out(torch.zeros_like(m.recv_x), torch.empty(2, m.hidden, dtype=torch.bfloat16), m.id)
+            self.assertEqual([c[0] for c in m.calls], ["iris_moe_combine"])
+            self.assertEqual(str(cm.exception).count("took part"), 1)
+        finally:
+            it._PLANS.pop(m.id, None)
 
 
 @unittest.skipIf(torch is None, "SKIP: torch is not installed")

@@ -99,10 +99,16 @@ def _register_ops(torch):
     collective, iris::barrier and iris::ag_gemm, with fake implementations."""
     for kind, extra in _KINDS.items():
         def make(kind):
+            # a refusal takes part first (_in_step), as in the public functions: the ops
+            # may be called directly (torch.ops.iris.*, inductor's code)
             def functional(x, ctx, *extra):
                 ctx_o = _ctx(ctx)
                 out = torch.empty(_out_shape(kind, tuple(x.shape), ctx_o.world_size), dtype=x.dtype, device=x.device)
-                _launch(kind, x, out, ctx, extra[0] if extra else None)
+                try:
+                    _launch(kind, x, out, ctx, extra[0] if extra else None)
+                except (ValueError, TypeError) as e:
+                    _in_step(e, kind, x, ctx, *extra)
+                    raise
                 return out
 
             def functional_fake(x, ctx, *extra):
@@ -110,13 +116,21 @@ def _register_ops(torch):
                 return x.new_empty(_out_shape(kind, tuple(x.shape), _ctx(ctx).world_size))
 
             def inplace(x, ctx, *extra):
-                _launch(kind, x, None, ctx, extra[0] if extra else None, inplace=True)
+                try:
+                    _launch(kind, x, None, ctx, extra[0] if extra else None, inplace=True)
+                except (ValueError, TypeError) as e:
+                    _in_step(e, kind, x, ctx, *extra, inplace=True)
+                    raise
 
             def inplace_fake(x, ctx, *extra):
                 _fake_check(kind, x, None, ctx, extra[0] if extra else None, inplace=True)
 
             def out_(x, out, ctx, *extra):
-                _launch(kind, x, out, ctx, extra[0] if extra else None)
+                try:
+                    _launch(kind, x, out, ctx, extra[0] if extra else None)
+                except (ValueError, TypeError) as e:
+                    _in_step(e, kind, x, ctx, *extra)
+                    raise
 
             def out_fake(x, out, ctx, *extra):
                 _fake_check(kind, x, out, ctx, extra[0] if extra else None)
@@ -142,6 +156,13 @@ def _register_ops(torch):
     b = torch.library.custom_op("iris::barrier", barrier, mutates_args=(), schema="(int ctx) -> ()")
     b.register_fake(barrier_fake)
 
+    # The GEMM plan runs (ag_gemm, gemm_reduce[_out]) do not take part when refused, here or
+    # in the public functions, as their C runs do not (iris_gemm.h, iris_gemm_reduce.h: a run
+    # refused on one rank only leaves the plan out of step; close it on every rank). A
+    # stand-in run would need scratch A, B and C of the plan's shapes (B alone may be
+    # hundreds of MB) allocated on the error path, an A at the plan's heap offset without
+    # stage_a, and it would hand the peers a wrong C that no check names. The MoE ops take
+    # part (Moe.dispatch / combine, as the C calls do).
     def ag_gemm(a, b, bias, a_scale, b_scale, plan):
         g = _plan(plan, AgGemm)
         c = torch.empty(g.c_shape, dtype=g.out_dtype, device=a.device)
@@ -218,13 +239,21 @@ def _register_ops(torch):
     # all-reduce + residual add + RMSNorm (+ fp8): residual, out (x in place), out_fp8 and
     # the per-token scales are written; a per-tensor scale is only read
     def rmsnorm_out(x, residual, weight, out, out_fp8, scale, eps, quant, algo, ctx):
-        _rmsnorm_launch(x, residual, weight, out, out_fp8, scale, eps, quant, algo, ctx)
+        try:
+            _rmsnorm_launch(x, residual, weight, out, out_fp8, scale, eps, quant, algo, ctx)
+        except (ValueError, TypeError) as e:  # takes part first, as all_reduce_rmsnorm does
+            _take_part(e, lambda: _rmsnorm_take_part(x, eps, quant, algo, ctx))
+            raise
 
     def rmsnorm_out_fake(x, residual, weight, out, out_fp8, scale, eps, quant, algo, ctx):
         _rmsnorm_check(x, residual, weight, out, out_fp8, scale, quant, _ctx(ctx), fake=True)
 
     def rmsnorm_inplace(x, residual, weight, out_fp8, scale, eps, quant, algo, ctx):
-        _rmsnorm_launch(x, residual, weight, x, out_fp8, scale, eps, quant, algo, ctx)
+        try:
+            _rmsnorm_launch(x, residual, weight, x, out_fp8, scale, eps, quant, algo, ctx)
+        except (ValueError, TypeError) as e:
+            _take_part(e, lambda: _rmsnorm_take_part(x, eps, quant, algo, ctx))
+            raise
 
     def rmsnorm_inplace_fake(x, residual, weight, out_fp8, scale, eps, quant, algo, ctx):
         _rmsnorm_check(x, residual, weight, x, out_fp8, scale, quant, _ctx(ctx), fake=True)
@@ -291,20 +320,24 @@ _OUT_ARG = {"gemm_reduce_out": 5, "all_reduce_rmsnorm_out": 3}  # where an _out 
 
 
 def _take_part(err, launch):
-    """Called with an argument error (ValueError / TypeError) a public collective raised in
-    Python before its library call: on this rank only, the peers would wait for that call
-    until their bound runs out (IRIS_WAIT_TIMEOUT_MS, 10 minutes by default, then a fatal
-    fault), and a rank that caught the error and went on would pair its later calls with
-    their earlier ones (the call headers match by call number and signature). So a real
-    call (plain eager, not capturing) still takes part: launch() makes the same collective
-    of x (a contiguous copy) into scratch buffers, when x itself is usable. Where the peers
-    made the same call they get this rank's x, as they would have; where they did not, the
-    library sees the mismatch on every rank and moves nothing (every rank's check() reports
-    it). Then the error is raised, saying so. A refusal every rank made alike
-    (check_shapes' exchange) or one of x itself (its type, device, op, root, a count that
-    does not divide: launch() raises) returns, and the caller re-raises it as it is. Used
-    from except clauses only: the calls that pass cost nothing for it."""
-    if getattr(err, "_iris_every_rank", False):
+    """Called with an argument error (ValueError / TypeError) a collective raised in Python
+    before its library call (in a registered op's implementation or a public function): on
+    this rank only, the peers would wait for that call until their bound runs out
+    (IRIS_WAIT_TIMEOUT_MS, 10 minutes by default, then a fatal fault), and a rank that caught
+    the error and went on would pair its later calls with their earlier ones (the call
+    headers match by call number and signature). So a real call (plain eager, not
+    capturing) still takes part: launch() makes the same collective of x (a contiguous copy)
+    into scratch buffers, when x itself is usable. Where the peers made the same call they
+    get this rank's x, as they would have; where they did not, the library sees the mismatch
+    on every rank and moves nothing (every rank's check() reports it). Then the error is
+    raised, saying so. A refusal every rank made alike (check_shapes' exchange) or one of x
+    itself (its type, device, op, root, a count that does not divide: launch() raises)
+    returns, and the caller re-raises it as it is. Once per error: the public functions
+    reach the ops' implementations (which call this first) and call it again for what comes
+    out, so an error this has seen is marked (_iris_took_part) and returns at once (a launch
+    that failed may have met the peers already: it is not tried twice). Used from except
+    clauses only: the calls that pass cost nothing for it."""
+    if getattr(err, "_iris_every_rank", False) or getattr(err, "_iris_took_part", False):
         return
     torch = _torch_mod()
     try:
@@ -312,6 +345,7 @@ def _take_part(err, launch):
             return
         if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
             return  # nothing runs at capture: no peer waits
+        err._iris_took_part = True  # seen: not tried again, whatever launch() does
         launch()
     except Exception:  # x itself is unusable (or the context is gone): nothing took part
         return
@@ -320,6 +354,7 @@ def _take_part(err, launch):
         e2 = type(err)(str(err) + note)
     except Exception:
         return
+    e2._iris_took_part = True
     raise e2 from None
 
 

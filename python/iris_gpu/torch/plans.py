@@ -435,6 +435,7 @@ class Moe:
             e2 = type(err)(str(err) + note)
         except Exception:
             raise err
+        e2._iris_took_part = True  # as ops._take_part marks it: nothing takes part again for it
         raise e2 from None
 
     @staticmethod
