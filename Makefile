@@ -88,27 +88,48 @@ check-nvcc: $(B)/all_headers_nvcc.o $(B)/max_ranks_6.o $(B)/max_ranks_64.o $(B)/
 check-nvcc: $(B)/device_api_nvcc.o
 $(B)/device_api_nvcc.o: tests/compile/device_api.cu $(HDRS) | $(B)
 	$(NVCC) $(NVCCFLAGS) -Werror all-warnings -Xcompiler -Wall,-Wextra -c $< -o $@
+# Checks that a unit compiles stop at PTX, host and device at -O0 (CHECK_NVCCFLAGS): the
+# front ends see every template instantiated and NVVM lowers every kernel, which is what
+# can fail there; the machine code of every kernel of the host API is make lib's (sm_90a,
+# -O2). On the 2-core VM all_headers.cu takes 263 s of CPU to sm_90 at -O2 (ptxas 60-70 s
+# of it at any -O), 27 s this way. Where machine code is the point, the limits ptxas
+# checks (registers, shared memory at IRIS_MAX_RANKS 64, 1024-thread CTAs), the objects
+# below keep NVCCFLAGS.
+CHECK_NVCCFLAGS = -O0 -std=c++17 -arch=compute_90 -code=compute_90 -Xcicc -O0 -I.
 $(B)/all_headers_nvcc.o: tests/compile/all_headers.cu $(HDRS) $(CORE) | $(B)
-	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -c $< -o $@
-# the collectives with other IRIS_MAX_RANKS values (fp32 SUM only)
+	$(NVCC) $(CHECK_NVCCFLAGS) -Xcompiler -Wall,-Wextra -c $< -o $@
+# the collectives with other IRIS_MAX_RANKS values (fp32 SUM only): 6 as a compile check,
+# 64 (the largest per-rank arrays) to machine code
+MAX_RANKS_FLAGS = $(NVCCFLAGS)
+$(B)/max_ranks_6.o: MAX_RANKS_FLAGS = $(CHECK_NVCCFLAGS)
 $(B)/max_ranks_%.o: tests/compile/max_ranks.cu $(HDRS) $(CORE) | $(B)
-	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -DIRIS_MAX_RANKS=$* '-DIRIS_COLL_TYPES=(1u<<IRIS_FLOAT32)' '-DIRIS_COLL_OPS=(1u<<IRIS_SUM)' -c $< -o $@
+	$(NVCC) $(MAX_RANKS_FLAGS) -Xcompiler -Wall,-Wextra -DIRIS_MAX_RANKS=$* '-DIRIS_COLL_TYPES=(1u<<IRIS_FLOAT32)' '-DIRIS_COLL_OPS=(1u<<IRIS_SUM)' -c $< -o $@
 # the fused all-reduce + RMSNorm at its largest IRIS_RMSNORM_MAX_GROUPS (1024-thread CTAs; bf16 SUM only)
 $(B)/rmsnorm_groups_%.o: tests/compile/max_ranks.cu $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -DIRIS_RMSNORM_MAX_GROUPS=$* '-DIRIS_COLL_TYPES=(1u<<IRIS_BFLOAT16)' '-DIRIS_COLL_OPS=(1u<<IRIS_SUM)' -c $< -o $@
-# twice: as shipped (no AMD GEMM core), and with the UNVERIFIED MFMA core compiled in, which
-# instantiates the fused kernel for every A/B type, C type and B layout (-Werror: no warnings)
-# as shipped, and with the (unverified) MFMA GEMM core: two compiles, side by side under -j.
-# The collectives' kernels do not depend on the GEMM core: the MFMA compile instantiates them
-# for every type and op (-Werror), the as-shipped one for fp32 SUM only (MOE_SWITCH), which
-# halves its time and proves the same (what differs is the GEMM's no-core paths).
-check-hipcc: check-hipcc-plain check-hipcc-mfma
+# Three compiles, side by side under -j: as shipped (no AMD GEMM core) and with the
+# UNVERIFIED MFMA core, which instantiates the fused kernel for every A/B type, C type and
+# B layout (-Werror), both to machine code for gfx90a and gfx940 with the collectives at
+# fp32 SUM (MOE_SWITCH); and every type and op of the collectives (with the MFMA core,
+# -Werror) through the front end and code generation to LLVM IR for each target, and the
+# host side, at -O0: the kernels of the other types are the same code with another element
+# type, and the AMDGPU back end takes 410 s of CPU for them at -O2 (-O1 nearly as long) on
+# the 2-core VM, 17 s this way (make lib-hip builds all of them to machine code). -O0 cannot
+# go to machine code: ROCm's device library leaves target-dependent intrinsics to -O2's
+# constant folding (gfx90a: "Cannot select: intrinsic permlanex16").
+check-hipcc: check-hipcc-plain check-hipcc-mfma check-hipcc-types
 check-hipcc-plain: $(B)/all_headers_hip.o
 check-hipcc-mfma: $(B)/all_headers_hip_mfma.o
+check-hipcc-types: $(B)/all_headers_hip_types.o
 $(B)/all_headers_hip.o: tests/compile/all_headers.cu $(HDRS) $(CORE) $(CORE_MFMA) | $(B)
 	$(HIPCC) $(HIPFLAGS) -Wall -Wextra $(MOE_SWITCH) -c $< -o $@
 $(B)/all_headers_hip_mfma.o: tests/compile/all_headers.cu $(HDRS) $(CORE) $(CORE_MFMA) | $(B)
-	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -Werror -DIRIS_GEMM_MFMA_UNVERIFIED -c $< -o $@
+	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -Werror -DIRIS_GEMM_MFMA_UNVERIFIED $(MOE_SWITCH) -c $< -o $@
+HIP_TYPES_FLAGS = -O0 -x hip -I. -Wall -Wextra -Werror -DIRIS_GEMM_MFMA_UNVERIFIED
+$(B)/all_headers_hip_types.o: tests/compile/all_headers.cu $(HDRS) $(CORE) $(CORE_MFMA) | $(B)
+	$(HIPCC) $(HIP_TYPES_FLAGS) --offload-arch=gfx90a --cuda-device-only -emit-llvm -c $< -o $(B)/all_headers_hip_types.gfx90a.bc
+	$(HIPCC) $(HIP_TYPES_FLAGS) --offload-arch=gfx940 --cuda-device-only -emit-llvm -c $< -o $(B)/all_headers_hip_types.gfx940.bc
+	$(HIPCC) $(HIP_TYPES_FLAGS) --offload-arch=gfx90a --offload-arch=gfx940 --cuda-host-only -c $< -o $@
 check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940: | $(B)
 	bash tests/codegen/check.sh $(subst check-codegen-,,$@)
 
@@ -241,19 +262,16 @@ gpu-programs: $(GPU_PROGRAMS)
 list-gpu-programs:
 	@echo $(GPU_PROGRAMS)
 # Compile proofs (make test on a machine without a GPU, which runs none of these programs):
-# build/proof/NAME is build/NAME built by its own rule and flags (B=build/proof) with the
-# collectives' kernels cut to fp32 SUM (IRIS_COLL_TYPES / IRIS_COLL_OPS, as MOE_SWITCH). The
-# program's own code is compiled whole, for its targets, at its -O level, and linked; what is
-# left out, the collectives' kernels for the other types and ops that every unit with
-# IRIS_IMPLEMENTATION and iris_collectives.h compiles (about 50 s of CPU each sm_90 pass, the
-# larger part of most of these programs), is compiled once: by check-nvcc (every device
-# template, sm_90) and make lib (every kernel of the host API, sm_90a and compute_90 PTX).
-# They stop at PTX (compute_90, the GEMM programs compute_90a): ptxas, about half of a GEMM
-# program's compile on the 2-core VM (gemm_test 100 s against 53 s without it), is what
-# check-nvcc (sm_90) and make lib (sm_90a) run over the library's kernels; the tests' own
-# kernels get it when make test-gpu builds them.
+# build/proof/NAME is build/NAME built by its own rule (B=build/proof) with the collectives'
+# kernels cut to fp32 SUM (IRIS_COLL_TYPES / IRIS_COLL_OPS, as MOE_SWITCH), stopped at PTX
+# (compute_90, the GEMM programs compute_90a) and with host and device at -O0, as
+# CHECK_NVCCFLAGS: the program's own code through both front ends and NVVM, and linked. What
+# they leave out is compiled elsewhere: every type and op and every device template by
+# check-nvcc, machine code for every kernel of the host API by make lib (sm_90a, -O2), the
+# tests' own kernels' machine code when make test-gpu builds them. On the 2-core VM -O0
+# takes gemm_core_test's proof from 73 to 28 s of CPU (NVVM 53 -> 12 s).
 ifeq ($(PROOF),1)
-override NVCCFLAGS := $(patsubst -arch=sm_90,-arch=compute_90 -code=compute_90,$(NVCCFLAGS)) $(MOE_SWITCH)
+override NVCCFLAGS := $(patsubst -O2,-O0,$(patsubst -arch=sm_90,-arch=compute_90 -code=compute_90,$(NVCCFLAGS))) -Xcicc -O0 $(MOE_SWITCH)
 GEMM_NVCCFLAGS = $(patsubst -code=compute_90,-code=compute_90a,$(patsubst -arch=compute_90,-arch=compute_90a,$(NVCCFLAGS)))
 endif
 $(B)/proof/%: FORCE

@@ -118,6 +118,7 @@ if [ "$only" = all ]; then
 builds="
   135 file build/libiris.so
   115 hip  build/all_headers_hip_mfma.o
+   17 hip  build/all_headers_hip_types.o
   111 prog gemm_core_test
    98 file build/all_headers_nvcc.o
    72 prog gemm_test
@@ -168,7 +169,7 @@ if [ "$ngpu" -gt 0 ]; then
 fi
 build_all $prebuild
 if [ "$pb" = build/proof ]; then
-  echo "# no GPU here: the GPU tests, benchmarks and examples are built as compile proofs (build/proof/NAME: the collectives' kernels cut to fp32 SUM, compiled to PTX; check-nvcc and make lib compile all of them to machine code)"
+  echo "# no GPU here: the GPU tests, benchmarks and examples are built as compile proofs (build/proof/NAME: the collectives' kernels cut to fp32 SUM, compiled to PTX at -O0; check-nvcc compiles every type and op, make lib every kernel to machine code)"
 fi
 echo "# compile checks"
 check "iris.h compiles as C99 (-Wall -Wextra -Werror -pedantic)" make -s check-c99
@@ -179,10 +180,10 @@ check "include-then-implement: every root header included before IRIS_IMPLEMENTA
 check "a strict C99 unit with a system header before iris.h gets one #error naming the rule" make -s check-posix-order
 check "every internal header compiles alone (nvcc front end; the C ones as C99 and C++11 too)" make -s check-internal
 check "vendor conditionals only in the two vendor layers (internal/core/platform.h, internal/device/platform.h) and the allow-list" make -s check-vendor-seam
-check "every header compiles under nvcc (sm_90), every device template instantiated; the collectives at IRIS_MAX_RANKS 6 and 64, the fused RMSNorm at 1024 threads" make -s check-nvcc
+check "every header compiles under nvcc (PTX at -O0), every device template instantiated; to sm_90 machine code the collectives at IRIS_MAX_RANKS 64 and the fused RMSNorm at 1024 threads" make -s check-nvcc
 if [ $have_hip = 1 ]; then
   check "iris.h with implementation compiles as C99 against HIP" make -s check-c99-hip
-  check "every header compiles under hipcc (gfx90a, gfx940), every device template instantiated (also with the MFMA GEMM core)" make -s check-hipcc
+  check "every header compiles under hipcc (gfx90a, gfx940): machine code as shipped and with the MFMA GEMM core (collectives fp32 SUM), LLVM IR for every type and op" make -s check-hipcc
   check "GEMM core test builds under hipcc (AMD MFMA core, unverified)" make -s build/gemm_core_test_hip
 else
   say SKIP "iris.h as C99 against HIP" "hipcc not installed"
