@@ -1568,9 +1568,20 @@ def team_cases(R):
         R.result("teams: the cases", lambda: "this libiris.so has no teams (built before them): rebuild with make lib")
         return
     made = []
+    n_check = [0]
+
+    def result(label, fn):
+        # Inputs come from R.seed, which each draw advances. Every rank runs these checks in
+        # the same order, but a member of a team of one returns early (it draws nothing), so
+        # at 3 ranks the last rank's seed would fall behind its partner's in the next
+        # grouping: each check starts from a seed of its own, the same on every rank.
+        n_check[0] += 1
+        R.seed = 1000000 + 1000 * n_check[0]
+        R.result(label, fn)
+
     for name, grouping in team_groupings(R.world):
         h = {}
-        R.result("teams %s %s: ctx.team, one split on every rank; team rank = group rank; team_for" % (name, grouping), lambda: R.check_team_make(grouping, h))
+        result("teams %s %s: ctx.team, one split on every rank; team rank = group rank; team_for" % (name, grouping), lambda: R.check_team_make(grouping, h))
         every = [None] * R.world
         dist.all_gather_object(every, "team" in h and h["team"] is not None)
         if not all(every):
@@ -1578,17 +1589,17 @@ def team_cases(R):
         made.append(h)
         for dt, n, mode in (("float32", 37, "functional"), ("bfloat16", 70001, "functional"), ("bfloat16", 3000003, "functional"),
                             ("float32", 5000001, "out"), ("float32", 70001, "inplace"), ("bfloat16", 1000003, "inplace"), ("float32", 1000003, "heap")):
-            R.result("teams %s: all_reduce(group=) %s n=%d %s vs float64" % (name, dt, n, mode), lambda: R.check_team_all_reduce(h, dt, n, mode))
+            result("teams %s: all_reduce(group=) %s n=%d %s vs float64" % (name, dt, n, mode), lambda: R.check_team_all_reduce(h, dt, n, mode))
         for dt, m in (("float32", 1001), ("bfloat16", 1 << 20)):
-            R.result("teams %s: all_gather, reduce_scatter, all_to_all, broadcast, barrier (group=) %s %d per rank" % (name, dt, m),
+            result("teams %s: all_gather, reduce_scatter, all_to_all, broadcast, barrier (group=) %s %d per rank" % (name, dt, m),
                      lambda: R.check_team_collectives(h, dt, m))
         for n in (4099, 600001):
-            R.result("teams %s: all_reduce(group=) in a CUDA graph, 30 replays, n=%d" % (name, n), lambda: R.check_team_graph(h, n))
-        R.result("teams %s: CustomAllreduce(group, ctx=ctx) on the team: 2 KB, 3 MB, 20 graph replays" % name, lambda: R.check_team_serving(h, False))
-        R.result("teams %s: CustomAllreduce(group) on a context of its own over the subgroup" % name, lambda: R.check_team_serving(h, True))
-        R.result("teams %s: refusals (no team, not a member, group= with a Team, root)" % name, lambda: R.check_team_errors(h))
+            result("teams %s: all_reduce(group=) in a CUDA graph, 30 replays, n=%d" % (name, n), lambda: R.check_team_graph(h, n))
+        result("teams %s: CustomAllreduce(group, ctx=ctx) on the team: 2 KB, 3 MB, 20 graph replays" % name, lambda: R.check_team_serving(h, False))
+        result("teams %s: CustomAllreduce(group) on a context of its own over the subgroup" % name, lambda: R.check_team_serving(h, True))
+        result("teams %s: refusals (no team, not a member, group= with a Team, root)" % name, lambda: R.check_team_errors(h))
     if len(made) == 2:
-        R.result("teams: a third split without a collective state: IrisError IRIS_ERROR_UNSUPPORTED with its detail", lambda: R.check_team_no_state(team_groupings(R.world)[0][1]))
+        result("teams: a third split without a collective state: IrisError IRIS_ERROR_UNSUPPORTED with its detail", lambda: R.check_team_no_state(team_groupings(R.world)[0][1]))
 
     def close_all():
         for h in made:
@@ -1597,8 +1608,8 @@ def team_cases(R):
             if not h["team"].closed:
                 raise AssertionError("a team is still open after close()")
 
-    R.result("teams: Team.close (collective over each team's members)", close_all)
-    R.result("teams: it.new_group one group at a time on every rank, all_reduce(group=) on each", lambda: R.check_team_new_group(team_groupings(R.world)[0][1]))
+    result("teams: Team.close (collective over each team's members)", close_all)
+    result("teams: it.new_group one group at a time on every rank, all_reduce(group=) on each", lambda: R.check_team_new_group(team_groupings(R.world)[0][1]))
 
 
 def collective_cases(R, sizes=(37, 70001)):
