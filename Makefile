@@ -80,7 +80,7 @@ check-vendor-seam:
 	bash tests/compile/vendor_seam.sh
 check-include-order-nvcc: $(B)/include_order_nvcc
 $(B)/include_order_nvcc: tests/compile/include_order.cu $(HDRS) | $(B)
-	$(NVCC) $(NVCCFLAGS) $(MOE_SWITCH) -DIRIS_GEMM_NO_CORE $< -o $@ -lcublasLt
+	$(NVCC) $(CHECK_NVCCFLAGS) $(MOE_SWITCH) -DIRIS_GEMM_NO_CORE $< -o $@ -lcublasLt
 # the slow compile checks are files, so that make test can build them beside the test
 # programs (both cores busy) and the check itself then finds them done
 check-nvcc: $(B)/all_headers_nvcc.o $(B)/max_ranks_6.o $(B)/max_ranks_64.o $(B)/rmsnorm_groups_32.o
@@ -107,29 +107,26 @@ $(B)/max_ranks_%.o: tests/compile/max_ranks.cu $(HDRS) $(CORE) | $(B)
 # the fused all-reduce + RMSNorm at its largest IRIS_RMSNORM_MAX_GROUPS (1024-thread CTAs; bf16 SUM only)
 $(B)/rmsnorm_groups_%.o: tests/compile/max_ranks.cu $(HDRS) $(CORE) | $(B)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -DIRIS_RMSNORM_MAX_GROUPS=$* '-DIRIS_COLL_TYPES=(1u<<IRIS_BFLOAT16)' '-DIRIS_COLL_OPS=(1u<<IRIS_SUM)' -c $< -o $@
-# Three compiles, side by side under -j: as shipped (no AMD GEMM core) and with the
-# UNVERIFIED MFMA core, which instantiates the fused kernel for every A/B type, C type and
-# B layout (-Werror), both to machine code for gfx90a and gfx940 with the collectives at
-# fp32 SUM (MOE_SWITCH); and every type and op of the collectives (with the MFMA core,
-# -Werror) through the front end and code generation to LLVM IR for each target, and the
-# host side, at -O0: the kernels of the other types are the same code with another element
-# type, and the AMDGPU back end takes 410 s of CPU for them at -O2 (-O1 nearly as long) on
-# the 2-core VM, 17 s this way (make lib-hip builds all of them to machine code). -O0 cannot
-# go to machine code: ROCm's device library leaves target-dependent intrinsics to -O2's
-# constant folding (gfx90a: "Cannot select: intrinsic permlanex16").
-check-hipcc: check-hipcc-plain check-hipcc-mfma check-hipcc-types
+# Two compiles, side by side under -j. With the UNVERIFIED MFMA GEMM core, which
+# instantiates the fused kernel for every A/B type, C type and B layout: to machine code for
+# gfx90a and gfx940, the collectives at fp32 SUM (MOE_SWITCH), -Werror. As shipped (no AMD
+# GEMM core), every type and op of the collectives: the front end and code generation to
+# LLVM IR for each target, and the host side, at -O0. The kernels of the other types are
+# the same code with another element type, and the AMDGPU back end takes 410 s of CPU for
+# them at -O2 (-O1 nearly as long) on the 2-core VM, 20 s this way; make lib-hip builds
+# them all to machine code. -O0 cannot go to machine code: ROCm's device library leaves
+# target-dependent intrinsics to -O2's constant folding (gfx90a: "Cannot select: intrinsic
+# permlanex16").
+check-hipcc: check-hipcc-plain check-hipcc-mfma
 check-hipcc-plain: $(B)/all_headers_hip.o
 check-hipcc-mfma: $(B)/all_headers_hip_mfma.o
-check-hipcc-types: $(B)/all_headers_hip_types.o
+HIP_IR_FLAGS = -O0 -x hip -I. -Wall -Wextra
 $(B)/all_headers_hip.o: tests/compile/all_headers.cu $(HDRS) $(CORE) $(CORE_MFMA) | $(B)
-	$(HIPCC) $(HIPFLAGS) -Wall -Wextra $(MOE_SWITCH) -c $< -o $@
+	$(HIPCC) $(HIP_IR_FLAGS) --offload-arch=gfx90a --cuda-device-only -emit-llvm -c $< -o $(B)/all_headers_hip.gfx90a.bc
+	$(HIPCC) $(HIP_IR_FLAGS) --offload-arch=gfx940 --cuda-device-only -emit-llvm -c $< -o $(B)/all_headers_hip.gfx940.bc
+	$(HIPCC) $(HIP_IR_FLAGS) --offload-arch=gfx90a --offload-arch=gfx940 --cuda-host-only -c $< -o $@
 $(B)/all_headers_hip_mfma.o: tests/compile/all_headers.cu $(HDRS) $(CORE) $(CORE_MFMA) | $(B)
 	$(HIPCC) $(HIPFLAGS) -Wall -Wextra -Werror -DIRIS_GEMM_MFMA_UNVERIFIED $(MOE_SWITCH) -c $< -o $@
-HIP_TYPES_FLAGS = -O0 -x hip -I. -Wall -Wextra -Werror -DIRIS_GEMM_MFMA_UNVERIFIED
-$(B)/all_headers_hip_types.o: tests/compile/all_headers.cu $(HDRS) $(CORE) $(CORE_MFMA) | $(B)
-	$(HIPCC) $(HIP_TYPES_FLAGS) --offload-arch=gfx90a --cuda-device-only -emit-llvm -c $< -o $(B)/all_headers_hip_types.gfx90a.bc
-	$(HIPCC) $(HIP_TYPES_FLAGS) --offload-arch=gfx940 --cuda-device-only -emit-llvm -c $< -o $(B)/all_headers_hip_types.gfx940.bc
-	$(HIPCC) $(HIP_TYPES_FLAGS) --offload-arch=gfx90a --offload-arch=gfx940 --cuda-host-only -c $< -o $@
 check-codegen-ptx check-codegen-gfx90a check-codegen-gfx940: | $(B)
 	bash tests/codegen/check.sh $(subst check-codegen-,,$@)
 

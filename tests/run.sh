@@ -110,48 +110,48 @@ progs() { local n; for n in "$@"; do printf '%s/%s ' "$pb" "$n"; done; }
 
 if [ "$only" = all ]; then
 # What make test builds before its checks, with its CPU seconds on the 2-core VM without a
-# GPU (the compile proofs' before they stopped at PTX, which about halves the GEMM ones):
+# GPU (2026-11-30; the compile proofs and checks at -O0, the Makefile's CHECK_NVCCFLAGS;
+# libiris.so and libiris_nccl.so, the products, at -O2 with two targets each):
 # make builds them slowest first, so that both cores stay busy to the end; check-nvcc's
 # objects among them (they ran one after another in its check before). "prog NAME":
 # a program as above; "file": a compile check's object, a library, a host program; "hip": a
 # file only built with hipcc. One a line, so that additions merge.
 builds="
-  135 file build/libiris.so
-  115 hip  build/all_headers_hip_mfma.o
-   17 hip  build/all_headers_hip_types.o
-  111 prog gemm_core_test
-   98 file build/all_headers_nvcc.o
-   72 prog gemm_test
-   64 prog bench_ag_gemm
-   64 file build/libiris_nccl.so
-   63 prog gemm_all_scatter
-   39 prog gpu_test_debug
-   32 prog gpu_test
-   30 hip  build/all_headers_hip.o
-   24 prog bench_gemm_core
-   24 hip  build/gemm_core_test_hip
-   22 prog moe_test
-   20 prog bench_moe
-   19 file build/include_order_nvcc
-   45 file build/max_ranks_6.o
-   45 file build/max_ranks_64.o
-   30 file build/rmsnorm_groups_32.o
-   17 prog tile_test
-   17 prog bench_coll
-   15 prog fused_allreduce_rmsnorm
-   15 prog bench_tile_a2a
-   14 prog coll_test
-   14 prog multinode_test
-   14 prog fault_test
-   20 prog fused_test
-   20 prog team_test
-   15 prog bench_team
-   10 prog proxy_fused
-   15 prog teams_tp_dp
-    4 prog bench_rma
-    3 prog message_passing
-    3 prog atomic_counter
-    3 prog local_multi_gpu
+  393 file build/libiris.so
+  200 file build/libiris_nccl.so
+  120 hip  build/all_headers_hip_mfma.o
+   60 file build/max_ranks_64.o
+   42 prog gpu_test_debug
+   40 file build/rmsnorm_groups_32.o
+   36 hip  build/gemm_core_test_hip
+   28 prog gemm_core_test
+   24 file build/all_headers_nvcc.o
+   16 prog gemm_test
+   16 prog bench_ag_gemm
+   15 hip  build/all_headers_hip.o
+   13 prog gpu_test
+   12 prog gemm_all_scatter
+   11 prog fused_test
+   10 prog tile_test
+   10 prog bench_coll
+   10 prog multinode_test
+    9 prog bench_moe
+    9 prog team_test
+    9 prog bench_team
+    9 prog teams_tp_dp
+    9 prog fused_allreduce_rmsnorm
+    9 prog bench_tile_a2a
+    8 prog moe_test
+    8 prog coll_test
+    8 prog fault_test
+    8 prog proxy_fused
+    7 prog bench_gemm_core
+    7 file build/include_order_nvcc
+    6 file build/max_ranks_6.o
+    5 prog bench_rma
+    4 prog message_passing
+    4 prog atomic_counter
+    4 prog local_multi_gpu
     4 file build/device_api_nvcc.o
     3 file build/types_test
     3 file build/host_test
@@ -183,7 +183,7 @@ check "vendor conditionals only in the two vendor layers (internal/core/platform
 check "every header compiles under nvcc (PTX at -O0), every device template instantiated; to sm_90 machine code the collectives at IRIS_MAX_RANKS 64 and the fused RMSNorm at 1024 threads" make -s check-nvcc
 if [ $have_hip = 1 ]; then
   check "iris.h with implementation compiles as C99 against HIP" make -s check-c99-hip
-  check "every header compiles under hipcc (gfx90a, gfx940): machine code as shipped and with the MFMA GEMM core (collectives fp32 SUM), LLVM IR for every type and op" make -s check-hipcc
+  check "every header compiles under hipcc (gfx90a, gfx940): machine code with the MFMA GEMM core (collectives fp32 SUM), LLVM IR as shipped for every type and op" make -s check-hipcc
   check "GEMM core test builds under hipcc (AMD MFMA core, unverified)" make -s build/gemm_core_test_hip
 else
   say SKIP "iris.h as C99 against HIP" "hipcc not installed"
