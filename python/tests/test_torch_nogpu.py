@@ -1222,32 +1222,28 @@ class TestSlotOwnContextSizes(unittest.TestCase):
 
     def test_formula(self):
         M, C = self.MIB, it.CustomAllreduce
-        self.assertEqual([C.heap_bytes(8 * M, w) // M for w in (2, 3, 4, 6, 8, 16)], [96, 96, 102, 110, 116, 168])  # as documented
-        self.assertEqual(C.heap_bytes(8 * M, 4, staging=0), 86 * M)  # IRIS_COLL_STAGING=0: no staging areas; 46 + 32 + 8 MiB
-        self.assertEqual([C.staging_bytes(m) for m in (0, 1000, 64 << 10, (1 << 20) + 1, 8 * M, 1 << 30)],
-                         [64 << 10, 64 << 10, 64 << 10, (1 << 20) + 64, 8 * M, 64 * M])
+        self.assertEqual([C.heap_bytes(w) // M for w in (2, 3, 4, 6, 8, 16)], [208, 208, 214, 222, 228, 280])  # as documented
+        self.assertEqual(C.heap_bytes(4, staging=0), 86 * M)  # IRIS_COLL_STAGING=0: no staging areas; 46 + 32 + 8 MiB
         for w in range(2, 17):  # a whole number of 2 MiB pages, and room for what the setup takes on one node or on several
-            h = C.heap_bytes(8 * M, w)
+            h = C.heap_bytes(w)
             self.assertEqual(h % (2 * M), 0)
-            self.assertGreaterEqual(h, int(6.5 * M * w) + (1 << 17) + 32 * M + 16 * M)
-            self.assertGreaterEqual(h, int(6.5 * M * (w // 2)) + (1 << 17) + 64 * M + 16 * M)
+            self.assertGreaterEqual(h, int(6.5 * M * w) + (1 << 17) + 32 * M + 128 * M)
+            self.assertGreaterEqual(h, int(6.5 * M * (w // 2)) + (1 << 17) + 64 * M + 128 * M)
 
-    def test_default_heap_and_staging_during_bring_up(self):
-        M = self.MIB
-        for world, max_size in ((2, 8 * M), (4, 8 * M), (8, 1 << 20), (2, 1000)):
+    def test_default_heap_and_environment_untouched(self):
+        for world, max_size in ((2, 8 * self.MIB), (4, 8 * self.MIB), (8, 1 << 20), (2, 1000)):
             self.world = world
             self.seen.clear()
-            self.slot(max_size=max_size)
-            st = it.CustomAllreduce.staging_bytes(max_size)
-            self.assertEqual(self.seen, [(it.CustomAllreduce.heap_bytes(max_size, world), str(st))])
-            self.assertNotIn("IRIS_COLL_STAGING", os.environ)  # removed after the bring-up
-        self.assertEqual(self.seen, [(80 * M, str(64 << 10))])  # 2 ranks, max_size 1000: 39 + 32 + 2 x 64 KiB + 8 MiB, to 2 MiB
+            self.slot(max_size=max_size)  # max_size does not change the heap: the staging areas stay the library's
+            self.assertEqual(self.seen, [(it.CustomAllreduce.heap_bytes(world), None)])
+            self.assertNotIn("IRIS_COLL_STAGING", os.environ)
+        self.assertEqual(self.seen, [(208 * self.MIB, None)])  # 2 ranks: 39 + 32 + 2 x 64 + 8 MiB
 
-    def test_environment_restored_after_a_failed_bring_up(self):
+    def test_failed_bring_up(self):
         self.refuse = True
         with self.assertRaisesRegex(it.IrisError, "no room"):
             self.slot()
-        self.assertEqual(self.seen, [(96 * self.MIB, str(8 * self.MIB))])
+        self.assertEqual(self.seen, [(208 * self.MIB, None)])
         self.assertNotIn("IRIS_COLL_STAGING", os.environ)
         os.environ["IRIS_COLL_STAGING"] = "4M"
         with self.assertRaisesRegex(it.IrisError, "no room"):
@@ -1258,7 +1254,7 @@ class TestSlotOwnContextSizes(unittest.TestCase):
         import torch.distributed as dist
 
         M = self.MIB
-        self.slot(heap_size=300 * M)  # an explicit heap; the staging still sized for max_size
+        self.slot(heap_size=300 * M)  # an explicit heap
         os.environ["IRIS_HEAP_SIZE"] = "512M"
         self.slot()  # 0: the library reads IRIS_HEAP_SIZE
         del os.environ["IRIS_HEAP_SIZE"]
@@ -1270,7 +1266,7 @@ class TestSlotOwnContextSizes(unittest.TestCase):
         os.environ["IRIS_COLL_STAGING"] = "2GB?"  # malformed: the library's setup says so; the heap counts 64 MiB
         self.slot()
         # 2 ranks: 39 MiB of slots (multi-node bound) + 32 + two staging areas + 8, to 2 MiB
-        self.assertEqual(self.seen, [(300 * M, str(8 * M)), (0, str(8 * M)), (112 * M, "16MiB"), (80 * M, "0"), (208 * M, "2GB?")])
+        self.assertEqual(self.seen, [(300 * M, None), (0, None), (112 * M, "16MiB"), (80 * M, "0"), (208 * M, "2GB?")])
 
         class Ctx:  # a context given: no bring-up, the environment as it was
             device, closed = 0, False

@@ -13,8 +13,6 @@ from .ops import _QUANT, _in_step, _invoke, all_reduce_rmsnorm
 _MIB = 1 << 20
 _STAGING_DEFAULT = 64 * _MIB  # IRIS_COLL_STAGING_BYTES (internal/coll/plan.h)
 _STAGING_MIN = 2048  # IRIS_COLL_STAGING_MIN: 16 x 8 x IRIS_MAX_RANKS
-_STAGING_ALIGN = 64  # 16 float32 elements: a staged launch moves whole 16-element steps
-_RMSNORM_ROW_MAX = 2 * 32768  # one bf16/fp16 row of IRIS_RMSNORM_MAX_HIDDEN
 _SIZE = re.compile(r"^([0-9]+)(?:([KkMmGgTt])(?:iB|B)?|B)?$")  # the library's grammar (iris_detail_parse_size_var)
 
 
@@ -26,38 +24,18 @@ def _parse_size(text):
     return int(m.group(1)) << {None: 0, "k": 10, "m": 20, "g": 30, "t": 40}[m.group(2) and m.group(2).lower()]
 
 
-def _own_context_sizes(max_size, world_size, heap_size):
-    """What the slot's own context is brought up with: (heap_size for Context, the value
-    to give IRIS_COLL_STAGING during the bring-up or None to leave the environment alone).
-    A heap_size given, IRIS_HEAP_SIZE and IRIS_COLL_STAGING set by the user win."""
+def _own_heap_size(world_size, heap_size):
+    """The heap the slot's own context is brought up with: heap_size where given, else
+    IRIS_HEAP_SIZE's (0: the library reads it), else CustomAllreduce.heap_bytes for the
+    staging areas the library will make (IRIS_COLL_STAGING, else its default)."""
+    if heap_size or "IRIS_HEAP_SIZE" in os.environ:
+        return heap_size
     user = os.environ.get("IRIS_COLL_STAGING")
-    if user is None:
-        staging = CustomAllreduce.staging_bytes(max_size)
-        env = str(staging)
-    else:  # the user's; a malformed one fails the library's setup, whatever the heap
+    staging = _STAGING_DEFAULT
+    if user is not None:  # the user's; a malformed one fails the library's setup, whatever the heap
         staging = _parse_size(user)
         staging = _STAGING_DEFAULT if staging is None else max(staging, _STAGING_MIN) if staging else 0
-        env = None
-    if not heap_size and "IRIS_HEAP_SIZE" not in os.environ:
-        heap_size = CustomAllreduce.heap_bytes(max_size, world_size, staging)
-    return heap_size, env
-
-
-@contextlib.contextmanager
-def _staging_env(value):
-    """IRIS_COLL_STAGING=value while the block runs (iris_collectives_setup reads it in the
-    bring-up), removed again afterwards, also when the block raises (unless something
-    else changed it meanwhile); value None: nothing is changed. The environment is the
-    process's: a context brought up in another thread meanwhile would read it too."""
-    if value is None:
-        yield
-        return
-    os.environ["IRIS_COLL_STAGING"] = value
-    try:
-        yield
-    finally:
-        if os.environ.get("IRIS_COLL_STAGING") == value:
-            del os.environ["IRIS_COLL_STAGING"]
+    return CustomAllreduce.heap_bytes(world_size, staging)
 
 
 # ------------------------------------------------------------------ serving engines
@@ -73,11 +51,9 @@ class CustomAllreduce:
     group: a process group (gloo as vLLM gives, or any); device: int, "cuda:k" or
     torch.device. World size 1 gives disabled = True.
     ctx: None (the default): the slot brings up a Context of its own over group (its own
-    heap and rendezvous, collective over the group), sized for max_size: heap_size 0 (the
-    default) with IRIS_HEAP_SIZE unset gives heap_bytes(max_size, world size) per rank
-    (96 MiB at 2 ranks, 102 at 4, 116 at 8 for 8 MiB), and with IRIS_COLL_STAGING
-    unset the bring-up makes the collectives' two staging areas staging_bytes(max_size)
-    each (the variable is set while it runs, then removed). A heap_size given,
+    heap and rendezvous, collective over the group), sized for the collectives: heap_size 0
+    (the default) with IRIS_HEAP_SIZE unset gives heap_bytes(world size) per rank (208 MiB
+    at 2 ranks, 214 at 4, 228 at 8, against the library's default 1 GiB). A heap_size given,
     IRIS_HEAP_SIZE or IRIS_COLL_STAGING win. Or an iris Context of a larger world
     (every rank's one context): the slot runs on ctx's team with group's members, made
     beforehand on every rank of ctx (ctx.team(group_ranks) or it.new_group(ranks, ctx): a
@@ -101,36 +77,27 @@ class CustomAllreduce:
     _SUPPORTED_WORLD_SIZES = list(range(2, 17))
 
     @staticmethod
-    def staging_bytes(max_size):
-        """Bytes of each of the two staging areas the slot's own context gets when
-        IRIS_COLL_STAGING is unset: max_size (the all-reduce's bound) rounded up to 64 bytes,
-        16 float32 elements, so that one staged launch takes any input the slot accepts; at
-        least 64 KiB, a row of the largest hidden the fused add + RMSNorm takes, so that its
-        separate path sums whole rows there (which also covers the library's 2 KiB
-        minimum); at most 64 MiB, iris's default (larger inputs are staged in pieces)."""
-        s = -(-max(int(max_size), _RMSNORM_ROW_MAX) // _STAGING_ALIGN) * _STAGING_ALIGN
-        return min(s, _STAGING_DEFAULT)
-
-    @staticmethod
-    def heap_bytes(max_size, world_size, staging=None):
+    def heap_bytes(world_size, staging=_STAGING_DEFAULT):
         """Heap bytes per rank the slot's own context asks for when neither heap_size nor
-        IRIS_HEAP_SIZE gives one: what iris_collectives_setup allocates and 8 MiB to spare,
-        rounded up to 2 MiB. The terms are the NCCL-API library's default heap (nccl/route.h,
-        iris_nccl_default_heap; docs/nccl_shim.md), with a bound for groups over several
-        nodes, which that library never serves:
+        IRIS_HEAP_SIZE gives one (1 GiB, the library's default, otherwise): what
+        iris_collectives_setup allocates and 8 MiB to spare, rounded up to 2 MiB. The terms
+        are the NCCL-API library's default heap (nccl/route.h, iris_nccl_default_heap;
+        docs/nccl_shim.md), with a bound for groups over several nodes, which that library
+        never serves:
           LL and armed slots (6.5 MiB per rank of a node) and the control words: 7 MiB per
             rank of the group; over several nodes (at most world_size // 2 ranks a node) a
             node's slots plus 32 MiB of multi-node scratch, where that is more;
           32 MiB of all-reduce scratch;
-          two staging areas of `staging` bytes (None: staging_bytes(max_size));
+          two staging areas of `staging` bytes (IRIS_COLL_STAGING, else 64 MiB);
           8 MiB to spare.
-        It depends only on its arguments, which every rank of the group passes alike
-        (max_size, the group's size; IRIS_COLL_STAGING, where set, must be alike anyway), so
-        every rank asks for the same heap, as the bring-up requires."""
+        The staging areas stay at the library's size, not max_size: inputs past them are
+        staged in pieces, and the fused add + RMSNorm takes any number of tokens (2 H200s:
+        sized to 8 MiB, a 16 MiB fused call took 110.5 us against 99.1, 32 MiB 222.8
+        against 184.1). Every rank of the group computes the same value (its size;
+        IRIS_COLL_STAGING must be alike anyway), as the bring-up requires."""
         W = int(world_size)
-        staging = CustomAllreduce.staging_bytes(max_size) if staging is None else int(staging)
         slots = max(7 * _MIB * W, 7 * _MIB * (W // 2) + 32 * _MIB)
-        b = slots + 32 * _MIB + 2 * staging + 8 * _MIB
+        b = slots + 32 * _MIB + 2 * int(staging) + 8 * _MIB
         return -(-b // (2 * _MIB)) * (2 * _MIB)
 
     def __init__(self, group, device, max_size=8 * 1024 * 1024, heap_size=0, ctx=None, symm_mem_enabled=False, **_engine_kwargs):
@@ -152,9 +119,8 @@ class CustomAllreduce:
         if self.world_size == 1:
             return
         if ctx is None:
-            heap, staging_env = _own_context_sizes(self.max_size, self.world_size, heap_size)
-            with _staging_env(staging_env):
-                self.ctx = self._target = Context(group=group, device=self.device.index, heap_size=heap)
+            heap = _own_heap_size(self.world_size, heap_size)
+            self.ctx = self._target = Context(group=group, device=self.device.index, heap_size=heap)
         else:
             if ctx.device != self.device.index:
                 raise ValueError("CustomAllreduce: the context runs on cuda:%d, not on %s" % (ctx.device, self.device))
