@@ -106,6 +106,19 @@ if torch is not None:
         return _check(u, what, device_index, dtype, contiguous)
 
 
+class _NoDevice:
+    """A stand-in for torch.cuda.device(d): a context manager that selects nothing."""
+
+    def __init__(self, d):
+        pass
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        pass
+
+
 class StandInCase(unittest.TestCase):
     """Stand-in contexts of world 1 (c1) and 2 (c2), CPU tensors taken as the device's."""
 
@@ -816,17 +829,7 @@ class TestPlanRefusedInStep(unittest.TestCase):
         self.ctx._lib.detail = lambda: "detail"
         self.ctx._handle = lambda: None
 
-        class Dev:
-            def __init__(self, d):
-                pass
-
-            def __enter__(self):
-                pass
-
-            def __exit__(self, *exc):
-                pass
-
-        self.patch = mock.patch.object(torch.cuda, "device", Dev)
+        self.patch = mock.patch.object(torch.cuda, "device", _NoDevice)
         self.patch.start()
 
     def tearDown(self):
@@ -1187,18 +1190,8 @@ class TestSlotOwnContextSizes(unittest.TestCase):
                 raise it.IrisError(_lib.ERROR_OUT_OF_MEMORY, "(stand-in) no room", "iris_collectives_setup (rank 0)")
             return 7
 
-        class Dev:
-            def __init__(self, d):
-                pass
-
-            def __enter__(self):
-                pass
-
-            def __exit__(self, *exc):
-                pass
-
         self.patches = [mock.patch.object(_host, "bring_up", bring_up), mock.patch.object(_lib, "load", lambda path=None: lib),
-                        mock.patch.object(dist, "get_world_size", lambda g=None: self.world), mock.patch.object(torch.cuda, "device", Dev)]
+                        mock.patch.object(dist, "get_world_size", lambda g=None: self.world), mock.patch.object(torch.cuda, "device", _NoDevice)]
         for p in self.patches:
             p.start()
 
