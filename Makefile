@@ -92,7 +92,7 @@ $(B)/device_api_nvcc.o: tests/compile/device_api.cu $(HDRS) | $(B)
 # front ends see every template instantiated and NVVM lowers every kernel, which is what
 # can fail there; the machine code of every kernel of the host API is make lib's (sm_90a,
 # -O2). On the 2-core VM all_headers.cu takes 263 s of CPU to sm_90 at -O2 (ptxas 60-70 s
-# of it at any -O), 27 s this way. Where machine code is the point, the limits ptxas
+# of it at any -O), 24 s this way. Where machine code is the point, the limits ptxas
 # checks (registers, shared memory at IRIS_MAX_RANKS 64, 1024-thread CTAs), the objects
 # below keep NVCCFLAGS.
 CHECK_NVCCFLAGS = -O0 -std=c++17 -arch=compute_90 -code=compute_90 -Xcicc -O0 -I.
@@ -113,7 +113,7 @@ $(B)/rmsnorm_groups_%.o: tests/compile/max_ranks.cu $(HDRS) $(CORE) | $(B)
 # GEMM core), every type and op of the collectives: the front end and code generation to
 # LLVM IR for each target, and the host side, at -O0. The kernels of the other types are
 # the same code with another element type, and the AMDGPU back end takes 410 s of CPU for
-# them at -O2 (-O1 nearly as long) on the 2-core VM, 20 s this way; make lib-hip builds
+# them at -O2 (-O1 nearly as long) on the 2-core VM, 15 s this way; make lib-hip builds
 # them all to machine code. -O0 cannot go to machine code: ROCm's device library leaves
 # target-dependent intrinsics to -O2's constant folding (gfx90a: "Cannot select: intrinsic
 # permlanex16").
