@@ -178,10 +178,12 @@ IRIS_API iris_status_t iris_moe_dispatch(iris_moe_t *m, const void *x, int num_t
  * between them. */
 IRIS_API iris_status_t iris_moe_combine(iris_moe_t *m, const void *y, void *out, iris_stream_t stream);
 /* Synchronous, after the plan's calls have completed on their streams: the first routing
- * error the kernels met since the last check (IRIS_ERROR_INVALID_ARGUMENT naming the call,
- * token, k and the bad index, a combine whose token count differs from its dispatch's, or
- * a peer whose combine was refused; IRIS_ERROR_OUT_OF_MEMORY for high-throughput rows
- * beyond max_recv_rows), then clears it; else the context's fatal fault; else
+ * error this rank's kernels met since the last check (IRIS_ERROR_INVALID_ARGUMENT naming
+ * the call, token, k and the bad index, or a combine whose token count differs from its
+ * dispatch's; IRIS_ERROR_OUT_OF_MEMORY for high-throughput rows beyond max_recv_rows),
+ * then clears it; else the peers whose combines were refused since the last check
+ * reported here (IRIS_ERROR_INVALID_ARGUMENT naming each: a check that reported this
+ * rank's own error leaves them to the next); else the context's fatal fault; else
  * IRIS_SUCCESS. */
 IRIS_API iris_status_t iris_moe_check(iris_moe_t *m);
 /* Every rank, collective: synchronises the device, frees the plan (heap blocks in reverse

@@ -457,6 +457,46 @@ static bool simple_call(Suite &s, Simple &p, int n, int call, int x_shift, int y
     }
   return ok;
 }
+// Both kinds of error in one check's window: rank 0's dispatch names an expert out of range
+// (its kernel's error record) and rank W-1's combine of the same call is refused. Rank 0's
+// first check reports its own error, the second the refusal (it used to be lost); every
+// other rank's first check reports the refusal, its second nothing.
+static bool own_error_then_refusal(Suite &s, Simple &p, int call) {
+  const int me = s.rank, last = s.world - 1, E = 4 * s.world, H = p.H, n = 6;
+  std::vector<uint16_t> hx((size_t)p.T * H);
+  std::vector<int> hi(2 * (size_t)p.T);
+  std::vector<float> hw(2 * (size_t)p.T, 0.25f);
+  for (int t = 0; t < p.T; t++) {
+    for (int h = 0; h < H; h++) hx[(size_t)t * H + h] = f2bf((float)(2 * (t + me + 1)));
+    hi[2 * t] = (t + me + call) % E, hi[2 * t + 1] = (t + me + call + 1) % E;
+  }
+  if (me == 0) hi[0] = E; // token 0, k 0: outside [-1, E): skipped, recorded
+  CK(cudaMemcpy(p.x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(p.idx, hi.data(), hi.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(p.w, hw.data(), hw.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaDeviceSynchronize());
+  bool ok = true;
+  if (iris_moe_dispatch(p.m, p.x, n, p.idx, p.w, 0) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: call %d: dispatch: %s\n", me, call, iris_error_detail()); ok = false; }
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(p.y, p.r.x, (size_t)p.r.rows * H * 2, cudaMemcpyDeviceToDevice));
+  CK(cudaDeviceSynchronize());
+  const iris_status_t c = iris_moe_combine(p.m, (char *)p.y + (me == last ? 8 : 0), p.out, 0);
+  if (c != (me == last ? IRIS_ERROR_INVALID_ARGUMENT : IRIS_SUCCESS)) { fprintf(stderr, "rank %d: call %d: combine: %s\n", me, call, iris_error_detail()); ok = false; }
+  CK(cudaDeviceSynchronize());
+  char refused[32];
+  snprintf(refused, sizeof refused, "rank %d's combine", last);
+  for (int k = 0; k < 2; k++) {
+    const iris_status_t st = iris_moe_check(p.m);
+    const char *want = me == 0 ? (k == 0 ? "is outside [-1" : refused) : (k == 0 ? refused : NULL);
+    const bool good = want ? st == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), want) : st == IRIS_SUCCESS;
+    if (!good) {
+      fprintf(stderr, "rank %d: call %d: check %d: %s (%s), want %s\n", me, call, k + 1, iris_status_string(st), st ? iris_error_detail() : "", want ? want : "success");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 static bool one_rank_refusals(Suite &s) {
   const int W = s.world, me = s.rank, last = W - 1;
   Simple p;
@@ -487,6 +527,9 @@ static bool one_rank_refusals(Suite &s) {
   }
   ok &= simple_call(s, p, 7, 4, 0, 0, -1); // every rank: exact again
   if (iris_moe_check(p.m) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: check after the calls: %s\n", me, iris_error_detail()); ok = false; }
+  ok &= own_error_then_refusal(s, p, 5);
+  ok &= simple_call(s, p, 7, 6, 0, 0, -1); // every rank: exact again
+  if (iris_moe_check(p.m) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: check after the last call: %s\n", me, iris_error_detail()); ok = false; }
   cudaFree(p.x), cudaFree(p.y), cudaFree(p.out), cudaFree(p.idx), cudaFree(p.w);
   IK(iris_moe_destroy(p.m));
   return ok;
@@ -682,7 +725,7 @@ int main(int argc, char **argv) {
     report(s, name, run_case(s, c, ci));
   }
   report(s, "bad input: create refusals (the heap as it was), call refusals that still take part, the heap as it was after destroy", bad_input(s));
-  report(s, "a dispatch, then a combine, refused on the last rank only: the calls stay paired, the others exact, the refusal named, the next call exact",
+  report(s, "a dispatch, then a combine, refused on the last rank only: the calls stay paired, the others exact, the refusal named (after this rank's own error, at the next check), the next call exact",
          one_rank_refusals(s));
   report(s, "a combine after a graph's dispatch of fewer tokens than the host's last: the rows of the dispatch that ran, none past them, reported", graph_token_count(s));
   report(s, "high throughput past max_recv_rows: the rows past it dropped alike on both sides, the tokens summed over the kept ones, reported on every rank",

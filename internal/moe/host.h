@@ -313,7 +313,7 @@ IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
   iris_gpu_error_t g;
   unsigned nocomb[IRIS_MAX_RANKS], combs = 0, from;
   const char *what = "";
-  char call[96];
+  char call[96], others[512] = "";
   int q, old;
   if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_moe_check: NULL plan");
   old = iris_detail_plan_device(p->ctx);
@@ -321,16 +321,22 @@ IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
   iris_detail_plan_device_back(old);
   snprintf(call, sizeof call, "iris_moe_check: %s", what);
   if (g != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(p->me, call, g);
-  /* a peer's combine refused since the last check: its mark (the call's epoch) lies in
-   * (checked, combines so far], compared wrap-safely */
+  /* the peers' combines refused since the last check: a mark (the call's epoch) in
+   * (checked, combines so far], compared wrap-safely. This rank's own error goes first;
+   * the window then stays open, so the next check names the refusals. */
   from = p->checked;
-  p->checked = combs;
-  for (q = 0; q < p->W && e.what == IRIS_MOE_ERR_NONE; q++)
-    if ((int)(nocomb[q] - from) > 0 && (int)(nocomb[q] - combs) <= 0) {
-      e.what = IRIS_MOE_ERR_PEER;
-      e.call = nocomb[q];
-      e.value = q;
-    }
+  if (e.what == IRIS_MOE_ERR_NONE) {
+    p->checked = combs;
+    for (q = 0; q < p->W; q++)
+      if ((int)(nocomb[q] - from) > 0 && (int)(nocomb[q] - combs) <= 0) {
+        if (e.what == IRIS_MOE_ERR_NONE) {
+          e.what = IRIS_MOE_ERR_PEER;
+          e.call = nocomb[q];
+          e.value = q;
+        } else
+          snprintf(others + strlen(others), sizeof others - strlen(others), ", rank %d's (call %u)", q, nocomb[q]);
+      }
+  }
   switch (e.what) {
   case IRIS_MOE_ERR_NONE: return iris_detail_check_fault(p->ctx);
   case IRIS_MOE_ERR_EXPERT:
@@ -350,8 +356,8 @@ IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
   case IRIS_MOE_ERR_PEER:
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
                             "rank %d: iris_moe_combine (call %u): rank %lld's combine of this call was refused (see its error): the tokens with an expert there are NaN "
-                            "in out",
-                            p->me, e.call, e.value);
+                            "in out%s%s",
+                            p->me, e.call, e.value, others[0] ? "; refused as well since the last check: " : "", others[0] ? others + 2 : "");
   default:
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_moe_combine: a received row names source 0x%llx (not a rank and token of this plan): skipped", p->me,
                             (unsigned long long)e.value);
