@@ -382,19 +382,32 @@ static iris_nccl_comm_t *iris_nccl_find(ncclComm_t comm) {
   }
   return NULL;
 }
+/* A record for a communicator the real NCCL just handed out. A record left listed at the
+ * same address belongs to one that NCCL has freed without the shim's teardown seeing it
+ * (one created in a group that failed, then aborted): it is unlisted first, so it cannot
+ * shadow the new one (its calls would all go to NCCL on this rank while the peers' went
+ * to iris). */
 static int iris_nccl_insert(iris_nccl_comm_t *c) {
   unsigned h = iris_nccl_hash(c->comm), i;
-  int done = 0;
+  iris_nccl_comm_t **free_slot = NULL;
   pthread_mutex_lock(&iris_nccl_slots_lock);
-  for (i = 0; i < IRIS_NCCL_SLOTS && !done; i++) {
-    iris_nccl_comm_t **slot = &iris_nccl_slots[(h + i) & (IRIS_NCCL_SLOTS - 1)];
-    if (*slot == NULL || *slot == IRIS_NCCL_TOMB) {
-      __atomic_store_n(slot, c, __ATOMIC_RELEASE);
-      done = 1;
+  for (i = 0; i < IRIS_NCCL_SLOTS; i++) {
+    iris_nccl_comm_t **slot = &iris_nccl_slots[(h + i) & (IRIS_NCCL_SLOTS - 1)], *old = *slot;
+    if (old == NULL) {
+      if (!free_slot) free_slot = slot;
+      break; /* the end of this address's probe sequence */
+    }
+    if (old == IRIS_NCCL_TOMB) {
+      if (!free_slot) free_slot = slot;
+    } else if (old->comm == c->comm) {
+      old->listed = 0;
+      __atomic_store_n(slot, IRIS_NCCL_TOMB, __ATOMIC_RELEASE);
+      if (!free_slot) free_slot = slot;
     }
   }
+  if (free_slot) __atomic_store_n(free_slot, c, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&iris_nccl_slots_lock);
-  return done;
+  return free_slot != NULL;
 }
 static void iris_nccl_remove(iris_nccl_comm_t *c) {
   unsigned i;
