@@ -184,6 +184,7 @@ typedef struct iris_coll_opts {
 /* Sizes of the collective state on the heap (per rank, allocated once). */
 #define IRIS_COLL_MAX_CTAS 256                       /* CTAs of one bandwidth kernel */
 #define IRIS_COLL_LL_BYTES ((size_t)512 << 10)       /* latency path: payload per peer */
+#define IRIS_COLL_LL_BYTES_W2 ((size_t)1 << 20)      /* the same in a world of 2 ranks (per node) */
 
 /* ---- fp8 conversions (OCP E4M3 and E5M2), host and device, C and C++. Bit-compatible
  * with CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2 (cuda_fp8.h) without needing it; the
@@ -324,7 +325,7 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
  * Paths (IRIS_RMSNORM_AUTO picks by the message, tokens * hidden * 2 bytes, up to
  * IRIS_RMSNORM_FUSED_MAX_TOKENS tokens):
  *   IRIS_RMSNORM_FUSED     the one-shot kernel above: up to IRIS_RMSNORM_ONESHOT_MAX_BYTES
- *                          (at 2 ranks: as far as the one-shot LL slots go, IRIS_COLL_LL_BYTES)
+ *                          (at 2 ranks: as far as IRIS_COLL_LL_BYTES of the one-shot LL slots go)
  *   IRIS_RMSNORM_TWO_SHOT  one kernel, two hops: row t is summed by rank t % W, which
  *                          pushes the sum to the others (half the bytes per rank at 4
  *                          ranks); up to IRIS_RMSNORM_FUSED_MAX_BYTES where its slots

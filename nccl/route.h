@@ -326,10 +326,11 @@ static inline int iris_nccl_config_ctas(const ncclConfig_t *config) {
 }
 
 /* The heap the shim asks for when IRIS_NCCL_HEAP is not set: what iris_collectives_setup
- * allocates (6.5 MiB per rank of LL and armed slots, rounded to 7, 32 MiB of all-reduce scratch, two staging areas)
- * and 8 MiB to spare, rounded up to 2 MiB. */
+ * allocates (6.5 MiB per rank of LL and armed slots, rounded to 7, and 2 MiB more per
+ * rank at 2 ranks, whose one-shot slots hold twice the payload; 32 MiB of all-reduce
+ * scratch; two staging areas) and 8 MiB to spare, rounded up to 2 MiB. */
 static inline unsigned long long iris_nccl_default_heap(int world, unsigned long long staging) {
-  unsigned long long b = 7ull * IRIS_NCCL_MIB * (unsigned long long)world + 32ull * IRIS_NCCL_MIB + 2ull * staging + 8ull * IRIS_NCCL_MIB;
+  unsigned long long b = (world == 2 ? 9ull : 7ull) * IRIS_NCCL_MIB * (unsigned long long)world + 32ull * IRIS_NCCL_MIB + 2ull * staging + 8ull * IRIS_NCCL_MIB;
   return (b + 2 * IRIS_NCCL_MIB - 1) & ~(2 * IRIS_NCCL_MIB - 1);
 }
 /* The staging area (each of two) the shim has iris create when IRIS_COLL_STAGING is not

@@ -135,7 +135,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
   memset(&mine, 0, sizeof mine);
   if (!s || !all) { free(s); free(all); return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory"); }
   s->dev.ctx = iris_device_context_node(ctx);
-  s->dev.ll_lines = IRIS_COLL_LL_BYTES / 8;
+  s->dev.ll_lines = iris_coll_ll_payload(W) / 8;
   s->dev.ll2_lines = IRIS_COLL_LL2_BYTES / 8;
   s->stage_bytes = IRIS_COLL_STAGING_BYTES;
   if (iris_detail_env("IRIS_COLL_STAGING", &env) < 0) { /* set but empty: an error, never the default */
@@ -390,26 +390,33 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
   chunked_out = kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A;
   in_elems = chunked_in ? (size_t)W * count : count;
   out_elems = chunked_out ? (size_t)W * count : count;
-  /* an all-gather at 2 ranks into a recv off the heap: the one-shot runs further (the
-   * staged kernel costs it 1.9x at 512 KB); the placement is in the bandwidth path's
-   * signature already, so ranks that place recv differently do not agree either way */
-  const int ag_off_heap_w2 = kind == IRIS_COLL_AG && W == 2 && ((flags & IRIS_COLL_STAGE) || !iris_coll_in_heap(ctx, recv, out_elems * es));
+  /* a call at 2 ranks whose bandwidth path would stage a buffer (the all-reduce: one off
+   * the heap; the reduce-scatter: send; the others: recv, or an all-to-all in place): the
+   * one-shot runs to its slots' limit. The placement is in the bandwidth path's signature
+   * already, so ranks that place buffers differently do not agree either way */
+  const int send_off = (flags & IRIS_COLL_STAGE) || !iris_coll_in_heap(ctx, send, in_elems * es);
+  const int recv_off = (flags & IRIS_COLL_STAGE) || !iris_coll_in_heap(ctx, recv, out_elems * es);
+  const int off_heap_w2 = W == 2 && (kind == IRIS_COLL_AR   ? send_off || recv_off
+                                     : kind == IRIS_COLL_RS ? send_off
+                                                            : recv_off || (kind == IRIS_COLL_A2A && send == recv));
   /* an all-to-all at 2 ranks on the heap takes the bandwidth kernel sooner (its grid of
    * 16 CTAs leaves the SMs to compute beside it); the same rule of placement as above */
   const int a2a_heap_w2 = kind == IRIS_COLL_A2A && W == 2 && !(flags & IRIS_COLL_STAGE) && send != recv && iris_coll_in_heap(ctx, send, in_elems * es) &&
                           iris_coll_in_heap(ctx, recv, out_elems * es);
+  const size_t ll_cap = s->dev.ll_lines * 8; /* the one-shot slots' payload per peer (a team's may hold less than a world's of the same size) */
   path = algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL || algo == IRIS_ALGO_ONE_SHOT_ARMED ||
                  (algo == IRIS_ALGO_AUTO &&
-                  count * es <= (kind == IRIS_COLL_AR ? (W == 2 ? IRIS_COLL_LL_MAX_AR_W2 : IRIS_COLL_LL_MAX_AR)
+                  count * es <= (off_heap_w2            ? IRIS_COLL_LL_MAX_STAGED_W2
+                                 : kind == IRIS_COLL_AR ? (W == 2 ? IRIS_COLL_LL_MAX_AR_W2 : IRIS_COLL_LL_MAX_AR)
                                  : kind == IRIS_COLL_BC ? (W == 2 ? IRIS_COLL_LL_MAX_BC_W2 : IRIS_COLL_LL_MAX_BC)
-                                 : kind == IRIS_COLL_AG ? (ag_off_heap_w2 ? IRIS_COLL_LL_MAX_AG_STAGED_W2 : IRIS_COLL_LL_MAX_AG)
+                                 : kind == IRIS_COLL_AG ? IRIS_COLL_LL_MAX_AG
                                  : a2a_heap_w2          ? IRIS_COLL_LL_MAX_A2A_HEAP_W2
                                                         : IRIS_COLL_LL_MAX_OTHER))
              ? IRIS_COLL_PATH_LL
              : IRIS_COLL_PATH_BW;
-  if (path == IRIS_COLL_PATH_LL && count * es > IRIS_COLL_LL_BYTES) {
+  if (path == IRIS_COLL_PATH_LL && count * es > ll_cap) {
     if (algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL || algo == IRIS_ALGO_ONE_SHOT_ARMED)
-      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_LATENCY takes at most %zu bytes per rank, not %zu", me, name, IRIS_COLL_LL_BYTES,
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_ALGO_LATENCY takes at most %zu bytes per rank at %d ranks, not %zu", me, name, ll_cap, W,
                               count * es);
     path = IRIS_COLL_PATH_BW;
   }

@@ -289,8 +289,8 @@ static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunk(size_t bytes, int ct
 static inline IRIS_HOST_DEVICE size_t iris_coll_chain_chunks(size_t bytes, size_t chunk) { return chunk ? (bytes + chunk - 1) / chunk : 0; }
 
 /* Automatic choice (bytes each rank sends to one peer): the latency kernel up to these
- * sizes, the bandwidth one above; at 2 ranks the one-shot runs to its 512 KB limit (it
- * stores no more bytes than the two-shot LL and saves a hop); measured: docs/tuning.md. */
+ * sizes, the bandwidth one above; at 2 ranks the one-shot runs further (it stores no more
+ * bytes than the two-shot LL and saves a hop): the _W2 limits below; docs/tuning.md. */
 #ifndef IRIS_COLL_LL_MAX_AR
 #define IRIS_COLL_LL_MAX_AR ((size_t)128 << 10)
 #endif
@@ -330,6 +330,22 @@ static inline IRIS_HOST_DEVICE int iris_coll_ll_within_cap(size_t bytes, int cta
 static_assert(IRIS_COLL_ARM_BYTES % 16 == 0 && IRIS_COLL_ARM_BYTES <= IRIS_COLL_LL_BYTES, "IRIS_COLL_ARM_BYTES: whole vectors, at most the LL path's payload");
 static_assert(IRIS_COLL_ARM_THREADS >= 64 && IRIS_COLL_ARM_THREADS <= 1024 && IRIS_COLL_ARM_THREADS % 64 == 0, "IRIS_COLL_ARM_THREADS: 64..1024, whole warps of 64");
 #endif
+/* The one-shot LL slots' payload per peer: at 2 ranks (per node) IRIS_COLL_LL_BYTES_W2,
+ * else IRIS_COLL_LL_BYTES (the slots take 2 parities x W x 2 x this per rank: 8 MiB at 2
+ * ranks). A team's slots hold IRIS_COLL_LL_BYTES whatever its size. */
+static inline IRIS_HOST_DEVICE size_t iris_coll_ll_payload(int W) { return W == 2 ? IRIS_COLL_LL_BYTES_W2 : IRIS_COLL_LL_BYTES; }
+/* At 2 ranks a call whose bandwidth path would stage a buffer off the heap (or every
+ * buffer: IRIS_COLL_STAGE) takes the one-shot to its slots' 1 MB per peer. On 2 H200s
+ * (bf16, graph / eager us, one-shot against the staged bandwidth path, NCCL in graphs):
+ * all-reduce 1 MB 9.9 / 10.5 against 11.9 / 19.3 (13.8), all-gather 1 MB per rank 9.8 /
+ * 10.4 against 13.1 / 15.0 (16.2), reduce-scatter and all-to-all 1 MB per peer 10.4 /
+ * 11.0 and 10.0 / 10.7 against 13.5 / 15.4 and 13.7 / 15.5 (14.5, 14.7), broadcast 1 MB
+ * 8.1 / 8.7 against 11.9 / 13.7 (11.3). With both buffers on the heap the limits stay
+ * (the one-shot's grid of a thread per line slows a GEMM beside it more; the all-reduce
+ * at 1 MB: 9.9 against the bandwidth kernel's 9.5); docs/tuning.md. */
+#ifndef IRIS_COLL_LL_MAX_STAGED_W2
+#define IRIS_COLL_LL_MAX_STAGED_W2 IRIS_COLL_LL_BYTES_W2
+#endif
 #ifndef IRIS_COLL_LL_MAX_AR_W2
 #define IRIS_COLL_LL_MAX_AR_W2 IRIS_COLL_LL_BYTES
 #endif
@@ -343,20 +359,19 @@ static_assert(IRIS_COLL_ARM_THREADS >= 64 && IRIS_COLL_ARM_THREADS <= 1024 && IR
  * peer, the bandwidth kernel (16 CTAs) above: at 512 KB per peer on 2 H200s 6.8 us
  * against the one-shot's 6.6, and beside a GEMM it slows the GEMM 1.10-1.14x where the
  * one-shot's grid (a thread per line: every SM) slows it 1.33-1.41x (NCCL 1.08-1.12).
- * Off the heap the bandwidth path is the staged kernel: the one-shot stays to 512 KB. */
+ * Off the heap the bandwidth path is the staged kernel: the one-shot runs to its slots'
+ * 1 MB (IRIS_COLL_LL_MAX_STAGED_W2). */
 #ifndef IRIS_COLL_LL_MAX_A2A_HEAP_W2
 #define IRIS_COLL_LL_MAX_A2A_HEAP_W2 ((size_t)256 << 10)
 #endif
 /* All-gather: the latency kernel up to 256 KB per rank; at 2 ranks with recv off the heap
- * (the bandwidth path would be the staged kernel) up to its slots' 512 KB: on 2 H200s at
- * 512 KB 6.3 us against the staged kernel's 12.1 (NCCL 10.5); on the heap the bandwidth
+ * (the bandwidth path would be the staged kernel) up to its slots' 1 MB
+ * (IRIS_COLL_LL_MAX_STAGED_W2): on 2 H200s at 512 KB 6.3 us against the staged kernel's
+ * 12.1 (NCCL 10.5), at 1 MB 9.8 against 13.1 (NCCL 16.2); on the heap the bandwidth
  * kernel stays (7.0, and beside a GEMM it slows it 1.15x where the one-shot's grid of a
  * thread per line slows it 1.34x); measured: docs/tuning.md. */
 #ifndef IRIS_COLL_LL_MAX_AG
 #define IRIS_COLL_LL_MAX_AG ((size_t)256 << 10)
-#endif
-#ifndef IRIS_COLL_LL_MAX_AG_STAGED_W2
-#define IRIS_COLL_LL_MAX_AG_STAGED_W2 IRIS_COLL_LL_BYTES
 #endif
 /* Broadcast: the latency kernel up to 128 KB, then at 3+ ranks the two-hop LL up to
  * IRIS_COLL_LL2_MAX_BC while a part fits IRIS_COLL_LL2_BYTES, then the bandwidth path (a
@@ -367,7 +382,8 @@ static_assert(IRIS_COLL_ARM_THREADS >= 64 && IRIS_COLL_ARM_THREADS <= 1024 && IR
 #ifndef IRIS_COLL_LL2_MAX_BC
 #define IRIS_COLL_LL2_MAX_BC ((size_t)3 << 20)
 #endif
-/* At 2 ranks the one-hop LL broadcast runs to its 512 KB limit; measured: docs/tuning.md. */
+/* At 2 ranks the one-hop LL broadcast runs to 512 KB on the heap, to the slots' 1 MB off
+ * it (IRIS_COLL_LL_MAX_STAGED_W2); measured: docs/tuning.md. */
 #ifndef IRIS_COLL_LL_MAX_BC_W2
 #define IRIS_COLL_LL_MAX_BC_W2 IRIS_COLL_LL_BYTES
 #endif

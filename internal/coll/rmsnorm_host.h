@@ -90,17 +90,20 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
   iris_gpu_error_t e;
   int one = 0, two = 0, cpr = 1, path;
   iris_rmsnorm_shape_t sh = iris_rmsnorm_shape((long long)hidden, 1);
+  /* the one-shot slots as far as IRIS_COLL_LL_BYTES (2 ranks' larger slots are not
+   * measured for the fused kernels) */
+  const size_t ll_lines = s->dev.ll_lines < IRIS_COLL_LL_BYTES / 8 ? s->dev.ll_lines : IRIS_COLL_LL_BYTES / 8;
   if (W > 1) { /* what fits the slots: the one-shot's, the two-shot's (each rank's rows), the CTAs' exchange lines */
     cpr = iris_rmsnorm_cpr(tokens, (long long)hidden, s->sms);
     sh = iris_rmsnorm_shape((long long)hidden, cpr);
-    const int small = tokens <= IRIS_RMSNORM_FUSED_MAX_TOKENS && 2 * tokens * (size_t)cpr <= s->dev.ll_lines;
-    one = small && tokens * (size_t)sh.lines <= s->dev.ll_lines;
+    const int small = tokens <= IRIS_RMSNORM_FUSED_MAX_TOKENS && 2 * tokens * (size_t)cpr <= ll_lines;
+    one = small && tokens * (size_t)sh.lines <= ll_lines;
     two = small && (tokens + (size_t)W - 1) / (size_t)W * (size_t)sh.lines <= s->dev.ll2_lines;
   }
   if ((algo == IRIS_RMSNORM_FUSED && !one) || (algo == IRIS_RMSNORM_TWO_SHOT && !two))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: %s takes a world of 2 or more ranks on one node, at most %d tokens, and rows that fit its slots "
                             "(%zu lines of 8 bytes: %s), not %zu tokens x %zu", me, name, algo == IRIS_RMSNORM_FUSED ? "IRIS_RMSNORM_FUSED" : "IRIS_RMSNORM_TWO_SHOT",
-                            IRIS_RMSNORM_FUSED_MAX_TOKENS, algo == IRIS_RMSNORM_FUSED ? s->dev.ll_lines : s->dev.ll2_lines,
+                            IRIS_RMSNORM_FUSED_MAX_TOKENS, algo == IRIS_RMSNORM_FUSED ? ll_lines : s->dev.ll2_lines,
                             algo == IRIS_RMSNORM_FUSED ? "tokens x hidden / 4" : "ceil(tokens / world) x hidden / 4", tokens, hidden);
   if (algo == IRIS_RMSNORM_FUSED) path = 1;
   else if (algo == IRIS_RMSNORM_TWO_SHOT) path = 4;

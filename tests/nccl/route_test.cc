@@ -199,6 +199,7 @@ int main(void) {
   /* sizes the shim asks iris for */
   check(iris_nccl_default_heap(4, 4 * IRIS_NCCL_MIB) == 76 * IRIS_NCCL_MIB, "heap: 4 ranks, 4 MiB staging -> 76 MiB (28 LL and armed slots + 32 scratch + 8 staging + 8)");
   check(iris_nccl_default_heap(3, 3 * IRIS_NCCL_MIB) % (2 * IRIS_NCCL_MIB) == 0, "heap: rounded up to 2 MiB");
+  check(iris_nccl_default_heap(2, 4 * IRIS_NCCL_MIB) == 66 * IRIS_NCCL_MIB, "heap: 2 ranks, 4 MiB staging -> 66 MiB (18 LL and armed slots: 2 ranks' one-shot slots hold 1 MiB per peer)");
   t = iris_nccl_default_table();
   check(iris_nccl_staging_bytes(&t) == 4 * IRIS_NCCL_MIB, "staging: the table's largest message (4 MiB)");
   iris_nccl_parse_table("1K", &t, why, sizeof why);

@@ -84,8 +84,8 @@ class CustomAllreduce:
         are the NCCL-API library's default heap (nccl/route.h, iris_nccl_default_heap;
         docs/nccl_shim.md), with a bound for groups over several nodes, which that library
         never serves:
-          LL and armed slots (6.5 MiB per rank of a node) and the control words: 7 MiB per
-            rank of the group; over several nodes (at most world_size // 2 ranks a node) a
+          LL and armed slots (6.5 MiB per rank of a node, 8.5 at 2 ranks) and the control
+            words: 7 MiB per rank of the group (9 at 2 ranks); over several nodes (at most world_size // 2 ranks a node) a
             node's slots plus 32 MiB of multi-node scratch, where that is more;
           32 MiB of all-reduce scratch;
           two staging areas of `staging` bytes (IRIS_COLL_STAGING, else 64 MiB);
@@ -96,7 +96,7 @@ class CustomAllreduce:
         against 184.1). Every rank of the group computes the same value (its size;
         IRIS_COLL_STAGING must be alike anyway), as the bring-up requires."""
         W = int(world_size)
-        slots = max(7 * _MIB * W, 7 * _MIB * (W // 2) + 32 * _MIB)
+        slots = max((9 if W == 2 else 7) * _MIB * W, 7 * _MIB * (W // 2) + 32 * _MIB)
         b = slots + 32 * _MIB + 2 * int(staging) + 8 * _MIB
         return -(-b // (2 * _MIB)) * (2 * _MIB)
 
