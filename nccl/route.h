@@ -32,9 +32,14 @@ static const char *const iris_nccl_kind_measure[IRIS_NCCL_KINDS] = {"buffer", "o
 /* The routing table: a call goes to iris when its bytes (as measured above) are at most
  * max_bytes[kind]; 0 sends every call of that kind to NCCL. Defaults: where iris beat
  * NCCL with buffers off the heap (staged) in make bench-guard on 4 H100s; all-to-all to
- * 1 MiB, where nccl-tests through the shim on 2 H200s ran 1.7-2.7x NCCL (0.97x at 2 MiB). */
+ * 1 MiB, where nccl-tests through the shim on 2 H200s ran 1.7-2.7x NCCL (0.97x at 2 MiB).
+ * At 2 ranks (iris_nccl_table_for_world) broadcast and all-to-all to 4 MiB: nccl-tests
+ * through the shim on 2 H200s, three runs, 2 / 4 MiB: broadcast 17.5 / 23.0 us against
+ * 19.7 / 25.7, all-to-all 11.3 / 19.2 against 15.9 / 21.2 (the one-shot to 1 MB per peer
+ * off the heap); the largest limit, and so the staging area, stays 4 MiB. */
 typedef struct iris_nccl_table {
   unsigned long long max_bytes[IRIS_NCCL_KINDS];
+  unsigned set; /* bit k: max_bytes[k] came from IRIS_NCCL_MAX_BYTES (no default by world size) */
 } iris_nccl_table_t;
 #define IRIS_NCCL_MIB (1ull << 20)
 static inline iris_nccl_table_t iris_nccl_default_table(void) {
@@ -44,7 +49,18 @@ static inline iris_nccl_table_t iris_nccl_default_table(void) {
   t.max_bytes[IRIS_NCCL_RS] = 4 * IRIS_NCCL_MIB;
   t.max_bytes[IRIS_NCCL_BC] = 1 * IRIS_NCCL_MIB;
   t.max_bytes[IRIS_NCCL_A2A] = 1 * IRIS_NCCL_MIB;
+  t.set = 0;
   return t;
+}
+/* The table a communicator of `world` ranks proposes at its bring-up: t, with the
+ * defaults of that world size where IRIS_NCCL_MAX_BYTES named no size. */
+static inline iris_nccl_table_t iris_nccl_table_for_world(const iris_nccl_table_t *t, int world) {
+  iris_nccl_table_t w = *t;
+  if (world == 2) {
+    if (!(t->set & (1u << IRIS_NCCL_BC))) w.max_bytes[IRIS_NCCL_BC] = 4 * IRIS_NCCL_MIB;
+    if (!(t->set & (1u << IRIS_NCCL_A2A))) w.max_bytes[IRIS_NCCL_A2A] = 4 * IRIS_NCCL_MIB;
+  }
+  return w;
 }
 
 /* "4096", "64K", "4M", "1G", "2MiB", "512KB": bytes (K/M/G/T are powers of 1024). Returns
@@ -89,6 +105,7 @@ static inline int iris_nccl_parse_table(const char *env, iris_nccl_table_t *t, c
       return -1;
     }
     for (k = 0; k < IRIS_NCCL_KINDS; k++) t->max_bytes[k] = v;
+    t->set = (1u << IRIS_NCCL_KINDS) - 1;
     return 0;
   }
   if (strlen(env) >= sizeof buf) {
@@ -112,6 +129,7 @@ static inline int iris_nccl_parse_table(const char *env, iris_nccl_table_t *t, c
       return -1;
     }
     t->max_bytes[found] = v;
+    t->set |= 1u << found;
   }
   return 0;
 }

@@ -287,7 +287,10 @@ static void iris_nccl_read_options(void) {
     snprintf(o->staging_str, sizeof o->staging_str, "%s", v);
     if (iris_nccl_parse_size(v, &o->staging) != 0 || o->staging == 0) o->staging = 64 * IRIS_NCCL_MIB;
   } else {
-    o->staging = iris_nccl_staging_bytes(&o->table);
+    { /* the largest limit of any world size's table (2 ranks' defaults are the largest) */
+      const iris_nccl_table_t t2 = iris_nccl_table_for_world(&o->table, 2);
+      o->staging = iris_nccl_staging_bytes(&t2);
+    }
     snprintf(o->staging_str, sizeof o->staging_str, "%llu", o->staging);
     o->set_staging = 1;
   }
@@ -596,7 +599,10 @@ static void iris_nccl_bring_up_relaxed(iris_nccl_comm_t *c) {
   pthread_once(&iris_nccl_proc_ctl, iris_nccl_proc_init);
   me.proc = iris_nccl_proc_word;
   me.nonce = iris_nccl_random();
-  for (r = 0; r < IRIS_NCCL_KINDS; r++) me.max_bytes[r] = o->table.max_bytes[r];
+  {
+    const iris_nccl_table_t tw = iris_nccl_table_for_world(&o->table, c->world);
+    for (r = 0; r < IRIS_NCCL_KINDS; r++) me.max_bytes[r] = tw.max_bytes[r];
+  }
   snprintf(me.staging, sizeof me.staging, "%s", o->staging_str);
   iris_nccl_host_identity(me.host, sizeof me.host);
   if (cudaDeviceGetAttribute(&me.cc_major, cudaDevAttrComputeCapabilityMajor, c->device) != cudaSuccess ||

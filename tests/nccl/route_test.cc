@@ -63,6 +63,22 @@ int main(void) {
         "table: an unknown name is refused, named in why, and the defaults stay");
   check(iris_nccl_parse_table("allreduce", &t, why, sizeof why) != 0 && iris_nccl_parse_table("lots", &t, why, sizeof why) != 0,
         "table: a name without a size, a word without '=': refused");
+  {
+    iris_nccl_table_t w;
+    iris_nccl_parse_table(NULL, &t, why, sizeof why);
+    w = iris_nccl_table_for_world(&t, 2);
+    ok = w.max_bytes[IRIS_NCCL_BC] == 4ull << 20 && w.max_bytes[IRIS_NCCL_A2A] == 4ull << 20 && w.max_bytes[IRIS_NCCL_AR] == 4ull << 20;
+    w = iris_nccl_table_for_world(&t, 4);
+    ok = ok && w.max_bytes[IRIS_NCCL_BC] == 1ull << 20 && w.max_bytes[IRIS_NCCL_A2A] == 1ull << 20;
+    check(ok, "table by world: at 2 ranks broadcast and all-to-all to 4 MiB by default, at 4 the defaults");
+    iris_nccl_parse_table("broadcast=512K", &t, why, sizeof why);
+    w = iris_nccl_table_for_world(&t, 2);
+    ok = w.max_bytes[IRIS_NCCL_BC] == 512ull << 10 && w.max_bytes[IRIS_NCCL_A2A] == 4ull << 20;
+    iris_nccl_parse_table("256K", &t, why, sizeof why);
+    w = iris_nccl_table_for_world(&t, 2);
+    ok = ok && w.max_bytes[IRIS_NCCL_BC] == 256ull << 10 && w.max_bytes[IRIS_NCCL_A2A] == 256ull << 10;
+    check(ok, "table by world: a size IRIS_NCCL_MAX_BYTES names is kept at 2 ranks (one named, or all)");
+  }
 
   /* NCCL type/op -> iris */
   check(iris_nccl_map_reduce(ncclFloat32, ncclSum, &dt, &op) && dt == IRIS_FLOAT32 && op == IRIS_SUM, "map: fp32 sum");
