@@ -253,7 +253,8 @@ IRIS_API iris_status_t iris_broadcast_ex(iris_t *ctx, const void *send, void *re
  *     fatal for the context, as the world's (iris_team_check, iris_get_async_error name the
  *     world rank waited for).
  *   - The bandwidth path takes heap buffers only (a team has no staging area:
- *     IRIS_ERROR_NOT_IN_HEAP otherwise); the latency paths take any device memory.
+ *     IRIS_ERROR_NOT_IN_HEAP otherwise); the latency paths take any device memory (a
+ *     team of 2 in a node of 4 or more ranks: to 1 MB per peer, as a world of 2).
  *   - The world team runs the world's calls; a team of one copies; any other team needs a
  *     collective state from the context's pool (IRIS_TEAMS_COLL, default 2, taken at the
  *     split: IRIS_ERROR_UNSUPPORTED when the team got none). Capturable from the first

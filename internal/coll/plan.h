@@ -332,7 +332,8 @@ static_assert(IRIS_COLL_ARM_THREADS >= 64 && IRIS_COLL_ARM_THREADS <= 1024 && IR
 #endif
 /* The one-shot LL slots' payload per peer: at 2 ranks (per node) IRIS_COLL_LL_BYTES_W2,
  * else IRIS_COLL_LL_BYTES (the slots take 2 parities x W x 2 x this per rank: 8 MiB at 2
- * ranks). A team's slots hold IRIS_COLL_LL_BYTES whatever its size. */
+ * ranks). A team's slots hold IRIS_COLL_LL_BYTES, but a team of 2 in a node of 4 or more
+ * ranks has this too (its area is sized for the node's ranks). */
 static inline IRIS_HOST_DEVICE size_t iris_coll_ll_payload(int W) { return W == 2 ? IRIS_COLL_LL_BYTES_W2 : IRIS_COLL_LL_BYTES; }
 /* At 2 ranks a call whose bandwidth path would stage a buffer off the heap (or every
  * buffer: IRIS_COLL_STAGE) takes the one-shot to its slots' 1 MB per peer. On 2 H200s

@@ -48,7 +48,11 @@ static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_vi
     s->dev.progress = ctl->progress;
   }
   s->dev.ll = (uint4 *)(void *)ll;
-  s->dev.ll_lines = IRIS_COLL_LL_BYTES / 8;
+  /* the one-shot slots, [2 parities][team size][lines], in an area sized for the node's
+   * ranks: a team of 2 in a node of 4 or more has room for 2 ranks' payload
+   * (iris_coll_ll_payload), as a world of 2 has */
+  s->dev.ll_lines = (v->dev.world_size == 2 && 2 * 2 * (iris_coll_ll_payload(2) / 8) * 16 <= IRIS_DETAIL_TEAM_LL_BYTES(v->node_size) ? iris_coll_ll_payload(2)
+                                                                                                                                  : IRIS_COLL_LL_BYTES) / 8;
   s->dev.ll2 = (uint4 *)(void *)ll2;
   s->dev.ll2_lines = IRIS_COLL_LL2_BYTES / 8;
   s->dev.scratch = scratch;
