@@ -401,8 +401,7 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
                                                             : recv_off || (kind == IRIS_COLL_A2A && send == recv));
   /* an all-to-all at 2 ranks on the heap takes the bandwidth kernel sooner (its grid of
    * 16 CTAs leaves the SMs to compute beside it); the same rule of placement as above */
-  const int a2a_heap_w2 = kind == IRIS_COLL_A2A && W == 2 && !(flags & IRIS_COLL_STAGE) && send != recv && iris_coll_in_heap(ctx, send, in_elems * es) &&
-                          iris_coll_in_heap(ctx, recv, out_elems * es);
+  const int a2a_heap_w2 = kind == IRIS_COLL_A2A && W == 2 && send != recv && !send_off && !recv_off;
   const size_t ll_cap = s->dev.ll_lines * 8; /* the one-shot slots' payload per peer (a team's may hold less than a world's of the same size) */
   path = algo == IRIS_ALGO_LATENCY || algo == IRIS_ALGO_ONE_SHOT_LL || algo == IRIS_ALGO_ONE_SHOT_ARMED ||
                  (algo == IRIS_ALGO_AUTO &&
