@@ -7,7 +7,9 @@
  * for that difference where no multi-GPU machine is at hand, never a speed figure.
  *
  * Build: make build/proxy_fused (nvcc -std=c++20: std::barrier)
- * Run:   build/proxy_fused [ranks (2)] [hidden (8192)] [most tokens (128)] [ar | ag | rs: that collective only]
+ * Run:   build/proxy_fused [ranks (2)] [hidden (8192)] [most tokens (128; 1, 8, 32, 64, 128, 256, 512 up to it)] [ar | ag | rs: that collective only]
+ *        PROXY_ALGO=fused | two | separate: the fused op's path (iris_rmsnorm_opts_t.algo; default the library's choice)
+ *        PROXY_GPUS=distinct: rank r on GPU r % (GPUs), a real multi-GPU run of the same program
  *        PROXY_CTAS=n: the collective with opts.ctas = n (its grid capped, as beside compute)
  * Prints, per token count: us per call (graphs of 20 calls, median of 50 replays, max
  * over ranks) of the bare all-reduce and of the fused op, and their difference. With ag or
@@ -36,20 +38,22 @@
 #include <vector>
 
 enum { CALLS = 20, REPS = 50, WARM = 5 };
-static const size_t kTokens[] = {1, 8, 32, 128};
+static const size_t kTokens[] = {1, 8, 32, 64, 128, 256, 512};
+enum { NT = sizeof kTokens / sizeof kTokens[0] };
 
-struct Out { float ar[4], fused[4]; };
+struct Out { float ar[NT], fused[NT]; };
 
 static size_t g_max_tokens = 128;
 static bool g_ar_only = false; /* one collective only, no fused op */
 static int g_kind = 0;         /* 0: all-reduce, 1: all-gather, 2: reduce-scatter */
 static int g_world = 2;
 static iris_coll_opts_t g_opts = IRIS_COLL_OPTS_INIT; /* PROXY_CTAS=n: opts.ctas = n (the collective's grid capped) */
+static iris_rmsnorm_opts_t g_ropts = IRIS_RMSNORM_OPTS_INIT; /* PROXY_ALGO=fused|two|separate: the fused op's path (default: the library's choice) */
 
-static int run_rank(iris_t *ctx, int rank, size_t hidden, std::barrier<> &bar, Out *o) {
-  cudaSetDevice(0);
+static int run_rank(iris_t *ctx, int rank, int dev, size_t hidden, std::barrier<> &bar, Out *o) {
+  cudaSetDevice(dev);
   if (iris_collectives_setup(ctx) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: setup: %s\n", rank, iris_error_detail()); return 1; }
-  const size_t maxn = 128 * hidden;
+  const size_t maxn = g_max_tokens * hidden;
   void *x, *res, *w, *out;
   if (iris_malloc(ctx, maxn * 2, &x) || iris_malloc(ctx, maxn * 2, &res) || iris_malloc(ctx, hidden * 2, &w) || iris_malloc(ctx, maxn * 2, &out)) return 1;
   std::vector<unsigned short> h(maxn);
@@ -62,7 +66,7 @@ static int run_rank(iris_t *ctx, int rank, size_t hidden, std::barrier<> &bar, O
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  for (int ti = 0; ti < 4; ti++) {
+  for (int ti = 0; ti < NT; ti++) {
     const size_t t = kTokens[ti];
     if (t > g_max_tokens) break;
     for (int which = 0; which < (g_ar_only ? 1 : 2); which++) {
@@ -72,7 +76,7 @@ static int run_rank(iris_t *ctx, int rank, size_t hidden, std::barrier<> &bar, O
       cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
       for (int c = 0; c < CALLS; c++) {
         const size_t part = t * hidden / (size_t)g_world; /* ag / rs: each rank's part */
-        iris_status_t s = which == 1   ? iris_all_reduce_rmsnorm(ctx, x, res, w, out, t, hidden, 1e-6f, IRIS_BFLOAT16, st)
+        iris_status_t s = which == 1   ? iris_all_reduce_rmsnorm_ex(ctx, x, res, w, out, t, hidden, 1e-6f, IRIS_BFLOAT16, st, &g_ropts)
                           : g_kind == 1 ? iris_all_gather_ex(ctx, x, out, part, IRIS_BFLOAT16, st, &g_opts)
                           : g_kind == 2 ? iris_reduce_scatter_ex(ctx, x, out, part, IRIS_BFLOAT16, IRIS_SUM, st, &g_opts)
                                         : iris_all_reduce_ex(ctx, x, out, t * hidden, IRIS_BFLOAT16, IRIS_SUM, st, &g_opts);
@@ -122,9 +126,19 @@ int main(int argc, char **argv) {
   }
   g_world = n;
   if (getenv("PROXY_CTAS")) g_opts.ctas = atoi(getenv("PROXY_CTAS"));
+  if (const char *a = getenv("PROXY_ALGO")) {
+    if (!strcmp(a, "fused")) g_ropts.algo = IRIS_RMSNORM_FUSED;
+    else if (!strcmp(a, "two")) g_ropts.algo = IRIS_RMSNORM_TWO_SHOT;
+    else if (!strcmp(a, "separate")) g_ropts.algo = IRIS_RMSNORM_SEPARATE;
+    else if (strcmp(a, "auto")) { fprintf(stderr, "PROXY_ALGO: fused, two, separate or auto, not '%s'\n", a); return 2; }
+  }
   if (g_kind != 0 && (size_t)hidden % (size_t)n) { fprintf(stderr, "hidden %zu: a multiple of the ranks (%d), for ag and rs\n", hidden, n); return 2; }
   setenv("IRIS_COLL_PDL", "1", 0); /* measure the kernels as they launch on separate GPUs */
   std::vector<int> devs(n, 0);
+  int ngpu = 1;
+  const bool spread = getenv("PROXY_GPUS") && !strcmp(getenv("PROXY_GPUS"), "distinct"); /* rank r on GPU r % GPUs: a real multi-GPU run */
+  if (spread && (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1)) { fprintf(stderr, "PROXY_GPUS=distinct: no GPU\n"); return 1; }
+  for (int r = 0; r < n; r++) devs[r] = spread ? r % ngpu : 0;
   std::vector<iris_t *> ctxs(n);
   iris_config_t cfg = IRIS_CONFIG_INIT;
   cfg.heap_size = (size_t)256 << 20;
@@ -133,13 +147,14 @@ int main(int argc, char **argv) {
   std::vector<Out> outs(n);
   std::vector<int> rc(n);
   std::vector<std::thread> th;
-  for (int r = 0; r < n; r++) th.emplace_back([&, r] { rc[r] = run_rank(ctxs[r], r, hidden, bar, &outs[r]); if (rc[r]) bar.arrive_and_drop(); /* the others' barriers go on without it */ });
+  for (int r = 0; r < n; r++) th.emplace_back([&, r] { rc[r] = run_rank(ctxs[r], r, devs[r], hidden, bar, &outs[r]); if (rc[r]) bar.arrive_and_drop(); /* the others' barriers go on without it */ });
   for (auto &t : th) t.join();
   for (int r = 0; r < n; r++)
     if (rc[r]) return 1;
-  printf("# %d ranks as threads on ONE GPU (proxy: peers' stores stay on the GPU), bf16, hidden %zu, graphs of %d calls, us per call, max over ranks, IRIS_COLL_PDL=%s\n", n, hidden, CALLS, getenv("IRIS_COLL_PDL"));
+  if (spread) printf("# %d ranks as threads over %d GPUs, bf16, hidden %zu, graphs of %d calls, us per call, max over ranks, IRIS_COLL_PDL=%s\n", n, ngpu < n ? ngpu : n, hidden, CALLS, getenv("IRIS_COLL_PDL"));
+  else printf("# %d ranks as threads on ONE GPU (proxy: peers' stores stay on the GPU), bf16, hidden %zu, graphs of %d calls, us per call, max over ranks, IRIS_COLL_PDL=%s\n", n, hidden, CALLS, getenv("IRIS_COLL_PDL"));
   printf("%8s %10s %10s %10s\n", "tokens", g_kind == 1 ? "all_gather" : g_kind == 2 ? "red_scat" : "all_reduce", "fused", "fused-ar");
-  for (int ti = 0; ti < 4 && kTokens[ti] <= g_max_tokens; ti++) {
+  for (int ti = 0; ti < NT && kTokens[ti] <= g_max_tokens; ti++) {
     float a = 0, f = 0;
     for (int r = 0; r < n; r++) a = std::max(a, outs[r].ar[ti]), f = std::max(f, outs[r].fused[ti]);
     if (g_ar_only) printf("%8zu %10.2f %10s %10s\n", kTokens[ti], a, "-", "-");
