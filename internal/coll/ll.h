@@ -171,16 +171,17 @@ IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send
   IRIS_TRACE_END(c, me);
   return ok;
 }
-/* The kernel: after the previous kernel of the stream (PDL), the call number, then the
- * next kernel may start its launch (PDL) while this one moves the data. Its block size
+/* The kernel: the call number (its atomic overlaps the end of the kernel before it on
+ * the stream: iris_coll_call_enter), then the wait for that kernel (PDL), then the next
+ * kernel may start its launch (PDL) while this one moves the data. Its block size
  * is told to hipcc (which spilled VGPRs at its default cap of 128, make asm). (Loading the
  * first line of send before the call word's atomic measured no faster on the one-GPU
  * proxy, tools/proxy_fused.cu.) */
 template <typename T, int KIND, int OP>
 __global__ void IRIS_DEVICE_HIP_BOUNDS(IRIS_COLL_LL_THREADS) iris_coll_ll_kernel(iris_coll_dev_t d, const T *send, T *recv, size_t count, int root, unsigned long long sig,
                                                                           int op) {
-  iris_detail_pdl_wait();
   const unsigned c = iris_coll_call_enter(d);
+  iris_detail_pdl_wait();
   iris_detail_pdl_trigger();
   (void)iris_coll_ll_body<T, KIND, OP>(d, send, recv, count, root, sig, op, c);
 }
@@ -278,7 +279,7 @@ __global__ void __launch_bounds__(IRIS_COLL_ARM_THREADS) iris_coll_arm_kernel(ir
   __shared__ unsigned long long s_dirty;
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t vecs = (count + per - 1) / per, stride = (size_t)gridDim.x * blockDim.x;
-  iris_detail_pdl_wait();
+  iris_detail_pdl_wait(); /* here before the call word's atomic, unlike the other latency kernels: the kernel before may set the dirty bits */
   /* the dirty bits, read before this CTA's call-word atomic (acquire: the atomic waits for
    * the load), so CTA 0, which clears a bit only once every CTA of the launch has done its
    * atomic, never clears it under a CTA that has yet to read it: every CTA of every rank
@@ -416,8 +417,8 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_ll2_kernel
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t ce = iris_coll_ar_chunk(count, W, per), lines = ce / per; /* the chunks of iris_coll_ar_range, in LL lines */
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  iris_detail_pdl_wait();
   const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
+  iris_detail_pdl_wait();
   const unsigned tag = iris_coll_ll_tag(epoch, sig32); /* whatever IRIS_COLL_CHECK says (iris_coll_ll_body) */
   iris_detail_pdl_trigger();
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
@@ -451,8 +452,8 @@ __global__ void __launch_bounds__(IRIS_COLL_LL2_THREADS, 2) iris_coll_bc_ll2_ker
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const size_t lines = (count * sizeof(T) + 7) / 8, pl = (lines + (size_t)W - 2) / (size_t)(W - 1);
   const size_t l = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  iris_detail_pdl_wait();
   const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
+  iris_detail_pdl_wait();
   iris_detail_pdl_trigger();
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me);
   const iris_coll_mask_t all = peers, others = peers & ~(1ULL << root); /* every header, whatever IRIS_COLL_CHECK says: the flow control (iris_coll_ll_body) */

@@ -386,9 +386,12 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
   const int owner = (int)(t % W); /* two-shot: the rank that sums row t */
   const T *xr = x + t * sh.hidden;
   T *rr = residual + t * sh.hidden;
-  iris_detail_pdl_wait(); /* launched with PDL as the latency kernels: nothing is read before */
-  /* this thread's first line of x, the residual and the weight, loaded before the call
-   * word's atomic so that their latencies overlap it and the peers' lines' travel */
+  /* the call number before the PDL wait (iris_coll_call_enter), so that its atomic
+   * overlaps the end of the kernel before; nothing is read before the wait */
+  const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
+  iris_detail_pdl_wait();
+  /* this thread's first line of x, the residual and the weight, loaded before the
+   * signature's tag is formed and the peers' lines polled */
   uint2 x0 = make_uint2(0u, 0u), res0 = x0, wt0 = x0;
   const bool first = g < sh.per_cta && ((long long)k * sh.per_cta + g) * IRIS_RMSNORM_CHUNK + lane < sh.lines;
   if (first) {
@@ -397,7 +400,6 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
     res0 = iris_coll_read8(rr, line, (size_t)sh.hidden);
     wt0 = iris_coll_read8(weight, line, (size_t)sh.hidden);
   }
-  const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
   const unsigned tag = iris_coll_ll_tag(epoch, sig32); /* the peers' lines carry the signature, whatever IRIS_COLL_CHECK says */
   iris_detail_pdl_trigger();
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
