@@ -174,11 +174,12 @@ IRIS_DEVICE_INLINE void iris_coll_arm_give_up(const iris_coll_dev_t &d) {
  * host) on another; a kernel launched without PDL starts after the one before it ends. */
 IRIS_DEVICE_INLINE unsigned iris_coll_call_enter(const iris_coll_dev_t &d) {
   __shared__ unsigned s_call;
-  __shared__ volatile unsigned long long s_moved;
   if (threadIdx.x == 0) {
-    const unsigned long long old = atomicAdd(IRIS_COLL_CALL_WORD(d), 1ULL);
-    if ((unsigned)old + 1u == gridDim.x) s_moved = atomicAdd(IRIS_COLL_CALL_WORD(d), (1ULL << 32) - gridDim.x); /* stored: waited for, not a fire-and-forget red */
-    s_call = (unsigned)(old >> 32);
+    unsigned long long w = atomicAdd(IRIS_COLL_CALL_WORD(d), 1ULL);
+    /* the mover takes the call number from its move's result (the same call): the result
+     * is used, so the move is done before the block barrier, not a fire-and-forget red */
+    if ((unsigned)w + 1u == gridDim.x) w = atomicAdd(IRIS_COLL_CALL_WORD(d), (1ULL << 32) - gridDim.x);
+    s_call = (unsigned)(w >> 32);
   }
   __syncthreads();
   return s_call;
