@@ -166,7 +166,7 @@ IRIS_DEVICE_INLINE void iris_coll_arm_give_up(const iris_coll_dev_t &d) {
  * word to the next call (nobody of this launch touches it afterwards). Thread 0 asks; a
  * block barrier hands the number out, after the mover's atomic has returned too.
  * The latency kernels (launched with PDL) call this before their PDL wait, so the atomic
- * overlaps the end of the kernel before them on the stream: 0.25-0.33 us less per call in
+ * overlaps the end of the kernel before them on the stream: 0.23-0.34 us less per call in
  * graphs at 1 KB-256 KB on 2 H200s (docs/tuning.md, "PDL"). Calls still count in launch
  * order: such a kernel starts only once every CTA of the kernel before it has triggered
  * (iris_detail_pdl_trigger, which iris's kernels reach after this returns) or ended, and
