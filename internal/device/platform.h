@@ -314,7 +314,9 @@ IRIS_DEVICE_INLINE bool iris_detail_warp_all(bool p) { return __all_sync(0xfffff
  * before it on the stream is still running: it must call iris_detail_pdl_wait before it
  * touches memory that kernel may write (the wait returns once that kernel has finished
  * and its writes are visible). iris_detail_pdl_trigger lets the next such kernel start
- * early. Measured: docs/tuning.md, "PDL". */
+ * early. One exception, argued where it is made: the collectives' call word, which a
+ * kernel is done with before its trigger (iris_coll_call_enter). Measured: docs/tuning.md,
+ * "PDL". */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(IRIS_USE_HIP)
 IRIS_DEVICE_INLINE void iris_detail_pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 IRIS_DEVICE_INLINE void iris_detail_pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
