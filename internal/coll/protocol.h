@@ -171,7 +171,9 @@ IRIS_DEVICE_INLINE void iris_coll_arm_give_up(const iris_coll_dev_t &d) {
  * order: such a kernel starts only once every CTA of the kernel before it has triggered
  * (iris_detail_pdl_trigger, which iris's kernels reach after this returns) or ended, and
  * every earlier launch of the context before that one, on this stream or (ordered by the
- * host) on another; a kernel launched without PDL starts after the one before it ends. */
+ * host) on another; a kernel launched without PDL starts after the one before it ends.
+ * (The armed one-shot's CTA 0 reads the word after its trigger, waiting for it to leave
+ * its call c: a later launch only moves it further.) */
 IRIS_DEVICE_INLINE unsigned iris_coll_call_enter(const iris_coll_dev_t &d) {
   __shared__ unsigned s_call;
   if (threadIdx.x == 0) {
