@@ -136,7 +136,7 @@ static bool armed_kind(int kind, int type, int op) {
          (op == IRIS_SUM || op == IRIS_AVG);
 }
 
-// IRIS_TEST_PARTS=preload,wrap,matrix,capped,ctas_env,armed,large,ar_store,mixed,offsets,nan_minmax,relay,back_to_back,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
+// IRIS_TEST_PARTS=preload,wrap,matrix,capped,ctas_env,armed,large,ar_store,mixed,offsets,nan_minmax,relay,back_to_back,pdl_neighbours,graph (bad_input) and IRIS_TEST_KINDS=reduce_scatter,...: run only these
 // parts of the suite / kinds of the matrix (unset: all), to re-run one area quickly.
 static bool wanted(const char *var, const char *name) {
   const char *v = getenv(var);
@@ -768,6 +768,119 @@ static bool test_back_to_back(Suite &s) {
   return true;
 }
 
+// A kernel of the user's between iris's latency calls, launched with PDL, that lets the
+// next kernel start at once (griddepcontrol.launch_dependents first), then waits for the
+// kernel before it and only then writes the next call's input. So iris's call c starts
+// (and takes its call number) while call c - 1 may still run, and must read its input only
+// after this kernel ends: an input read too early shows as a wrong sum, a call numbered
+// out of order as a mismatch or a timeout (a one-shot kernel built without its PDL wait
+// failed here on 2 H200s: a call header waited out its bound). That order rests on the trigger coming after the call word's atomic
+// (iris_coll_call_enter); a kernel that triggered first still passed here on 2 H200s (two
+// launches' latency lie between the atomics), so this part cannot prove that rule alone.
+// The grids change from call to call (sizes).
+__global__ void k_pdl_fill(int *p, size_t n, uint64_t seed, int r, int call) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  const long long t0 = clock64();
+  while (clock64() - t0 < 4000) { // about 2 us: iris's next kernel is resident and waiting meanwhile
+  }
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) p[j] = (int)input_hash(seed, r, j, call);
+}
+static bool test_pdl_neighbours(Suite &s) {
+  int dev = 0, major = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major < 9) {
+    if (s.rank == 0) printf("SKIP: [%s] PDL neighbours: compute capability %d (PDL needs 9.0)\n", s.tag.c_str(), major);
+    return true;
+  }
+  const int calls = 600 / quick_div(), W = s.world;
+  const size_t ns[3] = {256, 37000, 120000}; // int32 elements: 1, 145 and 256 CTAs of the one-shot (a line of 8 bytes a thread, 128 threads)
+  const size_t nmax = 120000;
+  int *in, *out;
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  IK(iris_malloc(s.ctx, sizeof(int) * nmax * 2, (void **)&in));
+  IK(iris_malloc(s.ctx, sizeof(int) * nmax * calls, (void **)&out));
+  if (!barrier(s)) return false;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = dim3(4);
+  cfg.blockDim = dim3(256);
+  cfg.stream = st;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  for (int c = 0; c < calls; c++) {
+    const size_t n = ns[c % 3];
+    int *slot = in + (size_t)(c & 1) * nmax; // two input slots: call c - 1 may still read the other
+    CK(cudaLaunchKernelEx(&cfg, k_pdl_fill, slot, n, s.seed, s.rank, c));
+    IK(call_coll(s.ctx, IRIS_COLL_AR, slot, out + (size_t)c * nmax, n, IRIS_INT32, IRIS_SUM, 0, IRIS_ALGO_LATENCY, st));
+  }
+  CK(cudaStreamSynchronize(st));
+  std::vector<int> h(nmax);
+  bool ok = true;
+  for (int c = 0; c < calls && ok; c++) {
+    const size_t n = ns[c % 3];
+    CK(cudaMemcpy(h.data(), out + (size_t)c * nmax, n * sizeof(int), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n && ok; i++) {
+      unsigned sum = 0;
+      for (int r = 0; r < W; r++) sum += (unsigned)input_hash(s.seed, r, i, c);
+      if ((unsigned)h[i] != sum) {
+        fprintf(stderr, "rank %d: PDL neighbours, call %d (%zu elements): element %zu is %d, want %d\n", s.rank, c, n, i, h[i], (int)sum);
+        ok = false;
+      }
+    }
+  }
+  char name[200];
+  snprintf(name, sizeof name, "%d latency all-reduces of 1-256 CTAs, each after a PDL kernel of the user's that triggers at once and writes the input: exact", calls);
+  report(s, name, ok);
+  { // the same pairs captured (PDL edges in the graph), the graph replayed back to back
+    const int pairs = 6, replays = 200 / quick_div();
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaMemset(out, 0xff, sizeof(int) * nmax * pairs));
+    CK(cudaDeviceSynchronize());
+    if (!barrier(s)) return false;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int c = 0; c < pairs; c++) {
+      int *slot = in + (size_t)(c & 1) * nmax;
+      CK(cudaLaunchKernelEx(&cfg, k_pdl_fill, slot, ns[c % 3], s.seed, s.rank, calls + c));
+      IK(call_coll(s.ctx, IRIS_COLL_AR, slot, out + (size_t)c * nmax, ns[c % 3], IRIS_INT32, IRIS_SUM, 0, IRIS_ALGO_LATENCY, st));
+    }
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    for (int r = 0; r < replays; r++) CK(cudaGraphLaunch(ge, st));
+    CK(cudaStreamSynchronize(st));
+    IK(iris_barrier(s.ctx)); // a fault recorded by any replay (a mismatch, a wait that ran out) fails here
+    bool gok = true;
+    for (int c = 0; c < pairs && gok; c++) {
+      const size_t n = ns[c % 3];
+      CK(cudaMemcpy(h.data(), out + (size_t)c * nmax, n * sizeof(int), cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < n && gok; i++) {
+        unsigned sum = 0;
+        for (int r = 0; r < W; r++) sum += (unsigned)input_hash(s.seed, r, i, calls + c);
+        if ((unsigned)h[i] != sum) {
+          fprintf(stderr, "rank %d: PDL neighbours in a graph, pair %d: element %zu is %d, want %d\n", s.rank, c, i, h[i], (int)sum);
+          gok = false;
+        }
+      }
+    }
+    snprintf(name, sizeof name, "the same pairs in a CUDA graph (PDL edges) replayed %d times back to back: no fault, exact", replays);
+    report(s, name, gok);
+    ok = ok && gok;
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+  }
+  IK(iris_free(s.ctx, out));
+  IK(iris_free(s.ctx, in));
+  CK(cudaStreamDestroy(st));
+  return ok;
+}
+
 // The armed one-shot: inputs that hold the slots' sentinel (all-ones bits, a NaN in
 // every float type), back-to-back calls on two streams mixed with the other latency
 // kernels (both parities, many times), and a mismatch on the armed path (every rank sees
@@ -1147,7 +1260,7 @@ int main(int argc, char **argv) {
   if (rank == 0 && !(i32 && f32 && bf16) && getenv("IRIS_COLL_TEST_WRAP")) printf("SKIP: [%s] wrap-around part: it calls int32, fp32 and bf16 sums, not all compiled into this build\n", s.tag.c_str());
   bool ran = (!part("preload") || test_preload(s, B)) && (!(i32 && f32 && bf16) || !part("wrap") || test_wrap(s, B)) && (!f32 || !part("bad_input") || test_bad_input(s, B)) && (!part("matrix") || test_matrix(s, B)) && (!part("capped") || test_capped(s, B)) && (!part("ctas_env") || test_ctas_env(s, B)) && (!armed_all || !part("armed") || test_armed(s, B)) &&
              (!part("large") || test_large(s, B)) && (!part("ar_store") || test_ar_store(s, B)) && (!i32 || !part("ar_store") || test_ar_store_back_to_back(s)) &&
-             (!part("mixed") || test_mixed(s, B)) && (!part("offsets") || test_offsets(s, B)) && (!part("nan_minmax") || test_nan_minmax(s, B)) && (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) &&
+             (!part("mixed") || test_mixed(s, B)) && (!part("offsets") || test_offsets(s, B)) && (!part("nan_minmax") || test_nan_minmax(s, B)) && (!part("relay") || test_relay(s, B)) && (!part("relay") || test_relay_back_to_back(s)) && (!i32 || !part("back_to_back") || test_back_to_back(s)) && (!i32 || !part("pdl_neighbours") || test_pdl_neighbours(s)) &&
              (!(i32 && f32) || !part("graph") || test_graph(s));
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   cudaFree(B.ds);
