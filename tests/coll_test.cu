@@ -774,10 +774,11 @@ static bool test_back_to_back(Suite &s) {
 // (and takes its call number) while call c - 1 may still run, and must read its input only
 // after this kernel ends: an input read too early shows as a wrong sum, a call numbered
 // out of order as a mismatch or a timeout (a one-shot kernel built without its PDL wait
-// failed here on 2 H200s: a call header waited out its bound). That order rests on the trigger coming after the call word's atomic
-// (iris_coll_call_enter); a kernel that triggered first still passed here on 2 H200s (two
-// launches' latency lie between the atomics), so this part cannot prove that rule alone.
-// The grids change from call to call (sizes).
+// failed here on 2 H200s: a call header waited out its bound). The order of the call
+// numbers rests on the trigger coming after the call word's atomic (iris_coll_call_enter);
+// a kernel that triggered first still passed here on 2 H200s (two launches' latency lie
+// between the atomics), so this part cannot prove that rule alone. The grids change from
+// call to call (sizes).
 __global__ void k_pdl_fill(int *p, size_t n, uint64_t seed, int r, int call) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
