@@ -10,8 +10,8 @@
  *               sees the epoch sees the data. For all-reduce this is the one-shot. On
  *               NVIDIA sm_90 these kernels launch with programmatic dependent launch
  *               (PDL): a call's launch, and the atomic that numbers it, overlap the end
- *               of the kernel before it on the stream. IRIS_ALGO_ONE_SHOT_ARMED (opt-in: slower than the LL lines on 2
- *               H200s, docs/tuning.md) sends sums and averages of fp32, fp16 and bf16
+ *               of the kernel before it on the stream. IRIS_ALGO_ONE_SHOT_ARMED (opt-in:
+ *               slower than the LL lines on 2 H200s, docs/tuning.md) sends sums and averages of fp32, fp16 and bf16
  *               through "armed" slots instead: they hold all-ones bits (a NaN in every
  *               float type) until the data land, 16 data bytes a store, and the reader
  *               re-arms them (an input element with all-ones bits arrives as its type's

@@ -815,27 +815,32 @@ static bool test_pdl_neighbours(Suite &s) {
   cfg.stream = st;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  for (int c = 0; c < calls; c++) {
-    const size_t n = ns[c % 3];
-    int *slot = in + (size_t)(c & 1) * nmax; // two input slots: call c - 1 may still read the other
-    CK(cudaLaunchKernelEx(&cfg, k_pdl_fill, slot, n, s.seed, s.rank, c));
-    IK(call_coll(s.ctx, IRIS_COLL_AR, slot, out + (size_t)c * nmax, n, IRIS_INT32, IRIS_SUM, 0, IRIS_ALGO_LATENCY, st));
-  }
-  CK(cudaStreamSynchronize(st));
+  // pair j: the user's kernel fills the input of data call `call`, then the all-reduce into slot j
+  const auto issue = [&](int j, int call) -> bool {
+    int *slot = in + (size_t)(j & 1) * nmax; // two input slots: call j - 1 may still read the other
+    CK(cudaLaunchKernelEx(&cfg, k_pdl_fill, slot, ns[j % 3], s.seed, s.rank, call));
+    IK(call_coll(s.ctx, IRIS_COLL_AR, slot, out + (size_t)j * nmax, ns[j % 3], IRIS_INT32, IRIS_SUM, 0, IRIS_ALGO_LATENCY, st));
+    return true;
+  };
   std::vector<int> h(nmax);
-  bool ok = true;
-  for (int c = 0; c < calls && ok; c++) {
-    const size_t n = ns[c % 3];
-    CK(cudaMemcpy(h.data(), out + (size_t)c * nmax, n * sizeof(int), cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < n && ok; i++) {
+  const auto exact = [&](int j, int call, const char *where) -> bool { // slot j against the exact (wrapping) int32 sum of every rank's input
+    const size_t n = ns[j % 3];
+    CK(cudaMemcpy(h.data(), out + (size_t)j * nmax, n * sizeof(int), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) {
       unsigned sum = 0;
-      for (int r = 0; r < W; r++) sum += (unsigned)input_hash(s.seed, r, i, c);
+      for (int r = 0; r < W; r++) sum += (unsigned)input_hash(s.seed, r, i, call);
       if ((unsigned)h[i] != sum) {
-        fprintf(stderr, "rank %d: PDL neighbours, call %d (%zu elements): element %zu is %d, want %d\n", s.rank, c, n, i, h[i], (int)sum);
-        ok = false;
+        fprintf(stderr, "rank %d: PDL neighbours %s, pair %d (%zu elements): element %zu is %d, want %d\n", s.rank, where, j, n, i, h[i], (int)sum);
+        return false;
       }
     }
-  }
+    return true;
+  };
+  for (int c = 0; c < calls; c++)
+    if (!issue(c, c)) return false;
+  CK(cudaStreamSynchronize(st));
+  bool ok = true;
+  for (int c = 0; c < calls && ok; c++) ok = exact(c, c, "eager");
   char name[200];
   snprintf(name, sizeof name, "%d latency all-reduces of 1-256 CTAs, each after a PDL kernel of the user's that triggers at once and writes the input: exact", calls);
   report(s, name, ok);
@@ -847,29 +852,15 @@ static bool test_pdl_neighbours(Suite &s) {
     CK(cudaDeviceSynchronize());
     if (!barrier(s)) return false;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int c = 0; c < pairs; c++) {
-      int *slot = in + (size_t)(c & 1) * nmax;
-      CK(cudaLaunchKernelEx(&cfg, k_pdl_fill, slot, ns[c % 3], s.seed, s.rank, calls + c));
-      IK(call_coll(s.ctx, IRIS_COLL_AR, slot, out + (size_t)c * nmax, ns[c % 3], IRIS_INT32, IRIS_SUM, 0, IRIS_ALGO_LATENCY, st));
-    }
+    for (int c = 0; c < pairs; c++)
+      if (!issue(c, calls + c)) return false;
     CK(cudaStreamEndCapture(st, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
     for (int r = 0; r < replays; r++) CK(cudaGraphLaunch(ge, st));
     CK(cudaStreamSynchronize(st));
     IK(iris_barrier(s.ctx)); // a fault recorded by any replay (a mismatch, a wait that ran out) fails here
     bool gok = true;
-    for (int c = 0; c < pairs && gok; c++) {
-      const size_t n = ns[c % 3];
-      CK(cudaMemcpy(h.data(), out + (size_t)c * nmax, n * sizeof(int), cudaMemcpyDeviceToHost));
-      for (size_t i = 0; i < n && gok; i++) {
-        unsigned sum = 0;
-        for (int r = 0; r < W; r++) sum += (unsigned)input_hash(s.seed, r, i, calls + c);
-        if ((unsigned)h[i] != sum) {
-          fprintf(stderr, "rank %d: PDL neighbours in a graph, pair %d: element %zu is %d, want %d\n", s.rank, c, i, h[i], (int)sum);
-          gok = false;
-        }
-      }
-    }
+    for (int c = 0; c < pairs && gok; c++) gok = exact(c, calls + c, "in a graph");
     snprintf(name, sizeof name, "the same pairs in a CUDA graph (PDL edges) replayed %d times back to back: no fault, exact", replays);
     report(s, name, gok);
     ok = ok && gok;
