@@ -323,18 +323,29 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
  *   IRIS_QUANT_FP8_PER_TENSOR  scale: device pointer to one float, read (a static scale)
  *   IRIS_QUANT_FP8_PER_TOKEN   scale: [tokens] floats, written: max(amax / 448, 1 / (448 * 512)),
  *                              amax = max |up(out)| of the row (vLLM's dynamic per-token scale)
- * Paths (IRIS_RMSNORM_AUTO picks by the message, tokens * hidden * 2 bytes, up to
- * IRIS_RMSNORM_FUSED_MAX_TOKENS tokens):
+ * Paths (IRIS_RMSNORM_AUTO takes the first that fits, in this order; the two fused LL
+ * kernels up to IRIS_RMSNORM_FUSED_MAX_TOKENS tokens):
  *   IRIS_RMSNORM_FUSED     the one-shot kernel above: up to IRIS_RMSNORM_ONESHOT_MAX_BYTES
  *                          (at 2 ranks: as far as IRIS_COLL_LL_BYTES of the one-shot LL slots go)
  *   IRIS_RMSNORM_TWO_SHOT  one kernel, two hops: row t is summed by rank t % W, which
  *                          pushes the sum to the others (half the bytes per rank at 4
  *                          ranks); up to IRIS_RMSNORM_FUSED_MAX_BYTES where its slots
  *                          (IRIS_COLL_LL2_BYTES per rank's rows) hold it
+ *   IRIS_RMSNORM_BANDWIDTH beyond (any number of tokens; at 2 ranks from where the
+ *                          one-shot stops): one kernel, whole rows between barriers, no
+ *                          LL lines: each rank pushes its copy of a row to the row's
+ *                          owner (a block of ceil(tokens / W) rows per rank), the owner
+ *                          pushes the sum to every rank, every rank adds the residual and
+ *                          normalises; at 2 ranks up to 2 MB, one hop (each rank pushes
+ *                          its rows to the other and sums both). Where its rows (one hop:
+ *                          2 x tokens; two: W * ceil(tokens / W) + tokens; hidden rounded
+ *                          up to 16 bytes) fit the collectives' heap scratch
+ *                          (IRIS_COLL_AR_SCRATCH_BYTES, 32 MB)
  *   IRIS_RMSNORM_SEPARATE  beyond: iris_all_reduce of x into the staging area (into out
  *                          when IRIS_COLL_STAGING=0), then a norm kernel
- * all with the same arithmetic, bit for bit. A forced FUSED or TWO_SHOT that does not fit
- * is refused (IRIS_ERROR_INVALID_ARGUMENT). Multi-node worlds: the separate path.
+ * all with the same arithmetic, bit for bit. A forced FUSED, TWO_SHOT or BANDWIDTH that
+ * does not fit is refused (IRIS_ERROR_INVALID_ARGUMENT). Multi-node worlds: the separate
+ * path.
  * Rules as for the other collectives (collective, same order, capturable once the
  * collective state exists, stream ordering). Mismatch: a call whose tokens, hidden,
  * type or quantisation differ between ranks is seen on every rank, writes no user buffer
@@ -352,7 +363,7 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
 #define IRIS_RMSNORM_FUSED_MAX_BYTES ((size_t)2 << 20)
 #endif
 typedef enum iris_quant { IRIS_QUANT_NONE = 0, IRIS_QUANT_FP8_PER_TENSOR, IRIS_QUANT_FP8_PER_TOKEN } iris_quant_t;
-typedef enum iris_rmsnorm_algo { IRIS_RMSNORM_AUTO = 0, IRIS_RMSNORM_FUSED, IRIS_RMSNORM_SEPARATE, IRIS_RMSNORM_TWO_SHOT } iris_rmsnorm_algo_t;
+typedef enum iris_rmsnorm_algo { IRIS_RMSNORM_AUTO = 0, IRIS_RMSNORM_FUSED, IRIS_RMSNORM_SEPARATE, IRIS_RMSNORM_TWO_SHOT, IRIS_RMSNORM_BANDWIDTH } iris_rmsnorm_algo_t;
 /* Per-call options (NULL = defaults). Start from IRIS_RMSNORM_OPTS_INIT. */
 typedef struct iris_rmsnorm_opts {
   size_t struct_size;

@@ -263,21 +263,31 @@ static bool test_values(Suite &s, Dev &D) {
     }
   run_cases(s, D, cases, call_no, "two-shot fused path (forced): 1-128 tokens (fewer rows than ranks too), odd hidden, fp8, in place, x on/off heap");
   cases.clear();
-  const size_t big[][2] = {{128, 8192}, {512, 4096}, {512, 8192}, {513, 1024}, {600, 2048}, {1000, 4100}, {2048, 1000}};
+  const size_t bw[][2] = {{1, 8192}, {3, 1001}, {4, 4100}, {13, 1001}, {16, 8192}, {64, 8192}, {100, 4100}, {128, 4096}, {2, 32768}, {5, 33}, {300, 8192}, {1000, 4100}};
+  k = 0;
+  for (int t : {IRIS_BFLOAT16, IRIS_FLOAT16})
+    for (auto &sh : bw) {
+      Case c = {t, k % 3, sh[0], sh[1], IRIS_RMSNORM_BANDWIDTH, k % 4 == 3, k % 2 == 0};
+      cases.push_back(c);
+      k++;
+    }
+  run_cases(s, D, cases, call_no, "bandwidth path (forced): 1-1000 tokens (fewer rows than ranks too, more rows than CTAs), odd hidden, fp8, in place, x on/off heap");
+  cases.clear();
+  const size_t big[][2] = {{128, 8192}, {512, 4096}, {512, 8192}, {513, 1024}, {600, 2048}, {1000, 4100}, {2048, 1000}, {1100, 8192}};
   k = 0;
   for (auto &sh : big) {
     Case c = {k % 2 ? IRIS_FLOAT16 : IRIS_BFLOAT16, k % 3, sh[0], sh[1], IRIS_RMSNORM_AUTO, k % 3 == 1, k % 2 == 0};
     cases.push_back(c);
     k++;
   }
-  run_cases(s, D, cases, call_no, "large (auto: two-shot or separate by size, fallback past 512 tokens): 128-2048 tokens");
+  run_cases(s, D, cases, call_no, "large (auto: the bandwidth path, the separate one past the scratch: 1100 x 8192): 128-2048 tokens");
   cases.clear();
   for (int i = 0; i < 200 / (getenv("IRIS_TEST_QUICK") ? 10 : 1); i++) { // back to back, every epoch and parity reused
-    Case c = {i % 2 ? IRIS_FLOAT16 : IRIS_BFLOAT16, i % 3, (size_t)1 + i % 9, (size_t)1024 + 4 * (i % 5), i % 4 < 2 ? IRIS_RMSNORM_FUSED : IRIS_RMSNORM_TWO_SHOT, false,
-              i % 2 == 0};
+    const iris_rmsnorm_algo_t a = i % 6 < 2 ? IRIS_RMSNORM_FUSED : i % 6 < 4 ? IRIS_RMSNORM_TWO_SHOT : IRIS_RMSNORM_BANDWIDTH;
+    Case c = {i % 2 ? IRIS_FLOAT16 : IRIS_BFLOAT16, i % 3, (size_t)1 + i % 9, (size_t)1024 + 4 * (i % 5), a, false, i % 2 == 0};
     cases.push_back(c);
   }
-  return run_cases(s, D, cases, call_no, "200 fused calls back to back (one-shot and two-shot alternating in pairs, 1-9 tokens, mixed types and fp8)");
+  return run_cases(s, D, cases, call_no, "200 fused calls back to back (one-shot, two-shot and bandwidth in turn, in pairs, 1-9 tokens, mixed types and fp8)");
 }
 
 // a graph of fused and separate calls, replayed many times: residual evolves in place, so
@@ -320,6 +330,9 @@ static bool test_graph(Suite &s, Dev &D) {
   Case c3 = c2;
   c3.algo = IRIS_RMSNORM_TWO_SHOT;
   ok = ok && call(s, c3, D, D.xh, D.out, st) == IRIS_SUCCESS; // two-shot: residual += s again
+  Case c4 = c2;
+  c4.algo = IRIS_RMSNORM_BANDWIDTH;
+  ok = ok && call(s, c4, D, D.xh, D.out, st) == IRIS_SUCCESS; // bandwidth: and again
   ok = ok && call(s, c2, D, D.xh, D.out, st) == IRIS_SUCCESS; // separate: and again
   CK(cudaStreamEndCapture(st, &g));
   if (!ok) { fprintf(stderr, "rank %d: capture: %s\n", s.rank, iris_error_detail()); return report(s, "graph capture", false); }
@@ -327,14 +340,14 @@ static bool test_graph(Suite &s, Dev &D) {
   for (int i = 0; i < replays; i++) CK(cudaGraphLaunch(ge, st));
   CK(cudaStreamSynchronize(st));
   ok = iris_collectives_check(s.ctx) == IRIS_SUCCESS;
-  // host: 3 * replays residual updates; out from the last (separate, no fp8), fp8 and
+  // host: 4 * replays residual updates; out from the last (separate, no fp8), fp8 and
   // scales from the last replay's first call (fused, per token)
   std::vector<u16> out(n), q8(n);
   std::vector<float> sc(T);
-  for (int i = 0; i < 3 * replays; i++) {
+  for (int i = 0; i < 4 * replays; i++) {
     for (size_t j = 0; j < n; j++) r[j] = down(c.type, up(c.type, sum[j]) + up(c.type, r[j]));
-    const bool fused = i % 3 == 0;
-    if (i < 3 * replays - 3) continue;
+    const bool fused = i % 4 == 0;
+    if (i < 4 * replays - 4) continue;
     for (size_t tk = 0; tk < T; tk++) {
       const u16 *rr = &r[tk * Hd];
       const float inv = 1.f / sqrtf(row_ss(rr, c.type, Hd) / (float)Hd + 1e-5f);
@@ -366,7 +379,7 @@ static bool test_graph(Suite &s, Dev &D) {
   cudaGraphDestroy(g);
   cudaStreamDestroy(st);
   char name[200];
-  snprintf(name, sizeof name, "graph (one-shot fp8/token + two-shot + separate, 4 x 4100 bf16) replayed %d times: residual in place, exact, the same bits on every rank", replays);
+  snprintf(name, sizeof name, "graph (one-shot fp8/token + two-shot + bandwidth + separate, 4 x 4100 bf16) replayed %d times: residual in place, exact, the same bits on every rank", replays);
   return report(s, name, ok && sm);
 }
 
@@ -378,7 +391,9 @@ static bool test_mismatch(Suite &s, Dev &D) {
       {4, 4096, 4100, IRIS_RMSNORM_AUTO, "fused path: hidden 4096 on rank 0, 4100 elsewhere"},
       {16, 4096, 4100, IRIS_RMSNORM_TWO_SHOT, "two-shot path: hidden 4096 on rank 0, 4100 elsewhere"},
       {8, 1024, 1000, IRIS_RMSNORM_SEPARATE, "separate path: hidden 1024 on rank 0, 1000 elsewhere"},
-      {0, 0, 0, IRIS_RMSNORM_AUTO, "past 512 tokens: 600 x 2048 on rank 0, 1200 x 1024 elsewhere (the all-reduce's counts agree)"},
+      {16, 4096, 4100, IRIS_RMSNORM_BANDWIDTH, "bandwidth path: hidden 4096 on rank 0, 4100 elsewhere"},
+      {0, 0, 0, IRIS_RMSNORM_AUTO, "auto (bandwidth): 600 x 2048 on rank 0, 1200 x 1024 elsewhere (the same element count)"},
+      {0, 0, 0, IRIS_RMSNORM_SEPARATE, "separate path: 600 x 2048 on rank 0, 1200 x 1024 elsewhere (the all-reduce's counts agree)"},
   };
   for (const M &m : ms) {
     size_t tokens = m.tokens, hidden = s.rank == 0 ? m.hidden_r0 : m.hidden_other;
@@ -437,6 +452,8 @@ static bool test_bad_input(Suite &s, Dev &D) {
   ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 128, 8192, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   o.algo = IRIS_RMSNORM_TWO_SHOT;
   ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 512, 16384, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  o.algo = IRIS_RMSNORM_BANDWIDTH;
+  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 2048, 32768, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   o.algo = (iris_rmsnorm_algo_t)7;
   ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   o.algo = IRIS_RMSNORM_AUTO;
@@ -445,7 +462,7 @@ static bool test_bad_input(Suite &s, Dev &D) {
   ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_SUCCESS; // nothing to do
   ok &= iris_collectives_check(s.ctx) == IRIS_SUCCESS;
   return report(s, "bad input refused on every rank before anything is launched: fp32, hidden 0 / too large, residual = out or x, NULL, fp8 without buffers, "
-                   "FUSED / TWO_SHOT too large, unknown algorithm, bad struct_size", ok);
+                   "FUSED / TWO_SHOT / BANDWIDTH too large, unknown algorithm, bad struct_size", ok);
 }
 
 int main(int argc, char **argv) {
@@ -473,7 +490,7 @@ int main(int argc, char **argv) {
   s.seed = all[0];
   if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
   Dev D = {};
-  D.cap = (size_t)2048 * 4100;
+  D.cap = (size_t)1100 * 8192;
   void *pad = NULL; // off-heap buffers at addresses that differ by rank
   if (cudaMalloc(&pad, ((size_t)rank + 1) << 21) != cudaSuccess || iris_collectives_setup(s.ctx) != IRIS_SUCCESS ||
       iris_malloc(s.ctx, D.cap * 2, (void **)&D.xh) != IRIS_SUCCESS || cudaMalloc(&D.xd, D.cap * 2) != cudaSuccess || cudaMalloc(&D.res, D.cap * 2) != cudaSuccess ||

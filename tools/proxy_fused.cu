@@ -8,7 +8,7 @@
  *
  * Build: make build/proxy_fused (nvcc -std=c++20: std::barrier)
  * Run:   build/proxy_fused [ranks (2)] [hidden (8192)] [most tokens (128; 1, 8, 32, 64, 128, 256, 512 up to it)] [ar | ag | rs: that collective only]
- *        PROXY_ALGO=fused | two | separate: the fused op's path (iris_rmsnorm_opts_t.algo; default the library's choice)
+ *        PROXY_ALGO=fused | two | bw | separate: the fused op's path (iris_rmsnorm_opts_t.algo; default the library's choice)
  *        PROXY_GPUS=distinct: rank r on GPU r % (GPUs), a real multi-GPU run of the same program
  *        PROXY_CTAS=n: the collective with opts.ctas = n (its grid capped, as beside compute)
  * Prints, per token count: us per call (graphs of 20 calls, median of 50 replays, max
@@ -48,7 +48,7 @@ static bool g_ar_only = false; /* one collective only, no fused op */
 static int g_kind = 0;         /* 0: all-reduce, 1: all-gather, 2: reduce-scatter */
 static int g_world = 2;
 static iris_coll_opts_t g_opts = IRIS_COLL_OPTS_INIT; /* PROXY_CTAS=n: opts.ctas = n (the collective's grid capped) */
-static iris_rmsnorm_opts_t g_ropts = IRIS_RMSNORM_OPTS_INIT; /* PROXY_ALGO=fused|two|separate: the fused op's path (default: the library's choice) */
+static iris_rmsnorm_opts_t g_ropts = IRIS_RMSNORM_OPTS_INIT; /* PROXY_ALGO=fused|two|bw|separate: the fused op's path (default: the library's choice) */
 
 static int run_rank(iris_t *ctx, int rank, int dev, size_t hidden, std::barrier<> &bar, Out *o) {
   cudaSetDevice(dev);
@@ -130,7 +130,8 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "fused")) g_ropts.algo = IRIS_RMSNORM_FUSED;
     else if (!strcmp(a, "two")) g_ropts.algo = IRIS_RMSNORM_TWO_SHOT;
     else if (!strcmp(a, "separate")) g_ropts.algo = IRIS_RMSNORM_SEPARATE;
-    else if (strcmp(a, "auto")) { fprintf(stderr, "PROXY_ALGO: fused, two, separate or auto, not '%s'\n", a); return 2; }
+    else if (!strcmp(a, "bw")) g_ropts.algo = IRIS_RMSNORM_BANDWIDTH;
+    else if (strcmp(a, "auto")) { fprintf(stderr, "PROXY_ALGO: fused, two, bw, separate or auto, not '%s'\n", a); return 2; }
   }
   if (g_kind != 0 && (size_t)hidden % (size_t)n) { fprintf(stderr, "hidden %zu: a multiple of the ranks (%d), for ag and rs\n", hidden, n); return 2; }
   setenv("IRIS_COLL_PDL", "1", 0); /* measure the kernels as they launch on separate GPUs */

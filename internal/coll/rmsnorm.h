@@ -33,6 +33,7 @@
 #include "fp8.h"
 #include "protocol.h"
 #include "ll.h"
+#include "kernels.h"
 
 /* Lines per chunk (the shuffle tree's width: a half-wave on AMD, a warp on NVIDIA). */
 #define IRIS_RMSNORM_CHUNK 32
@@ -74,6 +75,10 @@ static inline IRIS_HOST_DEVICE iris_rmsnorm_shape_t iris_rmsnorm_shape(long long
   s.per_cta = s.pow2 / s.cpr;
   return s;
 }
+
+/* 16-byte vectors (two lines) per thread that iris_rmsnorm_row16 keeps in registers
+ * (host and device: the bandwidth kernel's grid depends on it). */
+#define IRIS_RMSNORM_VECS 4
 
 #if defined(IRIS_DETAIL_GPU_COMPILER)
 /* ---- element helpers (T: iris_bf16_t or iris_f16_t, 4 per 8-byte line) */
@@ -240,11 +245,133 @@ IRIS_DEVICE_INLINE bool iris_rmsnorm_finish(const iris_rmsnorm_shape_t &sh, int 
   return true;
 }
 
+/* One row by one block (iris_add_rmsnorm_block's contract) where every access can be 16
+ * bytes: hidden a multiple of 8, src[], residual, weight, out 16-byte aligned, out_fp8 8,
+ * hidden / 8 <= IRIS_RMSNORM_VECS x blockDim.x. The row's sum is src[0] (NS = 1) or, for
+ * NS ranks' rows in rank order, down(their fp32 sum in rank order): the all-reduce's bits.
+ * A thread loads all of its vectors of the sources, residual and weight at once, keeps
+ * residual and weight in registers through the sum of squares, and writes out from them:
+ * one round trip to memory where the line by line loop makes one per line and pass (on 2
+ * H200s, the separate path at 1 token x 8192: 11.3 -> 8.5 us). The same bits: vector v
+ * holds lines 2v and 2v+1, so a thread's own pair is the chunk tree's first level (a + b
+ * = b + a) and xor masks 1-8 over 16 lanes are its levels 2-5; the chunks' tree is
+ * iris_rmsnorm_tree's. */
+template <typename T, int NS>
+IRIS_DEVICE_INLINE void iris_rmsnorm_row16(const T *const *src, T *residual, const T *weight, T *out, long long hidden, float eps, int quant, unsigned char *out_fp8,
+                                           float *scale) {
+  __shared__ float cs[IRIS_RMSNORM_MAX_CHUNKS];
+  __shared__ float s_amax[32];
+  union V {
+    uint4 u;
+    T e[8];
+  };
+  const iris_rmsnorm_shape_t sh = iris_rmsnorm_shape(hidden, 1);
+  const int tid = (int)threadIdx.x, nt = (int)blockDim.x, nv = (int)(hidden / 8), lane = tid % IRIS_RMSNORM_CHUNK;
+  V r[IRIS_RMSNORM_VECS], w[IRIS_RMSNORM_VECS];
+  uint4 sv[IRIS_RMSNORM_VECS][NS];
+#pragma unroll
+  for (int i = 0; i < IRIS_RMSNORM_VECS; i++) { /* every load in flight before the first use */
+    const int v = tid + i * nt;
+    if (v < nv) {
+#pragma unroll
+      for (int k = 0; k < NS; k++) sv[i][k] = ((const uint4 *)src[k])[v];
+      r[i].u = ((const uint4 *)residual)[v];
+      w[i].u = ((const uint4 *)weight)[v];
+    }
+  }
+  __syncthreads(); /* cs is free (a previous row's tree is over in every thread) */
+  for (int j = sh.chunks + tid; j < sh.pow2; j += nt) cs[j] = 0.f; /* the padding chunks */
+#pragma unroll
+  for (int i = 0; i < IRIS_RMSNORM_VECS; i++) {
+    const int v = tid + i * nt;
+    if (i * nt >= nv) break; /* uniform: no thread has a vector in this slot or later */
+    float q = 0.f;
+    if (v < nv) {
+      V sx;
+      float f[8];
+      sx.u = sv[i][0];
+      if (NS > 1) {
+        float acc[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[e] = iris_coll_up(sx.e[e]);
+#pragma unroll
+        for (int k = 1; k < NS; k++) {
+          V a;
+          a.u = sv[i][k];
+#pragma unroll
+          for (int e = 0; e < 8; e++) acc[e] = acc[e] + iris_coll_up(a.e[e]);
+        }
+#pragma unroll
+        for (int e = 0; e < 8; e++) sx.e[e] = iris_coll_down<T>(acc[e]);
+      }
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        r[i].e[e] = iris_coll_down<T>(iris_coll_up(sx.e[e]) + iris_coll_up(r[i].e[e]));
+        f[e] = iris_coll_up(r[i].e[e]);
+      }
+      ((uint4 *)residual)[v] = r[i].u;
+      const float lo[4] = {f[0], f[1], f[2], f[3]}, hi[4] = {f[4], f[5], f[6], f[7]};
+      q = iris_rmsnorm_line_ss(lo) + iris_rmsnorm_line_ss(hi);
+    }
+#pragma unroll
+    for (int m = 1; m < IRIS_RMSNORM_CHUNK / 2; m *= 2) q = q + iris_detail_shfl_xor(q, m);
+    if ((tid & (IRIS_RMSNORM_CHUNK / 2 - 1)) == 0 && v / (IRIS_RMSNORM_CHUNK / 2) < sh.chunks) cs[v / (IRIS_RMSNORM_CHUNK / 2)] = q;
+  }
+  __syncthreads();
+  const float ss = iris_rmsnorm_tree(cs, sh.pow2, lane, false);
+  const float inv = 1.f / sqrtf(ss / (float)hidden + eps);
+  const float inv_scale = quant == IRIS_QUANT_FP8_PER_TENSOR ? 1.f / *scale : 0.f;
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < IRIS_RMSNORM_VECS; i++) {
+    const int v = tid + i * nt;
+    if (v >= nv) break;
+    float f[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+      r[i].e[e] = iris_coll_down<T>((iris_coll_up(r[i].e[e]) * inv) * iris_coll_up(w[i].e[e])); /* r now holds out */
+      f[e] = iris_coll_up(r[i].e[e]);
+      amax = fmaxf(amax, fabsf(f[e]));
+    }
+    ((uint4 *)out)[v] = r[i].u;
+    if (quant == IRIS_QUANT_FP8_PER_TENSOR) {
+      const float a[4] = {f[0] * inv_scale, f[1] * inv_scale, f[2] * inv_scale, f[3] * inv_scale};
+      const float b[4] = {f[4] * inv_scale, f[5] * inv_scale, f[6] * inv_scale, f[7] * inv_scale};
+      ((uint2 *)out_fp8)[v] = make_uint2(iris_rmsnorm_fp8x4(a), iris_rmsnorm_fp8x4(b));
+    }
+  }
+  if (quant != IRIS_QUANT_FP8_PER_TOKEN) return;
+  /* per token: the row's amax (order does not matter), its scale, the codes from r */
+  amax = iris_rmsnorm_chunk_max(amax);
+  if (lane == 0) s_amax[tid / IRIS_RMSNORM_CHUNK] = amax;
+  __syncthreads();
+  amax = iris_rmsnorm_chunk_max(lane < nt / IRIS_RMSNORM_CHUNK ? s_amax[lane] : 0.f);
+  const float sc = iris_rmsnorm_token_scale(amax), is = 1.f / sc;
+  if (tid == 0) *scale = sc;
+#pragma unroll
+  for (int i = 0; i < IRIS_RMSNORM_VECS; i++) {
+    const int v = tid + i * nt;
+    if (v >= nv) break;
+    float a[4], b[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      a[e] = iris_coll_up(r[i].e[e]) * is;
+      b[e] = iris_coll_up(r[i].e[e + 4]) * is;
+    }
+    ((uint2 *)out_fp8)[v] = make_uint2(iris_rmsnorm_fp8x4(a), iris_rmsnorm_fp8x4(b));
+  }
+}
+
 /* iris_add_rmsnorm_block: declared, with its contract, in iris_collectives.h */
 template <typename T>
 IRIS_DEVICE_INLINE void iris_add_rmsnorm_block(const T *sum, T *residual, const T *weight, T *out, long long hidden, float eps, iris_quant_t quant,
                                                unsigned char *out_fp8, float *scale) {
   static_assert(iris_rmsnorm_type_ok<T>::value, "iris_add_rmsnorm_block: T is iris_bf16_t or iris_f16_t");
+  if (hidden % 8 == 0 && hidden / 8 <= (long long)IRIS_RMSNORM_VECS * blockDim.x &&
+      ((((uintptr_t)sum | (uintptr_t)residual | (uintptr_t)weight | (uintptr_t)out) & 15) | ((uintptr_t)out_fp8 & 7)) == 0) {
+    iris_rmsnorm_row16<T, 1>(&sum, residual, weight, out, hidden, eps, (int)quant, out_fp8, scale);
+    return;
+  }
   __shared__ float cs[IRIS_RMSNORM_MAX_CHUNKS];
   const iris_rmsnorm_shape_t sh = iris_rmsnorm_shape(hidden, 1);
   const int tid = (int)threadIdx.x, lane = tid % IRIS_RMSNORM_CHUNK, g = tid / IRIS_RMSNORM_CHUNK, G = (int)blockDim.x / IRIS_RMSNORM_CHUNK;
@@ -505,6 +632,124 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_norm
   }
   iris_add_rmsnorm_block<T>(sum + t * hidden, residual + t * hidden, weight, out + t * hidden, hidden, eps, (iris_quant_t)quant, q8 ? q8 + t * hidden : NULL,
                             quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + t : scale);
+}
+
+/* ---- the bandwidth kernel (IRIS_RMSNORM_BANDWIDTH): one launch for batches past the LL
+ * slots, rows whole through the heap scratch (d.scratch) between per-CTA barriers, no
+ * LL lines (their flag words double the bytes: 4 MB of them move at 128 tokens x 8192).
+ * Row t belongs, on every rank and in every phase, to CTA t % gridDim.x alone, so a
+ * barrier between CTA b of every rank orders all that a phase of CTA b reads. Two forms:
+ *   ONE (one hop; the host takes it at 2 ranks, where it moves the bytes of the other):
+ *     1. CTA b pushes its rows of x into every peer's scratch (source me);
+ *     2. (barrier) every rank sums each of CTA b's rows in rank order (its own x, the
+ *        peers' copies), adds the residual and normalises, from registers.
+ *   two hops (row t belongs to rank t / R, R = ceil(tokens / W), a block of rows each):
+ *     1. CTA b pushes its rows of x that a peer owns into that peer's scratch;
+ *     2. (barrier) the owner sums its rows in rank order and stores the sum, rounded to
+ *        T, into every rank's scratch;
+ *     3. (barrier) every rank adds the residual and normalises each of CTA b's rows.
+ * The sums and the norm are the all-reduce's and iris_add_rmsnorm_block's arithmetic, so
+ * the same bits as every path. Peers never touch x, residual or out (any device memory);
+ * CTA b writes out only in rows it alone read, so out may be x. The call header comes
+ * first (its signature holds the fused op's shape), so a mismatched call writes nothing.
+ * A later call's pushes wait for its header, which no rank passes before every rank has
+ * ended this kernel (it is launched without PDL and never triggers). Scratch, rows
+ * `pitch` elements apart (hidden rounded up to 16 bytes): ONE [W][tokens] pushed rows;
+ * two hops [W][R] pushed rows, then [tokens] sums. */
+IRIS_DEVICE_INLINE size_t iris_rmsnorm_bw_pitch(long long hidden) { return (size_t)(hidden + 7) / 8 * 8; }
+/* The arguments of one call of the bandwidth kernel, as its phases see them. */
+template <typename T> struct iris_rmsnorm_bw_call {
+  const T *x;
+  T *residual;
+  const T *weight;
+  T *out;
+  long long tokens, hidden, R; /* R: rows of one source's part of the scratch */
+  float eps;
+  int quant;
+  unsigned char *q8;
+  float *scale;
+  T *in;        /* the scratch: [W][R] pushed rows */
+  size_t pitch; /* elements from one scratch row to the next */
+};
+/* ONE, after the barrier: the sums of CTA b's rows in rank order and their norm. */
+template <typename T, int W_STATIC>
+IRIS_DEVICE_INLINE void iris_rmsnorm_bw_one_rows(const iris_coll_dev_t &d, const iris_rmsnorm_bw_call<T> &a, bool vec) {
+  const int W = W_STATIC > 0 ? W_STATIC : d.ctx.world_size, me = d.ctx.rank, tid = (int)threadIdx.x, nt = (int)blockDim.x;
+  for (long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+    const T *src[W_STATIC > 0 ? W_STATIC : IRIS_MAX_RANKS];
+    for (int r = 0; r < W; r++) src[r] = r == me ? a.x + t * a.hidden : a.in + ((size_t)r * (size_t)a.R + (size_t)t) * a.pitch;
+    T *const rr = a.residual + t * a.hidden, *const orow = a.out + t * a.hidden;
+    unsigned char *const qrow = a.q8 ? a.q8 + t * a.hidden : NULL;
+    float *const sc = a.quant == IRIS_QUANT_FP8_PER_TOKEN ? a.scale + t : a.scale;
+    if (W_STATIC > 0 && vec && a.hidden / 8 <= (long long)IRIS_RMSNORM_VECS * nt &&
+        ((((uintptr_t)rr | (uintptr_t)a.weight | (uintptr_t)orow) & 15) | ((uintptr_t)qrow & 7)) == 0) {
+      iris_rmsnorm_row16<T, (W_STATIC > 0 ? W_STATIC : 1)>(src, rr, a.weight, orow, a.hidden, a.eps, a.quant, qrow, sc);
+    } else { /* the sum into my own slot of the scratch (no peer writes it in this form), then the norm */
+      T *const mine = a.in + ((size_t)me * (size_t)a.R + (size_t)t) * a.pitch;
+      T *dst[1] = {mine};
+      iris_coll_reduce_range<T, IRIS_SUM, W_STATIC>(d.ctx, src, dst, 1, 0, (size_t)a.hidden, W, vec, (size_t)tid, (size_t)nt, IRIS_SUM);
+      __syncthreads();
+      iris_add_rmsnorm_block<T>(mine, rr, a.weight, orow, a.hidden, a.eps, (iris_quant_t)a.quant, qrow, sc);
+    }
+  }
+}
+/* Two hops, after the first barrier: this rank's rows' sums into every rank's scratch,
+ * the second barrier, then the residual and the norm of CTA b's rows. */
+template <typename T, int W_STATIC>
+IRIS_DEVICE_INLINE void iris_rmsnorm_bw_two_rows(const iris_coll_dev_t &d, const iris_rmsnorm_bw_call<T> &a, bool vec, unsigned c, unsigned &epoch) {
+  const int W = W_STATIC > 0 ? W_STATIC : d.ctx.world_size, me = d.ctx.rank, tid = (int)threadIdx.x, nt = (int)blockDim.x;
+  T *const sums = a.in + (size_t)W * (size_t)a.R * a.pitch; /* [tokens] */
+  for (long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+    if ((int)(t / a.R) != me) continue;
+    const size_t j = (size_t)(t - (long long)me * a.R);
+    const T *src[IRIS_MAX_RANKS];
+    T *dst[IRIS_MAX_RANKS];
+    for (int r = 0; r < W; r++) src[r] = r == me ? a.x + t * a.hidden : a.in + ((size_t)r * (size_t)a.R + j) * a.pitch;
+    dst[0] = sums + (size_t)t * a.pitch;
+    for (int k = 1; k < W; k++) dst[k] = iris_translate(d.ctx, dst[0], (me + k) % W);
+    iris_coll_reduce_range<T, IRIS_SUM, W_STATIC>(d.ctx, src, dst, W, 0, (size_t)a.hidden, W, vec, (size_t)tid, (size_t)nt, IRIS_SUM);
+  }
+  if (!iris_coll_barrier(d, epoch, c, IRIS_COLL_KIND_RMSNORM)) return;
+  for (long long t = blockIdx.x; t < a.tokens; t += gridDim.x)
+    iris_add_rmsnorm_block<T>(sums + (size_t)t * a.pitch, a.residual + t * a.hidden, a.weight, a.out + t * a.hidden, a.hidden, a.eps, (iris_quant_t)a.quant,
+                              a.q8 ? a.q8 + t * a.hidden : NULL, a.quant == IRIS_QUANT_FP8_PER_TOKEN ? a.scale + t : a.scale);
+}
+template <typename T, int W_STATIC, bool ONE>
+__global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_bw_kernel(iris_coll_dev_t d, const T *x, T *residual, const T *weight, T *out,
+                                                                                     long long tokens, long long hidden, float eps, int quant, unsigned char *q8,
+                                                                                     float *scale, unsigned long long sig) {
+  const int W = W_STATIC > 0 ? W_STATIC : d.ctx.world_size, me = d.ctx.rank, tid = (int)threadIdx.x, nt = (int)blockDim.x;
+  iris_rmsnorm_bw_call<T> a;
+  a.x = x;
+  a.residual = residual;
+  a.weight = weight;
+  a.out = out;
+  a.tokens = tokens;
+  a.hidden = hidden;
+  a.R = ONE ? tokens : (tokens + W - 1) / W;
+  a.eps = eps;
+  a.quant = quant;
+  a.q8 = q8;
+  a.scale = scale;
+  a.in = (T *)d.scratch;
+  a.pitch = iris_rmsnorm_bw_pitch(hidden);
+  unsigned c, epoch;
+  if (!iris_coll_kernel_start(d, sig, IRIS_COLL_KIND_RMSNORM, c, epoch)) return;
+  /* 1. my copies of CTA b's rows into the peers (ONE: every peer; else the row's owner) */
+  for (long long t = blockIdx.x; t < tokens; t += gridDim.x) {
+    const int owner = (int)(t / a.R);
+    for (int k = 1; k < W; k++) {
+      const int p = ONE ? (me + k) % W : owner;
+      if (p != me)
+        iris_copy_bytes(iris_translate(d.ctx, a.in + ((size_t)me * (size_t)a.R + (size_t)(ONE ? t : t - (long long)p * a.R)) * a.pitch, p), x + t * hidden,
+                        (size_t)hidden * sizeof(T), tid, nt);
+      if (!ONE) break;
+    }
+  }
+  if (!iris_coll_barrier(d, epoch, c, IRIS_COLL_KIND_RMSNORM)) return;
+  const bool vec = hidden % 8 == 0 && ((uintptr_t)x & 15) == 0;
+  if (ONE) iris_rmsnorm_bw_one_rows<T, W_STATIC>(d, a, vec);
+  else iris_rmsnorm_bw_two_rows<T, W_STATIC>(d, a, vec, c, epoch);
 }
 #endif /* IRIS_DETAIL_GPU_COMPILER */
 

@@ -1,6 +1,7 @@
 /* internal/coll/rmsnorm_host.h: the host side of iris_all_reduce_rmsnorm: argument
- * checks, the choice of path (the one-shot fused kernel, or the all-reduce then the norm
- * kernel), the grid, the call signature. Under IRIS_IMPLEMENTATION (nvcc, hipcc).
+ * checks, the choice of path (the one-shot or two-shot fused kernel, the bandwidth
+ * kernel, or the all-reduce then the norm kernel), the grid, the call signature. Under
+ * IRIS_IMPLEMENTATION (nvcc, hipcc).
  * Part of iris_collectives.h; not a public header. */
 #ifndef IRIS_INTERNAL_COLL_RMSNORM_HOST_H
 #define IRIS_INTERNAL_COLL_RMSNORM_HOST_H
@@ -34,6 +35,12 @@ static int iris_rmsnorm_cpr(size_t tokens, long long hidden, int sms) {
   while (cpr * 2 <= IRIS_RMSNORM_MAX_CPR && cpr * 2 <= one.pow2 && (size_t)cpr * 2 * tokens <= (size_t)sms) cpr *= 2;
   return cpr;
 }
+/* The bandwidth kernel at 2 ranks: one hop up to this many bytes (tokens x hidden x 2),
+ * two beyond. On 2 H200s, hidden 8192, us: 128 tokens (2 MB) 16.1 against 17.5, 256
+ * tokens 26.2 against 26.1, 512 tokens 47.3 against 43.2. */
+#ifndef IRIS_RMSNORM_BW_ONE_MAX_BYTES
+#define IRIS_RMSNORM_BW_ONE_MAX_BYTES ((size_t)2 << 20)
+#endif
 static unsigned long long iris_rmsnorm_sig(int path, size_t tokens, size_t hidden, iris_dtype_t t, int quant, int cpr, int threads, size_t piece) {
   unsigned long long sig = 1469598103934665603ULL;
   const unsigned long long parts[] = {0x524d534e4f524dULL /* "RMSNORM" */, (unsigned long long)path, tokens, hidden, (unsigned long long)t,
@@ -61,12 +68,31 @@ struct iris_rmsnorm_launch {
     iris_rmsnorm_norm_kernel<T><<<(unsigned)rows, threads, 0, stream>>>(s->dev, (const T *)sum, (T *)res, (const T *)w, (T *)out, hidden, eps, quant,
                                                                        (unsigned char *)q8, scale, sig, check);
   }
+  /* the bandwidth kernel: one hop (at 2 ranks); two hops, the sums' loads specialised for 2
+   * and 4 ranks (iris_coll_reduce16) */
+  static void bw(const iris_coll_state_t *s, int W, bool one, unsigned grid, int threads, const void *x, void *res, const void *w, void *out, size_t tokens, long long hidden,
+                 float eps, int quant, void *q8, float *scale, unsigned long long sig, iris_stream_t stream) {
+    if (W == 2 && one)
+      iris_rmsnorm_bw_kernel<T, 2, true><<<grid, threads, 0, stream>>>(s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out, (long long)tokens, hidden, eps, quant,
+                                                                       (unsigned char *)q8, scale, sig);
+    else if (W == 2)
+      iris_rmsnorm_bw_kernel<T, 2, false><<<grid, threads, 0, stream>>>(s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out, (long long)tokens, hidden, eps, quant,
+                                                                        (unsigned char *)q8, scale, sig);
+    else if (W == 4)
+      iris_rmsnorm_bw_kernel<T, 4, false><<<grid, threads, 0, stream>>>(s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out, (long long)tokens, hidden, eps, quant,
+                                                                        (unsigned char *)q8, scale, sig);
+    else
+      iris_rmsnorm_bw_kernel<T, 0, false><<<grid, threads, 0, stream>>>(s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out, (long long)tokens, hidden, eps, quant,
+                                                                        (unsigned char *)q8, scale, sig);
+  }
 };
 template <typename T> struct iris_rmsnorm_launch<T, false> {
   static void fused(const iris_coll_state_t *, bool, const void *, void *, const void *, void *, size_t, iris_rmsnorm_shape_t, float, int, void *, float *,
                     unsigned long long, int, iris_stream_t) {}
   static void norm(const iris_coll_state_t *, const void *, void *, const void *, void *, size_t, long long, float, int, void *, float *, unsigned long long, int,
                    iris_stream_t) {}
+  static void bw(const iris_coll_state_t *, int, bool, unsigned, int, const void *, void *, const void *, void *, size_t, long long, float, int, void *, float *,
+                 unsigned long long, iris_stream_t) {}
 };
 
 /* The norm kernel over rows [t0, t0 + n) with the sums at sum. */
@@ -88,7 +114,7 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
   const int W = iris_local_size(ctx), me = iris_local_rank(ctx);
   const size_t es = 2, bytes = tokens * hidden * es;
   iris_gpu_error_t e;
-  int one = 0, two = 0, cpr = 1, path;
+  int one = 0, two = 0, bw = 0, bw_one = 0, cpr = 1, path;
   iris_rmsnorm_shape_t sh = iris_rmsnorm_shape((long long)hidden, 1);
   /* the one-shot slots as far as IRIS_COLL_LL_BYTES (2 ranks' larger slots are not
    * measured for the fused kernels) */
@@ -99,18 +125,55 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
     const int small = tokens <= IRIS_RMSNORM_FUSED_MAX_TOKENS && 2 * tokens * (size_t)cpr <= ll_lines;
     one = small && tokens * (size_t)sh.lines <= ll_lines;
     two = small && (tokens + (size_t)W - 1) / (size_t)W * (size_t)sh.lines <= s->dev.ll2_lines;
+    /* the bandwidth kernel's scratch rows: one hop W x tokens, two hops W x ceil(tokens / W) + tokens */
+    bw_one = W == 2 && bytes <= IRIS_RMSNORM_BW_ONE_MAX_BYTES;
+    const size_t bw_rows = bw_one ? 2 * tokens : (size_t)W * ((tokens + (size_t)W - 1) / (size_t)W) + tokens;
+    bw = s->dev.scratch && bw_rows * ((hidden + 7) / 8 * 8) * es <= IRIS_COLL_AR_SCRATCH_BYTES;
   }
   if ((algo == IRIS_RMSNORM_FUSED && !one) || (algo == IRIS_RMSNORM_TWO_SHOT && !two))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: %s takes a world of 2 or more ranks on one node, at most %d tokens, and rows that fit its slots "
                             "(%zu lines of 8 bytes: %s), not %zu tokens x %zu", me, name, algo == IRIS_RMSNORM_FUSED ? "IRIS_RMSNORM_FUSED" : "IRIS_RMSNORM_TWO_SHOT",
                             IRIS_RMSNORM_FUSED_MAX_TOKENS, algo == IRIS_RMSNORM_FUSED ? ll_lines : s->dev.ll2_lines,
                             algo == IRIS_RMSNORM_FUSED ? "tokens x hidden / 4" : "ceil(tokens / world) x hidden / 4", tokens, hidden);
+  if (algo == IRIS_RMSNORM_BANDWIDTH && !bw)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_RMSNORM_BANDWIDTH takes a world of 2 or more ranks on one node and (2 ranks: "
+                            "2 x tokens; else world x ceil(tokens / world) + tokens) rows of hidden (rounded up to 8) x 2 bytes within %zu bytes of scratch, "
+                            "not %zu tokens x %zu", me, name, (size_t)IRIS_COLL_AR_SCRATCH_BYTES, tokens, hidden);
   if (algo == IRIS_RMSNORM_FUSED) path = 1;
   else if (algo == IRIS_RMSNORM_TWO_SHOT) path = 4;
+  else if (algo == IRIS_RMSNORM_BANDWIDTH) path = 5;
   else if (algo == IRIS_RMSNORM_SEPARATE) path = 2;
   else if (one && (W == 2 || bytes <= IRIS_RMSNORM_ONESHOT_MAX_BYTES)) path = 1; /* 2 ranks: the one-shot stores no more than the two-shot, one hop less */
+  else if (W == 2 && bw) path = 5; /* 1 MB on 2 H200s: 12.9 us against the two-shot's 13.1 at 64 x 8192, 11.5 against 12.6 at 128 x 4096 */
   else if (two && bytes <= IRIS_RMSNORM_FUSED_MAX_BYTES) path = 4;
+  else if (bw) path = 5;
   else path = 2;
+  if (path == 5) {
+    /* One CTA per row, up to one per SM; with more rows than SMs, CTAs of 256 threads, two
+     * per SM, where a row fits their registers (iris_rmsnorm_row16: 4 vectors a thread):
+     * on 2 H200s, 512 tokens x 8192 40.5 against 42.0 us, x 4096 25.4 against 26.8 (128
+     * tokens: 0.3 us slower). At most IRIS_COLL_MAX_CTAS (the barrier rows). Where ranks
+     * of one process share a GPU, 1 / W of that, so that every rank's grid is resident at
+     * once. The grid is the same on every rank (it is in the signature, and each row's
+     * CTA index). */
+    int threads = iris_rmsnorm_threads(iris_rmsnorm_shape((long long)hidden, 1).per_cta);
+    size_t per_sm = (size_t)s->sms;
+    if (tokens > (size_t)s->sms && ((hidden / 8 + IRIS_RMSNORM_VECS - 1) / IRIS_RMSNORM_VECS + 31) / 32 * 32 <= 256) {
+      threads = threads < 256 ? threads : 256;
+      per_sm = 2 * (size_t)s->sms;
+    }
+    const size_t sms = iris_detail_gpu_shared_any(ctx) ? (per_sm / (size_t)W > 0 ? per_sm / (size_t)W : 1) : per_sm;
+    size_t grid = tokens < sms ? tokens : sms;
+    if (grid > IRIS_COLL_MAX_CTAS) grid = IRIS_COLL_MAX_CTAS;
+    if (grid < 1) grid = 1;
+    const unsigned long long sig = iris_rmsnorm_sig(bw_one ? 6 : path, tokens, hidden, t, quant, (int)grid, threads, 0);
+    if (t == IRIS_BFLOAT16)
+      iris_rmsnorm_launch<iris_bf16_t>::bw(s, W, bw_one != 0, (unsigned)grid, threads, x, res, w, out, tokens, (long long)hidden, eps, quant, q8, scale, sig, stream);
+    else iris_rmsnorm_launch<iris_f16_t>::bw(s, W, bw_one != 0, (unsigned)grid, threads, x, res, w, out, tokens, (long long)hidden, eps, quant, q8, scale, sig, stream);
+    e = iris_gpu_last_error();
+    if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
+    return IRIS_SUCCESS;
+  }
   if (path != 2) {
     const int threads = iris_rmsnorm_threads(sh.per_cta);
     const unsigned long long sig = iris_rmsnorm_sig(path, tokens, hidden, t, quant, cpr, threads, 0);
@@ -161,7 +224,7 @@ IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, vo
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: type %d: IRIS_BFLOAT16 or IRIS_FLOAT16 only", me, name, (int)type);
   if (hidden < 1 || hidden > IRIS_RMSNORM_MAX_HIDDEN)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: hidden %zu outside [1, %d]", me, name, hidden, IRIS_RMSNORM_MAX_HIDDEN);
-  if ((unsigned)o->quant > (unsigned)IRIS_QUANT_FP8_PER_TOKEN || (unsigned)o->algo > (unsigned)IRIS_RMSNORM_TWO_SHOT)
+  if ((unsigned)o->quant > (unsigned)IRIS_QUANT_FP8_PER_TOKEN || (unsigned)o->algo > (unsigned)IRIS_RMSNORM_BANDWIDTH)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown quantisation %d or algorithm %d", me, name, (int)o->quant, (int)o->algo);
   if (o->quant != IRIS_QUANT_NONE && (!o->out_fp8 || !o->scale))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: fp8 output needs out_fp8 and scale", me, name);
@@ -181,8 +244,8 @@ IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, vo
     s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
   }
   if (iris_num_nodes(ctx) > 1) { /* the multi-node all-reduce into out, then the norm kernel on this node */
-    if (o->algo == IRIS_RMSNORM_FUSED || o->algo == IRIS_RMSNORM_TWO_SHOT)
-      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_RMSNORM_FUSED and _TWO_SHOT take a world on one node", me, name);
+    if (o->algo == IRIS_RMSNORM_FUSED || o->algo == IRIS_RMSNORM_TWO_SHOT || o->algo == IRIS_RMSNORM_BANDWIDTH)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_RMSNORM_FUSED, _TWO_SHOT and _BANDWIDTH take a world on one node", me, name);
     if ((st = iris_all_reduce_ex(ctx, x, out, tokens * hidden, type, IRIS_SUM, stream, NULL)) != IRIS_SUCCESS) return st;
     if ((st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
     iris_rmsnorm_launch_norm(s, type, out, residual, weight, out, 0, tokens, hidden, eps, (int)o->quant, o->out_fp8, o->scale,

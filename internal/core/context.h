@@ -31,6 +31,7 @@ struct iris {
   int gpu_shared; /* another rank of this process runs on the same GPU (iris_init_local with
                      a device listed twice, or threads of one process through iris_init):
                      their kernels share one context and its work queues (docs/shared_gpu.md) */
+  int gpu_shared_any; /* gpu_shared holds on some rank of this node: the same on every rank */
   size_t heap_size;
   iris_heap_memory_t heap_memory;
   char *bases[IRIS_MAX_RANKS];

@@ -35,6 +35,8 @@ IRIS_API void *iris_detail_world_comm(const iris_t *ctx);
 /* 1 if another rank of this process runs on the same GPU as ctx (ranks as threads: their
  * kernels share one context, its SMs and its work queues), else 0. */
 IRIS_API int iris_detail_gpu_shared(const iris_t *ctx);
+/* 1 if that holds on any rank of ctx's node (the same answer on each of them), else 0. */
+IRIS_API int iris_detail_gpu_shared_any(const iris_t *ctx);
 /* A per-context slot that iris_collectives.h keeps its state in. */
 IRIS_API void iris_detail_set_ext(iris_t *ctx, void *ext, void (*free_fn)(void *));
 IRIS_API void *iris_detail_get_ext(const iris_t *ctx);

@@ -184,6 +184,12 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
       ctx->pids[r] = recs[r].pidns && recs[r].pidns == me->pidns ? recs[r].pid : 0;
       if (r != ctx->local_rank && recs[r].device == me->device && iris_detail_same_process(&recs[r])) ctx->gpu_shared = 1;
     }
+    for (r = 0; r < ctx->local_size; r++) { /* the same test between every two records */
+      int q;
+      for (q = r + 1; q < ctx->local_size; q++)
+        if (recs[q].device == recs[r].device && recs[q].pid == recs[r].pid && memcmp(recs[q].proc_token, recs[r].proc_token, sizeof recs[r].proc_token) == 0)
+          ctx->gpu_shared_any = 1;
+    }
   }
   {
     /* a mapping failure on one rank must fail all ranks: exchange the outcome */
@@ -255,7 +261,11 @@ IRIS_DEF iris_status_t iris_init_local(const iris_config_t *cfg, int num_gpus, c
     for (j = 0; j < num_gpus; j++) {
       iris_t *b = out_ctxs[j];
       a->bases[j] = b->bases[j];
-      if (j != i && a->device == b->device) a->gpu_shared = 1;
+      if (j != i && a->device == b->device) {
+        int k;
+        a->gpu_shared = 1;
+        for (k = 0; k < num_gpus; k++) out_ctxs[k]->gpu_shared_any = 1;
+      }
       if (j == i || a->device == b->device) continue;
       {
         int ok = 0;

@@ -23,6 +23,7 @@ IRIS_INTERNAL int iris_detail_local_index(const iris_t *ctx, int rank) {
 }
 IRIS_DEF int iris_device_ordinal(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->device : -1; }
 IRIS_DEF int iris_detail_gpu_shared(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->gpu_shared : 0; }
+IRIS_DEF int iris_detail_gpu_shared_any(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->gpu_shared_any : 0; }
 IRIS_DEF int iris_device(const iris_t *ctx) { return iris_device_ordinal(ctx); }
 IRIS_DEF size_t iris_heap_size(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->heap_size : 0; }
 IRIS_DEF size_t iris_heap_used(const iris_t *ctx) { return IRIS_DETAIL_IS_LIVE(ctx) ? ctx->used : 0; }

@@ -8,8 +8,8 @@ Shapes: tokens 1, 8, 32, 128, 512 x hidden 4096, 8192 (BENCH_TOKENS, BENCH_HIDDE
 Rows (us per op; each row is one graph of `reps` ops replayed `replays` times, each replay
 timed with CUDA events; per replay the slowest rank's time / reps; median and p99 of those):
   iris-fused      it.all_reduce_rmsnorm(x, residual, w, out=y): one call, the path AUTO picks
-                  (one-shot kernel to 128 KB, two-shot kernel to 2 MB, else all-reduce + norm kernel)
-  iris-1shot, iris-2shot, iris-separate   the same call forced to each path (where it fits)
+                  (one-shot kernel, two-shot kernel, bandwidth kernel; all-reduce + norm kernel past the scratch)
+  iris-1shot, iris-2shot, iris-bw, iris-separate   the same call forced to each path (where it fits)
   iris-ar         the bare iris all-reduce of x (it.all_reduce(x, out=y)): the floor to beat
   nccl+torch      dist.all_reduce(x) (NCCL) + residual.add_ + torch.nn.functional.rms_norm
   symm+torch      torch symmetric memory: copy into the buffer, one_shot_all_reduce, + add_ + rms_norm
@@ -118,7 +118,7 @@ def main():
                 it.all_reduce_rmsnorm(x, residual, w, ctx, eps=EPS, out=y, algo="separate")
 
             res["iris-fused"] = over_ranks(per_replay(fused, reps, replays), world)
-            for name, algo in (("iris-1shot", "fused"), ("iris-2shot", "two_shot")):
+            for name, algo in (("iris-1shot", "fused"), ("iris-2shot", "two_shot"), ("iris-bw", "bandwidth")):
                 try:  # refused (IrisError, on every rank alike) where the call does not fit the path's slots
                     it.all_reduce_rmsnorm(x, residual, w, ctx, eps=EPS, out=y, algo=algo)
                 except it.IrisError:
@@ -157,7 +157,7 @@ def main():
     dist.destroy_process_group()
 
 
-COLS = ["iris-fused", "iris-1shot", "iris-2shot", "iris-separate", "iris-ar", "nccl+torch", "symm+torch"]
+COLS = ["iris-fused", "iris-1shot", "iris-2shot", "iris-bw", "iris-separate", "iris-ar", "nccl+torch", "symm+torch"]
 
 
 def report(rows, world, shared, fi_note):

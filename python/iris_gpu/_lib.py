@@ -209,7 +209,7 @@ class MoeRecvT(ctypes.Structure):
 
 class RmsnormOptsT(ctypes.Structure):
     """iris_rmsnorm_opts_t (iris_collectives.h). quant: 0 none, 1 fp8 per tensor, 2 fp8 per
-    token; algo: 0 auto, 1 fused (one-shot), 2 separate, 3 two-shot."""
+    token; algo: 0 auto, 1 fused (one-shot), 2 separate, 3 two-shot, 4 bandwidth."""
 
     _fields_ = [
         ("struct_size", ctypes.c_size_t),

@@ -1661,7 +1661,8 @@ def worker():
             k = 0
             for dt in ("bfloat16", "float16"):
                 for tokens, hidden, algo in ((1, 4096, "auto"), (7, 1000, "auto"), (32, 8192, "fused"), (3, 4100, "separate"), (64, 8192, "two_shot"),
-                                             (13, 4100, "two_shot"), (128, 8192, "auto"), (600, 1024, "auto")):
+                                             (13, 4100, "two_shot"), (128, 8192, "auto"), (600, 1024, "auto"), (5, 4100, "bandwidth"),
+                                             (300, 8192, "bandwidth")):
                     quant = (None, "fp8_per_tensor", "fp8_per_token")[k % 3]
                     inplace = k % 2 == 1
                     k += 1

@@ -611,7 +611,7 @@ def moe_combine(y, plan, out=None):
 
 # ------------------------------------------------------------------ all-reduce + RMSNorm
 _QUANT = {None: 0, "none": 0, "fp8_per_tensor": 1, "fp8_per_token": 2}
-_RMS_ALGO = {"auto": 0, "fused": 1, "separate": 2, "two_shot": 3}
+_RMS_ALGO = {"auto": 0, "fused": 1, "separate": 2, "two_shot": 3, "bandwidth": 4}
 
 
 def _rmsnorm_check(x, residual, weight, out, out_fp8, scale, quant, ctx, fake=False):
@@ -691,8 +691,8 @@ def all_reduce_rmsnorm(x, residual, weight, ctx, eps=1e-6, out=None, quant=None,
     written: amax / 448 per row); out_fp8 (float8_e4m3fn, x's shape) and scale are made
     when None. Returns out, or (out, out_fp8, scale) with quant. Collective: every rank
     calls it with the same shapes, dtype and quant, in the same order; on
-    torch.cuda.current_stream(); capturable. algo: "auto", "fused" (one-shot), "two_shot"
-    or "separate" (tests, benchmarks). The arithmetic: docs/serving.md."""
+    torch.cuda.current_stream(); capturable. algo: "auto", "fused" (one-shot), "two_shot",
+    "bandwidth" or "separate" (tests, benchmarks). The arithmetic: docs/serving.md."""
     if getattr(type(ctx), "_iris_target", False):
         _rmsnorm_ctx(ctx)  # a Team: TypeError
     torch = _torch_mod()
