@@ -652,8 +652,11 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_norm
  * the same bits as every path. Peers never touch x, residual or out (any device memory);
  * CTA b writes out only in rows it alone read, so out may be x. The call header comes
  * first (its signature holds the fused op's shape), so a mismatched call writes nothing.
- * A later call's pushes wait for its header, which no rank passes before every rank has
- * ended this kernel (it is launched without PDL and never triggers). Scratch, rows
+ * Launched with PDL like the latency kernels: the call number before the PDL wait
+ * (iris_coll_call_enter), the header after it, the trigger after the header. A later
+ * call's pushes wait for its header, which a rank announces only after its PDL wait, so
+ * after this kernel has ended on that rank; every rank announces, so every rank has
+ * ended it. Scratch, rows
  * `pitch` elements apart (hidden rounded up to 16 bytes): ONE [W][tokens] pushed rows;
  * two hops [W][R] pushed rows, then [tokens] sums. */
 IRIS_DEVICE_INLINE size_t iris_rmsnorm_bw_pitch(long long hidden) { return (size_t)(hidden + 7) / 8 * 8; }
@@ -733,8 +736,11 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_bw_k
   a.scale = scale;
   a.in = (T *)d.scratch;
   a.pitch = iris_rmsnorm_bw_pitch(hidden);
-  unsigned c, epoch;
-  if (!iris_coll_kernel_start(d, sig, IRIS_COLL_KIND_RMSNORM, c, epoch)) return;
+  const unsigned c = iris_coll_call_enter(d);
+  iris_detail_pdl_wait(); /* nothing of the kernel before is read or written before it */
+  unsigned epoch = iris_coll_sync_base(c);
+  if (!iris_coll_call_begin(d, c, iris_coll_sig32(sig), IRIS_COLL_KIND_RMSNORM)) return;
+  iris_detail_pdl_trigger();
   /* 1. my copies of CTA b's rows into the peers (ONE: every peer; else the row's owner) */
   for (long long t = blockIdx.x; t < tokens; t += gridDim.x) {
     const int owner = (int)(t / a.R);

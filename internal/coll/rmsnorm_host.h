@@ -73,17 +73,17 @@ struct iris_rmsnorm_launch {
   static void bw(const iris_coll_state_t *s, int W, bool one, unsigned grid, int threads, const void *x, void *res, const void *w, void *out, size_t tokens, long long hidden,
                  float eps, int quant, void *q8, float *scale, unsigned long long sig, iris_stream_t stream) {
     if (W == 2 && one)
-      iris_rmsnorm_bw_kernel<T, 2, true><<<grid, threads, 0, stream>>>(s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out, (long long)tokens, hidden, eps, quant,
-                                                                       (unsigned char *)q8, scale, sig);
+      (void)iris_detail_launch(iris_rmsnorm_bw_kernel<T, 2, true>, grid, (unsigned)threads, stream, s->pdl, s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out,
+                               (long long)tokens, hidden, eps, quant, (unsigned char *)q8, scale, sig);
     else if (W == 2)
-      iris_rmsnorm_bw_kernel<T, 2, false><<<grid, threads, 0, stream>>>(s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out, (long long)tokens, hidden, eps, quant,
-                                                                        (unsigned char *)q8, scale, sig);
+      (void)iris_detail_launch(iris_rmsnorm_bw_kernel<T, 2, false>, grid, (unsigned)threads, stream, s->pdl, s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out,
+                               (long long)tokens, hidden, eps, quant, (unsigned char *)q8, scale, sig);
     else if (W == 4)
-      iris_rmsnorm_bw_kernel<T, 4, false><<<grid, threads, 0, stream>>>(s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out, (long long)tokens, hidden, eps, quant,
-                                                                        (unsigned char *)q8, scale, sig);
+      (void)iris_detail_launch(iris_rmsnorm_bw_kernel<T, 4, false>, grid, (unsigned)threads, stream, s->pdl, s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out,
+                               (long long)tokens, hidden, eps, quant, (unsigned char *)q8, scale, sig);
     else
-      iris_rmsnorm_bw_kernel<T, 0, false><<<grid, threads, 0, stream>>>(s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out, (long long)tokens, hidden, eps, quant,
-                                                                        (unsigned char *)q8, scale, sig);
+      (void)iris_detail_launch(iris_rmsnorm_bw_kernel<T, 0, false>, grid, (unsigned)threads, stream, s->pdl, s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out,
+                               (long long)tokens, hidden, eps, quant, (unsigned char *)q8, scale, sig);
   }
 };
 template <typename T> struct iris_rmsnorm_launch<T, false> {
