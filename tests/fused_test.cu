@@ -1,9 +1,10 @@
 // iris_all_reduce_rmsnorm tests: residual += all_reduce(x); out = rmsnorm(residual) * w
 // (+ fp8 per tensor / per token), bf16 and fp16, every path (the one-shot and two-shot
-// fused kernels, the separate all-reduce + norm kernel, past 512 tokens the fallback), odd hidden sizes,
-// 1 token, in place (out = x), x on and off the heap, rank skew, graphs replayed many
-// times, a mismatch (ranks with different hidden) seen on every rank with nothing
-// written, and bad input.
+// fused kernels, the bandwidth kernel in its one-hop and two-hop forms, the separate
+// all-reduce + norm kernel), odd hidden sizes, 1 token, in place (out = x), x on and off
+// the heap, rank skew, graphs replayed many times, a mismatch (ranks with different
+// hidden) seen on every rank with nothing written, bad input, and the building block
+// iris_add_rmsnorm_block alone at block sizes 32-1024.
 // Each result is checked three ways: bit for bit against a host emulation of the
 // documented arithmetic (fp32 sums in rank order, the fixed tree of the sum of squares),
 // against a float64 reference within one rounding of the type, and the same bits on
@@ -435,6 +436,83 @@ static bool test_mismatch(Suite &s, Dev &D) {
   return all_ok;
 }
 
+// iris_add_rmsnorm_block, the building block, local (no peers): one row per block, block
+// sizes 32-1024, hidden 33-32768; the 16-byte form (iris_rmsnorm_row16) where hidden is a
+// multiple of 8 and the rows aligned, the line form otherwise (an unaligned sum), sum = out
+// (in place): bit for bit against the same host emulation as the collective path.
+template <typename T>
+__global__ void __launch_bounds__(1024) k_block(const T *sum, T *res, const T *w, T *out, long long hidden, int quant, unsigned char *q8, float *scale) {
+  const long long r = blockIdx.x;
+  iris_add_rmsnorm_block<T>(sum + r * hidden, res + r * hidden, w, out + r * hidden, hidden, 1e-5f, (iris_quant_t)quant, q8 ? q8 + r * hidden : NULL,
+                            quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + r : scale);
+}
+static bool test_block(Suite &s, Dev &D) {
+  struct B { int type, quant; size_t rows, hidden; int threads; bool alias, unaligned; } bs[] = {
+      {IRIS_BFLOAT16, 0, 3, 8192, 512, false, false}, {IRIS_FLOAT16, 1, 3, 8192, 1024, false, false}, {IRIS_BFLOAT16, 2, 3, 8192, 256, true, false},
+      {IRIS_BFLOAT16, 2, 2, 8192, 64, false, false},  {IRIS_FLOAT16, 2, 2, 16384, 1024, false, false}, {IRIS_BFLOAT16, 1, 2, 32768, 1024, false, false},
+      {IRIS_BFLOAT16, 0, 3, 1024, 32, false, false},  {IRIS_FLOAT16, 2, 3, 4100, 256, false, false},   {IRIS_BFLOAT16, 1, 3, 33, 64, true, false},
+      {IRIS_FLOAT16, 2, 3, 8192, 512, false, true},   {IRIS_BFLOAT16, 2, 4, 4096, 128, false, false},  {IRIS_BFLOAT16, 0, 2, 8, 32, false, false},
+  };
+  bool ok = true;
+  int call = 60000;
+  for (const B &b : bs) {
+    const int t = b.type;
+    const size_t n = b.rows * b.hidden, off = b.unaligned ? 1 : 0;
+    std::vector<u16> sum(n), r(n), w(b.hidden), out(n), gr(n), go(n);
+    std::vector<unsigned char> q8(n), gq(n);
+    std::vector<float> sc(b.rows, 0.f), gs(b.rows);
+    for (size_t i = 0; i < n; i++) sum[i] = value(t, hkey(s.seed, 4, s.rank, call, i));
+    for (size_t i = 0; i < n; i++) r[i] = value(t, hkey(s.seed, 5, s.rank, call, i));
+    for (size_t i = 0; i < b.hidden; i++) w[i] = value(t, hkey(s.seed, 6, s.rank, call, i));
+    if (b.quant == IRIS_QUANT_FP8_PER_TENSOR) sc[0] = 0.04f + (float)(call % 3) * 0.01f;
+    char *dsum = b.alias ? D.out : D.xd + off * 2; // sum = out: the block reads the sums before it writes out
+    CK(cudaMemcpy(dsum, sum.data(), n * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(D.res, r.data(), n * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(D.w, w.data(), b.hidden * 2, cudaMemcpyHostToDevice));
+    if (!b.alias) CK(cudaMemset(D.out, 0xA5, n * 2));
+    CK(cudaMemset(D.q8, 0xA5, n));
+    CK(cudaMemset(D.scales, 0xA5, b.rows * 4));
+    if (b.quant == IRIS_QUANT_FP8_PER_TENSOR) CK(cudaMemcpy(D.scales, sc.data(), 4, cudaMemcpyHostToDevice));
+    unsigned char *q = b.quant ? D.q8 : NULL;
+    if (t == IRIS_BFLOAT16)
+      k_block<iris_bf16_t><<<(unsigned)b.rows, b.threads>>>((const iris_bf16_t *)dsum, (iris_bf16_t *)D.res, (const iris_bf16_t *)D.w, (iris_bf16_t *)D.out,
+                                                           (long long)b.hidden, b.quant, q, D.scales);
+    else
+      k_block<iris_f16_t><<<(unsigned)b.rows, b.threads>>>((const iris_f16_t *)dsum, (iris_f16_t *)D.res, (const iris_f16_t *)D.w, (iris_f16_t *)D.out,
+                                                          (long long)b.hidden, b.quant, q, D.scales);
+    CK(cudaGetLastError()); // a launch refused (too many registers for the block) fails here
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(gr.data(), D.res, n * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(go.data(), D.out, n * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gq.data(), D.q8, n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gs.data(), D.scales, b.rows * 4, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t k = 0; k < b.rows; k++) { // the host emulation (make_case's arithmetic, the sums given)
+      u16 *rr = &r[k * b.hidden];
+      for (size_t h = 0; h < b.hidden; h++) rr[h] = down(t, up(t, sum[k * b.hidden + h]) + up(t, rr[h]));
+      const float inv = 1.f / sqrtf(row_ss(rr, t, b.hidden) / (float)b.hidden + 1e-5f);
+      float amax = 0.f;
+      for (size_t h = 0; h < b.hidden; h++) {
+        out[k * b.hidden + h] = down(t, (up(t, rr[h]) * inv) * up(t, w[h]));
+        amax = fmaxf(amax, fabsf(up(t, out[k * b.hidden + h])));
+      }
+      if (b.quant == IRIS_QUANT_NONE) continue;
+      const float s_ = b.quant == IRIS_QUANT_FP8_PER_TENSOR ? sc[0] : fmaxf(amax / 448.f, 1.f / (448.f * 512.f));
+      if (b.quant == IRIS_QUANT_FP8_PER_TOKEN) { sc[k] = s_; bad += !same(gs[k], s_); }
+      for (size_t h = 0; h < b.hidden; h++) q8[k * b.hidden + h] = iris_float_to_fp8_e4m3(up(t, out[k * b.hidden + h]) * (1.f / s_));
+    }
+    for (size_t i = 0; i < n; i++) bad += gr[i] != r[i] || go[i] != out[i] || (b.quant && gq[i] != q8[i]);
+    if (bad) {
+      fprintf(stderr, "rank %d: iris_add_rmsnorm_block %s %s %zu x %zu, %d threads%s%s: %zu wrong values\n", s.rank, tname(t), qname(b.quant), b.rows, b.hidden,
+              b.threads, b.alias ? ", sum = out" : "", b.unaligned ? ", sum unaligned" : "", bad);
+      ok = false;
+    }
+    call++;
+  }
+  return report(s, "iris_add_rmsnorm_block (local): 32-1024 threads, hidden 8-32768 (odd ones), the 16-byte and the line form, sum = out, fp8: bit for bit "
+                   "against the host emulation", ok);
+}
+
 static bool test_bad_input(Suite &s, Dev &D) {
   bool ok = true;
   iris_rmsnorm_opts_t o = IRIS_RMSNORM_OPTS_INIT;
@@ -500,7 +578,7 @@ int main(int argc, char **argv) {
     report(s, "setup", false);
     return 1;
   }
-  bool ran = test_bad_input(s, D) && test_values(s, D) && test_graph(s, D) && test_mismatch(s, D);
+  bool ran = test_bad_input(s, D) && test_block(s, D) && test_values(s, D) && test_graph(s, D) && test_mismatch(s, D);
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   cudaFree(D.xd); cudaFree(D.res); cudaFree(D.w); cudaFree(D.out); cudaFree(D.q8); cudaFree(D.scales); cudaFree(pad);
   iris_free(s.ctx, D.xh);
