@@ -655,10 +655,9 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_norm
  * Launched with PDL like the latency kernels: the call number before the PDL wait
  * (iris_coll_call_enter), the header after it, the trigger after the header. A later
  * call's pushes wait for its header, which a rank announces only after its PDL wait, so
- * after this kernel has ended on that rank; every rank announces, so every rank has
- * ended it. Scratch, rows
- * `pitch` elements apart (hidden rounded up to 16 bytes): ONE [W][tokens] pushed rows;
- * two hops [W][R] pushed rows, then [tokens] sums. */
+ * after this kernel has ended on that rank (a kernel launched without PDL starts after
+ * it ends). Scratch, rows `pitch` elements apart (hidden rounded up to 16 bytes): ONE
+ * [W][tokens] pushed rows; two hops [W][R] pushed rows, then [tokens] sums. */
 IRIS_DEVICE_INLINE size_t iris_rmsnorm_bw_pitch(long long hidden) { return (size_t)(hidden + 7) / 8 * 8; }
 /* The arguments of one call of the bandwidth kernel, as its phases see them. */
 template <typename T> struct iris_rmsnorm_bw_call {
