@@ -79,6 +79,9 @@ static inline IRIS_HOST_DEVICE iris_rmsnorm_shape_t iris_rmsnorm_shape(long long
 /* 16-byte vectors (two lines) per thread that iris_rmsnorm_row16 keeps in registers
  * (host and device: the bandwidth kernel's grid depends on it). */
 #define IRIS_RMSNORM_VECS 4
+/* The bandwidth kernel's scratch rows: elements from one to the next (hidden rounded up
+ * to 16 bytes). Host and device. */
+static inline IRIS_HOST_DEVICE size_t iris_rmsnorm_bw_pitch(long long hidden) { return (size_t)(hidden + 7) / 8 * 8; }
 
 #if defined(IRIS_DETAIL_GPU_COMPILER)
 /* ---- element helpers (T: iris_bf16_t or iris_f16_t, 4 per 8-byte line) */
@@ -658,7 +661,6 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_norm
  * after this kernel has ended on that rank (a kernel launched without PDL starts after
  * it ends). Scratch, rows `pitch` elements apart (hidden rounded up to 16 bytes): ONE
  * [W][tokens] pushed rows; two hops [W][R] pushed rows, then [tokens] sums. */
-IRIS_DEVICE_INLINE size_t iris_rmsnorm_bw_pitch(long long hidden) { return (size_t)(hidden + 7) / 8 * 8; }
 /* The arguments of one call of the bandwidth kernel, as its phases see them. */
 template <typename T> struct iris_rmsnorm_bw_call {
   const T *x;

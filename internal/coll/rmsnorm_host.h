@@ -72,18 +72,13 @@ struct iris_rmsnorm_launch {
    * and 4 ranks (iris_coll_reduce16) */
   static void bw(const iris_coll_state_t *s, int W, bool one, unsigned grid, int threads, const void *x, void *res, const void *w, void *out, size_t tokens, long long hidden,
                  float eps, int quant, void *q8, float *scale, unsigned long long sig, iris_stream_t stream) {
-    if (W == 2 && one)
-      (void)iris_detail_launch(iris_rmsnorm_bw_kernel<T, 2, true>, grid, (unsigned)threads, stream, s->pdl, s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out,
-                               (long long)tokens, hidden, eps, quant, (unsigned char *)q8, scale, sig);
-    else if (W == 2)
-      (void)iris_detail_launch(iris_rmsnorm_bw_kernel<T, 2, false>, grid, (unsigned)threads, stream, s->pdl, s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out,
-                               (long long)tokens, hidden, eps, quant, (unsigned char *)q8, scale, sig);
-    else if (W == 4)
-      (void)iris_detail_launch(iris_rmsnorm_bw_kernel<T, 4, false>, grid, (unsigned)threads, stream, s->pdl, s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out,
-                               (long long)tokens, hidden, eps, quant, (unsigned char *)q8, scale, sig);
-    else
-      (void)iris_detail_launch(iris_rmsnorm_bw_kernel<T, 0, false>, grid, (unsigned)threads, stream, s->pdl, s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out,
-                               (long long)tokens, hidden, eps, quant, (unsigned char *)q8, scale, sig);
+    void (*k)(iris_coll_dev_t, const T *, T *, const T *, T *, long long, long long, float, int, unsigned char *, float *, unsigned long long) =
+        W == 2 && one ? iris_rmsnorm_bw_kernel<T, 2, true>
+        : W == 2      ? iris_rmsnorm_bw_kernel<T, 2, false>
+        : W == 4      ? iris_rmsnorm_bw_kernel<T, 4, false>
+                      : iris_rmsnorm_bw_kernel<T, 0, false>;
+    (void)iris_detail_launch(k, grid, (unsigned)threads, stream, s->pdl, s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out, (long long)tokens, hidden, eps,
+                             quant, (unsigned char *)q8, scale, sig);
   }
 };
 template <typename T> struct iris_rmsnorm_launch<T, false> {
@@ -128,7 +123,7 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
     /* the bandwidth kernel's scratch rows: one hop W x tokens, two hops W x ceil(tokens / W) + tokens */
     bw_one = W == 2 && bytes <= IRIS_RMSNORM_BW_ONE_MAX_BYTES;
     const size_t bw_rows = bw_one ? 2 * tokens : (size_t)W * ((tokens + (size_t)W - 1) / (size_t)W) + tokens;
-    bw = s->dev.scratch && bw_rows * ((hidden + 7) / 8 * 8) * es <= IRIS_COLL_AR_SCRATCH_BYTES;
+    bw = s->dev.scratch && bw_rows * iris_rmsnorm_bw_pitch((long long)hidden) * es <= IRIS_COLL_AR_SCRATCH_BYTES;
   }
   if ((algo == IRIS_RMSNORM_FUSED && !one) || (algo == IRIS_RMSNORM_TWO_SHOT && !two))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: %s takes a world of 2 or more ranks on one node, at most %d tokens, and rows that fit its slots "
