@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-KIND = {1: "LL", 2: "LL2", 3: "BW", 4: "moe-dispatch", 5: "moe-combine", 6: "barrier"}
+KIND = {1: "LL", 2: "LL2", 3: "BW", 4: "moe-dispatch", 5: "moe-combine", 6: "barrier", 7: "armed", 8: "rmsnorm"}
 
 
 def load(prefix):

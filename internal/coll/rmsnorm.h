@@ -452,6 +452,9 @@ struct iris_rmsnorm_xchg {
   long long amax_off;
   int cpr, k;
   unsigned epoch, c;
+#if defined(IRIS_TRACE)
+  unsigned long long *mark; /* thread 0: when the combine of the sums of squares ended (IRIS_TRACE_K_RMS's t2) */
+#endif
   /* Every 32-lane group, v the CTA's value in every lane: v = the tree sum (or max) of the
    * row's CTAs' values, in CTA order. Thread 0 publishes the CTA's value; in every group,
    * lane l (< cpr, not k) polls CTA l's slot, and the lanes' shuffle tree combines them:
@@ -474,6 +477,9 @@ struct iris_rmsnorm_xchg {
     }
     if (!iris_detail_warp_all(ok != 0)) return false; /* a warp of two groups (AMD) gives up together */
     v = max_op ? iris_rmsnorm_chunk_max(mine) : iris_rmsnorm_chunk_sum(mine);
+#if defined(IRIS_TRACE)
+    if (threadIdx.x == 0 && which == 0 && mark) *mark = iris_detail_time_ns();
+#endif
     return true;
   }
 };
@@ -520,16 +526,15 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
    * overlaps the end of the kernel before; nothing is read before the wait */
   const unsigned c = iris_coll_call_enter(d), epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
   iris_detail_pdl_wait();
-  /* this thread's first line of x, the residual and the weight, loaded before the
-   * signature's tag is formed and the peers' lines polled */
+  IRIS_TRACE_BEGIN(IRIS_TRACE_K_RMS);
+  /* this thread's first line of x, loaded before the signature's tag is formed; its
+   * residual and weight lines after the pushes, in flight while the peers' lines are
+   * polled (loaded before the pushes they delayed them: 0.1 us more at 1-32 tokens x 8192
+   * on 2 H200s) */
   uint2 x0 = make_uint2(0u, 0u), res0 = x0, wt0 = x0;
   const bool first = g < sh.per_cta && ((long long)k * sh.per_cta + g) * IRIS_RMSNORM_CHUNK + lane < sh.lines;
-  if (first) {
-    const size_t line = (size_t)(((long long)k * sh.per_cta + g) * IRIS_RMSNORM_CHUNK + lane);
-    x0 = iris_coll_read8(xr, line, (size_t)sh.hidden);
-    res0 = iris_coll_read8(rr, line, (size_t)sh.hidden);
-    wt0 = iris_coll_read8(weight, line, (size_t)sh.hidden);
-  }
+  const size_t line0 = (size_t)(((long long)k * sh.per_cta + g) * IRIS_RMSNORM_CHUNK + lane);
+  if (first) x0 = iris_coll_read8(xr, line0, (size_t)sh.hidden);
   const unsigned tag = iris_coll_ll_tag(epoch, sig32); /* the peers' lines carry the signature, whatever IRIS_COLL_CHECK says */
   iris_detail_pdl_trigger();
   const iris_coll_mask_t peers = iris_coll_peer_mask(W, me), all = d.check ? peers : 0ULL;
@@ -553,6 +558,10 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
     } else {
       for (int p = 1; p < W; p++) iris_coll_ll_store(iris_translate(d.ctx, IRIS_COLL_LL_SLOT(mine, d, me, base + line), (me + p) % W), v, epoch, tag);
     }
+  }
+  if (first) {
+    res0 = iris_coll_read8(rr, line0, (size_t)sh.hidden);
+    wt0 = iris_coll_read8(weight, line0, (size_t)sh.hidden);
   }
   if (tid == 0 && (long long)k * sh.per_cta * IRIS_RMSNORM_CHUNK >= sh.lines) { /* a CTA of padding only: it has no line to see a mismatch by, so it
                                                                                    matches the headers (else it would wait for its row's CTAs, gone) */
@@ -604,6 +613,7 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
     if (lane == 0 && j < sh.per_cta) cs[j] = q;
   }
   if (__syncthreads_or(ok <= 0)) return; /* a mismatch (seen by every CTA: by a tagged line that never arrives, or by the headers) or a wait that ran out */
+  IRIS_TRACE_MARK(1);
   iris_rmsnorm_xchg xg;
   xg.d = &d;
   xg.own = IRIS_COLL_LL_SLOT(mine, d, me, 0);
@@ -613,12 +623,16 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
   xg.k = k;
   xg.epoch = epoch;
   xg.c = c;
+#if defined(IRIS_TRACE)
+  xg.mark = threadIdx.x == 0 ? &iris_tr_.t[2] : NULL;
+#endif
   iris_rmsnorm_pre pre;
   pre.n = iters < IRIS_RMSNORM_HELD ? iters : IRIS_RMSNORM_HELD;
   pre.r = s_r;
   pre.w = s_w;
   iris_rmsnorm_finish<T>(sh, k, rr, weight, out + t * sh.hidden, quant, q8 ? q8 + t * sh.hidden : NULL, quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + t : scale, eps,
                          cs, xg, pre);
+  IRIS_TRACE_END(c, me);
 }
 
 /* ---- the separate path's norm kernel: one CTA per row, after the all-reduce wrote the

@@ -26,7 +26,9 @@ enum {
   IRIS_TRACE_K_MOE_DISP = 4,/* MoE dispatch: t1 routing known, t2 rows stored */
   IRIS_TRACE_K_MOE_COMB = 5,/* MoE combine: t1 rows stored, t2 every rank's rows here */
   IRIS_TRACE_K_BARRIER = 6, /* iris_barrier_device */
-  IRIS_TRACE_K_ARM = 7      /* armed one-shot: t1 pushed, t2 = t1 (the rest is the collect) */
+  IRIS_TRACE_K_ARM = 7,     /* armed one-shot: t1 pushed, t2 = t1 (the rest is the collect) */
+  IRIS_TRACE_K_RMS = 8      /* fused all-reduce + RMSNorm (LL): t0 after the PDL wait, t1 the CTA's sums done (block barrier),
+                               t2 the row's CTAs combined, t3 out written */
 };
 typedef struct iris_trace_rec {
   unsigned long long t[4]; /* %globaltimer, ns: entry, mark 1, mark 2, exit */
