@@ -529,8 +529,8 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
   IRIS_TRACE_BEGIN(IRIS_TRACE_K_RMS);
   /* this thread's first line of x, loaded before the signature's tag is formed; its
    * residual and weight lines after the pushes, in flight while the peers' lines are
-   * polled (loaded before the pushes they delayed them: 0.1 us more at 1-32 tokens x 8192
-   * on 2 H200s) */
+   * polled (loaded before the pushes they delayed them: 0.1-0.3 us more at 1-32 tokens x
+   * 8192 on 2 H200s) */
   uint2 x0 = make_uint2(0u, 0u), res0 = x0, wt0 = x0;
   const bool first = g < sh.per_cta && ((long long)k * sh.per_cta + g) * IRIS_RMSNORM_CHUNK + lane < sh.lines;
   const size_t line0 = (size_t)(((long long)k * sh.per_cta + g) * IRIS_RMSNORM_CHUNK + lane);
