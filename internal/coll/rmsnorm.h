@@ -248,17 +248,6 @@ IRIS_DEVICE_INLINE bool iris_rmsnorm_finish(const iris_rmsnorm_shape_t &sh, int 
   return true;
 }
 
-/* One row by one block (iris_add_rmsnorm_block's contract) where every access can be 16
- * bytes: hidden a multiple of 8, src[], residual, weight, out 16-byte aligned, out_fp8 8,
- * hidden / 8 <= IRIS_RMSNORM_VECS x blockDim.x. The row's sum is src[0] (NS = 1) or, for
- * NS ranks' rows in rank order, down(their fp32 sum in rank order): the all-reduce's bits.
- * A thread loads all of its vectors of the sources, residual and weight at once, keeps
- * residual and weight in registers through the sum of squares, and writes out from them:
- * one round trip to memory where the line by line loop makes one per line and pass (on 2
- * H200s, the separate path at 1 token x 8192: 11.3 -> 8.5 us). The same bits: vector v
- * holds lines 2v and 2v+1, so a thread's own pair is the chunk tree's first level (a + b
- * = b + a) and xor masks 1-8 over 16 lanes are its levels 2-5; the chunks' tree is
- * iris_rmsnorm_tree's. */
 /* A thread's vectors of iris_rmsnorm_row16: the NS sources' (in rank order), the
  * residual's and the weight's. */
 template <int NS> struct iris_rmsnorm_row16_in {
@@ -288,6 +277,17 @@ IRIS_DEVICE_INLINE void iris_rmsnorm_row16_load(iris_rmsnorm_row16_in<NS> &in, c
 template <typename T, int NS>
 IRIS_DEVICE_INLINE void iris_rmsnorm_row16_norm(const iris_rmsnorm_row16_in<NS> &in, T *residual, T *out, long long hidden, float eps, int quant,
                                                 unsigned char *out_fp8, float *scale);
+/* One row by one block (iris_add_rmsnorm_block's contract) where every access can be 16
+ * bytes: hidden a multiple of 8, src[], residual, weight, out 16-byte aligned, out_fp8 8,
+ * hidden / 8 <= IRIS_RMSNORM_VECS x blockDim.x. The row's sum is src[0] (NS = 1) or, for
+ * NS ranks' rows in rank order, down(their fp32 sum in rank order): the all-reduce's bits.
+ * A thread loads all of its vectors of the sources, residual and weight at once, keeps
+ * residual and weight in registers through the sum of squares, and writes out from them:
+ * one round trip to memory where the line by line loop makes one per line and pass (on 2
+ * H200s, the separate path at 1 token x 8192: 11.3 -> 8.5 us). The same bits: vector v
+ * holds lines 2v and 2v+1, so a thread's own pair is the chunk tree's first level (a + b
+ * = b + a) and xor masks 1-8 over 16 lanes are its levels 2-5; the chunks' tree is
+ * iris_rmsnorm_tree's. */
 template <typename T, int NS>
 IRIS_DEVICE_INLINE void iris_rmsnorm_row16(const T *const *src, T *residual, const T *weight, T *out, long long hidden, float eps, int quant, unsigned char *out_fp8,
                                            float *scale) {
