@@ -6,6 +6,8 @@
 # loops (IRIS_TEST_QUICK=1), world 2 by default, ranks on one GPU or several. Not part of
 # make test: a pass takes about 10 minutes (the tools slow each kernel 10-100x).
 #   bash tests/sanitize_gpu.sh [world]
+#   IRIS_SANITIZE_ONLY=REGEX: only the rows whose "tool name" matches (grep -E), e.g.
+#   'memcheck coll_test' or 'fused_test|moe_test': a pass split over several shorter runs.
 # Prints one PASS / FAIL / SKIP line per program and tool, then a total. A row fails when
 # the sanitizer reports an error on any rank, the test reports a failure, or the row runs
 # past its limit (IRIS_SANITIZE_LIMIT_S, default 300 s each).
@@ -26,6 +28,7 @@ root=""; [ "$(id -u)" = 0 ] && root=--allow-run-as-root
 pass=0; fail=0
 row() { # tool name env... -- cmd...
   local tool=$1 name=$2 envs=() log; shift 2
+  if [ -n "${IRIS_SANITIZE_ONLY:-}" ] && ! printf '%s %s\n' "$tool" "$name" | grep -qE -- "$IRIS_SANITIZE_ONLY"; then return 0; fi
   while [ "$1" != "--" ]; do envs+=(-x "$1"); shift; done; shift
   log=$(mktemp)
   timeout "$limit" mpirun $root --oversubscribe -np "$w" -x IRIS_TEST_QUICK -x NCCL_NVLS_ENABLE -x IRIS_WAIT_TIMEOUT_MS "${envs[@]}" \
@@ -58,5 +61,6 @@ row racecheck "fused_test" -- ./build/fused_test "$w"
 row racecheck "moe_test" -- ./build/moe_test "$w"
 row racecheck "tile_test" -- ./build/tile_test "$w"
 row synccheck "fused_test" -- ./build/fused_test "$w"
+if [ $((pass + fail)) -eq 0 ]; then echo "FAIL: sanitize: no row matches IRIS_SANITIZE_ONLY='${IRIS_SANITIZE_ONLY:-}'"; fail=1; fi
 echo "# sanitize: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -2,7 +2,7 @@
 # tests/sanitize_gpu.sh's verdicts, without a GPU: stand-ins for nvidia-smi, mpirun and
 # compute-sanitizer (each rank a process that prints what the real tools print) in four
 # cases: clean (every row passes), sanitizer errors, a rank that was not sanitized, a
-# failed check with a clean sanitizer (every row fails).
+# failed check with a clean sanitizer (every row fails); and IRIS_SANITIZE_ONLY's filter.
 set -u
 cd "$(dirname "$0")/../.."
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
@@ -37,5 +37,10 @@ for c in errors unsanitized failed; do
   out=$(run $c); rc=$?
   if [ $rc -eq 0 ] || printf '%s\n' "$out" | grep -q '^PASS:' || [ "$(printf '%s\n' "$out" | grep -c '^FAIL:')" -ne "$rows" ]; then echo "case $c: exit $rc, a row passed or not every row failed"; fail=1; fi
 done
-[ $fail -eq 0 ] && echo "sanitize_gpu.sh: $rows rows pass when clean; every row fails on sanitizer errors, an unsanitized rank, a failed check"
+# IRIS_SANITIZE_ONLY: only the matching rows run; a pattern that matches none fails
+out=$(IRIS_SANITIZE_ONLY='^racecheck (fused|moe)_test' run clean); rc=$?
+if [ $rc -ne 0 ] || [ "$(printf '%s\n' "$out" | grep -c '^PASS:')" -ne 2 ] || ! printf '%s\n' "$out" | grep -q '^PASS: racecheck moe_test'; then echo "IRIS_SANITIZE_ONLY: exit $rc, not the 2 racecheck rows"; fail=1; fi
+out=$(IRIS_SANITIZE_ONLY='no such row' run clean); rc=$?
+if [ $rc -eq 0 ] || ! printf '%s\n' "$out" | grep -q '^FAIL: sanitize: no row matches'; then echo "IRIS_SANITIZE_ONLY matching no row: exit $rc, no failure"; fail=1; fi
+[ $fail -eq 0 ] && echo "sanitize_gpu.sh: $rows rows pass when clean; every row fails on sanitizer errors, an unsanitized rank, a failed check; IRIS_SANITIZE_ONLY runs only its rows"
 exit $fail
