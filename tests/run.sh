@@ -272,8 +272,16 @@ else
   export NCCL_NVLS_ENABLE=0
   # make test-gpu: the programs below, all at once (with every core; make test built them already)
   if [ "$only" = gpu ]; then build_all $(make -s list-gpu-programs); fi
-  echo "# ($ngpu GPU(s); world sizes $worlds)"
-  for w in $worlds; do
+  # IRIS_TEST_GPU_PART (the GPU section split over calls with a time limit): worlds = only
+  # the checks run once per world size of IRIS_TEST_WORLDS; common = only the others (GEMM
+  # core, debug traps, examples, launchers, multi-node, Python, MPI); all (default) = both
+  gpu_part=${IRIS_TEST_GPU_PART:-all}
+  case $gpu_part in all | worlds | common) ;; *) say FAIL "IRIS_TEST_GPU_PART" "'$gpu_part' is not all, worlds or common"; gpu_part=none ;; esac
+  gpu_worlds=$worlds
+  if [ "$gpu_part" = common ] || [ "$gpu_part" = none ]; then gpu_worlds=""; say SKIP "the GPU checks run once per world size ($worlds)" "IRIS_TEST_GPU_PART=$gpu_part"; fi
+  if [ "$gpu_part" = worlds ] || [ "$gpu_part" = none ]; then say SKIP "the GPU checks run once (GEMM core, debug traps, examples, launchers, multi-node, Python, MPI)" "IRIS_TEST_GPU_PART=$gpu_part"; fi
+  echo "# ($ngpu GPU(s); world sizes $gpu_worlds)"
+  for w in $gpu_worlds; do
     echo "# world $w: $(placement "$w")"
     for mode in procs hooks local; do run_counted "gpu_test $mode $w" ./build/gpu_test $mode $w; done
     # shared GPU: time-sliced ranks take milliseconds per call; the long loops run a tenth
@@ -298,9 +306,9 @@ else
     tq=""; if [ "$ngpu" -lt "$w" ]; then tq="IRIS_TEST_QUICK=1"; fi
     for m in basic concurrent mismatch stuck stuck-coll; do run_counted "team_test $m $w ($(placement "$w"))" env $tq IRIS_WAIT_TIMEOUT_MS=2000 ./build/team_test $m $w; done
   done
-  run_counted "gemm_core_test" ./build/gemm_core_test
+  if [ "$gpu_part" = all ] || [ "$gpu_part" = common ]; then run_counted "gemm_core_test" ./build/gemm_core_test; fi
   make -s build/gemm_test_t2 >>"$log" 2>&1 # the 2-s-bound build for the stuck-peer checks (not built by make test without a GPU)
-  for w in $worlds; do
+  for w in $gpu_worlds; do
     run_counted "gemm_test $w ($(placement "$w"))" ./build/gemm_test $w
     run_counted "gemm_test $w sweep: issue 20's hang shape, every path, plans back to back ($(placement "$w"))" ./build/gemm_test $w sweep 5
     run_counted "gemm_test $w streams: GEMM runs and all-reduces on two streams ($(placement "$w"))" ./build/gemm_test $w streams
@@ -309,7 +317,7 @@ else
   done
   # GEMM + reduce-scatter / all-reduce: built here only (make test without a GPU stays as fast)
   if make -s build/gemm_rs_test build/gemm_rs_test_t2 >>"$log" 2>&1; then
-    for w in $worlds; do
+    for w in $gpu_worlds; do
       run_counted "gemm_rs_test $w: GEMM + reduce-scatter / all-reduce, every path ($(placement "$w"))" ./build/gemm_rs_test $w
       run_counted "gemm_rs_test_t2 $w stuck: a stuck peer ends the fused call within 2x the bound ($(placement "$w"))" ./build/gemm_rs_test_t2 $w stuck
       run_counted "gemm_rs_test $w wrap (IRIS_GEMM_TEST_WRAP=6: the fused path's epochs cross 0xffffffff -> 0 -> 1, both ops and cores; $(placement "$w"))" env IRIS_GEMM_TEST_WRAP=6 ./build/gemm_rs_test $w wrap
@@ -317,47 +325,51 @@ else
   else
     say FAIL "gemm_rs_test build (make build/gemm_rs_test build/gemm_rs_test_t2)"
   fi
-  for w in $worlds; do run_counted "moe_test $w: MoE dispatch / combine, both modes, bf16 and fp8 ($(placement "$w"))" ./build/moe_test $w; done
-  expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
-  expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank
-  expect_trap "IRIS_DEBUG: remote store to another node's rank traps naming it" "target rank 0 is on node 0, not on this rank's node 1" ./build/gpu_test_debug other-node
-  expect_trap "IRIS_DEBUG: a bulk put of a negative size (size_t) traps, not wrapped past the heap's end" "iris_put_bulk .* outside the symmetric heap" ./build/gpu_test_debug bad-size
-  expect_trap "IRIS_DEBUG: a wait past its bound reports which wait and rank, and traps" "wait 'test-never-set' timed out on rank 0" ./build/gpu_test_debug wait-timeout
-  check "IRIS_DEBUG: iris_barrier reports diverging heaps on every rank ($(placement 2))" ./build/gpu_test_debug diverge
-  # the examples: one rank per GPU; with a single GPU, two ranks share it under mpirun
-  # (which also proves that iris_init takes Open MPI's rank and world size)
-  run_example() { # name description
-    if [ "$ngpu" -ge 2 ]; then check "example $1 $2 ($ngpu ranks, one GPU each)" "./build/$1"
-    elif command -v mpirun >/dev/null 2>&1; then check "example $1 $2 (2 ranks under mpirun, shared GPU)" mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE "./build/$1"
-    else say SKIP "example $1" "one GPU and no mpirun to start 2 ranks on it"; fi
-  }
-  run_example message_passing "runs"
-  run_example atomic_counter "runs"
-  run_example fused_allreduce_rmsnorm "matches a float64 reference"
-  run_example gemm_all_scatter "every rank's C whole and matching a float64 reference"
-  run_example teams_tp_dp "TP sums from the device and DP all-reduces on two streams exact"
-  if make -s build/gemm_reduce_scatter >>"$log" 2>&1; then run_example gemm_reduce_scatter "every rank's rows of C matching a float64 reference"
-  else say FAIL "example gemm_reduce_scatter build"; fi
-  check "example local_multi_gpu runs" ./build/local_multi_gpu
+  for w in $gpu_worlds; do run_counted "moe_test $w: MoE dispatch / combine, both modes, bf16 and fp8 ($(placement "$w"))" ./build/moe_test $w; done
+  if [ "$gpu_part" = all ] || [ "$gpu_part" = common ]; then
+    expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
+    expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank
+    expect_trap "IRIS_DEBUG: remote store to another node's rank traps naming it" "target rank 0 is on node 0, not on this rank's node 1" ./build/gpu_test_debug other-node
+    expect_trap "IRIS_DEBUG: a bulk put of a negative size (size_t) traps, not wrapped past the heap's end" "iris_put_bulk .* outside the symmetric heap" ./build/gpu_test_debug bad-size
+    expect_trap "IRIS_DEBUG: a wait past its bound reports which wait and rank, and traps" "wait 'test-never-set' timed out on rank 0" ./build/gpu_test_debug wait-timeout
+    check "IRIS_DEBUG: iris_barrier reports diverging heaps on every rank ($(placement 2))" ./build/gpu_test_debug diverge
+    # the examples: one rank per GPU; with a single GPU, two ranks share it under mpirun
+    # (which also proves that iris_init takes Open MPI's rank and world size)
+    run_example() { # name description
+      if [ "$ngpu" -ge 2 ]; then check "example $1 $2 ($ngpu ranks, one GPU each)" "./build/$1"
+      elif command -v mpirun >/dev/null 2>&1; then check "example $1 $2 (2 ranks under mpirun, shared GPU)" mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE "./build/$1"
+      else say SKIP "example $1" "one GPU and no mpirun to start 2 ranks on it"; fi
+    }
+    run_example message_passing "runs"
+    run_example atomic_counter "runs"
+    run_example fused_allreduce_rmsnorm "matches a float64 reference"
+    run_example gemm_all_scatter "every rank's C whole and matching a float64 reference"
+    run_example teams_tp_dp "TP sums from the device and DP all-reduces on two streams exact"
+    if make -s build/gemm_reduce_scatter >>"$log" 2>&1; then run_example gemm_reduce_scatter "every rank's rows of C matching a float64 reference"
+    else say FAIL "example gemm_reduce_scatter build"; fi
+    check "example local_multi_gpu runs" ./build/local_multi_gpu
+  fi
   # the NCCL shim through NCCL's API, one GPU per rank (nccl-tests and torch: tests/nccl/gpu_shim.sh)
   if make -s build/nccl_shim_test >>"$log" 2>&1; then
-    for w in $worlds; do # every rank a process, a thread (in its own thread's teardown), all from one ncclCommInitAll torn down in turn by one thread; the memory door (ncclMemAlloc, windows)
+    for w in $gpu_worlds; do # every rank a process, a thread (in its own thread's teardown), all from one ncclCommInitAll torn down in turn by one thread; the memory door (ncclMemAlloc, windows)
       for m in procs threads initall-seq memalloc; do run_counted "nccl_shim_test $m $w" timeout -k 10 300 ./build/nccl_shim_test $m $w; done
       # NCCL_MAX_CTAS=16 (alike on every rank, as NCCL itself needs: with 24 on one rank and 16 on the other NCCL 2.28's own bring-up failed): iris's calls take it
       run_counted "nccl_shim_test procs $w (NCCL_MAX_CTAS=16: iris's calls under the cap)" env NCCL_SHIM_TEST_MAX_CTAS=16 NCCL_SHIM_TEST_EXPECT_CTAS=16 timeout -k 10 300 ./build/nccl_shim_test procs $w
     done
   else say FAIL "nccl_shim_test build (make build/nccl_shim_test)"; fi
-  run_counted "launchers' environments: torchrun, srun, mpiexec variables ($(placement 2))" bash tests/launchers_gpu.sh
-  run_counted "multi-node collectives on virtual nodes: 2 x 1, 2 x 2 (default, all-NCCL and composition routes), TCP rendezvous ($(placement 4))" bash tests/multinode_test.sh
-  if python3 -c 'import torch' >/dev/null 2>&1 && [ -f build/libiris.so ]; then
-    run_counted "python: torch ops, serving slot, Triton, JAX at 2-4 ranks ($(placement 2) and up)" bash python/run_tests.sh gpu
-  else
-    say SKIP "python torch/JAX GPU tests" "no torch here, or build/libiris.so not built (make lib)"
-  fi
-  if command -v mpirun >/dev/null 2>&1 && make -s build/mpi_bootstrap >>"$log" 2>&1; then
-    check "example mpi_bootstrap under mpirun -np 2 ($(placement 2))" mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE ./build/mpi_bootstrap
-  else
-    say SKIP "MPI bootstrap example" "mpirun or mpi.h not available"
+  if [ "$gpu_part" = all ] || [ "$gpu_part" = common ]; then
+    run_counted "launchers' environments: torchrun, srun, mpiexec variables ($(placement 2))" bash tests/launchers_gpu.sh
+    run_counted "multi-node collectives on virtual nodes: 2 x 1, 2 x 2 (default, all-NCCL and composition routes), TCP rendezvous ($(placement 4))" bash tests/multinode_test.sh
+    if python3 -c 'import torch' >/dev/null 2>&1 && [ -f build/libiris.so ]; then
+      run_counted "python: torch ops, serving slot, Triton, JAX at 2-4 ranks ($(placement 2) and up)" bash python/run_tests.sh gpu
+    else
+      say SKIP "python torch/JAX GPU tests" "no torch here, or build/libiris.so not built (make lib)"
+    fi
+    if command -v mpirun >/dev/null 2>&1 && make -s build/mpi_bootstrap >>"$log" 2>&1; then
+      check "example mpi_bootstrap under mpirun -np 2 ($(placement 2))" mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE ./build/mpi_bootstrap
+    else
+      say SKIP "MPI bootstrap example" "mpirun or mpi.h not available"
+    fi
   fi
 fi
 
