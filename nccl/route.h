@@ -89,6 +89,23 @@ static inline int iris_nccl_parse_size(const char *s, unsigned long long *out) {
   return 0;
 }
 
+/* A switch or level of the shim's environment (IRIS_NCCL_DISABLE, _GROUPS: 0 or 1;
+ * IRIS_NCCL_DEBUG: 0 to 2): NULL or empty (unset, NCCL's rule for its own variables)
+ * leaves *out as it is; a decimal 0 .. max sets it; anything else (a sign, a space, a word
+ * such as "off", a larger number) returns -1 and leaves *out. */
+static inline int iris_nccl_parse_level(const char *s, int max, int *out) {
+  int v = 0;
+  const char *p = s;
+  if (!s || !*s) return 0;
+  while (*p >= '0' && *p <= '9') {
+    v = v * 10 + (*p++ - '0');
+    if (v > max) return -1;
+  }
+  if (p == s || *p) return -1;
+  *out = v;
+  return 0;
+}
+
 /* IRIS_NCCL_MAX_BYTES: one size for every collective ("8M"), or a comma list of
  * name=size ("allreduce=8M,broadcast=0,alltoall=64K"; names as iris_nccl_kind_names,
  * unnamed kinds keep their default). NULL or empty: the defaults. Returns 0, or -1 with

@@ -271,10 +271,18 @@ static void iris_nccl_read_options(void) {
   iris_nccl_options_t *o = &iris_nccl_opt;
   const char *v;
   o->groups = 1;
-  if ((v = getenv("IRIS_NCCL_DISABLE")) != NULL && *v && strcmp(v, "0") != 0) o->disable = 1;
-  if ((v = getenv("IRIS_NCCL_DEBUG")) != NULL && *v) o->debug = atoi(v) > 0 ? atoi(v) : 0;
-  if ((v = getenv("IRIS_NCCL_GROUPS")) != NULL && !strcmp(v, "0")) o->groups = 0;
-  if (iris_nccl_parse_table(getenv("IRIS_NCCL_MAX_BYTES"), &o->table, o->why, sizeof o->why) != 0) o->bad = 1;
+  { /* the switches: 0 or 1 (IRIS_NCCL_DEBUG: 0 to 2); a malformed one is refused like a
+     * malformed size, not read as something else ("off" is not 0) */
+    static const char *const names[3] = {"IRIS_NCCL_DISABLE", "IRIS_NCCL_GROUPS", "IRIS_NCCL_DEBUG"};
+    int *const dst[3] = {&o->disable, &o->groups, &o->debug};
+    int i;
+    for (i = 0; i < 3 && !o->bad; i++)
+      if (iris_nccl_parse_level(v = getenv(names[i]), i == 2 ? 2 : 1, dst[i]) != 0) {
+        snprintf(o->why, sizeof o->why, "%s='%s' is not %s", names[i], v, i == 2 ? "0, 1 or 2" : "0 or 1");
+        o->bad = 1;
+      }
+  }
+  if (!o->bad && iris_nccl_parse_table(getenv("IRIS_NCCL_MAX_BYTES"), &o->table, o->why, sizeof o->why) != 0) o->bad = 1;
   if (!o->bad && (v = getenv("IRIS_NCCL_HEAP")) != NULL && *v && (iris_nccl_parse_size(v, &o->heap) != 0 || o->heap == 0)) {
     snprintf(o->why, sizeof o->why, "IRIS_NCCL_HEAP='%s' is not a size of bytes (e.g. 256M)", v);
     o->bad = 1;

@@ -36,6 +36,18 @@ int main(void) {
   iris_redop_t op;
   int ok, k;
 
+  /* the switches (IRIS_NCCL_DISABLE, _GROUPS, _DEBUG): unset or empty keep the default */
+  {
+    int x = 7, y = 7, z = 1, w = 1;
+    check(iris_nccl_parse_level(NULL, 1, &x) == 0 && x == 7 && iris_nccl_parse_level("", 1, &y) == 0 && y == 7, "switch: unset and empty keep the default");
+    check(iris_nccl_parse_level("0", 1, &z) == 0 && z == 0 && iris_nccl_parse_level("1", 1, &x) == 0 && x == 1 && iris_nccl_parse_level("2", 2, &y) == 0 &&
+              y == 2,
+          "switch: 0, 1 (and 2 where the level goes to 2) are taken");
+    ok = 1;
+    for (const char *bad : {"off", "no", "true", "2", "-1", "+1", " 1", "1 ", "01x", "1.0", "99999999999"}) ok = ok && iris_nccl_parse_level(bad, 1, &w) != 0;
+    check(ok && w == 1, "switch: a word, a sign, a space, a number past the maximum are malformed (and leave the value)");
+  }
+
   /* sizes */
   check(iris_nccl_parse_size("4096", &v) == 0 && v == 4096, "size: 4096");
   check(iris_nccl_parse_size("64K", &v) == 0 && v == 65536, "size: 64K");
