@@ -5,6 +5,8 @@ Tensors are duck-typed: a check needs .dtype (str() of it names the type, e.g.
 .element_size(). The torch module passes torch tensors; the tests pass stand-ins.
 """
 
+import os
+
 # iris_dtype_t (iris_collectives.h); the last three come with the byte/fp8 types
 DTYPES = {
     "float32": 0,
@@ -243,6 +245,19 @@ def team_split_args(groups, ctx_ranks, me):
         if int(me) in g:
             return min(ctx_ranks.index(r) for r in g), g.index(int(me)), g
     return TEAM_NONE, 0, None
+
+
+def env_switch(name, default):
+    """A 0 / 1 variable of the environment, by docs/options.md's rule: unset -> default;
+    "0" -> False, "1" -> True; anything else, empty included ("off", "true", " 1") ->
+    ValueError naming the variable and its value, never the default."""
+    import os
+    v = os.environ.get(name)
+    if v is None:
+        return default
+    if v in ("0", "1"):
+        return v == "1"
+    raise ValueError("%s=%r: set it to 0 or 1, or unset it for the default (%d)" % (name, v, int(default)))
 
 
 def parse_bytes(text, what="size"):

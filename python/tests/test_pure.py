@@ -393,6 +393,25 @@ class TestLibrary(unittest.TestCase):
 
 
 class TestTypes(unittest.TestCase):
+    def test_env_switch_is_strict(self):
+        name = "IRIS_TEST_SWITCH_VARIABLE"
+        old = os.environ.pop(name, None)
+        try:
+            self.assertIs(_types.env_switch(name, True), True)  # unset: the default
+            self.assertIs(_types.env_switch(name, False), False)
+            for v, want in (("0", False), ("1", True)):
+                os.environ[name] = v
+                self.assertIs(_types.env_switch(name, not want), want)
+            for bad in ("", "off", "true", "yes", " 1", "1 ", "2", "-1"):
+                os.environ[name] = bad
+                with self.assertRaises(ValueError) as e:
+                    _types.env_switch(name, True)
+                self.assertIn(name, str(e.exception))
+        finally:
+            os.environ.pop(name, None)
+            if old is not None:
+                os.environ[name] = old
+
     def test_dtype_table_matches_header(self):
         enum = c_enum(header_text("iris_collectives.h"), "iris_dtype_t")
         names = {"IRIS_FLOAT32": "float32", "IRIS_FLOAT16": "float16", "IRIS_BFLOAT16": "bfloat16", "IRIS_INT32": "int32", "IRIS_INT64": "int64",

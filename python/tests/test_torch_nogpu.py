@@ -1274,6 +1274,28 @@ class TestSlotOwnContextSizes(unittest.TestCase):
         self.assertEqual((len(self.seen), os.environ["IRIS_COLL_STAGING"]), (5, "4M"))
 
 
+class TestEnvironmentSwitches(unittest.TestCase):
+    """The torch module's 0 / 1 variables: a malformed one is a ValueError naming it (at
+    import: IRIS_GPU_DISPATCH; when the ops are registered: IRIS_GPU_COMPILE_ORDERED),
+    never read as the default."""
+
+    def run_import(self, name, value):
+        import subprocess
+
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, ".."))
+        env[name] = value
+        return subprocess.run([sys.executable, "-c", "from iris_gpu.torch.context import _torch_mod; _torch_mod()"], env=env, capture_output=True, text=True, timeout=300)
+
+    def test_malformed_switch_refused(self):
+        for name in ("IRIS_GPU_DISPATCH", "IRIS_GPU_COMPILE_ORDERED"):
+            for bad in ("off", ""):
+                r = self.run_import(name, bad)
+                self.assertNotEqual(r.returncode, 0, (name, bad))
+                self.assertIn("ValueError", r.stderr)
+                self.assertIn(name, r.stderr)
+            self.assertEqual(self.run_import(name, "1").returncode, 0, name)
+
+
 if __name__ == "__main__":
     if torch is None:
         print("SKIP: python torch (no GPU): torch is not installed")

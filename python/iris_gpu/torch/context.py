@@ -135,7 +135,7 @@ class Context:
         self.id = next(_ids)
         _CONTEXTS[self.id] = self
         if check_shapes is None:
-            check_shapes = os.environ.get("IRIS_GPU_CHECK_SHAPES", "0") not in ("", "0")
+            check_shapes = _types.env_switch("IRIS_GPU_CHECK_SHAPES", False)
         self.check_shapes = bool(check_shapes)
         self._opts, self._opts_c, self._optp = {}, None, None
         L = self._lib.lib

@@ -277,7 +277,7 @@ def _keep_program_order(torch, names):
     sequence). Without the (private) effects API a warning says the order is not pinned;
     IRIS_GPU_COMPILE_ORDERED=0 leaves the ops unordered (for a torch that cannot compile
     ordered mutable ops)."""
-    if os.environ.get("IRIS_GPU_COMPILE_ORDERED", "1") == "0":
+    if not _types.env_switch("IRIS_GPU_COMPILE_ORDERED", True):
         return
     try:
         from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
@@ -315,7 +315,7 @@ def _invoke(name, *args):
     return getattr(torch.ops.iris, name)(*args)
 
 
-_DIRECT = os.environ.get("IRIS_GPU_DISPATCH", "0") in ("", "0")
+_DIRECT = not _types.env_switch("IRIS_GPU_DISPATCH", False)
 _OUT_ARG = {"gemm_reduce_out": 5, "all_reduce_rmsnorm_out": 3}  # where an _out op's mutated tensor is, when not args[1]
 
 
