@@ -10,6 +10,13 @@
 #   doors   torch: the fused op against its baselines (40), MoE (38); JAX against XLA (38)
 #   tail    per-call p50 / p99 alone, the collectives beside a GEMM, multi-node (38)
 #   nccl    libiris_nccl.so under nccl-tests, torch and JAX at 2 and 4 ranks (42)
+# and the full multi-rank pass that resolving an issue needs, split the same way:
+#   build   with every core: what the pass and the parts above run (gpu-programs,
+#           lib-jax, lib-nccl, the benchmarks); nccl-tests still come from
+#           tests/nccl/build_nccl_tests.sh (no network on the GPU machines: carry them)
+#   pass2, pass3, pass4   make test-gpu's checks made once per world size, at that world
+#   passc   make test-gpu's other checks (GEMM core, traps, examples, launchers,
+#           multi-node, Python at 2-4 ranks, MPI)
 # Binaries are used as they are in build/ (carried, or built first: IRIS_TARGETS_BUILD
 # names make targets to build here with every core). Needs per part:
 #   guard: build/bench_coll build/libiris.so    fused: build/proxy_fused build/bench_team
@@ -19,7 +26,7 @@
 # Prints the parts' summaries; the figures are in $OUT/tNN.log (default build/targets_4gpu).
 set -u
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { echo "usage: tools/targets_4gpu.sh guard|fused|doors|tail|nccl ..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: tools/targets_4gpu.sh guard|fused|doors|tail|nccl|build|pass2|pass3|pass4|passc ..." >&2; exit 2; }
 export OUT=${OUT:-build/targets_4gpu}
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$ngpu" -lt 4 ]; then echo "SKIP: tools/targets_4gpu.sh: $ngpu GPU(s) visible; the targets are stated for 4 distinct GPUs"; exit 0; fi
@@ -42,9 +49,12 @@ for part in "$@"; do
                   "180:$py python/bench/bench_jax.py 4") ;;
     tail)  specs=("300:./build/bench_coll 4 256M --tail --lib=build/libiris.so"
                   "150:./build/bench_coll 4 256M --company"
-                  "120:./build/bench_multinode 2 2 64M") ;;
+                  "120:NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 ./build/bench_multinode 2 2 64M") ;;
     nccl)  specs=("580:bash tests/nccl/gpu_shim.sh \"2 4\"") ;;
-    *) echo "unknown part '$part' (guard, fused, doors, tail, nccl)" >&2; exit 2 ;;
+    build) specs=("580:make -s -j\$(nproc) gpu-programs lib-jax lib-nccl build/bench_coll build/bench_team build/bench_moe build/proxy_fused build/bench_multinode") ;;
+    pass2 | pass3 | pass4) specs=("580:IRIS_TEST_GPU_PART=worlds IRIS_TEST_WORLDS=${part#pass} make -s test-gpu") ;;
+    passc) specs=("580:IRIS_TEST_GPU_PART=common make -s test-gpu") ;;
+    *) echo "unknown part '$part' (guard, fused, doors, tail, nccl, build, pass2, pass3, pass4, passc)" >&2; exit 2 ;;
   esac
   OUT=$OUT/$part bash tools/gpu_session.sh "${IRIS_TARGETS_BUILD:--}" "${specs[@]}"
 done
