@@ -167,6 +167,7 @@ IRIS_DEF iris_status_t iris_heap_verify(iris_t *ctx) {
   int r, nbad = 0;
   iris_status_t st;
   if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_heap_verify");
+  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st; /* a fatal fault: at once, as every call */
   all = (iris_detail_heap_layout_t *)malloc(sizeof mine * (size_t)ctx->local_size);
   if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
   iris_detail_layout(ctx, &mine);

@@ -321,7 +321,9 @@ IRIS_DEF iris_status_t iris_barrier(iris_t *ctx) {
 }
 
 IRIS_DEF iris_status_t iris_allgather_host(iris_t *ctx, const void *send, void *recv, size_t bytes) {
+  iris_status_t st;
   if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_allgather_host");
+  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st; /* a fatal fault: at once, as every call */
   if (bytes && (!send || !recv)) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_allgather_host: NULL argument");
   if (ctx->mode == IRIS_DETAIL_MODE_RENDEZVOUS || ctx->mode == IRIS_DETAIL_MODE_LOCAL || bytes)
     return iris_detail_comm_allgather_world(ctx, send, recv, bytes, ctx->barrier_timeout_ms);

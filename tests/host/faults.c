@@ -49,6 +49,12 @@ static void test_faults(void) {
   check(iris_abort(ctx) == IRIS_SUCCESS && iris_get_async_error(ctx) == IRIS_ERROR_ABORTED && iris_detail_check_fault(ctx) == IRIS_ERROR_ABORTED &&
             iris_abort(ctx) == IRIS_SUCCESS && iris_get_async_error(ctx) == IRIS_ERROR_ABORTED,
         "faults: iris_abort makes every later check IRIS_ERROR_ABORTED (twice is harmless)", "%s", iris_error_detail());
+  { /* the host exchanges too return the fault at once (no wait for peers) */
+    int x = 1, y[3] = {0, 0, 0};
+    const iris_status_t sa = iris_allgather_host(ctx, &x, y, sizeof x), sv = iris_heap_verify(ctx);
+    check(sa == IRIS_ERROR_ABORTED && sv == IRIS_ERROR_ABORTED, "faults: after iris_abort, iris_allgather_host and iris_heap_verify return it at once",
+          "%s / %s: %s", sname(sa), sname(sv), iris_error_detail());
+  }
   check(iris_abort(NULL) == IRIS_ERROR_INVALID_ARGUMENT && iris_get_async_error(NULL) == IRIS_ERROR_INVALID_ARGUMENT, "faults: NULL context refused", "%s",
         iris_error_detail());
   ctx->fault_host = NULL;
