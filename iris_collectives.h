@@ -456,7 +456,8 @@ IRIS_DEVICE_INLINE bool iris_tile_all_to_all(const iris_device_ctx_t &ctx, const
 
 /* ---- all-reduce + residual add + RMSNorm building blocks (the arithmetic of
  * iris_all_reduce_rmsnorm above, bit for bit). T: iris_bf16_t or iris_f16_t. Whole block:
- * every thread calls with the same arguments; blockDim.x a multiple of 32, at most 1024.
+ * every thread calls with the same arguments; blockDim.x a multiple of 32, at most 1024;
+ * hidden 1 .. IRIS_RMSNORM_MAX_HIDDEN (the block's shared chunk sums hold no more).
  * quant, out_fp8, scale: as iris_rmsnorm_opts_t (IRIS_QUANT_NONE: both may be NULL); the
  * scale here is this row's (per token) or the tensor's. */
 /* One row, local: residual += sum; out = rmsnorm(residual) * weight. sum may be out. On

@@ -452,6 +452,8 @@ static bool test_block(Suite &s, Dev &D) {
       {IRIS_BFLOAT16, 2, 2, 8192, 64, false, false},  {IRIS_FLOAT16, 2, 2, 16384, 1024, false, false}, {IRIS_BFLOAT16, 1, 2, 32768, 1024, false, false},
       {IRIS_BFLOAT16, 0, 3, 1024, 32, false, false},  {IRIS_FLOAT16, 2, 3, 4100, 256, false, false},   {IRIS_BFLOAT16, 1, 3, 33, 64, true, false},
       {IRIS_FLOAT16, 2, 3, 8192, 512, false, true},   {IRIS_BFLOAT16, 2, 4, 4096, 128, false, false},  {IRIS_BFLOAT16, 0, 2, 8, 32, false, false},
+      // the line form's per-token amax from 32 groups (1024 threads): past the kernels' 16
+      {IRIS_BFLOAT16, 2, 3, 4100, 1024, false, false}, {IRIS_FLOAT16, 2, 2, 8192, 1024, false, true},
   };
   bool ok = true;
   int call = 60000;

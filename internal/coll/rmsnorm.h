@@ -193,7 +193,7 @@ struct iris_rmsnorm_solo {
 template <typename T, typename X>
 IRIS_DEVICE_INLINE bool iris_rmsnorm_finish(const iris_rmsnorm_shape_t &sh, int k, T *res, const T *weight, T *out, int quant, unsigned char *q8, float *scale,
                                             float eps, const float *cs, const X &x, const iris_rmsnorm_pre pre) {
-  __shared__ float s_amax[IRIS_RMSNORM_MAX_GROUPS];
+  __shared__ float s_amax[1024 / IRIS_RMSNORM_CHUNK]; /* per group: the building blocks take 1024 threads, past the kernels' IRIS_RMSNORM_MAX_GROUPS */
   const int tid = (int)threadIdx.x, lane = tid % IRIS_RMSNORM_CHUNK, g = tid / IRIS_RMSNORM_CHUNK, G = (int)blockDim.x / IRIS_RMSNORM_CHUNK;
   const int iters = (sh.per_cta + G - 1) / G;
   float ss = iris_rmsnorm_tree(cs, sh.per_cta, lane, false);
