@@ -310,7 +310,8 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
  *   weight    [hidden]
  *   out       [tokens][hidden]; may be x (in place, as vLLM's fused_add_rms_norm)
  *   type      IRIS_BFLOAT16 or IRIS_FLOAT16 (x, residual, weight, out alike)
- *   hidden    1 .. IRIS_RMSNORM_MAX_HIDDEN, any value (odd ones too); tokens >= 1 (0: nothing)
+ *   hidden    1 .. IRIS_RMSNORM_MAX_HIDDEN, any value (odd ones too); tokens 1 .. 2^31 - 1,
+ *             tokens x hidden at most 2^39 (0 tokens: nothing, whatever the buffers)
  * Arithmetic, per row (up: exact widening to fp32; down: round to nearest even to type):
  *   s      = down(fp32 sum of up(x_r) over ranks r = 0..W-1 in rank order)  = iris_all_reduce's bits
  *   res    = down(up(s) + up(res))
@@ -349,7 +350,8 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
  * Rules as for the other collectives (collective, same order, capturable once the
  * collective state exists, stream ordering). Mismatch: a call whose tokens, hidden,
  * type or quantisation differ between ranks is seen on every rank, writes no user buffer
- * (the separate path with IRIS_COLL_STAGING=0 may have written out), and
+ * (the separate path may have written out where the staging area holds no whole row,
+ * IRIS_COLL_STAGING=0 included), and
  * iris_collectives_check reports IRIS_ERROR_MISMATCH. Buffers are read and written by
  * this rank only; peers never touch them. */
 #define IRIS_RMSNORM_MAX_HIDDEN 32768
@@ -370,7 +372,7 @@ typedef struct iris_rmsnorm_opts {
   iris_quant_t quant;       /* IRIS_QUANT_NONE: out only */
   void *out_fp8;            /* [tokens][hidden] e4m3 codes (quant != NONE) */
   float *scale;             /* device memory: 1 float read (per tensor) or [tokens] written (per token) */
-  iris_rmsnorm_algo_t algo; /* IRIS_RMSNORM_AUTO; FUSED, TWO_SHOT: refused (IRIS_ERROR_INVALID_ARGUMENT) when the call does not fit */
+  iris_rmsnorm_algo_t algo; /* IRIS_RMSNORM_AUTO; FUSED, TWO_SHOT, BANDWIDTH: refused (IRIS_ERROR_INVALID_ARGUMENT) when the call does not fit */
 } iris_rmsnorm_opts_t;
 #define IRIS_RMSNORM_OPTS_INIT {sizeof(iris_rmsnorm_opts_t), IRIS_QUANT_NONE, NULL, NULL, IRIS_RMSNORM_AUTO}
 IRIS_API iris_status_t iris_all_reduce_rmsnorm(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,

@@ -540,9 +540,14 @@ static bool test_bad_input(Suite &s, Dev &D) {
   o.struct_size = 3;
   ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
   ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_SUCCESS; // nothing to do
+  o.quant = IRIS_QUANT_FP8_PER_TOKEN; // an empty batch with fp8: nothing, whatever its buffers (NULL, as torch's empty tensors)
+  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, NULL, NULL, D.w, NULL, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_SUCCESS;
+  o.quant = IRIS_QUANT_NONE;
+  // more rows than a grid holds (2^31 - 1 CTAs where a row is a CTA): refused, not cut
+  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, (size_t)1 << 32 | 7, 1, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_ERROR_INVALID_ARGUMENT;
   ok &= iris_collectives_check(s.ctx) == IRIS_SUCCESS;
   return report(s, "bad input refused on every rank before anything is launched: fp32, hidden 0 / too large, residual = out or x, NULL, fp8 without buffers, "
-                   "FUSED / TWO_SHOT / BANDWIDTH too large, unknown algorithm, bad struct_size", ok);
+                   "FUSED / TWO_SHOT / BANDWIDTH too large, unknown algorithm, bad struct_size, 2^32 + 7 tokens; 0 tokens with fp8 and no buffers is nothing", ok);
 }
 
 int main(int argc, char **argv) {

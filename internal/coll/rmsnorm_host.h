@@ -131,8 +131,8 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
                             IRIS_RMSNORM_FUSED_MAX_TOKENS, algo == IRIS_RMSNORM_FUSED ? ll_lines : s->dev.ll2_lines,
                             algo == IRIS_RMSNORM_FUSED ? "tokens x hidden / 4" : "ceil(tokens / world) x hidden / 4", tokens, hidden);
   if (algo == IRIS_RMSNORM_BANDWIDTH && !bw)
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_RMSNORM_BANDWIDTH takes a world of 2 or more ranks on one node and (2 ranks: "
-                            "2 x tokens; else world x ceil(tokens / world) + tokens) rows of hidden (rounded up to 8) x 2 bytes within %zu bytes of scratch, "
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_RMSNORM_BANDWIDTH takes a world of 2 or more ranks on one node and (2 ranks "
+                            "up to 2 MB: 2 x tokens; else world x ceil(tokens / world) + tokens) rows of hidden (rounded up to 8) x 2 bytes within %zu bytes of scratch, "
                             "not %zu tokens x %zu", me, name, (size_t)IRIS_COLL_AR_SCRATCH_BYTES, tokens, hidden);
   if (algo == IRIS_RMSNORM_FUSED) path = 1;
   else if (algo == IRIS_RMSNORM_TWO_SHOT) path = 4;
@@ -214,22 +214,27 @@ IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, vo
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL context", name);
   me = iris_rank(ctx);
   if (o->struct_size != sizeof(iris_rmsnorm_opts_t))
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: iris_rmsnorm_opts_t.struct_size is wrong: start from IRIS_RMSNORM_OPTS_INIT", name);
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: iris_rmsnorm_opts_t.struct_size is %zu, not %zu: start from IRIS_RMSNORM_OPTS_INIT", me, name,
+                            o->struct_size, sizeof(iris_rmsnorm_opts_t));
   if (type != IRIS_BFLOAT16 && type != IRIS_FLOAT16)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: type %d: IRIS_BFLOAT16 or IRIS_FLOAT16 only", me, name, (int)type);
   if (hidden < 1 || hidden > IRIS_RMSNORM_MAX_HIDDEN)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: hidden %zu outside [1, %d]", me, name, hidden, IRIS_RMSNORM_MAX_HIDDEN);
   if ((unsigned)o->quant > (unsigned)IRIS_QUANT_FP8_PER_TOKEN || (unsigned)o->algo > (unsigned)IRIS_RMSNORM_BANDWIDTH)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: unknown quantisation %d or algorithm %d", me, name, (int)o->quant, (int)o->algo);
-  if (o->quant != IRIS_QUANT_NONE && (!o->out_fp8 || !o->scale))
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: fp8 output needs out_fp8 and scale", me, name);
   if (!iris_coll_compiled_in(type, IRIS_SUM))
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: the sum of this type is not compiled in (IRIS_COLL_TYPES 0x%x, IRIS_COLL_OPS 0x%x)", me, name,
                             (unsigned)(IRIS_COLL_TYPES), (unsigned)(IRIS_COLL_OPS));
-  if (tokens == 0) return IRIS_SUCCESS;
+  if (tokens == 0) return IRIS_SUCCESS; /* nothing, whatever the buffers (an empty batch's are often NULL) */
+  if (o->quant != IRIS_QUANT_NONE && (!o->out_fp8 || !o->scale))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: fp8 output needs out_fp8 and scale", me, name);
   if (!x || !residual || !weight || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL buffer", me, name);
   if (residual == x || residual == out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: residual must be neither x nor out", me, name);
-  if (tokens > ((size_t)1 << 39) / hidden) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: %zu tokens is too many", me, name, tokens);
+  /* a row per CTA where the norm kernel runs alone (one rank, multi-node, the separate path
+   * past its staging area): gridDim.x holds 2^31 - 1 */
+  if (tokens > (size_t)INT_MAX || tokens > ((size_t)1 << 39) / hidden)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: %zu tokens x %zu is too many (at most %d tokens and 2^39 elements)", me, name, tokens,
+                            hidden, INT_MAX);
   if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   if (!(s = (iris_coll_state_t *)iris_detail_get_ext(ctx))) {
     if (iris_gpu_stream_capturing(stream))

@@ -688,7 +688,7 @@ def all_reduce_rmsnorm(x, residual, weight, ctx, eps=1e-6, out=None, quant=None,
     updated in place; out: a new tensor when None, or x itself (in place, as vLLM's
     fused_add_rms_norm). quant: None, "fp8_per_tensor" (scale: a 1-element float32 tensor,
     read: out_fp8 = e4m3(out / scale)) or "fp8_per_token" (scale: (tokens,) float32,
-    written: amax / 448 per row); out_fp8 (float8_e4m3fn, x's shape) and scale are made
+    written: max(amax / 448, 1 / (448 * 512)) per row); out_fp8 (float8_e4m3fn, x's shape) and scale are made
     when None. Returns out, or (out, out_fp8, scale) with quant. Collective: every rank
     calls it with the same shapes, dtype and quant, in the same order; on
     torch.cuda.current_stream(); capturable. algo: "auto", "fused" (one-shot), "two_shot",
