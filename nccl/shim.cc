@@ -1247,7 +1247,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     iris_nccl_block_t *b = c ? (iris_nccl_block_t *)calloc(1, sizeof *b) : NULL;
     void *p = NULL;
     if (b) {
-      cudaStreamCaptureMode mode = iris_nccl_relax(); /* iris_malloc clears the block and synchronises */
+      cudaStreamCaptureMode mode = iris_nccl_relax(); /* as the shim's other own CUDA work (iris_malloc itself only books the block) */
       pthread_mutex_lock(&c->lock);
       if ((b->ctx = c->iris) != NULL && !c->revoked && iris_malloc_aligned(b->ctx, size, IRIS_NCCL_MEM_ALIGN, &p) == IRIS_SUCCESS) c->lent++;
       else p = NULL;
@@ -1521,7 +1521,7 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *sim
   if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclGroupSimulateEnd);
   r = f(simInfo);
   if (iris_nccl_depth > 0) iris_nccl_depth--;
-  if (iris_nccl_depth == 0) iris_nccl_group_closed(0); /* simulated: nothing was created */
+  if (iris_nccl_depth == 0) iris_nccl_group_closed(0); /* simulated: a communicator the group created (NCCL 2.28 runs its init) gets no iris context, alike on every rank */
   return iris_nccl_forwarded(r);
 }
 
