@@ -639,7 +639,10 @@ IRIS_API iris_status_t iris_launch_local(int num_ranks, iris_launch_t *launch, i
  * caller's other children that ended meanwhile reaped, as the kernel would have), so that
  * the ranks' statuses can be read; a rank reaped before (SIGCHLD ignored then, or a
  * waitpid elsewhere) counts as failed with exit code -1, "status unknown". A second call
- * on a launch already waited for: IRIS_ERROR_INVALID_ARGUMENT, exit_codes kept. */
+ * on a launch already waited for: IRIS_ERROR_INVALID_ARGUMENT, exit_codes kept; where a
+ * status was lost, it looks for those ranks only (the others are neither waited for nor
+ * signalled again). A malformed IRIS_LAUNCH_GRACE_MS: iris_launch_local refuses it before
+ * forking. */
 IRIS_API iris_status_t iris_launch_wait(iris_launch_t *launch, int timeout_ms);
 
 #ifdef __cplusplus

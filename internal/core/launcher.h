@@ -29,6 +29,10 @@ IRIS_DEF iris_status_t iris_launch_local(int num_ranks, iris_launch_t *L, int *m
     *my_rank = env.rank;
     return IRIS_SUCCESS;
   }
+  { /* iris_launch_wait's variable, judged before any rank exists (a bad one there would leave them unwaited) */
+    int grace;
+    if (iris_detail_env_int("IRIS_LAUNCH_GRACE_MS", &grace) < 0) return iris_detail_prefix(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_local");
+  }
   if (num_ranks == 0) {
     num_ranks = iris_gpu_count_without_runtime();
     if (num_ranks < 1) /* no GPU: the status iris_init gives on such a host, one cause */
@@ -102,8 +106,10 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
   if (i == L->num_ranks) /* every rank reaped by an earlier call: its codes stay as they are */
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait: the ranks were waited for already (their exit codes are in launch->exit_codes)");
   if (iris_detail_env_int("IRIS_LAUNCH_GRACE_MS", &grace) < 0) return iris_detail_prefix(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait");
-  left = L->num_ranks;
-  for (i = 0; i < L->num_ranks; i++) running[i] = 1, failed[i] = 0, killed[i] = 0, signaled[i] = 0, lost[i] = 0;
+  /* a rank whose code an earlier call filled in is neither waited for nor signalled again
+   * (its pid may be another process's by now); one whose status was lost is looked for */
+  left = 0;
+  for (i = 0; i < L->num_ranks; i++) running[i] = L->exit_codes[i] < 0, failed[i] = 0, killed[i] = 0, signaled[i] = 0, lost[i] = 0, left += running[i];
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = iris_detail_launch_on_signal;
   sigemptyset(&sa.sa_mask);

@@ -237,6 +237,23 @@ static void test_launcher_bad_args(void) {
         sname(s3), sname(s4), sname(s5), (int)w);
 }
 
+/* IRIS_LAUNCH_GRACE_MS malformed: refused before any rank is forked (iris_launch_wait would
+ * refuse it too, with the ranks left running and unwaited) */
+static void test_launcher_bad_grace(void) {
+  iris_launch_t L;
+  int my = -2;
+  iris_status_t st;
+  pid_t w;
+  setenv("IRIS_LAUNCH_GRACE_MS", "abc", 1);
+  st = iris_launch_local(2, &L, &my);
+  if (st == IRIS_SUCCESS && my >= 0) _exit(0);
+  unsetenv("IRIS_LAUNCH_GRACE_MS");
+  errno = 0;
+  w = waitpid(-1, NULL, WNOHANG);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "IRIS_LAUNCH_GRACE_MS") && w == -1 && errno == ECHILD,
+        "launcher: a malformed IRIS_LAUNCH_GRACE_MS is refused before any rank is forked", "%s '%s', waitpid %d", sname(st), iris_error_detail(), (int)w);
+}
+
 /* num_ranks 0 counts the visible GPUs; a process a launcher already started forks nothing */
 static void test_launcher_auto(void) {
   iris_launch_t L;
@@ -283,6 +300,28 @@ static void test_launcher_auto(void) {
 /* A second iris_launch_wait on the same launch is refused and keeps what the first found
  * (it reaped the ranks: was every rank reported as exiting with 255); a launcher whose SIGCHLD is ignored (the kernel then reaps the ranks
  * itself) still learns how ranks that end while it waits exited. */
+/* A rank reaped by the caller (its status lost): a second wait looks for it only, and the
+ * other ranks' codes stay as the first wait filled them */
+static void test_launcher_wait_lost(void) {
+  iris_launch_t L;
+  int my = -2;
+  iris_status_t st, w1, w2;
+  st = iris_launch_local(2, &L, &my);
+  if (st == IRIS_SUCCESS && my >= 0) _exit(my == 1 ? 4 : 0);
+  if (st != IRIS_SUCCESS) {
+    check(0, "launcher: a second wait after a lost status keeps the other ranks' codes", "iris_launch_local: %s", sname(st));
+    return;
+  }
+  (void)waitpid((pid_t)L.pids[0], NULL, 0); /* reaped here: the launcher cannot learn rank 0's status */
+  w1 = iris_launch_wait(&L, 10000);
+  const int c0 = L.exit_codes[0], c1 = L.exit_codes[1];
+  w2 = iris_launch_wait(&L, 10000);
+  check(w1 == IRIS_ERROR_RANK_FAILED && c0 == -1 && c1 == 4 && w2 == IRIS_ERROR_RANK_FAILED && L.exit_codes[0] == -1 && L.exit_codes[1] == 4 &&
+            has(iris_error_detail(), "unknown") && !names_rank(iris_error_detail(), 1),
+        "launcher: a second wait after a lost status keeps the other ranks' codes", "first %s (codes %d %d), second %s (codes %d %d): '%s'", sname(w1), c0, c1,
+        sname(w2), L.exit_codes[0], L.exit_codes[1], iris_error_detail());
+}
+
 static void test_launcher_wait_again(void) {
   iris_launch_t L;
   int my = -2;

@@ -89,6 +89,7 @@ int main(void) {
 
   /* launcher */
   test_launcher_bad_args();
+  test_launcher_bad_grace();
   test_launcher_auto();
   test_launcher_env(name1, sizeof name1);
   test_launcher_rendezvous(name1);
@@ -97,6 +98,7 @@ int main(void) {
   test_launcher_timeout(0);
   test_launcher_timeout(1);
   test_launcher_wait_again();
+  test_launcher_wait_lost();
   test_launcher_killed(SIGTERM);
   test_launcher_killed(SIGKILL);
 
