@@ -80,7 +80,8 @@
  *   Every call returns iris_status_t. iris_status_string() names the status;
  *   iris_error_detail() holds this thread's last failure in words: which call failed,
  *   on which rank, with the vendor's or the OS's error text. The library never calls
- *   exit, abort or printf, and never throws.
+ *   exit, abort or printf, and never throws (device code built with IRIS_DEBUG: its
+ *   checks print and trap, as iris_device.h says).
  *
  * Threads
  *   An iris_t is used by one host thread at a time. In mode 3, iris_barrier() on a
