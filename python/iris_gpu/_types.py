@@ -251,7 +251,6 @@ def env_switch(name, default):
     """A 0 / 1 variable of the environment, by docs/options.md's rule: unset -> default;
     "0" -> False, "1" -> True; anything else, empty included ("off", "true", " 1") ->
     ValueError naming the variable and its value, never the default."""
-    import os
     v = os.environ.get(name)
     if v is None:
         return default

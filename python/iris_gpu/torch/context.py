@@ -100,6 +100,8 @@ class Context:
         import torch.distributed as dist
 
         self.closed = True
+        if check_shapes is None:  # read before anything is brought up: a malformed value leaves nothing behind
+            check_shapes = _types.env_switch("IRIS_GPU_CHECK_SHAPES", False)
         self._teams, self._team_of, self._stagings, self._pending_frees = [], {}, [], []
         self._lib = _lib.load()
         if dist.is_available() and dist.is_initialized():
@@ -134,8 +136,6 @@ class Context:
         self._live = 0
         self.id = next(_ids)
         _CONTEXTS[self.id] = self
-        if check_shapes is None:
-            check_shapes = _types.env_switch("IRIS_GPU_CHECK_SHAPES", False)
         self.check_shapes = bool(check_shapes)
         self._opts, self._opts_c, self._optp = {}, None, None
         L = self._lib.lib
