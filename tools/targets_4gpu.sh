@@ -23,7 +23,7 @@
 #   build/bench_moe    doors: build/libiris.so build/libiris_jax.so (make lib-jax), torch,
 #   jax    tail: build/bench_coll build/libiris.so build/bench_multinode    nccl: see
 #   tests/nccl/gpu_shim.sh (build/libiris_nccl.so, build/nccl_shim_test, build/nccl-tests)
-# Prints the parts' summaries; the figures are in $OUT/tNN.log (default build/targets_4gpu).
+# Prints the parts' summaries; the figures are in $OUT/PART/tNN.log (default OUT: build/targets_4gpu).
 set -u
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: tools/targets_4gpu.sh guard|fused|doors|tail|nccl|build|pass2|pass3|pass4|passc ..." >&2; exit 2; }
