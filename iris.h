@@ -225,7 +225,8 @@ typedef struct iris_bootstrap {
 } iris_bootstrap_t;
 
 /* Configuration. Start from IRIS_CONFIG_INIT; a zero or negative field means
- * "from the environment, else the default". */
+ * "from the environment, else the default". rank and world_size go together: both
+ * given, or both from the environment (one alone: IRIS_ERROR_INVALID_ARGUMENT). */
 typedef struct iris_config {
   size_t struct_size;        /* sizeof(iris_config_t); set by IRIS_CONFIG_INIT */
   int rank;                  /* -1: the launcher's environment (iris_launch_env) */
