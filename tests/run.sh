@@ -280,6 +280,7 @@ else
   gpu_worlds=$worlds
   if [ "$gpu_part" = common ] || [ "$gpu_part" = none ]; then gpu_worlds=""; say SKIP "the GPU checks run once per world size ($worlds)" "IRIS_TEST_GPU_PART=$gpu_part"; fi
   if [ "$gpu_part" = worlds ] || [ "$gpu_part" = none ]; then say SKIP "the GPU checks run once (GEMM core, debug traps, examples, launchers, multi-node, Python, MPI)" "IRIS_TEST_GPU_PART=$gpu_part"; fi
+  gpu_common=0; if [ "$gpu_part" = all ] || [ "$gpu_part" = common ]; then gpu_common=1; fi
   echo "# ($ngpu GPU(s); world sizes $gpu_worlds)"
   for w in $gpu_worlds; do
     echo "# world $w: $(placement "$w")"
@@ -306,7 +307,7 @@ else
     tq=""; if [ "$ngpu" -lt "$w" ]; then tq="IRIS_TEST_QUICK=1"; fi
     for m in basic concurrent mismatch stuck stuck-coll; do run_counted "team_test $m $w ($(placement "$w"))" env $tq IRIS_WAIT_TIMEOUT_MS=2000 ./build/team_test $m $w; done
   done
-  if [ "$gpu_part" = all ] || [ "$gpu_part" = common ]; then run_counted "gemm_core_test" ./build/gemm_core_test; fi
+  if [ $gpu_common = 1 ]; then run_counted "gemm_core_test" ./build/gemm_core_test; fi
   make -s build/gemm_test_t2 >>"$log" 2>&1 # the 2-s-bound build for the stuck-peer checks (not built by make test without a GPU)
   for w in $gpu_worlds; do
     run_counted "gemm_test $w ($(placement "$w"))" ./build/gemm_test $w
@@ -326,7 +327,7 @@ else
     say FAIL "gemm_rs_test build (make build/gemm_rs_test build/gemm_rs_test_t2)"
   fi
   for w in $gpu_worlds; do run_counted "moe_test $w: MoE dispatch / combine, both modes, bf16 and fp8 ($(placement "$w"))" ./build/moe_test $w; done
-  if [ "$gpu_part" = all ] || [ "$gpu_part" = common ]; then
+  if [ $gpu_common = 1 ]; then
     expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
     expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank
     expect_trap "IRIS_DEBUG: remote store to another node's rank traps naming it" "target rank 0 is on node 0, not on this rank's node 1" ./build/gpu_test_debug other-node
@@ -357,7 +358,7 @@ else
       run_counted "nccl_shim_test procs $w (NCCL_MAX_CTAS=16: iris's calls under the cap)" env NCCL_SHIM_TEST_MAX_CTAS=16 NCCL_SHIM_TEST_EXPECT_CTAS=16 timeout -k 10 300 ./build/nccl_shim_test procs $w
     done
   else say FAIL "nccl_shim_test build (make build/nccl_shim_test)"; fi
-  if [ "$gpu_part" = all ] || [ "$gpu_part" = common ]; then
+  if [ $gpu_common = 1 ]; then
     run_counted "launchers' environments: torchrun, srun, mpiexec variables ($(placement 2))" bash tests/launchers_gpu.sh
     run_counted "multi-node collectives on virtual nodes: 2 x 1, 2 x 2 (default, all-NCCL and composition routes), TCP rendezvous ($(placement 4))" bash tests/multinode_test.sh
     if python3 -c 'import torch' >/dev/null 2>&1 && [ -f build/libiris.so ]; then
