@@ -346,7 +346,9 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
  *                          when IRIS_COLL_STAGING=0), then a norm kernel
  * all with the same arithmetic, bit for bit. A forced FUSED, TWO_SHOT or BANDWIDTH that
  * does not fit is refused (IRIS_ERROR_INVALID_ARGUMENT). Multi-node worlds: the separate
- * path.
+ * path. Where ranks of one process share a GPU, each rank's grids take at most 1 / W of
+ * its SMs, so that every rank's kernels are resident at once: the fused LL kernels then
+ * fit up to that many tokens (docs/shared_gpu.md).
  * Rules as for the other collectives (collective, same order, capturable once the
  * collective state exists, stream ordering). Mismatch: a call whose tokens, hidden,
  * type or quantisation differ between ranks is seen on every rank, writes no user buffer

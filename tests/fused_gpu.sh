@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # iris_all_reduce_rmsnorm on GPUs, one command: builds build/fused_test and build/libiris.so
-# (if not built), runs fused_test at 2, 3 and 4 ranks (IRIS_TEST_WORLDS), the torch tests of
-# the op and of CustomAllreduce at 2 and 4 ranks, and with BENCH=1 the benchmark
+# (if not built), runs fused_test at 2, 3 and 4 ranks (IRIS_TEST_WORLDS; processes, then
+# threads on GPU 0), the torch tests of the op and of CustomAllreduce at 2 and 4 ranks, and
+# with BENCH=1 the benchmark
 # (python/bench/bench_torch_fused.py) over every GPU. Prints PASS/FAIL/SKIP lines and
 # "N passed, N failed, N skipped"; exit status 1 if anything failed.
 #   bash tests/fused_gpu.sh            BENCH=1 bash tests/fused_gpu.sh
@@ -16,6 +17,7 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 for w in ${IRIS_TEST_WORLDS:-2 3 4}; do
   if [ "$ngpu" -lt "$w" ]; then IRIS_TEST_QUICK=1 ./build/fused_test "$w" | tee -a "$out"
   else ./build/fused_test "$w" | tee -a "$out"; fi
+  IRIS_WAIT_TIMEOUT_MS=20000 ./build/fused_test threads "$w" | tee -a "$out" # the ranks as threads on GPU 0
 done
 if python3 -c 'import torch' >/dev/null 2>&1; then
   for w in 2 4; do PYTHONPATH=python timeout 900 python3 python/tests/test_torch_gpu.py --world "$w" --only rmsnorm | tee -a "$out"; done

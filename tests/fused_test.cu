@@ -9,7 +9,10 @@
 // documented arithmetic (fp32 sums in rank order, the fixed tree of the sum of squares),
 // against a float64 reference within one rounding of the type, and the same bits on
 // every rank (a hash of every output, exchanged). Outputs are poisoned before each call.
-//   fused_test N       N processes (iris_launch_local), one per GPU
+//   fused_test N          N processes (iris_launch_local), one per GPU
+//   fused_test threads N  N ranks as threads of one process, all on GPU 0 (iris_init_local
+//                         with the device listed N times): every path where one rank's grid
+//                         could fill the GPU, whose CTAs wait for the peers' kernels
 #define IRIS_IMPLEMENTATION
 #include "../iris_collectives.h"
 #include "test_util.h"
@@ -167,29 +170,31 @@ static bool one(Suite &s, Dev &D, const Case &c, int call_no, uint64_t *hash) {
   char *x = c.heap_x ? D.xh : D.xd;
   char *out = c.inplace ? x : D.out;
   if (H.worst > 1.0) { fprintf(stderr, "rank %d: the host emulation is off the float64 reference by %.2f roundings\n", s.rank, H.worst); return false; }
-  cudaMemcpy(x, H.x.data(), n * es, cudaMemcpyHostToDevice);
-  { // H.res holds the expected residual now: upload the input
-    std::vector<u16> r0(n);
-    for (size_t i = 0; i < n; i++) r0[i] = value(c.type, hkey(s.seed, 2, 0, call_no, i));
-    cudaMemcpy(D.res, r0.data(), n * es, cudaMemcpyHostToDevice);
-  }
-  cudaMemcpy(D.w, H.w.data(), c.hidden * es, cudaMemcpyHostToDevice);
-  if (!c.inplace) cudaMemset(D.out, 0xA5, n * es);
-  cudaMemset(D.q8, 0xA5, n);
-  cudaMemset(D.scales, 0xA5, c.tokens * sizeof(float));
-  if (c.quant == IRIS_QUANT_FP8_PER_TENSOR) cudaMemcpy(D.scales, H.scales.data(), sizeof(float), cudaMemcpyHostToDevice);
-  if (cudaDeviceSynchronize() != cudaSuccess) return false;
+  // on s.stream (ranks as threads sharing a GPU: never a device-wide synchronisation while
+  // a peer's kernel may wait for this rank's next call)
+  std::vector<u16> r0(n); // H.res holds the expected residual: upload the input
+  for (size_t i = 0; i < n; i++) r0[i] = value(c.type, hkey(s.seed, 2, 0, call_no, i));
+  cudaMemcpyAsync(x, H.x.data(), n * es, cudaMemcpyHostToDevice, s.stream);
+  cudaMemcpyAsync(D.res, r0.data(), n * es, cudaMemcpyHostToDevice, s.stream);
+  cudaMemcpyAsync(D.w, H.w.data(), c.hidden * es, cudaMemcpyHostToDevice, s.stream);
+  if (!c.inplace) cudaMemsetAsync(D.out, 0xA5, n * es, s.stream);
+  cudaMemsetAsync(D.q8, 0xA5, n, s.stream);
+  cudaMemsetAsync(D.scales, 0xA5, c.tokens * sizeof(float), s.stream);
+  if (c.quant == IRIS_QUANT_FP8_PER_TENSOR) cudaMemcpyAsync(D.scales, H.scales.data(), sizeof(float), cudaMemcpyHostToDevice, s.stream);
+  if ((s.stream ? cudaStreamSynchronize(s.stream) : cudaDeviceSynchronize()) != cudaSuccess) return false;
   if (s.rank == call_no % s.world && call_no % 3 == 0) usleep(20000); // skew
-  iris_status_t st = call(s, c, D, x, out, 0);
+  iris_status_t st = call(s, c, D, x, out, s.stream);
   if (st != IRIS_SUCCESS) { fprintf(stderr, "rank %d: call: %s\n", s.rank, iris_error_detail()); return false; }
+  if (s.stream && cudaStreamSynchronize(s.stream) != cudaSuccess) return false; // then the check's device synchronisation waits only for this call's kernels
   if ((st = iris_collectives_check(s.ctx)) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: check: %s\n", s.rank, iris_error_detail()); return false; }
   std::vector<u16> gr(n), go(n);
   std::vector<unsigned char> gq(c.quant ? n : 0);
   std::vector<float> gs(H.scales.size());
-  cudaMemcpy(gr.data(), D.res, n * es, cudaMemcpyDeviceToHost);
-  cudaMemcpy(go.data(), out, n * es, cudaMemcpyDeviceToHost);
-  if (c.quant) cudaMemcpy(gq.data(), D.q8, n, cudaMemcpyDeviceToHost);
-  cudaMemcpy(gs.data(), D.scales, gs.size() * sizeof(float), cudaMemcpyDeviceToHost);
+  cudaMemcpyAsync(gr.data(), D.res, n * es, cudaMemcpyDeviceToHost, s.stream);
+  cudaMemcpyAsync(go.data(), out, n * es, cudaMemcpyDeviceToHost, s.stream);
+  if (c.quant) cudaMemcpyAsync(gq.data(), D.q8, n, cudaMemcpyDeviceToHost, s.stream);
+  cudaMemcpyAsync(gs.data(), D.scales, gs.size() * sizeof(float), cudaMemcpyDeviceToHost, s.stream);
+  if (cudaStreamSynchronize(s.stream) != cudaSuccess) return false;
   bool ok = true;
   for (size_t i = 0; i < n && ok; i++) {
     if (gr[i] != H.res[i]) { fprintf(stderr, "rank %d: residual[%zu] = %04x, want %04x\n", s.rank, i, gr[i], H.res[i]); ok = false; }
@@ -515,43 +520,143 @@ static bool test_block(Suite &s, Dev &D) {
                    "against the host emulation", ok);
 }
 
+// one refusal of test_bad_input: a wrong status is named on stderr with its line
+#define EXPECT(call, want)                                                                                                            \
+  do {                                                                                                                                \
+    const iris_status_t got_ = (call);                                                                                                \
+    if (got_ != (want)) {                                                                                                             \
+      fprintf(stderr, "rank %d: fused_test.cu:%d: %s, want %s (%s)\n", s.rank, __LINE__, iris_status_string(got_), iris_status_string(want), \
+              iris_error_detail());                                                                                                   \
+      ok = false;                                                                                                                     \
+    }                                                                                                                                 \
+  } while (0)
 static bool test_bad_input(Suite &s, Dev &D) {
   bool ok = true;
   iris_rmsnorm_opts_t o = IRIS_RMSNORM_OPTS_INIT;
-  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_FLOAT32, 0) == IRIS_ERROR_INVALID_ARGUMENT;
-  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 4, 0, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_ERROR_INVALID_ARGUMENT;
-  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 4, IRIS_RMSNORM_MAX_HIDDEN + 1, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_ERROR_INVALID_ARGUMENT;
-  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.res, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_ERROR_INVALID_ARGUMENT;
-  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.xh, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_ERROR_INVALID_ARGUMENT;
-  ok &= iris_all_reduce_rmsnorm(s.ctx, NULL, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_ERROR_INVALID_ARGUMENT;
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_FLOAT32, 0), IRIS_ERROR_INVALID_ARGUMENT);
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 4, 0, 1e-5f, IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 4, IRIS_RMSNORM_MAX_HIDDEN + 1, 1e-5f, IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.res, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.xh, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, NULL, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
   o.quant = IRIS_QUANT_FP8_PER_TOKEN;
-  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_ERROR_INVALID_ARGUMENT);
   o.quant = IRIS_QUANT_NONE;
   o.algo = IRIS_RMSNORM_FUSED;
-  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 513, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
-  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 128, 8192, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 513, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_ERROR_INVALID_ARGUMENT);
+  EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 128, 8192, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_ERROR_INVALID_ARGUMENT);
   o.algo = IRIS_RMSNORM_TWO_SHOT;
-  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 512, 16384, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 512, 16384, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_ERROR_INVALID_ARGUMENT);
   o.algo = IRIS_RMSNORM_BANDWIDTH;
-  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 2048, 32768, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 2048, 32768, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_ERROR_INVALID_ARGUMENT);
   o.algo = (iris_rmsnorm_algo_t)7;
-  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
+  EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_ERROR_INVALID_ARGUMENT);
   o.algo = IRIS_RMSNORM_AUTO;
   o.struct_size = 3;
-  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_ERROR_INVALID_ARGUMENT;
-  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_SUCCESS; // nothing to do
+  EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_ERROR_INVALID_ARGUMENT);
+  o.struct_size = sizeof o;
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0), IRIS_SUCCESS); // nothing to do
   o.quant = IRIS_QUANT_FP8_PER_TOKEN; // an empty batch with fp8: nothing, whatever its buffers (NULL, as torch's empty tensors)
-  ok &= iris_all_reduce_rmsnorm_ex(s.ctx, NULL, NULL, D.w, NULL, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o) == IRIS_SUCCESS;
+  EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, NULL, NULL, D.w, NULL, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_SUCCESS);
   o.quant = IRIS_QUANT_NONE;
   // more rows than a grid holds (2^31 - 1 CTAs where a row is a CTA): refused, not cut
-  ok &= iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, (size_t)1 << 32 | 7, 1, 1e-5f, IRIS_BFLOAT16, 0) == IRIS_ERROR_INVALID_ARGUMENT;
-  ok &= iris_collectives_check(s.ctx) == IRIS_SUCCESS;
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, (size_t)1 << 32 | 7, 1, 1e-5f, IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
+  EXPECT(iris_collectives_check(s.ctx), IRIS_SUCCESS);
   return report(s, "bad input refused on every rank before anything is launched: fp32, hidden 0 / too large, residual = out or x, NULL, fp8 without buffers, "
                    "FUSED / TWO_SHOT / BANDWIDTH too large, unknown algorithm, bad struct_size, 2^32 + 7 tokens; 0 tokens with fp8 and no buffers is nothing", ok);
 }
 
+// ---- ranks as threads of one process sharing GPU 0. Their kernels run at once, so a
+// kernel whose CTAs wait for the peers' must leave room for the peers' grids: the fused op
+// sizes its grids to 1 / W of the SMs there (before, 1024 rows of the separate path's norm
+// kernel, or 32 tokens of the one-shot at 4 ranks, held every SM and waited for a peer's
+// kernel that could not start). Streams of their own; no device-wide synchronisation
+// while a peer may wait (one() above).
+static bool alloc_dev(Suite &s, Dev &D) {
+  D.cap = (size_t)1100 * 8192;
+  return iris_malloc(s.ctx, D.cap * 2, (void **)&D.xh) == IRIS_SUCCESS && cudaMalloc(&D.xd, D.cap * 2) == cudaSuccess && cudaMalloc(&D.res, D.cap * 2) == cudaSuccess &&
+         cudaMalloc(&D.w, 32768 * 2) == cudaSuccess && cudaMalloc(&D.out, D.cap * 2) == cudaSuccess && cudaMalloc(&D.q8, D.cap) == cudaSuccess &&
+         cudaMalloc(&D.scales, 4096 * sizeof(float)) == cudaSuccess;
+}
+static void free_dev(Suite &s, Dev &D) {
+  cudaFree(D.xd); cudaFree(D.res); cudaFree(D.w); cudaFree(D.out); cudaFree(D.q8); cudaFree(D.scales);
+  iris_free(s.ctx, D.xh);
+}
+static bool test_shared_gpu(Suite &s, Dev &D) {
+  int call_no = 1;
+  const Case cases[] = {
+      {IRIS_BFLOAT16, IRIS_QUANT_NONE, 1, 8192, IRIS_RMSNORM_AUTO, false, true},
+      {IRIS_BFLOAT16, IRIS_QUANT_NONE, 32, 8192, IRIS_RMSNORM_AUTO, false, true},  // the one-shot: 32 x 4 CTAs a rank on a whole GPU
+      {IRIS_FLOAT16, IRIS_QUANT_FP8_PER_TOKEN, 64, 4096, IRIS_RMSNORM_AUTO, true, false},
+      {IRIS_BFLOAT16, IRIS_QUANT_FP8_PER_TENSOR, 256, 8192, IRIS_RMSNORM_AUTO, false, false},
+      {IRIS_FLOAT16, IRIS_QUANT_NONE, 512, 4100, IRIS_RMSNORM_BANDWIDTH, false, true},
+      {IRIS_BFLOAT16, IRIS_QUANT_NONE, 1024, 8192, IRIS_RMSNORM_SEPARATE, false, true},  // the norm kernel: 1024 rows of 1024 threads
+      {IRIS_FLOAT16, IRIS_QUANT_FP8_PER_TOKEN, 1100, 1000, IRIS_RMSNORM_SEPARATE, true, false},
+  };
+  std::vector<Case> v(cases, cases + sizeof cases / sizeof cases[0]);
+  run_cases(s, D, v, call_no, "ranks sharing one GPU: 1-1100 tokens, every path (auto, bandwidth, separate), a grid within 1 / W of the SMs");
+  // the one-shot forced where its grid (a CTA per token at least) passes 1 / W of the SMs: refused on every rank
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const size_t tokens = (size_t)(sms / s.world) + 1;
+  iris_rmsnorm_opts_t o = IRIS_RMSNORM_OPTS_INIT;
+  o.algo = IRIS_RMSNORM_FUSED;
+  bool ok = tokens <= 512 && iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, tokens, 1024, 1e-5f, IRIS_BFLOAT16, s.stream, &o) == IRIS_ERROR_INVALID_ARGUMENT &&
+            strstr(iris_error_detail(), "share the GPU") != NULL;
+  ok = ok && cudaStreamSynchronize(s.stream) == cudaSuccess && iris_collectives_check(s.ctx) == IRIS_SUCCESS;
+  return report(s, "ranks sharing one GPU: IRIS_RMSNORM_FUSED past 1 / W of the SMs refused on every rank, with the reason", ok);
+}
+struct ThreadRank { iris_t *ctx; int rank, world, passed, failed; };
+static void *shared_rank(void *p) {
+  ThreadRank *a = (ThreadRank *)p;
+  cudaSetDevice(iris_device_ordinal(a->ctx));
+  Suite s = {};
+  s.ctx = a->ctx;
+  s.rank = a->rank;
+  s.world = a->world;
+  s.tag = "fused threads w=" + std::to_string(a->world) + ", one GPU";
+  uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)a->rank << 16)), all[IRIS_MAX_RANKS];
+  iris_allgather_host(s.ctx, &mine, all, sizeof mine);
+  s.seed = all[0];
+  if (s.rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
+  Dev D = {};
+  const bool ready = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) == cudaSuccess && iris_collectives_setup(s.ctx) == IRIS_SUCCESS && alloc_dev(s, D);
+  if (!ready) fprintf(stderr, "rank %d: setup: %s\n", s.rank, iris_error_detail());
+  if (report(s, "setup: a stream, the collectives and the buffers on every rank", ready)) test_shared_gpu(s, D);
+  report(s, "every rank done before the buffers are freed", true); // cudaFree synchronises the device: no peer's kernel may still wait
+  free_dev(s, D);
+  cudaStreamDestroy(s.stream);
+  a->passed = s.passed;
+  a->failed = s.failed;
+  return NULL;
+}
+static int mode_threads(int n) {
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("FAIL: [fused threads] %d ranks: 2 to %d\n", n, IRIS_MAX_RANKS); return 1; }
+  std::vector<int> devs(n, 0);
+  std::vector<iris_t *> ctxs(n, (iris_t *)NULL);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)1 << 30;
+  if (iris_init_local(&cfg, n, devs.data(), ctxs.data()) != IRIS_SUCCESS) { printf("FAIL: [fused threads w=%d] iris_init_local: %s\n", n, iris_error_detail()); return 1; }
+  std::vector<ThreadRank> args(n);
+  std::vector<pthread_t> th(n);
+  for (int i = 0; i < n; i++) {
+    args[i] = {ctxs[i], i, n, 0, 0};
+    pthread_create(&th[i], NULL, shared_rank, &args[i]);
+  }
+  int failed = 0;
+  for (int i = 0; i < n; i++) {
+    pthread_join(th[i], NULL);
+    failed += args[i].failed;
+  }
+  bool ok = true;
+  for (int i = 0; i < n; i++) ok &= iris_finalize(ctxs[i]) == IRIS_SUCCESS;
+  printf("%s: [fused threads w=%d, one GPU] finalize every context from one thread\n", ok ? "PASS" : "FAIL", n);
+  return failed || !ok ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc > 1 && !strcmp(argv[1], "threads")) return mode_threads(argc > 2 ? atoi(argv[2]) : 2);
   int n = argc > 1 ? atoi(argv[1]) : 2, rank;
   iris_launch_t L;
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [fused w=%d] launch: %s\n", n, iris_error_detail()); return 1; }
@@ -575,20 +680,16 @@ int main(int argc, char **argv) {
   s.seed = all[0];
   if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
   Dev D = {};
-  D.cap = (size_t)1100 * 8192;
   void *pad = NULL; // off-heap buffers at addresses that differ by rank
-  if (cudaMalloc(&pad, ((size_t)rank + 1) << 21) != cudaSuccess || iris_collectives_setup(s.ctx) != IRIS_SUCCESS ||
-      iris_malloc(s.ctx, D.cap * 2, (void **)&D.xh) != IRIS_SUCCESS || cudaMalloc(&D.xd, D.cap * 2) != cudaSuccess || cudaMalloc(&D.res, D.cap * 2) != cudaSuccess ||
-      cudaMalloc(&D.w, 32768 * 2) != cudaSuccess || cudaMalloc(&D.out, D.cap * 2) != cudaSuccess || cudaMalloc(&D.q8, D.cap) != cudaSuccess ||
-      cudaMalloc(&D.scales, 4096 * sizeof(float)) != cudaSuccess) {
+  if (cudaMalloc(&pad, ((size_t)rank + 1) << 21) != cudaSuccess || iris_collectives_setup(s.ctx) != IRIS_SUCCESS || !alloc_dev(s, D)) {
     fprintf(stderr, "rank %d: setup: %s\n", rank, iris_error_detail());
     report(s, "setup", false);
     return 1;
   }
   bool ran = test_bad_input(s, D) && test_block(s, D) && test_values(s, D) && test_graph(s, D) && test_mismatch(s, D);
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
-  cudaFree(D.xd); cudaFree(D.res); cudaFree(D.w); cudaFree(D.out); cudaFree(D.q8); cudaFree(D.scales); cudaFree(pad);
-  iris_free(s.ctx, D.xh);
+  free_dev(s, D);
+  cudaFree(pad);
   int rc = s.failed ? 1 : 0;
   if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
   return rc;

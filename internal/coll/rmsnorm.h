@@ -667,20 +667,24 @@ __global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_fuse
   IRIS_TRACE_END(c, me);
 }
 
-/* ---- the separate path's norm kernel: one CTA per row, after the all-reduce wrote the
- * sums into `sum`. A call of its own (its header exchange is its start barrier), so a
+/* ---- the separate path's norm kernel: rows t = blockIdx.x, + gridDim.x, ... of `rows`
+ * (one CTA per row unless the host caps the grid), after the all-reduce wrote the sums
+ * into `sum`. A call of its own (its header exchange is its start barrier), so a
  * mismatched call (other tokens, hidden, quantisation) writes no user buffer here: the
- * all-reduce before it wrote only `sum` (the staging area when there is one). */
+ * all-reduce before it wrote only `sum` (the staging area when there is one). Every CTA
+ * waits for the peers' headers, so where ranks of one process share a GPU the host caps
+ * the grid to 1 / W of the SMs: every rank's CTAs resident at once. */
 template <typename T>
-__global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_norm_kernel(iris_coll_dev_t d, const T *sum, T *residual, const T *weight, T *out, long long hidden, float eps,
-                                                                int quant, unsigned char *q8, float *scale, unsigned long long sig, int check) {
-  const long long t = blockIdx.x;
+__global__ void __launch_bounds__(IRIS_RMSNORM_MAX_THREADS, 1) iris_rmsnorm_norm_kernel(iris_coll_dev_t d, const T *sum, T *residual, const T *weight, T *out, long long rows,
+                                                                long long hidden, float eps, int quant, unsigned char *q8, float *scale, unsigned long long sig,
+                                                                int check) {
   if (check) {
     unsigned call, epoch;
     if (!iris_coll_kernel_start(d, sig, IRIS_COLL_KIND_RMSNORM, call, epoch)) return;
   }
-  iris_add_rmsnorm_block<T>(sum + t * hidden, residual + t * hidden, weight, out + t * hidden, hidden, eps, (iris_quant_t)quant, q8 ? q8 + t * hidden : NULL,
-                            quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + t : scale);
+  for (long long t = blockIdx.x; t < rows; t += gridDim.x)
+    iris_add_rmsnorm_block<T>(sum + t * hidden, residual + t * hidden, weight, out + t * hidden, hidden, eps, (iris_quant_t)quant, q8 ? q8 + t * hidden : NULL,
+                              quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + t : scale);
 }
 
 /* ---- the bandwidth kernel (IRIS_RMSNORM_BANDWIDTH): one launch for batches past the LL

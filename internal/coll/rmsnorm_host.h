@@ -62,11 +62,11 @@ struct iris_rmsnorm_launch {
       (void)iris_detail_launch(iris_rmsnorm_fused_kernel<T, false>, grid, (unsigned)threads, stream, s->pdl, s->dev, (const T *)x, (T *)res, (const T *)w, (T *)out,
                                (long long)tokens, sh, eps, quant, (unsigned char *)q8, scale, sig);
   }
-  static void norm(const iris_coll_state_t *s, const void *sum, void *res, const void *w, void *out, size_t rows, long long hidden, float eps, int quant, void *q8,
-                   float *scale, unsigned long long sig, int check, iris_stream_t stream) {
+  static void norm(const iris_coll_state_t *s, unsigned grid, const void *sum, void *res, const void *w, void *out, size_t rows, long long hidden, float eps, int quant,
+                   void *q8, float *scale, unsigned long long sig, int check, iris_stream_t stream) {
     const int threads = iris_rmsnorm_threads(iris_rmsnorm_shape(hidden, 1).per_cta);
-    iris_rmsnorm_norm_kernel<T><<<(unsigned)rows, threads, 0, stream>>>(s->dev, (const T *)sum, (T *)res, (const T *)w, (T *)out, hidden, eps, quant,
-                                                                       (unsigned char *)q8, scale, sig, check);
+    iris_rmsnorm_norm_kernel<T><<<grid, threads, 0, stream>>>(s->dev, (const T *)sum, (T *)res, (const T *)w, (T *)out, (long long)rows, hidden, eps, quant,
+                                                            (unsigned char *)q8, scale, sig, check);
   }
   /* the bandwidth kernel: one hop (at 2 ranks); two hops, the sums' loads specialised for 2
    * and 4 ranks (iris_coll_reduce16) */
@@ -84,22 +84,27 @@ struct iris_rmsnorm_launch {
 template <typename T> struct iris_rmsnorm_launch<T, false> {
   static void fused(const iris_coll_state_t *, bool, const void *, void *, const void *, void *, size_t, iris_rmsnorm_shape_t, float, int, void *, float *,
                     unsigned long long, int, iris_stream_t) {}
-  static void norm(const iris_coll_state_t *, const void *, void *, const void *, void *, size_t, long long, float, int, void *, float *, unsigned long long, int,
-                   iris_stream_t) {}
+  static void norm(const iris_coll_state_t *, unsigned, const void *, void *, const void *, void *, size_t, long long, float, int, void *, float *, unsigned long long,
+                   int, iris_stream_t) {}
   static void bw(const iris_coll_state_t *, int, bool, unsigned, int, const void *, void *, const void *, void *, size_t, long long, float, int, void *, float *,
                  unsigned long long, iris_stream_t) {}
 };
 
-/* The norm kernel over rows [t0, t0 + n) with the sums at sum. */
-static void iris_rmsnorm_launch_norm(const iris_coll_state_t *s, iris_dtype_t t, const void *sum, void *res, const void *w, void *out, size_t t0, size_t n,
-                                     size_t hidden, float eps, int quant, void *q8, float *scale, unsigned long long sig, int check, iris_stream_t stream) {
+/* The norm kernel over rows [t0, t0 + n) with the sums at sum: a CTA per row, but where
+ * it waits for the peers' headers (check) and ranks of this process share the GPU, at
+ * most 1 / W of the SMs (a CTA per SM at least is resident: its launch bounds), so that
+ * no rank's CTAs hold every SM while they wait for a peer's kernel that has none. */
+static void iris_rmsnorm_launch_norm(iris_t *ctx, const iris_coll_state_t *s, iris_dtype_t t, const void *sum, void *res, const void *w, void *out, size_t t0,
+                                     size_t n, size_t hidden, float eps, int quant, void *q8, float *scale, unsigned long long sig, int check, iris_stream_t stream) {
+  const size_t W = (size_t)iris_local_size(ctx), cap = (size_t)s->sms / W > 0 ? (size_t)s->sms / W : 1;
+  const unsigned grid = (unsigned)(check && iris_detail_gpu_shared_any(ctx) && n > cap ? cap : n);
   const size_t off = t0 * hidden * 2;
   char *q = q8 ? (char *)q8 + t0 * hidden : NULL;
   float *sc = quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + t0 : scale;
   if (t == IRIS_BFLOAT16)
-    iris_rmsnorm_launch<iris_bf16_t>::norm(s, sum, (char *)res + off, w, (char *)out + off, n, (long long)hidden, eps, quant, q, sc, sig, check, stream);
+    iris_rmsnorm_launch<iris_bf16_t>::norm(s, grid, sum, (char *)res + off, w, (char *)out + off, n, (long long)hidden, eps, quant, q, sc, sig, check, stream);
   else
-    iris_rmsnorm_launch<iris_f16_t>::norm(s, sum, (char *)res + off, w, (char *)out + off, n, (long long)hidden, eps, quant, q, sc, sig, check, stream);
+    iris_rmsnorm_launch<iris_f16_t>::norm(s, grid, sum, (char *)res + off, w, (char *)out + off, n, (long long)hidden, eps, quant, q, sc, sig, check, stream);
 }
 
 /* One call on one node, inside the context's ordering (iris_detail_order_begin / _end). */
@@ -114,10 +119,14 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
   /* the one-shot slots as far as IRIS_COLL_LL_BYTES (2 ranks' larger slots are not
    * measured for the fused kernels) */
   const size_t ll_lines = s->dev.ll_lines < IRIS_COLL_LL_BYTES / 8 ? s->dev.ll_lines : IRIS_COLL_LL_BYTES / 8;
+  /* the SMs a rank's kernels may fill: all of them, but where ranks of this process share
+   * the GPU 1 / W of them, so that every rank's grid is resident at once (their CTAs wait
+   * for each other; a CTA per SM at least is resident: the kernels' launch bounds) */
+  const int shared = iris_detail_gpu_shared_any(ctx), sms = shared ? (s->sms / W > 0 ? s->sms / W : 1) : s->sms;
   if (W > 1) { /* what fits the slots: the one-shot's, the two-shot's (each rank's rows), the CTAs' exchange lines */
-    cpr = iris_rmsnorm_cpr(tokens, (long long)hidden, s->sms);
+    cpr = iris_rmsnorm_cpr(tokens, (long long)hidden, sms);
     sh = iris_rmsnorm_shape((long long)hidden, cpr);
-    const int small = tokens <= IRIS_RMSNORM_FUSED_MAX_TOKENS && 2 * tokens * (size_t)cpr <= ll_lines;
+    const int small = tokens <= IRIS_RMSNORM_FUSED_MAX_TOKENS && 2 * tokens * (size_t)cpr <= ll_lines && (!shared || tokens * (size_t)cpr <= (size_t)sms);
     one = small && tokens * (size_t)sh.lines <= ll_lines;
     two = small && (tokens + (size_t)W - 1) / (size_t)W * (size_t)sh.lines <= s->dev.ll2_lines;
     /* the bandwidth kernel's scratch rows: one hop W x tokens, two hops W x ceil(tokens / W) + tokens */
@@ -127,9 +136,10 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
   }
   if ((algo == IRIS_RMSNORM_FUSED && !one) || (algo == IRIS_RMSNORM_TWO_SHOT && !two))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: %s takes a world of 2 or more ranks on one node, at most %d tokens, and rows that fit its slots "
-                            "(%zu lines of 8 bytes: %s), not %zu tokens x %zu", me, name, algo == IRIS_RMSNORM_FUSED ? "IRIS_RMSNORM_FUSED" : "IRIS_RMSNORM_TWO_SHOT",
+                            "(%zu lines of 8 bytes: %s)%s, not %zu tokens x %zu", me, name, algo == IRIS_RMSNORM_FUSED ? "IRIS_RMSNORM_FUSED" : "IRIS_RMSNORM_TWO_SHOT",
                             IRIS_RMSNORM_FUSED_MAX_TOKENS, algo == IRIS_RMSNORM_FUSED ? ll_lines : s->dev.ll2_lines,
-                            algo == IRIS_RMSNORM_FUSED ? "tokens x hidden / 4" : "ceil(tokens / world) x hidden / 4", tokens, hidden);
+                            algo == IRIS_RMSNORM_FUSED ? "tokens x hidden / 4" : "ceil(tokens / world) x hidden / 4",
+                            shared ? "; where ranks of one process share the GPU, at most 1 / world of its SMs (a CTA per token at least)" : "", tokens, hidden);
   if (algo == IRIS_RMSNORM_BANDWIDTH && !bw)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_RMSNORM_BANDWIDTH takes a world of 2 or more ranks on one node and (2 ranks "
                             "up to 2 MB: 2 x tokens; else world x ceil(tokens / world) + tokens) rows of hidden (rounded up to 8) x 2 bytes within %zu bytes of scratch, "
@@ -157,8 +167,8 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
       threads = threads < 256 ? threads : 256;
       per_sm = 2 * (size_t)s->sms;
     }
-    const size_t sms = iris_detail_gpu_shared_any(ctx) ? (per_sm / (size_t)W > 0 ? per_sm / (size_t)W : 1) : per_sm;
-    size_t grid = tokens < sms ? tokens : sms;
+    const size_t ctas = shared ? (per_sm / (size_t)W > 0 ? per_sm / (size_t)W : 1) : per_sm;
+    size_t grid = tokens < ctas ? tokens : ctas;
     if (grid > IRIS_COLL_MAX_CTAS) grid = IRIS_COLL_MAX_CTAS;
     if (grid < 1) grid = 1;
     const unsigned long long sig = iris_rmsnorm_sig(bw_one ? 6 : path, tokens, hidden, t, quant, (int)grid, threads, 0);
@@ -179,7 +189,7 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
     return IRIS_SUCCESS;
   }
   if (W == 1) { /* the all-reduce of one rank is x itself */
-    iris_rmsnorm_launch_norm(s, t, x, res, w, out, 0, tokens, hidden, eps, quant, q8, scale, 0, 0, stream);
+    iris_rmsnorm_launch_norm(ctx, s, t, x, res, w, out, 0, tokens, hidden, eps, quant, q8, scale, 0, 0, stream);
     e = iris_gpu_last_error();
     if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
     return IRIS_SUCCESS;
@@ -195,7 +205,7 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
       const size_t n = tokens - t0 < rows ? tokens - t0 : rows;
       char *sum = dest == s->stage_in ? dest : (char *)out + t0 * hidden * es;
       if ((st = iris_coll_enqueue(ctx, IRIS_COLL_AR, (const char *)x + t0 * hidden * es, sum, n * hidden, t, IRIS_SUM, 0, stream, NULL)) != IRIS_SUCCESS) return st;
-      iris_rmsnorm_launch_norm(s, t, sum, res, w, out, t0, n, hidden, eps, quant, q8, scale, iris_rmsnorm_sig(2, tokens, hidden, t, quant, 1, 0, t0), 1, stream);
+      iris_rmsnorm_launch_norm(ctx, s, t, sum, res, w, out, t0, n, hidden, eps, quant, q8, scale, iris_rmsnorm_sig(2, tokens, hidden, t, quant, 1, 0, t0), 1, stream);
       e = iris_gpu_last_error();
       if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
     }
@@ -248,7 +258,7 @@ IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, vo
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_RMSNORM_FUSED, _TWO_SHOT and _BANDWIDTH take a world on one node", me, name);
     if ((st = iris_all_reduce_ex(ctx, x, out, tokens * hidden, type, IRIS_SUM, stream, NULL)) != IRIS_SUCCESS) return st;
     if ((st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
-    iris_rmsnorm_launch_norm(s, type, out, residual, weight, out, 0, tokens, hidden, eps, (int)o->quant, o->out_fp8, o->scale,
+    iris_rmsnorm_launch_norm(ctx, s, type, out, residual, weight, out, 0, tokens, hidden, eps, (int)o->quant, o->out_fp8, o->scale,
                              iris_rmsnorm_sig(3, tokens, hidden, type, (int)o->quant, 1, 0, 0), iris_local_size(ctx) > 1, stream);
     st = iris_gpu_last_error() == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed", me, name);
     st2 = iris_detail_order_end(ctx, stream);
