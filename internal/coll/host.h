@@ -18,17 +18,22 @@
 
 /* What each rank tells the others at the end of iris_collectives_setup: its outcome, its
  * IRIS_COLL_CTAS, (multi-node worlds) the hash of its route table
- * (internal/coll/mn_route.h), and its staging areas' size (IRIS_COLL_STAGING: heap blocks,
+ * (internal/coll/mn_route.h), its staging areas' size (IRIS_COLL_STAGING: heap blocks,
  * so a size that differs would leave every later allocation at another offset on each
- * rank, and the GEMM plans choose their paths by it). */
+ * rank, and the GEMM plans choose their paths by it), its IRIS_COLL_FUSED_STAGING (which
+ * sets how many launches an off-heap call takes) and its GPU's SMs (the grids are sized
+ * by the fewest, the same on every rank: a grid is in each call's signature). */
 typedef struct iris_coll_setup_msg {
-  int32_t status;      /* an iris_status_t */
-  int32_t ctas;        /* IRIS_COLL_CTAS (0: unset) */
-  uint64_t route;      /* iris_coll_mn_table_hash; 0 on one node */
+  int32_t status;       /* an iris_status_t */
+  int32_t ctas;         /* IRIS_COLL_CTAS (0: unset) */
+  uint64_t route;       /* iris_coll_mn_table_hash; 0 on one node */
   uint64_t stage_bytes; /* each staging area's bytes (0: none) */
+  int32_t fused_staging; /* IRIS_COLL_FUSED_STAGING: 0 or 1 */
+  int32_t sms;          /* this rank's GPU's SMs */
 } iris_coll_setup_msg_t;
-static_assert(sizeof(iris_coll_setup_msg_t) == 24 && offsetof(iris_coll_setup_msg_t, route) == 8 && offsetof(iris_coll_setup_msg_t, stage_bytes) == 16,
-              "iris_coll_setup_msg_t: its wire layout");
+static_assert(sizeof(iris_coll_setup_msg_t) == 32 && offsetof(iris_coll_setup_msg_t, route) == 8 && offsetof(iris_coll_setup_msg_t, stage_bytes) == 16 &&
+                  offsetof(iris_coll_setup_msg_t, sms) == 28,
+              "the setup message's layout");
 
 /* Frees the heap blocks of a state that could not be completed (every rank frees the
  * same ones: the ranks' allocators stay alike). */
@@ -181,6 +186,8 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     (void)iris_gpu_sm_count(&sms, iris_device_ordinal(ctx));
     s->sms = sms > 0 ? sms : 1;
   }
+  mine.fused_staging = s->fused_staging;
+  mine.sms = s->sms;
   /* the control block (iris_coll_ctl_t) and the LL slots are zeroed and the armed slots
    * armed, then the ranks meet, so no peer signals into them before that */
   ll_bytes = 2 * (size_t)W * s->dev.ll_lines * sizeof(uint4);
@@ -263,6 +270,21 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
       return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d's staging areas take %llu bytes (IRIS_COLL_STAGING), rank 0's %llu; set it alike "
                                                    "on every rank (or on none); every rank released its part", r, theirs, first);
     }
+  for (r = 1; r < iris_world_size(ctx); r++) /* one launch count everywhere: an off-heap call's launches are matched one by one */
+    if (all[r].fused_staging != all[0].fused_staging) {
+      const int theirs = all[r].fused_staging, first = all[0].fused_staging;
+      iris_coll_state_unwind(ctx, s, ctl);
+      free(all);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d runs with IRIS_COLL_FUSED_STAGING %d, rank 0 with %d; set it alike on every rank "
+                                                   "(or on none); every rank released its part", r, theirs, first);
+    }
+  for (r = 0; r < iris_world_size(ctx); r++) /* the grids by the fewest SMs of any rank: the same grid, so the same signature, on every rank */
+    if (all[r].sms > 0 && all[r].sms < s->sms) s->sms = all[r].sms;
+  /* ranks of this process sharing the GPU: each call's grid within 1 / W of its SMs, so
+   * that every rank's kernel is resident at once (every CTA waits for its peers'; a CTA
+   * per SM at least is resident). Uncapped, 4 ranks as threads on one H200 waited out
+   * their bound in the first 16 MB all-reduce or 256 KB all-gather */
+  s->shared_ctas = iris_detail_gpu_shared_any(ctx) ? (s->sms / W > 0 ? s->sms / W : 1) : 0;
   for (r = 1; r < iris_world_size(ctx); r++) /* one route table everywhere, or calls would take different routes on different ranks and hang */
     if (all[r].route != all[0].route) {
       iris_coll_state_unwind(ctx, s, ctl);
@@ -382,6 +404,7 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
     s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
   }
   if (ctas == 0) ctas = s->ctas; /* IRIS_COLL_CTAS: the process's cap where the call gives none */
+  if (s->shared_ctas > 0 && (ctas == 0 || ctas > s->shared_ctas)) ctas = s->shared_ctas; /* ranks of this process share the GPU */
   if (W == 1) { /* a world of one copies, whatever algorithm the options name (each is valid at 2 ranks and more) */
     e = send != recv ? iris_gpu_memcpy_async(recv, send, count * es, stream) : IRIS_GPU_SUCCESS;
     return e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", me, name, iris_gpu_error_text(e));

@@ -28,6 +28,7 @@ typedef struct iris_coll_state {
   int preload; /* 1: setup loads every kernel of this unit (IRIS_COLL_PRELOAD, default): no first launch waits for the GPU's running kernels */
   unsigned preloaded; /* kernels the setup loaded (0 where the driver could not, or all were loaded) */
   int ctas; /* IRIS_COLL_CTAS: the opts.ctas of every call that gives none (0: the automatic grid) */
+  int shared_ctas; /* ranks of one process share the GPU: every call's grid at most this (1 / W of the SMs); 0: no such cap */
 } iris_coll_state_t;
 
 static void iris_coll_state_free(void *p) { free(p); } /* its heap blocks go with the heap */

@@ -75,10 +75,13 @@ static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_vi
       return IRIS_ERROR_INVALID_ARGUMENT;
     }
   }
-  {
+  { /* the world's grid rule where it has a state (the ranks' fewest SMs, its cap for ranks sharing a GPU), else this GPU's */
+    const iris_coll_state_t *w = (const iris_coll_state_t *)iris_detail_get_ext(ctx);
     int sms = 0;
-    (void)iris_gpu_sm_count(&sms, iris_device_ordinal(ctx));
+    if (w) sms = w->sms;
+    else (void)iris_gpu_sm_count(&sms, iris_device_ordinal(ctx));
     s->sms = sms > 0 ? sms : 1;
+    s->shared_ctas = w ? w->shared_ctas : iris_detail_gpu_shared_any(ctx) ? (s->sms / iris_local_size(ctx) > 0 ? s->sms / iris_local_size(ctx) : 1) : 0;
   }
   if (!iris_detail_get_ext(ctx) && !iris_gpu_stream_capturing(stream)) { /* no world state: load the kernels now, as its setup does (IRIS_COLL_PRELOAD;
                                       lazy loading's first launch waits for every running kernel, a team's own on another stream included: docs/stalls.md,
