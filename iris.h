@@ -373,7 +373,9 @@ IRIS_API iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t ali
  * iris_free the block everywhere, or give the context up. */
 IRIS_API iris_status_t iris_calloc(iris_t *ctx, size_t bytes, void **ptr);
 /* Local: return a block from iris_malloc*. IRIS_ERROR_NOT_IN_HEAP for a pointer outside
- * the heap, IRIS_ERROR_INVALID_ARGUMENT for one that is not a live block's start. */
+ * the heap, IRIS_ERROR_INVALID_ARGUMENT for one that is not a live block's start. After a
+ * fatal fault the iris_malloc* calls return it and allocate nothing; iris_free still
+ * returns blocks (bookkeeping only), so cleanup code runs before iris_finalize. */
 IRIS_API iris_status_t iris_free(iris_t *ctx, void *ptr);
 /* Offset of ptr from this rank's heap base; IRIS_ERROR_NOT_IN_HEAP if outside. */
 IRIS_API iris_status_t iris_heap_offset(const iris_t *ctx, const void *ptr, size_t *offset);
@@ -490,7 +492,8 @@ IRIS_API const char *iris_error_detail(void);
  * IRIS_ERROR_PEER_FAILED (the same, and that rank's process is gone),
  * IRIS_ERROR_ABORTED (iris_abort), else a pending collective mismatch
  * (IRIS_ERROR_MISMATCH, reported once and then cleared), else IRIS_SUCCESS. A fatal
- * fault stays: every later call on ctx returns it at once (no launch, no wait) and
+ * fault stays: every later call on ctx returns it at once (no launch, no wait; the
+ * queries and iris_free still answer) and
  * every wait of a kernel already queued gives up at its next check; the only way on is
  * iris_finalize (which then skips the final barrier) and a new iris_init. */
 IRIS_API iris_status_t iris_get_async_error(iris_t *ctx);

@@ -41,9 +41,11 @@ IRIS_INTERNAL iris_status_t iris_detail_heap_reset(iris_t *ctx) {
 IRIS_DEF iris_status_t iris_malloc_aligned(iris_t *ctx, size_t bytes, size_t alignment, void **ptr) {
   size_t size, largest = 0;
   int i;
+  iris_status_t st;
   if (!ptr) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_malloc: NULL result pointer");
   *ptr = NULL;
   if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_malloc");
+  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st; /* a fatal fault: no new block (iris_calloc would launch and wait) */
   if (alignment & (alignment - 1)) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_malloc: alignment %zu is not a power of two", alignment);
   if (alignment < IRIS_HEAP_ALIGN) alignment = IRIS_HEAP_ALIGN;
   if (bytes == 0) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_malloc of 0 bytes", ctx->local_rank);

@@ -46,6 +46,8 @@ static void test_faults(void) {
   check(st == IRIS_ERROR_PEER_FAILED && strstr(iris_error_detail(), "rank 2") && strstr(iris_error_detail(), "died"),
         "faults: a timed-out wait for a rank whose process is gone is IRIS_ERROR_PEER_FAILED naming it", "%s: %s", sname(st), iris_error_detail());
   words[IRIS_FAULT_WORD_FATAL] = 0;
+  void *before = NULL;
+  check(iris_malloc(ctx, 1024, &before) == IRIS_SUCCESS && before, "faults: a block allocated before the abort", "%s", iris_error_detail());
   check(iris_abort(ctx) == IRIS_SUCCESS && iris_get_async_error(ctx) == IRIS_ERROR_ABORTED && iris_detail_check_fault(ctx) == IRIS_ERROR_ABORTED &&
             iris_abort(ctx) == IRIS_SUCCESS && iris_get_async_error(ctx) == IRIS_ERROR_ABORTED,
         "faults: iris_abort makes every later check IRIS_ERROR_ABORTED (twice is harmless)", "%s", iris_error_detail());
@@ -54,6 +56,15 @@ static void test_faults(void) {
     const iris_status_t sa = iris_allgather_host(ctx, &x, y, sizeof x), sv = iris_heap_verify(ctx);
     check(sa == IRIS_ERROR_ABORTED && sv == IRIS_ERROR_ABORTED, "faults: after iris_abort, iris_allgather_host and iris_heap_verify return it at once",
           "%s / %s: %s", sname(sa), sname(sv), iris_error_detail());
+  }
+  { /* the heap: no new block (iris_calloc would launch and wait), but a block is returned
+     * (local bookkeeping: cleanup code runs); the calls before the abort are the block */
+    void *p = (void *)1, *q = (void *)1, *r = (void *)1;
+    const iris_status_t sm = iris_malloc(ctx, 512, &p), sc = iris_calloc(ctx, 512, &q), sl = iris_malloc_aligned(ctx, 512, 4096, &r);
+    check(sm == IRIS_ERROR_ABORTED && sc == IRIS_ERROR_ABORTED && sl == IRIS_ERROR_ABORTED && !p && !q && !r,
+          "faults: after iris_abort, iris_malloc, iris_calloc and iris_malloc_aligned return it at once and allocate nothing", "%s / %s / %s: %s", sname(sm),
+          sname(sc), sname(sl), iris_error_detail());
+    check(iris_free(ctx, before) == IRIS_SUCCESS, "faults: after iris_abort, iris_free still returns a block (cleanup runs)", "%s", iris_error_detail());
   }
   check(iris_abort(NULL) == IRIS_ERROR_INVALID_ARGUMENT && iris_get_async_error(NULL) == IRIS_ERROR_INVALID_ARGUMENT, "faults: NULL context refused", "%s",
         iris_error_detail());
