@@ -454,13 +454,17 @@ IRIS_API iris_status_t iris_team_get(iris_t *ctx, iris_team_which_t which, iris_
 IRIS_API iris_status_t iris_team_split(iris_t *ctx, const iris_team_t *parent, int color, int key, iris_team_t *out);
 /* Collective over parent: NVSHMEM's split_strided: the members parent ranks start,
  * start + stride, ..., size of them (team rank i = parent rank start + i * stride); other
- * parent ranks get a team of size 0. Every member passes the same start, stride, size. */
+ * parent ranks get a team of size 0. Every member passes the same start, stride, size.
+ * On failure *out holds no team (size 0, rank -1); a parent this rank is not a member of
+ * (an opted-out rank's team) or a range past it: IRIS_ERROR_INVALID_ARGUMENT. */
 IRIS_API iris_status_t iris_team_split_strided(iris_t *ctx, const iris_team_t *parent, int start, int stride, int size, iris_team_t *out);
 /* Collective over parent: NVSHMEM's split_2d: parent ranks as a grid of rows of xrange
  * (the last row may be short); *xteam: this rank's row (consecutive parent ranks), *yteam:
  * its column (parent ranks xrange apart). For TP x DP with TP = xrange: xteam is the TP
- * group, yteam the DP group. Either pointer may be NULL (that split is skipped). On
- * failure neither team is left made (both hold size 0, rank -1). */
+ * group, yteam the DP group. Either pointer may be NULL (that split is skipped); xrange
+ * past the parent's size is one row. On failure neither team is left made (both hold
+ * size 0, rank -1); a parent this rank is not a member of (an opted-out rank's team, size
+ * 0) or xrange < 1: IRIS_ERROR_INVALID_ARGUMENT. */
 IRIS_API iris_status_t iris_team_split_2d(iris_t *ctx, const iris_team_t *parent, int xrange, iris_team_t *xteam, iris_team_t *yteam);
 /* Collective over the team's members: waits for this rank's GPU, meets the members, frees
  * the team's slot and collective state; *team is zeroed (size 0, rank -1). A team of size

@@ -479,6 +479,11 @@ IRIS_INTERNAL iris_status_t iris_detail_team_split(iris_t *ctx, const iris_team_
   uint32_t mine[IRIS_DETAIL_TEAM_XW], *all = NULL, ok;
   int *pw = NULL, i, n, bad = -1;
   iris_status_t st;
+  iris_team_t pcopy;
+  if (parent) { /* out may alias parent: it is zeroed below */
+    pcopy = *parent;
+    parent = &pcopy;
+  }
   if (!out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL out", call);
   memset(out, 0, sizeof *out);
   out->rank = out->slot = out->coll = -1;
@@ -549,21 +554,38 @@ IRIS_DEF iris_status_t iris_team_split(iris_t *ctx, const iris_team_t *parent, i
   return iris_detail_team_split(ctx, parent, color < 0 ? IRIS_TEAM_NONE : color, key, out, "iris_team_split");
 }
 IRIS_DEF iris_status_t iris_team_split_strided(iris_t *ctx, const iris_team_t *parent, int start, int stride, int size, iris_team_t *out) {
+  iris_team_t p;
   int me, in;
+  if (parent) p = *parent; /* out may alias parent */
+  if (out) { /* on every failure *out holds no team, as the other splits leave it */
+    memset(out, 0, sizeof *out);
+    out->rank = out->slot = out->coll = -1;
+  }
   if (!parent || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_team_split_strided: NULL argument");
-  if (start < 0 || stride < 1 || size < 1 || start + (long long)(size - 1) * stride >= parent->size)
+  if (p.size < 1 || p.rank < 0 || p.rank >= p.size)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_team_split_strided: the parent (size %d, team rank %d) is not a team this rank is a member of", p.size, p.rank);
+  if (start < 0 || stride < 1 || size < 1 || start + (long long)(size - 1) * stride >= p.size)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_team_split_strided: start %d, stride %d, size %d do not fit a parent of %d ranks", start, stride, size,
-                            parent->size);
-  me = parent->rank;
+                            p.size);
+  me = p.rank;
   in = me >= start && (me - start) % stride == 0 && (me - start) / stride < size;
-  return iris_detail_team_split(ctx, parent, in ? 0 : IRIS_TEAM_NONE, in ? (me - start) / stride : 0, out, "iris_team_split_strided");
+  return iris_detail_team_split(ctx, &p, in ? 0 : IRIS_TEAM_NONE, in ? (me - start) / stride : 0, out, "iris_team_split_strided");
+}
+/* split_2d's colors and keys for parent rank r of a parent of n ranks, rows of xrange
+ * (clamped to n; the caller has checked n >= 1, 0 <= r < n, xrange >= 1): the x split
+ * (rows) and the y split (columns). */
+IRIS_INTERNAL void iris_detail_team_2d(int r, int n, int xrange, int *xcolor, int *xkey, int *ycolor, int *ykey) {
+  if (xrange > n) xrange = n;
+  *xcolor = r / xrange;
+  *xkey = r % xrange;
+  *ycolor = r % xrange;
+  *ykey = r / xrange;
 }
 IRIS_DEF iris_status_t iris_team_split_2d(iris_t *ctx, const iris_team_t *parent, int xrange, iris_team_t *xteam, iris_team_t *yteam) {
   iris_status_t st = IRIS_SUCCESS;
   iris_team_t p;
-  if (!parent || xrange < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_team_split_2d: NULL parent or xrange < 1");
-  p = *parent; /* xteam may alias parent */
-  if (xrange > p.size) xrange = p.size;
+  int xc, xk, yc, yk;
+  if (parent) p = *parent; /* xteam or yteam may alias parent */
   /* on failure nothing is left made: both outputs hold no team (iris_team_destroy of them
    * is a no-op), the x team of a failed y split destroyed again */
   if (xteam) {
@@ -574,8 +596,14 @@ IRIS_DEF iris_status_t iris_team_split_2d(iris_t *ctx, const iris_team_t *parent
     memset(yteam, 0, sizeof *yteam);
     yteam->rank = yteam->slot = yteam->coll = -1;
   }
-  if (xteam && (st = iris_detail_team_split(ctx, &p, p.rank / xrange, p.rank % xrange, xteam, "iris_team_split_2d (x)")) != IRIS_SUCCESS) return st;
-  if (yteam && (st = iris_detail_team_split(ctx, &p, p.rank % xrange, p.rank / xrange, yteam, "iris_team_split_2d (y)")) != IRIS_SUCCESS && xteam) {
+  if (!parent || xrange < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_team_split_2d: NULL parent or xrange < 1");
+  /* a rank that opted out of the parent's split (size 0, rank -1) or a handle of garbage:
+   * refused before the grid's arithmetic divides by its size */
+  if (p.size < 1 || p.rank < 0 || p.rank >= p.size)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_team_split_2d: the parent (size %d, team rank %d) is not a team this rank is a member of", p.size, p.rank);
+  iris_detail_team_2d(p.rank, p.size, xrange, &xc, &xk, &yc, &yk);
+  if (xteam && (st = iris_detail_team_split(ctx, &p, xc, xk, xteam, "iris_team_split_2d (x)")) != IRIS_SUCCESS) return st;
+  if (yteam && (st = iris_detail_team_split(ctx, &p, yc, yk, yteam, "iris_team_split_2d (y)")) != IRIS_SUCCESS && xteam) {
     char why[sizeof iris_detail_errbuf];
     iris_detail_copy(why, sizeof why, iris_detail_errbuf);
     (void)iris_team_destroy(ctx, xteam); /* collective over the x team: the y split failed on every rank alike */

@@ -140,6 +140,7 @@ int main(void) {
   test_group_mismatched_calls();
   test_team_plans();
   test_team_members();
+  test_team_split_args();
 
   /* last: these may initialise the CUDA runtime, after which no more forks */
   test_life_cycle();

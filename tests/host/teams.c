@@ -171,3 +171,53 @@ static void test_team_members(void) {
     plan_all("team plan: 2-D columns (y)", yc, yk, pw, 6, NULL, NULL, 0, 0);
   }
 }
+
+/* The splits' own argument checks, through the API (they come before any context or
+ * meeting, so no GPU is needed): a parent this rank is not a member of (an opted-out
+ * rank's team: size 0, rank -1; a handle of garbage) is refused with
+ * IRIS_ERROR_INVALID_ARGUMENT and both outputs hold no team; split_2d once divided by the
+ * parent's size here (SIGFPE). */
+static void team_poison(iris_team_t *t) {
+  memset(t, 0x5a, sizeof *t);
+}
+static int team_none(const iris_team_t *t) { return t->size == 0 && t->rank == -1 && t->slot == -1 && t->coll == -1; }
+static void test_team_split_args(void) {
+  iris_team_t none, garbage, four, x, y, o;
+  iris_status_t a, b, c;
+  memset(&none, 0, sizeof none);
+  none.rank = none.slot = none.coll = -1;
+  memset(&garbage, 0, sizeof garbage);
+  garbage.size = -3;
+  garbage.rank = 1;
+  memset(&four, 0, sizeof four);
+  four.size = 4;
+  four.rank = 1;
+  four.stride = 1;
+  four.slot = 0;
+  team_poison(&x), team_poison(&y);
+  a = iris_team_split_2d(NULL, &none, 2, &x, &y);
+  check(a == IRIS_ERROR_INVALID_ARGUMENT && team_none(&x) && team_none(&y), "team split_2d of an opted-out rank's team (size 0): invalid argument, no team made",
+        "%s; x size %d rank %d, y size %d rank %d", sname(a), x.size, x.rank, y.size, y.rank);
+  team_poison(&x), team_poison(&y);
+  a = iris_team_split_2d(NULL, &garbage, 1, &x, NULL);
+  b = iris_team_split_2d(NULL, &four, 0, &x, &y);
+  check(a == IRIS_ERROR_INVALID_ARGUMENT && b == IRIS_ERROR_INVALID_ARGUMENT && team_none(&x) && team_none(&y),
+        "team split_2d: a parent of negative size, xrange 0: invalid argument, outputs hold no team", "%s / %s", sname(a), sname(b));
+  team_poison(&x), team_poison(&y);
+  a = iris_team_split_2d(NULL, &four, 9, &x, &y); /* xrange past the size is clamped; then the NULL context is refused */
+  check(a == IRIS_ERROR_INVALID_ARGUMENT && team_none(&x) && team_none(&y) && strstr(iris_error_detail(), "NULL context"),
+        "team split_2d on a NULL context: refused as such, outputs hold no team", "%s: %s", sname(a), iris_error_detail());
+  team_poison(&o);
+  a = iris_team_split_strided(NULL, &none, 0, 1, 1, &o);
+  b = iris_team_split_strided(NULL, &four, 1, 2, 2, &o); /* parent ranks 1, 3: fits */
+  c = iris_team_split_strided(NULL, &four, 1, 2, 3, &o); /* 1, 3, 5: past the parent */
+  check(a == IRIS_ERROR_INVALID_ARGUMENT && b == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "do not fit") && c == IRIS_ERROR_INVALID_ARGUMENT && team_none(&o),
+        "team split_strided: size-0 parent, a range past the parent: invalid argument, *out holds no team", "%s / %s / %s: %s", sname(a), sname(b), sname(c),
+        iris_error_detail());
+  team_poison(&o);
+  a = iris_team_split_strided(NULL, &four, 0, 1, 0, &o);
+  b = iris_team_split_strided(NULL, &four, -1, 1, 1, &o);
+  c = iris_team_split_strided(NULL, &four, 0, 0, 1, &o);
+  check(a == IRIS_ERROR_INVALID_ARGUMENT && b == a && c == a && team_none(&o), "team split_strided: size 0, start -1, stride 0 refused, *out holds no team", "%s / %s / %s",
+        sname(a), sname(b), sname(c));
+}
