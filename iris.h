@@ -438,7 +438,9 @@ typedef struct iris_team {
  * IRIS_TEAM_RAIL: the ranks of this local rank on every node, team rank = node (a team of
  * one in a single-node world). Collective over the world on the context's first team call
  * (it creates the team table on the heap, every rank the same; IRIS_TEAMS_COLL must be
- * alike on every rank: IRIS_ERROR_MISMATCH otherwise), local after. */
+ * alike on every rank: IRIS_ERROR_MISMATCH otherwise), local after. Its words are zeroed
+ * before the ranks meet, so a kernel may use the world (or node) team as soon as the call
+ * returns, with no host barrier, while slower ranks are still returning from it. */
 IRIS_API iris_status_t iris_team_get(iris_t *ctx, iris_team_which_t which, iris_team_t *out);
 /* Collective over parent's members (every member calls it, in the same order as its other
  * team calls): MPI_Comm_split. The members with one color form one team, ordered by key,

@@ -18,8 +18,19 @@
 //   team_test stuck N       the last rank never comes to a team barrier, then to a team
 //                           all-reduce: the others' waits end within 2x the bound and the
 //                           error names world rank N-1
+//   team_test first-call N  the context's first team call, then at once (no host barrier) a
+//                           world-team barrier kernel, the last rank 300 ms late between the
+//                           table's world meeting and its return: every rank's barrier passes
+//                           (the setup once zeroed the world's slot again after the meeting,
+//                           erasing the faster ranks' signals: the last rank timed out)
 // ROUNDS: 1000 (IRIS_TEST_QUICK=1: 100). Run with IRIS_WAIT_TIMEOUT_MS=2000 for stuck.
 #define IRIS_IMPLEMENTATION
+// first-call: the last rank sleeps this long after the team table's world meeting
+static unsigned g_after_meet_us;
+#define IRIS_DETAIL_TEAMS_SETUP_AFTER_MEET(ctx)                                                   \
+  do {                                                                                            \
+    if (g_after_meet_us && iris_rank(ctx) == iris_world_size(ctx) - 1) usleep(g_after_meet_us); \
+  } while (0)
 #define IRIS_COLL_TYPES (1u << IRIS_FLOAT32)
 #define IRIS_COLL_OPS (1u << IRIS_SUM)
 #include "../iris_collectives.h"
@@ -244,7 +255,8 @@ static bool test_basic(Suite &s) {
   report(s, "predefined teams: world = node = every rank in order, rail = this rank alone",
          world.size == n && world.rank == s.rank && node.size == n && node.rank == s.rank && rail.size == 1 && rail.rank == 0 &&
              iris_team_world_rank(&rail, 0) == s.rank && iris_team_world_rank(&world, n - 1) == n - 1);
-  IK(iris_barrier(s.ctx));
+  // no host barrier first: the world team's words are usable as soon as iris_team_get
+  // returns on every rank (first-call forces the late rank)
   report(s, "world team: barrier rounds (block level)", run_rounds(s, world, buf, errs, g_rounds, 2, 1, 0, 1));
   { // out-of-range barrier indices: false in every participant, not a word of any slot written
     iris_team_t half;
@@ -478,6 +490,28 @@ static bool test_mismatch(Suite &s) {
   return true;
 }
 
+// The first team call, then a world-team barrier with no host barrier between, the last
+// rank late past the table's meeting: its barrier must see the signals the others sent.
+static bool test_first_call(Suite &s) {
+  iris_team_t world;
+  int *res, h = 0;
+  CK(cudaMalloc(&res, sizeof(int)));
+  CK(cudaMemset(res, 0, sizeof(int))); CK(cudaDeviceSynchronize()); // the test streams do not wait for the legacy stream
+  g_after_meet_us = 300000;
+  const iris_status_t got = iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world);
+  g_after_meet_us = 0;
+  if (got != IRIS_SUCCESS) { fprintf(stderr, "team_test: rank %d: iris_team_get: %s\n", s.rank, iris_error_detail()); return false; }
+  k_one_barrier<<<1, 128, 0, s.stream>>>(iris_device_context(s.ctx), world, res);
+  CK(cudaGetLastError());
+  CK(cudaStreamSynchronize(s.stream));
+  CK(cudaMemcpy(&h, res, sizeof h, cudaMemcpyDeviceToHost));
+  const iris_status_t st = iris_get_async_error(s.ctx);
+  if (h != 1 || st != IRIS_SUCCESS) fprintf(stderr, "team_test: rank %d: the first world-team barrier: %d (1: passed), context %s: %s\n", s.rank, h, iris_status_string(st), iris_error_detail());
+  cudaFree(res);
+  report(s, "first team call, then a world-team barrier at once, the last rank late past the table's meeting: every rank's barrier passes", h == 1 && st == IRIS_SUCCESS);
+  return true;
+}
+
 // The last rank stops coming: the others' waits end within 2x the bound, naming it.
 static int test_stuck(Suite &s, bool coll) {
   const int n = s.world, last = n - 1;
@@ -530,7 +564,7 @@ int main(int argc, char **argv) {
   if (getenv("IRIS_TEST_QUICK") && !strcmp(getenv("IRIS_TEST_QUICK"), "1")) g_rounds = 100;
   iris_launch_t L;
   int rank;
-  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|stuck|stuck-coll N (N >= 2)\n"); return 2; }
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|first-call|stuck|stuck-coll N (N >= 2)\n"); return 2; }
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [%s w=%d] launch: %s\n", mode, n, iris_error_detail()); return 1; }
   if (rank < 0) {
     iris_status_t st = iris_launch_wait(&L, 900000);
@@ -554,7 +588,7 @@ int main(int argc, char **argv) {
   cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
   if (!strcmp(mode, "stuck")) return test_stuck(s, false);
   if (!strcmp(mode, "stuck-coll")) return test_stuck(s, true);
-  bool ran = !strcmp(mode, "concurrent") ? test_concurrent(s) : !strcmp(mode, "mismatch") ? test_mismatch(s) : test_basic(s);
+  bool ran = !strcmp(mode, "concurrent") ? test_concurrent(s) : !strcmp(mode, "mismatch") ? test_mismatch(s) : !strcmp(mode, "first-call") ? test_first_call(s) : test_basic(s);
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   int rc = s.failed || !ran ? 1 : 0;
   if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;

@@ -173,18 +173,23 @@ IRIS_INTERNAL iris_status_t iris_detail_team_valid(const iris_t *ctx, const iris
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: rank %d: the team is not live in this context (destroyed, or of another context)", call, iris_rank(ctx));
   return IRIS_SUCCESS;
 }
-/* Takes slot s (and collective state c >= 0) for team t on this rank: zeroes their words. */
-IRIS_INTERNAL iris_status_t iris_detail_team_take(iris_t *ctx, iris_team_t *t, int s, int c) {
+/* Takes slot s (and collective state c >= 0) for team t on this rank. zero: zeroes their
+ * words first (a split, before the members meet again); 0: the bookkeeping only (the
+ * table's setup, which zeroed the whole table before the world's meeting: zeroing slot 0
+ * or 1 after it would erase a barrier signal a faster rank has already sent into it). */
+IRIS_INTERNAL iris_status_t iris_detail_team_take(iris_t *ctx, iris_team_t *t, int s, int c, int zero) {
   iris_detail_teams_t *T = ctx->teams;
-  iris_gpu_error_t e;
+  iris_gpu_error_t e = IRIS_GPU_SUCCESS;
   int old = -1;
   unsigned long long *f = T->fault_host + (size_t)s * IRIS_FAULT_WORDS;
-  iris_gpu_get_device(&old);
-  e = iris_gpu_set_device(ctx->device);
-  if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(iris_detail_team_area(T, s), 0, sizeof(iris_detail_team_area_t));
-  if (e == IRIS_GPU_SUCCESS && c >= 0) e = iris_gpu_memset(T->coll + (size_t)c * T->coll_bytes, 0, T->coll_bytes - IRIS_DETAIL_TEAM_SCRATCH);
-  if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
-  if (old >= 0) iris_gpu_set_device(old);
+  if (zero) {
+    iris_gpu_get_device(&old);
+    e = iris_gpu_set_device(ctx->device);
+    if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(iris_detail_team_area(T, s), 0, sizeof(iris_detail_team_area_t));
+    if (e == IRIS_GPU_SUCCESS && c >= 0) e = iris_gpu_memset(T->coll + (size_t)c * T->coll_bytes, 0, T->coll_bytes - IRIS_DETAIL_TEAM_SCRATCH);
+    if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
+    if (old >= 0) iris_gpu_set_device(old);
+  }
   if (e != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(iris_rank(ctx), "zeroing a team's words", e);
   __atomic_store_n(f + IRIS_FAULT_WORD_FATAL, 0ULL, __ATOMIC_RELEASE);
   __atomic_store_n(f + IRIS_FAULT_WORD_MISMATCH, 0ULL, __ATOMIC_RELEASE);
@@ -257,6 +262,11 @@ IRIS_INTERNAL void iris_detail_teams_op(iris_t *ctx, int op) {
   }
 }
 
+/* A test's hook between the world's meeting of the table's setup and the takes of the
+ * predefined teams (tests/team_test.cu first-call delays one rank there); nothing by default. */
+#ifndef IRIS_DETAIL_TEAMS_SETUP_AFTER_MEET
+#define IRIS_DETAIL_TEAMS_SETUP_AFTER_MEET(ctx) ((void)0)
+#endif
 /* Collective over the world, once: the table on the heap (every rank allocates alike),
  * the teams' fault words, the world team in slot 0 and, in a multi-node world, the node
  * team in slot 1. The pool of collective states takes IRIS_TEAMS_COLL (default 2) areas
@@ -334,13 +344,15 @@ IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
                                                  "rank released its part", differs, theirs, first);
   }
   free(all);
+  IRIS_DETAIL_TEAMS_SETUP_AFTER_MEET(ctx);
   for (s = 0; s < IRIS_TEAM_MAX; s++) {
     T->team[s].slot = T->team[s].coll = -1;
     T->fault_host[(size_t)s * IRIS_FAULT_WORDS + IRIS_FAULT_WORD_BOUND] = ctx->fault_host ? ctx->fault_host[IRIS_FAULT_WORD_BOUND] : 0;
   }
   ctx->teams = T;
   ctx->teams_op = iris_detail_teams_op;
-  { /* slot 0: the world; slot 1: the node (multi-node worlds) */
+  { /* slot 0: the world; slot 1: the node (multi-node worlds). Their words were zeroed
+     * before the meeting: a peer past it may already have signalled into them */
     iris_team_t t;
     memset(&t, 0, sizeof t);
     t.rank = iris_rank(ctx);
@@ -348,7 +360,7 @@ IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
     t.start = 0;
     t.stride = 1;
     for (r = 0; r < t.size && r < IRIS_MAX_RANKS; r++) t.world[r] = r;
-    if ((st = iris_detail_team_take(ctx, &t, 0, -1)) != IRIS_SUCCESS) return st;
+    if ((st = iris_detail_team_take(ctx, &t, 0, -1, 0)) != IRIS_SUCCESS) return st;
     T->team[0].fault = ctx->fault_dev; /* the world's collectives are the context's */
     if (ctx->nodes > 1) {
       int w[IRIS_MAX_RANKS];
@@ -356,7 +368,7 @@ IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
       memset(&t, 0, sizeof t);
       t.rank = ctx->local_rank;
       iris_detail_team_members(&t, w, ctx->local_size);
-      if ((st = iris_detail_team_take(ctx, &t, 1, -1)) != IRIS_SUCCESS) return st;
+      if ((st = iris_detail_team_take(ctx, &t, 1, -1, 0)) != IRIS_SUCCESS) return st;
     }
   }
   return IRIS_SUCCESS;
@@ -526,7 +538,7 @@ IRIS_INTERNAL iris_status_t iris_detail_team_split(iris_t *ctx, const iris_team_
     memset(&t, 0, sizeof t);
     t.rank = plan.rank;
     iris_detail_team_members(&t, plan.world, plan.size);
-    if ((st = iris_detail_team_take(ctx, &t, plan.slot, plan.coll)) == IRIS_SUCCESS) *out = t;
+    if ((st = iris_detail_team_take(ctx, &t, plan.slot, plan.coll, 1)) == IRIS_SUCCESS) *out = t;
     ok = (uint32_t)st;
   }
   /* meet again: every new team's words are zero before any member uses them; a member
