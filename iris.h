@@ -499,8 +499,11 @@ IRIS_API const char *iris_error_detail(void);
  * IRIS_ERROR_ABORTED (iris_abort), else a pending collective mismatch
  * (IRIS_ERROR_MISMATCH, reported once and then cleared), else IRIS_SUCCESS. A fatal
  * fault stays: every later call on ctx returns it at once (no launch, no wait; the
- * queries and iris_free still answer) and
- * every wait of a kernel already queued gives up at its next check; the only way on is
+ * queries and iris_free still answer) and every wait of a kernel already queued gives
+ * up at its next check (a team collective's kernel, which reads its team's fault words:
+ * once the host has looked, i.e. after any call on ctx or iris_get_async_error, which
+ * copies the fault to every live team, so poll it from a watchdog while the host blocks
+ * in a stream synchronize); the only way on is
  * iris_finalize (which then skips the final barrier) and a new iris_init. */
 IRIS_API iris_status_t iris_get_async_error(iris_t *ctx);
 /* Any thread, any time: put ctx into the aborted state (a fatal fault, see above):

@@ -251,7 +251,10 @@ IRIS_API iris_status_t iris_broadcast_ex(iris_t *ctx, const void *send, void *re
  *   - A mismatch among a team's members is recorded for that team (iris_team_check
  *     reports it and clears it); other teams and the world go on. A wait that runs out is
  *     fatal for the context, as the world's (iris_team_check, iris_get_async_error name the
- *     world rank waited for).
+ *     world rank waited for). The team's kernels read the team's own fault words: a fatal
+ *     fault of the context (the world's, another team's, iris_abort) reaches them when the
+ *     host next looks (any call on ctx, iris_get_async_error: a watchdog), and they then
+ *     give up at their next check; a team's fault reaches the world's kernels the same way.
  *   - The bandwidth path takes heap buffers only (a team has no staging area:
  *     IRIS_ERROR_NOT_IN_HEAP otherwise); the latency paths take any device memory (a
  *     team of 2 in a node of 4 or more ranks: to 1 MB per peer, as a world of 2).

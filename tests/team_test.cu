@@ -18,6 +18,10 @@
 //   team_test stuck N       the last rank never comes to a team barrier, then to a team
 //                           all-reduce: the others' waits end within 2x the bound and the
 //                           error names world rank N-1
+//   team_test stuck-mixed N the same for a world all-reduce and a team all-reduce queued behind
+//                           it on another stream, the host polling iris_get_async_error: both
+//                           end within the bound + 1 s (the team's kernel sees the context's
+//                           fault), naming world rank N-1
 //   team_test first-call N  the context's first team call, then at once (no host barrier) a
 //                           world-team barrier kernel, the last rank 300 ms late between the
 //                           table's world meeting and its return: every rank's barrier passes
@@ -513,14 +517,18 @@ static bool test_first_call(Suite &s) {
 }
 
 // The last rank stops coming: the others' waits end within 2x the bound, naming it.
-static int test_stuck(Suite &s, bool coll) {
+// mixed (stuck-mixed): a world all-reduce on the test's stream, then a team all-reduce on a
+// second stream queued behind it (an event), the host polling iris_get_async_error as a
+// watchdog does: once the world's wait runs out the team's kernel gives up at its next
+// check (the whole within bound + 1 s), not after a bound of its own (2x the bound).
+static int test_stuck(Suite &s, bool coll, bool mixed = false) {
   const int n = s.world, last = n - 1;
   const double bound = getenv("IRIS_WAIT_TIMEOUT_MS") ? atof(getenv("IRIS_WAIT_TIMEOUT_MS")) * 1e-3 : IRIS_WAIT_TIMEOUT_NS * 1e-9;
   iris_team_t world, t;
   int *res;
   float *a;
   if (iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world) != IRIS_SUCCESS || iris_team_split(s.ctx, &world, 0, -s.rank, &t) != IRIS_SUCCESS ||
-      iris_malloc(s.ctx, 4096 * sizeof(float), (void **)&a) != IRIS_SUCCESS || iris_barrier(s.ctx) != IRIS_SUCCESS) {
+      iris_malloc(s.ctx, 2 * 4096 * sizeof(float), (void **)&a) != IRIS_SUCCESS || iris_barrier(s.ctx) != IRIS_SUCCESS) {
     printf("FAIL: [%s] setup on rank %d: %s\n", s.tag.c_str(), s.rank, iris_error_detail());
     return 1;
   }
@@ -536,7 +544,24 @@ static int test_stuck(Suite &s, bool coll) {
   double t0 = now_s();
   iris_status_t st = IRIS_SUCCESS;
   int h = 0;
-  if (coll) {
+  if (mixed) {
+    cudaStream_t sb;
+    cudaEvent_t ev;
+    cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    st = iris_all_reduce(s.ctx, a, a, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream);
+    cudaEventRecord(ev, s.stream);
+    cudaStreamWaitEvent(sb, ev, 0);
+    const iris_status_t st2 = iris_all_reduce_team(s.ctx, &t, a + 4096, a + 4096, 4096, IRIS_FLOAT32, IRIS_SUM, sb, NULL);
+    if (st != IRIS_SUCCESS || st2 != IRIS_SUCCESS) fprintf(stderr, "team_test: rank %d: enqueueing the world / team all-reduce: %s / %s\n", s.rank, iris_status_string(st), iris_status_string(st2));
+    while (cudaStreamQuery(sb) == cudaErrorNotReady || cudaStreamQuery(s.stream) == cudaErrorNotReady) { // the watchdog
+      (void)iris_get_async_error(s.ctx);
+      usleep(1000);
+    }
+    st = iris_get_async_error(s.ctx);
+    cudaEventDestroy(ev);
+    cudaStreamDestroy(sb);
+  } else if (coll) {
     st = iris_all_reduce_team(s.ctx, &t, a, a, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL);
     cudaStreamSynchronize(s.stream);
     if (st == IRIS_SUCCESS) st = iris_team_check(s.ctx, &t);
@@ -549,9 +574,10 @@ static int test_stuck(Suite &s, bool coll) {
   double took = now_s() - t0;
   char want[64];
   snprintf(want, sizeof want, "rank %d", last);
-  bool ok = (st == IRIS_ERROR_TIMEOUT || st == IRIS_ERROR_PEER_FAILED) && strstr(iris_error_detail(), want) && took < 2 * bound + 1 && (coll || h == 2);
+  bool ok = (st == IRIS_ERROR_TIMEOUT || st == IRIS_ERROR_PEER_FAILED) && strstr(iris_error_detail(), want) && took < (mixed ? bound : 2 * bound) + 1 && (coll || mixed || h == 2);
   printf("%s: [%s] rank %d: the %s ends in %.1f s (bound %.1f s) naming world rank %d%s%s\n", ok ? "PASS" : "FAIL", s.tag.c_str(), s.rank,
-         coll ? "team all-reduce" : "team barrier", took, bound, last, ok ? "" : ": ", ok ? "" : iris_error_detail());
+         mixed ? "world all-reduce and the team all-reduce queued behind it" : coll ? "team all-reduce" : "team barrier", took, bound, last, ok ? "" : ": ",
+         ok ? "" : iris_error_detail());
   ok &= iris_all_reduce_team(s.ctx, &t, a, a, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL) != IRIS_SUCCESS; // later calls fail at once
   iris_finalize(s.ctx);
   return ok ? 0 : 1;
@@ -564,7 +590,7 @@ int main(int argc, char **argv) {
   if (getenv("IRIS_TEST_QUICK") && !strcmp(getenv("IRIS_TEST_QUICK"), "1")) g_rounds = 100;
   iris_launch_t L;
   int rank;
-  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|first-call|stuck|stuck-coll N (N >= 2)\n"); return 2; }
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|first-call|stuck|stuck-coll|stuck-mixed N (N >= 2)\n"); return 2; }
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [%s w=%d] launch: %s\n", mode, n, iris_error_detail()); return 1; }
   if (rank < 0) {
     iris_status_t st = iris_launch_wait(&L, 900000);
@@ -588,6 +614,7 @@ int main(int argc, char **argv) {
   cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
   if (!strcmp(mode, "stuck")) return test_stuck(s, false);
   if (!strcmp(mode, "stuck-coll")) return test_stuck(s, true);
+  if (!strcmp(mode, "stuck-mixed")) return test_stuck(s, false, true);
   bool ran = !strcmp(mode, "concurrent") ? test_concurrent(s) : !strcmp(mode, "mismatch") ? test_mismatch(s) : !strcmp(mode, "first-call") ? test_first_call(s) : test_basic(s);
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   int rc = s.failed || !ran ? 1 : 0;

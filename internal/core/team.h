@@ -219,8 +219,11 @@ IRIS_INTERNAL void iris_detail_team_drop(iris_detail_teams_t *T, int s) {
 
 /* What faults.h and setup.h ask of the table (ctx->teams_op). POLL: a team's fatal fault
  * (its peer a team rank) becomes the context's (the peer as a rank of this node), so every
- * call of the context reports it; ABORT: every team's collectives stop waiting; FREE: the
- * table's host memory (its heap blocks go with the heap). */
+ * call of the context reports it; then the context's fatal fault (the world's, another
+ * team's, iris_abort's) is copied into every live team's fatal word, so that the team
+ * collectives already queued give up at their next check, as the world's do (their
+ * kernels read the team's words only). ABORT: every team's collectives stop waiting; FREE:
+ * the table's host memory (its heap blocks go with the heap). */
 IRIS_INTERNAL unsigned long long iris_detail_team_fault_to_ctx(const iris_t *ctx, const iris_team_t *t, unsigned long long f) {
   unsigned peer = IRIS_FAULT_PEER(f);
   if (peer < (unsigned)t->size && peer < IRIS_MAX_RANKS) {
@@ -233,6 +236,7 @@ IRIS_INTERNAL unsigned long long iris_detail_team_fault_to_ctx(const iris_t *ctx
 }
 IRIS_INTERNAL void iris_detail_teams_op(iris_t *ctx, int op) {
   iris_detail_teams_t *T = ctx->teams;
+  unsigned long long f0;
   int s;
   if (!T) return;
   if (op == IRIS_DETAIL_TEAMS_FREE) {
@@ -258,6 +262,16 @@ IRIS_INTERNAL void iris_detail_teams_op(iris_t *ctx, int op) {
       zero = 0;
       w = iris_detail_team_fault_to_ctx(ctx, &T->team[s], w);
       __atomic_compare_exchange_n(ctx->fault_host + IRIS_FAULT_WORD_FATAL, &zero, w, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    }
+  }
+  if (op == IRIS_DETAIL_TEAMS_POLL && ctx->fault_host && (f0 = __atomic_load_n(ctx->fault_host + IRIS_FAULT_WORD_FATAL, __ATOMIC_ACQUIRE)) != 0) {
+    /* the context's peer is a rank of this node, a team's a team rank: "a peer" (0xff) in the
+     * copy (the host reports the context's word, which names the rank, before any team's) */
+    const unsigned long long tw = IRIS_FAULT_MAKE(IRIS_FAULT_KIND(f0), 0xffu, IRIS_FAULT_SITE(f0), IRIS_FAULT_CALL(f0));
+    for (s = 0; s < IRIS_TEAM_MAX; s++) {
+      unsigned long long zero = 0;
+      if (T->used >> s & 1)
+        __atomic_compare_exchange_n(T->fault_host + (size_t)s * IRIS_FAULT_WORDS + IRIS_FAULT_WORD_FATAL, &zero, tw, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     }
   }
 }
