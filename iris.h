@@ -452,7 +452,12 @@ IRIS_API iris_status_t iris_team_get(iris_t *ctx, iris_team_which_t which, iris_
  * kernel still running on another stream delays the split). Errors, on
  * every member alike: IRIS_ERROR_OUT_OF_MEMORY (no slot free on every member: destroy a
  * team), IRIS_ERROR_UNSUPPORTED (a team spanning nodes in a multi-node world),
- * IRIS_ERROR_INVALID_ARGUMENT (parent not a live team of which this rank is a member). */
+ * IRIS_ERROR_INVALID_ARGUMENT (parent not a live team of which this rank is a member).
+ * A meeting over a parent other than the world that fails (a member late or gone:
+ * IRIS_ERROR_TIMEOUT) leaves the parent broken: its members may disagree on how far it
+ * got, so every later split or destroy of it returns IRIS_ERROR_TIMEOUT at once ("an
+ * earlier meeting on this team failed"); destroy it (the handle is released, its slot
+ * stays taken until iris_finalize) and split again from a parent that works. */
 IRIS_API iris_status_t iris_team_split(iris_t *ctx, const iris_team_t *parent, int color, int key, iris_team_t *out);
 /* Collective over parent: NVSHMEM's split_strided: the members parent ranks start,
  * start + stride, ..., size of them (team rank i = parent rank start + i * stride); other
@@ -474,7 +479,8 @@ IRIS_API iris_status_t iris_team_split_2d(iris_t *ctx, const iris_team_t *parent
  * splits the team, the others destroy it): IRIS_ERROR_MISMATCH on every member and the
  * team left as it was, alive (destroy it again, in step). When the meeting fails (a
  * member late or gone: IRIS_ERROR_TIMEOUT) the slot stays taken, so a late member cannot
- * disturb the slot's next team. */
+ * disturb the slot's next team, and *team is zeroed; so is it for a team broken by an
+ * earlier failed meeting (IRIS_ERROR_TIMEOUT at once, see iris_team_split). */
 IRIS_API iris_status_t iris_team_destroy(iris_t *ctx, iris_team_t *team);
 /* Synchronous (waits for this rank's GPU): the faults of the team's collectives, as
  * iris_get_async_error reports the world's: a fatal one (naming the world rank waited

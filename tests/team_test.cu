@@ -27,6 +27,10 @@
 //                           table's world meeting and its return: every rank's barrier passes
 //                           (the setup once zeroed the world's slot again after the meeting,
 //                           erasing the faster ranks' signals: the last rank timed out)
+//   team_test late N        a split of a sub-team with the last rank 2x the meeting bound late:
+//                           the split fails everywhere, then the team's destroy says an earlier
+//                           meeting failed (IRIS_ERROR_TIMEOUT) on every member, not a false
+//                           IRIS_ERROR_MISMATCH; the context goes on
 // ROUNDS: 1000 (IRIS_TEST_QUICK=1: 100). Run with IRIS_WAIT_TIMEOUT_MS=2000 for stuck.
 #define IRIS_IMPLEMENTATION
 // first-call: the last rank sleeps this long after the team table's world meeting
@@ -516,6 +520,34 @@ static bool test_first_call(Suite &s) {
   return true;
 }
 
+// late: a split of a team that is not the world (its meetings go over the heap words), the
+// last rank 2x the meeting bound late: every member's split fails, and then the team is
+// broken on every member: its destroy fails at once with IRIS_ERROR_TIMEOUT saying an
+// earlier meeting failed (the members' meeting counts differ: before, the destroy read the
+// late rank's stale record as a fresh one, a false IRIS_ERROR_MISMATCH, or waited out of
+// step), *team released; the context goes on (a split of the world works).
+static bool test_late(Suite &s, int bound_ms) {
+  iris_team_t world, p, sub;
+  IK(iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world));
+  IK(iris_team_split(s.ctx, &world, 0, -s.rank, &p)); // every rank, reversed: a slot of its own
+  IK(iris_barrier(s.ctx));
+  const double t0 = now_s();
+  if (s.rank == s.world - 1) usleep((useconds_t)bound_ms * 2000);
+  const iris_status_t sp = iris_team_split(s.ctx, &p, 0, s.rank, &sub);
+  const iris_status_t d = iris_team_destroy(s.ctx, &p);
+  const bool named = strstr(iris_error_detail(), "earlier meeting") != NULL;
+  if (sp == IRIS_SUCCESS || d != IRIS_ERROR_TIMEOUT || !named || p.size != 0 || sub.size != 0)
+    fprintf(stderr, "team_test: rank %d: the late split: %s; the destroy after it: %s: %s\n", s.rank, iris_status_string(sp), iris_status_string(d), iris_error_detail());
+  while (now_s() - t0 < 3.5 * bound_ms * 1e-3) usleep(10000); // the late rank's split is over (2x + 1x the bound) before the next host meeting
+  report(s, "a sub-team split with the last rank late: fails on every member; the team's destroy then says an earlier meeting failed (IRIS_ERROR_TIMEOUT), not a mismatch",
+         sp != IRIS_SUCCESS && d == IRIS_ERROR_TIMEOUT && named && p.size == 0 && p.rank == -1 && sub.size == 0);
+  iris_team_t t;
+  const iris_status_t again = iris_team_split(s.ctx, &world, s.rank % 2, s.rank, &t);
+  const bool ok = again == IRIS_SUCCESS && iris_team_destroy(s.ctx, &t) == IRIS_SUCCESS && iris_get_async_error(s.ctx) == IRIS_SUCCESS;
+  report(s, "after the broken team: the context goes on (a split of the world and its destroy succeed)", ok);
+  return true;
+}
+
 // The last rank stops coming: the others' waits end within 2x the bound, naming it.
 // mixed (stuck-mixed): a world all-reduce on the test's stream, then a team all-reduce on a
 // second stream queued behind it (an event), the host polling iris_get_async_error as a
@@ -590,7 +622,7 @@ int main(int argc, char **argv) {
   if (getenv("IRIS_TEST_QUICK") && !strcmp(getenv("IRIS_TEST_QUICK"), "1")) g_rounds = 100;
   iris_launch_t L;
   int rank;
-  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|first-call|stuck|stuck-coll|stuck-mixed N (N >= 2)\n"); return 2; }
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|first-call|late|stuck|stuck-coll|stuck-mixed N (N >= 2)\n"); return 2; }
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [%s w=%d] launch: %s\n", mode, n, iris_error_detail()); return 1; }
   if (rank < 0) {
     iris_status_t st = iris_launch_wait(&L, 900000);
@@ -604,6 +636,8 @@ int main(int argc, char **argv) {
   s.tag = std::string("team ") + mode + " w=" + std::to_string(n);
   iris_config_t cfg = IRIS_CONFIG_INIT;
   cfg.heap_size = (size_t)1 << 30;
+  const int late_ms = 2000;
+  if (!strcmp(mode, "late")) cfg.barrier_timeout_ms = late_ms; // the bound of the host meetings (the team's meetings too)
   if (iris_init(&cfg, &s.ctx) != IRIS_SUCCESS) {
     if (rank == 0) printf("FAIL: [%s] bring-up: %s\n", s.tag.c_str(), iris_error_detail());
     return 1;
@@ -615,7 +649,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "stuck")) return test_stuck(s, false);
   if (!strcmp(mode, "stuck-coll")) return test_stuck(s, true);
   if (!strcmp(mode, "stuck-mixed")) return test_stuck(s, false, true);
-  bool ran = !strcmp(mode, "concurrent") ? test_concurrent(s) : !strcmp(mode, "mismatch") ? test_mismatch(s) : !strcmp(mode, "first-call") ? test_first_call(s) : test_basic(s);
+  bool ran = !strcmp(mode, "concurrent") ? test_concurrent(s) : !strcmp(mode, "mismatch") ? test_mismatch(s) : !strcmp(mode, "first-call") ? test_first_call(s) : !strcmp(mode, "late") ? test_late(s, late_ms) : test_basic(s);
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   int rc = s.failed || !ran ? 1 : 0;
   if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;

@@ -65,6 +65,7 @@ typedef struct iris_detail_teams {
   unsigned coll_used;            /* bit c: a live team of this rank holds collective state c */
   unsigned long long *fault_host, *fault_dev; /* IRIS_TEAM_MAX x IRIS_FAULT_WORDS, pinned and mapped */
   unsigned seq[IRIS_TEAM_MAX];   /* exchanges so far on the slot's team */
+  unsigned char broken[IRIS_TEAM_MAX]; /* a meeting of the slot's team failed on this rank: its members' counts may differ, it meets no more */
   unsigned long long next_serial;
   iris_team_t team[IRIS_TEAM_MAX];           /* the live team of each slot */
   void *coll_state[IRIS_TEAM_MAX];           /* iris_collectives.h's state of the slot's team (malloc'd; freed here) */
@@ -197,6 +198,7 @@ IRIS_INTERNAL iris_status_t iris_detail_team_take(iris_t *ctx, iris_team_t *t, i
   T->used |= 1ULL << s;
   if (c >= 0) T->coll_used |= 1u << c;
   T->seq[s] = 0;
+  T->broken[s] = 0;
   free(T->coll_state[s]);
   T->coll_state[s] = NULL;
   t->slot = s;
@@ -458,6 +460,14 @@ static iris_status_t iris_detail_team_gather_words(iris_t *ctx, const iris_team_
   }
   if (t->slot == 0) return iris_allgather_host(ctx, mine, all, IRIS_DETAIL_TEAM_XW * sizeof *all);
   if (t->slot < 0) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: the rail team of a multi-node world has no heap words to meet on: use the rail communicator", iris_rank(ctx));
+  /* A meeting that failed here (a member late or gone, a GPU error) may have completed on
+   * another member, or its record may still land: the members' counts no longer agree, and
+   * a later meeting would read a stale record as a fresh one (a false MISMATCH, or a wait
+   * out of step). The team meets no more: every later split / destroy of it fails at once. */
+  if (T->broken[t->slot])
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rank %d: an earlier meeting on this team (a split or destroy) failed: it cannot meet again; destroy it (its slot stays "
+                            "taken until iris_finalize) and split a new team from a parent that works", iris_rank(ctx));
+  T->broken[t->slot] = 1; /* cleared once the meeting is over */
   seq = ++T->seq[t->slot];
   for (k = 0; k < IRIS_DETAIL_TEAM_XW; k++) rec[k] = ((unsigned long long)seq << 32) | mine[k];
   off = (size_t)((char *)&iris_detail_team_area(T, t->slot)->xchg[seq & 1][t->rank][0] - ctx->bases[ctx->local_rank]);
@@ -481,7 +491,7 @@ static iris_status_t iris_detail_team_gather_words(iris_t *ctx, const iris_team_
     if (e != IRIS_GPU_SUCCESS || done) break;
     if (iris_detail_now_ms() - t0 > ctx->barrier_timeout_ms) {
       if (old >= 0) iris_gpu_set_device(old);
-      return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rank %d: a team meeting: world rank %d (team rank %d) did not arrive within %d ms", iris_rank(ctx),
+      return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rank %d: a team meeting: world rank %d (team rank %d) did not arrive within %d ms; the team meets no more (destroy it)", iris_rank(ctx),
                               iris_team_world_rank(t, missing), missing, ctx->barrier_timeout_ms);
     }
     if (iris_detail_check_fault(ctx) != IRIS_SUCCESS) {
@@ -492,6 +502,7 @@ static iris_status_t iris_detail_team_gather_words(iris_t *ctx, const iris_team_
   }
   if (old >= 0) iris_gpu_set_device(old);
   if (e != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(iris_rank(ctx), "a team meeting (copy over the heap)", e);
+  T->broken[t->slot] = 0;
   for (p = 0; p < t->size; p++)
     for (k = 0; k < IRIS_DETAIL_TEAM_XW; k++) all[(size_t)p * IRIS_DETAIL_TEAM_XW + k] = (uint32_t)got[p][k];
   return IRIS_SUCCESS;
