@@ -480,7 +480,10 @@ IRIS_API iris_status_t iris_team_split_2d(iris_t *ctx, const iris_team_t *parent
  * team left as it was, alive (destroy it again, in step). When the meeting fails (a
  * member late or gone: IRIS_ERROR_TIMEOUT) the slot stays taken, so a late member cannot
  * disturb the slot's next team, and *team is zeroed; so is it for a team broken by an
- * earlier failed meeting (IRIS_ERROR_TIMEOUT at once, see iris_team_split). */
+ * earlier failed meeting (IRIS_ERROR_TIMEOUT at once, see iris_team_split). On a
+ * context with a fatal fault it returns that fault at once, without waiting or meeting,
+ * and releases this rank's part (*team zeroed); the predefined teams and a team of size
+ * 0 then return the fault too. */
 IRIS_API iris_status_t iris_team_destroy(iris_t *ctx, iris_team_t *team);
 /* Synchronous (waits for this rank's GPU): the faults of the team's collectives, as
  * iris_get_async_error reports the world's: a fatal one (naming the world rank waited

@@ -17,7 +17,8 @@
 //                           exact; the TP team's next matching call exact
 //   team_test stuck N       the last rank never comes to a team barrier, then to a team
 //                           all-reduce: the others' waits end within 2x the bound and the
-//                           error names world rank N-1
+//                           error names world rank N-1; the team's destroy then returns the
+//                           fault at once (stuck-coll, stuck-mixed too)
 //   team_test stuck-mixed N the same for a world all-reduce and a team all-reduce queued behind
 //                           it on another stream, the host polling iris_get_async_error: both
 //                           end within the bound + 1 s (the team's kernel sees the context's
@@ -611,6 +612,14 @@ static int test_stuck(Suite &s, bool coll, bool mixed = false) {
          mixed ? "world all-reduce and the team all-reduce queued behind it" : coll ? "team all-reduce" : "team barrier", took, bound, last, ok ? "" : ": ",
          ok ? "" : iris_error_detail());
   ok &= iris_all_reduce_team(s.ctx, &t, a, a, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL) != IRIS_SUCCESS; // later calls fail at once
+  { // the team's destroy on the faulted context: the fault at once (no meeting, no wait), the handle released
+    const double d0 = now_s();
+    const iris_status_t d = iris_team_destroy(s.ctx, &t);
+    const bool dok = (d == IRIS_ERROR_TIMEOUT || d == IRIS_ERROR_PEER_FAILED) && t.size == 0 && t.rank == -1 && now_s() - d0 < 1;
+    printf("%s: [%s] rank %d: iris_team_destroy on the faulted context returns the fault at once (%s in %.2f s), the handle released%s%s\n", dok ? "PASS" : "FAIL",
+           s.tag.c_str(), s.rank, iris_status_string(d), now_s() - d0, dok ? "" : ": ", dok ? "" : iris_error_detail());
+    ok &= dok;
+  }
   iris_finalize(s.ctx);
   return ok ? 0 : 1;
 }

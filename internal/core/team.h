@@ -655,18 +655,26 @@ IRIS_DEF iris_status_t iris_team_destroy(iris_t *ctx, iris_team_t *team) {
   int old = -1;
   if (!team) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_team_destroy: NULL team");
   if (!IRIS_DETAIL_IS_LIVE(ctx)) return iris_detail_live(ctx, "iris_team_destroy");
-  if (team->slot == 0 || (team->slot == 1 && ctx->nodes > 1)) return IRIS_SUCCESS; /* the world, the node: predefined */
+  if (team->slot == 0 || (team->slot == 1 && ctx->nodes > 1)) return iris_detail_check_fault(ctx); /* the world, the node: predefined */
   if (team->size < 1 || team->rank < 0 || team->slot < 0) { /* nothing held (an opted-out rank, the rail team) */
     memset(team, 0, sizeof *team);
     team->rank = team->slot = team->coll = -1;
-    return IRIS_SUCCESS;
+    return iris_detail_check_fault(ctx);
   }
   if ((st = iris_detail_team_valid(ctx, team, "iris_team_destroy")) != IRIS_SUCCESS) return st;
+  /* a context with a fatal fault: no wait, no meeting (every call returns the fault at
+   * once); this rank's part is released (the context is only good for iris_finalize) */
+  if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) { /* (the detail names the fault) */
+    iris_detail_team_drop(ctx->teams, team->slot);
+    memset(team, 0, sizeof *team);
+    team->rank = team->slot = team->coll = -1;
+    return st;
+  }
   iris_gpu_get_device(&old);
   if (iris_gpu_set_device(ctx->device) == IRIS_GPU_SUCCESS) iris_gpu_synchronize();
   if (old >= 0) iris_gpu_set_device(old);
   memset(mine, 0, sizeof mine);
-  if (iris_detail_check_fault(ctx) == IRIS_SUCCESS) st = iris_detail_team_allgather(ctx, team, IRIS_DETAIL_TEAM_OP_DESTROY, mine, all); /* no member still uses the words */
+  st = iris_detail_team_allgather(ctx, team, IRIS_DETAIL_TEAM_OP_DESTROY, mine, all); /* no member still uses the words */
   /* members in different team calls (IRIS_ERROR_MISMATCH: every record arrived): the team
    * stays as it was, so that a destroy in step on every member frees it */
   if (st == IRIS_ERROR_MISMATCH) return st;
