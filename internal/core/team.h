@@ -174,24 +174,11 @@ IRIS_INTERNAL iris_status_t iris_detail_team_valid(const iris_t *ctx, const iris
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: rank %d: the team is not live in this context (destroyed, or of another context)", call, iris_rank(ctx));
   return IRIS_SUCCESS;
 }
-/* Takes slot s (and collective state c >= 0) for team t on this rank. zero: zeroes their
- * words first (a split, before the members meet again); 0: the bookkeeping only (the
- * table's setup, which zeroed the whole table before the world's meeting: zeroing slot 0
- * or 1 after it would erase a barrier signal a faster rank has already sent into it). */
-IRIS_INTERNAL iris_status_t iris_detail_team_take(iris_t *ctx, iris_team_t *t, int s, int c, int zero) {
-  iris_detail_teams_t *T = ctx->teams;
-  iris_gpu_error_t e = IRIS_GPU_SUCCESS;
-  int old = -1;
+/* Binds slot s (and collective state c >= 0) to team t in table T: the bookkeeping of a
+ * take, which cannot fail (the table's setup binds the predefined teams before it
+ * publishes the table, so a table is never seen half made). */
+IRIS_INTERNAL void iris_detail_team_bind(const iris_t *ctx, iris_detail_teams_t *T, iris_team_t *t, int s, int c) {
   unsigned long long *f = T->fault_host + (size_t)s * IRIS_FAULT_WORDS;
-  if (zero) {
-    iris_gpu_get_device(&old);
-    e = iris_gpu_set_device(ctx->device);
-    if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(iris_detail_team_area(T, s), 0, sizeof(iris_detail_team_area_t));
-    if (e == IRIS_GPU_SUCCESS && c >= 0) e = iris_gpu_memset(T->coll + (size_t)c * T->coll_bytes, 0, T->coll_bytes - IRIS_DETAIL_TEAM_SCRATCH);
-    if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
-    if (old >= 0) iris_gpu_set_device(old);
-  }
-  if (e != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(iris_rank(ctx), "zeroing a team's words", e);
   __atomic_store_n(f + IRIS_FAULT_WORD_FATAL, 0ULL, __ATOMIC_RELEASE);
   __atomic_store_n(f + IRIS_FAULT_WORD_MISMATCH, 0ULL, __ATOMIC_RELEASE);
   f[IRIS_FAULT_WORD_BOUND] = ctx->fault_host ? ctx->fault_host[IRIS_FAULT_WORD_BOUND] : 0;
@@ -207,6 +194,24 @@ IRIS_INTERNAL iris_status_t iris_detail_team_take(iris_t *ctx, iris_team_t *t, i
   t->fault = T->fault_dev + (size_t)s * IRIS_FAULT_WORDS;
   t->serial = ++T->next_serial;
   T->team[s] = *t;
+}
+/* Takes slot s (and collective state c >= 0) for team t on this rank (a split, before
+ * its members meet again): zeroes their words, then binds them. Only a split takes: the
+ * table's setup zeroed the whole table before the world's meeting and only binds slots 0
+ * and 1 (zeroing them after it would erase a barrier signal a faster rank has already
+ * sent into them). */
+IRIS_INTERNAL iris_status_t iris_detail_team_take(iris_t *ctx, iris_team_t *t, int s, int c) {
+  iris_detail_teams_t *T = ctx->teams;
+  iris_gpu_error_t e;
+  int old = -1;
+  iris_gpu_get_device(&old);
+  e = iris_gpu_set_device(ctx->device);
+  if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(iris_detail_team_area(T, s), 0, sizeof(iris_detail_team_area_t));
+  if (e == IRIS_GPU_SUCCESS && c >= 0) e = iris_gpu_memset(T->coll + (size_t)c * T->coll_bytes, 0, T->coll_bytes - IRIS_DETAIL_TEAM_SCRATCH);
+  if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
+  if (old >= 0) iris_gpu_set_device(old);
+  if (e != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(iris_rank(ctx), "zeroing a team's words", e);
+  iris_detail_team_bind(ctx, T, t, s, c);
   return IRIS_SUCCESS;
 }
 IRIS_INTERNAL void iris_detail_team_drop(iris_detail_teams_t *T, int s) {
@@ -365,10 +370,10 @@ IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
     T->team[s].slot = T->team[s].coll = -1;
     T->fault_host[(size_t)s * IRIS_FAULT_WORDS + IRIS_FAULT_WORD_BOUND] = ctx->fault_host ? ctx->fault_host[IRIS_FAULT_WORD_BOUND] : 0;
   }
-  ctx->teams = T;
-  ctx->teams_op = iris_detail_teams_op;
   { /* slot 0: the world; slot 1: the node (multi-node worlds). Their words were zeroed
-     * before the meeting: a peer past it may already have signalled into them */
+     * before the meeting (a peer past it may already have signalled into them): bound
+     * only, and the table published whole after, so nothing after the meeting can fail
+     * and leave a half-made table behind */
     iris_team_t t;
     memset(&t, 0, sizeof t);
     t.rank = iris_rank(ctx);
@@ -376,7 +381,7 @@ IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
     t.start = 0;
     t.stride = 1;
     for (r = 0; r < t.size && r < IRIS_MAX_RANKS; r++) t.world[r] = r;
-    if ((st = iris_detail_team_take(ctx, &t, 0, -1, 0)) != IRIS_SUCCESS) return st;
+    iris_detail_team_bind(ctx, T, &t, 0, -1);
     T->team[0].fault = ctx->fault_dev; /* the world's collectives are the context's */
     if (ctx->nodes > 1) {
       int w[IRIS_MAX_RANKS];
@@ -384,9 +389,11 @@ IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
       memset(&t, 0, sizeof t);
       t.rank = ctx->local_rank;
       iris_detail_team_members(&t, w, ctx->local_size);
-      if ((st = iris_detail_team_take(ctx, &t, 1, -1, 0)) != IRIS_SUCCESS) return st;
+      iris_detail_team_bind(ctx, T, &t, 1, -1);
     }
   }
+  ctx->teams = T;
+  ctx->teams_op = iris_detail_teams_op;
   return IRIS_SUCCESS;
 }
 
@@ -563,7 +570,7 @@ IRIS_INTERNAL iris_status_t iris_detail_team_split(iris_t *ctx, const iris_team_
     memset(&t, 0, sizeof t);
     t.rank = plan.rank;
     iris_detail_team_members(&t, plan.world, plan.size);
-    if ((st = iris_detail_team_take(ctx, &t, plan.slot, plan.coll, 1)) == IRIS_SUCCESS) *out = t;
+    if ((st = iris_detail_team_take(ctx, &t, plan.slot, plan.coll)) == IRIS_SUCCESS) *out = t;
     ok = (uint32_t)st;
   }
   /* meet again: every new team's words are zero before any member uses them; a member
