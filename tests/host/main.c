@@ -141,6 +141,7 @@ int main(void) {
   test_team_plans();
   test_team_members();
   test_team_split_args();
+  test_team_2d_grid();
 
   /* last: these may initialise the CUDA runtime, after which no more forks */
   test_life_cycle();

@@ -221,3 +221,49 @@ static void test_team_split_args(void) {
   check(a == IRIS_ERROR_INVALID_ARGUMENT && b == a && c == a && team_none(&o), "team split_strided: size 0, start -1, stride 0 refused, *out holds no team", "%s / %s / %s",
         sname(a), sname(b), sname(c));
 }
+
+/* split_2d's grid (iris_detail_team_2d, what iris_team_split_2d passes to the split) planned
+ * by every parent rank: a short last row (5 ranks, xrange 2), xrange past the size (one
+ * row), xrange 1 (rows of one, one column); the x team is the row (consecutive parent
+ * ranks), the y team the column (parent ranks xrange apart), in parent order. */
+static void test_team_2d_grid(void) {
+  static const int cases[][2] = {{5, 2}, {5, 9}, {5, 1}, {6, 3}, {1, 4}, {7, 3}};
+  unsigned k;
+  int ok = 1;
+  char why[160] = "";
+  for (k = 0; k < sizeof cases / sizeof cases[0] && ok; k++) {
+    const int n = cases[k][0], xr = cases[k][1], row = xr > n ? n : xr;
+    iris_detail_team_rec_t xs[16], ys[16];
+    int pw[16], me, i;
+    for (i = 0; i < n; i++) {
+      pw[i] = 15 - i; /* a permuted parent: world ranks differ from parent ranks */
+      iris_detail_team_2d(i, n, xr, &xs[i].color, &xs[i].key, &ys[i].color, &ys[i].key);
+      xs[i].free_slots = ys[i].free_slots = ~0ULL;
+      xs[i].free_coll = ys[i].free_coll = 1;
+    }
+    for (me = 0; me < n && ok; me++) {
+      iris_detail_team_plan_t px, py;
+      int want = 0;
+      if (iris_detail_team_plan(xs, pw, n, me, 16, 1, &px) != IRIS_SUCCESS || iris_detail_team_plan(ys, pw, n, me, 16, 1, &py) != IRIS_SUCCESS) {
+        snprintf(why, sizeof why, "n %d xrange %d parent rank %d: plan failed", n, xr, me);
+        ok = 0;
+        break;
+      }
+      for (i = me / row * row; i < n && i < me / row * row + row; i++, want++)
+        if (px.world[want] != pw[i]) ok = 0;
+      if (!ok || px.size != want || px.rank != me % row) {
+        snprintf(why, sizeof why, "n %d xrange %d parent rank %d: x team size %d rank %d, want size %d rank %d", n, xr, me, px.size, px.rank, want, me % row);
+        ok = 0;
+        break;
+      }
+      want = 0;
+      for (i = me % row; i < n; i += row, want++)
+        if (py.world[want] != pw[i]) ok = 0;
+      if (!ok || py.size != want || py.rank != me / row) {
+        snprintf(why, sizeof why, "n %d xrange %d parent rank %d: y team size %d rank %d, want size %d rank %d", n, xr, me, py.size, py.rank, want, me / row);
+        ok = 0;
+      }
+    }
+  }
+  check(ok, "team split_2d grid: short last row, xrange past the size, xrange 1: rows and columns as NVSHMEM's", "%s", why);
+}
