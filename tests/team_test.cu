@@ -9,7 +9,9 @@
 //                           value checked; signal OR/XOR/ADD by team rank; every collective
 //                           on every team at LL and bandwidth sizes against exact references,
 //                           outputs poisoned; strided and 2-D splits, their teams' barrier
-//                           rounds overlapping in time (teams sharing ranks); destroy and reuse
+//                           rounds overlapping in time (teams sharing ranks); splits (color,
+//                           2-D, strided) of a parent that is not the world, 3 times, their
+//                           members and barrier rounds; destroy and reuse
 //   team_test concurrent N  TP and DP teams of a 2-D split: all-reduces of both on two streams
 //                           at once, ROUNDS rounds, each checked on the device
 //   team_test mismatch N    a mismatched call in the TP team: its members see IRIS_ERROR_MISMATCH
@@ -349,6 +351,51 @@ static bool test_basic(Suite &s) {
     IK(iris_team_destroy(s.ctx, &st));
     IK(iris_team_destroy(s.ctx, &x));
     IK(iris_team_destroy(s.ctx, &y));
+  }
+  { // splits of a parent that is not the world: every meeting goes over the parent's heap
+    // words (payload: color, key, the slot bitmaps; the tags, both parities, seq past 2).
+    // P: every rank but the last (n >= 3; both ranks at n = 2), reversed; the last rank alone
+    // at n >= 3 (a team of one: its splits meet no one). Three times over P: a split by parity
+    // of P rank with keys reversed, split_2d (xrange 2) and split_strided (even P ranks),
+    // members against a reference from P's, barrier rounds on each, destroyed in step.
+    iris_team_t p;
+    const int alone = n >= 3 && s.rank == n - 1;
+    IK(iris_team_split(s.ctx, &world, alone ? 1 : 0, -s.rank, &p));
+    std::vector<int> pm; // P's members, world ranks by P rank
+    if (alone) pm.push_back(s.rank);
+    else for (int r = (n >= 3 ? n - 2 : n - 1); r >= 0; r--) pm.push_back(r);
+    bool mem_ok = p.size == (int)pm.size() && p.rank >= 0 && pm[p.rank] == s.rank, rounds_ok = true;
+    for (int i = 0; mem_ok && i < p.size; i++) mem_ok = iris_team_world_rank(&p, i) == pm[i];
+    for (int rep = 0; rep < 3; rep++) {
+      const int P = p.size, me = p.rank;
+      iris_team_t q, x, y, st;
+      IK(iris_team_split(s.ctx, &p, me % 2, -me, &q));
+      IK(iris_team_split_2d(s.ctx, &p, 2, &x, &y));
+      IK(iris_team_split_strided(s.ctx, &p, 0, 2, (P + 1) / 2, &st));
+      std::vector<int> wq, wx, wy, ws;
+      for (int i = P - 1; i >= 0; i--) if (i % 2 == me % 2) wq.push_back(pm[i]);          // keys reversed
+      for (int i = me / 2 * 2; i < P && i < me / 2 * 2 + 2; i++) wx.push_back(pm[i]);     // the row (short at the end)
+      for (int i = me % 2; i < P; i += 2) wy.push_back(pm[i]);                            // the column
+      if (me % 2 == 0) for (int i = 0; i < P; i += 2) ws.push_back(pm[i]);                // even P ranks
+      auto same_members = [&](const iris_team_t &t, const std::vector<int> &w) {
+        if (t.size != (int)w.size() || (w.empty() ? t.rank != -1 : (t.rank < 0 || w[t.rank] != s.rank))) return false;
+        for (int i = 0; i < t.size; i++) if (iris_team_world_rank(&t, i) != w[i]) return false;
+        return true;
+      };
+      mem_ok = mem_ok && same_members(q, wq) && same_members(x, wx) && same_members(y, wy) && same_members(st, ws);
+      // one team at a time, each on its own region (teams sharing a rank may overlap in time)
+      rounds_ok &= run_rounds(s, q, buf, errs, g_rounds / 4, 2, 1, 4, 2000000 + rep * 10);
+      rounds_ok &= run_rounds(s, x, buf + ROUND_WORDS, errs, g_rounds / 4, 1, 0, 6, 2000001 + rep * 10);
+      if (st.rank >= 0) rounds_ok &= run_rounds(s, st, buf + 2 * ROUND_WORDS, errs, g_rounds / 4, 0, 1, 8, 2000002 + rep * 10);
+      IK(iris_team_destroy(s.ctx, &q));
+      IK(iris_team_destroy(s.ctx, &x));
+      IK(iris_team_destroy(s.ctx, &y));
+      IK(iris_team_destroy(s.ctx, &st));
+    }
+    IK(iris_team_destroy(s.ctx, &p));
+    IK(iris_barrier(s.ctx));
+    report(s, "splits of a sub-team (its heap words), 3 times: by color with keys reversed, split_2d, split_strided: members as the reference", mem_ok);
+    report(s, "splits of a sub-team: barrier rounds on each new team", rounds_ok);
   }
   { // slots come back: split and destroy more teams than the table holds
     bool ok = true;
