@@ -449,7 +449,9 @@ IRIS_API iris_status_t iris_team_get(iris_t *ctx, iris_team_which_t which, iris_
  * the pool has one, one collective state. The parent's members exchange their (color,
  * key) over the heap (the world's over the rendezvous); nothing is allocated. A member
  * that joins a team waits for its GPU (the team's words are zeroed synchronously: a
- * kernel still running on another stream delays the split). Errors, on
+ * kernel still running on another stream delays the split); the meetings' copies run on a
+ * non-blocking stream of the table's own, so a rank that opts out (and a meeting over the
+ * heap) waits for no work of its GPU, not for the legacy default stream. Errors, on
  * every member alike: IRIS_ERROR_OUT_OF_MEMORY (no slot free on every member: destroy a
  * team), IRIS_ERROR_UNSUPPORTED (a team spanning nodes in a multi-node world),
  * IRIS_ERROR_INVALID_ARGUMENT (parent not a live team of which this rank is a member).

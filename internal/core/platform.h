@@ -168,6 +168,11 @@ IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memset2d_async(void *p, size_t pi
 /* synchronous copies between device and host memory */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_to_host(void *dst, const void *src, size_t n) { return hipMemcpy(dst, src, n, hipMemcpyDeviceToHost); }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_to_device(void *dst, const void *src, size_t n) { return hipMemcpy(dst, src, n, hipMemcpyHostToDevice); }
+/* a copy between any two memories (host pageable included), enqueued on st, and waiting
+ * for st alone: with a non-blocking stream (iris_gpu_stream_create) neither waits for the
+ * legacy default stream, as the synchronous copies above do */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_on(void *dst, const void *src, size_t n, iris_stream_t st) { return hipMemcpyAsync(dst, src, n, hipMemcpyDefault, st); }
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_synchronize(iris_stream_t st) { return hipStreamSynchronize(st); }
 /* where device d sits on the PCI bus (ranks on one GPU have the same) */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_pci_location(int *domain, int *bus, int *device, int d) {
   const hipError_t e0 = hipDeviceGetAttribute(domain, hipDeviceAttributePciDomainID, d), e1 = hipDeviceGetAttribute(bus, hipDeviceAttributePciBusId, d),
@@ -194,6 +199,11 @@ IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_memset2d_async(void *p, size_t pi
 /* synchronous copies between device and host memory */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_to_host(void *dst, const void *src, size_t n) { return cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost); }
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_to_device(void *dst, const void *src, size_t n) { return cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice); }
+/* a copy between any two memories (host pageable included), enqueued on st, and waiting
+ * for st alone: with a non-blocking stream (iris_gpu_stream_create) neither waits for the
+ * legacy default stream, as the synchronous copies above do */
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_copy_on(void *dst, const void *src, size_t n, iris_stream_t st) { return cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, st); }
+IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_stream_synchronize(iris_stream_t st) { return cudaStreamSynchronize(st); }
 /* where device d sits on the PCI bus (ranks on one GPU have the same) */
 IRIS_INTERNAL inline iris_gpu_error_t iris_gpu_pci_location(int *domain, int *bus, int *device, int d) {
   const cudaError_t e0 = cudaDeviceGetAttribute(domain, cudaDevAttrPciDomainId, d), e1 = cudaDeviceGetAttribute(bus, cudaDevAttrPciBusId, d),

@@ -64,6 +64,8 @@ typedef struct iris_detail_teams {
   unsigned long long used;       /* bit s: a live team of this rank holds slot s */
   unsigned coll_used;            /* bit c: a live team of this rank holds collective state c */
   unsigned long long *fault_host, *fault_dev; /* IRIS_TEAM_MAX x IRIS_FAULT_WORDS, pinned and mapped */
+  iris_stream_t meet;            /* a non-blocking stream of its own for the meetings' copies (NULL: none yet) */
+  int meet_made;
   unsigned seq[IRIS_TEAM_MAX];   /* exchanges so far on the slot's team */
   unsigned char broken[IRIS_TEAM_MAX]; /* a meeting of the slot's team failed on this rank: its members' counts may differ, it meets no more */
   unsigned long long next_serial;
@@ -255,6 +257,7 @@ IRIS_INTERNAL void iris_detail_teams_op(iris_t *ctx, int op) {
       }
     }
     if (T->fault_host) iris_gpu_host_free(T->fault_host);
+    if (T->meet_made) iris_gpu_stream_destroy(T->meet);
     free(T);
     ctx->teams = NULL;
     ctx->teams_op = NULL;
@@ -334,6 +337,7 @@ IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
   e = iris_gpu_set_device(ctx->device);
   if (e == IRIS_GPU_SUCCESS) e = iris_gpu_memset(T->area, 0, (size_t)IRIS_TEAM_MAX * sizeof(iris_detail_team_area_t));
   if (e == IRIS_GPU_SUCCESS) e = iris_gpu_synchronize();
+  if (e == IRIS_GPU_SUCCESS && (e = iris_gpu_stream_create(&T->meet)) == IRIS_GPU_SUCCESS) T->meet_made = 1;
   if (e == IRIS_GPU_SUCCESS) e = iris_gpu_host_alloc_mapped(&h, (size_t)IRIS_TEAM_MAX * IRIS_FAULT_WORDS * sizeof(unsigned long long));
   if (e == IRIS_GPU_SUCCESS) {
     memset(h, 0, (size_t)IRIS_TEAM_MAX * IRIS_FAULT_WORDS * sizeof(unsigned long long));
@@ -355,6 +359,7 @@ IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
     const iris_status_t peer_st = failed >= 0 ? iris_detail_peer_status(all[2 * failed]) : IRIS_ERROR_GPU;
     free(all);
     if (h) iris_gpu_host_free(h);
+    if (T->meet_made) iris_gpu_stream_destroy(T->meet);
     iris_free(ctx, T->coll);
     iris_free(ctx, T->area);
     free(T);
@@ -486,12 +491,14 @@ static iris_status_t iris_detail_team_gather_words(iris_t *ctx, const iris_team_
       if (old >= 0) iris_gpu_set_device(old);
       return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: team member %d (world rank %d) is on another node", iris_rank(ctx), p, iris_team_world_rank(t, p));
     }
-    e = iris_gpu_copy_to_device(base + off, rec, sizeof rec);
+    e = iris_gpu_copy_on(base + off, rec, sizeof rec, T->meet);
   }
+  if (e == IRIS_GPU_SUCCESS) e = iris_gpu_stream_synchronize(T->meet); /* (rec is on this stack) */
   t0 = iris_detail_now_ms();
   while (e == IRIS_GPU_SUCCESS) {
     int done = 1;
-    e = iris_gpu_copy_to_host(got, &iris_detail_team_area(T, t->slot)->xchg[seq & 1][0][0], (size_t)t->size * sizeof got[0]);
+    e = iris_gpu_copy_on(got, &iris_detail_team_area(T, t->slot)->xchg[seq & 1][0][0], (size_t)t->size * sizeof got[0], T->meet);
+    if (e == IRIS_GPU_SUCCESS) e = iris_gpu_stream_synchronize(T->meet);
     for (p = 0; e == IRIS_GPU_SUCCESS && p < t->size && done; p++)
       for (k = 0; k < IRIS_DETAIL_TEAM_XW; k++)
         if ((unsigned)(got[p][k] >> 32) != seq) { done = 0; missing = p; break; }
