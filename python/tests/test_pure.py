@@ -1005,6 +1005,29 @@ class TestHeapBlockFrees(unittest.TestCase):
         self.assertEqual(ctx._handle(), 7)
         self.assertEqual(len(calls), 2)  # nothing twice
 
+    def test_watchdog_calls_free_nothing(self):
+        """async_error and abort (any thread) leave the queue to the context's own thread:
+        a free there would race its iris_malloc and change its heap layout."""
+        import threading
+
+        from iris_gpu.torch.context import _HeapBlock
+
+        calls = []
+        ctx = self.context(calls)
+        ctx.rank = 0
+        ctx._lib.lib.iris_get_async_error = lambda h: 0
+        ctx._lib.lib.iris_abort = lambda h: 0
+        b = _HeapBlock(ctx, 4096)
+        ctx._live = 1
+        del b
+        t = threading.Thread(target=lambda: (ctx.async_error(), ctx.abort()))
+        t.start()
+        t.join()
+        self.assertEqual(calls, [])
+        self.assertEqual(ctx._pending_frees, [4096])
+        self.assertEqual(ctx._handle(), 7)
+        self.assertEqual(calls, [(7, 4096)])
+
     def test_closed_context_frees_nothing(self):
         from iris_gpu.torch.context import _HeapBlock
 

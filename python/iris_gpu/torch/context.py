@@ -64,7 +64,8 @@ class _HeapBlock:
     collective on the same context (an iris_t is used by one host thread at a time). The
     queue is emptied, in drop order, by the next call that takes the context's handle
     (Context._handle: every allocation, collective and query), so the blocks come back
-    before anything else uses the heap, as if freed at once."""
+    before anything else uses the heap, as if freed at once. async_error and abort, which
+    any thread may call, leave the queue alone (Context._any_thread_handle)."""
 
     def __init__(self, ctx, ptr):
         self.ctx, self.ptr = ctx, ptr
@@ -152,6 +153,13 @@ class Context:
             raise RuntimeError("iris context is closed")
         if self._pending_frees:
             self._free_dropped()
+        return self._h
+
+    def _any_thread_handle(self):
+        """The handle for the calls any thread may make (async_error, abort): the free
+        queue is left to the thread using the context (the heap's block table has no lock)."""
+        if self.closed:
+            raise RuntimeError("iris context is closed")
         return self._h
 
     def _free_dropped(self):
@@ -248,13 +256,13 @@ class Context:
     def async_error(self):
         """iris_get_async_error: non-blocking, safe from a watchdog thread. Raises IrisError
         for a fatal fault (a peer that died or hangs, abort) or a pending mismatch."""
-        self._call("iris_get_async_error", self._lib.lib.iris_get_async_error(self._handle()))
+        self._call("iris_get_async_error", self._lib.lib.iris_get_async_error(self._any_thread_handle()))
 
     def abort(self):
         """iris_abort (any thread): kernels of this context stop waiting, later calls raise
         IRIS_ERROR_ABORTED at once, close() then frees everything without meeting the
         other ranks."""
-        self._call("iris_abort", self._lib.lib.iris_abort(self._handle()))
+        self._call("iris_abort", self._lib.lib.iris_abort(self._any_thread_handle()))
 
     def set_algo(self, algo="auto", ctas=0):
         """Algorithm of the following collectives (auto, latency, bandwidth, two_shot_ll, one_shot_ll)."""
