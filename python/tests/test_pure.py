@@ -689,6 +689,55 @@ class TestTorchModuleLogic(unittest.TestCase):
             with self.assertRaisesRegex(exc, text):
                 self.launches(call)
 
+    def dim_calls(self, fn):
+        """fn(ops, ctx, T) against a stand-in context of 2 ranks, with ops' _invoke and
+        _in_step recorded (T: a FakeTensor with dim and movedim). Returns (what fn
+        returned or raised, the op calls, the takes part)."""
+        from unittest import mock
+
+        from iris_gpu.torch import context, ops
+
+        class T(FakeTensor):
+            def dim(self):
+                return len(self.shape)
+
+            def movedim(self, a, b):
+                s = list(self.shape)
+                s.insert(b, s.pop(a))
+                return T(self.dtype, (self.device.type, self.device.index), self._c, tuple(s), self.ptr)
+
+        class Ctx:
+            _iris_target, closed, id, world_size, rank, device = True, False, -8, 2, 0, 0
+
+        calls, took = [], []
+
+        def invoke(name, x, *rest):
+            calls.append((name, tuple(x.shape)))
+            return T(shape=x.shape)
+
+        context._CONTEXTS[-8] = Ctx()
+        try:
+            with mock.patch.object(ops, "_invoke", invoke), mock.patch.object(ops, "_in_step", lambda e, kind, *a, **k: took.append(kind)):
+                try:
+                    r = fn(ops, Ctx(), T)
+                except Exception as e:
+                    r = e
+        finally:
+            del context._CONTEXTS[-8]
+        return r, calls, took
+
+    def test_refused_along_other_dims_take_part(self):
+        """A non-contiguous input refused along any dim takes part (docs/python.md), as
+        along dim 0: the peers wait for the call otherwise."""
+        for name in ("all_gather", "reduce_scatter"):
+            for d in (0, 1, -1):
+                r, calls, took = self.dim_calls(lambda ops, c, T: getattr(ops, name)(T(shape=(4, 4), contiguous=False), c, dim=d))
+                self.assertIsInstance(r, ValueError, (name, d))
+                self.assertIn("not contiguous", str(r))
+                self.assertEqual((calls, took), ([], [name]), (name, d))
+        r, calls, took = self.dim_calls(lambda ops, c, T: ops.all_gather(T(shape=(3, 4)), c, dim=1))  # a good call: no take part
+        self.assertEqual((tuple(r.shape), calls, took), ((3, 4), [("all_gather", (4, 3))], []))
+
     def test_store_bootstrap_over_a_dict(self):
         from iris_gpu import _host
 

@@ -580,6 +580,8 @@ class TestCollectiveRefusedInStep(StandInCase):
             (ValueError, lambda: it.all_to_all(x, c2, out=torch.zeros(6)), [("all_to_all", 4, 0, None)]),
             (ValueError, lambda: it.broadcast(x, c2, 1, out=torch.zeros(3)), [("broadcast", 8, 0, 1)]),
             (ValueError, lambda: it.all_gather_(torch.ones(8, 2)[:, 0], c2), [("all_gather", 4, 0, None)]),
+            (ValueError, lambda: it.all_gather(torch.ones(4, 2).t(), c2, dim=1), [("all_gather", 8, 0, None)]),  # not contiguous, along dim 1
+            (ValueError, lambda: it.reduce_scatter(torch.ones(4, 4).t(), c2, dim=1), [("reduce_scatter", 8, 0, 0)]),
             # x itself refused: no call to take part in
             (ValueError, lambda: it.all_reduce(x, c2, "prod"), []),
             (ValueError, lambda: it.broadcast(x, c2, 5), []),

@@ -461,9 +461,13 @@ def all_gather(x, ctx, dim=0, out=None, group=None):
             _in_step(e, "all_gather", x, cid)
             raise
         return out
-    _contiguous("all_gather", x)
     d = dim % x.dim()
-    g = _invoke("all_gather", _along(x, d), cid)  # (W * x.shape[d], ...rest)
+    try:  # a refusal takes part, as along dim 0: the peers' call is the same count of elements
+        _contiguous("all_gather", x)
+        g = _invoke("all_gather", _along(x, d), cid)  # (W * x.shape[d], ...rest)
+    except (ValueError, TypeError) as e:
+        _in_step(e, "all_gather", x, cid)
+        raise
     return g.movedim(0, d).contiguous()  # gather_shape(x.shape, W, dim), contiguous like torch.cat
 
 
@@ -490,15 +494,15 @@ def reduce_scatter(x, ctx, op="sum", dim=0, out=None, group=None):
         raise ValueError("reduce_scatter: a 0-d tensor cannot be scattered")
     d = dim % x.dim()
     _types.scatter_shape(tuple(x.shape), _ctx(cid).world_size, d)  # a shape that does not divide: no call to take part in
-    if d == 0:
-        try:
-            _contiguous("reduce_scatter", x)
+    try:  # a refusal takes part, along any dim: the peers' call is the same count of elements
+        _contiguous("reduce_scatter", x)
+        if d == 0:
             return _invoke("reduce_scatter", x, cid, op)
-        except (ValueError, TypeError) as e:
-            _in_step(e, "reduce_scatter", x, cid, op)
-            raise
-    _contiguous("reduce_scatter", x)
-    return _invoke("reduce_scatter", _along(x, d), cid, op).movedim(0, d).contiguous()
+        r = _invoke("reduce_scatter", _along(x, d), cid, op)
+    except (ValueError, TypeError) as e:
+        _in_step(e, "reduce_scatter", x, cid, op)
+        raise
+    return r.movedim(0, d).contiguous()
 
 
 def reduce_scatter_(buf, ctx, op="sum", group=None):
