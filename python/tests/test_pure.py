@@ -738,6 +738,28 @@ class TestTorchModuleLogic(unittest.TestCase):
         r, calls, took = self.dim_calls(lambda ops, c, T: ops.all_gather(T(shape=(3, 4)), c, dim=1))  # a good call: no take part
         self.assertEqual((tuple(r.shape), calls, took), ((3, 4), [("all_gather", (4, 3))], []))
 
+    def test_invoke_bumps_every_mutated_tensor(self):
+        """Run directly (plain eager), an op bumps the version counter of every tensor it
+        mutates, as the dispatcher does from mutates_args: moe_dispatch's five receive
+        buffers (autograd then sees a saved recv_x overwritten by the next dispatch)."""
+        import types
+        from unittest import mock
+
+        from iris_gpu.torch import ops
+
+        bumped = []
+        ns = types.SimpleNamespace
+        torch = ns(Tensor=FakeTensor, compiler=ns(is_compiling=lambda: False), utils=ns(_python_dispatch=ns(_get_current_dispatch_mode=lambda: None)),
+                   autograd=ns(graph=ns(increment_version=bumped.append)))
+        t = [FakeTensor(ptr=0x1000 * (i + 1)) for i in range(8)]
+        impls = dict.fromkeys(("moe_dispatch", "all_reduce_out", "all_reduce_inplace", "all_reduce"), lambda *a: None)
+        with mock.patch.object(ops, "_torch_mod", lambda: torch), mock.patch.object(ops, "_DIRECT", True), mock.patch.dict(ops._IMPLS, impls):
+            for name, args, want in (("moe_dispatch", t + [-1], t[3:8]), ("all_reduce_out", t[:2] + [-1, "sum"], [t[1]]),
+                                     ("all_reduce_inplace", t[:1] + [-1, "sum"], [t[0]]), ("all_reduce", t[:1] + [-1, "sum"], [])):
+                del bumped[:]
+                ops._invoke(name, *args)
+                self.assertEqual(bumped, want, name)
+
     def test_store_bootstrap_over_a_dict(self):
         from iris_gpu import _host
 

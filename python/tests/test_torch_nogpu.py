@@ -509,6 +509,21 @@ class TestMoe(StandInCase):
                 self.assertEqual(m.calls, [("iris_moe_dispatch", None, 0, None, None)], text)
                 self.assertEqual(m.num_tokens, 0, text)  # the next combine writes no rows
 
+    def test_dispatch_bumps_the_receive_buffers_versions(self):
+        """moe_dispatch overwrites the plan's five receive buffers: their version counters
+        go up, directly as through the dispatcher (IRIS_GPU_DISPATCH=1), so autograd sees a
+        saved recv_x overwritten by the next dispatch."""
+        from iris_gpu.torch import ops
+
+        m = standin_moe(self.c2)
+        x, idx, w = self.inputs(m)
+        recv = (m.recv_x, m._scales_arg, m.recv_src, m.recv_count, m.recv_offsets)
+        for direct in (True, False):
+            with mock.patch.object(ops, "_DIRECT", direct):
+                before = [t._version for t in recv]
+                it.moe_dispatch(x, idx, w, m)
+                self.assertEqual([t._version - v for t, v in zip(recv, before)], [1] * 5, direct)
+
     def test_refused_combine_takes_part(self):
         m = standin_moe(self.c2)
         x, idx, w = self.inputs(m)

@@ -303,20 +303,23 @@ def _plain_eager(torch, args):
 
 def _invoke(name, *args):
     """torch.ops.iris.<name>(*args); in plain eager mode (and CUDA graph capture) its
-    implementation directly, with the same checks and the version counter of the mutated
-    tensor bumped as the dispatcher would. IRIS_GPU_DISPATCH=1 always takes the dispatcher."""
+    implementation directly, with the same checks and the version counters of the mutated
+    tensors bumped as the dispatcher would. IRIS_GPU_DISPATCH=1 always takes the dispatcher."""
     torch = _torch_mod()
     if _DIRECT and _plain_eager(torch, args):
         r = _IMPLS[name](*args)
         mutated = args[0] if name.endswith("_inplace") else args[_OUT_ARG.get(name, 1)] if name.endswith("_out") else None
         if mutated is not None:
             torch.autograd.graph.increment_version(mutated)
+        for i in _MUTATED.get(name, ()):
+            torch.autograd.graph.increment_version(args[i])
         return r
     return getattr(torch.ops.iris, name)(*args)
 
 
 _DIRECT = not _types.env_switch("IRIS_GPU_DISPATCH", False)
 _OUT_ARG = {"gemm_reduce_out": 5, "all_reduce_rmsnorm_out": 3}  # where an _out op's mutated tensor is, when not args[1]
+_MUTATED = {"moe_dispatch": (3, 4, 5, 6, 7)}  # the mutated tensors of the other ops (dispatch: its receive buffers, as mutates_args says)
 
 
 def _take_part(err, launch):
