@@ -602,6 +602,8 @@ class TestCollectiveRefusedInStep(StandInCase):
             (ValueError, lambda: it.broadcast(x, c2, 5), []),
             (ValueError, lambda: it.all_gather_(torch.ones(3), c2), []),
             (ValueError, lambda: it.reduce_scatter(torch.ones(3, 4), c2), []),
+            (ValueError, lambda: it.all_gather(torch.ones(2, 4), c2, dim=2), []),  # out of range (it wrapped onto dim 0)
+            (ValueError, lambda: it.reduce_scatter(torch.ones(4, 4), c2, dim=-3), []),
             (ValueError, lambda: it.all_to_all(torch.ones(3), c2), []),
         ]
         for i, (exc, fn, calls) in enumerate(cases):
