@@ -774,6 +774,38 @@ class TestTorchModuleLogic(unittest.TestCase):
                 ops._invoke(name, *args)
                 self.assertEqual(bumped, want, name)
 
+    def test_malformed_compile_ordered_defines_no_op(self):
+        """IRIS_GPU_COMPILE_ORDERED is read before any op is defined: a malformed value
+        defines none, so the next call (the variable fixed) registers them all (torch
+        refuses a second definition of an op). A stand-in torch records the definitions."""
+        code = "\n".join([
+            "import os, sys, types",
+            "defined = []",
+            "class Op:",
+            "    def register_fake(self, f): pass",
+            "def custom_op(name, fn, mutates_args, schema):",
+            "    if name in defined: raise RuntimeError('%s defined twice' % name)",
+            "    defined.append(name)",
+            "    return Op()",
+            "torch = types.ModuleType('torch')",
+            "torch.library = types.SimpleNamespace(custom_op=custom_op)",
+            "sys.modules['torch'] = torch",
+            "from iris_gpu.torch.context import _torch_mod",
+            "os.environ['IRIS_GPU_COMPILE_ORDERED'] = 'off'",
+            "try:",
+            "    _torch_mod()",
+            "except ValueError as e:",
+            "    print('refused', len(defined), 'IRIS_GPU_COMPILE_ORDERED' in str(e))",
+            "os.environ['IRIS_GPU_COMPILE_ORDERED'] = '0'",
+            "print('then', _torch_mod() is torch, len(defined))",
+        ])
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        env.pop("IRIS_GPU_DISPATCH", None)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split("\n")[0], "refused 0 True")
+        self.assertRegex(r.stdout.split("\n")[1], "^then True [1-9][0-9]*$")
+
     def test_store_bootstrap_over_a_dict(self):
         from iris_gpu import _host
 

@@ -1314,6 +1314,18 @@ class TestEnvironmentSwitches(unittest.TestCase):
                 self.assertIn(name, r.stderr)
             self.assertEqual(self.run_import(name, "1").returncode, 0, name)
 
+    def test_compile_ordered_fixed_then_registers(self):
+        """A malformed IRIS_GPU_COMPILE_ORDERED defines no op: the next call, the variable
+        fixed, registers them (torch refuses an op defined twice)."""
+        import subprocess
+
+        code = ("import os\nfrom iris_gpu.torch.context import _torch_mod\ntry:\n    _torch_mod()\nexcept ValueError:\n    pass\n"
+                "os.environ['IRIS_GPU_COMPILE_ORDERED'] = '1'\n_torch_mod()\nimport torch\nprint(hasattr(torch.ops.iris, 'all_reduce'))")
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, ".."), IRIS_GPU_COMPILE_ORDERED="off")
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("True", r.stdout)
+
 
 if __name__ == "__main__":
     if torch is None:

@@ -97,6 +97,9 @@ def _fake_check(kind, x, out, ctx_id, extra, inplace=False):
 def _register_ops(torch):
     """Define iris::<kind>, iris::<kind>_inplace and iris::<kind>_out for each
     collective, iris::barrier and iris::ag_gemm, with fake implementations."""
+    # read before any op is defined: a malformed value then leaves nothing half-registered
+    # (torch refuses a second definition of an op, so a later call could not register them)
+    ordered = _types.env_switch("IRIS_GPU_COMPILE_ORDERED", True)
     for kind, extra in _KINDS.items():
         def make(kind):
             # a refusal takes part first (_in_step), as in the public functions: the ops
@@ -266,18 +269,18 @@ def _register_ops(torch):
     op = torch.library.custom_op("iris::all_reduce_rmsnorm_inplace", rmsnorm_inplace, mutates_args=("x", "residual", "out_fp8", "scale"),
                                  schema="(Tensor(a!) x, Tensor(b!) residual, Tensor weight, " + tail)
     op.register_fake(rmsnorm_inplace_fake)
-    _keep_program_order(torch, [k + suffix for k in _KINDS for suffix in ("", "_inplace", "_out")] +
+    _keep_program_order(torch, ordered, [k + suffix for k in _KINDS for suffix in ("", "_inplace", "_out")] +
                         ["barrier", "ag_gemm", "gemm_reduce", "gemm_reduce_out", "moe_dispatch", "moe_combine", "moe_combine_out",
                          "all_reduce_rmsnorm_out", "all_reduce_rmsnorm_inplace"])
 
 
-def _keep_program_order(torch, names):
+def _keep_program_order(torch, ordered, names):
     """Mark every iris op as an ordered side effect, so torch.compile keeps them in program
     order (a barrier stays between the collectives around it; every rank runs the same
     sequence). Without the (private) effects API a warning says the order is not pinned;
-    IRIS_GPU_COMPILE_ORDERED=0 leaves the ops unordered (for a torch that cannot compile
-    ordered mutable ops)."""
-    if not _types.env_switch("IRIS_GPU_COMPILE_ORDERED", True):
+    ordered False (IRIS_GPU_COMPILE_ORDERED=0) leaves the ops unordered (for a torch that
+    cannot compile ordered mutable ops)."""
+    if not ordered:
         return
     try:
         from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
