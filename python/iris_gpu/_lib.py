@@ -487,7 +487,8 @@ class Library:
 
 def load(path=None):
     """The process-wide Library (loaded once). Raises IrisLibraryError when no library is
-    found, or the one found does not match."""
+    found, the one found does not load (a truncated or foreign file, a missing dependency),
+    or it does not match."""
     global _loaded
     with _lock:
         if _loaded is not None and path is None:
@@ -499,7 +500,10 @@ def load(path=None):
         paths = [path] if path else candidate_paths()
         for p in paths:
             if p and os.path.exists(p):
-                lib = ctypes.CDLL(p)
+                try:
+                    lib = ctypes.CDLL(p)
+                except OSError as e:  # not another candidate: the first one found is the one meant
+                    raise IrisLibraryError("%s: %s: rebuild it with `make lib` (or set IRIS_LIB)" % (p, e))
                 _loaded = Library(lib, p)
                 return _loaded
             tried.append(p)

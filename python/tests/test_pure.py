@@ -158,6 +158,24 @@ class TestPackage(unittest.TestCase):
         self.assertIn("make lib", str(cm.exception))
 
 
+    def test_unloadable_library_is_a_library_error(self):
+        """A file that is not a loadable library (a truncated build) raises IrisLibraryError
+        (an ImportError, which callers catch to make iris optional), not OSError."""
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(suffix=".so") as f:
+            f.write(b"junk")
+            f.flush()
+            with self.assertRaises(iris_gpu.IrisLibraryError) as cm:
+                _lib.load(f.name)
+            self.assertIn(f.name, str(cm.exception))
+            self.assertIn("make lib", str(cm.exception))
+            code = "import iris_gpu\ntry:\n    iris_gpu.library()\nexcept ImportError as e:\n    print('refused:', type(e).__name__)"
+            env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), IRIS_LIB=f.name)
+            r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, "refused: IrisLibraryError"), r.stderr)
+
+
 class TestErrors(unittest.TestCase):
     def test_status_names(self):
         self.assertEqual(_lib.status_name(0), "IRIS_SUCCESS")
