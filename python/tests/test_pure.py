@@ -1102,6 +1102,27 @@ class TestServingSlot(unittest.TestCase):
             it.all_reduce_rmsnorm(x, x, x, Team())
 
 
+    def test_all_reduce_rmsnorm_in_place_only_for_x(self):
+        """out= at x's address is in place only when it is x (its shape and dtype): a part
+        of x, or x as another dtype, goes to the out-of-place op, whose checks refuse it."""
+        from unittest import mock
+
+        from iris_gpu.torch import ops
+
+        names = []
+        x = FakeTensor("torch.bfloat16", shape=(2, 64), ptr=0x1000)
+        r, w = FakeTensor("torch.bfloat16", shape=(2, 64), ptr=0x9000), FakeTensor("torch.bfloat16", shape=(64,), ptr=0x5000)
+        with mock.patch.object(ops, "_invoke", lambda name, *a: names.append(name)), mock.patch.object(ops, "_DIRECT", False):
+            for out, name in ((x, "all_reduce_rmsnorm_inplace"), (FakeTensor("torch.bfloat16", shape=(2, 64), ptr=0x1000), "all_reduce_rmsnorm_inplace"),
+                              (FakeTensor("torch.float16", shape=(2, 64), ptr=0x1000), "all_reduce_rmsnorm_out"),
+                              (FakeTensor("torch.bfloat16", shape=(1, 64), ptr=0x1000), "all_reduce_rmsnorm_out"),
+                              (FakeTensor("torch.bfloat16", shape=(128,), ptr=0x1000), "all_reduce_rmsnorm_out")):
+                del names[:]
+                got = ops._all_reduce_rmsnorm(None, x, r, w, -1, 1e-6, out, 0, None, None, "auto")
+                self.assertEqual(names, [name], (out.dtype, out.shape))
+                self.assertIs(got, x if name.endswith("inplace") else out)
+
+
 class TestHeapBlockFrees(unittest.TestCase):
     """A heap tensor's block, dropped in any thread (the garbage collector's), is freed by
     the context's next call, in drop order, never from __del__ itself."""

@@ -640,6 +640,11 @@ class TestCollectiveRefusedInStep(StandInCase):
             self.assertEqual(calls, [])
             it.all_reduce_rmsnorm(x, torch.zeros(3, 16, dtype=torch.bfloat16), w, self.c2)  # a good call: one launch
             self.assertEqual(calls, [((3, 16), 0, 0, None)])
+            for out, exc, text in ((x.view(torch.float16), TypeError, "out is torch.float16"), (x[:1], ValueError, "out has shape")):
+                del calls[:]  # at x's address but not x: refused (it was taken as in place), taking part
+                with self.assertRaisesRegex(exc, text + ".*took part"):
+                    it.all_reduce_rmsnorm(x, torch.zeros(3, 16, dtype=torch.bfloat16), w, self.c2, out=out)
+                self.assertEqual(calls, [((3, 16), 0, 0, None)])
 
     def test_fake_all_to_all_refuses_what_the_real_one_does(self):
         from torch._subclasses.fake_tensor import FakeTensorMode

@@ -755,7 +755,9 @@ def _all_reduce_rmsnorm(torch, x, residual, weight, cid, eps, out, q, out_fp8, s
             if q == 1:
                 raise ValueError("all_reduce_rmsnorm: fp8_per_tensor needs scale (a 1-element float32 tensor)")
             scale = torch.empty((tokens,), dtype=torch.float32, device=x.device)
-    if out is not None and out.data_ptr() == x.data_ptr() and out.numel():
+    # in place when out is x (or a view of all of it); another tensor at x's address (a part of
+    # x, x as another dtype) goes out of place, whose checks refuse its shape or dtype
+    if out is not None and out.numel() and out.data_ptr() == x.data_ptr() and tuple(out.shape) == tuple(x.shape) and out.dtype == x.dtype:
         _invoke("all_reduce_rmsnorm_inplace", x, residual, weight, out_fp8 if q else None, scale if q else None, float(eps), q, _RMS_ALGO[algo], cid)
         out = x
     else:
