@@ -85,16 +85,20 @@ bool iris_jax_dtype(ffi::DataType t, iris_dtype_t *out) {
   }
 }
 
+// A handler's own refusal, worded as iris_jax_status words a library's (call: status name: detail).
+ffi::Error iris_jax_refuse(const char *call, const std::string &detail) {
+  return ffi::Error::InvalidArgument(std::string(call) + ": IRIS_ERROR_INVALID_ARGUMENT: " + detail);
+}
+
 // The checks both handlers share; on success *ctx and *type are set.
 ffi::Error iris_jax_check(const char *call, int64_t handle, const ffi::AnyBuffer &x, const ffi::AnyBuffer &y, size_t ratio, iris_t **ctx,
                           iris_dtype_t *type) {
   *ctx = reinterpret_cast<iris_t *>(static_cast<intptr_t>(handle));
-  if (!*ctx) return ffi::Error::InvalidArgument(std::string(call) + ": the iris context is 0 (closed, or never created)");
-  if (!iris_jax_dtype(x.element_type(), type)) return ffi::Error::InvalidArgument(std::string(call) + ": element type not supported by iris");
-  if (y.element_type() != x.element_type()) return ffi::Error::InvalidArgument(std::string(call) + ": output type differs from the input's");
+  if (!*ctx) return iris_jax_refuse(call, "the iris context is 0 (closed, or never created)");
+  if (!iris_jax_dtype(x.element_type(), type)) return iris_jax_refuse(call, "element type not supported by iris");
+  if (y.element_type() != x.element_type()) return iris_jax_refuse(call, "output type differs from the input's");
   if (y.element_count() != ratio * x.element_count())
-    return ffi::Error::InvalidArgument(std::string(call) + ": output has " + std::to_string(y.element_count()) + " elements, expected " +
-                                       std::to_string(ratio * x.element_count()));
+    return iris_jax_refuse(call, "output has " + std::to_string(y.element_count()) + " elements, expected " + std::to_string(ratio * x.element_count()));
   return ffi::Error::Success();
 }
 
@@ -132,7 +136,7 @@ ffi::Error AllGatherImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi:
 // handler reads nothing of out: the result buffer is out's (or XLA's copy of it).
 ffi::Error AllGatherIntoImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer out, ffi::Result<ffi::AnyBuffer> y, int64_t ctx) {
   if (out.element_type() != y->element_type() || out.element_count() != y->element_count())
-    return ffi::Error::InvalidArgument("iris_all_gather_into: the out operand differs from the result in type or size");
+    return iris_jax_refuse("iris_all_gather_into", "the out operand differs from the result in type or size");
   return AllGatherImpl(stream, x, y, ctx);
 }
 

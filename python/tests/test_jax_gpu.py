@@ -176,6 +176,22 @@ def rank_main(rank, world, port, shared):
                 raise AssertionError("no error for " + text)
 
     result("jax W=%d bad input raises" % world, bad_input)
+
+    def handler_refusal():
+        """The handler's own checks (past Python's, through jax.ffi.ffi_call) carry iris's
+        status name, as docs/jax.md says; the library is not called, so no peer waits."""
+        x = jnp.ones(8, jnp.float32)
+        for shape, handle, text in (((9,), ctx.handle, "output has 9 elements, expected 8"), ((8,), 0, "the iris context is 0")):
+            call = jax.ffi.ffi_call("iris_all_reduce", jax.ShapeDtypeStruct(shape, jnp.float32))
+            try:
+                np.asarray(call(x, iris_ctx=np.int64(handle), op=np.int32(0)))
+            except Exception as e:  # noqa: BLE001 (XlaRuntimeError's module differs across jaxlib versions)
+                if "IRIS_ERROR_INVALID_ARGUMENT" not in str(e) or text not in str(e):
+                    raise AssertionError("%r lacks the status name or %r" % (e, text))
+            else:
+                raise AssertionError("no error for " + text)
+
+    result("jax W=%d a handler's refusal carries the status name" % world, handler_refusal)
     ctx.close()
     result("jax W=%d calls after close raise" % world, lambda: after_close(ij, ctx, jnp))
 
