@@ -61,10 +61,10 @@ def _dl_delete(p):
 
 
 _NAME = b"dltensor"  # the capsule's name; kept alive here (a capsule keeps a pointer to it)
-_is_valid = ctypes.pythonapi.PyCapsule_IsValid
-_is_valid.restype, _is_valid.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]
-_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_get_pointer.restype, _get_pointer.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]
+# prototypes of our own: ctypes.pythonapi's function objects are shared, and code that sets
+# their argtypes (to py_object, say) would break the destructor's calls with a raw pointer
+_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", ctypes.pythonapi))
+_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", ctypes.pythonapi))
 
 
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
