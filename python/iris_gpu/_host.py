@@ -80,5 +80,6 @@ def bring_up(lib, rank, world, device, heap_size, timeout_ms, boot):
         detail = lib.detail()
         lib.lib.iris_finalize(h)
         raise IrisError(st, detail, "iris_collectives_setup (rank %d)" % rank)
-    boot.timeout = datetime.timedelta(seconds=float(os.environ.get("IRIS_BARRIER_TIMEOUT_MS", 600000)) / 1000.0)
+    # iris_init has refused a malformed value (digits only, docs/options.md): no second, looser parse
+    boot.timeout = datetime.timedelta(milliseconds=int(os.environ.get("IRIS_BARRIER_TIMEOUT_MS", 600000)))
     return h

@@ -6,6 +6,7 @@ Tensors are duck-typed: a check needs .dtype (str() of it names the type, e.g.
 """
 
 import os
+import re
 
 # iris_dtype_t (iris_collectives.h); the last three come with the byte/fp8 types
 DTYPES = {
@@ -259,14 +260,16 @@ def env_switch(name, default):
     raise ValueError("%s=%r: set it to 0 or 1, or unset it for the default (%d)" % (name, v, int(default)))
 
 
+_SIZE = re.compile(r"^([0-9]+)(?:([KkMmGgTt])(?:iB|B)?|B)?$")  # the library's grammar (iris_detail_parse_size_var)
+
+
 def parse_bytes(text, what="size"):
-    """Bytes from "16777216", "16M", "512K", "1G" (powers of 1024); ValueError otherwise."""
-    s = str(text).strip()
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:].upper(), 1)
-    digits = s[:-1] if mult > 1 else s
-    if not digits.isdigit():
-        raise ValueError("%s %r is not a byte count (e.g. 16777216, 512K, 16M, 1G)" % (what, text))
-    return int(digits) * mult
+    """Bytes from a size as the library reads it: "16777216", "512K", "16M", "16MiB", "1G",
+    "1T", "512B" (powers of 1024); no spaces. ValueError naming what otherwise (empty too)."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ValueError("%s %r is not a byte count (e.g. 16777216, 512K, 16M, 16MiB, 1G)" % (what, text))
+    return int(m.group(1)) << {None: 0, "k": 10, "m": 20, "g": 30, "t": 40}[m.group(2) and m.group(2).lower()]
 
 
 def staging_plan(kind, count, itemsize, world, stage_bytes):

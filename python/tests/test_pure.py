@@ -998,6 +998,11 @@ class TestTeams(unittest.TestCase):
         self.assertEqual([_types.parse_bytes(v) for v in ("16777216", "16M", "512k", "1G", 4096)], [16 << 20, 16 << 20, 512 << 10, 1 << 30, 4096])
         with self.assertRaisesRegex(ValueError, "not a byte count"):
             _types.parse_bytes("16 MB")
+        # the library's grammar (serving's sizes too), strictly: no spaces, set but empty refused
+        self.assertEqual([_types.parse_bytes(v) for v in ("16MiB", "16MB", "1T", "512B", "2g")], [16 << 20, 16 << 20, 1 << 40, 512, 2 << 30])
+        for bad in (" 16M", "16M ", "", "-1", "1.5M", "16Mi"):
+            with self.assertRaisesRegex(ValueError, "^" + re.escape("IRIS_TEAM_STAGING %r is not a byte count" % bad)):
+                _types.parse_bytes(bad, "IRIS_TEAM_STAGING")
 
     def test_team_struct(self):
         t = _lib.TeamT()

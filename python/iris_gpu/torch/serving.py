@@ -1,7 +1,6 @@
 """iris_gpu.torch.serving: CustomAllreduce: the drop-in for serving engines' custom all-reduce."""
 import contextlib
 import os
-import re
 import warnings
 
 from .. import _types
@@ -13,15 +12,12 @@ from .ops import _QUANT, _in_step, _invoke, all_reduce_rmsnorm
 _MIB = 1 << 20
 _STAGING_DEFAULT = 64 * _MIB  # IRIS_COLL_STAGING_BYTES (internal/coll/plan.h)
 _STAGING_MIN = 2048  # IRIS_COLL_STAGING_MIN: 16 x 8 x IRIS_MAX_RANKS
-_SIZE = re.compile(r"^([0-9]+)(?:([KkMmGgTt])(?:iB|B)?|B)?$")  # the library's grammar (iris_detail_parse_size_var)
-
-
 def _parse_size(text):
     """Bytes of a size as the library reads it ("512M", "2GiB", "1048576"), or None."""
-    m = _SIZE.match(text)
-    if not m:
+    try:
+        return _types.parse_bytes(text)
+    except ValueError:
         return None
-    return int(m.group(1)) << {None: 0, "k": 10, "m": 20, "g": 30, "t": 40}[m.group(2) and m.group(2).lower()]
 
 
 def _own_heap_size(world_size, heap_size):
