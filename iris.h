@@ -607,7 +607,9 @@ IRIS_API void iris_rendezvous_close(iris_rendezvous_t *r);
  * the reverse) -> IRIS_ERROR_INVALID_ARGUMENT; rank >= world, local rank >= local size
  * -> IRIS_ERROR_INVALID_RANK; a world above IRIS_MAX_RANKS -> IRIS_ERROR_UNSUPPORTED (unless
  * the local size is below the world or IRIS_RENDEZVOUS=tcp: several nodes, up to 65536);
- * two launchers disagreeing -> IRIS_ERROR_MISMATCH. Empty variables count as unset.
+ * two launchers disagreeing -> IRIS_ERROR_MISMATCH. Other launchers' empty variables
+ * count as unset; an empty IRIS_RANK, IRIS_WORLD_SIZE, IRIS_LOCAL_RANK or
+ * IRIS_LOCAL_WORLD_SIZE is an error (IRIS_ERROR_INVALID_ARGUMENT), as every IRIS_* one.
  * lookup(user, name) returns a variable's value or NULL; lookup NULL reads getenv. No
  * side effect but the error detail, so it is testable with a table. Local, any thread. */
 typedef enum iris_launcher {

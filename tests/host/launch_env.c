@@ -27,6 +27,10 @@ typedef struct env_case {
 static const env_case_t k_env_cases[] = {
     {"nothing set: one rank", {NULL}, IRIS_SUCCESS, IRIS_LAUNCHER_NONE, 0, 1, 0, 1, "", NULL},
     OK_CASE("empty values count as unset", IRIS_LAUNCHER_NONE, 0, 1, 0, 1, "", "RANK=", "WORLD_SIZE="),
+    BAD_CASE("empty IRIS_RANK: an error, as every IRIS_* variable", IRIS_ERROR_INVALID_ARGUMENT, "IRIS_RANK is set but empty", "IRIS_RANK=", "IRIS_WORLD_SIZE=2"),
+    BAD_CASE("empty IRIS_WORLD_SIZE alone", IRIS_ERROR_INVALID_ARGUMENT, "IRIS_WORLD_SIZE is set but empty", "IRIS_WORLD_SIZE=", "RANK=1", "WORLD_SIZE=2"),
+    BAD_CASE("empty IRIS_LOCAL_WORLD_SIZE", IRIS_ERROR_INVALID_ARGUMENT, "IRIS_LOCAL_WORLD_SIZE is set but empty", "IRIS_RANK=0", "IRIS_WORLD_SIZE=2",
+             "IRIS_LOCAL_WORLD_SIZE="),
     OK_CASE("iris_launch_local's ranks", IRIS_LAUNCHER_IRIS, 1, 3, 1, 3, "c0ffee", "IRIS_RANK=1", "IRIS_WORLD_SIZE=3", "IRIS_JOB_TOKEN=c0ffee"),
     OK_CASE("IRIS_* override torchrun", IRIS_LAUNCHER_IRIS, 0, 2, 0, 2, "", "IRIS_RANK=0", "IRIS_WORLD_SIZE=2", "RANK=5", "WORLD_SIZE=8"),
     OK_CASE("IRIS_* with local rank", IRIS_LAUNCHER_IRIS, 3, 4, 1, 2, "", "IRIS_RANK=3", "IRIS_WORLD_SIZE=4", "IRIS_LOCAL_RANK=1", "IRIS_LOCAL_WORLD_SIZE=2"),
