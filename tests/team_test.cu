@@ -607,8 +607,10 @@ static int test_stuck(Suite &s, bool coll, bool mixed = false) {
   iris_team_t world, t;
   int *res;
   float *a;
+  // the world's collective state first (mixed: its setup is a meeting of every rank, which the last rank would never reach)
   if (iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world) != IRIS_SUCCESS || iris_team_split(s.ctx, &world, 0, -s.rank, &t) != IRIS_SUCCESS ||
-      iris_malloc(s.ctx, 2 * 4096 * sizeof(float), (void **)&a) != IRIS_SUCCESS || iris_barrier(s.ctx) != IRIS_SUCCESS) {
+      (mixed && iris_collectives_setup(s.ctx) != IRIS_SUCCESS) || iris_malloc(s.ctx, 2 * 4096 * sizeof(float), (void **)&a) != IRIS_SUCCESS ||
+      iris_barrier(s.ctx) != IRIS_SUCCESS) {
     printf("FAIL: [%s] setup on rank %d: %s\n", s.tag.c_str(), s.rank, iris_error_detail());
     return 1;
   }
