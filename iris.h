@@ -507,7 +507,9 @@ IRIS_API const char *iris_error_detail(void);
  * ctx): the context's fatal fault, if any. IRIS_ERROR_TIMEOUT (a bounded wait on the GPU
  * ran out: names the wait, the rank waited for and the collective call),
  * IRIS_ERROR_PEER_FAILED (the same, and that rank's process is gone),
- * IRIS_ERROR_ABORTED (iris_abort), else a pending collective mismatch
+ * IRIS_ERROR_ABORTED (iris_abort), IRIS_ERROR_MISMATCH for a mismatched collective call
+ * that the host had split into several launches (the ranks' call numbers are out of
+ * step; iris_collectives.h), else a pending collective mismatch
  * (IRIS_ERROR_MISMATCH, reported once and then cleared), else IRIS_SUCCESS. A fatal
  * fault stays: every later call on ctx returns it at once (no launch, no wait; the
  * queries and iris_free still answer) and every wait of a kernel already queued gives

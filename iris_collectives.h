@@ -78,6 +78,14 @@
  *     rank writes a user buffer before every peer's header matched: a rank that calls
  *     something else is seen by every rank, whatever the skew; nothing of that call
  *     reaches a user buffer and iris_collectives_check reports IRIS_ERROR_MISMATCH once.
+ *     A call that the host splits into several launches (buffers off the heap, through
+ *     the staging area a chunk per launch) is matched as one: each launch's signature
+ *     also names the call's total count, its index and the number of launches, so ranks
+ *     whose calls differ mismatch in the first launch and nothing reaches a user buffer.
+ *     Where either rank's side of a mismatch is such a split call, the ranks have
+ *     enqueued different numbers of launches and their call numbers are out of step:
+ *     that mismatch is fatal (reported as IRIS_ERROR_MISMATCH on every rank, by every
+ *     later call too, as a fatal fault below); finalize the context.
  *     The latency path checks the headers in the polls that wait for its data, at no
  *     extra round trip; IRIS_COLL_CHECK=0 in the environment turns that check off.
  *   - A rank that stops participating: every wait is bounded (IRIS_WAIT_TIMEOUT_MS at run
@@ -297,7 +305,8 @@ IRIS_API iris_status_t iris_tile_flags_destroy(iris_t *ctx, iris_tile_flags_t *f
  * IRIS_ERROR_MISMATCH if, since the last report, a peer called a different collective
  * (kind, count, type, op, root, buffers) at the same point — every kernel, latency path
  * included, sees that on every rank and moves no data for the call; the mismatch record
- * is then cleared (not fatal). */
+ * is then cleared (not fatal), except where a side of it was a call split into several
+ * launches: then it is fatal, and stays. */
 IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
 
 /* ---- all-reduce + residual add + RMSNorm (+ fp8): the serving engines' fused op ----

@@ -106,14 +106,14 @@ IRIS_DEF iris_status_t iris_tile_flags_destroy(iris_t *ctx, iris_tile_flags_t *f
 /* iris_barrier_device's launches, between iris_detail_order_begin and _end. */
 static iris_status_t iris_coll_barrier_enqueue(iris_t *ctx, iris_coll_state_t *s, iris_stream_t stream) {
   iris_gpu_error_t e;
-  if (iris_local_size(ctx) > 1) iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, 0x6261727269657221ULL); /* a signature no collective has */
+  if (iris_local_size(ctx) > 1) iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, IRIS_COLL_SIG_BARRIER); /* a signature no collective has */
   e = iris_gpu_last_error();
   if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "iris_barrier_device: launch failed: %s", iris_gpu_error_text(e));
   if (iris_num_nodes(ctx) > 1) { /* then the nodes meet over the rails (a one-word all-reduce), then the node again */
     const iris_nccl_api_t *nc = iris_detail_nccl(ctx);
     int r = nc->all_reduce(s->mn_scratch, s->mn_scratch, 1, 2 /* ncclInt32 */, 0 /* ncclSum */, iris_rail_comm(ctx), stream);
     if (r != 0) return iris_detail_fail(IRIS_ERROR_SYSTEM, "rank %d: iris_barrier_device: the rail all-reduce (NCCL) failed: %s", iris_rank(ctx), nc->get_error_string(r));
-    if (iris_local_size(ctx) > 1) iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, 0x6261727269657222ULL);
+    if (iris_local_size(ctx) > 1) iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, IRIS_COLL_SIG_BARRIER_2);
     e = iris_gpu_last_error();
     if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "iris_barrier_device: launch failed: %s", iris_gpu_error_text(e));
   }

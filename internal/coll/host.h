@@ -364,9 +364,11 @@ static iris_status_t iris_coll_opts_check(const iris_coll_opts_t *opts, const ch
 }
 
 /* One call on one node, on the world's state (team_s NULL), or on a team's (team_s: its
- * state, whose device context is the team as a world of its own; internal/coll/team.h). */
+ * state, whose device context is the team as a world of its own; internal/coll/team.h).
+ * outer: this call's place in a user call that an outer loop splits (NULL: none;
+ * iris_coll_launch_strided). */
 static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t,
-                                          iris_redop_t op, int root, iris_stream_t stream, const iris_coll_opts_t *opts) {
+                                          iris_redop_t op, int root, iris_stream_t stream, const iris_coll_opts_t *opts, const iris_coll_part_t *outer) {
   const int kind = kind_flags & ~IRIS_COLL_KIND_FLAGS; /* the flags only reach the signature (iris_coll_launch) */
   const char *name = iris_coll_names[kind];
   iris_coll_state_t *s;
@@ -476,7 +478,7 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
   }
   if (path != IRIS_COLL_PATH_BW) {
     /* peers never touch the user's buffers: any device memory works */
-    iris_coll_launch(s, kind_flags, path, t, op, send, recv, count, root, ctas, stream);
+    iris_coll_launch(s, kind_flags, path, t, op, send, recv, count, root, ctas, stream, outer);
     e = iris_gpu_last_error();
     if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
     return IRIS_SUCCESS;
@@ -484,12 +486,14 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
   {
     /* bandwidth path: peers read our buffers, so they must be on the heap; otherwise
      * (and for an in-place all-to-all, whose input peers read while we overwrite it)
-     * go through the staging area, one chunk of `step` elements per launch */
+     * go through the staging area, one chunk of `step` elements per launch (each launch's
+     * signature names its place in the call: part) */
     const int heap_in = !(flags & IRIS_COLL_STAGE) && iris_coll_in_heap(ctx, send, in_elems * es) && !(kind == IRIS_COLL_A2A && send == recv);
     const int heap_out = !(flags & IRIS_COLL_STAGE) && iris_coll_in_heap(ctx, recv, out_elems * es);
     size_t step = count, c0;
+    iris_coll_part_t part;
     if (heap_in && heap_out) {
-      iris_coll_launch(s, kind_flags, IRIS_COLL_PATH_BW, t, op, send, recv, count, root, ctas, stream);
+      iris_coll_launch(s, kind_flags, IRIS_COLL_PATH_BW, t, op, send, recv, count, root, ctas, stream, outer);
       e = iris_gpu_last_error();
       if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
       return IRIS_SUCCESS;
@@ -503,15 +507,21 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
        * store reduce-scatter touches no peer's user buffer: one launch, any size */
       const size_t stride = chunked_in || chunked_out ? count * es : 0;
       step = kind == IRIS_COLL_RS ? count : iris_coll_staging_step(s->stage_bytes, es, W, chunked_out);
+      part.total = count;
+      part.n = (count + step - 1) / step;
       for (c0 = 0; c0 < count; c0 += step) {
         const size_t n = count - c0 < step ? count - c0 : step;
-        iris_coll_launch_strided(s, kind_flags, IRIS_COLL_PATH_STAGED, t, op, (const char *)send + c0 * es, (char *)recv + c0 * es, n, stride, root, ctas, stream);
+        part.k = c0 / step;
+        iris_coll_launch_strided(s, kind_flags, IRIS_COLL_PATH_STAGED, t, op, (const char *)send + c0 * es, (char *)recv + c0 * es, n, stride, root, ctas, stream, &part,
+                                 outer);
         e = iris_gpu_last_error();
         if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
       }
       return IRIS_SUCCESS;
     }
     step = iris_coll_staging_step(s->stage_bytes, es, W, chunked_in || chunked_out);
+    part.total = count;
+    part.n = (count + step - 1) / step;
     for (c0 = 0; c0 < count; c0 += step) {
       const size_t n = count - c0 < step ? count - c0 : step;
       /* kernels that read send only where it lies (no peer loads it) take it off the heap
@@ -534,7 +544,8 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
         else e = iris_gpu_memcpy_async(s->stage_in, (const char *)send + c0 * es, n * es, stream);
       }
       if (e == IRIS_GPU_SUCCESS) {
-        iris_coll_launch(s, kind_flags, IRIS_COLL_PATH_BW, t, op, in, out, n, root, ctas, stream);
+        part.k = c0 / step;
+        iris_coll_launch_strided(s, kind_flags, IRIS_COLL_PATH_BW, t, op, in, out, n, 0, root, ctas, stream, &part, outer);
         e = iris_gpu_last_error();
       }
       if (e == IRIS_GPU_SUCCESS && out == s->stage_out) {
@@ -549,7 +560,12 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
 
 static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op, int root,
                                        iris_stream_t stream, const iris_coll_opts_t *opts) {
-  return iris_coll_enqueue_on(ctx, NULL, kind_flags, send, recv, count, t, op, root, stream, opts);
+  return iris_coll_enqueue_on(ctx, NULL, kind_flags, send, recv, count, t, op, root, stream, opts, NULL);
+}
+/* Piece outer->k of outer->n of a user call that the caller's loop splits. */
+static iris_status_t iris_coll_enqueue_part(iris_t *ctx, const iris_coll_part_t *outer, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t,
+                                            iris_redop_t op, int root, iris_stream_t stream, const iris_coll_opts_t *opts) {
+  return iris_coll_enqueue_on(ctx, NULL, kind_flags, send, recv, count, t, op, root, stream, opts, outer);
 }
 
 #endif /* IRIS_INTERNAL_COLL_HOST_H */

@@ -274,9 +274,18 @@ static unsigned long long iris_coll_sig_offset(const iris_device_ctx_t *c, const
 static_assert(IRIS_REDOP_COUNT <= 16, "the call signature packs type * 16 + op");
 /* stride: bytes from one rank's block to the next in the send (all-to-all) and recv
  * (all-gather, all-to-all) of a staged launch that is a slice of a larger call (0:
- * count * the type's size, the blocks back to back). Other paths take 0. */
+ * count * the type's size, the blocks back to back). Other paths take 0.
+ * part: where this launch lies in the user's call, which the host splits into part->n
+ * launches (iris_coll_enqueue_on's staging loops); outer: the same for a call that an
+ * outer loop split further (iris_all_reduce_rmsnorm, the multi-node compositions). NULL,
+ * or n <= 1: one launch, whose signature keeps exactly its inputs (iris_coll_sig_part). */
+typedef struct iris_coll_part {
+  size_t total; /* the user call's count */
+  size_t k, n;  /* this launch's index, of n */
+} iris_coll_part_t;
 static void iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags, iris_coll_path_t path, iris_dtype_t t, iris_redop_t op, const void *send, void *recv,
-                                     size_t count, size_t stride, int root, int ctas, iris_stream_t stream) {
+                                     size_t count, size_t stride, int root, int ctas, iris_stream_t stream, const iris_coll_part_t *part,
+                                     const iris_coll_part_t *outer) {
   const int W = s->dev.ctx.world_size, kind = kind_flags & ~IRIS_COLL_KIND_FLAGS;
   const size_t es = iris_dtype_size(t), bytes = count * es;
   const size_t step = stride ? stride : bytes;
@@ -310,6 +319,12 @@ static void iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags,
   }
   /* the algorithm and grid too: ranks that would launch different kernels must not agree */
   sig = (sig ^ (unsigned long long)((int)path * 1024 + blocks)) * 1099511628211ULL;
+  { /* a launch of a split call: the whole call in its signature, and the split bit (plan.h) */
+    const int outer_split = outer && outer->n > 1;
+    if (outer_split) sig = iris_coll_sig_part(sig, outer->total, outer->k, outer->n);
+    sig = part ? iris_coll_sig_part(sig, part->total, part->k, part->n) : iris_coll_sig_mark(sig, 0);
+    if (outer_split) sig = iris_coll_sig_mark(sig, 1);
+  }
   if (path == IRIS_COLL_PATH_STAGED && (kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A || kind == IRIS_COLL_BC)) { /* the staged copy */
     if (kind == IRIS_COLL_AG) iris_coll_launch_staged<IRIS_COLL_AG>(s, send, step, recv, step, bytes, root, sig, blocks, stream);
     else if (kind == IRIS_COLL_A2A) iris_coll_launch_staged<IRIS_COLL_A2A>(s, send, step, recv, step, bytes, root, sig, blocks, stream);
@@ -326,8 +341,8 @@ static void iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags,
 }
 
 static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, iris_coll_path_t path, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
-                             int root, int ctas, iris_stream_t stream) {
-  iris_coll_launch_strided(s, kind_flags, path, t, op, send, recv, count, 0, root, ctas, stream);
+                             int root, int ctas, iris_stream_t stream, const iris_coll_part_t *outer) {
+  iris_coll_launch_strided(s, kind_flags, path, t, op, send, recv, count, 0, root, ctas, stream, NULL, outer);
 }
 
 #endif /* IRIS_INTERNAL_COLL_LAUNCH_H */

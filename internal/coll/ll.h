@@ -249,7 +249,7 @@ IRIS_DEVICE_INLINE int iris_coll_arm_wait_all(const iris_coll_dev_t &d, uint4 *b
 #pragma unroll
     for (int k = 0; k < IRIS_COLL_LL_GROUP; k++) v[k] = pending >> k & 1 ? iris_detail_ld16_volatile(base + (size_t)k * stride) : make_uint4(0, 0, 0, 0);
     int who = -1;
-    if (seen != all && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0) return iris_coll_ll_mismatch(d, c, who, kind);
+    if (seen != all && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0) return iris_coll_ll_mismatch(d, c, sig32, who, kind);
 #pragma unroll
     for (int k = 0; k < IRIS_COLL_LL_GROUP; k++)
       if ((pending >> k & 1) && iris_coll_arm_ready<T>(v[k])) {

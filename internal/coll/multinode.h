@@ -161,12 +161,14 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
      * node reduce-scatters its block: rank g gets block g reduced over the world */
     const size_t cap = IRIS_COLL_MN_SCRATCH_BYTES / es / (W + (size_t)L);
     size_t k = count < cap ? count : cap, c0;
+    iris_coll_part_t piece = {count, 0, 0};
     if (L == 1) {
       if ((st = iris_coll_nccl_check(ctx, name, "rail reduce-scatter", nc, nc->reduce_scatter(send, recv, count, nt, nop, rail, stream))) != IRIS_SUCCESS) return st;
       return IRIS_SUCCESS;
     }
     if (k == 0) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: IRIS_COLL_MN_SCRATCH_BYTES is too small for %zu ranks", iris_rank(ctx), name, W);
-    for (c0 = 0; c0 < count; c0 += k) {
+    piece.n = (count + k - 1) / k; /* more than one piece: each node launch's signature says so (plan.h) */
+    for (c0 = 0; c0 < count; c0 += k, piece.k++) {
       const size_t m = count - c0 < k ? count - c0 : k;
       const char *in = (const char *)send;
       char *mid = s->mn_scratch + W * k * es;
@@ -177,7 +179,7 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
       }
       if ((st = iris_coll_nccl_check(ctx, name, "rail reduce-scatter", nc, nc->reduce_scatter(in, mid, (size_t)L * m, nt, nop, rail, stream))) != IRIS_SUCCESS) return st;
       /* recv: in place it is send + g count, at an offset that differs by rank */
-      if ((st = iris_coll_enqueue(ctx, IRIS_COLL_RS | IRIS_COLL_OWN_RECV, mid, (char *)recv + c0 * es, m, t, op, 0, stream, opts)) != IRIS_SUCCESS) return st;
+      if ((st = iris_coll_enqueue_part(ctx, &piece, IRIS_COLL_RS | IRIS_COLL_OWN_RECV, mid, (char *)recv + c0 * es, m, t, op, 0, stream, opts)) != IRIS_SUCCESS) return st;
     }
   } else if (kind == IRIS_COLL_A2A) {
     /* per piece of k elements of each block: s1[l'][n'] = send[n' L + l'] (copies), in-node
@@ -188,15 +190,17 @@ static iris_status_t iris_coll_mn_enqueue(iris_t *ctx, int kind, const void *sen
     const size_t k = count < cap ? count : cap;
     size_t c0;
     int q;
+    iris_coll_part_t piece = {count, 0, 0};
     if (k == 0) return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: IRIS_COLL_MN_SCRATCH_BYTES is too small for %zu ranks", iris_rank(ctx), name, W);
-    for (c0 = 0; c0 < count; c0 += k) {
+    piece.n = (count + k - 1) / k; /* more than one piece: each node launch's signature says so (plan.h) */
+    for (c0 = 0; c0 < count; c0 += k, piece.k++) {
       const size_t m = count - c0 < k ? count - c0 : k, blk = m * es;
       char *s1 = s->mn_scratch, *s2 = s1 + W * blk, *s3 = s2 + W * blk;
       iris_gpu_error_t e = IRIS_GPU_SUCCESS;
       for (q = 0; q < L && e == IRIS_GPU_SUCCESS; q++)
         e = iris_gpu_memcpy2d_async(s1 + (size_t)q * N * blk, blk, (const char *)send + ((size_t)q * count + c0) * es, (size_t)L * count * es, blk, (size_t)N, stream);
       if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_gpu_error_text(e));
-      if ((st = iris_coll_enqueue(ctx, IRIS_COLL_A2A, s1, s2, (size_t)N * m, t, op, 0, stream, opts)) != IRIS_SUCCESS) return st;
+      if ((st = iris_coll_enqueue_part(ctx, &piece, IRIS_COLL_A2A, s1, s2, (size_t)N * m, t, op, 0, stream, opts)) != IRIS_SUCCESS) return st;
       for (q = 0; q < N && e == IRIS_GPU_SUCCESS; q++)
         e = iris_gpu_memcpy2d_async(s3 + (size_t)q * L * blk, blk, s2 + (size_t)q * blk, (size_t)N * blk, blk, (size_t)L, stream);
       if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: copy failed: %s", iris_rank(ctx), name, iris_gpu_error_text(e));

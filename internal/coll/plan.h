@@ -421,4 +421,35 @@ static inline IRIS_HOST_DEVICE int iris_coll_takes_staged(int kind, int W, size_
          (kind == IRIS_COLL_AR && bytes >= (W == 2 ? IRIS_COLL_AR_STAGED_MIN_W2 : IRIS_COLL_AR_STAGED_MIN));
 }
 
+/* ---- The last steps of a call's signature (iris_coll_launch_strided, internal/coll/launch.h).
+ * A user call that the host splits into several launches (off-heap buffers through the
+ * staging area, a chunk of `step` elements per launch) is one call to the user but several
+ * to the GPUs, each matched on its own. So each of its launches also hashes the user
+ * call's total count, the launch's index and the number of launches: ranks whose calls
+ * differ (count, placement, staging settings) mismatch in launch 0 already, before any
+ * chunk reaches a user buffer. And bit 1 of the 32-bit signature as the headers carry it
+ * (iris_coll_sig32: bit 0 is always set) says "a launch of a split call": a mismatch in
+ * which either side has it leaves the ranks' call numbers out of step (they enqueue
+ * different numbers of launches), so the kernels record it as fatal
+ * (IRIS_FAULT_MISMATCH_FATAL). Every signature a kernel announces passes through
+ * iris_coll_sig_mark, so the bit is clear for every single launch. */
+#define IRIS_COLL_SIG_SPLIT 2u
+/* One FNV-1a step of the signature. */
+static inline unsigned long long iris_coll_sig_mix(unsigned long long sig, unsigned long long v) { return (sig ^ v) * 1099511628211ULL; }
+/* The 32 bits a kernel announces for sig (the host's copy of iris_coll_sig32). */
+static inline unsigned iris_coll_sig_fold(unsigned long long sig) { return ((unsigned)sig ^ (unsigned)(sig >> 32)) | 1u; }
+/* sig with the split bit of its 32-bit form set (split) or clear (not): bit 1 of the low
+ * word flipped where needed. */
+static inline unsigned long long iris_coll_sig_mark(unsigned long long sig, int split) {
+  return ((iris_coll_sig_fold(sig) & IRIS_COLL_SIG_SPLIT) != 0) == (split != 0) ? sig : sig ^ (unsigned long long)IRIS_COLL_SIG_SPLIT;
+}
+/* Launch k of n of a user call of `total` elements: n <= 1 (a call in one launch) leaves
+ * the signature's inputs as they are; n > 1 adds total, k and n. Then the split bit. */
+static inline unsigned long long iris_coll_sig_part(unsigned long long sig, size_t total, size_t k, size_t n) {
+  if (n > 1) sig = iris_coll_sig_mix(iris_coll_sig_mix(iris_coll_sig_mix(sig, (unsigned long long)total), (unsigned long long)k), (unsigned long long)n);
+  return iris_coll_sig_mark(sig, n > 1);
+}
+/* Whether a 32-bit signature (as announced) is a launch of a split call. */
+static inline IRIS_HOST_DEVICE int iris_coll_sig_is_split(unsigned sig32) { return (sig32 & IRIS_COLL_SIG_SPLIT) != 0; }
+
 #endif /* IRIS_INTERNAL_COLL_PLAN_H */

@@ -79,7 +79,8 @@ static_assert(offsetof(iris_coll_ctl_t, hdr) % 16 == 0, "header rows start 16-by
  * peer's hdr[call & 1][me]. A rank accepts nothing of a call before it has seen every
  * peer announce the same call with the same signature; a different signature is a
  * mismatch: every rank sees it (each compares every peer's header), none writes a user
- * buffer, and the call is recorded as IRIS_FAULT_MISMATCH.
+ * buffer, and the call is recorded as IRIS_FAULT_MISMATCH (IRIS_FAULT_MISMATCH_FATAL where
+ * a side is a launch of a call the host split into several: IRIS_COLL_SIG_SPLIT, plan.h).
  *   - The barrier kernels (bandwidth path, device barrier) wait for every header before
  *     they touch anything (iris_coll_call_begin, release/acquire): the header exchange is
  *     their start barrier (a peer that announced call c has finished its call c - 1, so
@@ -151,6 +152,23 @@ static_assert(sizeof(uint4) == 16 && alignof(uint4) == 16, "an LL line is one al
 #define IRIS_COLL_SITE(kind, what) ((unsigned)(((kind) + 1) << 8) | (unsigned)(what))
 #define IRIS_COLL_KIND_DEVICE_BARRIER 5 /* iris_barrier_device, for fault reports */
 #define IRIS_COLL_KIND_RMSNORM 7        /* iris_all_reduce_rmsnorm's kernels, for fault reports (6: the all-gather + GEMM plans) */
+/* The signatures of iris_barrier_device's launches (the second: multi-node worlds, after
+ * the rails): signatures no collective has, whose 32-bit forms differ and have the split
+ * bit clear (IRIS_COLL_SIG_SPLIT, plan.h: one launch each). */
+#define IRIS_COLL_SIG_BARRIER 0x6261727269657226ULL
+#define IRIS_COLL_SIG_BARRIER_2 0x6261727269657222ULL
+static_assert(((((unsigned)IRIS_COLL_SIG_BARRIER ^ (unsigned)(IRIS_COLL_SIG_BARRIER >> 32)) | 1u) & IRIS_COLL_SIG_SPLIT) == 0 &&
+                  ((((unsigned)IRIS_COLL_SIG_BARRIER_2 ^ (unsigned)(IRIS_COLL_SIG_BARRIER_2 >> 32)) | 1u) & IRIS_COLL_SIG_SPLIT) == 0 &&
+                  (((unsigned)IRIS_COLL_SIG_BARRIER ^ (unsigned)(IRIS_COLL_SIG_BARRIER >> 32)) | 1u) !=
+                      (((unsigned)IRIS_COLL_SIG_BARRIER_2 ^ (unsigned)(IRIS_COLL_SIG_BARRIER_2 >> 32)) | 1u),
+              "the device barrier's signatures: one launch each, distinct");
+/* The fault kind of a mismatch between this rank's call (sig32) and a peer's (its header
+ * word hdr): IRIS_FAULT_MISMATCH_FATAL where either is a launch of a split call (the
+ * ranks enqueued different numbers of launches, so their call numbers are out of step
+ * for good), else IRIS_FAULT_MISMATCH. Cold path only. */
+IRIS_DEVICE_INLINE unsigned iris_coll_mismatch_kind(unsigned sig32, unsigned long long hdr) {
+  return iris_coll_sig_is_split(sig32) || iris_coll_sig_is_split((unsigned)(hdr >> 32)) ? IRIS_FAULT_MISMATCH_FATAL : IRIS_FAULT_MISMATCH;
+}
 
 /* CTA 0 of a kernel that saw a mismatch, before it ends: both parities of the armed slots
  * are dirty. A mismatched call may leave peers' stores in this rank's armed slots where no
@@ -234,8 +252,9 @@ IRIS_DEVICE_INLINE bool iris_coll_barrier(const iris_coll_dev_t &d, unsigned &ep
  * announces call c with signature sig32 to every peer (release at system scope), and
  * every CTA waits (acquire) until every peer has announced call c. True if they all
  * announced the same signature. False in every thread on a mismatch (recorded as
- * IRIS_FAULT_MISMATCH; every rank sees it, so no rank moves data for the call), a wait
- * that ran out, or a fatal fault of the context. */
+ * IRIS_FAULT_MISMATCH, or IRIS_FAULT_MISMATCH_FATAL where a side is a launch of a split
+ * call; every rank sees it, so no rank moves data for the call), a wait that ran out, or
+ * a fatal fault of the context. */
 IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned c, unsigned sig32, int kind) {
   const int W = d.ctx.world_size, me = d.ctx.rank, t = threadIdx.x;
   unsigned long long *hdr = IRIS_COLL_HDR_WORDS(d, c);
@@ -259,7 +278,7 @@ IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned 
       ok = 0;
       if (blockIdx.x == 0) {
         iris_coll_arm_give_up(d);
-        iris_detail_record_fault(d.ctx, IRIS_FAULT_MISMATCH, t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c);
+        iris_detail_record_fault(d.ctx, iris_coll_mismatch_kind(sig32, v), t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c);
       }
 #if defined(IRIS_DEBUG)
       printf("iris: collective mismatch on rank %d (block %d, call %u): rank %d called a different collective, count, type, op, root or buffers\n", me,
@@ -366,17 +385,18 @@ IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned
   }
   return st;
 }
-/* After a mismatch in an LL kernel (peer `who` announced call c with another signature):
- * record it (CTA 0), then wait until every peer has announced call c, whatever its
- * signature, so that this rank ends the call only when no peer can still be in call
- * c - 1 (what the good path guarantees by matching every peer). Returns -1. */
-IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned c, int who, int kind) {
+/* After a mismatch in an LL kernel (peer `who` announced call c with another signature
+ * than this rank's sig32): record it (CTA 0; fatal where a side is a launch of a split
+ * call: iris_coll_mismatch_kind), then wait until every peer has announced call c,
+ * whatever its signature, so that this rank ends the call only when no peer can still be
+ * in call c - 1 (what the good path guarantees by matching every peer). Returns -1. */
+IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned c, unsigned sig32, int who, int kind) {
   const unsigned long long *row = IRIS_COLL_HDR_WORDS(d, c);
   const unsigned site = IRIS_COLL_SITE(kind, IRIS_SITE_HEADER);
   iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
   if (blockIdx.x == 0) {
     iris_coll_arm_give_up(d);
-    iris_detail_record_fault(d.ctx, IRIS_FAULT_MISMATCH, who, site, c);
+    iris_detail_record_fault(d.ctx, iris_coll_mismatch_kind(sig32, iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(row + who)), who, site, c);
   }
 #if defined(IRIS_DEBUG)
   printf("iris: collective mismatch on rank %d (block %d, call %u): rank %d called a different collective, count, type, op, root or buffers\n", d.ctx.rank,
@@ -404,7 +424,7 @@ IRIS_DEVICE_INLINE int iris_coll_ll_wait(const iris_coll_dev_t &d, const uint4 *
     const uint4 v = p ? iris_coll_ll_peek(p) : make_uint4(0, 0, 0, 0);
     int who = peer;
     if (seen != all && (!lazy || spin.polls >= IRIS_COLL_LL_LAZY_POLLS) && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0)
-      return iris_coll_ll_mismatch(d, c, who, kind);
+      return iris_coll_ll_mismatch(d, c, sig32, who, kind);
     if ((lazy || seen == all) && (!p || iris_coll_ll_ready(v, epoch, tag, data))) return 1;
     if (iris_detail_wait_expired(d.ctx, spin, who, IRIS_COLL_SITE(kind, seen == all ? IRIS_SITE_LL : IRIS_SITE_HEADER), c)) break;
   }
@@ -439,7 +459,7 @@ IRIS_DEVICE_INLINE int iris_coll_ll_wait_n(const iris_coll_dev_t &d, const uint4
     for (int k = 0; k < NG; k++) v[k] = pending >> k & 1 ? iris_coll_ll_peek(base + (size_t)k * stride) : make_uint4(0, 0, 0, 0);
     int who = -1;
     if (seen != all && (!lazy || spin.polls >= IRIS_COLL_LL_LAZY_POLLS) && iris_coll_headers_poll(d, c, sig32, all, seen, who) < 0)
-      return iris_coll_ll_mismatch(d, c, who, kind);
+      return iris_coll_ll_mismatch(d, c, sig32, who, kind);
 #pragma unroll
     for (int k = 0; k < NG; k++)
       if ((pending >> k & 1) && iris_coll_ll_ready(v[k], epoch, tag, &in[k])) pending &= ~(1u << k);

@@ -46,7 +46,7 @@ static unsigned long long iris_rmsnorm_sig(int path, size_t tokens, size_t hidde
   const unsigned long long parts[] = {0x524d534e4f524dULL /* "RMSNORM" */, (unsigned long long)path, tokens, hidden, (unsigned long long)t,
                                       (unsigned long long)quant, (unsigned long long)cpr, (unsigned long long)threads, piece};
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) sig = (sig ^ parts[i]) * 1099511628211ULL;
-  return sig;
+  return iris_coll_sig_mark(sig, 0); /* one launch (the split bit clear: plan.h) */
 }
 
 /* The kernels of one type, where this unit compiles its sums (IRIS_COLL_TYPES). */
@@ -201,11 +201,15 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
     const size_t rows = step >= hidden ? step / hidden : tokens;
     char *const dest = step >= hidden ? s->stage_in : (char *)out;
     iris_status_t st;
-    for (size_t t0 = 0; t0 < tokens; t0 += rows) {
+    /* more than one piece: a split call (each launch's signature says so: plan.h) */
+    iris_coll_part_t piece = {tokens * hidden, 0, (tokens + rows - 1) / rows};
+    for (size_t t0 = 0; t0 < tokens; t0 += rows, piece.k++) {
       const size_t n = tokens - t0 < rows ? tokens - t0 : rows;
       char *sum = dest == s->stage_in ? dest : (char *)out + t0 * hidden * es;
-      if ((st = iris_coll_enqueue(ctx, IRIS_COLL_AR, (const char *)x + t0 * hidden * es, sum, n * hidden, t, IRIS_SUM, 0, stream, NULL)) != IRIS_SUCCESS) return st;
-      iris_rmsnorm_launch_norm(ctx, s, t, sum, res, w, out, t0, n, hidden, eps, quant, q8, scale, iris_rmsnorm_sig(2, tokens, hidden, t, quant, 1, 0, t0), 1, stream);
+      if ((st = iris_coll_enqueue_part(ctx, &piece, IRIS_COLL_AR, (const char *)x + t0 * hidden * es, sum, n * hidden, t, IRIS_SUM, 0, stream, NULL)) != IRIS_SUCCESS)
+        return st;
+      iris_rmsnorm_launch_norm(ctx, s, t, sum, res, w, out, t0, n, hidden, eps, quant, q8, scale,
+                               iris_coll_sig_mark(iris_rmsnorm_sig(2, tokens, hidden, t, quant, 1, 0, t0), piece.n > 1), 1, stream);
       e = iris_gpu_last_error();
       if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
     }

@@ -129,9 +129,9 @@ static iris_status_t iris_coll_team_run(iris_t *ctx, const iris_team_t *team, in
     return e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_detail_fail(IRIS_ERROR_GPU, "%s: copy failed: %s", iris_coll_names[kind], iris_gpu_error_text(e));
   }
   if ((st = iris_coll_team_state(ctx, &v, &s, stream)) != IRIS_SUCCESS) return st;
-  if (count == 0) return iris_coll_enqueue_on(ctx, s, kind, send, recv, count, t, op, root, stream, opts); /* the argument checks */
+  if (count == 0) return iris_coll_enqueue_on(ctx, s, kind, send, recv, count, t, op, root, stream, opts, NULL); /* the argument checks */
   if ((st = iris_detail_team_order(ctx, team, stream, 0)) != IRIS_SUCCESS) return st;
-  st = iris_coll_enqueue_on(ctx, s, kind, send, recv, count, t, op, root, stream, opts);
+  st = iris_coll_enqueue_on(ctx, s, kind, send, recv, count, t, op, root, stream, opts, NULL);
   st2 = iris_detail_team_order(ctx, team, stream, 1);
   return st != IRIS_SUCCESS ? st : st2;
 }
@@ -166,7 +166,7 @@ IRIS_DEF iris_status_t iris_barrier_device_team(iris_t *ctx, const iris_team_t *
   if (team->size == 1) return IRIS_SUCCESS;
   if ((st = iris_coll_team_state(ctx, &v, &s, stream)) != IRIS_SUCCESS) return st;
   if ((st = iris_detail_team_order(ctx, team, stream, 0)) != IRIS_SUCCESS) return st;
-  iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, 0x6261727269657221ULL);
+  iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, IRIS_COLL_SIG_BARRIER);
   e = iris_gpu_last_error();
   st2 = iris_detail_team_order(ctx, team, stream, 1);
   if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "iris_barrier_device_team: launch failed: %s", iris_gpu_error_text(e));

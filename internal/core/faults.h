@@ -34,6 +34,12 @@ IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned
                             "rank %d: collective call #%u: %s called a different collective (kind, count, type, op, root or buffers) at the same point; "
                             "no rank moved data for that call",
                             ctx->local_rank, call, who);
+  if (kind == IRIS_FAULT_MISMATCH_FATAL)
+    return iris_detail_fail(IRIS_ERROR_MISMATCH,
+                            "rank %d: collective call #%u: %s called a different collective (kind, count, type, op, root or buffers) at the same point, and "
+                            "the mismatched call was split into several launches (buffers off the heap through the staging area), so the ranks' call numbers "
+                            "are out of step; no rank moved data for that call; the context is unusable: iris_finalize it",
+                            ctx->local_rank, call, who);
   if (peer < (unsigned)ctx->local_size && ctx->pids[peer] > 0 && kill((pid_t)ctx->pids[peer], 0) != 0 && errno == ESRCH)
     return iris_detail_fail(IRIS_ERROR_PEER_FAILED, "rank %d: %s (pid %lld) has died; %s%s%s waited for it in vain (call #%u); the context is unusable: iris_finalize it",
                             ctx->local_rank, who, (long long)ctx->pids[peer], wname, *cname ? " of " : "", cname, call);

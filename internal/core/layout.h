@@ -69,7 +69,7 @@ IRIS_DETAIL_STATIC_ASSERT(offsetof(iris_detail_team_area_t, epoch) == 8 * IRIS_T
  * (internal/core/faults.h), one written by the host at init and read by waits that have run
  * long. Which word holds what: */
 enum {
-  IRIS_FAULT_WORD_FATAL = 0,    /* the first fatal fault: a wait that ran out, iris_abort */
+  IRIS_FAULT_WORD_FATAL = 0,    /* the first fatal fault: a wait that ran out, iris_abort, a mismatch of a split call */
   IRIS_FAULT_WORD_MISMATCH = 1, /* the last collective mismatch (not fatal) */
   IRIS_FAULT_WORD_BOUND = 2,    /* the wait bound in ns from IRIS_WAIT_TIMEOUT_MS; 0: IRIS_WAIT_TIMEOUT_NS */
   IRIS_FAULT_WORDS = 3
@@ -78,7 +78,10 @@ enum {
  * waited for (0xff: unknown); site: what waited (high byte: the collective kind + 1, 0
  * for none; low byte: IRIS_SITE_*); call: the collective call number of the context (or
  * 0). A word of 0 is no fault. */
-enum { IRIS_FAULT_NONE = 0, IRIS_FAULT_TIMEOUT = 1, IRIS_FAULT_ABORT = 2, IRIS_FAULT_MISMATCH = 3 };
+/* IRIS_FAULT_MISMATCH_FATAL: a mismatch in which a rank's launch was one of several of a
+ * user call (internal/coll/plan.h, IRIS_COLL_SIG_SPLIT): the ranks' call numbers are out of
+ * step, so it goes to the fatal word. */
+enum { IRIS_FAULT_NONE = 0, IRIS_FAULT_TIMEOUT = 1, IRIS_FAULT_ABORT = 2, IRIS_FAULT_MISMATCH = 3, IRIS_FAULT_MISMATCH_FATAL = 4 };
 enum { IRIS_SITE_USER = 0, IRIS_SITE_HEADER, IRIS_SITE_BARRIER, IRIS_SITE_LL, IRIS_SITE_PROGRESS, IRIS_SITE_GEMM, IRIS_SITE_COUNT };
 #define IRIS_FAULT_MAKE(kind, peer, site, call)                                                                    \
   (((unsigned long long)(kind) << 56) | ((unsigned long long)((peer) & 0xff) << 48) | ((unsigned long long)((site) & 0xffff) << 32) | \

@@ -24,7 +24,7 @@ typedef struct iris_detail_spin {
 /* Records a fault in the context's fault word (system scope, so the host and every
  * kernel of the context see it; an earlier fault is kept, so the word names the first
  * one, give or take a race between two recorders). kind: IRIS_FAULT_*; a mismatch goes
- * to IRIS_FAULT_WORD_MISMATCH, the others to IRIS_FAULT_WORD_FATAL (the encoding:
+ * to IRIS_FAULT_WORD_MISMATCH, the others (IRIS_FAULT_MISMATCH_FATAL too) to IRIS_FAULT_WORD_FATAL (the encoding:
  * internal/core/layout.h). The words are pinned host memory, where GPU atomics need not be
  * atomic across PCIe: a load and a store, no read-modify-write. */
 IRIS_DEVICE_INLINE void iris_detail_record_fault(const iris_device_ctx_t &ctx, unsigned kind, int peer, unsigned site, unsigned call) {
@@ -33,8 +33,8 @@ IRIS_DEVICE_INLINE void iris_detail_record_fault(const iris_device_ctx_t &ctx, u
   if (iris_detail_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>((const unsigned long long *)w) == 0)
     iris_detail_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(w, IRIS_FAULT_MAKE(kind, peer, site, call));
 }
-/* Whether the context has a fatal fault (a wait of any kernel of it ran out, or
- * iris_abort): then every wait gives up. Reads pinned host memory: call it rarely. */
+/* Whether the context has a fatal fault (a wait of any kernel of it ran out, a mismatch
+ * of a split call, or iris_abort): then every wait gives up. Reads pinned host memory: call it rarely. */
 IRIS_DEVICE_INLINE bool iris_detail_faulted(const iris_device_ctx_t &ctx) {
   return ctx.fault && iris_detail_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>((const unsigned long long *)ctx.fault + IRIS_FAULT_WORD_FATAL) != 0;
 }
