@@ -17,6 +17,13 @@
 //   fault_test graph-killed N  the same while the survivors replay a captured graph
 //   fault_test abort N      a watchdog thread aborts a rank whose kernel waits on a
 //                           sleeping peer: the wait ends at once, calls fail at once
+//   fault_test split-count N  IRIS_COLL_STAGING=1M (262144 fp32 per launch through the
+//                           staging area): an all-reduce whose send is off the heap, 300000
+//                           elements, 290000 on the last rank (the host splits it into
+//                           launches): IRIS_ERROR_MISMATCH on every rank naming the split,
+//                           recv untouched, the context fatal, finalize completes
+//   fault_test split-place N  the same at 300000 everywhere, the last rank's send off the
+//                           heap (several launches), the others' on it (one launch)
 // Run with a short wait bound: IRIS_WAIT_TIMEOUT_MS=2000 (make test does), the run-time
 // bound of a default build (whose compiled bound is 10 minutes).
 #define IRIS_IMPLEMENTATION
@@ -294,6 +301,83 @@ static bool test_mismatch(Suite &s) {
   return true;
 }
 
+// ---------------------------------------------------------- split calls --
+// A mismatched call that the host splits into several launches (IRIS_COLL_STAGING=1M: a
+// chunk of 262144 fp32 per launch). The ranks would enqueue different numbers of launches,
+// so their call numbers would fall out of step: launch 0 must mismatch already (its
+// signature names the whole call), nothing reach recv, and the mismatch be fatal on every
+// rank (reported at once by every later call, not as a timeout). Per-rank verdicts: after
+// the fault the host exchange (report) returns it too. False if a step before the verdict
+// failed (CK, IK).
+static bool split_case(Suite &s, const char *mode, bool &ok) {
+  const int W = s.world, last = s.rank == W - 1;
+  const bool place = !strcmp(mode, "split-place");
+  const size_t n = 300000, count = !place && last ? 290000 : n, guard = 4096, words = n + 2 * guard;
+  float *heap_in, *out, *off_in;
+  IK(iris_malloc(s.ctx, words * 4, (void **)&heap_in));
+  IK(iris_malloc(s.ctx, words * 4, (void **)&out));
+  CK(cudaMalloc((void **)&off_in, words * 4));
+  // a matching split call first: the launches of a split call match each other, exact
+  fill(off_in + guard, n, s.seed, s.rank, 1, 0);
+  CK(cudaDeviceSynchronize());
+  IK(iris_barrier(s.ctx));
+  IK(iris_all_reduce(s.ctx, off_in + guard, out + guard, n, IRIS_FLOAT32, IRIS_SUM, 0));
+  CK(cudaDeviceSynchronize());
+  std::vector<float> r(n);
+  CK(cudaMemcpy(r.data(), out + guard, n * 4, cudaMemcpyDeviceToHost));
+  Op o = {AR, n, ""};
+  const size_t bad = verify(o, r, s.seed, s.rank, W, 1);
+  ok = bad == 0 && iris_collectives_check(s.ctx) == IRIS_SUCCESS;
+  if (!ok) fprintf(stderr, "rank %d: the matching split all-reduce: %zu of %zu wrong: %s\n", s.rank, bad, n, iris_error_detail());
+  // the mismatched call, recv poisoned
+  CK(cudaMemset(out, 0x5a, words * 4));
+  fill(off_in + guard, n, s.seed, s.rank, 2, 0);
+  fill(heap_in + guard, n, s.seed, s.rank, 2, 0);
+  CK(cudaDeviceSynchronize());
+  IK(iris_barrier(s.ctx));
+  const float *src = (place && !last ? heap_in : off_in) + guard;
+  const double t0 = now_s();
+  const iris_status_t st = iris_all_reduce(s.ctx, src, out + guard, count, IRIS_FLOAT32, IRIS_SUM, 0);
+  CK(cudaDeviceSynchronize()); // every queued launch gives up (the fault is fatal)
+  const double took = now_s() - t0;
+  const iris_status_t chk = iris_collectives_check(s.ctx);
+  char detail[1100];
+  snprintf(detail, sizeof detail, "%s", iris_error_detail());
+  ok &= st == IRIS_SUCCESS && chk == IRIS_ERROR_MISMATCH && strstr(detail, "split") != NULL;
+  std::vector<unsigned> h(words);
+  CK(cudaMemcpy(h.data(), out, words * 4, cudaMemcpyDeviceToHost));
+  size_t touched = 0;
+  for (unsigned v : h) touched += v != 0x5a5a5a5au;
+  ok &= touched == 0;
+  // fatal: it stays, and every later call returns it at once
+  const double t1 = now_s();
+  const iris_status_t later = iris_all_reduce(s.ctx, heap_in, out, 1024, IRIS_FLOAT32, IRIS_SUM, 0), bar = iris_barrier_device(s.ctx, 0);
+  const double tlater = now_s() - t1;
+  const iris_status_t again = iris_collectives_check(s.ctx), async = iris_get_async_error(s.ctx);
+  ok &= later == IRIS_ERROR_MISMATCH && bar == IRIS_ERROR_MISMATCH && again == IRIS_ERROR_MISMATCH && async == IRIS_ERROR_MISMATCH && tlater < 0.5;
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(h.data(), out, words * 4, cudaMemcpyDeviceToHost));
+  for (unsigned v : h) touched += v != 0x5a5a5a5au;
+  ok &= touched == 0;
+  CK(cudaFree(off_in));
+  const double t2 = now_s();
+  const iris_status_t fin = iris_finalize(s.ctx);
+  const double tfin = now_s() - t2;
+  ok &= fin == IRIS_SUCCESS && tfin < 5;
+  printf("%s: [%s w=%d rank %d] %s: call took %.3f s (bound %.1f s), check %s: %s; %zu words of recv written; later call %s, device barrier %s, check %s, async %s; "
+         "finalize %s in %.2f s\n",
+         ok ? "PASS" : "FAIL", mode, W, s.rank,
+         place ? "send on the heap (one launch) vs off it on the last rank (several)" : "count 300000 vs 290000 on the last rank, send off the heap", took, kBound,
+         iris_status_string(chk), detail, touched, iris_status_string(later), iris_status_string(bar), iris_status_string(again), iris_status_string(async),
+         iris_status_string(fin), tfin);
+  return true;
+}
+static int run_split(Suite &s, const char *mode) {
+  bool ok = false;
+  if (!split_case(s, mode, ok)) printf("FAIL: [%s w=%d rank %d] a step of the test failed (stderr)\n", mode, s.world, s.rank);
+  return ok ? 0 : 1;
+}
+
 // --------------------------------------------------------------- faults --
 // The survivors' side of a dead or stuck last rank: loop all-reduces (4 KB and 4 MB, or
 // graph replays) until a call or the async query reports the fault; check the time it
@@ -428,7 +512,9 @@ int main(int argc, char **argv) {
   const bool fault = strcmp(mode, "streams") && strcmp(mode, "mismatch");
   iris_launch_t L;
   int rank;
-  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: fault_test streams|mismatch|stuck|killed|graph-killed|abort N (N >= 2)\n"); return 2; }
+  const bool split = !strcmp(mode, "split-count") || !strcmp(mode, "split-place");
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: fault_test streams|mismatch|stuck|stuck-fused|killed|graph-killed|abort|split-count|split-place N (N >= 2)\n"); return 2; }
+  if (split) setenv("IRIS_COLL_STAGING", "1M", 1); // before the setup: 262144 fp32 per staged launch
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [%s w=%d] launch: %s\n", mode, n, iris_error_detail()); return 1; }
   if (rank < 0) {
     iris_status_t st = iris_launch_wait(&L, 600000);
@@ -497,6 +583,7 @@ int main(int argc, char **argv) {
     printf("FAIL: [%s] setup on rank %d: %s\n", s.tag.c_str(), rank, iris_error_detail());
     return 1;
   }
+  if (split) return run_split(s, mode);
   if (fault) return run_fault(s, mode);
   bool ran = !strcmp(mode, "streams") ? test_streams(s) : test_mismatch(s);
   if (!ran) report(s, "suite ran to the end (see stderr)", false);

@@ -45,6 +45,14 @@ static void test_faults(void) {
   st = iris_get_async_error(ctx);
   check(st == IRIS_ERROR_PEER_FAILED && strstr(iris_error_detail(), "rank 2") && strstr(iris_error_detail(), "died"),
         "faults: a timed-out wait for a rank whose process is gone is IRIS_ERROR_PEER_FAILED naming it", "%s: %s", sname(st), iris_error_detail());
+  /* a mismatch of a split call (internal/coll/plan.h, IRIS_COLL_SIG_SPLIT): fatal, but named a mismatch */
+  words[IRIS_FAULT_WORD_FATAL] = IRIS_FAULT_MAKE(IRIS_FAULT_MISMATCH_FATAL, 1, IRIS_FAULT_SITE_MAKE(1, IRIS_SITE_HEADER), 13);
+  st = iris_get_async_error(ctx);
+  check(st == IRIS_ERROR_MISMATCH && strstr(iris_error_detail(), "rank 1") && strstr(iris_error_detail(), "#13") && strstr(iris_error_detail(), "split") &&
+            strstr(iris_error_detail(), "out of step") && strstr(iris_error_detail(), "iris_finalize") && iris_get_async_error(ctx) == IRIS_ERROR_MISMATCH &&
+            iris_detail_check_fault(ctx) == IRIS_ERROR_MISMATCH && iris_detail_check_fault(ctx) == IRIS_ERROR_MISMATCH,
+        "faults: a mismatch of a split call is IRIS_ERROR_MISMATCH naming the split and the call numbers out of step, and it stays (fatal)", "%s: %s", sname(st),
+        iris_error_detail());
   words[IRIS_FAULT_WORD_FATAL] = 0;
   void *before = NULL;
   check(iris_malloc(ctx, 1024, &before) == IRIS_SUCCESS && before, "faults: a block allocated before the abort", "%s", iris_error_detail());
@@ -70,4 +78,37 @@ static void test_faults(void) {
         iris_error_detail());
   ctx->fault_host = NULL;
   iris_detail_host_only_free(ctx);
+}
+
+/* ------------------------------------------------------- call signatures -- */
+/* The last steps of a collective launch's signature (internal/coll/plan.h): a call in
+ * one launch keeps its inputs (only the split bit cleared); each launch of a split call
+ * hashes the call's total count, its index and the number of launches, and carries the
+ * split bit in its 32-bit form. The GPU side is tests/fault_test.cu (split-count,
+ * split-place). */
+static void test_coll_signature(void) {
+  int ok = 1, bit_ok = 1;
+  unsigned long long i;
+  const unsigned long long chunk = 0x9e3779b97f4a7c15ULL; /* some chunk's signature inputs so far */
+  for (i = 0; i < 4096; i++) { /* the split bit: set exactly for n > 1; every other bit of the 32-bit form kept */
+    const unsigned long long sig = mix64(g_seed + i);
+    const unsigned one = iris_coll_sig_fold(iris_coll_sig_part(sig, 300000, 0, 1)), marked = iris_coll_sig_fold(iris_coll_sig_mark(sig, 1));
+    bit_ok &= !iris_coll_sig_is_split(one) && (one | IRIS_COLL_SIG_SPLIT) == (iris_coll_sig_fold(sig) | IRIS_COLL_SIG_SPLIT) && iris_coll_sig_is_split(marked) &&
+              (marked & ~IRIS_COLL_SIG_SPLIT) == (one & ~IRIS_COLL_SIG_SPLIT) && iris_coll_sig_is_split(iris_coll_sig_fold(iris_coll_sig_part(sig, 300000, i % 5, 2 + i % 7))) &&
+              (iris_coll_sig_fold(sig) & 1u);
+  }
+  check(bit_ok, "coll signature: the split bit is set for the launches of a split call only, the other bits as before", "seed %llu", (unsigned long long)g_seed);
+  /* one launch: n 0 or 1 ignores total and k (the inputs of an unsplit call do not change) */
+  ok = iris_coll_sig_part(chunk, 300000, 0, 1) == iris_coll_sig_mark(chunk, 0) && iris_coll_sig_part(chunk, 290000, 7, 1) == iris_coll_sig_mark(chunk, 0) &&
+       iris_coll_sig_part(chunk, 5, 0, 0) == iris_coll_sig_mark(chunk, 0) && (iris_coll_sig_mark(chunk, 0) | 2ULL) == (chunk | 2ULL);
+  check(ok, "coll signature: a call in one launch keeps its signature's inputs (total, index and count of launches left out)", "");
+  /* 2 ranks, IRIS_COLL_STAGING=1M, fp32: step 262144; 300000 vs 290000 elements: launch 0
+   * has the same chunk on both ranks, but not the same signature */
+  ok = iris_coll_staging_step((size_t)1 << 20, 4, 2, 0) == 262144 && iris_coll_sig_part(chunk, 300000, 0, 2) != iris_coll_sig_part(chunk, 290000, 0, 2) &&
+       iris_coll_sig_fold(iris_coll_sig_part(chunk, 300000, 0, 2)) != iris_coll_sig_fold(iris_coll_sig_part(chunk, 290000, 0, 2));
+  check(ok, "coll signature: count 300000 vs 290000 in chunks of 262144: launch 0 differs already", "");
+  /* the index and the number of launches enter too; a split launch never equals the unsplit one */
+  ok = iris_coll_sig_part(chunk, 600000, 0, 3) != iris_coll_sig_part(chunk, 600000, 1, 3) && iris_coll_sig_part(chunk, 600000, 0, 3) != iris_coll_sig_part(chunk, 600000, 0, 2) &&
+       iris_coll_sig_fold(iris_coll_sig_part(chunk, 300000, 0, 2)) != iris_coll_sig_fold(iris_coll_sig_part(chunk, 300000, 0, 1));
+  check(ok, "coll signature: the launch's index and the number of launches enter; a split launch differs from the same call in one launch", "");
 }

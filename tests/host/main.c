@@ -137,6 +137,7 @@ int main(void) {
   test_sync_reached();
   test_world_ctas_staging();
   test_faults();
+  test_coll_signature();
   test_group_mismatched_calls();
   test_team_plans();
   test_team_members();
