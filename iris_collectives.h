@@ -85,7 +85,10 @@
  *     Where either rank's side of a mismatch is such a split call, the ranks have
  *     enqueued different numbers of launches and their call numbers are out of step:
  *     that mismatch is fatal (reported as IRIS_ERROR_MISMATCH on every rank, by every
- *     later call too, as a fatal fault below); finalize the context.
+ *     later call too, as a fatal fault below); finalize the context. Exception: a recv
+ *     off the heap whose result is copied out of the staging area in a pass of its own
+ *     (docs/collectives.md, "Buffers") gets the staging area's stale bytes. A count of 0
+ *     is a no-op on its rank: pass it on every rank alike.
  *     The latency path checks the headers in the polls that wait for its data, at no
  *     extra round trip; IRIS_COLL_CHECK=0 in the environment turns that check off.
  *   - A rank that stops participating: every wait is bounded (IRIS_WAIT_TIMEOUT_MS at run
