@@ -495,6 +495,8 @@ def load(path=None):
             return _loaded
         tried = []
         env = os.environ.get("IRIS_LIB")
+        if not path and env == "":  # set but empty: an error, as every IRIS_* variable (docs/options.md)
+            raise IrisLibraryError("IRIS_LIB is set but empty: give it the path of libiris.so, or unset it to search build/libiris.so and the loader path")
         if not path and env and not os.path.exists(env):  # a typo must not load another library
             raise IrisLibraryError("IRIS_LIB=%s: no such file (unset it to search build/libiris.so and the loader path)" % env)
         paths = [path] if path else candidate_paths()

@@ -41,6 +41,8 @@ def _register():
     if _targets is None:
         lib = _lib.load()
         path = os.environ.get("IRIS_JAX_LIB")
+        if path == "":  # set but empty: an error, as every IRIS_* variable
+            raise _lib.IrisLibraryError("IRIS_JAX_LIB is set but empty: give it the path of libiris_jax.so, or unset it to use the one beside libiris.so")
         if not path:  # beside libiris.so; one found on the loader path ("libiris.so", no directory): by the same search
             path = os.path.join(os.path.dirname(os.path.abspath(lib.path)), "libiris_jax.so") if os.path.dirname(lib.path) else "libiris_jax.so"
         if os.path.dirname(path) and not os.path.exists(path):

@@ -152,6 +152,15 @@ class TestPackage(unittest.TestCase):
         self.assertIn("refused:", r.stdout)
         self.assertIn("IRIS_LIB=/nowhere/libiris.so", r.stdout)
 
+    def test_iris_lib_set_but_empty_is_an_error(self):
+        # as every IRIS_* variable: not read as unset (which would search build/ and the loader path)
+        code = "import iris_gpu\ntry:\n    print(iris_gpu.library().path)\nexcept iris_gpu.IrisLibraryError as e:\n    print('refused:', e)"
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), IRIS_LIB="")
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("refused:", r.stdout)
+        self.assertIn("IRIS_LIB is set but empty", r.stdout)
+
     def test_missing_library_is_a_clear_error(self):
         with self.assertRaises(iris_gpu.IrisLibraryError) as cm:
             _lib.load("/nowhere/libiris.so")
@@ -1193,6 +1202,29 @@ class TestHeapBlockFrees(unittest.TestCase):
         self.assertEqual(ctx._pending_frees, [4096])
         self.assertEqual(ctx._handle(), 7)
         self.assertEqual(calls, [(7, 4096)])
+
+    def test_a_refused_free_raises_after_the_queue_is_drained(self):
+        """A block the library will not take (this rank's heap now unlike its peers') is an
+        IrisError naming iris_free; the other blocks are still handed back, in order."""
+        from iris_gpu._lib import IrisError
+        from iris_gpu.torch.context import _HeapBlock
+
+        calls = []
+        ctx = self.context(calls)
+        ctx.rank = 0
+        ctx._lib.lib.iris_free = lambda h, p: calls.append((h, p.value)) or (4 if p.value == 4096 else 0)  # IRIS_ERROR_NOT_IN_HEAP
+        ctx._lib.detail = lambda: "pointer outside the symmetric heap"
+        blocks = [_HeapBlock(ctx, 4096 * (i + 1)) for i in range(2)]
+        ctx._live = 2
+        blocks.pop(0)  # dropped in this order
+        blocks.pop(0)
+        with self.assertRaises(IrisError) as cm:
+            ctx._handle()
+        self.assertEqual(cm.exception.status, 4)
+        self.assertIn("iris_free", str(cm.exception))
+        self.assertEqual(calls, [(7, 4096), (7, 8192)])
+        self.assertEqual(ctx._pending_frees, [])
+        self.assertEqual(ctx._handle(), 7)  # reported once
 
     def test_closed_context_frees_nothing(self):
         from iris_gpu.torch.context import _HeapBlock

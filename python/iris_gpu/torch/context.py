@@ -164,12 +164,19 @@ class Context:
 
     def _free_dropped(self):
         """Return the blocks whose last tensor died (_HeapBlock.__del__) to the heap, in the
-        order they were dropped."""
+        order they were dropped. Every block is handed back; then the first refusal raises
+        IrisError (a block the library would not take leaves this rank's heap layout unlike
+        its peers')."""
         pend = self._pending_frees
+        bad = None
         while pend:
             p = pend.pop(0)
             self._live -= 1
-            self._lib.lib.iris_free(self._h, ctypes.c_void_p(p))
+            st = self._lib.lib.iris_free(self._h, ctypes.c_void_p(p))
+            if st != 0 and bad is None:
+                bad = (st, self._lib.detail())
+        if bad is not None:
+            raise IrisError(bad[0], bad[1], "iris_free of a dropped heap tensor's block (rank %d)" % self.rank)
 
     def __enter__(self):
         return self
@@ -202,7 +209,9 @@ class Context:
             _CONTEXTS.pop(t.id, None)
         self._teams, self._team_of = [], {}
         for s in getattr(self, "_stagings", ()):
-            s.free(self)
+            st = s.free(self)
+            if st and first_error is None:
+                first_error = IrisError(st, self._lib.detail(), "iris_free of a team's staging buffer (rank %d)" % self.rank)
         self._stagings = []
         alive = self._live - len(self._pending_frees)  # queued frees: dropped already (finalize frees the heap)
         if alive:

@@ -60,10 +60,13 @@ class _Staging:
     def free(self, ctx):
         """Every rank, in the same order (the context's close does it): back to the heap."""
         self.t_in = self.t_out = None
+        bad = 0
         if self.ptr_in is not None and ctx._h is not None:
             for p in (self.ptr_in, self.ptr_out):
-                ctx._lib.lib.iris_free(ctx._h, ctypes.c_void_p(p))
+                st = ctx._lib.lib.iris_free(ctx._h, ctypes.c_void_p(p))
+                bad = bad or st
         self.ptr_in = self.ptr_out = None
+        return bad  # 0, or the first refusal's status (the caller raises it)
 
 
 class Team:
