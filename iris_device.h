@@ -436,7 +436,8 @@ IRIS_DEVICE_INLINE bool iris_wait_block(const iris_device_ctx_t &ctx, const T *f
  * between several sync() calls: one signal and one wait per peer each. Returns false in
  * every participant if a wait ran out (the fault names the world rank missing) or the
  * context has a fatal fault, and, touching nothing, for an index outside [0,
- * IRIS_TEAM_BARRIERS) (IRIS_DEBUG: traps). A team of one meets only itself. */
+ * IRIS_TEAM_BARRIERS) or a team without barrier words (team.sync NULL: a multi-node
+ * world's host-only teams) (IRIS_DEBUG: traps). A team of one meets only itself. */
 #include "internal/device/team.h"
 
 #endif /* IRIS_DEVICE_H */
