@@ -9,7 +9,10 @@
 // step) and runs only the parts whose reductions are compiled in.
 // Inputs are chosen so that every sum is exact in float32 before the one final
 // rounding, so each result is compared bit for bit with a float64 host reference.
-//   coll_test N        N processes (iris_launch_local), one per GPU
+//   coll_test N          N processes (iris_launch_local), one per GPU
+//   coll_test threads N  N ranks as threads of one process, all on GPU 0 (iris_init_local
+//                        with the device listed N times): every kind on the latency, staged
+//                        and bandwidth paths at sizes whose automatic grids filled the GPU
 #ifndef IRIS_COLL_CHAIN_MIN_BYTES
 #define IRIS_COLL_CHAIN_MIN_BYTES ((size_t)16 << 20) /* the Makefile sets it too */
 #endif
@@ -1199,8 +1202,120 @@ static bool test_bad_input(Suite &s, Bufs &B) {
   return true;
 }
 
+// ---- ranks as threads of one process sharing GPU 0: their kernels run at once, so each
+// call's grid must leave room for the peers' (every CTA waits for its peers' CTAs). Before
+// the grids were capped to 1 / W of the SMs there, 4 ranks waited out their bound in the
+// first 16 MB all-reduce or 256 KB all-gather, 2 and 3 ranks in an 8 MB all-gather off the
+// heap. Streams of their own, no device-wide synchronisation while a peer may wait.
+// Values: small integers, so every fp32 sum is exact; recv poisoned before each call.
+struct SharedCase { int kind; size_t bytes; bool heap; const char *what; };
+static float shared_value(int rank, size_t i, int c) { return (float)((int)((i * 7 + (size_t)rank * 13 + (size_t)c * 5) % 251) - 125); }
+struct SharedRank { iris_t *ctx; int rank, world, failed; };
+static void *shared_rank(void *p) {
+  SharedRank *a = (SharedRank *)p;
+  cudaSetDevice(iris_device_ordinal(a->ctx));
+  Suite s = {};
+  s.ctx = a->ctx;
+  s.rank = a->rank;
+  s.world = a->world;
+  s.tag = "coll threads w=" + std::to_string(a->world) + ", one GPU";
+  const SharedCase cases[] = {
+      {IRIS_COLL_AG, 256 << 10, true, "all-gather 256 KB on the heap (the one-shot: a CTA per 128 lines)"},
+      {IRIS_COLL_AR, 16 << 20, true, "all-reduce 16 MB on the heap (the store two-shot)"},
+      {IRIS_COLL_AG, 8 << 20, false, "all-gather 8 MB off the heap (the staged kernel)"},
+      {IRIS_COLL_AR, 1 << 10, false, "all-reduce 1 KB off the heap (the one-shot)"},
+      {IRIS_COLL_AR, 256 << 10, false, "all-reduce 256 KB off the heap"},
+      {IRIS_COLL_RS, 4 << 20, false, "reduce-scatter 4 MB off the heap"},
+      {IRIS_COLL_A2A, 2 << 20, true, "all-to-all 2 MB on the heap"},
+      {IRIS_COLL_BC, 4 << 20, true, "broadcast 4 MB on the heap from the last rank"},
+  };
+  const size_t cap = (size_t)16 << 20; // bytes per rank's part, at most; buffers hold W parts
+  const size_t W = (size_t)s.world;
+  float *hs = NULL, *hr = NULL, *ds = NULL, *dr = NULL;
+  cudaStream_t st = NULL;
+  bool ready = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess && iris_collectives_setup(s.ctx) == IRIS_SUCCESS &&
+               iris_malloc(s.ctx, cap * W, (void **)&hs) == IRIS_SUCCESS && iris_malloc(s.ctx, cap * W, (void **)&hr) == IRIS_SUCCESS &&
+               cudaMalloc(&ds, cap * W) == cudaSuccess && cudaMalloc(&dr, cap * W) == cudaSuccess;
+  if (!ready) fprintf(stderr, "rank %d: setup: %s\n", s.rank, iris_error_detail());
+  if (report(s, "setup: a stream, the collectives and the buffers on every rank", ready)) {
+    int c = 0;
+    for (const SharedCase &k : cases) {
+      c++;
+      const size_t count = k.bytes / 4; // fp32 elements of one part (the all-reduce and broadcast: the message)
+      const bool in_parts = k.kind == IRIS_COLL_RS || k.kind == IRIS_COLL_A2A, out_parts = k.kind == IRIS_COLL_AG || k.kind == IRIS_COLL_A2A;
+      const size_t in_n = in_parts ? count * W : count, out_n = out_parts ? count * W : count;
+      float *send = k.heap ? hs : ds, *recv = k.heap ? hr : dr;
+      std::vector<float> in(in_n), got(out_n);
+      for (size_t i = 0; i < in_n; i++) in[i] = shared_value(s.rank, i, c);
+      bool ok = cudaMemcpyAsync(send, in.data(), in_n * 4, cudaMemcpyHostToDevice, st) == cudaSuccess &&
+                cudaMemsetAsync(recv, 0xff, out_n * 4, st) == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess; // recv poisoned (NaN)
+      iris_status_t r = IRIS_SUCCESS;
+      if (ok) {
+        int one = 1, all[IRIS_MAX_RANKS]; // a host meeting: every rank's inputs are in place (iris_barrier synchronises the device)
+        iris_allgather_host(s.ctx, &one, all, sizeof one);
+        const int root = s.world - 1;
+        r = k.kind == IRIS_COLL_AR    ? iris_all_reduce(s.ctx, send, recv, count, IRIS_FLOAT32, IRIS_SUM, st)
+            : k.kind == IRIS_COLL_AG  ? iris_all_gather(s.ctx, send, recv, count, IRIS_FLOAT32, st)
+            : k.kind == IRIS_COLL_RS  ? iris_reduce_scatter(s.ctx, send, recv, count, IRIS_FLOAT32, IRIS_SUM, st)
+            : k.kind == IRIS_COLL_A2A ? iris_all_to_all(s.ctx, send, recv, count, IRIS_FLOAT32, st)
+                                      : iris_broadcast(s.ctx, send, recv, count, IRIS_FLOAT32, root, st);
+        ok = r == IRIS_SUCCESS && cudaStreamSynchronize(st) == cudaSuccess && (r = iris_get_async_error(s.ctx)) == IRIS_SUCCESS &&
+             cudaMemcpyAsync(got.data(), recv, out_n * 4, cudaMemcpyDeviceToHost, st) == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess;
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; ok && i < out_n; i++) {
+          double want = 0;
+          if (k.kind == IRIS_COLL_AR)
+            for (int q = 0; q < s.world; q++) want += shared_value(q, i, c);
+          else if (k.kind == IRIS_COLL_RS)
+            for (int q = 0; q < s.world; q++) want += shared_value(q, (size_t)s.rank * count + i, c);
+          else if (k.kind == IRIS_COLL_AG) want = shared_value((int)(i / count), i % count, c);
+          else if (k.kind == IRIS_COLL_A2A) want = shared_value((int)(i / count), (size_t)s.rank * count + i % count, c);
+          else want = shared_value(root, i, c);
+          if ((double)got[i] != want && bad++ == 0) first = i;
+        }
+        if (bad) fprintf(stderr, "rank %d: %s: %zu of %zu elements wrong, the first at %zu (%g)\n", s.rank, k.what, bad, out_n, first, got[first]);
+        ok = ok && bad == 0;
+      }
+      if (r != IRIS_SUCCESS) fprintf(stderr, "rank %d: %s: %s: %s\n", s.rank, k.what, iris_status_string(r), iris_error_detail());
+      if (!report(s, (std::string("ranks sharing one GPU: ") + k.what + ", exact, every element written").c_str(), ok)) break;
+    }
+  }
+  report(s, "every rank done before the buffers are freed", true); // cudaFree synchronises the device: no peer's kernel may still wait
+  if (hs) iris_free(s.ctx, hs);
+  if (hr) iris_free(s.ctx, hr);
+  cudaFree(ds);
+  cudaFree(dr);
+  if (st) cudaStreamDestroy(st);
+  a->failed = s.failed;
+  return NULL;
+}
+static int mode_threads(int n) {
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("FAIL: [coll threads] %d ranks: 2 to %d\n", n, IRIS_MAX_RANKS); return 1; }
+  std::vector<int> devs(n, 0);
+  std::vector<iris_t *> ctxs(n, (iris_t *)NULL);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)1 << 30;
+  if (iris_init_local(&cfg, n, devs.data(), ctxs.data()) != IRIS_SUCCESS) { printf("FAIL: [coll threads w=%d] iris_init_local: %s\n", n, iris_error_detail()); return 1; }
+  std::vector<SharedRank> args(n);
+  std::vector<pthread_t> th(n);
+  for (int i = 0; i < n; i++) {
+    args[i] = {ctxs[i], i, n, 0};
+    pthread_create(&th[i], NULL, shared_rank, &args[i]);
+  }
+  int failed = 0;
+  for (int i = 0; i < n; i++) {
+    pthread_join(th[i], NULL);
+    failed += args[i].failed;
+  }
+  bool ok = true;
+  for (int i = 0; i < n; i++) ok &= iris_finalize(ctxs[i]) == IRIS_SUCCESS;
+  printf("%s: [coll threads w=%d, one GPU] finalize every context from one thread\n", ok ? "PASS" : "FAIL", n);
+  return failed || !ok ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc > 1 && !strcmp(argv[1], "threads")) return mode_threads(argc > 2 ? atoi(argv[2]) : 2);
   int n = argc > 1 ? atoi(argv[1]) : 2, rank;
   iris_launch_t L;
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [coll w=%d] launch: %s\n", n, iris_error_detail()); return 1; }

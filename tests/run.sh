@@ -295,6 +295,8 @@ else
     # IRIS_COLL_CTAS: every call without opts.ctas under the process's cap (the grid seen through the signature; every kind and size under it)
     run_counted "coll_test $w (IRIS_COLL_CTAS=16; quick loops; ctas_env, matrix, mixed)" env IRIS_TEST_QUICK=1 IRIS_COLL_CTAS=16 IRIS_TEST_PARTS=ctas_env,matrix,mixed ./build/coll_test $w
     run_counted "coll_test $w (IRIS_COLL_TEST_WRAP=8: the call numbers wrap around 2^32; wrap, then back-to-back)" env IRIS_TEST_QUICK=1 IRIS_COLL_TEST_WRAP=8 IRIS_TEST_PARTS=wrap,back_to_back ./build/coll_test $w
+    # the ranks as threads of one process on GPU 0: every call's grid leaves room for the peers'
+    run_counted "coll_test threads $w (one GPU, IRIS_WAIT_TIMEOUT_MS=20000)" env IRIS_WAIT_TIMEOUT_MS=20000 ./build/coll_test threads $w
     run_counted "tile_test $w" ./build/tile_test $w
     # all-reduce + residual + RMSNorm (+ fp8): fused and separate paths, graphs, mismatch
     if [ "$ngpu" -lt "$w" ]; then run_counted "fused_test $w (quick loops)" env IRIS_TEST_QUICK=1 ./build/fused_test $w
