@@ -24,6 +24,10 @@
  * more tokens with 512-thread CTAs at 2 ranks do not fit, nor does the all-reduce of 128
  * KB at 4 ranks (hidden 8192 x 8 tokens); such runs end with a timeout error (set
  * IRIS_WAIT_TIMEOUT_MS=2000, else they wait 10 minutes) or run with IRIS_COLL_PDL=0.
+ * Ranks sharing a GPU get grids of at most 1 / W of its SMs (docs/shared_gpu.md): the
+ * collectives' bandwidth grids, and the fused kernel's CTAs per row where tokens x CTAs
+ * would pass that (at 2 ranks from 8 tokens x 8192: 8 CTAs a row, against 16 on separate
+ * GPUs). Compare such rows only with runs of the same shape; 1 token is unchanged.
  * Each graph is uploaded before the ranks first launch it (docs/shared_gpu.md). Rank 0
  * prints each finished step to stderr. */
 #define IRIS_IMPLEMENTATION
