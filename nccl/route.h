@@ -473,4 +473,19 @@ static inline ncclResult_t iris_nccl_result(iris_status_t st) {
   }
 }
 
+/* ncclCommGetAsyncError's answer for a communicator with an iris context: NCCL's own
+ * (any but ncclSuccess) first; else the error iris reported before (`latched`, 0: none):
+ * as NCCL's async error, it stays until the communicator is aborted or destroyed; else
+ * iris's status now (a wait that ran out, a dead peer, a mismatch), which *latch asks the
+ * caller to keep from then on. iris's ABORTED and INVALID_ARGUMENT (a context being torn
+ * down by ncclCommAbort or a teardown) are none of the program's errors. */
+static inline ncclResult_t iris_nccl_async_answer(ncclResult_t nccl, int latched, iris_status_t now, int *latch) {
+  *latch = 0;
+  if (nccl != ncclSuccess) return nccl;
+  if (latched) return (ncclResult_t)latched;
+  if (now == IRIS_SUCCESS || now == IRIS_ERROR_ABORTED || now == IRIS_ERROR_INVALID_ARGUMENT) return ncclSuccess;
+  *latch = 1;
+  return iris_nccl_result(now);
+}
+
 #endif /* IRIS_NCCL_ROUTE_H */

@@ -370,7 +370,13 @@ typedef struct iris_nccl_comm {
   int dropped;                        /* that teardown is done with it (under lock) */
   int left;                           /* every rank here: this one has left the set (iris_nccl_leave_set) */
   unsigned long long zero_copy[IRIS_NCCL_KINDS]; /* of served: calls on buffers in zero-copy windows */
+  /* an async error iris reported through ncclCommGetAsyncError (iris_nccl_async_answer):
+   * an ncclResult_t, 0: none (atomic); from then on ncclCommGetAsyncError returns it and
+   * every collective on the communicator returns it at once, as NCCL's own async error */
+  int latched;
+  char latched_why[256]; /* its text (under iris_nccl_latch_lock) */
 } iris_nccl_comm_t;
+static pthread_mutex_t iris_nccl_latch_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The lookup table: real communicator -> record, open addressing over a fixed array.
  * Readers take no lock (records are never freed: a reader holding a stale one finds
@@ -1080,6 +1086,13 @@ static ncclResult_t iris_nccl_collective(int kind, const void *send, void *recv,
   cudaError_t copy_err = cudaSuccess;
   *done = 0;
   if (!c) return ncclSuccess;
+  if ((old = __atomic_load_n(&c->latched, __ATOMIC_ACQUIRE)) != 0) { /* an async error reported: every collective returns it, as NCCL's */
+    pthread_mutex_lock(&iris_nccl_latch_lock);
+    iris_nccl_set_error("%s", c->latched_why);
+    pthread_mutex_unlock(&iris_nccl_latch_lock);
+    *done = 1;
+    return (ncclResult_t)old;
+  }
   ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE);
   if (!ctx || c->revoked) route = IRIS_NCCL_ROUTE_NO_IRIS;
   else if (iris_nccl_depth > 0 && !iris_nccl_options()->groups) route = IRIS_NCCL_ROUTE_GROUP;
@@ -1676,13 +1689,24 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, 
   ncclResult_t r;
   if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommGetAsyncError);
   r = f(comm, asyncError);
-  /* NCCL's error first; else iris's fault (a wait that ran out, a dead peer, a mismatch) */
-  if (r == ncclSuccess && asyncError && *asyncError == ncclSuccess && (c = iris_nccl_find(comm)) != NULL && !c->revoked &&
-      (ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) != NULL) {
-    iris_status_t st = iris_get_async_error(ctx); /* non-blocking, any thread */
-    if (st != IRIS_SUCCESS && st != IRIS_ERROR_ABORTED && st != IRIS_ERROR_INVALID_ARGUMENT) {
-      *asyncError = iris_nccl_result(st);
-      iris_nccl_set_error("iris_nccl: rank %d of %d: iris reports %s: %s", c->rank, c->world, iris_status_string(st), iris_error_detail());
+  /* NCCL's error first; else the one iris reported before (it stays, as NCCL's); else
+   * iris's fault now (a wait that ran out, a dead peer, a mismatch), kept from then on */
+  if (r == ncclSuccess && asyncError && *asyncError == ncclSuccess && (c = iris_nccl_find(comm)) != NULL && !c->revoked) {
+    const int was = __atomic_load_n(&c->latched, __ATOMIC_ACQUIRE);
+    iris_status_t st = IRIS_SUCCESS;
+    int latch;
+    if (!was && (ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE)) != NULL) st = iris_get_async_error(ctx); /* non-blocking, any thread */
+    const ncclResult_t a = iris_nccl_async_answer(*asyncError, was, st, &latch);
+    if (a != ncclSuccess) {
+      pthread_mutex_lock(&iris_nccl_latch_lock);
+      if (latch && !c->latched) {
+        snprintf(c->latched_why, sizeof c->latched_why, "iris_nccl: rank %d of %d: iris reports %s: %s", c->rank, c->world, iris_status_string(st),
+                 iris_error_detail());
+        __atomic_store_n(&c->latched, (int)a, __ATOMIC_RELEASE);
+      }
+      iris_nccl_set_error("%s", c->latched_why);
+      pthread_mutex_unlock(&iris_nccl_latch_lock);
+      *asyncError = (ncclResult_t)__atomic_load_n(&c->latched, __ATOMIC_ACQUIRE);
     }
   }
   return iris_nccl_forwarded(r);

@@ -48,6 +48,18 @@ int main(void) {
     check(ok && w == 1, "switch: a word, a sign, a space, a number past the maximum are malformed (and leave the value)");
   }
 
+  /* ncclCommGetAsyncError: NCCL's error first; iris's, once seen, stays (as NCCL's) */
+  {
+    int l1 = 9, l2 = 9, l3 = 9, l4 = 9, l5 = 9, l6 = 9;
+    const ncclResult_t a = iris_nccl_async_answer(ncclSuccess, 0, IRIS_SUCCESS, &l1), b = iris_nccl_async_answer(ncclSuccess, 0, IRIS_ERROR_MISMATCH, &l2),
+                       c = iris_nccl_async_answer(ncclSuccess, (int)ncclInvalidUsage, IRIS_SUCCESS, &l3),
+                       d = iris_nccl_async_answer(ncclSystemError, (int)ncclInvalidUsage, IRIS_ERROR_TIMEOUT, &l4),
+                       e = iris_nccl_async_answer(ncclSuccess, 0, IRIS_ERROR_ABORTED, &l5), f = iris_nccl_async_answer(ncclSuccess, 0, IRIS_ERROR_TIMEOUT, &l6);
+    check(a == ncclSuccess && l1 == 0 && b == ncclInvalidUsage && l2 == 1 && c == ncclInvalidUsage && l3 == 0 && d == ncclSystemError && l4 == 0 &&
+              e == ncclSuccess && l5 == 0 && f == ncclRemoteError && l6 == 1,
+          "async error: none; iris's mismatch latched; a latched one stays with iris clear again; NCCL's own first; an abort is none; a timeout latched");
+  }
+
   /* sizes */
   check(iris_nccl_parse_size("4096", &v) == 0 && v == 4096, "size: 4096");
   check(iris_nccl_parse_size("64K", &v) == 0 && v == 65536, "size: 64K");
