@@ -99,7 +99,10 @@
  *   - Waits: every wait is bounded (IRIS_WAIT_TIMEOUT_MS, else IRIS_WAIT_TIMEOUT_NS); one
  *     that runs out records the context's fault (iris_get_async_error) and the call's
  *     outputs are then undefined.
- *   - Ranks sharing one GPU (separate processes) work, slowly (docs/shared_gpu.md).
+ *   - Ranks sharing one GPU (separate processes) work, slowly (docs/shared_gpu.md). Ranks of
+ *     one process sharing a GPU (iris_init_local with a device listed twice, threads) run
+ *     their kernels at once: there each plan's grid takes at most 1 / W of the SMs (W: the
+ *     node's ranks; num_sms is capped to it), so that every rank's grid is resident.
  *
  * Device building blocks (C++, for users' own fused kernels): iris_moe_quant_fp8 (a
  * warp quantises a slice of a bf16 row to fp8 e4m3 with per-128 scales) and
@@ -128,7 +131,7 @@ typedef struct iris_moe_desc {
   int num_experts;             /* in all ranks; a multiple of the world size */
   iris_dtype_t dispatch_type;  /* IRIS_BFLOAT16 or IRIS_FLOAT8_E4M3 (per-128-channel scales) */
   iris_dtype_t combine_type;   /* IRIS_BFLOAT16 */
-  int num_sms;                 /* CTAs of the data kernels; 0: all SMs (low latency), 20 (high throughput) */
+  int num_sms;                 /* CTAs of the data kernels; 0: all SMs (low latency), 20 (high throughput); at most the SMs (1 / W of them where ranks of one process share the GPU) */
   long long max_recv_rows;     /* high throughput: rows of recv_x; 0: W * max_tokens * min(top_k, L). Low latency: 0 */
 } iris_moe_desc_t;
 #define IRIS_MOE_DESC_INIT {sizeof(iris_moe_desc_t), IRIS_MOE_LOW_LATENCY, 0, 0, 0, 0, IRIS_BFLOAT16, IRIS_BFLOAT16, 0, 0}

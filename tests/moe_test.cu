@@ -18,6 +18,10 @@
 // 4096, 7168, bf16 and fp8, graph replays with new routings, two streams, bad indices
 // found on the device, bad host input, high-throughput rows past max_recv_rows, both modes.
 //   moe_test N     N processes (iris_launch_local), device = rank % GPUs (shared when N > GPUs)
+//   moe_test threads N  N ranks as threads of one process, all on GPU 0 (iris_init_local with
+//                  device 0 listed N times): their kernels run at once, so each plan's grid
+//                  takes at most 1 / N of the SMs (internal/moe/grid.h); before, a low-latency
+//                  grid held every SM and each call waited out its bound
 // Build: make build/moe_test (fp32 SUM of the collectives only: IRIS_COLL_TYPES / _OPS)
 #define IRIS_IMPLEMENTATION
 #include "../iris_moe.h"
@@ -674,8 +678,73 @@ static bool ht_overflow(Suite &s) {
   return ok;
 }
 
+// ---- ranks as threads of one process sharing GPU 0. Their kernels run at once, and every
+// CTA of a dispatch or combine waits for the peers' kernels: each rank's grid must leave
+// room for the others' (iris_moe_grid caps it to 1 / W of the SMs). Before, the low-latency
+// default took every SM and every call waited out its bound. The device is synchronised
+// only where no peer's launched kernel waits for one this thread has yet to launch (after
+// the combine, and in poison_all before the barrier that opens each call).
+struct ThreadRank { iris_t *ctx; int rank, world, passed, failed; };
+static void *shared_rank(void *p) {
+  ThreadRank *a = (ThreadRank *)p;
+  cudaSetDevice(iris_device_ordinal(a->ctx));
+  Suite s = {};
+  s.ctx = a->ctx;
+  s.rank = a->rank;
+  s.world = a->world;
+  s.tag = "moe threads w=" + std::to_string(a->world) + ", one GPU";
+  uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)a->rank << 16)), all[IRIS_MAX_RANKS];
+  iris_allgather_host(s.ctx, &mine, all, sizeof mine);
+  s.seed = all[0];
+  if (s.rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
+  const iris_moe_mode_t LL = IRIS_MOE_LOW_LATENCY, HT = IRIS_MOE_HIGH_THROUGHPUT;
+  const iris_dtype_t BF = IRIS_BFLOAT16, F8 = IRIS_FLOAT8_E4M3;
+  const Case cases[] = {
+      {LL, BF, 64, 2048, 8, 8, R_RANDOM, RUN_EAGER, 3}, // every SM by default on a GPU of its own
+      {LL, F8, 32, 7168, 8, 8, R_RANDOM, RUN_STREAMS, 3},
+      {HT, BF, 128, 2048, 8, 8, R_RANDOM, RUN_EAGER, 2},
+  };
+  for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+    const Case &c = cases[ci];
+    char name[200];
+    snprintf(name, sizeof name, "ranks sharing one GPU: %s %s dispatch and combine, max_tokens %d, hidden %d, top-%d, %s, %d calls, a grid within 1 / W of the SMs",
+             c.mode == LL ? "low-latency" : "high-throughput", c.dt == F8 ? "fp8" : "bf16", c.T, c.H, c.K, run_name[c.run], c.iters);
+    report(s, name, run_case(s, c, ci));
+  }
+  a->passed = s.passed;
+  a->failed = s.failed;
+  return NULL;
+}
+static int mode_threads(int n) {
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("FAIL: [moe threads] %d ranks: 2 to %d\n", n, IRIS_MAX_RANKS); return 1; }
+  // a kernel loaded at its first launch starts only when every running kernel has ended
+  // (docs/shared_gpu.md, "Loading kernels"): load them all before a rank's kernel waits
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  std::vector<int> devs(n, 0);
+  std::vector<iris_t *> ctxs(n, (iris_t *)NULL);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)512 << 20;
+  if (iris_init_local(&cfg, n, devs.data(), ctxs.data()) != IRIS_SUCCESS) { printf("FAIL: [moe threads w=%d] iris_init_local: %s\n", n, iris_error_detail()); return 1; }
+  std::vector<ThreadRank> args(n);
+  std::vector<pthread_t> th(n);
+  for (int i = 0; i < n; i++) {
+    args[i] = {ctxs[i], i, n, 0, 0};
+    pthread_create(&th[i], NULL, shared_rank, &args[i]);
+  }
+  int failed = 0;
+  for (int i = 0; i < n; i++) {
+    pthread_join(th[i], NULL);
+    failed += args[i].failed;
+  }
+  bool ok = true;
+  for (int i = 0; i < n; i++) ok &= iris_finalize(ctxs[i]) == IRIS_SUCCESS;
+  printf("%s: [moe threads w=%d, one GPU] finalize every context from one thread\n", ok ? "PASS" : "FAIL", n);
+  return failed || !ok ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc > 1 && !strcmp(argv[1], "threads")) return mode_threads(argc > 2 ? atoi(argv[2]) : 2);
   int n = argc > 1 ? atoi(argv[1]) : 2, rank;
   iris_launch_t L;
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [moe w=%d] launch: %s\n", n, iris_error_detail()); return 1; }

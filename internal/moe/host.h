@@ -9,6 +9,7 @@
 #include "../core/platform.h"
 #include "../core/status.h"
 #include "../core/plan.h"
+#include "grid.h"
 #include "kernels.h"
 
 struct iris_moe {
@@ -38,8 +39,6 @@ struct iris_moe {
 #define IRIS_MOE_LL_THREADS 512
 #define IRIS_MOE_HT_THREADS 1024
 #define IRIS_MOE_THREADS(p) ((p)->d.mode == IRIS_MOE_HIGH_THROUGHPUT ? IRIS_MOE_HT_THREADS : IRIS_MOE_LL_THREADS)
-/* High throughput's default CTAs: DeepEP's 20 SMs reach its 4096-token figures (8xH100). */
-#define IRIS_MOE_HT_SMS 20
 
 static long long iris_moe_rows(const iris_moe_desc_t *d, int W) {
   const long long L = d->num_experts / W, kl = d->top_k < L ? d->top_k : L;
@@ -124,11 +123,10 @@ static iris_status_t iris_moe_create_local(iris_moe_t *p) {
   }
   if ((e = iris_gpu_memset(p->local, 0, bytes)) != IRIS_GPU_SUCCESS || (e = iris_gpu_synchronize()) != IRIS_GPU_SUCCESS)
     return iris_detail_gpu_fail(p->me, "iris_moe_create: zeroing the plan's state", e);
-  /* CTAs of the grid wait for each other: at most one per SM, so the grid is resident */
+  /* CTAs of the grid wait for each other and for the peers' grids: at most one per SM, and
+   * within 1 / W of the SMs where ranks of this process share the GPU (grid.h) */
   if ((e = iris_gpu_sm_count(&n, iris_device_ordinal(p->ctx))) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(p->me, "iris_moe_create: reading the SM count", e);
-  if (n < 1) n = 1;
-  p->sms = p->d.num_sms > 0 ? p->d.num_sms : p->d.mode == IRIS_MOE_HIGH_THROUGHPUT ? IRIS_MOE_HT_SMS : n;
-  if (p->sms > n) p->sms = n;
+  p->sms = iris_moe_grid(p->ctx, p->d.mode == IRIS_MOE_HIGH_THROUGHPUT, p->d.num_sms, n);
   memset(v, 0, sizeof *v);
   v->ctx = iris_device_context(p->ctx);
   v->flags = p->flags;

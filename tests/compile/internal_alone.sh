@@ -21,7 +21,7 @@ rm -rf "$dir" && mkdir -p "$dir"
 # C headers: the host implementation of iris.h, and the host/device C parts of the others
 is_c() {
   case $1 in
-    internal/core/* | internal/rendezvous/* | internal/coll/plan.h | internal/coll/fp8.h | internal/coll/mn_route.h | internal/gemm/types.h) return 0 ;;
+    internal/core/* | internal/rendezvous/* | internal/coll/plan.h | internal/coll/fp8.h | internal/coll/mn_route.h | internal/gemm/types.h | internal/moe/grid.h) return 0 ;;
   esac
   return 1
 }

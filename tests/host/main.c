@@ -27,6 +27,7 @@
 #include "multinode.c"
 #include "mn_route.c"
 #include "teams.c"
+#include "plans.c"
 
 int main(void) {
   long long t0 = now_ms();
@@ -138,6 +139,7 @@ int main(void) {
   test_world_ctas_staging();
   test_faults();
   test_coll_signature();
+  test_moe_grid();
   test_group_mismatched_calls();
   test_team_plans();
   test_team_members();
