@@ -172,7 +172,9 @@ extern "C" {
  * allocates the heap workspace (the same sequence on every rank; IRIS_ERROR_OUT_OF_MEMORY
  * naming the bytes when the heap cannot hold it) and the local buffers, prepares the
  * cuBLASLt GEMMs. A plan exists on every rank or on none; on failure nothing stays
- * allocated and *out is NULL. */
+ * allocated and *out is NULL. A NULL desc or out on some ranks: IRIS_ERROR_INVALID_ARGUMENT
+ * there and IRIS_ERROR_MISMATCH naming them on the others (the call still meets the peers,
+ * so none waits for it); a NULL ctx: IRIS_ERROR_INVALID_ARGUMENT at once. */
 IRIS_API iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_t *desc, iris_gemm_rs_t **out);
 /* Every rank, the same sequence of calls. Enqueues C = sum_r A_r * B_r (+ bias) on stream
  * (REDUCE_SCATTER: this rank's M/W rows; ALL_REDUCE: all M rows). a: M x K/W, b: this

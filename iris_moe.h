@@ -157,7 +157,10 @@ extern "C" {
  * rank, else IRIS_ERROR_MISMATCH on every rank; then the rules above), allocates the heap
  * workspace (the same sequence on every rank) and the device state, and meets the other
  * ranks (a host barrier: the zeroed flags are everywhere before any peer signals). A plan
- * exists on every rank or on none; on failure nothing stays allocated and *out is NULL. */
+ * exists on every rank or on none; on failure nothing stays allocated and *out is NULL.
+ * A NULL desc or out on some ranks: IRIS_ERROR_INVALID_ARGUMENT there and
+ * IRIS_ERROR_MISMATCH naming them on the others (the call still meets the peers, so none
+ * waits for it); a NULL ctx: IRIS_ERROR_INVALID_ARGUMENT at once. */
 IRIS_API iris_status_t iris_moe_create(iris_t *ctx, const iris_moe_desc_t *desc, iris_moe_t **out);
 /* Heap bytes a description needs at a world size (0 for an invalid one). Local. */
 IRIS_API size_t iris_moe_workspace_bytes(const iris_moe_desc_t *desc, int world_size);

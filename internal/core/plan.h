@@ -1,12 +1,14 @@
 /* internal/core/plan.h: one lifecycle for every plan of the GEMM and MoE headers
  * (iris_ag_gemm_t, iris_gemm_rs_t, iris_moe_t), written once as functions that each plan
  * calls in this order:
- *   create  iris_detail_plan_args       NULL arguments refused (then *out = NULL)
+ *   create  iris_detail_plan_args       a NULL context refused at once (no one to meet)
  *           iris_detail_plan_meet       a multi-node context refused alike on every rank,
  *                                       before any exchange; the description's fields
  *                                       gathered from every rank and compared, before any
  *                                       rank judges its own (a rank with a bad description
- *                                       must not leave the others waiting)
+ *                                       must not leave the others waiting); a NULL
+ *                                       description or out takes part too, refused on
+ *                                       every rank (then *out = NULL where out is given)
  *           (the plan's own rules, the same verdict on every rank)
  *           iris_detail_plan_device     the context's GPU current, the caller's given back
  *           (heap blocks: the same sequence on every rank; then this rank's local setup)
@@ -38,9 +40,12 @@ typedef struct iris_detail_plan_kind {
   const char *fields; /* the description's fields in words, for a mismatch */
 } iris_detail_plan_kind_t;
 
-/* The create's arguments: none may be NULL. */
+/* The create's context: a NULL one is refused at once (there is no one to meet). A NULL
+ * description or out is not refused here but by iris_detail_plan_meet, on every rank: a
+ * rank that returned at once would leave its peers waiting in the meet for the exchange's
+ * bound (IRIS_BARRIER_TIMEOUT_MS), and then pair their next exchange with its next one. */
 static inline iris_status_t iris_detail_plan_args(const iris_detail_plan_kind_t *k, const iris_t *ctx, const void *desc, const void *out) {
-  if (ctx && desc && out) return IRIS_SUCCESS;
+  if (ctx) return IRIS_SUCCESS;
   return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL argument (ctx %p, desc %p, out %p)", k->create, (const void *)ctx, desc, out);
 }
 
@@ -63,19 +68,37 @@ static inline iris_status_t iris_detail_meet_same(iris_t *ctx, const long long *
 
 /* Collective: refuses a context that spans several nodes (the plans run within one node),
  * alike on every rank before any exchange; then gathers the description's nf fields
- * (fields, not bytes: the descriptions have padding) from every rank and compares them:
- * IRIS_ERROR_MISMATCH names the first rank that describes another problem. */
-static inline iris_status_t iris_detail_plan_meet(const iris_detail_plan_kind_t *k, iris_t *ctx, const long long *mine, int nf) {
-  const int me = iris_rank(ctx);
+ * (fields, not bytes: the descriptions have padding) from every rank and
+ * compares them: IRIS_ERROR_MISMATCH names the first rank that describes another problem.
+ * A rank whose desc or out is NULL (mine is then not read) takes part with a row marked
+ * absent: it returns IRIS_ERROR_INVALID_ARGUMENT, and every other rank
+ * IRIS_ERROR_MISMATCH naming it. */
+static inline iris_status_t iris_detail_plan_meet(const iris_detail_plan_kind_t *k, iris_t *ctx, const void *desc, const void *out, const long long *mine, int nf) {
+  const int me = iris_rank(ctx), W = iris_world_size(ctx), given = desc && out, row = 1 + nf;
+  long long *all;
   iris_status_t st;
-  int q;
+  int q, i, differs = -1;
   if (iris_num_nodes(ctx) > 1)
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
                             "rank %d: %s: %s runs within one node, and this context spans %d nodes; create it on a node-local context (docs/multinode.md)", me,
                             k->create, k->what, iris_num_nodes(ctx));
-  if ((st = iris_detail_meet_same(ctx, mine, nf, &q)) != IRIS_SUCCESS) return st;
-  if (q >= 0) return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d describes a different %s (%s)", me, k->create, q, k->noun, k->fields);
-  return IRIS_SUCCESS;
+  if (!(all = (long long *)calloc((size_t)(W > 0 ? W + 1 : 2) * (size_t)row, sizeof *all))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  {
+    long long *m = all + (size_t)(W > 0 ? W : 1) * (size_t)row; /* this rank's row, after the gathered ones */
+    m[0] = given; /* first: a row marked absent differs from every description */
+    for (i = 0; i < nf; ++i) m[1 + i] = given ? mine[i] : 0;
+    st = iris_allgather_host(ctx, m, all, (size_t)row * sizeof *all);
+    for (q = 0; st == IRIS_SUCCESS && q < W && differs < 0; ++q)
+      if (memcmp(all + (size_t)q * (size_t)row, m, (size_t)row * sizeof *all)) differs = q;
+  }
+  if (st == IRIS_SUCCESS && !given)
+    st = iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL argument (desc %p, out %p); the call took part, so every rank refuses it", me, k->create, desc, out);
+  else if (st == IRIS_SUCCESS && differs >= 0 && !all[(size_t)differs * (size_t)row])
+    st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d passed a NULL description or out (see its error)", me, k->create, differs);
+  else if (st == IRIS_SUCCESS && differs >= 0)
+    st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d describes a different %s (%s)", me, k->create, differs, k->noun, k->fields);
+  free(all);
+  return st;
 }
 
 /* The context's GPU made current for a create; returns the caller's (-1: none), which

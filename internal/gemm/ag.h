@@ -209,11 +209,13 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
   int W, me, old;
   int cut[5] = {0, 0, 0, 0, 0};
   if ((st = iris_detail_plan_args(&iris_ag_gemm_kind, ctx, desc, out)) != IRIS_SUCCESS) return st;
-  *out = NULL;
+  if (out) *out = NULL;
   {
-    const long long mine[16] = {(long long)desc->struct_size, desc->layout, desc->M, desc->N, desc->K, desc->a_type, desc->c_type, desc->b_transposed, desc->has_bias,
-                                desc->path, desc->chunks, desc->fetch_ctas, desc->k_group, desc->stage_a, desc->trace, desc->gemm_streams};
-    if ((st = iris_detail_plan_meet(&iris_ag_gemm_kind, ctx, mine, 16)) != IRIS_SUCCESS) return st;
+    iris_ag_gemm_desc_t none; /* a NULL desc or out: plan_meet refuses it on every rank */
+    const iris_ag_gemm_desc_t *d = desc && out ? desc : (memset(&none, 0, sizeof none), &none);
+    const long long mine[16] = {(long long)d->struct_size, d->layout, d->M, d->N, d->K, d->a_type, d->c_type, d->b_transposed, d->has_bias,
+                                d->path, d->chunks, d->fetch_ctas, d->k_group, d->stage_a, d->trace, d->gemm_streams};
+    if ((st = iris_detail_plan_meet(&iris_ag_gemm_kind, ctx, desc, out, mine, 16)) != IRIS_SUCCESS) return st;
   }
   W = iris_world_size(ctx);
   me = iris_rank(ctx);

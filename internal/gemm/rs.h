@@ -514,11 +514,12 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   iris_status_t st;
   int W, me;
   if ((st = iris_detail_plan_args(&iris_gemm_rs_kind, ctx, desc, out)) != IRIS_SUCCESS) return st;
-  *out = NULL;
+  if (out) *out = NULL;
   {
-    const long long mine[11] = {(long long)desc->struct_size, desc->op, desc->M, desc->N, desc->K, desc->a_type, desc->c_type, desc->b_transposed, desc->has_bias,
-                                desc->path, desc->exact};
-    if ((st = iris_detail_plan_meet(&iris_gemm_rs_kind, ctx, mine, 11)) != IRIS_SUCCESS) return st;
+    iris_gemm_rs_desc_t none; /* a NULL desc or out: plan_meet refuses it on every rank */
+    const iris_gemm_rs_desc_t *d = desc && out ? desc : (memset(&none, 0, sizeof none), &none);
+    const long long mine[11] = {(long long)d->struct_size, d->op, d->M, d->N, d->K, d->a_type, d->c_type, d->b_transposed, d->has_bias, d->path, d->exact};
+    if ((st = iris_detail_plan_meet(&iris_gemm_rs_kind, ctx, desc, out, mine, 11)) != IRIS_SUCCESS) return st;
   }
   W = iris_world_size(ctx);
   me = iris_rank(ctx);

@@ -166,11 +166,13 @@ IRIS_DEF iris_status_t iris_moe_create(iris_t *ctx, const iris_moe_desc_t *desc,
   int W, me, q, old;
   size_t b[7], total = 0;
   if ((st = iris_detail_plan_args(&iris_moe_kind, ctx, desc, out)) != IRIS_SUCCESS) return st;
-  *out = NULL;
+  if (out) *out = NULL;
   {
-    const long long mine[10] = {(long long)desc->struct_size, desc->mode, desc->max_tokens, desc->hidden, desc->top_k, desc->num_experts, desc->dispatch_type,
-                                desc->combine_type, desc->num_sms, desc->max_recv_rows};
-    if ((st = iris_detail_plan_meet(&iris_moe_kind, ctx, mine, 10)) != IRIS_SUCCESS) return st;
+    iris_moe_desc_t none; /* a NULL desc or out: plan_meet refuses it on every rank */
+    const iris_moe_desc_t *d = desc && out ? desc : (memset(&none, 0, sizeof none), &none);
+    const long long mine[10] = {(long long)d->struct_size, d->mode, d->max_tokens, d->hidden, d->top_k, d->num_experts, d->dispatch_type, d->combine_type, d->num_sms,
+                                d->max_recv_rows};
+    if ((st = iris_detail_plan_meet(&iris_moe_kind, ctx, desc, out, mine, 10)) != IRIS_SUCCESS) return st;
   }
   W = iris_world_size(ctx);
   me = iris_rank(ctx);

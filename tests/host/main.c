@@ -140,6 +140,7 @@ int main(void) {
   test_faults();
   test_coll_signature();
   test_moe_grid();
+  test_plan_meet();
   test_group_mismatched_calls();
   test_team_plans();
   test_team_members();

@@ -36,3 +36,88 @@ static void test_moe_grid(void) {
   ctx->gpu_shared = ctx->gpu_shared_any = 0;
   iris_detail_host_only_free(ctx);
 }
+
+/* --------------------------------------------------- plan create's meet -- */
+/* Every plan's create (iris_ag_gemm_create, iris_gemm_rs_create, iris_moe_create) opens
+ * with iris_detail_plan_args and iris_detail_plan_meet (internal/core/plan.h). A rank
+ * whose desc or out is NULL takes part in the meet, so every rank refuses the create at
+ * once: before, it returned at once and its peers waited in the meet for the exchange's
+ * bound (here 3 s), then failed with IRIS_ERROR_TIMEOUT. Two ranks as threads of this
+ * process on host-only contexts joined by an in-process group. */
+#include "internal/core/plan.h"
+typedef struct plan_rank {
+  iris_t *ctx;
+  const long long *desc; /* the description's fields; NULL: a NULL desc */
+  int null_out;
+  iris_status_t st;
+  long long ms;
+  char detail[1100];
+} plan_rank_t;
+static const iris_detail_plan_kind_t test_plan_kind = {"test_plan_create", "the test plan", "problem", "shape"};
+static void *plan_rank_thread(void *p) {
+  plan_rank_t *r = (plan_rank_t *)p;
+  void *plan = (void *)&g_seed, **out = r->null_out ? NULL : &plan;
+  const long long t0 = now_ms();
+  /* the creates' opening, as in iris_moe_create */
+  r->st = iris_detail_plan_args(&test_plan_kind, r->ctx, r->desc, out);
+  if (r->st == IRIS_SUCCESS) {
+    if (out) *out = NULL;
+    r->st = iris_detail_plan_meet(&test_plan_kind, r->ctx, r->desc, out, r->desc, 3);
+  }
+  r->ms = now_ms() - t0;
+  snprintf(r->detail, sizeof r->detail, "%s", r->st == IRIS_SUCCESS ? "" : iris_error_detail());
+  return NULL;
+}
+/* Runs the two ranks' opening: descs[r] (NULL: a NULL desc), null_out[r]. */
+static void plan_meet_2(const long long *d0, const long long *d1, int null_out0, int null_out1, plan_rank_t *r) {
+  iris_detail_group_t *g = iris_detail_group_create(2);
+  static char heaps[2][1 << 12];
+  pthread_t th[2];
+  int i;
+  for (i = 0; i < 2; i++) {
+    memset(&r[i], 0, sizeof r[i]);
+    r[i].ctx = iris_detail_host_only_ctx(sizeof heaps[i], heaps[i]);
+    r[i].st = IRIS_ERROR_OUT_OF_MEMORY;
+    if (!r[i].ctx || !g) continue;
+    r[i].ctx->mode = IRIS_DETAIL_MODE_LOCAL;
+    r[i].ctx->group = g;
+    r[i].ctx->local_rank = i;
+    r[i].ctx->local_size = 2;
+    r[i].ctx->barrier_timeout_ms = 3000;
+  }
+  r[0].desc = d0, r[1].desc = d1, r[0].null_out = null_out0, r[1].null_out = null_out1;
+  if (g && r[0].ctx && r[1].ctx) {
+    for (i = 0; i < 2; i++) pthread_create(&th[i], NULL, plan_rank_thread, &r[i]);
+    for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  }
+  for (i = 0; i < 2; i++) iris_detail_host_only_free(r[i].ctx);
+  if (g) {
+    iris_detail_group_release(g);
+    iris_detail_group_release(g);
+  }
+}
+static void test_plan_meet(void) {
+  const long long a[3] = {64, 2048, 8}, b[3] = {64, 4096, 8};
+  plan_rank_t r[2];
+  plan_meet_2(a, a, 0, 0, r);
+  check(r[0].st == IRIS_SUCCESS && r[1].st == IRIS_SUCCESS, "plan create: the same description on both ranks meets", "%s '%s' / %s '%s'", sname(r[0].st), r[0].detail,
+        sname(r[1].st), r[1].detail);
+  plan_meet_2(a, b, 0, 0, r);
+  check(r[0].st == IRIS_ERROR_MISMATCH && r[1].st == IRIS_ERROR_MISMATCH && names_rank(r[0].detail, 1) && names_rank(r[1].detail, 0),
+        "plan create: another description on one rank: IRIS_ERROR_MISMATCH on both, naming the other", "%s '%s' / %s '%s'", sname(r[0].st), r[0].detail, sname(r[1].st),
+        r[1].detail);
+  plan_meet_2(NULL, a, 0, 0, r);
+  check(r[0].st == IRIS_ERROR_INVALID_ARGUMENT && has(r[0].detail, "NULL") && r[1].st == IRIS_ERROR_MISMATCH && names_rank(r[1].detail, 0) &&
+            has(r[1].detail, "NULL") && r[0].ms < 1500 && r[1].ms < 1500,
+        "plan create: a NULL desc on rank 0 only: refused there (INVALID_ARGUMENT), and at once on rank 1 (MISMATCH naming rank 0), no wait for the bound",
+        "rank 0 %s '%s' (%lld ms), rank 1 %s '%s' (%lld ms)", sname(r[0].st), r[0].detail, r[0].ms, sname(r[1].st), r[1].detail, r[1].ms);
+  plan_meet_2(a, a, 0, 1, r);
+  check(r[1].st == IRIS_ERROR_INVALID_ARGUMENT && r[0].st == IRIS_ERROR_MISMATCH && names_rank(r[0].detail, 1) && r[0].ms < 1500 && r[1].ms < 1500,
+        "plan create: a NULL out on rank 1 only: refused on both ranks at once", "rank 0 %s '%s' (%lld ms), rank 1 %s '%s' (%lld ms)", sname(r[0].st), r[0].detail,
+        r[0].ms, sname(r[1].st), r[1].detail, r[1].ms);
+  plan_meet_2(NULL, NULL, 0, 0, r);
+  check(r[0].st == IRIS_ERROR_INVALID_ARGUMENT && r[1].st == IRIS_ERROR_INVALID_ARGUMENT, "plan create: a NULL desc on every rank: INVALID_ARGUMENT on every rank",
+        "%s / %s", sname(r[0].st), sname(r[1].st));
+  check(iris_detail_plan_args(&test_plan_kind, NULL, a, r) == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "test_plan_create"),
+        "plan create: a NULL context is refused at once", "%s", iris_error_detail());
+}
