@@ -190,7 +190,9 @@ IRIS_API iris_gemm_path_t iris_ag_gemm_choose_path(const iris_ag_gemm_desc_t *de
 /* Synchronous: write the last run's trace as Chrome trace JSON (needs desc.trace and
  * -DIRIS_GEMM_TRACE; IRIS_ERROR_UNSUPPORTED otherwise). */
 IRIS_API iris_status_t iris_ag_gemm_trace_write(iris_ag_gemm_t *g, const char *json_path);
-/* Collective: free the plan (synchronises the device first). */
+/* Collective: free the plan (synchronises the device first, then frees the heap blocks in
+ * reverse order). NULL: IRIS_SUCCESS. The pointer is invalid afterwards: destroy a plan once, before iris_finalize, and call
+ * nothing of it after (no check can catch a freed plan). */
 IRIS_API iris_status_t iris_ag_gemm_destroy(iris_ag_gemm_t *g);
 #ifdef __cplusplus
 }

@@ -204,7 +204,8 @@ IRIS_API iris_gemm_path_t iris_gemm_rs_path(const iris_gemm_rs_t *p);
 /* The path AUTO picks for a description at a world size on this build (no GPU work). */
 IRIS_API iris_gemm_path_t iris_gemm_rs_choose_path(const iris_gemm_rs_desc_t *desc, int world_size);
 /* Every rank, collective: free the plan (synchronises the device first, then frees the heap
- * blocks in reverse order). NULL: IRIS_SUCCESS. */
+ * blocks in reverse order). NULL: IRIS_SUCCESS. The pointer is invalid afterwards: destroy a plan once, before iris_finalize, and call
+ * nothing of it after (no check can catch a freed plan). */
 IRIS_API iris_status_t iris_gemm_rs_destroy(iris_gemm_rs_t *p);
 #ifdef __cplusplus
 }

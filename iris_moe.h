@@ -193,7 +193,8 @@ IRIS_API iris_status_t iris_moe_combine(iris_moe_t *m, const void *y, void *out,
  * IRIS_SUCCESS. */
 IRIS_API iris_status_t iris_moe_check(iris_moe_t *m);
 /* Every rank, collective: synchronises the device, frees the plan (heap blocks in reverse
- * order). NULL: IRIS_SUCCESS. */
+ * order). NULL: IRIS_SUCCESS. The pointer is invalid afterwards: destroy a plan once, before iris_finalize, and call
+ * nothing of it after (no check can catch a freed plan). */
 IRIS_API iris_status_t iris_moe_destroy(iris_moe_t *m);
 #ifdef __cplusplus
 }
