@@ -541,7 +541,8 @@ IRIS_API size_t iris_abi_struct_size(const char *type_name);
 
 /* ================================================ the library's own rendezvous == */
 /* Bring-up mode 1 uses this; it is public so launchers and tests can use it alone.
- * Rank 0 listens on <dir>/<name>.sock; other ranks connect, retrying until the timeout.
+ * Rank 0 listens on <dir>/<name>.sock; other ranks connect, retrying until the timeout
+ * (also while a listener there accepts nothing: a stopped or hung rank 0's full backlog).
  * The directory (created 0700 by rank 0 if missing) must be a real directory of this
  * user with mode 0700, and every directory above it must belong to root or this user
  * and be writable by nobody else unless sticky (like /tmp); else

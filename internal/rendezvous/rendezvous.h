@@ -105,7 +105,7 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_connect(iris_rendezvous_t *r, const 
   struct sockaddr_un addr;
   iris_detail_hello_t h;
   iris_detail_frame_t f;
-  int fd = -1, e;
+  int fd = -1, e, full = 0; /* full: the last connect found rank 0's backlog full */
   unsigned uid = 0;
   char in_use[sizeof iris_detail_errbuf]; /* why the last try failed, when it is worth retrying */
   iris_status_t in_use_st = IRIS_SUCCESS;
@@ -122,9 +122,12 @@ retry:
       if (ds != IRIS_ERROR_TIMEOUT) return ds;
     } else if (ds != IRIS_SUCCESS && ds != IRIS_ERROR_TIMEOUT) return ds;
     if (ds == IRIS_SUCCESS) {
-      fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      /* non-blocking: a blocking connect to a listener whose backlog is full (a rank 0
+       * that is stopped or hung, not accepting) waits with no bound; EAGAIN is retried */
+      fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
       if (fd < 0) return iris_detail_sys_fail(r->rank, "socket", errno);
-      if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0) break;
+      if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0) { fcntl(fd, F_SETFL, 0); full = 0; break; }
+      full = errno == EAGAIN;
       close(fd);
       fd = -1;
     }
@@ -135,6 +138,11 @@ retry:
                                 "rendezvous '%s': rank %d timed out after %d ms waiting for rank 0 to listen at %s (MASTER_ADDR:MASTER_PORT; is rank 0 running, "
                                 "and is the address reachable from this host?)",
                                 r->name, r->rank, r->timeout_ms, r->where);
+      if (full)
+        return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                                "rendezvous '%s': rank %d timed out after %d ms: a process listens at %s but does not accept connections (its backlog is "
+                                "full: a stopped or hung rank 0, or another job's)",
+                                r->name, r->rank, r->timeout_ms, r->path);
       return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank %d timed out after %d ms waiting for rank 0 to listen at %s (is rank 0 running on this host?)",
                               r->name, r->rank, r->timeout_ms, r->path);
     }

@@ -28,6 +28,7 @@
 #include "mn_route.c"
 #include "teams.c"
 #include "plans.c"
+#include "bounds.c"
 
 int main(void) {
   long long t0 = now_ms();
@@ -116,6 +117,7 @@ int main(void) {
   test_error_frame_to_rank0();
   test_stale_and_live_sockets();
   test_stalled_hello();
+  test_rendezvous_full_backlog();
   test_hello_other_build();
   test_jobs_interleavings();
 

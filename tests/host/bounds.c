@@ -1,0 +1,48 @@
+/* tests/host/bounds.c: every wait of the rendezvous is bounded by its timeout, also
+ * against a rank 0 that listens but never accepts (stopped, hung). */
+
+/* A listener at <g_dir>/<name>.sock that never accepts, its backlog filled: a rank's
+ * connect must not wait past its timeout (a blocking connect to a full Unix-socket
+ * backlog waits with no bound). */
+typedef struct full_arg { char name[40]; } full_arg_t;
+static int child_full_backlog(int rank, void *argp) {
+  const full_arg_t *a = (const full_arg_t *)argp;
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = (iris_rendezvous_t *)&p;
+  iris_status_t st;
+  set_params(&p, a->name, g_dir, rank, 2, 600, 1ULL << 30);
+  st = iris_rendezvous_open(&p, &r);
+  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
+  g_res[rank].out_null = r == NULL;
+  if (st == IRIS_SUCCESS) iris_rendezvous_close(r);
+  return (int)st;
+}
+static void test_rendezvous_full_backlog(void) {
+  full_arg_t a;
+  struct sockaddr_un sa;
+  int lfd, fill[8], nfill = 0, i, codes[1], hung, ranks[1] = {1};
+  long long ms;
+  unique_name(a.name, sizeof a.name, "full");
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%.60s/%.40s.sock", g_dir, a.name);
+  lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 0) != 0) {
+    check(0, "rendezvous connect to a full backlog is bounded", "listener: %s", strerror(errno));
+    if (lfd >= 0) close(lfd);
+    return;
+  }
+  for (i = 0; i < 8; i++) { /* fill the backlog: connects that nobody accepts */
+    fill[nfill] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (fill[nfill] < 0) break;
+    if (connect(fill[nfill], (struct sockaddr *)&sa, sizeof sa) != 0) { close(fill[nfill]); break; }
+    nfill++;
+  }
+  ms = run_children(1, ranks, child_full_backlog, &a, 5000, codes, &hung);
+  check(!hung && codes[0] == IRIS_ERROR_TIMEOUT && g_res[1].out_null && has(g_res[1].detail, "does not accept") && ms < 3000,
+        "rendezvous connect to a full backlog is bounded", "hung %d after %lld ms (timeout 600 ms); %s '%s'", hung, ms, sname((iris_status_t)codes[0]),
+        g_res[1].detail);
+  for (i = 0; i < nfill; i++) close(fill[i]);
+  close(lfd);
+  unlink(sa.sun_path);
+}
