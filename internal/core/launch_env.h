@@ -39,10 +39,10 @@ IRIS_INTERNAL iris_status_t iris_detail_launcher_set(const iris_detail_launcher_
   const char *rs = iris_detail_var(get, user, L->rank), *ws = iris_detail_var(get, user, L->world);
   int lr = -1, ls = 0, got;
   *present = 0;
-  if (L->id == IRIS_LAUNCHER_IRIS) { /* iris's own set: set but empty is an error, as every IRIS_* variable (other launchers' empty ones count as unset) */
-    const char *const names[4] = {L->rank, L->world, L->local_rank, L->local_size};
+  if (L->id == IRIS_LAUNCHER_IRIS) { /* iris's own set and IRIS_JOB_TOKEN: set but empty is an error, as every IRIS_* variable (other launchers' empty ones count as unset) */
+    const char *const names[5] = {L->rank, L->world, L->local_rank, L->local_size, "IRIS_JOB_TOKEN"};
     int k;
-    for (k = 0; k < 4; k++) {
+    for (k = 0; k < 5; k++) {
       const char *v = get(user, names[k]);
       if (v && !*v) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s is set but empty: give it a value, or unset it", names[k]);
     }
