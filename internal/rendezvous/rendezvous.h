@@ -28,6 +28,9 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     unsigned uid = 0;
     int cfd, e;
     iris_status_t bad = IRIS_SUCCESS;
+    struct sockaddr_storage sa;
+    socklen_t sl;
+    char host[64], from[80]; /* a numeric address (INET6_ADDRSTRLEN is 46) */
     if (left <= 0) {
       int i;
       for (i = 0; i < r->world; i++) present[i] = (unsigned char)!present[i];
@@ -44,8 +47,11 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     pf.events = POLLIN;
     pf.revents = 0;
     if (poll(&pf, 1, (int)(left > 1000000 ? 1000000 : left)) <= 0) continue;
-    cfd = accept(lfd, NULL, NULL);
+    sl = sizeof sa;
+    cfd = accept(lfd, (struct sockaddr *)&sa, &sl);
     if (cfd < 0) continue;
+    from[0] = 0; /* TCP: " (host <address>)", so that a refused rank's message names its host */
+    if (r->tcp && getnameinfo((struct sockaddr *)&sa, sl, host, sizeof host, NULL, 0, NI_NUMERICHOST) == 0) snprintf(from, sizeof from, " (host %s)", host);
     fcntl(cfd, F_SETFD, FD_CLOEXEC); /* as every socket of the rendezvous: a program this rank runs must not hold it */
     if (!r->tcp && (iris_detail_peer_uid(cfd, &uid) != 0 || uid != (unsigned)getuid())) { /* not ours: refuse it, remember it */
       close(cfd);
@@ -55,8 +61,8 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     const long long hello_by = iris_detail_now_ms() + (left < 5000 ? left : 5000); /* a connection that stalls holds the others back 5 s at most */
     e = iris_detail_recv_header(cfd, &f, hello_by);
     if (!e && f.type == IRIS_DETAIL_HELLO && f.len != sizeof h) /* another build of iris (its hello has another size): tell it */
-      iris_detail_refuse(cfd, IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d sent a hello of %llu bytes but rank 0 expects %u: the ranks run different builds of iris",
-                         r->name, (int)f.rank, (unsigned long long)f.len, (unsigned)sizeof h);
+      iris_detail_refuse(cfd, IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d%s sent a hello of %llu bytes but rank 0 expects %u: the ranks run different builds of iris",
+                         r->name, (int)f.rank, from, (unsigned long long)f.len, (unsigned)sizeof h);
     if (e || f.type != IRIS_DETAIL_HELLO || f.len != sizeof h || iris_detail_io(cfd, &h, sizeof h, hello_by, 0)) { close(cfd); continue; }
     h.job[sizeof h.job - 1] = 0;
     if (strcmp(h.job, r->job) != 0) { /* another job that chose this name: refuse it, keep waiting for ours */
@@ -69,16 +75,16 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
       continue;
     }
     if (h.version != IRIS_VERSION)
-      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d runs iris version %u but rank 0 runs %u", r->name, f.rank, h.version, IRIS_VERSION);
+      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d%s runs iris version %u but rank 0 runs %u", r->name, f.rank, from, h.version, IRIS_VERSION);
     else if ((int)h.world != r->world)
-      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d was started with world size %u but rank 0 with %d", r->name, f.rank, h.world, r->world);
+      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d%s was started with world size %u but rank 0 with %d", r->name, f.rank, from, h.world, r->world);
     else if (h.heap_size != heap_size)
-      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d asks for a heap of %llu bytes but rank 0 for %llu", r->name, f.rank,
+      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': rank %d%s asks for a heap of %llu bytes but rank 0 for %llu", r->name, f.rank, from,
                              (unsigned long long)h.heap_size, (unsigned long long)heap_size);
     else if (f.rank <= 0 || f.rank >= r->world)
-      bad = iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rendezvous '%s': a process claims rank %d, outside [1, %d)", r->name, f.rank, r->world);
+      bad = iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rendezvous '%s': a process%s claims rank %d, outside [1, %d)", r->name, from, f.rank, r->world);
     else if (present[f.rank])
-      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': two processes claim rank %d", r->name, f.rank);
+      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': two processes claim rank %d (the second%s)", r->name, f.rank, from);
     if (bad != IRIS_SUCCESS) {
       const char *msg = iris_detail_errbuf;
       iris_detail_send_frame(cfd, IRIS_DETAIL_ERROR, 0, (int)bad, 0, msg, strlen(msg) + 1, iris_detail_now_ms() + 500);

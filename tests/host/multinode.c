@@ -166,6 +166,8 @@ static void test_tcp_rendezvous(void) {
             ms < 4000,
         "tcp rendezvous refuses a wrong world size", "hung %d after %lld ms; rank 0 %s '%s'; rank 1 %s '%s'", hung, ms, sname((iris_status_t)codes[0]),
         g_res[0].detail, sname((iris_status_t)codes[1]), g_res[1].detail);
+  check(has(g_res[0].detail, "127.0.0.1") && has(g_res[1].detail, "127.0.0.1"), "tcp rendezvous: a refused rank's message names its host (iris.h)",
+        "rank 0 '%s'; rank 1 '%s'", g_res[0].detail, g_res[1].detail);
   /* a rank of another job: refused, rank 0 keeps waiting for its own */
   tcp_init(&a, 2, 1200, 1);
   a.job[1] = "job-2";
