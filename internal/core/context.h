@@ -91,7 +91,7 @@ IRIS_INTERNAL iris_status_t iris_detail_comm_allgather_world(iris_t *ctx, const 
   case IRIS_DETAIL_MODE_RENDEZVOUS: return iris_detail_rdv_allgather(ctx->rdv, send, recv, bytes, timeout_ms);
   case IRIS_DETAIL_MODE_HOOKS:
     if (ctx->hooks.allgather(ctx->hooks.user, send, recv, bytes) != 0)
-      return iris_detail_fail(IRIS_ERROR_BOOTSTRAP, "rank %d: the bootstrap allgather callback returned an error", ctx->local_rank);
+      return iris_detail_fail(IRIS_ERROR_BOOTSTRAP, "rank %d: the bootstrap allgather callback returned an error", ctx->grank);
     return IRIS_SUCCESS;
   default: return iris_detail_group_allgather(ctx->group, ctx->local_rank, send, recv, bytes, timeout_ms);
   }
@@ -112,7 +112,7 @@ IRIS_INTERNAL iris_status_t iris_detail_comm_allgather(iris_t *ctx, const void *
 IRIS_INTERNAL iris_status_t iris_detail_comm_barrier(iris_t *ctx, int timeout_ms) {
   if (ctx->mode == IRIS_DETAIL_MODE_HOOKS) {
     if (ctx->hooks.barrier(ctx->hooks.user) != 0)
-      return iris_detail_fail(IRIS_ERROR_BOOTSTRAP, "rank %d: the bootstrap barrier callback returned an error", ctx->local_rank);
+      return iris_detail_fail(IRIS_ERROR_BOOTSTRAP, "rank %d: the bootstrap barrier callback returned an error", ctx->grank);
     return IRIS_SUCCESS;
   }
   return iris_detail_comm_allgather(ctx, NULL, NULL, 0, timeout_ms);

@@ -75,38 +75,39 @@ IRIS_INTERNAL void iris_detail_terminate_record(iris_detail_record_t *rec) {
   IRIS_DETAIL_TERMINATE(rec->err);
 }
 
-/* Checks every record against rank 0's (terminating their strings first). Exposed (as
- * iris_detail_) for the host tests. */
-IRIS_INTERNAL iris_status_t iris_detail_check_records(iris_detail_record_t *rec, int world) {
+/* Checks every record of a node against its first's (terminating their strings first).
+ * first: the world rank of slot 0 (node * local size in a multi-node world), so that
+ * messages name world ranks, not slots. Exposed (as iris_detail_) for the host tests. */
+IRIS_INTERNAL iris_status_t iris_detail_check_node_records(iris_detail_record_t *rec, int world, int first) {
   int r;
   for (r = 0; r < world; r++) iris_detail_terminate_record(&rec[r]);
   for (r = 0; r < world; r++)
-    if (rec[r].status != 0) return iris_detail_fail(iris_detail_peer_status(rec[r].status), "rank %d failed during bring-up: %s", r, rec[r].err);
+    if (rec[r].status != 0) return iris_detail_fail(iris_detail_peer_status(rec[r].status), "rank %d failed during bring-up: %s", first + r, rec[r].err);
   for (r = 0; r < world; r++) {
     const iris_detail_record_t *a = &rec[0], *b = &rec[r];
     if (b->magic != IRIS_DETAIL_MAGIC || b->rank != r)
       return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: slot %d of the exchange holds rank %d (the allgather must order blocks by rank)", r, b->rank);
     if (b->version != a->version)
-      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d runs iris version %u but rank 0 runs %u", r, b->version, a->version);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d runs iris version %u but rank %d runs %u", first + r, b->version, first, a->version);
     if (b->world != world || a->world != world)
-      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d was started with world size %d but rank 0 with %d", r, b->world, a->world);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d was started with world size %d but rank %d with %d", first + r, b->world, first, a->world);
     if (b->heap_size != a->heap_size)
-      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d asks for a heap of %llu bytes but rank 0 for %llu", r, (unsigned long long)b->heap_size,
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d asks for a heap of %llu bytes but rank %d for %llu", first + r, (unsigned long long)b->heap_size, first,
                               (unsigned long long)a->heap_size);
     if (b->heap_memory != a->heap_memory)
-      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d uses heap memory kind %d but rank 0 kind %d", r, b->heap_memory, a->heap_memory);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "bring-up: rank %d uses heap memory kind %d but rank %d kind %d", first + r, b->heap_memory, first, a->heap_memory);
     if (b->uid != a->uid)
-      return iris_detail_fail(IRIS_ERROR_PERMISSION, "bring-up: rank %d runs as uid %u but rank 0 as uid %u; all ranks must be one user", r, b->uid, a->uid);
+      return iris_detail_fail(IRIS_ERROR_PERMISSION, "bring-up: rank %d runs as uid %u but rank %d as uid %u; all ranks must be one user", first + r, b->uid, first, a->uid);
     if (strcmp(b->host, a->host) != 0)
       return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST,
-                              "bring-up: rank %d runs on host '%s' but rank 0 on '%s'; GPU IPC does not cross hosts: the ranks of one node (one "
+                              "bring-up: rank %d runs on host '%s' but rank %d on '%s'; GPU IPC does not cross hosts: the ranks of one node (one "
                               "IRIS_HOST_ID) must share a host",
-                              r, b->host, a->host);
+                              first + r, b->host, first, a->host);
     if (strcmp(b->boot_id, a->boot_id) != 0)
       return iris_detail_fail(IRIS_ERROR_DIFFERENT_HOST,
-                              "bring-up: rank %d runs on host '%s' (boot id %s) but rank 0 on '%s' (boot id %s): different machines with one name; GPU IPC does "
+                              "bring-up: rank %d runs on host '%s' (boot id %s) but rank %d on '%s' (boot id %s): different machines with one name; GPU IPC does "
                               "not cross hosts: the ranks of one node (one IRIS_HOST_ID) must share a host",
-                              r, b->host, b->boot_id, a->host, a->boot_id);
+                              first + r, b->host, b->boot_id, first, a->host, a->boot_id);
   }
   return IRIS_SUCCESS;
 }

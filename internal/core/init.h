@@ -177,7 +177,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
    *    returns before every rank can reach every heap */
   if ((st = iris_detail_comm_allgather(ctx, me, recs, sizeof *me, c.timeout_ms)) != IRIS_SUCCESS) goto fail;
   if (local != IRIS_SUCCESS) { st = iris_detail_fail(local, "%s", me->err); goto fail; }
-  if ((st = iris_detail_check_records(recs, ctx->local_size)) != IRIS_SUCCESS) goto fail;
+  if ((st = iris_detail_check_node_records(recs, ctx->local_size, ctx->node * ctx->local_size)) != IRIS_SUCCESS) goto fail;
   {
     int r;
     for (r = 0; r < ctx->local_size; r++) {
@@ -200,7 +200,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     if ((st = iris_detail_comm_allgather(ctx, &ok, all, sizeof ok, c.timeout_ms)) != IRIS_SUCCESS) goto fail;
     if (ok != IRIS_SUCCESS) { st = iris_detail_fail((iris_status_t)ok, "%s", why); goto fail; }
     for (r = 0; r < ctx->local_size; r++)
-      if (all[r] != IRIS_SUCCESS) { st = iris_detail_fail(iris_detail_peer_status(all[r]), "rank %d could not map its peers' heaps (see that rank's error)", r); goto fail; }
+      if (all[r] != IRIS_SUCCESS) { st = iris_detail_fail(iris_detail_peer_status(all[r]), "rank %d could not map its peers' heaps (see that rank's error)", ctx->node * ctx->local_size + r); goto fail; }
   }
   if ((st = iris_detail_heap_reset(ctx)) != IRIS_SUCCESS) goto fail;
   free(recs);

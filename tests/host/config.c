@@ -23,7 +23,7 @@ static void make_recs(iris_detail_record_t *rec, int world) {
 }
 
 static void expect_recs(const char *check_name, iris_detail_record_t *rec, int world, iris_status_t want, int rank_named, const char *word) {
-  iris_status_t st = iris_detail_check_records(rec, world);
+  iris_status_t st = iris_detail_check_node_records(rec, world, 0);
   const char *d = iris_error_detail();
   int ok = st == want;
   if (want != IRIS_SUCCESS) {
@@ -33,6 +33,26 @@ static void expect_recs(const char *check_name, iris_detail_record_t *rec, int w
   }
   check(ok, check_name, "status %s (want %s), detail '%s' (want rank %d%s%s%s)", sname(st), sname(want), d, rank_named, word ? " and '" : "", word ? word : "",
         word ? "'" : "");
+}
+
+/* A multi-node world's records are a node's slice: messages name world ranks (node 1 of
+ * 4-rank nodes: slots 0-3 are ranks 4-7), never the slots. */
+static void test_node_records(void) {
+  iris_detail_record_t rec[4];
+  iris_status_t st;
+  const char *d;
+  make_recs(rec, 4);
+  rec[1].status = (int32_t)IRIS_ERROR_GPU;
+  snprintf(rec[1].err, sizeof rec[1].err, "%s", "no GPU");
+  st = iris_detail_check_node_records(rec, 4, 4);
+  d = iris_error_detail();
+  check(st == IRIS_ERROR_GPU && names_rank(d, 5) && !names_rank(d, 1), "records of node 1: a failed rank is named by its world rank", "%s '%s'", sname(st), d);
+  make_recs(rec, 4);
+  snprintf(rec[2].host, sizeof rec[2].host, "%s", "node-b");
+  st = iris_detail_check_node_records(rec, 4, 4);
+  d = iris_error_detail();
+  check(st == IRIS_ERROR_DIFFERENT_HOST && names_rank(d, 6) && names_rank(d, 4) && !names_rank(d, 2) && !names_rank(d, 0),
+        "records of node 1: another host names world ranks 6 and 4", "%s '%s'", sname(st), d);
 }
 
 static void test_records(void) {

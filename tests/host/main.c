@@ -128,6 +128,7 @@ int main(void) {
   test_alloc_exhaustion();
   test_alloc_errors();
   test_records();
+  test_node_records();
   test_tiles();
   test_world_records();
   test_world_all_reduce_plan();
