@@ -75,10 +75,15 @@ IRIS_INTERNAL iris_status_t iris_detail_private_dir(const char *dir, int rank, i
 }
 
 /* Holds <dir>/.lock (fcntl write lock) while rank 0 probes, replaces and binds a
- * socket, or unlinks its own: two jobs never interleave those steps. -1 if no lock. */
-IRIS_INTERNAL int iris_detail_dir_lock(const char *dir) {
+ * socket, or unlinks its own: two jobs never interleave those steps. Another holder
+ * keeps it for microseconds; one stopped while holding it (or a lock daemon that is down,
+ * on NFS) would keep it for ever, so the wait is bounded: -2 once timeout_ms have passed
+ * (the caller's error names the lock file), -1 if there is no lock to take (the steps
+ * then run without it, as before). */
+IRIS_INTERNAL int iris_detail_dir_lock(const char *dir, int timeout_ms) {
   char path[PATH_MAX];
   struct flock fl;
+  const long long deadline = iris_detail_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
   int fd;
   snprintf(path, sizeof path, "%s/.lock", dir);
   fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -86,8 +91,11 @@ IRIS_INTERNAL int iris_detail_dir_lock(const char *dir) {
   memset(&fl, 0, sizeof fl);
   fl.l_type = F_WRLCK;
   fl.l_whence = SEEK_SET;
-  while (fcntl(fd, F_SETLKW, &fl) != 0)
-    if (errno != EINTR) { close(fd); return -1; }
+  while (fcntl(fd, F_SETLK, &fl) != 0) {
+    if (errno != EINTR && errno != EACCES && errno != EAGAIN) { close(fd); return -1; }
+    if (iris_detail_now_ms() >= deadline) { close(fd); return -2; }
+    iris_detail_sleep_ms(1);
+  }
   return fd;
 }
 IRIS_INTERNAL void iris_detail_dir_unlock(int fd) {
@@ -101,8 +109,11 @@ IRIS_INTERNAL void iris_detail_dir_unlock(int fd) {
 IRIS_INTERNAL iris_status_t iris_detail_rdv_bind(iris_rendezvous_t *r, const char *dir, int *lfd_out, struct stat *mine) {
   struct sockaddr_un addr;
   iris_status_t st = IRIS_SUCCESS;
-  int lock = iris_detail_dir_lock(dir), probe, lfd = -1, e;
+  int lock = iris_detail_dir_lock(dir, r->timeout_ms), probe, lfd = -1, e;
   *lfd_out = -1;
+  if (lock == -2)
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': rank 0 waited %d ms for the lock %s/.lock, which another process holds (stopped while it "
+                            "binds its socket?, or the directory's file locks hang: set IRIS_RENDEZVOUS_DIR to a local directory)", r->name, r->timeout_ms, dir);
   memset(&addr, 0, sizeof addr);
   addr.sun_family = AF_UNIX;
   memcpy(addr.sun_path, r->path, strlen(r->path) + 1);
@@ -140,7 +151,7 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_bind(iris_rendezvous_t *r, const cha
  * inode): a newer job's socket at the same name stays. */
 IRIS_INTERNAL void iris_detail_rdv_unlink_own(const iris_rendezvous_t *r, const char *dir, const struct stat *mine) {
   struct stat now;
-  int lock = iris_detail_dir_lock(dir);
+  int lock = iris_detail_dir_lock(dir, r->timeout_ms); /* -2 (not had in time): unlink unlocked, as where there is no lock */
   if (lstat(r->path, &now) == 0 && now.st_dev == mine->st_dev && now.st_ino == mine->st_ino) unlink(r->path);
   iris_detail_dir_unlock(lock);
 }

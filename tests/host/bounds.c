@@ -46,3 +46,56 @@ static void test_rendezvous_full_backlog(void) {
   close(lfd);
   unlink(sa.sun_path);
 }
+
+/* The rendezvous directory's lock held by a process that never lets go (stopped while it
+ * binds, or a lock daemon that is down): rank 0's bind waits at most its timeout, then
+ * fails naming the lock file (it waited with no bound: F_SETLKW). */
+typedef struct lock_arg { char name[40]; } lock_arg_t;
+static int child_rank0_locked(int rank, void *argp) {
+  const lock_arg_t *a = (const lock_arg_t *)argp;
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = (iris_rendezvous_t *)&p;
+  iris_status_t st;
+  set_params(&p, a->name, g_dir, rank, 2, 600, 1ULL << 30);
+  st = iris_rendezvous_open(&p, &r);
+  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
+  g_res[rank].out_null = r == NULL;
+  if (st == IRIS_SUCCESS) iris_rendezvous_close(r);
+  return (int)st;
+}
+static void test_rendezvous_dir_lock_held(void) {
+  lock_arg_t a;
+  char path[160];
+  int pipefd[2], codes[1], hung, ranks[1] = {0};
+  long long ms;
+  pid_t holder;
+  char c = 0;
+  unique_name(a.name, sizeof a.name, "lock");
+  snprintf(path, sizeof path, "%.100s/.lock", g_dir);
+  if (pipe(pipefd) != 0) { check(0, "rendezvous: a held directory lock is waited for at most the timeout", "pipe: %s", strerror(errno)); return; }
+  holder = fork();
+  if (holder == 0) { /* takes the lock, says so, and keeps it until killed */
+    struct flock fl;
+    const int fd = open(path, O_RDWR | O_CREAT, 0600);
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    c = fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0 ? 'y' : 'n';
+    if (write(pipefd[1], &c, 1) != 1) _exit(1);
+    for (;;) pause();
+  }
+  if (holder < 0 || read(pipefd[0], &c, 1) != 1 || c != 'y') {
+    check(0, "rendezvous: a held directory lock is waited for at most the timeout", "the holder could not take %s", path);
+    if (holder > 0) { kill(holder, SIGKILL); waitpid(holder, NULL, 0); }
+    close(pipefd[0]); close(pipefd[1]);
+    return;
+  }
+  ms = run_children(1, ranks, child_rank0_locked, &a, 5000, codes, &hung);
+  check(!hung && codes[0] == IRIS_ERROR_TIMEOUT && g_res[0].out_null && has(g_res[0].detail, ".lock") && ms < 3000,
+        "rendezvous: rank 0's bind waits for a held directory lock at most its timeout, then names the lock", "hung %d after %lld ms (timeout 600 ms); %s '%s'",
+        hung, ms, sname((iris_status_t)codes[0]), g_res[0].detail);
+  kill(holder, SIGKILL);
+  waitpid(holder, NULL, 0);
+  close(pipefd[0]);
+  close(pipefd[1]);
+}

@@ -118,6 +118,7 @@ int main(void) {
   test_stale_and_live_sockets();
   test_stalled_hello();
   test_rendezvous_full_backlog();
+  test_rendezvous_dir_lock_held();
   test_hello_other_build();
   test_jobs_interleavings();
 
