@@ -235,7 +235,7 @@ typedef struct iris_config {
   size_t heap_size;          /* 0: IRIS_HEAP_SIZE ("512M", "2GiB": see below), else 1 GiB; rounded up to 2 MiB */
   const char *rendezvous;    /* NULL: IRIS_RENDEZVOUS, else "job-<launcher's job id>"; a world > 1
                                 without either is IRIS_ERROR_INVALID_ARGUMENT */
-  const char *rendezvous_dir;/* NULL: IRIS_RENDEZVOUS_DIR, else $XDG_RUNTIME_DIR/iris, else /tmp/iris-<uid> */
+  const char *rendezvous_dir;/* NULL: IRIS_RENDEZVOUS_DIR, else $XDG_RUNTIME_DIR/iris, else /tmp/iris-<uid>; "": an error */
   int timeout_ms;            /* bring-up waits; 0: IRIS_TIMEOUT_MS, else 60 s */
   int barrier_timeout_ms;    /* iris_barrier waits; 0: IRIS_BARRIER_TIMEOUT_MS, else 600 s */
   iris_heap_memory_t heap_memory;
@@ -560,7 +560,7 @@ IRIS_API size_t iris_abi_struct_size(const char *type_name);
 typedef struct iris_rendezvous iris_rendezvous_t;
 typedef struct iris_rendezvous_params {
   const char *name;        /* required; at most 64 characters of [A-Za-z0-9._-] */
-  const char *dir;         /* NULL: IRIS_RENDEZVOUS_DIR, else $XDG_RUNTIME_DIR/iris, else /tmp/iris-<uid> */
+  const char *dir;         /* NULL: IRIS_RENDEZVOUS_DIR, else $XDG_RUNTIME_DIR/iris, else /tmp/iris-<uid>; "": an error */
   int rank, world_size;
   int timeout_ms;          /* every wait inside; > 0 */
   unsigned long long heap_size; /* compared across ranks */

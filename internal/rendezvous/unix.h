@@ -158,10 +158,16 @@ IRIS_INTERNAL void iris_detail_rdv_unlink_own(const iris_rendezvous_t *r, const 
 
 /* The rendezvous directory: given, else IRIS_RENDEZVOUS_DIR, else $XDG_RUNTIME_DIR/iris
  * (a per-user directory that no one else can pre-create), else /tmp/iris-<uid>. 1: *dir
- * set; 0: too long; -1: IRIS_RENDEZVOUS_DIR set but empty (the detail says so). */
+ * set; 0: too long; -1: given empty, or IRIS_RENDEZVOUS_DIR set but empty (the detail
+ * says so; an empty directory put the socket at "/<name>.sock"). */
 IRIS_INTERNAL int iris_detail_rdv_dir(const char *given, char *dir, size_t cap) {
   const char *env = NULL, *xdg = getenv("XDG_RUNTIME_DIR");
   int n;
+  if (given && !*given) {
+    iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "the rendezvous directory given (iris_config_t.rendezvous_dir, iris_rendezvous_params_t.dir) is empty: "
+                     "give a directory, or NULL for the default");
+    return -1;
+  }
   if (!given && iris_detail_env("IRIS_RENDEZVOUS_DIR", &env) < 0) return -1;
   if (given) n = snprintf(dir, cap, "%s", given);
   else if (env) n = snprintf(dir, cap, "%s", env);

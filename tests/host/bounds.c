@@ -99,3 +99,20 @@ static void test_rendezvous_dir_lock_held(void) {
   close(pipefd[0]);
   close(pipefd[1]);
 }
+
+/* An empty rendezvous directory is refused at once, on every rank (it put the socket at
+ * "/<name>.sock": rank 0 failed in mkdir, the others waited out their timeout). */
+static void test_rendezvous_empty_dir(void) {
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = (iris_rendezvous_t *)&p;
+  int ok = 1, rank;
+  for (rank = 0; rank < 2; rank++) {
+    const long long t0 = now_ms();
+    iris_status_t st;
+    set_params(&p, "emptydir", "", rank, 2, 2000, 1ULL << 30);
+    st = iris_rendezvous_open(&p, &r);
+    ok = ok && st == IRIS_ERROR_INVALID_ARGUMENT && r == NULL && has(iris_error_detail(), "empty") && now_ms() - t0 < 500;
+    if (st == IRIS_SUCCESS) iris_rendezvous_close(r);
+  }
+  check(ok, "rendezvous: an empty directory is refused at once on every rank (IRIS_ERROR_INVALID_ARGUMENT)", "%s", iris_error_detail());
+}

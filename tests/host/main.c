@@ -119,6 +119,7 @@ int main(void) {
   test_stalled_hello();
   test_rendezvous_full_backlog();
   test_rendezvous_dir_lock_held();
+  test_rendezvous_empty_dir();
   test_hello_other_build();
   test_jobs_interleavings();
 
