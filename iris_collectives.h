@@ -179,7 +179,7 @@ typedef enum iris_algo {
 typedef struct iris_coll_opts {
   size_t struct_size;
   iris_algo_t algo; /* IRIS_ALGO_AUTO: by size (docs/collectives.md, "Algorithms") */
-  int ctas;         /* CTAs per rank: the bandwidth algorithms use this many, the one-shot latency kernel at most this many (fewer SMs beside compute); 0 = IRIS_COLL_CTAS where set, else automatic */
+  int ctas;         /* CTAs per rank: the bandwidth algorithms use this many, the one-shot latency kernel at most this many (fewer SMs beside compute); 0 = IRIS_COLL_CTAS where set, else automatic; where ranks of one process share a GPU, at most 1 / W of its SMs whatever this says */
   unsigned flags;   /* IRIS_COLL_STAGE, 0 = none. (Callers built against the struct without it
                      * pass the smaller struct_size; flags is then 0.) */
 } iris_coll_opts_t;
