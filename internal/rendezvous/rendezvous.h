@@ -15,7 +15,7 @@
 
 IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int lfd, uint64_t heap_size) {
   long long deadline = iris_detail_now_ms() + r->timeout_ms;
-  int have = 1, refused = 0, foreign = 0;
+  int have = 1, refused = 0, foreign = 0, accept_err = 0; /* accept_err: the last errno of a failed accept (out of descriptors, say) */
   unsigned char *present = (unsigned char *)calloc((size_t)r->world, 1);
   char list[512];
   if (!present) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank 0: out of host memory");
@@ -34,12 +34,13 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     if (left <= 0) {
       int i;
       for (i = 0; i < r->world; i++) present[i] = (unsigned char)!present[i];
-      iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': timed out after %d ms; ranks %s never arrived (%d of %d present; %s)%s%s",
+      iris_detail_fail(IRIS_ERROR_TIMEOUT, "rendezvous '%s': timed out after %d ms; ranks %s never arrived (%d of %d present; %s)%s%s%s%s",
                        r->name, r->timeout_ms, iris_detail_rank_list(present, r->world, list, sizeof list), have, r->world,
                        r->tcp ? "they must reach rank 0 at MASTER_ADDR:MASTER_PORT" : "all ranks must run on this host",
                        refused ? "; a connection from another user was refused" : "",
                        foreign ? (r->tcp ? "; ranks of another job were refused (give each job its own MASTER_PORT)"
-                                 : "; ranks of another job with this rendezvous name were refused (give each job its own IRIS_RENDEZVOUS)") : "");
+                                 : "; ranks of another job with this rendezvous name were refused (give each job its own IRIS_RENDEZVOUS)") : "",
+                       accept_err ? "; rank 0 could not accept their connections: " : "", accept_err ? strerror(accept_err) : "");
       free(present);
       return iris_detail_rdv_abort(r, IRIS_ERROR_TIMEOUT);
     }
@@ -49,7 +50,13 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
     if (poll(&pf, 1, (int)(left > 1000000 ? 1000000 : left)) <= 0) continue;
     sl = sizeof sa;
     cfd = accept(lfd, (struct sockaddr *)&sa, &sl);
-    if (cfd < 0) continue;
+    if (cfd < 0) { /* out of descriptors (EMFILE, ENFILE), say: remembered for the timeout's message, and no busy loop */
+      if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED) {
+        accept_err = errno;
+        iris_detail_sleep_ms(1);
+      }
+      continue;
+    }
     from[0] = 0; /* TCP: " (host <address>)", so that a refused rank's message names its host */
     if (r->tcp && getnameinfo((struct sockaddr *)&sa, sl, host, sizeof host, NULL, 0, NI_NUMERICHOST) == 0) snprintf(from, sizeof from, " (host %s)", host);
     fcntl(cfd, F_SETFD, FD_CLOEXEC); /* as every socket of the rendezvous: a program this rank runs must not hold it */

@@ -116,3 +116,48 @@ static void test_rendezvous_empty_dir(void) {
   }
   check(ok, "rendezvous: an empty directory is refused at once on every rank (IRIS_ERROR_INVALID_ARGUMENT)", "%s", iris_error_detail());
 }
+
+/* Rank 0 out of descriptors once its socket is bound: its accept fails. The timeout then
+ * says so (it spun at full speed and blamed the missing ranks alone). */
+typedef struct emfile_arg { char name[40]; char path[160]; } emfile_arg_t;
+static void *fill_descriptors(void *argp) { /* once the socket exists: no descriptor left below the limit */
+  const emfile_arg_t *a = (const emfile_arg_t *)argp;
+  struct stat st;
+  struct rlimit rl;
+  int fd, hi = 0;
+  long long t0 = now_ms();
+  while (lstat(a->path, &st) != 0 && now_ms() - t0 < 3000) sleep_ms(1);
+  for (fd = 0; fd < 4096; fd++)
+    if (fcntl(fd, F_GETFD) != -1) hi = fd;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return NULL;
+  rl.rlim_cur = (rlim_t)hi + 1;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return NULL;
+  while (open("/dev/null", O_RDONLY) >= 0) {
+  }
+  return NULL;
+}
+static int child_emfile(int rank, void *argp) {
+  const emfile_arg_t *a = (const emfile_arg_t *)argp;
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = (iris_rendezvous_t *)&p;
+  pthread_t th;
+  iris_status_t st;
+  if (rank == 0 && pthread_create(&th, NULL, fill_descriptors, (void *)a) != 0) return 100;
+  if (rank == 1) sleep_ms(300); /* after rank 0 ran out */
+  set_params(&p, a->name, g_dir, rank, 2, 900, 1ULL << 30);
+  st = iris_rendezvous_open(&p, &r);
+  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
+  if (st == IRIS_SUCCESS) iris_rendezvous_close(r);
+  return (int)st;
+}
+static void test_rendezvous_accept_fails(void) {
+  emfile_arg_t a;
+  int codes[2], hung, ranks[2] = {0, 1};
+  long long ms;
+  unique_name(a.name, sizeof a.name, "emfile");
+  snprintf(a.path, sizeof a.path, "%.100s/%.40s.sock", g_dir, a.name);
+  ms = run_children(2, ranks, child_emfile, &a, 5000, codes, &hung);
+  check(!hung && codes[0] == IRIS_ERROR_TIMEOUT && has(g_res[0].detail, "could not accept") && has(g_res[0].detail, strerror(EMFILE)) && ms < 3000,
+        "rendezvous: rank 0 out of descriptors says its accept failed (and why) when it times out", "hung %d after %lld ms; %s '%s'", hung, ms,
+        sname((iris_status_t)codes[0]), g_res[0].detail);
+}

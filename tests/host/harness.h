@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 /* ------------------------------------------------------------ reporting -- */
 static int g_pass, g_fail;

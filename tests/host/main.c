@@ -120,6 +120,7 @@ int main(void) {
   test_rendezvous_full_backlog();
   test_rendezvous_dir_lock_held();
   test_rendezvous_empty_dir();
+  test_rendezvous_accept_fails();
   test_hello_other_build();
   test_jobs_interleavings();
 
