@@ -139,9 +139,12 @@ static inline iris_status_t iris_coll_mn_parse_size(const char *v, const char *s
   if (n == 0 || n >= sizeof buf) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_MN_NCCL_WHOLE='%.160s': '%.*s' is not a size; %s", v, (int)(n < 31 ? n : 31), s, IRIS_COLL_MN_WHOLE_HELP);
   memcpy(buf, s, n);
   buf[n] = 0;
-  if (iris_detail_parse_size_var("IRIS_MN_NCCL_WHOLE", buf, &x) != IRIS_SUCCESS)
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_MN_NCCL_WHOLE='%.160s': '%s' is not a size (digits, then optionally K, M, G or T); %s", v, buf,
-                            IRIS_COLL_MN_WHOLE_HELP);
+  if (iris_detail_parse_size_var("IRIS_MN_NCCL_WHOLE", buf, &x) != IRIS_SUCCESS) /* its detail tells a size too large from one malformed */
+    return strstr(iris_detail_errbuf, "overflows")
+               ? iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_MN_NCCL_WHOLE='%.160s': '%s' overflows a size (at most %llu bytes); %s", v, buf,
+                                  (unsigned long long)SIZE_MAX, IRIS_COLL_MN_WHOLE_HELP)
+               : iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_MN_NCCL_WHOLE='%.160s': '%s' is not a size (digits, then optionally K, M, G or T); %s", v,
+                                  buf, IRIS_COLL_MN_WHOLE_HELP);
   *out = (uint64_t)x;
   return IRIS_SUCCESS;
 }

@@ -60,6 +60,25 @@ static void test_mn_route_parser(void) {
     check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "IRIS_MN_NCCL_WHOLE") && has(iris_error_detail(), "give all, none"), nm, "%s '%s'",
           sname(st), iris_error_detail());
   }
+  /* sizes at the edge of size_t: the largest is taken, one more (or a suffix past it)
+   * is refused as too large, not as malformed digits */
+  {
+    static const char *big[] = {"all_reduce=0-18446744073709551616", "all_reduce=16777216T-"};
+    iris_coll_mn_table_defaults(&t);
+    st = iris_coll_mn_parse("all_reduce=18446744073709551615-", &t);
+    check(st == IRIS_SUCCESS && t.n[AR] == 1 && t.lo[AR][0] == UINT64_MAX && iris_coll_mn_decide(&t, 1, AR, SIZE_MAX, 1, 4) == IRIS_COLL_MN_NCCL &&
+              iris_coll_mn_decide(&t, 1, AR, SIZE_MAX - 1, 1, 4) == IRIS_COLL_MN_HIER,
+          "mn route: IRIS_MN_NCCL_WHOLE takes the largest size", "%s '%s'", sname(st), iris_error_detail());
+    for (i = 0; i < sizeof big / sizeof big[0]; i++) {
+      char nm[160];
+      iris_coll_mn_table_defaults(&t);
+      st = iris_coll_mn_parse(big[i], &t);
+      snprintf(nm, sizeof nm, "mn route: IRIS_MN_NCCL_WHOLE='%s' is refused as too large", big[i]);
+      check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "IRIS_MN_NCCL_WHOLE") && has(iris_error_detail(), "overflows") &&
+                !has(iris_error_detail(), "is not a size"),
+            nm, "%s '%s'", sname(st), iris_error_detail());
+    }
+  }
   /* empty and zero, through the environment */
   setenv("IRIS_MN_NCCL_WHOLE", "", 1);
   st = iris_coll_mn_table_from_env(&t, 2);
