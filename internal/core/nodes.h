@@ -34,20 +34,49 @@ IRIS_INTERNAL iris_status_t iris_detail_host_id(iris_getenv_fn lookup, void *use
   return IRIS_SUCCESS;
 }
 
+/* A run of equal ids (a node's ranks): its id and first rank, sorted by id, then rank. */
+typedef struct iris_detail_id_run {
+  const char *id;
+  int rank;
+} iris_detail_id_run_t;
+IRIS_INTERNAL int iris_detail_id_run_cmp(const void *x, const void *y) {
+  const iris_detail_id_run_t *a = (const iris_detail_id_run_t *)x, *b = (const iris_detail_id_run_t *)y;
+  const int c = strcmp(a->id, b->id);
+  return c ? c : (a->rank > b->rank) - (a->rank < b->rank);
+}
 /* Groups `world` ranks by their ids (ids + r * stride, terminated strings): the ranks of
  * one id must be consecutive (block placement) and every id must hold as many ranks.
  * Sets rank `rank`'s node, the node count, its local rank and the local size. Errors
  * name the ids, ranks and counts: IRIS_ERROR_UNSUPPORTED (ranks of a node not
  * consecutive; a node of more than IRIS_MAX_RANKS ranks), IRIS_ERROR_MISMATCH (unequal
- * counts). Pure: host-tested. */
+ * counts); the first in rank order. The runs are sorted to find an id that comes back
+ * (O(W log W): every rank does this at iris_init, and W reaches 65536); without memory
+ * for that, every run is compared with the ranks before it (the same answer, O(W^2)).
+ * Pure: host-tested. */
 IRIS_INTERNAL iris_status_t iris_detail_group_nodes(const char *ids, size_t stride, int world, int rank, int *node, int *nodes, int *local_rank,
                                                     int *local_size) {
 #define IRIS_DETAIL_ID(r) (ids + (size_t)(r) * stride)
-  int r, q, run = 1, L = 0;
+  int r, q, run = 1, L = 0, back = -1, first = -1, n = 0, sorted = 0;
+  iris_detail_id_run_t *runs = world > 0 ? (iris_detail_id_run_t *)malloc((size_t)(unsigned)world * sizeof *runs) : NULL;
+  if (runs) { /* back: the first run whose id an earlier run had, first: that earlier run's first rank */
+    for (r = 0; r < world; r++)
+      if (r == 0 || strcmp(IRIS_DETAIL_ID(r), IRIS_DETAIL_ID(r - 1)) != 0) {
+        runs[n].id = IRIS_DETAIL_ID(r);
+        runs[n++].rank = r;
+      }
+    qsort(runs, (size_t)n, sizeof *runs, iris_detail_id_run_cmp);
+    for (q = 1; q < n; q++) /* of one id, the second run is the earliest to come back; runs[q - 1] is then its id's first */
+      if (strcmp(runs[q].id, runs[q - 1].id) == 0 && (back < 0 || runs[q].rank < back)) {
+        back = runs[q].rank;
+        first = runs[q - 1].rank;
+      }
+    free(runs);
+    sorted = 1;
+  }
   for (r = 1; r <= world; r++) {
     if (r < world && strcmp(IRIS_DETAIL_ID(r), IRIS_DETAIL_ID(r - 1)) == 0) { run++; continue; }
     if (r < world) /* a new id starts at r: it must not have appeared before */
-      for (q = 0; q < r - 1; q++)
+      for (q = sorted ? (r == back ? first : r) : 0; q < r - 1; q++)
         if (strcmp(IRIS_DETAIL_ID(q), IRIS_DETAIL_ID(r)) == 0)
           return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
                                   "the ranks of node '%s' are not consecutive (rank %d and rank %d are on it, rank %d between them on '%s'): iris needs block "

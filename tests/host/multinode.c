@@ -34,6 +34,28 @@ static void test_node_grouping(void) {
   st = group_of(back, 6, 0, &node, &nodes, &lr, &ls);
   check(st == IRIS_ERROR_UNSUPPORTED && has(iris_error_detail(), "'A'") && names_rank(iris_error_detail(), 4),
         "nodes: a node whose ranks come back later is refused", "%s: '%s'", sname(st), iris_error_detail());
+  {
+    static const char *const twice[] = {"A", "A", "B", "B", "C", "C", "B", "B", "A", "A"};
+    st = group_of(twice, 10, 0, &node, &nodes, &lr, &ls);
+    check(st == IRIS_ERROR_UNSUPPORTED && has(iris_error_detail(), "'B'") && has(iris_error_detail(), "rank 2 and rank 6"),
+          "nodes: of two nodes that come back, the first in rank order is named", "%s: '%s'", sname(st), iris_error_detail());
+  }
+  { /* the documented largest world, one rank per node: grouping is O(W log W) (it compared
+     * each node with every rank before it: 7.6 s of every rank's iris_init here) */
+    const int W = 65536;
+    char *ids = (char *)calloc((size_t)W, IRIS_DETAIL_HOST_ID_BYTES);
+    long long t0 = now_ms(), ms = -1;
+    st = IRIS_ERROR_OUT_OF_MEMORY;
+    if (ids) {
+      for (r = 0; r < W; r++) snprintf(ids + (size_t)r * IRIS_DETAIL_HOST_ID_BYTES, IRIS_DETAIL_HOST_ID_BYTES, "gpu-node-%05d/0f3c1a2b-9d8e-4c7f-b6a5-1e2d3c4b5a69", r);
+      t0 = now_ms();
+      st = iris_detail_group_nodes(ids, IRIS_DETAIL_HOST_ID_BYTES, W, W - 1, &node, &nodes, &lr, &ls);
+      ms = now_ms() - t0;
+      free(ids);
+    }
+    check(st == IRIS_SUCCESS && nodes == W && ls == 1 && node == W - 1 && lr == 0 && ms < 2000, "nodes: 65536 one-rank nodes group in well under a second",
+          "%s nodes %d local size %d, %lld ms", sname(st), nodes, ls, ms);
+  }
   for (r = 0; r < IRIS_MAX_RANKS + 1; r++) big[r] = "same";
   st = group_of(big, IRIS_MAX_RANKS + 1, 0, &node, &nodes, &lr, &ls);
   check(st == IRIS_ERROR_UNSUPPORTED && has(iris_error_detail(), "IRIS_MAX_RANKS"), "nodes: a node above IRIS_MAX_RANKS is refused", "%s: '%s'", sname(st),
