@@ -83,6 +83,23 @@ def check_tensor(t, what, device_index, dtype=None, contiguous=True):
     return code
 
 
+def check_overlap(kind, send, send_bytes, recv, recv_bytes, rank_offset):
+    """Refuse (ValueError) an input and an output whose bytes overlap in a layout the
+    library does not define (iris_collectives.h, Rules): only send == recv, and NCCL's
+    in-place layouts (all_gather: send = recv + rank * count; reduce_scatter: recv = send
+    + rank * count; rank_offset: rank * count in bytes) are defined."""
+    if send + send_bytes <= recv or recv + recv_bytes <= send or send == recv:
+        return
+    if kind == "all_gather" and send == recv + rank_offset:
+        return
+    if kind == "reduce_scatter" and recv == send + rank_offset:
+        return
+    raise ValueError(
+        "%s: the output overlaps the input in a layout the library does not define (only the same buffer, or NCCL's in-place %s)"
+        % (kind, "layout: input = output + rank * count" if kind == "all_gather" else "layout: output = input + rank * count" if kind == "reduce_scatter" else "layouts")
+    )
+
+
 def coll_count(kind, in_numel, out_numel, world):
     """The per-rank element count that the C call takes, from the input and output sizes,
     or ValueError saying how they should relate.

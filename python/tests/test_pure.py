@@ -692,6 +692,19 @@ class TestTorchModuleLogic(unittest.TestCase):
             ("broadcast", 0x1000, 0x1000, 40, 0, 3),
         ])
 
+    def test_launch_defined_overlaps(self):
+        """Out-of-place calls whose buffers overlap as the library defines (the same buffer,
+        NCCL's in-place layouts at rank 2 of 4) go through; adjacent buffers too."""
+        buf = FakeTensor(shape=(40,), ptr=0x1000)
+        calls = self.launches(
+            ("all_reduce", buf, FakeTensor(shape=(40,), ptr=0x1000), "sum", False),
+            ("all_gather", FakeTensor(shape=(10,), ptr=0x1000 + 80), buf, None, False),
+            ("reduce_scatter", buf, FakeTensor(shape=(10,), ptr=0x1000 + 80), "sum", False),
+            ("all_reduce", buf, FakeTensor(shape=(40,), ptr=0x1000 + 160), "sum", False),
+        )
+        self.assertEqual([c[:3] for c in calls], [("all_reduce", 0x1000, 0x1000), ("all_gather", 0x1050, 0x1000), ("reduce_scatter", 0x1000, 0x1050),
+                                                  ("all_reduce", 0x1000, 0x10A0)])
+
     def test_launch_relayouts(self):
         """A layout the compiler chose (not contiguous) goes through a contiguous copy."""
         x = FakeTensor(shape=(40,), contiguous=False, ptr=0x1000)
@@ -711,6 +724,10 @@ class TestTorchModuleLogic(unittest.TestCase):
             (("all_to_all", FakeTensor(shape=(42,)), None, None, True), ValueError, "multiple of world_size"),
             (("broadcast", x, None, 4, True), ValueError, "root 4"),
             (("reduce_scatter", x, FakeTensor(shape=(11,)), "sum", False), ValueError, "world_size \\(4\\) x output"),
+            # an output overlapping the input in no defined layout (rank 2 of 4: NCCL's is 80 bytes in)
+            (("all_gather", FakeTensor(shape=(10,), ptr=0x1000 + 40), FakeTensor(shape=(40,), ptr=0x1000), None, False), ValueError, "overlaps"),
+            (("all_reduce", FakeTensor(shape=(40,), ptr=0x1000), FakeTensor(shape=(40,), ptr=0x1004), "sum", False), ValueError, "overlaps"),
+            (("reduce_scatter", FakeTensor(shape=(40,), ptr=0x1000), FakeTensor(shape=(10,), ptr=0x1000 + 4), "sum", False), ValueError, "overlaps"),
         ]
         for call, exc, text in bad:
             with self.assertRaisesRegex(exc, text):

@@ -74,6 +74,7 @@ def _launch(kind, x, out, ctx_id, extra, inplace=False):
     else:
         count = _types.coll_count(kind, x.numel(), out.numel(), W)
         send, recv = x.data_ptr(), out.data_ptr()
+        _types.check_overlap(kind, send, x.numel() * es, recv, out.numel() * es, ctx.rank * count * es)
     ctx._run(kind, send, recv, count, dt, e)
 
 
