@@ -1210,15 +1210,8 @@ static bool test_bad_input(Suite &s, Bufs &B) {
 // Values: small integers, so every fp32 sum is exact; recv poisoned before each call.
 struct SharedCase { int kind; size_t bytes; bool heap; const char *what; };
 static float shared_value(int rank, size_t i, int c) { return (float)((int)((i * 7 + (size_t)rank * 13 + (size_t)c * 5) % 251) - 125); }
-struct SharedRank { iris_t *ctx; int rank, world, failed; };
-static void *shared_rank(void *p) {
-  SharedRank *a = (SharedRank *)p;
-  cudaSetDevice(iris_device_ordinal(a->ctx));
-  Suite s = {};
-  s.ctx = a->ctx;
-  s.rank = a->rank;
-  s.world = a->world;
-  s.tag = "coll threads w=" + std::to_string(a->world) + ", one GPU";
+static int shared_rank(iris_t *ctx, int rank, int world) {
+  Suite s = shared_gpu_suite(ctx, rank, world, "coll");
   const SharedCase cases[] = {
       {IRIS_COLL_AG, 256 << 10, true, "all-gather 256 KB on the heap (the one-shot: a CTA per 128 lines)"},
       {IRIS_COLL_AR, 16 << 20, true, "all-reduce 16 MB on the heap (the store two-shot)"},
@@ -1286,31 +1279,10 @@ static void *shared_rank(void *p) {
   cudaFree(ds);
   cudaFree(dr);
   if (st) cudaStreamDestroy(st);
-  a->failed = s.failed;
-  return NULL;
+  return s.failed;
 }
 static int mode_threads(int n) {
-  if (n < 2 || n > IRIS_MAX_RANKS) { printf("FAIL: [coll threads] %d ranks: 2 to %d\n", n, IRIS_MAX_RANKS); return 1; }
-  std::vector<int> devs(n, 0);
-  std::vector<iris_t *> ctxs(n, (iris_t *)NULL);
-  iris_config_t cfg = IRIS_CONFIG_INIT;
-  cfg.heap_size = (size_t)1 << 30;
-  if (iris_init_local(&cfg, n, devs.data(), ctxs.data()) != IRIS_SUCCESS) { printf("FAIL: [coll threads w=%d] iris_init_local: %s\n", n, iris_error_detail()); return 1; }
-  std::vector<SharedRank> args(n);
-  std::vector<pthread_t> th(n);
-  for (int i = 0; i < n; i++) {
-    args[i] = {ctxs[i], i, n, 0};
-    pthread_create(&th[i], NULL, shared_rank, &args[i]);
-  }
-  int failed = 0;
-  for (int i = 0; i < n; i++) {
-    pthread_join(th[i], NULL);
-    failed += args[i].failed;
-  }
-  bool ok = true;
-  for (int i = 0; i < n; i++) ok &= iris_finalize(ctxs[i]) == IRIS_SUCCESS;
-  printf("%s: [coll threads w=%d, one GPU] finalize every context from one thread\n", ok ? "PASS" : "FAIL", n);
-  return failed || !ok ? 1 : 0;
+  return run_ranks_on_gpu0("coll", n, (size_t)1 << 30, shared_rank);
 }
 
 int main(int argc, char **argv) {

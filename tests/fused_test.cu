@@ -606,19 +606,8 @@ static bool test_shared_gpu(Suite &s, Dev &D) {
   ok = ok && cudaStreamSynchronize(s.stream) == cudaSuccess && iris_collectives_check(s.ctx) == IRIS_SUCCESS;
   return report(s, "ranks sharing one GPU: IRIS_RMSNORM_FUSED past 1 / W of the SMs refused on every rank, with the reason", ok);
 }
-struct ThreadRank { iris_t *ctx; int rank, world, passed, failed; };
-static void *shared_rank(void *p) {
-  ThreadRank *a = (ThreadRank *)p;
-  cudaSetDevice(iris_device_ordinal(a->ctx));
-  Suite s = {};
-  s.ctx = a->ctx;
-  s.rank = a->rank;
-  s.world = a->world;
-  s.tag = "fused threads w=" + std::to_string(a->world) + ", one GPU";
-  uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)a->rank << 16)), all[IRIS_MAX_RANKS];
-  iris_allgather_host(s.ctx, &mine, all, sizeof mine);
-  s.seed = all[0];
-  if (s.rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
+static int shared_rank(iris_t *ctx, int rank, int world) {
+  Suite s = shared_gpu_suite(ctx, rank, world, "fused");
   Dev D = {};
   const bool ready = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) == cudaSuccess && iris_collectives_setup(s.ctx) == IRIS_SUCCESS && alloc_dev(s, D);
   if (!ready) fprintf(stderr, "rank %d: setup: %s\n", s.rank, iris_error_detail());
@@ -626,32 +615,10 @@ static void *shared_rank(void *p) {
   report(s, "every rank done before the buffers are freed", true); // cudaFree synchronises the device: no peer's kernel may still wait
   free_dev(s, D);
   cudaStreamDestroy(s.stream);
-  a->passed = s.passed;
-  a->failed = s.failed;
-  return NULL;
+  return s.failed;
 }
 static int mode_threads(int n) {
-  if (n < 2 || n > IRIS_MAX_RANKS) { printf("FAIL: [fused threads] %d ranks: 2 to %d\n", n, IRIS_MAX_RANKS); return 1; }
-  std::vector<int> devs(n, 0);
-  std::vector<iris_t *> ctxs(n, (iris_t *)NULL);
-  iris_config_t cfg = IRIS_CONFIG_INIT;
-  cfg.heap_size = (size_t)1 << 30;
-  if (iris_init_local(&cfg, n, devs.data(), ctxs.data()) != IRIS_SUCCESS) { printf("FAIL: [fused threads w=%d] iris_init_local: %s\n", n, iris_error_detail()); return 1; }
-  std::vector<ThreadRank> args(n);
-  std::vector<pthread_t> th(n);
-  for (int i = 0; i < n; i++) {
-    args[i] = {ctxs[i], i, n, 0, 0};
-    pthread_create(&th[i], NULL, shared_rank, &args[i]);
-  }
-  int failed = 0;
-  for (int i = 0; i < n; i++) {
-    pthread_join(th[i], NULL);
-    failed += args[i].failed;
-  }
-  bool ok = true;
-  for (int i = 0; i < n; i++) ok &= iris_finalize(ctxs[i]) == IRIS_SUCCESS;
-  printf("%s: [fused threads w=%d, one GPU] finalize every context from one thread\n", ok ? "PASS" : "FAIL", n);
-  return failed || !ok ? 1 : 0;
+  return run_ranks_on_gpu0("fused", n, (size_t)1 << 30, shared_rank);
 }
 
 int main(int argc, char **argv) {

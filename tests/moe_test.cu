@@ -684,19 +684,8 @@ static bool ht_overflow(Suite &s) {
 // default took every SM and every call waited out its bound. The device is synchronised
 // only where no peer's launched kernel waits for one this thread has yet to launch (after
 // the combine, and in poison_all before the barrier that opens each call).
-struct ThreadRank { iris_t *ctx; int rank, world, passed, failed; };
-static void *shared_rank(void *p) {
-  ThreadRank *a = (ThreadRank *)p;
-  cudaSetDevice(iris_device_ordinal(a->ctx));
-  Suite s = {};
-  s.ctx = a->ctx;
-  s.rank = a->rank;
-  s.world = a->world;
-  s.tag = "moe threads w=" + std::to_string(a->world) + ", one GPU";
-  uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)a->rank << 16)), all[IRIS_MAX_RANKS];
-  iris_allgather_host(s.ctx, &mine, all, sizeof mine);
-  s.seed = all[0];
-  if (s.rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
+static int shared_rank(iris_t *ctx, int rank, int world) {
+  Suite s = shared_gpu_suite(ctx, rank, world, "moe");
   const iris_moe_mode_t LL = IRIS_MOE_LOW_LATENCY, HT = IRIS_MOE_HIGH_THROUGHPUT;
   const iris_dtype_t BF = IRIS_BFLOAT16, F8 = IRIS_FLOAT8_E4M3;
   const Case cases[] = {
@@ -711,35 +700,13 @@ static void *shared_rank(void *p) {
              c.mode == LL ? "low-latency" : "high-throughput", c.dt == F8 ? "fp8" : "bf16", c.T, c.H, c.K, run_name[c.run], c.iters);
     report(s, name, run_case(s, c, ci));
   }
-  a->passed = s.passed;
-  a->failed = s.failed;
-  return NULL;
+  return s.failed;
 }
 static int mode_threads(int n) {
-  if (n < 2 || n > IRIS_MAX_RANKS) { printf("FAIL: [moe threads] %d ranks: 2 to %d\n", n, IRIS_MAX_RANKS); return 1; }
   // a kernel loaded at its first launch starts only when every running kernel has ended
   // (docs/shared_gpu.md, "Loading kernels"): load them all before a rank's kernel waits
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-  std::vector<int> devs(n, 0);
-  std::vector<iris_t *> ctxs(n, (iris_t *)NULL);
-  iris_config_t cfg = IRIS_CONFIG_INIT;
-  cfg.heap_size = (size_t)512 << 20;
-  if (iris_init_local(&cfg, n, devs.data(), ctxs.data()) != IRIS_SUCCESS) { printf("FAIL: [moe threads w=%d] iris_init_local: %s\n", n, iris_error_detail()); return 1; }
-  std::vector<ThreadRank> args(n);
-  std::vector<pthread_t> th(n);
-  for (int i = 0; i < n; i++) {
-    args[i] = {ctxs[i], i, n, 0, 0};
-    pthread_create(&th[i], NULL, shared_rank, &args[i]);
-  }
-  int failed = 0;
-  for (int i = 0; i < n; i++) {
-    pthread_join(th[i], NULL);
-    failed += args[i].failed;
-  }
-  bool ok = true;
-  for (int i = 0; i < n; i++) ok &= iris_finalize(ctxs[i]) == IRIS_SUCCESS;
-  printf("%s: [moe threads w=%d, one GPU] finalize every context from one thread\n", ok ? "PASS" : "FAIL", n);
-  return failed || !ok ? 1 : 0;
+  return run_ranks_on_gpu0("moe", n, (size_t)512 << 20, shared_rank);
 }
 
 int main(int argc, char **argv) {

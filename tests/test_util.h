@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <string>
+#include <thread>
+#include <time.h>
+#include <vector>
 
 #define CK(x)                                                                                           \
   do {                                                                                                  \
@@ -75,5 +78,51 @@ static bool report(Suite &s, const char *name, bool ok) {
 }
 static bool barrier(Suite &s) { IK(iris_barrier(s.ctx)); return true; }
 static void poison(void *p, size_t bytes) { cudaMemset(p, 0xA5, bytes); cudaDeviceSynchronize(); }
+
+
+// The Suite of rank r of n ranks as threads on this process's GPU (ctx's device made
+// current), tagged "<tag> threads w=n, one GPU", with a seed every rank shares.
+static inline Suite shared_gpu_suite(iris_t *ctx, int r, int n, const char *tag) {
+  Suite s = {};
+  cudaSetDevice(iris_device_ordinal(ctx));
+  s.ctx = ctx;
+  s.rank = r;
+  s.world = n;
+  s.tag = std::string(tag) + " threads w=" + std::to_string(n) + ", one GPU";
+  uint64_t mine = mix((uint64_t)time(NULL) ^ ((uint64_t)r << 16)), all[IRIS_MAX_RANKS];
+  iris_allgather_host(s.ctx, &mine, all, sizeof mine);
+  s.seed = all[0];
+  if (s.rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
+  return s;
+}
+
+// Ranks as threads of one process, all on GPU 0 (iris_init_local with the device listed n
+// times: docs/shared_gpu.md): rank(ctx, r, n) in a thread per rank returns its failed
+// checks; then one thread finalizes every context. Prints a FAIL line for a bad n or a
+// failed bring-up, and the finalize's PASS / FAIL line, tagged "[<tag> threads w=n]".
+// Returns 0 when no rank failed and every finalize succeeded.
+typedef int (*shared_gpu_rank_fn)(iris_t *ctx, int rank, int world);
+static inline int run_ranks_on_gpu0(const char *tag, int n, size_t heap_size, shared_gpu_rank_fn rank) {
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("FAIL: [%s threads] %d ranks: 2 to %d\n", tag, n, IRIS_MAX_RANKS); return 1; }
+  std::vector<int> devs(n, 0), failed(n, 0);
+  std::vector<iris_t *> ctxs(n, (iris_t *)NULL);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = heap_size;
+  if (iris_init_local(&cfg, n, devs.data(), ctxs.data()) != IRIS_SUCCESS) {
+    printf("FAIL: [%s threads w=%d] iris_init_local: %s\n", tag, n, iris_error_detail());
+    return 1;
+  }
+  std::vector<std::thread> th;
+  for (int i = 0; i < n; i++) th.emplace_back([&, i] { failed[i] = rank(ctxs[i], i, n); });
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    th[i].join();
+    bad += failed[i];
+  }
+  bool ok = true;
+  for (int i = 0; i < n; i++) ok &= iris_finalize(ctxs[i]) == IRIS_SUCCESS;
+  printf("%s: [%s threads w=%d, one GPU] finalize every context from one thread\n", ok ? "PASS" : "FAIL", tag, n);
+  return bad || !ok ? 1 : 0;
+}
 
 #endif

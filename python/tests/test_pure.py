@@ -143,23 +143,25 @@ class TestPackage(unittest.TestCase):
         self.assertEqual(paths[0], "/nowhere/libiris.so")
         self.assertIn(os.path.join(ROOT, "build", "libiris.so"), paths)
 
-    def test_iris_lib_set_to_a_missing_file_is_an_error(self):
-        # not a silent fall back to build/libiris.so or the loader path
+    def library_with(self, iris_lib):
+        """What iris_gpu.library() says in a fresh process with IRIS_LIB=iris_lib."""
         code = "import iris_gpu\ntry:\n    print(iris_gpu.library().path)\nexcept iris_gpu.IrisLibraryError as e:\n    print('refused:', e)"
-        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), IRIS_LIB="/nowhere/libiris.so")
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), IRIS_LIB=iris_lib)
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("refused:", r.stdout)
-        self.assertIn("IRIS_LIB=/nowhere/libiris.so", r.stdout)
+        return r.stdout
+
+    def test_iris_lib_set_to_a_missing_file_is_an_error(self):
+        # not a silent fall back to build/libiris.so or the loader path
+        out = self.library_with("/nowhere/libiris.so")
+        self.assertIn("refused:", out)
+        self.assertIn("IRIS_LIB=/nowhere/libiris.so", out)
 
     def test_iris_lib_set_but_empty_is_an_error(self):
         # as every IRIS_* variable: not read as unset (which would search build/ and the loader path)
-        code = "import iris_gpu\ntry:\n    print(iris_gpu.library().path)\nexcept iris_gpu.IrisLibraryError as e:\n    print('refused:', e)"
-        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), IRIS_LIB="")
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("refused:", r.stdout)
-        self.assertIn("IRIS_LIB is set but empty", r.stdout)
+        out = self.library_with("")
+        self.assertIn("refused:", out)
+        self.assertIn("IRIS_LIB is set but empty", out)
 
     def test_missing_library_is_a_clear_error(self):
         with self.assertRaises(iris_gpu.IrisLibraryError) as cm:

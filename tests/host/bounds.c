@@ -1,12 +1,11 @@
 /* tests/host/bounds.c: every wait of the rendezvous is bounded by its timeout, also
  * against a rank 0 that listens but never accepts (stopped, hung). */
 
-/* A listener at <g_dir>/<name>.sock that never accepts, its backlog filled: a rank's
- * connect must not wait past its timeout (a blocking connect to a full Unix-socket
- * backlog waits with no bound). */
-typedef struct full_arg { char name[40]; } full_arg_t;
-static int child_full_backlog(int rank, void *argp) {
-  const full_arg_t *a = (const full_arg_t *)argp;
+/* One rank of a world of 2 at <g_dir>/<name> with a 600 ms timeout: its status, its
+ * detail in g_res[rank], whether it left *out NULL. */
+typedef struct named_arg { char name[40]; } named_arg_t;
+static int child_open_600(int rank, void *argp) {
+  const named_arg_t *a = (const named_arg_t *)argp;
   iris_rendezvous_params_t p;
   iris_rendezvous_t *r = (iris_rendezvous_t *)&p;
   iris_status_t st;
@@ -17,8 +16,11 @@ static int child_full_backlog(int rank, void *argp) {
   if (st == IRIS_SUCCESS) iris_rendezvous_close(r);
   return (int)st;
 }
+/* A listener at <g_dir>/<name>.sock that never accepts, its backlog filled: a rank's
+ * connect must not wait past its timeout (a blocking connect to a full Unix-socket
+ * backlog waits with no bound). */
 static void test_rendezvous_full_backlog(void) {
-  full_arg_t a;
+  named_arg_t a;
   struct sockaddr_un sa;
   int lfd, fill[8], nfill = 0, i, codes[1], hung, ranks[1] = {1};
   long long ms;
@@ -38,7 +40,7 @@ static void test_rendezvous_full_backlog(void) {
     if (connect(fill[nfill], (struct sockaddr *)&sa, sizeof sa) != 0) { close(fill[nfill]); break; }
     nfill++;
   }
-  ms = run_children(1, ranks, child_full_backlog, &a, 5000, codes, &hung);
+  ms = run_children(1, ranks, child_open_600, &a, 5000, codes, &hung);
   check(!hung && codes[0] == IRIS_ERROR_TIMEOUT && g_res[1].out_null && has(g_res[1].detail, "does not accept") && ms < 3000,
         "rendezvous connect to a full backlog is bounded", "hung %d after %lld ms (timeout 600 ms); %s '%s'", hung, ms, sname((iris_status_t)codes[0]),
         g_res[1].detail);
@@ -50,21 +52,8 @@ static void test_rendezvous_full_backlog(void) {
 /* The rendezvous directory's lock held by a process that never lets go (stopped while it
  * binds, or a lock daemon that is down): rank 0's bind waits at most its timeout, then
  * fails naming the lock file (it waited with no bound: F_SETLKW). */
-typedef struct lock_arg { char name[40]; } lock_arg_t;
-static int child_rank0_locked(int rank, void *argp) {
-  const lock_arg_t *a = (const lock_arg_t *)argp;
-  iris_rendezvous_params_t p;
-  iris_rendezvous_t *r = (iris_rendezvous_t *)&p;
-  iris_status_t st;
-  set_params(&p, a->name, g_dir, rank, 2, 600, 1ULL << 30);
-  st = iris_rendezvous_open(&p, &r);
-  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
-  g_res[rank].out_null = r == NULL;
-  if (st == IRIS_SUCCESS) iris_rendezvous_close(r);
-  return (int)st;
-}
 static void test_rendezvous_dir_lock_held(void) {
-  lock_arg_t a;
+  named_arg_t a;
   char path[160];
   int pipefd[2], codes[1], hung, ranks[1] = {0};
   long long ms;
@@ -90,7 +79,7 @@ static void test_rendezvous_dir_lock_held(void) {
     close(pipefd[0]); close(pipefd[1]);
     return;
   }
-  ms = run_children(1, ranks, child_rank0_locked, &a, 5000, codes, &hung);
+  ms = run_children(1, ranks, child_open_600, &a, 5000, codes, &hung);
   check(!hung && codes[0] == IRIS_ERROR_TIMEOUT && g_res[0].out_null && has(g_res[0].detail, ".lock") && ms < 3000,
         "rendezvous: rank 0's bind waits for a held directory lock at most its timeout, then names the lock", "hung %d after %lld ms (timeout 600 ms); %s '%s'",
         hung, ms, sname((iris_status_t)codes[0]), g_res[0].detail);
