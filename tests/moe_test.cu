@@ -126,8 +126,8 @@ static void quant_group(const uint16_t *v, unsigned char *q, float *scale) {
 // the received value of channel j of a token as the expert sees it (float), host side;
 // fp8: group j/128 is quantised when j is its first channel and kept for the others
 static float recv_value(const Case &c, const uint16_t *row, int j) {
-  static unsigned char q[128];
-  static float sc;
+  static thread_local unsigned char q[128]; // per thread: ranks may be threads of one process
+  static thread_local float sc;
   if (c.dt == IRIS_BFLOAT16) return bf16f(row[j]);
   if (j % 128 == 0) quant_group(row + j, q, &sc);
   return iris_fp8_e4m3_to_float(q[j % 128]) * sc;

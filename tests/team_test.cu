@@ -290,6 +290,7 @@ static bool test_basic(Suite &s) {
     IK(iris_barrier(s.ctx)); // every rank's kernels are over: what they wrote into this rank's words is there
     CK(cudaMemcpy(after.data(), half.sync, area, cudaMemcpyDeviceToHost));
     const bool untouched = before == after;
+    IK(iris_barrier(s.ctx)); // every rank has read its words back before any rank's next barrier signals into them
     k_one_barrier<<<1, 128, 0, s.stream>>>(iris_device_context(s.ctx), half, res); // the team works after
     CK(cudaStreamSynchronize(s.stream));
     int h = 0;
