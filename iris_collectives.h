@@ -88,7 +88,12 @@
  *     later call too, as a fatal fault below); finalize the context. Exception: a recv
  *     off the heap whose result is copied out of the staging area in a pass of its own
  *     (docs/collectives.md, "Buffers") gets the staging area's stale bytes. A count of 0
- *     is a no-op on its rank: pass it on every rank alike.
+ *     is a no-op on its rank: pass it on every rank alike. A call refused for its
+ *     arguments (a NULL buffer, a root, type, op, option or size out of range: refused
+ *     before any launch) still takes part once the collective state exists (one node):
+ *     where the others called it well, theirs is a mismatch as above (no wait runs out;
+ *     the refusing rank's check reports it too), and where every rank refused it alike,
+ *     the ranks meet in it; either way the call numbers stay in step.
  *     The latency path checks the headers in the polls that wait for its data, at no
  *     extra round trip; IRIS_COLL_CHECK=0 in the environment turns that check off.
  *   - A rank that stops participating: every wait is bounded (IRIS_WAIT_TIMEOUT_MS at run

@@ -237,9 +237,10 @@ static bool test_mismatch(Suite &s) {
   IK(iris_malloc(s.ctx, (cap * W + 2 * guard) * sizeof(float), (void **)&out2));
   struct Case {
     const char *what;
-    int kind; // 0 count (bandwidth) 1 count (LL) 2 type 3 op 4 root 5 kind 6 recv buffer
+    int kind; // 0 count (bandwidth) 1 count (LL) 2 type 3 op 4 root 5 kind 6 recv buffer 7, 8: refused on one rank (NULL recv; root out of range)
   };
-  const Case cases[] = {{"count (bandwidth path)", 0}, {"count (latency path)", 1}, {"data type", 2}, {"reduction op", 3}, {"broadcast root", 4}, {"collective kind", 5}, {"output buffer", 6}};
+  const Case cases[] = {{"count (bandwidth path)", 0}, {"count (latency path)", 1}, {"data type", 2}, {"reduction op", 3}, {"broadcast root", 4}, {"collective kind", 5}, {"output buffer", 6},
+                        {"a call refused on one rank (NULL recv; the others' bandwidth path)", 7}, {"a call refused on one rank (root out of range; the others' latency path)", 8}};
   const int delays_ms[] = {0, 1, 100, 500};
   int call = 1000;
   for (const Case &c : cases) {
@@ -264,9 +265,14 @@ static bool test_mismatch(Suite &s) {
         case 3: st = iris_all_reduce(s.ctx, src, dst, 200000, IRIS_FLOAT32, odd ? IRIS_MAX : IRIS_SUM, 0); break;
         case 4: st = iris_broadcast(s.ctx, src, dst, 300000, IRIS_FLOAT32, odd ? 0 : W - 1, 0); break;
         case 5: st = odd ? iris_all_gather(s.ctx, src, dst, 4096, IRIS_FLOAT32, 0) : iris_all_reduce(s.ctx, src, dst, 4096, IRIS_FLOAT32, IRIS_SUM, 0); break;
-        default: st = iris_all_reduce(s.ctx, src, odd ? out2 + guard : dst, 300000, IRIS_FLOAT32, IRIS_SUM, 0); break;
+        case 6: st = iris_all_reduce(s.ctx, src, odd ? out2 + guard : dst, 300000, IRIS_FLOAT32, IRIS_SUM, 0); break;
+        case 7: st = iris_all_reduce(s.ctx, src, odd ? NULL : dst, 300000, IRIS_FLOAT32, IRIS_SUM, 0); break;
+        default: st = iris_broadcast(s.ctx, src, dst, 1000, IRIS_FLOAT32, odd ? W : 0, 0); break;
         }
-        bool ok = st == IRIS_SUCCESS;
+        // a refused call returns its refusal on that rank and still takes part: the others see a mismatch, not a timeout
+        const iris_status_t want = c.kind == 7 && odd ? IRIS_ERROR_INVALID_ARGUMENT : c.kind == 8 && odd ? IRIS_ERROR_INVALID_RANK : IRIS_SUCCESS;
+        bool ok = st == want;
+        if (st != want) fprintf(stderr, "rank %d: %s, delay %d ms on side %d: the call returned %s, want %s\n", s.rank, c.what, d, side, iris_status_string(st), iris_status_string(want));
         CK(cudaDeviceSynchronize());
         iris_status_t chk = iris_collectives_check(s.ctx);
         ok &= chk == IRIS_ERROR_MISMATCH;
@@ -577,6 +583,20 @@ int main(int argc, char **argv) {
     if (st != IRIS_ERROR_MISMATCH || !named || heap != IRIS_SUCCESS)
       fprintf(stderr, "rank %d: setup with IRIS_COLL_STAGING 8M on the last rank, 16M elsewhere: status %d, heap verify %d: %s\n", rank, (int)st, (int)heap, iris_error_detail());
     report(s, "IRIS_COLL_STAGING different on the last rank: iris_collectives_setup fails with IRIS_ERROR_MISMATCH on every rank, naming it; the heaps stay alike",
+           st == IRIS_ERROR_MISMATCH && named && heap == IRIS_SUCCESS);
+  }
+  if (!strcmp(mode, "mismatch")) { // IRIS_COLL_FUSED_STAGING differs on the last rank: an off-heap call would take another number of launches there
+    const char *was = getenv("IRIS_COLL_FUSED_STAGING");
+    const std::string keep = was ? was : "";
+    setenv("IRIS_COLL_FUSED_STAGING", rank == n - 1 ? "0" : "1", 1);
+    const iris_status_t st = iris_collectives_setup(s.ctx);
+    const bool named = strstr(iris_error_detail(), "IRIS_COLL_FUSED_STAGING") != NULL;
+    if (was) setenv("IRIS_COLL_FUSED_STAGING", keep.c_str(), 1);
+    else unsetenv("IRIS_COLL_FUSED_STAGING");
+    const iris_status_t heap = iris_heap_verify(s.ctx);
+    if (st != IRIS_ERROR_MISMATCH || !named || heap != IRIS_SUCCESS)
+      fprintf(stderr, "rank %d: setup with IRIS_COLL_FUSED_STAGING 0 on the last rank, 1 elsewhere: status %d, heap verify %d: %s\n", rank, (int)st, (int)heap, iris_error_detail());
+    report(s, "IRIS_COLL_FUSED_STAGING different on the last rank: iris_collectives_setup fails with IRIS_ERROR_MISMATCH on every rank, naming it; the heaps stay alike",
            st == IRIS_ERROR_MISMATCH && named && heap == IRIS_SUCCESS);
   }
   if (iris_collectives_setup(s.ctx) != IRIS_SUCCESS) {

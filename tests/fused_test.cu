@@ -393,13 +393,16 @@ static bool test_graph(Suite &s, Dev &D) {
 static bool test_mismatch(Suite &s, Dev &D) {
   int call_no = 50000;
   bool all_ok = true;
-  struct M { size_t tokens, hidden_r0, hidden_other; iris_rmsnorm_algo_t algo; const char *what; } ms[] = {
+  struct M { size_t tokens, hidden_r0, hidden_other; iris_rmsnorm_algo_t algo; const char *what; bool refuse = false; } ms[] = {
       {4, 4096, 4100, IRIS_RMSNORM_AUTO, "fused path: hidden 4096 on rank 0, 4100 elsewhere"},
       {16, 4096, 4100, IRIS_RMSNORM_TWO_SHOT, "two-shot path: hidden 4096 on rank 0, 4100 elsewhere"},
       {8, 1024, 1000, IRIS_RMSNORM_SEPARATE, "separate path: hidden 1024 on rank 0, 1000 elsewhere"},
       {16, 4096, 4100, IRIS_RMSNORM_BANDWIDTH, "bandwidth path: hidden 4096 on rank 0, 4100 elsewhere"},
       {0, 0, 0, IRIS_RMSNORM_AUTO, "auto (bandwidth): 600 x 2048 on rank 0, 1200 x 1024 elsewhere (the same element count)"},
       {0, 0, 0, IRIS_RMSNORM_SEPARATE, "separate path: 600 x 2048 on rank 0, 1200 x 1024 elsewhere (the all-reduce's counts agree)"},
+      // a call refused on the last rank only (NULL x) still takes part there: the others mismatch, none waits out its bound
+      {4, 4096, 4096, IRIS_RMSNORM_AUTO, "refused on the last rank (NULL x), the others' fused path", true},
+      {16, 4096, 4096, IRIS_RMSNORM_BANDWIDTH, "refused on the last rank (NULL x), the others' bandwidth path", true},
   };
   for (const M &m : ms) {
     size_t tokens = m.tokens, hidden = s.rank == 0 ? m.hidden_r0 : m.hidden_other;
@@ -414,7 +417,10 @@ static bool test_mismatch(Suite &s, Dev &D) {
     CK(cudaMemset(D.q8, 0x5c, n));
     CK(cudaMemset(D.scales, 0x5d, tokens * 4));
     CK(cudaDeviceSynchronize());
-    bool ok = call(s, c, D, D.xh, D.out, 0) == IRIS_SUCCESS;
+    const bool refuser = m.refuse && s.rank == s.world - 1;
+    const iris_status_t got = call(s, c, D, refuser ? NULL : D.xh, D.out, 0), want = refuser ? IRIS_ERROR_INVALID_ARGUMENT : IRIS_SUCCESS;
+    if (got != want) fprintf(stderr, "rank %d: mismatch (%s): the call returned %s, want %s\n", s.rank, m.what, iris_status_string(got), iris_status_string(want));
+    bool ok = got == want;
     ok = ok && iris_collectives_check(s.ctx) == IRIS_ERROR_MISMATCH;
     ok = ok && iris_collectives_check(s.ctx) == IRIS_SUCCESS; // cleared
     std::vector<unsigned char> b(n * 2);
@@ -562,7 +568,7 @@ static bool test_bad_input(Suite &s, Dev &D) {
   // more rows than a grid holds (2^31 - 1 CTAs where a row is a CTA): refused, not cut
   EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, (size_t)1 << 32 | 7, 1, 1e-5f, IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
   EXPECT(iris_collectives_check(s.ctx), IRIS_SUCCESS);
-  return report(s, "bad input refused on every rank before anything is launched: fp32, hidden 0 / too large, residual = out or x, NULL, fp8 without buffers, "
+  return report(s, "bad input refused on every rank (each refusal meets the others', no wait runs out): fp32, hidden 0 / too large, residual = out or x, NULL, fp8 without buffers, "
                    "FUSED / TWO_SHOT / BANDWIDTH too large, unknown algorithm, bad struct_size, 2^32 + 7 tokens; 0 tokens with fp8 and no buffers is nothing", ok);
 }
 

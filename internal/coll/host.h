@@ -14,6 +14,7 @@
 #include "plan.h"
 #include "options.h"
 #include "protocol.h"
+#include "kernels.h"
 #include "launch.h"
 
 /* What each rank tells the others at the end of iris_collectives_setup: its outcome, its
@@ -31,6 +32,30 @@ typedef struct iris_coll_setup_msg {
   int32_t fused_staging; /* IRIS_COLL_FUSED_STAGING: 0 or 1 */
   int32_t sms;          /* this rank's GPU's SMs */
 } iris_coll_setup_msg_t;
+
+/* The first setting in which a rank's setup message differs from rank 0's, by its
+ * variable's name (NULL: none; IRIS_COLL_CTAS 0 is unset), with both values written into theirs / first. Each must
+ * be alike on every rank: the grid rule and the launch count are in every signature, the
+ * staging areas are heap blocks, and the route table decides which calls go to NCCL. */
+static const char *iris_coll_setup_differs(const iris_coll_setup_msg_t *m, const iris_coll_setup_msg_t *m0, char theirs[32], char first[32]) {
+  if (m->ctas != m0->ctas) {
+    snprintf(theirs, 32, "%d", (int)m->ctas), snprintf(first, 32, "%d", (int)m0->ctas);
+    return "IRIS_COLL_CTAS";
+  }
+  if (m->stage_bytes != m0->stage_bytes) {
+    snprintf(theirs, 32, "%llu bytes", (unsigned long long)m->stage_bytes), snprintf(first, 32, "%llu bytes", (unsigned long long)m0->stage_bytes);
+    return "IRIS_COLL_STAGING";
+  }
+  if (m->fused_staging != m0->fused_staging) {
+    snprintf(theirs, 32, "%d", (int)m->fused_staging), snprintf(first, 32, "%d", (int)m0->fused_staging);
+    return "IRIS_COLL_FUSED_STAGING";
+  }
+  if (m->route != m0->route) {
+    snprintf(theirs, 32, "(table %08x)", (unsigned)m->route), snprintf(first, 32, "(table %08x)", (unsigned)m0->route);
+    return "IRIS_MN_NCCL_WHOLE";
+  }
+  return NULL;
+}
 static_assert(sizeof(iris_coll_setup_msg_t) == 32 && offsetof(iris_coll_setup_msg_t, route) == 8 && offsetof(iris_coll_setup_msg_t, stage_bytes) == 16 &&
                   offsetof(iris_coll_setup_msg_t, sms) == 28,
               "the setup message's layout");
@@ -254,30 +279,16 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     if (local_st != IRIS_SUCCESS) return iris_detail_fail(local_st, "iris_collectives_setup: %s; every rank released its part", local_err);
     return iris_detail_fail(st, "iris_collectives_setup: rank %d could not set up its collective state; every rank released its part", failed_rank);
   }
-  for (r = 1; r < iris_world_size(ctx); r++) /* one grid rule everywhere, or every call would be a mismatch */
-    if (all[r].ctas != all[0].ctas) {
-      const int theirs = all[r].ctas, first = all[0].ctas;
+  for (r = 1; r < iris_world_size(ctx); r++) { /* the settings every rank must share, against rank 0's */
+    char theirs[32], first[32];
+    const char *var = iris_coll_setup_differs(&all[r], &all[0], theirs, first);
+    if (var) {
       iris_coll_state_unwind(ctx, s, ctl);
       free(all);
-      return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d runs with IRIS_COLL_CTAS %d, rank 0 with %d (0: unset); set it alike on every "
-                                                   "rank (or on none); every rank released its part", r, theirs, first);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d runs with %s %s, rank 0 with %s; set it alike on every rank (or on none); every "
+                                                   "rank released its part", r, var, theirs, first);
     }
-  for (r = 1; r < iris_world_size(ctx); r++) /* one heap layout everywhere: the staging areas are heap blocks */
-    if (all[r].stage_bytes != all[0].stage_bytes) {
-      const unsigned long long theirs = (unsigned long long)all[r].stage_bytes, first = (unsigned long long)all[0].stage_bytes;
-      iris_coll_state_unwind(ctx, s, ctl);
-      free(all);
-      return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d's staging areas take %llu bytes (IRIS_COLL_STAGING), rank 0's %llu; set it alike "
-                                                   "on every rank (or on none); every rank released its part", r, theirs, first);
-    }
-  for (r = 1; r < iris_world_size(ctx); r++) /* one launch count everywhere: an off-heap call's launches are matched one by one */
-    if (all[r].fused_staging != all[0].fused_staging) {
-      const int theirs = all[r].fused_staging, first = all[0].fused_staging;
-      iris_coll_state_unwind(ctx, s, ctl);
-      free(all);
-      return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d runs with IRIS_COLL_FUSED_STAGING %d, rank 0 with %d; set it alike on every rank "
-                                                   "(or on none); every rank released its part", r, theirs, first);
-    }
+  }
   for (r = 0; r < iris_world_size(ctx); r++) /* the grids by the fewest SMs of any rank: the same grid, so the same signature, on every rank */
     if (all[r].sms > 0 && all[r].sms < s->sms) s->sms = all[r].sms;
   /* ranks of this process sharing the GPU: each call's grid within 1 / W of its SMs, so
@@ -285,13 +296,6 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
    * per SM at least is resident). Uncapped, 4 ranks as threads on one H200 waited out
    * their bound in the first 16 MB all-reduce or 256 KB all-gather */
   s->shared_ctas = iris_detail_gpu_shared_any(ctx) ? (s->sms / W > 0 ? s->sms / W : 1) : 0;
-  for (r = 1; r < iris_world_size(ctx); r++) /* one route table everywhere, or calls would take different routes on different ranks and hang */
-    if (all[r].route != all[0].route) {
-      iris_coll_state_unwind(ctx, s, ctl);
-      free(all);
-      return iris_detail_fail(IRIS_ERROR_MISMATCH, "iris_collectives_setup: rank %d's IRIS_MN_NCCL_WHOLE gives another route table than rank 0's; set it alike on "
-                                                   "every rank (or on none); every rank released its part", r);
-    }
   free(all);
   iris_detail_set_ext(ctx, s, iris_coll_state_free);
   return IRIS_SUCCESS;
@@ -367,8 +371,8 @@ static iris_status_t iris_coll_opts_check(const iris_coll_opts_t *opts, const ch
  * state, whose device context is the team as a world of its own; internal/coll/team.h).
  * outer: this call's place in a user call that an outer loop splits (NULL: none;
  * iris_coll_launch_strided). */
-static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t,
-                                          iris_redop_t op, int root, iris_stream_t stream, const iris_coll_opts_t *opts, const iris_coll_part_t *outer) {
+static iris_status_t iris_coll_enqueue_args(iris_t *ctx, iris_coll_state_t *team_s, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t,
+                                            iris_redop_t op, int root, iris_stream_t stream, const iris_coll_opts_t *opts, const iris_coll_part_t *outer) {
   const int kind = kind_flags & ~IRIS_COLL_KIND_FLAGS; /* the flags only reach the signature (iris_coll_launch) */
   const char *name = iris_coll_names[kind];
   iris_coll_state_t *s;
@@ -556,6 +560,34 @@ static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s
     }
     return IRIS_SUCCESS;
   }
+}
+
+/* After a call refused with st on this rank (no launch made): the one launch it takes
+ * part with (see iris_coll_enqueue_on), where the state (team_s, else the world's)
+ * exists, on one node, at 2 ranks or more; nothing otherwise. */
+static void iris_coll_refused_take_part(iris_t *ctx, iris_coll_state_t *team_s, iris_status_t st, iris_stream_t stream) {
+  iris_coll_state_t *s;
+  if (st != IRIS_ERROR_INVALID_ARGUMENT && st != IRIS_ERROR_INVALID_RANK && st != IRIS_ERROR_NOT_IN_HEAP) return;
+  if (!ctx || iris_num_nodes(ctx) != 1) return;
+  if (!(s = team_s ? team_s : (iris_coll_state_t *)iris_detail_get_ext(ctx)) || s->dev.ctx.world_size < 2) return;
+  iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, IRIS_COLL_SIG_REFUSED);
+  (void)iris_gpu_last_error(); /* the refusal is the call's status either way */
+}
+
+/* A call: its argument checks, then its launches. A call refused for its arguments (a
+ * NULL buffer, a root, type, op, option or size out of range, a buffer off the heap with
+ * no staging area: refused before any launch) still takes part where the collective state
+ * exists, on one node: one device-barrier launch with a signature no call has
+ * (IRIS_COLL_SIG_REFUSED). Refused on some ranks only, the others' call mismatches it
+ * (IRIS_ERROR_MISMATCH on every rank, nothing written; fatal where their call is split
+ * into launches) instead of waiting out its bound, and every rank's call numbers stay in
+ * step; refused on every rank, the ranks meet in it. A count of 0 is a no-op and takes no
+ * part (iris_collectives.h: pass it on every rank alike). */
+static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t,
+                                          iris_redop_t op, int root, iris_stream_t stream, const iris_coll_opts_t *opts, const iris_coll_part_t *outer) {
+  const iris_status_t st = iris_coll_enqueue_args(ctx, team_s, kind_flags, send, recv, count, t, op, root, stream, opts, outer);
+  if (count != 0 && !outer) iris_coll_refused_take_part(ctx, team_s, st, stream);
+  return st;
 }
 
 static iris_status_t iris_coll_enqueue(iris_t *ctx, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t, iris_redop_t op, int root,

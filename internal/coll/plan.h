@@ -436,8 +436,9 @@ static inline IRIS_HOST_DEVICE int iris_coll_takes_staged(int kind, int W, size_
 #define IRIS_COLL_SIG_SPLIT 2u
 /* One FNV-1a step of the signature. */
 static inline unsigned long long iris_coll_sig_mix(unsigned long long sig, unsigned long long v) { return (sig ^ v) * 1099511628211ULL; }
-/* The 32 bits a kernel announces for sig (the host's copy of iris_coll_sig32). */
-static inline unsigned iris_coll_sig_fold(unsigned long long sig) { return ((unsigned)sig ^ (unsigned)(sig >> 32)) | 1u; }
+/* The 32 bits a kernel announces for sig, never 0 (bit 0 set): host and device (the
+ * kernels' iris_coll_sig32 is this). */
+static inline IRIS_HOST_DEVICE unsigned iris_coll_sig_fold(unsigned long long sig) { return ((unsigned)sig ^ (unsigned)(sig >> 32)) | 1u; }
 /* sig with the split bit of its 32-bit form set (split) or clear (not): bit 1 of the low
  * word flipped where needed. */
 static inline unsigned long long iris_coll_sig_mark(unsigned long long sig, int split) {

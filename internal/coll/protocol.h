@@ -157,11 +157,20 @@ static_assert(sizeof(uint4) == 16 && alignof(uint4) == 16, "an LL line is one al
  * bit clear (IRIS_COLL_SIG_SPLIT, plan.h: one launch each). */
 #define IRIS_COLL_SIG_BARRIER 0x6261727269657226ULL
 #define IRIS_COLL_SIG_BARRIER_2 0x6261727269657222ULL
+/* The signature of the launch a refused call takes part with (iris_coll_enqueue_on,
+ * host.h): no collective's and no barrier's; one launch (the split bit clear). */
+#define IRIS_COLL_SIG_REFUSED 0x7265667573656421ULL
 static_assert(((((unsigned)IRIS_COLL_SIG_BARRIER ^ (unsigned)(IRIS_COLL_SIG_BARRIER >> 32)) | 1u) & IRIS_COLL_SIG_SPLIT) == 0 &&
                   ((((unsigned)IRIS_COLL_SIG_BARRIER_2 ^ (unsigned)(IRIS_COLL_SIG_BARRIER_2 >> 32)) | 1u) & IRIS_COLL_SIG_SPLIT) == 0 &&
                   (((unsigned)IRIS_COLL_SIG_BARRIER ^ (unsigned)(IRIS_COLL_SIG_BARRIER >> 32)) | 1u) !=
                       (((unsigned)IRIS_COLL_SIG_BARRIER_2 ^ (unsigned)(IRIS_COLL_SIG_BARRIER_2 >> 32)) | 1u),
               "the device barrier's signatures: one launch each, distinct");
+static_assert(((((unsigned)IRIS_COLL_SIG_REFUSED ^ (unsigned)(IRIS_COLL_SIG_REFUSED >> 32)) | 1u) & IRIS_COLL_SIG_SPLIT) == 0 &&
+                  (((unsigned)IRIS_COLL_SIG_REFUSED ^ (unsigned)(IRIS_COLL_SIG_REFUSED >> 32)) | 1u) !=
+                      (((unsigned)IRIS_COLL_SIG_BARRIER ^ (unsigned)(IRIS_COLL_SIG_BARRIER >> 32)) | 1u) &&
+                  (((unsigned)IRIS_COLL_SIG_REFUSED ^ (unsigned)(IRIS_COLL_SIG_REFUSED >> 32)) | 1u) !=
+                      (((unsigned)IRIS_COLL_SIG_BARRIER_2 ^ (unsigned)(IRIS_COLL_SIG_BARRIER_2 >> 32)) | 1u),
+              "a refused call's signature: one launch, not the barrier's");
 /* The fault kind of a mismatch between this rank's call (sig32) and a peer's (its header
  * word hdr): IRIS_FAULT_MISMATCH_FATAL where either is a launch of a split call (the
  * ranks enqueued different numbers of launches, so their call numbers are out of step
@@ -211,7 +220,7 @@ IRIS_DEVICE_INLINE unsigned iris_coll_ll_epoch(unsigned c) { return c + 1u != 0u
 /* The epoch before barrier 0 of call c (each barrier adds one). */
 IRIS_DEVICE_INLINE unsigned iris_coll_sync_base(unsigned c) { return c * IRIS_COLL_SYNCS_PER_CALL; }
 /* The signature as carried in headers: 32 bits, never 0. */
-IRIS_DEVICE_INLINE unsigned iris_coll_sig32(unsigned long long sig) { return ((unsigned)sig ^ (unsigned)(sig >> 32)) | 1u; }
+IRIS_DEVICE_INLINE unsigned iris_coll_sig32(unsigned long long sig) { return iris_coll_sig_fold(sig); }
 
 /* Whole block; blockDim.x >= world_size. The row's slot p holds the epoch that rank p's
  * block reached; each call advances `epoch` by one and meets every rank's block there:

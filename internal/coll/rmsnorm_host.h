@@ -217,8 +217,8 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
   return IRIS_SUCCESS;
 }
 
-IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,
-                                                  iris_dtype_t type, iris_stream_t stream, const iris_rmsnorm_opts_t *opts) {
+static iris_status_t iris_rmsnorm_run(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,
+                                      iris_dtype_t type, iris_stream_t stream, const iris_rmsnorm_opts_t *opts) {
   static const char *const name = "iris_all_reduce_rmsnorm";
   const iris_rmsnorm_opts_t defaults = IRIS_RMSNORM_OPTS_INIT;
   const iris_rmsnorm_opts_t *o = opts ? opts : &defaults;
@@ -272,6 +272,17 @@ IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, vo
   st = iris_rmsnorm_enqueue(ctx, s, x, residual, weight, out, tokens, hidden, eps, type, (int)o->quant, o->out_fp8, o->scale, o->algo, stream);
   st2 = iris_detail_order_end(ctx, stream);
   return st != IRIS_SUCCESS ? st : st2;
+}
+/* A call refused for its arguments still takes part, as a collective's (iris_coll_enqueue_on,
+ * host.h): the peers' call mismatches instead of waiting out its bound. */
+IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,
+                                                  iris_dtype_t type, iris_stream_t stream, const iris_rmsnorm_opts_t *opts) {
+  const iris_status_t st = iris_rmsnorm_run(ctx, x, residual, weight, out, tokens, hidden, eps, type, stream, opts);
+  if ((st == IRIS_ERROR_INVALID_ARGUMENT || st == IRIS_ERROR_INVALID_RANK || st == IRIS_ERROR_NOT_IN_HEAP) && tokens != 0 && ctx && iris_detail_order_begin(ctx, stream) == IRIS_SUCCESS) {
+    iris_coll_refused_take_part(ctx, NULL, st, stream);
+    (void)iris_detail_order_end(ctx, stream);
+  }
+  return st;
 }
 IRIS_DEF iris_status_t iris_all_reduce_rmsnorm(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,
                                                iris_dtype_t type, iris_stream_t stream) {
