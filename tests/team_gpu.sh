@@ -11,7 +11,7 @@ worlds=${*:-2 3 4}
 pass=0; fail=0
 for w in $worlds; do
   tq=""; if [ "$ngpu" -lt "$w" ]; then tq="IRIS_TEST_QUICK=1"; echo "# world $w on $ngpu GPU(s): shared GPU, quick loops"; fi
-  for m in basic concurrent mismatch first-call late stuck stuck-coll stuck-mixed; do
+  for m in basic concurrent mismatch first-call late graph stuck stuck-coll stuck-mixed wait-timeout; do
     out=$(env $tq IRIS_WAIT_TIMEOUT_MS=2000 timeout 900 ./build/team_test $m $w 2>&1); rc=$?
     printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP):'
     p=$(printf '%s\n' "$out" | grep -c '^PASS:'); f=$(printf '%s\n' "$out" | grep -c '^FAIL:')

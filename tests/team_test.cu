@@ -34,7 +34,23 @@
 //                           the split fails everywhere, then the team's destroy says an earlier
 //                           meeting failed (IRIS_ERROR_TIMEOUT) on every member, not a false
 //                           IRIS_ERROR_MISMATCH; the context goes on
-// ROUNDS: 1000 (IRIS_TEST_QUICK=1: 100). Run with IRIS_WAIT_TIMEOUT_MS=2000 for stuck.
+//   team_test graph N       a CUDA graph captured on one stream: team barrier kernels (thread,
+//                           warp, block; one-shot and session) and every team collective
+//                           (all-reduce latency / in place / two-shot LL / bandwidth, all-gather,
+//                           reduce-scatter, all-to-all, broadcast, the device barrier) on an
+//                           even/odd split with keys reversed (every rank at N = 2) and on the
+//                           world; 64 replays (IRIS_TEST_QUICK=1: 20), each with a new nonce,
+//                           fresh inputs and poisoned outputs, ranks skewed, every element
+//                           against a float64 reference; the same calls eagerly after every fifth
+//                           replay; the barrier epochs start just below 2^64, cross it, and end
+//                           at exactly their start plus the barriers run (never reset)
+//   team_test wait-timeout N  every rank's iris_team_wait_until on a flag no member sets: false
+//                           after the bound, IRIS_ERROR_TIMEOUT naming the world rank of the
+//                           member waited on (not its team rank); the fault stays (reported
+//                           again, iris_team_check), later calls refuse at once, a later wait
+//                           gives up at once, the destroy returns it, iris_finalize succeeds
+// ROUNDS: 1000 (IRIS_TEST_QUICK=1: 100). Run with IRIS_WAIT_TIMEOUT_MS=2000 for stuck and
+// wait-timeout.
 #define IRIS_IMPLEMENTATION
 // first-call: the last rank sleeps this long after the team table's world meeting
 static unsigned g_after_meet_us;
@@ -79,7 +95,7 @@ __device__ void skew(int world_rank, int round) {
 // barrier's) count in errors[2] instead of every value counting as wrong.
 #define ROUND_WORDS (3 * IRIS_MAX_RANKS)
 template <typename C>
-__global__ void k_rounds(iris_device_ctx_t ctx, iris_team_t team, unsigned *buf, int rounds, uint64_t seed, int session, int index, int *errors) {
+__device__ void rounds_body(const iris_device_ctx_t &ctx, const iris_team_t &team, unsigned *buf, int rounds, uint64_t seed, int session, int index, int *errors) {
   C coop;
   const int tid = coop.thread_rank(), nt = coop.size(), me_w = ctx.rank;
   const unsigned tag = (unsigned)(seed >> 32) | 1u;
@@ -102,6 +118,17 @@ __global__ void k_rounds(iris_device_ctx_t ctx, iris_team_t team, unsigned *buf,
       else if (got != uval(seed, r, iris_team_peer(team, p), me_w)) atomicAdd(errors, 1);
     }
   }
+}
+template <typename C>
+__global__ void k_rounds(iris_device_ctx_t ctx, iris_team_t team, unsigned *buf, int rounds, uint64_t seed, int session, int index, int *errors) {
+  rounds_body<C>(ctx, team, buf, rounds, seed, session, index, errors);
+}
+// graph: the same, the launch's seed read from the device (the host writes a new nonce
+// before each replay of a graph that captured the kernel with fixed arguments)
+template <typename C>
+__global__ void k_rounds_at(iris_device_ctx_t ctx, iris_team_t team, unsigned *buf, int rounds, const unsigned long long *nonce, int kid, int session, int index,
+                            int *errors) {
+  rounds_body<C>(ctx, team, buf, rounds, mix(*nonce ^ mix((uint64_t)kid)), session, index, errors);
 }
 // Every member ORs, XORs and adds its bit into member 0's words, then member 0 waits.
 __global__ void k_signals(iris_device_ctx_t ctx, iris_team_t team, unsigned long long *w, unsigned long long base, int *errors) {
@@ -674,6 +701,393 @@ static int test_stuck(Suite &s, bool coll, bool mixed = false) {
   return ok ? 0 : 1;
 }
 
+// graph: on the split team (even / odd ranks at 3 ranks and more, every rank at 2; keys
+// reversed, so team ranks are not world ranks) and on the world, one stream captures team
+// barrier kernels (thread, warp and block level, one-shot and session, GRAPH_ROUNDS rounds
+// each, their seed read from a device nonce) and every team collective (all-reduce on the
+// latency path, in place, two-shot LL and bandwidth; all-gather, reduce-scatter and
+// all-to-all latency and bandwidth; broadcast; the device barrier); the graph is replayed
+// with a new nonce, fresh inputs in the captured buffers and poisoned outputs before each
+// replay, a rank sleeping a few ms first, each output checked whole against a float64 host
+// reference. Every fifth replay is followed by the same calls made eagerly (the same
+// buffers and barrier indices). The barrier words start 3 launches before 2^64, so the
+// epochs cross it during the replays; at the end each index's epoch must be its start plus
+// exactly the barriers run (never reset).
+#define GRAPH_ROUNDS 8 // barrier rounds per kernel (even: see run_rounds)
+enum { G_AR = 0, G_AG, G_RS, G_A2A, G_BC, G_BAR };
+struct GOp {
+  int team, kind;
+  size_t count;
+  iris_algo_t algo;
+  bool in_place;
+  int root;
+  float *in, *out;
+  size_t nin, nout;
+  const char *name;
+};
+// quarter-integers in [-8192, 8192]: every sum of up to IRIS_MAX_RANKS of them is exact in fp32
+static inline uint64_t gbase(uint64_t seed, int run, int world_rank, int op) { return key(seed, (uint64_t)run, (uint64_t)world_rank, (uint64_t)op, 11); }
+static inline float gv(uint64_t base, size_t i) { return (float)((int)(mix(base + i) % 65537) - 32768) * 0.25f; }
+
+static bool test_graph(Suite &s, int replays) {
+  const int n = s.world;
+  const char *tname[2] = {"split", "world"};
+  iris_team_t teams[2]; // [0] the split team, [1] the world
+  IK(iris_team_get(s.ctx, IRIS_TEAM_WORLD, &teams[1]));
+  IK(iris_team_split(s.ctx, &teams[1], n >= 3 ? s.rank % 2 : 0, -s.rank, &teams[0]));
+  IK(iris_collectives_setup(s.ctx)); // the world's state, before any kernel (its setup meets every rank)
+  // the calls, per team
+  std::vector<GOp> ops;
+  for (int tt = 0; tt < 2; tt++) {
+    const int W = teams[tt].size;
+    const GOp list[] = {
+        {tt, G_AR, 1003, IRIS_ALGO_AUTO, false, 0, 0, 0, 0, 0, "all-reduce (latency)"},
+        {tt, G_AR, 777, IRIS_ALGO_LATENCY, true, 0, 0, 0, 0, 0, "all-reduce in place (latency)"},
+        {tt, G_AR, 16387, IRIS_ALGO_TWO_SHOT_LL, false, 0, 0, 0, 0, 0, "all-reduce (two-shot LL)"},
+        {tt, G_AR, 65541, IRIS_ALGO_BANDWIDTH, false, 0, 0, 0, 0, 0, "all-reduce (bandwidth)"},
+        {tt, G_AG, 1003, IRIS_ALGO_AUTO, false, 0, 0, 0, 0, 0, "all-gather (latency)"},
+        {tt, G_AG, 20011, IRIS_ALGO_BANDWIDTH, false, 0, 0, 0, 0, 0, "all-gather (bandwidth)"},
+        {tt, G_RS, 1003, IRIS_ALGO_AUTO, false, 0, 0, 0, 0, 0, "reduce-scatter (latency)"},
+        {tt, G_RS, 20011, IRIS_ALGO_BANDWIDTH, false, 0, 0, 0, 0, 0, "reduce-scatter (bandwidth)"},
+        {tt, G_A2A, 1003, IRIS_ALGO_AUTO, false, 0, 0, 0, 0, 0, "all-to-all (latency)"},
+        {tt, G_A2A, 20011, IRIS_ALGO_BANDWIDTH, false, 0, 0, 0, 0, 0, "all-to-all (bandwidth)"},
+        {tt, G_BC, 1003, IRIS_ALGO_AUTO, false, W - 1, 0, 0, 0, 0, "broadcast (latency, the last team rank)"},
+        {tt, G_BC, 65541, IRIS_ALGO_BANDWIDTH, false, W / 2, 0, 0, 0, 0, "broadcast (bandwidth)"},
+        {tt, G_BAR, 0, IRIS_ALGO_AUTO, false, 0, 0, 0, 0, 0, "iris_barrier_device_team"},
+    };
+    for (const GOp &o : list) ops.push_back(o);
+  }
+  for (GOp &o : ops) { // heap buffers (the bandwidth path of a team takes no other), every rank alike
+    if (o.kind == G_BAR) continue;
+    const size_t W = (size_t)teams[o.team].size, cmax = (size_t)o.count * n; // sized for the world on every rank: same offsets everywhere
+    o.nin = (o.kind == G_RS || o.kind == G_A2A) ? o.count * W : o.count;
+    o.nout = (o.kind == G_AG || o.kind == G_A2A) ? o.count * W : o.count;
+    IK(iris_malloc(s.ctx, (cmax + 16) * sizeof(float), (void **)&o.out));
+    if (o.in_place) o.in = o.out;
+    else IK(iris_malloc(s.ctx, (cmax + 16) * sizeof(float), (void **)&o.in));
+  }
+  unsigned *buf;
+  int *errs;
+  unsigned long long *nonce;
+  IK(iris_calloc(s.ctx, 2 * ROUND_WORDS * sizeof(unsigned), (void **)&buf)); // a region per team
+  CK(cudaMalloc(&errs, 2 * 6 * 3 * sizeof(int)));
+  CK(cudaMalloc(&nonce, sizeof(unsigned long long)));
+  // the barrier kernels: k = 0..5 per team: level k / 2 (thread, warp, block), session when
+  // k is odd; index argument 4 + 2k (a one-shot barrier uses the index after it)
+  auto used_index = [](int k) { return 4 + 2 * k + (k % 2 ? 0 : 1); };
+  const unsigned long long E0 = 0ULL - (unsigned long long)(3 * GRAPH_ROUNDS + 1); // 3 launches and a barrier before 2^64
+  { // the barrier words of every index used start at E0 (this rank's copy: its epoch, the
+    // peers' arrivals), set while no kernel runs, before any rank's first barrier
+    IK(iris_barrier(s.ctx));
+    for (int tt = 0; tt < 2; tt++) {
+      if (teams[tt].size < 2) continue;
+      iris_detail_team_area_t *a = (iris_detail_team_area_t *)(void *)teams[tt].sync;
+      std::vector<unsigned long long> row(IRIS_MAX_RANKS, E0);
+      for (int k = 0; k < 6; k++) {
+        CK(cudaMemcpy(&a->bar[used_index(k)][0], row.data(), IRIS_MAX_RANKS * sizeof(unsigned long long), cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(&a->epoch[used_index(k)], &E0, sizeof E0, cudaMemcpyHostToDevice));
+      }
+    }
+    CK(cudaDeviceSynchronize());
+    IK(iris_barrier(s.ctx));
+  }
+  const iris_device_ctx_t dc = iris_device_context(s.ctx);
+  // everything one run enqueues (captured once, or eager)
+  auto enqueue_all = [&](cudaStream_t st) -> bool {
+    for (int tt = 0; tt < 2; tt++)
+      for (int k = 0; k < 6; k++) {
+        unsigned *b = buf + tt * ROUND_WORDS;
+        int *e = errs + (tt * 6 + k) * 3;
+        const int kid = tt * 6 + k, ses = k % 2, idx = 4 + 2 * k;
+        if (k / 2 == 0) k_rounds_at<iris_coop_thread><<<1, 1, 0, st>>>(dc, teams[tt], b, GRAPH_ROUNDS, nonce, kid, ses, idx, e);
+        else if (k / 2 == 1) k_rounds_at<iris_coop_warp><<<1, 32, 0, st>>>(dc, teams[tt], b, GRAPH_ROUNDS, nonce, kid, ses, idx, e);
+        else k_rounds_at<iris_coop_block><<<1, 128, 0, st>>>(dc, teams[tt], b, GRAPH_ROUNDS, nonce, kid, ses, idx, e);
+        CK(cudaGetLastError());
+      }
+    for (const GOp &o : ops) {
+      const iris_team_t *t = &teams[o.team];
+      iris_coll_opts_t opt = IRIS_COLL_OPTS_INIT;
+      opt.algo = o.algo;
+      iris_status_t r;
+      switch (o.kind) {
+      case G_AR: r = iris_all_reduce_team(s.ctx, t, o.in, o.out, o.count, IRIS_FLOAT32, IRIS_SUM, st, &opt); break;
+      case G_AG: r = iris_all_gather_team(s.ctx, t, o.in, o.out, o.count, IRIS_FLOAT32, st, &opt); break;
+      case G_RS: r = iris_reduce_scatter_team(s.ctx, t, o.in, o.out, o.count, IRIS_FLOAT32, IRIS_SUM, st, &opt); break;
+      case G_A2A: r = iris_all_to_all_team(s.ctx, t, o.in, o.out, o.count, IRIS_FLOAT32, st, &opt); break;
+      case G_BC: r = iris_broadcast_team(s.ctx, t, o.in, o.out, o.count, IRIS_FLOAT32, o.root, st, &opt); break;
+      default: r = iris_barrier_device_team(s.ctx, t, st); break;
+      }
+      if (r != IRIS_SUCCESS) {
+        fprintf(stderr, "team_test: rank %d: %s on the %s team (size %d): %s: %s\n", s.rank, o.name, tname[o.team], t->size, iris_status_string(r), iris_error_detail());
+        return false;
+      }
+    }
+    return true;
+  };
+  // one run: a new nonce, fresh inputs, poisoned outputs, a few ms of skew, the calls (the
+  // graph or eager), then every output against the float64 reference; counts what is wrong
+  std::vector<std::vector<float>> hin(ops.size());
+  unsigned long long nonce_h = 0;
+  int runs = 0;
+  auto run = [&](int tag, cudaGraphExec_t ge, long long &bad_coll, long long &bad_bar) -> bool {
+    nonce_h = mix(s.seed ^ mix(0x6a09e667ULL + (uint64_t)tag));
+    CK(cudaMemcpyAsync(nonce, &nonce_h, sizeof nonce_h, cudaMemcpyHostToDevice, s.stream));
+    CK(cudaMemsetAsync(errs, 0, 2 * 6 * 3 * sizeof(int), s.stream));
+    for (size_t i = 0; i < ops.size(); i++) {
+      const GOp &o = ops[i];
+      if (o.kind == G_BAR) continue;
+      const uint64_t base = gbase(s.seed, tag, s.rank, (int)i);
+      hin[i].resize(o.nin);
+      for (size_t j = 0; j < o.nin; j++) hin[i][j] = gv(base, j);
+      CK(cudaMemsetAsync(o.out, 0xA5, (o.nout + 16) * sizeof(float), s.stream)); // poison (in place: then the input over it)
+      CK(cudaMemcpyAsync(o.in, hin[i].data(), o.nin * sizeof(float), cudaMemcpyHostToDevice, s.stream));
+    }
+    usleep((useconds_t)(key(s.seed, (uint64_t)tag, (uint64_t)s.rank, 0, 5) % 3000 + (tag % n == s.rank ? 4000 : 0))); // skewed arrival
+    if (ge) CK(cudaGraphLaunch(ge, s.stream));
+    else if (!enqueue_all(s.stream)) return false;
+    CK(cudaStreamSynchronize(s.stream));
+    runs++;
+    int h[2 * 6 * 3];
+    CK(cudaMemcpy(h, errs, sizeof h, cudaMemcpyDeviceToHost));
+    for (int k = 0; k < 2 * 6; k++)
+      if (h[3 * k] || h[3 * k + 1] || h[3 * k + 2]) {
+        if (bad_bar == 0)
+          fprintf(stderr, "team_test: rank %d: run %d (%s): barrier kernel %d of the %s team: %d wrong values, %d failed barriers, %d seed disagreements\n", s.rank, tag,
+                  ge ? "graph" : "eager", k % 6, tname[k / 6], h[3 * k], h[3 * k + 1], h[3 * k + 2]);
+        bad_bar += h[3 * k] + h[3 * k + 1] + h[3 * k + 2];
+      }
+    for (size_t i = 0; i < ops.size(); i++) {
+      const GOp &o = ops[i];
+      if (o.kind == G_BAR) continue;
+      const iris_team_t &t = teams[o.team];
+      const int W = t.size, me = t.rank;
+      std::vector<float> got(o.nout + 16);
+      CK(cudaMemcpy(got.data(), o.out, (o.nout + 16) * sizeof(float), cudaMemcpyDeviceToHost));
+      std::vector<uint64_t> base(W);
+      for (int p = 0; p < W; p++) base[p] = gbase(s.seed, tag, iris_team_world_rank(&t, p), (int)i);
+      long long bad = 0;
+      for (size_t j = 0; j < o.nout; j++) {
+        double want = 0;
+        switch (o.kind) {
+        case G_AR: for (int p = 0; p < W; p++) want += (double)gv(base[p], j); break;
+        case G_AG: want = gv(base[j / o.count], j % o.count); break;
+        case G_RS: for (int p = 0; p < W; p++) want += (double)gv(base[p], (size_t)me * o.count + j); break;
+        case G_A2A: want = gv(base[j / o.count], (size_t)me * o.count + j % o.count); break;
+        default: want = gv(base[o.root], j); break;
+        }
+        if ((double)got[j] != want) {
+          if (bad == 0 && bad_coll == 0)
+            fprintf(stderr, "team_test: rank %d: run %d (%s): %s on the %s team (team rank %d of %d): element %zu is %.9g, want %.9g\n", s.rank, tag, ge ? "graph" : "eager",
+                    o.name, tname[o.team], me, W, j, (double)got[j], want);
+          bad++;
+        }
+      }
+      unsigned char guard[16 * sizeof(float)], poison_bytes[16 * sizeof(float)];
+      memcpy(guard, &got[o.nout], sizeof guard);
+      memset(poison_bytes, 0xA5, sizeof poison_bytes);
+      if (memcmp(guard, poison_bytes, sizeof guard) != 0) {
+        if (bad_coll == 0) fprintf(stderr, "team_test: rank %d: run %d: %s on the %s team wrote past its output\n", s.rank, tag, o.name, tname[o.team]);
+        bad++;
+      }
+      bad_coll += bad;
+    }
+    return true;
+  };
+  long long eager_coll = 0, eager_bar = 0, graph_coll = 0, graph_bar = 0;
+  int tag = 0, graph_runs = 0, eager_runs = 0;
+  // eager first: the collective states exist before capture (the world's must)
+  if (!run(tag++, NULL, eager_coll, eager_bar)) return false;
+  eager_runs++;
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+  const bool captured = enqueue_all(s.stream);
+  const cudaError_t end = cudaStreamEndCapture(s.stream, &g);
+  if (!captured || end != cudaSuccess) {
+    fprintf(stderr, "team_test: rank %d: the capture: %s\n", s.rank, captured ? cudaGetErrorString(end) : "a call failed (above)");
+    report(s, "graph: team barrier kernels and every team collective on the split team and the world captured on one stream", false);
+    return false;
+  }
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  char name[320];
+  snprintf(name, sizeof name, "graph: 12 team barrier kernels (thread, warp, block; one-shot and session) and %zu team collectives and device barriers on the split "
+                              "team and the world captured on one stream", ops.size());
+  report(s, name, true);
+  for (int i = 0; i < replays; i++) {
+    if (!run(tag++, ge, graph_coll, graph_bar)) return false;
+    graph_runs++;
+    if (i % 5 == 2) { // the same calls eagerly in between: the same buffers, barrier indices and collective states
+      if (!run(tag++, NULL, eager_coll, eager_bar)) return false;
+      eager_runs++;
+    }
+  }
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  if (graph_coll || graph_bar) fprintf(stderr, "team_test: rank %d: %d replays: %lld wrong collective elements, %lld barrier errors\n", s.rank, graph_runs, graph_coll, graph_bar);
+  if (eager_coll || eager_bar) fprintf(stderr, "team_test: rank %d: %d eager runs: %lld wrong collective elements, %lld barrier errors\n", s.rank, eager_runs, eager_coll, eager_bar);
+  snprintf(name, sizeof name, "graph replayed %d times, a new nonce, fresh inputs and poisoned outputs before each, ranks skewed: every element of every team collective "
+                              "exact against the float64 reference", graph_runs);
+  report(s, name, graph_coll == 0);
+  snprintf(name, sizeof name, "graph replayed %d times: the captured team barrier kernels' values exact every round, no barrier failed", graph_runs);
+  report(s, name, graph_bar == 0);
+  snprintf(name, sizeof name, "%d eager runs of the same calls between replays (same buffers, barrier indices and collective states): exact", eager_runs);
+  report(s, name, eager_coll == 0 && eager_bar == 0);
+  { // the epochs: every rank's kernels are over (its stream synchronized, then the host
+    // barrier), so this rank's words hold every peer's last arrival
+    IK(iris_barrier(s.ctx));
+    bool ok = true;
+    const unsigned long long want = E0 + (unsigned long long)runs * GRAPH_ROUNDS;
+    for (int tt = 0; tt < 2; tt++) {
+      if (teams[tt].size < 2) continue;
+      const iris_detail_team_area_t *a = (const iris_detail_team_area_t *)(const void *)teams[tt].sync;
+      for (int k = 0; k < 6; k++) {
+        unsigned long long ep = 0, bar[IRIS_MAX_RANKS];
+        CK(cudaMemcpy(&ep, &a->epoch[used_index(k)], sizeof ep, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(bar, &a->bar[used_index(k)][0], sizeof bar, cudaMemcpyDeviceToHost));
+        bool k_ok = ep == want;
+        for (int p = 0; p < teams[tt].size; p++)
+          if (p != teams[tt].rank) k_ok &= bar[p] == want;
+        if (!k_ok)
+          fprintf(stderr, "team_test: rank %d: the %s team's barrier index %d: epoch %llu, want %llu (start %llu + %d runs x %d rounds)\n", s.rank, tname[tt], used_index(k), ep,
+                  want, E0, runs, GRAPH_ROUNDS);
+        ok &= k_ok;
+      }
+    }
+    report(s, "team barrier epochs across the replays and eager runs: each index's words advanced by exactly the barriers run (never reset), through 2^64 -> 0",
+           ok && want < E0);
+  }
+  {
+    const iris_status_t c0 = iris_team_check(s.ctx, &teams[0]), c1 = iris_team_check(s.ctx, &teams[1]), a = iris_get_async_error(s.ctx);
+    if (c0 != IRIS_SUCCESS || c1 != IRIS_SUCCESS || a != IRIS_SUCCESS)
+      fprintf(stderr, "team_test: rank %d: after the replays: split team %s, world %s, context %s: %s\n", s.rank, iris_status_string(c0), iris_status_string(c1),
+              iris_status_string(a), iris_error_detail());
+    report(s, "after the replays: iris_team_check on both teams and iris_get_async_error report nothing", c0 == IRIS_SUCCESS && c1 == IRIS_SUCCESS && a == IRIS_SUCCESS);
+  }
+  IK(iris_team_destroy(s.ctx, &teams[0]));
+  cudaFree(errs);
+  cudaFree(nonce);
+  return true;
+}
+
+// wait-timeout: every rank waits (iris_team_wait_until, one thread) on a flag of its own that
+// no member ever sets, naming the next member of a team with keys reversed (team rank i =
+// world rank N-1-i, so a team rank named instead of the world rank shows). The contract
+// (iris_device.h): the wait returns false once the bound (IRIS_WAIT_TIMEOUT_MS) has passed
+// and records a fatal fault naming the world rank of member from_r; the host then reports
+// IRIS_ERROR_TIMEOUT (the member is alive) through iris_get_async_error and iris_team_check;
+// the fault stays: later calls return it at once (no launch, no wait, no meeting), a later
+// wait of the context gives up at its next look at the fault words, the team's destroy
+// returns it and releases the handle, iris_finalize skips the final barrier (IRIS_SUCCESS).
+// Every rank faults alike, so no rank's finalize waits for a meeting. Per-rank lines: the
+// collective report cannot meet on a faulted context.
+__global__ void k_wait_never(iris_device_ctx_t ctx, iris_team_t team, const unsigned long long *flag, int from_r, int *res) {
+  res[0] = iris_team_wait_until(ctx, team, flag, IRIS_CMP_GE, 1ULL, from_r) ? 1 : 2;
+}
+static int test_wait_timeout(Suite &s) {
+  const char *env = getenv("IRIS_WAIT_TIMEOUT_MS");
+  if (!env) {
+    if (s.rank == 0) printf("SKIP: [%s] IRIS_WAIT_TIMEOUT_MS is not set: the wait would run 10 minutes (the scripts pass 2000)\n", s.tag.c_str());
+    return iris_finalize(s.ctx) == IRIS_SUCCESS ? 0 : 1;
+  }
+  const double bound = atof(env) * 1e-3;
+  iris_team_t world, t;
+  unsigned long long *flag;
+  float *a;
+  int *res;
+  if (iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world) != IRIS_SUCCESS || iris_team_split(s.ctx, &world, 0, -s.rank, &t) != IRIS_SUCCESS ||
+      iris_collectives_setup(s.ctx) != IRIS_SUCCESS || iris_calloc(s.ctx, 2 * sizeof(unsigned long long), (void **)&flag) != IRIS_SUCCESS ||
+      iris_malloc(s.ctx, 4096 * sizeof(float), (void **)&a) != IRIS_SUCCESS || iris_barrier(s.ctx) != IRIS_SUCCESS) {
+    printf("FAIL: [%s] setup on rank %d: %s\n", s.tag.c_str(), s.rank, iris_error_detail());
+    return 1;
+  }
+  if (cudaMalloc(&res, 2 * sizeof(int)) != cudaSuccess || cudaMemset(res, 0, 2 * sizeof(int)) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+    printf("FAIL: [%s] setup on rank %d: device memory\n", s.tag.c_str(), s.rank);
+    return 1;
+  }
+  const int from = (t.rank + 1) % t.size, from_w = iris_team_world_rank(&t, from);
+  char named[64];
+  snprintf(named, sizeof named, "waited for rank %d ", from_w); // the fault's words for the member (a multi-node world adds "(rank L of node N)")
+  bool all_ok = true;
+  auto line = [&](bool ok, const std::string &what, const char *detail) {
+    printf("%s: [%s] rank %d: %s%s%s\n", ok ? "PASS" : "FAIL", s.tag.c_str(), s.rank, what.c_str(), ok ? "" : ": ", ok ? "" : detail);
+    all_ok &= ok;
+  };
+  char what[400];
+  if (iris_barrier(s.ctx) != IRIS_SUCCESS) { // the ranks start their waits together
+    printf("FAIL: [%s] rank %d: the barrier before the wait: %s\n", s.tag.c_str(), s.rank, iris_error_detail());
+    return 1;
+  }
+  const double t0 = now_s();
+  int h = 0;
+  k_wait_never<<<1, 1, 0, s.stream>>>(iris_device_context(s.ctx), t, flag, from, res);
+  cudaStreamSynchronize(s.stream);
+  const double took = now_s() - t0;
+  cudaMemcpy(&h, res, sizeof h, cudaMemcpyDeviceToHost);
+  snprintf(what, sizeof what, "iris_team_wait_until on a flag no member sets returns false after the bound (%.2f s; bound %.1f s)", took, bound);
+  line(h == 2 && took >= bound && took < bound + 1, what, h == 2 ? "outside [bound, bound + 1 s)" : h == 1 ? "it returned true" : "the kernel did not run");
+  // the fault: IRIS_ERROR_TIMEOUT naming the member's world rank and the user wait
+  const iris_status_t st = iris_get_async_error(s.ctx);
+  const std::string d1 = iris_error_detail();
+  snprintf(what, sizeof what, "iris_get_async_error: IRIS_ERROR_TIMEOUT naming world rank %d (team rank %d), the member waited on, and the user wait", from_w, from);
+  line(st == IRIS_ERROR_TIMEOUT && strstr(d1.c_str(), named) && strstr(d1.c_str(), "iris_wait_until"), what, (std::string(iris_status_string(st)) + ": " + d1).c_str());
+  { // it stays: reported again, and by iris_team_check (the context's fault)
+    const iris_status_t st2 = iris_get_async_error(s.ctx);
+    const std::string d2 = iris_error_detail();
+    const iris_status_t tc = iris_team_check(s.ctx, &t);
+    const std::string d3 = iris_error_detail();
+    line(st2 == IRIS_ERROR_TIMEOUT && strstr(d2.c_str(), named) && tc == IRIS_ERROR_TIMEOUT && strstr(d3.c_str(), named),
+         "the fault stays: iris_get_async_error again and iris_team_check on the team report it, naming the same world rank",
+         (std::string(iris_status_string(st2)) + " / " + iris_status_string(tc) + ": " + d3).c_str());
+  }
+  { // later calls return the fault at once: nothing launched (the buffer keeps its bytes), no wait, no meeting
+    std::vector<unsigned char> before(4096 * sizeof(float), 0x5A), after(4096 * sizeof(float));
+    cudaMemcpy(a, before.data(), before.size(), cudaMemcpyHostToDevice);
+    const double c0 = now_s();
+    const iris_status_t r1 = iris_all_reduce_team(s.ctx, &t, a, a, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL);
+    const iris_status_t r2 = iris_all_reduce(s.ctx, a, a, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream);
+    const iris_status_t r3 = iris_barrier(s.ctx);
+    iris_team_t sub;
+    const iris_status_t r4 = iris_team_split(s.ctx, &t, 0, 0, &sub);
+    const double dt = now_s() - c0;
+    const std::string d4 = iris_error_detail();
+    cudaStreamSynchronize(s.stream);
+    cudaMemcpy(after.data(), a, after.size(), cudaMemcpyDeviceToHost);
+    const bool fault4 = r1 == IRIS_ERROR_TIMEOUT && r2 == IRIS_ERROR_TIMEOUT && r3 == IRIS_ERROR_TIMEOUT && r4 == IRIS_ERROR_TIMEOUT;
+    snprintf(what, sizeof what, "later calls (team and world all-reduce, iris_barrier, iris_team_split) return IRIS_ERROR_TIMEOUT at once (%.3f s), nothing launched", dt);
+    char why[200];
+    snprintf(why, sizeof why, "%s, %s, %s, %s; buffer %s", iris_status_string(r1), iris_status_string(r2), iris_status_string(r3), iris_status_string(r4),
+             before == after ? "untouched" : "written");
+    line(fault4 && dt < 1 && before == after && sub.size == 0 && strstr(d4.c_str(), named), what, why);
+  }
+  { // a later wait of the context gives up at its next look at the fault words, not after a bound of its own; the first fault is kept
+    const double w0 = now_s();
+    int h2 = 0;
+    k_wait_never<<<1, 1, 0, s.stream>>>(iris_device_context(s.ctx), t, flag + 1, t.rank, res + 1);
+    cudaStreamSynchronize(s.stream);
+    const double took2 = now_s() - w0;
+    cudaMemcpy(&h2, res + 1, sizeof h2, cudaMemcpyDeviceToHost);
+    const iris_status_t st3 = iris_get_async_error(s.ctx);
+    const std::string d5 = iris_error_detail();
+    snprintf(what, sizeof what, "a later iris_team_wait_until of the faulted context returns false at once (%.3f s), the fault still names world rank %d", took2, from_w);
+    line(h2 == 2 && took2 < 0.5 && st3 == IRIS_ERROR_TIMEOUT && strstr(d5.c_str(), named), what, (std::string(iris_status_string(st3)) + ": " + d5).c_str());
+  }
+  { // the team's destroy: the fault at once, the handle released (as in stuck)
+    const double d0 = now_s();
+    const iris_status_t d = iris_team_destroy(s.ctx, &t);
+    const double dt = now_s() - d0;
+    snprintf(what, sizeof what, "iris_team_destroy on the faulted context returns the fault at once (%s in %.3f s), the handle released", iris_status_string(d), dt);
+    line(d == IRIS_ERROR_TIMEOUT && t.size == 0 && t.rank == -1 && dt < 1, what, iris_error_detail());
+  }
+  // stay alive until every rank has read its fault (a process gone by then would turn a
+  // peer's report into IRIS_ERROR_PEER_FAILED): the ranks left the barrier together
+  while (now_s() - t0 < bound + 3) usleep(10000);
+  const double f0 = now_s();
+  const iris_status_t fin = iris_finalize(s.ctx);
+  snprintf(what, sizeof what, "iris_finalize on the faulted context returns IRIS_SUCCESS without meeting the others (%.2f s)", now_s() - f0);
+  line(fin == IRIS_SUCCESS, what, iris_error_detail());
+  return all_ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *mode = argc > 1 ? argv[1] : "basic";
@@ -681,7 +1095,7 @@ int main(int argc, char **argv) {
   if (getenv("IRIS_TEST_QUICK") && !strcmp(getenv("IRIS_TEST_QUICK"), "1")) g_rounds = 100;
   iris_launch_t L;
   int rank;
-  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|first-call|late|stuck|stuck-coll|stuck-mixed N (N >= 2)\n"); return 2; }
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|first-call|late|graph|stuck|stuck-coll|stuck-mixed|wait-timeout N (N >= 2)\n"); return 2; }
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [%s w=%d] launch: %s\n", mode, n, iris_error_detail()); return 1; }
   if (rank < 0) {
     iris_status_t st = iris_launch_wait(&L, 900000);
@@ -708,7 +1122,9 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "stuck")) return test_stuck(s, false);
   if (!strcmp(mode, "stuck-coll")) return test_stuck(s, true);
   if (!strcmp(mode, "stuck-mixed")) return test_stuck(s, false, true);
-  bool ran = !strcmp(mode, "concurrent") ? test_concurrent(s) : !strcmp(mode, "mismatch") ? test_mismatch(s) : !strcmp(mode, "first-call") ? test_first_call(s) : !strcmp(mode, "late") ? test_late(s, late_ms) : test_basic(s);
+  if (!strcmp(mode, "wait-timeout")) return test_wait_timeout(s);
+  bool ran = !strcmp(mode, "concurrent") ? test_concurrent(s) : !strcmp(mode, "mismatch") ? test_mismatch(s) : !strcmp(mode, "first-call") ? test_first_call(s) : !strcmp(mode, "late") ? test_late(s, late_ms)
+           : !strcmp(mode, "graph") ? test_graph(s, g_rounds >= 1000 ? 64 : 20) : test_basic(s);
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   int rc = s.failed || !ran ? 1 : 0;
   if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
