@@ -118,7 +118,7 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_connect(iris_rendezvous_t *r, const 
   struct sockaddr_un addr;
   iris_detail_hello_t h;
   iris_detail_frame_t f;
-  int fd = -1, e, full = 0; /* full: the last connect found rank 0's backlog full */
+  int fd = -1, e, full = 0, final = 0; /* full: the last connect found rank 0's backlog full; final: the TCP dial's error is the outcome */
   unsigned uid = 0;
   char in_use[sizeof iris_detail_errbuf]; /* why the last try failed, when it is worth retrying */
   iris_status_t in_use_st = IRIS_SUCCESS;
@@ -130,9 +130,9 @@ retry:
   for (;;) {
     iris_status_t ds = r->tcp ? IRIS_ERROR_TIMEOUT : iris_detail_private_dir(dir, r->rank, 0);
     if (r->tcp) {
-      ds = iris_detail_tcp_dial(r, deadline, &fd);
+      ds = iris_detail_tcp_dial(r, deadline, &fd, &final);
       if (ds == IRIS_SUCCESS) break;
-      if (ds != IRIS_ERROR_TIMEOUT) return ds;
+      if (final) return ds;
     } else if (ds != IRIS_SUCCESS && ds != IRIS_ERROR_TIMEOUT) return ds;
     if (ds == IRIS_SUCCESS) {
       /* non-blocking: a blocking connect to a listener whose backlog is full (a rank 0
@@ -220,6 +220,7 @@ IRIS_DEF void iris_rendezvous_close(iris_rendezvous_t *r) {
   if (!r) return;
   for (i = 0; i < r->world; i++)
     if (r->fds[i] >= 0) close(r->fds[i]);
+  if (r->addrs) freeaddrinfo(r->addrs);
   free(r->fds);
   free(r);
 }

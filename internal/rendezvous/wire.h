@@ -51,6 +51,8 @@ struct iris_rendezvous {
   int rank, world, timeout_ms;
   int tcp;       /* 1: TCP (iris_rendezvous_open_tcp); 0: a Unix socket */
   char where[96]; /* TCP: "addr:port", for messages */
+  struct addrinfo *addrs; /* TCP, ranks above 0: rank 0's addresses, once resolved */
+  long long resolved_ms;  /* TCP: when the last resolution ended (iris_detail_now_ms; 0: none yet) */
   int *fds;      /* rank 0: fds[r] for r >= 1; others: fds[0] is the link to rank 0 */
   uint64_t seq;  /* collective operations so far */
   int broken;    /* an iris_status_t: a collective failed leaving the ranks' streams out of step (why: the detail then) */

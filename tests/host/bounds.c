@@ -150,3 +150,72 @@ static void test_rendezvous_accept_fails(void) {
         "rendezvous: rank 0 out of descriptors says its accept failed (and why) when it times out", "hung %d after %lld ms; %s '%s'", hung, ms,
         sname((iris_status_t)codes[0]), g_res[0].detail);
 }
+
+/* MASTER_ADDR's resolution is bounded by the rendezvous's timeout (getaddrinfo has no
+ * bound of its own), made once, and tried again at most once a second while it fails.
+ * The resolver (iris_detail_gai) is replaced by one that counts its calls and, when
+ * told, answers only after resolve_sleep_ms, as a resolver that gets no answer. */
+static volatile int resolve_calls, resolve_ended, resolve_sleep_ms, resolve_fail;
+static int slow_gai(const char *host, const char *port, const struct addrinfo *hints, struct addrinfo **res) {
+  int g;
+  __sync_fetch_and_add(&resolve_calls, 1);
+  if (resolve_sleep_ms) sleep_ms(resolve_sleep_ms);
+  g = resolve_fail == 1 ? EAI_AGAIN : resolve_fail == 2 ? EAI_NONAME : getaddrinfo(host, port, hints, res);
+  __sync_fetch_and_add(&resolve_ended, 1);
+  return g;
+}
+static iris_status_t open_rank1_tcp(const char *host, int port, int timeout_ms, long long *ms) {
+  iris_rendezvous_params_t p;
+  iris_rendezvous_t *r = (iris_rendezvous_t *)&p;
+  iris_status_t st;
+  long long t0 = now_ms();
+  set_params(&p, "tcp-resolve", NULL, 1, 2, timeout_ms, 1ULL << 30);
+  st = iris_rendezvous_open_tcp(&p, host, port, &r);
+  *ms = now_ms() - t0;
+  if (st == IRIS_SUCCESS) iris_rendezvous_close(r);
+  return st;
+}
+static void test_tcp_resolve_bounded(void) {
+  tcp_arg_t a;
+  int ranks[2] = {0, 1}, codes[2], hung, i, port = free_port();
+  long long ms;
+  iris_status_t st;
+  iris_detail_gai = slow_gai;
+  /* a numeric address asks no resolver: the 2-rank TCP rendezvous meets at once */
+  resolve_calls = resolve_ended = resolve_fail = 0;
+  resolve_sleep_ms = 5000;
+  tcp_init(&a, 2, 5000, 2);
+  ms = run_children(2, ranks, child_tcp, &a, 10000, codes, &hung);
+  expect_children_ok("tcp resolve: a numeric MASTER_ADDR asks no resolver and meets", 2, ranks, codes, hung, ms);
+  check(ms < 3000, "tcp resolve: a numeric MASTER_ADDR meets at once beside a slow resolver", "%lld ms", ms);
+  /* a name with no rank 0 listening: resolved once, not at every retry of the dial */
+  resolve_sleep_ms = 0;
+  st = open_rank1_tcp("localhost", port, 1500, &ms);
+  check(st == IRIS_ERROR_TIMEOUT && resolve_calls == 1 && has(iris_error_detail(), "localhost:") && ms >= 1400 && ms < 3000,
+        "tcp resolve: a name is resolved once per rendezvous", "%s after %lld ms, %d resolutions: '%s'", sname(st), ms, resolve_calls, iris_error_detail());
+  /* a resolver that fails for now: tried again at most once a second */
+  resolve_calls = 0;
+  resolve_fail = 1;
+  st = open_rank1_tcp("localhost", port, 1500, &ms);
+  check(st == IRIS_ERROR_TIMEOUT && resolve_calls >= 1 && resolve_calls <= 3 && ms < 3000 && has(iris_error_detail(), "waiting for rank 0 to listen at localhost:"),
+        "tcp resolve: a failing resolver is asked at most once a second (then the usual timeout)",
+        "%s after %lld ms, %d resolutions: '%s'", sname(st), ms, resolve_calls, iris_error_detail());
+  /* a name that does not exist: refused at once, naming it */
+  resolve_calls = 0;
+  resolve_fail = 2;
+  st = open_rank1_tcp("localhost", port, 1500, &ms);
+  check(st == IRIS_ERROR_INVALID_ARGUMENT && resolve_calls == 1 && has(iris_error_detail(), "cannot resolve MASTER_ADDR=localhost") && ms < 500,
+        "tcp resolve: a name that does not exist is refused at once", "%s after %lld ms, %d resolutions: '%s'", sname(st), ms, resolve_calls, iris_error_detail());
+  /* a resolver that does not answer: the timeout, naming the name, within it */
+  resolve_calls = resolve_ended = resolve_fail = 0;
+  resolve_sleep_ms = 1500;
+  st = open_rank1_tcp("localhost", port, 300, &ms);
+  check(st == IRIS_ERROR_TIMEOUT && has(iris_error_detail(), "resolving MASTER_ADDR=localhost took too long") && ms < 1000,
+        "tcp resolve: a resolver that does not answer ends at the timeout, naming MASTER_ADDR", "%s after %lld ms: '%s'", sname(st), ms, iris_error_detail());
+  /* the detached resolver ends on its own and frees what it holds (run under valgrind) */
+  for (i = 0; i < 300 && resolve_ended < 1; i++) sleep_ms(10);
+  sleep_ms(20);
+  check(resolve_ended == 1, "tcp resolve: the abandoned resolver finishes", "%d of %d resolutions ended", resolve_ended, resolve_calls);
+  iris_detail_gai = getaddrinfo;
+  resolve_sleep_ms = 0;
+}

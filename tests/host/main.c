@@ -121,6 +121,7 @@ int main(void) {
   test_rendezvous_dir_lock_held();
   test_rendezvous_empty_dir();
   test_rendezvous_accept_fails();
+  test_tcp_resolve_bounded();
   test_hello_other_build();
   test_jobs_interleavings();
 
