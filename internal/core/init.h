@@ -111,31 +111,38 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
     if ((st = tcp ? iris_rendezvous_open_tcp(&p, addr, port, &ctx->rdv) : iris_rendezvous_open(&p, &ctx->rdv)) != IRIS_SUCCESS) goto fail;
   }
 
-  /* 1b. worlds that may span nodes: group the ranks by host identity; from here on
-   *     ctx->local_rank and ctx->local_size are this node's (docs/multinode.md) */
-  if (c.world_size > 1 && (tcp || c.bootstrap || host_id)) {
-    char mine[IRIS_DETAIL_HOST_ID_BYTES], *ids = (char *)malloc((size_t)c.world_size * sizeof mine);
-    int32_t bad;
-    memset(mine, 0, sizeof mine);
-    local = iris_detail_host_id(NULL, NULL, mine, sizeof mine);
-    if (local != IRIS_SUCCESS) { /* every rank must still take part: send an empty id, fail after */
-      bad = 1;
-      mine[0] = 0;
-    } else bad = 0;
-    if (!ids) st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "iris_init: out of host memory");
-    else if ((st = iris_detail_comm_allgather_world(ctx, mine, ids, sizeof mine, c.timeout_ms)) == IRIS_SUCCESS) {
+  /* 1b. group the ranks by host identity (docs/multinode.md); from here on
+   *     ctx->local_rank and ctx->local_size are this node's. Worlds that may span hosts
+   *     (TCP, a bootstrap) are always grouped; on one host's Unix socket only where
+   *     IRIS_HOST_ID is set, and every rank takes part so that they agree on it. */
+  if (c.world_size > 1) {
+    const int spans = tcp || c.bootstrap != NULL;
+    iris_detail_node_msg_t mine, *all = (iris_detail_node_msg_t *)malloc((size_t)c.world_size * sizeof mine);
+    int group = 0;
+    memset(&mine, 0, sizeof mine);
+    mine.host_id_set = host_id != NULL;
+    local = spans || host_id ? iris_detail_host_id(NULL, NULL, mine.id, sizeof mine.id) : IRIS_SUCCESS;
+    if (local != IRIS_SUCCESS) { /* every rank must still take part: say so, fail after */
+      mine.failed = 1;
+      mine.id[0] = 0;
+    }
+    if (!all) st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "iris_init: out of host memory");
+    else if ((st = iris_detail_comm_allgather_world(ctx, &mine, all, sizeof mine, c.timeout_ms)) == IRIS_SUCCESS &&
+             (st = iris_detail_host_id_agree(all, c.world_size, spans, &group)) != IRIS_SUCCESS)
+      st = iris_detail_prefix(st, "iris_init");
+    if (st == IRIS_SUCCESS && group) {
       int r;
       for (r = 0; r < c.world_size; r++) {
-        ids[(size_t)r * sizeof mine + sizeof mine - 1] = 0;
-        if (!ids[(size_t)r * sizeof mine] && st == IRIS_SUCCESS)
-          st = bad && r == c.rank ? iris_detail_prefix(local, "iris_init")
-                                  : iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: rank %d has no valid host identity (see its IRIS_HOST_ID)", r);
+        all[r].id[sizeof all[r].id - 1] = 0;
+        if ((all[r].failed || !all[r].id[0]) && st == IRIS_SUCCESS)
+          st = local != IRIS_SUCCESS && r == c.rank ? iris_detail_prefix(local, "iris_init")
+                                                    : iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_init: rank %d has no valid host identity (see its IRIS_HOST_ID)", r);
       }
-      if (st == IRIS_SUCCESS && (st = iris_detail_group_nodes(ids, sizeof mine, c.world_size, c.rank, &ctx->node, &ctx->nodes, &ctx->local_rank, &ctx->local_size)) !=
-                                    IRIS_SUCCESS)
+      if (st == IRIS_SUCCESS && (st = iris_detail_group_nodes(all[0].id, sizeof *all, c.world_size, c.rank, &ctx->node, &ctx->nodes, &ctx->local_rank,
+                                                              &ctx->local_size)) != IRIS_SUCCESS)
         st = iris_detail_prefix(st, "iris_init");
     }
-    free(ids);
+    free(all);
     if (st != IRIS_SUCCESS) goto fail;
   } /* the GPU stays the launcher's local rank % GPUs (virtual nodes of one machine spread over its GPUs) */
 

@@ -34,6 +34,42 @@ IRIS_INTERNAL iris_status_t iris_detail_host_id(iris_getenv_fn lookup, void *use
   return IRIS_SUCCESS;
 }
 
+/* What each rank sends when the ranks are grouped (iris_init). On one host's Unix socket
+ * IRIS_HOST_ID alone decides whether there is more than one node, so the ranks exchange
+ * whether they set it, and must agree. */
+typedef struct iris_detail_node_msg {
+  char id[IRIS_DETAIL_HOST_ID_BYTES]; /* the host id, terminated; "" where none was made */
+  int32_t host_id_set;                /* IRIS_HOST_ID is set on this rank */
+  int32_t failed;                     /* this rank has no valid id (it reports its own error) */
+} iris_detail_node_msg_t;
+IRIS_DETAIL_STATIC_ASSERT(offsetof(iris_detail_node_msg_t, host_id_set) == IRIS_DETAIL_HOST_ID_BYTES && sizeof(iris_detail_node_msg_t) == IRIS_DETAIL_HOST_ID_BYTES + 8,
+                          node_message_layout);
+/* From every rank's message: whether the ranks are grouped by their ids (*group), where
+ * `spans` (TCP, a bootstrap: the world may span hosts) always groups them, and one host's
+ * Unix socket only where IRIS_HOST_ID is set, on every rank alike: set on some ranks
+ * only is IRIS_ERROR_MISMATCH naming IRIS_HOST_ID and both sets of ranks (the same answer
+ * on every rank). Pure: host-tested. */
+IRIS_INTERNAL iris_status_t iris_detail_host_id_agree(const iris_detail_node_msg_t *all, int world, int spans, int *group) {
+  unsigned char *set;
+  char on[200], off[200];
+  int r, n = 0;
+  for (r = 0; r < world; r++) n += all[r].host_id_set != 0;
+  *group = spans || n > 0;
+  if (spans || n == 0 || n == world) return IRIS_SUCCESS;
+  if (!(set = (unsigned char *)malloc((size_t)world)))
+    return iris_detail_fail(IRIS_ERROR_MISMATCH, "IRIS_HOST_ID is set on %d of %d ranks (rank 0: %s): set it on every rank or on none", n, world,
+                            all[0].host_id_set ? "set" : "not set");
+  for (r = 0; r < world; r++) set[r] = all[r].host_id_set != 0;
+  iris_detail_rank_list(set, world, on, sizeof on);
+  for (r = 0; r < world; r++) set[r] = !set[r];
+  iris_detail_rank_list(set, world, off, sizeof off);
+  free(set);
+  return iris_detail_fail(IRIS_ERROR_MISMATCH,
+                          "IRIS_HOST_ID is set on ranks %s but not on ranks %s: on one host it alone splits the ranks into nodes, so set it on every rank "
+                          "(virtual nodes) or on none (one node)",
+                          on, off);
+}
+
 /* A run of equal ids (a node's ranks): its id and first rank, sorted by id, then rank. */
 typedef struct iris_detail_id_run {
   const char *id;

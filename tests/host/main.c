@@ -84,6 +84,8 @@ int main(void) {
   test_tcp_rendezvous();
   test_nccl_loader();
   test_init_virtual_nodes();
+  test_host_id_agree();
+  test_init_host_id_some_ranks();
   test_init_big_node_cleanup();
   test_mn_route_defaults();
   test_mn_route_parser();

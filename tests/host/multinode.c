@@ -292,6 +292,77 @@ static void test_init_virtual_nodes(void) {
         ms, sname((iris_status_t)codes[0]), g_res[0].detail, sname((iris_status_t)codes[3]), g_res[3].detail);
 }
 
+/* IRIS_HOST_ID on some ranks only, on one host's Unix socket (where it alone decides
+ * whether the ranks are grouped): the ranks exchange whether they set it and all fail
+ * alike, IRIS_ERROR_MISMATCH naming IRIS_HOST_ID and the ranks on each side (before:
+ * the ranks took different exchanges, "rank 1 is out of step with rank 0"). */
+static void test_host_id_agree(void) {
+  iris_detail_node_msg_t m[4];
+  int group = -1, r;
+  iris_status_t st;
+  memset(m, 0, sizeof m);
+  st = iris_detail_host_id_agree(m, 4, 0, &group);
+  check(st == IRIS_SUCCESS && group == 0, "host id agreement: set nowhere on one host: one node", "%s group %d", sname(st), group);
+  st = iris_detail_host_id_agree(m, 4, 1, &group);
+  check(st == IRIS_SUCCESS && group == 1, "host id agreement: TCP or a bootstrap always groups", "%s group %d", sname(st), group);
+  for (r = 0; r < 4; r++) m[r].host_id_set = 1;
+  st = iris_detail_host_id_agree(m, 4, 0, &group);
+  check(st == IRIS_SUCCESS && group == 1, "host id agreement: set everywhere on one host: grouped", "%s group %d", sname(st), group);
+  m[1].host_id_set = m[3].host_id_set = 0;
+  st = iris_detail_host_id_agree(m, 4, 0, &group);
+  check(st == IRIS_ERROR_MISMATCH && has(iris_error_detail(), "IRIS_HOST_ID is set on ranks 0,2 but not on ranks 1,3"),
+        "host id agreement: set on some ranks only is a mismatch naming both sides", "%s: '%s'", sname(st), iris_error_detail());
+  st = iris_detail_host_id_agree(m, 4, 1, &group);
+  check(st == IRIS_SUCCESS && group == 1, "host id agreement: over TCP ranks may mix IRIS_HOST_ID and the default", "%s group %d", sname(st), group);
+}
+typedef struct hostid_arg { const char *ids[3]; char name[64]; } hostid_arg_t;
+static int child_hostid(int rank, void *argp) {
+  const hostid_arg_t *a = (const hostid_arg_t *)argp;
+  char r[8];
+  iris_t *ctx = NULL;
+  iris_status_t st;
+  snprintf(r, sizeof r, "%d", rank);
+  setenv("IRIS_RANK", r, 1);
+  setenv("IRIS_WORLD_SIZE", "3", 1);
+  setenv("IRIS_RENDEZVOUS", a->name, 1);
+  setenv("IRIS_RENDEZVOUS_DIR", g_dir, 1);
+  if (a->ids[rank]) setenv("IRIS_HOST_ID", a->ids[rank], 1);
+  else unsetenv("IRIS_HOST_ID");
+  setenv("IRIS_TIMEOUT_MS", "5000", 1);
+  setenv("IRIS_HEAP_SIZE", "4M", 1);
+  st = iris_init(NULL, &ctx);
+  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
+  g_res[rank].out_null = ctx == NULL;
+  if (st == IRIS_SUCCESS) iris_finalize(ctx);
+  return (int)st;
+}
+static void test_init_host_id_some_ranks(void) {
+  hostid_arg_t a = {{"vA", NULL, "vB"}, ""};
+  int ranks[3] = {0, 1, 2}, codes[3], hung, i, ok = 1;
+  long long ms;
+  unique_name(a.name, sizeof a.name, "hostid");
+  ms = run_children(3, ranks, child_hostid, &a, 20000, codes, &hung);
+  for (i = 0; i < 3; i++)
+    ok = ok && codes[i] == IRIS_ERROR_MISMATCH && has(g_res[i].detail, "IRIS_HOST_ID is set on ranks 0,2 but not on ranks 1") && g_res[i].out_null;
+  check(!hung && ok && ms < 4000, "init: IRIS_HOST_ID on some ranks only fails every rank naming it and the ranks",
+        "hung %d after %lld ms; rank 0 %s '%s'; rank 1 %s '%s'", hung, ms, sname((iris_status_t)codes[0]), g_res[0].detail, sname((iris_status_t)codes[1]),
+        g_res[1].detail);
+  /* set on every rank, one id: one node, grouped over the Unix socket (then the GPU step) */
+  a.ids[1] = a.ids[2] = "vA";
+  unique_name(a.name, sizeof a.name, "hostid");
+  ms = run_children(3, ranks, child_hostid, &a, 20000, codes, &hung);
+  for (i = 0, ok = 1; i < 3; i++) ok = ok && codes[i] != IRIS_ERROR_TIMEOUT && codes[i] != IRIS_ERROR_MISMATCH && codes[i] != IRIS_ERROR_INVALID_ARGUMENT;
+  check(!hung && ok, "init: IRIS_HOST_ID alike on every rank of one host groups them (then the GPU step)", "hung %d after %lld ms; rank 0 %s '%s'", hung, ms,
+        sname((iris_status_t)codes[0]), g_res[0].detail);
+  /* set nowhere: one node, as before (then the GPU step) */
+  a.ids[0] = a.ids[1] = a.ids[2] = NULL;
+  unique_name(a.name, sizeof a.name, "hostid");
+  ms = run_children(3, ranks, child_hostid, &a, 20000, codes, &hung);
+  for (i = 0, ok = 1; i < 3; i++) ok = ok && codes[i] != IRIS_ERROR_TIMEOUT && codes[i] != IRIS_ERROR_MISMATCH && codes[i] != IRIS_ERROR_INVALID_ARGUMENT;
+  check(!hung && ok, "init: no IRIS_HOST_ID on one host: one node (then the GPU step)", "hung %d after %lld ms; rank 0 %s '%s'", hung, ms,
+        sname((iris_status_t)codes[0]), g_res[0].detail);
+}
+
 /* A world above IRIS_MAX_RANKS whose bring-up fails before the ranks are grouped into
  * nodes (here: every rank on one node id, a node too large): each rank's context still
  * counts the whole world as its node, and its teardown must not index the per-node
