@@ -248,11 +248,35 @@ IRIS_INTERNAL uint64_t iris_detail_nccl_host(void) {
   for (c = s; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ULL;
   return h;
 }
-/* Whether this rank asks for the world communicator: IRIS_MN_NCCL_WHOLE is not "none"
- * or "0" (the collectives parse the rest of it: internal/coll/mn_route.h). */
+/* Whether IRIS_MN_NCCL_WHOLE's value v hands no call to NCCL whole, whatever the
+ * compile-time defaults: "none", "0", or a list that names every collective (those of
+ * internal/coll/mn_route.h, iris_coll_mn_kind_names), each once and each "=none". Anything
+ * else, malformed included, is 0: the collectives parse it (and refuse it at setup). */
+static const char *const iris_detail_whole_kinds[5] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"};
+IRIS_INTERNAL int iris_detail_whole_is_none(const char *v) {
+  const char *const *kinds = iris_detail_whole_kinds;
+  unsigned named = 0;
+  int k;
+  if (!strcmp(v, "none") || !strcmp(v, "0")) return 1;
+  for (;;) { /* one COLLECTIVE=none item */
+    const char *end = strchr(v, ',');
+    const size_t n = end ? (size_t)(end - v) : strlen(v);
+    for (k = 0; k < 5; k++) {
+      const size_t kl = strlen(kinds[k]);
+      if (n == kl + 5 && !strncmp(v, kinds[k], kl) && !strncmp(v + kl, "=none", 5)) break;
+    }
+    if (k == 5 || (named & (1u << k))) return 0;
+    named |= 1u << k;
+    if (!end) break;
+    v = end + 1;
+  }
+  return named == 31u;
+}
+/* Whether this rank asks for the world communicator: IRIS_MN_NCCL_WHOLE unset, or a
+ * value that may hand some call to NCCL whole. */
 IRIS_INTERNAL int iris_detail_world_wanted(void) {
   const char *v = getenv("IRIS_MN_NCCL_WHOLE");
-  return !(v && (!strcmp(v, "none") || !strcmp(v, "0")));
+  return !(v && *v && iris_detail_whole_is_none(v));
 }
 
 /* Collective over the world: one rail communicator per local rank across the nodes

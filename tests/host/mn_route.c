@@ -149,4 +149,30 @@ static void test_mn_route_agreement(void) {
   r = r * 10 + iris_detail_world_wanted();
   unsetenv("IRIS_MN_NCCL_WHOLE");
   check(r == 1001, "mn route: a rank asks for the world communicator unless IRIS_MN_NCCL_WHOLE is none or 0", "unset/none/0/list: %04d", r);
+  /* a list that names every collective none hands nothing to NCCL: no world communicator
+   * (it was made, and never used); a list that leaves one out, or names one twice, still asks */
+  {
+    static const char *const wanted[] = {"all_reduce=none,all_gather=none,reduce_scatter=none,all_to_all=none",
+                                         "all_reduce=none,all_gather=none,reduce_scatter=none,all_to_all=none,broadcast=all",
+                                         "all_reduce=none,all_gather=none,reduce_scatter=none,all_to_all=none,all_to_all=none",
+                                         "all_reduce=none,all_gather=none,reduce_scatter=none,all_to_all=none,broadcast=none,",
+                                         "all_reduce=none,all_gather=none,reduce_scatter=none,all_to_all=none,broadcast=nonex"};
+    size_t i;
+    int bad = -1;
+    setenv("IRIS_MN_NCCL_WHOLE", "broadcast=none,all_to_all=none,reduce_scatter=none,all_gather=none,all_reduce=none", 1);
+    r = iris_detail_world_wanted();
+    iris_coll_mn_table_defaults(&a);
+    check(r == 0 && iris_coll_mn_table_from_env(&a, 2) == IRIS_SUCCESS && a.n[AR] + a.n[AG] + a.n[RS] + a.n[A2A] + a.n[BC] == 0,
+          "mn route: every collective named none: no world communicator is asked for", "wanted %d", r);
+    for (i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
+      setenv("IRIS_MN_NCCL_WHOLE", wanted[i], 1);
+      if (!iris_detail_world_wanted() && bad < 0) bad = (int)i;
+    }
+    unsetenv("IRIS_MN_NCCL_WHOLE");
+    check(bad < 0, "mn route: a list that leaves a collective to NCCL (or is malformed) still asks for the world communicator", "'%s' did not",
+          bad < 0 ? "" : wanted[bad]);
+    for (i = 0, bad = -1; i < IRIS_COLL_MN_KINDS; i++) /* nodes.h's list of the collectives is mn_route.h's */
+      if (strcmp(iris_detail_whole_kinds[i], iris_coll_mn_kind_names[i]) != 0) bad = (int)i;
+    check(bad < 0 && IRIS_COLL_MN_KINDS == sizeof iris_detail_whole_kinds / sizeof iris_detail_whole_kinds[0], "mn route: the world communicator's check knows every collective", "kind %d", bad);
+  }
 }
