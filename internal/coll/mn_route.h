@@ -150,7 +150,8 @@ static inline iris_status_t iris_coll_mn_parse_size(const char *v, const char *s
 }
 /* Parses IRIS_MN_NCCL_WHOLE's value v into *t, which holds the defaults on entry: "all",
  * "none" or "0" set every collective; otherwise each COLLECTIVE=RANGES item replaces
- * that collective's ranges (the others keep theirs), each collective at most once. Sets
+ * that collective's ranges (the others keep theirs), each collective at most once, its
+ * ranges apart (two that share a size are refused, naming both). Sets
  * t->from_env. IRIS_ERROR_INVALID_ARGUMENT naming the value and what is wrong (*t then
  * undefined). */
 static inline iris_status_t iris_coll_mn_parse(const char *v, iris_coll_mn_table_t *t) {
@@ -186,6 +187,8 @@ static inline iris_status_t iris_coll_mn_parse(const char *v, iris_coll_mn_table
       t->hi[k][0] = UINT64_MAX;
       t->n[k] = 1;
     } else if (!((size_t)(end - p) == 4 && !strncmp(p, "none", 4))) {
+      const char *text[IRIS_COLL_MN_RANGES]; /* each range's text, for a message naming two that overlap */
+      int len[IRIS_COLL_MN_RANGES];
       for (;;) { /* one LO-HI range */
         const char *colon = (const char *)memchr(p, ':', (size_t)(end - p)), *stop = colon ? colon : end;
         const char *dash = (const char *)memchr(p, '-', (size_t)(stop - p));
@@ -202,6 +205,12 @@ static inline iris_status_t iris_coll_mn_parse(const char *v, iris_coll_mn_table
         if (lo > hi)
           return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_MN_NCCL_WHOLE='%.160s': %s: the range '%.*s' ends before it starts; %s", v,
                                   iris_coll_mn_kind_names[k], (int)(stop - p < 40 ? stop - p : 40), p, IRIS_COLL_MN_WHOLE_HELP);
+        for (j = 0; j < (int)t->n[k]; j++) /* a size listed twice: refused, as a collective named twice (options.md: no value read two ways) */
+          if (lo <= t->hi[k][j] && t->lo[k][j] <= hi)
+            return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_MN_NCCL_WHOLE='%.160s': %s: the ranges '%.*s' and '%.*s' overlap (bounds are inclusive); %s", v,
+                                    iris_coll_mn_kind_names[k], len[j] < 40 ? len[j] : 40, text[j], (int)(stop - p < 40 ? stop - p : 40), p, IRIS_COLL_MN_WHOLE_HELP);
+        text[t->n[k]] = p;
+        len[t->n[k]] = (int)(stop - p);
         t->lo[k][t->n[k]] = lo;
         t->hi[k][t->n[k]] = hi;
         t->n[k]++;

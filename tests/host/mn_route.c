@@ -79,6 +79,25 @@ static void test_mn_route_parser(void) {
             nm, "%s '%s'", sname(st), iris_error_detail());
     }
   }
+  /* overlapping or repeated ranges are refused naming both (bounds inclusive); ranges apart are taken */
+  {
+    static const char *over[] = {"all_reduce=0-2K:1K-3K", "all_reduce=1K-2K:1K-2K", "all_reduce=0-:5M-6M", "all_reduce=0-1K:1K-2K", "broadcast=8M-:1K-2K:4M-8M"};
+    for (i = 0; i < sizeof over / sizeof over[0]; i++) {
+      char nm[160];
+      iris_coll_mn_table_defaults(&t);
+      st = iris_coll_mn_parse(over[i], &t);
+      snprintf(nm, sizeof nm, "mn route: IRIS_MN_NCCL_WHOLE='%s': overlapping ranges are refused naming them", over[i]);
+      check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "IRIS_MN_NCCL_WHOLE") && has(iris_error_detail(), "overlap"), nm, "%s '%s'", sname(st),
+            iris_error_detail());
+    }
+    iris_coll_mn_table_defaults(&t);
+    st = iris_coll_mn_parse("all_reduce=0-2K:1K-3K", &t);
+    check(st != IRIS_SUCCESS && has(iris_error_detail(), "all_reduce: the ranges '0-2K' and '1K-3K' overlap"), "mn route: an overlap names the collective and both ranges",
+          "%s '%s'", sname(st), iris_error_detail());
+    iris_coll_mn_table_defaults(&t);
+    st = iris_coll_mn_parse("all_reduce=0-1023:1K-2K:4K-", &t);
+    check(st == IRIS_SUCCESS && t.n[AR] == 3, "mn route: ranges that touch but share no size are taken", "%s '%s'", sname(st), iris_error_detail());
+  }
   /* empty and zero, through the environment */
   setenv("IRIS_MN_NCCL_WHOLE", "", 1);
   st = iris_coll_mn_table_from_env(&t, 2);
