@@ -163,8 +163,9 @@ IRIS_INTERNAL iris_status_t iris_detail_tcp_choice(iris_getenv_fn lookup, void *
 
 /* NCCL/RCCL, loaded once per process: IRIS_NCCL_LIBRARY, else a copy already in the
  * process (linked or loaded by the application), else libnccl.so.2 (librccl.so on
- * AMD). Never unloaded. IRIS_SUCCESS with *api, or IRIS_ERROR_UNSUPPORTED naming the
- * library or the missing function. */
+ * AMD). Never unloaded once it is taken; a library that lacks a function is closed
+ * again. IRIS_SUCCESS with *api, or IRIS_ERROR_UNSUPPORTED naming the library or the
+ * missing function. */
 typedef struct { char internal[128]; } iris_detail_nccl_id_t; /* ncclUniqueId */
 typedef struct iris_detail_nccl_lib {
   iris_nccl_api_t api;
@@ -193,6 +194,7 @@ IRIS_INTERNAL iris_status_t iris_detail_nccl_load(const iris_detail_nccl_lib_t *
   else {
     void *self = dlopen(NULL, RTLD_LAZY);
     if (self && dlsym(self, "ncclAllReduce")) h = self, which = "this process";
+    else if (self) dlclose(self); /* no NCCL in the process: this handle is not kept */
   }
   if (!h && !(h = dlopen(which, RTLD_NOW | RTLD_GLOBAL))) {
     const char *why = dlerror();
@@ -205,6 +207,7 @@ IRIS_INTERNAL iris_status_t iris_detail_nccl_load(const iris_detail_nccl_lib_t *
     *(void **)&fn[i] = dlsym(h, names[i]);
     if (!fn[i]) st = iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "%s has no %s (NCCL 2.7 or later is needed)", which, names[i]);
   }
+  if (st != IRIS_SUCCESS && h) dlclose(h); /* a library without NCCL's functions is not left loaded (each failed call loaded it once more) */
   if (st == IRIS_SUCCESS) {
     int (*get_version)(int *) = NULL;
     *(void **)&get_version = dlsym(h, "ncclGetVersion");

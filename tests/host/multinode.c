@@ -236,6 +236,29 @@ static void test_nccl_loader(void) {
   check(st == IRIS_ERROR_UNSUPPORTED && has(iris_error_detail(), "/nonexistent/libnccl-test.so.2") && has(iris_error_detail(), "IRIS_NCCL_LIBRARY"),
         "nccl loader: a missing library is refused naming it", "%s: '%s'", sname(st), iris_error_detail());
   unsetenv("IRIS_NCCL_LIBRARY");
+  { /* a library that is not NCCL is refused and not left loaded: a system library that
+     * nothing here loads (the first present of a few) */
+    static const char *const libs[] = {"libBrokenLocale.so.1", "libanl.so.1", "libz.so.1"};
+    const char *lib_name = NULL;
+    size_t i;
+    for (i = 0; i < sizeof libs / sizeof libs[0] && !lib_name; i++) {
+      if ((h = dlopen(libs[i], RTLD_NOW | RTLD_NOLOAD)) != NULL) { dlclose(h); continue; } /* loaded already: proves nothing */
+      if ((h = dlopen(libs[i], RTLD_NOW)) != NULL) {
+        dlclose(h);
+        lib_name = libs[i];
+      }
+    }
+    if (!lib_name) printf("SKIP: nccl loader: a library without NCCL is not left loaded: none of the test libraries here\n");
+    else {
+      setenv("IRIS_NCCL_LIBRARY", lib_name, 1);
+      st = iris_detail_nccl_load(&lib);
+      h = dlopen(lib_name, RTLD_NOW | RTLD_NOLOAD);
+      check(st == IRIS_ERROR_UNSUPPORTED && has(iris_error_detail(), "has no nccl") && h == NULL, "nccl loader: a library without NCCL is refused and not left loaded",
+            "%s '%s'; %s %s", sname(st), iris_error_detail(), lib_name, h ? "still loaded" : "unloaded");
+      if (h) dlclose(h);
+      unsetenv("IRIS_NCCL_LIBRARY");
+    }
+  }
   h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
   if (!h) h = dlopen("libnccl.so.2", RTLD_NOW);
   if (!h) {
