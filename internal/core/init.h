@@ -52,7 +52,8 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   } else { /* cfg's rank; the launcher's local rank when it describes the same rank */
     local_rank = env.launcher != IRIS_LAUNCHER_NONE && env.rank == c.rank && env.world_size == c.world_size ? env.local_rank : c.rank;
   }
-  given = c.rendezvous ? c.rendezvous : getenv("IRIS_RENDEZVOUS");
+  given = c.rendezvous;
+  if (!given && iris_detail_env("IRIS_RENDEZVOUS", &given) < 0) return iris_detail_prefix(IRIS_ERROR_INVALID_ARGUMENT, "iris_init"); /* set but empty: an error */
   /* the launcher's node layout picks TCP only for the world it describes (a cfg world of
    * other ranks or size takes only its job id) */
   if (!c.bootstrap &&

@@ -69,7 +69,8 @@ IRIS_INTERNAL iris_status_t iris_detail_launcher_set(const iris_detail_launcher_
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%s: a node needs at least 1 rank (%s)", L->local_size, iris_detail_var(get, user, L->local_size), L->name);
   if (e->world_size < 1) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s=%s: a world needs at least 1 rank (%s)", L->world, ws, L->name);
   if (e->world_size > IRIS_MAX_RANKS) { /* allowed over several nodes (the node size is checked at iris_init) */
-    const char *rdv = iris_detail_var(get, user, "IRIS_RENDEZVOUS");
+    const char *rdv = NULL;
+    if (iris_detail_env_in(get, user, "IRIS_RENDEZVOUS", &rdv) < 0) return IRIS_ERROR_INVALID_ARGUMENT; /* set but empty: an error, as every IRIS_* variable */
     if (e->world_size > 65536 || !((ls > 0 && ls < e->world_size) || (rdv && strcmp(rdv, "tcp") == 0)))
       return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "%s=%s exceeds IRIS_MAX_RANKS (%d) on one node; rebuild every unit with a larger -DIRIS_MAX_RANKS (or, over "
                               "several nodes, set IRIS_RENDEZVOUS=tcp: docs/multinode.md)", L->world, ws, IRIS_MAX_RANKS);

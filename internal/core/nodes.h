@@ -20,10 +20,11 @@
  * "<hostname>/<boot id>" (the boot id tells apart machines that share a name, and is
  * the same in every container of one machine). lookup NULL reads getenv. */
 IRIS_INTERNAL iris_status_t iris_detail_host_id(iris_getenv_fn lookup, void *user, char *out, size_t cap) {
-  const char *v = lookup ? lookup(user, "IRIS_HOST_ID") : getenv("IRIS_HOST_ID");
+  const char *v = NULL;
   iris_detail_record_t rec;
-  if (v && !*v) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_HOST_ID is set but empty; unset it for the default, or give a value");
-  if (v) {
+  const int got = iris_detail_env_in(lookup, user, "IRIS_HOST_ID", &v);
+  if (got < 0) return IRIS_ERROR_INVALID_ARGUMENT; /* set but empty: never the default */
+  if (got > 0) {
     if (strlen(v) > 120 || strlen(v) >= cap) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "IRIS_HOST_ID=%.40s... is longer than 120 characters", v);
     iris_detail_copy(out, cap, v);
     return IRIS_SUCCESS;
@@ -275,11 +276,14 @@ IRIS_INTERNAL int iris_detail_whole_is_none(const char *v) {
   }
   return named == 31u;
 }
-/* Whether this rank asks for the world communicator: IRIS_MN_NCCL_WHOLE unset, or a
- * value that may hand some call to NCCL whole. */
-IRIS_INTERNAL int iris_detail_world_wanted(void) {
-  const char *v = getenv("IRIS_MN_NCCL_WHOLE");
-  return !(v && *v && iris_detail_whole_is_none(v));
+/* Whether this rank asks for the world communicator (*wanted): IRIS_MN_NCCL_WHOLE unset,
+ * or a value that may hand some call to NCCL whole. Set but empty: IRIS_ERROR_INVALID_ARGUMENT
+ * naming it (*wanted 1). */
+IRIS_INTERNAL iris_status_t iris_detail_world_wanted(int32_t *wanted) {
+  const char *v = NULL;
+  const int got = iris_detail_env("IRIS_MN_NCCL_WHOLE", &v);
+  *wanted = !(got > 0 && iris_detail_whole_is_none(v));
+  return got < 0 ? IRIS_ERROR_INVALID_ARGUMENT : IRIS_SUCCESS;
 }
 
 /* Collective over the world: one rail communicator per local rank across the nodes
@@ -300,7 +304,7 @@ typedef struct iris_detail_rail_msg {
   iris_detail_nccl_id_t id;       /* the node-0 member's rail ncclUniqueId (the others: zeros) */
   iris_detail_nccl_id_t world_id; /* rank 0's world ncclUniqueId (in the round before the world's init) */
   uint64_t nccl_host;             /* iris_detail_nccl_host() */
-  int32_t world_wanted;           /* iris_detail_world_wanted() */
+  int32_t world_wanted;           /* iris_detail_world_wanted */
   char pci[32];                   /* this rank's GPU, its PCI bus id */
 } iris_detail_rail_msg_t;
 IRIS_DETAIL_STATIC_ASSERT(sizeof(iris_detail_nccl_id_t) == 128 && offsetof(iris_detail_rail_msg_t, err) == 4 &&
@@ -361,9 +365,8 @@ IRIS_INTERNAL iris_status_t iris_detail_rails_setup(iris_t *ctx, void *user_comm
   if (!all) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: out of host memory", ctx->grank);
   memset(&me, 0, sizeof me);
   me.nccl_host = iris_detail_nccl_host();
-  me.world_wanted = iris_detail_world_wanted();
   if (iris_gpu_pci_bus_id(me.pci, (int)sizeof me.pci - 1, ctx->device) != IRIS_GPU_SUCCESS) snprintf(me.pci, sizeof me.pci, "rank %d", ctx->grank); /* unknown: unique */
-  local = iris_detail_nccl_load(&lib);
+  if ((local = iris_detail_world_wanted(&me.world_wanted)) == IRIS_SUCCESS) local = iris_detail_nccl_load(&lib);
   if (local == IRIS_SUCCESS && user_comm) {
     int n = -1, k = -1;
     if (lib->comm_count(user_comm, &n) != 0 || lib->comm_user_rank(user_comm, &k) != 0 || n != ctx->nodes || k != ctx->node)

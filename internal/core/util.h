@@ -47,9 +47,10 @@ IRIS_INTERNAL int iris_detail_parse_uint(const char *var, const char *s, int *ou
 /* ---- the environment: every IRIS_* variable is read through iris_detail_env, so each one
  * follows docs/options.md's rule alike: unset means the default; set but empty, or a value
  * it cannot take, is an error naming the variable and its value, never the default. */
-/* 0: unset; 1: set and not empty (*value); -1: set but empty (the detail says so). */
-IRIS_INTERNAL int iris_detail_env(const char *name, const char **value) {
-  const char *s = getenv(name);
+/* 0: unset; 1: set and not empty (*value); -1: set but empty (the detail says so).
+ * Through lookup (iris_launch_env's form, for environments given as tables; NULL: getenv). */
+IRIS_INTERNAL int iris_detail_env_in(iris_getenv_fn lookup, void *user, const char *name, const char **value) {
+  const char *s = lookup ? lookup(user, name) : getenv(name);
   if (!s) return 0;
   if (!*s) {
     iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s is set but empty; unset it for the default, or give a value", name);
@@ -58,6 +59,7 @@ IRIS_INTERNAL int iris_detail_env(const char *name, const char **value) {
   *value = s;
   return 1;
 }
+IRIS_INTERNAL int iris_detail_env(const char *name, const char **value) { return iris_detail_env_in(NULL, NULL, name, value); }
 /* An IRIS_* variable as a strict non-negative int: 0 unset, 1 *out set, -1 malformed or
  * set but empty. */
 IRIS_INTERNAL int iris_detail_env_int(const char *name, int *out) {

@@ -70,7 +70,7 @@ static void test_size_parser(void) {
       c.rendezvous = NULL;
       setenv("IRIS_RENDEZVOUS", bad[k], 1);
       snprintf(nm, sizeof nm, "config IRIS_RENDEZVOUS='%.20s%s' refused, not rewritten", bad[k], strlen(bad[k]) > 20 ? "..." : "");
-      expect_init(nm, &c, 0, IRIS_ERROR_INVALID_ARGUMENT, "rendezvous name");
+      expect_init(nm, &c, 0, IRIS_ERROR_INVALID_ARGUMENT, *bad[k] ? "rendezvous name" : "IRIS_RENDEZVOUS is set but empty");
       unsetenv("IRIS_RENDEZVOUS");
       cfg_base(&c, 0, 1);
       c.rendezvous = bad[k];
@@ -232,6 +232,28 @@ static void test_env_strict(void) {
             iris_error_detail());
     }
     unsetenv("IRIS_COLL_TEST_WRAP");
+  }
+  /* IRIS_RENDEZVOUS, IRIS_HOST_ID, IRIS_MN_NCCL_WHOLE through the one strict reader, also
+   * where an environment is a table (iris_launch_env's lookup): set but empty is an error
+   * naming it, never unset */
+  {
+    static const char *big_empty[] = {"IRIS_RANK=0", "IRIS_WORLD_SIZE=100000", "IRIS_RENDEZVOUS=", NULL},
+                      *big_tcp[] = {"IRIS_RANK=0", "IRIS_WORLD_SIZE=1024", "IRIS_RENDEZVOUS=tcp", NULL}, *id_empty[] = {"IRIS_HOST_ID=", NULL};
+    iris_launch_env_t le;
+    char id[IRIS_DETAIL_HOST_ID_BYTES];
+    const char *v = NULL;
+    iris_status_t st = iris_launch_env(table_getenv, (void *)big_empty, &le);
+    check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "IRIS_RENDEZVOUS is set but empty"),
+          "env: IRIS_RENDEZVOUS='' read by iris_launch_env (a world above IRIS_MAX_RANKS) is an error naming it", "%s '%s'", sname(st), iris_error_detail());
+    st = iris_launch_env(table_getenv, (void *)big_tcp, &le);
+    check(st == IRIS_SUCCESS && le.world_size == 1024, "env: IRIS_RENDEZVOUS=tcp lets iris_launch_env take a world above IRIS_MAX_RANKS", "%s '%s'", sname(st),
+          iris_error_detail());
+    st = iris_detail_host_id(table_getenv, (void *)id_empty, id, sizeof id);
+    check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "IRIS_HOST_ID is set but empty"), "env: IRIS_HOST_ID='' through a lookup is an error naming it",
+          "%s '%s'", sname(st), iris_error_detail());
+    check(iris_detail_env_in(table_getenv, (void *)id_empty, "IRIS_HOST_ID", &v) == -1 && iris_detail_env_in(table_getenv, (void *)id_empty, "IRIS_X", &v) == 0 &&
+              iris_detail_env_in(table_getenv, (void *)big_tcp, "IRIS_RENDEZVOUS", &v) == 1 && !strcmp(v, "tcp"),
+          "env: the strict reader through a lookup: empty -1, unset 0, set 1", "'%s'", iris_error_detail());
   }
   /* IRIS_NCCL_LIBRARY and IRIS_RENDEZVOUS_DIR: empty is an error, not the default library or directory */
   {

@@ -130,6 +130,11 @@ static void test_mn_route_parser(void) {
   unsetenv("IRIS_MN_NCCL_WHOLE");
 }
 
+/* iris_detail_world_wanted's answer for the environment as it is (-1: an error). */
+static int world_wanted_now(void) {
+  int32_t w = -1;
+  return iris_detail_world_wanted(&w) == IRIS_SUCCESS ? (int)w : -1;
+}
 static void test_mn_route_agreement(void) {
   iris_coll_mn_table_t a, b;
   iris_detail_rail_msg_t m[4];
@@ -159,15 +164,24 @@ static void test_mn_route_agreement(void) {
   m[3].world_wanted = 0;
   check(!iris_detail_world_comm_possible(m, 4), "mn route: world communicator left out when any rank sets IRIS_MN_NCCL_WHOLE=none", "");
   unsetenv("IRIS_MN_NCCL_WHOLE");
-  r = iris_detail_world_wanted();
+  r = world_wanted_now();
   setenv("IRIS_MN_NCCL_WHOLE", "none", 1);
-  r = r * 10 + iris_detail_world_wanted();
+  r = r * 10 + world_wanted_now();
   setenv("IRIS_MN_NCCL_WHOLE", "0", 1);
-  r = r * 10 + iris_detail_world_wanted();
+  r = r * 10 + world_wanted_now();
   setenv("IRIS_MN_NCCL_WHOLE", "all_reduce=none", 1);
-  r = r * 10 + iris_detail_world_wanted();
+  r = r * 10 + world_wanted_now();
   unsetenv("IRIS_MN_NCCL_WHOLE");
   check(r == 1001, "mn route: a rank asks for the world communicator unless IRIS_MN_NCCL_WHOLE is none or 0", "unset/none/0/list: %04d", r);
+  { /* set but empty at iris_init: an error naming it (through the strict reader), not "wanted" */
+    int32_t w = -1;
+    iris_status_t st;
+    setenv("IRIS_MN_NCCL_WHOLE", "", 1);
+    st = iris_detail_world_wanted(&w);
+    unsetenv("IRIS_MN_NCCL_WHOLE");
+    check(st == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "IRIS_MN_NCCL_WHOLE is set but empty"),
+          "mn route: IRIS_MN_NCCL_WHOLE='' at bring-up is an error naming it", "%s wanted %d: '%s'", sname(st), (int)w, iris_error_detail());
+  }
   /* a list that names every collective none hands nothing to NCCL: no world communicator
    * (it was made, and never used); a list that leaves one out, or names one twice, still asks */
   {
@@ -179,13 +193,13 @@ static void test_mn_route_agreement(void) {
     size_t i;
     int bad = -1;
     setenv("IRIS_MN_NCCL_WHOLE", "broadcast=none,all_to_all=none,reduce_scatter=none,all_gather=none,all_reduce=none", 1);
-    r = iris_detail_world_wanted();
+    r = world_wanted_now();
     iris_coll_mn_table_defaults(&a);
     check(r == 0 && iris_coll_mn_table_from_env(&a, 2) == IRIS_SUCCESS && a.n[AR] + a.n[AG] + a.n[RS] + a.n[A2A] + a.n[BC] == 0,
           "mn route: every collective named none: no world communicator is asked for", "wanted %d", r);
     for (i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
       setenv("IRIS_MN_NCCL_WHOLE", wanted[i], 1);
-      if (!iris_detail_world_wanted() && bad < 0) bad = (int)i;
+      if (!world_wanted_now() && bad < 0) bad = (int)i;
     }
     unsetenv("IRIS_MN_NCCL_WHOLE");
     check(bad < 0, "mn route: a list that leaves a collective to NCCL (or is malformed) still asks for the world communicator", "'%s' did not",
