@@ -42,6 +42,7 @@ struct iris_gemm_rs {
   int coll;              /* unfused: the sum is iris_reduce_scatter / iris_all_reduce of `part` (iris_gemm_rs_use_coll) */
   unsigned *sync;        /* heap, fused: the flags [W][halves][tiles_n] | iris_gemm_err_t | a counter per CTA */
   int rctas;             /* fused: CTAs of the reduce kernel */
+  int share;             /* fused: the ranks on this rank's GPU, itself too (iris_gemm_rs_sharers) */
 #if defined(IRIS_GEMM_HAVE_TMA)
   iris_gemm_rs_fused_dev_t fd; /* fused: the kernels' view */
 #endif
@@ -235,21 +236,34 @@ static iris_status_t iris_gemm_rs_start_near_wrap(iris_gemm_rs_t *p) {
 }
 #endif
 
-/* The fused path's local part of create (after the heap blocks). Collective first (every
- * rank gets here: the heap verdict is the same everywhere): which ranks share this GPU,
- * to size the reduce kernel (its CTAs wait for peers' tiles, so where ranks share a GPU
- * they hold at most half of its SMs together and the peers' GEMM CTAs always find SMs).
- * Then the TMA core's presence (else IRIS_ERROR_UNSUPPORTED) and the kernels' setup. */
+#if defined(IRIS_GEMM_HAVE_TMA)
+/* Collective (the fused path's create): how many ranks run on this rank's GPU, itself too
+ * (the same PCI location, whatever process), to size the reduce kernel. Every rank of a
+ * fused create calls it before any step that may fail on one rank only (the path is
+ * agreed): a rank that skipped it would pair its plan_agree with the peers' key exchange. */
+static iris_status_t iris_gemm_rs_sharers(iris_t *ctx, int *share) {
+  const int W = iris_world_size(ctx);
+  int key[3] = {0, 0, 0}, keys[IRIS_MAX_RANKS][3], q;
+  iris_status_t st;
+  *share = 1;
+  iris_gpu_pci_location(&key[0], &key[1], &key[2], iris_device_ordinal(ctx));
+  if ((st = iris_allgather_host(ctx, key, keys, sizeof key)) != IRIS_SUCCESS) return st;
+  for (*share = 0, q = 0; q < W; ++q) *share += !memcmp(keys[q], key, sizeof key);
+  return IRIS_SUCCESS;
+}
+#endif
+
+/* The fused path's local part of create (after the heap blocks): the TMA core's presence
+ * (else IRIS_ERROR_UNSUPPORTED), the reduce kernel's size (its CTAs wait for peers' tiles,
+ * so where ranks share a GPU, p->share, they hold at most half of its SMs together and the
+ * peers' GEMM CTAs always find SMs) and the kernels' setup. No exchange: the ranks'
+ * exchange came before the local steps (iris_gemm_rs_sharers). */
 static iris_status_t iris_gemm_rs_create_fused(iris_gemm_rs_t *p) {
 #if defined(IRIS_GEMM_HAVE_TMA)
   iris_gemm_rs_fused_dev_t *v = &p->fd;
   const long long halves = (p->d.M + 63) / 64, tiles_n = (p->d.N + IRIS_GEMM_RS_FLAG_BN - 1) / IRIS_GEMM_RS_FLAG_BN; /* flag columns */
-  int key[3] = {0, 0, 0}, keys[IRIS_MAX_RANKS][3], share = 0, q;
+  const int share = p->share;
   iris_gpu_error_t e;
-  iris_status_t st;
-  iris_gpu_pci_location(&key[0], &key[1], &key[2], iris_device_ordinal(p->ctx));
-  if ((st = iris_allgather_host(p->ctx, key, keys, sizeof key)) != IRIS_SUCCESS) return st;
-  for (q = 0; q < p->W; ++q) share += !memcmp(keys[q], key, sizeof key);
   if (!iris_gemm_probe_wgmma())
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
                             "rank %d: iris_gemm_rs_create: the fused path needs the TMA GEMM core (wgmma): build with an sm_90a device pass (-arch=sm_90a) and "
@@ -544,20 +558,27 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   p->wt = iris_gemm_rs_wire_type(desc, p->path);
   p->ws = iris_dtype_size(p->wt);
   p->coll = iris_gemm_rs_use_coll(desc, p->path, p->wt) && iris_coll_stages(ctx); /* C is off the heap */
+  p->share = 1;
   old = iris_detail_plan_device(ctx);
+#if defined(IRIS_GEMM_HAVE_TMA)
+  /* the plan's own exchange first, on every rank whatever its later steps do */
+  if (p->path == IRIS_GEMM_PATH_FUSED) st = iris_gemm_rs_sharers(ctx, &p->share);
+#endif
   /* heap blocks: the same sequence on every rank (the heap is symmetric, so the verdict
-   * is the same everywhere) */
+   * is the same everywhere); none where the exchange failed */
   part_bytes = (size_t)desc->M * desc->N * p->ws;
   red_bytes = p->path != IRIS_GEMM_PATH_UNFUSED && desc->op == IRIS_GEMM_ALL_REDUCE ? (size_t)desc->M * desc->N * p->cs : 0;
   sync_bytes = p->path == IRIS_GEMM_PATH_FUSED ? iris_gemm_rs_sync_words(desc, W) * sizeof(unsigned) : 0;
-  st = iris_malloc(ctx, part_bytes, (void **)&p->part);
-  if (st == IRIS_SUCCESS && red_bytes) st = iris_malloc(ctx, red_bytes, (void **)&p->red);
-  if (st == IRIS_SUCCESS && sync_bytes) st = iris_calloc(ctx, sync_bytes, (void **)&p->sync); /* flags start at 0, never reset */
-  if (st != IRIS_SUCCESS)
-    st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY,
-                          "rank %d: iris_gemm_rs_create: the symmetric heap (%zu bytes, %zu in use) cannot hold the plan's workspace (%zu bytes: the partials, M x N x %zu%s); "
-                          "give iris_init a larger heap_size",
-                          me, iris_heap_size(ctx), iris_heap_used(ctx), part_bytes + red_bytes + sync_bytes, p->ws, red_bytes ? ", and M x N of the output type" : "");
+  if (st == IRIS_SUCCESS) {
+    st = iris_malloc(ctx, part_bytes, (void **)&p->part);
+    if (st == IRIS_SUCCESS && red_bytes) st = iris_malloc(ctx, red_bytes, (void **)&p->red);
+    if (st == IRIS_SUCCESS && sync_bytes) st = iris_calloc(ctx, sync_bytes, (void **)&p->sync); /* flags start at 0, never reset */
+    if (st != IRIS_SUCCESS)
+      st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY,
+                            "rank %d: iris_gemm_rs_create: the symmetric heap (%zu bytes, %zu in use) cannot hold the plan's workspace (%zu bytes: the partials, M x N x %zu%s); "
+                            "give iris_init a larger heap_size",
+                            me, iris_heap_size(ctx), iris_heap_used(ctx), part_bytes + red_bytes + sync_bytes, p->ws, red_bytes ? ", and M x N of the output type" : "");
+  }
   if (st == IRIS_SUCCESS) st = iris_gemm_rs_create_local(p);
   st = iris_detail_plan_agree(ctx, st, "iris_gemm_rs_create", NULL, 0, "", ""); /* a plan on every rank or on none */
   iris_detail_plan_device_back(old);
