@@ -149,7 +149,10 @@ extern "C" {
  * and the flags (heap), and prepare the GEMMs. A plan exists on every rank or on none; on
  * failure *out is NULL. A NULL desc or out on some ranks: IRIS_ERROR_INVALID_ARGUMENT there
  * and IRIS_ERROR_MISMATCH naming them on the others (the call still meets the peers, so
- * none waits for it); a NULL ctx: IRIS_ERROR_INVALID_ARGUMENT at once. */
+ * none waits for it); a NULL ctx: IRIS_ERROR_INVALID_ARGUMENT at once.
+ * A step that fails on one rank only (host or heap memory, a GPU call): its error there
+ * and IRIS_ERROR_MISMATCH naming it on the others, at once (the failing rank still takes
+ * part in every exchange of the create). */
 IRIS_API iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_t *desc, iris_ag_gemm_t **out);
 /* Every rank, same order: C = all_gather(A) * B (+ bias) on stream. bias: NULL unless
  * desc.has_bias. Enqueues only (capturable); see Rules for ordering. Runs after the

@@ -174,7 +174,10 @@ extern "C" {
  * cuBLASLt GEMMs. A plan exists on every rank or on none; on failure nothing stays
  * allocated and *out is NULL. A NULL desc or out on some ranks: IRIS_ERROR_INVALID_ARGUMENT
  * there and IRIS_ERROR_MISMATCH naming them on the others (the call still meets the peers,
- * so none waits for it); a NULL ctx: IRIS_ERROR_INVALID_ARGUMENT at once. */
+ * so none waits for it); a NULL ctx: IRIS_ERROR_INVALID_ARGUMENT at once.
+ * A step that fails on one rank only (host or heap memory, a GPU call): its error there
+ * and IRIS_ERROR_MISMATCH naming it on the others, at once (the failing rank still takes
+ * part in every exchange of the create). */
 IRIS_API iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_t *desc, iris_gemm_rs_t **out);
 /* Every rank, the same sequence of calls. Enqueues C = sum_r A_r * B_r (+ bias) on stream
  * (REDUCE_SCATTER: this rank's M/W rows; ALL_REDUCE: all M rows). a: M x K/W, b: this

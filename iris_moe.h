@@ -160,7 +160,10 @@ extern "C" {
  * exists on every rank or on none; on failure nothing stays allocated and *out is NULL.
  * A NULL desc or out on some ranks: IRIS_ERROR_INVALID_ARGUMENT there and
  * IRIS_ERROR_MISMATCH naming them on the others (the call still meets the peers, so none
- * waits for it); a NULL ctx: IRIS_ERROR_INVALID_ARGUMENT at once. */
+ * waits for it); a NULL ctx: IRIS_ERROR_INVALID_ARGUMENT at once.
+ * A step that fails on one rank only (host or heap memory, a GPU call): its error there
+ * and IRIS_ERROR_MISMATCH naming it on the others, at once (the failing rank still takes
+ * part in every exchange of the create). */
 IRIS_API iris_status_t iris_moe_create(iris_t *ctx, const iris_moe_desc_t *desc, iris_moe_t **out);
 /* Heap bytes a description needs at a world size (0 for an invalid one). Local. */
 IRIS_API size_t iris_moe_workspace_bytes(const iris_moe_desc_t *desc, int world_size);

@@ -11,7 +11,11 @@
  *                                       every rank (then *out = NULL where out is given)
  *           (the plan's own rules, the same verdict on every rank)
  *           iris_detail_plan_device     the context's GPU current, the caller's given back
- *           (heap blocks: the same sequence on every rank; then this rank's local setup)
+ *           (the plan's own exchanges, before any step that may fail on one rank only)
+ *           iris_detail_plan_alloc      the plan's host struct; a rank without one skips
+ *                                       the local steps but reaches every later exchange
+ *           (heap blocks: the same sequence on every rank; then this rank's local setup,
+ *           which holds no exchange: a rank that failed before it would skip it)
  *           iris_detail_plan_agree      a plan on every rank or on none (and the kernels
  *                                       cut alike where a rank counts its peers' signals)
  *           iris_detail_plan_finish     on failure the plan's destroy undoes this rank's
@@ -66,39 +70,62 @@ static inline iris_status_t iris_detail_meet_same(iris_t *ctx, const long long *
   return st;
 }
 
+/* The most description fields a plan's meet compares (iris_ag_gemm_create: 16). */
+#define IRIS_DETAIL_PLAN_MAX_FIELDS 16
+
 /* Collective: refuses a context that spans several nodes (the plans run within one node),
  * alike on every rank before any exchange; then gathers the description's nf fields
  * (fields, not bytes: the descriptions have padding) from every rank and
  * compares them: IRIS_ERROR_MISMATCH names the first rank that describes another problem.
  * A rank whose desc or out is NULL (mine is then not read) takes part with a row marked
  * absent: it returns IRIS_ERROR_INVALID_ARGUMENT, and every other rank
- * IRIS_ERROR_MISMATCH naming it. */
+ * IRIS_ERROR_MISMATCH naming it. The rows lie on the stack (one node: at most
+ * IRIS_MAX_RANKS ranks): no allocation that could fail on one rank before the exchange. */
 static inline iris_status_t iris_detail_plan_meet(const iris_detail_plan_kind_t *k, iris_t *ctx, const void *desc, const void *out, const long long *mine, int nf) {
   const int me = iris_rank(ctx), W = iris_world_size(ctx), given = desc && out, row = 1 + nf;
-  long long *all;
+  long long all[IRIS_MAX_RANKS * (1 + IRIS_DETAIL_PLAN_MAX_FIELDS)], m[1 + IRIS_DETAIL_PLAN_MAX_FIELDS];
   iris_status_t st;
   int q, i, differs = -1;
   if (iris_num_nodes(ctx) > 1)
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
                             "rank %d: %s: %s runs within one node, and this context spans %d nodes; create it on a node-local context (docs/multinode.md)", me,
                             k->create, k->what, iris_num_nodes(ctx));
-  if (!(all = (long long *)calloc((size_t)(W > 0 ? W + 1 : 2) * (size_t)row, sizeof *all))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-  {
-    long long *m = all + (size_t)(W > 0 ? W : 1) * (size_t)row; /* this rank's row, after the gathered ones */
-    m[0] = given; /* first: a row marked absent differs from every description */
-    for (i = 0; i < nf; ++i) m[1 + i] = given ? mine[i] : 0;
-    st = iris_allgather_host(ctx, m, all, (size_t)row * sizeof *all);
-    for (q = 0; st == IRIS_SUCCESS && q < W && differs < 0; ++q)
-      if (memcmp(all + (size_t)q * (size_t)row, m, (size_t)row * sizeof *all)) differs = q;
-  }
+  if (W < 1 || W > IRIS_MAX_RANKS || nf < 0 || nf > IRIS_DETAIL_PLAN_MAX_FIELDS) /* the same on every rank */
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: %d ranks, %d fields (at most %d and %d)", me, k->create, W, nf, IRIS_MAX_RANKS,
+                            IRIS_DETAIL_PLAN_MAX_FIELDS);
+  m[0] = given; /* first: a row marked absent differs from every description */
+  for (i = 0; i < nf; ++i) m[1 + i] = given ? mine[i] : 0;
+  st = iris_allgather_host(ctx, m, all, (size_t)row * sizeof *all);
+  for (q = 0; st == IRIS_SUCCESS && q < W && differs < 0; ++q)
+    if (memcmp(all + (size_t)q * (size_t)row, m, (size_t)row * sizeof *all)) differs = q;
   if (st == IRIS_SUCCESS && !given)
     st = iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL argument (desc %p, out %p); the call took part, so every rank refuses it", me, k->create, desc, out);
   else if (st == IRIS_SUCCESS && differs >= 0 && !all[(size_t)differs * (size_t)row])
     st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d passed a NULL description or out (see its error)", me, k->create, differs);
   else if (st == IRIS_SUCCESS && differs >= 0)
     st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d describes a different %s (%s)", me, k->create, differs, k->noun, k->fields);
-  free(all);
   return st;
+}
+
+#if defined(IRIS_TEST_HOOKS)
+/* Tests only: the rank whose plan allocations fail (-1: none), set while no create runs. */
+static int iris_detail_test_plan_alloc_fails = -1;
+#endif
+/* The plan's host struct, zeroed: NULL when host memory is short (with IRIS_TEST_HOOKS,
+ * also on rank iris_detail_test_plan_alloc_fails); then *st becomes
+ * IRIS_ERROR_OUT_OF_MEMORY unless it holds a failure already. The create goes on without a
+ * plan to every later exchange (iris_detail_plan_agree carries the failure), so the peers
+ * refuse it at once instead of waiting out the exchange's bound. */
+static inline void *iris_detail_plan_alloc(const iris_detail_plan_kind_t *k, iris_t *ctx, size_t bytes, iris_status_t *st) {
+  void *p = NULL;
+#if defined(IRIS_TEST_HOOKS)
+  if (iris_detail_test_plan_alloc_fails != iris_rank(ctx))
+#endif
+    p = calloc(1, bytes);
+  if (!p && *st == IRIS_SUCCESS)
+    *st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "rank %d: %s: out of host memory for the plan (%zu bytes); the create took part, so every rank refuses it", iris_rank(ctx),
+                           k->create, bytes);
+  return p;
 }
 
 /* The context's GPU made current for a create; returns the caller's (-1: none), which
@@ -122,10 +149,11 @@ static inline void iris_detail_plan_device_back(int old) {
  * exchange itself failed. */
 static inline iris_status_t iris_detail_plan_agree(iris_t *ctx, iris_status_t st, const char *fn, const int *cut, int n, const char *names, const char *hint) {
   const int W = iris_world_size(ctx), me = iris_rank(ctx), row = 1 + n;
-  int mine[9], q, i, *all;
+  int mine[9], q, i, all[IRIS_MAX_RANKS * 9]; /* on the stack: no allocation that could fail on one rank before the exchange */
+  if (W < 1 || W > IRIS_MAX_RANKS || n < 0 || n > 8) /* the same on every rank */
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: %d ranks, %d ints to agree (at most %d and 8)", me, fn, W, n, IRIS_MAX_RANKS);
   mine[0] = st == IRIS_SUCCESS;
   for (i = 0; i < n; ++i) mine[1 + i] = cut[i];
-  if (!(all = (int *)calloc((size_t)W * (size_t)row, sizeof *all))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
   if (iris_allgather_host(ctx, mine, all, (size_t)row * sizeof *mine) != IRIS_SUCCESS) st = st == IRIS_SUCCESS ? IRIS_ERROR_TIMEOUT : st;
   else
     for (q = 0; q < W && st == IRIS_SUCCESS; ++q) {
@@ -140,7 +168,6 @@ static inline iris_status_t iris_detail_plan_agree(iris_t *ctx, iris_status_t st
         st = iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: rank %d cuts the kernel differently (%s: %s; here %s): %s", me, fn, q, names, theirs, here, hint);
       }
     }
-  free(all);
   return st;
 }
 

@@ -221,30 +221,31 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
   me = iris_rank(ctx);
   if ((st = iris_ag_gemm_check_desc(desc, W, me)) != IRIS_SUCCESS) return st; /* the same verdict on every rank */
   if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st;          /* the device barrier, before any capture */
-  g = (iris_ag_gemm_t *)calloc(1, sizeof *g);
-  if (!g) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-  g->ctx = ctx;
-  g->d = *desc;
-  g->W = W;
-  g->me = me;
-  g->es = iris_dtype_size(desc->a_type);
-  g->cs = iris_dtype_size(desc->c_type);
-  g->path = iris_ag_gemm_choose_path(desc, W);
-  g->coll = g->path == IRIS_GEMM_PATH_UNFUSED && desc->layout == IRIS_GEMM_A_ROWS && W > 1 && iris_coll_stages(ctx); /* the local M x K is off the heap */
   old = iris_detail_plan_device(ctx);
-  /* heap blocks: the same sequence on every rank */
-  st = iris_calloc(ctx, iris_ag_gemm_flag_words(desc, W) * sizeof(unsigned), (void **)&g->flag_block);
-  if (st == IRIS_SUCCESS && desc->stage_a)
-    st = iris_malloc(ctx, (size_t)(desc->layout == IRIS_GEMM_A_ROWS ? desc->M / W * desc->K : desc->M * (desc->K / W)) * g->es, (void **)&g->a_heap);
-  /* the fused kernels' grid takes every SM and waits for the peers' grids: where another
-   * rank of this process runs on the same GPU (one CUDA context, kernels run side by
-   * side) every call would wait out its bound (docs/gemm_waits.md, "Residency") */
-  if (st == IRIS_SUCCESS && W > 1 && (g->path == IRIS_GEMM_PATH_FUSED || g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED) && iris_detail_gpu_shared(ctx))
-    st = iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
-                          "rank %d: iris_ag_gemm_create: path '%s' needs a GPU of its own per rank; another rank of this process runs on this GPU (use the pipelined "
-                          "or unfused path, or one process per GPU)",
-                          me, iris_gemm_path_name(g->path));
-  if (st == IRIS_SUCCESS) st = iris_ag_gemm_create_local(g);
+  /* no exchange of its own: after the allocation, only local steps until the agreement */
+  if ((g = (iris_ag_gemm_t *)iris_detail_plan_alloc(&iris_ag_gemm_kind, ctx, sizeof *g, &st)) != NULL) {
+    g->ctx = ctx;
+    g->d = *desc;
+    g->W = W;
+    g->me = me;
+    g->es = iris_dtype_size(desc->a_type);
+    g->cs = iris_dtype_size(desc->c_type);
+    g->path = iris_ag_gemm_choose_path(desc, W);
+    g->coll = g->path == IRIS_GEMM_PATH_UNFUSED && desc->layout == IRIS_GEMM_A_ROWS && W > 1 && iris_coll_stages(ctx); /* the local M x K is off the heap */
+    /* heap blocks: the same sequence on every rank */
+    st = iris_calloc(ctx, iris_ag_gemm_flag_words(desc, W) * sizeof(unsigned), (void **)&g->flag_block);
+    if (st == IRIS_SUCCESS && desc->stage_a)
+      st = iris_malloc(ctx, (size_t)(desc->layout == IRIS_GEMM_A_ROWS ? desc->M / W * desc->K : desc->M * (desc->K / W)) * g->es, (void **)&g->a_heap);
+    /* the fused kernels' grid takes every SM and waits for the peers' grids: where another
+     * rank of this process runs on the same GPU (one CUDA context, kernels run side by
+     * side) every call would wait out its bound (docs/gemm_waits.md, "Residency") */
+    if (st == IRIS_SUCCESS && W > 1 && (g->path == IRIS_GEMM_PATH_FUSED || g->path == IRIS_GEMM_PATH_KERNEL_UNFUSED) && iris_detail_gpu_shared(ctx))
+      st = iris_detail_fail(IRIS_ERROR_UNSUPPORTED,
+                            "rank %d: iris_ag_gemm_create: path '%s' needs a GPU of its own per rank; another rank of this process runs on this GPU (use the pipelined "
+                            "or unfused path, or one process per GPU)",
+                            me, iris_gemm_path_name(g->path));
+    if (st == IRIS_SUCCESS) st = iris_ag_gemm_create_local(g);
+  }
   /* agree: a plan on every rank or on none, and the fused kernel cut the same way
    * everywhere: a rank waits for epoch * (the peers' fetcher count) signals, counted with
    * its own count (different GPUs, SM counts or IRIS_GEMM_TMA settings would make every

@@ -542,33 +542,34 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
   return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_gemm_rs_create: the GEMM + reduce paths need cuBLASLt (not found, IRIS_GEMM_NO_BLAS, or AMD: no hipBLASLt path)", me);
 #else
   iris_gemm_rs_t *p;
-  size_t part_bytes, red_bytes, sync_bytes;
-  int old;
+  size_t part_bytes = 0, red_bytes = 0, sync_bytes = 0;
+  int old, share = 1;
   if ((st = iris_collectives_setup(ctx)) != IRIS_SUCCESS) return st; /* the device barrier, before any capture */
-  if (!(p = (iris_gemm_rs_t *)calloc(1, sizeof *p))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-  p->ctx = ctx;
-  p->d = *desc;
-  p->W = W;
-  p->me = me;
-  p->ml = desc->M / W;
-  p->kl = desc->K / W;
-  p->es = iris_dtype_size(desc->a_type);
-  p->cs = iris_dtype_size(desc->c_type);
-  p->path = iris_gemm_rs_choose_path(desc, W);
-  p->wt = iris_gemm_rs_wire_type(desc, p->path);
-  p->ws = iris_dtype_size(p->wt);
-  p->coll = iris_gemm_rs_use_coll(desc, p->path, p->wt) && iris_coll_stages(ctx); /* C is off the heap */
-  p->share = 1;
   old = iris_detail_plan_device(ctx);
 #if defined(IRIS_GEMM_HAVE_TMA)
   /* the plan's own exchange first, on every rank whatever its later steps do */
-  if (p->path == IRIS_GEMM_PATH_FUSED) st = iris_gemm_rs_sharers(ctx, &p->share);
+  if (iris_gemm_rs_choose_path(desc, W) == IRIS_GEMM_PATH_FUSED) st = iris_gemm_rs_sharers(ctx, &share);
 #endif
+  if ((p = (iris_gemm_rs_t *)iris_detail_plan_alloc(&iris_gemm_rs_kind, ctx, sizeof *p, &st)) != NULL) {
+    p->ctx = ctx;
+    p->d = *desc;
+    p->W = W;
+    p->me = me;
+    p->ml = desc->M / W;
+    p->kl = desc->K / W;
+    p->es = iris_dtype_size(desc->a_type);
+    p->cs = iris_dtype_size(desc->c_type);
+    p->path = iris_gemm_rs_choose_path(desc, W);
+    p->wt = iris_gemm_rs_wire_type(desc, p->path);
+    p->ws = iris_dtype_size(p->wt);
+    p->coll = iris_gemm_rs_use_coll(desc, p->path, p->wt) && iris_coll_stages(ctx); /* C is off the heap */
+    p->share = share;
+    part_bytes = (size_t)desc->M * desc->N * p->ws;
+    red_bytes = p->path != IRIS_GEMM_PATH_UNFUSED && desc->op == IRIS_GEMM_ALL_REDUCE ? (size_t)desc->M * desc->N * p->cs : 0;
+    sync_bytes = p->path == IRIS_GEMM_PATH_FUSED ? iris_gemm_rs_sync_words(desc, W) * sizeof(unsigned) : 0;
+  }
   /* heap blocks: the same sequence on every rank (the heap is symmetric, so the verdict
-   * is the same everywhere); none where the exchange failed */
-  part_bytes = (size_t)desc->M * desc->N * p->ws;
-  red_bytes = p->path != IRIS_GEMM_PATH_UNFUSED && desc->op == IRIS_GEMM_ALL_REDUCE ? (size_t)desc->M * desc->N * p->cs : 0;
-  sync_bytes = p->path == IRIS_GEMM_PATH_FUSED ? iris_gemm_rs_sync_words(desc, W) * sizeof(unsigned) : 0;
+   * is the same everywhere); none where the exchange or the allocation failed */
   if (st == IRIS_SUCCESS) {
     st = iris_malloc(ctx, part_bytes, (void **)&p->part);
     if (st == IRIS_SUCCESS && red_bytes) st = iris_malloc(ctx, red_bytes, (void **)&p->red);

@@ -177,32 +177,34 @@ IRIS_DEF iris_status_t iris_moe_create(iris_t *ctx, const iris_moe_desc_t *desc,
   W = iris_world_size(ctx);
   me = iris_rank(ctx);
   if ((bad = iris_moe_bad_desc(desc, W)) != NULL) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_moe_create: %s", me, bad);
-  if (!(p = (iris_moe_t *)calloc(1, sizeof *p))) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-  p->ctx = ctx;
-  p->d = *desc;
-  p->W = W;
-  p->me = me;
-  p->L = desc->num_experts / W;
-  p->cap = iris_moe_rows(desc, W);
-  p->es = desc->dispatch_type == IRIS_FLOAT8_E4M3 ? 1 : 2;
   old = iris_detail_plan_device(ctx);
-  /* heap blocks: the same sequence on every rank (the heap is symmetric, so the verdict
-   * is the same everywhere); the flags start at 0 and are never reset */
   iris_moe_block_bytes(desc, W, b);
   for (q = 0; q < 7; ++q) total += b[q];
-  st = iris_calloc(ctx, b[0], (void **)&p->flags);
-  if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[1], (void **)&p->counts);
-  if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[2], (void **)&p->recv_x);
-  if (st == IRIS_SUCCESS && b[3]) st = iris_malloc(ctx, b[3], (void **)&p->recv_scales);
-  if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[4], (void **)&p->recv_src);
-  if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[5], (void **)&p->comb);
-  if (st == IRIS_SUCCESS) st = iris_calloc(ctx, b[6], (void **)&p->nocomb); /* zero: no call is numbered 0 */
-  if (st != IRIS_SUCCESS)
-    st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY,
-                          "rank %d: iris_moe_create: the symmetric heap (%zu bytes, %zu in use) cannot hold the plan's workspace (%zu bytes: %lld received rows of "
-                          "%d channels, %zu bytes of combine slots); give iris_init a larger heap_size%s",
-                          me, iris_heap_size(ctx), iris_heap_used(ctx), total, p->cap, desc->hidden, b[5],
-                          desc->mode == IRIS_MOE_HIGH_THROUGHPUT ? " or set max_recv_rows" : "");
+  /* no exchange of its own before the agreement: after the allocation, only local steps */
+  if ((p = (iris_moe_t *)iris_detail_plan_alloc(&iris_moe_kind, ctx, sizeof *p, &st)) != NULL) {
+    p->ctx = ctx;
+    p->d = *desc;
+    p->W = W;
+    p->me = me;
+    p->L = desc->num_experts / W;
+    p->cap = iris_moe_rows(desc, W);
+    p->es = desc->dispatch_type == IRIS_FLOAT8_E4M3 ? 1 : 2;
+    /* heap blocks: the same sequence on every rank (the heap is symmetric, so the verdict
+     * is the same everywhere); the flags start at 0 and are never reset */
+    st = iris_calloc(ctx, b[0], (void **)&p->flags);
+    if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[1], (void **)&p->counts);
+    if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[2], (void **)&p->recv_x);
+    if (st == IRIS_SUCCESS && b[3]) st = iris_malloc(ctx, b[3], (void **)&p->recv_scales);
+    if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[4], (void **)&p->recv_src);
+    if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[5], (void **)&p->comb);
+    if (st == IRIS_SUCCESS) st = iris_calloc(ctx, b[6], (void **)&p->nocomb); /* zero: no call is numbered 0 */
+    if (st != IRIS_SUCCESS)
+      st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY,
+                            "rank %d: iris_moe_create: the symmetric heap (%zu bytes, %zu in use) cannot hold the plan's workspace (%zu bytes: %lld received rows of "
+                            "%d channels, %zu bytes of combine slots); give iris_init a larger heap_size%s",
+                            me, iris_heap_size(ctx), iris_heap_used(ctx), total, p->cap, desc->hidden, b[5],
+                            desc->mode == IRIS_MOE_HIGH_THROUGHPUT ? " or set max_recv_rows" : "");
+  }
   if (st == IRIS_SUCCESS) st = iris_moe_create_local(p);
   st = iris_detail_plan_agree(ctx, st, "iris_moe_create", NULL, 0, "", ""); /* a plan on every rank or on none */
   /* every rank's zeroed flags before any peer signals into them */

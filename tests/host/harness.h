@@ -4,6 +4,7 @@
 #ifndef IRIS_HOST_TEST_HARNESS_H
 #define IRIS_HOST_TEST_HARNESS_H
 #define IRIS_IMPLEMENTATION
+#define IRIS_TEST_HOOKS /* the library's failure injections (internal/core/plan.h) */
 #include "iris.h"
 #include "iris_collectives.h" /* C part only: declarations and the planning arithmetic */
 #include <dirent.h>

@@ -150,6 +150,7 @@ int main(void) {
   test_coll_signature();
   test_moe_grid();
   test_plan_meet();
+  test_plan_alloc_fails();
   test_group_mismatched_calls();
   test_team_plans();
   test_team_members();

@@ -121,3 +121,106 @@ static void test_plan_meet(void) {
   check(iris_detail_plan_args(&test_plan_kind, NULL, a, r) == IRIS_ERROR_INVALID_ARGUMENT && has(iris_error_detail(), "test_plan_create"),
         "plan create: a NULL context is refused at once", "%s", iris_error_detail());
 }
+
+/* ------------------------------------------------ plan create's host memory -- */
+/* A create whose plan struct cannot be allocated on one rank (iris_detail_plan_alloc,
+ * failed there by the IRIS_TEST_HOOKS hook) goes on without a plan to the agreement:
+ * that rank returns IRIS_ERROR_OUT_OF_MEMORY and its peer IRIS_ERROR_MISMATCH naming it,
+ * both at once. Before, the rank returned at once and its peer waited in
+ * iris_detail_plan_agree for the exchange's bound (here 3 s), then paired its next
+ * exchange with that rank's next one. The peer's heap block is freed, and the next create
+ * meets and succeeds on both ranks. test_plan_create is the creates' lifecycle with one
+ * heap block as the local step. */
+typedef struct test_plan {
+  iris_t *ctx;
+  void *block;
+} test_plan_t;
+static void test_plan_destroy(test_plan_t *p) {
+  if (!p) return;
+  if (p->block) iris_free(p->ctx, p->block);
+  free(p);
+}
+static iris_status_t test_plan_create(iris_t *ctx, const long long *desc, test_plan_t **out) {
+  iris_status_t st;
+  test_plan_t *p;
+  if ((st = iris_detail_plan_args(&test_plan_kind, ctx, desc, out)) != IRIS_SUCCESS) return st;
+  *out = NULL;
+  if ((st = iris_detail_plan_meet(&test_plan_kind, ctx, desc, out, desc, 3)) != IRIS_SUCCESS) return st;
+  if ((p = (test_plan_t *)iris_detail_plan_alloc(&test_plan_kind, ctx, sizeof *p, &st)) != NULL) {
+    p->ctx = ctx;
+    st = iris_malloc(ctx, 1024, &p->block);
+  }
+  st = iris_detail_plan_agree(ctx, st, "test_plan_create", NULL, 0, "", "");
+  if (st != IRIS_SUCCESS) {
+    test_plan_destroy(p);
+    return st;
+  }
+  *out = p;
+  return IRIS_SUCCESS;
+}
+typedef struct alloc_rank {
+  iris_t *ctx;
+  iris_status_t st;
+  long long ms;
+  size_t used; /* heap bytes in use after the create's failure */
+  char detail[1100];
+} alloc_rank_t;
+static void *alloc_rank_thread(void *arg) {
+  alloc_rank_t *r = (alloc_rank_t *)arg;
+  static const long long desc[3] = {64, 2048, 8};
+  test_plan_t *p = NULL;
+  const long long t0 = now_ms();
+  r->st = test_plan_create(r->ctx, desc, &p);
+  r->ms = now_ms() - t0;
+  snprintf(r->detail, sizeof r->detail, "%s", r->st == IRIS_SUCCESS ? "" : iris_error_detail());
+  r->used = iris_heap_used(r->ctx);
+  test_plan_destroy(p);
+  return NULL;
+}
+/* One create on both ranks (threads), the hook failing rank fail_rank's allocation (-1: none). */
+static void alloc_run_2(alloc_rank_t *r, int fail_rank) {
+  pthread_t th[2];
+  int i;
+  iris_detail_test_plan_alloc_fails = fail_rank; /* set while no create runs */
+  for (i = 0; i < 2; i++) pthread_create(&th[i], NULL, alloc_rank_thread, &r[i]);
+  for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  iris_detail_test_plan_alloc_fails = -1;
+}
+static void test_plan_alloc_fails(void) {
+  iris_detail_group_t *g = iris_detail_group_create(2);
+  static char heaps[2][1 << 12];
+  alloc_rank_t r[2];
+  int i, ok = g != NULL;
+  for (i = 0; i < 2; i++) {
+    memset(&r[i], 0, sizeof r[i]);
+    r[i].ctx = iris_detail_host_only_ctx(sizeof heaps[i], heaps[i]);
+    if (!r[i].ctx || !g) {
+      ok = 0;
+      continue;
+    }
+    r[i].ctx->mode = IRIS_DETAIL_MODE_LOCAL;
+    r[i].ctx->group = g;
+    r[i].ctx->local_rank = i;
+    r[i].ctx->local_size = 2;
+    r[i].ctx->bases[i] = heaps[i]; /* this rank's heap: iris_free finds its blocks */
+    r[i].ctx->barrier_timeout_ms = 3000;
+  }
+  if (!ok) check(0, "plan create: host memory short on one rank", "setup: out of memory");
+  else {
+    alloc_run_2(r, 1);
+    check(r[1].st == IRIS_ERROR_OUT_OF_MEMORY && has(r[1].detail, "host memory") && r[0].st == IRIS_ERROR_MISMATCH && names_rank(r[0].detail, 1) && r[0].ms < 1500 &&
+              r[1].ms < 1500 && r[0].used == 0 && r[1].used == 0,
+          "plan create: host memory short for the plan on rank 1 only: OUT_OF_MEMORY there, MISMATCH naming it on rank 0, both at once, no heap block left",
+          "rank 0 %s '%s' (%lld ms, %zu heap bytes), rank 1 %s '%s' (%lld ms, %zu heap bytes)", sname(r[0].st), r[0].detail, r[0].ms, r[0].used, sname(r[1].st),
+          r[1].detail, r[1].ms, r[1].used);
+    alloc_run_2(r, -1);
+    check(r[0].st == IRIS_SUCCESS && r[1].st == IRIS_SUCCESS && r[0].ms < 1500 && r[1].ms < 1500,
+          "plan create: after a create refused for host memory, the next create meets and succeeds on both ranks (the exchanges stay paired)",
+          "rank 0 %s '%s' (%lld ms), rank 1 %s '%s' (%lld ms)", sname(r[0].st), r[0].detail, r[0].ms, sname(r[1].st), r[1].detail, r[1].ms);
+  }
+  for (i = 0; i < 2; i++) iris_detail_host_only_free(r[i].ctx);
+  if (g) {
+    iris_detail_group_release(g);
+    iris_detail_group_release(g);
+  }
+}
