@@ -5,7 +5,8 @@
 // random data. C is poisoned (NaN bits) before each run and every element must be
 // written; the all-reduce's C must be bitwise the same on every rank. Also: graph
 // replays with fresh A, hundreds of back-to-back calls without a host barrier, and bad
-// input (every rank gets the stated status, the heap is left as it was).
+// input (every rank gets the stated status, the heap is left as it was), host memory
+// short for a plan on one rank (IRIS_TEST_HOOKS).
 //   gemm_rs_test N         N processes (iris_launch_local), device = rank % GPUs
 //   gemm_rs_test N quick   fewer cases
 //   gemm_rs_test N streams only the two-stream cases: GEMM + reduce runs and all-reduces on
@@ -18,6 +19,7 @@
 // compile of the cuBLASLt paths only: -DGEMM_RS_TEST_NO_CORE (make build/gemm_rs_test_nocore),
 // where the fused cases are skipped (SKIP line, not counted).
 #define IRIS_IMPLEMENTATION
+#define IRIS_TEST_HOOKS // the library's failure injections (a plan's host memory short on one rank)
 #if defined(GEMM_RS_TEST_NO_CORE)
 #define IRIS_GEMM_NO_CORE
 #endif
@@ -367,6 +369,20 @@ static void bad_input(Suite &s) {
   report(s, "create with a workspace larger than the heap: IRIS_ERROR_OUT_OF_MEMORY naming the bytes", ok);
   ok = iris_heap_used(s.ctx) == used;
   report(s, "refused creates leave the heap as it was", ok);
+  // host memory short for the plan on the last rank only (IRIS_TEST_HOOKS): every rank
+  // still reaches each exchange of the create (the fused path's GPU locations, the agreement)
+#if defined(IRIS_GEMM_HAVE_CORE)
+  for (iris_gemm_path_t path : {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED}) {
+#else
+  for (iris_gemm_path_t path : {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED}) {
+#endif
+    iris_gemm_rs_desc_t h = IRIS_GEMM_RS_DESC_INIT;
+    std::string name = std::string("create with host memory short for the plan on the last rank only, path ") + iris_gemm_path_name(path) +
+                       ": IRIS_ERROR_OUT_OF_MEMORY there, IRIS_ERROR_MISMATCH naming it elsewhere, within 10 s, the heap as it was; the next create succeeds";
+    h.M = 64LL * W; h.N = 256; h.K = 64LL * W; h.path = path;
+    report(s, name.c_str(),
+           plan_host_memory_short<iris_gemm_rs_t>(s, [&](iris_gemm_rs_t **q) { return iris_gemm_rs_create(s.ctx, &h, q); }, iris_gemm_rs_destroy));
+  }
   // run-time checks: nothing is enqueued for a bad call
   d.path = IRIS_GEMM_PATH_AUTO; d.M = 64LL * W; d.N = 256; d.K = 64LL * W;
   __nv_bfloat16 *a = NULL, *b = NULL, *c = NULL;

@@ -4,7 +4,8 @@
 // float64 host reference on fresh random data. C is poisoned (NaN bits) before each run
 // and every element must be written. Also: many back-to-back calls that regenerate A
 // between calls (exercises the arrive/ready/done epochs), graph replays with fresh data,
-// and bad input. Every case ends with iris_ag_gemm_check: a wait that ran past its bound
+// and bad input (host memory short for a plan on one rank too: IRIS_TEST_HOOKS). Every
+// case ends with iris_ag_gemm_check: a wait that ran past its bound
 // fails the case.
 //   gemm_test N               N processes (iris_launch_local), device = rank % GPUs
 //   gemm_test N quick         fewer cases
@@ -19,6 +20,7 @@
 //                             start 100 ms late: its runs check that the GEMM CTAs fetch
 //                             for them)
 #define IRIS_IMPLEMENTATION
+#define IRIS_TEST_HOOKS // the library's failure injections (a plan's host memory short on one rank)
 #include "../iris_gemm.h"
 #include "test_util.h"
 #include "gemm_values.h"
@@ -341,6 +343,20 @@ static void bad_input(Suite &s) {
   d.gemm_streams = 0;
   ok = iris_heap_used(s.ctx) == used;
   report(s, "refused creates leave the heap as it was", ok);
+  // host memory short for the plan on the last rank only (IRIS_TEST_HOOKS): every rank
+  // still reaches the agreement
+#if defined(IRIS_GEMM_HAVE_CORE)
+  for (iris_gemm_path_t path : {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_PATH_FUSED}) {
+#else
+  for (iris_gemm_path_t path : {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_PATH_UNFUSED}) {
+#endif
+    iris_ag_gemm_desc_t h = d;
+    std::string name = std::string("create with host memory short for the plan on the last rank only, path ") + iris_gemm_path_name(path) +
+                       ": IRIS_ERROR_OUT_OF_MEMORY there, IRIS_ERROR_MISMATCH naming it elsewhere, within 10 s, the heap as it was; the next create succeeds";
+    h.path = path;
+    report(s, name.c_str(),
+           plan_host_memory_short<iris_ag_gemm_t>(s, [&](iris_ag_gemm_t **q) { return iris_ag_gemm_create(s.ctx, &h, q); }, iris_ag_gemm_destroy));
+  }
   // run-time checks
   __nv_bfloat16 *a = NULL, *b = NULL, *c = NULL, *off = NULL;
   ok = iris_ag_gemm_create(s.ctx, &d, &g) == IRIS_SUCCESS;

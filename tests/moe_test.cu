@@ -16,7 +16,8 @@
 // entries), every token to one expert, every token to one rank (several experts of one
 // rank per token), ranks with zero tokens, top-k 1, 2, 3, 8, 16, hidden 136, 640, 2048,
 // 4096, 7168, bf16 and fp8, graph replays with new routings, two streams, bad indices
-// found on the device, bad host input, high-throughput rows past max_recv_rows, both modes.
+// found on the device, bad host input, high-throughput rows past max_recv_rows, both modes,
+// host memory short for the plan on one rank (IRIS_TEST_HOOKS; not in the threads mode).
 //   moe_test N     N processes (iris_launch_local), device = rank % GPUs (shared when N > GPUs)
 //   moe_test threads N  N ranks as threads of one process, all on GPU 0 (iris_init_local with
 //                  device 0 listed N times): their kernels run at once, so each plan's grid
@@ -24,6 +25,7 @@
 //                  grid held every SM and each call waited out its bound
 // Build: make build/moe_test (fp32 SUM of the collectives only: IRIS_COLL_TYPES / _OPS)
 #define IRIS_IMPLEMENTATION
+#define IRIS_TEST_HOOKS // the library's failure injections (a plan's host memory short on one rank)
 #include "../iris_moe.h"
 #include "test_util.h"
 
@@ -761,6 +763,14 @@ int main(int argc, char **argv) {
     report(s, name, run_case(s, c, ci));
   }
   report(s, "bad input: create refusals (the heap as it was), call refusals that still take part, the heap as it was after destroy", bad_input(s));
+  {
+    // host memory short for the plan on the last rank only (IRIS_TEST_HOOKS; ranks as
+    // processes here, one hook each): every rank still reaches the agreement
+    iris_moe_desc_t h = IRIS_MOE_DESC_INIT;
+    h.max_tokens = 16, h.hidden = 256, h.top_k = 2, h.num_experts = 4 * n;
+    report(s, "create with host memory short for the plan on the last rank only: IRIS_ERROR_OUT_OF_MEMORY there, IRIS_ERROR_MISMATCH naming it elsewhere, within 10 s, the heap as it was; the next create succeeds",
+           plan_host_memory_short<iris_moe_t>(s, [&](iris_moe_t **q) { return iris_moe_create(s.ctx, &h, q); }, iris_moe_destroy));
+  }
   report(s, "a dispatch, then a combine, refused on the last rank only: the calls stay paired, the others exact, the refusal named (after this rank's own error, at the next check), the next call exact",
          one_rank_refusals(s));
   report(s, "a combine after a graph's dispatch of fewer tokens than the host's last: the rows of the dispatch that ran, none past them, reported", graph_token_count(s));

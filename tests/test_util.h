@@ -125,4 +125,41 @@ static inline int run_ranks_on_gpu0(const char *tag, int n, size_t heap_size, sh
   return bad || !ok ? 1 : 0;
 }
 
+#if defined(IRIS_TEST_HOOKS)
+// A plan create with host memory short for the plan on the last rank only (the library's
+// test hook, internal/core/plan.h; ranks as processes: one hook per process). That rank
+// returns IRIS_ERROR_OUT_OF_MEMORY, the others IRIS_ERROR_MISMATCH naming it, every rank
+// within 10 s (it still takes part in each exchange of the create; had it left, the others
+// would wait out IRIS_BARRIER_TIMEOUT_MS, 10 minutes by default), no heap block left; then
+// the same create succeeds (the ranks' exchanges stay paired). create(&p) makes a plan,
+// destroy(p) frees it.
+template <typename P, typename Create, typename Destroy>
+static bool plan_host_memory_short(Suite &s, Create create, Destroy destroy) {
+  const int last = s.world - 1;
+  const size_t used = iris_heap_used(s.ctx);
+  char names[64];
+  struct timespec t0, t1;
+  P *p = NULL;
+  snprintf(names, sizeof names, "rank %d could not create", last);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  iris_detail_test_plan_alloc_fails = last;
+  const iris_status_t st = create(&p);
+  iris_detail_test_plan_alloc_fails = -1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  const std::string detail = st == IRIS_SUCCESS ? "" : iris_error_detail();
+  const double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  bool ok = !p && secs < 10 && iris_heap_used(s.ctx) == used &&
+            (s.rank == last ? st == IRIS_ERROR_OUT_OF_MEMORY && detail.find("host memory") != std::string::npos
+                            : st == IRIS_ERROR_MISMATCH && detail.find(names) != std::string::npos);
+  if (!ok) fprintf(stderr, "rank %d: host memory short on rank %d: %s '%s' after %.1f s, heap %zu -> %zu bytes\n", s.rank, last, iris_status_string(st), detail.c_str(), secs, used, iris_heap_used(s.ctx));
+  if (p) destroy(p);
+  p = NULL;
+  const iris_status_t st2 = create(&p);
+  if (st2 != IRIS_SUCCESS) fprintf(stderr, "rank %d: the create after it: %s '%s'\n", s.rank, iris_status_string(st2), iris_error_detail());
+  ok = ok && st2 == IRIS_SUCCESS && p;
+  if (p) destroy(p);
+  return ok;
+}
+#endif
+
 #endif
