@@ -109,6 +109,7 @@ typedef enum iris_cmp { IRIS_CMP_EQ = 0, IRIS_CMP_NE, IRIS_CMP_GE, IRIS_CMP_GT, 
  *   void iris_team_get_bulk / iris_team_put_bulk (ctx, team, ..., r, tid, nthreads)
  *   T    iris_team_atomic_{add,sub,and,or,xor,min,max,xchg,cas,load,store}<O,S>(ctx, team, ..., r)
  *   T    iris_team_signal_op<OP,S>(ctx, team, T *flag, T value, r)  OP: IRIS_SIGNAL_SET, _ADD, _OR, _XOR; release
+ *        (SET and ADD: the types of iris_atomic_store / _add, float and double too; OR, XOR: integers)
  *   void iris_team_signal / T iris_team_signal_add (ctx, team, flag, value, r)
  *   bool iris_team_wait_until<S>(ctx, team, const T *flag, iris_cmp_t, T value, int from_r[, what])  acquire, bounded
  *   bool iris_team_barrier(C coop, ctx, team[, index])               C: iris_coop_thread, _warp, _block

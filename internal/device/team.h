@@ -116,17 +116,36 @@ IRIS_DEVICE_INLINE void iris_team_atomic_store(const iris_device_ctx_t &ctx, con
  * __syncthreads, are visible to whoever acquires the flag and sees the result). SET
  * returns 0; the others return the old value. */
 typedef enum iris_signal_op { IRIS_SIGNAL_SET = 0, IRIS_SIGNAL_ADD, IRIS_SIGNAL_OR, IRIS_SIGNAL_XOR } iris_signal_op_t;
-template <iris_signal_op_t OP, iris_scope_t S = IRIS_SCOPE_SYSTEM, typename T>
-IRIS_DEVICE_INLINE T iris_team_signal_op(const iris_device_ctx_t &ctx, const iris_team_t &team, T *flag, IRIS_DETAIL_V(T) value, int team_rank) {
-  static_assert(OP == IRIS_SIGNAL_SET || OP == IRIS_SIGNAL_ADD || OP == IRIS_SIGNAL_OR || OP == IRIS_SIGNAL_XOR, "iris_team_signal_op: SET, ADD, OR or XOR");
-  const int to = iris_team_peer(team, team_rank);
-  if (OP == IRIS_SIGNAL_SET) {
+/* One operation per specialisation, so that only OP's atomic is instantiated: SET and ADD
+ * take every type iris_atomic_store / iris_atomic_add take (float and double too), OR and
+ * XOR integers (a branch per OP in one body instantiated all four, and a float flag failed
+ * to compile in iris_atomic_or's static_assert even for SET). */
+template <iris_signal_op_t OP> struct iris_detail_team_signal;
+template <> struct iris_detail_team_signal<IRIS_SIGNAL_SET> {
+  template <iris_scope_t S, typename T> static IRIS_DEVICE_INLINE T apply(const iris_device_ctx_t &ctx, T *flag, T value, int to) {
     iris_atomic_store<IRIS_ORDER_RELEASE, S>(ctx, flag, value, to);
     return (T)0;
   }
-  if (OP == IRIS_SIGNAL_ADD) return iris_atomic_add<IRIS_ORDER_RELEASE, S>(ctx, flag, value, to);
-  if (OP == IRIS_SIGNAL_OR) return iris_atomic_or<IRIS_ORDER_RELEASE, S>(ctx, flag, value, to);
-  return iris_atomic_xor<IRIS_ORDER_RELEASE, S>(ctx, flag, value, to);
+};
+template <> struct iris_detail_team_signal<IRIS_SIGNAL_ADD> {
+  template <iris_scope_t S, typename T> static IRIS_DEVICE_INLINE T apply(const iris_device_ctx_t &ctx, T *flag, T value, int to) {
+    return iris_atomic_add<IRIS_ORDER_RELEASE, S>(ctx, flag, value, to);
+  }
+};
+template <> struct iris_detail_team_signal<IRIS_SIGNAL_OR> {
+  template <iris_scope_t S, typename T> static IRIS_DEVICE_INLINE T apply(const iris_device_ctx_t &ctx, T *flag, T value, int to) {
+    return iris_atomic_or<IRIS_ORDER_RELEASE, S>(ctx, flag, value, to);
+  }
+};
+template <> struct iris_detail_team_signal<IRIS_SIGNAL_XOR> {
+  template <iris_scope_t S, typename T> static IRIS_DEVICE_INLINE T apply(const iris_device_ctx_t &ctx, T *flag, T value, int to) {
+    return iris_atomic_xor<IRIS_ORDER_RELEASE, S>(ctx, flag, value, to);
+  }
+};
+template <iris_signal_op_t OP, iris_scope_t S = IRIS_SCOPE_SYSTEM, typename T>
+IRIS_DEVICE_INLINE T iris_team_signal_op(const iris_device_ctx_t &ctx, const iris_team_t &team, T *flag, IRIS_DETAIL_V(T) value, int team_rank) {
+  static_assert(OP == IRIS_SIGNAL_SET || OP == IRIS_SIGNAL_ADD || OP == IRIS_SIGNAL_OR || OP == IRIS_SIGNAL_XOR, "iris_team_signal_op: SET, ADD, OR or XOR");
+  return iris_detail_team_signal<OP>::template apply<S, T>(ctx, flag, (T)value, iris_team_peer(team, team_rank));
 }
 template <iris_scope_t S = IRIS_SCOPE_SYSTEM, typename T>
 IRIS_DEVICE_INLINE void iris_team_signal(const iris_device_ctx_t &ctx, const iris_team_t &team, T *flag, IRIS_DETAIL_V(T) value, int team_rank) {

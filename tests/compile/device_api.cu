@@ -12,7 +12,7 @@ __device__ void fences() {
   iris_fence<IRIS_ORDER_ACQ_REL, S>();
 }
 
-__global__ void device_api(iris_device_ctx_t ctx, unsigned long *ul, double *d, int *i32, long long *i64, int peer) {
+__global__ void device_api(iris_device_ctx_t ctx, unsigned long *ul, double *d, int *i32, long long *i64, int peer, iris_team_t team, float *f) {
   fences<IRIS_SCOPE_BLOCK>();
   fences<IRIS_SCOPE_DEVICE>();
   fences<IRIS_SCOPE_SYSTEM>();
@@ -23,4 +23,9 @@ __global__ void device_api(iris_device_ctx_t ctx, unsigned long *ul, double *d, 
   if (!iris_wait_until(ctx, i32, IRIS_CMP_EPOCH, 5)) i32[1] = 1;
   if (!iris_wait_until<IRIS_SCOPE_DEVICE>(ctx, i64, IRIS_CMP_GT, 5ll)) i32[2] = 1;
   if (!iris_wait_block(ctx, ul, IRIS_CMP_EPOCH, 9ul)) i32[3] = 1;
+  // team signals on every type their non-team forms take: SET and ADD on float and
+  // double (iris_signal, iris_signal_add), OR and XOR on integers
+  iris_team_signal(ctx, team, f, 1.0f, 1);
+  d[2] = iris_team_signal_add(ctx, team, d, 1.0, 1);
+  i32[4] = iris_team_signal_op<IRIS_SIGNAL_OR>(ctx, team, i32, 4, 1) + iris_team_signal_op<IRIS_SIGNAL_XOR>(ctx, team, i32, 8, 1);
 }
