@@ -65,7 +65,8 @@
 #endif
 
 /* Comparisons for iris_wait_until. IRIS_CMP_EPOCH is "value reached", wrap-safe for
- * counters that only count up: (signed)(flag - value) >= 0. */
+ * counters that only count up: (signed)(flag - value) >= 0 (on a float or double flag,
+ * which does not wrap: IRIS_CMP_GE). */
 typedef enum iris_cmp { IRIS_CMP_EQ = 0, IRIS_CMP_NE, IRIS_CMP_GE, IRIS_CMP_GT, IRIS_CMP_LE, IRIS_CMP_LT, IRIS_CMP_EPOCH } iris_cmp_t;
 
 /* ================================================================ declarations ==

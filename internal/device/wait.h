@@ -79,6 +79,18 @@ IRIS_DEVICE_INLINE bool iris_detail_wait_expired(const iris_device_ctx_t &ctx, i
   return true;
 }
 
+/* IRIS_CMP_EPOCH: iris_epoch_reached for integers; on a float or double flag (which
+ * iris_signal and iris_signal_add take, and which does not wrap) it is IRIS_CMP_GE, so a
+ * wait on such a flag compiles whatever its comparison (iris_epoch_reached takes integers
+ * only, and the comparison is a run-time value). */
+template <typename T, bool I = std::is_integral<T>::value>
+struct iris_detail_epoch_cmp {
+  static IRIS_DEVICE_INLINE bool reached(T got, T value) { return iris_epoch_reached(got, value); }
+};
+template <typename T>
+struct iris_detail_epoch_cmp<T, false> {
+  static IRIS_DEVICE_INLINE bool reached(T got, T value) { return got >= value; }
+};
 template <typename T>
 IRIS_DEVICE_INLINE bool iris_detail_compare(T got, iris_cmp_t cmp, T value) {
   switch (cmp) {
@@ -88,7 +100,7 @@ IRIS_DEVICE_INLINE bool iris_detail_compare(T got, iris_cmp_t cmp, T value) {
   case IRIS_CMP_GT: return got > value;
   case IRIS_CMP_LE: return got <= value;
   case IRIS_CMP_LT: return got < value;
-  default: return iris_epoch_reached(got, value);
+  default: return iris_detail_epoch_cmp<T>::reached(got, value);
   }
 }
 

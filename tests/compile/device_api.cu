@@ -28,4 +28,8 @@ __global__ void device_api(iris_device_ctx_t ctx, unsigned long *ul, double *d, 
   iris_team_signal(ctx, team, f, 1.0f, 1);
   d[2] = iris_team_signal_add(ctx, team, d, 1.0, 1);
   i32[4] = iris_team_signal_op<IRIS_SIGNAL_OR>(ctx, team, i32, 4, 1) + iris_team_signal_op<IRIS_SIGNAL_XOR>(ctx, team, i32, 8, 1);
+  // waits on the flags those signals raise: float and double (IRIS_CMP_EPOCH is GE there)
+  if (!iris_wait_until(ctx, f, IRIS_CMP_GE, 1.0f)) i32[5] = 1;
+  if (!iris_wait_block(ctx, d, IRIS_CMP_EPOCH, 2.0)) i32[6] = 1;
+  if (!iris_team_wait_until(ctx, team, f, IRIS_CMP_EQ, 1.0f, 1)) i32[7] = 1;
 }
