@@ -32,3 +32,8 @@ if [ "$out" = "$root/build/libiris.so" ]; then echo "PASS: pip install ./python:
 else echo "FAIL: pip install ./python: iris_gpu.library() gave: $(echo "$out" | tail -n 3 | tr '\n' ' ')"; fi
 if [ -f "$t/site/iris_gpu/libiris.so" ]; then echo "PASS: pip install ./python ships a copy of libiris.so in the package"
 else echo "FAIL: pip install ./python: no libiris.so in the installed package"; fi
+# iris_gpu.jax loads libiris_jax.so from beside the libiris.so it uses: with the shipped copy, the package's
+if [ -f "$root/build/libiris_jax.so" ]; then
+  if [ -f "$t/site/iris_gpu/libiris_jax.so" ]; then echo "PASS: pip install ./python ships a copy of libiris_jax.so beside its libiris.so"
+  else echo "FAIL: pip install ./python: build/libiris_jax.so exists but the installed package has no copy (iris_gpu.jax would not find it beside the shipped libiris.so)"; fi
+fi
