@@ -130,14 +130,18 @@ __global__ void k_rounds_at(iris_device_ctx_t ctx, iris_team_t team, unsigned *b
                             int *errors) {
   rounds_body<C>(ctx, team, buf, rounds, mix(*nonce ^ mix((uint64_t)kid)), session, index, errors);
 }
-// Every member ORs, XORs and adds its bit into member 0's words, then member 0 waits.
+// Every member ORs, XORs and adds its bit into member 0's words (and adds 1.0 to a double
+// flag), then member 0 waits.
 __global__ void k_signals(iris_device_ctx_t ctx, iris_team_t team, unsigned long long *w, unsigned long long base, int *errors) {
   const unsigned long long bit = 1ULL << team.rank, all = team.size >= 64 ? ~0ULL : (1ULL << team.size) - 1;
   iris_team_signal_op<IRIS_SIGNAL_OR>(ctx, team, w + 0, bit, 0);
   iris_team_signal_op<IRIS_SIGNAL_XOR>(ctx, team, w + 1, bit, 0);
   iris_team_signal_add(ctx, team, w + 2, 1ULL, 0);
+  iris_team_signal_add(ctx, team, (double *)(w + 3), 1.0, 0); // a double flag: the team add and the wait (EPOCH is GE there)
   if (team.rank == 0) {
     bool ok = iris_team_wait_until(ctx, team, w + 2, IRIS_CMP_EQ, base + team.size, -1);
+    ok = ok && iris_team_wait_until(ctx, team, (const double *)(w + 3), IRIS_CMP_EPOCH, (double)(base + team.size), -1);
+    ok = ok && iris_atomic_load((const double *)(w + 3)) == (double)(base + team.size);
     ok = ok && iris_team_wait_until(ctx, team, w + 0, IRIS_CMP_EQ, all, 1 % team.size);
     unsigned long long x = iris_atomic_load(w + 1);
     if (!ok || x != ((base / team.size) % 2 ? 0ULL : all)) atomicAdd(errors, 1); // XOR toggles each time
@@ -352,7 +356,7 @@ static bool test_basic(Suite &s) {
     }
     call += 100;
     report(s, (nm + ": put + team barrier rounds, thread/warp/block, one-shot and session, skewed").c_str(), rounds_ok);
-    report(s, (nm + ": signal OR/XOR/ADD by team rank, waits").c_str(), sig_ok);
+    report(s, (nm + ": signal OR/XOR/ADD by team rank (ADD on a double flag too), waits").c_str(), sig_ok);
     report(s, (nm + ": every collective on the team, LL and bandwidth sizes, exact").c_str(), coll_ok);
     IK(iris_team_destroy(s.ctx, &t));
     CK(cudaMemset(sig, 0, 4 * sizeof(unsigned long long))); CK(cudaDeviceSynchronize()); // the test streams do not wait for the legacy stream
