@@ -28,6 +28,7 @@ static const struct {
 } iris_detail_abi_structs[] = {
     IRIS_ABI_STRUCT(iris_config_t),      IRIS_ABI_STRUCT(iris_bootstrap_t),        IRIS_ABI_STRUCT(iris_device_ctx_t), IRIS_ABI_STRUCT(iris_team_t),
     IRIS_ABI_STRUCT(iris_launch_t),      IRIS_ABI_STRUCT(iris_rendezvous_params_t), IRIS_ABI_STRUCT(iris_coll_opts_t),
+    IRIS_ABI_STRUCT(iris_launch_env_t),
     IRIS_ABI_STRUCT(iris_tile_flags_t),  IRIS_ABI_STRUCT(iris_view2d_t),           IRIS_ABI_STRUCT(iris_ag_gemm_desc_t),
     IRIS_ABI_STRUCT(iris_gemm_ready_t),  IRIS_ABI_STRUCT(iris_gemm_rs_desc_t),     IRIS_ABI_STRUCT(iris_moe_desc_t),
     IRIS_ABI_STRUCT(iris_moe_recv_t),    IRIS_ABI_STRUCT(iris_rmsnorm_opts_t),

@@ -18,6 +18,7 @@ int main(int argc, char **argv) {
   int bad = iris_get_version() != IRIS_VERSION;
   bad |= iris_abi_struct_size("iris_config_t") != sizeof(iris_config_t);
   bad |= iris_abi_struct_size("iris_coll_opts_t") != sizeof(iris_coll_opts_t);
+  bad |= iris_abi_struct_size("iris_launch_env_t") != sizeof(iris_launch_env_t); // iris_launch_env's out crosses the C ABI too
   bad |= iris_abi_struct_size("no_such_struct") != 0;
   printf("%s: libiris version %d, headers %d\n", bad ? "FAIL" : "ok", iris_get_version(), IRIS_VERSION);
   return bad;
