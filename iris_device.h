@@ -191,12 +191,22 @@ IRIS_DEVICE_INLINE size_t iris_detail_copy_words(W *d, const W *s, size_t n, siz
  * together copy `bytes` from src to dst (raw addresses, local or already translated).
  * 16-byte accesses, four in flight per thread, when both addresses are 16-byte
  * aligned; 4-byte accesses when both are 4-byte aligned; bytes otherwise. No ordering:
- * publish the result with iris_signal_block. */
+ * publish the result with iris_signal_block. A thread whose tid is outside [0, nthreads)
+ * (nthreads < 1 included) copies nothing (IRIS_DEBUG: traps naming them): a stride of 0
+ * never ended, and a negative one or a negative tid wrote before dst. */
 IRIS_DEVICE_INLINE void iris_copy_bytes(void *dst, const void *src, size_t bytes, int tid, int nthreads) {
   char *d = (char *)dst;
   const char *s = (const char *)src;
   const size_t stride = (size_t)nthreads;
   size_t i = (size_t)tid, done = 0;
+  if (nthreads < 1 || tid < 0 || tid >= nthreads) {
+#if defined(IRIS_DEBUG)
+    printf("iris: iris_copy_bytes: tid %d of %d threads (block %d, thread %d): a cooperative copy needs 0 <= tid < nthreads\n", tid, nthreads,
+           (int)blockIdx.x, (int)threadIdx.x);
+    iris_detail_trap();
+#endif
+    return;
+  }
   if ((((uintptr_t)d | (uintptr_t)s) & 15) == 0) done = iris_detail_copy_words((uint4 *)d, (const uint4 *)s, bytes >> 4, i, stride) << 4;
   else if ((((uintptr_t)d | (uintptr_t)s) & 3) == 0) done = iris_detail_copy_words((unsigned *)d, (const unsigned *)s, bytes >> 2, i, stride) << 2;
   for (i = done + (size_t)tid; i < bytes; i += stride) d[i] = s[i];

@@ -7,7 +7,7 @@
 //   gpu_test hooks N    N threads in one process, bring-up through bootstrap callbacks
 //   gpu_test local N    one process, iris_init_local over N GPUs, one thread per context
 // Built with -DIRIS_DEBUG (gpu_test_debug), it also has the failure modes:
-//   bad-pointer | bad-rank | other-node | bad-size | wait-timeout   (each must trap with a message)
+//   bad-pointer | bad-rank | other-node | bad-size | wait-timeout | bad-coop   (each must trap with a message)
 //   diverge                                   (iris_barrier must report MISMATCH)
 // Every check prints one line "PASS: [mode w=N] name" or "FAIL: ...", from rank 0, with
 // the verdict of all ranks.
@@ -226,6 +226,35 @@ __global__ void k_bulk(iris_device_ctx_t ctx, int kind, unsigned char *region, s
     iris_copy_bulk(ctx, region + ctx.rank * slot + off, region + (ctx.world_size * slot) + off, bytes, from, to, tid, nt);
   }
 }
+#if !defined(IRIS_DEBUG) /* (gpu_test_debug traps on these: its bad-coop mode) */
+// Cooperation arguments outside 0 <= tid < nthreads: nothing is copied and nothing written
+// (a stride of 0 never ended; a negative nthreads or tid wrote the words before dst).
+__global__ void k_bad_coop(unsigned char *buf, const unsigned char *src) {
+  iris_copy_bytes(buf + 128, src, 64, 0, -1);
+  iris_copy_bytes(buf + 128, src, 64, -1, 256);
+  iris_copy_bytes(buf + 128, src, 64, 0, 0);
+}
+static bool test_bad_coop(Suite &s) {
+  unsigned char *buf, *want;
+  unsigned long long *errs, e = 1;
+  CK(cudaMalloc(&buf, 512));
+  CK(cudaMalloc(&want, 256));
+  CK(cudaMalloc(&errs, sizeof *errs));
+  poison(buf, 512);
+  poison(want, 256);
+  CK(cudaMemset(buf + 256, 0x3c, 256)); // the source: not the poison
+  k_bad_coop<<<1, 1>>>(buf, buf + 256);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemset(errs, 0, sizeof *errs));
+  k_count_mismatch_u8<<<1, 256>>>(buf, want, 256, errs);
+  CK(cudaMemcpy(&e, errs, sizeof e, cudaMemcpyDeviceToHost));
+  cudaFree(buf);
+  cudaFree(want);
+  cudaFree(errs);
+  return report(s, "iris_copy_bytes with nthreads 0 or -1, or tid -1: returns, writes nothing", e == 0);
+}
+#endif
 static bool test_bulk(Suite &s) {
   const size_t sizes[] = {1, 15, 16, 17, 1000, 4093, 65539, (size_t)1 << 20};
   const size_t offs[][2] = {{0, 0}, {4, 4}, {1, 3}, {16, 32}}; // (local offset, remote offset)
@@ -756,7 +785,11 @@ static bool run_suite(Suite &s) {
     report(s, "bring-up: a rank knows whether another rank of its process shares its GPU", iris_detail_gpu_shared(s.ctx) == want);
   }
   return test_translate(s) && test_scalar<int>(s, "int32") && test_scalar<long long>(s, "int64") && test_scalar<float>(s, "float") &&
-         test_scalar<double>(s, "double") && test_v16(s) && test_bulk(s) && test_atomics<int>(s, "int32") && test_atomics<unsigned>(s, "uint32") &&
+         test_scalar<double>(s, "double") && test_v16(s) && test_bulk(s) &&
+#if !defined(IRIS_DEBUG)
+         test_bad_coop(s) &&
+#endif
+         test_atomics<int>(s, "int32") && test_atomics<unsigned>(s, "uint32") &&
          test_atomics<long long>(s, "int64") && test_atomics<unsigned long long>(s, "uint64") && test_fadd<float>(s, "float") &&
          test_fadd<double>(s, "double") && test_ldst(s) && test_msgpass(s) && test_from_peers(s) && test_barrier(s) && test_heap(s);
 }
@@ -921,6 +954,8 @@ __global__ void k_other_node(iris_device_ctx_t ctx, int *inside) { iris_store(ct
 // a negative size cast to size_t: the check must refuse it, not wrap a + bytes past the end
 __global__ void k_bad_size(iris_device_ctx_t ctx, int *inside, const int *src) { iris_put_bulk(ctx, inside, src, (size_t)0 - 16, 0, 0, 1); }
 __global__ void k_never(iris_device_ctx_t ctx, unsigned *flag) { iris_wait_until(ctx, flag, IRIS_CMP_EQ, 12345u, "test-never-set"); }
+// a bulk put whose cooperation has no threads (nthreads 0): a stride of 0 never ended
+__global__ void k_bad_coop(iris_device_ctx_t ctx, int *inside, const int *src) { iris_put_bulk(ctx, inside, src, 16, 0, 0, 0); }
 static int mode_debug(const char *what) {
   if (!strcmp(what, "diverge")) {
     iris_launch_t L;
@@ -958,6 +993,7 @@ static int mode_debug(const char *what) {
   }
   else if (!strcmp(what, "bad-size")) k_bad_size<<<1, 1>>>(dc, (int *)flag, outside);
   else if (!strcmp(what, "wait-timeout")) k_never<<<1, 1>>>(dc, flag);
+  else if (!strcmp(what, "bad-coop")) k_bad_coop<<<1, 1>>>(dc, (int *)flag, outside);
   else { printf("unknown debug mode %s\n", what); return 2; }
   cudaError_t e = cudaDeviceSynchronize();
   fflush(stdout);
