@@ -66,7 +66,8 @@
 
 /* Comparisons for iris_wait_until. IRIS_CMP_EPOCH is "value reached", wrap-safe for
  * counters that only count up: (signed)(flag - value) >= 0 (on a float or double flag,
- * which does not wrap: IRIS_CMP_GE). */
+ * which does not wrap: IRIS_CMP_GE). Another value is undefined (IRIS_DEBUG: the wait
+ * traps naming it). */
 typedef enum iris_cmp { IRIS_CMP_EQ = 0, IRIS_CMP_NE, IRIS_CMP_GE, IRIS_CMP_GT, IRIS_CMP_LE, IRIS_CMP_LT, IRIS_CMP_EPOCH } iris_cmp_t;
 
 /* ================================================================ declarations ==

@@ -166,6 +166,7 @@ IRIS_DEVICE_INLINE bool iris_team_wait_until(const iris_device_ctx_t &ctx, const
   iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
   T got = 0;
   IRIS_DETAIL_CHECK(ctx, flag, sizeof(T), ctx.rank, what);
+  IRIS_DETAIL_CHECK_CMP(ctx, cmp, what);
   for (;;) {
 #if IRIS_DEVICE_POLL_CONFIRM
     got = iris_atomic_load<IRIS_ORDER_RELAXED, S>(flag);

@@ -104,11 +104,27 @@ IRIS_DEVICE_INLINE bool iris_detail_compare(T got, iris_cmp_t cmp, T value) {
   }
 }
 
+/* IRIS_DEBUG: a comparison outside iris_cmp_t traps naming the wait (without it, such a
+ * value compares as IRIS_CMP_EPOCH). */
+#if defined(IRIS_DEBUG)
+IRIS_DEVICE_INLINE void iris_detail_check_cmp(const iris_device_ctx_t &ctx, iris_cmp_t cmp, const char *what) {
+  if ((unsigned)cmp > (unsigned)IRIS_CMP_EPOCH) {
+    printf("iris: wait '%s' on rank %d (block %d, thread %d): comparison %d is not an iris_cmp_t (IRIS_CMP_EQ .. IRIS_CMP_EPOCH)\n", what, ctx.rank,
+           (int)blockIdx.x, (int)threadIdx.x, (int)cmp);
+    iris_detail_trap();
+  }
+}
+#define IRIS_DETAIL_CHECK_CMP(ctx, cmp, what) iris_detail_check_cmp(ctx, cmp, what)
+#else
+#define IRIS_DETAIL_CHECK_CMP(ctx, cmp, what) ((void)0)
+#endif
+
 template <iris_order_t O, iris_scope_t S, typename T>
 IRIS_DEVICE_INLINE bool iris_detail_wait(const iris_device_ctx_t &ctx, const T *flag, iris_cmp_t cmp, IRIS_DETAIL_V(T) value, const char *what) {
   iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
   T got;
   IRIS_DETAIL_CHECK(ctx, flag, sizeof(T), ctx.rank, what);
+  IRIS_DETAIL_CHECK_CMP(ctx, cmp, what);
   for (;;) {
 #if IRIS_DEVICE_POLL_CONFIRM
     /* AMD: an acquire invalidates caches, so poll relaxed and confirm with one acquire */
