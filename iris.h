@@ -720,26 +720,29 @@ static inline IRIS_HOST_DEVICE iris_view2d_t iris_view2d(void *ptr, long long ro
   v.elem_size = elem_size;
   return v;
 }
-static inline IRIS_HOST_DEVICE long long iris_cdiv(long long a, long long b) { return (a + b - 1) / b; }
+/* ceil(a / b); 0 for b <= 0 (no tiles of a size below 1, rather than a division by 0) */
+static inline IRIS_HOST_DEVICE long long iris_cdiv(long long a, long long b) { return b > 0 ? (a + b - 1) / b : 0; }
 static inline IRIS_HOST_DEVICE long long iris_view_tiles_m(iris_view2d_t v, int bm) { return iris_cdiv(v.rows, bm); }
 static inline IRIS_HOST_DEVICE long long iris_view_tiles_n(iris_view2d_t v, int bn) { return iris_cdiv(v.cols, bn); }
 static inline IRIS_HOST_DEVICE long long iris_view_num_tiles(iris_view2d_t v, int bm, int bn) {
   return iris_view_tiles_m(v, bm) * iris_view_tiles_n(v, bn);
 }
-/* Tile id -> (tile row, tile column), row-major over the tile grid. */
+/* Tile id -> (tile row, tile column), row-major over the tile grid. A grid without columns
+ * (bn < 1, or no columns) has no tiles: (0, 0), an empty tile. */
 static inline IRIS_HOST_DEVICE void iris_view_tile_coords(iris_view2d_t v, int bn, long long tile, long long *tm, long long *tn) {
   long long nt = iris_view_tiles_n(v, bn);
-  *tm = tile / nt;
-  *tn = tile % nt;
+  *tm = nt > 0 ? tile / nt : 0;
+  *tn = nt > 0 ? tile % nt : 0;
 }
-/* Rows and columns actually present in tile (tm, tn): bm/bn except at the edges. */
+/* Rows and columns actually present in tile (tm, tn): bm/bn except at the edges; 0 for a
+ * tile size below 1 (a negative one came back as the tile's extent). */
 static inline IRIS_HOST_DEVICE int iris_view_tile_rows(iris_view2d_t v, int bm, long long tm) {
   long long left = v.rows - tm * bm;
-  return (int)(left < bm ? (left > 0 ? left : 0) : bm);
+  return bm < 1 ? 0 : (int)(left < bm ? (left > 0 ? left : 0) : bm);
 }
 static inline IRIS_HOST_DEVICE int iris_view_tile_cols(iris_view2d_t v, int bn, long long tn) {
   long long left = v.cols - tn * bn;
-  return (int)(left < bn ? (left > 0 ? left : 0) : bn);
+  return bn < 1 ? 0 : (int)(left < bn ? (left > 0 ? left : 0) : bn);
 }
 static inline IRIS_HOST_DEVICE void *iris_view_elem(iris_view2d_t v, long long r, long long c) {
   return (char *)v.ptr + (r * v.stride + c) * (long long)v.elem_size;

@@ -85,4 +85,15 @@ static void test_tiles(void) {
   check(ok, "tiles view smaller than a tile", "%s", why);
   ok = !check_tiles(97, 131, 140, 1, 8, 24, why, sizeof why);
   check(ok, "tiles odd sizes", "%s", why);
+  { /* a tile size of 0 or below, or a view without columns: no tiles, every tile empty (it divided by 0: SIGFPE; a negative size was a tile's extent) */
+    iris_view2d_t e = iris_view2d((void *)0, 100, 0, 64, 4);
+    long long etm = -1, etn = -1, ftm = -1, ftn = -1;
+    iris_view_tile_coords(e, 16, 5, &etm, &etn);
+    iris_view_tile_coords(v, 0, 5, &ftm, &ftn);
+    check(iris_cdiv(7, 0) == 0 && iris_cdiv(7, -2) == 0 && iris_view_tiles_m(v, 0) == 0 && iris_view_tiles_n(v, -16) == 0 && iris_view_num_tiles(v, 0, 0) == 0 &&
+              iris_view_num_tiles(e, 32, 16) == 0 && iris_view_tile_rows(v, 0, 0) == 0 && iris_view_tile_cols(v, 0, 0) == 0 &&
+              iris_view_tile_rows(v, -16, 0) == 0 && iris_view_tile_cols(v, -16, 0) == 0 &&
+              iris_view_tile_rows(e, 32, etm) * iris_view_tile_cols(e, 16, etn) == 0 && iris_view_tile_rows(v, 32, ftm) * iris_view_tile_cols(v, 0, ftn) == 0,
+          "tiles of size 0 or below, or a view of 0 columns: no tiles, empty ones, no division by 0", "coords (%lld, %lld) and (%lld, %lld)", etm, etn, ftm, ftn);
+  }
 }
