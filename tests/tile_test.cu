@@ -12,10 +12,23 @@
 
 #include <stdlib.h>
 #include <unistd.h>
+#include <vector>
 
 enum { T_AR, T_AG0, T_AG1, T_RS, T_A2A };
 static const char *op_names[] = {"all_reduce", "all_gather dim 0", "all_gather dim 1", "reduce_scatter", "all_to_all"};
 
+// A tile outside the flags' [0, num_tiles): every operation returns false in every thread
+// and touches nothing (it read and wrote the words past the flags, here and on every peer).
+__global__ void k_bad_tile(iris_device_ctx_t ctx, iris_tile_flags_t f, iris_view2d_t src, iris_view2d_t dst, unsigned *trues) {
+  const int bad[2] = {f.num_tiles, -1};
+  for (int k = 0; k < 2; k++) {
+    const int t = bad[k];
+    unsigned got = iris_tile_sync(ctx, f, t) + iris_tile_all_reduce<float, IRIS_SUM>(ctx, f, t, src, dst, 16, 16) +
+                   iris_tile_all_gather<float>(ctx, f, t, src, dst, 0, 16, 16) + iris_tile_reduce_scatter<float, IRIS_SUM>(ctx, f, t, src, dst, 16, 16) +
+                   iris_tile_all_to_all<float>(ctx, f, t, src, dst, 8, 16, 16);
+    if (got) atomicAdd(trues, got);
+  }
+}
 template <typename T, int OP>
 __global__ void k_tiles(iris_device_ctx_t ctx, iris_tile_flags_t f, int op, iris_view2d_t src, iris_view2d_t dst, long long npr, int bm, int bn, int ntiles,
                         unsigned *fails) {
@@ -141,6 +154,22 @@ int main(int argc, char **argv) {
     snprintf(name, sizeof name, "iris_tile_%s fp8 e4m3%s, fp8 e5m2%s, uint8%s%s: same, exact", op_names[op], red ? " avg" : "", red ? " sum" : "", red ? " avg" : "",
              red ? ", fp32 avg" : "");
     report(s, name, ok);
+  }
+  {
+    // tiles outside the flags: false, nothing touched (the flags' block and the heap around it stay as they were)
+    const size_t fbytes = (size_t)f.num_tiles * (IRIS_MAX_RANKS * sizeof(unsigned long long) + sizeof(unsigned));
+    std::vector<unsigned char> before(4096 + fbytes + 4096), after(4096 + fbytes + 4096); // the flags' block and 4 KiB of heap either side
+    const char *from = (const char *)f.flags - 4096;
+    unsigned *trues = NULL, h = 1;
+    bool ok = cudaMalloc(&trues, sizeof *trues) == cudaSuccess && cudaMemset(trues, 0, sizeof *trues) == cudaSuccess && iris_barrier(s.ctx) == IRIS_SUCCESS &&
+              cudaMemcpy(before.data(), from, before.size(), cudaMemcpyDeviceToHost) == cudaSuccess;
+    iris_view2d_t v = iris_view2d(a, 64, 64, 64, 4), w = iris_view2d(plain, 64 * s.world, 64, 64, 4);
+    if (ok) k_bad_tile<<<1, 128>>>(iris_device_context(s.ctx), f, v, w, trues);
+    ok = ok && cudaDeviceSynchronize() == cudaSuccess && iris_barrier(s.ctx) == IRIS_SUCCESS &&
+         cudaMemcpy(&h, trues, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess && cudaMemcpy(after.data(), from, after.size(), cudaMemcpyDeviceToHost) == cudaSuccess;
+    ok = ok && h == 0 && before == after;
+    cudaFree(trues);
+    report(s, "iris_tile_* with a tile outside [0, num_tiles) (num_tiles, -1): false in every thread, the flags and 4 KiB of heap either side untouched on every rank", ok);
   }
   {
     // bad counts: the same verdict on every rank, nothing allocated (the heaps stay alike)
