@@ -438,7 +438,8 @@ typedef struct iris_fp8_e5m2 { unsigned char bits; } iris_fp8_e5m2_t;
  * overwrite its `src` tile right away). Each call advances the tile's epoch in
  * `flags`, kept in device memory, so kernels that use them replay in graphs.
  * Returns false in every thread if a wait timed out (the wait bound, IRIS_WAIT_TIMEOUT_MS),
- * and, touching nothing, for a tile outside [0, f.num_tiles) (IRIS_DEBUG: traps). */
+ * and, touching nothing, for a tile outside [0, f.num_tiles) or a block of fewer than
+ * ctx.world_size threads (IRIS_DEBUG: traps). */
 
 
 /* Whole block: a rank-wide rendezvous of the blocks handling `tile`: every write any of

@@ -29,6 +29,10 @@ __global__ void k_bad_tile(iris_device_ctx_t ctx, iris_tile_flags_t f, iris_view
     if (got) atomicAdd(trues, got);
   }
 }
+// A block of fewer threads than ranks (thread r signals and waits for rank r): false, nothing touched.
+__global__ void k_small_block(iris_device_ctx_t ctx, iris_tile_flags_t f, unsigned *trues) {
+  if (iris_tile_sync(ctx, f, 0)) atomicAdd(trues, 1u);
+}
 template <typename T, int OP>
 __global__ void k_tiles(iris_device_ctx_t ctx, iris_tile_flags_t f, int op, iris_view2d_t src, iris_view2d_t dst, long long npr, int bm, int bn, int ntiles,
                         unsigned *fails) {
@@ -182,6 +186,19 @@ int main(int argc, char **argv) {
     }
     ok = ok && iris_heap_used(s.ctx) == used;
     report(s, "iris_tile_flags_create: 0 tiles (INVALID_ARGUMENT), a count that differs on one rank or 0 on one rank only (IRIS_ERROR_MISMATCH): every rank alike, heap unchanged", ok);
+  }
+  if (s.world > 1) { // last: before, the sync passed without the last rank (and left tile 0's epochs apart)
+    const size_t fbytes = (size_t)f.num_tiles * (IRIS_MAX_RANKS * sizeof(unsigned long long) + sizeof(unsigned));
+    std::vector<unsigned char> before(fbytes), after(fbytes);
+    unsigned *trues = NULL, h = 1;
+    bool ok = cudaMalloc(&trues, sizeof *trues) == cudaSuccess && cudaMemset(trues, 0, sizeof *trues) == cudaSuccess && iris_barrier(s.ctx) == IRIS_SUCCESS &&
+              cudaMemcpy(before.data(), f.flags, fbytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+    if (ok) k_small_block<<<1, s.world - 1>>>(iris_device_context(s.ctx), f, trues);
+    ok = ok && cudaDeviceSynchronize() == cudaSuccess && iris_barrier(s.ctx) == IRIS_SUCCESS && cudaMemcpy(&h, trues, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess &&
+         cudaMemcpy(after.data(), f.flags, fbytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+    ok = ok && h == 0 && before == after;
+    cudaFree(trues);
+    report(s, "iris_tile_sync in a block of world - 1 threads: false, the flags untouched on every rank", ok);
   }
   cudaFree(plain);
   int rc = s.failed ? 1 : 0;

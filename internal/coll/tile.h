@@ -10,14 +10,21 @@
 #include "types.h"
 #include "protocol.h"
 
-/* Whether tile is one of the flags' [0, f.num_tiles). Another tile would be another tile's
- * words or past the flags' block, here and in every peer's heap (the signals): the
- * operations then touch nothing and return false (IRIS_DEBUG: traps). Every thread of the
- * block has the same arguments, so all of them return. */
-IRIS_DEVICE_INLINE bool iris_detail_tile_valid(const iris_tile_flags_t &f, int tile) {
-  if ((unsigned)tile < (unsigned)f.num_tiles) return true;
+/* Whether tile is one of the flags' [0, f.num_tiles) and the block has a thread per rank
+ * (thread r signals and waits for rank r). Another tile would be another tile's words or
+ * past the flags' block, here and in every peer's heap (the signals); with fewer threads
+ * the ranks past them were neither signalled nor waited for, and the sync passed without
+ * them. The operations then touch nothing and return false (IRIS_DEBUG: traps). Every
+ * thread of the block has the same arguments, so all of them return. */
+IRIS_DEVICE_INLINE bool iris_detail_tile_valid(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile) {
+  const int nt = (int)(blockDim.x * blockDim.y * blockDim.z);
+  if ((unsigned)tile < (unsigned)f.num_tiles && nt >= ctx.world_size) return true;
 #if defined(IRIS_DEBUG)
-  printf("iris: tile %d (block %d, thread %d) is outside the flags' [0, %d)\n", tile, (int)blockIdx.x, (int)threadIdx.x, f.num_tiles);
+  if ((unsigned)tile >= (unsigned)f.num_tiles)
+    printf("iris: tile %d (block %d, thread %d) is outside the flags' [0, %d)\n", tile, (int)blockIdx.x, (int)threadIdx.x, f.num_tiles);
+  else
+    printf("iris: tile %d (block %d, thread %d): the block has %d threads, fewer than the world's %d ranks (a tile operation needs one per rank)\n", tile,
+           (int)blockIdx.x, (int)threadIdx.x, nt, ctx.world_size);
   iris_detail_trap();
 #endif
   return false;
@@ -37,7 +44,7 @@ IRIS_DEVICE_INLINE int iris_detail_block_threads(void) { return blockDim.x * blo
 
 /* iris_tile_sync: declared, with its contract, in iris_collectives.h */
 IRIS_DEVICE_INLINE bool iris_tile_sync(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile) {
-  if (!iris_detail_tile_valid(f, tile)) return false;
+  if (!iris_detail_tile_valid(ctx, f, tile)) return false;
   unsigned epoch = iris_detail_tile_begin(f, tile);
   bool ok = iris_detail_rank_sync(ctx, f.flags + (size_t)tile * IRIS_MAX_RANKS, epoch, IRIS_SITE_BARRIER, 0);
   iris_detail_tile_end(f, tile, epoch);
@@ -77,7 +84,7 @@ IRIS_DEVICE_INLINE void iris_detail_tile_copy(char *dst, long long dstride, cons
 template <typename T, int OP>
 IRIS_DEVICE_INLINE bool iris_tile_all_reduce(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst, int bm, int bn) {
   IRIS_DETAIL_TILE_OP_CHECK(OP);
-  if (!iris_detail_tile_valid(f, tile)) return false;
+  if (!iris_detail_tile_valid(ctx, f, tile)) return false;
   long long tm, tn;
   iris_view_tile_coords(src, bn, tile, &tm, &tn);
   const int rows = iris_view_tile_rows(src, bm, tm), cols = iris_view_tile_cols(src, bn, tn), W = ctx.world_size;
@@ -104,7 +111,7 @@ IRIS_DEVICE_INLINE bool iris_tile_all_reduce(const iris_device_ctx_t &ctx, const
 template <typename T>
 IRIS_DEVICE_INLINE bool iris_tile_all_gather(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst, int dim, int bm,
                                              int bn) {
-  if (!iris_detail_tile_valid(f, tile)) return false;
+  if (!iris_detail_tile_valid(ctx, f, tile)) return false;
   long long tm, tn;
   iris_view_tile_coords(src, bn, tile, &tm, &tn);
   const int rows = iris_view_tile_rows(src, bm, tm), cols = iris_view_tile_cols(src, bn, tn), W = ctx.world_size;
@@ -129,7 +136,7 @@ template <typename T, int OP>
 IRIS_DEVICE_INLINE bool iris_tile_reduce_scatter(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst, int bm,
                                                  int bn) {
   IRIS_DETAIL_TILE_OP_CHECK(OP);
-  if (!iris_detail_tile_valid(f, tile)) return false;
+  if (!iris_detail_tile_valid(ctx, f, tile)) return false;
   long long tm, tn;
   iris_view_tile_coords(src, bn, tile, &tm, &tn);
   const int rows = iris_view_tile_rows(src, bm, tm), cols = iris_view_tile_cols(src, bn, tn), W = ctx.world_size;
@@ -156,7 +163,7 @@ IRIS_DEVICE_INLINE bool iris_tile_reduce_scatter(const iris_device_ctx_t &ctx, c
 template <typename T>
 IRIS_DEVICE_INLINE bool iris_tile_all_to_all(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst,
                                              long long n_per_rank, int bm, int bn) {
-  if (!iris_detail_tile_valid(f, tile)) return false;
+  if (!iris_detail_tile_valid(ctx, f, tile)) return false;
   const iris_view2d_t block = iris_view2d(src.ptr, src.rows, n_per_rank, src.stride, src.elem_size); /* the tile grid */
   long long tm, tn;
   iris_view_tile_coords(block, bn, tile, &tm, &tn);
