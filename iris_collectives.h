@@ -458,7 +458,8 @@ IRIS_DEVICE_INLINE bool iris_tile_all_reduce(const iris_device_ctx_t &ctx, const
 /* All-gather of one tile. src: (M_local, N_local) view of any device memory, this rank's
  * shard; dst: the gathered view on the heap, (W*M_local, N_local) for dim 0 or
  * (M_local, W*N_local) for dim 1. Tile (tm, tn) of the shard goes to every rank's dst at
- * rank*M_local rows (dim 0) or rank*N_local columns (dim 1) further. */
+ * rank*M_local rows (dim 0) or rank*N_local columns (dim 1) further. Another dim: false in
+ * every thread, nothing touched (IRIS_DEBUG: traps). */
 template <typename T>
 IRIS_DEVICE_INLINE bool iris_tile_all_gather(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst, int dim, int bm,
                                              int bn);

@@ -18,7 +18,8 @@ enum { T_AR, T_AG0, T_AG1, T_RS, T_A2A };
 static const char *op_names[] = {"all_reduce", "all_gather dim 0", "all_gather dim 1", "reduce_scatter", "all_to_all"};
 
 // A tile outside the flags' [0, num_tiles): every operation returns false in every thread
-// and touches nothing (it read and wrote the words past the flags, here and on every peer).
+// and touches nothing (it read and wrote the words past the flags, here and on every peer);
+// so does an all-gather along dim 2 (it synced and put every rank's tile in one place).
 __global__ void k_bad_tile(iris_device_ctx_t ctx, iris_tile_flags_t f, iris_view2d_t src, iris_view2d_t dst, unsigned *trues) {
   const int bad[2] = {f.num_tiles, -1};
   for (int k = 0; k < 2; k++) {
@@ -28,6 +29,7 @@ __global__ void k_bad_tile(iris_device_ctx_t ctx, iris_tile_flags_t f, iris_view
                    iris_tile_all_to_all<float>(ctx, f, t, src, dst, 8, 16, 16);
     if (got) atomicAdd(trues, got);
   }
+  if (iris_tile_all_gather<float>(ctx, f, 0, src, dst, 2, 16, 16)) atomicAdd(trues, 1u); // dim neither 0 nor 1
 }
 // A block of fewer threads than ranks (thread r signals and waits for rank r): false, nothing touched.
 __global__ void k_small_block(iris_device_ctx_t ctx, iris_tile_flags_t f, unsigned *trues) {
@@ -173,7 +175,7 @@ int main(int argc, char **argv) {
          cudaMemcpy(&h, trues, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess && cudaMemcpy(after.data(), from, after.size(), cudaMemcpyDeviceToHost) == cudaSuccess;
     ok = ok && h == 0 && before == after;
     cudaFree(trues);
-    report(s, "iris_tile_* with a tile outside [0, num_tiles) (num_tiles, -1): false in every thread, the flags and 4 KiB of heap either side untouched on every rank", ok);
+    report(s, "iris_tile_* with a tile outside [0, num_tiles) (num_tiles, -1), all_gather along dim 2: false in every thread, the flags and 4 KiB of heap either side untouched on every rank", ok);
   }
   {
     // bad counts: the same verdict on every rank, nothing allocated (the heaps stay alike)

@@ -112,6 +112,13 @@ template <typename T>
 IRIS_DEVICE_INLINE bool iris_tile_all_gather(const iris_device_ctx_t &ctx, const iris_tile_flags_t &f, int tile, iris_view2d_t src, iris_view2d_t dst, int dim, int bm,
                                              int bn) {
   if (!iris_detail_tile_valid(ctx, f, tile)) return false;
+  if (dim != 0 && dim != 1) { /* every rank's tile would land at the same place of every dst: touch nothing */
+#if defined(IRIS_DEBUG)
+    printf("iris: iris_tile_all_gather tile %d (block %d, thread %d): dim %d is not 0 or 1\n", tile, (int)blockIdx.x, (int)threadIdx.x, dim);
+    iris_detail_trap();
+#endif
+    return false;
+  }
   long long tm, tn;
   iris_view_tile_coords(src, bn, tile, &tm, &tn);
   const int rows = iris_view_tile_rows(src, bm, tm), cols = iris_view_tile_cols(src, bn, tn), W = ctx.world_size;
