@@ -7,7 +7,7 @@
 //   gpu_test hooks N    N threads in one process, bring-up through bootstrap callbacks
 //   gpu_test local N    one process, iris_init_local over N GPUs, one thread per context
 // Built with -DIRIS_DEBUG (gpu_test_debug), it also has the failure modes:
-//   bad-pointer | bad-rank | other-node | bad-size | wait-timeout | bad-coop | bad-cmp   (each must trap with a message)
+//   bad-pointer | bad-rank | other-node | bad-size | wait-timeout | bad-coop | bad-cmp | bad-team-rank   (each must trap with a message)
 //   diverge                                   (iris_barrier must report MISMATCH)
 // Every check prints one line "PASS: [mode w=N] name" or "FAIL: ...", from rank 0, with
 // the verdict of all ranks.
@@ -956,6 +956,9 @@ __global__ void k_bad_size(iris_device_ctx_t ctx, int *inside, const int *src) {
 __global__ void k_never(iris_device_ctx_t ctx, unsigned *flag) { iris_wait_until(ctx, flag, IRIS_CMP_EQ, 12345u, "test-never-set"); }
 // a bulk put whose cooperation has no threads (nthreads 0): a stride of 0 never ended
 __global__ void k_bad_coop(iris_device_ctx_t ctx, int *inside, const int *src) { iris_put_bulk(ctx, inside, src, 16, 0, 0, 0); }
+// a team store to team rank 3 of a team of 1 listed by members (world[3] is 0, a valid
+// world rank: it went to rank 0 without a word)
+__global__ void k_bad_team_rank(iris_device_ctx_t ctx, iris_team_t team, int *inside) { iris_team_store(ctx, team, inside, 1, 3); }
 // a wait whose comparison is not an iris_cmp_t (it compared as IRIS_CMP_EPOCH, silently)
 __global__ void k_bad_cmp(iris_device_ctx_t ctx, unsigned *flag) { iris_wait_until(ctx, flag, (iris_cmp_t)42, 0u, "test-bad-cmp"); }
 static int mode_debug(const char *what) {
@@ -997,6 +1000,12 @@ static int mode_debug(const char *what) {
   else if (!strcmp(what, "wait-timeout")) k_never<<<1, 1>>>(dc, flag);
   else if (!strcmp(what, "bad-coop")) k_bad_coop<<<1, 1>>>(dc, (int *)flag, outside);
   else if (!strcmp(what, "bad-cmp")) k_bad_cmp<<<1, 1>>>(dc, flag);
+  else if (!strcmp(what, "bad-team-rank")) {
+    iris_team_t t;
+    memset(&t, 0, sizeof t);
+    t.size = 1, t.rank = 0, t.stride = 0, t.slot = -1, t.coll = -1; // member 0 is world rank 0 (world[] form)
+    k_bad_team_rank<<<1, 1>>>(dc, t, (int *)flag);
+  }
   else { printf("unknown debug mode %s\n", what); return 2; }
   cudaError_t e = cudaDeviceSynchronize();
   fflush(stdout);

@@ -341,6 +341,7 @@ else
     expect_trap "IRIS_DEBUG: a wait past its bound reports which wait and rank, and traps" "wait 'test-never-set' timed out on rank 0" ./build/gpu_test_debug wait-timeout
     expect_trap "IRIS_DEBUG: a bulk copy with nthreads 0 traps naming its cooperation, not a stride of 0 that never ends" "iris_copy_bytes: tid 0 of 0 threads" ./build/gpu_test_debug bad-coop
     expect_trap "IRIS_DEBUG: a wait whose comparison is not an iris_cmp_t traps naming it" "wait 'test-bad-cmp' .* comparison 42 is not an iris_cmp_t" ./build/gpu_test_debug bad-cmp
+    expect_trap "IRIS_DEBUG: a team access past the team's members traps naming the team rank" "team rank 3 outside \\[0, 1\\)" ./build/gpu_test_debug bad-team-rank
     check "IRIS_DEBUG: iris_barrier reports diverging heaps on every rank ($(placement 2))" ./build/gpu_test_debug diverge
     # the examples: one rank per GPU; with a single GPU, two ranks share it under mpirun
     # (which also proves that iris_init takes Open MPI's rank and world size)

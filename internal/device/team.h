@@ -48,8 +48,20 @@ template <> struct iris_detail_is_coop<iris_coop_warp> { static const bool value
 template <> struct iris_detail_is_coop<iris_coop_block> { static const bool value = true; };
 
 /* ---- peers by team rank */
-/* Member team_rank's index in the context's world (the rank iris_translate takes). */
-IRIS_DEVICE_INLINE int iris_team_peer(const iris_team_t &team, int team_rank) { return iris_team_world_rank(&team, team_rank); }
+/* Member team_rank's index in the context's world (the rank iris_translate takes).
+ * Requires 0 <= team_rank < team.size (IRIS_DEBUG: traps naming it; a rank past a split
+ * team's members named a stale world[] entry, a valid world rank, so the world-rank check
+ * of the access did not catch it). */
+IRIS_DEVICE_INLINE int iris_team_peer(const iris_team_t &team, int team_rank) {
+#if defined(IRIS_DEBUG)
+  if (team_rank < 0 || team_rank >= team.size) {
+    printf("iris: team rank %d outside [0, %d) (block %d, thread %d): a team operation addresses its members by team rank\n", team_rank, team.size,
+           (int)blockIdx.x, (int)threadIdx.x);
+    iris_detail_trap();
+  }
+#endif
+  return iris_team_world_rank(&team, team_rank);
+}
 /* A fault word's peer: a world rank as a rank of this node (what the host decodes). */
 IRIS_DEVICE_INLINE int iris_detail_team_fault_peer(const iris_device_ctx_t &ctx, int world_rank) { return world_rank - ctx.node * ctx.local_size; }
 
