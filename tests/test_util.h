@@ -104,6 +104,10 @@ static inline Suite shared_gpu_suite(iris_t *ctx, int r, int n, const char *tag)
 typedef int (*shared_gpu_rank_fn)(iris_t *ctx, int rank, int world);
 static inline int run_ranks_on_gpu0(const char *tag, int n, size_t heap_size, shared_gpu_rank_fn rank) {
   if (n < 2 || n > IRIS_MAX_RANKS) { printf("FAIL: [%s threads] %d ranks: 2 to %d\n", tag, n, IRIS_MAX_RANKS); return 1; }
+  // the ranks' streams (a suite's, a case's two, the library's) share the GPU's hardware
+  // queues; a kernel queued behind a peer's kernel that waits for it never starts. With the
+  // default 8, moe_test threads 4 hung in 2 of 3 runs (one H200): 32, read when CUDA starts
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   std::vector<int> devs(n, 0), failed(n, 0);
   std::vector<iris_t *> ctxs(n, (iris_t *)NULL);
   iris_config_t cfg = IRIS_CONFIG_INIT;
