@@ -90,10 +90,14 @@
  *     (docs/collectives.md, "Buffers") gets the staging area's stale bytes. A count of 0
  *     is a no-op on its rank: pass it on every rank alike. A call refused for its
  *     arguments (a NULL buffer, a root, type, op, option or size out of range: refused
- *     before any launch) still takes part once the collective state exists (one node):
- *     where the others called it well, theirs is a mismatch as above (no wait runs out;
- *     the refusing rank's check reports it too), and where every rank refused it alike,
- *     the ranks meet in it; either way the call numbers stay in step.
+ *     before any launch) still takes part on one node (setting up the collective state
+ *     first where the call would have): where the others called it well, theirs is a
+ *     mismatch as above (the refusing rank's check reports it too; with IRIS_COLL_CHECK=0
+ *     the latency path still waits out its bound), and where every rank refused it alike,
+ *     the ranks meet in it; either way the call numbers stay in step. A refused
+ *     iris_all_reduce_rmsnorm takes part marked split (its peers may make several
+ *     launches), so that mismatch is fatal. A team call refused with
+ *     IRIS_ERROR_NOT_IN_HEAP takes no part.
  *     The latency path checks the headers in the polls that wait for its data, at no
  *     extra round trip; IRIS_COLL_CHECK=0 in the environment turns that check off.
  *   - A rank that stops participating: every wait is bounded (IRIS_WAIT_TIMEOUT_MS at run

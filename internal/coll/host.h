@@ -563,15 +563,29 @@ static iris_status_t iris_coll_enqueue_args(iris_t *ctx, iris_coll_state_t *team
 }
 
 /* After a call refused with st on this rank (no launch made): the one launch it takes
- * part with (see iris_coll_enqueue_on), where the state (team_s, else the world's)
- * exists, on one node, at 2 ranks or more; nothing otherwise. */
-static void iris_coll_refused_take_part(iris_t *ctx, iris_coll_state_t *team_s, iris_status_t st, iris_stream_t stream) {
+ * part with (see iris_coll_enqueue_on), of signature sig, where the state (team_s, else the
+ * world's) exists, on one node (a team is always within one), at 2 ranks or more, and the
+ * context has no fatal fault; nothing otherwise. A world call refused before the state
+ * exists sets it up first (outside capture): the peers' first call does, and its exchange
+ * must pair with this rank's. The refusal's error text is kept. */
+static void iris_coll_refused_take_part(iris_t *ctx, iris_coll_state_t *team_s, iris_status_t st, unsigned long long sig, iris_stream_t stream) {
   iris_coll_state_t *s;
-  if (st != IRIS_ERROR_INVALID_ARGUMENT && st != IRIS_ERROR_INVALID_RANK && st != IRIS_ERROR_NOT_IN_HEAP) return;
-  if (!ctx || iris_num_nodes(ctx) != 1) return;
-  if (!(s = team_s ? team_s : (iris_coll_state_t *)iris_detail_get_ext(ctx)) || s->dev.ctx.world_size < 2) return;
-  iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, IRIS_COLL_SIG_REFUSED);
-  (void)iris_gpu_last_error(); /* the refusal is the call's status either way */
+  char why[sizeof iris_detail_errbuf];
+  /* a team call's IRIS_ERROR_NOT_IN_HEAP (a team has no staging area) takes no part: the
+   * Python teams retry it through staging of their own, which must pair with the peers' call */
+  if (st != IRIS_ERROR_INVALID_ARGUMENT && st != IRIS_ERROR_INVALID_RANK && (st != IRIS_ERROR_NOT_IN_HEAP || team_s)) return;
+  if (!IRIS_DETAIL_IS_LIVE(ctx) || (!team_s && iris_num_nodes(ctx) != 1)) return;
+  iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+  if (iris_detail_check_fault(ctx) == IRIS_SUCCESS) {
+    s = team_s ? team_s : (iris_coll_state_t *)iris_detail_get_ext(ctx);
+    if (!s && !team_s && iris_local_size(ctx) > 1 && !iris_gpu_stream_capturing(stream) && iris_collectives_setup(ctx) == IRIS_SUCCESS)
+      s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
+    if (s && s->dev.ctx.world_size > 1) {
+      iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, sig);
+      (void)iris_gpu_last_error(); /* the refusal is the call's status either way */
+    }
+  }
+  iris_detail_copy(iris_detail_errbuf, sizeof iris_detail_errbuf, why);
 }
 
 /* A call: its argument checks, then its launches. A call refused for its arguments (a
@@ -586,7 +600,7 @@ static void iris_coll_refused_take_part(iris_t *ctx, iris_coll_state_t *team_s, 
 static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t,
                                           iris_redop_t op, int root, iris_stream_t stream, const iris_coll_opts_t *opts, const iris_coll_part_t *outer) {
   const iris_status_t st = iris_coll_enqueue_args(ctx, team_s, kind_flags, send, recv, count, t, op, root, stream, opts, outer);
-  if (count != 0 && !outer) iris_coll_refused_take_part(ctx, team_s, st, stream);
+  if (count != 0 && !outer) iris_coll_refused_take_part(ctx, team_s, st, IRIS_COLL_SIG_REFUSED, stream);
   return st;
 }
 

@@ -160,6 +160,9 @@ static_assert(sizeof(uint4) == 16 && alignof(uint4) == 16, "an LL line is one al
 /* The signature of the launch a refused call takes part with (iris_coll_enqueue_on,
  * host.h): no collective's and no barrier's; one launch (the split bit clear). */
 #define IRIS_COLL_SIG_REFUSED 0x7265667573656421ULL
+/* The same for a refused iris_all_reduce_rmsnorm, whose peers may make several launches:
+ * marked split (a mismatch with it is fatal). */
+#define IRIS_COLL_SIG_REFUSED_SPLIT (IRIS_COLL_SIG_REFUSED | (unsigned long long)IRIS_COLL_SIG_SPLIT)
 static_assert(((((unsigned)IRIS_COLL_SIG_BARRIER ^ (unsigned)(IRIS_COLL_SIG_BARRIER >> 32)) | 1u) & IRIS_COLL_SIG_SPLIT) == 0 &&
                   ((((unsigned)IRIS_COLL_SIG_BARRIER_2 ^ (unsigned)(IRIS_COLL_SIG_BARRIER_2 >> 32)) | 1u) & IRIS_COLL_SIG_SPLIT) == 0 &&
                   (((unsigned)IRIS_COLL_SIG_BARRIER ^ (unsigned)(IRIS_COLL_SIG_BARRIER >> 32)) | 1u) !=
@@ -171,6 +174,8 @@ static_assert(((((unsigned)IRIS_COLL_SIG_REFUSED ^ (unsigned)(IRIS_COLL_SIG_REFU
                   (((unsigned)IRIS_COLL_SIG_REFUSED ^ (unsigned)(IRIS_COLL_SIG_REFUSED >> 32)) | 1u) !=
                       (((unsigned)IRIS_COLL_SIG_BARRIER_2 ^ (unsigned)(IRIS_COLL_SIG_BARRIER_2 >> 32)) | 1u),
               "a refused call's signature: one launch, not the barrier's");
+static_assert((((unsigned)IRIS_COLL_SIG_REFUSED_SPLIT ^ (unsigned)(IRIS_COLL_SIG_REFUSED_SPLIT >> 32)) | 1u) & IRIS_COLL_SIG_SPLIT,
+              "a refused fused op's signature: marked split");
 /* The fault kind of a mismatch between this rank's call (sig32) and a peer's (its header
  * word hdr): IRIS_FAULT_MISMATCH_FATAL where either is a launch of a split call (the
  * ranks enqueued different numbers of launches, so their call numbers are out of step

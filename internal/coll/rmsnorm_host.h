@@ -274,13 +274,22 @@ static iris_status_t iris_rmsnorm_run(iris_t *ctx, const void *x, void *residual
   return st != IRIS_SUCCESS ? st : st2;
 }
 /* A call refused for its arguments still takes part, as a collective's (iris_coll_enqueue_on,
- * host.h): the peers' call mismatches instead of waiting out its bound. */
+ * host.h), with a launch marked split: the peers' call may take one launch (the fused, two-shot
+ * and bandwidth paths) or two or more (the separate path), so the mismatch is fatal
+ * everywhere rather than leave the call numbers out of step. Where every rank refused
+ * alike, they meet. */
 IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,
                                                   iris_dtype_t type, iris_stream_t stream, const iris_rmsnorm_opts_t *opts) {
   const iris_status_t st = iris_rmsnorm_run(ctx, x, residual, weight, out, tokens, hidden, eps, type, stream, opts);
-  if ((st == IRIS_ERROR_INVALID_ARGUMENT || st == IRIS_ERROR_INVALID_RANK || st == IRIS_ERROR_NOT_IN_HEAP) && tokens != 0 && ctx && iris_detail_order_begin(ctx, stream) == IRIS_SUCCESS) {
-    iris_coll_refused_take_part(ctx, NULL, st, stream);
-    (void)iris_detail_order_end(ctx, stream);
+  if ((st == IRIS_ERROR_INVALID_ARGUMENT || st == IRIS_ERROR_INVALID_RANK || st == IRIS_ERROR_NOT_IN_HEAP) && tokens != 0 && IRIS_DETAIL_IS_LIVE(ctx) &&
+      iris_detail_check_fault(ctx) == IRIS_SUCCESS) {
+    char why[sizeof iris_detail_errbuf];
+    iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+    if (iris_detail_order_begin(ctx, stream) == IRIS_SUCCESS) {
+      iris_coll_refused_take_part(ctx, NULL, st, IRIS_COLL_SIG_REFUSED_SPLIT, stream);
+      (void)iris_detail_order_end(ctx, stream);
+    }
+    iris_detail_copy(iris_detail_errbuf, sizeof iris_detail_errbuf, why);
   }
   return st;
 }
