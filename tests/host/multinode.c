@@ -272,6 +272,19 @@ static void test_nccl_loader(void) {
         lib ? lib->api.version : -1);
 }
 
+/* A child rank's iris_init with a 5 s bound and a 4 MiB heap (its environment set by the
+ * caller): its status returned, its detail and whether *out stayed NULL in g_res[rank]. */
+static int child_init_record(int rank) {
+  iris_t *ctx = NULL;
+  iris_status_t st;
+  setenv("IRIS_TIMEOUT_MS", "5000", 1);
+  setenv("IRIS_HEAP_SIZE", "4M", 1);
+  st = iris_init(NULL, &ctx);
+  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
+  g_res[rank].out_null = ctx == NULL;
+  if (st == IRIS_SUCCESS) iris_finalize(ctx);
+  return (int)st;
+}
 /* iris_init over virtual nodes (IRIS_HOST_ID) and the TCP rendezvous, without a GPU:
  * the ranks meet and are grouped before any GPU call, so an uneven layout is refused on
  * every rank (naming the node and counts), and an even one gets past the grouping (to
@@ -280,8 +293,6 @@ typedef struct vinit_arg { const char *ids[4]; int port; } vinit_arg_t;
 static int child_vinit(int rank, void *argp) {
   const vinit_arg_t *a = (const vinit_arg_t *)argp;
   char port[16], r[8];
-  iris_t *ctx = NULL;
-  iris_status_t st;
   snprintf(port, sizeof port, "%d", a->port);
   snprintf(r, sizeof r, "%d", rank);
   setenv("IRIS_RANK", r, 1);
@@ -290,13 +301,7 @@ static int child_vinit(int rank, void *argp) {
   setenv("MASTER_ADDR", "127.0.0.1", 1);
   setenv("MASTER_PORT", port, 1);
   setenv("IRIS_HOST_ID", a->ids[rank], 1);
-  setenv("IRIS_TIMEOUT_MS", "5000", 1);
-  setenv("IRIS_HEAP_SIZE", "4M", 1);
-  st = iris_init(NULL, &ctx);
-  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
-  g_res[rank].out_null = ctx == NULL;
-  if (st == IRIS_SUCCESS) iris_finalize(ctx);
-  return (int)st;
+  return child_init_record(rank);
 }
 static void test_init_virtual_nodes(void) {
   vinit_arg_t a = {{"vA", "vA", "vA", "vB"}, 0};
@@ -342,8 +347,6 @@ typedef struct hostid_arg { const char *ids[3]; char name[64]; } hostid_arg_t;
 static int child_hostid(int rank, void *argp) {
   const hostid_arg_t *a = (const hostid_arg_t *)argp;
   char r[8];
-  iris_t *ctx = NULL;
-  iris_status_t st;
   snprintf(r, sizeof r, "%d", rank);
   setenv("IRIS_RANK", r, 1);
   setenv("IRIS_WORLD_SIZE", "3", 1);
@@ -351,13 +354,7 @@ static int child_hostid(int rank, void *argp) {
   setenv("IRIS_RENDEZVOUS_DIR", g_dir, 1);
   if (a->ids[rank]) setenv("IRIS_HOST_ID", a->ids[rank], 1);
   else unsetenv("IRIS_HOST_ID");
-  setenv("IRIS_TIMEOUT_MS", "5000", 1);
-  setenv("IRIS_HEAP_SIZE", "4M", 1);
-  st = iris_init(NULL, &ctx);
-  snprintf(g_res[rank].detail, sizeof g_res[rank].detail, "%s", iris_error_detail());
-  g_res[rank].out_null = ctx == NULL;
-  if (st == IRIS_SUCCESS) iris_finalize(ctx);
-  return (int)st;
+  return child_init_record(rank);
 }
 static void test_init_host_id_some_ranks(void) {
   hostid_arg_t a = {{"vA", NULL, "vB"}, ""};
