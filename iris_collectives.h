@@ -85,9 +85,9 @@
  *     Where either rank's side of a mismatch is such a split call, the ranks have
  *     enqueued different numbers of launches and their call numbers are out of step:
  *     that mismatch is fatal (reported as IRIS_ERROR_MISMATCH on every rank, by every
- *     later call too, as a fatal fault below); finalize the context. Exception: a recv
- *     off the heap whose result is copied out of the staging area in a pass of its own
- *     (docs/collectives.md, "Buffers") gets the staging area's stale bytes. A count of 0
+ *     later call too, as a fatal fault below); finalize the context. A recv off the heap
+ *     whose result is copied out of the staging area in a pass of its own is copied
+ *     only where every peer matched the launch, so it too stays as it was. A count of 0
  *     is a no-op on its rank: pass it on every rank alike. A call refused for its
  *     arguments (a NULL buffer, a root, type, op, option or size out of range: refused
  *     before any launch) still takes part on one node (setting up the collective state

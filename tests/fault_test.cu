@@ -231,16 +231,19 @@ static bool test_streams(Suite &s) {
 static bool test_mismatch(Suite &s) {
   const int W = s.world, late = s.rank == W - 1;
   const size_t guard = 4096, cap = (size_t)1 << 20;
-  float *in, *out, *out2;
+  float *in, *out, *out2, *off;
   IK(iris_malloc(s.ctx, (cap + 2 * guard) * sizeof(float), (void **)&in));
   IK(iris_malloc(s.ctx, (cap * W + 2 * guard) * sizeof(float), (void **)&out));
   IK(iris_malloc(s.ctx, (cap * W + 2 * guard) * sizeof(float), (void **)&out2));
+  CK(cudaMalloc((void **)&off, (cap * W + 2 * guard) * sizeof(float))); // a recv off the heap
   struct Case {
     const char *what;
     int kind; // 0 count (bandwidth) 1 count (LL) 2 type 3 op 4 root 5 kind 6 recv buffer 7, 8: refused on one rank (NULL recv; root out of range)
+              // 9 count, recv off the heap (the bandwidth kernel stores into the staging area, a pass of its own copies it out)
   };
   const Case cases[] = {{"count (bandwidth path)", 0}, {"count (latency path)", 1}, {"data type", 2}, {"reduction op", 3}, {"broadcast root", 4}, {"collective kind", 5}, {"output buffer", 6},
-                        {"a call refused on one rank (NULL recv; the others' bandwidth path)", 7}, {"a call refused on one rank (root out of range; the others' latency path)", 8}};
+                        {"a call refused on one rank (NULL recv; the others' bandwidth path)", 7}, {"a call refused on one rank (root out of range; the others' latency path)", 8},
+                        {"count, recv off the heap (copied out of the staging area)", 9}};
   const int delays_ms[] = {0, 1, 100, 500};
   int call = 1000;
   for (const Case &c : cases) {
@@ -251,6 +254,7 @@ static bool test_mismatch(Suite &s) {
         const bool sleeper = side == 0 ? late : s.rank == 0;
         CK(cudaMemset(out, 0x5a, (cap * W + 2 * guard) * sizeof(float)));
         CK(cudaMemset(out2, 0x5a, (cap * W + 2 * guard) * sizeof(float)));
+        CK(cudaMemset(off, 0x5a, (cap * W + 2 * guard) * sizeof(float)));
         fill(in + guard, cap, s.seed, s.rank, call, 0);
         CK(cudaDeviceSynchronize());
         IK(iris_barrier(s.ctx));
@@ -267,6 +271,7 @@ static bool test_mismatch(Suite &s) {
         case 5: st = odd ? iris_all_gather(s.ctx, src, dst, 4096, IRIS_FLOAT32, 0) : iris_all_reduce(s.ctx, src, dst, 4096, IRIS_FLOAT32, IRIS_SUM, 0); break;
         case 6: st = iris_all_reduce(s.ctx, src, odd ? out2 + guard : dst, 300000, IRIS_FLOAT32, IRIS_SUM, 0); break;
         case 7: st = iris_all_reduce(s.ctx, src, odd ? NULL : dst, 300000, IRIS_FLOAT32, IRIS_SUM, 0); break;
+        case 9: st = iris_all_reduce(s.ctx, src, off + guard, odd ? 300001 : 300000, IRIS_FLOAT32, IRIS_SUM, 0); break;
         default: st = iris_broadcast(s.ctx, src, dst, 1000, IRIS_FLOAT32, odd ? W : 0, 0); break;
         }
         // a refused call returns its refusal on that rank and still takes part: the others see a mismatch, not a timeout
@@ -284,6 +289,8 @@ static bool test_mismatch(Suite &s) {
         for (unsigned v : h) touched += v != 0x5a5a5a5au;
         CK(cudaMemcpy(h.data(), out2, h.size() * 4, cudaMemcpyDeviceToHost));
         for (unsigned v : h) touched += v != 0x5a5a5a5au;
+        CK(cudaMemcpy(h.data(), off, h.size() * 4, cudaMemcpyDeviceToHost));
+        for (unsigned v : h) touched += v != 0x5a5a5a5au;
         if (touched) fprintf(stderr, "rank %d: %s, delay %d: %zu words written\n", s.rank, c.what, d, touched);
         ok &= touched == 0 && iris_collectives_check(s.ctx) == IRIS_SUCCESS; // reported once
         // the next matching call is exact
@@ -291,10 +298,11 @@ static bool test_mismatch(Suite &s) {
         fill(in + guard, 300000, s.seed, s.rank, call, 0);
         CK(cudaDeviceSynchronize());
         IK(iris_barrier(s.ctx));
-        IK(iris_all_reduce(s.ctx, in + guard, out + guard, 300000, IRIS_FLOAT32, IRIS_SUM, 0));
+        float *next = (c.kind == 9 ? off : out) + guard; // off the heap: the copy out runs where the call matched
+        IK(iris_all_reduce(s.ctx, in + guard, next, 300000, IRIS_FLOAT32, IRIS_SUM, 0));
         CK(cudaDeviceSynchronize());
         std::vector<float> r(300000);
-        CK(cudaMemcpy(r.data(), out + guard, r.size() * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(r.data(), next, r.size() * 4, cudaMemcpyDeviceToHost));
         Op o = {AR, 300000, ""};
         ok &= verify(o, r, s.seed, s.rank, W, call) == 0 && iris_collectives_check(s.ctx) == IRIS_SUCCESS;
         call++;
@@ -304,6 +312,7 @@ static bool test_mismatch(Suite &s) {
     snprintf(name, sizeof name, "mismatch of %s, either side late by 0/1/100/500 ms: seen on every rank, nothing written, next call exact", c.what);
     report(s, name, all_ok);
   }
+  CK(cudaFree(off));
   return true;
 }
 

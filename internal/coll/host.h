@@ -516,7 +516,7 @@ static iris_status_t iris_coll_enqueue_args(iris_t *ctx, iris_coll_state_t *team
       for (c0 = 0; c0 < count; c0 += step) {
         const size_t n = count - c0 < step ? count - c0 : step;
         part.k = c0 / step;
-        iris_coll_launch_strided(s, kind_flags, IRIS_COLL_PATH_STAGED, t, op, (const char *)send + c0 * es, (char *)recv + c0 * es, n, stride, root, ctas, stream, &part,
+        (void)iris_coll_launch_strided(s, kind_flags, IRIS_COLL_PATH_STAGED, t, op, (const char *)send + c0 * es, (char *)recv + c0 * es, n, stride, root, ctas, stream, &part,
                                  outer);
         e = iris_gpu_last_error();
         if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
@@ -538,6 +538,7 @@ static iris_status_t iris_coll_enqueue_args(iris_t *ctx, iris_coll_state_t *team
       const int recv_local = s->fused_staging && kind == IRIS_COLL_RS;
       const char *in = heap_in || send_local ? (const char *)send + c0 * es : s->stage_in;
       char *out = heap_out || recv_local ? (char *)recv + c0 * es : s->stage_out;
+      unsigned long long sig = 0;
       e = IRIS_GPU_SUCCESS;
       if (heap_in && chunked_in && !send_local) in = NULL; /* a chunked input on the heap is still strided: stage it */
       if (heap_out && chunked_out) out = NULL;
@@ -549,12 +550,15 @@ static iris_status_t iris_coll_enqueue_args(iris_t *ctx, iris_coll_state_t *team
       }
       if (e == IRIS_GPU_SUCCESS) {
         part.k = c0 / step;
-        iris_coll_launch_strided(s, kind_flags, IRIS_COLL_PATH_BW, t, op, in, out, n, 0, root, ctas, stream, &part, outer);
+        sig = iris_coll_launch_strided(s, kind_flags, IRIS_COLL_PATH_BW, t, op, in, out, n, 0, root, ctas, stream, &part, outer);
         e = iris_gpu_last_error();
       }
       if (e == IRIS_GPU_SUCCESS && out == s->stage_out) {
-        if (chunked_out) e = iris_gpu_memcpy2d_async((char *)recv + c0 * es, count * es, s->stage_out, n * es, n * es, (size_t)W, stream);
-        else e = iris_gpu_memcpy_async((char *)recv + c0 * es, s->stage_out, n * es, stream);
+        /* a kernel, not a memcpy: it copies only if every peer matched the launch, so a
+         * mismatched call leaves recv as it was (iris_coll_copy_out_kernel) */
+        if (chunked_out) iris_coll_launch_copy_out(s, (char *)recv + c0 * es, count * es, s->stage_out, n * es, n * es, W, sig, stream);
+        else iris_coll_launch_copy_out(s, (char *)recv + c0 * es, 0, s->stage_out, 0, n * es, 1, sig, stream);
+        e = iris_gpu_last_error();
       }
       if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: staging failed: %s", me, name, iris_gpu_error_text(e));
     }

@@ -283,9 +283,9 @@ typedef struct iris_coll_part {
   size_t total; /* the user call's count */
   size_t k, n;  /* this launch's index, of n */
 } iris_coll_part_t;
-static void iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags, iris_coll_path_t path, iris_dtype_t t, iris_redop_t op, const void *send, void *recv,
-                                     size_t count, size_t stride, int root, int ctas, iris_stream_t stream, const iris_coll_part_t *part,
-                                     const iris_coll_part_t *outer) {
+static unsigned long long iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags, iris_coll_path_t path, iris_dtype_t t, iris_redop_t op, const void *send,
+                                                   void *recv, size_t count, size_t stride, int root, int ctas, iris_stream_t stream, const iris_coll_part_t *part,
+                                                   const iris_coll_part_t *outer) {
   const int W = s->dev.ctx.world_size, kind = kind_flags & ~IRIS_COLL_KIND_FLAGS;
   const size_t es = iris_dtype_size(t), bytes = count * es;
   const size_t step = stride ? stride : bytes;
@@ -329,7 +329,7 @@ static void iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags,
     if (kind == IRIS_COLL_AG) iris_coll_launch_staged<IRIS_COLL_AG>(s, send, step, recv, step, bytes, root, sig, blocks, stream);
     else if (kind == IRIS_COLL_A2A) iris_coll_launch_staged<IRIS_COLL_A2A>(s, send, step, recv, step, bytes, root, sig, blocks, stream);
     else iris_coll_launch_staged<IRIS_COLL_BC>(s, send, step, recv, step, bytes, root, sig, blocks, stream);
-    return;
+    return sig;
   }
   switch (kind) {
   case IRIS_COLL_AR: iris_coll_dispatch_type<IRIS_COLL_AR>(s, path, t, op, send, recv, count, sig, vec, blocks, stream); break;
@@ -338,11 +338,25 @@ static void iris_coll_launch_strided(const iris_coll_state_t *s, int kind_flags,
   case IRIS_COLL_A2A: iris_coll_dispatch_size<IRIS_COLL_A2A>(s, path, es, send, recv, count, root, sig, blocks, stream); break;
   default: iris_coll_dispatch_size<IRIS_COLL_BC>(s, path, es, send, recv, count, root, sig, blocks, stream); break;
   }
+  return sig;
 }
 
 static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, iris_coll_path_t path, iris_dtype_t t, iris_redop_t op, const void *send, void *recv, size_t count,
                              int root, int ctas, iris_stream_t stream, const iris_coll_part_t *outer) {
-  iris_coll_launch_strided(s, kind_flags, path, t, op, send, recv, count, 0, root, ctas, stream, NULL, outer);
+  (void)iris_coll_launch_strided(s, kind_flags, path, t, op, send, recv, count, 0, root, ctas, stream, NULL, outer);
+}
+
+/* The staging area's copy out after the launch of signature sig (iris_coll_copy_out_kernel):
+ * `rows` rows of `width` bytes; a 16-byte vector per thread, up to IRIS_COLL_COPY_OUT_WAVES
+ * CTAs per SM. */
+static void iris_coll_launch_copy_out(const iris_coll_state_t *s, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, int rows,
+                                      unsigned long long sig, iris_stream_t stream) {
+  const size_t vecs = (width * (size_t)rows + 15) / 16, per = IRIS_COLL_BW_THREADS, cap = (size_t)(s->sms > 0 ? s->sms : 1) * IRIS_COLL_COPY_OUT_WAVES;
+  size_t blocks = (vecs + per - 1) / per;
+  if (blocks < 1) blocks = 1;
+  if (blocks > cap) blocks = cap;
+  iris_coll_copy_out_kernel<<<(unsigned)blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev.calls, s->dev.hdr, s->dev.ctx.world_size, s->dev.ctx.rank, (char *)dst, dpitch,
+                                                                                   (const char *)src, spitch, width, rows, sig);
 }
 
 #endif /* IRIS_INTERNAL_COLL_LAUNCH_H */

@@ -408,6 +408,12 @@ static inline IRIS_HOST_DEVICE size_t iris_coll_ll_payload(int W) { return W == 
 #define IRIS_COLL_MN_SCRATCH_BYTES ((size_t)32 << 20)
 #endif
 
+/* The staging area's copy out (iris_coll_copy_out_kernel): at most this many CTAs per SM
+ * (a 16-byte vector per thread below that). */
+#ifndef IRIS_COLL_COPY_OUT_WAVES
+#define IRIS_COLL_COPY_OUT_WAVES 2
+#endif
+
 /* Whether a bandwidth-path call whose buffers are not both on the heap runs a staged
  * kernel (IRIS_COLL_PATH_STAGED) rather than the copies in and out around the kernel:
  * bytes = count x the type's size, in_bytes = the send's bytes (W x that for a
