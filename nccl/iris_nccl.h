@@ -23,7 +23,7 @@ typedef struct iris_nccl_stats {
   size_t struct_size;      /* set to sizeof(iris_nccl_stats_t) before the call */
   int iris;                /* 1: an iris context serves this communicator now */
   int rank, world;         /* as NCCL numbers them (0 and 0 until the bring-up ran) */
-  unsigned long long served[IRIS_NCCL_STATS_KINDS];    /* calls iris ran */
+  unsigned long long served[IRIS_NCCL_STATS_KINDS];    /* calls sent to iris (one iris refused for its arguments, such as a root out of range, included: it still took part) */
   unsigned long long forwarded[IRIS_NCCL_STATS_KINDS]; /* calls of the same kinds sent to NCCL */
   unsigned long long max_bytes[IRIS_NCCL_STATS_KINDS]; /* the agreed routing table */
   char why[192];           /* why there is no iris context ("" when there is one) */

@@ -6,9 +6,12 @@
  * The rule every decision here keeps (it is what keeps ranks out of deadlock): a rank
  * may send a call to iris only if every other rank sends the same call to iris. So a
  * per-call decision depends only on values that NCCL already requires equal on every
- * rank: the collective, count, type, op, root, the communicator (its world size and its
- * routing table, agreed at bring-up) — never on buffer addresses (heap or not, NULL or
- * not), streams, timing or anything else one rank could see differently. The per-comm
+ * rank and that a well-formed call has valid everywhere: the collective, count, type, op,
+ * the communicator (its world size and its routing table, agreed at bring-up) — never on
+ * buffer addresses (heap or not, NULL or not), streams, timing, nor on a value one rank
+ * may get wrong alone: a broadcast's root (a root outside [0, world) on one rank routes as
+ * a valid one; iris refuses it there and takes part, so the others' call reports a
+ * mismatch instead of waiting; nccl/shim.cc, iris_nccl_collective). The per-comm
  * verdict (iris context or not) is drawn from every rank's record, gathered over the real
  * communicator, by the same function on every rank, so it is the same everywhere. */
 #ifndef IRIS_NCCL_ROUTE_H
@@ -221,19 +224,20 @@ enum {
   IRIS_NCCL_ROUTE_TYPE_OP,  /* a type or op iris does not compute as NCCL does */
   IRIS_NCCL_ROUTE_SIZE,     /* above the table's bytes for this collective */
   IRIS_NCCL_ROUTE_EMPTY,    /* count 0: nothing to move, NCCL returns at once */
-  IRIS_NCCL_ROUTE_ROOT,     /* a root outside [0, world): NCCL reports it */
   IRIS_NCCL_ROUTE_GROUP,    /* inside ncclGroupStart/End with IRIS_NCCL_GROUPS=0 */
   IRIS_NCCL_ROUTES
 };
 static const char *const iris_nccl_route_names[IRIS_NCCL_ROUTES] = {"iris", "NCCL (the communicator has no iris context)", "NCCL (type or op)",
-                                                                   "NCCL (above the table's size)", "NCCL (count 0)", "NCCL (root out of range)",
+                                                                   "NCCL (above the table's size)", "NCCL (count 0)",
                                                                    "NCCL (inside a group, IRIS_NCCL_GROUPS=0)"};
 
-/* The per-call decision (see the rule at the top): only kind, count, type, op, root, the
- * world size and the agreed table. Sets *t and *o when it returns IRIS_NCCL_ROUTE_IRIS,
- * and *bytes (as the table measures it) always. */
-static inline int iris_nccl_route(int kind, const iris_nccl_table_t *table, int world, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root,
-                                  iris_dtype_t *t, iris_redop_t *o, unsigned long long *bytes) {
+/* The per-call decision (see the rule at the top): only kind, count, type, op, the world
+ * size and the agreed table. A broadcast's root takes no part: NCCL requires it equal on
+ * every rank, but one rank may pass one outside [0, world) alone, and its route must still
+ * be its peers' (iris_nccl_bad_root says what the shim does with it). Sets *t and *o when
+ * it returns IRIS_NCCL_ROUTE_IRIS, and *bytes (as the table measures it) always. */
+static inline int iris_nccl_route(int kind, const iris_nccl_table_t *table, int world, size_t count, ncclDataType_t dt, ncclRedOp_t op, iris_dtype_t *t,
+                                  iris_redop_t *o, unsigned long long *bytes) {
   const size_t es = iris_nccl_type_size(dt);
   const int per_rank = kind == IRIS_NCCL_AG || kind == IRIS_NCCL_RS || kind == IRIS_NCCL_A2A;
   unsigned long long limit = table->max_bytes[kind];
@@ -245,7 +249,6 @@ static inline int iris_nccl_route(int kind, const iris_nccl_table_t *table, int 
   } else if (!iris_nccl_map_move(dt, t)) {
     return IRIS_NCCL_ROUTE_TYPE_OP;
   }
-  if (kind == IRIS_NCCL_BC && (root < 0 || root >= world)) return IRIS_NCCL_ROUTE_ROOT;
   if (count == 0) return IRIS_NCCL_ROUTE_EMPTY;
   if (count > (~0ull >> 8) / es / (unsigned long long)(per_rank ? world : 1)) { /* never near a real buffer */
     *bytes = ~0ull;
@@ -253,6 +256,18 @@ static inline int iris_nccl_route(int kind, const iris_nccl_table_t *table, int 
   }
   *bytes = (unsigned long long)count * es * (unsigned long long)(per_rank ? world : 1);
   return *bytes <= limit ? IRIS_NCCL_ROUTE_IRIS : IRIS_NCCL_ROUTE_SIZE;
+}
+
+/* 1 if a call of this kind names a root outside [0, world) (a broadcast's; the other
+ * kinds have none), with why naming the root and the world (ncclGetLastError's text); 0
+ * otherwise. Routed to iris, such a call goes to iris all the same, which refuses it
+ * (IRIS_ERROR_INVALID_RANK -> ncclInvalidArgument, NCCL's answer for a bad root) and takes
+ * part, so the peers whose root is valid see a mismatch at once instead of waiting for a
+ * rank that never comes; routed to NCCL, it is forwarded and the real NCCL reports it. */
+static inline int iris_nccl_bad_root(int kind, int root, int world, char *why, size_t n) {
+  if (kind != IRIS_NCCL_BC || (root >= 0 && root < world)) return 0;
+  snprintf(why, n, "root %d is outside [0, %d) (the communicator's %d ranks)", root, world, world);
+  return 1;
 }
 
 /* ----------------------------------------------------------------- bring-up record == */

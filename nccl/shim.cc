@@ -1082,7 +1082,8 @@ static ncclResult_t iris_nccl_collective(int kind, const void *send, void *recv,
   iris_status_t st = IRIS_SUCCESS;
   iris_coll_opts_t opts = IRIS_COLL_OPTS_INIT;
   iris_t *ctx;
-  int route, old, zc = 0;
+  int route, old, zc = 0, bad_root = 0;
+  char root_why[96] = "";
   cudaError_t copy_err = cudaSuccess;
   *done = 0;
   if (!c) return ncclSuccess;
@@ -1096,7 +1097,8 @@ static ncclResult_t iris_nccl_collective(int kind, const void *send, void *recv,
   ctx = __atomic_load_n(&c->iris, __ATOMIC_ACQUIRE);
   if (!ctx || c->revoked) route = IRIS_NCCL_ROUTE_NO_IRIS;
   else if (iris_nccl_depth > 0 && !iris_nccl_options()->groups) route = IRIS_NCCL_ROUTE_GROUP;
-  else route = iris_nccl_route(kind, &c->table, c->world, count, dt, op, root, &t, &o, &bytes);
+  else route = iris_nccl_route(kind, &c->table, c->world, count, dt, op, &t, &o, &bytes); /* the root takes no part: every rank routes alike */
+  if (route == IRIS_NCCL_ROUTE_IRIS) bad_root = iris_nccl_bad_root(kind, root, c->world, root_why, sizeof root_why);
   if (route == IRIS_NCCL_ROUTE_IRIS) {
     pthread_mutex_lock(&c->lock);
     if ((ctx = c->iris) == NULL) route = IRIS_NCCL_ROUTE_NO_IRIS; /* dropped meanwhile (an abort in another thread) */
@@ -1114,9 +1116,11 @@ static ncclResult_t iris_nccl_collective(int kind, const void *send, void *recv,
         case IRIS_NCCL_RS: st = iris_reduce_scatter_ex(ctx, send, recv, count, t, o, stream, &opts); break;
         case IRIS_NCCL_BC: {
           /* NCCL reads sendbuff on the root only (elsewhere it may be anything): the others
-           * pass recv. Zero-copy: the root first copies send into its recv, so every rank
+           * pass recv, and so does every rank when the root is outside [0, world) (then no
+           * rank is the root: iris refuses the call before reading any buffer and takes
+           * part). Zero-copy: the root first copies send into its recv, so every rank
            * passes recv as both, at the same offset (only recv must be windowed). */
-          const void *src = c->rank == root ? send : recv;
+          const void *src = !bad_root && c->rank == root ? send : recv;
           if (zc && src && src != recv) {
             copy_err = cudaMemcpyAsync(recv, src, count * es, cudaMemcpyDeviceToDevice, stream);
             src = recv;
@@ -1126,7 +1130,13 @@ static ncclResult_t iris_nccl_collective(int kind, const void *send, void *recv,
         }
         default: st = iris_all_to_all_ex(ctx, send, recv, count, t, stream, &opts); break;
       }
-      if (st != IRIS_SUCCESS)
+      if (bad_root && st == IRIS_SUCCESS) st = IRIS_ERROR_INVALID_RANK; /* cannot happen: iris checks the root before any launch */
+      if (bad_root && st == IRIS_ERROR_INVALID_RANK) { /* refused by iris, which took part: the peers' call mismatches at once (a
+                                                       * context with a fatal fault answers that fault first, as NCCL's async error) */
+        iris_nccl_set_error("iris_nccl: broadcast of %zu %s on rank %d of %d: %s (ncclInvalidArgument, as NCCL); iris still took part, so the other "
+                            "ranks' broadcast reports a mismatch (ncclCommGetAsyncError: ncclInvalidUsage) instead of waiting: %s",
+                            count, iris_nccl_type_name(dt), c->rank, c->world, root_why, iris_error_detail());
+      } else if (st != IRIS_SUCCESS)
         iris_nccl_set_error("iris_nccl: %s of %zu %s on rank %d of %d (served by iris) failed: %s", iris_nccl_kind_names[kind], count, iris_nccl_type_name(dt),
                             c->rank, c->world, iris_error_detail());
       else if (copy_err != cudaSuccess) {

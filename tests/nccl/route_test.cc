@@ -2,6 +2,7 @@
  * sizes and the table variable, NCCL type/op -> iris, the per-call route, the bring-up
  * verdict from every rank's record, the heap and staging sizes, result codes.
  * Prints PASS / FAIL per check. */
+#include <limits.h>
 #include <stdio.h>
 #include "../../nccl/route.h"
 
@@ -129,38 +130,65 @@ int main(void) {
 
   /* the per-call route (4 ranks, default table) */
   t = iris_nccl_default_table();
-  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, 1 << 20, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 4ull << 20,
+  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, 1 << 20, ncclFloat32, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 4ull << 20,
         "route: all-reduce of 4 MiB -> iris");
-  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, (1 << 20) + 1, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
+  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, (1 << 20) + 1, ncclFloat32, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
         "route: all-reduce of 4 MiB + 4 B -> NCCL (size)");
-  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, 256, ncclFloat64, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_TYPE_OP, "route: fp64 all-reduce -> NCCL");
-  check(iris_nccl_route(IRIS_NCCL_AG, &t, 4, 1 << 18, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 4ull << 20,
+  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, 256, ncclFloat64, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_TYPE_OP, "route: fp64 all-reduce -> NCCL");
+  check(iris_nccl_route(IRIS_NCCL_AG, &t, 4, 1 << 18, ncclFloat32, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 4ull << 20,
         "route: all-gather measures its output (4 ranks x 1 MiB = 4 MiB -> iris)");
-  check(iris_nccl_route(IRIS_NCCL_AG, &t, 8, 1 << 18, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
+  check(iris_nccl_route(IRIS_NCCL_AG, &t, 8, 1 << 18, ncclFloat32, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
         "route: the same all-gather at 8 ranks (8 MiB) -> NCCL");
-  check(iris_nccl_route(IRIS_NCCL_AG, &t, 4, 1000, ncclFloat64, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && dt == IRIS_INT64,
+  check(iris_nccl_route(IRIS_NCCL_AG, &t, 4, 1000, ncclFloat64, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && dt == IRIS_INT64,
         "route: fp64 all-gather -> iris (bytes)");
-  check(iris_nccl_route(IRIS_NCCL_RS, &t, 4, 1 << 18, ncclBfloat16, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 2ull << 20,
+  check(iris_nccl_route(IRIS_NCCL_RS, &t, 4, 1 << 18, ncclBfloat16, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 2ull << 20,
         "route: reduce-scatter measures its input");
-  check(iris_nccl_route(IRIS_NCCL_RS, &t, 4, 1024, ncclFloat32, ncclProd, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_TYPE_OP, "route: reduce-scatter prod -> NCCL");
-  check(iris_nccl_route(IRIS_NCCL_BC, &t, 4, 1 << 18, ncclFloat32, ncclSum, 3, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS, "route: broadcast of 1 MiB -> iris");
-  check(iris_nccl_route(IRIS_NCCL_BC, &t, 4, (1 << 18) + 1, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
+  check(iris_nccl_route(IRIS_NCCL_RS, &t, 4, 1024, ncclFloat32, ncclProd, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_TYPE_OP, "route: reduce-scatter prod -> NCCL");
+  check(iris_nccl_route(IRIS_NCCL_BC, &t, 4, 1 << 18, ncclFloat32, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS, "route: broadcast of 1 MiB -> iris");
+  check(iris_nccl_route(IRIS_NCCL_BC, &t, 4, (1 << 18) + 1, ncclFloat32, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
         "route: broadcast above 1 MiB -> NCCL");
-  check(iris_nccl_route(IRIS_NCCL_BC, &t, 4, 16, ncclFloat32, ncclSum, 4, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_ROOT &&
-            iris_nccl_route(IRIS_NCCL_BC, &t, 4, 16, ncclFloat32, ncclSum, -1, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_ROOT,
-        "route: a root outside [0, world) -> NCCL (it reports the error)");
-  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, 0, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_EMPTY, "route: count 0 -> NCCL");
-  check(iris_nccl_route(IRIS_NCCL_A2A, &t, 4, 1 << 16, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 1ull << 20,
+  /* a broadcast whose root is outside [0, world) on one rank only (rank 2 passes 4, or
+   * -1, the others 1): every rank routes it as its peers do, by kind, count, type and the
+   * table (the root takes no part); only rank 2 finds its root bad, which the shim then
+   * refuses through iris (ncclInvalidArgument; iris takes part, so the peers' call reports
+   * a mismatch instead of waiting). The old route sent rank 2's call alone to NCCL. */
+  {
+    const size_t counts[4] = {16, 1 << 18, (1 << 18) + 1, 0};
+    const int want[4] = {IRIS_NCCL_ROUTE_IRIS, IRIS_NCCL_ROUTE_IRIS, IRIS_NCCL_ROUTE_SIZE, IRIS_NCCL_ROUTE_EMPTY};
+    const int bad_roots[2] = {4, -1};
+    int b, c, r;
+    ok = 1;
+    for (b = 0; b < 2; b++)
+      for (c = 0; c < 4; c++) {
+        const int roots[4] = {1, 1, bad_roots[b], 1};
+        int first = -1;
+        for (r = 0; r < 4; r++) {
+          char w[96] = "";
+          const int route = iris_nccl_route(IRIS_NCCL_BC, &t, 4, counts[c], ncclFloat32, ncclSum, &dt, &op, &bytes);
+          const int bad = iris_nccl_bad_root(IRIS_NCCL_BC, roots[r], 4, w, sizeof w);
+          if (r == 0) first = route;
+          ok = ok && route == first && route == want[c] && bad == (r == 2) && (!bad || (strstr(w, b ? "root -1" : "root 4") && strstr(w, "[0, 4)")));
+        }
+      }
+    check(ok, "route: a broadcast with a root outside [0, world) on one rank routes as on the others (iris in the table, NCCL above it or at count 0); only that rank's root is bad, named with the world");
+    ok = 1;
+    for (r = 0; r < 4; r++) ok = ok && !iris_nccl_bad_root(IRIS_NCCL_BC, r, 4, why, sizeof why);
+    for (int bad : {4, 5, -1, INT_MIN, INT_MAX}) ok = ok && iris_nccl_bad_root(IRIS_NCCL_BC, bad, 4, why, sizeof why);
+    for (k = 0; k < IRIS_NCCL_KINDS; k++) ok = ok && (k == IRIS_NCCL_BC || !iris_nccl_bad_root(k, 0, 4, why, sizeof why));
+    check(ok, "bad root: 0 to world-1 are roots; world, -1, INT_MIN, INT_MAX are not; the kinds without a root have none bad");
+  }
+  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, 0, ncclFloat32, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_EMPTY, "route: count 0 -> NCCL");
+  check(iris_nccl_route(IRIS_NCCL_A2A, &t, 4, 1 << 16, ncclFloat32, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_IRIS && bytes == 1ull << 20,
         "route: all-to-all of 1 MiB -> iris, measured by its send buffer");
-  check(iris_nccl_route(IRIS_NCCL_A2A, &t, 4, (1 << 16) + 1, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
+  check(iris_nccl_route(IRIS_NCCL_A2A, &t, 4, (1 << 16) + 1, ncclFloat32, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
         "route: all-to-all above 1 MiB -> NCCL");
   iris_nccl_parse_table("alltoall=0", &t, why, sizeof why);
-  check(iris_nccl_route(IRIS_NCCL_A2A, &t, 4, 16, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE, "route: alltoall=0 sends it to NCCL");
-  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, ~(size_t)0 / 2, ncclFloat32, ncclSum, 0, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
+  check(iris_nccl_route(IRIS_NCCL_A2A, &t, 4, 16, ncclFloat32, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE, "route: alltoall=0 sends it to NCCL");
+  check(iris_nccl_route(IRIS_NCCL_AR, &t, 4, ~(size_t)0 / 2, ncclFloat32, ncclSum, &dt, &op, &bytes) == IRIS_NCCL_ROUTE_SIZE,
         "route: an absurd count cannot overflow into a small byte count");
   iris_nccl_parse_table("0", &t, why, sizeof why);
   ok = 1;
-  for (k = 0; k < IRIS_NCCL_KINDS; k++) ok = ok && iris_nccl_route(k, &t, 4, 1, ncclUint8, ncclSum, 0, &dt, &op, &bytes) != IRIS_NCCL_ROUTE_IRIS;
+  for (k = 0; k < IRIS_NCCL_KINDS; k++) ok = ok && iris_nccl_route(k, &t, 4, 1, ncclUint8, ncclSum, &dt, &op, &bytes) != IRIS_NCCL_ROUTE_IRIS;
   check(ok, "route: IRIS_NCCL_MAX_BYTES=0 sends everything to NCCL");
 
   /* the bring-up verdict */

@@ -200,7 +200,7 @@ static void stats_of(rank_ctx_t *x, ncclComm_t comm, iris_nccl_stats_t *s) {
   s->struct_size = sizeof *s;
   if (x->stats) x->stats(comm, s);
 }
-static void check_route(rank_ctx_t *x, int kind, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root, const iris_nccl_stats_t *before, int line) {
+static void check_route(rank_ctx_t *x, int kind, size_t count, ncclDataType_t dt, ncclRedOp_t op, const iris_nccl_stats_t *before, int line) {
   iris_nccl_stats_t after;
   iris_nccl_table_t t = iris_nccl_default_table();
   iris_dtype_t it;
@@ -210,7 +210,7 @@ static void check_route(rank_ctx_t *x, int kind, size_t count, ncclDataType_t dt
   if (!x->stats) return;
   stats_of(x, x->comm, &after);
   if (after.iris) memcpy(t.max_bytes, after.max_bytes, sizeof t.max_bytes); /* the agreed table (IRIS_NCCL_MAX_BYTES may change it) */
-  want_iris = !expect_nccl && after.iris && iris_nccl_route(kind, &t, W, count, dt, op, root, &it, &io, &bytes) == IRIS_NCCL_ROUTE_IRIS;
+  want_iris = !expect_nccl && after.iris && iris_nccl_route(kind, &t, W, count, dt, op, &it, &io, &bytes) == IRIS_NCCL_ROUTE_IRIS;
   got_iris = after.served[kind] == before->served[kind] + 1;
   if (want_iris != got_iris || (!got_iris && !expect_nccl && after.forwarded[kind] != before->forwarded[kind] + 1))
     fail(C_ROUTE, x->rank, "line %d: %s of %zu %s %s: expected %s, got served %llu->%llu forwarded %llu->%llu", line, iris_nccl_kind_names[kind], count,
@@ -237,7 +237,7 @@ template <typename T> static void test_allreduce(rank_ctx_t *x, ncclDataType_t d
         fail(c, x->rank, "ncclAllReduce(%zu %s %s) returned %s: %s", n, iris_nccl_type_name(dt), iris_nccl_op_name(op), ncclGetErrorString(r), ncclGetLastError(x->comm));
         return;
       }
-      check_route(x, IRIS_NCCL_AR, n, dt, op, 0, &before, __LINE__);
+      check_route(x, IRIS_NCCL_AR, n, dt, op, &before, __LINE__);
       bad = count_bad<T>(x, x->b, n, 0, reduce_expect(op, seed, narrow, is_int, tol));
       if (bad) fail(c, x->rank, "all-reduce %zu %s %s %s: %llu elements wrong", n, iris_nccl_type_name(dt), iris_nccl_op_name(op), inplace ? "in place" : "", bad);
     }
@@ -261,7 +261,7 @@ template <typename T> static void test_allgather(rank_ctx_t *x, ncclDataType_t d
         fail(C_AG, x->rank, "ncclAllGather(%zu %s) returned %s: %s", n, iris_nccl_type_name(dt), ncclGetErrorString(r), ncclGetLastError(x->comm));
         return;
       }
-      check_route(x, IRIS_NCCL_AG, n, dt, ncclSum, 0, &before, __LINE__);
+      check_route(x, IRIS_NCCL_AG, n, dt, ncclSum, &before, __LINE__);
       for (int p = 0; p < W; p++) bad += count_bad<T>(x, x->b + (size_t)p * n * sizeof(T), n, 0, copy_expect(p, seed, 0));
       if (bad) fail(C_AG, x->rank, "all-gather %zu %s %s: %llu elements wrong", n, iris_nccl_type_name(dt), inplace ? "in place" : "", bad);
     }
@@ -285,7 +285,7 @@ template <typename T> static void test_reducescatter(rank_ctx_t *x, ncclDataType
         fail(C_RS, x->rank, "ncclReduceScatter(%zu %s) returned %s: %s", n, iris_nccl_type_name(dt), ncclGetErrorString(r), ncclGetLastError(x->comm));
         return;
       }
-      check_route(x, IRIS_NCCL_RS, n, dt, op, 0, &before, __LINE__);
+      check_route(x, IRIS_NCCL_RS, n, dt, op, &before, __LINE__);
       bad = count_bad<T>(x, recv, n, (size_t)x->rank * n, reduce_expect(op, seed, 0, 0, tol));
       if (bad) fail(C_RS, x->rank, "reduce-scatter %zu %s %s %s: %llu elements wrong", n, iris_nccl_type_name(dt), iris_nccl_op_name(op), inplace ? "in place" : "", bad);
     }
@@ -308,7 +308,7 @@ static void test_broadcast(rank_ctx_t *x) {
           fail(C_BC, x->rank, "broadcast(%zu, root %d) returned %s: %s", n, root, ncclGetErrorString(r), ncclGetLastError(x->comm));
           return;
         }
-        check_route(x, IRIS_NCCL_BC, n, ncclFloat32, ncclSum, root, &before, __LINE__);
+        check_route(x, IRIS_NCCL_BC, n, ncclFloat32, ncclSum, &before, __LINE__);
         bad = count_bad<float>(x, x->b, n, 0, copy_expect(root, seed, 0));
         if (bad) fail(C_BC, x->rank, "broadcast %zu fp32 root %d %s: %llu elements wrong", n, root, inplace ? "(ncclBcast)" : "", bad);
       }
@@ -329,7 +329,7 @@ static void test_alltoall(rank_ctx_t *x) {
       fail(C_A2A, x->rank, "ncclAlltoAll of %zu per peer failed: %s", n, ncclGetLastError(x->comm));
       return;
     }
-    check_route(x, IRIS_NCCL_A2A, n, ncclInt32, ncclSum, 0, &before, __LINE__);
+    check_route(x, IRIS_NCCL_A2A, n, ncclInt32, ncclSum, &before, __LINE__);
     for (int p = 0; p < W; p++) bad += count_bad<int32_t>(x, x->b + (size_t)p * n * 4, n, (size_t)x->rank * n, copy_expect(p, 7 + k, 0));
     if (bad) fail(C_A2A, x->rank, "all-to-all of %zu per peer: %llu elements wrong", n, bad);
   }
@@ -570,7 +570,7 @@ static void *thread_main(void *p) {
 
 /* what the shim must have done with one call on these buffers: served by iris where the
  * agreed table sends it, zero-copy (want_zc) or staged */
-static void check_mem_route(rank_ctx_t *x, int c, int kind, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root, const iris_nccl_stats_t *before, int want_zc,
+static void check_mem_route(rank_ctx_t *x, int c, int kind, size_t count, ncclDataType_t dt, ncclRedOp_t op, const iris_nccl_stats_t *before, int want_zc,
                             int line) {
   iris_nccl_stats_t after;
   iris_nccl_table_t t;
@@ -580,7 +580,7 @@ static void check_mem_route(rank_ctx_t *x, int c, int kind, size_t count, ncclDa
   int want_iris;
   stats_of(x, x->comm, &after);
   memcpy(t.max_bytes, after.max_bytes, sizeof t.max_bytes);
-  want_iris = after.iris && iris_nccl_route(kind, &t, W, count, dt, op, root, &it, &io, &bytes) == IRIS_NCCL_ROUTE_IRIS;
+  want_iris = after.iris && iris_nccl_route(kind, &t, W, count, dt, op, &it, &io, &bytes) == IRIS_NCCL_ROUTE_IRIS;
   served = after.served[kind] - before->served[kind];
   zc = after.zero_copy[kind] - before->zero_copy[kind];
   if (served != (unsigned long long)want_iris || zc != (unsigned long long)(want_iris && want_zc))
@@ -629,7 +629,7 @@ static void mem_allreduce(rank_ctx_t *x, int c, char *a, char *b, size_t cap, in
         fail(c, x->rank, "ncclAllReduce(%zu %s) returned %s: %s", n, iris_nccl_type_name(dt), ncclGetErrorString(r), ncclGetLastError(x->comm));
         return;
       }
-      check_mem_route(x, c, IRIS_NCCL_AR, n, dt, op, 0, &before, want_zc, __LINE__);
+      check_mem_route(x, c, IRIS_NCCL_AR, n, dt, op, &before, want_zc, __LINE__);
       bad = count_bad<T>(x, b, n, 0, reduce_expect(op, seed, 0, 0, 0));
       x->s = keep;
       if (bad) fail(c, x->rank, "all-reduce %zu %s %s%s: %llu elements wrong", n, iris_nccl_type_name(dt), iris_nccl_op_name(op), inplace ? " in place" : "", bad);
@@ -661,7 +661,7 @@ static void mem_allgather(rank_ctx_t *x, int c, char *a, char *b, size_t cap, in
         fail(c, x->rank, "ncclAllGather(%zu) returned %s: %s", n, ncclGetErrorString(r), ncclGetLastError(x->comm));
         return;
       }
-      check_mem_route(x, c, IRIS_NCCL_AG, n, ncclFloat32, ncclSum, 0, &before, want_zc, __LINE__);
+      check_mem_route(x, c, IRIS_NCCL_AG, n, ncclFloat32, ncclSum, &before, want_zc, __LINE__);
       for (int p = 0; p < W; p++) bad += count_bad<float>(x, b + (size_t)p * n * 4, n, 0, copy_expect(p, seed, 0));
       x->s = keep;
       if (bad) fail(c, x->rank, "all-gather %zu fp32%s: %llu elements wrong", n, inplace ? " in place" : "", bad);
@@ -693,7 +693,7 @@ static void mem_reducescatter(rank_ctx_t *x, int c, char *a, char *b, size_t cap
         fail(c, x->rank, "ncclReduceScatter(%zu) returned %s: %s", n, ncclGetErrorString(r), ncclGetLastError(x->comm));
         return;
       }
-      check_mem_route(x, c, IRIS_NCCL_RS, n, ncclFloat32, ncclSum, 0, &before, want_zc, __LINE__);
+      check_mem_route(x, c, IRIS_NCCL_RS, n, ncclFloat32, ncclSum, &before, want_zc, __LINE__);
       bad = count_bad<float>(x, recv, n, (size_t)x->rank * n, reduce_expect(ncclSum, seed, 0, 0, 0));
       x->s = keep;
       if (bad) fail(c, x->rank, "reduce-scatter %zu fp32%s: %llu elements wrong", n, inplace ? " in place" : "", bad);
@@ -725,7 +725,7 @@ static void mem_broadcast(rank_ctx_t *x, int c, char *a, char *b, size_t cap, in
           fail(c, x->rank, "broadcast(%zu, root %d) returned %s: %s", n, root, ncclGetErrorString(r), ncclGetLastError(x->comm));
           return;
         }
-        check_mem_route(x, c, IRIS_NCCL_BC, n, ncclFloat32, ncclSum, root, &before, want_zc, __LINE__);
+        check_mem_route(x, c, IRIS_NCCL_BC, n, ncclFloat32, ncclSum, &before, want_zc, __LINE__);
         bad = count_bad<float>(x, b, n, 0, copy_expect(root, seed, 0));
         x->s = keep;
         if (bad) fail(c, x->rank, "broadcast %zu fp32 root %d%s: %llu elements wrong", n, root, inplace ? " (ncclBcast)" : "", bad);
