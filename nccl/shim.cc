@@ -1125,7 +1125,10 @@ static ncclResult_t iris_nccl_collective(int kind, const void *send, void *recv,
             copy_err = cudaMemcpyAsync(recv, src, count * es, cudaMemcpyDeviceToDevice, stream);
             src = recv;
           }
-          st = iris_broadcast_ex(ctx, src ? src : recv, recv, count, t, root, stream, &opts); /* the peers wait for it either way */
+          /* a NULL send on the root is refused (ncclInvalidArgument, as NCCL with
+           * NCCL_CHECK_POINTERS=1; without it NCCL's kernel faults) and takes part, like a
+           * NULL recv; it is no longer replaced by recv, which broadcast recv's stale bytes */
+          st = iris_broadcast_ex(ctx, src, recv, count, t, root, stream, &opts);
           break;
         }
         default: st = iris_all_to_all_ex(ctx, send, recv, count, t, stream, &opts); break;
