@@ -300,15 +300,37 @@ static inline int iris_nccl_ranks_here(const iris_nccl_record_t *r, int world, i
   return n;
 }
 
+/* An IRIS_* variable of iris's own, read by iris's rule (docs/options.md): 0 unset; 1 set
+ * and not empty (*value); -1 set but empty, with why naming it (never the default). This
+ * is internal/core/util.h's iris_detail_env, replicated: route.h is compiled without
+ * iris's implementation (nccl/shim.cc links it from nccl/iris_impl.cu, where
+ * iris_detail_env is a static function; tests/nccl/route_test.cc compiles route.h alone).
+ * The shim's own IRIS_NCCL_* variables keep their rule (empty is unset, as NCCL reads its
+ * own; iris_nccl_parse_level). */
+static inline int iris_nccl_env_strict(const char *name, const char **value, char *why, size_t n) {
+  const char *s = getenv(name);
+  if (!s) return 0;
+  if (!*s) {
+    snprintf(why, n, "%s is set but empty; unset it for the default, or give a value", name);
+    return -1;
+  }
+  *value = s;
+  return 1;
+}
+
 /* This host's identity as iris groups ranks into nodes: IRIS_HOST_ID when set, else
- * "<hostname>/<boot id>". */
-static inline void iris_nccl_host_identity(char *out, size_t n) {
-  const char *id = getenv("IRIS_HOST_ID");
+ * "<hostname>/<boot id>". Returns 0, or -1 when IRIS_HOST_ID is set but empty (why names
+ * it; iris_init refuses it too, so the shim refuses it before the bring-up: its record
+ * would otherwise take the empty value for unset). */
+static inline int iris_nccl_host_identity(char *out, size_t n, char *why, size_t why_n) {
+  const char *id = NULL;
   char host[64] = "", boot[64] = "";
   FILE *f;
-  if (id && *id) {
+  const int got = iris_nccl_env_strict("IRIS_HOST_ID", &id, why, why_n);
+  if (got < 0) return -1;
+  if (got > 0) {
     snprintf(out, n, "id:%s", id);
-    return;
+    return 0;
   }
   gethostname(host, sizeof host - 1);
   if ((f = fopen("/proc/sys/kernel/random/boot_id", "r")) != NULL) {
@@ -317,6 +339,7 @@ static inline void iris_nccl_host_identity(char *out, size_t n) {
     boot[strcspn(boot, "\n")] = 0;
   }
   snprintf(out, n, "%s/%s", host, boot);
+  return 0;
 }
 
 /* The verdict, the same on every rank because every rank runs it on the same records:

@@ -291,6 +291,10 @@ static void iris_nccl_read_options(void) {
     snprintf(o->why, sizeof o->why, "IRIS_NCCL_MEMALLOC='%s' is not a size of bytes (e.g. 1G; 0: off)", v);
     o->bad = 1;
   }
+  { /* IRIS_HOST_ID is iris's: set but empty is an error (iris_init refuses it), like a malformed variable here */
+    char host[sizeof ((iris_nccl_record_t *)0)->host];
+    if (!o->bad && iris_nccl_host_identity(host, sizeof host, o->why, sizeof o->why) != 0) o->bad = 1;
+  }
   if ((v = getenv("IRIS_COLL_STAGING")) != NULL) { /* the user's; iris parses it (a bad one fails its setup) */
     snprintf(o->staging_str, sizeof o->staging_str, "%s", v);
     if (iris_nccl_parse_size(v, &o->staging) != 0 || o->staging == 0) o->staging = 64 * IRIS_NCCL_MIB;
@@ -618,7 +622,7 @@ static void iris_nccl_bring_up_relaxed(iris_nccl_comm_t *c) {
     for (r = 0; r < IRIS_NCCL_KINDS; r++) me.max_bytes[r] = tw.max_bytes[r];
   }
   snprintf(me.staging, sizeof me.staging, "%s", o->staging_str);
-  iris_nccl_host_identity(me.host, sizeof me.host);
+  if (iris_nccl_host_identity(me.host, sizeof me.host, me.why, sizeof me.why) != 0) me.want = 0; /* set empty since the options were read */
   if (cudaDeviceGetAttribute(&me.cc_major, cudaDevAttrComputeCapabilityMajor, c->device) != cudaSuccess ||
       cudaDeviceGetAttribute(&me.sms, cudaDevAttrMultiProcessorCount, c->device) != cudaSuccess ||
       cudaDeviceGetPCIBusId(me.bus, (int)sizeof me.bus, c->device) != cudaSuccess) {

@@ -191,6 +191,36 @@ int main(void) {
   for (k = 0; k < IRIS_NCCL_KINDS; k++) ok = ok && iris_nccl_route(k, &t, 4, 1, ncclUint8, ncclSum, &dt, &op, &bytes) != IRIS_NCCL_ROUTE_IRIS;
   check(ok, "route: IRIS_NCCL_MAX_BYTES=0 sends everything to NCCL");
 
+  /* this host's identity in the bring-up record: IRIS_HOST_ID by iris's rule (set but
+   * empty is an error naming it, never the default; the shim then leaves every
+   * communicator to NCCL with that reason) */
+  {
+    char id[160] = "", w[160] = "";
+    const char *saved = getenv("IRIS_HOST_ID");
+    char keep[256] = "";
+    if (saved) snprintf(keep, sizeof keep, "%s", saved);
+    unsetenv("IRIS_HOST_ID");
+    check(iris_nccl_host_identity(id, sizeof id, w, sizeof w) == 0 && strchr(id, '/') && strncmp(id, "id:", 3) != 0,
+          "host id: IRIS_HOST_ID unset -> hostname/boot id");
+    setenv("IRIS_HOST_ID", "vnode1", 1);
+    check(iris_nccl_host_identity(id, sizeof id, w, sizeof w) == 0 && !strcmp(id, "id:vnode1"), "host id: IRIS_HOST_ID=vnode1 -> id:vnode1");
+    setenv("IRIS_HOST_ID", "", 1);
+    w[0] = 0;
+    check(iris_nccl_host_identity(id, sizeof id, w, sizeof w) == -1 && strstr(w, "IRIS_HOST_ID is set but empty"),
+          "host id: IRIS_HOST_ID set but empty -> an error naming it (not read as unset)");
+    {
+      const char *v = NULL;
+      w[0] = 0;
+      check(iris_nccl_env_strict("IRIS_HOST_ID", &v, w, sizeof w) == -1 && v == NULL && strstr(w, "IRIS_HOST_ID") &&
+                (unsetenv("IRIS_NCCL_ROUTE_TEST_X"), iris_nccl_env_strict("IRIS_NCCL_ROUTE_TEST_X", &v, w, sizeof w) == 0) &&
+                (setenv("IRIS_NCCL_ROUTE_TEST_X", "a", 1), iris_nccl_env_strict("IRIS_NCCL_ROUTE_TEST_X", &v, w, sizeof w) == 1) && v && !strcmp(v, "a"),
+            "env: the strict reader (iris's rule): set but empty -1 naming it, unset 0, set 1 with the value");
+      unsetenv("IRIS_NCCL_ROUTE_TEST_X");
+    }
+    if (saved) setenv("IRIS_HOST_ID", keep, 1);
+    else unsetenv("IRIS_HOST_ID");
+  }
+
   /* the bring-up verdict */
   {
     iris_nccl_record_t r[4];
