@@ -361,8 +361,8 @@ else
   fi
   # the NCCL shim through NCCL's API, one GPU per rank (nccl-tests and torch: tests/nccl/gpu_shim.sh)
   if make -s build/nccl_shim_test >>"$log" 2>&1; then
-    for w in $gpu_worlds; do # every rank a process, a thread (in its own thread's teardown), all from one ncclCommInitAll torn down in turn by one thread; the memory door (ncclMemAlloc, windows)
-      for m in procs threads initall-seq memalloc; do run_counted "nccl_shim_test $m $w" timeout -k 10 300 ./build/nccl_shim_test $m $w; done
+    for w in $gpu_worlds; do # every rank a process, a thread (in its own thread's teardown), all from one ncclCommInitAll torn down in turn by one thread; the memory door (ncclMemAlloc, windows); a bad root or NULL send on one rank
+      for m in procs threads initall-seq memalloc bad-root; do run_counted "nccl_shim_test $m $w" timeout -k 10 300 ./build/nccl_shim_test $m $w; done
       # NCCL_MAX_CTAS=16 (alike on every rank, as NCCL itself needs: with 24 on one rank and 16 on the other NCCL 2.28's own bring-up failed): iris's calls take it
       run_counted "nccl_shim_test procs $w (NCCL_MAX_CTAS=16: iris's calls under the cap)" env NCCL_SHIM_TEST_MAX_CTAS=16 NCCL_SHIM_TEST_EXPECT_CTAS=16 timeout -k 10 300 ./build/nccl_shim_test procs $w
     done

@@ -4,8 +4,9 @@
 # comparison tables (tests/nccl/gpu_summary.py); logs and summary.csv go to $OUT
 # (default build/nccl_gpu).
 #   1. tests/nccl/shim_test.cu through the shim: threads, ncclCommInitAll, processes, the
-#      memory door (memalloc: ncclMemAlloc, windows, zero-copy, IRIS_NCCL_MEMALLOC=64M); and
-#      with IRIS_NCCL_DISABLE=1 (everything to NCCL)
+#      memory door (memalloc: ncclMemAlloc, windows, zero-copy, IRIS_NCCL_MEMALLOC=64M), a
+#      bad root or NULL send on one rank (bad-root: an error, no wait); and with
+#      IRIS_NCCL_DISABLE=1 (everything to NCCL)
 #   2. NVIDIA's nccl-tests (all_reduce, all_gather, reduce_scatter, alltoall, broadcast,
 #      reduce, sendrecv; -c 1: its own check; 16 B to 256 MB) on the real NCCL and with the
 #      shim preloaded, threaded build (-t W -g 1) and, where mpirun and the MPI build exist,
@@ -62,6 +63,7 @@ if [[ " $SKIPS " != *" shim_test "* ]]; then
         counted "$OUT/shim_test_${mode}_$w.log" env IRIS_NCCL_LIB="$REAL" IRIS_NCCL_DEBUG=1 ./build/nccl_shim_test "$mode" "$w"
       done
       counted "$OUT/shim_test_memalloc_$w.log" env IRIS_NCCL_LIB="$REAL" IRIS_NCCL_DEBUG=1 IRIS_NCCL_MEMALLOC=64M ./build/nccl_shim_test memalloc "$w"
+      counted "$OUT/shim_test_bad-root_$w.log" env IRIS_NCCL_LIB="$REAL" IRIS_NCCL_DEBUG=1 ./build/nccl_shim_test bad-root "$w"
     done
     if [ "$big" -gt 0 ]; then
       counted "$OUT/shim_test_disabled_$big.log" env IRIS_NCCL_LIB="$REAL" IRIS_NCCL_DISABLE=1 NCCL_SHIM_TEST_EXPECT=nccl ./build/nccl_shim_test threads "$big"

@@ -14,6 +14,16 @@
  *                              a graph of zero-copy calls, deregistration, ncclMemAlloc
  *                              before any communicator (the real NCCL's), a block that
  *                              outlives its communicator (checks M_* below)
+ *   nccl_shim_test bad-root W  one thread per rank, a bad argument on one rank only (checks
+ *                              B_* below): a broadcast the table sends to iris with a root
+ *                              outside [0, W) on one rank (ncclBroadcast, then ncclBcast with
+ *                              -1 on another), and a NULL sendbuff on the root: that rank
+ *                              returns ncclInvalidArgument naming the root and the ranks, no
+ *                              rank waits (every stream done within 10 s; IRIS_WAIT_TIMEOUT_MS
+ *                              20000 unless given, so a wait for a rank that never comes is a
+ *                              FAIL, not a hang), the next call is exact, and then
+ *                              ncclCommGetAsyncError reports the mismatch (ncclInvalidUsage) on
+ *                              every rank; ncclCommAbort ends it
  * W ranks on W distinct GPUs (fewer GPUs: SKIP; NCCL refuses two ranks on one GPU).
  * Every collective the shim serves, over every type and op it maps, counts from 1 to
  * above the table (16 MiB), in and out of place, checked on the GPU against the exact
@@ -29,6 +39,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <nccl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -39,13 +50,15 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "../../nccl/iris_nccl.h"
 #include "../../nccl/route.h"
 
 enum { C_INIT, C_AR, C_ROUTE, C_AG, C_RS, C_BC, C_A2A, C_FALLBACK, C_GROUP, C_GRAPH, C_MIXED, C_SPLIT, C_DESTROY, C_COUNT,
-       M_INIT = C_COUNT, M_WIN, M_ZC, M_ASYM, M_GRAPH, M_MULTI, M_DEREG, M_NCCLMEM, M_LIFE, M_END };
-static const char *const check_names[M_END] = {
+       M_INIT = C_COUNT, M_WIN, M_ZC, M_ASYM, M_GRAPH, M_MULTI, M_DEREG, M_NCCLMEM, M_LIFE, M_END,
+       B_INIT = M_END, B_ROOT, B_ROOT_NEXT, B_BCAST, B_NULL_SEND, B_ASYNC, B_END };
+static const char *const check_names[B_END] = {
     "bring-up: every rank's communicator has an iris context (iris_nccl_stats)",
     "all-reduce: fp32, fp16, bf16, int32, int64, uint8 (sum, min, max; avg of fp32, bf16, int32), fp8 e4m3/e5m2, int8/uint32 sums; 1 to 4M+1 elements; in and out of place",
     "routing: every call went where nccl/route.h's default table sends it (iris_nccl_stats counters)",
@@ -71,16 +84,25 @@ static const char *const check_names[M_END] = {
     "memalloc: after ncclCommWindowDeregister the same buffers are staged and still exact",
     "memalloc: ncclMemAlloc before any communicator comes from the real NCCL; its window is the real NCCL's; calls on it staged and exact",
     "memalloc: a block still allocated at ncclCommDestroy keeps its contents; ncclMemFree after the destroy succeeds",
+    /* bad-root */
+    "bad-root: an iris context; a broadcast of 16 KB (in the table) exact from root 0",
+    "bad-root: ncclBroadcast with root W on the last rank, 0 on the others: that rank returns ncclInvalidArgument naming the root and [0, W), "
+    "the others ncclSuccess; every rank's stream done within 10 s; every rank sent it to iris (iris_nccl_stats served)",
+    "bad-root: the next broadcast (root 1 % W, every rank) is exact on every rank",
+    "bad-root: ncclBcast with root -1 on rank 0: the same answers, and the next call exact",
+    "bad-root: ncclBroadcast with a NULL sendbuff on the root: the root returns ncclInvalidArgument, no rank waits, the next call exact",
+    "bad-root: then ncclCommGetAsyncError reports ncclInvalidUsage (the mismatch) on every rank, the next collective returns it at once, ncclCommAbort succeeds",
 };
 
 /* results, shared by every rank (threads or processes): fails and the first reason */
 typedef struct shared {
   int id_ready;
   ncclUniqueId id;
-  int fails[M_END], ran[M_END];
-  char why[M_END][240];
+  int fails[B_END], ran[B_END];
+  char why[B_END][240];
   int skip;
   char skip_why[200];
+  int stop; /* bad-root mode: ranks whose bring-up failed (every rank then stops) */
 } shared_t;
 static shared_t *sh;
 static int W;
@@ -978,6 +1000,148 @@ static void *mem_thread_main(void *p) {
   return NULL;
 }
 
+/* ------------------------------------------------------------------ bad-root mode == */
+static pthread_barrier_t bad_barrier; /* bad-root mode: the rank threads meet between steps */
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+/* One broadcast of n floats that one rank gets wrong (`bad_rank` passes `bad_root`, or a
+ * NULL sendbuff where bad_root is INT_MIN and it is the root): that rank must return
+ * ncclInvalidArgument (naming want_text where given), the others ncclSuccess; every
+ * rank's stream must be done within 10 s and the call counted as sent to iris on every
+ * rank; then the next broadcast (every rank alike) must be exact. */
+static void bad_call(rank_ctx_t *x, int c, int c_next, int bcast, int bad_rank, int bad_root, const char *want_text, int seed) {
+  const size_t n = 4096; /* 16 KB: the default table sends it to iris */
+  const int good_root = 0, mine_bad = x->rank == bad_rank, null_send = bad_root == INT_MIN;
+  const int root = mine_bad && !null_send ? bad_root : good_root;
+  iris_nccl_stats_t before, after;
+  ncclResult_t r;
+  cudaError_t ce;
+  double t0, dt;
+  char text[512] = "";
+  __atomic_fetch_add(&sh->ran[c], 1, __ATOMIC_SEQ_CST);
+  if (c_next != c) __atomic_fetch_add(&sh->ran[c_next], 1, __ATOMIC_SEQ_CST);
+  fill<float>(x, x->a, n, 0, x->rank, seed, 0);
+  cudaStreamSynchronize(x->s);
+  stats_of(x, x->comm, &before);
+  pthread_barrier_wait(&bad_barrier);
+  TRACE(x, "the call with a bad argument on one rank");
+  t0 = now_s();
+  if (bcast) r = ncclBcast(x->a, n, ncclFloat32, root, x->comm, x->s);
+  else r = ncclBroadcast(mine_bad && null_send ? NULL : x->a, x->b, n, ncclFloat32, root, x->comm, x->s);
+  if (r != ncclSuccess) snprintf(text, sizeof text, "%s", ncclGetLastError(x->comm));
+  TRACE(x, "its stream");
+  ce = cudaStreamSynchronize(x->s);
+  dt = now_s() - t0;
+  stats_of(x, x->comm, &after);
+  if (mine_bad && r != ncclInvalidArgument) fail(c, x->rank, "the rank with the bad argument got %s, not ncclInvalidArgument", ncclGetErrorString(r));
+  if (mine_bad && want_text && !strstr(text, want_text)) fail(c, x->rank, "ncclGetLastError does not name '%s': %.150s", want_text, text);
+  if (!mine_bad && r != ncclSuccess) fail(c, x->rank, "a rank whose arguments are good got %s: %.150s", ncclGetErrorString(r), text);
+  if (ce != cudaSuccess) fail(c, x->rank, "cudaStreamSynchronize after the call: %s", cudaGetErrorString(ce));
+  if (dt > 10.0) fail(c, x->rank, "the call and its stream took %.1f s (a wait for a rank that never came?)", dt);
+  if (after.served[IRIS_NCCL_BC] != before.served[IRIS_NCCL_BC] + 1 || after.forwarded[IRIS_NCCL_BC] != before.forwarded[IRIS_NCCL_BC])
+    fail(c, x->rank, "routed elsewhere than iris: served %llu->%llu, forwarded %llu->%llu", before.served[IRIS_NCCL_BC], after.served[IRIS_NCCL_BC],
+         before.forwarded[IRIS_NCCL_BC], after.forwarded[IRIS_NCCL_BC]);
+  pthread_barrier_wait(&bad_barrier);
+  { /* the next call, every rank alike: exact */
+    const int next_root = 1 % W;
+    unsigned long long bad;
+    TRACE(x, "the next call");
+    fill<float>(x, x->a, n, 0, x->rank, seed + 1, 0);
+    cudaMemsetAsync(x->b, 0xff, n * sizeof(float), x->s); /* NaN: an element left unwritten counts */
+    if ((r = ncclBroadcast(x->a, x->b, n, ncclFloat32, next_root, x->comm, x->s)) != ncclSuccess) {
+      fail(c_next, x->rank, "the next broadcast returned %s: %.150s", ncclGetErrorString(r), ncclGetLastError(x->comm));
+      return;
+    }
+    bad = count_bad<float>(x, x->b, n, 0, copy_expect(next_root, seed + 1, 0));
+    if (bad) fail(c_next, x->rank, "the next broadcast: %llu elements wrong", bad);
+  }
+  pthread_barrier_wait(&bad_barrier);
+}
+static void bad_timeout(int) {
+  char msg[1024];
+  int n = snprintf(msg, sizeof msg, "FAIL: bad-root %d: not done within the time limit (a rank waits for a peer); each rank's last step:", W);
+  for (int r = 0; r < W && r < 64 && n < (int)sizeof msg - 80; r++) {
+    const char *w = __atomic_load_n(&last_step[r], __ATOMIC_ACQUIRE);
+    n += snprintf(msg + n, sizeof msg - n, " rank %d: %s (line %d);", r, w ? w : "none", __atomic_load_n(&last_line[r], __ATOMIC_RELAXED));
+  }
+  if (n < (int)sizeof msg - 1) msg[n++] = '\n';
+  if (write(1, msg, (size_t)n) < 0) {}
+  _exit(1);
+}
+static void *bad_thread_main(void *p) {
+  thread_arg_t *a = (thread_arg_t *)p;
+  rank_ctx_t x;
+  iris_nccl_stats_t s;
+  ncclResult_t r, async = ncclSuccess;
+  char want[64];
+  int ok = 1;
+  memset(&x, 0, sizeof x);
+  x.rank = a->rank;
+  __atomic_fetch_add(&sh->ran[B_INIT], 1, __ATOMIC_SEQ_CST); /* each later check counts the ranks that reach it */
+  cudaSetDevice(a->rank);
+  x.stats = (iris_nccl_stats_fn)dlsym(RTLD_DEFAULT, "iris_nccl_stats");
+  cudaStreamCreateWithFlags(&x.s, cudaStreamNonBlocking);
+  if (cudaMalloc(&x.a, 1 << 20) != cudaSuccess || cudaMalloc(&x.b, 1 << 20) != cudaSuccess || cudaMalloc(&x.bad, sizeof *x.bad) != cudaSuccess) {
+    fail(B_INIT, x.rank, "cudaMalloc failed");
+    ok = 0;
+  }
+  TRACE(&x, "ncclCommInitRank");
+  if ((r = ncclCommInitRank(&x.comm, W, sh->id, x.rank)) != ncclSuccess) {
+    fail(B_INIT, x.rank, "ncclCommInitRank: %s", ncclGetErrorString(r));
+    ok = 0;
+  }
+  if (ok) {
+    stats_of(&x, x.comm, &s);
+    if (!x.stats || !s.iris) {
+      fail(B_INIT, x.rank, "no iris context: %s", x.stats ? s.why : "the program runs on the real NCCL (no iris_nccl_stats)");
+      ok = 0;
+    }
+  }
+  /* every rank goes on (or none: each failure above is this rank's; the others would wait
+   * in the calls below), so the ranks agree on whether to continue */
+  __atomic_fetch_add(&sh->stop, ok ? 0 : 1, __ATOMIC_SEQ_CST);
+  pthread_barrier_wait(&bad_barrier);
+  if (__atomic_load_n(&sh->stop, __ATOMIC_SEQ_CST)) return NULL;
+  { /* a good broadcast first: the path works */
+    unsigned long long bad;
+    fill<float>(&x, x.a, 4096, 0, x.rank, 50, 0);
+    if ((r = ncclBroadcast(x.a, x.b, 4096, ncclFloat32, 0, x.comm, x.s)) != ncclSuccess)
+      fail(B_INIT, x.rank, "the first broadcast returned %s: %.150s", ncclGetErrorString(r), ncclGetLastError(x.comm));
+    else if ((bad = count_bad<float>(&x, x.b, 4096, 0, copy_expect(0, 50, 0))) != 0)
+      fail(B_INIT, x.rank, "the first broadcast: %llu elements wrong", bad);
+  }
+  pthread_barrier_wait(&bad_barrier);
+  snprintf(want, sizeof want, "root %d is outside [0, %d)", W, W);
+  bad_call(&x, B_ROOT, B_ROOT_NEXT, 0, W - 1, W, want, 60);
+  bad_call(&x, B_BCAST, B_BCAST, 1, 0, -1, "root -1 is outside", 70);
+  bad_call(&x, B_NULL_SEND, B_NULL_SEND, 0, 0, INT_MIN, "NULL", 80);
+  /* the mismatches are reported now, on every rank; from then on the communicator is in
+   * error, as after NCCL's own async error */
+  TRACE(&x, "ncclCommGetAsyncError");
+  __atomic_fetch_add(&sh->ran[B_ASYNC], 1, __ATOMIC_SEQ_CST);
+  if ((r = ncclCommGetAsyncError(x.comm, &async)) != ncclSuccess || async != ncclInvalidUsage)
+    fail(B_ASYNC, x.rank, "ncclCommGetAsyncError returned %s, async %s (want ncclInvalidUsage: the mismatch)", ncclGetErrorString(r), ncclGetErrorString(async));
+  {
+    double t0 = now_s();
+    r = ncclAllReduce(x.a, x.b, 1024, ncclFloat32, ncclSum, x.comm, x.s);
+    if (r != ncclInvalidUsage || now_s() - t0 > 1.0)
+      fail(B_ASYNC, x.rank, "a collective after the reported error returned %s in %.2f s (want ncclInvalidUsage at once)", ncclGetErrorString(r), now_s() - t0);
+  }
+  cudaStreamSynchronize(x.s);
+  pthread_barrier_wait(&bad_barrier);
+  TRACE(&x, "ncclCommAbort");
+  if ((r = ncclCommAbort(x.comm)) != ncclSuccess) fail(B_ASYNC, x.rank, "ncclCommAbort returned %s", ncclGetErrorString(r));
+  TRACE(&x, "done");
+  cudaFree(x.a);
+  cudaFree(x.b);
+  cudaFree(x.bad);
+  cudaStreamDestroy(x.s);
+  return NULL;
+}
+
 static void proc_main(int rank) {
   rank_ctx_t x;
   ncclResult_t r;
@@ -1025,7 +1189,7 @@ static int visible_gpus(void) { /* without touching CUDA (procs fork later) */
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "threads";
   const char *e = getenv("NCCL_SHIM_TEST_EXPECT");
-  int ngpu, c, failed = 0, bad_exit = 0;
+  int ngpu, c, last, failed = 0, bad_exit = 0;
   W = argc > 2 ? atoi(argv[2]) : 2;
   expect_nccl = e && !strcmp(e, "nccl");
   sh = (shared_t *)mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -1051,6 +1215,28 @@ int main(int argc, char **argv) {
     for (int i = 0; i < W; i++) {
       a[i].rank = i;
       pthread_create(&t[i], NULL, mem_thread_main, &a[i]);
+    }
+    for (int i = 0; i < W; i++) pthread_join(t[i], NULL);
+    alarm(0);
+  } else if (!strcmp(mode, "bad-root")) {
+    pthread_t t[64];
+    thread_arg_t a[64];
+    if (expect_nccl) {
+      printf("SKIP: bad-root %d: the real NCCL's ranks with a good root wait for the one with a bad root (there is nothing of the shim to check)\n", W);
+      return 0;
+    }
+    setenv("IRIS_WAIT_TIMEOUT_MS", "20000", 0); /* before the bring-up: a wait for a rank that never comes fails in 20 s */
+    signal(SIGALRM, bad_timeout);
+    alarm(getenv("NCCL_SHIM_TEST_LIMIT_S") ? (unsigned)atoi(getenv("NCCL_SHIM_TEST_LIMIT_S")) : 120);
+    memset(a, 0, sizeof a);
+    pthread_barrier_init(&bad_barrier, NULL, (unsigned)W);
+    if (ncclGetUniqueId(&sh->id) != ncclSuccess) {
+      printf("FAIL: ncclGetUniqueId\n");
+      return 1;
+    }
+    for (int i = 0; i < W; i++) {
+      a[i].rank = i;
+      pthread_create(&t[i], NULL, bad_thread_main, &a[i]);
     }
     for (int i = 0; i < W; i++) pthread_join(t[i], NULL);
     alarm(0);
@@ -1122,7 +1308,12 @@ int main(int argc, char **argv) {
       alarm(0);
     }
   }
-  for (c = !strcmp(mode, "memalloc") ? M_INIT : 0; c < (!strcmp(mode, "memalloc") ? M_END : C_COUNT); c++) {
+  {
+    const int mem = !strcmp(mode, "memalloc"), bad = !strcmp(mode, "bad-root");
+    c = mem ? M_INIT : bad ? B_INIT : 0;
+    last = mem ? M_END : bad ? B_END : C_COUNT;
+  }
+  for (; c < last; c++) {
     if (sh->fails[c]) {
       printf("FAIL: %s %d: %s: %d failure(s), first: %s\n", mode, W, check_names[c], sh->fails[c], sh->why[c]);
       failed = 1;
