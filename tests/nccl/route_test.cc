@@ -373,6 +373,8 @@ int main(void) {
             iris_nccl_result(IRIS_ERROR_PEER_FAILED) == ncclRemoteError && iris_nccl_result(IRIS_ERROR_MISMATCH) == ncclInvalidUsage &&
             iris_nccl_result(IRIS_ERROR_OUT_OF_MEMORY) == ncclSystemError && iris_nccl_result(IRIS_ERROR_ABORTED) == ncclInvalidUsage,
         "results: iris statuses map to NCCL's codes");
+  check(iris_nccl_result(IRIS_ERROR_INVALID_RANK) == ncclInvalidArgument,
+        "results: IRIS_ERROR_INVALID_RANK (a root outside [0, world), refused by iris) -> ncclInvalidArgument, NCCL's answer for a bad root");
   ok = 1;
   for (k = 0; k < IRIS_STATUS_COUNT; k++) ok = ok && (int)iris_nccl_result((iris_status_t)k) < (int)ncclNumResults && (k == 0) == (iris_nccl_result((iris_status_t)k) == ncclSuccess);
   check(ok, "results: every iris status maps to an NCCL error code, only success to ncclSuccess");
