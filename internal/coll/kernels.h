@@ -543,9 +543,6 @@ __global__ void iris_coll_barrier_kernel(iris_coll_dev_t d, unsigned long long s
   IRIS_TRACE_END(c, d.ctx.rank);
 }
 
-/* Byte offset of 16-byte vector v of rows of `per` vectors, `pitch` bytes apart. */
-IRIS_DEVICE_INLINE size_t iris_coll_out_off(size_t pitch, unsigned per, unsigned v) { return (size_t)(v / per) * pitch + (size_t)(v % per) * 16; }
-
 /* The staging area's copy out (internal/coll/host.h): after a bandwidth launch whose recv
  * lies off the heap, `rows` rows of `width` bytes from the staging area into recv (pitches
  * in bytes), but only if every peer announced that launch's call with its signature `sig`:
@@ -553,45 +550,35 @@ IRIS_DEVICE_INLINE size_t iris_coll_out_off(size_t pitch, unsigned per, unsigned
  * recv as it was too. That launch is the context's latest (this kernel follows it on the
  * stream, and the host orders the context's launches), so the call word names call c + 1;
  * call c's header row still holds every peer's word for c: a peer cannot announce c + 2
- * before this rank announces c + 1. No PDL: a launch after this one starts only once
- * every CTA of this one has read the call word. It takes the call word and the header
- * rows (d.calls, d.hdr), not the whole device view: a smaller parameter block.
- * The call word, both parities' headers and each thread's first 16-byte vector are loaded
- * at once, before the check (one memory latency, not three: on one H200, in graphs, 1.92
- * against 1.07 us for the memcpy at 64 KB with the loads one after another; docs/tuning.md,
- * "The staging area's copy out"); rows of whole vectors are one index space. */
+ * before this rank announces c + 1. Both were written before that launch ended, so plain
+ * device-scope loads see them. No PDL: a launch after this one starts only once every CTA
+ * of this one has read the call word. It takes the call word and the header rows
+ * (d.calls, d.hdr), not the whole device view. VEC (the host's choice: every address,
+ * pitch and the width 16-byte aligned): a 16-byte vector per thread and step over the
+ * rows as one index space; else iris_copy_bytes row by row. On one H200 the check costs
+ * 0.3-0.5 us per copy in graphs and the kernel is 0.2-1 us faster than the memcpy eagerly
+ * (docs/tuning.md, "The staging area's copy out"). */
+static_assert(IRIS_COLL_BW_THREADS >= IRIS_MAX_RANKS, "the copy out reads a peer's header per thread");
+template <bool VEC>
 __global__ void iris_coll_copy_out_kernel(const unsigned long long *calls, const iris_coll_hdr_row_t *hdr, int W, int me, char *dst, size_t dpitch, const char *src,
                                           size_t spitch, size_t width, int rows, unsigned long long sig) {
-  const int t = threadIdx.x;
-  const int tid = blockIdx.x * blockDim.x + t, nt = gridDim.x * blockDim.x;
-  const bool vec = ((((uintptr_t)dst | (uintptr_t)src | dpitch | spitch | width) & 15) == 0) && width * (size_t)rows / 16 < (1ull << 31);
-  const unsigned per = (unsigned)(width / 16), total = vec ? per * (unsigned)rows : 0u;
+  const int t = threadIdx.x, tid = blockIdx.x * blockDim.x + t, nt = gridDim.x * blockDim.x;
   const unsigned long long w = iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(calls);
-  unsigned long long h0 = 0, h1 = 0;
-  uint4 first = make_uint4(0, 0, 0, 0);
-  if (t < W && t != me) {
-    h0 = iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(hdr[0].from + t);
-    h1 = iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(hdr[1].from + t);
-  }
-  if ((unsigned)tid < total) first = *(const uint4 *)(src + iris_coll_out_off(spitch, per, (unsigned)tid));
   const unsigned c = (unsigned)(w >> 32) - 1u;
-  const int ok = !(t < W && t != me) || ((c & 1) ? h1 : h0) == IRIS_COLL_HDR_WORD(iris_coll_sig32(sig), c);
-  if (!__syncthreads_and(ok)) return;
-  if (vec) {
-    const unsigned n = (unsigned)nt;
-    unsigned v = (unsigned)tid;
-    if (v < total) *(uint4 *)(dst + iris_coll_out_off(dpitch, per, v)) = first;
-    for (v += n; v + 3 * n < total; v += 4 * n) { /* four loads in flight */
-      uint4 x[4];
-#pragma unroll
-      for (int k = 0; k < 4; k++) x[k] = *(const uint4 *)(src + iris_coll_out_off(spitch, per, v + (unsigned)k * n));
-#pragma unroll
-      for (int k = 0; k < 4; k++) *(uint4 *)(dst + iris_coll_out_off(dpitch, per, v + (unsigned)k * n)) = x[k];
-    }
-    for (; v < total; v += n) *(uint4 *)(dst + iris_coll_out_off(dpitch, per, v)) = *(const uint4 *)(src + iris_coll_out_off(spitch, per, v));
-    return;
+  int ok = 1;
+  if (t < W && t != me) { /* both parities at once, with the call word: one load latency (blockDim.x >= W: IRIS_COLL_BW_THREADS) */
+    const unsigned long long h0 = iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(hdr[0].from + t);
+    const unsigned long long h1 = iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(hdr[1].from + t);
+    ok = ((c & 1) ? h1 : h0) == IRIS_COLL_HDR_WORD(iris_coll_sig32(sig), c);
   }
-  for (int r = 0; r < rows; r++) iris_copy_bytes(dst + (size_t)r * dpitch, src + (size_t)r * spitch, width, tid, nt);
+  if (!__syncthreads_and(ok)) return;
+  if (VEC) {
+    const unsigned per = (unsigned)(width / 16), total = per * (unsigned)rows;
+    for (unsigned v = (unsigned)tid; v < total; v += (unsigned)nt)
+      *(uint4 *)(dst + (size_t)(v / per) * dpitch + (size_t)(v % per) * 16) = *(const uint4 *)(src + (size_t)(v / per) * spitch + (size_t)(v % per) * 16);
+  } else {
+    for (int r = 0; r < rows; r++) iris_copy_bytes(dst + (size_t)r * dpitch, src + (size_t)r * spitch, width, tid, nt);
+  }
 }
 
 #endif /* IRIS_INTERNAL_COLL_KERNELS_H */

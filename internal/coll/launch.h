@@ -352,11 +352,16 @@ static void iris_coll_launch(const iris_coll_state_t *s, int kind_flags, iris_co
 static void iris_coll_launch_copy_out(const iris_coll_state_t *s, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, int rows,
                                       unsigned long long sig, iris_stream_t stream) {
   const size_t vecs = (width * (size_t)rows + 15) / 16, per = IRIS_COLL_BW_THREADS, cap = (size_t)(s->sms > 0 ? s->sms : 1) * IRIS_COLL_COPY_OUT_WAVES;
+  const int vec = ((((uintptr_t)dst | (uintptr_t)src | dpitch | spitch | width) & 15) == 0) && vecs < ((size_t)1 << 31);
   size_t blocks = (vecs + per - 1) / per;
   if (blocks < 1) blocks = 1;
   if (blocks > cap) blocks = cap;
-  iris_coll_copy_out_kernel<<<(unsigned)blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev.calls, s->dev.hdr, s->dev.ctx.world_size, s->dev.ctx.rank, (char *)dst, dpitch,
-                                                                                   (const char *)src, spitch, width, rows, sig);
+  if (vec)
+    iris_coll_copy_out_kernel<true><<<(unsigned)blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev.calls, s->dev.hdr, s->dev.ctx.world_size, s->dev.ctx.rank, (char *)dst,
+                                                                                         dpitch, (const char *)src, spitch, width, rows, sig);
+  else
+    iris_coll_copy_out_kernel<false><<<(unsigned)blocks, IRIS_COLL_BW_THREADS, 0, stream>>>(s->dev.calls, s->dev.hdr, s->dev.ctx.world_size, s->dev.ctx.rank, (char *)dst,
+                                                                                          dpitch, (const char *)src, spitch, width, rows, sig);
 }
 
 #endif /* IRIS_INTERNAL_COLL_LAUNCH_H */
