@@ -44,12 +44,19 @@
  *                         IRIS_GEMM_WAIT_*, want: the rank its wait was for, or -1);
  *   TILE                  the GEMM + reduce-scatter's fused path: an owner's wait for a
  *                         peer's pushed tile (peer: that rank, item: the 64-row half *
- *                         n-tiles + n-tile). */
-enum { IRIS_GEMM_WAIT_ARRIVE = 1, IRIS_GEMM_WAIT_DONE, IRIS_GEMM_WAIT_READY, IRIS_GEMM_WAIT_PIPELINE, IRIS_GEMM_WAIT_PEER_FAILED, IRIS_GEMM_WAIT_TILE };
+ *                         n-tiles + n-tile);
+ *   REFUSED               not a wait that ran out: a peer's run of the call was refused on
+ *                         the host (its arguments) and took part with nothing
+ *                         (iris_gemm_err_refuse_peer; peer: that rank). */
+enum { IRIS_GEMM_WAIT_ARRIVE = 1, IRIS_GEMM_WAIT_DONE, IRIS_GEMM_WAIT_READY, IRIS_GEMM_WAIT_PIPELINE, IRIS_GEMM_WAIT_PEER_FAILED, IRIS_GEMM_WAIT_TILE,
+       IRIS_GEMM_WAIT_REFUSED };
 
 /* A plan's error record, on the symmetric heap (zeroed at create): written by this rank's
  * CTAs and, for peer_abort_epoch and a PEER_FAILED record, by its peers' CTAs
- * (iris_gemm_err_tell_peers); read and cleared by the host. */
+ * (iris_gemm_err_tell_peers), for peer_abort_epoch and the refusal words by the kernel a
+ * peer's refused run takes part with (iris_gemm_err_refuse_peer); read and cleared by the
+ * host (the refusal words are not cleared: they count only with an abort word of the same
+ * call). */
 typedef struct iris_gemm_err {
   unsigned what;             /* 0: none; else the IRIS_GEMM_WAIT_* that expired first */
   unsigned peer;             /* the rank whose signal was missing (-1: this rank's own CTAs) */
@@ -59,12 +66,15 @@ typedef struct iris_gemm_err {
   unsigned want;             /* the value it waited for */
   unsigned item;             /* READY: m-tile * groups_k + k-group; TILE: see above */
   unsigned abort_epoch;      /* the epoch of the last call that failed: its waits return at once */
-  unsigned peer_abort_epoch; /* the same, written by a peer whose call failed */
+  unsigned peer_abort_epoch; /* the same, written by a peer whose call failed or was refused */
+  unsigned refused_epoch;    /* a peer's refused run: its call, written before peer_abort_epoch (iris_gemm_err_refuse_peer) */
+  unsigned refused_by;       /* ... and that peer's rank */
 } iris_gemm_err_t;
-enum { IRIS_GEMM_ERR_WORDS = 9 }; /* words of the record in a plan's flag block */
-static_assert(sizeof(iris_gemm_err_t) == IRIS_GEMM_ERR_WORDS * sizeof(unsigned), "iris_gemm_err_t: 9 words, no padding");
+enum { IRIS_GEMM_ERR_WORDS = 11 }; /* words of the record in a plan's flag block */
+static_assert(sizeof(iris_gemm_err_t) == IRIS_GEMM_ERR_WORDS * sizeof(unsigned), "iris_gemm_err_t: 11 words, no padding");
 static_assert(offsetof(iris_gemm_err_t, what) == 0 && offsetof(iris_gemm_err_t, item) == 6 * sizeof(unsigned) &&
-                  offsetof(iris_gemm_err_t, abort_epoch) == 7 * sizeof(unsigned) && offsetof(iris_gemm_err_t, peer_abort_epoch) == 8 * sizeof(unsigned),
+                  offsetof(iris_gemm_err_t, abort_epoch) == 7 * sizeof(unsigned) && offsetof(iris_gemm_err_t, peer_abort_epoch) == 8 * sizeof(unsigned) &&
+                  offsetof(iris_gemm_err_t, refused_epoch) == 9 * sizeof(unsigned) && offsetof(iris_gemm_err_t, refused_by) == 10 * sizeof(unsigned),
               "iris_gemm_err_t: the words in their order");
 
 /* One thread: record a failed wait of call `epoch` (the first since the host last read the
@@ -87,11 +97,41 @@ IRIS_DEVICE_INLINE bool iris_gemm_err_aborted(const iris_gemm_err_t *err, unsign
   return epoch != 0u && (iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(&err->abort_epoch) == epoch ||
                          iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(&err->peer_abort_epoch) == epoch);
 }
+/* One thread, on the cold path of a wait whose call `epoch` has been aborted: where the
+ * abort came from a peer's refused run of that call (iris_gemm_err_refuse_peer: the refusal
+ * words hold this call), record IRIS_GEMM_WAIT_REFUSED naming that peer, unless the record
+ * holds a failure already. Only a rank that runs the call gets here: where every rank
+ * refused the call, nobody waits in it and nothing is recorded. */
+IRIS_DEVICE_INLINE void iris_gemm_err_note_refused(iris_gemm_err_t *err, unsigned epoch) {
+  if (iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(&err->peer_abort_epoch) != epoch ||
+      iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(&err->refused_epoch) != epoch)
+    return;
+  if (atomicCAS(&err->what, 0u, (unsigned)IRIS_GEMM_WAIT_REFUSED) == 0u) {
+    err->peer = iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(&err->refused_by);
+    err->epoch = epoch;
+    err->block = blockIdx.x;
+    err->got = 0u;
+    err->want = 0u;
+    err->item = ~0u;
+  }
+}
+/* One thread, on the rank whose run of call `epoch` was refused on the host (its
+ * arguments), for one peer q: tell q. The refusal words first, then the abort word (release,
+ * system scope): q's waits of that call return at once (iris_gemm_wait_flag), and the first
+ * of them records IRIS_GEMM_WAIT_REFUSED naming this rank (iris_gemm_err_note_refused).
+ * Epoch 0 has no abort marker (above): there q's waits end by their bounds. */
+IRIS_DEVICE_INLINE void iris_gemm_err_refuse_peer(const iris_device_ctx_t &ctx, iris_gemm_err_t *err, unsigned epoch, int q) {
+  iris_atomic_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(ctx, &err->refused_by, (unsigned)ctx.rank, q);
+  iris_atomic_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(ctx, &err->refused_epoch, epoch, q);
+  iris_atomic_store<IRIS_ORDER_RELEASE, IRIS_SCOPE_SYSTEM>(ctx, &err->peer_abort_epoch, epoch, q);
+}
 /* One thread: spin until *flag has reached want (wrap-safe), each poll a load of order O
  * at scope S (acquire: what the signaller released is visible after it). Bounded by
  * bound_ns; polls without pause for the first 2048 rounds, then pauses between them.
- * Returns false at once if call `epoch` failed elsewhere, and on expiry records the
- * failure (what, peer, item) and aborts the call. IRIS_DEBUG: reports and traps. */
+ * Returns false at once if call `epoch` failed elsewhere (a peer's refused run of it is
+ * recorded then, on that cold path only: iris_gemm_err_note_refused), and on expiry
+ * records the failure (what, peer, item) and aborts the call. IRIS_DEBUG: reports and
+ * traps. */
 template <iris_order_t O, iris_scope_t S>
 IRIS_DEVICE_INLINE bool iris_gemm_wait_flag(iris_gemm_err_t *err, const unsigned *flag, unsigned want, unsigned epoch, int what, int peer, int item,
                                             unsigned long long bound_ns = IRIS_WAIT_TIMEOUT_NS) {
@@ -102,7 +142,10 @@ IRIS_DEVICE_INLINE bool iris_gemm_wait_flag(iris_gemm_err_t *err, const unsigned
     if (iris_epoch_reached(got, want)) return true;
     if ((++spins & 255) == 0) {
       const unsigned long long now = iris_detail_time_ns();
-      if (iris_gemm_err_aborted(err, epoch)) return false;
+      if (iris_gemm_err_aborted(err, epoch)) { /* cold: the call failed or a peer refused it */
+        iris_gemm_err_note_refused(err, epoch);
+        return false;
+      }
       if (!start) start = now;
       else if (now - start > bound_ns) break;
     }
