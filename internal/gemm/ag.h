@@ -263,29 +263,26 @@ IRIS_DEF iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
   return st;
 }
 
-static iris_status_t iris_ag_gemm_run_plan(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream) {
-  const iris_ag_gemm_desc_t *d;
-  const char *a = (const char *)a_shard;
-  size_t off, shard_bytes;
-  int align;
-  if (!g) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_run: NULL plan");
-  d = &g->d;
+/* The bytes of this rank's A shard. */
+static size_t iris_ag_gemm_shard_bytes(const iris_ag_gemm_t *g) {
+  const iris_ag_gemm_desc_t *d = &g->d;
+  return (size_t)(d->layout == IRIS_GEMM_A_ROWS ? d->M / g->W * d->K : d->M * (d->K / g->W)) * g->es;
+}
+
+/* The run's rules on its arguments (iris_gemm.h, Rules): IRIS_SUCCESS, or the refusal
+ * naming the rule. Nothing is enqueued. */
+static iris_status_t iris_ag_gemm_check_args(const iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, const void *c) {
+  const iris_ag_gemm_desc_t *d = &g->d;
+  const size_t shard_bytes = iris_ag_gemm_shard_bytes(g);
+  const int align = g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED ? 256 : 16;
+  size_t off;
   if (!a_shard || !b || !c) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_run: NULL buffer", g->me);
   if (!d->has_bias != !bias) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_run: bias %s, but the plan says has_bias = %d", g->me, bias ? "given" : "NULL", d->has_bias);
-  align = g->path == IRIS_GEMM_PATH_PIPELINED || g->path == IRIS_GEMM_PATH_UNFUSED ? 256 : 16;
   if (((uintptr_t)b | (uintptr_t)c | (uintptr_t)bias | (uintptr_t)a_shard) % (uintptr_t)align)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_run: A, B, C and bias must be %d-byte aligned on path '%s'", g->me, align, iris_gemm_path_name(g->path));
-  shard_bytes = (size_t)(d->layout == IRIS_GEMM_A_ROWS ? d->M / g->W * d->K : d->M * (d->K / g->W)) * g->es;
-  if (d->stage_a) {
-#if IRIS_DEVICE_BLASLT || defined(IRIS_GEMM_HAVE_CORE)
-    if (iris_gpu_memcpy_async(g->a_heap, a_shard, shard_bytes, stream) != IRIS_GPU_SUCCESS)
-      return iris_ag_gemm_gpu_fail(g->ctx, "staging A into the heap", iris_gpu_last_error());
-#endif
-    a = g->a_heap;
-  } else if (iris_heap_offset(g->ctx, a_shard, &off) != IRIS_SUCCESS || shard_bytes > iris_heap_size(g->ctx) - off) {
+  if (!d->stage_a && (iris_heap_offset(g->ctx, a_shard, &off) != IRIS_SUCCESS || shard_bytes > iris_heap_size(g->ctx) - off))
     return iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: iris_ag_gemm_run: the A shard (%zu bytes) must lie on the symmetric heap (iris_malloc), or create the plan with stage_a = 1",
                             g->me, shard_bytes);
-  }
   {
     /* C is written while the GEMM still reads B and the bias, and (the shard on the heap)
      * while the peers still read this rank's A: an overlap gives a wrong C, here or there */
@@ -298,32 +295,102 @@ static iris_status_t iris_ag_gemm_run_plan(iris_ag_gemm_t *g, const void *a_shar
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_run: C (%p, %zu bytes) overlaps %s: C is written while %s is still read; give C memory of its own",
                               g->me, c, c_bytes, with, with);
   }
+  return IRIS_SUCCESS;
+}
+
 #if defined(IRIS_DEBUG)
-  {
-    /* the shard must sit at the same heap offset everywhere (a host exchange) */
-    size_t mine = 0, *offs;
-    int q;
-    iris_status_t st;
-    unsigned long long capture = 0;
-    iris_gpu_capture_id(stream, &capture);
-    if (!capture) {
-      iris_heap_offset(g->ctx, a, &mine);
-      offs = (size_t *)calloc((size_t)g->W, sizeof *offs);
-      if (!offs) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
-      if ((st = iris_allgather_host(g->ctx, &mine, offs, sizeof mine)) != IRIS_SUCCESS) { free(offs); return st; }
-      for (q = 0; q < g->W; ++q)
-        if (offs[q] != mine) {
-          free(offs);
-          return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_ag_gemm_run: rank %d's A shard is at heap offset %zu, this rank's at %zu", g->me, q, offs[q], mine);
-        }
+/* IRIS_DEBUG, outside capture: the shard `a` (heap) must sit at the same heap offset
+ * everywhere (a host exchange). A refused run (a NULL) takes part with a marker and is
+ * compared with nobody: its refusal is reported otherwise. */
+static iris_status_t iris_ag_gemm_debug_offsets(iris_ag_gemm_t *g, const void *a, iris_stream_t stream) {
+  const size_t refused = ~(size_t)0;
+  size_t mine = refused, *offs;
+  int q;
+  iris_status_t st;
+  unsigned long long capture = 0;
+  iris_gpu_capture_id(stream, &capture);
+  if (capture) return IRIS_SUCCESS;
+  if (a) iris_heap_offset(g->ctx, a, &mine);
+  offs = (size_t *)calloc((size_t)g->W, sizeof *offs);
+  if (!offs) return iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if ((st = iris_allgather_host(g->ctx, &mine, offs, sizeof mine)) != IRIS_SUCCESS) { free(offs); return st; }
+  for (q = 0; a && q < g->W; ++q)
+    if (offs[q] != mine && offs[q] != refused) {
+      const size_t theirs = offs[q];
       free(offs);
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: iris_ag_gemm_run: rank %d's A shard is at heap offset %zu, this rank's at %zu", g->me, q, theirs, mine);
     }
-  }
+  free(offs);
+  return IRIS_SUCCESS;
+}
 #endif
+
+/* The part a run refused on this rank takes in the call (internal/gemm/host.h, "Refused
+ * runs"; the order region open), so that the peers' run of it ends at once:
+ *   pipelined, unfused by copy engines: their run makes two device barriers (the opening
+ *     one, the close after the copies): a refused barrier (their opening barrier sees a
+ *     mismatch naming this rank: IRIS_ERROR_MISMATCH through the context), then a plain
+ *     one (they meet in the close, as ever);
+ *   unfused through iris_all_gather: one refused barrier, as a refused collective takes
+ *     part (their all-gather mismatches it: nothing gathered; fatal to the context where
+ *     their all-gather is split into several launches, an A shard over the staging area);
+ *   fused, kernel-unfused: iris_ag_gemm_refused_kernel (their waits for this rank end at
+ *     once and iris_ag_gemm_check names it; the epochs move on by one call everywhere).
+ * Their C of the call is wrong (computed with whatever this rank's A held); nothing of this
+ * rank's is read or written. Returns whether it launched (nothing at world size 1). */
+static int iris_ag_gemm_take_part(iris_ag_gemm_t *g, iris_stream_t stream) {
+  if (g->W < 2) return 0;
+  switch (g->path) {
+  case IRIS_GEMM_PATH_PIPELINED:
+  case IRIS_GEMM_PATH_UNFUSED: return iris_gemm_part_barriers(g->ctx, 1, g->coll ? 1 : 2, stream);
+#if defined(IRIS_GEMM_HAVE_CORE)
+  case IRIS_GEMM_PATH_FUSED:
+  case IRIS_GEMM_PATH_KERNEL_UNFUSED:
+    iris_ag_gemm_refused_kernel<<<1, 256, 0, stream>>>(g->dev);
+    return iris_gpu_last_error() == IRIS_GPU_SUCCESS;
+#endif
+  default: return 0;
+  }
+}
+/* A run refused with st before any launch of its call, its order region open: it takes
+ * part, and st is returned with its detail, which says so where it did. */
+static iris_status_t iris_ag_gemm_refuse_in(iris_ag_gemm_t *g, iris_status_t st, iris_stream_t stream) {
+  char why[sizeof iris_detail_errbuf];
+  int took;
+  iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+  took = iris_ag_gemm_take_part(g, stream);
+  return iris_detail_fail(st, "%s%s", why, took ? IRIS_GEMM_TOOK_PART : "");
+}
+/* The same before the run's order region: it opens one for the part (none where the
+ * context has a fatal fault: then every peer's wait gives up anyway). */
+static iris_status_t iris_ag_gemm_refuse(iris_ag_gemm_t *g, iris_status_t st, iris_stream_t stream) {
+  char why[sizeof iris_detail_errbuf];
+  int took = 0;
+  iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+  if (iris_detail_plan_run_begin(g->ctx, stream) == IRIS_SUCCESS) {
+    took = iris_ag_gemm_take_part(g, stream);
+    (void)iris_detail_plan_run_end(g->ctx, stream, IRIS_SUCCESS);
+  }
+  return iris_detail_fail(st, "%s%s", why, took ? IRIS_GEMM_TOOK_PART : "");
+}
+
+/* The call's launches (its order region open; the arguments checked). A failure before the
+ * first launch the peers pair with (staging A, clearing the trace) takes part as a
+ * refusal; one after it marks the plan broken (iris_gemm_refuse_broken). */
+static iris_status_t iris_ag_gemm_run_plan(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream) {
+  const char *a = g->d.stage_a ? g->a_heap : (const char *)a_shard;
+  if (g->d.stage_a) {
+#if IRIS_DEVICE_BLASLT || defined(IRIS_GEMM_HAVE_CORE)
+    if (iris_gpu_memcpy_async(g->a_heap, a_shard, iris_ag_gemm_shard_bytes(g), stream) != IRIS_GPU_SUCCESS)
+      return iris_ag_gemm_refuse_in(g, iris_ag_gemm_gpu_fail(g->ctx, "staging A into the heap", iris_gpu_last_error()), stream);
+#endif
+  }
 #if !IRIS_DEVICE_BLASLT && !defined(IRIS_GEMM_HAVE_CORE)
   (void)a;
-  (void)stream;
-  return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_run: " IRIS_GEMM_MFMA_OFF_MSG, g->me);
+  (void)b;
+  (void)bias;
+  (void)c;
+  return iris_ag_gemm_refuse_in(g, iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: iris_ag_gemm_run: " IRIS_GEMM_MFMA_OFF_MSG, g->me), stream);
 #else
   {
     iris_status_t st;
@@ -350,7 +417,7 @@ static iris_status_t iris_ag_gemm_run_plan(iris_ag_gemm_t *g, const void *a_shar
         /* the event counts restart each run: zero only the count words */
         const int slots = g->dev.fetchers + g->dev.gemm_ctas;
         if (iris_gpu_memset2d_async(g->trace, (1 + 4 * (size_t)g->dev.trace_cap) * 8, 0, 8, 3 * (size_t)slots, stream) != IRIS_GPU_SUCCESS)
-          return iris_ag_gemm_gpu_fail(g->ctx, "clearing the trace", iris_gpu_last_error());
+          return iris_ag_gemm_refuse_in(g, iris_ag_gemm_gpu_fail(g->ctx, "clearing the trace", iris_gpu_last_error()), stream);
       }
 #endif
       if (g->path == IRIS_GEMM_PATH_FUSED) e = iris_ag_gemm_launch(g, b, bias, c, 0, g->dev.fetchers + g->dev.gemm_ctas, stream, 0);
@@ -371,26 +438,45 @@ static iris_status_t iris_ag_gemm_run_plan(iris_ag_gemm_t *g, const void *a_shar
 #endif
 }
 
-/* A context's fatal fault refuses the run at once; the run is ordered after the context's
- * previous communication call, whatever its stream (iris_detail_order_begin, iris.h). */
-IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream) {
-  if (g && g->d.a_type == IRIS_FLOAT8_E4M3)
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_run: an fp8 plan needs per-tensor scales: call iris_ag_gemm_run_scaled", g->me);
-  return iris_ag_gemm_run_scaled(g, a_shard, b, NULL, NULL, bias, c, stream);
-}
-
-IRIS_DEF iris_status_t iris_ag_gemm_run_scaled(iris_ag_gemm_t *g, const void *a_shard, const void *b, const float *a_scale, const float *b_scale, const void *bias,
-                                               void *c, iris_stream_t stream) {
+/* Both runs. A context's fatal fault refuses the run at once; the run is ordered after the
+ * context's previous communication call, whatever its stream (iris_detail_order_begin,
+ * iris.h). A run refused for its arguments (unscaled: iris_ag_gemm_run, which an fp8 plan
+ * refuses) takes part (iris_ag_gemm_take_part); a broken plan's run takes none (its calls
+ * are out of step already: every rank destroys it). */
+static iris_status_t iris_ag_gemm_run_any(iris_ag_gemm_t *g, const void *a_shard, const void *b, const float *a_scale, const float *b_scale, const void *bias, void *c,
+                                          iris_stream_t stream, int unscaled) {
   iris_status_t st;
   if (!g) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_ag_gemm_run: NULL plan");
   if ((st = iris_gemm_refuse_broken(g->broken, "iris_ag_gemm_run", g->me)) != IRIS_SUCCESS) return st;
-  if ((st = iris_gemm_check_scales(g->d.a_type, a_scale, b_scale, "iris_ag_gemm_run_scaled", g->me)) != IRIS_SUCCESS) return st;
+  if (unscaled && g->d.a_type == IRIS_FLOAT8_E4M3)
+    st = iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_ag_gemm_run: an fp8 plan needs per-tensor scales: call iris_ag_gemm_run_scaled", g->me);
+  else if ((st = iris_gemm_check_scales(g->d.a_type, a_scale, b_scale, "iris_ag_gemm_run_scaled", g->me)) == IRIS_SUCCESS)
+    st = iris_ag_gemm_check_args(g, a_shard, b, bias, c);
+#if defined(IRIS_DEBUG)
+  {
+    /* every rank's run makes the exchange, a refused one too (its refusal's detail kept) */
+    char why[sizeof iris_detail_errbuf];
+    iris_status_t ex;
+    iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+    ex = iris_ag_gemm_debug_offsets(g, st != IRIS_SUCCESS ? NULL : g->d.stage_a ? (const void *)g->a_heap : a_shard, stream);
+    if (st != IRIS_SUCCESS) iris_detail_copy(iris_detail_errbuf, sizeof iris_detail_errbuf, why);
+    else st = ex;
+  }
+#endif
+  if (st != IRIS_SUCCESS) return iris_ag_gemm_refuse(g, st, stream);
   if ((st = iris_detail_plan_run_begin(g->ctx, stream)) != IRIS_SUCCESS) return st;
 #if defined(IRIS_GEMM_HAVE_BLAS)
-  if (a_scale) st = iris_gemm_blas_set_scales(&g->blas, a_scale, b_scale, stream);
+  if (a_scale && (st = iris_gemm_blas_set_scales(&g->blas, a_scale, b_scale, stream)) != IRIS_SUCCESS) st = iris_ag_gemm_refuse_in(g, st, stream);
 #endif
   if (st == IRIS_SUCCESS) st = iris_ag_gemm_run_plan(g, a_shard, b, bias, c, stream);
   return iris_detail_plan_run_end(g->ctx, stream, st);
+}
+IRIS_DEF iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream) {
+  return iris_ag_gemm_run_any(g, a_shard, b, NULL, NULL, bias, c, stream, 1);
+}
+IRIS_DEF iris_status_t iris_ag_gemm_run_scaled(iris_ag_gemm_t *g, const void *a_shard, const void *b, const float *a_scale, const float *b_scale, const void *bias,
+                                               void *c, iris_stream_t stream) {
+  return iris_ag_gemm_run_any(g, a_shard, b, a_scale, b_scale, bias, c, stream, 0);
 }
 
 IRIS_DEF iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g) {
@@ -433,6 +519,11 @@ IRIS_DEF iris_status_t iris_ag_gemm_check(iris_ag_gemm_t *g) {
                             "stopped; C of that call is wrong",
                             g->me, path, e.epoch, e.item / (unsigned)g->dev.groups_k, e.item % (unsigned)g->dev.groups_k,
                             e.got, e.want, (double)IRIS_GEMM_READY_TIMEOUT_NS * 1e-9, e.block);
+  case IRIS_GEMM_WAIT_REFUSED:
+    return iris_detail_fail(IRIS_ERROR_MISMATCH,
+                            "rank %d: iris_ag_gemm (%s): call %u: rank %d's run of this call was refused (its arguments; see its error) and took part with "
+                            "nothing: C of that call is wrong here; the plan stays in step on every rank",
+                            g->me, path, e.epoch, peer);
   case IRIS_GEMM_WAIT_PEER_FAILED: {
     const unsigned w = e.got;
     const int q = (int)e.want;

@@ -497,5 +497,32 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
   }
 }
 #endif /* IRIS_GEMM_HAVE_TMA */
+/* The part a run refused on this rank (its arguments, on the host: iris_ag_gemm_take_part)
+ * takes in a call of the fused and kernel-unfused paths, in place of their kernels. One
+ * block of any size; nothing of the user's is read or written, and nothing waits:
+ *   - every peer's count of this rank's "done reading" signals moves on by one call's
+ *     worth (the peer's final wait of this call, and of every later one, counts them);
+ *   - every peer is told (iris_gemm_err_refuse_peer): its waits of this call return at
+ *     once, and the first of them records IRIS_GEMM_WAIT_REFUSED naming this rank. This
+ *     rank's arrive is not signalled, so a peer that runs the call does wait for it (its
+ *     fetchers wait before they read this rank's A) and sees the refusal; where every rank
+ *     refused the call, nobody waits and nothing is recorded;
+ *   - this rank's CTA slot counters move on to the call's epoch: its next call runs at the
+ *     peers' next epoch. Its ready flags and claim words are local and hold an older
+ *     epoch, which the next call passes over as ever.
+ * The normal call pays nothing for this: its kernels are unchanged (the record is written
+ * on the cold path of a wait that is aborted already). */
+__global__ void iris_ag_gemm_refused_kernel(iris_ag_gemm_dev_t d) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, slots = d.fetchers + d.gemm_ctas, t = (int)threadIdx.x;
+  const unsigned epoch = d.counters[0] + 1; /* every slot's counter holds the last call (each call runs every slot once) */
+  const unsigned per_call = (unsigned)d.fetchers + (d.side_fetch || d.help ? (unsigned)d.gemm_ctas : 0u); /* as the peers' iris_ag_gemm_wait_done counts */
+  __syncthreads(); /* counters[0] read by every thread before any stores it */
+  for (int q = t; q < W; q += (int)blockDim.x) {
+    if (q == me) continue;
+    iris_signal_add(d.ctx, d.done + me, per_call, q);
+    iris_gemm_err_refuse_peer(d.ctx, d.err, epoch, q);
+  }
+  for (int i = t; i < slots; i += (int)blockDim.x) d.counters[i] = epoch;
+}
 #endif /* IRIS_GEMM_HAVE_CORE */
 #endif /* IRIS_INTERNAL_GEMM_AG_KERNEL_H */

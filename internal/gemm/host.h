@@ -10,6 +10,7 @@
 #include "../core/sys.h"
 #include "../core/platform.h"
 #include "../core/status.h"
+#include "../coll/host.h"
 #include "types.h"
 #include "common.h"
 
@@ -56,6 +57,36 @@ static inline iris_status_t iris_gemm_refuse_broken(int broken, const char *who,
                           "rank %d: %s: an earlier run of this plan failed after enqueuing part of its call, so its barriers and epochs no longer match the "
                           "peers': destroy the plan on every rank and create it again",
                           me, who);
+}
+
+/* ---- Refused runs. A run refused on this rank before it launches anything of its call
+ * (its arguments: a NULL or misaligned buffer, a bias against the plan, an A shard off the
+ * heap, C over an input, fp8 scales the plan cannot take) would leave the peers' run of that
+ * call waiting for this rank until their wait bound, and every later call out of step. So
+ * it still takes part: the plan's take_part (iris_ag_gemm_take_part, iris_gemm_rs_take_part)
+ * launches, in place of the call, what the peers' call pairs with, none of it touching a
+ * buffer of the user's. The normal run pays nothing for it: the peers' kernels see it
+ * through what they check anyway (a barrier's header, a wait's abort word). What the
+ * refusal's detail says after the rule, where it took part: */
+#define IRIS_GEMM_TOOK_PART                                                                                                 \
+  " (the run took part with nothing of this rank's: the peers' run of this call fails at once naming this rank, nothing of " \
+  "this rank's was read or written, and every rank's calls stay paired)"
+
+/* The device barriers of a refused run's part (the call's order region open): n of them on
+ * stream, the first with the signature of a refused collective where `refused`
+ * (IRIS_COLL_SIG_REFUSED: a peer's device barrier or collective launch there sees a mismatch
+ * naming this rank, IRIS_ERROR_MISMATCH through the context, iris_get_async_error and
+ * iris_collectives_check; fatal where the peer's launch is one of a collective split into
+ * several, as for a refused collective; where every rank refused, they meet in it), the
+ * others plain (IRIS_COLL_SIG_BARRIER: the ranks meet there as the peers' call expects).
+ * The plans run within one node, on the world's collective state (set up by their create).
+ * Returns whether it launched (nothing at world size 1: nobody waits). */
+static inline int iris_gemm_part_barriers(iris_t *ctx, int refused, int n, iris_stream_t stream) {
+  iris_coll_state_t *s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
+  int i;
+  if (!s || iris_local_size(ctx) < 2 || n < 1) return 0;
+  for (i = 0; i < n; ++i) iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, i == 0 && refused ? IRIS_COLL_SIG_REFUSED : IRIS_COLL_SIG_BARRIER);
+  return iris_gpu_last_error() == IRIS_GPU_SUCCESS;
 }
 
 /* Whether the byte ranges [p, p + pn) and [q, q + qn) overlap (a NULL or empty one: no). */
