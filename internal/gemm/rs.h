@@ -587,20 +587,14 @@ IRIS_DEF iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
 #endif
 }
 
-/* A context's fatal fault refuses the run at once; the run is ordered after the context's
- * previous communication call, whatever its stream (iris_detail_order_begin, iris.h). */
-IRIS_DEF iris_status_t iris_gemm_rs_run(iris_gemm_rs_t *p, const void *a, const void *b, const void *bias, void *c, iris_stream_t stream) {
-  if (p && p->d.a_type == IRIS_FLOAT8_E4M3)
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: an fp8 plan needs per-tensor scales: call iris_gemm_rs_run_scaled", p->me);
-  return iris_gemm_rs_run_scaled(p, a, b, NULL, NULL, bias, c, stream);
-}
-
-IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a, const void *b, const float *a_scale, const float *b_scale, const void *bias, void *c,
-                                               iris_stream_t stream) {
+/* The run's rules on its arguments (iris_gemm_reduce.h, Rules; unscaled: iris_gemm_rs_run,
+ * which an fp8 plan refuses): IRIS_SUCCESS, or the refusal naming the rule. Nothing is
+ * enqueued. */
+static iris_status_t iris_gemm_rs_check_args(const iris_gemm_rs_t *p, const void *a, const void *b, const float *a_scale, const float *b_scale, const void *bias,
+                                             const void *c, int unscaled) {
   iris_status_t st;
-  int paired = 0;
-  if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_gemm_rs_run: NULL plan");
-  if ((st = iris_gemm_refuse_broken(p->broken, "iris_gemm_rs_run", p->me)) != IRIS_SUCCESS) return st;
+  if (unscaled && p->d.a_type == IRIS_FLOAT8_E4M3)
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: an fp8 plan needs per-tensor scales: call iris_gemm_rs_run_scaled", p->me);
   if (!a || !b || !c) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: NULL buffer (a %p, b %p, c %p)", p->me, a, b, c);
   if ((st = iris_gemm_check_scales(p->d.a_type, a_scale, b_scale, "iris_gemm_rs_run_scaled", p->me)) != IRIS_SUCCESS) return st;
   if (!p->d.has_bias != !bias)
@@ -621,12 +615,71 @@ IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
       return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_gemm_rs_run: C (%p, %zu bytes) overlaps %s: C is written while %s is still read; give C memory of its own",
                               p->me, c, c_bytes, with, with);
   }
+  return IRIS_SUCCESS;
+}
+
+/* The part a run refused on this rank takes in the call (internal/gemm/host.h, "Refused
+ * runs"; the order region open), so that the peers' run of it ends at once:
+ *   pipelined, unfused by a barrier and a pull: their run makes two device barriers (the
+ *     opening one, "every partial is in place"; the all-reduce's pipelined path a third,
+ *     before its gather): a refused barrier (their opening barrier sees a mismatch naming
+ *     this rank: IRIS_ERROR_MISMATCH through the context), then plain ones (they meet);
+ *   unfused through a collective: one refused barrier, as a refused collective takes part
+ *     (their reduce-scatter / all-reduce mismatches it and reduces nothing; fatal to the
+ *     context where their collective is split into several launches);
+ *   fused: a plain opening barrier (the ranks meet), iris_gemm_rs_refused_kernel (their
+ *     reduce kernel's waits for this rank's tiles end at once, it writes no row of C, and
+ *     iris_gemm_rs_check names this rank), the all-reduce's gather barrier (plain).
+ * Their C of the call is undefined, but left as it was by the fused REDUCE_SCATTER
+ * (docs/gemm_reduce.md); nothing of this rank's is read or written. Returns whether it
+ * launched (nothing at world size 1). */
+static int iris_gemm_rs_take_part(iris_gemm_rs_t *p, iris_stream_t stream) {
+  const int all = p->d.op == IRIS_GEMM_ALL_REDUCE;
+  if (p->W < 2) return 0;
+#if defined(IRIS_GEMM_HAVE_TMA)
+  if (p->path == IRIS_GEMM_PATH_FUSED) {
+    int took = iris_gemm_part_barriers(p->ctx, 0, 1, stream);
+    iris_gemm_rs_refused_kernel<<<1, 256, 0, stream>>>(p->fd, p->sms);
+    took = took && iris_gpu_last_error() == IRIS_GPU_SUCCESS;
+    return (all ? iris_gemm_part_barriers(p->ctx, 0, 1, stream) : 1) && took;
+  }
+#endif
+  if (p->coll) return iris_gemm_part_barriers(p->ctx, 1, 1, stream);
+  return iris_gemm_part_barriers(p->ctx, 1, p->path == IRIS_GEMM_PATH_PIPELINED && all ? 3 : 2, stream);
+}
+/* A run refused with st before any launch of its call, its order region open (in_order),
+ * or not yet (then it opens one for the part; none where the context has a fatal fault:
+ * every peer's wait gives up anyway): it takes part, and st is returned with its detail,
+ * which says so where it did. */
+static iris_status_t iris_gemm_rs_refuse(iris_gemm_rs_t *p, iris_status_t st, iris_stream_t stream, int in_order) {
+  char why[sizeof iris_detail_errbuf];
+  int took = 0;
+  iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+  if (in_order) took = iris_gemm_rs_take_part(p, stream);
+  else if (iris_detail_plan_run_begin(p->ctx, stream) == IRIS_SUCCESS) {
+    took = iris_gemm_rs_take_part(p, stream);
+    (void)iris_detail_plan_run_end(p->ctx, stream, IRIS_SUCCESS);
+  }
+  return iris_detail_fail(st, "%s%s", why, took ? IRIS_GEMM_TOOK_PART : "");
+}
+
+/* Both runs. A context's fatal fault refuses the run at once; the run is ordered after the
+ * context's previous communication call, whatever its stream (iris_detail_order_begin,
+ * iris.h). A run refused for its arguments takes part (iris_gemm_rs_take_part); a broken
+ * plan's run takes none (its calls are out of step already: every rank destroys it). */
+static iris_status_t iris_gemm_rs_run_any(iris_gemm_rs_t *p, const void *a, const void *b, const float *a_scale, const float *b_scale, const void *bias, void *c,
+                                          iris_stream_t stream, int unscaled) {
+  iris_status_t st;
+  int paired = 0;
+  if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_gemm_rs_run: NULL plan");
+  if ((st = iris_gemm_refuse_broken(p->broken, "iris_gemm_rs_run", p->me)) != IRIS_SUCCESS) return st;
+  if ((st = iris_gemm_rs_check_args(p, a, b, a_scale, b_scale, bias, c, unscaled)) != IRIS_SUCCESS) return iris_gemm_rs_refuse(p, st, stream, 0);
   if ((st = iris_detail_plan_run_begin(p->ctx, stream)) != IRIS_SUCCESS) return st;
 #if defined(IRIS_GEMM_HAVE_BLAS)
-  /* the scales first: a failure here leaves nothing of the call enqueued that the peers
-   * would pair with (a device barrier enqueued alone would shift every later call's
-   * barriers by one against the peers') */
-  if (a_scale) st = iris_gemm_blas_set_scales(&p->blas, a_scale, b_scale, stream);
+  /* the scales first: a failure here comes before anything the peers pair with, so the run
+   * takes part as a refused one (a device barrier enqueued alone would shift every later
+   * call's barriers by one against the peers') */
+  if (a_scale && (st = iris_gemm_blas_set_scales(&p->blas, a_scale, b_scale, stream)) != IRIS_SUCCESS) st = iris_gemm_rs_refuse(p, st, stream, 1);
 #endif
   /* every rank has reached this call: the previous call's readers of the workspace are gone
    * (not needed where a collective sums: no peer reads the partial in place) */
@@ -645,6 +698,13 @@ IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
 #endif
   if (st != IRIS_SUCCESS && paired) p->broken = 1;
   return iris_detail_plan_run_end(p->ctx, stream, st);
+}
+IRIS_DEF iris_status_t iris_gemm_rs_run(iris_gemm_rs_t *p, const void *a, const void *b, const void *bias, void *c, iris_stream_t stream) {
+  return iris_gemm_rs_run_any(p, a, b, NULL, NULL, bias, c, stream, 1);
+}
+IRIS_DEF iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a, const void *b, const float *a_scale, const float *b_scale, const void *bias, void *c,
+                                               iris_stream_t stream) {
+  return iris_gemm_rs_run_any(p, a, b, a_scale, b_scale, bias, c, stream, 0);
 }
 
 IRIS_DEF iris_status_t iris_gemm_rs_check(iris_gemm_rs_t *p) {
@@ -665,6 +725,12 @@ IRIS_DEF iris_status_t iris_gemm_rs_check(iris_gemm_rs_t *p) {
                               p->me, e.epoch, (int)e.peer, e.item / (unsigned)p->fd.tiles_n,
                               e.item % (unsigned)p->fd.tiles_n, e.got, e.want, (double)IRIS_WAIT_TIMEOUT_NS * 1e-9,
                               e.block, (int)e.peer);
+    case IRIS_GEMM_WAIT_REFUSED:
+      return iris_detail_fail(IRIS_ERROR_MISMATCH,
+                              "rank %d: iris_gemm_rs (fused): call %u: rank %d's run of this call was refused (its arguments; see its error) and took part with "
+                              "nothing: this call wrote none of this rank's rows of C (the all-reduce: the other rows hold what the last complete call left); the plan "
+                              "stays in step on every rank",
+                              p->me, e.epoch, (int)e.peer);
     case IRIS_GEMM_WAIT_PEER_FAILED:
       return iris_detail_fail(IRIS_ERROR_TIMEOUT,
                               "rank %d: iris_gemm_rs (fused): call %u: rank %d gave up on this call (its wait %u for rank %d ran past the wait bound; see its error): "

@@ -322,6 +322,29 @@ __global__ void __launch_bounds__(512) iris_gemm_rs_fused_reduce_kernel(const __
   __syncthreads();
   if (threadIdx.x == 0) iris_gemm_err_tell_peers(d.ctx, d.err, epoch);
 }
+/* The part a run refused on this rank (its arguments, on the host: iris_gemm_rs_take_part)
+ * takes in a call of the fused path, in place of its two kernels (after the call's opening
+ * barrier, in which the ranks meet). One block of any size; nothing of the user's is read
+ * or written, no tile is pushed, and nothing waits:
+ *   - every peer is told (iris_gemm_err_refuse_peer): its reduce kernel's waits for this
+ *     rank's tiles of the call, which never come, return at once (the first records
+ *     IRIS_GEMM_WAIT_REFUSED naming this rank), so it writes none of its rows of C (the
+ *     all-reduce: nor the peers' heap copies); where every rank refused the call, nobody
+ *     waits and nothing is recorded;
+ *   - this rank's GEMM CTA counters (ctas of them: the GEMM kernel's grid) move on to the
+ *     call's epoch: its next call pushes and waits at the peers' next epoch. The peers'
+ *     pushes of this call into this rank's slots are overwritten by their next ones, after
+ *     the next call's opening barrier, as ever.
+ * The normal call pays nothing for this: its kernels are unchanged (the record is written
+ * on the cold path of a wait that is aborted already). */
+__global__ void iris_gemm_rs_refused_kernel(const __grid_constant__ iris_gemm_rs_fused_dev_t d, int ctas) {
+  const int W = d.ctx.world_size, me = d.ctx.rank, t = (int)threadIdx.x;
+  const unsigned epoch = d.counters[0] + 1; /* every GEMM CTA's counter holds the last call */
+  __syncthreads(); /* counters[0] read by every thread before any stores it */
+  for (int q = t; q < W; q += (int)blockDim.x)
+    if (q != me) iris_gemm_err_refuse_peer(d.ctx, d.err, epoch, q);
+  for (int i = t; i < ctas; i += (int)blockDim.x) d.counters[i] = epoch;
+}
 #endif /* IRIS_GEMM_HAVE_TMA */
 
 #endif /* IRIS_INTERNAL_GEMM_RS_KERNELS_H */
