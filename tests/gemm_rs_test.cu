@@ -13,6 +13,11 @@
 //                          two streams with no dependency between them
 //   gemm_rs_test N wrap    with IRIS_GEMM_TEST_WRAP=n (1..11): the fused path's epochs cross
 //                          0xffffffff -> 0 -> 1 (without it: a SKIP line)
+//   gemm_rs_test N refused a run refused on rank 1 only (bad arguments), both ops, every
+//                          path: every rank's call ends at once (IRIS_WAIT_TIMEOUT_MS=2000 and
+//                          the t2 build: a regression shows as a timeout), the peers get
+//                          IRIS_ERROR_MISMATCH naming rank 1, rank 1's buffers untouched, the
+//                          next run exact; and refusals on every rank alike
 //   gemm_rs_test_t2 N stuck  the last rank skips a call: the others' call must end within
 //                          2x the wait bound (2 s in this build) with a fault, not hang
 // The fused path needs the TMA GEMM core (sm_90a): make build/gemm_rs_test. A faster
@@ -564,6 +569,169 @@ static int stuck(Suite &s, iris_gemm_path_t path) {
   return ok ? 0 : 1;
 }
 
+// A run refused on one rank only (iris_gemm_reduce.h, Rules: "A run refused on one rank"):
+// rank 1 calls run with a bad argument, the others well, one side late by 50 ms. Every rank's
+// call must end within 1.5 s (under the 2-s bounds the run line sets: IRIS_WAIT_TIMEOUT_MS=2000
+// for the device barriers and collectives, gemm_rs_test_t2's IRIS_WAIT_TIMEOUT_NS for the
+// fused reduce, so a refusal that took no part shows as a timeout); rank 1 gets the refusal,
+// saying it took part; every other rank IRIS_ERROR_MISMATCH naming rank 1 (iris_gemm_rs_check
+// on the fused path, the context's mismatch elsewhere: iris_get_async_error); nothing of rank
+// 1's is written (its C and the buffer it passed are still poisoned; the fused
+// reduce-scatter writes no peer's C either); then the next good run is exact on every rank
+// (all-reduce: bitwise the same everywhere). "alike": every rank refuses the call: the
+// refusals only, nothing pending anywhere, the next run exact.
+enum { REF_NULL_A, REF_BIAS, REF_MISALIGNED_A, REF_MISALIGNED_C, REF_C_OVER_B, REF_NULL_C, REF_FP8_UNSCALED };
+static const char *const ref_names[] = {"a NULL A", "a bias the plan does not take", "A off 256-byte alignment", "a misaligned C", "C over B", "a NULL C",
+                                        "iris_gemm_rs_run on an fp8 plan (no scales)"};
+// whether every byte of the device buffer p still holds v
+static bool all_bytes(const void *p, size_t bytes, unsigned char v, const char *what, std::string &why) {
+  std::vector<unsigned char> h(bytes);
+  if (cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) { why = std::string("reading ") + what; return false; }
+  for (size_t i = 0; i < bytes; i++)
+    if (h[i] != v) { why = std::string(what) + " was written (byte " + std::to_string(i) + ")"; return false; }
+  return true;
+}
+template <typename T>
+static bool refused_case(Suite &s, iris_gemm_reduce_op_t op, iris_gemm_path_t path, int bias, int coll, int kind, int skew_ms, bool alike, std::string &why) {
+  const int W = s.world, me = s.rank, bad = 1;
+  const bool fp8 = kind == REF_FP8_UNSCALED, refuses = alike || me == bad, fused = path == IRIS_GEMM_PATH_FUSED;
+  const iris_dtype_t at = fp8 ? IRIS_FLOAT8_E4M3 : IRIS_BFLOAT16;
+  const Case k{op, at, IRIS_BFLOAT16, fp8 ? 1 : 0, bias, path, 128LL * W, 264, 128LL * W, 1};
+  const long long kl = k.K / W, rows = op == IRIS_GEMM_ALL_REDUCE ? k.M : k.M / W;
+  iris_gemm_rs_desc_t d = IRIS_GEMM_RS_DESC_INIT;
+  d.op = op; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = at; d.b_transposed = k.bt; d.has_bias = bias; d.path = path;
+  iris_gemm_rs_t *p = NULL;
+  IK(iris_gemm_rs_create(s.ctx, &d, &p));
+  if (iris_gemm_rs_path(p) != path || p->coll != coll) {
+    why = "the plan runs another path than the case means (coll " + std::to_string(p->coll) + ")";
+    iris_gemm_rs_destroy(p);
+    return false;
+  }
+  const size_t a_bytes = (size_t)k.M * kl * sizeof(T), b_bytes = (size_t)kl * k.N * sizeof(T), c_bytes = (size_t)rows * k.N * 2;
+  const size_t x_bytes = (b_bytes > c_bytes ? b_bytes : c_bytes) + 512;
+  T *a = NULL, *b = NULL;
+  char *c = NULL, *x = NULL; // C (256 bytes beyond it, for a misaligned one); x: a poisoned buffer a refusal passes as bias or as B under C
+  __nv_bfloat16 *bv = NULL;
+  float *sc = NULL;
+  CK(cudaMalloc(&a, a_bytes + 256));
+  CK(cudaMalloc(&b, b_bytes));
+  CK(cudaMalloc(&c, c_bytes + 256));
+  CK(cudaMalloc(&x, x_bytes));
+  CK(cudaMalloc(&bv, (size_t)k.N * 2));
+  CK(cudaMalloc(&sc, 2 * sizeof(float)));
+  k_gen_a<T><<<128, 256, 0, s.stream>>>(a, k.M, kl, me, s.seed, 1);
+  k_gen_b<T><<<128, 256, 0, s.stream>>>(b, kl, k.N, k.bt, me, s.seed);
+  k_gen_bias<__nv_bfloat16><<<16, 256, 0, s.stream>>>(bv, k.N, s.seed);
+  k_gen_scales<<<1, 1, 0, s.stream>>>(sc, me, s.seed, 1);
+  CK(cudaMemsetAsync(c, 0xff, c_bytes + 256, s.stream));
+  CK(cudaMemsetAsync(x, 0xff, x_bytes, s.stream));
+  CK(cudaStreamSynchronize(s.stream));
+  if (!barrier(s)) return false;
+  const __nv_bfloat16 *bias_arg = bias ? bv : NULL;
+  if ((skew_ms > 0 && me == 0) || (skew_ms < 0 && me == bad)) usleep((useconds_t)(skew_ms > 0 ? skew_ms : -skew_ms) * 1000);
+  const double t0 = now_s();
+  iris_status_t st;
+  bool ok = true;
+  if (refuses) {
+    switch (kind) {
+    case REF_NULL_A: st = iris_gemm_rs_run(p, NULL, b, bias_arg, c, s.stream); break;
+    case REF_BIAS: st = iris_gemm_rs_run(p, a, b, x, c, s.stream); break;
+    case REF_MISALIGNED_A: st = iris_gemm_rs_run(p, (const char *)a + 16, b, bias_arg, c, s.stream); break;
+    case REF_MISALIGNED_C: st = iris_gemm_rs_run(p, a, b, bias_arg, c + 2, s.stream); break;
+    case REF_C_OVER_B: st = iris_gemm_rs_run(p, a, x, bias_arg, x + 256, s.stream); break;
+    case REF_NULL_C: st = iris_gemm_rs_run(p, a, b, bias_arg, NULL, s.stream); break;
+    default: st = iris_gemm_rs_run(p, a, b, bias_arg, c, s.stream); break;
+    }
+    const std::string detail = iris_error_detail();
+    if (st != IRIS_ERROR_INVALID_ARGUMENT) { ok = false; why = std::string("the refused run returned ") + iris_status_string(st) + ": " + detail; }
+    else if (detail.find("took part") == std::string::npos) { ok = false; why = "the refusal does not say it took part: " + detail; }
+  } else {
+    st = fp8 ? iris_gemm_rs_run_scaled(p, a, b, sc, sc + 1, bias_arg, c, s.stream) : iris_gemm_rs_run(p, a, b, bias_arg, c, s.stream);
+    if (st != IRIS_SUCCESS) { ok = false; why = std::string("the good run returned ") + iris_status_string(st) + ": " + iris_error_detail(); }
+  }
+  CK(cudaStreamSynchronize(s.stream));
+  const double secs = now_s() - t0;
+  if (ok && secs > 1.5) { ok = false; why = "the call took " + std::to_string(secs) + " s (a wait ran out: the refusal did not take part?)"; }
+  // the errors: the plan's record (fused path), then the context's pending mismatch
+  const iris_status_t pc = iris_gemm_rs_check(p);
+  const std::string pc_detail = pc == IRIS_SUCCESS ? "" : iris_error_detail();
+  const iris_status_t ae = iris_get_async_error(s.ctx);
+  const std::string ae_detail = ae == IRIS_SUCCESS ? "" : iris_error_detail();
+  const iris_status_t want_pc = !alike && fused && me != bad ? IRIS_ERROR_MISMATCH : IRIS_SUCCESS, want_ae = !alike && !fused ? IRIS_ERROR_MISMATCH : IRIS_SUCCESS;
+  const std::string names = "rank " + std::to_string(bad);
+  if (ok && (pc != want_pc || ae != want_ae)) {
+    ok = false;
+    why = std::string("after the call: iris_gemm_rs_check ") + iris_status_string(pc) + " '" + pc_detail + "', iris_get_async_error " + iris_status_string(ae) + " '" +
+          ae_detail + "'; want " + iris_status_string(want_pc) + ", " + iris_status_string(want_ae);
+  } else if (ok && me != bad && !alike && (fused ? pc_detail : ae_detail).find(names) == std::string::npos) {
+    ok = false;
+    why = "the error does not name " + names + ": " + (fused ? pc_detail : ae_detail);
+  }
+  if (ok && me == 0 && !alike)
+    printf("# [%s] refused run, %s %s: rank 0 ended after %.3f s with %s\n", s.tag.c_str(), oname(op), iris_gemm_path_name(path), secs, (fused ? pc_detail : ae_detail).c_str());
+  // nothing of a refusing rank's written; the fused reduce-scatter writes no peer's C either
+  if (ok && refuses) ok = all_bytes(c, c_bytes + 256, 0xff, "C", why) && all_bytes(x, x_bytes, 0xff, "the buffer passed as bias or B", why);
+  if (ok && !refuses && fused && op == IRIS_GEMM_REDUCE_SCATTER) ok = all_bytes(c, c_bytes, 0xff, "a peer's C (the fused reduce-scatter writes none)", why);
+  // the next good run, on every rank: exact (the all-reduce: bitwise the same everywhere)
+  k_gen_a<T><<<128, 256, 0, s.stream>>>(a, k.M, kl, me, s.seed, 2);
+  k_gen_scales<<<1, 1, 0, s.stream>>>(sc, me, s.seed, 2);
+  CK(cudaMemsetAsync(c, 0xff, c_bytes, s.stream));
+  st = fp8 ? iris_gemm_rs_run_scaled(p, a, b, sc, sc + 1, bias_arg, c, s.stream) : iris_gemm_rs_run(p, a, b, bias_arg, c, s.stream);
+  CK(cudaStreamSynchronize(s.stream));
+  if (ok && st != IRIS_SUCCESS) { ok = false; why = std::string("the next run returned ") + iris_status_string(st) + ": " + iris_error_detail(); }
+  if (ok && (iris_gemm_rs_check(p) != IRIS_SUCCESS || iris_get_async_error(s.ctx) != IRIS_SUCCESS)) { ok = false; why = std::string("the next run: ") + iris_error_detail(); }
+  std::vector<__nv_bfloat16> h((size_t)rows * k.N);
+  CK(cudaMemcpy(h.data(), c, c_bytes, cudaMemcpyDeviceToHost));
+  if (ok && !check_c<T, __nv_bfloat16>(s, k, h, 2, why)) { ok = false; why = "the next run: " + why; }
+  std::string w2; // every rank takes part in the exchange whatever its verdict
+  if (op == IRIS_GEMM_ALL_REDUCE && !same_everywhere(s, h.data(), h.size() * 2, w2) && ok) { ok = false; why = "the next run: " + w2; }
+  cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(x); cudaFree(bv); cudaFree(sc);
+  IK(iris_gemm_rs_destroy(p));
+  return ok;
+}
+static void refused(Suite &s) {
+  if (s.world < 2) {
+    if (s.rank == 0) printf("SKIP: [%s] refused runs: one rank has no peer to take part with\n", s.tag.c_str());
+    return;
+  }
+  struct Way { iris_gemm_reduce_op_t op; iris_gemm_path_t path; int bias, coll, kind, skew_ms; bool alike; const char *what; };
+  const iris_gemm_reduce_op_t RS = IRIS_GEMM_REDUCE_SCATTER, AR = IRIS_GEMM_ALL_REDUCE;
+  const Way ways[] = {
+      {RS, IRIS_GEMM_PATH_PIPELINED, 1, 0, REF_NULL_A, 50, false, "pipelined +bias"},
+      {AR, IRIS_GEMM_PATH_PIPELINED, 0, 0, REF_BIAS, -50, false, "pipelined (three barriers)"},
+      {AR, IRIS_GEMM_PATH_PIPELINED, 0, 0, REF_NULL_A, 0, true, "pipelined (three barriers)"},
+      {RS, IRIS_GEMM_PATH_UNFUSED, 1, 0, REF_MISALIGNED_A, 50, false, "unfused +bias (barrier and pull)"},
+      {AR, IRIS_GEMM_PATH_UNFUSED, 0, 1, REF_MISALIGNED_C, -50, false, "unfused (iris_all_reduce)"},
+      {RS, IRIS_GEMM_PATH_UNFUSED, 0, 1, REF_C_OVER_B, 50, false, "unfused (iris_reduce_scatter)"},
+      {RS, IRIS_GEMM_PATH_UNFUSED, 0, 1, REF_NULL_C, 0, true, "unfused (iris_reduce_scatter)"},
+#if defined(IRIS_GEMM_HAVE_CORE)
+      {RS, IRIS_GEMM_PATH_FUSED, 1, 0, REF_NULL_C, -50, false, "fused +bias"},
+      {AR, IRIS_GEMM_PATH_FUSED, 0, 0, REF_MISALIGNED_C, 50, false, "fused"},
+      {RS, IRIS_GEMM_PATH_FUSED, 0, 0, REF_BIAS, 0, true, "fused"},
+#endif
+      {RS, IRIS_GEMM_PATH_PIPELINED, 1, 0, REF_FP8_UNSCALED, -50, false, "pipelined +bias, fp8"},
+  };
+#if !defined(IRIS_GEMM_HAVE_CORE)
+  if (s.rank == 0) printf("SKIP: [%s] refused runs on the fused path: built without the GEMM core (GEMM_RS_TEST_NO_CORE)\n", s.tag.c_str());
+#endif
+  for (const Way &w : ways) {
+    std::string why;
+    const bool ok = w.kind == REF_FP8_UNSCALED ? refused_case<f8>(s, w.op, w.path, w.bias, w.coll, w.kind, w.skew_ms, w.alike, why)
+                                               : refused_case<__nv_bfloat16>(s, w.op, w.path, w.bias, w.coll, w.kind, w.skew_ms, w.alike, why);
+    if (!ok) fprintf(stderr, "rank %d: refused run, %s %s, %s: %s\n", s.rank, oname(w.op), w.what, ref_names[w.kind], why.empty() ? iris_error_detail() : why.c_str());
+    char name[400];
+    if (w.alike)
+      snprintf(name, sizeof name, "refused run on every rank (%s), %s %s: each gets the refusal within 1.5 s, nothing else reported, nothing written; the next run exact",
+               ref_names[w.kind], oname(w.op), w.what);
+    else
+      snprintf(name, sizeof name, "refused run on rank 1 only (%s), %s %s, rank %d late by 50 ms: every call ends within 1.5 s, the others get IRIS_ERROR_MISMATCH naming "
+               "rank 1 (%s), rank 1's buffers untouched%s; the next run exact everywhere", ref_names[w.kind], oname(w.op), w.what, w.skew_ms > 0 ? 0 : 1,
+               w.path == IRIS_GEMM_PATH_FUSED ? "iris_gemm_rs_check" : "the context's mismatch",
+               w.path == IRIS_GEMM_PATH_FUSED && w.op == RS ? ", no peer's C written" : "");
+    report(s, name, ok);
+  }
+}
+
 // IRIS_GEMM_TEST_WRAP=n (tests/run.sh sets it in a run of its own): the fused plans' flag
 // block starts as if 2^32 - n calls had run, so that the 12 calls of each plan here run at
 // epochs 2^32 - n + 1, ..., 0xffffffff, 0, 1, ... (n in 1..11: the epochs cross 0xffffffff ->
@@ -638,8 +806,9 @@ int main(int argc, char **argv) {
     return stuck(s, IRIS_GEMM_PATH_PIPELINED);
 #endif
   }
-  if (argc > 2 && !strcmp(argv[2], "wrap")) {
-    wrap(s, true);
+  if (argc > 2 && (!strcmp(argv[2], "wrap") || !strcmp(argv[2], "refused"))) {
+    if (!strcmp(argv[2], "wrap")) wrap(s, true);
+    else refused(s);
     int rc = s.failed ? 1 : 0;
     cudaStreamDestroy(s.stream);
     if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;

@@ -14,6 +14,11 @@
 //   gemm_test N streams       all-gather + GEMM runs and all-reduces on two streams (issue 20)
 //   gemm_test N wrap          with IRIS_GEMM_TEST_WRAP=n (1..11): every path's epochs cross
 //                             0xffffffff -> 0 -> 1 (without it: a SKIP line)
+//   gemm_test N refused       a run refused on rank 1 only (bad arguments), every path: every
+//                             rank's call ends at once (IRIS_WAIT_TIMEOUT_MS=2000 and the t2
+//                             build: a regression shows as a timeout), the peers get
+//                             IRIS_ERROR_MISMATCH naming rank 1, rank 1's buffers untouched, the
+//                             next run exact; and refusals on every rank alike
 //   gemm_test N stuck         one rank skips a call: every other rank's fused call must end
 //                             within 2x the wait bound with IRIS_ERROR_TIMEOUT naming it
 //                             (build/gemm_test_t2 has a 2-s bound, and fetcher CTAs that
@@ -518,6 +523,156 @@ static void stuck(Suite &s) {
 #endif
 }
 
+// A run refused on one rank only (iris_gemm.h, Rules: "A run refused on one rank"): rank 1
+// calls run with a bad argument, the others well, one side late by 50 ms. Every rank's call
+// must end within 1.5 s (under the 2-s bounds the run line sets: IRIS_WAIT_TIMEOUT_MS=2000
+// for the device barriers, gemm_test_t2's IRIS_WAIT_TIMEOUT_NS for the fused kernels, so a
+// refusal that took no part shows as a timeout); rank 1 gets the refusal, saying it took
+// part; every other rank IRIS_ERROR_MISMATCH naming rank 1 (iris_ag_gemm_check on the fused
+// paths, the context's mismatch elsewhere: iris_get_async_error); nothing of rank 1's is
+// written (its C and the buffer it passed are still poisoned); then the next good run is
+// exact on every rank. "alike": every rank refuses the call: the refusals only, nothing
+// pending anywhere, the next run exact.
+enum { REF_NULL_B, REF_BIAS, REF_MISALIGNED_C, REF_OFF_HEAP, REF_C_OVER_B, REF_FP8_UNSCALED };
+static const char *const ref_names[] = {"a NULL B", "a bias the plan does not take", "a misaligned C", "an A shard off the heap", "C over B",
+                                        "iris_ag_gemm_run on an fp8 plan (no scales)"};
+static double secs_now() {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+// whether every byte of the device buffer p still holds v
+static bool all_bytes(const void *p, size_t bytes, unsigned char v, const char *what, std::string &why) {
+  std::vector<unsigned char> h(bytes);
+  if (cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) { why = std::string("reading ") + what; return false; }
+  for (size_t i = 0; i < bytes; i++)
+    if (h[i] != v) { why = std::string(what) + " was written (byte " + std::to_string(i) + ")"; return false; }
+  return true;
+}
+template <typename T>
+static bool refused_case(Suite &s, iris_gemm_path_t path, iris_gemm_layout_t layout, int fetch, int kind, int skew_ms, bool alike, std::string &why) {
+  const int W = s.world, me = s.rank, bad = 1;
+  const bool fp8 = kind == REF_FP8_UNSCALED, refuses = alike || me == bad, fused = path == IRIS_GEMM_PATH_FUSED || path == IRIS_GEMM_PATH_KERNEL_UNFUSED;
+  const iris_dtype_t at = fp8 ? IRIS_FLOAT8_E4M3 : IRIS_BFLOAT16;
+  Case k{layout, at, IRIS_BFLOAT16, fp8 ? 1 : 0, 0, path, layout == IRIS_GEMM_A_ROWS ? 128LL * W : 264, 264, layout == IRIS_GEMM_A_ROWS ? 256 : 128LL * W, 1, 0};
+  k.fetch = fetch;
+  iris_ag_gemm_desc_t d = IRIS_AG_GEMM_DESC_INIT;
+  d.layout = k.layout; d.M = k.M; d.N = k.N; d.K = k.K; d.a_type = at; d.b_transposed = k.bt; d.path = path; d.fetch_ctas = fetch;
+  iris_ag_gemm_t *g = NULL;
+  IK(iris_ag_gemm_create(s.ctx, &d, &g));
+  const size_t shard = (size_t)(layout == IRIS_GEMM_A_ROWS ? k.M / W * k.K : k.M * (k.K / W)) * sizeof(T), c_bytes = (size_t)k.M * k.N * 2;
+  const size_t b_bytes = (size_t)k.K * k.N * sizeof(T), x_bytes = (b_bytes > c_bytes ? b_bytes : c_bytes) + 512;
+  T *a = NULL, *b = NULL, *off = NULL;
+  char *c = NULL, *x = NULL; // C (256 bytes beyond it, for a misaligned one); x: a poisoned buffer a refusal passes as bias or as B under C
+  float *sc = NULL;
+  IK(iris_malloc(s.ctx, shard, (void **)&a));
+  CK(cudaMalloc(&b, b_bytes));
+  CK(cudaMalloc(&off, shard));
+  CK(cudaMalloc(&c, c_bytes + 256));
+  CK(cudaMalloc(&x, x_bytes));
+  CK(cudaMalloc(&sc, 8 * sizeof(float)));
+  k_gen_a<T><<<128, 256, 0, s.stream>>>(a, layout, k.M, k.K, W, me, s.seed, 1);
+  k_gen_b<T><<<128, 256, 0, s.stream>>>(b, k.K, k.N, k.bt, s.seed);
+  k_gen_scales<<<1, 1, 0, s.stream>>>(sc, s.seed, 1);
+  CK(cudaMemsetAsync(c, 0xff, c_bytes + 256, s.stream));
+  CK(cudaMemsetAsync(x, 0xff, x_bytes, s.stream));
+  CK(cudaStreamSynchronize(s.stream));
+  if (!barrier(s)) return false;
+  if ((skew_ms > 0 && me == 0) || (skew_ms < 0 && me == bad)) usleep((useconds_t)(skew_ms > 0 ? skew_ms : -skew_ms) * 1000);
+  const double t0 = secs_now();
+  iris_status_t st;
+  bool ok = true;
+  if (refuses) {
+    switch (kind) {
+    case REF_NULL_B: st = iris_ag_gemm_run(g, a, NULL, NULL, c, s.stream); break;
+    case REF_BIAS: st = iris_ag_gemm_run(g, a, b, x, c, s.stream); break;
+    case REF_MISALIGNED_C: st = iris_ag_gemm_run(g, a, b, NULL, c + 2, s.stream); break;
+    case REF_OFF_HEAP: st = iris_ag_gemm_run(g, off, b, NULL, c, s.stream); break;
+    case REF_C_OVER_B: st = iris_ag_gemm_run(g, a, x, NULL, x + 256, s.stream); break;
+    default: st = iris_ag_gemm_run(g, a, b, NULL, c, s.stream); break;
+    }
+    const std::string detail = iris_error_detail();
+    if (st != (kind == REF_OFF_HEAP ? IRIS_ERROR_NOT_IN_HEAP : IRIS_ERROR_INVALID_ARGUMENT)) { ok = false; why = std::string("the refused run returned ") + iris_status_string(st) + ": " + detail; }
+    else if (detail.find("took part") == std::string::npos) { ok = false; why = "the refusal does not say it took part: " + detail; }
+  } else {
+    st = fp8 ? iris_ag_gemm_run_scaled(g, a, b, sc + 1, sc + 4, NULL, c, s.stream) : iris_ag_gemm_run(g, a, b, NULL, c, s.stream);
+    if (st != IRIS_SUCCESS) { ok = false; why = std::string("the good run returned ") + iris_status_string(st) + ": " + iris_error_detail(); }
+  }
+  CK(cudaStreamSynchronize(s.stream));
+  const double secs = secs_now() - t0;
+  if (ok && secs > 1.5) { ok = false; why = "the call took " + std::to_string(secs) + " s (a wait ran out: the refusal did not take part?)"; }
+  // the errors: the plan's record (fused paths), then the context's pending mismatch
+  const iris_status_t pc = iris_ag_gemm_check(g);
+  const std::string pc_detail = pc == IRIS_SUCCESS ? "" : iris_error_detail();
+  const iris_status_t ae = iris_get_async_error(s.ctx);
+  const std::string ae_detail = ae == IRIS_SUCCESS ? "" : iris_error_detail();
+  const iris_status_t want_pc = !alike && fused && me != bad ? IRIS_ERROR_MISMATCH : IRIS_SUCCESS, want_ae = !alike && !fused ? IRIS_ERROR_MISMATCH : IRIS_SUCCESS;
+  const std::string names = "rank " + std::to_string(bad);
+  if (ok && (pc != want_pc || ae != want_ae)) {
+    ok = false;
+    why = std::string("after the call: iris_ag_gemm_check ") + iris_status_string(pc) + " '" + pc_detail + "', iris_get_async_error " + iris_status_string(ae) + " '" +
+          ae_detail + "'; want " + iris_status_string(want_pc) + ", " + iris_status_string(want_ae);
+  } else if (ok && me != bad && !alike && (fused ? pc_detail : ae_detail).find(names) == std::string::npos) {
+    ok = false;
+    why = "the error does not name " + names + ": " + (fused ? pc_detail : ae_detail);
+  }
+  if (ok && me == 0 && !alike) printf("# [%s] refused run, %s: rank 0 ended after %.3f s with %s\n", s.tag.c_str(), iris_gemm_path_name(path), secs, (fused ? pc_detail : ae_detail).c_str());
+  // nothing of a refusing rank's written
+  if (ok && refuses) ok = all_bytes(c, c_bytes + 256, 0xff, "C", why) && all_bytes(x, x_bytes, 0xff, "the buffer passed as bias or B", why);
+  // the next good run, on every rank: exact
+  k_gen_a<T><<<128, 256, 0, s.stream>>>(a, layout, k.M, k.K, W, me, s.seed, 2);
+  k_gen_scales<<<1, 1, 0, s.stream>>>(sc, s.seed, 2);
+  CK(cudaMemsetAsync(c, 0xff, c_bytes, s.stream));
+  st = fp8 ? iris_ag_gemm_run_scaled(g, a, b, sc + 1, sc + 4, NULL, c, s.stream) : iris_ag_gemm_run(g, a, b, NULL, c, s.stream);
+  CK(cudaStreamSynchronize(s.stream));
+  if (ok && st != IRIS_SUCCESS) { ok = false; why = std::string("the next run returned ") + iris_status_string(st) + ": " + iris_error_detail(); }
+  if (ok && (iris_ag_gemm_check(g) != IRIS_SUCCESS || iris_get_async_error(s.ctx) != IRIS_SUCCESS)) { ok = false; why = std::string("the next run: ") + iris_error_detail(); }
+  if (ok) {
+    std::vector<__nv_bfloat16> h((size_t)k.M * k.N);
+    CK(cudaMemcpy(h.data(), c, c_bytes, cudaMemcpyDeviceToHost));
+    ok = check_c<T, __nv_bfloat16>(s, k, h, 2, why);
+    if (!ok) why = "the next run: " + why;
+  }
+  cudaFree(b); cudaFree(off); cudaFree(c); cudaFree(x); cudaFree(sc);
+  IK(iris_free(s.ctx, a));
+  IK(iris_ag_gemm_destroy(g));
+  return ok;
+}
+static void refused(Suite &s) {
+  if (s.world < 2) {
+    if (s.rank == 0) printf("SKIP: [%s] refused runs: one rank has no peer to take part with\n", s.tag.c_str());
+    return;
+  }
+  struct Way { iris_gemm_path_t path; iris_gemm_layout_t layout; int fetch; int kind; int skew_ms; bool alike; const char *what; };
+  const Way ways[] = {
+      {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_A_ROWS, 0, REF_BIAS, 50, false, "pipelined rows"},
+      {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_A_ROWS, 0, REF_NULL_B, 0, true, "pipelined rows"},
+      {IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_A_COLS, 0, REF_NULL_B, -50, false, "unfused cols (copy engines)"},
+      {IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_A_ROWS, 0, REF_OFF_HEAP, 50, false, "unfused rows (iris_all_gather)"},
+      {IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_A_ROWS, 0, REF_MISALIGNED_C, 0, true, "unfused rows (iris_all_gather)"},
+      {IRIS_GEMM_PATH_FUSED, IRIS_GEMM_A_ROWS, 0, REF_C_OVER_B, -50, false, "fused rows"},
+      {IRIS_GEMM_PATH_FUSED, IRIS_GEMM_A_COLS, -1, REF_MISALIGNED_C, 50, false, "fused cols, side fetch"},
+      {IRIS_GEMM_PATH_FUSED, IRIS_GEMM_A_ROWS, 3, REF_NULL_B, 0, true, "fused rows, fetch_ctas 3"},
+      {IRIS_GEMM_PATH_KERNEL_UNFUSED, IRIS_GEMM_A_ROWS, 0, REF_NULL_B, -50, false, "kernel-unfused rows"},
+      {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_A_ROWS, 0, REF_FP8_UNSCALED, 50, false, "pipelined rows, fp8"},
+  };
+  for (const Way &w : ways) {
+    std::string why;
+    const bool ok = w.kind == REF_FP8_UNSCALED ? refused_case<f8>(s, w.path, w.layout, w.fetch, w.kind, w.skew_ms, w.alike, why)
+                                               : refused_case<__nv_bfloat16>(s, w.path, w.layout, w.fetch, w.kind, w.skew_ms, w.alike, why);
+    if (!ok) fprintf(stderr, "rank %d: refused run, %s, %s: %s\n", s.rank, w.what, ref_names[w.kind], why.empty() ? iris_error_detail() : why.c_str());
+    char name[400];
+    if (w.alike)
+      snprintf(name, sizeof name, "refused run on every rank (%s), %s: each gets the refusal within 1.5 s, nothing else reported, nothing written; the next run exact", ref_names[w.kind],
+               w.what);
+    else
+      snprintf(name, sizeof name, "refused run on rank 1 only (%s), %s, rank %d late by 50 ms: every call ends within 1.5 s, the others get IRIS_ERROR_MISMATCH naming rank 1 "
+               "(%s), rank 1's buffers untouched; the next run exact everywhere", ref_names[w.kind], w.what, w.skew_ms > 0 ? 0 : 1,
+               w.path == IRIS_GEMM_PATH_FUSED || w.path == IRIS_GEMM_PATH_KERNEL_UNFUSED ? "iris_ag_gemm_check" : "the context's mismatch");
+    report(s, name, ok);
+  }
+}
+
 // Issue 20: all-gather + GEMM runs and collectives of one context issued on two streams
 // with no dependency between the streams (as a framework's compute and communication
 // streams): the library orders them per context, so every rank's calls pair up. Every
@@ -616,9 +771,10 @@ int main(int argc, char **argv) {
   s.seed = all[0];
   if (rank == 0) printf("# [%s] seed %llu\n", s.tag.c_str(), (unsigned long long)s.seed);
   const int W = n;
-  if (!strcmp(mode, "sweep") || !strcmp(mode, "stuck") || !strcmp(mode, "streams") || !strcmp(mode, "wrap")) {
+  if (!strcmp(mode, "sweep") || !strcmp(mode, "stuck") || !strcmp(mode, "streams") || !strcmp(mode, "wrap") || !strcmp(mode, "refused")) {
     if (!strcmp(mode, "sweep")) sweep(s, argc > 3 ? atoi(argv[3]) : 3);
     else if (!strcmp(mode, "streams")) streams(s);
+    else if (!strcmp(mode, "refused")) refused(s);
     else if (!strcmp(mode, "wrap")) wrap(s, true);
     else stuck(s);
     int rc = s.failed ? 1 : 0;

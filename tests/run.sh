@@ -318,6 +318,7 @@ else
     run_counted "gemm_test $w sweep: issue 20's hang shape, every path, plans back to back ($(placement "$w"))" ./build/gemm_test $w sweep 5
     run_counted "gemm_test $w streams: GEMM runs and all-reduces on two streams ($(placement "$w"))" ./build/gemm_test $w streams
     run_counted "gemm_test_t2 $w stuck: a stuck peer ends the call within 2x the bound ($(placement "$w"))" ./build/gemm_test_t2 $w stuck
+    run_counted "gemm_test_t2 $w refused: a run refused on one rank takes part, no call waits (IRIS_WAIT_TIMEOUT_MS=2000; $(placement "$w"))" env IRIS_WAIT_TIMEOUT_MS=2000 ./build/gemm_test_t2 $w refused
     run_counted "gemm_test $w wrap (IRIS_GEMM_TEST_WRAP=6: the fused kernels' epochs cross 0xffffffff -> 0 -> 1, every path; $(placement "$w"))" env IRIS_GEMM_TEST_WRAP=6 ./build/gemm_test $w wrap
   done
   # GEMM + reduce-scatter / all-reduce: built here only (make test without a GPU stays as fast)
@@ -325,6 +326,7 @@ else
     for w in $gpu_worlds; do
       run_counted "gemm_rs_test $w: GEMM + reduce-scatter / all-reduce, every path ($(placement "$w"))" ./build/gemm_rs_test $w
       run_counted "gemm_rs_test_t2 $w stuck: a stuck peer ends the fused call within 2x the bound ($(placement "$w"))" ./build/gemm_rs_test_t2 $w stuck
+      run_counted "gemm_rs_test_t2 $w refused: a run refused on one rank takes part, no call waits (IRIS_WAIT_TIMEOUT_MS=2000; $(placement "$w"))" env IRIS_WAIT_TIMEOUT_MS=2000 ./build/gemm_rs_test_t2 $w refused
       run_counted "gemm_rs_test $w wrap (IRIS_GEMM_TEST_WRAP=6: the fused path's epochs cross 0xffffffff -> 0 -> 1, both ops and cores; $(placement "$w"))" env IRIS_GEMM_TEST_WRAP=6 ./build/gemm_rs_test $w wrap
     done
   else
