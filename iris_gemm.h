@@ -78,11 +78,36 @@
  *     the wait bound (IRIS_WAIT_TIMEOUT_NS, 10 minutes by default) with a wrong C, and
  *     iris_ag_gemm_check (after the stream is synchronised) returns IRIS_ERROR_TIMEOUT
  *     naming the wait and the peer. Check after runs whose results matter; after such an
- *     error destroy the plan (every rank). docs/gemm_waits.md lists every wait. A run
- *     refused on one rank only (bad arguments) leaves the plan out of step on every rank
- *     in the same way. A run that fails after enqueuing its barrier or first kernel (a
- *     runtime failure) marks the plan broken: later runs return
- *     IRIS_ERROR_INVALID_ARGUMENT saying so.
+ *     error destroy the plan (every rank). docs/gemm_waits.md lists every wait. A run that
+ *     fails after enqueuing its barrier or first kernel (a runtime failure) marks the plan
+ *     broken: later runs return IRIS_ERROR_INVALID_ARGUMENT saying so (a broken plan's run
+ *     takes no part: destroy it on every rank).
+ *   - A run refused on one rank (its arguments: a NULL buffer, a bias against the plan,
+ *     misalignment, an A shard off the heap without stage_a, C over an input, an fp8 plan
+ *     without both scales; all checked before anything is enqueued) still takes part in
+ *     the call there, so that no peer waits for it: that rank returns the refusal (its
+ *     detail says the run took part), reads and writes no buffer of the user's, and
+ *     launches in place of the call what the peers' call pairs with: on the pipelined and
+ *     copy-engine unfused paths a device barrier with the signature of a refused collective,
+ *     then a plain one; on the unfused path through iris_all_gather the refused barrier
+ *     alone (as a refused collective takes part); on the fused and kernel-unfused paths a
+ *     one-block kernel that tells every peer, moves the peers' "done reading" counts and
+ *     its own epochs on by one call, and waits for nothing. The peers' run of the call
+ *     ends at once (no wait runs out) with C of that call wrong (computed with whatever
+ *     the refusing rank's A held), and IRIS_ERROR_MISMATCH naming the refusing rank: from
+ *     iris_ag_gemm_check on the fused and kernel-unfused paths, else as the context's
+ *     collective mismatch (iris_get_async_error, iris_collectives_check, iris_barrier;
+ *     the refusing rank's too). Every rank's calls and epochs stay in step: the next
+ *     well-formed run is exact everywhere. Exceptions: on the unfused path through
+ *     iris_all_gather, an A shard larger than the collectives' staging area per rank makes
+ *     the peers' all-gather several launches, and its mismatch with the refusal is fatal to
+ *     the context (IRIS_ERROR_MISMATCH on every call: finalize it), as for a refused
+ *     collective; with IRIS_COLL_CHECK=0 that all-gather reads no headers and waits out its
+ *     bound; a fused call at epoch 0 (once in 2^32 calls) has no abort marker, and its
+ *     waits end by their bound. Where every rank refused the call alike, nothing waits and
+ *     nothing is reported beyond the refusals. The normal run pays nothing for this: no
+ *     extra launch or wait (the peers notice through the barrier's header exchange and the
+ *     waits' abort word, which they check anyway).
  *   - The fused kernels run one CTA per SM on every SM and their CTAs wait on each other,
  *     and on the peers' kernels: give them the GPU. Where other work holds SMs (kernels
  *     on other streams, other processes under MPS), the TMA kernel with fetcher CTAs
@@ -158,12 +183,15 @@ IRIS_API iris_status_t iris_ag_gemm_create(iris_t *ctx, const iris_ag_gemm_desc_
  * desc.has_bias. Enqueues only (capturable); see Rules for ordering. Runs after the
  * context's previous communication call (collectives, device barrier, other plans),
  * whatever the stream, as the collectives do; returns the context's fatal fault at once
- * (iris_get_async_error, iris.h). Failed waits of a run: iris_ag_gemm_check. */
+ * (iris_get_async_error, iris.h). Failed waits of a run: iris_ag_gemm_check. Bad
+ * arguments: IRIS_ERROR_INVALID_ARGUMENT (IRIS_ERROR_NOT_IN_HEAP for an A shard off the
+ * heap) naming the rule; the run still takes part in the call, touching no buffer (Rules:
+ * "A run refused on one rank"). */
 IRIS_API iris_status_t iris_ag_gemm_run(iris_ag_gemm_t *g, const void *a_shard, const void *b, const void *bias, void *c, iris_stream_t stream);
 /* As iris_ag_gemm_run, with per-tensor scales for fp8 inputs (device pointers to one float
  * each: C = (a_scale * A) * (b_scale * B) (+ bias)). An fp8 plan must come here with both
  * scales (iris_ag_gemm_run refuses it); a bf16/fp16 plan takes NULL scales. Else
- * IRIS_ERROR_INVALID_ARGUMENT naming the rule. */
+ * IRIS_ERROR_INVALID_ARGUMENT naming the rule (the run takes part as a refused one). */
 IRIS_API iris_status_t iris_ag_gemm_run_scaled(iris_ag_gemm_t *g, const void *a_shard, const void *b, const float *a_scale, const float *b_scale, const void *bias,
                                                void *c, iris_stream_t stream);
 /* Synchronous; call it once the plan's runs have completed on their streams (e.g. after
@@ -173,7 +201,9 @@ IRIS_API iris_status_t iris_ag_gemm_run_scaled(iris_ag_gemm_t *g, const void *a_
  * runs past its bound in a call aborts the call (its other waits return at once, C is
  * wrong) and is recorded. Returns IRIS_ERROR_TIMEOUT if a wait ran past its bound since
  * the last check, with a detail naming the wait, the peer rank it waited for and the call
- * (1 = the plan's first run), and clears the record; else IRIS_SUCCESS. The plan stays
+ * (1 = the plan's first run), and clears the record; IRIS_ERROR_MISMATCH where a peer's run
+ * of a call was refused (Rules: "A run refused on one rank"; naming the call and the peer:
+ * C of that call is wrong here, the plan stays in step); else IRIS_SUCCESS. The plan stays
  * usable, but a peer that skipped a call leaves it out of step for good: destroy it.
  * The pipelined and unfused paths wait only in the device barrier of iris_collectives.h,
  * which reports its own timeouts; for them this returns IRIS_SUCCESS. */

@@ -102,7 +102,7 @@
  *   - Workspace, on the symmetric heap (w: the wire's element size: sizeof(C type), or 4
  *     with exact = 1 and on the fused path): pipelined and fused M*N*w bytes (the receive
  *     slots), plus M*N*sizeof(C type) for ALL_REDUCE; fused also 4 * (W * ceil(M/64) *
- *     ceil(N/128) + 1033) bytes of flags, error record and counters; unfused M*N*w. Local
+ *     ceil(N/128) + 1035) bytes of flags, error record and counters; unfused M*N*w. Local
  *     memory: pipelined (W-1)/W*M*N*w bytes of chunk staging, and (pipelined, unfused) 32
  *     MB of cuBLASLt workspace.
  A heap that cannot hold the workspace:
@@ -117,11 +117,36 @@
  *     bounded by the unit's IRIS_WAIT_TIMEOUT_NS (compile time only), the first
  *     expiry recorded in the plan's error record (the rest of that call's waits then
  *     return at once, and the peers are told); iris_gemm_rs_check reports it.
- *   - A run refused before it enqueues anything (bad arguments) leaves the plan as it was
- *     on this rank, but if the peers ran that call the plan is out of step everywhere: a
- *     call refused on one rank only needs every rank to destroy the plan. A run that fails
- *     after its opening barrier (a runtime or cuBLASLt failure) marks the plan broken: later
- *     runs return IRIS_ERROR_INVALID_ARGUMENT saying so.
+ *   - A run refused on one rank (its arguments: a NULL or misaligned buffer, a bias against
+ *     the plan, C over an input, an fp8 plan without both scales; all checked before
+ *     anything is enqueued) still takes part in the call there, so that no peer waits for
+ *     it: that rank returns the refusal (its detail says the run took part), reads and
+ *     writes no buffer of the user's, and launches in place of the call what the peers'
+ *     call pairs with: on the pipelined and barrier-and-pull unfused paths a device barrier
+ *     with the signature of a refused collective, then plain ones (as many as the peers'
+ *     call makes); on the unfused path through a collective the refused barrier alone (as a
+ *     refused collective takes part); on the fused path a plain opening barrier, a one-block
+ *     kernel that tells every peer and moves its own epochs on by one call, and (ALL_REDUCE)
+ *     the plain gather barrier. The peers' run of the call ends at once (no wait runs out),
+ *     and they get IRIS_ERROR_MISMATCH naming the refusing rank: from iris_gemm_rs_check on
+ *     the fused path, else as the context's collective mismatch (iris_get_async_error,
+ *     iris_collectives_check, iris_barrier; the refusing rank's too). Their C of that call:
+ *     left as it was on the fused path's REDUCE_SCATTER (its reduce writes no row);
+ *     elsewhere undefined (written from a stale partial of the refusing rank, or left as
+ *     it was where a mismatched collective writes nothing). Every rank's
+ *     calls and epochs stay in step: the next well-formed run is exact everywhere.
+ *     Exceptions: on the unfused path through a collective, a peer's collective split into
+ *     several launches (C off the heap, larger than the collectives' staging area) makes
+ *     the mismatch fatal to the context (IRIS_ERROR_MISMATCH on every call: finalize it), as
+ *     for a refused collective; with IRIS_COLL_CHECK=0 its latency path reads no headers and
+ *     waits out its bound; a fused call at epoch 0 (once in 2^32 calls) has no abort marker,
+ *     and the peers' reduce waits end by their bound. Where every rank refused the call
+ *     alike, nothing waits and nothing is reported beyond the refusals. The normal run pays
+ *     nothing for this: no extra launch or wait (the peers notice through the barrier's
+ *     header exchange and the waits' abort word, which they check anyway).
+ *   - A run that fails after its opening barrier (a runtime or cuBLASLt failure) marks the
+ *     plan broken: later runs return IRIS_ERROR_INVALID_ARGUMENT saying so (a broken plan's
+ *     run takes no part: destroy it on every rank).
  *   - Graphs: run allocates nothing and never synchronises the host: capture and replay
  *     freely. Create the plan before capturing.
  *   - AMD (hipcc): the paths need cuBLASLt or the TMA core; create returns
@@ -184,14 +209,15 @@ IRIS_API iris_status_t iris_gemm_rs_create(iris_t *ctx, const iris_gemm_rs_desc_
  * rank's B shard, bias: NULL unless desc.has_bias, c: the output. Capturable; allocates
  * nothing. Ordered after the context's previous communication call whatever its stream (as
  * the collectives and iris_ag_gemm_run); returns the context's fatal fault at once
- * (iris_get_async_error). Bad pointers: IRIS_ERROR_INVALID_ARGUMENT, nothing enqueued. */
+ * (iris_get_async_error). Bad pointers: IRIS_ERROR_INVALID_ARGUMENT naming the rule; the run
+ * still takes part in the call, touching no buffer (Rules: "A run refused on one rank"). */
 IRIS_API iris_status_t iris_gemm_rs_run(iris_gemm_rs_t *p, const void *a, const void *b, const void *bias, void *c, iris_stream_t stream);
 /* As iris_gemm_rs_run, with per-tensor scales for fp8 inputs: C = sum_r (a_scale_r * A_r) *
  * (b_scale_r * B_r) (+ bias), where a_scale and b_scale point to one float each in device
  * memory (read when the GEMM runs, so a graph replay reads the current values). An fp8
  * plan must come here (iris_gemm_rs_run refuses it) with both scales; a bf16/fp16 plan
  * takes NULL scales (then this is iris_gemm_rs_run). Else IRIS_ERROR_INVALID_ARGUMENT
- * naming the rule, nothing enqueued. */
+ * naming the rule (the run takes part as a refused one). */
 IRIS_API iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a, const void *b, const float *a_scale, const float *b_scale, const void *bias, void *c,
                                                iris_stream_t stream);
 /* Synchronous, after the plan's runs have completed on their streams. The pipelined and
@@ -200,7 +226,8 @@ IRIS_API iris_status_t iris_gemm_rs_run_scaled(iris_gemm_rs_t *p, const void *a,
  * IRIS_ERROR_INVALID_ARGUMENT for a NULL plan). Fused path: the first wait for a peer's
  * tile that ran past IRIS_WAIT_TIMEOUT_NS since the last check (IRIS_ERROR_TIMEOUT naming
  * the call, the peer, the tile; or a peer that gave up on a call, or a stuck TMA pipeline),
- * and clears the record; IRIS_SUCCESS when none. */
+ * or a peer's run of a call that was refused (IRIS_ERROR_MISMATCH naming the call and the
+ * peer: Rules, "A run refused on one rank"), and clears the record; IRIS_SUCCESS when none. */
 IRIS_API iris_status_t iris_gemm_rs_check(iris_gemm_rs_t *p);
 /* The path the plan runs (IRIS_GEMM_PATH_AUTO for NULL). */
 IRIS_API iris_gemm_path_t iris_gemm_rs_path(const iris_gemm_rs_t *p);
