@@ -555,9 +555,9 @@ __global__ void iris_coll_barrier_kernel(iris_coll_dev_t d, unsigned long long s
  * of this one has read the call word. It takes the call word and the header rows
  * (d.calls, d.hdr), not the whole device view. VEC (the host's choice: every address,
  * pitch and the width 16-byte aligned): a 16-byte vector per thread and step over the
- * rows as one index space; else iris_copy_bytes row by row. On one H200 the check costs
- * 0.3-0.5 us per copy in graphs and the kernel is 0.2-1 us faster than the memcpy eagerly
- * (docs/tuning.md, "The staging area's copy out"). */
+ * rows as one index space; else iris_copy_bytes row by row. On one H200, against the
+ * memcpy it replaces: 0.5-0.9 us slower per copy in graphs, about as fast eagerly up to
+ * 2 MB, faster for rows from 1 MB (docs/tuning.md, "The staging area's copy out"). */
 static_assert(IRIS_COLL_BW_THREADS >= IRIS_MAX_RANKS, "the copy out reads a peer's header per thread");
 template <bool VEC>
 __global__ void iris_coll_copy_out_kernel(const unsigned long long *calls, const iris_coll_hdr_row_t *hdr, int W, int me, char *dst, size_t dpitch, const char *src,

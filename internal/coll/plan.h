@@ -409,7 +409,8 @@ static inline IRIS_HOST_DEVICE size_t iris_coll_ll_payload(int W) { return W == 
 #endif
 
 /* The staging area's copy out (iris_coll_copy_out_kernel): at most this many CTAs per SM
- * (a 16-byte vector per thread below that). */
+ * (a 16-byte vector per thread below that); 8 and 16 were no faster on one H200, and
+ * slower at 8 MB (every CTA reads the headers first): docs/tuning.md. */
 #ifndef IRIS_COLL_COPY_OUT_WAVES
 #define IRIS_COLL_COPY_OUT_WAVES 2
 #endif

@@ -154,7 +154,13 @@ IRIS_DEVICE_INLINE void iris_ag_gemm_fetch_by(const G &grp, const iris_ag_gemm_d
   const int tid = grp.tid(), nt = grp.size();
   for (int q = q0; q <= q1; ++q) {
     if (q == d.ctx.rank || (seen >> q & 1u)) continue;
-    if (tid == 0) iris_gemm_wait_flag<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(d.err, d.arrive + q, epoch, epoch, IRIS_GEMM_WAIT_ARRIVE, q, -1);
+    /* a peer whose run of this call was refused and that has moved on to its next call
+     * has signalled past this epoch already, so the wait passes at its first poll: the
+     * refusal it wrote before that signal is looked for once here (one local load per
+     * peer and fetch group per call) */
+    if (tid == 0 && iris_gemm_wait_flag<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(d.err, d.arrive + q, epoch, epoch, IRIS_GEMM_WAIT_ARRIVE, q, -1) &&
+        iris_gemm_err_aborted(d.err, epoch))
+      iris_gemm_err_note_refused(d.err, epoch);
     seen |= (iris_ag_seen_t)1 << q;
   }
   grp.sync();
