@@ -657,16 +657,7 @@ static bool refused_case(Suite &s, iris_gemm_reduce_op_t op, iris_gemm_path_t pa
   const std::string pc_detail = pc == IRIS_SUCCESS ? "" : iris_error_detail();
   const iris_status_t ae = iris_get_async_error(s.ctx);
   const std::string ae_detail = ae == IRIS_SUCCESS ? "" : iris_error_detail();
-  const iris_status_t want_pc = !alike && fused && me != bad ? IRIS_ERROR_MISMATCH : IRIS_SUCCESS, want_ae = !alike && !fused ? IRIS_ERROR_MISMATCH : IRIS_SUCCESS;
-  const std::string names = "rank " + std::to_string(bad);
-  if (ok && (pc != want_pc || ae != want_ae)) {
-    ok = false;
-    why = std::string("after the call: iris_gemm_rs_check ") + iris_status_string(pc) + " '" + pc_detail + "', iris_get_async_error " + iris_status_string(ae) + " '" +
-          ae_detail + "'; want " + iris_status_string(want_pc) + ", " + iris_status_string(want_ae);
-  } else if (ok && me != bad && !alike && (fused ? pc_detail : ae_detail).find(names) == std::string::npos) {
-    ok = false;
-    why = "the error does not name " + names + ": " + (fused ? pc_detail : ae_detail);
-  }
+  if (ok) ok = refused_errors_as_wanted("iris_gemm_rs_check", pc, pc_detail, ae, ae_detail, alike, fused, me, bad, why);
   if (ok && me == 0 && !alike)
     printf("# [%s] refused run, %s %s: rank 0 ended after %.3f s with %s\n", s.tag.c_str(), oname(op), iris_gemm_path_name(path), secs, (fused ? pc_detail : ae_detail).c_str());
   // nothing of a refusing rank's written; the fused reduce-scatter writes no peer's C either

@@ -101,6 +101,25 @@ static inline Suite shared_gpu_suite(iris_t *ctx, int r, int n, const char *tag)
 // checks; then one thread finalizes every context. Prints a FAIL line for a bad n or a
 // failed bring-up, and the finalize's PASS / FAIL line, tagged "[<tag> threads w=n]".
 // Returns 0 when no rank failed and every finalize succeeded.
+// A GEMM plan's refused-run case (gemm_test, gemm_rs_test), on this rank after the call:
+// the plan's check (pc, named check) and the context's async error (ae) against what the
+// case wants (not every rank refused alike: a fused path's peers get the plan's
+// IRIS_ERROR_MISMATCH, the others' the context's, naming rank `bad`); false with `why`.
+static inline bool refused_errors_as_wanted(const char *check, iris_status_t pc, const std::string &pc_detail, iris_status_t ae, const std::string &ae_detail,
+                                            bool alike, bool fused, int me, int bad, std::string &why) {
+  const iris_status_t want_pc = !alike && fused && me != bad ? IRIS_ERROR_MISMATCH : IRIS_SUCCESS, want_ae = !alike && !fused ? IRIS_ERROR_MISMATCH : IRIS_SUCCESS;
+  const std::string names = "rank " + std::to_string(bad);
+  if (pc != want_pc || ae != want_ae) {
+    why = std::string("after the call: ") + check + " " + iris_status_string(pc) + " '" + pc_detail + "', iris_get_async_error " + iris_status_string(ae) + " '" +
+          ae_detail + "'; want " + iris_status_string(want_pc) + ", " + iris_status_string(want_ae);
+    return false;
+  }
+  if (me != bad && !alike && (fused ? pc_detail : ae_detail).find(names) == std::string::npos) {
+    why = "the error does not name " + names + ": " + (fused ? pc_detail : ae_detail);
+    return false;
+  }
+  return true;
+}
 typedef int (*shared_gpu_rank_fn)(iris_t *ctx, int rank, int world);
 static inline int run_ranks_on_gpu0(const char *tag, int n, size_t heap_size, shared_gpu_rank_fn rank) {
   if (n < 2 || n > IRIS_MAX_RANKS) { printf("FAIL: [%s threads] %d ranks: 2 to %d\n", tag, n, IRIS_MAX_RANKS); return 1; }

@@ -975,11 +975,12 @@ static void mem_body(rank_ctx_t *x, ncclComm_t *comm_out) {
   cudaStreamDestroy(x->s);
   cudaStreamDestroy(x->s2);
 }
-/* memalloc mode's time limit (NCCL_SHIM_TEST_LIMIT_S, 120 s): a rank that never ends its
- * steps is a FAIL naming every rank's last step, not a silent timeout */
-static void mem_timeout(int) {
+/* A mode's time limit (NCCL_SHIM_TEST_LIMIT_S, 120 s) ran out: a rank that never ends its
+ * steps is a FAIL naming every rank's last step, not a silent timeout (what: more of the
+ * line's head, or "") */
+static void timeout_report(const char *mode, const char *what) {
   char msg[1024];
-  int n = snprintf(msg, sizeof msg, "FAIL: memalloc %d: not done within the time limit; each rank's last step:", W);
+  int n = snprintf(msg, sizeof msg, "FAIL: %s %d: not done within the time limit%s; each rank's last step:", mode, W, what);
   for (int r = 0; r < W && r < 64 && n < (int)sizeof msg - 80; r++) {
     const char *w = __atomic_load_n(&last_step[r], __ATOMIC_ACQUIRE);
     n += snprintf(msg + n, sizeof msg - n, " rank %d: %s (line %d);", r, w ? w : "none", __atomic_load_n(&last_line[r], __ATOMIC_RELAXED));
@@ -988,6 +989,7 @@ static void mem_timeout(int) {
   if (write(1, msg, (size_t)n) < 0) {}
   _exit(1);
 }
+static void mem_timeout(int) { timeout_report("memalloc", ""); }
 static void *mem_thread_main(void *p) {
   thread_arg_t *a = (thread_arg_t *)p;
   rank_ctx_t x;
@@ -1060,17 +1062,7 @@ static void bad_call(rank_ctx_t *x, int c, int c_next, int bcast, int bad_rank, 
   }
   pthread_barrier_wait(&bad_barrier);
 }
-static void bad_timeout(int) {
-  char msg[1024];
-  int n = snprintf(msg, sizeof msg, "FAIL: bad-root %d: not done within the time limit (a rank waits for a peer); each rank's last step:", W);
-  for (int r = 0; r < W && r < 64 && n < (int)sizeof msg - 80; r++) {
-    const char *w = __atomic_load_n(&last_step[r], __ATOMIC_ACQUIRE);
-    n += snprintf(msg + n, sizeof msg - n, " rank %d: %s (line %d);", r, w ? w : "none", __atomic_load_n(&last_line[r], __ATOMIC_RELAXED));
-  }
-  if (n < (int)sizeof msg - 1) msg[n++] = '\n';
-  if (write(1, msg, (size_t)n) < 0) {}
-  _exit(1);
-}
+static void bad_timeout(int) { timeout_report("bad-root", " (a rank waits for a peer)"); }
 static void *bad_thread_main(void *p) {
   thread_arg_t *a = (thread_arg_t *)p;
   rank_ctx_t x;
