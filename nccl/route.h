@@ -93,13 +93,13 @@ static inline int iris_nccl_parse_size(const char *s, unsigned long long *out) {
 }
 
 /* A switch or level of the shim's environment (IRIS_NCCL_DISABLE, _GROUPS: 0 or 1;
- * IRIS_NCCL_DEBUG: 0 to 2): NULL or empty (unset, NCCL's rule for its own variables)
- * leaves *out as it is; a decimal 0 .. max sets it; anything else (a sign, a space, a word
- * such as "off", a larger number) returns -1 and leaves *out. */
+ * IRIS_NCCL_DEBUG: 0 to 2): NULL (unset) leaves *out as it is; a decimal 0 .. max sets
+ * it; anything else (empty, a sign, a space, a word such as "off", a larger number)
+ * returns -1 and leaves *out: set but empty is an error, as for every IRIS_* variable. */
 static inline int iris_nccl_parse_level(const char *s, int max, int *out) {
   int v = 0;
   const char *p = s;
-  if (!s || !*s) return 0;
+  if (!s) return 0;
   while (*p >= '0' && *p <= '9') {
     v = v * 10 + (*p++ - '0');
     if (v > max) return -1;
@@ -111,14 +111,18 @@ static inline int iris_nccl_parse_level(const char *s, int max, int *out) {
 
 /* IRIS_NCCL_MAX_BYTES: one size for every collective ("8M"), or a comma list of
  * name=size ("allreduce=8M,broadcast=0,alltoall=64K"; names as iris_nccl_kind_names,
- * unnamed kinds keep their default). NULL or empty: the defaults. Returns 0, or -1 with
- * why filled in (the table is then the defaults). */
+ * unnamed kinds keep their default). NULL: the defaults. Returns 0, or -1 with why filled
+ * in (empty included; the table is then the defaults). */
 static inline int iris_nccl_parse_table(const char *env, iris_nccl_table_t *t, char *why, size_t why_len) {
   char buf[512], *item, *save = NULL;
   unsigned long long v;
   int k;
   *t = iris_nccl_default_table();
-  if (!env || !*env) return 0;
+  if (!env) return 0;
+  if (!*env) {
+    snprintf(why, why_len, "IRIS_NCCL_MAX_BYTES is set but empty; unset it for the defaults, or give a size (e.g. 4M) or a list (allreduce=4M,broadcast=1M)");
+    return -1;
+  }
   if (!strchr(env, '=')) {
     if (iris_nccl_parse_size(env, &v) != 0) {
       snprintf(why, why_len, "IRIS_NCCL_MAX_BYTES='%s' is not a size (e.g. 4M) nor a list (allreduce=4M,broadcast=1M)", env);
@@ -305,8 +309,8 @@ static inline int iris_nccl_ranks_here(const iris_nccl_record_t *r, int world, i
  * is internal/core/util.h's iris_detail_env, replicated: route.h is compiled without
  * iris's implementation (nccl/shim.cc links it from nccl/iris_impl.cu, where
  * iris_detail_env is a static function; tests/nccl/route_test.cc compiles route.h alone).
- * The shim's own IRIS_NCCL_* variables keep their rule (empty is unset, as NCCL reads its
- * own; iris_nccl_parse_level). */
+ * The shim's own IRIS_NCCL_* variables follow the same rule (iris_nccl_parse_level,
+ * iris_nccl_parse_table, iris_nccl_read_options in shim.cc). */
 static inline int iris_nccl_env_strict(const char *name, const char **value, char *why, size_t n) {
   const char *s = getenv(name);
   if (!s) return 0;

@@ -167,7 +167,7 @@ static void iris_nccl_wheel_dirs(char *dirs, size_t n) {
   fclose(f);
 }
 
-/* IRIS_NCCL_LIB when set (that file and no other); else the first libnccl.so.2 other
+/* IRIS_NCCL_LIB when set (that file and no other; set but empty: no NCCL); else the first libnccl.so.2 other
  * than this library in: the nvidia-nccl wheel beside NVIDIA wheels already loaded, the
  * directories of LD_LIBRARY_PATH, this library's directory, $CUDA_HOME/lib64,
  * /usr/local/cuda/lib64 and the system's library directories. */
@@ -180,7 +180,12 @@ static void iris_nccl_load(void) {
   size_t i;
   void *h = NULL;
   if (dladdr((void *)&iris_nccl_load, &info) && info.dli_fname && stat(info.dli_fname, &self_st) == 0) self = &self_st;
-  if (env && *env) {
+  if (env && !*env) { /* set but empty: an error, as every IRIS_* variable (not "search") */
+    snprintf(iris_nccl_load_error, sizeof iris_nccl_load_error,
+             "iris_nccl: IRIS_NCCL_LIB is set but empty; unset it to search for the real NCCL, or give the path of its libnccl.so.2");
+    return;
+  }
+  if (env) {
     if (!(h = iris_nccl_try_open(env, self, tried, sizeof tried))) {
       snprintf(iris_nccl_load_error, sizeof iris_nccl_load_error, "iris_nccl: IRIS_NCCL_LIB=%s is not a usable NCCL:%s", env,
                tried[0] ? tried : " no such file");
@@ -278,16 +283,16 @@ static void iris_nccl_read_options(void) {
     int i;
     for (i = 0; i < 3 && !o->bad; i++)
       if (iris_nccl_parse_level(v = getenv(names[i]), i == 2 ? 2 : 1, dst[i]) != 0) {
-        snprintf(o->why, sizeof o->why, "%s='%s' is not %s", names[i], v, i == 2 ? "0, 1 or 2" : "0 or 1");
+        snprintf(o->why, sizeof o->why, "%s='%s' is not %s%s", names[i], v, i == 2 ? "0, 1 or 2" : "0 or 1", *v ? "" : " (set but empty: unset it for the default)");
         o->bad = 1;
       }
   }
   if (!o->bad && iris_nccl_parse_table(getenv("IRIS_NCCL_MAX_BYTES"), &o->table, o->why, sizeof o->why) != 0) o->bad = 1;
-  if (!o->bad && (v = getenv("IRIS_NCCL_HEAP")) != NULL && *v && (iris_nccl_parse_size(v, &o->heap) != 0 || o->heap == 0)) {
+  if (!o->bad && (v = getenv("IRIS_NCCL_HEAP")) != NULL && (iris_nccl_parse_size(v, &o->heap) != 0 || o->heap == 0)) {
     snprintf(o->why, sizeof o->why, "IRIS_NCCL_HEAP='%s' is not a size of bytes (e.g. 256M)", v);
     o->bad = 1;
   }
-  if (!o->bad && (v = getenv("IRIS_NCCL_MEMALLOC")) != NULL && *v && iris_nccl_parse_size(v, &o->memalloc) != 0) {
+  if (!o->bad && (v = getenv("IRIS_NCCL_MEMALLOC")) != NULL && iris_nccl_parse_size(v, &o->memalloc) != 0) {
     snprintf(o->why, sizeof o->why, "IRIS_NCCL_MEMALLOC='%s' is not a size of bytes (e.g. 1G; 0: off)", v);
     o->bad = 1;
   }

@@ -75,6 +75,8 @@ run -u IRIS_NCCL_LIB LD_PRELOAD="$PWD/$lib:$wheel/cuda_runtime/lib/libfake.so" I
   ./build/nccl_version_real real "$REAL" "LD_PRELOAD, the real NCCL from the nvidia-nccl wheel beside a loaded NVIDIA wheel: "
 # no real NCCL
 run IRIS_NCCL_LIB=/nonexistent/libnccl.so.2 ./build/nccl_version_shim missing /nonexistent/libnccl.so.2 "IRIS_NCCL_LIB missing: "
+# set but empty: an error (every IRIS_* variable's rule), not a search
+run IRIS_NCCL_LIB= ./build/nccl_version_shim missing "set but empty" "IRIS_NCCL_LIB set but empty: "
 
 # (d) the routing decisions
 if ${CXX:-c++} -std=c++17 -O1 -Wall -Wextra -Werror -Wno-format-truncation -I. -I"$NCCL_INC" -I"$CUDA_HOME/include" tests/nccl/route_test.cc -o build/nccl_route_test >>"$log" 2>&1; then

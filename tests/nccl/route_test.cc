@@ -37,10 +37,11 @@ int main(void) {
   iris_redop_t op;
   int ok, k;
 
-  /* the switches (IRIS_NCCL_DISABLE, _GROUPS, _DEBUG): unset or empty keep the default */
+  /* the switches (IRIS_NCCL_DISABLE, _GROUPS, _DEBUG): unset keeps the default; set but empty is malformed */
   {
     int x = 7, y = 7, z = 1, w = 1;
-    check(iris_nccl_parse_level(NULL, 1, &x) == 0 && x == 7 && iris_nccl_parse_level("", 1, &y) == 0 && y == 7, "switch: unset and empty keep the default");
+    check(iris_nccl_parse_level(NULL, 1, &x) == 0 && x == 7 && iris_nccl_parse_level("", 1, &y) != 0 && y == 7,
+          "switch: unset keeps the default, set but empty is malformed (and leaves the value)");
     check(iris_nccl_parse_level("0", 1, &z) == 0 && z == 0 && iris_nccl_parse_level("1", 1, &x) == 0 && x == 1 && iris_nccl_parse_level("2", 2, &y) == 0 &&
               y == 2,
           "switch: 0, 1 (and 2 where the level goes to 2) are taken");
@@ -88,6 +89,9 @@ int main(void) {
         "table: an unknown name is refused, named in why, and the defaults stay");
   check(iris_nccl_parse_table("allreduce", &t, why, sizeof why) != 0 && iris_nccl_parse_table("lots", &t, why, sizeof why) != 0,
         "table: a name without a size, a word without '=': refused");
+  why[0] = 0;
+  check(iris_nccl_parse_table("", &t, why, sizeof why) != 0 && strstr(why, "IRIS_NCCL_MAX_BYTES is set but empty") && t.max_bytes[IRIS_NCCL_AR] == 4ull << 20,
+        "table: set but empty is refused, named in why, and the defaults stay");
   {
     iris_nccl_table_t w;
     iris_nccl_parse_table(NULL, &t, why, sizeof why);
