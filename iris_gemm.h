@@ -92,7 +92,8 @@
  *     then a plain one; on the unfused path through iris_all_gather the refused barrier
  *     alone (as a refused collective takes part); on the fused and kernel-unfused paths a
  *     one-block kernel that tells every peer, moves the peers' "done reading" counts and
- *     its own epochs on by one call, and waits for nothing. The peers' run of the call
+ *     its own epochs on by one call, and ends when every peer's run of the call is done
+ *     reading (bounded, as a normal run's end). The peers' run of the call
  *     ends at once (no wait runs out) with C of that call wrong (computed with whatever
  *     the refusing rank's A held), and IRIS_ERROR_MISMATCH naming the refusing rank: from
  *     iris_ag_gemm_check on the fused and kernel-unfused paths, else as the context's

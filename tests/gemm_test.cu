@@ -550,7 +550,7 @@ static bool all_bytes(const void *p, size_t bytes, unsigned char v, const char *
   return true;
 }
 template <typename T>
-static bool refused_case(Suite &s, iris_gemm_path_t path, iris_gemm_layout_t layout, int fetch, int kind, int skew_ms, bool alike, std::string &why) {
+static bool refused_case(Suite &s, iris_gemm_path_t path, iris_gemm_layout_t layout, int fetch, int kind, int skew_ms, bool alike, int times, std::string &why) {
   const int W = s.world, me = s.rank, bad = 1;
   const bool fp8 = kind == REF_FP8_UNSCALED, refuses = alike || me == bad, fused = path == IRIS_GEMM_PATH_FUSED || path == IRIS_GEMM_PATH_KERNEL_UNFUSED;
   const iris_dtype_t at = fp8 ? IRIS_FLOAT8_E4M3 : IRIS_BFLOAT16;
@@ -582,21 +582,23 @@ static bool refused_case(Suite &s, iris_gemm_path_t path, iris_gemm_layout_t lay
   const double t0 = secs_now();
   iris_status_t st;
   bool ok = true;
-  if (refuses) {
-    switch (kind) {
-    case REF_NULL_B: st = iris_ag_gemm_run(g, a, NULL, NULL, c, s.stream); break;
-    case REF_BIAS: st = iris_ag_gemm_run(g, a, b, x, c, s.stream); break;
-    case REF_MISALIGNED_C: st = iris_ag_gemm_run(g, a, b, NULL, c + 2, s.stream); break;
-    case REF_OFF_HEAP: st = iris_ag_gemm_run(g, off, b, NULL, c, s.stream); break;
-    case REF_C_OVER_B: st = iris_ag_gemm_run(g, a, x, NULL, x + 256, s.stream); break;
-    default: st = iris_ag_gemm_run(g, a, b, NULL, c, s.stream); break;
+  for (int rep = 0; rep < times && ok; rep++) { // times 2: the same call twice in a row, not synchronised between
+    if (refuses) {
+      switch (kind) {
+      case REF_NULL_B: st = iris_ag_gemm_run(g, a, NULL, NULL, c, s.stream); break;
+      case REF_BIAS: st = iris_ag_gemm_run(g, a, b, x, c, s.stream); break;
+      case REF_MISALIGNED_C: st = iris_ag_gemm_run(g, a, b, NULL, c + 2, s.stream); break;
+      case REF_OFF_HEAP: st = iris_ag_gemm_run(g, off, b, NULL, c, s.stream); break;
+      case REF_C_OVER_B: st = iris_ag_gemm_run(g, a, x, NULL, x + 256, s.stream); break;
+      default: st = iris_ag_gemm_run(g, a, b, NULL, c, s.stream); break;
+      }
+      const std::string detail = iris_error_detail();
+      if (st != (kind == REF_OFF_HEAP ? IRIS_ERROR_NOT_IN_HEAP : IRIS_ERROR_INVALID_ARGUMENT)) { ok = false; why = std::string("the refused run returned ") + iris_status_string(st) + ": " + detail; }
+      else if (detail.find("took part") == std::string::npos) { ok = false; why = "the refusal does not say it took part: " + detail; }
+    } else {
+      st = fp8 ? iris_ag_gemm_run_scaled(g, a, b, sc + 1, sc + 4, NULL, c, s.stream) : iris_ag_gemm_run(g, a, b, NULL, c, s.stream);
+      if (st != IRIS_SUCCESS) { ok = false; why = std::string("the good run returned ") + iris_status_string(st) + ": " + iris_error_detail(); }
     }
-    const std::string detail = iris_error_detail();
-    if (st != (kind == REF_OFF_HEAP ? IRIS_ERROR_NOT_IN_HEAP : IRIS_ERROR_INVALID_ARGUMENT)) { ok = false; why = std::string("the refused run returned ") + iris_status_string(st) + ": " + detail; }
-    else if (detail.find("took part") == std::string::npos) { ok = false; why = "the refusal does not say it took part: " + detail; }
-  } else {
-    st = fp8 ? iris_ag_gemm_run_scaled(g, a, b, sc + 1, sc + 4, NULL, c, s.stream) : iris_ag_gemm_run(g, a, b, NULL, c, s.stream);
-    if (st != IRIS_SUCCESS) { ok = false; why = std::string("the good run returned ") + iris_status_string(st) + ": " + iris_error_detail(); }
   }
   CK(cudaStreamSynchronize(s.stream));
   const double secs = secs_now() - t0;
@@ -634,23 +636,29 @@ static void refused(Suite &s) {
     if (s.rank == 0) printf("SKIP: [%s] refused runs: one rank has no peer to take part with\n", s.tag.c_str());
     return;
   }
-  struct Way { iris_gemm_path_t path; iris_gemm_layout_t layout; int fetch; int kind; int skew_ms; bool alike; const char *what; };
+  // times 2: rank 1 refuses two calls in a row while rank 0 is late (it must not overwrite
+  // the first call's refusal before rank 0 has read it)
+  struct Way { iris_gemm_path_t path; iris_gemm_layout_t layout; int fetch; int kind; int skew_ms; bool alike; const char *what; int times; };
   const Way ways[] = {
-      {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_A_ROWS, 0, REF_BIAS, 50, false, "pipelined rows"},
-      {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_A_ROWS, 0, REF_NULL_B, 0, true, "pipelined rows"},
-      {IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_A_COLS, 0, REF_NULL_B, -50, false, "unfused cols (copy engines)"},
-      {IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_A_ROWS, 0, REF_OFF_HEAP, 50, false, "unfused rows (iris_all_gather)"},
-      {IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_A_ROWS, 0, REF_MISALIGNED_C, 0, true, "unfused rows (iris_all_gather)"},
-      {IRIS_GEMM_PATH_FUSED, IRIS_GEMM_A_ROWS, 0, REF_C_OVER_B, -50, false, "fused rows"},
-      {IRIS_GEMM_PATH_FUSED, IRIS_GEMM_A_COLS, -1, REF_MISALIGNED_C, 50, false, "fused cols, side fetch"},
-      {IRIS_GEMM_PATH_FUSED, IRIS_GEMM_A_ROWS, 3, REF_NULL_B, 0, true, "fused rows, fetch_ctas 3"},
-      {IRIS_GEMM_PATH_KERNEL_UNFUSED, IRIS_GEMM_A_ROWS, 0, REF_NULL_B, -50, false, "kernel-unfused rows"},
-      {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_A_ROWS, 0, REF_FP8_UNSCALED, 50, false, "pipelined rows, fp8"},
+      {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_A_ROWS, 0, REF_BIAS, 50, false, "pipelined rows", 1},
+      {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_A_ROWS, 0, REF_NULL_B, 0, true, "pipelined rows", 1},
+      {IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_A_COLS, 0, REF_NULL_B, -50, false, "unfused cols (copy engines)", 1},
+      {IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_A_ROWS, 0, REF_OFF_HEAP, 50, false, "unfused rows (iris_all_gather)", 1},
+      {IRIS_GEMM_PATH_UNFUSED, IRIS_GEMM_A_ROWS, 0, REF_MISALIGNED_C, 0, true, "unfused rows (iris_all_gather)", 1},
+      {IRIS_GEMM_PATH_FUSED, IRIS_GEMM_A_ROWS, 0, REF_C_OVER_B, -50, false, "fused rows", 1},
+      {IRIS_GEMM_PATH_FUSED, IRIS_GEMM_A_COLS, -1, REF_MISALIGNED_C, 50, false, "fused cols, side fetch", 1},
+      {IRIS_GEMM_PATH_FUSED, IRIS_GEMM_A_ROWS, 3, REF_NULL_B, 0, true, "fused rows, fetch_ctas 3", 1},
+      {IRIS_GEMM_PATH_KERNEL_UNFUSED, IRIS_GEMM_A_ROWS, 0, REF_NULL_B, -50, false, "kernel-unfused rows", 1},
+      {IRIS_GEMM_PATH_PIPELINED, IRIS_GEMM_A_ROWS, 0, REF_FP8_UNSCALED, 50, false, "pipelined rows, fp8", 1},
+      {IRIS_GEMM_PATH_FUSED, IRIS_GEMM_A_ROWS, 0, REF_NULL_B, 50, false, "fused rows, two calls in a row", 2},
+      {IRIS_GEMM_PATH_FUSED, IRIS_GEMM_A_COLS, -1, REF_NULL_B, 50, false, "fused cols, side fetch, two calls in a row", 2},
+      {IRIS_GEMM_PATH_KERNEL_UNFUSED, IRIS_GEMM_A_ROWS, 0, REF_BIAS, 50, false, "kernel-unfused rows, two calls in a row", 2},
+      {IRIS_GEMM_PATH_FUSED, IRIS_GEMM_A_ROWS, 0, REF_NULL_B, 0, true, "fused rows, two calls in a row", 2},
   };
   for (const Way &w : ways) {
     std::string why;
-    const bool ok = w.kind == REF_FP8_UNSCALED ? refused_case<f8>(s, w.path, w.layout, w.fetch, w.kind, w.skew_ms, w.alike, why)
-                                               : refused_case<__nv_bfloat16>(s, w.path, w.layout, w.fetch, w.kind, w.skew_ms, w.alike, why);
+    const bool ok = w.kind == REF_FP8_UNSCALED ? refused_case<f8>(s, w.path, w.layout, w.fetch, w.kind, w.skew_ms, w.alike, w.times, why)
+                                               : refused_case<__nv_bfloat16>(s, w.path, w.layout, w.fetch, w.kind, w.skew_ms, w.alike, w.times, why);
     if (!ok) fprintf(stderr, "rank %d: refused run, %s, %s: %s\n", s.rank, w.what, ref_names[w.kind], why.empty() ? iris_error_detail() : why.c_str());
     char name[400];
     if (w.alike)

@@ -346,6 +346,7 @@ static int iris_ag_gemm_take_part(iris_ag_gemm_t *g, iris_stream_t stream) {
 #if defined(IRIS_GEMM_HAVE_CORE)
   case IRIS_GEMM_PATH_FUSED:
   case IRIS_GEMM_PATH_KERNEL_UNFUSED:
+    static_assert(IRIS_MAX_RANKS <= 256, "iris_ag_gemm_refused_kernel: a thread per peer");
     iris_ag_gemm_refused_kernel<<<1, 256, 0, stream>>>(g->dev);
     return iris_gpu_last_error() == IRIS_GPU_SUCCESS;
 #endif

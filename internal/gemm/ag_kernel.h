@@ -234,11 +234,13 @@ struct iris_ag_gemm_waiter {
 
 /* Whole block, at the end of a call: threads 0..W-1 (but this rank's) wait until peer q's
  * `per_call` CTAs have each said, at every call so far, that they are done reading this
- * rank's A (relaxed: execution only, no data is handed over). */
-IRIS_DEVICE_INLINE void iris_ag_gemm_wait_done(const iris_ag_gemm_dev_t &d, unsigned epoch, unsigned per_call) {
+ * rank's A (relaxed: execution only, no data is handed over). abortable: as
+ * iris_gemm_wait_flag's (false in a refused run's kernel). */
+IRIS_DEVICE_INLINE void iris_ag_gemm_wait_done(const iris_ag_gemm_dev_t &d, unsigned epoch, unsigned per_call, bool abortable = true) {
   const int q = (int)threadIdx.x;
   if (q < d.ctx.world_size && q != d.ctx.rank)
-    iris_gemm_wait_flag<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(d.err, d.done + q, epoch * per_call, epoch, IRIS_GEMM_WAIT_DONE, q, -1, IRIS_GEMM_DONE_TIMEOUT_NS);
+    iris_gemm_wait_flag<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(d.err, d.done + q, epoch * per_call, epoch, IRIS_GEMM_WAIT_DONE, q, -1, IRIS_GEMM_DONE_TIMEOUT_NS,
+                                                               abortable);
 }
 
 /* Whole block, fetcher slot `slot` of a call at epoch: announce this rank's A (slot 0),
@@ -505,7 +507,7 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
 #endif /* IRIS_GEMM_HAVE_TMA */
 /* The part a run refused on this rank (its arguments, on the host: iris_ag_gemm_take_part)
  * takes in a call of the fused and kernel-unfused paths, in place of their kernels. One
- * block of any size; nothing of the user's is read or written, and nothing waits:
+ * block of at least W threads; nothing of the user's is read or written:
  *   - every peer's count of this rank's "done reading" signals moves on by one call's
  *     worth (the peer's final wait of this call, and of every later one, counts them);
  *   - every peer is told (iris_gemm_err_refuse_peer): its waits of this call return at
@@ -515,7 +517,13 @@ __global__ void __launch_bounds__(Cfg::threads, 1) iris_ag_gemm_tma_kernel(iris_
  *     refused the call, nobody waits and nothing is recorded;
  *   - this rank's CTA slot counters move on to the call's epoch: its next call runs at the
  *     peers' next epoch. Its ready flags and claim words are local and hold an older
- *     epoch, which the next call passes over as ever.
+ *     epoch, which the next call passes over as ever;
+ *   - it ends, as the normal call does, only when every peer's CTAs of this call are done
+ *     reading (iris_ag_gemm_wait_done, bounded, not cut short by the peers' abort words).
+ *     A peer signals that only after its wait for this rank's arrive has ended, i.e. after
+ *     it saw this call's refusal: otherwise a refusal of this rank's next call could
+ *     overwrite the words first, and a late peer's wait of this call would run to its
+ *     bound (or pass on the next call's arrive with no error at all).
  * The normal call pays nothing for this: its kernels are unchanged (the record is written
  * on the cold path of a wait that is aborted already). */
 __global__ void iris_ag_gemm_refused_kernel(iris_ag_gemm_dev_t d) {
@@ -529,6 +537,7 @@ __global__ void iris_ag_gemm_refused_kernel(iris_ag_gemm_dev_t d) {
     iris_gemm_err_refuse_peer(d.ctx, d.err, epoch, q);
   }
   for (int i = t; i < slots; i += (int)blockDim.x) d.counters[i] = epoch;
+  iris_ag_gemm_wait_done(d, epoch, per_call, false);
 }
 #endif /* IRIS_GEMM_HAVE_CORE */
 #endif /* IRIS_INTERNAL_GEMM_AG_KERNEL_H */

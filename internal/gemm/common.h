@@ -81,7 +81,8 @@ static_assert(offsetof(iris_gemm_err_t, what) == 0 && offsetof(iris_gemm_err_t, 
  * record keeps its details) and abort the call. */
 IRIS_DEVICE_INLINE void iris_gemm_err_fail(iris_gemm_err_t *err, unsigned epoch, int what, int peer, unsigned got, unsigned want, int item) {
   iris_atomic_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(&err->abort_epoch, epoch);
-  if (atomicCAS(&err->what, 0u, (unsigned)what) == 0u) {
+  /* system scope: peers CAS this word too (iris_gemm_err_tell_peers), from other GPUs */
+  if (iris_atomic_cas<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(&err->what, 0u, (unsigned)what) == 0u) {
     err->peer = (unsigned)peer;
     err->epoch = epoch;
     err->block = blockIdx.x;
@@ -106,7 +107,7 @@ IRIS_DEVICE_INLINE void iris_gemm_err_note_refused(iris_gemm_err_t *err, unsigne
   if (iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(&err->peer_abort_epoch) != epoch ||
       iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(&err->refused_epoch) != epoch)
     return;
-  if (atomicCAS(&err->what, 0u, (unsigned)IRIS_GEMM_WAIT_REFUSED) == 0u) {
+  if (iris_atomic_cas<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(&err->what, 0u, (unsigned)IRIS_GEMM_WAIT_REFUSED) == 0u) {
     err->peer = iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(&err->refused_by);
     err->epoch = epoch;
     err->block = blockIdx.x;
@@ -129,12 +130,13 @@ IRIS_DEVICE_INLINE void iris_gemm_err_refuse_peer(const iris_device_ctx_t &ctx, 
  * at scope S (acquire: what the signaller released is visible after it). Bounded by
  * bound_ns; polls without pause for the first 2048 rounds, then pauses between them.
  * Returns false at once if call `epoch` failed elsewhere (a peer's refused run of it is
- * recorded then, on that cold path only: iris_gemm_err_note_refused), and on expiry
- * records the failure (what, peer, item) and aborts the call. IRIS_DEBUG: reports and
- * traps. */
+ * recorded then, on that cold path only: iris_gemm_err_note_refused), unless abortable is
+ * false (a refused run's own wait: the peers' abort words of its call are no failure of
+ * its rank's); on expiry records the failure (what, peer, item) and aborts the call.
+ * IRIS_DEBUG: reports and traps. */
 template <iris_order_t O, iris_scope_t S>
 IRIS_DEVICE_INLINE bool iris_gemm_wait_flag(iris_gemm_err_t *err, const unsigned *flag, unsigned want, unsigned epoch, int what, int peer, int item,
-                                            unsigned long long bound_ns = IRIS_WAIT_TIMEOUT_NS) {
+                                            unsigned long long bound_ns = IRIS_WAIT_TIMEOUT_NS, bool abortable = true) {
   unsigned spins = 0, got;
   unsigned long long start = 0;
   for (;;) {
@@ -142,7 +144,7 @@ IRIS_DEVICE_INLINE bool iris_gemm_wait_flag(iris_gemm_err_t *err, const unsigned
     if (iris_epoch_reached(got, want)) return true;
     if ((++spins & 255) == 0) {
       const unsigned long long now = iris_detail_time_ns();
-      if (iris_gemm_err_aborted(err, epoch)) { /* cold: the call failed or a peer refused it */
+      if (abortable && iris_gemm_err_aborted(err, epoch)) { /* cold: the call failed or a peer refused it */
         iris_gemm_err_note_refused(err, epoch);
         return false;
       }
