@@ -609,6 +609,12 @@ static bool refused_case(Suite &s, iris_gemm_path_t path, iris_gemm_layout_t lay
   const iris_status_t ae = iris_get_async_error(s.ctx);
   const std::string ae_detail = ae == IRIS_SUCCESS ? "" : iris_error_detail();
   if (ok) ok = refused_errors_as_wanted("iris_ag_gemm_check", pc, pc_detail, ae, ae_detail, alike, fused, me, bad, why);
+  // two refused calls in a row: the record names the first (the plan's call 1), which the
+  // peer must have seen as refused, not passed on the refusing rank's later signals
+  if (ok && times > 1 && fused && !alike && me != bad && pc_detail.find("call 1:") == std::string::npos) {
+    ok = false;
+    why = "the record does not name the first refused call (call 1): " + pc_detail;
+  }
   if (ok && me == 0 && !alike) printf("# [%s] refused run, %s: rank 0 ended after %.3f s with %s\n", s.tag.c_str(), iris_gemm_path_name(path), secs, (fused ? pc_detail : ae_detail).c_str());
   // nothing of a refusing rank's written
   if (ok && refuses) ok = all_bytes(c, c_bytes + 256, 0xff, "C", why) && all_bytes(x, x_bytes, 0xff, "the buffer passed as bias or B", why);
