@@ -115,7 +115,8 @@
  *   only: IRIS_COLL_TYPES and IRIS_COLL_OPS (below), which kernels it compiles.
  *   Environment, read at setup: IRIS_COLL_STAGING (bytes of each staging area, 0: none),
  *   IRIS_COLL_CHECK (0: the latency path skips matching the call headers; a mismatched
- *   call is then undefined, later calls included), IRIS_COLL_PDL (0: the latency kernels
+ *   call is then undefined, later calls included; alike on every rank, else the setup
+ *   fails with IRIS_ERROR_MISMATCH), IRIS_COLL_PDL (0: the latency kernels
  *   launch without PDL), IRIS_COLL_PRELOAD (0: the setup does not load the unit's kernels;
  *   under lazy loading each first launch then waits for every kernel running on the GPU),
  *   IRIS_COLL_CTAS (n: every call that gives no opts.ctas runs as if it gave n, fewer SMs

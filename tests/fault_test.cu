@@ -520,6 +520,30 @@ static int run_fault(Suite &s, const char *mode) {
                   stuck ? "the last rank stops calling" : !strcmp(mode, "killed") ? "the last rank is killed mid-loop" : "the last rank is killed while graphs replay");
 }
 
+// iris_collectives_setup with `var` set to `last` on the last rank and `others` on the
+// rest (the variable restored after): every rank's setup must fail at once with
+// IRIS_ERROR_MISMATCH naming the variable, and free what it took (the heaps stay alike).
+static void setup_differs_case(Suite &s, const char *var, const char *last, const char *others, const char *why) {
+  const char *was = getenv(var);
+  const std::string keep = was ? was : "";
+  setenv(var, s.rank == s.world - 1 ? last : others, 1);
+  const double t0 = now_s();
+  const iris_status_t st = iris_collectives_setup(s.ctx);
+  const double took = now_s() - t0;
+  const bool named = strstr(iris_error_detail(), var) != NULL;
+  if (was) setenv(var, keep.c_str(), 1);
+  else unsetenv(var);
+  const iris_status_t heap = iris_heap_verify(s.ctx);
+  const bool ok = st == IRIS_ERROR_MISMATCH && named && took <= 10.0 && heap == IRIS_SUCCESS;
+  if (!ok)
+    fprintf(stderr, "rank %d: setup with %s %s on the last rank, %s elsewhere: status %d after %.1f s, heap verify %d: %s\n", s.rank, var, last, others, (int)st, took,
+            (int)heap, iris_error_detail());
+  char name[256];
+  snprintf(name, sizeof name, "%s different on the last rank (%s): iris_collectives_setup fails with IRIS_ERROR_MISMATCH on every rank within 10 s, naming it; the heaps stay alike",
+           var, why);
+  report(s, name, ok);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *mode = argc > 1 ? argv[1] : "streams";
@@ -567,46 +591,11 @@ int main(int argc, char **argv) {
     if (st == IRIS_SUCCESS || !named || took > 10.0) fprintf(stderr, "rank %d: setup with a bad variable on the last rank: status %d after %.1f s: %s\n", rank, (int)st, took, iris_error_detail());
     report(s, "IRIS_COLL_CHECK malformed on the last rank: iris_collectives_setup fails on every rank within 10 s (that rank's error names it)", st != IRIS_SUCCESS && named && took <= 10.0);
   }
-  if (!strcmp(mode, "mismatch")) { // IRIS_COLL_CTAS differs on the last rank: every rank's setup fails, naming the variable (every call would be a mismatch)
-    const char *was = getenv("IRIS_COLL_CTAS");
-    const std::string keep = was ? was : "";
-    setenv("IRIS_COLL_CTAS", rank == n - 1 ? "24" : "16", 1);
-    const double t0 = now_s();
-    const iris_status_t st = iris_collectives_setup(s.ctx);
-    const double took = now_s() - t0;
-    const bool named = strstr(iris_error_detail(), "IRIS_COLL_CTAS") != NULL;
-    if (was) setenv("IRIS_COLL_CTAS", keep.c_str(), 1);
-    else unsetenv("IRIS_COLL_CTAS");
-    if (st != IRIS_ERROR_MISMATCH || !named || took > 10.0) fprintf(stderr, "rank %d: setup with IRIS_COLL_CTAS 24 on the last rank, 16 elsewhere: status %d after %.1f s: %s\n", rank, (int)st, took, iris_error_detail());
-    report(s, "IRIS_COLL_CTAS different on the last rank: iris_collectives_setup fails with IRIS_ERROR_MISMATCH on every rank, naming it", st == IRIS_ERROR_MISMATCH && named && took <= 10.0);
-  }
-  if (!strcmp(mode, "mismatch")) { // IRIS_COLL_STAGING differs on the last rank: the staging areas are heap blocks, so every rank's setup fails (and frees them: the heaps stay alike)
-    const char *was = getenv("IRIS_COLL_STAGING");
-    const std::string keep = was ? was : "";
-    setenv("IRIS_COLL_STAGING", rank == n - 1 ? "8M" : "16M", 1);
-    const iris_status_t st = iris_collectives_setup(s.ctx);
-    const bool named = strstr(iris_error_detail(), "IRIS_COLL_STAGING") != NULL;
-    if (was) setenv("IRIS_COLL_STAGING", keep.c_str(), 1);
-    else unsetenv("IRIS_COLL_STAGING");
-    const iris_status_t heap = iris_heap_verify(s.ctx);
-    if (st != IRIS_ERROR_MISMATCH || !named || heap != IRIS_SUCCESS)
-      fprintf(stderr, "rank %d: setup with IRIS_COLL_STAGING 8M on the last rank, 16M elsewhere: status %d, heap verify %d: %s\n", rank, (int)st, (int)heap, iris_error_detail());
-    report(s, "IRIS_COLL_STAGING different on the last rank: iris_collectives_setup fails with IRIS_ERROR_MISMATCH on every rank, naming it; the heaps stay alike",
-           st == IRIS_ERROR_MISMATCH && named && heap == IRIS_SUCCESS);
-  }
-  if (!strcmp(mode, "mismatch")) { // IRIS_COLL_FUSED_STAGING differs on the last rank: an off-heap call would take another number of launches there
-    const char *was = getenv("IRIS_COLL_FUSED_STAGING");
-    const std::string keep = was ? was : "";
-    setenv("IRIS_COLL_FUSED_STAGING", rank == n - 1 ? "0" : "1", 1);
-    const iris_status_t st = iris_collectives_setup(s.ctx);
-    const bool named = strstr(iris_error_detail(), "IRIS_COLL_FUSED_STAGING") != NULL;
-    if (was) setenv("IRIS_COLL_FUSED_STAGING", keep.c_str(), 1);
-    else unsetenv("IRIS_COLL_FUSED_STAGING");
-    const iris_status_t heap = iris_heap_verify(s.ctx);
-    if (st != IRIS_ERROR_MISMATCH || !named || heap != IRIS_SUCCESS)
-      fprintf(stderr, "rank %d: setup with IRIS_COLL_FUSED_STAGING 0 on the last rank, 1 elsewhere: status %d, heap verify %d: %s\n", rank, (int)st, (int)heap, iris_error_detail());
-    report(s, "IRIS_COLL_FUSED_STAGING different on the last rank: iris_collectives_setup fails with IRIS_ERROR_MISMATCH on every rank, naming it; the heaps stay alike",
-           st == IRIS_ERROR_MISMATCH && named && heap == IRIS_SUCCESS);
+  if (!strcmp(mode, "mismatch")) { // settings every rank must share, each differing on the last rank only
+    setup_differs_case(s, "IRIS_COLL_CTAS", "24", "16", "every call would be a mismatch");
+    setup_differs_case(s, "IRIS_COLL_STAGING", "8M", "16M", "the staging areas are heap blocks");
+    setup_differs_case(s, "IRIS_COLL_FUSED_STAGING", "0", "1", "an off-heap call would take another number of launches there");
+    setup_differs_case(s, "IRIS_COLL_CHECK", "0", "1", "after a mismatched armed call one rank would re-arm on the LL path, the other wait for armed data");
   }
   if (iris_collectives_setup(s.ctx) != IRIS_SUCCESS) {
     printf("FAIL: [%s] setup on rank %d: %s\n", s.tag.c_str(), rank, iris_error_detail());

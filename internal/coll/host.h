@@ -31,6 +31,8 @@ typedef struct iris_coll_setup_msg {
   uint64_t stage_bytes; /* each staging area's bytes (0: none) */
   int32_t fused_staging; /* IRIS_COLL_FUSED_STAGING: 0 or 1 */
   int32_t sms;          /* this rank's GPU's SMs */
+  int32_t check;        /* IRIS_COLL_CHECK: 0 or 1 */
+  int32_t reserved;     /* 0 */
 } iris_coll_setup_msg_t;
 
 /* The first setting in which a rank's setup message differs from rank 0's, by its
@@ -50,14 +52,18 @@ static const char *iris_coll_setup_differs(const iris_coll_setup_msg_t *m, const
     snprintf(theirs, 32, "%d", (int)m->fused_staging), snprintf(first, 32, "%d", (int)m0->fused_staging);
     return "IRIS_COLL_FUSED_STAGING";
   }
+  if (m->check != m0->check) {
+    snprintf(theirs, 32, "%d", (int)m->check), snprintf(first, 32, "%d", (int)m0->check);
+    return "IRIS_COLL_CHECK";
+  }
   if (m->route != m0->route) {
     snprintf(theirs, 32, "(table %08x)", (unsigned)m->route), snprintf(first, 32, "(table %08x)", (unsigned)m0->route);
     return "IRIS_MN_NCCL_WHOLE";
   }
   return NULL;
 }
-static_assert(sizeof(iris_coll_setup_msg_t) == 32 && offsetof(iris_coll_setup_msg_t, route) == 8 && offsetof(iris_coll_setup_msg_t, stage_bytes) == 16 &&
-                  offsetof(iris_coll_setup_msg_t, sms) == 28,
+static_assert(sizeof(iris_coll_setup_msg_t) == 40 && offsetof(iris_coll_setup_msg_t, route) == 8 && offsetof(iris_coll_setup_msg_t, stage_bytes) == 16 &&
+                  offsetof(iris_coll_setup_msg_t, sms) == 28 && offsetof(iris_coll_setup_msg_t, check) == 32,
               "the setup message's layout");
 
 /* Frees the heap blocks of a state that could not be completed (every rank frees the
@@ -212,6 +218,7 @@ IRIS_DEF iris_status_t iris_collectives_setup(iris_t *ctx) {
     s->sms = sms > 0 ? sms : 1;
   }
   mine.fused_staging = s->fused_staging;
+  mine.check = s->dev.check;
   mine.sms = s->sms;
   /* the control block (iris_coll_ctl_t) and the LL slots are zeroed and the armed slots
    * armed, then the ranks meet, so no peer signals into them before that */

@@ -139,8 +139,8 @@ template <typename T, int KIND, int OP>
 IRIS_DEVICE_INLINE int iris_coll_ll_body(const iris_coll_dev_t &d, const T *send, T *recv, size_t count, int root, unsigned long long sig, int op, unsigned c) {
   const int W = d.ctx.world_size, me = d.ctx.rank;
   const unsigned epoch = iris_coll_ll_epoch(c), sig32 = iris_coll_sig32(sig);
-  /* tagged lines (whatever IRIS_COLL_CHECK says, so that ranks which differ in it still
-   * read each other's lines) but for a broadcast's, and for an all-gather's or
+  /* tagged lines (whatever IRIS_COLL_CHECK says: the tag costs nothing, and the setup makes
+   * every rank's setting alike) but for a broadcast's, and for an all-gather's or
    * all-to-all's beyond one batch of peers (it writes recv batch by batch: the first
    * batch's tags alone would not have matched the peers of the later ones; the headers
    * do) */
