@@ -330,13 +330,17 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
  * batches in one kernel with no barrier: every rank pushes its rows of x into every
  * peer's LL slots, each CTA collects its part of a row from every rank in rank order,
  * adds the residual and normalises the row (larger batches: two hops, see Paths).
- *   x         [tokens][hidden] of `type`, this rank's partial sums; any device memory
+ *   x         [tokens][hidden] of `type`, this rank's partial sums; any device memory, placed
+ *             alike or not on the ranks (but with IRIS_COLL_STAGING=0, and multi-node:
+ *             as iris_all_reduce's send, on the heap at one offset or off it everywhere)
  *   residual  [tokens][hidden], updated in place (not x, not out)
  *   weight    [hidden]
  *   out       [tokens][hidden]; may be x (in place, as vLLM's fused_add_rms_norm)
  *   type      IRIS_BFLOAT16 or IRIS_FLOAT16 (x, residual, weight, out alike)
  *   hidden    1 .. IRIS_RMSNORM_MAX_HIDDEN, any value (odd ones too); tokens 1 .. 2^31 - 1,
  *             tokens x hidden at most 2^39 (0 tokens: nothing, whatever the buffers)
+ *   eps       finite, at least 0, the same on every rank (it is in the call's signature)
+ *   Buffers 2-byte aligned, scale 4-byte aligned; anything else is refused.
  * Arithmetic, per row (up: exact widening to fp32; down: round to nearest even to type):
  *   s      = down(fp32 sum of up(x_r) over ranks r = 0..W-1 in rank order)  = iris_all_reduce's bits
  *   res    = down(up(s) + up(res))
@@ -373,14 +377,18 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
  * does not fit is refused (IRIS_ERROR_INVALID_ARGUMENT). Multi-node worlds: the separate
  * path. Where ranks of one process share a GPU, each rank's grids take at most 1 / W of
  * its SMs, so that every rank's kernels are resident at once: the fused LL kernels then
- * fit up to that many tokens (docs/shared_gpu.md).
+ * fit up to that many tokens (docs/shared_gpu.md). IRIS_COLL_CTAS caps every grid of the
+ * op as it caps the collectives': the fused LL kernels then only where tokens x the
+ * row's CTAs fit under it.
  * Rules as for the other collectives (collective, same order, capturable once the
  * collective state exists, stream ordering). Mismatch: a call whose tokens, hidden,
- * type or quantisation differ between ranks is seen on every rank, writes no user buffer
- * (the separate path may have written out where the staging area holds no whole row,
- * IRIS_COLL_STAGING=0 included), and
+ * type, quantisation or eps differ between ranks is seen on every rank, writes no user
+ * buffer (the separate path may have written out where the staging area holds no whole
+ * row, IRIS_COLL_STAGING=0 included, and in multi-node worlds, whose all-reduce writes
+ * out before the norm kernel matches), and
  * iris_collectives_check reports IRIS_ERROR_MISMATCH. Buffers are read and written by
- * this rank only; peers never touch them. */
+ * this rank only; peers never touch them (but with IRIS_COLL_STAGING=0, where x and out
+ * are the all-reduce's buffers). */
 #define IRIS_RMSNORM_MAX_HIDDEN 32768
 #ifndef IRIS_RMSNORM_FUSED_MAX_TOKENS
 #define IRIS_RMSNORM_FUSED_MAX_TOKENS 512

@@ -152,14 +152,14 @@ static bool same_everywhere(Suite &s, uint64_t h) {
   return true;
 }
 
-static iris_status_t call(const Suite &s, const Case &c, Dev &D, void *x, void *out, cudaStream_t st) {
+static iris_status_t call(const Suite &s, const Case &c, Dev &D, void *x, void *out, cudaStream_t st, float eps = 1e-5f) {
   iris_rmsnorm_opts_t o = IRIS_RMSNORM_OPTS_INIT;
   o.quant = (iris_quant_t)c.quant;
   o.out_fp8 = c.quant ? D.q8 : NULL;
   o.scale = c.quant ? D.scales : NULL;
   o.algo = c.algo;
   (void)s;
-  return iris_all_reduce_rmsnorm_ex(s.ctx, x, D.res, D.w, out, c.tokens, c.hidden, 1e-5f, (iris_dtype_t)c.type, st, &o);
+  return iris_all_reduce_rmsnorm_ex(s.ctx, x, D.res, D.w, out, c.tokens, c.hidden, eps, (iris_dtype_t)c.type, st, &o);
 }
 
 // One call and its checks; returns this rank's verdict (and the outputs' hash in *hash).
@@ -288,6 +288,18 @@ static bool test_values(Suite &s, Dev &D) {
   }
   run_cases(s, D, cases, call_no, "large (auto: the bandwidth path, the separate one past the scratch: 1100 x 8192): 128-2048 tokens");
   cases.clear();
+  // x on the heap on even ranks, off it on odd ones: the separate path's all-reduce reads x
+  // where it lies, and its placement is no part of the call (before, the ranks' signatures
+  // differed: a mismatch at every size, fatal where the call took several launches)
+  const size_t placed[][2] = {{8, 8192}, {64, 4100}, {600, 2048}, {1100, 8192}};
+  k = 0;
+  for (auto &sh : placed) {
+    Case c = {k % 2 ? IRIS_FLOAT16 : IRIS_BFLOAT16, k % 3, sh[0], sh[1], k == 3 ? IRIS_RMSNORM_AUTO : IRIS_RMSNORM_SEPARATE, k == 1, s.rank % 2 == 0};
+    cases.push_back(c);
+    k++;
+  }
+  run_cases(s, D, cases, call_no, "separate path with x on the heap on even ranks, off it on odd ones (8-1100 tokens: the one-shot, two-shot and bandwidth all-reduce)");
+  cases.clear();
   for (int i = 0; i < 200 / (getenv("IRIS_TEST_QUICK") ? 10 : 1); i++) { // back to back, every epoch and parity reused
     const iris_rmsnorm_algo_t a = i % 6 < 2 ? IRIS_RMSNORM_FUSED : i % 6 < 4 ? IRIS_RMSNORM_TWO_SHOT : IRIS_RMSNORM_BANDWIDTH;
     Case c = {i % 2 ? IRIS_FLOAT16 : IRIS_BFLOAT16, i % 3, (size_t)1 + i % 9, (size_t)1024 + 4 * (i % 5), a, false, i % 2 == 0};
@@ -393,13 +405,16 @@ static bool test_graph(Suite &s, Dev &D) {
 static bool test_mismatch(Suite &s, Dev &D) {
   int call_no = 50000;
   bool all_ok = true;
-  struct M { size_t tokens, hidden_r0, hidden_other; iris_rmsnorm_algo_t algo; const char *what; } ms[] = {
+  struct M { size_t tokens, hidden_r0, hidden_other; iris_rmsnorm_algo_t algo; const char *what; float eps_other = 1e-5f; } ms[] = {
       {4, 4096, 4100, IRIS_RMSNORM_AUTO, "fused path: hidden 4096 on rank 0, 4100 elsewhere"},
       {16, 4096, 4100, IRIS_RMSNORM_TWO_SHOT, "two-shot path: hidden 4096 on rank 0, 4100 elsewhere"},
       {8, 1024, 1000, IRIS_RMSNORM_SEPARATE, "separate path: hidden 1024 on rank 0, 1000 elsewhere"},
       {16, 4096, 4100, IRIS_RMSNORM_BANDWIDTH, "bandwidth path: hidden 4096 on rank 0, 4100 elsewhere"},
       {0, 0, 0, IRIS_RMSNORM_AUTO, "auto (bandwidth): 600 x 2048 on rank 0, 1200 x 1024 elsewhere (the same element count)"},
       {0, 0, 0, IRIS_RMSNORM_SEPARATE, "separate path: 600 x 2048 on rank 0, 1200 x 1024 elsewhere (the all-reduce's counts agree)"},
+      {4, 4096, 4096, IRIS_RMSNORM_AUTO, "fused path: eps 1e-5 on rank 0, 1e-6 elsewhere", 1e-6f},
+      {16, 4096, 4096, IRIS_RMSNORM_BANDWIDTH, "bandwidth path: eps 1e-5 on rank 0, 1e-6 elsewhere", 1e-6f},
+      {8, 1024, 1024, IRIS_RMSNORM_SEPARATE, "separate path: eps 1e-5 on rank 0, 1e-6 elsewhere", 1e-6f},
   };
   for (const M &m : ms) {
     size_t tokens = m.tokens, hidden = s.rank == 0 ? m.hidden_r0 : m.hidden_other;
@@ -414,7 +429,7 @@ static bool test_mismatch(Suite &s, Dev &D) {
     CK(cudaMemset(D.q8, 0x5c, n));
     CK(cudaMemset(D.scales, 0x5d, tokens * 4));
     CK(cudaDeviceSynchronize());
-    bool ok = call(s, c, D, D.xh, D.out, 0) == IRIS_SUCCESS;
+    bool ok = call(s, c, D, D.xh, D.out, 0, s.rank == 0 ? 1e-5f : m.eps_other) == IRIS_SUCCESS;
     ok = ok && iris_collectives_check(s.ctx) == IRIS_ERROR_MISMATCH;
     ok = ok && iris_collectives_check(s.ctx) == IRIS_SUCCESS; // cleared
     std::vector<unsigned char> b(n * 2);
@@ -601,11 +616,63 @@ static bool test_bad_input(Suite &s, Dev &D) {
   o.quant = IRIS_QUANT_FP8_PER_TOKEN; // an empty batch with fp8: nothing, whatever its buffers (NULL, as torch's empty tensors)
   EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, NULL, NULL, D.w, NULL, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_SUCCESS);
   o.quant = IRIS_QUANT_NONE;
+  // eps that is no norm's, misaligned buffers (a load of them would be a sticky GPU fault)
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, nanf(""), IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, INFINITY, IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, -1e-5f, IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xd + 1, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w + 1, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
+  o.quant = IRIS_QUANT_FP8_PER_TENSOR;
+  o.out_fp8 = D.q8;
+  o.scale = (float *)((char *)D.scales + 2);
+  EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_ERROR_INVALID_ARGUMENT);
+  o.quant = IRIS_QUANT_NONE;
+  o.out_fp8 = NULL;
+  o.scale = NULL;
   // more rows than a grid holds (2^31 - 1 CTAs where a row is a CTA): refused, not cut
   EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, (size_t)1 << 32 | 7, 1, 1e-5f, IRIS_BFLOAT16, 0), IRIS_ERROR_INVALID_ARGUMENT);
   EXPECT(iris_collectives_check(s.ctx), IRIS_SUCCESS);
   return report(s, "bad input refused on every rank (each refusal meets the others', no wait runs out): fp32, hidden 0 / too large, residual = out or x, NULL, fp8 without buffers, "
-                   "FUSED / TWO_SHOT / BANDWIDTH too large, unknown algorithm, bad struct_size, 2^32 + 7 tokens; 0 tokens with fp8 and no buffers is nothing", ok);
+                   "FUSED / TWO_SHOT / BANDWIDTH too large, unknown algorithm, bad struct_size, eps NaN / inf / negative, x or weight at an odd address, a misaligned scale, "
+                   "2^32 + 7 tokens; 0 tokens with fp8 and no buffers is nothing", ok);
+}
+
+// IRIS_COLL_CTAS=n (make test-gpu runs this part alone with 16): the op's grids under the
+// cap. AUTO takes the fused LL kernels only where tokens x the row's CTAs fit under n, the
+// bandwidth and norm kernels take at most n CTAs; every path exact; a forced one-shot of
+// n + 1 tokens refused on every rank (before the cap it ran, taking n + 1 CTAs or more).
+static bool test_ctas_env(Suite &s, Dev &D) {
+  const int n = atoi(getenv("IRIS_COLL_CTAS"));
+  if (n < 1 || n >= 512) {
+    printf("SKIP: [%s] IRIS_COLL_CTAS part: the variable is not set to 1..511 (make test-gpu runs it with 16)\n", s.tag.c_str());
+    return true;
+  }
+  bool ok = true;
+  iris_rmsnorm_opts_t o = IRIS_RMSNORM_OPTS_INIT;
+  o.algo = IRIS_RMSNORM_FUSED;
+  EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, (size_t)n + 1, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_ERROR_INVALID_ARGUMENT);
+  o.algo = IRIS_RMSNORM_TWO_SHOT;
+  EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, (size_t)n + 1, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_ERROR_INVALID_ARGUMENT);
+  EXPECT(iris_collectives_check(s.ctx), IRIS_SUCCESS);
+  char name[256];
+  snprintf(name, sizeof name, "IRIS_COLL_CTAS=%d: a forced one-shot or two-shot of %d tokens (more CTAs than the cap) refused on every rank", n, n + 1);
+  report(s, name, ok);
+  int call_no = 70000;
+  const size_t shapes[][2] = {{1, 8192}, {(size_t)n, 1024}, {(size_t)n + 1, 1024}, {16, 8192}, {32, 8192}, {128, 4096}, {300, 8192}, {600, 2048}, {1100, 8192}};
+  std::vector<Case> cases;
+  int k = 0;
+  for (auto &sh : shapes) {
+    Case c = {k % 2 ? IRIS_FLOAT16 : IRIS_BFLOAT16, k % 3, sh[0], sh[1], IRIS_RMSNORM_AUTO, k % 4 == 1, k % 2 == 0};
+    cases.push_back(c);
+    k++;
+  }
+  for (auto &sh : shapes) {
+    Case c = {k % 2 ? IRIS_FLOAT16 : IRIS_BFLOAT16, k % 3, sh[0], sh[1], sh[0] < 300 ? IRIS_RMSNORM_BANDWIDTH : IRIS_RMSNORM_SEPARATE, k % 4 == 1, k % 2 == 1};
+    cases.push_back(c);
+    k++;
+  }
+  snprintf(name, sizeof name, "IRIS_COLL_CTAS=%d: auto, bandwidth and separate paths under the cap, 1-1100 tokens", n);
+  return run_cases(s, D, cases, call_no, name);
 }
 
 // ---- ranks as threads of one process sharing GPU 0. Their kernels run at once, so a
@@ -695,8 +762,12 @@ int main(int argc, char **argv) {
     report(s, "setup", false);
     return 1;
   }
-  bool ran = test_bad_input(s, D) && test_block(s, D) && test_values(s, D) && test_graph(s, D) && test_mismatch(s, D);
-  if (ran) test_refused_fatal(s, D); // last: the context keeps its fatal fault
+  bool ran;
+  if (getenv("IRIS_COLL_CTAS")) ran = test_bad_input(s, D) && test_ctas_env(s, D); // the cap's part alone
+  else {
+    ran = test_bad_input(s, D) && test_block(s, D) && test_values(s, D) && test_graph(s, D) && test_mismatch(s, D);
+    if (ran) test_refused_fatal(s, D); // last: the context keeps its fatal fault
+  }
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   free_dev(s, D);
   cudaFree(pad);

@@ -430,7 +430,7 @@ static iris_status_t iris_coll_enqueue_args(iris_t *ctx, iris_coll_state_t *team
    * the heap; the reduce-scatter: send; the others: recv, or an all-to-all in place): the
    * one-shot runs to its slots' limit. The placement is in the bandwidth path's signature
    * already, so ranks that place buffers differently do not agree either way */
-  const int send_off = (flags & IRIS_COLL_STAGE) || !iris_coll_in_heap(ctx, send, in_elems * es);
+  const int send_off = (flags & IRIS_COLL_STAGE) || (kind_flags & IRIS_COLL_SEND_LOCAL) || !iris_coll_in_heap(ctx, send, in_elems * es);
   const int recv_off = (flags & IRIS_COLL_STAGE) || !iris_coll_in_heap(ctx, recv, out_elems * es);
   const int off_heap_w2 = W == 2 && (kind == IRIS_COLL_AR   ? send_off || recv_off
                                      : kind == IRIS_COLL_RS ? send_off
@@ -499,7 +499,8 @@ static iris_status_t iris_coll_enqueue_args(iris_t *ctx, iris_coll_state_t *team
      * (and for an in-place all-to-all, whose input peers read while we overwrite it)
      * go through the staging area, one chunk of `step` elements per launch (each launch's
      * signature names its place in the call: part) */
-    const int heap_in = !(flags & IRIS_COLL_STAGE) && iris_coll_in_heap(ctx, send, in_elems * es) && !(kind == IRIS_COLL_A2A && send == recv);
+    const int heap_in = !(flags & IRIS_COLL_STAGE) && !(kind_flags & IRIS_COLL_SEND_LOCAL) && iris_coll_in_heap(ctx, send, in_elems * es) &&
+                        !(kind == IRIS_COLL_A2A && send == recv);
     const int heap_out = !(flags & IRIS_COLL_STAGE) && iris_coll_in_heap(ctx, recv, out_elems * es);
     size_t step = count, c0;
     iris_coll_part_t part;

@@ -302,7 +302,7 @@ static unsigned long long iris_coll_launch_strided(const iris_coll_state_t *s, i
     const int off = (kind_flags & IRIS_COLL_OFF_HEAP) != 0;
     const int ag_in_place = kind == IRIS_COLL_AG && (const char *)send == (const char *)recv + (size_t)s->dev.ctx.rank * step;
     const int rs_in_place = kind == IRIS_COLL_RS && ((kind_flags & IRIS_COLL_OWN_RECV) || (const char *)recv == (const char *)send + (size_t)s->dev.ctx.rank * step);
-    sig = (sig ^ (off ? 0ULL : ag_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, send))) * 1099511628211ULL;
+    sig = (sig ^ (off || (kind_flags & IRIS_COLL_SEND_LOCAL) ? 0ULL : ag_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, send))) * 1099511628211ULL;
     sig = (sig ^ (off ? 0ULL : rs_in_place ? 1ULL : iris_coll_sig_offset(&s->dev.ctx, recv))) * 1099511628211ULL;
   }
   /* 16-byte path: every pointer and every per-rank block start is 16-byte aligned */

@@ -26,7 +26,11 @@
  * differ from rank to rank). Peers then never touch them: the latency paths only read
  * send and write recv locally, and the bandwidth path runs on the staging areas. */
 #define IRIS_COLL_OFF_HEAP 0x200
-#define IRIS_COLL_KIND_FLAGS (IRIS_COLL_OWN_RECV | IRIS_COLL_OFF_HEAP)
+/* And one for send alone (the fused all-reduce + RMSNorm's separate path, whose x is any
+ * device memory and recv the staging area): send enters the signature as off the heap and
+ * no peer reads it, wherever it lies, so ranks that place x differently still agree. */
+#define IRIS_COLL_SEND_LOCAL 0x400
+#define IRIS_COLL_KIND_FLAGS (IRIS_COLL_OWN_RECV | IRIS_COLL_OFF_HEAP | IRIS_COLL_SEND_LOCAL)
 
 /* ---- The control block: one heap block per rank, at the same offset on every rank,
  * where the peers signal (calls, headers and barriers: "Calls and epochs" below;

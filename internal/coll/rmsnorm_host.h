@@ -41,10 +41,12 @@ static int iris_rmsnorm_cpr(size_t tokens, long long hidden, int sms) {
 #ifndef IRIS_RMSNORM_BW_ONE_MAX_BYTES
 #define IRIS_RMSNORM_BW_ONE_MAX_BYTES ((size_t)2 << 20)
 #endif
-static unsigned long long iris_rmsnorm_sig(int path, size_t tokens, size_t hidden, iris_dtype_t t, int quant, int cpr, int threads, size_t piece) {
+static unsigned long long iris_rmsnorm_sig(int path, size_t tokens, size_t hidden, iris_dtype_t t, int quant, float eps, int cpr, int threads, size_t piece) {
   unsigned long long sig = 1469598103934665603ULL;
+  uint32_t eps_bits; /* eps too: ranks that differ in it would get different bits */
+  memcpy(&eps_bits, &eps, sizeof eps_bits);
   const unsigned long long parts[] = {0x524d534e4f524dULL /* "RMSNORM" */, (unsigned long long)path, tokens, hidden, (unsigned long long)t,
-                                      (unsigned long long)quant, (unsigned long long)cpr, (unsigned long long)threads, piece};
+                                      (unsigned long long)quant, (unsigned long long)eps_bits, (unsigned long long)cpr, (unsigned long long)threads, piece};
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) sig = (sig ^ parts[i]) * 1099511628211ULL;
   return iris_coll_sig_mark(sig, 0); /* one launch (the split bit clear: plan.h) */
 }
@@ -97,14 +99,15 @@ template <typename T> struct iris_rmsnorm_launch<T, false> {
 static void iris_rmsnorm_launch_norm(iris_t *ctx, const iris_coll_state_t *s, iris_dtype_t t, const void *sum, void *res, const void *w, void *out, size_t t0,
                                      size_t n, size_t hidden, float eps, int quant, void *q8, float *scale, unsigned long long sig, int check, iris_stream_t stream) {
   const size_t W = (size_t)iris_local_size(ctx), cap = (size_t)s->sms / W > 0 ? (size_t)s->sms / W : 1;
-  const unsigned grid = (unsigned)(check && iris_detail_gpu_shared_any(ctx) && n > cap ? cap : n);
+  size_t grid = check && iris_detail_gpu_shared_any(ctx) && n > cap ? cap : n;
+  if (s->ctas > 0 && grid > (size_t)s->ctas) grid = (size_t)s->ctas; /* IRIS_COLL_CTAS, as for every collective call (the grid is not in the signature) */
   const size_t off = t0 * hidden * 2;
   char *q = q8 ? (char *)q8 + t0 * hidden : NULL;
   float *sc = quant == IRIS_QUANT_FP8_PER_TOKEN ? scale + t0 : scale;
   if (t == IRIS_BFLOAT16)
-    iris_rmsnorm_launch<iris_bf16_t>::norm(s, grid, sum, (char *)res + off, w, (char *)out + off, n, (long long)hidden, eps, quant, q, sc, sig, check, stream);
+    iris_rmsnorm_launch<iris_bf16_t>::norm(s, (unsigned)grid, sum, (char *)res + off, w, (char *)out + off, n, (long long)hidden, eps, quant, q, sc, sig, check, stream);
   else
-    iris_rmsnorm_launch<iris_f16_t>::norm(s, grid, sum, (char *)res + off, w, (char *)out + off, n, (long long)hidden, eps, quant, q, sc, sig, check, stream);
+    iris_rmsnorm_launch<iris_f16_t>::norm(s, (unsigned)grid, sum, (char *)res + off, w, (char *)out + off, n, (long long)hidden, eps, quant, q, sc, sig, check, stream);
 }
 
 /* One call on one node, inside the context's ordering (iris_detail_order_begin / _end). */
@@ -122,11 +125,14 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
   /* the SMs a rank's kernels may fill: all of them, but where ranks of this process share
    * the GPU 1 / W of them, so that every rank's grid is resident at once (their CTAs wait
    * for each other; a CTA per SM at least is resident: the kernels' launch bounds) */
-  const int shared = iris_detail_gpu_shared_any(ctx), sms = shared ? (s->sms / W > 0 ? s->sms / W : 1) : s->sms;
+  const int shared = iris_detail_gpu_shared_any(ctx), all_sms = shared ? (s->sms / W > 0 ? s->sms / W : 1) : s->sms;
+  /* and no more than IRIS_COLL_CTAS (agreed at setup), as for every collective call:
+   * the fused kernels then only where their CTAs fit under it */
+  const int capped = s->ctas > 0 && s->ctas < all_sms, sms = capped ? s->ctas : all_sms;
   if (W > 1) { /* what fits the slots: the one-shot's, the two-shot's (each rank's rows), the CTAs' exchange lines */
     cpr = iris_rmsnorm_cpr(tokens, (long long)hidden, sms);
     sh = iris_rmsnorm_shape((long long)hidden, cpr);
-    const int small = tokens <= IRIS_RMSNORM_FUSED_MAX_TOKENS && 2 * tokens * (size_t)cpr <= ll_lines && (!shared || tokens * (size_t)cpr <= (size_t)sms);
+    const int small = tokens <= IRIS_RMSNORM_FUSED_MAX_TOKENS && 2 * tokens * (size_t)cpr <= ll_lines && (!(shared || capped) || tokens * (size_t)cpr <= (size_t)sms);
     one = small && tokens * (size_t)sh.lines <= ll_lines;
     two = small && (tokens + (size_t)W - 1) / (size_t)W * (size_t)sh.lines <= s->dev.ll2_lines;
     /* the bandwidth kernel's scratch rows: one hop W x tokens, two hops W x ceil(tokens / W) + tokens */
@@ -139,7 +145,10 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
                             "(%zu lines of 8 bytes: %s)%s, not %zu tokens x %zu", me, name, algo == IRIS_RMSNORM_FUSED ? "IRIS_RMSNORM_FUSED" : "IRIS_RMSNORM_TWO_SHOT",
                             IRIS_RMSNORM_FUSED_MAX_TOKENS, algo == IRIS_RMSNORM_FUSED ? ll_lines : s->dev.ll2_lines,
                             algo == IRIS_RMSNORM_FUSED ? "tokens x hidden / 4" : "ceil(tokens / world) x hidden / 4",
-                            shared ? "; where ranks of one process share the GPU, at most 1 / world of its SMs (a CTA per token at least)" : "", tokens, hidden);
+                            shared   ? "; where ranks of one process share the GPU, at most 1 / world of its SMs (a CTA per token at least)"
+                            : capped ? "; at most IRIS_COLL_CTAS CTAs (a CTA per token at least)"
+                                     : "",
+                            tokens, hidden);
   if (algo == IRIS_RMSNORM_BANDWIDTH && !bw)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: IRIS_RMSNORM_BANDWIDTH takes a world of 2 or more ranks on one node and (2 ranks "
                             "up to 2 MB: 2 x tokens; else world x ceil(tokens / world) + tokens) rows of hidden (rounded up to 8) x 2 bytes within %zu bytes of scratch, "
@@ -170,8 +179,9 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
     const size_t ctas = shared ? (per_sm / (size_t)W > 0 ? per_sm / (size_t)W : 1) : per_sm;
     size_t grid = tokens < ctas ? tokens : ctas;
     if (grid > IRIS_COLL_MAX_CTAS) grid = IRIS_COLL_MAX_CTAS;
+    if (s->ctas > 0 && grid > (size_t)s->ctas) grid = (size_t)s->ctas; /* IRIS_COLL_CTAS, alike on every rank: the same grid */
     if (grid < 1) grid = 1;
-    const unsigned long long sig = iris_rmsnorm_sig(bw_one ? 6 : path, tokens, hidden, t, quant, (int)grid, threads, 0);
+    const unsigned long long sig = iris_rmsnorm_sig(bw_one ? 6 : path, tokens, hidden, t, quant, eps, (int)grid, threads, 0);
     if (t == IRIS_BFLOAT16)
       iris_rmsnorm_launch<iris_bf16_t>::bw(s, W, bw_one != 0, (unsigned)grid, threads, x, res, w, out, tokens, (long long)hidden, eps, quant, q8, scale, sig, stream);
     else iris_rmsnorm_launch<iris_f16_t>::bw(s, W, bw_one != 0, (unsigned)grid, threads, x, res, w, out, tokens, (long long)hidden, eps, quant, q8, scale, sig, stream);
@@ -181,7 +191,7 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
   }
   if (path != 2) {
     const int threads = iris_rmsnorm_threads(sh.per_cta);
-    const unsigned long long sig = iris_rmsnorm_sig(path, tokens, hidden, t, quant, cpr, threads, 0);
+    const unsigned long long sig = iris_rmsnorm_sig(path, tokens, hidden, t, quant, eps, cpr, threads, 0);
     if (t == IRIS_BFLOAT16) iris_rmsnorm_launch<iris_bf16_t>::fused(s, path == 4, x, res, w, out, tokens, sh, eps, quant, q8, scale, sig, threads, stream);
     else iris_rmsnorm_launch<iris_f16_t>::fused(s, path == 4, x, res, w, out, tokens, sh, eps, quant, q8, scale, sig, threads, stream);
     e = iris_gpu_last_error();
@@ -195,7 +205,10 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
     return IRIS_SUCCESS;
   }
   /* separate: the all-reduce into the staging area (no user buffer written before the norm
-   * kernel's header exchange), in pieces of whole rows that fit it; into out without one */
+   * kernel's header exchange), in pieces of whole rows that fit it, x read by this rank
+   * only wherever it lies (IRIS_COLL_SEND_LOCAL: not in the signature either); into out
+   * without one (then as any collective without staging: x and out on the heap, at the
+   * same offsets on every rank) */
   {
     const size_t step = s->stage_bytes ? iris_coll_staging_step(s->stage_bytes, es, W, 0) : 0;
     const size_t rows = step >= hidden ? step / hidden : tokens;
@@ -206,10 +219,11 @@ static iris_status_t iris_rmsnorm_enqueue(iris_t *ctx, iris_coll_state_t *s, con
     for (size_t t0 = 0; t0 < tokens; t0 += rows, piece.k++) {
       const size_t n = tokens - t0 < rows ? tokens - t0 : rows;
       char *sum = dest == s->stage_in ? dest : (char *)out + t0 * hidden * es;
-      if ((st = iris_coll_enqueue_part(ctx, &piece, IRIS_COLL_AR, (const char *)x + t0 * hidden * es, sum, n * hidden, t, IRIS_SUM, 0, stream, NULL)) != IRIS_SUCCESS)
+      if ((st = iris_coll_enqueue_part(ctx, &piece, IRIS_COLL_AR | (dest == s->stage_in ? IRIS_COLL_SEND_LOCAL : 0), (const char *)x + t0 * hidden * es, sum, n * hidden, t,
+                                       IRIS_SUM, 0, stream, NULL)) != IRIS_SUCCESS)
         return st;
       iris_rmsnorm_launch_norm(ctx, s, t, sum, res, w, out, t0, n, hidden, eps, quant, q8, scale,
-                               iris_coll_sig_mark(iris_rmsnorm_sig(2, tokens, hidden, t, quant, 1, 0, t0), piece.n > 1), 1, stream);
+                               iris_coll_sig_mark(iris_rmsnorm_sig(2, tokens, hidden, t, quant, eps, 1, 0, t0), piece.n > 1), 1, stream);
       e = iris_gpu_last_error();
       if (e != IRIS_GPU_SUCCESS) return iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed: %s", me, name, iris_gpu_error_text(e));
     }
@@ -244,6 +258,12 @@ static iris_status_t iris_rmsnorm_run(iris_t *ctx, const void *x, void *residual
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: fp8 output needs out_fp8 and scale", me, name);
   if (!x || !residual || !weight || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL buffer", me, name);
   if (residual == x || residual == out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: residual must be neither x nor out", me, name);
+  if (!(eps >= 0.0f && eps <= FLT_MAX)) /* NaN or infinite: every row NaN or 0, not a norm */
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: eps %g must be finite and at least 0", me, name, (double)eps);
+  /* element-aligned buffers (the kernels load whole elements; a misaligned load would be a
+   * sticky GPU fault that loses the context), a float-aligned scale */
+  if ((((uintptr_t)x | (uintptr_t)residual | (uintptr_t)weight | (uintptr_t)out) & 1) || (o->quant != IRIS_QUANT_NONE && ((uintptr_t)o->scale & 3)))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: x, residual, weight and out must be 2-byte aligned, scale 4-byte aligned", me, name);
   /* a row per CTA where the norm kernel runs alone (one rank, multi-node, the separate path
    * past its staging area): gridDim.x holds 2^31 - 1 */
   if (tokens > (size_t)INT_MAX || tokens > ((size_t)1 << 39) / hidden)
@@ -263,7 +283,7 @@ static iris_status_t iris_rmsnorm_run(iris_t *ctx, const void *x, void *residual
     if ((st = iris_all_reduce_ex(ctx, x, out, tokens * hidden, type, IRIS_SUM, stream, NULL)) != IRIS_SUCCESS) return st;
     if ((st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
     iris_rmsnorm_launch_norm(ctx, s, type, out, residual, weight, out, 0, tokens, hidden, eps, (int)o->quant, o->out_fp8, o->scale,
-                             iris_rmsnorm_sig(3, tokens, hidden, type, (int)o->quant, 1, 0, 0), iris_local_size(ctx) > 1, stream);
+                             iris_rmsnorm_sig(3, tokens, hidden, type, (int)o->quant, eps, 1, 0, 0), iris_local_size(ctx) > 1, stream);
     st = iris_gpu_last_error() == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_detail_fail(IRIS_ERROR_GPU, "rank %d: %s: launch failed", me, name);
     st2 = iris_detail_order_end(ctx, stream);
     return st != IRIS_SUCCESS ? st : st2;

@@ -14,6 +14,7 @@
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <float.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>

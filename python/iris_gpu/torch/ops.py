@@ -682,7 +682,7 @@ def _rmsnorm_launch(x, residual, weight, out, out_fp8, scale, eps, quant, algo, 
     lib.require_function("iris_all_reduce_rmsnorm_ex")
     lib.require_struct("iris_rmsnorm_opts_t")
     if ctx.check_shapes:
-        ctx._same_everywhere(("all_reduce_rmsnorm", tokens, hidden, str(x.dtype), quant))
+        ctx._same_everywhere(("all_reduce_rmsnorm", tokens, hidden, str(x.dtype), quant, float(eps)))
     opts = _lib.RmsnormOptsT.init(int(quant), out_fp8.data_ptr() if quant else None, scale.data_ptr() if quant else None, int(algo))
     dt = _types.iris_dtype(x.dtype)
     stream = torch._C._cuda_getCurrentRawStream(ctx.device)
