@@ -414,7 +414,8 @@ IRIS_API iris_status_t iris_allgather_host(iris_t *ctx, const void *send, void *
  * (IRIS_TEAM_NONE) gets a team of size 0 and rank -1: it may pass it around, but not
  * use it. Device RMA needs a team's members on one node (in a multi-node world only
  * the node team and teams inside a node are addressable; the world and rail teams
- * describe membership for the host). */
+ * describe membership for the host: their sync is NULL, so a team barrier on them
+ * returns false touching nothing, while their host calls, splits and collectives work). */
 #define IRIS_TEAM_NONE (-1)   /* the color of a rank that opts out of a split */
 #ifndef IRIS_TEAM_MAX
 #define IRIS_TEAM_MAX 16      /* (global) live teams per context, the predefined ones included */
@@ -440,14 +441,19 @@ typedef struct iris_team {
  * (it creates the team table on the heap, every rank the same; IRIS_TEAMS_COLL must be
  * alike on every rank: IRIS_ERROR_MISMATCH otherwise), local after. Its words are zeroed
  * before the ranks meet, so a kernel may use the world (or node) team as soon as the call
- * returns, with no host barrier, while slower ranks are still returning from it. */
+ * returns, with no host barrier, while slower ranks are still returning from it (a
+ * multi-node world's world team has no barrier words: see above). */
 IRIS_API iris_status_t iris_team_get(iris_t *ctx, iris_team_which_t which, iris_team_t *out);
 /* Collective over parent's members (every member calls it, in the same order as its other
  * team calls): MPI_Comm_split. The members with one color form one team, ordered by key,
  * then by parent rank; color IRIS_TEAM_NONE (or any negative color) opts out (*out: size 0,
  * rank -1). All new teams share one table slot (their members are disjoint) and, while
  * the pool has one, one collective state. The parent's members exchange their (color,
- * key) over the heap (the world's over the rendezvous); nothing is allocated. A member
+ * key) over the heap (the world's over the rendezvous); nothing is allocated. With them
+ * go each member's SM count and IRIS_COLL_CTAS: a team's collectives size their grids by
+ * its members' fewest SMs, the same on every member (GPUs unlike, or the world's
+ * collectives not set up), and refuse on every member alike when the members' IRIS_COLL_CTAS
+ * differ (IRIS_ERROR_MISMATCH) or one cannot be read (IRIS_ERROR_INVALID_ARGUMENT). A member
  * that joins a team waits for its GPU (the team's words are zeroed synchronously: a
  * kernel still running on another stream delays the split); the meetings' copies run on a
  * non-blocking stream of the table's own, so a rank that opts out (and a meeting over the
@@ -459,7 +465,14 @@ IRIS_API iris_status_t iris_team_get(iris_t *ctx, iris_team_which_t which, iris_
  * IRIS_ERROR_TIMEOUT) leaves the parent broken: its members may disagree on how far it
  * got, so every later split or destroy of it returns IRIS_ERROR_TIMEOUT at once ("an
  * earlier meeting on this team failed"); destroy it (the handle is released, its slot
- * stays taken until iris_finalize) and split again from a parent that works. */
+ * stays taken until iris_finalize) and split again from a parent that works. When the
+ * split's second meeting (after the take) fails on some members only, the others may
+ * already hold the new team: the members where it failed return the error with *out
+ * holding no team, and keep its slot (and collective state) taken until iris_finalize,
+ * as a failed destroy does, so that no later split gives them to another team while the
+ * others use them; a member that holds the team then has peers that gave up on it (its
+ * calls on it wait out their bounds; its destroy too, then releases the handle): split
+ * again from a parent that works. */
 IRIS_API iris_status_t iris_team_split(iris_t *ctx, const iris_team_t *parent, int color, int key, iris_team_t *out);
 /* Collective over parent: NVSHMEM's split_strided: the members parent ranks start,
  * start + stride, ..., size of them (team rank i = parent rank start + i * stride); other

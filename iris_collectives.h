@@ -97,7 +97,7 @@
  *     the ranks meet in it; either way the call numbers stay in step. A refused
  *     iris_all_reduce_rmsnorm takes part marked split (its peers may make several
  *     launches), so that mismatch is fatal. A team call refused with
- *     IRIS_ERROR_NOT_IN_HEAP takes no part.
+ *     IRIS_ERROR_NOT_IN_HEAP takes part as well.
  *     The latency path checks the headers in the polls that wait for its data, at no
  *     extra round trip; IRIS_COLL_CHECK=0 in the environment turns that check off.
  *   - A rank that stops participating: every wait is bounded (IRIS_WAIT_TIMEOUT_MS at run
@@ -277,8 +277,15 @@ IRIS_API iris_status_t iris_broadcast_ex(iris_t *ctx, const void *send, void *re
  *     host next looks (any call on ctx, iris_get_async_error: a watchdog), and they then
  *     give up at their next check; a team's fault reaches the world's kernels the same way.
  *   - The bandwidth path takes heap buffers only (a team has no staging area:
- *     IRIS_ERROR_NOT_IN_HEAP otherwise); the latency paths take any device memory (a
+ *     IRIS_ERROR_NOT_IN_HEAP otherwise, a refusal that takes part as the others above: a
+ *     member that passes buffers off the heap where its peers pass heap buffers makes
+ *     their call a mismatch, not a wait); the latency paths take any device memory (a
  *     team of 2 in a node of 4 or more ranks: to 1 MB per peer, as a world of 2).
+ *   - The grids follow the team's members, agreed at the split (iris_team_split): their
+ *     fewest SMs and their IRIS_COLL_CTAS, whether or not the world's collectives are set
+ *     up; members whose IRIS_COLL_CTAS differed at the split have every call of the team
+ *     refused, on every member alike (IRIS_ERROR_MISMATCH; IRIS_ERROR_INVALID_ARGUMENT for
+ *     a value one could not read), before any launch.
  *   - The world team runs the world's calls; a team of one copies; any other team needs a
  *     collective state from the context's pool (IRIS_TEAMS_COLL, default 2, taken at the
  *     split: IRIS_ERROR_UNSUPPORTED when the team got none). Capturable from the first

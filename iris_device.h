@@ -450,7 +450,8 @@ IRIS_DEVICE_INLINE bool iris_wait_block(const iris_device_ctx_t &ctx, const T *f
  * every participant if a wait ran out (the fault names the world rank missing) or the
  * context has a fatal fault, and, touching nothing, for an index outside [0,
  * IRIS_TEAM_BARRIERS) or a team without barrier words (team.sync NULL: a multi-node
- * world's host-only teams) (IRIS_DEBUG: traps). A team of one meets only itself. */
+ * world's host-only world and rail teams) or of more than IRIS_MAX_RANKS members
+ * (IRIS_DEBUG: traps). A team of one meets only itself. */
 #include "internal/device/team.h"
 
 #endif /* IRIS_DEVICE_H */

@@ -69,20 +69,15 @@ static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_vi
       free(s);
       return IRIS_ERROR_INVALID_ARGUMENT;
     }
-    if (w) s->ctas = w->ctas; /* IRIS_COLL_CTAS, as the world's (agreed at its setup) */
-    else if (iris_coll_ctas_from_env(&s->ctas) < 0) {
-      free(s);
-      return IRIS_ERROR_INVALID_ARGUMENT;
-    }
   }
-  { /* the world's grid rule where it has a state (the ranks' fewest SMs, its cap for ranks sharing a GPU), else this GPU's */
-    const iris_coll_state_t *w = (const iris_coll_state_t *)iris_detail_get_ext(ctx);
-    int sms = 0;
-    if (w) sms = w->sms;
-    else (void)iris_gpu_sm_count(&sms, iris_device_ordinal(ctx));
-    s->sms = sms > 0 ? sms : 1;
-    s->shared_ctas = w ? w->shared_ctas : iris_detail_gpu_shared_any(ctx) ? (s->sms / iris_local_size(ctx) > 0 ? s->sms / iris_local_size(ctx) : 1) : 0;
-  }
+  /* the grid rule the members agreed on at the split (their fewest SMs, their IRIS_COLL_CTAS),
+   * the same on every member whether or not the world's state exists there (a grid is in
+   * every call's signature: this GPU's SMs or this rank's environment alone would differ
+   * between members on unlike GPUs); the world's cap for ranks sharing a GPU (gpu_shared_any
+   * is alike on every rank of the node) */
+  s->sms = v->sms > 0 ? v->sms : 1;
+  s->ctas = v->ctas;
+  s->shared_ctas = iris_detail_gpu_shared_any(ctx) ? (s->sms / iris_local_size(ctx) > 0 ? s->sms / iris_local_size(ctx) : 1) : 0;
   if (!iris_detail_get_ext(ctx) && !iris_gpu_stream_capturing(stream)) { /* no world state: load the kernels now, as its setup does (IRIS_COLL_PRELOAD;
                                       lazy loading's first launch waits for every running kernel, a team's own on another stream included: docs/stalls.md,
                                       "First calls"); not under capture (a capture may refuse calls outside it) */

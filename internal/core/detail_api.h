@@ -52,8 +52,11 @@ IRIS_API iris_status_t iris_detail_order_end(iris_t *ctx, iris_stream_t stream);
  * serve it); else, for a team of 2 or more, *state (the collective layer's cached state,
  * malloc'd, freed with the team), this rank's collective area on the heap (ctl_bytes of
  * control block first), and dev: the team as a world of its own (rank = team rank,
- * bases[r] = member r's heap, fault = the team's fault words). order: the team's call
- * order across streams (end 0 before the launches, 1 after). */
+ * bases[r] = member r's heap, fault = the team's fault words), and the grid rule its
+ * members agreed on at the split (sms: their fewest SMs; ctas: their IRIS_COLL_CTAS, 0
+ * unset; a team whose members' values differ, or one of them malformed, is refused here
+ * on every member alike). order: the team's call order across streams (end 0 before the
+ * launches, 1 after). */
 typedef struct iris_detail_team_view {
   int world;
   void **state;
@@ -61,6 +64,7 @@ typedef struct iris_detail_team_view {
   size_t coll_bytes, ctl_bytes;
   int node_size;
   iris_device_ctx_t dev;
+  int sms, ctas;
 } iris_detail_team_view_t;
 IRIS_API iris_status_t iris_detail_team_lookup(iris_t *ctx, const iris_team_t *team, iris_detail_team_view_t *out);
 IRIS_API iris_status_t iris_detail_team_order(iris_t *ctx, const iris_team_t *team, iris_stream_t stream, int end);

@@ -55,6 +55,17 @@
 #define IRIS_DETAIL_TEAMS_COLL_DEFAULT 2 /* IRIS_TEAMS_COLL: collective states in the pool */
 #define IRIS_DETAIL_TEAMS_COLL_MAX 32
 
+/* A team's grid rule: every member sizes its collectives' grids by these, so that every
+ * member launches the same grid (a grid is in each call's signature). sms: the fewest SMs
+ * among the members (at least 1). ctas: their IRIS_COLL_CTAS, alike on every member, else
+ * IRIS_DETAIL_TEAM_CTAS_MALFORMED (world rank bad_rank's could not be read) or
+ * IRIS_DETAIL_TEAM_CTAS_DIFFER (world rank bad_rank has `theirs`, member 0 `first`): the
+ * team's collectives then refuse on every member alike (iris_detail_team_lookup). */
+enum { IRIS_DETAIL_TEAM_CTAS_MALFORMED = -1, IRIS_DETAIL_TEAM_CTAS_DIFFER = -2 };
+typedef struct iris_detail_team_grid {
+  int sms, ctas, bad_rank, first, theirs;
+} iris_detail_team_grid_t;
+
 /* The table, one per context (ctx->teams). */
 typedef struct iris_detail_teams {
   char *area;                    /* heap: IRIS_TEAM_MAX slots of iris_detail_team_area_t */
@@ -70,6 +81,7 @@ typedef struct iris_detail_teams {
   unsigned char broken[IRIS_TEAM_MAX]; /* a meeting of the slot's team failed on this rank: its members' counts may differ, it meets no more */
   unsigned long long next_serial;
   iris_team_t team[IRIS_TEAM_MAX];           /* the live team of each slot */
+  iris_detail_team_grid_t grid[IRIS_TEAM_MAX]; /* the slot's team's grid rule, agreed at its split (iris_detail_team_plan) */
   void *coll_state[IRIS_TEAM_MAX];           /* iris_collectives.h's state of the slot's team (malloc'd; freed here) */
   iris_gpu_event_t order_eager[IRIS_TEAM_MAX], order_cap[IRIS_TEAM_MAX]; /* the call order of the slot's team */
   unsigned char order_made[IRIS_TEAM_MAX], order_have_eager[IRIS_TEAM_MAX];
@@ -82,15 +94,19 @@ typedef struct iris_detail_team_rec {
   int color, key;
   unsigned long long free_slots; /* the slots free on that rank */
   unsigned free_coll;            /* the collective states free on that rank */
+  int sms;                       /* its GPU's SMs (0: unknown) */
+  int ctas;                      /* its IRIS_COLL_CTAS: 0 unset, 1..IRIS_DETAIL_TEAM_CTAS; IRIS_DETAIL_TEAM_CTAS_MALFORMED */
 } iris_detail_team_rec_t;
 typedef struct iris_detail_team_plan {
   int slot, coll; /* the new teams' slot (-1: no team is formed) and collective state (-1: none) */
   int size, rank; /* this rank's new team (0, -1 when it opted out) */
   int world[IRIS_MAX_RANKS];
+  iris_detail_team_grid_t grid; /* this rank's new team's grid rule (its members' records only) */
 } iris_detail_team_plan_t;
 /* recs[i]: parent rank i's record; parent_world[i]: its world rank; me: this rank's parent
- * rank. Every member computes the same slot, collective state and error. Nodes: world
- * ranks r and q are on one node iff r / local_size == q / local_size (nodes > 1 only). */
+ * rank. Every member computes the same slot, collective state and error, and every member
+ * of a new team the same grid rule. Nodes: world ranks r and q are on one node iff r /
+ * local_size == q / local_size (nodes > 1 only). */
 IRIS_INTERNAL iris_status_t iris_detail_team_plan(const iris_detail_team_rec_t *recs, const int *parent_world, int n, int me, int local_size, int nodes,
                                                   iris_detail_team_plan_t *out) {
   unsigned long long slots = ~0ULL;
@@ -140,6 +156,29 @@ IRIS_INTERNAL iris_status_t iris_detail_team_plan(const iris_detail_team_rec_t *
   }
   for (i = 0; i < out->size; i++)
     if (out->world[i] == parent_world[me]) out->rank = i;
+  { /* the grid rule over my color's members: the fewest SMs; IRIS_COLL_CTAS alike (member
+     * 0's the reference), the first malformed one (in parent order) named before a difference */
+    int first = 0;
+    for (i = 0; i < n; i++)
+      if (recs[i].color == recs[me].color && parent_world[i] == out->world[0]) first = i;
+    out->grid.ctas = out->grid.first = recs[first].ctas;
+    out->grid.bad_rank = -1;
+    for (i = 0; i < n; i++) {
+      if (recs[i].color != recs[me].color) continue;
+      if (recs[i].sms > 0 && (out->grid.sms == 0 || recs[i].sms < out->grid.sms)) out->grid.sms = recs[i].sms;
+      if (recs[i].ctas < 0 && out->grid.bad_rank < 0) {
+        out->grid.ctas = IRIS_DETAIL_TEAM_CTAS_MALFORMED;
+        out->grid.bad_rank = parent_world[i];
+      }
+    }
+    for (i = 0; i < n && out->grid.bad_rank < 0; i++)
+      if (recs[i].color == recs[me].color && recs[i].ctas != out->grid.first) {
+        out->grid.ctas = IRIS_DETAIL_TEAM_CTAS_DIFFER;
+        out->grid.bad_rank = parent_world[i];
+        out->grid.theirs = recs[i].ctas;
+      }
+    if (out->grid.sms == 0) out->grid.sms = 1; /* as the world's rule: at least one SM */
+  }
   return IRIS_SUCCESS;
 }
 /* Fills team's member description from world[0..size): the stride form when the members
@@ -162,6 +201,14 @@ IRIS_INTERNAL void iris_detail_team_members(iris_team_t *t, const int *world, in
 IRIS_INTERNAL iris_detail_team_area_t *iris_detail_team_area(const iris_detail_teams_t *T, int slot) {
   return (iris_detail_team_area_t *)(T->area + (size_t)slot * sizeof(iris_detail_team_area_t));
 }
+/* The barrier words a slot's team carries (iris_team_t.sync): the slot's area, but none for
+ * the world team of a multi-node world, which is host-only: its members on other nodes
+ * are not in the heap's mapping, so a barrier on it would signal through no mapping. With
+ * sync NULL the device API refuses it (iris_device.h: the barrier returns false, touching
+ * nothing); its host calls (splits, collectives, check) go through the world's exchange. */
+IRIS_INTERNAL unsigned long long *iris_detail_team_sync(const iris_t *ctx, const iris_detail_teams_t *T, int slot) {
+  return slot == 0 && ctx->nodes > 1 ? NULL : (unsigned long long *)(void *)iris_detail_team_area(T, slot);
+}
 /* Whether a team handle is a live team of ctx with this rank a member (so it may be used). */
 IRIS_INTERNAL iris_status_t iris_detail_team_valid(const iris_t *ctx, const iris_team_t *t, const char *call) {
   const iris_detail_teams_t *T = ctx->teams;
@@ -172,15 +219,18 @@ IRIS_INTERNAL iris_status_t iris_detail_team_valid(const iris_t *ctx, const iris
   /* the serial counts this context's splits (another context making the same splits hands
    * out the same serials); the slot's words are this context's heap */
   if (!T || t->slot >= IRIS_TEAM_MAX || !(T->used >> t->slot & 1) || T->team[t->slot].serial != t->serial ||
-      (const void *)t->sync != (const void *)iris_detail_team_area(T, t->slot))
+      t->sync != iris_detail_team_sync(ctx, T, t->slot))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: rank %d: the team is not live in this context (destroyed, or of another context)", call, iris_rank(ctx));
   return IRIS_SUCCESS;
 }
 /* Binds slot s (and collective state c >= 0) to team t in table T: the bookkeeping of a
  * take, which cannot fail (the table's setup binds the predefined teams before it
- * publishes the table, so a table is never seen half made). */
+ * publishes the table, so a table is never seen half made). Under the fault lock, as
+ * iris_detail_team_drop: a watchdog's iris_get_async_error reads the table's teams
+ * (IRIS_DETAIL_TEAMS_POLL) while this thread splits or destroys. */
 IRIS_INTERNAL void iris_detail_team_bind(const iris_t *ctx, iris_detail_teams_t *T, iris_team_t *t, int s, int c) {
   unsigned long long *f = T->fault_host + (size_t)s * IRIS_FAULT_WORDS;
+  pthread_mutex_lock(&iris_detail_fault_lock);
   __atomic_store_n(f + IRIS_FAULT_WORD_FATAL, 0ULL, __ATOMIC_RELEASE);
   __atomic_store_n(f + IRIS_FAULT_WORD_MISMATCH, 0ULL, __ATOMIC_RELEASE);
   f[IRIS_FAULT_WORD_BOUND] = ctx->fault_host ? ctx->fault_host[IRIS_FAULT_WORD_BOUND] : 0;
@@ -192,17 +242,18 @@ IRIS_INTERNAL void iris_detail_team_bind(const iris_t *ctx, iris_detail_teams_t 
   T->coll_state[s] = NULL;
   t->slot = s;
   t->coll = c;
-  t->sync = (unsigned long long *)(void *)iris_detail_team_area(T, s);
+  t->sync = iris_detail_team_sync(ctx, T, s);
   t->fault = T->fault_dev + (size_t)s * IRIS_FAULT_WORDS;
   t->serial = ++T->next_serial;
   T->team[s] = *t;
+  pthread_mutex_unlock(&iris_detail_fault_lock);
 }
 /* Takes slot s (and collective state c >= 0) for team t on this rank (a split, before
- * its members meet again): zeroes their words, then binds them. Only a split takes: the
- * table's setup zeroed the whole table before the world's meeting and only binds slots 0
- * and 1 (zeroing them after it would erase a barrier signal a faster rank has already
- * sent into them). */
-IRIS_INTERNAL iris_status_t iris_detail_team_take(iris_t *ctx, iris_team_t *t, int s, int c) {
+ * its members meet again): zeroes their words, then binds them, with the grid rule its
+ * members agreed on. Only a split takes: the table's setup zeroed the whole table before
+ * the world's meeting and only binds slots 0 and 1 (zeroing them after it would erase a
+ * barrier signal a faster rank has already sent into them). */
+IRIS_INTERNAL iris_status_t iris_detail_team_take(iris_t *ctx, iris_team_t *t, int s, int c, const iris_detail_team_grid_t *grid) {
   iris_detail_teams_t *T = ctx->teams;
   iris_gpu_error_t e;
   int old = -1;
@@ -214,16 +265,19 @@ IRIS_INTERNAL iris_status_t iris_detail_team_take(iris_t *ctx, iris_team_t *t, i
   if (old >= 0) iris_gpu_set_device(old);
   if (e != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(iris_rank(ctx), "zeroing a team's words", e);
   iris_detail_team_bind(ctx, T, t, s, c);
+  T->grid[s] = *grid;
   return IRIS_SUCCESS;
 }
 IRIS_INTERNAL void iris_detail_team_drop(iris_detail_teams_t *T, int s) {
   if (s < 0 || s >= IRIS_TEAM_MAX) return;
+  pthread_mutex_lock(&iris_detail_fault_lock);
   if (T->team[s].coll >= 0) T->coll_used &= ~(1u << T->team[s].coll);
   T->used &= ~(1ULL << s);
   free(T->coll_state[s]);
   T->coll_state[s] = NULL;
   memset(&T->team[s], 0, sizeof T->team[s]);
   T->team[s].slot = T->team[s].coll = -1;
+  pthread_mutex_unlock(&iris_detail_fault_lock);
 }
 
 /* What faults.h and setup.h ask of the table (ctx->teams_op). POLL: a team's fatal fault
@@ -286,6 +340,36 @@ IRIS_INTERNAL void iris_detail_teams_op(iris_t *ctx, int op) {
   }
 }
 
+/* The table's predefined teams, bound after the world's meeting of its setup: slot 0 the
+ * world, slot 1 (multi-node worlds) the node. Their words were zeroed before the meeting (a
+ * peer past it may already have signalled into them): bound only, and the table published
+ * whole after, so nothing after the meeting can fail and leave a half-made table behind.
+ * Host memory only (unit-tested on the host). */
+IRIS_INTERNAL void iris_detail_teams_bind_predefined(iris_t *ctx, iris_detail_teams_t *T) {
+  iris_team_t t;
+  int s, r;
+  for (s = 0; s < IRIS_TEAM_MAX; s++) {
+    T->team[s].slot = T->team[s].coll = -1;
+    T->fault_host[(size_t)s * IRIS_FAULT_WORDS + IRIS_FAULT_WORD_BOUND] = ctx->fault_host ? ctx->fault_host[IRIS_FAULT_WORD_BOUND] : 0;
+  }
+  memset(&t, 0, sizeof t);
+  t.rank = iris_rank(ctx);
+  t.size = iris_world_size(ctx);
+  t.start = 0;
+  t.stride = 1;
+  for (r = 0; r < t.size && r < IRIS_MAX_RANKS; r++) t.world[r] = r;
+  iris_detail_team_bind(ctx, T, &t, 0, -1); /* (its sync NULL in a multi-node world: iris_detail_team_sync) */
+  T->team[0].fault = ctx->fault_dev;         /* the world's collectives are the context's */
+  if (ctx->nodes > 1) {
+    int w[IRIS_MAX_RANKS];
+    for (r = 0; r < ctx->local_size; r++) w[r] = ctx->node * ctx->local_size + r;
+    memset(&t, 0, sizeof t);
+    t.rank = ctx->local_rank;
+    iris_detail_team_members(&t, w, ctx->local_size);
+    iris_detail_team_bind(ctx, T, &t, 1, -1);
+  }
+}
+
 /* A test's hook between the world's meeting of the table's setup and the takes of the
  * predefined teams (tests/team_test.cu first-call delays one rank there); nothing by default. */
 #ifndef IRIS_DETAIL_TEAMS_SETUP_AFTER_MEET
@@ -302,7 +386,7 @@ IRIS_INTERNAL void iris_detail_teams_op(iris_t *ctx, int op) {
 IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
   iris_detail_teams_t *T;
   iris_status_t st, bad = IRIS_SUCCESS;
-  int ncoll = IRIS_DETAIL_TEAMS_COLL_DEFAULT, s, r, failed = -1, differs = -1, old = -1;
+  int ncoll = IRIS_DETAIL_TEAMS_COLL_DEFAULT, r, failed = -1, differs = -1, old = -1;
   int32_t mine[2], *all;
   iris_gpu_error_t e;
   void *h = NULL, *d = NULL;
@@ -371,34 +455,11 @@ IRIS_INTERNAL iris_status_t iris_detail_teams_setup(iris_t *ctx) {
   }
   free(all);
   IRIS_DETAIL_TEAMS_SETUP_AFTER_MEET(ctx);
-  for (s = 0; s < IRIS_TEAM_MAX; s++) {
-    T->team[s].slot = T->team[s].coll = -1;
-    T->fault_host[(size_t)s * IRIS_FAULT_WORDS + IRIS_FAULT_WORD_BOUND] = ctx->fault_host ? ctx->fault_host[IRIS_FAULT_WORD_BOUND] : 0;
-  }
-  { /* slot 0: the world; slot 1: the node (multi-node worlds). Their words were zeroed
-     * before the meeting (a peer past it may already have signalled into them): bound
-     * only, and the table published whole after, so nothing after the meeting can fail
-     * and leave a half-made table behind */
-    iris_team_t t;
-    memset(&t, 0, sizeof t);
-    t.rank = iris_rank(ctx);
-    t.size = iris_world_size(ctx);
-    t.start = 0;
-    t.stride = 1;
-    for (r = 0; r < t.size && r < IRIS_MAX_RANKS; r++) t.world[r] = r;
-    iris_detail_team_bind(ctx, T, &t, 0, -1);
-    T->team[0].fault = ctx->fault_dev; /* the world's collectives are the context's */
-    if (ctx->nodes > 1) {
-      int w[IRIS_MAX_RANKS];
-      for (r = 0; r < ctx->local_size; r++) w[r] = ctx->node * ctx->local_size + r;
-      memset(&t, 0, sizeof t);
-      t.rank = ctx->local_rank;
-      iris_detail_team_members(&t, w, ctx->local_size);
-      iris_detail_team_bind(ctx, T, &t, 1, -1);
-    }
-  }
+  iris_detail_teams_bind_predefined(ctx, T);
+  pthread_mutex_lock(&iris_detail_fault_lock); /* a watchdog's iris_get_async_error sees no table or a whole one */
   ctx->teams = T;
   ctx->teams_op = iris_detail_teams_op;
+  pthread_mutex_unlock(&iris_detail_fault_lock);
   return IRIS_SUCCESS;
 }
 
@@ -522,13 +583,27 @@ static iris_status_t iris_detail_team_gather_words(iris_t *ctx, const iris_team_
   return IRIS_SUCCESS;
 }
 
+/* This rank's part of a new team's grid rule (iris_detail_team_rec_t): its GPU's SMs (0
+ * where the query fails) and its IRIS_COLL_CTAS as iris_collectives.h takes it (0 unset;
+ * IRIS_DETAIL_TEAM_CTAS_MALFORMED for a value it refuses: the split still succeeds, the
+ * team's collectives refuse; the error detail is left as it was). */
+IRIS_INTERNAL void iris_detail_team_grid_mine(const iris_t *ctx, int *sms, int *ctas) {
+  char keep[sizeof iris_detail_errbuf];
+  int v = 0, got;
+  if (iris_gpu_sm_count(sms, ctx->device) != IRIS_GPU_SUCCESS || *sms < 0) *sms = 0;
+  iris_detail_copy(keep, sizeof keep, iris_detail_errbuf);
+  got = iris_detail_env_int("IRIS_COLL_CTAS", &v);
+  iris_detail_copy(iris_detail_errbuf, sizeof iris_detail_errbuf, keep);
+  *ctas = got < 0 || v > IRIS_DETAIL_TEAM_CTAS ? IRIS_DETAIL_TEAM_CTAS_MALFORMED : got > 0 ? v : 0;
+}
+
 /* The common part of the splits: every member of parent passes its color and key. */
 IRIS_INTERNAL iris_status_t iris_detail_team_split(iris_t *ctx, const iris_team_t *parent, int color, int key, iris_team_t *out, const char *call) {
   iris_detail_teams_t *T;
   iris_detail_team_rec_t *recs = NULL;
   iris_detail_team_plan_t plan;
   uint32_t mine[IRIS_DETAIL_TEAM_XW], *all = NULL, ok;
-  int *pw = NULL, i, n, bad = -1;
+  int *pw = NULL, i, n, bad = -1, met, sms = 0, ctas = 0;
   iris_status_t st;
   iris_team_t pcopy;
   if (parent) { /* out may alias parent: it is zeroed below */
@@ -551,6 +626,9 @@ IRIS_INTERNAL iris_status_t iris_detail_team_split(iris_t *ctx, const iris_team_
   mine[2] = (uint32_t)~T->used;
   mine[3] = (uint32_t)(~T->used >> 32);
   mine[4] = ~T->coll_used & (T->coll_slots >= 32 ? ~0u : (1u << T->coll_slots) - 1u);
+  iris_detail_team_grid_mine(ctx, &sms, &ctas);
+  mine[5] = (uint32_t)sms;
+  mine[6] = (uint32_t)ctas; /* (mine[7]: the meeting's tag) */
   recs = (iris_detail_team_rec_t *)calloc((size_t)n, sizeof *recs);
   pw = (int *)calloc((size_t)n, sizeof *pw);
   all = (uint32_t *)calloc((size_t)n * IRIS_DETAIL_TEAM_XW, sizeof *all);
@@ -565,6 +643,8 @@ IRIS_INTERNAL iris_status_t iris_detail_team_split(iris_t *ctx, const iris_team_
     recs[i].key = (int)a[1];
     recs[i].free_slots = (unsigned long long)a[2] | (unsigned long long)a[3] << 32;
     recs[i].free_coll = a[4];
+    recs[i].sms = (int)a[5];
+    recs[i].ctas = (int)a[6];
     pw[i] = iris_team_world_rank(parent, i);
   }
   if ((st = iris_detail_team_plan(recs, pw, n, parent->rank, ctx->local_size, ctx->nodes, &plan)) != IRIS_SUCCESS) {
@@ -577,20 +657,27 @@ IRIS_INTERNAL iris_status_t iris_detail_team_split(iris_t *ctx, const iris_team_
     memset(&t, 0, sizeof t);
     t.rank = plan.rank;
     iris_detail_team_members(&t, plan.world, plan.size);
-    if ((st = iris_detail_team_take(ctx, &t, plan.slot, plan.coll)) == IRIS_SUCCESS) *out = t;
+    if ((st = iris_detail_team_take(ctx, &t, plan.slot, plan.coll, &plan.grid)) == IRIS_SUCCESS) *out = t;
     ok = (uint32_t)st;
   }
   /* meet again: every new team's words are zero before any member uses them; a member
    * that failed makes every member fail (and give its slot back) */
   memset(mine, 0, sizeof mine);
   mine[0] = ok;
-  if ((st = iris_detail_team_allgather(ctx, parent, IRIS_DETAIL_TEAM_OP_TAKE, mine, all)) == IRIS_SUCCESS) {
+  if ((met = (st = iris_detail_team_allgather(ctx, parent, IRIS_DETAIL_TEAM_OP_TAKE, mine, all)) == IRIS_SUCCESS)) {
     for (i = 0; i < n; i++)
       if (all[(size_t)i * IRIS_DETAIL_TEAM_XW] != IRIS_SUCCESS && bad < 0) bad = i;
     if (bad >= 0) st = iris_detail_fail((iris_status_t)all[(size_t)bad * IRIS_DETAIL_TEAM_XW], "%s: world rank %d could not take the new team's slot", call, pw[bad]);
   }
   if (st != IRIS_SUCCESS && out->slot >= 0) {
-    iris_detail_team_drop(T, out->slot);
+    /* every member met and saw the failed take: every member gives the slot back. The
+     * meeting itself failed here (a member late or gone): it may have completed on other
+     * members, which then hold the team and may use its words on this rank's heap; the slot
+     * (and collective state) stay taken here, its team meeting no more, as a failed destroy
+     * leaves them, so that no later split hands them to another team (slot numbering stays
+     * alike: the members that hold it have it taken too) */
+    if (met) iris_detail_team_drop(T, out->slot);
+    else T->broken[out->slot] = 1;
     memset(out, 0, sizeof *out);
     out->rank = out->slot = out->coll = -1;
   }
@@ -735,6 +822,18 @@ IRIS_DEF iris_status_t iris_detail_team_lookup(iris_t *ctx, const iris_team_t *t
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: the team (size %d) has no collective state: the pool (IRIS_TEAMS_COLL, %d) was %s when it was split; "
                             "destroy a team, or raise IRIS_TEAMS_COLL (and the heap) before the first team call", iris_rank(ctx), team->size,
                             T ? T->coll_slots : 0, T && T->coll_slots ? "taken" : "empty");
+  { /* the grid rule: alike on every member, so a refusal here is every member's (no launch, no wait) */
+    const iris_detail_team_grid_t *g = &T->grid[team->slot];
+    if (g->ctas == IRIS_DETAIL_TEAM_CTAS_MALFORMED)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: the team's collectives are refused on every member: IRIS_COLL_CTAS on world rank %d could not be read "
+                              "when the team was split (0 to %d; see docs/options.md): fix it and split the team again", iris_rank(ctx), g->bad_rank, IRIS_DETAIL_TEAM_CTAS);
+    if (g->ctas == IRIS_DETAIL_TEAM_CTAS_DIFFER)
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: the team's collectives are refused on every member: world rank %d ran with IRIS_COLL_CTAS %d, the team's "
+                              "member 0 (world rank %d) with %d when the team was split (0: unset); set it alike on every rank (or on none) and split the team again",
+                              iris_rank(ctx), g->bad_rank, g->theirs, iris_team_world_rank(team, 0), g->first);
+    out->sms = g->sms;
+    out->ctas = g->ctas;
+  }
   out->state = &T->coll_state[team->slot];
   out->coll_base = T->coll + (size_t)team->coll * T->coll_bytes;
   out->coll_bytes = T->coll_bytes;

@@ -223,9 +223,11 @@ struct iris_team_barrier_session {
   int index;
   unsigned long long epoch;
   /* Every participant: starts a session on barrier `index`. An index outside [0,
-   * IRIS_TEAM_BARRIERS), or a team with no barrier area (the host-only rail and world
-   * teams of a multi-node world), touches nothing: its sync() returns false (IRIS_DEBUG:
-   * traps), as its words would be another barrier's or another team's, or none. */
+   * IRIS_TEAM_BARRIERS), a team with no barrier area (sync NULL: the host-only rail and
+   * world teams of a multi-node world, whose members on other nodes the heap does not map)
+   * or one larger than a barrier row (IRIS_MAX_RANKS: no team the host hands out) touches
+   * nothing: its sync() returns false (IRIS_DEBUG: traps), as its words would be another
+   * barrier's or another team's, or none. */
   IRIS_DEVICE_INLINE iris_team_barrier_session(C c, const iris_device_ctx_t &x, const iris_team_t &t, int i) : ctx(x), team(t), coop(c), index(i) {
     const iris_detail_team_area_t *a = (const iris_detail_team_area_t *)(const void *)team.sync;
     epoch = team.size > 1 && valid() ? iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(&a->epoch[index]) : 0ULL;
@@ -236,7 +238,9 @@ struct iris_team_barrier_session {
     if (team.size > 1 && valid() && coop.thread_rank() == 0) iris_atomic_store<IRIS_ORDER_RELAXED, IRIS_SCOPE_DEVICE>(&a->epoch[index], epoch);
     coop.sync();
   }
-  IRIS_DEVICE_INLINE bool valid() const { return (unsigned)index < (unsigned)IRIS_TEAM_BARRIERS && (team.sync != NULL || team.size <= 1); }
+  IRIS_DEVICE_INLINE bool valid() const {
+    return (unsigned)index < (unsigned)IRIS_TEAM_BARRIERS && team.size <= IRIS_MAX_RANKS && (team.sync != NULL || team.size <= 1);
+  }
   /* Every participant: one barrier over the team. */
   IRIS_DEVICE_INLINE bool sync() {
     const int me = team.rank, n = team.size, tid = coop.thread_rank(), nt = coop.size();
@@ -244,8 +248,8 @@ struct iris_team_barrier_session {
     bool ok = true;
     if (!valid()) {
 #if defined(IRIS_DEBUG)
-      printf("iris: team barrier index %d on rank %d (block %d, thread %d): outside [0, %d), or a team without a barrier area (host-only)\n", index, ctx.rank,
-             (int)blockIdx.x, (int)threadIdx.x, IRIS_TEAM_BARRIERS);
+      printf("iris: team barrier index %d on rank %d (block %d, thread %d): outside [0, %d), or a team without a barrier area (host-only: a multi-node world's world "
+             "or rail team), or of more than %d members\n", index, ctx.rank, (int)blockIdx.x, (int)threadIdx.x, IRIS_TEAM_BARRIERS, IRIS_MAX_RANKS);
       iris_detail_trap();
 #endif
       return coop.all(false);

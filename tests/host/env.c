@@ -211,6 +211,16 @@ static void test_env_strict(void) {
       got = iris_coll_ctas_from_env(&n);
       snprintf(nm, sizeof nm, "env: IRIS_COLL_CTAS='%s' %s", ct[i].val, ct[i].got < 0 ? "is an error naming it, nothing taken" : "is taken");
       check(got == ct[i].got && n == ct[i].n && (got >= 0 || has(iris_error_detail(), "IRIS_COLL_CTAS")), nm, "got %d, n %d, '%s'", got, n, iris_error_detail());
+      { /* a split reads it for the team's grid rule (internal/core/team.h) as the collectives do, and leaves the detail alone */
+        iris_t *hc = iris_detail_host_only_ctx(1 << 20, (void *)(uintptr_t)0x100000);
+        int sms = -5, ctas = -5;
+        iris_detail_fail(IRIS_ERROR_TIMEOUT, "an earlier failure");
+        if (hc) iris_detail_team_grid_mine(hc, &sms, &ctas);
+        snprintf(nm, sizeof nm, "env: IRIS_COLL_CTAS='%s' read by a split: %s, the error detail untouched", ct[i].val, ct[i].got < 0 ? "malformed" : "taken");
+        check(hc && sms >= 0 && ctas == (ct[i].got < 0 ? IRIS_DETAIL_TEAM_CTAS_MALFORMED : ct[i].n) && !strcmp(iris_error_detail(), "an earlier failure"), nm,
+              "sms %d ctas %d, detail '%s'", sms, ctas, iris_error_detail());
+        iris_detail_host_only_free(hc);
+      }
     }
     unsetenv("IRIS_COLL_CTAS");
     {

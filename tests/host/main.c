@@ -156,6 +156,8 @@ int main(void) {
   test_team_members();
   test_team_split_args();
   test_team_2d_grid();
+  test_team_grid_rule();
+  test_team_predefined();
 
   /* last: these may initialise the CUDA runtime, after which no more forks */
   test_life_cycle();

@@ -28,6 +28,7 @@ static int plan_all(const char *name, const int *color, const int *key, const in
                     int want_slot, int want_coll) {
   iris_detail_team_rec_t recs[16];
   int me, i;
+  memset(recs, 0, sizeof recs); /* sms, ctas: unknown, unset */
   for (i = 0; i < n; i++) {
     recs[i].color = color[i];
     recs[i].key = key[i];
@@ -67,6 +68,7 @@ static void test_team_plans(void) {
     {
       iris_detail_team_rec_t r[4];
       iris_detail_team_plan_t p;
+      memset(r, 0, sizeof r);
       for (i = 0; i < 4; i++) r[i].color = c4[i], r[i].key = k4[i], r[i].free_slots = ~0ULL, r[i].free_coll = 0;
       iris_detail_team_plan(r, pw, 4, 1, 16, 1, &p);
       check(p.size == 2 && p.world[0] == 3 && p.world[1] == 1 && p.rank == 1 && p.coll == -1, "team plan {3,1}: world rank 1 is team rank 1, no collective state",
@@ -83,6 +85,7 @@ static void test_team_plans(void) {
     iris_detail_team_rec_t r[2];
     iris_detail_team_plan_t p;
     iris_status_t a, b;
+    memset(r, 0, sizeof r);
     r[0].color = r[1].color = 0;
     r[0].key = r[1].key = 0;
     r[0].free_slots = 0x5555555555555555ULL;
@@ -95,14 +98,16 @@ static void test_team_plans(void) {
   { /* everyone opts out: nothing formed, no slot needed */
     iris_detail_team_rec_t r[3];
     iris_detail_team_plan_t p;
+    memset(r, 0, sizeof r);
     for (i = 0; i < 3; i++) r[i].color = IRIS_TEAM_NONE, r[i].key = 0, r[i].free_slots = 0, r[i].free_coll = 0;
-    check(iris_detail_team_plan(r, pw, 3, 1, 16, 1, &p) == IRIS_SUCCESS && p.slot == -1 && p.size == 0 && p.rank == -1, "team plan: all opt out", "slot %d size %d",
-          p.slot, p.size);
+    const iris_status_t st = iris_detail_team_plan(r, pw, 3, 1, 16, 1, &p); /* before the check's arguments read p */
+    check(st == IRIS_SUCCESS && p.slot == -1 && p.size == 0 && p.rank == -1, "team plan: all opt out", "slot %d size %d", p.slot, p.size);
   }
   { /* multi-node: a color across nodes is refused on every member; within a node it is not */
     iris_detail_team_rec_t r[4];
     iris_detail_team_plan_t p;
     int ok = 1;
+    memset(r, 0, sizeof r);
     for (i = 0; i < 4; i++) r[i].color = i % 2, r[i].key = 0, r[i].free_slots = ~0ULL, r[i].free_coll = 1; /* nodes of 2: {0,2} spans */
     for (i = 0; i < 4; i++) ok &= iris_detail_team_plan(r, pw, 4, i, 2, 2, &p) == IRIS_ERROR_UNSUPPORTED;
     for (i = 0; i < 4; i++) r[i].color = i / 2;
@@ -235,6 +240,8 @@ static void test_team_2d_grid(void) {
     const int n = cases[k][0], xr = cases[k][1], row = xr > n ? n : xr;
     iris_detail_team_rec_t xs[16], ys[16];
     int pw[16], me, i;
+    memset(xs, 0, sizeof xs);
+    memset(ys, 0, sizeof ys);
     for (i = 0; i < n; i++) {
       pw[i] = 15 - i; /* a permuted parent: world ranks differ from parent ranks */
       iris_detail_team_2d(i, n, xr, &xs[i].color, &xs[i].key, &ys[i].color, &ys[i].key);
@@ -266,4 +273,107 @@ static void test_team_2d_grid(void) {
     }
   }
   check(ok, "team split_2d grid: short last row, xrange past the size, xrange 1: rows and columns as NVSHMEM's", "%s", why);
+}
+
+/* The grid rule a split agrees on (iris_detail_team_plan: what every member of a new team
+ * sizes its collectives' grids by): the fewest SMs among the team's own members (not the
+ * parent's), at least 1; IRIS_COLL_CTAS alike, else DIFFER naming the first member (in
+ * parent order) whose value is not member 0's, or MALFORMED naming the first that could
+ * not be read; every member of the team computes the same rule. */
+static int grid_all(const char *name, const int *color, const int *key, const int *sms, const int *ctas, int n, int me_color, iris_detail_team_grid_t want) {
+  iris_detail_team_rec_t r[8];
+  int pw[8], i;
+  memset(r, 0, sizeof r);
+  for (i = 0; i < n; i++) {
+    r[i].color = color[i], r[i].key = key[i], r[i].free_slots = ~0ULL, r[i].free_coll = 1;
+    r[i].sms = (int)(uint32_t)sms[i]; /* as the exchange carries them: 32-bit words */
+    r[i].ctas = (int)(uint32_t)ctas[i];
+    pw[i] = 10 + i;
+  }
+  for (i = 0; i < n; i++) {
+    iris_detail_team_plan_t p;
+    const iris_status_t st = iris_detail_team_plan(r, pw, n, i, 16, 1, &p);
+    const iris_detail_team_grid_t *g = &p.grid;
+    if (color[i] != me_color) continue;
+    if (st != IRIS_SUCCESS || g->sms != want.sms || g->ctas != want.ctas || g->bad_rank != want.bad_rank ||
+        (want.ctas == IRIS_DETAIL_TEAM_CTAS_DIFFER && (g->first != want.first || g->theirs != want.theirs)))
+      return check(0, name, "parent rank %d: %s: sms %d ctas %d bad rank %d first %d theirs %d; want %d %d %d %d %d", i, sname(st), g->sms, g->ctas, g->bad_rank,
+                   g->first, g->theirs, want.sms, want.ctas, want.bad_rank, want.first, want.theirs);
+  }
+  return check(1, name, NULL);
+}
+static void test_team_grid_rule(void) {
+  const int c2[4] = {0, 0, 1, 1}, c1[4] = {0, 0, 0, 0}, k0[4] = {0, 0, 0, 0}, krev[4] = {3, 2, 1, 0};
+  const int sms[4] = {132, 114, 78, 132}, none[4] = {0, 0, 0, 0}, unset[4] = {0, 0, 0, 0}, c16[4] = {16, 16, 16, 16};
+  const int last8[4] = {16, 16, 16, 8}, team8[4] = {8, 8, 16, 16}, bad2[4] = {16, 8, IRIS_DETAIL_TEAM_CTAS_MALFORMED, 16};
+  iris_detail_team_grid_t w;
+  memset(&w, 0, sizeof w);
+  w.bad_rank = -1;
+  w.sms = 114;
+  grid_all("team grid rule: the fewest SMs of the team's own members (114 of {132, 114}, not the other team's 78)", c2, k0, sms, unset, 4, 0, w);
+  w.sms = 78;
+  grid_all("team grid rule: the other team of the split takes its own fewest (78)", c2, k0, sms, unset, 4, 1, w);
+  w.sms = 1;
+  grid_all("team grid rule: no SM count known on any member: 1, as the world's rule", c1, k0, none, unset, 4, 0, w);
+  w.sms = 78, w.ctas = 16;
+  grid_all("team grid rule: IRIS_COLL_CTAS alike (16) is the team's", c1, k0, sms, c16, 4, 0, w);
+  w.sms = 114, w.ctas = 8;
+  grid_all("team grid rule: IRIS_COLL_CTAS that differs only between the split's teams is each team's own", c2, k0, sms, team8, 4, 0, w);
+  w.sms = 78, w.ctas = IRIS_DETAIL_TEAM_CTAS_DIFFER, w.bad_rank = 13, w.first = 16, w.theirs = 8;
+  grid_all("team grid rule: IRIS_COLL_CTAS 8 on the last member, 16 on the others: DIFFER on every member, naming it", c1, k0, sms, last8, 4, 0, w);
+  w.bad_rank = 10, w.first = 8, w.theirs = 16; /* keys reversed: member 0 is parent rank 3 (8); parent rank 0 is the first unlike it */
+  grid_all("team grid rule: member 0 by key is the reference (keys reversed)", c1, krev, sms, last8, 4, 0, w);
+  w.ctas = IRIS_DETAIL_TEAM_CTAS_MALFORMED, w.bad_rank = 12;
+  grid_all("team grid rule: a malformed IRIS_COLL_CTAS is named before a difference (MALFORMED, its world rank)", c1, k0, sms, bad2, 4, 0, w);
+}
+
+/* The predefined teams as the table's setup binds them (iris_detail_teams_bind_predefined)
+ * on a host-only context: in a multi-node world the world team is host-only (sync NULL:
+ * the device barrier refuses it instead of signalling through no mapping to other nodes'
+ * ranks) and still a valid handle on the host; the node team has its slot's words; a world
+ * handle carrying slot 0's words there (as bound before) is not live. One node: the world
+ * team has slot 0's words. */
+static void test_team_predefined(void) {
+  static char heap[1 << 16];
+  static iris_detail_team_area_t area[IRIS_TEAM_MAX];
+  static unsigned long long fwords[IRIS_TEAM_MAX * IRIS_FAULT_WORDS];
+  int nodes;
+  for (nodes = 2; nodes >= 1; nodes--) {
+    iris_t *ctx = iris_detail_host_only_ctx(sizeof heap, heap);
+    iris_detail_teams_t *T = (iris_detail_teams_t *)calloc(1, sizeof *T);
+    iris_team_t world, node, rail, stale;
+    iris_status_t a, b, c, d;
+    char nm[160];
+    if (!ctx || !T) { check(0, "team predefined: host-only context", "out of memory"); free(T); iris_detail_host_only_free(ctx); return; }
+    memset(fwords, 0, sizeof fwords);
+    T->area = (char *)area;
+    T->fault_host = T->fault_dev = fwords;
+    if (nodes > 1) ctx->nodes = 2, ctx->node = 1, ctx->local_size = 2, ctx->local_rank = 1, ctx->grank = 3, ctx->gworld = 4;
+    else ctx->local_size = 4, ctx->local_rank = 3;
+    iris_detail_teams_bind_predefined(ctx, T);
+    ctx->teams = T;
+    a = iris_team_get(ctx, IRIS_TEAM_WORLD, &world);
+    b = iris_team_get(ctx, IRIS_TEAM_NODE, &node);
+    c = iris_team_get(ctx, IRIS_TEAM_RAIL, &rail);
+    d = iris_detail_team_valid(ctx, &world, "test") == IRIS_SUCCESS && iris_detail_team_valid(ctx, &node, "test") == IRIS_SUCCESS ? IRIS_SUCCESS : IRIS_ERROR_INVALID_ARGUMENT;
+    if (nodes > 1) {
+      stale = world;
+      stale.sync = (unsigned long long *)(void *)&area[0];
+      snprintf(nm, sizeof nm, "team predefined, 2 nodes of 2: the world team is host-only (sync NULL) and valid on the host; the node team has slot 1's words");
+      check(a == IRIS_SUCCESS && b == IRIS_SUCCESS && c == IRIS_SUCCESS && d == IRIS_SUCCESS && world.size == 4 && world.rank == 3 && world.slot == 0 && !world.sync &&
+                node.size == 2 && node.rank == 1 && iris_team_world_rank(&node, 0) == 2 && node.slot == 1 && node.sync == (unsigned long long *)(void *)&area[1] &&
+                rail.size == 2 && rail.rank == 1 && rail.slot == -1 && !rail.sync && iris_detail_team_valid(ctx, &stale, "test") == IRIS_ERROR_INVALID_ARGUMENT &&
+                iris_team_destroy(ctx, &world) == IRIS_SUCCESS && world.size == 4,
+            nm, "%s %s %s %s; world size %d rank %d slot %d sync %p; node size %d slot %d sync %p", sname(a), sname(b), sname(c), sname(d), world.size, world.rank,
+            world.slot, (void *)world.sync, node.size, node.slot, (void *)node.sync);
+    } else {
+      check(a == IRIS_SUCCESS && b == IRIS_SUCCESS && d == IRIS_SUCCESS && world.size == 4 && world.rank == 3 && world.sync == (unsigned long long *)(void *)&area[0] &&
+                node.slot == 0 && node.sync == world.sync,
+            "team predefined, one node: the world (= node) team has slot 0's words", "%s %s %s; size %d rank %d sync %p", sname(a), sname(b), sname(d), world.size,
+            world.rank, (void *)world.sync);
+    }
+    ctx->teams = NULL;
+    free(T);
+    iris_detail_host_only_free(ctx);
+  }
 }

@@ -146,7 +146,9 @@ class Team:
         """Enqueue one collective over the team on torch.cuda.current_stream(). Buffers off
         the heap that the library refuses on the team's bandwidth path (it stages only the
         world's) go through the split's staging areas, in chunks; the chunks depend only on
-        the call's arguments, so every member makes the same calls."""
+        the call's arguments, so every member makes the same calls. The first such call of
+        a kind is refused on every member alike and takes part in the library (the members
+        meet in it), so the retry through staging stays in step on every member."""
         torch = _torch_mod()
         if count == 0:
             return
