@@ -3,8 +3,10 @@
 // rails over its socket transport on loopback). Checks the node topology, every
 // collective x type x op x in place / out of place / off the heap at several sizes (both
 // all-reduce compositions) against a float64 reference with poisoned outputs, bitwise
-// equality of all-reduce results across ranks, refusals (integer AVG), and a CUDA graph of every
-// collective replayed many times. Each call takes the route IRIS_MN_NCCL_WHOLE (or the
+// equality of all-reduce results across ranks, refusals (integer AVG), a CUDA graph of every
+// collective replayed many times, and the teams of a multi-node world (the world and rail teams
+// host-only: a team barrier on the world team returns false; the node team and a split by node
+// meet; a split across nodes is refused). Each call takes the route IRIS_MN_NCCL_WHOLE (or the
 // defaults) gives it, the composition or the whole call to NCCL's world communicator
 // (internal/coll/mn_route.h); the reference follows the route (fp8 sums and averages).
 //   multinode_test NODES RANKS_PER_NODE [--tcp PORT] [--replays N]
@@ -289,6 +291,57 @@ static bool topology(Suite &s) {
   return true;
 }
 
+// Teams in a multi-node world (docs/teams.md, Limits): the world and rail teams are
+// host-only (no barrier words: sync NULL), so a team barrier on the world team returns false
+// in every participant and touches nothing (before, its sync was set and the barrier signalled
+// the ranks of other nodes through no mapping of the heap: a bad address); the node team and a
+// split within each node have words and meet; a split whose colors span nodes is refused on
+// every rank; iris_team_check of the world team is the context's. IRIS_TEAMS_COLL=0: no
+// collective states on the heap (the cases after allocate as they always did).
+__global__ void k_team_barrier(iris_device_ctx_t ctx, iris_team_t team, int *res) { res[0] = iris_team_barrier(iris_coop_block(), ctx, team, 0) ? 1 : 2; }
+static bool team_barrier(Suite &s, const iris_team_t &t, int *res, int *out) {
+  *out = 0;
+  CK(cudaMemsetAsync(res, 0, sizeof(int), s.stream));
+  k_team_barrier<<<1, 128, 0, s.stream>>>(iris_device_context(s.ctx), t, res);
+  CK(cudaGetLastError());
+  CK(cudaStreamSynchronize(s.stream));
+  CK(cudaMemcpy(out, res, sizeof(int), cudaMemcpyDeviceToHost));
+  return true;
+}
+static bool teams(Suite &s) {
+  const int me = s.rank, L = g_per_node;
+  const char *was = getenv("IRIS_TEAMS_COLL");
+  const std::string keep = was ? was : "";
+  iris_team_t world, node, rail, within, across;
+  int *res, hw = 0, hn = 0, hs = 0;
+  setenv("IRIS_TEAMS_COLL", "0", 1);
+  const iris_status_t gw = iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world);
+  if (was) setenv("IRIS_TEAMS_COLL", keep.c_str(), 1);
+  else unsetenv("IRIS_TEAMS_COLL");
+  IK(gw);
+  IK(iris_team_get(s.ctx, IRIS_TEAM_NODE, &node));
+  IK(iris_team_get(s.ctx, IRIS_TEAM_RAIL, &rail));
+  bool ok = world.size == s.world && world.rank == me && world.sync == NULL && node.size == L && node.rank == me % L && iris_team_world_rank(&node, 0) == me / L * L &&
+            node.sync != NULL && rail.size == g_nodes && rail.rank == me / L && rail.sync == NULL && iris_team_check(s.ctx, &world) == IRIS_SUCCESS;
+  report(s, "teams: the world and rail teams are host-only (no barrier words), the node team has its own; iris_team_check of the world works", ok);
+  CK(cudaMalloc(&res, sizeof(int)));
+  if (!team_barrier(s, world, res, &hw)) return false;
+  const iris_status_t after_world = iris_get_async_error(s.ctx);
+  if (!team_barrier(s, node, res, &hn)) return false;
+  if (hw != 2 || hn != 1 || after_world != IRIS_SUCCESS)
+    fprintf(stderr, "multinode_test: rank %d: team barrier on the world team %d (2: false), on the node team %d (1: met), context %s\n", me, hw, hn, iris_status_string(after_world));
+  report(s, "teams: a team barrier on the world team returns false, touching nothing (no fault); on the node team it meets", hw == 2 && hn == 1 && after_world == IRIS_SUCCESS);
+  IK(iris_team_split(s.ctx, &world, me / L, me % L, &within));
+  if (!team_barrier(s, within, res, &hs)) return false;
+  const iris_status_t sa = iris_team_split(s.ctx, &world, me % L, me / L, &across);
+  ok = within.size == L && within.rank == me % L && within.sync != NULL && hs == 1 && sa == IRIS_ERROR_UNSUPPORTED && across.size == 0;
+  if (!ok) fprintf(stderr, "multinode_test: rank %d: the split by node: size %d, barrier %d; the split across nodes: %s\n", me, within.size, hs, iris_status_string(sa));
+  report(s, "teams: a split by node meets at its barrier; a split whose colors span nodes is refused on every rank (IRIS_ERROR_UNSUPPORTED)", ok);
+  IK(iris_team_destroy(s.ctx, &within));
+  cudaFree(res);
+  return true;
+}
+
 // --route-agreement: IRIS_MN_NCCL_WHOLE differing between ranks, or malformed on one, fails
 // iris_collectives_setup on every rank (no hang, nothing left set up); set alike, the
 // setup and a call then work.
@@ -547,6 +600,7 @@ static int rank_main(int rank, int tcp_port, int replays, bool agreement) {
   B.heap_a = (char *)a;
   B.heap_b = (char *)b;
   topology(s);
+  teams(s);
   if (agreement) {
     route_agreement(s);
   } else if (whole && !strcmp(whole, "all") && g_per_node > 1 && !iris_detail_world_comm(s.ctx)) {

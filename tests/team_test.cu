@@ -16,7 +16,15 @@
 //                           at once, ROUNDS rounds, each checked on the device
 //   team_test mismatch N    a mismatched call in the TP team: its members see IRIS_ERROR_MISMATCH
 //                           (iris_team_check), nothing written; the DP team's calls meanwhile
-//                           exact; the TP team's next matching call exact
+//                           exact; the TP team's next matching call exact; then the grid rule
+//                           agreed at a split (no world collective state in this mode):
+//                           IRIS_COLL_CTAS unlike on the last rank refuses every member's
+//                           call at once (IRIS_ERROR_MISMATCH), alike is exact, malformed on
+//                           the last rank refuses everywhere (IRIS_ERROR_INVALID_ARGUMENT);
+//                           then a bandwidth all-reduce with the last rank's buffers off the
+//                           heap: its refusal (IRIS_ERROR_NOT_IN_HEAP) takes part, the others
+//                           see IRIS_ERROR_MISMATCH within 1 s, nothing written, the next call
+//                           exact
 //   team_test stuck N       the last rank never comes to a team barrier, then to a team
 //                           all-reduce: the others' waits end within 2x the bound and the
 //                           error names world rank N-1; the team's destroy then returns the
@@ -33,7 +41,11 @@
 //   team_test late N        a split of a sub-team with the last rank 2x the meeting bound late:
 //                           the split fails everywhere, then the team's destroy says an earlier
 //                           meeting failed (IRIS_ERROR_TIMEOUT) on every member, not a false
-//                           IRIS_ERROR_MISMATCH; the context goes on
+//                           IRIS_ERROR_MISMATCH; the context goes on; then a split whose
+//                           second meeting is late on the last rank only (its take waits for
+//                           a 5 s kernel of its own): the others return IRIS_ERROR_TIMEOUT and
+//                           keep the slot, so their next team gets another slot than the one
+//                           the last rank's team holds
 //   team_test graph N       a CUDA graph captured on one stream: team barrier kernels (thread,
 //                           warp, block; one-shot and session) and every team collective
 //                           (all-reduce latency / in place / two-shot LL / bandwidth, all-gather,
@@ -478,6 +490,108 @@ static bool test_concurrent(Suite &s) {
   return true;
 }
 
+// The grid rule of a team (no world collective state in this mode, so nothing else agrees
+// on it): IRIS_COLL_CTAS set unlike on the last rank when the team is split and at its
+// first call. Every call of the team is refused at once on every member with
+// IRIS_ERROR_MISMATCH naming it, nothing launched (before, each member sized its grid by
+// its own setting: the calls launched, each a mismatch in its kernel, for good); set alike,
+// a new split's calls are exact; malformed on the last rank: IRIS_ERROR_INVALID_ARGUMENT on
+// every member at once (before, the last rank alone refused and its peers waited out their
+// bound: a fatal IRIS_ERROR_TIMEOUT). b: nb floats on the heap.
+static iris_status_t set_ctas(const char *v) { return v ? (setenv("IRIS_COLL_CTAS", v, 1) == 0 ? IRIS_SUCCESS : IRIS_ERROR_INVALID_ARGUMENT) : (unsetenv("IRIS_COLL_CTAS"), IRIS_SUCCESS); }
+static bool test_team_grid(Suite &s, const iris_team_t &world, float *b, size_t nb, int *errs) {
+  const char *was = getenv("IRIS_COLL_CTAS");
+  const std::string keep = was ? was : "";
+  const bool last = s.rank == s.world - 1;
+  iris_coll_opts_t bw = IRIS_COLL_OPTS_INIT;
+  bw.algo = IRIS_ALGO_BANDWIDTH; // its grid is the cap: in the call's signature
+  struct Case { const char *name, *mine, *lasts; iris_status_t want; const char *named; };
+  const Case cases[3] = {{"IRIS_COLL_CTAS 2 on the last rank, 4 on the others", "4", "2", IRIS_ERROR_MISMATCH, "IRIS_COLL_CTAS"},
+                         {"IRIS_COLL_CTAS 4 on every rank", "4", "4", IRIS_SUCCESS, NULL},
+                         {"IRIS_COLL_CTAS 'oops' on the last rank", "4", "oops", IRIS_ERROR_INVALID_ARGUMENT, "IRIS_COLL_CTAS"}};
+  CK(cudaMemset(errs, 0, sizeof(int))); CK(cudaDeviceSynchronize()); // the test streams do not wait for the legacy stream
+  for (int c = 0; c < 3; c++) {
+    iris_team_t t;
+    IK(set_ctas(last ? cases[c].lasts : cases[c].mine));
+    const iris_status_t sp = iris_team_split(s.ctx, &world, 0, s.rank, &t);
+    k_fill<<<64, 256, 0, s.stream>>>(b, nb, s.seed, s.rank, 300 + c);
+    CK(cudaStreamSynchronize(s.stream));
+    const double t0 = now_s();
+    const iris_status_t st = sp == IRIS_SUCCESS ? iris_all_reduce_team(s.ctx, &t, b, b, nb, IRIS_FLOAT32, IRIS_SUM, s.stream, &bw) : sp;
+    const bool named = cases[c].named ? strstr(iris_error_detail(), cases[c].named) != NULL : true;
+    if (st == IRIS_SUCCESS) k_check_ar<<<64, 256, 0, s.stream>>>(b, nb, t, s.seed, 300 + c, errs);
+    CK(cudaStreamSynchronize(s.stream));
+    const double dt = now_s() - t0;
+    IK(set_ctas(was ? keep.c_str() : NULL));
+    const iris_status_t chk = sp == IRIS_SUCCESS ? iris_team_check(s.ctx, &t) : sp, ctx_st = iris_get_async_error(s.ctx);
+    int h = 0;
+    CK(cudaMemcpy(&h, errs, sizeof h, cudaMemcpyDeviceToHost));
+    const bool ok = sp == IRIS_SUCCESS && st == cases[c].want && named && chk == IRIS_SUCCESS && ctx_st == IRIS_SUCCESS && h == 0 && dt < 1.0;
+    if (!ok)
+      fprintf(stderr, "team_test: rank %d: %s: split %s, all-reduce %s (want %s), then the team's check %s, the context %s, %d wrong, %.2f s: %s\n", s.rank, cases[c].name,
+              iris_status_string(sp), iris_status_string(st), iris_status_string(cases[c].want), iris_status_string(chk), iris_status_string(ctx_st), h, dt,
+              iris_error_detail());
+    if (sp == IRIS_SUCCESS) IK(iris_team_destroy(s.ctx, &t));
+    std::string nm = std::string("team grid rule: ") + cases[c].name + " at the split: " +
+                     (cases[c].want == IRIS_SUCCESS ? "the team's bandwidth all-reduce exact" : std::string("every member's call refused at once (") +
+                                                                                                 iris_status_string(cases[c].want) + ", naming it), nothing launched");
+    report(s, nm.c_str(), ok);
+    if (!ok && ctx_st != IRIS_SUCCESS) return false; // a fatal fault: nothing after can run
+  }
+  return true;
+}
+
+// A member alone passes buffers off the heap to a team call on the bandwidth path (a team
+// has no staging area: IRIS_ERROR_NOT_IN_HEAP there): the refusal takes part, so the
+// others' call is a mismatch at once (IRIS_ERROR_MISMATCH from iris_team_check on every
+// member, their buffers untouched, nothing fatal), not a wait to the bound (before: the
+// refusal took no part, the others' kernels waited out their bound, a fatal
+// IRIS_ERROR_TIMEOUT); the team's next call, every member on the heap, exact.
+static bool test_team_off_heap(Suite &s, const iris_team_t &world, float *b, size_t nb, int *errs) {
+  const bool last = s.rank == s.world - 1;
+  iris_coll_opts_t bw = IRIS_COLL_OPTS_INIT;
+  bw.algo = IRIS_ALGO_BANDWIDTH;
+  iris_team_t t;
+  float *off;
+  IK(iris_team_split(s.ctx, &world, 0, s.rank, &t));
+  CK(cudaMalloc(&off, nb * sizeof(float)));
+  float *buf = last ? off : b;
+  k_fill<<<64, 256, 0, s.stream>>>(buf, nb, s.seed, s.rank, 400);
+  std::vector<float> before(nb), after(nb);
+  CK(cudaMemcpyAsync(before.data(), buf, nb * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+  CK(cudaStreamSynchronize(s.stream));
+  const double t0 = now_s();
+  const iris_status_t st = iris_all_reduce_team(s.ctx, &t, buf, buf, nb, IRIS_FLOAT32, IRIS_SUM, s.stream, &bw);
+  const std::string why = iris_error_detail();
+  CK(cudaStreamSynchronize(s.stream));
+  const double dt = now_s() - t0;
+  const iris_status_t chk = iris_team_check(s.ctx, &t), ctx_st = iris_get_async_error(s.ctx);
+  CK(cudaMemcpy(after.data(), buf, nb * sizeof(float), cudaMemcpyDeviceToHost));
+  const bool untouched = before == after;
+  bool ok = st == (last ? IRIS_ERROR_NOT_IN_HEAP : IRIS_SUCCESS) && chk == IRIS_ERROR_MISMATCH && ctx_st == IRIS_SUCCESS && untouched && dt < 1.0;
+  if (!ok)
+    fprintf(stderr, "team_test: rank %d: a team all-reduce with the last rank's buffers off the heap: %s (%s), then the team's check %s, the context %s, %s, %.2f s\n",
+            s.rank, iris_status_string(st), why.c_str(), iris_status_string(chk), iris_status_string(ctx_st), untouched ? "buffer untouched" : "buffer written", dt);
+  report(s, "a team call refused (IRIS_ERROR_NOT_IN_HEAP) on the last member only: it takes part, the others see a mismatch at once (not a wait to the bound), nothing written",
+         ok);
+  if (ctx_st != IRIS_SUCCESS) return false; // fatal: nothing after can run
+  // the call numbers stayed in step: the next call (every member on the heap) is exact
+  CK(cudaMemset(errs, 0, sizeof(int))); CK(cudaDeviceSynchronize()); // the test streams do not wait for the legacy stream
+  k_fill<<<64, 256, 0, s.stream>>>(b, nb, s.seed, s.rank, 401);
+  const iris_status_t next = iris_all_reduce_team(s.ctx, &t, b, b, nb, IRIS_FLOAT32, IRIS_SUM, s.stream, &bw);
+  k_check_ar<<<64, 256, 0, s.stream>>>(b, nb, t, s.seed, 401, errs);
+  CK(cudaStreamSynchronize(s.stream));
+  int h = 0;
+  CK(cudaMemcpy(&h, errs, sizeof h, cudaMemcpyDeviceToHost));
+  const iris_status_t chk2 = iris_team_check(s.ctx, &t);
+  if (next != IRIS_SUCCESS || h || chk2 != IRIS_SUCCESS)
+    fprintf(stderr, "team_test: rank %d: the team's next call after the refusal: %s, %d wrong, check %s\n", s.rank, iris_status_string(next), h, iris_status_string(chk2));
+  report(s, "after that refusal the team's call numbers are in step: its next all-reduce exact", next == IRIS_SUCCESS && h == 0 && chk2 == IRIS_SUCCESS);
+  cudaFree(off);
+  IK(iris_team_destroy(s.ctx, &t));
+  return true;
+}
+
 static bool test_mismatch(Suite &s) {
   iris_team_t world, tp, dp;
   float *a, *b;
@@ -575,7 +689,8 @@ static bool test_mismatch(Suite &s) {
   report(s, "a mismatch in the TP team: seen there only, nothing written; DP exact meanwhile; TP's next call exact", ok && !h[0] && !h[1]);
   IK(iris_team_destroy(s.ctx, &tp));
   IK(iris_team_destroy(s.ctx, &dp));
-  return true;
+  IK(iris_barrier(s.ctx));
+  return test_team_grid(s, world, b, nb, errs) && test_team_off_heap(s, world, b, nb, errs);
 }
 
 // The first team call, then a world-team barrier with no host barrier between, the last
@@ -606,6 +721,7 @@ static bool test_first_call(Suite &s) {
 // earlier meeting failed (the members' meeting counts differ: before, the destroy read the
 // late rank's stale record as a fresh one, a false IRIS_ERROR_MISMATCH, or waited out of
 // step), *team released; the context goes on (a split of the world works).
+static bool test_late_take(Suite &s, const iris_team_t &world, int bound_ms);
 static bool test_late(Suite &s, int bound_ms) {
   iris_team_t world, p, sub;
   IK(iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world));
@@ -625,6 +741,55 @@ static bool test_late(Suite &s, int bound_ms) {
   const iris_status_t again = iris_team_split(s.ctx, &world, s.rank % 2, s.rank, &t);
   const bool ok = again == IRIS_SUCCESS && iris_team_destroy(s.ctx, &t) == IRIS_SUCCESS && iris_get_async_error(s.ctx) == IRIS_SUCCESS;
   report(s, "after the broken team: the context goes on (a split of the world and its destroy succeed)", ok);
+  return test_late_take(s, world, bound_ms);
+}
+
+// A kernel that runs ns nanoseconds (one thread).
+__global__ void k_sleep_ns(long long ns) {
+  const unsigned long long t0 = iris_detail_time_ns();
+  while ((long long)(iris_detail_time_ns() - t0) < ns) iris_detail_pause();
+}
+// The split's second meeting late on one member only: the last rank's take waits for its
+// GPU (the new team's words are zeroed synchronously) while a kernel of its own runs 2.5x the
+// meeting bound, so the others' second meeting times out after the first succeeded
+// everywhere, and the last rank's, its peers' records already there, succeeds: it holds the
+// team. The others must keep the team's slot taken (as a failed destroy does): a team they
+// split next among themselves must not get the slot the last rank's team still signals in
+// (before, they gave it back and their next team got it).
+static bool test_late_take(Suite &s, const iris_team_t &world, int bound_ms) {
+  const bool late = s.rank == s.world - 1;
+  iris_team_t p, q, r, sub;
+  IK(iris_team_split(s.ctx, &world, 0, s.rank, &p)); // every rank: a parent that meets over the heap words
+  IK(iris_barrier(s.ctx));
+  const double t0 = now_s();
+  if (late) {
+    k_sleep_ns<<<1, 1, 0, s.stream>>>((long long)bound_ms * 2500000LL);
+    CK(cudaGetLastError());
+  }
+  const iris_status_t sq = iris_team_split(s.ctx, &p, 0, s.rank, &q);
+  const std::string why = iris_error_detail();
+  int held = late && sq == IRIS_SUCCESS ? q.slot : -1, all[IRIS_MAX_RANKS];
+  while (now_s() - t0 < 4.5 * bound_ms * 1e-3) usleep(10000); // the last rank's split is over (2.5x the bound and its meeting) before the next host meeting
+  IK(iris_allgather_host(s.ctx, &held, all, sizeof held));
+  held = all[s.world - 1];
+  // the others' own team: a split of the world the last rank opts out of, then a split of
+  // that (its slot free on the others alone)
+  IK(iris_team_split(s.ctx, &world, late ? IRIS_TEAM_NONE : 0, s.rank, &r));
+  int got = -1;
+  if (!late) {
+    IK(iris_team_split(s.ctx, &r, 0, s.rank, &sub));
+    got = sub.slot;
+    IK(iris_team_destroy(s.ctx, &sub));
+    IK(iris_team_destroy(s.ctx, &r));
+  }
+  const bool ok = late ? sq == IRIS_SUCCESS && q.size == s.world && q.slot >= 0 : sq == IRIS_ERROR_TIMEOUT && q.size == 0 && q.rank == -1 && held >= 0 && got >= 0 && got != held;
+  if (!ok)
+    fprintf(stderr, "team_test: rank %d: the split with the last rank's second meeting late: %s (%s), team size %d; the last rank's team in slot %d, the others' next team in slot %d\n",
+            s.rank, iris_status_string(sq), why.c_str(), q.size, held, got);
+  report(s, "a split whose second meeting times out on the others only: they return IRIS_ERROR_TIMEOUT and keep its slot taken; their next team gets another slot than the "
+            "one the last rank's team holds", ok);
+  // (the last rank's team and the parent are left to iris_finalize: their meetings would wait
+  // out the bound, the others having given up on them)
   return true;
 }
 
