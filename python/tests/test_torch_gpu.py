@@ -793,6 +793,229 @@ class Runner:
             if t is not ctx:
                 t.close()
 
+    # ------------------------------------------------------------ teams: refusals and mismatches in step
+    def fresh_context(self):
+        """A context of its own (every rank, in this order) with short bounds: a kernel's wait
+        runs out after 20 s, a store exchange after 60 s, so a case that would hang fails
+        within a minute; a fatal fault there leaves the suite's context alone."""
+        keys = ("IRIS_WAIT_TIMEOUT_MS", "IRIS_BARRIER_TIMEOUT_MS")
+        saved = {k: os.environ.get(k) for k in keys}
+        os.environ.update(IRIS_WAIT_TIMEOUT_MS="20000", IRIS_BARRIER_TIMEOUT_MS="60000")
+        try:
+            return self.it.Context()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def expect_mismatch(self, target, t0, limit=15.0):
+        """target.check() (a Context or a Team) raises IrisError IRIS_ERROR_MISMATCH, within
+        limit seconds of t0 (no wait ran to its bound)."""
+        try:
+            target.check()
+        except self.it.IrisError as e:
+            if e.status_name != "IRIS_ERROR_MISMATCH":
+                raise AssertionError("check() raised %s, not IRIS_ERROR_MISMATCH: %s" % (e.status_name, e))
+        else:
+            raise AssertionError("check() reported no mismatch")
+        if time.time() - t0 > limit:
+            raise AssertionError("%.1f s: a wait ran to its bound" % (time.time() - t0))
+
+    def check_team_staged_mismatch(self, what):
+        """A staged team all-reduce (off the heap, 1 MiB staging areas: chunks of 256 K
+        floats) whose members differ: what "count" (1 M floats on team rank 0, 600 K on the
+        others: the first chunk alike), "op" (sum on team rank 0, max on the others: every
+        chunk alike in size). Every member reports IRIS_ERROR_MISMATCH within seconds (the
+        first chunk mismatches, fatally), and no member's output was written (poisoned
+        before). On a context of its own, closed after (the fault is fatal)."""
+        it, dev = self.it, self.dev
+        c = self.fresh_context()
+        try:
+            tm = c.team([list(range(self.world))], staging_bytes=1 << 20)
+            n = 1000000 if what == "count" and tm.rank == 0 else 600000
+            op = "max" if what == "op" and tm.rank != 0 else "sum"
+            x = torch.ones(n, device=dev)
+            y = poisoned((n,), torch.float32, dev)
+            torch.cuda.synchronize()
+            t0 = time.time()
+            try:
+                it.all_reduce(x, tm, op, out=y)
+            except it.IrisError:  # a later chunk may already find the fault on the host
+                pass
+            self.expect_mismatch(tm, t0)
+            if not bool((y.view(torch.uint8) == 0x7B).all()):
+                raise AssertionError("a mismatched staged call wrote its output")
+            del x, y
+        finally:
+            c.close()
+
+    def check_team_refusals_in_step(self):
+        """Calls refused in Python on the last rank only, on a context of its own: the others
+        report IRIS_ERROR_MISMATCH within seconds, write nothing, and the next call pairs as
+        before (exact sums). In turn: the world's all_reduce and a team's (every rank) with
+        an input on the CPU, then of complex64 (the NULL-buffer call); the team's with an
+        out= of the wrong size while the others pass heap tensors beyond the latency path
+        (one refused call, not a stand-in staged in chunks); a team made with
+        staging_bytes=0 given buffers off the heap while rank 0 passes heap tensors (it
+        the library's refusal takes part: IRIS_ERROR_NOT_IN_HEAP)."""
+        it, dev, W, me = self.it, self.dev, self.world, self.rank
+        last = W - 1
+        c = self.fresh_context()
+        try:
+            tm = c.team([list(range(W))])
+            n, big = 4096, 8 << 20  # the latency path; 32 MB, the bandwidth path
+            hx, hy = c.empty((big,), torch.float32), c.empty((big,), torch.float32)  # every rank, alike
+            step = [0]
+
+            def good(target, x, y, want):
+                t0 = time.time()
+                it.all_reduce(x, target, out=y)
+                torch.cuda.synchronize()
+                target.check()
+                if not bool((y == want).all()):
+                    raise AssertionError("step %d: the call after the refusal gave %s, not %g" % (step[0], y[:4].tolist(), want))
+                if time.time() - t0 > 15:
+                    raise AssertionError("step %d: %.1f s" % (step[0], time.time() - t0))
+
+            for target in (c, tm):
+                for bad in (lambda: torch.ones(n), lambda: torch.ones(n, dtype=torch.complex64, device=dev)):
+                    step[0] += 1
+                    y = poisoned((n,), torch.float32, dev)
+                    t0 = time.time()
+                    if me == last:
+                        try:
+                            it.all_reduce(bad(), target, out=y)
+                        except (ValueError, TypeError) as e:
+                            if "took part" not in str(e):
+                                raise AssertionError("step %d: the refusal did not take part: %s" % (step[0], e))
+                        else:
+                            raise AssertionError("step %d: a bad input was taken" % step[0])
+                    else:
+                        it.all_reduce(torch.ones(n, device=dev), target, out=y)
+                    self.expect_mismatch(target, t0)
+                    if not bool((y.view(torch.uint8) == 0x7B).all()):
+                        raise AssertionError("step %d: a mismatched call wrote its output" % step[0])
+                    good(target, torch.full((n,), float(me + 1), device=dev), y, float(W * (W + 1) // 2))
+            step[0] += 1  # out= of the wrong size on the last rank, heap tensors on the others
+            hx.fill_(1.0)
+            hy.view(torch.uint8).fill_(0x7B)
+            t0 = time.time()
+            if me == last:
+                expect_raise(ValueError, "took part", lambda: it.all_reduce(hx, tm, out=torch.empty(5, device=dev)))
+            else:
+                it.all_reduce(hx, tm, out=hy)
+            self.expect_mismatch(tm, t0)
+            if me != last and not bool((hy.view(torch.uint8) == 0x7B).all()):
+                raise AssertionError("a mismatched call wrote its heap output")
+            good(tm, hx, hy, float(W))
+            step[0] += 1  # staging_bytes=0: rank 0 on the heap, the others off it
+            t0_ = c.team([list(range(W))], staging_bytes=0)
+            x, y = (hx, hy) if me == 0 else (torch.ones(big, device=dev), torch.empty(big, device=dev))
+            hy.view(torch.uint8).fill_(0x7B)
+            t0 = time.time()
+            if me == 0:
+                it.all_reduce(x, t0_, out=y)
+            else:
+                expect_raise(it.IrisError, "staging_bytes=0", lambda: it.all_reduce(x, t0_, out=y))
+            self.expect_mismatch(t0_, t0)
+            if me == 0 and not bool((hy.view(torch.uint8) == 0x7B).all()):
+                raise AssertionError("a mismatched call wrote its heap output")
+            good(t0_, hx, hy, float(W))
+            del hx, hy, x, y
+            tm.close()
+            t0_.close()
+        finally:
+            c.close()
+
+    def check_team_non_members(self):
+        """On a context of its own: ctx.team(g) with g from dist.new_group on every rank, the
+        ranks outside passing what new_group gave them (GroupMember.NON_GROUP_MEMBER): they
+        opt out, the members' team sums exactly; the same with a list of two groups (each
+        rank a member of one); then groups refused on the last rank (a rank not in the
+        context): it still makes the split, opting out, and the others' team works. Every
+        step within seconds (a rank that made no split left the others in its exchange for
+        the store's bound)."""
+        it, dev, W, me = self.it, self.dev, self.world, self.rank
+        c = self.fresh_context()
+        try:
+            group = list(range(W - 1))  # the last rank outside (at 2 ranks: a team of one)
+            pg = dist.new_group(group, backend="gloo")
+            halves = [list(range(0, W, 2)), list(range(1, W, 2))]
+            pgs = [dist.new_group(h, backend="gloo") for h in halves]
+
+            def run(groups, members):
+                t0 = time.time()
+                tm = c.team(groups)
+                if me not in members:
+                    if tm is not None:
+                        raise AssertionError("a rank outside %s got a team %r" % (members, tm))
+                else:
+                    if tm is None or tm.ranks != members:
+                        raise AssertionError("team %r, expected members %s" % (tm, members))
+                    y = it.all_reduce(torch.full((1000,), float(me + 1), device=dev), tm)
+                    torch.cuda.synchronize()
+                    want = float(sum(r + 1 for r in members))
+                    if not bool((y == want).all()):
+                        raise AssertionError("the team's sum is %s, not %g" % (y[:4].tolist(), want))
+                    tm.close()
+                if time.time() - t0 > 30:
+                    raise AssertionError("%.1f s: a rank waited in the split" % (time.time() - t0))
+
+            if me in group and pg is dist.GroupMember.NON_GROUP_MEMBER:
+                raise AssertionError("a member got NON_GROUP_MEMBER")
+            run(pg, group)
+            mine = [h for h in halves if me in h][0]
+            run(pgs, mine)
+            t0 = time.time()
+            if me == W - 1:
+                expect_raise(ValueError, "not a rank of this context", lambda: c.team([group, [W - 1, W + 7]]))
+            else:
+                run([group], group)
+            if time.time() - t0 > 30:
+                raise AssertionError("%.1f s: a rank waited in the split" % (time.time() - t0))
+        finally:
+            c.close()
+
+    def check_team_staged_kinds(self):
+        """Every collective of a team (every rank) off the heap through 256 KiB staging areas,
+        beyond the latency paths (4 MB a rank; the broadcast and all-reduce 6 MB), so in many
+        chunks, of world_size rows each where the output is in blocks (the library's copy out
+        with the output's pitch), in and out of place, against float64 references; on a
+        context of its own."""
+        it, W, me = self.it, self.world, self.rank
+        c = self.fresh_context()
+        try:
+            tm = c.team([list(range(W))], staging_bytes=256 << 10)
+            members = list(range(W))
+            m = 1000003
+            xs, x = self.team_inputs((m,), "float32", members)
+            y = poisoned((W * m,), torch.float32, self.dev)
+            it.all_gather(x, tm, out=y)
+            verify(y, torch.cat([a.to(torch.float64) for a in xs]), "float32")
+            buf = poisoned((W * m,), torch.float32, self.dev)
+            buf[me * m:(me + 1) * m].copy_(x)
+            it.all_gather_(buf, tm)
+            verify(buf, torch.cat([a.to(torch.float64) for a in xs]), "float32")
+            xs, x = self.team_inputs((W * m,), "bfloat16", members)
+            verify(it.reduce_scatter(x, tm), reduce_ref(xs, "sum")[me * m:(me + 1) * m], "bfloat16")
+            buf = x.clone()
+            it.reduce_scatter_(buf, tm)
+            verify(buf[me * m:(me + 1) * m], reduce_ref(xs, "sum")[me * m:(me + 1) * m], "bfloat16")
+            xs, x = self.team_inputs((W * m,), "float32", members)
+            verify(it.all_to_all(x, tm), torch.cat([a[me * m:(me + 1) * m].to(torch.float64) for a in xs]), "float32")
+            buf = x.clone()
+            it.all_to_all_(buf, tm)
+            verify(buf, torch.cat([a[me * m:(me + 1) * m].to(torch.float64) for a in xs]), "float32")
+            xs, x = self.team_inputs((3 * m,), "bfloat16", members)
+            verify(it.all_reduce(x, tm, "max"), reduce_ref(xs, "max"), "bfloat16")
+            verify(it.broadcast(x, tm, root=W - 1), xs[W - 1].to(torch.float64), "bfloat16")
+            tm.check()
+            tm.close()
+        finally:
+            c.close()
+
     # ------------------------------------------------------------ bad input
     def check_bad_input(self):
         it, ctx = self.it, self.ctx
@@ -1607,6 +1830,18 @@ def team_cases(R):
 
     result("teams: Team.close (collective over each team's members)", close_all)
     result("teams: it.new_group one group at a time on every rank, all_reduce(group=) on each", lambda: R.check_team_new_group(team_groupings(R.world)[0][1]))
+    if not lib.has("iris_detail_team_staged"):
+        R.result("teams: staged chunks and refusals in step", lambda: "this libiris.so has no iris_detail_team_staged: rebuild with make lib")
+        return
+    result("teams: every collective staged in chunks through 256 KiB areas (the library's copy out), in and out of place, vs float64",
+           R.check_team_staged_kinds)
+    for what in ("count", "op"):
+        result("teams: a staged all_reduce whose members differ (%s): IRIS_ERROR_MISMATCH on every member within seconds, no output written" % what,
+               lambda: R.check_team_staged_mismatch(what))
+    result("teams and the world: a call refused in Python on the last rank (input on the CPU, complex64, out= of the wrong size beside heap tensors, "
+           "staging_bytes=0) takes part: the others report IRIS_ERROR_MISMATCH within seconds, write nothing, the next call pairs", R.check_team_refusals_in_step)
+    result("teams: ranks outside a group pass NON_GROUP_MEMBER and opt out; groups refused on one rank still split there; the members' teams sum exactly",
+           R.check_team_non_members)
 
 
 def collective_cases(R, sizes=(37, 70001)):
