@@ -23,6 +23,9 @@
 //                  device 0 listed N times): their kernels run at once, so each plan's grid
 //                  takes at most 1 / N of the SMs (internal/moe/grid.h); before, a low-latency
 //                  grid held every SM and each call waited out its bound
+//   moe_test gaveup N  N processes; all but the last rank give up waiting for it (a short
+//                  bound, IRIS_WAIT_TIMEOUT_MS, 300 unless set): the late rank's check must
+//                  name them (IRIS_ERROR_TIMEOUT), not say SUCCESS; one line per rank
 // Build: make build/moe_test (fp32 SUM of the collectives only: IRIS_COLL_TYPES / _OPS)
 #define IRIS_IMPLEMENTATION
 #define IRIS_TEST_HOOKS // the library's failure injections (a plan's host memory short on one rank)
@@ -32,6 +35,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <algorithm>
 #include <vector>
@@ -595,6 +599,111 @@ static bool graph_token_count(Suite &s) {
   return ok;
 }
 
+// A Simple plan (low latency, top-2, 4 experts a rank) and its buffers; simple_free undoes it.
+static bool simple_plan(Suite &s, Simple &p) {
+  iris_moe_desc_t d = IRIS_MOE_DESC_INIT;
+  d.max_tokens = p.T, d.hidden = p.H, d.top_k = 2, d.num_experts = 4 * s.world;
+  IK(iris_moe_create(s.ctx, &d, &p.m));
+  IK(iris_moe_get_recv(p.m, &p.r));
+  CK(cudaMalloc(&p.x, (size_t)p.T * p.H * 2 + 64));
+  CK(cudaMalloc(&p.y, (size_t)p.r.rows * p.H * 2 + 64));
+  CK(cudaMalloc(&p.out, (size_t)p.T * p.H * 2));
+  CK(cudaMalloc(&p.idx, 2 * (size_t)p.T * 4));
+  CK(cudaMalloc(&p.w, 2 * (size_t)p.T * 4));
+  return true;
+}
+static bool simple_free(Simple &p) {
+  cudaFree(p.x), cudaFree(p.y), cudaFree(p.out), cudaFree(p.idx), cudaFree(p.w);
+  IK(iris_moe_destroy(p.m));
+  return true;
+}
+
+// A combine with no out, which the host takes after its dispatch of 0 tokens, that follows
+// on the device a graph's dispatch of 8 tokens: it writes nothing, and iris_moe_check
+// reports the mismatch (before, the kernel left the token counts uncompared without an out,
+// and the check said SUCCESS); the call after it is exact and checks clean.
+static bool null_out_token_count(Suite &s) {
+  const int me = s.rank;
+  Simple p;
+  if (!simple_plan(s, p)) return false;
+  bool ok = simple_call(s, p, 8, 1, 0, 0, -1); // inputs for 8 tokens in place
+  IK(iris_moe_check(p.m));
+  cudaStream_t st;
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  const iris_status_t r = iris_moe_dispatch(p.m, p.x, 8, p.idx, p.w, st);
+  CK(cudaStreamEndCapture(st, &g));
+  IK(r);
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  IK(iris_moe_dispatch(p.m, NULL, 0, NULL, NULL, st)); // the host's last: 0 tokens
+  IK(iris_moe_combine(p.m, p.y, NULL, st));            // no out needed
+  CK(cudaStreamSynchronize(st));
+  if (iris_moe_check(p.m) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: check after a 0-token dispatch and combine: %s\n", me, iris_error_detail()); ok = false; }
+  CK(cudaGraphLaunch(ge, st));                                   // 8 tokens on the device, the host's last still 0
+  const iris_status_t c = iris_moe_combine(p.m, p.y, NULL, st); // the host takes it
+  CK(cudaStreamSynchronize(st));
+  const iris_status_t k = iris_moe_check(p.m);
+  const std::string detail = k == IRIS_SUCCESS ? "" : iris_error_detail();
+  if (c != IRIS_SUCCESS || k != IRIS_ERROR_INVALID_ARGUMENT || detail.find("issued for 0 tokens but follows a dispatch of 8") == std::string::npos ||
+      detail.find("wrote 0 rows") == std::string::npos) {
+    fprintf(stderr, "rank %d: a combine with no out after an 8-token graph dispatch (host's last: 0): combine %s, check %s (%s)\n", me, iris_status_string(c),
+            iris_status_string(k), detail.c_str());
+    ok = false;
+  }
+  cudaGraphExecDestroy(ge), cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+  ok &= simple_call(s, p, 7, 2, 0, 0, -1); // every rank: exact again
+  if (iris_moe_check(p.m) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: check after the last call: %s\n", me, iris_error_detail()); ok = false; }
+  return simple_free(p) && ok;
+}
+
+// Refused combines across the wrap of the call numbers (IRIS_TEST_HOOKS:
+// iris_detail_test_moe_wrap starts a plan as if 2^32 - n dispatches and combines had run).
+// Plan 1 (n = 3): combines 0xfffffffe, 0xffffffff and 0 exact, each check SUCCESS (before,
+// the check after combine 0 named every rank's "refused" combine 0: the zeroed marks block
+// fell inside its window), then combine 1 refused on the last rank (named, no other rank),
+// combine 2 exact and clean. Plan 2 (n = 1): combine 0 itself refused on the last rank:
+// named (before, a mark holding call number 0 looked like the zeroed block and was
+// missed). The combine counts are read back: the calls did cross the wrap.
+static bool refusals_across_wrap(Suite &s) {
+  const int me = s.rank, last = s.world - 1;
+  bool ok = true;
+  for (int plan = 0; plan < 2; plan++) { // every rank makes every call, whatever it found
+    const int n0 = plan == 0 ? 3 : 1, calls = plan == 0 ? 5 : 2, refused = plan == 0 ? 3 : 0;
+    Simple p;
+    iris_detail_test_moe_wrap = n0;
+    const bool made = simple_plan(s, p);
+    iris_detail_test_moe_wrap = 0;
+    if (!made) return false;
+    for (int i = 0; i < calls; i++) {
+      const unsigned num = 0u - (unsigned)n0 + 1u + (unsigned)i; // this combine's call number
+      const bool ref = i == refused;
+      ok &= simple_call(s, p, 5 + i, 10 + i, 0, ref && me == last ? 8 : 0, ref ? last : -1);
+      const iris_status_t st = iris_moe_check(p.m);
+      const std::string detail = st == IRIS_SUCCESS ? "" : iris_error_detail();
+      bool good = ref ? st == IRIS_ERROR_INVALID_ARGUMENT : st == IRIS_SUCCESS;
+      if (ref) {
+        char want[64];
+        snprintf(want, sizeof want, "(call %u): rank %d's combine", num, last);
+        good &= detail.find(want) != std::string::npos;
+        for (int q = 0; q < last; q++) good &= detail.find("rank " + std::to_string(q) + "'s") == std::string::npos;
+      }
+      if (!good) {
+        fprintf(stderr, "rank %d: plan started %d calls short of the wrap, combine %u%s: check %s (%s)\n", me, n0, num, ref ? " (refused on the last rank)" : "",
+                iris_status_string(st), detail.c_str());
+        ok = false;
+      }
+    }
+    unsigned combs = 0;
+    CK(cudaMemcpy(&combs, &p.m->dev.st->comb_epoch, sizeof combs, cudaMemcpyDeviceToHost));
+    if (combs != 0u - (unsigned)n0 + (unsigned)calls) { fprintf(stderr, "rank %d: %u combines after the calls, want %u\n", me, combs, 0u - (unsigned)n0 + (unsigned)calls); ok = false; }
+    if (!simple_free(p)) return false;
+  }
+  return ok;
+}
+
 // High throughput with max_recv_rows = 2W, below the rows sent: every rank's 16 tokens go
 // to rank 0's experts (32 selections a rank). The rows past the bound are dropped alike on
 // both sides: rank 0 holds exactly 2W rows (offsets stop there), each from a real
@@ -711,9 +820,91 @@ static int mode_threads(int n) {
   return run_ranks_on_gpu0("moe", n, (size_t)512 << 20, shared_rank);
 }
 
+// ---- moe_test gaveup N: every rank but the last calls dispatch and combine at once; the
+// last sleeps past the wait bound first (IRIS_WAIT_TIMEOUT_MS, 300 unless set). The others'
+// waits for its count vector give up (their contexts' fault: IRIS_ERROR_TIMEOUT), yet they
+// release their flags, so the last rank's calls complete without waiting, with none of
+// their rows. Its iris_moe_check must then say IRIS_ERROR_TIMEOUT naming rank 0 ("gave
+// up"), twice (every check from then on), with its own context clean; before, the ranks
+// that gave up released their flags unmarked and its check said SUCCESS. The others: the
+// check and the async error both IRIS_ERROR_TIMEOUT. One line per rank (the contexts that
+// gave up cannot meet the others for a collective verdict), then the launcher's.
+static int *g_late_done; // MAP_SHARED before the fork: the last rank is done with the peers' heaps
+static double now_s() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static bool gaveup_rank(Suite &s, double bound, std::string &what) {
+  const int me = s.rank, last = s.world - 1;
+  Simple p;
+  if (!simple_plan(s, p)) return false;
+  const bool first = simple_call(s, p, 6, 1, 0, 0, -1) && iris_moe_check(p.m) == IRIS_SUCCESS; // the plan works
+  if (!report(s, "gave up: a first call exact on every rank", first) || !barrier(s)) return false;
+  if (me == last) usleep((useconds_t)((3 * bound + 1) * 1e6));
+  const double t0 = now_s();
+  const iris_status_t d = iris_moe_dispatch(p.m, p.x, 6, p.idx, p.w, 0); // the first call's inputs
+  cudaMemcpyAsync(p.y, p.r.x, (size_t)p.r.rows * p.H * 2, cudaMemcpyDeviceToDevice, 0);  // the identity expert
+  const iris_status_t c = iris_moe_combine(p.m, p.y, p.out, 0);                          // enqueued before any wait gave up
+  cudaDeviceSynchronize();
+  const double took = now_s() - t0;
+  const iris_status_t k = iris_moe_check(p.m);
+  const std::string kd = k == IRIS_SUCCESS ? "" : iris_error_detail();
+  const iris_status_t k2 = iris_moe_check(p.m);
+  const iris_status_t a = iris_get_async_error(s.ctx);
+  const std::string ad = a == IRIS_SUCCESS ? "" : iris_error_detail();
+  bool ok = d == IRIS_SUCCESS && c == IRIS_SUCCESS;
+  if (me == last) {
+    ok &= k == IRIS_ERROR_TIMEOUT && kd.find("rank 0 gave up") != std::string::npos && k2 == IRIS_ERROR_TIMEOUT && a == IRIS_SUCCESS && took < bound;
+    __atomic_store_n(g_late_done, 1, __ATOMIC_RELEASE);
+  } else {
+    ok &= k == IRIS_ERROR_TIMEOUT && a == IRIS_ERROR_TIMEOUT;
+    for (double t = now_s(); !__atomic_load_n(g_late_done, __ATOMIC_ACQUIRE) && now_s() < t + 6 * bound + 60;) usleep(10000);
+  }
+  char buf[1600];
+  snprintf(buf, sizeof buf, "dispatch %s, combine %s, %.2f s; check %s (%s), again %s; async error %s (%s)", iris_status_string(d), iris_status_string(c), took,
+           iris_status_string(k), kd.c_str(), iris_status_string(k2), iris_status_string(a), ad.c_str());
+  what = buf;
+  return simple_free(p) && ok;
+}
+static int mode_gaveup(int n) {
+  setenv("IRIS_WAIT_TIMEOUT_MS", "300", 0);
+  const double bound = atof(getenv("IRIS_WAIT_TIMEOUT_MS")) * 1e-3;
+  g_late_done = (int *)mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (g_late_done == MAP_FAILED) { printf("FAIL: [moe gaveup w=%d] mmap\n", n); return 1; }
+  int rank;
+  iris_launch_t L;
+  if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [moe gaveup w=%d] launch: %s\n", n, iris_error_detail()); return 1; }
+  if (rank < 0) {
+    const iris_status_t st = iris_launch_wait(&L, 900000);
+    printf("%s: [moe gaveup w=%d] every rank exits cleanly%s%s\n", st == IRIS_SUCCESS ? "PASS" : "FAIL", n, st == IRIS_SUCCESS ? "" : ": ", st == IRIS_SUCCESS ? "" : iris_error_detail());
+    return st == IRIS_SUCCESS ? 0 : 1;
+  }
+  Suite s = {};
+  s.rank = rank;
+  s.world = n;
+  s.tag = "moe gaveup w=" + std::to_string(n);
+  iris_config_t cfg = IRIS_CONFIG_INIT;
+  cfg.heap_size = (size_t)512 << 20;
+  if (iris_init(&cfg, &s.ctx) != IRIS_SUCCESS) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, iris_error_detail());
+    return 1;
+  }
+  std::string what;
+  const bool ok = gaveup_rank(s, bound, what);
+  printf("%s: [%s rank %d] %s (bound %.1f s): %s\n", ok ? "PASS" : "FAIL", s.tag.c_str(), rank,
+         rank == n - 1 ? "the rank that came late: its check says a peer gave up (IRIS_ERROR_TIMEOUT), its context clean"
+                       : "a rank whose wait gave up: IRIS_ERROR_TIMEOUT from its check and its context",
+         bound, what.c_str());
+  if (rank == n - 1) iris_abort(s.ctx); // its peers cannot meet it in iris_finalize's barrier
+  iris_finalize(s.ctx);
+  return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1 && !strcmp(argv[1], "threads")) return mode_threads(argc > 2 ? atoi(argv[2]) : 2);
+  if (argc > 1 && !strcmp(argv[1], "gaveup")) return mode_gaveup(argc > 2 ? atoi(argv[2]) : 2);
   int n = argc > 1 ? atoi(argv[1]) : 2, rank;
   iris_launch_t L;
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [moe w=%d] launch: %s\n", n, iris_error_detail()); return 1; }
@@ -776,6 +967,10 @@ int main(int argc, char **argv) {
   report(s, "a combine after a graph's dispatch of fewer tokens than the host's last: the rows of the dispatch that ran, none past them, reported", graph_token_count(s));
   report(s, "high throughput past max_recv_rows: the rows past it dropped alike on both sides, the tokens summed over the kept ones, reported on every rank",
          ht_overflow(s));
+  report(s, "a combine with no out (the host's dispatch had 0 tokens) after a graph's dispatch of 8: nothing written, the token counts' mismatch reported, the next call exact",
+         null_out_token_count(s));
+  report(s, "refused combines across the call numbers' wrap (test hook): no refusal seen where there was none (combine 0), a refusal of combine 1 and of combine 0 named, only the refusing rank",
+         refusals_across_wrap(s));
   int rc = s.failed ? 1 : 0;
   if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;
   return rc;

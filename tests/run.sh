@@ -336,6 +336,8 @@ else
   for w in $gpu_worlds; do run_counted "moe_test $w: MoE dispatch / combine, both modes, bf16 and fp8 ($(placement "$w"))" ./build/moe_test $w; done
   # the ranks as threads of one process on GPU 0: each plan's grid leaves room for the peers'
   for w in $gpu_worlds; do run_counted "moe_test threads $w (one GPU, IRIS_WAIT_TIMEOUT_MS=20000)" env IRIS_WAIT_TIMEOUT_MS=20000 ./build/moe_test threads $w; done
+  # all ranks but the last give up waiting for it: the late rank's check must say so
+  for w in $gpu_worlds; do run_counted "moe_test gaveup $w: a rank whose wait gave up marks its peers (IRIS_WAIT_TIMEOUT_MS=300; $(placement "$w"))" env IRIS_WAIT_TIMEOUT_MS=300 ./build/moe_test gaveup $w; done
   if [ $gpu_common = 1 ]; then
     expect_trap "IRIS_DEBUG: remote store outside the heap traps with a message" "outside the symmetric heap" ./build/gpu_test_debug bad-pointer
     expect_trap "IRIS_DEBUG: remote store to a bad rank traps with a message" "target rank .* outside" ./build/gpu_test_debug bad-rank

@@ -155,6 +155,29 @@ static iris_status_t iris_moe_create_local(iris_moe_t *p) {
 
 static inline iris_status_t iris_moe_destroy_plan(iris_moe_t *p) { return iris_moe_destroy(p); }
 
+#if defined(IRIS_TEST_HOOKS)
+/* Tests only: a plan created while this is n > 0 starts as if 2^32 - n dispatches and
+ * combines had run (its epochs and flags at 0 - n, as those calls leave them), so its
+ * call numbers cross 0xffffffff -> 0 within n calls. Every rank sets the same n, while no
+ * create runs. */
+static int iris_detail_test_moe_wrap = 0;
+static iris_status_t iris_moe_test_wrap(iris_moe_t *p) {
+  const unsigned e = 0u - (unsigned)iris_detail_test_moe_wrap;
+  const unsigned epochs[2] = {e, e}; /* disp_epoch, comb_epoch: the state's first words */
+  iris_moe_flags_t f;
+  iris_gpu_error_t g;
+  int q;
+  if (iris_detail_test_moe_wrap <= 0) return IRIS_SUCCESS;
+  memset(&f, 0, sizeof f);
+  for (q = 0; q < IRIS_MAX_RANKS; ++q) f.count[q] = f.data[q] = f.comb[q] = e;
+  f.route = e;
+  if ((g = iris_gpu_copy_to_device(p->flags, &f, sizeof f)) != IRIS_GPU_SUCCESS || (g = iris_gpu_copy_to_device(p->dev.st, epochs, sizeof epochs)) != IRIS_GPU_SUCCESS ||
+      (g = iris_gpu_synchronize()) != IRIS_GPU_SUCCESS)
+    return iris_detail_gpu_fail(p->me, "iris_moe_create: the test hook's epochs near the wrap", g);
+  return IRIS_SUCCESS;
+}
+#endif
+
 /* The lifecycle of internal/core/plan.h. */
 static const iris_detail_plan_kind_t iris_moe_kind = {"iris_moe_create", "the MoE dispatch / combine", "layer",
                                                       "mode, max_tokens, hidden, top_k, num_experts, types, num_sms or max_recv_rows"};
@@ -206,6 +229,9 @@ IRIS_DEF iris_status_t iris_moe_create(iris_t *ctx, const iris_moe_desc_t *desc,
                             desc->mode == IRIS_MOE_HIGH_THROUGHPUT ? " or set max_recv_rows" : "");
   }
   if (st == IRIS_SUCCESS) st = iris_moe_create_local(p);
+#if defined(IRIS_TEST_HOOKS)
+  if (st == IRIS_SUCCESS) st = iris_moe_test_wrap(p);
+#endif
   st = iris_detail_plan_agree(ctx, st, "iris_moe_create", NULL, 0, "", ""); /* a plan on every rank or on none */
   /* every rank's zeroed flags before any peer signals into them */
   if (st == IRIS_SUCCESS) st = iris_barrier(ctx);
