@@ -87,7 +87,7 @@
  *     it, their combine terms are 0) and iris_moe_check reports IRIS_ERROR_OUT_OF_MEMORY.
  *   - Workspace (symmetric heap; iris_moe_workspace_bytes): rows * hidden * (1 or 2)
  *     received rows, rows * hidden/128 * 4 scales (fp8), rows * 4 source ids,
- *     max_tokens * top_k * hidden * 2 combine slots, W * E * 4 counts, 208 bytes of flags (12 * IRIS_MAX_RANKS + 16), 64 bytes of refusal marks (4 * IRIS_MAX_RANKS)
+ *     max_tokens * top_k * hidden * 2 combine slots, W * E * 4 counts, 208 bytes of flags (12 * IRIS_MAX_RANKS + 16), 192 bytes of marks (12 * IRIS_MAX_RANKS)
  *     (rows: L * W * max_tokens for low latency, max_recv_rows for high throughput).
  *     A heap that cannot hold it: IRIS_ERROR_OUT_OF_MEMORY naming the bytes.
  *   - Ordering: each call is ordered after the context's previous communication call,
@@ -98,7 +98,14 @@
  *     two kernels of one plan must never run at once.
  *   - Waits: every wait is bounded (IRIS_WAIT_TIMEOUT_MS, else IRIS_WAIT_TIMEOUT_NS); one
  *     that runs out records the context's fault (iris_get_async_error) and the call's
- *     outputs are then undefined.
+ *     outputs are then undefined. That rank still releases the call's flags (no peer
+ *     waits out its bound for it) but first marks every peer: their iris_moe_check
+ *     reports IRIS_ERROR_TIMEOUT naming it, at every check from then on, instead of
+ *     SUCCESS on rows or sums it did not send. Its plan takes part in the calls already
+ *     enqueued there with nothing of its own (no rows; NaN rows from its combines), and
+ *     its context refuses every later call: destroy the plan. A combine whose last wait
+ *     (for the peers' rows of its own tokens) ran out had sent its rows whole: only its
+ *     own out is undefined.
  *   - Ranks sharing one GPU (separate processes) work, slowly (docs/shared_gpu.md). Ranks of
  *     one process sharing a GPU (iris_init_local with a device listed twice, threads) run
  *     their kernels at once: there each plan's grid takes at most 1 / W of the SMs (W: the
@@ -186,14 +193,17 @@ IRIS_API iris_status_t iris_moe_dispatch(iris_moe_t *m, const void *x, int num_t
  * orders two combines but a dispatch); with another y, put a dispatch or an iris_barrier
  * between them. */
 IRIS_API iris_status_t iris_moe_combine(iris_moe_t *m, const void *y, void *out, iris_stream_t stream);
-/* Synchronous, after the plan's calls have completed on their streams: the first routing
- * error this rank's kernels met since the last check (IRIS_ERROR_INVALID_ARGUMENT naming
- * the call, token, k and the bad index, or a combine whose token count differs from its
- * dispatch's; IRIS_ERROR_OUT_OF_MEMORY for high-throughput rows beyond max_recv_rows),
- * then clears it; else the peers whose combines were refused since the last check
- * reported here (IRIS_ERROR_INVALID_ARGUMENT naming each: a check that reported this
- * rank's own error leaves them to the next); else the context's fatal fault; else
- * IRIS_SUCCESS. */
+/* Synchronous, after the plan's calls have completed on their streams. First, a peer that
+ * gave up waiting in this plan (IRIS_ERROR_TIMEOUT naming it, at every check from then on:
+ * this plan's results that involve it are undefined since, and it takes part in no call
+ * issued after; where this rank's own context has a fatal fault, that fault instead);
+ * else the first routing error this rank's kernels met since the last check
+ * (IRIS_ERROR_INVALID_ARGUMENT naming the call, token, k and the bad index, or a combine
+ * whose token count differs from its dispatch's; IRIS_ERROR_OUT_OF_MEMORY for
+ * high-throughput rows beyond max_recv_rows); else the peers whose combines were refused
+ * since the last check reported here (IRIS_ERROR_INVALID_ARGUMENT naming each: a check
+ * that reported this rank's own error leaves them to the next); else the context's fatal
+ * fault; else IRIS_SUCCESS. Every check clears the routing error record. */
 IRIS_API iris_status_t iris_moe_check(iris_moe_t *m);
 /* Every rank, collective: synchronises the device, frees the plan (heap blocks in reverse
  * order). NULL: IRIS_SUCCESS. The pointer is invalid afterwards: destroy a plan once, before iris_finalize, and call

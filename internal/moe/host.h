@@ -20,7 +20,7 @@ struct iris_moe {
   size_t es;           /* bytes per received element (1: fp8, 2: bf16) */
   int dispatched;      /* a dispatch was enqueued (combine needs its handle) */
   int last_n;          /* num_tokens of the last dispatch */
-  unsigned checked;    /* the combines iris_moe_check has looked at (their refusals: nocomb) */
+  unsigned long long seen[IRIS_MAX_RANKS]; /* the refusal word (marks.nocomb) of each rank that iris_moe_check last reported, or 0 */
   /* heap blocks, in allocation order */
   iris_moe_flags_t *flags;
   int *counts;
@@ -28,7 +28,7 @@ struct iris_moe {
   float *recv_scales;
   int *recv_src;
   iris_bf16_t *comb;
-  unsigned *nocomb;    /* [IRIS_MAX_RANKS]: last, so the blocks before it lie as they did without it */
+  iris_moe_marks_t *marks; /* the refusal and give-up marks: last, so the blocks before it lie as they did without it */
   /* device memory: state | slot | w | count | offsets */
   char *local;
   iris_moe_dev_t dev;
@@ -76,7 +76,7 @@ static void iris_moe_block_bytes(const iris_moe_desc_t *d, int W, size_t b[7]) {
   b[3] = d->dispatch_type == IRIS_FLOAT8_E4M3 ? rows * (H / 128) * sizeof(float) : 0;
   b[4] = rows * sizeof(int);
   b[5] = (size_t)d->max_tokens * d->top_k * H * 2;
-  b[6] = IRIS_MAX_RANKS * sizeof(unsigned);
+  b[6] = sizeof(iris_moe_marks_t);
 }
 
 IRIS_DEF size_t iris_moe_workspace_bytes(const iris_moe_desc_t *desc, int W) {
@@ -99,7 +99,7 @@ IRIS_DEF iris_status_t iris_moe_destroy(iris_moe_t *p) {
     if (old >= 0) (void)iris_gpu_set_device(old);
   }
   /* heap blocks: reverse order, every rank */
-  if (p->nocomb) iris_free(p->ctx, p->nocomb);
+  if (p->marks) iris_free(p->ctx, p->marks);
   if (p->comb) iris_free(p->ctx, p->comb);
   if (p->recv_src) iris_free(p->ctx, p->recv_src);
   if (p->recv_scales) iris_free(p->ctx, p->recv_scales);
@@ -135,7 +135,7 @@ static iris_status_t iris_moe_create_local(iris_moe_t *p) {
   v->recv_scales = p->recv_scales;
   v->recv_src = p->recv_src;
   v->comb = p->comb;
-  v->nocomb = p->nocomb;
+  v->marks = p->marks;
   v->st = (iris_moe_state_t *)p->local;
   v->slot = (int *)(p->local + sizeof(iris_moe_state_t));
   v->w = (float *)(v->slot + tk);
@@ -220,7 +220,7 @@ IRIS_DEF iris_status_t iris_moe_create(iris_t *ctx, const iris_moe_desc_t *desc,
     if (st == IRIS_SUCCESS && b[3]) st = iris_malloc(ctx, b[3], (void **)&p->recv_scales);
     if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[4], (void **)&p->recv_src);
     if (st == IRIS_SUCCESS) st = iris_malloc(ctx, b[5], (void **)&p->comb);
-    if (st == IRIS_SUCCESS) st = iris_calloc(ctx, b[6], (void **)&p->nocomb); /* zero: no call is numbered 0 */
+    if (st == IRIS_SUCCESS) st = iris_calloc(ctx, b[6], (void **)&p->marks); /* zero: no refusal, no rank gave up */
     if (st != IRIS_SUCCESS)
       st = iris_detail_fail(IRIS_ERROR_OUT_OF_MEMORY,
                             "rank %d: iris_moe_create: the symmetric heap (%zu bytes, %zu in use) cannot hold the plan's workspace (%zu bytes: %lld received rows of "
@@ -317,17 +317,17 @@ IRIS_DEF iris_status_t iris_moe_combine(iris_moe_t *p, const void *y, void *out,
   return st;
 }
 
-/* The error record and the combine marks read, the record cleared when it held one; on
- * the plan's GPU, whatever device is current (the synchronize that makes the clear land
- * before the next run is that GPU's). */
-static iris_gpu_error_t iris_moe_take_errors(iris_moe_t *p, iris_moe_err_t *e, unsigned *combs, unsigned *nocomb, const char **what) {
+/* The error record, the combines so far and the marks read, the record cleared when it
+ * held one; on the plan's GPU, whatever device is current (the synchronize that makes the
+ * clear land before the next run is that GPU's). */
+static iris_gpu_error_t iris_moe_take_errors(iris_moe_t *p, iris_moe_err_t *e, unsigned *combs, iris_moe_marks_t *marks, const char **what) {
   iris_moe_err_t zero;
   iris_gpu_error_t g;
   *what = "reading the error record";
   if ((g = iris_gpu_copy_to_host(e, &p->dev.st->err, sizeof *e)) != IRIS_GPU_SUCCESS) return g;
-  *what = "reading the combine marks";
+  *what = "reading the marks";
   if ((g = iris_gpu_copy_to_host(combs, &p->dev.st->comb_epoch, sizeof *combs)) != IRIS_GPU_SUCCESS ||
-      (g = iris_gpu_copy_to_host(nocomb, p->nocomb, (size_t)p->W * sizeof(unsigned))) != IRIS_GPU_SUCCESS)
+      (g = iris_gpu_copy_to_host(marks, p->marks, sizeof *marks)) != IRIS_GPU_SUCCESS)
     return g;
   if (e->what == IRIS_MOE_ERR_NONE) return IRIS_GPU_SUCCESS;
   *what = "clearing the error record";
@@ -338,33 +338,49 @@ static iris_gpu_error_t iris_moe_take_errors(iris_moe_t *p, iris_moe_err_t *e, u
 
 IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
   iris_moe_err_t e;
+  iris_moe_marks_t marks;
   iris_gpu_error_t g;
-  unsigned nocomb[IRIS_MAX_RANKS], combs = 0, from;
+  iris_status_t st;
+  unsigned combs = 0;
   const char *what = "";
   char call[96], others[512] = "";
   int q, old;
   if (!p) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_moe_check: NULL plan");
   old = iris_detail_plan_device(p->ctx);
-  g = iris_moe_take_errors(p, &e, &combs, nocomb, &what);
+  g = iris_moe_take_errors(p, &e, &combs, &marks, &what);
   iris_detail_plan_device_back(old);
   snprintf(call, sizeof call, "iris_moe_check: %s", what);
   if (g != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(p->me, call, g);
-  /* the peers' combines refused since the last check: a mark (the call's epoch) in
-   * (checked, combines so far], compared wrap-safely. This rank's own error goes first;
-   * the window then stays open, so the next check names the refusals. */
-  from = p->checked;
-  if (e.what == IRIS_MOE_ERR_NONE) {
-    p->checked = combs;
-    for (q = 0; q < p->W; q++)
-      if ((int)(nocomb[q] - from) > 0 && (int)(nocomb[q] - combs) <= 0) {
-        if (e.what == IRIS_MOE_ERR_NONE) {
-          e.what = IRIS_MOE_ERR_PEER;
-          e.call = nocomb[q];
-          e.value = q;
-        } else
-          snprintf(others + strlen(others), sizeof others - strlen(others), ", rank %d's (call %u)", q, nocomb[q]);
-      }
-  }
+  /* a peer that gave up (its context is fatal: it takes part in no call issued after it):
+   * this plan's results since then are undefined, so every check says so, first (a
+   * routing error of this rank may be one of its effects). Where this rank's context has
+   * a fatal fault, that fault, which says more. */
+  for (q = 0; q < p->W; q++)
+    if (q != p->me && marks.gaveup[q]) {
+      if (e.what != IRIS_MOE_ERR_GAVEUP) {
+        e.what = IRIS_MOE_ERR_GAVEUP;
+        e.value = q;
+      } else
+        snprintf(others + strlen(others), sizeof others - strlen(others), ", rank %d", q);
+    }
+  if (e.what == IRIS_MOE_ERR_GAVEUP && (st = iris_detail_check_fault(p->ctx)) != IRIS_SUCCESS) return st;
+  /* the peers' refused combines not reported yet: a refusal word other than the one last
+   * reported for that rank (a count and a call number: equal words are the same refusal,
+   * whatever the call numbers' wrap), unless it names the combine after this rank's last
+   * (a peer one combine ahead, as repeated combines allow: the next check names it). This
+   * rank's own error goes first; the words then stay unreported, for the next check. */
+  if (e.what == IRIS_MOE_ERR_NONE)
+    for (q = 0; q < p->W; q++) {
+      const unsigned long long w = marks.nocomb[q];
+      if (w == p->seen[q] || (unsigned)w == combs + 1u) continue;
+      p->seen[q] = w;
+      if (e.what == IRIS_MOE_ERR_NONE) {
+        e.what = IRIS_MOE_ERR_PEER;
+        e.call = (unsigned)w;
+        e.value = q;
+      } else
+        snprintf(others + strlen(others), sizeof others - strlen(others), ", rank %d's (call %u)", q, (unsigned)w);
+    }
   switch (e.what) {
   case IRIS_MOE_ERR_NONE: return iris_detail_check_fault(p->ctx);
   case IRIS_MOE_ERR_EXPERT:
@@ -381,6 +397,12 @@ IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
                             "rank %d: iris_moe_combine (call %u): it was issued for %d tokens but follows a dispatch of %lld on the stream (a graph of another dispatch "
                             "replayed in between?): it wrote %lld rows of out",
                             p->me, e.call, e.token, e.value, e.value < (long long)e.token ? e.value : (long long)e.token);
+  case IRIS_MOE_ERR_GAVEUP:
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT,
+                            "rank %d: iris_moe_check: rank %lld gave up waiting in a call of this plan (a wait there ran past the bound, or its context had another fatal "
+                            "fault: see its error) and took part in its calls since with nothing of its own: this rank's received rows and sums since then are "
+                            "undefined where they involve it, and it takes part in no call issued after it; destroy the plan (every check reports this)%s%s",
+                            p->me, e.value, others[0] ? "; so did " : "", others[0] ? others + 2 : "");
   case IRIS_MOE_ERR_PEER:
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
                             "rank %d: iris_moe_combine (call %u): rank %lld's combine of this call was refused (see its error): the tokens with an expert there are NaN "

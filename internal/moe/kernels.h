@@ -24,7 +24,12 @@
  * Both kernels have CTAs that wait for other CTAs of the same grid: the grid is at most
  * the SM count (one CTA per SM fits), so all of it is resident.
  * Epochs live in iris_moe_state_t (device memory), advanced by the kernels: graph
- * replays count on. Flags only count up (IRIS_CMP_EPOCH), never reset. */
+ * replays count on. Flags only count up (IRIS_CMP_EPOCH), never reset.
+ * A wait that gives up (its bound, or the context's fatal fault) still releases the
+ * call's flags, so no peer waits out its bound for it, but first marks every peer
+ * (iris_moe_marks_t.gaveup, iris_moe_finish): the peers' iris_moe_check then reports
+ * IRIS_ERROR_TIMEOUT instead of SUCCESS on rows or sums that rank did not (or could not
+ * rightly) send; from then on that rank's plan takes part with nothing of its own. */
 #ifndef IRIS_MOE_H /* compiled alone: the contract first (it includes this file in its place) */
 #include "../../iris_moe.h"
 #endif
@@ -50,12 +55,30 @@ static_assert(sizeof(iris_moe_flags_t) == 12 * IRIS_MAX_RANKS + 16 && offsetof(i
                   offsetof(iris_moe_flags_t, comb) == 8 * IRIS_MAX_RANKS && offsetof(iris_moe_flags_t, route) == 12 * IRIS_MAX_RANKS,
               "iris_moe_flags_t: three arrays of one 32-bit epoch per source rank, then the routing word");
 
+/* Marks a rank stores into every rank's block (its own included) before it releases the
+ * call's flag there; on the heap (iris_calloc: zero once), read only by iris_moe_check on
+ * the host, so the kernels pay nothing for them (a load of them after the flag wait cost
+ * 0.5-0.7 us per call on 2 H200s). Only rank q writes word [q], anywhere.
+ *   nocomb[q]  rank q's combines refused so far (no usable y: it sent NaN rows) << 32 | the
+ *              last one's call number. The count, not the call number, says "a new one":
+ *              a call number alone cannot, since the block starts at 0 and call 0 comes
+ *              after 2^32 combines (iris_moe_check keeps the last word it reported).
+ *   gaveup[q]  1 once rank q took part in a call of the plan after a wait of its plan gave
+ *              up there (iris_moe_state_t.failed); never cleared. */
+typedef struct iris_moe_marks {
+  unsigned long long nocomb[IRIS_MAX_RANKS];
+  unsigned gaveup[IRIS_MAX_RANKS];
+} iris_moe_marks_t;
+static_assert(offsetof(iris_moe_marks_t, gaveup) == 8 * IRIS_MAX_RANKS && sizeof(iris_moe_marks_t) <= 12 * IRIS_MAX_RANKS + 4,
+              "iris_moe_marks_t: one 64-bit refusal word, then one give-up word, per source rank");
+
 /* The first routing error a kernel met (what: IRIS_MOE_ERR_*; 0: none). TOKENS: a combine
  * asked for another token count than the dispatch it follows on the device routed (value:
- * the dispatch's, token: the combine's; it summed the fewer); PEER: rank `value` refused
- * its combine of the call and sent NaN rows (the tokens they serve are NaN in out; found
- * by iris_moe_check in the nocomb block, not recorded by a kernel). */
-enum { IRIS_MOE_ERR_NONE = 0, IRIS_MOE_ERR_EXPERT, IRIS_MOE_ERR_REPEAT, IRIS_MOE_ERR_OVERFLOW, IRIS_MOE_ERR_SOURCE, IRIS_MOE_ERR_TOKENS, IRIS_MOE_ERR_PEER };
+ * the dispatch's, token: the combine's; it summed the fewer); PEER: rank `value` refused its combine of the call and sent NaN rows
+ * (the tokens they serve are NaN in out); GAVEUP: rank `value` gave up waiting in this
+ * plan (PEER and GAVEUP: found by iris_moe_check in the marks block, not recorded by a
+ * kernel). */
+enum { IRIS_MOE_ERR_NONE = 0, IRIS_MOE_ERR_EXPERT, IRIS_MOE_ERR_REPEAT, IRIS_MOE_ERR_OVERFLOW, IRIS_MOE_ERR_SOURCE, IRIS_MOE_ERR_TOKENS, IRIS_MOE_ERR_PEER, IRIS_MOE_ERR_GAVEUP };
 typedef struct iris_moe_err {
   unsigned what, call; /* IRIS_MOE_ERR_*, the dispatch number (1, 2, ...) */
   int token, k;        /* the (token, k) entry of topk_idx, or -1 */
@@ -67,11 +90,13 @@ static_assert(sizeof(iris_moe_err_t) == 24 && offsetof(iris_moe_err_t, value) ==
 typedef struct iris_moe_state {
   unsigned disp_epoch; /* dispatches so far (the dispatch kernel's last CTA advances it) */
   unsigned comb_epoch; /* combines so far (the combine kernel's last CTA advances it) */
-  unsigned ticket;     /* CTAs of the running kernel that are done; back to 0 by the last */
+  unsigned ticket;     /* CTAs of the running kernel that are done (+ IRIS_MOE_TICKET_FAILED per failed one); back to 0 by the last */
   int n;               /* tokens of the last dispatch routed (the rows its slots and weights hold) */
+  unsigned failed;     /* 1 once a wait of this plan gave up here before what it waited for was sent on (never cleared): iris_moe_finish */
+  unsigned pad;
   iris_moe_err_t err;
 } iris_moe_state_t;
-static_assert(sizeof(iris_moe_state_t) == 40 && offsetof(iris_moe_state_t, err) == 16, "iris_moe_state_t layout");
+static_assert(sizeof(iris_moe_state_t) == 48 && offsetof(iris_moe_state_t, failed) == 16 && offsetof(iris_moe_state_t, err) == 24, "iris_moe_state_t layout");
 
 /* The kernels' view of a plan (by value). */
 typedef struct iris_moe_dev {
@@ -82,7 +107,7 @@ typedef struct iris_moe_dev {
   float *recv_scales;      /* heap, fp8: [cap][H/128] */
   int *recv_src;           /* heap: [cap] */
   iris_bf16_t *comb;       /* heap: [T * K][H], slot (t, k) for expert k's output of token t */
-  unsigned *nocomb;        /* heap: [W], rank q's combine of call nocomb[q] sent NaN rows (refused there: no usable y); stored before its comb flag */
+  iris_moe_marks_t *marks; /* heap: the refusal and give-up marks (iris_moe_marks_t), stored before the flag of their call */
   iris_moe_state_t *st;    /* device */
   int *slot;               /* device: [T * K], destination row of (t, k) on its expert's rank, -1: none */
   float *w;                /* device: [T * K], the dispatch's weights */
@@ -184,38 +209,66 @@ IRIS_DEVICE_INLINE bool iris_moe_weighted_sum(const iris_bf16_t *const *rows, co
   return true;
 }
 
+/* What a CTA adds to the ticket on top of its 1 when it failed (one of its waits gave up, or
+ * the plan had failed before the kernel): the low 16 bits count the CTAs (grid <= SMs <
+ * 2^16), the rest the failed ones. */
+#define IRIS_MOE_TICKET_FAILED 0x10000u
+
 /* Whole block, after a data kernel's stores: the last CTA to get here (every CTA's stores
  * are then done: each released its ticket at system scope after a block barrier, the
  * last acquired them all) stores e into *epoch_word (every CTA read the old value at its
  * start), releases flag[me] = e on every rank and, with `wait`, waits for the W flags of
  * this rank. Returns false if that wait ran out. The kernel's grid must be resident at
- * once when other CTAs wait for what the last one signals (grid <= SMs). mark (NULL:
- * none): the word of this rank that e is stored into on every rank before the release. */
-IRIS_DEVICE_INLINE bool iris_moe_finish(const iris_moe_dev_t &d, unsigned *flag, unsigned e, unsigned *epoch_word, bool wait, const char *what,
-                                        unsigned *mark = NULL) {
-  __shared__ int last;
+ * once when other CTAs wait for what the last one signals (grid <= SMs).
+ * failed: this CTA took part with nothing, or with part of its work (the plan had failed
+ * before, or a wait of this CTA gave up; the context has a fatal fault then). If any CTA
+ * failed, the last one sets the plan's sticky `failed` word and, before each release,
+ * stores gaveup[me] = 1 on that rank: the peers' iris_moe_check reports it instead of
+ * SUCCESS on rows or sums they cannot trust. A failed wait here sets the word as well:
+ * this kernel's stores went out whole before it, but what this rank received (the rows its
+ * combine sends back) may not have. The usual call pays a register test: the failures
+ * ride on the ticket's add.
+ * refused: a combine refused on this rank (no usable y): its refusal word goes to every
+ * rank before the release (iris_moe_marks_t.nocomb). */
+IRIS_DEVICE_INLINE bool iris_moe_finish(const iris_moe_dev_t &d, unsigned *flag, unsigned e, unsigned *epoch_word, bool wait, const char *what, bool failed,
+                                        bool refused = false) {
+  __shared__ int last, any;
+  __shared__ unsigned long long refusal;
   __syncthreads();
   if (threadIdx.x == 0) {
-    last = iris_atomic_add<IRIS_ORDER_ACQ_REL, IRIS_SCOPE_SYSTEM>(&d.st->ticket, 1u) == gridDim.x - 1;
+    const unsigned old = iris_atomic_add<IRIS_ORDER_ACQ_REL, IRIS_SCOPE_SYSTEM>(&d.st->ticket, failed ? IRIS_MOE_TICKET_FAILED + 1u : 1u);
+    last = (old & (IRIS_MOE_TICKET_FAILED - 1u)) == gridDim.x - 1;
+    any = failed || old >= IRIS_MOE_TICKET_FAILED;
     if (last) {
       d.st->ticket = 0; /* the next kernel to use it starts after this one ends */
       *epoch_word = e;
+      if (any) d.st->failed = 1u;
+      /* only this rank writes word [me], and its previous value is here */
+      if (refused) refusal = ((d.marks->nocomb[d.me] >> 32) + 1ull) << 32 | e;
     }
   }
   __syncthreads();
   if (!last) return true;
   const int q = (int)threadIdx.x;
   int ok = 1;
-  if (q < d.W && mark) iris_store(d.ctx, mark + d.me, e, q); /* before the release below, by the same thread */
-  if (q < d.W) iris_signal(d.ctx, flag + d.me, e, q);
-  if (wait && q < d.W) ok = iris_wait_until(d.ctx, flag + q, IRIS_CMP_EPOCH, e, what);
-  return __syncthreads_and(ok) != 0;
+  if (q < d.W) { /* the marks before the release below, by the same thread */
+    if (refused) iris_store(d.ctx, &d.marks->nocomb[d.me], refusal, q);
+    if (any) iris_store(d.ctx, &d.marks->gaveup[d.me], 1u, q);
+    iris_signal(d.ctx, flag + d.me, e, q);
+    if (wait) ok = iris_wait_until(d.ctx, flag + q, IRIS_CMP_EPOCH, e, what);
+  }
+  ok = __syncthreads_and(ok);
+  if (!ok && threadIdx.x == 0) d.st->failed = 1u;
+  return ok != 0;
 }
 
 /* --------------------------------------------------------------------- kernels -- */
 /* Dispatch's routing, by one CTA (every thread; `sh`: 3 * E ints of shared memory) for
- * call e. See the file's head. Ends with a device-scope release of flags.route = e. */
-IRIS_DEVICE_INLINE void iris_moe_route(const iris_moe_dev_t &d, const int *idx, const float *wts, int n, unsigned e, int *sh) {
+ * call e. See the file's head. Ends with a device-scope release of flags.route = e.
+ * Returns false (every thread) if the wait for the count vectors gave up: then no row
+ * goes anywhere, but this rank's count vector went out, so the peers expect rows from it
+ * (the caller marks them: iris_moe_finish). */
+IRIS_DEVICE_INLINE bool iris_moe_route(const iris_moe_dev_t &d, const int *idx, const float *wts, int n, unsigned e, int *sh) {
   int *cnt = sh, *base = cnt + d.E, *tot = base + d.E;
   const int tid = (int)threadIdx.x, nt = (int)blockDim.x, K = d.K, E = d.E, L = d.L, W = d.W, me = d.me, nk = n * K;
   for (int i = tid; i < E; i += nt) cnt[i] = 0;
@@ -297,23 +350,32 @@ IRIS_DEVICE_INLINE void iris_moe_route(const iris_moe_dev_t &d, const int *idx, 
   if (tid == 0) d.st->n = n; /* what the combine after this dispatch sums */
   __syncthreads(); /* the block's slots, counts and offsets, then the release */
   if (tid == 0) iris_signal<IRIS_SCOPE_DEVICE>(d.ctx, &d.flags->route, e, me);
+  return ok != 0;
 }
 
 /* Dispatch (one kernel of 512 or 1024 threads; dynamic shared memory 3 * E ints): CTA 0 routes, the others wait
  * for it (device scope); then a warp per (token, slice of IRIS_WARP_SIZE x V channels),
  * V = 16 (fp8: one 128-channel group per 8 lanes) or 8 (bf16), stores the slice into
- * every destination of the token. */
+ * every destination of the token. A plan that failed before (st->failed: a wait of it gave
+ * up in an earlier call) takes part with no tokens (a count vector of zeros: the peers'
+ * layouts stay consistent) and marks the peers; so does a call in which a wait gives up
+ * before the rows went out (iris_moe_finish). */
 template <bool FP8>
 __global__ void __launch_bounds__(1024) iris_moe_dispatch_kernel(iris_moe_dev_t d, const iris_bf16_t *x, const int *idx, const float *wts, int n) {
   extern __shared__ int iris_moe_sh[];
   IRIS_TRACE_BEGIN(IRIS_TRACE_K_MOE_DISP);
   const unsigned e = d.st->disp_epoch + 1;
+  bool failed = d.st->failed != 0u;
+  if (failed) n = 0;
   if (blockIdx.x == 0) {
-    iris_moe_route(d, idx, wts, n, e, iris_moe_sh);
+    failed |= !iris_moe_route(d, idx, wts, n, e, iris_moe_sh);
   } else {
     int ok = 1;
     if (threadIdx.x == 0) ok = iris_wait_until<IRIS_SCOPE_DEVICE>(d.ctx, &d.flags->route, IRIS_CMP_EPOCH, e, "iris_moe_dispatch: routing");
-    if (!__syncthreads_and(ok)) n = 0; /* the context has a fault: store nothing */
+    if (!__syncthreads_and(ok)) { /* the context has a fault: store nothing (the other CTAs may have) */
+      n = 0;
+      failed = true;
+    }
   }
   IRIS_TRACE_MARK(1);
   const int V = FP8 ? 16 : 8, chunk = IRIS_WARP_SIZE * V, nch = (d.H + chunk - 1) / chunk, K = d.K;
@@ -342,7 +404,7 @@ __global__ void __launch_bounds__(1024) iris_moe_dispatch_kernel(iris_moe_dev_t 
     }
   }
   IRIS_TRACE_MARK(2);
-  iris_moe_finish(d, d.flags->data, e, &d.st->disp_epoch, true, "iris_moe_dispatch: rows");
+  iris_moe_finish(d, d.flags->data, e, &d.st->disp_epoch, true, "iris_moe_dispatch: rows", failed);
   IRIS_TRACE_END(e, d.me);
 }
 
@@ -398,28 +460,30 @@ IRIS_DEVICE_INLINE void iris_moe_combine_rows(const iris_moe_dev_t &d, const iri
  * CTA releases flags.comb[me] on every rank; every CTA then waits for the W comb flags
  * and a warp per (token, slice) sums the token's valid slots with their weights in fp32,
  * rounds once. y NULL (a call refused on this rank): its rows go out as NaN (bf16 0x7fc0)
- * and the refusal is marked on every rank (d.nocomb, read by iris_moe_check on the
- * host: a load of it here after the flag wait cost 0.5-0.7 us per call on 2 H200s): the
- * tokens it served come out NaN there, the others exact. out NULL: nothing summed. n:
- * the tokens the host expects; the sum covers the fewer of n and the dispatch's own count
- * (a difference is recorded). */
+ * and the refusal is marked on every rank (marks.nocomb, read by iris_moe_check on the
+ * host): the tokens it served come out NaN there, the others exact. A plan that failed
+ * before (st->failed) sends NaN rows too (its y may come from rows that never arrived)
+ * and marks the peers' gaveup word (iris_moe_finish). out NULL: nothing summed. n: the
+ * tokens the host expects; the sum covers the fewer of n and the dispatch's own count (a
+ * difference is recorded, unless the plan failed before: its dispatch routed none). */
 __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d, const iris_bf16_t *y, iris_bf16_t *out, int n) {
   __shared__ int off[IRIS_MOE_MAX_EXPERTS + 1];
   IRIS_TRACE_BEGIN(IRIS_TRACE_K_MOE_COMB);
   const unsigned e = d.st->comb_epoch + 1;
   const int routed = out ? d.st->n : 0; /* the dispatch before this kernel on the stream wrote it; compared at the end */
+  const bool failed = d.st->failed != 0u;
   const int L = d.L, K = d.K, chunk = IRIS_WARP_SIZE * 8, nch = (d.H + chunk - 1) / chunk;
   for (int l = (int)threadIdx.x; l <= L; l += (int)blockDim.x) off[l] = d.offsets[l];
   __syncthreads();
   const int lane = (int)(threadIdx.x % IRIS_WARP_SIZE), wpb = (int)(blockDim.x / IRIS_WARP_SIZE);
   const long long first = (long long)blockIdx.x * wpb + threadIdx.x / IRIS_WARP_SIZE, nwarps = (long long)gridDim.x * wpb;
-  if (y) iris_moe_combine_rows<true>(d, y, off, e);
+  if (y && !failed) iris_moe_combine_rows<true>(d, y, off, e);
   else iris_moe_combine_rows<false>(d, y, off, e);
   IRIS_TRACE_MARK(1);
-  iris_moe_finish(d, d.flags->comb, e, &d.st->comb_epoch, false, "", y ? NULL : d.nocomb);
+  iris_moe_finish(d, d.flags->comb, e, &d.st->comb_epoch, false, "", failed, !y);
   int ok = 1;
   if ((int)threadIdx.x < d.W) ok = iris_wait_until(d.ctx, &d.flags->comb[threadIdx.x], IRIS_CMP_EPOCH, e, "iris_moe_combine: rows");
-  if (!__syncthreads_and(ok)) {
+  if (!__syncthreads_and(ok)) { /* its rows went out whole; only its own out is undefined (the context's fault says so): nothing it sends later depends on the slots */
     IRIS_TRACE_END(e, d.me);
     return;
   }
@@ -446,7 +510,7 @@ __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d
     }
     *(uint4 *)(out + (size_t)t * d.H + col) = iris_moe_round8(acc);
   }
-  if (blockIdx.x == 0 && threadIdx.x == 0 && out && routed != asked) iris_moe_record(d, IRIS_MOE_ERR_TOKENS, e, asked, -1, routed);
+  if (blockIdx.x == 0 && threadIdx.x == 0 && out && routed != asked && !d.st->failed) iris_moe_record(d, IRIS_MOE_ERR_TOKENS, e, asked, -1, routed);
   IRIS_TRACE_END(e, d.me);
 }
 

@@ -491,7 +491,8 @@ class Moe:
         return out
 
     def check(self):
-        """Raise IrisError for what the kernels recorded since the last check (an expert
+        """Raise IrisError for a peer that gave up waiting in this plan (IRIS_ERROR_TIMEOUT,
+        at every check from then on), what the kernels recorded since the last check (an expert
         index out of range, a repeated expert, high-throughput rows beyond max_recv_rows, a
         peer's refused combine, whose NaN rows reached this rank's tokens, a combine after a
         dispatch of another token count) or the context's fault. Synchronises nothing: call it after the
