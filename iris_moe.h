@@ -187,7 +187,9 @@ IRIS_API iris_status_t iris_moe_dispatch(iris_moe_t *m, const void *x, int num_t
  * for the num_tokens of the last dispatch. Capturable, as dispatch. The rows summed are
  * those of the dispatch that ran before it on the stream: where that is not the last one
  * this host issued (a graph of another dispatch replayed in between), the fewer tokens
- * are written and iris_moe_check reports it. A combine repeated
+ * are written and iris_moe_check reports it, with or without an out (a NULL out, which
+ * the host takes after a dispatch of 0 tokens, writes nothing; a dispatch with tokens
+ * that ran in its place is reported all the same). A combine repeated
  * after one dispatch (as a timing loop does) must pass the same y: a rank that ends one
  * combine may store the next one's rows while a peer still sums the first one's (nothing
  * orders two combines but a dispatch); with another y, put a dispatch or an iris_barrier

@@ -395,8 +395,8 @@ IRIS_DEF iris_status_t iris_moe_check(iris_moe_t *p) {
   case IRIS_MOE_ERR_TOKENS:
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT,
                             "rank %d: iris_moe_combine (call %u): it was issued for %d tokens but follows a dispatch of %lld on the stream (a graph of another dispatch "
-                            "replayed in between?): it wrote %lld rows of out",
-                            p->me, e.call, e.token, e.value, e.value < (long long)e.token ? e.value : (long long)e.token);
+                            "replayed in between?): it wrote %d rows of out",
+                            p->me, e.call, e.token, e.value, e.k);
   case IRIS_MOE_ERR_GAVEUP:
     return iris_detail_fail(IRIS_ERROR_TIMEOUT,
                             "rank %d: iris_moe_check: rank %lld gave up waiting in a call of this plan (a wait there ran past the bound, or its context had another fatal "

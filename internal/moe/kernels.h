@@ -74,7 +74,8 @@ static_assert(offsetof(iris_moe_marks_t, gaveup) == 8 * IRIS_MAX_RANKS && sizeof
 
 /* The first routing error a kernel met (what: IRIS_MOE_ERR_*; 0: none). TOKENS: a combine
  * asked for another token count than the dispatch it follows on the device routed (value:
- * the dispatch's, token: the combine's; it summed the fewer); PEER: rank `value` refused its combine of the call and sent NaN rows
+ * the dispatch's, token: the combine's, k: the rows of out it wrote: the fewer, none
+ * without an out); PEER: rank `value` refused its combine of the call and sent NaN rows
  * (the tokens they serve are NaN in out); GAVEUP: rank `value` gave up waiting in this
  * plan (PEER and GAVEUP: found by iris_moe_check in the marks block, not recorded by a
  * kernel). */
@@ -464,13 +465,14 @@ IRIS_DEVICE_INLINE void iris_moe_combine_rows(const iris_moe_dev_t &d, const iri
  * host): the tokens it served come out NaN there, the others exact. A plan that failed
  * before (st->failed) sends NaN rows too (its y may come from rows that never arrived)
  * and marks the peers' gaveup word (iris_moe_finish). out NULL: nothing summed. n: the
- * tokens the host expects; the sum covers the fewer of n and the dispatch's own count (a
- * difference is recorded, unless the plan failed before: its dispatch routed none). */
+ * tokens the host expects; the sum covers the fewer of n and the dispatch's own count,
+ * and a difference is recorded, with or without an out (a plan that failed before
+ * records none: its dispatch routed no tokens). */
 __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d, const iris_bf16_t *y, iris_bf16_t *out, int n) {
   __shared__ int off[IRIS_MOE_MAX_EXPERTS + 1];
   IRIS_TRACE_BEGIN(IRIS_TRACE_K_MOE_COMB);
   const unsigned e = d.st->comb_epoch + 1;
-  const int routed = out ? d.st->n : 0; /* the dispatch before this kernel on the stream wrote it; compared at the end */
+  const int routed = d.st->n; /* the dispatch before this kernel on the stream wrote it; compared at the end */
   const bool failed = d.st->failed != 0u;
   const int L = d.L, K = d.K, chunk = IRIS_WARP_SIZE * 8, nch = (d.H + chunk - 1) / chunk;
   for (int l = (int)threadIdx.x; l <= L; l += (int)blockDim.x) off[l] = d.offsets[l];
@@ -488,9 +490,8 @@ __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d
     return;
   }
   IRIS_TRACE_MARK(2);
-  const int asked = n;
-  if (n > routed) n = routed;
-  const long long items = (long long)n * nch;
+  const int asked = n, rows = out ? (n < routed ? n : routed) : 0;
+  const long long items = (long long)rows * nch;
   for (long long it = first; it < items; it += nwarps) {
     const int t = (int)(it / nch), c = (int)(it - (long long)t * nch), col = c * chunk + lane * 8;
     if (col >= d.H) continue;
@@ -510,7 +511,7 @@ __global__ void __launch_bounds__(1024) iris_moe_combine_kernel(iris_moe_dev_t d
     }
     *(uint4 *)(out + (size_t)t * d.H + col) = iris_moe_round8(acc);
   }
-  if (blockIdx.x == 0 && threadIdx.x == 0 && out && routed != asked && !d.st->failed) iris_moe_record(d, IRIS_MOE_ERR_TOKENS, e, asked, -1, routed);
+  if (blockIdx.x == 0 && threadIdx.x == 0 && routed != asked && !d.st->failed) iris_moe_record(d, IRIS_MOE_ERR_TOKENS, e, asked, rows, routed);
   IRIS_TRACE_END(e, d.me);
 }
 
