@@ -78,10 +78,14 @@
  *   - Combine: y has recv_x's row layout in bf16 (only received rows are read), out is
  *     [num_tokens of the matching dispatch][hidden] bf16; a token with no valid expert
  *     gets zeros. The weights are the dispatch's.
- *   - Lifetime: the received rows stay valid until this rank calls combine (then the
- *     peers may overwrite them with the next dispatch); y and out are the caller's.
- *     Dispatch twice without combine is allowed (timing loops), but then a fast peer's
- *     second dispatch may overwrite rows this rank has not read yet.
+ *   - Lifetime: the received rows (x, scales, src) stay as the dispatch left them until
+ *     this rank's next dispatch starts on the device: a peer stores the rows of its next
+ *     dispatch only after this rank's count vector of that dispatch reached it, and this
+ *     rank's dispatch sends it first, after the work before it on its stream. So work
+ *     ordered before this rank's next dispatch (the experts, the combine) reads them
+ *     safely; dispatching twice without combine (timing loops) overwrites nothing early
+ *     (combine then returns the last dispatch's rows). count and offsets are rewritten by
+ *     this rank's next dispatch. y and out are the caller's.
  *   - High-throughput capacity: max_recv_rows (0: the worst case W * max_tokens *
  *     min(top_k, L)). Rows beyond it are dropped on every rank alike (recv_offsets stop at
  *     it, their combine terms are 0) and iris_moe_check reports IRIS_ERROR_OUT_OF_MEMORY.
