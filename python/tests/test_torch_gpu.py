@@ -858,8 +858,8 @@ class Runner:
         an input on the CPU, then of complex64 (the NULL-buffer call); the team's with an
         out= of the wrong size while the others pass heap tensors beyond the latency path
         (one refused call, not a stand-in staged in chunks); a team made with
-        staging_bytes=0 given buffers off the heap while rank 0 passes heap tensors
-        (IRIS_ERROR_NOT_IN_HEAP: the library's refusal takes part)."""
+        staging_bytes=0 given buffers off the heap while rank 0 passes heap tensors (it
+        the library's refusal takes part: IRIS_ERROR_NOT_IN_HEAP)."""
         it, dev, W, me = self.it, self.dev, self.world, self.rank
         last = W - 1
         c = self.fresh_context()
