@@ -322,12 +322,8 @@ class TestLibrary(unittest.TestCase):
         """The team calls the torch layer needs are in the library, and iris_team_t is the
         ctypes mirror's size (checked at load too)."""
         for name in ("iris_team_get", "iris_team_split", "iris_team_destroy", "iris_team_check", "iris_all_reduce_team", "iris_all_gather_team",
-                     "iris_reduce_scatter_team", "iris_all_to_all_team", "iris_broadcast_team", "iris_barrier_device_team", "iris_detail_team_staged"):
+                     "iris_reduce_scatter_team", "iris_all_to_all_team", "iris_broadcast_team", "iris_barrier_device_team"):
             self.assertTrue(self.L.has(name), name)
-        # refused before any GPU call: an unknown kind, a NULL context
-        args = (None, None, 0, None, None, 1, 0, 0, 0, 1, 0, 1, None, 0, 4, 1, None, None)
-        self.assertEqual(self.L.lib.iris_detail_team_staged(*(args[:2] + (9,) + args[3:])), _lib.ERROR_INVALID_ARGUMENT)
-        self.assertNotEqual(self.L.lib.iris_detail_team_staged(*args), 0)
         self.assertEqual(self.L.lib.iris_abi_struct_size(b"iris_team_t"), ctypes.sizeof(_lib.TeamT))
         self.assertNotIn("iris_team_t", self.L.unchecked)
 
@@ -790,13 +786,13 @@ class TestTorchModuleLogic(unittest.TestCase):
 
     def test_dim_out_of_range_refused(self):
         """A dim outside [-x.dim(), x.dim()) is refused, as torch.cat refuses it (it wrapped
-        onto another dim), and the call takes part (_in_step): a peer may be in a real call."""
+        onto another dim); x's own refusal, alike on every rank: no call, no take part."""
         for name, shape, d in (("all_gather", (3, 4), 2), ("all_gather", (3, 4), 5), ("all_gather", (3, 4), -3),
                                ("reduce_scatter", (4, 4), 2), ("reduce_scatter", (4, 4), -3), ("all_gather", (), 1)):
             r, calls, took = self.dim_calls(lambda ops, c, T: getattr(ops, name)(T(shape=shape), c, dim=d))
             self.assertIsInstance(r, ValueError, (name, shape, d))
             self.assertRegex(str(r), "^%s: dim %d is out of range" % (name, d))
-            self.assertEqual((calls, took), ([], [name]))
+            self.assertEqual((calls, took), ([], []))
         r, calls, took = self.dim_calls(lambda ops, c, T: ops.reduce_scatter(T(shape=(3, 4)), c, dim=-1))  # in range: dim 1
         self.assertEqual((calls, took), ([("reduce_scatter", (4, 3))], []))
         r, calls, took = self.dim_calls(lambda ops, c, T: ops.all_gather(T(shape=()), c, dim=-1))  # a 0-d x: dim 0 or -1
@@ -906,7 +902,6 @@ class TestTorchModuleLogic(unittest.TestCase):
         self.assertIs(it._dl_keep[ctypes.addressof(m)][2], owner)
         m.deleter(ctypes.pointer(m))  # what the consumer calls when its tensor dies
         self.assertNotIn(ctypes.addressof(m), it._dl_keep)
-        del cap  # (a consumer renames the capsule; still named, its destructor would pop the next struct's key if that one reused the address)
         cap = it._dl_capsule(0x7F0000001000, 4096, 3, owner)  # never consumed (from_dlpack raised): its destructor releases owner
         addr = get(cap, b"dltensor")
         self.assertIn(addr, it._dl_keep)
@@ -1098,343 +1093,12 @@ class TestTeams(unittest.TestCase):
         self.assertIsNone(c.team([0, 1]))  # outside the group: opts out, still splits
         self.assertEqual(c.splits, [(_types.TEAM_NONE, 0)])
 
-    def test_non_members_opt_out(self):
-        """What dist.new_group gives a rank outside the group (GroupMember.NON_GROUP_MEMBER,
-        -100 in torch 2) opts out of the split, alone or in a list beside this rank's group."""
-        c = self.fake_ctx(2)
-        self.assertIsNone(c.team(-100))
-        self.assertIsNone(c.team([-100, -100]))
-        self.assertEqual(c.splits, [(_types.TEAM_NONE, 0)] * 2)
-        c = self.fake_ctx(3)
-        self.assertIsNotNone(c.team([-100, [2, 3]]))
-        self.assertEqual(c.splits, [(2, 1)])
-
-    def test_refused_groups_still_split(self):
-        """Groups refused on this rank (another rank's list, overlapping groups): the rank
-        still makes the split, opting out, then raises (the members' split, collective over
-        the context, ends)."""
-        for groups, text in (([[0, 9]], "rank 9"), ([[0, 1], [1, 2]], "disjoint")):
-            c = self.fake_ctx(3)
-            with self.assertRaisesRegex(ValueError, text):
-                c.team(groups)
-            self.assertEqual(c.splits, [(_types.TEAM_NONE, 0)])
-
     def test_group_needs_a_context(self):
         from iris_gpu import torch as it
 
         c = self.fake_ctx(0)
         with self.assertRaisesRegex(TypeError, "group= needs an iris_gpu.torch.Context"):
             it.all_reduce(FakeTensor("torch.float32", shape=(4,)), c, group=[0, 1])
-
-
-class _FakeTorch:
-    """The torch calls of the teams' enqueue path and of the take-part, without tensors."""
-
-    class _C:
-        @staticmethod
-        def _cuda_getCurrentRawStream(d):
-            return 0x5000 + d
-
-        @staticmethod
-        def _cuda_getDevice():
-            return 0
-
-    class cuda:
-        class Event:
-            def record(self, stream):
-                pass
-
-        class Stream:
-            def wait_event(self, ev):
-                pass
-
-        @staticmethod
-        def device(d):
-            import contextlib
-
-            return contextlib.nullcontext()
-
-        @staticmethod
-        def is_current_stream_capturing():
-            return False
-
-        @staticmethod
-        def is_available():
-            return True
-
-        @staticmethod
-        def current_stream(d=None):
-            return _FakeTorch.cuda.Stream()
-
-    class compiler:
-        @staticmethod
-        def is_compiling():
-            return False
-
-    class utils:
-        class _python_dispatch:
-            @staticmethod
-            def _get_current_dispatch_mode():
-                return None
-
-    class Tensor:
-        pass
-
-
-HEAP = 0x700000000000  # the fake heap's base (1 GiB)
-
-
-class _TeamLib:
-    """libiris.so for a team of 2 (this rank team rank 1): records the team calls; a call
-    with buffers returns `direct` (IRIS_ERROR_NOT_IN_HEAP: off the heap), one with NULL
-    buffers IRIS_ERROR_INVALID_ARGUMENT (the refused call); iris_detail_team_staged returns
-    staged.get(k, 0) for chunk k."""
-
-    def __init__(self, direct=_lib.ERROR_NOT_IN_HEAP, staged=None):
-        from iris_gpu.torch import team
-
-        self.calls, self.direct, self.staged = [], direct, staged or {}
-        for kind, name in team._KIND_FN.items():
-            setattr(self, name, self._fn(kind))
-
-    def _fn(self, kind):
-        def fn(h, t, send, recv, *rest):
-            self.calls.append((kind, send, recv) + rest)
-            return self.direct if send is not None else _lib.ERROR_INVALID_ARGUMENT
-        return fn
-
-    def iris_heap_base(self, h, r):
-        return HEAP
-
-    def iris_heap_size(self, h):
-        return 1 << 30
-
-    def iris_detail_team_staged(self, h, t, *args):
-        self.calls.append(("staged",) + args)
-        return self.staged.get(args[8], 0)
-
-
-class TestTeamCalls(unittest.TestCase):
-    """Team's enqueue path over a fake library and a fake torch: the staged chunks go to
-    iris_detail_team_staged carrying the whole call (nothing copied out in Python), the
-    refusals take part with one NULL-buffer call, check_shapes among the members."""
-
-    def setUp(self):
-        from unittest import mock
-
-        from iris_gpu.torch import context, ops, team
-
-        self.team_mod = team
-        self.copies = []
-        self.patches = [mock.patch.object(team, "_torch_mod", lambda: _FakeTorch), mock.patch.object(ops, "_torch_mod", lambda: _FakeTorch),
-                        mock.patch.object(context, "_torch_mod", lambda: _FakeTorch),
-                        mock.patch.object(team, "_device_bytes", lambda torch, ptr, n, dev, owner: ("bytes", ptr, n)),
-                        mock.patch.object(team, "_copy_rows", lambda *a, **kw: self.copies.append(a[1:7] + (kw.get("to_area"),)))]
-        for p in self.patches:
-            p.start()
-        self.made = []
-
-    def tearDown(self):
-        from iris_gpu.torch.context import _CONTEXTS
-
-        for p in self.patches:
-            p.stop()
-        for t in self.made:
-            _CONTEXTS.pop(t.id, None)
-
-    def team(self, L, stage_bytes=64, W=2):
-        class Ctx:
-            closed, device, rank, world_size, check_shapes, _optp = False, 0, 1, W, False, None
-
-            def __init__(self):
-                self._lib = type("Lib", (), {})()
-                self._lib.lib, self._lib.detail = L, lambda: "the detail"
-                self._lib.require_function = lambda name: None
-
-            def _handle(self):
-                return 7
-
-        t = _lib.TeamT()
-        t.size, t.rank, t.stride, t.slot, t.coll = W, 1, 0, 2, 0
-        for r in range(W):
-            t.world[r] = r
-        stage = None
-        if stage_bytes:
-            stage = type("Staging", (), {})()
-            stage.nbytes, stage.ptr_in, stage.ptr_out, stage.t_in = stage_bytes, HEAP + 0x1000, HEAP + 0x2000, "area_in"
-        tm = self.team_mod.Team(Ctx(), t, stage, split=3)
-        self.made.append(tm)
-        return tm
-
-    def test_staged_chunks_carry_the_call(self):
-        """all_gather of 10 fp32 off the heap, 2 members, 64-byte areas: the direct call
-        (refused: off the heap), then 2 chunks (8 + 2 elements per block), each
-        iris_detail_team_staged with the call's total, k of n and recv's rows (2 rows, pitch
-        the call's 40 bytes); the inputs copied into the in area, nothing copied out here.
-        A second call of the same arguments goes straight to the chunks."""
-        L = _TeamLib()
-        tm = self.team(L)
-        send, recv, s = 0x10000, 0x20000, 0x5000
-        tm._run("all_gather", send, recv, 10, 0)
-        self.assertEqual(L.calls, [
-            ("all_gather", send, recv, 10, 0, s, None),
-            ("staged", 1, HEAP + 0x1000, HEAP + 0x2000, 8, 0, 0, 0, 10, 0, 2, recv, 40, 32, 2, s, None),
-            ("staged", 1, HEAP + 0x1000, HEAP + 0x2000, 2, 0, 0, 0, 10, 1, 2, recv + 32, 40, 8, 2, s, None),
-        ])
-        self.assertEqual([c[-1] for c in self.copies], [True, True])  # into the in area only
-        del L.calls[:]
-        tm._run("all_gather", send, recv, 10, 0)
-        self.assertEqual([c[0] for c in L.calls], ["staged", "staged"])
-
-    def test_staged_op_root_and_blocks_in(self):
-        L = _TeamLib()
-        tm = self.team(L, stage_bytes=4096)
-        tm._run("all_reduce", 0x10000, 0x20000, 100, 2, 2)  # bf16 max: one chunk
-        tm._run("broadcast", 0x10000, 0x20000, 100, 0, 1)  # root 1
-        tm._run("reduce_scatter", 0x10000, 0x20000, 100, 0, 3)  # avg: the input in blocks, the output one row
-        staged = [c for c in L.calls if c[0] == "staged"]
-        self.assertEqual([c[1:10] for c in staged], [
-            (0, HEAP + 0x1000, HEAP + 0x2000, 100, 2, 2, 0, 100, 0),
-            (4, HEAP + 0x1000, HEAP + 0x2000, 100, 0, 0, 1, 100, 0),
-            (2, HEAP + 0x1000, HEAP + 0x2000, 100, 0, 3, 0, 100, 0),
-        ])
-        self.assertEqual([c[10:15] for c in staged], [(1, 0x20000, 200, 200, 1), (1, 0x20000, 400, 400, 1), (1, 0x20000, 400, 400, 1)])
-        self.assertEqual(self.copies[-1][:5], (0, ("bytes", 0x10000, 800), 0, 2, 400))  # 2 rows of the input's blocks
-
-    def test_staged_refusal_raises_at_its_chunk(self):
-        L = _TeamLib(staged={1: _lib.ERROR_INVALID_ARGUMENT})
-        tm = self.team(L)
-        with self.assertRaises(iris_gpu.IrisError) as cm:
-            tm._run("all_reduce", 0x10000, 0x20000, 40, 0, 0)  # 16 per chunk: 3 chunks
-        self.assertIn("staged, elements 16..32 of 40", str(cm.exception))
-        self.assertEqual([c[9] for c in L.calls if c[0] == "staged"], [0, 1])  # chunk 2 not made
-
-    def test_no_staging_takes_part(self):
-        """A team made with staging_bytes=0: the library refuses the buffers off the heap and
-        takes part in that refusal itself (one refused launch), so the call makes no second
-        library call before it raises."""
-        L = _TeamLib()
-        tm = self.team(L, stage_bytes=0)
-        with self.assertRaisesRegex(iris_gpu.IrisError, "IRIS_ERROR_NOT_IN_HEAP.*staging_bytes=0"):
-            tm._run("all_reduce", 0x10000, 0x20000, 1000, 0, 0)
-        self.assertEqual(L.calls, [("all_reduce", 0x10000, 0x20000, 1000, 0, 0, 0x5000, None)])
-
-    def test_refused_call_per_kind(self):
-        L = _TeamLib()
-        tm = self.team(L)
-        for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
-            tm._refused_call(kind)
-            tm._refused_call(kind, empty=True)  # no elements: the members make no call either
-        self.assertEqual(L.calls, [("all_reduce", None, None, 1, 0, 0, 0x5000, None), ("all_gather", None, None, 1, 0, 0x5000, None),
-                                   ("reduce_scatter", None, None, 1, 0, 0, 0x5000, None), ("all_to_all", None, None, 1, 0, 0x5000, None),
-                                   ("broadcast", None, None, 1, 0, 0, 0x5000, None)])
-
-    def test_check_shapes_among_members(self):
-        """Team.check_shapes: the context's unless set; the description goes to the members'
-        exchange (team rank 1's at index 1): a difference raises ValueError on every member
-        before any library call; a refused call's description says so; exchange=False
-        (the call made its exchange already) makes none."""
-        L = _TeamLib(direct=0)
-        tm = self.team(L)
-        sent = []
-
-        class Boot:
-            other = None
-
-            def exchange(self, data):
-                sent.append(data)
-                return [data if self.other is None else self.other, data]
-
-        tm._boot = Boot()
-        self.assertFalse(tm.check_shapes)
-        tm.ctx.check_shapes = True
-        self.assertTrue(tm.check_shapes)
-        tm._run("all_reduce", 0x10000, 0x20000, 8, 0, 0)
-        self.assertEqual((sent, len(L.calls)), ([repr(("all_reduce", 8, 0, 0)).encode()], 1))
-        tm._boot.other = repr(("all_reduce", 9, 0, 0)).encode()
-        with self.assertRaisesRegex(ValueError, "mismatch in team .*team rank\(s\) \[0\] call \('all_reduce', 9") as cm:
-            tm._run("all_reduce", 0x10000, 0x20000, 8, 0, 0)
-        self.assertTrue(cm.exception._iris_every_rank)
-        self.assertEqual(len(L.calls), 1)
-        del sent[:]
-        tm._boot.other = None
-        tm._refused_call("all_gather")
-        tm._refused_call("all_gather", exchange=False)
-        self.assertEqual(sent, [repr(("all_gather", "refused")).encode()])
-        tm.check_shapes = False  # the team's own setting
-        self.assertFalse(tm.check_shapes)
-
-    def test_refusal_on_a_team_takes_part_with_the_refused_call(self):
-        """ops._in_step on a team: never a stand-in call of x (it could be staged into
-        several calls where the members made one): the NULL-buffer call, once, and the error
-        says so; an empty x makes no call; an error check_shapes' exchange raised on every
-        member takes no part."""
-        from iris_gpu.torch import ops
-
-        L = _TeamLib()
-        tm = self.team(L)
-        err = ValueError("all_reduce: output has 9 elements")
-        with self.assertRaisesRegex(ValueError, "output has 9 elements .*library refuses"):
-            ops._in_step(err, "all_reduce", FakeTensor(shape=(8,)), tm.id, "sum")
-        self.assertEqual(L.calls, [("all_reduce", None, None, 1, 0, 0, 0x5000, None)])
-        ops._in_step(err, "all_reduce", FakeTensor(shape=(8,)), tm.id, "sum")  # seen: not again
-        ops._in_step(ValueError("x"), "all_gather", FakeTensor(shape=(0,)), tm.id)  # empty: nothing
-        every = ValueError("iris collective mismatch")
-        every._iris_every_rank = True
-        ops._in_step(every, "all_gather", FakeTensor(shape=(8,)), tm.id)
-        self.assertEqual(len(L.calls), 1)
-
-    def test_world_refusal_of_x_itself_takes_part(self):
-        """ops._in_step on a Context: the stand-in call of x where x is usable, else (here x
-        is no plain tensor) the NULL-buffer call of Context._refused_call: one call, on the
-        context's current stream, the op and root valid."""
-        from iris_gpu.torch import ops
-        from iris_gpu.torch.context import _CONTEXTS, Context
-
-        calls = []
-        ctx = object.__new__(Context)
-        ctx.closed, ctx._h, ctx._pending_frees, ctx.device, ctx.check_shapes, ctx.id = False, 7, [], 1, False, -901
-        ctx._coll_fns = {k: (lambda k: lambda *a: calls.append((k,) + a) or _lib.ERROR_INVALID_ARGUMENT)(k)
-                         for k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")}
-        _CONTEXTS[ctx.id] = ctx
-        try:
-            for kind in ("all_reduce", "all_to_all", "broadcast"):
-                with self.assertRaisesRegex(TypeError, "library refuses"):
-                    ops._in_step(TypeError("%s: dtype complex64 is not supported" % kind), kind, FakeTensor(shape=(8,)), ctx.id)
-            ops._in_step(TypeError("empty"), "all_reduce", FakeTensor(shape=(0,)), ctx.id)
-        finally:
-            _CONTEXTS.pop(ctx.id, None)
-        self.assertEqual(calls, [("all_reduce", 7, None, None, 1, 0, 0, 0x5001, None), ("all_to_all", 7, None, None, 1, 0, 0x5001, None),
-                                 ("broadcast", 7, None, None, 1, 0, 0, 0x5001, None)])
-
-    def test_one_call(self):
-        from iris_gpu.torch import ops
-
-        made = []
-        every = ValueError("mismatch")
-        every._iris_every_rank = True
-
-        def raise_(e):
-            raise e
-
-        self.assertEqual(ops._one_call(lambda: made.append("x"), lambda: made.append("r")), "input")
-        self.assertEqual(ops._one_call(lambda: raise_(TypeError("x unusable")), lambda: made.append("r") or True), "refused")
-        self.assertIsNone(ops._one_call(lambda: raise_(every), lambda: made.append("r")))  # nobody called the library
-        self.assertIsNone(ops._one_call(lambda: raise_(iris_gpu.IrisError(1, "", "")), lambda: made.append("r")))  # the library had it
-        self.assertEqual(ops._one_call(lambda: raise_(RuntimeError("no memory for the scratch")), lambda: True), "refused")
-        self.assertIsNone(ops._one_call(lambda: raise_(TypeError("x")), None))
-        self.assertIsNone(ops._one_call(None, lambda: raise_(every)))
-        self.assertEqual(made, ["x", "r"])
-
-    def test_kind_codes_and_binding_match_the_headers(self):
-        """team.py's kind codes are plan.h's IRIS_COLL_* values; the binding of
-        iris_detail_team_staged has as many arguments as its prototype in detail_api.h."""
-        body = re.search(r"enum \{ (IRIS_COLL_AR = 0[^}]*)\}", header_text("internal/coll/plan.h")).group(1)
-        names = [n.split("=")[0].strip() for n in body.split(",") if n.strip()]
-        want = {"all_reduce": "IRIS_COLL_AR", "all_gather": "IRIS_COLL_AG", "reduce_scatter": "IRIS_COLL_RS", "all_to_all": "IRIS_COLL_A2A", "broadcast": "IRIS_COLL_BC"}
-        self.assertEqual({k: names[v] for k, v in self.team_mod._KIND_CODE.items()}, want)
-        proto = re.search(r"iris_detail_team_staged\(([^)]*)\);", header_text("internal/core/detail_api.h")).group(1)
-        self.assertEqual(len(_lib.OPTIONAL_FUNCTIONS["iris_detail_team_staged"][1]), len(proto.split(",")))
 
 
 class TestServingSlot(unittest.TestCase):

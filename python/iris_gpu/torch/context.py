@@ -306,7 +306,6 @@ class Context:
             self._call("iris_team_get", L.lib.iris_team_get(h, _lib.TEAM_WORLD, ctypes.byref(world)))
             staging = _Staging(self, staging_bytes)  # every rank, before the split: the heap stays alike
             out = _lib.TeamT()
-            self._splits = split = getattr(self, "_splits", 0) + 1  # alike on every rank: names a team's store keys
             st = L.lib.iris_team_split(h, ctypes.byref(world), int(color), int(key), ctypes.byref(out))
             if st != 0:
                 detail = L.detail()
@@ -316,7 +315,7 @@ class Context:
             self._stagings.append(staging)
         if out.size == 0:
             return None
-        t = Team(self, out, staging, split)
+        t = Team(self, out, staging)
         self._teams.append(t)
         return t
 
@@ -324,27 +323,17 @@ class Context:
         """Collective over every rank of the context, members or not (as dist.new_group is
         over every rank): one split making a team of each group, so later collectives may
         take group= (it.all_reduce(x, ctx, group=g)) or the Team itself. groups: one group
-        or a list of disjoint ones, each a ProcessGroup or a list of global ranks (any rank;
-        sorted, as new_group sorts); e.g. vLLM's group_ranks. What dist.new_group gave a
-        rank outside the group (GroupMember.NON_GROUP_MEMBER) stands for a group it is not
-        in: a rank in none of the groups opts out. Team rank = group rank. Every rank passes
-        the same groups. Returns this rank's Team (None when it is in none of the groups);
-        team_for(group) finds it later. Each call is a new split (a table slot and a
-        collective state, IRIS_TEAMS_COLL of them): make each grouping once, at
-        group-creation time. Groups refused on this rank (ValueError): it still makes the
-        split, opting out, so that the other ranks' split ends, then raises."""
+        or a list of disjoint ones, each a ProcessGroup (this rank a member) or a list of
+        global ranks (any rank; sorted, as new_group sorts); e.g. vLLM's group_ranks. Team
+        rank = group rank. Every rank passes the same groups. Returns this rank's Team
+        (None when it is in none of the groups); team_for(group) finds it later. Each call
+        is a new split (a table slot and a collective state, IRIS_TEAMS_COLL of them):
+        make each grouping once, at group-creation time."""
         from .team import split_groups
 
+        gl = split_groups(groups)
         world = [int(r) for r in getattr(self, "_ranks", range(self.world_size))]
-        try:
-            gl = split_groups(groups)
-            color, key, mine = _types.team_split_args(gl, world, world[self.rank])
-        except Exception:
-            try:  # the split is collective over every rank of the context: take part, opting out
-                self.team_split(_types.TEAM_NONE, 0, staging_bytes)
-            except Exception:
-                pass
-            raise
+        color, key, mine = _types.team_split_args(gl, world, world[self.rank])
         t = self.team_split(color, key, staging_bytes)
         if t is not None:
             self._team_of[mine] = t
@@ -430,11 +419,7 @@ class Context:
         """check_shapes: exchange a description of the call and refuse one that differs."""
         if not self.check_shapes or _torch_mod().cuda.is_current_stream_capturing():
             return
-        try:
-            got = self._boot.exchange(repr(what).encode())
-        except Exception as e:  # the store gave up: no take-part tries again
-            e._iris_every_rank = True
-            raise
+        got = self._boot.exchange(repr(what).encode())
         mine = got[self.rank]
         bad = [r for r, g in enumerate(got) if g != mine]
         if bad:
@@ -461,50 +446,6 @@ class Context:
             st = fn(*args)
         if st:
             self._call("iris_" + kind, st)
-
-    def _refused_call(self, kind, empty=False, exchange=True):
-        """Take part in a collective refused on this rank before the library call where no
-        stand-in call of the input can be made (its type, device, op, root, a count that
-        does not divide): one call that the library refuses, with NULL buffers
-        (IRIS_ERROR_INVALID_ARGUMENT), after its one refused-call launch, on this context's
-        device and current stream. Peers in a real call see a mismatch at once
-        (IRIS_ERROR_MISMATCH, nothing written; fatal where their call was split into
-        launches); peers refused alike meet in it. With check_shapes the exchange comes first
-        (a real call's description differs: every rank raises ValueError, nobody calls the
-        library); exchange False: the call made its exchange already. empty: this rank's call
-        had no elements (nor then the peers'): no library call. Returns whether it took part
-        (an exchange or a call)."""
-        exchanged = exchange and self.check_shapes
-        if exchanged:
-            self._same_everywhere((kind, "refused"))
-        if empty:
-            return exchanged
-        torch = _torch_mod()
-        h = self._handle()
-        fn = self._coll_fns[kind]
-        with torch.cuda.device(self.device):
-            stream = torch._C._cuda_getCurrentRawStream(self.device)
-            if kind in ("all_gather", "all_to_all"):
-                fn(h, None, None, 1, 0, stream, None)
-            else:  # op IRIS_SUM, root 0: the NULL buffer is what it refuses
-                fn(h, None, None, 1, 0, 0, stream, None)
-        return True
-
-    def _refused_rmsnorm(self, empty=False):
-        """_refused_call for all_reduce_rmsnorm: iris_all_reduce_rmsnorm_ex with NULL buffers
-        (it takes part with one launch marked split). Returns whether it took part."""
-        if self.check_shapes:
-            self._same_everywhere(("all_reduce_rmsnorm", "refused"))
-        if empty:
-            return self.check_shapes
-        torch = _torch_mod()
-        lib = self._lib
-        lib.require_function("iris_all_reduce_rmsnorm_ex")
-        h = self._handle()
-        with torch.cuda.device(self.device):
-            stream = torch._C._cuda_getCurrentRawStream(self.device)
-            lib.lib.iris_all_reduce_rmsnorm_ex(h, None, None, None, None, 1, 1, 1e-6, _types.DTYPES["bfloat16"], stream, None)
-        return True
 
     def _barrier_device(self):
         torch = _torch_mod()

@@ -107,8 +107,8 @@ def _register_ops(torch):
             # may be called directly (torch.ops.iris.*, inductor's code)
             def functional(x, ctx, *extra):
                 ctx_o = _ctx(ctx)
-                try:  # the output's shape is x's refusal too (reduce_scatter: a dim 0 that does not divide)
-                    out = torch.empty(_out_shape(kind, tuple(x.shape), ctx_o.world_size), dtype=x.dtype, device=x.device)
+                out = torch.empty(_out_shape(kind, tuple(x.shape), ctx_o.world_size), dtype=x.dtype, device=x.device)
+                try:
                     _launch(kind, x, out, ctx, extra[0] if extra else None)
                 except (ValueError, TypeError) as e:
                     _in_step(e, kind, x, ctx, *extra)
@@ -246,7 +246,7 @@ def _register_ops(torch):
         try:
             _rmsnorm_launch(x, residual, weight, out, out_fp8, scale, eps, quant, algo, ctx)
         except (ValueError, TypeError) as e:  # takes part first, as all_reduce_rmsnorm does
-            _take_part(e, lambda: _rmsnorm_take_part(x, eps, quant, algo, ctx), lambda: _ctx(ctx)._refused_rmsnorm(_empty(x)))
+            _take_part(e, lambda: _rmsnorm_take_part(x, eps, quant, algo, ctx))
             raise
 
     def rmsnorm_out_fake(x, residual, weight, out, out_fp8, scale, eps, quant, algo, ctx):
@@ -256,7 +256,7 @@ def _register_ops(torch):
         try:
             _rmsnorm_launch(x, residual, weight, x, out_fp8, scale, eps, quant, algo, ctx)
         except (ValueError, TypeError) as e:
-            _take_part(e, lambda: _rmsnorm_take_part(x, eps, quant, algo, ctx), lambda: _ctx(ctx)._refused_rmsnorm(_empty(x)))
+            _take_part(e, lambda: _rmsnorm_take_part(x, eps, quant, algo, ctx))
             raise
 
     def rmsnorm_inplace_fake(x, residual, weight, out_fp8, scale, eps, quant, algo, ctx):
@@ -326,26 +326,24 @@ _OUT_ARG = {"gemm_reduce_out": 5, "all_reduce_rmsnorm_out": 3}  # where an _out 
 _MUTATED = {"moe_dispatch": (3, 4, 5, 6, 7)}  # the mutated tensors of the other ops (dispatch: its receive buffers, as mutates_args says)
 
 
-def _take_part(err, launch, refused=None):
+def _take_part(err, launch):
     """Called with an argument error (ValueError / TypeError) a collective raised in Python
     before its library call (in a registered op's implementation or a public function): on
     this rank only, the peers would wait for that call until their bound runs out
     (IRIS_WAIT_TIMEOUT_MS, 10 minutes by default, then a fatal fault), and a rank that caught
     the error and went on would pair its later calls with their earlier ones (the call
     headers match by call number and signature). So a real call (plain eager, not
-    capturing) still takes part with exactly one library call: launch() (None: none) makes
-    the same collective of x (a contiguous copy) into scratch buffers where x and the call
-    itself are usable; where it is refused before the library (x's type or device, an op or
-    root, a count that does not divide), refused() makes the call the library refuses and
-    takes part in (NULL buffers: one refused-call launch, which a real call of the peers
-    mismatches). Then the error is raised, saying so. A refusal every rank made alike
-    (check_shapes' exchange) returns, and the caller re-raises it as it is; so does a
-    launch() the library refused (it took part there where it takes part) or a context that
-    is gone. Once per error: the public functions reach the ops' implementations (which
-    call this first) and call it again for what comes out, so an error this has seen is
-    marked (_iris_took_part) and returns at once (a launch that failed may have met the
-    peers already: it is not tried twice). Used from except clauses only: the calls that
-    pass cost nothing for it."""
+    capturing) still takes part: launch() makes the same collective of x (a contiguous copy)
+    into scratch buffers, when x itself is usable. Where the peers made the same call they
+    get this rank's x, as they would have; where they did not, the library sees the mismatch
+    on every rank and moves nothing (every rank's check() reports it). Then the error is
+    raised, saying so. A refusal every rank made alike (check_shapes' exchange) or one of x
+    itself (its type, device, op, root, a count that does not divide: launch() raises)
+    returns, and the caller re-raises it as it is. Once per error: the public functions
+    reach the ops' implementations (which call this first) and call it again for what comes
+    out, so an error this has seen is marked (_iris_took_part) and returns at once (a launch
+    that failed may have met the peers already: it is not tried twice). Used from except
+    clauses only: the calls that pass cost nothing for it."""
     if getattr(err, "_iris_every_rank", False) or getattr(err, "_iris_took_part", False):
         return
     torch = _torch_mod()
@@ -354,14 +352,11 @@ def _take_part(err, launch, refused=None):
             return
         if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
             return  # nothing runs at capture: no peer waits
-    except Exception:
+        err._iris_took_part = True  # seen: not tried again, whatever launch() does
+        launch()
+    except Exception:  # x itself is unusable (or the context is gone): nothing took part
         return
-    err._iris_took_part = True  # seen: not tried again, whatever launch() does
-    how = _one_call(launch, refused)
-    if how is None:
-        return
-    note = (" (the call took part with this rank's input into scratch buffers, so every rank's calls stay paired)" if how == "input" else
-            " (the call took part as a call the library refuses, so every rank's calls stay paired: the peers' call reports a mismatch)")
+    note = " (the call took part with this rank's input into scratch buffers, so every rank's calls stay paired)"
     try:
         e2 = type(err)(str(err) + note)
     except Exception:
@@ -370,36 +365,8 @@ def _take_part(err, launch, refused=None):
     raise e2 from None
 
 
-def _one_call(launch, refused):
-    """_take_part's one library call: "input" when launch() made it, "refused" when
-    refused() did, None when neither took part."""
-    if launch is not None:
-        try:
-            launch()
-            return "input"
-        except Exception as e:  # refused before the library (x or the call unusable, scratch not allocated): the refused call instead
-            if isinstance(e, _lib.IrisError) or getattr(e, "_iris_every_rank", False):
-                return None  # the library had the call (it takes part where it does), or check_shapes' exchange failed on every rank
-    if refused is None:
-        return None
-    try:
-        return "refused" if refused() else None  # False: nothing to take part in (an empty call)
-    except Exception:  # check_shapes' exchange found the peers in a real call (every rank raises), or the context is gone
-        return None
-
-
-def _empty(x):
-    """Whether x is a tensor without elements (its call, and the peers', makes no library call)."""
-    try:
-        return int(x.numel()) == 0
-    except Exception:
-        return False
-
-
 def _in_step(err, kind, x, cid, extra=None, inplace=False):
-    """_take_part for a collective of x on context id cid (see there). On a Team the one call
-    is always the refused one: a stand-in call of x off the heap could be staged into
-    several calls where the members made one."""
+    """_take_part for a collective of x on context id cid (see there)."""
 
     def launch():
         torch = _torch_mod()
@@ -421,14 +388,7 @@ def _in_step(err, kind, x, cid, extra=None, inplace=False):
             m = n
         _launch(kind, xc, torch.empty((m,), dtype=x.dtype, device=x.device), cid, extra)
 
-    def refused():
-        return _ctx(cid)._refused_call(kind, _empty(x), exchange=not getattr(err, "_iris_exchanged", False))
-
-    try:
-        world = isinstance(_ctx(cid), Context)
-    except Exception:  # closed: nothing to take part in
-        return
-    _take_part(err, launch if world else None, refused)
+    _take_part(err, launch)
 
 
 def _contiguous(kind, x, out=None):
@@ -496,16 +456,12 @@ def all_gather(x, ctx, dim=0, out=None, group=None):
     any tensor of world_size * x.numel() elements: rank r's x at r * x.numel()). Along a
     dim other than 0 the input is moved to the front first and the result back (copies)."""
     cid = _target_id(ctx, group)
-    try:  # a dim out of range is refused, as torch.cat does; the call still takes part (_in_step)
-        if x.dim():
-            d = _types._dim(dim, x.dim(), "all_gather")
-        elif dim in (0, -1):
-            d = 0
-        else:
-            raise ValueError("all_gather: dim %d is out of range for a 0-d tensor (0 or -1)" % dim)
-    except (ValueError, TypeError) as e:
-        _in_step(e, "all_gather", x, cid)
-        raise
+    if x.dim():  # out of range: refused, as torch.cat does (x's own refusal, alike on every rank: no call)
+        d = _types._dim(dim, x.dim(), "all_gather")
+    elif dim in (0, -1):
+        d = 0
+    else:
+        raise ValueError("all_gather: dim %d is out of range for a 0-d tensor (0 or -1)" % dim)
     if out is not None or d == 0:
         try:
             _contiguous("all_gather", x, out)
@@ -546,11 +502,11 @@ def reduce_scatter(x, ctx, op="sum", dim=0, out=None, group=None):
             _in_step(e, "reduce_scatter", x, cid, op)
             raise
         return out
-    try:  # a refusal takes part (a dim out of range, a shape that does not divide too), along any dim: the peers' call is the same count of elements
-        if x.dim() == 0:
-            raise ValueError("reduce_scatter: a 0-d tensor cannot be scattered")
-        d = _types._dim(dim, x.dim(), "reduce_scatter")
-        _types.scatter_shape(tuple(x.shape), _ctx(cid).world_size, d)
+    if x.dim() == 0:
+        raise ValueError("reduce_scatter: a 0-d tensor cannot be scattered")
+    d = _types._dim(dim, x.dim(), "reduce_scatter")  # out of range: refused (no call, as for a shape that does not divide)
+    _types.scatter_shape(tuple(x.shape), _ctx(cid).world_size, d)  # a shape that does not divide: no call to take part in
+    try:  # a refusal takes part, along any dim: the peers' call is the same count of elements
         _contiguous("reduce_scatter", x)
         if d == 0:
             return _invoke("reduce_scatter", x, cid, op)
@@ -765,7 +721,7 @@ def all_reduce_rmsnorm(x, residual, weight, ctx, eps=1e-6, out=None, quant=None,
     try:
         return _all_reduce_rmsnorm(torch, x, residual, weight, cid, eps, out, q, out_fp8, scale, algo)
     except (ValueError, TypeError) as e:
-        _take_part(e, lambda: _rmsnorm_take_part(x, eps, q, _RMS_ALGO[algo], cid), lambda: _ctx(cid)._refused_rmsnorm(_empty(x)))
+        _take_part(e, lambda: _rmsnorm_take_part(x, eps, q, _RMS_ALGO[algo], cid))
         raise
 
 

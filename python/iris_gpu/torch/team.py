@@ -23,8 +23,6 @@ from .dlpack import _device_bytes
 
 _KIND_FN = {"all_reduce": "iris_all_reduce_team", "all_gather": "iris_all_gather_team", "reduce_scatter": "iris_reduce_scatter_team",
             "all_to_all": "iris_all_to_all_team", "broadcast": "iris_broadcast_team"}
-# the library's kinds (internal/coll/plan.h: IRIS_COLL_AR, _AG, _RS, _A2A, _BC), for iris_detail_team_staged
-_KIND_CODE = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2, "all_to_all": 3, "broadcast": 4}
 _MISMATCH = _lib.STATUS_NAMES.index("IRIS_ERROR_MISMATCH")
 _CODE_SIZE = {code: _types.ITEMSIZE[name] for name, code in _types.DTYPES.items()}
 
@@ -85,7 +83,7 @@ class Team:
 
     _iris_target = True  # ops accept it where they accept a Context
 
-    def __init__(self, ctx, t, staging, split=0):
+    def __init__(self, ctx, t, staging):
         self.ctx = ctx
         self._t = t
         self._tref = ctypes.byref(t)
@@ -95,15 +93,13 @@ class Team:
         self._stage_last = None  # (stream, event after the last staged call): eager order across streams
         self.rank, self.world_size = int(t.rank), int(t.size)
         self.device = ctx.device
-        self._check_shapes = None  # None: the context's check_shapes
-        self._split, self._boot = split, None  # the split's number in the context (its store keys), the members' exchange (made when first used)
+        self.check_shapes = False
         self.ctx_ranks = t.members()
         world = _world_ranks(ctx)
         self.ranks = [world[r] for r in self.ctx_ranks]
         self.has_collectives = t.coll >= 0 or t.size == 1 or t.slot == 0
         L = ctx._lib.lib
         self._fns = {k: getattr(L, n) for k, n in _KIND_FN.items()}
-        self._staged_fn = getattr(L, "iris_detail_team_staged", None)
         h = ctx._handle()
         self._heap_lo = L.iris_heap_base(h, ctx.rank) or 0
         self._heap_hi = self._heap_lo + L.iris_heap_size(h)
@@ -120,16 +116,6 @@ class Team:
     @property
     def closed(self):
         return self._closed or self.ctx.closed
-
-    @property
-    def check_shapes(self):
-        """As Context.check_shapes, among the team's members (their exchange goes through the
-        context's store, under keys of this team): the context's setting unless set here."""
-        return self.ctx.check_shapes if self._check_shapes is None else self._check_shapes
-
-    @check_shapes.setter
-    def check_shapes(self, on):
-        self._check_shapes = bool(on)
 
     def _handle(self):
         if self.closed:
@@ -156,37 +142,6 @@ class Team:
             return fn(h, self._tref, send, recv, count, dtype, stream, self.ctx._optp)
         return fn(h, self._tref, send, recv, count, dtype, extra, stream, self.ctx._optp)
 
-    def _members_boot(self):
-        """The members' exchange for check_shapes: a StoreBootstrap over the context's store,
-        under keys of this split and this team (every member makes the same)."""
-        if self._boot is None:
-            import torch.distributed as dist
-
-            from .._host import StoreBootstrap
-
-            cb = self.ctx._boot
-            prefix = "team/%d/%s/" % (self._split, "-".join(str(r) for r in self.ctx_ranks))
-            self._boot = StoreBootstrap(dist.PrefixStore(prefix, cb.store), self.rank, self.world_size, cb.timeout.total_seconds())
-        return self._boot
-
-    def _same_everywhere(self, what):
-        """check_shapes: exchange a description of the call among the members and refuse one
-        that differs (ValueError on every member)."""
-        if not self.check_shapes or _torch_mod().cuda.is_current_stream_capturing():
-            return
-        try:
-            got = self._members_boot().exchange(repr(what).encode())
-        except Exception as e:  # the store gave up: no take-part tries again
-            e._iris_every_rank = True
-            raise
-        mine = got[self.rank]
-        bad = [r for r, g in enumerate(got) if g != mine]
-        if bad:
-            err = ValueError("iris collective mismatch in team %s: team rank %d calls %s but team rank(s) %s call %s"
-                             % (self.ranks, self.rank, mine.decode(), bad, got[bad[0]].decode()))
-            err._iris_every_rank = True  # every member raises it (the public ops take no part again)
-            raise err
-
     def _run(self, kind, send, recv, count, dtype, extra=None):
         """Enqueue one collective over the team on torch.cuda.current_stream(). Buffers off
         the heap that the library refuses on the team's bandwidth path (it stages only the
@@ -195,21 +150,15 @@ class Team:
         a kind is refused on every member alike and takes part in the library (the members
         meet in it), so the retry through staging stays in step on every member."""
         torch = _torch_mod()
-        if self.check_shapes:
-            self._same_everywhere((kind, count, dtype, extra))
         if count == 0:
             return
         h = self._handle()
         stream = torch._C._cuda_getCurrentRawStream(self.device)
-        try:
-            if torch._C._cuda_getDevice() != self.device:
-                with torch.cuda.device(self.device):
-                    self._run_on(kind, h, send, recv, count, dtype, extra, stream)
-            else:
+        if torch._C._cuda_getDevice() != self.device:
+            with torch.cuda.device(self.device):
                 self._run_on(kind, h, send, recv, count, dtype, extra, stream)
-        except (ValueError, TypeError) as e:  # refused after check_shapes' exchange: a take-part makes no second one
-            e._iris_exchanged = True
-            raise
+        else:
+            self._run_on(kind, h, send, recv, count, dtype, extra, stream)
 
     def _run_on(self, kind, h, send, recv, count, dtype, extra, stream):
         es = _CODE_SIZE.get(dtype, 1)
@@ -224,71 +173,33 @@ class Team:
             if st != _lib.ERROR_NOT_IN_HEAP or self._stage is None:
                 detail = self.ctx._lib.detail()
                 if st == _lib.ERROR_NOT_IN_HEAP:
-                    # the library's refusal took part already (one refused launch the members'
-                    # calls pair with): no second call here
                     detail += " (this team has no staging areas: made with staging_bytes=0; pass heap tensors)"
                 raise IrisError(st, detail, "%s (rank %d, team rank %d of %s)" % (_KIND_FN[kind], self.ctx.rank, self.rank, self.ranks))
             self._stage_calls.add(key)
         self._staged(kind, h, send, recv, count, dtype, extra, stream, es)
 
     def _staged(self, kind, h, send, recv, count, dtype, extra, stream, es):
-        """The call through the split's staging areas: per chunk, the input's rows copied into
-        the in area (torch, on the stream), then iris_detail_team_staged: the team call on the
-        areas as launch k of n of this call (its signature carries the call, so members whose
-        calls differ mismatch at chunk 0) and the out area into recv only where every member
-        matched (a mismatched call writes no recv)."""
         torch = _torch_mod()
         W, S = self.world_size, self._stage
         plan = _types.staging_plan(kind, count, es, W, S.nbytes)
-        if self._staged_fn is None:
-            self.ctx._lib.require_function("iris_detail_team_staged")
         # the staging areas are the split's: a staged call on another stream than the last
         # waits for it (eager; inside one capture keep a team's staged calls on one stream)
         capturing = torch.cuda.is_current_stream_capturing()
         if not capturing and self._stage_last is not None and self._stage_last[0] != stream:
             torch.cuda.current_stream(self.device).wait_event(self._stage_last[1])
-        chunked_in = plan[0][2][0] > 1
+        chunked_in, chunked_out = plan[0][2][0] > 1, plan[0][3][0] > 1
         src = _device_bytes(torch, send, count * es * (W if chunked_in else 1), self.device, None)
-        op = extra if kind in ("all_reduce", "reduce_scatter") else 0
-        root = extra if kind == "broadcast" else 0
-        for k, (c0, n, cin, cout) in enumerate(plan):
+        dst = _device_bytes(torch, recv, count * es * (W if chunked_out else 1), self.device, None)
+        for c0, n, cin, cout in plan:
             _copy_rows(S.t_in, 0, src, cin[1], cin[0], cin[2], cin[3], to_area=True)
-            st = self._staged_fn(h, self._tref, _KIND_CODE[kind], S.ptr_in, S.ptr_out, n, dtype, op, root, count, k, len(plan),
-                                 recv + cout[1], cout[2], cout[3], cout[0], stream, self.ctx._optp)
+            st = self._enqueue(kind, h, S.ptr_in, S.ptr_out, n, dtype, extra, stream)
             if st != 0:
                 self._call("%s (staged, elements %d..%d of %d)" % (_KIND_FN[kind], c0, c0 + n, count), st)
+            _copy_rows(S.t_out, 0, dst, cout[1], cout[0], cout[2], cout[3], to_area=False)
         if not capturing:
             ev = self._stage_last[1] if self._stage_last is not None else torch.cuda.Event()
             ev.record(torch.cuda.current_stream(self.device))
             self._stage_last = (stream, ev)
-
-    def _refused_call(self, kind, empty=False, h=None, stream=None, exchange=True):
-        """Take part in a collective refused on this rank before the library call (its input,
-        output, op or root): one team call that the library refuses, with NULL buffers
-        (IRIS_ERROR_INVALID_ARGUMENT), after its one refused-call launch. Members in a real
-        call see a mismatch at once (IRIS_ERROR_MISMATCH, nothing written; fatal where their
-        call was staged in chunks); members refused alike meet in it. Never a call of this
-        rank's input: a stand-in call off the heap could be staged into several calls where
-        the members made one. With check_shapes the exchange comes first (a real call's
-        description differs: every member raises ValueError, nobody calls the library);
-        exchange False: the call made its exchange already. empty: this rank's call had no
-        elements (nor then the members'): no library call. Returns whether it took part (an
-        exchange or a call)."""
-        exchanged = exchange and self.check_shapes
-        if exchanged:
-            self._same_everywhere((kind, "refused"))
-        if empty:
-            return exchanged
-        torch = _torch_mod()
-        h = self._handle() if h is None else h
-        stream = torch._C._cuda_getCurrentRawStream(self.device) if stream is None else stream
-        fn = self._fns[kind]
-        with torch.cuda.device(self.device):
-            if kind in ("all_gather", "all_to_all"):
-                fn(h, self._tref, None, None, 1, 0, stream, None)
-            else:  # op IRIS_SUM, root 0: the NULL buffer is what it refuses
-                fn(h, self._tref, None, None, 1, 0, 0, stream, None)
-        return True
 
     def _barrier_device(self):
         torch = _torch_mod()
@@ -345,47 +256,26 @@ def _world_ranks(ctx):
     return list(r) if r is not None else list(range(ctx.world_size))
 
 
-_NON_GROUP_MEMBER_INT = -100  # torch's GroupMember.NON_GROUP_MEMBER where it is an int (older torch: an object)
-
-
-def _non_member(group):
-    """Whether group is what dist.new_group gives a rank outside it (GroupMember.NON_GROUP_MEMBER)."""
-    if isinstance(group, bool) or isinstance(group, (list, tuple, range)):
-        return False
-    if isinstance(group, int):
-        return group == _NON_GROUP_MEMBER_INT
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        return False
-    return group is dist.GroupMember.NON_GROUP_MEMBER
-
-
 def group_ranks(group):
     """A group's members in group-rank order: a ProcessGroup (dist.get_process_group_ranks),
     or a sequence of global ranks (sorted, as dist.new_group sorts them)."""
     if isinstance(group, (list, tuple, range)):
         return tuple(sorted(int(r) for r in group))
-    if _non_member(group):
-        raise ValueError("this rank is not a member of the group (dist.new_group gave it GroupMember.NON_GROUP_MEMBER): "
-                         "pass the ranks list given to new_group instead, which every rank knows")
     import torch.distributed as dist
 
+    if group is dist.GroupMember.NON_GROUP_MEMBER:
+        raise ValueError("this rank is not a member of the group (dist.new_group gave it GroupMember.NON_GROUP_MEMBER): "
+                         "pass the ranks list given to new_group instead, which every rank knows")
     return tuple(dist.get_process_group_ranks(group))
 
 
 def split_groups(groups):
     """Context.team's argument as a list of member tuples: one group (a ProcessGroup or a
-    ranks list) or a list of them (a list of ranks lists, as vLLM's group_ranks). What
-    dist.new_group gave a rank outside a group (GroupMember.NON_GROUP_MEMBER) is a group
-    this rank is not in, whose members it need not know: left out (none left: this rank
-    opts out of the split)."""
-    if _non_member(groups):
-        return []
+    ranks list) or a list of them (a list of ranks lists, as vLLM's group_ranks)."""
     if isinstance(groups, (list, tuple)) and groups and all(isinstance(g, (list, tuple, range)) for g in groups):
         return [group_ranks(g) for g in groups]
-    if isinstance(groups, (list, tuple)) and groups and (any(_non_member(g) for g in groups) or not all(isinstance(g, int) for g in groups)):
-        return [group_ranks(g) for g in groups if not _non_member(g)]  # a list of process groups
+    if isinstance(groups, (list, tuple)) and groups and not all(isinstance(g, int) for g in groups):
+        return [group_ranks(g) for g in groups]  # a list of process groups
     return [group_ranks(groups)]
 
 
