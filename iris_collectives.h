@@ -551,6 +551,5 @@ IRIS_DEVICE_INLINE bool iris_tile_all_reduce_rmsnorm(const iris_device_ctx_t &ct
 #include "internal/coll/multinode.h" /* calls over several nodes (rails) */
 #include "internal/coll/api.h"       /* the public host functions */
 #include "internal/coll/team.h"      /* the same over a team */
-#include "internal/coll/team_staged.h" /* a chunk of a team call the torch layer stages */
 #include "internal/coll/rmsnorm_host.h" /* iris_all_reduce_rmsnorm */
 #endif

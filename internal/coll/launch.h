@@ -29,10 +29,6 @@ typedef struct iris_coll_state {
   unsigned preloaded; /* kernels the setup loaded (0 where the driver could not, or all were loaded) */
   int ctas; /* IRIS_COLL_CTAS: the opts.ctas of every call that gives none (0: the automatic grid) */
   int shared_ctas; /* ranks of one process share the GPU: every call's grid at most this (1 / W of the SMs); 0: no such cap */
-  /* the latest launch on this state (iris_coll_launch_strided): its signature and path, for
-   * a copy out after it (iris_detail_team_staged; one host thread uses a context at a time) */
-  mutable unsigned long long last_sig;
-  mutable int last_path;
 } iris_coll_state_t;
 
 static void iris_coll_state_free(void *p) { free(p); } /* its heap blocks go with the heap */
@@ -329,8 +325,6 @@ static unsigned long long iris_coll_launch_strided(const iris_coll_state_t *s, i
     sig = part ? iris_coll_sig_part(sig, part->total, part->k, part->n) : iris_coll_sig_mark(sig, 0);
     if (outer_split) sig = iris_coll_sig_mark(sig, 1);
   }
-  s->last_sig = sig;
-  s->last_path = (int)path;
   if (path == IRIS_COLL_PATH_STAGED && (kind == IRIS_COLL_AG || kind == IRIS_COLL_A2A || kind == IRIS_COLL_BC)) { /* the staged copy */
     if (kind == IRIS_COLL_AG) iris_coll_launch_staged<IRIS_COLL_AG>(s, send, step, recv, step, bytes, root, sig, blocks, stream);
     else if (kind == IRIS_COLL_A2A) iris_coll_launch_staged<IRIS_COLL_A2A>(s, send, step, recv, step, bytes, root, sig, blocks, stream);

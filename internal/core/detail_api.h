@@ -1,8 +1,7 @@
 /* internal/core/detail_api.h: the internal API that the other iris headers (iris_collectives.h,
  * iris_gemm.h, iris_gemm_reduce.h) and lib/iris.cu call. Declared in every unit that
  * includes iris.h, defined by the implementation (internal/core/context.h, faults.h,
- * stream_order.h, nodes.h; iris_detail_team_staged by the collectives' implementation).
- * Not for users: names and signatures change without notice. */
+ * stream_order.h, nodes.h). Not for users: names and signatures change without notice. */
 #ifndef IRIS_H /* compiled alone: the contract first (it includes this file in its place) */
 #include "../../iris.h"
 #endif
@@ -69,23 +68,6 @@ typedef struct iris_detail_team_view {
 } iris_detail_team_view_t;
 IRIS_API iris_status_t iris_detail_team_lookup(iris_t *ctx, const iris_team_t *team, iris_detail_team_view_t *out);
 IRIS_API iris_status_t iris_detail_team_order(iris_t *ctx, const iris_team_t *team, iris_stream_t stream, int end);
-
-/* For the torch layer's teams (python/iris_gpu/torch/team.py), which stage buffers off the
- * heap through two heap areas of their own (area_in, area_out: at the same offsets on every
- * member): chunk k of n of a team call of `total` elements, `count` of them (kind: 0
- * all-reduce, 1 all-gather, 2 reduce-scatter, 3 all-to-all, 4 broadcast; type, op, root,
- * opts as the *_team calls take them), from area_in into area_out, then area_out's `rows`
- * rows of `width` bytes into dst (row r at dst + r * dpitch) on the same stream. Its
- * signature carries (total, k, n) and the split bit, so members whose calls differ
- * mismatch at launch 0 (fatal: their call numbers are out of step); the copy into dst is
- * made only where every member announced the launch with its signature, so a mismatched
- * call writes nothing there. Refused for its arguments, it takes part as a team call does
- * (one refused-call launch, marked split when n > 1). Defined with the collectives
- * (internal/coll/team_staged.h). */
-struct iris_coll_opts;
-IRIS_API iris_status_t iris_detail_team_staged(iris_t *ctx, const iris_team_t *team, int kind, const void *area_in, void *area_out, size_t count, int type, int op, int root,
-                                               size_t total, size_t k, size_t n, void *dst, size_t dpitch, size_t width, int rows, iris_stream_t stream,
-                                               const struct iris_coll_opts *opts);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -360,10 +360,6 @@ OPTIONAL_FUNCTIONS = {
     "iris_all_to_all_team": (_i, [_p, _pt, _p, _p, _z, _i, _p, _po]),
     "iris_broadcast_team": (_i, [_p, _pt, _p, _p, _z, _i, _i, _p, _po]),
     "iris_barrier_device_team": (_i, [_p, _pt, _p]),
-    # internal/core/detail_api.h: a chunk of a team call staged through the torch layer's
-    # heap areas (kind, area_in, area_out, count, type, op, root, total, k, n, dst, dpitch,
-    # width, rows, stream, opts)
-    "iris_detail_team_staged": (_i, [_p, _pt, _i, _p, _p, _z, _i, _i, _i, _z, _z, _z, _p, _z, _z, _i, _p, _po]),
 }
 
 
