@@ -902,6 +902,7 @@ class TestTorchModuleLogic(unittest.TestCase):
         self.assertIs(it._dl_keep[ctypes.addressof(m)][2], owner)
         m.deleter(ctypes.pointer(m))  # what the consumer calls when its tensor dies
         self.assertNotIn(ctypes.addressof(m), it._dl_keep)
+        del cap  # (a consumer renames the capsule; still named, its destructor would pop the next struct's key if that one reused the address)
         cap = it._dl_capsule(0x7F0000001000, 4096, 3, owner)  # never consumed (from_dlpack raised): its destructor releases owner
         addr = get(cap, b"dltensor")
         self.assertIn(addr, it._dl_keep)
