@@ -310,7 +310,7 @@ else
     for m in streams mismatch stuck stuck-fused killed graph-killed abort split-count split-place; do run_counted "fault_test $m $w (IRIS_WAIT_TIMEOUT_MS=2000)" env IRIS_WAIT_TIMEOUT_MS=2000 ./build/fault_test $m $w; done
     # teams: splits, team barriers and device API, team collectives, two teams at once, faults
     tq=""; if [ "$ngpu" -lt "$w" ]; then tq="IRIS_TEST_QUICK=1"; fi
-    for m in basic concurrent mismatch first-call late graph stuck stuck-coll stuck-mixed wait-timeout; do run_counted "team_test $m $w ($(placement "$w"))" env $tq IRIS_WAIT_TIMEOUT_MS=2000 ./build/team_test $m $w; done
+    for m in basic concurrent mismatch first-call late graph staged stuck stuck-coll stuck-mixed wait-timeout; do run_counted "team_test $m $w ($(placement "$w"))" env $tq IRIS_WAIT_TIMEOUT_MS=2000 ./build/team_test $m $w; done
   done
   if [ $gpu_common = 1 ]; then run_counted "gemm_core_test" ./build/gemm_core_test; fi
   make -s build/gemm_test_t2 >>"$log" 2>&1 # the 2-s-bound build for the stuck-peer checks (not built by make test without a GPU)

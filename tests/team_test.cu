@@ -61,6 +61,17 @@
 //                           member waited on (not its team rank); the fault stays (reported
 //                           again, iris_team_check), later calls refuse at once, a later wait
 //                           gives up at once, the destroy returns it, iris_finalize succeeds
+//   team_test staged N      teams given staging areas (iris_detail_team_staging, 64 KiB each, as
+//                           the torch layer does): the areas' refusals (too small, off the
+//                           heap, one block twice); every collective with buffers off the heap
+//                           (cudaMalloc) on the halves {0,1}{2,3} and on every rank by reversed
+//                           key, at latency sizes and at sizes of 1 to 40 chunks, in place too,
+//                           alternating two streams, 3 rounds, every element against an exact
+//                           reference, outputs poisoned and a guard after them; then an
+//                           all-reduce whose count differs on the last member only in its last
+//                           chunk: IRIS_ERROR_MISMATCH on every member naming the split, no
+//                           output written, fatal for the team (a later call refused at once),
+//                           the world's calls exact after it
 // ROUNDS: 1000 (IRIS_TEST_QUICK=1: 100). Run with IRIS_WAIT_TIMEOUT_MS=2000 for stuck and
 // wait-timeout.
 #define IRIS_IMPLEMENTATION
@@ -1257,6 +1268,163 @@ static int test_wait_timeout(Suite &s) {
   return all_ok ? 0 : 1;
 }
 
+// ------------------------------------------------------------------ staged --
+// Every collective on team t with buffers off the heap through its staging areas; counts of
+// 1 to many chunks (64 KiB areas: 16 K fp32, 16 K / W per block for the chunked kinds), in
+// place (all-reduce, all-to-all) every other count; streams alternate (the team orders its
+// calls across streams). The outputs are poisoned, a guard follows each.
+static bool run_staged(Suite &s, const iris_team_t &t, float *in, float *out, cudaStream_t st2, int round) {
+  const int W = t.size, me = t.rank;
+  const size_t counts[5] = {777, 5000, 40000 + 3, 100000, 163840};
+  int call = 1000 + 100 * round;
+  bool ok = true;
+  for (size_t ci = 0; ci < 5; ci++)
+    for (int kind = 0; kind < 5; kind++, call++) {
+      const size_t count = counts[ci];
+      const bool inplace = (kind == 0 || kind == 3) && (ci % 2 == 1);
+      cudaStream_t st = (call & 1) ? st2 : s.stream;
+      const size_t nin = (kind == 2 || kind == 3) ? count * W : count, nout = (kind == 1 || kind == 3) ? count * W : count;
+      const int root = (call + round) % W;
+      float *recv = inplace ? in : out;
+      CK(cudaMemsetAsync(out, 0xA5, nout * sizeof(float) + 64, st));
+      if (inplace) CK(cudaMemsetAsync(in + nin, 0xA5, 64, st));
+      k_fill<<<64, 256, 0, st>>>(in, nin, s.seed, s.rank, call);
+      iris_status_t rc;
+      switch (kind) {
+      case 0: rc = iris_all_reduce_team(s.ctx, &t, in, recv, count, IRIS_FLOAT32, IRIS_SUM, st, NULL); break;
+      case 1: rc = iris_all_gather_team(s.ctx, &t, in, recv, count, IRIS_FLOAT32, st, NULL); break;
+      case 2: rc = iris_reduce_scatter_team(s.ctx, &t, in, recv, count, IRIS_FLOAT32, IRIS_SUM, st, NULL); break;
+      case 3: rc = iris_all_to_all_team(s.ctx, &t, in, recv, count, IRIS_FLOAT32, st, NULL); break;
+      default: rc = iris_broadcast_team(s.ctx, &t, in, recv, count, IRIS_FLOAT32, root, st, NULL); break;
+      }
+      if (rc != IRIS_SUCCESS) {
+        fprintf(stderr, "team_test: rank %d: staged collective %d count %zu%s: %s\n", s.rank, kind, count, inplace ? " in place" : "", iris_error_detail());
+        return false;
+      }
+      std::vector<float> h(nout + 16);
+      CK(cudaStreamSynchronize(st));
+      CK(cudaMemcpy(h.data(), recv, (nout + 16) * sizeof(float), cudaMemcpyDeviceToHost));
+      size_t bad = 0, first = nout;
+      for (size_t i = 0; i < nout; i++) {
+        double want = 0;
+        switch (kind) {
+        case 0: for (int p = 0; p < W; p++) want += fv(s.seed, iris_team_world_rank(&t, p), call, i); break;
+        case 1: want = fv(s.seed, iris_team_world_rank(&t, (int)(i / count)), call, i % count); break;
+        case 2: for (int p = 0; p < W; p++) want += fv(s.seed, iris_team_world_rank(&t, p), call, (size_t)me * count + i); break;
+        case 3: want = fv(s.seed, iris_team_world_rank(&t, (int)(i / count)), call, (size_t)me * count + i % count); break;
+        default: want = fv(s.seed, iris_team_world_rank(&t, root), call, i); break;
+        }
+        if (!same(h[i], (float)want)) {
+          if (first == nout) first = i;
+          bad++;
+        }
+      }
+      unsigned guard;
+      memcpy(&guard, &h[nout], 4);
+      if (bad || guard != 0xA5A5A5A5u) {
+        fprintf(stderr, "team_test: rank %d (team rank %d of %d): staged collective %d count %zu%s: %zu wrong (first at %zu: %g), guard %08x\n", s.rank, me, W, kind, count,
+                inplace ? " in place" : "", bad, first, first < nout ? (double)h[first] : 0.0, guard);
+        ok = false;
+      }
+    }
+  const iris_status_t chk = iris_team_check(s.ctx, &t);
+  if (chk != IRIS_SUCCESS) fprintf(stderr, "team_test: rank %d: the team's check after staged calls: %s: %s\n", s.rank, iris_status_string(chk), iris_error_detail());
+  return ok && chk == IRIS_SUCCESS;
+}
+
+static bool test_staged(Suite &s) {
+  const int n = s.world;
+  const size_t area = (size_t)64 << 10, big = (size_t)163840 * IRIS_MAX_RANKS + 64;
+  iris_team_t world, halves, all;
+  float *in, *out, *heap_out;
+  char *areas[4], *off_area;
+  cudaStream_t st2;
+  IK(iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world));
+  IK(iris_team_split(s.ctx, &world, s.rank / 2, s.rank, &halves)); // {0,1}{2,3}; at 3 ranks {0,1}{2}
+  IK(iris_team_split(s.ctx, &world, 0, n - s.rank, &all));          // every rank, keys reversed: not the world team
+  for (int i = 0; i < 4; i++) IK(iris_malloc(s.ctx, area, (void **)&areas[i])); // every rank, in order: the same offsets everywhere
+  CK(cudaMalloc(&off_area, area));
+  CK(cudaMalloc(&in, big * sizeof(float)));
+  CK(cudaMalloc(&out, big * sizeof(float)));
+  IK(iris_malloc(s.ctx, 4096 * sizeof(float), (void **)&heap_out));
+  CK(cudaStreamCreateWithFlags(&st2, cudaStreamNonBlocking));
+  { // the areas' refusals (local: no member meets), then the areas
+    const iris_status_t small = iris_detail_team_staging(s.ctx, &all, areas[2], areas[3], 1024);
+    const iris_status_t off = iris_detail_team_staging(s.ctx, &all, off_area, areas[3], area);
+    const iris_status_t twice = iris_detail_team_staging(s.ctx, &all, areas[2], areas[2], area);
+    const iris_status_t overlap = iris_detail_team_staging(s.ctx, &all, areas[2], areas[2] + 1024, area - 2048);
+    const bool ok = small == IRIS_ERROR_INVALID_ARGUMENT && off == IRIS_ERROR_INVALID_ARGUMENT && twice == IRIS_ERROR_INVALID_ARGUMENT && overlap == IRIS_ERROR_INVALID_ARGUMENT;
+    if (!ok)
+      fprintf(stderr, "team_test: rank %d: staging areas of 1 KiB %s, off the heap %s, one block twice %s, overlapping %s\n", s.rank, iris_status_string(small),
+              iris_status_string(off), iris_status_string(twice), iris_status_string(overlap));
+    report(s, "staging areas too small, off the heap, one block twice, overlapping: IRIS_ERROR_INVALID_ARGUMENT", ok);
+    IK(iris_detail_team_staging(s.ctx, &halves, areas[0], areas[1], area)); // a team of one (rank 2 at 3 ranks): a no-op
+    IK(iris_detail_team_staging(s.ctx, &all, areas[2], areas[3], area));
+    IK(iris_detail_team_staging(s.ctx, &world, areas[2], areas[3], area)); // the world team: a no-op
+  }
+  for (int round = 0; round < 3; round++) {
+    char what[160];
+    bool ok = run_staged(s, all, in, out, st2, round);
+    snprintf(what, sizeof what, "round %d: every collective off the heap through the staging areas, team of every rank by reversed key: exact", round);
+    report(s, what, ok);
+    ok = run_staged(s, halves, in, out, st2, round);
+    snprintf(what, sizeof what, "round %d: the same on the halves {0,1}{2,3}: exact", round);
+    report(s, what, ok);
+  }
+  { // a count that differs on the last member in its last chunk only (chunk 0 alike in size)
+    const size_t count = 40000, words = count + 20000 + 64;
+    const bool last = all.rank == all.size - 1;
+    k_fill<<<64, 256, 0, s.stream>>>(in, words, s.seed, s.rank, 77);
+    CK(cudaMemsetAsync(out, 0x5a, words * sizeof(float), s.stream));
+    CK(cudaStreamSynchronize(s.stream));
+    IK(iris_barrier(s.ctx));
+    const double t0 = now_s();
+    const iris_status_t rc = iris_all_reduce_team(s.ctx, &all, in, out, last ? count + 20000 : count, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL);
+    CK(cudaStreamSynchronize(s.stream));
+    const double took = now_s() - t0;
+    const iris_status_t chk = iris_team_check(s.ctx, &all);
+    const std::string detail = iris_error_detail();
+    std::vector<unsigned> h(words);
+    CK(cudaMemcpy(h.data(), out, words * sizeof(float), cudaMemcpyDeviceToHost));
+    size_t touched = 0;
+    for (unsigned v : h) touched += v != 0x5a5a5a5au;
+    const double t1 = now_s();
+    const iris_status_t later = iris_all_reduce_team(s.ctx, &all, in, out, 1024, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL);
+    CK(cudaStreamSynchronize(s.stream));
+    const double tlater = now_s() - t1;
+    const bool ok = rc == IRIS_SUCCESS && chk == IRIS_ERROR_MISMATCH && detail.find("split") != std::string::npos && touched == 0 && took < 1.5 && later == IRIS_ERROR_MISMATCH &&
+                    tlater < 0.5;
+    if (!ok)
+      fprintf(stderr, "team_test: rank %d: a staged team all-reduce of %zu elements (%zu on the last member): call %s in %.2f s, check %s (%s), %zu words written; later call %s in %.2f s\n",
+              s.rank, count, count + 20000, iris_status_string(rc), took, iris_status_string(chk), detail.c_str(), touched, iris_status_string(later), tlater);
+    report(s, "a staged team call whose count differs on the last member in its last chunk: IRIS_ERROR_MISMATCH at once on every member naming the split, nothing written, "
+              "fatal for the team",
+           ok);
+  }
+  { // the world goes on: an exact all-reduce (heap buffers) after the team's fatal fault
+    int *errs;
+    CK(cudaMalloc(&errs, sizeof(int)));
+    CK(cudaMemset(errs, 0, sizeof(int)));
+    CK(cudaDeviceSynchronize());
+    k_fill<<<16, 256, 0, s.stream>>>(heap_out, 4096, s.seed, s.rank, 78);
+    const iris_status_t rc = iris_all_reduce(s.ctx, heap_out, heap_out, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream);
+    k_check_ar<<<16, 256, 0, s.stream>>>(heap_out, 4096, world, s.seed, 78, errs);
+    CK(cudaStreamSynchronize(s.stream));
+    int h = 0;
+    CK(cudaMemcpy(&h, errs, sizeof h, cudaMemcpyDeviceToHost));
+    const iris_status_t chk = iris_collectives_check(s.ctx);
+    report(s, "after the team's fatal mismatch the world's all-reduce is exact", rc == IRIS_SUCCESS && h == 0 && chk == IRIS_SUCCESS);
+    cudaFree(errs);
+  }
+  (void)iris_team_destroy(s.ctx, &all); // faulted: it may return the fault
+  IK(iris_team_destroy(s.ctx, &halves));
+  CK(cudaStreamDestroy(st2));
+  cudaFree(in);
+  cudaFree(out);
+  cudaFree(off_area);
+  return true;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *mode = argc > 1 ? argv[1] : "basic";
@@ -1264,7 +1432,7 @@ int main(int argc, char **argv) {
   if (getenv("IRIS_TEST_QUICK") && !strcmp(getenv("IRIS_TEST_QUICK"), "1")) g_rounds = 100;
   iris_launch_t L;
   int rank;
-  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|first-call|late|graph|stuck|stuck-coll|stuck-mixed|wait-timeout N (N >= 2)\n"); return 2; }
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|first-call|late|graph|staged|stuck|stuck-coll|stuck-mixed|wait-timeout N (N >= 2)\n"); return 2; }
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [%s w=%d] launch: %s\n", mode, n, iris_error_detail()); return 1; }
   if (rank < 0) {
     iris_status_t st = iris_launch_wait(&L, 900000);
@@ -1293,7 +1461,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "stuck-mixed")) return test_stuck(s, false, true);
   if (!strcmp(mode, "wait-timeout")) return test_wait_timeout(s);
   bool ran = !strcmp(mode, "concurrent") ? test_concurrent(s) : !strcmp(mode, "mismatch") ? test_mismatch(s) : !strcmp(mode, "first-call") ? test_first_call(s) : !strcmp(mode, "late") ? test_late(s, late_ms)
-           : !strcmp(mode, "graph") ? test_graph(s, g_rounds >= 1000 ? 64 : 20) : test_basic(s);
+           : !strcmp(mode, "graph") ? test_graph(s, g_rounds >= 1000 ? 64 : 20) : !strcmp(mode, "staged") ? test_staged(s) : test_basic(s);
   if (!ran) report(s, "suite ran to the end (see stderr)", false);
   int rc = s.failed || !ran ? 1 : 0;
   if (iris_finalize(s.ctx) != IRIS_SUCCESS) rc = 1;

@@ -583,11 +583,10 @@ static iris_status_t iris_coll_enqueue_args(iris_t *ctx, iris_coll_state_t *team
 static void iris_coll_refused_take_part(iris_t *ctx, iris_coll_state_t *team_s, iris_status_t st, unsigned long long sig, iris_stream_t stream) {
   iris_coll_state_t *s;
   char why[sizeof iris_detail_errbuf];
-  /* a team call's IRIS_ERROR_NOT_IN_HEAP (a team has no staging area) takes part too: refused
-   * on some members only, the others' call mismatches at once instead of waiting out its
-   * bound; refused on every member alike (the Python teams' first call of a kind with
-   * buffers off the heap), they meet in it, and the retry through the teams' own staging
-   * that follows on every member pairs up as before */
+  /* a team call's IRIS_ERROR_NOT_IN_HEAP (a team without staging areas,
+   * iris_detail_team_staging) takes part too: refused on some members only, the others'
+   * call mismatches at once instead of waiting out its bound; refused on every member
+   * alike, they meet in it, and their later calls pair up as before */
   if (st != IRIS_ERROR_INVALID_ARGUMENT && st != IRIS_ERROR_INVALID_RANK && st != IRIS_ERROR_NOT_IN_HEAP) return;
   if (!IRIS_DETAIL_IS_LIVE(ctx) || (!team_s && iris_num_nodes(ctx) != 1)) return;
   iris_detail_copy(why, sizeof why, iris_detail_errbuf);

@@ -69,6 +69,16 @@ static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_vi
       free(s);
       return IRIS_ERROR_INVALID_ARGUMENT;
     }
+    /* how buffers off the heap are staged, where the team has staging areas
+     * (iris_detail_team_staging), as the world's: members that differ launch different
+     * kernels, so their call signatures mismatch */
+    s->fused_staging = 1;
+    if (w) s->fused_staging = w->fused_staging;
+    else if (iris_detail_env_flag("IRIS_COLL_FUSED_STAGING", " (0: buffers off the heap are copied in and out around every bandwidth kernel; 1: the default)",
+                                  &s->fused_staging) < 0) {
+      free(s);
+      return IRIS_ERROR_INVALID_ARGUMENT;
+    }
   }
   /* the grid rule the members agreed on at the split (their fewest SMs, their IRIS_COLL_CTAS),
    * the same on every member whether or not the world's state exists there (a grid is in
@@ -93,7 +103,7 @@ static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_vi
       if (old >= 0) (void)iris_gpu_set_device(old);
     }
   }
-  s->stage_bytes = 0; /* no staging: the bandwidth path takes heap buffers */
+  s->stage_bytes = 0; /* no staging until iris_detail_team_staging: the bandwidth path takes heap buffers */
   *v->state = s;
   *out = s;
   return IRIS_SUCCESS;
@@ -151,6 +161,32 @@ IRIS_DEF iris_status_t iris_broadcast_team(iris_t *ctx, const iris_team_t *team,
                                            iris_stream_t stream, const iris_coll_opts_t *opts) {
   return iris_coll_team_run(ctx, team, IRIS_COLL_BC, send, recv, count, type, IRIS_SUM, root, stream, opts);
 }
+/* Staging areas for a team's calls with buffers off the heap (internal/core/detail_api.h).
+ * Local: no meeting. The areas must lie at the same heap offsets on every member (the
+ * caller allocates them in step on every rank of the context); a member whose areas'
+ * size differs chunks its calls differently, and the chunk signatures (iris_coll_part_t)
+ * make that a mismatch at the call's first launch, as for the world. */
+IRIS_DEF iris_status_t iris_detail_team_staging(iris_t *ctx, const iris_team_t *team, void *area_in, void *area_out, size_t bytes) {
+  iris_detail_team_view_t v;
+  iris_coll_state_t *s;
+  iris_status_t st;
+  const int me = ctx ? iris_rank(ctx) : -1;
+  if ((st = iris_detail_team_lookup(ctx, team, &v)) != IRIS_SUCCESS) return iris_detail_prefix(st, "iris_detail_team_staging");
+  if (v.world || team->size == 1) return IRIS_SUCCESS; /* the world stages through its own areas; a team of one copies */
+  if (bytes < IRIS_COLL_STAGING_MIN || bytes > ((size_t)1 << 40))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_detail_team_staging: %zu bytes per area: at least %zu (a chunk of every rank's block must fit)", me,
+                            bytes, (size_t)IRIS_COLL_STAGING_MIN);
+  if (!area_in || !area_out || area_in == area_out || ((uintptr_t)area_in | (uintptr_t)area_out) % 16 || !iris_coll_in_heap(ctx, area_in, bytes) ||
+      !iris_coll_in_heap(ctx, area_out, bytes) || ((char *)area_in < (char *)area_out + bytes && (char *)area_out < (char *)area_in + bytes))
+    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_detail_team_staging: the two areas must be distinct, 16-byte aligned heap blocks of %zu bytes", me,
+                            bytes);
+  if ((st = iris_coll_team_state(ctx, &v, &s, NULL)) != IRIS_SUCCESS) return st;
+  s->stage_in = (char *)area_in;
+  s->stage_out = (char *)area_out;
+  s->stage_bytes = bytes;
+  return IRIS_SUCCESS;
+}
+
 IRIS_DEF iris_status_t iris_barrier_device_team(iris_t *ctx, const iris_team_t *team, iris_stream_t stream) {
   iris_detail_team_view_t v;
   iris_coll_state_t *s;

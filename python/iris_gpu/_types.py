@@ -288,28 +288,3 @@ def parse_bytes(text, what="size"):
         raise ValueError("%s %r is not a byte count (e.g. 16777216, 512K, 16M, 16MiB, 1G)" % (what, text))
     return int(m.group(1)) << {None: 0, "k": 10, "m": 20, "g": 30, "t": 40}[m.group(2) and m.group(2).lower()]
 
-
-def staging_plan(kind, count, itemsize, world, stage_bytes):
-    """How a team collective of `count` elements (the C call's count) goes through two
-    staging areas (in, out) of stage_bytes each, one library call per chunk. Returns a list
-    of (c0, n, copy_in, copy_out): the call's count is n (elements c0 .. c0+n of count);
-    copy_in copies the user's send buffer into the in area before the call, copy_out the
-    out area into the user's recv buffer after it, each (rows, user_offset, user_pitch,
-    row_bytes) in bytes; the area's side is packed (row r at r * row_bytes). An input or
-    output of world blocks (reduce_scatter, all_to_all in; all_gather, all_to_all out) is
-    world rows, block r's chunk in row r. The chunks depend only on the arguments, so
-    every member makes the same calls. ValueError when not one element fits."""
-    chunked_in = kind in ("reduce_scatter", "all_to_all")
-    chunked_out = kind in ("all_gather", "all_to_all")
-    per = stage_bytes // itemsize
-    step = per // world if (chunked_in or chunked_out) else per
-    if step < 1:
-        raise ValueError("%s: the team's staging areas (%d bytes) hold no element of %d bytes x %d ranks" % (kind, stage_bytes, itemsize, world))
-    plan, pitch = [], count * itemsize
-    for c0 in range(0, count, step):
-        n = min(step, count - c0)
-        off, nb = c0 * itemsize, n * itemsize
-        cin = (world, off, pitch, nb) if chunked_in else (1, off, nb, nb)
-        cout = (world, off, pitch, nb) if chunked_out else (1, off, nb, nb)
-        plan.append((c0, n, cin, cout))
-    return plan

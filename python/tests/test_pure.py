@@ -322,7 +322,7 @@ class TestLibrary(unittest.TestCase):
         """The team calls the torch layer needs are in the library, and iris_team_t is the
         ctypes mirror's size (checked at load too)."""
         for name in ("iris_team_get", "iris_team_split", "iris_team_destroy", "iris_team_check", "iris_all_reduce_team", "iris_all_gather_team",
-                     "iris_reduce_scatter_team", "iris_all_to_all_team", "iris_broadcast_team", "iris_barrier_device_team"):
+                     "iris_reduce_scatter_team", "iris_all_to_all_team", "iris_broadcast_team", "iris_barrier_device_team", "iris_detail_team_staging"):
             self.assertTrue(self.L.has(name), name)
         self.assertEqual(self.L.lib.iris_abi_struct_size(b"iris_team_t"), ctypes.sizeof(_lib.TeamT))
         self.assertNotIn("iris_team_t", self.L.unchecked)
@@ -940,46 +940,8 @@ class TestTorchModuleLogic(unittest.TestCase):
             it._ctx_id(object())
 
 
-def _plan_run(kind, count, es, W, me, stage_bytes, inplace=False):
-    """Runs _types.staging_plan on lists (one element per list entry; the plan's byte
-    offsets divided by es), the library's call modelled on every rank's staged chunk.
-    Returns (me's result, the collective's result on the whole buffers)."""
-    cin = kind in ("reduce_scatter", "all_to_all")
-    cout = kind in ("all_gather", "all_to_all")
-    n_in, n_out = count * (W if cin else 1), count * (W if cout else 1)
-    inputs = [[1000 * r + i + 1 for i in range(n_in)] for r in range(W)]
-    root = W - 1
-
-    def model(ins, n):  # the call on staged chunks: every rank's in area -> me's out area
-        if kind == "all_reduce":
-            return [sum(a[i] for a in ins) for i in range(n)]
-        if kind == "broadcast":
-            return ins[root][:n]
-        if kind == "all_gather":
-            return [ins[j][i] for j in range(W) for i in range(n)]
-        if kind == "reduce_scatter":
-            return [sum(a[me * n + i] for a in ins) for i in range(n)]
-        return [ins[j][me * n + i] for j in range(W) for i in range(n)]  # all_to_all
-
-    def rows(dst, doff, dpitch, src, soff, spitch, nrows, nb):
-        for r in range(nrows):
-            dst[doff + r * dpitch: doff + r * dpitch + nb] = src[soff + r * spitch: soff + r * spitch + nb]
-
-    recv = list(inputs[me]) if inplace else [None] * n_out
-    for c0, n, ci, co in _types.staging_plan(kind, count, es, W, stage_bytes):
-        ins = []
-        for r in range(W):
-            area = [None] * (ci[0] * ci[3] // es)
-            rows(area, 0, ci[3] // es, inputs[r], ci[1] // es, ci[2] // es, ci[0], ci[3] // es)
-            ins.append(area)
-        out = model(ins, n)
-        rows(recv, co[1] // es, co[2] // es, out, 0, co[3] // es, co[0], co[3] // es)
-    whole = model(inputs, count)
-    return recv, whole
-
-
 class TestTeams(unittest.TestCase):
-    """The torch subgroup -> team mapping and the teams' staging, without torch or a GPU."""
+    """The torch subgroup -> team mapping, without torch or a GPU."""
 
     def test_split_args_pairs_and_strided(self):
         world = [0, 1, 2, 3]
@@ -1004,24 +966,6 @@ class TestTeams(unittest.TestCase):
                                  ([list(range(17))], 0, "at most 16"), ([[0, 1]], 9, "rank 9 is not a rank of this context")):
             with self.assertRaisesRegex(ValueError, text):
                 _types.team_split_args(groups, list(range(17)) if "16" in text else world, me)
-
-    def test_staging_plan_every_kind(self):
-        for kind in ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all"):
-            for W in (1, 2, 3, 4):
-                for count, stage in ((1, 64), (37, 64), (16, 64), (100, 4096), (1000, 4 * 37)):
-                    for me in range(W):
-                        got, want = _plan_run(kind, count, 4, W, me, stage)
-                        self.assertEqual(got, want, "%s W=%d count=%d stage=%d rank %d" % (kind, W, count, stage, me))
-
-    def test_staging_plan_in_place_all_reduce_and_chunks(self):
-        got, want = _plan_run("all_reduce", 1001, 2, 4, 1, 256, inplace=True)
-        self.assertEqual(got, want)
-        plan = _types.staging_plan("all_gather", 10, 4, 4, 64)  # 16 elements per area: 4 per block
-        self.assertEqual([(c0, n) for c0, n, _, _ in plan], [(0, 4), (4, 4), (8, 2)])
-        self.assertEqual(plan[1][3], (4, 16, 40, 16))  # 4 rows of 16 bytes from byte 16, pitch 40
-        self.assertEqual(plan[2][2], (1, 32, 8, 8))  # the input is not in blocks
-        with self.assertRaisesRegex(ValueError, "hold no element"):
-            _types.staging_plan("all_to_all", 10, 8, 4, 16)
 
     def test_parse_bytes(self):
         self.assertEqual([_types.parse_bytes(v) for v in ("16777216", "16M", "512k", "1G", 4096)], [16 << 20, 16 << 20, 512 << 10, 1 << 30, 4096])

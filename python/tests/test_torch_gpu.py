@@ -793,6 +793,118 @@ class Runner:
             if t is not ctx:
                 t.close()
 
+    def check_team_staged_chunks(self, dt):
+        """A team of every rank (a split: not the context itself) with 64 KiB staging areas:
+        every collective with tensors off the heap staged by the library in many chunks (16 K
+        fp32 per area), against float64 references, outputs poisoned; the all_reduce in
+        place too and on a side stream; 3 rounds. Closed after."""
+        it, ctx, W, me = self.it, self.ctx, self.world, self.rank
+        tm = ctx.team([list(range(W))], staging_bytes=64 << 10)
+        try:
+            everyone = list(range(W))
+            for rnd in range(3):
+                n, m = 100003 + rnd, 20001 + rnd
+                xs, x = self.team_inputs((n,), dt, everyone)
+                verify(it.all_reduce(x, tm), reduce_ref(xs, "sum"), dt)
+                xs, x = self.team_inputs((n,), dt, everyone)
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    it.all_reduce_(x, tm, "max")
+                torch.cuda.current_stream().wait_stream(side)
+                verify(x, reduce_ref(xs, "max"), dt)
+                xs, x = self.team_inputs((m,), dt, everyone)
+                y = poisoned((W * m,), x.dtype, self.dev)
+                it.all_gather(x, tm, out=y)
+                verify(y, torch.cat([a.to(torch.float64) for a in xs]), dt)
+                xs, x = self.team_inputs((W * m,), dt, everyone)
+                verify(it.reduce_scatter(x, tm), reduce_ref(xs, "sum")[me * m:(me + 1) * m], dt)
+                xs, x = self.team_inputs((W * m,), dt, everyone)
+                verify(it.all_to_all(x, tm), torch.cat([a[me * m:(me + 1) * m].to(torch.float64) for a in xs]), dt)
+                xs, x = self.team_inputs((n,), dt, everyone)
+                y = poisoned((n,), x.dtype, self.dev)
+                it.broadcast(x, tm, root=(rnd + 1) % W, out=y)
+                verify(y, xs[(rnd + 1) % W].to(torch.float64), dt)
+            tm.check()
+        finally:
+            tm.close()
+
+    def check_team_staged_mismatch(self, what):
+        """A staged team all-reduce (off the heap, 1 MiB staging areas: chunks of 256 K
+        floats) whose members differ: what "count" (1 M floats on team rank 0, 600 K on the
+        others: the first chunk alike in size), "op" (sum on team rank 0, max on the others).
+        Every member's check() reports IRIS_ERROR_MISMATCH within seconds (the first chunk
+        mismatches, fatally for the team), and no member's output was written (poisoned
+        before). On a context of its own with a short wait bound, closed after."""
+        it, dev = self.it, self.dev
+        keys = ("IRIS_WAIT_TIMEOUT_MS", "IRIS_BARRIER_TIMEOUT_MS")
+        saved = {k: os.environ.get(k) for k in keys}
+        os.environ.update(IRIS_WAIT_TIMEOUT_MS="20000", IRIS_BARRIER_TIMEOUT_MS="60000")
+        try:
+            c = it.Context(heap_size=256 << 20)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        try:
+            tm = c.team([list(range(self.world))], staging_bytes=1 << 20)
+            n = 1000000 if what == "count" and tm.rank == 0 else 600000
+            op = "max" if what == "op" and tm.rank != 0 else "sum"
+            x = make_input((n,), "float32", self.rank, 4242).to(dev)
+            y = poisoned((n,), torch.float32, dev)
+            torch.cuda.synchronize()
+            t0 = time.time()
+            try:
+                it.all_reduce(x, tm, op, out=y)
+            except it.IrisError:  # a later chunk may already find the fault on the host
+                pass
+            torch.cuda.synchronize()
+            try:
+                tm.check()
+            except it.IrisError as e:
+                if e.status_name != "IRIS_ERROR_MISMATCH":
+                    raise AssertionError("check() raised %s, not IRIS_ERROR_MISMATCH: %s" % (e.status_name, e))
+            else:
+                raise AssertionError("check() reported no mismatch")
+            if time.time() - t0 > 15:
+                raise AssertionError("%.1f s: a wait ran to its bound" % (time.time() - t0))
+            if not bool((y.view(torch.uint8) == 0x7B).all()):
+                raise AssertionError("a mismatched staged call wrote its output")
+            del x, y
+        finally:
+            c.close()
+
+    def check_team_non_member(self):
+        """dist.new_group(ranks 0 .. W-2) gives the last rank GroupMember.NON_GROUP_MEMBER;
+        ctx.team(that) on every rank: the last opts out (None), the members get their team
+        (an exact all_reduce over it); then groups refused on the last rank only (overlapping):
+        it raises ValueError, the others' split still ends within seconds (the last took
+        part opting out). The teams closed after."""
+        it, ctx, W, me = self.it, self.ctx, self.world, self.rank
+        members = list(range(W - 1))
+        pg = dist.new_group(members, backend="gloo")
+        tm = ctx.team(pg)
+        if (me == W - 1) != (tm is None):
+            raise AssertionError("rank %d: ctx.team(new_group's group) gave %r" % (me, tm))
+        if tm is not None:
+            xs, x = self.team_inputs((70001,), "float32", members)
+            verify(it.all_reduce(x, tm), reduce_ref(xs, "sum"), "float32")
+            tm.close()
+        t0 = time.time()
+        if me == W - 1:
+            expect_raise(ValueError, "disjoint", lambda: ctx.team([[0, 1], [1]]))
+            t2 = None
+        else:
+            t2 = ctx.team([members])
+        if time.time() - t0 > 20:
+            raise AssertionError("%.1f s: the split waited for the refusing rank" % (time.time() - t0))
+        if t2 is not None:
+            if t2.ranks != members:
+                raise AssertionError("the team without the refusing rank has members %s" % t2.ranks)
+            t2.close()
+
     # ------------------------------------------------------------ bad input
     def check_bad_input(self):
         it, ctx = self.it, self.ctx
@@ -1607,6 +1719,15 @@ def team_cases(R):
 
     result("teams: Team.close (collective over each team's members)", close_all)
     result("teams: it.new_group one group at a time on every rank, all_reduce(group=) on each", lambda: R.check_team_new_group(team_groupings(R.world)[0][1]))
+    if R.world > 1:
+        for dt in ("float32", "bfloat16"):
+            result("teams: every collective off the heap staged by the library in many chunks (64 KiB areas), 3 rounds, %s vs float64" % dt,
+                   lambda: R.check_team_staged_chunks(dt))
+        result("teams: ctx.team(group) on a rank outside it (GroupMember.NON_GROUP_MEMBER) opts out; groups refused on one rank still split",
+               R.check_team_non_member)
+        for what in ("count", "op"):
+            result("teams: a staged all_reduce whose %s differs on team rank 0: IRIS_ERROR_MISMATCH on every member at once, no output written" % what,
+                   lambda: R.check_team_staged_mismatch(what))
 
 
 def collective_cases(R, sizes=(37, 70001)):

@@ -323,17 +323,29 @@ class Context:
         """Collective over every rank of the context, members or not (as dist.new_group is
         over every rank): one split making a team of each group, so later collectives may
         take group= (it.all_reduce(x, ctx, group=g)) or the Team itself. groups: one group
-        or a list of disjoint ones, each a ProcessGroup (this rank a member) or a list of
-        global ranks (any rank; sorted, as new_group sorts); e.g. vLLM's group_ranks. Team
-        rank = group rank. Every rank passes the same groups. Returns this rank's Team
-        (None when it is in none of the groups); team_for(group) finds it later. Each call
-        is a new split (a table slot and a collective state, IRIS_TEAMS_COLL of them):
-        make each grouping once, at group-creation time."""
+        or a list of disjoint ones, each a ProcessGroup or a list of global ranks (any rank;
+        sorted, as new_group sorts); e.g. vLLM's group_ranks. What dist.new_group gave a
+        rank outside the group (GroupMember.NON_GROUP_MEMBER) stands for a group it is not
+        in: a rank in none of the groups opts out. Team rank = group rank. Every rank passes
+        the same groups. Returns this rank's Team (None when it is in none of the groups);
+        team_for(group) finds it later. Each call is a new split (a table slot and a
+        collective state, IRIS_TEAMS_COLL of them): make each grouping once, at
+        group-creation time. Groups refused on this rank (ValueError, TypeError): it still
+        makes the split, opting out, so the others' split ends, then raises."""
         from .team import split_groups
 
-        gl = split_groups(groups)
         world = [int(r) for r in getattr(self, "_ranks", range(self.world_size))]
-        color, key, mine = _types.team_split_args(gl, world, world[self.rank])
+        try:
+            gl = split_groups(groups)
+            color, key, mine = _types.team_split_args(gl, world, world[self.rank])
+        except (ValueError, TypeError):
+            # groups refused on this rank only would leave the others in the split until its
+            # bound: the split is collective over every rank, so take part opting out, then raise
+            try:
+                self.team_split(_types.TEAM_NONE, 0, staging_bytes)
+            except Exception:
+                pass
+            raise
         t = self.team_split(color, key, staging_bytes)
         if t is not None:
             self._team_of[mine] = t

@@ -326,7 +326,7 @@ _OUT_ARG = {"gemm_reduce_out": 5, "all_reduce_rmsnorm_out": 3}  # where an _out 
 _MUTATED = {"moe_dispatch": (3, 4, 5, 6, 7)}  # the mutated tensors of the other ops (dispatch: its receive buffers, as mutates_args says)
 
 
-def _take_part(err, launch):
+def _take_part(err, launch, refused=None):
     """Called with an argument error (ValueError / TypeError) a collective raised in Python
     before its library call (in a registered op's implementation or a public function): on
     this rank only, the peers would wait for that call until their bound runs out
@@ -336,9 +336,12 @@ def _take_part(err, launch):
     capturing) still takes part: launch() makes the same collective of x (a contiguous copy)
     into scratch buffers, when x itself is usable. Where the peers made the same call they
     get this rank's x, as they would have; where they did not, the library sees the mismatch
-    on every rank and moves nothing (every rank's check() reports it). Then the error is
-    raised, saying so. A refusal every rank made alike (check_shapes' exchange) or one of x
-    itself (its type, device, op, root, a count that does not divide: launch() raises)
+    on every rank and moves nothing (every rank's check() reports it). Where x itself is
+    unusable (its type, device, a count that does not divide: launch() raises before the
+    library), refused() takes part instead with a call the library refuses (NULL buffers:
+    its one refused-call launch, which a real call of the peers mismatches at once; with
+    check_shapes its exchange differs from the peers' and every rank raises). Then the
+    error is raised, saying so. A refusal every rank made alike (check_shapes' exchange)
     returns, and the caller re-raises it as it is. Once per error: the public functions
     reach the ops' implementations (which call this first) and call it again for what comes
     out, so an error this has seen is marked (_iris_took_part) and returns at once (a launch
@@ -353,10 +356,22 @@ def _take_part(err, launch):
         if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
             return  # nothing runs at capture: no peer waits
         err._iris_took_part = True  # seen: not tried again, whatever launch() does
-        launch()
-    except Exception:  # x itself is unusable (or the context is gone): nothing took part
+    except Exception:
         return
-    note = " (the call took part with this rank's input into scratch buffers, so every rank's calls stay paired)"
+    how = None
+    try:
+        launch()
+        how = "input"
+    except Exception as e:  # x itself is unusable (or the library had the call, or the context is gone)
+        if refused is not None and not isinstance(e, _lib.IrisError) and not getattr(e, "_iris_every_rank", False):
+            try:
+                how = "refused" if refused() else None
+            except Exception:  # check_shapes' exchange found the peers in a real call (every rank raises), or the context is gone
+                how = None
+    if how is None:
+        return
+    note = (" (the call took part with this rank's input into scratch buffers, so every rank's calls stay paired)" if how == "input" else
+            " (the call took part as a call the library refuses, so every rank's calls stay paired: the peers' call reports a mismatch)")
     try:
         e2 = type(err)(str(err) + note)
     except Exception:
@@ -388,7 +403,21 @@ def _in_step(err, kind, x, cid, extra=None, inplace=False):
             m = n
         _launch(kind, xc, torch.empty((m,), dtype=x.dtype, device=x.device), cid, extra)
 
-    _take_part(err, launch)
+    def refused():
+        """One call the library refuses (NULL buffers, 1 float32): it takes part. None for
+        an input without elements: the peers' call of none makes no library call either."""
+        try:
+            if int(x.numel()) == 0:
+                return False
+        except Exception:
+            pass
+        try:
+            _ctx(cid)._run(kind, None, None, 1, 0, 0 if kind in ("all_reduce", "reduce_scatter", "broadcast") else None)
+        except _lib.IrisError:
+            return True  # refused, as it must be, after its refused-call launch
+        return True
+
+    _take_part(err, launch, refused)
 
 
 def _contiguous(kind, x, out=None):

@@ -16,31 +16,33 @@ dist.get_process_group_ranks(group); rank lists are sorted first, as new_group d
 """
 import ctypes
 
-from .. import _lib, _types
+from .. import _lib
 from .._lib import IrisError
 from .context import _CONTEXTS, _ids, _torch_mod
-from .dlpack import _device_bytes
 
 _KIND_FN = {"all_reduce": "iris_all_reduce_team", "all_gather": "iris_all_gather_team", "reduce_scatter": "iris_reduce_scatter_team",
             "all_to_all": "iris_all_to_all_team", "broadcast": "iris_broadcast_team"}
 _MISMATCH = _lib.STATUS_NAMES.index("IRIS_ERROR_MISMATCH")
-_CODE_SIZE = {code: _types.ITEMSIZE[name] for name, code in _types.DTYPES.items()}
+_STAGING_MIN = 2048  # IRIS_COLL_STAGING_MIN (internal/coll/plan.h): the least an area may hold
 
 
 class _Staging:
-    """Two heap areas (in, out) of `nbytes` each that a split's teams stage buffers off the
-    heap through (the library stages only the world's). Every rank of the context allocates
-    them at the split, in the same order, so they lie at the same heap offset everywhere;
-    they stay until the context closes (a team's close meets only its members, and the heap
-    must stay alike on every rank). One split's teams are disjoint: one pair serves them all."""
+    """Two heap areas (in, out) of `nbytes` each (at least _STAGING_MIN) through which the
+    library stages a split's team calls with buffers off the heap, as it stages the world's
+    through its own (iris_detail_team_staging: chunks whose signatures name their place in
+    the call, the copy into the output only where every member matched). Every rank of the
+    context allocates them at the split, in the same order, so they lie at the same heap
+    offset everywhere; they stay until the context closes (a team's close meets only its
+    members, and the heap must stay alike on every rank). One split's teams are disjoint:
+    one pair serves them all."""
 
     def __init__(self, ctx, nbytes):
         self.nbytes = int(nbytes)
+        if 0 < self.nbytes < _STAGING_MIN:
+            self.nbytes = _STAGING_MIN
         self.ptr_in = self.ptr_out = None
-        self.t_in = self.t_out = None
         if not self.nbytes:
             return
-        torch = _torch_mod()
         L, h = ctx._lib.lib, ctx._handle()
         ptrs = []
         for _ in range(2):
@@ -54,12 +56,9 @@ class _Staging:
                                 "Context.team_split (rank %d)" % ctx.rank)
             ptrs.append(p.value)
         self.ptr_in, self.ptr_out = ptrs
-        self.t_in = _device_bytes(torch, self.ptr_in, self.nbytes, ctx.device, ctx)
-        self.t_out = _device_bytes(torch, self.ptr_out, self.nbytes, ctx.device, ctx)
 
     def free(self, ctx):
         """Every rank, in the same order (the context's close does it): back to the heap."""
-        self.t_in = self.t_out = None
         bad = 0
         if self.ptr_in is not None and ctx._h is not None:
             for p in (self.ptr_in, self.ptr_out):
@@ -89,8 +88,6 @@ class Team:
         self._tref = ctypes.byref(t)
         self._closed = False
         self._stage = staging if staging is not None and staging.nbytes else None
-        self._stage_calls = set()  # (kind, count, dtype, in heap, in place) the library refused off the heap
-        self._stage_last = None  # (stream, event after the last staged call): eager order across streams
         self.rank, self.world_size = int(t.rank), int(t.size)
         self.device = ctx.device
         self.check_shapes = False
@@ -101,8 +98,11 @@ class Team:
         L = ctx._lib.lib
         self._fns = {k: getattr(L, n) for k, n in _KIND_FN.items()}
         h = ctx._handle()
-        self._heap_lo = L.iris_heap_base(h, ctx.rank) or 0
-        self._heap_hi = self._heap_lo + L.iris_heap_size(h)
+        if self._stage is not None and self.has_collectives and self.world_size > 1:
+            # the library stages this team's calls with buffers off the heap through the
+            # split's areas (local: no meeting; a team without collective state has none)
+            ctx._lib.require_function("iris_detail_team_staging")
+            self._call("iris_detail_team_staging", L.iris_detail_team_staging(h, self._tref, self._stage.ptr_in, self._stage.ptr_out, self._stage.nbytes))
         self.id = next(_ids)
         _CONTEXTS[self.id] = self
 
@@ -133,73 +133,31 @@ class Team:
         return self._t
 
     # -------------------------------------------------------------- collectives (raw)
-    def _in_heap(self, ptr, nbytes):
-        return self._heap_lo <= ptr and ptr + nbytes <= self._heap_hi
-
-    def _enqueue(self, kind, h, send, recv, count, dtype, extra, stream):
-        fn = self._fns[kind]
-        if extra is None:
-            return fn(h, self._tref, send, recv, count, dtype, stream, self.ctx._optp)
-        return fn(h, self._tref, send, recv, count, dtype, extra, stream, self.ctx._optp)
-
     def _run(self, kind, send, recv, count, dtype, extra=None):
-        """Enqueue one collective over the team on torch.cuda.current_stream(). Buffers off
-        the heap that the library refuses on the team's bandwidth path (it stages only the
-        world's) go through the split's staging areas, in chunks; the chunks depend only on
-        the call's arguments, so every member makes the same calls. The first such call of
-        a kind is refused on every member alike and takes part in the library (the members
-        meet in it), so the retry through staging stays in step on every member."""
+        """Enqueue one collective over the team on torch.cuda.current_stream(): one library
+        call, which takes buffers off the heap through the split's staging areas
+        (iris_detail_team_staging, set at the split), in chunks, as the world's calls take
+        them through the world's; a mismatched call writes no output. A team made with
+        staging_bytes=0 has none: such buffers beyond the latency path are refused there
+        (IRIS_ERROR_NOT_IN_HEAP, after the refusal took part in the library)."""
         torch = _torch_mod()
         if count == 0:
             return
         h = self._handle()
         stream = torch._C._cuda_getCurrentRawStream(self.device)
+        fn = self._fns[kind]
         if torch._C._cuda_getDevice() != self.device:
             with torch.cuda.device(self.device):
-                self._run_on(kind, h, send, recv, count, dtype, extra, stream)
+                st = fn(h, self._tref, send, recv, count, dtype, stream, self.ctx._optp) if extra is None else \
+                    fn(h, self._tref, send, recv, count, dtype, extra, stream, self.ctx._optp)
         else:
-            self._run_on(kind, h, send, recv, count, dtype, extra, stream)
-
-    def _run_on(self, kind, h, send, recv, count, dtype, extra, stream):
-        es = _CODE_SIZE.get(dtype, 1)
-        W = self.world_size
-        in_b = count * es * (W if kind in ("reduce_scatter", "all_to_all") else 1)
-        out_b = count * es * (W if kind in ("all_gather", "all_to_all") else 1)
-        key = (kind, count, dtype, self._in_heap(send, in_b) and self._in_heap(recv, out_b), send == recv)
-        if key not in self._stage_calls:
-            st = self._enqueue(kind, h, send, recv, count, dtype, extra, stream)
-            if st == 0:
-                return
-            if st != _lib.ERROR_NOT_IN_HEAP or self._stage is None:
-                detail = self.ctx._lib.detail()
-                if st == _lib.ERROR_NOT_IN_HEAP:
-                    detail += " (this team has no staging areas: made with staging_bytes=0; pass heap tensors)"
-                raise IrisError(st, detail, "%s (rank %d, team rank %d of %s)" % (_KIND_FN[kind], self.ctx.rank, self.rank, self.ranks))
-            self._stage_calls.add(key)
-        self._staged(kind, h, send, recv, count, dtype, extra, stream, es)
-
-    def _staged(self, kind, h, send, recv, count, dtype, extra, stream, es):
-        torch = _torch_mod()
-        W, S = self.world_size, self._stage
-        plan = _types.staging_plan(kind, count, es, W, S.nbytes)
-        # the staging areas are the split's: a staged call on another stream than the last
-        # waits for it (eager; inside one capture keep a team's staged calls on one stream)
-        capturing = torch.cuda.is_current_stream_capturing()
-        if not capturing and self._stage_last is not None and self._stage_last[0] != stream:
-            torch.cuda.current_stream(self.device).wait_event(self._stage_last[1])
-        chunked_in, chunked_out = plan[0][2][0] > 1, plan[0][3][0] > 1
-        src = _device_bytes(torch, send, count * es * (W if chunked_in else 1), self.device, None)
-        dst = _device_bytes(torch, recv, count * es * (W if chunked_out else 1), self.device, None)
-        for c0, n, cin, cout in plan:
-            _copy_rows(S.t_in, 0, src, cin[1], cin[0], cin[2], cin[3], to_area=True)
-            st = self._enqueue(kind, h, S.ptr_in, S.ptr_out, n, dtype, extra, stream)
-            if st != 0:
-                self._call("%s (staged, elements %d..%d of %d)" % (_KIND_FN[kind], c0, c0 + n, count), st)
-            _copy_rows(S.t_out, 0, dst, cout[1], cout[0], cout[2], cout[3], to_area=False)
-        if not capturing:
-            ev = self._stage_last[1] if self._stage_last is not None else torch.cuda.Event()
-            ev.record(torch.cuda.current_stream(self.device))
-            self._stage_last = (stream, ev)
+            st = fn(h, self._tref, send, recv, count, dtype, stream, self.ctx._optp) if extra is None else \
+                fn(h, self._tref, send, recv, count, dtype, extra, stream, self.ctx._optp)
+        if st != 0:
+            detail = self.ctx._lib.detail()
+            if st == _lib.ERROR_NOT_IN_HEAP and self._stage is None:
+                detail += " (this team has no staging areas: made with staging_bytes=0; pass heap tensors)"
+            raise IrisError(st, detail, "%s (rank %d, team rank %d of %s)" % (_KIND_FN[kind], self.ctx.rank, self.rank, self.ranks))
 
     def _barrier_device(self):
         torch = _torch_mod()
@@ -238,18 +196,6 @@ class Team:
             raise IrisError(st, ctx._lib.detail(), "iris_team_destroy (rank %d, team %s)" % (ctx.rank, self.ranks))
 
 
-def _copy_rows(area, area_off, user, user_off, rows, user_pitch, row_bytes, to_area):
-    """rows rows of row_bytes between a staging area (packed from area_off) and a user
-    buffer (row r at user_off + r * user_pitch), both 1-D uint8 tensors; on the current
-    stream. to_area: user -> area, else area -> user."""
-    a = area.as_strided((rows, row_bytes), (row_bytes, 1), area.storage_offset() + area_off)
-    u = user.as_strided((rows, row_bytes), (user_pitch, 1), user.storage_offset() + user_off)
-    if to_area:
-        a.copy_(u)
-    else:
-        u.copy_(a)
-
-
 def _world_ranks(ctx):
     """The context's world as global ranks (context rank i at index i)."""
     r = getattr(ctx, "_ranks", None)
@@ -269,14 +215,28 @@ def group_ranks(group):
     return tuple(dist.get_process_group_ranks(group))
 
 
+def _non_member(group):
+    """Whether group is what dist.new_group gives a rank outside it
+    (GroupMember.NON_GROUP_MEMBER): a group this rank is not in, its members unknown here."""
+    if isinstance(group, (list, tuple, range, int)):
+        return False
+    try:
+        import torch.distributed as dist
+    except Exception:
+        return False
+    return group is dist.GroupMember.NON_GROUP_MEMBER
+
+
 def split_groups(groups):
     """Context.team's argument as a list of member tuples: one group (a ProcessGroup or a
-    ranks list) or a list of them (a list of ranks lists, as vLLM's group_ranks)."""
+    ranks list) or a list of them (a list of ranks lists, as vLLM's group_ranks). A
+    GroupMember.NON_GROUP_MEMBER stands for a group this rank is not in: left out (a rank in
+    none of the groups opts out of the split; its members' own lists are checked there)."""
     if isinstance(groups, (list, tuple)) and groups and all(isinstance(g, (list, tuple, range)) for g in groups):
         return [group_ranks(g) for g in groups]
     if isinstance(groups, (list, tuple)) and groups and not all(isinstance(g, int) for g in groups):
-        return [group_ranks(g) for g in groups]  # a list of process groups
-    return [group_ranks(groups)]
+        return [group_ranks(g) for g in groups if not _non_member(g)]  # a list of process groups
+    return [] if _non_member(groups) else [group_ranks(groups)]
 
 
 def team_split(ctx, color, key, staging_bytes=None):
