@@ -829,6 +829,71 @@ class Runner:
         finally:
             tm.close()
 
+    def fresh_context(self):
+        """A context of its own (every rank, in this order) with short bounds: a kernel's wait
+        runs out after 20 s, a store exchange after 60 s, so a case that would hang fails
+        within a minute; a fault there leaves the suite's context alone."""
+        keys = ("IRIS_WAIT_TIMEOUT_MS", "IRIS_BARRIER_TIMEOUT_MS")
+        saved = {k: os.environ.get(k) for k in keys}
+        os.environ.update(IRIS_WAIT_TIMEOUT_MS="20000", IRIS_BARRIER_TIMEOUT_MS="60000")
+        try:
+            return self.it.Context(heap_size=256 << 20)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def check_refused_input_in_step(self):
+        """An all_reduce whose input is unusable on the last rank only (on the CPU, then
+        complex64), on the world and on a team of every rank, on a context of its own: the
+        last rank raises, saying the call took part (a call the library refuses); every
+        rank's check() reports IRIS_ERROR_MISMATCH within seconds, no output was written,
+        and the next call is exact everywhere."""
+        it, dev, W, me = self.it, self.dev, self.world, self.rank
+        c = self.fresh_context()
+        try:
+            tm = c.team([list(range(W))])
+            n, step = 4096, 0
+            for target in (c, tm):
+                for bad in (lambda: torch.ones(n), lambda: torch.ones(n, dtype=torch.complex64, device=dev)):
+                    step += 1
+                    y = poisoned((n,), torch.float32, dev)
+                    torch.cuda.synchronize()
+                    t0 = time.time()
+                    if me == W - 1:
+                        try:
+                            it.all_reduce(bad(), target, out=y)
+                        except (ValueError, TypeError) as e:
+                            if "took part" not in str(e):
+                                raise AssertionError("step %d: the refusal did not take part: %s" % (step, e))
+                        else:
+                            raise AssertionError("step %d: a bad input was taken" % step)
+                    else:
+                        it.all_reduce(torch.ones(n, device=dev), target, out=y)
+                    torch.cuda.synchronize()
+                    try:
+                        target.check()
+                    except it.IrisError as e:
+                        if e.status_name != "IRIS_ERROR_MISMATCH":
+                            raise AssertionError("step %d: check() raised %s: %s" % (step, e.status_name, e))
+                    else:
+                        raise AssertionError("step %d: check() reported no mismatch" % step)
+                    if time.time() - t0 > 15:
+                        raise AssertionError("step %d: %.1f s: a wait ran to its bound" % (step, time.time() - t0))
+                    if not bool((y.view(torch.uint8) == 0x7B).all()):
+                        raise AssertionError("step %d: a mismatched call wrote its output" % step)
+                    x = torch.full((n,), float(me + 1), device=dev)
+                    it.all_reduce(x, target, out=y)
+                    torch.cuda.synchronize()
+                    target.check()
+                    if not bool((y == float(W * (W + 1) // 2)).all()):
+                        raise AssertionError("step %d: the call after the refusal gave %s" % (step, y[:4].tolist()))
+            tm.close()
+        finally:
+            c.close()
+
     def check_team_staged_mismatch(self, what):
         """A staged team all-reduce (off the heap, 1 MiB staging areas: chunks of 256 K
         floats) whose members differ: what "count" (1 M floats on team rank 0, 600 K on the
@@ -837,17 +902,7 @@ class Runner:
         mismatches, fatally for the team), and no member's output was written (poisoned
         before). On a context of its own with a short wait bound, closed after."""
         it, dev = self.it, self.dev
-        keys = ("IRIS_WAIT_TIMEOUT_MS", "IRIS_BARRIER_TIMEOUT_MS")
-        saved = {k: os.environ.get(k) for k in keys}
-        os.environ.update(IRIS_WAIT_TIMEOUT_MS="20000", IRIS_BARRIER_TIMEOUT_MS="60000")
-        try:
-            c = it.Context(heap_size=256 << 20)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        c = self.fresh_context()
         try:
             tm = c.team([list(range(self.world))], staging_bytes=1 << 20)
             n = 1000000 if what == "count" and tm.rank == 0 else 600000
@@ -1725,6 +1780,8 @@ def team_cases(R):
                    lambda: R.check_team_staged_chunks(dt))
         result("teams: ctx.team(group) on a rank outside it (GroupMember.NON_GROUP_MEMBER) opts out; groups refused on one rank still split",
                R.check_team_non_member)
+        result("a refusal of the input itself on the last rank only (CPU, complex64), world and team: it takes part; IRIS_ERROR_MISMATCH at once, nothing written, next call exact",
+               R.check_refused_input_in_step)
         for what in ("count", "op"):
             result("teams: a staged all_reduce whose %s differs on team rank 0: IRIS_ERROR_MISMATCH on every member at once, no output written" % what,
                    lambda: R.check_team_staged_mismatch(what))

@@ -579,8 +579,8 @@ class TestMoe(StandInCase):
 class TestCollectiveRefusedInStep(StandInCase):
     """A collective refused in Python on this rank (world 2: the peer is in the call) still
     takes part when x itself is usable: the same C call of x into scratch buffers, then the
-    error, saying so. A refusal of x itself (op, root, a count that does not divide) makes
-    no call."""
+    error, saying so. A refusal of x itself (op, root, a count that does not divide) takes
+    part with one call the library refuses (NULL buffers)."""
 
     ids = (-141, -142)
 
@@ -597,14 +597,18 @@ class TestCollectiveRefusedInStep(StandInCase):
             (ValueError, lambda: it.all_gather_(torch.ones(8, 2)[:, 0], c2), [("all_gather", 4, 0, None)]),
             (ValueError, lambda: it.all_gather(torch.ones(4, 2).t(), c2, dim=1), [("all_gather", 8, 0, None)]),  # not contiguous, along dim 1
             (ValueError, lambda: it.reduce_scatter(torch.ones(4, 4).t(), c2, dim=1), [("reduce_scatter", 8, 0, 0)]),
-            # x itself refused: no call to take part in
-            (ValueError, lambda: it.all_reduce(x, c2, "prod"), []),
-            (ValueError, lambda: it.broadcast(x, c2, 5), []),
-            (ValueError, lambda: it.all_gather_(torch.ones(3), c2), []),
-            (ValueError, lambda: it.reduce_scatter(torch.ones(3, 4), c2), []),
-            (ValueError, lambda: it.all_gather(torch.ones(2, 4), c2, dim=2), []),  # out of range (it wrapped onto dim 0)
-            (ValueError, lambda: it.reduce_scatter(torch.ones(4, 4), c2, dim=-3), []),
-            (ValueError, lambda: it.all_to_all(torch.ones(3), c2), []),
+            # x itself refused (op, root, a count that does not divide): one call the library
+            # refuses (NULL buffers, 1 float32) takes part
+            (ValueError, lambda: it.all_reduce(x, c2, "prod"), [("all_reduce", 1, 0, 0)]),
+            (ValueError, lambda: it.broadcast(x, c2, 5), [("broadcast", 1, 0, 0)]),
+            (ValueError, lambda: it.all_gather_(torch.ones(3), c2), [("all_gather", 1, 0, None)]),
+            (ValueError, lambda: it.all_to_all(torch.ones(3), c2), [("all_to_all", 1, 0, None)]),
+            # a shape refused along its dim: the same count of elements takes part
+            (ValueError, lambda: it.reduce_scatter(torch.ones(3, 4), c2), [("reduce_scatter", 6, 0, 0)]),
+            (ValueError, lambda: it.all_gather(torch.ones(2, 4), c2, dim=2), [("all_gather", 8, 0, None)]),  # out of range (it wrapped onto dim 0)
+            (ValueError, lambda: it.reduce_scatter(torch.ones(4, 4), c2, dim=-3), [("reduce_scatter", 8, 0, 0)]),
+            # an input without elements: the peers' call makes no library call, nor this one
+            (ValueError, lambda: it.all_reduce(torch.ones(0), c2, "prod"), []),
         ]
         for i, (exc, fn, calls) in enumerate(cases):
             c2.calls.clear()

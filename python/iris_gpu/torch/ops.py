@@ -485,12 +485,16 @@ def all_gather(x, ctx, dim=0, out=None, group=None):
     any tensor of world_size * x.numel() elements: rank r's x at r * x.numel()). Along a
     dim other than 0 the input is moved to the front first and the result back (copies)."""
     cid = _target_id(ctx, group)
-    if x.dim():  # out of range: refused, as torch.cat does (x's own refusal, alike on every rank: no call)
-        d = _types._dim(dim, x.dim(), "all_gather")
-    elif dim in (0, -1):
-        d = 0
-    else:
-        raise ValueError("all_gather: dim %d is out of range for a 0-d tensor (0 or -1)" % dim)
+    try:  # a dim out of range is refused, as torch.cat does; the call still takes part (_in_step)
+        if x.dim():
+            d = _types._dim(dim, x.dim(), "all_gather")
+        elif dim in (0, -1):
+            d = 0
+        else:
+            raise ValueError("all_gather: dim %d is out of range for a 0-d tensor (0 or -1)" % dim)
+    except (ValueError, TypeError) as e:
+        _in_step(e, "all_gather", x, cid)
+        raise
     if out is not None or d == 0:
         try:
             _contiguous("all_gather", x, out)
@@ -531,11 +535,11 @@ def reduce_scatter(x, ctx, op="sum", dim=0, out=None, group=None):
             _in_step(e, "reduce_scatter", x, cid, op)
             raise
         return out
-    if x.dim() == 0:
-        raise ValueError("reduce_scatter: a 0-d tensor cannot be scattered")
-    d = _types._dim(dim, x.dim(), "reduce_scatter")  # out of range: refused (no call, as for a shape that does not divide)
-    _types.scatter_shape(tuple(x.shape), _ctx(cid).world_size, d)  # a shape that does not divide: no call to take part in
-    try:  # a refusal takes part, along any dim: the peers' call is the same count of elements
+    try:  # a refusal takes part (a dim out of range, a shape that does not divide too), along any dim: the peers' call is the same count of elements
+        if x.dim() == 0:
+            raise ValueError("reduce_scatter: a 0-d tensor cannot be scattered")
+        d = _types._dim(dim, x.dim(), "reduce_scatter")
+        _types.scatter_shape(tuple(x.shape), _ctx(cid).world_size, d)
         _contiguous("reduce_scatter", x)
         if d == 0:
             return _invoke("reduce_scatter", x, cid, op)
