@@ -786,13 +786,14 @@ class TestTorchModuleLogic(unittest.TestCase):
 
     def test_dim_out_of_range_refused(self):
         """A dim outside [-x.dim(), x.dim()) is refused, as torch.cat refuses it (it wrapped
-        onto another dim); x's own refusal, alike on every rank: no call, no take part."""
+        onto another dim); no call of its own, and the refusal takes part (_in_step): refused
+        on one rank only, the peers' call must not wait for it."""
         for name, shape, d in (("all_gather", (3, 4), 2), ("all_gather", (3, 4), 5), ("all_gather", (3, 4), -3),
                                ("reduce_scatter", (4, 4), 2), ("reduce_scatter", (4, 4), -3), ("all_gather", (), 1)):
             r, calls, took = self.dim_calls(lambda ops, c, T: getattr(ops, name)(T(shape=shape), c, dim=d))
             self.assertIsInstance(r, ValueError, (name, shape, d))
             self.assertRegex(str(r), "^%s: dim %d is out of range" % (name, d))
-            self.assertEqual((calls, took), ([], []))
+            self.assertEqual((calls, took), ([], [name]))
         r, calls, took = self.dim_calls(lambda ops, c, T: ops.reduce_scatter(T(shape=(3, 4)), c, dim=-1))  # in range: dim 1
         self.assertEqual((calls, took), ([("reduce_scatter", (4, 3))], []))
         r, calls, took = self.dim_calls(lambda ops, c, T: ops.all_gather(T(shape=()), c, dim=-1))  # a 0-d x: dim 0 or -1
