@@ -931,6 +931,28 @@ class Runner:
         finally:
             c.close()
 
+    def check_team_check_shapes(self):
+        """A team of every rank with check_shapes=True: an all_reduce of one more element on
+        the last member raises ValueError on every member (their exchange), nothing
+        launched; the next matching call is exact. The team's setting follows the context's
+        until set. Closed after."""
+        it, ctx, W, me = self.it, self.ctx, self.world, self.rank
+        tm = ctx.team([list(range(W))])
+        try:
+            if tm.check_shapes != ctx.check_shapes:
+                raise AssertionError("the team's check_shapes does not follow the context's")
+            tm.check_shapes = True
+            n = 5000 + (1 if me == W - 1 else 0)
+            t0 = time.time()
+            expect_raise(ValueError, "mismatch in team", lambda: it.all_reduce(torch.ones(n, device=self.dev), tm))
+            if time.time() - t0 > 20:
+                raise AssertionError("%.1f s for the exchange" % (time.time() - t0))
+            xs, x = self.team_inputs((5000,), "float32", list(range(W)))
+            verify(it.all_reduce(x, tm), reduce_ref(xs, "sum"), "float32")
+            tm.check()
+        finally:
+            tm.close()
+
     def check_team_non_member(self):
         """dist.new_group(ranks 0 .. W-2) gives the last rank GroupMember.NON_GROUP_MEMBER;
         ctx.team(that) on every rank: the last opts out (None), the members get their team
@@ -1778,6 +1800,8 @@ def team_cases(R):
         for dt in ("float32", "bfloat16"):
             result("teams: every collective off the heap staged by the library in many chunks (64 KiB areas), 3 rounds, %s vs float64" % dt,
                    lambda: R.check_team_staged_chunks(dt))
+        result("teams: check_shapes on a team: a count that differs on one member raises ValueError on every member; the next call exact",
+               R.check_team_check_shapes)
         result("teams: ctx.team(group) on a rank outside it (GroupMember.NON_GROUP_MEMBER) opts out; groups refused on one rank still split",
                R.check_team_non_member)
         result("a refusal of the input itself on the last rank only (CPU, complex64), world and team: it takes part; IRIS_ERROR_MISMATCH at once, nothing written, next call exact",

@@ -306,6 +306,7 @@ class Context:
             self._call("iris_team_get", L.lib.iris_team_get(h, _lib.TEAM_WORLD, ctypes.byref(world)))
             staging = _Staging(self, staging_bytes)  # every rank, before the split: the heap stays alike
             out = _lib.TeamT()
+            self._splits = split = getattr(self, "_splits", 0) + 1  # alike on every rank: names a team's store keys
             st = L.lib.iris_team_split(h, ctypes.byref(world), int(color), int(key), ctypes.byref(out))
             if st != 0:
                 detail = L.detail()
@@ -315,7 +316,7 @@ class Context:
             self._stagings.append(staging)
         if out.size == 0:
             return None
-        t = Team(self, out, staging)
+        t = Team(self, out, staging, split)
         self._teams.append(t)
         return t
 

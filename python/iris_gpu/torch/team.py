@@ -82,7 +82,7 @@ class Team:
 
     _iris_target = True  # ops accept it where they accept a Context
 
-    def __init__(self, ctx, t, staging):
+    def __init__(self, ctx, t, staging, split=0):
         self.ctx = ctx
         self._t = t
         self._tref = ctypes.byref(t)
@@ -90,7 +90,8 @@ class Team:
         self._stage = staging if staging is not None and staging.nbytes else None
         self.rank, self.world_size = int(t.rank), int(t.size)
         self.device = ctx.device
-        self.check_shapes = False
+        self._check_shapes = None  # None: the context's setting
+        self._split, self._boot = split, None  # the split's number in the context (its store keys); the members' exchange, made at first use
         self.ctx_ranks = t.members()
         world = _world_ranks(ctx)
         self.ranks = [world[r] for r in self.ctx_ranks]
@@ -117,6 +118,39 @@ class Team:
     def closed(self):
         return self._closed or self.ctx.closed
 
+    @property
+    def check_shapes(self):
+        """As Context.check_shapes, among the team's members (their exchange goes through the
+        context's store, under keys of this split and team): the context's setting unless
+        set here."""
+        return self.ctx.check_shapes if self._check_shapes is None else self._check_shapes
+
+    @check_shapes.setter
+    def check_shapes(self, on):
+        self._check_shapes = bool(on)
+
+    def _same_everywhere(self, what):
+        """check_shapes: exchange a description of the call among the members and refuse one
+        that differs (ValueError on every member, before anything is launched)."""
+        if not self.check_shapes or _torch_mod().cuda.is_current_stream_capturing():
+            return
+        if self._boot is None:
+            import torch.distributed as dist
+
+            from .._host import StoreBootstrap
+
+            cb = self.ctx._boot
+            prefix = "team/%d/%s/" % (self._split, "-".join(str(r) for r in self.ctx_ranks))
+            self._boot = StoreBootstrap(dist.PrefixStore(prefix, cb.store), self.rank, self.world_size, cb.timeout.total_seconds())
+        got = self._boot.exchange(repr(what).encode())
+        mine = got[self.rank]
+        bad = [r for r, g in enumerate(got) if g != mine]
+        if bad:
+            err = ValueError("iris collective mismatch in team %s: team rank %d calls %s but team rank(s) %s call %s"
+                             % (self.ranks, self.rank, mine.decode(), bad, got[bad[0]].decode()))
+            err._iris_every_rank = True  # every member raises it (the public ops take no part again)
+            raise err
+
     def _handle(self):
         if self.closed:
             raise RuntimeError("iris team %s is closed" % (self.ranks,))
@@ -141,6 +175,8 @@ class Team:
         staging_bytes=0 has none: such buffers beyond the latency path are refused there
         (IRIS_ERROR_NOT_IN_HEAP, after the refusal took part in the library)."""
         torch = _torch_mod()
+        if self.check_shapes:
+            self._same_everywhere((kind, count, dtype, extra))
         if count == 0:
             return
         h = self._handle()
