@@ -254,13 +254,13 @@ def group_ranks(group):
 def _non_member(group):
     """Whether group is what dist.new_group gives a rank outside it
     (GroupMember.NON_GROUP_MEMBER): a group this rank is not in, its members unknown here."""
-    if isinstance(group, (list, tuple, range, int)):
+    if isinstance(group, (list, tuple, range)):
         return False
     try:
         import torch.distributed as dist
     except Exception:
         return False
-    return group is dist.GroupMember.NON_GROUP_MEMBER
+    return group is dist.GroupMember.NON_GROUP_MEMBER  # an int (-100) in torch, compared as group_ranks does
 
 
 def split_groups(groups):
