@@ -837,7 +837,7 @@ class Runner:
         saved = {k: os.environ.get(k) for k in keys}
         os.environ.update(IRIS_WAIT_TIMEOUT_MS="20000", IRIS_BARRIER_TIMEOUT_MS="60000")
         try:
-            return self.it.Context(heap_size=256 << 20)
+            return self.it.Context()  # the default heap: a smaller one has no team collective states
         finally:
             for k, v in saved.items():
                 if v is None:
