@@ -507,11 +507,10 @@ static bool own_error_then_refusal(Suite &s, Simple &p, int call) {
   return ok;
 }
 
-static bool one_rank_refusals(Suite &s) {
-  const int W = s.world, me = s.rank, last = W - 1;
-  Simple p;
+// A Simple plan (low latency, top-2, 4 experts a rank) and its buffers; simple_free undoes it.
+static bool simple_plan(Suite &s, Simple &p) {
   iris_moe_desc_t d = IRIS_MOE_DESC_INIT;
-  d.max_tokens = p.T, d.hidden = p.H, d.top_k = 2, d.num_experts = 4 * W;
+  d.max_tokens = p.T, d.hidden = p.H, d.top_k = 2, d.num_experts = 4 * s.world;
   IK(iris_moe_create(s.ctx, &d, &p.m));
   IK(iris_moe_get_recv(p.m, &p.r));
   CK(cudaMalloc(&p.x, (size_t)p.T * p.H * 2 + 64));
@@ -519,6 +518,18 @@ static bool one_rank_refusals(Suite &s) {
   CK(cudaMalloc(&p.out, (size_t)p.T * p.H * 2));
   CK(cudaMalloc(&p.idx, 2 * (size_t)p.T * 4));
   CK(cudaMalloc(&p.w, 2 * (size_t)p.T * 4));
+  return true;
+}
+static bool simple_free(Simple &p) {
+  cudaFree(p.x), cudaFree(p.y), cudaFree(p.out), cudaFree(p.idx), cudaFree(p.w);
+  IK(iris_moe_destroy(p.m));
+  return true;
+}
+
+static bool one_rank_refusals(Suite &s) {
+  const int W = s.world, me = s.rank, last = W - 1;
+  Simple p;
+  if (!simple_plan(s, p)) return false;
   bool ok = simple_call(s, p, 4, 1, 0, 0, -1); // every rank: exact
   IK(iris_moe_check(p.m));
   // rank W-1's dispatch refused (too many tokens): it takes part with none; the others exact
@@ -540,26 +551,16 @@ static bool one_rank_refusals(Suite &s) {
   ok &= own_error_then_refusal(s, p, 5);
   ok &= simple_call(s, p, 7, 6, 0, 0, -1); // every rank: exact again
   if (iris_moe_check(p.m) != IRIS_SUCCESS) { fprintf(stderr, "rank %d: check after the last call: %s\n", me, iris_error_detail()); ok = false; }
-  cudaFree(p.x), cudaFree(p.y), cudaFree(p.out), cudaFree(p.idx), cudaFree(p.w);
-  IK(iris_moe_destroy(p.m));
-  return ok;
+  return simple_free(p) && ok;
 }
 
 // A combine follows, on the device, a dispatch of another token count than the last one
 // this host issued (two graphs of dispatches, the smaller replayed last): it writes the
 // rows of the dispatch that ran, nothing past them, and iris_moe_check says so.
 static bool graph_token_count(Suite &s) {
-  const int W = s.world, me = s.rank;
+  const int me = s.rank;
   Simple p;
-  iris_moe_desc_t d = IRIS_MOE_DESC_INIT;
-  d.max_tokens = p.T, d.hidden = p.H, d.top_k = 2, d.num_experts = 4 * W;
-  IK(iris_moe_create(s.ctx, &d, &p.m));
-  IK(iris_moe_get_recv(p.m, &p.r));
-  CK(cudaMalloc(&p.x, (size_t)p.T * p.H * 2));
-  CK(cudaMalloc(&p.y, (size_t)p.r.rows * p.H * 2));
-  CK(cudaMalloc(&p.out, (size_t)p.T * p.H * 2));
-  CK(cudaMalloc(&p.idx, 2 * (size_t)p.T * 4));
-  CK(cudaMalloc(&p.w, 2 * (size_t)p.T * 4));
+  if (!simple_plan(s, p)) return false; // x and y with 64 bytes of slack: unused here
   bool ok = simple_call(s, p, 16, 1, 0, 0, -1); // inputs for 16 tokens in place
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -594,29 +595,9 @@ static bool graph_token_count(Suite &s) {
   }
   for (int i = 0; i < 2; i++) cudaGraphExecDestroy(ge[i]), cudaGraphDestroy(g[i]);
   cudaStreamDestroy(st);
-  cudaFree(p.x), cudaFree(p.y), cudaFree(p.out), cudaFree(p.idx), cudaFree(p.w);
-  IK(iris_moe_destroy(p.m));
-  return ok;
+  return simple_free(p) && ok;
 }
 
-// A Simple plan (low latency, top-2, 4 experts a rank) and its buffers; simple_free undoes it.
-static bool simple_plan(Suite &s, Simple &p) {
-  iris_moe_desc_t d = IRIS_MOE_DESC_INIT;
-  d.max_tokens = p.T, d.hidden = p.H, d.top_k = 2, d.num_experts = 4 * s.world;
-  IK(iris_moe_create(s.ctx, &d, &p.m));
-  IK(iris_moe_get_recv(p.m, &p.r));
-  CK(cudaMalloc(&p.x, (size_t)p.T * p.H * 2 + 64));
-  CK(cudaMalloc(&p.y, (size_t)p.r.rows * p.H * 2 + 64));
-  CK(cudaMalloc(&p.out, (size_t)p.T * p.H * 2));
-  CK(cudaMalloc(&p.idx, 2 * (size_t)p.T * 4));
-  CK(cudaMalloc(&p.w, 2 * (size_t)p.T * 4));
-  return true;
-}
-static bool simple_free(Simple &p) {
-  cudaFree(p.x), cudaFree(p.y), cudaFree(p.out), cudaFree(p.idx), cudaFree(p.w);
-  IK(iris_moe_destroy(p.m));
-  return true;
-}
 
 // A combine with no out, which the host takes after its dispatch of 0 tokens, that follows
 // on the device a graph's dispatch of 8 tokens: it writes nothing, and iris_moe_check

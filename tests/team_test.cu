@@ -175,6 +175,21 @@ __global__ void k_fill(float *p, size_t n, uint64_t seed, int wr, int call) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = (float)((int)(key(seed, wr, call, i, 3) % 33) - 16);
 }
 static float fv(uint64_t seed, int wr, int call, size_t i) { return (float)((int)(key(seed, wr, call, i, 3) % 33) - 16); }
+// Element i of team t's collective `kind` (0 all-reduce sum, 1 all-gather, 2 reduce-scatter
+// sum, 3 all-to-all, 4 broadcast from root) of `count` elements per block, on this member,
+// when member p's input is fv(seed, world rank of p, call, .): exact (sums of small integers).
+static float coll_want(uint64_t seed, const iris_team_t &t, int kind, size_t count, int root, int call, size_t i) {
+  const int W = t.size, me = t.rank;
+  float want = 0;
+  switch (kind) {
+  case 0: for (int p = 0; p < W; p++) want += fv(seed, iris_team_world_rank(&t, p), call, i); break;
+  case 1: want = fv(seed, iris_team_world_rank(&t, (int)(i / count)), call, i % count); break;
+  case 2: for (int p = 0; p < W; p++) want += fv(seed, iris_team_world_rank(&t, p), call, (size_t)me * count + i); break;
+  case 3: want = fv(seed, iris_team_world_rank(&t, (int)(i / count)), call, (size_t)me * count + i % count); break;
+  default: want = fv(seed, iris_team_world_rank(&t, root), call, i); break;
+  }
+  return want;
+}
 // all-reduce result check on the device: want = sum over members (small integers: exact)
 __global__ void k_check_ar(const float *out, size_t n, iris_team_t team, uint64_t seed, int call, int *errors) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -278,15 +293,7 @@ static bool run_colls(Suite &s, const iris_team_t &t, float *in, float *out, int
       CK(cudaMemcpy(h.data(), out, (nout + 16) * sizeof(float), cudaMemcpyDeviceToHost));
       size_t bad = 0;
       for (size_t i = 0; i < nout; i++) {
-        float want = 0;
-        switch (kind) {
-        case 0: for (int p = 0; p < W; p++) want += fv(s.seed, iris_team_world_rank(&t, p), call, i); break;
-        case 1: want = fv(s.seed, iris_team_world_rank(&t, (int)(i / count)), call, i % count); break;
-        case 2: for (int p = 0; p < W; p++) want += fv(s.seed, iris_team_world_rank(&t, p), call, (size_t)me * count + i); break;
-        case 3: want = fv(s.seed, iris_team_world_rank(&t, (int)(i / count)), call, (size_t)me * count + i % count); break;
-        default: want = fv(s.seed, iris_team_world_rank(&t, root), call, i); break;
-        }
-        if (!same(h[i], want)) bad++;
+        if (!same(h[i], coll_want(s.seed, t, kind, count, root, call, i))) bad++;
       }
       unsigned guard;
       memcpy(&guard, &h[nout], 4);
@@ -1312,15 +1319,7 @@ static bool run_staged(Suite &s, const iris_team_t &t, float *in, float *out, cu
       CK(cudaMemcpy(h.data(), recv, (nout + 16) * sizeof(float), cudaMemcpyDeviceToHost));
       size_t bad = 0, first = nout;
       for (size_t i = 0; i < nout; i++) {
-        double want = 0;
-        switch (kind) {
-        case 0: for (int p = 0; p < W; p++) want += fv(s.seed, iris_team_world_rank(&t, p), call, i); break;
-        case 1: want = fv(s.seed, iris_team_world_rank(&t, (int)(i / count)), call, i % count); break;
-        case 2: for (int p = 0; p < W; p++) want += fv(s.seed, iris_team_world_rank(&t, p), call, (size_t)me * count + i); break;
-        case 3: want = fv(s.seed, iris_team_world_rank(&t, (int)(i / count)), call, (size_t)me * count + i % count); break;
-        default: want = fv(s.seed, iris_team_world_rank(&t, root), call, i); break;
-        }
-        if (!same(h[i], (float)want)) {
+        if (!same(h[i], coll_want(s.seed, t, kind, count, root, call, i))) {
           if (first == nout) first = i;
           bad++;
         }

@@ -414,7 +414,7 @@ def _in_step(err, kind, x, cid, extra=None, inplace=False):
         try:
             _ctx(cid)._run(kind, None, None, 1, 0, 0 if kind in ("all_reduce", "reduce_scatter", "broadcast") else None)
         except _lib.IrisError:
-            return True  # refused, as it must be, after its refused-call launch
+            pass  # refused, as it must be, after its refused-call launch
         return True
 
     _take_part(err, launch, refused)

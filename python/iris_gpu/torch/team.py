@@ -182,13 +182,12 @@ class Team:
         h = self._handle()
         stream = torch._C._cuda_getCurrentRawStream(self.device)
         fn = self._fns[kind]
+        args = (h, self._tref, send, recv, count, dtype) + ((extra,) if extra is not None else ()) + (stream, self.ctx._optp)
         if torch._C._cuda_getDevice() != self.device:
             with torch.cuda.device(self.device):
-                st = fn(h, self._tref, send, recv, count, dtype, stream, self.ctx._optp) if extra is None else \
-                    fn(h, self._tref, send, recv, count, dtype, extra, stream, self.ctx._optp)
+                st = fn(*args)
         else:
-            st = fn(h, self._tref, send, recv, count, dtype, stream, self.ctx._optp) if extra is None else \
-                fn(h, self._tref, send, recv, count, dtype, extra, stream, self.ctx._optp)
+            st = fn(*args)
         if st != 0:
             detail = self.ctx._lib.detail()
             if st == _lib.ERROR_NOT_IN_HEAP and self._stage is None:
