@@ -88,7 +88,9 @@
  *     later call too, as a fatal fault below); finalize the context. A recv off the heap
  *     whose result is copied out of the staging area in a pass of its own is copied
  *     only where every peer matched the launch, so it too stays as it was. A count of 0
- *     is a no-op on its rank: pass it on every rank alike. A call refused for its
+ *     moves nothing but takes part (one device barrier, of a signature of its own, on one
+ *     node at 2 ranks or more): on every rank, the ranks meet; on some ranks only, the
+ *     others' call is a mismatch as above instead of a wait. A call refused for its
  *     arguments (a NULL buffer, a root, type, op, option or size out of range: refused
  *     before any launch) still takes part on one node (setting up the collective state
  *     first where the call would have): where the others called it well, theirs is a
@@ -276,11 +278,13 @@ IRIS_API iris_status_t iris_broadcast_ex(iris_t *ctx, const void *send, void *re
  *     fault of the context (the world's, another team's, iris_abort) reaches them when the
  *     host next looks (any call on ctx, iris_get_async_error: a watchdog), and they then
  *     give up at their next check; a team's fault reaches the world's kernels the same way.
- *   - The bandwidth path takes heap buffers only (a team has no staging area:
- *     IRIS_ERROR_NOT_IN_HEAP otherwise, a refusal that takes part as the others above: a
- *     member that passes buffers off the heap where its peers pass heap buffers makes
- *     their call a mismatch, not a wait); the latency paths take any device memory (a
- *     team of 2 in a node of 4 or more ranks: to 1 MB per peer, as a world of 2).
+ *   - Buffers off the heap: the latency paths take any device memory (a team of 2 in a
+ *     node of 4 or more ranks: to 1 MB per peer, as a world of 2); the bandwidth path
+ *     stages them through the team's staging areas (iris_team_set_staging), exactly as
+ *     the world's calls through theirs. A team without areas (as split) takes heap
+ *     buffers only there: IRIS_ERROR_NOT_IN_HEAP otherwise, a refusal that takes part as
+ *     the others above (a member that passes buffers off the heap where its peers pass
+ *     heap buffers makes their call a mismatch, not a wait).
  *   - The grids follow the team's members, agreed at the split (iris_team_split): their
  *     fewest SMs and their IRIS_COLL_CTAS, whether or not the world's collectives are set
  *     up; members whose IRIS_COLL_CTAS differed at the split have every call of the team
@@ -301,6 +305,21 @@ IRIS_API iris_status_t iris_all_to_all_team(iris_t *ctx, const iris_team_t *team
 IRIS_API iris_status_t iris_broadcast_team(iris_t *ctx, const iris_team_t *team, const void *send, void *recv, size_t count, iris_dtype_t type, int root,
                                            iris_stream_t stream, const iris_coll_opts_t *opts);
 IRIS_API iris_status_t iris_barrier_device_team(iris_t *ctx, const iris_team_t *team, iris_stream_t stream);
+/* Collective over the team's members (a host meeting): staging areas for the team's calls
+ * with buffers off the heap. area_in, area_out: two distinct, non-overlapping, 16-byte
+ * aligned heap blocks of `bytes` each (at least 2 KiB; each a chunk of every member's
+ * block, as IRIS_COLL_STAGING's), at the same heap offsets on every member: allocate them
+ * with iris_malloc in the same order on every rank of the context, and keep them until
+ * the team is destroyed or other areas are set (after the calls that used them complete).
+ * The members compare what they pass: a difference is IRIS_ERROR_MISMATCH on every member,
+ * a member's refused areas IRIS_ERROR_INVALID_ARGUMENT on every member (its own detail
+ * there, naming it elsewhere); either way no member's staging changes. NULL, NULL, 0:
+ * none (as after the split). Replaces earlier areas for the calls made after it. The
+ * teams of one split are disjoint and may share a pair; teams sharing a member may not
+ * (their calls may run at once). The
+ * world team (it stages through the world's areas) and a team of one: IRIS_SUCCESS, no
+ * meeting. The torch layer sets them at each split (staging_bytes, docs/teams.md). */
+IRIS_API iris_status_t iris_team_set_staging(iris_t *ctx, const iris_team_t *team, void *area_in, void *area_out, size_t bytes);
 /* Bytes per element of a type (0 for an invalid one). */
 IRIS_API size_t iris_dtype_size(iris_dtype_t type);
 /* Flags for the tile-level building blocks (iris_tile_* below): one epoch per tile and
@@ -345,7 +364,8 @@ IRIS_API iris_status_t iris_collectives_check(iris_t *ctx);
  *   out       [tokens][hidden]; may be x (in place, as vLLM's fused_add_rms_norm)
  *   type      IRIS_BFLOAT16 or IRIS_FLOAT16 (x, residual, weight, out alike)
  *   hidden    1 .. IRIS_RMSNORM_MAX_HIDDEN, any value (odd ones too); tokens 1 .. 2^31 - 1,
- *             tokens x hidden at most 2^39 (0 tokens: nothing, whatever the buffers)
+ *             tokens x hidden at most 2^39 (0 tokens: nothing moved, whatever the
+ *             buffers; it takes part as a count of 0 does, marked split as a refusal)
  *   eps       finite, at least 0, the same on every rank (it is in the call's signature)
  *   Buffers 2-byte aligned, scale 4-byte aligned; anything else is refused.
  * Arithmetic, per row (up: exact widening to fp32; down: round to nearest even to type):

@@ -240,10 +240,12 @@ static bool test_mismatch(Suite &s) {
     const char *what;
     int kind; // 0 count (bandwidth) 1 count (LL) 2 type 3 op 4 root 5 kind 6 recv buffer 7, 8: refused on one rank (NULL recv; root out of range)
               // 9 count, recv off the heap (the bandwidth kernel stores into the staging area, a pass of its own copies it out)
+              // 10, 11: a count of 0 on one rank (the others' bandwidth / latency path): it takes part with a launch of its own
   };
   const Case cases[] = {{"count (bandwidth path)", 0}, {"count (latency path)", 1}, {"data type", 2}, {"reduction op", 3}, {"broadcast root", 4}, {"collective kind", 5}, {"output buffer", 6},
                         {"a call refused on one rank (NULL recv; the others' bandwidth path)", 7}, {"a call refused on one rank (root out of range; the others' latency path)", 8},
-                        {"count, recv off the heap (copied out of the staging area)", 9}};
+                        {"count, recv off the heap (copied out of the staging area)", 9}, {"a count of 0 on one rank (the others' bandwidth path)", 10},
+                        {"a count of 0 on one rank (the others' latency path)", 11}};
   const int delays_ms[] = {0, 1, 100, 500};
   int call = 1000;
   for (const Case &c : cases) {
@@ -272,6 +274,8 @@ static bool test_mismatch(Suite &s) {
         case 6: st = iris_all_reduce(s.ctx, src, odd ? out2 + guard : dst, 300000, IRIS_FLOAT32, IRIS_SUM, 0); break;
         case 7: st = iris_all_reduce(s.ctx, src, odd ? NULL : dst, 300000, IRIS_FLOAT32, IRIS_SUM, 0); break;
         case 9: st = iris_all_reduce(s.ctx, src, off + guard, odd ? 300001 : 300000, IRIS_FLOAT32, IRIS_SUM, 0); break;
+        case 10: st = iris_all_reduce(s.ctx, src, dst, odd ? 0 : 300000, IRIS_FLOAT32, IRIS_SUM, 0); break;
+        case 11: st = iris_all_gather(s.ctx, src, dst, odd ? 0 : 1000, IRIS_FLOAT32, 0); break;
         default: st = iris_broadcast(s.ctx, src, dst, 1000, IRIS_FLOAT32, odd ? W : 0, 0); break;
         }
         // a refused call returns its refusal on that rank and still takes part: the others see a mismatch, not a timeout

@@ -466,8 +466,9 @@ static double now_s() {
 // still takes part there, marked split, against the others' separate path (an all-reduce,
 // then the norm kernel: two launches). Every rank sees a fatal IRIS_ERROR_MISMATCH at once
 // (well inside the 10-minute bound), nothing is written, a later call is refused at once.
+// empty: the last rank passes 0 tokens instead (its call succeeds and takes part alike).
 // Per-rank lines: the host exchange of report() returns the fault too.
-static bool test_refused_fatal(Suite &s, Dev &D) {
+static bool test_refused_fatal(Suite &s, Dev &D, bool empty = false) {
   const bool refuser = s.rank == s.world - 1;
   const size_t tokens = 8, hidden = 1024, n = tokens * hidden;
   Case c = {IRIS_BFLOAT16, IRIS_QUANT_NONE, tokens, hidden, IRIS_RMSNORM_SEPARATE, false, true};
@@ -479,7 +480,9 @@ static bool test_refused_fatal(Suite &s, Dev &D) {
   CK(cudaDeviceSynchronize());
   IK(iris_barrier(s.ctx));
   const double t0 = now_s();
-  const iris_status_t got = call(s, c, D, refuser ? NULL : D.xh, D.out, 0), want = refuser ? IRIS_ERROR_INVALID_ARGUMENT : IRIS_SUCCESS;
+  Case mine = c;
+  if (refuser && empty) mine.tokens = 0;
+  const iris_status_t got = call(s, mine, D, refuser && !empty ? NULL : D.xh, D.out, 0), want = refuser && !empty ? IRIS_ERROR_INVALID_ARGUMENT : IRIS_SUCCESS;
   const iris_status_t c1 = iris_collectives_check(s.ctx), c2 = iris_collectives_check(s.ctx);
   const double took = now_s() - t0;
   const iris_status_t later = iris_all_reduce(s.ctx, D.xh, D.out, 16, IRIS_BFLOAT16, IRIS_SUM, 0);
@@ -490,10 +493,11 @@ static bool test_refused_fatal(Suite &s, Dev &D) {
   CK(cudaMemcpy(b.data(), D.out, n * 2, cudaMemcpyDeviceToHost));
   for (size_t i = 0; i < n * 2; i++) ok &= b[i] == 0x5b;
   if (!ok)
-    fprintf(stderr, "rank %d: refused on the last rank vs the separate path: call %s (want %s), checks %s, %s, a later call %s, after %.1f s: %s\n", s.rank,
-            iris_status_string(got), iris_status_string(want), iris_status_string(c1), iris_status_string(c2), iris_status_string(later), took, iris_error_detail());
-  printf("%s: [%s] rank %d: a call refused on the last rank only (NULL x) against the others' separate path: IRIS_ERROR_MISMATCH, fatal, on every rank within "
-         "60 s, nothing written, a later call refused\n", ok ? "PASS" : "FAIL", s.tag.c_str(), s.rank);
+    fprintf(stderr, "rank %d: %s on the last rank vs the separate path: call %s (want %s), checks %s, %s, a later call %s, after %.1f s: %s\n", s.rank,
+            empty ? "0 tokens" : "refused", iris_status_string(got), iris_status_string(want), iris_status_string(c1), iris_status_string(c2), iris_status_string(later),
+            took, iris_error_detail());
+  printf("%s: [%s] rank %d: %s on the last rank only against the others' separate path: IRIS_ERROR_MISMATCH, fatal, on every rank within 60 s, nothing written, "
+         "a later call refused\n", ok ? "PASS" : "FAIL", s.tag.c_str(), s.rank, empty ? "a call of 0 tokens" : "a call refused (NULL x)");
   (ok ? s.passed : s.failed)++;
   return ok;
 }
@@ -612,7 +616,7 @@ static bool test_bad_input(Suite &s, Dev &D) {
   o.struct_size = 3;
   EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, D.xh, D.res, D.w, D.out, 4, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_ERROR_INVALID_ARGUMENT);
   o.struct_size = sizeof o;
-  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0), IRIS_SUCCESS); // nothing to do
+  EXPECT(iris_all_reduce_rmsnorm(s.ctx, D.xh, D.res, D.w, D.out, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0), IRIS_SUCCESS); // nothing moved (the ranks meet)
   o.quant = IRIS_QUANT_FP8_PER_TOKEN; // an empty batch with fp8: nothing, whatever its buffers (NULL, as torch's empty tensors)
   EXPECT(iris_all_reduce_rmsnorm_ex(s.ctx, NULL, NULL, D.w, NULL, 0, 1024, 1e-5f, IRIS_BFLOAT16, 0, &o), IRIS_SUCCESS);
   o.quant = IRIS_QUANT_NONE;
@@ -634,7 +638,7 @@ static bool test_bad_input(Suite &s, Dev &D) {
   EXPECT(iris_collectives_check(s.ctx), IRIS_SUCCESS);
   return report(s, "bad input refused on every rank (each refusal meets the others', no wait runs out): fp32, hidden 0 / too large, residual = out or x, NULL, fp8 without buffers, "
                    "FUSED / TWO_SHOT / BANDWIDTH too large, unknown algorithm, bad struct_size, eps NaN / inf / negative, x or weight at an odd address, a misaligned scale, "
-                   "2^32 + 7 tokens; 0 tokens with fp8 and no buffers is nothing", ok);
+                   "2^32 + 7 tokens; 0 tokens (with fp8 and no buffers too) on every rank succeeds", ok);
 }
 
 // IRIS_COLL_CTAS=n (make test-gpu runs this part alone with 16): the op's grids under the
@@ -763,8 +767,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   bool ran;
-  if (getenv("IRIS_COLL_CTAS")) ran = test_bad_input(s, D) && test_ctas_env(s, D); // the cap's part alone
-  else {
+  if (getenv("IRIS_COLL_CTAS")) { // the cap's part alone, then a call of 0 tokens on one rank (fatal: last)
+    ran = test_bad_input(s, D) && test_ctas_env(s, D);
+    if (ran) test_refused_fatal(s, D, true);
+  } else {
     ran = test_bad_input(s, D) && test_block(s, D) && test_values(s, D) && test_graph(s, D) && test_mismatch(s, D);
     if (ran) test_refused_fatal(s, D); // last: the context keeps its fatal fault
   }

@@ -301,7 +301,7 @@ else
     # all-reduce + residual + RMSNorm (+ fp8): fused and separate paths, graphs, mismatch
     if [ "$ngpu" -lt "$w" ]; then run_counted "fused_test $w (quick loops)" env IRIS_TEST_QUICK=1 ./build/fused_test $w
     else run_counted "fused_test $w" ./build/fused_test $w; fi
-    run_counted "fused_test $w (IRIS_COLL_CTAS=16: bad input and the cap's part)" env IRIS_COLL_CTAS=16 ./build/fused_test $w
+    run_counted "fused_test $w (IRIS_COLL_CTAS=16: bad input, the cap's part, then 0 tokens on one rank)" env IRIS_COLL_CTAS=16 ./build/fused_test $w
     # the same op with the ranks as threads of one process on GPU 0: every rank's grids resident together
     run_counted "fused_test threads $w (one GPU, IRIS_WAIT_TIMEOUT_MS=20000)" env IRIS_WAIT_TIMEOUT_MS=20000 ./build/fused_test threads $w
     # IRIS_COLL_TYPES / IRIS_COLL_OPS: what is compiled in works, what is left out is refused alike on every rank

@@ -61,17 +61,23 @@
 //                           member waited on (not its team rank); the fault stays (reported
 //                           again, iris_team_check), later calls refuse at once, a later wait
 //                           gives up at once, the destroy returns it, iris_finalize succeeds
-//   team_test staged N      teams given staging areas (iris_detail_team_staging, 64 KiB each, as
+//   team_test staged N      teams given staging areas (iris_team_set_staging, 64 KiB each, as
 //                           the torch layer does): the areas' refusals (too small, off the
-//                           heap, one block twice); every collective with buffers off the heap
-//                           (cudaMalloc) on the halves {0,1}{2,3} and on every rank by reversed
-//                           key, at latency sizes and at sizes of 1 to 40 chunks, in place too,
-//                           alternating two streams, 3 rounds, every element against an exact
-//                           reference, outputs poisoned and a guard after them; then an
-//                           all-reduce whose count differs on the last member only in its last
-//                           chunk: IRIS_ERROR_MISMATCH on every member naming the split, no
-//                           output written, fatal for the context as a world's split call is
-//                           (later team and world calls refused at once); finalize completes
+//                           heap, one block twice, overlapping, one NULL), on one member only
+//                           (every member refuses), areas or sizes that differ between members
+//                           (IRIS_ERROR_MISMATCH everywhere, nothing set); every collective
+//                           with buffers off the heap (cudaMalloc) on the halves {0,1}{2,3}
+//                           and on every rank by reversed key, at latency sizes and at sizes
+//                           of 1 to 40 chunks, in place too, alternating two streams, 3
+//                           rounds, every element against an exact reference, outputs
+//                           poisoned and a guard after them; a count of 0 on every member
+//                           (they meet) and on one member only (a mismatch on every member,
+//                           nothing written); the areas removed (NULL, NULL, 0) and set
+//                           again; then an all-reduce whose count differs on the last member
+//                           only in its last chunk: IRIS_ERROR_MISMATCH on every member naming
+//                           the split, no output written, fatal for the context as a world's
+//                           split call is (later team and world calls refused at once);
+//                           finalize completes
 // ROUNDS: 1000 (IRIS_TEST_QUICK=1: 100). Run with IRIS_WAIT_TIMEOUT_MS=2000 for stuck and
 // wait-timeout.
 #define IRIS_IMPLEMENTATION
@@ -1353,19 +1359,46 @@ static bool test_staged(Suite &s) {
   CK(cudaMalloc(&out, big * sizeof(float)));
   IK(iris_malloc(s.ctx, 4096 * sizeof(float), (void **)&heap_out));
   CK(cudaStreamCreateWithFlags(&st2, cudaStreamNonBlocking));
-  { // the areas' refusals (local: no member meets), then the areas
-    const iris_status_t small = iris_detail_team_staging(s.ctx, &all, areas[2], areas[3], 1024);
-    const iris_status_t off = iris_detail_team_staging(s.ctx, &all, off_area, areas[3], area);
-    const iris_status_t twice = iris_detail_team_staging(s.ctx, &all, areas[2], areas[2], area);
-    const iris_status_t overlap = iris_detail_team_staging(s.ctx, &all, areas[2], areas[2] + 1024, area - 2048);
-    const bool ok = small == IRIS_ERROR_INVALID_ARGUMENT && off == IRIS_ERROR_INVALID_ARGUMENT && twice == IRIS_ERROR_INVALID_ARGUMENT && overlap == IRIS_ERROR_INVALID_ARGUMENT;
+  { // the areas' refusals (every member alike; each a meeting), then the areas
+    const iris_status_t small = iris_team_set_staging(s.ctx, &all, areas[2], areas[3], 1024);
+    const iris_status_t off = iris_team_set_staging(s.ctx, &all, off_area, areas[3], area);
+    const iris_status_t twice = iris_team_set_staging(s.ctx, &all, areas[2], areas[2], area);
+    const iris_status_t overlap = iris_team_set_staging(s.ctx, &all, areas[2], areas[2] + 1024, area - 2048);
+    const iris_status_t half = iris_team_set_staging(s.ctx, &all, areas[2], NULL, area);
+    const bool ok = small == IRIS_ERROR_INVALID_ARGUMENT && off == IRIS_ERROR_INVALID_ARGUMENT && twice == IRIS_ERROR_INVALID_ARGUMENT &&
+                    overlap == IRIS_ERROR_INVALID_ARGUMENT && half == IRIS_ERROR_INVALID_ARGUMENT;
     if (!ok)
-      fprintf(stderr, "team_test: rank %d: staging areas of 1 KiB %s, off the heap %s, one block twice %s, overlapping %s\n", s.rank, iris_status_string(small),
-              iris_status_string(off), iris_status_string(twice), iris_status_string(overlap));
-    report(s, "staging areas too small, off the heap, one block twice, overlapping: IRIS_ERROR_INVALID_ARGUMENT", ok);
-    IK(iris_detail_team_staging(s.ctx, &halves, areas[0], areas[1], area)); // a team of one (rank 2 at 3 ranks): a no-op
-    IK(iris_detail_team_staging(s.ctx, &all, areas[2], areas[3], area));
-    IK(iris_detail_team_staging(s.ctx, &world, areas[2], areas[3], area)); // the world team: a no-op
+      fprintf(stderr, "team_test: rank %d: staging areas of 1 KiB %s, off the heap %s, one block twice %s, overlapping %s, one NULL %s\n", s.rank, iris_status_string(small),
+              iris_status_string(off), iris_status_string(twice), iris_status_string(overlap), iris_status_string(half));
+    report(s, "staging areas too small, off the heap, one block twice, overlapping, one NULL: IRIS_ERROR_INVALID_ARGUMENT on every member", ok);
+  }
+  { // members that disagree: one member's areas refused (every member refuses, naming it),
+    // another's swapped (IRIS_ERROR_MISMATCH on every member); nothing set either way, so
+    // a bandwidth call off the heap is refused on every member alike (they meet in it)
+    const bool last = all.rank == all.size - 1;
+    const iris_status_t one_bad = iris_team_set_staging(s.ctx, &all, areas[2], areas[3], last ? 1024 : area);
+    const std::string one_bad_detail = iris_error_detail();
+    const iris_status_t swapped = iris_team_set_staging(s.ctx, &all, last ? areas[3] : areas[2], last ? areas[2] : areas[3], area);
+    const std::string swapped_detail = iris_error_detail();
+    const iris_status_t bigger = iris_team_set_staging(s.ctx, &all, areas[2], areas[3], last ? area : area - 1024);
+    iris_coll_opts_t bw = IRIS_COLL_OPTS_INIT;
+    bw.algo = IRIS_ALGO_BANDWIDTH;
+    const iris_status_t unstaged = iris_all_reduce_team(s.ctx, &all, in, out, 40000, IRIS_FLOAT32, IRIS_SUM, s.stream, &bw);
+    CK(cudaStreamSynchronize(s.stream));
+    const iris_status_t chk = iris_team_check(s.ctx, &all);
+    char name[32];
+    snprintf(name, sizeof name, "world rank %d", iris_team_world_rank(&all, all.size - 1));
+    const bool ok = one_bad == IRIS_ERROR_INVALID_ARGUMENT && (last || one_bad_detail.find(name) != std::string::npos) && swapped == IRIS_ERROR_MISMATCH &&
+                    swapped_detail.find("heap offsets") != std::string::npos && bigger == IRIS_ERROR_MISMATCH && unstaged == IRIS_ERROR_NOT_IN_HEAP && chk == IRIS_SUCCESS;
+    if (!ok)
+      fprintf(stderr, "team_test: rank %d: one member's areas refused: %s (%s); swapped on one member: %s (%s); sizes differ: %s; then a bandwidth call off the heap: %s, "
+              "check %s\n", s.rank, iris_status_string(one_bad), one_bad_detail.c_str(), iris_status_string(swapped), swapped_detail.c_str(), iris_status_string(bigger),
+              iris_status_string(unstaged), iris_status_string(chk));
+    report(s, "areas refused on one member: IRIS_ERROR_INVALID_ARGUMENT on every member naming it; areas or sizes that differ: IRIS_ERROR_MISMATCH on every member; "
+              "nothing set (a staged call then refused alike, nothing reported)", ok);
+    IK(iris_team_set_staging(s.ctx, &halves, areas[0], areas[1], area)); // a team of one (rank 2 at 3 ranks): a no-op
+    IK(iris_team_set_staging(s.ctx, &all, areas[2], areas[3], area));
+    IK(iris_team_set_staging(s.ctx, &world, areas[2], areas[3], area)); // the world team: a no-op
   }
   for (int round = 0; round < 3; round++) {
     char what[160];
@@ -1375,6 +1408,41 @@ static bool test_staged(Suite &s) {
     ok = run_staged(s, halves, in, out, st2, round);
     snprintf(what, sizeof what, "round %d: the same on the halves {0,1}{2,3}: exact", round);
     report(s, what, ok);
+  }
+  { // a count of 0: on every member, they meet and nothing is reported; on one member
+    // only (the others' latency call on heap buffers), a mismatch on every member instead
+    // of a wait, nothing written; the next call exact. Then the areas removed: a staged
+    // call refused alike on every member, and set again.
+    const bool last = all.rank == all.size - 1;
+    bool ok = iris_all_reduce_team(s.ctx, &all, in, out, 0, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL) == IRIS_SUCCESS;
+    ok &= iris_all_gather_team(s.ctx, &all, NULL, NULL, 0, IRIS_BFLOAT16, st2, NULL) == IRIS_SUCCESS;
+    CK(cudaStreamSynchronize(s.stream));
+    CK(cudaStreamSynchronize(st2));
+    ok &= iris_team_check(s.ctx, &all) == IRIS_SUCCESS;
+    CK(cudaMemset(heap_out, 0x5a, 4096 * sizeof(float)));
+    CK(cudaDeviceSynchronize());
+    IK(iris_barrier(s.ctx));
+    ok &= iris_all_reduce_team(s.ctx, &all, heap_out, heap_out, last ? 0 : 1000, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL) == IRIS_SUCCESS;
+    CK(cudaStreamSynchronize(s.stream));
+    const iris_status_t chk = iris_team_check(s.ctx, &all);
+    std::vector<unsigned> h(4096);
+    CK(cudaMemcpy(h.data(), heap_out, 4096 * sizeof(float), cudaMemcpyDeviceToHost));
+    size_t touched = 0;
+    for (unsigned v : h) touched += v != 0x5a5a5a5au;
+    const bool after = run_staged(s, all, in, out, st2, 3);
+    ok &= chk == IRIS_ERROR_MISMATCH && touched == 0 && after;
+    if (chk != IRIS_ERROR_MISMATCH || touched) fprintf(stderr, "team_test: rank %d: a count of 0 on the last member only: check %s, %zu words written\n", s.rank, iris_status_string(chk), touched);
+    report(s, "a count of 0 on every member: nothing reported; on one member only: IRIS_ERROR_MISMATCH on every member, nothing written, the next calls exact", ok);
+    iris_coll_opts_t bw = IRIS_COLL_OPTS_INIT;
+    bw.algo = IRIS_ALGO_BANDWIDTH;
+    IK(iris_team_set_staging(s.ctx, &all, NULL, NULL, 0));
+    const iris_status_t unstaged = iris_all_reduce_team(s.ctx, &all, in, out, 40000, IRIS_FLOAT32, IRIS_SUM, s.stream, &bw);
+    CK(cudaStreamSynchronize(s.stream));
+    const iris_status_t chk2 = iris_team_check(s.ctx, &all);
+    IK(iris_team_set_staging(s.ctx, &all, areas[2], areas[3], area));
+    const bool again = run_staged(s, all, in, out, st2, 4);
+    report(s, "areas removed (NULL, NULL, 0): a staged call refused alike on every member (IRIS_ERROR_NOT_IN_HEAP, nothing reported); set again: exact",
+           unstaged == IRIS_ERROR_NOT_IN_HEAP && chk2 == IRIS_SUCCESS && again);
   }
   { // a count that differs on the last member in its last chunk only (chunk 0 alike in size),
     // on the bandwidth path (staged)

@@ -23,8 +23,8 @@ static iris_status_t iris_coll_run(iris_t *ctx, int kind, const void *send, void
   if (!ctx) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: NULL context", iris_coll_names[kind]);
   if ((st = iris_detail_check_fault(ctx)) != IRIS_SUCCESS) return st;
   if (iris_num_nodes(ctx) > 1) return iris_coll_mn_run(ctx, kind, send, recv, count, t, op, root, stream, opts);
-  if (count == 0) return iris_coll_enqueue(ctx, kind, send, recv, count, t, op, root, stream, opts); /* the argument checks */
-  /* a world of one copies, ordered as every call (whatever the streams) */
+  /* a world of one copies, ordered as every call (whatever the streams); a count of 0
+   * takes part (iris_coll_enqueue_on) */
   if ((st = iris_detail_order_begin(ctx, stream)) != IRIS_SUCCESS) return st;
   st = iris_coll_enqueue(ctx, kind, send, recv, count, t, op, root, stream, opts);
   st2 = iris_detail_order_end(ctx, stream);

@@ -574,20 +574,21 @@ static iris_status_t iris_coll_enqueue_args(iris_t *ctx, iris_coll_state_t *team
   }
 }
 
-/* After a call refused with st on this rank (no launch made): the one launch it takes
- * part with (see iris_coll_enqueue_on), of signature sig, where the state (team_s, else the
- * world's) exists, on one node (a team is always within one), at 2 ranks or more, and the
- * context has no fatal fault; nothing otherwise. A world call refused before the state
- * exists sets it up first (outside capture): the peers' first call does, and its exchange
- * must pair with this rank's. The refusal's error text is kept. */
+/* After a call refused with st on this rank (no launch made), or a call of count 0
+ * (st IRIS_SUCCESS): the one launch it takes part with (see iris_coll_enqueue_on), of
+ * signature sig, where the state (team_s, else the world's) exists, on one node (a team is
+ * always within one), at 2 ranks or more, and the context has no fatal fault; nothing
+ * otherwise. A world call made before the state exists sets it up first (outside
+ * capture): the peers' first call does, and its exchange must pair with this rank's. The
+ * refusal's error text is kept. */
 static void iris_coll_refused_take_part(iris_t *ctx, iris_coll_state_t *team_s, iris_status_t st, unsigned long long sig, iris_stream_t stream) {
   iris_coll_state_t *s;
   char why[sizeof iris_detail_errbuf];
   /* a team call's IRIS_ERROR_NOT_IN_HEAP (a team without staging areas,
-   * iris_detail_team_staging) takes part too: refused on some members only, the others'
+   * iris_team_set_staging) takes part too: refused on some members only, the others'
    * call mismatches at once instead of waiting out its bound; refused on every member
    * alike, they meet in it, and their later calls pair up as before */
-  if (st != IRIS_ERROR_INVALID_ARGUMENT && st != IRIS_ERROR_INVALID_RANK && st != IRIS_ERROR_NOT_IN_HEAP) return;
+  if (st != IRIS_SUCCESS && st != IRIS_ERROR_INVALID_ARGUMENT && st != IRIS_ERROR_INVALID_RANK && st != IRIS_ERROR_NOT_IN_HEAP) return;
   if (!IRIS_DETAIL_IS_LIVE(ctx) || (!team_s && iris_num_nodes(ctx) != 1)) return;
   iris_detail_copy(why, sizeof why, iris_detail_errbuf);
   if (iris_detail_check_fault(ctx) == IRIS_SUCCESS) {
@@ -596,7 +597,7 @@ static void iris_coll_refused_take_part(iris_t *ctx, iris_coll_state_t *team_s, 
       s = (iris_coll_state_t *)iris_detail_get_ext(ctx);
     if (s && s->dev.ctx.world_size > 1) {
       iris_coll_barrier_kernel<<<1, 64, 0, stream>>>(s->dev, sig);
-      (void)iris_gpu_last_error(); /* the refusal is the call's status either way */
+      (void)iris_gpu_last_error(); /* the refusal is the call's status either way; a count of 0 reports nothing */
     }
   }
   iris_detail_copy(iris_detail_errbuf, sizeof iris_detail_errbuf, why);
@@ -609,12 +610,16 @@ static void iris_coll_refused_take_part(iris_t *ctx, iris_coll_state_t *team_s, 
  * (IRIS_COLL_SIG_REFUSED). Refused on some ranks only, the others' call mismatches it
  * (IRIS_ERROR_MISMATCH on every rank, nothing written; fatal where their call is split
  * into launches) instead of waiting out its bound, and every rank's call numbers stay in
- * step; refused on every rank, the ranks meet in it. A count of 0 is a no-op and takes no
- * part (iris_collectives.h: pass it on every rank alike). */
+ * step; refused on every rank, the ranks meet in it. A call of count 0 moves nothing and
+ * takes part the same way, with a signature of its own (IRIS_COLL_SIG_EMPTY): ranks that
+ * all pass 0 meet in it (one device barrier, about the cost of the smallest call), and a
+ * rank that alone passes 0 makes its peers' call a mismatch instead of a wait to the bound
+ * (NCCL's ranks there wait for good). */
 static iris_status_t iris_coll_enqueue_on(iris_t *ctx, iris_coll_state_t *team_s, int kind_flags, const void *send, void *recv, size_t count, iris_dtype_t t,
                                           iris_redop_t op, int root, iris_stream_t stream, const iris_coll_opts_t *opts, const iris_coll_part_t *outer) {
   const iris_status_t st = iris_coll_enqueue_args(ctx, team_s, kind_flags, send, recv, count, t, op, root, stream, opts, outer);
-  if (count != 0 && !outer) iris_coll_refused_take_part(ctx, team_s, st, IRIS_COLL_SIG_REFUSED, stream);
+  if (!outer && (st != IRIS_SUCCESS || count == 0))
+    iris_coll_refused_take_part(ctx, team_s, st, st == IRIS_SUCCESS ? IRIS_COLL_SIG_EMPTY : IRIS_COLL_SIG_REFUSED, stream);
   return st;
 }
 

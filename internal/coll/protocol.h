@@ -178,6 +178,22 @@ static_assert(((((unsigned)IRIS_COLL_SIG_REFUSED ^ (unsigned)(IRIS_COLL_SIG_REFU
                   (((unsigned)IRIS_COLL_SIG_REFUSED ^ (unsigned)(IRIS_COLL_SIG_REFUSED >> 32)) | 1u) !=
                       (((unsigned)IRIS_COLL_SIG_BARRIER_2 ^ (unsigned)(IRIS_COLL_SIG_BARRIER_2 >> 32)) | 1u),
               "a refused call's signature: one launch, not the barrier's");
+/* The signature of the launch a call of count 0 takes part with (iris_coll_enqueue_on):
+ * no collective's, no barrier's, no refusal's; one launch. Ranks that all pass 0 meet in
+ * it; a rank that alone passes 0 makes the others' call a mismatch instead of a wait. */
+#define IRIS_COLL_SIG_EMPTY 0x656d707479636e74ULL
+static_assert(((((unsigned)IRIS_COLL_SIG_EMPTY ^ (unsigned)(IRIS_COLL_SIG_EMPTY >> 32)) | 1u) & IRIS_COLL_SIG_SPLIT) == 0 &&
+                  (((unsigned)IRIS_COLL_SIG_EMPTY ^ (unsigned)(IRIS_COLL_SIG_EMPTY >> 32)) | 1u) !=
+                      (((unsigned)IRIS_COLL_SIG_REFUSED ^ (unsigned)(IRIS_COLL_SIG_REFUSED >> 32)) | 1u) &&
+                  (((unsigned)IRIS_COLL_SIG_EMPTY ^ (unsigned)(IRIS_COLL_SIG_EMPTY >> 32)) | 1u) !=
+                      (((unsigned)IRIS_COLL_SIG_BARRIER ^ (unsigned)(IRIS_COLL_SIG_BARRIER >> 32)) | 1u) &&
+                  (((unsigned)IRIS_COLL_SIG_EMPTY ^ (unsigned)(IRIS_COLL_SIG_EMPTY >> 32)) | 1u) !=
+                      (((unsigned)IRIS_COLL_SIG_BARRIER_2 ^ (unsigned)(IRIS_COLL_SIG_BARRIER_2 >> 32)) | 1u),
+              "an empty call's signature: one launch, not a refusal's or the barrier's");
+/* The same for an iris_all_reduce_rmsnorm of 0 tokens: marked split, as its refusal. */
+#define IRIS_COLL_SIG_EMPTY_SPLIT (IRIS_COLL_SIG_EMPTY | (unsigned long long)IRIS_COLL_SIG_SPLIT)
+static_assert((((unsigned)IRIS_COLL_SIG_EMPTY_SPLIT ^ (unsigned)(IRIS_COLL_SIG_EMPTY_SPLIT >> 32)) | 1u) & IRIS_COLL_SIG_SPLIT,
+              "an empty fused op's signature: marked split");
 static_assert((((unsigned)IRIS_COLL_SIG_REFUSED_SPLIT ^ (unsigned)(IRIS_COLL_SIG_REFUSED_SPLIT >> 32)) | 1u) & IRIS_COLL_SIG_SPLIT,
               "a refused fused op's signature: marked split");
 /* The fault kind of a mismatch between this rank's call (sig32) and a peer's (its header

@@ -253,7 +253,7 @@ static iris_status_t iris_rmsnorm_run(iris_t *ctx, const void *x, void *residual
   if (!iris_coll_compiled_in(type, IRIS_SUM))
     return iris_detail_fail(IRIS_ERROR_UNSUPPORTED, "rank %d: %s: the sum of this type is not compiled in (IRIS_COLL_TYPES 0x%x, IRIS_COLL_OPS 0x%x)", me, name,
                             (unsigned)(IRIS_COLL_TYPES), (unsigned)(IRIS_COLL_OPS));
-  if (tokens == 0) return IRIS_SUCCESS; /* nothing, whatever the buffers (an empty batch's are often NULL) */
+  if (tokens == 0) return IRIS_SUCCESS; /* nothing to move, whatever the buffers (an empty batch's are often NULL); it takes part below */
   if (o->quant != IRIS_QUANT_NONE && (!o->out_fp8 || !o->scale))
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: fp8 output needs out_fp8 and scale", me, name);
   if (!x || !residual || !weight || !out) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: NULL buffer", me, name);
@@ -297,16 +297,18 @@ static iris_status_t iris_rmsnorm_run(iris_t *ctx, const void *x, void *residual
  * host.h), with a launch marked split: the peers' call may take one launch (the fused, two-shot
  * and bandwidth paths) or two or more (the separate path), so the mismatch is fatal
  * everywhere rather than leave the call numbers out of step. Where every rank refused
- * alike, they meet. */
+ * alike, they meet. A call of 0 tokens takes part alike, with a signature of its own
+ * (IRIS_COLL_SIG_EMPTY_SPLIT): an empty batch on every rank is one device barrier, on
+ * one rank only a mismatch. */
 IRIS_DEF iris_status_t iris_all_reduce_rmsnorm_ex(iris_t *ctx, const void *x, void *residual, const void *weight, void *out, size_t tokens, size_t hidden, float eps,
                                                   iris_dtype_t type, iris_stream_t stream, const iris_rmsnorm_opts_t *opts) {
   const iris_status_t st = iris_rmsnorm_run(ctx, x, residual, weight, out, tokens, hidden, eps, type, stream, opts);
-  if ((st == IRIS_ERROR_INVALID_ARGUMENT || st == IRIS_ERROR_INVALID_RANK || st == IRIS_ERROR_NOT_IN_HEAP) && tokens != 0 && IRIS_DETAIL_IS_LIVE(ctx) &&
-      iris_detail_check_fault(ctx) == IRIS_SUCCESS) {
+  if ((st == IRIS_ERROR_INVALID_ARGUMENT || st == IRIS_ERROR_INVALID_RANK || st == IRIS_ERROR_NOT_IN_HEAP || (st == IRIS_SUCCESS && tokens == 0)) &&
+      IRIS_DETAIL_IS_LIVE(ctx) && iris_detail_check_fault(ctx) == IRIS_SUCCESS) {
     char why[sizeof iris_detail_errbuf];
     iris_detail_copy(why, sizeof why, iris_detail_errbuf);
     if (iris_detail_order_begin(ctx, stream) == IRIS_SUCCESS) {
-      iris_coll_refused_take_part(ctx, NULL, st, IRIS_COLL_SIG_REFUSED_SPLIT, stream);
+      iris_coll_refused_take_part(ctx, NULL, st, st == IRIS_SUCCESS ? IRIS_COLL_SIG_EMPTY_SPLIT : IRIS_COLL_SIG_REFUSED_SPLIT, stream);
       (void)iris_detail_order_end(ctx, stream);
     }
     iris_detail_copy(iris_detail_errbuf, sizeof iris_detail_errbuf, why);

@@ -70,7 +70,7 @@ static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_vi
       return IRIS_ERROR_INVALID_ARGUMENT;
     }
     /* how buffers off the heap are staged, where the team has staging areas
-     * (iris_detail_team_staging), as the world's: members that differ launch different
+     * (iris_team_set_staging), as the world's: members that differ launch different
      * kernels, so their call signatures mismatch */
     s->fused_staging = 1;
     if (w) s->fused_staging = w->fused_staging;
@@ -103,7 +103,7 @@ static iris_status_t iris_coll_team_state(iris_t *ctx, const iris_detail_team_vi
       if (old >= 0) (void)iris_gpu_set_device(old);
     }
   }
-  s->stage_bytes = 0; /* no staging until iris_detail_team_staging: the bandwidth path takes heap buffers */
+  s->stage_bytes = 0; /* no staging until iris_team_set_staging: the bandwidth path takes heap buffers */
   *v->state = s;
   *out = s;
   return IRIS_SUCCESS;
@@ -134,7 +134,6 @@ static iris_status_t iris_coll_team_run(iris_t *ctx, const iris_team_t *team, in
     return e == IRIS_GPU_SUCCESS ? IRIS_SUCCESS : iris_detail_fail(IRIS_ERROR_GPU, "%s: copy failed: %s", iris_coll_names[kind], iris_gpu_error_text(e));
   }
   if ((st = iris_coll_team_state(ctx, &v, &s, stream)) != IRIS_SUCCESS) return st;
-  if (count == 0) return iris_coll_enqueue_on(ctx, s, kind, send, recv, count, t, op, root, stream, opts, NULL); /* the argument checks */
   if ((st = iris_detail_team_order(ctx, team, stream, 0)) != IRIS_SUCCESS) return st;
   st = iris_coll_enqueue_on(ctx, s, kind, send, recv, count, t, op, root, stream, opts, NULL);
   st2 = iris_detail_team_order(ctx, team, stream, 1);
@@ -161,29 +160,65 @@ IRIS_DEF iris_status_t iris_broadcast_team(iris_t *ctx, const iris_team_t *team,
                                            iris_stream_t stream, const iris_coll_opts_t *opts) {
   return iris_coll_team_run(ctx, team, IRIS_COLL_BC, send, recv, count, type, IRIS_SUM, root, stream, opts);
 }
-/* Staging areas for a team's calls with buffers off the heap (internal/core/detail_api.h).
- * Local: no meeting. The areas must lie at the same heap offsets on every member (the
- * caller allocates them in step on every rank of the context); a member whose areas'
- * size differs chunks its calls differently, and the chunk signatures (iris_coll_part_t)
- * make that a mismatch at the call's first launch, as for the world. */
-IRIS_DEF iris_status_t iris_detail_team_staging(iris_t *ctx, const iris_team_t *team, void *area_in, void *area_out, size_t bytes) {
+/* The team's staging areas (iris_collectives.h). Each member judges its own arguments, then
+ * the members meet whatever the judgement (a refusal on one member must not leave the
+ * others waiting in the meeting) and compare: every member sets the same areas or none. */
+IRIS_DEF iris_status_t iris_team_set_staging(iris_t *ctx, const iris_team_t *team, void *area_in, void *area_out, size_t bytes) {
+  static const char name[] = "iris_team_set_staging";
   iris_detail_team_view_t v;
-  iris_coll_state_t *s;
-  iris_status_t st;
-  const int me = ctx ? iris_rank(ctx) : -1;
-  if ((st = iris_detail_team_lookup(ctx, team, &v)) != IRIS_SUCCESS) return iris_detail_prefix(st, "iris_detail_team_staging");
-  if (v.world || team->size == 1) return IRIS_SUCCESS; /* the world stages through its own areas; a team of one copies */
-  if (bytes < IRIS_COLL_STAGING_MIN || bytes > ((size_t)1 << 40))
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_detail_team_staging: %zu bytes per area: at least %zu (a chunk of every rank's block must fit)", me,
-                            bytes, (size_t)IRIS_COLL_STAGING_MIN);
-  if (!area_in || !area_out || area_in == area_out || ((uintptr_t)area_in | (uintptr_t)area_out) % 16 || !iris_coll_in_heap(ctx, area_in, bytes) ||
-      !iris_coll_in_heap(ctx, area_out, bytes) || ((char *)area_in < (char *)area_out + bytes && (char *)area_out < (char *)area_in + bytes))
-    return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: iris_detail_team_staging: the two areas must be distinct, 16-byte aligned heap blocks of %zu bytes", me,
-                            bytes);
-  if ((st = iris_coll_team_state(ctx, &v, &s, NULL)) != IRIS_SUCCESS) return st;
+  iris_coll_state_t *s = NULL;
+  uint32_t mine[IRIS_DETAIL_TEAM_XW], all[IRIS_MAX_RANKS * IRIS_DETAIL_TEAM_XW];
+  size_t off_in = 0, off_out = 0;
+  iris_status_t st, judged = IRIS_SUCCESS;
+  char why[sizeof iris_detail_errbuf];
+  int me, p, k;
+  if ((st = iris_detail_team_lookup(ctx, team, &v)) != IRIS_SUCCESS) return iris_detail_prefix(st, name); /* alike on every member */
+  if (v.world || team->size == 1) return IRIS_SUCCESS; /* the world stages through its own areas (IRIS_COLL_STAGING); a team of one copies */
+  me = iris_rank(ctx);
+  if (area_in || area_out || bytes) {
+    if (bytes < IRIS_COLL_STAGING_MIN || bytes > ((size_t)1 << 40))
+      judged = iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: %zu bytes per area: at least %zu (a chunk of every member's block must fit)", me, name, bytes,
+                                (size_t)IRIS_COLL_STAGING_MIN);
+    else if (!area_in || !area_out || area_in == area_out || ((uintptr_t)area_in | (uintptr_t)area_out) % 16 || !iris_coll_in_heap(ctx, area_in, bytes) ||
+             !iris_coll_in_heap(ctx, area_out, bytes) || ((char *)area_in < (char *)area_out + bytes && (char *)area_out < (char *)area_in + bytes))
+      judged = iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: the two areas must be distinct, 16-byte aligned heap blocks of %zu bytes each (or NULL, NULL, 0: none)",
+                                me, name, bytes);
+    else if (iris_heap_offset(ctx, area_in, &off_in) != IRIS_SUCCESS || iris_heap_offset(ctx, area_out, &off_out) != IRIS_SUCCESS)
+      judged = iris_detail_fail(IRIS_ERROR_NOT_IN_HEAP, "rank %d: %s: an area is not in the heap", me, name);
+  }
+  if (judged == IRIS_SUCCESS) judged = iris_coll_team_state(ctx, &v, &s, NULL);
+  iris_detail_copy(why, sizeof why, iris_detail_errbuf);
+  memset(mine, 0, sizeof mine);
+  mine[0] = (uint32_t)off_in, mine[1] = (uint32_t)((uint64_t)off_in >> 32);
+  mine[2] = (uint32_t)off_out, mine[3] = (uint32_t)((uint64_t)off_out >> 32);
+  mine[4] = (uint32_t)bytes, mine[5] = (uint32_t)((uint64_t)bytes >> 32);
+  mine[6] = (uint32_t)judged;
+  st = iris_detail_team_allgather(ctx, team, IRIS_DETAIL_TEAM_OP_STAGING, mine, all);
+  if (judged != IRIS_SUCCESS) { /* this member's refusal, its own words (the meeting's outcome aside) */
+    iris_detail_copy(iris_detail_errbuf, sizeof iris_detail_errbuf, why);
+    return judged;
+  }
+  if (st != IRIS_SUCCESS) return iris_detail_prefix(st, name);
+  for (p = 0; p < team->size; p++) {
+    const uint32_t *theirs = all + (size_t)p * IRIS_DETAIL_TEAM_XW;
+    if (theirs[6] != 0)
+      return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "rank %d: %s: world rank %d (team rank %d) refused its areas (%s): no member's staging changed", me, name,
+                              iris_team_world_rank(team, p), p, iris_status_string((iris_status_t)theirs[6]));
+  }
+  for (p = 0; p < team->size; p++) {
+    const uint32_t *theirs = all + (size_t)p * IRIS_DETAIL_TEAM_XW;
+    for (k = 0; k < 6 && theirs[k] == mine[k]; k++) {
+    }
+    if (k < 6)
+      return iris_detail_fail(IRIS_ERROR_MISMATCH, "rank %d: %s: world rank %d (team rank %d) passes areas at heap offsets %llu and %llu of %llu bytes, this rank at %llu and "
+                              "%llu of %llu: every member passes the same (allocate them in the same order on every rank of the context); no member's staging changed",
+                              me, name, iris_team_world_rank(team, p), p, (unsigned long long)theirs[0] | (unsigned long long)theirs[1] << 32,
+                              (unsigned long long)theirs[2] | (unsigned long long)theirs[3] << 32, (unsigned long long)theirs[4] | (unsigned long long)theirs[5] << 32,
+                              (unsigned long long)off_in, (unsigned long long)off_out, (unsigned long long)bytes);
+  }
   s->stage_in = (char *)area_in;
   s->stage_out = (char *)area_out;
-  s->stage_bytes = bytes;
+  s->stage_bytes = area_in ? bytes : 0;
   return IRIS_SUCCESS;
 }
 

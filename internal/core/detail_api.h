@@ -69,17 +69,6 @@ typedef struct iris_detail_team_view {
 IRIS_API iris_status_t iris_detail_team_lookup(iris_t *ctx, const iris_team_t *team, iris_detail_team_view_t *out);
 IRIS_API iris_status_t iris_detail_team_order(iris_t *ctx, const iris_team_t *team, iris_stream_t stream, int end);
 
-/* Staging areas for a team's collectives (defined with them, internal/coll/team.h): two
- * distinct 16-byte aligned heap blocks of `bytes` each (at least IRIS_COLL_STAGING_MIN),
- * at the same heap offsets on every member, through which the team's calls then take
- * buffers off the heap exactly as the world's calls do through the world's staging area
- * (chunks whose signatures name their place in the call; the copy into recv only where
- * every member matched). Local, on each member; the areas stay the caller's and must
- * outlive the team. Not for users: the torch layer's teams (python/iris_gpu/torch/team.py)
- * call it at the split; a C program allocates the areas in step on every rank. The world
- * team and a team of one: a no-op. */
-IRIS_API iris_status_t iris_detail_team_staging(iris_t *ctx, const iris_team_t *team, void *area_in, void *area_out, size_t bytes);
-
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

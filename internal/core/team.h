@@ -500,9 +500,13 @@ IRIS_DEF iris_status_t iris_team_get(iris_t *ctx, iris_team_which_t which, iris_
 /* The meetings, tagged in a record's last word: members in different team calls (one
  * splits a team another destroys) fail with IRIS_ERROR_MISMATCH instead of reading each
  * other's words as their own. */
-enum { IRIS_DETAIL_TEAM_OP_SPLIT = 0x5370u, IRIS_DETAIL_TEAM_OP_TAKE = 0x5371u, IRIS_DETAIL_TEAM_OP_DESTROY = 0x5372u };
+enum { IRIS_DETAIL_TEAM_OP_SPLIT = 0x5370u, IRIS_DETAIL_TEAM_OP_TAKE = 0x5371u, IRIS_DETAIL_TEAM_OP_DESTROY = 0x5372u, IRIS_DETAIL_TEAM_OP_STAGING = 0x5373u };
 static inline const char *iris_detail_team_op_name(uint32_t op) {
-  return op == IRIS_DETAIL_TEAM_OP_SPLIT ? "a split" : op == IRIS_DETAIL_TEAM_OP_TAKE ? "a split's second meeting" : op == IRIS_DETAIL_TEAM_OP_DESTROY ? "iris_team_destroy" : "another call";
+  return op == IRIS_DETAIL_TEAM_OP_SPLIT     ? "a split"
+         : op == IRIS_DETAIL_TEAM_OP_TAKE    ? "a split's second meeting"
+         : op == IRIS_DETAIL_TEAM_OP_DESTROY ? "iris_team_destroy"
+         : op == IRIS_DETAIL_TEAM_OP_STAGING ? "iris_team_set_staging"
+                                             : "another call";
 }
 static iris_status_t iris_detail_team_gather_words(iris_t *ctx, const iris_team_t *t, const uint32_t *mine, uint32_t *all);
 IRIS_INTERNAL iris_status_t iris_detail_team_allgather(iris_t *ctx, const iris_team_t *t, uint32_t op, uint32_t *mine, uint32_t *all) {

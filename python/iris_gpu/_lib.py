@@ -360,8 +360,7 @@ OPTIONAL_FUNCTIONS = {
     "iris_all_to_all_team": (_i, [_p, _pt, _p, _p, _z, _i, _p, _po]),
     "iris_broadcast_team": (_i, [_p, _pt, _p, _p, _z, _i, _i, _p, _po]),
     "iris_barrier_device_team": (_i, [_p, _pt, _p]),
-    # internal/core/detail_api.h: a team's staging areas (the torch layer's teams)
-    "iris_detail_team_staging": (_i, [_p, _pt, _p, _p, _z]),
+    "iris_team_set_staging": (_i, [_p, _pt, _p, _p, _z]),
 }
 
 

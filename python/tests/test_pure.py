@@ -322,7 +322,7 @@ class TestLibrary(unittest.TestCase):
         """The team calls the torch layer needs are in the library, and iris_team_t is the
         ctypes mirror's size (checked at load too)."""
         for name in ("iris_team_get", "iris_team_split", "iris_team_destroy", "iris_team_check", "iris_all_reduce_team", "iris_all_gather_team",
-                     "iris_reduce_scatter_team", "iris_all_to_all_team", "iris_broadcast_team", "iris_barrier_device_team", "iris_detail_team_staging"):
+                     "iris_reduce_scatter_team", "iris_all_to_all_team", "iris_broadcast_team", "iris_barrier_device_team", "iris_team_set_staging"):
             self.assertTrue(self.L.has(name), name)
         self.assertEqual(self.L.lib.iris_abi_struct_size(b"iris_team_t"), ctypes.sizeof(_lib.TeamT))
         self.assertNotIn("iris_team_t", self.L.unchecked)

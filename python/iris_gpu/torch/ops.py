@@ -404,13 +404,8 @@ def _in_step(err, kind, x, cid, extra=None, inplace=False):
         _launch(kind, xc, torch.empty((m,), dtype=x.dtype, device=x.device), cid, extra)
 
     def refused():
-        """One call the library refuses (NULL buffers, 1 float32): it takes part. None for
-        an input without elements: the peers' call of none makes no library call either."""
-        try:
-            if int(x.numel()) == 0:
-                return False
-        except Exception:
-            pass
+        """One call the library refuses (NULL buffers, 1 float32): it takes part (an input
+        without elements too: the peers' call of none takes part in the library as well)."""
         try:
             _ctx(cid)._run(kind, None, None, 1, 0, 0 if kind in ("all_reduce", "reduce_scatter", "broadcast") else None)
         except _lib.IrisError:

@@ -29,7 +29,7 @@ _STAGING_MIN = 2048  # IRIS_COLL_STAGING_MIN (internal/coll/plan.h): the least a
 class _Staging:
     """Two heap areas (in, out) of `nbytes` each (at least _STAGING_MIN) through which the
     library stages a split's team calls with buffers off the heap, as it stages the world's
-    through its own (iris_detail_team_staging: chunks whose signatures name their place in
+    through its own (iris_team_set_staging: chunks whose signatures name their place in
     the call, the copy into the output only where every member matched). Every rank of the
     context allocates them at the split, in the same order, so they lie at the same heap
     offset everywhere; they stay until the context closes (a team's close meets only its
@@ -101,9 +101,10 @@ class Team:
         h = ctx._handle()
         if self._stage is not None and self.has_collectives and self.world_size > 1:
             # the library stages this team's calls with buffers off the heap through the
-            # split's areas (local: no meeting; a team without collective state has none)
-            ctx._lib.require_function("iris_detail_team_staging")
-            self._call("iris_detail_team_staging", L.iris_detail_team_staging(h, self._tref, self._stage.ptr_in, self._stage.ptr_out, self._stage.nbytes))
+            # split's areas (a meeting of the members, who compare them; a team without
+            # collective state has none)
+            ctx._lib.require_function("iris_team_set_staging")
+            self._call("iris_team_set_staging", L.iris_team_set_staging(h, self._tref, self._stage.ptr_in, self._stage.ptr_out, self._stage.nbytes))
         self.id = next(_ids)
         _CONTEXTS[self.id] = self
 
@@ -170,16 +171,14 @@ class Team:
     def _run(self, kind, send, recv, count, dtype, extra=None):
         """Enqueue one collective over the team on torch.cuda.current_stream(): one library
         call, which takes buffers off the heap through the split's staging areas
-        (iris_detail_team_staging, set at the split), in chunks, as the world's calls take
+        (iris_team_set_staging, set at the split), in chunks, as the world's calls take
         them through the world's; a mismatched call writes no output. A team made with
         staging_bytes=0 has none: such buffers beyond the latency path are refused there
         (IRIS_ERROR_NOT_IN_HEAP, after the refusal took part in the library)."""
         torch = _torch_mod()
         if self.check_shapes:
             self._same_everywhere((kind, count, dtype, extra))
-        if count == 0:
-            return
-        h = self._handle()
+        h = self._handle()  # a count of 0 too: the library takes part
         stream = torch._C._cuda_getCurrentRawStream(self.device)
         fn = self._fns[kind]
         args = (h, self._tref, send, recv, count, dtype) + ((extra,) if extra is not None else ()) + (stream, self.ctx._optp)
