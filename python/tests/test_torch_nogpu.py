@@ -607,8 +607,9 @@ class TestCollectiveRefusedInStep(StandInCase):
             (ValueError, lambda: it.reduce_scatter(torch.ones(3, 4), c2), [("reduce_scatter", 6, 0, 0)]),
             (ValueError, lambda: it.all_gather(torch.ones(2, 4), c2, dim=2), [("all_gather", 8, 0, None)]),  # out of range (it wrapped onto dim 0)
             (ValueError, lambda: it.reduce_scatter(torch.ones(4, 4), c2, dim=-3), [("reduce_scatter", 8, 0, 0)]),
-            # an input without elements: the peers' call makes no library call, nor this one
-            (ValueError, lambda: it.all_reduce(torch.ones(0), c2, "prod"), []),
+            # an input without elements: the peers' call of none takes part in the library,
+            # so this one does too, as a refusal
+            (ValueError, lambda: it.all_reduce(torch.ones(0), c2, "prod"), [("all_reduce", 1, 0, 0)]),
         ]
         for i, (exc, fn, calls) in enumerate(cases):
             c2.calls.clear()
