@@ -894,6 +894,51 @@ class Runner:
         finally:
             c.close()
 
+    def check_empty_in_step(self):
+        """A collective of no elements, on the world and on a team of every rank: on every
+        rank it succeeds, nothing is reported and the next call is exact; on the last rank
+        only (the others all_reduce 4096 floats), every rank's check() reports
+        IRIS_ERROR_MISMATCH within seconds (the empty call took part in the library), no
+        output was written, and the next call is exact everywhere."""
+        it, dev, W, me = self.it, self.dev, self.world, self.rank
+        c = self.fresh_context()
+        try:
+            tm = c.team([list(range(W))])
+            n = 4096
+            for target in (c, tm):
+                for one in (False, True):
+                    y = poisoned((n,), torch.float32, dev)
+                    torch.cuda.synchronize()
+                    t0 = time.time()
+                    if me == W - 1 or not one:
+                        e = it.all_reduce(torch.ones(0, device=dev), target)
+                        if e.numel() != 0:
+                            raise AssertionError("an empty all_reduce gave %d elements" % e.numel())
+                    else:
+                        it.all_reduce(torch.ones(n, device=dev), target, out=y)
+                    torch.cuda.synchronize()
+                    try:
+                        target.check()
+                    except it.IrisError as e:
+                        if not one or e.status_name != "IRIS_ERROR_MISMATCH":
+                            raise AssertionError("check() raised %s (empty on %s): %s" % (e.status_name, "one rank" if one else "every rank", e))
+                    else:
+                        if one:
+                            raise AssertionError("check() reported no mismatch for an empty call on one rank")
+                    if time.time() - t0 > 15:
+                        raise AssertionError("%.1f s: a wait ran to its bound" % (time.time() - t0))
+                    if not bool((y.view(torch.uint8) == 0x7B).all()):
+                        raise AssertionError("a call against an empty one wrote its output")
+                    x = torch.full((n,), float(me + 1), device=dev)
+                    it.all_reduce(x, target, out=y)
+                    torch.cuda.synchronize()
+                    target.check()
+                    if not bool((y == float(W * (W + 1) // 2)).all()):
+                        raise AssertionError("the call after the empty one gave %s" % y[:4].tolist())
+            tm.close()
+        finally:
+            c.close()
+
     def check_team_staged_mismatch(self, what):
         """A staged team all-reduce (off the heap, 1 MiB staging areas: chunks of 256 K
         floats) whose members differ: what "count" (1 M floats on team rank 0, 600 K on the
@@ -1806,6 +1851,8 @@ def team_cases(R):
                R.check_team_non_member)
         result("a refusal of the input itself on the last rank only (CPU, complex64), world and team: it takes part; IRIS_ERROR_MISMATCH at once, nothing written, next call exact",
                R.check_refused_input_in_step)
+        result("a collective of no elements, world and team: on every rank nothing reported; on the last rank only IRIS_ERROR_MISMATCH at once, nothing written; "
+               "next call exact", R.check_empty_in_step)
         for what in ("count", "op"):
             result("teams: a staged all_reduce whose %s differs on team rank 0: IRIS_ERROR_MISMATCH on every member at once, no output written" % what,
                    lambda: R.check_team_staged_mismatch(what))
