@@ -1,6 +1,6 @@
-"""iris from JAX: all-reduce and all-gather as XLA FFI calls (usable inside jit, declared
-command-buffer compatible), one process per GPU; and jax.Arrays on iris's symmetric heap,
-which the calls move zero-copy.
+"""iris from JAX: all-reduce, all-gather, reduce-scatter, all-to-all and broadcast as XLA
+FFI calls (usable inside jit, declared command-buffer compatible), one process per GPU; and
+jax.Arrays on iris's symmetric heap, which the calls move zero-copy.
 
     import jax
     jax.distributed.initialize(...)           # one process per GPU
@@ -35,6 +35,11 @@ _targets = None
 _count = [0]
 
 
+# handler symbol in libiris_jax.so -> FFI target name
+_HANDLERS = (("IrisAllReduce", "iris_all_reduce"), ("IrisAllGather", "iris_all_gather"), ("IrisAllGatherInto", "iris_all_gather_into"),
+             ("IrisReduceScatter", "iris_reduce_scatter"), ("IrisAllToAll", "iris_all_to_all"), ("IrisBroadcast", "iris_broadcast"))
+
+
 def _register():
     """Load libiris_jax.so and register its handlers as FFI targets (once)."""
     global _targets
@@ -51,7 +56,7 @@ def _register():
             so = ctypes.CDLL(path)
         except OSError as e:
             raise _lib.IrisLibraryError("%s: %s: build it with `make lib-jax` (or set IRIS_JAX_LIB)" % (path, e))
-        for sym, name in (("IrisAllReduce", "iris_all_reduce"), ("IrisAllGather", "iris_all_gather"), ("IrisAllGatherInto", "iris_all_gather_into")):
+        for sym, name in _HANDLERS:
             if not hasattr(so, sym):
                 raise _lib.IrisLibraryError("%s has no %s: rebuild it (make lib-jax)" % (path, sym))
             jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(so, sym)), platform="CUDA")
@@ -75,13 +80,15 @@ _PLACES = ("off_heap", "input_on_heap", "output_on_heap", "zero_copy")
 
 def heap_calls():
     """How many handler calls ran with their buffers where: {"all_reduce": {"zero_copy": n,
-    "input_on_heap": n, "output_on_heap": n, "off_heap": n}, "all_gather": {...}}.
+    "input_on_heap": n, "output_on_heap": n, "off_heap": n}, "all_gather": {...},
+    "reduce_scatter", "all_to_all", "broadcast": {...}}.
     zero_copy: input and output both on this rank's heap (the library's zero-copy path);
     off_heap: neither (the staged path). Counted on the host when the handler runs: a call
     recorded into a command buffer counts once, not at each replay. For tests and
     debugging."""
     so = _register()
-    return {kind: {place: int(so.iris_jax_heap_calls(k, w)) for w, place in enumerate(_PLACES)} for k, kind in enumerate(("all_reduce", "all_gather"))}
+    kinds = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+    return {kind: {place: int(so.iris_jax_heap_calls(k, w)) for w, place in enumerate(_PLACES)} for k, kind in enumerate(kinds)}
 
 
 class _KVStore:
@@ -383,6 +390,38 @@ def all_gather(x, ctx, out=None):
         raise ValueError("iris_gpu.jax.all_gather: out has shape %s, the result has %s" % (tuple(out.shape), tuple(shape)))
     call = jax.ffi.ffi_call("iris_all_gather_into", jax.ShapeDtypeStruct(shape, x.dtype), input_output_aliases={1: 0})
     return call(x, out, iris_ctx=np.int64(ctx.handle))
+
+
+def reduce_scatter(x, ctx, op="sum"):
+    """This rank's block of op over ranks of x, along axis 0: x.shape[0] must be a multiple
+    of world_size; the result has x.shape[0] / world_size rows (rank r gets rows
+    [r * n, (r + 1) * n) of the reduction), as jax.lax.psum_scatter(..., tiled=True)."""
+    _dtype(x)
+    code = _types.iris_redop(op, np.dtype(x.dtype).name, "iris_gpu.jax.reduce_scatter")
+    if x.ndim == 0:
+        raise ValueError("iris_gpu.jax.reduce_scatter: a 0-d array cannot be scattered")
+    shape = _types.scatter_shape(x.shape, ctx.world_size, 0)
+    call = jax.ffi.ffi_call("iris_reduce_scatter", jax.ShapeDtypeStruct(shape, x.dtype))
+    return call(x, iris_ctx=np.int64(ctx.handle), op=np.int32(code))
+
+
+def all_to_all(x, ctx):
+    """x's axis 0 in world_size blocks: block r goes to rank r, and block r of the result
+    came from rank r (the same shape as x), as jax.lax.all_to_all(..., 0, 0, tiled=True)."""
+    _dtype(x)
+    if x.ndim == 0 or x.shape[0] % ctx.world_size:
+        raise ValueError("iris_gpu.jax.all_to_all: axis 0 of shape %s is not a multiple of world_size %d" % (tuple(x.shape), ctx.world_size))
+    call = jax.ffi.ffi_call("iris_all_to_all", jax.ShapeDtypeStruct(x.shape, x.dtype))
+    return call(x, iris_ctx=np.int64(ctx.handle))
+
+
+def broadcast(x, ctx, root=0):
+    """The root's x on every rank (every rank passes an x of the same shape and type; it is
+    read on the root only)."""
+    _dtype(x)
+    _types.check_root(root, ctx.world_size)
+    call = jax.ffi.ffi_call("iris_broadcast", jax.ShapeDtypeStruct(x.shape, x.dtype))
+    return call(x, iris_ctx=np.int64(ctx.handle), root=np.int32(root))
 
 
 # the heap arrays, as functions of the context (the names the collectives use)

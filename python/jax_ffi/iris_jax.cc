@@ -1,4 +1,5 @@
-// iris_jax.cc: XLA FFI handlers for iris's all-reduce and all-gather (libiris_jax.so).
+// iris_jax.cc: XLA FFI handlers for iris's collectives (libiris_jax.so): all-reduce,
+// all-gather, reduce-scatter, all-to-all, broadcast.
 //
 //   make lib-jax   (or:) c++ -std=c++17 -O2 -shared -fPIC -I. -isystem $(python3 -c 'import jax.ffi;
 //                  print(jax.ffi.include_dir())') -I$CUDA_HOME/include python/jax_ffi/iris_jax.cc
@@ -29,13 +30,14 @@ namespace ffi = xla::ffi;
 static std::atomic<long long> iris_jax_captured{0};
 extern "C" __attribute__((visibility("default"))) long long iris_jax_captured_calls(void) { return iris_jax_captured.load(); }
 
-// Handler calls by kind (0 all-reduce, 1 all-gather) and by where the buffers lay: bit 0
-// set when the input is on this rank's symmetric heap, bit 1 when the output is (3: both,
-// the zero-copy path). Host-side bookkeeping only (iris_heap_offset), no GPU sync. A call
-// recorded into a command buffer counts once, when recorded, not at each replay.
-static std::atomic<long long> iris_jax_placed[2][4];
+// Handler calls by kind (0 all-reduce, 1 all-gather, 2 reduce-scatter, 3 all-to-all,
+// 4 broadcast) and by where the buffers lay: bit 0 set when the input is on this rank's
+// symmetric heap, bit 1 when the output is (3: both, the zero-copy path). Host-side
+// bookkeeping only (iris_heap_offset), no GPU sync. A call recorded into a command buffer
+// counts once, when recorded, not at each replay.
+static std::atomic<long long> iris_jax_placed[5][4];
 extern "C" __attribute__((visibility("default"))) long long iris_jax_heap_calls(int kind, int where) {
-  return kind >= 0 && kind < 2 && where >= 0 && where < 4 ? iris_jax_placed[kind][where].load() : -1;
+  return kind >= 0 && kind < 5 && where >= 0 && where < 4 ? iris_jax_placed[kind][where].load() : -1;
 }
 
 // Host helpers of the heap arrays (iris_gpu.jax): each returns a cudaError_t. A device
@@ -90,16 +92,30 @@ ffi::Error iris_jax_refuse(const char *call, const std::string &detail) {
   return ffi::Error::InvalidArgument(std::string(call) + ": IRIS_ERROR_INVALID_ARGUMENT: " + detail);
 }
 
-// The checks both handlers share; on success *ctx and *type are set.
-ffi::Error iris_jax_check(const char *call, int64_t handle, const ffi::AnyBuffer &x, const ffi::AnyBuffer &y, size_t ratio, iris_t **ctx,
-                          iris_dtype_t *type) {
+// The checks every handler shares; on success *ctx and *type are set. The output holds
+// the input's elements times mul, divided by div (which must divide them).
+ffi::Error iris_jax_check(const char *call, int64_t handle, const ffi::AnyBuffer &x, const ffi::AnyBuffer &y, size_t mul, iris_t **ctx, iris_dtype_t *type,
+                          size_t div = 1) {
   *ctx = reinterpret_cast<iris_t *>(static_cast<intptr_t>(handle));
   if (!*ctx) return iris_jax_refuse(call, "the iris context is 0 (closed, or never created)");
   if (!iris_jax_dtype(x.element_type(), type)) return iris_jax_refuse(call, "element type not supported by iris");
   if (y.element_type() != x.element_type()) return iris_jax_refuse(call, "output type differs from the input's");
-  if (y.element_count() != ratio * x.element_count())
-    return iris_jax_refuse(call, "output has " + std::to_string(y.element_count()) + " elements, expected " + std::to_string(ratio * x.element_count()));
+  if (div == 0 || x.element_count() % div)
+    return iris_jax_refuse(call, "input has " + std::to_string(x.element_count()) + " elements, not a multiple of the world size " + std::to_string(div));
+  if (y.element_count() != mul * (x.element_count() / div))
+    return iris_jax_refuse(call, "output has " + std::to_string(y.element_count()) + " elements, expected " + std::to_string(mul * (x.element_count() / div)));
   return ffi::Error::Success();
+}
+
+// The world size of a live context, for the handlers whose sizes depend on it; 0 with
+// *err set for a finalized one (a jitted function kept past close(): its world size reads 0).
+size_t iris_jax_world(const char *call, int64_t ctx, ffi::Error *err) {
+  const int64_t world = ctx ? iris_world_size(reinterpret_cast<iris_t *>(static_cast<intptr_t>(ctx))) : 1;
+  if (world <= 0) {
+    *err = ffi::Error::Internal(std::string(call) + ": IRIS_ERROR_INVALID_ARGUMENT: the iris context was closed (finalized); create a new Context and trace again");
+    return 0;
+  }
+  return static_cast<size_t>(world);
 }
 
 ffi::Error iris_jax_status(const char *call, iris_status_t st) {
@@ -121,14 +137,54 @@ ffi::Error AllReduceImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi:
 ffi::Error AllGatherImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx) {
   iris_t *c;
   iris_dtype_t t;
-  const int64_t world = ctx ? iris_world_size(reinterpret_cast<iris_t *>(static_cast<intptr_t>(ctx))) : 0;
-  if (ctx && world <= 0) // a finalized context (a jitted function kept past close()): its world size reads 0
-    return ffi::Error::Internal("iris_all_gather: IRIS_ERROR_INVALID_ARGUMENT: the iris context was closed (finalized); create a new Context and trace again");
-  ffi::Error e = iris_jax_check("iris_all_gather", ctx, x, *y, static_cast<size_t>(world), &c, &t);
+  ffi::Error e = ffi::Error::Success();
+  const size_t world = iris_jax_world("iris_all_gather", ctx, &e);
+  if (!world) return e;
+  e = iris_jax_check("iris_all_gather", ctx, x, *y, world, &c, &t);
   if (e.failure() || x.element_count() == 0) return e;
   iris_jax_note_capture(stream);
   iris_jax_note_place(1, c, x, *y);
   return iris_jax_status("iris_all_gather", iris_all_gather(c, x.untyped_data(), y->untyped_data(), x.element_count(), t, stream));
+}
+
+// reduce_scatter: x holds world blocks, y one (this rank's block of the reduction).
+ffi::Error ReduceScatterImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int32_t op) {
+  iris_t *c;
+  iris_dtype_t t;
+  ffi::Error e = ffi::Error::Success();
+  const size_t world = iris_jax_world("iris_reduce_scatter", ctx, &e);
+  if (!world) return e;
+  e = iris_jax_check("iris_reduce_scatter", ctx, x, *y, 1, &c, &t, world);
+  if (e.failure() || x.element_count() == 0) return e;
+  iris_jax_note_capture(stream);
+  iris_jax_note_place(2, c, x, *y);
+  return iris_jax_status("iris_reduce_scatter", iris_reduce_scatter(c, x.untyped_data(), y->untyped_data(), y->element_count(), t,
+                                                                    static_cast<iris_redop_t>(op), stream));
+}
+
+// all_to_all: x and y hold world blocks; block r of x goes to rank r, block r of y came from it.
+ffi::Error AllToAllImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx) {
+  iris_t *c;
+  iris_dtype_t t;
+  ffi::Error e = ffi::Error::Success();
+  const size_t world = iris_jax_world("iris_all_to_all", ctx, &e);
+  if (!world) return e;
+  e = iris_jax_check("iris_all_to_all", ctx, x, *y, world, &c, &t, world);
+  if (e.failure() || x.element_count() == 0) return e;
+  iris_jax_note_capture(stream);
+  iris_jax_note_place(3, c, x, *y);
+  return iris_jax_status("iris_all_to_all", iris_all_to_all(c, x.untyped_data(), y->untyped_data(), x.element_count() / world, t, stream));
+}
+
+// broadcast: y = root's x on every rank (x is read on the root only).
+ffi::Error BroadcastImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int32_t root) {
+  iris_t *c;
+  iris_dtype_t t;
+  ffi::Error e = iris_jax_check("iris_broadcast", ctx, x, *y, 1, &c, &t);
+  if (e.failure() || x.element_count() == 0) return e;
+  iris_jax_note_capture(stream);
+  iris_jax_note_place(4, c, x, *y);
+  return iris_jax_status("iris_broadcast", iris_broadcast(c, x.untyped_data(), y->untyped_data(), x.element_count(), t, root, stream));
 }
 
 // all_gather(x, out=...): out is an operand XLA aliases to the result (input_output_aliases
@@ -166,4 +222,30 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllGatherInto, AllGatherIntoImpl,
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<int64_t>("iris_ctx"),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisReduceScatter, ReduceScatterImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<int64_t>("iris_ctx")
+                                  .Attr<int32_t>("op"),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllToAll, AllToAllImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<int64_t>("iris_ctx"),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisBroadcast, BroadcastImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<int64_t>("iris_ctx")
+                                  .Attr<int32_t>("root"),
                               {ffi::Traits::kCmdBufferCompatible});

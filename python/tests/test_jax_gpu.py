@@ -103,11 +103,33 @@ def rank_main(rank, world, port, shared):
         y = jax.jit(lambda x: ij.all_gather(x, ctx))(jnp.asarray(xs[rank]))
         check(y, np.concatenate([x.astype(np.float64) for x in xs]), dt)
 
+    def reduce_scatter(dt, op, n):
+        xs = inputs((world * n, 2), dt)
+        s = np.stack([x.astype(np.float64) for x in xs])
+        ref = {"sum": s.sum(0), "avg": s.sum(0) / world, "min": s.min(0), "max": s.max(0)}[op][rank * n:(rank + 1) * n]
+        y = jax.jit(lambda x: ij.reduce_scatter(x, ctx, op))(jnp.asarray(xs[rank]))
+        check(y, ref, dt, approx=(op == "avg"))
+
+    def all_to_all(dt, n):
+        xs = inputs((world * n, 3), dt)
+        y = jax.jit(lambda x: ij.all_to_all(x, ctx))(jnp.asarray(xs[rank]))
+        check(y, np.concatenate([xs[r][rank * n:(rank + 1) * n].astype(np.float64) for r in range(world)]), dt)
+
+    def broadcast(dt, n, root):
+        xs = inputs((n,), dt)
+        y = jax.jit(lambda x: ij.broadcast(x, ctx, root))(jnp.asarray(xs[rank]))
+        check(y, xs[root].astype(np.float64), dt)
+
     for dt in DTYPES:
         for n in (37, 70001):
             for op in ("sum", "min", "max") + (("avg",) if dt in FLOAT else ()):
                 result("jax W=%d all_reduce %s %s n=%d (jit)" % (world, dt, op, n), lambda: all_reduce(dt, op, n))
             result("jax W=%d all_gather %s n=%d (jit)" % (world, dt, n), lambda: all_gather(dt, n))
+            for op in ("sum", "max") + (("avg",) if dt in FLOAT else ()):
+                result("jax W=%d reduce_scatter %s %s n=%d rows a rank (jit)" % (world, dt, op, n), lambda: reduce_scatter(dt, op, n))
+            result("jax W=%d all_to_all %s n=%d rows a rank (jit)" % (world, dt, n), lambda: all_to_all(dt, n))
+            root = (n + len(dt)) % world
+            result("jax W=%d broadcast %s n=%d from rank %d (jit)" % (world, dt, n, root), lambda: broadcast(dt, n, root))
 
     M, N, K = 128 * world, 256, 512
     w = make_input((K, N), "bfloat16", 0, 999)
@@ -161,12 +183,21 @@ def rank_main(rank, world, port, shared):
             raise AssertionError("all_reduce differs from jax.lax.psum")
         if not np.array_equal(np.asarray(jax.jit(lambda x: ij.all_gather(x, ctx))(local)), mine_gath):
             raise AssertionError("all_gather differs from jax.lax.all_gather")
+        scat = jax.jit(shard_map(lambda a: jax.lax.psum_scatter(a, "x", scatter_dimension=0, tiled=True), mesh=mesh, in_specs=P("x"), out_specs=P("x")))(glob)
+        a2a = jax.jit(shard_map(lambda a: jax.lax.all_to_all(a, "x", 0, 0, tiled=True), mesh=mesh, in_specs=P("x"), out_specs=P("x")))(glob)
+        if not np.array_equal(np.asarray(jax.jit(lambda x: ij.reduce_scatter(x, ctx))(local)), np.asarray(scat.addressable_shards[0].data)):
+            raise AssertionError("reduce_scatter differs from jax.lax.psum_scatter")
+        if not np.array_equal(np.asarray(jax.jit(lambda x: ij.all_to_all(x, ctx))(local)), np.asarray(a2a.addressable_shards[0].data)):
+            raise AssertionError("all_to_all differs from jax.lax.all_to_all")
 
-    result("jax W=%d same as jax.lax.psum / all_gather (NCCL)" % world, against_lax)
+    result("jax W=%d same as jax.lax.psum / all_gather / psum_scatter / all_to_all (NCCL)" % world, against_lax)
 
     def bad_input():
         for fn, text in ((lambda: ij.all_reduce(jnp.ones(4, jnp.complex64), ctx), "complex64"),
-                         (lambda: ij.all_reduce(jnp.ones(4, jnp.int32), ctx, "avg"), "avg")):
+                         (lambda: ij.all_reduce(jnp.ones(4, jnp.int32), ctx, "avg"), "avg"),
+                         (lambda: ij.broadcast(jnp.ones(4), ctx, world), "root")) + (
+                        ((lambda: ij.reduce_scatter(jnp.ones(world * 2 + 1), ctx), "multiple of world_size"),
+                         (lambda: ij.all_to_all(jnp.ones(world * 2 + 1), ctx), "multiple of world_size")) if world > 1 else ()):
             try:
                 fn()
             except (TypeError, ValueError) as e:

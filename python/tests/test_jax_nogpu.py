@@ -54,6 +54,23 @@ class TestLowering(unittest.TestCase):
         self.assertIn("@iris_all_gather", line)
         self.assertIn("-> tensor<32x3xf32>", line)
 
+    def test_reduce_scatter(self):
+        (line,) = self.custom_calls(lambda x: ij.reduce_scatter(x, StandIn(), "min"), jnp.ones((8, 3), jnp.float16))
+        self.assertIn("@iris_reduce_scatter", line)
+        self.assertIn("op = 1 : i32", line)
+        self.assertIn("-> tensor<2x3xf16>", line)  # 8 rows over 4 ranks
+
+    def test_all_to_all(self):
+        (line,) = self.custom_calls(lambda x: ij.all_to_all(x, StandIn()), jnp.ones((12, 5), jnp.int32))
+        self.assertIn("@iris_all_to_all", line)
+        self.assertIn("-> tensor<12x5xi32>", line)
+
+    def test_broadcast(self):
+        (line,) = self.custom_calls(lambda x: ij.broadcast(x, StandIn(), 3), jnp.ones((7,), jnp.uint8))
+        self.assertIn("@iris_broadcast", line)
+        self.assertIn("root = 3 : i32", line)
+        self.assertIn("-> tensor<7xui8>", line)
+
     def test_all_reduce_donate(self):
         (line,) = self.custom_calls(lambda x: ij.all_reduce(x, StandIn(), donate=True), jnp.ones((1000,), jnp.float32))
         self.assertIn("@iris_all_reduce", line)
@@ -87,13 +104,27 @@ class TestLowering(unittest.TestCase):
             ij.all_reduce(jnp.ones(4), StandIn(), "prod")
         with self.assertRaisesRegex(TypeError, "donate"):
             ij.all_reduce(jnp.ones(4), StandIn(), donate="yes")
+        with self.assertRaisesRegex(ValueError, "multiple of world_size 4"):
+            ij.reduce_scatter(jnp.ones((6, 2)), StandIn())
+        with self.assertRaisesRegex(ValueError, "0-d"):
+            ij.reduce_scatter(jnp.ones(()), StandIn())
+        with self.assertRaisesRegex(TypeError, "avg"):
+            ij.reduce_scatter(jnp.ones(8, jnp.int32), StandIn(), "avg")
+        with self.assertRaisesRegex(ValueError, "multiple of world_size 4"):
+            ij.all_to_all(jnp.ones((6,)), StandIn())
+        with self.assertRaisesRegex(ValueError, "root"):
+            ij.broadcast(jnp.ones(4), StandIn(), 4)
+        with self.assertRaisesRegex(TypeError, "complex64"):
+            ij.broadcast(jnp.ones(4, jnp.complex64), StandIn())
 
     @unittest.skipUnless(os.path.exists(os.environ.get("IRIS_JAX_LIB") or os.path.join(ROOT, "build", "libiris_jax.so")), "SKIP: build/libiris_jax.so not built (make lib-jax)")
     def test_handlers_register(self):
         so = ij._register()
-        self.assertTrue(hasattr(so, "IrisAllReduce") and hasattr(so, "IrisAllGather") and hasattr(so, "IrisAllGatherInto"))
+        for sym, _ in ij._HANDLERS:
+            self.assertTrue(hasattr(so, sym), sym)
         counts = ij.heap_calls()  # the counters are there (and no call has run)
-        self.assertEqual(counts["all_reduce"], {"off_heap": 0, "input_on_heap": 0, "output_on_heap": 0, "zero_copy": 0})
+        for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
+            self.assertEqual(counts[kind], {"off_heap": 0, "input_on_heap": 0, "output_on_heap": 0, "zero_copy": 0}, kind)
 
 
 def aligned(n, dtype, seed):
