@@ -11,6 +11,8 @@ jax.Arrays on iris's symmetric heap, which the calls move zero-copy.
     g = jax.jit(lambda v: ij.all_reduce(v, ctx, donate=True), donate_argnums=0)
     x = g(x)                                  # in place on the heap block where XLA aliases it
     ij.heap_free(x, ctx)                      # every rank, same order (or at close)
+    tp = ctx.team([[0, 1], [2, 3]])           # every process: this one's team (or None)
+    y = jax.jit(lambda v: ij.all_reduce(v, tp))(x)   # over the team's members only
     ...
     ctx.close()                               # collective
 
@@ -153,6 +155,7 @@ class Context:
 
     def __init__(self, heap_size=0, timeout_ms=0):
         self._h = None
+        self._teams, self._stagings = [], []  # this rank's teams; the splits' staging areas (every rank's, freed at close)
         self._blocks = {}  # block address -> _HeapBlock, until heap_free or close
         self._made = {}  # id(array made by heap_*) -> (weakref to it, block address): heap_free of a donated array
         self._lib = _lib.load()
@@ -191,8 +194,85 @@ class Context:
             if alive:
                 warnings.warn("iris_gpu.jax Context.close(): %d heap block(s) still viewed by live jax.Arrays; they must not be used any more" % alive)
             self._blocks, self._made = {}, {}
+            for t in self._teams:  # finalize releases every team; a closed Team's calls refuse
+                t._closed = True
+            self._teams, self._stagings = [], []
             h, self._h = self._h, None
             self._lib.check(self._lib.lib.iris_finalize(h), "iris_finalize (rank %d)" % self.rank)
+
+    # -------------------------------------------------------------- teams
+    @property
+    def team_ptr(self):
+        """0: the context's calls run over every process (a Team's is its iris_team_t)."""
+        return 0
+
+    def team(self, groups, staging_bytes=None):
+        """Collective over every process of the context, members or not: one split
+        (iris_team_split) making a team of each group, so later collectives may take the
+        team in place of the context (ij.all_reduce(x, team)). groups: one group or a list
+        of disjoint ones, each a list of ranks (process indices; team rank = the rank's
+        place in its sorted group); every process passes the same groups. Returns this
+        process's Team, or None when it is in no group. staging_bytes: the two heap areas
+        through which the split's teams stage XLA's buffers (off the heap) on their
+        bandwidth paths, taken on every process until close() (None: $IRIS_TEAM_STAGING,
+        else 16 MiB each; 0: none, and such calls beyond the latency paths fail with
+        IRIS_ERROR_NOT_IN_HEAP). Raises ValueError for malformed groups (on every process
+        alike, before any meeting) and IrisError when the split fails."""
+        W = self.world_size
+        if groups and all(isinstance(r, (int, np.integer)) for r in groups):
+            groups = [groups]
+        groups = [sorted(int(r) for r in g) for g in groups]
+        seen = set()
+        for i, g in enumerate(groups):
+            if not g:
+                raise ValueError("iris_gpu.jax Context.team: group %d is empty" % i)
+            for r in g:
+                if not 0 <= r < W:
+                    raise ValueError("iris_gpu.jax Context.team: rank %d of group %s is not a rank of this context (0 to %d)" % (r, g, W - 1))
+                if r in seen:
+                    raise ValueError("iris_gpu.jax Context.team: rank %d is in two groups (the groups must be disjoint)" % r)
+                seen.add(r)
+        mine = [i for i, g in enumerate(groups) if self.rank in g]
+        color, key = (mine[0], groups[mine[0]].index(self.rank)) if mine else (_lib.TEAM_NONE, 0)
+        if staging_bytes is None:
+            staging_bytes = _types.parse_bytes(os.environ.get("IRIS_TEAM_STAGING", 16 << 20), "IRIS_TEAM_STAGING")
+        staging_bytes = int(staging_bytes)
+        if staging_bytes < 0:
+            raise ValueError("iris_gpu.jax Context.team: staging_bytes %d is negative" % staging_bytes)
+        if 0 < staging_bytes < _STAGING_MIN:
+            staging_bytes = _STAGING_MIN
+        L, h = self._lib, self._handle()
+        L.require_struct("iris_team_t")
+        L.require_function("iris_team_set_staging")
+        areas = []
+        for _ in range(2 if staging_bytes else 0):  # every process, before the split: the heap stays alike
+            p = ctypes.c_void_p()
+            st = L.lib.iris_malloc(h, staging_bytes, ctypes.byref(p))
+            if st != 0:
+                detail = L.detail()
+                for q in areas:
+                    L.lib.iris_free(h, ctypes.c_void_p(q))
+                raise IrisError(st, "%s (a team split's staging areas: 2 x %d bytes; pass staging_bytes=0 or set IRIS_TEAM_STAGING to take fewer)" % (detail, staging_bytes),
+                                "Context.team (rank %d)" % self.rank)
+            areas.append(p.value)
+        world, out = _lib.TeamT(), _lib.TeamT()
+        L.check(L.lib.iris_team_get(h, _lib.TEAM_WORLD, ctypes.byref(world)), "iris_team_get (rank %d)" % self.rank)
+        st = L.lib.iris_team_split(h, ctypes.byref(world), int(color), int(key), ctypes.byref(out))
+        if st != 0:
+            detail = L.detail()
+            for q in areas:
+                L.lib.iris_free(h, ctypes.c_void_p(q))
+            raise IrisError(st, detail, "iris_team_split (rank %d, color %d, key %d)" % (self.rank, color, key))
+        if areas:
+            self._stagings.append(areas)
+        if out.size == 0:
+            return None
+        t = Team(self, out)
+        if areas and out.size > 1 and out.coll >= 0:  # a meeting of the members, who compare the areas
+            L.check(L.lib.iris_team_set_staging(h, ctypes.byref(t._t), ctypes.c_void_p(areas[0]), ctypes.c_void_p(areas[1]), staging_bytes),
+                    "iris_team_set_staging (rank %d)" % self.rank)
+        self._teams.append(t)
+        return t
 
     # -------------------------------------------------------------- heap arrays
     @property
@@ -348,6 +428,74 @@ class Context:
         self.close()
 
 
+_STAGING_MIN = 2048  # IRIS_COLL_STAGING_MIN (internal/coll/plan.h): the least a staging area may hold
+# Every team's iris_team_t, kept for the process's life (a few hundred bytes each): a
+# compiled function holds its address, and may run after the Team is closed or dropped;
+# the handler then reads a destroyed team (size 0: refused), never freed memory.
+_team_structs = []
+
+
+class Team:
+    """A team of a Context (Context.team): this process's group of one split. Stands
+    wherever the collectives take a Context (ij.all_reduce(x, team)): world_size is the
+    team's size, rank this process's team rank (broadcast's root is a team rank), and each
+    call is collective over the team's members only. The calls carry the team as the
+    address of its iris_team_t (the int64 attribute iris_team), which this object keeps:
+    keep it (and its context) open while jitted functions that use it run. ranks: the
+    members' process indices, in team order."""
+
+    def __init__(self, ctx, t):
+        self.ctx = ctx
+        self._t = t  # the handlers read it through its address (team_ptr)
+        _team_structs.append(t)
+        self._closed = False
+        self.rank, self.world_size = int(t.rank), int(t.size)
+        self.ranks = t.members()
+
+    def __repr__(self):
+        return "<iris_gpu.jax Team rank %d of %d, members %s%s>" % (self.rank, self.world_size, self.ranks, ", closed" if self._closed else "")
+
+    @property
+    def handle(self):
+        """The context's iris_t pointer (RuntimeError once the team or context is closed)."""
+        if self._closed:
+            raise RuntimeError("iris_gpu.jax: the team is closed")
+        return self.ctx.handle
+
+    @property
+    def team_ptr(self):
+        """The address of this team's iris_team_t (what the FFI calls take as iris_team)."""
+        if self._closed:
+            raise RuntimeError("iris_gpu.jax: the team is closed")
+        return ctypes.addressof(self._t)
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def check(self):
+        """iris_team_check: IrisError for a mismatch among the members since the last
+        check (then cleared), or a fatal fault of the context."""
+        L = self.ctx._lib
+        L.check(L.lib.iris_team_check(self.ctx._handle(), ctypes.byref(self._t)), "iris_team_check (rank %d)" % self.ctx.rank)
+
+    def close(self):
+        """Collective over the team's members (iris_team_destroy): its calls are refused
+        after it. The split's staging areas stay until the context closes."""
+        if self._closed:
+            return
+        L = self.ctx._lib
+        self._closed = True
+        if self in self.ctx._teams:
+            self.ctx._teams.remove(self)
+        L.check(L.lib.iris_team_destroy(self.ctx._handle(), ctypes.byref(self._t)), "iris_team_destroy (rank %d)" % self.ctx.rank)
+
+
+def _where(ctx):
+    """The attributes naming where a call runs: the context, and the team (0: the world)."""
+    return {"iris_ctx": np.int64(ctx.handle), "iris_team": np.int64(ctx.team_ptr)}
+
+
 def _dtype_name(dtype):
     import jax.numpy as jnp
 
@@ -369,7 +517,7 @@ def all_reduce(x, ctx, op="sum", donate=False):
     if not isinstance(donate, bool):
         raise TypeError("iris_gpu.jax.all_reduce: donate must be True or False, not %r" % (donate,))
     call = jax.ffi.ffi_call("iris_all_reduce", jax.ShapeDtypeStruct(x.shape, x.dtype), input_output_aliases={0: 0} if donate else None)
-    return call(x, iris_ctx=np.int64(ctx.handle), op=np.int32(code))
+    return call(x, op=np.int32(code), **_where(ctx))
 
 
 def all_gather(x, ctx, out=None):
@@ -383,13 +531,13 @@ def all_gather(x, ctx, out=None):
     shape = _types.gather_shape(x.shape, ctx.world_size, 0) if x.ndim else (ctx.world_size,)
     if out is None:
         call = jax.ffi.ffi_call("iris_all_gather", jax.ShapeDtypeStruct(shape, x.dtype))
-        return call(x, iris_ctx=np.int64(ctx.handle))
+        return call(x, **_where(ctx))
     if np.dtype(out.dtype) != np.dtype(x.dtype):
         raise TypeError("iris_gpu.jax.all_gather: out is %s, x is %s" % (np.dtype(out.dtype).name, np.dtype(x.dtype).name))
     if tuple(out.shape) != tuple(shape):
         raise ValueError("iris_gpu.jax.all_gather: out has shape %s, the result has %s" % (tuple(out.shape), tuple(shape)))
     call = jax.ffi.ffi_call("iris_all_gather_into", jax.ShapeDtypeStruct(shape, x.dtype), input_output_aliases={1: 0})
-    return call(x, out, iris_ctx=np.int64(ctx.handle))
+    return call(x, out, **_where(ctx))
 
 
 def reduce_scatter(x, ctx, op="sum"):
@@ -402,7 +550,7 @@ def reduce_scatter(x, ctx, op="sum"):
         raise ValueError("iris_gpu.jax.reduce_scatter: a 0-d array cannot be scattered")
     shape = _types.scatter_shape(x.shape, ctx.world_size, 0)
     call = jax.ffi.ffi_call("iris_reduce_scatter", jax.ShapeDtypeStruct(shape, x.dtype))
-    return call(x, iris_ctx=np.int64(ctx.handle), op=np.int32(code))
+    return call(x, op=np.int32(code), **_where(ctx))
 
 
 def all_to_all(x, ctx):
@@ -412,7 +560,7 @@ def all_to_all(x, ctx):
     if x.ndim == 0 or x.shape[0] % ctx.world_size:
         raise ValueError("iris_gpu.jax.all_to_all: axis 0 of shape %s is not a multiple of world_size %d" % (tuple(x.shape), ctx.world_size))
     call = jax.ffi.ffi_call("iris_all_to_all", jax.ShapeDtypeStruct(x.shape, x.dtype))
-    return call(x, iris_ctx=np.int64(ctx.handle))
+    return call(x, **_where(ctx))
 
 
 def broadcast(x, ctx, root=0):
@@ -421,7 +569,7 @@ def broadcast(x, ctx, root=0):
     _dtype(x)
     _types.check_root(root, ctx.world_size)
     call = jax.ffi.ffi_call("iris_broadcast", jax.ShapeDtypeStruct(x.shape, x.dtype))
-    return call(x, iris_ctx=np.int64(ctx.handle), root=np.int32(root))
+    return call(x, root=np.int32(root), **_where(ctx))
 
 
 # the heap arrays, as functions of the context (the names the collectives use)

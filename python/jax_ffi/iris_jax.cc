@@ -7,7 +7,8 @@
 //
 // One process per GPU; iris_gpu.jax brings the ranks up (iris_init over jax.distributed's
 // key-value store) and passes the iris_t handle as the int64 attribute "iris_ctx" (not
-// "ctx": jax's lowering rule has a parameter of that name). XLA allocates the operands,
+// "ctx": jax's lowering rule has a parameter of that name), and a team's iris_team_t by
+// its address as "iris_team" (0: the world; iris_gpu.jax's Team keeps the struct alive). XLA allocates the operands,
 // usually not on iris's heap: the library then stages them through its heap, so any
 // buffer works. Operands that do lie on the heap (iris_gpu.jax heap arrays, and outputs
 // XLA aliased to a donated heap array) take the zero-copy path; the handlers count which
@@ -123,77 +124,99 @@ ffi::Error iris_jax_status(const char *call, iris_status_t st) {
   return ffi::Error::Internal(std::string(call) + ": " + iris_status_string(st) + ": " + iris_error_detail());
 }
 
-ffi::Error AllReduceImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int32_t op) {
+// The team a call runs over (the int64 attribute "iris_team": the address of an iris_team_t
+// that iris_gpu.jax's Team keeps; 0: the context's world) and its size.
+const iris_team_t *iris_jax_team(int64_t team) { return reinterpret_cast<const iris_team_t *>(static_cast<intptr_t>(team)); }
+size_t iris_jax_ranks(const char *call, int64_t ctx, int64_t team, ffi::Error *err) {
+  const iris_team_t *tm = iris_jax_team(team);
+  if (tm) {
+    if (tm->size < 1) *err = ffi::Error::Internal(std::string(call) + ": IRIS_ERROR_INVALID_ARGUMENT: the team was closed (destroyed); split a new one and trace again");
+    return tm->size < 1 ? 0 : static_cast<size_t>(tm->size);
+  }
+  return iris_jax_world(call, ctx, err);
+}
+
+ffi::Error AllReduceImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int32_t op, int64_t team) {
   iris_t *c;
   iris_dtype_t t;
-  ffi::Error e = iris_jax_check("iris_all_reduce", ctx, x, *y, 1, &c, &t);
+  ffi::Error e = ffi::Error::Success();
+  if (!iris_jax_ranks("iris_all_reduce", ctx, team, &e)) return e;
+  e = iris_jax_check("iris_all_reduce", ctx, x, *y, 1, &c, &t);
   if (e.failure() || x.element_count() == 0) return e;
   iris_jax_note_capture(stream);
   iris_jax_note_place(0, c, x, *y);
-  return iris_jax_status("iris_all_reduce", iris_all_reduce(c, x.untyped_data(), y->untyped_data(), x.element_count(), t,
-                                                            static_cast<iris_redop_t>(op), stream));
+  const iris_redop_t o = static_cast<iris_redop_t>(op);
+  return iris_jax_status("iris_all_reduce", team ? iris_all_reduce_team(c, iris_jax_team(team), x.untyped_data(), y->untyped_data(), x.element_count(), t, o, stream, NULL)
+                                                 : iris_all_reduce(c, x.untyped_data(), y->untyped_data(), x.element_count(), t, o, stream));
 }
 
-ffi::Error AllGatherImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx) {
+ffi::Error AllGatherImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int64_t team) {
   iris_t *c;
   iris_dtype_t t;
   ffi::Error e = ffi::Error::Success();
-  const size_t world = iris_jax_world("iris_all_gather", ctx, &e);
-  if (!world) return e;
-  e = iris_jax_check("iris_all_gather", ctx, x, *y, world, &c, &t);
+  const size_t ranks = iris_jax_ranks("iris_all_gather", ctx, team, &e);
+  if (!ranks) return e;
+  e = iris_jax_check("iris_all_gather", ctx, x, *y, ranks, &c, &t);
   if (e.failure() || x.element_count() == 0) return e;
   iris_jax_note_capture(stream);
   iris_jax_note_place(1, c, x, *y);
-  return iris_jax_status("iris_all_gather", iris_all_gather(c, x.untyped_data(), y->untyped_data(), x.element_count(), t, stream));
+  return iris_jax_status("iris_all_gather", team ? iris_all_gather_team(c, iris_jax_team(team), x.untyped_data(), y->untyped_data(), x.element_count(), t, stream, NULL)
+                                                 : iris_all_gather(c, x.untyped_data(), y->untyped_data(), x.element_count(), t, stream));
 }
 
-// reduce_scatter: x holds world blocks, y one (this rank's block of the reduction).
-ffi::Error ReduceScatterImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int32_t op) {
+// reduce_scatter: x holds one block per rank, y one (this rank's block of the reduction).
+ffi::Error ReduceScatterImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int32_t op, int64_t team) {
   iris_t *c;
   iris_dtype_t t;
   ffi::Error e = ffi::Error::Success();
-  const size_t world = iris_jax_world("iris_reduce_scatter", ctx, &e);
-  if (!world) return e;
-  e = iris_jax_check("iris_reduce_scatter", ctx, x, *y, 1, &c, &t, world);
+  const size_t ranks = iris_jax_ranks("iris_reduce_scatter", ctx, team, &e);
+  if (!ranks) return e;
+  e = iris_jax_check("iris_reduce_scatter", ctx, x, *y, 1, &c, &t, ranks);
   if (e.failure() || x.element_count() == 0) return e;
   iris_jax_note_capture(stream);
   iris_jax_note_place(2, c, x, *y);
-  return iris_jax_status("iris_reduce_scatter", iris_reduce_scatter(c, x.untyped_data(), y->untyped_data(), y->element_count(), t,
-                                                                    static_cast<iris_redop_t>(op), stream));
+  const iris_redop_t o = static_cast<iris_redop_t>(op);
+  return iris_jax_status("iris_reduce_scatter", team ? iris_reduce_scatter_team(c, iris_jax_team(team), x.untyped_data(), y->untyped_data(), y->element_count(), t, o, stream, NULL)
+                                                     : iris_reduce_scatter(c, x.untyped_data(), y->untyped_data(), y->element_count(), t, o, stream));
 }
 
-// all_to_all: x and y hold world blocks; block r of x goes to rank r, block r of y came from it.
-ffi::Error AllToAllImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx) {
+// all_to_all: x and y hold one block per rank; block r of x goes to rank r, block r of y came from it.
+ffi::Error AllToAllImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int64_t team) {
   iris_t *c;
   iris_dtype_t t;
   ffi::Error e = ffi::Error::Success();
-  const size_t world = iris_jax_world("iris_all_to_all", ctx, &e);
-  if (!world) return e;
-  e = iris_jax_check("iris_all_to_all", ctx, x, *y, world, &c, &t, world);
+  const size_t ranks = iris_jax_ranks("iris_all_to_all", ctx, team, &e);
+  if (!ranks) return e;
+  e = iris_jax_check("iris_all_to_all", ctx, x, *y, ranks, &c, &t, ranks);
   if (e.failure() || x.element_count() == 0) return e;
   iris_jax_note_capture(stream);
   iris_jax_note_place(3, c, x, *y);
-  return iris_jax_status("iris_all_to_all", iris_all_to_all(c, x.untyped_data(), y->untyped_data(), x.element_count() / world, t, stream));
+  const size_t n = x.element_count() / ranks;
+  return iris_jax_status("iris_all_to_all", team ? iris_all_to_all_team(c, iris_jax_team(team), x.untyped_data(), y->untyped_data(), n, t, stream, NULL)
+                                                 : iris_all_to_all(c, x.untyped_data(), y->untyped_data(), n, t, stream));
 }
 
-// broadcast: y = root's x on every rank (x is read on the root only).
-ffi::Error BroadcastImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int32_t root) {
+// broadcast: y = root's x on every rank (x is read on the root only; root a team rank on a team).
+ffi::Error BroadcastImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int32_t root, int64_t team) {
   iris_t *c;
   iris_dtype_t t;
-  ffi::Error e = iris_jax_check("iris_broadcast", ctx, x, *y, 1, &c, &t);
+  ffi::Error e = ffi::Error::Success();
+  if (!iris_jax_ranks("iris_broadcast", ctx, team, &e)) return e;
+  e = iris_jax_check("iris_broadcast", ctx, x, *y, 1, &c, &t);
   if (e.failure() || x.element_count() == 0) return e;
   iris_jax_note_capture(stream);
   iris_jax_note_place(4, c, x, *y);
-  return iris_jax_status("iris_broadcast", iris_broadcast(c, x.untyped_data(), y->untyped_data(), x.element_count(), t, root, stream));
+  return iris_jax_status("iris_broadcast", team ? iris_broadcast_team(c, iris_jax_team(team), x.untyped_data(), y->untyped_data(), x.element_count(), t, root, stream, NULL)
+                                                : iris_broadcast(c, x.untyped_data(), y->untyped_data(), x.element_count(), t, root, stream));
 }
 
 // all_gather(x, out=...): out is an operand XLA aliases to the result (input_output_aliases
 // {1: 0}), so when the caller donates a heap array as out the result is written there. The
 // handler reads nothing of out: the result buffer is out's (or XLA's copy of it).
-ffi::Error AllGatherIntoImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer out, ffi::Result<ffi::AnyBuffer> y, int64_t ctx) {
+ffi::Error AllGatherIntoImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer out, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int64_t team) {
   if (out.element_type() != y->element_type() || out.element_count() != y->element_count())
     return iris_jax_refuse("iris_all_gather_into", "the out operand differs from the result in type or size");
-  return AllGatherImpl(stream, x, y, ctx);
+  return AllGatherImpl(stream, x, y, ctx, team);
 }
 
 }  // namespace
@@ -204,7 +227,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllReduce, AllReduceImpl,
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<int64_t>("iris_ctx")
-                                  .Attr<int32_t>("op"),
+                                  .Attr<int32_t>("op")
+                                  .Attr<int64_t>("iris_team"),
                               {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllGather, AllGatherImpl,
@@ -212,7 +236,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllGather, AllGatherImpl,
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
-                                  .Attr<int64_t>("iris_ctx"),
+                                  .Attr<int64_t>("iris_ctx")
+                                  .Attr<int64_t>("iris_team"),
                               {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllGatherInto, AllGatherIntoImpl,
@@ -221,7 +246,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllGatherInto, AllGatherIntoImpl,
                                   .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
-                                  .Attr<int64_t>("iris_ctx"),
+                                  .Attr<int64_t>("iris_ctx")
+                                  .Attr<int64_t>("iris_team"),
                               {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisReduceScatter, ReduceScatterImpl,
@@ -230,7 +256,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisReduceScatter, ReduceScatterImpl,
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<int64_t>("iris_ctx")
-                                  .Attr<int32_t>("op"),
+                                  .Attr<int32_t>("op")
+                                  .Attr<int64_t>("iris_team"),
                               {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllToAll, AllToAllImpl,
@@ -238,7 +265,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisAllToAll, AllToAllImpl,
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
-                                  .Attr<int64_t>("iris_ctx"),
+                                  .Attr<int64_t>("iris_ctx")
+                                  .Attr<int64_t>("iris_team"),
                               {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisBroadcast, BroadcastImpl,
@@ -247,5 +275,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(IrisBroadcast, BroadcastImpl,
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<int64_t>("iris_ctx")
-                                  .Attr<int32_t>("root"),
+                                  .Attr<int32_t>("root")
+                                  .Attr<int64_t>("iris_team"),
                               {ffi::Traits::kCmdBufferCompatible});

@@ -223,6 +223,57 @@ def rank_main(rank, world, port, shared):
                 raise AssertionError("no error for " + text)
 
     result("jax W=%d a handler's refusal carries the status name" % world, handler_refusal)
+
+    def teams(groups):
+        """Every collective over the teams of one split (ctx.team, collective over every
+        process), at a latency size and one past the latency paths (XLA's buffers through
+        the split's staging areas), exact against a float64 reference over the members;
+        then the team closed and its calls refused."""
+        t = ctx.team(groups)
+        for n in (37, 300001):
+            xs = inputs((n,), "float32")  # every process alike (the seed moves on everywhere)
+            blocks = inputs(((t.world_size if t else 1) * n,), "float32")
+            if t is None:
+                continue
+            mem, m, me = t.ranks, t.world_size, t.rank
+            if ctx.rank not in mem or mem[me] != ctx.rank or len(mem) != m:
+                raise AssertionError("team %s: rank %d, size %d" % (mem, me, m))
+            x = jnp.asarray(xs[ctx.rank])
+            check(jax.jit(lambda v: ij.all_reduce(v, t))(x), sum(xs[r].astype(np.float64) for r in mem), "float32")
+            check(jax.jit(lambda v: ij.all_gather(v, t))(x), np.concatenate([xs[r].astype(np.float64) for r in mem]), "float32")
+            root = n % m
+            check(jax.jit(lambda v: ij.broadcast(v, t, root))(x), xs[mem[root]].astype(np.float64), "float32")
+            b = jnp.asarray(blocks[ctx.rank])
+            check(jax.jit(lambda v: ij.reduce_scatter(v, t))(b), sum(blocks[r].astype(np.float64) for r in mem)[me * n:(me + 1) * n], "float32")
+            check(jax.jit(lambda v: ij.all_to_all(v, t))(b), np.concatenate([blocks[r][me * n:(me + 1) * n].astype(np.float64) for r in mem]), "float32")
+        if t is not None:
+            t.check()
+            kept = jax.jit(lambda v: ij.all_gather(v, t))
+            kept(jnp.ones(8, jnp.float32)).block_until_ready()  # compiled with the team's address
+            t.close()
+            try:
+                ij.all_reduce(jnp.ones(4), t)
+            except RuntimeError as e:
+                if "closed" not in str(e):
+                    raise
+            else:
+                raise AssertionError("a call on a closed team ran")
+            try:  # the compiled function runs past the close: its handler refuses (no peer waits)
+                np.asarray(kept(jnp.ones(8, jnp.float32)))
+            except Exception as e:  # noqa: BLE001 (XlaRuntimeError's module differs across jaxlib versions)
+                if "IRIS_ERROR_INVALID_ARGUMENT" not in str(e) or "closed" not in str(e):
+                    raise AssertionError("a compiled call on a closed team: %r" % e)
+            else:
+                raise AssertionError("a compiled call on a closed team ran")
+        # the world's calls go on
+        xs = inputs((1000,), "float32")
+        check(jax.jit(lambda v: ij.all_reduce(v, ctx))(jnp.asarray(xs[rank])), sum(x.astype(np.float64) for x in xs), "float32")
+
+    splits = [[list(range(world))], [[r] for r in reversed(range(world))]]
+    if world >= 4:
+        splits += [[[0, 1], [2, 3]], [[0, 2], [1, 3]], [[3, 1]]]
+    for groups in splits:
+        result("jax W=%d teams %s: every collective at 37 and 300001 floats a rank, exact; closed, its calls refused" % (world, groups), lambda: teams(groups))
     ctx.close()
     result("jax W=%d calls after close raise" % world, lambda: after_close(ij, ctx, jnp))
 

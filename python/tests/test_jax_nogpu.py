@@ -35,6 +35,16 @@ class StandIn:
 
     world_size = 4
     handle = 0x7F0012345678
+    team_ptr = 0  # the context's world
+
+
+class StandInTeam:
+    """What the wrappers read from a Team: the context's handle, the team's size and the
+    address of its iris_team_t."""
+
+    world_size = 2
+    handle = 0x7F0012345678
+    team_ptr = 0x7F00ABCDEF00
 
 
 @unittest.skipIf(jax is None, "SKIP: jax is not installed")
@@ -70,6 +80,39 @@ class TestLowering(unittest.TestCase):
         self.assertIn("@iris_broadcast", line)
         self.assertIn("root = 3 : i32", line)
         self.assertIn("-> tensor<7xui8>", line)
+
+    def test_world_calls_carry_no_team(self):
+        (line,) = self.custom_calls(lambda x: ij.all_reduce(x, StandIn()), jnp.ones((8,), jnp.float32))
+        self.assertIn("iris_team = 0 : i64", line)
+
+    def test_team_calls(self):
+        """A Team stands for the context: its size shapes the results, its iris_team_t's
+        address travels as iris_team."""
+        x = jnp.ones((8, 3), jnp.float32)
+        for f, target, shape in ((lambda v: ij.all_reduce(v, StandInTeam()), "iris_all_reduce", "8x3"),
+                                 (lambda v: ij.all_gather(v, StandInTeam()), "iris_all_gather", "16x3"),
+                                 (lambda v: ij.reduce_scatter(v, StandInTeam()), "iris_reduce_scatter", "4x3"),
+                                 (lambda v: ij.all_to_all(v, StandInTeam()), "iris_all_to_all", "8x3"),
+                                 (lambda v: ij.broadcast(v, StandInTeam(), 1), "iris_broadcast", "8x3")):
+            with self.subTest(target=target):
+                (line,) = self.custom_calls(f, x)
+                self.assertIn("@%s(" % target, line)
+                self.assertIn("iris_team = %d : i64" % StandInTeam.team_ptr, line)
+                self.assertIn("iris_ctx = %d : i64" % StandInTeam.handle, line)
+                self.assertIn("-> tensor<%sxf32>" % shape, line)
+        with self.assertRaisesRegex(ValueError, "root"):
+            ij.broadcast(x, StandInTeam(), 2)  # a team rank: 0 or 1
+
+    def test_team_groups_refused(self):
+        """Malformed groups raise ValueError before any library call (on every process alike)."""
+        c = object.__new__(ij.Context)
+        c.world_size, c.rank = 4, 0
+        for groups, text in (([[0, 1], [1, 2]], "two groups"), ([[0, 4]], "not a rank"), ([[0], []], "empty"), ([[-1, 0]], "not a rank")):
+            with self.subTest(groups=groups):
+                with self.assertRaisesRegex(ValueError, text):
+                    c.team(groups)
+        with self.assertRaisesRegex(ValueError, "negative"):
+            c.team([[0, 1]], staging_bytes=-1)
 
     def test_all_reduce_donate(self):
         (line,) = self.custom_calls(lambda x: ij.all_reduce(x, StandIn(), donate=True), jnp.ones((1000,), jnp.float32))
