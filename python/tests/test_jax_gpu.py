@@ -215,7 +215,7 @@ def rank_main(rank, world, port, shared):
         for shape, handle, text in (((9,), ctx.handle, "output has 9 elements, expected 8"), ((8,), 0, "the iris context is 0")):
             call = jax.ffi.ffi_call("iris_all_reduce", jax.ShapeDtypeStruct(shape, jnp.float32))
             try:
-                np.asarray(call(x, iris_ctx=np.int64(handle), op=np.int32(0)))
+                np.asarray(call(x, iris_ctx=np.int64(handle), op=np.int32(0), iris_team=np.int64(0)))
             except Exception as e:  # noqa: BLE001 (XlaRuntimeError's module differs across jaxlib versions)
                 if "IRIS_ERROR_INVALID_ARGUMENT" not in str(e) or text not in str(e):
                     raise AssertionError("%r lacks the status name or %r" % (e, text))
