@@ -1,5 +1,6 @@
-"""iris through JAX (the XLA FFI handlers) against XLA's own all-reduce (psum) and
-all-gather under jit, bf16, 1 KB to 256 MB, one process per rank.
+"""iris through JAX (the XLA FFI handlers) against XLA's own all-reduce (psum),
+all-gather, reduce-scatter (psum_scatter) and all-to-all under jit, bf16, 1 KB to 256 MB,
+one process per rank.
 
     make lib lib-jax
     PYTHONPATH=python python3 python/bench/bench_jax.py 4       # ranks = processes
@@ -11,7 +12,8 @@ all-gather under jit, bf16, 1 KB to 256 MB, one process per rank.
 Each jitted function chains REPS collectives (y = op(y)), so XLA runs them back to back
 (inside one command buffer where XLA makes one); the figure is the median over
 BENCH_JAX_RUNS (15) timed runs (after warm-up) of the wall time of one call, divided by
-REPS, max over ranks.
+REPS, max over ranks. The reduce-scatter chains tile each result back to the input's
+size (jnp.tile, on both sides alike), the all-to-all chains keep it.
 The heap columns run the same chains on arrays on iris's symmetric heap, donated to jit:
 iris-allreduce-heap chains all_reduce(y, donate=True) on a heap array (in place on the
 heap block when XLA aliases it), iris-allgather-heap gathers REPS times from a heap array
@@ -100,6 +102,12 @@ def rank_main(rank, world, port):
     xla_ar = jax.jit(shard_map(lambda a: chain(lambda y: jax.lax.psum(y, "x"))(a), mesh=mesh, in_specs=P("x"), out_specs=P("x")))
     xla_ag = jax.jit(shard_map(lambda a: chain(lambda y: jax.lax.all_gather(y, "x", tiled=True)[: y.shape[0]])(a), mesh=mesh, in_specs=P("x"),
                                out_specs=P("x")))
+    iris_rs = chain(lambda y: jnp.tile(ij.reduce_scatter(y, ctx), world))
+    iris_a2a = chain(lambda y: ij.all_to_all(y, ctx))
+    xla_rs = jax.jit(shard_map(lambda a: chain(lambda y: jnp.tile(jax.lax.psum_scatter(y, "x", scatter_dimension=0, tiled=True), world))(a), mesh=mesh,
+                               in_specs=P("x"), out_specs=P("x")))
+    xla_a2a = jax.jit(shard_map(lambda a: chain(lambda y: jax.lax.all_to_all(y, "x", 0, 0, tiled=True))(a), mesh=mesh, in_specs=P("x"), out_specs=P("x")))
+
     def ar_heap_chain(y):
         for _ in range(REPS):
             y = ij.all_reduce(y, ctx, donate=True)  # zeros: the sums stay finite
@@ -123,6 +131,13 @@ def rank_main(rank, world, port):
                                                            [jax.device_put(ag_local, jax.local_devices()[0])])
         row["iris-allgather"] = timed(iris_ag, ag_local)
         row["xla-allgather"] = timed(xla_ag, ag_glob)
+        blocks = local[: max(n // world, 1) * world]  # a whole block per rank
+        blocks_glob = jax.make_array_from_single_device_arrays((world * blocks.shape[0],), NamedSharding(mesh, P("x")),
+                                                               [jax.device_put(blocks, jax.local_devices()[0])])
+        row["iris-reducescatter"] = timed(iris_rs, blocks)
+        row["xla-psumscatter"] = timed(xla_rs, blocks_glob)
+        row["iris-alltoall"] = timed(iris_a2a, blocks)
+        row["xla-alltoall"] = timed(xla_a2a, blocks_glob)
         h = ij.heap_zeros((n,), jnp.bfloat16, ctx)
         p = h.unsafe_buffer_pointer()
         row["iris-allreduce-heap"], h = timed_donated(iris_ar_heap, (h,), 0)
@@ -191,7 +206,8 @@ def main():
             sys.exit("bench_jax: a rank failed (exit %s)" % p.returncode)
         per_rank.append(ast.literal_eval(next(line for line in out.splitlines() if line.startswith("ROWS ")).split(" ", 2)[2]))
         tails.append([ast.literal_eval(line.split(" ", 2)[2]) for line in out.splitlines() if line.startswith("TAIL ")])
-    cols = ["iris-allreduce", "iris-allreduce-heap", "xla-psum", "iris-allgather", "iris-allgather-heap", "xla-allgather"]
+    cols = ["iris-allreduce", "iris-allreduce-heap", "xla-psum", "iris-allgather", "iris-allgather-heap", "xla-allgather", "iris-reducescatter", "xla-psumscatter",
+            "iris-alltoall", "xla-alltoall"]
     label = "world %d%s" % (world, ", ranks SHARE one GPU: not performance figures" if shared else "")
     print("bf16 collectives under jit, us per op, max over ranks (%s)" % label)
     print("| bytes | " + " | ".join(cols) + " |")
