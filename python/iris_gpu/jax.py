@@ -218,58 +218,32 @@ class Context:
         else 16 MiB each; 0: none, and such calls beyond the latency paths fail with
         IRIS_ERROR_NOT_IN_HEAP). Raises ValueError for malformed groups (on every process
         alike, before any meeting) and IrisError when the split fails."""
-        W = self.world_size
         if groups and all(isinstance(r, (int, np.integer)) for r in groups):
             groups = [groups]
-        groups = [sorted(int(r) for r in g) for g in groups]
-        seen = set()
-        for i, g in enumerate(groups):
-            if not g:
-                raise ValueError("iris_gpu.jax Context.team: group %d is empty" % i)
-            for r in g:
-                if not 0 <= r < W:
-                    raise ValueError("iris_gpu.jax Context.team: rank %d of group %s is not a rank of this context (0 to %d)" % (r, g, W - 1))
-                if r in seen:
-                    raise ValueError("iris_gpu.jax Context.team: rank %d is in two groups (the groups must be disjoint)" % r)
-                seen.add(r)
-        mine = [i for i, g in enumerate(groups) if self.rank in g]
-        color, key = (mine[0], groups[mine[0]].index(self.rank)) if mine else (_lib.TEAM_NONE, 0)
+        color, key, _ = _types.team_split_args([sorted(int(r) for r in g) for g in groups], range(self.world_size), self.rank)
         if staging_bytes is None:
             staging_bytes = _types.parse_bytes(os.environ.get("IRIS_TEAM_STAGING", 16 << 20), "IRIS_TEAM_STAGING")
         staging_bytes = int(staging_bytes)
         if staging_bytes < 0:
             raise ValueError("iris_gpu.jax Context.team: staging_bytes %d is negative" % staging_bytes)
-        if 0 < staging_bytes < _STAGING_MIN:
-            staging_bytes = _STAGING_MIN
         L, h = self._lib, self._handle()
         L.require_struct("iris_team_t")
         L.require_function("iris_team_set_staging")
-        areas = []
-        for _ in range(2 if staging_bytes else 0):  # every process, before the split: the heap stays alike
-            p = ctypes.c_void_p()
-            st = L.lib.iris_malloc(h, staging_bytes, ctypes.byref(p))
-            if st != 0:
-                detail = L.detail()
-                for q in areas:
-                    L.lib.iris_free(h, ctypes.c_void_p(q))
-                raise IrisError(st, "%s (a team split's staging areas: 2 x %d bytes; pass staging_bytes=0 or set IRIS_TEAM_STAGING to take fewer)" % (detail, staging_bytes),
-                                "Context.team (rank %d)" % self.rank)
-            areas.append(p.value)
         world, out = _lib.TeamT(), _lib.TeamT()
         L.check(L.lib.iris_team_get(h, _lib.TEAM_WORLD, ctypes.byref(world)), "iris_team_get (rank %d)" % self.rank)
+        staging = _host.TeamStaging(self, staging_bytes)  # every process, before the split: the heap stays alike
         st = L.lib.iris_team_split(h, ctypes.byref(world), int(color), int(key), ctypes.byref(out))
         if st != 0:
             detail = L.detail()
-            for q in areas:
-                L.lib.iris_free(h, ctypes.c_void_p(q))
+            staging.free(self)
             raise IrisError(st, detail, "iris_team_split (rank %d, color %d, key %d)" % (self.rank, color, key))
-        if areas:
-            self._stagings.append(areas)
+        if staging.nbytes:
+            self._stagings.append(staging)
         if out.size == 0:
             return None
         t = Team(self, out)
-        if areas and out.size > 1 and out.coll >= 0:  # a meeting of the members, who compare the areas
-            L.check(L.lib.iris_team_set_staging(h, ctypes.byref(t._t), ctypes.c_void_p(areas[0]), ctypes.c_void_p(areas[1]), staging_bytes),
+        if staging.nbytes and out.size > 1 and out.coll >= 0:  # a meeting of the members, who compare the areas
+            L.check(L.lib.iris_team_set_staging(h, ctypes.byref(t._t), ctypes.c_void_p(staging.ptr_in), ctypes.c_void_p(staging.ptr_out), staging.nbytes),
                     "iris_team_set_staging (rank %d)" % self.rank)
         self._teams.append(t)
         return t
@@ -428,7 +402,6 @@ class Context:
         self.close()
 
 
-_STAGING_MIN = 2048  # IRIS_COLL_STAGING_MIN (internal/coll/plan.h): the least a staging area may hold
 # Every team's iris_team_t, kept for the process's life (a few hundred bytes each): a
 # compiled function holds its address, and may run after the Team is closed or dropped;
 # the handler then reads a destroyed team (size 0: refused), never freed memory.

@@ -107,7 +107,7 @@ class TestLowering(unittest.TestCase):
         """Malformed groups raise ValueError before any library call (on every process alike)."""
         c = object.__new__(ij.Context)
         c.world_size, c.rank = 4, 0
-        for groups, text in (([[0, 1], [1, 2]], "two groups"), ([[0, 4]], "not a rank"), ([[0], []], "empty"), ([[-1, 0]], "not a rank")):
+        for groups, text in (([[0, 1], [1, 2]], "disjoint"), ([[0, 4]], "not a rank"), ([[0], []], "empty"), ([[-1, 0]], "not a rank")):
             with self.subTest(groups=groups):
                 with self.assertRaisesRegex(ValueError, text):
                     c.team(groups)

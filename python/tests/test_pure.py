@@ -953,6 +953,51 @@ class TestTeams(unittest.TestCase):
         # the groups' order does not change any rank's color or key
         self.assertEqual(_types.team_split_args([[2, 3], [0, 1]], world, 3), (2, 1, (2, 3)))
 
+    def test_team_staging_areas(self):
+        """The torch and JAX splits' two heap areas (_host.TeamStaging), over a fake heap:
+        raised to the least size, none for 0, the first area given back when the second
+        cannot be had (the error naming what to pass), both given back by free()."""
+        from iris_gpu import _host
+
+        class Heap:
+            def __init__(self, fail_at=None):
+                self.next, self.calls, self.freed, self.fail_at = 4096, 0, [], fail_at
+                self.lib = self
+
+            def iris_malloc(self, h, n, pref):
+                self.calls += 1
+                if self.calls == self.fail_at:
+                    return 2  # IRIS_ERROR_OUT_OF_MEMORY
+                pref._obj.value, self.next = self.next, self.next + n
+                return 0
+
+            def iris_free(self, h, p):
+                self.freed.append(p.value)
+                return 0
+
+            def detail(self):
+                return "heap full"
+
+        class Ctx:
+            def __init__(self, heap):
+                self._lib, self._h, self.rank = heap, 7, 3
+
+            def _handle(self):
+                return self._h
+
+        heap = Heap()
+        st = _host.TeamStaging(Ctx(heap), 100)
+        self.assertEqual((st.nbytes, st.ptr_in, st.ptr_out), (_host.STAGING_MIN, 4096, 4096 + _host.STAGING_MIN))
+        self.assertEqual(st.free(Ctx(heap)), 0)
+        self.assertEqual(heap.freed, [4096, 4096 + _host.STAGING_MIN])
+        none = Heap()
+        self.assertEqual((_host.TeamStaging(Ctx(none), 0).ptr_in, none.calls), (None, 0))
+        full = Heap(fail_at=2)
+        with self.assertRaisesRegex(_lib.IrisError, "staging_bytes=0") as cm:
+            _host.TeamStaging(Ctx(full), 1 << 20)
+        self.assertIn("rank 3", str(cm.exception))
+        self.assertEqual(full.freed, [4096])
+
     def test_split_args_opt_out_and_team_order(self):
         self.assertEqual(_types.team_split_args([[0, 1]], [0, 1, 2, 3], 2), (_types.TEAM_NONE, 0, None))
         self.assertEqual(_types.team_split_args([[3, 1]], [0, 1, 2, 3], 1), (1, 1, (3, 1)))  # a group's own order: team rank = position

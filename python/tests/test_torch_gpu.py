@@ -872,27 +872,35 @@ class Runner:
                             raise AssertionError("step %d: a bad input was taken" % step)
                     else:
                         it.all_reduce(torch.ones(n, device=dev), target, out=y)
-                    torch.cuda.synchronize()
-                    try:
-                        target.check()
-                    except it.IrisError as e:
-                        if e.status_name != "IRIS_ERROR_MISMATCH":
-                            raise AssertionError("step %d: check() raised %s: %s" % (step, e.status_name, e))
-                    else:
-                        raise AssertionError("step %d: check() reported no mismatch" % step)
-                    if time.time() - t0 > 15:
-                        raise AssertionError("step %d: %.1f s: a wait ran to its bound" % (step, time.time() - t0))
-                    if not bool((y.view(torch.uint8) == 0x7B).all()):
-                        raise AssertionError("step %d: a mismatched call wrote its output" % step)
-                    x = torch.full((n,), float(me + 1), device=dev)
-                    it.all_reduce(x, target, out=y)
-                    torch.cuda.synchronize()
-                    target.check()
-                    if not bool((y == float(W * (W + 1) // 2)).all()):
-                        raise AssertionError("step %d: the call after the refusal gave %s" % (step, y[:4].tolist()))
+                    self.settle_in_step(target, y, t0, True, "step %d" % step)
             tm.close()
         finally:
             c.close()
+
+    def settle_in_step(self, target, y, t0, mismatch, what):
+        """After a call some rank made differently (mismatch) or every rank alike: check()
+        reports IRIS_ERROR_MISMATCH, or nothing; within 15 s of t0 (no wait ran to its
+        bound); y (poisoned, 0x7b) untouched; then an all_reduce into y exact everywhere."""
+        it, dev, W, me = self.it, self.dev, self.world, self.rank
+        torch.cuda.synchronize()
+        try:
+            target.check()
+        except it.IrisError as e:
+            if not mismatch or e.status_name != "IRIS_ERROR_MISMATCH":
+                raise AssertionError("%s: check() raised %s: %s" % (what, e.status_name, e))
+        else:
+            if mismatch:
+                raise AssertionError("%s: check() reported no mismatch" % what)
+        if time.time() - t0 > 15:
+            raise AssertionError("%s: %.1f s: a wait ran to its bound" % (what, time.time() - t0))
+        if not bool((y.view(torch.uint8) == 0x7B).all()):
+            raise AssertionError("%s: a call against another wrote its output" % what)
+        x = torch.full((y.numel(),), float(me + 1), device=dev)
+        it.all_reduce(x, target, out=y)
+        torch.cuda.synchronize()
+        target.check()
+        if not bool((y == float(W * (W + 1) // 2)).all()):
+            raise AssertionError("%s: the call after it gave %s" % (what, y[:4].tolist()))
 
     def check_empty_in_step(self):
         """A collective of no elements, on the world and on a team of every rank: on every
@@ -916,25 +924,7 @@ class Runner:
                             raise AssertionError("an empty all_reduce gave %d elements" % e.numel())
                     else:
                         it.all_reduce(torch.ones(n, device=dev), target, out=y)
-                    torch.cuda.synchronize()
-                    try:
-                        target.check()
-                    except it.IrisError as e:
-                        if not one or e.status_name != "IRIS_ERROR_MISMATCH":
-                            raise AssertionError("check() raised %s (empty on %s): %s" % (e.status_name, "one rank" if one else "every rank", e))
-                    else:
-                        if one:
-                            raise AssertionError("check() reported no mismatch for an empty call on one rank")
-                    if time.time() - t0 > 15:
-                        raise AssertionError("%.1f s: a wait ran to its bound" % (time.time() - t0))
-                    if not bool((y.view(torch.uint8) == 0x7B).all()):
-                        raise AssertionError("a call against an empty one wrote its output")
-                    x = torch.full((n,), float(me + 1), device=dev)
-                    it.all_reduce(x, target, out=y)
-                    torch.cuda.synchronize()
-                    target.check()
-                    if not bool((y == float(W * (W + 1) // 2)).all()):
-                        raise AssertionError("the call after the empty one gave %s" % y[:4].tolist())
+                    self.settle_in_step(target, y, t0, one, "empty on %s" % ("one rank" if one else "every rank"))
             tm.close()
         finally:
             c.close()

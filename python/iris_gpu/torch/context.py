@@ -291,7 +291,7 @@ class Context:
         Raises IrisError (status and the library's detail) when the split fails: on every
         rank alike (no table slot free: IRIS_ERROR_OUT_OF_MEMORY; a team across nodes:
         IRIS_ERROR_UNSUPPORTED)."""
-        from .team import Team, _Staging  # here: team imports this module
+        from .team import Team  # here: team imports this module
 
         torch = _torch_mod()
         L = self._lib
@@ -304,7 +304,7 @@ class Context:
         with torch.cuda.device(self.device):
             world = _lib.TeamT()
             self._call("iris_team_get", L.lib.iris_team_get(h, _lib.TEAM_WORLD, ctypes.byref(world)))
-            staging = _Staging(self, staging_bytes)  # every rank, before the split: the heap stays alike
+            staging = _host.TeamStaging(self, staging_bytes)  # every rank, before the split: the heap stays alike
             out = _lib.TeamT()
             self._splits = split = getattr(self, "_splits", 0) + 1  # alike on every rank: names a team's store keys
             st = L.lib.iris_team_split(h, ctypes.byref(world), int(color), int(key), ctypes.byref(out))

@@ -23,49 +23,6 @@ from .context import _CONTEXTS, _ids, _torch_mod
 _KIND_FN = {"all_reduce": "iris_all_reduce_team", "all_gather": "iris_all_gather_team", "reduce_scatter": "iris_reduce_scatter_team",
             "all_to_all": "iris_all_to_all_team", "broadcast": "iris_broadcast_team"}
 _MISMATCH = _lib.STATUS_NAMES.index("IRIS_ERROR_MISMATCH")
-_STAGING_MIN = 2048  # IRIS_COLL_STAGING_MIN (internal/coll/plan.h): the least an area may hold
-
-
-class _Staging:
-    """Two heap areas (in, out) of `nbytes` each (at least _STAGING_MIN) through which the
-    library stages a split's team calls with buffers off the heap, as it stages the world's
-    through its own (iris_team_set_staging: chunks whose signatures name their place in
-    the call, the copy into the output only where every member matched). Every rank of the
-    context allocates them at the split, in the same order, so they lie at the same heap
-    offset everywhere; they stay until the context closes (a team's close meets only its
-    members, and the heap must stay alike on every rank). One split's teams are disjoint:
-    one pair serves them all."""
-
-    def __init__(self, ctx, nbytes):
-        self.nbytes = int(nbytes)
-        if 0 < self.nbytes < _STAGING_MIN:
-            self.nbytes = _STAGING_MIN
-        self.ptr_in = self.ptr_out = None
-        if not self.nbytes:
-            return
-        L, h = ctx._lib.lib, ctx._handle()
-        ptrs = []
-        for _ in range(2):
-            p = ctypes.c_void_p()
-            st = L.iris_malloc(h, self.nbytes, ctypes.byref(p))
-            if st != 0:
-                detail = ctx._lib.detail()
-                for q in ptrs:
-                    L.iris_free(h, ctypes.c_void_p(q))
-                raise IrisError(st, "%s (a team split's staging areas: 2 x %d bytes; pass staging_bytes=0 or set IRIS_TEAM_STAGING to take fewer)" % (detail, self.nbytes),
-                                "Context.team_split (rank %d)" % ctx.rank)
-            ptrs.append(p.value)
-        self.ptr_in, self.ptr_out = ptrs
-
-    def free(self, ctx):
-        """Every rank, in the same order (the context's close does it): back to the heap."""
-        bad = 0
-        if self.ptr_in is not None and ctx._h is not None:
-            for p in (self.ptr_in, self.ptr_out):
-                st = ctx._lib.lib.iris_free(ctx._h, ctypes.c_void_p(p))
-                bad = bad or st
-        self.ptr_in = self.ptr_out = None
-        return bad  # 0, or the first refusal's status (the caller raises it)
 
 
 class Team:
