@@ -213,6 +213,24 @@ static int wait_for_path(const char *path, int ms) {
   return 0;
 }
 
+/* A raw client of a rank 0's socket. The path exists from bind() on, and listen() comes
+ * after it: a connect in between is refused (ECONNREFUSED), so try again until ms. */
+static int connect_unix(const char *path, int ms) {
+  struct sockaddr_un addr;
+  long long t0 = now_ms();
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof addr.sun_path, "%.100s", path);
+  for (;;) {
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0) return fd;
+    close(fd);
+    if ((errno != ECONNREFUSED && errno != ENOENT) || now_ms() - t0 >= ms) return -1;
+    sleep_ms(2);
+  }
+}
+
 /* Forks a rank 0 (world 2, job "J1") of a fresh name (tag), waiting timeout_ms for its
  * rank 1; returns its pid once its socket exists, or -1 if it never bound. */
 static pid_t start_rank0(gen_arg_t *a, char *name, size_t name_cap, char *path, size_t path_cap, const char *tag, int timeout_ms) {
@@ -306,21 +324,17 @@ static void test_stalled_hello(void) {
   char name[80], path[256];
   gen_arg_t a;
   pid_t pid, p1 = -1;
-  struct sockaddr_un addr;
   iris_detail_frame_t f;
   int fd = -1, status = 0, sent = 0;
   long long t0 = now_ms(), ms;
   if ((pid = start_rank0(&a, name, sizeof name, path, sizeof path, "stall", 30000)) > 0) {
-    memset(&addr, 0, sizeof addr);
-    addr.sun_family = AF_UNIX;
-    snprintf(addr.sun_path, sizeof addr.sun_path, "%.100s", path);
     memset(&f, 0, sizeof f);
     f.magic = IRIS_DETAIL_MAGIC;
     f.type = IRIS_DETAIL_HELLO;
     f.rank = 1;
     f.len = sizeof(iris_detail_hello_t); /* the body never comes */
-    fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    sent = fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 && write(fd, &f, sizeof f) == (ssize_t)sizeof f;
+    fd = connect_unix(path, 2000);
+    sent = fd >= 0 && write(fd, &f, sizeof f) == (ssize_t)sizeof f;
     sleep_ms(200);
     fflush(stdout);
     p1 = fork();

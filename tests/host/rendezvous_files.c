@@ -164,21 +164,16 @@ static void test_hello_other_build(void) {
   char name[80], path[256];
   gen_arg_t a;
   pid_t pid;
-  struct sockaddr_un addr;
   iris_detail_frame_t f;
   char junk[24], msg[1100];
   int fd = -1, ok = 0, status = 0;
   long long dl;
   msg[0] = 0;
   if ((pid = start_rank0(&a, name, sizeof name, path, sizeof path, "build", 800)) > 0) {
-    memset(&addr, 0, sizeof addr);
-    addr.sun_family = AF_UNIX;
-    snprintf(addr.sun_path, sizeof addr.sun_path, "%.100s", path);
-    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    fd = connect_unix(path, 2000);
     dl = now_ms() + 2000;
     memset(junk, 0, sizeof junk);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
-        iris_detail_send_frame(fd, IRIS_DETAIL_HELLO, 1, 0, 0, junk, sizeof junk, dl) == 0 && iris_detail_recv_header(fd, &f, dl) == 0)
+    if (fd >= 0 && iris_detail_send_frame(fd, IRIS_DETAIL_HELLO, 1, 0, 0, junk, sizeof junk, dl) == 0 && iris_detail_recv_header(fd, &f, dl) == 0)
       ok = f.type == IRIS_DETAIL_ERROR && f.status == IRIS_ERROR_MISMATCH;
     snprintf(msg, sizeof msg, "%s", iris_error_detail());
   }
