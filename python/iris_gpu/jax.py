@@ -258,6 +258,23 @@ class Context:
         """Bytes in live heap blocks (the collective state's and teams' included)."""
         return self._lib.lib.iris_heap_used(self._handle())
 
+    def check(self):
+        """iris_collectives_check (waits for this GPU): IrisError if a wait of the
+        context's kernels ran out (IRIS_ERROR_TIMEOUT / IRIS_ERROR_PEER_FAILED, fatal), it
+        was aborted, or the processes made different calls since the last check
+        (IRIS_ERROR_MISMATCH: that call wrote nothing; then cleared). A handler only
+        enqueues, so a mismatch or a peer's refusal shows here, not in the jitted call."""
+        self._lib.check(self._lib.lib.iris_collectives_check(self._handle()), "iris_collectives_check (rank %d)" % self.rank)
+
+    def async_error(self):
+        """iris_get_async_error: as check(), without waiting for the GPU; any thread."""
+        self._lib.check(self._lib.lib.iris_get_async_error(self._handle()), "iris_get_async_error (rank %d)" % self.rank)
+
+    def abort(self):
+        """iris_abort (any thread): the context's kernels stop waiting, later calls fail
+        with IRIS_ERROR_ABORTED; close() then frees without meeting the other processes."""
+        self._lib.check(self._lib.lib.iris_abort(self._handle()), "iris_abort (rank %d)" % self.rank)
+
     def _handle(self):
         if self._h is None:
             raise RuntimeError("iris_gpu.jax: the context is closed")

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "iris_collectives.h"
 #include "xla/ffi/api/ffi.h"
@@ -136,15 +137,43 @@ size_t iris_jax_ranks(const char *call, int64_t ctx, int64_t team, ffi::Error *e
   return iris_jax_world(call, ctx, err);
 }
 
+// The handlers' kinds, as iris_jax_placed counts them.
+enum { IRIS_JAX_AR = 0, IRIS_JAX_AG, IRIS_JAX_RS, IRIS_JAX_A2A, IRIS_JAX_BC };
+
+// A handler's own refusal (a type, a size) on a live context still takes part in the
+// library, as a refused C call does: the same collective with NULL buffers, which the
+// library refuses after its one refused-call launch (collectives.md, "Bad input and
+// mismatches"). Refused on this rank only, the peers' call is a mismatch (nothing written;
+// ctx.check() raises IRIS_ERROR_MISMATCH on every rank) instead of a wait to
+// IRIS_WAIT_TIMEOUT_MS, and every rank's later calls stay paired; refused on every rank
+// alike, the ranks meet in it. Returns the handler's own error e either way.
+ffi::Error iris_jax_take_part(ffi::Error e, int kind, int64_t ctx, int64_t team, cudaStream_t stream) {
+  iris_t *c = reinterpret_cast<iris_t *>(static_cast<intptr_t>(ctx));
+  const iris_team_t *tm = iris_jax_team(team);
+  const iris_dtype_t f = IRIS_FLOAT32;
+  if (!c || (tm && tm->size < 1)) return e; /* no context, a closed team: nothing to take part in */
+  switch (kind) {
+    case IRIS_JAX_AR: (void)(tm ? iris_all_reduce_team(c, tm, NULL, NULL, 1, f, IRIS_SUM, stream, NULL) : iris_all_reduce(c, NULL, NULL, 1, f, IRIS_SUM, stream)); break;
+    case IRIS_JAX_AG: (void)(tm ? iris_all_gather_team(c, tm, NULL, NULL, 1, f, stream, NULL) : iris_all_gather(c, NULL, NULL, 1, f, stream)); break;
+    case IRIS_JAX_RS: (void)(tm ? iris_reduce_scatter_team(c, tm, NULL, NULL, 1, f, IRIS_SUM, stream, NULL) : iris_reduce_scatter(c, NULL, NULL, 1, f, IRIS_SUM, stream)); break;
+    case IRIS_JAX_A2A: (void)(tm ? iris_all_to_all_team(c, tm, NULL, NULL, 1, f, stream, NULL) : iris_all_to_all(c, NULL, NULL, 1, f, stream)); break;
+    default: (void)(tm ? iris_broadcast_team(c, tm, NULL, NULL, 1, f, 0, stream, NULL) : iris_broadcast(c, NULL, NULL, 1, f, 0, stream)); break;
+  }
+  return e;
+}
+
+// A call of no elements goes to the library too: it moves nothing and takes part (one
+// device barrier), so a rank that alone passes none makes its peers' call a mismatch
+// instead of a wait to their bound.
 ffi::Error AllReduceImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int32_t op, int64_t team) {
   iris_t *c;
   iris_dtype_t t;
   ffi::Error e = ffi::Error::Success();
   if (!iris_jax_ranks("iris_all_reduce", ctx, team, &e)) return e;
   e = iris_jax_check("iris_all_reduce", ctx, x, *y, 1, &c, &t);
-  if (e.failure() || x.element_count() == 0) return e;
+  if (e.failure()) return iris_jax_take_part(std::move(e), IRIS_JAX_AR, ctx, team, stream);
   iris_jax_note_capture(stream);
-  iris_jax_note_place(0, c, x, *y);
+  if (x.element_count()) iris_jax_note_place(IRIS_JAX_AR, c, x, *y);
   const iris_redop_t o = static_cast<iris_redop_t>(op);
   return iris_jax_status("iris_all_reduce", team ? iris_all_reduce_team(c, iris_jax_team(team), x.untyped_data(), y->untyped_data(), x.element_count(), t, o, stream, NULL)
                                                  : iris_all_reduce(c, x.untyped_data(), y->untyped_data(), x.element_count(), t, o, stream));
@@ -157,9 +186,9 @@ ffi::Error AllGatherImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi:
   const size_t ranks = iris_jax_ranks("iris_all_gather", ctx, team, &e);
   if (!ranks) return e;
   e = iris_jax_check("iris_all_gather", ctx, x, *y, ranks, &c, &t);
-  if (e.failure() || x.element_count() == 0) return e;
+  if (e.failure()) return iris_jax_take_part(std::move(e), IRIS_JAX_AG, ctx, team, stream);
   iris_jax_note_capture(stream);
-  iris_jax_note_place(1, c, x, *y);
+  if (x.element_count()) iris_jax_note_place(IRIS_JAX_AG, c, x, *y);
   return iris_jax_status("iris_all_gather", team ? iris_all_gather_team(c, iris_jax_team(team), x.untyped_data(), y->untyped_data(), x.element_count(), t, stream, NULL)
                                                  : iris_all_gather(c, x.untyped_data(), y->untyped_data(), x.element_count(), t, stream));
 }
@@ -172,9 +201,9 @@ ffi::Error ReduceScatterImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<
   const size_t ranks = iris_jax_ranks("iris_reduce_scatter", ctx, team, &e);
   if (!ranks) return e;
   e = iris_jax_check("iris_reduce_scatter", ctx, x, *y, 1, &c, &t, ranks);
-  if (e.failure() || x.element_count() == 0) return e;
+  if (e.failure()) return iris_jax_take_part(std::move(e), IRIS_JAX_RS, ctx, team, stream);
   iris_jax_note_capture(stream);
-  iris_jax_note_place(2, c, x, *y);
+  if (x.element_count()) iris_jax_note_place(IRIS_JAX_RS, c, x, *y);
   const iris_redop_t o = static_cast<iris_redop_t>(op);
   return iris_jax_status("iris_reduce_scatter", team ? iris_reduce_scatter_team(c, iris_jax_team(team), x.untyped_data(), y->untyped_data(), y->element_count(), t, o, stream, NULL)
                                                      : iris_reduce_scatter(c, x.untyped_data(), y->untyped_data(), y->element_count(), t, o, stream));
@@ -188,9 +217,9 @@ ffi::Error AllToAllImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::
   const size_t ranks = iris_jax_ranks("iris_all_to_all", ctx, team, &e);
   if (!ranks) return e;
   e = iris_jax_check("iris_all_to_all", ctx, x, *y, ranks, &c, &t, ranks);
-  if (e.failure() || x.element_count() == 0) return e;
+  if (e.failure()) return iris_jax_take_part(std::move(e), IRIS_JAX_A2A, ctx, team, stream);
   iris_jax_note_capture(stream);
-  iris_jax_note_place(3, c, x, *y);
+  if (x.element_count()) iris_jax_note_place(IRIS_JAX_A2A, c, x, *y);
   const size_t n = x.element_count() / ranks;
   return iris_jax_status("iris_all_to_all", team ? iris_all_to_all_team(c, iris_jax_team(team), x.untyped_data(), y->untyped_data(), n, t, stream, NULL)
                                                  : iris_all_to_all(c, x.untyped_data(), y->untyped_data(), n, t, stream));
@@ -203,9 +232,9 @@ ffi::Error BroadcastImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi:
   ffi::Error e = ffi::Error::Success();
   if (!iris_jax_ranks("iris_broadcast", ctx, team, &e)) return e;
   e = iris_jax_check("iris_broadcast", ctx, x, *y, 1, &c, &t);
-  if (e.failure() || x.element_count() == 0) return e;
+  if (e.failure()) return iris_jax_take_part(std::move(e), IRIS_JAX_BC, ctx, team, stream);
   iris_jax_note_capture(stream);
-  iris_jax_note_place(4, c, x, *y);
+  if (x.element_count()) iris_jax_note_place(IRIS_JAX_BC, c, x, *y);
   return iris_jax_status("iris_broadcast", team ? iris_broadcast_team(c, iris_jax_team(team), x.untyped_data(), y->untyped_data(), x.element_count(), t, root, stream, NULL)
                                                 : iris_broadcast(c, x.untyped_data(), y->untyped_data(), x.element_count(), t, root, stream));
 }
@@ -214,8 +243,10 @@ ffi::Error BroadcastImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi:
 // {1: 0}), so when the caller donates a heap array as out the result is written there. The
 // handler reads nothing of out: the result buffer is out's (or XLA's copy of it).
 ffi::Error AllGatherIntoImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer out, ffi::Result<ffi::AnyBuffer> y, int64_t ctx, int64_t team) {
+  ffi::Error e = ffi::Error::Success();
+  if (!iris_jax_ranks("iris_all_gather_into", ctx, team, &e)) return e;
   if (out.element_type() != y->element_type() || out.element_count() != y->element_count())
-    return iris_jax_refuse("iris_all_gather_into", "the out operand differs from the result in type or size");
+    return iris_jax_take_part(iris_jax_refuse("iris_all_gather_into", "the out operand differs from the result in type or size"), IRIS_JAX_AG, ctx, team, stream);
   return AllGatherImpl(stream, x, y, ctx, team);
 }
 

@@ -31,6 +31,12 @@ class LineResult(unittest.TestResult):
         self._say("FAIL: %s: %s: %s" % (self._name(test), err[0].__name__, str(err[1]).splitlines()[0] if str(err[1]) else ""))
         sys.stderr.write(self._exc_info_to_string(err, test))
 
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:  # a failed subTest: the test then reports neither success nor failure itself
+            self._say("FAIL: %s %s: %s" % (self._name(test), subtest._subDescription(), str(err[1]).splitlines()[0] if str(err[1]) else err[0].__name__))
+            sys.stderr.write(self._exc_info_to_string(err, test))
+
     def addSkip(self, test, reason):
         super().addSkip(test, reason)
         self._say("SKIP: %s: %s" % (self._name(test), reason.replace("SKIP: ", "")))

@@ -210,7 +210,8 @@ def rank_main(rank, world, port, shared):
 
     def handler_refusal():
         """The handler's own checks (past Python's, through jax.ffi.ffi_call) carry iris's
-        status name, as docs/jax.md says; the library is not called, so no peer waits."""
+        status name, as docs/jax.md says. Refused alike on every rank, the calls meet in
+        the library (each takes part as a refused call): no wait, nothing reported."""
         x = jnp.ones(8, jnp.float32)
         for shape, handle, text in (((9,), ctx.handle, "output has 9 elements, expected 8"), ((8,), 0, "the iris context is 0")):
             call = jax.ffi.ffi_call("iris_all_reduce", jax.ShapeDtypeStruct(shape, jnp.float32))
@@ -221,8 +222,47 @@ def rank_main(rank, world, port, shared):
                     raise AssertionError("%r lacks the status name or %r" % (e, text))
             else:
                 raise AssertionError("no error for " + text)
+        ctx.check()
 
     result("jax W=%d a handler's refusal carries the status name" % world, handler_refusal)
+
+    def refused_in_step(target):
+        """A handler's refusal on rank 0 only (its output one element too long; the other
+        ranks' call is good), on the world and on a team of every rank: rank 0's call
+        raises IRIS_ERROR_INVALID_ARGUMENT, and since the refusal took part in the library,
+        every rank's check() reports IRIS_ERROR_MISMATCH within 15 s (no wait ran to its
+        bound); the next call is exact everywhere."""
+        n = 4096
+        xs = inputs((n,), "float32")
+        where = {"iris_ctx": np.int64(ctx.handle), "iris_team": np.int64(target.team_ptr)}
+        call = jax.ffi.ffi_call("iris_all_reduce", jax.ShapeDtypeStruct((n + (1 if rank == 0 else 0),), jnp.float32))
+        t0 = time.time()
+        try:
+            np.asarray(call(jnp.asarray(xs[rank]), op=np.int32(0), **where))
+        except Exception as e:  # noqa: BLE001 (XlaRuntimeError's module differs across jaxlib versions)
+            if rank != 0 or "IRIS_ERROR_INVALID_ARGUMENT" not in str(e):
+                raise
+        else:
+            if rank == 0:
+                raise AssertionError("rank 0's refusal passed")
+        try:
+            target.check()
+        except ij.IrisError as e:
+            if e.status_name != "IRIS_ERROR_MISMATCH":
+                raise
+        else:
+            raise AssertionError("check() reported no mismatch")
+        if time.time() - t0 > 15:
+            raise AssertionError("%.1f s: a wait ran to its bound" % (time.time() - t0))
+        xs = inputs((n,), "float32")
+        check(jax.jit(lambda v: ij.all_reduce(v, target))(jnp.asarray(xs[rank])), sum(x.astype(np.float64) for x in xs), "float32")
+        target.check()
+
+    if world > 1:
+        result("jax W=%d a handler's refusal on one rank takes part: every rank reports a mismatch (world)" % world, lambda: refused_in_step(ctx))
+        every = ctx.team([list(range(world))])
+        result("jax W=%d a handler's refusal on one rank takes part: every rank reports a mismatch (team of every rank)" % world, lambda: refused_in_step(every))
+        every.close()
 
     def teams(groups):
         """Every collective over the teams of one split (ctx.team, collective over every

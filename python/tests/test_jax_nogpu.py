@@ -342,6 +342,48 @@ class TestHeapBookkeeping(unittest.TestCase):
         self.assertEqual(self.heap.used, {})  # iris_calloc left it allocated: freed again
 
 
+@unittest.skipIf(jax is None, "SKIP: jax is not installed")
+class TestFaultCalls(unittest.TestCase):
+    """Context.check / async_error / abort: each calls its library function with the
+    context's handle and raises IrisError with the status and detail; closed, RuntimeError."""
+
+    class Lib:
+        def __init__(self, status):
+            self.calls = []
+
+            def fn(name):
+                return lambda h: (self.calls.append((name, h)), status)[1]
+
+            self.lib = type("L", (), {n: staticmethod(fn(n)) for n in ("iris_collectives_check", "iris_get_async_error", "iris_abort")})()
+
+        def detail(self):
+            return "rank 1 called all_gather where rank 0 called all_reduce (fake)"
+
+        def check(self, status, call):
+            ij._lib.Library.check(self, status, call)
+
+    def context(self, status):
+        ctx = object.__new__(ij.Context)
+        ctx._h, ctx.rank, ctx._lib = 0x1234, 2, self.Lib(status)
+        return ctx
+
+    def test_each_calls_its_function(self):
+        for method, fn in (("check", "iris_collectives_check"), ("async_error", "iris_get_async_error"), ("abort", "iris_abort")):
+            with self.subTest(method=method):
+                ctx = self.context(0)
+                getattr(ctx, method)()
+                self.assertEqual(ctx._lib.calls, [(fn, 0x1234)])
+                ctx = self.context(ij._lib.STATUS_NAMES.index("IRIS_ERROR_MISMATCH"))
+                with self.assertRaises(ij.IrisError) as cm:
+                    getattr(ctx, method)()
+                self.assertEqual(cm.exception.status_name, "IRIS_ERROR_MISMATCH")
+                self.assertIn("(fake)", str(cm.exception))
+                self.assertIn("rank 2", str(cm.exception))
+                ctx._h = None
+                with self.assertRaisesRegex(RuntimeError, "closed"):
+                    getattr(ctx, method)()
+
+
 if __name__ == "__main__":
     if jax is None:
         print("SKIP: python jax (no GPU): %s" % WHY)
