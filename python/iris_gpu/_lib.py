@@ -336,6 +336,7 @@ OPTIONAL_FUNCTIONS = {
     "iris_gemm_rs_destroy": (_i, [_p]),
     # iris_gemm.h: fp8 all-gather + GEMM (0.2.0)
     "iris_ag_gemm_run_scaled": (_i, [_p, _p, _p, _p, _p, _p, _p, _p]),
+    "iris_ag_gemm_check": (_i, [_p]),
     "iris_ag_gemm_choose_path": (_i, [ctypes.POINTER(AgGemmDescT), _i]),
     # iris_moe.h: expert-parallel dispatch and combine (0.2.0)
     "iris_moe_create": (_i, [_p, ctypes.POINTER(MoeDescT), _pp]),

@@ -577,11 +577,11 @@ class TestGemmReduceLogic(unittest.TestCase):
         g = self.plan()
         a, b = FakeTensor("torch.bfloat16", shape=(8, 16)), FakeTensor("torch.bfloat16", shape=(16, 16))
         out, bias = FakeTensor("torch.float32", shape=(4, 16)), FakeTensor("torch.float32", shape=(16,))
-        g.check(a, b, bias, None, None, out)
-        g.check(a, b, bias, None, None)
+        g.check_args(a, b, bias, None, None, out)
+        g.check_args(a, b, bias, None, None)
         f8 = self.plan(dtype="torch.float8_e4m3fn", bias=False)
         s1 = FakeTensor("torch.float32", shape=(1,))
-        f8.check(FakeTensor("torch.float8_e4m3fn", shape=(8, 16)), FakeTensor("torch.float8_e4m3fn", shape=(16, 16)), None, s1, FakeTensor("torch.float32", shape=()))
+        f8.check_args(FakeTensor("torch.float8_e4m3fn", shape=(8, 16)), FakeTensor("torch.float8_e4m3fn", shape=(16, 16)), None, s1, FakeTensor("torch.float32", shape=()))
 
     def test_check_refusals(self):
         g = self.plan()
@@ -607,9 +607,9 @@ class TestGemmReduceLogic(unittest.TestCase):
         ]
         for args, exc, text in cases:
             with self.assertRaisesRegex(exc, text):
-                g.check(*args)
+                g.check_args(*args)
         with self.assertRaisesRegex(ValueError, "made with bias=False but bias is given"):
-            gk.check(a, bk, bias, None, None)
+            gk.check_args(a, bk, bias, None, None)
         f8 = self.plan(dtype="torch.float8_e4m3fn", bias=False)
         a8, b8 = FakeTensor("torch.float8_e4m3fn", shape=(8, 16)), FakeTensor("torch.float8_e4m3fn", shape=(16, 16))
         for args, exc, text in (((a8, b8, None, None, s1), ValueError, "fp8 plan needs a_scale and b_scale"),
@@ -618,7 +618,7 @@ class TestGemmReduceLogic(unittest.TestCase):
                                 ((a8, b8, None, FakeTensor("torch.float32", shape=(2,)), s1), ValueError, "a_scale has shape \\(2,\\)"),
                                 ((a8, b8, None, FakeTensor("torch.float32", shape=(1,), device=("cpu", None)), s1), ValueError, "a_scale is on cpu")):
             with self.assertRaisesRegex(exc, text):
-                f8.check(*args)
+                f8.check_args(*args)
 
 
 class TestJaxTestHelpers(unittest.TestCase):
@@ -783,6 +783,33 @@ class TestTorchModuleLogic(unittest.TestCase):
                 self.assertEqual((calls, took), ([], [name]), (name, d))
         r, calls, took = self.dim_calls(lambda ops, c, T: ops.all_gather(T(shape=(3, 4)), c, dim=1))  # a good call: no take part
         self.assertEqual((tuple(r.shape), calls, took), ((3, 4), [("all_gather", (4, 3))], []))
+
+    def test_gemm_run_refused_in_python_takes_part(self):
+        """A GEMM plan run refused in Python (a non-contiguous operand, the other op's
+        function) still takes part with one run the library refuses (plan.refused_run),
+        and the error says so; while capturing nothing runs (no peer waits)."""
+        import types
+        from unittest import mock
+
+        from iris_gpu.torch import ops, plans
+
+        ns = types.SimpleNamespace
+        capturing = [False]
+        torch = ns(Tensor=FakeTensor, compiler=ns(is_compiling=lambda: False), utils=ns(_python_dispatch=ns(_get_current_dispatch_mode=lambda: None)),
+                   cuda=ns(is_available=lambda: True, is_current_stream_capturing=lambda: capturing[0]))
+        runs = []
+        plan = object.__new__(plans.GemmReduce)
+        plan._g, plan.op, plan.refused_run = 1, "reduce_scatter", lambda: runs.append(1) or True
+        a, b = FakeTensor(shape=(4, 4), contiguous=False), FakeTensor(shape=(4, 4))
+        with mock.patch.object(ops, "_torch_mod", lambda: torch), mock.patch.object(ops, "_invoke", lambda *a: self.fail("no run after a refusal")):
+            for fn, text in ((lambda: ops.gemm_reduce_scatter(a, b, plan), "not contiguous"), (lambda: ops.gemm_all_reduce(b, b, plan), "made for op")):
+                for cap in (False, True):
+                    capturing[0], runs[:] = cap, []
+                    with self.assertRaises(ValueError) as cm:
+                        fn()
+                    self.assertIn(text, str(cm.exception))
+                    self.assertEqual(len(runs), 0 if cap else 1, (text, cap))
+                    self.assertEqual("took part as a call the library refuses" in str(cm.exception), not cap, str(cm.exception))
 
     def test_dim_out_of_range_refused(self):
         """A dim outside [-x.dim(), x.dim()) is refused, as torch.cat refuses it (it wrapped

@@ -1669,6 +1669,65 @@ class Runner:
         finally:
             moe.close()
 
+    def check_gemm_one_rank_refusal(self, kind, path):
+        """A GEMM plan run refused in Python on the last rank only (A of another dtype)
+        takes part there (one run the library refuses): that rank raises TypeError saying
+        so, every rank's call ends within 15 s (no wait ran to its bound), and the others
+        hear IRIS_ERROR_MISMATCH from the plan's check() (the fused paths) or the context's
+        (the others); then a run on every rank is exact."""
+        it, ctx, W, me, dev = self.it, self.ctx, self.world, self.rank, self.dev
+        last = W - 1
+        try:
+            if kind == "ag_gemm":
+                M, N, K = 64 * W, 256, 512
+                plan = ctx.ag_gemm_plan(M, N, K, torch.bfloat16, torch.float32, layout="rows", b_transposed=True, path=path)
+            else:
+                plan = self.gemm_plan("reduce_scatter", 64, 128, 64, "bfloat16", "bfloat16", True, False, path)
+        except it.IrisError as e:
+            if e.status_name == "IRIS_ERROR_UNSUPPORTED":
+                return "%s on the %s path: unsupported by this build (%s)" % (kind, path, e.detail)
+            raise
+        try:
+            for call in range(2):
+                if kind == "ag_gemm":
+                    g = torch.Generator().manual_seed(40 + call)
+                    b = (torch.randint(-4, 5, (N, K), generator=g) * 0.25).to(torch.bfloat16).to(dev)
+                    shards = [(torch.randint(-4, 5, (M // W, K), generator=g) * 0.25).to(torch.bfloat16) for q in range(W)]
+                    a, ref = shards[me].to(dev), torch.cat(shards).double() @ b.double().cpu().t()
+                    run = lambda x: it.ag_gemm(x, b, plan)  # noqa: E731
+                    out_dt = "float32"
+                else:
+                    a, b, _, _, _, ref, slack = self.gemm_data("reduce_scatter", 64, 128, 64, "bfloat16", "bfloat16", True, False)
+                    run = lambda x: it.gemm_reduce_scatter(x, b, plan)  # noqa: E731
+                    out_dt = "bfloat16"
+                torch.cuda.synchronize()
+                dist.barrier()
+                t0 = time.time()
+                if call == 0 and me == last:
+                    expect_raise(TypeError, "took part", lambda: run(a.half()))
+                else:
+                    c = run(a)
+                torch.cuda.synchronize()
+                if time.time() - t0 > 15:
+                    raise AssertionError("call %d: %.1f s: a wait ran to its bound (the refusal took no part?)" % (call, time.time() - t0))
+                heard = []
+                for target in (plan, ctx):
+                    try:
+                        target.check()
+                    except it.IrisError as e:
+                        heard.append(e)
+                if call == 0 and me != last:
+                    if not any(e.status_name == "IRIS_ERROR_MISMATCH" for e in heard):
+                        raise AssertionError("the peers' run of the refused call reported %s, not a mismatch" % ([str(e) for e in heard] or "nothing"))
+                elif call == 1 and heard:
+                    raise AssertionError("the run after it reported %s" % [str(e) for e in heard])
+                if call == 1:
+                    e = same(c, ref, out_dt) if kind == "ag_gemm" else self.gemm_error(c, ref, out_dt, slack)
+                    if e:
+                        raise AssertionError("the run after it: %s (path %s)" % (e, plan.path))
+        finally:
+            plan.close()
+
     def check_gemm_reduce_bad_input(self):
         """Each refusal is the same on every rank (nothing is enqueued), then the plan still
         computes the right result; a closed plan is refused."""
@@ -1912,12 +1971,18 @@ def worker():
         if everything:
             R.result("all-gather + GEMM (rows, B transposed, fp32 out)", R.check_ag_gemm)
             R.result("all-gather + GEMM, fp8 e4m3 with per-tensor scales, bias (pipelined, unfused)", R.check_ag_gemm_fp8)
+            for path in ("pipelined", "unfused", "fused"):
+                R.result("all-gather + GEMM (%s): a run refused in Python on the last rank only takes part; the peers hear a mismatch, then exact" % path,
+                         lambda: R.check_gemm_one_rank_refusal("ag_gemm", path))
         if only not in ("rmsnorm", "teams") and gemm_reduce_available(R):
             gemm_reduce_cases(R)
             R.result("gemm_reduce: the kernel_unfused path, and fp8 on the fused path, refused cleanly (IRIS_ERROR_UNSUPPORTED)", R.check_gemm_reduce_refusals)
             R.result("gemm_reduce: torch.cuda.graph, 120 replays with fresh inputs, poisoned outputs", R.check_gemm_reduce_graph)
             R.result("gemm_reduce: torch.compile(fullgraph=True)", R.check_gemm_reduce_compile)
             R.result("gemm_reduce: bad input raises, never hangs", R.check_gemm_reduce_bad_input)
+            for path in ("pipelined", "unfused", "fused"):
+                R.result("gemm_reduce (%s): a run refused in Python on the last rank only takes part; the peers hear a mismatch, then exact" % path,
+                         lambda: R.check_gemm_one_rank_refusal("gemm_reduce", path))
         if only not in ("rmsnorm", "teams") and moe_available(R):
             for mode in ("low_latency", "high_throughput"):
                 for dt in ("bfloat16", "float8_e4m3fn"):

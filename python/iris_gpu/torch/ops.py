@@ -160,17 +160,19 @@ def _register_ops(torch):
     b = torch.library.custom_op("iris::barrier", barrier, mutates_args=(), schema="(int ctx) -> ()")
     b.register_fake(barrier_fake)
 
-    # The GEMM plan runs (ag_gemm, gemm_reduce[_out]) do not take part when refused, here or
-    # in the public functions, as their C runs do not (iris_gemm.h, iris_gemm_reduce.h: a run
-    # refused on one rank only leaves the plan out of step; close it on every rank). A
-    # stand-in run would need scratch A, B and C of the plan's shapes (B alone may be
-    # hundreds of MB) allocated on the error path, an A at the plan's heap offset without
-    # stage_a, and it would hand the peers a wrong C that no check names. The MoE ops take
-    # part (Moe.dispatch / combine, as the C calls do).
+    # A GEMM plan run (ag_gemm, gemm_reduce[_out]) refused here (an argument that does not
+    # fit the plan) still takes part first, as a refused C run does: one run the library
+    # refuses (NULL buffers, plan.refused_run), which touches no buffer, and the peers' run
+    # of that call ends with IRIS_ERROR_MISMATCH naming this rank instead of waiting (the
+    # MoE ops take part the same way, Moe._refuse).
     def ag_gemm(a, b, bias, a_scale, b_scale, plan):
         g = _plan(plan, AgGemm)
-        c = torch.empty(g.c_shape, dtype=g.out_dtype, device=a.device)
-        g.run(a, b, bias, c, a_scale, b_scale)
+        try:
+            c = torch.empty(g.c_shape, dtype=g.out_dtype, device=a.device)
+            g.run(a, b, bias, c, a_scale, b_scale)
+        except (ValueError, TypeError) as e:
+            _take_part(e, None, g.refused_run)
+            raise
         return c
 
     def ag_gemm_fake(a, b, bias, a_scale, b_scale, plan):
@@ -184,18 +186,28 @@ def _register_ops(torch):
 
     # GEMM + reduce-scatter / all-reduce: the plan says which (and the shapes, types, bias)
     def gemm_reduce(a, b, bias, a_scale, b_scale, plan):
-        return _plan(plan, GemmReduce).run(a, b, bias, a_scale, b_scale)
+        g = _plan(plan, GemmReduce)
+        try:
+            return g.run(a, b, bias, a_scale, b_scale)
+        except (ValueError, TypeError) as e:
+            _take_part(e, None, g.refused_run)
+            raise
 
     def gemm_reduce_fake(a, b, bias, a_scale, b_scale, plan):
         g = _plan(plan, GemmReduce)
-        g.check(a, b, bias, a_scale, b_scale, None, contiguous=False)
+        g.check_args(a, b, bias, a_scale, b_scale, None, contiguous=False)
         return a.new_empty(g.c_shape, dtype=g.out_dtype)
 
     def gemm_reduce_out(a, b, bias, a_scale, b_scale, out, plan):
-        _plan(plan, GemmReduce).run(a, b, bias, a_scale, b_scale, out)
+        g = _plan(plan, GemmReduce)
+        try:
+            g.run(a, b, bias, a_scale, b_scale, out)
+        except (ValueError, TypeError) as e:
+            _take_part(e, None, g.refused_run)
+            raise
 
     def gemm_reduce_out_fake(a, b, bias, a_scale, b_scale, out, plan):
-        _plan(plan, GemmReduce).check(a, b, bias, a_scale, b_scale, out, contiguous=False)
+        _plan(plan, GemmReduce).check_args(a, b, bias, a_scale, b_scale, out, contiguous=False)
 
     _IMPLS.update(gemm_reduce=gemm_reduce, gemm_reduce_out=gemm_reduce_out)
     args = "Tensor a, Tensor b, Tensor? bias, Tensor? a_scale, Tensor? b_scale"
@@ -360,6 +372,8 @@ def _take_part(err, launch, refused=None):
         return
     how = None
     try:
+        if launch is None:  # no stand-in call: the refused one only
+            raise TypeError("no stand-in")
         launch()
         how = "input"
     except Exception as e:  # x itself is unusable (or the library had the call, or the context is gone)
@@ -594,9 +608,13 @@ def gemm_reduce(a, b, plan, bias=None, a_scale=None, b_scale=None, out=None):
     Every rank calls it, in the same order; on torch.cuda.current_stream(); capturable."""
     if not isinstance(plan, GemmReduce) or plan._g is None:
         raise RuntimeError("gemm_reduce: expected an open GemmReduce plan")
-    for t, name in ((a, "a"), (b, "b"), (bias, "bias"), (out, "out")):
-        if t is not None:
-            _types.check_contiguous(t, "gemm_%s: %s" % (plan.op, name))
+    try:
+        for t, name in ((a, "a"), (b, "b"), (bias, "bias"), (out, "out")):
+            if t is not None:
+                _types.check_contiguous(t, "gemm_%s: %s" % (plan.op, name))
+    except (ValueError, TypeError) as e:  # a real run refused here still takes part, as in the op
+        _take_part(e, None, plan.refused_run)
+        raise
     if out is None:
         return _invoke("gemm_reduce", a, b, bias, a_scale, b_scale, plan.id)
     _invoke("gemm_reduce_out", a, b, bias, a_scale, b_scale, out, plan.id)
@@ -605,7 +623,9 @@ def gemm_reduce(a, b, plan, bias=None, a_scale=None, b_scale=None, out=None):
 
 def _gemm_reduce_as(op, a, b, plan, bias, a_scale, b_scale, out):
     if isinstance(plan, GemmReduce) and plan.op != op:
-        raise ValueError("gemm_%s: the plan was made for op %r" % (op, plan.op))
+        e = ValueError("gemm_%s: the plan was made for op %r" % (op, plan.op))
+        _take_part(e, None, plan.refused_run)  # the plan's run, refused: it takes part
+        raise e
     return gemm_reduce(a, b, plan, bias, a_scale, b_scale, out)
 
 

@@ -35,6 +35,32 @@ def _refuse_in_step(ctx, create, desc, field, err):
     raise err
 
 
+def _refused_run(plan, fn, nbuf):
+    """One run of plan that the library refuses (nbuf NULL buffers) on the current stream:
+    the C run still takes part in the call there (iris_gemm.h, iris_gemm_reduce.h: "A run
+    refused on one rank"), touching no buffer, so the peers' run of that call ends with
+    IRIS_ERROR_MISMATCH naming this rank instead of waiting out its bound. For an argument
+    refused in Python on this rank (ops._take_part). Its refusal is the expected outcome;
+    True once made."""
+    torch, ctx = _torch_mod(), plan.ctx
+    if plan._g is None:
+        return False
+    _ctx_id(ctx)  # RuntimeError once the context is closed
+    stream = torch.cuda.current_stream(ctx.device).cuda_stream
+    with torch.cuda.device(ctx.device):
+        fn(plan._g, *((None,) * nbuf), stream)
+    return True
+
+
+def _plan_check(plan, fn):
+    """The plan's check function fn (iris_ag_gemm_check, iris_gemm_rs_check), raising."""
+    if plan._g is None:
+        raise RuntimeError("iris plan %d is closed" % plan.id)
+    _ctx_id(plan.ctx)  # RuntimeError once the context is closed
+    plan.ctx._lib.require_function(fn)
+    plan.ctx._call(fn, getattr(plan.ctx._lib.lib, fn)(plan._g))
+
+
 class AgGemm:
     """C (M x N) = all_gather(A shards) @ B (+ bias), one plan per shape (iris_gemm.h).
     layout "rows": each rank holds (M/W) x K rows of A; "cols": M x (K/W) columns.
@@ -112,6 +138,19 @@ class AgGemm:
         else:
             st = fn(self._g, *args)
         ctx._call(call, st)
+
+    def refused_run(self):
+        """_refused_run with this plan's run (run_scaled for fp8: A, B, scales, bias, C)."""
+        L = self.ctx._lib.lib
+        return _refused_run(self, L.iris_ag_gemm_run_scaled, 6) if self.fp8 else _refused_run(self, L.iris_ag_gemm_run, 4)
+
+    def check(self):
+        """iris_ag_gemm_check, after the stream has completed the runs: IrisError for a wait
+        of the fused or kernel-unfused path that ran past its bound (IRIS_ERROR_TIMEOUT) or a
+        peer's run of a call that was refused (IRIS_ERROR_MISMATCH naming the call and the
+        peer: C of that call is wrong here) since the last check, then cleared. The other
+        paths report through the context (Context.check)."""
+        _plan_check(self, "iris_ag_gemm_check")
 
     def close(self):
         """Collective: free the plan. Idempotent."""
@@ -208,7 +247,7 @@ class GemmReduce:
         L = self.ctx._lib.lib
         return L.iris_gemm_path_name(L.iris_gemm_rs_path(self._g)).decode()
 
-    def check(self, a, b, bias, a_scale, b_scale, out=None, contiguous=True):
+    def check_args(self, a, b, bias, a_scale, b_scale, out=None, contiguous=True):
         """Raise (ValueError / TypeError) naming the first argument that does not fit the
         plan: device, dtype, shape, contiguity (unless contiguous=False), a bias the plan
         does (not) take, scales missing for fp8 or given for bf16/fp16. Needs no data (the
@@ -237,7 +276,7 @@ class GemmReduce:
         if self._g is None:
             raise RuntimeError("iris gemm_reduce plan %d is closed" % self.id)
         _ctx_id(self.ctx)  # RuntimeError once the context is closed
-        self.check(a, b, bias, a_scale, b_scale, out, contiguous=False)
+        self.check_args(a, b, bias, a_scale, b_scale, out, contiguous=False)
         if out is None:
             out = a.new_empty(self.c_shape, dtype=self.out_dtype)
         elif not out.is_contiguous():
@@ -264,6 +303,19 @@ class GemmReduce:
             st = fn(self._g, *args)
         if st:
             ctx._call(call, st)
+
+    def refused_run(self):
+        """_refused_run with this plan's run (run_scaled for fp8: A, B, scales, bias, C)."""
+        L = self.ctx._lib.lib
+        return _refused_run(self, L.iris_gemm_rs_run_scaled, 6) if self.fp8 else _refused_run(self, L.iris_gemm_rs_run, 4)
+
+    def check(self):
+        """iris_gemm_rs_check, after the stream has completed the runs: IrisError for a wait
+        of the fused path that ran past its bound (IRIS_ERROR_TIMEOUT) or a peer's run of a
+        call that was refused (IRIS_ERROR_MISMATCH naming the call and the peer) since the
+        last check, then cleared. The other paths report through the context
+        (Context.check)."""
+        _plan_check(self, "iris_gemm_rs_check")
 
     def close(self):
         """Collective: free the plan (waits for the device). Idempotent."""
