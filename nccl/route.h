@@ -502,6 +502,24 @@ static inline int iris_nccl_zero_copy(const iris_nccl_window_t *w, int kind, con
   return kind == IRIS_NCCL_BC || iris_nccl_in_window(w, send, sb);
 }
 
+/* Whether a new communicator is blocking as the shim sees it (only blocking ones get an
+ * iris context brought up at creation: the bring-up is a blocking exchange over it). Its
+ * own: config_blocking (NCCL_CONFIG_UNDEF_INT: unset), else `inherit` (a split without a
+ * config inherits the parent's; -1: nothing to inherit), else NCCL_COMM_BLOCKING (`env`,
+ * NULL or "": unset), else blocking. A split (`parent` 1 or 0; -1: no parent, or one the
+ * shim does not know) runs under its parent's blocking: under a non-blocking parent,
+ * ncclCommSplit may return before the child is ready (ncclInProgress), and an exchange on
+ * it then is not NCCL's semantics, so such a child counts as non-blocking whatever its own
+ * config says. Every rank of a split has the same parent, so every rank decides alike. */
+static inline int iris_nccl_is_blocking(int config_blocking, int inherit, const char *env, int parent) {
+  int own;
+  if (config_blocking != NCCL_CONFIG_UNDEF_INT) own = config_blocking != 0;
+  else if (inherit >= 0) own = inherit != 0;
+  else if (env && *env) own = atoi(env) != 0;
+  else own = 1;
+  return own && parent != 0;
+}
+
 /* iris_status_t -> ncclResult_t, as NCCL reports the same kind of failure. */
 static inline ncclResult_t iris_nccl_result(iris_status_t st) {
   switch (st) {

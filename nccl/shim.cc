@@ -747,12 +747,9 @@ static __thread int iris_nccl_depth;
 static __thread iris_nccl_comm_t **iris_nccl_pending;
 static __thread int iris_nccl_npending, iris_nccl_cpending;
 
-static int iris_nccl_blocking(const ncclConfig_t *config, int inherit) {
-  const char *v;
-  if (config && config->blocking != NCCL_CONFIG_UNDEF_INT) return config->blocking != 0;
-  if (inherit >= 0) return inherit;
-  if ((v = getenv("NCCL_COMM_BLOCKING")) != NULL && *v) return atoi(v) != 0;
-  return 1;
+/* iris_nccl_is_blocking (nccl/route.h) of a config (NULL: none); parent: a split's (-1: none) */
+static int iris_nccl_blocking(const ncclConfig_t *config, int inherit, int parent = -1) {
+  return iris_nccl_is_blocking(config ? config->blocking : NCCL_CONFIG_UNDEF_INT, inherit, getenv("NCCL_COMM_BLOCKING"), parent);
 }
 
 /* A communicator the real NCCL just created: a record, and a bring-up now, at the end
@@ -1618,9 +1615,12 @@ extern "C" IRIS_NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int colo
   ncclResult_t r;
   if (!f) return iris_nccl_missing(IRIS_NCCL_FN_ncclCommSplit);
   r = f(comm, color, key, newcomm, config);
-  /* config NULL: the child inherits the parent's configuration, blocking included */
+  /* config NULL: the child inherits the parent's configuration, blocking included; and
+   * the split runs under the parent's blocking (a non-blocking parent: no bring-up) */
   if ((r == ncclSuccess || r == ncclInProgress) && newcomm && *newcomm &&
-      (c = iris_nccl_adopt(*newcomm, iris_nccl_blocking(config, config ? -1 : parent ? parent->blocking : -1))) != NULL) {
+      (c = iris_nccl_adopt(*newcomm, iris_nccl_blocking(config, config ? -1 : parent ? parent->blocking : -1, parent ? parent->blocking : -1))) != NULL) {
+    if (!c->blocking && parent && !parent->blocking)
+      snprintf(c->why, sizeof c->why, "split from a non-blocking communicator (NCCL runs ncclCommSplit under the parent's blocking; the child may not be ready)");
     c->max_ctas = config ? iris_nccl_config_ctas(config) : parent ? parent->max_ctas : 0; /* maxCTAs inherited too */
     iris_nccl_created(&c, 1);
   }

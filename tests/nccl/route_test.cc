@@ -50,6 +50,21 @@ int main(void) {
     check(ok && w == 1, "switch: a word, a sign, a space, a number past the maximum are malformed (and leave the value)");
   }
 
+  /* which new communicators are blocking (only those get an iris context at creation) */
+  {
+    const int U = NCCL_CONFIG_UNDEF_INT;
+    check(iris_nccl_is_blocking(U, -1, NULL, -1) == 1 && iris_nccl_is_blocking(U, -1, "", -1) == 1 && iris_nccl_is_blocking(U, -1, "0", -1) == 0 &&
+              iris_nccl_is_blocking(U, -1, "1", -1) == 1,
+          "blocking: by default, NCCL_COMM_BLOCKING when set (set but empty: the default)");
+    check(iris_nccl_is_blocking(0, -1, "1", -1) == 0 && iris_nccl_is_blocking(1, -1, "0", -1) == 1 && iris_nccl_is_blocking(U, 0, "1", -1) == 0 &&
+              iris_nccl_is_blocking(U, 1, "0", -1) == 1,
+          "blocking: the config's field first, then what a split without a config inherits, then the variable");
+    check(iris_nccl_is_blocking(1, -1, NULL, 0) == 0 && iris_nccl_is_blocking(U, 1, NULL, 0) == 0 && iris_nccl_is_blocking(1, -1, NULL, 1) == 1 &&
+              iris_nccl_is_blocking(0, -1, NULL, 1) == 0 && iris_nccl_is_blocking(U, 1, NULL, 1) == 1,
+          "blocking: a split from a non-blocking parent is not, whatever its own config says (NCCL runs the split under the parent's); "
+          "from a blocking parent, the child's own");
+  }
+
   /* ncclCommGetAsyncError: NCCL's error first; iris's, once seen, stays (as NCCL's) */
   {
     int l1 = 9, l2 = 9, l3 = 9, l4 = 9, l5 = 9, l6 = 9;
