@@ -675,8 +675,11 @@ IRIS_API iris_status_t iris_launch_local(int num_ranks, iris_launch_t *launch, i
  * the timeout get SIGTERM (to their process group), then SIGKILL after a grace period
  * (IRIS_LAUNCH_GRACE_MS, default 2000 ms). While it waits, SIGINT and SIGTERM sent to
  * this process are forwarded to every running rank (the caller's handlers are restored
- * before it returns); ranks still running a grace period after that are killed.
- * IRIS_ERROR_RANK_FAILED names every rank that exited non-zero or was killed (and the
+ * before it returns); ranks still running a grace period after that are killed. A
+ * killed rank that has not ended the grace period again later (at least 1 s; a process
+ * asleep in the kernel, e.g. in a GPU driver call that does not return, ends only when
+ * that call does) is named and left unreaped, exit code -1: the call returns, and a
+ * later call looks for that rank again. IRIS_ERROR_RANK_FAILED names every rank that exited non-zero or was killed (and the
  * forwarded signal); IRIS_ERROR_TIMEOUT names the ranks that had to be killed. SIGCHLD
  * ignored by the caller is set to the default while it waits (restored after, and the
  * caller's other children that ended meanwhile reaped, as the kernel would have), so that

@@ -83,6 +83,12 @@ IRIS_DEF iris_status_t iris_launch_local(int num_ranks, iris_launch_t *L, int *m
   return IRIS_SUCCESS;
 }
 
+/* iris_launch_wait's waitpid; tests put one in its place that reports a rank as still
+ * running after SIGKILL (a process asleep in the kernel, e.g. in a GPU driver call that
+ * never returns, ends only when that call does). */
+typedef pid_t (*iris_detail_waitpid_fn)(pid_t pid, int *status, int options);
+static iris_detail_waitpid_fn iris_detail_launch_waitpid = waitpid;
+
 /* SIGINT/SIGTERM that arrive while iris_launch_wait runs (forwarded to the ranks). */
 static volatile sig_atomic_t iris_detail_launch_signal = 0;
 IRIS_INTERNAL void iris_detail_launch_on_signal(int sig) { iris_detail_launch_signal = sig; }
@@ -96,9 +102,9 @@ IRIS_INTERNAL void iris_detail_signal_ranks(const iris_launch_t *L, const unsign
 
 IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
   long long deadline = iris_detail_now_ms() + (timeout_ms > 0 ? timeout_ms : 1LL << 40), kill_at = -1;
-  unsigned char running[IRIS_LAUNCH_MAX], failed[IRIS_LAUNCH_MAX], killed[IRIS_LAUNCH_MAX], signaled[IRIS_LAUNCH_MAX], lost[IRIS_LAUNCH_MAX];
-  int left, i, nfail = 0, nkill = 0, grace = 2000, forwarded = 0, timed_out = 0, chld_ignored;
-  char l1[512], l2[512];
+  unsigned char running[IRIS_LAUNCH_MAX], failed[IRIS_LAUNCH_MAX], killed[IRIS_LAUNCH_MAX], signaled[IRIS_LAUNCH_MAX], lost[IRIS_LAUNCH_MAX], stuck[IRIS_LAUNCH_MAX];
+  int left, i, nfail = 0, nkill = 0, nstuck = 0, grace = 2000, forwarded = 0, timed_out = 0, chld_ignored;
+  char l1[512], l2[512], l3[400];
   struct sigaction sa, old_int, old_term, old_chld;
   if (!L || L->num_ranks < 1 || L->num_ranks > IRIS_LAUNCH_MAX) return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_launch_wait: not a launch");
   for (i = 0; i < L->num_ranks && L->exit_codes[i] >= 0; i++) {
@@ -109,7 +115,7 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
   /* a rank whose code an earlier call filled in is neither waited for nor signalled again
    * (its pid may be another process's by now); one whose status was lost is looked for */
   left = 0;
-  for (i = 0; i < L->num_ranks; i++) running[i] = L->exit_codes[i] < 0, failed[i] = 0, killed[i] = 0, signaled[i] = 0, lost[i] = 0, left += running[i];
+  for (i = 0; i < L->num_ranks; i++) running[i] = L->exit_codes[i] < 0, failed[i] = 0, killed[i] = 0, signaled[i] = 0, lost[i] = 0, stuck[i] = 0, left += running[i];
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = iris_detail_launch_on_signal;
   sigemptyset(&sa.sa_mask);
@@ -133,7 +139,7 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
       int status = 0;
       pid_t w;
       if (!running[i]) continue;
-      w = waitpid(L->pids[i], &status, WNOHANG);
+      w = iris_detail_launch_waitpid(L->pids[i], &status, WNOHANG);
       if (w == 0) continue;
       running[i] = 0;
       left--;
@@ -159,18 +165,34 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
       kill_at = iris_detail_now_ms() + grace;
     }
     if (kill_at >= 0 && iris_detail_now_ms() >= kill_at) {
+      /* A killed rank ends at once, unless it sleeps in the kernel (a GPU driver call that
+       * does not return): then it ends only when that call does. So the wait for the killed
+       * ranks is bounded too (the grace period again, at least 1 s); a rank still there is
+       * reported and left unreaped (exit code -1: a later call looks for it again). */
+      const long long give_up = iris_detail_now_ms() + (grace > 1000 ? grace : 1000);
+      int pending;
       iris_detail_signal_ranks(L, running, SIGKILL);
-      for (i = 0; i < L->num_ranks; i++)
-        if (running[i]) {
+      do {
+        pending = 0;
+        for (i = 0; i < L->num_ranks; i++) {
           int status = 0;
-          while (waitpid(L->pids[i], &status, 0) < 0 && errno == EINTR) { /* a signal to the launcher: still wait for the killed rank */
+          pid_t w;
+          if (!running[i]) continue;
+          w = iris_detail_launch_waitpid(L->pids[i], &status, WNOHANG);
+          if (w == 0) {
+            pending++;
+            continue;
           }
           running[i] = 0;
           killed[i] = 1;
-          L->exit_codes[i] = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 128 + SIGKILL;
           signaled[i] = 1;
           failed[i] = 1, nfail++;
+          L->exit_codes[i] = w > 0 && WIFSIGNALED(status) ? 128 + WTERMSIG(status) : w > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : 128 + SIGKILL;
         }
+        if (pending) iris_detail_sleep_ms(2);
+      } while (pending && iris_detail_now_ms() < give_up);
+      for (i = 0; i < L->num_ranks; i++)
+        if (running[i]) running[i] = 0, killed[i] = 1, stuck[i] = 1, nstuck++, L->exit_codes[i] = -1;
       break;
     }
     if (!progressed) iris_detail_sleep_ms(2);
@@ -187,18 +209,27 @@ IRIS_DEF iris_status_t iris_launch_wait(iris_launch_t *L, int timeout_ms) {
     nkill += killed[i];
     if (killed[i] && failed[i]) failed[i] = 0, nfail--; /* reported as killed, not as failed */
   }
+  l3[0] = 0;
+  if (nstuck) {
+    char who[256];
+    snprintf(l3, sizeof l3, "; ranks %s did not end within %d ms of SIGKILL (asleep in the kernel: a driver call that does not return?) and are not reaped: "
+             "their exit codes stay -1, and a later iris_launch_wait looks for them again", iris_detail_rank_list(stuck, L->num_ranks, who, sizeof who),
+             grace > 1000 ? grace : 1000);
+  }
   if (forwarded) {
     size_t len = 0;
     l1[0] = 0;
     for (i = 0; i < L->num_ranks && len + 40 < sizeof l1; i++)
       len += lost[i] ? (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d ended, status unknown", len ? ";" : "", i)
-                     : (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d %s %d", len ? ";" : "", i, signaled[i] || killed[i] ? "killed by signal" : "exited with",
-                                        signaled[i] || killed[i] ? L->exit_codes[i] - 128 : L->exit_codes[i]);
-    return iris_detail_fail(IRIS_ERROR_RANK_FAILED, "iris_launch_wait: received signal %d and forwarded it to the ranks:%s", forwarded, l1);
+             : stuck[i] ? (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d killed, not ended", len ? ";" : "", i)
+                        : (size_t)snprintf(l1 + len, sizeof l1 - len, "%s rank %d %s %d", len ? ";" : "", i, signaled[i] || killed[i] ? "killed by signal" : "exited with",
+                                           signaled[i] || killed[i] ? L->exit_codes[i] - 128 : L->exit_codes[i]);
+    return iris_detail_fail(IRIS_ERROR_RANK_FAILED, "iris_launch_wait: received signal %d and forwarded it to the ranks:%s%s", forwarded, l1, l3);
   }
   if (nkill && timed_out)
-    return iris_detail_fail(IRIS_ERROR_TIMEOUT, "iris_launch_wait: ranks %s still ran after %d ms and were killed (SIGTERM, SIGKILL %d ms later)%s%s",
-                            iris_detail_rank_list(killed, L->num_ranks, l1, sizeof l1), timeout_ms, grace, nfail ? "; ranks failed before that: " : "", nfail ? iris_detail_rank_list(failed, L->num_ranks, l2, sizeof l2) : "");
+    return iris_detail_fail(IRIS_ERROR_TIMEOUT, "iris_launch_wait: ranks %s still ran after %d ms and were killed (SIGTERM, SIGKILL %d ms later)%s%s%s",
+                            iris_detail_rank_list(killed, L->num_ranks, l1, sizeof l1), timeout_ms, grace, nfail ? "; ranks failed before that: " : "", nfail ? iris_detail_rank_list(failed, L->num_ranks, l2, sizeof l2) : "",
+                            l3);
   if (nfail) {
     size_t len = 0;
     l1[0] = 0;

@@ -219,6 +219,54 @@ static void test_launcher_timeout(int deaf) {
         "rank 1 %s, exit codes %d %d (want 0 %d)", gone ? "is gone" : "still exists", L.exit_codes[0], L.exit_codes[1], 128 + want);
 }
 
+/* A rank that does not end after SIGKILL (asleep in the kernel: a GPU driver call that
+ * never returns) must not hold the launcher: the wait for it is bounded (the grace period
+ * again, at least 1 s), it is named and left unreaped (exit code -1), and a later wait
+ * reaps it. The library's waitpid is replaced by one that hides rank 1's end. */
+static pid_t unkillable_pid;
+static pid_t waitpid_hiding(pid_t pid, int *status, int options) {
+  if (pid == unkillable_pid) return 0; /* "still running" */
+  return waitpid(pid, status, options);
+}
+static void test_launcher_unkillable(void) {
+  iris_launch_t L;
+  int my = -2;
+  iris_status_t st, w1, w2;
+  long long t0, ms;
+  char d1[1024];
+  setenv("IRIS_LAUNCH_GRACE_MS", "300", 1);
+  st = iris_launch_local(2, &L, &my);
+  if (st == IRIS_SUCCESS && my >= 0) {
+    if (my == 1) {
+      signal(SIGTERM, SIG_IGN); /* so SIGKILL is what ends it */
+      for (;;) pause();
+    }
+    _exit(0);
+  }
+  unsetenv("IRIS_LAUNCH_GRACE_MS");
+  if (st != IRIS_SUCCESS) {
+    check(0, "launcher: a rank that survives SIGKILL is named, not waited for", "iris_launch_local: %s", sname(st));
+    return;
+  }
+  unkillable_pid = (pid_t)L.pids[1];
+  iris_detail_launch_waitpid = waitpid_hiding;
+  setenv("IRIS_LAUNCH_GRACE_MS", "300", 1);
+  t0 = now_ms();
+  w1 = iris_launch_wait(&L, 300);
+  ms = now_ms() - t0;
+  snprintf(d1, sizeof d1, "%s", iris_error_detail());
+  const int c0 = L.exit_codes[0], c1 = L.exit_codes[1];
+  iris_detail_launch_waitpid = waitpid;
+  w2 = iris_launch_wait(&L, 5000); /* rank 1 really was killed: now it is reaped */
+  unsetenv("IRIS_LAUNCH_GRACE_MS");
+  check(w1 == IRIS_ERROR_TIMEOUT && ms >= 1500 && ms < 3500 && has(d1, "did not end within 1000 ms of SIGKILL") && names_rank(d1, 1) && c0 == 0 && c1 == -1,
+        "launcher: a rank that survives SIGKILL is named, not waited for", "%s after %lld ms (timeout 300, grace 300, then at most 1000), codes %d %d: '%s'",
+        sname(w1), ms, c0, c1, d1);
+  check(w2 == IRIS_ERROR_RANK_FAILED && L.exit_codes[1] == 128 + SIGKILL && L.exit_codes[0] == 0 && names_rank(iris_error_detail(), 1) &&
+            !names_rank(iris_error_detail(), 0),
+        "launcher: a later wait reaps the rank that outlived SIGKILL", "%s, codes %d %d: '%s'", sname(w2), L.exit_codes[0], L.exit_codes[1], iris_error_detail());
+}
+
 static void test_launcher_bad_args(void) {
   iris_launch_t L;
   int my = -2;

@@ -100,6 +100,7 @@ int main(void) {
   test_launcher_failed_rank();
   test_launcher_signal();
   test_launcher_timeout(0);
+  test_launcher_unkillable();
   test_launcher_timeout(1);
   test_launcher_wait_again();
   test_launcher_wait_lost();
