@@ -13,6 +13,23 @@
 #include "unix.h"
 #include "tcp.h"
 
+/* 1 if the peer of a connected socket has gone (its end closed: EOF, or a hang-up or error
+ * reported). Rank 0 asks it of a rank's earlier connection when a second one claims that
+ * rank: a rank restarted during bring-up (by a supervisor, or a launcher's restart)
+ * leaves its first connection closed. Nothing is sent to a rank before the welcome, so
+ * any byte waiting there is unexpected: the connection then counts as live. */
+IRIS_INTERNAL int iris_detail_conn_gone(int fd) {
+  struct pollfd p;
+  char c;
+  p.fd = fd;
+  p.events = POLLIN;
+  p.revents = 0;
+  if (poll(&p, 1, 0) <= 0) return 0;
+  if (p.revents & (POLLERR | POLLNVAL)) return 1;
+  if (p.revents & POLLIN) return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  return (p.revents & POLLHUP) != 0;
+}
+
 IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int lfd, uint64_t heap_size) {
   long long deadline = iris_detail_now_ms() + r->timeout_ms;
   int have = 1, refused = 0, foreign = 0, accept_err = 0; /* accept_err: the last errno of a failed accept (out of descriptors, say) */
@@ -90,8 +107,8 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
                              (unsigned long long)h.heap_size, (unsigned long long)heap_size);
     else if (f.rank <= 0 || f.rank >= r->world)
       bad = iris_detail_fail(IRIS_ERROR_INVALID_RANK, "rendezvous '%s': a process%s claims rank %d, outside [1, %d)", r->name, from, f.rank, r->world);
-    else if (present[f.rank])
-      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': two processes claim rank %d (the second%s)", r->name, f.rank, from);
+    else if (present[f.rank] && !iris_detail_conn_gone(r->fds[f.rank]))
+      bad = iris_detail_fail(IRIS_ERROR_MISMATCH, "rendezvous '%s': two live processes claim rank %d (the second%s)", r->name, f.rank, from);
     if (bad != IRIS_SUCCESS) {
       const char *msg = iris_detail_errbuf;
       iris_detail_send_frame(cfd, IRIS_DETAIL_ERROR, 0, (int)bad, 0, msg, strlen(msg) + 1, iris_detail_now_ms() + 500);
@@ -99,9 +116,11 @@ IRIS_INTERNAL iris_status_t iris_detail_rdv_accept_all(iris_rendezvous_t *r, int
       free(present);
       return iris_detail_rdv_abort(r, bad);
     }
+    if (present[f.rank]) /* a restarted rank: its first process has gone, its new one takes the place */
+      close(r->fds[f.rank]);
+    else
+      present[f.rank] = 1, have++;
     r->fds[f.rank] = cfd;
-    present[f.rank] = 1;
-    have++;
   }
   free(present);
   {

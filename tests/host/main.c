@@ -126,6 +126,7 @@ int main(void) {
   test_rendezvous_accept_fails();
   test_tcp_resolve_bounded();
   test_hello_other_build();
+  test_restarted_rank();
   test_jobs_interleavings();
 
   /* allocator, records, tiles */

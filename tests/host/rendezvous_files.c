@@ -159,6 +159,60 @@ static void test_error_frame_to_rank0(void) {
         iris_error_detail(), WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
+/* A rank restarted during bring-up: its first process said hello and was killed, a new
+ * process of the same rank connects. Rank 0 takes the new connection in place of the
+ * closed one and the world forms (a barrier over it passes). Two live processes that
+ * claim one rank still fail every rank at once. */
+static pid_t fork_generic(gen_arg_t *a, int rank) {
+  pid_t pid;
+  fflush(stdout);
+  fflush(stderr);
+  pid = fork();
+  if (pid == 0) _exit(child_generic(rank, a));
+  return pid;
+}
+static int child_exit(pid_t pid) {
+  int st = 0;
+  if (pid <= 0 || waitpid(pid, &st, 0) != pid) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+static void test_restarted_rank(void) {
+  char name[80], path[256];
+  gen_arg_t a;
+  pid_t r0, first, again, r2;
+  int c0, c1, c2, c1b;
+  long long t0;
+  unique_name(name, sizeof name, "restart");
+  snprintf(path, sizeof path, "%s/%s.sock", g_dir, name);
+  gen_init(&a, name, 3, 6000);
+  a.barrier_after = 1;
+  r0 = fork_generic(&a, 0);
+  first = wait_for_path(path, 3000) ? fork_generic(&a, 1) : -1;
+  sleep_ms(300); /* its hello is in; rank 0 waits for rank 2 */
+  if (first > 0) kill(first, SIGKILL);
+  c1b = child_exit(first);
+  again = fork_generic(&a, 1);
+  sleep_ms(100);
+  r2 = fork_generic(&a, 2);
+  c0 = child_exit(r0), c1 = child_exit(again), c2 = child_exit(r2);
+  check(first > 0 && c1b == 128 + SIGKILL && c0 == 0 && c1 == 0 && c2 == 0,
+        "rendezvous: a rank restarted during bring-up (its first process killed after its hello) takes its place; the world forms",
+        "exit codes: first rank 1 %d, rank 0 %d, rank 1 again %d, rank 2 %d (0: open and barrier passed)", c1b, c0, c1, c2);
+  /* two live processes of rank 1 */
+  unique_name(name, sizeof name, "twolive");
+  snprintf(path, sizeof path, "%s/%s.sock", g_dir, name);
+  gen_init(&a, name, 3, 6000);
+  t0 = now_ms();
+  r0 = fork_generic(&a, 0);
+  first = wait_for_path(path, 3000) ? fork_generic(&a, 1) : -1;
+  sleep_ms(300);
+  again = fork_generic(&a, 1);
+  c0 = child_exit(r0), c1 = child_exit(first), c1b = child_exit(again);
+  check(first > 0 && c0 == IRIS_ERROR_MISMATCH && c1 != 0 && c1b != 0 && now_ms() - t0 < 4000,
+        "rendezvous: two live processes claiming one rank fail every rank at once (IRIS_ERROR_MISMATCH at rank 0)",
+        "exit codes: rank 0 %s, the two rank 1s %d and %d, after %lld ms", sname((iris_status_t)c0), c1, c1b, now_ms() - t0);
+}
+
 /* A hello of another size (another build of iris) is answered with a reason. */
 static void test_hello_other_build(void) {
   char name[80], path[256];
