@@ -679,11 +679,11 @@ IRIS_API iris_status_t iris_launch_local(int num_ranks, iris_launch_t *launch, i
  * killed rank that has not ended the grace period again later (at least 1 s; a process
  * asleep in the kernel, e.g. in a GPU driver call that does not return, ends only when
  * that call does) is named and left unreaped, exit code -1: the call returns, and a
- * later call looks for that rank again. IRIS_ERROR_RANK_FAILED names every rank that exited non-zero or was killed (and the
- * forwarded signal); IRIS_ERROR_TIMEOUT names the ranks that had to be killed. SIGCHLD
- * ignored by the caller is set to the default while it waits (restored after, and the
- * caller's other children that ended meanwhile reaped, as the kernel would have), so that
- * the ranks' statuses can be read; a rank reaped before (SIGCHLD ignored then, or a
+ * later call looks for that rank again. IRIS_ERROR_RANK_FAILED names every rank that
+ * exited non-zero or was killed (and the forwarded signal); IRIS_ERROR_TIMEOUT names the
+ * ranks that had to be killed. SIGCHLD ignored by the caller is set to the default while
+ * it waits (restored after, and the caller's other children that ended meanwhile reaped,
+ * as the kernel would have), so that the ranks' statuses can be read; a rank reaped before (SIGCHLD ignored then, or a
  * waitpid elsewhere) counts as failed with exit code -1, "status unknown". A second call
  * on a launch already waited for: IRIS_ERROR_INVALID_ARGUMENT, exit_codes kept; where a
  * status was lost, it looks for those ranks only (the others are neither waited for nor

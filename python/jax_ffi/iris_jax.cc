@@ -151,7 +151,7 @@ ffi::Error iris_jax_take_part(ffi::Error e, int kind, int64_t ctx, int64_t team,
   iris_t *c = reinterpret_cast<iris_t *>(static_cast<intptr_t>(ctx));
   const iris_team_t *tm = iris_jax_team(team);
   const iris_dtype_t f = IRIS_FLOAT32;
-  if (!c || (tm && tm->size < 1)) return e; /* no context, a closed team: nothing to take part in */
+  if (!c || (tm && tm->size < 1)) return e;  // no context, a closed team: nothing to take part in
   switch (kind) {
     case IRIS_JAX_AR: (void)(tm ? iris_all_reduce_team(c, tm, NULL, NULL, 1, f, IRIS_SUM, stream, NULL) : iris_all_reduce(c, NULL, NULL, 1, f, IRIS_SUM, stream)); break;
     case IRIS_JAX_AG: (void)(tm ? iris_all_gather_team(c, tm, NULL, NULL, 1, f, stream, NULL) : iris_all_gather(c, NULL, NULL, 1, f, stream)); break;
