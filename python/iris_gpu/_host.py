@@ -129,3 +129,26 @@ class TeamStaging:
                 bad = bad or st
         self.ptr_in = self.ptr_out = None
         return bad  # 0, or the first refusal's status (the caller raises it)
+
+
+def team_split(ctx, color, key, staging_bytes, before_split=None):
+    """Collective over every rank of ctx (the torch or JAX Context: _lib, _handle(), rank,
+    _stagings): the split's staging areas (TeamStaging, on every rank before the split, so
+    the heap stays alike), then iris_team_split of the world by (color, key); before_split()
+    runs between the two. Areas that were taken stay in ctx._stagings; a failed split
+    gives them back and raises IrisError. Returns (the split's iris_team_t, its staging):
+    size 0 where this rank opted out."""
+    L, h = ctx._lib, ctx._handle()
+    world, out = _lib.TeamT(), _lib.TeamT()
+    L.check(L.lib.iris_team_get(h, _lib.TEAM_WORLD, ctypes.byref(world)), "iris_team_get (rank %d)" % ctx.rank)
+    staging = TeamStaging(ctx, staging_bytes)
+    if before_split is not None:
+        before_split()
+    st = L.lib.iris_team_split(h, ctypes.byref(world), int(color), int(key), ctypes.byref(out))
+    if st != 0:
+        detail = L.detail()
+        staging.free(ctx)
+        raise IrisError(st, detail, "iris_team_split (rank %d, color %d, key %d)" % (ctx.rank, color, key))
+    if staging.nbytes:
+        ctx._stagings.append(staging)
+    return out, staging

@@ -229,16 +229,7 @@ class Context:
         L, h = self._lib, self._handle()
         L.require_struct("iris_team_t")
         L.require_function("iris_team_set_staging")
-        world, out = _lib.TeamT(), _lib.TeamT()
-        L.check(L.lib.iris_team_get(h, _lib.TEAM_WORLD, ctypes.byref(world)), "iris_team_get (rank %d)" % self.rank)
-        staging = _host.TeamStaging(self, staging_bytes)  # every process, before the split: the heap stays alike
-        st = L.lib.iris_team_split(h, ctypes.byref(world), int(color), int(key), ctypes.byref(out))
-        if st != 0:
-            detail = L.detail()
-            staging.free(self)
-            raise IrisError(st, detail, "iris_team_split (rank %d, color %d, key %d)" % (self.rank, color, key))
-        if staging.nbytes:
-            self._stagings.append(staging)
+        out, staging = _host.team_split(self, color, key, staging_bytes)
         if out.size == 0:
             return None
         t = Team(self, out)

@@ -1025,6 +1025,59 @@ class TestTeams(unittest.TestCase):
         self.assertIn("rank 3", str(cm.exception))
         self.assertEqual(full.freed, [4096])
 
+    def test_team_split_helper(self):
+        """_host.team_split (the torch and JAX splits), over a fake library: the areas before
+        the split, before_split() between, the areas kept in ctx._stagings; a split refused
+        gives the areas back and raises IrisError naming the rank, color and key."""
+        from iris_gpu import _host
+
+        class Lib:
+            def __init__(self, split_st):
+                self.split_st, self.log, self.lib, self.next = split_st, [], self, 4096
+
+            def check(self, st, call):
+                _lib.Library.check(self, st, call)
+
+            def detail(self):
+                return "no table slot (fake)"
+
+            def iris_team_get(self, h, which, pref):
+                self.log.append("get")
+                return 0
+
+            def iris_malloc(self, h, n, pref):
+                self.log.append("malloc")
+                pref._obj.value, self.next = self.next, self.next + n
+                return 0
+
+            def iris_free(self, h, p):
+                self.log.append("free")
+                return 0
+
+            def iris_team_split(self, h, world, color, key, out):
+                self.log.append("split %d %d" % (color, key))
+                return self.split_st
+
+        class Ctx:
+            def __init__(self, lib):
+                self._lib, self._h, self.rank, self._stagings = lib, 7, 2, []
+
+            def _handle(self):
+                return self._h
+
+        ok = Ctx(Lib(0))
+        out, staging = _host.team_split(ok, 1, 0, 4096, lambda: ok._lib.log.append("between"))
+        self.assertEqual(ok._lib.log, ["get", "malloc", "malloc", "between", "split 1 0"])
+        self.assertEqual((ok._stagings, staging.nbytes), ([staging], 4096))
+        none = Ctx(Lib(0))
+        _host.team_split(none, -1, 0, 0)
+        self.assertEqual((none._lib.log, none._stagings), (["get", "split -1 0"], []))
+        bad = Ctx(Lib(2))
+        with self.assertRaisesRegex(_lib.IrisError, "no table slot") as cm:
+            _host.team_split(bad, 3, 1, 4096)
+        self.assertIn("rank 2, color 3, key 1", str(cm.exception))
+        self.assertEqual((bad._lib.log[-2:], bad._stagings), (["free", "free"], []))
+
     def test_split_args_opt_out_and_team_order(self):
         self.assertEqual(_types.team_split_args([[0, 1]], [0, 1, 2, 3], 2), (_types.TEAM_NONE, 0, None))
         self.assertEqual(_types.team_split_args([[3, 1]], [0, 1, 2, 3], 1), (1, 1, (3, 1)))  # a group's own order: team rank = position

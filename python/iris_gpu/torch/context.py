@@ -300,23 +300,15 @@ class Context:
         L.require_function("iris_all_reduce_team")
         if staging_bytes is None:
             staging_bytes = _types.parse_bytes(os.environ.get("IRIS_TEAM_STAGING", 16 << 20), "IRIS_TEAM_STAGING")
-        h = self._handle()
+
+        def count_split():  # alike on every rank: names a team's store keys
+            self._splits = getattr(self, "_splits", 0) + 1
+
         with torch.cuda.device(self.device):
-            world = _lib.TeamT()
-            self._call("iris_team_get", L.lib.iris_team_get(h, _lib.TEAM_WORLD, ctypes.byref(world)))
-            staging = _host.TeamStaging(self, staging_bytes)  # every rank, before the split: the heap stays alike
-            out = _lib.TeamT()
-            self._splits = split = getattr(self, "_splits", 0) + 1  # alike on every rank: names a team's store keys
-            st = L.lib.iris_team_split(h, ctypes.byref(world), int(color), int(key), ctypes.byref(out))
-            if st != 0:
-                detail = L.detail()
-                staging.free(self)
-                raise IrisError(st, detail, "iris_team_split (rank %d, color %d, key %d)" % (self.rank, color, key))
-        if staging.nbytes:
-            self._stagings.append(staging)
+            out, staging = _host.team_split(self, color, key, staging_bytes, count_split)
         if out.size == 0:
             return None
-        t = Team(self, out, staging, split)
+        t = Team(self, out, staging, self._splits)
         self._teams.append(t)
         return t
 
