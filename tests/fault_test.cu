@@ -24,6 +24,11 @@
 //                           recv untouched, the context fatal, finalize completes
 //   fault_test split-place N  the same at 300000 everywhere, the last rank's send off the
 //                           heap (several launches), the others' on it (one launch)
+//   fault_test split-late N  (N >= 3) 600000 elements (three launches), 590000 on rank 0,
+//                           the last rank 300 ms late: the others see the mismatch among
+//                           themselves and their later launches overwrite the header slot
+//                           the late rank will read; it must still fail at once
+//                           (IRIS_ERROR_MISMATCH), not wait out the bound
 // Run with a short wait bound: IRIS_WAIT_TIMEOUT_MS=2000 (make test does), the run-time
 // bound of a default build (whose compiled bound is 10 minutes).
 #define IRIS_IMPLEMENTATION
@@ -328,10 +333,16 @@ static bool test_mismatch(Suite &s) {
 // rank (reported at once by every later call, not as a timeout). Per-rank verdicts: after
 // the fault the host exchange (report) returns it too. False if a step before the verdict
 // failed (CK, IK).
+// split-late: the odd one out is rank 0, and the last rank (whose call matches the
+// others') arrives late. Ranks 0 .. W-2 see the mismatch among themselves, record it
+// (fatal), and their waits for the last rank give up; their second and third launches
+// still announce, the third in the header slot of the first's parity. The last rank then
+// finds a later call where it looks for the first: it must fail at once all the same.
 static bool split_case(Suite &s, const char *mode, bool &ok) {
   const int W = s.world, last = s.rank == W - 1;
-  const bool place = !strcmp(mode, "split-place");
-  const size_t n = 300000, count = !place && last ? 290000 : n, guard = 4096, words = n + 2 * guard;
+  const bool place = !strcmp(mode, "split-place"), late = !strcmp(mode, "split-late");
+  const size_t n = late ? 600000 : 300000, guard = 4096, words = n + 2 * guard;
+  const size_t count = late ? (s.rank == 0 ? 590000 : n) : !place && last ? 290000 : n;
   float *heap_in, *out, *off_in;
   IK(iris_malloc(s.ctx, words * 4, (void **)&heap_in));
   IK(iris_malloc(s.ctx, words * 4, (void **)&out));
@@ -355,6 +366,7 @@ static bool split_case(Suite &s, const char *mode, bool &ok) {
   CK(cudaDeviceSynchronize());
   IK(iris_barrier(s.ctx));
   const float *src = (place && !last ? heap_in : off_in) + guard;
+  if (late && last) usleep(300000);
   const double t0 = now_s();
   const iris_status_t st = iris_all_reduce(s.ctx, src, out + guard, count, IRIS_FLOAT32, IRIS_SUM, 0);
   CK(cudaDeviceSynchronize()); // every queued launch gives up (the fault is fatal)
@@ -362,7 +374,9 @@ static bool split_case(Suite &s, const char *mode, bool &ok) {
   const iris_status_t chk = iris_collectives_check(s.ctx);
   char detail[1100];
   snprintf(detail, sizeof detail, "%s", iris_error_detail());
-  ok &= st == IRIS_SUCCESS && chk == IRIS_ERROR_MISMATCH && strstr(detail, "split") != NULL;
+  // the late rank names its out-of-step peer ("a later call"), the others the split
+  ok &= st == IRIS_SUCCESS && chk == IRIS_ERROR_MISMATCH && (strstr(detail, "split") != NULL || (late && last && strstr(detail, "later call") != NULL));
+  ok &= took < 0.5 * kBound;
   std::vector<unsigned> h(words);
   CK(cudaMemcpy(h.data(), out, words * 4, cudaMemcpyDeviceToHost));
   size_t touched = 0;
@@ -386,7 +400,10 @@ static bool split_case(Suite &s, const char *mode, bool &ok) {
   printf("%s: [%s w=%d rank %d] %s: call took %.3f s (bound %.1f s), check %s: %s; %zu words of recv written; later call %s, device barrier %s, check %s, async %s; "
          "finalize %s in %.2f s\n",
          ok ? "PASS" : "FAIL", mode, W, s.rank,
-         place ? "send on the heap (one launch) vs off it on the last rank (several)" : "count 300000 vs 290000 on the last rank, send off the heap", took, kBound,
+         place  ? "send on the heap (one launch) vs off it on the last rank (several)"
+         : late ? "count 600000 vs 590000 on rank 0, the last rank 300 ms late, send off the heap"
+                : "count 300000 vs 290000 on the last rank, send off the heap",
+         took, kBound,
          iris_status_string(chk), detail, touched, iris_status_string(later), iris_status_string(bar), iris_status_string(again), iris_status_string(async),
          iris_status_string(fin), tfin);
   return true;
@@ -555,8 +572,9 @@ int main(int argc, char **argv) {
   const bool fault = strcmp(mode, "streams") && strcmp(mode, "mismatch");
   iris_launch_t L;
   int rank;
-  const bool split = !strcmp(mode, "split-count") || !strcmp(mode, "split-place");
-  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: fault_test streams|mismatch|stuck|stuck-fused|killed|graph-killed|abort|split-count|split-place N (N >= 2)\n"); return 2; }
+  const bool split = !strcmp(mode, "split-count") || !strcmp(mode, "split-place") || !strcmp(mode, "split-late");
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: fault_test streams|mismatch|stuck|stuck-fused|killed|graph-killed|abort|split-count|split-place|split-late N (N >= 2)\n"); return 2; }
+  if (!strcmp(mode, "split-late") && n < 3) { printf("SKIP: [split-late w=%d] needs 3 ranks: two that see the mismatch without the late one\n", n); return 0; }
   if (split) setenv("IRIS_COLL_STAGING", "1M", 1); // before the setup: 262144 fp32 per staged launch
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [%s w=%d] launch: %s\n", mode, n, iris_error_detail()); return 1; }
   if (rank < 0) {

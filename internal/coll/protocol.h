@@ -99,7 +99,13 @@ static_assert(offsetof(iris_coll_ctl_t, hdr) % 16 == 0, "header rows start 16-by
  *     land in the LL slots, never in a user buffer, until every peer matched.
  * Two parities suffice: no rank can be two calls ahead of another, because no call of a
  * rank ends before it has seen every peer's header or tagged lines of that call (or, in
- * the two-shot kernels, a line that a rank pushed only after it had seen them). */
+ * the two-shot kernels, a line that a rank pushed only after it had seen them). A fatal
+ * fault breaks that: its waits give up, the rank leaves the call without having seen
+ * every peer, and its later launches (a split call's other chunks, the user's next calls)
+ * still announce, overwriting the slot of a peer that has not read it yet. A header of a
+ * later call in the slot a rank waits on therefore means that peer faulted: the waiter
+ * records IRIS_FAULT_OUT_OF_STEP (fatal) at once, instead of waiting to its bound
+ * (iris_coll_hdr_at_or_past). */
 typedef struct iris_coll_dev {
   iris_device_ctx_t ctx;
   /* this rank's control block (iris_coll_ctl_t), its four parts one kernel parameter each
@@ -133,6 +139,10 @@ typedef struct iris_coll_dev {
 #define IRIS_COLL_BARRIER_ROW(d, b) ((d).flags->from + (size_t)(b) * IRIS_MAX_RANKS)
 /* CTA b's progress row, progress[b][0..W): word p is what rank p's CTA b published. */
 #define IRIS_COLL_PROGRESS_ROW(d, b) ((d).progress->from + (size_t)(b) * IRIS_MAX_RANKS)
+/* Whether header word v, read in a slot of call c's parity, announces call c or a later
+ * one (wrap-safe; a signature is never 0, so an empty slot is neither). Later: that peer
+ * left call c without this rank (a fatal fault of its own; see "Headers" above). */
+IRIS_DEVICE_INLINE bool iris_coll_hdr_at_or_past(unsigned long long v, unsigned c) { return (v >> 32) != 0 && (int)((unsigned)v - c) >= 0; }
 /* LL lines, [2 parity][W src][ll_lines]: the [src][line] rows of call c's parity, and in
  * them the line of src. */
 #define IRIS_COLL_LL_ROWS(d, c, W) ((d).ll + ((size_t)((c) & 1) * (W)) * (d).ll_lines)
@@ -299,8 +309,12 @@ IRIS_DEVICE_INLINE bool iris_coll_call_begin(const iris_coll_dev_t &d, unsigned 
     iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
     for (;;) {
       v = iris_atomic_load<IRIS_ORDER_ACQUIRE, IRIS_SCOPE_SYSTEM>(hdr + t);
-      if ((v >> 32) != 0 && (unsigned)v == c) break;
+      if (iris_coll_hdr_at_or_past(v, c)) break;
       if (iris_detail_wait_expired(d.ctx, spin, t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c)) { ok = 0; break; }
+    }
+    if (ok && (unsigned)v != c) { /* peer t is past call c: it faulted and will never announce c */
+      ok = 0;
+      if (blockIdx.x == 0) iris_detail_record_fault(d.ctx, IRIS_FAULT_OUT_OF_STEP, t, IRIS_COLL_SITE(kind, IRIS_SITE_HEADER), c);
     }
 #if defined(IRIS_DEBUG)
     if (!ok) {
@@ -393,7 +407,7 @@ static_assert(IRIS_COLL_HDR_BATCH % 2 == 0, "header batches of whole pairs (a pa
 /* One thread: reads every peer's header slot of call c (IRIS_COLL_HDR_BATCH at once) and
  * sets bit r of `seen` for each peer r that announced (c, sig32). Returns 1 once every
  * peer of `all` is seen, 0 while some have not announced call c yet (*who: one of them),
- * -1 if a peer announced call c with another signature (*who: that peer). */
+ * -1 if a peer announced call c with another signature, or a later call (*who: that peer). */
 IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned c, unsigned sig32, iris_coll_mask_t all, iris_coll_mask_t &seen, int &who) {
   const unsigned long long *row = IRIS_COLL_HDR_WORDS(d, c), want = IRIS_COLL_HDR_WORD(sig32, c);
   const int W = d.ctx.world_size;
@@ -413,24 +427,26 @@ IRIS_DEVICE_INLINE int iris_coll_headers_poll(const iris_coll_dev_t &d, unsigned
       if (r >= W) break;
       if (!((all & ~seen) >> r & 1)) continue;
       if (v[j] == want) seen |= 1ULL << r;
-      else if ((unsigned)v[j] == c && (v[j] >> 32) != 0) { who = r; return -1; }
+      else if (iris_coll_hdr_at_or_past(v[j], c)) { who = r; return -1; } /* another signature, or a peer past call c */
       else { who = r; st = 0; }
     }
   }
   return st;
 }
 /* After a mismatch in an LL kernel (peer `who` announced call c with another signature
- * than this rank's sig32): record it (CTA 0; fatal where a side is a launch of a split
- * call: iris_coll_mismatch_kind), then wait until every peer has announced call c,
- * whatever its signature, so that this rank ends the call only when no peer can still be
- * in call c - 1 (what the good path guarantees by matching every peer). Returns -1. */
+ * than this rank's sig32, or a later call): record it (CTA 0; fatal where a side is a
+ * launch of a split call: iris_coll_mismatch_kind; IRIS_FAULT_OUT_OF_STEP for a peer past
+ * call c), then wait until every peer has announced call c or a later one, whatever its
+ * signature, so that this rank ends the call only when no peer can still be in call
+ * c - 1 (what the good path guarantees by matching every peer). Returns -1. */
 IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned c, unsigned sig32, int who, int kind) {
   const unsigned long long *row = IRIS_COLL_HDR_WORDS(d, c);
   const unsigned site = IRIS_COLL_SITE(kind, IRIS_SITE_HEADER);
   iris_detail_spin_t spin = IRIS_DETAIL_SPIN_INIT;
   if (blockIdx.x == 0) {
+    const unsigned long long w = iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(row + who);
     iris_coll_arm_give_up(d);
-    iris_detail_record_fault(d.ctx, iris_coll_mismatch_kind(sig32, iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(row + who)), who, site, c);
+    iris_detail_record_fault(d.ctx, (unsigned)w == c ? iris_coll_mismatch_kind(sig32, w) : IRIS_FAULT_OUT_OF_STEP, who, site, c);
   }
 #if defined(IRIS_DEBUG)
   printf("iris: collective mismatch on rank %d (block %d, call %u): rank %d called a different collective, count, type, op, root or buffers\n", d.ctx.rank,
@@ -438,7 +454,7 @@ IRIS_DEVICE_INLINE int iris_coll_ll_mismatch(const iris_coll_dev_t &d, unsigned 
   iris_detail_trap();
 #endif
   for (int r = 0; r < d.ctx.world_size; r++)
-    while (r != d.ctx.rank && (unsigned)iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(row + r) != c)
+    while (r != d.ctx.rank && !iris_coll_hdr_at_or_past(iris_atomic_load<IRIS_ORDER_RELAXED, IRIS_SCOPE_SYSTEM>(row + r), c))
       if (iris_detail_wait_expired(d.ctx, spin, r, site, c)) return -1;
   return -1;
 }

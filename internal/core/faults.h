@@ -40,6 +40,12 @@ IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned
                             "the mismatched call was split into several launches (buffers off the heap through the staging area), so the ranks' call numbers "
                             "are out of step; no rank moved data for that call; the context is unusable: iris_finalize it",
                             ctx->local_rank, call, who);
+  if (kind == IRIS_FAULT_OUT_OF_STEP)
+    return iris_detail_fail(IRIS_ERROR_MISMATCH,
+                            "rank %d: collective call #%u: %s had already gone on to a later call: it left this one on a fatal fault of its own (a "
+                            "mismatch of a call split into several launches, a wait that ran out, or iris_abort; its own error names which), so the ranks' "
+                            "call numbers are out of step; no rank moved data for that call; the context is unusable: iris_finalize it",
+                            ctx->local_rank, call, who);
   if (peer < (unsigned)ctx->local_size && ctx->pids[peer] > 0 && kill((pid_t)ctx->pids[peer], 0) != 0 && errno == ESRCH)
     return iris_detail_fail(IRIS_ERROR_PEER_FAILED, "rank %d: %s (pid %lld) has died; %s%s%s waited for it in vain (call #%u); the context is unusable: iris_finalize it",
                             ctx->local_rank, who, (long long)ctx->pids[peer], wname, *cname ? " of " : "", cname, call);

@@ -81,7 +81,11 @@ enum {
 /* IRIS_FAULT_MISMATCH_FATAL: a mismatch in which a rank's launch was one of several of a
  * user call (internal/coll/plan.h, IRIS_COLL_SIG_SPLIT): the ranks' call numbers are out of
  * step, so it goes to the fatal word. */
-enum { IRIS_FAULT_NONE = 0, IRIS_FAULT_TIMEOUT = 1, IRIS_FAULT_ABORT = 2, IRIS_FAULT_MISMATCH = 3, IRIS_FAULT_MISMATCH_FATAL = 4 };
+/* IRIS_FAULT_OUT_OF_STEP: a peer's header announced a later call than the one this rank
+ * waited in: that peer left the call without matching this rank, which only a fatal fault
+ * of its own does (its later launches still announce, and overwrite the slot this rank
+ * waited on), so this rank will never see the call it waits for. */
+enum { IRIS_FAULT_NONE = 0, IRIS_FAULT_TIMEOUT = 1, IRIS_FAULT_ABORT = 2, IRIS_FAULT_MISMATCH = 3, IRIS_FAULT_MISMATCH_FATAL = 4, IRIS_FAULT_OUT_OF_STEP = 5 };
 enum { IRIS_SITE_USER = 0, IRIS_SITE_HEADER, IRIS_SITE_BARRIER, IRIS_SITE_LL, IRIS_SITE_PROGRESS, IRIS_SITE_GEMM, IRIS_SITE_COUNT };
 #define IRIS_FAULT_MAKE(kind, peer, site, call)                                                                    \
   (((unsigned long long)(kind) << 56) | ((unsigned long long)((peer) & 0xff) << 48) | ((unsigned long long)((site) & 0xffff) << 32) | \

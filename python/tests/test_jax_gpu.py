@@ -259,9 +259,9 @@ def rank_main(rank, world, port, shared):
         target.check()
 
     if world > 1:
-        result("jax W=%d a handler's refusal on one rank takes part: every rank reports a mismatch (world)" % world, lambda: refused_in_step(ctx))
+        result("jax W=%d a handler's refusal on one rank takes part, every rank reports a mismatch (world)" % world, lambda: refused_in_step(ctx))
         every = ctx.team([list(range(world))])
-        result("jax W=%d a handler's refusal on one rank takes part: every rank reports a mismatch (team of every rank)" % world, lambda: refused_in_step(every))
+        result("jax W=%d a handler's refusal on one rank takes part, every rank reports a mismatch (team of every rank)" % world, lambda: refused_in_step(every))
         every.close()
 
     def teams(groups):
@@ -592,6 +592,7 @@ def main():
     merged, order = {}, []
     for r, (suite, rc, o, e) in enumerate(outs):
         r %= a.world
+        seen = {}  # a name that repeats in one rank's output (two cases alike up to ": ") stays two lines
         for line in o.splitlines():
             if line.startswith("# ") and r == 0:  # rank 0's notes (what ran where), passed on
                 print(line)
@@ -600,6 +601,10 @@ def main():
             if kind not in ("PASS", "FAIL", "SKIP"):
                 continue
             name = rest.split(": ")[0]
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] > 1:
+                name = "%s (#%d)" % (name, seen[name])
+                rest = name + rest[len(rest.split(": ")[0]):]
             if name not in merged:
                 order.append(name)
                 merged[name] = (kind, rest)

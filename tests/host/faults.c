@@ -53,6 +53,13 @@ static void test_faults(void) {
             iris_detail_check_fault(ctx) == IRIS_ERROR_MISMATCH && iris_detail_check_fault(ctx) == IRIS_ERROR_MISMATCH,
         "faults: a mismatch of a split call is IRIS_ERROR_MISMATCH naming the split and the call numbers out of step, and it stays (fatal)", "%s: %s", sname(st),
         iris_error_detail());
+  /* a peer past the call this rank waited in (it faulted, and its later launches took the header slot): fatal, a mismatch naming that peer */
+  words[IRIS_FAULT_WORD_FATAL] = IRIS_FAULT_MAKE(IRIS_FAULT_OUT_OF_STEP, 2, IRIS_FAULT_SITE_MAKE(1, IRIS_SITE_HEADER), 21);
+  st = iris_get_async_error(ctx);
+  check(st == IRIS_ERROR_MISMATCH && strstr(iris_error_detail(), "rank 2") && strstr(iris_error_detail(), "#21") && strstr(iris_error_detail(), "later call") &&
+            strstr(iris_error_detail(), "out of step") && iris_detail_check_fault(ctx) == IRIS_ERROR_MISMATCH,
+        "faults: a peer already past the call is IRIS_ERROR_MISMATCH naming it and the call numbers out of step, and it stays (fatal)", "%s: %s", sname(st),
+        iris_error_detail());
   words[IRIS_FAULT_WORD_FATAL] = 0;
   void *before = NULL;
   check(iris_malloc(ctx, 1024, &before) == IRIS_SUCCESS && before, "faults: a block allocated before the abort", "%s", iris_error_detail());
