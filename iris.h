@@ -288,7 +288,11 @@ typedef struct iris_device_ctx {
  * On success this rank's GPU (iris_device) is the calling thread's current device, so
  * kernels launched next run there. On failure *out is NULL, nothing is left allocated
  * and the current device is as before. In mode 2 the callbacks (and cfg.bootstrap->user) must stay valid until
- * iris_finalize: iris_barrier, iris_heap_verify and iris_finalize call them. */
+ * iris_finalize: iris_barrier, iris_heap_verify and iris_finalize call them. The context
+ * keeps one thread until iris_finalize, the peer watch: when the process of a peer rank on
+ * this node ends, it cuts every wait of the context to 100 ms, so the waiting call reports
+ * IRIS_ERROR_PEER_FAILED instead of waiting out the bound (IRIS_PEER_WATCH=0: none;
+ * docs/errors.md). */
 IRIS_API iris_status_t iris_init(const iris_config_t *cfg, iris_t **out);
 
 /* Mode 3: one process, num_gpus GPUs (devices[i] becomes rank i; devices NULL means
@@ -519,7 +523,9 @@ IRIS_API const char *iris_error_detail(void);
 /* Non-blocking, thread-safe (a watchdog thread may poll it while another thread uses
  * ctx): the context's fatal fault, if any. IRIS_ERROR_TIMEOUT (a bounded wait on the GPU
  * ran out: names the wait, the rank waited for and the collective call),
- * IRIS_ERROR_PEER_FAILED (the same, and that rank's process is gone),
+ * IRIS_ERROR_PEER_FAILED (the same, and that rank's process is gone; a peer of this node
+ * whose process ends is seen at once by iris_init's peer watch, and a wait then gives up
+ * after 100 ms),
  * IRIS_ERROR_ABORTED (iris_abort), IRIS_ERROR_MISMATCH for a mismatched collective call
  * that the host had split into several launches (the ranks' call numbers are out of
  * step; iris_collectives.h), else a pending collective mismatch
@@ -804,6 +810,7 @@ extern "C" {
 #include "internal/core/heap.h"            /* the allocator, iris_heap_verify */
 #include "internal/core/exchange.h"        /* the bring-up record and its checks */
 #include "internal/core/nodes.h"           /* nodes, NCCL loaded at run time, rails */
+#include "internal/core/watch.h"           /* the peer watch: a dead peer ends every wait */
 #include "internal/core/setup.h"           /* a rank's heap, mappings, release */
 #include "internal/core/launch_env.h"      /* iris_launch_env */
 #include "internal/core/init.h"            /* iris_init*, iris_barrier, iris_finalize */

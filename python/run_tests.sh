@@ -4,10 +4,11 @@
 #   python/run_tests.sh          CI part: no GPU (needs build/libiris.so from `make lib`,
 #                                else its library tests say SKIP; the torch-without-GPU tests
 #                                SKIP without torch; IRIS_PY_PATH adds a site dir with torch)
-#   python/run_tests.sh gpu      the torch tests at 2, 3 and 4 ranks and the JAX tests at 2 and
-#                                4 (ranks share the GPUs when there are fewer; IRIS_PY_WORLDS
-#                                and IRIS_PY_JAX_WORLDS set the sizes, set empty: none; JAX
-#                                needs make lib-jax)
+#   python/run_tests.sh gpu      the torch tests at 2, 3 and 4 ranks, a killed rank (the peer
+#                                watch) at 2 and 4, and the JAX tests at 2 and 4 (ranks share
+#                                the GPUs when there are fewer; IRIS_PY_WORLDS,
+#                                IRIS_PY_DEATH_WORLDS and IRIS_PY_JAX_WORLDS set the sizes, set
+#                                empty: none; JAX needs make lib-jax)
 set -u
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
@@ -18,6 +19,10 @@ if [ "${1:-pure}" = gpu ]; then
   for w in ${IRIS_PY_WORLDS-2 3 4}; do
     PYTHONPATH=python timeout "${IRIS_PY_TIMEOUT:-900}" "$py" python/tests/test_torch_gpu.py --world "$w" >>"$out" 2>"$out.err" || rc=$?
     if [ "$rc" -ne 0 ]; then echo "FAIL: python torch W=$w: exit $rc" >>"$out"; tail -n 40 "$out.err" | sed 's/^/    stderr: /' >&2; rc=0; fi
+  done
+  for w in ${IRIS_PY_DEATH_WORLDS-2 4}; do  # the peer watch: a killed rank under a 120 s bound
+    PYTHONPATH=python timeout 300 "$py" python/tests/test_torch_peer_death.py --world "$w" >>"$out" 2>"$out.err" || rc=$?
+    if [ "$rc" -ne 0 ]; then echo "FAIL: python peer death W=$w: exit $rc" >>"$out"; tail -n 40 "$out.err" | sed 's/^/    stderr: /' >&2; rc=0; fi
   done
   for w in ${IRIS_PY_JAX_WORLDS-2 4}; do
     PYTHONPATH=python timeout "${IRIS_PY_TIMEOUT:-900}" "$py" python/tests/test_jax_gpu.py --world "$w" >>"$out" 2>"$out.err" || rc=$?

@@ -15,6 +15,9 @@
 //   fault_test killed N     the last rank is killed (SIGKILL) mid-loop: the same, the
 //                           error names it; abort; finalize completes
 //   fault_test graph-killed N  the same while the survivors replay a captured graph
+//   fault_test killed-watch N  the last rank is killed mid-loop under a wait bound of
+//                           120 s: the peer watch must end the survivors' call within
+//                           1.5 s, IRIS_ERROR_PEER_FAILED naming the dead rank
 //   fault_test abort N      a watchdog thread aborts a rank whose kernel waits on a
 //                           sleeping peer: the wait ends at once, calls fail at once
 //   fault_test split-count N  IRIS_COLL_STAGING=1M (262144 fp32 per launch through the
@@ -418,7 +421,7 @@ static int run_split(Suite &s, const char *mode) {
 // The survivors' side of a dead or stuck last rank: loop all-reduces (4 KB and 4 MB, or
 // graph replays) until a call or the async query reports the fault; check the time it
 // took, that later calls fail at once, and that finalize completes.
-static int survivor(Suite &s, bool graph, bool fused, double t_fault, const char *what) {
+static int survivor(Suite &s, bool graph, bool fused, double t_fault, const char *what, double limit = 2 * kBound + 3, bool watched = false) {
   float *in, *out;
   const size_t big = 1 << 20, hidden = 8192;
   iris_malloc(s.ctx, big * 4, (void **)&in);
@@ -471,7 +474,13 @@ static int survivor(Suite &s, bool graph, bool fused, double t_fault, const char
   const double tfin = now_s() - t0;
   ok &= fin == IRIS_SUCCESS && tfin < 5;
   // at most 2x the bound after the fault, plus time-slicing slack when ranks share a GPU
-  ok &= took < 2 * kBound + 3;
+  // (the peer watch: the lowered bound of 100 ms, the same slack)
+  ok &= took < limit;
+  if (watched) {
+    char dead[32];
+    snprintf(dead, sizeof dead, "rank %d (pid", s.world - 1);
+    ok &= err == IRIS_ERROR_PEER_FAILED && strstr(detail, dead) && strstr(detail, "peer watch");
+  }
   printf("%s: [fault w=%d rank %d] %s%s: the next call failed after %.2f s (bound %.1f s) with %s: %s; 20 later calls failed in %.3f s; finalize %.2f s\n",
          ok ? "PASS" : "FAIL", s.world, s.rank, what, fused ? " (iris_all_reduce_rmsnorm)" : "", took, kBound, iris_status_string(err), detail, later, tfin);
   return ok ? 0 : 1;
@@ -537,6 +546,8 @@ static int run_fault(Suite &s, const char *mode) {
     usleep(200000);
     raise(SIGKILL);
   }
+  if (!strcmp(mode, "killed-watch"))
+    return survivor(s, false, false, now_s() + 0.2, "the last rank is killed mid-loop, wait bound 120 s: the peer watch ends the call", 1.5, true);
   return survivor(s, !strcmp(mode, "graph-killed"), !strcmp(mode, "stuck-fused"), now_s() + (s.rank == last ? 0 : 0.2),
                   stuck ? "the last rank stops calling" : !strcmp(mode, "killed") ? "the last rank is killed mid-loop" : "the last rank is killed while graphs replay");
 }
@@ -573,14 +584,15 @@ int main(int argc, char **argv) {
   iris_launch_t L;
   int rank;
   const bool split = !strcmp(mode, "split-count") || !strcmp(mode, "split-place") || !strcmp(mode, "split-late");
-  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: fault_test streams|mismatch|stuck|stuck-fused|killed|graph-killed|abort|split-count|split-place|split-late N (N >= 2)\n"); return 2; }
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: fault_test streams|mismatch|stuck|stuck-fused|killed|graph-killed|killed-watch|abort|split-count|split-place|split-late N (N >= 2)\n"); return 2; }
   if (!strcmp(mode, "split-late") && n < 3) { printf("SKIP: [split-late w=%d] needs 3 ranks: two that see the mismatch without the late one\n", n); return 0; }
   if (split) setenv("IRIS_COLL_STAGING", "1M", 1); // before the setup: 262144 fp32 per staged launch
+  if (!strcmp(mode, "killed-watch")) setenv("IRIS_WAIT_TIMEOUT_MS", "120000", 1); // read by iris_init: only the peer watch can end the wait in time
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [%s w=%d] launch: %s\n", mode, n, iris_error_detail()); return 1; }
   if (rank < 0) {
     iris_status_t st = iris_launch_wait(&L, 600000);
     bool ok = st == IRIS_SUCCESS;
-    if (!ok && (!strcmp(mode, "killed") || !strcmp(mode, "graph-killed"))) { // the killed rank is expected, the others must exit 0
+    if (!ok && (!strcmp(mode, "killed") || !strcmp(mode, "graph-killed") || !strcmp(mode, "killed-watch"))) { // the killed rank is expected, the others must exit 0
       ok = L.exit_codes[n - 1] == 128 + SIGKILL;
       for (int r = 0; r < n - 1; r++) ok &= L.exit_codes[r] == 0;
     }

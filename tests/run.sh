@@ -307,10 +307,10 @@ else
     # IRIS_COLL_TYPES / IRIS_COLL_OPS: what is compiled in works, what is left out is refused alike on every rank
     if make -s build/coll_test_switch >>"$log" 2>&1; then run_counted "coll_test_switch $w (fp32 + bf16 SUM compiled; quick loops)" env IRIS_TEST_QUICK=1 ./build/coll_test_switch $w
     else say FAIL "coll_test_switch build"; fi
-    for m in streams mismatch stuck stuck-fused killed graph-killed abort split-count split-place split-late; do run_counted "fault_test $m $w (IRIS_WAIT_TIMEOUT_MS=2000)" env IRIS_WAIT_TIMEOUT_MS=2000 ./build/fault_test $m $w; done
+    for m in streams mismatch stuck stuck-fused killed graph-killed killed-watch abort split-count split-place split-late; do run_counted "fault_test $m $w (IRIS_WAIT_TIMEOUT_MS=2000)" env IRIS_WAIT_TIMEOUT_MS=2000 ./build/fault_test $m $w; done
     # teams: splits, team barriers and device API, team collectives, two teams at once, faults
     tq=""; if [ "$ngpu" -lt "$w" ]; then tq="IRIS_TEST_QUICK=1"; fi
-    for m in basic concurrent mismatch first-call late graph staged stuck stuck-coll stuck-mixed wait-timeout; do run_counted "team_test $m $w ($(placement "$w"))" env $tq IRIS_WAIT_TIMEOUT_MS=2000 ./build/team_test $m $w; done
+    for m in basic concurrent mismatch first-call late graph staged stuck stuck-coll stuck-mixed killed wait-timeout; do run_counted "team_test $m $w ($(placement "$w"))" env $tq IRIS_WAIT_TIMEOUT_MS=2000 ./build/team_test $m $w; done
   done
   if [ $gpu_common = 1 ]; then run_counted "gemm_core_test" ./build/gemm_core_test; fi
   make -s build/gemm_test_t2 >>"$log" 2>&1 # the 2-s-bound build for the stuck-peer checks (not built by make test without a GPU)

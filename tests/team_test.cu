@@ -33,6 +33,11 @@
 //                           it on another stream, the host polling iris_get_async_error: both
 //                           end within the bound + 1 s (the team's kernel sees the context's
 //                           fault), naming world rank N-1
+//   team_test killed N      the last rank is killed (SIGKILL) under a wait bound of 120 s:
+//                           a team of the survivors still all-reduces exactly after the death
+//                           (the peer watch lowers the bound of the dead rank's teams only);
+//                           then a team all-reduce over every rank ends within 1.5 s with
+//                           IRIS_ERROR_PEER_FAILED naming world rank N-1 and the peer watch
 //   team_test first-call N  the context's first team call, then at once (no host barrier) a
 //                           world-team barrier kernel, the last rank 300 ms late between the
 //                           table's world meeting and its return: every rank's barrier passes
@@ -894,6 +899,57 @@ static int test_stuck(Suite &s, bool coll, bool mixed = false) {
   return ok ? 0 : 1;
 }
 
+// killed: above. A rank's verdicts are its own (after the death no host exchange works).
+static int test_killed(Suite &s) {
+  const int n = s.world, last = n - 1;
+  iris_team_t world, all, part;
+  float *a;
+  if (iris_team_get(s.ctx, IRIS_TEAM_WORLD, &world) != IRIS_SUCCESS || iris_team_split(s.ctx, &world, 0, -s.rank, &all) != IRIS_SUCCESS ||
+      iris_team_split(s.ctx, &world, s.rank == last ? 1 : 0, s.rank, &part) != IRIS_SUCCESS ||
+      iris_malloc(s.ctx, 2 * 4096 * sizeof(float), (void **)&a) != IRIS_SUCCESS || iris_barrier(s.ctx) != IRIS_SUCCESS) {
+    printf("FAIL: [%s] setup on rank %d: %s\n", s.tag.c_str(), s.rank, iris_error_detail());
+    return 1;
+  }
+  std::vector<float> h(4096, (float)(s.rank + 1));
+  CK(cudaMemcpy(a, h.data(), 4096 * sizeof(float), cudaMemcpyHostToDevice));
+  CK(cudaDeviceSynchronize());
+  IK(iris_barrier(s.ctx));
+  if (s.rank == last) {
+    usleep(200000);
+    raise(SIGKILL);
+  }
+  usleep(700000); // the death is seen; nothing has failed yet (no wait ran)
+  bool ok = true;
+  { // the survivors' team: its bound is its own, its calls exact
+    const iris_status_t st = iris_all_reduce_team(s.ctx, &part, a, a + 4096, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL);
+    CK(cudaStreamSynchronize(s.stream));
+    const iris_status_t chk = iris_team_check(s.ctx, &part);
+    CK(cudaMemcpy(h.data(), a + 4096, 4096 * sizeof(float), cudaMemcpyDeviceToHost));
+    const float want = (float)((n - 1) * n / 2);
+    size_t bad = 0;
+    for (float v : h) bad += v != want;
+    const bool pok = st == IRIS_SUCCESS && chk == IRIS_SUCCESS && bad == 0;
+    printf("%s: [%s] rank %d: after the last rank's death, an all-reduce of the survivors' team is exact (%s, check %s, %zu wrong of 4096)%s%s\n", pok ? "PASS" : "FAIL",
+           s.tag.c_str(), s.rank, iris_status_string(st), iris_status_string(chk), bad, pok ? "" : ": ", pok ? "" : iris_error_detail());
+    ok &= pok;
+  }
+  { // the team of every rank: cut by the peer watch
+    const double t0 = now_s();
+    iris_status_t st = iris_all_reduce_team(s.ctx, &all, a, a + 4096, 4096, IRIS_FLOAT32, IRIS_SUM, s.stream, NULL);
+    CK(cudaStreamSynchronize(s.stream));
+    if (st == IRIS_SUCCESS) st = iris_team_check(s.ctx, &all);
+    const double took = now_s() - t0;
+    char want[48];
+    snprintf(want, sizeof want, "rank %d (pid", last);
+    const bool aok = st == IRIS_ERROR_PEER_FAILED && strstr(iris_error_detail(), want) && strstr(iris_error_detail(), "peer watch") && took < 1.5;
+    printf("%s: [%s] rank %d: a team all-reduce with the dead rank a member ends in %.2f s under a 120 s bound (%s): %s\n", aok ? "PASS" : "FAIL", s.tag.c_str(), s.rank,
+           took, iris_status_string(st), iris_error_detail());
+    ok &= aok;
+  }
+  iris_finalize(s.ctx);
+  return ok ? 0 : 1;
+}
+
 // graph: on the split team (even / odd ranks at 3 ranks and more, every rank at 2; keys
 // reversed, so team ranks are not world ranks) and on the world, one stream captures team
 // barrier kernels (thread, warp and block level, one-shot and session, GRAPH_ROUNDS rounds
@@ -1498,13 +1554,19 @@ int main(int argc, char **argv) {
   if (getenv("IRIS_TEST_QUICK") && !strcmp(getenv("IRIS_TEST_QUICK"), "1")) g_rounds = 100;
   iris_launch_t L;
   int rank;
-  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|first-call|late|graph|staged|stuck|stuck-coll|stuck-mixed|wait-timeout N (N >= 2)\n"); return 2; }
+  if (n < 2 || n > IRIS_MAX_RANKS) { printf("usage: team_test basic|concurrent|mismatch|first-call|late|graph|staged|stuck|stuck-coll|stuck-mixed|killed|wait-timeout N (N >= 2)\n"); return 2; }
+  const bool killed = !strcmp(mode, "killed");
+  if (killed) setenv("IRIS_WAIT_TIMEOUT_MS", "120000", 1); // read by iris_init: only the peer watch can end the wait in time
   if (iris_launch_local(n, &L, &rank) != IRIS_SUCCESS) { printf("FAIL: [%s w=%d] launch: %s\n", mode, n, iris_error_detail()); return 1; }
   if (rank < 0) {
     iris_status_t st = iris_launch_wait(&L, 900000);
-    printf("%s: [%s w=%d] the ranks exit as expected%s%s\n", st == IRIS_SUCCESS ? "PASS" : "FAIL", mode, n, st == IRIS_SUCCESS ? "" : ": ",
-           st == IRIS_SUCCESS ? "" : iris_error_detail());
-    return st == IRIS_SUCCESS ? 0 : 1;
+    bool ok = st == IRIS_SUCCESS;
+    if (!ok && killed) { // the killed rank is expected, the others must exit 0
+      ok = L.exit_codes[n - 1] == 128 + SIGKILL;
+      for (int r = 0; r < n - 1; r++) ok &= L.exit_codes[r] == 0;
+    }
+    printf("%s: [%s w=%d] the ranks exit as expected%s%s\n", ok ? "PASS" : "FAIL", mode, n, ok ? "" : ": ", ok ? "" : iris_error_detail());
+    return ok ? 0 : 1;
   }
   Suite s = {};
   s.rank = rank;
@@ -1526,6 +1588,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "stuck-coll")) return test_stuck(s, true);
   if (!strcmp(mode, "stuck-mixed")) return test_stuck(s, false, true);
   if (!strcmp(mode, "wait-timeout")) return test_wait_timeout(s);
+  if (killed) return test_killed(s);
   bool ran = !strcmp(mode, "concurrent") ? test_concurrent(s) : !strcmp(mode, "mismatch") ? test_mismatch(s) : !strcmp(mode, "first-call") ? test_first_call(s) : !strcmp(mode, "late") ? test_late(s, late_ms)
            : !strcmp(mode, "graph") ? test_graph(s, g_rounds >= 1000 ? 64 : 20) : !strcmp(mode, "staged") ? test_staged(s) : test_basic(s);
   if (!ran) report(s, "suite ran to the end (see stderr)", false);

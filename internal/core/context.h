@@ -52,6 +52,9 @@ struct iris {
    * (iris_device_ctx_t.fault; internal/core/layout.h) */
   unsigned long long *fault_host, *fault_dev;
   int64_t pids[IRIS_MAX_RANKS]; /* the ranks' process ids (0: unknown or another pid namespace) */
+  unsigned long long wait_bound_ns; /* the BOUND word as set up (IRIS_WAIT_TIMEOUT_MS in ns; 0: the units' bound) */
+  struct iris_detail_watch *watch;  /* the peer watch (internal/core/watch.h); NULL: none */
+  int gone; /* 1 + the rank of this node whose process the peer watch saw end; 0: none (atomic) */
   /* call order across streams (iris_detail_order_*): the last eager call's event and
    * stream, and the last captured call's event, stream and capture id */
   iris_gpu_event_t order_eager, order_cap;
@@ -70,11 +73,11 @@ struct iris {
   int world_owned;     /* 1: iris created world_comm apart from the rail (and destroys it) */
   const iris_nccl_api_t *nccl;
   /* teams (internal/core/team.h; NULL until the first team call): the table, and what the
-   * fault and teardown paths ask of it (op: IRIS_DETAIL_TEAMS_POLL, _ABORT, _FREE) */
+   * fault and teardown paths ask of it (op: IRIS_DETAIL_TEAMS_POLL, _ABORT, _FREE, _GONE) */
   struct iris_detail_teams *teams;
   void (*teams_op)(struct iris *ctx, int op);
 };
-enum { IRIS_DETAIL_TEAMS_POLL = 0, IRIS_DETAIL_TEAMS_ABORT, IRIS_DETAIL_TEAMS_FREE };
+enum { IRIS_DETAIL_TEAMS_POLL = 0, IRIS_DETAIL_TEAMS_ABORT, IRIS_DETAIL_TEAMS_FREE, IRIS_DETAIL_TEAMS_GONE };
 
 /* IRIS_SUCCESS for a live context; else IRIS_ERROR_INVALID_ARGUMENT naming the call. */
 IRIS_INTERNAL iris_status_t iris_detail_live(const iris_t *ctx, const char *call) {

@@ -46,6 +46,20 @@ IRIS_INTERNAL iris_status_t iris_detail_fault_status(const iris_t *ctx, unsigned
                             "mismatch of a call split into several launches, a wait that ran out, or iris_abort; its own error names which), so the ranks' "
                             "call numbers are out of step; no rank moved data for that call; the context is unusable: iris_finalize it",
                             ctx->local_rank, call, who);
+  {
+    /* the peer watch saw a process of this node end, and then this wait ran past the
+     * lowered bound (internal/core/watch.h): name the dead rank, and the one waited for */
+    const int g = __atomic_load_n(&ctx->gone, __ATOMIC_ACQUIRE);
+    if (g > 0 && g <= ctx->local_size) {
+      char dead[48];
+      if (ctx->nodes > 1) snprintf(dead, sizeof dead, "rank %d (rank %d of node %d)", g - 1 + ctx->node * ctx->local_size, g - 1, ctx->node);
+      else snprintf(dead, sizeof dead, "rank %d", g - 1);
+      return iris_detail_fail(IRIS_ERROR_PEER_FAILED,
+                              "rank %d: %s (pid %lld) has died (the peer watch saw its process end); %s%s%s (call #%u) then gave up waiting for %s; the "
+                              "context is unusable: iris_finalize it",
+                              ctx->local_rank, dead, (long long)ctx->pids[g - 1], wname, *cname ? " of " : "", cname, call, who);
+    }
+  }
   if (peer < (unsigned)ctx->local_size && ctx->pids[peer] > 0 && kill((pid_t)ctx->pids[peer], 0) != 0 && errno == ESRCH)
     return iris_detail_fail(IRIS_ERROR_PEER_FAILED, "rank %d: %s (pid %lld) has died; %s%s%s waited for it in vain (call #%u); the context is unusable: iris_finalize it",
                             ctx->local_rank, who, (long long)ctx->pids[peer], wname, *cname ? " of " : "", cname, call);

@@ -13,6 +13,7 @@
 #include "../rendezvous/group.h"
 #include "context.h"
 #include "faults.h"
+#include "watch.h"
 #include "heap.h"
 #include "exchange.h"
 #include "nodes.h"
@@ -215,6 +216,7 @@ IRIS_DEF iris_status_t iris_init(const iris_config_t *cfg, iris_t **out) {
   recs = NULL;
   iris_gpu_set_device(ctx->device); /* this rank's GPU stays current for the caller */
   if (ctx->nodes > 1 && (st = iris_detail_rails_setup(ctx, c.rail_comm)) != IRIS_SUCCESS) goto fail;
+  iris_detail_watch_start(ctx);
   *out = ctx;
   return IRIS_SUCCESS;
 fail:

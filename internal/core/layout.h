@@ -74,6 +74,10 @@ enum {
   IRIS_FAULT_WORD_BOUND = 2,    /* the wait bound in ns from IRIS_WAIT_TIMEOUT_MS; 0: IRIS_WAIT_TIMEOUT_NS */
   IRIS_FAULT_WORDS = 3
 };
+/* The BOUND word once the peer watch (internal/core/watch.h) has seen a peer process of
+ * this node end: every wait then gives up at IRIS_DETAIL_WAIT_FLOOR_NS (100 ms), the least
+ * bound a wait honours, and the host names the dead rank (IRIS_ERROR_PEER_FAILED). */
+#define IRIS_DETAIL_BOUND_GONE 1ULL
 /* A word: kind << 56 | peer << 48 | site << 32 | call. kind: IRIS_FAULT_*; peer: the rank
  * waited for (0xff: unknown); site: what waited (high byte: the collective kind + 1, 0
  * for none; low byte: IRIS_SITE_*); call: the collective call number of the context (or

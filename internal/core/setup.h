@@ -13,6 +13,7 @@
 #include "context.h"
 #include "exchange.h"
 #include "nodes.h"
+#include "watch.h"
 
 IRIS_INTERNAL void iris_detail_release_gpu(iris_t *ctx) {
   /* until iris_init groups a world into nodes, local_rank and local_size are the world's,
@@ -40,6 +41,7 @@ IRIS_INTERNAL void iris_detail_release_gpu(iris_t *ctx) {
 /* Frees everything ctx holds; the struct itself stays (iris_finalize keeps it as a
  * tombstone, iris_detail_destroy frees it). */
 IRIS_INTERNAL void iris_detail_release(iris_t *ctx) {
+  iris_detail_watch_stop(ctx); /* first: the thread reads ctx */
   if (ctx->teams_op) ctx->teams_op(ctx, IRIS_DETAIL_TEAMS_FREE);
   if (ctx->ext && ctx->ext_free) ctx->ext_free(ctx->ext);
   ctx->ext = NULL;
@@ -103,6 +105,11 @@ IRIS_INTERNAL iris_status_t iris_detail_resolve_config(const iris_config_t *cfg,
     int ms = 0;
     if (iris_detail_env_ms("IRIS_WAIT_TIMEOUT_MS", 100, &ms) != IRIS_SUCCESS) return IRIS_ERROR_INVALID_ARGUMENT;
   }
+  { /* checked here, read again when the watch starts (iris_detail_watch_start) */
+    int on = 1;
+    if (iris_detail_env_flag("IRIS_PEER_WATCH", " (0: no peer watch; 1: a dead peer of this node ends every wait within about 100 ms, the default)", &on) < 0)
+      return IRIS_ERROR_INVALID_ARGUMENT;
+  }
   if (c->heap_memory < IRIS_HEAP_MEMORY_DEFAULT || c->heap_memory > IRIS_HEAP_MEMORY_COARSE)
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "iris_config_t.heap_memory %d is not an iris_heap_memory_t", (int)c->heap_memory);
   if (c->heap_memory == IRIS_HEAP_MEMORY_DEFAULT) c->heap_memory = IRIS_HEAP_MEMORY_FINE;
@@ -128,7 +135,8 @@ IRIS_INTERNAL iris_status_t iris_detail_setup_gpu(iris_t *ctx, iris_detail_recor
     ctx->fault_host[IRIS_FAULT_WORD_FATAL] = ctx->fault_host[IRIS_FAULT_WORD_MISMATCH] = 0;
     int wait_ms = 0; /* IRIS_WAIT_TIMEOUT_MS (checked by iris_detail_resolve_config); 0: the units' IRIS_WAIT_TIMEOUT_NS */
     (void)iris_detail_env_ms("IRIS_WAIT_TIMEOUT_MS", 100, &wait_ms);
-    ctx->fault_host[IRIS_FAULT_WORD_BOUND] = (unsigned long long)wait_ms * 1000000ULL;
+    ctx->wait_bound_ns = (unsigned long long)wait_ms * 1000000ULL;
+    ctx->fault_host[IRIS_FAULT_WORD_BOUND] = ctx->wait_bound_ns;
     if ((e = iris_gpu_host_device_ptr(&d, h)) != IRIS_GPU_SUCCESS) return iris_detail_gpu_fail(ctx->local_rank, "iris_gpu_host_device_ptr(&d, h)", e);
     ctx->fault_dev = (unsigned long long *)d;
   }

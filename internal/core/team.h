@@ -223,6 +223,14 @@ IRIS_INTERNAL iris_status_t iris_detail_team_valid(const iris_t *ctx, const iris
     return iris_detail_fail(IRIS_ERROR_INVALID_ARGUMENT, "%s: rank %d: the team is not live in this context (destroyed, or of another context)", call, iris_rank(ctx));
   return IRIS_SUCCESS;
 }
+/* The wait bound of team t's collectives (its BOUND fault word): the context's as set up,
+ * or IRIS_DETAIL_BOUND_GONE once the peer watch has seen a member's process end (a team
+ * whose members all live keeps its bound: its calls need no other rank). */
+IRIS_INTERNAL unsigned long long iris_detail_team_bound(const iris_t *ctx, const iris_team_t *t) {
+  const int g = __atomic_load_n(&ctx->gone, __ATOMIC_ACQUIRE);
+  if (g > 0 && iris_team_rank_of(t, (ctx->nodes > 1 ? ctx->node * ctx->local_size : 0) + g - 1) >= 0) return IRIS_DETAIL_BOUND_GONE;
+  return ctx->wait_bound_ns;
+}
 /* Binds slot s (and collective state c >= 0) to team t in table T: the bookkeeping of a
  * take, which cannot fail (the table's setup binds the predefined teams before it
  * publishes the table, so a table is never seen half made). Under the fault lock, as
@@ -233,7 +241,7 @@ IRIS_INTERNAL void iris_detail_team_bind(const iris_t *ctx, iris_detail_teams_t 
   pthread_mutex_lock(&iris_detail_fault_lock);
   __atomic_store_n(f + IRIS_FAULT_WORD_FATAL, 0ULL, __ATOMIC_RELEASE);
   __atomic_store_n(f + IRIS_FAULT_WORD_MISMATCH, 0ULL, __ATOMIC_RELEASE);
-  f[IRIS_FAULT_WORD_BOUND] = ctx->fault_host ? ctx->fault_host[IRIS_FAULT_WORD_BOUND] : 0;
+  f[IRIS_FAULT_WORD_BOUND] = iris_detail_team_bound(ctx, t);
   T->used |= 1ULL << s;
   if (c >= 0) T->coll_used |= 1u << c;
   T->seq[s] = 0;
@@ -286,7 +294,8 @@ IRIS_INTERNAL void iris_detail_team_drop(iris_detail_teams_t *T, int s) {
  * team's, iris_abort's) is copied into every live team's fatal word, so that the team
  * collectives already queued give up at their next check, as the world's do (their
  * kernels read the team's words only). ABORT: every team's collectives stop waiting; FREE:
- * the table's host memory (its heap blocks go with the heap). */
+ * the table's host memory (its heap blocks go with the heap); GONE: the peer watch saw a
+ * process of this node end: the teams it was a member of get the lowered bound. */
 IRIS_INTERNAL unsigned long long iris_detail_team_fault_to_ctx(const iris_t *ctx, const iris_team_t *t, unsigned long long f) {
   unsigned peer = IRIS_FAULT_PEER(f);
   if (peer < (unsigned)t->size && peer < IRIS_MAX_RANKS) {
@@ -322,6 +331,8 @@ IRIS_INTERNAL void iris_detail_teams_op(iris_t *ctx, int op) {
     if (!(T->used >> s & 1)) continue;
     if (op == IRIS_DETAIL_TEAMS_ABORT) {
       __atomic_compare_exchange_n(f + IRIS_FAULT_WORD_FATAL, &zero, IRIS_FAULT_MAKE(IRIS_FAULT_ABORT, 0xff, 0, 0), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    } else if (op == IRIS_DETAIL_TEAMS_GONE) {
+      __atomic_store_n(f + IRIS_FAULT_WORD_BOUND, iris_detail_team_bound(ctx, &T->team[s]), __ATOMIC_RELEASE);
     } else if ((w = __atomic_load_n(f + IRIS_FAULT_WORD_FATAL, __ATOMIC_ACQUIRE)) != 0 && ctx->fault_host) {
       zero = 0;
       w = iris_detail_team_fault_to_ctx(ctx, &T->team[s], w);

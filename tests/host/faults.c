@@ -87,6 +87,160 @@ static void test_faults(void) {
   iris_detail_host_only_free(ctx);
 }
 
+/* ------------------------------------------------------------- peer watch -- */
+/* A child that sleeps until killed (the caller reaps it). */
+static pid_t watch_sleeper(void) {
+  pid_t p = fork();
+  if (p == 0) {
+    for (;;) pause();
+  }
+  return p;
+}
+/* Waits up to limit ms for ctx->gone; the ms it took, or -1. */
+static long long watch_wait_gone(iris_t *ctx, long long limit) {
+  const long long t0 = now_ms();
+  while (!__atomic_load_n(&ctx->gone, __ATOMIC_ACQUIRE) && now_ms() - t0 < limit) usleep(1000);
+  return __atomic_load_n(&ctx->gone, __ATOMIC_ACQUIRE) ? now_ms() - t0 : -1;
+}
+/* One round of the peer watch (internal/core/watch.h) over two live children as ranks 1
+ * and 2 of a host-only context: nothing changes while they live; rank 2 killed (left a
+ * zombie, as a launcher that has not reaped it yet) lowers the wait bound within limit ms
+ * and names rank 2; a wait that then runs out is IRIS_ERROR_PEER_FAILED naming rank 2 and
+ * the rank it waited for; the stop joins at once. */
+static void watch_round(const char *how, int pidfd, long long limit) {
+  char name[256];
+  static char heap[1 << 16];
+  unsigned long long words[IRIS_FAULT_WORDS] = {0, 0, 0};
+  iris_t *ctx = iris_detail_host_only_ctx(sizeof heap, heap);
+  pid_t a = watch_sleeper(), b = watch_sleeper();
+  long long took, t0;
+  iris_status_t st;
+  if (!ctx || a < 0 || b < 0) {
+    check(0, "peer watch: setup", "context %p, children %d %d", (void *)ctx, (int)a, (int)b);
+    if (a > 0) { kill(a, SIGKILL); waitpid(a, NULL, 0); }
+    if (b > 0) { kill(b, SIGKILL); waitpid(b, NULL, 0); }
+    iris_detail_host_only_free(ctx);
+    return;
+  }
+  ctx->local_size = 3;
+  ctx->fault_host = words;
+  ctx->wait_bound_ns = words[IRIS_FAULT_WORD_BOUND] = 5000000000ULL;
+  ctx->pids[0] = (int64_t)getpid();
+  ctx->pids[1] = (int64_t)a;
+  ctx->pids[2] = (int64_t)b;
+  iris_detail_watch_start(ctx);
+  snprintf(name, sizeof name, "peer watch (%s): started over the two peers%s", how, pidfd ? ", each with a pidfd" : "");
+  check(ctx->watch && ctx->watch->n == 2 && (!pidfd || (ctx->watch->pidfd[0] >= 0 && ctx->watch->pidfd[1] >= 0)), name, "%s: watch %p, %d peers", how, (void *)ctx->watch, ctx->watch ? ctx->watch->n : -1);
+  usleep(120000);
+  check(!ctx->gone && words[IRIS_FAULT_WORD_BOUND] == 5000000000ULL && iris_get_async_error(ctx) == IRIS_SUCCESS,
+        (snprintf(name, sizeof name, "peer watch (%s): while every peer lives, nothing changes", how), name), "%s: gone %d, bound %llu", how, ctx->gone, words[IRIS_FAULT_WORD_BOUND]);
+  kill(b, SIGKILL); /* not reaped yet: a zombie */
+  took = watch_wait_gone(ctx, 3000);
+  check(took >= 0 && took <= limit && ctx->gone == 3 && words[IRIS_FAULT_WORD_BOUND] == IRIS_DETAIL_BOUND_GONE && !words[IRIS_FAULT_WORD_FATAL],
+        (snprintf(name, sizeof name, "peer watch (%s): a peer's process killed (not yet reaped) lowers the wait bound at once, naming it, and records no fault", how), name), "%s: %lld ms (limit %lld), gone %d, bound %llu",
+        how, took, limit, ctx->gone, words[IRIS_FAULT_WORD_BOUND]);
+  /* a wait of a kernel runs past the lowered bound: it records a timeout naming the peer it waited for */
+  words[IRIS_FAULT_WORD_FATAL] = IRIS_FAULT_MAKE(IRIS_FAULT_TIMEOUT, 1, IRIS_FAULT_SITE_MAKE(1, IRIS_SITE_BARRIER), 17);
+  st = iris_get_async_error(ctx);
+  check(st == IRIS_ERROR_PEER_FAILED && strstr(iris_error_detail(), "rank 2 (pid") && strstr(iris_error_detail(), "has died") &&
+            strstr(iris_error_detail(), "peer watch") && strstr(iris_error_detail(), "waiting for rank 1") && strstr(iris_error_detail(), "#17"),
+        (snprintf(name, sizeof name, "peer watch (%s): the wait that then runs out is IRIS_ERROR_PEER_FAILED naming the dead rank and the one it waited for", how), name), "%s: %s: %s", how, sname(st),
+        iris_error_detail());
+  t0 = now_ms();
+  iris_detail_watch_stop(ctx);
+  check(!ctx->watch && now_ms() - t0 < 500, (snprintf(name, sizeof name, "peer watch (%s): stopped and joined", how), name), "%s: %lld ms", how, now_ms() - t0);
+  /* a watch over a live peer only: the stop wakes the thread at once (pidfd: asleep in poll without a timeout) */
+  ctx->pids[2] = 0;
+  __atomic_store_n(&ctx->gone, 0, __ATOMIC_RELEASE);
+  iris_detail_watch_start(ctx);
+  usleep(20000);
+  t0 = now_ms();
+  iris_detail_watch_stop(ctx);
+  check(now_ms() - t0 < 200 && !ctx->gone, (snprintf(name, sizeof name, "peer watch (%s): a watch whose peers live stops at once", how), name), "%s: %lld ms", how, now_ms() - t0);
+  kill(a, SIGKILL);
+  waitpid(a, NULL, 0);
+  waitpid(b, NULL, 0);
+  ctx->fault_host = NULL;
+  iris_detail_host_only_free(ctx);
+}
+static void test_peer_watch(void) {
+  pid_t z;
+  const char *was = getenv("IRIS_PEER_WATCH");
+  /* iris_detail_pid_gone: this process lives; a zombie and a reaped child are gone */
+  z = fork();
+  if (z == 0) _exit(0);
+  usleep(50000);
+  {
+    const int zombie = iris_detail_pid_gone((int64_t)z);
+    waitpid(z, NULL, 0);
+    check(!iris_detail_pid_gone((int64_t)getpid()) && zombie && iris_detail_pid_gone((int64_t)z) && !iris_detail_pid_gone(0),
+          "peer watch: a process ended is gone (a zombie too, and once reaped); this one and pid 0 are not", "zombie %d", zombie);
+  }
+  char keep[64];
+  snprintf(keep, sizeof keep, "%s", was ? was : "");
+  unsetenv("IRIS_PEER_WATCH"); /* the default: on (restored after) */
+  {
+    const int fd = iris_detail_pidfd_open((int64_t)getpid());
+    if (fd >= 0) {
+      close(fd);
+      watch_round("pidfd", 1, 200);
+    } else {
+      printf("SKIP: peer watch (pidfd): pidfd_open refused here (%s); the /proc fallback below is the watch's path on this machine\n", strerror(errno));
+    }
+  }
+  iris_detail_watch_no_pidfd = 1;
+  watch_round("/proc fallback", 0, 300);
+  iris_detail_watch_no_pidfd = 0;
+  { /* IRIS_PEER_WATCH: 0 starts no watch; anything but 0 and 1 is refused by iris_init's config check */
+    static char heap[1 << 16];
+    unsigned long long words[IRIS_FAULT_WORDS] = {0, 0, 0};
+    iris_t *ctx = iris_detail_host_only_ctx(sizeof heap, heap);
+    iris_config_t c;
+    iris_status_t st;
+    if (ctx) {
+      ctx->local_size = 2;
+      ctx->fault_host = words;
+      ctx->pids[1] = (int64_t)getppid();
+      setenv("IRIS_PEER_WATCH", "0", 1);
+      iris_detail_watch_start(ctx);
+      check(!ctx->watch, "peer watch: IRIS_PEER_WATCH=0 starts none", "");
+      iris_detail_watch_stop(ctx);
+      ctx->fault_host = NULL;
+      iris_detail_host_only_free(ctx);
+    }
+    setenv("IRIS_PEER_WATCH", "yes", 1);
+    st = iris_detail_resolve_config(NULL, &c);
+    check(st == IRIS_ERROR_INVALID_ARGUMENT && strstr(iris_error_detail(), "IRIS_PEER_WATCH"), "peer watch: IRIS_PEER_WATCH=yes is refused, naming it", "%s: %s",
+          sname(st), iris_error_detail());
+    if (was) setenv("IRIS_PEER_WATCH", keep, 1);
+    else unsetenv("IRIS_PEER_WATCH");
+  }
+  { /* teams: the lowered bound goes to a team the dead rank is a member of, not to another */
+    static char heap[1 << 16];
+    iris_t *ctx = iris_detail_host_only_ctx(sizeof heap, heap);
+    iris_team_t with, without;
+    memset(&with, 0, sizeof with);
+    memset(&without, 0, sizeof without);
+    with.size = 2;
+    with.world[0] = 0;
+    with.world[1] = 2;
+    without.size = 2;
+    without.start = 0;
+    without.stride = 1; /* ranks 0 and 1 */
+    if (ctx) {
+      ctx->local_size = 3;
+      ctx->wait_bound_ns = 7000000000ULL;
+      ctx->gone = 3; /* rank 2 */
+      check(iris_detail_team_bound(ctx, &with) == IRIS_DETAIL_BOUND_GONE && iris_detail_team_bound(ctx, &without) == 7000000000ULL,
+            "peer watch: a team with the dead rank gets the lowered bound, a team without it keeps its own", "%llu / %llu", iris_detail_team_bound(ctx, &with),
+            iris_detail_team_bound(ctx, &without));
+      ctx->gone = 0;
+      check(iris_detail_team_bound(ctx, &with) == 7000000000ULL, "peer watch: no death, no change to a team's bound", "");
+      iris_detail_host_only_free(ctx);
+    }
+  }
+}
+
 /* ------------------------------------------------------- call signatures -- */
 /* The last steps of a collective launch's signature (internal/coll/plan.h): a call in
  * one launch keeps its inputs (only the split bit cleared); each launch of a split call

@@ -149,6 +149,7 @@ int main(void) {
   test_sync_reached();
   test_world_ctas_staging();
   test_faults();
+  test_peer_watch();
   test_coll_signature();
   test_moe_grid();
   test_plan_meet();
