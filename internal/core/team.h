@@ -361,7 +361,7 @@ IRIS_INTERNAL void iris_detail_teams_bind_predefined(iris_t *ctx, iris_detail_te
   int s, r;
   for (s = 0; s < IRIS_TEAM_MAX; s++) {
     T->team[s].slot = T->team[s].coll = -1;
-    T->fault_host[(size_t)s * IRIS_FAULT_WORDS + IRIS_FAULT_WORD_BOUND] = ctx->fault_host ? ctx->fault_host[IRIS_FAULT_WORD_BOUND] : 0;
+    T->fault_host[(size_t)s * IRIS_FAULT_WORDS + IRIS_FAULT_WORD_BOUND] = ctx->wait_bound_ns; /* a bound team's: iris_detail_team_bound */
   }
   memset(&t, 0, sizeof t);
   t.rank = iris_rank(ctx);
