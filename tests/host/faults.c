@@ -157,6 +157,26 @@ static void watch_round(const char *how, int pidfd, long long limit) {
   t0 = now_ms();
   iris_detail_watch_stop(ctx);
   check(now_ms() - t0 < 200 && !ctx->gone, (snprintf(name, sizeof name, "peer watch (%s): a watch whose peers live stops at once", how), name), "%s: %lld ms", how, now_ms() - t0);
+  { /* a fork's child (a DataLoader worker) that finalizes its copy of the context: it has
+     * the watch's struct but not its thread, so the stop must not join */
+    pid_t c;
+    int status = -1;
+    long long waited;
+    iris_detail_watch_start(ctx);
+    c = fork();
+    if (c == 0) {
+      iris_detail_watch_stop(ctx);
+      _exit(ctx->watch == NULL ? 0 : 3);
+    }
+    t0 = now_ms();
+    while (c > 0 && waitpid(c, &status, WNOHANG) == 0 && now_ms() - t0 < 2000) usleep(1000);
+    waited = now_ms() - t0;
+    if (c > 0 && waited >= 2000) { kill(c, SIGKILL); waitpid(c, &status, 0); }
+    check(c > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && waited < 2000 && ctx->watch,
+          (snprintf(name, sizeof name, "peer watch (%s): a fork's child stops its copy without joining the parent's thread", how), name), "%s: status %d after %lld ms", how,
+          status, waited);
+    iris_detail_watch_stop(ctx);
+  }
   kill(a, SIGKILL);
   waitpid(a, NULL, 0);
   waitpid(b, NULL, 0);
