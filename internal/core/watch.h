@@ -96,13 +96,13 @@ IRIS_INTERNAL void iris_detail_watch_tell(iris_t *ctx, int r) {
   pthread_mutex_unlock(&iris_detail_fault_lock);
 }
 
-/* One look at every peer; the index of one that has ended, else -1. revents: poll's, for
- * the peers with a pidfd (in order), or NULL for none. */
+/* One look at every peer; the index of one that has ended, else -1. fds: poll's, the
+ * peers with a pidfd first (in order). */
 IRIS_INTERNAL int iris_detail_watch_scan(const iris_detail_watch_t *w, const struct pollfd *fds) {
   int i, k = 0;
   for (i = 0; i < w->n; i++) {
     if (w->pidfd[i] >= 0) {
-      if (fds && (fds[k].revents & (POLLIN | POLLHUP | POLLERR))) return i;
+      if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) return i;
       k++;
     } else if (iris_detail_pid_gone(w->pid[i])) {
       return i;
@@ -141,11 +141,22 @@ IRIS_INTERNAL void *iris_detail_watch_thread(void *arg) {
   return NULL;
 }
 
+/* Closes what w holds (its pidfds; the pipe when made) and frees it; no thread. */
+IRIS_INTERNAL void iris_detail_watch_free(iris_detail_watch_t *w, int piped) {
+  int i;
+  for (i = 0; i < w->n; i++)
+    if (w->pidfd[i] >= 0) close(w->pidfd[i]);
+  if (piped) {
+    close(w->wake[0]);
+    close(w->wake[1]);
+  }
+  free(w);
+}
+
 /* Ends the watch of ctx, if any: wakes the thread and joins it, then frees it. Not under
  * the fault lock (the thread may be taking it). */
 IRIS_INTERNAL void iris_detail_watch_stop(iris_t *ctx) {
   iris_detail_watch_t *w = ctx->watch;
-  int i;
   if (!w) return;
   ctx->watch = NULL;
   if (w->owner == getpid()) { /* a fork's child has the struct but not the thread */
@@ -155,11 +166,7 @@ IRIS_INTERNAL void iris_detail_watch_stop(iris_t *ctx) {
     while (n < 0 && errno == EINTR);
     pthread_join(w->thread, NULL);
   }
-  for (i = 0; i < w->n; i++)
-    if (w->pidfd[i] >= 0) close(w->pidfd[i]);
-  close(w->wake[0]);
-  close(w->wake[1]);
-  free(w);
+  iris_detail_watch_free(w, 1);
 }
 
 /* Starts the watch of ctx over the peers of this node in other processes of this pid
@@ -183,9 +190,7 @@ IRIS_INTERNAL void iris_detail_watch_start(iris_t *ctx) {
     w->n++;
   }
   if (w->n == 0 || pipe(w->wake) != 0) {
-    for (r = 0; r < w->n; r++)
-      if (w->pidfd[r] >= 0) close(w->pidfd[r]);
-    free(w);
+    iris_detail_watch_free(w, 0);
     return;
   }
   fcntl(w->wake[0], F_SETFD, FD_CLOEXEC);
@@ -199,9 +204,7 @@ IRIS_INTERNAL void iris_detail_watch_start(iris_t *ctx) {
     made = pthread_create(&w->thread, NULL, iris_detail_watch_thread, w) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!made) {
-      w->owner = 0; /* nothing to join */
-      ctx->watch = w;
-      iris_detail_watch_stop(ctx);
+      iris_detail_watch_free(w, 1);
       return;
     }
   }

@@ -107,6 +107,11 @@ static long long watch_wait_gone(iris_t *ctx, long long limit) {
  * zombie, as a launcher that has not reaped it yet) lowers the wait bound within limit ms
  * and names rank 2; a wait that then runs out is IRIS_ERROR_PEER_FAILED naming rank 2 and
  * the rank it waited for; the stop joins at once. */
+/* The check name "peer watch (how): what" in buf. */
+static const char *watch_name(char *buf, size_t n, const char *how, const char *what) {
+  snprintf(buf, n, "peer watch (%s): %s", how, what);
+  return buf;
+}
 static void watch_round(const char *how, int pidfd, long long limit) {
   char name[256];
   static char heap[1 << 16];
@@ -133,22 +138,22 @@ static void watch_round(const char *how, int pidfd, long long limit) {
   check(ctx->watch && ctx->watch->n == 2 && (!pidfd || (ctx->watch->pidfd[0] >= 0 && ctx->watch->pidfd[1] >= 0)), name, "%s: watch %p, %d peers", how, (void *)ctx->watch, ctx->watch ? ctx->watch->n : -1);
   usleep(120000);
   check(!ctx->gone && words[IRIS_FAULT_WORD_BOUND] == 5000000000ULL && iris_get_async_error(ctx) == IRIS_SUCCESS,
-        (snprintf(name, sizeof name, "peer watch (%s): while every peer lives, nothing changes", how), name), "%s: gone %d, bound %llu", how, ctx->gone, words[IRIS_FAULT_WORD_BOUND]);
+        watch_name(name, sizeof name, how, "while every peer lives, nothing changes"), "%s: gone %d, bound %llu", how, ctx->gone, words[IRIS_FAULT_WORD_BOUND]);
   kill(b, SIGKILL); /* not reaped yet: a zombie */
   took = watch_wait_gone(ctx, 3000);
   check(took >= 0 && took <= limit && ctx->gone == 3 && words[IRIS_FAULT_WORD_BOUND] == IRIS_DETAIL_BOUND_GONE && !words[IRIS_FAULT_WORD_FATAL],
-        (snprintf(name, sizeof name, "peer watch (%s): a peer's process killed (not yet reaped) lowers the wait bound at once, naming it, and records no fault", how), name), "%s: %lld ms (limit %lld), gone %d, bound %llu",
+        watch_name(name, sizeof name, how, "a peer's process killed (not yet reaped) lowers the wait bound at once, naming it, and records no fault"), "%s: %lld ms (limit %lld), gone %d, bound %llu",
         how, took, limit, ctx->gone, words[IRIS_FAULT_WORD_BOUND]);
   /* a wait of a kernel runs past the lowered bound: it records a timeout naming the peer it waited for */
   words[IRIS_FAULT_WORD_FATAL] = IRIS_FAULT_MAKE(IRIS_FAULT_TIMEOUT, 1, IRIS_FAULT_SITE_MAKE(1, IRIS_SITE_BARRIER), 17);
   st = iris_get_async_error(ctx);
   check(st == IRIS_ERROR_PEER_FAILED && strstr(iris_error_detail(), "rank 2 (pid") && strstr(iris_error_detail(), "has died") &&
             strstr(iris_error_detail(), "peer watch") && strstr(iris_error_detail(), "waiting for rank 1") && strstr(iris_error_detail(), "#17"),
-        (snprintf(name, sizeof name, "peer watch (%s): the wait that then runs out is IRIS_ERROR_PEER_FAILED naming the dead rank and the one it waited for", how), name), "%s: %s: %s", how, sname(st),
+        watch_name(name, sizeof name, how, "the wait that then runs out is IRIS_ERROR_PEER_FAILED naming the dead rank and the one it waited for"), "%s: %s: %s", how, sname(st),
         iris_error_detail());
   t0 = now_ms();
   iris_detail_watch_stop(ctx);
-  check(!ctx->watch && now_ms() - t0 < 500, (snprintf(name, sizeof name, "peer watch (%s): stopped and joined", how), name), "%s: %lld ms", how, now_ms() - t0);
+  check(!ctx->watch && now_ms() - t0 < 500, watch_name(name, sizeof name, how, "stopped and joined"), "%s: %lld ms", how, now_ms() - t0);
   /* a watch over a live peer only: the stop wakes the thread at once (pidfd: asleep in poll without a timeout) */
   ctx->pids[2] = 0;
   __atomic_store_n(&ctx->gone, 0, __ATOMIC_RELEASE);
@@ -156,7 +161,7 @@ static void watch_round(const char *how, int pidfd, long long limit) {
   usleep(20000);
   t0 = now_ms();
   iris_detail_watch_stop(ctx);
-  check(now_ms() - t0 < 200 && !ctx->gone, (snprintf(name, sizeof name, "peer watch (%s): a watch whose peers live stops at once", how), name), "%s: %lld ms", how, now_ms() - t0);
+  check(now_ms() - t0 < 200 && !ctx->gone, watch_name(name, sizeof name, how, "a watch whose peers live stops at once"), "%s: %lld ms", how, now_ms() - t0);
   { /* a fork's child (a DataLoader worker) that finalizes its copy of the context: it has
      * the watch's struct but not its thread, so the stop must not join */
     pid_t c;
@@ -173,7 +178,7 @@ static void watch_round(const char *how, int pidfd, long long limit) {
     waited = now_ms() - t0;
     if (c > 0 && waited >= 2000) { kill(c, SIGKILL); waitpid(c, &status, 0); }
     check(c > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && waited < 2000 && ctx->watch,
-          (snprintf(name, sizeof name, "peer watch (%s): a fork's child stops its copy without joining the parent's thread", how), name), "%s: status %d after %lld ms", how,
+          watch_name(name, sizeof name, how, "a fork's child stops its copy without joining the parent's thread"), "%s: status %d after %lld ms", how,
           status, waited);
     iris_detail_watch_stop(ctx);
   }
